@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* A small HTTP/1.1 server: one thread per connection (bounded), keep-alive,
+ * Content-Length and chunked request bodies (streamed to the handler),
+ * chunked streaming responses, slow-client timeouts. The handler runs on the
+ * connection's thread and may block. */
+
+#include "http-parse.h"
+
+#define HTTP_CONNECTIONS_MAX 1024U
+#define HTTP_HEAD_TIMEOUT_MSEC 10000    /* whole head must arrive within this (slowloris) */
+#define HTTP_IDLE_TIMEOUT_MSEC 60000    /* keep-alive idle */
+#define HTTP_BODY_IDLE_TIMEOUT_MSEC 30000 /* no body byte for this long → drop */
+
+typedef struct HttpServer HttpServer;
+typedef struct HttpConn HttpConn;
+
+typedef void (*HttpHandler)(HttpConn *c, const HttpHead *req, void *userdata);
+
+/* listen: "127.0.0.1:7070", "[::1]:7070", "0.0.0.0:7070" or "unix:/path". */
+int http_server_new(const char *listen, HttpHandler handler, void *userdata, HttpServer **ret);
+/* The bound port (useful with port 0). */
+int http_server_port(const HttpServer *s);
+/* Serves until http_server_stop(); returns 0. Call from one thread. */
+int http_server_run(HttpServer *s);
+/* Async-signal-safe: makes run() return; open connections are shut down. */
+void http_server_stop(HttpServer *s);
+HttpServer *http_server_free(HttpServer *s);
+
+/* Request body, streamed: returns bytes read, 0 at the end of the body, <0 on
+ * error (-ETIMEDOUT, -ECONNRESET, -EINVAL for bad chunking). */
+ssize_t http_conn_read_body(HttpConn *c, void *buf, size_t n);
+/* Reads the whole body; -EFBIG if longer than max (caller answers 413). */
+int http_conn_read_body_all(HttpConn *c, size_t max, char **ret, size_t *ret_len);
+
+/* Fixed response with Content-Length. extra_headers: NULL or "Name: value\r\n..." */
+int http_conn_respond(HttpConn *c, int status, const char *content_type, const void *body, size_t n,
+                      const char *extra_headers);
+/* Streaming response (Transfer-Encoding: chunked, flushed per write). */
+int http_conn_stream_begin(HttpConn *c, int status, const char *content_type, const char *extra_headers);
+int http_conn_stream_write(HttpConn *c, const void *p, size_t n);
+int http_conn_stream_end(HttpConn *c);
+/* Streaming response with a known length (e.g. file downloads): Content-Length, raw writes. */
+int http_conn_sized_begin(HttpConn *c, int status, const char *content_type, uint64_t length,
+                          const char *extra_headers);
+int http_conn_sized_write(HttpConn *c, const void *p, size_t n);
+
+/* The socket, for poll()ing it to notice a client that went away (POLLRDHUP). */
+int http_conn_fd(const HttpConn *c);
+/* True once a response was started. */
+bool http_conn_responded(const HttpConn *c);
+/* Close the connection after this response (no keep-alive). */
+void http_conn_set_close(HttpConn *c);
+/* "127.0.0.1:54321" */
+const char *http_conn_peer(const HttpConn *c);

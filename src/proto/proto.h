@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The space-agent wire protocol: a stream of frames over one socket.
+ *
+ *   frame  = header(12 bytes, little endian) payload
+ *   header = u32 length (payload bytes, <= PROTO_PAYLOAD_MAX)
+ *            u16 type   (ProtoType)
+ *            u16 flags  (0; unknown bits are an error)
+ *            u32 stream (request/stream id chosen by the host; 0 = connection)
+ *
+ * Control payloads are JSON objects (parsed with the strict JSON parser);
+ * data payloads (STDOUT, STDERR, STDIN, DATA) are raw bytes.
+ * Every frame from the agent is hostile input for the host: sizes are
+ * bounded and every field is validated.
+ *
+ * Conversation (host → agent requests, agent → host replies on the same stream):
+ *
+ *   agent sends HELLO {"version":1,"agent":"space-agent 0.1","pid":1} on accept.
+ *
+ *   EXEC {"argv":[...]} | {"shell":"..."}  + optional
+ *        "env":{"K":"V"}, "cwd":"/", "user":"root"|"user"|uid, "stdin":bool (keep
+ *        stdin open for STDIN frames; default false = /dev/null), "pty":bool,
+ *        "rows":N,"cols":N, "timeout_ms":N (0 = none), "background":bool
+ *     → STARTED {"pid":N,"exec_id":"e1"}   (or ERROR {"errno":N,"code":"ENOENT","message":"..."})
+ *     → STDOUT / STDERR (raw bytes; with a pty everything is STDOUT)
+ *     → EXIT {"code":N} | {"signal":"SIGKILL","code":137,"reason":"timeout"|"killed"}
+ *     A background exec gets STARTED and no further frames on that stream.
+ *   STDIN (raw, on the exec's stream), STDIN_EOF (empty)
+ *   SIGNAL {"signal":"SIGTERM"}        (on the exec's stream, or with "exec_id")
+ *   RESIZE {"rows":N,"cols":N}         (pty only)
+ *   ATTACH {"exec_id":"e1","output":bool}  binds a stream on another connection to a
+ *        running exec (to send STDIN/SIGNAL/RESIZE, and with output:true to receive
+ *        its STDOUT/STDERR/EXIT) → STARTED {"pid":N,"exec_id":"e1"}
+ *   PS {} → RESULT {"processes":[{"exec_id":..,"pid":..,"argv":[..],"pty":bool}]}
+ *
+ *   FILE_READ {"path":"/a","offset":0,"length":-1}
+ *     → FILE_INFO {"size":N,"mode":N,"type":"file"} then DATA... then DATA_END (empty)
+ *   FILE_WRITE {"path":"/a","mode":420,"append":false,"parents":true,"uid":0,"gid":0}
+ *     host then sends DATA... and DATA_END → RESULT {"bytes":N}
+ *     (the agent writes to a temporary file beside the target and renames it at
+ *     DATA_END, so a failed upload changes nothing unless append)
+ *   FILE_LIST {"path":"/d","depth":1} → RESULT {"entries":[{"name","path","type","size","mode","mtime_ns","uid","gid","target"?}]}
+ *   FILE_STAT {"path":"/a"} → RESULT {one entry}
+ *   FILE_MKDIR {"path":"/d","parents":true,"mode":493} → RESULT {"created":bool}
+ *   FILE_REMOVE {"path":"/a","recursive":false} → RESULT {}
+ *   FILE_RENAME {"from":"/a","to":"/b"} → RESULT {}
+ *   Errors on any request: ERROR {"errno":N,"code":"ENOENT","message":"..."}.
+ *   Relative paths are relative to the user's home directory. Paths are
+ *   resolved inside the sandbox (the agent is confined to its root).
+ *
+ *   PING {} → PONG {}
+ */
+
+#include "macros.h"
+
+#define PROTO_VERSION 1
+#define PROTO_HEADER_SIZE 12U
+#define PROTO_PAYLOAD_MAX (1024U * 1024U)  /* one frame */
+#define PROTO_DATA_CHUNK (64U * 1024U)     /* preferred size of DATA/STDOUT frames */
+#define PROTO_JSON_MAX (256U * 1024U)      /* control payloads */
+
+typedef enum ProtoType {
+        PROTO_HELLO = 1,
+        PROTO_PING,
+        PROTO_PONG,
+        PROTO_EXEC,
+        PROTO_STARTED,
+        PROTO_STDIN,
+        PROTO_STDIN_EOF,
+        PROTO_STDOUT,
+        PROTO_STDERR,
+        PROTO_EXIT,
+        PROTO_SIGNAL,
+        PROTO_RESIZE,
+        PROTO_ATTACH,
+        PROTO_PS,
+        PROTO_FILE_READ,
+        PROTO_FILE_INFO,
+        PROTO_FILE_WRITE,
+        PROTO_FILE_LIST,
+        PROTO_FILE_STAT,
+        PROTO_FILE_MKDIR,
+        PROTO_FILE_REMOVE,
+        PROTO_FILE_RENAME,
+        PROTO_DATA,
+        PROTO_DATA_END,
+        PROTO_RESULT,
+        PROTO_ERROR,
+        _PROTO_TYPE_MAX,
+        _PROTO_TYPE_INVALID = -EINVAL,
+} ProtoType;
+
+const char *proto_type_to_string(ProtoType t);
+ProtoType proto_type_from_string(const char *s);
+/* True for types whose payload is JSON (everything but STDIN/STDOUT/STDERR/DATA/DATA_END/STDIN_EOF). */
+bool proto_type_is_json(ProtoType t);
+
+typedef struct ProtoFrame {
+        ProtoType type;
+        uint32_t stream;
+        uint32_t len;
+        char *payload; /* malloc'd, len bytes + a NUL (for convenience; not part of the data) */
+} ProtoFrame;
+
+void proto_frame_done(ProtoFrame *f);
+
+/* Encodes a header into out[PROTO_HEADER_SIZE]. */
+void proto_header_encode(uint8_t out[PROTO_HEADER_SIZE], ProtoType type, uint32_t stream, uint32_t len);
+/* Decodes and validates a header: -EBADMSG for unknown type or flags, -EMSGSIZE over PROTO_PAYLOAD_MAX. */
+int proto_header_decode(const uint8_t in[PROTO_HEADER_SIZE], ProtoType *ret_type, uint32_t *ret_stream,
+                        uint32_t *ret_len);
+
+/* Blocking helpers over a socket fd. */
+int proto_send(int fd, ProtoType type, uint32_t stream, const void *payload, size_t len);
+int proto_send_json(int fd, ProtoType type, uint32_t stream, const char *json); /* strlen(json) bytes */
+/* Reads one whole frame. Returns 0 on success, -ECONNRESET on EOF at a frame
+ * boundary, -EBADMSG/-EMSGSIZE on a bad frame, other -errno on I/O errors. */
+int proto_recv(int fd, ProtoFrame *ret);
+
+/* Incremental decoder for non-blocking readers (the agent's event loop, the worker). */
+typedef struct ProtoReader {
+        uint8_t header[PROTO_HEADER_SIZE];
+        size_t have;         /* bytes of header or payload collected */
+        bool in_payload;
+        ProtoFrame cur;
+} ProtoReader;
+
+void proto_reader_init(ProtoReader *r);
+void proto_reader_done(ProtoReader *r);
+/* Feeds bytes; on a completed frame returns 1 and moves it to *ret (caller frees),
+ * consuming *ret_consumed bytes. 0 = needs more. <0 = bad frame (drop the connection). */
+int proto_reader_feed(ProtoReader *r, const void *p, size_t n, size_t *ret_consumed, ProtoFrame *ret);
+
+/* Errors as they travel: code string ↔ errno. */
+const char *proto_errno_to_code(int err);  /* "ENOENT", ... ("EIO" for unknown) */
+int proto_errno_from_code(const char *code); /* -EINVAL if unknown */

@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+#include <ctype.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "fd-util.h"
+#include "str-util.h"
+
+#define S(field) CONFIG_STRING, offsetof(Config, field), sizeof(((Config *) 0)->field)
+#define U(field) CONFIG_U64, offsetof(Config, field), sizeof(uint64_t)
+
+const ConfigItem config_table[] = {
+        { "role", S(role), "all", 0, 0, "all|api|worker|controller", "which parts this process runs" },
+        { "listen", S(listen), "127.0.0.1:7070", 0, 0, NULL, "HTTP API address (host:port or unix:/path)" },
+        { "state_dir", S(state_dir), "/var/lib/space", 0, 0, NULL, "state directory (store, pool, keys)" },
+        { "store_url", S(store_url), "", 0, 0, NULL, "store; default sqlite:<state_dir>/space.db" },
+        { "storage", S(storage), "auto", 0, 0, "auto|btrfs|overlay", "storage back end (auto: btrfs, else overlayfs)" },
+        { "pool_path", S(pool_path), "", 0, 0, NULL, "an existing btrfs mount to use as pool; default: loop image in state_dir" },
+        { "pool_size_mb", U(pool_size_mb), "16384", 1024, UINT64_C(1) << 30, NULL, "size of the sparse pool image" },
+        { "agent_path", S(agent_path), "", 0, 0, NULL, "space-agent binary; default: beside spaced" },
+        { "cgroup_root", S(cgroup_root), "space", 0, 0, NULL, "cgroup (below each hierarchy's root) that holds sandboxes" },
+        { "log_level", S(log_level), "info", 0, 0, "error|warning|info|debug", "log level" },
+        { "default_template", S(default_template), "base", 0, 0, NULL, "template of a create that names none" },
+        { "uid_base", U(uid_base), "1000000000", 65536, UINT64_C(4000000000), NULL, "first host uid of sandbox id ranges" },
+        { "slots_max", U(slots_max), "4096", 1, 65536, NULL, "sandbox uid/gid ranges (65536 ids each)" },
+        { "default_cpu_millis", U(default_cpu_millis), "1000", 10, 1024000, NULL, "CPU quota of a new sandbox (1000 = one CPU)" },
+        { "default_memory_mb", U(default_memory_mb), "512", 16, UINT64_C(1) << 30, NULL, "memory limit of a new sandbox" },
+        { "default_disk_mb", U(default_disk_mb), "2048", 16, UINT64_C(1) << 30, NULL, "disk quota of a new sandbox" },
+        { "default_pids_max", U(default_pids_max), "1024", 8, 4194304, NULL, "process limit of a new sandbox" },
+        { "default_timeout_s", U(default_timeout_s), "0", 0, UINT64_C(1) << 40, NULL, "lifetime of a new sandbox, 0 = none" },
+        { "max_cpu_millis", U(max_cpu_millis), "64000", 10, 1024000, NULL, "upper bound for cpu in a request" },
+        { "max_memory_mb", U(max_memory_mb), "65536", 16, UINT64_C(1) << 30, NULL, "upper bound for memory_mb" },
+        { "max_disk_mb", U(max_disk_mb), "262144", 16, UINT64_C(1) << 30, NULL, "upper bound for disk_mb" },
+        { "max_pids", U(max_pids), "32768", 8, 4194304, NULL, "upper bound for pids_max" },
+        { "max_timeout_s", U(max_timeout_s), "2592000", 1, UINT64_C(1) << 40, NULL, "upper bound for timeout_s" },
+        { "max_sandboxes", U(max_sandboxes), "1000", 1, 65536, NULL, "live sandboxes per host" },
+        { "upload_max_mb", U(upload_max_mb), "4096", 1, UINT64_C(1) << 30, NULL, "largest file upload" },
+};
+const size_t config_table_size = ELEMENTSOF(config_table);
+
+static const ConfigItem *config_find(const char *key) {
+        for (size_t i = 0; i < config_table_size; i++)
+                if (streq(config_table[i].key, key))
+                        return &config_table[i];
+        return NULL;
+}
+
+static bool choice_ok(const char *choices, const char *v) {
+        size_t n = strlen(v);
+        const char *p = choices;
+
+        while (p && *p) {
+                const char *bar = strchr(p, '|');
+                size_t len = bar ? (size_t) (bar - p) : strlen(p);
+                if (len == n && strncmp(p, v, n) == 0)
+                        return true;
+                p = bar ? bar + 1 : NULL;
+        }
+        return false;
+}
+
+int config_set(Config *c, const char *key, const char *value, char *errbuf, size_t errbuf_size) {
+        const ConfigItem *it = config_find(key);
+        char *field;
+
+        if (!it) {
+                snprintf(errbuf, errbuf_size, "unknown configuration key '%s'", key);
+                return -EINVAL;
+        }
+        field = (char *) c + it->offset;
+        if (it->type == CONFIG_STRING) {
+                if (it->choices && !choice_ok(it->choices, value)) {
+                        snprintf(errbuf, errbuf_size, "%s: '%s' is not one of %s", key, value, it->choices);
+                        return -EINVAL;
+                }
+                if (strscpy(field, it->size, value) < 0) {
+                        snprintf(errbuf, errbuf_size, "%s: value longer than %zu bytes", key, it->size - 1);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+
+        uint64_t v;
+        if (safe_atou64(value, &v) < 0) {
+                snprintf(errbuf, errbuf_size, "%s: '%s' is not a non-negative integer", key, value);
+                return -EINVAL;
+        }
+        if (v < it->min || v > it->max) {
+                snprintf(errbuf, errbuf_size, "%s: %" PRIu64 " is out of range [%" PRIu64 ", %" PRIu64 "]", key, v,
+                         it->min, it->max);
+                return -ERANGE;
+        }
+        memcpy(field, &v, sizeof v);
+        return 0;
+}
+
+void config_defaults(Config *c) {
+        char err[256];
+        memset(c, 0, sizeof *c);
+        for (size_t i = 0; i < config_table_size; i++)
+                (void) config_set(c, config_table[i].key, config_table[i].def, err, sizeof err);
+}
+
+static char *strip(char *s) {
+        char *e;
+        while (isspace((unsigned char) *s))
+                s++;
+        e = s + strlen(s);
+        while (e > s && isspace((unsigned char) e[-1]))
+                *--e = 0;
+        return s;
+}
+
+int config_load_file(Config *c, const char *path, char *errbuf, size_t errbuf_size) {
+        _cleanup_free_ char *text = NULL;
+        char *save = NULL, *line;
+        unsigned lineno = 0;
+        int r;
+
+        r = read_full_file(path, 1024 * 1024, &text, NULL);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot read %s: %s", path, strerror(-r));
+                return r;
+        }
+        for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char *eq, *k, *v, sub[256];
+                lineno++;
+                line = strip(line);
+                if (!*line || *line == '#')
+                        continue;
+                eq = strchr(line, '=');
+                if (!eq) {
+                        snprintf(errbuf, errbuf_size, "%s:%u: expected key = value", path, lineno);
+                        return -EINVAL;
+                }
+                *eq = 0;
+                k = strip(line);
+                v = strip(eq + 1);
+                if (strlen(v) >= 2 && v[0] == '"' && v[strlen(v) - 1] == '"') {
+                        v[strlen(v) - 1] = 0;
+                        v++;
+                }
+                r = config_set(c, k, v, sub, sizeof sub);
+                if (r < 0) {
+                        snprintf(errbuf, errbuf_size, "%s:%u: %s", path, lineno, sub);
+                        return r;
+                }
+        }
+        return 0;
+}
+
+extern char **environ;
+
+int config_load_env(Config *c, char *errbuf, size_t errbuf_size) {
+        static const char *const client_only[] = { "SPACE_URL", "SPACE_API_KEY", "SPACE_STATE_DIR",
+                                                    "SPACE_CONFIG", "SPACE_BUILD_DIR", NULL };
+        for (char **e = environ; e && *e; e++) {
+                const char *rest = startswith(*e, "SPACE_");
+                char key[128];
+                const char *eq;
+                size_t n;
+                int r;
+
+                if (!rest)
+                        continue;
+                eq = strchr(rest, '=');
+                if (!eq)
+                        continue;
+                n = (size_t) (eq - rest);
+                if (n == 0 || n >= sizeof key)
+                        continue;
+                for (size_t i = 0; i < n; i++)
+                        key[i] = (char) tolower((unsigned char) rest[i]);
+                key[n] = 0;
+
+                bool skip = false;
+                for (const char *const *k = client_only; *k; k++)
+                        if (strncmp(*e, *k, strlen(*k)) == 0 && (*e)[strlen(*k)] == '=')
+                                skip = true;
+                if (skip) {
+                        /* SPACE_STATE_DIR is shared with the CLI: honour it */
+                        if (streq(key, "state_dir"))
+                                (void) config_set(c, key, eq + 1, errbuf, errbuf_size);
+                        continue;
+                }
+                r = config_set(c, key, eq + 1, errbuf, errbuf_size);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
+        if (c->state_dir[0] != '/') {
+                snprintf(errbuf, errbuf_size, "state_dir must be an absolute path");
+                return -EINVAL;
+        }
+        if (isempty(c->store_url)) {
+                int k = snprintf(c->store_url, sizeof c->store_url, "sqlite:%s/space.db", c->state_dir);
+                if (k < 0 || (size_t) k >= sizeof c->store_url) {
+                        snprintf(errbuf, errbuf_size, "state_dir too long");
+                        return -ENAMETOOLONG;
+                }
+        }
+        if (isempty(c->agent_path)) {
+                char self[PATH_MAX];
+                ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+                if (k > 0) {
+                        char *slash;
+                        self[k] = 0;
+                        slash = strrchr(self, '/');
+                        if (slash) {
+                                *slash = 0;
+                                if (strlen(self) + STRLEN("/space-agent") < sizeof c->agent_path) {
+                                        memcpy(c->agent_path, self, strlen(self));
+                                        memcpy(c->agent_path + strlen(self), "/space-agent",
+                                               sizeof "/space-agent");
+                                }
+                        }
+                }
+        }
+        if (c->default_cpu_millis > c->max_cpu_millis || c->default_memory_mb > c->max_memory_mb ||
+            c->default_disk_mb > c->max_disk_mb || c->default_pids_max > c->max_pids) {
+                snprintf(errbuf, errbuf_size, "a default limit is above its maximum");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+void config_print_help(FILE *f) {
+        fprintf(f, "Configuration (--key=value, SPACE_KEY=value, or 'key = value' in --config FILE):\n");
+        for (size_t i = 0; i < config_table_size; i++) {
+                const ConfigItem *it = &config_table[i];
+                char env[128];
+                size_t n = 0;
+                for (const char *k = it->key; *k && n < sizeof env - 7; k++)
+                        env[n++] = (char) toupper((unsigned char) *k);
+                env[n] = 0;
+                fprintf(f, "  --%-20s SPACE_%-20s %s (default: %s%s%s)\n", it->key, env, it->help,
+                        isempty(it->def) ? "-" : it->def, it->choices ? "; one of " : "",
+                        it->choices ? it->choices : "");
+        }
+}

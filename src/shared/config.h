@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* spaced's configuration: one table yields the struct, the defaults, the
+ * bounds, the SPACE_* environment names, --help and the docs table.
+ * Precedence: command line > environment > config file > default.
+ * Unknown keys are an error. */
+
+#include "macros.h"
+
+#define CONFIG_STR_MAX 512
+
+typedef struct Config {
+        char role[16];                 /* all | api | worker | controller */
+        char listen[CONFIG_STR_MAX];
+        char state_dir[CONFIG_STR_MAX];
+        char store_url[CONFIG_STR_MAX];
+        char storage[16];              /* auto | btrfs | overlay */
+        char pool_path[CONFIG_STR_MAX];/* an existing btrfs mount; empty = image in state dir */
+        uint64_t pool_size_mb;
+        char agent_path[CONFIG_STR_MAX];
+        char cgroup_root[128];
+        char log_level[16];
+        char default_template[128];
+        uint64_t uid_base;
+        uint64_t slots_max;
+        uint64_t default_cpu_millis;
+        uint64_t default_memory_mb;
+        uint64_t default_disk_mb;
+        uint64_t default_pids_max;
+        uint64_t default_timeout_s;
+        uint64_t max_cpu_millis;
+        uint64_t max_memory_mb;
+        uint64_t max_disk_mb;
+        uint64_t max_pids;
+        uint64_t max_timeout_s;
+        uint64_t max_sandboxes;
+        uint64_t upload_max_mb;
+} Config;
+
+typedef enum ConfigType {
+        CONFIG_STRING,
+        CONFIG_U64,
+} ConfigType;
+
+typedef struct ConfigItem {
+        const char *key;      /* file key and --key; env is SPACE_<KEY upper> */
+        ConfigType type;
+        size_t offset;
+        size_t size;          /* for strings: buffer size */
+        const char *def;      /* default, as text */
+        uint64_t min, max;    /* bounds for numbers */
+        const char *choices;  /* "a|b|c" or NULL */
+        const char *help;
+} ConfigItem;
+
+extern const ConfigItem config_table[];
+extern const size_t config_table_size;
+
+/* Sets every default. */
+void config_defaults(Config *c);
+/* Sets one key from text, checking bounds; errbuf gets a one-line reason. */
+int config_set(Config *c, const char *key, const char *value, char *errbuf, size_t errbuf_size);
+/* Loads "key = value" lines ('#' comments). */
+int config_load_file(Config *c, const char *path, char *errbuf, size_t errbuf_size);
+/* Applies SPACE_* variables from the environment (unknown SPACE_* names are an error,
+ * except the client-side ones SPACE_URL, SPACE_API_KEY). */
+int config_load_env(Config *c, char *errbuf, size_t errbuf_size);
+/* Derives what depends on others (store_url and agent_path defaults). */
+int config_finish(Config *c, char *errbuf, size_t errbuf_size);
+/* Prints the option table (for --help and docs). */
+void config_print_help(FILE *f);

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The store: source of truth for tenants, keys, templates, sandboxes and
+ * events. One interface, back ends as ops tables (sqlite now, postgres later).
+ * Every function returns >= 0 on success or -errno: -ENOENT (no such row, or
+ * not visible to that tenant), -EEXIST (unique key taken), -ESTALE (a
+ * compare-and-set lost: the row was not in the expected state), -EIO. A Store is
+ * used by one thread at a time; open one per thread (sqlite: WAL, busy timeout). */
+
+#include "macros.h"
+
+#define STORE_ID_MAX 64
+#define STORE_NAME_MAX 128
+#define STORE_REASON_MAX 512
+
+typedef struct Store Store;
+
+typedef struct Tenant {
+        char id[STORE_ID_MAX];
+        char name[STORE_NAME_MAX];
+        int64_t created_usec;
+} Tenant;
+
+typedef struct ApiKey {
+        char id[STORE_ID_MAX];        /* public id, e.g. "key_ab12cd34", shown in lists */
+        char tenant_id[STORE_ID_MAX];
+        char hash[65];                /* hex sha256 of the secret; the secret is never stored */
+        char name[STORE_NAME_MAX];
+        bool admin;
+        int64_t created_usec;
+} ApiKey;
+
+typedef enum TemplateState {
+        TEMPLATE_IMPORTING,
+        TEMPLATE_READY,
+        _TEMPLATE_STATE_MAX,
+        _TEMPLATE_STATE_INVALID = -EINVAL,
+} TemplateState;
+
+typedef struct Template {
+        char name[STORE_NAME_MAX];
+        char tenant_id[STORE_ID_MAX]; /* "" for global templates */
+        TemplateState state;
+        uint64_t size_bytes;
+        int64_t created_usec;
+} Template;
+
+typedef enum SandboxState {
+        SANDBOX_CREATING,
+        SANDBOX_RUNNING,
+        SANDBOX_PAUSED,
+        SANDBOX_SUSPENDED,
+        SANDBOX_DELETING,
+        SANDBOX_DELETED,
+        SANDBOX_ERROR,
+        _SANDBOX_STATE_MAX,
+        _SANDBOX_STATE_INVALID = -EINVAL,
+} SandboxState;
+
+typedef struct Sandbox {
+        char id[STORE_ID_MAX];
+        char tenant_id[STORE_ID_MAX];
+        char template_name[STORE_NAME_MAX];
+        char runtime[16];               /* "ns" | "vm" */
+        char worker[STORE_NAME_MAX];    /* worker (host) that holds it */
+        SandboxState state;
+        char reason[STORE_REASON_MAX];  /* why it is in this state (error, stopped, ...) */
+        uint32_t cpu_millis;            /* 1000 = one CPU */
+        uint64_t memory_mb;
+        uint64_t disk_mb;
+        uint32_t pids_max;
+        uint64_t timeout_s;             /* 0 = none */
+        int64_t created_usec;
+        int64_t updated_usec;
+        int64_t expires_usec;           /* 0 = never */
+        uint32_t slot;                  /* host uid/gid range index, unique among live sandboxes */
+        int64_t pid;                    /* host pid of the sandbox init, 0 if none */
+        uint64_t pid_starttime;         /* /proc/PID/stat field 22, to detect pid reuse */
+        char *env_json;                 /* JSON object of strings, or NULL */
+        char *metadata_json;            /* JSON object of strings, or NULL */
+        char parent_id[STORE_ID_MAX];   /* lineage: branched from */
+} Sandbox;
+
+void sandbox_done(Sandbox *s); /* frees the JSON members */
+void sandbox_array_free(Sandbox *a, size_t n);
+
+typedef struct Event {
+        int64_t seq;                    /* assigned by the store, increasing */
+        int64_t time_usec;
+        char tenant_id[STORE_ID_MAX];   /* "" for system-wide events */
+        char sandbox_id[STORE_ID_MAX];  /* "" if not about a sandbox */
+        char type[64];                  /* e.g. "sandbox.created", "sandbox.state" */
+        char actor[STORE_NAME_MAX];     /* "key:key_ab12", "worker", "controller", "system" */
+        char reason[STORE_REASON_MAX];
+        char *data_json;                /* extra JSON object, or NULL */
+} Event;
+
+void event_done(Event *e);
+void event_array_free(Event *a, size_t n);
+
+typedef struct SandboxFilter {
+        const char *tenant_id;          /* NULL = all tenants (internal callers only) */
+        int state;                      /* -1 = any; else a SandboxState */
+        bool include_deleted;
+        const char *after_id;           /* pagination: ids sort ascending; NULL = from start */
+        size_t limit;                   /* 0 = default 1000 */
+} SandboxFilter;
+
+typedef struct EventFilter {
+        const char *tenant_id;          /* NULL = all */
+        const char *sandbox_id;         /* NULL = all */
+        const char *type;               /* NULL = all; exact or prefix ending in '.' e.g. "sandbox." */
+        int64_t after_seq;              /* only seq > after_seq */
+        int64_t since_usec;             /* 0 = any */
+        size_t limit;                   /* 0 = default 1000 */
+} EventFilter;
+
+typedef struct StoreOps StoreOps;
+
+/* url: "sqlite:/var/lib/space/space.db" (or a plain path) — later "postgres://...". 
+ * Opening applies pending migrations (in a transaction; concurrent openers are safe). */
+int store_open(const char *url, Store **ret);
+Store *store_close(Store *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Store *, store_close);
+const char *store_backend_name(const Store *s); /* "sqlite" */
+int store_schema_version(Store *s);              /* highest applied migration */
+
+/* Tenants */
+int store_tenant_create(Store *s, const char *name, Tenant *ret);       /* id generated */
+int store_tenant_get(Store *s, const char *id, Tenant *ret);
+int store_tenant_get_by_name(Store *s, const char *name, Tenant *ret);
+int store_tenant_list(Store *s, Tenant **ret, size_t *ret_n);
+
+/* API keys */
+int store_key_insert(Store *s, const ApiKey *k);
+int store_key_get_by_hash(Store *s, const char *hash, ApiKey *ret);
+int store_key_list(Store *s, const char *tenant_id /* NULL = all */, ApiKey **ret, size_t *ret_n);
+int store_key_delete(Store *s, const char *tenant_id /* NULL = any */, const char *id);
+int store_key_count(Store *s, uint64_t *ret);
+
+/* Templates (names are unique) */
+int store_template_insert(Store *s, const Template *t);
+int store_template_get(Store *s, const char *name, Template *ret);
+int store_template_list(Store *s, Template **ret, size_t *ret_n);
+int store_template_set_ready(Store *s, const char *name, uint64_t size_bytes);
+/* Deletes unless a sandbox not in state deleted references it: then -EBUSY. */
+int store_template_delete(Store *s, const char *name);
+
+/* Sandboxes. insert assigns s->slot: the lowest slot not used by a sandbox
+ * whose state is not deleted (atomically, in the same transaction). */
+int store_sandbox_insert(Store *s, Sandbox *sb);
+int store_sandbox_get(Store *s, const char *tenant_id /* NULL = any */, const char *id, Sandbox *ret);
+int store_sandbox_list(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n);
+/* Compare-and-set of the state: only if current state == from (or from < 0 = any
+ * state other than deleted); else -ESTALE. Updates reason and updated_usec. */
+int store_sandbox_set_state(Store *s, const char *id, int from, SandboxState to, const char *reason);
+/* Writes the runtime facts (pid, pid_starttime, worker) of a sandbox. */
+int store_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pid_starttime, const char *worker);
+int store_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec);
+/* Removes the row of a sandbox in state deleted (history is kept in events). */
+int store_sandbox_purge(Store *s, const char *id);
+
+/* Events */
+int store_event_append(Store *s, Event *e); /* sets e->seq and, if 0, e->time_usec */
+int store_event_list(Store *s, const EventFilter *f, Event **ret, size_t *ret_n);
+
+/* string tables (the only source of wire and database strings) */
+const char *sandbox_state_to_string(SandboxState s);
+SandboxState sandbox_state_from_string(const char *s);
+const char *template_state_to_string(TemplateState s);
+TemplateState template_state_from_string(const char *s);
+
+int64_t now_usec(void); /* CLOCK_REALTIME in microseconds */
