@@ -36,3 +36,9 @@ int write_file_atomic(const char *path, const void *data, size_t n, mode_t mode)
 int mkdir_p(const char *path, mode_t mode);
 /* rm -rf of a host path that we own (does not cross mount points). */
 int rm_rf(const char *path);
+
+#include <dirent.h>
+static inline void closedirp_(DIR **d) {
+        if (*d)
+                closedir(*d);
+}

@@ -1,1 +1,238 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/* The ns runtime, parent side: cgroups, agent socket, clone into new
+ * namespaces, id maps and the idmapped root, then wait for space-agent's
+ * exec. A failed create unwinds everything it made. */
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "alloc-util.h"
+#include "cgroup.h"
+#include "fd-util.h"
+#include "log.h"
+#include "ns-setup.h"
+#include "str-util.h"
+
+#define NS_CREATE_TIMEOUT_MSEC 10000
+
+static int ns_probe(void) {
+        if (access("/proc/self/ns/user", F_OK) < 0)
+                return log_error_errno(errno, "No user namespaces: %m");
+        return 0;
+}
+
+static int listen_unix(const char *path, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        (void) unlink(path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return negative_errno();
+        if (chmod(path, 0600) < 0 || listen(fd, 128) < 0) {
+                int r = negative_errno();
+                (void) unlink(path);
+                return r;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static char **build_env(const RuntimeSpec *spec) {
+        _cleanup_strv_free_ char **env = NULL;
+
+        if (strv_extend(&env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") < 0)
+                return NULL;
+        if (strv_push(&env, strdup_printf("SPACE_SANDBOX_ID=%s", spec->id)) < 0)
+                return NULL;
+        for (char **e = spec->env; e && *e; e++)
+                if (strv_extend(&env, *e) < 0)
+                        return NULL;
+        return TAKE_PTR(env);
+}
+
+static pid_t clone3_sandbox(int cgroup_fd, int *ret_pidfd) {
+        struct clone_args args = {
+                .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
+                         CLONE_PIDFD,
+                .pidfd = (uint64_t) (uintptr_t) ret_pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        if (cgroup_fd >= 0) {
+                args.flags |= CLONE_INTO_CGROUP;
+                args.cgroup = (uint64_t) cgroup_fd;
+        }
+        return (pid_t) syscall(SYS_clone3, &args, sizeof args);
+}
+
+/* Waits for the child's verdict: EOF = exec happened, else an NsChildError. */
+static int wait_child(int sync_fd, char *errbuf, size_t errbuf_size) {
+        struct pollfd pfd = { .fd = sync_fd, .events = POLLIN };
+        NsChildError e;
+        ssize_t k;
+        int r;
+
+        r = poll(&pfd, 1, NS_CREATE_TIMEOUT_MSEC);
+        if (r < 0)
+                return negative_errno();
+        if (r == 0) {
+                snprintf(errbuf, errbuf_size, "sandbox setup timed out");
+                return -ETIMEDOUT;
+        }
+        k = read(sync_fd, &e, sizeof e);
+        if (k == 0)
+                return 0;
+        if (k != (ssize_t) sizeof e) {
+                snprintf(errbuf, errbuf_size, "sandbox setup died");
+                return -EPROTO;
+        }
+        snprintf(errbuf, errbuf_size, "sandbox setup failed at step '%s': %s",
+                 ns_step_to_string((NsStep) e.step), strerror(e.error));
+        return -(e.error ?: EIO);
+}
+
+static int ns_create(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
+        _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, pidfd = -EBADF, mntfd = -EBADF;
+        _cleanup_strv_free_ char **envp = NULL;
+        int sync[2] = { -EBADF, -EBADF };
+        bool cgroup_made = false;
+        pid_t pid = -1;
+        uint64_t starttime = 0;
+        int r;
+
+        envp = build_env(spec);
+        if (!envp)
+                return -ENOMEM;
+
+        r = cgroup_create(spec->id, &spec->limits, &cgfd);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot create cgroups: %s", strerror(-r));
+                return r;
+        }
+        cgroup_made = true;
+
+        r = listen_unix(spec->agent_socket, &lfd);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot create agent socket: %s", strerror(-r));
+                goto fail;
+        }
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
+                r = negative_errno();
+                goto fail;
+        }
+
+        pid = clone3_sandbox(cgfd, &pidfd);
+        if (pid < 0) {
+                r = negative_errno();
+                snprintf(errbuf, errbuf_size, "clone3: %s", strerror(-r));
+                pidfd = -EBADF;
+                goto fail;
+        }
+        if (pid == 0) {
+                NsChildArgs a = { .spec = spec, .sync_fd = sync[1], .listen_fd = lfd, .envp = envp };
+                safe_close(sync[0]);
+                ns_child_main(&a);
+        }
+        sync[1] = safe_close(sync[1]);
+        lfd = safe_close(lfd); /* the agent holds it now */
+
+        r = cgroup_attach_v1(spec->id, pid);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot attach to cgroups: %s", strerror(-r));
+                goto fail;
+        }
+        r = ns_write_id_maps(pid, spec->uid_base);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot write id maps: %s", strerror(-r));
+                goto fail;
+        }
+        r = ns_idmapped_root(spec->root_path, pid, &mntfd);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot create idmapped root mount: %s", strerror(-r));
+                goto fail;
+        }
+        r = send_fd(sync[0], mntfd);
+        if (r >= 0 && write(sync[0], "g", 1) != 1)
+                r = negative_errno();
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "sandbox setup died early");
+                goto fail;
+        }
+        mntfd = safe_close(mntfd);
+
+        r = wait_child(sync[0], errbuf, errbuf_size);
+        if (r < 0)
+                goto fail;
+        r = proc_starttime(pid, &starttime);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "sandbox init vanished");
+                goto fail;
+        }
+        safe_close(sync[0]);
+        ret->pid = pid;
+        ret->starttime = starttime;
+        ret->pidfd = TAKE_FD(pidfd);
+        return 0;
+
+fail:
+        safe_close(sync[0]);
+        safe_close(sync[1]);
+        if (pid > 0) {
+                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                (void) waitpid(pid, NULL, 0);
+        }
+        if (cgroup_made) {
+                (void) cgroup_kill(spec->id);
+                (void) cgroup_remove(spec->id);
+        }
+        (void) unlink(spec->agent_socket);
+        return r;
+}
+
+static int ns_destroy(const char *id, const char *agent_socket) {
+        int r = cgroup_kill(id), k;
+
+        k = cgroup_remove(id);
+        if (r >= 0)
+                r = k;
+        if (agent_socket && unlink(agent_socket) < 0 && errno != ENOENT && r >= 0)
+                r = negative_errno();
+        return r;
+}
+
+static int ns_adopt(const char *id, pid_t pid, uint64_t starttime, int *ret_pidfd) {
+        uint64_t st;
+        int fd;
+
+        if (pid <= 0 || proc_starttime(pid, &st) < 0 || st != starttime)
+                return -ESRCH;
+        if (!cgroup_contains(id, pid))
+                return -ESRCH;
+        fd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (fd < 0)
+                return negative_errno();
+        *ret_pidfd = fd;
+        return 0;
+}
+
+const RuntimeOps ns_runtime_ops = {
+        .name = "ns",
+        .probe = ns_probe,
+        .create = ns_create,
+        .destroy = ns_destroy,
+        .adopt = ns_adopt,
+        .list = cgroup_list,
+};

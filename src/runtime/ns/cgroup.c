@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+
+#include "cgroup.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+
+#define CGROUP_FS "/sys/fs/cgroup"
+#define CGROUP_KILL_TIMEOUT_MSEC 5000
+
+static const char *const v1_controllers[] = { "memory", "cpu", "pids", "freezer" };
+
+static struct {
+        bool set_up;
+        CgroupMode mode;
+        char v2[PATH_MAX];  /* v2 mount, "" if none */
+        char root[128];     /* our subtree name, e.g. "space" */
+        bool v1_have[ELEMENTSOF(v1_controllers)];
+} layout;
+
+static const char *const mode_names[_CGROUP_MODE_MAX] = {
+        [CGROUP_MODE_V2] = "v2",
+        [CGROUP_MODE_HYBRID] = "hybrid",
+        [CGROUP_MODE_V1] = "v1",
+};
+
+const char *cgroup_mode_to_string(CgroupMode m) {
+        return m >= 0 && m < _CGROUP_MODE_MAX ? mode_names[m] : NULL;
+}
+
+CgroupMode cgroup_mode(void) {
+        return layout.mode;
+}
+
+static bool is_fs(const char *path, long magic) {
+        struct statfs sfs;
+        return statfs(path, &sfs) == 0 && (long) sfs.f_type == magic;
+}
+
+static int path_v2(char *buf, size_t n, const char *id, const char *file) {
+        int k = snprintf(buf, n, "%s/%s%s%s%s%s", layout.v2, layout.root, id ? "/" : "", strempty(id),
+                         file ? "/" : "", strempty(file));
+        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
+}
+
+static int path_v1(char *buf, size_t n, size_t ctrl, const char *id, const char *file) {
+        int k = snprintf(buf, n, "%s/%s/%s%s%s%s%s", CGROUP_FS, v1_controllers[ctrl], layout.root, id ? "/" : "",
+                         strempty(id), file ? "/" : "", strempty(file));
+        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
+}
+
+static int write_knob(const char *path, const char *value) {
+        int r = write_string_file(path, value);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to write '%s' to %s: %m", value, path);
+        return 0;
+}
+
+int cgroup_setup(const char *root) {
+        char p[PATH_MAX];
+        int r;
+
+        if (strscpy(layout.root, sizeof layout.root, root) < 0 || isempty(root) || strchr(root, '/') ||
+            streq(root, ".") || streq(root, ".."))
+                return log_error_errno(EINVAL, "Invalid cgroup root '%s'", root);
+
+        if (is_fs(CGROUP_FS, CGROUP2_SUPER_MAGIC)) {
+                layout.mode = CGROUP_MODE_V2;
+                snprintf(layout.v2, sizeof layout.v2, "%s", CGROUP_FS);
+        } else {
+                layout.mode = CGROUP_MODE_V1;
+                layout.v2[0] = 0;
+                if (is_fs(CGROUP_FS "/unified", CGROUP2_SUPER_MAGIC)) {
+                        layout.mode = CGROUP_MODE_HYBRID;
+                        snprintf(layout.v2, sizeof layout.v2, "%s/unified", CGROUP_FS);
+                }
+                for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++) {
+                        snprintf(p, sizeof p, "%s/%s", CGROUP_FS, v1_controllers[i]);
+                        layout.v1_have[i] = is_fs(p, CGROUP_SUPER_MAGIC);
+                }
+        }
+
+        if (layout.v2[0]) {
+                r = path_v2(p, sizeof p, NULL, NULL);
+                if (r < 0)
+                        return r;
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                        return log_error_errno(errno, "Failed to create cgroup %s: %m", p);
+                if (layout.mode == CGROUP_MODE_V2) {
+                        /* Enable the controllers we need for children of the root and of ours. */
+                        static const char *const ctrls[] = { "+memory", "+cpu", "+pids", "+io" };
+                        char sub[PATH_MAX];
+                        for (size_t i = 0; i < ELEMENTSOF(ctrls); i++) {
+                                (void) write_knob(CGROUP_FS "/cgroup.subtree_control", ctrls[i]);
+                                r = path_v2(sub, sizeof sub, NULL, "cgroup.subtree_control");
+                                if (r >= 0)
+                                        r = write_knob(sub, ctrls[i]);
+                                if (r < 0)
+                                        log_warning_errno(r, "cgroup v2 controller %s unavailable: %m", ctrls[i] + 1);
+                        }
+                }
+        }
+        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++) {
+                if (layout.mode == CGROUP_MODE_V2 || !layout.v1_have[i])
+                        continue;
+                r = path_v1(p, sizeof p, i, NULL, NULL);
+                if (r < 0)
+                        return r;
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                        return log_error_errno(errno, "Failed to create cgroup %s: %m", p);
+        }
+        if (layout.mode != CGROUP_MODE_V2 && !layout.v1_have[0])
+                log_warning("No memory cgroup controller: memory limits are not enforced");
+        layout.set_up = true;
+        log_info("cgroup layout %s (v2 at %s)", cgroup_mode_to_string(layout.mode),
+                 layout.v2[0] ? layout.v2 : "-");
+        return 0;
+}
+
+static int apply_limits_v2(const char *id, const RuntimeLimits *l) {
+        char p[PATH_MAX], v[64];
+        int r = 0;
+
+        if (layout.mode != CGROUP_MODE_V2)
+                return 0;
+        if (l->memory_bytes) {
+                path_v2(p, sizeof p, id, "memory.max");
+                snprintf(v, sizeof v, "%" PRIu64, l->memory_bytes);
+                r = write_knob(p, v);
+                if (r < 0)
+                        return r;
+                path_v2(p, sizeof p, id, "memory.swap.max");
+                (void) write_knob(p, "0");
+        }
+        if (l->cpu_millis) {
+                path_v2(p, sizeof p, id, "cpu.max");
+                snprintf(v, sizeof v, "%" PRIu64 " 100000", (uint64_t) l->cpu_millis * 100);
+                r = write_knob(p, v);
+                if (r < 0)
+                        return r;
+        }
+        if (l->pids_max) {
+                path_v2(p, sizeof p, id, "pids.max");
+                snprintf(v, sizeof v, "%u", l->pids_max);
+                r = write_knob(p, v);
+        }
+        return r;
+}
+
+static int apply_limits_v1(const char *id, const RuntimeLimits *l) {
+        char p[PATH_MAX], v[64];
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++) {
+                if (!layout.v1_have[i])
+                        continue;
+                if (streq(v1_controllers[i], "memory") && l->memory_bytes) {
+                        path_v1(p, sizeof p, i, id, "memory.limit_in_bytes");
+                        snprintf(v, sizeof v, "%" PRIu64, l->memory_bytes);
+                        r = write_knob(p, v);
+                        if (r < 0)
+                                return r;
+                        /* memory+swap, where the kernel accounts swap */
+                        path_v1(p, sizeof p, i, id, "memory.memsw.limit_in_bytes");
+                        if (access(p, F_OK) == 0)
+                                (void) write_knob(p, v);
+                } else if (streq(v1_controllers[i], "cpu") && l->cpu_millis) {
+                        path_v1(p, sizeof p, i, id, "cpu.cfs_period_us");
+                        (void) write_knob(p, "100000");
+                        path_v1(p, sizeof p, i, id, "cpu.cfs_quota_us");
+                        snprintf(v, sizeof v, "%" PRIu64, (uint64_t) l->cpu_millis * 100);
+                        r = write_knob(p, v);
+                        if (r < 0)
+                                return r;
+                } else if (streq(v1_controllers[i], "pids") && l->pids_max) {
+                        path_v1(p, sizeof p, i, id, "pids.max");
+                        snprintf(v, sizeof v, "%u", l->pids_max);
+                        r = write_knob(p, v);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+int cgroup_create(const char *id, const RuntimeLimits *limits, int *ret_v2_fd) {
+        _cleanup_close_ int v2fd = -EBADF;
+        char p[PATH_MAX];
+        int r;
+
+        if (!layout.set_up)
+                return -ENXIO;
+        if (layout.v2[0]) {
+                path_v2(p, sizeof p, id, NULL);
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                        return log_debug_errno(errno, "mkdir %s: %m", p);
+                v2fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (v2fd < 0)
+                        return negative_errno();
+        }
+        if (layout.mode != CGROUP_MODE_V2)
+                for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++) {
+                        if (!layout.v1_have[i])
+                                continue;
+                        path_v1(p, sizeof p, i, id, NULL);
+                        if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+                                r = negative_errno();
+                                (void) cgroup_remove(id);
+                                return r;
+                        }
+                }
+        r = apply_limits_v2(id, limits);
+        if (r >= 0)
+                r = apply_limits_v1(id, limits);
+        if (r < 0) {
+                (void) cgroup_remove(id);
+                return r;
+        }
+        *ret_v2_fd = TAKE_FD(v2fd);
+        return 0;
+}
+
+int cgroup_attach_v1(const char *id, pid_t pid) {
+        char p[PATH_MAX], v[32];
+        int r;
+
+        if (layout.mode == CGROUP_MODE_V2)
+                return 0;
+        snprintf(v, sizeof v, "%d", (int) pid);
+        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++) {
+                if (!layout.v1_have[i])
+                        continue;
+                path_v1(p, sizeof p, i, id, "cgroup.procs");
+                r = write_knob(p, v);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Reads pids from a cgroup.procs file; calls fn for each; returns how many. */
+static int for_each_pid(const char *procs, void (*fn)(pid_t)) {
+        _cleanup_fclose_ FILE *f = fopen(procs, "re");
+        int pid, n = 0;
+
+        if (!f)
+                return errno == ENOENT ? 0 : negative_errno();
+        while (fscanf(f, "%d", &pid) == 1) {
+                if (fn)
+                        fn(pid);
+                n++;
+        }
+        return n;
+}
+
+static void kill_pid(pid_t pid) {
+        (void) kill(pid, SIGKILL);
+}
+
+bool cgroup_contains(const char *id, pid_t pid) {
+        char p[PATH_MAX], want[256], line[512];
+        _cleanup_fclose_ FILE *f = NULL;
+        bool found = false;
+
+        snprintf(p, sizeof p, "/proc/%d/cgroup", (int) pid);
+        f = fopen(p, "re");
+        if (!f)
+                return false;
+        if ((size_t) snprintf(want, sizeof want, "/%s/%s", layout.root, id) >= sizeof want)
+                return false;
+        while (fgets(line, sizeof line, f)) {
+                char *path = strrchr(line, ':');
+                if (!path)
+                        continue;
+                path++;
+                path[strcspn(path, "\n")] = 0;
+                if (endswith(path, want))
+                        found = true;
+        }
+        return found;
+}
+
+static int procs_path(char *p, size_t n, const char *id) {
+        if (layout.v2[0])
+                return path_v2(p, n, id, "cgroup.procs");
+        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
+                if (layout.v1_have[i])
+                        return path_v1(p, n, i, id, "cgroup.procs");
+        return -ENXIO;
+}
+
+int cgroup_kill(const char *id) {
+        char p[PATH_MAX], procs[PATH_MAX], kp[PATH_MAX];
+        bool have_kill = false;
+        int n;
+
+        if (procs_path(procs, sizeof procs, id) < 0)
+                return -ENXIO;
+        if (layout.v2[0]) {
+                path_v2(kp, sizeof kp, id, "cgroup.kill");
+                have_kill = access(kp, F_OK) == 0;
+        }
+        for (int waited = 0; waited < CGROUP_KILL_TIMEOUT_MSEC; waited += 5) {
+                if (have_kill)
+                        (void) write_string_file(kp, "1");
+                else {
+                        /* v1 without cgroup.kill: freeze, kill all, thaw, so forks can't race us */
+                        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
+                                if (layout.v1_have[i] && streq(v1_controllers[i], "freezer")) {
+                                        path_v1(p, sizeof p, i, id, "freezer.state");
+                                        (void) write_string_file(p, "FROZEN");
+                                }
+                        (void) for_each_pid(procs, kill_pid);
+                        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
+                                if (layout.v1_have[i] && streq(v1_controllers[i], "freezer")) {
+                                        path_v1(p, sizeof p, i, id, "freezer.state");
+                                        (void) write_string_file(p, "THAWED");
+                                }
+                }
+                n = for_each_pid(procs, NULL);
+                if (n <= 0)
+                        return 0;
+                (void) poll(NULL, 0, waited < 50 ? 1 : 5);
+        }
+        return log_warning_errno(EBUSY, "Processes of sandbox %s survived SIGKILL", id);
+}
+
+static int rmdir_retry(const char *p) {
+        for (int i = 0; i < 200; i++) {
+                if (rmdir(p) == 0 || errno == ENOENT)
+                        return 0;
+                if (errno != EBUSY)
+                        return negative_errno();
+                (void) poll(NULL, 0, 5);
+        }
+        return -EBUSY;
+}
+
+int cgroup_remove(const char *id) {
+        char p[PATH_MAX];
+        int r = 0, k;
+
+        if (layout.v2[0]) {
+                path_v2(p, sizeof p, id, NULL);
+                k = rmdir_retry(p);
+                if (k < 0)
+                        r = log_warning_errno(k, "Failed to remove cgroup %s: %m", p);
+        }
+        if (layout.mode != CGROUP_MODE_V2)
+                for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++) {
+                        if (!layout.v1_have[i])
+                                continue;
+                        path_v1(p, sizeof p, i, id, NULL);
+                        k = rmdir_retry(p);
+                        if (k < 0)
+                                r = log_warning_errno(k, "Failed to remove cgroup %s: %m", p);
+                }
+        return r;
+}
+
+static int list_dir(const char *dir, char ***ids) {
+        _cleanup_(closedirp_) DIR *d = opendir(dir);
+        struct dirent *de;
+        int r;
+
+        if (!d)
+                return errno == ENOENT ? 0 : negative_errno();
+        while ((de = readdir(d))) {
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                if (strv_contains(*ids, de->d_name))
+                        continue;
+                r = strv_extend(ids, de->d_name);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int cgroup_list(char ***ret_ids) {
+        _cleanup_strv_free_ char **ids = NULL;
+        char p[PATH_MAX];
+        int r;
+
+        if (layout.v2[0]) {
+                path_v2(p, sizeof p, NULL, NULL);
+                r = list_dir(p, &ids);
+                if (r < 0)
+                        return r;
+        }
+        if (layout.mode != CGROUP_MODE_V2)
+                for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++) {
+                        if (!layout.v1_have[i])
+                                continue;
+                        path_v1(p, sizeof p, i, NULL, NULL);
+                        r = list_dir(p, &ids);
+                        if (r < 0)
+                                return r;
+                }
+        if (!ids && !(ids = calloc(1, sizeof(char *))))
+                return -ENOMEM;
+        *ret_ids = TAKE_PTR(ids);
+        return 0;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* cgroups for sandboxes, on pure cgroup v2 and on hybrid/v1 hosts.
+ * Every sandbox gets <root>/<id> in each hierarchy we use: on v2 one
+ * directory with memory, cpu, pids (and io) limits; on v1 one directory per
+ * controller (memory, cpu, pids, freezer) plus, where cgroup v2 is mounted
+ * without controllers (hybrid), one in the v2 tree for cgroup.kill and
+ * cgroup.freeze. */
+
+#include <sys/types.h>
+
+#include "runtime.h"
+
+typedef enum CgroupMode {
+        CGROUP_MODE_V2,     /* unified only */
+        CGROUP_MODE_HYBRID, /* v1 controllers + v2 without controllers */
+        CGROUP_MODE_V1,     /* v1 only */
+        _CGROUP_MODE_MAX,
+        _CGROUP_MODE_INVALID = -EINVAL,
+} CgroupMode;
+
+const char *cgroup_mode_to_string(CgroupMode m);
+
+/* Detects the layout and creates <root> in each hierarchy (enabling the
+ * controllers we need on v2). Call once per process before anything else. */
+int cgroup_setup(const char *root);
+CgroupMode cgroup_mode(void);
+
+/* Creates the sandbox's cgroups with the limits. *ret_v2_fd: an O_DIRECTORY fd
+ * of its v2 cgroup (for CLONE_INTO_CGROUP) or -EBADF where there is none. */
+int cgroup_create(const char *id, const RuntimeLimits *limits, int *ret_v2_fd);
+/* Moves pid into the sandbox's v1 cgroups (v2 is done by CLONE_INTO_CGROUP). */
+int cgroup_attach_v1(const char *id, pid_t pid);
+/* True if pid is in the sandbox's cgroup. */
+bool cgroup_contains(const char *id, pid_t pid);
+/* Kills every process in the sandbox's cgroups and waits until they are gone. */
+int cgroup_kill(const char *id);
+/* Removes the sandbox's cgroups (after cgroup_kill). Missing ones are fine. */
+int cgroup_remove(const char *id);
+/* Ids of all sandbox cgroups present. */
+int cgroup_list(char ***ret_ids);

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+
+#include "fd-util.h"
+#include "ns-setup.h"
+
+static const char *const step_names[_NS_STEP_MAX] = {
+        [NS_STEP_SYNC] = "sync",
+        [NS_STEP_IDENTITY] = "identity",
+        [NS_STEP_MOUNT_PRIVATE] = "mount-private",
+        [NS_STEP_ROOT] = "root",
+        [NS_STEP_PROC] = "proc",
+        [NS_STEP_DEV] = "dev",
+        [NS_STEP_SYS] = "sys",
+        [NS_STEP_RUN] = "run",
+        [NS_STEP_PIVOT] = "pivot-root",
+        [NS_STEP_HOSTNAME] = "hostname",
+        [NS_STEP_LOOPBACK] = "loopback",
+        [NS_STEP_FDS] = "fds",
+        [NS_STEP_EXEC] = "exec",
+};
+
+const char *ns_step_to_string(NsStep s) {
+        return s < _NS_STEP_MAX ? step_names[s] : "unknown";
+}
+
+/* ---- parent side ---- */
+
+int send_fd(int sock, int fd) {
+        char dummy = 'F';
+        struct iovec iov = { .iov_base = &dummy, .iov_len = 1 };
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } u = {};
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
+                return negative_errno();
+        return 0;
+}
+
+int recv_fd(int sock, int *ret_fd) {
+        char dummy;
+        struct iovec iov = { .iov_base = &dummy, .iov_len = 1 };
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } u = {};
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        struct cmsghdr *c;
+        ssize_t k;
+
+        do
+                k = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+                return negative_errno();
+        if (k == 0)
+                return -ECONNRESET;
+        c = CMSG_FIRSTHDR(&mh);
+        if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+                return -EBADMSG;
+        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+        return 0;
+}
+
+int ns_write_id_maps(pid_t pid, uid_t base) {
+        char path[64], map[64];
+        int r;
+
+        snprintf(map, sizeof map, "0 %u %u\n", (unsigned) base, RUNTIME_ID_RANGE);
+        snprintf(path, sizeof path, "/proc/%d/uid_map", (int) pid);
+        r = write_string_file(path, map);
+        if (r < 0)
+                return r;
+        snprintf(path, sizeof path, "/proc/%d/gid_map", (int) pid);
+        return write_string_file(path, map);
+}
+
+/* A detached clone of the root directory's mount, idmapped into the child's
+ * user namespace: files stored as uid N appear to the sandbox as N. */
+int ns_idmapped_root(const char *root_path, pid_t pid, int *ret_fd) {
+        _cleanup_close_ int userns = -EBADF, tree = -EBADF;
+        struct mount_attr attr = {};
+        char path[64];
+
+        snprintf(path, sizeof path, "/proc/%d/ns/user", (int) pid);
+        userns = open(path, O_RDONLY | O_CLOEXEC);
+        if (userns < 0)
+                return negative_errno();
+        tree = (int) syscall(SYS_open_tree, AT_FDCWD, root_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (tree < 0)
+                return negative_errno();
+        attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV;
+        attr.userns_fd = (uint64_t) userns;
+        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(tree);
+        return 0;
+}
+
+/* ---- child side: no allocation, no logging ---- */
+
+static int child_sync_fd = -1;
+
+_noreturn_ static void child_fail(const NsChildArgs *a, NsStep step, int error) {
+        NsChildError e = { .step = (int32_t) step, .error = error > 0 ? error : (error < 0 ? -error : EIO) };
+        (void) a;
+        (void) !write(child_sync_fd, &e, sizeof e);
+        _exit(127);
+}
+
+#define CHECK(a, step, expr)                                  \
+        do {                                                  \
+                if ((expr) < 0)                               \
+                        child_fail((a), (step), errno);       \
+        } while (0)
+
+/* Opens a directory below the new root, refusing symlinks and "..", so a
+ * hostile image cannot point a mount target at a host path. */
+static int open_beneath(int rootfd, const char *rel, bool create, mode_t mode) {
+        struct open_how how = {
+                .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        int fd = (int) syscall(SYS_openat2, rootfd, rel, &how, sizeof how);
+        if (fd < 0 && errno == ENOENT && create) {
+                if (mkdirat(rootfd, rel, mode) < 0 && errno != EEXIST)
+                        return -1;
+                fd = (int) syscall(SYS_openat2, rootfd, rel, &how, sizeof how);
+        }
+        return fd;
+}
+
+static int fd_path(char *buf, size_t n, int fd) {
+        return snprintf(buf, n, "/proc/self/fd/%d", fd) < (int) n ? 0 : -1;
+}
+
+static int mount_at(int rootfd, const char *rel, const char *src, const char *type, unsigned long flags,
+                    const char *data) {
+        char p[64];
+        int fd = open_beneath(rootfd, rel, true, 0755), r;
+        if (fd < 0)
+                return -1;
+        fd_path(p, sizeof p, fd);
+        r = mount(src, p, type, flags, data);
+        close(fd);
+        return r;
+}
+
+static int bind_dev(int devfd, const char *name) {
+        char src[64], p[64];
+        int fd, r;
+
+        snprintf(src, sizeof src, "/dev/%s", name);
+        fd = openat(devfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0666);
+        if (fd < 0)
+                return -1;
+        fd_path(p, sizeof p, fd);
+        r = mount(src, p, NULL, MS_BIND, NULL);
+        close(fd);
+        return r;
+}
+
+static void step_dev(const NsChildArgs *a, int rootfd) {
+        static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+        int devfd;
+        char p[64];
+
+        CHECK(a, NS_STEP_DEV, mount_at(rootfd, "dev", "tmpfs", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536"));
+        devfd = open_beneath(rootfd, "dev", false, 0);
+        CHECK(a, NS_STEP_DEV, devfd);
+        for (size_t i = 0; i < ELEMENTSOF(nodes); i++)
+                CHECK(a, NS_STEP_DEV, bind_dev(devfd, nodes[i]));
+        CHECK(a, NS_STEP_DEV, mkdirat(devfd, "pts", 0755));
+        CHECK(a, NS_STEP_DEV, mkdirat(devfd, "shm", 01777));
+        CHECK(a, NS_STEP_DEV, mount_at(devfd, "pts", "devpts", "devpts", MS_NOSUID | MS_NOEXEC,
+                                       "newinstance,ptmxmode=0666,mode=620"));
+        CHECK(a, NS_STEP_DEV, mount_at(devfd, "shm", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"));
+        CHECK(a, NS_STEP_DEV, symlinkat("pts/ptmx", devfd, "ptmx"));
+        CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd", devfd, "fd"));
+        CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd/0", devfd, "stdin"));
+        CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd/1", devfd, "stdout"));
+        CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd/2", devfd, "stderr"));
+        /* the tmpfs itself read-only from now on */
+        fd_path(p, sizeof p, devfd);
+        CHECK(a, NS_STEP_DEV, mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL));
+        close(devfd);
+}
+
+static void step_loopback(const NsChildArgs *a) {
+        struct ifreq ifr = {};
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+        CHECK(a, NS_STEP_LOOPBACK, s);
+        memcpy(ifr.ifr_name, "lo", 3);
+        CHECK(a, NS_STEP_LOOPBACK, ioctl(s, SIOCGIFFLAGS, &ifr));
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        CHECK(a, NS_STEP_LOOPBACK, ioctl(s, SIOCSIFFLAGS, &ifr));
+        close(s);
+}
+
+void ns_child_main(const NsChildArgs *a) {
+        const RuntimeSpec *spec = a->spec;
+        char go;
+        int rootfd_mnt = -1, rootfd, listen_fd, exe_fd;
+        ssize_t k;
+
+        /* Keep the fds we need away from 0-3, which we are about to replace. */
+        child_sync_fd = a->sync_fd;
+        child_sync_fd = fcntl(a->sync_fd, F_DUPFD_CLOEXEC, 10);
+        if (child_sync_fd < 0) {
+                child_sync_fd = a->sync_fd;
+                child_fail(a, NS_STEP_SYNC, errno);
+        }
+        listen_fd = fcntl(a->listen_fd, F_DUPFD_CLOEXEC, 10);
+        exe_fd = fcntl(spec->agent_exe_fd, F_DUPFD_CLOEXEC, 10);
+        if (listen_fd < 0 || exe_fd < 0)
+                child_fail(a, NS_STEP_SYNC, errno);
+
+        /* 1. wait for the parent: id maps written, idmapped root on its way */
+        if (recv_fd(child_sync_fd, &rootfd_mnt) < 0)
+                child_fail(a, NS_STEP_SYNC, errno ?: EPIPE);
+        do
+                k = read(child_sync_fd, &go, 1);
+        while (k < 0 && errno == EINTR);
+        if (k != 1)
+                child_fail(a, NS_STEP_SYNC, k < 0 ? errno : EPIPE);
+
+        /* 2. the idmapped root over its own directory (resolved while we still
+         *    are the host's root, owner of the state directory), then work below it */
+        {
+                int target = open(spec->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                CHECK(a, NS_STEP_ROOT, target);
+                /* nothing we mount propagates back to the host */
+                CHECK(a, NS_STEP_MOUNT_PRIVATE, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
+                CHECK(a, NS_STEP_ROOT, (int) syscall(SYS_move_mount, rootfd_mnt, "", target, "",
+                                                     MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH));
+                close(target);
+                rootfd = rootfd_mnt; /* now the root of the attached mount */
+                CHECK(a, NS_STEP_ROOT, fchdir(rootfd));
+        }
+
+        /* 3. a cgroup namespace rooted at the sandbox's cgroups (the parent moved us there) */
+        CHECK(a, NS_STEP_IDENTITY, unshare(CLONE_NEWCGROUP));
+
+        /* 4. become root of the new user namespace */
+        CHECK(a, NS_STEP_IDENTITY, setresgid(0, 0, 0));
+        CHECK(a, NS_STEP_IDENTITY, setresuid(0, 0, 0));
+        CHECK(a, NS_STEP_IDENTITY, setgroups(0, NULL));
+
+        /* 5. /proc of the new pid namespace */
+        CHECK(a, NS_STEP_PROC, mount_at(rootfd, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL));
+        /* 6. a minimal /dev */
+        step_dev(a, rootfd);
+        /* 7. /sys read-only (of our own network namespace) */
+        CHECK(a, NS_STEP_SYS, mount_at(rootfd, "sys", "sysfs", "sysfs",
+                                       MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL));
+        /* 8. /run as tmpfs */
+        CHECK(a, NS_STEP_RUN, mount_at(rootfd, "run", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755"));
+
+        /* 9. pivot into the root, drop the old one */
+        CHECK(a, NS_STEP_PIVOT, (int) syscall(SYS_pivot_root, ".", "."));
+        CHECK(a, NS_STEP_PIVOT, umount2(".", MNT_DETACH));
+        CHECK(a, NS_STEP_PIVOT, chdir("/"));
+        close(rootfd);
+
+        /* 10. identity and network */
+        CHECK(a, NS_STEP_HOSTNAME, sethostname(spec->hostname, strlen(spec->hostname)));
+        step_loopback(a);
+
+        /* 11. fds: 0-2 → /dev/null, 3 = agent socket, every other fd closes at exec */
+        {
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                CHECK(a, NS_STEP_FDS, null);
+                for (int i = 0; i < 3; i++)
+                        CHECK(a, NS_STEP_FDS, dup2(null, i));
+                if (null > 2)
+                        close(null);
+                CHECK(a, NS_STEP_FDS, dup2(listen_fd, 3)); /* dup2 clears CLOEXEC on 3 */
+                CHECK(a, NS_STEP_FDS, (int) syscall(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC));
+        }
+
+        /* 12. space-agent as PID 1 (the sync socket closes on success) */
+        {
+                char *argv[] = { (char *) "space-agent", NULL };
+                syscall(SYS_execveat, exe_fd, "", argv, a->envp, AT_EMPTY_PATH);
+                child_fail(a, NS_STEP_EXEC, errno);
+        }
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The steps a new ns sandbox runs inside its namespaces, between clone() and
+ * execve() of space-agent: no allocation, no logging; a failure is reported
+ * to the parent as {step, errno} over the sync socket. One function a step,
+ * in the order of ns_child_steps[] (nsjail's contain list). */
+
+#include "runtime.h"
+
+typedef enum NsStep {
+        NS_STEP_SYNC,
+        NS_STEP_IDENTITY,
+        NS_STEP_MOUNT_PRIVATE,
+        NS_STEP_ROOT,
+        NS_STEP_PROC,
+        NS_STEP_DEV,
+        NS_STEP_SYS,
+        NS_STEP_RUN,
+        NS_STEP_PIVOT,
+        NS_STEP_HOSTNAME,
+        NS_STEP_LOOPBACK,
+        NS_STEP_FDS,
+        NS_STEP_EXEC,
+        _NS_STEP_MAX,
+} NsStep;
+
+const char *ns_step_to_string(NsStep s);
+
+/* What the parent reports after the child failed: sent as this struct. */
+typedef struct NsChildError {
+        int32_t step;
+        int32_t error; /* positive errno */
+} NsChildError;
+
+typedef struct NsChildArgs {
+        const RuntimeSpec *spec;
+        int sync_fd;     /* child's end of the sync socketpair */
+        int listen_fd;   /* agent listening socket, becomes fd 3 */
+        char *const *envp;
+} NsChildArgs;
+
+/* Runs in the child; never returns. */
+_noreturn_ void ns_child_main(const NsChildArgs *a);
+
+/* Parent side helpers. */
+int ns_write_id_maps(pid_t pid, uid_t base);
+int ns_idmapped_root(const char *root_path, pid_t pid, int *ret_fd);
+int send_fd(int sock, int fd);
+int recv_fd(int sock, int *ret_fd);

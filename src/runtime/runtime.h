@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* A runtime turns a root filesystem plus limits into a running, isolated
+ * guest with space-agent as PID 1. Variants are ops tables registered in one
+ * visible table (runtime.c). Every call runs in the worker process, which
+ * starts no threads. */
+
+#include <sys/types.h>
+
+#include "macros.h"
+
+#define RUNTIME_ID_RANGE 65536U /* host uids/gids per sandbox */
+
+typedef struct RuntimeLimits {
+        uint32_t cpu_millis;  /* 1000 = one CPU; 0 = unlimited */
+        uint64_t memory_bytes;/* 0 = unlimited */
+        uint32_t pids_max;    /* 0 = unlimited */
+} RuntimeLimits;
+
+typedef struct RuntimeSpec {
+        const char *id;
+        const char *root_path;     /* the sandbox's root directory on the host (pool) */
+        const char *hostname;
+        uid_t uid_base;            /* host id of root inside; RUNTIME_ID_RANGE ids from here */
+        RuntimeLimits limits;
+        char **env;                /* "K=V" for the agent (and so every process), may be NULL */
+        const char *agent_socket;  /* host path of the agent's listening socket to create */
+        int agent_exe_fd;          /* an fd of the space-agent binary (sealed memfd) */
+} RuntimeSpec;
+
+typedef struct RuntimeInstance {
+        pid_t pid;                 /* host pid of the sandbox's PID 1 */
+        uint64_t starttime;        /* /proc/PID/stat starttime (detects pid reuse) */
+        int pidfd;                 /* owned by the caller; readable when PID 1 exits */
+} RuntimeInstance;
+
+typedef struct RuntimeOps {
+        const char *name;
+        /* Probe: can this runtime run here? 0 or -errno with a log line. */
+        int (*probe)(void);
+        int (*create)(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf, size_t errbuf_size);
+        /* Kills every process of the sandbox and removes its host resources
+         * (cgroups, agent socket). The root filesystem is the pool's. Idempotent. */
+        int (*destroy)(const char *id, const char *agent_socket);
+        /* Re-adopts a sandbox found running after a restart: 0 and a pidfd if
+         * pid is alive with that starttime and is in the sandbox's cgroup. */
+        int (*adopt)(const char *id, pid_t pid, uint64_t starttime, int *ret_pidfd);
+        /* Ids of every sandbox that has host resources (for the orphan scan). */
+        int (*list)(char ***ret_ids);
+} RuntimeOps;
+
+const RuntimeOps *runtime_find(const char *name);
+extern const RuntimeOps ns_runtime_ops;
+
+/* /proc/PID/stat field 22. */
+int proc_starttime(pid_t pid, uint64_t *ret);
