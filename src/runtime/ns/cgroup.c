@@ -24,7 +24,7 @@ static const char *const v1_controllers[] = { "memory", "cpu", "pids", "freezer"
 static struct {
         bool set_up;
         CgroupMode mode;
-        char v2[PATH_MAX];  /* v2 mount, "" if none */
+        char v2[256];       /* v2 mount, "" if none */
         char root[128];     /* our subtree name, e.g. "space" */
         bool v1_have[ELEMENTSOF(v1_controllers)];
 } layout;
