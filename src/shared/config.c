@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "fd-util.h"
+#include "space-build.h"
 #include "str-util.h"
 
 #define S(field) CONFIG_STRING, offsetof(Config, field), sizeof(((Config *) 0)->field)
@@ -20,6 +21,7 @@ const ConfigItem config_table[] = {
         { "pool_path", S(pool_path), "", 0, 0, NULL, "an existing btrfs mount to use as pool; default: loop image in state_dir" },
         { "pool_size_mb", U(pool_size_mb), "16384", 1024, UINT64_C(1) << 30, NULL, "size of the sparse pool image" },
         { "agent_path", S(agent_path), "", 0, 0, NULL, "space-agent binary; default: beside spaced" },
+        { "template_dir", S(template_dir), "", 0, 0, NULL, "NAME.tar files imported as templates at start; default <datadir>/space/templates" },
         { "cgroup_root", S(cgroup_root), "space", 0, 0, NULL, "cgroup (below each hierarchy's root) that holds sandboxes" },
         { "log_level", S(log_level), "info", 0, 0, "error|warning|info|debug", "log level" },
         { "default_template", S(default_template), "base", 0, 0, NULL, "template of a create that names none" },
@@ -221,6 +223,8 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                         }
                 }
         }
+        if (isempty(c->template_dir))
+                (void) strscpy(c->template_dir, sizeof c->template_dir, SPACE_DATADIR "/templates");
         if (c->default_cpu_millis > c->max_cpu_millis || c->default_memory_mb > c->max_memory_mb ||
             c->default_disk_mb > c->max_disk_mb || c->default_pids_max > c->max_pids) {
                 snprintf(errbuf, errbuf_size, "a default limit is above its maximum");

@@ -19,6 +19,7 @@ typedef struct Config {
         char pool_path[CONFIG_STR_MAX];/* an existing btrfs mount; empty = image in state dir */
         uint64_t pool_size_mb;
         char agent_path[CONFIG_STR_MAX];
+        char template_dir[CONFIG_STR_MAX];
         char cgroup_root[128];
         char log_level[16];
         char default_template[128];

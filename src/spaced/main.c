@@ -1,1 +1,308 @@
-int main(void) { return 0; }
+/* SPDX-License-Identifier: MIT */
+/* spaced: one binary, role "all" today: the HTTP API, the controllers and a
+ * local worker. The worker is forked before any thread starts (it clones
+ * sandboxes and must stay single-threaded); the API and the controllers run
+ * as threads of this process. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "api-bootstrap.h"
+#include "api.h"
+#include "config.h"
+#include "fd-util.h"
+#include "http-server.h"
+#include "log.h"
+#include "reaper.h"
+#include "space-build.h"
+#include "store.h"
+#include "str-util.h"
+#include "worker-client.h"
+#include "worker.h"
+
+#define WORKER_READY_TIMEOUT_MSEC (5 * 60 * 1000) /* first start formats the pool and imports templates */
+#define CONTROLLER_INTERVAL_MSEC 1000
+
+static HttpServer *server;
+static volatile sig_atomic_t stopping;
+static pid_t worker_pid;
+
+static void on_signal(int sig) {
+        stopping = 1;
+        if (server)
+                http_server_stop(server);
+}
+
+static void usage(void) {
+        printf("Usage: spaced [--config FILE] [--KEY=VALUE]...\n"
+               "The space daemon: HTTP API, controllers and a local worker.\n\n");
+        config_print_help(stdout);
+}
+
+static int parse_args(int argc, char *argv[], Config *c) {
+        char err[512];
+        int r;
+
+        /* --config first, so that flags override the file */
+        for (int i = 1; i < argc; i++) {
+                const char *v = NULL;
+                if (streq(argv[i], "--config") && i + 1 < argc)
+                        v = argv[i + 1];
+                else if (startswith(argv[i], "--config="))
+                        v = argv[i] + strlen("--config=");
+                if (v) {
+                        r = config_load_file(c, v, err, sizeof err);
+                        if (r < 0) {
+                                fprintf(stderr, "spaced: %s\n", err);
+                                return r;
+                        }
+                }
+        }
+        r = config_load_env(c, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "spaced: environment: %s\n", err);
+                return r;
+        }
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i], *eq;
+                char key[128];
+                const char *value;
+
+                if (streq(a, "--help") || streq(a, "-h")) {
+                        usage();
+                        return 0;
+                }
+                if (streq(a, "--version")) {
+                        printf("spaced %s\n", SPACE_VERSION);
+                        return 0;
+                }
+                if (streq(a, "--config")) {
+                        i++;
+                        continue;
+                }
+                if (startswith(a, "--config="))
+                        continue;
+                if (!startswith(a, "--")) {
+                        fprintf(stderr, "spaced: unexpected argument '%s'\n", a);
+                        return -EINVAL;
+                }
+                a += 2;
+                eq = strchr(a, '=');
+                if (eq) {
+                        if ((size_t) (eq - a) >= sizeof key) {
+                                fprintf(stderr, "spaced: option too long\n");
+                                return -EINVAL;
+                        }
+                        memcpy(key, a, (size_t) (eq - a));
+                        key[eq - a] = 0;
+                        value = eq + 1;
+                } else {
+                        if (strscpy(key, sizeof key, a) < 0 || i + 1 >= argc) {
+                                fprintf(stderr, "spaced: option --%s needs a value\n", a);
+                                return -EINVAL;
+                        }
+                        value = argv[++i];
+                }
+                for (char *p = key; *p; p++)
+                        if (*p == '-')
+                                *p = '_';
+                r = config_set(c, key, value, err, sizeof err);
+                if (r < 0) {
+                        fprintf(stderr, "spaced: %s\n", err);
+                        return r;
+                }
+        }
+        r = config_finish(c, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "spaced: %s\n", err);
+                return r;
+        }
+        return 1;
+}
+
+/* One spaced per state directory: an flock on spaced.pid. */
+static int take_pidfile(const Config *c, int *ret_fd) {
+        char path[PATH_MAX], buf[32];
+        int fd;
+
+        snprintf(path, sizeof path, "%s/spaced.pid", c->state_dir);
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return log_error_errno(errno, "Cannot open %s: %m", path);
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                int r = errno;
+                close(fd);
+                return log_error_errno(r == EWOULDBLOCK ? EBUSY : r, "Another spaced runs on %s", c->state_dir);
+        }
+        snprintf(buf, sizeof buf, "%d\n", (int) getpid());
+        if (ftruncate(fd, 0) < 0 || loop_write(fd, buf, strlen(buf)) < 0) {
+                close(fd);
+                return -EIO;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+static int start_worker(const Config *c) {
+        int sp[2];
+        char b;
+        pid_t pid;
+        struct pollfd pfd;
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+                return negative_errno();
+        pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0) {
+                close(sp[0]);
+                _exit(worker_main(c, sp[1]) < 0 ? 1 : 0);
+        }
+        close(sp[1]);
+        pfd = (struct pollfd){ .fd = sp[0], .events = POLLIN };
+        if (poll(&pfd, 1, WORKER_READY_TIMEOUT_MSEC) <= 0 || read(sp[0], &b, 1) != 1) {
+                close(sp[0]);
+                (void) kill(pid, SIGTERM);
+                (void) waitpid(pid, NULL, 0);
+                return log_error_errno(EIO, "The worker failed to start (see the log above)");
+        }
+        close(sp[0]);
+        worker_pid = pid;
+        return 0;
+}
+
+typedef struct Controller {
+        const Config *config;
+        pthread_t thread;
+        volatile bool stop;
+} Controller;
+
+static void *controller_thread(void *userdata) {
+        Controller *ctl = userdata;
+        _cleanup_(store_closep) Store *store = NULL;
+        _cleanup_(worker_client_freep) WorkerClient *wc = NULL;
+        char sock[PATH_MAX], addr[PATH_MAX + 8], agents[PATH_MAX];
+        int r;
+
+        log_set_context(NULL, "controller");
+        (void) worker_socket_path(ctl->config, sock, sizeof sock);
+        (void) worker_agent_dir(ctl->config, agents, sizeof agents);
+        snprintf(addr, sizeof addr, "unix:%s", sock);
+        r = store_open(ctl->config->store_url, &store);
+        if (r >= 0)
+                r = worker_client_new(addr, agents, &wc);
+        if (r < 0) {
+                log_error_errno(r, "Controller cannot start: %m");
+                return NULL;
+        }
+        while (!ctl->stop && !stopping) {
+                int status;
+                if (waitpid(worker_pid, &status, WNOHANG) == worker_pid) {
+                        log_error("The worker exited (status 0x%x); stopping", status);
+                        worker_pid = 0;
+                        stopping = 1;
+                        http_server_stop(server);
+                        break;
+                }
+                (void) reaper_run_once(store, wc, now_usec());
+                (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
+        }
+        return NULL;
+}
+
+int main(int argc, char *argv[]) {
+        _cleanup_(store_closep) Store *store = NULL;
+        _cleanup_close_ int pidfd = -EBADF;
+        Controller ctl = {};
+        Api *api = NULL;
+        Config config;
+        char path[PATH_MAX];
+        int r, lvl;
+
+        config_defaults(&config);
+        r = parse_args(argc, argv, &config);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+        lvl = log_parse_level(config.log_level);
+        log_set_max_level(lvl < 0 ? LOG_INFO_ : lvl);
+        log_set_prefix("spaced");
+        if (!streq(config.role, "all")) {
+                log_error("Role '%s' is not available yet: only 'all' runs here", config.role);
+                return 2;
+        }
+        if (geteuid() != 0) {
+                log_error("spaced needs root (it creates namespaces, cgroups and mounts)");
+                return 2;
+        }
+        signal(SIGPIPE, SIG_IGN);
+
+        r = mkdir_p(config.state_dir, 0700);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create %s: %m", config.state_dir), 1;
+        snprintf(path, sizeof path, "%s/tmp", config.state_dir);
+        (void) rm_rf(path); /* leftovers of uploads cut short by a crash */
+        if (mkdir_p(path, 0700) < 0)
+                return 1;
+        if (take_pidfile(&config, &pidfd) < 0)
+                return 1;
+
+        r = store_open(config.store_url, &store);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open the store %s: %m", config.store_url), 1;
+        r = api_bootstrap(&config, store);
+        if (r < 0)
+                return 1;
+
+        /* before any thread: the worker clones sandboxes */
+        r = start_worker(&config);
+        if (r < 0)
+                return 1;
+
+        r = api_new(&config, &api);
+        if (r >= 0)
+                r = http_server_new(config.listen, api_handle, api, &server);
+        if (r < 0) {
+                log_error_errno(r, "Cannot listen on %s: %m", config.listen);
+                goto stop_worker;
+        }
+
+        struct sigaction sa = { .sa_handler = on_signal };
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+
+        ctl.config = &config;
+        r = pthread_create(&ctl.thread, NULL, controller_thread, &ctl);
+        if (r != 0) {
+                r = -r;
+                goto stop_server;
+        }
+        log_info("spaced %s listening on %s (state %s, store %s)", SPACE_VERSION, config.listen, config.state_dir,
+                 store_backend_name(store));
+        r = http_server_run(server);
+        ctl.stop = true;
+        pthread_join(ctl.thread, NULL);
+
+stop_server:
+        http_server_free(server);
+        server = NULL;
+        api_free(api);
+stop_worker:
+        if (worker_pid > 0) {
+                (void) kill(worker_pid, SIGTERM);
+                (void) waitpid(worker_pid, NULL, 0);
+        }
+        snprintf(path, sizeof path, "%s/spaced.pid", config.state_dir);
+        (void) unlink(path);
+        log_info("spaced stopped");
+        return r < 0 ? 1 : 0;
+}

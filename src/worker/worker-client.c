@@ -1,1 +1,275 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/* The API side of the worker boundary: requests over the worker's unix
+ * socket, and direct connections to sandbox agents. */
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "json.h"
+#include "log.h"
+#include "proto.h"
+#include "str-util.h"
+#include "worker-client.h"
+#include "worker-proto.h"
+
+#define WORKER_REPLY_TIMEOUT_MSEC (10 * 60 * 1000) /* template imports can take minutes */
+#define AGENT_HELLO_TIMEOUT_MSEC 10000
+
+struct WorkerClient {
+        char path[108];
+        char agent_dir[PATH_MAX];
+        int fd;
+        char *buf;
+        size_t n, allocated;
+};
+
+int worker_client_new(const char *address, const char *agent_dir, WorkerClient **ret) {
+        const char *p = startswith(address, "unix:");
+        WorkerClient *w;
+
+        if (!p)
+                return -EPROTONOSUPPORT;
+        w = calloc(1, sizeof *w);
+        if (!w)
+                return -ENOMEM;
+        w->fd = -EBADF;
+        if (strscpy(w->path, sizeof w->path, p) < 0 || strscpy(w->agent_dir, sizeof w->agent_dir, agent_dir) < 0) {
+                free(w);
+                return -ENAMETOOLONG;
+        }
+        *ret = w;
+        return 0;
+}
+
+WorkerClient *worker_client_free(WorkerClient *w) {
+        if (!w)
+                return NULL;
+        safe_close(w->fd);
+        free(w->buf);
+        free(w);
+        return NULL;
+}
+
+static int connect_unix(const char *path, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* Sends one request line and reads the reply line into *ret (parsed). */
+static int call_once(WorkerClient *w, const char *req, size_t len, JsonValue **ret) {
+        int r;
+
+        if (w->fd < 0) {
+                r = connect_unix(w->path, &w->fd);
+                if (r < 0)
+                        return r;
+                w->n = 0;
+        }
+        r = loop_write(w->fd, req, len);
+        if (r >= 0)
+                r = loop_write(w->fd, "\n", 1);
+        if (r < 0)
+                return r;
+        for (;;) {
+                char *nl = w->buf ? memchr(w->buf, '\n', w->n) : NULL;
+                struct pollfd pfd = { .fd = w->fd, .events = POLLIN };
+                ssize_t k;
+
+                if (nl) {
+                        size_t l = (size_t) (nl - w->buf);
+                        r = json_parse(w->buf, l, ret, NULL, 0);
+                        memmove(w->buf, nl + 1, w->n - l - 1);
+                        w->n -= l + 1;
+                        return r;
+                }
+                if (w->n > WORKER_LINE_MAX)
+                        return -EMSGSIZE;
+                if (GREEDY_REALLOC(w->buf, w->allocated, w->n + 4096) < 0)
+                        return -ENOMEM;
+                r = poll(&pfd, 1, WORKER_REPLY_TIMEOUT_MSEC);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0)
+                        return r < 0 ? negative_errno() : -ETIMEDOUT;
+                k = read(w->fd, w->buf + w->n, w->allocated - w->n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? negative_errno() : -ECONNRESET;
+                w->n += (size_t) k;
+        }
+}
+
+static int call(WorkerClient *w, JsonWriter *jw, JsonValue **ret, ApiError *e) {
+        _cleanup_free_ char *req = NULL;
+        _cleanup_json_ JsonValue *reply = NULL;
+        size_t len;
+        int r;
+
+        r = json_w_finish(jw, &req, &len);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "out of memory");
+        r = call_once(w, req, len, &reply);
+        if (r == -EPIPE || r == -ECONNRESET) {
+                /* the worker restarted since our last call: one retry on a fresh connection
+                 * (only for requests that never reached it) */
+                w->fd = safe_close(w->fd);
+                r = call_once(w, req, len, &reply);
+        }
+        if (r < 0) {
+                w->fd = safe_close(w->fd);
+                return api_error(e, r, API_UNAVAILABLE, "worker unavailable: %s", strerror(-r));
+        }
+        bool ok = false;
+        if (json_bool(json_get(reply, "ok"), &ok) < 0)
+                return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
+        if (!ok) {
+                const char *code = json_string(json_get(reply, "code")), *msg = json_string(json_get(reply, "message"));
+                ApiErrorCode c = code ? api_error_code_from_string(code) : API_INTERNAL;
+                if (c < 0)
+                        c = API_INTERNAL;
+                return api_error(e, -EIO, c, "%s", msg ?: "worker error");
+        }
+        if (ret)
+                *ret = TAKE_PTR(reply);
+        return 0;
+}
+
+int worker_sandbox_create(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime,
+                          ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+        uint64_t st = 0;
+        int64_t pid = 0;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "create");
+        json_w_key(&jw, "sandbox");
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "id", sb->id);
+        json_w_kv_int(&jw, "slot", sb->slot);
+        json_w_kv_string(&jw, "template", sb->template_name);
+        json_w_kv_int(&jw, "cpu_millis", sb->cpu_millis);
+        json_w_key(&jw, "memory_mb");
+        json_w_uint(&jw, sb->memory_mb);
+        json_w_key(&jw, "disk_mb");
+        json_w_uint(&jw, sb->disk_mb);
+        json_w_kv_int(&jw, "pids_max", sb->pids_max);
+        if (sb->env_json) {
+                json_w_key(&jw, "env");
+                json_w_raw(&jw, sb->env_json);
+        }
+        json_w_object_end(&jw);
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        if (json_int64(json_get(reply, "pid"), &pid) < 0 || json_uint64(json_get(reply, "starttime"), &st) < 0)
+                return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
+        *ret_pid = pid;
+        *ret_starttime = st;
+        return 0;
+}
+
+int worker_sandbox_destroy(WorkerClient *w, const char *id, ApiError *e) {
+        JsonWriter jw;
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "destroy");
+        json_w_kv_string(&jw, "id", id);
+        json_w_object_end(&jw);
+        return call(w, &jw, NULL, e);
+}
+
+int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError *e) {
+        _cleanup_close_ int fd = -EBADF;
+        char path[PATH_MAX];
+        ProtoFrame f = {};
+        struct timeval tv = { .tv_sec = AGENT_HELLO_TIMEOUT_MSEC / 1000 };
+        int r;
+
+        if ((size_t) snprintf(path, sizeof path, "%s/%s/agent.sock", w->agent_dir, id) >= sizeof path)
+                return api_error(e, -ENAMETOOLONG, API_INTERNAL, "agent path too long");
+        r = connect_unix(path, &fd);
+        if (r < 0)
+                return api_error(e, r, API_BAD_GATEWAY, "cannot reach the sandbox's agent: %s", strerror(-r));
+        (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        r = proto_recv(fd, &f);
+        if (r < 0 || f.type != PROTO_HELLO) {
+                proto_frame_done(&f);
+                return api_error(e, r < 0 ? r : -EBADMSG, API_BAD_GATEWAY, "the sandbox's agent did not greet: %s",
+                                 r < 0 ? strerror(-r) : "unexpected frame");
+        }
+        proto_frame_done(&f);
+        tv.tv_sec = 0;
+        (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, uint64_t *ret_size_bytes,
+                           ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "template_import");
+        json_w_kv_string(&jw, "name", name);
+        json_w_kv_string(&jw, "tar", tar_path);
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        if (json_uint64(json_get(reply, "size_bytes"), ret_size_bytes) < 0)
+                *ret_size_bytes = 0;
+        return 0;
+}
+
+int worker_template_remove(WorkerClient *w, const char *name, ApiError *e) {
+        JsonWriter jw;
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "template_remove");
+        json_w_kv_string(&jw, "name", name);
+        json_w_object_end(&jw);
+        return call(w, &jw, NULL, e);
+}
+
+int worker_info(WorkerClient *w, char **ret_json, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+        size_t len;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "info");
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        r = json_serialize(json_get(reply, "info"), ret_json, &len);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "malformed worker info");
+        return 0;
+}

@@ -1,1 +1,422 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/* The worker process: set-up, the event loop, and the request dispatcher. */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "alloc-util.h"
+#include "cgroup.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+#include "worker-internal.h"
+#include "worker-proto.h"
+#include "worker.h"
+
+#define WORKER_CLIENTS_MAX 1024
+#define TAG_LISTEN 1
+#define TAG_SIGNAL 2
+
+typedef struct Client {
+        int fd;
+        char *buf;
+        size_t n, allocated;
+} Client;
+
+int worker_socket_path(const Config *config, char *buf, size_t n) {
+        int k = snprintf(buf, n, "%s/run/worker.sock", config->state_dir);
+        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
+}
+
+int worker_agent_dir(const Config *config, char *buf, size_t n) {
+        int k = snprintf(buf, n, "%s/run/sandboxes", config->state_dir);
+        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
+}
+
+/* space-agent copied into a sealed memfd: what every sandbox executes, so
+ * nothing in a sandbox can reach (or replace) the binary on the host. */
+static int agent_memfd(const char *path, int *ret_fd) {
+        _cleanup_close_ int in = -EBADF, fd = -EBADF;
+        struct stat st;
+        off_t off = 0;
+
+        in = open(path, O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                return log_error_errno(errno, "Cannot open space-agent at %s: %m", path);
+        if (fstat(in, &st) < 0)
+                return negative_errno();
+        fd = memfd_create("space-agent", MFD_CLOEXEC | MFD_ALLOW_SEALING | 0x0010U /* MFD_EXEC */);
+        if (fd < 0 && errno == EINVAL)
+                fd = memfd_create("space-agent", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return negative_errno();
+        while (off < st.st_size) {
+                ssize_t k = sendfile(fd, in, &off, (size_t) (st.st_size - off));
+                if (k <= 0)
+                        return k < 0 ? negative_errno() : -EIO;
+        }
+        if (fchmod(fd, 0555) < 0 ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static int listen_socket(const char *path, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return negative_errno();
+        (void) unlink(path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof sa) < 0 || chmod(path, 0600) < 0 || listen(fd, 256) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static void reply_error(JsonWriter *jw, const ApiError *e) {
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", false);
+        json_w_kv_string(jw, "code", api_error_code_to_string(e->code) ?: "internal");
+        json_w_kv_string(jw, "message", e->message);
+        json_w_object_end(jw);
+}
+
+static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
+        _cleanup_json_ JsonValue *req = NULL;
+        ApiError e = { .code = API_INTERNAL };
+        const char *op;
+        char err[128];
+        int r;
+
+        if (json_parse(line, n, &req, err, sizeof err) < 0 || json_type(req) != JSON_OBJECT ||
+            !(op = json_string(json_get(req, "op")))) {
+                api_error(&e, -EINVAL, API_BAD_REQUEST, "bad worker request: %s", err);
+                return reply_error(jw, &e);
+        }
+
+        if (streq(op, "create")) {
+                int64_t pid = 0;
+                uint64_t st = 0;
+                r = worker_create_sandbox(w, json_get(req, "sandbox"), &pid, &st, &e);
+                if (r < 0)
+                        return reply_error(jw, &e);
+                json_w_object_begin(jw);
+                json_w_kv_bool(jw, "ok", true);
+                json_w_kv_int(jw, "pid", pid);
+                json_w_key(jw, "starttime");
+                json_w_uint(jw, st);
+                json_w_object_end(jw);
+                return;
+        }
+        if (streq(op, "destroy")) {
+                const char *id = json_string(json_get(req, "id"));
+                r = id ? worker_destroy_sandbox(w, id, &e) : api_error(&e, -EINVAL, API_BAD_REQUEST, "no id");
+        } else if (streq(op, "template_import")) {
+                const char *name = json_string(json_get(req, "name")), *tar = json_string(json_get(req, "tar"));
+                uint64_t size = 0;
+                if (!name || !tar || !pool_template_name_valid(name))
+                        return (void) api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "invalid template name"),
+                               reply_error(jw, &e);
+                r = pool_template_import_tar(w->pool, name, tar, &size);
+                if (r < 0) {
+                        api_error(&e, r, r == -EEXIST ? API_ALREADY_EXISTS : API_BAD_REQUEST,
+                                  "cannot import template '%s': %s", name,
+                                  r == -EEXIST ? "it exists" : strerror(-r));
+                        return reply_error(jw, &e);
+                }
+                json_w_object_begin(jw);
+                json_w_kv_bool(jw, "ok", true);
+                json_w_key(jw, "size_bytes");
+                json_w_uint(jw, size);
+                json_w_object_end(jw);
+                return;
+        } else if (streq(op, "template_remove")) {
+                const char *name = json_string(json_get(req, "name"));
+                r = name && pool_template_name_valid(name) ? pool_template_remove(w->pool, name) : -EINVAL;
+                if (r < 0 && r != -ENOENT)
+                        api_error(&e, r, API_INTERNAL, "cannot remove template: %s", strerror(-r));
+                else
+                        r = 0;
+        } else if (streq(op, "info")) {
+                _cleanup_free_ char *pool = NULL;
+                r = pool_info_json(w->pool, &pool);
+                if (r < 0) {
+                        api_error(&e, r, API_INTERNAL, "pool info: %s", strerror(-r));
+                        return reply_error(jw, &e);
+                }
+                json_w_object_begin(jw);
+                json_w_kv_bool(jw, "ok", true);
+                json_w_key(jw, "info");
+                json_w_object_begin(jw);
+                json_w_key(jw, "runtimes");
+                json_w_array_begin(jw);
+                json_w_string(jw, w->runtime->name);
+                json_w_array_end(jw);
+                json_w_kv_string(jw, "cgroup", cgroup_mode_to_string(cgroup_mode()));
+                json_w_key(jw, "storage");
+                json_w_raw(jw, pool);
+                json_w_kv_int(jw, "sandboxes_running", (int64_t) w->n_live);
+                json_w_kv_string(jw, "worker", "local");
+                json_w_object_end(jw);
+                json_w_object_end(jw);
+                return;
+        } else {
+                r = api_error(&e, -EINVAL, API_BAD_REQUEST, "unknown worker op '%s'", op);
+        }
+        if (r < 0)
+                return reply_error(jw, &e);
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_object_end(jw);
+}
+
+static void client_free(Client *c) {
+        safe_close(c->fd);
+        free(c->buf);
+        free(c);
+}
+
+/* Reads what is there; handles each complete line. Returns <0 to drop the client. */
+static int client_read(Worker *w, Client *c) {
+        for (;;) {
+                ssize_t k;
+                char *nl;
+
+                if (GREEDY_REALLOC(c->buf, c->allocated, c->n + 65536) < 0)
+                        return -ENOMEM;
+                k = read(c->fd, c->buf + c->n, c->allocated - c->n);
+                if (k < 0)
+                        return errno == EAGAIN ? 0 : negative_errno();
+                if (k == 0)
+                        return -ECONNRESET;
+                c->n += (size_t) k;
+                while ((nl = memchr(c->buf, '\n', c->n))) {
+                        JsonWriter jw;
+                        _cleanup_free_ char *out = NULL;
+                        size_t len = (size_t) (nl - c->buf), outlen = 0;
+                        int r;
+
+                        json_w_init(&jw);
+                        handle(w, c->buf, len, &jw);
+                        r = json_w_finish(&jw, &out, &outlen);
+                        if (r < 0)
+                                return r;
+                        memmove(c->buf, nl + 1, c->n - len - 1);
+                        c->n -= len + 1;
+                        /* responses are small; the client reads them at once */
+                        (void) fd_nonblock(c->fd, false);
+                        r = loop_write(c->fd, out, outlen);
+                        if (r >= 0)
+                                r = loop_write(c->fd, "\n", 1);
+                        (void) fd_nonblock(c->fd, true);
+                        if (r < 0)
+                                return r;
+                }
+                if (c->n > WORKER_LINE_MAX)
+                        return -EMSGSIZE;
+        }
+}
+
+static int setup_dirs(const Config *c, char *agent_dir, size_t n) {
+        char p[PATH_MAX];
+        int r;
+
+        snprintf(p, sizeof p, "%s/run", c->state_dir);
+        r = mkdir_p(p, 0700);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create %s: %m", p);
+        r = worker_agent_dir(c, agent_dir, n);
+        if (r < 0)
+                return r;
+        r = mkdir_p(agent_dir, 0700);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create %s: %m", agent_dir);
+        return 0;
+}
+
+static int worker_loop(Worker *w, int lfd, int sfd) {
+        Client **clients = NULL;
+        size_t n_clients = 0;
+        int r = 0;
+
+        for (;;) {
+                struct epoll_event evs[64];
+                int n = epoll_wait(w->epoll_fd, evs, ELEMENTSOF(evs), -1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = negative_errno();
+                        break;
+                }
+                for (int i = 0; i < n; i++) {
+                        uint64_t tag = evs[i].data.u64;
+                        if (tag == TAG_SIGNAL) {
+                                struct signalfd_siginfo si;
+                                if (read(sfd, &si, sizeof si) == (ssize_t) sizeof si &&
+                                    (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)) {
+                                        log_info("Worker stopping on %s", sigabbrev_np((int) si.ssi_signo));
+                                        goto out;
+                                }
+                        } else if (tag == TAG_LISTEN) {
+                                int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                                Client *c;
+                                if (cfd < 0)
+                                        continue;
+                                if (n_clients >= WORKER_CLIENTS_MAX || !(c = calloc(1, sizeof *c))) {
+                                        safe_close(cfd);
+                                        continue;
+                                }
+                                c->fd = cfd;
+                                Client **nc = realloc(clients, sizeof *clients * (n_clients + 1));
+                                if (!nc) {
+                                        client_free(c);
+                                        continue;
+                                }
+                                clients = nc;
+                                clients[n_clients++] = c;
+                                struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+                                if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, cfd, &ev) < 0) {
+                                        clients[--n_clients] = NULL;
+                                        client_free(c);
+                                }
+                        } else if (tag >> 63) {
+                                int pidfd = (int) (tag & 0xffffffffU);
+                                for (size_t j = 0; j < w->n_live; j++)
+                                        if (w->live[j].pidfd == pidfd) {
+                                                worker_sandbox_died(w, &w->live[j]);
+                                                break;
+                                        }
+                        } else {
+                                Client *c = evs[i].data.ptr;
+                                if (client_read(w, c) < 0) {
+                                        (void) epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+                                        for (size_t j = 0; j < n_clients; j++)
+                                                if (clients[j] == c) {
+                                                        clients[j] = clients[--n_clients];
+                                                        break;
+                                                }
+                                        client_free(c);
+                                }
+                        }
+                }
+        }
+out:
+        for (size_t j = 0; j < n_clients; j++)
+                client_free(clients[j]);
+        free(clients);
+        return r;
+}
+
+int worker_main(const Config *config, int ready_fd) {
+        _cleanup_close_ int lfd = -EBADF, sfd = -EBADF;
+        char sockpath[PATH_MAX];
+        Worker w = { .config = config, .agent_exe_fd = -EBADF, .epoll_fd = -EBADF };
+        sigset_t mask;
+        int r;
+
+        log_set_prefix("worker");
+        (void) prctl(PR_SET_NAME, "space-worker");
+        /* if spaced dies, stop too (sandboxes keep running; the next start adopts them) */
+        (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        sigdelset(&mask, SIGCHLD); /* children are reaped through pidfds */
+        sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0)
+                return log_error_errno(errno, "signalfd: %m");
+
+        r = setup_dirs(config, w.agent_dir, sizeof w.agent_dir);
+        if (r < 0)
+                return r;
+        w.runtime = runtime_find("ns");
+        r = w.runtime->probe();
+        if (r < 0)
+                return r;
+        r = cgroup_setup(config->cgroup_root);
+        if (r < 0)
+                return r;
+        r = agent_memfd(config->agent_path, &w.agent_exe_fd);
+        if (r < 0)
+                return r;
+        r = store_open(config->store_url, &w.store);
+        if (r < 0) {
+                log_error_errno(r, "Cannot open store %s: %m", config->store_url);
+                goto finish;
+        }
+        PoolConfig pc = { .state_dir = config->state_dir, .pool_path = config->pool_path,
+                          .size_mb = config->pool_size_mb, .storage = config->storage };
+        r = pool_open(&pc, &w.pool);
+        if (r < 0) {
+                log_error_errno(r, "Cannot open the storage pool: %m");
+                goto finish;
+        }
+        w.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (w.epoll_fd < 0) {
+                r = negative_errno();
+                goto finish;
+        }
+        r = worker_reconcile(&w);
+        if (r < 0)
+                goto finish;
+        (void) worker_import_bundled_templates(&w);
+
+        r = worker_socket_path(config, sockpath, sizeof sockpath);
+        if (r >= 0)
+                r = listen_socket(sockpath, &lfd);
+        if (r < 0) {
+                log_error_errno(r, "Cannot listen on %s: %m", sockpath);
+                goto finish;
+        }
+        struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
+        struct epoll_event sev = { .events = EPOLLIN, .data.u64 = TAG_SIGNAL };
+        if (epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, lfd, &ev) < 0 || epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, sfd, &sev) < 0) {
+                r = negative_errno();
+                goto finish;
+        }
+        if (ready_fd >= 0) {
+                (void) !write(ready_fd, "R", 1);
+                ready_fd = safe_close(ready_fd);
+        }
+        log_info("Worker ready: runtime %s, storage %s, %zu sandboxes running", w.runtime->name,
+                 pool_kind_to_string(pool_kind(w.pool)), w.n_live);
+
+        r = worker_loop(&w, lfd, sfd);
+        (void) unlink(sockpath);
+
+finish:
+        safe_close(ready_fd);
+        if (w.pool && w.n_live == 0) {
+                /* nothing runs: leave no mount or loop device behind */
+                int k = pool_release(w.pool);
+                if (k < 0)
+                        log_warning_errno(k, "Failed to release the pool: %m");
+        }
+        for (size_t i = 0; i < w.n_live; i++)
+                safe_close(w.live[i].pidfd);
+        free(w.live);
+        pool_free(w.pool);
+        store_close(w.store);
+        safe_close(w.agent_exe_fd);
+        safe_close(w.epoll_fd);
+        return r;
+}

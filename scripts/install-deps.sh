@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs the Debian 12 packages space needs to build, run and test.
+# Idempotent: installs only what is missing. Run as root.
+set -eu
+
+PKGS="gcc libc6-dev meson ninja-build pkg-config libsqlite3-dev libssl-dev libseccomp-dev
+busybox-static bash-static btrfs-progs tar util-linux iproute2 procps
+python3 python3-pytest python3-yaml curl"
+# for the benchmark's peers and the debian template recipe
+EXTRA="bubblewrap runc debootstrap"
+
+want=""
+for p in $PKGS ${SPACE_DEPS_EXTRA:-$EXTRA}; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || want="$want $p"
+done
+if [ -n "$want" ]; then
+        echo "installing:$want"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        # shellcheck disable=SC2086
+        apt-get install -y -qq --no-install-recommends $want >/dev/null
+fi
+echo "dependencies: ok"

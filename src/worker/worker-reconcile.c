@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/* At start: make host and store agree. Sandboxes the store knows are found
+ * again (or marked with a reason), interrupted operations are finished, and
+ * whatever nobody owns (cgroups, roots, agent dirs) is removed. */
+#include <dirent.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+#include "worker-internal.h"
+
+static void set_state(Worker *w, Sandbox *sb, SandboxState to, const char *type, const char *reason) {
+        int r = store_sandbox_set_state(w->store, sb->id, (int) sb->state, to, reason);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to set state of sandbox %s: %m", sb->id);
+                return;
+        }
+        worker_event(w, sb, type, reason, NULL);
+}
+
+static int reconcile_known(Worker *w, Sandbox *sb) {
+        char sock[PATH_MAX];
+        int pidfd = -EBADF, r;
+
+        switch (sb->state) {
+        case SANDBOX_CREATING:
+                (void) worker_cleanup_sandbox(w, sb->id, true);
+                set_state(w, sb, SANDBOX_DELETED, "sandbox.create_failed", "create interrupted by a restart of spaced");
+                return 0;
+        case SANDBOX_DELETING:
+                (void) worker_cleanup_sandbox(w, sb->id, true);
+                set_state(w, sb, SANDBOX_DELETED, "sandbox.deleted", "delete finished after a restart of spaced");
+                return 0;
+        case SANDBOX_RUNNING:
+        case SANDBOX_PAUSED:
+                r = w->runtime->adopt(sb->id, (pid_t) sb->pid, sb->pid_starttime, &pidfd);
+                if (r >= 0 && worker_agent_socket(w, sb->id, sock, sizeof sock) >= 0 && access(sock, F_OK) == 0) {
+                        r = worker_live_add(w, sb->id, (pid_t) sb->pid, sb->pid_starttime, pidfd);
+                        if (r >= 0) {
+                                log_info("Found sandbox %s running (pid %" PRIi64 ")", sb->id, sb->pid);
+                                return 0;
+                        }
+                }
+                safe_close(pidfd);
+                (void) worker_cleanup_sandbox(w, sb->id, false);
+                set_state(w, sb, SANDBOX_ERROR, "sandbox.error", "sandbox was not running when spaced restarted");
+                return 0;
+        default:
+                return 0;
+        }
+}
+
+static int remove_orphan_agent_dirs(Worker *w) {
+        _cleanup_(closedirp_) DIR *d = opendir(w->agent_dir);
+        struct dirent *de;
+
+        if (!d)
+                return 0;
+        while ((de = readdir(d))) {
+                char p[PATH_MAX];
+                if (de->d_name[0] == '.' || worker_live_find(w, de->d_name))
+                        continue;
+                snprintf(p, sizeof p, "%s/%s", w->agent_dir, de->d_name);
+                log_info("Removing orphan agent directory %s", p);
+                (void) rm_rf(p);
+        }
+        return 0;
+}
+
+int worker_reconcile(Worker *w) {
+        _cleanup_strv_free_ char **cg = NULL, **roots = NULL;
+        Sandbox *list = NULL;
+        size_t n = 0;
+        unsigned orphans = 0, found = 0;
+        SandboxFilter f = { .state = -1, .limit = 100000 };
+        int r;
+
+        r = store_sandbox_list(w->store, &f, &list, &n);
+        if (r < 0)
+                return log_error_errno(r, "Failed to list sandboxes: %m");
+        for (size_t i = 0; i < n; i++)
+                (void) reconcile_known(w, &list[i]);
+        found = (unsigned) w->n_live;
+
+        /* cgroups (and so processes) nobody owns */
+        if (w->runtime->list(&cg) >= 0)
+                for (char **id = cg; id && *id; id++)
+                        if (!worker_live_find(w, *id)) {
+                                log_info("Removing orphan sandbox resources %s", *id);
+                                char sock[PATH_MAX];
+                                (void) worker_agent_socket(w, *id, sock, sizeof sock);
+                                (void) w->runtime->destroy(*id, sock);
+                                orphans++;
+                        }
+        /* roots nobody owns: not in the store, or deleted there */
+        if (pool_sandbox_list(w->pool, &roots) >= 0)
+                for (char **id = roots; id && *id; id++) {
+                        bool known = false;
+                        for (size_t i = 0; i < n; i++)
+                                if (streq(list[i].id, *id) && list[i].state != SANDBOX_DELETED &&
+                                    list[i].state != SANDBOX_CREATING && list[i].state != SANDBOX_DELETING)
+                                        known = true;
+                        if (!known) {
+                                log_info("Removing orphan sandbox root %s", *id);
+                                (void) pool_sandbox_remove(w->pool, *id);
+                                orphans++;
+                        }
+                }
+        (void) remove_orphan_agent_dirs(w);
+        sandbox_array_free(list, n);
+
+        if (orphans || found) {
+                char data[128];
+                snprintf(data, sizeof data, "{\"running\":%u,\"orphans_removed\":%u}", found, orphans);
+                worker_event(w, NULL, "worker.reconciled", "worker started", data);
+        }
+        log_info("Reconciled: %u sandboxes running, %u orphans removed", found, orphans);
+        return 0;
+}
+
+int worker_import_bundled_templates(Worker *w) {
+        _cleanup_(closedirp_) DIR *d = opendir(w->config->template_dir);
+        struct dirent *de;
+
+        if (!d) {
+                log_debug("No template directory %s", w->config->template_dir);
+                return 0;
+        }
+        while ((de = readdir(d))) {
+                char name[STORE_NAME_MAX], tar[PATH_MAX];
+                const char *dot = endswith(de->d_name, ".tar");
+                Template t = {};
+                uint64_t size = 0;
+                size_t len;
+                int r;
+
+                if (!dot || dot == de->d_name)
+                        continue;
+                len = (size_t) (dot - de->d_name);
+                if (len >= sizeof name)
+                        continue;
+                memcpy(name, de->d_name, len);
+                name[len] = 0;
+                if (!pool_template_name_valid(name))
+                        continue;
+                if (store_template_get(w->store, name, &t) >= 0 && t.state == TEMPLATE_READY &&
+                    pool_template_exists(w->pool, name))
+                        continue;
+                snprintf(tar, sizeof tar, "%s/%s", w->config->template_dir, de->d_name);
+                if (pool_template_exists(w->pool, name))
+                        (void) pool_template_remove(w->pool, name);
+                r = pool_template_import_tar(w->pool, name, tar, &size);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to import bundled template %s: %m", tar);
+                        continue;
+                }
+                (void) store_template_delete(w->store, name);
+                t = (Template){ .state = TEMPLATE_READY, .size_bytes = size };
+                (void) strscpy(t.name, sizeof t.name, name);
+                r = store_template_insert(w->store, &t);
+                if (r < 0 && r != -EEXIST)
+                        log_warning_errno(r, "Failed to record template %s: %m", name);
+                else
+                        (void) store_template_set_ready(w->store, name, size);
+                worker_event(w, NULL, "template.imported", "bundled template", NULL);
+                log_info("Imported bundled template %s (%" PRIu64 " bytes)", name, size);
+        }
+        return 0;
+}

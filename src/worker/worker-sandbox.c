@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/* Sandbox create/destroy on this host: pool root + runtime, and the
+ * bookkeeping of live sandboxes (their PID 1 is watched through a pidfd). */
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+#include "worker-internal.h"
+
+LiveSandbox *worker_live_find(Worker *w, const char *id) {
+        for (size_t i = 0; i < w->n_live; i++)
+                if (streq(w->live[i].id, id))
+                        return &w->live[i];
+        return NULL;
+}
+
+int worker_live_add(Worker *w, const char *id, pid_t pid, uint64_t starttime, int pidfd) {
+        struct epoll_event ev = { .events = EPOLLIN };
+        LiveSandbox *l;
+
+        if (GREEDY_REALLOC(w->live, w->allocated_live, w->n_live + 1) < 0)
+                return -ENOMEM;
+        l = &w->live[w->n_live];
+        *l = (LiveSandbox){ .pid = pid, .starttime = starttime, .pidfd = pidfd };
+        if (strscpy(l->id, sizeof l->id, id) < 0)
+                return -ENAMETOOLONG;
+        /* tag pidfds with the high bit so the loop can tell them from sockets */
+        ev.data.u64 = (UINT64_C(1) << 63) | (uint64_t) (unsigned) pidfd;
+        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
+                return negative_errno();
+        w->n_live++;
+        return 0;
+}
+
+void worker_live_remove(Worker *w, const char *id) {
+        LiveSandbox *l = worker_live_find(w, id);
+        if (!l)
+                return;
+        (void) epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, l->pidfd, NULL);
+        safe_close(l->pidfd);
+        *l = w->live[--w->n_live];
+}
+
+int worker_agent_socket(Worker *w, const char *id, char *buf, size_t n) {
+        int k = snprintf(buf, n, "%s/%s/agent.sock", w->agent_dir, id);
+        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
+}
+
+static bool id_valid(const char *id) {
+        size_t n = strlen(id);
+        if (n == 0 || n >= 64)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9')))
+                        return false;
+        return true;
+}
+
+void worker_event(Worker *w, const Sandbox *sb, const char *type, const char *reason, const char *data_json) {
+        Event ev = {};
+        int r;
+
+        if (sb) {
+                (void) strscpy(ev.tenant_id, sizeof ev.tenant_id, sb->tenant_id);
+                (void) strscpy(ev.sandbox_id, sizeof ev.sandbox_id, sb->id);
+        }
+        (void) strscpy(ev.type, sizeof ev.type, type);
+        (void) strscpy(ev.actor, sizeof ev.actor, "worker");
+        (void) strscpy(ev.reason, sizeof ev.reason, strempty(reason));
+        ev.data_json = (char *) data_json;
+        r = store_event_append(w->store, &ev);
+        if (r < 0)
+                log_warning_errno(r, "Failed to record event %s: %m", type);
+}
+
+int worker_cleanup_sandbox(Worker *w, const char *id, bool remove_root) {
+        char sock[PATH_MAX], dir[PATH_MAX];
+        LiveSandbox *l;
+        int r = 0, k;
+
+        if (worker_agent_socket(w, id, sock, sizeof sock) < 0)
+                return -ENAMETOOLONG;
+        k = w->runtime->destroy(id, sock);
+        if (k < 0)
+                r = k;
+        l = worker_live_find(w, id);
+        if (l) {
+                siginfo_t si = {};
+                /* PID 1 is dead or dying after the cgroup kill: reap it */
+                (void) waitid(P_PIDFD, (id_t) l->pidfd, &si, WEXITED);
+                worker_live_remove(w, id);
+        }
+        snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, id);
+        (void) rm_rf(dir);
+        if (remove_root) {
+                k = pool_sandbox_remove(w->pool, id);
+                if (k < 0) {
+                        log_warning_errno(k, "Failed to remove root of sandbox %s: %m", id);
+                        if (r >= 0)
+                                r = k;
+                }
+        }
+        return r;
+}
+
+static int env_from_json(const JsonValue *env, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+
+        for (size_t i = 0; env && i < json_object_size(env); i++) {
+                const char *k = json_object_key(env, i), *v = json_string(json_object_value(env, i));
+                if (!v)
+                        return -EINVAL;
+                if (strv_push(&l, strjoin(k, "=", v)) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+static int get_u64(const JsonValue *o, const char *key, uint64_t *ret) {
+        JsonValue *v = json_get(o, key);
+        if (!v) {
+                *ret = 0;
+                return 0;
+        }
+        return json_uint64(v, ret);
+}
+
+int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime,
+                          ApiError *e) {
+        const char *id = json_string(json_get(spec, "id")), *tmpl = json_string(json_get(spec, "template"));
+        _cleanup_free_ char *root = NULL;
+        _cleanup_strv_free_ char **env = NULL;
+        uint64_t slot, cpu, mem, disk, pids;
+        char sock[PATH_MAX], dir[PATH_MAX], hostname[80], err[512] = "";
+        RuntimeInstance inst = { .pidfd = -EBADF };
+        int r;
+
+        if (!id || !id_valid(id) || !tmpl)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec");
+        if (get_u64(spec, "slot", &slot) < 0 || get_u64(spec, "cpu_millis", &cpu) < 0 ||
+            get_u64(spec, "memory_mb", &mem) < 0 || get_u64(spec, "disk_mb", &disk) < 0 ||
+            get_u64(spec, "pids_max", &pids) < 0 || slot >= w->config->slots_max)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox limits");
+        if (env_from_json(json_get(spec, "env"), &env) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox env");
+        if (worker_live_find(w, id))
+                return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", id);
+        if (!pool_template_exists(w->pool, tmpl))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "template '%s' is not on this host", tmpl);
+
+        r = pool_sandbox_create(w->pool, tmpl, id, disk, &root);
+        if (r < 0)
+                return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
+                                 strerror(-r));
+
+        snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, id);
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+                r = negative_errno();
+                (void) pool_sandbox_remove(w->pool, id);
+                return api_error(e, r, API_INTERNAL, "cannot create %s: %s", dir, strerror(-r));
+        }
+        (void) worker_agent_socket(w, id, sock, sizeof sock);
+        snprintf(hostname, sizeof hostname, "space-%s", id);
+        hostname[63] = 0; /* HOST_NAME_MAX */
+
+        RuntimeSpec rs = {
+                .id = id,
+                .root_path = root,
+                .hostname = hostname,
+                .uid_base = (uid_t) (w->config->uid_base + slot * RUNTIME_ID_RANGE),
+                .limits = { .cpu_millis = (uint32_t) cpu, .memory_bytes = mem * 1024 * 1024, .pids_max = (uint32_t) pids },
+                .env = env,
+                .agent_socket = sock,
+                .agent_exe_fd = w->agent_exe_fd,
+        };
+        r = w->runtime->create(&rs, &inst, err, sizeof err);
+        if (r < 0) {
+                (void) rm_rf(dir);
+                (void) pool_sandbox_remove(w->pool, id);
+                log_warning("Failed to create sandbox %s: %s", id, err);
+                return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
+        }
+        r = worker_live_add(w, id, inst.pid, inst.starttime, inst.pidfd);
+        if (r < 0) {
+                safe_close(inst.pidfd);
+                (void) worker_cleanup_sandbox(w, id, true);
+                return api_error(e, r, API_INTERNAL, "cannot track the sandbox: %s", strerror(-r));
+        }
+        *ret_pid = inst.pid;
+        *ret_starttime = inst.starttime;
+        return 0;
+}
+
+int worker_destroy_sandbox(Worker *w, const char *id, ApiError *e) {
+        int r;
+
+        if (!id_valid(id))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox id");
+        r = worker_cleanup_sandbox(w, id, true);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "cannot remove sandbox %s completely: %s", id, strerror(-r));
+        return 0;
+}
+
+void worker_sandbox_died(Worker *w, LiveSandbox *l) {
+        char id[STORE_ID_MAX], reason[256];
+        siginfo_t si = {};
+        Sandbox sb = {};
+        int r;
+
+        memcpy(id, l->id, sizeof id);
+        if (waitid(P_PIDFD, (id_t) l->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+                snprintf(reason, sizeof reason, "sandbox init exited");
+        else if (si.si_code == CLD_EXITED)
+                snprintf(reason, sizeof reason, "sandbox init exited with status %d", si.si_status);
+        else
+                snprintf(reason, sizeof reason, "sandbox init killed by signal %s", sigabbrev_np(si.si_status) ?: "?");
+        worker_live_remove(w, id);
+        (void) worker_cleanup_sandbox(w, id, false); /* keep the files for inspection */
+        log_warning("Sandbox %s stopped: %s", id, reason);
+
+        r = store_sandbox_get(w->store, NULL, id, &sb);
+        if (r < 0)
+                return;
+        if (sb.state == SANDBOX_RUNNING || sb.state == SANDBOX_PAUSED) {
+                r = store_sandbox_set_state(w->store, id, (int) sb.state, SANDBOX_ERROR, reason);
+                if (r >= 0)
+                        worker_event(w, &sb, "sandbox.error", reason, NULL);
+        }
+        sandbox_done(&sb);
+}

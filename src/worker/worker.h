@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The worker: owns this host's sandboxes (runtimes, pool, cgroups). It runs
+ * in its own process, started before any thread exists, and stays
+ * single-threaded because it clones sandboxes. It serves the worker protocol
+ * (newline-delimited JSON requests and responses, see worker-proto.h) on a
+ * unix socket, watches every sandbox's PID 1, and reconciles host and store
+ * at start. */
+
+#include "config.h"
+
+/* Runs the worker in this process until SIGTERM/SIGINT. Writes one byte to
+ * ready_fd (if >= 0) once it serves requests, then closes it. */
+int worker_main(const Config *config, int ready_fd);
+
+/* Paths shared by the worker and its clients. */
+int worker_socket_path(const Config *config, char *buf, size_t n);
+int worker_agent_dir(const Config *config, char *buf, size_t n);
