@@ -1,1 +1,159 @@
-int main(void) { return 0; }
+/* SPDX-License-Identifier: MIT */
+/* space: the command-line client of the space API. One table of verbs;
+ * each verb lives in its own file (see cli-verbs.h). */
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "cli-common.h"
+#include "cli-verbs.h"
+#include "space-build.h"
+
+static int cli_help(int argc, char **argv);
+static int cli_version(int argc, char **argv);
+
+static const CliCommand commands[] = {
+        { "up", cli_up, "[--state-dir DIR] [--listen ADDR] [-- SPACED-FLAGS...]",
+          "start spaced in the background and wait until it is healthy",
+          "  --state-dir DIR   state directory (default $SPACE_STATE_DIR or /var/lib/space)\n"
+          "  --listen ADDR     HTTP address host:port (default from $SPACE_URL, 127.0.0.1:7070)\n"
+          "spaced is looked up beside this binary, then on $PATH; its output goes to DIR/spaced.log.\n" },
+        { "down", cli_down, "[--state-dir DIR]", "stop the spaced of a state directory (sandboxes keep their state)",
+          NULL },
+        { "info", cli_info, "", "show what this deployment offers (runtimes, storage, limits)", NULL },
+        { "create", cli_create,
+          "[--template T] [--runtime ns|vm] [--cpu N] [--memory MB] [--disk MB] [--timeout S] [--env K=V]... "
+          "[--meta K=V]... [--allow HOST]... [--credential NAME]...",
+          "create a sandbox and print its id",
+          "  --template T       template name (default: the server's default_template)\n"
+          "  --runtime ns|vm    isolation runtime\n"
+          "  --cpu N            CPUs (may be fractional, e.g. 0.5)\n"
+          "  --memory MB        memory limit\n"
+          "  --disk MB          disk quota\n"
+          "  --timeout S        delete the sandbox after S seconds (0 = never)\n"
+          "  --env K=V          environment of every process (repeatable)\n"
+          "  --meta K=V         metadata (repeatable)\n"
+          "  --allow HOST       allow egress to HOST (repeatable)\n"
+          "  --credential NAME  grant a credential (repeatable)\n" },
+        { "exec", cli_exec,
+          "ID [--timeout S] [--env K=V]... [--cwd D] [--user U] [--tty] [-i] -- CMD [ARG...]",
+          "run a command in a sandbox, stream its output and exit with its code",
+          "  --timeout S   kill the command after S seconds\n"
+          "  --env K=V     environment variable (repeatable)\n"
+          "  --cwd D       working directory\n"
+          "  --user U      user name or uid (default root)\n"
+          "  -t, --tty     run on a pseudo-terminal\n"
+          "  -i, --interactive  send this program's stdin to the command\n" },
+        { "shell", cli_shell, "ID [CMD...]", "open an interactive terminal in a sandbox (default: /bin/bash -l)",
+          "With one CMD argument it is run by /bin/sh -c, with several as an argv.\n" },
+        { "ls", cli_ls, "[--all] [--state S]", "list sandboxes",
+          "  --all       also list sandboxes in state error\n"
+          "  --state S   only sandboxes in state S\n" },
+        { "show", cli_show, "ID", "show a sandbox", NULL },
+        { "rm", cli_rm, "ID...", "delete sandboxes", NULL },
+        { "cp", cli_cp, "SRC DST", "copy a file into or out of a sandbox",
+          "Exactly one of SRC and DST is ID:/path. A local DST may be a directory or '-' (stdout);\n"
+          "SRC '-' uploads stdin. The file mode is kept. Directories are not supported yet.\n" },
+        { "template", cli_template, "ls | import NAME SRC | rm NAME", "manage templates",
+          "  ls                 list templates\n"
+          "  import NAME SRC    import a directory or a .tar file ('-' = tar on stdin) as template NAME\n"
+          "  rm NAME            remove a template\n" },
+        { "key", cli_key, "create [--tenant T] [--name N] [--admin] | ls | rm ID", "manage API keys",
+          "  create   create a key and print its secret (shown only once)\n"
+          "  ls       list keys\n"
+          "  rm ID    delete a key\n" },
+        { "events", cli_events, "[ID] [--type T] [--follow] [--limit N]", "show lifecycle and audit events",
+          "  --type T    only events whose type starts with T (e.g. sandbox.)\n"
+          "  --follow    keep streaming new events\n"
+          "  --limit N   at most N events\n" },
+        { "help", cli_help, "[COMMAND]", "show help", NULL },
+        { "version", cli_version, "", "show the version", NULL },
+};
+
+static const CliCommand *command_find(const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                if (streq(commands[i].name, name))
+                        return &commands[i];
+        return NULL;
+}
+
+static void print_help(FILE *f) {
+        fputs("Usage: space [--json] [--url URL] [--state-dir DIR] COMMAND [ARGS...]\n\n"
+              "Drives a space deployment ($SPACE_URL, default " CLI_DEFAULT_URL ") with the key in\n"
+              "$SPACE_API_KEY or STATE_DIR/admin.key.\n\nCommands:\n",
+              f);
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+        fputs("\nRun 'space COMMAND --help' for a command's options.\n", f);
+}
+
+static int cli_help(int argc, char **argv) {
+        const CliCommand *c;
+
+        if (argc < 2) {
+                print_help(stdout);
+                return 0;
+        }
+        c = command_find(argv[1]);
+        if (!c)
+                return cli_error("unknown command '%s' (see 'space help')", argv[1]);
+        cli_print_usage(c, stdout);
+        return 0;
+}
+
+static int cli_version(int argc, char **argv) {
+        printf("space %s\n", SPACE_VERSION);
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        const CliCommand *c;
+        int i = 1, r;
+
+        /* A closed pipe is reported as EPIPE by writes, never a silent death mid-request. */
+        signal(SIGPIPE, SIG_IGN);
+
+        /* Global options before the verb. */
+        for (; i < argc && argv[i][0] == '-'; i++) {
+                const char *a = argv[i], *v;
+
+                if (streq(a, "--json"))
+                        arg_json = true;
+                else if (streq(a, "--help") || streq(a, "-h")) {
+                        print_help(stdout);
+                        return 0;
+                } else if (streq(a, "--version")) {
+                        return cli_version(0, NULL);
+                } else if ((v = startswith(a, "--url=")) || (v = startswith(a, "--state-dir="))) {
+                        if (cli_set_global(a[2] == 'u' ? "url" : "state-dir", v) < 0)
+                                return 1;
+                } else if (streq(a, "--url") || streq(a, "--state-dir")) {
+                        if (i + 1 >= argc) {
+                                cli_error("option '%s' needs a value", a);
+                                return 1;
+                        }
+                        if (cli_set_global(a + 2, argv[++i]) < 0)
+                                return 1;
+                } else {
+                        cli_error("unknown option '%s' (see 'space help')", a);
+                        return 1;
+                }
+        }
+        if (i >= argc) {
+                print_help(stderr);
+                return 1;
+        }
+
+        c = command_find(argv[i]);
+        if (!c) {
+                cli_error("unknown command '%s' (see 'space help')", argv[i]);
+                return 1;
+        }
+        cli_current = c;
+        r = c->run(argc - i, argv + i);
+        if (fflush(stdout) != 0 && r >= 0 && errno != EPIPE) {
+                cli_error_errno(-errno, "writing to stdout failed: %m");
+                return 1;
+        }
+        return r < 0 ? 1 : r;
+}

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/* space create: POST /v1/sandboxes, prints the new id. */
+
+#include "cli-common.h"
+#include "cli-verbs.h"
+
+enum {
+        OPT_TEMPLATE = 1,
+        OPT_RUNTIME,
+        OPT_CPU,
+        OPT_MEMORY,
+        OPT_DISK,
+        OPT_TIMEOUT,
+        OPT_ENV,
+        OPT_META,
+        OPT_ALLOW,
+        OPT_CREDENTIAL,
+};
+
+static const CliOption options[] = {
+        { "template", 0, true, OPT_TEMPLATE },
+        { "runtime", 0, true, OPT_RUNTIME },
+        { "cpu", 0, true, OPT_CPU },
+        { "memory", 0, true, OPT_MEMORY },
+        { "disk", 0, true, OPT_DISK },
+        { "timeout", 0, true, OPT_TIMEOUT },
+        { "env", 'e', true, OPT_ENV },
+        { "meta", 0, true, OPT_META },
+        { "allow", 0, true, OPT_ALLOW },
+        { "credential", 0, true, OPT_CREDENTIAL },
+        {},
+};
+
+/* Writes "key":{"K":"V",...} from "K=V" strings. */
+static int write_kv_object(JsonWriter *w, const char *key, const char *option, char **kvs) {
+        if (strv_length(kvs) == 0)
+                return 0;
+        json_w_key(w, key);
+        json_w_object_begin(w);
+        for (char **s = kvs; *s; s++) {
+                _cleanup_free_ char *k = NULL;
+                const char *v;
+                int r = cli_parse_kv(option, *s, &k, &v);
+                if (r < 0)
+                        return r;
+                json_w_kv_string(w, k, v);
+        }
+        json_w_object_end(w);
+        return 0;
+}
+
+static void write_string_array(JsonWriter *w, char **l) {
+        json_w_array_begin(w);
+        for (char **s = l; s && *s; s++)
+                json_w_string(w, *s);
+        json_w_array_end(w);
+}
+
+int cli_create(int argc, char **argv) {
+        _cleanup_strv_free_ char **env = NULL, **meta = NULL, **allow = NULL, **creds = NULL;
+        const char *template = NULL, *runtime = NULL, *arg = NULL;
+        bool have_cpu = false, have_memory = false, have_disk = false, have_timeout = false;
+        uint64_t memory = 0, disk = 0, timeout = 0;
+        double cpu = 0;
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *body = NULL;
+        size_t body_len;
+        int r;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        while ((r = cli_parser_next(&p, options, &arg)) > 0) {
+                switch (r) {
+                case OPT_TEMPLATE:
+                        template = arg;
+                        break;
+                case OPT_RUNTIME:
+                        runtime = arg;
+                        break;
+                case OPT_CPU:
+                        if (cli_parse_double("cpu", arg, &cpu) < 0)
+                                return -EINVAL;
+                        if (!(cpu > 0))
+                                return cli_error("--cpu: must be greater than 0, got '%s'", arg);
+                        have_cpu = true;
+                        break;
+                case OPT_MEMORY:
+                        if (cli_parse_u64("memory", arg, &memory) < 0)
+                                return -EINVAL;
+                        have_memory = true;
+                        break;
+                case OPT_DISK:
+                        if (cli_parse_u64("disk", arg, &disk) < 0)
+                                return -EINVAL;
+                        have_disk = true;
+                        break;
+                case OPT_TIMEOUT:
+                        if (cli_parse_u64("timeout", arg, &timeout) < 0)
+                                return -EINVAL;
+                        have_timeout = true;
+                        break;
+                case OPT_ENV:
+                case OPT_META:
+                case OPT_ALLOW:
+                case OPT_CREDENTIAL: {
+                        char ***l = r == OPT_ENV ? &env : r == OPT_META ? &meta : r == OPT_ALLOW ? &allow : &creds;
+                        if (isempty(arg))
+                                return cli_error("option needs a non-empty value");
+                        if (strv_extend(l, arg) < 0)
+                                return cli_error_errno(-ENOMEM, "out of memory");
+                        break;
+                }
+                }
+        }
+        if (r == CLI_OPT_HELP)
+                return 0;
+        if (r < 0)
+                return r;
+        r = cli_parser_want(&p, 0, 0);
+        if (r < 0)
+                return r;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        if (template)
+                json_w_kv_string(&w, "template", template);
+        if (runtime)
+                json_w_kv_string(&w, "runtime", runtime);
+        if (have_cpu) {
+                json_w_key(&w, "cpu");
+                json_w_double(&w, cpu);
+        }
+        if (have_memory) {
+                json_w_key(&w, "memory_mb");
+                json_w_uint(&w, memory);
+        }
+        if (have_disk) {
+                json_w_key(&w, "disk_mb");
+                json_w_uint(&w, disk);
+        }
+        if (have_timeout) {
+                json_w_key(&w, "timeout_s");
+                json_w_uint(&w, timeout);
+        }
+        r = write_kv_object(&w, "env", "env", env);
+        if (r < 0)
+                return r;
+        r = write_kv_object(&w, "metadata", "meta", meta);
+        if (r < 0)
+                return r;
+        if (allow) {
+                /* The egress policy; the server refuses it until network policies exist. */
+                json_w_key(&w, "network");
+                json_w_object_begin(&w);
+                json_w_key(&w, "allow");
+                write_string_array(&w, allow);
+                json_w_object_end(&w);
+        }
+        if (creds) {
+                json_w_key(&w, "credentials");
+                write_string_array(&w, creds);
+        }
+        json_w_object_end(&w);
+        r = json_w_finish(&w, &body, &body_len);
+        if (r < 0)
+                return cli_error_errno(r, "out of memory");
+
+        r = cli_call("POST", "/v1/sandboxes", body, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+
+        const char *id = json_string(json_get(resp.json, "id"));
+        if (isempty(id))
+                return cli_error("the server's answer has no sandbox id");
+        printf("%s\n", id);
+        return 0;
+}

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/* space template ls | import NAME SRC | rm NAME: /v1/templates.
+ * import streams a tar archive: a directory is packed by a tar child process,
+ * a file is sent as is, '-' reads the archive from stdin. Nothing is held in memory. */
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "cli-common.h"
+#include "cli-verbs.h"
+#include "fd-util.h"
+
+static int template_ls(int argc, char **argv) {
+        static const char *const header[] = { "NAME", "STATE", "SIZE", "IN_USE", "CREATED" };
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_(cli_table_done) CliTable t = {};
+        const char *arg = NULL;
+        const JsonValue *list;
+        int r;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        r = cli_parser_next(&p, NULL, &arg);
+        if (r == CLI_OPT_HELP)
+                return 0;
+        if (r < 0)
+                return r;
+        r = cli_parser_want(&p, 0, 0);
+        if (r < 0)
+                return r;
+
+        r = cli_call("GET", "/v1/templates", NULL, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        list = json_get(resp.json, "templates");
+        if (json_type(list) != JSON_ARRAY)
+                return cli_error("the server's answer has no template list");
+
+        r = cli_table_new(&t, header, ELEMENTSOF(header));
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < json_array_size(list); i++) {
+                const JsonValue *tp = json_array_at(list, i);
+                uint64_t size;
+                char sbuf[32] = "-";
+
+                if (json_uint64(json_get(tp, "size_bytes"), &size) >= 0)
+                        cli_format_size(size, sbuf, sizeof sbuf);
+                char *row[] = {
+                        cli_field_text(tp, "name"),   cli_field_text(tp, "state"),
+                        strdup(sbuf),                 cli_field_text(tp, "in_use"),
+                        cli_time_text(json_get(tp, "created_at")),
+                };
+                r = cli_table_add(&t, row);
+                if (r < 0)
+                        return r;
+        }
+        cli_table_print(&t, stdout);
+        return 0;
+}
+
+/* The tar child; killed and reaped unless it finished. */
+typedef struct TarChild {
+        pid_t pid;
+} TarChild;
+
+static void tar_child_done(TarChild *t) {
+        if (t->pid > 0) {
+                (void) kill(t->pid, SIGTERM);
+                (void) waitpid(t->pid, NULL, 0);
+                t->pid = 0;
+        }
+}
+
+static int tar_spawn(const char *dir, TarChild *child, int *ret_fd) {
+        char *const argv[] = { (char *) "tar", (char *) "-C", (char *) dir, (char *) "--numeric-owner",
+                               (char *) "-cf", (char *) "-", (char *) ".", NULL };
+        int pipefd[2];
+        pid_t pid;
+
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return cli_error_errno(negative_errno(), "pipe failed: %m");
+        pid = fork();
+        if (pid < 0) {
+                int r = negative_errno();
+                safe_close(pipefd[0]);
+                safe_close(pipefd[1]);
+                return cli_error_errno(r, "fork failed: %m");
+        }
+        if (pid == 0) {
+                /* Between fork and exec: no allocation, no stdio. */
+                if (dup2(pipefd[1], STDOUT_FILENO) < 0)
+                        _exit(126);
+                execvp("tar", argv);
+                _exit(127);
+        }
+        safe_close(pipefd[1]);
+        child->pid = pid;
+        *ret_fd = pipefd[0];
+        return 0;
+}
+
+static int tar_wait(TarChild *child) {
+        int status = 0;
+        pid_t pid = child->pid;
+
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return cli_error_errno(negative_errno(), "waiting for tar failed: %m");
+        child->pid = 0;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                return 0;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+                return cli_error("could not run tar (is it installed?)");
+        if (WIFEXITED(status))
+                return cli_error("tar failed with exit code %d", WEXITSTATUS(status));
+        return cli_error("tar was killed by signal %d", WTERMSIG(status));
+}
+
+static int template_import(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(tar_child_done) TarChild tar = {};
+        _cleanup_(http_client_freep) HttpClient *c = NULL;
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *name = NULL, *target = NULL, *buf = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        const char *arg = NULL, *src;
+        struct stat st;
+        int r;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        r = cli_parser_next(&p, NULL, &arg);
+        if (r == CLI_OPT_HELP)
+                return 0;
+        if (r < 0)
+                return r;
+        r = cli_parser_want(&p, 2, 2);
+        if (r < 0)
+                return r;
+        src = p.pos[1];
+
+        if (streq(src, "-")) {
+                fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+                if (fd < 0)
+                        return cli_error_errno(negative_errno(), "stdin: %m");
+        } else {
+                if (stat(src, &st) < 0)
+                        return cli_error_errno(negative_errno(), "%s: %m", src);
+                if (S_ISDIR(st.st_mode)) {
+                        r = tar_spawn(src, &tar, &fd);
+                        if (r < 0)
+                                return r;
+                } else if (S_ISREG(st.st_mode)) {
+                        fd = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                        if (fd < 0)
+                                return cli_error_errno(negative_errno(), "%s: %m", src);
+                } else
+                        return cli_error("%s: not a directory or a tar file", src);
+        }
+
+        name = cli_escape(p.pos[0]);
+        target = name ? strjoin("/v1/templates?name=", name) : NULL;
+        buf = malloc(CLI_IO_BUFFER);
+        if (!target || !buf)
+                return cli_error_errno(-ENOMEM, "out of memory");
+
+        r = cli_connect(&c);
+        if (r < 0)
+                return r;
+        r = cli_start(c, "POST", target, "application/x-tar", NULL, SIZE_MAX, NULL);
+        if (r < 0)
+                return r;
+        for (;;) {
+                ssize_t n = read(fd, buf, CLI_IO_BUFFER);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return cli_error_errno(negative_errno(), "reading %s failed: %m", src);
+                if (n == 0)
+                        break;
+                r = http_client_write_body(c, buf, (size_t) n);
+                if (r < 0)
+                        return cli_upload_failed(c, r);
+        }
+        if (tar.pid > 0) {
+                /* On a tar failure the body is left unfinished: the server sees a broken upload. */
+                r = tar_wait(&tar);
+                if (r < 0)
+                        return r;
+        }
+        r = cli_finish_upload(c, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        printf("imported template %s\n", strna(json_string(json_get(resp.json, "name")) ?: p.pos[0]));
+        return 0;
+}
+
+static int template_rm(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        const char *arg = NULL;
+        int r, ret = 0;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        r = cli_parser_next(&p, NULL, &arg);
+        if (r == CLI_OPT_HELP)
+                return 0;
+        if (r < 0)
+                return r;
+        r = cli_parser_want(&p, 1, SIZE_MAX);
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; i < p.n_pos; i++) {
+                _cleanup_(cli_response_done) CliResponse resp = {};
+                _cleanup_free_ char *name = cli_escape(p.pos[i]);
+                _cleanup_free_ char *target = name ? strjoin("/v1/templates/", name) : NULL;
+
+                if (!target)
+                        return cli_error_errno(-ENOMEM, "out of memory");
+                r = cli_call("DELETE", target, NULL, &resp);
+                if (r < 0) {
+                        ret = r;
+                        continue;
+                }
+                if (!arg_json)
+                        printf("%s\n", p.pos[i]);
+        }
+        return ret;
+}
+
+int cli_template(int argc, char **argv) {
+        static const struct {
+                const char *name;
+                int (*run)(int argc, char **argv);
+        } sub[] = {
+                { "ls", template_ls },
+                { "import", template_import },
+                { "rm", template_rm },
+        };
+
+        if (argc < 2)
+                return cli_error("missing subcommand (usage: space template %s)", cli_current->usage);
+        if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
+                cli_print_usage(cli_current, stdout);
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(sub); i++)
+                if (streq(argv[1], sub[i].name))
+                        return sub[i].run(argc - 1, argv + 1);
+        return cli_error("unknown subcommand 'template %s' (usage: space template %s)", argv[1],
+                         cli_current->usage);
+}
