@@ -207,21 +207,23 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                 }
         }
         if (isempty(c->agent_path)) {
-                char self[PATH_MAX];
+                /* beside spaced, the build tree's layout, then the installed one */
+                char self[PATH_MAX], cand[PATH_MAX];
                 ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+                const char *const rel[] = { "space-agent", "../agent/space-agent", "../libexec/space/space-agent" };
                 if (k > 0) {
                         char *slash;
                         self[k] = 0;
                         slash = strrchr(self, '/');
-                        if (slash) {
+                        if (slash)
                                 *slash = 0;
-                                if (strlen(self) + STRLEN("/space-agent") < sizeof c->agent_path) {
-                                        memcpy(c->agent_path, self, strlen(self));
-                                        memcpy(c->agent_path + strlen(self), "/space-agent",
-                                               sizeof "/space-agent");
-                                }
-                        }
+                        for (size_t i = 0; i < ELEMENTSOF(rel) && isempty(c->agent_path); i++)
+                                if ((size_t) snprintf(cand, sizeof cand, "%s/%s", self, rel[i]) < sizeof cand &&
+                                    access(cand, X_OK) == 0)
+                                        (void) strscpy(c->agent_path, sizeof c->agent_path, cand);
                 }
+                if (isempty(c->agent_path))
+                        (void) strscpy(c->agent_path, sizeof c->agent_path, SPACE_LIBEXECDIR "/space/space-agent");
         }
         if (isempty(c->template_dir))
                 (void) strscpy(c->template_dir, sizeof c->template_dir, SPACE_DATADIR "/templates");

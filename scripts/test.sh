@@ -1,0 +1,52 @@
+#!/bin/sh
+# Sets up and runs every test: installs the Debian packages, builds with
+# ASan/UBSan into ./build, runs the C unit tests, the fuzz corpora and the
+# end-to-end suite against a real spaced, and ends with "N passed, N failed".
+# Run as root on Debian 12.
+set -eu
+cd "$(dirname "$0")/.."
+top=$(pwd)
+
+./scripts/install-deps.sh
+if [ ! -f build/build.ninja ]; then
+        meson setup build -Dsanitize=true >/dev/null
+fi
+ninja -C build >/dev/null
+
+# the base template, rebuilt when its recipe changes
+mkdir -p build/templates
+if [ ! -f build/templates/base.tar ] || [ templates/base/build.sh -nt build/templates/base.tar ]; then
+        ./templates/base/build.sh build/templates/base.tar
+fi
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export SPACE_BUILD_DIR="$top/build"
+
+unit_rc=0
+meson test -C build --print-errorlogs --num-processes 2 >build/unit.log 2>&1 || unit_rc=$?
+tail -n 25 build/unit.log
+
+e2e_rc=0
+python3 -m pytest -p no:cacheprovider -q tests/e2e 2>&1 | tee build/e2e.log || e2e_rc=$?
+
+python3 - "$unit_rc" "$e2e_rc" <<'PY'
+import re, sys
+unit_rc, e2e_rc = int(sys.argv[1]), int(sys.argv[2])
+passed = failed = skipped = 0
+# every unit/fuzz binary ends its output with "N passed, N failed[, N skipped]"
+for line in open("build/meson-logs/testlog.txt", errors="replace"):
+    m = re.match(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?\s*$", line)
+    if m:
+        passed += int(m.group(1)); failed += int(m.group(2)); skipped += int(m.group(3) or 0)
+tail = open("build/e2e.log", errors="replace").read().splitlines()[-5:]
+for line in tail:
+    for n, what in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", line):
+        if what == "passed": passed += int(n)
+        elif what == "skipped": skipped += int(n)
+        else: failed += int(n)
+if unit_rc and failed == 0: failed = 1   # a crashed binary printed no summary
+if e2e_rc not in (0,) and failed == 0: failed = 1
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+PY
