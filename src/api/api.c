@@ -1,1 +1,537 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/* The /v1 API: the route table, dispatch, auth hand-off, per-thread store and
+ * worker handles, request ids, one log line per request, and the helpers the
+ * resource files share. */
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "alloc-util.h"
+#include "api-internal.h"
+#include "log.h"
+#include "str-util.h"
+
+#define API_PARAM_MAX 255U      /* one {param} path segment */
+#define API_SEGMENTS_MAX 16U
+
+typedef struct Route {
+        const char *method;
+        const char *pattern;    /* "/v1/sandboxes/{id}/exec"; "{...}" segments are parameters */
+        ApiHandler handler;
+        bool needs_auth;
+        bool needs_admin;
+        bool sandbox_param;     /* params[0] is a sandbox id (for the log context) */
+} Route;
+
+static const Route routes[] = {
+        { "POST", "/v1/sandboxes", api_sandbox_create, true, false, false },
+        { "GET", "/v1/sandboxes", api_sandbox_list, true, false, false },
+        { "GET", "/v1/sandboxes/{id}", api_sandbox_show, true, false, true },
+        { "DELETE", "/v1/sandboxes/{id}", api_sandbox_delete, true, false, true },
+        { "POST", "/v1/sandboxes/{id}/exec", api_exec, true, false, true },
+        { "GET", "/v1/sandboxes/{id}/exec", api_exec_list, true, false, true },
+        { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/stdin", api_exec_stdin, true, false, true },
+        { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/signal", api_exec_signal, true, false, true },
+        { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/resize", api_exec_resize, true, false, true },
+        { "GET", "/v1/sandboxes/{id}/files", api_files_get, true, false, true },
+        { "PUT", "/v1/sandboxes/{id}/files", api_files_put, true, false, true },
+        { "DELETE", "/v1/sandboxes/{id}/files", api_files_delete, true, false, true },
+        { "POST", "/v1/sandboxes/{id}/files/move", api_files_move, true, false, true },
+        { "GET", "/v1/templates", api_templates_list, true, false, false },
+        { "POST", "/v1/templates", api_template_import, true, true, false },
+        { "DELETE", "/v1/templates/{name}", api_template_remove, true, true, false },
+        { "GET", "/v1/events", api_events_list, true, false, false },
+        { "POST", "/v1/keys", api_keys_create, true, false, false },
+        { "GET", "/v1/keys", api_keys_list, true, false, false },
+        { "DELETE", "/v1/keys/{id}", api_keys_delete, true, false, false },
+        { "GET", "/v1/info", api_info, true, false, false },
+        { "GET", "/healthz", api_healthz, false, false, false },
+        { "GET", "/metrics", api_metrics, false, false, false },
+};
+
+typedef struct ThreadHandles {
+        Store *store;
+        WorkerClient *worker;
+} ThreadHandles;
+
+static void thread_handles_free(void *p) {
+        ThreadHandles *h = p;
+        if (!h)
+                return;
+        store_close(h->store);
+        worker_client_free(h->worker);
+        free(h);
+}
+
+int api_new(const Config *config, Api **ret) {
+        _cleanup_free_ Api *a = NULL;
+        int r;
+
+        if (!config || !ret)
+                return -EINVAL;
+        a = new0(Api, 1);
+        if (!a)
+                return -ENOMEM;
+        a->config = *config;
+        if (snprintf(a->worker_address, sizeof a->worker_address, "unix:%s/run/worker.sock", config->state_dir) >=
+                    (int) sizeof a->worker_address ||
+            snprintf(a->agent_dir, sizeof a->agent_dir, "%s/run/agents", config->state_dir) >=
+                    (int) sizeof a->agent_dir)
+                return -ENAMETOOLONG;
+        r = pthread_key_create(&a->handles_key, thread_handles_free);
+        if (r != 0)
+                return -r;
+        *ret = TAKE_PTR(a);
+        return 0;
+}
+
+Api *api_free(Api *a) {
+        if (!a)
+                return NULL;
+        /* Handles of threads that are still alive are freed by their exit; this thread's now. */
+        thread_handles_free(pthread_getspecific(a->handles_key));
+        (void) pthread_setspecific(a->handles_key, NULL);
+        (void) pthread_key_delete(a->handles_key);
+        free(a);
+        return NULL;
+}
+
+const Config *api_config(const Api *a) {
+        return &a->config;
+}
+
+static ThreadHandles *thread_handles(Api *a) {
+        ThreadHandles *h = pthread_getspecific(a->handles_key);
+        if (h)
+                return h;
+        h = new0(ThreadHandles, 1);
+        if (!h)
+                return NULL;
+        if (pthread_setspecific(a->handles_key, h) != 0) {
+                free(h);
+                return NULL;
+        }
+        return h;
+}
+
+int api_get_store(ApiRequest *r, ApiError *e) {
+        ThreadHandles *h = thread_handles(r->api);
+        int k;
+
+        if (!h)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        if (!h->store) {
+                k = store_open(r->api->config.store_url, &h->store);
+                if (k < 0)
+                        return api_error(e, k, API_UNAVAILABLE, "the store is unavailable: %s", strerror(-k));
+        }
+        r->store = h->store;
+        return 0;
+}
+
+int api_get_worker(ApiRequest *r, ApiError *e) {
+        ThreadHandles *h;
+        int k;
+
+        if (r->worker)
+                return 0;
+        h = thread_handles(r->api);
+        if (!h)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        if (!h->worker) {
+                k = worker_client_new(r->api->worker_address, r->api->agent_dir, &h->worker);
+                if (k < 0)
+                        return api_error(e, k, API_UNAVAILABLE, "the worker is unavailable: %s", strerror(-k));
+        }
+        r->worker = h->worker;
+        return 0;
+}
+
+int api_store_error(ApiError *e, int r, const char *what) {
+        if (r == -ENOENT)
+                return api_error(e, r, API_NOT_FOUND, "%s", what);
+        if (r == -ENOMEM)
+                return api_error(e, r, API_UNAVAILABLE, "out of memory");
+        return api_error(e, r, API_UNAVAILABLE, "the store failed (%s): %s", what, strerror(-r));
+}
+
+const char *api_tenant_name(ApiRequest *r, const char *tenant_id) {
+        if (isempty(tenant_id))
+                return "";
+        if (streq(tenant_id, r->key.tenant_id) && r->tenant_name[0])
+                return r->tenant_name;
+        if (!r->tenants && r->store)
+                (void) store_tenant_list(r->store, &r->tenants, &r->n_tenants);
+        for (size_t i = 0; i < r->n_tenants; i++)
+                if (streq(r->tenants[i].id, tenant_id))
+                        return r->tenants[i].name;
+        return tenant_id;
+}
+
+void api_log_sandbox(ApiRequest *r, const char *id) {
+        (void) strscpy(r->log_sandbox, sizeof r->log_sandbox, id);
+        log_set_context(r->log_sandbox, r->req_id);
+}
+
+/* ---- responses ---- */
+
+static void request_headers(ApiRequest *r, char *buf, size_t size, const char *more) {
+        snprintf(buf, size, "X-Request-Id: %s\r\n%s", r->req_id, strempty(more));
+}
+
+static void body_pending_close(ApiRequest *r) {
+        /* A body we did not read would be parsed as the next request: drop the connection instead. */
+        if (!r->body_read && (r->head->content_length > 0 || r->head->chunked))
+                http_conn_set_close(r->conn);
+}
+
+static int reply_raw(ApiRequest *r, int status, const char *content_type, const char *body, size_t n,
+                     const char *more_headers) {
+        char hdr[256];
+
+        body_pending_close(r);
+        request_headers(r, hdr, sizeof hdr, more_headers);
+        r->status = status;
+        return http_conn_respond(r->conn, status, content_type, body, n, hdr);
+}
+
+int api_reply_json(ApiRequest *r, int status, JsonWriter *w) {
+        _cleanup_free_ char *text = NULL;
+        size_t n;
+        int k;
+
+        k = json_w_finish(w, &text, &n);
+        if (k < 0) {
+                static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+                (void) reply_raw(r, 500, "application/json", oom, STRLEN(oom), NULL);
+                return 0; /* responded */
+        }
+        return reply_raw(r, status, "application/json", text, n, NULL);
+}
+
+int api_reply_empty(ApiRequest *r, int status) {
+        return reply_raw(r, status, NULL, NULL, 0, NULL);
+}
+
+static int reply_error_full(HttpConn *c, ApiRequest *r, const ApiError *e, const char *more_headers) {
+        _cleanup_free_ char *text = NULL;
+        char hdr[256];
+        JsonWriter w;
+        size_t n;
+        int status = api_error_code_to_status(e->code);
+
+        json_w_init(&w);
+        json_out_error(&w, e);
+        if (json_w_finish(&w, &text, &n) < 0)
+                return -ENOMEM;
+        if (r) {
+                body_pending_close(r);
+                request_headers(r, hdr, sizeof hdr, more_headers);
+                r->status = status;
+        } else
+                snprintf(hdr, sizeof hdr, "%s", strempty(more_headers));
+        return http_conn_respond(c, status, "application/json", text, n, hdr);
+}
+
+int api_reply_error(HttpConn *c, const ApiError *e) {
+        return reply_error_full(c, NULL, e, NULL);
+}
+
+int api_stream_begin(ApiRequest *r, int status, const char *content_type) {
+        char hdr[128];
+
+        request_headers(r, hdr, sizeof hdr, NULL);
+        r->status = status;
+        return http_conn_stream_begin(r->conn, status, content_type, hdr);
+}
+
+int api_stream_line(ApiRequest *r, JsonWriter *w) {
+        _cleanup_free_ char *text = NULL;
+        size_t n;
+        int k;
+
+        k = json_w_finish(w, &text, &n);
+        if (k < 0)
+                return k;
+        /* the buffer is NUL-terminated: replace the terminator by the newline */
+        text[n] = '\n';
+        return http_conn_stream_write(r->conn, text, n + 1);
+}
+
+/* ---- request body and query ---- */
+
+static bool content_type_is(const char *value, const char *type) {
+        size_t n = strlen(type);
+        if (!value || strncasecmp(value, type, n) != 0)
+                return false;
+        return value[n] == 0 || value[n] == ';' || value[n] == ' ';
+}
+
+int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e) {
+        _cleanup_free_ char *buf = NULL;
+        const char *ct = http_head_header(r->head, "Content-Type");
+        char errbuf[128] = "";
+        size_t n = 0;
+        int k;
+
+        if (ct && !content_type_is(ct, "application/json"))
+                return api_error(e, -EINVAL, API_UNSUPPORTED_MEDIA, "expected Content-Type: application/json, got '%.64s'",
+                                 ct);
+        if (r->head->content_length > (int64_t) API_BODY_JSON_MAX)
+                return api_error(e, -EFBIG, API_PAYLOAD_TOO_LARGE, "JSON bodies are limited to %u bytes",
+                                 API_BODY_JSON_MAX);
+        k = http_conn_read_body_all(r->conn, API_BODY_JSON_MAX, &buf, &n);
+        if (k == -EFBIG)
+                return api_error(e, k, API_PAYLOAD_TOO_LARGE, "JSON bodies are limited to %u bytes", API_BODY_JSON_MAX);
+        if (k < 0)
+                return api_error(e, k, API_BAD_REQUEST, "could not read the request body: %s", strerror(-k));
+        r->body_read = true;
+
+        if (n == 0) /* no body: an empty object */
+                k = json_parse("{}", 2, ret, NULL, 0);
+        else
+                k = json_parse(buf, n, ret, errbuf, sizeof errbuf);
+        if (k == -ENOMEM)
+                return api_error(e, k, API_UNAVAILABLE, "out of memory");
+        if (k < 0)
+                return api_error(e, k, API_INVALID_JSON, "malformed JSON: %s", errbuf[0] ? errbuf : strerror(-k));
+        if (json_type(*ret) != JSON_OBJECT) {
+                *ret = json_free(*ret);
+                return api_error(e, -EINVAL, API_INVALID_JSON, "the body must be a JSON object");
+        }
+        return 0;
+}
+
+int api_query_string(ApiRequest *r, const char *key, char **ret, ApiError *e) {
+        char *v = NULL;
+        int k;
+
+        if (!r->head->query)
+                return 0;
+        k = http_query_get(r->head->query, key, &v);
+        if (k == -ENOENT)
+                return 0;
+        if (k == -ENOMEM)
+                return api_error(e, k, API_UNAVAILABLE, "out of memory");
+        if (k < 0)
+                return api_error(e, k, API_INVALID_ARGUMENT, "query parameter '%s' is badly encoded", key);
+        free(*ret);
+        *ret = v;
+        return 1;
+}
+
+int api_query_bool(ApiRequest *r, const char *key, bool *ret, ApiError *e) {
+        _cleanup_free_ char *v = NULL;
+        int k = api_query_string(r, key, &v, e);
+
+        if (k <= 0)
+                return k;
+        if (streq(v, "1") || streq(v, "true") || streq(v, "yes") || streq(v, ""))
+                *ret = true;
+        else if (streq(v, "0") || streq(v, "false") || streq(v, "no"))
+                *ret = false;
+        else
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "query parameter '%s' must be 1 or 0, not '%.32s'",
+                                 key, v);
+        return 1;
+}
+
+int api_query_u64(ApiRequest *r, const char *key, uint64_t min, uint64_t max, uint64_t *ret, ApiError *e) {
+        _cleanup_free_ char *v = NULL;
+        uint64_t u;
+        int k = api_query_string(r, key, &v, e);
+
+        if (k <= 0)
+                return k;
+        if (safe_atou64(v, &u) < 0 || u < min || u > max)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "query parameter '%s' must be an integer in [%" PRIu64 ", %" PRIu64 "], not '%.32s'",
+                                 key, min, max, v);
+        *ret = u;
+        return 1;
+}
+
+/* ---- events ---- */
+
+void api_event_tenant(ApiRequest *r, const char *tenant_id, const char *sandbox_id, const char *type,
+                      const char *reason, const char *data_json) {
+        Event ev = {};
+        int k;
+
+        if (!r->store)
+                return;
+        (void) strscpy(ev.tenant_id, sizeof ev.tenant_id, strempty(tenant_id));
+        (void) strscpy(ev.sandbox_id, sizeof ev.sandbox_id, strempty(sandbox_id));
+        (void) strscpy(ev.type, sizeof ev.type, type);
+        (void) strscpy(ev.actor, sizeof ev.actor, r->actor[0] ? r->actor : "system");
+        (void) strscpy(ev.reason, sizeof ev.reason, strempty(reason));
+        ev.data_json = (char *) data_json; /* borrowed: not freed here */
+        k = store_event_append(r->store, &ev);
+        if (k < 0)
+                log_warning_errno(k, "Failed to record event %s: %m", type);
+}
+
+void api_event(ApiRequest *r, const char *sandbox_id, const char *type, const char *reason, const char *data_json) {
+        api_event_tenant(r, r->key.tenant_id, sandbox_id, type, reason, data_json);
+}
+
+/* ---- routing ---- */
+
+/* Splits an absolute path into its segments, in place: "/v1/a/b" → {"v1","a","b"}.
+ * Empty segments ("//", a trailing "/") do not match any route: -EINVAL. */
+static int split_path(char *buf, char *segs[static API_SEGMENTS_MAX]) {
+        size_t n = 0;
+        char *p = buf;
+
+        if (*p != '/')
+                return -EINVAL;
+        while (*p == '/') {
+                *p++ = 0;
+                if (n >= API_SEGMENTS_MAX)
+                        return -E2BIG;
+                segs[n++] = p;
+                p += strcspn(p, "/");
+                if (p == segs[n - 1])
+                        return -EINVAL;
+        }
+        return (int) n;
+}
+
+/* Matches one route pattern against the segments; fills params. */
+static bool route_match(const Route *rt, char *const *segs, size_t n_segs, const char *params[static API_PARAMS_MAX]) {
+        const char *p = rt->pattern;
+        size_t i = 0, n_params = 0;
+
+        while (*p == '/') {
+                const char *s = ++p;
+                size_t len = strcspn(s, "/");
+                p += len;
+                if (i >= n_segs)
+                        return false;
+                if (s[0] == '{') {
+                        if (n_params >= API_PARAMS_MAX || strlen(segs[i]) > API_PARAM_MAX)
+                                return false;
+                        params[n_params++] = segs[i];
+                } else if (strlen(segs[i]) != len || strncmp(segs[i], s, len) != 0)
+                        return false;
+                i++;
+        }
+        return i == n_segs;
+}
+
+static double elapsed_msec(const struct timespec *start) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (double) (now.tv_sec - start->tv_sec) * 1e3 + (double) (now.tv_nsec - start->tv_nsec) / 1e6;
+}
+
+static int dispatch(ApiRequest *r, ApiError *e, const Route **ret_route) {
+        _cleanup_free_ char *copy = NULL;
+        char *segs[API_SEGMENTS_MAX];
+        char allow[128] = "";
+        const Route *found = NULL;
+        int n, k;
+
+        copy = strdup(r->head->path ? r->head->path : "");
+        if (!copy)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        n = split_path(copy, segs);
+        if (n >= 0)
+                for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                        const char *params[API_PARAMS_MAX] = {};
+                        if (!route_match(&routes[i], segs, (size_t) n, params))
+                                continue;
+                        if (!streq(routes[i].method, r->head->method)) {
+                                size_t l = strlen(allow);
+                                snprintf(allow + l, sizeof allow - l, "%s%s", l ? ", " : "", routes[i].method);
+                                continue;
+                        }
+                        found = &routes[i];
+                        memcpy(r->params, params, sizeof params);
+                        break;
+                }
+        if (!found && allow[0]) {
+                char hdr[160];
+                ApiError e405 = {};
+                snprintf(hdr, sizeof hdr, "Allow: %s\r\n", allow);
+                (void) api_error(&e405, -EINVAL, API_METHOD_NOT_ALLOWED, "%.16s is not allowed here (allowed: %s)",
+                                 r->head->method, allow);
+                return reply_error_full(r->conn, r, &e405, hdr);
+        }
+        if (!found)
+                return api_error(e, -ENOENT, API_NOT_FOUND, "no such endpoint");
+
+        *ret_route = found;
+        /* the params point into copy: keep it for the handler */
+        if (found->needs_auth) {
+                k = api_get_store(r, e);
+                if (k < 0)
+                        return k;
+                k = api_auth(r, e);
+                if (k == -EACCES) {
+                        ApiError e401 = *e;
+                        return reply_error_full(r->conn, r, &e401, "WWW-Authenticate: Bearer\r\n");
+                }
+                if (k < 0)
+                        return k;
+                if (found->needs_admin && !r->key.admin)
+                        return api_error(e, -EPERM, API_FORBIDDEN, "this needs an admin key");
+        }
+        if (found->sandbox_param && api_sandbox_id_valid(r->params[0]))
+                api_log_sandbox(r, r->params[0]);
+
+        k = found->handler(r, e);
+        /* params must not outlive copy */
+        memset(r->params, 0, sizeof r->params);
+        return k;
+}
+
+void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
+        Api *a = userdata;
+        ApiRequest r = {
+                .conn = c,
+                .head = head,
+                .api = a,
+        };
+        const Route *route = NULL;
+        struct timespec start;
+        ApiError e = {};
+        char id[9];
+        int k;
+
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        atomic_fetch_add(&a->requests_in_flight, 1);
+        if (random_alnum(id, 8) < 0)
+                snprintf(id, sizeof id, "00000000");
+        snprintf(r.req_id, sizeof r.req_id, "r-%s", id);
+        log_set_context(NULL, r.req_id);
+
+        k = dispatch(&r, &e, &route);
+        if (k < 0) {
+                if (e.code == API_OK)
+                        (void) api_error(&e, k, API_INTERNAL, "internal error: %s", strerror(-k));
+                if (!http_conn_responded(c))
+                        (void) reply_error_full(c, &r, &e, NULL);
+                else
+                        /* the error came after the response began: nothing to say but hang up */
+                        http_conn_set_close(c);
+        } else if (!http_conn_responded(c)) {
+                /* a handler that returned without answering is a bug: answer anyway */
+                (void) api_error(&e, -EIO, API_INTERNAL, "the handler did not respond");
+                (void) reply_error_full(c, &r, &e, NULL);
+        }
+
+        if (r.status >= 100 && r.status < 600)
+                atomic_fetch_add(&a->requests_by_class[r.status / 100], 1);
+        atomic_fetch_sub(&a->requests_in_flight, 1);
+
+        if (r.status >= 500)
+                log_warning("request method=%s path=%s status=%d duration_ms=%.1f error=%s", head->method,
+                            strna(head->path), r.status, elapsed_msec(&start), e.message);
+        else
+                log_info("request method=%s path=%s status=%d duration_ms=%.1f", head->method, strna(head->path),
+                         r.status, elapsed_msec(&start));
+        log_set_context(NULL, NULL);
+        free(r.tenants);
+}

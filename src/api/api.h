@@ -11,6 +11,7 @@
 #include "worker-client.h"
 
 #define API_BODY_JSON_MAX (1024U * 1024U)   /* JSON request bodies */
+#define API_PARAMS_MAX 4U
 
 typedef struct Api Api;
 
@@ -19,11 +20,17 @@ typedef struct ApiRequest {
         const HttpHead *head;
         Api *api;
         Store *store;           /* this thread's store handle */
-        WorkerClient *worker;   /* this thread's worker client */
+        WorkerClient *worker;   /* this thread's worker client: NULL until api_get_worker() */
         ApiKey key;             /* the authenticated key */
         char req_id[24];        /* for logs: "r-xxxxxxxx" */
         char actor[STORE_NAME_MAX]; /* "key:<key id>" for events */
-        const char *params[4];  /* path parameters, e.g. {id} */
+        const char *params[API_PARAMS_MAX]; /* path parameters, e.g. {id} */
+        char tenant_name[STORE_NAME_MAX];   /* name of the key's tenant */
+        char log_sandbox[STORE_ID_MAX];     /* the sandbox= field of this request's log lines */
+        int status;             /* status sent (for logs and metrics); 0 until responded */
+        bool body_read;         /* the request body was read to its end */
+        Tenant *tenants;        /* lazily loaded name cache for admin views (api_tenant_name) */
+        size_t n_tenants;
 } ApiRequest;
 
 /* A route handler. Returns >= 0 if it responded, < 0 with e filled otherwise
@@ -32,6 +39,7 @@ typedef int (*ApiHandler)(ApiRequest *r, ApiError *e);
 
 int api_new(const Config *config, Api **ret);
 Api *api_free(Api *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 const Config *api_config(const Api *a);
 /* The HttpHandler to give to the http server (userdata = Api*). */
 void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
@@ -39,6 +47,23 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
 /* Helpers for handlers */
 int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);     /* body → JSON object (400/413/415 errors) */
 int api_reply_json(ApiRequest *r, int status, JsonWriter *w);       /* finishes w and sends it */
+int api_reply_empty(ApiRequest *r, int status);                     /* e.g. 204 */
 int api_reply_error(HttpConn *c, const ApiError *e);
 /* Records an event for the request's tenant; failures are logged, not returned. */
 void api_event(ApiRequest *r, const char *sandbox_id, const char *type, const char *reason, const char *data_json);
+/* Same, for another tenant ("" = system-wide). */
+void api_event_tenant(ApiRequest *r, const char *tenant_id, const char *sandbox_id, const char *type,
+                      const char *reason, const char *data_json);
+/* Adds sandbox=ID to this request's log lines. */
+void api_log_sandbox(ApiRequest *r, const char *id);
+/* Opens this thread's worker client if needed (503 if it cannot). */
+int api_get_worker(ApiRequest *r, ApiError *e);
+/* Maps a store failure to an ApiError: -ENOENT → 404 with what, everything else → 503. */
+int api_store_error(ApiError *e, int r, const char *what);
+/* Name of a tenant for output; falls back to the id. */
+const char *api_tenant_name(ApiRequest *r, const char *tenant_id);
+
+/* Query parameters: 0 if absent (*ret untouched/NULL), 1 if present, < 0 with a 400 in e. */
+int api_query_string(ApiRequest *r, const char *key, char **ret, ApiError *e);
+int api_query_bool(ApiRequest *r, const char *key, bool *ret, ApiError *e);
+int api_query_u64(ApiRequest *r, const char *key, uint64_t min, uint64_t max, uint64_t *ret, ApiError *e);

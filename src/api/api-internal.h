@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What the files of src/api share: the Api object, the route handlers,
+ * request validation, JSON output and the agent conversation helpers. */
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "api.h"
+#include "proto.h"
+
+struct Api {
+        Config config;
+        pthread_key_t handles_key;   /* per-thread Store + WorkerClient */
+        char worker_address[CONFIG_STR_MAX + 16];
+        char agent_dir[CONFIG_STR_MAX + 16];
+        atomic_uint_fast64_t requests_by_class[6]; /* [1..5] = 1xx..5xx */
+        atomic_uint_fast64_t requests_in_flight;
+};
+
+/* Opens this thread's store if needed (503 if it cannot); done by the router for authenticated routes. */
+int api_get_store(ApiRequest *r, ApiError *e);
+
+/* ---- validation (api-validate.c): pure functions ---- */
+
+#define API_ID_LEN 16U                   /* sandbox ids: [a-z][a-z0-9]{15} */
+#define API_PATH_MAX 4096U               /* paths inside a sandbox */
+#define API_NAME_MAX 64U                 /* template, tenant and key names */
+#define API_ENV_ENTRIES_MAX 256U
+#define API_ENV_NAME_MAX 256U
+#define API_ENV_VALUE_MAX (32U * 1024U)
+#define API_METADATA_ENTRIES_MAX 64U
+#define API_METADATA_KEY_MAX 64U
+#define API_METADATA_VALUE_MAX 1024U
+#define API_ARGV_MAX 4096U               /* arguments of an exec */
+#define API_ARG_MAX (128U * 1024U)       /* one argument or a shell string */
+#define API_USER_MAX 32U
+#define API_PTY_DIM_MAX 1000U            /* rows/cols of a pty */
+#define API_SANDBOX_CPU_MILLIS_MIN 10U
+#define API_SANDBOX_MEMORY_MB_MIN 16U
+#define API_SANDBOX_DISK_MB_MIN 16U
+#define API_SANDBOX_PIDS_MIN 8U
+#define API_LIST_LIMIT_DEFAULT 100U
+#define API_LIST_LIMIT_MAX 1000U
+
+bool api_sandbox_id_valid(const char *id);
+int api_sandbox_id_generate(char ret[static API_ID_LEN + 1]);
+/* [a-z0-9][a-z0-9._-]{0,63} */
+bool api_template_name_valid(const char *s);
+/* [a-z0-9][a-z0-9-]{0,62} */
+bool api_tenant_name_valid(const char *s);
+/* Key names: 1..64 printable ASCII, no quotes or backslashes. */
+bool api_key_name_valid(const char *s);
+/* A path inside a sandbox: non-empty, no NUL, no '..' component, at most API_PATH_MAX bytes → else 400 invalid_path. */
+int api_validate_path(const char *p, size_t n, const char *what, ApiError *e);
+
+/* Fills template_name, runtime, cpu_millis, memory_mb, disk_mb, pids_max,
+ * timeout_s, env_json and metadata_json of *sb from a create request body
+ * (NULL = empty), with defaults and bounds from c. */
+int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox *sb, ApiError *e);
+
+typedef struct ExecRequest {
+        char *agent_json;       /* the EXEC payload for the agent */
+        char *stdin_data;       /* stdin given as a string, or NULL */
+        size_t stdin_len;
+        bool keep_stdin;        /* stdin: true */
+        bool background;
+} ExecRequest;
+void exec_request_done(ExecRequest *x);
+int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, ApiError *e);
+
+/* "SIGTERM" or "TERM" (case-sensitive) → canonical "SIGTERM"; NULL if not a signal one may send. */
+const char *api_signal_name(const char *s);
+
+/* RFC 3339 ("2026-11-30T01:02:03.456Z", "...+02:00") → microseconds since the epoch. */
+int api_parse_time(const char *s, int64_t *ret_usec);
+
+/* ---- JSON output (json-out.c): pure functions ---- */
+
+#define JSON_OUT_TIME_MAX 32U
+
+/* "2026-11-30T01:02:03.456Z" */
+void json_out_time(int64_t usec, char buf[static JSON_OUT_TIME_MAX]);
+void json_out_error(JsonWriter *w, const ApiError *e);
+void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name);
+void json_out_template(JsonWriter *w, const Template *t, uint64_t in_use);
+void json_out_event(JsonWriter *w, const Event *ev, const char *tenant_name);
+void json_out_key(JsonWriter *w, const ApiKey *k, const char *tenant_name);
+/* Re-serialises one file entry of the agent (hostile) as the API's entry: -EBADMSG if malformed. */
+int json_out_file_entry(JsonWriter *w, const JsonValue *entry);
+/* Re-serialises one process of a PS result: -EBADMSG if malformed. */
+int json_out_process(JsonWriter *w, const JsonValue *proc);
+/* Re-serialises an EXIT payload as {"type":"exit",...}: -EBADMSG if malformed. */
+int json_out_exit(JsonWriter *w, const JsonValue *exit_payload);
+/* {"type":"stdout","data":"..."} or {"type":"stdout","data_b64":"..."} where not UTF-8. */
+void json_out_exec_data(JsonWriter *w, const char *type, const char *p, size_t n);
+/* Bytes at the end of (p, n) that start a UTF-8 sequence but do not finish it (0..3). */
+size_t utf8_incomplete_tail(const char *p, size_t n);
+
+/* ---- the agent conversation (agent-call.c) ---- */
+
+#define AGENT_STREAM 1U                  /* our request's stream on a fresh connection */
+#define AGENT_REPLY_TIMEOUT_MSEC 30000   /* for a reply to a request */
+#define AGENT_FRAME_TIMEOUT_SEC 30       /* for the rest of a frame once it began (SO_RCVTIMEO) */
+#define AGENT_FOREIGN_FRAMES_MAX 64U     /* frames on other streams we skip before giving up */
+
+/* worker_agent_connect() with send/receive timeouts set. */
+int agent_call_connect(ApiRequest *r, const Sandbox *sb, int *ret_fd, ApiError *e);
+/* Waits up to timeout_msec (-1 = forever) for a frame on AGENT_STREAM; 502 on a bad frame or EOF. */
+int agent_call_recv(int fd, int timeout_msec, ProtoFrame *ret, ApiError *e);
+/* Parses a JSON payload into an object; -EBADMSG with a 502 if it is not one. */
+int agent_call_parse(const ProtoFrame *f, JsonValue **ret, ApiError *e);
+/* Maps an ERROR frame to e per API.md; returns the -errno. what: e.g. "'/a'". */
+int agent_call_error(const ProtoFrame *f, const char *what, ApiError *e);
+/* Maps an agent errno to an API error code (ENOENT → not_found, ...). */
+ApiErrorCode agent_errno_to_code(int err);
+/* Sends a JSON request on AGENT_STREAM and waits for RESULT (→ *ret) or ERROR. */
+int agent_call_json(int fd, ProtoType type, const char *json, const char *what, JsonValue **ret, ApiError *e);
+
+/* ---- auth.c ---- */
+
+#define API_KEY_SECRET_LEN 43U   /* "sk_" + 40 */
+#define API_KEY_ID_LEN 14U       /* "key_" + 10 */
+
+int api_auth(ApiRequest *r, ApiError *e);
+void api_key_hash(const char *secret, char ret[static 65]);
+int api_key_generate(char ret_secret[static API_KEY_SECRET_LEN + 1], char ret_id[static API_KEY_ID_LEN + 1]);
+
+/* ---- handlers ---- */
+
+/* Looks up a sandbox of the request's tenant (404 otherwise); with running, 409 unless it runs. */
+int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret, ApiError *e);
+/* Counts live sandboxes by template (in_use) or overall. */
+int api_sandbox_count(ApiRequest *r, const char *template_name, uint64_t *ret, ApiError *e);
+
+int api_sandbox_create(ApiRequest *r, ApiError *e);
+int api_sandbox_list(ApiRequest *r, ApiError *e);
+int api_sandbox_show(ApiRequest *r, ApiError *e);
+int api_sandbox_delete(ApiRequest *r, ApiError *e);
+
+int api_exec(ApiRequest *r, ApiError *e);
+int api_exec_list(ApiRequest *r, ApiError *e);
+int api_exec_stdin(ApiRequest *r, ApiError *e);
+int api_exec_signal(ApiRequest *r, ApiError *e);
+int api_exec_resize(ApiRequest *r, ApiError *e);
+
+int api_files_get(ApiRequest *r, ApiError *e);
+int api_files_put(ApiRequest *r, ApiError *e);
+int api_files_delete(ApiRequest *r, ApiError *e);
+int api_files_move(ApiRequest *r, ApiError *e);
+
+int api_templates_list(ApiRequest *r, ApiError *e);
+int api_template_import(ApiRequest *r, ApiError *e);
+int api_template_remove(ApiRequest *r, ApiError *e);
+
+int api_events_list(ApiRequest *r, ApiError *e);
+
+int api_keys_create(ApiRequest *r, ApiError *e);
+int api_keys_list(ApiRequest *r, ApiError *e);
+int api_keys_delete(ApiRequest *r, ApiError *e);
+
+int api_info(ApiRequest *r, ApiError *e);
+int api_healthz(ApiRequest *r, ApiError *e);
+int api_metrics(ApiRequest *r, ApiError *e);
+
+/* Records the status in r and streams; for handlers with streamed responses. */
+int api_stream_begin(ApiRequest *r, int status, const char *content_type);
+/* Writes one NDJSON line from w (finishes w). */
+int api_stream_line(ApiRequest *r, JsonWriter *w);

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/* /v1/sandboxes: create, list, show, delete. The store row is written first
+ * (state creating), the worker does the host work, and the row then records
+ * the outcome; every transition is an event. */
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "api-internal.h"
+#include "log.h"
+#include "str-util.h"
+
+#define API_ID_ATTEMPTS 5U      /* fresh ids tried when one is taken */
+#define API_WORKER_NAME "local" /* the worker of an all-in-one deployment */
+
+static void sandbox_donep(Sandbox *sb) {
+        sandbox_done(sb);
+}
+#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
+
+int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret, ApiError *e) {
+        int k;
+
+        if (!api_sandbox_id_valid(id))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%.64s'", strempty(id));
+        k = store_sandbox_get(r->store, r->key.tenant_id, id, ret);
+        if (k == -ENOENT)
+                return api_error(e, k, API_NOT_FOUND, "no sandbox '%s'", id);
+        if (k < 0)
+                return api_store_error(e, k, "looking up the sandbox");
+        if (!running)
+                return 0;
+        switch (ret->state) {
+        case SANDBOX_RUNNING:
+                return 0;
+        case SANDBOX_DELETED:
+                k = api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
+                break;
+        case SANDBOX_PAUSED:
+                k = api_error(e, -EBUSY, API_SANDBOX_PAUSED, "sandbox '%s' is paused", id);
+                break;
+        default:
+                k = api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING, "sandbox '%s' is %s, not running", id,
+                              sandbox_state_to_string(ret->state) ?: "not running");
+        }
+        sandbox_done(ret);
+        return k;
+}
+
+int api_sandbox_count(ApiRequest *r, const char *template_name, uint64_t *ret, ApiError *e) {
+        SandboxFilter f = { .tenant_id = NULL, .state = -1 };
+        int k;
+
+        if (template_name)
+                k = store_template_in_use(r->store, template_name, ret);
+        else
+                k = store_sandbox_count(r->store, &f, ret);
+        if (k < 0)
+                return api_store_error(e, k, "counting sandboxes");
+        return 0;
+}
+
+static int reply_sandbox(ApiRequest *r, int status, const char *id, ApiError *e) {
+        _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_(json_w_done) JsonWriter w;
+        int k;
+
+        json_w_init(&w);
+        k = store_sandbox_get(r->store, r->key.tenant_id, id, &sb);
+        if (k < 0)
+                return api_store_error(e, k, "reading the sandbox back");
+        json_out_sandbox(&w, &sb, r->tenant_name);
+        return api_reply_json(r, status, &w);
+}
+
+static void create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
+        char reason[STORE_REASON_MAX];
+        int k;
+
+        snprintf(reason, sizeof reason, "create failed: %s", e->message);
+        log_warning("Creating sandbox %s failed: %s", sb->id, e->message);
+        k = store_sandbox_set_state(r->store, sb->id, SANDBOX_CREATING, SANDBOX_DELETED, reason);
+        if (k < 0)
+                log_error_errno(k, "Failed to mark sandbox %s deleted after a failed create: %m", sb->id);
+        api_event(r, sb->id, "sandbox.create_failed", reason, NULL);
+}
+
+static int insert_new(ApiRequest *r, Sandbox *sb, ApiError *e) {
+        int k = -EEXIST;
+
+        for (unsigned i = 0; i < API_ID_ATTEMPTS && k == -EEXIST; i++) {
+                k = api_sandbox_id_generate(sb->id);
+                if (k < 0)
+                        return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
+                k = store_sandbox_insert_max(r->store, sb, (uint32_t) api_config(r->api)->slots_max);
+        }
+        if (k == -ENOSPC)
+                return api_error(e, k, API_UNAVAILABLE, "no free sandbox slot on this host");
+        if (k < 0)
+                return api_store_error(e, k, "recording the new sandbox");
+        return 0;
+}
+
+int api_sandbox_create(ApiRequest *r, ApiError *e) {
+        const Config *c = api_config(r->api);
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        uint64_t live, starttime = 0;
+        int64_t pid = 0;
+        Template t;
+        char data[STORE_NAME_MAX + 32];
+        int k;
+
+        k = api_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        k = api_validate_sandbox_create(body, c, &sb, e);
+        if (k < 0)
+                return k;
+
+        k = store_template_get(r->store, sb.template_name, &t);
+        if (k == -ENOENT)
+                return api_error(e, k, API_NOT_FOUND, "no template '%s'", sb.template_name);
+        if (k < 0)
+                return api_store_error(e, k, "looking up the template");
+        if (t.state != TEMPLATE_READY)
+                return api_error(e, -EBUSY, API_CONFLICT, "template '%s' is still being imported", t.name);
+
+        k = api_sandbox_count(r, NULL, &live, e);
+        if (k < 0)
+                return k;
+        if (live >= c->max_sandboxes)
+                return api_error(e, -EAGAIN, API_UNAVAILABLE, "this host already runs its maximum of %" PRIu64
+                                 " sandboxes", c->max_sandboxes);
+
+        (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, r->key.tenant_id);
+        (void) strscpy(sb.worker, sizeof sb.worker, API_WORKER_NAME);
+        sb.state = SANDBOX_CREATING;
+        sb.created_usec = sb.updated_usec = now_usec();
+        sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
+        k = insert_new(r, &sb, e);
+        if (k < 0)
+                return k;
+        api_log_sandbox(r, sb.id);
+        if (sb.expires_usec > 0) {
+                k = store_sandbox_set_expiry(r->store, sb.id, sb.expires_usec);
+                if (k < 0) {
+                        (void) api_store_error(e, k, "setting the expiry");
+                        create_failed(r, &sb, e);
+                        return k;
+                }
+        }
+
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_create(r->worker, &sb, &pid, &starttime, e);
+        if (k < 0) {
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                create_failed(r, &sb, e);
+                return k;
+        }
+
+        k = store_sandbox_set_runtime(r->store, sb.id, pid, starttime, API_WORKER_NAME);
+        if (k >= 0)
+                k = store_sandbox_set_state(r->store, sb.id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
+        if (k < 0) {
+                ApiError ignored = {};
+                /* deleted while we created it, or the store failed: do not leave it running */
+                (void) worker_sandbox_destroy(r->worker, sb.id, &ignored);
+                if (k == -ESTALE)
+                        return api_error(e, k, API_CONFLICT, "sandbox '%s' was deleted while it was being created",
+                                         sb.id);
+                (void) api_store_error(e, k, "recording the running sandbox");
+                create_failed(r, &sb, e);
+                return k;
+        }
+
+        snprintf(data, sizeof data, "{\"template\":\"%s\"}", sb.template_name); /* validated name: no escaping needed */
+        api_event(r, sb.id, "sandbox.created", "", data);
+        log_info("Created sandbox %s from template %s", sb.id, sb.template_name);
+        return reply_sandbox(r, 201, sb.id, e);
+}
+
+int api_sandbox_list(ApiRequest *r, ApiError *e) {
+        _cleanup_free_ char *state = NULL, *after = NULL;
+        _cleanup_(json_w_done) JsonWriter w;
+        uint64_t limit = API_LIST_LIMIT_DEFAULT;
+        SandboxFilter f = { .tenant_id = r->key.tenant_id, .state = -1 };
+        Sandbox *list = NULL;
+        size_t n = 0, shown;
+        int k;
+
+        json_w_init(&w);
+        k = api_query_string(r, "state", &state, e);
+        if (k < 0)
+                return k;
+        if (state) {
+                SandboxState s = sandbox_state_from_string(state);
+                if (s < 0)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                         "state must be one of creating, running, paused, suspended, deleting, "
+                                         "deleted, error; not '%.32s'", state);
+                f.state = s;
+                f.include_deleted = s == SANDBOX_DELETED;
+        }
+        k = api_query_u64(r, "limit", 1, API_LIST_LIMIT_MAX, &limit, e);
+        if (k < 0)
+                return k;
+        k = api_query_string(r, "after", &after, e);
+        if (k < 0)
+                return k;
+        if (after && strlen(after) >= STORE_ID_MAX)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "after must be a sandbox id");
+        f.after_id = after;
+        f.limit = limit + 1; /* one more, to know whether there is a next page */
+
+        k = store_sandbox_list(r->store, &f, &list, &n);
+        if (k < 0)
+                return api_store_error(e, k, "listing sandboxes");
+        shown = MIN(n, (size_t) limit);
+
+        json_w_object_begin(&w);
+        json_w_key(&w, "sandboxes");
+        json_w_array_begin(&w);
+        for (size_t i = 0; i < shown; i++)
+                json_out_sandbox(&w, &list[i], r->tenant_name);
+        json_w_array_end(&w);
+        json_w_kv_string(&w, "next", n > shown && shown > 0 ? list[shown - 1].id : NULL);
+        json_w_object_end(&w);
+        sandbox_array_free(list, n);
+        return api_reply_json(r, 200, &w);
+}
+
+int api_sandbox_show(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_(json_w_done) JsonWriter w;
+        int k;
+
+        json_w_init(&w);
+        k = api_sandbox_lookup(r, r->params[0], false, &sb, e);
+        if (k < 0)
+                return k;
+        json_out_sandbox(&w, &sb, r->tenant_name);
+        return api_reply_json(r, 200, &w);
+}
+
+int api_sandbox_delete(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX];
+        const char *id = r->params[0];
+        int k;
+
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        if (sb.state == SANDBOX_DELETED)
+                return api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
+
+        snprintf(reason, sizeof reason, "deleted by %s", r->actor);
+        /* from any live state (a deleting one too: a delete that failed half-way is retried) */
+        k = store_sandbox_set_state(r->store, id, -1, SANDBOX_DELETING, reason);
+        if (k == -ESTALE)
+                return api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
+        if (k < 0)
+                return api_store_error(e, k, "marking the sandbox deleting");
+
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_destroy(r->worker, id, e);
+        if (k < 0) {
+                char why[STORE_REASON_MAX];
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                snprintf(why, sizeof why, "delete failed: %s", e->message);
+                log_error("Deleting sandbox %s failed: %s", id, e->message);
+                if (store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_ERROR, why) >= 0)
+                        api_event(r, id, "sandbox.error", why, NULL);
+                return k;
+        }
+
+        k = store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_DELETED, reason);
+        if (k < 0)
+                return api_store_error(e, k, "marking the sandbox deleted");
+        api_event(r, id, "sandbox.deleted", reason, NULL);
+        log_info("Deleted sandbox %s", id);
+        return reply_sandbox(r, 200, id, e);
+}

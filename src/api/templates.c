@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/* /v1/templates: list (with in_use counts), import from a streamed tar
+ * (admin), remove (admin; refused while a sandbox uses it). */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "alloc-util.h"
+#include "api-internal.h"
+#include "fd-util.h"
+#include "log.h"
+
+#define TEMPLATE_IO_CHUNK (64U * 1024U)
+
+static void unlink_freep(char **p) {
+        if (*p) {
+                (void) unlink(*p);
+                free(*p);
+        }
+}
+
+int api_templates_list(ApiRequest *r, ApiError *e) {
+        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_free_ Template *list = NULL;
+        _cleanup_free_ uint64_t *counts = NULL;
+        size_t n = 0;
+        int k;
+
+        json_w_init(&w);
+        k = store_template_list(r->store, &list, &n);
+        if (k < 0)
+                return api_store_error(e, k, "listing templates");
+        counts = new0(uint64_t, n);
+        if (!counts)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                k = api_sandbox_count(r, list[i].name, &counts[i], e);
+                if (k < 0)
+                        return k;
+        }
+        json_w_object_begin(&w);
+        json_w_key(&w, "templates");
+        json_w_array_begin(&w);
+        for (size_t i = 0; i < n; i++)
+                json_out_template(&w, &list[i], counts[i]);
+        json_w_array_end(&w);
+        json_w_object_end(&w);
+        return api_reply_json(r, 200, &w);
+}
+
+/* Streams the request body into a new temporary file under <state_dir>/tmp. */
+static int receive_tar(ApiRequest *r, char **ret_path, ApiError *e) {
+        const Config *c = api_config(r->api);
+        const uint64_t max = c->upload_max_mb * 1024 * 1024;
+        _cleanup_(unlink_freep) char *path = NULL;
+        _cleanup_free_ char *dir = NULL, *buf = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t total = 0;
+        int k;
+
+        dir = strjoin(c->state_dir, "/tmp");
+        path = strjoin(c->state_dir, "/tmp/template-XXXXXX");
+        buf = malloc(TEMPLATE_IO_CHUNK);
+        if (!dir || !path || !buf)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        k = mkdir_p(dir, 0700);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "cannot create %s: %s", dir, strerror(-k));
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd < 0) {
+                k = negative_errno();
+                free(TAKE_PTR(path)); /* nothing to unlink */
+                return api_error(e, k, API_INTERNAL, "cannot create a temporary file in %s: %s", dir, strerror(-k));
+        }
+        for (;;) {
+                ssize_t n = http_conn_read_body(r->conn, buf, TEMPLATE_IO_CHUNK);
+                if (n < 0)
+                        return api_error(e, (int) n, API_BAD_REQUEST, "could not read the request body: %s",
+                                         strerror((int) -n));
+                if (n == 0)
+                        break;
+                total += (uint64_t) n;
+                if (total > max)
+                        return api_error(e, -EFBIG, API_PAYLOAD_TOO_LARGE, "template archives are limited to %" PRIu64
+                                         " MiB", c->upload_max_mb);
+                k = loop_write(fd, buf, (size_t) n);
+                if (k < 0)
+                        return api_error(e, k, k == -ENOSPC ? API_INSUFFICIENT_STORAGE : API_INTERNAL,
+                                         "cannot write the archive to %s: %s", dir, strerror(-k));
+        }
+        r->body_read = true;
+        if (total == 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "the body must be a tar archive, not empty");
+        if (close(TAKE_FD(fd)) < 0)
+                return api_error(e, negative_errno(), API_INTERNAL, "cannot write the archive: %m");
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
+int api_template_import(ApiRequest *r, ApiError *e) {
+        const char *ct = http_head_header(r->head, "Content-Type");
+        _cleanup_(unlink_freep) char *path = NULL;
+        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_free_ char *name = NULL;
+        char data[STORE_NAME_MAX + 64];
+        Template t = {};
+        uint64_t size = 0;
+        int k;
+
+        json_w_init(&w);
+        k = api_query_string(r, "name", &name, e);
+        if (k < 0)
+                return k;
+        if (k == 0 || !api_template_name_valid(name))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "query parameter 'name' must be a template name ([a-z0-9][a-z0-9._-]{0,63})");
+        if (ct && strncasecmp(ct, "application/x-tar", 17) != 0 && strncasecmp(ct, "application/octet-stream", 24) != 0)
+                return api_error(e, -EINVAL, API_UNSUPPORTED_MEDIA, "expected Content-Type: application/x-tar, got '%.64s'",
+                                 ct);
+        if (r->head->content_length > 0 &&
+            (uint64_t) r->head->content_length > api_config(r->api)->upload_max_mb * 1024 * 1024)
+                return api_error(e, -EFBIG, API_PAYLOAD_TOO_LARGE, "template archives are limited to %" PRIu64 " MiB",
+                                 api_config(r->api)->upload_max_mb);
+
+        (void) strscpy(t.name, sizeof t.name, name);
+        t.state = TEMPLATE_IMPORTING;
+        t.created_usec = now_usec();
+        k = store_template_insert(r->store, &t);
+        if (k == -EEXIST)
+                return api_error(e, k, API_ALREADY_EXISTS, "template '%s' already exists", name);
+        if (k < 0)
+                return api_store_error(e, k, "recording the template");
+
+        k = receive_tar(r, &path, e);
+        if (k >= 0)
+                k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_template_import(r->worker, name, path, &size, e);
+        if (k < 0) {
+                int q = store_template_delete(r->store, name);
+                if (q < 0)
+                        log_error_errno(q, "Failed to drop template row %s after a failed import: %m", name);
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                log_warning("Importing template %s failed: %s", name, e->message);
+                return k;
+        }
+        k = store_template_set_ready(r->store, name, size);
+        if (k < 0)
+                return api_store_error(e, k, "marking the template ready");
+        /* validated name: nothing to escape */
+        snprintf(data, sizeof data, "{\"name\":\"%s\",\"size_bytes\":%" PRIu64 "}", name, size);
+        api_event(r, NULL, "template.imported", "", data);
+        log_info("Imported template %s (%" PRIu64 " bytes)", name, size);
+
+        k = store_template_get(r->store, name, &t);
+        if (k < 0)
+                return api_store_error(e, k, "reading the template back");
+        json_out_template(&w, &t, 0);
+        return api_reply_json(r, 201, &w);
+}
+
+int api_template_remove(ApiRequest *r, ApiError *e) {
+        const char *name = r->params[0];
+        char data[STORE_NAME_MAX + 16];
+        Template t;
+        uint64_t users = 0;
+        int k;
+
+        if (!api_template_name_valid(name))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "no template '%.64s'", name);
+        k = store_template_get(r->store, name, &t);
+        if (k == -ENOENT)
+                return api_error(e, k, API_NOT_FOUND, "no template '%s'", name);
+        if (k < 0)
+                return api_store_error(e, k, "looking up the template");
+
+        /* The store checks "in use" atomically with the delete; only then are the files removed. */
+        k = store_template_delete(r->store, name);
+        if (k == -EBUSY) {
+                (void) api_sandbox_count(r, name, &users, NULL);
+                return api_error(e, k, API_TEMPLATE_IN_USE, "template '%s' is used by %" PRIu64 " sandbox%s", name,
+                                 users, users == 1 ? "" : "es");
+        }
+        if (k == -ENOENT)
+                return api_error(e, k, API_NOT_FOUND, "no template '%s'", name);
+        if (k < 0)
+                return api_store_error(e, k, "removing the template");
+
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_template_remove(r->worker, name, e);
+        if (k < 0) {
+                /* keep it visible so the removal can be retried */
+                int q = store_template_insert(r->store, &t);
+                if (q < 0)
+                        log_error_errno(q, "Failed to restore template row %s after a failed removal: %m", name);
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                log_warning("Removing template %s failed: %s", name, e->message);
+                return k;
+        }
+        snprintf(data, sizeof data, "{\"name\":\"%s\"}", name); /* validated name */
+        api_event(r, NULL, "template.removed", "", data);
+        log_info("Removed template %s", name);
+        return api_reply_empty(r, 204);
+}
