@@ -28,6 +28,16 @@ struct WorkerClient {
         size_t n, allocated;
 };
 
+int worker_socket_path(const Config *config, char *buf, size_t n) {
+        int k = snprintf(buf, n, "%s/run/worker.sock", config->state_dir);
+        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
+}
+
+int worker_agent_dir(const Config *config, char *buf, size_t n) {
+        int k = snprintf(buf, n, "%s/run/sandboxes", config->state_dir);
+        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
+}
+
 int worker_client_new(const char *address, const char *agent_dir, WorkerClient **ret) {
         const char *p = startswith(address, "unix:");
         WorkerClient *w;

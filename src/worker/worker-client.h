@@ -7,9 +7,15 @@
  * One WorkerClient is used by one thread at a time. */
 
 #include "api-error.h"
+#include "config.h"
 #include "store.h"
 
 typedef struct WorkerClient WorkerClient;
+
+/* Where the local worker serves (<state>/run/worker.sock) and where sandbox
+ * agents listen (<state>/run/sandboxes/<id>/agent.sock). */
+int worker_socket_path(const Config *config, char *buf, size_t n);
+int worker_agent_dir(const Config *config, char *buf, size_t n);
 
 /* address: "unix:/var/lib/space/run/worker.sock" */
 int worker_client_new(const char *address, const char *agent_dir, WorkerClient **ret);

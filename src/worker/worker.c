@@ -21,6 +21,7 @@
 #include "str-util.h"
 #include "worker-internal.h"
 #include "worker-proto.h"
+#include "worker-client.h"
 #include "worker.h"
 
 #define WORKER_CLIENTS_MAX 1024
@@ -32,16 +33,6 @@ typedef struct Client {
         char *buf;
         size_t n, allocated;
 } Client;
-
-int worker_socket_path(const Config *config, char *buf, size_t n) {
-        int k = snprintf(buf, n, "%s/run/worker.sock", config->state_dir);
-        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
-}
-
-int worker_agent_dir(const Config *config, char *buf, size_t n) {
-        int k = snprintf(buf, n, "%s/run/sandboxes", config->state_dir);
-        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
-}
 
 /* space-agent copied into a sealed memfd: what every sandbox executes, so
  * nothing in a sandbox can reach (or replace) the binary on the host. */

@@ -14,6 +14,4 @@
  * ready_fd (if >= 0) once it serves requests, then closes it. */
 int worker_main(const Config *config, int ready_fd);
 
-/* Paths shared by the worker and its clients. */
-int worker_socket_path(const Config *config, char *buf, size_t n);
-int worker_agent_dir(const Config *config, char *buf, size_t n);
+/* The paths it serves on: see worker-client.h (worker_socket_path, worker_agent_dir). */

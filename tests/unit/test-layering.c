@@ -1,2 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/* The layering of STYLE.md, checked on every #include "..." under src/:
+ * basic ← shared ← {proto, store, runtime, storage, net, gateway} ←
+ * {api, controller, worker} ← spaced; the agent links only basic and proto;
+ * the API side reaches a worker only through worker-client.h. */
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "fd-util.h"
+#include "str-util.h"
 #include "test.h"
-TEST(placeholder) { test_skip("not written yet"); }
+
+#ifndef SPACE_SOURCE_ROOT
+#error "SPACE_SOURCE_ROOT must be defined by the build"
+#endif
+
+typedef struct Rule {
+        const char *folder;
+        const char *may_use; /* space-separated folders */
+} Rule;
+
+static const Rule rules[] = {
+        { "basic", "basic" },
+        { "shared", "basic shared" },
+        { "proto", "basic proto" },
+        { "store", "basic shared store" },
+        { "storage", "basic shared storage" },
+        { "runtime", "basic shared proto runtime" },
+        { "net", "basic shared net" },
+        { "gateway", "basic shared proto net gateway" },
+        { "worker", "basic shared proto store storage runtime net gateway worker" },
+        { "api", "basic shared proto store worker-client api" },
+        { "controller", "basic shared proto store worker-client controller" },
+        { "agent", "basic proto agent" },
+        { "cli", "basic shared cli" },
+        { "spaced", "basic shared proto store storage runtime net gateway worker worker-client api controller spaced" },
+};
+
+/* header name → folder (first path component under src/) */
+static char *headers[1024][2];
+static size_t n_headers;
+
+static void index_headers(const char *dir, const char *top) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                char p[PATH_MAX];
+                struct stat st;
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+                if (stat(p, &st) < 0)
+                        continue;
+                if (S_ISDIR(st.st_mode))
+                        index_headers(p, top);
+                else if (endswith(de->d_name, ".h") && n_headers < ELEMENTSOF(headers)) {
+                        headers[n_headers][0] = strdup(de->d_name);
+                        headers[n_headers][1] = strdup(top);
+                        n_headers++;
+                }
+        }
+        if (d)
+                closedir(d);
+}
+
+static const char *folder_of(const char *header) {
+        if (streq(header, "worker-client.h") || streq(header, "worker-proto.h"))
+                return "worker-client";
+        for (size_t i = 0; i < n_headers; i++)
+                if (streq(headers[i][0], header))
+                        return headers[i][1];
+        return NULL;
+}
+
+static bool allowed(const char *folder, const char *used) {
+        for (size_t i = 0; i < ELEMENTSOF(rules); i++)
+                if (streq(rules[i].folder, folder)) {
+                        char buf[512], *save = NULL;
+                        snprintf(buf, sizeof buf, "%s", rules[i].may_use);
+                        for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
+                                if (streq(t, used))
+                                        return true;
+                        return false;
+                }
+        return false; /* a folder without a rule is a failure: add it to the table */
+}
+
+static unsigned violations;
+
+static void check_file(const char *path, const char *folder) {
+        _cleanup_free_ char *text = NULL;
+        char *save = NULL;
+        if (read_full_file(path, 4 << 20, &text, NULL) < 0)
+                return;
+        for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                const char *p = startswith(line, "#include \"");
+                char name[256];
+                const char *end, *used;
+                if (!p || !(end = strchr(p, '"')) || (size_t) (end - p) >= sizeof name)
+                        continue;
+                memcpy(name, p, (size_t) (end - p));
+                name[end - p] = 0;
+                if (streq(name, "space-build.h"))
+                        continue;
+                used = folder_of(name);
+                if (!used) {
+                        if (!strchr(name, '/')) /* generated or relative: fine if it builds */
+                                continue;
+                        continue;
+                }
+                /* a worker file may use its own client header */
+                if (streq(used, "worker-client") && streq(folder, "worker"))
+                        continue;
+                if (!allowed(folder, used)) {
+                        fprintf(stderr, "  %s: includes %s (%s) — not allowed for %s/\n", path, name, used, folder);
+                        violations++;
+                }
+        }
+}
+
+static void walk(const char *dir, const char *top) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                char p[PATH_MAX];
+                struct stat st;
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+                if (stat(p, &st) < 0)
+                        continue;
+                if (S_ISDIR(st.st_mode))
+                        walk(p, top);
+                else if (endswith(de->d_name, ".c") || endswith(de->d_name, ".h"))
+                        check_file(p, top);
+        }
+        if (d)
+                closedir(d);
+}
+
+TEST(include_layering) {
+        char src[PATH_MAX];
+        DIR *d;
+        struct dirent *de;
+
+        snprintf(src, sizeof src, "%s/src", SPACE_SOURCE_ROOT);
+        d = opendir(src);
+        ASSERT_NOT_NULL(d);
+        while ((de = readdir(d))) {
+                char p[PATH_MAX];
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(p, sizeof p, "%s/%s", src, de->d_name);
+                index_headers(p, de->d_name);
+        }
+        rewinddir(d);
+        while ((de = readdir(d))) {
+                char p[PATH_MAX];
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(p, sizeof p, "%s/%s", src, de->d_name);
+                walk(p, de->d_name);
+        }
+        closedir(d);
+        for (size_t i = 0; i < n_headers; i++) {
+                free(headers[i][0]);
+                free(headers[i][1]);
+        }
+        ASSERT_EQ(violations, 0);
+}
+
+TEST(rules_reject_upward_use) {
+        ASSERT_FALSE(allowed("basic", "shared"));
+        ASSERT_FALSE(allowed("agent", "store"));
+        ASSERT_FALSE(allowed("api", "runtime"));
+        ASSERT_FALSE(allowed("api", "worker"));
+        ASSERT_TRUE(allowed("api", "worker-client"));
+        ASSERT_FALSE(allowed("nonexistent", "basic"));
+}
