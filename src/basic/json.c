@@ -754,7 +754,7 @@ static int parse_value(JsonParser *ps, unsigned depth, JsonValue **ret) {
         case '{':
         case '[':
                 if (depth >= JSON_DEPTH_MAX)
-                        return parse_error(ps, -E2BIG, ps->i, "nesting deeper than %u", JSON_DEPTH_MAX);
+                        return parse_error(ps, -E2BIG, ps->i, "nesting deeper than %d", JSON_DEPTH_MAX);
                 return ps->p[ps->i] == '{' ? parse_object(ps, depth + 1, ret) : parse_array(ps, depth + 1, ret);
         case '"':
                 return parse_string(ps, ret);
