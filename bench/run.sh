@@ -1,0 +1,34 @@
+#!/bin/sh
+# One command: builds (release), starts a private spaced on a temporary state
+# dir and port, runs bench.py against it and the peers, and cleans up.
+set -eu
+cd "$(dirname "$0")/.."
+top=$(pwd)
+./scripts/install-deps.sh >/dev/null
+[ -f build-release/build.ninja ] || meson setup build-release --buildtype=release >/dev/null
+ninja -C build-release >/dev/null
+mkdir -p build-release/templates
+[ -f build-release/templates/base.tar ] || ./templates/base/build.sh build-release/templates/base.tar
+
+state=$(mktemp -d /tmp/space-bench-XXXXXX)
+rootfs=$(mktemp -d /tmp/space-bench-rootfs-XXXXXX)
+port=$((20000 + $$ % 20000))
+cleanup() {
+        if [ -f "$state/spaced.pid" ]; then
+                pid=$(cat "$state/spaced.pid")
+                kill "$pid" 2>/dev/null || true
+                while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+        fi
+        rm -rf "$state" "$rootfs"
+}
+trap cleanup EXIT INT TERM
+tar -C "$rootfs" -xf build-release/templates/base.tar
+build-release/src/spaced/spaced --state-dir "$state" --listen "127.0.0.1:$port" \
+        --template-dir "$top/build-release/templates" --cgroup-root space-bench --pool-size-mb 4096 \
+        --log-level warning >"$state/spaced.log" 2>&1 &
+for i in $(seq 1 300); do
+        curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+        sleep 0.1
+done
+python3 bench/bench.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
+        --state-dir "$state" --rootfs "$rootfs" "$@"
