@@ -74,10 +74,12 @@ int api_new(const Config *config, Api **ret) {
         if (!a)
                 return -ENOMEM;
         a->config = *config;
-        if (snprintf(a->worker_address, sizeof a->worker_address, "unix:%s/run/worker.sock", config->state_dir) >=
-                    (int) sizeof a->worker_address ||
-            snprintf(a->agent_dir, sizeof a->agent_dir, "%s/run/agents", config->state_dir) >=
-                    (int) sizeof a->agent_dir)
+        /* The same paths as worker_socket_path() and worker_agent_dir(), which live in
+         * libworker: the API links only the worker client. */
+        if ((size_t) snprintf(a->worker_address, sizeof a->worker_address, "unix:%s/run/worker.sock",
+                              config->state_dir) >= sizeof a->worker_address ||
+            (size_t) snprintf(a->agent_dir, sizeof a->agent_dir, "%s/run/sandboxes", config->state_dir) >=
+                    sizeof a->agent_dir)
                 return -ENAMETOOLONG;
         r = pthread_key_create(&a->handles_key, thread_handles_free);
         if (r != 0)

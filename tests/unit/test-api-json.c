@@ -1,0 +1,668 @@
+/* SPDX-License-Identifier: MIT */
+/* The pure parts of the /v1 API: request validation, path checks, JSON output
+ * shapes, what is relayed from the agent, key hashing. */
+
+#include <stdio.h>
+
+#include "api-internal.h"
+#include "proto-msg.h"
+#include "test.h"
+
+static Config test_config(void) {
+        Config c;
+        config_defaults(&c);
+        return c;
+}
+
+static JsonValue *parse(const char *text) {
+        JsonValue *v = NULL;
+        char err[128] = "";
+        if (json_parse(text, strlen(text), &v, err, sizeof err) < 0)
+                test_fail(__FILE__, __LINE__, "bad test JSON %s: %s", text, err);
+        return v;
+}
+
+static char *finish(JsonWriter *w) {
+        char *text = NULL;
+        ASSERT_OK(json_w_finish(w, &text, NULL));
+        return text;
+}
+
+/* ---- ids and names ---- */
+
+TEST(sandbox_ids) {
+        char id[API_ID_LEN + 1];
+
+        for (int i = 0; i < 200; i++) {
+                ASSERT_OK(api_sandbox_id_generate(id));
+                ASSERT_TRUE(api_sandbox_id_valid(id));
+        }
+        ASSERT_TRUE(api_sandbox_id_valid("s3k9x0a1b2c3d4e5"));
+        ASSERT_FALSE(api_sandbox_id_valid("3k9x0a1b2c3d4e5s")); /* starts with a digit */
+        ASSERT_FALSE(api_sandbox_id_valid("S3k9x0a1b2c3d4e5")); /* upper case */
+        ASSERT_FALSE(api_sandbox_id_valid("s3k9x0a1b2c3d4e"));  /* 15 */
+        ASSERT_FALSE(api_sandbox_id_valid("s3k9x0a1b2c3d4e5f")); /* 17 */
+        ASSERT_FALSE(api_sandbox_id_valid("s3k9x0a1b2c3d4/5"));
+        ASSERT_FALSE(api_sandbox_id_valid(""));
+        ASSERT_FALSE(api_sandbox_id_valid(NULL));
+}
+
+TEST(names) {
+        char long_name[80];
+
+        ASSERT_TRUE(api_template_name_valid("base"));
+        ASSERT_TRUE(api_template_name_valid("debian-12.1_x"));
+        ASSERT_TRUE(api_template_name_valid("0"));
+        ASSERT_FALSE(api_template_name_valid(""));
+        ASSERT_FALSE(api_template_name_valid(".hidden"));
+        ASSERT_FALSE(api_template_name_valid("-x"));
+        ASSERT_FALSE(api_template_name_valid(".."));
+        ASSERT_FALSE(api_template_name_valid("a/b"));
+        ASSERT_FALSE(api_template_name_valid("Base"));
+        memset(long_name, 'a', 64);
+        long_name[64] = 0;
+        ASSERT_TRUE(api_template_name_valid(long_name));
+        long_name[64] = 'a';
+        long_name[65] = 0;
+        ASSERT_FALSE(api_template_name_valid(long_name));
+
+        ASSERT_TRUE(api_tenant_name_valid("acme"));
+        ASSERT_TRUE(api_tenant_name_valid("acme-2"));
+        ASSERT_FALSE(api_tenant_name_valid("acme.corp"));
+        ASSERT_FALSE(api_tenant_name_valid("-acme"));
+        ASSERT_FALSE(api_tenant_name_valid(""));
+
+        ASSERT_TRUE(api_key_name_valid("ci runner #2"));
+        ASSERT_FALSE(api_key_name_valid(""));
+        ASSERT_FALSE(api_key_name_valid("a\"b"));
+        ASSERT_FALSE(api_key_name_valid("tab\there"));
+}
+
+/* ---- paths ---- */
+
+TEST(paths) {
+        ApiError e = {};
+        char big[API_PATH_MAX + 2];
+
+        ASSERT_OK(api_validate_path("/a/b", 4, "path", &e));
+        ASSERT_OK(api_validate_path("relative/x", 10, "path", &e));
+        ASSERT_OK(api_validate_path("/a/...", 6, "path", &e));
+        ASSERT_OK(api_validate_path("/a/..b/c", 8, "path", &e));
+        ASSERT_OK(api_validate_path("/", 1, "path", &e));
+
+        ASSERT_ERRNO(api_validate_path("..", 2, "path", &e), EINVAL);
+        ASSERT_EQ(e.code, API_INVALID_PATH);
+        ASSERT_STREQ(e.message, "path must not contain a '..' component");
+        ASSERT_ERRNO(api_validate_path("/a/../b", 7, "path", &e), EINVAL);
+        ASSERT_ERRNO(api_validate_path("/a/..", 5, "path", &e), EINVAL);
+        ASSERT_ERRNO(api_validate_path("../a", 4, "path", &e), EINVAL);
+        ASSERT_ERRNO(api_validate_path("/a//../", 7, "path", &e), EINVAL);
+
+        ASSERT_ERRNO(api_validate_path("", 0, "path", &e), EINVAL);
+        ASSERT_STREQ(e.message, "path must not be empty");
+        ASSERT_ERRNO(api_validate_path("/a\0b", 4, "path", &e), EINVAL);
+        ASSERT_STREQ(e.message, "path contains a NUL byte");
+        ASSERT_ERRNO(api_validate_path("/a\xff", 3, "cwd", &e), EINVAL);
+        ASSERT_STREQ(e.message, "cwd is not valid UTF-8");
+
+        memset(big, 'a', sizeof big);
+        big[0] = '/';
+        ASSERT_OK(api_validate_path(big, API_PATH_MAX, "path", &e));
+        ASSERT_ERRNO(api_validate_path(big, API_PATH_MAX + 1, "path", &e), ENAMETOOLONG);
+        ASSERT_EQ(e.code, API_INVALID_PATH);
+        ASSERT_STREQ(e.message, "path is longer than 4096 bytes");
+}
+
+/* ---- create requests ---- */
+
+static int create(const char *json, Sandbox *sb, ApiError *e) {
+        _cleanup_json_ JsonValue *v = parse(json);
+        Config c = test_config();
+        return api_validate_sandbox_create(v, &c, sb, e);
+}
+
+TEST(create_defaults) {
+        Config c = test_config();
+        Sandbox sb = {};
+        ApiError e = {};
+
+        ASSERT_OK(api_validate_sandbox_create(NULL, &c, &sb, &e));
+        ASSERT_STREQ(sb.template_name, "base");
+        ASSERT_STREQ(sb.runtime, "ns");
+        ASSERT_EQ(sb.cpu_millis, c.default_cpu_millis);
+        ASSERT_EQ(sb.memory_mb, c.default_memory_mb);
+        ASSERT_EQ(sb.disk_mb, c.default_disk_mb);
+        ASSERT_EQ(sb.pids_max, c.default_pids_max);
+        ASSERT_EQ(sb.timeout_s, 0);
+        ASSERT_NULL(sb.env_json);
+        ASSERT_NULL(sb.metadata_json);
+
+        ASSERT_OK(create("{}", &sb, &e));
+        ASSERT_STREQ(sb.template_name, "base");
+        /* null counts as absent */
+        ASSERT_OK(create("{\"template\":null,\"cpu\":null,\"env\":null}", &sb, &e));
+        ASSERT_STREQ(sb.template_name, "base");
+        sandbox_done(&sb);
+}
+
+TEST(create_all_fields) {
+        Sandbox sb = {};
+        ApiError e = {};
+
+        ASSERT_OK(create("{\"template\":\"debian\",\"runtime\":\"ns\",\"cpu\":0.5,\"memory_mb\":1024,"
+                         "\"disk_mb\":4096,\"pids_max\":100,\"timeout_s\":3600,"
+                         "\"env\":{\"A\":\"1\",\"_B2\":\"x y\"},\"metadata\":{\"owner\":\"me\",\"k\":\"\"}}",
+                         &sb, &e));
+        ASSERT_STREQ(sb.template_name, "debian");
+        ASSERT_EQ(sb.cpu_millis, 500);
+        ASSERT_EQ(sb.memory_mb, 1024);
+        ASSERT_EQ(sb.disk_mb, 4096);
+        ASSERT_EQ(sb.pids_max, 100);
+        ASSERT_EQ(sb.timeout_s, 3600);
+        ASSERT_STREQ(sb.env_json, "{\"A\":\"1\",\"_B2\":\"x y\"}");
+        ASSERT_STREQ(sb.metadata_json, "{\"owner\":\"me\",\"k\":\"\"}");
+        sandbox_done(&sb);
+
+        ASSERT_OK(create("{\"cpu\":2}", &sb, &e));
+        ASSERT_EQ(sb.cpu_millis, 2000);
+        ASSERT_OK(create("{\"cpu\":0.01}", &sb, &e));
+        ASSERT_EQ(sb.cpu_millis, 10);
+        sandbox_done(&sb);
+}
+
+#define ASSERT_CREATE_FAILS(json, want_code, msg)                    \
+        do {                                                    \
+                Sandbox _sb = {};                               \
+                ApiError _e = {};                               \
+                ASSERT_TRUE(create(json, &_sb, &_e) < 0);       \
+                ASSERT_EQ(_e.code, want_code);                       \
+                ASSERT_STREQ(_e.message, msg);                  \
+                sandbox_done(&_sb);                             \
+        } while (0)
+
+TEST(create_errors) {
+        ASSERT_CREATE_FAILS("{\"network\":{}}", API_UNKNOWN_FIELD, "unknown field 'network'");
+        ASSERT_CREATE_FAILS("{\"template\":1}", API_INVALID_ARGUMENT, "template must be a string");
+        ASSERT_CREATE_FAILS("{\"template\":\"../etc\"}", API_INVALID_ARGUMENT,
+                            "template: '../etc' is not a valid template name ([a-z0-9][a-z0-9._-]{0,63})");
+        ASSERT_CREATE_FAILS("{\"runtime\":\"vm\"}", API_INVALID_ARGUMENT,
+                            "runtime 'vm' is not available on this deployment yet");
+        ASSERT_CREATE_FAILS("{\"runtime\":\"xen\"}", API_INVALID_ARGUMENT, "runtime must be 'ns' or 'vm', not 'xen'");
+        ASSERT_CREATE_FAILS("{\"runtime\":true}", API_INVALID_ARGUMENT, "runtime must be a string");
+        ASSERT_CREATE_FAILS("{\"cpu\":0}", API_INVALID_ARGUMENT,
+                            "cpu must be a number of CPUs greater than 0 (e.g. 0.5)");
+        ASSERT_CREATE_FAILS("{\"cpu\":-1}", API_INVALID_ARGUMENT,
+                            "cpu must be a number of CPUs greater than 0 (e.g. 0.5)");
+        ASSERT_CREATE_FAILS("{\"cpu\":\"2\"}", API_INVALID_ARGUMENT,
+                            "cpu must be a number of CPUs greater than 0 (e.g. 0.5)");
+        ASSERT_CREATE_FAILS("{\"cpu\":0.001}", API_INVALID_ARGUMENT, "cpu must be at least 0.01");
+        ASSERT_CREATE_FAILS("{\"cpu\":65}", API_INVALID_ARGUMENT, "cpu must be at most 64");
+        ASSERT_CREATE_FAILS("{\"cpu\":1e300}", API_INVALID_ARGUMENT, "cpu must be at most 64");
+        ASSERT_CREATE_FAILS("{\"memory_mb\":8}", API_INVALID_ARGUMENT, "memory_mb must be between 16 and 65536, not 8");
+        ASSERT_CREATE_FAILS("{\"memory_mb\":100000}", API_INVALID_ARGUMENT,
+                            "memory_mb must be between 16 and 65536, not 100000");
+        ASSERT_CREATE_FAILS("{\"memory_mb\":512.5}", API_INVALID_ARGUMENT, "memory_mb must be a non-negative integer");
+        ASSERT_CREATE_FAILS("{\"memory_mb\":-1}", API_INVALID_ARGUMENT, "memory_mb must be a non-negative integer");
+        ASSERT_CREATE_FAILS("{\"memory_mb\":\"512\"}", API_INVALID_ARGUMENT, "memory_mb must be a non-negative integer");
+        ASSERT_CREATE_FAILS("{\"disk_mb\":1}", API_INVALID_ARGUMENT, "disk_mb must be between 16 and 262144, not 1");
+        ASSERT_CREATE_FAILS("{\"pids_max\":0}", API_INVALID_ARGUMENT, "pids_max must be between 8 and 32768, not 0");
+        ASSERT_CREATE_FAILS("{\"timeout_s\":99999999}", API_INVALID_ARGUMENT,
+                            "timeout_s must be between 0 and 2592000, not 99999999");
+        ASSERT_CREATE_FAILS("{\"env\":[]}", API_INVALID_ARGUMENT, "env must be an object of strings");
+        ASSERT_CREATE_FAILS("{\"env\":{\"1A\":\"x\"}}", API_INVALID_ARGUMENT,
+                            "env: '1A' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
+        ASSERT_CREATE_FAILS("{\"env\":{\"A=B\":\"x\"}}", API_INVALID_ARGUMENT,
+                            "env: 'A=B' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
+        ASSERT_CREATE_FAILS("{\"env\":{\"A\":1}}", API_INVALID_ARGUMENT, "env: the value of 'A' must be a string");
+        ASSERT_CREATE_FAILS("{\"env\":{\"A\":\"a\\u0000b\"}}", API_INVALID_ARGUMENT,
+                            "env: the value of 'A' contains a NUL byte");
+        ASSERT_CREATE_FAILS("{\"metadata\":{\"\":\"x\"}}", API_INVALID_ARGUMENT,
+                            "metadata: keys must be 1 to 64 bytes long");
+        ASSERT_CREATE_FAILS("{\"metadata\":\"x\"}", API_INVALID_ARGUMENT, "metadata must be an object of strings");
+}
+
+TEST(create_env_limits) {
+        _cleanup_free_ char *json = NULL;
+        size_t n = 0, size = 64 * 1024;
+        Sandbox sb = {};
+        ApiError e = {};
+
+        json = malloc(size);
+        ASSERT_NOT_NULL(json);
+        n += (size_t) snprintf(json + n, size - n, "{\"env\":{");
+        for (unsigned i = 0; i <= API_ENV_ENTRIES_MAX; i++)
+                n += (size_t) snprintf(json + n, size - n, "%s\"V%u\":\"x\"", i ? "," : "", i);
+        snprintf(json + n, size - n, "}}");
+        ASSERT_ERRNO(create(json, &sb, &e), E2BIG);
+        ASSERT_STREQ(e.message, "env has more than 256 entries");
+
+        n = (size_t) snprintf(json, size, "{\"metadata\":{\"k\":\"");
+        memset(json + n, 'v', API_METADATA_VALUE_MAX + 1);
+        n += API_METADATA_VALUE_MAX + 1;
+        snprintf(json + n, size - n, "\"}}");
+        ASSERT_ERRNO(create(json, &sb, &e), E2BIG);
+        ASSERT_STREQ(e.message, "metadata: the value of 'k' is longer than 1024 bytes");
+}
+
+/* ---- exec requests ---- */
+
+static int exec_req(const char *json, ExecRequest *x, ApiError *e) {
+        _cleanup_json_ JsonValue *v = parse(json);
+        Config c = test_config();
+        return api_validate_exec(v, &c, x, e);
+}
+
+/* What we send must be what the agent's parser accepts. */
+static void assert_agent_accepts(const char *agent_json) {
+        _cleanup_json_ JsonValue *v = parse(agent_json);
+        ProtoExecRequest pr = {};
+        char err[256] = "";
+        int r = proto_exec_request_parse(v, &pr, err, sizeof err);
+        if (r < 0)
+                test_fail(__FILE__, __LINE__, "agent refuses %s: %s", agent_json, err);
+        proto_exec_request_done(&pr);
+}
+
+TEST(exec_cmd) {
+        ExecRequest x = {};
+        ApiError e = {};
+
+        ASSERT_OK(exec_req("{\"cmd\":[\"echo\",\"hi there\"]}", &x, &e));
+        ASSERT_STREQ(x.agent_json, "{\"argv\":[\"echo\",\"hi there\"]}");
+        ASSERT_FALSE(x.background);
+        ASSERT_NULL(x.stdin_data);
+        assert_agent_accepts(x.agent_json);
+        exec_request_done(&x);
+
+        ASSERT_OK(exec_req("{\"shell\":\"echo $HOME | wc -c\",\"env\":{\"A\":\"b\"},\"cwd\":\"/tmp\",\"user\":\"nobody\","
+                           "\"timeout_s\":5,\"background\":true}",
+                           &x, &e));
+        ASSERT_STREQ(x.agent_json, "{\"shell\":\"echo $HOME | wc -c\",\"env\":{\"A\":\"b\"},\"cwd\":\"/tmp\","
+                                   "\"user\":\"nobody\",\"timeout_ms\":5000,\"background\":true}");
+        ASSERT_TRUE(x.background);
+        assert_agent_accepts(x.agent_json);
+        exec_request_done(&x);
+
+        ASSERT_OK(exec_req("{\"cmd\":[\"cat\"],\"stdin\":\"abc\\u0000d\",\"user\":1000}", &x, &e));
+        ASSERT_STREQ(x.agent_json, "{\"argv\":[\"cat\"],\"user\":1000,\"stdin\":true}");
+        ASSERT_EQ(x.stdin_len, 5);
+        ASSERT_TRUE(memcmp(x.stdin_data, "abc\0d", 5) == 0);
+        ASSERT_FALSE(x.keep_stdin);
+        assert_agent_accepts(x.agent_json);
+        exec_request_done(&x);
+
+        ASSERT_OK(exec_req("{\"cmd\":[\"sh\"],\"stdin\":true,\"pty\":{\"rows\":50,\"cols\":132}}", &x, &e));
+        ASSERT_STREQ(x.agent_json, "{\"argv\":[\"sh\"],\"stdin\":true,\"pty\":true,\"rows\":50,\"cols\":132}");
+        ASSERT_TRUE(x.keep_stdin);
+        assert_agent_accepts(x.agent_json);
+        exec_request_done(&x);
+
+        ASSERT_OK(exec_req("{\"cmd\":[\"sh\"],\"pty\":true}", &x, &e));
+        ASSERT_STREQ(x.agent_json, "{\"argv\":[\"sh\"],\"pty\":true}");
+        assert_agent_accepts(x.agent_json);
+        exec_request_done(&x);
+}
+
+#define ASSERT_EXEC_FAILS(json, want_code, msg)                      \
+        do {                                                    \
+                ExecRequest _x = {};                            \
+                ApiError _e = {};                               \
+                ASSERT_TRUE(exec_req(json, &_x, &_e) < 0);      \
+                ASSERT_EQ(_e.code, want_code);                       \
+                ASSERT_STREQ(_e.message, msg);                  \
+                ASSERT_NULL(_x.agent_json);                     \
+        } while (0)
+
+TEST(exec_errors) {
+        ASSERT_EXEC_FAILS("{}", API_INVALID_ARGUMENT, "cmd (an array of strings) or shell is required");
+        ASSERT_EXEC_FAILS("{\"cmd\":[\"a\"],\"shell\":\"b\"}", API_INVALID_ARGUMENT, "give either cmd or shell, not both");
+        ASSERT_EXEC_FAILS("{\"cmd\":[]}", API_INVALID_ARGUMENT, "cmd must be a non-empty array of strings");
+        ASSERT_EXEC_FAILS("{\"cmd\":\"ls\"}", API_INVALID_ARGUMENT, "cmd must be a non-empty array of strings");
+        ASSERT_EXEC_FAILS("{\"cmd\":[\"ls\",1]}", API_INVALID_ARGUMENT, "cmd[1] must be a string");
+        ASSERT_EXEC_FAILS("{\"cmd\":[\"\"]}", API_INVALID_ARGUMENT, "cmd[0] must not be empty");
+        ASSERT_EXEC_FAILS("{\"cmd\":[\"a\\u0000b\"]}", API_INVALID_ARGUMENT, "cmd[0] contains a NUL byte");
+        ASSERT_EXEC_FAILS("{\"shell\":\"\"}", API_INVALID_ARGUMENT, "shell must be a non-empty string");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"tty\":true}", API_UNKNOWN_FIELD, "unknown field 'tty'");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"cwd\":\"/a/../b\"}", API_INVALID_PATH,
+                          "cwd must not contain a '..' component");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"cwd\":5}", API_INVALID_PATH, "cwd must be a string");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"user\":\"Root;\"}", API_INVALID_ARGUMENT,
+                          "user: 'Root;' is not a valid user name");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"user\":-1}", API_INVALID_ARGUMENT, "user must be a user name or a uid");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"stdin\":5}", API_INVALID_ARGUMENT,
+                          "stdin must be a string (fed, then closed) or true (kept open)");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"stdin\":\"abc\",\"timeout_s\":-1}", API_INVALID_ARGUMENT,
+                          "timeout_s must be a non-negative integer");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"background\":1}", API_INVALID_ARGUMENT, "background must be true or false");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"pty\":\"yes\"}", API_INVALID_ARGUMENT,
+                          "pty must be true, false or {\"rows\":N,\"cols\":N}");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"pty\":{\"rows\":0}}", API_INVALID_ARGUMENT,
+                          "rows must be between 1 and 1000, not 0");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"pty\":{\"width\":80}}", API_UNKNOWN_FIELD, "unknown field 'pty.width'");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"env\":{\"A\":null}}", API_INVALID_ARGUMENT,
+                          "env: the value of 'A' must be a string");
+}
+
+TEST(signals) {
+        ASSERT_STREQ(api_signal_name("SIGTERM"), "SIGTERM");
+        ASSERT_STREQ(api_signal_name("KILL"), "SIGKILL");
+        ASSERT_STREQ(api_signal_name("SIGWINCH"), "SIGWINCH");
+        ASSERT_NULL(api_signal_name("SIGSEGV"));
+        ASSERT_NULL(api_signal_name("sigterm"));
+        ASSERT_NULL(api_signal_name("15"));
+        ASSERT_NULL(api_signal_name(""));
+        ASSERT_NULL(api_signal_name("SIG"));
+        ASSERT_NULL(api_signal_name(NULL));
+        /* every name we accept is one the agent knows */
+        ASSERT_TRUE(proto_signal_from_string(api_signal_name("HUP")) > 0);
+        ASSERT_TRUE(proto_signal_from_string(api_signal_name("SIGSTOP")) > 0);
+}
+
+/* ---- times ---- */
+
+TEST(times) {
+        char buf[JSON_OUT_TIME_MAX];
+        int64_t t;
+
+        json_out_time(0, buf);
+        ASSERT_STREQ(buf, "1970-01-01T00:00:00.000Z");
+        json_out_time(INT64_C(1795914123456789), buf);
+        ASSERT_STREQ(buf, "2026-11-29T01:02:03.456Z");
+        json_out_time(-1000, buf); /* before the epoch: floor, not truncation */
+        ASSERT_STREQ(buf, "1969-12-31T23:59:59.999Z");
+
+        ASSERT_OK(api_parse_time("2026-11-29T01:02:03.456Z", &t));
+        ASSERT_EQ(t, INT64_C(1795914123456000));
+        ASSERT_OK(api_parse_time("2026-11-29T01:02:03Z", &t));
+        ASSERT_EQ(t, INT64_C(1795914123000000));
+        ASSERT_OK(api_parse_time("2026-11-29T03:02:03.456789+02:00", &t));
+        ASSERT_EQ(t, INT64_C(1795914123456789));
+        ASSERT_OK(api_parse_time("2026-11-29t00:32:03.5-00:30", &t));
+        ASSERT_EQ(t, INT64_C(1795914123500000));
+        ASSERT_OK(api_parse_time("1970-01-01T00:00:00Z", &t));
+        ASSERT_EQ(t, 0);
+        ASSERT_OK(api_parse_time("2024-02-29T00:00:00Z", &t));
+        ASSERT_OK(api_parse_time("2016-12-31T23:59:60Z", &t)); /* leap second */
+
+        ASSERT_ERRNO(api_parse_time("2026-11-28", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("2026-11-29T01:02:03", &t), EINVAL); /* no zone */
+        ASSERT_ERRNO(api_parse_time("2026-13-01T00:00:00Z", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("2026-02-29T00:00:00Z", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("2026-04-31T00:00:00Z", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("2026-11-28T24:00:00Z", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("2026-11-29T01:02:03.Z", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("2026-11-29T01:02:03.1234567890Z", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("2026-11-29T01:02:03Zjunk", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("2026-11-29T01:02:03+0200", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("", &t), EINVAL);
+        ASSERT_ERRNO(api_parse_time("1795914123", &t), EINVAL);
+}
+
+/* ---- output shapes ---- */
+
+TEST(sandbox_json) {
+        Sandbox sb = {
+                .id = "s3k9x0a1b2c3d4e5",
+                .tenant_id = "t_1",
+                .template_name = "base",
+                .runtime = "ns",
+                .worker = "local",
+                .state = SANDBOX_RUNNING,
+                .cpu_millis = 1500,
+                .memory_mb = 512,
+                .disk_mb = 2048,
+                .pids_max = 1024,
+                .created_usec = INT64_C(1795914123456000),
+        };
+        _cleanup_free_ char *text = NULL;
+        JsonWriter w;
+
+        json_w_init(&w);
+        json_out_sandbox(&w, &sb, "default");
+        text = finish(&w);
+        ASSERT_STREQ(text, "{\"id\":\"s3k9x0a1b2c3d4e5\",\"tenant\":\"default\",\"state\":\"running\",\"reason\":\"\","
+                           "\"template\":\"base\",\"runtime\":\"ns\",\"worker\":\"local\",\"cpu\":1.5,"
+                           "\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,\"timeout_s\":0,"
+                           "\"created_at\":\"2026-11-29T01:02:03.456Z\",\"expires_at\":null,\"env\":{},"
+                           "\"metadata\":{},\"parent\":null}");
+        free(text);
+
+        sb.state = SANDBOX_DELETED;
+        snprintf(sb.reason, sizeof sb.reason, "deleted by key:key_x");
+        sb.cpu_millis = 1000;
+        sb.timeout_s = 60;
+        sb.expires_usec = INT64_C(1795914183456000);
+        sb.env_json = (char *) "{\"A\":\"1\"}";
+        sb.metadata_json = (char *) "not json"; /* a broken stored value does not break the output */
+        snprintf(sb.parent_id, sizeof sb.parent_id, "abcdefghijklmnop");
+        json_w_init(&w);
+        json_out_sandbox(&w, &sb, "acme");
+        text = finish(&w);
+        ASSERT_STREQ(text, "{\"id\":\"s3k9x0a1b2c3d4e5\",\"tenant\":\"acme\",\"state\":\"deleted\","
+                           "\"reason\":\"deleted by key:key_x\",\"template\":\"base\",\"runtime\":\"ns\","
+                           "\"worker\":\"local\",\"cpu\":1,\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,"
+                           "\"timeout_s\":60,\"created_at\":\"2026-11-29T01:02:03.456Z\","
+                           "\"expires_at\":\"2026-11-29T01:03:03.456Z\",\"env\":{\"A\":\"1\"},\"metadata\":{},"
+                           "\"parent\":\"abcdefghijklmnop\"}");
+}
+
+TEST(other_json) {
+        Template t = { .name = "base", .state = TEMPLATE_READY, .size_bytes = 123456789, .created_usec = 1000 };
+        ApiKey k = { .id = "key_ab12cd34ef", .tenant_id = "t", .hash = "x", .name = "ci", .admin = true,
+                     .created_usec = 2000 };
+        Event ev = { .seq = 42, .time_usec = 3000, .type = "sandbox.created", .actor = "key:key_ab12cd34ef",
+                     .sandbox_id = "s3k9x0a1b2c3d4e5" };
+        ApiError err = { .code = API_NOT_FOUND, .message = "no sandbox 'x'" };
+        _cleanup_free_ char *text = NULL;
+        JsonWriter w;
+
+        json_w_init(&w);
+        json_out_template(&w, &t, 3);
+        text = finish(&w);
+        ASSERT_STREQ(text, "{\"name\":\"base\",\"state\":\"ready\",\"size_bytes\":123456789,"
+                           "\"created_at\":\"1970-01-01T00:00:00.001Z\",\"in_use\":3}");
+        free(text);
+
+        json_w_init(&w);
+        json_out_key(&w, &k, "acme");
+        text = finish(&w);
+        /* never the hash */
+        ASSERT_STREQ(text, "{\"id\":\"key_ab12cd34ef\",\"tenant\":\"acme\",\"name\":\"ci\",\"admin\":true,"
+                           "\"created_at\":\"1970-01-01T00:00:00.002Z\"}");
+        free(text);
+
+        json_w_init(&w);
+        json_out_event(&w, &ev, "default");
+        text = finish(&w);
+        ASSERT_STREQ(text, "{\"seq\":42,\"time\":\"1970-01-01T00:00:00.003Z\",\"tenant\":\"default\","
+                           "\"sandbox\":\"s3k9x0a1b2c3d4e5\",\"type\":\"sandbox.created\","
+                           "\"actor\":\"key:key_ab12cd34ef\",\"reason\":\"\",\"data\":{}}");
+        free(text);
+
+        ev.sandbox_id[0] = 0;
+        ev.data_json = (char *) "{\"name\":\"base\",\"size_bytes\":1}";
+        snprintf(ev.type, sizeof ev.type, "template.imported");
+        json_w_init(&w);
+        json_out_event(&w, &ev, "");
+        text = finish(&w);
+        ASSERT_STREQ(text, "{\"seq\":42,\"time\":\"1970-01-01T00:00:00.003Z\",\"tenant\":\"\",\"sandbox\":null,"
+                           "\"type\":\"template.imported\",\"actor\":\"key:key_ab12cd34ef\",\"reason\":\"\","
+                           "\"data\":{\"name\":\"base\",\"size_bytes\":1}}");
+        free(text);
+
+        json_w_init(&w);
+        json_out_error(&w, &err);
+        text = finish(&w);
+        ASSERT_STREQ(text, "{\"error\":{\"code\":\"not_found\",\"message\":\"no sandbox 'x'\"}}");
+}
+
+/* ---- what the agent sends ---- */
+
+static char *entry_json(const char *agent) {
+        _cleanup_json_ JsonValue *v = parse(agent);
+        JsonWriter w;
+        json_w_init(&w);
+        if (json_out_file_entry(&w, v) < 0) {
+                json_w_done(&w);
+                return NULL;
+        }
+        return finish(&w);
+}
+
+TEST(file_entries) {
+        _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL;
+
+        a = entry_json("{\"name\":\"a\",\"path\":\"/d/a\",\"type\":\"file\",\"size\":5,\"mode\":33188,"
+                       "\"mtime_ns\":1795914123456789000,\"uid\":0,\"gid\":0}");
+        ASSERT_STREQ(a, "{\"name\":\"a\",\"path\":\"/d/a\",\"type\":\"file\",\"size\":5,\"mode\":420,"
+                        "\"mtime\":\"2026-11-29T01:02:03.456Z\",\"uid\":0,\"gid\":0}");
+        b = entry_json("{\"name\":\"l\",\"path\":\"/d/l\",\"type\":\"symlink\",\"size\":1,\"mode\":511,"
+                       "\"mtime_ns\":0,\"uid\":1000,\"gid\":1000,\"target\":\"../x\"}");
+        ASSERT_STREQ(b, "{\"name\":\"l\",\"path\":\"/d/l\",\"type\":\"symlink\",\"size\":1,\"mode\":511,"
+                        "\"mtime\":null,\"uid\":1000,\"gid\":1000,\"target\":\"../x\"}");
+        /* an unknown type is reported as other; unknown keys are dropped */
+        c = entry_json("{\"name\":\"s\",\"path\":\"/s\",\"type\":\"socket\",\"size\":0,\"mode\":0,\"uid\":0,"
+                       "\"gid\":0,\"evil\":\"<script>\"}");
+        ASSERT_STREQ(c, "{\"name\":\"s\",\"path\":\"/s\",\"type\":\"other\",\"size\":0,\"mode\":0,"
+                        "\"mtime\":null,\"uid\":0,\"gid\":0}");
+
+        ASSERT_NULL(entry_json("[]"));
+        ASSERT_NULL(entry_json("{\"path\":\"/a\",\"type\":\"file\",\"size\":5,\"mode\":0,\"uid\":0,\"gid\":0}"));
+        ASSERT_NULL(entry_json("{\"name\":\"a\",\"path\":\"/a\",\"type\":\"file\",\"size\":-5,\"mode\":0,\"uid\":0,"
+                               "\"gid\":0}"));
+        ASSERT_NULL(entry_json("{\"name\":\"a\",\"path\":\"/a\",\"type\":\"file\",\"size\":5,\"mode\":0,"
+                               "\"uid\":4294967296,\"gid\":0}"));
+        ASSERT_NULL(entry_json("{\"name\":\"a\\u0000b\",\"path\":\"/a\",\"type\":\"file\",\"size\":5,\"mode\":0,"
+                               "\"uid\":0,\"gid\":0}"));
+        ASSERT_NULL(entry_json("{\"name\":\"a\",\"path\":\"/a\",\"type\":\"file\",\"size\":5,\"mode\":0,\"uid\":0,"
+                               "\"gid\":0,\"target\":7}"));
+        ASSERT_NULL(entry_json("{\"name\":\"a\",\"path\":\"/a\",\"type\":\"file\",\"size\":5,\"mode\":0,\"uid\":0,"
+                               "\"gid\":0,\"mtime_ns\":\"yesterday\"}"));
+}
+
+static char *exit_json(const char *agent) {
+        _cleanup_json_ JsonValue *v = parse(agent);
+        JsonWriter w;
+        json_w_init(&w);
+        if (json_out_exit(&w, v) < 0) {
+                json_w_done(&w);
+                return NULL;
+        }
+        return finish(&w);
+}
+
+TEST(exit_and_processes) {
+        _cleanup_free_ char *a = NULL, *b = NULL, *p = NULL;
+        _cleanup_json_ JsonValue *proc = NULL, *bad = NULL;
+        JsonWriter w;
+
+        a = exit_json("{\"code\":3}");
+        ASSERT_STREQ(a, "{\"type\":\"exit\",\"code\":3}");
+        b = exit_json("{\"signal\":\"SIGKILL\",\"code\":137,\"reason\":\"timeout\"}");
+        ASSERT_STREQ(b, "{\"type\":\"exit\",\"code\":137,\"signal\":\"SIGKILL\",\"reason\":\"timeout\"}");
+        ASSERT_NULL(exit_json("{}"));
+        ASSERT_NULL(exit_json("{\"code\":256}"));
+        ASSERT_NULL(exit_json("{\"code\":-1}"));
+        ASSERT_NULL(exit_json("{\"code\":1,\"signal\":\"KILL\"}"));
+        ASSERT_NULL(exit_json("{\"code\":1,\"signal\":\"SIG\\\"};\"}"));
+        ASSERT_NULL(exit_json("{\"code\":1,\"reason\":\"Time Out\"}"));
+
+        proc = parse("{\"exec_id\":\"e1\",\"pid\":12,\"argv\":[\"sleep\",\"9\"],\"pty\":false,\"extra\":1}");
+        json_w_init(&w);
+        ASSERT_OK(json_out_process(&w, proc));
+        p = finish(&w);
+        ASSERT_STREQ(p, "{\"exec_id\":\"e1\",\"pid\":12,\"argv\":[\"sleep\",\"9\"],\"pty\":false}");
+        bad = parse("{\"exec_id\":\"e1\",\"pid\":12,\"argv\":[1]}");
+        json_w_init(&w);
+        ASSERT_ERRNO(json_out_process(&w, bad), EBADMSG);
+        json_w_done(&w);
+}
+
+TEST(exec_output) {
+        _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL;
+        JsonWriter w;
+
+        json_w_init(&w);
+        json_out_exec_data(&w, "stdout", "hi\n", 3);
+        a = finish(&w);
+        ASSERT_STREQ(a, "{\"type\":\"stdout\",\"data\":\"hi\\n\"}");
+        json_w_init(&w);
+        json_out_exec_data(&w, "stderr", "\xff", 1);
+        b = finish(&w);
+        ASSERT_STREQ(b, "{\"type\":\"stderr\",\"data_b64\":\"/w==\"}");
+        json_w_init(&w);
+        json_out_exec_data(&w, "stdout", "caf\xc3\xa9", 5);
+        c = finish(&w);
+        ASSERT_STREQ(c, "{\"type\":\"stdout\",\"data\":\"caf\xc3\xa9\"}");
+
+        ASSERT_EQ(utf8_incomplete_tail("abc", 3), 0);
+        ASSERT_EQ(utf8_incomplete_tail("", 0), 0);
+        ASSERT_EQ(utf8_incomplete_tail("caf\xc3", 4), 1);          /* é cut after its lead byte */
+        ASSERT_EQ(utf8_incomplete_tail("caf\xc3\xa9", 5), 0);      /* complete */
+        ASSERT_EQ(utf8_incomplete_tail("x\xe2\x82", 3), 2);         /* € cut after 2 of 3 */
+        ASSERT_EQ(utf8_incomplete_tail("x\xf0\x9f\x98", 4), 3);     /* emoji cut after 3 of 4 */
+        ASSERT_EQ(utf8_incomplete_tail("x\xf0\x9f\x98\x80", 5), 0); /* complete */
+        ASSERT_EQ(utf8_incomplete_tail("\x80\x80\x80", 3), 0);      /* only continuation bytes */
+        ASSERT_EQ(utf8_incomplete_tail("a\xff", 2), 0);             /* invalid lead: nothing held */
+}
+
+/* ---- agent errors ---- */
+
+static int agent_error(const char *payload, ApiError *e) {
+        ProtoFrame f = { .type = PROTO_ERROR, .stream = AGENT_STREAM, .len = (uint32_t) strlen(payload),
+                         .payload = (char *) payload };
+        return agent_call_error(&f, "'/a'", e);
+}
+
+TEST(agent_errors) {
+        ApiError e = {};
+
+        ASSERT_ERRNO(agent_error("{\"errno\":2,\"code\":\"ENOENT\",\"message\":\"No such file or directory\"}", &e),
+                     ENOENT);
+        ASSERT_EQ(e.code, API_NOT_FOUND);
+        ASSERT_STREQ(e.message, "'/a': No such file or directory");
+        ASSERT_TRUE(agent_error("{\"code\":\"EISDIR\"}", &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_PATH);
+        ASSERT_STREQ(e.message, "'/a': Is a directory");
+        ASSERT_TRUE(agent_error("{\"code\":\"EEXIST\"}", &e) < 0);
+        ASSERT_EQ(api_error_code_to_status(e.code), 409);
+        ASSERT_TRUE(agent_error("{\"code\":\"EACCES\"}", &e) < 0);
+        ASSERT_EQ(api_error_code_to_status(e.code), 403);
+        ASSERT_TRUE(agent_error("{\"code\":\"EDQUOT\"}", &e) < 0);
+        ASSERT_EQ(e.code, API_INSUFFICIENT_STORAGE);
+        ASSERT_TRUE(agent_error("{\"code\":\"ENOSPC\"}", &e) < 0);
+        ASSERT_EQ(api_error_code_to_status(e.code), 507);
+        ASSERT_TRUE(agent_error("{\"code\":\"ELOOP\"}", &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_PATH);
+        ASSERT_TRUE(agent_error("{\"code\":\"ENAMETOOLONG\"}", &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_PATH);
+        ASSERT_TRUE(agent_error("{\"code\":\"ENOTDIR\"}", &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_PATH);
+        ASSERT_TRUE(agent_error("{\"code\":\"EPERM\"}", &e) < 0);
+        ASSERT_EQ(e.code, API_FORBIDDEN);
+        /* only the errno number */
+        ASSERT_ERRNO(agent_error("{\"errno\":17}", &e), EEXIST);
+        /* control bytes in a hostile message are neutralised */
+        ASSERT_TRUE(agent_error("{\"code\":\"EIO\",\"message\":\"bad\\nline\\u001b[31m\"}", &e) < 0);
+        ASSERT_STREQ(e.message, "'/a': bad line [31m");
+        ASSERT_EQ(e.code, API_INTERNAL);
+        /* not JSON: the agent misbehaves */
+        ASSERT_ERRNO(agent_error("nope", &e), EBADMSG);
+        ASSERT_EQ(e.code, API_BAD_GATEWAY);
+}
+
+/* ---- keys ---- */
+
+TEST(key_hash) {
+        char hash[65], secret[API_KEY_SECRET_LEN + 1], id[API_KEY_ID_LEN + 1];
+
+        api_key_hash("abc", hash);
+        ASSERT_STREQ(hash, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        ASSERT_OK(api_key_generate(secret, id));
+        ASSERT_EQ(strlen(secret), 43);
+        ASSERT_TRUE(strncmp(secret, "sk_", 3) == 0);
+        ASSERT_EQ(strspn(secret + 3, "abcdefghijklmnopqrstuvwxyz0123456789"), 40);
+        ASSERT_EQ(strlen(id), 14);
+        ASSERT_TRUE(strncmp(id, "key_", 4) == 0);
+        ASSERT_EQ(strspn(id + 4, "abcdefghijklmnopqrstuvwxyz0123456789"), 10);
+}
