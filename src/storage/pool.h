@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The storage pool: where templates and sandbox roots live.
+ *
+ * btrfs (preferred): an existing btrfs mount (pool_path), or a sparse image
+ * file <state_dir>/pool.img loop-mounted at <state_dir>/pool by spaced and
+ * re-attached after a restart (an already-mounted pool is reused).
+ * Layout inside the pool:
+ *   templates/<name>          read-only subvolume (the template's root fs)
+ *   sandboxes/<id>/root       writable snapshot of the template (the sandbox's root)
+ *   tmp/                      imports in progress
+ * Quotas: btrfs quota is enabled on the pool; each sandbox root's qgroup gets
+ * a limit of disk_mb (writes past it fail with EDQUOT inside the sandbox).
+ *
+ * overlay (fallback where btrfs cannot be had, chosen and logged at open):
+ *   templates/<name> is a plain directory, a sandbox root is an overlayfs
+ *   mount (lower = template, upper/work under sandboxes/<id>/) at
+ *   sandboxes/<id>/root; no disk quota (reported in pool_info).
+ *
+ * Files of templates are stored with their image's own ids (root = 0); the
+ * runtime maps them per sandbox with an idmapped mount. So that a host user
+ * with uid 1000, or a setuid-root file of a template, means nothing on the
+ * host, templates/, sandboxes/ and tmp/ (and the pool root of the image) are
+ * mode 0700: open sandbox roots as host root, before entering a user namespace.
+ *
+ * Fallible calls return >= 0 or -errno; library code logs at debug only,
+ * except pool_open() which logs its choice (info) and failures (error). */
+
+#include <inttypes.h>
+
+#include "macros.h"
+
+/* Bounds of PoolConfig.size_mb (mkfs.btrfs needs some room; 1 PiB is plenty). */
+#define POOL_SIZE_MB_MIN 256U
+#define POOL_SIZE_MB_MAX (UINT64_C(1) << 30)
+#define POOL_TEMPLATE_NAME_MAX 64U
+#define POOL_SANDBOX_ID_MAX 63U
+
+typedef enum PoolKind {
+        POOL_BTRFS,
+        POOL_OVERLAY,
+        _POOL_KIND_MAX,
+        _POOL_KIND_INVALID = -EINVAL,
+} PoolKind;
+
+typedef struct PoolConfig {
+        const char *state_dir;   /* absolute */
+        const char *pool_path;   /* existing btrfs mount, or NULL/"" for the loop image */
+        uint64_t size_mb;        /* size of a new sparse image */
+        const char *storage;     /* "auto" | "btrfs" | "overlay" (NULL/"" = "auto") */
+} PoolConfig;
+
+typedef struct Pool Pool;
+
+/* Opens (creating, formatting, mounting as needed) the pool. Logs which kind it chose.
+ * auto: pool_path if it is on btrfs (else overlay inside pool_path); without
+ * pool_path the image <state_dir>/pool.img (created sparse, formatted on first
+ * use, loop-attached, mounted at <state_dir>/pool; a mount already there is
+ * reused, an image already attached to a loop device is not attached twice);
+ * overlay under <state_dir>/pool if any of that fails. btrfs: the same but
+ * failing (-EMEDIUMTYPE, or the error of the image set-up) instead of falling
+ * back. overlay: always the fallback. Quota is enabled on btrfs pools. Leftovers
+ * of crashed imports (tmp/) and qgroups of deleted subvolumes are removed. */
+int pool_open(const PoolConfig *cfg, Pool **ret);
+/* Forgets the handle; the pool stays mounted. */
+Pool *pool_free(Pool *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Pool *, pool_free);
+/* Unmounts the pool and detaches its loop device if we attached it (only if
+ * we created the mount: an operator's pool_path is never unmounted). Waits
+ * until the loop device is gone. -EBUSY if the pool is still in use (sandbox
+ * roots mounted or open); the pool is then left as it was. Does not free p:
+ * pool_free() it afterwards; every other call on it then fails with -ESTALE. */
+int pool_release(Pool *p);
+
+PoolKind pool_kind(const Pool *p);
+const char *pool_kind_to_string(PoolKind k);
+PoolKind pool_kind_from_string(const char *s);
+const char *pool_mount_path(const Pool *p);  /* where the pool is mounted */
+/* JSON object for /v1/info: {"kind":"btrfs","path":"...","quota":true,"size_bytes":N,"free_bytes":N,"loop":"/dev/loopN"|null} */
+int pool_info_json(const Pool *p, char **ret);
+
+/* Templates. Names: [a-z0-9][a-z0-9._-]{0,63}; anything else is -EINVAL. */
+bool pool_template_name_valid(const char *name);
+bool pool_template_exists(Pool *p, const char *name);
+/* Extracts the tar file at tar_path (numeric owners kept, no paths outside the
+ * new root) into a new template and makes it read-only. -EEXIST if present.
+ * A failed import leaves nothing behind. GNU tar does the extraction (it
+ * refuses absolute and ".." member names and links that would lead outside);
+ * compressed archives are fine. -EBADMSG if tar fails (corrupt archive),
+ * -ENOENT if tar_path is missing, -EINVAL if it is not a regular file.
+ * *ret_size_bytes (may be NULL) is the disk usage of the tree (du). */
+int pool_template_import_tar(Pool *p, const char *name, const char *tar_path, uint64_t *ret_size_bytes);
+/* -ENOENT if missing. The caller checks that no sandbox uses it. */
+int pool_template_remove(Pool *p, const char *name);
+/* Sorted names. */
+int pool_template_list(Pool *p, char ***ret_names);
+/* Path of the template's root directory (malloc'd). */
+int pool_template_path(Pool *p, const char *name, char **ret);
+
+/* Sandbox roots. Ids: [a-z0-9]{1,63}. create is O(1) on btrfs (a snapshot).
+ * disk_mb = 0 means no quota. *ret_root is the root directory (malloc'd).
+ * -EINVAL for a bad name/id, -ENOENT if the template is missing, -EEXIST if
+ * the sandbox exists. The qgroup limit is on exclusive bytes: only what the
+ * sandbox writes beyond its template counts; writes past it fail with EDQUOT. */
+bool pool_sandbox_id_valid(const char *id);
+int pool_sandbox_create(Pool *p, const char *template_name, const char *id, uint64_t disk_mb, char **ret_root);
+/* Removes the root (unmounting the overlay if any) and everything under
+ * sandboxes/<id>; a sandbox that does not exist is fine (returns 0). */
+int pool_sandbox_remove(Pool *p, const char *id);
+/* -ENOENT if there is no such sandbox. overlay: mounts the root again if it is
+ * not mounted (after a reboot). */
+int pool_sandbox_root_path(Pool *p, const char *id, char **ret);
+bool pool_sandbox_exists(Pool *p, const char *id);
+/* Ids of every sandbox root present (for the orphan scan), sorted. */
+int pool_sandbox_list(Pool *p, char ***ret_ids);
+/* Bytes used by a sandbox root beyond its template (qgroup exclusive, as of the
+ * last transaction commit: up to ~30 s behind), or -EOPNOTSUPP (overlay, or
+ * btrfs without quota). */
+int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes);

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "alloc-util.h"
+#include "btrfs.h"
+#include "fd-util.h"
+#include "log.h"
+#include "overlay.h"
+#include "pool-internal.h"
+#include "str-util.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
+
+bool pool_sandbox_id_valid(const char *id) {
+        size_t n;
+
+        if (!id)
+                return false;
+        n = strnlen(id, POOL_SANDBOX_ID_MAX + 1);
+        if (n == 0 || n > POOL_SANDBOX_ID_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9')))
+                        return false;
+        return true;
+}
+
+bool pool_sandbox_exists(Pool *p, const char *id) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+
+        if (pool_usable(p) < 0 || !pool_sandbox_id_valid(id))
+                return false;
+        fd = pool_open_subdir(p, POOL_SANDBOXES_DIR);
+        return fd >= 0 && fstatat(fd, id, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+int pool_sandbox_list(Pool *p, char ***ret_ids) {
+        return pool_list_names(p, POOL_SANDBOXES_DIR, pool_sandbox_id_valid, ret_ids);
+}
+
+/* Removes sandboxes/<id>: unmounts an overlay root, deletes subvolumes
+ * (the root, and any other one kept there) and files. */
+static int sandbox_remove_dir(Pool *p, int sb_fd, const char *id) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        int fd, r = 0;
+
+        fd = openat(sb_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        if (p->kind == POOL_OVERLAY) {
+                _cleanup_free_ char *root = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_ROOT);
+                if (!root)
+                        return -ENOMEM;
+                r = overlay_umount(root);
+                if (r < 0)
+                        return r;
+        }
+        while ((errno = 0, de = readdir(d))) {
+                int k;
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                k = pool_remove_entry(p, dirfd(d), de->d_name);
+                if (k < 0 && r >= 0)
+                        r = k;
+        }
+        if (r < 0)
+                return r;
+        if (unlinkat(sb_fd, id, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                return negative_errno();
+        return 0;
+}
+
+int pool_sandbox_remove(Pool *p, const char *id) {
+        _cleanup_close_ int sb_fd = -EBADF;
+        int r;
+
+        r = pool_usable(p);
+        if (r < 0)
+                return r;
+        if (!pool_sandbox_id_valid(id))
+                return -EINVAL;
+        sb_fd = pool_open_subdir(p, POOL_SANDBOXES_DIR);
+        if (sb_fd < 0)
+                return sb_fd;
+        return sandbox_remove_dir(p, sb_fd, id);
+}
+
+/* Mounts the overlay root of sandboxes/<id> (dfd) on template tpl. */
+static int sandbox_mount_overlay(Pool *p, const char *id, const char *tpl) {
+        _cleanup_free_ char *lower = pool_subpath(p, POOL_TEMPLATES_DIR, tpl, NULL),
+                            *upper = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_UPPER),
+                            *work = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_WORK),
+                            *root = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_ROOT);
+
+        if (!lower || !upper || !work || !root)
+                return -ENOMEM;
+        return overlay_mount(lower, upper, work, root);
+}
+
+static int sandbox_create_overlay(Pool *p, int tpl_fd, const char *template_name, const char *id, int dfd) {
+        _cleanup_close_ int upper_fd = -EBADF, tfd = -EBADF;
+        struct stat st;
+        int r;
+
+        /* The overlay's root directory takes owner and mode from upper/. */
+        if (fstat(tpl_fd, &st) < 0)
+                return negative_errno();
+        if (mkdirat(dfd, POOL_SANDBOX_UPPER, 0755) < 0 || mkdirat(dfd, POOL_SANDBOX_WORK, 0700) < 0 ||
+            mkdirat(dfd, POOL_SANDBOX_ROOT, 0755) < 0)
+                return negative_errno();
+        upper_fd = openat(dfd, POOL_SANDBOX_UPPER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (upper_fd < 0)
+                return negative_errno();
+        if (fchown(upper_fd, st.st_uid, st.st_gid) < 0 || fchmod(upper_fd, st.st_mode & 07777) < 0)
+                return negative_errno();
+
+        tfd = openat(dfd, POOL_SANDBOX_TEMPLATE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (tfd < 0)
+                return negative_errno();
+        r = loop_write(tfd, template_name, strlen(template_name));
+        if (r < 0)
+                return r;
+        return sandbox_mount_overlay(p, id, template_name);
+}
+
+static int sandbox_create_btrfs(Pool *p, int tpl_fd, int dfd, uint64_t disk_mb) {
+        _cleanup_close_ int root_fd = -EBADF;
+        uint64_t subvolid;
+        int r;
+
+        r = btrfs_subvol_snapshot(tpl_fd, dfd, POOL_SANDBOX_ROOT, false);
+        if (r < 0)
+                return r;
+        if (disk_mb == 0 || !p->quota)
+                return 0;
+        root_fd = openat(dfd, POOL_SANDBOX_ROOT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root_fd < 0)
+                return negative_errno();
+        r = btrfs_subvol_get_id(root_fd, &subvolid);
+        if (r < 0)
+                return r;
+        return btrfs_qgroup_limit_exclusive(root_fd, BTRFS_QGROUPID(subvolid), disk_mb << 20);
+}
+
+int pool_sandbox_create(Pool *p, const char *template_name, const char *id, uint64_t disk_mb, char **ret_root) {
+        _cleanup_close_ int tpls_fd = -EBADF, tpl_fd = -EBADF, sb_fd = -EBADF, dfd = -EBADF;
+        _cleanup_free_ char *root = NULL;
+        int r;
+
+        r = pool_usable(p);
+        if (r < 0)
+                return r;
+        if (!pool_template_name_valid(template_name) || !pool_sandbox_id_valid(id) || !ret_root)
+                return -EINVAL;
+        if (disk_mb > (UINT64_MAX >> 20))
+                return -ERANGE;
+
+        tpls_fd = pool_open_subdir(p, POOL_TEMPLATES_DIR);
+        if (tpls_fd < 0)
+                return tpls_fd;
+        tpl_fd = openat(tpls_fd, template_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (tpl_fd < 0)
+                return negative_errno();
+        sb_fd = pool_open_subdir(p, POOL_SANDBOXES_DIR);
+        if (sb_fd < 0)
+                return sb_fd;
+        root = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_ROOT);
+        if (!root)
+                return -ENOMEM;
+
+        if (mkdirat(sb_fd, id, 0700) < 0)
+                return negative_errno(); /* -EEXIST: taken */
+        dfd = openat(sb_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                r = negative_errno();
+        else if (p->kind == POOL_BTRFS)
+                r = sandbox_create_btrfs(p, tpl_fd, dfd, disk_mb);
+        else
+                r = sandbox_create_overlay(p, tpl_fd, template_name, id, dfd);
+        if (r < 0) {
+                int k = sandbox_remove_dir(p, sb_fd, id);
+                if (k < 0)
+                        log_debug_errno(k, "Failed to undo the sandbox root '%s': %m", root);
+                return r;
+        }
+        *ret_root = TAKE_PTR(root);
+        return 0;
+}
+
+/* Overlay: reads sandboxes/<id>/template and mounts the root again. */
+static int sandbox_remount_overlay(Pool *p, const char *id) {
+        _cleanup_free_ char *tfile = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_TEMPLATE), *tpl = NULL;
+        int r;
+
+        if (!tfile)
+                return -ENOMEM;
+        r = read_full_file(tfile, POOL_TEMPLATE_NAME_MAX, &tpl, NULL);
+        if (r < 0)
+                return r;
+        if (!pool_template_name_valid(tpl))
+                return -EBADMSG;
+        return sandbox_mount_overlay(p, id, tpl);
+}
+
+int pool_sandbox_root_path(Pool *p, const char *id, char **ret) {
+        _cleanup_free_ char *root = NULL;
+        struct stat st;
+        int r;
+
+        r = pool_usable(p);
+        if (r < 0)
+                return r;
+        if (!pool_sandbox_id_valid(id) || !ret)
+                return -EINVAL;
+        root = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_ROOT);
+        if (!root)
+                return -ENOMEM;
+        if (lstat(root, &st) < 0)
+                return negative_errno();
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        if (p->kind == POOL_OVERLAY) {
+                r = overlay_is_mounted(root);
+                if (r == 0)
+                        r = sandbox_remount_overlay(p, id);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(root);
+        return 0;
+}
+
+int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes) {
+        _cleanup_free_ char *root = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t subvolid;
+        int r;
+
+        r = pool_usable(p);
+        if (r < 0)
+                return r;
+        if (!pool_sandbox_id_valid(id) || !ret_bytes)
+                return -EINVAL;
+        if (p->kind != POOL_BTRFS || !p->quota)
+                return -EOPNOTSUPP;
+        root = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_ROOT);
+        if (!root)
+                return -ENOMEM;
+        fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        r = btrfs_subvol_get_id(fd, &subvolid);
+        if (r < 0)
+                return r;
+        return btrfs_qgroup_get(fd, BTRFS_QGROUPID(subvolid), NULL, ret_bytes);
+}

@@ -1,0 +1,934 @@
+/* SPDX-License-Identifier: MIT */
+/* The storage pool against the real kernel: a sparse btrfs image on a loop
+ * device (skipped where btrfs, loop devices or root are missing) and the
+ * overlayfs fallback. Test archives are written here by a small ustar writer,
+ * so owners and hostile member names need no chown or helper tools. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "alloc-util.h"
+#include "btrfs.h"
+#include "fd-util.h"
+#include "loop.h"
+#include "mountinfo.h"
+#include "pool.h"
+#include "str-util.h"
+#include "test.h"
+
+#define TEST_POOL_MB 1024
+#define TEST_QUOTA_MB 16
+#define TEST_LATENCY_ROUNDS 20
+#define TEST_CLEANER_WAIT_MSEC 20000
+
+/* --- safety net: a failed ASSERT longjmps past _cleanup_ handlers, so every
+ * pool opened here is also recorded and released at the start of the next
+ * test and at exit (sandbox roots removed first, overlay mounts included). --- */
+
+#define GUARD_MAX 8
+static Pool *guard_pools[GUARD_MAX];
+static char guard_dirs[GUARD_MAX][PATH_MAX];
+
+static void guard_add(Pool *p, const char *dir) {
+        for (size_t i = 0; i < GUARD_MAX; i++)
+                if (!guard_pools[i]) {
+                        guard_pools[i] = p;
+                        snprintf(guard_dirs[i], sizeof guard_dirs[i], "%s", dir);
+                        return;
+                }
+}
+
+static void guard_forget(Pool *p) {
+        for (size_t i = 0; i < GUARD_MAX; i++)
+                if (guard_pools[i] == p) {
+                        guard_pools[i] = NULL;
+                        guard_dirs[i][0] = 0;
+                }
+}
+
+/* Closes the fds a failed test leaked into dir (they keep a mount busy). */
+static void close_fds_under(const char *dir) {
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        size_t n = strlen(dir);
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                char link[PATH_MAX], p[64];
+                int fd;
+                ssize_t k;
+
+                if (safe_atoi(de->d_name, &fd) < 0 || fd <= 2 || fd == dirfd(d))
+                        continue;
+                snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+                k = readlink(p, link, sizeof link - 1);
+                if (k <= 0)
+                        continue;
+                link[k] = 0;
+                if (strneq(link, dir, n) && (link[n] == '/' || link[n] == 0))
+                        close(fd);
+        }
+        closedir(d);
+}
+
+static void guard_sweep(void) {
+        for (size_t i = 0; i < GUARD_MAX; i++) {
+                _cleanup_strv_free_ char **ids = NULL;
+                Pool *p = guard_pools[i];
+
+                if (!p)
+                        continue;
+                fprintf(stderr, "  cleaning up after a failed test: %s\n", guard_dirs[i]);
+                if (pool_sandbox_list(p, &ids) >= 0)
+                        for (char **id = ids; *id; id++)
+                                (void) pool_sandbox_remove(p, *id);
+                close_fds_under(guard_dirs[i]);
+                if (pool_release(p) < 0)
+                        (void) umount2(pool_mount_path(p), MNT_DETACH); /* the loop device goes with it */
+                pool_free(p);
+                (void) rm_rf(guard_dirs[i]);
+                guard_pools[i] = NULL;
+        }
+}
+
+__attribute__((destructor)) static void guard_at_exit(void) {
+        guard_sweep();
+}
+
+/* The normal path: release and free when the variable goes out of scope. */
+static void pool_release_and_freep(Pool **p) {
+        if (!*p)
+                return;
+        guard_forget(*p);
+        (void) pool_release(*p);
+        *p = pool_free(*p);
+}
+#define _cleanup_pool_ _cleanup_(pool_release_and_freep)
+
+/* Forgets a handle without releasing (the pool stays mounted). */
+static void pool_drop(Pool **p) {
+        guard_forget(*p);
+        *p = pool_free(*p);
+}
+
+static int open_pool(const char *state_dir, const char *pool_path, const char *storage, Pool **ret) {
+        PoolConfig cfg = {
+                .state_dir = state_dir,
+                .pool_path = pool_path,
+                .size_mb = TEST_POOL_MB,
+                .storage = storage,
+        };
+        int r = pool_open(&cfg, ret);
+        if (r >= 0)
+                guard_add(*ret, state_dir);
+        return r;
+}
+
+static void need_root(void) {
+        guard_sweep();
+        if (geteuid() != 0)
+                test_skip("needs root");
+}
+
+static void need_btrfs(void) {
+        _cleanup_free_ char *fs = NULL, *mkfs = NULL;
+
+        need_root();
+        if (access("/dev/loop-control", W_OK) < 0)
+                test_skip("no /dev/loop-control (loop devices unavailable)");
+        if (access("/usr/sbin/mkfs.btrfs", X_OK) < 0 && access("/sbin/mkfs.btrfs", X_OK) < 0 &&
+            access("/usr/bin/mkfs.btrfs", X_OK) < 0)
+                test_skip("mkfs.btrfs not installed (btrfs-progs)");
+        if (read_full_file("/proc/filesystems", 65536, &fs, NULL) < 0 || !strstr(fs, "\tbtrfs\n"))
+                test_skip("kernel has no btrfs (not in /proc/filesystems)");
+}
+
+static void need_overlay(void) {
+        _cleanup_free_ char *fs = NULL;
+
+        need_root();
+        if (read_full_file("/proc/filesystems", 65536, &fs, NULL) < 0 || !strstr(fs, "\toverlay\n"))
+                test_skip("kernel has no overlayfs");
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
+static void sleep_msec(unsigned ms) {
+        (void) nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000 }, NULL);
+}
+
+static char *path_join(const char *a, const char *b) {
+        char *p = strjoin(a, "/", b);
+        ASSERT_NOT_NULL(p);
+        return p;
+}
+
+/* --- a minimal ustar writer --- */
+
+typedef struct TarEntry {
+        const char *name;
+        char type; /* '0' file, '1' hard link, '2' symlink, '5' dir */
+        unsigned mode, uid, gid;
+        const char *link;
+        const char *data;
+        size_t size; /* if data is NULL: that many 'x' bytes */
+} TarEntry;
+
+static void tar_octal(char *field, size_t n, uint64_t v) {
+        snprintf(field, n, "%0*llo", (int) n - 1, (unsigned long long) v);
+}
+
+static void tar_write(const char *path, const TarEntry *e, size_t n_entries) {
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        static const char zero[1024];
+
+        ASSERT_TRUE(fd >= 0);
+        for (size_t i = 0; i < n_entries; i++) {
+                char h[512] = {};
+                unsigned sum = 0;
+                size_t size = e[i].type == '0' ? (e[i].data ? strlen(e[i].data) : e[i].size) : 0;
+
+                ASSERT_TRUE(strlen(e[i].name) < 100);
+                memcpy(h, e[i].name, strlen(e[i].name));
+                tar_octal(h + 100, 8, e[i].mode);
+                tar_octal(h + 108, 8, e[i].uid);
+                tar_octal(h + 116, 8, e[i].gid);
+                tar_octal(h + 124, 12, size);
+                tar_octal(h + 136, 12, 1700000000);
+                h[156] = e[i].type;
+                if (e[i].link)
+                        memcpy(h + 157, e[i].link, strlen(e[i].link));
+                memcpy(h + 257, "ustar", 6);
+                memcpy(h + 263, "00", 2);
+                memset(h + 148, ' ', 8);
+                for (size_t k = 0; k < sizeof h; k++)
+                        sum += (unsigned char) h[k];
+                snprintf(h + 148, 8, "%06o", sum);
+                ASSERT_OK(loop_write(fd, h, sizeof h));
+                if (size > 0) {
+                        size_t padded = (size + 511) / 512 * 512;
+                        _cleanup_free_ char *body = calloc(1, padded);
+                        ASSERT_NOT_NULL(body);
+                        if (e[i].data)
+                                memcpy(body, e[i].data, size);
+                        else
+                                memset(body, 'x', size);
+                        ASSERT_OK(loop_write(fd, body, padded));
+                }
+        }
+        ASSERT_OK(loop_write(fd, zero, sizeof zero));
+}
+
+#define DATA_SIZE (256 * 1024)
+
+static const TarEntry good_tar[] = {
+        { "./", '5', 0755, 0, 0 },
+        { "./bin/", '5', 0755, 0, 0 },
+        { "./bin/hello", '0', 0755, 0, 0, NULL, "#!/bin/sh\necho hello\n" },
+        { "./bin/hello2", '1', 0755, 0, 0, "./bin/hello" },
+        { "./bin/su-test", '0', 04755, 0, 0, NULL, "setuid\n" },
+        { "./bin/link", '2', 0777, 0, 0, "hello" },
+        { "./etc/", '5', 0755, 0, 0 },
+        { "./etc/hostname", '0', 0644, 0, 0, NULL, "template\n" },
+        { "./home/", '5', 0755, 0, 0 },
+        { "./home/user/", '5', 0750, 1000, 1000 },
+        { "./home/user/file", '0', 0640, 1000, 1000, NULL, "user data\n" },
+        { "./data", '0', 0644, 0, 0, NULL, NULL, DATA_SIZE },
+};
+
+static char *make_good_tar(const char *dir) {
+        char *p = path_join(dir, "good.tar");
+        tar_write(p, good_tar, ELEMENTSOF(good_tar));
+        return p;
+}
+
+static void check_template_tree(const char *root) {
+        _cleanup_free_ char *hello = path_join(root, "bin/hello"), *hello2 = path_join(root, "bin/hello2"),
+                            *su = path_join(root, "bin/su-test"), *link = path_join(root, "bin/link"),
+                            *home = path_join(root, "home/user"), *file = path_join(root, "home/user/file"),
+                            *content = NULL;
+        struct stat st, st2;
+        char target[64];
+        ssize_t k;
+
+        ASSERT_OK(stat(hello, &st));
+        ASSERT_EQ(st.st_uid, 0);
+        ASSERT_EQ(st.st_mode & 07777, 0755);
+        ASSERT_OK(stat(hello2, &st2));
+        ASSERT_EQ(st.st_ino, st2.st_ino); /* the hard link survived */
+        ASSERT_OK(stat(su, &st));
+        ASSERT_EQ(st.st_mode & 07777, 04755); /* setuid kept */
+        ASSERT_OK(lstat(link, &st));
+        ASSERT_TRUE(S_ISLNK(st.st_mode));
+        k = readlink(link, target, sizeof target - 1);
+        ASSERT_EQ(k, 5);
+        target[k] = 0;
+        ASSERT_STREQ(target, "hello");
+        ASSERT_OK(stat(home, &st));
+        ASSERT_EQ(st.st_uid, 1000);
+        ASSERT_EQ(st.st_gid, 1000);
+        ASSERT_EQ(st.st_mode & 07777, 0750);
+        ASSERT_OK(stat(file, &st));
+        ASSERT_EQ(st.st_uid, 1000);
+        ASSERT_OK(read_full_file(file, 1024, &content, NULL));
+        ASSERT_STREQ(content, "user data\n");
+}
+
+static void write_file(const char *path, const char *s) {
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(loop_write(fd, s, strlen(s)));
+}
+
+static void check_file(const char *root, const char *rel, const char *want) {
+        _cleanup_free_ char *p = path_join(root, rel), *got = NULL;
+        if (!want) {
+                ASSERT_TRUE(access(p, F_OK) < 0 && errno == ENOENT);
+                return;
+        }
+        ASSERT_OK(read_full_file(p, 4096, &got, NULL));
+        ASSERT_STREQ(got, want);
+}
+
+/* Entries of a directory other than . and .., sorted, joined by ','. */
+static char *dir_listing(const char *path) {
+        _cleanup_strv_free_ char **l = NULL;
+        DIR *d = opendir(path);
+        struct dirent *de;
+        char *s = strdup("");
+
+        ASSERT_NOT_NULL(d);
+        while ((de = readdir(d)))
+                if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+                        ASSERT_OK(strv_extend(&l, de->d_name));
+        closedir(d);
+        for (size_t i = 0; l && l[i]; i++)
+                for (size_t j = i + 1; l[j]; j++)
+                        if (strcmp(l[i], l[j]) > 0) {
+                                char *t = l[i];
+                                l[i] = l[j];
+                                l[j] = t;
+                        }
+        for (size_t i = 0; l && l[i]; i++) {
+                char *n = strjoin(s, i ? "," : "", l[i]);
+                free(s);
+                s = n;
+                ASSERT_NOT_NULL(s);
+        }
+        return s;
+}
+
+static void check_listing(const char *path, const char *want) {
+        _cleanup_free_ char *got = dir_listing(path);
+        ASSERT_STREQ(got, want);
+}
+
+static void check_no_residue(const char *state_dir, const char *image) {
+        _cleanup_free_ char *mnt = path_join(state_dir, "pool"), *dev = NULL;
+        ASSERT_ERRNO(mountinfo_lookup(mnt, NULL, NULL), ENOENT);
+        if (image)
+                ASSERT_ERRNO(loop_find_backing(image, &dev), ENOENT);
+}
+
+/* --- tests --- */
+
+TEST(names) {
+        static const char *const good_names[] = { "base", "debian", "a", "0", "py3.12", "a-b_c.d", NULL };
+        static const char *const bad_names[] = { "", ".", "..", ".hidden", "-x", "_x", "A", "a/b", "a b",
+                                                 "a\n", "ä", "../x", "x/", NULL };
+        char long_name[POOL_TEMPLATE_NAME_MAX + 2];
+
+        for (const char *const *n = good_names; *n; n++)
+                ASSERT_TRUE(pool_template_name_valid(*n));
+        for (const char *const *n = bad_names; *n; n++)
+                ASSERT_FALSE(pool_template_name_valid(*n));
+        ASSERT_FALSE(pool_template_name_valid(NULL));
+        memset(long_name, 'a', sizeof long_name);
+        long_name[POOL_TEMPLATE_NAME_MAX] = 0;
+        ASSERT_TRUE(pool_template_name_valid(long_name));
+        long_name[POOL_TEMPLATE_NAME_MAX] = 'a';
+        long_name[POOL_TEMPLATE_NAME_MAX + 1] = 0;
+        ASSERT_FALSE(pool_template_name_valid(long_name));
+
+        ASSERT_TRUE(pool_sandbox_id_valid("abc123"));
+        ASSERT_FALSE(pool_sandbox_id_valid(""));
+        ASSERT_FALSE(pool_sandbox_id_valid("a-b"));
+        ASSERT_FALSE(pool_sandbox_id_valid("A"));
+        ASSERT_FALSE(pool_sandbox_id_valid(".."));
+        ASSERT_FALSE(pool_sandbox_id_valid(NULL));
+        memset(long_name, 'a', sizeof long_name);
+        long_name[POOL_SANDBOX_ID_MAX] = 0;
+        ASSERT_TRUE(pool_sandbox_id_valid(long_name));
+        long_name[POOL_SANDBOX_ID_MAX] = 'a';
+        long_name[POOL_SANDBOX_ID_MAX + 1] = 0;
+        ASSERT_FALSE(pool_sandbox_id_valid(long_name));
+
+        ASSERT_STREQ(pool_kind_to_string(POOL_BTRFS), "btrfs");
+        ASSERT_STREQ(pool_kind_to_string(POOL_OVERLAY), "overlay");
+        ASSERT_NULL(pool_kind_to_string(_POOL_KIND_MAX));
+        ASSERT_EQ(pool_kind_from_string("overlay"), POOL_OVERLAY);
+        ASSERT_EQ(pool_kind_from_string("zfs"), -EINVAL);
+}
+
+TEST(open_bad_config) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *file = path_join(dir, "plain-file");
+        PoolConfig cfg = { .state_dir = "relative/dir", .size_mb = TEST_POOL_MB, .storage = "auto" };
+
+        need_root();
+        ASSERT_ERRNO(pool_open(&cfg, &p), EINVAL);
+        cfg.state_dir = dir;
+        cfg.storage = "zfs";
+        ASSERT_ERRNO(pool_open(&cfg, &p), EINVAL);
+        cfg.storage = "btrfs";
+        cfg.size_mb = 1;
+        ASSERT_ERRNO(pool_open(&cfg, &p), EINVAL);
+        ASSERT_ERRNO(pool_open(NULL, &p), EINVAL);
+
+        /* A pool_path that is not btrfs: "btrfs" refuses it, "auto" falls back. */
+        write_file(file, "x");
+        cfg.size_mb = TEST_POOL_MB;
+        cfg.pool_path = dir; /* /tmp: not btrfs here */
+        if (btrfs_is_fs_fd(AT_FDCWD))
+                test_skip("the temp dir is on btrfs");
+        ASSERT_ERRNO(pool_open(&cfg, &p), EMEDIUMTYPE);
+        cfg.pool_path = file;
+        ASSERT_ERRNO(pool_open(&cfg, &p), ENOTDIR);
+        cfg.pool_path = dir;
+        cfg.storage = "auto";
+        ASSERT_OK(open_pool(dir, dir, "auto", &p));
+        ASSERT_EQ(pool_kind(p), POOL_OVERLAY);
+        ASSERT_STREQ(pool_mount_path(p), dir);
+}
+
+TEST(btrfs_open_reuse_reattach) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *image = path_join(dir, "pool.img"), *mnt = path_join(dir, "pool"),
+                            *tar = NULL, *info = NULL, *loop1 = NULL, *fstype = NULL, *dev = NULL;
+        _cleanup_close_ int dev_fd = -EBADF, img_fd = -EBADF;
+        uint64_t t0;
+        struct stat st;
+
+        need_btrfs();
+        tar = make_good_tar(dir);
+
+        t0 = now_usec();
+        ASSERT_OK(open_pool(dir, NULL, "auto", &p));
+        fprintf(stderr, "  fresh pool (create image, mkfs, attach, mount): %.1f ms\n", (now_usec() - t0) / 1000.0);
+        ASSERT_EQ(pool_kind(p), POOL_BTRFS);
+        ASSERT_STREQ(pool_mount_path(p), mnt);
+        ASSERT_OK(stat(image, &st));
+        ASSERT_EQ(st.st_size, (off_t) TEST_POOL_MB << 20);
+        ASSERT_TRUE((uint64_t) st.st_blocks * 512 < (uint64_t) st.st_size / 4); /* sparse */
+        ASSERT_OK(mountinfo_lookup(mnt, &fstype, NULL));
+        ASSERT_STREQ(fstype, "btrfs");
+        ASSERT_OK(stat(mnt, &st));
+        ASSERT_EQ(st.st_mode & 07777, 0700);
+        check_listing(mnt, "sandboxes,templates,tmp");
+
+        ASSERT_OK(pool_info_json(p, &info));
+        fprintf(stderr, "  info: %s\n", info);
+        ASSERT_TRUE(strstr(info, "\"kind\":\"btrfs\"") != NULL);
+        ASSERT_TRUE(strstr(info, "\"quota\":true") != NULL);
+        ASSERT_TRUE(strstr(info, "\"loop\":\"/dev/loop") != NULL);
+        ASSERT_OK(loop_find_backing(image, &loop1));
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
+
+        /* Forget the handle: the pool stays mounted, and the next open reuses it. */
+        pool_drop(&p);
+        ASSERT_OK(mountinfo_lookup(mnt, NULL, NULL));
+        t0 = now_usec();
+        ASSERT_OK(open_pool(dir, NULL, "auto", &p));
+        fprintf(stderr, "  reopen of a mounted pool: %.1f ms\n", (now_usec() - t0) / 1000.0);
+        ASSERT_EQ(pool_kind(p), POOL_BTRFS);
+        ASSERT_TRUE(pool_template_exists(p, "base"));
+        free(info);
+        ASSERT_OK(pool_info_json(p, &info));
+        ASSERT_TRUE(strstr(info, loop1) != NULL); /* same device, nothing attached twice */
+
+        /* Release: no mount, no loop device. Calls on the released handle fail. */
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+        ASSERT_OK(pool_release(p)); /* idempotent */
+        ASSERT_FALSE(pool_template_exists(p, "base"));
+        ASSERT_ERRNO(pool_info_json(p, &info), ESTALE);
+        pool_drop(&p);
+
+        /* The image is there but not attached: attach and mount it again. */
+        t0 = now_usec();
+        ASSERT_OK(open_pool(dir, NULL, "auto", &p));
+        fprintf(stderr, "  reopen of an unattached image: %.1f ms\n", (now_usec() - t0) / 1000.0);
+        ASSERT_EQ(pool_kind(p), POOL_BTRFS);
+        ASSERT_TRUE(pool_template_exists(p, "base"));
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+        pool_drop(&p);
+
+        /* Attached to a loop device but not mounted: that device is used. */
+        img_fd = open(image, O_RDWR | O_CLOEXEC);
+        ASSERT_TRUE(img_fd >= 0);
+        ASSERT_OK(loop_attach(img_fd, &dev_fd, &dev));
+        ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
+        dev_fd = safe_close(dev_fd); /* the mount holds it now */
+        free(info);
+        ASSERT_OK(pool_info_json(p, &info));
+        ASSERT_TRUE(strstr(info, dev) != NULL);
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+}
+
+TEST(btrfs_operator_pool_path) {
+        _cleanup_pool_ Pool *mine = NULL, *op = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *state2 = path_join(dir, "state2"), *mnt = path_join(dir, "pool"),
+                            *image = path_join(dir, "pool.img"), *info = NULL, *tar = NULL, *root = NULL;
+
+        need_btrfs();
+        tar = make_good_tar(dir);
+        /* Stand-in for an operator's btrfs: the mount of a first pool. */
+        ASSERT_OK(open_pool(dir, NULL, "btrfs", &mine));
+        ASSERT_OK(open_pool(state2, mnt, "btrfs", &op));
+        ASSERT_EQ(pool_kind(op), POOL_BTRFS);
+        ASSERT_STREQ(pool_mount_path(op), mnt);
+        ASSERT_OK(pool_info_json(op, &info));
+        ASSERT_TRUE(strstr(info, "\"loop\":null") != NULL);
+        ASSERT_OK(pool_template_import_tar(op, "base", tar, NULL));
+        ASSERT_OK(pool_sandbox_create(op, "base", "op1", 0, &root));
+        ASSERT_OK(pool_sandbox_remove(op, "op1"));
+        ASSERT_OK(pool_template_remove(op, "base"));
+        /* Never unmounted: not ours. */
+        ASSERT_OK(pool_release(op));
+        ASSERT_OK(mountinfo_lookup(mnt, NULL, NULL));
+        ASSERT_OK(pool_release(mine));
+        check_no_residue(dir, image);
+}
+
+/* Waits until the cleaner dropped subvolume id and its qgroup went away. */
+static void wait_subvol_gone(int fd, uint64_t id, const char *what) {
+        uint64_t t0 = now_usec();
+        bool subvol_gone = false, qgroup_gone = false;
+
+        for (unsigned waited = 0; waited < TEST_CLEANER_WAIT_MSEC; waited += 50) {
+                ASSERT_OK(btrfs_sync(fd)); /* wakes the cleaner */
+                subvol_gone = btrfs_subvol_exists(fd, id) == 0;
+                qgroup_gone = btrfs_qgroup_get(fd, BTRFS_QGROUPID(id), NULL, NULL) == -ENOENT;
+                if (subvol_gone && qgroup_gone)
+                        break;
+                if (subvol_gone && !qgroup_gone && waited > 1000) {
+                        /* Kernels that keep the qgroup: the sweep at open removes it. */
+                        fprintf(stderr, "  %s: qgroup 0/%llu kept after the subvolume was dropped; sweeping\n", what,
+                                (unsigned long long) id);
+                        ASSERT_TRUE(btrfs_qgroup_remove_stale(fd) > 0);
+                }
+                sleep_msec(50);
+        }
+        ASSERT_TRUE(subvol_gone);
+        ASSERT_TRUE(qgroup_gone);
+        fprintf(stderr, "  %s: subvolume %llu and qgroup gone %.0f ms after removal\n", what,
+                (unsigned long long) id, (now_usec() - t0) / 1000.0);
+}
+
+static uint64_t subvol_id_of(const char *path) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        uint64_t id = 0;
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(btrfs_subvol_get_id(fd, &id));
+        return id;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+static void print_latency(const char *what, uint64_t *usec, size_t n) {
+        qsort(usec, n, sizeof *usec, cmp_u64);
+        fprintf(stderr, "  %s latency over %zu: p50 %.2f ms, p90 %.2f ms, max %.2f ms\n", what, n,
+                usec[n / 2] / 1000.0, usec[n * 9 / 10] / 1000.0, usec[n - 1] / 1000.0);
+}
+
+/* Both kinds: import, three roots, isolation, removal, failed imports. */
+static void exercise_pool(Pool *p, const char *dir) {
+        _cleanup_free_ char *tar = make_good_tar(dir), *tpl = NULL, *bad = path_join(dir, "bad.tar"),
+                            *trunc = path_join(dir, "truncated.tar"), *evil = path_join(dir, "evil.tar"),
+                            *esc = path_join(dir, "escape.tar"), *outside = path_join(dir, "outside"),
+                            *pool_dir = strdup(pool_mount_path(p)), *tmp = NULL, *tpls = NULL, *sbs = NULL,
+                            *body = NULL;
+        _cleanup_strv_free_ char **names = NULL, **ids = NULL;
+        char *roots[3] = {};
+        const char *sandbox_ids[3] = { "sb1", "sb2", "sb3" };
+        uint64_t size = 0, create_usec[TEST_LATENCY_ROUNDS], remove_usec[TEST_LATENCY_ROUNDS];
+
+        ASSERT_NOT_NULL(pool_dir);
+        tmp = path_join(pool_dir, "tmp");
+        tpls = path_join(pool_dir, "templates");
+        sbs = path_join(pool_dir, "sandboxes");
+
+        /* Bad names and missing things. */
+        ASSERT_ERRNO(pool_template_import_tar(p, "Bad", tar, NULL), EINVAL);
+        ASSERT_ERRNO(pool_template_import_tar(p, "../x", tar, NULL), EINVAL);
+        ASSERT_ERRNO(pool_template_import_tar(p, "x", "/nonexistent.tar", NULL), ENOENT);
+        ASSERT_ERRNO(pool_template_import_tar(p, "x", dir, NULL), EINVAL); /* a directory */
+        ASSERT_ERRNO(pool_template_remove(p, "missing"), ENOENT);
+        ASSERT_ERRNO(pool_template_remove(p, "../templates"), EINVAL);
+        ASSERT_ERRNO(pool_template_path(p, "missing", &tpl), ENOENT);
+        ASSERT_ERRNO(pool_sandbox_create(p, "missing", "sb1", 0, &roots[0]), ENOENT);
+        check_listing(sbs, "");
+
+        /* Import. */
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, &size));
+        fprintf(stderr, "  template size: %llu bytes\n", (unsigned long long) size);
+        ASSERT_TRUE(size >= DATA_SIZE);
+        ASSERT_TRUE(size < DATA_SIZE + 256 * 1024);
+        ASSERT_ERRNO(pool_template_import_tar(p, "base", tar, NULL), EEXIST);
+        ASSERT_TRUE(pool_template_exists(p, "base"));
+        ASSERT_FALSE(pool_template_exists(p, "other"));
+        ASSERT_OK(pool_template_path(p, "base", &tpl));
+        check_template_tree(tpl);
+        ASSERT_OK(pool_template_list(p, &names));
+        ASSERT_EQ(strv_length(names), 1);
+        ASSERT_STREQ(names[0], "base");
+        check_listing(tmp, "");
+
+        /* Failed imports leave nothing: garbage, a truncated archive, ".."
+         * members, a symlink leading out of the root. */
+        write_file(bad, "this is not a tar archive at all, just some bytes........\n");
+        ASSERT_ERRNO(pool_template_import_tar(p, "bad", bad, NULL), EBADMSG);
+        {
+                _cleanup_free_ char *full = NULL;
+                size_t n;
+                _cleanup_close_ int fd = -EBADF;
+                ASSERT_OK(read_full_file(tar, 16 << 20, &full, &n));
+                fd = open(trunc, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                ASSERT_TRUE(fd >= 0);
+                ASSERT_OK(loop_write(fd, full, n - 1024 - DATA_SIZE / 2)); /* cut inside ./data */
+        }
+        ASSERT_ERRNO(pool_template_import_tar(p, "trunc", trunc, NULL), EBADMSG);
+        {
+                const TarEntry e[] = {
+                        { "./ok", '0', 0644, 0, 0, NULL, "ok\n" },
+                        { "../../../../outside-dotdot", '0', 0644, 0, 0, NULL, "evil\n" },
+                };
+                tar_write(evil, e, ELEMENTSOF(e));
+        }
+        ASSERT_ERRNO(pool_template_import_tar(p, "evil", evil, NULL), EBADMSG);
+        ASSERT_OK(mkdir(outside, 0755));
+        {
+                const TarEntry e[] = {
+                        { "./esc", '2', 0777, 0, 0, outside },
+                        { "./esc/pwned", '0', 0644, 0, 0, NULL, "evil\n" },
+                };
+                tar_write(esc, e, ELEMENTSOF(e));
+        }
+        ASSERT_ERRNO(pool_template_import_tar(p, "esc", esc, NULL), EBADMSG);
+        check_listing(outside, "");
+        check_listing(tmp, "");
+        check_listing(tpls, "base");
+        check_listing(pool_dir, "sandboxes,templates,tmp");
+
+        /* Three roots from the template; writes in one show nowhere else. */
+        for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
+                _cleanup_free_ char *again = NULL;
+                ASSERT_OK(pool_sandbox_create(p, "base", sandbox_ids[i], 64, &roots[i]));
+                ASSERT_TRUE(pool_sandbox_exists(p, sandbox_ids[i]));
+                ASSERT_OK(pool_sandbox_root_path(p, sandbox_ids[i], &again));
+                ASSERT_STREQ(again, roots[i]);
+                check_template_tree(roots[i]);
+        }
+        ASSERT_ERRNO(pool_sandbox_create(p, "base", "sb1", 0, &tpl), EEXIST);
+        ASSERT_ERRNO(pool_sandbox_create(p, "base", "SB", 0, &tpl), EINVAL);
+        ASSERT_ERRNO(pool_sandbox_create(p, "base", "a/b", 0, &tpl), EINVAL);
+        ASSERT_ERRNO(pool_sandbox_create(p, "Base", "ok", 0, &tpl), EINVAL);
+        ASSERT_ERRNO(pool_sandbox_remove(p, "../x"), EINVAL);
+        ASSERT_OK(pool_sandbox_remove(p, "nonexistent"));
+        ASSERT_FALSE(pool_sandbox_exists(p, "nonexistent"));
+        ASSERT_ERRNO(pool_sandbox_root_path(p, "nonexistent", &tpl), ENOENT);
+        {
+                _cleanup_free_ char *f0 = path_join(roots[0], "etc/hostname"),
+                                    *new0 = path_join(roots[0], "home/user/new"),
+                                    *del0 = path_join(roots[0], "bin/hello");
+                write_file(f0, "changed\n");
+                write_file(new0, "new\n");
+                ASSERT_OK(unlink(del0));
+        }
+        check_file(roots[0], "etc/hostname", "changed\n");
+        check_file(roots[0], "home/user/new", "new\n");
+        check_file(roots[0], "bin/hello", NULL);
+        for (size_t i = 1; i < ELEMENTSOF(roots); i++) {
+                check_file(roots[i], "etc/hostname", "template\n");
+                check_file(roots[i], "home/user/new", NULL);
+                check_file(roots[i], "bin/hello", "#!/bin/sh\necho hello\n");
+        }
+        check_file(tpl, "etc/hostname", "template\n");
+        check_file(tpl, "home/user/new", NULL);
+        check_file(tpl, "bin/hello", "#!/bin/sh\necho hello\n");
+        ASSERT_OK(pool_sandbox_list(p, &ids));
+        ASSERT_EQ(strv_length(ids), 3);
+        ASSERT_STREQ(ids[0], "sb1");
+        ASSERT_STREQ(ids[2], "sb3");
+
+        /* Remove: nothing of the sandbox stays; the template is untouched. */
+        for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
+                ASSERT_OK(pool_sandbox_remove(p, sandbox_ids[i]));
+                ASSERT_FALSE(pool_sandbox_exists(p, sandbox_ids[i]));
+                ASSERT_ERRNO(mountinfo_lookup(roots[i], NULL, NULL), ENOENT);
+                ASSERT_OK(pool_sandbox_remove(p, sandbox_ids[i])); /* again: fine */
+                free(roots[i]);
+        }
+        check_listing(sbs, "");
+        check_template_tree(tpl);
+
+        /* Latency of one root: create and remove (with and without a quota). */
+        for (unsigned quota = 0; quota < 2; quota++) {
+                char what[64];
+                for (size_t i = 0; i < TEST_LATENCY_ROUNDS; i++) {
+                        _cleanup_free_ char *root = NULL;
+                        uint64_t t0 = now_usec();
+                        ASSERT_OK(pool_sandbox_create(p, "base", "lat", quota ? 1024 : 0, &root));
+                        create_usec[i] = now_usec() - t0;
+                        t0 = now_usec();
+                        ASSERT_OK(pool_sandbox_remove(p, "lat"));
+                        remove_usec[i] = now_usec() - t0;
+                }
+                snprintf(what, sizeof what, "%s root create (%s)", pool_kind_to_string(pool_kind(p)),
+                         quota ? "disk_mb=1024" : "no quota");
+                print_latency(what, create_usec, TEST_LATENCY_ROUNDS);
+                snprintf(what, sizeof what, "%s root remove (%s)", pool_kind_to_string(pool_kind(p)),
+                         quota ? "disk_mb=1024" : "no quota");
+                print_latency(what, remove_usec, TEST_LATENCY_ROUNDS);
+        }
+        check_listing(sbs, "");
+
+        /* Template removal. */
+        ASSERT_OK(pool_template_remove(p, "base"));
+        ASSERT_FALSE(pool_template_exists(p, "base"));
+        check_listing(tpls, "");
+        strv_free(names);
+        names = NULL;
+        ASSERT_OK(pool_template_list(p, &names));
+        ASSERT_EQ(strv_length(names), 0);
+        (void) body;
+}
+
+TEST(btrfs_templates_and_sandboxes) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *image = path_join(dir, "pool.img");
+
+        need_btrfs();
+        ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
+        exercise_pool(p, dir);
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+}
+
+TEST(btrfs_template_readonly_and_cleanup) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *image = path_join(dir, "pool.img"), *tar = NULL, *tpl = NULL, *root = NULL,
+                            *newfile = NULL, *nested = NULL, *nested2 = NULL;
+        _cleanup_close_ int pool_fd = -EBADF, root_fd = -EBADF;
+        uint64_t tpl_id, root_id, nested_id, nested2_id;
+
+        need_btrfs();
+        tar = make_good_tar(dir);
+        ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
+        pool_fd = open(pool_mount_path(p), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ASSERT_TRUE(pool_fd >= 0);
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
+        ASSERT_OK(pool_template_path(p, "base", &tpl));
+
+        /* The template is a read-only subvolume. */
+        {
+                _cleanup_close_ int fd = open(tpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                ASSERT_TRUE(fd >= 0);
+                ASSERT_EQ(btrfs_is_subvol_fd(fd), 1);
+                ASSERT_EQ(btrfs_subvol_is_readonly(fd), 1);
+        }
+        newfile = path_join(tpl, "newfile");
+        ASSERT_TRUE(open(newfile, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EROFS);
+        tpl_id = subvol_id_of(tpl);
+
+        /* A root with nested subvolumes (one read-only), as hostile code could make them. */
+        ASSERT_OK(pool_sandbox_create(p, "base", "nest", 0, &root));
+        root_id = subvol_id_of(root);
+        root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ASSERT_TRUE(root_fd >= 0);
+        ASSERT_OK(btrfs_subvol_create(root_fd, "inner"));
+        nested = path_join(root, "inner");
+        {
+                _cleanup_close_ int fd = open(nested, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                ASSERT_TRUE(fd >= 0);
+                ASSERT_OK(btrfs_subvol_snapshot(root_fd, fd, "ro-snap", true));
+        }
+        nested2 = path_join(nested, "ro-snap");
+        nested_id = subvol_id_of(nested);
+        nested2_id = subvol_id_of(nested2);
+        root_fd = safe_close(root_fd);
+        ASSERT_OK(pool_sandbox_remove(p, "nest"));
+        ASSERT_FALSE(pool_sandbox_exists(p, "nest"));
+        wait_subvol_gone(pool_fd, nested2_id, "nested read-only subvolume");
+        wait_subvol_gone(pool_fd, nested_id, "nested subvolume");
+        wait_subvol_gone(pool_fd, root_id, "sandbox root");
+
+        ASSERT_OK(pool_template_remove(p, "base"));
+        wait_subvol_gone(pool_fd, tpl_id, "template");
+        {
+                _cleanup_free_ uint64_t *qg = NULL;
+                size_t n = 0;
+                ASSERT_OK(btrfs_qgroup_list(pool_fd, &qg, &n));
+                for (size_t i = 0; i < n; i++)
+                        fprintf(stderr, "  qgroup left: 0/%llu\n", (unsigned long long) qg[i]);
+                ASSERT_TRUE(n <= 1); /* at most the top level's 0/5 */
+        }
+        pool_fd = safe_close(pool_fd);
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+}
+
+TEST(btrfs_quota) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *image = path_join(dir, "pool.img"), *tar = NULL, *root = NULL, *root2 = NULL,
+                            *big = NULL, *big2 = NULL, *buf = NULL;
+        _cleanup_close_ int fd = -EBADF, pool_fd = -EBADF;
+        uint64_t written = 0, usage = 0, limit = (uint64_t) TEST_QUOTA_MB << 20;
+        const size_t chunk = 1 << 20;
+        int err = 0;
+
+        need_btrfs();
+        tar = make_good_tar(dir);
+        ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
+        ASSERT_OK(pool_sandbox_create(p, "base", "q1", TEST_QUOTA_MB, &root));
+        ASSERT_OK(pool_sandbox_create(p, "base", "q2", 0, &root2));
+        buf = malloc(chunk);
+        ASSERT_NOT_NULL(buf);
+        memset(buf, 0x5a, chunk);
+
+        /* Rewriting shared template data costs nothing against the limit until
+         * it is written; fresh data counts. Write 4x the limit. */
+        big = path_join(root, "big");
+        fd = open(big, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ASSERT_TRUE(fd >= 0);
+        while (written < 4 * limit) {
+                ssize_t k = write(fd, buf, chunk);
+                if (k < 0) {
+                        err = errno;
+                        break;
+                }
+                written += (uint64_t) k;
+        }
+        if (err == 0 && fsync(fd) < 0)
+                err = errno;
+        fprintf(stderr, "  quota %d MB: write failed after %.1f MB with %s\n", TEST_QUOTA_MB,
+                written / 1048576.0, err ? strerror(err) : "no error");
+        ASSERT_EQ(err, EDQUOT);
+        ASSERT_TRUE(written <= limit);
+        ASSERT_TRUE(written >= limit / 2);
+        fd = safe_close(fd);
+
+        pool_fd = open(pool_mount_path(p), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ASSERT_TRUE(pool_fd >= 0);
+        ASSERT_OK(syncfs(pool_fd));
+        ASSERT_OK(pool_sandbox_usage(p, "q1", &usage));
+        fprintf(stderr, "  usage of q1 after sync: %.1f MB\n", usage / 1048576.0);
+        ASSERT_TRUE(usage >= written / 2);
+        ASSERT_TRUE(usage <= limit + (1 << 20));
+        ASSERT_ERRNO(pool_sandbox_usage(p, "nonexistent", &usage), ENOENT);
+
+        /* Deleting frees the space again. */
+        ASSERT_OK(unlink(big));
+        ASSERT_OK(syncfs(pool_fd));
+        fd = open(big, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(loop_write(fd, buf, chunk));
+        fd = safe_close(fd);
+
+        /* The unlimited sandbox writes past the other's limit. */
+        big2 = path_join(root2, "big");
+        fd = open(big2, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ASSERT_TRUE(fd >= 0);
+        for (uint64_t w = 0; w < 2 * limit; w += chunk)
+                ASSERT_OK(loop_write(fd, buf, chunk));
+        ASSERT_OK(fsync(fd));
+        fd = safe_close(fd);
+
+        ASSERT_OK(pool_sandbox_remove(p, "q1"));
+        ASSERT_OK(pool_sandbox_remove(p, "q2"));
+        pool_fd = safe_close(pool_fd);
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+}
+
+TEST(overlay_templates_and_sandboxes) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *info = NULL, *mnt = path_join(dir, "pool"), *tar = NULL, *root = NULL,
+                            *again = NULL, *f = NULL;
+        uint64_t usage;
+        struct stat st;
+
+        need_overlay();
+        ASSERT_OK(open_pool(dir, NULL, "overlay", &p));
+        ASSERT_EQ(pool_kind(p), POOL_OVERLAY);
+        ASSERT_STREQ(pool_mount_path(p), mnt);
+        ASSERT_ERRNO(mountinfo_lookup(mnt, NULL, NULL), ENOENT);
+        ASSERT_OK(stat(mnt, &st));
+        ASSERT_EQ(st.st_mode & 07777, 0700);
+        ASSERT_OK(pool_info_json(p, &info));
+        fprintf(stderr, "  info: %s\n", info);
+        ASSERT_TRUE(strstr(info, "\"kind\":\"overlay\"") != NULL);
+        ASSERT_TRUE(strstr(info, "\"quota\":false") != NULL);
+        ASSERT_TRUE(strstr(info, "\"loop\":null") != NULL);
+
+        exercise_pool(p, dir);
+
+        /* No usage accounting; a root unmounted behind our back (a reboot)
+         * is mounted again when its path is asked for. */
+        tar = make_good_tar(dir);
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
+        ASSERT_OK(pool_sandbox_create(p, "base", "ov1", 100, &root));
+        ASSERT_ERRNO(pool_sandbox_usage(p, "ov1", &usage), EOPNOTSUPP);
+        f = path_join(root, "etc/hostname");
+        write_file(f, "mine\n");
+        ASSERT_OK(umount2(root, 0));
+        ASSERT_OK(pool_sandbox_root_path(p, "ov1", &again));
+        ASSERT_OK(mountinfo_lookup(root, NULL, NULL));
+        check_file(again, "etc/hostname", "mine\n");
+        ASSERT_OK(pool_sandbox_remove(p, "ov1"));
+        ASSERT_ERRNO(mountinfo_lookup(root, NULL, NULL), ENOENT);
+        ASSERT_OK(pool_template_remove(p, "base"));
+
+        /* "auto" keeps an existing overlay pool that holds data. */
+        ASSERT_OK(pool_template_import_tar(p, "keep", tar, NULL));
+        ASSERT_OK(pool_release(p));
+        pool_drop(&p);
+        ASSERT_OK(open_pool(dir, NULL, "auto", &p));
+        ASSERT_EQ(pool_kind(p), POOL_OVERLAY);
+        ASSERT_TRUE(pool_template_exists(p, "keep"));
+        ASSERT_OK(pool_release(p));
+}
+
+TEST(auto_prefers_btrfs) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *image = path_join(dir, "pool.img");
+
+        need_btrfs();
+        ASSERT_OK(open_pool(dir, NULL, NULL, &p)); /* NULL storage = auto */
+        ASSERT_EQ(pool_kind(p), POOL_BTRFS);
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+}
