@@ -657,7 +657,7 @@ void cli_print_object(const JsonValue *obj, const char *prefix) {
                         continue;
                 }
                 _cleanup_free_ char *text = json_type(v) == JSON_OBJECT ? strdup("-") : cli_value_text(v);
-                printf("%s: %s\n", name, strna(text));
+                printf("%s: %s\n", name, isempty(text) ? "-" : text);
         }
 }
 

@@ -31,16 +31,16 @@ typedef struct StdinPump {
         HttpClient *client; /* owned by the thread */
 } StdinPump;
 
-/* POST on the pump's connection, reconnecting once (the server may have
- * closed an idle keep-alive connection). Returns 0, or < 0 (not printed). */
+/* POST on the pump's connection. The client resends once by itself when an
+ * idle keep-alive connection was closed; a request that could not be sent is
+ * tried once more on a fresh connection. Returns 0, or < 0 (not printed). */
 static int pump_post(StdinPump *p, const char *target, const char *headers, const void *body, size_t n) {
-        for (int attempt = 0; attempt < 2; attempt++) {
-                _cleanup_free_ char *ignored = NULL;
-                const HttpHead *h = NULL;
-                size_t m = 0;
-                bool keep;
-                int r, status;
+        _cleanup_free_ char *ignored = NULL;
+        const HttpHead *h = NULL;
+        size_t m = 0;
+        int r, status;
 
+        for (int attempt = 0;; attempt++) {
                 if (!p->client) {
                         r = http_client_new(cli_url(), &p->client);
                         if (r < 0)
@@ -49,19 +49,21 @@ static int pump_post(StdinPump *p, const char *target, const char *headers, cons
                 }
                 r = http_client_request(p->client, "POST", target, headers, body, n);
                 if (r >= 0)
-                        r = http_client_response(p->client, &h);
-                if (r < 0) {
-                        p->client = http_client_free(p->client);
-                        continue;
-                }
-                status = h->status;
-                keep = h->keep_alive;
-                r = http_client_read_body_all(p->client, CLI_PUMP_BUFFER, &ignored, &m);
-                if (r < 0 || !keep)
-                        p->client = http_client_free(p->client);
-                return status >= 400 ? -EIO : 0;
+                        break;
+                p->client = http_client_free(p->client);
+                if (attempt > 0)
+                        return r;
         }
-        return -EIO;
+        r = http_client_response(p->client, &h);
+        if (r < 0) {
+                p->client = http_client_free(p->client);
+                return r;
+        }
+        status = h->status;
+        r = http_client_read_body_all(p->client, CLI_PUMP_BUFFER, &ignored, &m);
+        if (r < 0)
+                p->client = http_client_free(p->client);
+        return status >= 400 ? -EIO : 0;
 }
 
 static void pump_resize(StdinPump *p) {
@@ -370,8 +372,10 @@ int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
                         r = write_all(STDOUT_FILENO, line, n);
                         if (r >= 0)
                                 r = write_all(STDOUT_FILENO, "\n", 1);
-                        if (r < 0)
-                                return 141; /* like a shell's SIGPIPE */
+                        if (r < 0) {
+                                *ret_code = 141; /* our reader went away: like a shell's SIGPIPE */
+                                return 0;
+                        }
                 }
                 type = strempty(json_string(json_get(ev, "type")));
 
@@ -396,8 +400,10 @@ int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
                         if (arg_json)
                                 continue;
                         r = event_output(ev, streq(type, "stdout") ? STDOUT_FILENO : STDERR_FILENO);
-                        if (r == -EPIPE)
-                                return 141;
+                        if (r == -EPIPE) {
+                                *ret_code = 141;
+                                return 0;
+                        }
                         if (r < 0)
                                 return r == CLI_EREPORTED || r == -EINVAL ? r : cli_error_errno(r, "write failed: %m");
                 } else if (streq(type, "error")) {
