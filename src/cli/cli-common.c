@@ -202,80 +202,79 @@ static int parser_global(const CliOption *o, const char *value) {
 }
 
 int cli_parser_next(CliParser *p, const CliOption *opts, const char **ret_arg) {
-        while (p->i < p->argc) {
-                char *a = p->argv[p->i++];
+        for (;;) {
                 const CliOption *o = NULL;
-                const char *value = NULL;
+                const char *value = NULL, *s;
                 bool global = false;
 
-                if (p->options_done || a[0] != '-' || streq(a, "-")) {
-                        if (!p->options_done && p->stop_after > 0 && p->n_pos >= p->stop_after)
-                                p->options_done = true;
-                        p->pos[p->n_pos++] = a;
-                        continue;
-                }
-                if (streq(a, "--")) {
-                        p->options_done = true;
-                        p->saw_dashdash = true;
-                        p->dashdash_at = p->n_pos;
-                        continue;
-                }
-
-                if (a[1] == '-') {
-                        const char *name = a + 2, *eq = strchr(name, '=');
-                        size_t n = eq ? (size_t) (eq - name) : strlen(name);
-
-                        o = option_find_long(opts, name, n);
-                        if (!o) {
-                                o = option_find_long(global_options, name, n);
-                                global = o != NULL;
-                        }
-                        if (!o)
-                                return cli_error("unknown option '--%.*s' (see 'space %s --help')", (int) n, name,
-                                                 cli_current ? cli_current->name : "help");
-                        if (eq && !o->has_arg)
-                                return cli_error("option '--%s' takes no value", o->name);
-                        if (o->has_arg) {
-                                if (eq)
-                                        value = eq + 1;
-                                else if (p->i < p->argc)
-                                        value = p->argv[p->i++];
-                                else
-                                        return cli_error("option '--%s' needs a value", o->name);
-                        }
+                if (p->short_rest) {
+                        /* The next letter of a group of short flags ("-it"). */
+                        s = p->short_rest;
+                        p->short_rest = NULL;
                 } else {
-                        /* Short options: "-x", "-xVALUE" or a group of flags "-it". */
-                        for (const char *s = a + 1; *s; s++) {
-                                o = option_find_short(opts, *s);
-                                global = false;
+                        char *a;
+
+                        if (p->i >= p->argc)
+                                return CLI_OPT_DONE;
+                        a = p->argv[p->i++];
+                        if (p->options_done || a[0] != '-' || streq(a, "-")) {
+                                if (!p->options_done && p->stop_after > 0 && p->n_pos >= p->stop_after)
+                                        p->options_done = true;
+                                p->pos[p->n_pos++] = a;
+                                continue;
+                        }
+                        if (streq(a, "--")) {
+                                p->options_done = true;
+                                p->saw_dashdash = true;
+                                p->dashdash_at = p->n_pos;
+                                continue;
+                        }
+                        if (a[1] == '-') {
+                                const char *name = a + 2, *eq = strchr(name, '=');
+                                size_t n = eq ? (size_t) (eq - name) : strlen(name);
+
+                                o = option_find_long(opts, name, n);
                                 if (!o) {
-                                        o = option_find_short(global_options, *s);
+                                        o = option_find_long(global_options, name, n);
                                         global = o != NULL;
                                 }
                                 if (!o)
-                                        return cli_error("unknown option '-%c' (see 'space %s --help')", *s,
-                                                         cli_current ? cli_current->name : "help");
+                                        return cli_error("unknown option '--%.*s' (see 'space %s --help')", (int) n,
+                                                         name, cli_current ? cli_current->name : "help");
+                                if (eq && !o->has_arg)
+                                        return cli_error("option '--%s' takes no value", o->name);
                                 if (o->has_arg) {
-                                        if (s[1])
-                                                value = s + 1;
+                                        if (eq)
+                                                value = eq + 1;
                                         else if (p->i < p->argc)
                                                 value = p->argv[p->i++];
                                         else
-                                                return cli_error("option '-%c' needs a value", *s);
-                                        break;
+                                                return cli_error("option '--%s' needs a value", o->name);
                                 }
-                                if (s[1] == 0)
-                                        break;
-                                /* A flag inside a group: apply it now and go on with the next letter. */
-                                if (global) {
-                                        int r = parser_global(o, NULL);
-                                        if (r != 1)
-                                                return r;
-                                        continue;
-                                }
-                                return cli_error("combine only '-%c' flags in one argument: write them separately",
-                                                 *s);
+                                s = NULL;
+                        } else
+                                s = a + 1;
+                }
+
+                if (s) {
+                        /* Short options: "-x", "-xVALUE", "-x VALUE" or flags grouped as "-it". */
+                        o = option_find_short(opts, *s);
+                        if (!o) {
+                                o = option_find_short(global_options, *s);
+                                global = o != NULL;
                         }
+                        if (!o)
+                                return cli_error("unknown option '-%c' (see 'space %s --help')", *s,
+                                                 cli_current ? cli_current->name : "help");
+                        if (o->has_arg) {
+                                if (s[1])
+                                        value = s + 1;
+                                else if (p->i < p->argc)
+                                        value = p->argv[p->i++];
+                                else
+                                        return cli_error("option '-%c' needs a value", *s);
+                        } else if (s[1])
+                                p->short_rest = s + 1;
                 }
 
                 if (global) {
@@ -287,7 +286,6 @@ int cli_parser_next(CliParser *p, const CliOption *opts, const char **ret_arg) {
                 *ret_arg = value;
                 return o->id;
         }
-        return CLI_OPT_DONE;
 }
 
 int cli_parser_want(const CliParser *p, size_t min, size_t max) {

@@ -72,6 +72,7 @@ typedef struct CliParser {
         bool options_done;
         bool saw_dashdash;  /* a "--" was seen */
         size_t dashdash_at; /* n_pos when "--" was seen */
+        const char *short_rest; /* rest of a group of short flags */
         char **pos;         /* positionals (pointers into argv) */
         size_t n_pos;
 } CliParser;
