@@ -19,6 +19,10 @@ struct Api {
         atomic_uint_fast64_t requests_in_flight;
 };
 
+/* The route table, for the test that keeps openapi.yaml in step with it. */
+size_t api_route_count(void);
+void api_route_get(size_t i, const char **ret_method, const char **ret_pattern);
+
 /* Opens this thread's store if needed (503 if it cannot); done by the router for authenticated routes. */
 int api_get_store(ApiRequest *r, ApiError *e);
 

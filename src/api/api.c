@@ -50,6 +50,15 @@ static const Route routes[] = {
         { "GET", "/metrics", api_metrics, false, false, false },
 };
 
+size_t api_route_count(void) {
+        return ELEMENTSOF(routes);
+}
+
+void api_route_get(size_t i, const char **ret_method, const char **ret_pattern) {
+        *ret_method = i < ELEMENTSOF(routes) ? routes[i].method : NULL;
+        *ret_pattern = i < ELEMENTSOF(routes) ? routes[i].pattern : NULL;
+}
+
 typedef struct ThreadHandles {
         Store *store;
         WorkerClient *worker;

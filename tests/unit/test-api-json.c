@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "api-internal.h"
+#include "fd-util.h"
 #include "proto-msg.h"
 #include "test.h"
 
@@ -665,4 +666,54 @@ TEST(key_hash) {
         ASSERT_EQ(strlen(id), 14);
         ASSERT_TRUE(strncmp(id, "key_", 4) == 0);
         ASSERT_EQ(strspn(id + 4, "abcdefghijklmnopqrstuvwxyz0123456789"), 10);
+}
+
+/* ---- openapi.yaml stays in step with the router and the error table ---- */
+
+TEST(openapi_in_step) {
+        _cleanup_free_ char *yaml = NULL;
+        const char *enum_start, *enum_end;
+        size_t n_codes = 0;
+
+        ASSERT_OK(read_full_file(SPACE_SOURCE_ROOT "/src/api/openapi.yaml", 1024 * 1024, &yaml, NULL));
+
+        for (size_t i = 0; i < api_route_count(); i++) {
+                const char *method, *pattern, *block, *end;
+                char key[256], op[32];
+
+                api_route_get(i, &method, &pattern);
+                snprintf(key, sizeof key, "\n  %s:\n", pattern);
+                block = strstr(yaml, key);
+                if (!block)
+                        test_fail(__FILE__, __LINE__, "openapi.yaml lacks the path %s", pattern);
+                block += strlen(key);
+                /* the path's block ends at the next path or at components */
+                end = block;
+                while ((end = strstr(end, "\n  ")) && end[3] == ' ')
+                        end++;
+                snprintf(op, sizeof op, "\n    %s:", method);
+                for (char *c = op; *c; c++)
+                        *c = (char) (*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+                {
+                        const char *found = strstr(block - 1, op);
+                        if (!found || (end && found > end))
+                                test_fail(__FILE__, __LINE__, "openapi.yaml lacks %s %s", method, pattern);
+                }
+        }
+
+        enum_start = strstr(yaml, "description: The code table of src/shared/api-error.c");
+        ASSERT_NOT_NULL(enum_start);
+        enum_end = strstr(enum_start, "message:");
+        ASSERT_NOT_NULL(enum_end);
+        for (const char *p = enum_start; (p = strstr(p, "- ")) && p < enum_end; p += 2)
+                n_codes++;
+        ASSERT_EQ(n_codes, _API_ERROR_CODE_MAX);
+        for (int c = 0; c < _API_ERROR_CODE_MAX; c++) {
+                char line[64];
+                const char *found;
+                snprintf(line, sizeof line, "- %s\n", api_error_code_to_string((ApiErrorCode) c));
+                found = strstr(enum_start, line);
+                if (!found || found > enum_end)
+                        test_fail(__FILE__, __LINE__, "the Error.code enum lacks %s", line);
+        }
 }
