@@ -401,6 +401,7 @@ finish:
                 int k = pool_release(w.pool);
                 if (k < 0)
                         log_warning_errno(k, "Failed to release the pool: %m");
+                (void) cgroup_teardown();
         }
         for (size_t i = 0; i < w.n_live; i++)
                 safe_close(w.live[i].pidfd);

@@ -369,6 +369,21 @@ int cgroup_remove(const char *id) {
         return r;
 }
 
+int cgroup_teardown(void) {
+        char p[PATH_MAX];
+
+        if (!layout.set_up)
+                return 0;
+        if (layout.v2[0] && path_v2(p, sizeof p, NULL, NULL) >= 0 && rmdir(p) < 0 && errno != ENOENT)
+                log_debug_errno(errno, "Cannot remove %s: %m", p);
+        if (layout.mode != CGROUP_MODE_V2)
+                for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
+                        if (layout.v1_have[i] && path_v1(p, sizeof p, i, NULL, NULL) >= 0 && rmdir(p) < 0 &&
+                            errno != ENOENT)
+                                log_debug_errno(errno, "Cannot remove %s: %m", p);
+        return 0;
+}
+
 static int list_dir(const char *dir, char ***ids) {
         _cleanup_(closedirp_) DIR *d = opendir(dir);
         struct dirent *de;

@@ -38,5 +38,7 @@ bool cgroup_contains(const char *id, pid_t pid);
 int cgroup_kill(const char *id);
 /* Removes the sandbox's cgroups (after cgroup_kill). Missing ones are fine. */
 int cgroup_remove(const char *id);
+/* Removes <root> from each hierarchy if it is empty (when nothing runs). */
+int cgroup_teardown(void);
 /* Ids of all sandbox cgroups present. */
 int cgroup_list(char ***ret_ids);
