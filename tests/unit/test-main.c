@@ -67,8 +67,8 @@ int main(int argc, char *argv[]) {
                 ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
                 if (k > 0) {
                         self[k] = 0;
-                        /* tests live in build/tests/unit: the build dir is two up */
-                        snprintf(build_dir, sizeof build_dir, "%s/../..", dirname(self));
+                        /* test binaries live in <build>/tests */
+                        snprintf(build_dir, sizeof build_dir, "%s/..", dirname(self));
                 }
         }
 
