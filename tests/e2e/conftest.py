@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: MIT
+"""Fixtures of the end-to-end suite: a real spaced on a temporary state
+directory, the API and CLI helpers, and the residue checks around every
+test and at the end of the session."""
+
+import os
+import signal
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import e2e_host as host  # noqa: E402
+import e2e_residue as residue  # noqa: E402
+from e2e_daemon import Session  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DEFAULT_TEST_TIMEOUT = 600
+
+_session = None
+
+
+def _log(msg):
+    sys.stderr.write(f"[e2e] {msg}\n")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "soak: long create/exec/delete cycles (run by default)")
+    config.addinivalue_line("markers", "timeout(seconds): per-test watchdog (default 600)")
+
+
+# ---- the session ----
+
+@pytest.fixture(scope="session", autouse=True)
+def e2e_session():
+    global _session
+    if os.geteuid() != 0:
+        pytest.exit("the e2e suite needs root (spaced creates namespaces, cgroups and mounts)", returncode=4)
+    s = Session(REPO)
+    _session = s
+    yield s
+    problems = []
+    for d in s.daemons:
+        if d.running:
+            problems += residue.teardown_daemon(d)
+    left = residue.leftovers(s)
+    if left:
+        problems.append("left behind after every spaced stopped:\n    " + "\n    ".join(map(repr, left)))
+    residue.cleanup(s, _log)
+    still = residue.leftovers(s)
+    if still:
+        problems.append("could not clean up:\n    " + "\n    ".join(map(repr, still)))
+    if problems:
+        pytest.fail("session teardown:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+# ---- daemons ----
+
+@pytest.fixture(scope="session")
+def spaced(e2e_session):
+    """The session's spaced (a fresh one per module: fresh_spaced)."""
+    d = e2e_session.new_daemon()
+    d.start()
+    yield d
+    problems = residue.teardown_daemon(d)
+    if problems:
+        pytest.fail("spaced teardown:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def fresh_spaced(e2e_session):
+    """A spaced of this module alone (for restarts and kill -9)."""
+    d = e2e_session.new_daemon()
+    d.start()
+    yield d
+    problems = residue.teardown_daemon(d)
+    if not problems:
+        residue.remove_daemon_dir(d)
+    if problems:
+        pytest.fail("spaced teardown:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def sandbox(spaced):
+    """One running sandbox of the default template for a module's tests."""
+    sb = spaced.create()
+    yield sb["id"]
+    if spaced.running:
+        r = spaced.api("DELETE", f"/v1/sandboxes/{sb['id']}", timeout=180)
+        assert r.status == 200, r
+        left = residue.items_of_sandbox(_session, sb["id"])
+        if left:
+            host.wait_until(lambda: not residue.items_of_sandbox(_session, sb["id"]), 3)
+            left = residue.items_of_sandbox(_session, sb["id"])
+        assert not left, f"sandbox {sb['id']} left behind after delete: {left}"
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    return str(tmp_path)
+
+
+# ---- around every test ----
+
+@pytest.fixture(autouse=True)
+def _watchdog(request):
+    m = request.node.get_closest_marker("timeout")
+    t = int(m.args[0]) if m else DEFAULT_TEST_TIMEOUT
+
+    def on_alarm(sig, frame):
+        raise TimeoutError(f"test still running after {t}s (watchdog)")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(t)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture(autouse=True)
+def _residue(e2e_session, request):
+    request.node._e2e_log_offsets = {d.n: d.log_size() for d in e2e_session.daemons}
+    before = residue.snapshot(e2e_session)
+    yield
+    bad = residue.check_after_test(e2e_session, before)
+    if bad:
+        pytest.fail("residue after the test (not owned by any live sandbox):\n    "
+                    + "\n    ".join(map(repr, bad)), pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed or _session is None:
+        return
+    offsets = getattr(item, "_e2e_log_offsets", {})
+    for d in _session.daemons:
+        text = d.log_text(offsets.get(d.n, 0))
+        if not text.strip():
+            continue
+        lines = text.splitlines()
+        important = [l for l in lines if " level=error" in l or " level=warning" in l
+                     or "Sanitizer" in l or "runtime error:" in l][-40:]
+        tail = lines[-60:]
+        body = ""
+        if important:
+            body += "-- errors and warnings --\n" + "\n".join(important) + "\n"
+        body += f"-- last {len(tail)} lines --\n" + "\n".join(tail)
+        rep.sections.append((f"spaced #{d.n} log ({d.log_path})", body))

@@ -1,0 +1,275 @@
+# SPDX-License-Identifier: MIT
+"""Residue: what the tests' daemons leave on the host, and the cleanup.
+
+An item is one mount, loop device, subvolume, cgroup, network namespace or
+process. A daemon's own infrastructure (its pool mount and loop device, its
+cgroup root, its own processes) is allowed; anything else must belong to a
+sandbox that still exists."""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import e2e_host as host
+from e2e_daemon import CACHE_DIR, TMP_PREFIX
+
+
+class Item:
+    def __init__(self, kind, key, desc, path_parts, daemon=None, infra=False):
+        self.kind = kind
+        self.key = (kind,) + tuple(key)
+        self.desc = desc
+        self.parts = set(path_parts)
+        self.daemon = daemon
+        self.infra = infra
+
+    def __repr__(self):
+        return self.desc
+
+
+def _ours(path):
+    return path.startswith("/tmp/" + TMP_PREFIX) and not path.startswith(CACHE_DIR)
+
+
+def _daemon_of_path(session, path):
+    for d in session.daemons:
+        if path == d.base_dir or path.startswith(d.base_dir + "/"):
+            return d
+    return None
+
+
+def snapshot(session):
+    items = {}
+
+    def add(it):
+        items[it.key] = it
+
+    # mounts, in our namespace and the daemons' (a worker may have its own)
+    nss = {}
+    for pid in ["self"] + [p for d in session.daemons for p in d.daemon_pids()]:
+        ns = host.mount_ns(pid)
+        if ns and ns not in nss:
+            nss[ns] = pid
+    for ns, pid in nss.items():
+        for mid, mp, fstype, src in host.mounts(pid):
+            if not _ours(mp):
+                continue
+            d = _daemon_of_path(session, mp)
+            infra = d is not None and mp == os.path.join(d.state_dir, "pool")
+            add(Item("mount", (ns, mid), f"mount {mp} ({fstype} from {src}; {ns}, seen by pid {pid})",
+                     mp.split("/"), d, infra))
+    for dev, backing in host.loop_devices().items():
+        b = backing.replace(" (deleted)", "")
+        if not _ours(b):
+            continue
+        d = _daemon_of_path(session, b)
+        infra = d is not None and b == os.path.join(d.state_dir, "pool.img")
+        add(Item("loop", (dev, b), f"loop device {dev} backed by {backing}", b.split("/"), d, infra))
+    for d in session.daemons:
+        for name in d.subvolumes():
+            add(Item("subvolume", (d.n, name), f"subvolume {d.pool_path('sandboxes', name)}", [name], d))
+    for root in host.cgroup_roots(session.cgroup_prefix()):
+        name = os.path.basename(root)
+        d = next((x for x in session.daemons if x.cgroup_root == name), None)
+        add(Item("cgroup", (root,), f"cgroup {root}", [], d, infra=True))
+        for sub in host.cgroup_tree(root):
+            rel = os.path.relpath(sub, root)
+            add(Item("cgroup", (sub,), f"cgroup {sub}", rel.split("/"), d))
+    for ns in host.netns_list():
+        add(Item("netns", (ns,), f"network namespace {ns}", [ns]))
+    daemon_pids = {p: d for d in session.daemons for p in d.daemon_pids()}
+    for pid in host.all_pids():
+        cgs = host.proc_cgroups(pid)
+        argv = host.proc_cmdline(pid)
+        mine = [c for c in cgs if f"/{session.cgroup_prefix()}" in c]
+        agent = bool(argv) and "space-agent" in os.path.basename(argv[0])
+        if not mine and not agent:
+            continue
+        st = host.proc_starttime(pid)
+        if st is None:
+            continue
+        if agent and not mine and (pid, st) in session.start_agents:
+            continue      # someone else's, running before we started
+        parts = []
+        for c in mine:
+            parts += c.split("/")
+        d = daemon_pids.get(pid)
+        add(Item("process", (pid, st), f"process {pid} {' '.join(argv)[:120]!r} in cgroup "
+                 f"{mine[0] if mine else (cgs[0] if cgs else '?')}", parts, d, infra=d is not None))
+    return items
+
+
+def alive_ids(session):
+    ids = set()
+    for d in session.daemons:
+        ids |= d.alive_ids()
+    return ids
+
+
+def offending(session, before, after, alive):
+    bad = []
+    for key, it in after.items():
+        if key in before or it.infra:
+            continue
+        if it.parts & alive:
+            continue
+        bad.append(it)
+    return bad
+
+
+def check_after_test(session, before, grace=3.0):
+    """New items that belong to no live sandbox. Polls for a short grace
+    period (a process may take a moment to be reaped)."""
+    end = time.monotonic() + grace
+    while True:
+        alive = alive_ids(session)
+        bad = offending(session, before, snapshot(session), alive)
+        if not bad or time.monotonic() >= end:
+            return bad
+        time.sleep(0.25)
+
+
+def items_of_sandbox(session, sid):
+    return [it for it in snapshot(session).values() if sid in it.parts]
+
+
+# ---- final verification and cleanup (only what this session created) ----
+
+def leftovers(session):
+    """What is left once every daemon is stopped: everything of ours is residue."""
+    res = []
+    for it in snapshot(session).values():
+        if it.kind == "cgroup" and it.infra:
+            continue        # the empty cgroup root a daemon keeps (like /sys/fs/cgroup/space)
+        if it.kind == "netns" and it.key[1] in session.start_netns:
+            continue
+        res.append(it)
+    new_links = host.links() - session.start_links
+    for l in sorted(new_links):
+        res.append(Item("link", (l,), f"network link {l}", [l]))
+    for pid, st in session.extra_pids:
+        if host.proc_exists(pid) and host.proc_starttime(pid) == st:
+            res.append(Item("process", (pid, st), f"process {pid} {' '.join(host.proc_cmdline(pid))[:120]!r} "
+                            "(started by a test)", []))
+    return res
+
+
+def cleanup(session, log):
+    """Removes everything of ours: processes (by PID), cgroups, mounts, loop
+    devices, base directories. Logs what it had to do."""
+    # processes in our cgroups, our daemons, and those 'space up' started
+    for _ in range(3):
+        pids = set()
+        for root in host.cgroup_roots(session.cgroup_prefix()):
+            for sub in [root] + host.cgroup_tree(root):
+                pids.update(host.cgroup_procs(sub))
+        for d in session.daemons:
+            pids.update(d.daemon_pids())
+        for pid, st in session.extra_pids:
+            if host.proc_exists(pid) and host.proc_starttime(pid) == st:
+                pids.add(pid)
+        pids = {p for p in pids if host.proc_exists(p)}
+        if not pids:
+            break
+        for p in pids:
+            log(f"cleanup: kill -9 {p} {' '.join(host.proc_cmdline(p))[:100]!r}")
+            host.kill_pid(p, signal.SIGKILL)
+        host.wait_gone(pids, 10)
+    for d in session.daemons:
+        if d.proc is not None:
+            try:
+                d.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        d.pid = None
+        d.proc = None
+    # cgroups, deepest first, then the roots
+    for root in host.cgroup_roots(session.cgroup_prefix()):
+        for sub in host.cgroup_tree(root) + [root]:
+            for _ in range(50):
+                try:
+                    os.rmdir(sub)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            else:
+                log(f"cleanup: cannot remove cgroup {sub}")
+    # mounts below our base dirs, deepest first
+    for _ in range(3):
+        mps = sorted({mp for _, mp, _, _ in host.mounts() if _ours(mp) and
+                      any(mp == b or mp.startswith(b + "/") for b in session.base_dirs)}, key=lambda m: -len(m))
+        if not mps:
+            break
+        for mp in mps:
+            log(f"cleanup: umount {mp}")
+            r = subprocess.run(["umount", mp], capture_output=True, text=True)
+            if r.returncode != 0:
+                subprocess.run(["umount", "-l", mp], capture_output=True, text=True)
+    for dev, backing in host.loop_devices().items():
+        b = backing.replace(" (deleted)", "")
+        if any(b.startswith(x + "/") for x in session.base_dirs):
+            log(f"cleanup: losetup -d {dev} ({backing})")
+            subprocess.run(["losetup", "-d", dev], capture_output=True, text=True)
+    for b in session.base_dirs:
+        if os.path.exists(b):
+            if any(mp == b or mp.startswith(b + "/") for _, mp, _, _ in host.mounts()):
+                log(f"cleanup: {b} still has mounts; not removed")
+                continue
+            shutil.rmtree(b, ignore_errors=True)
+            if os.path.exists(b):
+                subprocess.run(["rm", "-rf", "--one-file-system", b], capture_output=True)
+
+
+# ---- one daemon ----
+
+def teardown_daemon(d):
+    """Deletes every sandbox, stops spaced with SIGTERM and checks that it
+    released everything. Returns a list of problems."""
+    problems = []
+    if d.running:
+        try:
+            for sid, sb in d.list_all().items():
+                if sb.get("state") == "deleted":
+                    continue
+                key = next((k for k in d.keys if d.api("GET", f"/v1/sandboxes/{sid}", key=k,
+                                                          validate=False).status == 200), d.admin_key)
+                r = d.api("DELETE", f"/v1/sandboxes/{sid}", key=key, timeout=180, validate=False)
+                if r.status != 200:
+                    problems.append(f"teardown: delete {sid}: {r!r}")
+        except Exception as e:  # noqa: BLE001 - teardown goes on
+            problems.append(f"teardown: deleting sandboxes failed: {e!r}")
+        problems += d.stop()
+    problems += released_problems(d)
+    return problems
+
+
+def released_problems(d):
+    """After spaced stopped: no mount, loop device, sandbox cgroup or process of it."""
+    problems = []
+    pool = os.path.join(d.state_dir, "pool")
+    for _, mp, fstype, src in host.mounts():
+        if mp == d.base_dir or mp.startswith(d.base_dir + "/"):
+            problems.append(f"{mp} ({fstype} from {src}) still mounted after spaced stopped"
+                            + (" (the pool was not released)" if mp == pool else ""))
+    for dev, backing in host.loop_devices().items():
+        if backing.startswith(d.base_dir + "/"):
+            problems.append(f"loop device {dev} ({backing}) still attached after spaced stopped")
+    for root in host.cgroup_roots(d.cgroup_root):
+        if os.path.basename(root) != d.cgroup_root:
+            continue
+        for sub in host.cgroup_tree(root):
+            problems.append(f"cgroup {sub} left after spaced stopped")
+        for sub in [root] + host.cgroup_tree(root):
+            for p in host.cgroup_procs(sub):
+                problems.append(f"process {p} {' '.join(host.proc_cmdline(p))[:100]!r} left in {sub}")
+    return problems
+
+
+def remove_daemon_dir(d):
+    if any(mp == d.base_dir or mp.startswith(d.base_dir + "/") for _, mp, _, _ in host.mounts()):
+        return
+    shutil.rmtree(d.base_dir, ignore_errors=True)
