@@ -451,7 +451,7 @@ static int cli_read_response(HttpClient *c, CliResponse *ret, bool quiet_404) {
                 return cli_error_errno(r, "reading the answer from %s failed: %m", cli_url());
         if (resp.status >= 400) {
                 if (quiet_404 && resp.status == 404) {
-                        cli_response_done(&resp);
+                        *ret = resp; /* the caller may still report it */
                         return -ENOENT;
                 }
                 r = cli_report_response(resp.status, resp.body, resp.body_len);

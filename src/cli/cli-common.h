@@ -112,7 +112,8 @@ bool cli_have_key(void);
 /* Sends a request (body: JSON text or NULL) and reads the whole answer.
  * Status >= 400 is printed as the API's error and returns CLI_EREPORTED. */
 int cli_call(const char *method, const char *target, const char *json_body, CliResponse *ret);
-/* Like cli_call but a 404 is returned as -ENOENT without printing. */
+/* Like cli_call but a 404 is returned as -ENOENT without printing; *ret
+ * then holds the error answer (for cli_report_response()). */
 int cli_call_quiet_404(const char *method, const char *target, const char *json_body, CliResponse *ret);
 
 /* Sends a request on c and reads the head. Status >= 400: the error is read,

@@ -47,7 +47,8 @@ static char *files_target(const char *id, const char *path, const char *extra) {
         return strjoin("/v1/sandboxes/", eid, "/files?path=", epath, strempty(extra));
 }
 
-/* Stat of a path in the sandbox: 1 and the entry, 0 if it does not exist, < 0 on errors (printed). */
+/* Stat of a path in the sandbox: 1 and the entry, 0 if there is none (or no
+ * such sandbox: *ret holds the 404 answer), < 0 on other errors (printed). */
 static int remote_stat(const char *id, const char *path, CliResponse *ret) {
         _cleanup_free_ char *target = files_target(id, path, "&stat=1");
         int r;
@@ -71,7 +72,7 @@ static int cp_upload(const char *src, const char *id, const char *rpath) {
         _cleanup_free_ char *path = NULL, *target = NULL, *buf = NULL;
         _cleanup_close_ int fd = -EBADF;
         bool from_stdin = streq(src, "-");
-        char mode_arg[32] = "";
+        char mode_arg[64] = "";
         struct stat st;
         int r;
 
@@ -85,8 +86,11 @@ static int cp_upload(const char *src, const char *id, const char *rpath) {
                 return cli_error_errno(negative_errno(), "%s: %m", src);
         if (S_ISDIR(st.st_mode))
                 return cli_error("'%s' is a directory: copying directories is not supported yet", src);
-        if (!from_stdin)
-                snprintf(mode_arg, sizeof mode_arg, "&mode=0%03o", (unsigned) (st.st_mode & 07777));
+        /* The mode bits travel along; missing parent directories are created. */
+        if (from_stdin)
+                snprintf(mode_arg, sizeof mode_arg, "&parents=1");
+        else
+                snprintf(mode_arg, sizeof mode_arg, "&mode=0%03o&parents=1", (unsigned) (st.st_mode & 07777));
 
         /* Into a directory: keep the file's name. */
         if (endswith(rpath, "/")) {
@@ -207,7 +211,7 @@ static int cp_download(const char *id, const char *rpath, const char *dst) {
         if (r < 0)
                 return r;
         if (r == 0)
-                return cli_error("%s:%s: no such file", id, rpath);
+                return cli_report_response(st_resp.status, st_resp.body, st_resp.body_len);
         if (entry_is_dir(st_resp.json))
                 return cli_error("'%s:%s' is a directory: copying directories is not supported yet", id, rpath);
         mode = entry_mode(st_resp.json);

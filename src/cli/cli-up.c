@@ -5,6 +5,7 @@
  * directory if needed and appends spaced's output to <state>/spaced.log. */
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,7 +16,8 @@
 #include "cli-verbs.h"
 #include "fd-util.h"
 
-#define CLI_UP_TIMEOUT_MSEC 30000
+#define CLI_UP_TIMEOUT_S 30
+#define CLI_UP_TIMEOUT_MAX_S 3600
 #define CLI_DOWN_TIMEOUT_MSEC 30000
 #define CLI_KILL_TIMEOUT_MSEC 5000
 #define CLI_POLL_MSEC 100
@@ -225,10 +227,12 @@ static void stop_child(pid_t pid) {
 
 enum {
         OPT_LISTEN = 1,
+        OPT_TIMEOUT,
 };
 
 static const CliOption up_options[] = {
         { "listen", 0, true, OPT_LISTEN },
+        { "timeout", 0, true, OPT_TIMEOUT },
         {},
 };
 
@@ -240,15 +244,26 @@ int cli_up(int argc, char **argv) {
         char listen_buf[CLI_ADDR_MAX];
         int errpipe[2] = { -1, -1 }, status, r;
         struct stat st;
+        uint64_t timeout_s = CLI_UP_TIMEOUT_S;
         off_t log_offset = 0;
         pid_t pid;
 
         r = cli_parser_init(&p, argc, argv, 0);
         if (r < 0)
                 return r;
-        while ((r = cli_parser_next(&p, up_options, &arg)) > 0)
-                if (r == OPT_LISTEN)
+        while ((r = cli_parser_next(&p, up_options, &arg)) > 0) {
+                switch (r) {
+                case OPT_LISTEN:
                         listen = arg;
+                        break;
+                case OPT_TIMEOUT:
+                        if (cli_parse_u64("timeout", arg, &timeout_s) < 0)
+                                return -EINVAL;
+                        if (timeout_s == 0 || timeout_s > CLI_UP_TIMEOUT_MAX_S)
+                                return cli_error("--timeout: must be between 1 and %d seconds", CLI_UP_TIMEOUT_MAX_S);
+                        break;
+                }
+        }
         if (r == CLI_OPT_HELP)
                 return 0;
         if (r < 0)
@@ -349,7 +364,7 @@ int cli_up(int argc, char **argv) {
                 return cli_error_errno(-child_errno, "cannot run %s: %m", spaced);
         }
 
-        uint64_t deadline = now_msec() + CLI_UP_TIMEOUT_MSEC;
+        uint64_t deadline = now_msec() + timeout_s * 1000;
         for (;;) {
                 pid_t w = waitpid(pid, &status, WNOHANG);
                 if (w == pid) {
@@ -365,8 +380,9 @@ int cli_up(int argc, char **argv) {
                 if (now_msec() >= deadline) {
                         stop_child(pid);
                         print_log_tail(log_path, log_offset);
-                        return cli_error("spaced did not become healthy within %d s; stopped it (log: %s)",
-                                         CLI_UP_TIMEOUT_MSEC / 1000, log_path);
+                        return cli_error("spaced did not become healthy within %" PRIu64
+                                         " s; stopped it (log: %s; a first start may need a longer --timeout)",
+                                         timeout_s, log_path);
                 }
                 sleep_msec(CLI_POLL_MSEC);
         }

@@ -13,10 +13,11 @@ static int cli_help(int argc, char **argv);
 static int cli_version(int argc, char **argv);
 
 static const CliCommand commands[] = {
-        { "up", cli_up, "[--state-dir DIR] [--listen ADDR] [-- SPACED-FLAGS...]",
+        { "up", cli_up, "[--state-dir DIR] [--listen ADDR] [--timeout S] [-- SPACED-FLAGS...]",
           "start spaced in the background and wait until it is healthy",
           "  --state-dir DIR   state directory (default $SPACE_STATE_DIR or /var/lib/space)\n"
           "  --listen ADDR     HTTP address host:port (default from $SPACE_URL, 127.0.0.1:7070)\n"
+          "  --timeout S       how long to wait for it to become healthy (default 30)\n"
           "spaced is looked up beside this binary, then on $PATH; its output goes to DIR/spaced.log.\n" },
         { "down", cli_down, "[--state-dir DIR]", "stop the spaced of a state directory (sandboxes keep their state)",
           NULL },
