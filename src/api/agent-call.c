@@ -154,7 +154,10 @@ int agent_call_error(const ProtoFrame *f, const char *what, ApiError *e) {
                 clean_message(json_string(json_get(v, "message")), msg, sizeof msg);
         if (!msg[0])
                 snprintf(msg, sizeof msg, "%s", strerror(err));
-        return api_error(e, -err, agent_errno_to_code(err), "%s%s%s", strempty(what), what ? ": " : "", msg);
+        /* the agent usually names the path or exec itself; else say what it was about */
+        if (isempty(what) || strstr(msg, what))
+                return api_error(e, -err, agent_errno_to_code(err), "%s", msg);
+        return api_error(e, -err, agent_errno_to_code(err), "%s: %s", what, msg);
 }
 
 int agent_call_json(int fd, ProtoType type, const char *json, const char *what, JsonValue **ret, ApiError *e) {

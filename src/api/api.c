@@ -83,13 +83,13 @@ int api_new(const Config *config, Api **ret) {
         if (!a)
                 return -ENOMEM;
         a->config = *config;
-        /* The same paths as worker_socket_path() and worker_agent_dir(), which live in
-         * libworker: the API links only the worker client. */
-        if ((size_t) snprintf(a->worker_address, sizeof a->worker_address, "unix:%s/run/worker.sock",
-                              config->state_dir) >= sizeof a->worker_address ||
-            (size_t) snprintf(a->agent_dir, sizeof a->agent_dir, "%s/run/sandboxes", config->state_dir) >=
-                    sizeof a->agent_dir)
-                return -ENAMETOOLONG;
+        memcpy(a->worker_address, "unix:", 5);
+        r = worker_socket_path(config, a->worker_address + 5, sizeof a->worker_address - 5);
+        if (r < 0)
+                return r;
+        r = worker_agent_dir(config, a->agent_dir, sizeof a->agent_dir);
+        if (r < 0)
+                return r;
         r = pthread_key_create(&a->handles_key, thread_handles_free);
         if (r != 0)
                 return -r;
@@ -286,7 +286,9 @@ int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e) {
         size_t n = 0;
         int k;
 
-        if (ct && !content_type_is(ct, "application/json"))
+        /* curl -d sends application/x-www-form-urlencoded unless told otherwise: a JSON body
+         * sent that way is still taken as JSON, since no endpoint takes forms. */
+        if (ct && !content_type_is(ct, "application/json") && !content_type_is(ct, "application/x-www-form-urlencoded"))
                 return api_error(e, -EINVAL, API_UNSUPPORTED_MEDIA, "expected Content-Type: application/json, got '%.64s'",
                                  ct);
         if (r->head->content_length > (int64_t) API_BODY_JSON_MAX)

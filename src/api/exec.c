@@ -326,7 +326,7 @@ static int exec_attach(ApiRequest *r, int *ret_fd, ApiError *e) {
         k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, &f, e);
         if (k < 0)
                 return k;
-        snprintf(what, sizeof what, "exec '%s'", exec_id);
+        snprintf(what, sizeof what, "'%s'", exec_id);
         if (f.type == PROTO_ERROR)
                 return agent_call_error(&f, what, e);
         if (f.type != PROTO_STARTED)

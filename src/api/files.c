@@ -153,8 +153,12 @@ static int files_download(ApiRequest *r, FileCall *c, ApiError *e) {
         k = agent_call_recv(c->fd, AGENT_REPLY_TIMEOUT_MSEC, &info, e);
         if (k < 0)
                 return k;
-        if (info.type != PROTO_FILE_INFO)
-                return agent_call_error(&info, c->what, e);
+        if (info.type != PROTO_FILE_INFO) {
+                k = agent_call_error(&info, c->what, e);
+                if (k == -EISDIR)
+                        (void) api_error(e, k, API_INVALID_PATH, "%s is a directory (use list=1)", c->what);
+                return k;
+        }
         k = agent_call_parse(&info, &v, e);
         if (k < 0)
                 return k;

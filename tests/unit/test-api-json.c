@@ -622,6 +622,9 @@ TEST(agent_errors) {
                      ENOENT);
         ASSERT_EQ(e.code, API_NOT_FOUND);
         ASSERT_STREQ(e.message, "'/a': No such file or directory");
+        /* a message that names the path already is not prefixed again */
+        ASSERT_TRUE(agent_error("{\"code\":\"ENOENT\",\"message\":\"Failed to open '/a': No such file\"}", &e) < 0);
+        ASSERT_STREQ(e.message, "Failed to open '/a': No such file");
         ASSERT_TRUE(agent_error("{\"code\":\"EISDIR\"}", &e) < 0);
         ASSERT_EQ(e.code, API_INVALID_PATH);
         ASSERT_STREQ(e.message, "'/a': Is a directory");
