@@ -1,2 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/* src/basic and src/shared: strings, numbers, files, config table, error table. */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "alloc-util.h"
+#include "api-error.h"
+#include "config.h"
+#include "fd-util.h"
+#include "str-util.h"
 #include "test.h"
-TEST(placeholder) { test_skip("not written yet"); }
+
+TEST(safe_atou64_strict) {
+        uint64_t v;
+        ASSERT_OK(safe_atou64("0", &v));
+        ASSERT_EQ(v, 0);
+        ASSERT_OK(safe_atou64("18446744073709551615", &v));
+        ASSERT_TRUE(v == UINT64_MAX);
+        ASSERT_ERRNO(safe_atou64("18446744073709551616", &v), ERANGE);
+        ASSERT_ERRNO(safe_atou64("-1", &v), EINVAL);
+        ASSERT_ERRNO(safe_atou64(" 1", &v), EINVAL);
+        ASSERT_ERRNO(safe_atou64("1 ", &v), EINVAL);
+        ASSERT_ERRNO(safe_atou64("", &v), EINVAL);
+        ASSERT_ERRNO(safe_atou64("0x10", &v), EINVAL);
+        ASSERT_ERRNO(safe_atou64(NULL, &v), EINVAL);
+}
+
+TEST(safe_atoi_ranges) {
+        int i;
+        unsigned u;
+        ASSERT_OK(safe_atoi("-2147483648", &i));
+        ASSERT_EQ(i, INT32_MIN);
+        ASSERT_ERRNO(safe_atoi("2147483648", &i), ERANGE);
+        ASSERT_ERRNO(safe_atou("4294967296", &u), ERANGE);
+        ASSERT_OK(safe_atou("4294967295", &u));
+        ASSERT_ERRNO(safe_atoi("12abc", &i), EINVAL);
+}
+
+TEST(slices) {
+        Slice s = { "hello world", 5 };
+        uint64_t v;
+        ASSERT_TRUE(slice_eq(s, "hello"));
+        ASSERT_FALSE(slice_eq(s, "hello world"));
+        ASSERT_TRUE(slice_eq_ci(s, "HeLLo"));
+        ASSERT_OK(slice_to_u64((Slice){ "1234xyz", 4 }, &v));
+        ASSERT_EQ(v, 1234);
+        ASSERT_ERRNO(slice_to_u64((Slice){ "", 0 }, &v), EINVAL);
+        ASSERT_ERRNO(slice_to_u64((Slice){ "123456789012345678901234567890123", 33 }, &v), EINVAL);
+}
+
+TEST(string_helpers) {
+        _cleanup_free_ char *j = strjoin("a", "/", "b");
+        _cleanup_free_ char *p = strdup_printf("%d-%s", 7, "x");
+        char small[4];
+        ASSERT_STREQ(j, "a/b");
+        ASSERT_STREQ(p, "7-x");
+        ASSERT_STREQ(startswith("prefix-rest", "prefix-"), "rest");
+        ASSERT_NULL(startswith("pre", "prefix"));
+        ASSERT_STREQ(endswith("file.tar", ".tar"), ".tar");
+        ASSERT_NULL(endswith("tar", ".tar"));
+        ASSERT_ERRNO(strscpy(small, sizeof small, "toolong"), ENAMETOOLONG);
+        ASSERT_STREQ(small, "too");
+        ASSERT_OK(strscpy(small, sizeof small, "abc"));
+}
+
+TEST(strv) {
+        _cleanup_strv_free_ char **l = NULL, **c = NULL;
+        ASSERT_OK(strv_extend(&l, "a"));
+        ASSERT_OK(strv_extend(&l, "b"));
+        ASSERT_EQ(strv_length(l), 2);
+        ASSERT_TRUE(strv_contains(l, "b"));
+        ASSERT_FALSE(strv_contains(l, "c"));
+        c = strv_copy(l);
+        ASSERT_EQ(strv_length(c), 2);
+        ASSERT_STREQ(c[1], "b");
+        ASSERT_EQ(strv_length(NULL), 0);
+}
+
+TEST(random_ids) {
+        char a[17], b[17];
+        ASSERT_OK(random_alnum(a, 16));
+        ASSERT_OK(random_alnum(b, 16));
+        ASSERT_EQ(strlen(a), 16);
+        ASSERT_TRUE(strcmp(a, b) != 0);
+        for (size_t i = 0; i < 16; i++)
+                ASSERT_TRUE((a[i] >= 'a' && a[i] <= 'z') || (a[i] >= '0' && a[i] <= '9'));
+        ASSERT_ERRNO(random_alnum(a, 1000), EINVAL);
+}
+
+TEST(files) {
+        char p[PATH_MAX], d[PATH_MAX];
+        _cleanup_free_ char *text = NULL;
+        size_t n;
+        struct stat st;
+
+        snprintf(p, sizeof p, "%s/f", test_tmpdir());
+        ASSERT_OK(write_file_atomic(p, "secret\n", 7, 0600));
+        ASSERT_OK(stat(p, &st));
+        ASSERT_EQ(st.st_mode & 0777, 0600);
+        ASSERT_OK(read_full_file(p, 100, &text, &n));
+        ASSERT_EQ(n, 7);
+        ASSERT_STREQ(text, "secret\n");
+        free(TAKE_PTR(text));
+        ASSERT_ERRNO(read_full_file(p, 3, &text, &n), EFBIG);
+        snprintf(d, sizeof d, "%s/a/b/c", test_tmpdir());
+        ASSERT_OK(mkdir_p(d, 0755));
+        ASSERT_OK(mkdir_p(d, 0755));
+        snprintf(d, sizeof d, "%s/a", test_tmpdir());
+        ASSERT_OK(rm_rf(d));
+        ASSERT_TRUE(access(d, F_OK) < 0);
+        ASSERT_OK(rm_rf(d)); /* missing is fine */
+}
+
+TEST(greedy_realloc) {
+        _cleanup_free_ int *a = NULL;
+        size_t allocated = 0;
+        ASSERT_OK(GREEDY_REALLOC(a, allocated, 10));
+        ASSERT_TRUE(allocated >= 10);
+        for (int i = 0; i < 10; i++)
+                a[i] = i;
+        ASSERT_ERRNO(GREEDY_REALLOC(a, allocated, SIZE_MAX / 2), ENOMEM);
+        ASSERT_EQ(a[9], 9);
+}
+
+TEST(config_table) {
+        Config c;
+        char err[256];
+        config_defaults(&c);
+        ASSERT_STREQ(c.listen, "127.0.0.1:7070");
+        ASSERT_STREQ(c.state_dir, "/var/lib/space");
+        ASSERT_EQ(c.default_memory_mb, 512);
+        ASSERT_OK(config_set(&c, "default_memory_mb", "256", err, sizeof err));
+        ASSERT_EQ(c.default_memory_mb, 256);
+        ASSERT_ERRNO(config_set(&c, "default_memory_mb", "1", err, sizeof err), ERANGE);
+        ASSERT_NOT_NULL(strstr(err, "out of range"));
+        ASSERT_ERRNO(config_set(&c, "default_memory_mb", "12x", err, sizeof err), EINVAL);
+        ASSERT_ERRNO(config_set(&c, "no_such_key", "1", err, sizeof err), EINVAL);
+        ASSERT_NOT_NULL(strstr(err, "unknown configuration key"));
+        ASSERT_ERRNO(config_set(&c, "storage", "zfs", err, sizeof err), EINVAL);
+        ASSERT_OK(config_set(&c, "storage", "overlay", err, sizeof err));
+        ASSERT_OK(config_finish(&c, err, sizeof err));
+        ASSERT_STREQ(c.store_url, "sqlite:/var/lib/space/space.db");
+        ASSERT_OK(config_set(&c, "state_dir", "relative", err, sizeof err));
+        ASSERT_ERRNO(config_finish(&c, err, sizeof err), EINVAL);
+}
+
+TEST(config_file) {
+        Config c;
+        char p[PATH_MAX], err[256];
+        const char *text = "# comment\nlisten = 127.0.0.1:9999\n  default_cpu_millis=500\nstorage = \"btrfs\"\n";
+        config_defaults(&c);
+        snprintf(p, sizeof p, "%s/spaced.conf", test_tmpdir());
+        ASSERT_OK(write_file_atomic(p, text, strlen(text), 0644));
+        ASSERT_OK(config_load_file(&c, p, err, sizeof err));
+        ASSERT_STREQ(c.listen, "127.0.0.1:9999");
+        ASSERT_EQ(c.default_cpu_millis, 500);
+        ASSERT_STREQ(c.storage, "btrfs");
+        ASSERT_OK(write_file_atomic(p, "bogus = 1\n", 10, 0644));
+        ASSERT_ERRNO(config_load_file(&c, p, err, sizeof err), EINVAL);
+        ASSERT_NOT_NULL(strstr(err, ":1:"));
+        ASSERT_OK(write_file_atomic(p, "no equals sign\n", 15, 0644));
+        ASSERT_ERRNO(config_load_file(&c, p, err, sizeof err), EINVAL);
+}
+
+TEST(config_env) {
+        Config c;
+        char err[256];
+        config_defaults(&c);
+        setenv("SPACE_MAX_PIDS", "999", 1);
+        ASSERT_OK(config_load_env(&c, err, sizeof err));
+        ASSERT_EQ(c.max_pids, 999);
+        setenv("SPACE_NOT_A_KEY", "1", 1);
+        ASSERT_ERRNO(config_load_env(&c, err, sizeof err), EINVAL);
+        unsetenv("SPACE_NOT_A_KEY");
+        unsetenv("SPACE_MAX_PIDS");
+}
+
+TEST(api_error_table) {
+        ApiError e = {};
+        for (int i = 0; i < _API_ERROR_CODE_MAX; i++) {
+                const char *s = api_error_code_to_string((ApiErrorCode) i);
+                ASSERT_NOT_NULL(s);
+                ASSERT_EQ(api_error_code_from_string(s), i);
+                ASSERT_TRUE(api_error_code_to_status((ApiErrorCode) i) >= 200);
+        }
+        ASSERT_EQ(api_error_code_from_string("nope"), _API_ERROR_CODE_INVALID);
+        ASSERT_EQ(api_error_code_to_status(API_NOT_FOUND), 404);
+        ASSERT_EQ(api_error_code_to_status(API_INSUFFICIENT_STORAGE), 507);
+        ASSERT_ERRNO(api_error(&e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", "x"), ENOENT);
+        ASSERT_STREQ(e.message, "no sandbox 'x'");
+        ASSERT_EQ(api_error_code_from_errno(-EDQUOT), API_INSUFFICIENT_STORAGE);
+        ASSERT_EQ(api_error_code_from_errno(ELOOP), API_INVALID_PATH);
+}
