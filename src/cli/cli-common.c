@@ -310,9 +310,11 @@ int cli_parse_double(const char *option, const char *s, double *ret) {
         char *end = NULL;
         double d;
 
+        if (isempty(s) || isspace((unsigned char) s[0]))
+                return cli_error("--%s: '%s' is not a number", option, strempty(s));
         errno = 0;
         d = strtod(s, &end);
-        if (isempty(s) || errno != 0 || !end || *end != 0 || !isfinite(d) || isspace((unsigned char) s[0]))
+        if (errno != 0 || !end || *end != 0 || !isfinite(d))
                 return cli_error("--%s: '%s' is not a number", option, s);
         *ret = d;
         return 0;

@@ -130,7 +130,7 @@ static bool is_executable_file(const char *path) {
         return stat(path, &st) >= 0 && S_ISREG(st.st_mode) && access(path, X_OK) >= 0;
 }
 
-/* spaced beside this binary (or in the build tree's src/spaced), else on $PATH. */
+/* spaced beside this binary (or in the build tree's src/spaced, or an installed ../sbin), else on $PATH. */
 static int find_spaced(char **ret) {
         char self[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -140,7 +140,7 @@ static int find_spaced(char **ret) {
                 char *slash = strrchr(self, '/');
                 if (slash) {
                         *slash = 0;
-                        static const char *const rel[] = { "spaced", "../spaced/spaced" };
+                        static const char *const rel[] = { "spaced", "../spaced/spaced", "../sbin/spaced" };
                         for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
                                 _cleanup_free_ char *p = cli_path_join(self, rel[i]);
                                 if (p && is_executable_file(p)) {
