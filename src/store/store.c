@@ -1,1 +1,571 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/* The generic half of the store: picks a back end from the URL, checks every
+ * argument once (so back ends need not), and dispatches through the ops
+ * table. Also the enum string tables, record destructors and now_usec(). */
+
+#include <time.h>
+
+#include "store-backend.h"
+#include "str-util.h"
+
+#define TENANT_ID_PREFIX "tn_"
+#define TENANT_ID_RANDOM_LEN 12
+#define TENANT_CREATE_TRIES 4
+
+/* The one visible table of back ends. ops NULL = known scheme, not built yet. */
+static const struct {
+        const char *scheme;     /* matches "SCHEME:..." */
+        bool pass_whole_url;    /* the back end parses the URL itself */
+        const StoreOps *ops;
+} store_backends[] = {
+        { "sqlite", false, &store_sqlite_ops },
+        { "postgres", true, NULL },
+        { "postgresql", true, NULL },
+};
+
+static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {
+        [SANDBOX_CREATING] = "creating",
+        [SANDBOX_RUNNING] = "running",
+        [SANDBOX_PAUSED] = "paused",
+        [SANDBOX_SUSPENDED] = "suspended",
+        [SANDBOX_DELETING] = "deleting",
+        [SANDBOX_DELETED] = "deleted",
+        [SANDBOX_ERROR] = "error",
+};
+
+static const char *const template_state_table[_TEMPLATE_STATE_MAX] = {
+        [TEMPLATE_IMPORTING] = "importing",
+        [TEMPLATE_READY] = "ready",
+};
+
+const char *sandbox_state_to_string(SandboxState s) {
+        if (s < 0 || s >= _SANDBOX_STATE_MAX)
+                return NULL;
+        return sandbox_state_table[s];
+}
+
+SandboxState sandbox_state_from_string(const char *s) {
+        if (!s)
+                return _SANDBOX_STATE_INVALID;
+        for (size_t i = 0; i < ELEMENTSOF(sandbox_state_table); i++)
+                if (streq(sandbox_state_table[i], s))
+                        return (SandboxState) i;
+        return _SANDBOX_STATE_INVALID;
+}
+
+const char *template_state_to_string(TemplateState s) {
+        if (s < 0 || s >= _TEMPLATE_STATE_MAX)
+                return NULL;
+        return template_state_table[s];
+}
+
+TemplateState template_state_from_string(const char *s) {
+        if (!s)
+                return _TEMPLATE_STATE_INVALID;
+        for (size_t i = 0; i < ELEMENTSOF(template_state_table); i++)
+                if (streq(template_state_table[i], s))
+                        return (TemplateState) i;
+        return _TEMPLATE_STATE_INVALID;
+}
+
+int64_t now_usec(void) {
+        struct timespec ts;
+
+        if (clock_gettime(CLOCK_REALTIME, &ts) < 0)
+                return 0;
+        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void sandbox_done(Sandbox *s) {
+        if (!s)
+                return;
+        s->env_json = mfree(s->env_json);
+        s->metadata_json = mfree(s->metadata_json);
+}
+
+void sandbox_array_free(Sandbox *a, size_t n) {
+        if (!a)
+                return;
+        for (size_t i = 0; i < n; i++)
+                sandbox_done(a + i);
+        free(a);
+}
+
+void event_done(Event *e) {
+        if (!e)
+                return;
+        e->data_json = mfree(e->data_json);
+}
+
+void event_array_free(Event *a, size_t n) {
+        if (!a)
+                return;
+        for (size_t i = 0; i < n; i++)
+                event_done(a + i);
+        free(a);
+}
+
+/* A fixed buffer of a record must hold a NUL-terminated string: a longer one
+ * is refused, never truncated. */
+static int check_field(const char *buf, size_t size, bool required) {
+        size_t n = strnlen(buf, size);
+
+        if (n >= size)
+                return -ENAMETOOLONG;
+        if (required && n == 0)
+                return -EINVAL;
+        return 0;
+}
+#define CHECK_FIELD(f, required) check_field((f), sizeof(f), (required))
+
+/* A string argument that will be written into a fixed-size column. */
+static int check_arg(const char *s, size_t size, bool required) {
+        if (!s)
+                return required ? -EINVAL : 0;
+        return check_field(s, size, required);
+}
+
+/* A string argument used only to look a row up: one that cannot fit a
+ * column cannot name a row either. */
+static int check_lookup(const char *s, size_t size) {
+        if (!s)
+                return -EINVAL;
+        if (s[0] == 0 || strnlen(s, size) >= size)
+                return -ENOENT;
+        return 0;
+}
+
+/* The SQL integer columns are signed 64 bit. */
+static int check_u64(uint64_t v) {
+        return v > (uint64_t) INT64_MAX ? -ERANGE : 0;
+}
+
+#define CHECK(expr)                     \
+        do {                            \
+                int _r = (expr);        \
+                if (_r < 0)             \
+                        return _r;      \
+        } while (0)
+
+int store_open(const char *url, Store **ret) {
+        const StoreOps *ops = NULL;
+        const char *location = NULL;
+        bool matched = false;
+
+        if (!url || !ret)
+                return -EINVAL;
+        if (url[0] == 0)
+                return -EINVAL;
+        if (strnlen(url, STORE_URL_MAX) >= STORE_URL_MAX)
+                return -ENAMETOOLONG;
+
+        for (size_t i = 0; i < ELEMENTSOF(store_backends); i++) {
+                const char *rest = startswith(url, store_backends[i].scheme);
+                if (!rest || rest[0] != ':')
+                        continue;
+                matched = true;
+                ops = store_backends[i].ops;
+                if (store_backends[i].pass_whole_url)
+                        location = url;
+                else {
+                        location = rest + 1;
+                        /* "sqlite:///abs/path" and "sqlite://rel" as well as "sqlite:/abs" */
+                        location = startswith(location, "//") ?: location;
+                }
+                break;
+        }
+        if (!matched) {
+                /* Another scheme we do not know; else a plain path means sqlite. */
+                if (strstr(url, "://"))
+                        return -EPROTONOSUPPORT;
+                ops = &store_sqlite_ops;
+                location = url;
+        }
+        if (!ops)
+                return -EPROTONOSUPPORT;
+        if (location[0] == 0)
+                return -EINVAL;
+
+        return ops->open(location, ret);
+}
+
+Store *store_close(Store *s) {
+        if (s)
+                s->ops->close(s);
+        return NULL;
+}
+
+const char *store_backend_name(const Store *s) {
+        return s ? s->ops->name : NULL;
+}
+
+int store_schema_version(Store *s) {
+        if (!s)
+                return -EINVAL;
+        return s->ops->schema_version(s);
+}
+
+/* Tenants */
+
+int store_tenant_create(Store *s, const char *name, Tenant *ret) {
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        CHECK(check_arg(name, STORE_NAME_MAX, true));
+
+        for (unsigned attempt = 0;; attempt++) {
+                Tenant t = { .created_usec = now_usec() };
+                char rnd[TENANT_ID_RANDOM_LEN + 1];
+
+                r = random_alnum(rnd, TENANT_ID_RANDOM_LEN);
+                if (r < 0)
+                        return r;
+                if (snprintf(t.id, sizeof t.id, "%s%s", TENANT_ID_PREFIX, rnd) < 0)
+                        return -EIO;
+                (void) strscpy(t.name, sizeof t.name, name); /* length checked above */
+
+                r = s->ops->tenant_insert(s, &t);
+                if (r == -EEXIST && attempt + 1 < TENANT_CREATE_TRIES) {
+                        /* The name, or (rarely) the random id, is taken: tell which. */
+                        Tenant other;
+                        int k = s->ops->tenant_get_by_name(s, name, &other);
+                        if (k >= 0)
+                                return -EEXIST;
+                        if (k != -ENOENT)
+                                return k;
+                        continue;
+                }
+                if (r < 0)
+                        return r;
+                if (ret)
+                        *ret = t;
+                return 0;
+        }
+}
+
+int store_tenant_get(Store *s, const char *id, Tenant *ret) {
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        return s->ops->tenant_get(s, id, ret);
+}
+
+int store_tenant_get_by_name(Store *s, const char *name, Tenant *ret) {
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(check_lookup(name, STORE_NAME_MAX));
+        return s->ops->tenant_get_by_name(s, name, ret);
+}
+
+int store_tenant_list(Store *s, Tenant **ret, size_t *ret_n) {
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        return s->ops->tenant_list(s, ret, ret_n);
+}
+
+/* API keys */
+
+int store_key_insert(Store *s, const ApiKey *k) {
+        ApiKey copy;
+
+        if (!s || !k)
+                return -EINVAL;
+        CHECK(CHECK_FIELD(k->id, true));
+        CHECK(CHECK_FIELD(k->tenant_id, true));
+        CHECK(CHECK_FIELD(k->hash, true));
+        CHECK(CHECK_FIELD(k->name, false));
+        if (k->created_usec < 0)
+                return -EINVAL;
+
+        copy = *k;
+        if (copy.created_usec == 0)
+                copy.created_usec = now_usec();
+        return s->ops->key_insert(s, &copy);
+}
+
+int store_key_get_by_hash(Store *s, const char *hash, ApiKey *ret) {
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(check_lookup(hash, sizeof(((ApiKey *) NULL)->hash)));
+        return s->ops->key_get_by_hash(s, hash, ret);
+}
+
+int store_key_list(Store *s, const char *tenant_id, ApiKey **ret, size_t *ret_n) {
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        return s->ops->key_list(s, tenant_id, ret, ret_n);
+}
+
+int store_key_delete(Store *s, const char *tenant_id, const char *id) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        if (tenant_id)
+                CHECK(check_lookup(tenant_id, STORE_ID_MAX));
+        return s->ops->key_delete(s, tenant_id, id);
+}
+
+int store_key_count(Store *s, uint64_t *ret) {
+        if (!s || !ret)
+                return -EINVAL;
+        return s->ops->key_count(s, ret);
+}
+
+/* Templates */
+
+int store_template_insert(Store *s, const Template *t) {
+        Template copy;
+
+        if (!s || !t)
+                return -EINVAL;
+        CHECK(CHECK_FIELD(t->name, true));
+        CHECK(CHECK_FIELD(t->tenant_id, false));
+        if (!template_state_to_string(t->state))
+                return -EINVAL;
+        CHECK(check_u64(t->size_bytes));
+        if (t->created_usec < 0)
+                return -EINVAL;
+
+        copy = *t;
+        if (copy.created_usec == 0)
+                copy.created_usec = now_usec();
+        return s->ops->template_insert(s, &copy);
+}
+
+int store_template_get(Store *s, const char *name, Template *ret) {
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(check_lookup(name, STORE_NAME_MAX));
+        return s->ops->template_get(s, name, ret);
+}
+
+int store_template_list(Store *s, Template **ret, size_t *ret_n) {
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        return s->ops->template_list(s, ret, ret_n);
+}
+
+int store_template_set_ready(Store *s, const char *name, uint64_t size_bytes) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(name, STORE_NAME_MAX));
+        CHECK(check_u64(size_bytes));
+        return s->ops->template_set_ready(s, name, size_bytes);
+}
+
+int store_template_delete(Store *s, const char *name) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(name, STORE_NAME_MAX));
+        return s->ops->template_delete(s, name);
+}
+
+int store_template_in_use(Store *s, const char *name, uint64_t *ret) {
+        if (!s || !ret || !name)
+                return -EINVAL;
+        if (check_lookup(name, STORE_NAME_MAX) < 0) {
+                *ret = 0;
+                return 0;
+        }
+        return s->ops->template_in_use(s, name, ret);
+}
+
+/* Sandboxes */
+
+static int sandbox_check(const Sandbox *sb) {
+        CHECK(CHECK_FIELD(sb->id, true));
+        CHECK(CHECK_FIELD(sb->tenant_id, true));
+        CHECK(CHECK_FIELD(sb->template_name, true));
+        CHECK(CHECK_FIELD(sb->runtime, true));
+        CHECK(CHECK_FIELD(sb->worker, false));
+        CHECK(CHECK_FIELD(sb->reason, false));
+        CHECK(CHECK_FIELD(sb->parent_id, false));
+        if (!sandbox_state_to_string(sb->state))
+                return -EINVAL;
+        CHECK(check_u64(sb->memory_mb));
+        CHECK(check_u64(sb->disk_mb));
+        CHECK(check_u64(sb->timeout_s));
+        CHECK(check_u64(sb->pid_starttime));
+        if (sb->created_usec < 0 || sb->updated_usec < 0 || sb->expires_usec < 0 || sb->pid < 0)
+                return -EINVAL;
+        return 0;
+}
+
+int store_sandbox_insert_max(Store *s, Sandbox *sb, uint32_t slots_max) {
+        Sandbox copy;
+        int r;
+
+        if (!s || !sb)
+                return -EINVAL;
+        CHECK(sandbox_check(sb));
+        if (slots_max == 0)
+                return -ENOSPC;
+
+        copy = *sb;
+        if (copy.created_usec == 0)
+                copy.created_usec = now_usec();
+        if (copy.updated_usec == 0)
+                copy.updated_usec = copy.created_usec;
+        r = s->ops->sandbox_insert(s, &copy, slots_max);
+        if (r < 0)
+                return r;
+        sb->slot = copy.slot;
+        sb->created_usec = copy.created_usec;
+        sb->updated_usec = copy.updated_usec;
+        return 0;
+}
+
+int store_sandbox_insert(Store *s, Sandbox *sb) {
+        return store_sandbox_insert_max(s, sb, UINT32_MAX);
+}
+
+int store_sandbox_get(Store *s, const char *tenant_id, const char *id, Sandbox *ret) {
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        if (tenant_id)
+                CHECK(check_lookup(tenant_id, STORE_ID_MAX));
+        return s->ops->sandbox_get(s, tenant_id, id, ret);
+}
+
+static int sandbox_filter_resolve(const SandboxFilter *f, SandboxFilter *ret) {
+        SandboxFilter r = { .state = -1 };
+
+        if (f)
+                r = *f;
+        if (r.state >= 0 && !sandbox_state_to_string(r.state))
+                return -EINVAL;
+        if (r.state < 0)
+                r.state = -1;
+        if (r.limit == 0)
+                r.limit = STORE_LIST_LIMIT_DEFAULT;
+        if (r.limit > INT32_MAX)
+                r.limit = INT32_MAX;
+        *ret = r;
+        return 0;
+}
+
+int store_sandbox_list(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n) {
+        SandboxFilter filter;
+
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        CHECK(sandbox_filter_resolve(f, &filter));
+        return s->ops->sandbox_list(s, &filter, ret, ret_n);
+}
+
+int store_sandbox_count(Store *s, const SandboxFilter *f, uint64_t *ret) {
+        SandboxFilter filter;
+
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(sandbox_filter_resolve(f, &filter));
+        filter.after_id = NULL;
+        return s->ops->sandbox_count(s, &filter, ret);
+}
+
+int store_sandbox_set_state(Store *s, const char *id, int from, SandboxState to, const char *reason) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        if (from >= 0 && !sandbox_state_to_string(from))
+                return -EINVAL;
+        if (!sandbox_state_to_string(to))
+                return -EINVAL;
+        CHECK(check_arg(reason, STORE_REASON_MAX, false));
+        return s->ops->sandbox_set_state(s, id, from < 0 ? -1 : from, to, strempty(reason), now_usec());
+}
+
+int store_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pid_starttime, const char *worker) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        if (pid < 0)
+                return -EINVAL;
+        CHECK(check_u64(pid_starttime));
+        CHECK(check_arg(worker, sizeof(((Sandbox *) NULL)->worker), false));
+        return s->ops->sandbox_set_runtime(s, id, pid, pid_starttime, worker, now_usec());
+}
+
+int store_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        if (expires_usec < 0)
+                return -EINVAL;
+        return s->ops->sandbox_set_expiry(s, id, expires_usec, now_usec());
+}
+
+int store_sandbox_purge(Store *s, const char *id) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        return s->ops->sandbox_purge(s, id);
+}
+
+/* Events */
+
+int store_event_append(Store *s, Event *e) {
+        Event copy;
+        int r;
+
+        if (!s || !e)
+                return -EINVAL;
+        CHECK(CHECK_FIELD(e->tenant_id, false));
+        CHECK(CHECK_FIELD(e->sandbox_id, false));
+        CHECK(CHECK_FIELD(e->type, true));
+        CHECK(CHECK_FIELD(e->actor, false));
+        CHECK(CHECK_FIELD(e->reason, false));
+        if (e->time_usec < 0)
+                return -EINVAL;
+
+        copy = *e;
+        if (copy.time_usec == 0)
+                copy.time_usec = now_usec();
+        r = s->ops->event_append(s, &copy);
+        if (r < 0)
+                return r;
+        e->seq = copy.seq;
+        e->time_usec = copy.time_usec;
+        return 0;
+}
+
+int store_event_list(Store *s, const EventFilter *f, Event **ret, size_t *ret_n) {
+        EventFilter filter = {};
+
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        if (f)
+                filter = *f;
+        if (filter.type && filter.type[0] == 0)
+                filter.type = NULL;
+        if (filter.after_seq < 0)
+                filter.after_seq = 0;
+        if (filter.since_usec < 0)
+                filter.since_usec = 0;
+        if (filter.limit == 0)
+                filter.limit = STORE_LIST_LIMIT_DEFAULT;
+        if (filter.limit > INT32_MAX)
+                filter.limit = INT32_MAX;
+        return s->ops->event_list(s, &filter, ret, ret_n);
+}
+
+int store_event_delete_before(Store *s, int64_t before_usec, uint64_t *ret) {
+        uint64_t n = 0;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        if (before_usec <= 0) {
+                if (ret)
+                        *ret = 0;
+                return 0;
+        }
+        r = s->ops->event_delete_before(s, before_usec, &n);
+        if (r < 0)
+                return r;
+        if (ret)
+                *ret = n;
+        return 0;
+}

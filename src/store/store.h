@@ -13,6 +13,8 @@
 #define STORE_ID_MAX 64
 #define STORE_NAME_MAX 128
 #define STORE_REASON_MAX 512
+#define STORE_URL_MAX 4096
+#define STORE_LIST_LIMIT_DEFAULT 1000 /* a filter's limit 0 means this */
 
 typedef struct Store Store;
 
@@ -133,6 +135,8 @@ int store_tenant_get_by_name(Store *s, const char *name, Tenant *ret);
 int store_tenant_list(Store *s, Tenant **ret, size_t *ret_n);
 
 /* API keys */
+/* -ENOENT if k->tenant_id is not a tenant; -EEXIST if the id or hash is taken.
+ * created_usec 0 = now. */
 int store_key_insert(Store *s, const ApiKey *k);
 int store_key_get_by_hash(Store *s, const char *hash, ApiKey *ret);
 int store_key_list(Store *s, const char *tenant_id /* NULL = all */, ApiKey **ret, size_t *ret_n);
@@ -140,30 +144,40 @@ int store_key_delete(Store *s, const char *tenant_id /* NULL = any */, const cha
 int store_key_count(Store *s, uint64_t *ret);
 
 /* Templates (names are unique) */
-int store_template_insert(Store *s, const Template *t);
+int store_template_insert(Store *s, const Template *t); /* created_usec 0 = now */
 int store_template_get(Store *s, const char *name, Template *ret);
 int store_template_list(Store *s, Template **ret, size_t *ret_n);
 int store_template_set_ready(Store *s, const char *name, uint64_t size_bytes);
 /* Deletes unless a sandbox not in state deleted references it: then -EBUSY. */
 int store_template_delete(Store *s, const char *name);
+/* Number of sandboxes not in state deleted that use the template (0 if none). */
+int store_template_in_use(Store *s, const char *name, uint64_t *ret);
 
 /* Sandboxes. insert assigns s->slot: the lowest slot not used by a sandbox
  * whose state is not deleted (atomically, in the same transaction). */
 int store_sandbox_insert(Store *s, Sandbox *sb);
+/* The same, but only slots < slots_max are used: -ENOSPC when all are taken.
+ * created_usec 0 = now; updated_usec 0 = created_usec. -EEXIST if the id is taken. */
+int store_sandbox_insert_max(Store *s, Sandbox *sb, uint32_t slots_max);
 int store_sandbox_get(Store *s, const char *tenant_id /* NULL = any */, const char *id, Sandbox *ret);
 int store_sandbox_list(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n);
+/* Counts what store_sandbox_list would return without after_id and limit. */
+int store_sandbox_count(Store *s, const SandboxFilter *f, uint64_t *ret);
 /* Compare-and-set of the state: only if current state == from (or from < 0 = any
  * state other than deleted); else -ESTALE. Updates reason and updated_usec. */
 int store_sandbox_set_state(Store *s, const char *id, int from, SandboxState to, const char *reason);
-/* Writes the runtime facts (pid, pid_starttime, worker) of a sandbox. */
+/* Writes the runtime facts (pid, pid_starttime, worker) of a sandbox; worker
+ * NULL = leave it as it is. */
 int store_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pid_starttime, const char *worker);
 int store_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec);
 /* Removes the row of a sandbox in state deleted (history is kept in events). */
-int store_sandbox_purge(Store *s, const char *id);
+int store_sandbox_purge(Store *s, const char *id); /* -ESTALE if not deleted */
 
 /* Events */
 int store_event_append(Store *s, Event *e); /* sets e->seq and, if 0, e->time_usec */
 int store_event_list(Store *s, const EventFilter *f, Event **ret, size_t *ret_n);
+/* Retention: removes events with time_usec < before_usec; ret (may be NULL) = how many. */
+int store_event_delete_before(Store *s, int64_t before_usec, uint64_t *ret);
 
 /* string tables (the only source of wire and database strings) */
 const char *sandbox_state_to_string(SandboxState s);

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Private to src/store: what a back end implements. store.c checks the
+ * arguments (NULLs, enum ranges, string lengths against the fixed buffers,
+ * integer ranges) before dispatching, so an op may assume them valid. Every op
+ * returns >= 0 or -errno with the meanings documented in store.h, and sets its
+ * ret_* out-params only on success. */
+
+#include "store.h"
+
+struct Store {
+        const StoreOps *ops;
+};
+
+struct StoreOps {
+        const char *name;
+        /* location: the URL with "sqlite:" stripped, or the whole URL for
+         * back ends that parse their own (postgres://...). */
+        int (*open)(const char *location, Store **ret);
+        void (*close)(Store *s);
+        int (*schema_version)(Store *s);
+
+        int (*tenant_insert)(Store *s, const Tenant *t);
+        int (*tenant_get)(Store *s, const char *id, Tenant *ret);
+        int (*tenant_get_by_name)(Store *s, const char *name, Tenant *ret);
+        int (*tenant_list)(Store *s, Tenant **ret, size_t *ret_n);
+
+        int (*key_insert)(Store *s, const ApiKey *k);
+        int (*key_get_by_hash)(Store *s, const char *hash, ApiKey *ret);
+        int (*key_list)(Store *s, const char *tenant_id, ApiKey **ret, size_t *ret_n);
+        int (*key_delete)(Store *s, const char *tenant_id, const char *id);
+        int (*key_count)(Store *s, uint64_t *ret);
+
+        int (*template_insert)(Store *s, const Template *t);
+        int (*template_get)(Store *s, const char *name, Template *ret);
+        int (*template_list)(Store *s, Template **ret, size_t *ret_n);
+        int (*template_set_ready)(Store *s, const char *name, uint64_t size_bytes);
+        int (*template_delete)(Store *s, const char *name);
+        int (*template_in_use)(Store *s, const char *name, uint64_t *ret);
+
+        /* sb is complete but for slot, which the op picks (< slots_max) and sets. */
+        int (*sandbox_insert)(Store *s, Sandbox *sb, uint32_t slots_max);
+        int (*sandbox_get)(Store *s, const char *tenant_id, const char *id, Sandbox *ret);
+        /* f->limit is already resolved (never 0). */
+        int (*sandbox_list)(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n);
+        int (*sandbox_count)(Store *s, const SandboxFilter *f, uint64_t *ret);
+        int (*sandbox_set_state)(Store *s, const char *id, int from, SandboxState to,
+                                 const char *reason, int64_t now);
+        int (*sandbox_set_runtime)(Store *s, const char *id, int64_t pid, uint64_t pid_starttime,
+                                   const char *worker, int64_t now);
+        int (*sandbox_set_expiry)(Store *s, const char *id, int64_t expires_usec, int64_t now);
+        int (*sandbox_purge)(Store *s, const char *id);
+
+        /* e->time_usec is already set; the op sets e->seq. */
+        int (*event_append)(Store *s, Event *e);
+        int (*event_list)(Store *s, const EventFilter *f, Event **ret, size_t *ret_n);
+        int (*event_delete_before)(Store *s, int64_t before_usec, uint64_t *ret);
+};
+
+extern const StoreOps store_sqlite_ops;

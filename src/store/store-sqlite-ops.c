@@ -1,0 +1,834 @@
+/* SPDX-License-Identifier: MIT */
+/* The SQLite back end's operations. store.c has checked every argument. The
+ * SQL sticks to what PostgreSQL also takes (RETURNING, partial indexes,
+ * COALESCE, substr) so the PostgreSQL back end can reuse it; what is not
+ * portable is only the '?N' / ':name' parameter syntax.
+ *
+ * "state <> 'deleted'" is spelled literally where the partial unique index
+ * sandboxes_live_slot must match it; the unit test checks that it agrees with
+ * sandbox_state_to_string(SANDBOX_DELETED). */
+
+#include "alloc-util.h"
+#include "store-sqlite.h"
+
+#define SQL_LIVE "state <> 'deleted'"
+
+#define TENANT_COLUMNS "id, name, created_usec"
+#define KEY_COLUMNS "id, tenant_id, hash, name, admin, created_usec"
+#define TEMPLATE_COLUMNS "name, tenant_id, state, size_bytes, created_usec"
+#define SANDBOX_COLUMNS                                                                        \
+        "id, tenant_id, template_name, runtime, worker, state, reason, cpu_millis, memory_mb, " \
+        "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
+        "pid_starttime, env_json, metadata_json, parent_id"
+#define EVENT_COLUMNS "seq, time_usec, tenant_id, sandbox_id, type, actor, reason, data_json"
+
+const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
+        [SQL_BEGIN_IMMEDIATE] = "BEGIN IMMEDIATE",
+        [SQL_COMMIT] = "COMMIT",
+        [SQL_ROLLBACK] = "ROLLBACK",
+        [SQL_SCHEMA_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [SQL_MIGRATION_APPLIED] = "SELECT 1 FROM schema_migrations WHERE version = ?1",
+        [SQL_MIGRATION_RECORD] = "INSERT INTO schema_migrations (version, name, applied_usec) VALUES (?1, ?2, ?3)",
+
+        [SQL_TENANT_INSERT] = "INSERT INTO tenants (" TENANT_COLUMNS ") VALUES (?1, ?2, ?3)",
+        [SQL_TENANT_GET] = "SELECT " TENANT_COLUMNS " FROM tenants WHERE id = ?1",
+        [SQL_TENANT_GET_BY_NAME] = "SELECT " TENANT_COLUMNS " FROM tenants WHERE name = ?1",
+        [SQL_TENANT_LIST] = "SELECT " TENANT_COLUMNS " FROM tenants ORDER BY name",
+
+        [SQL_KEY_INSERT] = "INSERT INTO api_keys (" KEY_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [SQL_KEY_GET_BY_HASH] = "SELECT " KEY_COLUMNS " FROM api_keys WHERE hash = ?1",
+        [SQL_KEY_LIST] = "SELECT " KEY_COLUMNS " FROM api_keys WHERE (?1 IS NULL OR tenant_id = ?1) "
+                         "ORDER BY created_usec, id",
+        [SQL_KEY_DELETE] = "DELETE FROM api_keys WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
+        [SQL_KEY_COUNT] = "SELECT COUNT(*) FROM api_keys",
+
+        [SQL_TEMPLATE_INSERT] = "INSERT INTO templates (" TEMPLATE_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5)",
+        [SQL_TEMPLATE_GET] = "SELECT " TEMPLATE_COLUMNS " FROM templates WHERE name = ?1",
+        [SQL_TEMPLATE_LIST] = "SELECT " TEMPLATE_COLUMNS " FROM templates ORDER BY name",
+        [SQL_TEMPLATE_SET_STATE] = "UPDATE templates SET state = ?2, size_bytes = ?3 WHERE name = ?1",
+        [SQL_TEMPLATE_DELETE] = "DELETE FROM templates WHERE name = ?1",
+        [SQL_TEMPLATE_IN_USE] = "SELECT COUNT(*) FROM sandboxes WHERE template_name = ?1 AND " SQL_LIVE,
+
+        /* The lowest slot no live sandbox holds: 0 if free, else one past the
+         * first live slot whose successor is free. */
+        [SQL_SANDBOX_FREE_SLOT] =
+                "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM sandboxes WHERE slot = 0 AND " SQL_LIVE ") THEN 0 "
+                "ELSE (SELECT MIN(a.slot) + 1 FROM sandboxes a WHERE a." SQL_LIVE " AND NOT EXISTS "
+                "(SELECT 1 FROM sandboxes b WHERE b.slot = a.slot + 1 AND b." SQL_LIVE ")) END",
+        [SQL_SANDBOX_INSERT] =
+                "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
+                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+        [SQL_SANDBOX_GET] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
+        [SQL_SANDBOX_EXISTS] = "SELECT 1 FROM sandboxes WHERE id = ?1",
+        [SQL_SANDBOX_SET_STATE_FROM] =
+                "UPDATE sandboxes SET state = ?2, reason = ?3, updated_usec = ?4 WHERE id = ?1 AND state = ?5",
+        [SQL_SANDBOX_SET_STATE_LIVE] =
+                "UPDATE sandboxes SET state = ?2, reason = ?3, updated_usec = ?4 WHERE id = ?1 AND " SQL_LIVE,
+        [SQL_SANDBOX_SET_RUNTIME] =
+                "UPDATE sandboxes SET pid = ?2, pid_starttime = ?3, worker = COALESCE(?4, worker), "
+                "updated_usec = ?5 WHERE id = ?1",
+        [SQL_SANDBOX_SET_EXPIRY] = "UPDATE sandboxes SET expires_usec = ?2, updated_usec = ?3 WHERE id = ?1",
+        [SQL_SANDBOX_PURGE] = "DELETE FROM sandboxes WHERE id = ?1 AND state = 'deleted'",
+
+        [SQL_EVENT_APPEND] =
+                "INSERT INTO events (time_usec, tenant_id, sandbox_id, type, actor, reason, data_json) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING seq",
+        [SQL_EVENT_DELETE_BEFORE] = "DELETE FROM events WHERE time_usec < ?1",
+};
+
+#define TRY(expr)                       \
+        do {                            \
+                int _r = (expr);        \
+                if (_r < 0)             \
+                        return _r;      \
+        } while (0)
+
+/* Runs a one-row query that yields one non-negative integer. */
+static int query_u64(SqliteStore *q, sqlite3_stmt *st, uint64_t *ret) {
+        int r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -EBADMSG;
+        return sqlite_col_u64(st, 0, ret);
+}
+
+/* Returns 1 if the sandbox row exists, 0 if not. */
+static int sandbox_exists(SqliteStore *q, const char *id) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, SQL_SANDBOX_EXISTS, &st));
+        TRY(sqlite_bind_text(q, st, 1, id));
+        return sqlite_store_step(q, st);
+}
+
+/* Runs an UPDATE/DELETE; returns the number of rows changed. */
+static int step_changes(SqliteStore *q, sqlite3_stmt *st) {
+        TRY(sqlite_store_step_done(q, st));
+        return (int) MIN(sqlite3_changes64(q->db), (sqlite3_int64) INT32_MAX);
+}
+
+/* Grows an array for list results one row at a time. */
+#define LIST_GROW(array, allocated, n) \
+        (GREEDY_REALLOC(array, allocated, (n) + 1) < 0 ? -ENOMEM : 0)
+
+/* Tenants */
+
+static int tenant_read(sqlite3_stmt *st, Tenant *ret) {
+        Tenant t = {};
+
+        TRY(SQLITE_COL_STR(st, 0, t.id));
+        TRY(SQLITE_COL_STR(st, 1, t.name));
+        t.created_usec = sqlite3_column_int64(st, 2);
+        *ret = t;
+        return 0;
+}
+
+static int op_tenant_insert(Store *s, const Tenant *t) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, SQL_TENANT_INSERT, &st));
+        TRY(sqlite_bind_text(q, st, 1, t->id));
+        TRY(sqlite_bind_text(q, st, 2, t->name));
+        TRY(sqlite_bind_int64(q, st, 3, t->created_usec));
+        return sqlite_store_step_done(q, st);
+}
+
+static int tenant_get_by(SqliteStore *q, SqlStmt id, const char *key, Tenant *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(sqlite_store_stmt(q, id, &st));
+        TRY(sqlite_bind_text(q, st, 1, key));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        return tenant_read(st, ret);
+}
+
+static int op_tenant_get(Store *s, const char *id, Tenant *ret) {
+        return tenant_get_by(sqlite_store(s), SQL_TENANT_GET, id, ret);
+}
+
+static int op_tenant_get_by_name(Store *s, const char *name, Tenant *ret) {
+        return tenant_get_by(sqlite_store(s), SQL_TENANT_GET_BY_NAME, name, ret);
+}
+
+static int op_tenant_list(Store *s, Tenant **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ Tenant *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_TENANT_LIST, &st));
+        while ((r = sqlite_store_step(q, st)) > 0) {
+                TRY(LIST_GROW(a, allocated, n));
+                TRY(tenant_read(st, &a[n]));
+                n++;
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(a);
+        *ret_n = n;
+        return 0;
+}
+
+/* API keys */
+
+static int key_read(sqlite3_stmt *st, ApiKey *ret) {
+        ApiKey k = {};
+
+        TRY(SQLITE_COL_STR(st, 0, k.id));
+        TRY(SQLITE_COL_STR(st, 1, k.tenant_id));
+        TRY(SQLITE_COL_STR(st, 2, k.hash));
+        TRY(SQLITE_COL_STR(st, 3, k.name));
+        k.admin = sqlite3_column_int64(st, 4) != 0;
+        k.created_usec = sqlite3_column_int64(st, 5);
+        *ret = k;
+        return 0;
+}
+
+static int op_key_insert(Store *s, const ApiKey *k) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, SQL_KEY_INSERT, &st));
+        TRY(sqlite_bind_text(q, st, 1, k->id));
+        TRY(sqlite_bind_text(q, st, 2, k->tenant_id));
+        TRY(sqlite_bind_text(q, st, 3, k->hash));
+        TRY(sqlite_bind_text(q, st, 4, k->name));
+        TRY(sqlite_bind_int64(q, st, 5, k->admin ? 1 : 0));
+        TRY(sqlite_bind_int64(q, st, 6, k->created_usec));
+        return sqlite_store_step_done(q, st);
+}
+
+static int op_key_get_by_hash(Store *s, const char *hash, ApiKey *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_KEY_GET_BY_HASH, &st));
+        TRY(sqlite_bind_text(q, st, 1, hash));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        return key_read(st, ret);
+}
+
+static int op_key_list(Store *s, const char *tenant_id, ApiKey **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ ApiKey *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_KEY_LIST, &st));
+        TRY(sqlite_bind_text(q, st, 1, tenant_id));
+        while ((r = sqlite_store_step(q, st)) > 0) {
+                TRY(LIST_GROW(a, allocated, n));
+                TRY(key_read(st, &a[n]));
+                n++;
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(a);
+        *ret_n = n;
+        return 0;
+}
+
+static int op_key_delete(Store *s, const char *tenant_id, const char *id) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_KEY_DELETE, &st));
+        TRY(sqlite_bind_text(q, st, 1, id));
+        TRY(sqlite_bind_text(q, st, 2, tenant_id));
+        r = step_changes(q, st);
+        if (r < 0)
+                return r;
+        return r == 0 ? -ENOENT : 0;
+}
+
+static int op_key_count(Store *s, uint64_t *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, SQL_KEY_COUNT, &st));
+        return query_u64(q, st, ret);
+}
+
+/* Templates */
+
+static int template_read(sqlite3_stmt *st, Template *ret) {
+        Template t = {};
+        char state[32];
+
+        TRY(SQLITE_COL_STR(st, 0, t.name));
+        TRY(SQLITE_COL_STR(st, 1, t.tenant_id));
+        TRY(SQLITE_COL_STR(st, 2, state));
+        t.state = template_state_from_string(state);
+        if (t.state < 0)
+                return -EBADMSG;
+        TRY(sqlite_col_u64(st, 3, &t.size_bytes));
+        t.created_usec = sqlite3_column_int64(st, 4);
+        *ret = t;
+        return 0;
+}
+
+static int op_template_insert(Store *s, const Template *t) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_INSERT, &st));
+        TRY(sqlite_bind_text(q, st, 1, t->name));
+        TRY(sqlite_bind_text(q, st, 2, t->tenant_id));
+        TRY(sqlite_bind_text(q, st, 3, template_state_to_string(t->state)));
+        TRY(sqlite_bind_int64(q, st, 4, (int64_t) t->size_bytes));
+        TRY(sqlite_bind_int64(q, st, 5, t->created_usec));
+        return sqlite_store_step_done(q, st);
+}
+
+static int op_template_get(Store *s, const char *name, Template *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_GET, &st));
+        TRY(sqlite_bind_text(q, st, 1, name));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        return template_read(st, ret);
+}
+
+static int op_template_list(Store *s, Template **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ Template *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_LIST, &st));
+        while ((r = sqlite_store_step(q, st)) > 0) {
+                TRY(LIST_GROW(a, allocated, n));
+                TRY(template_read(st, &a[n]));
+                n++;
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(a);
+        *ret_n = n;
+        return 0;
+}
+
+static int op_template_set_ready(Store *s, const char *name, uint64_t size_bytes) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_SET_STATE, &st));
+        TRY(sqlite_bind_text(q, st, 1, name));
+        TRY(sqlite_bind_text(q, st, 2, template_state_to_string(TEMPLATE_READY)));
+        TRY(sqlite_bind_int64(q, st, 3, (int64_t) size_bytes));
+        r = step_changes(q, st);
+        if (r < 0)
+                return r;
+        return r == 0 ? -ENOENT : 0;
+}
+
+static int op_template_in_use(Store *s, const char *name, uint64_t *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_IN_USE, &st));
+        TRY(sqlite_bind_text(q, st, 1, name));
+        return query_u64(q, st, ret);
+}
+
+static int template_delete_row(SqliteStore *q, const char *name) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_DELETE, &st));
+        TRY(sqlite_bind_text(q, st, 1, name));
+        r = step_changes(q, st);
+        if (r < 0)
+                return r;
+        return r == 0 ? -ENOENT : 0;
+}
+
+static int op_template_delete(Store *s, const char *name) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        uint64_t users;
+
+        /* Check and delete under the write lock, so no sandbox can start using
+         * it in between (its insert waits for us). */
+        TRY(sqlite_store_begin(q, &tx));
+        TRY(template_delete_row(q, name));
+        TRY(op_template_in_use(s, name, &users));
+        if (users > 0)
+                return -EBUSY; /* rolls back the delete */
+        return sqlite_store_commit(&tx);
+}
+
+/* Sandboxes */
+
+static int sandbox_read(sqlite3_stmt *st, Sandbox *ret) {
+        _cleanup_(sandbox_done) Sandbox sb = {};
+        char state[32];
+
+        TRY(SQLITE_COL_STR(st, 0, sb.id));
+        TRY(SQLITE_COL_STR(st, 1, sb.tenant_id));
+        TRY(SQLITE_COL_STR(st, 2, sb.template_name));
+        TRY(SQLITE_COL_STR(st, 3, sb.runtime));
+        TRY(SQLITE_COL_STR(st, 4, sb.worker));
+        TRY(SQLITE_COL_STR(st, 5, state));
+        sb.state = sandbox_state_from_string(state);
+        if (sb.state < 0)
+                return -EBADMSG;
+        TRY(SQLITE_COL_STR(st, 6, sb.reason));
+        TRY(sqlite_col_u32(st, 7, &sb.cpu_millis));
+        TRY(sqlite_col_u64(st, 8, &sb.memory_mb));
+        TRY(sqlite_col_u64(st, 9, &sb.disk_mb));
+        TRY(sqlite_col_u32(st, 10, &sb.pids_max));
+        TRY(sqlite_col_u64(st, 11, &sb.timeout_s));
+        TRY(sqlite_col_i64(st, 12, &sb.created_usec));
+        TRY(sqlite_col_i64(st, 13, &sb.updated_usec));
+        TRY(sqlite_col_i64(st, 14, &sb.expires_usec));
+        TRY(sqlite_col_u32(st, 15, &sb.slot));
+        TRY(sqlite_col_i64(st, 16, &sb.pid));
+        TRY(sqlite_col_u64(st, 17, &sb.pid_starttime));
+        TRY(sqlite_col_strdup(st, 18, &sb.env_json));
+        TRY(sqlite_col_strdup(st, 19, &sb.metadata_json));
+        TRY(SQLITE_COL_STR(st, 20, sb.parent_id));
+        *ret = sb;
+        sb.env_json = sb.metadata_json = NULL; /* handed over */
+        return 0;
+}
+
+static int sandbox_free_slot(SqliteStore *q, uint32_t slots_max, uint32_t *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        uint64_t slot;
+
+        TRY(sqlite_store_stmt(q, SQL_SANDBOX_FREE_SLOT, &st));
+        TRY(query_u64(q, st, &slot));
+        if (slot >= slots_max)
+                return -ENOSPC;
+        *ret = (uint32_t) slot;
+        return 0;
+}
+
+static int sandbox_insert_row(SqliteStore *q, const Sandbox *sb) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, SQL_SANDBOX_INSERT, &st));
+        TRY(sqlite_bind_text(q, st, 1, sb->id));
+        TRY(sqlite_bind_text(q, st, 2, sb->tenant_id));
+        TRY(sqlite_bind_text(q, st, 3, sb->template_name));
+        TRY(sqlite_bind_text(q, st, 4, sb->runtime));
+        TRY(sqlite_bind_text(q, st, 5, sb->worker));
+        TRY(sqlite_bind_text(q, st, 6, sandbox_state_to_string(sb->state)));
+        TRY(sqlite_bind_text(q, st, 7, sb->reason));
+        TRY(sqlite_bind_int64(q, st, 8, sb->cpu_millis));
+        TRY(sqlite_bind_int64(q, st, 9, (int64_t) sb->memory_mb));
+        TRY(sqlite_bind_int64(q, st, 10, (int64_t) sb->disk_mb));
+        TRY(sqlite_bind_int64(q, st, 11, sb->pids_max));
+        TRY(sqlite_bind_int64(q, st, 12, (int64_t) sb->timeout_s));
+        TRY(sqlite_bind_int64(q, st, 13, sb->created_usec));
+        TRY(sqlite_bind_int64(q, st, 14, sb->updated_usec));
+        TRY(sqlite_bind_int64(q, st, 15, sb->expires_usec));
+        TRY(sqlite_bind_int64(q, st, 16, sb->slot));
+        TRY(sqlite_bind_int64(q, st, 17, sb->pid));
+        TRY(sqlite_bind_int64(q, st, 18, (int64_t) sb->pid_starttime));
+        TRY(sqlite_bind_text(q, st, 19, sb->env_json));
+        TRY(sqlite_bind_text(q, st, 20, sb->metadata_json));
+        TRY(sqlite_bind_text(q, st, 21, sb->parent_id));
+        return sqlite_store_step_done(q, st);
+}
+
+static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        Sandbox row = *sb;
+
+        /* Deleted sandboxes hold no slot, so a row inserted as deleted gets
+         * one too (unused); the partial unique index is the last word. */
+        TRY(sqlite_store_begin(q, &tx));
+        TRY(sandbox_free_slot(q, slots_max, &row.slot));
+        TRY(sandbox_insert_row(q, &row));
+        TRY(sqlite_store_commit(&tx));
+        sb->slot = row.slot;
+        return 0;
+}
+
+static int op_sandbox_get(Store *s, const char *tenant_id, const char *id, Sandbox *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_SANDBOX_GET, &st));
+        TRY(sqlite_bind_text(q, st, 1, id));
+        TRY(sqlite_bind_text(q, st, 2, tenant_id));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        return sandbox_read(st, ret);
+}
+
+enum {
+        SB_F_TENANT = 1 << 0,
+        SB_F_STATE = 1 << 1,
+        SB_F_LIVE = 1 << 2,
+        SB_F_AFTER = 1 << 3,
+};
+
+static unsigned sandbox_filter_mask(const SandboxFilter *f) {
+        return (f->tenant_id ? SB_F_TENANT : 0) | (f->state >= 0 ? SB_F_STATE : 0) |
+                (!f->include_deleted ? SB_F_LIVE : 0) | (f->after_id ? SB_F_AFTER : 0);
+}
+
+static int sandbox_filter_stmt(SqliteStore *q, const SandboxFilter *f, bool count, sqlite3_stmt **ret) {
+        unsigned mask = sandbox_filter_mask(f);
+        sqlite3_stmt **slot;
+        char sql[1024];
+        int k;
+
+        if (count) {
+                mask &= ~(unsigned) SB_F_AFTER;
+                slot = &q->sandbox_count[mask];
+        } else
+                slot = &q->sandbox_list[mask];
+        if (*slot) {
+                *ret = *slot;
+                return 0;
+        }
+
+        k = snprintf(sql, sizeof sql, "SELECT %s FROM sandboxes WHERE 1 = 1%s%s%s%s%s",
+                     count ? "COUNT(*)" : SANDBOX_COLUMNS,
+                     mask & SB_F_TENANT ? " AND tenant_id = :tenant" : "",
+                     mask & SB_F_STATE ? " AND state = :state" : "",
+                     mask & SB_F_LIVE ? " AND " SQL_LIVE : "",
+                     mask & SB_F_AFTER ? " AND id > :after" : "",
+                     count ? "" : " ORDER BY id LIMIT :limit");
+        if (k < 0 || (size_t) k >= sizeof sql)
+                return -ENOBUFS;
+        return sqlite_store_prepare(q, slot, sql, ret);
+}
+
+static int sandbox_filter_bind(SqliteStore *q, sqlite3_stmt *st, const SandboxFilter *f) {
+        TRY(sqlite_bind_text_named(q, st, ":tenant", f->tenant_id));
+        if (f->state >= 0)
+                TRY(sqlite_bind_text_named(q, st, ":state", sandbox_state_to_string(f->state)));
+        TRY(sqlite_bind_text_named(q, st, ":after", f->after_id));
+        TRY(sqlite_bind_int64_named(q, st, ":limit", (int64_t) f->limit));
+        return 0;
+}
+
+static int op_sandbox_list(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        Sandbox *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        TRY(sandbox_filter_stmt(q, f, false, &st));
+        TRY(sandbox_filter_bind(q, st, f));
+        while ((r = sqlite_store_step(q, st)) > 0) {
+                r = LIST_GROW(a, allocated, n);
+                if (r < 0)
+                        break;
+                r = sandbox_read(st, &a[n]);
+                if (r < 0)
+                        break;
+                n++;
+        }
+        if (r < 0) {
+                sandbox_array_free(a, n);
+                return r;
+        }
+        *ret = a;
+        *ret_n = n;
+        return 0;
+}
+
+static int op_sandbox_count(Store *s, const SandboxFilter *f, uint64_t *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sandbox_filter_stmt(q, f, true, &st));
+        TRY(sandbox_filter_bind(q, st, f));
+        return query_u64(q, st, ret);
+}
+
+static int sandbox_update_state(SqliteStore *q, const char *id, int from, SandboxState to,
+                                const char *reason, int64_t now) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, from < 0 ? SQL_SANDBOX_SET_STATE_LIVE : SQL_SANDBOX_SET_STATE_FROM, &st));
+        TRY(sqlite_bind_text(q, st, 1, id));
+        TRY(sqlite_bind_text(q, st, 2, sandbox_state_to_string(to)));
+        TRY(sqlite_bind_text(q, st, 3, reason));
+        TRY(sqlite_bind_int64(q, st, 4, now));
+        if (from >= 0)
+                TRY(sqlite_bind_text(q, st, 5, sandbox_state_to_string(from)));
+        return step_changes(q, st);
+}
+
+static int op_sandbox_set_state(Store *s, const char *id, int from, SandboxState to, const char *reason,
+                                int64_t now) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        int r;
+
+        TRY(sqlite_store_begin(q, &tx));
+        r = sandbox_update_state(q, id, from, to, reason, now);
+        if (r < 0)
+                return r;
+        if (r == 0) {
+                /* Lost the compare-and-set, or there is no such sandbox. */
+                r = sandbox_exists(q, id);
+                if (r < 0)
+                        return r;
+                return r > 0 ? -ESTALE : -ENOENT;
+        }
+        return sqlite_store_commit(&tx);
+}
+
+static int op_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pid_starttime,
+                                  const char *worker, int64_t now) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_SANDBOX_SET_RUNTIME, &st));
+        TRY(sqlite_bind_text(q, st, 1, id));
+        TRY(sqlite_bind_int64(q, st, 2, pid));
+        TRY(sqlite_bind_int64(q, st, 3, (int64_t) pid_starttime));
+        TRY(sqlite_bind_text(q, st, 4, worker));
+        TRY(sqlite_bind_int64(q, st, 5, now));
+        r = step_changes(q, st);
+        if (r < 0)
+                return r;
+        return r == 0 ? -ENOENT : 0;
+}
+
+static int op_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec, int64_t now) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_SANDBOX_SET_EXPIRY, &st));
+        TRY(sqlite_bind_text(q, st, 1, id));
+        TRY(sqlite_bind_int64(q, st, 2, expires_usec));
+        TRY(sqlite_bind_int64(q, st, 3, now));
+        r = step_changes(q, st);
+        if (r < 0)
+                return r;
+        return r == 0 ? -ENOENT : 0;
+}
+
+static int sandbox_purge_row(SqliteStore *q, const char *id) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, SQL_SANDBOX_PURGE, &st));
+        TRY(sqlite_bind_text(q, st, 1, id));
+        return step_changes(q, st);
+}
+
+static int op_sandbox_purge(Store *s, const char *id) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        int r;
+
+        TRY(sqlite_store_begin(q, &tx));
+        r = sandbox_purge_row(q, id);
+        if (r < 0)
+                return r;
+        if (r == 0) {
+                r = sandbox_exists(q, id);
+                if (r < 0)
+                        return r;
+                return r > 0 ? -ESTALE : -ENOENT; /* exists but not deleted */
+        }
+        return sqlite_store_commit(&tx);
+}
+
+/* Events */
+
+static int event_read(sqlite3_stmt *st, Event *ret) {
+        Event e = {};
+
+        e.seq = sqlite3_column_int64(st, 0);
+        e.time_usec = sqlite3_column_int64(st, 1);
+        TRY(SQLITE_COL_STR(st, 2, e.tenant_id));
+        TRY(SQLITE_COL_STR(st, 3, e.sandbox_id));
+        TRY(SQLITE_COL_STR(st, 4, e.type));
+        TRY(SQLITE_COL_STR(st, 5, e.actor));
+        TRY(SQLITE_COL_STR(st, 6, e.reason));
+        TRY(sqlite_col_strdup(st, 7, &e.data_json));
+        *ret = e;
+        return 0;
+}
+
+static int op_event_append(Store *s, Event *e) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int64_t seq;
+        int r;
+
+        TRY(sqlite_store_stmt(q, SQL_EVENT_APPEND, &st));
+        TRY(sqlite_bind_int64(q, st, 1, e->time_usec));
+        TRY(sqlite_bind_text(q, st, 2, e->tenant_id));
+        TRY(sqlite_bind_text(q, st, 3, e->sandbox_id));
+        TRY(sqlite_bind_text(q, st, 4, e->type));
+        TRY(sqlite_bind_text(q, st, 5, e->actor));
+        TRY(sqlite_bind_text(q, st, 6, e->reason));
+        TRY(sqlite_bind_text(q, st, 7, e->data_json));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -EBADMSG;
+        seq = sqlite3_column_int64(st, 0);
+        TRY(sqlite_store_step_done(q, st));
+        e->seq = seq;
+        return 0;
+}
+
+enum {
+        EV_F_TENANT = 1 << 0,
+        EV_F_SANDBOX = 1 << 1,
+        EV_F_TYPE = 1 << 2,
+        EV_F_TYPE_PREFIX = 1 << 3,
+        EV_F_SINCE = 1 << 4,
+};
+
+static bool event_type_is_prefix(const char *type) {
+        size_t n = strlen(type);
+        return n > 0 && type[n - 1] == '.';
+}
+
+/* substr() counts characters, not bytes: count UTF-8 lead bytes. */
+static int64_t utf8_chars(const char *s) {
+        int64_t n = 0;
+        for (; *s; s++)
+                if (((unsigned char) *s & 0xc0) != 0x80)
+                        n++;
+        return n;
+}
+
+static int event_filter_stmt(SqliteStore *q, const EventFilter *f, sqlite3_stmt **ret) {
+        unsigned mask = (f->tenant_id ? EV_F_TENANT : 0) | (f->sandbox_id ? EV_F_SANDBOX : 0) |
+                (f->since_usec > 0 ? EV_F_SINCE : 0);
+        char sql[1024];
+        int k;
+
+        if (f->type)
+                mask |= event_type_is_prefix(f->type) ? EV_F_TYPE_PREFIX : EV_F_TYPE;
+        if (q->event_list[mask]) {
+                *ret = q->event_list[mask];
+                return 0;
+        }
+
+        k = snprintf(sql, sizeof sql,
+                     "SELECT " EVENT_COLUMNS " FROM events WHERE seq > :after%s%s%s%s%s ORDER BY seq LIMIT :limit",
+                     mask & EV_F_TENANT ? " AND tenant_id = :tenant" : "",
+                     mask & EV_F_SANDBOX ? " AND sandbox_id = :sandbox" : "",
+                     mask & EV_F_TYPE ? " AND type = :type" : "",
+                     mask & EV_F_TYPE_PREFIX ? " AND substr(type, 1, :type_len) = :type" : "",
+                     mask & EV_F_SINCE ? " AND time_usec >= :since" : "");
+        if (k < 0 || (size_t) k >= sizeof sql)
+                return -ENOBUFS;
+        return sqlite_store_prepare(q, &q->event_list[mask], sql, ret);
+}
+
+static int op_event_list(Store *s, const EventFilter *f, Event **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        Event *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        TRY(event_filter_stmt(q, f, &st));
+        TRY(sqlite_bind_int64_named(q, st, ":after", f->after_seq));
+        TRY(sqlite_bind_text_named(q, st, ":tenant", f->tenant_id));
+        TRY(sqlite_bind_text_named(q, st, ":sandbox", f->sandbox_id));
+        TRY(sqlite_bind_text_named(q, st, ":type", f->type));
+        if (f->type)
+                TRY(sqlite_bind_int64_named(q, st, ":type_len", utf8_chars(f->type)));
+        TRY(sqlite_bind_int64_named(q, st, ":since", f->since_usec));
+        TRY(sqlite_bind_int64_named(q, st, ":limit", (int64_t) f->limit));
+
+        while ((r = sqlite_store_step(q, st)) > 0) {
+                r = LIST_GROW(a, allocated, n);
+                if (r < 0)
+                        break;
+                r = event_read(st, &a[n]);
+                if (r < 0)
+                        break;
+                n++;
+        }
+        if (r < 0) {
+                event_array_free(a, n);
+                return r;
+        }
+        *ret = a;
+        *ret_n = n;
+        return 0;
+}
+
+static int op_event_delete_before(Store *s, int64_t before_usec, uint64_t *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(sqlite_store_stmt(q, SQL_EVENT_DELETE_BEFORE, &st));
+        TRY(sqlite_bind_int64(q, st, 1, before_usec));
+        TRY(sqlite_store_step_done(q, st));
+        *ret = (uint64_t) sqlite3_changes64(q->db);
+        return 0;
+}
+
+const StoreOps store_sqlite_ops = {
+        .name = "sqlite",
+        .open = sqlite_store_open,
+        .close = sqlite_store_close,
+        .schema_version = sqlite_store_schema_version,
+        .tenant_insert = op_tenant_insert,
+        .tenant_get = op_tenant_get,
+        .tenant_get_by_name = op_tenant_get_by_name,
+        .tenant_list = op_tenant_list,
+        .key_insert = op_key_insert,
+        .key_get_by_hash = op_key_get_by_hash,
+        .key_list = op_key_list,
+        .key_delete = op_key_delete,
+        .key_count = op_key_count,
+        .template_insert = op_template_insert,
+        .template_get = op_template_get,
+        .template_list = op_template_list,
+        .template_set_ready = op_template_set_ready,
+        .template_delete = op_template_delete,
+        .template_in_use = op_template_in_use,
+        .sandbox_insert = op_sandbox_insert,
+        .sandbox_get = op_sandbox_get,
+        .sandbox_list = op_sandbox_list,
+        .sandbox_count = op_sandbox_count,
+        .sandbox_set_state = op_sandbox_set_state,
+        .sandbox_set_runtime = op_sandbox_set_runtime,
+        .sandbox_set_expiry = op_sandbox_set_expiry,
+        .sandbox_purge = op_sandbox_purge,
+        .event_append = op_event_append,
+        .event_list = op_event_list,
+        .event_delete_before = op_event_delete_before,
+};

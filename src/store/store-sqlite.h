@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Private to the SQLite back end: the handle, its statement cache, and the
+ * helpers store-sqlite-ops.c builds the operations from. */
+
+#include <sqlite3.h>
+
+#include "store-backend.h"
+
+#define SQLITE_BUSY_TIMEOUT_MSEC 5000
+
+/* Statements with fixed text, prepared once per handle on first use. */
+typedef enum SqlStmt {
+        SQL_BEGIN_IMMEDIATE,
+        SQL_COMMIT,
+        SQL_ROLLBACK,
+        SQL_SCHEMA_VERSION,
+        SQL_MIGRATION_APPLIED,
+        SQL_MIGRATION_RECORD,
+        SQL_TENANT_INSERT,
+        SQL_TENANT_GET,
+        SQL_TENANT_GET_BY_NAME,
+        SQL_TENANT_LIST,
+        SQL_KEY_INSERT,
+        SQL_KEY_GET_BY_HASH,
+        SQL_KEY_LIST,
+        SQL_KEY_DELETE,
+        SQL_KEY_COUNT,
+        SQL_TEMPLATE_INSERT,
+        SQL_TEMPLATE_GET,
+        SQL_TEMPLATE_LIST,
+        SQL_TEMPLATE_SET_STATE,
+        SQL_TEMPLATE_DELETE,
+        SQL_TEMPLATE_IN_USE,
+        SQL_SANDBOX_FREE_SLOT,
+        SQL_SANDBOX_INSERT,
+        SQL_SANDBOX_GET,
+        SQL_SANDBOX_EXISTS,
+        SQL_SANDBOX_SET_STATE_FROM,
+        SQL_SANDBOX_SET_STATE_LIVE,
+        SQL_SANDBOX_SET_RUNTIME,
+        SQL_SANDBOX_SET_EXPIRY,
+        SQL_SANDBOX_PURGE,
+        SQL_EVENT_APPEND,
+        SQL_EVENT_DELETE_BEFORE,
+        _SQL_STMT_MAX,
+} SqlStmt;
+
+extern const char *const sqlite_stmt_sql[_SQL_STMT_MAX];
+
+/* Statements built from a filter: one cache slot per combination of clauses. */
+#define SQL_SANDBOX_LIST_VARIANTS 16
+#define SQL_SANDBOX_COUNT_VARIANTS 8
+#define SQL_EVENT_LIST_VARIANTS 32
+
+typedef struct SqliteStore {
+        Store base;
+        sqlite3 *db;
+        sqlite3_stmt *stmts[_SQL_STMT_MAX];
+        sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
+        sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
+        sqlite3_stmt *event_list[SQL_EVENT_LIST_VARIANTS];
+} SqliteStore;
+
+static inline SqliteStore *sqlite_store(Store *s) {
+        return (SqliteStore *) s; /* base is the first member */
+}
+
+/* Maps an SQLite result code to -errno (and logs the message at debug). */
+int sqlite_store_errno(SqliteStore *q, int rc);
+
+/* The cached statement; reset it with _cleanup_stmt_ after use. */
+int sqlite_store_stmt(SqliteStore *q, SqlStmt id, sqlite3_stmt **ret);
+/* Prepares sql into *slot unless already there. */
+int sqlite_store_prepare(SqliteStore *q, sqlite3_stmt **slot, const char *sql, sqlite3_stmt **ret);
+
+static inline void sqlite_stmt_resetp(sqlite3_stmt **st) {
+        if (*st) {
+                (void) sqlite3_reset(*st);
+                (void) sqlite3_clear_bindings(*st);
+        }
+}
+#define _cleanup_stmt_ _cleanup_(sqlite_stmt_resetp)
+
+/* Runs a statement that returns no row (or whose rows are ignored). */
+int sqlite_store_step_done(SqliteStore *q, sqlite3_stmt *st);
+/* Steps once: 1 = a row, 0 = done, or -errno. */
+int sqlite_store_step(SqliteStore *q, sqlite3_stmt *st);
+/* Runs a cached statement without parameters. */
+int sqlite_store_exec(SqliteStore *q, SqlStmt id);
+
+/* Transactions: BEGIN IMMEDIATE (takes the write lock up front, so a
+ * read-then-write cannot lose a race). A _cleanup_tx_ variable set to the
+ * store rolls back unless cleared by sqlite_store_commit(). */
+int sqlite_store_begin(SqliteStore *q, SqliteStore **ret_tx);
+int sqlite_store_commit(SqliteStore **tx);
+void sqlite_store_rollbackp(SqliteStore **tx);
+#define _cleanup_tx_ _cleanup_(sqlite_store_rollbackp)
+
+/* Binding: text NULL binds SQL NULL. Strings must outlive the statement's use. */
+int sqlite_bind_text(SqliteStore *q, sqlite3_stmt *st, int i, const char *s);
+int sqlite_bind_int64(SqliteStore *q, sqlite3_stmt *st, int i, int64_t v);
+/* By name (":tenant"); a name the statement lacks is ignored. */
+int sqlite_bind_text_named(SqliteStore *q, sqlite3_stmt *st, const char *name, const char *s);
+int sqlite_bind_int64_named(SqliteStore *q, sqlite3_stmt *st, const char *name, int64_t v);
+
+/* Reading columns: -EBADMSG if a value does not fit its field (never truncated). */
+int sqlite_col_str(sqlite3_stmt *st, int i, char *buf, size_t size);
+#define SQLITE_COL_STR(st, i, field) sqlite_col_str((st), (i), (field), sizeof(field))
+int sqlite_col_strdup(sqlite3_stmt *st, int i, char **ret); /* SQL NULL → NULL */
+int sqlite_col_u64(sqlite3_stmt *st, int i, uint64_t *ret);
+int sqlite_col_u32(sqlite3_stmt *st, int i, uint32_t *ret);
+int sqlite_col_i64(sqlite3_stmt *st, int i, int64_t *ret); /* must be >= 0 */
+
+/* The handle (store-sqlite.c). */
+int sqlite_store_open(const char *location, Store **ret);
+void sqlite_store_close(Store *s);
+int sqlite_store_schema_version(Store *s);
