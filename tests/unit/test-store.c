@@ -243,7 +243,8 @@ static pid_t fork_gated(int gate[2], int (*fn)(const char *path, int idx), const
         if (pid == 0) {
                 char c;
                 close(gate[1]); /* else the read never sees EOF */
-                (void) read(gate[0], &c, 1);
+                if (read(gate[0], &c, 1) < 0)
+                        _exit(100);
                 _exit(fn(path, idx));
         }
         return pid;
