@@ -130,27 +130,6 @@ int api_keys_list(ApiRequest *r, ApiError *e) {
         return api_reply_json(r, 200, &w);
 }
 
-/* Refuses to delete the last admin key: nobody could manage the deployment any more. */
-static int check_not_last_admin(ApiRequest *r, const char *id, ApiError *e) {
-        ApiKey *list = NULL;
-        size_t n = 0, admins = 0;
-        bool target_admin = false;
-        int k;
-
-        k = store_key_list(r->store, NULL, &list, &n);
-        if (k < 0)
-                return api_store_error(e, k, "listing keys");
-        for (size_t i = 0; i < n; i++) {
-                admins += list[i].admin;
-                if (streq(list[i].id, id))
-                        target_admin = list[i].admin;
-        }
-        free(list);
-        if (target_admin && admins <= 1)
-                return api_error(e, -EBUSY, API_CONFLICT, "key '%s' is the last admin key", id);
-        return 0;
-}
-
 static bool key_id_valid(const char *id) {
         const char *rest = id ? startswith(id, "key_") : NULL;
         size_t n = rest ? strlen(rest) : 0;
@@ -167,24 +146,32 @@ int api_keys_delete(ApiRequest *r, ApiError *e) {
         const char *id = r->params[0];
         char tenant[STORE_ID_MAX] = "", data[STORE_ID_MAX + 16];
         ApiKey *list = NULL;
-        size_t n = 0;
+        size_t n = 0, admins = 0;
+        bool found = false, target_admin = false;
         int k;
 
         if (!key_id_valid(id))
                 return api_error(e, -ENOENT, API_NOT_FOUND, "no key '%.64s'", strempty(id));
-        if (r->key.admin) {
-                k = check_not_last_admin(r, id, e);
-                if (k < 0)
-                        return k;
-        }
-        /* find the key's tenant, for the event (within what this key may see) */
-        k = store_key_list(r->store, r->key.admin ? NULL : r->key.tenant_id, &list, &n);
+        /* every key, to find the target within what this key may see and to count admins */
+        k = store_key_list(r->store, NULL, &list, &n);
         if (k < 0)
                 return api_store_error(e, k, "listing keys");
-        for (size_t i = 0; i < n; i++)
-                if (streq(list[i].id, id))
+        for (size_t i = 0; i < n; i++) {
+                admins += list[i].admin;
+                if (streq(list[i].id, id) && (r->key.admin || streq(list[i].tenant_id, r->key.tenant_id))) {
+                        found = true;
+                        target_admin = list[i].admin;
                         (void) strscpy(tenant, sizeof tenant, list[i].tenant_id);
+                }
+        }
         free(list);
+        if (!found)
+                return api_error(e, -ENOENT, API_NOT_FOUND, "no key '%s'", id);
+        if (target_admin && !r->key.admin)
+                return api_error(e, -EPERM, API_FORBIDDEN, "only an admin key may delete an admin key");
+        /* nobody could manage the deployment any more */
+        if (target_admin && admins <= 1)
+                return api_error(e, -EBUSY, API_CONFLICT, "key '%s' is the last admin key", id);
 
         k = store_key_delete(r->store, r->key.admin ? NULL : r->key.tenant_id, id);
         if (k == -ENOENT)
@@ -192,7 +179,7 @@ int api_keys_delete(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return api_store_error(e, k, "deleting the key");
         snprintf(data, sizeof data, "{\"id\":\"%s\"}", id); /* checked above: key_ and our id alphabet */
-        api_event_tenant(r, tenant[0] ? tenant : r->key.tenant_id, NULL, "key.deleted", "", data);
+        api_event_tenant(r, tenant, NULL, "key.deleted", "", data);
         log_info("Deleted key %s", id);
         return api_reply_empty(r, 204);
 }
