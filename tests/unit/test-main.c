@@ -72,7 +72,8 @@ int main(int argc, char *argv[]) {
                 }
         }
 
-        for (size_t i = 0; i < n_tests; i++) {
+        static size_t i; /* static: survives the longjmp of a failing test */
+        for (i = 0; i < n_tests; i++) {
                 bool selected = argc <= 1;
                 for (int a = 1; a < argc; a++)
                         if (streq(argv[a], tests[i].name))
