@@ -50,6 +50,23 @@
  *   resolved inside the sandbox (the agent is confined to its root).
  *
  *   PING {} → PONG {}
+ *
+ * Details the agent implements (src/agent, requests parsed by proto-msg.h):
+ *   - Request payloads are at most PROTO_JSON_MAX bytes; an empty payload counts
+ *     as {}. Unknown keys are an error, null counts as absent. Replies from the
+ *     agent (RESULT of FILE_LIST or PS) may be up to PROTO_PAYLOAD_MAX; when the
+ *     agent cuts a list to fit it adds "truncated":true.
+ *   - File requests accept an optional "user" (name or uid) whose home relative
+ *     paths are taken from (root's by default); FILE_MKDIR also takes "uid","gid".
+ *   - FILE_WRITE: an ERROR is sent at most once; DATA up to DATA_END is then
+ *     dropped. Without "mode" a replaced file keeps its mode and owner, a new one
+ *     gets 0644.
+ *   - SIGNAL/RESIZE on the exec's own stream are silent on success; sent on any
+ *     other stream (with "exec_id") they get RESULT {}. The signal goes to the
+ *     process group. EXIT "reason" is "timeout" if timeout_ms killed it, else
+ *     "killed" for any death by signal. STDIN_EOF on a pty writes ^D.
+ *   - A broken frame (bad header, oversized) gets ERROR on its stream, then the
+ *     connection is closed; a bad request on a good frame only gets ERROR.
  */
 
 #include "macros.h"
@@ -115,7 +132,8 @@ int proto_header_decode(const uint8_t in[PROTO_HEADER_SIZE], ProtoType *ret_type
 int proto_send(int fd, ProtoType type, uint32_t stream, const void *payload, size_t len);
 int proto_send_json(int fd, ProtoType type, uint32_t stream, const char *json); /* strlen(json) bytes */
 /* Reads one whole frame. Returns 0 on success, -ECONNRESET on EOF at a frame
- * boundary, -EBADMSG/-EMSGSIZE on a bad frame, other -errno on I/O errors. */
+ * boundary, -EBADMSG/-EMSGSIZE on a bad frame (EOF inside a frame is -EBADMSG),
+ * other -errno on I/O errors. */
 int proto_recv(int fd, ProtoFrame *ret);
 
 /* Incremental decoder for non-blocking readers (the agent's event loop, the worker). */

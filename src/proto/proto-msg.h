@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Requests of the space-agent protocol (see proto.h), parsed from their JSON
+ * payloads into plain structs. Every field is type- and range-checked here, so
+ * the agent (and the fuzzer) run the same validation. A JSON null counts as an
+ * absent key; unknown keys are an error. Parsers return 0 or -EINVAL/-ENOMEM and
+ * on -EINVAL write a short reason into errbuf ("'argv' must be ..."). */
+
+#include "json.h"
+#include "proto.h"
+
+#define PROTO_ARGV_MAX 4096U           /* argv entries */
+#define PROTO_ENV_MAX 4096U            /* env entries */
+#define PROTO_PATH_MAX 4095U           /* bytes of a path (PATH_MAX - 1) */
+#define PROTO_NAME_MAX 256U            /* user names, exec ids, signal names */
+#define PROTO_TIMEOUT_MS_MAX (366ULL * 24 * 3600 * 1000)
+#define PROTO_WINSIZE_MAX 10000U       /* rows, cols */
+#define PROTO_LIST_DEPTH_MAX 64U       /* FILE_LIST depth */
+#define PROTO_ID_MAX 0xffffffffU       /* uid, gid */
+
+typedef struct ProtoExecRequest {
+        char **argv;  /* "shell" becomes {"/bin/sh", "-c", shell} */
+        char **env;   /* "K=V" in request order; NULL if none */
+        char *cwd;    /* NULL: the user's home */
+        char *user;   /* user name; NULL with !have_uid: root */
+        bool have_uid;
+        uint32_t uid;
+        bool stdin_open; /* "stdin" */
+        bool pty;
+        bool background;
+        uint16_t rows, cols; /* 24x80 unless given */
+        uint64_t timeout_ms; /* 0 = none */
+} ProtoExecRequest;
+
+int proto_exec_request_parse(const JsonValue *obj, ProtoExecRequest *ret, char *errbuf, size_t errbuf_size);
+void proto_exec_request_done(ProtoExecRequest *r);
+
+/* FILE_READ, FILE_WRITE, FILE_LIST, FILE_STAT, FILE_MKDIR, FILE_REMOVE, FILE_RENAME. */
+typedef struct ProtoFileRequest {
+        ProtoType type;
+        char *path;        /* FILE_RENAME: "from" */
+        char *to;          /* FILE_RENAME only */
+        char *user;        /* optional: relative paths are relative to this user's home (default root) */
+        uint64_t offset;   /* FILE_READ */
+        int64_t length;    /* FILE_READ, -1 = to the end */
+        bool have_mode;
+        uint32_t mode;     /* permission bits, <= 07777 */
+        bool append, parents, recursive;
+        bool have_uid, have_gid;
+        uint32_t uid, gid; /* FILE_WRITE, FILE_MKDIR */
+        unsigned depth;    /* FILE_LIST, 1 unless given */
+} ProtoFileRequest;
+
+int proto_file_request_parse(ProtoType type, const JsonValue *obj, ProtoFileRequest *ret, char *errbuf,
+                             size_t errbuf_size);
+void proto_file_request_done(ProtoFileRequest *r);
+
+/* SIGNAL {"signal","exec_id"?}, RESIZE {"rows","cols"}, ATTACH {"exec_id","output"?}, PS {}. */
+typedef struct ProtoControlRequest {
+        ProtoType type;
+        char *exec_id;
+        int signal;
+        uint16_t rows, cols;
+        bool output;
+} ProtoControlRequest;
+
+int proto_control_request_parse(ProtoType type, const JsonValue *obj, ProtoControlRequest *ret, char *errbuf,
+                                size_t errbuf_size);
+void proto_control_request_done(ProtoControlRequest *r);
+
+/* "SIGTERM", "TERM" or a decimal number (1..64) → signal number; -EINVAL otherwise. */
+int proto_signal_from_string(const char *s);
+/* "SIGTERM"...; NULL for numbers without a name. */
+const char *proto_signal_to_string(int sig);
+
+/* {"errno":N,"code":"ENOENT","message":"..."}; message may be NULL (strerror is used). */
+int proto_error_json(int err, const char *message, char **ret);
