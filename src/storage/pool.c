@@ -13,6 +13,7 @@
 #include "log.h"
 #include "loop.h"
 #include "mountinfo.h"
+#include "overlay.h"
 #include "pool-internal.h"
 #include "str-util.h"
 
@@ -418,6 +419,10 @@ int pool_open(const PoolConfig *cfg, Pool **ret) {
                 if (r < 0)
                         return r;
         }
+
+        if (p->kind == POOL_OVERLAY && !overlay_path_valid(p->path))
+                return log_error_errno(-EINVAL, "Overlay pool path '%s' contains ',', ':' or '\\' (overlayfs options)",
+                                       p->path);
 
         r = pool_setup_layout(p, own_root);
         if (r < 0)

@@ -87,7 +87,8 @@ bool pool_template_exists(Pool *p, const char *name);
  * new root) into a new template and makes it read-only. -EEXIST if present.
  * A failed import leaves nothing behind. GNU tar does the extraction (it
  * refuses absolute and ".." member names and links that would lead outside);
- * compressed archives are fine. -EBADMSG if tar fails (corrupt archive),
+ * compressed archives are fine. Device nodes are dropped (the runtime
+ * provides /dev). -EBADMSG if tar fails (corrupt archive),
  * -ENOENT if tar_path is missing, -EINVAL if it is not a regular file.
  * *ret_size_bytes (may be NULL) is the disk usage of the tree (du). */
 int pool_template_import_tar(Pool *p, const char *name, const char *tar_path, uint64_t *ret_size_bytes);

@@ -84,7 +84,8 @@ int pool_template_remove(Pool *p, const char *name) {
         return pool_remove_entry(p, fd, name);
 }
 
-/* --- disk usage of a tree (du: allocated blocks, hard links once) --- */
+/* --- the imported tree: device nodes out, disk usage (du: allocated blocks,
+ * hard links once) --- */
 
 typedef struct InodeId {
         dev_t dev;
@@ -150,6 +151,15 @@ static int du_at(int dfd, dev_t dev, unsigned depth, DuState *s) {
                         continue;
                 if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         return negative_errno();
+                if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+                        /* A template brings no devices: a node like /dev/vda with
+                         * mode 0666 would hand the host's disk to the sandbox. The
+                         * runtime provides /dev. */
+                        log_debug("Dropping device node '%s' from the template", de->d_name);
+                        if (unlinkat(dirfd(d), de->d_name, 0) < 0)
+                                return negative_errno();
+                        continue;
+                }
                 if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
                         r = du_seen(s, &st);
                         if (r < 0)
@@ -170,7 +180,8 @@ static int du_at(int dfd, dev_t dev, unsigned depth, DuState *s) {
         return errno != 0 ? negative_errno() : 0;
 }
 
-static int tree_disk_usage(const char *path, uint64_t *ret) {
+/* Drops device nodes and sums the disk usage of the tree at path. */
+static int template_scan(const char *path, uint64_t *ret) {
         DuState s = {};
         struct stat st;
         int fd, r;
@@ -301,7 +312,7 @@ int pool_template_import_tar(Pool *p, const char *name, const char *tar_path, ui
 
         r = extract_tar(abs_tar, tmppath);
         if (r >= 0)
-                r = tree_disk_usage(tmppath, &size);
+                r = template_scan(tmppath, &size);
         if (r >= 0)
                 r = template_commit(p, tmp_fd, tmpname, tpl_fd, name);
         if (r < 0) {
