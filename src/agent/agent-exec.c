@@ -1,0 +1,584 @@
+/* SPDX-License-Identifier: MIT */
+/* Processes: EXEC, their output and exit, STDIN, SIGNAL, RESIZE, ATTACH and PS. */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "agent-pty.h"
+#include "agent-spawn.h"
+#include "agent-user.h"
+#include "agent.h"
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "log.h"
+#include "proto-msg.h"
+#include "str-util.h"
+
+#define PROC_DRAIN_READS_MAX 16U     /* chunks read at the drain deadline before giving up on the pipes */
+#define PS_ARGV_BYTES_MAX 4096U      /* argv bytes per process in a PS reply */
+#define EXEC_ERRBUF 1024
+
+extern char **environ;
+
+struct Proc {
+        char exec_id[32];
+        pid_t pid;
+        char **argv;
+        bool pty, background;
+        Source out, err, in;
+        char *in_buf; /* pending stdin: in_buf[in_head..in_len) */
+        size_t in_head, in_len, in_alloc;
+        bool had_stdin, in_eof;
+        bool paused;
+        bool exited, timed_out, finished;
+        int status;
+        uint64_t deadline_msec;       /* timeout; 0 = none */
+        uint64_t drain_deadline_msec; /* after exit */
+        Proc *next;
+};
+
+bool agent_proc_stdin_full(const Proc *p) {
+        return p && p->in_len - p->in_head >= AGENT_STDIN_BUF_MAX;
+}
+
+static Proc *proc_by_id(Agent *a, const char *exec_id) {
+        for (Proc *p = a->procs; p; p = p->next)
+                if (!p->finished && streq(p->exec_id, exec_id))
+                        return p;
+        return NULL;
+}
+
+static Proc *proc_by_pid(Agent *a, pid_t pid) {
+        for (Proc *p = a->procs; p; p = p->next)
+                if (!p->exited && p->pid == pid)
+                        return p;
+        return NULL;
+}
+
+static void proc_free(Agent *a, Proc *p) {
+        agent_source_close(a, &p->out);
+        agent_source_close(a, &p->err);
+        agent_source_close(a, &p->in);
+        strv_free(p->argv);
+        free(p->in_buf);
+        free(p);
+}
+
+/* Sends a frame to every stream that receives this process's output. */
+static void proc_emit(Agent *a, Proc *p, ProtoType type, const void *data, size_t n) {
+        for (Conn *c = a->conns; c; c = c->next)
+                for (size_t i = 0; !c->dead && i < c->n_streams; i++) {
+                        Stream *s = &c->streams[i];
+                        if (s->kind == STREAM_EXEC && s->proc == p && s->output)
+                                (void) agent_conn_send(c, type, s->id, data, n);
+                }
+}
+
+static bool proc_congested(Agent *a, Proc *p, size_t threshold) {
+        for (Conn *c = a->conns; c; c = c->next)
+                for (size_t i = 0; !c->dead && i < c->n_streams; i++) {
+                        Stream *s = &c->streams[i];
+                        if (s->kind == STREAM_EXEC && s->proc == p && s->output && agent_conn_queued(c) >= threshold)
+                                return true;
+                }
+        return false;
+}
+
+static void proc_set_paused(Agent *a, Proc *p, bool paused) {
+        p->paused = paused;
+        (void) agent_source_set(a, &p->out, paused ? 0 : EPOLLIN);
+        (void) agent_source_set(a, &p->err, paused ? 0 : EPOLLIN);
+}
+
+static void proc_unbind_all(Agent *a, Proc *p) {
+        for (Conn *c = a->conns; c; c = c->next)
+                for (size_t i = 0; i < c->n_streams;) {
+                        if (c->streams[i].kind == STREAM_EXEC && c->streams[i].proc == p)
+                                agent_conn_stream_remove(c, c->streams[i].id);
+                        else
+                                i++;
+                }
+}
+
+static void proc_finish(Agent *a, Proc *p) {
+        JsonWriter w;
+        _cleanup_free_ char *json = NULL;
+        size_t n = 0;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        if (WIFSIGNALED(p->status)) {
+                int sig = WTERMSIG(p->status);
+                char name[16];
+                const char *s = proto_signal_to_string(sig);
+                if (!s) {
+                        snprintf(name, sizeof name, "SIG%d", sig);
+                        s = name;
+                }
+                json_w_kv_string(&w, "signal", s);
+                json_w_kv_int(&w, "code", 128 + sig);
+                json_w_kv_string(&w, "reason", p->timed_out ? "timeout" : "killed");
+        } else
+                json_w_kv_int(&w, "code", WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 255);
+        json_w_object_end(&w);
+        if (json_w_finish(&w, &json, &n) >= 0)
+                proc_emit(a, p, PROTO_EXIT, json, n);
+
+        log_debug("exec %s (pid %d) finished, status 0x%x", p->exec_id, (int) p->pid, (unsigned) p->status);
+        proc_unbind_all(a, p);
+        agent_source_close(a, &p->out);
+        agent_source_close(a, &p->err);
+        agent_source_close(a, &p->in);
+        p->finished = true; /* freed on the next turn: events of this turn may still name it */
+}
+
+static void proc_check_finished(Agent *a, Proc *p) {
+        if (p->exited && !p->finished && p->out.fd < 0 && p->err.fd < 0)
+                proc_finish(a, p);
+}
+
+/* Reads one chunk; returns bytes read, 0 at EOF (source closed), -EAGAIN if none. */
+static ssize_t proc_read(Agent *a, Proc *p, Source *s) {
+        static char buf[PROTO_DATA_CHUNK];
+        ssize_t k;
+
+        do
+                k = read(s->fd, buf, sizeof buf);
+        while (k < 0 && errno == EINTR);
+        if (k < 0 && errno == EAGAIN)
+                return -EAGAIN;
+        if (k <= 0) { /* EOF, or EIO from a pty master once every slave is closed */
+                agent_source_close(a, s);
+                return 0;
+        }
+        proc_emit(a, p, s->kind == SOURCE_PROC_ERR ? PROTO_STDERR : PROTO_STDOUT, buf, (size_t) k);
+        return k;
+}
+
+static void proc_stdin_close(Agent *a, Proc *p) {
+        agent_source_close(a, &p->in);
+        p->in_buf = mfree(p->in_buf);
+        p->in_head = p->in_len = p->in_alloc = 0;
+}
+
+static void proc_stdin_flush(Agent *a, Proc *p) {
+        while (p->in.fd >= 0 && p->in_head < p->in_len) {
+                ssize_t k = write(p->in.fd, p->in_buf + p->in_head, p->in_len - p->in_head);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        proc_stdin_close(a, p); /* EPIPE: the process closed its stdin */
+                        return;
+                }
+                p->in_head += (size_t) k;
+        }
+        if (p->in.fd < 0)
+                return;
+        if (p->in_head == p->in_len) {
+                p->in_head = p->in_len = 0;
+                if (p->in_alloc > PROTO_DATA_CHUNK) {
+                        p->in_buf = mfree(p->in_buf);
+                        p->in_alloc = 0;
+                }
+                if (p->in_eof && !p->pty) {
+                        proc_stdin_close(a, p);
+                        return;
+                }
+        }
+        (void) agent_source_set(a, &p->in, p->in_head < p->in_len ? EPOLLOUT : 0);
+}
+
+static int proc_stdin_append(Proc *p, const void *data, size_t n) {
+        if (n == 0)
+                return 0;
+        if (p->in_head > 0 && p->in_head == p->in_len)
+                p->in_head = p->in_len = 0;
+        if (p->in_len + n > p->in_alloc && p->in_head > 0) {
+                memmove(p->in_buf, p->in_buf + p->in_head, p->in_len - p->in_head);
+                p->in_len -= p->in_head;
+                p->in_head = 0;
+        }
+        if (GREEDY_REALLOC(p->in_buf, p->in_alloc, p->in_len + n) < 0)
+                return -ENOMEM;
+        memcpy(p->in_buf + p->in_len, data, n);
+        p->in_len += n;
+        return 0;
+}
+
+void agent_proc_event(Agent *a, Source *s, uint32_t events) {
+        Proc *p = s->obj;
+
+        if (s->fd < 0 || p->finished)
+                return;
+        if (s->kind == SOURCE_PROC_IN) {
+                if (events & (EPOLLERR | EPOLLHUP) && !(events & EPOLLOUT))
+                        proc_stdin_close(a, p);
+                else
+                        proc_stdin_flush(a, p);
+                return;
+        }
+        if (proc_read(a, p, s) > 0 && proc_congested(a, p, AGENT_OUT_HIGH))
+                proc_set_paused(a, p, true);
+        proc_check_finished(a, p);
+}
+
+void agent_proc_reaped(Agent *a, pid_t pid, int status) {
+        Proc *p = proc_by_pid(a, pid);
+
+        if (!p)
+                return; /* an orphan we inherited as PID 1, or a child reaped earlier */
+        p->exited = true;
+        p->status = status;
+        p->deadline_msec = 0;
+        p->drain_deadline_msec = agent_now_msec() + AGENT_EXIT_DRAIN_MSEC;
+        proc_check_finished(a, p);
+}
+
+static int proc_kill(Proc *p, int sig) {
+        if (kill(-p->pid, sig) >= 0)
+                return 0;
+        if (errno == ESRCH && kill(p->pid, sig) >= 0)
+                return 0;
+        return negative_errno();
+}
+
+void agent_proc_stream_closed(Agent *a, Stream *s) {
+        Proc *p = s->proc;
+
+        if (s->owner && p && !p->background && !p->exited) {
+                log_debug("exec %s: connection closed, killing process group %d", p->exec_id, (int) p->pid);
+                (void) proc_kill(p, SIGKILL);
+        }
+}
+
+/* Once the process exited and AGENT_EXIT_DRAIN_MSEC passed, pipes still held
+ * open by its descendants are read out once more and closed, so EXIT is sent. */
+static void proc_drain(Agent *a, Proc *p) {
+        for (unsigned i = 0; i < PROC_DRAIN_READS_MAX && p->out.fd >= 0; i++)
+                if (proc_read(a, p, &p->out) <= 0)
+                        break;
+        for (unsigned i = 0; i < PROC_DRAIN_READS_MAX && p->err.fd >= 0; i++)
+                if (proc_read(a, p, &p->err) <= 0)
+                        break;
+        agent_source_close(a, &p->out);
+        agent_source_close(a, &p->err);
+        proc_check_finished(a, p);
+}
+
+void agent_procs_service(Agent *a, uint64_t now, uint64_t *next) {
+        for (Proc **pp = &a->procs; *pp;) {
+                Proc *p = *pp;
+
+                if (p->finished) {
+                        *pp = p->next;
+                        a->n_procs--;
+                        proc_free(a, p);
+                        continue;
+                }
+                if (p->paused && !proc_congested(a, p, AGENT_OUT_LOW))
+                        proc_set_paused(a, p, false);
+                if (!p->exited && p->deadline_msec > 0) {
+                        if (now >= p->deadline_msec) {
+                                log_debug("exec %s: timeout, killing process group %d", p->exec_id, (int) p->pid);
+                                p->timed_out = true;
+                                p->deadline_msec = 0;
+                                (void) proc_kill(p, SIGKILL);
+                        } else
+                                *next = MIN(*next, p->deadline_msec);
+                }
+                if (p->exited && !p->paused) {
+                        if (now >= p->drain_deadline_msec)
+                                proc_drain(a, p);
+                        else
+                                *next = MIN(*next, p->drain_deadline_msec);
+                }
+                if (p->finished)
+                        *next = now; /* collect it on the next turn */
+                pp = &p->next;
+        }
+}
+
+void agent_procs_kill_all(Agent *a) {
+        for (Proc *p = a->procs; p; p = p->next) {
+                if (p->exited)
+                        continue;
+                (void) proc_kill(p, SIGKILL);
+                while (waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
+                        ;
+                p->exited = true;
+        }
+}
+
+void agent_procs_free_all(Agent *a) {
+        while (a->procs) {
+                Proc *p = a->procs;
+                a->procs = p->next;
+                proc_free(a, p);
+        }
+        a->n_procs = 0;
+}
+
+static void send_started(Conn *c, uint32_t stream, Proc *p) {
+        JsonWriter w;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_int(&w, "pid", p->pid);
+        json_w_kv_string(&w, "exec_id", p->exec_id);
+        json_w_object_end(&w);
+        (void) agent_conn_send_json(c, PROTO_STARTED, stream, &w);
+}
+
+void agent_exec_request(Agent *a, Conn *c, uint32_t stream, const JsonValue *v) {
+        _cleanup_(proto_exec_request_done) ProtoExecRequest req = {};
+        _cleanup_(agent_user_done) AgentUser user = {};
+        _cleanup_strv_free_ char **env = NULL;
+        _cleanup_free_ char *cwd = NULL;
+        char errbuf[EXEC_ERRBUF] = "";
+        Spawned sp;
+        Stream *s = NULL;
+        Proc *p;
+        int r;
+
+        if (agent_conn_stream(c, stream)) {
+                agent_conn_send_error(c, stream, EBUSY, "Stream %" PRIu32 " is in use", stream);
+                return;
+        }
+        r = proto_exec_request_parse(v, &req, errbuf, sizeof errbuf);
+        if (r < 0) {
+                agent_conn_send_error(c, stream, r, "Bad EXEC request: %s", errbuf[0] ? errbuf : strerror(-r));
+                return;
+        }
+        if (a->n_procs >= AGENT_PROC_MAX) {
+                agent_conn_send_error(c, stream, EAGAIN, "Too many processes (%u)", AGENT_PROC_MAX);
+                return;
+        }
+        if (!req.background && c->n_streams >= AGENT_STREAMS_MAX) {
+                agent_conn_send_error(c, stream, EMFILE, "Too many streams on this connection");
+                return;
+        }
+        if (!req.user && !req.have_uid && geteuid() != 0) {
+                /* an unprivileged agent (tests) runs things as itself by default */
+                req.have_uid = true;
+                req.uid = (uint32_t) geteuid();
+        }
+        r = agent_user_lookup(req.user, req.have_uid, req.uid, &user);
+        if (r < 0) {
+                if (req.user)
+                        agent_conn_send_error(c, stream, r, "Unknown user '%.256s'", req.user);
+                else
+                        agent_conn_send_error(c, stream, r, "Failed to look up uid %" PRIu32 ": %s", req.uid,
+                                              strerror(-r));
+                return;
+        }
+        r = agent_env_build(environ, user.home, user.name, req.env, req.pty, &env);
+        if (r < 0) {
+                agent_conn_send_error(c, stream, r, "Failed to build the environment: %s", strerror(-r));
+                return;
+        }
+        if (req.cwd && req.cwd[0] != '/')
+                cwd = strjoin(user.home, streq(user.home, "/") ? "" : "/", req.cwd);
+        else
+                cwd = strdup(req.cwd ?: user.home);
+        if (!cwd) {
+                agent_conn_send_error(c, stream, ENOMEM, "Out of memory");
+                return;
+        }
+
+        SpawnParams params = {
+                .argv = req.argv,
+                .envp = env,
+                .cwd = cwd,
+                .cwd_fallback = !req.cwd,
+                .uid = user.uid,
+                .gid = user.gid,
+                .groups = user.groups,
+                .n_groups = user.n_groups,
+                .stdin_pipe = req.stdin_open,
+                .pty = req.pty,
+                .rows = req.rows,
+                .cols = req.cols,
+        };
+        p = new0(Proc, 1);
+        if (!p) {
+                agent_conn_send_error(c, stream, ENOMEM, "Out of memory");
+                return;
+        }
+        r = agent_spawn(&params, &sp, errbuf, sizeof errbuf);
+        if (r < 0) {
+                free(p);
+                agent_conn_send_error(c, stream, r, "%s", errbuf[0] ? errbuf : strerror(-r));
+                return;
+        }
+
+        snprintf(p->exec_id, sizeof p->exec_id, "e%" PRIu64, a->next_exec_id++);
+        p->pid = sp.pid;
+        p->argv = TAKE_PTR(req.argv);
+        p->pty = req.pty;
+        p->background = req.background;
+        p->had_stdin = req.pty || req.stdin_open;
+        p->out = (Source){ .kind = SOURCE_PROC_OUT, .obj = p, .fd = sp.stdout_fd };
+        p->err = (Source){ .kind = SOURCE_PROC_ERR, .obj = p, .fd = sp.stderr_fd };
+        p->in = (Source){ .kind = SOURCE_PROC_IN, .obj = p, .fd = sp.stdin_fd };
+        if (req.timeout_ms > 0)
+                p->deadline_msec = agent_now_msec() + req.timeout_ms;
+        p->next = a->procs;
+        a->procs = p;
+        a->n_procs++;
+        (void) agent_source_set(a, &p->out, EPOLLIN);
+        (void) agent_source_set(a, &p->err, EPOLLIN);
+
+        if (!req.background && agent_conn_stream_add(c, stream, STREAM_EXEC, &s) >= 0) {
+                s->proc = p;
+                s->owner = true;
+                s->output = true;
+        }
+        log_debug("exec %s: started pid %d (%s)", p->exec_id, (int) p->pid, p->argv[0]);
+        send_started(c, stream, p);
+}
+
+void agent_exec_stdin(Agent *a, Conn *c, ProtoType type, uint32_t stream, const void *data, size_t n) {
+        Stream *s = agent_conn_stream(c, stream);
+        Proc *p;
+
+        if (!s || s->kind != STREAM_EXEC) {
+                agent_conn_send_error(c, stream, EBADF, "No process on stream %" PRIu32, stream);
+                return;
+        }
+        p = s->proc;
+        if (p->in.fd < 0) {
+                if (!p->had_stdin)
+                        agent_conn_send_error(c, stream, EBADF,
+                                              "stdin of %s is not open (start it with \"stdin\":true)", p->exec_id);
+                else if (p->in_eof)
+                        agent_conn_send_error(c, stream, EPIPE, "stdin of %s was closed by STDIN_EOF", p->exec_id);
+                /* else: the process closed it or exited, a normal race */
+                return;
+        }
+        if (type == PROTO_STDIN_EOF) {
+                if (p->pty) /* a terminal has no EOF of its own: send its EOF character */
+                        (void) proc_stdin_append(p, "\x04", 1);
+                else
+                        p->in_eof = true;
+        } else if (proc_stdin_append(p, data, n) < 0) {
+                agent_conn_send_error(c, stream, ENOMEM, "Out of memory");
+                return;
+        }
+        proc_stdin_flush(a, p);
+}
+
+static void exec_ps(Agent *a, Conn *c, uint32_t stream) {
+        JsonWriter w;
+        bool truncated = false;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_key(&w, "processes");
+        json_w_array_begin(&w);
+        for (Proc *p = a->procs; p; p = p->next) {
+                size_t bytes = 0;
+
+                if (p->exited)
+                        continue;
+                if (w.n > AGENT_RESULT_MAX - 2 * PS_ARGV_BYTES_MAX) {
+                        truncated = true;
+                        break;
+                }
+                json_w_object_begin(&w);
+                json_w_kv_string(&w, "exec_id", p->exec_id);
+                json_w_kv_int(&w, "pid", p->pid);
+                json_w_key(&w, "argv");
+                json_w_array_begin(&w);
+                for (char **arg = p->argv; arg && *arg; arg++) {
+                        size_t l = strlen(*arg);
+                        if (bytes + l > PS_ARGV_BYTES_MAX) {
+                                json_w_string_n(&w, *arg, PS_ARGV_BYTES_MAX - bytes);
+                                break;
+                        }
+                        json_w_string(&w, *arg);
+                        bytes += l;
+                }
+                json_w_array_end(&w);
+                json_w_kv_bool(&w, "pty", p->pty);
+                json_w_object_end(&w);
+        }
+        json_w_array_end(&w);
+        if (truncated)
+                json_w_kv_bool(&w, "truncated", true);
+        json_w_object_end(&w);
+        (void) agent_conn_send_json(c, PROTO_RESULT, stream, &w);
+}
+
+void agent_exec_control(Agent *a, Conn *c, ProtoType type, uint32_t stream, const JsonValue *v) {
+        _cleanup_(proto_control_request_done) ProtoControlRequest req = {};
+        char errbuf[EXEC_ERRBUF] = "";
+        Stream *s = agent_conn_stream(c, stream);
+        bool on_exec_stream = s && s->kind == STREAM_EXEC;
+        Proc *p = NULL;
+        int r;
+
+        r = proto_control_request_parse(type, v, &req, errbuf, sizeof errbuf);
+        if (r < 0) {
+                agent_conn_send_error(c, stream, r, "Bad %s request: %s", proto_type_to_string(type),
+                                      errbuf[0] ? errbuf : strerror(-r));
+                return;
+        }
+        if (type == PROTO_PS) {
+                exec_ps(a, c, stream);
+                return;
+        }
+        if (type == PROTO_ATTACH) {
+                if (s) {
+                        agent_conn_send_error(c, stream, EBUSY, "Stream %" PRIu32 " is in use", stream);
+                        return;
+                }
+                p = proc_by_id(a, req.exec_id);
+                if (!p) {
+                        agent_conn_send_error(c, stream, ESRCH, "No process with exec_id '%.64s'", req.exec_id);
+                        return;
+                }
+                r = agent_conn_stream_add(c, stream, STREAM_EXEC, &s);
+                if (r < 0) {
+                        agent_conn_send_error(c, stream, r, "Failed to bind stream %" PRIu32, stream);
+                        return;
+                }
+                s->proc = p;
+                s->output = req.output;
+                send_started(c, stream, p);
+                return;
+        }
+
+        /* SIGNAL, RESIZE: the process of this stream, or the one named. */
+        if (req.exec_id)
+                p = proc_by_id(a, req.exec_id);
+        else if (on_exec_stream)
+                p = s->proc;
+        else {
+                agent_conn_send_error(c, stream, EINVAL, "%s needs \"exec_id\" or a stream bound to a process",
+                                      proto_type_to_string(type));
+                return;
+        }
+        if (!p || p->exited) {
+                agent_conn_send_error(c, stream, ESRCH, "The process is not running");
+                return;
+        }
+        if (type == PROTO_SIGNAL)
+                r = proc_kill(p, req.signal);
+        else if (!p->pty)
+                r = -ENOTTY;
+        else
+                r = agent_pty_resize(p->in.fd, req.rows, req.cols);
+        if (r < 0) {
+                agent_conn_send_error(c, stream, r, "%s of %s failed: %s", proto_type_to_string(type), p->exec_id,
+                                      strerror(-r));
+                return;
+        }
+        /* On the exec's own stream success is silent; elsewhere it gets a RESULT. */
+        if (!on_exec_stream)
+                (void) agent_conn_send_empty_result(c, stream);
+}

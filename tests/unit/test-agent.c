@@ -1,0 +1,1050 @@
+/* SPDX-License-Identifier: MIT */
+/* Drives the real space-agent binary (an ordinary child process here, not PID 1)
+ * over its unix socket. Each test starts its own agent in test_tmpdir(). */
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "json.h"
+#include "proto.h"
+#include "str-util.h"
+#include "test.h"
+
+#define RECV_TIMEOUT_SEC 20
+
+static pid_t agent_pid;
+static char agent_sock[PATH_MAX];
+
+static void agent_stop(void) {
+        if (agent_pid > 0) {
+                (void) kill(agent_pid, SIGTERM);
+                (void) waitpid(agent_pid, NULL, 0);
+                agent_pid = 0;
+        }
+}
+
+static void msleep(unsigned ms) {
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+static int try_connect(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct timeval tv = { .tv_sec = RECV_TIMEOUT_SEC };
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+                return -errno;
+        (void) strscpy(sa.sun_path, sizeof sa.sun_path, agent_sock);
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        /* a broken agent fails the test instead of hanging it */
+        (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        (void) setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        return fd;
+}
+
+/* Starts the agent (stopping one a failed test left behind). */
+static void agent_start(void) {
+        static bool atexit_done;
+        char bin[PATH_MAX];
+        pid_t pid;
+        int fd = -1;
+
+        agent_stop();
+        if (!atexit_done) {
+                atexit(agent_stop);
+                atexit_done = true;
+        }
+        snprintf(bin, sizeof bin, "%s/src/agent/space-agent", test_build_dir());
+        if (access(bin, X_OK) < 0)
+                test_skip("space-agent is not built");
+        snprintf(agent_sock, sizeof agent_sock, "%s/agent.sock", test_tmpdir());
+
+        pid = fork();
+        ASSERT_OK(pid);
+        if (pid == 0) {
+                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+                /* the runtime hands the sandbox's environment to the agent; here a small known one */
+                char *const envp[] = { (char *) "PATH=/usr/local/bin:/usr/bin:/bin", (char *) "AGENT_MARKER=yes",
+                                       (char *) "LANG=C", NULL };
+                execle(bin, "space-agent", "--listen", agent_sock, (char *) NULL, envp);
+                _exit(127);
+        }
+        agent_pid = pid;
+        for (int i = 0; i < 500; i++) {
+                fd = try_connect();
+                if (fd >= 0)
+                        break;
+                msleep(10);
+        }
+        ASSERT_OK(fd);
+        close(fd);
+}
+
+static void send_json(int fd, ProtoType type, uint32_t stream, const char *fmt, ...) _printf_(4, 5);
+static void send_json(int fd, ProtoType type, uint32_t stream, const char *fmt, ...) {
+        char buf[8192];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        va_end(ap);
+        ASSERT_OK(proto_send_json(fd, type, stream, buf));
+}
+
+static JsonValue *parse_payload(const ProtoFrame *f) {
+        JsonValue *v = NULL;
+        char err[128];
+        if (json_parse(f->payload, f->len, &v, err, sizeof err) < 0)
+                test_fail(__FILE__, __LINE__, "bad JSON from the agent (%s): %.200s", err, f->payload);
+        return v;
+}
+
+static int64_t json_num(const JsonValue *obj, const char *key) {
+        int64_t v;
+        if (json_int64(json_get(obj, key), &v) < 0)
+                test_fail(__FILE__, __LINE__, "missing number '%s'", key);
+        return v;
+}
+
+/* Reads the next frame, which must be of this type and stream. Returns its JSON (or NULL for raw types). */
+static JsonValue *expect(int fd, ProtoType type, uint32_t stream, ProtoFrame *ret) {
+        ProtoFrame f = {};
+        JsonValue *v = NULL;
+        int r = proto_recv(fd, &f);
+
+        if (r < 0)
+                test_fail(__FILE__, __LINE__, "expected %s on stream %u: %s", proto_type_to_string(type), stream,
+                          strerror(-r));
+        if (f.type != type || f.stream != stream)
+                test_fail(__FILE__, __LINE__, "expected %s on stream %u, got %s on %u: %.300s",
+                          proto_type_to_string(type), stream, proto_type_to_string(f.type), f.stream, f.payload);
+        if (proto_type_is_json(f.type))
+                v = parse_payload(&f);
+        if (ret)
+                *ret = f;
+        else
+                proto_frame_done(&f);
+        return v;
+}
+
+static int connect_agent(void) {
+        int fd = try_connect();
+        ASSERT_OK(fd);
+        json_free(expect(fd, PROTO_HELLO, 0, NULL));
+        return fd;
+}
+
+/* Expects ERROR on stream with this errno. */
+static void expect_error(int fd, uint32_t stream, int err) {
+        _cleanup_json_ JsonValue *v = expect(fd, PROTO_ERROR, stream, NULL);
+        ASSERT_EQ(json_num(v, "errno"), err);
+        ASSERT_STREQ(json_string(json_get(v, "code")), proto_errno_to_code(err));
+        ASSERT_TRUE(!isempty(json_string(json_get(v, "message"))));
+}
+
+typedef struct ExecResult {
+        char *out, *err;
+        size_t out_n, err_n;
+        JsonValue *exit;
+        int64_t pid;
+        char exec_id[32];
+} ExecResult;
+
+static void exec_result_done(ExecResult *r) {
+        r->out = mfree(r->out);
+        r->err = mfree(r->err);
+        r->exit = json_free(r->exit);
+}
+
+static void append(char **buf, size_t *n, const char *p, size_t k) {
+        char *b = realloc(*buf, *n + k + 1);
+        ASSERT_NOT_NULL(b);
+        memcpy(b + *n, p, k);
+        *n += k;
+        b[*n] = 0;
+        *buf = b;
+}
+
+/* After STARTED: collects STDOUT/STDERR of stream until EXIT. */
+static void collect(int fd, uint32_t stream, ExecResult *res) {
+        for (;;) {
+                ProtoFrame f = {};
+                ASSERT_OK(proto_recv(fd, &f));
+                if (f.stream != stream)
+                        test_fail(__FILE__, __LINE__, "unexpected %s on stream %u", proto_type_to_string(f.type),
+                                  f.stream);
+                ASSERT_TRUE(f.len <= PROTO_DATA_CHUNK);
+                if (f.type == PROTO_STDOUT)
+                        append(&res->out, &res->out_n, f.payload, f.len);
+                else if (f.type == PROTO_STDERR)
+                        append(&res->err, &res->err_n, f.payload, f.len);
+                else if (f.type == PROTO_EXIT) {
+                        res->exit = parse_payload(&f);
+                        proto_frame_done(&f);
+                        return;
+                } else
+                        test_fail(__FILE__, __LINE__, "unexpected %s: %.200s", proto_type_to_string(f.type),
+                                  f.payload);
+                proto_frame_done(&f);
+        }
+}
+
+static void started(int fd, uint32_t stream, ExecResult *res) {
+        _cleanup_json_ JsonValue *v = expect(fd, PROTO_STARTED, stream, NULL);
+        res->pid = json_num(v, "pid");
+        ASSERT_TRUE(res->pid > 0);
+        ASSERT_OK(strscpy(res->exec_id, sizeof res->exec_id, strempty(json_string(json_get(v, "exec_id")))));
+        ASSERT_TRUE(res->exec_id[0] != 0);
+}
+
+/* EXEC, then everything up to EXIT. */
+static void run(int fd, uint32_t stream, const char *request, ExecResult *res) {
+        *res = (ExecResult){};
+        ASSERT_OK(proto_send_json(fd, PROTO_EXEC, stream, request));
+        started(fd, stream, res);
+        collect(fd, stream, res);
+}
+
+static bool pid_gone(pid_t pid, unsigned timeout_ms) {
+        for (unsigned i = 0; i < timeout_ms / 10; i++) {
+                if (kill(pid, 0) < 0 && errno == ESRCH)
+                        return true;
+                msleep(10);
+        }
+        return false;
+}
+
+TEST(hello) {
+        ProtoFrame f = {};
+        _cleanup_json_ JsonValue *v = NULL;
+        int fd;
+
+        agent_start();
+        fd = try_connect();
+        ASSERT_OK(fd);
+        v = expect(fd, PROTO_HELLO, 0, &f);
+        ASSERT_EQ(json_num(v, "version"), PROTO_VERSION);
+        ASSERT_EQ(json_num(v, "pid"), agent_pid);
+        ASSERT_TRUE(startswith(strempty(json_string(json_get(v, "agent"))), "space-agent "));
+        proto_frame_done(&f);
+
+        send_json(fd, PROTO_PING, 3, "{}");
+        json_free(expect(fd, PROTO_PONG, 3, NULL));
+        ASSERT_OK(proto_send(fd, PROTO_PING, 4, NULL, 0)); /* an empty payload is {} */
+        json_free(expect(fd, PROTO_PONG, 4, NULL));
+        close(fd);
+        agent_stop();
+}
+
+TEST(exec_output_and_code) {
+        ExecResult r;
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+
+        run(fd, 1, "{\"argv\":[\"sh\",\"-c\",\"echo out; echo err >&2; exit 3\"]}", &r);
+        ASSERT_STREQ(r.out, "out\n");
+        ASSERT_STREQ(r.err, "err\n");
+        ASSERT_EQ(json_num(r.exit, "code"), 3);
+        ASSERT_NULL(json_get(r.exit, "signal"));
+        exec_result_done(&r);
+
+        run(fd, 2, "{\"shell\":\"printf '%s|' a b; printf E >&2; exit 3\"}", &r);
+        ASSERT_STREQ(r.out, "a|b|");
+        ASSERT_STREQ(r.err, "E");
+        ASSERT_EQ(json_num(r.exit, "code"), 3);
+        exec_result_done(&r);
+
+        /* PATH search, and the exec ids differ */
+        run(fd, 3, "{\"argv\":[\"true\"]}", &r);
+        ASSERT_EQ(json_num(r.exit, "code"), 0);
+        ASSERT_NULL(r.out);
+        exec_result_done(&r);
+        close(fd);
+        agent_stop();
+}
+
+TEST(exec_signal_exit) {
+        ExecResult r;
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+        run(fd, 1, "{\"shell\":\"kill -TERM $$\"}", &r);
+        ASSERT_STREQ(json_string(json_get(r.exit, "signal")), "SIGTERM");
+        ASSERT_EQ(json_num(r.exit, "code"), 128 + SIGTERM);
+        ASSERT_STREQ(json_string(json_get(r.exit, "reason")), "killed");
+        exec_result_done(&r);
+
+        /* SIGNAL on the exec's stream */
+        r = (ExecResult){};
+        send_json(fd, PROTO_EXEC, 2, "{\"argv\":[\"sleep\",\"100\"]}");
+        started(fd, 2, &r);
+        send_json(fd, PROTO_SIGNAL, 2, "{\"signal\":\"SIGINT\"}");
+        collect(fd, 2, &r);
+        ASSERT_STREQ(json_string(json_get(r.exit, "signal")), "SIGINT");
+        ASSERT_EQ(json_num(r.exit, "code"), 128 + SIGINT);
+        exec_result_done(&r);
+
+        /* bad signal name */
+        r = (ExecResult){};
+        send_json(fd, PROTO_EXEC, 3, "{\"argv\":[\"sleep\",\"100\"]}");
+        started(fd, 3, &r);
+        send_json(fd, PROTO_SIGNAL, 3, "{\"signal\":\"SIGNOPE\"}");
+        expect_error(fd, 3, EINVAL);
+        send_json(fd, PROTO_SIGNAL, 3, "{\"signal\":9}");
+        collect(fd, 3, &r);
+        ASSERT_STREQ(json_string(json_get(r.exit, "signal")), "SIGKILL");
+        exec_result_done(&r);
+        close(fd);
+        agent_stop();
+}
+
+TEST(exec_errors) {
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+        send_json(fd, PROTO_EXEC, 1, "{\"argv\":[\"no-such-binary-here\"]}");
+        expect_error(fd, 1, ENOENT);
+        send_json(fd, PROTO_EXEC, 2, "{\"argv\":[\"/nonexistent/bin\"]}");
+        expect_error(fd, 2, ENOENT);
+        send_json(fd, PROTO_EXEC, 3, "{\"argv\":[\"true\"],\"cwd\":\"/nonexistent-dir\"}");
+        expect_error(fd, 3, ENOENT);
+        send_json(fd, PROTO_EXEC, 4, "{\"argv\":[\"true\"],\"user\":\"no-such-user-x\"}");
+        expect_error(fd, 4, ENOENT);
+        send_json(fd, PROTO_EXEC, 5, "{\"argv\":[\"%s\"]}", test_tmpdir()); /* a directory */
+        expect_error(fd, 5, EACCES);
+        send_json(fd, PROTO_EXEC, 6, "{\"argv\":[]}");
+        expect_error(fd, 6, EINVAL);
+        send_json(fd, PROTO_EXEC, 7, "{\"argv\":[\"true\"],\"pty\":1}");
+        expect_error(fd, 7, EINVAL);
+        /* the stream of an error is free again */
+        send_json(fd, PROTO_EXEC, 1, "{\"argv\":[\"true\"]}");
+        json_free(expect(fd, PROTO_STARTED, 1, NULL));
+        json_free(expect(fd, PROTO_EXIT, 1, NULL));
+        close(fd);
+        agent_stop();
+}
+
+TEST(exec_cwd_env_user) {
+        ExecResult r;
+        char req[PATH_MAX + 128];
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+
+        snprintf(req, sizeof req, "{\"argv\":[\"pwd\"],\"cwd\":\"%s\"}", test_tmpdir());
+        run(fd, 1, req, &r);
+        ASSERT_TRUE(r.out && startswith(r.out, test_tmpdir()));
+        exec_result_done(&r);
+
+        run(fd, 2,
+            "{\"shell\":\"echo $FOO,$HOME,$LANG,$USER; echo $PATH\",\"env\":{\"FOO\":\"bar baz\",\"LANG\":\"de_DE.UTF-8\"}}",
+            &r);
+        ASSERT_NOT_NULL(r.out);
+        ASSERT_TRUE(startswith(r.out, "bar baz,"));
+        ASSERT_NOT_NULL(strstr(r.out, ",de_DE.UTF-8,"));
+        ASSERT_NOT_NULL(strstr(r.out, "/bin"));
+        exec_result_done(&r);
+
+        /* the environment is the agent's own plus defaults: HOME of the user, no TERM without a pty */
+        run(fd, 3, "{\"shell\":\"echo $AGENT_MARKER,$LANG,$PATH,${TERM-unset},$HOME,$LOGNAME\"}", &r);
+        ASSERT_TRUE(r.out && startswith(r.out, "yes,C,/usr/local/bin:/usr/bin:/bin,unset,"));
+        if (getuid() == 0)
+                ASSERT_STREQ(r.out, "yes,C,/usr/local/bin:/usr/bin:/bin,unset,/root,root\n");
+        exec_result_done(&r);
+
+        if (getuid() == 0) {
+                struct passwd *pw = getpwnam("nobody");
+                if (pw) {
+                        char expect_id[64];
+                        run(fd, 4, "{\"shell\":\"id -u; echo $USER $HOME; pwd\",\"user\":\"nobody\"}", &r);
+                        snprintf(expect_id, sizeof expect_id, "%u\nnobody ", (unsigned) pw->pw_uid);
+                        ASSERT_TRUE(r.out && startswith(r.out, expect_id));
+                        ASSERT_EQ(json_num(r.exit, "code"), 0);
+                        exec_result_done(&r);
+
+                        run(fd, 5, "{\"argv\":[\"id\",\"-u\"],\"user\":12345}", &r);
+                        ASSERT_STREQ(r.out, "12345\n");
+                        exec_result_done(&r);
+                }
+        }
+        close(fd);
+        agent_stop();
+}
+
+TEST(exec_stdin) {
+        ExecResult r = {};
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+        send_json(fd, PROTO_EXEC, 1, "{\"argv\":[\"cat\"],\"stdin\":true}");
+        started(fd, 1, &r);
+        ASSERT_OK(proto_send(fd, PROTO_STDIN, 1, "hello ", 6));
+        ASSERT_OK(proto_send(fd, PROTO_STDIN, 1, "cat\n", 4));
+        ASSERT_OK(proto_send(fd, PROTO_STDIN_EOF, 1, NULL, 0));
+        collect(fd, 1, &r);
+        ASSERT_STREQ(r.out, "hello cat\n");
+        ASSERT_EQ(json_num(r.exit, "code"), 0);
+        exec_result_done(&r);
+
+        /* without stdin:true, stdin reads EOF and STDIN is an error */
+        r = (ExecResult){};
+        send_json(fd, PROTO_EXEC, 2, "{\"shell\":\"cat; echo done\"}");
+        started(fd, 2, &r);
+        collect(fd, 2, &r);
+        ASSERT_STREQ(r.out, "done\n");
+        exec_result_done(&r);
+        ASSERT_OK(proto_send(fd, PROTO_STDIN, 2, "x", 1));
+        expect_error(fd, 2, EBADF); /* the stream ended with EXIT */
+        close(fd);
+        agent_stop();
+}
+
+TEST(exec_attach) {
+        _cleanup_json_ JsonValue *v = NULL;
+        ExecResult r = {}, r2 = {};
+        char req[128];
+        int a, b, c;
+
+        agent_start();
+        a = connect_agent();
+        b = connect_agent();
+        send_json(a, PROTO_EXEC, 1, "{\"argv\":[\"cat\"],\"stdin\":true}");
+        started(a, 1, &r);
+
+        /* a second connection binds its stream 9 to the process, writes stdin */
+        snprintf(req, sizeof req, "{\"exec_id\":\"%s\",\"output\":true}", r.exec_id);
+        ASSERT_OK(proto_send_json(b, PROTO_ATTACH, 9, req));
+        v = expect(b, PROTO_STARTED, 9, NULL);
+        ASSERT_EQ(json_num(v, "pid"), r.pid);
+        ASSERT_OK(proto_send(b, PROTO_STDIN, 9, "from b\n", 7));
+        ASSERT_OK(proto_send(b, PROTO_STDIN_EOF, 9, NULL, 0));
+        collect(a, 1, &r);
+        collect(b, 9, &r2);
+        ASSERT_STREQ(r.out, "from b\n");
+        ASSERT_STREQ(r2.out, "from b\n");
+        ASSERT_EQ(json_num(r2.exit, "code"), 0);
+        exec_result_done(&r);
+        exec_result_done(&r2);
+
+        /* attaching to something that does not exist */
+        send_json(b, PROTO_ATTACH, 10, "{\"exec_id\":\"e999\"}");
+        expect_error(b, 10, ESRCH);
+        send_json(b, PROTO_ATTACH, 11, "{}");
+        expect_error(b, 11, EINVAL);
+
+        /* output:false gets no output; its STDIN and SIGNAL still work */
+        r = (ExecResult){};
+        send_json(a, PROTO_EXEC, 2, "{\"shell\":\"read x; echo got $x\",\"stdin\":true}");
+        started(a, 2, &r);
+        c = connect_agent();
+        snprintf(req, sizeof req, "{\"exec_id\":\"%s\"}", r.exec_id);
+        ASSERT_OK(proto_send_json(c, PROTO_ATTACH, 1, req));
+        json_free(expect(c, PROTO_STARTED, 1, NULL));
+        ASSERT_OK(proto_send(c, PROTO_STDIN, 1, "it\n", 3));
+        collect(a, 2, &r);
+        ASSERT_STREQ(r.out, "got it\n");
+        exec_result_done(&r);
+        send_json(c, PROTO_PING, 2, "{}");
+        json_free(expect(c, PROTO_PONG, 2, NULL)); /* nothing else arrived on c */
+        close(a);
+        close(b);
+        close(c);
+        agent_stop();
+}
+
+TEST(exec_timeout) {
+        ExecResult r;
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+        run(fd, 1, "{\"argv\":[\"sleep\",\"100\"],\"timeout_ms\":200}", &r);
+        ASSERT_STREQ(json_string(json_get(r.exit, "signal")), "SIGKILL");
+        ASSERT_EQ(json_num(r.exit, "code"), 137);
+        ASSERT_STREQ(json_string(json_get(r.exit, "reason")), "timeout");
+        ASSERT_TRUE(pid_gone((pid_t) r.pid, 2000));
+        exec_result_done(&r);
+
+        /* the whole process group goes */
+        run(fd, 2, "{\"shell\":\"sleep 100 & echo $!; wait\",\"timeout_ms\":300}", &r);
+        ASSERT_NOT_NULL(r.out);
+        int64_t child;
+        ASSERT_OK(safe_atoi64(strtok(r.out, "\n"), &child));
+        ASSERT_TRUE(pid_gone((pid_t) child, 5000));
+        ASSERT_STREQ(json_string(json_get(r.exit, "reason")), "timeout");
+        exec_result_done(&r);
+
+        /* a fast process is not bothered */
+        run(fd, 3, "{\"argv\":[\"true\"],\"timeout_ms\":10000}", &r);
+        ASSERT_EQ(json_num(r.exit, "code"), 0);
+        exec_result_done(&r);
+        close(fd);
+        agent_stop();
+}
+
+TEST(exec_close_kills_foreground) {
+        ExecResult r = {}, bg = {};
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+        send_json(fd, PROTO_EXEC, 1, "{\"argv\":[\"sleep\",\"100\"]}");
+        started(fd, 1, &r);
+        send_json(fd, PROTO_EXEC, 2, "{\"argv\":[\"sleep\",\"100\"],\"background\":true}");
+        started(fd, 2, &bg);
+        ASSERT_EQ(kill((pid_t) r.pid, 0), 0);
+        close(fd);
+        ASSERT_TRUE(pid_gone((pid_t) r.pid, 5000));
+        /* the background one lives on */
+        msleep(100);
+        ASSERT_EQ(kill((pid_t) bg.pid, 0), 0);
+        agent_stop(); /* an ordinary agent takes its processes along */
+        ASSERT_TRUE(pid_gone((pid_t) bg.pid, 5000));
+}
+
+TEST(exec_background_and_ps) {
+        _cleanup_json_ JsonValue *ps = NULL, *ps2 = NULL, *res = NULL;
+        ExecResult bg = {}, fg = {};
+        const JsonValue *procs;
+        char req[128];
+        bool found_bg = false, found_fg = false;
+        int fd, fd2;
+
+        agent_start();
+        fd = connect_agent();
+        send_json(fd, PROTO_EXEC, 1, "{\"shell\":\"echo discarded; exec sleep 100\",\"background\":true}");
+        started(fd, 1, &bg);
+        send_json(fd, PROTO_EXEC, 2, "{\"argv\":[\"sleep\",\"100\"],\"pty\":true}");
+        started(fd, 2, &fg);
+        /* nothing else comes on stream 1: the next frame is the PONG */
+        send_json(fd, PROTO_PING, 3, "{}");
+        json_free(expect(fd, PROTO_PONG, 3, NULL));
+        close(fd);
+        ASSERT_TRUE(pid_gone((pid_t) fg.pid, 5000));
+
+        fd2 = connect_agent();
+        send_json(fd2, PROTO_PS, 4, "{}");
+        ps = expect(fd2, PROTO_RESULT, 4, NULL);
+        procs = json_get(ps, "processes");
+        ASSERT_EQ(json_type(procs), JSON_ARRAY);
+        for (size_t i = 0; i < json_array_size(procs); i++) {
+                const JsonValue *p = json_array_at(procs, i);
+                const char *id = json_string(json_get(p, "exec_id"));
+                bool pty;
+                if (streq(strempty(id), bg.exec_id)) {
+                        found_bg = true;
+                        ASSERT_EQ(json_num(p, "pid"), bg.pid);
+                        ASSERT_STREQ(json_string(json_array_at(json_get(p, "argv"), 0)), "/bin/sh");
+                        ASSERT_OK(json_bool(json_get(p, "pty"), &pty));
+                        ASSERT_FALSE(pty);
+                }
+                if (streq(strempty(id), fg.exec_id))
+                        found_fg = true;
+        }
+        ASSERT_TRUE(found_bg);
+        ASSERT_FALSE(found_fg);
+
+        /* SIGNAL by exec_id from another stream gets a RESULT */
+        snprintf(req, sizeof req, "{\"signal\":\"SIGKILL\",\"exec_id\":\"%s\"}", bg.exec_id);
+        ASSERT_OK(proto_send_json(fd2, PROTO_SIGNAL, 5, req));
+        res = expect(fd2, PROTO_RESULT, 5, NULL);
+        ASSERT_TRUE(pid_gone((pid_t) bg.pid, 5000));
+        msleep(50);
+        send_json(fd2, PROTO_PS, 6, "{}");
+        ps2 = expect(fd2, PROTO_RESULT, 6, NULL);
+        ASSERT_EQ(json_array_size(json_get(ps2, "processes")), 0);
+        send_json(fd2, PROTO_SIGNAL, 7, "{\"signal\":\"SIGKILL\",\"exec_id\":\"e12345\"}");
+        expect_error(fd2, 7, ESRCH);
+        send_json(fd2, PROTO_SIGNAL, 8, "{\"signal\":\"SIGKILL\"}");
+        expect_error(fd2, 8, EINVAL);
+        close(fd2);
+        agent_stop();
+}
+
+/* Reads STDOUT of stream until its accumulated text contains needle. */
+static void read_until(int fd, uint32_t stream, ExecResult *r, const char *needle) {
+        while (!r->out || !strstr(r->out, needle)) {
+                ProtoFrame f = {};
+                ASSERT_OK(proto_recv(fd, &f));
+                if (f.type != PROTO_STDOUT || f.stream != stream)
+                        test_fail(__FILE__, __LINE__, "waiting for '%s': got %s: %.200s", needle,
+                                  proto_type_to_string(f.type), f.payload);
+                append(&r->out, &r->out_n, f.payload, f.len);
+                proto_frame_done(&f);
+        }
+}
+
+TEST(exec_pty) {
+        ExecResult r = {};
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+        send_json(fd, PROTO_EXEC, 1,
+                  "{\"shell\":\"tty; stty size; echo T=$TERM; read x; stty size; echo x=$x\",\"pty\":true,"
+                  "\"rows\":33,\"cols\":101}");
+        started(fd, 1, &r);
+        read_until(fd, 1, &r, "T=xterm-256color");
+        ASSERT_NOT_NULL(strstr(r.out, "/dev/pts/"));
+        ASSERT_NOT_NULL(strstr(r.out, "33 101\r\n"));
+        send_json(fd, PROTO_RESIZE, 1, "{\"rows\":50,\"cols\":120}");
+        ASSERT_OK(proto_send(fd, PROTO_STDIN, 1, "typed\n", 6));
+        collect(fd, 1, &r);
+        ASSERT_NOT_NULL(strstr(r.out, "50 120\r\n"));
+        ASSERT_NOT_NULL(strstr(r.out, "x=typed"));
+        ASSERT_TRUE(r.err == NULL); /* with a pty everything is STDOUT */
+        ASSERT_EQ(json_num(r.exit, "code"), 0);
+        exec_result_done(&r);
+
+        /* RESIZE without a pty */
+        r = (ExecResult){};
+        send_json(fd, PROTO_EXEC, 2, "{\"argv\":[\"sleep\",\"100\"]}");
+        started(fd, 2, &r);
+        send_json(fd, PROTO_RESIZE, 2, "{\"rows\":5,\"cols\":5}");
+        expect_error(fd, 2, ENOTTY);
+        send_json(fd, PROTO_SIGNAL, 2, "{\"signal\":\"SIGKILL\"}");
+        collect(fd, 2, &r);
+        exec_result_done(&r);
+        close(fd);
+        agent_stop();
+}
+
+static size_t agent_rss_kb(void) {
+        char path[64], *p;
+        _cleanup_free_ char *s = NULL;
+        uint64_t kb = 0;
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int) agent_pid);
+        if (read_full_file(path, 65536, &s, NULL) < 0)
+                return 0;
+        p = strstr(s, "VmRSS:");
+        if (!p)
+                return 0;
+        for (p += 6; *p == ' ' || *p == '\t'; p++)
+                ;
+        p[strcspn(p, " ")] = 0;
+        (void) safe_atou64(p, &kb);
+        return (size_t) kb;
+}
+
+TEST(exec_backpressure) {
+        const size_t total = 8U * 1024U * 1024U;
+        size_t got = 0, frames = 0, rss_max = 0, rss_start;
+        ExecResult r = {};
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+        rss_start = agent_rss_kb();
+        send_json(fd, PROTO_EXEC, 1, "{\"argv\":[\"head\",\"-c\",\"%zu\",\"/dev/zero\"]}", total);
+        started(fd, 1, &r);
+        for (;;) {
+                ProtoFrame f = {};
+                ASSERT_OK(proto_recv(fd, &f));
+                ASSERT_EQ(f.stream, 1);
+                if (f.type == PROTO_EXIT) {
+                        r.exit = parse_payload(&f);
+                        proto_frame_done(&f);
+                        break;
+                }
+                ASSERT_EQ(f.type, PROTO_STDOUT);
+                ASSERT_TRUE(f.len > 0 && f.len <= PROTO_DATA_CHUNK);
+                for (size_t i = 0; i < f.len; i++)
+                        ASSERT_EQ(f.payload[i], 0);
+                got += f.len;
+                frames++;
+                proto_frame_done(&f);
+                if (frames % 8 == 0) { /* a slow reader */
+                        size_t rss = agent_rss_kb();
+                        rss_max = MAX(rss_max, rss);
+                        msleep(15);
+                }
+        }
+        ASSERT_EQ(got, total);
+        ASSERT_EQ(json_num(r.exit, "code"), 0);
+        fprintf(stderr, "  rss start %zu KiB, max %zu KiB over %zu frames\n", rss_start, rss_max, frames);
+        /* queued output is bounded by ~AGENT_OUT_HIGH, far below the 8 MiB produced */
+        ASSERT_TRUE(rss_max < rss_start + 4096);
+        exec_result_done(&r);
+        close(fd);
+        agent_stop();
+}
+
+/* Writes a file by FILE_WRITE in several DATA frames. */
+static void write_file(int fd, uint32_t stream, const char *request, const char *const *parts, size_t expect_bytes) {
+        _cleanup_json_ JsonValue *v = NULL;
+
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_WRITE, stream, request));
+        for (size_t i = 0; parts[i]; i++)
+                ASSERT_OK(proto_send(fd, PROTO_DATA, stream, parts[i], strlen(parts[i])));
+        ASSERT_OK(proto_send(fd, PROTO_DATA_END, stream, NULL, 0));
+        v = expect(fd, PROTO_RESULT, stream, NULL);
+        ASSERT_EQ(json_num(v, "bytes"), expect_bytes);
+}
+
+/* FILE_READ into a malloc'd string. */
+static char *read_file(int fd, uint32_t stream, const char *request, int64_t *ret_size) {
+        _cleanup_json_ JsonValue *info = NULL;
+        char *buf = NULL;
+        size_t n = 0;
+
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_READ, stream, request));
+        info = expect(fd, PROTO_FILE_INFO, stream, NULL);
+        ASSERT_STREQ(json_string(json_get(info, "type")), "file");
+        if (ret_size)
+                *ret_size = json_num(info, "size");
+        append(&buf, &n, "", 0);
+        for (;;) {
+                ProtoFrame f = {};
+                ASSERT_OK(proto_recv(fd, &f));
+                ASSERT_EQ(f.stream, stream);
+                if (f.type == PROTO_DATA_END) {
+                        proto_frame_done(&f);
+                        return buf;
+                }
+                ASSERT_EQ(f.type, PROTO_DATA);
+                ASSERT_TRUE(f.len <= PROTO_DATA_CHUNK);
+                append(&buf, &n, f.payload, f.len);
+                proto_frame_done(&f);
+        }
+}
+
+TEST(files) {
+        const char *dir = test_tmpdir();
+        char req[PATH_MAX * 2 + 256], p[PATH_MAX];
+        _cleanup_free_ char *big = NULL, *content = NULL, *part = NULL;
+        _cleanup_json_ JsonValue *list = NULL, *list3 = NULL, *st = NULL, *lst = NULL, *mk = NULL, *mk2 = NULL;
+        const JsonValue *entries;
+        struct stat s;
+        int64_t size;
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+
+        /* write in several frames, with parents and a mode */
+        big = malloc(200001);
+        ASSERT_NOT_NULL(big);
+        memset(big, 'z', 200000);
+        big[200000] = 0;
+        snprintf(req, sizeof req, "{\"path\":\"%s/d1/d2/f.txt\",\"parents\":true,\"mode\":416}", dir);
+        write_file(fd, 1, req, (const char *const[]){ "hello ", big, "world\n", NULL }, 200012);
+        snprintf(p, sizeof p, "%s/d1/d2/f.txt", dir);
+        ASSERT_OK(stat(p, &s));
+        ASSERT_EQ(s.st_mode & 07777, 0640);
+        ASSERT_EQ(s.st_size, 200012);
+
+        /* read back, whole and a range */
+        snprintf(req, sizeof req, "{\"path\":\"%s\"}", p);
+        content = read_file(fd, 2, req, &size);
+        ASSERT_EQ(size, 200012);
+        ASSERT_EQ(strlen(content), 200012);
+        ASSERT_TRUE(startswith(content, "hello zzz"));
+        ASSERT_TRUE(endswith(content, "zzworld\n"));
+        snprintf(req, sizeof req, "{\"path\":\"%s\",\"offset\":200006,\"length\":5}", p);
+        part = read_file(fd, 3, req, NULL);
+        ASSERT_STREQ(part, "world");
+
+        /* replace: the temporary file is gone, the mode kept; append in place */
+        snprintf(req, sizeof req, "{\"path\":\"%s\"}", p);
+        write_file(fd, 4, req, (const char *const[]){ "new\n", NULL }, 4);
+        snprintf(req, sizeof req, "{\"path\":\"%s\",\"append\":true}", p);
+        write_file(fd, 5, req, (const char *const[]){ "more\n", NULL }, 5);
+        free(content);
+        snprintf(req, sizeof req, "{\"path\":\"%s\"}", p);
+        content = read_file(fd, 6, req, NULL);
+        ASSERT_STREQ(content, "new\nmore\n");
+        ASSERT_OK(stat(p, &s));
+        ASSERT_EQ(s.st_mode & 07777, 0640);
+
+        /* list: depth 1 and 3; no temporary files left over */
+        snprintf(p, sizeof p, "%s/d1/link", dir);
+        ASSERT_OK(symlink("d2/f.txt", p));
+        snprintf(req, sizeof req, "{\"path\":\"%s/d1\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_LIST, 7, req));
+        list = expect(fd, PROTO_RESULT, 7, NULL);
+        entries = json_get(list, "entries");
+        ASSERT_EQ(json_array_size(entries), 2);
+        ASSERT_STREQ(json_string(json_get(json_array_at(entries, 0), "name")), "d2");
+        ASSERT_STREQ(json_string(json_get(json_array_at(entries, 0), "type")), "dir");
+        ASSERT_STREQ(json_string(json_get(json_array_at(entries, 1), "name")), "link");
+        ASSERT_STREQ(json_string(json_get(json_array_at(entries, 1), "type")), "symlink");
+        ASSERT_STREQ(json_string(json_get(json_array_at(entries, 1), "target")), "d2/f.txt");
+        snprintf(req, sizeof req, "{\"path\":\"%s\",\"depth\":3}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_LIST, 8, req));
+        list3 = expect(fd, PROTO_RESULT, 8, NULL);
+        entries = json_get(list3, "entries");
+        ASSERT_EQ(json_array_size(entries), 5); /* agent.sock d1 d1/d2 d1/d2/f.txt d1/link */
+        snprintf(p, sizeof p, "%s/d1/d2/f.txt", dir);
+        bool found = false;
+        for (size_t i = 0; i < json_array_size(entries); i++) {
+                const JsonValue *e = json_array_at(entries, i);
+                if (streq(strempty(json_string(json_get(e, "path"))), p)) {
+                        found = true;
+                        ASSERT_EQ(json_num(e, "size"), 9);
+                        ASSERT_EQ(json_num(e, "mode"), 0640);
+                        ASSERT_STREQ(json_string(json_get(e, "type")), "file");
+                        ASSERT_TRUE(json_num(e, "mtime_ns") > 0);
+                }
+                ASSERT_FALSE(startswith(strempty(json_string(json_get(e, "name"))), ".#"));
+        }
+        ASSERT_TRUE(found);
+
+        /* stat: lstat semantics */
+        snprintf(req, sizeof req, "{\"path\":\"%s/d1/link\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_STAT, 9, req));
+        lst = expect(fd, PROTO_RESULT, 9, NULL);
+        ASSERT_STREQ(json_string(json_get(lst, "type")), "symlink");
+        ASSERT_STREQ(json_string(json_get(lst, "name")), "link");
+        snprintf(req, sizeof req, "{\"path\":\"%s/d1/d2\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_STAT, 10, req));
+        st = expect(fd, PROTO_RESULT, 10, NULL);
+        ASSERT_STREQ(json_string(json_get(st, "type")), "dir");
+
+        /* mkdir with parents, twice */
+        snprintf(req, sizeof req, "{\"path\":\"%s/m/n/o\",\"parents\":true,\"mode\":448}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_MKDIR, 11, req));
+        mk = expect(fd, PROTO_RESULT, 11, NULL);
+        bool created = false;
+        ASSERT_OK(json_bool(json_get(mk, "created"), &created));
+        ASSERT_TRUE(created);
+        snprintf(p, sizeof p, "%s/m/n/o", dir);
+        ASSERT_OK(stat(p, &s));
+        ASSERT_TRUE(S_ISDIR(s.st_mode));
+        ASSERT_EQ(s.st_mode & 07777, 0700);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_MKDIR, 12, req));
+        mk2 = expect(fd, PROTO_RESULT, 12, NULL);
+        ASSERT_OK(json_bool(json_get(mk2, "created"), &created));
+        ASSERT_FALSE(created);
+        snprintf(req, sizeof req, "{\"path\":\"%s/m/n/o\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_MKDIR, 13, req));
+        expect_error(fd, 13, EEXIST);
+        snprintf(req, sizeof req, "{\"path\":\"%s/x/y\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_MKDIR, 14, req));
+        expect_error(fd, 14, ENOENT);
+
+        /* rename */
+        snprintf(req, sizeof req, "{\"from\":\"%s/m\",\"to\":\"%s/m2\"}", dir, dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_RENAME, 15, req));
+        json_free(expect(fd, PROTO_RESULT, 15, NULL));
+        snprintf(p, sizeof p, "%s/m2/n/o", dir);
+        ASSERT_OK(stat(p, &s));
+        snprintf(req, sizeof req, "{\"from\":\"%s/nope\",\"to\":\"%s/m3\"}", dir, dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_RENAME, 16, req));
+        expect_error(fd, 16, ENOENT);
+
+        /* remove: not empty, then recursive (the symlink's target survives) */
+        snprintf(p, sizeof p, "%s/outside", dir);
+        ASSERT_OK(mkdir(p, 0755));
+        snprintf(p, sizeof p, "%s/m2/n/escape", dir);
+        snprintf(req, sizeof req, "%s/outside", dir);
+        ASSERT_OK(symlink(req, p));
+        snprintf(req, sizeof req, "{\"path\":\"%s/m2\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_REMOVE, 17, req));
+        expect_error(fd, 17, ENOTEMPTY);
+        snprintf(req, sizeof req, "{\"path\":\"%s/m2\",\"recursive\":true}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_REMOVE, 18, req));
+        json_free(expect(fd, PROTO_RESULT, 18, NULL));
+        snprintf(p, sizeof p, "%s/m2", dir);
+        ASSERT_ERRNO(RET_NERRNO(stat(p, &s)), ENOENT);
+        snprintf(p, sizeof p, "%s/outside", dir);
+        ASSERT_OK(stat(p, &s));
+        snprintf(req, sizeof req, "{\"path\":\"%s/d1/d2/f.txt\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_REMOVE, 19, req));
+        json_free(expect(fd, PROTO_RESULT, 19, NULL));
+        send_json(fd, PROTO_FILE_REMOVE, 20, "{\"path\":\"/\",\"recursive\":true}");
+        expect_error(fd, 20, EBUSY);
+
+        /* errors: missing file, missing directory without parents, a directory */
+        snprintf(req, sizeof req, "{\"path\":\"%s/missing\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_READ, 21, req));
+        expect_error(fd, 21, ENOENT);
+        snprintf(req, sizeof req, "{\"path\":\"%s\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_READ, 22, req));
+        expect_error(fd, 22, EISDIR);
+        snprintf(req, sizeof req, "{\"path\":\"%s/missing/x\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_WRITE, 23, req));
+        ASSERT_OK(proto_send(fd, PROTO_DATA, 23, "abc", 3));
+        ASSERT_OK(proto_send(fd, PROTO_DATA, 23, "def", 3));
+        ASSERT_OK(proto_send(fd, PROTO_DATA_END, 23, NULL, 0));
+        expect_error(fd, 23, ENOENT);
+        snprintf(req, sizeof req, "{\"path\":\"%s/missing\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_LIST, 24, req));
+        expect_error(fd, 24, ENOENT);
+        snprintf(req, sizeof req, "{\"path\":\"%s/d1/link\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_LIST, 25, req));
+        expect_error(fd, 25, ENOENT); /* the link's target is gone */
+        ASSERT_OK(proto_send(fd, PROTO_DATA, 26, "x", 1));
+        expect_error(fd, 26, EBADF); /* DATA without FILE_WRITE */
+        /* only those errors came: the next frame answers the PING */
+        send_json(fd, PROTO_PING, 27, "{}");
+        json_free(expect(fd, PROTO_PONG, 27, NULL));
+        close(fd);
+        agent_stop();
+}
+
+TEST(file_read_large) {
+        const size_t total = 5U * 1024U * 1024U + 123;
+        _cleanup_free_ char *data = malloc(total), *back = NULL;
+        char p[PATH_MAX], req[PATH_MAX + 64];
+        int fd;
+
+        ASSERT_NOT_NULL(data);
+        for (size_t i = 0; i < total; i++)
+                data[i] = (char) ('a' + i % 26);
+        snprintf(p, sizeof p, "%s/large", test_tmpdir());
+        ASSERT_OK(write_file_atomic(p, data, total, 0644));
+        agent_start();
+        fd = connect_agent();
+        snprintf(req, sizeof req, "{\"path\":\"%s\"}", p);
+        back = read_file(fd, 1, req, NULL);
+        ASSERT_EQ(strlen(back), total);
+        ASSERT_TRUE(memcmp(back, data, total) == 0);
+        close(fd);
+        agent_stop();
+}
+
+static void write_raw_header(int fd, uint32_t len, uint16_t type, uint16_t flags, uint32_t stream) {
+        uint8_t h[PROTO_HEADER_SIZE];
+        proto_header_encode(h, PROTO_PING, stream, len);
+        h[4] = (uint8_t) type;
+        h[5] = (uint8_t) (type >> 8);
+        h[6] = (uint8_t) flags;
+        h[7] = (uint8_t) (flags >> 8);
+        ASSERT_OK(loop_write(fd, h, sizeof h));
+}
+
+/* After a broken frame: an ERROR (maybe), then the connection is closed. */
+static void expect_closed(int fd, int err) {
+        ProtoFrame f = {};
+        int r = proto_recv(fd, &f);
+        if (r >= 0) {
+                _cleanup_json_ JsonValue *v = NULL;
+                ASSERT_EQ(f.type, PROTO_ERROR);
+                v = parse_payload(&f);
+                ASSERT_EQ(json_num(v, "errno"), err);
+                proto_frame_done(&f);
+                r = proto_recv(fd, &f);
+        }
+        ASSERT_TRUE(r == -ECONNRESET || r == -EPIPE || r == -ECONNRESET);
+}
+
+TEST(malformed_frames) {
+        _cleanup_free_ char *huge = NULL;
+        int good, bad;
+
+        agent_start();
+        good = connect_agent();
+
+        /* a bad request on a good frame: ERROR, the connection lives */
+        ASSERT_OK(proto_send_json(good, PROTO_EXEC, 1, "{\"argv\":[\"true\",]}"));
+        expect_error(good, 1, EINVAL);
+        ASSERT_OK(proto_send_json(good, PROTO_EXEC, 2, "[1,2]"));
+        expect_error(good, 2, EINVAL);
+        ASSERT_OK(proto_send(good, PROTO_EXEC, 3, "\xff\xfe", 2));
+        expect_error(good, 3, EINVAL);
+        huge = malloc(PROTO_JSON_MAX + 2);
+        ASSERT_NOT_NULL(huge);
+        memset(huge, ' ', PROTO_JSON_MAX + 2);
+        huge[0] = '{';
+        huge[PROTO_JSON_MAX + 1] = '}';
+        ASSERT_OK(proto_send(good, PROTO_EXEC, 4, huge, PROTO_JSON_MAX + 2));
+        expect_error(good, 4, E2BIG);
+        ASSERT_OK(proto_send_json(good, PROTO_STDOUT, 5, "x")); /* not a request */
+        expect_error(good, 5, EINVAL);
+        ASSERT_OK(proto_send_json(good, PROTO_RESULT, 6, "{}"));
+        expect_error(good, 6, EINVAL);
+        ASSERT_OK(proto_send(good, PROTO_STDIN, 7, "x", 1)); /* no such stream */
+        expect_error(good, 7, EBADF);
+        ASSERT_OK(proto_send(good, PROTO_STDIN_EOF, 8, "x", 1)); /* EOF with a payload */
+        expect_error(good, 8, EINVAL);
+        ASSERT_OK(proto_send_json(good, PROTO_PS, 9, "{\"all\":true}"));
+        expect_error(good, 9, EINVAL);
+
+        /* unknown type: ERROR, then closed */
+        bad = connect_agent();
+        write_raw_header(bad, 0, 0x77, 0, 5);
+        expect_closed(bad, EBADMSG);
+        close(bad);
+
+        /* flags */
+        bad = connect_agent();
+        write_raw_header(bad, 2, PROTO_PING, 1, 5);
+        expect_closed(bad, EBADMSG);
+        close(bad);
+
+        /* oversized length */
+        bad = connect_agent();
+        write_raw_header(bad, PROTO_PAYLOAD_MAX + 1, PROTO_DATA, 0, 5);
+        expect_closed(bad, EMSGSIZE);
+        close(bad);
+
+        /* a frame cut off by the peer going away */
+        bad = connect_agent();
+        write_raw_header(bad, 100, PROTO_EXEC, 0, 5);
+        ASSERT_OK(loop_write(bad, "{\"argv\"", 7));
+        close(bad);
+
+        /* pure garbage */
+        bad = connect_agent();
+        ASSERT_OK(loop_write(bad, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27));
+        expect_closed(bad, EBADMSG);
+        close(bad);
+
+        /* the agent kept serving the good connection and takes new ones */
+        ExecResult r;
+        run(good, 10, "{\"argv\":[\"echo\",\"still here\"]}", &r);
+        ASSERT_STREQ(r.out, "still here\n");
+        exec_result_done(&r);
+        bad = connect_agent();
+        send_json(bad, PROTO_PING, 1, "{}");
+        json_free(expect(bad, PROTO_PONG, 1, NULL));
+        close(bad);
+        close(good);
+        ASSERT_EQ(waitpid(agent_pid, NULL, WNOHANG), 0); /* still running */
+        agent_stop();
+}
+
+TEST(many_connections) {
+        int fds[16];
+
+        agent_start();
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                fds[i] = connect_agent();
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                send_json(fds[i], PROTO_EXEC, (uint32_t) i + 1, "{\"shell\":\"echo %zu\"}", i);
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+                ExecResult r = {};
+                char want[32];
+                started(fds[i], (uint32_t) i + 1, &r);
+                collect(fds[i], (uint32_t) i + 1, &r);
+                snprintf(want, sizeof want, "%zu\n", i);
+                ASSERT_STREQ(r.out, want);
+                exec_result_done(&r);
+                close(fds[i]);
+        }
+        agent_stop();
+}
