@@ -11,6 +11,8 @@
 #define HTTP_HEADERS_MAX 100U
 #define HTTP_URL_MAX 8192U
 #define HTTP_CHUNK_LINE_MAX 64U       /* "ffff;ext\r\n" */
+#define HTTP_CHUNK_SIZE_MAX (UINT64_C(1) << 60) /* 15 hex digits; larger sizes are refused */
+#define HTTP_TRAILERS_MAX (8U * 1024U) /* trailer bytes after the last chunk (skipped) */
 
 typedef struct HttpHeader {
         char *name; /* as sent; compare case-insensitively */
@@ -44,7 +46,12 @@ ssize_t http_head_length(const char *p, size_t n);
 /* Parse a complete head (as delimited by http_head_length). -EINVAL on syntax
  * errors (bad method, bad version, header without colon, obs-fold, CTLs,
  * both Content-Length and chunked, conflicting Content-Length, bad
- * Transfer-Encoding), -E2BIG over the limits, -ENOMEM. */
+ * Transfer-Encoding), -E2BIG over the limits, -ENOMEM.
+ * Requests also: -ENAMETOOLONG if the request-target exceeds HTTP_URL_MAX
+ * (answer 414); -EINVAL unless the target is origin-form ("/..."), its path
+ * percent-decodes cleanly (no %00) and HTTP/1.1 carries exactly one Host.
+ * Transfer-Encoding in an HTTP/1.0 message is refused (faulty framing).
+ * On failure *ret is left zeroed (nothing to free). */
 int http_parse_request_head(const char *p, size_t n, HttpHead *ret);
 int http_parse_response_head(const char *p, size_t n, HttpHead *ret);
 
