@@ -20,13 +20,19 @@ typedef void (*HttpHandler)(HttpConn *c, const HttpHead *req, void *userdata);
 
 /* listen: "127.0.0.1:7070", "[::1]:7070", "0.0.0.0:7070" or "unix:/path". */
 int http_server_new(const char *listen, HttpHandler handler, void *userdata, HttpServer **ret);
+/* Overrides the timeouts above (values <= 0 keep the current one), e.g. for
+ * tests or from config. Call before http_server_run(). */
+void http_server_set_timeouts(HttpServer *s, int head_msec, int idle_msec, int body_idle_msec);
 /* The bound port (useful with port 0). */
 int http_server_port(const HttpServer *s);
 /* Serves until http_server_stop(); returns 0. Call from one thread. */
 int http_server_run(HttpServer *s);
 /* Async-signal-safe: makes run() return; open connections are shut down. */
 void http_server_stop(HttpServer *s);
+/* Closes the listener (removing a unix socket file), shuts down open
+ * connections and waits for their threads (i.e. for running handlers) to end. */
 HttpServer *http_server_free(HttpServer *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(HttpServer *, http_server_free);
 
 /* Request body, streamed: returns bytes read, 0 at the end of the body, <0 on
  * error (-ETIMEDOUT, -ECONNRESET, -EINVAL for bad chunking). */
