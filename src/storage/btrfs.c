@@ -11,6 +11,7 @@
 #include "alloc-util.h"
 #include "btrfs.h"
 #include "fd-util.h"
+#include "log.h"
 #include "spawn.h"
 #include "str-util.h"
 
@@ -50,8 +51,10 @@ int btrfs_mkfs(const char *path, const char *label) {
                 return r;
         char *argv[] = { mkfs, (char *) "-q", (char *) "-L", (char *) label, (char *) path, NULL };
         r = spawn_and_wait(argv, -EBADF, out, sizeof out);
-        if (r == -EPROTO)
+        if (r == -EPROTO) {
+                log_debug("mkfs.btrfs '%s' failed: %s", path, out);
                 return -EIO;
+        }
         return r;
 }
 

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -20,6 +21,7 @@
 #define POOL_IMAGE_NAME "pool.img"
 #define POOL_MOUNT_NAME "pool"
 #define POOL_FS_LABEL "space-pool"
+#define POOL_LOCK_NAME "pool.lock"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
 
@@ -334,6 +336,24 @@ static bool dir_is_populated(const char *path) {
         return false;
 }
 
+/* Serialises pool_open()/pool_release() of one state directory between
+ * processes (two starts at once would attach the image twice). Held until
+ * the returned fd is closed. */
+static int pool_lock(const char *state_dir) {
+        _cleanup_free_ char *path = strjoin(state_dir, "/" POOL_LOCK_NAME);
+        _cleanup_close_ int fd = -EBADF;
+
+        if (!path)
+                return -ENOMEM;
+        fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+        if (fd < 0)
+                return negative_errno();
+        while (flock(fd, LOCK_EX) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        return TAKE_FD(fd);
+}
+
 static int pool_open_overlay(Pool *p, const char *path) {
         p->kind = POOL_OVERLAY;
         p->path = strdup(path);
@@ -345,6 +365,7 @@ static int pool_open_overlay(Pool *p, const char *path) {
 int pool_open(const PoolConfig *cfg, Pool **ret) {
         _cleanup_(pool_freep) Pool *p = NULL;
         _cleanup_free_ char *state = NULL, *image = NULL, *mount_path = NULL;
+        _cleanup_close_ int lock_fd = -EBADF;
         const char *storage;
         bool own_root = false;
         int r;
@@ -365,6 +386,9 @@ int pool_open(const PoolConfig *cfg, Pool **ret) {
         state = realpath(cfg->state_dir, NULL);
         if (!state)
                 return log_error_errno(negative_errno(), "Failed to resolve '%s': %m", cfg->state_dir);
+        lock_fd = pool_lock(state);
+        if (lock_fd < 0)
+                return log_error_errno(lock_fd, "Failed to lock '%s/" POOL_LOCK_NAME "': %m", state);
 
         p = new0(Pool, 1);
         if (!p)
@@ -441,6 +465,9 @@ int pool_open(const PoolConfig *cfg, Pool **ret) {
 }
 
 int pool_release(Pool *p) {
+        _cleanup_free_ char *state = NULL;
+        _cleanup_close_ int lock_fd = -EBADF;
+        const char *slash;
         int r;
 
         if (!p)
@@ -450,6 +477,15 @@ int pool_release(Pool *p) {
         if (p->kind != POOL_BTRFS || !p->owned) {
                 p->released = true;
                 return 0;
+        }
+        slash = p->image ? strrchr(p->image, '/') : NULL;
+        if (slash) {
+                state = strndup(p->image, (size_t) (slash - p->image));
+                if (!state)
+                        return -ENOMEM;
+                lock_fd = pool_lock(state);
+                if (lock_fd < 0)
+                        return lock_fd;
         }
         if (umount2(p->path, UMOUNT_NOFOLLOW) < 0 && errno != EINVAL) {
                 r = negative_errno();

@@ -88,7 +88,8 @@ bool pool_template_exists(Pool *p, const char *name);
  * A failed import leaves nothing behind. GNU tar does the extraction (it
  * refuses absolute and ".." member names and links that would lead outside);
  * compressed archives are fine. Device nodes are dropped (the runtime
- * provides /dev). -EBADMSG if tar fails (corrupt archive),
+ * provides /dev). -EBADMSG if tar fails (corrupt archive), -ENOSPC if the
+ * pool is full,
  * -ENOENT if tar_path is missing, -EINVAL if it is not a regular file.
  * *ret_size_bytes (may be NULL) is the disk usage of the tree (du). */
 int pool_template_import_tar(Pool *p, const char *name, const char *tar_path, uint64_t *ret_size_bytes);

@@ -233,11 +233,15 @@ static int extract_tar(const char *tar_path, const char *dir) {
                 NULL,
         };
         r = spawn_and_wait(argv, -EBADF, out, sizeof out);
-        if (r == -EPROTO) {
-                log_debug("tar failed on '%s': %s", tar_path, out);
-                return -EBADMSG;
-        }
-        return r;
+        if (r != -EPROTO)
+                return r;
+        log_debug("tar failed on '%s': %s", tar_path, out);
+        /* The pool filling up is not a bad archive. */
+        if (strstr(out, "No space left on device"))
+                return -ENOSPC;
+        if (strstr(out, "Disk quota exceeded"))
+                return -EDQUOT;
+        return -EBADMSG;
 }
 
 /* Moves tmp/<tmpname> to templates/<name>. btrfs cannot rename a read-only
