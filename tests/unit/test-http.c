@@ -979,7 +979,7 @@ TEST(server_slowloris) {
         ASSERT_EQ(raw_read_all(fd, buf, sizeof buf), 0);
         took = mono_msec() - start;
         safe_close(fd);
-        ASSERT_TRUE(took >= 250 && took < 1500);
+        ASSERT_TRUE(took >= 250 && took < 5000);
 
         /* a connection that sends nothing at all */
         fd = raw_connect(t.port);
@@ -988,7 +988,7 @@ TEST(server_slowloris) {
         ASSERT_EQ(raw_read_all(fd, buf, sizeof buf), 0);
         took = mono_msec() - start;
         safe_close(fd);
-        ASSERT_TRUE(took >= 250 && took < 1500);
+        ASSERT_TRUE(took >= 250 && took < 5000);
 
         /* a body that stalls: the handler's read times out */
         fd = raw_connect(t.port);
@@ -1000,7 +1000,7 @@ TEST(server_slowloris) {
         safe_close(fd);
         ASSERT_TRUE(startswith(buf, "HTTP/1.1 400 ") != NULL);
         ASSERT_NOT_NULL(strstr(buf, "read error -110")); /* -ETIMEDOUT */
-        ASSERT_TRUE(took >= 250 && took < 1500);
+        ASSERT_TRUE(took >= 250 && took < 5000);
 
         test_server_stop(&t);
 }
@@ -1132,7 +1132,9 @@ TEST(server_connection_limit) {
 
         fds = new(int, n);
         ASSERT_NOT_NULL(fds);
-        test_server_start(&t, "127.0.0.1:0", 10000, 0, 0);
+        /* a head timeout far beyond the test: slow thread creation (sanitizers, a loaded
+         * machine) must not let accepted connections time out and free slots */
+        test_server_start(&t, "127.0.0.1:0", 300000, 0, 0);
         for (unsigned i = 0; i < n; i++) {
                 fds[i] = raw_connect(t.port);
                 if (fds[i] < 0)
@@ -1142,7 +1144,7 @@ TEST(server_connection_limit) {
         ASSERT_EQ(opened, n);
 
         /* the accepted ones wait for a head; the excess get 503 and a close */
-        deadline = mono_msec() + 20000;
+        deadline = mono_msec() + 100000;
         while (refused < n - HTTP_CONNECTIONS_MAX && mono_msec() < deadline) {
                 refused = 0;
                 for (unsigned i = 0; i < n; i++) {
@@ -1208,7 +1210,7 @@ TEST(server_stop_with_open_connections) {
         pthread_join(t.thread, NULL);
         t.running = false;
         t.server = http_server_free(t.server); /* waits for the connection threads */
-        ASSERT_TRUE(mono_msec() - start < 2000);
+        ASSERT_TRUE(mono_msec() - start < 5000); /* not the 10 s head timeout or 60 s idle */
 
         /* both connections were closed by the server */
         ASSERT_EQ(recv(fd, buf, sizeof buf, 0), 0);
