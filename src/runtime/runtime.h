@@ -15,7 +15,8 @@
 typedef struct RuntimeLimits {
         uint32_t cpu_millis;  /* 1000 = one CPU; 0 = unlimited */
         uint64_t memory_bytes;/* 0 = unlimited */
-        uint32_t pids_max;    /* 0 = unlimited */
+        uint32_t pids_max;    /* 0 = unlimited; also RLIMIT_NPROC */
+        uint64_t fsize_bytes; /* RLIMIT_FSIZE; 0 = unlimited */
 } RuntimeLimits;
 
 typedef struct RuntimeSpec {

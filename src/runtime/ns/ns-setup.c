@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 
 #include "fd-util.h"
+#include "ns-harden.h"
 #include "ns-setup.h"
 
 static const char *const step_names[_NS_STEP_MAX] = {
@@ -28,7 +29,11 @@ static const char *const step_names[_NS_STEP_MAX] = {
         [NS_STEP_PIVOT] = "pivot-root",
         [NS_STEP_HOSTNAME] = "hostname",
         [NS_STEP_LOOPBACK] = "loopback",
+        [NS_STEP_MACHINE_ID] = "machine-id",
+        [NS_STEP_RLIMITS] = "rlimits",
         [NS_STEP_FDS] = "fds",
+        [NS_STEP_PRIVILEGES] = "privileges",
+        [NS_STEP_SECCOMP] = "seccomp",
         [NS_STEP_EXEC] = "exec",
 };
 
@@ -268,7 +273,9 @@ void ns_child_main(const NsChildArgs *a) {
         CHECK(a, NS_STEP_IDENTITY, setgroups(0, NULL));
 
         /* 5. /proc of the new pid namespace */
-        CHECK(a, NS_STEP_PROC, mount_at(rootfd, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL));
+        CHECK(a, NS_STEP_PROC, mount_at(rootfd, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                        "hidepid=invisible"));
+        CHECK(a, NS_STEP_PROC, ns_mask_proc(rootfd));
         /* 6. a minimal /dev */
         step_dev(a, rootfd);
         /* 7. /sys read-only (of our own network namespace) */
@@ -286,6 +293,8 @@ void ns_child_main(const NsChildArgs *a) {
         /* 10. identity and network */
         CHECK(a, NS_STEP_HOSTNAME, sethostname(spec->hostname, strlen(spec->hostname)));
         step_loopback(a);
+        CHECK(a, NS_STEP_MACHINE_ID, ns_write_machine_id());
+        CHECK(a, NS_STEP_RLIMITS, ns_set_rlimits(&spec->limits));
 
         /* 11. fds: 0-2 → /dev/null, 3 = agent socket, every other fd closes at exec */
         {
@@ -299,7 +308,10 @@ void ns_child_main(const NsChildArgs *a) {
                 CHECK(a, NS_STEP_FDS, (int) syscall(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC));
         }
 
-        /* 12. space-agent as PID 1 (the sync socket closes on success) */
+        /* 12. capabilities down to the allow-list, securebits locked, no_new_privs */
+        CHECK(a, NS_STEP_PRIVILEGES, ns_drop_privileges());
+
+        /* 13. space-agent as PID 1 (the sync socket closes on success) */
         {
                 char *argv[] = { (char *) "space-agent", NULL };
                 syscall(SYS_execveat, exe_fd, "", argv, a->envp, AT_EMPTY_PATH);

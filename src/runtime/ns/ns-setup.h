@@ -20,7 +20,11 @@ typedef enum NsStep {
         NS_STEP_PIVOT,
         NS_STEP_HOSTNAME,
         NS_STEP_LOOPBACK,
+        NS_STEP_MACHINE_ID,
+        NS_STEP_RLIMITS,
         NS_STEP_FDS,
+        NS_STEP_PRIVILEGES,
+        NS_STEP_SECCOMP,
         NS_STEP_EXEC,
         _NS_STEP_MAX,
 } NsStep;

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Hardening steps run in the sandbox's child between clone() and execve():
+ * no allocation, no logging; each returns 0, or -1 with errno set. */
+
+#include "runtime.h"
+
+/* The capabilities root inside a sandbox keeps (everything else is dropped
+ * from the bounding, permitted, effective, inheritable and ambient sets):
+ * CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP
+ * NET_BIND_SERVICE SYS_CHROOT AUDIT_WRITE SETFCAP. Not kept, among others:
+ * SYS_ADMIN (mount, namespaces), NET_RAW (raw sockets), MKNOD (devices),
+ * SYS_PTRACE, SYS_MODULE, SYS_TIME, SYS_BOOT, DAC_READ_SEARCH
+ * (open_by_handle_at), SYS_RESOURCE (rlimits), SYSLOG, NET_ADMIN. */
+extern const unsigned ns_caps_allowed[];
+extern const size_t ns_caps_allowed_count;
+
+/* Masks /proc below rootfd: files that leak the host or touch the kernel
+ * become /dev/null, directories become empty read-only tmpfs, /proc/sys and
+ * friends read-only. */
+int ns_mask_proc(int rootfd);
+/* A fresh /etc/machine-id (32 hex digits from getrandom). No /etc: nothing. */
+int ns_write_machine_id(void);
+/* nofile, nproc, core = 0, fsize. */
+int ns_set_rlimits(const RuntimeLimits *l);
+/* Drops capabilities to ns_caps_allowed, clears ambient, locks securebits,
+ * sets no_new_privs. */
+int ns_drop_privileges(void);
