@@ -13,7 +13,7 @@
 #include "proto-msg.h"
 
 #define CONN_READ_SIZE (64U * 1024U)
-#define CONN_OUT_KEEP (16U * 1024U) /* an empty output buffer up to this size is kept */
+#define CONN_OUT_KEEP (4U * 1024U) /* an empty output buffer up to this size is kept */
 #define CONN_ERRBUF 256
 
 size_t agent_conn_queued(const Conn *c) {

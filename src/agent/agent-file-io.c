@@ -212,12 +212,16 @@ static int file_write_open(FileJob *j, const ProtoFileRequest *req, const char *
         j->name = TAKE_PTR(base);
 
         if (req->append) {
-                j->fd = openat(j->dir_fd, j->name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, j->mode);
-                if (j->fd < 0) {
+                /* O_NONBLOCK: a FIFO without a reader must not hang the agent */
+                j->fd = openat(j->dir_fd, j->name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                               j->mode);
+                if (j->fd < 0 || fstat(j->fd, &st) < 0) {
                         r = negative_errno();
                         return snprintf(errbuf, errsz, "Failed to open '%.512s': %s", path, strerror(-r)), r;
                 }
-                return 0;
+                if (!S_ISREG(st.st_mode))
+                        return snprintf(errbuf, errsz, "'%.512s' is not a regular file", path), -EINVAL;
+                return fd_nonblock(j->fd, false);
         }
         for (unsigned attempt = 0; attempt < 16; attempt++) {
                 char suffix[TMP_SUFFIX_LEN + 1];

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* Drives the real space-agent binary (an ordinary child process here, not PID 1)
  * over its unix socket. Each test starts its own agent in test_tmpdir(). */
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,11 +28,13 @@
 #define RECV_TIMEOUT_SEC 20
 
 static pid_t agent_pid;
+static bool agent_is_pid1;
 static char agent_sock[PATH_MAX];
 
 static void agent_stop(void) {
         if (agent_pid > 0) {
-                (void) kill(agent_pid, SIGTERM);
+                /* PID 1 of a pid namespace ignores SIGTERM; SIGKILL ends the namespace */
+                (void) kill(agent_pid, agent_is_pid1 ? SIGKILL : SIGTERM);
                 (void) waitpid(agent_pid, NULL, 0);
                 agent_pid = 0;
         }
@@ -59,8 +65,10 @@ static int try_connect(void) {
         return fd;
 }
 
-/* Starts the agent (stopping one a failed test left behind). */
-static void agent_start(void) {
+/* Starts the agent (stopping one a failed test left behind). clone_flags: run it
+ * in new namespaces (CLONE_NEWPID makes it PID 1); tmpfs_dir: mount a 128 KiB
+ * tmpfs there, visible only in the agent's own mount namespace. */
+static void agent_start_ns(unsigned long clone_flags, const char *tmpfs_dir) {
         static bool atexit_done;
         char bin[PATH_MAX];
         pid_t pid;
@@ -76,10 +84,23 @@ static void agent_start(void) {
                 test_skip("space-agent is not built");
         snprintf(agent_sock, sizeof agent_sock, "%s/agent.sock", test_tmpdir());
 
-        pid = fork();
+        if (clone_flags != 0) {
+                if (getuid() != 0)
+                        test_skip("namespaces need root");
+                pid = (pid_t) syscall(SYS_clone, clone_flags | SIGCHLD, NULL, NULL, NULL, 0);
+                if (pid < 0 && (errno == EPERM || errno == EINVAL))
+                        test_skip("cannot create namespaces here");
+        } else
+                pid = fork();
         ASSERT_OK(pid);
         if (pid == 0) {
-                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (clone_flags & CLONE_NEWNS) {
+                        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                                _exit(126);
+                        if (tmpfs_dir && mount("tmpfs", tmpfs_dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=128k") < 0)
+                                _exit(126);
+                }
                 /* the runtime hands the sandbox's environment to the agent; here a small known one */
                 char *const envp[] = { (char *) "PATH=/usr/local/bin:/usr/bin:/bin", (char *) "AGENT_MARKER=yes",
                                        (char *) "LANG=C", NULL };
@@ -87,14 +108,23 @@ static void agent_start(void) {
                 _exit(127);
         }
         agent_pid = pid;
+        agent_is_pid1 = clone_flags & CLONE_NEWPID;
         for (int i = 0; i < 500; i++) {
                 fd = try_connect();
                 if (fd >= 0)
                         break;
+                if (waitpid(pid, NULL, WNOHANG) == pid) {
+                        agent_pid = 0;
+                        test_fail(__FILE__, __LINE__, "the agent exited at start");
+                }
                 msleep(10);
         }
         ASSERT_OK(fd);
         close(fd);
+}
+
+static void agent_start(void) {
+        agent_start_ns(0, NULL);
 }
 
 static void send_json(int fd, ProtoType type, uint32_t stream, const char *fmt, ...) _printf_(4, 5);
@@ -353,6 +383,11 @@ TEST(exec_cwd_env_user) {
         agent_start();
         fd = connect_agent();
 
+        if (getuid() == 0 && access("/root", X_OK) == 0) { /* default: the user's home */
+                run(fd, 6, "{\"argv\":[\"pwd\"]}", &r);
+                ASSERT_STREQ(r.out, "/root\n");
+                exec_result_done(&r);
+        }
         snprintf(req, sizeof req, "{\"argv\":[\"pwd\"],\"cwd\":\"%s\"}", test_tmpdir());
         run(fd, 1, req, &r);
         ASSERT_TRUE(r.out && startswith(r.out, test_tmpdir()));
@@ -1046,5 +1081,176 @@ TEST(many_connections) {
                 exec_result_done(&r);
                 close(fds[i]);
         }
+        agent_stop();
+}
+
+TEST(exec_stdin_backpressure) {
+        const size_t total = 4U * 1024U * 1024U;
+        _cleanup_free_ char *chunk = calloc(1, PROTO_DATA_CHUNK);
+        size_t rss_start, rss_max = 0;
+        ExecResult r = {};
+        int fd;
+
+        ASSERT_NOT_NULL(chunk);
+        agent_start();
+        fd = connect_agent();
+        rss_start = agent_rss_kb();
+        /* the process reads nothing for a while: the agent buffers a bounded amount,
+         * then stops reading the connection until the pipe drains */
+        send_json(fd, PROTO_EXEC, 1, "{\"shell\":\"sleep 0.5; wc -c\",\"stdin\":true}");
+        started(fd, 1, &r);
+        for (size_t sent = 0; sent < total; sent += PROTO_DATA_CHUNK) {
+                ASSERT_OK(proto_send(fd, PROTO_STDIN, 1, chunk, PROTO_DATA_CHUNK));
+                rss_max = MAX(rss_max, agent_rss_kb());
+        }
+        ASSERT_OK(proto_send(fd, PROTO_STDIN_EOF, 1, NULL, 0));
+        collect(fd, 1, &r);
+        ASSERT_NOT_NULL(r.out);
+        ASSERT_EQ(strtoull(r.out, NULL, 10), total);
+        fprintf(stderr, "  rss start %zu KiB, max %zu KiB\n", rss_start, rss_max);
+        ASSERT_TRUE(rss_max < rss_start + 6144);
+        exec_result_done(&r);
+        close(fd);
+        agent_stop();
+}
+
+TEST(exec_exit_with_pipes_held_open) {
+        ExecResult r;
+        int64_t child;
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+        /* a background descendant keeps stdout open; EXIT still comes */
+        run(fd, 1, "{\"shell\":\"sleep 30 & echo $!\"}", &r);
+        ASSERT_NOT_NULL(r.out);
+        ASSERT_OK(safe_atoi64(strtok(r.out, "\n"), &child));
+        ASSERT_EQ(json_num(r.exit, "code"), 0);
+        ASSERT_OK(kill((pid_t) child, SIGKILL));
+        ASSERT_TRUE(pid_gone((pid_t) child, 5000));
+        exec_result_done(&r);
+        close(fd);
+        agent_stop();
+}
+
+TEST(file_write_aborted) {
+        char p[PATH_MAX], req[PATH_MAX + 64];
+        int fd;
+
+        agent_start();
+        fd = connect_agent();
+        snprintf(p, sizeof p, "%s/up", test_tmpdir());
+        ASSERT_OK(mkdir(p, 0755));
+        snprintf(req, sizeof req, "{\"path\":\"%s/file\"}", p);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_WRITE, 1, req));
+        ASSERT_OK(proto_send(fd, PROTO_DATA, 1, "partial", 7));
+        send_json(fd, PROTO_PING, 2, "{}");
+        json_free(expect(fd, PROTO_PONG, 2, NULL)); /* the DATA was written */
+        close(fd);                                  /* ... and the upload never finished */
+
+        /* the temporary file goes, the target never appears */
+        for (int i = 0; i < 200; i++) {
+                _cleanup_(strv_freep) char **names = NULL;
+                DIR *d = opendir(p);
+                struct dirent *de;
+                ASSERT_NOT_NULL(d);
+                while ((de = readdir(d)))
+                        if (de->d_name[0] != '.' || startswith(de->d_name, ".#"))
+                                ASSERT_OK(strv_extend(&names, de->d_name));
+                closedir(d);
+                if (strv_length(names) == 0)
+                        break;
+                ASSERT_TRUE(i < 199);
+                msleep(10);
+        }
+        agent_stop();
+}
+
+TEST(file_write_enospc) {
+        _cleanup_free_ char *chunk = calloc(1, PROTO_DATA_CHUNK);
+        _cleanup_json_ JsonValue *list = NULL;
+        char small[PATH_MAX], req[PATH_MAX + 64];
+        int fd;
+
+        ASSERT_NOT_NULL(chunk);
+        snprintf(small, sizeof small, "%s/small", test_tmpdir());
+        ASSERT_OK(mkdir(small, 0755));
+        agent_start_ns(CLONE_NEWNS, small);
+        fd = connect_agent();
+
+        /* 512 KiB into 128 KiB: ENOSPC once, the rest is dropped, nothing is left behind */
+        snprintf(req, sizeof req, "{\"path\":\"%s/f\"}", small);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_WRITE, 1, req));
+        for (int i = 0; i < 8; i++)
+                ASSERT_OK(proto_send(fd, PROTO_DATA, 1, chunk, PROTO_DATA_CHUNK));
+        ASSERT_OK(proto_send(fd, PROTO_DATA_END, 1, NULL, 0));
+        expect_error(fd, 1, ENOSPC);
+        send_json(fd, PROTO_PING, 2, "{}");
+        json_free(expect(fd, PROTO_PONG, 2, NULL));
+        snprintf(req, sizeof req, "{\"path\":\"%s\"}", small);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_LIST, 3, req));
+        list = expect(fd, PROTO_RESULT, 3, NULL);
+        ASSERT_EQ(json_array_size(json_get(list, "entries")), 0);
+
+        /* a small file still fits afterwards */
+        snprintf(req, sizeof req, "{\"path\":\"%s/g\"}", small);
+        write_file(fd, 4, req, (const char *const[]){ "fits", NULL }, 4);
+        close(fd);
+        agent_stop();
+}
+
+/* Processes whose parent is pid (zombies included). */
+static unsigned count_children(pid_t pid) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        unsigned n = 0;
+
+        if (!d)
+                return 0;
+        while ((de = readdir(d))) {
+                char path[300];
+                _cleanup_free_ char *s = NULL;
+                const char *p;
+                if (de->d_name[0] < '0' || de->d_name[0] > '9')
+                        continue;
+                snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+                if (read_full_file(path, 4096, &s, NULL) < 0)
+                        continue;
+                p = strrchr(s, ')'); /* "pid (comm) S ppid ..." */
+                if (p && (pid_t) strtol(p + 4, NULL, 10) == pid)
+                        n++;
+        }
+        closedir(d);
+        return n;
+}
+
+TEST(pid1) {
+        _cleanup_json_ JsonValue *hello = NULL;
+        ExecResult r;
+        int fd;
+
+        agent_start_ns(CLONE_NEWPID | CLONE_NEWNS, NULL);
+        fd = try_connect();
+        ASSERT_OK(fd);
+        hello = expect(fd, PROTO_HELLO, 0, NULL);
+        ASSERT_EQ(json_num(hello, "pid"), 1);
+
+        /* nothing from inside stops PID 1 */
+        run(fd, 1, "{\"shell\":\"kill -TERM 1; kill -INT 1; kill -HUP 1; echo $$\"}", &r);
+        ASSERT_STREQ(r.out, "2\n");
+        exec_result_done(&r);
+        send_json(fd, PROTO_PING, 2, "{}");
+        json_free(expect(fd, PROTO_PONG, 2, NULL));
+
+        /* orphans are reparented to PID 1 and reaped */
+        run(fd, 3, "{\"shell\":\"for i in 1 2 3; do (sleep 0.5 >/dev/null 2>&1 &); done; echo ok\"}", &r);
+        ASSERT_STREQ(r.out, "ok\n");
+        exec_result_done(&r);
+        msleep(100);
+        ASSERT_TRUE(count_children(agent_pid) > 0);
+        for (int i = 0; i < 300 && count_children(agent_pid) > 0; i++)
+                msleep(10);
+        ASSERT_EQ(count_children(agent_pid), 0);
+        close(fd);
         agent_stop();
 }
