@@ -120,3 +120,30 @@ int pool_sandbox_list(Pool *p, char ***ret_ids);
  * last transaction commit: up to ~30 s behind), or -EOPNOTSUPP (overlay, or
  * btrfs without quota). */
 int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes);
+
+/* Checkpoints: read-only copies of a sandbox's root at a moment, kept under
+ * checkpoints/<sandbox id>/<checkpoint id>. btrfs: a read-only snapshot, O(1)
+ * whatever the data size; overlay: a full copy (cp -a of the merged root;
+ * slow, reported by pool_info). The caller freezes the sandbox around it.
+ * Checkpoint ids follow the sandbox id rules. -ENOENT: no such sandbox;
+ * -EEXIST: that checkpoint exists. */
+int pool_checkpoint_create(Pool *p, const char *sandbox_id, const char *checkpoint_id);
+int pool_checkpoint_remove(Pool *p, const char *sandbox_id, const char *checkpoint_id);
+/* Removes every checkpoint of a sandbox (when it is deleted). */
+int pool_checkpoint_remove_all(Pool *p, const char *sandbox_id);
+bool pool_checkpoint_exists(Pool *p, const char *sandbox_id, const char *checkpoint_id);
+/* Sorted ids of a sandbox's checkpoints. */
+int pool_checkpoint_list(Pool *p, const char *sandbox_id, char ***ret_ids);
+/* Bytes only this checkpoint holds (qgroup exclusive), or -EOPNOTSUPP. */
+int pool_checkpoint_usage(Pool *p, const char *sandbox_id, const char *checkpoint_id, uint64_t *ret_bytes);
+/* Sandbox ids that have a checkpoint directory (for the orphan scan). */
+int pool_checkpoint_owners(Pool *p, char ***ret_ids);
+
+/* A new sandbox root as a writable copy of another sandbox's current root
+ * (from_checkpoint NULL; the caller freezes the source) or of one of its
+ * checkpoints: O(1) on btrfs, with the disk_mb quota. -EEXIST if new_id exists. */
+int pool_sandbox_branch(Pool *p, const char *src_id, const char *from_checkpoint, const char *new_id,
+                        uint64_t disk_mb, char **ret_root);
+/* Replaces a sandbox's root with a writable copy of one of its checkpoints
+ * (the sandbox must not be running). Atomic: on failure the old root stays. */
+int pool_sandbox_restore(Pool *p, const char *id, const char *checkpoint_id, uint64_t disk_mb, char **ret_root);
