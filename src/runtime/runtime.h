@@ -49,6 +49,10 @@ typedef struct RuntimeOps {
         int (*adopt)(const char *id, pid_t pid, uint64_t starttime, int *ret_pidfd);
         /* Ids of every sandbox that has host resources (for the orphan scan). */
         int (*list)(char ***ret_ids);
+        /* Freezes (every process stops where it stands, memory kept) or thaws. */
+        int (*freeze)(const char *id, bool frozen);
+        /* Changes the cgroup limits of a running sandbox. */
+        int (*set_limits)(const char *id, const RuntimeLimits *limits);
 } RuntimeOps;
 
 const RuntimeOps *runtime_find(const char *name);

@@ -161,41 +161,148 @@ static int call(WorkerClient *w, JsonWriter *jw, JsonValue **ret, ApiError *e) {
         return 0;
 }
 
-int worker_sandbox_create(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime,
-                          ApiError *e) {
-        _cleanup_json_ JsonValue *reply = NULL;
-        JsonWriter jw;
-        uint64_t st = 0;
-        int64_t pid = 0;
-        int r;
-
-        json_w_init(&jw);
-        json_w_object_begin(&jw);
-        json_w_kv_string(&jw, "op", "create");
-        json_w_key(&jw, "sandbox");
-        json_w_object_begin(&jw);
-        json_w_kv_string(&jw, "id", sb->id);
-        json_w_kv_int(&jw, "slot", sb->slot);
-        json_w_kv_string(&jw, "template", sb->template_name);
-        json_w_kv_int(&jw, "cpu_millis", sb->cpu_millis);
-        json_w_key(&jw, "memory_mb");
-        json_w_uint(&jw, sb->memory_mb);
-        json_w_key(&jw, "disk_mb");
-        json_w_uint(&jw, sb->disk_mb);
-        json_w_kv_int(&jw, "pids_max", sb->pids_max);
+static void write_spec(JsonWriter *jw, const Sandbox *sb) {
+        json_w_object_begin(jw);
+        json_w_kv_string(jw, "id", sb->id);
+        json_w_kv_int(jw, "slot", sb->slot);
+        json_w_kv_string(jw, "template", sb->template_name);
+        json_w_kv_int(jw, "cpu_millis", sb->cpu_millis);
+        json_w_key(jw, "memory_mb");
+        json_w_uint(jw, sb->memory_mb);
+        json_w_key(jw, "disk_mb");
+        json_w_uint(jw, sb->disk_mb);
+        json_w_kv_int(jw, "pids_max", sb->pids_max);
         if (sb->env_json) {
-                json_w_key(&jw, "env");
-                json_w_raw(&jw, sb->env_json);
+                json_w_key(jw, "env");
+                json_w_raw(jw, sb->env_json);
         }
-        json_w_object_end(&jw);
-        json_w_object_end(&jw);
-        r = call(w, &jw, &reply, e);
-        if (r < 0)
-                return r;
+        json_w_object_end(jw);
+}
+
+static int reply_pid(const JsonValue *reply, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        int64_t pid = 0;
+        uint64_t st = 0;
         if (json_int64(json_get(reply, "pid"), &pid) < 0 || json_uint64(json_get(reply, "starttime"), &st) < 0)
                 return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
         *ret_pid = pid;
         *ret_starttime = st;
+        return 0;
+}
+
+/* {"op":OP,"sandbox":{spec}[,"checkpoint":CK]} → pid, starttime */
+static int call_spec(WorkerClient *w, const char *op, const Sandbox *sb, const char *checkpoint, int64_t *ret_pid,
+                     uint64_t *ret_starttime, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", op);
+        json_w_key(&jw, "sandbox");
+        write_spec(&jw, sb);
+        if (checkpoint)
+                json_w_kv_string(&jw, "checkpoint", checkpoint);
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0 || !ret_pid)
+                return r;
+        return reply_pid(reply, ret_pid, ret_starttime, e);
+}
+
+int worker_sandbox_create(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime,
+                          ApiError *e) {
+        return call_spec(w, "create", sb, NULL, ret_pid, ret_starttime, e);
+}
+
+int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        return call_spec(w, "start", sb, NULL, ret_pid, ret_starttime, e);
+}
+
+int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e) {
+        return call_spec(w, "set_limits", sb, NULL, NULL, NULL, e);
+}
+
+int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,
+                           uint64_t *ret_starttime, ApiError *e) {
+        return call_spec(w, "restore", sb, checkpoint_id, ret_pid, ret_starttime, e);
+}
+
+/* {"op":OP,"id":ID[,"checkpoint":CK]} */
+static int call_id(WorkerClient *w, const char *op, const char *id, const char *checkpoint, JsonValue **ret,
+                   ApiError *e) {
+        JsonWriter jw;
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", op);
+        json_w_kv_string(&jw, "id", id);
+        if (checkpoint)
+                json_w_kv_string(&jw, "checkpoint", checkpoint);
+        json_w_object_end(&jw);
+        return call(w, &jw, ret, e);
+}
+
+int worker_sandbox_pause(WorkerClient *w, const char *id, bool pause, ApiError *e) {
+        return call_id(w, pause ? "pause" : "resume", id, NULL, NULL, e);
+}
+
+int worker_sandbox_suspend(WorkerClient *w, const char *id, bool *ret_processes_preserved, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        bool kept = false;
+        int r = call_id(w, "suspend", id, NULL, &reply, e);
+        if (r < 0)
+                return r;
+        (void) json_bool(json_get(reply, "processes_preserved"), &kept);
+        if (ret_processes_preserved)
+                *ret_processes_preserved = kept;
+        return 0;
+}
+
+int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t *ret_size_bytes,
+                             ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        int r = call_id(w, "checkpoint", id, checkpoint_id, &reply, e);
+        if (r < 0)
+                return r;
+        if (ret_size_bytes && json_uint64(json_get(reply, "size_bytes"), ret_size_bytes) < 0)
+                *ret_size_bytes = 0;
+        return 0;
+}
+
+int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkpoint_id, ApiError *e) {
+        return call_id(w, "checkpoint_remove", id, checkpoint_id, NULL, e);
+}
+
+int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, const Sandbox *children,
+                          size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        const JsonValue *arr;
+        JsonWriter jw;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "branch");
+        json_w_kv_string(&jw, "source", source_id);
+        if (checkpoint_id)
+                json_w_kv_string(&jw, "checkpoint", checkpoint_id);
+        json_w_key(&jw, "sandboxes");
+        json_w_array_begin(&jw);
+        for (size_t i = 0; i < n; i++)
+                write_spec(&jw, &children[i]);
+        json_w_array_end(&jw);
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        arr = json_get(reply, "sandboxes");
+        if (json_type(arr) != JSON_ARRAY || json_array_size(arr) != n)
+                return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
+        for (size_t i = 0; i < n; i++) {
+                r = reply_pid(json_array_at(arr, i), &ret_pids[i], &ret_starttimes[i], e);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 

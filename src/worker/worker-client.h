@@ -30,6 +30,26 @@ int worker_sandbox_create(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, 
 /* Stops the sandbox and removes every host resource it had (idempotent: a
  * sandbox the worker does not know is fine). */
 int worker_sandbox_destroy(WorkerClient *w, const char *id, ApiError *e);
+/* Freezes (pause = true) or thaws the sandbox's processes. */
+int worker_sandbox_pause(WorkerClient *w, const char *id, bool pause, ApiError *e);
+/* Ends the sandbox's processes and releases its host resources; its files
+ * stay. *ret_processes_preserved says whether process state was kept. */
+int worker_sandbox_suspend(WorkerClient *w, const char *id, bool *ret_processes_preserved, ApiError *e);
+/* Starts a sandbox again on its existing root (after suspend). */
+int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
+/* Applies sb's limits to the running sandbox. */
+int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e);
+/* A read-only snapshot of the sandbox's root (processes frozen around it). */
+int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t *ret_size_bytes,
+                             ApiError *e);
+int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkpoint_id, ApiError *e);
+/* Processes end, the root is replaced by the checkpoint, the agent starts afresh. */
+int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,
+                           uint64_t *ret_starttime, ApiError *e);
+/* n new sandboxes (children[i] describes each) from the source's current
+ * state (checkpoint_id NULL) or a checkpoint. All or nothing. */
+int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, const Sandbox *children,
+                          size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e);
 /* Opens a connection to the sandbox's agent: the returned fd speaks the agent
  * protocol (src/proto/proto.h) and the agent's HELLO has already been read. */
 int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError *e);

@@ -13,7 +13,16 @@ typedef struct LiveSandbox {
         pid_t pid;
         uint64_t starttime;
         int pidfd;
+        bool frozen;
 } LiveSandbox;
+
+/* A sandbox as the worker protocol describes it. */
+typedef struct WorkerSpec {
+        char id[STORE_ID_MAX];
+        char template_name[STORE_NAME_MAX];
+        uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max;
+        char **env;
+} WorkerSpec;
 
 typedef struct Worker {
         const Config *config;
@@ -28,6 +37,13 @@ typedef struct Worker {
 } Worker;
 
 /* worker-sandbox.c */
+bool id_valid(const char *id);
+int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiError *e);
+void worker_spec_done(WorkerSpec *s);
+RuntimeLimits worker_spec_limits(const WorkerSpec *s);
+/* Starts the runtime on an existing root; on failure nothing but the root remains. */
+int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64_t *ret_pid, uint64_t *ret_starttime,
+                         ApiError *e);
 int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
 int worker_destroy_sandbox(Worker *w, const char *id, ApiError *e);
 /* PID 1 of a live sandbox exited (its pidfd became readable). */
@@ -40,6 +56,18 @@ int worker_agent_socket(Worker *w, const char *id, char *buf, size_t n);
  * and the root too if remove_root). */
 int worker_cleanup_sandbox(Worker *w, const char *id, bool remove_root);
 void worker_event(Worker *w, const Sandbox *sb, const char *type, const char *reason, const char *data_json);
+
+/* worker-lifecycle.c: one handler per protocol op; each writes its reply. */
+void worker_op_pause(Worker *w, const JsonValue *req, bool pause, JsonWriter *jw);
+void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_reply_error(JsonWriter *jw, const ApiError *e);
+void worker_reply_ok(JsonWriter *jw);
 
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);

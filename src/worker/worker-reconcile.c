@@ -40,6 +40,7 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                 if (r >= 0 && worker_agent_socket(w, sb->id, sock, sizeof sock) >= 0 && access(sock, F_OK) == 0) {
                         r = worker_live_add(w, sb->id, (pid_t) sb->pid, sb->pid_starttime, pidfd);
                         if (r >= 0) {
+                                worker_live_find(w, sb->id)->frozen = sb->state == SANDBOX_PAUSED;
                                 log_info("Found sandbox %s running (pid %" PRIi64 ")", sb->id, sb->pid);
                                 return 0;
                         }
@@ -106,6 +107,20 @@ int worker_reconcile(Worker *w) {
                         if (!known) {
                                 log_info("Removing orphan sandbox root %s", *id);
                                 (void) pool_sandbox_remove(w->pool, *id);
+                                orphans++;
+                        }
+                }
+        /* checkpoints of sandboxes the store no longer has */
+        _cleanup_strv_free_ char **owners = NULL;
+        if (pool_checkpoint_owners(w->pool, &owners) >= 0)
+                for (char **id = owners; id && *id; id++) {
+                        bool known = false;
+                        for (size_t i = 0; i < n; i++)
+                                if (streq(list[i].id, *id) && list[i].state != SANDBOX_DELETED)
+                                        known = true;
+                        if (!known) {
+                                log_info("Removing orphan checkpoints of %s", *id);
+                                (void) pool_checkpoint_remove_all(w->pool, *id);
                                 orphans++;
                         }
                 }

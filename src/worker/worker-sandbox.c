@@ -54,7 +54,7 @@ int worker_agent_socket(Worker *w, const char *id, char *buf, size_t n) {
         return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
 }
 
-static bool id_valid(const char *id) {
+bool id_valid(const char *id) {
         size_t n = strlen(id);
         if (n == 0 || n >= 64)
                 return false;
@@ -134,70 +134,105 @@ static int get_u64(const JsonValue *o, const char *key, uint64_t *ret) {
         return json_uint64(v, ret);
 }
 
-int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime,
-                          ApiError *e) {
+void worker_spec_done(WorkerSpec *s) {
+        s->env = strv_free(s->env);
+}
+
+int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiError *e) {
         const char *id = json_string(json_get(spec, "id")), *tmpl = json_string(json_get(spec, "template"));
-        _cleanup_free_ char *root = NULL;
-        _cleanup_strv_free_ char **env = NULL;
-        uint64_t slot, cpu, mem, disk, pids;
-        char sock[PATH_MAX], dir[PATH_MAX], hostname[80], err[512] = "";
+        WorkerSpec s = {};
+
+        if (!id || !id_valid(id) || strscpy(s.id, sizeof s.id, id) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: id");
+        if (tmpl && strscpy(s.template_name, sizeof s.template_name, tmpl) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: template");
+        if (get_u64(spec, "slot", &s.slot) < 0 || get_u64(spec, "cpu_millis", &s.cpu_millis) < 0 ||
+            get_u64(spec, "memory_mb", &s.memory_mb) < 0 || get_u64(spec, "disk_mb", &s.disk_mb) < 0 ||
+            get_u64(spec, "pids_max", &s.pids_max) < 0 || s.slot >= w->config->slots_max ||
+            s.cpu_millis > UINT32_MAX || s.pids_max > UINT32_MAX)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox limits");
+        if (env_from_json(json_get(spec, "env"), &s.env) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox env");
+        *ret = s;
+        return 0;
+}
+
+RuntimeLimits worker_spec_limits(const WorkerSpec *s) {
+        return (RuntimeLimits){
+                .cpu_millis = (uint32_t) s->cpu_millis,
+                .memory_bytes = s->memory_mb * 1024 * 1024,
+                .pids_max = (uint32_t) s->pids_max,
+                .fsize_bytes = s->disk_mb * 1024 * 1024,
+        };
+}
+
+int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64_t *ret_pid, uint64_t *ret_starttime,
+                         ApiError *e) {
+        char sock[PATH_MAX], dir[PATH_MAX], hostname[64], err[512] = "";
         RuntimeInstance inst = { .pidfd = -EBADF };
         int r;
 
-        if (!id || !id_valid(id) || !tmpl)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec");
-        if (get_u64(spec, "slot", &slot) < 0 || get_u64(spec, "cpu_millis", &cpu) < 0 ||
-            get_u64(spec, "memory_mb", &mem) < 0 || get_u64(spec, "disk_mb", &disk) < 0 ||
-            get_u64(spec, "pids_max", &pids) < 0 || slot >= w->config->slots_max)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox limits");
-        if (env_from_json(json_get(spec, "env"), &env) < 0)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox env");
-        if (worker_live_find(w, id))
-                return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", id);
-        if (!pool_template_exists(w->pool, tmpl))
-                return api_error(e, -ENOENT, API_NOT_FOUND, "template '%s' is not on this host", tmpl);
-
-        r = pool_sandbox_create(w->pool, tmpl, id, disk, &root);
-        if (r < 0)
-                return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
-                                 strerror(-r));
-
-        snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, id);
+        if (worker_live_find(w, s->id))
+                return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", s->id);
+        snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, s->id);
         if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
                 r = negative_errno();
-                (void) pool_sandbox_remove(w->pool, id);
                 return api_error(e, r, API_INTERNAL, "cannot create %s: %s", dir, strerror(-r));
         }
-        (void) worker_agent_socket(w, id, sock, sizeof sock);
-        snprintf(hostname, sizeof hostname, "space-%s", id);
-        hostname[63] = 0; /* HOST_NAME_MAX */
+        (void) worker_agent_socket(w, s->id, sock, sizeof sock);
+        snprintf(hostname, sizeof hostname, "space-%s", s->id);
 
         RuntimeSpec rs = {
-                .id = id,
+                .id = s->id,
                 .root_path = root,
                 .hostname = hostname,
-                .uid_base = (uid_t) (w->config->uid_base + slot * RUNTIME_ID_RANGE),
-                .limits = { .cpu_millis = (uint32_t) cpu, .memory_bytes = mem * 1024 * 1024, .pids_max = (uint32_t) pids },
-                .env = env,
+                .uid_base = (uid_t) (w->config->uid_base + s->slot * RUNTIME_ID_RANGE),
+                .limits = worker_spec_limits(s),
+                .env = s->env,
                 .agent_socket = sock,
                 .agent_exe_fd = w->agent_exe_fd,
         };
         r = w->runtime->create(&rs, &inst, err, sizeof err);
         if (r < 0) {
                 (void) rm_rf(dir);
-                (void) pool_sandbox_remove(w->pool, id);
-                log_warning("Failed to create sandbox %s: %s", id, err);
+                log_warning("Failed to start sandbox %s: %s", s->id, err);
                 return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
         }
-        r = worker_live_add(w, id, inst.pid, inst.starttime, inst.pidfd);
+        r = worker_live_add(w, s->id, inst.pid, inst.starttime, inst.pidfd);
         if (r < 0) {
                 safe_close(inst.pidfd);
-                (void) worker_cleanup_sandbox(w, id, true);
+                (void) worker_cleanup_sandbox(w, s->id, false);
                 return api_error(e, r, API_INTERNAL, "cannot track the sandbox: %s", strerror(-r));
         }
         *ret_pid = inst.pid;
         *ret_starttime = inst.starttime;
         return 0;
+}
+
+int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime,
+                          ApiError *e) {
+        _cleanup_(worker_spec_done) WorkerSpec s = {};
+        _cleanup_free_ char *root = NULL;
+        int r;
+
+        r = worker_spec_parse(w, spec, &s, e);
+        if (r < 0)
+                return r;
+        if (!s.template_name[0])
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: template");
+        if (worker_live_find(w, s.id))
+                return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", s.id);
+        if (!pool_template_exists(w->pool, s.template_name))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "template '%s' is not on this host", s.template_name);
+
+        r = pool_sandbox_create(w->pool, s.template_name, s.id, s.disk_mb, &root);
+        if (r < 0)
+                return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
+                                 strerror(-r));
+        r = worker_start_runtime(w, &s, root, ret_pid, ret_starttime, e);
+        if (r < 0)
+                (void) pool_sandbox_remove(w->pool, s.id);
+        return r;
 }
 
 int worker_destroy_sandbox(Worker *w, const char *id, ApiError *e) {

@@ -80,13 +80,46 @@ static int listen_socket(const char *path, int *ret_fd) {
         return 0;
 }
 
-static void reply_error(JsonWriter *jw, const ApiError *e) {
+void worker_reply_error(JsonWriter *jw, const ApiError *e) {
         json_w_object_begin(jw);
         json_w_kv_bool(jw, "ok", false);
         json_w_kv_string(jw, "code", api_error_code_to_string(e->code) ?: "internal");
         json_w_kv_string(jw, "message", e->message);
         json_w_object_end(jw);
 }
+
+void worker_reply_ok(JsonWriter *jw) {
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_object_end(jw);
+}
+
+#define reply_error worker_reply_error
+
+typedef struct WorkerOp {
+        const char *name;
+        void (*fn)(Worker *w, const JsonValue *req, JsonWriter *jw);
+} WorkerOp;
+
+static void op_pause(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        worker_op_pause(w, req, true, jw);
+}
+static void op_resume(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        worker_op_pause(w, req, false, jw);
+}
+
+/* The lifecycle ops (worker-lifecycle.c), one table. */
+static const WorkerOp lifecycle_ops[] = {
+        { "pause", op_pause },
+        { "resume", op_resume },
+        { "suspend", worker_op_suspend },
+        { "start", worker_op_start },
+        { "checkpoint", worker_op_checkpoint },
+        { "checkpoint_remove", worker_op_checkpoint_remove },
+        { "restore", worker_op_restore },
+        { "branch", worker_op_branch },
+        { "set_limits", worker_op_set_limits },
+};
 
 static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
         _cleanup_json_ JsonValue *req = NULL;
@@ -100,6 +133,10 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                 api_error(&e, -EINVAL, API_BAD_REQUEST, "bad worker request: %s", err);
                 return reply_error(jw, &e);
         }
+
+        for (size_t i = 0; i < ELEMENTSOF(lifecycle_ops); i++)
+                if (streq(op, lifecycle_ops[i].name))
+                        return lifecycle_ops[i].fn(w, req, jw);
 
         if (streq(op, "create")) {
                 int64_t pid = 0;

@@ -369,6 +369,81 @@ int cgroup_remove(const char *id) {
         return r;
 }
 
+#define CGROUP_FREEZE_TIMEOUT_MSEC 5000
+
+static bool v2_frozen(const char *id) {
+        char p[PATH_MAX], line[128];
+        _cleanup_fclose_ FILE *f = NULL;
+        bool frozen = false;
+
+        if (path_v2(p, sizeof p, id, "cgroup.events") < 0 || !(f = fopen(p, "re")))
+                return false;
+        while (fgets(line, sizeof line, f))
+                if (streq(line, "frozen 1\n"))
+                        frozen = true;
+        return frozen;
+}
+
+static int v1_freezer_state(const char *id, char *buf, size_t n) {
+        char p[PATH_MAX];
+        _cleanup_fclose_ FILE *f = NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
+                if (layout.v1_have[i] && streq(v1_controllers[i], "freezer")) {
+                        path_v1(p, sizeof p, i, id, "freezer.state");
+                        f = fopen(p, "re");
+                        if (!f || !fgets(buf, (int) n, f))
+                                return -EIO;
+                        buf[strcspn(buf, "\n")] = 0;
+                        return 0;
+                }
+        return -EOPNOTSUPP;
+}
+
+int cgroup_freeze(const char *id, bool frozen) {
+        char p[PATH_MAX], state[32];
+        int r;
+
+        if (layout.v2[0]) {
+                r = path_v2(p, sizeof p, id, "cgroup.freeze");
+                if (r < 0)
+                        return r;
+                if (access(p, F_OK) == 0) {
+                        r = write_knob(p, frozen ? "1" : "0");
+                        if (r < 0)
+                                return r;
+                        for (int waited = 0; waited < CGROUP_FREEZE_TIMEOUT_MSEC; waited++) {
+                                if (v2_frozen(id) == frozen)
+                                        return 0;
+                                (void) poll(NULL, 0, 1);
+                        }
+                        return -ETIMEDOUT;
+                }
+        }
+        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
+                if (layout.v1_have[i] && streq(v1_controllers[i], "freezer")) {
+                        path_v1(p, sizeof p, i, id, "freezer.state");
+                        r = write_knob(p, frozen ? "FROZEN" : "THAWED");
+                        if (r < 0)
+                                return r;
+                        for (int waited = 0; waited < CGROUP_FREEZE_TIMEOUT_MSEC; waited++) {
+                                if (v1_freezer_state(id, state, sizeof state) >= 0 &&
+                                    streq(state, frozen ? "FROZEN" : "THAWED"))
+                                        return 0;
+                                (void) poll(NULL, 0, 1);
+                        }
+                        return -ETIMEDOUT;
+                }
+        return -EOPNOTSUPP;
+}
+
+int cgroup_set_limits(const char *id, const RuntimeLimits *limits) {
+        int r = apply_limits_v2(id, limits);
+        if (r < 0)
+                return r;
+        return apply_limits_v1(id, limits);
+}
+
 int cgroup_teardown(void) {
         char p[PATH_MAX];
 

@@ -38,6 +38,12 @@ bool cgroup_contains(const char *id, pid_t pid);
 int cgroup_kill(const char *id);
 /* Removes the sandbox's cgroups (after cgroup_kill). Missing ones are fine. */
 int cgroup_remove(const char *id);
+/* Freezes or thaws every process of the sandbox and waits until it took
+ * effect (cgroup v2's cgroup.freeze where a v2 tree exists, even without
+ * controllers; else the v1 freezer). */
+int cgroup_freeze(const char *id, bool frozen);
+/* Applies limits to an existing sandbox cgroup. */
+int cgroup_set_limits(const char *id, const RuntimeLimits *limits);
 /* Removes <root> from each hierarchy if it is empty (when nothing runs). */
 int cgroup_teardown(void);
 /* Ids of all sandbox cgroups present. */

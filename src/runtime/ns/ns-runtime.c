@@ -235,4 +235,6 @@ const RuntimeOps ns_runtime_ops = {
         .destroy = ns_destroy,
         .adopt = ns_adopt,
         .list = cgroup_list,
+        .freeze = cgroup_freeze,
+        .set_limits = cgroup_set_limits,
 };

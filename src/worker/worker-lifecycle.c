@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/* Lifecycle on the host: pause/resume (freezer), suspend (processes end,
+ * files stay), start on an existing root, checkpoints, restore, branch. The
+ * API decides and records states; the worker acts on the host. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+#include "worker-internal.h"
+
+#define BRANCH_MAX 64
+
+static void reply_pid(JsonWriter *jw, int64_t pid, uint64_t starttime) {
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_kv_int(jw, "pid", pid);
+        json_w_key(jw, "starttime");
+        json_w_uint(jw, starttime);
+        json_w_object_end(jw);
+}
+
+static const char *req_id(const JsonValue *req, const char *key, ApiError *e) {
+        const char *id = json_string(json_get(req, key));
+        if (!id || !id_valid(id)) {
+                api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad or missing '%s'", key);
+                return NULL;
+        }
+        return id;
+}
+
+static int freeze(Worker *w, LiveSandbox *l, bool frozen, ApiError *e) {
+        int r;
+        if (l->frozen == frozen)
+                return 0;
+        r = w->runtime->freeze(l->id, frozen);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "cannot %s sandbox %s: %s", frozen ? "freeze" : "thaw", l->id,
+                                 strerror(-r));
+        l->frozen = frozen;
+        return 0;
+}
+
+void worker_op_pause(Worker *w, const JsonValue *req, bool pause, JsonWriter *jw) {
+        ApiError e = {};
+        const char *id = req_id(req, "id", &e);
+        LiveSandbox *l;
+
+        if (!id)
+                return worker_reply_error(jw, &e);
+        l = worker_live_find(w, id);
+        if (!l) {
+                api_error(&e, -ESRCH, API_SANDBOX_NOT_RUNNING, "sandbox %s is not running here", id);
+                return worker_reply_error(jw, &e);
+        }
+        if (freeze(w, l, pause, &e) < 0)
+                return worker_reply_error(jw, &e);
+        worker_reply_ok(jw);
+}
+
+void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        ApiError e = {};
+        const char *id = req_id(req, "id", &e);
+        int r;
+
+        if (!id)
+                return worker_reply_error(jw, &e);
+        /* The ns runtime cannot keep process state: processes end, files stay. */
+        r = worker_cleanup_sandbox(w, id, false);
+        if (r < 0) {
+                api_error(&e, r, API_INTERNAL, "cannot suspend %s completely: %s", id, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_kv_bool(jw, "processes_preserved", false);
+        json_w_object_end(jw);
+}
+
+void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        _cleanup_(worker_spec_done) WorkerSpec s = {};
+        _cleanup_free_ char *root = NULL;
+        ApiError e = {};
+        int64_t pid = 0;
+        uint64_t st = 0;
+        int r;
+
+        if (worker_spec_parse(w, json_get(req, "sandbox"), &s, &e) < 0)
+                return worker_reply_error(jw, &e);
+        r = pool_sandbox_root_path(w->pool, s.id, &root);
+        if (r < 0) {
+                api_error(&e, r, r == -ENOENT ? API_NOT_FOUND : API_INTERNAL, "sandbox %s has no root here: %s", s.id,
+                          strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        if (worker_start_runtime(w, &s, root, &pid, &st, &e) < 0)
+                return worker_reply_error(jw, &e);
+        reply_pid(jw, pid, st);
+}
+
+void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        ApiError e = {};
+        const char *id = req_id(req, "id", &e), *ck = id ? req_id(req, "checkpoint", &e) : NULL;
+        LiveSandbox *l;
+        bool was_frozen;
+        uint64_t size = 0;
+        int r, k;
+
+        if (!id || !ck)
+                return worker_reply_error(jw, &e);
+        l = worker_live_find(w, id);
+        was_frozen = l && l->frozen;
+        /* processes briefly frozen so the snapshot is consistent */
+        if (l && freeze(w, l, true, &e) < 0)
+                return worker_reply_error(jw, &e);
+        r = pool_checkpoint_create(w->pool, id, ck);
+        if (l && !was_frozen && (l = worker_live_find(w, id))) {
+                k = freeze(w, l, false, &e);
+                if (k < 0 && r >= 0) {
+                        (void) pool_checkpoint_remove(w->pool, id, ck);
+                        return worker_reply_error(jw, &e);
+                }
+        }
+        if (r < 0) {
+                api_error(&e, r, r == -EEXIST ? API_ALREADY_EXISTS : api_error_code_from_errno(r),
+                          "cannot checkpoint %s: %s", id, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        (void) pool_checkpoint_usage(w->pool, id, ck, &size);
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_key(jw, "size_bytes");
+        json_w_uint(jw, size);
+        json_w_object_end(jw);
+}
+
+void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        ApiError e = {};
+        const char *id = req_id(req, "id", &e), *ck = id ? req_id(req, "checkpoint", &e) : NULL;
+        int r;
+
+        if (!id || !ck)
+                return worker_reply_error(jw, &e);
+        r = pool_checkpoint_remove(w->pool, id, ck);
+        if (r < 0 && r != -ENOENT) {
+                api_error(&e, r, API_INTERNAL, "cannot remove checkpoint %s of %s: %s", ck, id, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        worker_reply_ok(jw);
+}
+
+void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        _cleanup_(worker_spec_done) WorkerSpec s = {};
+        _cleanup_free_ char *root = NULL;
+        const char *ck;
+        ApiError e = {};
+        int64_t pid = 0;
+        uint64_t st = 0;
+        int r;
+
+        if (worker_spec_parse(w, json_get(req, "sandbox"), &s, &e) < 0)
+                return worker_reply_error(jw, &e);
+        ck = req_id(req, "checkpoint", &e);
+        if (!ck)
+                return worker_reply_error(jw, &e);
+        if (!pool_checkpoint_exists(w->pool, s.id, ck)) {
+                api_error(&e, -ENOENT, API_NOT_FOUND, "no checkpoint %s of sandbox %s here", ck, s.id);
+                return worker_reply_error(jw, &e);
+        }
+        /* running processes end; the agent starts afresh on the restored files */
+        (void) worker_cleanup_sandbox(w, s.id, false);
+        r = pool_sandbox_restore(w->pool, s.id, ck, s.disk_mb, &root);
+        if (r < 0) {
+                api_error(&e, r, api_error_code_from_errno(r), "cannot restore %s to %s: %s", s.id, ck, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        if (worker_start_runtime(w, &s, root, &pid, &st, &e) < 0)
+                return worker_reply_error(jw, &e);
+        reply_pid(jw, pid, st);
+}
+
+/* {"op":"branch","source":ID,"checkpoint":CK?,"sandboxes":[spec...]}: every
+ * child gets a copy of the same moment (the source is frozen once around all
+ * snapshots). All or nothing. */
+void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        const JsonValue *children = json_get(req, "sandboxes");
+        const char *src, *ck = NULL;
+        WorkerSpec specs[BRANCH_MAX] = {};
+        char *roots[BRANCH_MAX] = {};
+        int64_t pids[BRANCH_MAX] = {};
+        uint64_t sts[BRANCH_MAX] = {};
+        size_t n, made = 0, started = 0;
+        LiveSandbox *l;
+        bool was_frozen = false;
+        ApiError e = {};
+        int r = 0;
+
+        src = req_id(req, "source", &e);
+        if (!src)
+                return worker_reply_error(jw, &e);
+        if (json_get(req, "checkpoint") && !json_is_null(json_get(req, "checkpoint"))) {
+                ck = req_id(req, "checkpoint", &e);
+                if (!ck)
+                        return worker_reply_error(jw, &e);
+        }
+        n = json_array_size(children);
+        if (json_type(children) != JSON_ARRAY || n == 0 || n > BRANCH_MAX) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "branch needs 1 to %d sandboxes", BRANCH_MAX);
+                return worker_reply_error(jw, &e);
+        }
+        for (size_t i = 0; i < n; i++)
+                if (worker_spec_parse(w, json_array_at(children, i), &specs[i], &e) < 0) {
+                        r = -EINVAL;
+                        goto finish;
+                }
+
+        l = ck ? NULL : worker_live_find(w, src);
+        was_frozen = l && l->frozen;
+        if (l && freeze(w, l, true, &e) < 0) {
+                r = -EIO;
+                goto finish;
+        }
+        for (; made < n; made++) {
+                r = pool_sandbox_branch(w->pool, src, ck, specs[made].id, specs[made].disk_mb, &roots[made]);
+                if (r < 0) {
+                        api_error(&e, r, r == -ENOENT ? API_NOT_FOUND : api_error_code_from_errno(r),
+                                  "cannot branch %s: %s", src, strerror(-r));
+                        break;
+                }
+        }
+        if (l && !was_frozen && (l = worker_live_find(w, src)))
+                (void) freeze(w, l, false, &e);
+        if (r < 0)
+                goto finish;
+        for (; started < n; started++) {
+                r = worker_start_runtime(w, &specs[started], roots[started], &pids[started], &sts[started], &e);
+                if (r < 0)
+                        break;
+        }
+
+finish:
+        if (r < 0) {
+                for (size_t i = 0; i < started; i++)
+                        (void) worker_cleanup_sandbox(w, specs[i].id, false);
+                for (size_t i = 0; i < made; i++)
+                        (void) pool_sandbox_remove(w->pool, specs[i].id);
+                worker_reply_error(jw, &e);
+        } else {
+                json_w_object_begin(jw);
+                json_w_kv_bool(jw, "ok", true);
+                json_w_key(jw, "sandboxes");
+                json_w_array_begin(jw);
+                for (size_t i = 0; i < n; i++) {
+                        json_w_object_begin(jw);
+                        json_w_kv_string(jw, "id", specs[i].id);
+                        json_w_kv_int(jw, "pid", pids[i]);
+                        json_w_key(jw, "starttime");
+                        json_w_uint(jw, sts[i]);
+                        json_w_object_end(jw);
+                }
+                json_w_array_end(jw);
+                json_w_object_end(jw);
+        }
+        for (size_t i = 0; i < BRANCH_MAX; i++) {
+                free(roots[i]);
+                worker_spec_done(&specs[i]);
+        }
+}
+
+void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        _cleanup_(worker_spec_done) WorkerSpec s = {};
+        RuntimeLimits lim;
+        ApiError e = {};
+        int r;
+
+        if (worker_spec_parse(w, json_get(req, "sandbox"), &s, &e) < 0)
+                return worker_reply_error(jw, &e);
+        if (!worker_live_find(w, s.id)) {
+                api_error(&e, -ESRCH, API_SANDBOX_NOT_RUNNING, "sandbox %s is not running here", s.id);
+                return worker_reply_error(jw, &e);
+        }
+        lim = worker_spec_limits(&s);
+        r = w->runtime->set_limits(s.id, &lim);
+        if (r < 0) {
+                api_error(&e, r, API_INTERNAL, "cannot change the limits of %s: %s", s.id, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        worker_reply_ok(jw);
+}
