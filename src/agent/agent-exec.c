@@ -481,31 +481,36 @@ static void exec_ps(Agent *a, Conn *c, uint32_t stream) {
         json_w_key(&w, "processes");
         json_w_array_begin(&w);
         for (Proc *p = a->procs; p; p = p->next) {
-                size_t bytes = 0;
+                _cleanup_free_ char *entry = NULL;
+                size_t bytes = 0, n = 0;
+                JsonWriter ew;
 
                 if (p->exited)
                         continue;
-                if (w.n > AGENT_RESULT_MAX - 2 * PS_ARGV_BYTES_MAX) {
-                        truncated = true;
-                        break;
-                }
-                json_w_object_begin(&w);
-                json_w_kv_string(&w, "exec_id", p->exec_id);
-                json_w_kv_int(&w, "pid", p->pid);
-                json_w_key(&w, "argv");
-                json_w_array_begin(&w);
+                json_w_init(&ew);
+                json_w_object_begin(&ew);
+                json_w_kv_string(&ew, "exec_id", p->exec_id);
+                json_w_kv_int(&ew, "pid", p->pid);
+                json_w_key(&ew, "argv");
+                json_w_array_begin(&ew);
                 for (char **arg = p->argv; arg && *arg; arg++) {
                         size_t l = strlen(*arg);
                         if (bytes + l > PS_ARGV_BYTES_MAX) {
-                                json_w_string_n(&w, *arg, PS_ARGV_BYTES_MAX - bytes);
+                                json_w_string_n(&ew, *arg, PS_ARGV_BYTES_MAX - bytes);
                                 break;
                         }
-                        json_w_string(&w, *arg);
+                        json_w_string(&ew, *arg);
                         bytes += l;
                 }
-                json_w_array_end(&w);
-                json_w_kv_bool(&w, "pty", p->pty);
-                json_w_object_end(&w);
+                json_w_array_end(&ew);
+                json_w_kv_bool(&ew, "pty", p->pty);
+                json_w_object_end(&ew);
+                /* an entry that does not fit ends the list */
+                if (json_w_finish(&ew, &entry, &n) < 0 || w.n + n + 64 > AGENT_RESULT_MAX) {
+                        truncated = true;
+                        break;
+                }
+                json_w_raw(&w, entry);
         }
         json_w_array_end(&w);
         if (truncated)

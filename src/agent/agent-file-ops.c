@@ -120,6 +120,21 @@ static void write_entry(JsonWriter *w, const char *name, const char *path, const
         json_w_object_end(w);
 }
 
+/* Appends the entry to an array in w if the result stays within AGENT_RESULT_MAX; false if not. */
+static bool append_entry(JsonWriter *w, const char *name, const char *path, const struct stat *st, int dfd,
+                         const char *lname) {
+        _cleanup_free_ char *s = NULL;
+        JsonWriter ew;
+        size_t n = 0;
+
+        json_w_init(&ew);
+        write_entry(&ew, name, path, st, dfd, lname);
+        if (json_w_finish(&ew, &s, &n) < 0 || w->n + n + 64 > AGENT_RESULT_MAX)
+                return false;
+        json_w_raw(w, s);
+        return true;
+}
+
 typedef struct ListState {
         JsonWriter *w;
         size_t entries;
@@ -163,7 +178,7 @@ static int list_dir(ListState *ls, int dfd, const char *path, unsigned depth) {
                 char child[PATH_MAX];
                 struct stat st;
 
-                if (ls->entries >= AGENT_LIST_ENTRIES_MAX || ls->w->n > AGENT_RESULT_MAX - 2 * PATH_MAX) {
+                if (ls->truncated || ls->entries >= AGENT_LIST_ENTRIES_MAX) {
                         ls->truncated = true;
                         break;
                 }
@@ -172,7 +187,10 @@ static int list_dir(ListState *ls, int dfd, const char *path, unsigned depth) {
                 if ((size_t) snprintf(child, sizeof child, "%s/%s", streq(path, "/") ? "" : path, names[i]) >=
                     sizeof child)
                         continue;
-                write_entry(ls->w, names[i], child, &st, dirfd(d), names[i]);
+                if (!append_entry(ls->w, names[i], child, &st, dirfd(d), names[i])) {
+                        ls->truncated = true;
+                        break;
+                }
                 ls->entries++;
                 if (S_ISDIR(st.st_mode) && depth > 1) {
                         int sub = openat(dirfd(d), names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -28,7 +28,7 @@
 #define AGENT_OUT_LOW (256U * 1024U)            /* ... and resumes them */
 #define AGENT_STDIN_BUF_MAX (1024U * 1024U)     /* buffered STDIN per process that stops its writers */
 #define AGENT_EXIT_DRAIN_MSEC 250U              /* after exit, wait this long for the pipes to close */
-#define AGENT_RESULT_MAX (PROTO_PAYLOAD_MAX - 4096U) /* RESULT payloads are cut (truncated:true) here */
+#define AGENT_RESULT_MAX (PROTO_JSON_MAX - 256U)   /* list RESULTs are cut (truncated:true) to fit PROTO_JSON_MAX */
 #define AGENT_LIST_ENTRIES_MAX 100000U          /* FILE_LIST entries */
 #define AGENT_TREE_DEPTH_MAX 256U               /* recursive remove */
 #define AGENT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

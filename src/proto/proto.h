@@ -52,10 +52,9 @@
  *   PING {} → PONG {}
  *
  * Details the agent implements (src/agent, requests parsed by proto-msg.h):
- *   - Request payloads are at most PROTO_JSON_MAX bytes; an empty payload counts
- *     as {}. Unknown keys are an error, null counts as absent. Replies from the
- *     agent (RESULT of FILE_LIST or PS) may be up to PROTO_PAYLOAD_MAX; when the
- *     agent cuts a list to fit it adds "truncated":true.
+ *   - JSON payloads are at most PROTO_JSON_MAX bytes both ways; an empty request
+ *     payload counts as {}. Unknown keys are an error, null counts as absent.
+ *     A FILE_LIST or PS RESULT that would not fit is cut and gets "truncated":true.
  *   - File requests accept an optional "user" (name or uid) whose home relative
  *     paths are taken from (root's by default); FILE_MKDIR also takes "uid","gid".
  *   - FILE_WRITE: an ERROR is sent at most once; DATA up to DATA_END is then

@@ -1254,3 +1254,38 @@ TEST(pid1) {
         close(fd);
         agent_stop();
 }
+
+TEST(file_list_truncated) {
+        char dir[PATH_MAX], p[PATH_MAX + 200], req[PATH_MAX + 64];
+        ProtoFrame f = {};
+        _cleanup_json_ JsonValue *v = NULL;
+        size_t n;
+        bool truncated = false;
+        int fd;
+
+        /* 3000 entries of ~400 bytes each do not fit into one reply */
+        snprintf(dir, sizeof dir, "%s/many", test_tmpdir());
+        ASSERT_OK(mkdir(dir, 0755));
+        for (int i = 0; i < 3000; i++) {
+                snprintf(p, sizeof p, "%s/%04d-%0150d", dir, i, 0);
+                int k = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                ASSERT_OK(k);
+                close(k);
+        }
+        agent_start();
+        fd = connect_agent();
+        snprintf(req, sizeof req, "{\"path\":\"%s\"}", dir);
+        ASSERT_OK(proto_send_json(fd, PROTO_FILE_LIST, 1, req));
+        v = expect(fd, PROTO_RESULT, 1, &f);
+        ASSERT_TRUE(f.len <= PROTO_JSON_MAX);
+        n = json_array_size(json_get(v, "entries"));
+        ASSERT_TRUE(n > 100 && n < 3000);
+        ASSERT_OK(json_bool(json_get(v, "truncated"), &truncated));
+        ASSERT_TRUE(truncated);
+        /* sorted by name: the first ones come */
+        ASSERT_TRUE(startswith(strempty(json_string(json_get(json_array_at(json_get(v, "entries"), 0), "name"))),
+                               "0000-"));
+        proto_frame_done(&f);
+        close(fd);
+        agent_stop();
+}
