@@ -223,8 +223,15 @@ int agent_spawn(const SpawnParams *p, Spawned *ret, char *errbuf, size_t errbuf_
                         return r;
                 err_r = fds[0];
                 err_w = fds[1];
-                if (!p->stdin_pipe) /* the child reads EOF at once */
+                if (!p->stdin_pipe) {
+                        /* /dev/null; without one in the sandbox an empty pipe reads EOF just the same */
+                        int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
                         in_w = safe_close(in_w);
+                        if (null_fd >= 0) {
+                                safe_close(in_r);
+                                in_r = null_fd;
+                        }
+                }
         }
         if ((r = pipe_pair(fds)) < 0)
                 return r;

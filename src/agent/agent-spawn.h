@@ -21,7 +21,7 @@ typedef struct SpawnParams {
         gid_t gid;
         const gid_t *groups;
         size_t n_groups;
-        bool stdin_pipe; /* else stdin reads EOF (unless pty) */
+        bool stdin_pipe; /* else stdin is /dev/null (unless pty) */
         bool pty;
         uint16_t rows, cols;
 } SpawnParams;

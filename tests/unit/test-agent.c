@@ -303,6 +303,11 @@ TEST(exec_output_and_code) {
         ASSERT_EQ(json_num(r.exit, "code"), 3);
         exec_result_done(&r);
 
+        /* no fd of the agent leaks into a process (3 is ls's own directory fd) */
+        run(fd, 4, "{\"argv\":[\"ls\",\"/proc/self/fd\"]}", &r);
+        ASSERT_STREQ(r.out, "0\n1\n2\n3\n");
+        exec_result_done(&r);
+
         /* PATH search, and the exec ids differ */
         run(fd, 3, "{\"argv\":[\"true\"]}", &r);
         ASSERT_EQ(json_num(r.exit, "code"), 0);
@@ -444,12 +449,12 @@ TEST(exec_stdin) {
         ASSERT_EQ(json_num(r.exit, "code"), 0);
         exec_result_done(&r);
 
-        /* without stdin:true, stdin reads EOF and STDIN is an error */
+        /* without stdin:true, stdin is /dev/null and STDIN is an error */
         r = (ExecResult){};
-        send_json(fd, PROTO_EXEC, 2, "{\"shell\":\"cat; echo done\"}");
+        send_json(fd, PROTO_EXEC, 2, "{\"shell\":\"cat; readlink /proc/self/fd/0; echo done\"}");
         started(fd, 2, &r);
         collect(fd, 2, &r);
-        ASSERT_STREQ(r.out, "done\n");
+        ASSERT_STREQ(r.out, "/dev/null\ndone\n");
         exec_result_done(&r);
         ASSERT_OK(proto_send(fd, PROTO_STDIN, 2, "x", 1));
         expect_error(fd, 2, EBADF); /* the stream ended with EXIT */
