@@ -6,6 +6,7 @@
  * visible table (runtime.c). Every call runs in the worker process, which
  * starts no threads. */
 
+#include <linux/filter.h>
 #include <sys/types.h>
 
 #include "macros.h"
@@ -28,6 +29,7 @@ typedef struct RuntimeSpec {
         char **env;                /* "K=V" for the agent (and so every process), may be NULL */
         const char *agent_socket;  /* host path of the agent's listening socket to create */
         int agent_exe_fd;          /* an fd of the space-agent binary (sealed memfd) */
+        const struct sock_fprog *seccomp; /* installed right before the agent runs; NULL = none */
 } RuntimeSpec;
 
 typedef struct RuntimeInstance {

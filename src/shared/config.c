@@ -38,6 +38,7 @@ const ConfigItem config_table[] = {
         { "max_pids", U(max_pids), "32768", 8, 4194304, NULL, "upper bound for pids_max" },
         { "max_timeout_s", U(max_timeout_s), "2592000", 1, UINT64_C(1) << 40, NULL, "upper bound for timeout_s" },
         { "max_sandboxes", U(max_sandboxes), "1000", 1, 65536, NULL, "live sandboxes per host" },
+        { "seccomp_io_uring", U(seccomp_io_uring), "0", 0, 1, NULL, "1 lets sandboxes use io_uring (off: a large kernel attack surface)" },
         { "upload_max_mb", U(upload_max_mb), "4096", 1, UINT64_C(1) << 30, NULL, "largest file upload" },
 };
 const size_t config_table_size = ELEMENTSOF(config_table);

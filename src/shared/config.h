@@ -37,6 +37,7 @@ typedef struct Config {
         uint64_t max_timeout_s;
         uint64_t max_sandboxes;
         uint64_t upload_max_mb;
+        uint64_t seccomp_io_uring;
 } Config;
 
 typedef enum ConfigType {

@@ -30,6 +30,7 @@ typedef struct Worker {
         Pool *pool;
         const RuntimeOps *runtime;
         int agent_exe_fd;   /* sealed memfd of space-agent */
+        struct sock_fprog seccomp; /* the sandboxes' filter, built once */
         int epoll_fd;
         char agent_dir[512];
         LiveSandbox *live;

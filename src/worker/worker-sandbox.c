@@ -191,6 +191,7 @@ int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64
                 .env = s->env,
                 .agent_socket = sock,
                 .agent_exe_fd = w->agent_exe_fd,
+                .seccomp = &w->seccomp,
         };
         r = w->runtime->create(&rs, &inst, err, sizeof err);
         if (r < 0) {

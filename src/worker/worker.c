@@ -16,6 +16,7 @@
 
 #include "alloc-util.h"
 #include "cgroup.h"
+#include "seccomp-filter.h"
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
@@ -386,6 +387,12 @@ int worker_main(const Config *config, int ready_fd) {
         r = agent_memfd(config->agent_path, &w.agent_exe_fd);
         if (r < 0)
                 return r;
+        SeccompOptions so = { .allow_io_uring = config->seccomp_io_uring != 0 };
+        r = seccomp_build(&so, &w.seccomp);
+        if (r < 0) {
+                log_error_errno(r, "Cannot build the seccomp filter: %m");
+                goto finish;
+        }
         r = store_open(config->store_url, &w.store);
         if (r < 0) {
                 log_error_errno(r, "Cannot open store %s: %m", config->store_url);
@@ -447,5 +454,6 @@ finish:
         store_close(w.store);
         safe_close(w.agent_exe_fd);
         safe_close(w.epoll_fd);
+        seccomp_fprog_done(&w.seccomp);
         return r;
 }

@@ -23,10 +23,10 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include <seccomp-libseccomp.h>
+#include <seccomp.h>
 
 #include "fd-util.h"
-#include "seccomp.h"
+#include "seccomp-filter.h"
 #include "test.h"
 
 /* "the filter under test let the call through to the marker" */

@@ -16,6 +16,7 @@
 #include "fd-util.h"
 #include "ns-harden.h"
 #include "ns-setup.h"
+#include "seccomp-filter.h"
 
 static const char *const step_names[_NS_STEP_MAX] = {
         [NS_STEP_SYNC] = "sync",
@@ -310,6 +311,12 @@ void ns_child_main(const NsChildArgs *a) {
 
         /* 12. capabilities down to the allow-list, securebits locked, no_new_privs */
         CHECK(a, NS_STEP_PRIVILEGES, ns_drop_privileges());
+        /* the reviewed policy of seccomp-policy.c, built by the worker at start */
+        if (spec->seccomp) {
+                int r = seccomp_install(spec->seccomp);
+                if (r < 0)
+                        child_fail(a, NS_STEP_SECCOMP, -r);
+        }
 
         /* 13. space-agent as PID 1 (the sync socket closes on success) */
         {

@@ -20,7 +20,7 @@
 #include <sched.h>
 
 #include "macros.h"
-#include "seccomp.h"
+#include "seccomp-filter.h"
 
 /* clone(2)'s flags argument: arg0 on x86-64 and aarch64, arg1 on s390. */
 #if defined(__s390__) || defined(__s390x__)

@@ -8,12 +8,12 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-#include <seccomp-libseccomp.h>
+#include <seccomp.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
 #include "log.h"
-#include "seccomp.h"
+#include "seccomp-filter.h"
 
 /* The kernel refuses longer programs. */
 #define SECCOMP_PROGRAM_INSNS_MAX BPF_MAXINSNS

@@ -11,8 +11,7 @@
  * sysenter entry and the x32 ABI; aarch64: the 32-bit compat entry) kills
  * the whole process (SIGSYS).
  *
- * Note: this header shadows libseccomp's <seccomp.h> on the runtime's include
- * path; code that needs libseccomp includes <seccomp-libseccomp.h>. */
+ */
 
 #include <errno.h>
 #include <linux/filter.h>
