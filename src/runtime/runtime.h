@@ -18,6 +18,7 @@ typedef struct RuntimeLimits {
         uint64_t memory_bytes;/* 0 = unlimited */
         uint32_t pids_max;    /* 0 = unlimited; also RLIMIT_NPROC */
         uint64_t fsize_bytes; /* RLIMIT_FSIZE; 0 = unlimited */
+        uint32_t io_weight;   /* 1..10000 (v2 io.weight; v1 blkio weight where a BFQ/CFQ scheduler has it); 0 = default */
 } RuntimeLimits;
 
 typedef struct RuntimeSpec {
@@ -55,6 +56,8 @@ typedef struct RuntimeOps {
         int (*freeze)(const char *id, bool frozen);
         /* Changes the cgroup limits of a running sandbox. */
         int (*set_limits)(const char *id, const RuntimeLimits *limits);
+        /* Processes killed by the kernel's OOM killer inside the sandbox so far. */
+        int (*oom_kills)(const char *id, uint64_t *ret);
 } RuntimeOps;
 
 const RuntimeOps *runtime_find(const char *name);

@@ -14,6 +14,7 @@ typedef struct LiveSandbox {
         uint64_t starttime;
         int pidfd;
         bool frozen;
+        uint64_t oom_kills; /* last count seen */
 } LiveSandbox;
 
 /* A sandbox as the worker protocol describes it. */
@@ -69,6 +70,9 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_reply_error(JsonWriter *jw, const ApiError *e);
 void worker_reply_ok(JsonWriter *jw);
+
+/* Once a second: OOM kills inside sandboxes become events. */
+void worker_tick(Worker *w);
 
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);

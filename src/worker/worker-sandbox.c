@@ -30,6 +30,7 @@ int worker_live_add(Worker *w, const char *id, pid_t pid, uint64_t starttime, in
                 return -ENOMEM;
         l = &w->live[w->n_live];
         *l = (LiveSandbox){ .pid = pid, .starttime = starttime, .pidfd = pidfd };
+        (void) w->runtime->oom_kills(id, &l->oom_kills);
         if (strscpy(l->id, sizeof l->id, id) < 0)
                 return -ENAMETOOLONG;
         /* tag pidfds with the high bit so the loop can tell them from sockets */
@@ -273,4 +274,24 @@ void worker_sandbox_died(Worker *w, LiveSandbox *l) {
                         worker_event(w, &sb, "sandbox.error", reason, NULL);
         }
         sandbox_done(&sb);
+}
+
+void worker_tick(Worker *w) {
+        for (size_t i = 0; i < w->n_live; i++) {
+                LiveSandbox *l = &w->live[i];
+                char reason[160];
+                uint64_t n = 0;
+                Sandbox sb = {};
+
+                if (w->runtime->oom_kills(l->id, &n) < 0 || n <= l->oom_kills)
+                        continue;
+                snprintf(reason, sizeof reason, "out of memory: the kernel killed %" PRIu64
+                         " process(es) inside the sandbox (memory limit reached)", n - l->oom_kills);
+                l->oom_kills = n;
+                log_warning("Sandbox %s: %s", l->id, reason);
+                if (store_sandbox_get(w->store, NULL, l->id, &sb) >= 0) {
+                        worker_event(w, &sb, "sandbox.oom", reason, NULL);
+                        sandbox_done(&sb);
+                }
+        }
 }

@@ -28,6 +28,7 @@
 #define WORKER_CLIENTS_MAX 1024
 #define TAG_LISTEN 1
 #define TAG_SIGNAL 2
+#define WORKER_TICK_MSEC 1000
 
 typedef struct Client {
         int fd;
@@ -282,16 +283,21 @@ static int setup_dirs(const Config *c, char *agent_dir, size_t n) {
 static int worker_loop(Worker *w, int lfd, int sfd) {
         Client **clients = NULL;
         size_t n_clients = 0;
+        int64_t last_tick = now_usec();
         int r = 0;
 
         for (;;) {
                 struct epoll_event evs[64];
-                int n = epoll_wait(w->epoll_fd, evs, ELEMENTSOF(evs), -1);
+                int n = epoll_wait(w->epoll_fd, evs, ELEMENTSOF(evs), WORKER_TICK_MSEC);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
                         r = negative_errno();
                         break;
+                }
+                if (now_usec() - last_tick >= WORKER_TICK_MSEC * 1000) {
+                        worker_tick(w);
+                        last_tick = now_usec();
                 }
                 for (int i = 0; i < n; i++) {
                         uint64_t tag = evs[i].data.u64;

@@ -19,7 +19,7 @@
 #define CGROUP_FS "/sys/fs/cgroup"
 #define CGROUP_KILL_TIMEOUT_MSEC 5000
 
-static const char *const v1_controllers[] = { "memory", "cpu", "pids", "freezer" };
+static const char *const v1_controllers[] = { "memory", "cpu", "pids", "freezer", "blkio" };
 
 static struct {
         bool set_up;
@@ -154,8 +154,17 @@ static int apply_limits_v2(const char *id, const RuntimeLimits *l) {
                 path_v2(p, sizeof p, id, "pids.max");
                 snprintf(v, sizeof v, "%u", l->pids_max);
                 r = write_knob(p, v);
+                if (r < 0)
+                        return r;
         }
-        return r;
+        if (l->io_weight) {
+                /* io.weight exists only where the io controller is enabled */
+                path_v2(p, sizeof p, id, "io.weight");
+                snprintf(v, sizeof v, "default %u", l->io_weight);
+                if (access(p, F_OK) == 0)
+                        (void) write_knob(p, v);
+        }
+        return 0;
 }
 
 static int apply_limits_v1(const char *id, const RuntimeLimits *l) {
@@ -183,6 +192,14 @@ static int apply_limits_v1(const char *id, const RuntimeLimits *l) {
                         r = write_knob(p, v);
                         if (r < 0)
                                 return r;
+                } else if (streq(v1_controllers[i], "blkio") && l->io_weight) {
+                        /* blkio.weight needs a proportional I/O scheduler (BFQ); absent elsewhere */
+                        path_v1(p, sizeof p, i, id, "blkio.bfq.weight");
+                        if (access(p, F_OK) < 0)
+                                path_v1(p, sizeof p, i, id, "blkio.weight");
+                        snprintf(v, sizeof v, "%u", MAX(l->io_weight, 10U));
+                        if (access(p, F_OK) == 0)
+                                (void) write_knob(p, v);
                 } else if (streq(v1_controllers[i], "pids") && l->pids_max) {
                         path_v1(p, sizeof p, i, id, "pids.max");
                         snprintf(v, sizeof v, "%u", l->pids_max);
@@ -435,6 +452,28 @@ int cgroup_freeze(const char *id, bool frozen) {
                         return -ETIMEDOUT;
                 }
         return -EOPNOTSUPP;
+}
+
+int cgroup_oom_kills(const char *id, uint64_t *ret) {
+        char p[PATH_MAX], line[128];
+        _cleanup_fclose_ FILE *f = NULL;
+        unsigned long long n;
+
+        if (layout.mode == CGROUP_MODE_V2)
+                path_v2(p, sizeof p, id, "memory.events");
+        else if (layout.v1_have[0])
+                path_v1(p, sizeof p, 0, id, "memory.oom_control");
+        else
+                return -EOPNOTSUPP;
+        f = fopen(p, "re");
+        if (!f)
+                return negative_errno();
+        while (fgets(line, sizeof line, f))
+                if (sscanf(line, "oom_kill %llu", &n) == 1) {
+                        *ret = n;
+                        return 0;
+                }
+        return -ENODATA;
 }
 
 int cgroup_set_limits(const char *id, const RuntimeLimits *limits) {

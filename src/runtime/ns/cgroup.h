@@ -42,6 +42,8 @@ int cgroup_remove(const char *id);
  * effect (cgroup v2's cgroup.freeze where a v2 tree exists, even without
  * controllers; else the v1 freezer). */
 int cgroup_freeze(const char *id, bool frozen);
+/* How many processes the kernel's OOM killer ended in the sandbox so far. */
+int cgroup_oom_kills(const char *id, uint64_t *ret);
 /* Applies limits to an existing sandbox cgroup. */
 int cgroup_set_limits(const char *id, const RuntimeLimits *limits);
 /* Removes <root> from each hierarchy if it is empty (when nothing runs). */

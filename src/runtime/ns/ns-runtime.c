@@ -237,4 +237,5 @@ const RuntimeOps ns_runtime_ops = {
         .list = cgroup_list,
         .freeze = cgroup_freeze,
         .set_limits = cgroup_set_limits,
+        .oom_kills = cgroup_oom_kills,
 };
