@@ -13,3 +13,16 @@ int overlay_mount(const char *lower, const char *upper, const char *work, const 
 int overlay_is_mounted(const char *target);
 /* Unmounts the overlay at target (lazily if it is busy); nothing mounted is fine. */
 int overlay_umount(const char *target);
+
+/* The xattr that makes an upper directory hide the lower one of the same name,
+ * and the device number of a whiteout (a character device that hides a lower
+ * entry). */
+#define OVERLAY_XATTR_OPAQUE "trusted.overlay.opaque"
+#define OVERLAY_WHITEOUT_DEV 0
+
+/* Makes the plain tree in upper_fd (a full copy of a root, as made for a
+ * restore or branch) the whole merged view over lower_fd: every directory at
+ * its top is marked opaque, and every entry of lower's top that upper lacks
+ * gets a whiteout. Without this, files deleted in the copy would show through
+ * from the template again. Run before the overlay is mounted. */
+int overlay_seal_upper(int upper_fd, int lower_fd);
