@@ -1,14 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Shared by the pool's files (pool.c, template.c, sandbox.c); not an interface. */
+/* Shared by the pool's files (pool.c, template.c, sandbox.c, checkpoint.c,
+ * sandbox-branch.c); not an interface. */
 
 #include "pool.h"
 
 #define POOL_TEMPLATES_DIR "templates"
 #define POOL_SANDBOXES_DIR "sandboxes"
 #define POOL_TMP_DIR "tmp"
+#define POOL_CHECKPOINTS_DIR "checkpoints"
 #define POOL_SANDBOX_ROOT "root"
+/* Restore builds the new root (btrfs) or upper dir (overlay) next to the live
+ * one under this name, then swaps the two (RENAME_EXCHANGE): afterwards the
+ * name holds the old one until it is deleted. A leftover of a crash is removed
+ * by the next restore or with the sandbox. */
+#define POOL_SANDBOX_ROOT_NEW "root.new"
+#define POOL_SANDBOX_UPPER_NEW "upper.new"
 /* Overlay only: sandboxes/<id>/{upper,work} and the template's name, so the
  * overlay can be mounted again after a reboot. */
 #define POOL_SANDBOX_UPPER "upper"
@@ -35,3 +43,24 @@ int pool_open_subdir(const Pool *p, const char *sub);
 int pool_list_names(const Pool *p, const char *sub, bool (*valid)(const char *), char ***ret);
 /* Removes dirfd/name whatever it is: a subvolume (with nested ones) or a tree. */
 int pool_remove_entry(const Pool *p, int dirfd, const char *name);
+
+/* sandbox.c */
+/* Removes sandboxes/<id> (sb_fd: sandboxes/) with everything in it; only the
+ * root directory, not the checkpoints. A missing one is fine. */
+int pool_sandbox_remove_dir(Pool *p, int sb_fd, const char *id);
+/* btrfs: dfd/name becomes a writable snapshot of the subvolume src_fd, its
+ * qgroup limited to disk_mb MiB of exclusive bytes (0: no limit, whatever
+ * limit the source had). */
+int pool_root_snapshot(Pool *p, int src_fd, int dfd, const char *name, uint64_t disk_mb);
+/* Overlay: creates work/ and root/ in sandboxes/<id> (dfd) if missing, records
+ * the template's name there, and mounts the root (upper/ must exist). */
+int pool_sandbox_finish_overlay(Pool *p, const char *id, int dfd, const char *template_name);
+/* Overlay: the template name recorded in sandboxes/<id>/template (malloc'd). */
+int pool_sandbox_template_name(Pool *p, const char *id, char **ret);
+/* Overlay: mounts sandboxes/<id>/root over templates/<tpl> (work/ created if missing). */
+int pool_sandbox_mount_overlay(Pool *p, const char *id, const char *tpl);
+
+/* checkpoint.c */
+/* cp --archive --one-file-system --reflink=auto src dst (dst must not exist;
+ * no shell). -ENOSPC/-EDQUOT when the target fills up, -EIO for other failures. */
+int pool_copy_tree(const char *src, const char *dst);

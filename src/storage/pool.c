@@ -194,6 +194,7 @@ static int pool_setup_layout(Pool *p, bool own_root) {
         } dirs[] = {
                 { POOL_TEMPLATES_DIR, 0700 },
                 { POOL_SANDBOXES_DIR, 0700 },
+                { POOL_CHECKPOINTS_DIR, 0700 },
                 { POOL_TMP_DIR, 0700 },
         };
         int r;
@@ -526,6 +527,8 @@ int pool_info_json(const Pool *p, char **ret) {
         json_w_key(&w, "free_bytes");
         json_w_uint(&w, (uint64_t) sv.f_bavail * sv.f_frsize);
         json_w_kv_string(&w, "loop", p->loop); /* NULL writes null */
+        /* How checkpoints, branches and restores are made: O(1) snapshots, or full copies. */
+        json_w_kv_string(&w, "checkpoints", p->kind == POOL_BTRFS ? "snapshot" : "copy");
         json_w_object_end(&w);
         return json_w_finish(&w, ret, NULL);
 }

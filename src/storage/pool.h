@@ -9,20 +9,23 @@
  * Layout inside the pool:
  *   templates/<name>          read-only subvolume (the template's root fs)
  *   sandboxes/<id>/root       writable snapshot of the template (the sandbox's root)
- *   tmp/                      imports in progress
+ *   checkpoints/<id>/<ckpt>   read-only snapshot of sandboxes/<id>/root at a moment
+ *   tmp/                      imports (and overlay checkpoint copies) in progress
  * Quotas: btrfs quota is enabled on the pool; each sandbox root's qgroup gets
  * a limit of disk_mb (writes past it fail with EDQUOT inside the sandbox).
  *
  * overlay (fallback where btrfs cannot be had, chosen and logged at open):
  *   templates/<name> is a plain directory, a sandbox root is an overlayfs
  *   mount (lower = template, upper/work under sandboxes/<id>/) at
- *   sandboxes/<id>/root; no disk quota (reported in pool_info).
+ *   sandboxes/<id>/root; no disk quota (reported in pool_info). A checkpoint
+ *   is a plain directory holding a full copy of the merged root.
  *
  * Files of templates are stored with their image's own ids (root = 0); the
  * runtime maps them per sandbox with an idmapped mount. So that a host user
  * with uid 1000, or a setuid-root file of a template, means nothing on the
- * host, templates/, sandboxes/ and tmp/ (and the pool root of the image) are
- * mode 0700: open sandbox roots as host root, before entering a user namespace.
+ * host, templates/, sandboxes/, checkpoints/ and tmp/ (and the pool root of the
+ * image) are mode 0700: open sandbox roots as host root, before entering a user
+ * namespace.
  *
  * Fallible calls return >= 0 or -errno; library code logs at debug only,
  * except pool_open() which logs its choice (info) and failures (error). */
@@ -77,7 +80,9 @@ PoolKind pool_kind(const Pool *p);
 const char *pool_kind_to_string(PoolKind k);
 PoolKind pool_kind_from_string(const char *s);
 const char *pool_mount_path(const Pool *p);  /* where the pool is mounted */
-/* JSON object for /v1/info: {"kind":"btrfs","path":"...","quota":true,"size_bytes":N,"free_bytes":N,"loop":"/dev/loopN"|null} */
+/* JSON object for /v1/info: {"kind":"btrfs","path":"...","quota":true,"size_bytes":N,"free_bytes":N,
+ * "loop":"/dev/loopN"|null,"checkpoints":"snapshot"|"copy"}: checkpoints, branches and restores are
+ * O(1) snapshots (btrfs) or full copies of the root (overlay). */
 int pool_info_json(const Pool *p, char **ret);
 
 /* Templates. Names: [a-z0-9][a-z0-9._-]{0,63}; anything else is -EINVAL. */
@@ -107,8 +112,9 @@ int pool_template_path(Pool *p, const char *name, char **ret);
  * sandbox writes beyond its template counts; writes past it fail with EDQUOT. */
 bool pool_sandbox_id_valid(const char *id);
 int pool_sandbox_create(Pool *p, const char *template_name, const char *id, uint64_t disk_mb, char **ret_root);
-/* Removes the root (unmounting the overlay if any) and everything under
- * sandboxes/<id>; a sandbox that does not exist is fine (returns 0). */
+/* Removes the root (unmounting the overlay if any), everything under
+ * sandboxes/<id> and every checkpoint of the sandbox (pool_checkpoint_remove_all:
+ * no residue is possible); a sandbox that does not exist is fine (returns 0). */
 int pool_sandbox_remove(Pool *p, const char *id);
 /* -ENOENT if there is no such sandbox. overlay: mounts the root again if it is
  * not mounted (after a reboot). */
@@ -122,28 +128,62 @@ int pool_sandbox_list(Pool *p, char ***ret_ids);
 int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes);
 
 /* Checkpoints: read-only copies of a sandbox's root at a moment, kept under
- * checkpoints/<sandbox id>/<checkpoint id>. btrfs: a read-only snapshot, O(1)
- * whatever the data size; overlay: a full copy (cp -a of the merged root;
- * slow, reported by pool_info). The caller freezes the sandbox around it.
- * Checkpoint ids follow the sandbox id rules. -ENOENT: no such sandbox;
- * -EEXIST: that checkpoint exists. */
+ * checkpoints/<sandbox id>/<checkpoint id>. Checkpoint ids follow the sandbox
+ * id rules. Calls on one sandbox are serialised by the caller (the worker's
+ * per-sandbox lock): they create and drop checkpoints/<sandbox id>.
+ *
+ * btrfs: a read-only snapshot of the root subvolume, O(1) whatever the data
+ *   size (no data is copied; writes to the root afterwards unshare blocks, and
+ *   what only the checkpoint still holds is its usage). Subvolumes nested in
+ *   the root are not part of it (they show as empty directories).
+ * overlay: a full copy of the merged root (cp --archive --reflink=auto, no
+ *   shell): time and space grow with the whole root, template included. The
+ *   copy is a plain directory, not write-protected (only root may reach it).
+ *
+ * The caller freezes (or stops) the sandbox around create, and around a branch
+ * from its live root: besides consistency, on overlay the copy walks a tree
+ * that running sandbox code could otherwise rearrange (symlink swaps) under it.
+ *
+ * All: -EINVAL for a bad id. */
+
+/* -ENOENT: no such sandbox; -EEXIST: that checkpoint exists. */
 int pool_checkpoint_create(Pool *p, const char *sandbox_id, const char *checkpoint_id);
+/* -ENOENT: no such checkpoint. The last one takes checkpoints/<sandbox id> with it. */
 int pool_checkpoint_remove(Pool *p, const char *sandbox_id, const char *checkpoint_id);
-/* Removes every checkpoint of a sandbox (when it is deleted). */
+/* Removes every checkpoint of a sandbox and its directory (pool_sandbox_remove
+ * calls it; the orphan scan calls it for owners without a sandbox). None is
+ * fine (returns 0). */
 int pool_checkpoint_remove_all(Pool *p, const char *sandbox_id);
 bool pool_checkpoint_exists(Pool *p, const char *sandbox_id, const char *checkpoint_id);
-/* Sorted ids of a sandbox's checkpoints. */
+/* Sorted ids of a sandbox's checkpoints (empty if it has none); -ENOENT if
+ * there is neither the sandbox nor a checkpoint of it. */
 int pool_checkpoint_list(Pool *p, const char *sandbox_id, char ***ret_ids);
-/* Bytes only this checkpoint holds (qgroup exclusive), or -EOPNOTSUPP. */
+/* Bytes only this checkpoint holds: its qgroup's exclusive bytes, as of the
+ * last transaction commit like pool_sandbox_usage (~0 right after creation).
+ * -ENOENT if missing; -EOPNOTSUPP on overlay or btrfs without quota. */
 int pool_checkpoint_usage(Pool *p, const char *sandbox_id, const char *checkpoint_id, uint64_t *ret_bytes);
-/* Sandbox ids that have a checkpoint directory (for the orphan scan). */
+/* Sorted sandbox ids that have a checkpoint directory (for the orphan scan). */
 int pool_checkpoint_owners(Pool *p, char ***ret_ids);
 
 /* A new sandbox root as a writable copy of another sandbox's current root
  * (from_checkpoint NULL; the caller freezes the source) or of one of its
- * checkpoints: O(1) on btrfs, with the disk_mb quota. -EEXIST if new_id exists. */
+ * checkpoints. btrfs: a writable snapshot, O(1), its own qgroup limited to
+ * disk_mb like pool_sandbox_create. overlay: a new upper directory holding a
+ * full copy of the source (checkpoint, or merged root) over the source's
+ * template, O(size of the root). The new sandbox is independent of the
+ * source: either may be removed. -ENOENT: no such source sandbox or
+ * checkpoint; -EEXIST if new_id exists; -ERANGE for a disk_mb too large.
+ * A failed branch leaves nothing behind. */
 int pool_sandbox_branch(Pool *p, const char *src_id, const char *from_checkpoint, const char *new_id,
                         uint64_t disk_mb, char **ret_root);
 /* Replaces a sandbox's root with a writable copy of one of its checkpoints
- * (the sandbox must not be running). Atomic: on failure the old root stays. */
+ * (the sandbox must not be running; the checkpoint stays). The new root is
+ * made beside the old one (btrfs: sandboxes/<id>/root.new, a snapshot with the
+ * disk_mb quota; overlay: upper.new, a copy) and swapped with it in one
+ * renameat2(RENAME_EXCHANGE); then the old one is deleted. So at every moment,
+ * a crash included, the root is either the old or the new one, never a mix or
+ * nothing; a leftover is removed by the next restore or with the sandbox.
+ * overlay: the root is unmounted for the swap and mounted again (on a failed
+ * mount the old upper is swapped back). *ret_root: the same path as before.
+ * -ENOENT: no such sandbox or checkpoint; -ERANGE for a disk_mb too large. */
 int pool_sandbox_restore(Pool *p, const char *id, const char *checkpoint_id, uint64_t disk_mb, char **ret_root);

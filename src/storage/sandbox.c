@@ -42,8 +42,8 @@ int pool_sandbox_list(Pool *p, char ***ret_ids) {
 }
 
 /* Removes sandboxes/<id>: unmounts an overlay root, deletes subvolumes
- * (the root, and any other one kept there) and files. */
-static int sandbox_remove_dir(Pool *p, int sb_fd, const char *id) {
+ * (the root, and any other one kept there, such as a restore's leftover) and files. */
+int pool_sandbox_remove_dir(Pool *p, int sb_fd, const char *id) {
         _cleanup_(closedirp) DIR *d = NULL;
         struct dirent *de;
         int fd, r = 0;
@@ -81,7 +81,7 @@ static int sandbox_remove_dir(Pool *p, int sb_fd, const char *id) {
 
 int pool_sandbox_remove(Pool *p, const char *id) {
         _cleanup_close_ int sb_fd = -EBADF;
-        int r;
+        int r, k;
 
         r = pool_usable(p);
         if (r < 0)
@@ -91,11 +91,13 @@ int pool_sandbox_remove(Pool *p, const char *id) {
         sb_fd = pool_open_subdir(p, POOL_SANDBOXES_DIR);
         if (sb_fd < 0)
                 return sb_fd;
-        return sandbox_remove_dir(p, sb_fd, id);
+        r = pool_sandbox_remove_dir(p, sb_fd, id);
+        /* The checkpoints go with the sandbox (tried even if the root stays). */
+        k = pool_checkpoint_remove_all(p, id);
+        return r < 0 ? r : k;
 }
 
-/* Mounts the overlay root of sandboxes/<id> (dfd) on template tpl. */
-static int sandbox_mount_overlay(Pool *p, const char *id, const char *tpl) {
+int pool_sandbox_mount_overlay(Pool *p, const char *id, const char *tpl) {
         _cleanup_free_ char *lower = pool_subpath(p, POOL_TEMPLATES_DIR, tpl, NULL),
                             *upper = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_UPPER),
                             *work = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_WORK),
@@ -103,46 +105,58 @@ static int sandbox_mount_overlay(Pool *p, const char *id, const char *tpl) {
 
         if (!lower || !upper || !work || !root)
                 return -ENOMEM;
+        /* A restore empties work/ by removing it; a crash may have left it out. */
+        if (mkdir(work, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
         return overlay_mount(lower, upper, work, root);
 }
 
-static int sandbox_create_overlay(Pool *p, int tpl_fd, const char *template_name, const char *id, int dfd) {
-        _cleanup_close_ int upper_fd = -EBADF, tfd = -EBADF;
-        struct stat st;
+int pool_sandbox_finish_overlay(Pool *p, const char *id, int dfd, const char *template_name) {
+        _cleanup_close_ int tfd = -EBADF;
         int r;
 
-        /* The overlay's root directory takes owner and mode from upper/. */
-        if (fstat(tpl_fd, &st) < 0)
+        if ((mkdirat(dfd, POOL_SANDBOX_WORK, 0700) < 0 && errno != EEXIST) ||
+            (mkdirat(dfd, POOL_SANDBOX_ROOT, 0755) < 0 && errno != EEXIST))
                 return negative_errno();
-        if (mkdirat(dfd, POOL_SANDBOX_UPPER, 0755) < 0 || mkdirat(dfd, POOL_SANDBOX_WORK, 0700) < 0 ||
-            mkdirat(dfd, POOL_SANDBOX_ROOT, 0755) < 0)
-                return negative_errno();
-        upper_fd = openat(dfd, POOL_SANDBOX_UPPER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (upper_fd < 0)
-                return negative_errno();
-        if (fchown(upper_fd, st.st_uid, st.st_gid) < 0 || fchmod(upper_fd, st.st_mode & 07777) < 0)
-                return negative_errno();
-
         tfd = openat(dfd, POOL_SANDBOX_TEMPLATE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (tfd < 0)
                 return negative_errno();
         r = loop_write(tfd, template_name, strlen(template_name));
         if (r < 0)
                 return r;
-        return sandbox_mount_overlay(p, id, template_name);
+        return pool_sandbox_mount_overlay(p, id, template_name);
 }
 
-static int sandbox_create_btrfs(Pool *p, int tpl_fd, int dfd, uint64_t disk_mb) {
+static int sandbox_create_overlay(Pool *p, int tpl_fd, const char *template_name, const char *id, int dfd) {
+        _cleanup_close_ int upper_fd = -EBADF;
+        struct stat st;
+
+        /* The overlay's root directory takes owner and mode from upper/. */
+        if (fstat(tpl_fd, &st) < 0)
+                return negative_errno();
+        if (mkdirat(dfd, POOL_SANDBOX_UPPER, 0755) < 0)
+                return negative_errno();
+        upper_fd = openat(dfd, POOL_SANDBOX_UPPER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (upper_fd < 0)
+                return negative_errno();
+        if (fchown(upper_fd, st.st_uid, st.st_gid) < 0 || fchmod(upper_fd, st.st_mode & 07777) < 0)
+                return negative_errno();
+        return pool_sandbox_finish_overlay(p, id, dfd, template_name);
+}
+
+int pool_root_snapshot(Pool *p, int src_fd, int dfd, const char *name, uint64_t disk_mb) {
         _cleanup_close_ int root_fd = -EBADF;
         uint64_t subvolid;
         int r;
 
-        r = btrfs_subvol_snapshot(tpl_fd, dfd, POOL_SANDBOX_ROOT, false);
+        r = btrfs_subvol_snapshot(src_fd, dfd, name, false);
         if (r < 0)
                 return r;
-        if (disk_mb == 0 || !p->quota)
+        if (!p->quota)
                 return 0;
-        root_fd = openat(dfd, POOL_SANDBOX_ROOT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* Set even for disk_mb = 0 (which clears it): a snapshot inherits the
+         * limit of its source (a sandbox root, or a checkpoint of one). */
+        root_fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (root_fd < 0)
                 return negative_errno();
         r = btrfs_subvol_get_id(root_fd, &subvolid);
@@ -179,15 +193,19 @@ int pool_sandbox_create(Pool *p, const char *template_name, const char *id, uint
 
         if (mkdirat(sb_fd, id, 0700) < 0)
                 return negative_errno(); /* -EEXIST: taken */
-        dfd = openat(sb_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0)
-                r = negative_errno();
-        else if (p->kind == POOL_BTRFS)
-                r = sandbox_create_btrfs(p, tpl_fd, dfd, disk_mb);
-        else
-                r = sandbox_create_overlay(p, tpl_fd, template_name, id, dfd);
+        /* Checkpoints under a fresh id are a crashed removal's: never the new sandbox's. */
+        r = pool_checkpoint_remove_all(p, id);
+        if (r >= 0) {
+                dfd = openat(sb_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (dfd < 0)
+                        r = negative_errno();
+                else if (p->kind == POOL_BTRFS)
+                        r = pool_root_snapshot(p, tpl_fd, dfd, POOL_SANDBOX_ROOT, disk_mb);
+                else
+                        r = sandbox_create_overlay(p, tpl_fd, template_name, id, dfd);
+        }
         if (r < 0) {
-                int k = sandbox_remove_dir(p, sb_fd, id);
+                int k = pool_sandbox_remove_dir(p, sb_fd, id);
                 if (k < 0)
                         log_debug_errno(k, "Failed to undo the sandbox root '%s': %m", root);
                 return r;
@@ -196,8 +214,7 @@ int pool_sandbox_create(Pool *p, const char *template_name, const char *id, uint
         return 0;
 }
 
-/* Overlay: reads sandboxes/<id>/template and mounts the root again. */
-static int sandbox_remount_overlay(Pool *p, const char *id) {
+int pool_sandbox_template_name(Pool *p, const char *id, char **ret) {
         _cleanup_free_ char *tfile = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_TEMPLATE), *tpl = NULL;
         int r;
 
@@ -208,7 +225,19 @@ static int sandbox_remount_overlay(Pool *p, const char *id) {
                 return r;
         if (!pool_template_name_valid(tpl))
                 return -EBADMSG;
-        return sandbox_mount_overlay(p, id, tpl);
+        *ret = TAKE_PTR(tpl);
+        return 0;
+}
+
+/* Overlay: reads sandboxes/<id>/template and mounts the root again. */
+static int sandbox_remount_overlay(Pool *p, const char *id) {
+        _cleanup_free_ char *tpl = NULL;
+        int r;
+
+        r = pool_sandbox_template_name(p, id, &tpl);
+        if (r < 0)
+                return r;
+        return pool_sandbox_mount_overlay(p, id, tpl);
 }
 
 int pool_sandbox_root_path(Pool *p, const char *id, char **ret) {

@@ -451,13 +451,14 @@ TEST(btrfs_open_reuse_reattach) {
         ASSERT_STREQ(fstype, "btrfs");
         ASSERT_OK(stat(mnt, &st));
         ASSERT_EQ(st.st_mode & 07777, 0700);
-        check_listing(mnt, "sandboxes,templates,tmp");
+        check_listing(mnt, "checkpoints,sandboxes,templates,tmp");
 
         ASSERT_OK(pool_info_json(p, &info));
         fprintf(stderr, "  info: %s\n", info);
         ASSERT_TRUE(strstr(info, "\"kind\":\"btrfs\"") != NULL);
         ASSERT_TRUE(strstr(info, "\"quota\":true") != NULL);
         ASSERT_TRUE(strstr(info, "\"loop\":\"/dev/loop") != NULL);
+        ASSERT_TRUE(strstr(info, "\"checkpoints\":\"snapshot\"") != NULL);
         ASSERT_OK(loop_find_backing(image, &loop1));
         ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
 
@@ -680,7 +681,7 @@ static void exercise_pool(Pool *p, const char *dir) {
         }
         check_listing(tmp, "");
         check_listing(tpls, "base");
-        check_listing(pool_dir, "sandboxes,templates,tmp");
+        check_listing(pool_dir, "checkpoints,sandboxes,templates,tmp");
 
         /* Three roots from the template; writes in one show nowhere else. */
         for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
@@ -936,6 +937,7 @@ TEST(overlay_templates_and_sandboxes) {
         ASSERT_TRUE(strstr(info, "\"kind\":\"overlay\"") != NULL);
         ASSERT_TRUE(strstr(info, "\"quota\":false") != NULL);
         ASSERT_TRUE(strstr(info, "\"loop\":null") != NULL);
+        ASSERT_TRUE(strstr(info, "\"checkpoints\":\"copy\"") != NULL);
 
         exercise_pool(p, dir);
 
