@@ -6,21 +6,24 @@
 #include <time.h>
 
 #include "store-backend.h"
+#include "store-postgres.h"
 #include "str-util.h"
 
 #define TENANT_ID_PREFIX "tn_"
 #define TENANT_ID_RANDOM_LEN 12
 #define TENANT_CREATE_TRIES 4
 
-/* The one visible table of back ends. ops NULL = known scheme, not built yet. */
+/* The one visible table of back ends. ops NULL = known scheme, not built yet.
+ * "postgres://" and "postgresql://" URLs go to libpq whole (user, password,
+ * host, port, database, and parameters such as sslmode or host=/socket/dir). */
 static const struct {
         const char *scheme;     /* matches "SCHEME:..." */
         bool pass_whole_url;    /* the back end parses the URL itself */
         const StoreOps *ops;
 } store_backends[] = {
         { "sqlite", false, &store_sqlite_ops },
-        { "postgres", true, NULL },
-        { "postgresql", true, NULL },
+        { "postgres", true, &store_postgres_ops },
+        { "postgresql", true, &store_postgres_ops },
 };
 
 static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {

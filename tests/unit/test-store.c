@@ -1,22 +1,65 @@
 /* SPDX-License-Identifier: MIT */
-/* The store against real SQLite databases in a temporary directory. */
+/* The store against real databases: every STORE_TEST runs twice, on a fresh
+ * SQLite file in a temporary directory and on a fresh PostgreSQL database.
+ *
+ * PostgreSQL: $SPACE_TEST_PG_URL names a server whose role may create
+ * databases (one per test, dropped at the end); without it the test starts a
+ * private server with tests/pg-test-server.sh (skipping the PostgreSQL half
+ * only if the PostgreSQL binaries are missing) and stops it at exit, also
+ * when a test fails or the test process dies: a guardian process holds the
+ * URL and stops the server when our end of its pipe closes. */
 
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <limits.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
+#include "log.h"
 #include "store-migrations.h"
+#include "store-postgres.h"
 #include "store.h"
 #include "str-util.h"
 #include "test.h"
 
+#ifndef SPACE_SOURCE_ROOT
+#error "SPACE_SOURCE_ROOT must be defined by the build"
+#endif
+
 #define CONCURRENT_PROCS 4
 #define CONCURRENT_INSERTS 30
+
+#define PG_SERVER_SCRIPT SPACE_SOURCE_ROOT "/tests/pg-test-server.sh"
+#define PG_URL_MAX 1024
+#define PG_DATABASES_MAX 128
+#define PG_WAIT_MSEC 10000     /* for a lock wait to show up in pg_locks */
+#define PG_PASSWORD_ROLE "space_pw"
+#define PG_PASSWORD "S3cr3tPa55"
+
+typedef enum Backend {
+        BACKEND_SQLITE,
+        BACKEND_POSTGRES,
+} Backend;
+
+static Backend backend; /* of the running test */
+
+static struct {
+        bool tried;                          /* setup ran (once per process) */
+        char skip[256];                      /* why the PostgreSQL half is skipped */
+        char url[PG_URL_MAX];                /* a maintenance database on the server */
+        char own[PG_URL_MAX];                /* = url if we started the server, else "" */
+        pid_t guardian;
+        int guardian_fd;                     /* its pipe; closing it stops the server */
+        PGconn *admin;
+        char databases[PG_DATABASES_MAX][64]; /* created for tests */
+        size_t n_databases;
+} pg = { .guardian_fd = -EBADF };
 
 static const char *db_path(const char *name) {
         static char p[PATH_MAX];
@@ -24,25 +67,287 @@ static const char *db_path(const char *name) {
         return p;
 }
 
-static Store *open_db(const char *name) {
-        char url[PATH_MAX + 16];
+static Store *open_url(const char *url) {
         Store *s = NULL;
 
-        snprintf(url, sizeof url, "sqlite:%s", db_path(name));
         ASSERT_OK(store_open(url, &s));
         ASSERT_NOT_NULL(s);
         return s;
 }
 
-/* Runs one SQL statement on the database file behind the store's back. */
-static void raw_sql(const char *name, const char *sql) {
-        sqlite3 *db = NULL;
-        ASSERT_EQ(sqlite3_open(db_path(name), &db), SQLITE_OK);
-        sqlite3_busy_timeout(db, 5000);
-        int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-        sqlite3_close(db);
-        ASSERT_EQ(rc, SQLITE_OK);
+static Store *open_db(const char *name) {
+        char url[PATH_MAX + 16];
+
+        snprintf(url, sizeof url, "sqlite:%s", db_path(name));
+        return open_url(url);
 }
+
+static size_t migrations_count(void) {
+        return backend == BACKEND_POSTGRES ? store_postgres_migrations_count : store_sqlite_migrations_count;
+}
+
+/* Runs the server script with one or two arguments; its stdout (trimmed)
+ * into out. Returns its exit status, or -1 if it did not run. */
+static int run_script(const char *cmd, const char *arg, char *out, size_t size) {
+        int fds[2], status;
+        size_t n = 0;
+        pid_t pid;
+
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return -1;
+        pid = fork();
+        if (pid < 0) {
+                close(fds[0]);
+                close(fds[1]);
+                return -1;
+        }
+        if (pid == 0) {
+                const char *argv[] = { "/bin/sh", PG_SERVER_SCRIPT, cmd, arg, NULL };
+                if (dup2(fds[1], STDOUT_FILENO) < 0)
+                        _exit(126);
+                execv(argv[0], (char **) argv);
+                _exit(127);
+        }
+        close(fds[1]);
+        for (;;) {
+                char buf[256];
+                ssize_t k = read(fds[0], buf, sizeof buf);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                for (ssize_t i = 0; i < k && out && n + 1 < size; i++)
+                        out[n++] = buf[i];
+        }
+        close(fds[0]);
+        while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+                n--;
+        if (out && size > 0)
+                out[n] = 0;
+        if (waitpid(pid, &status, 0) != pid)
+                return -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The guardian: blocks until every write end of its pipe is closed (the test
+ * process exited or died), then stops the server whose URL it was sent. It
+ * leaves our session so a ^C or a timeout kill of the test does not reach it. */
+static void guardian_main(int rfd) {
+        char url[PG_URL_MAX];
+        size_t n = 0;
+
+        (void) setsid();
+        (void) signal(SIGINT, SIG_IGN);
+        (void) signal(SIGTERM, SIG_IGN);
+        (void) signal(SIGHUP, SIG_IGN);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0) {
+                (void) dup2(null, STDIN_FILENO);
+                (void) dup2(null, STDOUT_FILENO);
+        }
+        for (;;) {
+                ssize_t k = read(rfd, url + n, sizeof url - 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                n += (size_t) k;
+                if (n >= sizeof url - 1)
+                        break;
+        }
+        url[n] = 0;
+        if (n == 0)
+                _exit(0);
+        const char *argv[] = { "/bin/sh", PG_SERVER_SCRIPT, "stop", url, NULL };
+        execv(argv[0], (char **) argv);
+        _exit(127);
+}
+
+static void pg_teardown(void) {
+        if (pg.admin) {
+                /* databases on a server we did not start; ours goes whole */
+                for (size_t i = 0; !pg.own[0] && i < pg.n_databases; i++) {
+                        char sql[128];
+                        snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS \"%s\" WITH (FORCE)", pg.databases[i]);
+                        PQclear(PQexec(pg.admin, sql));
+                }
+                PQfinish(pg.admin);
+                pg.admin = NULL;
+        }
+        if (pg.guardian > 0) {
+                pg.guardian_fd = safe_close(pg.guardian_fd);
+                (void) waitpid(pg.guardian, NULL, 0);
+                pg.guardian = 0;
+        }
+}
+
+static void pg_setup(void) {
+        const char *env = secure_getenv("SPACE_TEST_PG_URL");
+        int fds[2], r;
+
+        atexit(pg_teardown);
+        if (env && env[0]) {
+                if (strlen(env) >= sizeof pg.url - 64) {
+                        snprintf(pg.skip, sizeof pg.skip, "SPACE_TEST_PG_URL is too long");
+                        return;
+                }
+                snprintf(pg.url, sizeof pg.url, "%s", env);
+        } else {
+                if (pipe2(fds, O_CLOEXEC) < 0)
+                        return;
+                pg.guardian = fork();
+                if (pg.guardian < 0) {
+                        close(fds[0]);
+                        close(fds[1]);
+                        return;
+                }
+                if (pg.guardian == 0) {
+                        close(fds[1]);
+                        guardian_main(fds[0]);
+                }
+                close(fds[0]);
+                pg.guardian_fd = fds[1];
+
+                r = run_script("start", NULL, pg.url, sizeof pg.url);
+                if (r == 77) {
+                        snprintf(pg.skip, sizeof pg.skip,
+                                 "no PostgreSQL server binaries (initdb, pg_ctl; Debian: apt-get install postgresql)");
+                        pg.url[0] = 0;
+                        return;
+                }
+                if (r != 0 || !startswith(pg.url, "postgresql://")) {
+                        fprintf(stderr, "  pg-test-server.sh start failed (%d)\n", r);
+                        pg.url[0] = 0;
+                        return;
+                }
+                snprintf(pg.own, sizeof pg.own, "%s", pg.url);
+                (void) loop_write(pg.guardian_fd, pg.url, strlen(pg.url));
+        }
+
+        pg.admin = PQconnectdb(pg.url);
+        if (PQstatus(pg.admin) != CONNECTION_OK) {
+                fprintf(stderr, "  cannot connect to the test server: %s", PQerrorMessage(pg.admin));
+                PQfinish(pg.admin);
+                pg.admin = NULL;
+                pg.url[0] = 0;
+                return;
+        }
+        PQclear(PQexec(pg.admin, "SET client_min_messages = warning"));
+}
+
+/* Runs admin SQL; fails the test on error. */
+static void pg_admin(const char *sql) {
+        PGresult *res = PQexec(pg.admin, sql);
+        ExecStatusType st = PQresultStatus(res);
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+                fprintf(stderr, "  %s: %s", sql, PQresultErrorMessage(res));
+                PQclear(res);
+                test_fail(__FILE__, __LINE__, "admin SQL failed");
+        }
+        PQclear(res);
+}
+
+static void use_backend(Backend b) {
+        backend = b;
+        if (b != BACKEND_POSTGRES)
+                return;
+        if (!pg.tried) {
+                pg.tried = true;
+                pg_setup();
+        }
+        if (pg.skip[0])
+                test_skip(pg.skip);
+        if (!pg.admin)
+                test_fail(__FILE__, __LINE__, "no PostgreSQL test server");
+}
+
+/* A URL of a fresh, empty database of the running test's back end. */
+static const char *fresh_url(void) {
+        static char ring[8][PG_URL_MAX + 80];
+        static unsigned next, counter;
+        char *u = ring[next++ % ELEMENTSOF(ring)], sql[256];
+
+        counter++;
+        if (backend == BACKEND_SQLITE) {
+                snprintf(u, sizeof ring[0], "sqlite:%s/db%u.db", test_tmpdir(), counter);
+                return u;
+        }
+        ASSERT_TRUE(pg.n_databases < PG_DATABASES_MAX);
+        char *name = pg.databases[pg.n_databases];
+        snprintf(name, sizeof pg.databases[0], "space_test_%d_%u", (int) getpid(), counter);
+        snprintf(sql, sizeof sql,
+                 "CREATE DATABASE \"%s\" TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'", name);
+        pg_admin(sql);
+        pg.n_databases++;
+        snprintf(u, sizeof ring[0], "%s%sdbname=%s", pg.url, strchr(pg.url, '?') ? "&" : "?", name);
+        return u;
+}
+
+/* Runs one SQL statement on the database behind the store's back. */
+static void raw_sql(const char *url, const char *sql) {
+        if (backend == BACKEND_SQLITE) {
+                sqlite3 *db = NULL;
+                ASSERT_EQ(sqlite3_open(url + STRLEN("sqlite:"), &db), SQLITE_OK);
+                sqlite3_busy_timeout(db, 5000);
+                int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+                sqlite3_close(db);
+                ASSERT_EQ(rc, SQLITE_OK);
+                return;
+        }
+        PGconn *c = PQconnectdb(url);
+        ASSERT_EQ(PQstatus(c), CONNECTION_OK);
+        PGresult *res = PQexec(c, sql);
+        ExecStatusType st = PQresultStatus(res);
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+                fprintf(stderr, "  %s: %s", sql, PQresultErrorMessage(res));
+        PQclear(res);
+        PQfinish(c);
+        ASSERT_TRUE(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK);
+}
+
+/* The first column of the first row of a query, as an integer. */
+static int64_t raw_query_i64(const char *url, const char *sql) {
+        int64_t v = 0;
+
+        if (backend == BACKEND_SQLITE) {
+                sqlite3 *db = NULL;
+                sqlite3_stmt *st = NULL;
+                ASSERT_EQ(sqlite3_open(url + STRLEN("sqlite:"), &db), SQLITE_OK);
+                int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+                if (rc == SQLITE_OK)
+                        rc = sqlite3_step(st);
+                if (rc == SQLITE_ROW)
+                        v = sqlite3_column_int64(st, 0);
+                sqlite3_finalize(st);
+                sqlite3_close(db);
+                ASSERT_EQ(rc, SQLITE_ROW);
+                return v;
+        }
+        PGconn *c = PQconnectdb(url);
+        ASSERT_EQ(PQstatus(c), CONNECTION_OK);
+        PGresult *res = PQexec(c, sql);
+        bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) >= 1 &&
+                safe_atoi64(PQgetvalue(res, 0, 0), &v) >= 0;
+        if (!ok)
+                fprintf(stderr, "  %s: %s", sql, PQresultErrorMessage(res));
+        PQclear(res);
+        PQfinish(c);
+        ASSERT_TRUE(ok);
+        return v;
+}
+
+/* A test body that takes the URL of a fresh database, run once per back end. */
+#define STORE_TEST(name)                                 \
+        static void name##_body(const char *url);         \
+        TEST(name##_sqlite) {                             \
+                use_backend(BACKEND_SQLITE);              \
+                name##_body(fresh_url());                 \
+        }                                                 \
+        TEST(name##_postgres) {                           \
+                use_backend(BACKEND_POSTGRES);            \
+                name##_body(fresh_url());                 \
+        }                                                 \
+        static void name##_body(const char *url)
 
 static void sandbox_init(Sandbox *sb, const char *id, const char *tenant, const char *tmpl) {
         *sb = (Sandbox){
@@ -123,8 +428,10 @@ TEST(open_urls) {
         ASSERT_EQ(store_schema_version(s), (int) store_sqlite_migrations_count);
         s = store_close(s);
 
-        ASSERT_ERRNO(store_open("postgres://user@localhost/space", &s), EPROTONOSUPPORT);
-        ASSERT_ERRNO(store_open("postgresql://localhost/space", &s), EPROTONOSUPPORT);
+        /* PostgreSQL URLs reach libpq (nothing listens on port 1) */
+        ASSERT_ERRNO(store_open("postgresql://127.0.0.1:1/space", &s), ECONNREFUSED);
+        ASSERT_ERRNO(store_open("postgres://user@127.0.0.1:1/space", &s), ECONNREFUSED);
+        ASSERT_ERRNO(store_open("postgres:nothing", &s), EINVAL);
         ASSERT_ERRNO(store_open("mysql://localhost/space", &s), EPROTONOSUPPORT);
         ASSERT_ERRNO(store_open("", &s), EINVAL);
         ASSERT_ERRNO(store_open("sqlite:", &s), EINVAL);
@@ -192,47 +499,41 @@ TEST(database_is_private_and_cloexec) {
         ASSERT_TRUE(seen >= 2); /* the database and its WAL */
 }
 
-TEST(migrations_idempotent) {
-        Store *s = open_db("m.db");
-        ASSERT_EQ(store_schema_version(s), (int) store_sqlite_migrations_count);
-        ASSERT_TRUE(store_sqlite_migrations_count >= 1);
+STORE_TEST(migrations_idempotent) {
+        Store *s = open_url(url);
+        ASSERT_EQ(store_schema_version(s), (int) migrations_count());
+        ASSERT_TRUE(migrations_count() >= 1);
         s = store_close(s);
 
         /* twice more: nothing re-applied, same version */
         for (int i = 0; i < 2; i++) {
-                s = open_db("m.db");
-                ASSERT_EQ(store_schema_version(s), (int) store_sqlite_migrations_count);
+                s = open_url(url);
+                ASSERT_EQ(store_schema_version(s), (int) migrations_count());
                 s = store_close(s);
         }
 
-        sqlite3 *db = NULL;
-        sqlite3_stmt *st = NULL;
-        ASSERT_EQ(sqlite3_open(db_path("m.db"), &db), SQLITE_OK);
-        ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT COUNT(*), MIN(version), MIN(applied_usec) FROM schema_migrations",
-                                     -1, &st, NULL), SQLITE_OK);
-        ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-        int64_t rows = sqlite3_column_int64(st, 0), minv = sqlite3_column_int64(st, 1),
-                applied = sqlite3_column_int64(st, 2);
-        sqlite3_finalize(st);
-        /* the pragmas that persist in the file */
-        ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
-        ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-        char mode[16];
-        snprintf(mode, sizeof mode, "%s", (const char *) sqlite3_column_text(st, 0));
-        sqlite3_finalize(st);
-        sqlite3_close(db);
-        ASSERT_EQ(rows, (long long) store_sqlite_migrations_count);
-        ASSERT_EQ(minv, 1);
-        ASSERT_TRUE(applied > 0);
-        ASSERT_STREQ(mode, "wal");
+        ASSERT_EQ(raw_query_i64(url, "SELECT COUNT(*) FROM schema_migrations"), (long long) migrations_count());
+        ASSERT_EQ(raw_query_i64(url, "SELECT MIN(version) FROM schema_migrations"), 1);
+        ASSERT_TRUE(raw_query_i64(url, "SELECT MIN(applied_usec) FROM schema_migrations") > 0);
+        if (backend == BACKEND_SQLITE) {
+                /* the pragma that persists in the file */
+                sqlite3 *db = NULL;
+                sqlite3_stmt *st = NULL;
+                char mode[16];
+                ASSERT_EQ(sqlite3_open(url + STRLEN("sqlite:"), &db), SQLITE_OK);
+                ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+                ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+                snprintf(mode, sizeof mode, "%s", (const char *) sqlite3_column_text(st, 0));
+                sqlite3_finalize(st);
+                sqlite3_close(db);
+                ASSERT_STREQ(mode, "wal");
+        }
 }
 
-TEST(migrations_refuse_newer_schema) {
-        Store *s = open_db("new.db");
+STORE_TEST(migrations_refuse_newer_schema) {
+        Store *s = open_url(url);
         s = store_close(s);
-        raw_sql("new.db", "INSERT INTO schema_migrations (version, name, applied_usec) VALUES (999, 'future', 1)");
-        char url[PATH_MAX + 16];
-        snprintf(url, sizeof url, "sqlite:%s", db_path("new.db"));
+        raw_sql(url, "INSERT INTO schema_migrations (version, name, applied_usec) VALUES (999, 'future', 1)");
         ASSERT_ERRNO(store_open(url, &s), EPROTO);
         ASSERT_NULL(s);
 }
@@ -277,29 +578,29 @@ static int child_open(const char *path, int idx) {
         }
         r = store_schema_version(s);
         store_close(s);
-        return r == (int) store_sqlite_migrations_count ? 0 : 2;
+        return r == (int) migrations_count() ? 0 : 2;
 }
 
-TEST(concurrent_open_migrates_once) {
+STORE_TEST(concurrent_open_migrates_once) {
         for (int round = 0; round < 5; round++) {
-                char name[32];
+                const char *u = round == 0 ? url : fresh_url();
                 int gate[2];
                 pid_t pids[CONCURRENT_PROCS];
 
-                snprintf(name, sizeof name, "race%d.db", round);
                 ASSERT_EQ(pipe2(gate, O_CLOEXEC), 0);
                 for (size_t i = 0; i < ELEMENTSOF(pids); i++)
-                        pids[i] = fork_gated(gate, child_open, db_path(name), (int) i);
+                        pids[i] = fork_gated(gate, child_open, u, (int) i);
                 release_and_reap(gate, pids, ELEMENTSOF(pids));
 
-                Store *s = open_db(name);
-                ASSERT_EQ(store_schema_version(s), (int) store_sqlite_migrations_count);
+                Store *s = open_url(u);
+                ASSERT_EQ(store_schema_version(s), (int) migrations_count());
                 store_close(s);
+                ASSERT_EQ(raw_query_i64(u, "SELECT COUNT(*) FROM schema_migrations"), (long long) migrations_count());
         }
 }
 
-TEST(tenants) {
-        _cleanup_(store_closep) Store *s = open_db("t.db");
+STORE_TEST(tenants) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         Tenant a, b, got;
 
         ASSERT_OK(store_tenant_create(s, "zeta", &a));
@@ -346,16 +647,19 @@ TEST(tenants) {
         ASSERT_STREQ(list[3].name, "zeta");
 }
 
-TEST(tenant_row_too_long_is_refused_not_truncated) {
-        _cleanup_(store_closep) Store *s = open_db("long.db");
+STORE_TEST(tenant_row_too_long_is_refused_not_truncated) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         Tenant t, got;
 
         ASSERT_OK(store_tenant_create(s, "short", &t));
         /* a row written by something else with a name longer than the buffer */
-        char sql[512];
-        snprintf(sql, sizeof sql, "UPDATE tenants SET name = printf('%%.200c', 'x') WHERE id = '%s'", t.id);
-        raw_sql("long.db", sql);
+        char sql[512], longname[201];
+        memset(longname, 'x', sizeof longname - 1);
+        longname[sizeof longname - 1] = 0;
+        snprintf(sql, sizeof sql, "UPDATE tenants SET name = '%s' WHERE id = '%s'", longname, t.id);
+        raw_sql(url, sql);
         ASSERT_ERRNO(store_tenant_get(s, t.id, &got), EBADMSG);
+        ASSERT_ERRNO(store_tenant_get_by_name(s, "short", &got), ENOENT);
 }
 
 static ApiKey make_key(const char *id, const char *tenant, const char *hash, bool admin) {
@@ -367,8 +671,8 @@ static ApiKey make_key(const char *id, const char *tenant, const char *hash, boo
         return k;
 }
 
-TEST(keys) {
-        _cleanup_(store_closep) Store *s = open_db("k.db");
+STORE_TEST(keys) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         Tenant a, b;
         ApiKey k, got;
         uint64_t count;
@@ -458,8 +762,8 @@ static Template make_template(const char *name, TemplateState state) {
         return t;
 }
 
-TEST(templates) {
-        _cleanup_(store_closep) Store *s = open_db("tpl.db");
+STORE_TEST(templates) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         Template t, got;
         uint64_t users;
 
@@ -530,8 +834,8 @@ TEST(templates) {
         ASSERT_ERRNO(store_template_delete(s, NULL), EINVAL);
 }
 
-TEST(sandbox_roundtrip) {
-        _cleanup_(store_closep) Store *s = open_db("sb.db");
+STORE_TEST(sandbox_roundtrip) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         _cleanup_(sandbox_done) Sandbox got = {};
         Sandbox sb;
 
@@ -601,8 +905,8 @@ TEST(sandbox_roundtrip) {
         ASSERT_ERRNO(store_sandbox_get(s, NULL, "nope", &got), ENOENT);
 }
 
-TEST(sandbox_bad_input) {
-        _cleanup_(store_closep) Store *s = open_db("bad.db");
+STORE_TEST(sandbox_bad_input) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         Sandbox sb;
 
         sandbox_init(&sb, "x", "tn_a", "base");
@@ -644,8 +948,8 @@ TEST(sandbox_bad_input) {
         ASSERT_ERRNO(store_sandbox_set_state(s, longid, -1, SANDBOX_RUNNING, NULL), ENOENT);
 }
 
-TEST(sandbox_tenant_isolation) {
-        _cleanup_(store_closep) Store *s = open_db("iso.db");
+STORE_TEST(sandbox_tenant_isolation) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         _cleanup_(sandbox_done) Sandbox got = {};
         Sandbox *list = NULL;
         size_t n;
@@ -678,8 +982,8 @@ TEST(sandbox_tenant_isolation) {
         sandbox_array_free(list, n);
 }
 
-TEST(slots_lowest_free_and_reused) {
-        _cleanup_(store_closep) Store *s = open_db("slots.db");
+STORE_TEST(slots_lowest_free_and_reused) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         Sandbox sb;
 
         for (int i = 0; i < 5; i++) {
@@ -754,18 +1058,19 @@ static int child_insert(const char *path, int idx) {
         return 0;
 }
 
-TEST(slots_unique_across_processes) {
-        Store *s = open_db("conc.db"); /* migrated before the race */
+/* CONCURRENT_PROCS processes insert (and delete) through child_url at once. */
+static void slots_race(const char *url, const char *child_url) {
+        Store *s = open_url(url); /* migrated before the race */
         store_close(s);
 
         int gate[2];
         pid_t pids[CONCURRENT_PROCS];
         ASSERT_EQ(pipe2(gate, O_CLOEXEC), 0);
         for (size_t i = 0; i < ELEMENTSOF(pids); i++)
-                pids[i] = fork_gated(gate, child_insert, db_path("conc.db"), (int) i);
+                pids[i] = fork_gated(gate, child_insert, child_url, (int) i);
         release_and_reap(gate, pids, ELEMENTSOF(pids));
 
-        s = open_db("conc.db");
+        s = open_url(url);
         Sandbox *list = NULL;
         size_t n, live = CONCURRENT_PROCS * (CONCURRENT_INSERTS - CONCURRENT_INSERTS / 3);
         ASSERT_OK(store_sandbox_list(s, &(SandboxFilter){ .state = -1, .limit = 10000 }, &list, &n));
@@ -786,8 +1091,12 @@ TEST(slots_unique_across_processes) {
         store_close(s);
 }
 
-TEST(sandbox_set_state_cas) {
-        _cleanup_(store_closep) Store *s = open_db("cas.db");
+STORE_TEST(slots_unique_across_processes) {
+        slots_race(url, url);
+}
+
+STORE_TEST(sandbox_set_state_cas) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         _cleanup_(sandbox_done) Sandbox got = {};
 
         insert_sandbox(s, "x", "tn_a");
@@ -833,8 +1142,8 @@ TEST(sandbox_set_state_cas) {
         ASSERT_EQ(strlen(got.reason), STORE_REASON_MAX - 1);
 }
 
-TEST(sandbox_runtime_expiry_purge) {
-        _cleanup_(store_closep) Store *s = open_db("rt.db");
+STORE_TEST(sandbox_runtime_expiry_purge) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         _cleanup_(sandbox_done) Sandbox got = {};
 
         insert_sandbox(s, "x", "tn_a");
@@ -879,8 +1188,8 @@ TEST(sandbox_runtime_expiry_purge) {
         ASSERT_ERRNO(store_sandbox_purge(s, "x"), ENOENT);
 }
 
-TEST(sandbox_list_pagination_and_filters) {
-        _cleanup_(store_closep) Store *s = open_db("page.db");
+STORE_TEST(sandbox_list_pagination_and_filters) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         Sandbox *list = NULL;
         size_t n;
         uint64_t count;
@@ -951,8 +1260,8 @@ TEST(sandbox_list_pagination_and_filters) {
         ASSERT_EQ(count, 25);
 }
 
-TEST(events) {
-        _cleanup_(store_closep) Store *s = open_db("ev.db");
+STORE_TEST(events) {
+        _cleanup_(store_closep) Store *s = open_url(url);
         Event *list = NULL, e;
         size_t n;
 
@@ -1072,9 +1381,9 @@ TEST(events) {
         ASSERT_TRUE(e.seq > last);
 }
 
-TEST(two_handles_share_one_database) {
-        Store *w = open_db("shared.db");
-        Store *r = open_db("shared.db");
+STORE_TEST(two_handles_share_one_database) {
+        Store *w = open_url(url);
+        Store *r = open_url(url);
         _cleanup_(sandbox_done) Sandbox got = {};
         Tenant t, tg;
         Event e = make_event("tn_a", "s1", "sandbox.created");
@@ -1098,7 +1407,7 @@ TEST(two_handles_share_one_database) {
         store_close(r);
 
         /* and after both are closed */
-        Store *again = open_db("shared.db");
+        Store *again = open_url(url);
         Event *list = NULL;
         size_t n;
         ASSERT_OK(store_sandbox_get(again, NULL, "s1", &got));
@@ -1108,4 +1417,400 @@ TEST(two_handles_share_one_database) {
         ASSERT_EQ(list[0].seq, e.seq);
         event_array_free(list, n);
         store_close(again);
+}
+
+/* PostgreSQL only */
+
+TEST(postgres_url_secrets_and_sqlstates) {
+        char *secrets[PG_SECRETS_MAX] = {};
+        _cleanup_free_ char *clean = NULL;
+
+        /* user info (raw and decoded) and password= parameters, longest first */
+        ASSERT_OK(pg_url_secrets("postgresql://u:S3%63ret@h/db?password=qp&port=1", secrets, ELEMENTSOF(secrets)));
+        ASSERT_STREQ(secrets[0], "S3%63ret");
+        ASSERT_STREQ(secrets[1], "S3cret");
+        ASSERT_STREQ(secrets[2], "qp");
+        ASSERT_NULL(secrets[3]);
+        clean = pg_scrub("a S3%63ret b S3cret c qp d", secrets);
+        ASSERT_STREQ(clean, "a *** b *** c *** d");
+        for (size_t i = 0; i < ELEMENTSOF(secrets); i++)
+                secrets[i] = mfree(secrets[i]);
+
+        /* an encoded key, no user info, a port that is not a password */
+        ASSERT_OK(pg_url_secrets("postgresql://h:5432/db?pass%77ord=zz", secrets, ELEMENTSOF(secrets)));
+        ASSERT_STREQ(secrets[0], "zz");
+        ASSERT_NULL(secrets[1]);
+        secrets[0] = mfree(secrets[0]);
+        ASSERT_OK(pg_url_secrets("postgresql://user@h/db?host=/tmp/x", secrets, ELEMENTSOF(secrets)));
+        ASSERT_NULL(secrets[0]);
+        ASSERT_OK(pg_url_secrets("postgresql://u:@h/db", secrets, ELEMENTSOF(secrets)));
+        ASSERT_NULL(secrets[0]);
+        /* more spellings than fit: refused rather than half scrubbed */
+        ASSERT_ERRNO(pg_url_secrets("postgresql://u:p%41@h/db?password=a%41&password=b%41&password=c%41",
+                                    secrets, ELEMENTSOF(secrets)), E2BIG);
+        for (size_t i = 0; i < ELEMENTSOF(secrets); i++)
+                secrets[i] = mfree(secrets[i]);
+        ASSERT_ERRNO(store_open("postgresql://u:p%41@h/db?password=a%41&password=b%41&password=c%41", &(Store *){ NULL }),
+                     EINVAL);
+
+        free(clean);
+        clean = pg_scrub("nothing secret", NULL);
+        ASSERT_STREQ(clean, "nothing secret");
+
+        ASSERT_EQ(pg_sqlstate_errno("23505"), -EEXIST);
+        ASSERT_EQ(pg_sqlstate_errno("23503"), -ENOENT);
+        ASSERT_EQ(pg_sqlstate_errno("23502"), -EINVAL);
+        ASSERT_EQ(pg_sqlstate_errno("40001"), -EAGAIN);
+        ASSERT_EQ(pg_sqlstate_errno("40P01"), -EAGAIN);
+        ASSERT_EQ(pg_sqlstate_errno("08006"), -EIO);
+        ASSERT_EQ(pg_sqlstate_errno("57P01"), -EIO);
+        ASSERT_EQ(pg_sqlstate_errno("28P01"), -EACCES);
+        ASSERT_EQ(pg_sqlstate_errno("3D000"), -ENOENT);
+        ASSERT_EQ(pg_sqlstate_errno("22021"), -EINVAL);
+        ASSERT_EQ(pg_sqlstate_errno("XX000"), -EIO);
+        ASSERT_EQ(pg_sqlstate_errno("2350"), -EIO);
+        ASSERT_EQ(pg_sqlstate_errno(NULL), -EIO);
+}
+
+/* stderr (where the log goes) into a file, at debug level, and back. */
+typedef struct Capture {
+        int saved_fd;
+        int saved_level;
+} Capture;
+
+static Capture capture_begin(const char *path) {
+        Capture c = { .saved_level = log_get_max_level() };
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+        ASSERT_TRUE(fd >= 0);
+        fflush(stderr);
+        c.saved_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+        ASSERT_TRUE(c.saved_fd >= 0);
+        ASSERT_TRUE(dup2(fd, STDERR_FILENO) == STDERR_FILENO);
+        close(fd);
+        log_set_max_level(LOG_DEBUG_);
+        return c;
+}
+
+static void capture_end(Capture *c) {
+        fflush(stderr);
+        (void) dup2(c->saved_fd, STDERR_FILENO);
+        close(c->saved_fd);
+        log_set_max_level(c->saved_level);
+}
+
+static char *read_file(const char *path) {
+        char *text = NULL;
+        size_t n;
+        ASSERT_OK(read_full_file(path, 1 << 20, &text, &n));
+        return text;
+}
+
+/* The TCP port of the server we started, or 0. */
+static unsigned own_port(void) {
+        const char *p = strstr(pg.own, "port=");
+        unsigned port = 0;
+        char buf[8] = "";
+
+        if (!p)
+                return 0;
+        p += STRLEN("port=");
+        for (size_t i = 0; i + 1 < sizeof buf && p[i] >= '0' && p[i] <= '9'; i++)
+                buf[i] = p[i];
+        return safe_atou(buf, &port) < 0 ? 0 : port;
+}
+
+TEST(postgres_open_errors_keep_the_password_out_of_logs) {
+        use_backend(BACKEND_POSTGRES);
+        (void) fresh_url(); /* made the database db */
+        const char *db = pg.databases[pg.n_databases - 1];
+        char u[PG_URL_MAX + 128], log_path[PATH_MAX];
+        unsigned port = own_port();
+        Store *s = NULL;
+
+        snprintf(u, sizeof u, "%s%sdbname=space_no_such_db", pg.url, strchr(pg.url, '?') ? "&" : "?");
+        ASSERT_ERRNO(store_open(u, &s), ENOENT);
+        ASSERT_ERRNO(store_open("postgresql:///x?host=/tmp/space-no-such-dir&port=5", &s), ECONNREFUSED);
+        ASSERT_ERRNO(store_open("postgresql://h/db?no_such_parameter=1", &s), EINVAL);
+        ASSERT_NULL(s);
+
+        if (port > 0) {
+                char sql[256];
+                snprintf(sql, sizeof sql, "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '%s') "
+                         "THEN CREATE ROLE %s LOGIN PASSWORD '%s'; END IF; END $$",
+                         PG_PASSWORD_ROLE, PG_PASSWORD_ROLE, PG_PASSWORD);
+                pg_admin(sql);
+                snprintf(sql, sizeof sql, "ALTER DATABASE \"%s\" OWNER TO %s", db, PG_PASSWORD_ROLE);
+                pg_admin(sql);
+        }
+
+        snprintf(log_path, sizeof log_path, "%s/log", test_tmpdir());
+        Capture cap = capture_begin(log_path);
+        int r_pct = store_open("postgresql://u:" PG_PASSWORD "%zz@127.0.0.1/db", &s);
+        int r_v6 = store_open("postgresql://u:" PG_PASSWORD "@[::1/db", &s);
+        int r_param = store_open("postgresql://u@[::1/db?password=" PG_PASSWORD, &s);
+        int r_wrong = 0, r_none = 0, r_ok = 0, r_use = 0;
+        if (port > 0) {
+                snprintf(u, sizeof u, "postgresql://%s:wrong%s@127.0.0.1:%u/%s", PG_PASSWORD_ROLE, PG_PASSWORD, port, db);
+                r_wrong = store_open(u, &s);
+                snprintf(u, sizeof u, "postgresql://%s@127.0.0.1:%u/%s?passfile=%s/no-pgpass", PG_PASSWORD_ROLE, port,
+                         db, test_tmpdir());
+                r_none = store_open(u, &s);
+                snprintf(u, sizeof u, "postgresql://%s:%s@127.0.0.1:%u/%s", PG_PASSWORD_ROLE, PG_PASSWORD, port, db);
+                r_ok = store_open(u, &s);
+                if (r_ok >= 0) {
+                        Tenant t;
+                        r_use = store_tenant_create(s, "via-tcp", &t);
+                        /* an error with the password in the URL: still scrubbed */
+                        if (r_use >= 0 && store_tenant_create(s, "via-tcp", &t) != -EEXIST)
+                                r_use = -EBADE;
+                        s = store_close(s);
+                }
+        }
+        capture_end(&cap);
+
+        ASSERT_EQ(r_pct, -EINVAL);
+        ASSERT_EQ(r_v6, -EINVAL);
+        ASSERT_EQ(r_param, -EINVAL);
+        char *log = read_file(log_path);
+        bool leaked = strstr(log, PG_PASSWORD), scrubbed = strstr(log, "***"),
+             told = strstr(log, "invalid percent-encoded token"), unique = strstr(log, "23505");
+        free(log);
+        ASSERT_FALSE(leaked);
+        ASSERT_TRUE(scrubbed); /* the messages were there, scrubbed */
+        ASSERT_TRUE(told);
+        if (port == 0)
+                test_skip("no password login tests on a server this test did not start");
+        ASSERT_EQ(r_wrong, -EACCES);
+        ASSERT_EQ(r_none, -EACCES);
+        ASSERT_OK(r_ok);
+        ASSERT_OK(r_use);
+        ASSERT_TRUE(unique); /* an error through the password URL: scrubbed too */
+}
+
+TEST(postgres_sockets_are_cloexec) {
+        use_backend(BACKEND_POSTGRES);
+        _cleanup_(store_closep) Store *s = open_url(fresh_url());
+        unsigned seen = 0;
+
+        ASSERT_STREQ(store_backend_name(s), "postgres");
+
+        _cleanup_(closedirp_) DIR *d = opendir("/proc/self/fd");
+        ASSERT_NOT_NULL(d);
+        for (struct dirent *de; (de = readdir(d));) {
+                char link[64], target[PATH_MAX];
+                int fd;
+                if (safe_atoi(de->d_name, &fd) < 0)
+                        continue;
+                snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+                ssize_t n = readlink(link, target, sizeof target - 1);
+                if (n <= 0)
+                        continue;
+                target[n] = 0;
+                if (!startswith(target, "socket:"))
+                        continue;
+                int flags = fcntl(fd, F_GETFD);
+                ASSERT_TRUE(flags >= 0);
+                ASSERT_TRUE(flags & FD_CLOEXEC);
+                seen++;
+        }
+        ASSERT_TRUE(seen >= 1);
+}
+
+TEST(postgres_reconnects_after_backend_killed) {
+        use_backend(BACKEND_POSTGRES);
+        const char *url = fresh_url(), *db = pg.databases[pg.n_databases - 1];
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Tenant t, got;
+        char sql[256];
+
+        ASSERT_OK(store_tenant_create(s, "acme", &t));
+        ASSERT_EQ(insert_sandbox(s, "a", t.id), 0);
+        snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                 "WHERE datname = '%s' AND application_name = 'space'", db);
+        pg_admin(sql);
+
+        /* the call that finds the connection gone reports it; the next reconnects */
+        Sandbox sb;
+        sandbox_init(&sb, "b", t.id, "base");
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), EIO);
+        ASSERT_OK(store_tenant_get(s, t.id, &got));
+        ASSERT_STREQ(got.name, "acme");
+        ASSERT_EQ(insert_sandbox(s, "b", t.id), 1); /* statements prepared again */
+        ASSERT_OK(store_sandbox_set_state(s, "a", SANDBOX_CREATING, SANDBOX_RUNNING, NULL));
+}
+
+TEST(postgres_reconnects_after_server_restart) {
+        use_backend(BACKEND_POSTGRES);
+        if (!pg.own[0])
+                test_skip("SPACE_TEST_PG_URL is set: the test restarts only a server it started");
+        _cleanup_(store_closep) Store *s = open_url(fresh_url());
+        _cleanup_(sandbox_done) Sandbox got = {};
+        Tenant t, tg;
+        Event e = make_event("tn_a", "a", "sandbox.created");
+
+        ASSERT_OK(store_tenant_create(s, "acme", &t));
+        ASSERT_EQ(insert_sandbox(s, "a", t.id), 0);
+        ASSERT_OK(store_event_append(s, &e));
+
+        ASSERT_EQ(run_script("restart", pg.own, NULL, 0), 0);
+        PQreset(pg.admin); /* ours went too */
+        ASSERT_EQ(PQstatus(pg.admin), CONNECTION_OK);
+
+        ASSERT_ERRNO(store_tenant_get(s, t.id, &tg), EIO);
+        ASSERT_OK(store_tenant_get(s, t.id, &tg));
+        ASSERT_STREQ(tg.name, "acme");
+        ASSERT_OK(store_sandbox_get(s, t.id, "a", &got));
+        ASSERT_EQ(insert_sandbox(s, "b", t.id), 1);
+        Event e2 = make_event("tn_a", "b", "sandbox.created");
+        ASSERT_OK(store_event_append(s, &e2));
+        ASSERT_TRUE(e2.seq > e.seq);
+}
+
+/* Runs fn(url) in a child (debug log into log_path) while the raw
+ * connection c holds a lock the child needs; once the child waits for it,
+ * runs release on c (then COMMIT if still in a transaction). Returns the
+ * child's exit code. */
+static int run_against_lock(const char *url, PGconn *c, int (*fn)(const char *url), const char *release,
+                            const char *log_path) {
+        int status;
+        pid_t pid = fork();
+
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+                        _exit(100);
+                log_set_max_level(LOG_DEBUG_);
+                _exit(fn(url));
+        }
+
+        for (int waited = 0; waited < PG_WAIT_MSEC; waited += 10) {
+                PGresult *res = PQexec(pg.admin, "SELECT COUNT(*) FROM pg_locks WHERE NOT granted");
+                bool blocked = PQresultStatus(res) == PGRES_TUPLES_OK && !streq(PQgetvalue(res, 0, 0), "0");
+                PQclear(res);
+                if (blocked)
+                        break;
+                (void) nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        }
+        PQclear(PQexec(c, release));
+        if (PQtransactionStatus(c) != PQTRANS_IDLE)
+                PQclear(PQexec(c, "COMMIT"));
+
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status));
+        return WEXITSTATUS(status);
+}
+
+static int child_set_state(const char *url) {
+        Store *s = NULL;
+        int r = store_open(url, &s);
+        if (r >= 0)
+                r = store_sandbox_set_state(s, "x", SANDBOX_CREATING, SANDBOX_RUNNING, "child");
+        store_close(s);
+        return r < 0 ? 10 : 0;
+}
+
+TEST(postgres_serialization_failure_is_retried) {
+        use_backend(BACKEND_POSTGRES);
+        const char *url = fresh_url();
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        char serializable[PG_URL_MAX + 160], log_path[PATH_MAX];
+
+        insert_sandbox(s, "x", "tn_a");
+        /* the child's statements run serializable: a concurrent update of its
+         * row is a serialization failure (40001), which it retries */
+        snprintf(serializable, sizeof serializable, "%s&options=-c%%20default_transaction_isolation%%3Dserializable",
+                 url);
+        snprintf(log_path, sizeof log_path, "%s/child.log", test_tmpdir());
+        PGconn *c = PQconnectdb(url);
+        ASSERT_EQ(PQstatus(c), CONNECTION_OK);
+        PQclear(PQexec(c, "BEGIN"));
+        PQclear(PQexec(c, "UPDATE sandboxes SET reason = 'raw' WHERE id = 'x'"));
+        int code = run_against_lock(serializable, c, child_set_state, "COMMIT", log_path);
+        PQfinish(c);
+
+        _cleanup_free_ char *log = read_file(log_path);
+        if (code != 0)
+                fprintf(stderr, "%s", log);
+        ASSERT_EQ(code, 0);
+        ASSERT_TRUE(strstr(log, "40001") != NULL); /* it failed once, then made it */
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_EQ(got.state, SANDBOX_RUNNING);
+        ASSERT_STREQ(got.reason, "child");
+}
+
+static int child_template_delete(const char *url) {
+        Store *s = NULL;
+        int r = store_open(url, &s);
+        if (r >= 0)
+                r = store_template_delete(s, "t");
+        store_close(s);
+        return r < 0 ? 10 : 0;
+}
+
+TEST(postgres_deadlock_is_retried) {
+        use_backend(BACKEND_POSTGRES);
+        const char *url = fresh_url();
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Template t = { .state = TEMPLATE_READY }, got;
+        char log_path[PATH_MAX];
+
+        ASSERT_OK(strscpy(t.name, sizeof t.name, "t"));
+        ASSERT_OK(store_template_insert(s, &t));
+        snprintf(log_path, sizeof log_path, "%s/child.log", test_tmpdir());
+
+        /* c holds the template row; the child's delete takes the slot lock,
+         * then waits for the row; c then asks for the slot lock: a deadlock.
+         * c waits longer before looking for deadlocks, so the child is the
+         * one aborted (40P01), and its transaction runs again. */
+        PGconn *c = PQconnectdb(url);
+        ASSERT_EQ(PQstatus(c), CONNECTION_OK);
+        PGresult *res = PQexec(c, "SET deadlock_timeout = '30s'");
+        bool superuser = PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
+        if (!superuser) {
+                PQfinish(c);
+                test_skip("setting deadlock_timeout needs a superuser");
+        }
+        PQclear(PQexec(c, "BEGIN"));
+        PQclear(PQexec(c, "UPDATE templates SET size_bytes = 1 WHERE name = 't'"));
+        int code = run_against_lock(url, c, child_template_delete,
+                                    "SELECT pg_advisory_xact_lock(" PG_LOCK_CLASS ", " PG_LOCK_SLOTS ")", log_path);
+        PQfinish(c);
+
+        _cleanup_free_ char *log = read_file(log_path);
+        if (code != 0)
+                fprintf(stderr, "%s", log);
+        ASSERT_EQ(code, 0);
+        ASSERT_TRUE(strstr(log, "40P01") != NULL);
+        ASSERT_ERRNO(store_template_get(s, "t", &got), ENOENT);
+}
+
+/* The store's transactions choose READ COMMITTED themselves: under a
+ * database default of REPEATABLE READ the snapshot would predate the slot
+ * lock, and two inserts would pick the same slot. */
+TEST(postgres_slots_unique_under_repeatable_read) {
+        use_backend(BACKEND_POSTGRES);
+        const char *url = fresh_url();
+        char rr[PG_URL_MAX + 160];
+
+        snprintf(rr, sizeof rr, "%s&options=-c%%20default_transaction_isolation%%3Drepeatable%%5C%%20read", url);
+        Store *s = open_url(rr);
+        ASSERT_EQ(raw_query_i64(rr, "SELECT (current_setting('transaction_isolation') = 'repeatable read')::int"), 1);
+        store_close(s);
+        slots_race(url, rr);
+}
+
+/* Where the back ends differ on purpose: a UTF8 database refuses bytes that
+ * are not UTF-8 (SQLite stores them); the API hands the store UTF-8 only. */
+TEST(postgres_refuses_invalid_utf8) {
+        use_backend(BACKEND_POSTGRES);
+        _cleanup_(store_closep) Store *s = open_url(fresh_url());
+        Tenant t;
+
+        ASSERT_ERRNO(store_tenant_create(s, "bad\xff", &t), EINVAL);
+        ASSERT_OK(store_tenant_create(s, "caf\xc3\xa9", &t));
+        ASSERT_OK(store_tenant_get_by_name(s, "caf\xc3\xa9", &t));
 }

@@ -1,0 +1,758 @@
+/* SPDX-License-Identifier: MIT */
+/* The PostgreSQL back end's operations, with the semantics of the SQLite
+ * ones (the same unit tests run against both). store.c has checked every
+ * argument.
+ *
+ * Several API servers may share the database, so what SQLite gets from its
+ * single writer is spelled out here: a sandbox insert picks its slot under
+ * the transaction advisory lock PG_LOCK_SLOTS (and the partial unique index
+ * sandboxes_live_slot is the last word); a template delete takes the same
+ * lock, so no sandbox starts using the template between the check and the
+ * delete; state changes are compare-and-set in one statement (UPDATE ...
+ * WHERE state = $from), whose row count and a look at the row tell -ESTALE
+ * from -ENOENT. "state <> 'deleted'" is spelled literally where the partial
+ * index must match it, as in the SQLite back end. */
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "alloc-util.h"
+#include "store-postgres.h"
+
+#define SQL_LIVE "state <> 'deleted'"
+
+#define TENANT_COLUMNS "id, name, created_usec"
+#define KEY_COLUMNS "id, tenant_id, hash, name, admin, created_usec"
+#define TEMPLATE_COLUMNS "name, tenant_id, state, size_bytes, created_usec"
+#define SANDBOX_COLUMNS                                                                        \
+        "id, tenant_id, template_name, runtime, worker, state, reason, cpu_millis, memory_mb, " \
+        "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
+        "pid_starttime, env_json, metadata_json, parent_id"
+#define EVENT_COLUMNS "seq, time_usec, tenant_id, sandbox_id, type, actor, reason, data_json"
+
+/* "(changed rows, whether the row exists)" of a data-modifying CTE named c. */
+#define SQL_CHANGED_AND_EXISTS(c) "SELECT (SELECT COUNT(*) FROM " c "), EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)"
+
+const char *const pg_stmt_sql[_PG_STMT_MAX] = {
+        [PG_SCHEMA_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [PG_MIGRATION_RECORD] = "INSERT INTO schema_migrations (version, name, applied_usec) VALUES ($1, $2, $3)",
+
+        [PG_TENANT_INSERT] = "INSERT INTO tenants (" TENANT_COLUMNS ") VALUES ($1, $2, $3)",
+        [PG_TENANT_GET] = "SELECT " TENANT_COLUMNS " FROM tenants WHERE id = $1",
+        [PG_TENANT_GET_BY_NAME] = "SELECT " TENANT_COLUMNS " FROM tenants WHERE name = $1",
+        [PG_TENANT_LIST] = "SELECT " TENANT_COLUMNS " FROM tenants ORDER BY name",
+
+        [PG_KEY_INSERT] = "INSERT INTO api_keys (" KEY_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6)",
+        [PG_KEY_GET_BY_HASH] = "SELECT " KEY_COLUMNS " FROM api_keys WHERE hash = $1",
+        [PG_KEY_LIST] = "SELECT " KEY_COLUMNS " FROM api_keys WHERE ($1::text IS NULL OR tenant_id = $1) "
+                        "ORDER BY created_usec, id",
+        [PG_KEY_DELETE] = "DELETE FROM api_keys WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)",
+        [PG_KEY_COUNT] = "SELECT COUNT(*) FROM api_keys",
+
+        [PG_TEMPLATE_INSERT] = "INSERT INTO templates (" TEMPLATE_COLUMNS ") VALUES ($1, $2, $3, $4, $5)",
+        [PG_TEMPLATE_GET] = "SELECT " TEMPLATE_COLUMNS " FROM templates WHERE name = $1",
+        [PG_TEMPLATE_LIST] = "SELECT " TEMPLATE_COLUMNS " FROM templates ORDER BY name",
+        [PG_TEMPLATE_SET_STATE] = "UPDATE templates SET state = $2, size_bytes = $3 WHERE name = $1",
+        [PG_TEMPLATE_DELETE] = "DELETE FROM templates WHERE name = $1",
+        [PG_TEMPLATE_IN_USE] = "SELECT COUNT(*) FROM sandboxes WHERE template_name = $1 AND " SQL_LIVE,
+
+        [PG_LOCK_SLOTS_XACT] = "SELECT pg_advisory_xact_lock(" PG_LOCK_CLASS ", " PG_LOCK_SLOTS ")",
+        /* The lowest slot no live sandbox holds: 0 if free, else one past the
+         * first live slot whose successor is free. Run under the lock, in a
+         * statement of its own, so its snapshot sees the previous holder's
+         * commit. */
+        [PG_SANDBOX_FREE_SLOT] =
+                "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM sandboxes WHERE slot = 0 AND " SQL_LIVE ") THEN 0 "
+                "ELSE (SELECT MIN(a.slot) + 1 FROM sandboxes a WHERE a." SQL_LIVE " AND NOT EXISTS "
+                "(SELECT 1 FROM sandboxes b WHERE b.slot = a.slot + 1 AND b." SQL_LIVE ")) END",
+        [PG_SANDBOX_INSERT] =
+                "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
+                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
+        [PG_SANDBOX_GET] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)",
+        [PG_SANDBOX_SET_STATE_FROM] =
+                "WITH c AS (UPDATE sandboxes SET state = $2, reason = $3, updated_usec = $4 "
+                "WHERE id = $1 AND state = $5 RETURNING 1) " SQL_CHANGED_AND_EXISTS("c"),
+        [PG_SANDBOX_SET_STATE_LIVE] =
+                "WITH c AS (UPDATE sandboxes SET state = $2, reason = $3, updated_usec = $4 "
+                "WHERE id = $1 AND " SQL_LIVE " RETURNING 1) " SQL_CHANGED_AND_EXISTS("c"),
+        [PG_SANDBOX_SET_RUNTIME] =
+                "UPDATE sandboxes SET pid = $2, pid_starttime = $3, worker = COALESCE($4, worker), "
+                "updated_usec = $5 WHERE id = $1",
+        [PG_SANDBOX_SET_EXPIRY] = "UPDATE sandboxes SET expires_usec = $2, updated_usec = $3 WHERE id = $1",
+        [PG_SANDBOX_PURGE] =
+                "WITH c AS (DELETE FROM sandboxes WHERE id = $1 AND state = 'deleted' RETURNING 1) "
+                SQL_CHANGED_AND_EXISTS("c"),
+
+        [PG_EVENT_APPEND] =
+                "INSERT INTO events (time_usec, tenant_id, sandbox_id, type, actor, reason, data_json) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
+        [PG_EVENT_DELETE_BEFORE] = "DELETE FROM events WHERE time_usec < $1",
+};
+
+#define TRY(expr)                       \
+        do {                            \
+                int _r = (expr);        \
+                if (_r < 0)             \
+                        return _r;      \
+        } while (0)
+
+/* A one-row query that yields one non-negative integer. */
+static int query_u64(PgStore *q, PgStmt id, const PgParams *p, uint64_t *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+
+        TRY(pg_store_exec(q, id, p, &res));
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        return pg_col_u64(res, 0, 0, ret);
+}
+
+/* A statement whose row count decides: 0 rows = -ENOENT. */
+static int exec_changes_or_enoent(PgStore *q, PgStmt id, const PgParams *p) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+
+        TRY(pg_store_exec(q, id, p, &res));
+        return pg_result_changes(res) == 0 ? -ENOENT : 0;
+}
+
+/* A compare-and-set written as SQL_CHANGED_AND_EXISTS: changed = OK, else
+ * -ESTALE if the row exists, -ENOENT if not. */
+static int exec_cas(PgStore *q, PgStmt id, const PgParams *p) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        uint64_t changed;
+        bool exists;
+
+        TRY(pg_store_exec(q, id, p, &res));
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        TRY(pg_col_u64(res, 0, 0, &changed));
+        TRY(pg_col_bool(res, 0, 1, &exists));
+        if (changed > 0)
+                return 0;
+        return exists ? -ESTALE : -ENOENT;
+}
+
+/* Allocates the array for a list result: n rows (at least one element). */
+#define LIST_ALLOC(type, n) new0(type, (size_t) (n))
+
+/* Tenants */
+
+static int tenant_read(const PGresult *res, int row, Tenant *ret) {
+        Tenant t = {};
+
+        TRY(PG_COL_STR(res, row, 0, t.id));
+        TRY(PG_COL_STR(res, row, 1, t.name));
+        TRY(pg_col_i64(res, row, 2, &t.created_usec));
+        *ret = t;
+        return 0;
+}
+
+static int op_tenant_insert(Store *s, const Tenant *t) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, t->id);
+        pg_param_text(&p, t->name);
+        pg_param_i64(&p, t->created_usec);
+        return pg_store_exec(pg_store(s), PG_TENANT_INSERT, &p, &res);
+}
+
+static int tenant_get_by(PgStore *q, PgStmt id, const char *key, Tenant *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, key);
+        TRY(pg_store_exec(q, id, &p, &res));
+        if (PQntuples(res) == 0)
+                return -ENOENT;
+        return tenant_read(res, 0, ret);
+}
+
+static int op_tenant_get(Store *s, const char *id, Tenant *ret) {
+        return tenant_get_by(pg_store(s), PG_TENANT_GET, id, ret);
+}
+
+static int op_tenant_get_by_name(Store *s, const char *name, Tenant *ret) {
+        return tenant_get_by(pg_store(s), PG_TENANT_GET_BY_NAME, name, ret);
+}
+
+static int op_tenant_list(Store *s, Tenant **ret, size_t *ret_n) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        _cleanup_free_ Tenant *a = NULL;
+        int n;
+
+        TRY(pg_store_exec(pg_store(s), PG_TENANT_LIST, NULL, &res));
+        n = PQntuples(res);
+        a = LIST_ALLOC(Tenant, n);
+        if (!a)
+                return -ENOMEM;
+        for (int i = 0; i < n; i++)
+                TRY(tenant_read(res, i, &a[i]));
+        *ret = TAKE_PTR(a);
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+/* API keys */
+
+static int key_read(const PGresult *res, int row, ApiKey *ret) {
+        ApiKey k = {};
+
+        TRY(PG_COL_STR(res, row, 0, k.id));
+        TRY(PG_COL_STR(res, row, 1, k.tenant_id));
+        TRY(PG_COL_STR(res, row, 2, k.hash));
+        TRY(PG_COL_STR(res, row, 3, k.name));
+        TRY(pg_col_bool(res, row, 4, &k.admin));
+        TRY(pg_col_i64(res, row, 5, &k.created_usec));
+        *ret = k;
+        return 0;
+}
+
+static int op_key_insert(Store *s, const ApiKey *k) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, k->id);
+        pg_param_text(&p, k->tenant_id);
+        pg_param_text(&p, k->hash);
+        pg_param_text(&p, k->name);
+        pg_param_bool(&p, k->admin);
+        pg_param_i64(&p, k->created_usec);
+        return pg_store_exec(pg_store(s), PG_KEY_INSERT, &p, &res);
+}
+
+static int op_key_get_by_hash(Store *s, const char *hash, ApiKey *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, hash);
+        TRY(pg_store_exec(pg_store(s), PG_KEY_GET_BY_HASH, &p, &res));
+        if (PQntuples(res) == 0)
+                return -ENOENT;
+        return key_read(res, 0, ret);
+}
+
+static int op_key_list(Store *s, const char *tenant_id, ApiKey **ret, size_t *ret_n) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        _cleanup_free_ ApiKey *a = NULL;
+        PgParams p = {};
+        int n;
+
+        pg_param_text(&p, tenant_id);
+        TRY(pg_store_exec(pg_store(s), PG_KEY_LIST, &p, &res));
+        n = PQntuples(res);
+        a = LIST_ALLOC(ApiKey, n);
+        if (!a)
+                return -ENOMEM;
+        for (int i = 0; i < n; i++)
+                TRY(key_read(res, i, &a[i]));
+        *ret = TAKE_PTR(a);
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+static int op_key_delete(Store *s, const char *tenant_id, const char *id) {
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        pg_param_text(&p, tenant_id);
+        return exec_changes_or_enoent(pg_store(s), PG_KEY_DELETE, &p);
+}
+
+static int op_key_count(Store *s, uint64_t *ret) {
+        return query_u64(pg_store(s), PG_KEY_COUNT, NULL, ret);
+}
+
+/* Templates */
+
+static int template_read(const PGresult *res, int row, Template *ret) {
+        Template t = {};
+        char state[32];
+
+        TRY(PG_COL_STR(res, row, 0, t.name));
+        TRY(PG_COL_STR(res, row, 1, t.tenant_id));
+        TRY(PG_COL_STR(res, row, 2, state));
+        t.state = template_state_from_string(state);
+        if (t.state < 0)
+                return -EBADMSG;
+        TRY(pg_col_u64(res, row, 3, &t.size_bytes));
+        TRY(pg_col_i64(res, row, 4, &t.created_usec));
+        *ret = t;
+        return 0;
+}
+
+static int op_template_insert(Store *s, const Template *t) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, t->name);
+        pg_param_text(&p, t->tenant_id);
+        pg_param_text(&p, template_state_to_string(t->state));
+        pg_param_i64(&p, (int64_t) t->size_bytes);
+        pg_param_i64(&p, t->created_usec);
+        return pg_store_exec(pg_store(s), PG_TEMPLATE_INSERT, &p, &res);
+}
+
+static int op_template_get(Store *s, const char *name, Template *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        TRY(pg_store_exec(pg_store(s), PG_TEMPLATE_GET, &p, &res));
+        if (PQntuples(res) == 0)
+                return -ENOENT;
+        return template_read(res, 0, ret);
+}
+
+static int op_template_list(Store *s, Template **ret, size_t *ret_n) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        _cleanup_free_ Template *a = NULL;
+        int n;
+
+        TRY(pg_store_exec(pg_store(s), PG_TEMPLATE_LIST, NULL, &res));
+        n = PQntuples(res);
+        a = LIST_ALLOC(Template, n);
+        if (!a)
+                return -ENOMEM;
+        for (int i = 0; i < n; i++)
+                TRY(template_read(res, i, &a[i]));
+        *ret = TAKE_PTR(a);
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+static int op_template_set_ready(Store *s, const char *name, uint64_t size_bytes) {
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        pg_param_text(&p, template_state_to_string(TEMPLATE_READY));
+        pg_param_i64(&p, (int64_t) size_bytes);
+        return exec_changes_or_enoent(pg_store(s), PG_TEMPLATE_SET_STATE, &p);
+}
+
+static int op_template_in_use(Store *s, const char *name, uint64_t *ret) {
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        return query_u64(pg_store(s), PG_TEMPLATE_IN_USE, &p, ret);
+}
+
+static int lock_slots(PgStore *q) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        return pg_store_exec(q, PG_LOCK_SLOTS_XACT, NULL, &res);
+}
+
+static int template_delete_tx(PgStore *q, void *userdata) {
+        const char *name = userdata;
+        PgParams p = {};
+        uint64_t users;
+
+        /* Under the lock sandbox inserts take, so none starts using the
+         * template in between. */
+        TRY(lock_slots(q));
+        pg_param_text(&p, name);
+        TRY(exec_changes_or_enoent(q, PG_TEMPLATE_DELETE, &p));
+        TRY(query_u64(q, PG_TEMPLATE_IN_USE, &p, &users));
+        return users > 0 ? -EBUSY : 0; /* -EBUSY rolls the delete back */
+}
+
+static int op_template_delete(Store *s, const char *name) {
+        return pg_store_transact(pg_store(s), template_delete_tx, (void *) name);
+}
+
+/* Sandboxes */
+
+static int sandbox_read(const PGresult *res, int row, Sandbox *ret) {
+        _cleanup_(sandbox_done) Sandbox sb = {};
+        char state[32];
+
+        TRY(PG_COL_STR(res, row, 0, sb.id));
+        TRY(PG_COL_STR(res, row, 1, sb.tenant_id));
+        TRY(PG_COL_STR(res, row, 2, sb.template_name));
+        TRY(PG_COL_STR(res, row, 3, sb.runtime));
+        TRY(PG_COL_STR(res, row, 4, sb.worker));
+        TRY(PG_COL_STR(res, row, 5, state));
+        sb.state = sandbox_state_from_string(state);
+        if (sb.state < 0)
+                return -EBADMSG;
+        TRY(PG_COL_STR(res, row, 6, sb.reason));
+        TRY(pg_col_u32(res, row, 7, &sb.cpu_millis));
+        TRY(pg_col_u64(res, row, 8, &sb.memory_mb));
+        TRY(pg_col_u64(res, row, 9, &sb.disk_mb));
+        TRY(pg_col_u32(res, row, 10, &sb.pids_max));
+        TRY(pg_col_u64(res, row, 11, &sb.timeout_s));
+        TRY(pg_col_i64(res, row, 12, &sb.created_usec));
+        TRY(pg_col_i64(res, row, 13, &sb.updated_usec));
+        TRY(pg_col_i64(res, row, 14, &sb.expires_usec));
+        TRY(pg_col_u32(res, row, 15, &sb.slot));
+        TRY(pg_col_i64(res, row, 16, &sb.pid));
+        TRY(pg_col_u64(res, row, 17, &sb.pid_starttime));
+        TRY(pg_col_strdup(res, row, 18, &sb.env_json));
+        TRY(pg_col_strdup(res, row, 19, &sb.metadata_json));
+        TRY(PG_COL_STR(res, row, 20, sb.parent_id));
+        if (sb.created_usec < 0 || sb.updated_usec < 0 || sb.expires_usec < 0 || sb.pid < 0)
+                return -EBADMSG;
+        *ret = sb;
+        sb.env_json = sb.metadata_json = NULL; /* handed over */
+        return 0;
+}
+
+typedef struct SandboxInsert {
+        Sandbox *sb;
+        uint32_t slots_max;
+} SandboxInsert;
+
+static int sandbox_insert_tx(PgStore *q, void *userdata) {
+        SandboxInsert *in = userdata;
+        const Sandbox *sb = in->sb;
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+        uint64_t slot;
+
+        /* Deleted sandboxes hold no slot, so a row inserted as deleted gets
+         * one too (unused). */
+        TRY(lock_slots(q));
+        TRY(query_u64(q, PG_SANDBOX_FREE_SLOT, NULL, &slot));
+        if (slot >= in->slots_max)
+                return -ENOSPC;
+
+        pg_param_text(&p, sb->id);
+        pg_param_text(&p, sb->tenant_id);
+        pg_param_text(&p, sb->template_name);
+        pg_param_text(&p, sb->runtime);
+        pg_param_text(&p, sb->worker);
+        pg_param_text(&p, sandbox_state_to_string(sb->state));
+        pg_param_text(&p, sb->reason);
+        pg_param_i64(&p, sb->cpu_millis);
+        pg_param_i64(&p, (int64_t) sb->memory_mb);
+        pg_param_i64(&p, (int64_t) sb->disk_mb);
+        pg_param_i64(&p, sb->pids_max);
+        pg_param_i64(&p, (int64_t) sb->timeout_s);
+        pg_param_i64(&p, sb->created_usec);
+        pg_param_i64(&p, sb->updated_usec);
+        pg_param_i64(&p, sb->expires_usec);
+        pg_param_i64(&p, (int64_t) slot);
+        pg_param_i64(&p, sb->pid);
+        pg_param_i64(&p, (int64_t) sb->pid_starttime);
+        pg_param_text(&p, sb->env_json);
+        pg_param_text(&p, sb->metadata_json);
+        pg_param_text(&p, sb->parent_id);
+        TRY(pg_store_exec(q, PG_SANDBOX_INSERT, &p, &res));
+        in->sb->slot = (uint32_t) slot;
+        return 0;
+}
+
+static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max) {
+        Sandbox row = *sb;
+        SandboxInsert in = { .sb = &row, .slots_max = slots_max };
+
+        TRY(pg_store_transact(pg_store(s), sandbox_insert_tx, &in));
+        sb->slot = row.slot;
+        return 0;
+}
+
+static int op_sandbox_get(Store *s, const char *tenant_id, const char *id, Sandbox *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        pg_param_text(&p, tenant_id);
+        TRY(pg_store_exec(pg_store(s), PG_SANDBOX_GET, &p, &res));
+        if (PQntuples(res) == 0)
+                return -ENOENT;
+        return sandbox_read(res, 0, ret);
+}
+
+/* Appends to a statement being built; -ENOBUFS if it does not fit. */
+static int sql_append(char *buf, size_t size, size_t *len, const char *fmt, ...) _printf_(4, 5);
+static int sql_append(char *buf, size_t size, size_t *len, const char *fmt, ...) {
+        va_list ap;
+        int k;
+
+        va_start(ap, fmt);
+        k = vsnprintf(buf + *len, size - *len, fmt, ap);
+        va_end(ap);
+        if (k < 0 || (size_t) k >= size - *len)
+                return -ENOBUFS;
+        *len += (size_t) k;
+        return 0;
+}
+
+enum {
+        SB_F_TENANT = 1 << 0,
+        SB_F_STATE = 1 << 1,
+        SB_F_LIVE = 1 << 2,
+        SB_F_AFTER = 1 << 3,
+};
+
+typedef struct PgQuery {
+        char sql[1024];
+        char name[16];
+        PgSlot *slot;
+        PgParams params;
+} PgQuery;
+
+/* The statement for a filter and its parameters, numbered in clause order
+ * (so one combination of clauses is always the same prepared statement). */
+static int sandbox_filter_query(PgStore *q, const SandboxFilter *f, bool count, PgQuery *ret) {
+        unsigned mask = (f->tenant_id ? SB_F_TENANT : 0) | (f->state >= 0 ? SB_F_STATE : 0) |
+                (!f->include_deleted ? SB_F_LIVE : 0) | (f->after_id ? SB_F_AFTER : 0);
+        PgParams *p = &ret->params;
+        size_t len = 0;
+
+        if (count) {
+                mask &= ~(unsigned) SB_F_AFTER;
+                ret->slot = &q->sandbox_count[mask];
+        } else
+                ret->slot = &q->sandbox_list[mask];
+        (void) snprintf(ret->name, sizeof ret->name, "%s%u", count ? "sc" : "sl", mask);
+
+        TRY(sql_append(ret->sql, sizeof ret->sql, &len, "SELECT %s FROM sandboxes WHERE true",
+                       count ? "COUNT(*)" : SANDBOX_COLUMNS));
+        if (mask & SB_F_TENANT) {
+                pg_param_text(p, f->tenant_id);
+                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND tenant_id = $%d", p->n));
+        }
+        if (mask & SB_F_STATE) {
+                pg_param_text(p, sandbox_state_to_string(f->state));
+                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND state = $%d", p->n));
+        }
+        if (mask & SB_F_LIVE)
+                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND " SQL_LIVE));
+        if (mask & SB_F_AFTER) {
+                pg_param_text(p, f->after_id);
+                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND id > $%d", p->n));
+        }
+        if (!count) {
+                pg_param_i64(p, (int64_t) f->limit);
+                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " ORDER BY id LIMIT $%d", p->n));
+        }
+        return 0;
+}
+
+static int op_sandbox_list(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n) {
+        PgStore *q = pg_store(s);
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgQuery query = {};
+        Sandbox *a;
+        int n, r = 0;
+
+        TRY(sandbox_filter_query(q, f, false, &query));
+        TRY(pg_store_exec_slot(q, query.slot, query.name, query.sql, &query.params, &res));
+        n = PQntuples(res);
+        a = LIST_ALLOC(Sandbox, n);
+        if (!a)
+                return -ENOMEM;
+        for (int i = 0; i < n && r >= 0; i++)
+                r = sandbox_read(res, i, &a[i]);
+        if (r < 0) {
+                sandbox_array_free(a, (size_t) n); /* unread rows are zeroed */
+                return r;
+        }
+        *ret = a;
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+static int op_sandbox_count(Store *s, const SandboxFilter *f, uint64_t *ret) {
+        PgStore *q = pg_store(s);
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgQuery query = {};
+
+        TRY(sandbox_filter_query(q, f, true, &query));
+        TRY(pg_store_exec_slot(q, query.slot, query.name, query.sql, &query.params, &res));
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        return pg_col_u64(res, 0, 0, ret);
+}
+
+static int op_sandbox_set_state(Store *s, const char *id, int from, SandboxState to, const char *reason,
+                                int64_t now) {
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        pg_param_text(&p, sandbox_state_to_string(to));
+        pg_param_text(&p, reason);
+        pg_param_i64(&p, now);
+        if (from >= 0)
+                pg_param_text(&p, sandbox_state_to_string(from));
+        return exec_cas(pg_store(s), from < 0 ? PG_SANDBOX_SET_STATE_LIVE : PG_SANDBOX_SET_STATE_FROM, &p);
+}
+
+static int op_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pid_starttime,
+                                  const char *worker, int64_t now) {
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        pg_param_i64(&p, pid);
+        pg_param_i64(&p, (int64_t) pid_starttime);
+        pg_param_text(&p, worker);
+        pg_param_i64(&p, now);
+        return exec_changes_or_enoent(pg_store(s), PG_SANDBOX_SET_RUNTIME, &p);
+}
+
+static int op_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec, int64_t now) {
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        pg_param_i64(&p, expires_usec);
+        pg_param_i64(&p, now);
+        return exec_changes_or_enoent(pg_store(s), PG_SANDBOX_SET_EXPIRY, &p);
+}
+
+static int op_sandbox_purge(Store *s, const char *id) {
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        return exec_cas(pg_store(s), PG_SANDBOX_PURGE, &p); /* -ESTALE: exists but not deleted */
+}
+
+/* Events */
+
+static int event_read(const PGresult *res, int row, Event *ret) {
+        Event e = {};
+
+        TRY(pg_col_i64(res, row, 0, &e.seq));
+        TRY(pg_col_i64(res, row, 1, &e.time_usec));
+        TRY(PG_COL_STR(res, row, 2, e.tenant_id));
+        TRY(PG_COL_STR(res, row, 3, e.sandbox_id));
+        TRY(PG_COL_STR(res, row, 4, e.type));
+        TRY(PG_COL_STR(res, row, 5, e.actor));
+        TRY(PG_COL_STR(res, row, 6, e.reason));
+        TRY(pg_col_strdup(res, row, 7, &e.data_json));
+        *ret = e;
+        return 0;
+}
+
+static int op_event_append(Store *s, Event *e) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+        int64_t seq;
+
+        pg_param_i64(&p, e->time_usec);
+        pg_param_text(&p, e->tenant_id);
+        pg_param_text(&p, e->sandbox_id);
+        pg_param_text(&p, e->type);
+        pg_param_text(&p, e->actor);
+        pg_param_text(&p, e->reason);
+        pg_param_text(&p, e->data_json);
+        TRY(pg_store_exec(pg_store(s), PG_EVENT_APPEND, &p, &res));
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        TRY(pg_col_i64(res, 0, 0, &seq));
+        e->seq = seq;
+        return 0;
+}
+
+enum {
+        EV_F_TENANT = 1 << 0,
+        EV_F_SANDBOX = 1 << 1,
+        EV_F_TYPE = 1 << 2,
+        EV_F_TYPE_PREFIX = 1 << 3,
+        EV_F_SINCE = 1 << 4,
+};
+
+static bool event_type_is_prefix(const char *type) {
+        size_t n = strlen(type);
+        return n > 0 && type[n - 1] == '.';
+}
+
+static int event_filter_query(PgStore *q, const EventFilter *f, PgQuery *ret) {
+        unsigned mask = (f->tenant_id ? EV_F_TENANT : 0) | (f->sandbox_id ? EV_F_SANDBOX : 0) |
+                (f->since_usec > 0 ? EV_F_SINCE : 0);
+        PgParams *p = &ret->params;
+        size_t len = 0;
+
+        if (f->type)
+                mask |= event_type_is_prefix(f->type) ? EV_F_TYPE_PREFIX : EV_F_TYPE;
+        ret->slot = &q->event_list[mask];
+        (void) snprintf(ret->name, sizeof ret->name, "el%u", mask);
+
+        pg_param_i64(p, f->after_seq);
+        TRY(sql_append(ret->sql, sizeof ret->sql, &len, "SELECT " EVENT_COLUMNS " FROM events WHERE seq > $%d", p->n));
+        if (mask & EV_F_TENANT) {
+                pg_param_text(p, f->tenant_id);
+                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND tenant_id = $%d", p->n));
+        }
+        if (mask & EV_F_SANDBOX) {
+                pg_param_text(p, f->sandbox_id);
+                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND sandbox_id = $%d", p->n));
+        }
+        if (mask & (EV_F_TYPE | EV_F_TYPE_PREFIX)) {
+                pg_param_text(p, f->type);
+                TRY(sql_append(ret->sql, sizeof ret->sql, &len,
+                               mask & EV_F_TYPE ? " AND type = $%d" : " AND starts_with(type, $%d)", p->n));
+        }
+        if (mask & EV_F_SINCE) {
+                pg_param_i64(p, f->since_usec);
+                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND time_usec >= $%d", p->n));
+        }
+        pg_param_i64(p, (int64_t) f->limit);
+        return sql_append(ret->sql, sizeof ret->sql, &len, " ORDER BY seq LIMIT $%d", p->n);
+}
+
+static int op_event_list(Store *s, const EventFilter *f, Event **ret, size_t *ret_n) {
+        PgStore *q = pg_store(s);
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgQuery query = {};
+        Event *a;
+        int n, r = 0;
+
+        TRY(event_filter_query(q, f, &query));
+        TRY(pg_store_exec_slot(q, query.slot, query.name, query.sql, &query.params, &res));
+        n = PQntuples(res);
+        a = LIST_ALLOC(Event, n);
+        if (!a)
+                return -ENOMEM;
+        for (int i = 0; i < n && r >= 0; i++)
+                r = event_read(res, i, &a[i]);
+        if (r < 0) {
+                event_array_free(a, (size_t) n);
+                return r;
+        }
+        *ret = a;
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+static int op_event_delete_before(Store *s, int64_t before_usec, uint64_t *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_i64(&p, before_usec);
+        TRY(pg_store_exec(pg_store(s), PG_EVENT_DELETE_BEFORE, &p, &res));
+        *ret = pg_result_changes(res);
+        return 0;
+}
+
+const StoreOps store_postgres_ops = {
+        .name = "postgres",
+        .open = pg_store_open,
+        .close = pg_store_close,
+        .schema_version = pg_store_schema_version,
+        .tenant_insert = op_tenant_insert,
+        .tenant_get = op_tenant_get,
+        .tenant_get_by_name = op_tenant_get_by_name,
+        .tenant_list = op_tenant_list,
+        .key_insert = op_key_insert,
+        .key_get_by_hash = op_key_get_by_hash,
+        .key_list = op_key_list,
+        .key_delete = op_key_delete,
+        .key_count = op_key_count,
+        .template_insert = op_template_insert,
+        .template_get = op_template_get,
+        .template_list = op_template_list,
+        .template_set_ready = op_template_set_ready,
+        .template_delete = op_template_delete,
+        .template_in_use = op_template_in_use,
+        .sandbox_insert = op_sandbox_insert,
+        .sandbox_get = op_sandbox_get,
+        .sandbox_list = op_sandbox_list,
+        .sandbox_count = op_sandbox_count,
+        .sandbox_set_state = op_sandbox_set_state,
+        .sandbox_set_runtime = op_sandbox_set_runtime,
+        .sandbox_set_expiry = op_sandbox_set_expiry,
+        .sandbox_purge = op_sandbox_purge,
+        .event_append = op_event_append,
+        .event_list = op_event_list,
+        .event_delete_before = op_event_delete_before,
+};

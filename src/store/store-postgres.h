@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Private to the PostgreSQL back end: the handle (one libpq connection,
+ * synchronous), its prepared statements, and the helpers that
+ * store-postgres-ops.c builds the operations from. All parameters and
+ * results travel in text format. */
+
+#include <libpq-fe.h>
+
+#include "store-backend.h"
+#include "store-migrations.h"
+
+extern const StoreOps store_postgres_ops;
+extern const StoreMigration store_postgres_migrations[];
+extern const size_t store_postgres_migrations_count;
+
+/* Advisory lock keys (classid, objid): the class spells "spac". */
+#define PG_LOCK_CLASS "1936744803"
+#define PG_LOCK_MIGRATIONS "1"
+#define PG_LOCK_SLOTS "2"
+
+#define PG_CONNECT_TIMEOUT_SEC "10"  /* unless the URL says otherwise */
+#define PG_APPLICATION_NAME "space"  /* likewise */
+#define PG_TX_TRIES 8                /* serialization failures and deadlocks */
+#define PG_RETRY_SLEEP_NSEC (5 * 1000 * 1000)
+#define PG_SECRETS_MAX 8             /* password spellings scrubbed from messages */
+#define PG_PARAMS_MAX 24
+#define PG_INT_TEXT_MAX 24           /* "-9223372036854775808" and a NUL */
+
+/* Statements with fixed text, prepared once per connection on first use. */
+typedef enum PgStmt {
+        PG_SCHEMA_VERSION,
+        PG_MIGRATION_APPLIED,
+        PG_MIGRATION_RECORD,
+        PG_TENANT_INSERT,
+        PG_TENANT_GET,
+        PG_TENANT_GET_BY_NAME,
+        PG_TENANT_LIST,
+        PG_KEY_INSERT,
+        PG_KEY_GET_BY_HASH,
+        PG_KEY_LIST,
+        PG_KEY_DELETE,
+        PG_KEY_COUNT,
+        PG_TEMPLATE_INSERT,
+        PG_TEMPLATE_GET,
+        PG_TEMPLATE_LIST,
+        PG_TEMPLATE_SET_STATE,
+        PG_TEMPLATE_DELETE,
+        PG_TEMPLATE_IN_USE,
+        PG_LOCK_SLOTS_XACT,
+        PG_SANDBOX_FREE_SLOT,
+        PG_SANDBOX_INSERT,
+        PG_SANDBOX_GET,
+        PG_SANDBOX_SET_STATE_FROM,
+        PG_SANDBOX_SET_STATE_LIVE,
+        PG_SANDBOX_SET_RUNTIME,
+        PG_SANDBOX_SET_EXPIRY,
+        PG_SANDBOX_PURGE,
+        PG_EVENT_APPEND,
+        PG_EVENT_DELETE_BEFORE,
+        _PG_STMT_MAX,
+} PgStmt;
+
+extern const char *const pg_stmt_sql[_PG_STMT_MAX];
+
+/* Statements built from a filter: one prepared statement per combination. */
+#define PG_SANDBOX_LIST_VARIANTS 16
+#define PG_SANDBOX_COUNT_VARIANTS 8
+#define PG_EVENT_LIST_VARIANTS 32
+
+/* A prepared statement is valid for the connection generation it was
+ * prepared in; a reconnect starts a new generation. */
+typedef struct PgSlot {
+        unsigned gen;
+} PgSlot;
+
+typedef struct PgStore {
+        Store base;
+        PGconn *conn;
+        unsigned gen;                   /* >= 1; bumped by every reconnect */
+        bool in_tx;
+        char *where;                    /* the URL without its password, for messages */
+        char *secrets[PG_SECRETS_MAX];  /* spellings of the password, NULL-terminated */
+        PgSlot stmts[_PG_STMT_MAX];
+        PgSlot sandbox_list[PG_SANDBOX_LIST_VARIANTS];
+        PgSlot sandbox_count[PG_SANDBOX_COUNT_VARIANTS];
+        PgSlot event_list[PG_EVENT_LIST_VARIANTS];
+} PgStore;
+
+static inline PgStore *pg_store(Store *s) {
+        return (PgStore *) s; /* base is the first member */
+}
+
+/* Positional parameters ($1, $2, ...) in text format; NULL text = SQL NULL. */
+typedef struct PgParams {
+        const char *values[PG_PARAMS_MAX];
+        char ints[PG_PARAMS_MAX][PG_INT_TEXT_MAX];
+        int n;
+        bool overflow;
+} PgParams;
+
+void pg_param_text(PgParams *p, const char *s);
+void pg_param_i64(PgParams *p, int64_t v);
+void pg_param_bool(PgParams *p, bool b);
+
+static inline void pg_resultp(PGresult **r) {
+        if (*r)
+                PQclear(*r);
+}
+#define _cleanup_pgresult_ _cleanup_(pg_resultp)
+
+/* Runs statement sql under the prepared name in slot (preparing it first on
+ * this connection if needed). On success *ret holds the result (rows or a
+ * command status). Outside a transaction a connection found broken is reset
+ * first, and a serialization failure or deadlock is retried. A connection
+ * lost during the call is -EIO; the next call reconnects. */
+int pg_store_exec_slot(PgStore *q, PgSlot *slot, const char *name, const char *sql, const PgParams *p,
+                       PGresult **ret);
+int pg_store_exec(PgStore *q, PgStmt id, const PgParams *p, PGresult **ret);
+/* Rows changed by an INSERT/UPDATE/DELETE result. */
+uint64_t pg_result_changes(PGresult *res);
+
+/* Runs fn inside BEGIN ISOLATION LEVEL READ COMMITTED ... COMMIT (ROLLBACK
+ * if fn fails), retrying the whole transaction on serialization failures and
+ * deadlocks. READ COMMITTED whatever the database's default: each statement
+ * sees what was committed before it, so one that follows a lock sees what
+ * the previous holder wrote. fn returns >= 0 or -errno; its results go
+ * through userdata, and it may run more than once. */
+typedef int (*PgTxFn)(PgStore *q, void *userdata);
+int pg_store_transact(PgStore *q, PgTxFn fn, void *userdata);
+
+/* Reading columns (row, col): -EBADMSG if a value does not fit its field
+ * (never truncated) or is not a number where one is expected. */
+int pg_col_str(const PGresult *res, int row, int col, char *buf, size_t size);
+#define PG_COL_STR(res, row, col, field) pg_col_str((res), (row), (col), (field), sizeof(field))
+int pg_col_strdup(const PGresult *res, int row, int col, char **ret); /* SQL NULL → NULL */
+int pg_col_i64(const PGresult *res, int row, int col, int64_t *ret);  /* any sign */
+int pg_col_u64(const PGresult *res, int row, int col, uint64_t *ret); /* must be >= 0 */
+int pg_col_u32(const PGresult *res, int row, int col, uint32_t *ret);
+int pg_col_bool(const PGresult *res, int row, int col, bool *ret);
+
+/* Maps an SQLSTATE ("23505") to -errno. */
+int pg_sqlstate_errno(const char *sqlstate);
+
+/* Copies msg with every secret replaced by "***" (malloc'd; NULL on OOM). */
+char *pg_scrub(const char *msg, char *const *secrets);
+/* Collects the spellings of the password in url (raw and decoded, in the
+ * user info and in password= parameters) into secrets[0..max-1], NULL-terminated. */
+int pg_url_secrets(const char *url, char **secrets, size_t max);
+
+/* The handle (store-postgres.c). */
+int pg_store_open(const char *url, Store **ret);
+void pg_store_close(Store *s);
+int pg_store_schema_version(Store *s);
