@@ -172,7 +172,7 @@ static char *replace_all(const char *s, const char *needle, const char *with) {
         len = strlen(s);
         if (nw > nn && count > (SIZE_MAX - len - 1) / (nw - nn))
                 return NULL;
-        out = malloc(len + count * nw - count * nn + 1);
+        out = malloc(len - count * nn + count * nw + 1); /* the hits do not overlap: len >= count * nn */
         if (!out)
                 return NULL;
         for (o = out, p = s;;) {

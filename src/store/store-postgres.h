@@ -146,7 +146,10 @@ int pg_sqlstate_errno(const char *sqlstate);
 /* Copies msg with every secret replaced by "***" (malloc'd; NULL on OOM). */
 char *pg_scrub(const char *msg, char *const *secrets);
 /* Collects the spellings of the password in url (raw and decoded, in the
- * user info and in password= parameters) into secrets[0..max-1], NULL-terminated. */
+ * user info and in password= parameters) into secrets[0..max-1], longest
+ * first, NULL-terminated; -E2BIG if they do not fit. The caller frees the
+ * strings, also after a failure. libpq quotes parts of a URL it cannot parse
+ * in its messages, so every message is scrubbed of these. */
 int pg_url_secrets(const char *url, char **secrets, size_t max);
 
 /* The handle (store-postgres.c). */
