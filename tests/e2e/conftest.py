@@ -4,6 +4,7 @@ directory, the API and CLI helpers, and the residue checks around every
 test and at the end of the session."""
 
 import os
+import shutil
 import signal
 import sys
 
@@ -19,6 +20,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEFAULT_TEST_TIMEOUT = 600
 
 _session = None
+_late_problems = []
 
 
 def _log(msg):
@@ -33,17 +35,23 @@ def pytest_configure(config):
 # ---- the session ----
 
 @pytest.fixture(scope="session", autouse=True)
-def e2e_session():
+def e2e_session(request):
     global _session
     if os.geteuid() != 0:
         pytest.exit("the e2e suite needs root (spaced creates namespaces, cgroups and mounts)", returncode=4)
     s = Session(REPO)
     _session = s
+    old_logs = residue.log_dir(s)
+    if os.path.isdir(old_logs):
+        for f in os.listdir(old_logs):
+            if f.startswith("spaced-") and f.endswith(".log"):
+                os.unlink(os.path.join(old_logs, f))
     yield s
     problems = []
     for d in s.daemons:
         if d.running:
             problems += residue.teardown_daemon(d)
+    keep_logs(s)
     left = residue.leftovers(s)
     if left:
         problems.append("left behind after every spaced stopped:\n    " + "\n    ".join(map(repr, left)))
@@ -52,7 +60,19 @@ def e2e_session():
     if still:
         problems.append("could not clean up:\n    " + "\n    ".join(map(repr, still)))
     if problems:
-        pytest.fail("session teardown:\n  " + "\n  ".join(problems), pytrace=False)
+        msg = "session teardown:\n  " + "\n  ".join(problems)
+        if request.session.shouldstop or request.session.shouldfail:
+            # torn down from pytest_sessionfinish (-x, ^C): a raise here is an internal error
+            _late_problems.append(msg)
+        else:
+            pytest.fail(msg, pytrace=False)
+
+
+def keep_logs(s):
+    """Copies every spaced log to <build>/e2e-logs/ (the temp dirs go away)."""
+    for d in s.daemons:
+        residue.keep_log(d)
+    _log(f"spaced logs kept in {residue.log_dir(s)}")
 
 
 # ---- daemons ----
@@ -149,3 +169,16 @@ def pytest_runtest_makereport(item, call):
             body += "-- errors and warnings --\n" + "\n".join(important) + "\n"
         body += f"-- last {len(tail)} lines --\n" + "\n".join(tail)
         rep.sections.append((f"spaced #{d.n} log ({d.log_path})", body))
+
+
+def pytest_terminal_summary(terminalreporter):
+    for msg in _late_problems:
+        terminalreporter.write_sep("=", "e2e session teardown problems", red=True)
+        terminalreporter.write_line(msg)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_sessionfinish(session, exitstatus):
+    yield
+    if _late_problems and session.exitstatus == 0:
+        session.exitstatus = 1

@@ -4,6 +4,7 @@ every daemon, directory, cgroup root and process the tests create."""
 
 import base64
 import fcntl
+import http.client
 import json as jsonlib
 import os
 import re
@@ -70,12 +71,13 @@ class ExecResult:
         self.response = response      # set when the request failed before the stream
         self.status = response.status if response is not None else 200
         self.events = []
-        self.stdout = b""
-        self.stderr = b""
+        self.stdout = bytearray()
+        self.stderr = bytearray()
         self.start = None
         self.exit = None
         self.errors = []
         self.content_type = None
+        self.stream_error = None
 
     @property
     def code(self):
@@ -93,8 +95,10 @@ class ExecResult:
         if self.response is not None:
             return f"<exec failed: {self.response!r}>"
         ev = [e for e in self.events if e.get("type") not in ("stdout", "stderr")]
-        return (f"<exec exit={self.exit} start={self.start} errors={self.errors} other={ev[:10]}\n"
-                f" stdout={self.stdout[-500:]!r}\n stderr={self.stderr[-500:]!r}>")
+        return (f"<exec exit={self.exit} stream_error={self.stream_error} events={len(self.events)} "
+                f"stdout_bytes={len(self.stdout)} stderr_bytes={len(self.stderr)} errors={self.errors}\n"
+                f" other events={ev[:10]}\n"
+                f" stdout tail={self.stdout[-300:]!r}\n stderr tail={self.stderr[-300:]!r}>")
 
 
 class Session:
@@ -116,8 +120,6 @@ class Session:
         self._template = None
         self.start_netns = host.netns_list()
         self.start_links = host.links()
-        self.start_agents = {(p, host.proc_starttime(p)) for p in host.all_pids()
-                             if any("space-agent" in os.path.basename(a) for a in host.proc_cmdline(p)[:1])}
 
     # ---- binaries and the base template ----
     def check_binaries(self):
@@ -461,7 +463,7 @@ class Daemon:
         res = ExecResult()
         res.content_type = s.content_type
         try:
-            for line in s.lines():
+            for line in self._lines(s, res):
                 line = line.strip()
                 if not line:
                     continue
@@ -477,10 +479,7 @@ class Daemon:
                         chunk = base64.b64decode(ev["data_b64"], validate=True)
                     else:
                         chunk = ev["data"].encode("utf-8")
-                    if t == "stdout":
-                        res.stdout += chunk
-                    else:
-                        res.stderr += chunk
+                    (res.stdout if t == "stdout" else res.stderr).extend(chunk)
                 elif t == "start":
                     res.start = ev
                 elif t == "exit":
@@ -489,7 +488,17 @@ class Daemon:
                     res.errors.append(ev)
         finally:
             s.close()
+        res.stdout = bytes(res.stdout)
+        res.stderr = bytes(res.stderr)
         return res
+
+    @staticmethod
+    def _lines(s, res):
+        """The stream's lines; a broken stream ends them and is recorded."""
+        try:
+            yield from s.lines()
+        except (http.client.HTTPException, OSError) as e:
+            res.stream_error = f"the stream broke after {len(res.events)} events: {e!r}"
 
     def sh(self, sid, script, key=ADMIN, **kw):
         """Runs a shell script and insists on exit 0; returns stdout as text."""

@@ -50,23 +50,34 @@ class StreamResponse:
         self.resp = resp
         self.status = resp.status
         self.headers = {k.lower(): v for k, v in resp.getheaders()}
+        self._buf = b""
 
     @property
     def content_type(self):
         return self.headers.get("content-type", "").split(";")[0].strip().lower()
 
     def readline(self):
-        return self.resp.readline()
+        """One line (with its newline), b"" at the end. Reads in blocks:
+        http.client's own readline() takes a chunked body byte by byte."""
+        while b"\n" not in self._buf:
+            b = self.resp.read1(65536)
+            if not b:
+                line, self._buf = self._buf, b""
+                return line
+            self._buf += b
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line + b"\n"
 
     def lines(self):
         while True:
-            line = self.resp.readline()
+            line = self.readline()
             if not line:
                 return
             yield line
 
     def read(self):
-        return self.resp.read()
+        data, self._buf = self._buf + self.resp.read(), b""
+        return data
 
     def fileno(self):
         return self.conn.sock.fileno() if self.conn.sock else -1

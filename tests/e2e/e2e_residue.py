@@ -13,7 +13,6 @@ import subprocess
 import time
 
 import e2e_host as host
-from e2e_daemon import CACHE_DIR, TMP_PREFIX
 
 
 class Item:
@@ -29,8 +28,9 @@ class Item:
         return self.desc
 
 
-def _ours(path):
-    return path.startswith("/tmp/" + TMP_PREFIX) and not path.startswith(CACHE_DIR)
+def _ours(session, path):
+    """Below a directory this session created (other sessions may run at the same time)."""
+    return any(path == b or path.startswith(b + "/") for b in session.base_dirs)
 
 
 def _daemon_of_path(session, path):
@@ -54,7 +54,7 @@ def snapshot(session):
             nss[ns] = pid
     for ns, pid in nss.items():
         for mid, mp, fstype, src in host.mounts(pid):
-            if not _ours(mp):
+            if not _ours(session, mp):
                 continue
             d = _daemon_of_path(session, mp)
             infra = d is not None and mp == os.path.join(d.state_dir, "pool")
@@ -62,7 +62,7 @@ def snapshot(session):
                      mp.split("/"), d, infra))
     for dev, backing in host.loop_devices().items():
         b = backing.replace(" (deleted)", "")
-        if not _ours(b):
+        if not _ours(session, b):
             continue
         d = _daemon_of_path(session, b)
         infra = d is not None and b == os.path.join(d.state_dir, "pool.img")
@@ -80,6 +80,9 @@ def snapshot(session):
     for ns in host.netns_list():
         add(Item("netns", (ns,), f"network namespace {ns}", [ns]))
     daemon_pids = {p: d for d in session.daemons for p in d.daemon_pids()}
+    # a space-agent outside our cgroups is ours only if one of our daemons started it
+    # (other deployments may run on this host)
+    spawned = {p for d in session.daemons if d.running for p in host.descendants(d.pid)}
     for pid in host.all_pids():
         cgs = host.proc_cgroups(pid)
         argv = host.proc_cmdline(pid)
@@ -90,8 +93,8 @@ def snapshot(session):
         st = host.proc_starttime(pid)
         if st is None:
             continue
-        if agent and not mine and (pid, st) in session.start_agents:
-            continue      # someone else's, running before we started
+        if agent and not mine and pid not in spawned:
+            continue      # someone else's
         parts = []
         for c in mine:
             parts += c.split("/")
@@ -200,8 +203,7 @@ def cleanup(session, log):
                 log(f"cleanup: cannot remove cgroup {sub}")
     # mounts below our base dirs, deepest first
     for _ in range(3):
-        mps = sorted({mp for _, mp, _, _ in host.mounts() if _ours(mp) and
-                      any(mp == b or mp.startswith(b + "/") for b in session.base_dirs)}, key=lambda m: -len(m))
+        mps = sorted({mp for _, mp, _, _ in host.mounts() if _ours(session, mp)}, key=lambda m: -len(m))
         if not mps:
             break
         for mp in mps:
@@ -269,7 +271,23 @@ def released_problems(d):
     return problems
 
 
+def log_dir(session):
+    return os.path.join(session.build_dir, "e2e-logs")
+
+
+def keep_log(d):
+    """A copy of a daemon's log in <build>/e2e-logs/ (its temp dir goes away)."""
+    out = log_dir(d.s)
+    try:
+        os.makedirs(out, exist_ok=True)
+        if os.path.exists(d.log_path):
+            shutil.copyfile(d.log_path, os.path.join(out, f"spaced-{d.n}.log"))
+    except OSError:
+        pass
+
+
 def remove_daemon_dir(d):
+    keep_log(d)
     if any(mp == d.base_dir or mp.startswith(d.base_dir + "/") for _, mp, _, _ in host.mounts()):
         return
     shutil.rmtree(d.base_dir, ignore_errors=True)

@@ -38,11 +38,19 @@ def test_malformed_json(spaced, sandbox, name, path):
     if path == "exec":
         path = f"/v1/sandboxes/{sandbox}/exec"
     r = spaced.api("POST", path, raw_json=MALFORMED[name])
-    if name == "empty" and path == "/v1/sandboxes":
-        # an empty body means "all defaults" or is malformed JSON; both are defensible, 500 is not
-        if r.status == 201:
-            spaced.delete(r.json()["id"])
-            return
+    if name == "empty" and r.status != 400 or (r.status == 400 and r.json()["error"]["code"] != "invalid_json"
+                                               and name == "empty"):
+        # an empty body may mean {} (all defaults); then it gets exactly the answer {} gets
+        same = spaced.api("POST", path, json={})
+        for x in (r, same):
+            if x.status == 201 and "/v1/sandboxes" == path:
+                spaced.delete(x.json()["id"])
+            elif x.status == 201 and path == "/v1/keys":
+                assert spaced.api("DELETE", f"/v1/keys/{x.json()['id']}").status == 204
+        assert r.status == same.status, f"empty body → {r!r}, but {{}} → {same!r}"
+        if r.status >= 400:
+            assert r.json()["error"]["code"] == same.json()["error"]["code"], (r, same)
+        return
     assert_error_shape(r, 400, "invalid_json")
 
 

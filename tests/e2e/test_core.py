@@ -195,7 +195,7 @@ def test_exec_cwd_missing(spaced, sandbox):
 def test_exec_user(spaced, sandbox):
     r = spaced.exec(sandbox, cmd=["id", "-u"], user="user")
     assert r.code == 0 and r.stdout == b"1000\n", r
-    r = spaced.exec(sandbox, cmd=["id", "-u"], user="1000")
+    r = spaced.exec(sandbox, cmd=["id", "-u"], user=1000)
     assert r.code == 0 and r.stdout == b"1000\n", r
     r = spaced.exec(sandbox, cmd=["id", "-u"])
     assert r.code == 0 and r.stdout == b"0\n", r
