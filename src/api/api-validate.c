@@ -384,7 +384,7 @@ int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, 
         v = json_get(body, "cwd");
         if (v && !json_is_null(v)) {
                 if (json_type(v) != JSON_STRING)
-                        return api_error(e, -EINVAL, API_INVALID_PATH, "cwd must be a string");
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "cwd must be a string");
                 r = api_validate_path(json_string(v), json_string_len(v), "cwd", e);
                 if (r < 0)
                         return r;

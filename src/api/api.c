@@ -279,7 +279,7 @@ static bool content_type_is(const char *value, const char *type) {
         return value[n] == 0 || value[n] == ';' || value[n] == ' ';
 }
 
-int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e) {
+static int read_json(ApiRequest *r, bool allow_empty, JsonValue **ret, ApiError *e) {
         _cleanup_free_ char *buf = NULL;
         const char *ct = http_head_header(r->head, "Content-Type");
         char errbuf[128] = "";
@@ -301,6 +301,8 @@ int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e) {
                 return api_error(e, k, API_BAD_REQUEST, "could not read the request body: %s", strerror(-k));
         r->body_read = true;
 
+        if (n == 0 && !allow_empty)
+                return api_error(e, -EINVAL, API_INVALID_JSON, "the body must be a JSON object, not empty");
         if (n == 0) /* no body: an empty object */
                 k = json_parse("{}", 2, ret, NULL, 0);
         else
@@ -314,6 +316,14 @@ int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e) {
                 return api_error(e, -EINVAL, API_INVALID_JSON, "the body must be a JSON object");
         }
         return 0;
+}
+
+int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e) {
+        return read_json(r, false, ret, e);
+}
+
+int api_read_json_optional(ApiRequest *r, JsonValue **ret, ApiError *e) {
+        return read_json(r, true, ret, e);
 }
 
 int api_query_string(ApiRequest *r, const char *key, char **ret, ApiError *e) {

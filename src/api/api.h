@@ -46,6 +46,7 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
 
 /* Helpers for handlers */
 int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);     /* body → JSON object (400/413/415 errors) */
+int api_read_json_optional(ApiRequest *r, JsonValue **ret, ApiError *e); /* the same; an empty body is {} */
 int api_reply_json(ApiRequest *r, int status, JsonWriter *w);       /* finishes w and sends it */
 int api_reply_empty(ApiRequest *r, int status);                     /* e.g. 204 */
 int api_reply_error(HttpConn *c, const ApiError *e);

@@ -207,6 +207,7 @@ static int relay(ApiRequest *r, int fd) {
                                 return stream_abort(r, "bad_gateway", "the agent sent an oversized output frame");
                         k = emit_output(r, &carry[out ? 0 : 1], out ? "stdout" : "stderr", f.payload, f.len);
                         if (k < 0) {
+                                log_info_errno(k, "Writing exec output to the client failed, closing the exec: %m");
                                 http_conn_set_close(r->conn);
                                 return 0;
                         }

@@ -37,6 +37,8 @@ static int file_call_begin(ApiRequest *r, const char *key, FileCall *c, ApiError
 
         c->fd = -EBADF;
         k = api_query_string(r, key, &c->path, e);
+        if (k < 0 && e->code == API_INVALID_ARGUMENT)
+                return api_error(e, k, API_INVALID_PATH, "%s is badly encoded (a bad %%-escape or a NUL byte)", key);
         if (k < 0)
                 return k;
         if (k == 0)
@@ -429,7 +431,7 @@ int api_files_move(ApiRequest *r, ApiError *e) {
         from = json_get(body, "from");
         to = json_get(body, "to");
         if (json_type(from) != JSON_STRING || json_type(to) != JSON_STRING)
-                return api_error(e, -EINVAL, API_INVALID_PATH, "from and to must be paths");
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "from and to (paths) are required");
         k = api_validate_path(json_string(from), json_string_len(from), "from", e);
         if (k < 0)
                 return k;

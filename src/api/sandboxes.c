@@ -28,21 +28,16 @@ int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret
                 return api_error(e, k, API_NOT_FOUND, "no sandbox '%s'", id);
         if (k < 0)
                 return api_store_error(e, k, "looking up the sandbox");
-        if (!running)
-                return 0;
-        switch (ret->state) {
-        case SANDBOX_RUNNING:
-                return 0;
-        case SANDBOX_DELETED:
+        /* a deleted sandbox is gone (its history stays in the events) */
+        if (ret->state == SANDBOX_DELETED)
                 k = api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
-                break;
-        case SANDBOX_PAUSED:
+        else if (!running || ret->state == SANDBOX_RUNNING)
+                return 0;
+        else if (ret->state == SANDBOX_PAUSED)
                 k = api_error(e, -EBUSY, API_SANDBOX_PAUSED, "sandbox '%s' is paused", id);
-                break;
-        default:
+        else
                 k = api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING, "sandbox '%s' is %s, not running", id,
                               sandbox_state_to_string(ret->state) ?: "not running");
-        }
         sandbox_done(ret);
         return k;
 }
@@ -111,7 +106,7 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
         char data[STORE_NAME_MAX + 32];
         int k;
 
-        k = api_read_json(r, &body, e);
+        k = api_read_json_optional(r, &body, e); /* every field is optional: no body is fine */
         if (k < 0)
                 return k;
         k = api_validate_sandbox_create(body, c, &sb, e);
@@ -210,8 +205,8 @@ int api_sandbox_list(ApiRequest *r, ApiError *e) {
         k = api_query_string(r, "after", &after, e);
         if (k < 0)
                 return k;
-        if (after && strlen(after) >= STORE_ID_MAX)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "after must be a sandbox id");
+        if (after && !api_sandbox_id_valid(after))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "after must be a sandbox id (the next of a page)");
         f.after_id = after;
         f.limit = limit + 1; /* one more, to know whether there is a next page */
 
@@ -254,8 +249,6 @@ int api_sandbox_delete(ApiRequest *r, ApiError *e) {
         k = api_sandbox_lookup(r, id, false, &sb, e);
         if (k < 0)
                 return k;
-        if (sb.state == SANDBOX_DELETED)
-                return api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
 
         snprintf(reason, sizeof reason, "deleted by %s", r->actor);
         /* from any live state (a deleting one too: a delete that failed half-way is retried) */

@@ -326,7 +326,7 @@ TEST(exec_errors) {
         ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"tty\":true}", API_UNKNOWN_FIELD, "unknown field 'tty'");
         ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"cwd\":\"/a/../b\"}", API_INVALID_PATH,
                           "cwd must not contain a '..' component");
-        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"cwd\":5}", API_INVALID_PATH, "cwd must be a string");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"cwd\":5}", API_INVALID_ARGUMENT, "cwd must be a string");
         ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"user\":\"Root;\"}", API_INVALID_ARGUMENT,
                           "user: 'Root;' is not a valid user name");
         ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"user\":-1}", API_INVALID_ARGUMENT, "user must be a user name or a uid");
