@@ -52,6 +52,22 @@ struct StoreOps {
         int (*sandbox_set_expiry)(Store *s, const char *id, int64_t expires_usec, int64_t now);
         int (*sandbox_purge)(Store *s, const char *id);
 
+        int (*sandbox_touch)(Store *s, const char *id, int64_t now);
+        int (*sandbox_set_policy)(Store *s, const char *id, const SandboxPolicy *p, int64_t now);
+        int (*sandbox_set_timeout_warned)(Store *s, const char *id, int64_t now);
+        int (*sandbox_set_processes_preserved)(Store *s, const char *id, bool preserved, int64_t now);
+        int (*sandbox_claim_warm)(Store *s, const char *template_name, const Sandbox *req, int64_t now,
+                                  Sandbox *ret);
+        int (*sandbox_warm_count)(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);
+
+        /* c->created_usec is already set. */
+        int (*checkpoint_insert)(Store *s, const Checkpoint *c);
+        int (*checkpoint_get)(Store *s, const char *tenant_id, const char *id, Checkpoint *ret);
+        int (*checkpoint_list)(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n);
+        int (*checkpoint_update)(Store *s, const char *id, bool restorable, uint64_t size_bytes);
+        int (*checkpoint_delete)(Store *s, const char *id);
+        int (*checkpoint_delete_orphans)(Store *s, uint64_t *ret);
+
         /* e->time_usec is already set; the op sets e->seq. */
         int (*event_append)(Store *s, Event *e);
         int (*event_list)(Store *s, const EventFilter *f, Event **ret, size_t *ret_n);

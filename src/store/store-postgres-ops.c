@@ -27,7 +27,11 @@
 #define SANDBOX_COLUMNS                                                                        \
         "id, tenant_id, template_name, runtime, worker, state, reason, cpu_millis, memory_mb, " \
         "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
-        "pid_starttime, env_json, metadata_json, parent_id"
+        "pid_starttime, env_json, metadata_json, parent_id, parent_checkpoint, processes_preserved, "   \
+        "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned"
+/* What a read adds: the number of restorable checkpoints. */
+#define SANDBOX_SELECT \
+        SANDBOX_COLUMNS ", (SELECT COUNT(*) FROM checkpoints c WHERE c.sandbox_id = sandboxes.id AND c.restorable)"
 #define EVENT_COLUMNS "seq, time_usec, tenant_id, sandbox_id, type, actor, reason, data_json"
 
 /* "(changed rows, whether the row exists)" of a data-modifying CTE named c. */
@@ -67,8 +71,9 @@ const char *const pg_stmt_sql[_PG_STMT_MAX] = {
                 "(SELECT 1 FROM sandboxes b WHERE b.slot = a.slot + 1 AND b." SQL_LIVE ")) END",
         [PG_SANDBOX_INSERT] =
                 "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
-                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
-        [PG_SANDBOX_GET] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)",
+                "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, "
+                "$22, $23, $24, $25, $26, $27, $28, $29, $30)",
+        [PG_SANDBOX_GET] = "SELECT " SANDBOX_SELECT " FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)",
         [PG_SANDBOX_SET_STATE_FROM] =
                 "WITH c AS (UPDATE sandboxes SET state = $2, reason = $3, updated_usec = $4 "
                 "WHERE id = $1 AND state = $5 RETURNING 1) " SQL_CHANGED_AND_EXISTS("c"),
@@ -363,7 +368,7 @@ static int op_template_delete(Store *s, const char *name) {
 
 static int sandbox_read(const PGresult *res, int row, Sandbox *ret) {
         _cleanup_(sandbox_done) Sandbox sb = {};
-        char state[32];
+        char state[32], idle_action[16];
 
         TRY(PG_COL_STR(res, row, 0, sb.id));
         TRY(PG_COL_STR(res, row, 1, sb.tenant_id));
@@ -389,7 +394,21 @@ static int sandbox_read(const PGresult *res, int row, Sandbox *ret) {
         TRY(pg_col_strdup(res, row, 18, &sb.env_json));
         TRY(pg_col_strdup(res, row, 19, &sb.metadata_json));
         TRY(PG_COL_STR(res, row, 20, sb.parent_id));
-        if (sb.created_usec < 0 || sb.updated_usec < 0 || sb.expires_usec < 0 || sb.pid < 0)
+        TRY(PG_COL_STR(res, row, 21, sb.parent_checkpoint));
+        TRY(pg_col_bool(res, row, 22, &sb.processes_preserved));
+        TRY(pg_col_u64(res, row, 23, &sb.idle_s));
+        TRY(PG_COL_STR(res, row, 24, idle_action));
+        sb.idle_action = idle_action_from_string(idle_action);
+        if (sb.idle_action < 0)
+                return -EBADMSG;
+        TRY(pg_col_i64(res, row, 25, &sb.last_activity_usec));
+        TRY(PG_COL_STR(res, row, 26, sb.warm_pool));
+        TRY(pg_col_u32(res, row, 27, &sb.io_weight));
+        TRY(pg_col_u64(res, row, 28, &sb.checkpoint_every_s));
+        TRY(pg_col_bool(res, row, 29, &sb.timeout_warned));
+        TRY(pg_col_u32(res, row, 30, &sb.checkpoints));
+        if (sb.created_usec < 0 || sb.updated_usec < 0 || sb.expires_usec < 0 || sb.pid < 0 ||
+            sb.last_activity_usec < 0)
                 return -EBADMSG;
         *ret = sb;
         sb.env_json = sb.metadata_json = NULL; /* handed over */
@@ -436,6 +455,15 @@ static int sandbox_insert_tx(PgStore *q, void *userdata) {
         pg_param_text(&p, sb->env_json);
         pg_param_text(&p, sb->metadata_json);
         pg_param_text(&p, sb->parent_id);
+        pg_param_text(&p, sb->parent_checkpoint);
+        pg_param_bool(&p, sb->processes_preserved);
+        pg_param_i64(&p, (int64_t) sb->idle_s);
+        pg_param_text(&p, idle_action_to_string(sb->idle_action));
+        pg_param_i64(&p, sb->last_activity_usec);
+        pg_param_text(&p, sb->warm_pool);
+        pg_param_i64(&p, sb->io_weight);
+        pg_param_i64(&p, (int64_t) sb->checkpoint_every_s);
+        pg_param_bool(&p, sb->timeout_warned);
         TRY(pg_store_exec(q, PG_SANDBOX_INSERT, &p, &res));
         in->sb->slot = (uint32_t) slot;
         return 0;
@@ -507,7 +535,7 @@ static int sandbox_filter_query(PgStore *q, const SandboxFilter *f, bool count, 
         (void) snprintf(ret->name, sizeof ret->name, "%s%u", count ? "sc" : "sl", mask);
 
         TRY(sql_append(ret->sql, sizeof ret->sql, &len, "SELECT %s FROM sandboxes WHERE true",
-                       count ? "COUNT(*)" : SANDBOX_COLUMNS));
+                       count ? "COUNT(*)" : SANDBOX_SELECT));
         if (mask & SB_F_TENANT) {
                 pg_param_text(p, f->tenant_id);
                 TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND tenant_id = $%d", p->n));
@@ -752,6 +780,18 @@ const StoreOps store_postgres_ops = {
         .sandbox_set_runtime = op_sandbox_set_runtime,
         .sandbox_set_expiry = op_sandbox_set_expiry,
         .sandbox_purge = op_sandbox_purge,
+        .sandbox_touch = pg_op_sandbox_touch,
+        .sandbox_set_policy = pg_op_sandbox_set_policy,
+        .sandbox_set_timeout_warned = pg_op_sandbox_set_timeout_warned,
+        .sandbox_set_processes_preserved = pg_op_sandbox_set_processes_preserved,
+        .sandbox_claim_warm = pg_op_sandbox_claim_warm,
+        .sandbox_warm_count = pg_op_sandbox_warm_count,
+        .checkpoint_insert = pg_op_checkpoint_insert,
+        .checkpoint_get = pg_op_checkpoint_get,
+        .checkpoint_list = pg_op_checkpoint_list,
+        .checkpoint_update = pg_op_checkpoint_update,
+        .checkpoint_delete = pg_op_checkpoint_delete,
+        .checkpoint_delete_orphans = pg_op_checkpoint_delete_orphans,
         .event_append = op_event_append,
         .event_list = op_event_list,
         .event_delete_before = op_event_delete_before,

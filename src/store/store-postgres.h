@@ -25,7 +25,7 @@ extern const size_t store_postgres_migrations_count;
 #define PG_TX_TRIES 8                /* serialization failures and deadlocks */
 #define PG_RETRY_SLEEP_NSEC (5 * 1000 * 1000)
 #define PG_SECRETS_MAX 8             /* password spellings scrubbed from messages */
-#define PG_PARAMS_MAX 24
+#define PG_PARAMS_MAX 32
 #define PG_INT_TEXT_MAX 24           /* "-9223372036854775808" and a NUL */
 
 /* Statements with fixed text, prepared once per connection on first use. */
@@ -64,6 +64,24 @@ typedef enum PgStmt {
 
 extern const char *const pg_stmt_sql[_PG_STMT_MAX];
 
+/* The lifecycle statements (store-postgres-lifecycle.c), prepared likewise. */
+typedef enum PgLifecycleStmt {
+        PG_LC_SANDBOX_TOUCH,
+        PG_LC_SANDBOX_SET_POLICY,
+        PG_LC_SANDBOX_SET_TIMEOUT_WARNED,
+        PG_LC_SANDBOX_SET_PRESERVED,
+        PG_LC_SANDBOX_CLAIM_WARM,
+        PG_LC_SANDBOX_WARM_COUNT,
+        PG_LC_CHECKPOINT_INSERT,
+        PG_LC_CHECKPOINT_GET,
+        PG_LC_CHECKPOINT_LIST,
+        PG_LC_CHECKPOINT_LIST_ALL,
+        PG_LC_CHECKPOINT_UPDATE,
+        PG_LC_CHECKPOINT_DELETE,
+        PG_LC_CHECKPOINT_DELETE_ORPHANS,
+        _PG_LC_STMT_MAX,
+} PgLifecycleStmt;
+
 /* Statements built from a filter: one prepared statement per combination. */
 #define PG_SANDBOX_LIST_VARIANTS 16
 #define PG_SANDBOX_COUNT_VARIANTS 8
@@ -83,6 +101,7 @@ typedef struct PgStore {
         char *where;                    /* the URL without its password, for messages */
         char *secrets[PG_SECRETS_MAX];  /* spellings of the password, NULL-terminated */
         PgSlot stmts[_PG_STMT_MAX];
+        PgSlot lifecycle[_PG_LC_STMT_MAX];
         PgSlot sandbox_list[PG_SANDBOX_LIST_VARIANTS];
         PgSlot sandbox_count[PG_SANDBOX_COUNT_VARIANTS];
         PgSlot event_list[PG_EVENT_LIST_VARIANTS];
@@ -151,6 +170,20 @@ char *pg_scrub(const char *msg, char *const *secrets);
  * strings, also after a failure. libpq quotes parts of a URL it cannot parse
  * in its messages, so every message is scrubbed of these. */
 int pg_url_secrets(const char *url, char **secrets, size_t max);
+
+/* The lifecycle operations (store-postgres-lifecycle.c), for the ops table. */
+int pg_op_sandbox_touch(Store *s, const char *id, int64_t now);
+int pg_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *p, int64_t now);
+int pg_op_sandbox_set_timeout_warned(Store *s, const char *id, int64_t now);
+int pg_op_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved, int64_t now);
+int pg_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, int64_t now, Sandbox *ret);
+int pg_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);
+int pg_op_checkpoint_insert(Store *s, const Checkpoint *c);
+int pg_op_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkpoint *ret);
+int pg_op_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n);
+int pg_op_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes);
+int pg_op_checkpoint_delete(Store *s, const char *id);
+int pg_op_checkpoint_delete_orphans(Store *s, uint64_t *ret);
 
 /* The handle (store-postgres.c). */
 int pg_store_open(const char *url, Store **ret);

@@ -19,7 +19,11 @@
 #define SANDBOX_COLUMNS                                                                        \
         "id, tenant_id, template_name, runtime, worker, state, reason, cpu_millis, memory_mb, " \
         "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
-        "pid_starttime, env_json, metadata_json, parent_id"
+        "pid_starttime, env_json, metadata_json, parent_id, parent_checkpoint, processes_preserved, "   \
+        "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned"
+/* What a read adds: the number of restorable checkpoints. */
+#define SANDBOX_SELECT \
+        SANDBOX_COLUMNS ", (SELECT COUNT(*) FROM checkpoints c WHERE c.sandbox_id = sandboxes.id AND c.restorable = 1)"
 #define EVENT_COLUMNS "seq, time_usec, tenant_id, sandbox_id, type, actor, reason, data_json"
 
 const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
@@ -57,8 +61,9 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
                 "(SELECT 1 FROM sandboxes b WHERE b.slot = a.slot + 1 AND b." SQL_LIVE ")) END",
         [SQL_SANDBOX_INSERT] =
                 "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
-                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
-        [SQL_SANDBOX_GET] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
+                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
+                "?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
+        [SQL_SANDBOX_GET] = "SELECT " SANDBOX_SELECT " FROM sandboxes WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
         [SQL_SANDBOX_EXISTS] = "SELECT 1 FROM sandboxes WHERE id = ?1",
         [SQL_SANDBOX_SET_STATE_FROM] =
                 "UPDATE sandboxes SET state = ?2, reason = ?3, updated_usec = ?4 WHERE id = ?1 AND state = ?5",
@@ -385,7 +390,7 @@ static int op_template_delete(Store *s, const char *name) {
 
 static int sandbox_read(sqlite3_stmt *st, Sandbox *ret) {
         _cleanup_(sandbox_done) Sandbox sb = {};
-        char state[32];
+        char state[32], idle_action[16];
 
         TRY(SQLITE_COL_STR(st, 0, sb.id));
         TRY(SQLITE_COL_STR(st, 1, sb.tenant_id));
@@ -411,6 +416,19 @@ static int sandbox_read(sqlite3_stmt *st, Sandbox *ret) {
         TRY(sqlite_col_strdup(st, 18, &sb.env_json));
         TRY(sqlite_col_strdup(st, 19, &sb.metadata_json));
         TRY(SQLITE_COL_STR(st, 20, sb.parent_id));
+        TRY(SQLITE_COL_STR(st, 21, sb.parent_checkpoint));
+        sb.processes_preserved = sqlite3_column_int64(st, 22) != 0;
+        TRY(sqlite_col_u64(st, 23, &sb.idle_s));
+        TRY(SQLITE_COL_STR(st, 24, idle_action));
+        sb.idle_action = idle_action_from_string(idle_action);
+        if (sb.idle_action < 0)
+                return -EBADMSG;
+        TRY(sqlite_col_i64(st, 25, &sb.last_activity_usec));
+        TRY(SQLITE_COL_STR(st, 26, sb.warm_pool));
+        TRY(sqlite_col_u32(st, 27, &sb.io_weight));
+        TRY(sqlite_col_u64(st, 28, &sb.checkpoint_every_s));
+        sb.timeout_warned = sqlite3_column_int64(st, 29) != 0;
+        TRY(sqlite_col_u32(st, 30, &sb.checkpoints));
         *ret = sb;
         sb.env_json = sb.metadata_json = NULL; /* handed over */
         return 0;
@@ -453,6 +471,15 @@ static int sandbox_insert_row(SqliteStore *q, const Sandbox *sb) {
         TRY(sqlite_bind_text(q, st, 19, sb->env_json));
         TRY(sqlite_bind_text(q, st, 20, sb->metadata_json));
         TRY(sqlite_bind_text(q, st, 21, sb->parent_id));
+        TRY(sqlite_bind_text(q, st, 22, sb->parent_checkpoint));
+        TRY(sqlite_bind_int64(q, st, 23, sb->processes_preserved ? 1 : 0));
+        TRY(sqlite_bind_int64(q, st, 24, (int64_t) sb->idle_s));
+        TRY(sqlite_bind_text(q, st, 25, idle_action_to_string(sb->idle_action)));
+        TRY(sqlite_bind_int64(q, st, 26, sb->last_activity_usec));
+        TRY(sqlite_bind_text(q, st, 27, sb->warm_pool));
+        TRY(sqlite_bind_int64(q, st, 28, sb->io_weight));
+        TRY(sqlite_bind_int64(q, st, 29, (int64_t) sb->checkpoint_every_s));
+        TRY(sqlite_bind_int64(q, st, 30, sb->timeout_warned ? 1 : 0));
         return sqlite_store_step_done(q, st);
 }
 
@@ -516,7 +543,7 @@ static int sandbox_filter_stmt(SqliteStore *q, const SandboxFilter *f, bool coun
         }
 
         k = snprintf(sql, sizeof sql, "SELECT %s FROM sandboxes WHERE 1 = 1%s%s%s%s%s",
-                     count ? "COUNT(*)" : SANDBOX_COLUMNS,
+                     count ? "COUNT(*)" : SANDBOX_SELECT,
                      mask & SB_F_TENANT ? " AND tenant_id = :tenant" : "",
                      mask & SB_F_STATE ? " AND state = :state" : "",
                      mask & SB_F_LIVE ? " AND " SQL_LIVE : "",
@@ -828,6 +855,18 @@ const StoreOps store_sqlite_ops = {
         .sandbox_set_runtime = op_sandbox_set_runtime,
         .sandbox_set_expiry = op_sandbox_set_expiry,
         .sandbox_purge = op_sandbox_purge,
+        .sandbox_touch = sqlite_op_sandbox_touch,
+        .sandbox_set_policy = sqlite_op_sandbox_set_policy,
+        .sandbox_set_timeout_warned = sqlite_op_sandbox_set_timeout_warned,
+        .sandbox_set_processes_preserved = sqlite_op_sandbox_set_processes_preserved,
+        .sandbox_claim_warm = sqlite_op_sandbox_claim_warm,
+        .sandbox_warm_count = sqlite_op_sandbox_warm_count,
+        .checkpoint_insert = sqlite_op_checkpoint_insert,
+        .checkpoint_get = sqlite_op_checkpoint_get,
+        .checkpoint_list = sqlite_op_checkpoint_list,
+        .checkpoint_update = sqlite_op_checkpoint_update,
+        .checkpoint_delete = sqlite_op_checkpoint_delete,
+        .checkpoint_delete_orphans = sqlite_op_checkpoint_delete_orphans,
         .event_append = op_event_append,
         .event_list = op_event_list,
         .event_delete_before = op_event_delete_before,

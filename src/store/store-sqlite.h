@@ -49,6 +49,25 @@ typedef enum SqlStmt {
 
 extern const char *const sqlite_stmt_sql[_SQL_STMT_MAX];
 
+/* The lifecycle statements (store-sqlite-lifecycle.c), cached likewise. */
+typedef enum SqlLifecycleStmt {
+        SQL_LC_SANDBOX_TOUCH,
+        SQL_LC_SANDBOX_SET_POLICY,
+        SQL_LC_SANDBOX_SET_TIMEOUT_WARNED,
+        SQL_LC_SANDBOX_SET_PRESERVED,
+        SQL_LC_SANDBOX_CLAIM_WARM,
+        SQL_LC_SANDBOX_WARM_COUNT,
+        SQL_LC_SANDBOX_STATE,
+        SQL_LC_CHECKPOINT_INSERT,
+        SQL_LC_CHECKPOINT_GET,
+        SQL_LC_CHECKPOINT_LIST,
+        SQL_LC_CHECKPOINT_LIST_ALL,
+        SQL_LC_CHECKPOINT_UPDATE,
+        SQL_LC_CHECKPOINT_DELETE,
+        SQL_LC_CHECKPOINT_DELETE_ORPHANS,
+        _SQL_LC_STMT_MAX,
+} SqlLifecycleStmt;
+
 /* Statements built from a filter: one cache slot per combination of clauses. */
 #define SQL_SANDBOX_LIST_VARIANTS 16
 #define SQL_SANDBOX_COUNT_VARIANTS 8
@@ -58,6 +77,7 @@ typedef struct SqliteStore {
         Store base;
         sqlite3 *db;
         sqlite3_stmt *stmts[_SQL_STMT_MAX];
+        sqlite3_stmt *lifecycle[_SQL_LC_STMT_MAX];
         sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
         sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
         sqlite3_stmt *event_list[SQL_EVENT_LIST_VARIANTS];
@@ -112,6 +132,21 @@ int sqlite_col_strdup(sqlite3_stmt *st, int i, char **ret); /* SQL NULL → NULL
 int sqlite_col_u64(sqlite3_stmt *st, int i, uint64_t *ret);
 int sqlite_col_u32(sqlite3_stmt *st, int i, uint32_t *ret);
 int sqlite_col_i64(sqlite3_stmt *st, int i, int64_t *ret); /* must be >= 0 */
+
+/* The lifecycle operations (store-sqlite-lifecycle.c), for the ops table. */
+int sqlite_op_sandbox_touch(Store *s, const char *id, int64_t now);
+int sqlite_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *p, int64_t now);
+int sqlite_op_sandbox_set_timeout_warned(Store *s, const char *id, int64_t now);
+int sqlite_op_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved, int64_t now);
+int sqlite_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, int64_t now,
+                                 Sandbox *ret);
+int sqlite_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);
+int sqlite_op_checkpoint_insert(Store *s, const Checkpoint *c);
+int sqlite_op_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkpoint *ret);
+int sqlite_op_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n);
+int sqlite_op_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes);
+int sqlite_op_checkpoint_delete(Store *s, const char *id);
+int sqlite_op_checkpoint_delete_orphans(Store *s, uint64_t *ret);
 
 /* The handle (store-sqlite.c). */
 int sqlite_store_open(const char *location, Store **ret);

@@ -41,6 +41,27 @@ static const char *const template_state_table[_TEMPLATE_STATE_MAX] = {
         [TEMPLATE_READY] = "ready",
 };
 
+static const char *const idle_action_table[_IDLE_ACTION_MAX] = {
+        [IDLE_ACTION_NONE] = "",
+        [IDLE_ACTION_PAUSE] = "pause",
+        [IDLE_ACTION_SUSPEND] = "suspend",
+};
+
+const char *idle_action_to_string(IdleAction a) {
+        if (a < 0 || a >= _IDLE_ACTION_MAX)
+                return NULL;
+        return idle_action_table[a];
+}
+
+IdleAction idle_action_from_string(const char *s) {
+        if (!s)
+                return _IDLE_ACTION_INVALID;
+        for (size_t i = 0; i < ELEMENTSOF(idle_action_table); i++)
+                if (streq(idle_action_table[i], s))
+                        return (IdleAction) i;
+        return _IDLE_ACTION_INVALID;
+}
+
 const char *sandbox_state_to_string(SandboxState s) {
         if (s < 0 || s >= _SANDBOX_STATE_MAX)
                 return NULL;
@@ -384,7 +405,15 @@ static int sandbox_check(const Sandbox *sb) {
         CHECK(CHECK_FIELD(sb->worker, false));
         CHECK(CHECK_FIELD(sb->reason, false));
         CHECK(CHECK_FIELD(sb->parent_id, false));
+        CHECK(CHECK_FIELD(sb->parent_checkpoint, false));
+        CHECK(CHECK_FIELD(sb->warm_pool, false));
         if (!sandbox_state_to_string(sb->state))
+                return -EINVAL;
+        if (!idle_action_to_string(sb->idle_action))
+                return -EINVAL;
+        CHECK(check_u64(sb->idle_s));
+        CHECK(check_u64(sb->checkpoint_every_s));
+        if (sb->last_activity_usec < 0)
                 return -EINVAL;
         CHECK(check_u64(sb->memory_mb));
         CHECK(check_u64(sb->disk_mb));
@@ -410,12 +439,15 @@ int store_sandbox_insert_max(Store *s, Sandbox *sb, uint32_t slots_max) {
                 copy.created_usec = now_usec();
         if (copy.updated_usec == 0)
                 copy.updated_usec = copy.created_usec;
+        if (copy.last_activity_usec == 0)
+                copy.last_activity_usec = copy.created_usec;
         r = s->ops->sandbox_insert(s, &copy, slots_max);
         if (r < 0)
                 return r;
         sb->slot = copy.slot;
         sb->created_usec = copy.created_usec;
         sb->updated_usec = copy.updated_usec;
+        sb->last_activity_usec = copy.last_activity_usec;
         return 0;
 }
 
@@ -505,6 +537,147 @@ int store_sandbox_purge(Store *s, const char *id) {
                 return -EINVAL;
         CHECK(check_lookup(id, STORE_ID_MAX));
         return s->ops->sandbox_purge(s, id);
+}
+
+/* Lifecycle of sandboxes */
+
+int store_sandbox_touch(Store *s, const char *id) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        return s->ops->sandbox_touch(s, id, now_usec());
+}
+
+int store_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *p) {
+        if (!s || !p)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        CHECK(check_u64(p->timeout_s));
+        CHECK(check_u64(p->idle_s));
+        CHECK(check_u64(p->checkpoint_every_s));
+        if (p->expires_usec < 0 || !idle_action_to_string(p->idle_action))
+                return -EINVAL;
+        return s->ops->sandbox_set_policy(s, id, p, now_usec());
+}
+
+int store_sandbox_set_timeout_warned(Store *s, const char *id) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        return s->ops->sandbox_set_timeout_warned(s, id, now_usec());
+}
+
+int store_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        return s->ops->sandbox_set_processes_preserved(s, id, preserved, now_usec());
+}
+
+int store_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, Sandbox *ret) {
+        if (!s || !req || !ret)
+                return -EINVAL;
+        CHECK(check_lookup(template_name, STORE_NAME_MAX));
+        CHECK(CHECK_FIELD(req->tenant_id, true));
+        CHECK(CHECK_FIELD(req->runtime, true));
+        if (streq(req->tenant_id, STORE_SYSTEM_TENANT_ID))
+                return -EINVAL;
+        CHECK(check_u64(req->memory_mb));
+        CHECK(check_u64(req->disk_mb));
+        CHECK(check_u64(req->timeout_s));
+        CHECK(check_u64(req->idle_s));
+        CHECK(check_u64(req->checkpoint_every_s));
+        if (req->expires_usec < 0 || !idle_action_to_string(req->idle_action))
+                return -EINVAL;
+        return s->ops->sandbox_claim_warm(s, template_name, req, now_usec(), ret);
+}
+
+int store_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total) {
+        uint64_t ready = 0, total = 0;
+        int r;
+
+        if (!s || !template_name)
+                return -EINVAL;
+        if (check_lookup(template_name, STORE_NAME_MAX) >= 0) {
+                r = s->ops->sandbox_warm_count(s, template_name, &ready, &total);
+                if (r < 0)
+                        return r;
+        }
+        if (ret_ready)
+                *ret_ready = ready;
+        if (ret_total)
+                *ret_total = total;
+        return 0;
+}
+
+/* Checkpoints */
+
+int store_checkpoint_insert(Store *s, const Checkpoint *c) {
+        Checkpoint copy;
+
+        if (!s || !c)
+                return -EINVAL;
+        CHECK(CHECK_FIELD(c->id, true));
+        CHECK(CHECK_FIELD(c->sandbox_id, true));
+        CHECK(CHECK_FIELD(c->tenant_id, true));
+        CHECK(CHECK_FIELD(c->name, false));
+        CHECK(check_u64(c->size_bytes));
+        if (c->created_usec < 0)
+                return -EINVAL;
+
+        copy = *c;
+        if (copy.created_usec == 0)
+                copy.created_usec = now_usec();
+        return s->ops->checkpoint_insert(s, &copy);
+}
+
+int store_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkpoint *ret) {
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        if (tenant_id)
+                CHECK(check_lookup(tenant_id, STORE_ID_MAX));
+        return s->ops->checkpoint_get(s, tenant_id, id, ret);
+}
+
+int store_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n) {
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        if (sandbox_id && check_lookup(sandbox_id, STORE_ID_MAX) < 0) {
+                *ret = NULL;
+                *ret_n = 0;
+                return 0;
+        }
+        return s->ops->checkpoint_list(s, sandbox_id, ret, ret_n);
+}
+
+int store_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        CHECK(check_u64(size_bytes));
+        return s->ops->checkpoint_update(s, id, restorable, size_bytes);
+}
+
+int store_checkpoint_delete(Store *s, const char *id) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        return s->ops->checkpoint_delete(s, id);
+}
+
+int store_checkpoint_delete_orphans(Store *s, uint64_t *ret) {
+        uint64_t n = 0;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        r = s->ops->checkpoint_delete_orphans(s, &n);
+        if (r < 0)
+                return r;
+        if (ret)
+                *ret = n;
+        return 0;
 }
 
 /* Events */

@@ -15,6 +15,10 @@
 #define STORE_REASON_MAX 512
 #define STORE_URL_MAX 4096
 #define STORE_LIST_LIMIT_DEFAULT 1000 /* a filter's limit 0 means this */
+/* Owner of the sandboxes that sit unclaimed in a warm pool. Not a tenant row:
+ * no key belongs to it, so no tenant sees them; real tenant ids are "tn_"
+ * plus 12 random characters and never collide with it. */
+#define STORE_SYSTEM_TENANT_ID "tn_system"
 
 typedef struct Store Store;
 
@@ -60,6 +64,16 @@ typedef enum SandboxState {
         _SANDBOX_STATE_INVALID = -EINVAL,
 } SandboxState;
 
+/* What the idle controller does with a sandbox that saw no exec or file
+ * call for idle_s seconds. Wire and database strings: "", "pause", "suspend". */
+typedef enum IdleAction {
+        IDLE_ACTION_NONE,
+        IDLE_ACTION_PAUSE,
+        IDLE_ACTION_SUSPEND,
+        _IDLE_ACTION_MAX,
+        _IDLE_ACTION_INVALID = -EINVAL,
+} IdleAction;
+
 typedef struct Sandbox {
         char id[STORE_ID_MAX];
         char tenant_id[STORE_ID_MAX];
@@ -82,10 +96,43 @@ typedef struct Sandbox {
         char *env_json;                 /* JSON object of strings, or NULL */
         char *metadata_json;            /* JSON object of strings, or NULL */
         char parent_id[STORE_ID_MAX];   /* lineage: branched from */
+        char parent_checkpoint[STORE_ID_MAX]; /* lineage: the checkpoint of parent_id it came from, "" = live state */
+        bool processes_preserved;       /* its processes are those it had before the last suspend (the
+                                         * column defaults to true; insert writes what is here) */
+        uint64_t idle_s;                /* idle policy: after this many seconds without activity ... */
+        IdleAction idle_action;         /* ... do this (IDLE_ACTION_NONE = nothing) */
+        int64_t last_activity_usec;     /* last exec or file call; insert: 0 = created_usec */
+        char warm_pool[STORE_NAME_MAX]; /* template of the warm pool that holds it unclaimed, else "" */
+        uint32_t io_weight;             /* 0 = default */
+        uint64_t checkpoint_every_s;    /* automatic checkpoints, 0 = off */
+        bool timeout_warned;            /* the warning before the timeout was recorded */
+        uint32_t checkpoints;           /* read only: restorable checkpoints it has */
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */
 void sandbox_array_free(Sandbox *a, size_t n);
+
+/* A read-only snapshot of a sandbox's root, kept by the worker's pool under
+ * the same id. */
+typedef struct Checkpoint {
+        char id[STORE_ID_MAX];
+        char sandbox_id[STORE_ID_MAX];
+        char tenant_id[STORE_ID_MAX];
+        char name[STORE_NAME_MAX];      /* "" = none; otherwise unique among the sandbox's checkpoints */
+        int64_t created_usec;
+        uint64_t size_bytes;            /* bytes only this checkpoint holds (as the worker last measured) */
+        bool automatic;                 /* taken by the controller: retention may prune it (column "auto") */
+        bool restorable;                /* false while being taken, or once given up for garbage collection */
+} Checkpoint;
+
+/* The policy fields a PATCH of a sandbox changes, all at once. */
+typedef struct SandboxPolicy {
+        uint64_t timeout_s;
+        int64_t expires_usec;           /* 0 = never; a new value clears timeout_warned */
+        uint64_t idle_s;
+        IdleAction idle_action;
+        uint64_t checkpoint_every_s;
+} SandboxPolicy;
 
 typedef struct Event {
         int64_t seq;                    /* assigned by the store, increasing */
@@ -173,6 +220,43 @@ int store_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec);
 /* Removes the row of a sandbox in state deleted (history is kept in events). */
 int store_sandbox_purge(Store *s, const char *id); /* -ESTALE if not deleted */
 
+/* Lifecycle of sandboxes */
+/* Records activity (exec, file calls) now: last_activity_usec only grows. */
+int store_sandbox_touch(Store *s, const char *id);
+/* Replaces the policy fields. -ESTALE if the sandbox is deleted. */
+int store_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *p);
+/* Compare-and-set of timeout_warned from false to true: -ESTALE if it was
+ * already set (the warning is recorded once, whoever races for it). */
+int store_sandbox_set_timeout_warned(Store *s, const char *id);
+int store_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved);
+/* Hands one sandbox of the warm pool of template_name to a tenant, atomically
+ * (two claims never get the same sandbox, on PostgreSQL across servers too):
+ * one whose warm_pool is template_name, state paused, and whose runtime and
+ * disk_mb equal req's. It takes req's tenant_id, cpu_millis, memory_mb,
+ * pids_max, io_weight, timeout_s, expires_usec, env_json, metadata_json,
+ * idle_s, idle_action and checkpoint_every_s; warm_pool becomes "", the
+ * created, updated and activity times now, timeout_warned false. The state
+ * stays paused (the caller resumes it). *ret is the claimed row; -ENOENT if
+ * none is free. */
+int store_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, Sandbox *ret);
+/* Live sandboxes in the warm pool of a template: how many are paused (ready
+ * to be claimed) and how many in all (any state but deleted). */
+int store_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);
+
+/* Checkpoints */
+/* created_usec 0 = now. -EEXIST if the id, or the name among the sandbox's
+ * checkpoints, is taken. */
+int store_checkpoint_insert(Store *s, const Checkpoint *c);
+int store_checkpoint_get(Store *s, const char *tenant_id /* NULL = any */, const char *id, Checkpoint *ret);
+/* Newest first (created_usec, then id, descending). sandbox_id NULL = of every sandbox. */
+int store_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n);
+/* Sets restorable and size_bytes. */
+int store_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes);
+int store_checkpoint_delete(Store *s, const char *id);
+/* Deletes the rows of checkpoints whose sandbox is deleted or gone (the pool
+ * removes a sandbox's checkpoints with it); ret (may be NULL) = how many. */
+int store_checkpoint_delete_orphans(Store *s, uint64_t *ret);
+
 /* Events */
 int store_event_append(Store *s, Event *e); /* sets e->seq and, if 0, e->time_usec */
 int store_event_list(Store *s, const EventFilter *f, Event **ret, size_t *ret_n);
@@ -184,5 +268,7 @@ const char *sandbox_state_to_string(SandboxState s);
 SandboxState sandbox_state_from_string(const char *s);
 const char *template_state_to_string(TemplateState s);
 TemplateState template_state_from_string(const char *s);
+const char *idle_action_to_string(IdleAction a);
+IdleAction idle_action_from_string(const char *s);
 
 int64_t now_usec(void); /* CLOCK_REALTIME in microseconds */

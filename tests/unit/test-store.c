@@ -1419,6 +1419,497 @@ STORE_TEST(two_handles_share_one_database) {
         store_close(again);
 }
 
+/* Lifecycle: policies, activity, warm pools, checkpoints */
+
+#define WARM_SANDBOXES 12
+#define WARM_CLAIMS_PER_PROC 6
+
+TEST(idle_action_strings) {
+        ASSERT_STREQ(idle_action_to_string(IDLE_ACTION_NONE), "");
+        ASSERT_STREQ(idle_action_to_string(IDLE_ACTION_PAUSE), "pause");
+        ASSERT_STREQ(idle_action_to_string(IDLE_ACTION_SUSPEND), "suspend");
+        ASSERT_NULL(idle_action_to_string(_IDLE_ACTION_MAX));
+        ASSERT_NULL(idle_action_to_string(_IDLE_ACTION_INVALID));
+        ASSERT_EQ(idle_action_from_string("suspend"), IDLE_ACTION_SUSPEND);
+        ASSERT_EQ(idle_action_from_string(""), IDLE_ACTION_NONE);
+        ASSERT_EQ(idle_action_from_string("Pause"), _IDLE_ACTION_INVALID);
+        ASSERT_EQ(idle_action_from_string(NULL), _IDLE_ACTION_INVALID);
+}
+
+STORE_TEST(sandbox_lifecycle_fields_roundtrip) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        Sandbox sb;
+
+        sandbox_init(&sb, "child1", "tn_a", "base");
+        ASSERT_OK(strscpy(sb.parent_id, sizeof sb.parent_id, "parent1"));
+        ASSERT_OK(strscpy(sb.parent_checkpoint, sizeof sb.parent_checkpoint, "ck1"));
+        ASSERT_OK(strscpy(sb.warm_pool, sizeof sb.warm_pool, "base"));
+        sb.processes_preserved = true;
+        sb.idle_s = 30;
+        sb.idle_action = IDLE_ACTION_SUSPEND;
+        sb.io_weight = 250;
+        sb.checkpoint_every_s = 600;
+        sb.timeout_warned = true;
+        sb.checkpoints = 77; /* read only: ignored */
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        ASSERT_EQ(sb.last_activity_usec, sb.created_usec); /* 0 = created */
+
+        ASSERT_OK(store_sandbox_get(s, NULL, "child1", &got));
+        ASSERT_STREQ(got.parent_id, "parent1");
+        ASSERT_STREQ(got.parent_checkpoint, "ck1");
+        ASSERT_STREQ(got.warm_pool, "base");
+        ASSERT_TRUE(got.processes_preserved);
+        ASSERT_EQ(got.idle_s, 30);
+        ASSERT_EQ(got.idle_action, IDLE_ACTION_SUSPEND);
+        ASSERT_EQ(got.last_activity_usec, sb.created_usec);
+        ASSERT_EQ(got.io_weight, 250);
+        ASSERT_EQ(got.checkpoint_every_s, 600);
+        ASSERT_TRUE(got.timeout_warned);
+        ASSERT_EQ(got.checkpoints, 0);
+        sandbox_done(&got);
+
+        /* explicit activity time kept; zeroed fields read back as zero */
+        sandbox_init(&sb, "plain", "tn_a", "base");
+        sb.last_activity_usec = 42;
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        ASSERT_OK(store_sandbox_get(s, NULL, "plain", &got));
+        ASSERT_EQ(got.last_activity_usec, 42);
+        ASSERT_FALSE(got.processes_preserved);
+        ASSERT_EQ(got.idle_action, IDLE_ACTION_NONE);
+        ASSERT_STREQ(got.warm_pool, "");
+        ASSERT_STREQ(got.parent_checkpoint, "");
+        sandbox_done(&got);
+
+        /* a row written without the new columns gets their defaults */
+        raw_sql(url, "INSERT INTO sandboxes (id, tenant_id, template_name, runtime, state, cpu_millis, memory_mb, "
+                     "disk_mb, pids_max, created_usec, updated_usec, slot) "
+                     "VALUES ('old', 'tn_a', 'base', 'ns', 'running', 1000, 512, 1024, 64, 5, 6, 50)");
+        ASSERT_OK(store_sandbox_get(s, NULL, "old", &got));
+        ASSERT_TRUE(got.processes_preserved);
+        ASSERT_EQ(got.idle_s, 0);
+        ASSERT_EQ(got.idle_action, IDLE_ACTION_NONE);
+        ASSERT_FALSE(got.timeout_warned);
+        ASSERT_EQ(got.checkpoint_every_s, 0);
+        sandbox_done(&got);
+
+        /* bad input is refused before anything is written */
+        sandbox_init(&sb, "bad", "tn_a", "base");
+        sb.idle_action = (IdleAction) 7;
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), EINVAL);
+        sandbox_init(&sb, "bad", "tn_a", "base");
+        memset(sb.warm_pool, 'w', sizeof sb.warm_pool);
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), ENAMETOOLONG);
+        sandbox_init(&sb, "bad", "tn_a", "base");
+        memset(sb.parent_checkpoint, 'c', sizeof sb.parent_checkpoint);
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), ENAMETOOLONG);
+        sandbox_init(&sb, "bad", "tn_a", "base");
+        sb.idle_s = (uint64_t) INT64_MAX + 1;
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), ERANGE);
+        sandbox_init(&sb, "bad", "tn_a", "base");
+        sb.last_activity_usec = -1;
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), EINVAL);
+        ASSERT_ERRNO(store_sandbox_get(s, NULL, "bad", &got), ENOENT);
+}
+
+STORE_TEST(sandbox_touch_and_policy) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        Sandbox sb;
+
+        sandbox_init(&sb, "x", "tn_a", "base");
+        sb.last_activity_usec = 1000;
+        sb.expires_usec = 5000;
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+
+        int64_t before = now_usec();
+        ASSERT_OK(store_sandbox_touch(s, "x"));
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_TRUE(got.last_activity_usec >= before);
+        int64_t touched = got.last_activity_usec;
+        sandbox_done(&got);
+        /* only grows: a row with a later time keeps it */
+        raw_sql(url, "UPDATE sandboxes SET last_activity_usec = 9000000000000000 WHERE id = 'x'");
+        ASSERT_OK(store_sandbox_touch(s, "x"));
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_EQ(got.last_activity_usec, 9000000000000000LL);
+        ASSERT_TRUE(touched > 0);
+        sandbox_done(&got);
+        ASSERT_ERRNO(store_sandbox_touch(s, "nope"), ENOENT);
+        ASSERT_ERRNO(store_sandbox_touch(s, NULL), EINVAL);
+
+        /* the timeout warning: once */
+        ASSERT_OK(store_sandbox_set_timeout_warned(s, "x"));
+        ASSERT_ERRNO(store_sandbox_set_timeout_warned(s, "x"), ESTALE);
+        ASSERT_ERRNO(store_sandbox_set_timeout_warned(s, "nope"), ENOENT);
+
+        /* a policy with the same expiry keeps the warning ... */
+        SandboxPolicy p = { .timeout_s = 60, .expires_usec = 5000, .idle_s = 2, .idle_action = IDLE_ACTION_PAUSE,
+                            .checkpoint_every_s = 300 };
+        ASSERT_OK(store_sandbox_set_policy(s, "x", &p));
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_EQ(got.timeout_s, 60);
+        ASSERT_EQ(got.expires_usec, 5000);
+        ASSERT_EQ(got.idle_s, 2);
+        ASSERT_EQ(got.idle_action, IDLE_ACTION_PAUSE);
+        ASSERT_EQ(got.checkpoint_every_s, 300);
+        ASSERT_TRUE(got.timeout_warned);
+        sandbox_done(&got);
+        /* ... a new one clears it, so the next timeout is warned about again */
+        p.expires_usec = 7000;
+        p.idle_action = IDLE_ACTION_NONE;
+        p.idle_s = 0;
+        ASSERT_OK(store_sandbox_set_policy(s, "x", &p));
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_EQ(got.expires_usec, 7000);
+        ASSERT_EQ(got.idle_action, IDLE_ACTION_NONE);
+        ASSERT_FALSE(got.timeout_warned);
+        sandbox_done(&got);
+        ASSERT_OK(store_sandbox_set_timeout_warned(s, "x"));
+
+        /* processes_preserved */
+        ASSERT_OK(store_sandbox_set_processes_preserved(s, "x", true));
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_TRUE(got.processes_preserved);
+        sandbox_done(&got);
+        ASSERT_OK(store_sandbox_set_processes_preserved(s, "x", false));
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_FALSE(got.processes_preserved);
+        sandbox_done(&got);
+        ASSERT_ERRNO(store_sandbox_set_processes_preserved(s, "nope", true), ENOENT);
+
+        /* bad policies */
+        p.idle_action = (IdleAction) 9;
+        ASSERT_ERRNO(store_sandbox_set_policy(s, "x", &p), EINVAL);
+        p.idle_action = IDLE_ACTION_SUSPEND;
+        p.expires_usec = -1;
+        ASSERT_ERRNO(store_sandbox_set_policy(s, "x", &p), EINVAL);
+        p.expires_usec = 0;
+        p.timeout_s = (uint64_t) INT64_MAX + 1;
+        ASSERT_ERRNO(store_sandbox_set_policy(s, "x", &p), ERANGE);
+        p.timeout_s = 0;
+        ASSERT_ERRNO(store_sandbox_set_policy(s, "x", NULL), EINVAL);
+        ASSERT_ERRNO(store_sandbox_set_policy(s, "nope", &p), ENOENT);
+        /* a deleted sandbox has no policy to change */
+        ASSERT_OK(store_sandbox_set_state(s, "x", -1, SANDBOX_DELETED, NULL));
+        ASSERT_ERRNO(store_sandbox_set_policy(s, "x", &p), ESTALE);
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_EQ(got.idle_action, IDLE_ACTION_NONE); /* unchanged */
+}
+
+static void insert_warm(Store *s, const char *id, const char *tmpl, SandboxState state, uint64_t disk_mb,
+                        int64_t created) {
+        Sandbox sb;
+        sandbox_init(&sb, id, STORE_SYSTEM_TENANT_ID, tmpl);
+        ASSERT_OK(strscpy(sb.warm_pool, sizeof sb.warm_pool, tmpl));
+        sb.state = state;
+        sb.disk_mb = disk_mb;
+        sb.created_usec = created;
+        sb.processes_preserved = true;
+        sb.env_json = (char *) "{\"WARM\":\"1\"}";
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+}
+
+static Sandbox claim_request(const char *tenant) {
+        Sandbox req;
+        sandbox_init(&req, "unused", tenant, "base");
+        req.cpu_millis = 250;
+        req.memory_mb = 256;
+        req.pids_max = 99;
+        req.io_weight = 500;
+        req.timeout_s = 120;
+        req.expires_usec = 123456789;
+        req.idle_s = 10;
+        req.idle_action = IDLE_ACTION_SUSPEND;
+        req.checkpoint_every_s = 60;
+        req.env_json = (char *) "{\"USER_ENV\":\"yes\"}";
+        req.metadata_json = (char *) "{\"who\":\"me\"}";
+        return req;
+}
+
+STORE_TEST(warm_pool_claim) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        uint64_t ready, total;
+
+        insert_warm(s, "w2", "base", SANDBOX_PAUSED, 2048, 200);
+        insert_warm(s, "w1", "base", SANDBOX_PAUSED, 2048, 100);
+        insert_warm(s, "w3", "base", SANDBOX_CREATING, 2048, 50);  /* not ready */
+        insert_warm(s, "w4", "base", SANDBOX_PAUSED, 4096, 10);    /* other disk */
+        insert_warm(s, "w5", "debian", SANDBOX_PAUSED, 2048, 10);  /* other template */
+        insert_warm(s, "w6", "base", SANDBOX_DELETED, 2048, 1);    /* gone */
+
+        ASSERT_OK(store_sandbox_warm_count(s, "base", &ready, &total));
+        ASSERT_EQ(ready, 3);
+        ASSERT_EQ(total, 4);
+        ASSERT_OK(store_sandbox_warm_count(s, "nothing", &ready, &total));
+        ASSERT_EQ(ready, 0);
+        ASSERT_EQ(total, 0);
+
+        Sandbox req = claim_request("tn_a");
+        int64_t before = now_usec();
+        ASSERT_OK(store_sandbox_claim_warm(s, "base", &req, &got));
+        ASSERT_STREQ(got.id, "w1"); /* the oldest ready one */
+        ASSERT_STREQ(got.tenant_id, "tn_a");
+        ASSERT_STREQ(got.warm_pool, "");
+        ASSERT_EQ(got.state, SANDBOX_PAUSED); /* the caller resumes it */
+        ASSERT_EQ(got.cpu_millis, 250);
+        ASSERT_EQ(got.memory_mb, 256);
+        ASSERT_EQ(got.disk_mb, 2048);
+        ASSERT_EQ(got.pids_max, 99);
+        ASSERT_EQ(got.io_weight, 500);
+        ASSERT_EQ(got.timeout_s, 120);
+        ASSERT_EQ(got.expires_usec, 123456789);
+        ASSERT_EQ(got.idle_s, 10);
+        ASSERT_EQ(got.idle_action, IDLE_ACTION_SUSPEND);
+        ASSERT_EQ(got.checkpoint_every_s, 60);
+        ASSERT_STREQ(got.env_json, "{\"USER_ENV\":\"yes\"}");
+        ASSERT_STREQ(got.metadata_json, "{\"who\":\"me\"}");
+        ASSERT_TRUE(got.created_usec >= before);
+        ASSERT_EQ(got.last_activity_usec, got.created_usec);
+        ASSERT_FALSE(got.timeout_warned);
+        ASSERT_TRUE(got.processes_preserved);
+        sandbox_done(&got);
+        /* the tenant sees it now */
+        ASSERT_OK(store_sandbox_get(s, "tn_a", "w1", &got));
+        sandbox_done(&got);
+
+        /* no match on disk or runtime: none */
+        req.disk_mb = 999;
+        ASSERT_ERRNO(store_sandbox_claim_warm(s, "base", &req, &got), ENOENT);
+        req.disk_mb = 4096;
+        ASSERT_OK(store_sandbox_claim_warm(s, "base", &req, &got));
+        ASSERT_STREQ(got.id, "w4");
+        sandbox_done(&got);
+        req.disk_mb = 2048;
+        ASSERT_OK(strscpy(req.runtime, sizeof req.runtime, "vm"));
+        ASSERT_ERRNO(store_sandbox_claim_warm(s, "base", &req, &got), ENOENT);
+        ASSERT_OK(strscpy(req.runtime, sizeof req.runtime, "ns"));
+
+        req.env_json = NULL; /* NULL JSON is written as NULL */
+        ASSERT_OK(store_sandbox_claim_warm(s, "base", &req, &got));
+        ASSERT_STREQ(got.id, "w2");
+        ASSERT_NULL(got.env_json);
+        sandbox_done(&got);
+        /* w3 is still creating: nothing is ready */
+        ASSERT_ERRNO(store_sandbox_claim_warm(s, "base", &req, &got), ENOENT);
+        ASSERT_OK(store_sandbox_warm_count(s, "base", &ready, &total));
+        ASSERT_EQ(ready, 0);
+        ASSERT_EQ(total, 1);
+
+        /* bad input */
+        Sandbox sys = claim_request(STORE_SYSTEM_TENANT_ID);
+        ASSERT_ERRNO(store_sandbox_claim_warm(s, "debian", &sys, &got), EINVAL);
+        req.idle_action = (IdleAction) 5;
+        ASSERT_ERRNO(store_sandbox_claim_warm(s, "debian", &req, &got), EINVAL);
+        req = claim_request("");
+        ASSERT_ERRNO(store_sandbox_claim_warm(s, "debian", &req, &got), EINVAL);
+        req = claim_request("tn_a");
+        ASSERT_ERRNO(store_sandbox_claim_warm(s, NULL, &req, &got), EINVAL);
+        ASSERT_ERRNO(store_sandbox_claim_warm(s, "", &req, &got), ENOENT);
+        ASSERT_ERRNO(store_sandbox_warm_count(s, NULL, &ready, &total), EINVAL);
+        /* the debian one is untouched */
+        ASSERT_OK(store_sandbox_get(s, NULL, "w5", &got));
+        ASSERT_STREQ(got.tenant_id, STORE_SYSTEM_TENANT_ID);
+        ASSERT_STREQ(got.warm_pool, "debian");
+}
+
+static int child_claim(const char *path, int idx) {
+        Store *s = NULL;
+        char tenant[32];
+        int claimed = 0;
+
+        if (store_open(path, &s) < 0)
+                return 100;
+        snprintf(tenant, sizeof tenant, "tn_claimer%d", idx);
+        for (int i = 0; i < WARM_CLAIMS_PER_PROC; i++) {
+                Sandbox req = claim_request(tenant), got = {};
+                int r = store_sandbox_claim_warm(s, "base", &req, &got);
+                if (r == -ENOENT)
+                        continue;
+                if (r < 0) {
+                        fprintf(stderr, "  child %d: claim: %s\n", idx, strerror(-r));
+                        store_close(s);
+                        return 101;
+                }
+                if (!streq(got.tenant_id, tenant)) {
+                        sandbox_done(&got);
+                        store_close(s);
+                        return 102;
+                }
+                sandbox_done(&got);
+                claimed++;
+        }
+        store_close(s);
+        return claimed;
+}
+
+STORE_TEST(warm_pool_claims_are_exclusive_across_processes) {
+        Store *s = open_url(url);
+        for (int i = 0; i < WARM_SANDBOXES; i++) {
+                char id[16];
+                snprintf(id, sizeof id, "warm%02d", i);
+                insert_warm(s, id, "base", SANDBOX_PAUSED, 2048, 100 + i);
+        }
+        store_close(s);
+
+        int gate[2], total = 0;
+        pid_t pids[CONCURRENT_PROCS];
+        ASSERT_EQ(pipe2(gate, O_CLOEXEC), 0);
+        for (size_t i = 0; i < ELEMENTSOF(pids); i++)
+                pids[i] = fork_gated(gate, child_claim, url, (int) i);
+        close(gate[0]);
+        close(gate[1]);
+        for (size_t i = 0; i < ELEMENTSOF(pids); i++) {
+                int status;
+                ASSERT_TRUE(pids[i] > 0);
+                ASSERT_EQ(waitpid(pids[i], &status, 0), pids[i]);
+                ASSERT_TRUE(WIFEXITED(status));
+                ASSERT_TRUE(WEXITSTATUS(status) <= WARM_CLAIMS_PER_PROC);
+                total += WEXITSTATUS(status);
+        }
+        /* 4 × 6 claims for 12 sandboxes: every one claimed exactly once */
+        ASSERT_EQ(total, WARM_SANDBOXES);
+
+        s = open_url(url);
+        uint64_t ready, all, sum = 0;
+        ASSERT_OK(store_sandbox_warm_count(s, "base", &ready, &all));
+        ASSERT_EQ(all, 0);
+        for (int i = 0; i < CONCURRENT_PROCS; i++) {
+                char tenant[32];
+                uint64_t n;
+                snprintf(tenant, sizeof tenant, "tn_claimer%d", i);
+                ASSERT_OK(store_sandbox_count(s, &(SandboxFilter){ .tenant_id = tenant, .state = -1 }, &n));
+                sum += n;
+        }
+        ASSERT_EQ(sum, WARM_SANDBOXES);
+        store_close(s);
+}
+
+static Checkpoint make_checkpoint(const char *id, const char *sandbox, const char *tenant, const char *name,
+                                  int64_t created) {
+        Checkpoint c = { .created_usec = created, .restorable = true };
+        ASSERT_OK(strscpy(c.id, sizeof c.id, id));
+        ASSERT_OK(strscpy(c.sandbox_id, sizeof c.sandbox_id, sandbox));
+        ASSERT_OK(strscpy(c.tenant_id, sizeof c.tenant_id, tenant));
+        ASSERT_OK(strscpy(c.name, sizeof c.name, name));
+        return c;
+}
+
+STORE_TEST(checkpoints) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox sb = {};
+        Checkpoint c, got, *list = NULL;
+        size_t n;
+        uint64_t removed;
+
+        insert_sandbox(s, "sa", "tn_a");
+        insert_sandbox(s, "sb", "tn_b");
+
+        c = make_checkpoint("ck1", "sa", "tn_a", "before-upgrade", 100);
+        c.size_bytes = 4096;
+        ASSERT_OK(store_checkpoint_insert(s, &c));
+        c = make_checkpoint("ck2", "sa", "tn_a", "", 300);
+        c.automatic = true;
+        ASSERT_OK(store_checkpoint_insert(s, &c));
+        c = make_checkpoint("ck3", "sa", "tn_a", "", 200); /* a second unnamed one is fine */
+        c.restorable = false;
+        ASSERT_OK(store_checkpoint_insert(s, &c));
+        c = make_checkpoint("ck4", "sb", "tn_b", "before-upgrade", 0); /* names are per sandbox */
+        ASSERT_OK(store_checkpoint_insert(s, &c));
+        ASSERT_TRUE(c.created_usec == 0); /* the argument is not changed */
+
+        /* taken id, taken name */
+        c = make_checkpoint("ck1", "sb", "tn_b", "", 1);
+        ASSERT_ERRNO(store_checkpoint_insert(s, &c), EEXIST);
+        c = make_checkpoint("ck5", "sa", "tn_a", "before-upgrade", 1);
+        ASSERT_ERRNO(store_checkpoint_insert(s, &c), EEXIST);
+
+        ASSERT_OK(store_checkpoint_get(s, NULL, "ck1", &got));
+        ASSERT_STREQ(got.sandbox_id, "sa");
+        ASSERT_STREQ(got.tenant_id, "tn_a");
+        ASSERT_STREQ(got.name, "before-upgrade");
+        ASSERT_EQ(got.created_usec, 100);
+        ASSERT_EQ(got.size_bytes, 4096);
+        ASSERT_FALSE(got.automatic);
+        ASSERT_TRUE(got.restorable);
+        ASSERT_OK(store_checkpoint_get(s, "tn_b", "ck4", &got));
+        ASSERT_TRUE(got.created_usec > 0); /* 0 = now */
+        /* another tenant's checkpoint does not exist for you */
+        ASSERT_ERRNO(store_checkpoint_get(s, "tn_b", "ck1", &got), ENOENT);
+        ASSERT_ERRNO(store_checkpoint_get(s, NULL, "nope", &got), ENOENT);
+
+        /* newest first */
+        ASSERT_OK(store_checkpoint_list(s, "sa", &list, &n));
+        ASSERT_EQ(n, 3);
+        ASSERT_STREQ(list[0].id, "ck2");
+        ASSERT_TRUE(list[0].automatic);
+        ASSERT_STREQ(list[1].id, "ck3");
+        ASSERT_FALSE(list[1].restorable);
+        ASSERT_STREQ(list[2].id, "ck1");
+        free(list);
+        ASSERT_OK(store_checkpoint_list(s, NULL, &list, &n));
+        ASSERT_EQ(n, 4);
+        ASSERT_STREQ(list[0].id, "ck4");
+        free(list);
+        ASSERT_OK(store_checkpoint_list(s, "nobody", &list, &n));
+        ASSERT_EQ(n, 0);
+        free(list);
+
+        /* the sandbox counts its restorable ones, in get and list */
+        ASSERT_OK(store_sandbox_get(s, NULL, "sa", &sb));
+        ASSERT_EQ(sb.checkpoints, 2);
+        sandbox_done(&sb);
+        Sandbox *sbs = NULL;
+        ASSERT_OK(store_sandbox_list(s, &(SandboxFilter){ .tenant_id = "tn_a", .state = -1 }, &sbs, &n));
+        ASSERT_EQ(n, 1);
+        ASSERT_EQ(sbs[0].checkpoints, 2);
+        sandbox_array_free(sbs, n);
+
+        ASSERT_OK(store_checkpoint_update(s, "ck3", true, 1 << 20));
+        ASSERT_OK(store_checkpoint_get(s, NULL, "ck3", &got));
+        ASSERT_TRUE(got.restorable);
+        ASSERT_EQ(got.size_bytes, 1 << 20);
+        ASSERT_OK(store_sandbox_get(s, NULL, "sa", &sb));
+        ASSERT_EQ(sb.checkpoints, 3);
+        sandbox_done(&sb);
+        ASSERT_ERRNO(store_checkpoint_update(s, "nope", true, 0), ENOENT);
+        ASSERT_ERRNO(store_checkpoint_update(s, "ck3", true, (uint64_t) INT64_MAX + 1), ERANGE);
+
+        ASSERT_OK(store_checkpoint_delete(s, "ck3"));
+        ASSERT_ERRNO(store_checkpoint_delete(s, "ck3"), ENOENT);
+        ASSERT_ERRNO(store_checkpoint_get(s, NULL, "ck3", &got), ENOENT);
+
+        /* bad input */
+        c = make_checkpoint("ck9", "sa", "tn_a", "", 1);
+        c.created_usec = -1;
+        ASSERT_ERRNO(store_checkpoint_insert(s, &c), EINVAL);
+        c = make_checkpoint("ck9", "sa", "", "", 1);
+        ASSERT_ERRNO(store_checkpoint_insert(s, &c), EINVAL);
+        c = make_checkpoint("ck9", "sa", "tn_a", "", 1);
+        memset(c.name, 'n', sizeof c.name);
+        ASSERT_ERRNO(store_checkpoint_insert(s, &c), ENAMETOOLONG);
+        c = make_checkpoint("ck9", "sa", "tn_a", "", 1);
+        c.size_bytes = (uint64_t) INT64_MAX + 1;
+        ASSERT_ERRNO(store_checkpoint_insert(s, &c), ERANGE);
+        ASSERT_ERRNO(store_checkpoint_insert(s, NULL), EINVAL);
+        ASSERT_ERRNO(store_checkpoint_get(s, NULL, NULL, &got), EINVAL);
+        ASSERT_ERRNO(store_checkpoint_list(s, "sa", NULL, &n), EINVAL);
+
+        /* rows of deleted (or purged) sandboxes go with the orphan sweep */
+        ASSERT_OK(store_checkpoint_delete_orphans(s, &removed));
+        ASSERT_EQ(removed, 0);
+        ASSERT_OK(store_sandbox_set_state(s, "sa", -1, SANDBOX_DELETED, NULL));
+        ASSERT_OK(store_checkpoint_delete_orphans(s, &removed));
+        ASSERT_EQ(removed, 2);
+        ASSERT_OK(store_sandbox_set_state(s, "sb", -1, SANDBOX_DELETED, NULL));
+        ASSERT_OK(store_sandbox_purge(s, "sb"));
+        ASSERT_OK(store_checkpoint_delete_orphans(s, NULL));
+        ASSERT_OK(store_checkpoint_list(s, NULL, &list, &n));
+        ASSERT_EQ(n, 0);
+        free(list);
+}
+
 /* PostgreSQL only */
 
 TEST(postgres_url_secrets_and_sqlstates) {
