@@ -573,9 +573,9 @@ static int conn_parse_error(HttpConn *c, int r) {
         c->close = true;
         switch (r) {
         case -E2BIG:
-                return conn_respond_error(c, 431, "bad_request", "request head too large");
+                return conn_respond_error(c, 431, "headers_too_large", "request head too large");
         case -ENAMETOOLONG:
-                return conn_respond_error(c, 414, "bad_request", "request target too long");
+                return conn_respond_error(c, 414, "uri_too_long", "request target too long");
         case -ENOMEM:
                 return conn_respond_error(c, 500, "internal", "out of memory");
         default:

@@ -32,6 +32,8 @@ static const struct {
         [API_UNAVAILABLE] = { "unavailable", 503 },
         [API_TIMEOUT] = { "timeout", 504 },
         [API_INSUFFICIENT_STORAGE] = { "insufficient_storage", 507 },
+        [API_URI_TOO_LONG] = { "uri_too_long", 414 },
+        [API_HEADERS_TOO_LARGE] = { "headers_too_large", 431 },
 };
 
 const char *api_error_code_to_string(ApiErrorCode c) {

@@ -31,6 +31,8 @@ typedef enum ApiErrorCode {
         API_UNAVAILABLE,        /* 503 store or worker unavailable, capacity */
         API_TIMEOUT,            /* 504 */
         API_INSUFFICIENT_STORAGE, /* 507 disk quota reached */
+        API_URI_TOO_LONG,       /* 414 */
+        API_HEADERS_TOO_LARGE,  /* 431 */
         _API_ERROR_CODE_MAX,
         _API_ERROR_CODE_INVALID = -EINVAL,
 } ApiErrorCode;
