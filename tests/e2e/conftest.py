@@ -20,7 +20,6 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEFAULT_TEST_TIMEOUT = 600
 
 _session = None
-_late_problems = []
 
 
 def _log(msg):
@@ -60,12 +59,8 @@ def e2e_session(request):
     if still:
         problems.append("could not clean up:\n    " + "\n    ".join(map(repr, still)))
     if problems:
-        msg = "session teardown:\n  " + "\n  ".join(problems)
-        if request.session.shouldstop or request.session.shouldfail:
-            # torn down from pytest_sessionfinish (-x, ^C): a raise here is an internal error
-            _late_problems.append(msg)
-        else:
-            pytest.fail(msg, pytrace=False)
+        residue.teardown_failed(request, "session teardown:\n  " + "\n  ".join(problems))
+
 
 
 def keep_logs(s):
@@ -78,18 +73,18 @@ def keep_logs(s):
 # ---- daemons ----
 
 @pytest.fixture(scope="session")
-def spaced(e2e_session):
+def spaced(e2e_session, request):
     """The session's spaced (a fresh one per module: fresh_spaced)."""
     d = e2e_session.new_daemon()
     d.start()
     yield d
     problems = residue.teardown_daemon(d)
     if problems:
-        pytest.fail("spaced teardown:\n  " + "\n  ".join(problems), pytrace=False)
+        residue.teardown_failed(request, "spaced teardown:\n  " + "\n  ".join(problems))
 
 
 @pytest.fixture(scope="module")
-def fresh_spaced(e2e_session):
+def fresh_spaced(e2e_session, request):
     """A spaced of this module alone (for restarts and kill -9)."""
     d = e2e_session.new_daemon()
     d.start()
@@ -97,8 +92,8 @@ def fresh_spaced(e2e_session):
     problems = residue.teardown_daemon(d)
     if not problems:
         residue.remove_daemon_dir(d)
-    if problems:
-        pytest.fail("spaced teardown:\n  " + "\n  ".join(problems), pytrace=False)
+    else:
+        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +167,11 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter):
-    for msg in _late_problems:
+    if _session is not None and _session.notes:
+        terminalreporter.write_sep("-", "e2e measurements")
+        for n in _session.notes:
+            terminalreporter.write_line(n)
+    for msg in residue.late_problems:
         terminalreporter.write_sep("=", "e2e session teardown problems", red=True)
         terminalreporter.write_line(msg)
 
@@ -180,5 +179,5 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_sessionfinish(session, exitstatus):
     yield
-    if _late_problems and session.exitstatus == 0:
+    if residue.late_problems and session.exitstatus == 0:
         session.exitstatus = 1

@@ -116,6 +116,7 @@ class Session:
         self.base_dirs = []
         self.extra_pids = []          # processes started outside Daemon (e.g. by 'space up'), by PID
         self.counter = 0
+        self.notes = []               # measurements printed at the end of the run
         self.spec = e2e_openapi.load(repo)
         self._template = None
         self.start_netns = host.netns_list()

@@ -12,7 +12,12 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 import e2e_host as host
+
+
+late_problems = []     # teardown failures, printed at the end of the run
 
 
 class Item:
@@ -291,3 +296,13 @@ def remove_daemon_dir(d):
     if any(mp == d.base_dir or mp.startswith(d.base_dir + "/") for _, mp, _, _ in host.mounts()):
         return
     shutil.rmtree(d.base_dir, ignore_errors=True)
+
+
+def teardown_failed(request, msg):
+    """A failure found while tearing down a fixture. pytest reports only the
+    first exception of a teardown, and a raise from pytest_sessionfinish (-x,
+    ^C) is an internal error: so it is also printed at the end of the run
+    and makes the exit status non-zero."""
+    late_problems.append(msg)
+    if not (request.session.shouldstop or request.session.shouldfail):
+        pytest.fail(msg, pytrace=False)

@@ -228,7 +228,10 @@ def test_unknown_sandbox_ids(spaced, sid):
     for method, suffix in [("GET", ""), ("DELETE", ""), ("GET", "/exec"), ("GET", "/files?path=/")]:
         r = spaced.api(method, f"/v1/sandboxes/{sid}{suffix}")
         e = assert_error_shape(r)
-        assert (r.status, e["code"]) in ((404, "not_found"), (400, "invalid_argument")), r
+        ok = [(404, "not_found"), (400, "invalid_argument")]
+        if sid == "%00":
+            ok.append((400, "bad_request"))     # a NUL in the request target is a malformed request
+        assert (r.status, e["code"]) in ok, r
 
 
 def test_unknown_route_and_method(spaced):

@@ -20,7 +20,7 @@ import e2e_residue as residue
 
 
 @pytest.fixture(scope="module")
-def up(e2e_session):
+def up(e2e_session, request):
     d = e2e_session.new_daemon()
     d.install_templates()
     d.log_path = os.path.join(d.state_dir, "spaced.log")
@@ -42,7 +42,7 @@ def up(e2e_session):
     yield d
     problems = residue.teardown_daemon(d)
     if problems:
-        pytest.fail("space up daemon teardown:\n  " + "\n  ".join(problems), pytrace=False)
+        residue.teardown_failed(request, "space up daemon teardown:\n  " + "\n  ".join(problems))
     residue.remove_daemon_dir(d)
 
 

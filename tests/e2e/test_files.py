@@ -201,6 +201,7 @@ def test_upload_1gib_streamed(spaced, workdir):
             t.join()
         assert r.status == 201 and r.json()["size"] == size, r
         growth = {p: (peak[p] - base[p]) // 1024 for p in pids}
+        spaced.s.notes.append(f"1 GiB upload: peak RSS growth of spaced/worker {growth} MiB")
         assert all(g < 256 for g in growth.values()), \
             f"RSS of spaced/worker grew by {growth} MiB during a 1 GiB upload (it must stream)"
         out = spaced.sh(sid, "sha256sum /big", timeout=600)

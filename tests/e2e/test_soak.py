@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 """200 create/exec/delete cycles: no residue, no growth of fds or memory."""
 
-import sys
 import time
 
 import pytest
@@ -37,7 +36,7 @@ def test_create_exec_delete_cycles(spaced):
             time.sleep(0.5)
             at[i] = measure(spaced)
     took = time.monotonic() - t0
-    sys.stderr.write(f"[soak] {CYCLES} cycles in {took:.1f}s ({took / CYCLES * 1000:.0f} ms each)\n")
+    spaced.s.notes.append(f"soak: {CYCLES} cycles in {took:.1f}s ({took / CYCLES * 1000:.0f} ms each)")
     a, b = at[MEASURE_AT], at[CYCLES]
     report = []
     for p in a:
@@ -46,7 +45,8 @@ def test_create_exec_delete_cycles(spaced):
             continue
         dfd = b[p][0] - a[p][0]
         drss = b[p][1] - a[p][1]
-        sys.stderr.write(f"[soak] pid {p} {a[p][2]}: fds {a[p][0]} → {b[p][0]}, RSS {a[p][1]} → {b[p][1]} kB\n")
+        spaced.s.notes.append(f"soak: pid {p} {a[p][2]}: fds {a[p][0]} → {b[p][0]}, "
+                              f"RSS {a[p][1]} → {b[p][1]} kB (cycle {MEASURE_AT} → {CYCLES})")
         if dfd > FD_GROWTH_MAX:
             report.append(f"{a[p][2]} (pid {p}): fds grew from {a[p][0]} to {b[p][0]}")
         if drss > RSS_GROWTH_MAX_KB:
