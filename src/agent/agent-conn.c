@@ -193,6 +193,9 @@ static void conn_dispatch(Agent *a, Conn *c, ProtoFrame *f) {
         case PROTO_FILE_RENAME:
                 agent_file_op_request(a, c, f->type, f->stream, v);
                 break;
+        case PROTO_FILE_WATCH:
+                agent_watch_request(a, c, f->stream, v);
+                break;
         case PROTO_DATA:
         case PROTO_DATA_END:
                 agent_file_data(a, c, f->type, f->stream, f->payload, f->len);
@@ -341,6 +344,8 @@ void agent_conn_close(Agent *a, Conn *c) {
                 Stream *s = &c->streams[i];
                 if (s->kind == STREAM_EXEC)
                         agent_proc_stream_closed(a, s);
+                else if (s->kind == STREAM_WATCH)
+                        agent_watch_stop(a, s->watch);
                 else
                         agent_file_job_free(s->job);
         }
@@ -375,6 +380,7 @@ static bool conn_has_reads(const Conn *c) {
 }
 
 void agent_conns_service(Agent *a) {
+        agent_watch_collect(); /* watches stopped on an earlier turn */
         for (Conn *c = a->conns; c; c = c->next) {
                 if (c->dead)
                         continue;

@@ -220,6 +220,9 @@ static void agent_loop(Agent *a) {
                         case SOURCE_PROC_IN:
                                 agent_proc_event(a, s, events[i].events);
                                 break;
+                        case SOURCE_WATCH:
+                                agent_watch_event(a, s->obj, events[i].events);
+                                break;
                         }
                 }
         }

@@ -11,6 +11,7 @@
  *   agent-user.c   users from the sandbox's /etc/passwd and /etc/group
  *   agent-file-io.c   FILE_READ, FILE_WRITE (streams with DATA frames)
  *   agent-file-ops.c  FILE_LIST, FILE_STAT, FILE_MKDIR, FILE_REMOVE, FILE_RENAME
+ *   agent-watch.c     FILE_WATCH (recursive inotify, events streamed as RESULT frames)
  *
  * Output for a connection is queued in its buffer; producers (process pipes,
  * file reads) stop while it holds more than AGENT_OUT_HIGH bytes and resume
@@ -31,12 +32,15 @@
 #define AGENT_RESULT_MAX (PROTO_JSON_MAX - 256U)   /* list RESULTs are cut (truncated:true) to fit PROTO_JSON_MAX */
 #define AGENT_LIST_ENTRIES_MAX 100000U          /* FILE_LIST entries */
 #define AGENT_TREE_DEPTH_MAX 256U               /* recursive remove */
+#define AGENT_WATCHES_MAX 64U                   /* FILE_WATCH streams at once */
+#define AGENT_WATCH_DIRS_MAX 8192U              /* directories one recursive watch follows */
 #define AGENT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 typedef struct Agent Agent;
 typedef struct Conn Conn;
 typedef struct Proc Proc;
 typedef struct FileJob FileJob;
+typedef struct Watch Watch;
 
 typedef enum SourceKind {
         SOURCE_LISTEN,
@@ -45,6 +49,7 @@ typedef enum SourceKind {
         SOURCE_PROC_OUT,
         SOURCE_PROC_ERR,
         SOURCE_PROC_IN,
+        SOURCE_WATCH,
 } SourceKind;
 
 /* An fd in the epoll set; events == 0 means not registered. */
@@ -59,6 +64,7 @@ typedef enum StreamKind {
         STREAM_EXEC,       /* bound to a process (by EXEC or ATTACH) */
         STREAM_FILE_READ,  /* FILE_READ being streamed out */
         STREAM_FILE_WRITE, /* FILE_WRITE waiting for DATA / DATA_END */
+        STREAM_WATCH,      /* FILE_WATCH: events until the connection closes */
 } StreamKind;
 
 typedef struct Stream {
@@ -68,6 +74,7 @@ typedef struct Stream {
         bool output; /* receives STDOUT/STDERR/EXIT */
         Proc *proc;
         FileJob *job;
+        Watch *watch;
 } Stream;
 
 struct Conn {
@@ -145,3 +152,11 @@ void agent_file_op_request(Agent *a, Conn *c, ProtoType type, uint32_t stream, c
 int agent_path_resolve(const char *path, const char *user, char **ret);
 /* mkdir -p; new directories get mode (exactly) and, unless -1, uid/gid. *ret_created: the last one was made. */
 int agent_mkdir_p(const char *path, mode_t mode, uid_t uid, gid_t gid, bool *ret_created);
+
+/* agent-watch.c */
+void agent_watch_request(Agent *a, Conn *c, uint32_t stream, const JsonValue *req);
+void agent_watch_event(Agent *a, Watch *w, uint32_t events);
+/* Stops a watch whose stream goes away; the memory is released by agent_watch_collect(). */
+void agent_watch_stop(Agent *a, Watch *w);
+/* Frees stopped watches (once per loop turn, when no epoll event can name them any more). */
+void agent_watch_collect(void);

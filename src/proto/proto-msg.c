@@ -266,6 +266,7 @@ int proto_file_request_parse(ProtoType type, const JsonValue *obj, ProtoFileRequ
         static const char *const mkdir_keys[] = { "path", "parents", "mode", "uid", "gid", "user", NULL };
         static const char *const remove_keys[] = { "path", "recursive", "user", NULL };
         static const char *const rename_keys[] = { "from", "to", "user", NULL };
+        static const char *const watch_keys[] = { "path", "recursive", "user", NULL };
         _cleanup_(proto_file_request_done) ProtoFileRequest req = { .type = type, .length = -1, .depth = 1 };
         const char *const *allowed;
         bool have_uid_unused = false;
@@ -296,6 +297,9 @@ int proto_file_request_parse(ProtoType type, const JsonValue *obj, ProtoFileRequ
                 break;
         case PROTO_FILE_RENAME:
                 allowed = rename_keys;
+                break;
+        case PROTO_FILE_WATCH:
+                allowed = watch_keys;
                 break;
         default:
                 return fail(errbuf, errbuf_size, "not a file request");

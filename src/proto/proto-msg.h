@@ -36,7 +36,7 @@ typedef struct ProtoExecRequest {
 int proto_exec_request_parse(const JsonValue *obj, ProtoExecRequest *ret, char *errbuf, size_t errbuf_size);
 void proto_exec_request_done(ProtoExecRequest *r);
 
-/* FILE_READ, FILE_WRITE, FILE_LIST, FILE_STAT, FILE_MKDIR, FILE_REMOVE, FILE_RENAME. */
+/* FILE_READ, FILE_WRITE, FILE_LIST, FILE_STAT, FILE_MKDIR, FILE_REMOVE, FILE_RENAME, FILE_WATCH. */
 typedef struct ProtoFileRequest {
         ProtoType type;
         char *path;        /* FILE_RENAME: "from" */

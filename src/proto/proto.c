@@ -32,6 +32,7 @@ static const char *const proto_type_table[_PROTO_TYPE_MAX] = {
         [PROTO_DATA_END] = "DATA_END",
         [PROTO_RESULT] = "RESULT",
         [PROTO_ERROR] = "ERROR",
+        [PROTO_FILE_WATCH] = "FILE_WATCH",
 };
 
 static bool proto_type_valid(int t) {

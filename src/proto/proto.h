@@ -45,6 +45,16 @@
  *   FILE_MKDIR {"path":"/d","parents":true,"mode":493} → RESULT {"created":bool}
  *   FILE_REMOVE {"path":"/a","recursive":false} → RESULT {}
  *   FILE_RENAME {"from":"/a","to":"/b"} → RESULT {}
+ *   FILE_WATCH {"path":"/d","recursive":false} watches a directory (inotify) until
+ *     the connection closes: → RESULT {"watching":"/d"} once armed (or ERROR), then
+ *     RESULT {"events":[{"name":"a/b","op":"create"},...]} frames as things change.
+ *     "name" is relative to the watched directory; "op" is one of create, write,
+ *     remove, rename (moved away), chmod. "overflow":true in a frame says events
+ *     were lost (kernel queue full, or the host did not read). Recursive watches
+ *     follow new subdirectories, up to AGENT_WATCH_DIRS_MAX directories (then
+ *     "incomplete":true). FILE_WRITE's temporary files are not reported; their
+ *     rename onto the target is reported as create then write of the target. If
+ *     the watched directory itself goes away: ERROR ENOENT, and the stream ends.
  *   Errors on any request: ERROR {"errno":N,"code":"ENOENT","message":"..."}.
  *   Relative paths are relative to the user's home directory. Paths are
  *   resolved inside the sandbox (the agent is confined to its root).
@@ -103,6 +113,7 @@ typedef enum ProtoType {
         PROTO_DATA_END,
         PROTO_RESULT,
         PROTO_ERROR,
+        PROTO_FILE_WATCH,
         _PROTO_TYPE_MAX,
         _PROTO_TYPE_INVALID = -EINVAL,
 } ProtoType;
