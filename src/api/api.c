@@ -9,6 +9,7 @@
 
 #include "alloc-util.h"
 #include "api-internal.h"
+#include "e2b.h"
 #include "log.h"
 #include "str-util.h"
 
@@ -530,7 +531,8 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
         snprintf(r.req_id, sizeof r.req_id, "r-%s", id);
         log_set_context(NULL, r.req_id);
 
-        k = dispatch(&r, &e, &route);
+        /* the E2B-compatible surface (src/api/e2b.h) answers its own requests */
+        k = e2b_request_is_e2b(head) ? e2b_handle(&r) : dispatch(&r, &e, &route);
         if (k < 0) {
                 if (e.code == API_OK)
                         (void) api_error(&e, k, API_INTERNAL, "internal error: %s", strerror(-k));

@@ -1,0 +1,567 @@
+/* SPDX-License-Identifier: MIT */
+/* filesystem.Filesystem over the agent's FILE_* requests: Stat, ListDir,
+ * MakeDir, Move, Remove and WatchDir (FILE_WATCH, streamed). Paths are
+ * resolved here against the request user's home ("~", relative paths, "."
+ * and ".."), then inside the sandbox by the agent. Entries from the agent are
+ * hostile and re-serialised field by field as envd's EntryInfo. */
+
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "alloc-util.h"
+#include "e2b.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+
+#define E2B_LIST_DEPTH_MAX 64U
+#define E2B_NAME_OUT_MAX 256U
+
+typedef struct FsCall {
+        int fd;
+        E2bAccounts acc;
+        E2bUser user;
+} FsCall;
+
+static void fs_call_done(FsCall *c) {
+        c->fd = safe_close(c->fd);
+        e2b_accounts_done(&c->acc);
+}
+
+/* Connects to the agent and learns the request's user. */
+static int fs_begin(E2bEnvd *x, FsCall *c, ApiError *e) {
+        int k;
+
+        c->fd = -EBADF;
+        k = e2b_envd_agent(x, &c->fd, e);
+        if (k < 0)
+                return k;
+        k = e2b_accounts_load(c->fd, true, &c->acc, e);
+        if (k < 0)
+                return k;
+        return e2b_user_resolve(x, &c->acc, &c->user, e);
+}
+
+/* The message's path field, resolved. */
+static int fs_path(const FsCall *c, const JsonValue *req, const char *json_name, char **ret, ApiError *e) {
+        const JsonValue *v = e2b_field(req, json_name, NULL);
+
+        if (json_type(v) != JSON_STRING)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "%s (a path) is required", json_name);
+        return e2b_path_resolve(json_string(v), json_string_len(v), c->user.home, ret, e);
+}
+
+/* Agent errors, said the way envd says them. */
+static int fs_agent_error(int k, const char *path, ApiError *e) {
+        if (e->code == API_NOT_FOUND)
+                return api_error(e, k, API_NOT_FOUND, "path '%.512s' does not exist", path);
+        if (e->code == API_INVALID_PATH && k == -ENOTDIR)
+                return api_error(e, k, API_INVALID_ARGUMENT, "path '%.512s' is not a directory", path);
+        return k;
+}
+
+static int fs_request(FsCall *c, ProtoType type, JsonWriter *w, const char *path, JsonValue **ret, ApiError *e) {
+        _cleanup_free_ char *json = NULL;
+        int k;
+
+        if (json_w_finish(w, &json, NULL) < 0)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        k = agent_call_json(c->fd, type, json, NULL, ret, e);
+        if (k < 0)
+                return fs_agent_error(k, path, e);
+        return 0;
+}
+
+/* ---- EntryInfo ---- */
+
+static void write_id_name(JsonWriter *w, const char *key, const char *text, size_t n, uint64_t id) {
+        char name[E2B_NAME_OUT_MAX];
+
+        if (id > UINT32_MAX || e2b_id_name(text, n, (uint32_t) id, name, sizeof name) < 0)
+                snprintf(name, sizeof name, "%" PRIu64, id);
+        json_w_kv_string(w, key, name);
+}
+
+/* One agent entry (hostile) → EntryInfo. -EBADMSG if malformed. */
+static int write_entry(JsonWriter *w, const FsCall *c, const JsonValue *entry) {
+        const JsonValue *name = json_get(entry, "name"), *path = json_get(entry, "path"),
+                        *type = json_get(entry, "type"), *target = json_get(entry, "target");
+        uint64_t size, mode, uid, gid;
+        int64_t mtime_ns;
+        char modestr[E2B_MODE_STRING_MAX], tbuf[E2B_TIME_MAX], sizebuf[24];
+        const char *t, *ftype;
+        uint32_t st_mode;
+
+        if (json_type(name) != JSON_STRING || json_type(path) != JSON_STRING || json_type(type) != JSON_STRING ||
+            json_uint64(json_get(entry, "size"), &size) < 0 || json_uint64(json_get(entry, "mode"), &mode) < 0 ||
+            mode > 07777 || json_int64(json_get(entry, "mtime_ns"), &mtime_ns) < 0 ||
+            json_uint64(json_get(entry, "uid"), &uid) < 0 || json_uint64(json_get(entry, "gid"), &gid) < 0 ||
+            (target && json_type(target) != JSON_STRING))
+                return -EBADMSG;
+        t = json_string(type);
+        if (streq(t, "file")) {
+                ftype = "FILE_TYPE_FILE";
+                st_mode = S_IFREG;
+        } else if (streq(t, "dir")) {
+                ftype = "FILE_TYPE_DIRECTORY";
+                st_mode = S_IFDIR;
+        } else if (streq(t, "symlink")) {
+                ftype = "FILE_TYPE_SYMLINK";
+                st_mode = S_IFLNK;
+        } else {
+                ftype = "FILE_TYPE_UNSPECIFIED";
+                st_mode = 0;
+        }
+        st_mode |= (uint32_t) mode;
+        e2b_mode_string(st_mode, modestr);
+        e2b_time_format(mtime_ns, tbuf);
+        snprintf(sizebuf, sizeof sizebuf, "%" PRIu64, size);
+
+        json_w_object_begin(w);
+        json_w_key(w, "name");
+        json_w_string_n(w, json_string(name), json_string_len(name));
+        json_w_kv_string(w, "type", ftype);
+        json_w_key(w, "path");
+        json_w_string_n(w, json_string(path), json_string_len(path));
+        json_w_kv_string(w, "size", sizebuf);
+        json_w_kv_int(w, "mode", (int64_t) (mode & 0777));
+        json_w_kv_string(w, "permissions", modestr);
+        write_id_name(w, "owner", c->acc.passwd, c->acc.passwd_len, uid);
+        write_id_name(w, "group", c->acc.group, c->acc.group_len, gid);
+        json_w_kv_string(w, "modifiedTime", tbuf);
+        if (target) {
+                const char *tg = json_string(target), *p = json_string(path), *slash = strrchr(p, '/');
+                _cleanup_free_ char *abs = NULL;
+                ApiError ignored = {};
+
+                /* envd reports the target as an absolute path */
+                if (tg[0] != '/' && slash && slash > p) {
+                        _cleanup_free_ char *dir = memdup_suffix0(p, (size_t) (slash - p));
+                        if (dir)
+                                (void) e2b_path_resolve(tg, strlen(tg), dir, &abs, &ignored);
+                } else if (tg[0] != '/')
+                        (void) e2b_path_resolve(tg, strlen(tg), "/", &abs, &ignored);
+                json_w_kv_string(w, "symlinkTarget", abs ?: tg);
+        }
+        json_w_object_end(w);
+        return 0;
+}
+
+static int stat_entry(FsCall *c, const char *path, JsonValue **ret, ApiError *e) {
+        JsonWriter w;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "path", path);
+        json_w_object_end(&w);
+        return fs_request(c, PROTO_FILE_STAT, &w, path, ret, e);
+}
+
+/* {"entry": EntryInfo of path} */
+static int reply_entry(E2bEnvd *x, FsCall *c, const char *path, ApiError *e) {
+        _cleanup_json_ JsonValue *entry = NULL;
+        _cleanup_(json_w_done) JsonWriter w;
+        int k;
+
+        k = stat_entry(c, path, &entry, e);
+        if (k < 0)
+                return k;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_key(&w, "entry");
+        if (write_entry(&w, c, entry) < 0)
+                return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed file entry");
+        json_w_object_end(&w);
+        return e2b_unary_reply(x->r, &w);
+}
+
+/* ---- unary calls ---- */
+
+static int fs_stat(E2bEnvd *x, ApiError *e) {
+        _cleanup_(fs_call_done) FsCall c = { .fd = -EBADF };
+        _cleanup_json_ JsonValue *req = NULL;
+        _cleanup_free_ char *path = NULL;
+        int k;
+
+        k = e2b_rpc_read(x, false, &req, e);
+        if (k >= 0)
+                k = fs_begin(x, &c, e);
+        if (k >= 0)
+                k = fs_path(&c, req, "path", &path, e);
+        if (k < 0)
+                return k;
+        return reply_entry(x, &c, path, e);
+}
+
+static int fs_list(E2bEnvd *x, ApiError *e) {
+        _cleanup_(fs_call_done) FsCall c = { .fd = -EBADF };
+        _cleanup_json_ JsonValue *req = NULL, *result = NULL;
+        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_free_ char *path = NULL;
+        const JsonValue *v, *entries;
+        uint32_t depth = 1;
+        int k;
+
+        json_w_init(&w);
+        k = e2b_rpc_read(x, false, &req, e);
+        if (k < 0)
+                return k;
+        v = e2b_field(req, "depth", NULL);
+        if (v && e2b_uint32(v, &depth) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "depth must be an unsigned integer");
+        depth = MIN(MAX(depth, 1U), E2B_LIST_DEPTH_MAX);
+        k = fs_begin(x, &c, e);
+        if (k >= 0)
+                k = fs_path(&c, req, "path", &path, e);
+        if (k < 0)
+                return k;
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "path", path);
+        json_w_kv_int(&w, "depth", depth);
+        json_w_object_end(&w);
+        k = fs_request(&c, PROTO_FILE_LIST, &w, path, &result, e);
+        if (k < 0)
+                return k;
+        entries = json_get(result, "entries");
+        if (json_type(entries) != JSON_ARRAY)
+                return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed listing");
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_key(&w, "entries");
+        json_w_array_begin(&w);
+        for (size_t i = 0; i < json_array_size(entries); i++)
+                if (write_entry(&w, &c, json_array_at(entries, i)) < 0)
+                        return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed directory entry");
+        json_w_array_end(&w);
+        json_w_object_end(&w);
+        return e2b_unary_reply(x->r, &w);
+}
+
+static int mkdir_as_user(FsCall *c, const char *path, bool *ret_created, ApiError *e) {
+        _cleanup_json_ JsonValue *result = NULL;
+        JsonWriter w;
+        int k;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "path", path);
+        json_w_kv_bool(&w, "parents", true);
+        json_w_kv_int(&w, "mode", 0755);
+        json_w_kv_int(&w, "uid", c->user.uid);
+        json_w_kv_int(&w, "gid", c->user.gid);
+        json_w_object_end(&w);
+        k = fs_request(c, PROTO_FILE_MKDIR, &w, path, &result, e);
+        if (k < 0) {
+                if (k == -ENOTDIR || k == -EEXIST)
+                        return api_error(e, k, API_INVALID_ARGUMENT, "path '%.512s' exists and is not a directory",
+                                         path);
+                return k;
+        }
+        if (ret_created && json_bool(json_get(result, "created"), ret_created) < 0)
+                return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed MKDIR result");
+        return 0;
+}
+
+static int fs_mkdir(E2bEnvd *x, ApiError *e) {
+        _cleanup_(fs_call_done) FsCall c = { .fd = -EBADF };
+        _cleanup_json_ JsonValue *req = NULL;
+        _cleanup_free_ char *path = NULL;
+        bool created = false;
+        int k;
+
+        k = e2b_rpc_read(x, false, &req, e);
+        if (k >= 0)
+                k = fs_begin(x, &c, e);
+        if (k >= 0)
+                k = fs_path(&c, req, "path", &path, e);
+        if (k >= 0)
+                k = mkdir_as_user(&c, path, &created, e);
+        if (k < 0)
+                return k;
+        if (!created)
+                return api_error(e, -EEXIST, API_ALREADY_EXISTS, "directory '%.512s' already exists", path);
+        return reply_entry(x, &c, path, e);
+}
+
+static int fs_move(E2bEnvd *x, ApiError *e) {
+        _cleanup_(fs_call_done) FsCall c = { .fd = -EBADF };
+        _cleanup_json_ JsonValue *req = NULL;
+        _cleanup_free_ char *from = NULL, *to = NULL;
+        JsonWriter w;
+        char *slash;
+        int k;
+
+        k = e2b_rpc_read(x, false, &req, e);
+        if (k >= 0)
+                k = fs_begin(x, &c, e);
+        if (k >= 0)
+                k = fs_path(&c, req, "source", &from, e);
+        if (k >= 0)
+                k = fs_path(&c, req, "destination", &to, e);
+        if (k < 0)
+                return k;
+        slash = strrchr(to, '/');
+        if (slash && slash > to) {
+                *slash = 0;
+                k = mkdir_as_user(&c, to, NULL, e);
+                *slash = '/';
+                if (k < 0)
+                        return k;
+        }
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "from", from);
+        json_w_kv_string(&w, "to", to);
+        json_w_object_end(&w);
+        k = fs_request(&c, PROTO_FILE_RENAME, &w, from, NULL, e);
+        if (k < 0)
+                return k;
+        return reply_entry(x, &c, to, e);
+}
+
+static int fs_remove(E2bEnvd *x, ApiError *e) {
+        _cleanup_(fs_call_done) FsCall c = { .fd = -EBADF };
+        _cleanup_json_ JsonValue *req = NULL;
+        _cleanup_free_ char *path = NULL;
+        JsonWriter w;
+        int k;
+
+        k = e2b_rpc_read(x, false, &req, e);
+        if (k >= 0)
+                k = fs_begin(x, &c, e);
+        if (k >= 0)
+                k = fs_path(&c, req, "path", &path, e);
+        if (k < 0)
+                return k;
+        if (streq(path, "/"))
+                return api_error(e, -EBUSY, API_INVALID_ARGUMENT, "refusing to remove '/'");
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "path", path);
+        json_w_kv_bool(&w, "recursive", true);
+        json_w_object_end(&w);
+        k = fs_request(&c, PROTO_FILE_REMOVE, &w, path, NULL, e);
+        if (k < 0 && e->code != API_NOT_FOUND) /* rm -rf: a missing path is fine */
+                return k;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_object_end(&w);
+        k = e2b_unary_reply(x->r, &w);
+        json_w_done(&w);
+        return k;
+}
+
+/* ---- WatchDir ---- */
+
+static const char *event_type(const char *op) {
+        static const struct {
+                const char *op, *type;
+        } table[] = {
+                { "create", "EVENT_TYPE_CREATE" }, { "write", "EVENT_TYPE_WRITE" },   { "remove", "EVENT_TYPE_REMOVE" },
+                { "rename", "EVENT_TYPE_RENAME" }, { "chmod", "EVENT_TYPE_CHMOD" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (streq(table[i].op, op))
+                        return table[i].type;
+        return NULL;
+}
+
+static uint64_t now_msec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000U + (uint64_t) ts.tv_nsec / 1000000U;
+}
+
+static int send_simple(ApiRequest *r, const char *json) {
+        JsonWriter w;
+
+        json_w_init(&w);
+        json_w_raw(&w, json);
+        return e2b_stream_send(r, &w);
+}
+
+typedef struct Watching {
+        E2bEnvd *x;
+        FsCall *c;        /* the watch's agent connection (users, names) */
+        FsCall stat;      /* a second connection for entries (includeEntry), opened when first needed */
+        const char *root;
+        bool include_entry;
+} Watching;
+
+/* One event of a RESULT {"events":[...]} (hostile) → a filesystem message. */
+static int send_event(Watching *wt, const JsonValue *ev) {
+        const JsonValue *name = json_get(ev, "name"), *op = json_get(ev, "op");
+        _cleanup_json_ JsonValue *entry = NULL;
+        _cleanup_(json_w_done) JsonWriter w;
+        const char *type;
+
+        if (json_type(name) != JSON_STRING || json_type(op) != JSON_STRING || !(type = event_type(json_string(op))))
+                return -EBADMSG;
+        if (wt->include_entry && (streq(json_string(op), "create") || streq(json_string(op), "write") ||
+                                  streq(json_string(op), "chmod"))) {
+                _cleanup_free_ char *path = NULL;
+                ApiError ignored = {};
+
+                if (wt->stat.fd < 0 && e2b_envd_agent(wt->x, &wt->stat.fd, &ignored) < 0)
+                        wt->stat.fd = -EBADF;
+                path = strdup_printf("%s/%s", streq(wt->root, "/") ? "" : wt->root, json_string(name));
+                if (wt->stat.fd >= 0 && path)
+                        (void) stat_entry(&wt->stat, path, &entry, &ignored); /* gone already: no entry */
+        }
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_key(&w, "filesystem");
+        json_w_object_begin(&w);
+        json_w_key(&w, "name");
+        json_w_string_n(&w, json_string(name), json_string_len(name));
+        json_w_kv_string(&w, "type", type);
+        if (entry) {
+                json_w_key(&w, "entry");
+                if (write_entry(&w, wt->c, entry) < 0)
+                        json_w_null(&w);
+        }
+        json_w_object_end(&w);
+        json_w_object_end(&w);
+        return e2b_stream_send(wt->x->r, &w);
+}
+
+static int fs_watch(E2bEnvd *x) {
+        _cleanup_(fs_call_done) FsCall c = { .fd = -EBADF };
+        _cleanup_json_ JsonValue *req = NULL;
+        _cleanup_free_ char *path = NULL;
+        ApiRequest *r = x->r;
+        uint64_t timeout = e2b_rpc_timeout_ms(r), deadline, keepalive, last;
+        Watching wt = { .x = x, .c = &c, .stat = { .fd = -EBADF } };
+        const JsonValue *v;
+        bool recursive = false;
+        JsonWriter w;
+        ApiError e = {};
+        int k;
+
+        k = e2b_rpc_read(x, true, &req, &e);
+        if (k >= 0)
+                k = fs_begin(x, &c, &e);
+        if (k < 0 && e.code == API_BAD_GATEWAY)
+                return e2b_reply_gone(r, x->sb.id);
+        if (k >= 0)
+                k = fs_path(&c, req, "path", &path, &e);
+        if (k >= 0 && (v = e2b_field(req, "recursive", NULL)) && json_bool(v, &recursive) < 0)
+                k = api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "recursive must be a boolean");
+        if (k >= 0 && (v = e2b_field(req, "includeEntry", "include_entry")) && json_bool(v, &wt.include_entry) < 0)
+                k = api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "includeEntry must be a boolean");
+        if (k >= 0) {
+                json_w_init(&w);
+                json_w_object_begin(&w);
+                json_w_kv_string(&w, "path", path);
+                json_w_kv_bool(&w, "recursive", recursive);
+                json_w_object_end(&w);
+                k = fs_request(&c, PROTO_FILE_WATCH, &w, path, NULL, &e);
+        }
+        if (k < 0)
+                return e2b_stream_fail(r, &e);
+        wt.root = path;
+
+        if (e2b_stream_begin(r) < 0 || send_simple(r, "{\"start\":{}}") < 0) {
+                http_conn_set_close(r->conn);
+                fs_call_done(&wt.stat);
+                return 0;
+        }
+        keepalive = (uint64_t) e2b_rpc_keepalive_sec(r) * 1000U;
+        last = now_msec();
+        deadline = timeout > 0 ? last + timeout : 0;
+        for (;;) {
+                _cleanup_(proto_frame_done) ProtoFrame f = {};
+                _cleanup_json_ JsonValue *res = NULL;
+                struct pollfd p[2] = {
+                        { .fd = c.fd, .events = POLLIN },
+                        { .fd = http_conn_fd(r->conn), .events = POLLRDHUP },
+                };
+                uint64_t now = now_msec(), wake = last + keepalive;
+                const JsonValue *events;
+                ApiError fe = {};
+
+                if (deadline > 0 && now >= deadline) {
+                        (void) api_error(&e, -ETIMEDOUT, API_TIMEOUT, "the deadline (Connect-Timeout-Ms) passed");
+                        k = e2b_stream_end(r, &e);
+                        break;
+                }
+                if (deadline > 0)
+                        wake = MIN(wake, deadline);
+                k = poll(p, 2, wake > now ? (int) MIN(wake - now, (uint64_t) INT32_MAX) : 0);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0 || (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
+                        /* the client stopped watching: closing the agent connection ends the watch */
+                        http_conn_set_close(r->conn);
+                        break;
+                }
+                if (k == 0) {
+                        if (now_msec() >= last + keepalive) {
+                                if (send_simple(r, "{\"keepalive\":{}}") < 0)
+                                        http_conn_set_close(r->conn);
+                                last = now_msec();
+                        }
+                        continue;
+                }
+                k = proto_recv(c.fd, &f);
+                if (k < 0 || f.stream != AGENT_STREAM) {
+                        (void) api_error(&e, -EBADMSG, API_BAD_GATEWAY, "the sandbox went away");
+                        k = e2b_stream_end(r, &e);
+                        break;
+                }
+                if (f.type == PROTO_ERROR) {
+                        k = agent_call_error(&f, NULL, &e);
+                        (void) fs_agent_error(k, path, &e);
+                        k = e2b_stream_end(r, &e);
+                        break;
+                }
+                if (f.type != PROTO_RESULT || agent_call_parse(&f, &res, &fe) < 0 ||
+                    json_type(events = json_get(res, "events")) != JSON_ARRAY) {
+                        (void) api_error(&e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed watch event");
+                        k = e2b_stream_end(r, &e);
+                        break;
+                }
+                for (size_t i = 0; i < json_array_size(events); i++)
+                        if (send_event(&wt, json_array_at(events, i)) < 0)
+                                http_conn_set_close(r->conn);
+                last = now_msec();
+        }
+        fs_call_done(&wt.stat);
+        return 0;
+}
+
+int e2b_filesystem_handle(E2bEnvd *x, const char *method) {
+        ApiError e = {};
+        int k;
+
+        if (streq(method, "WatchDir"))
+                return fs_watch(x);
+        if (streq(method, "Stat"))
+                k = fs_stat(x, &e);
+        else if (streq(method, "ListDir"))
+                k = fs_list(x, &e);
+        else if (streq(method, "MakeDir"))
+                k = fs_mkdir(x, &e);
+        else if (streq(method, "Move"))
+                k = fs_move(x, &e);
+        else if (streq(method, "Remove"))
+                k = fs_remove(x, &e);
+        else if (streq(method, "CreateWatcher") || streq(method, "GetWatcherEvents") ||
+                 streq(method, "RemoveWatcher"))
+                k = api_error(&e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
+                              "polling watchers are not supported (use WatchDir)");
+        else
+                k = api_error(&e, -ENOENT, API_NOT_IMPLEMENTED, "filesystem.Filesystem/%.64s does not exist", method);
+        if (k >= 0)
+                return 0;
+        if (http_conn_responded(x->r->conn)) {
+                http_conn_set_close(x->r->conn);
+                return 0;
+        }
+        if (e.code == API_BAD_GATEWAY)
+                return e2b_reply_gone(x->r, x->sb.id);
+        return e2b_unary_error(x->r, &e);
+}

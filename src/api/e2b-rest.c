@@ -1,0 +1,771 @@
+/* SPDX-License-Identifier: MIT */
+/* The E2B control plane over the space store and worker: create, connect
+ * (resume), pause, setTimeout, getInfo, list, kill, metrics. The sandboxes are
+ * the tenant's space sandboxes (the v1 API sees the same ones); state
+ * transitions are recorded as the same events. */
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "alloc-util.h"
+#include "e2b.h"
+#include "http-parse.h"
+#include "log.h"
+#include "str-util.h"
+
+#define E2B_ID_ATTEMPTS 5U
+#define E2B_WORKER_NAME "local"                      /* the worker of an all-in-one deployment */
+#define E2B_CLIENT_ID "space"                        /* clientID: required by the SDKs, otherwise unused */
+#define E2B_NO_EXPIRY_USEC INT64_C(253402300799000)  /* 9999-12-31T23:59:59Z, as endAt of a sandbox without one */
+#define E2B_LIST_SCAN_PAGE 500U                      /* store rows fetched per step while filtering a list */
+#define E2B_METADATA_QUERY_MAX 8192U
+
+static void sandbox_donep(Sandbox *sb) {
+        sandbox_done(sb);
+}
+#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
+
+/* ---- output ---- */
+
+static const char *e2b_state(SandboxState s) {
+        switch (s) {
+        case SANDBOX_CREATING:
+        case SANDBOX_RUNNING:
+                return "running";
+        case SANDBOX_PAUSED:
+        case SANDBOX_SUSPENDED:
+                return "paused";
+        default:
+                return NULL; /* not shown: deleting, deleted, error */
+        }
+}
+
+static void kv_time(JsonWriter *w, const char *key, int64_t usec) {
+        char buf[JSON_OUT_TIME_MAX];
+
+        json_out_time(usec, buf);
+        json_w_kv_string(w, key, buf);
+}
+
+/* The Sandbox object of create and connect. */
+static int write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb) {
+        char token[E2B_TOKEN_LEN + 1];
+        int k;
+
+        k = e2b_access_token(api_config(r->api), sb->id, token);
+        if (k < 0)
+                return k;
+        json_w_object_begin(w);
+        json_w_kv_string(w, "sandboxID", sb->id);
+        json_w_kv_string(w, "templateID", sb->template_name);
+        json_w_kv_string(w, "alias", sb->template_name);
+        json_w_kv_string(w, "clientID", E2B_CLIENT_ID);
+        json_w_kv_string(w, "envdVersion", E2B_ENVD_VERSION);
+        json_w_kv_string(w, "envdAccessToken", token);
+        json_w_key(w, "trafficAccessToken");
+        json_w_null(w);
+        json_w_key(w, "domain");
+        json_w_null(w);
+        json_w_object_end(w);
+        explicit_bzero(token, sizeof token);
+        return 0;
+}
+
+/* SandboxDetail (detail) or ListedSandbox. */
+static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool detail) {
+        uint64_t cpus = (sb->cpu_millis + 999U) / 1000U;
+
+        json_w_object_begin(w);
+        json_w_kv_string(w, "templateID", sb->template_name);
+        json_w_kv_string(w, "alias", sb->template_name);
+        json_w_kv_string(w, "sandboxID", sb->id);
+        json_w_kv_string(w, "clientID", E2B_CLIENT_ID);
+        kv_time(w, "startedAt", sb->created_usec);
+        kv_time(w, "endAt", sb->expires_usec > 0 ? sb->expires_usec : E2B_NO_EXPIRY_USEC * 1000);
+        json_w_kv_string(w, "envdVersion", E2B_ENVD_VERSION);
+        json_w_kv_int(w, "cpuCount", (int64_t) MAX(cpus, (uint64_t) 1));
+        json_w_kv_int(w, "memoryMB", (int64_t) sb->memory_mb);
+        json_w_kv_int(w, "diskSizeMB", (int64_t) sb->disk_mb);
+        json_w_kv_string(w, "state", e2b_state(sb->state) ?: "running");
+        json_w_key(w, "metadata");
+        if (sb->metadata_json)
+                json_w_raw(w, sb->metadata_json);
+        else {
+                json_w_object_begin(w);
+                json_w_object_end(w);
+        }
+        if (detail) {
+                char token[E2B_TOKEN_LEN + 1];
+                int k = e2b_access_token(api_config(r->api), sb->id, token);
+                if (k < 0)
+                        return k;
+                json_w_kv_string(w, "envdAccessToken", token);
+                explicit_bzero(token, sizeof token);
+                json_w_key(w, "domain");
+                json_w_null(w);
+                json_w_key(w, "allowInternetAccess");
+                json_w_null(w);
+                json_w_key(w, "lifecycle");
+                json_w_object_begin(w);
+                json_w_kv_string(w, "onTimeout", "kill");
+                json_w_kv_bool(w, "autoResume", false);
+                json_w_object_end(w);
+        }
+        json_w_object_end(w);
+        return 0;
+}
+
+static int reply_sandbox(ApiRequest *r, int status, const char *id, ApiError *e) {
+        _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_(json_w_done) JsonWriter w;
+        int k;
+
+        json_w_init(&w);
+        k = store_sandbox_get(r->store, r->key.tenant_id, id, &sb);
+        if (k < 0)
+                return api_store_error(e, k, "reading the sandbox back");
+        k = write_sandbox(r, &w, &sb);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "cannot make the sandbox's access token");
+        return e2b_reply_json(r, status, &w, NULL);
+}
+
+/* A sandbox of the tenant the E2B API may show: 404 otherwise. */
+static int lookup(ApiRequest *r, const char *id, Sandbox *ret, ApiError *e) {
+        int k = api_sandbox_lookup(r, id, false, ret, e);
+
+        if (k < 0) {
+                if (e->code == API_NOT_FOUND)
+                        (void) api_error(e, k, API_NOT_FOUND, "sandbox '%.64s' not found", id);
+                return k;
+        }
+        return 0;
+}
+
+static void record_state(ApiRequest *r, const char *id, SandboxState from, SandboxState to, const char *reason) {
+        char data[96];
+
+        snprintf(data, sizeof data, "{\"from\":\"%s\",\"to\":\"%s\"}", sandbox_state_to_string(from),
+                 sandbox_state_to_string(to));
+        api_event(r, id, "sandbox.state", reason, data);
+}
+
+/* ---- create ---- */
+
+/* E2B's create body → the v1 create body (validated there, with the deployment's defaults and bounds). */
+static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
+        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_free_ char *text = NULL;
+        const JsonValue *tmpl = json_get(in, "templateID"), *timeout = json_get(in, "timeout"),
+                        *metadata = json_get(in, "metadata"), *env = json_get(in, "envVars");
+        uint64_t t = E2B_DEFAULT_TIMEOUT_S;
+        size_t n;
+        int k;
+
+        if (tmpl && !json_is_null(tmpl) && json_type(tmpl) != JSON_STRING)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "templateID must be a string");
+        if (timeout && !json_is_null(timeout) && json_uint64(timeout, &t) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "timeout must be a number of seconds (>= 0)");
+        if (metadata && !json_is_null(metadata) && json_type(metadata) != JSON_OBJECT)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "metadata must be an object of strings");
+        if (env && !json_is_null(env) && json_type(env) != JSON_OBJECT)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "envVars must be an object of strings");
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "template", tmpl && !json_is_null(tmpl) ? json_string(tmpl) : "base");
+        json_w_key(&w, "timeout_s");
+        json_w_uint(&w, t);
+        if (metadata && !json_is_null(metadata)) {
+                _cleanup_free_ char *m = NULL;
+                if (json_serialize(metadata, &m, NULL) < 0)
+                        return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+                json_w_key(&w, "metadata");
+                json_w_raw(&w, m);
+        }
+        if (env && !json_is_null(env)) {
+                _cleanup_free_ char *m = NULL;
+                if (json_serialize(env, &m, NULL) < 0)
+                        return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+                json_w_key(&w, "env");
+                json_w_raw(&w, m);
+        }
+        json_w_object_end(&w);
+        if (json_w_finish(&w, &text, &n) < 0)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        k = json_parse(text, n, ret, NULL, 0);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "cannot build the create request");
+        return 0;
+}
+
+static void create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
+        char reason[STORE_REASON_MAX];
+
+        snprintf(reason, sizeof reason, "create failed: %s", e->message);
+        log_warning("Creating sandbox %s failed: %s", sb->id, e->message);
+        if (store_sandbox_set_state(r->store, sb->id, SANDBOX_CREATING, SANDBOX_DELETED, reason) < 0)
+                log_error("Failed to mark sandbox %s deleted after a failed create", sb->id);
+        api_event(r, sb->id, "sandbox.create_failed", reason, NULL);
+}
+
+static int rest_create(ApiRequest *r, ApiError *e) {
+        const Config *c = api_config(r->api);
+        _cleanup_json_ JsonValue *in = NULL, *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        uint64_t live = 0, starttime = 0;
+        int64_t pid = 0;
+        Template t;
+        char data[STORE_NAME_MAX + 48];
+        int k;
+
+        k = e2b_read_json(r, &in, e);
+        if (k < 0)
+                return k;
+        k = create_body(in, &body, e);
+        if (k < 0)
+                return k;
+        k = api_validate_sandbox_create(body, c, &sb, e);
+        if (k < 0)
+                return k;
+        k = store_template_get(r->store, sb.template_name, &t);
+        if (k == -ENOENT)
+                return api_error(e, k, API_NOT_FOUND, "template '%s' not found", sb.template_name);
+        if (k < 0)
+                return api_store_error(e, k, "looking up the template");
+        if (t.state != TEMPLATE_READY)
+                return api_error(e, -EBUSY, API_CONFLICT, "template '%s' is still being imported", t.name);
+        k = api_sandbox_count(r, NULL, &live, e);
+        if (k < 0)
+                return k;
+        if (live >= c->max_sandboxes)
+                return api_error(e, -EAGAIN, API_TOO_MANY_REQUESTS,
+                                 "this host already runs its maximum of %" PRIu64 " sandboxes", c->max_sandboxes);
+
+        (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, r->key.tenant_id);
+        (void) strscpy(sb.worker, sizeof sb.worker, E2B_WORKER_NAME);
+        sb.state = SANDBOX_CREATING;
+        sb.created_usec = sb.updated_usec = now_usec();
+        sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
+        k = -EEXIST;
+        for (unsigned i = 0; i < E2B_ID_ATTEMPTS && k == -EEXIST; i++) {
+                k = api_sandbox_id_generate(sb.id);
+                if (k < 0)
+                        return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
+                k = store_sandbox_insert_max(r->store, &sb, (uint32_t) c->slots_max);
+        }
+        if (k == -ENOSPC)
+                return api_error(e, k, API_UNAVAILABLE, "no free sandbox slot on this host");
+        if (k < 0)
+                return api_store_error(e, k, "recording the new sandbox");
+        api_log_sandbox(r, sb.id);
+        if (sb.expires_usec > 0) {
+                k = store_sandbox_set_expiry(r->store, sb.id, sb.expires_usec);
+                if (k < 0) {
+                        (void) api_store_error(e, k, "setting the expiry");
+                        create_failed(r, &sb, e);
+                        return k;
+                }
+        }
+
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_create(r->worker, &sb, &pid, &starttime, e);
+        if (k < 0) {
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                create_failed(r, &sb, e);
+                return k;
+        }
+        k = store_sandbox_set_runtime(r->store, sb.id, pid, starttime, E2B_WORKER_NAME);
+        if (k >= 0)
+                k = store_sandbox_set_state(r->store, sb.id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
+        if (k < 0) {
+                ApiError ignored = {};
+                (void) worker_sandbox_destroy(r->worker, sb.id, &ignored);
+                if (k == -ESTALE)
+                        return api_error(e, k, API_CONFLICT, "sandbox '%s' was deleted while it was being created",
+                                         sb.id);
+                (void) api_store_error(e, k, "recording the running sandbox");
+                create_failed(r, &sb, e);
+                return k;
+        }
+        snprintf(data, sizeof data, "{\"template\":\"%s\",\"via\":\"e2b\"}", sb.template_name);
+        api_event(r, sb.id, "sandbox.created", "", data);
+        log_info("Created sandbox %s from template %s (E2B API)", sb.id, sb.template_name);
+        return reply_sandbox(r, 201, sb.id, e);
+}
+
+/* ---- lifecycle ---- */
+
+/* Extends (connect) or sets (setTimeout) the expiry. */
+static int set_expiry(ApiRequest *r, const Sandbox *sb, uint64_t timeout_s, bool only_extend, ApiError *e) {
+        int64_t want;
+        int k;
+
+        if (timeout_s > api_config(r->api)->max_timeout_s)
+                return api_error(e, -ERANGE, API_INVALID_ARGUMENT, "timeout must be at most %" PRIu64 " s",
+                                 api_config(r->api)->max_timeout_s);
+        want = now_usec() + (int64_t) timeout_s * 1000000;
+        if (only_extend && (sb->expires_usec == 0 || sb->expires_usec >= want))
+                return 0;
+        k = store_sandbox_set_expiry(r->store, sb->id, want);
+        if (k < 0)
+                return api_store_error(e, k, "setting the expiry");
+        return 0;
+}
+
+static int body_timeout(const JsonValue *body, bool required, uint64_t *ret, ApiError *e) {
+        const JsonValue *v = json_get(body, "timeout");
+
+        if (!v || json_is_null(v)) {
+                if (required)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "timeout (seconds) is required");
+                return 0;
+        }
+        if (json_uint64(v, ret) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "timeout must be a number of seconds (>= 0)");
+        return 1;
+}
+
+static int rest_connect(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        uint64_t timeout = 0;
+        int status = 200, k, have;
+
+        k = e2b_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        have = body_timeout(body, false, &timeout, e);
+        if (have < 0)
+                return have;
+        k = lookup(r, id, &sb, e);
+        if (k < 0)
+                return k;
+        if (sb.state == SANDBOX_PAUSED) {
+                k = api_get_worker(r, e);
+                if (k >= 0)
+                        k = worker_sandbox_pause(r->worker, id, false, e);
+                if (k < 0) {
+                        if (e->code == API_OK)
+                                (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                        return k;
+                }
+                k = store_sandbox_set_state(r->store, id, SANDBOX_PAUSED, SANDBOX_RUNNING, "resumed");
+                if (k == -ESTALE)
+                        return api_error(e, k, API_CONFLICT, "sandbox '%s' changed state meanwhile", id);
+                if (k < 0)
+                        return api_store_error(e, k, "recording the resume");
+                record_state(r, id, SANDBOX_PAUSED, SANDBOX_RUNNING, "resumed");
+                status = 201;
+        } else if (sb.state != SANDBOX_RUNNING)
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s and cannot be connected to", id,
+                                 sandbox_state_to_string(sb.state));
+        k = set_expiry(r, &sb, have > 0 ? timeout : E2B_DEFAULT_TIMEOUT_S, true, e);
+        if (k < 0)
+                return k;
+        return reply_sandbox(r, status, id, e);
+}
+
+static int rest_pause(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        int k;
+
+        k = e2b_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        k = lookup(r, id, &sb, e);
+        if (k < 0)
+                return k;
+        if (sb.state == SANDBOX_PAUSED || sb.state == SANDBOX_SUSPENDED)
+                return api_error(e, -EALREADY, API_CONFLICT, "sandbox '%s' is already paused", id);
+        if (sb.state != SANDBOX_RUNNING)
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s and cannot be paused", id,
+                                 sandbox_state_to_string(sb.state));
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_pause(r->worker, id, true, e);
+        if (k < 0) {
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                return k;
+        }
+        k = store_sandbox_set_state(r->store, id, SANDBOX_RUNNING, SANDBOX_PAUSED, "paused");
+        if (k == -ESTALE) {
+                ApiError ignored = {};
+                (void) worker_sandbox_pause(r->worker, id, false, &ignored);
+                return api_error(e, k, API_CONFLICT, "sandbox '%s' changed state meanwhile", id);
+        }
+        if (k < 0)
+                return api_store_error(e, k, "recording the pause");
+        record_state(r, id, SANDBOX_RUNNING, SANDBOX_PAUSED, "paused");
+        return e2b_reply(r, 204, NULL, NULL, 0, NULL);
+}
+
+static int rest_timeout(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        uint64_t timeout = 0;
+        int k;
+
+        k = e2b_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        k = body_timeout(body, true, &timeout, e);
+        if (k < 0)
+                return k;
+        k = lookup(r, id, &sb, e);
+        if (k < 0)
+                return k;
+        k = set_expiry(r, &sb, timeout, false, e);
+        if (k < 0)
+                return k;
+        return e2b_reply(r, 204, NULL, NULL, 0, NULL);
+}
+
+static int rest_kill(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX];
+        int k;
+
+        k = lookup(r, id, &sb, e);
+        if (k < 0)
+                return k;
+        snprintf(reason, sizeof reason, "deleted by %s (E2B kill)", r->actor);
+        k = store_sandbox_set_state(r->store, id, -1, SANDBOX_DELETING, reason);
+        if (k == -ESTALE)
+                return api_error(e, -ENOENT, API_NOT_FOUND, "sandbox '%s' not found", id);
+        if (k < 0)
+                return api_store_error(e, k, "marking the sandbox deleting");
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_destroy(r->worker, id, e);
+        if (k < 0) {
+                char why[STORE_REASON_MAX];
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                snprintf(why, sizeof why, "delete failed: %s", e->message);
+                log_error("Deleting sandbox %s failed: %s", id, e->message);
+                if (store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_ERROR, why) >= 0)
+                        api_event(r, id, "sandbox.error", why, NULL);
+                return k;
+        }
+        k = store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_DELETED, reason);
+        if (k < 0)
+                return api_store_error(e, k, "marking the sandbox deleted");
+        api_event(r, id, "sandbox.deleted", reason, NULL);
+        log_info("Deleted sandbox %s (E2B API)", id);
+        return e2b_reply(r, 204, NULL, NULL, 0, NULL);
+}
+
+static int rest_info(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_(json_w_done) JsonWriter w;
+        int k;
+
+        json_w_init(&w);
+        k = lookup(r, id, &sb, e);
+        if (k < 0)
+                return k;
+        if (!e2b_state(sb.state))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "sandbox '%s' is %s: %s", id,
+                                 sandbox_state_to_string(sb.state), sb.reason);
+        k = write_listed(r, &w, &sb, true);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "cannot make the sandbox's access token");
+        return e2b_reply_json(r, 200, &w, NULL);
+}
+
+static int rest_metrics(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_sandbox_ Sandbox sb = {};
+        int k;
+
+        k = lookup(r, id, &sb, e);
+        if (k < 0)
+                return k;
+        return e2b_reply(r, 200, "application/json", "[]", 2, NULL);
+}
+
+/* ---- list ---- */
+
+typedef struct ListQuery {
+        bool states[_SANDBOX_STATE_MAX];
+        char **meta;   /* k, v, k, v, ... */
+        char *template_name;
+        int64_t started_after_usec;
+        uint64_t limit;
+        char *next;
+} ListQuery;
+
+static void list_query_done(ListQuery *q) {
+        q->meta = strv_free(q->meta);
+        q->template_name = mfree(q->template_name);
+        q->next = mfree(q->next);
+}
+
+/* metadata=<urlencoded "k=v&k2=v2"> whose keys and values are themselves percent-encoded (twice). */
+static int parse_metadata_query(const char *v, char ***ret, ApiError *e) {
+        _cleanup_strv_free_ char **l = NULL;
+        size_t n = strlen(v);
+
+        if (n > E2B_METADATA_QUERY_MAX)
+                return api_error(e, -E2BIG, API_INVALID_ARGUMENT, "metadata filter too long");
+        for (const char *p = v; *p;) {
+                size_t len = strcspn(p, "&");
+                const char *eq = memchr(p, '=', len);
+                for (int half = 0; half < 2; half++) {
+                        const char *s = half == 0 ? p : eq + 1;
+                        size_t sl = half == 0 ? (size_t) ((eq ?: p + len) - p) : (size_t) (p + len - (eq + 1));
+                        _cleanup_free_ char *once = NULL, *twice = NULL;
+
+                        if (!eq)
+                                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                                 "metadata filter must be k=v pairs joined by '&'");
+                        if (http_percent_decode(s, sl, true, &once) < 0 ||
+                            http_percent_decode(once, strlen(once), false, &twice) < 0)
+                                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "metadata filter is badly encoded");
+                        if (strv_push(&l, TAKE_PTR(twice)) < 0)
+                                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+                }
+                p += len;
+                if (*p == '&')
+                        p++;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+static int parse_list_query(ApiRequest *r, ListQuery *q, ApiError *e) {
+        _cleanup_free_ char *state = NULL, *meta = NULL, *after = NULL, *order = NULL;
+        int k;
+
+        q->limit = E2B_LIST_LIMIT_DEFAULT;
+        k = api_query_string(r, "state", &state, e);
+        if (k < 0)
+                return k;
+        if (state) {
+                for (char *p = state; *p;) {
+                        size_t len = strcspn(p, ",");
+                        char one[16];
+                        if (len == 0 || len >= sizeof one)
+                                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "state must be running, paused or both");
+                        memcpy(one, p, len);
+                        one[len] = 0;
+                        if (streq(one, "running")) {
+                                q->states[SANDBOX_RUNNING] = q->states[SANDBOX_CREATING] = true;
+                        } else if (streq(one, "paused")) {
+                                q->states[SANDBOX_PAUSED] = q->states[SANDBOX_SUSPENDED] = true;
+                        } else
+                                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                                 "state must be running, paused or both, not '%.16s'", one);
+                        p += len;
+                        if (*p == ',')
+                                p++;
+                }
+        } else
+                q->states[SANDBOX_RUNNING] = q->states[SANDBOX_CREATING] = q->states[SANDBOX_PAUSED] =
+                        q->states[SANDBOX_SUSPENDED] = true;
+        k = api_query_string(r, "metadata", &meta, e);
+        if (k < 0)
+                return k;
+        if (meta) {
+                k = parse_metadata_query(meta, &q->meta, e);
+                if (k < 0)
+                        return k;
+        }
+        k = api_query_string(r, "template", &q->template_name, e);
+        if (k < 0)
+                return k;
+        k = api_query_string(r, "startedAfter", &after, e);
+        if (k < 0)
+                return k;
+        if (after && api_parse_time(after, &q->started_after_usec) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "startedAfter must be an RFC 3339 time");
+        k = api_query_string(r, "order", &order, e);
+        if (k < 0)
+                return k;
+        if (order && !streq(order, "asc") && !streq(order, "desc"))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "order must be asc or desc");
+        k = api_query_u64(r, "limit", 1, E2B_LIST_LIMIT_MAX, &q->limit, e);
+        if (k < 0)
+                return k;
+        k = api_query_string(r, "nextToken", &q->next, e);
+        if (k < 0)
+                return k;
+        if (q->next && !api_sandbox_id_valid(q->next))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "nextToken is not one this server handed out");
+        return 0;
+}
+
+static bool metadata_matches(const Sandbox *sb, char **meta) {
+        _cleanup_json_ JsonValue *m = NULL;
+
+        if (strv_length(meta) == 0)
+                return true;
+        if (!sb->metadata_json || json_parse(sb->metadata_json, strlen(sb->metadata_json), &m, NULL, 0) < 0)
+                return false;
+        for (char **p = meta; p[0] && p[1]; p += 2) {
+                const JsonValue *v = json_get(m, p[0]);
+                if (json_type(v) != JSON_STRING || !streq(json_string(v), p[1]))
+                        return false;
+        }
+        return true;
+}
+
+static bool list_matches(const ListQuery *q, const Sandbox *sb) {
+        if (sb->state < 0 || sb->state >= _SANDBOX_STATE_MAX || !q->states[sb->state])
+                return false;
+        if (q->template_name && !streq(q->template_name, sb->template_name))
+                return false;
+        if (q->started_after_usec > 0 && sb->created_usec <= q->started_after_usec)
+                return false;
+        return metadata_matches(sb, q->meta);
+}
+
+static int rest_list(ApiRequest *r, ApiError *e) {
+        _cleanup_(list_query_done) ListQuery q = {};
+        _cleanup_(json_w_done) JsonWriter w;
+        char cursor[STORE_ID_MAX] = "", last[STORE_ID_MAX] = "", hdr[STORE_ID_MAX + 32] = "";
+        uint64_t shown = 0;
+        bool more = false;
+        int k;
+
+        json_w_init(&w);
+        k = parse_list_query(r, &q, e);
+        if (k < 0)
+                return k;
+        if (q.next)
+                (void) strscpy(cursor, sizeof cursor, q.next);
+
+        json_w_array_begin(&w);
+        /* ids sort ascending: scan pages after the cursor, filter, stop one match past the limit */
+        while (!more) {
+                SandboxFilter f = { .tenant_id = r->key.tenant_id, .state = -1, .limit = E2B_LIST_SCAN_PAGE };
+                Sandbox *list = NULL;
+                size_t n = 0;
+
+                f.after_id = cursor[0] ? cursor : NULL;
+                k = store_sandbox_list(r->store, &f, &list, &n);
+                if (k < 0)
+                        return api_store_error(e, k, "listing sandboxes");
+                for (size_t i = 0; i < n && !more; i++) {
+                        if (!list_matches(&q, &list[i]))
+                                continue;
+                        if (shown == q.limit) {
+                                more = true;
+                                break;
+                        }
+                        k = write_listed(r, &w, &list[i], false);
+                        if (k < 0) {
+                                sandbox_array_free(list, n);
+                                return api_error(e, k, API_INTERNAL, "cannot list sandboxes");
+                        }
+                        (void) strscpy(last, sizeof last, list[i].id);
+                        shown++;
+                }
+                if (n > 0)
+                        (void) strscpy(cursor, sizeof cursor, list[n - 1].id);
+                sandbox_array_free(list, n);
+                if (n < E2B_LIST_SCAN_PAGE)
+                        break;
+        }
+        json_w_array_end(&w);
+        if (more)
+                snprintf(hdr, sizeof hdr, "X-Next-Token: %s\r\n", last);
+        return e2b_reply_json(r, 200, &w, hdr);
+}
+
+/* ---- routing ---- */
+
+static int method_not_allowed(ApiRequest *r, ApiError *e) {
+        return api_error(e, -EINVAL, API_METHOD_NOT_ALLOWED, "%.16s is not allowed on %.200s", r->head->method,
+                         r->head->path);
+}
+
+static int rest_refresh(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        const JsonValue *v;
+        uint64_t d = E2B_DEFAULT_TIMEOUT_S;
+        int k;
+
+        /* older SDKs keep a sandbox alive with {"duration": s} */
+        k = e2b_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        v = json_get(body, "duration");
+        if (v && !json_is_null(v) && json_uint64(v, &d) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "duration must be a number of seconds");
+        k = lookup(r, id, &sb, e);
+        if (k < 0)
+                return k;
+        k = set_expiry(r, &sb, d, true, e);
+        if (k < 0)
+                return k;
+        return e2b_reply(r, 204, NULL, NULL, 0, NULL);
+}
+
+static bool is(const char *method, const char *want) {
+        return streq(method, want);
+}
+
+static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
+        const char *m = r->head->method;
+        bool v2 = n >= 2 && streq(segs[0], "v2") && streq(segs[1], "sandboxes");
+        char **s = v2 ? segs + 1 : segs; /* from "sandboxes" on */
+        size_t k = v2 ? n - 1 : n;
+
+        if (!streq(s[0], "sandboxes"))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "%.200s is not supported by space's E2B API",
+                                 r->head->path);
+        if (k == 1) {
+                if (is(m, "GET"))
+                        return rest_list(r, e);
+                if (is(m, "POST"))
+                        return rest_create(r, e);
+                return method_not_allowed(r, e);
+        }
+        if (k == 2 && !v2) {
+                if (is(m, "GET"))
+                        return rest_info(r, s[1], e);
+                if (is(m, "DELETE"))
+                        return rest_kill(r, s[1], e);
+                return method_not_allowed(r, e);
+        }
+        if (k == 3) {
+                const char *op = s[2], *id = s[1];
+                if (streq(op, "connect") || (!v2 && streq(op, "resume")))
+                        return is(m, "POST") ? rest_connect(r, id, e) : method_not_allowed(r, e);
+                if (v2)
+                        return api_error(e, -ENOENT, API_NOT_FOUND, "no such endpoint");
+                if (streq(op, "pause"))
+                        return is(m, "POST") ? rest_pause(r, id, e) : method_not_allowed(r, e);
+                if (streq(op, "timeout"))
+                        return is(m, "POST") ? rest_timeout(r, id, e) : method_not_allowed(r, e);
+                if (streq(op, "refreshes"))
+                        return is(m, "POST") ? rest_refresh(r, id, e) : method_not_allowed(r, e);
+                if (streq(op, "metrics"))
+                        return is(m, "GET") ? rest_metrics(r, id, e) : method_not_allowed(r, e);
+                if (streq(op, "network") || streq(op, "snapshots") || streq(op, "fork") || streq(op, "logs"))
+                        return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
+                                         "sandbox %s is not supported by space's E2B API (use the space API)", op);
+        }
+        return api_error(e, -ENOENT, API_NOT_FOUND, "no such endpoint");
+}
+
+int e2b_rest_handle(ApiRequest *r, char **segs, size_t n) {
+        ApiError e = {};
+        int k;
+
+        k = route(r, segs, n, &e);
+        if (k < 0 && !http_conn_responded(r->conn)) {
+                if (e.code == API_OK)
+                        (void) api_error(&e, k, API_INTERNAL, "internal error: %s", strerror(-k));
+                return e2b_reply_error(r, &e);
+        }
+        if (k < 0)
+                http_conn_set_close(r->conn);
+        return 0;
+}

@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: MIT */
+/* The E2B surface's front door: which requests are E2B's (control plane by
+ * path; envd by E2b-Sandbox-Id or its own paths), X-API-KEY authentication
+ * against the space key store, the envd access token of a sandbox, and the
+ * error shapes E2B clients expect. */
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc-util.h"
+#include "e2b.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+
+#define E2B_SEGMENTS_MAX 8U
+#define E2B_KEY_MAX 256U     /* longest X-API-KEY we hash */
+#define E2B_SECRET_FILE "e2b.secret"
+
+/* ---- which requests are ours ---- */
+
+/* First path segments of the E2B control plane (the SDKs' API paths). */
+static const char *const rest_prefixes[] = { "sandboxes", "v2", "v3", "templates", "snapshots", "volumes",
+                                             "volumecontent", "secrets", "teams" };
+/* envd's plain HTTP paths (those that do not collide with space's own). */
+static const char *const envd_paths[] = { "/health", "/files", "/files/compose", "/envs", "/init" };
+
+static bool first_segment_is(const char *path, const char *seg) {
+        size_t n = strlen(seg);
+        return path[0] == '/' && strncmp(path + 1, seg, n) == 0 && (path[1 + n] == 0 || path[1 + n] == '/');
+}
+
+static bool path_is_envd(const char *path) {
+        for (size_t i = 0; i < ELEMENTSOF(envd_paths); i++)
+                if (streq(path, envd_paths[i]))
+                        return true;
+        return startswith(path, "/process.Process/") || startswith(path, "/filesystem.Filesystem/");
+}
+
+bool e2b_request_is_e2b(const HttpHead *head) {
+        const char *path = head->path;
+
+        if (!path)
+                return false;
+        if (http_head_header(head, "E2b-Sandbox-Id"))
+                return true;
+        if (path_is_envd(path))
+                return true;
+        for (size_t i = 0; i < ELEMENTSOF(rest_prefixes); i++)
+                if (first_segment_is(path, rest_prefixes[i]))
+                        return true;
+        return false;
+}
+
+/* ---- replies ---- */
+
+int e2b_reply(ApiRequest *r, int status, const char *content_type, const void *body, size_t n, const char *headers) {
+        char hdr[512];
+
+        /* a body we did not read would be taken for the next request: close instead */
+        if (!r->body_read && (r->head->content_length > 0 || r->head->chunked))
+                http_conn_set_close(r->conn);
+        snprintf(hdr, sizeof hdr, "X-Request-Id: %s\r\n%s", r->req_id, strempty(headers));
+        r->status = status;
+        return http_conn_respond(r->conn, status, content_type, body, n, hdr);
+}
+
+int e2b_reply_json(ApiRequest *r, int status, JsonWriter *w, const char *headers) {
+        _cleanup_free_ char *text = NULL;
+        size_t n;
+
+        if (json_w_finish(w, &text, &n) < 0) {
+                static const char oom[] = "{\"code\":500,\"message\":\"out of memory\"}";
+                return e2b_reply(r, 500, "application/json", oom, STRLEN(oom), NULL);
+        }
+        return e2b_reply(r, status, "application/json", text, n, headers);
+}
+
+int e2b_reply_error(ApiRequest *r, const ApiError *e) {
+        _cleanup_(json_w_done) JsonWriter w;
+        int status = api_error_code_to_status(e->code);
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_int(&w, "code", status);
+        json_w_kv_string(&w, "message", e->message);
+        json_w_object_end(&w);
+        return e2b_reply_json(r, status, &w, NULL);
+}
+
+int e2b_reply_gone(ApiRequest *r, const char *sandbox_id) {
+        _cleanup_(json_w_done) JsonWriter w;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "sandboxId", sandbox_id);
+        json_w_kv_string(&w, "message", "The sandbox was not found");
+        json_w_kv_int(&w, "code", 502);
+        json_w_object_end(&w);
+        return e2b_reply_json(r, 502, &w, NULL);
+}
+
+int e2b_read_json(ApiRequest *r, JsonValue **ret, ApiError *e) {
+        _cleanup_free_ char *buf = NULL;
+        char errbuf[128] = "";
+        size_t n = 0;
+        int k;
+
+        if (r->head->content_length > (int64_t) E2B_BODY_MAX)
+                return api_error(e, -EFBIG, API_PAYLOAD_TOO_LARGE, "request bodies are limited to %u bytes",
+                                 E2B_BODY_MAX);
+        k = http_conn_read_body_all(r->conn, E2B_BODY_MAX, &buf, &n);
+        if (k == -EFBIG)
+                return api_error(e, k, API_PAYLOAD_TOO_LARGE, "request bodies are limited to %u bytes", E2B_BODY_MAX);
+        if (k < 0)
+                return api_error(e, k, API_BAD_REQUEST, "could not read the request body: %s", strerror(-k));
+        r->body_read = true;
+        k = n == 0 ? json_parse("{}", 2, ret, NULL, 0) : json_parse(buf, n, ret, errbuf, sizeof errbuf);
+        if (k == -ENOMEM)
+                return api_error(e, k, API_UNAVAILABLE, "out of memory");
+        if (k < 0)
+                return api_error(e, k, API_INVALID_JSON, "malformed JSON: %s", errbuf[0] ? errbuf : strerror(-k));
+        if (json_type(*ret) != JSON_OBJECT) {
+                *ret = json_free(*ret);
+                return api_error(e, -EINVAL, API_INVALID_JSON, "the body must be a JSON object");
+        }
+        return 0;
+}
+
+/* ---- the server secret and access tokens ---- */
+
+static pthread_mutex_t secret_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t secret[E2B_SECRET_LEN];
+static char secret_dir[CONFIG_STR_MAX];
+
+static int secret_read(const char *path) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        ssize_t k;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        if (fd < 0)
+                return negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode) || st.st_size != E2B_SECRET_LEN || (st.st_mode & 077))
+                return -EBADMSG;
+        k = loop_read(fd, secret, E2B_SECRET_LEN);
+        if (k < 0)
+                return (int) k;
+        return k == E2B_SECRET_LEN ? 0 : -EBADMSG;
+}
+
+/* Creates the secret once (a temporary file linked into place: a racing
+ * creator's secret wins, never a half-written one), then reads it. */
+static int secret_load(const char *state_dir) {
+        uint8_t fresh[E2B_SECRET_LEN];
+        char path[CONFIG_STR_MAX + 32], tmp[CONFIG_STR_MAX + 48], rnd[9];
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        snprintf(path, sizeof path, "%s/%s", state_dir, E2B_SECRET_FILE);
+        r = secret_read(path);
+        if (r != -ENOENT)
+                return r;
+        r = random_alnum(rnd, 8);
+        if (r < 0)
+                return r;
+        rnd[8] = 0;
+        snprintf(tmp, sizeof tmp, "%s/.%s.%s", state_dir, E2B_SECRET_FILE, rnd);
+        r = random_bytes(fresh, sizeof fresh);
+        if (r < 0)
+                return r;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return negative_errno();
+        r = loop_write(fd, fresh, sizeof fresh);
+        if (r >= 0 && fsync(fd) < 0)
+                r = negative_errno();
+        explicit_bzero(fresh, sizeof fresh);
+        if (r >= 0 && link(tmp, path) < 0 && errno != EEXIST)
+                r = negative_errno();
+        (void) unlink(tmp);
+        if (r < 0)
+                return r;
+        return secret_read(path);
+}
+
+int e2b_access_token(const Config *c, const char *sandbox_id, char ret[static E2B_TOKEN_LEN + 1]) {
+        uint8_t md[EVP_MAX_MD_SIZE];
+        unsigned md_len = 0;
+        int r = 0;
+
+        pthread_mutex_lock(&secret_lock);
+        if (!streq(secret_dir, c->state_dir)) {
+                r = secret_load(c->state_dir);
+                if (r >= 0)
+                        (void) strscpy(secret_dir, sizeof secret_dir, c->state_dir);
+                else
+                        secret_dir[0] = 0;
+        }
+        if (r >= 0 && (!HMAC(EVP_sha256(), secret, sizeof secret, (const uint8_t *) sandbox_id, strlen(sandbox_id),
+                             md, &md_len) ||
+                       md_len != 32))
+                r = -EIO;
+        pthread_mutex_unlock(&secret_lock);
+        if (r < 0)
+                return log_error_errno(r, "Failed to use %s/%s: %m", c->state_dir, E2B_SECRET_FILE);
+        hexencode(md, 32, ret);
+        explicit_bzero(md, sizeof md);
+        return 0;
+}
+
+/* ---- control-plane auth: X-API-KEY is a space API key ---- */
+
+static bool key_char_ok(char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~+/=", c);
+}
+
+static int e2b_auth(ApiRequest *r, ApiError *e) {
+        const char *h = http_head_header(r->head, "X-API-KEY");
+        char hash[65], token[E2B_KEY_MAX + 1];
+        Tenant t;
+        size_t n;
+        int k;
+
+        if (!h) {
+                if (http_head_header(r->head, "Authorization"))
+                        return api_auth(r, e); /* a Bearer key works here too */
+                return api_error(e, -EACCES, API_UNAUTHORIZED, "missing 'X-API-KEY: <space api key>' header");
+        }
+        n = strlen(h);
+        while (n > 0 && h[n - 1] == ' ')
+                n--;
+        if (n == 0 || n > E2B_KEY_MAX)
+                return api_error(e, -EACCES, API_UNAUTHORIZED, "invalid API key");
+        for (size_t i = 0; i < n; i++)
+                if (!key_char_ok(h[i]))
+                        return api_error(e, -EACCES, API_UNAUTHORIZED, "invalid API key");
+        memcpy(token, h, n);
+        token[n] = 0;
+        api_key_hash(token, hash);
+        explicit_bzero(token, sizeof token);
+
+        k = store_key_get_by_hash(r->store, hash, &r->key);
+        if (k == -ENOENT)
+                return api_error(e, -EACCES, API_UNAUTHORIZED, "invalid API key");
+        if (k < 0)
+                return api_store_error(e, k, "looking up the API key");
+        snprintf(r->actor, sizeof r->actor, "key:%s", r->key.id);
+        k = store_tenant_get(r->store, r->key.tenant_id, &t);
+        (void) strscpy(r->tenant_name, sizeof r->tenant_name, k >= 0 ? t.name : r->key.tenant_id);
+        return 0;
+}
+
+/* ---- envd requests ---- */
+
+void e2b_envd_done(E2bEnvd *x) {
+        sandbox_done(&x->sb);
+}
+
+/* "Basic base64(user:)" → user; empty if absent. */
+static int parse_basic_user(const char *h, char *out, size_t size, ApiError *e) {
+        _cleanup_free_ void *dec = NULL;
+        size_t n = 0, l;
+        const char *colon;
+
+        out[0] = 0;
+        if (!h)
+                return 0;
+        if (strncasecmp(h, "Basic ", 6) != 0)
+                return api_error(e, -EINVAL, API_UNAUTHORIZED, "the Authorization header must be 'Basic <user:>'");
+        h += 6;
+        h += strspn(h, " ");
+        l = strcspn(h, " ");
+        if (l == 0 || l > 4 * E2B_USER_NAME_MAX || base64_decode(h, l, &dec, &n) < 0)
+                return api_error(e, -EINVAL, API_UNAUTHORIZED, "malformed Basic credentials");
+        colon = memchr(dec, ':', n);
+        l = colon ? (size_t) (colon - (const char *) dec) : n;
+        if (l == 0 || l >= size)
+                return api_error(e, -EINVAL, API_UNAUTHORIZED, "malformed user name in the Basic credentials");
+        for (size_t i = 0; i < l; i++) {
+                char c = ((const char *) dec)[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                      c == '-' || c == '.'))
+                        return api_error(e, -EINVAL, API_UNAUTHORIZED, "malformed user name in the Basic credentials");
+        }
+        memcpy(out, dec, l);
+        out[l] = 0;
+        return 0;
+}
+
+/* Returns 1 if the request may go on with x filled, 0 if answered already. */
+static int envd_begin(ApiRequest *r, E2bEnvd *x, bool rpc) {
+        const char *id = http_head_header(r->head, "E2b-Sandbox-Id");
+        const char *token = http_head_header(r->head, "X-Access-Token");
+        char want[E2B_TOKEN_LEN + 1];
+        ApiError e = {};
+        int k;
+
+        x->r = r;
+        if (!id) {
+                (void) api_error(&e, -EINVAL, API_BAD_REQUEST,
+                                 "missing E2b-Sandbox-Id header (set E2B_SANDBOX_URL to this server)");
+                return rpc ? e2b_unary_error(r, &e) : e2b_reply_error(r, &e), 0;
+        }
+        if (!api_sandbox_id_valid(id))
+                return e2b_reply_gone(r, id), 0;
+        /* the token depends on the id alone: check it before anything about the sandbox is revealed */
+        k = e2b_access_token(api_config(r->api), id, want);
+        if (k < 0) {
+                (void) api_error(&e, k, API_INTERNAL, "access tokens are unavailable");
+                return rpc ? e2b_unary_error(r, &e) : e2b_reply_error(r, &e), 0;
+        }
+        if (!token || strlen(token) != E2B_TOKEN_LEN || CRYPTO_memcmp(token, want, E2B_TOKEN_LEN) != 0) {
+                explicit_bzero(want, sizeof want);
+                (void) api_error(&e, -EACCES, API_UNAUTHORIZED,
+                                 "missing or wrong X-Access-Token (the envdAccessToken of the sandbox)");
+                return rpc ? e2b_unary_error(r, &e) : e2b_reply_error(r, &e), 0;
+        }
+        explicit_bzero(want, sizeof want);
+
+        k = api_get_store(r, &e);
+        if (k >= 0)
+                k = store_sandbox_get(r->store, NULL, id, &x->sb);
+        if (k == -ENOENT)
+                return e2b_reply_gone(r, id), 0;
+        if (k < 0) {
+                if (e.code == API_OK)
+                        (void) api_store_error(&e, k, "looking up the sandbox");
+                return rpc ? e2b_unary_error(r, &e) : e2b_reply_error(r, &e), 0;
+        }
+        api_log_sandbox(r, x->sb.id);
+        /* the request acts for the sandbox's tenant (events, logs) */
+        (void) strscpy(r->key.tenant_id, sizeof r->key.tenant_id, x->sb.tenant_id);
+        snprintf(r->actor, sizeof r->actor, "envd:%s", x->sb.id);
+        if (x->sb.state != SANDBOX_RUNNING)
+                return e2b_reply_gone(r, id), 0;
+        k = parse_basic_user(http_head_header(r->head, "Authorization"), x->user, sizeof x->user, &e);
+        if (k < 0)
+                return rpc ? e2b_unary_error(r, &e) : e2b_reply_error(r, &e), 0;
+        return 1;
+}
+
+int e2b_envd_agent(E2bEnvd *x, int *ret_fd, ApiError *e) {
+        return agent_call_connect(x->r, &x->sb, ret_fd, e);
+}
+
+static int envd_handle(ApiRequest *r) {
+        _cleanup_(e2b_envd_done) E2bEnvd x = {};
+        const char *path = r->head->path, *m = r->head->method, *method;
+        bool rpc = false;
+        ApiError e = {};
+
+        if ((method = startswith(path, "/process.Process/")) || (method = startswith(path, "/filesystem.Filesystem/")))
+                rpc = true;
+        if (rpc && !streq(m, "POST")) {
+                (void) api_error(&e, -EINVAL, API_METHOD_NOT_ALLOWED, "Connect calls are POST requests");
+                return e2b_unary_error(r, &e);
+        }
+        if (envd_begin(r, &x, rpc) <= 0)
+                return 0;
+        if (rpc)
+                return startswith(path, "/process.Process/") ? e2b_process_handle(&x, method)
+                                                               : e2b_filesystem_handle(&x, method);
+        if (streq(path, "/health") && (streq(m, "GET") || streq(m, "HEAD")))
+                return e2b_envd_health(&x);
+        if (streq(path, "/files") && (streq(m, "GET") || streq(m, "HEAD")))
+                return e2b_envd_files_get(&x);
+        if (streq(path, "/files") && streq(m, "POST"))
+                return e2b_envd_files_post(&x);
+        if (streq(path, "/health") || streq(path, "/files")) {
+                (void) api_error(&e, -EINVAL, API_METHOD_NOT_ALLOWED, "%.16s is not allowed on %s", m, path);
+                return e2b_reply_error(r, &e);
+        }
+        (void) api_error(&e, -ENOENT, API_NOT_FOUND, "%s is not supported by space's envd", path);
+        return e2b_reply_error(r, &e);
+}
+
+/* Splits "/a/b/c" into segments in buf; -EINVAL for empty segments or too many. */
+static int split(char *buf, char *segs[static E2B_SEGMENTS_MAX]) {
+        size_t n = 0;
+        char *p = buf;
+
+        if (*p != '/')
+                return -EINVAL;
+        while (*p == '/') {
+                *p++ = 0;
+                if (n >= E2B_SEGMENTS_MAX)
+                        return -E2BIG;
+                segs[n++] = p;
+                p += strcspn(p, "/");
+                if (p == segs[n - 1])
+                        return -EINVAL;
+        }
+        return (int) n;
+}
+
+static int rest_handle(ApiRequest *r) {
+        _cleanup_free_ char *copy = NULL;
+        char *segs[E2B_SEGMENTS_MAX];
+        ApiError e = {};
+        int n, k;
+
+        k = api_get_store(r, &e);
+        if (k >= 0)
+                k = e2b_auth(r, &e);
+        if (k < 0)
+                return e2b_reply_error(r, &e);
+        copy = strdup(r->head->path);
+        if (!copy) {
+                (void) api_error(&e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+                return e2b_reply_error(r, &e);
+        }
+        n = split(copy, segs);
+        if (n <= 0) {
+                (void) api_error(&e, -ENOENT, API_NOT_FOUND, "no such endpoint");
+                return e2b_reply_error(r, &e);
+        }
+        return e2b_rest_handle(r, segs, (size_t) n);
+}
+
+int e2b_handle(ApiRequest *r) {
+        if (http_head_header(r->head, "E2b-Sandbox-Id") || path_is_envd(r->head->path))
+                (void) envd_handle(r);
+        else
+                (void) rest_handle(r);
+        if (!http_conn_responded(r->conn)) {
+                ApiError e = {};
+                (void) api_error(&e, -EIO, API_INTERNAL, "the handler did not respond");
+                (void) e2b_reply_error(r, &e);
+        }
+        return 0;
+}
