@@ -5,13 +5,16 @@ set -eu
 
 PKGS="gcc libc6-dev meson ninja-build pkg-config libsqlite3-dev libpq-dev postgresql libssl-dev libseccomp-dev
 busybox-static bash-static btrfs-progs tar util-linux iproute2 procps
-python3 python3-pytest python3-yaml curl"
+python3 python3-pytest python3-yaml curl nodejs npm"
 # for the benchmark's peers and the debian template recipe
 EXTRA="bubblewrap runc debootstrap"
 
 want=""
 for p in $PKGS ${SPACE_DEPS_EXTRA:-$EXTRA}; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || want="$want $p"
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+        # npm comes inside NodeSource's nodejs (which conflicts with Debian's npm package)
+        [ "$p" = npm ] && command -v npm >/dev/null 2>&1 && continue
+        want="$want $p"
 done
 if [ -n "$want" ]; then
         echo "installing:$want"

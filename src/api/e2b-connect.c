@@ -134,8 +134,9 @@ int e2b_unary_reply(ApiRequest *r, JsonWriter *w) {
 }
 
 int e2b_unary_error(ApiRequest *r, const ApiError *e) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
 
+        e2b_log_error(e2b_connect_status(e->code), e);
         json_w_init(&w);
         write_error_object(&w, e);
         return e2b_reply_json(r, e2b_connect_status(e->code), &w, NULL);
@@ -170,7 +171,7 @@ int e2b_stream_send(ApiRequest *r, JsonWriter *w) {
 }
 
 int e2b_stream_end(ApiRequest *r, const ApiError *e) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *text = NULL;
         size_t n;
         int k;
@@ -178,6 +179,7 @@ int e2b_stream_end(ApiRequest *r, const ApiError *e) {
         json_w_init(&w);
         json_w_object_begin(&w);
         if (e) {
+                e2b_log_error(e2b_connect_status(e->code), e);
                 json_w_key(&w, "error");
                 write_error_object(&w, e);
         }

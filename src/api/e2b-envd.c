@@ -98,7 +98,7 @@ int e2b_envd_files_get(E2bEnvd *x) {
         _cleanup_(files_call_done) FilesCall c = { .fd = -EBADF };
         _cleanup_(proto_frame_done) ProtoFrame info = {};
         _cleanup_json_ JsonValue *v = NULL;
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *q = NULL, *path = NULL, *json = NULL;
         char hdr[512];
         const char *base;
@@ -212,7 +212,7 @@ static int upload_check_agent(Upload *u, bool wait) {
 }
 
 static int part_begin(Upload *u, const char *dest) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *path = NULL, *json = NULL;
         int k;
 
@@ -300,7 +300,7 @@ static int multipart_cb(E2bMultipart *m, E2bMultipartEvent ev, const char *p, si
 }
 
 static int reply_written(E2bEnvd *x, char **written) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
 
         json_w_init(&w);
         json_w_array_begin(&w);

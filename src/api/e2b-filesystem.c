@@ -163,7 +163,7 @@ static int stat_entry(FsCall *c, const char *path, JsonValue **ret, ApiError *e)
 /* {"entry": EntryInfo of path} */
 static int reply_entry(E2bEnvd *x, FsCall *c, const char *path, ApiError *e) {
         _cleanup_json_ JsonValue *entry = NULL;
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         int k;
 
         k = stat_entry(c, path, &entry, e);
@@ -199,7 +199,7 @@ static int fs_stat(E2bEnvd *x, ApiError *e) {
 static int fs_list(E2bEnvd *x, ApiError *e) {
         _cleanup_(fs_call_done) FsCall c = { .fd = -EBADF };
         _cleanup_json_ JsonValue *req = NULL, *result = NULL;
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *path = NULL;
         const JsonValue *v, *entries;
         uint32_t depth = 1;
@@ -395,7 +395,7 @@ typedef struct Watching {
 static int send_event(Watching *wt, const JsonValue *ev) {
         const JsonValue *name = json_get(ev, "name"), *op = json_get(ev, "op");
         _cleanup_json_ JsonValue *entry = NULL;
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         const char *type;
 
         if (json_type(name) != JSON_STRING || json_type(op) != JSON_STRING || !(type = event_type(json_string(op))))

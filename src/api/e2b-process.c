@@ -268,7 +268,7 @@ static void start_event(JsonWriter *w, uint32_t pid) {
 }
 
 static int send_data(ApiRequest *r, const char *kind, const char *p, size_t n) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *b64 = NULL;
 
         if (base64_encode(p, n, &b64, NULL) < 0)
@@ -310,7 +310,7 @@ static const char *go_signal_name(int sig) {
 /* The agent's EXIT → envd's end event. */
 static int send_end(ApiRequest *r, const ProtoFrame *f) {
         _cleanup_json_ JsonValue *v = NULL;
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         const JsonValue *sig;
         char status[64];
         int64_t code = 0;
@@ -669,6 +669,8 @@ static int exec_with_user(int fd, const StartRequest *s, const char *user, Proto
         int k;
 
         /* the EXEC built so far is an open object: copy it and add the user */
+        if (s->exec.error || !s->exec.buf)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         base = memdup_suffix0(s->exec.buf, s->exec.n);
         if (!base)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
@@ -802,7 +804,7 @@ static int process_connect(E2bEnvd *x) {
 
 static int process_list(E2bEnvd *x, ApiError *e) {
         _cleanup_json_ JsonValue *req = NULL, *ps = NULL;
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_close_ int fd = -EBADF;
         const JsonValue *list;
         int k;

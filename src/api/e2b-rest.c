@@ -117,7 +117,7 @@ static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool de
 
 static int reply_sandbox(ApiRequest *r, int status, const char *id, ApiError *e) {
         _cleanup_sandbox_ Sandbox sb = {};
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         int k;
 
         json_w_init(&w);
@@ -154,7 +154,7 @@ static void record_state(ApiRequest *r, const char *id, SandboxState from, Sandb
 
 /* E2B's create body → the v1 create body (validated there, with the deployment's defaults and bounds). */
 static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *text = NULL;
         const JsonValue *tmpl = json_get(in, "templateID"), *timeout = json_get(in, "timeout"),
                         *metadata = json_get(in, "metadata"), *env = json_get(in, "envVars");
@@ -462,7 +462,7 @@ static int rest_kill(ApiRequest *r, const char *id, ApiError *e) {
 
 static int rest_info(ApiRequest *r, const char *id, ApiError *e) {
         _cleanup_sandbox_ Sandbox sb = {};
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         int k;
 
         json_w_init(&w);
@@ -626,7 +626,7 @@ static bool list_matches(const ListQuery *q, const Sandbox *sb) {
 
 static int rest_list(ApiRequest *r, ApiError *e) {
         _cleanup_(list_query_done) ListQuery q = {};
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         char cursor[STORE_ID_MAX] = "", last[STORE_ID_MAX] = "", hdr[STORE_ID_MAX + 32] = "";
         uint64_t shown = 0;
         bool more = false;

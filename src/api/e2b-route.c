@@ -83,10 +83,17 @@ int e2b_reply_json(ApiRequest *r, int status, JsonWriter *w, const char *headers
         return e2b_reply(r, status, "application/json", text, n, headers);
 }
 
+void e2b_log_error(int status, const ApiError *e) {
+        /* the request line says the status; this says why */
+        log_full_errno(status >= 500 ? LOG_WARNING_ : LOG_DEBUG_, 0, "E2B error %d (%s): %s", status,
+                       api_error_code_to_string(e->code) ?: "?", e->message);
+}
+
 int e2b_reply_error(ApiRequest *r, const ApiError *e) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         int status = api_error_code_to_status(e->code);
 
+        e2b_log_error(status, e);
         json_w_init(&w);
         json_w_object_begin(&w);
         json_w_kv_int(&w, "code", status);
@@ -96,7 +103,7 @@ int e2b_reply_error(ApiRequest *r, const ApiError *e) {
 }
 
 int e2b_reply_gone(ApiRequest *r, const char *sandbox_id) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
 
         json_w_init(&w);
         json_w_object_begin(&w);

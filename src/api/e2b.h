@@ -61,6 +61,8 @@ int e2b_envd_agent(E2bEnvd *x, int *ret_fd, ApiError *e);
 int e2b_reply(ApiRequest *r, int status, const char *content_type, const void *body, size_t n, const char *headers);
 int e2b_reply_json(ApiRequest *r, int status, JsonWriter *w, const char *headers);
 int e2b_reply_error(ApiRequest *r, const ApiError *e);
+/* Logs why a request failed (warning for 5xx, else debug). */
+void e2b_log_error(int status, const ApiError *e);
 /* E2B's edge-proxy answer for a sandbox that is not running: 502 {"sandboxId","message","code":502}. */
 int e2b_reply_gone(ApiRequest *r, const char *sandbox_id);
 /* Reads a JSON object body (an empty one is {}) bounded by E2B_BODY_MAX. */

@@ -1,0 +1,522 @@
+// SPDX-License-Identifier: MIT
+// The E2B JS SDK (npm e2b 2.51.0, unmodified) driving a real spaced through
+// its public API. Run by tests/e2e/test_e2b_sdk.py, which starts spaced and
+// sets E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (a space API key).
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+
+import {
+  AuthenticationError,
+  CommandExitError,
+  FileType,
+  FilesystemEventType,
+  NotFoundError,
+  Sandbox,
+  SandboxError,
+} from 'e2b'
+
+const API = process.env.E2B_API_URL
+const KEY = process.env.E2B_API_KEY
+const T = { timeout: 120_000 }
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+async function until(what, fn, ms = 15_000) {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await fn()
+    if (v) return v
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await sleep(100)
+  }
+}
+
+// Every sandbox a test makes, killed at the end whatever happened.
+const made = new Set()
+async function create(opts = {}) {
+  const sbx = await Sandbox.create('base', { timeoutMs: 600_000, ...opts })
+  made.add(sbx.sandboxId)
+  return sbx
+}
+after(async () => {
+  for (const id of made) await Sandbox.kill(id).catch(() => {})
+})
+
+describe('sandbox lifecycle', () => {
+  test('create with metadata and envs, then getInfo', T, async () => {
+    const sbx = await create({ metadata: { suite: 'e2b', who: 'lifecycle' }, envs: { SBX_WIDE: 'yes' } })
+    assert.match(sbx.sandboxId, /^[a-z0-9]{16}$/)
+    const info = await sbx.getInfo()
+    assert.equal(info.sandboxId, sbx.sandboxId)
+    assert.equal(info.templateId, 'base')
+    assert.equal(info.state, 'running')
+    assert.deepEqual(info.metadata, { suite: 'e2b', who: 'lifecycle' })
+    assert.ok(info.endAt > info.startedAt)
+    assert.ok(Math.abs(info.endAt - info.startedAt - 600_000) < 5_000, 'endAt = start + timeout')
+    assert.equal(await sbx.isRunning(), true)
+    const r = await sbx.commands.run('echo $SBX_WIDE')
+    assert.equal(r.stdout, 'yes\n')
+    assert.equal(await sbx.kill(), true)
+    made.delete(sbx.sandboxId)
+    assert.equal(await sbx.isRunning(), false)
+    assert.equal(await sbx.kill(), false, 'a second kill finds nothing')
+    await assert.rejects(Sandbox.getInfo(sbx.sandboxId), NotFoundError)
+    await assert.rejects(sbx.commands.run('true'), SandboxError)
+  })
+
+  test('default timeout is 300 s; setTimeout moves endAt', T, async () => {
+    const sbx = await Sandbox.create('base')
+    made.add(sbx.sandboxId)
+    let info = await sbx.getInfo()
+    assert.ok(Math.abs(info.endAt - info.startedAt - 300_000) < 5_000)
+    await sbx.setTimeout(30_000)
+    info = await sbx.getInfo()
+    assert.ok(Math.abs(info.endAt - Date.now() - 30_000) < 5_000, `endAt ${info.endAt.toISOString()}`)
+    await sbx.setTimeout(900_000)
+    info = await sbx.getInfo()
+    assert.ok(Math.abs(info.endAt - Date.now() - 900_000) < 5_000)
+  })
+
+  test('list filters by state and metadata and pages with nextToken', T, async () => {
+    const tag = `run-${Date.now()}`
+    const a = await create({ metadata: { listing: tag, n: '1' } })
+    const b = await create({ metadata: { listing: tag, n: '2' } })
+    const c = await create({ metadata: { listing: 'other' } })
+    const all = []
+    const pages = Sandbox.list({ query: { metadata: { listing: tag } }, limit: 1 })
+    while (pages.hasNext) {
+      const items = await pages.nextItems()
+      assert.ok(items.length <= 1)
+      all.push(...items)
+    }
+    assert.deepEqual(all.map((s) => s.sandboxId).sort(), [a.sandboxId, b.sandboxId].sort())
+    assert.ok(all.every((s) => s.state === 'running' && s.metadata.listing === tag))
+
+    assert.equal(await b.pause(), true)
+    const running = await Sandbox.list({ query: { metadata: { listing: tag }, state: ['running'] } }).nextItems()
+    assert.deepEqual(running.map((s) => s.sandboxId), [a.sandboxId])
+    const paused = await Sandbox.list({ query: { metadata: { listing: tag }, state: ['paused'] } }).nextItems()
+    assert.deepEqual(paused.map((s) => s.sandboxId), [b.sandboxId])
+    const odd = await Sandbox.list({ query: { metadata: { 'key with space': 'a&b=c' } } }).nextItems()
+    assert.deepEqual(odd, [])
+    assert.ok(c.sandboxId)
+  })
+
+  test('pause freezes, a second pause says so, connect resumes', T, async () => {
+    const sbx = await create()
+    await sbx.files.write('/tmp/kept', 'across pause')
+    const bg = await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done', {
+      background: true,
+      timeoutMs: 0,
+    })
+    await sleep(500)
+    assert.equal(await sbx.pause(), true)
+    assert.equal((await sbx.getInfo()).state, 'paused')
+    assert.equal(await sbx.isRunning(), false)
+    assert.equal(await sbx.pause(), false, 'already paused')
+    await assert.rejects(sbx.commands.run('true'))
+
+    const again = await Sandbox.connect(sbx.sandboxId)
+    assert.equal((await again.getInfo()).state, 'running')
+    assert.equal(await again.isRunning(), true)
+    assert.equal(await again.files.read('/tmp/kept'), 'across pause')
+    const n1 = Number((await again.commands.run('cat /tmp/counter')).stdout)
+    await sleep(500)
+    const n2 = Number((await again.commands.run('cat /tmp/counter')).stdout)
+    assert.ok(n2 > n1, `the background loop runs again after resume (${n1} → ${n2})`)
+    await again.commands.kill(bg.pid)
+    // connecting to a running sandbox is fine too
+    const third = await Sandbox.connect(sbx.sandboxId)
+    assert.equal((await third.commands.run('echo ok')).stdout, 'ok\n')
+  })
+
+  test('unknown sandboxes are not found', T, async () => {
+    await assert.rejects(Sandbox.connect('zzzzzzzzzzzzzzzz'), NotFoundError)
+    await assert.rejects(Sandbox.getInfo('zzzzzzzzzzzzzzzz'), NotFoundError)
+    assert.equal(await Sandbox.kill('zzzzzzzzzzzzzzzz'), false)
+  })
+})
+
+describe('commands', () => {
+  let sbx
+  before(async () => {
+    sbx = await create({ envs: { SANDBOX_VAR: 'from-create', OVERRIDE: 'create' } })
+  })
+
+  test('output is streamed as it is produced', T, async () => {
+    const chunks = []
+    const stamps = []
+    const r = await sbx.commands.run('for i in 1 2 3; do echo line$i; sleep 0.3; done; echo err >&2', {
+      onStdout: (d) => {
+        chunks.push(d)
+        stamps.push(Date.now())
+      },
+      onStderr: (d) => chunks.push(`E:${d}`),
+    })
+    assert.equal(r.exitCode, 0)
+    assert.equal(r.stdout, 'line1\nline2\nline3\n')
+    assert.equal(r.stderr, 'err\n')
+    assert.ok(stamps.length >= 3, 'one callback per line at least')
+    assert.ok(stamps[stamps.length - 1] - stamps[0] >= 400, 'callbacks came while the command ran')
+    assert.ok(chunks.includes('E:err\n'))
+  })
+
+  test('large and binary-safe output', T, async () => {
+    const r = await sbx.commands.run('seq 1 200000')
+    const lines = r.stdout.trimEnd().split('\n')
+    assert.equal(lines.length, 200000)
+    assert.equal(lines[199999], '200000')
+    const u = await sbx.commands.run("printf 'h\\xc3\\xa9llo w\\xc3\\xb6rld\\n'")
+    assert.equal(u.stdout, 'héllo wörld\n')
+  })
+
+  test('exit codes: non-zero is a CommandExitError', T, async () => {
+    const err = await sbx.commands.run('echo out; echo bad >&2; exit 7').catch((e) => e)
+    assert.ok(err instanceof CommandExitError, `got ${err}`)
+    assert.equal(err.exitCode, 7)
+    assert.equal(err.stdout, 'out\n')
+    assert.equal(err.stderr, 'bad\n')
+    assert.equal(err.error, 'exit status 7')
+    const missing = await sbx.commands.run('no-such-command-here').catch((e) => e)
+    assert.equal(missing.exitCode, 127)
+  })
+
+  test('env, cwd and user', T, async () => {
+    let r = await sbx.commands.run('echo $SANDBOX_VAR $OVERRIDE $ONLY_HERE', { envs: { OVERRIDE: 'call', ONLY_HERE: 'x' } })
+    assert.equal(r.stdout, 'from-create call x\n')
+    r = await sbx.commands.run('pwd; whoami; echo $HOME; id -u')
+    assert.equal(r.stdout, '/home/user\nuser\n/home/user\n1000\n')
+    r = await sbx.commands.run('pwd', { cwd: '/tmp' })
+    assert.equal(r.stdout, '/tmp\n')
+    r = await sbx.commands.run('whoami; pwd; echo $HOME', { user: 'root' })
+    assert.equal(r.stdout, 'root\n/root\n/root\n')
+    r = await sbx.commands.run('touch made-by-user && stat -c %U made-by-user')
+    assert.equal(r.stdout, 'user\n')
+    await assert.rejects(sbx.commands.run('pwd', { cwd: '/does/not/exist' }), /does not exist/)
+    await assert.rejects(sbx.commands.run('true', { user: 'nobody-here' }), AuthenticationError)
+  })
+
+  test('a timeout kills the command', T, async () => {
+    const t0 = Date.now()
+    await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1500 }))
+    assert.ok(Date.now() - t0 < 10_000)
+    await until('the timed-out process to go', async () => {
+      const l = await sbx.commands.list()
+      return !l.some((p) => p.args.join(' ').includes('sleep 30'))
+    })
+  })
+
+  test('background process with stdin, list, connect and kill', T, async () => {
+    let out = ''
+    const h = await sbx.commands.run('cat', { background: true, stdin: true, onStdout: (d) => (out += d) })
+    assert.ok(h.pid > 0)
+    await sbx.commands.sendStdin(h.pid, 'first\n')
+    await until('echo of stdin', async () => out.includes('first\n'))
+    const procs = await sbx.commands.list()
+    const me = procs.find((p) => p.pid === h.pid)
+    assert.ok(me, `pid ${h.pid} in ${JSON.stringify(procs)}`)
+    assert.equal(me.cmd, '/bin/bash')
+    assert.deepEqual(me.args, ['-l', '-c', 'cat'])
+
+    // a second subscriber sees what comes next
+    let out2 = ''
+    const h2 = await sbx.commands.connect(h.pid, { onStdout: (d) => (out2 += d) })
+    await sbx.commands.sendStdin(h.pid, 'second\n')
+    await until('both subscribers', async () => out.includes('second\n') && out2.includes('second\n'))
+    assert.ok(!out2.includes('first'), 'connect does not replay')
+    await sbx.commands.closeStdin(h.pid)
+    const r = await h.wait()
+    assert.equal(r.exitCode, 0)
+    assert.equal(r.stdout, 'first\nsecond\n')
+    await h2.wait()
+
+    const sleeper = await sbx.commands.run('sleep 600', { background: true })
+    assert.equal(await sbx.commands.kill(sleeper.pid), true)
+    const err = await sleeper.wait().catch((e) => e)
+    assert.ok(err instanceof CommandExitError)
+    assert.equal(err.exitCode, -1)
+    assert.match(err.error, /signal: killed/)
+    assert.equal(await sbx.commands.kill(sleeper.pid), false, 'a dead pid is not found')
+    await assert.rejects(sbx.commands.sendStdin(999999, 'x'), NotFoundError)
+    await assert.rejects(sbx.commands.connect(999999), NotFoundError)
+  })
+
+  test('a background process outlives its stream and can be re-attached', T, async () => {
+    const h = await sbx.commands.run('for i in $(seq 1 40); do echo tick$i; sleep 0.1; done; echo done', {
+      background: true,
+    })
+    await h.disconnect()
+    await sleep(300)
+    let seen = ''
+    const again = await sbx.commands.connect(h.pid, { onStdout: (d) => (seen += d) })
+    const r = await again.wait()
+    assert.equal(r.exitCode, 0)
+    assert.ok(seen.includes('done\n'), seen)
+    assert.ok(!seen.includes('tick1\n'), 'output from before the connect is not replayed')
+  })
+
+  test('pty: interactive shell, input, resize, kill', T, async () => {
+    let data = ''
+    const dec = new TextDecoder()
+    const t = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => (data += dec.decode(d)) })
+    await sbx.pty.sendInput(t.pid, new TextEncoder().encode('stty size; echo pty-$((6*7))\n'))
+    await until('pty output', async () => data.includes('pty-42'))
+    assert.ok(data.includes('24 80'), data)
+    await sbx.pty.resize(t.pid, { cols: 120, rows: 40 })
+    await sbx.pty.sendInput(t.pid, new TextEncoder().encode('stty size\n'))
+    await until('resized', async () => data.includes('40 120'))
+    assert.equal(await sbx.pty.kill(t.pid), true)
+    await t.wait().catch(() => {})
+  })
+})
+
+describe('files', () => {
+  let sbx
+  before(async () => {
+    sbx = await create()
+  })
+
+  test('write and read: text, bytes, blob, stream; relative paths are in the home', T, async () => {
+    const info = await sbx.files.write('/tmp/t/a.txt', 'hello')
+    assert.equal(info.path, '/tmp/t/a.txt')
+    assert.equal(info.name, 'a.txt')
+    assert.equal(await sbx.files.read('/tmp/t/a.txt'), 'hello')
+    const bytes = new Uint8Array(256).map((_, i) => i)
+    await sbx.files.write('bin.dat', bytes)
+    assert.deepEqual(await sbx.files.read('/home/user/bin.dat', { format: 'bytes' }), bytes)
+    const blob = await sbx.files.read('bin.dat', { format: 'blob' })
+    assert.equal(blob.size, 256)
+    const stream = await sbx.files.read('bin.dat', { format: 'stream' })
+    let n = 0
+    for await (const c of stream) n += c.length
+    assert.equal(n, 256)
+    const st = await sbx.files.getInfo('bin.dat')
+    assert.equal(st.owner, 'user')
+    assert.equal(st.size, 256)
+    await sbx.files.write('/tmp/empty', '')
+    assert.equal(await sbx.files.read('/tmp/empty'), '')
+  })
+
+  test('large upload and download stay intact', T, async () => {
+    const big = new Uint8Array(8 * 1024 * 1024)
+    for (let i = 0; i < big.length; i += 4096) big[i] = (i / 4096) & 0xff
+    await sbx.files.write('/tmp/big.bin', big)
+    const back = await sbx.files.read('/tmp/big.bin', { format: 'bytes' })
+    assert.equal(back.length, big.length)
+    assert.ok(Buffer.from(back).equals(Buffer.from(big)))
+    // a ReadableStream goes as application/octet-stream
+    const body = new ReadableStream({
+      start(c) {
+        c.enqueue(new TextEncoder().encode('streamed '))
+        c.enqueue(new TextEncoder().encode('upload'))
+        c.close()
+      },
+    })
+    await sbx.files.write('/tmp/streamed.txt', body)
+    assert.equal(await sbx.files.read('/tmp/streamed.txt'), 'streamed upload')
+  })
+
+  test('write several files at once, as root and as user', T, async () => {
+    const res = await sbx.files.write([
+      { path: '/tmp/m/one.txt', data: '1' },
+      { path: 'm/two.txt', data: '2' },
+    ])
+    assert.deepEqual(res.map((r) => r.path), ['/tmp/m/one.txt', '/home/user/m/two.txt'])
+    assert.equal(await sbx.files.read('/home/user/m/two.txt'), '2')
+    await sbx.files.write('/root/secret.txt', 'r', { user: 'root' })
+    assert.equal((await sbx.files.getInfo('/root/secret.txt', { user: 'root' })).owner, 'root')
+    assert.equal(await sbx.files.read('secret.txt', { user: 'root' }), 'r')
+    assert.equal((await sbx.commands.run('stat -c %U /tmp/m/one.txt')).stdout, 'user\n')
+  })
+
+  test('list, exists, getInfo, makeDir, rename, remove', T, async () => {
+    assert.equal(await sbx.files.makeDir('/tmp/d/e/f'), true)
+    assert.equal(await sbx.files.makeDir('/tmp/d/e/f'), false)
+    await sbx.files.write('/tmp/d/x.txt', 'x')
+    await sbx.commands.run('ln -s /tmp/d/x.txt /tmp/d/link')
+    let l = await sbx.files.list('/tmp/d')
+    assert.deepEqual(l.map((e) => e.name), ['e', 'link', 'x.txt'])
+    assert.equal(l[0].type, FileType.DIR)
+    assert.equal(l[0].permissions, 'drwxr-xr-x')
+    assert.equal(l[2].type, FileType.FILE)
+    assert.equal(l[1].symlinkTarget, '/tmp/d/x.txt')
+    l = await sbx.files.list('/tmp/d', { depth: 3 })
+    assert.deepEqual(l.map((e) => e.path), ['/tmp/d/e', '/tmp/d/e/f', '/tmp/d/link', '/tmp/d/x.txt'])
+    assert.equal(await sbx.files.exists('/tmp/d/x.txt'), true)
+    assert.equal(await sbx.files.exists('/tmp/d/nope'), false)
+    const info = await sbx.files.getInfo('/tmp/d/x.txt')
+    assert.equal(info.size, 1)
+    assert.equal(info.mode, 0o644)
+    assert.ok(info.modifiedTime instanceof Date)
+    const moved = await sbx.files.rename('/tmp/d/x.txt', '/tmp/elsewhere/y.txt')
+    assert.equal(moved.path, '/tmp/elsewhere/y.txt')
+    assert.equal(await sbx.files.read('/tmp/elsewhere/y.txt'), 'x')
+    await sbx.files.remove('/tmp/d')
+    assert.equal(await sbx.files.exists('/tmp/d'), false)
+    await sbx.files.remove('/tmp/d') // missing is fine
+  })
+
+  test('file errors', T, async () => {
+    await assert.rejects(sbx.files.read('/tmp/no/such/file'), NotFoundError)
+    await assert.rejects(sbx.files.list('/tmp/no/such/dir'), NotFoundError)
+    await assert.rejects(sbx.files.getInfo('/nope'), NotFoundError)
+    await assert.rejects(sbx.files.rename('/tmp/none', '/tmp/other'), NotFoundError)
+    await assert.rejects(sbx.files.read('/tmp'), SandboxError)
+    await sbx.files.write('/tmp/plain', 'p')
+    await assert.rejects(sbx.files.list('/tmp/plain'), SandboxError)
+    await assert.rejects(sbx.files.write('/tmp', 'x'), SandboxError)
+    await assert.rejects(sbx.files.read('/etc/passwd', { user: 'ghost' }), AuthenticationError)
+  })
+
+  test('watchDir reports creates, writes, renames and removes, recursively', T, async () => {
+    await sbx.files.makeDir('/tmp/w')
+    const events = []
+    const h = await sbx.files.watchDir('/tmp/w', (e) => events.push(e), { recursive: true, timeoutMs: 0 })
+    await sbx.files.write('/tmp/w/a.txt', 'one')
+    await sbx.files.makeDir('/tmp/w/sub')
+    await until('the new subdirectory to be watched', async () =>
+      events.some((e) => e.name === 'sub' && e.type === FilesystemEventType.CREATE))
+    await sbx.files.write('/tmp/w/sub/deep.txt', 'two')
+    await sbx.files.rename('/tmp/w/a.txt', '/tmp/w/b.txt')
+    await sbx.files.remove('/tmp/w/b.txt')
+    await until('events', async () =>
+      events.some((e) => e.name === 'b.txt' && e.type === FilesystemEventType.REMOVE))
+    const has = (name, type) => events.some((e) => e.name === name && e.type === type)
+    assert.ok(has('a.txt', FilesystemEventType.CREATE), JSON.stringify(events))
+    assert.ok(has('a.txt', FilesystemEventType.WRITE))
+    assert.ok(has('sub/deep.txt', FilesystemEventType.CREATE))
+    assert.ok(has('sub/deep.txt', FilesystemEventType.WRITE))
+    assert.ok(has('a.txt', FilesystemEventType.RENAME))
+    assert.ok(has('b.txt', FilesystemEventType.CREATE))
+    assert.ok(!events.some((e) => e.name.includes('.#')), 'no temporary files')
+    await h.stop()
+    await assert.rejects(sbx.files.watchDir('/tmp/not-here', () => {}), NotFoundError)
+  })
+})
+
+describe('two sandboxes at once', () => {
+  test('requests are routed by sandbox id', T, async () => {
+    const [a, b] = await Promise.all([create({ envs: { WHO: 'a' } }), create({ envs: { WHO: 'b' } })])
+    await Promise.all([a.files.write('/tmp/who', 'A'), b.files.write('/tmp/who', 'B')])
+    const runs = await Promise.all(
+      [a, b, a, b].map((s) => s.commands.run('sleep 0.3; echo $WHO $(cat /tmp/who) $(hostname)')),
+    )
+    assert.equal(runs[0].stdout, runs[2].stdout)
+    assert.equal(runs[1].stdout, runs[3].stdout)
+    assert.match(runs[0].stdout, /^a A /)
+    assert.match(runs[1].stdout, /^b B /)
+    const ha = await a.commands.run('sleep 600', { background: true })
+    assert.equal((await b.commands.list()).some((p) => p.pid === ha.pid && p.args.includes('sleep 600')), false)
+    assert.equal(await a.kill(), true)
+    assert.equal(await b.isRunning(), true)
+    assert.equal(await b.files.read('/tmp/who'), 'B')
+    await assert.rejects(a.files.read('/tmp/who'))
+    assert.equal(await b.kill(), true)
+    made.delete(a.sandboxId)
+    made.delete(b.sandboxId)
+  })
+
+  test("one sandbox's access token does not open another", T, async () => {
+    const [a, b] = await Promise.all([create(), create()])
+    const token = async (s) =>
+      (await fetch(`${API}/sandboxes/${s.sandboxId}`, { headers: { 'X-API-KEY': KEY } }).then((r) => r.json()))
+        .envdAccessToken
+    const tokenA = await token(a)
+    assert.match(tokenA, /^[0-9a-f]{64}$/)
+    const own = await fetch(`${process.env.E2B_SANDBOX_URL}/health`, {
+      headers: { 'E2b-Sandbox-Id': a.sandboxId, 'X-Access-Token': tokenA },
+    })
+    assert.equal(own.status, 204)
+    const res = await fetch(`${process.env.E2B_SANDBOX_URL}/health`, {
+      headers: { 'E2b-Sandbox-Id': b.sandboxId, 'X-Access-Token': tokenA },
+    })
+    assert.equal(res.status, 401)
+    assert.equal((await res.json()).code, 401)
+    const none = await fetch(`${process.env.E2B_SANDBOX_URL}/health`, { headers: { 'E2b-Sandbox-Id': b.sandboxId } })
+    assert.equal(none.status, 401)
+  })
+})
+
+describe('wire errors', () => {
+  let sbx
+  let headers
+  before(async () => {
+    sbx = await create()
+    const info = await fetch(`${API}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': KEY } }).then((r) => r.json())
+    headers = { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': info.envdAccessToken }
+  })
+  const url = (p) => `${process.env.E2B_SANDBOX_URL}${p}`
+
+  test('control plane: JSON errors with an integer code', T, async () => {
+    let r = await fetch(`${API}/v2/sandboxes`, { method: 'POST', headers: { 'X-API-KEY': 'wrong' }, body: '{}' })
+    assert.equal(r.status, 401)
+    assert.deepEqual(Object.keys(await r.json()).sort(), ['code', 'message'])
+    r = await fetch(`${API}/v2/sandboxes`, {
+      method: 'POST',
+      headers: { 'X-API-KEY': KEY, 'Content-Type': 'application/json' },
+      body: '{"templateID":"no-such-template"}',
+    })
+    assert.equal(r.status, 404)
+    assert.equal((await r.json()).code, 404)
+    r = await fetch(`${API}/v2/sandboxes`, { method: 'POST', headers: { 'X-API-KEY': KEY }, body: '{not json' })
+    assert.equal(r.status, 400)
+    assert.equal((await r.json()).code, 400)
+    r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/timeout`, {
+      method: 'POST',
+      headers: { 'X-API-KEY': KEY },
+      body: '{"timeout":"soon"}',
+    })
+    assert.equal(r.status, 400)
+    r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/network`, { method: 'PUT', headers: { 'X-API-KEY': KEY }, body: '{}' })
+    assert.equal(r.status, 501)
+    r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/metrics`, { headers: { 'X-API-KEY': KEY } })
+    assert.deepEqual(await r.json(), [])
+  })
+
+  test('envd: unknown sandboxes are 502, bad envelopes and methods are Connect errors', T, async () => {
+    let r = await fetch(url('/health'), { headers: { 'E2b-Sandbox-Id': 'zzzzzzzzzzzzzzzz', 'X-Access-Token': 'x' } })
+    assert.equal(r.status, 401, 'the token is checked first')
+    r = await fetch(url('/process.Process/List'), {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: '{"unknown":1}',
+    })
+    assert.equal(r.status, 200, 'unknown fields are ignored')
+    r = await fetch(url('/process.Process/Nope'), { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{}' })
+    assert.equal(r.status, 501)
+    assert.equal((await r.json()).code, 'unimplemented')
+    r = await fetch(url('/filesystem.Filesystem/Stat'), { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: '[1' })
+    assert.equal(r.status, 400)
+    assert.equal((await r.json()).code, 'invalid_argument')
+    r = await fetch(url('/filesystem.Filesystem/Stat'), { method: 'POST', headers: { ...headers, 'Content-Type': 'application/proto' }, body: 'x' })
+    assert.equal(r.status, 415)
+    // a streaming call whose body is not one envelope: 200 and an end-stream error
+    r = await fetch(url('/process.Process/Start'), {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/connect+json' },
+      body: new Uint8Array([0, 0, 0, 0, 50, 123]),
+    })
+    assert.equal(r.status, 200)
+    const buf = new Uint8Array(await r.arrayBuffer())
+    assert.equal(buf[0], 2, 'end-stream flag')
+    const end = JSON.parse(new TextDecoder().decode(buf.subarray(5)))
+    assert.equal(end.error.code, 'invalid_argument')
+    r = await fetch(url('/files?path=/tmp/x'), { method: 'POST', headers: { ...headers, 'Content-Type': 'text/plain' }, body: 'x' })
+    assert.equal(r.status, 400)
+    assert.equal((await r.json()).code, 400)
+    r = await fetch(url('/files?path=/tmp/x'), { method: 'POST', headers: { ...headers, 'Content-Type': 'multipart/form-data; boundary=zz' }, body: '--zz\r\nbroken' })
+    assert.equal(r.status, 400)
+    r = await fetch(url('/files?path=/nope/x'), { headers })
+    assert.equal(r.status, 404)
+    assert.match((await r.json()).message, /does not exist/)
+    r = await fetch(url('/files'), { headers })
+    assert.equal(r.status, 400)
+
+    await sbx.kill()
+    made.delete(sbx.sandboxId)
+    r = await fetch(url('/health'), { headers })
+    assert.equal(r.status, 502)
+    assert.deepEqual(await r.json(), { sandboxId: sbx.sandboxId, message: 'The sandbox was not found', code: 502 })
+    r = await fetch(url('/process.Process/List'), { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{}' })
+    assert.equal(r.status, 502)
+  })
+})
