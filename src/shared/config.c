@@ -40,6 +40,10 @@ const ConfigItem config_table[] = {
         { "max_sandboxes", U(max_sandboxes), "1000", 1, 65536, NULL, "live sandboxes per host" },
         { "seccomp_io_uring", U(seccomp_io_uring), "0", 0, 1, NULL, "1 lets sandboxes use io_uring (off: a large kernel attack surface)" },
         { "upload_max_mb", U(upload_max_mb), "4096", 1, UINT64_C(1) << 30, NULL, "largest file upload" },
+        { "auto_resume_paused", U(auto_resume_paused), "0", 0, 1, NULL, "1: exec and file calls on a paused sandbox resume it (else 409 sandbox_paused)" },
+        { "max_branch", U(max_branch), "16", 1, 64, NULL, "most sandboxes one branch call may make" },
+        { "checkpoint_keep_last", U(checkpoint_keep_last), "5", 1, 1000, NULL, "automatic checkpoints kept per sandbox before hourly (24 h) and daily (7 d) thinning" },
+        { "warm_pool", S(warm_pool), "", 0, 0, NULL, "sandboxes kept created and paused per template, e.g. base:2,debian:1" },
 };
 const size_t config_table_size = ELEMENTSOF(config_table);
 
@@ -228,11 +232,92 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
         }
         if (isempty(c->template_dir))
                 (void) strscpy(c->template_dir, sizeof c->template_dir, SPACE_DATADIR "/templates");
+        {
+                ConfigWarmPool pools[CONFIG_WARM_POOLS_MAX];
+                size_t n;
+                char sub[256];
+                int r = config_warm_pools(c->warm_pool, pools, &n, sub, sizeof sub);
+                if (r < 0) {
+                        snprintf(errbuf, errbuf_size, "warm_pool: %s", sub);
+                        return r;
+                }
+        }
         if (c->default_cpu_millis > c->max_cpu_millis || c->default_memory_mb > c->max_memory_mb ||
             c->default_disk_mb > c->max_disk_mb || c->default_pids_max > c->max_pids) {
                 snprintf(errbuf, errbuf_size, "a default limit is above its maximum");
                 return -EINVAL;
         }
+        return 0;
+}
+
+static bool warm_template_name_valid(const char *s, size_t n) {
+        if (n == 0 || n > CONFIG_WARM_POOL_NAME_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char ch = s[i];
+                bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+                if (!alnum && (i == 0 || (ch != '.' && ch != '_' && ch != '-')))
+                        return false;
+        }
+        return true;
+}
+
+int config_warm_pools(const char *s, ConfigWarmPool ret[static CONFIG_WARM_POOLS_MAX], size_t *ret_n, char *errbuf,
+                      size_t errbuf_size) {
+        size_t n = 0;
+
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        while (*s) {
+                size_t len = strcspn(s, ","), name_len;
+                const char *colon = memchr(s, ':', len);
+                char num[24];
+                uint64_t count;
+
+                if (!colon) {
+                        snprintf(errbuf, errbuf_size, "'%.*s' is not TEMPLATE:COUNT", (int) MIN(len, (size_t) 64), s);
+                        return -EINVAL;
+                }
+                name_len = (size_t) (colon - s);
+                if (!warm_template_name_valid(s, name_len)) {
+                        snprintf(errbuf, errbuf_size, "'%.*s' is not a template name", (int) MIN(name_len, (size_t) 64),
+                                 s);
+                        return -EINVAL;
+                }
+                if (len - name_len - 1 == 0 || len - name_len - 1 >= sizeof num) {
+                        snprintf(errbuf, errbuf_size, "bad count for template '%.*s'", (int) name_len, s);
+                        return -EINVAL;
+                }
+                memcpy(num, colon + 1, len - name_len - 1);
+                num[len - name_len - 1] = 0;
+                if (safe_atou64(num, &count) < 0 || count > CONFIG_WARM_POOL_SIZE_MAX) {
+                        snprintf(errbuf, errbuf_size, "count '%s' of template '%.*s' is not in [0, %u]", num,
+                                 (int) name_len, s, CONFIG_WARM_POOL_SIZE_MAX);
+                        return -EINVAL;
+                }
+                for (size_t i = 0; i < n; i++)
+                        if (strlen(ret[i].template_name) == name_len && memcmp(ret[i].template_name, s, name_len) == 0) {
+                                snprintf(errbuf, errbuf_size, "template '%.*s' is named twice", (int) name_len, s);
+                                return -EINVAL;
+                        }
+                if (n >= CONFIG_WARM_POOLS_MAX) {
+                        snprintf(errbuf, errbuf_size, "more than %u templates", CONFIG_WARM_POOLS_MAX);
+                        return -E2BIG;
+                }
+                memcpy(ret[n].template_name, s, name_len);
+                ret[n].template_name[name_len] = 0;
+                ret[n].count = count;
+                n++;
+                s += len;
+                if (*s == ',') {
+                        s++;
+                        if (!*s) {
+                                snprintf(errbuf, errbuf_size, "trailing comma");
+                                return -EINVAL;
+                        }
+                }
+        }
+        *ret_n = n;
         return 0;
 }
 

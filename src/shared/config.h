@@ -9,6 +9,9 @@
 #include "macros.h"
 
 #define CONFIG_STR_MAX 512
+#define CONFIG_WARM_POOLS_MAX 16U       /* templates in warm_pool */
+#define CONFIG_WARM_POOL_SIZE_MAX 64U   /* sandboxes kept warm per template */
+#define CONFIG_WARM_POOL_NAME_MAX 64U   /* a template name */
 
 typedef struct Config {
         char role[16];                 /* all | api | worker | controller */
@@ -38,7 +41,17 @@ typedef struct Config {
         uint64_t max_sandboxes;
         uint64_t upload_max_mb;
         uint64_t seccomp_io_uring;
+        uint64_t auto_resume_paused;   /* exec/file calls on a paused sandbox resume it instead of a 409 */
+        uint64_t max_branch;           /* most sandboxes one branch call makes */
+        uint64_t checkpoint_keep_last; /* automatic checkpoints kept before the hourly/daily thinning */
+        char warm_pool[CONFIG_STR_MAX];/* "template:count,..." kept created and paused */
 } Config;
+
+/* One entry of warm_pool. */
+typedef struct ConfigWarmPool {
+        char template_name[CONFIG_WARM_POOL_NAME_MAX + 1];
+        uint64_t count;
+} ConfigWarmPool;
 
 typedef enum ConfigType {
         CONFIG_STRING,
@@ -70,5 +83,10 @@ int config_load_file(Config *c, const char *path, char *errbuf, size_t errbuf_si
 int config_load_env(Config *c, char *errbuf, size_t errbuf_size);
 /* Derives what depends on others (store_url and agent_path defaults). */
 int config_finish(Config *c, char *errbuf, size_t errbuf_size);
+/* Parses a warm_pool value ("base:2,debian:1"; "" = none): template names as
+ * in the API, counts 0..CONFIG_WARM_POOL_SIZE_MAX, no name twice. -EINVAL
+ * with a one-line reason in errbuf. config_finish() checks the configured one. */
+int config_warm_pools(const char *s, ConfigWarmPool ret[static CONFIG_WARM_POOLS_MAX], size_t *ret_n, char *errbuf,
+                      size_t errbuf_size);
 /* Prints the option table (for --help and docs). */
 void config_print_help(FILE *f);
