@@ -73,6 +73,36 @@ typedef struct ExecRequest {
 } ExecRequest;
 void exec_request_done(ExecRequest *x);
 int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, ApiError *e);
+/* Puts the sandbox's env (a JSON object of strings, or NULL) under the
+ * request's env in x->agent_json: the request's values win. So a sandbox
+ * whose agent started without its env (a warm one) still gives it to every
+ * process. */
+int api_exec_merge_env(ExecRequest *x, const char *sandbox_env_json, ApiError *e);
+
+/* ---- lifecycle validation (lifecycle-validate.c): pure functions ---- */
+
+#define API_CHECKPOINT_NAME_MAX 64U       /* [A-Za-z0-9][A-Za-z0-9._-]{0,63}; ids match it too */
+#define API_CHECKPOINT_EVERY_MIN 1U       /* seconds between automatic checkpoints, at least */
+#define API_CHECKPOINTS_MAX 256U          /* checkpoints one sandbox may hold */
+
+bool api_checkpoint_name_valid(const char *s);
+/* idle_s, idle_action, checkpoint_every_s of a create or PATCH body, into the
+ * fields given (left as they are when absent). idle_s without idle_action
+ * (and none set before) means pause. */
+int api_validate_policy_fields(const JsonValue *body, const Config *c, uint64_t *idle_s, IdleAction *idle_action,
+                               uint64_t *checkpoint_every_s, ApiError *e);
+/* PATCH /v1/sandboxes/{id}: the policy of cur changed by body. A timeout_s
+ * counts from now (0 = none). At least one field. */
+int api_validate_sandbox_patch(const JsonValue *body, const Config *c, const Sandbox *cur, int64_t now,
+                               SandboxPolicy *ret, ApiError *e);
+/* {"name": optional}: ret_name "" if none. body NULL = {}. */
+int api_validate_checkpoint_create(const JsonValue *body, char ret_name[static STORE_NAME_MAX], ApiError *e);
+/* {"checkpoint": id or name}; *ret_checkpoint points into body. */
+int api_validate_restore(const JsonValue *body, const char **ret_checkpoint, ApiError *e);
+/* {"count": 1..max_branch (default 1), "from": checkpoint?, "with_memory": false}; *ret_from points into body
+ * (NULL = the live state). with_memory true is refused (the ns runtime cannot). */
+int api_validate_branch(const JsonValue *body, const Config *c, uint64_t *ret_count, const char **ret_from,
+                        ApiError *e);
 
 /* "SIGTERM" or "TERM" (case-sensitive) → canonical "SIGTERM"; NULL if not a signal one may send. */
 const char *api_signal_name(const char *s);
@@ -88,6 +118,7 @@ int api_parse_time(const char *s, int64_t *ret_usec);
 void json_out_time(int64_t usec, char buf[static JSON_OUT_TIME_MAX]);
 void json_out_error(JsonWriter *w, const ApiError *e);
 void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name);
+void json_out_checkpoint(JsonWriter *w, const Checkpoint *c);
 void json_out_template(JsonWriter *w, const Template *t, uint64_t in_use);
 void json_out_event(JsonWriter *w, const Event *ev, const char *tenant_name);
 void json_out_key(JsonWriter *w, const ApiKey *k, const char *tenant_name);
@@ -133,8 +164,13 @@ int api_key_generate(char ret_secret[static API_KEY_SECRET_LEN + 1], char ret_id
 
 /* ---- handlers ---- */
 
-/* Looks up a sandbox of the request's tenant (404 otherwise); with running, 409 unless it runs. */
+/* Looks up a sandbox of the request's tenant (404 otherwise); with running, 409 unless it runs (a paused
+ * one is resumed instead with auto_resume_paused=1), and the call counts as activity (idle policy). */
 int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret, ApiError *e);
+/* Records a new sandbox (state creating) under a fresh id and a free slot. */
+int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, ApiError *e);
+/* Marks a sandbox whose create failed deleted, with an event. */
+void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e);
 /* Counts live sandboxes by template (in_use) or overall. */
 int api_sandbox_count(ApiRequest *r, const char *template_name, uint64_t *ret, ApiError *e);
 
@@ -142,6 +178,36 @@ int api_sandbox_create(ApiRequest *r, ApiError *e);
 int api_sandbox_list(ApiRequest *r, ApiError *e);
 int api_sandbox_show(ApiRequest *r, ApiError *e);
 int api_sandbox_delete(ApiRequest *r, ApiError *e);
+
+/* lifecycle.c */
+/* Serialises the lifecycle operations on one sandbox within this process
+ * (one lock at a time: never take a second while holding one). */
+pthread_mutex_t *api_sandbox_lock(const char *id);
+static inline void api_sandbox_unlockp(pthread_mutex_t **m) {
+        if (*m)
+                (void) pthread_mutex_unlock(*m);
+}
+#define _cleanup_sandbox_lock_ _cleanup_(api_sandbox_unlockp)
+
+int api_sandbox_pause(ApiRequest *r, ApiError *e);
+int api_sandbox_resume(ApiRequest *r, ApiError *e);
+int api_sandbox_suspend(ApiRequest *r, ApiError *e);
+int api_sandbox_patch(ApiRequest *r, ApiError *e);
+int api_sandbox_restore(ApiRequest *r, ApiError *e);
+int api_sandbox_branch(ApiRequest *r, ApiError *e);
+/* Thaws a paused sandbox and records it running (why: the event's reason); *sb is updated. */
+int api_sandbox_resume_paused(ApiRequest *r, Sandbox *sb, const char *why, ApiError *e);
+/* A create that a warm pool can serve: claims a warm sandbox of req's template,
+ * gives it req's tenant, limits, env, metadata and policy, resumes it and
+ * answers 201. 0 if no warm sandbox was free (nothing answered: create one). */
+int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e);
+
+/* checkpoints.c */
+int api_checkpoint_create(ApiRequest *r, ApiError *e);
+int api_checkpoint_list(ApiRequest *r, ApiError *e);
+int api_checkpoint_delete(ApiRequest *r, ApiError *e);
+/* A checkpoint of sb by id or name; 404 if sb has none such (or it is not restorable). */
+int api_checkpoint_find(ApiRequest *r, const Sandbox *sb, const char *ref, Checkpoint *ret, ApiError *e);
 
 int api_exec(ApiRequest *r, ApiError *e);
 int api_exec_list(ApiRequest *r, ApiError *e);

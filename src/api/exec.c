@@ -12,6 +12,7 @@
 #include "log.h"
 
 #define EXEC_ID_MAX 64U
+#define EXEC_ACTIVITY_MSEC 1000 /* a running exec records activity this often */
 
 typedef struct OutCarry {
         char b[4];      /* an incomplete UTF-8 sequence held back for the next frame */
@@ -159,10 +160,12 @@ static int parse_started(const ProtoFrame *f, char exec_id[static EXEC_ID_MAX + 
         return 0;
 }
 
-/* Relays output frames until EXIT, a bad frame, or the client going away. */
+/* Relays output frames until EXIT, a bad frame, or the client going away.
+ * A running exec is activity: the idle policy must not pause its sandbox. */
 static int relay(ApiRequest *r, int fd) {
         OutCarry carry[2] = {};
         unsigned foreign = 0;
+        int64_t touched = now_usec();
 
         for (;;) {
                 _cleanup_(proto_frame_done) ProtoFrame f = {};
@@ -174,7 +177,11 @@ static int relay(ApiRequest *r, int fd) {
                 ApiError ae = {};
                 int k;
 
-                k = poll(p, 2, -1);
+                if (now_usec() - touched >= EXEC_ACTIVITY_MSEC * 1000) {
+                        (void) store_sandbox_touch(r->store, r->params[0]);
+                        touched = now_usec();
+                }
+                k = poll(p, 2, EXEC_ACTIVITY_MSEC);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k < 0)
@@ -251,6 +258,9 @@ int api_exec(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
         k = api_sandbox_lookup(r, r->params[0], true, &sb, e);
+        if (k < 0)
+                return k;
+        k = api_exec_merge_env(&x, sb.env_json, e);
         if (k < 0)
                 return k;
         k = agent_call_connect(r, &sb, &fd, e);

@@ -115,6 +115,23 @@ static int count_states(ApiRequest *r, uint64_t counts[static _SANDBOX_STATE_MAX
         return 0;
 }
 
+/* space_warm_pool_size{template}: paused sandboxes ready to be claimed, per configured pool. */
+static void print_warm_pools(ApiRequest *r, FILE *f) {
+        ConfigWarmPool pools[CONFIG_WARM_POOLS_MAX];
+        char err[128];
+        size_t n = 0;
+
+        if (config_warm_pools(api_config(r->api)->warm_pool, pools, &n, err, sizeof err) < 0 || n == 0)
+                return;
+        fprintf(f, "# HELP space_warm_pool_size Sandboxes ready in a template's warm pool.\n"
+                   "# TYPE space_warm_pool_size gauge\n");
+        for (size_t i = 0; i < n; i++) {
+                uint64_t ready = 0;
+                (void) store_sandbox_warm_count(r->store, pools[i].template_name, &ready, NULL);
+                fprintf(f, "space_warm_pool_size{template=\"%s\"} %" PRIu64 "\n", pools[i].template_name, ready);
+        }
+}
+
 int api_metrics(ApiRequest *r, ApiError *e) {
         uint64_t counts[_SANDBOX_STATE_MAX] = {};
         _cleanup_free_ char *text = NULL;
@@ -141,6 +158,7 @@ int api_metrics(ApiRequest *r, ApiError *e) {
                         if (s != SANDBOX_DELETED)
                                 fprintf(f, "space_sandboxes{state=\"%s\"} %" PRIu64 "\n",
                                         sandbox_state_to_string((SandboxState) s) ?: "unknown", counts[s]);
+                print_warm_pools(r, f);
         }
         fprintf(f, "# HELP space_http_requests_total HTTP requests answered, by status class.\n"
                    "# TYPE space_http_requests_total counter\n");

@@ -86,6 +86,25 @@ void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name)
         kv_json_object(w, "env", sb->env_json);
         kv_json_object(w, "metadata", sb->metadata_json);
         kv_string_or_null(w, "parent", sb->parent_id);
+        kv_string_or_null(w, "parent_checkpoint", sb->parent_checkpoint);
+        json_w_kv_bool(w, "processes_preserved", sb->processes_preserved);
+        json_w_kv_int(w, "idle_s", (int64_t) sb->idle_s);
+        kv_string_or_null(w, "idle_action", idle_action_to_string(sb->idle_action));
+        json_w_kv_int(w, "checkpoint_every_s", (int64_t) sb->checkpoint_every_s);
+        json_w_kv_int(w, "checkpoints", sb->checkpoints);
+        kv_time(w, "last_activity_at", sb->last_activity_usec);
+        json_w_object_end(w);
+}
+
+void json_out_checkpoint(JsonWriter *w, const Checkpoint *c) {
+        json_w_object_begin(w);
+        json_w_kv_string(w, "id", c->id);
+        json_w_kv_string(w, "sandbox", c->sandbox_id);
+        kv_string_or_null(w, "name", c->name);
+        kv_time(w, "created_at", c->created_usec);
+        json_w_key(w, "size_bytes");
+        json_w_uint(w, c->size_bytes);
+        json_w_kv_bool(w, "auto", c->automatic);
         json_w_object_end(w);
 }
 

@@ -31,10 +31,23 @@ int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret
         /* a deleted sandbox is gone (its history stays in the events) */
         if (ret->state == SANDBOX_DELETED)
                 k = api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
-        else if (!running || ret->state == SANDBOX_RUNNING)
+        else if (!running)
                 return 0;
-        else if (ret->state == SANDBOX_PAUSED)
-                k = api_error(e, -EBUSY, API_SANDBOX_PAUSED, "sandbox '%s' is paused", id);
+        else if (ret->state == SANDBOX_PAUSED && api_config(r->api)->auto_resume_paused) {
+                k = api_sandbox_resume_paused(r, ret, "resumed by an exec or file call (auto_resume_paused)", e);
+                if (k >= 0) {
+                        (void) store_sandbox_touch(r->store, id); /* activity, for the idle policy */
+                        return 0;
+                }
+        } else if (ret->state == SANDBOX_RUNNING) {
+                (void) store_sandbox_touch(r->store, id);
+                return 0;
+        } else if (ret->state == SANDBOX_PAUSED)
+                k = api_error(e, -EBUSY, API_SANDBOX_PAUSED,
+                              "sandbox '%s' is paused; resume it with POST /v1/sandboxes/%s/resume", id, id);
+        else if (ret->state == SANDBOX_SUSPENDED)
+                k = api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING,
+                              "sandbox '%s' is suspended; resume it with POST /v1/sandboxes/%s/resume", id, id);
         else
                 k = api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING, "sandbox '%s' is %s, not running", id,
                               sandbox_state_to_string(ret->state) ?: "not running");
@@ -68,7 +81,7 @@ static int reply_sandbox(ApiRequest *r, int status, const char *id, ApiError *e)
         return api_reply_json(r, status, &w);
 }
 
-static void create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
+void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
         char reason[STORE_REASON_MAX];
         int k;
 
@@ -80,7 +93,7 @@ static void create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
         api_event(r, sb->id, "sandbox.create_failed", reason, NULL);
 }
 
-static int insert_new(ApiRequest *r, Sandbox *sb, ApiError *e) {
+int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, ApiError *e) {
         int k = -EEXIST;
 
         for (unsigned i = 0; i < API_ID_ATTEMPTS && k == -EEXIST; i++) {
@@ -121,6 +134,15 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
         if (t.state != TEMPLATE_READY)
                 return api_error(e, -EBUSY, API_CONFLICT, "template '%s' is still being imported", t.name);
 
+        (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, r->key.tenant_id);
+        sb.created_usec = sb.updated_usec = now_usec();
+        sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
+
+        /* a warm sandbox, if the template has a pool and one is free (it adds no sandbox to the host) */
+        k = api_sandbox_create_warm(r, &sb, e);
+        if (k != 0)
+                return k < 0 ? k : 0;
+
         k = api_sandbox_count(r, NULL, &live, e);
         if (k < 0)
                 return k;
@@ -128,12 +150,9 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
                 return api_error(e, -EAGAIN, API_UNAVAILABLE, "this host already runs its maximum of %" PRIu64
                                  " sandboxes", c->max_sandboxes);
 
-        (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, r->key.tenant_id);
         (void) strscpy(sb.worker, sizeof sb.worker, API_WORKER_NAME);
         sb.state = SANDBOX_CREATING;
-        sb.created_usec = sb.updated_usec = now_usec();
-        sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
-        k = insert_new(r, &sb, e);
+        k = api_sandbox_insert_new(r, &sb, e);
         if (k < 0)
                 return k;
         api_log_sandbox(r, sb.id);
@@ -141,7 +160,7 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
                 k = store_sandbox_set_expiry(r->store, sb.id, sb.expires_usec);
                 if (k < 0) {
                         (void) api_store_error(e, k, "setting the expiry");
-                        create_failed(r, &sb, e);
+                        api_sandbox_create_failed(r, &sb, e);
                         return k;
                 }
         }
@@ -152,7 +171,7 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
         if (k < 0) {
                 if (e->code == API_OK)
                         (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
-                create_failed(r, &sb, e);
+                api_sandbox_create_failed(r, &sb, e);
                 return k;
         }
 
@@ -167,7 +186,7 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
                         return api_error(e, k, API_CONFLICT, "sandbox '%s' was deleted while it was being created",
                                          sb.id);
                 (void) api_store_error(e, k, "recording the running sandbox");
-                create_failed(r, &sb, e);
+                api_sandbox_create_failed(r, &sb, e);
                 return k;
         }
 

@@ -425,7 +425,9 @@ TEST(sandbox_json) {
                            "\"template\":\"base\",\"runtime\":\"ns\",\"worker\":\"local\",\"cpu\":1.5,"
                            "\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,\"timeout_s\":0,"
                            "\"created_at\":\"2026-11-29T01:02:03.456Z\",\"expires_at\":null,\"env\":{},"
-                           "\"metadata\":{},\"parent\":null}");
+                           "\"metadata\":{},\"parent\":null,\"parent_checkpoint\":null,\"processes_preserved\":false,"
+                           "\"idle_s\":0,\"idle_action\":null,\"checkpoint_every_s\":0,\"checkpoints\":0,"
+                           "\"last_activity_at\":null}");
         free(text);
 
         sb.state = SANDBOX_DELETED;
@@ -436,6 +438,13 @@ TEST(sandbox_json) {
         sb.env_json = (char *) "{\"A\":\"1\"}";
         sb.metadata_json = (char *) "not json"; /* a broken stored value does not break the output */
         snprintf(sb.parent_id, sizeof sb.parent_id, "abcdefghijklmnop");
+        snprintf(sb.parent_checkpoint, sizeof sb.parent_checkpoint, "ckabcdefghijklmn");
+        sb.processes_preserved = true;
+        sb.idle_s = 30;
+        sb.idle_action = IDLE_ACTION_SUSPEND;
+        sb.checkpoint_every_s = 600;
+        sb.checkpoints = 3;
+        sb.last_activity_usec = INT64_C(1795914183456000);
         json_w_init(&w);
         json_out_sandbox(&w, &sb, "acme");
         text = finish(&w);
@@ -444,7 +453,9 @@ TEST(sandbox_json) {
                            "\"worker\":\"local\",\"cpu\":1,\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,"
                            "\"timeout_s\":60,\"created_at\":\"2026-11-29T01:02:03.456Z\","
                            "\"expires_at\":\"2026-11-29T01:03:03.456Z\",\"env\":{\"A\":\"1\"},\"metadata\":{},"
-                           "\"parent\":\"abcdefghijklmnop\"}");
+                           "\"parent\":\"abcdefghijklmnop\",\"parent_checkpoint\":\"ckabcdefghijklmn\","
+                           "\"processes_preserved\":true,\"idle_s\":30,\"idle_action\":\"suspend\","
+                           "\"checkpoint_every_s\":600,\"checkpoints\":3,\"last_activity_at\":\"2026-11-29T01:03:03.456Z\"}");
 }
 
 TEST(other_json) {
@@ -669,6 +680,182 @@ TEST(key_hash) {
         ASSERT_EQ(strlen(id), 14);
         ASSERT_TRUE(strncmp(id, "key_", 4) == 0);
         ASSERT_EQ(strspn(id + 4, "abcdefghijklmnopqrstuvwxyz0123456789"), 10);
+}
+
+/* ---- lifecycle requests ---- */
+
+TEST(create_policy_fields) {
+        Sandbox sb = {};
+        ApiError e = {};
+
+        ASSERT_OK(create("{}", &sb, &e));
+        ASSERT_TRUE(sb.processes_preserved);
+        ASSERT_EQ(sb.idle_s, 0);
+        ASSERT_EQ(sb.idle_action, IDLE_ACTION_NONE);
+        ASSERT_OK(create("{\"idle_s\":60}", &sb, &e)); /* idle_s alone: pause */
+        ASSERT_EQ(sb.idle_s, 60);
+        ASSERT_EQ(sb.idle_action, IDLE_ACTION_PAUSE);
+        ASSERT_OK(create("{\"idle_s\":5,\"idle_action\":\"suspend\",\"checkpoint_every_s\":300}", &sb, &e));
+        ASSERT_EQ(sb.idle_action, IDLE_ACTION_SUSPEND);
+        ASSERT_EQ(sb.checkpoint_every_s, 300);
+        sandbox_done(&sb);
+        ASSERT_CREATE_FAILS("{\"idle_action\":\"sleep\"}", API_INVALID_ARGUMENT,
+                            "idle_action must be \"pause\", \"suspend\" or \"\" (nothing)");
+        ASSERT_CREATE_FAILS("{\"idle_s\":-1}", API_INVALID_ARGUMENT, "idle_s must be a non-negative integer");
+        ASSERT_CREATE_FAILS("{\"idle_s\":99999999}", API_INVALID_ARGUMENT,
+                            "idle_s must be 0 (off) or between 1 and 2592000, not 99999999");
+        ASSERT_CREATE_FAILS("{\"checkpoint_every_s\":\"5\"}", API_INVALID_ARGUMENT,
+                            "checkpoint_every_s must be a non-negative integer");
+}
+
+static int patch(const char *json, const Sandbox *cur, SandboxPolicy *p, ApiError *e) {
+        _cleanup_json_ JsonValue *v = parse(json);
+        Config c = test_config();
+        return api_validate_sandbox_patch(v, &c, cur, 1000000, p, e);
+}
+
+TEST(sandbox_patch) {
+        Sandbox cur = { .timeout_s = 60, .expires_usec = 555, .idle_s = 10, .idle_action = IDLE_ACTION_SUSPEND,
+                        .checkpoint_every_s = 30 };
+        SandboxPolicy p;
+        ApiError e = {};
+
+        /* what is not given stays */
+        ASSERT_OK(patch("{\"checkpoint_every_s\":0}", &cur, &p, &e));
+        ASSERT_EQ(p.timeout_s, 60);
+        ASSERT_EQ(p.expires_usec, 555);
+        ASSERT_EQ(p.idle_s, 10);
+        ASSERT_EQ(p.idle_action, IDLE_ACTION_SUSPEND);
+        ASSERT_EQ(p.checkpoint_every_s, 0);
+        /* a timeout counts from now; 0 = none */
+        ASSERT_OK(patch("{\"timeout_s\":120}", &cur, &p, &e));
+        ASSERT_EQ(p.timeout_s, 120);
+        ASSERT_EQ(p.expires_usec, 1000000 + 120 * 1000000LL);
+        ASSERT_OK(patch("{\"timeout_s\":0}", &cur, &p, &e));
+        ASSERT_EQ(p.expires_usec, 0);
+        /* idle_s alone keeps the action set before; null or "" clears it */
+        ASSERT_OK(patch("{\"idle_s\":20}", &cur, &p, &e));
+        ASSERT_EQ(p.idle_action, IDLE_ACTION_SUSPEND);
+        ASSERT_OK(patch("{\"idle_action\":null}", &cur, &p, &e));
+        ASSERT_EQ(p.idle_action, IDLE_ACTION_NONE);
+        ASSERT_OK(patch("{\"idle_action\":\"\"}", &cur, &p, &e));
+        ASSERT_EQ(p.idle_action, IDLE_ACTION_NONE);
+
+        ASSERT_TRUE(patch("{}", &cur, &p, &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
+        ASSERT_TRUE(patch("{\"cpu\":1}", &cur, &p, &e) < 0);
+        ASSERT_EQ(e.code, API_UNKNOWN_FIELD);
+        ASSERT_TRUE(patch("{\"timeout_s\":99999999999}", &cur, &p, &e) < 0);
+        ASSERT_STREQ(e.message, "timeout_s must be at most 2592000, not 99999999999");
+        ASSERT_TRUE(patch("{\"timeout_s\":1.5}", &cur, &p, &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
+        ASSERT_TRUE(patch("{\"idle_action\":3}", &cur, &p, &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
+}
+
+TEST(checkpoint_requests) {
+        char name[STORE_NAME_MAX];
+        const char *ref = NULL;
+        uint64_t count = 0;
+        Config c = test_config();
+        ApiError e = {};
+        JsonValue *v;
+
+        ASSERT_TRUE(api_checkpoint_name_valid("before-upgrade.1"));
+        ASSERT_TRUE(api_checkpoint_name_valid("A_b"));
+        ASSERT_FALSE(api_checkpoint_name_valid("-x"));
+        ASSERT_FALSE(api_checkpoint_name_valid(""));
+        ASSERT_FALSE(api_checkpoint_name_valid("a/b"));
+        ASSERT_FALSE(api_checkpoint_name_valid("a b"));
+        ASSERT_FALSE(api_checkpoint_name_valid(NULL));
+        char long_name[API_CHECKPOINT_NAME_MAX + 2];
+        memset(long_name, 'a', sizeof long_name - 1);
+        long_name[sizeof long_name - 1] = 0;
+        ASSERT_FALSE(api_checkpoint_name_valid(long_name));
+        long_name[API_CHECKPOINT_NAME_MAX] = 0;
+        ASSERT_TRUE(api_checkpoint_name_valid(long_name));
+
+        ASSERT_OK(api_validate_checkpoint_create(NULL, name, &e));
+        ASSERT_STREQ(name, "");
+        v = parse("{\"name\":\"v1\"}");
+        ASSERT_OK(api_validate_checkpoint_create(v, name, &e));
+        ASSERT_STREQ(name, "v1");
+        json_free(v);
+        v = parse("{\"name\":\"../x\"}");
+        ASSERT_TRUE(api_validate_checkpoint_create(v, name, &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
+        json_free(v);
+        v = parse("{\"name\":\"a\\u0000b\"}");
+        ASSERT_TRUE(api_validate_checkpoint_create(v, name, &e) < 0);
+        json_free(v);
+        v = parse("{\"label\":\"x\"}");
+        ASSERT_TRUE(api_validate_checkpoint_create(v, name, &e) < 0);
+        ASSERT_EQ(e.code, API_UNKNOWN_FIELD);
+        json_free(v);
+
+        v = parse("{\"checkpoint\":\"abc\"}");
+        ASSERT_OK(api_validate_restore(v, &ref, &e));
+        ASSERT_STREQ(ref, "abc");
+        json_free(v);
+        v = parse("{}");
+        ASSERT_TRUE(api_validate_restore(v, &ref, &e) < 0);
+        ASSERT_STREQ(e.message, "checkpoint (a checkpoint id or name) is required");
+        json_free(v);
+        v = parse("{\"checkpoint\":7}");
+        ASSERT_TRUE(api_validate_restore(v, &ref, &e) < 0);
+        json_free(v);
+
+        v = parse("{}");
+        ASSERT_OK(api_validate_branch(v, &c, &count, &ref, &e));
+        ASSERT_EQ(count, 1);
+        ASSERT_NULL(ref);
+        json_free(v);
+        v = parse("{\"count\":16,\"from\":\"ck1\",\"with_memory\":false}");
+        ASSERT_OK(api_validate_branch(v, &c, &count, &ref, &e));
+        ASSERT_EQ(count, 16);
+        ASSERT_STREQ(ref, "ck1");
+        json_free(v);
+        v = parse("{\"count\":0}");
+        ASSERT_TRUE(api_validate_branch(v, &c, &count, &ref, &e) < 0);
+        ASSERT_STREQ(e.message, "count must be between 1 and 16 (max_branch), not 0");
+        json_free(v);
+        v = parse("{\"count\":17}");
+        ASSERT_TRUE(api_validate_branch(v, &c, &count, &ref, &e) < 0);
+        json_free(v);
+        v = parse("{\"with_memory\":true}");
+        ASSERT_TRUE(api_validate_branch(v, &c, &count, &ref, &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
+        ASSERT_STREQ(e.message, "the ns runtime cannot branch memory; use the vm runtime");
+        json_free(v);
+        v = parse("{\"from\":\"\"}");
+        ASSERT_TRUE(api_validate_branch(v, &c, &count, &ref, &e) < 0);
+        json_free(v);
+}
+
+TEST(exec_env_merge) {
+        ExecRequest x = {};
+        ApiError e = {};
+
+        /* the sandbox's env under the request's */
+        ASSERT_OK(exec_req("{\"cmd\":[\"env\"],\"env\":{\"A\":\"req\",\"C\":\"3\"}}", &x, &e));
+        ASSERT_OK(api_exec_merge_env(&x, "{\"A\":\"sb\",\"B\":\"2\"}", &e));
+        ASSERT_STREQ(x.agent_json, "{\"argv\":[\"env\"],\"env\":{\"B\":\"2\",\"A\":\"req\",\"C\":\"3\"}}");
+        assert_agent_accepts(x.agent_json);
+        exec_request_done(&x);
+        /* no request env: the sandbox's */
+        ASSERT_OK(exec_req("{\"shell\":\"true\",\"timeout_s\":2}", &x, &e));
+        ASSERT_OK(api_exec_merge_env(&x, "{\"B\":\"2\"}", &e));
+        ASSERT_STREQ(x.agent_json, "{\"shell\":\"true\",\"timeout_ms\":2000,\"env\":{\"B\":\"2\"}}");
+        assert_agent_accepts(x.agent_json);
+        exec_request_done(&x);
+        /* no sandbox env: unchanged */
+        ASSERT_OK(exec_req("{\"shell\":\"true\"}", &x, &e));
+        ASSERT_OK(api_exec_merge_env(&x, NULL, &e));
+        ASSERT_OK(api_exec_merge_env(&x, "{}", &e));
+        ASSERT_STREQ(x.agent_json, "{\"shell\":\"true\"}");
+        ASSERT_TRUE(api_exec_merge_env(&x, "[1]", &e) < 0);
+        ASSERT_EQ(e.code, API_INTERNAL);
+        exec_request_done(&x);
 }
 
 /* ---- openapi.yaml stays in step with the router and the error table ---- */

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/* /v1/sandboxes/{id}/checkpoints: take, list and delete checkpoints (O(1)
+ * read-only snapshots of a sandbox's root on btrfs). A new checkpoint's row
+ * is written first, not restorable; the worker takes the snapshot; then the
+ * row becomes restorable with its size. A crash in between leaves a row the
+ * checkpoint GC removes (with whatever snapshot exists). */
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "alloc-util.h"
+#include "api-internal.h"
+#include "log.h"
+#include "str-util.h"
+
+#define CHECKPOINT_ID_ATTEMPTS 5U
+
+static void sandbox_donep(Sandbox *sb) {
+        sandbox_done(sb);
+}
+#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
+
+int api_checkpoint_find(ApiRequest *r, const Sandbox *sb, const char *ref, Checkpoint *ret, ApiError *e) {
+        _cleanup_free_ Checkpoint *list = NULL;
+        Checkpoint c;
+        size_t n = 0;
+        int k;
+
+        if (!api_checkpoint_name_valid(ref))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "sandbox '%s' has no checkpoint '%.64s'", sb->id,
+                                 strempty(ref));
+        /* by id: of this sandbox (another sandbox's or tenant's is no checkpoint of it) */
+        k = store_checkpoint_get(r->store, sb->tenant_id, ref, &c);
+        if (k >= 0 && streq(c.sandbox_id, sb->id) && c.restorable) {
+                *ret = c;
+                return 0;
+        }
+        if (k < 0 && k != -ENOENT)
+                return api_store_error(e, k, "looking up the checkpoint");
+        /* by name */
+        k = store_checkpoint_list(r->store, sb->id, &list, &n);
+        if (k < 0)
+                return api_store_error(e, k, "listing checkpoints");
+        for (size_t i = 0; i < n; i++)
+                if (list[i].restorable && streq(list[i].name, ref)) {
+                        *ret = list[i];
+                        return 0;
+                }
+        return api_error(e, -ENOENT, API_NOT_FOUND, "sandbox '%s' has no checkpoint '%s'", sb->id, ref);
+}
+
+static bool name_taken(const Checkpoint *list, size_t n, const char *name) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(list[i].name, name))
+                        return true;
+        return false;
+}
+
+int api_checkpoint_create(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_free_ Checkpoint *list = NULL;
+        char reason[STORE_REASON_MAX], data[STORE_NAME_MAX + 64];
+        const char *id = r->params[0];
+        Checkpoint c = {};
+        uint64_t size = 0;
+        size_t n = 0;
+        int k;
+
+        json_w_init(&w);
+        k = api_read_json_optional(r, &body, e);
+        if (k < 0)
+                return k;
+        k = api_validate_checkpoint_create(body, c.name, e);
+        if (k < 0)
+                return k;
+        lock = api_sandbox_lock(id);
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED && sb.state != SANDBOX_SUSPENDED)
+                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING, "sandbox '%s' is %s: it cannot be checkpointed",
+                                 id, sandbox_state_to_string(sb.state) ?: "in an unknown state");
+        k = store_checkpoint_list(r->store, id, &list, &n);
+        if (k < 0)
+                return api_store_error(e, k, "listing checkpoints");
+        if (n >= API_CHECKPOINTS_MAX)
+                return api_error(e, -ENOSPC, API_CONFLICT,
+                                 "sandbox '%s' has %zu checkpoints, the most it may have; delete some first", id, n);
+        if (c.name[0] && name_taken(list, n, c.name))
+                return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox '%s' has a checkpoint named '%s'", id,
+                                 c.name);
+
+        (void) strscpy(c.sandbox_id, sizeof c.sandbox_id, sb.id);
+        (void) strscpy(c.tenant_id, sizeof c.tenant_id, sb.tenant_id);
+        c.restorable = false; /* until the snapshot exists */
+        c.created_usec = now_usec();
+        k = -EEXIST;
+        for (unsigned i = 0; i < CHECKPOINT_ID_ATTEMPTS && k == -EEXIST; i++) {
+                char ckid[API_ID_LEN + 1];
+                k = api_sandbox_id_generate(ckid);
+                if (k < 0)
+                        return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
+                (void) strscpy(c.id, sizeof c.id, ckid);
+                k = store_checkpoint_insert(r->store, &c);
+        }
+        if (k == -EEXIST)
+                return api_error(e, k, API_ALREADY_EXISTS, "sandbox '%s' has a checkpoint named '%s'", id, c.name);
+        if (k < 0)
+                return api_store_error(e, k, "recording the checkpoint");
+
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_checkpoint_create(r->worker, id, c.id, &size, e);
+        if (k >= 0) {
+                k = store_checkpoint_update(r->store, c.id, true, size);
+                if (k < 0) {
+                        ApiError ignored = {};
+                        (void) api_store_error(e, k, "recording the checkpoint");
+                        (void) worker_checkpoint_remove(r->worker, id, c.id, &ignored);
+                }
+        } else if (e->code == API_OK)
+                (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+        if (k < 0) {
+                log_warning("Checkpoint of sandbox %s failed: %s", id, e->message);
+                (void) store_checkpoint_delete(r->store, c.id);
+                return k;
+        }
+        c.restorable = true;
+        c.size_bytes = size;
+
+        snprintf(reason, sizeof reason, "checkpoint taken by %s", r->actor);
+        snprintf(data, sizeof data, "{\"checkpoint\":\"%s\",\"name\":%s%s%s}", c.id, c.name[0] ? "\"" : "",
+                 c.name[0] ? c.name : "null", c.name[0] ? "\"" : ""); /* validated name: nothing to escape */
+        api_event_tenant(r, sb.tenant_id, id, "sandbox.checkpointed", reason, data);
+        log_info("Checkpoint %s of sandbox %s taken", c.id, id);
+        json_out_checkpoint(&w, &c);
+        return api_reply_json(r, 201, &w);
+}
+
+int api_checkpoint_list(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_free_ Checkpoint *list = NULL;
+        size_t n = 0;
+        int k;
+
+        json_w_init(&w);
+        k = api_sandbox_lookup(r, r->params[0], false, &sb, e);
+        if (k < 0)
+                return k;
+        k = store_checkpoint_list(r->store, sb.id, &list, &n);
+        if (k < 0)
+                return api_store_error(e, k, "listing checkpoints");
+        json_w_object_begin(&w);
+        json_w_key(&w, "checkpoints");
+        json_w_array_begin(&w);
+        for (size_t i = 0; i < n; i++)
+                if (list[i].restorable) /* the others are being taken or removed */
+                        json_out_checkpoint(&w, &list[i]);
+        json_w_array_end(&w);
+        json_w_object_end(&w);
+        return api_reply_json(r, 200, &w);
+}
+
+int api_checkpoint_delete(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX], data[STORE_ID_MAX + 32];
+        const char *id = r->params[0];
+        Checkpoint c;
+        int k;
+
+        lock = api_sandbox_lock(id);
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        k = api_checkpoint_find(r, &sb, r->params[1], &c, e);
+        if (k < 0)
+                return k;
+        /* given up first, so that nothing restores it while it goes */
+        k = store_checkpoint_update(r->store, c.id, false, c.size_bytes);
+        if (k < 0)
+                return api_store_error(e, k, "marking the checkpoint removed");
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_checkpoint_remove(r->worker, id, c.id, e);
+        if (k < 0) {
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                (void) store_checkpoint_update(r->store, c.id, true, c.size_bytes);
+                return k;
+        }
+        k = store_checkpoint_delete(r->store, c.id);
+        if (k < 0 && k != -ENOENT)
+                return api_store_error(e, k, "deleting the checkpoint");
+
+        snprintf(reason, sizeof reason, "checkpoint deleted by %s", r->actor);
+        snprintf(data, sizeof data, "{\"checkpoint\":\"%s\"}", c.id);
+        api_event_tenant(r, sb.tenant_id, id, "sandbox.checkpoint_deleted", reason, data);
+        return api_reply_empty(r, 204);
+}

@@ -1,0 +1,621 @@
+/* SPDX-License-Identifier: MIT */
+/* The lifecycle of a sandbox: pause, resume, suspend, its policy (PATCH),
+ * restore, branch, and creates served from a warm pool.
+ *
+ * Every transition is a compare-and-set in the store and an event with the
+ * actor and a reason. The order of store and host steps is chosen so that a
+ * crash between them leaves something the worker's reconcile makes
+ * consistent: pause records "paused" before freezing (a crash leaves a
+ * paused sandbox whose processes run; resume thaws what is not frozen);
+ * resume thaws before recording "running" (never "running" while frozen);
+ * suspend records "suspended" first (on restart the worker ends the
+ * processes of a suspended sandbox as orphans); a start, restore or branch
+ * is recorded after the host step (a crash leaves the old state, creating
+ * rows become deleted, a lost process becomes error). An invalid transition
+ * changes nothing and answers 409. */
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "alloc-util.h"
+#include "api-internal.h"
+#include "log.h"
+#include "str-util.h"
+
+#define API_SANDBOX_LOCKS 64U
+#define API_BRANCH_MAX 64U      /* the bound of config max_branch */
+#define API_WORKER_NAME "local"
+
+static pthread_mutex_t sandbox_locks[API_SANDBOX_LOCKS] = {
+        [0 ... API_SANDBOX_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER,
+};
+
+pthread_mutex_t *api_sandbox_lock(const char *id) {
+        uint32_t h = 2166136261U; /* FNV-1a */
+        pthread_mutex_t *m;
+
+        for (const char *p = id; p && *p; p++)
+                h = (h ^ (uint8_t) *p) * 16777619U;
+        m = &sandbox_locks[h % API_SANDBOX_LOCKS];
+        (void) pthread_mutex_lock(m);
+        return m;
+}
+
+static void sandbox_donep(Sandbox *sb) {
+        sandbox_done(sb);
+}
+#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
+
+static void event(ApiRequest *r, const Sandbox *sb, const char *type, const char *reason, const char *data) {
+        api_event_tenant(r, sb->tenant_id, sb->id, type, reason, data);
+}
+
+static int reply_sandbox(ApiRequest *r, int status, const char *id, ApiError *e) {
+        _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_(json_w_done) JsonWriter w;
+        int k;
+
+        json_w_init(&w);
+        k = store_sandbox_get(r->store, r->key.tenant_id, id, &sb);
+        if (k < 0)
+                return api_store_error(e, k, "reading the sandbox back");
+        json_out_sandbox(&w, &sb, r->tenant_name);
+        return api_reply_json(r, status, &w);
+}
+
+/* Reads *sb again from the store. */
+static int reread(ApiRequest *r, Sandbox *sb, ApiError *e) {
+        Sandbox fresh = {};
+        int k = store_sandbox_get(r->store, sb->tenant_id, sb->id, &fresh);
+
+        if (k < 0)
+                return api_store_error(e, k, "reading the sandbox back");
+        sandbox_done(sb);
+        *sb = fresh;
+        return 0;
+}
+
+static int worker_failed(ApiError *e, int k) {
+        if (e->code == API_OK)
+                (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+        return k;
+}
+
+static int set_state(ApiRequest *r, const Sandbox *sb, SandboxState from, SandboxState to, const char *reason,
+                     ApiError *e) {
+        int k = store_sandbox_set_state(r->store, sb->id, (int) from, to, reason);
+
+        if (k == -ESTALE)
+                return api_error(e, k, API_CONFLICT, "sandbox '%s' changed state meanwhile; look and try again",
+                                 sb->id);
+        if (k < 0)
+                return api_store_error(e, k, "recording the new state");
+        return 0;
+}
+
+static const char *state_name(const Sandbox *sb) {
+        return sandbox_state_to_string(sb->state) ?: "in an unknown state";
+}
+
+/* The body of pause, resume and suspend: none, or an empty object. */
+static int read_no_fields(ApiRequest *r, ApiError *e) {
+        static const char *const allowed[] = { NULL };
+        _cleanup_json_ JsonValue *body = NULL;
+        const char *unknown = NULL;
+        int k = api_read_json_optional(r, &body, e);
+
+        if (k < 0)
+                return k;
+        if (json_check_keys(body, allowed, &unknown) < 0)
+                return api_error(e, -EINVAL, API_UNKNOWN_FIELD, "unknown field '%.64s'", strna(unknown));
+        return 0;
+}
+
+/* ---- pause ---- */
+
+int api_sandbox_pause(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX];
+        const char *id = r->params[0];
+        int k;
+
+        k = read_no_fields(r, e);
+        if (k < 0)
+                return k;
+        lock = api_sandbox_lock(id);
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        if (sb.state == SANDBOX_PAUSED)
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is already paused", id);
+        if (sb.state != SANDBOX_RUNNING)
+                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING,
+                                 "sandbox '%s' is %s: only a running sandbox can be paused", id, state_name(&sb));
+
+        snprintf(reason, sizeof reason, "paused by %s", r->actor);
+        k = set_state(r, &sb, SANDBOX_RUNNING, SANDBOX_PAUSED, reason, e);
+        if (k < 0)
+                return k;
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_pause(r->worker, id, true, e);
+        if (k < 0) {
+                (void) worker_failed(e, k);
+                log_warning("Pausing sandbox %s failed: %s", id, e->message);
+                (void) store_sandbox_set_state(r->store, id, SANDBOX_PAUSED, SANDBOX_RUNNING, "pause failed");
+                return k;
+        }
+        event(r, &sb, "sandbox.paused", reason, NULL);
+        log_info("Paused sandbox %s", id);
+        return reply_sandbox(r, 200, id, e);
+}
+
+/* ---- resume ---- */
+
+static int resume_paused_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e) {
+        int k;
+
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_pause(r->worker, sb->id, false, e);
+        if (k < 0)
+                return worker_failed(e, k);
+        k = set_state(r, sb, SANDBOX_PAUSED, SANDBOX_RUNNING, reason, e);
+        if (k < 0)
+                return k;
+        event(r, sb, "sandbox.resumed", reason, "{\"processes_preserved\":true}");
+        log_info("Resumed sandbox %s", sb->id);
+        return reread(r, sb, e);
+}
+
+/* A suspended sandbox (or one in error) starts again on its files. */
+static int start_again_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e) {
+        int64_t pid = 0;
+        uint64_t starttime = 0;
+        int k;
+
+        k = api_get_worker(r, e);
+        if (k < 0)
+                return k;
+        if (sb->state == SANDBOX_ERROR) {
+                /* whatever is left of its processes ends first; the files stay */
+                ApiError ignored = {};
+                (void) worker_sandbox_suspend(r->worker, sb->id, NULL, &ignored);
+        }
+        k = worker_sandbox_start(r->worker, sb, &pid, &starttime, e);
+        if (k < 0)
+                return worker_failed(e, k);
+        k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, API_WORKER_NAME);
+        if (k < 0)
+                (void) api_store_error(e, k, "recording the started sandbox");
+        else
+                k = set_state(r, sb, sb->state, SANDBOX_RUNNING, reason, e);
+        if (k < 0) {
+                ApiError ignored = {};
+                (void) worker_sandbox_suspend(r->worker, sb->id, NULL, &ignored); /* not left running unrecorded */
+                return k;
+        }
+        (void) store_sandbox_set_processes_preserved(r->store, sb->id, false);
+        event(r, sb, "sandbox.resumed", reason, "{\"processes_preserved\":false}");
+        log_info("Started sandbox %s again (pid %" PRIi64 ")", sb->id, pid);
+        return reread(r, sb, e);
+}
+
+int api_sandbox_resume_paused(ApiRequest *r, Sandbox *sb, const char *why, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = api_sandbox_lock(sb->id);
+        int k;
+
+        k = reread(r, sb, e);
+        if (k < 0)
+                return k;
+        if (sb->state == SANDBOX_RUNNING)
+                return 0; /* someone else resumed it */
+        if (sb->state != SANDBOX_PAUSED)
+                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING, "sandbox '%s' is %s, not running", sb->id,
+                                 state_name(sb));
+        return resume_paused_locked(r, sb, why, e);
+}
+
+int api_sandbox_resume(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX];
+        const char *id = r->params[0];
+        int k;
+
+        k = read_no_fields(r, e);
+        if (k < 0)
+                return k;
+        lock = api_sandbox_lock(id);
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        snprintf(reason, sizeof reason, "resumed by %s", r->actor);
+        switch (sb.state) {
+        case SANDBOX_PAUSED:
+                k = resume_paused_locked(r, &sb, reason, e);
+                break;
+        case SANDBOX_SUSPENDED:
+        case SANDBOX_ERROR:
+                k = start_again_locked(r, &sb, reason, e);
+                break;
+        case SANDBOX_RUNNING:
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is already running", id);
+        default:
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s: it cannot be resumed", id,
+                                 state_name(&sb));
+        }
+        if (k < 0)
+                return k;
+        return reply_sandbox(r, 200, id, e);
+}
+
+/* ---- suspend ---- */
+
+int api_sandbox_suspend(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX], data[64];
+        const char *id = r->params[0];
+        bool preserved = false;
+        SandboxState from;
+        int k;
+
+        k = read_no_fields(r, e);
+        if (k < 0)
+                return k;
+        lock = api_sandbox_lock(id);
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        if (sb.state == SANDBOX_SUSPENDED)
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is already suspended", id);
+        if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED)
+                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING,
+                                 "sandbox '%s' is %s: only a running or paused sandbox can be suspended", id,
+                                 state_name(&sb));
+        from = sb.state;
+
+        snprintf(reason, sizeof reason, "suspended by %s", r->actor);
+        k = set_state(r, &sb, from, SANDBOX_SUSPENDED, reason, e);
+        if (k < 0)
+                return k;
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_suspend(r->worker, id, &preserved, e);
+        if (k < 0) {
+                char why[STORE_REASON_MAX];
+                (void) worker_failed(e, k);
+                snprintf(why, sizeof why, "suspend failed: %s", e->message);
+                log_error("Suspending sandbox %s failed: %s", id, e->message);
+                /* its processes may be gone: error (resume starts it again on its files) */
+                if (store_sandbox_set_state(r->store, id, SANDBOX_SUSPENDED, SANDBOX_ERROR, why) >= 0)
+                        event(r, &sb, "sandbox.error", why, NULL);
+                return k;
+        }
+        (void) store_sandbox_set_runtime(r->store, id, 0, 0, NULL);
+        (void) store_sandbox_set_processes_preserved(r->store, id, preserved);
+        snprintf(data, sizeof data, "{\"processes_preserved\":%s}", preserved ? "true" : "false");
+        event(r, &sb, "sandbox.suspended", reason, data);
+        log_info("Suspended sandbox %s", id);
+        return reply_sandbox(r, 200, id, e);
+}
+
+/* ---- policy ---- */
+
+int api_sandbox_patch(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX], data[256];
+        const char *id = r->params[0];
+        SandboxPolicy p;
+        int k;
+
+        k = api_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        lock = api_sandbox_lock(id);
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        k = api_validate_sandbox_patch(body, api_config(r->api), &sb, now_usec(), &p, e);
+        if (k < 0)
+                return k;
+        k = store_sandbox_set_policy(r->store, id, &p);
+        if (k == -ESTALE || k == -ENOENT)
+                return api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
+        if (k < 0)
+                return api_store_error(e, k, "changing the policy");
+
+        snprintf(reason, sizeof reason, "policy changed by %s", r->actor);
+        snprintf(data, sizeof data,
+                 "{\"timeout_s\":%" PRIu64 ",\"idle_s\":%" PRIu64 ",\"idle_action\":\"%s\",\"checkpoint_every_s\":%" PRIu64
+                 "}",
+                 p.timeout_s, p.idle_s, idle_action_to_string(p.idle_action) ?: "", p.checkpoint_every_s);
+        event(r, &sb, "sandbox.updated", reason, data);
+        return reply_sandbox(r, 200, id, e);
+}
+
+/* ---- restore ---- */
+
+int api_sandbox_restore(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX], data[256];
+        const char *id = r->params[0], *ref = NULL;
+        int64_t pid = 0;
+        uint64_t starttime = 0;
+        Checkpoint ck;
+        int k;
+
+        k = api_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        k = api_validate_restore(body, &ref, e);
+        if (k < 0)
+                return k;
+        lock = api_sandbox_lock(id);
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED && sb.state != SANDBOX_SUSPENDED &&
+            sb.state != SANDBOX_ERROR)
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s: it cannot be restored now", id,
+                                 state_name(&sb));
+        k = api_checkpoint_find(r, &sb, ref, &ck, e);
+        if (k < 0)
+                return k;
+
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_restore(r->worker, &sb, ck.id, &pid, &starttime, e);
+        if (k < 0) {
+                char why[STORE_REASON_MAX];
+                (void) worker_failed(e, k);
+                log_error("Restoring sandbox %s to %s failed: %s", id, ck.id, e->message);
+                if (e->code != API_NOT_FOUND) {
+                        /* its processes ended on the way: error until resumed or restored again */
+                        snprintf(why, sizeof why, "restore failed: %s", e->message);
+                        if (store_sandbox_set_state(r->store, id, (int) sb.state, SANDBOX_ERROR, why) >= 0)
+                                event(r, &sb, "sandbox.error", why, NULL);
+                }
+                return k;
+        }
+
+        snprintf(reason, sizeof reason, "restored to checkpoint %s by %s", ck.id, r->actor);
+        k = store_sandbox_set_runtime(r->store, id, pid, starttime, API_WORKER_NAME);
+        if (k < 0)
+                return api_store_error(e, k, "recording the restored sandbox");
+        k = set_state(r, &sb, sb.state, SANDBOX_RUNNING, reason, e);
+        if (k < 0)
+                return k;
+        (void) store_sandbox_set_processes_preserved(r->store, id, false);
+        snprintf(data, sizeof data, "{\"checkpoint\":\"%s\",\"pid\":%" PRIi64 "}", ck.id, pid); /* ids: [a-z0-9] */
+        event(r, &sb, "sandbox.restored", reason, data);
+        log_info("Restored sandbox %s to checkpoint %s", id, ck.id);
+        return reply_sandbox(r, 200, id, e);
+}
+
+/* ---- branch ---- */
+
+static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, int64_t now) {
+        *c = (Sandbox){
+                .state = SANDBOX_CREATING,
+                .cpu_millis = src->cpu_millis,
+                .memory_mb = src->memory_mb,
+                .disk_mb = src->disk_mb,
+                .pids_max = src->pids_max,
+                .io_weight = src->io_weight,
+                .timeout_s = src->timeout_s,
+                .created_usec = now,
+                .updated_usec = now,
+                .expires_usec = src->timeout_s > 0 ? now + (int64_t) src->timeout_s * 1000000 : 0,
+                .env_json = src->env_json,           /* borrowed */
+                .metadata_json = src->metadata_json, /* borrowed */
+                .idle_s = src->idle_s,
+                .idle_action = src->idle_action,
+                .checkpoint_every_s = src->checkpoint_every_s,
+                .processes_preserved = false,        /* its processes start afresh */
+        };
+        (void) strscpy(c->tenant_id, sizeof c->tenant_id, src->tenant_id);
+        (void) strscpy(c->template_name, sizeof c->template_name, src->template_name);
+        (void) strscpy(c->runtime, sizeof c->runtime, src->runtime);
+        (void) strscpy(c->worker, sizeof c->worker, API_WORKER_NAME);
+        (void) strscpy(c->parent_id, sizeof c->parent_id, src->id);
+        if (ck)
+                (void) strscpy(c->parent_checkpoint, sizeof c->parent_checkpoint, ck->id);
+}
+
+static void children_failed(ApiRequest *r, Sandbox *kids, size_t n, const ApiError *e) {
+        for (size_t i = 0; i < n; i++)
+                api_sandbox_create_failed(r, &kids[i], e);
+}
+
+static int reply_children(ApiRequest *r, const Sandbox *kids, size_t n, ApiError *e) {
+        _cleanup_(json_w_done) JsonWriter w;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_key(&w, "sandboxes");
+        json_w_array_begin(&w);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_sandbox_ Sandbox got = {};
+                int k = store_sandbox_get(r->store, r->key.tenant_id, kids[i].id, &got);
+                if (k < 0)
+                        return api_store_error(e, k, "reading the new sandboxes back");
+                json_out_sandbox(&w, &got, r->tenant_name);
+        }
+        json_w_array_end(&w);
+        json_w_object_end(&w);
+        return api_reply_json(r, 201, &w);
+}
+
+int api_sandbox_branch(ApiRequest *r, ApiError *e) {
+        const Config *c = api_config(r->api);
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_free_ Sandbox *kids = NULL;
+        _cleanup_free_ char *data = NULL;
+        int64_t pids[API_BRANCH_MAX] = {}, now;
+        uint64_t sts[API_BRANCH_MAX] = {}, count = 1, live;
+        const char *id = r->params[0], *from = NULL;
+        char reason[STORE_REASON_MAX];
+        Checkpoint ck = {};
+        size_t made = 0, ok = 0;
+        FILE *f;
+        size_t data_len = 0;
+        int k;
+
+        k = api_read_json_optional(r, &body, e);
+        if (k < 0)
+                return k;
+        k = api_validate_branch(body, c, &count, &from, e);
+        if (k < 0)
+                return k;
+        if (count > API_BRANCH_MAX)
+                return api_error(e, -ERANGE, API_INVALID_ARGUMENT, "count must be at most %u", API_BRANCH_MAX);
+        lock = api_sandbox_lock(id);
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED && sb.state != SANDBOX_SUSPENDED &&
+            !(from && sb.state == SANDBOX_ERROR))
+                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING, "sandbox '%s' is %s: it cannot be branched now",
+                                 id, state_name(&sb));
+        if (from) {
+                k = api_checkpoint_find(r, &sb, from, &ck, e);
+                if (k < 0)
+                        return k;
+        }
+        k = api_sandbox_count(r, NULL, &live, e);
+        if (k < 0)
+                return k;
+        if (live + count > c->max_sandboxes)
+                return api_error(e, -EAGAIN, API_UNAVAILABLE,
+                                 "%" PRIu64 " more sandboxes would pass this host's maximum of %" PRIu64, count,
+                                 c->max_sandboxes);
+
+        kids = new0(Sandbox, count);
+        if (!kids)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        now = now_usec();
+        for (; made < count; made++) {
+                child_init(&kids[made], &sb, from ? &ck : NULL, now);
+                k = api_sandbox_insert_new(r, &kids[made], e);
+                if (k < 0) {
+                        children_failed(r, kids, made, e);
+                        return k;
+                }
+        }
+
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_branch(r->worker, id, from ? ck.id : NULL, kids, count, pids, sts, e);
+        if (k < 0) {
+                (void) worker_failed(e, k);
+                children_failed(r, kids, count, e);
+                return k;
+        }
+
+        snprintf(reason, sizeof reason, "branched from %s%s%s by %s", id, from ? " checkpoint " : "",
+                 from ? ck.id : "", r->actor);
+        for (size_t i = 0; i < count; i++) {
+                char cdata[160];
+                k = store_sandbox_set_runtime(r->store, kids[i].id, pids[i], sts[i], API_WORKER_NAME);
+                if (k >= 0)
+                        k = store_sandbox_set_state(r->store, kids[i].id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
+                if (k < 0) {
+                        ApiError ignored = {};
+                        (void) worker_sandbox_destroy(r->worker, kids[i].id, &ignored);
+                        (void) api_store_error(&ignored, k, "recording the new sandbox");
+                        api_sandbox_create_failed(r, &kids[i], &ignored);
+                        continue;
+                }
+                snprintf(cdata, sizeof cdata, "{\"template\":\"%s\",\"parent\":\"%s\",\"checkpoint\":%s%s%s}",
+                         kids[i].template_name, id, from ? "\"" : "", from ? ck.id : "null", from ? "\"" : "");
+                event(r, &kids[i], "sandbox.created", reason, cdata);
+                kids[ok++] = kids[i];
+        }
+        if (ok == 0)
+                return api_error(e, -EIO, API_UNAVAILABLE, "none of the new sandboxes could be recorded");
+
+        /* the parent's event lists its children */
+        f = open_memstream(&data, &data_len);
+        if (f) {
+                fprintf(f, "{\"checkpoint\":%s%s%s,\"children\":[", from ? "\"" : "", from ? ck.id : "null",
+                        from ? "\"" : "");
+                for (size_t i = 0; i < ok; i++)
+                        fprintf(f, "%s\"%s\"", i ? "," : "", kids[i].id);
+                fputs("]}", f);
+                if (fclose(f) != 0)
+                        data = mfree(data);
+        }
+        snprintf(reason, sizeof reason, "branched into %zu by %s", ok, r->actor);
+        event(r, &sb, "sandbox.branched", reason, data);
+        log_info("Branched sandbox %s into %zu", id, ok);
+        return reply_children(r, kids, ok, e);
+}
+
+/* ---- warm pools ---- */
+
+static bool warm_pool_configured(const Config *c, const char *template_name) {
+        ConfigWarmPool pools[CONFIG_WARM_POOLS_MAX];
+        char err[128];
+        size_t n = 0;
+
+        if (isempty(c->warm_pool) || config_warm_pools(c->warm_pool, pools, &n, err, sizeof err) < 0)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (streq(pools[i].template_name, template_name) && pools[i].count > 0)
+                        return true;
+        return false;
+}
+
+int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        char data[STORE_NAME_MAX + 48];
+        ApiError we = {};
+        int k;
+
+        if (!streq(req->runtime, "ns") || !warm_pool_configured(api_config(r->api), req->template_name))
+                return 0;
+        k = store_sandbox_claim_warm(r->store, req->template_name, req, &sb);
+        if (k == -ENOENT)
+                return 0;
+        if (k < 0) {
+                log_warning_errno(k, "Claiming a warm sandbox of %s failed, creating one: %m", req->template_name);
+                return 0;
+        }
+        api_log_sandbox(r, sb.id);
+        lock = api_sandbox_lock(sb.id);
+
+        /* the request's limits, then its processes run again */
+        k = api_get_worker(r, &we);
+        if (k >= 0)
+                k = worker_sandbox_set_limits(r->worker, &sb, &we);
+        if (k >= 0)
+                k = worker_sandbox_pause(r->worker, sb.id, false, &we);
+        if (k >= 0)
+                k = set_state(r, &sb, SANDBOX_PAUSED, SANDBOX_RUNNING, "", &we);
+        if (k < 0) {
+                /* it is this tenant's now, but broken: remove it and create one the usual way */
+                ApiError ignored = {};
+                (void) worker_failed(&we, k);
+                log_warning("Warm sandbox %s failed, creating one instead: %s", sb.id, we.message);
+                if (r->worker)
+                        (void) worker_sandbox_destroy(r->worker, sb.id, &ignored);
+                (void) store_sandbox_set_state(r->store, sb.id, -1, SANDBOX_DELETED, "warm sandbox failed");
+                event(r, &sb, "sandbox.create_failed", we.message, NULL);
+                return 0;
+        }
+        snprintf(data, sizeof data, "{\"template\":\"%s\",\"warm_pool\":true}", sb.template_name);
+        event(r, &sb, "sandbox.created", "from the warm pool", data);
+        log_info("Created sandbox %s from the warm pool of %s", sb.id, sb.template_name);
+        k = reply_sandbox(r, 201, sb.id, e);
+        return k < 0 ? k : 1;
+}
