@@ -22,7 +22,10 @@
 #include "fd-util.h"
 #include "http-server.h"
 #include "log.h"
+#include "checkpointer.h"
+#include "policy.h"
 #include "reaper.h"
+#include "warm-pool.h"
 #include "space-build.h"
 #include "store.h"
 #include "str-util.h"
@@ -213,7 +216,11 @@ static void *controller_thread(void *userdata) {
                         http_server_stop(server);
                         break;
                 }
+                /* policies before the reaper: a timeout warning comes before the kill */
+                (void) policy_run_once(store, wc, now_usec());
                 (void) reaper_run_once(store, wc, now_usec());
+                (void) checkpointer_run_once(store, wc, ctl->config->checkpoint_keep_last, now_usec());
+                (void) warm_pool_run_once(store, wc, ctl->config, now_usec());
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
         }
         return NULL;
