@@ -181,7 +181,7 @@ static void consume(E2bMultipart *m, size_t n) {
 }
 
 /* Processes what is in buf; leaves what cannot be decided yet. */
-static int process(E2bMultipart *m, bool eof, E2bMultipartCallback cb, void *userdata) {
+static int process(E2bMultipart *m, E2bMultipartCallback cb, void *userdata) {
         for (;;) {
                 const char *hit;
                 size_t keep;
@@ -231,6 +231,8 @@ static int process(E2bMultipart *m, bool eof, E2bMultipartCallback cb, void *use
                                         return -E2BIG;
                                 return 0;
                         }
+                        if ((size_t) (hit - m->buf) > E2B_MULTIPART_HEADERS_MAX)
+                                return -E2BIG;
                         r = part_headers(m, m->buf, (size_t) (hit - m->buf));
                         if (r < 0)
                                 return r;
@@ -270,7 +272,6 @@ static int process(E2bMultipart *m, bool eof, E2bMultipartCallback cb, void *use
                 default:
                         return -EBADMSG;
                 }
-                (void) eof;
         }
 }
 
@@ -283,7 +284,7 @@ int e2b_multipart_feed(E2bMultipart *m, const char *p, size_t n, E2bMultipartCal
         if (m->state == MP_DONE)
                 return 1; /* the epilogue is ignored */
         if (n == 0) {
-                r = process(m, true, cb, userdata);
+                r = process(m, cb, userdata);
                 if (r < 0)
                         return r;
                 return m->state == MP_DONE ? 1 : -EBADMSG;
@@ -297,7 +298,7 @@ int e2b_multipart_feed(E2bMultipart *m, const char *p, size_t n, E2bMultipartCal
                 m->len += take;
                 p += take;
                 n -= take;
-                r = process(m, false, cb, userdata);
+                r = process(m, cb, userdata);
                 if (r != 0)
                         return r;
         }

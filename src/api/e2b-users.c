@@ -131,11 +131,9 @@ int e2b_path_resolve(const char *p, size_t n, const char *home, char **ret, ApiE
                 return api_error(e, -ENAMETOOLONG, API_INVALID_PATH, "the path is longer than %u bytes", API_PATH_MAX);
 
         /* "~" and "~/x" are the home; other relative paths start there too */
-        if (p[0] == '~' && (n == 1 || p[1] == '/')) {
-                p++;
-                n--;
-        }
-        if (n == 0 || p[0] != '/')
+        if (p[0] == '~' && (n == 1 || p[1] == '/'))
+                joined = strdup_printf("%s/%.*s", home, (int) n - 1, p + 1);
+        else if (p[0] != '/')
                 joined = strdup_printf("%s/%.*s", home, (int) n, p);
         else
                 joined = memdup_suffix0(p, n);
@@ -179,7 +177,7 @@ int e2b_path_resolve(const char *p, size_t n, const char *home, char **ret, ApiE
 
 int e2b_agent_read_small(int fd, const char *path, size_t max, char **ret, size_t *ret_len, ApiError *e) {
         _cleanup_(proto_frame_done) ProtoFrame info = {};
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *json = NULL, *buf = NULL;
         size_t len = 0;
         int k;
