@@ -172,5 +172,10 @@ int cli_show(int argc, char **argv) {
         if (json_type(resp.json) != JSON_OBJECT)
                 return cli_error("the server's answer is not a sandbox object");
         cli_print_object(resp.json, NULL);
+        {
+                uint64_t n = 0;
+                if (json_uint64(json_get(resp.json, "checkpoints"), &n) >= 0 && n > 0)
+                        return cli_show_checkpoints(p.pos[0]);
+        }
         return 0;
 }

@@ -18,3 +18,12 @@ int cli_cp(int argc, char **argv);       /* cli-cp.c */
 int cli_template(int argc, char **argv); /* cli-template.c */
 int cli_key(int argc, char **argv);      /* cli-key.c */
 int cli_events(int argc, char **argv);   /* cli-events.c */
+int cli_pause(int argc, char **argv);    /* cli-lifecycle.c */
+int cli_resume(int argc, char **argv);   /* cli-lifecycle.c */
+int cli_suspend(int argc, char **argv);  /* cli-lifecycle.c */
+int cli_checkpoint(int argc, char **argv);  /* cli-lifecycle.c */
+int cli_checkpoints(int argc, char **argv); /* cli-lifecycle.c */
+int cli_restore(int argc, char **argv);  /* cli-lifecycle.c */
+int cli_branch(int argc, char **argv);   /* cli-lifecycle.c */
+/* The checkpoint table of a sandbox for 'show' (nothing if it has none). */
+int cli_show_checkpoints(const char *id); /* cli-lifecycle.c */

@@ -50,8 +50,21 @@ static const CliCommand commands[] = {
         { "ls", cli_ls, "[--all] [--state S]", "list sandboxes",
           "  --all       also list sandboxes in state error\n"
           "  --state S   only sandboxes in state S\n" },
-        { "show", cli_show, "ID", "show a sandbox", NULL },
+        { "show", cli_show, "ID", "show a sandbox (state, processes_preserved, lineage, checkpoints)", NULL },
         { "rm", cli_rm, "ID...", "delete sandboxes", NULL },
+        { "pause", cli_pause, "ID...", "freeze a sandbox's processes (memory kept)", NULL },
+        { "resume", cli_resume, "ID...", "resume a paused sandbox, or start a suspended one again", NULL },
+        { "suspend", cli_suspend, "ID...", "release a sandbox's host resources; its files stay",
+          "On the ns runtime its processes end; resume starts it again on its files.\n" },
+        { "checkpoint", cli_checkpoint, "ID [--name N]", "take a checkpoint of a sandbox's files, print its id",
+          "  -n, --name N   a name, unique among the sandbox's checkpoints\n" },
+        { "checkpoints", cli_checkpoints, "ID", "list a sandbox's checkpoints, newest first", NULL },
+        { "restore", cli_restore, "ID CKPT", "put a sandbox's files back to a checkpoint (id or name)",
+          "Its processes end and start afresh on the restored files.\n" },
+        { "branch", cli_branch, "ID [--count N] [--from CKPT]",
+          "make new sandboxes from a sandbox's files (or a checkpoint), print their ids",
+          "  -n, --count N   how many (default 1)\n"
+          "  --from CKPT     from this checkpoint (id or name) instead of the current files\n" },
         { "cp", cli_cp, "SRC DST", "copy a file into or out of a sandbox",
           "Exactly one of SRC and DST is ID:/path. A local DST may be a directory or '-' (stdout);\n"
           "SRC '-' uploads stdin. The file mode is kept. Directories are not supported yet.\n" },
@@ -84,7 +97,7 @@ static void print_help(FILE *f) {
               "$SPACE_API_KEY or STATE_DIR/admin.key.\n\nCommands:\n",
               f);
         for (size_t i = 0; i < ELEMENTSOF(commands); i++)
-                fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+                fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
         fputs("\nRun 'space COMMAND --help' for a command's options.\n", f);
 }
 
