@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* filesystem.Filesystem over the agent's FILE_* requests: Stat, ListDir,
- * MakeDir, Move, Remove and WatchDir (FILE_WATCH, streamed). Paths are
+ * MakeDir, Move, Remove, WatchDir (FILE_WATCH, streamed) and the polling
+ * watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher). Paths are
  * resolved here against the request user's home ("~", relative paths, "."
  * and ".."), then inside the sandbox by the agent. Entries from the agent are
  * hostile and re-serialised field by field as envd's EntryInfo. */
 
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -533,6 +535,196 @@ static int fs_watch(E2bEnvd *x) {
         return 0;
 }
 
+/* ---- polling watchers: CreateWatcher, GetWatcherEvents, RemoveWatcher ----
+ * A watcher is a FILE_WATCH on an agent connection kept here between polls;
+ * events wait in the agent (bounded: it drops them and says "overflow" when
+ * the connection is behind) until GetWatcherEvents reads what is there. A
+ * watcher nobody polled for E2B_WATCHER_IDLE_SEC is closed. */
+
+#define E2B_WATCHERS_MAX 64U
+#define E2B_WATCHER_IDLE_SEC 600
+#define E2B_WATCHER_ID_LEN 20U
+#define E2B_WATCHER_EVENTS_MAX 10000U
+
+typedef struct Watcher {
+        char id[E2B_WATCHER_ID_LEN + 1];
+        char sandbox[STORE_ID_MAX];
+        int fd;
+        bool busy;
+        uint64_t last_used_msec;
+} Watcher;
+
+static pthread_mutex_t watchers_lock = PTHREAD_MUTEX_INITIALIZER;
+static Watcher watchers[E2B_WATCHERS_MAX];
+
+/* Closes idle watchers; called with the lock held. */
+static void watchers_expire_locked(uint64_t now) {
+        for (size_t i = 0; i < E2B_WATCHERS_MAX; i++)
+                if (watchers[i].id[0] && !watchers[i].busy &&
+                    now > watchers[i].last_used_msec + E2B_WATCHER_IDLE_SEC * 1000ULL) {
+                        safe_close(watchers[i].fd);
+                        watchers[i] = (Watcher){};
+                }
+}
+
+/* Takes the watcher for this request (busy) or fails with 404. */
+static Watcher *watcher_take(E2bEnvd *x, const JsonValue *req, ApiError *e) {
+        const JsonValue *v = e2b_field(req, "watcherId", "watcher_id");
+        Watcher *w = NULL;
+
+        if (json_type(v) != JSON_STRING)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "watcherId is required"), NULL;
+        pthread_mutex_lock(&watchers_lock);
+        watchers_expire_locked(now_msec());
+        for (size_t i = 0; i < E2B_WATCHERS_MAX && !w; i++)
+                if (watchers[i].id[0] && streq(watchers[i].id, json_string(v)) &&
+                    streq(watchers[i].sandbox, x->sb.id) && !watchers[i].busy)
+                        w = &watchers[i];
+        if (w)
+                w->busy = true;
+        pthread_mutex_unlock(&watchers_lock);
+        if (!w)
+                (void) api_error(e, -ENOENT, API_NOT_FOUND, "watcher '%.32s' not found", json_string(v));
+        return w;
+}
+
+static void watcher_release(Watcher *w, bool remove) {
+        pthread_mutex_lock(&watchers_lock);
+        if (remove) {
+                safe_close(w->fd);
+                *w = (Watcher){};
+        } else {
+                w->busy = false;
+                w->last_used_msec = now_msec();
+        }
+        pthread_mutex_unlock(&watchers_lock);
+}
+
+static int fs_watcher_create(E2bEnvd *x, ApiError *e) {
+        _cleanup_(fs_call_done) FsCall c = { .fd = -EBADF };
+        _cleanup_json_ JsonValue *req = NULL;
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_free_ char *path = NULL;
+        const JsonValue *v;
+        char id[E2B_WATCHER_ID_LEN + 1] = "w";
+        bool recursive = false;
+        Watcher *slot = NULL;
+        int k;
+
+        k = e2b_rpc_read(x, false, &req, e);
+        if (k >= 0)
+                k = fs_begin(x, &c, e);
+        if (k >= 0)
+                k = fs_path(&c, req, "path", &path, e);
+        if (k >= 0 && (v = e2b_field(req, "recursive", NULL)) && json_bool(v, &recursive) < 0)
+                k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "recursive must be a boolean");
+        if (k >= 0)
+                k = random_alnum(id + 1, E2B_WATCHER_ID_LEN - 1);
+        if (k < 0)
+                return e->code == API_OK ? api_error(e, k, API_INTERNAL, "cannot make a watcher id") : k;
+        id[E2B_WATCHER_ID_LEN] = 0;
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "path", path);
+        json_w_kv_bool(&w, "recursive", recursive);
+        json_w_object_end(&w);
+        k = fs_request(&c, PROTO_FILE_WATCH, &w, path, NULL, e);
+        if (k < 0)
+                return k;
+
+        pthread_mutex_lock(&watchers_lock);
+        watchers_expire_locked(now_msec());
+        for (size_t i = 0; i < E2B_WATCHERS_MAX && !slot; i++)
+                if (!watchers[i].id[0])
+                        slot = &watchers[i];
+        if (slot) {
+                *slot = (Watcher){ .fd = TAKE_FD(c.fd), .last_used_msec = now_msec() };
+                memcpy(slot->id, id, sizeof id);
+                (void) strscpy(slot->sandbox, sizeof slot->sandbox, x->sb.id);
+        }
+        pthread_mutex_unlock(&watchers_lock);
+        if (!slot)
+                return api_error(e, -EMFILE, API_TOO_MANY_REQUESTS, "too many watchers (%u); remove some",
+                                 E2B_WATCHERS_MAX);
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "watcherId", id);
+        json_w_object_end(&w);
+        return e2b_unary_reply(x->r, &w);
+}
+
+static int fs_watcher_events(E2bEnvd *x, ApiError *e) {
+        _cleanup_json_ JsonValue *req = NULL;
+        _cleanup_(json_w_done) JsonWriter w = {};
+        size_t n = 0;
+        bool dead = false;
+        Watcher *wt;
+        int k;
+
+        k = e2b_rpc_read(x, false, &req, e);
+        if (k < 0)
+                return k;
+        wt = watcher_take(x, req, e);
+        if (!wt)
+                return -ENOENT;
+        json_w_object_begin(&w);
+        json_w_key(&w, "events");
+        json_w_array_begin(&w);
+        while (n < E2B_WATCHER_EVENTS_MAX) {
+                _cleanup_(proto_frame_done) ProtoFrame f = {};
+                _cleanup_json_ JsonValue *res = NULL;
+                struct pollfd p = { .fd = wt->fd, .events = POLLIN };
+                const JsonValue *events;
+                ApiError ignored = {};
+
+                if (poll(&p, 1, 0) <= 0)
+                        break;
+                if (proto_recv(wt->fd, &f) < 0 || f.stream != AGENT_STREAM || f.type != PROTO_RESULT ||
+                    agent_call_parse(&f, &res, &ignored) < 0 ||
+                    json_type(events = json_get(res, "events")) != JSON_ARRAY) {
+                        dead = true; /* the sandbox went away, or the directory did */
+                        break;
+                }
+                for (size_t i = 0; i < json_array_size(events); i++) {
+                        const JsonValue *ev = json_array_at(events, i), *name = json_get(ev, "name"),
+                                        *op = json_get(ev, "op");
+                        const char *type;
+                        if (json_type(name) != JSON_STRING || json_type(op) != JSON_STRING ||
+                            !(type = event_type(json_string(op))))
+                                continue;
+                        json_w_object_begin(&w);
+                        json_w_key(&w, "name");
+                        json_w_string_n(&w, json_string(name), json_string_len(name));
+                        json_w_kv_string(&w, "type", type);
+                        json_w_object_end(&w);
+                        n++;
+                }
+        }
+        json_w_array_end(&w);
+        json_w_object_end(&w);
+        watcher_release(wt, dead && n == 0);
+        if (dead && n == 0)
+                return api_error(e, -ENOENT, API_NOT_FOUND, "the watcher ended (its directory or sandbox is gone)");
+        return e2b_unary_reply(x->r, &w);
+}
+
+static int fs_watcher_remove(E2bEnvd *x, ApiError *e) {
+        _cleanup_json_ JsonValue *req = NULL;
+        _cleanup_(json_w_done) JsonWriter w = {};
+        Watcher *wt;
+        int k;
+
+        k = e2b_rpc_read(x, false, &req, e);
+        if (k < 0)
+                return k;
+        wt = watcher_take(x, req, e);
+        if (!wt)
+                return -ENOENT;
+        watcher_release(wt, true);
+        json_w_object_begin(&w);
+        json_w_object_end(&w);
+        return e2b_unary_reply(x->r, &w);
+}
+
 int e2b_filesystem_handle(E2bEnvd *x, const char *method) {
         ApiError e = {};
         int k;
@@ -549,10 +741,12 @@ int e2b_filesystem_handle(E2bEnvd *x, const char *method) {
                 k = fs_move(x, &e);
         else if (streq(method, "Remove"))
                 k = fs_remove(x, &e);
-        else if (streq(method, "CreateWatcher") || streq(method, "GetWatcherEvents") ||
-                 streq(method, "RemoveWatcher"))
-                k = api_error(&e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
-                              "polling watchers are not supported (use WatchDir)");
+        else if (streq(method, "CreateWatcher"))
+                k = fs_watcher_create(x, &e);
+        else if (streq(method, "GetWatcherEvents"))
+                k = fs_watcher_events(x, &e);
+        else if (streq(method, "RemoveWatcher"))
+                k = fs_watcher_remove(x, &e);
         else
                 k = api_error(&e, -ENOENT, API_NOT_IMPLEMENTED, "filesystem.Filesystem/%.64s does not exist", method);
         if (k >= 0)

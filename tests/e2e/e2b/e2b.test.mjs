@@ -472,6 +472,68 @@ describe('wire errors', () => {
     assert.deepEqual(await r.json(), [])
   })
 
+  test('raw Connect stream: start, keepalives while idle, data, end, end-stream', T, async () => {
+    const msg = new TextEncoder().encode(JSON.stringify({
+      process: { cmd: '/bin/sh', args: ['-c', 'sleep 2.5; printf out; exit 3'] },
+      stdin: false,
+    }))
+    const body = new Uint8Array(5 + msg.length)
+    new DataView(body.buffer).setUint32(1, msg.length)
+    body.set(msg, 5)
+    const r = await fetch(url('/process.Process/Start'), {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/connect+json', 'Keepalive-Ping-Interval': '1',
+        'Connect-Timeout-Ms': '20000' },
+      body,
+    })
+    assert.equal(r.status, 200)
+    assert.match(r.headers.get('content-type'), /^application\/connect\+json/)
+    const buf = new Uint8Array(await r.arrayBuffer())
+    const msgs = []
+    for (let off = 0; off < buf.length;) {
+      const len = new DataView(buf.buffer, buf.byteOffset + off + 1, 4).getUint32(0)
+      msgs.push({ flags: buf[off], json: JSON.parse(new TextDecoder().decode(buf.subarray(off + 5, off + 5 + len))) })
+      off += 5 + len
+    }
+    assert.ok(msgs[0].json.event.start.pid > 0)
+    const keepalives = msgs.filter((m) => m.json.event && 'keepalive' in m.json.event).length
+    assert.ok(keepalives >= 2, `keepalives: ${keepalives}`)
+    const data = msgs.find((m) => m.json.event?.data)
+    assert.equal(Buffer.from(data.json.event.data.stdout, 'base64').toString(), 'out')
+    const end = msgs[msgs.length - 2].json.event.end
+    assert.deepEqual(end, { exitCode: 3, exited: true, status: 'exit status 3', error: 'exit status 3' })
+    assert.deepEqual(msgs[msgs.length - 1], { flags: 2, json: {} })
+  })
+
+  test("polling watchers (the Python SDK's watch_dir): create, get events, remove", T, async () => {
+    const rpc = (m, body) =>
+      fetch(url(`/filesystem.Filesystem/${m}`), {
+        method: 'POST',
+        headers: { ...headers, 'Content-Type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+    await sbx.files.makeDir('/tmp/pw')
+    let r = await rpc('CreateWatcher', { path: '/tmp/pw', recursive: true })
+    assert.equal(r.status, 200)
+    const { watcherId } = await r.json()
+    assert.match(watcherId, /^w[a-z0-9]+$/)
+    await sbx.files.write('/tmp/pw/a.txt', 'a')
+    const events = []
+    await until('polled events', async () => {
+      const got = await rpc('GetWatcherEvents', { watcherId }).then((x) => x.json())
+      events.push(...got.events)
+      return events.some((e) => e.name === 'a.txt' && e.type === 'EVENT_TYPE_WRITE')
+    })
+    assert.ok(events.some((e) => e.name === 'a.txt' && e.type === 'EVENT_TYPE_CREATE'), JSON.stringify(events))
+    r = await rpc('RemoveWatcher', { watcherId })
+    assert.deepEqual(await r.json(), {})
+    r = await rpc('GetWatcherEvents', { watcherId })
+    assert.equal(r.status, 404)
+    assert.equal((await r.json()).code, 'not_found')
+    r = await rpc('CreateWatcher', { path: '/tmp/pw/a.txt' })
+    assert.equal(r.status, 400)
+  })
+
   test('envd: unknown sandboxes are 502, bad envelopes and methods are Connect errors', T, async () => {
     let r = await fetch(url('/health'), { headers: { 'E2b-Sandbox-Id': 'zzzzzzzzzzzzzzzz', 'X-Access-Token': 'x' } })
     assert.equal(r.status, 401, 'the token is checked first')
