@@ -51,11 +51,9 @@ class Sandboxes:
         return sid
 
     def delete(self, sid):
-        for i, (s, key) in enumerate(self.ids):
-            if s == sid:
-                del self.ids[i]
-                break
+        """Deletes now (a failed delete is retried by cleanup())."""
         delete_and_check(self.spaced, sid)
+        self.ids = [(s, k) for s, k in self.ids if s != sid]
 
     def cleanup(self):
         problems = []

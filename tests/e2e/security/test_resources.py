@@ -1,0 +1,252 @@
+# SPDX-License-Identifier: MIT
+"""Exhaustion attacks: fork bomb, memory bomb, disk fill, inode exhaustion,
+fd exhaustion, 10,000 processes. The sandbox hits its own limit; spaced, the
+host and the other sandboxes stay responsive; delete leaves nothing."""
+
+import os
+import threading
+import time
+
+import pytest
+
+import e2e_host as host
+from attack_util import assert_spaced_healthy, probe_lines, run
+
+MiB = 1024 * 1024
+HEALTHZ_MAX_S = 5.0          # /healthz under attack (it answers in ms when idle)
+OTHER_EXEC_MAX_S = 30.0      # an exec in a bystander sandbox under attack (2 loaded cores)
+
+
+def cgroup_value(spaced, sid, name):
+    """A cgroup file of the sandbox (pids.current, memory.max_usage_in_bytes, ...), on any hierarchy."""
+    for d in spaced.cgroup_dirs(sid):
+        p = os.path.join(d, name)
+        if os.path.exists(p):
+            with open(p) as f:
+                return f.read().strip()
+    return None
+
+
+def pids_current(spaced, sid):
+    v = cgroup_value(spaced, sid, "pids.current")
+    return int(v) if v is not None else len(spaced.sandbox_pids(sid))
+
+
+class Bystander:
+    """Keeps probing /healthz and an exec in another sandbox while an attack
+    runs; records the worst latencies and every failure."""
+
+    def __init__(self, spaced, other_sid):
+        self.spaced = spaced
+        self.other = other_sid
+        self.stop = threading.Event()
+        self.worst_healthz = 0.0
+        self.worst_exec = 0.0
+        self.failures = []
+        self.rounds = 0
+        self.t = threading.Thread(target=self.loop, daemon=True)
+
+    def loop(self):
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            try:
+                r = self.spaced.api("GET", "/healthz", key=None, timeout=30)
+                if r.status != 200:
+                    self.failures.append(f"/healthz → {r.status}")
+            except OSError as e:
+                self.failures.append(f"/healthz: {e!r}")
+            self.worst_healthz = max(self.worst_healthz, time.monotonic() - t0)
+            t0 = time.monotonic()
+            try:
+                r = self.spaced.exec(self.other, cmd=["echo", "bystander"], timeout=60)
+                if r.response is not None or r.out != "bystander\n" or r.code != 0:
+                    self.failures.append(f"exec in the bystander sandbox: {r!r}")
+            except OSError as e:
+                self.failures.append(f"exec in the bystander sandbox: {e!r}")
+            self.worst_exec = max(self.worst_exec, time.monotonic() - t0)
+            self.rounds += 1
+            self.stop.wait(0.5)
+
+    def __enter__(self):
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join(120)
+
+    def check(self):
+        assert not self.failures, "bystanders failed during the attack:\n  " + "\n  ".join(self.failures[:10])
+        assert self.rounds >= 1, "the bystander never completed a round"
+        assert self.worst_healthz < HEALTHZ_MAX_S, f"/healthz took {self.worst_healthz:.1f}s during the attack"
+        assert self.worst_exec < OTHER_EXEC_MAX_S, f"an exec in another sandbox took {self.worst_exec:.1f}s"
+
+
+def timed_delete(sandboxes, sid, limit_s=120):
+    t0 = time.monotonic()
+    pids = sandboxes.spaced.sandbox_pids(sid)
+    sandboxes.delete(sid)
+    dt = time.monotonic() - t0
+    left = [p for p in pids if host.proc_exists(p)]
+    assert not left, f"processes of {sid} alive after delete: {left[:20]}"
+    assert dt < limit_s, f"deleting the attacked sandbox took {dt:.0f}s"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_fork_bomb(spaced, sandboxes):
+    pids_max = 64
+    bomb = sandboxes.new(pids_max=pids_max)
+    other = sandboxes.new()
+    r = spaced.exec(bomb, cmd=["bash", "-c", ":(){ :|:& };:"], background=True)
+    assert r.response is None, r
+    peak = 0
+    with Bystander(spaced, other) as by:
+        end = time.monotonic() + 15
+        while time.monotonic() < end:
+            n = pids_current(spaced, bomb)
+            peak = max(peak, n)
+            assert n <= pids_max, f"{n} tasks in a sandbox with pids_max {pids_max}"
+            time.sleep(0.2)
+    by.check()
+    assert peak >= pids_max // 2, f"the fork bomb only reached {peak} tasks (did it run?)"
+    events = cgroup_value(spaced, bomb, "pids.events")
+    assert_spaced_healthy(spaced)
+    timed_delete(sandboxes, bomb)
+    assert run(spaced, other, cmd=["echo", "ok"]).out == "ok\n"
+    print(f"fork bomb: peak {peak} tasks of {pids_max}; pids.events {events!r}; "
+          f"worst /healthz {by.worst_healthz:.2f}s, worst bystander exec {by.worst_exec:.2f}s")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_memory_bomb(spaced, sandboxes):
+    mem_mb = 64
+    sid = sandboxes.new(with_probes=["memhog"], memory_mb=mem_mb)
+    other = sandboxes.new()
+    with Bystander(spaced, other) as by:
+        r = spaced.exec(sid, cmd=["memhog", str(mem_mb * 8)], timeout=120)
+    by.check()
+    assert r.response is None, r
+    assert "done" not in r.out, f"allocated {mem_mb * 8} MiB in a sandbox with memory_mb {mem_mb}: {r!r}"
+    assert r.exit is not None and (r.code == 137 or r.exit.get("signal") == "SIGKILL"), \
+        f"the memory hog was not killed by the OOM killer: {r!r}"
+    peak = cgroup_value(spaced, sid, "memory.max_usage_in_bytes") or cgroup_value(spaced, sid, "memory.peak")
+    if peak is not None:
+        assert int(peak) <= mem_mb * MiB + 4 * MiB, f"memory peak {int(peak) // MiB} MiB over {mem_mb} MiB"
+    assert_spaced_healthy(spaced)
+    # the sandbox stays usable, or says that it is not
+    state = spaced.show(sid).json()
+    if state["state"] == "running":
+        assert run(spaced, sid, cmd=["echo", "alive"]).out == "alive\n", "the sandbox stopped serving after the OOM"
+    else:
+        assert state["state"] == "error" and state["reason"], f"after the OOM: {state}"
+    timed_delete(sandboxes, sid)
+
+
+def pool_image_bytes(spaced):
+    p = os.path.join(spaced.state_dir, "pool.img")
+    try:
+        return os.stat(p).st_blocks * 512
+    except OSError:
+        return None
+
+
+@pytest.mark.timeout(300)
+def test_disk_fill(spaced, sandboxes):
+    disk_mb = 64
+    sid = sandboxes.new(disk_mb=disk_mb)
+    pool0 = pool_image_bytes(spaced)
+    r = run(spaced, sid, shell="dd if=/dev/zero of=/tmp/fill bs=1M count=4096 2>&1; echo rc=$?; "
+                               "wc -c < /tmp/fill; echo x > /tmp/more 2>&1; echo more=$?", timeout_s=200)
+    lines = r.out.splitlines()
+    assert "rc=0" not in lines, f"dd wrote 4 GiB into a {disk_mb} MiB sandbox:\n{r.out}"
+    assert "Disk quota exceeded" in r.out or "No space left" in r.out, f"dd failed otherwise:\n{r.out}"
+    written = int([l for l in lines if l.strip().isdigit()][0])
+    assert written <= (disk_mb + 16) * MiB, f"{written // MiB} MiB written into a {disk_mb} MiB sandbox"
+    # the API sees the same quota
+    chunk = b"\0" * MiB
+    big, sent, err = spaced.early("PUT", f"/v1/sandboxes/{sid}/files", iter([chunk] * 32), length=32 * MiB,
+                                  params={"path": "/tmp/api-fill"})
+    assert big is not None and big.status == 507, f"a 32 MiB upload into a full sandbox: {big!r} ({err})"
+    pool1 = pool_image_bytes(spaced)
+    if pool0 is not None and pool1 is not None:
+        grown = pool1 - pool0
+        assert grown <= (disk_mb + 96) * MiB, f"the pool image grew by {grown // MiB} MiB for a {disk_mb} MiB sandbox"
+    assert_spaced_healthy(spaced)
+    # after rm the sandbox works again
+    r = run(spaced, sid, shell="rm -f /tmp/fill /tmp/more /tmp/api-fill; sync; "
+                               "for i in 1 2 3 4 5 6 7 8 9 10; do echo ok > /tmp/after 2>/dev/null && break; "
+                               "sleep 1; done; cat /tmp/after")
+    assert r.out == "ok\n", f"the sandbox cannot write after rm: {r!r}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_inode_exhaustion(spaced, sandboxes):
+    sid = sandboxes.new(with_probes=["inodes"], disk_mb=16)
+    other = sandboxes.new()
+    with Bystander(spaced, other) as by:
+        lines, r = probe_lines(spaced, sid, ["inodes", "/tmp/many", "10000000", "150"], timeout=300)
+    by.check()
+    res = lines.get("created", "")
+    n, _, err = res.partition(" ")
+    assert err.startswith("errno=122 ") or err.startswith("errno=28 "), \
+        f"file creation was not stopped by the quota: created {res}"
+    assert_spaced_healthy(spaced)
+    r = run(spaced, sid, shell="rm -rf /tmp/many; sync; for i in 1 2 3 4 5 6 7 8 9 10; do "
+                               "echo ok > /tmp/after 2>/dev/null && break; sleep 1; done; cat /tmp/after", timeout_s=200)
+    assert r.out == "ok\n", f"the sandbox cannot create files after cleaning up: {r!r}"
+    print(f"inode exhaustion: {n} files before {err}")
+
+
+def test_fd_exhaustion(spaced, sandboxes):
+    sid = sandboxes.new(with_probes=["fds"])
+    lines, r = probe_lines(spaced, sid, ["fds", "exhaust", "0"])
+    res = lines.get("opened", "")
+    assert "errno=24 " in res, f"opening files did not end with EMFILE: {res}"
+    n = int(res.split()[0])
+    # several holders at once: the agent is a separate process with its own table
+    holders = []
+    for _ in range(4):
+        bg = spaced.exec(sid, cmd=["fds", "exhaust", "60"], background=True)
+        assert bg.response is None, bg
+        holders.append(bg.start["exec_id"])
+    time.sleep(1)
+    try:
+        for i in range(5):
+            assert run(spaced, sid, cmd=["echo", str(i)]).out == f"{i}\n", "the agent stopped serving new execs"
+        agent = spaced.agent_pid(sid)
+        agent_fds = host.proc_fd_count(agent)
+        assert agent_fds is not None and agent_fds < 100, f"the agent holds {agent_fds} fds"
+        up = spaced.api("PUT", f"/v1/sandboxes/{sid}/files", params={"path": "/tmp/f"}, data=b"still works")
+        assert up.status == 201, up
+        assert_spaced_healthy(spaced)
+    finally:
+        for e in holders:
+            spaced.api("POST", f"/v1/sandboxes/{sid}/exec/{e}/signal", json={"signal": "SIGKILL"})
+    print(f"fd exhaustion: {n} fds per process, then EMFILE")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_ten_thousand_processes(spaced, sandboxes):
+    pids_max = 10240
+    sid = sandboxes.new(with_probes=["procs"], pids_max=pids_max, memory_mb=4096)
+    r = spaced.exec(sid, cmd=["procs", "12000", "600"], background=True)
+    assert r.response is None, r
+    peak, last, stable_since = 0, -1, time.monotonic()
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline:
+        n = pids_current(spaced, sid)
+        assert n <= pids_max, f"{n} tasks in a sandbox with pids_max {pids_max}"
+        peak = max(peak, n)
+        if n != last:
+            last, stable_since = n, time.monotonic()
+        elif time.monotonic() - stable_since > 10:
+            break
+        time.sleep(1)
+    assert peak >= pids_max - 64, f"only {peak} processes were started (the probe stalled?)"
+    assert_spaced_healthy(spaced, within=HEALTHZ_MAX_S * 2)
+    timed_delete(sandboxes, sid, limit_s=300)
+    print(f"10k processes: peak {peak} of pids_max {pids_max}")
