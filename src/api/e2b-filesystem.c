@@ -401,7 +401,7 @@ static int send_event(Watching *wt, const JsonValue *ev) {
         const char *type;
 
         if (json_type(name) != JSON_STRING || json_type(op) != JSON_STRING || !(type = event_type(json_string(op))))
-                return -EBADMSG;
+                return 0; /* a malformed event from the agent is dropped */
         if (wt->include_entry && (streq(json_string(op), "create") || streq(json_string(op), "write") ||
                                   streq(json_string(op), "chmod"))) {
                 _cleanup_free_ char *path = NULL;
@@ -502,8 +502,10 @@ static int fs_watch(E2bEnvd *x) {
                 }
                 if (k == 0) {
                         if (now_msec() >= last + keepalive) {
-                                if (send_simple(r, "{\"keepalive\":{}}") < 0)
+                                if (send_simple(r, "{\"keepalive\":{}}") < 0) {
                                         http_conn_set_close(r->conn);
+                                        break;
+                                }
                                 last = now_msec();
                         }
                         continue;
@@ -526,9 +528,13 @@ static int fs_watch(E2bEnvd *x) {
                         k = e2b_stream_end(r, &e);
                         break;
                 }
-                for (size_t i = 0; i < json_array_size(events); i++)
-                        if (send_event(&wt, json_array_at(events, i)) < 0)
-                                http_conn_set_close(r->conn);
+                k = 0;
+                for (size_t i = 0; i < json_array_size(events) && k >= 0; i++)
+                        k = send_event(&wt, json_array_at(events, i));
+                if (k < 0) {
+                        http_conn_set_close(r->conn); /* the client stopped reading */
+                        break;
+                }
                 last = now_msec();
         }
         fs_call_done(&wt.stat);

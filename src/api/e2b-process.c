@@ -2,19 +2,11 @@
 /* process.Process over the agent: Start (EXEC, output streamed as Connect
  * envelopes), Connect (ATTACH with output), List (PS), SendInput, CloseStdin,
  * SendSignal and Update (ATTACH/SIGNAL/RESIZE by exec id, found from the pid
- * through PS).
- *
- * E2B processes outlive the stream that started them (envd kills a process
- * only when its Connect-Timeout-Ms deadline passes), while the agent kills a
- * foreground process when its connection closes. So when a Start client goes
- * away, its agent connection is handed to a small detached thread that reads
- * it to the process's exit (bounded: E2B_DRAINERS_MAX). Tags, cwd and envs of
- * started processes, which PS does not know, are kept in memory for List. */
+ * through PS). A Start whose client leaves hands its agent connection to a
+ * drainer (e2b-procs.c), so the process lives on as E2B's do. */
 
 #include <inttypes.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -25,100 +17,12 @@
 #include "proto-msg.h"
 #include "str-util.h"
 
-#define E2B_PROCS_MAX 4096U          /* remembered tags/cwd/envs of started processes */
-#define E2B_DRAINERS_MAX 256U        /* agent connections kept open for processes whose client left */
 #define E2B_TAG_MAX 256U
 #define E2B_ARGS_MAX 4096U
 #define E2B_ARG_MAX (128U * 1024U)
 #define E2B_ENVS_MAX 4096U
 #define E2B_PTY_DIM_MAX 10000U
-#define E2B_EXEC_ID_MAX 63U
 #define E2B_INPUT_CHUNK (64U * 1024U)
-
-/* ---- the registry of started processes ---- */
-
-typedef struct ProcMeta {
-        char sandbox[STORE_ID_MAX];
-        uint32_t pid;
-        char exec_id[E2B_EXEC_ID_MAX + 1];
-        char *tag;       /* or NULL */
-        char *cwd;       /* as asked for, or NULL */
-        char *envs_json; /* the request's envs, or NULL */
-} ProcMeta;
-
-static pthread_mutex_t procs_lock = PTHREAD_MUTEX_INITIALIZER;
-static ProcMeta procs[E2B_PROCS_MAX];
-static size_t n_procs;
-
-static void proc_meta_clear(ProcMeta *m) {
-        free(m->tag);
-        free(m->cwd);
-        free(m->envs_json);
-        *m = (ProcMeta){};
-}
-
-static void procs_remove_locked(size_t i) {
-        proc_meta_clear(&procs[i]);
-        procs[i] = procs[--n_procs];
-        procs[n_procs] = (ProcMeta){};
-}
-
-/* Takes tag, cwd and envs_json (also on failure). */
-static void procs_add(const char *sandbox, uint32_t pid, const char *exec_id, char *tag, char *cwd, char *envs_json) {
-        ProcMeta m = { .pid = pid, .tag = tag, .cwd = cwd, .envs_json = envs_json };
-
-        (void) strscpy(m.sandbox, sizeof m.sandbox, sandbox);
-        (void) strscpy(m.exec_id, sizeof m.exec_id, exec_id);
-        pthread_mutex_lock(&procs_lock);
-        if (n_procs >= E2B_PROCS_MAX)
-                procs_remove_locked(0); /* the table is a cache: the oldest entry goes */
-        procs[n_procs++] = m;
-        pthread_mutex_unlock(&procs_lock);
-}
-
-static void procs_forget(const char *sandbox, const char *exec_id) {
-        pthread_mutex_lock(&procs_lock);
-        for (size_t i = 0; i < n_procs; i++)
-                if (streq(procs[i].sandbox, sandbox) && streq(procs[i].exec_id, exec_id)) {
-                        procs_remove_locked(i);
-                        break;
-                }
-        pthread_mutex_unlock(&procs_lock);
-}
-
-/* The pid of a tagged process of the sandbox: 0 if none. */
-static uint32_t procs_pid_by_tag(const char *sandbox, const char *tag) {
-        uint32_t pid = 0;
-
-        pthread_mutex_lock(&procs_lock);
-        for (size_t i = 0; i < n_procs && pid == 0; i++)
-                if (streq(procs[i].sandbox, sandbox) && procs[i].tag && streq(procs[i].tag, tag))
-                        pid = procs[i].pid;
-        pthread_mutex_unlock(&procs_lock);
-        return pid;
-}
-
-/* Copies what is known about a process into w (tag, cwd, envs), under the lock. */
-static void procs_write_config(JsonWriter *w, const char *sandbox, const char *exec_id, bool *ret_known,
-                               char **ret_tag) {
-        pthread_mutex_lock(&procs_lock);
-        for (size_t i = 0; i < n_procs; i++)
-                if (streq(procs[i].sandbox, sandbox) && streq(procs[i].exec_id, exec_id)) {
-                        *ret_known = true;
-                        json_w_key(w, "envs");
-                        if (procs[i].envs_json)
-                                json_w_raw(w, procs[i].envs_json);
-                        else {
-                                json_w_object_begin(w);
-                                json_w_object_end(w);
-                        }
-                        if (procs[i].cwd)
-                                json_w_kv_string(w, "cwd", procs[i].cwd);
-                        *ret_tag = procs[i].tag ? strdup(procs[i].tag) : NULL;
-                        break;
-                }
-        pthread_mutex_unlock(&procs_lock);
-}
 
 /* ---- agent conversations ---- */
 
@@ -186,7 +90,7 @@ static int resolve_process(E2bEnvd *x, int fd, const JsonValue *sel, ProcInfo *r
         } else if ((v = e2b_field(sel, "tag", NULL))) {
                 if (json_type(v) != JSON_STRING)
                         return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "process.tag must be a string");
-                pid = procs_pid_by_tag(x->sb.id, json_string(v));
+                pid = e2b_procs_pid_by_tag(x->sb.id, json_string(v));
                 if (pid == 0)
                         return api_error(e, -ESRCH, API_NOT_FOUND, "process with tag '%.64s' not found",
                                          json_string(v));
@@ -349,79 +253,6 @@ static int send_end(ApiRequest *r, const ProtoFrame *f) {
         return e2b_stream_send(r, &w);
 }
 
-/* ---- the drainer of agent connections whose client went away ---- */
-
-typedef struct Drain {
-        int fd;
-        char sandbox[STORE_ID_MAX];
-        char exec_id[E2B_EXEC_ID_MAX + 1];
-} Drain;
-
-static atomic_uint drainers;
-
-static void *drain_thread(void *arg) {
-        Drain *d = arg;
-
-        for (;;) {
-                struct pollfd p = { .fd = d->fd, .events = POLLIN };
-                ProtoFrame f = {};
-                int k = poll(&p, 1, -1);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0 || proto_recv(d->fd, &f) < 0)
-                        break;
-                k = f.type == PROTO_EXIT || f.type == PROTO_ERROR;
-                proto_frame_done(&f);
-                if (k)
-                        break;
-        }
-        procs_forget(d->sandbox, d->exec_id);
-        safe_close(d->fd);
-        free(d);
-        atomic_fetch_sub(&drainers, 1);
-        return NULL;
-}
-
-/* Keeps the process alive without its client. Takes fd. */
-static void drain_start(int fd, const char *sandbox, const char *exec_id) {
-        pthread_attr_t attr;
-        pthread_t t;
-        Drain *d;
-
-        if (atomic_fetch_add(&drainers, 1) >= E2B_DRAINERS_MAX) {
-                atomic_fetch_sub(&drainers, 1);
-                log_warning("Too many detached E2B processes (%u): process %s ends with its client", E2B_DRAINERS_MAX,
-                            exec_id);
-                procs_forget(sandbox, exec_id);
-                safe_close(fd);
-                return;
-        }
-        d = new0(Drain, 1);
-        if (d) {
-                d->fd = fd;
-                (void) strscpy(d->sandbox, sizeof d->sandbox, sandbox);
-                (void) strscpy(d->exec_id, sizeof d->exec_id, exec_id);
-        }
-        if (!d || pthread_attr_init(&attr) != 0) {
-                free(d);
-                atomic_fetch_sub(&drainers, 1);
-                procs_forget(sandbox, exec_id);
-                safe_close(fd);
-                return;
-        }
-        (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        (void) pthread_attr_setstacksize(&attr, 64 * 1024);
-        if (pthread_create(&t, &attr, drain_thread, d) != 0) {
-                log_warning("Cannot keep process %s running without its client", exec_id);
-                free(d);
-                atomic_fetch_sub(&drainers, 1);
-                procs_forget(sandbox, exec_id);
-                safe_close(fd);
-        }
-        (void) pthread_attr_destroy(&attr);
-}
-
 static uint64_t now_msec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -436,6 +267,16 @@ typedef struct Relay {
         const char *exec_id;
         uint64_t deadline_msec; /* Connect: end the stream then (0: none) */
 } Relay;
+
+/* The client left (or stopped reading): a started process lives on without it. */
+static int client_gone(Relay *rl) {
+        http_conn_set_close(rl->x->r->conn);
+        if (rl->owner) {
+                log_debug("E2B client left process %s: it keeps running", rl->exec_id);
+                e2b_drain_start(TAKE_FD(rl->fd), rl->x->sb.id, rl->exec_id);
+        }
+        return 0;
+}
 
 /* Relays the process's output until its exit, the deadline or the client leaving. Always returns 0. */
 static int relay(Relay *rl) {
@@ -466,18 +307,12 @@ static int relay(Relay *rl) {
                         (void) api_error(&e, negative_errno(), API_INTERNAL, "poll failed");
                         return e2b_stream_end(r, &e);
                 }
-                if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
-                        http_conn_set_close(r->conn);
-                        if (rl->owner) {
-                                log_debug("E2B client left process %s: it keeps running", rl->exec_id);
-                                drain_start(TAKE_FD(rl->fd), rl->x->sb.id, rl->exec_id);
-                        }
-                        return 0;
-                }
+                if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+                        return client_gone(rl);
                 if (k == 0) {
                         if (now_msec() >= last + keepalive) {
                                 if (send_keepalive(r) < 0)
-                                        http_conn_set_close(r->conn); /* noticed on the next turn */
+                                        return client_gone(rl);
                                 last = now_msec();
                         }
                         continue;
@@ -489,7 +324,7 @@ static int relay(Relay *rl) {
                         (void) api_error(&e, -EBADMSG, API_BAD_GATEWAY,
                                          k == -ECONNRESET ? "the sandbox went away" : "the agent sent a bad frame");
                         if (rl->owner)
-                                procs_forget(rl->x->sb.id, rl->exec_id);
+                                e2b_procs_forget(rl->x->sb.id, rl->exec_id);
                         return e2b_stream_end(r, &e);
                 }
                 switch (f.type) {
@@ -498,11 +333,11 @@ static int relay(Relay *rl) {
                         if (f.len > 0 &&
                             send_data(r, rl->pty ? "pty" : f.type == PROTO_STDOUT ? "stdout" : "stderr", f.payload,
                                       f.len) < 0)
-                                http_conn_set_close(r->conn);
+                                return client_gone(rl);
                         last = now_msec();
                         break;
                 case PROTO_EXIT:
-                        procs_forget(rl->x->sb.id, rl->exec_id);
+                        e2b_procs_forget(rl->x->sb.id, rl->exec_id);
                         if (send_end(r, &f) < 0) {
                                 (void) api_error(&e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed EXIT");
                                 return e2b_stream_end(r, &e);
@@ -742,16 +577,16 @@ static int process_start(E2bEnvd *x) {
                 return e2b_stream_fail(r, &e);
         }
 
-        procs_add(x->sb.id, p.pid, p.exec_id, TAKE_PTR(s.tag), TAKE_PTR(s.cwd), TAKE_PTR(s.envs_json));
+        e2b_procs_add(x->sb.id, p.pid, p.exec_id, TAKE_PTR(s.tag), TAKE_PTR(s.cwd), TAKE_PTR(s.envs_json));
         if (e2b_stream_begin(r) < 0) {
-                drain_start(TAKE_FD(fd), x->sb.id, p.exec_id);
+                e2b_drain_start(TAKE_FD(fd), x->sb.id, p.exec_id);
                 return 0;
         }
         json_w_init(&w);
         start_event(&w, p.pid);
         if (e2b_stream_send(r, &w) < 0) {
                 json_w_done(&w);
-                drain_start(TAKE_FD(fd), x->sb.id, p.exec_id);
+                e2b_drain_start(TAKE_FD(fd), x->sb.id, p.exec_id);
                 http_conn_set_close(r->conn);
                 return 0;
         }
@@ -846,7 +681,7 @@ static int process_list(E2bEnvd *x, ApiError *e) {
                 }
                 if (json_array_size(argv) > 1)
                         json_w_array_end(&w);
-                procs_write_config(&w, x->sb.id, p.exec_id, &known, &tag);
+                e2b_procs_write_config(&w, x->sb.id, p.exec_id, &known, &tag);
                 if (!known) {
                         json_w_key(&w, "envs");
                         json_w_object_begin(&w);

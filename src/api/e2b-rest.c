@@ -523,9 +523,11 @@ static int parse_metadata_query(const char *v, char ***ret, ApiError *e) {
                         if (!eq)
                                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
                                                  "metadata filter must be k=v pairs joined by '&'");
-                        if (http_percent_decode(s, sl, true, &once) < 0 ||
-                            http_percent_decode(once, strlen(once), false, &twice) < 0)
+                        if (http_percent_decode(s, sl, true, &once) < 0)
                                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "metadata filter is badly encoded");
+                        /* the JS SDK encodes keys and values once more; Python does not */
+                        if (http_percent_decode(once, strlen(once), false, &twice) < 0)
+                                twice = TAKE_PTR(once);
                         if (strv_push(&l, TAKE_PTR(twice)) < 0)
                                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
                 }
@@ -537,34 +539,56 @@ static int parse_metadata_query(const char *v, char ***ret, ApiError *e) {
         return 0;
 }
 
+/* Every "state" of the query: "state=running,paused" (JS) or "state=running&state=paused" (Python). */
+static int parse_states(ApiRequest *r, ListQuery *q, bool *ret_any, ApiError *e) {
+        const char *query = r->head->query;
+
+        *ret_any = false;
+        for (const char *p = query; p && *p;) {
+                size_t len = strcspn(p, "&");
+                _cleanup_free_ char *state = NULL;
+
+                if (len > 6 && strncmp(p, "state=", 6) == 0) {
+                        if (http_percent_decode(p + 6, len - 6, true, &state) < 0)
+                                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "state is badly encoded");
+                        *ret_any = true;
+                        for (char *s = state; *s;) {
+                                size_t n = strcspn(s, ",");
+                                char one[16];
+                                if (n == 0 || n >= sizeof one)
+                                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                                         "state must be running, paused or both");
+                                memcpy(one, s, n);
+                                one[n] = 0;
+                                if (streq(one, "running"))
+                                        q->states[SANDBOX_RUNNING] = q->states[SANDBOX_CREATING] = true;
+                                else if (streq(one, "paused"))
+                                        q->states[SANDBOX_PAUSED] = q->states[SANDBOX_SUSPENDED] = true;
+                                else
+                                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                                         "state must be running, paused or both, not '%.16s'", one);
+                                s += n;
+                                if (*s == ',')
+                                        s++;
+                        }
+                }
+                p += len;
+                if (*p == '&')
+                        p++;
+        }
+        return 0;
+}
+
 static int parse_list_query(ApiRequest *r, ListQuery *q, ApiError *e) {
-        _cleanup_free_ char *state = NULL, *meta = NULL, *after = NULL, *order = NULL;
+        _cleanup_free_ char *meta = NULL, *after = NULL, *order = NULL;
+        bool any_state;
         int k;
 
         q->limit = E2B_LIST_LIMIT_DEFAULT;
-        k = api_query_string(r, "state", &state, e);
+        k = parse_states(r, q, &any_state, e);
         if (k < 0)
                 return k;
-        if (state) {
-                for (char *p = state; *p;) {
-                        size_t len = strcspn(p, ",");
-                        char one[16];
-                        if (len == 0 || len >= sizeof one)
-                                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "state must be running, paused or both");
-                        memcpy(one, p, len);
-                        one[len] = 0;
-                        if (streq(one, "running")) {
-                                q->states[SANDBOX_RUNNING] = q->states[SANDBOX_CREATING] = true;
-                        } else if (streq(one, "paused")) {
-                                q->states[SANDBOX_PAUSED] = q->states[SANDBOX_SUSPENDED] = true;
-                        } else
-                                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
-                                                 "state must be running, paused or both, not '%.16s'", one);
-                        p += len;
-                        if (*p == ',')
-                                p++;
-                }
-        } else
+        if (!any_state) /* running and paused */
                 q->states[SANDBOX_RUNNING] = q->states[SANDBOX_CREATING] = q->states[SANDBOX_PAUSED] =
                         q->states[SANDBOX_SUSPENDED] = true;
         k = api_query_string(r, "metadata", &meta, e);

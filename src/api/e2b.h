@@ -192,6 +192,20 @@ int e2b_path_resolve(const char *p, size_t n, const char *home, char **ret, ApiE
 /* Reads a small file through the agent (at most max bytes; a longer one is cut). */
 int e2b_agent_read_small(int fd, const char *path, size_t max, char **ret, size_t *ret_len, ApiError *e);
 
+/* ---- e2b-procs.c ---- */
+
+#define E2B_EXEC_ID_MAX 63U
+
+/* Remembers what PS does not know of a started process; takes tag, cwd and envs_json (NULL or malloc'd). */
+void e2b_procs_add(const char *sandbox, uint32_t pid, const char *exec_id, char *tag, char *cwd, char *envs_json);
+void e2b_procs_forget(const char *sandbox, const char *exec_id);
+/* The pid of a tagged process of the sandbox: 0 if none. */
+uint32_t e2b_procs_pid_by_tag(const char *sandbox, const char *tag);
+/* Writes "envs" and "cwd" of a known process into w; *ret_known, *ret_tag (malloc'd or NULL). */
+void e2b_procs_write_config(JsonWriter *w, const char *sandbox, const char *exec_id, bool *ret_known, char **ret_tag);
+/* Reads the agent connection fd (taken) to the process's exit, on a thread of its own. */
+void e2b_drain_start(int fd, const char *sandbox, const char *exec_id);
+
 /* ---- e2b-process.c, e2b-filesystem.c: /<service>/<Method> ---- */
 
 int e2b_process_handle(E2bEnvd *x, const char *method);

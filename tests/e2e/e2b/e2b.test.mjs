@@ -98,6 +98,11 @@ describe('sandbox lifecycle', () => {
     assert.deepEqual(paused.map((s) => s.sandboxId), [b.sandboxId])
     const odd = await Sandbox.list({ query: { metadata: { 'key with space': 'a&b=c' } } }).nextItems()
     assert.deepEqual(odd, [])
+    const d = await create({ metadata: { listing: tag, 'odd key/é': 'a&b=c d%20+' } })
+    const found = await Sandbox.list({ query: { metadata: { 'odd key/é': 'a&b=c d%20+' } } }).nextItems()
+    assert.deepEqual(found.map((s) => s.sandboxId), [d.sandboxId])
+    const both = await Sandbox.list({ query: { state: ['running', 'paused'], metadata: { listing: tag } } }).nextItems()
+    assert.equal(both.length, 3)
     assert.ok(c.sandboxId)
   })
 
