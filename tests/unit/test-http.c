@@ -919,7 +919,7 @@ TEST(server_bad_heads) {
                 raw_read_all(fd, buf, sizeof buf);
                 safe_close(fd);
                 ASSERT_TRUE(startswith(buf, "HTTP/1.1 431 Request Header Fields Too Large\r\n") != NULL);
-                ASSERT_NOT_NULL(strstr(buf, "{\"error\":{\"code\":\"bad_request\""));
+                ASSERT_NOT_NULL(strstr(buf, "{\"error\":{\"code\":\"headers_too_large\""));
         }
         /* URL over HTTP_URL_MAX → 414 */
         {
@@ -930,6 +930,7 @@ TEST(server_bad_heads) {
                 raw_read_all(fd, buf, sizeof buf);
                 safe_close(fd);
                 ASSERT_TRUE(startswith(buf, "HTTP/1.1 414 ") != NULL);
+                ASSERT_NOT_NULL(strstr(buf, "{\"error\":{\"code\":\"uri_too_long\""));
         }
         /* HTTP/1.0 with keep-alive: said so in the answer, and the connection stays */
         {
