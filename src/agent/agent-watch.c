@@ -417,5 +417,7 @@ void agent_watch_event(Agent *a, Watch *w, uint32_t events) {
         }
         if (!agent_conn_congested(w->conn))
                 batch_flush(&b);
+        else if (b.n > 0)
+                w->overflow = true; /* the peer fell behind while we sent: these are lost, say so later */
         json_w_done(&b.jw);
 }

@@ -53,6 +53,9 @@ bool e2b_request_is_e2b(const HttpHead *head) {
                 return true;
         if (path_is_envd(path))
                 return true;
+        /* the E2B control plane carries X-API-KEY; a space client (Bearer) on these paths gets the v1 answer */
+        if (!http_head_header(head, "X-API-KEY") && http_head_header(head, "Authorization"))
+                return false;
         for (size_t i = 0; i < ELEMENTSOF(rest_prefixes); i++)
                 if (first_segment_is(path, rest_prefixes[i]))
                         return true;
@@ -238,11 +241,8 @@ static int e2b_auth(ApiRequest *r, ApiError *e) {
         size_t n;
         int k;
 
-        if (!h) {
-                if (http_head_header(r->head, "Authorization"))
-                        return api_auth(r, e); /* a Bearer key works here too */
+        if (!h)
                 return api_error(e, -EACCES, API_UNAUTHORIZED, "missing 'X-API-KEY: <space api key>' header");
-        }
         n = strlen(h);
         while (n > 0 && h[n - 1] == ' ')
                 n--;
