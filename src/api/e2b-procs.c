@@ -59,7 +59,7 @@ void e2b_procs_add(const char *sandbox, uint32_t pid, const char *exec_id, char 
         (void) strscpy(m.exec_id, sizeof m.exec_id, exec_id);
         pthread_mutex_lock(&procs_lock);
         if (n_procs >= E2B_PROCS_MAX)
-                procs_remove_locked(0); /* the table is a cache: the oldest entry goes */
+                procs_remove_locked(0); /* the table is a cache: an entry makes room */
         procs[n_procs++] = m;
         pthread_mutex_unlock(&procs_lock);
 }

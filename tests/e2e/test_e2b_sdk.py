@@ -118,3 +118,37 @@ def test_e2b_sdk_run_clean(node_results):
     """node itself exited 0 (no failures outside the tests, e.g. in hooks)."""
     assert node_results["rc"] == 0, (f"node --test exited {node_results['rc']}:\n"
                                      f"{node_results['stdout'][-4000:]}\n{node_results['stderr'][-2000:]}")
+
+
+def test_e2b_oversized_upload_and_bad_framing(spaced):
+    """What the SDK cannot send: an upload over upload_max_mb (refused from
+    Content-Length, before any byte is read) and a Connect body that is not
+    one envelope."""
+    import json
+
+    import e2e_http
+
+    sb = spaced.create()
+    try:
+        r = e2e_http.request(spaced.url, "GET", f"/sandboxes/{sb['id']}", key=None,
+                             headers={"X-API-KEY": spaced.admin_key})
+        assert r.status == 200, r
+        token = r.json()["envdAccessToken"]
+        head = (f"POST /files?path=/tmp/huge HTTP/1.1\r\nHost: x\r\nE2b-Sandbox-Id: {sb['id']}\r\n"
+                f"X-Access-Token: {token}\r\nContent-Type: application/octet-stream\r\n"
+                f"Content-Length: {10 ** 13}\r\n\r\n").encode()
+        out = e2e_http.raw_exchange(spaced.url, head + b"x" * 1000, timeout=30)
+        assert out.startswith(b"HTTP/1.1 413 "), out[:300]
+        body = json.loads(out.split(b"\r\n\r\n", 1)[1])
+        assert body["code"] == 413 and "limited" in body["message"], body
+
+        for raw in (b"\x01\x00\x00\x00\x02{}", b"\x00\x00\x00\x00\x02{}\x00\x00\x00\x00\x02{}", b"{}"):
+            msg = (f"POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nE2b-Sandbox-Id: {sb['id']}\r\n"
+                   f"X-Access-Token: {token}\r\nContent-Type: application/connect+json\r\n"
+                   f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n").encode() + raw
+            out = e2e_http.raw_exchange(spaced.url, msg, timeout=30)
+            assert out.startswith(b"HTTP/1.1 200 "), out[:300]
+            assert b"application/connect+json" in out.split(b"\r\n\r\n", 1)[0]
+            assert b'"invalid_argument"' in out, out[-300:]
+    finally:
+        spaced.delete(sb["id"])

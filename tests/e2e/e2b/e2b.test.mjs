@@ -577,6 +577,38 @@ describe('wire errors', () => {
     assert.match((await r.json()).message, /does not exist/)
     r = await fetch(url('/files'), { headers })
     assert.equal(r.status, 400)
+    for (const bad of ['%00', '', '/tmp/%00x']) {
+      r = await fetch(url(`/files?path=${bad}`), { headers })
+      assert.equal(r.status, 400, `path '${bad}'`)
+      assert.equal((await r.json()).code, 400)
+    }
+    r = await fetch(url('/files?path=/tmp/gz'), {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/octet-stream', 'Content-Encoding': 'gzip' },
+      body: 'x',
+    })
+    assert.equal(r.status, 400)
+    assert.match((await r.json()).message, /gzip/)
+    r = await fetch(url('/files?path=/tmp/two'), {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'multipart/form-data; boundary=b' },
+      body: '--b\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n\r\n1\r\n' +
+        '--b\r\nContent-Disposition: form-data; name="file"; filename="b"\r\n\r\n2\r\n--b--\r\n',
+    })
+    assert.equal(r.status, 400, 'two parts to the same ?path=')
+    r = await fetch(url('/process.Process/SendSignal'), {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ process: { pid: 1 }, signal: 'SIGNAL_SIGHUP' }),
+    })
+    assert.equal(r.status, 400)
+    r = await fetch(url('/process.Process/SendInput'), {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ process: { pid: 1 }, input: { stdin: '!!not base64' } }),
+    })
+    assert.equal(r.status, 400)
+    assert.equal((await r.json()).code, 'invalid_argument')
 
     await sbx.kill()
     made.delete(sbx.sandboxId)
