@@ -134,6 +134,15 @@ describe('sandbox lifecycle', () => {
     assert.equal((await third.commands.run('echo ok')).stdout, 'ok\n')
   })
 
+  test('a paused sandbox can be killed', T, async () => {
+    const sbx = await create()
+    await sbx.commands.run('sleep 1000', { background: true, timeoutMs: 0 })
+    assert.equal(await sbx.pause(), true)
+    assert.equal(await sbx.kill(), true)
+    made.delete(sbx.sandboxId)
+    await assert.rejects(Sandbox.connect(sbx.sandboxId), NotFoundError)
+  })
+
   test('unknown sandboxes are not found', T, async () => {
     await assert.rejects(Sandbox.connect('zzzzzzzzzzzzzzzz'), NotFoundError)
     await assert.rejects(Sandbox.getInfo('zzzzzzzzzzzzzzzz'), NotFoundError)
