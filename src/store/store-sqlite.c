@@ -397,11 +397,17 @@ static int sqlite_store_migrate(SqliteStore *q) {
 }
 
 /* SQLite creates the file 0644; make it 0600 first (the WAL and shm files
- * inherit the database file's mode). */
+ * inherit the database file's mode). Only a file that does not exist yet is
+ * opened here: closing a descriptor of the database drops every POSIX lock
+ * this process holds on it, those of the open connections of other threads
+ * included, and then another process may take the WAL away from under them
+ * (SQLite reports the database malformed). */
 static int sqlite_store_create_file(const char *path) {
         _cleanup_close_ int fd = -EBADF;
 
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, SQLITE_DB_MODE);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, SQLITE_DB_MODE);
+        if (fd < 0 && errno == EEXIST)
+                return 0;
         if (fd < 0)
                 return -errno;
         return 0;

@@ -499,6 +499,47 @@ TEST(database_is_private_and_cloexec) {
         ASSERT_TRUE(seen >= 2); /* the database and its WAL */
 }
 
+/* A second open in the same process must not drop the locks the first
+ * handle holds (closing any descriptor of the file would): else another
+ * process that opens and closes the database believes it is the last one,
+ * checkpoints and deletes the WAL under the first handle. */
+TEST(second_open_keeps_the_first_handles_locks) {
+        char url[PATH_MAX + 16], wal[PATH_MAX + 8];
+        Store *a, *b;
+        Sandbox *list = NULL;
+        size_t n;
+        int status;
+        pid_t pid;
+
+        snprintf(url, sizeof url, "sqlite:%s", db_path("locks.db"));
+        snprintf(wal, sizeof wal, "%s-wal", db_path("locks.db"));
+        a = open_url(url);
+        insert_sandbox(a, "one", "tn_a");
+        b = open_url(url);
+        insert_sandbox(b, "two", "tn_a");
+
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                sqlite3 *db = NULL;
+                int rc = sqlite3_open(db_path("locks.db"), &db);
+                if (rc == SQLITE_OK)
+                        rc = sqlite3_exec(db, "SELECT COUNT(*) FROM sandboxes", NULL, NULL, NULL);
+                sqlite3_close(db);
+                _exit(rc == SQLITE_OK ? 0 : 1);
+        }
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        /* the other process did not take the WAL away */
+        ASSERT_EQ(access(wal, F_OK), 0);
+        insert_sandbox(a, "three", "tn_a");
+        ASSERT_OK(store_sandbox_list(b, NULL, &list, &n));
+        ASSERT_EQ(n, 3);
+        sandbox_array_free(list, n);
+        store_close(b);
+        store_close(a);
+}
+
 STORE_TEST(migrations_idempotent) {
         Store *s = open_url(url);
         ASSERT_EQ(store_schema_version(s), (int) migrations_count());
