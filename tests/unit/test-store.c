@@ -502,17 +502,33 @@ TEST(database_is_private_and_cloexec) {
 /* A second open in the same process must not drop the locks the first
  * handle holds (closing any descriptor of the file would): else another
  * process that opens and closes the database believes it is the last one,
- * checkpoints and deletes the WAL under the first handle. */
+ * checkpoints and deletes the WAL under the first handle. The other process
+ * is this binary again (a forked child would share SQLite's lock bookkeeping
+ * with us), told by LOCKS_HELPER_ENV to open, read and close. */
+#define LOCKS_HELPER_ENV "SPACE_TEST_STORE_LOCKS_DB"
+#define LOCKS_TEST "second_open_keeps_the_first_handles_locks"
+
 TEST(second_open_keeps_the_first_handles_locks) {
-        char url[PATH_MAX + 16], wal[PATH_MAX + 8];
+        const char *helper = secure_getenv(LOCKS_HELPER_ENV);
+        char url[PATH_MAX + 16], wal[PATH_MAX + 8], env[PATH_MAX + 64];
         Store *a, *b;
         Sandbox *list = NULL;
         size_t n;
         int status;
         pid_t pid;
 
+        if (helper) {
+                sqlite3 *db = NULL;
+                int rc = sqlite3_open(helper, &db);
+                if (rc == SQLITE_OK)
+                        rc = sqlite3_exec(db, "SELECT COUNT(*) FROM sandboxes", NULL, NULL, NULL);
+                sqlite3_close(db);
+                _exit(rc == SQLITE_OK ? 0 : 1);
+        }
+
         snprintf(url, sizeof url, "sqlite:%s", db_path("locks.db"));
         snprintf(wal, sizeof wal, "%s-wal", db_path("locks.db"));
+        snprintf(env, sizeof env, "%s=%s", LOCKS_HELPER_ENV, db_path("locks.db"));
         a = open_url(url);
         insert_sandbox(a, "one", "tn_a");
         b = open_url(url);
@@ -521,12 +537,10 @@ TEST(second_open_keeps_the_first_handles_locks) {
         pid = fork();
         ASSERT_TRUE(pid >= 0);
         if (pid == 0) {
-                sqlite3 *db = NULL;
-                int rc = sqlite3_open(db_path("locks.db"), &db);
-                if (rc == SQLITE_OK)
-                        rc = sqlite3_exec(db, "SELECT COUNT(*) FROM sandboxes", NULL, NULL, NULL);
-                sqlite3_close(db);
-                _exit(rc == SQLITE_OK ? 0 : 1);
+                char *argv[] = { (char *) "/proc/self/exe", (char *) LOCKS_TEST, NULL };
+                char *envp[] = { env, NULL };
+                execve(argv[0], argv, envp);
+                _exit(127);
         }
         ASSERT_EQ(waitpid(pid, &status, 0), pid);
         ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
