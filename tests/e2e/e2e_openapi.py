@@ -77,7 +77,7 @@ class OpenApi:
         for it. Raises SpecError if the spec does not know the response."""
         template, op = self.operation(method, path)
         if template is None:
-            if status in (404, 405):
+            if status >= 400:
                 return self._error_schema() if content_type else None   # a route that does not exist
             raise SpecError(f"{method} {path}: path not in the spec")
         if op is None:

@@ -236,7 +236,8 @@ def test_unknown_sandbox_ids(spaced, sid):
 
 def test_unknown_route_and_method(spaced):
     assert_error_shape(spaced.api("GET", "/v1/nothing"), 404, "not_found")
-    assert_error_shape(spaced.api("GET", "/v2/sandboxes"), 404, "not_found")
+    assert_error_shape(spaced.api("GET", "/v9/sandboxes"), 404, "not_found")
+    assert_error_shape(spaced.api("GET", "/v1/sandboxes/x/y/z/w"), 404, "not_found")
     assert_error_shape(spaced.api("PATCH", "/v1/sandboxes", json={}), 405, "method_not_allowed")
     assert_error_shape(spaced.api("PUT", "/v1/sandboxes", json={}), 405, "method_not_allowed")
 
