@@ -124,6 +124,8 @@ def test_memory_bomb(spaced, sandboxes):
     mem_mb = 64
     sid = sandboxes.new(with_probes=["memhog"], memory_mb=mem_mb)
     other = sandboxes.new()
+    agent = spaced.agent_pid(sid)
+    other_pids = set(spaced.sandbox_pids(other))
     with Bystander(spaced, other) as by:
         r = spaced.exec(sid, cmd=["memhog", str(mem_mb * 8)], timeout=120)
     by.check()
@@ -139,8 +141,55 @@ def test_memory_bomb(spaced, sandboxes):
     state = spaced.show(sid).json()
     if state["state"] == "running":
         assert run(spaced, sid, cmd=["echo", "alive"]).out == "alive\n", "the sandbox stopped serving after the OOM"
+        assert spaced.agent_pid(sid) == agent, "the OOM killer took the agent, and the sandbox still says running"
     else:
         assert state["state"] == "error" and state["reason"], f"after the OOM: {state}"
+    assert other_pids <= set(spaced.sandbox_pids(other)), "a process of another sandbox died during the memory bomb"
+    timed_delete(sandboxes, sid)
+
+
+def settled_state(spaced, sid, exec_result, wait_s=10):
+    """The sandbox's state; after an exec that lost its agent, the state the
+    worker settles on (it notices a dead PID 1 asynchronously)."""
+    state = spaced.show(sid).json()
+    if exec_result.exit is None:
+        state = host.wait_until(lambda: (lambda v: v if v["state"] != "running" else None)(spaced.show(sid).json()),
+                                wait_s, 0.2) or spaced.show(sid).json()
+    return state
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("where", ["/dev/shm", "/run"])
+def test_memory_bomb_through_tmpfs(spaced, sandboxes, where):
+    """Files in a tmpfs (/dev/shm, /run) are memory too: they must be charged
+    to the sandbox (no host memory beyond memory_mb), and the sandbox must
+    come back once they are removed, or say that it is broken."""
+    mem_mb = 64
+    sid = sandboxes.new(memory_mb=mem_mb)
+    other = sandboxes.new()
+    with Bystander(spaced, other) as by:
+        r = spaced.exec(sid, shell=f"dd if=/dev/zero of={where}/fill bs=1M count={mem_mb * 8} 2>&1; echo rc=$?",
+                        timeout=120, timeout_s=60)
+    by.check()
+    assert r.response is None, r
+    assert f"{mem_mb * 8}+0 records out" not in r.out, f"{mem_mb * 8} MiB written to {where} with memory_mb {mem_mb}"
+    peak = cgroup_value(spaced, sid, "memory.max_usage_in_bytes") or cgroup_value(spaced, sid, "memory.peak")
+    if peak is not None:
+        assert int(peak) <= mem_mb * MiB + 4 * MiB, f"memory peak {int(peak) // MiB} MiB over {mem_mb} MiB"
+    assert r.exit is not None or r.errors, f"the exec stream ended without an exit or error event: {r!r}"
+    assert_spaced_healthy(spaced)
+    state = settled_state(spaced, sid, r)
+    if state["state"] == "running":
+        after = spaced.exec(sid, shell=f"rm -f {where}/fill; echo alive", timeout=60)
+        state = settled_state(spaced, sid, after)
+        if state["state"] == "running":
+            assert after.response is None and after.out == "alive\n", \
+                f"the sandbox says running but does not work after the tmpfs was emptied: {after!r}"
+    if state["state"] != "running":
+        assert state["state"] == "error" and state["reason"], f"after the OOM: {state}"
+    print(f"tmpfs memory bomb in {where}: dd {r.out.strip().splitlines()[-1:]}, sandbox {state['state']} "
+          f"{state['reason']!r}")
     timed_delete(sandboxes, sid)
 
 
@@ -233,19 +282,22 @@ def test_fd_exhaustion(spaced, sandboxes):
 def test_ten_thousand_processes(spaced, sandboxes):
     pids_max = 10240
     sid = sandboxes.new(with_probes=["procs"], pids_max=pids_max, memory_mb=4096)
+    other = sandboxes.new()
     r = spaced.exec(sid, cmd=["procs", "12000", "600"], background=True)
     assert r.response is None, r
     peak, last, stable_since = 0, -1, time.monotonic()
     deadline = time.monotonic() + 400
-    while time.monotonic() < deadline:
-        n = pids_current(spaced, sid)
-        assert n <= pids_max, f"{n} tasks in a sandbox with pids_max {pids_max}"
-        peak = max(peak, n)
-        if n != last:
-            last, stable_since = n, time.monotonic()
-        elif time.monotonic() - stable_since > 10:
-            break
-        time.sleep(1)
+    with Bystander(spaced, other) as by:
+        while time.monotonic() < deadline:
+            n = pids_current(spaced, sid)
+            assert n <= pids_max, f"{n} tasks in a sandbox with pids_max {pids_max}"
+            peak = max(peak, n)
+            if n != last:
+                last, stable_since = n, time.monotonic()
+            elif time.monotonic() - stable_since > 10:
+                break
+            time.sleep(1)
+    by.check()
     assert peak >= pids_max - 64, f"only {peak} processes were started (the probe stalled?)"
     assert_spaced_healthy(spaced, within=HEALTHZ_MAX_S * 2)
     timed_delete(sandboxes, sid, limit_s=300)
