@@ -3,6 +3,7 @@
 directory, the API and CLI helpers, and the residue checks around every
 test and at the end of the session."""
 
+import atexit
 import os
 import shutil
 import signal
@@ -40,6 +41,10 @@ def e2e_session(request):
         pytest.exit("the e2e suite needs root (spaced creates namespaces, cgroups and mounts)", returncode=4)
     s = Session(REPO)
     _session = s
+    # killed by timeout(1) & co.: tear down like after ^C; and if even that
+    # does not happen, clean up at exit
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    atexit.register(_cleanup_at_exit, s)
     old_logs = residue.log_dir(s)
     if os.path.isdir(old_logs):
         for f in os.listdir(old_logs):
@@ -55,12 +60,26 @@ def e2e_session(request):
     if left:
         problems.append("left behind after every spaced stopped:\n    " + "\n    ".join(map(repr, left)))
     residue.cleanup(s, _log)
+    s.cleaned = True
     still = residue.leftovers(s)
     if still:
         problems.append("could not clean up:\n    " + "\n    ".join(map(repr, still)))
     if problems:
         residue.teardown_failed(request, "session teardown:\n  " + "\n  ".join(problems))
 
+
+def _on_sigterm(sig, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _cleanup_at_exit(s):
+    if getattr(s, "cleaned", False):
+        return
+    for d in s.daemons:
+        if d.running:
+            d.stop(timeout=20)
+    residue.cleanup(s, _log)
 
 
 def keep_logs(s):
