@@ -7,6 +7,7 @@ included."""
 import json
 import os
 import re
+import resource
 import secrets
 import socket
 import threading
@@ -170,6 +171,69 @@ def test_slowloris(spaced, clients):
         assert st in (None, 408, 400), f"answer to a slowloris client: {l.answer[:200]!r}"
     assert worst < 5, f"a request took {worst:.1f}s during the slowloris attack"
     assert served >= 5
+
+
+@pytest.mark.timeout(180)
+def test_slowloris_beyond_the_connection_cap(spaced):
+    """One unauthenticated client holding more slow connections than the
+    server's connection cap (HTTP_CONNECTIONS_MAX): everyone else must still
+    be served (a per-client bound, not one global pool, decides who waits)."""
+    cap = header_constant("HTTP_CONNECTIONS_MAX")
+    head_timeout = header_constant("HTTP_HEAD_TIMEOUT_MSEC") / 1000
+    n = cap + 76
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 256:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, n + 256), max(hard, n + 256)))
+    host, port = e2e_http.split_url(spaced.url)
+    socks = []
+    refused = []
+    try:
+        for _ in range(n):
+            s = socket.create_connection((host, port), timeout=5)
+            s.setblocking(False)
+            try:
+                s.send(b"G")
+            except OSError:
+                pass
+            socks.append(s)
+        failures = []
+        end = time.monotonic() + head_timeout + 2
+        data = b"ET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"z" * 100
+        i = 0
+        while time.monotonic() < end:
+            for s in socks:
+                try:
+                    s.send(data[i % len(data):i % len(data) + 1])
+                except OSError:
+                    pass
+            i += 1
+            t0 = time.monotonic()
+            try:
+                r = spaced.api("GET", "/healthz", key=None, timeout=10, validate=False)
+                if r.status != 200:
+                    failures.append(f"{r.status} {r.body[:100]!r}")
+            except OSError as e:
+                failures.append(repr(e))
+            if time.monotonic() - t0 > 5:
+                failures.append(f"/healthz took {time.monotonic() - t0:.1f}s")
+            time.sleep(max(0.0, 1 - (time.monotonic() - t0)))
+        # how many of ours the server held open
+        for s in socks:
+            try:
+                b = s.recv(4096)
+                if b.startswith(b"HTTP/1.1 503"):
+                    refused.append(s)
+            except BlockingIOError:
+                pass
+            except OSError:
+                pass
+    finally:
+        for s in socks:
+            s.close()
+    assert not failures, (f"with {n} slow connections from one client (cap {cap}), other clients got: "
+                          f"{sorted(set(failures))[:5]} ({len(failures)} failed requests; "
+                          f"{len(refused)} of the slow connections were refused with 503)")
+    assert_spaced_healthy(spaced)
 
 
 # ---- bad JSON and bad keys ----
