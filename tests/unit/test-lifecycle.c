@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/* The pure parts of the lifecycle controllers: the retention rule of
+ * automatic checkpoints, the timeout warning's lead, controller ids, and the
+ * warm_pool configuration value. (The store side is in test-store.c, the
+ * whole in tests/e2e/test_lifecycle.py.) */
+
+#include <stdio.h>
+
+#include "checkpointer.h"
+#include "config.h"
+#include "controller-util.h"
+#include "policy.h"
+#include "test.h"
+
+#define SEC INT64_C(1000000)
+#define HOUR (3600 * SEC)
+#define DAY (24 * HOUR)
+
+/* A fixed "now" at a quarter past an hour, so that minutes ago is the same hour. */
+#define NOW (INT64_C(1795914000) * SEC + 15 * 60 * SEC)
+
+static void retain(const int64_t *ages, size_t n, uint64_t keep_last, bool *keep) {
+        Checkpoint a[32] = {};
+        ASSERT_TRUE(n <= ELEMENTSOF(a));
+        for (size_t i = 0; i < n; i++) {
+                a[i].created_usec = NOW - ages[i];
+                a[i].automatic = a[i].restorable = true;
+                if (i > 0)
+                        ASSERT_TRUE(ages[i] >= ages[i - 1]); /* newest first */
+        }
+        checkpointer_retain(a, n, keep_last, NOW, keep);
+}
+
+TEST(retention_keeps_the_newest) {
+        static const int64_t ages[] = { 1 * SEC, 2 * SEC, 3 * SEC, 4 * SEC, 5 * SEC, 6 * SEC, 7 * SEC };
+        bool keep[ELEMENTSOF(ages)];
+
+        retain(ages, ELEMENTSOF(ages), 5, keep);
+        for (size_t i = 0; i < 5; i++)
+                ASSERT_TRUE(keep[i]);
+        /* the same hour as kept ones: pruned */
+        ASSERT_FALSE(keep[5]);
+        ASSERT_FALSE(keep[6]);
+
+        retain(ages, ELEMENTSOF(ages), 100, keep);
+        for (size_t i = 0; i < ELEMENTSOF(ages); i++)
+                ASSERT_TRUE(keep[i]);
+        retain(ages, 0, 5, keep); /* none: nothing to do */
+}
+
+TEST(retention_hourly_then_daily) {
+        static const int64_t ages[] = {
+                1 * SEC,                      /* 0 keep_last */
+                2 * SEC,                      /* 1 keep_last */
+                1 * HOUR,                     /* 2 the previous hour: kept */
+                1 * HOUR + 5 * 60 * SEC,      /* 3 the same previous hour: pruned */
+                5 * HOUR,                     /* 4 another hour: kept */
+                23 * HOUR,                    /* 5 still within 24 h: kept */
+                2 * DAY,                      /* 6 a day within 7: kept */
+                2 * DAY + 60 * SEC,           /* 7 the same day: pruned */
+                3 * DAY,                      /* 8 another day: kept */
+                6 * DAY + 23 * HOUR,          /* 9 just within 7 days: kept */
+                8 * DAY,                      /* 10 older than 7 days: pruned */
+                30 * DAY,                     /* 11 pruned */
+        };
+        static const bool want[] = { true, true, true, false, true, true, true, false, true, true, false, false };
+        bool keep[ELEMENTSOF(ages)];
+
+        retain(ages, ELEMENTSOF(ages), 2, keep);
+        for (size_t i = 0; i < ELEMENTSOF(ages); i++)
+                if (keep[i] != want[i])
+                        test_fail(__FILE__, __LINE__, "checkpoint %zu (age %lld s): keep %d, want %d", i,
+                                  (long long) (ages[i] / SEC), keep[i], want[i]);
+}
+
+TEST(retention_old_ones_alone_go) {
+        /* keep_last covers them, whatever their age */
+        static const int64_t ages[] = { 10 * DAY, 20 * DAY, 30 * DAY };
+        bool keep[ELEMENTSOF(ages)];
+
+        retain(ages, ELEMENTSOF(ages), 5, keep);
+        ASSERT_TRUE(keep[0] && keep[1] && keep[2]);
+        retain(ages, ELEMENTSOF(ages), 1, keep);
+        ASSERT_TRUE(keep[0]);
+        ASSERT_FALSE(keep[1]);
+        ASSERT_FALSE(keep[2]);
+}
+
+TEST(timeout_warning_lead) {
+        ASSERT_EQ(policy_warn_lead_usec(4), 400000);        /* 10 % of a short timeout */
+        ASSERT_EQ(policy_warn_lead_usec(600), 60 * SEC);    /* 10 % = 60 s */
+        ASSERT_EQ(policy_warn_lead_usec(3600), 60 * SEC);   /* at most 60 s */
+        ASSERT_EQ(policy_warn_lead_usec(0), 60 * SEC);      /* an expiry without a timeout */
+        ASSERT_EQ(policy_warn_lead_usec(UINT64_MAX), 60 * SEC);
+}
+
+TEST(controller_ids) {
+        char id[CONTROLLER_ID_LEN + 1], other[CONTROLLER_ID_LEN + 1];
+
+        ASSERT_OK(controller_id_generate(id));
+        ASSERT_OK(controller_id_generate(other));
+        ASSERT_EQ(strlen(id), CONTROLLER_ID_LEN);
+        ASSERT_TRUE(id[0] >= 'a' && id[0] <= 'z');
+        ASSERT_EQ(strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789"), CONTROLLER_ID_LEN);
+        ASSERT_TRUE(strcmp(id, other) != 0);
+}
+
+static int pools(const char *s, ConfigWarmPool *p, size_t *n, char *err) {
+        return config_warm_pools(s, p, n, err, 256);
+}
+
+TEST(warm_pool_config) {
+        ConfigWarmPool p[CONFIG_WARM_POOLS_MAX];
+        char err[256], many[1024] = "";
+        size_t n = 99;
+
+        ASSERT_OK(pools("", p, &n, err));
+        ASSERT_EQ(n, 0);
+        ASSERT_OK(pools("base:2", p, &n, err));
+        ASSERT_EQ(n, 1);
+        ASSERT_STREQ(p[0].template_name, "base");
+        ASSERT_EQ(p[0].count, 2);
+        ASSERT_OK(pools("base:2,debian-12.1:0,x_y:64", p, &n, err));
+        ASSERT_EQ(n, 3);
+        ASSERT_STREQ(p[1].template_name, "debian-12.1");
+        ASSERT_EQ(p[1].count, 0);
+        ASSERT_EQ(p[2].count, 64);
+
+        ASSERT_ERRNO(pools("base", p, &n, err), EINVAL);
+        ASSERT_STREQ(err, "'base' is not TEMPLATE:COUNT");
+        ASSERT_ERRNO(pools("base:", p, &n, err), EINVAL);
+        ASSERT_ERRNO(pools(":2", p, &n, err), EINVAL);
+        ASSERT_ERRNO(pools("Base:2", p, &n, err), EINVAL);
+        ASSERT_ERRNO(pools("-x:2", p, &n, err), EINVAL);
+        ASSERT_ERRNO(pools("base:65", p, &n, err), EINVAL);
+        ASSERT_STREQ(err, "count '65' of template 'base' is not in [0, 64]");
+        ASSERT_ERRNO(pools("base:-1", p, &n, err), EINVAL);
+        ASSERT_ERRNO(pools("base:2x", p, &n, err), EINVAL);
+        ASSERT_ERRNO(pools("base:99999999999999999999999", p, &n, err), EINVAL);
+        ASSERT_ERRNO(pools("base:1,base:2", p, &n, err), EINVAL);
+        ASSERT_STREQ(err, "template 'base' is named twice");
+        ASSERT_ERRNO(pools("base:1,", p, &n, err), EINVAL);
+        ASSERT_ERRNO(pools(",base:1", p, &n, err), EINVAL);
+        ASSERT_ERRNO(pools("base:1,,x:1", p, &n, err), EINVAL);
+        for (unsigned i = 0; i <= CONFIG_WARM_POOLS_MAX; i++) {
+                size_t l = strlen(many);
+                snprintf(many + l, sizeof many - l, "%st%u:1", i ? "," : "", i);
+        }
+        ASSERT_ERRNO(pools(many, p, &n, err), E2BIG);
+        char long_name[CONFIG_WARM_POOL_NAME_MAX + 8];
+        memset(long_name, 'a', CONFIG_WARM_POOL_NAME_MAX + 1);
+        memcpy(long_name + CONFIG_WARM_POOL_NAME_MAX + 1, ":1", 3);
+        ASSERT_ERRNO(pools(long_name, p, &n, err), EINVAL);
+        ASSERT_ERRNO(config_warm_pools(NULL, p, &n, err, sizeof err), EINVAL);
+
+        /* the configuration refuses a bad value at start */
+        Config c;
+        config_defaults(&c);
+        ASSERT_STREQ(c.warm_pool, "");
+        ASSERT_EQ(c.max_branch, 16);
+        ASSERT_EQ(c.checkpoint_keep_last, 5);
+        ASSERT_EQ(c.auto_resume_paused, 0);
+        ASSERT_OK(config_set(&c, "warm_pool", "base:3", err, sizeof err));
+        ASSERT_OK(config_finish(&c, err, sizeof err));
+        ASSERT_OK(config_set(&c, "warm_pool", "base", err, sizeof err));
+        ASSERT_ERRNO(config_finish(&c, err, sizeof err), EINVAL);
+        ASSERT_STREQ(err, "warm_pool: 'base' is not TEMPLATE:COUNT");
+        ASSERT_ERRNO(config_set(&c, "max_branch", "65", err, sizeof err), ERANGE);
+        ASSERT_ERRNO(config_set(&c, "max_branch", "0", err, sizeof err), ERANGE);
+        ASSERT_ERRNO(config_set(&c, "auto_resume_paused", "2", err, sizeof err), ERANGE);
+}
