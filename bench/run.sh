@@ -30,5 +30,5 @@ for i in $(seq 1 300); do
         curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
         sleep 0.1
 done
-python3 bench/bench.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
+/usr/bin/python3 bench/bench.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
         --state-dir "$state" --rootfs "$rootfs" "$@"

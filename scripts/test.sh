@@ -28,9 +28,9 @@ meson test -C build --print-errorlogs --num-processes 2 >build/unit.log 2>&1 || 
 tail -n 25 build/unit.log
 
 e2e_rc=0
-python3 -m pytest -p no:cacheprovider -q tests/e2e 2>&1 | tee build/e2e.log || e2e_rc=$?
+/usr/bin/python3 -m pytest -p no:cacheprovider -q tests/e2e 2>&1 | tee build/e2e.log || e2e_rc=$?
 
-python3 - "$unit_rc" "$e2e_rc" <<'PY'
+/usr/bin/python3 - "$unit_rc" "$e2e_rc" <<'PY'
 import re, sys
 unit_rc, e2e_rc = int(sys.argv[1]), int(sys.argv[2])
 passed = failed = skipped = 0

@@ -255,11 +255,11 @@ int main(int argc, char *argv[]) {
         r = mkdir_p(config.state_dir, 0700);
         if (r < 0)
                 return log_error_errno(r, "Cannot create %s: %m", config.state_dir), 1;
-        snprintf(path, sizeof path, "%s/tmp", config.state_dir);
-        (void) rm_rf(path); /* leftovers of uploads cut short by a crash */
-        if (mkdir_p(path, 0700) < 0)
-                return 1;
         if (take_pidfile(&config, &pidfd) < 0)
+                return 1;
+        snprintf(path, sizeof path, "%s/tmp", config.state_dir);
+        (void) rm_rf(path); /* leftovers of uploads cut short by a crash (we hold the lock now) */
+        if (mkdir_p(path, 0700) < 0)
                 return 1;
 
         r = store_open(config.store_url, &store);
