@@ -1,9 +1,9 @@
-#!/bin/sh
+#!/bin/bash
 # Sets up and runs every test: installs the Debian packages, builds with
 # ASan/UBSan into ./build, runs the C unit tests, the fuzz corpora and the
 # end-to-end suite against a real spaced, and ends with "N passed, N failed".
 # Run as root on Debian 12.
-set -eu
+set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
 
