@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""space lifecycle benchmark: pause, resume, checkpoint (1 MiB vs 1 GiB of
+data), branch x1 and x10, suspend and resume, create from a warm pool vs a
+cold create, through the HTTP API; p50/p90 of each. Not a test: it reports.
+
+One command: `python3 bench/lifecycle.py` (as root) starts a private spaced
+from --build-dir (default build-release, as bench/run.sh builds it; else
+build) on a temporary state directory and port, with a warm pool of the base
+template, runs, and cleans up (it deletes every sandbox it made, stops spaced
+and removes the state directory). --url/--key/--state-dir use a running one
+instead (its warm pool, if any, is measured as found)."""
+import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import urllib.parse
+
+MiB = 1024 * 1024
+CGROUP_ROOT = "space-bench-lifecycle"
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+class Api:
+    def __init__(self, url, key):
+        u = urllib.parse.urlparse(url)
+        self.host, self.port = u.hostname, u.port or 80
+        self.h = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=600)
+
+    def call(self, method, path, body=None, ok=(200, 201, 204)):
+        self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self.h)
+        r = self.conn.getresponse()
+        data = r.read()
+        if r.status not in ok:
+            raise RuntimeError(f"{method} {path}: {r.status} {data[:300]!r}")
+        return json.loads(data) if data else None
+
+    def timed(self, method, path, body=None):
+        t0 = time.perf_counter()
+        v = self.call(method, path, body)
+        return time.perf_counter() - t0, v
+
+    def sh(self, sid, script):
+        self.conn.request("POST", f"/v1/sandboxes/{sid}/exec", body=json.dumps({"shell": script}), headers=self.h)
+        r = self.conn.getresponse()
+        out, code = b"", None
+        while True:
+            line = r.readline()
+            if not line:
+                break
+            ev = json.loads(line)
+            if ev["type"] == "stdout":
+                out += ev["data"].encode()
+            if ev["type"] == "exit":
+                code = ev.get("code")
+                break
+        r.read()
+        if code != 0:
+            raise RuntimeError(f"{script!r} exited {code}")
+        return out.decode()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """A private spaced on a temporary state directory."""
+
+    def __init__(self, build, warm):
+        self.state = tempfile.mkdtemp(prefix="space-bench-lc-")
+        self.templates = os.path.join(self.state, "templates-in")
+        os.makedirs(self.templates)
+        tar = os.path.join(build, "templates", "base.tar")
+        if not os.path.exists(tar):
+            tar = "/tmp/space-e2e-cache/base.tar"
+        if not os.path.exists(tar):
+            subprocess.run([os.path.join(os.path.dirname(build), "templates", "base", "build.sh"),
+                            os.path.join(self.templates, "base.tar")], check=True)
+        else:
+            shutil.copyfile(tar, os.path.join(self.templates, "base.tar"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = [os.path.join(build, "src", "spaced", "spaced"), "--state-dir", os.path.join(self.state, "s"),
+                "--listen", f"127.0.0.1:{self.port}", "--template-dir", self.templates,
+                "--cgroup-root", CGROUP_ROOT, "--pool-size-mb", "8192",
+                "--log-level", "warning", f"--warm-pool=base:{warm}"]
+        self.log = open(os.path.join(self.state, "spaced.log"), "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        for _ in range(3000):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/healthz")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError("spaced exited: see " + self.log.name)
+            time.sleep(0.1)
+        with open(os.path.join(self.state, "s", "admin.key")) as f:
+            self.key = f.read().strip()
+
+    def stop(self, api):
+        # warm sandboxes are the system's: a restart without the pool removes them
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        args = [a for a in self.proc.args if not a.startswith("--warm-pool")]
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/metrics")
+                r = c.getresponse()
+                body = r.read().decode()
+                if r.status == 200 and 'state="paused"} 0' in body:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        self.log.close()
+        shutil.rmtree(self.state, ignore_errors=True)
+        for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+            for h in [base] + [os.path.join(base, x) for x in os.listdir(base)]:
+                try:
+                    os.rmdir(os.path.join(h, CGROUP_ROOT))  # our empty root, if spaced left it
+                except OSError:
+                    pass
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build-dir", default=None)
+    ap.add_argument("--url")
+    ap.add_argument("--key")
+    ap.add_argument("-n", type=int, default=20, help="samples of the quick operations")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON too")
+    a = ap.parse_args()
+
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    daemon = None
+    if a.url:
+        url, key = a.url, a.key
+    else:
+        build = a.build_dir or next((os.path.join(top, b) for b in ("build-release", "build")
+                                     if os.path.exists(os.path.join(top, b, "src", "spaced", "spaced"))), None)
+        if not build:
+            sys.exit("no build: run bench/run.sh once, or give --build-dir")
+        daemon = Daemon(os.path.abspath(build), warm=2)
+        url, key = daemon.url, daemon.key
+    api = Api(url, key)
+    made = []
+    res = {}
+
+    def sample(name, f, n):
+        xs = []
+        for _ in range(n):
+            xs.append(f())
+        res[name] = xs
+        print(f"  {name:<28} p50 {pct(xs, 50) * 1000:8.1f} ms   p90 {pct(xs, 90) * 1000:8.1f} ms   (n={n})",
+              flush=True)
+
+    def new(**body):
+        v = api.call("POST", "/v1/sandboxes", body)
+        made.append(v["id"])
+        return v["id"]
+
+    try:
+        print("space lifecycle benchmark (" + url + ")")
+        sid = new(disk_mb=4096)
+        api.sh(sid, "i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.01; done >/dev/null 2>&1 &")
+
+        def pause_resume():
+            t, _ = api.timed("POST", f"/v1/sandboxes/{sid}/pause", {})
+            pause_resume.resume.append(api.timed("POST", f"/v1/sandboxes/{sid}/resume", {})[0])
+            return t
+        pause_resume.resume = []
+        sample("pause", pause_resume, a.n)
+        res["resume (from paused)"] = pause_resume.resume
+        xs = pause_resume.resume
+        print(f"  {'resume (from paused)':<28} p50 {pct(xs, 50) * 1000:8.1f} ms   p90 {pct(xs, 90) * 1000:8.1f} ms"
+              f"   (n={len(xs)})", flush=True)
+
+        small = new()
+        api.sh(small, "head -c 1048576 /dev/urandom > /root/data; sync")
+        api.sh(sid, "head -c 1073741824 /dev/urandom > /root/data; sync")
+
+        def ckpt(box):
+            def f():
+                t, c = api.timed("POST", f"/v1/sandboxes/{box}/checkpoints", {})
+                api.call("DELETE", f"/v1/sandboxes/{box}/checkpoints/{c['id']}")
+                return t
+            return f
+        sample("checkpoint (1 MiB of data)", ckpt(small), a.n)
+        sample("checkpoint (1 GiB of data)", ckpt(sid), a.n)
+
+        def branch(count):
+            def f():
+                t, v = api.timed("POST", f"/v1/sandboxes/{small}/branch", {"count": count})
+                for k in v["sandboxes"]:
+                    api.call("DELETE", f"/v1/sandboxes/{k['id']}")
+                return t
+            return f
+        sample("branch x1", branch(1), max(5, a.n // 2))
+        sample("branch x10", branch(10), 5)
+
+        def suspend_resume():
+            t, _ = api.timed("POST", f"/v1/sandboxes/{small}/suspend", {})
+            suspend_resume.resume.append(api.timed("POST", f"/v1/sandboxes/{small}/resume", {})[0])
+            return t
+        suspend_resume.resume = []
+        sample("suspend", suspend_resume, max(5, a.n // 2))
+        xs = suspend_resume.resume
+        res["resume (from suspended)"] = xs
+        print(f"  {'resume (from suspended)':<28} p50 {pct(xs, 50) * 1000:8.1f} ms   p90 {pct(xs, 90) * 1000:8.1f} ms"
+              f"   (n={len(xs)})", flush=True)
+
+        def ready():
+            c = http.client.HTTPConnection(api.host, api.port, timeout=10)
+            c.request("GET", "/metrics")
+            body = c.getresponse().read().decode()
+            for line in body.splitlines():
+                if line.startswith('space_warm_pool_size{template="base"}'):
+                    return int(line.split()[-1])
+            return 0
+
+        def create(warm):
+            def f():
+                if warm:
+                    for _ in range(600):
+                        if ready() > 0:
+                            break
+                        time.sleep(0.05)
+                t0 = time.perf_counter()
+                # a disk_mb other than the default never matches a warm sandbox
+                v = api.call("POST", "/v1/sandboxes", {} if warm else {"disk_mb": 2049})
+                t = time.perf_counter() - t0
+                api.call("DELETE", f"/v1/sandboxes/{v['id']}")
+                return t
+            return f
+        if ready() or daemon:
+            sample("create (warm pool)", create(True), max(5, a.n // 2))
+        sample("create (cold)", create(False), max(5, a.n // 2))
+        if "create (warm pool)" in res:
+            w, c = statistics.median(res["create (warm pool)"]), statistics.median(res["create (cold)"])
+            print(f"  warm/cold create p50 ratio: {w / c:.2f}")
+        if a.json:
+            print(json.dumps({k: {"p50_ms": pct(v, 50) * 1000, "p90_ms": pct(v, 90) * 1000, "n": len(v)}
+                              for k, v in res.items()}, indent=1))
+    finally:
+        for s in made:
+            try:
+                api.call("DELETE", f"/v1/sandboxes/{s}", ok=(200, 404))
+            except Exception as e:  # noqa: BLE001 - cleanup goes on
+                print(f"cleanup: {s}: {e}", file=sys.stderr)
+        if daemon:
+            daemon.stop(api)
+
+
+if __name__ == "__main__":
+    main()
