@@ -67,6 +67,11 @@ struct HttpConn {
 
         bool close;  /* no keep-alive after this response */
         bool broken; /* I/O failed or framing unknown: close now */
+
+        /* CLOCK_MONOTONIC msec since which it waits for a request head, 0 while a
+         * request is served; read by the accept loop (atomics) to pick whom to evict */
+        int64_t waiting_since;
+        bool evicted; /* under the server lock */
 };
 
 struct HttpServer {
@@ -610,7 +615,9 @@ static void conn_serve(HttpConn *c) {
                 if (server_stopping(s))
                         break;
 
+                __atomic_store_n(&c->waiting_since, now_msec(), __ATOMIC_RELAXED);
                 l = conn_read_head(c, first);
+                __atomic_store_n(&c->waiting_since, 0, __ATOMIC_RELAXED);
                 if (l == -E2BIG) {
                         (void) conn_parse_error(c, (int) l);
                         linger = true;
@@ -707,6 +714,9 @@ static void format_peer(const struct sockaddr_storage *sa, char *buf, size_t n) 
                 (void) snprintf(buf, n, "unix");
 }
 
+/* Connections past HTTP_CONNECTIONS_MAX while evicted ones are still closing. */
+#define HTTP_EVICT_SLACK 64U
+
 /* Over HTTP_CONNECTIONS_MAX: answer from the accept loop without blocking, then close. */
 static void refuse_connection(int fd) {
 #define REFUSE_BODY "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many open connections\"}}"
@@ -740,9 +750,26 @@ static int server_accept(HttpServer *s) {
 
         pthread_mutex_lock(&s->lock);
         if (s->n_conns >= HTTP_CONNECTIONS_MAX) {
-                pthread_mutex_unlock(&s->lock);
-                refuse_connection(TAKE_FD(fd));
-                return 0;
+                /* Full: rather than refuse the newcomer, drop the connection that has
+                 * waited longest for a request head (idle keep-alive, or a slowloris
+                 * client trickling bytes), so slow clients cannot lock everyone out. */
+                HttpConn *victim = NULL;
+                int64_t oldest = INT64_MAX;
+                if (s->n_conns < HTTP_CONNECTIONS_MAX + HTTP_EVICT_SLACK)
+                        for (HttpConn *o = s->conns; o; o = o->next) {
+                                int64_t w = __atomic_load_n(&o->waiting_since, __ATOMIC_RELAXED);
+                                if (w > 0 && w < oldest && !o->evicted) {
+                                        oldest = w;
+                                        victim = o;
+                                }
+                        }
+                if (!victim) {
+                        pthread_mutex_unlock(&s->lock);
+                        refuse_connection(TAKE_FD(fd));
+                        return 0;
+                }
+                victim->evicted = true;
+                (void) shutdown(victim->fd, SHUT_RDWR);
         }
         pthread_mutex_unlock(&s->lock);
 

@@ -1144,7 +1144,9 @@ TEST(server_connection_limit) {
         }
         ASSERT_EQ(opened, n);
 
-        /* the accepted ones wait for a head; the excess get 503 and a close */
+        /* Full: each newcomer evicts the connection that has waited longest for a
+         * head, so the oldest n - MAX are closed without an answer (a slowloris crowd
+         * cannot lock new clients out), and the newest MAX stay open. */
         deadline = mono_msec() + 100000;
         while (refused < n - HTTP_CONNECTIONS_MAX && mono_msec() < deadline) {
                 refused = 0;
@@ -1164,8 +1166,7 @@ TEST(server_connection_limit) {
                 if (poll(&p, 1, 0) != 1)
                         continue;
                 raw_read_all(fds[i], buf, sizeof buf);
-                if (startswith(buf, "HTTP/1.1 503 Service Unavailable\r\n") &&
-                    strstr(buf, "{\"error\":{\"code\":\"unavailable\""))
+                if (buf[0] == 0)
                         refused++;
                 fds[i] = safe_close(fds[i]);
         }
