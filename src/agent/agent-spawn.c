@@ -128,6 +128,16 @@ _noreturn_ static void child_run(const SpawnParams *p, int errfd, int in_fd, int
         child_reset_signals();
         if (setsid() < 0)
                 child_fail(errfd, STEP_SETSID, errno);
+        /* Processes the agent starts are the OOM killer's first choice (+500),
+         * before the agent itself (the runtime also lowers PID 1 to -998 where
+         * the host lets it) and before host daemons. Raising needs no privilege. */
+        {
+                int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                        (void) !write(fd, "500", 3);
+                        close(fd);
+                }
+        }
 
         if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0)
                 child_fail(errfd, STEP_STDIO, errno);

@@ -17,7 +17,15 @@
 #include "str-util.h"
 
 #define CGROUP_FS "/sys/fs/cgroup"
-#define CGROUP_KILL_TIMEOUT_MSEC 5000
+/* Wall-clock bounds (monotonic): 10k processes exiting on a loaded host take a while. */
+#define CGROUP_KILL_TIMEOUT_MSEC 60000
+#define CGROUP_RMDIR_TIMEOUT_MSEC 30000
+
+static int64_t mono_msec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static const char *const v1_controllers[] = { "memory", "cpu", "pids", "freezer", "blkio" };
 
@@ -328,7 +336,8 @@ int cgroup_kill(const char *id) {
                 path_v2(kp, sizeof kp, id, "cgroup.kill");
                 have_kill = access(kp, F_OK) == 0;
         }
-        for (int waited = 0; waited < CGROUP_KILL_TIMEOUT_MSEC; waited += 5) {
+        int64_t start = mono_msec();
+        for (int round = 0; mono_msec() - start < CGROUP_KILL_TIMEOUT_MSEC; round++) {
                 if (have_kill)
                         (void) write_string_file(kp, "1");
                 else {
@@ -348,20 +357,20 @@ int cgroup_kill(const char *id) {
                 n = for_each_pid(procs, NULL);
                 if (n <= 0)
                         return 0;
-                (void) poll(NULL, 0, waited < 50 ? 1 : 5);
+                (void) poll(NULL, 0, round < 50 ? 1 : 5);
         }
         return log_warning_errno(EBUSY, "Processes of sandbox %s survived SIGKILL", id);
 }
 
 static int rmdir_retry(const char *p) {
-        for (int i = 0; i < 200; i++) {
+        int64_t start = mono_msec();
+        for (;;) {
                 if (rmdir(p) == 0 || errno == ENOENT)
                         return 0;
-                if (errno != EBUSY)
+                if (errno != EBUSY || mono_msec() - start > CGROUP_RMDIR_TIMEOUT_MSEC)
                         return negative_errno();
                 (void) poll(NULL, 0, 5);
         }
-        return -EBUSY;
 }
 
 int cgroup_remove(const char *id) {

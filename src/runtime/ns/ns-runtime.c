@@ -154,6 +154,14 @@ static int ns_create(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf
                 snprintf(errbuf, errbuf_size, "cannot attach to cgroups: %s", strerror(-r));
                 goto fail;
         }
+        /* the agent is the last thing the OOM killer should pick (its children run at +500);
+         * lowering needs CAP_SYS_RESOURCE, which a host in a container may lack */
+        {
+                char p[64];
+                snprintf(p, sizeof p, "/proc/%d/oom_score_adj", (int) pid);
+                if (write_string_file(p, "-998") < 0)
+                        log_debug("Cannot lower the OOM score of sandbox %s's PID 1", spec->id);
+        }
         r = ns_write_id_maps(pid, spec->uid_base);
         if (r < 0) {
                 snprintf(errbuf, errbuf_size, "cannot write id maps: %s", strerror(-r));

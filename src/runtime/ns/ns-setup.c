@@ -186,11 +186,20 @@ static int bind_dev(int devfd, const char *name) {
         return r;
 }
 
+/* tmpfs memory is charged to the sandbox's cgroup: bound each one below the
+ * memory limit so filling it ends in ENOSPC, not in the OOM killer. */
+static uint64_t tmpfs_size(const RuntimeSpec *spec, uint64_t cap) {
+        uint64_t half = spec->limits.memory_bytes / 2;
+        return half && half < cap ? half : cap;
+}
+
 static void step_dev(const NsChildArgs *a, int rootfd) {
         static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
         int devfd;
-        char p[64];
+        char p[64], shm_opts[64];
 
+        snprintf(shm_opts, sizeof shm_opts, "mode=1777,size=%llu",
+                 (unsigned long long) tmpfs_size(a->spec, UINT64_C(256) << 20));
         CHECK(a, NS_STEP_DEV, mount_at(rootfd, "dev", "tmpfs", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536"));
         devfd = open_beneath(rootfd, "dev", false, 0);
         CHECK(a, NS_STEP_DEV, devfd);
@@ -200,7 +209,7 @@ static void step_dev(const NsChildArgs *a, int rootfd) {
         CHECK(a, NS_STEP_DEV, mkdirat(devfd, "shm", 01777));
         CHECK(a, NS_STEP_DEV, mount_at(devfd, "pts", "devpts", "devpts", MS_NOSUID | MS_NOEXEC,
                                        "newinstance,ptmxmode=0666,mode=620"));
-        CHECK(a, NS_STEP_DEV, mount_at(devfd, "shm", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"));
+        CHECK(a, NS_STEP_DEV, mount_at(devfd, "shm", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, shm_opts));
         CHECK(a, NS_STEP_DEV, symlinkat("pts/ptmx", devfd, "ptmx"));
         CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd", devfd, "fd"));
         CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd/0", devfd, "stdin"));
@@ -283,7 +292,12 @@ void ns_child_main(const NsChildArgs *a) {
         CHECK(a, NS_STEP_SYS, mount_at(rootfd, "sys", "sysfs", "sysfs",
                                        MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL));
         /* 8. /run as tmpfs */
-        CHECK(a, NS_STEP_RUN, mount_at(rootfd, "run", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755"));
+        {
+                char run_opts[64];
+                snprintf(run_opts, sizeof run_opts, "mode=755,size=%llu",
+                         (unsigned long long) tmpfs_size(spec, UINT64_C(64) << 20) / 2);
+                CHECK(a, NS_STEP_RUN, mount_at(rootfd, "run", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, run_opts));
+        }
 
         /* 9. pivot into the root, drop the old one */
         CHECK(a, NS_STEP_PIVOT, (int) syscall(SYS_pivot_root, ".", "."));
