@@ -260,11 +260,13 @@ int api_sandbox_show(ApiRequest *r, ApiError *e) {
 }
 
 int api_sandbox_delete(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX];
         const char *id = r->params[0];
         int k;
 
+        lock = api_sandbox_lock(id); /* after any lifecycle call in flight on it */
         k = api_sandbox_lookup(r, id, false, &sb, e);
         if (k < 0)
                 return k;
