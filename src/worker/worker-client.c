@@ -172,6 +172,7 @@ static void write_spec(JsonWriter *jw, const Sandbox *sb) {
         json_w_key(jw, "disk_mb");
         json_w_uint(jw, sb->disk_mb);
         json_w_kv_int(jw, "pids_max", sb->pids_max);
+        json_w_kv_int(jw, "io_weight", sb->io_weight);
         if (sb->env_json) {
                 json_w_key(jw, "env");
                 json_w_raw(jw, sb->env_json);

@@ -21,7 +21,7 @@ typedef struct LiveSandbox {
 typedef struct WorkerSpec {
         char id[STORE_ID_MAX];
         char template_name[STORE_NAME_MAX];
-        uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max;
+        uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max, io_weight;
         char **env;
 } WorkerSpec;
 

@@ -40,7 +40,13 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                 if (r >= 0 && worker_agent_socket(w, sb->id, sock, sizeof sock) >= 0 && access(sock, F_OK) == 0) {
                         r = worker_live_add(w, sb->id, (pid_t) sb->pid, sb->pid_starttime, pidfd);
                         if (r >= 0) {
-                                worker_live_find(w, sb->id)->frozen = sb->state == SANDBOX_PAUSED;
+                                /* a crash may have left the freezer otherwise (e.g. mid-checkpoint):
+                                 * set it to what the store says, whatever it is now */
+                                LiveSandbox *l = worker_live_find(w, sb->id);
+                                bool frozen = sb->state == SANDBOX_PAUSED;
+                                if (w->runtime->freeze(sb->id, frozen) < 0)
+                                        log_warning("Cannot %s sandbox %s", frozen ? "freeze" : "thaw", sb->id);
+                                l->frozen = frozen;
                                 log_info("Found sandbox %s running (pid %" PRIi64 ")", sb->id, sb->pid);
                                 return 0;
                         }

@@ -149,7 +149,8 @@ int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiErro
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: template");
         if (get_u64(spec, "slot", &s.slot) < 0 || get_u64(spec, "cpu_millis", &s.cpu_millis) < 0 ||
             get_u64(spec, "memory_mb", &s.memory_mb) < 0 || get_u64(spec, "disk_mb", &s.disk_mb) < 0 ||
-            get_u64(spec, "pids_max", &s.pids_max) < 0 || s.slot >= w->config->slots_max ||
+            get_u64(spec, "pids_max", &s.pids_max) < 0 || get_u64(spec, "io_weight", &s.io_weight) < 0 ||
+            s.io_weight > 10000 || s.slot >= w->config->slots_max ||
             s.cpu_millis > UINT32_MAX || s.pids_max > UINT32_MAX)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox limits");
         if (env_from_json(json_get(spec, "env"), &s.env) < 0)
@@ -164,6 +165,7 @@ RuntimeLimits worker_spec_limits(const WorkerSpec *s) {
                 .memory_bytes = s->memory_mb * 1024 * 1024,
                 .pids_max = (uint32_t) s->pids_max,
                 .fsize_bytes = s->disk_mb * 1024 * 1024,
+                .io_weight = (uint32_t) s->io_weight,
         };
 }
 
