@@ -112,35 +112,6 @@ static int act_idle(Store *s, WorkerClient *w, const Sandbox *listed, int64_t no
         return 1;
 }
 
-int policy_reconcile_freezer(Store *store, WorkerClient *worker) {
-        Sandbox *list = NULL;
-        size_t n = 0;
-        int r, done = 0;
-
-        r = controller_list_live(store, &list, &n);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < n; i++) {
-                const Sandbox *sb = &list[i];
-                bool paused = sb->state == SANDBOX_PAUSED;
-                ApiError e = {};
-
-                if (sb->state != SANDBOX_RUNNING && !paused)
-                        continue;
-                /* the worker skips a step it believes done: the opposite one first */
-                r = worker_sandbox_pause(worker, sb->id, !paused, &e);
-                if (r >= 0)
-                        r = worker_sandbox_pause(worker, sb->id, paused, &e);
-                if (r < 0)
-                        log_warning("Cannot settle the freezer of sandbox %s (%s): %s", sb->id,
-                                    sandbox_state_to_string(sb->state), e.message);
-                else
-                        done++;
-        }
-        sandbox_array_free(list, n);
-        return done;
-}
-
 int policy_run_once(Store *store, WorkerClient *worker, int64_t now) {
         Sandbox *list = NULL;
         size_t n = 0;

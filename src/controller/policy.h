@@ -16,13 +16,5 @@
 
 /* One pass at time now_usec; returns how many sandboxes it acted on. */
 int policy_run_once(Store *store, WorkerClient *worker, int64_t now);
-/* At start, before the API serves: makes every sandbox's freezer agree with
- * its recorded state. A crash of the worker while it froze a sandbox for a
- * checkpoint or a branch leaves it frozen though "running" (the reconcile
- * assumes running ones are thawed), and one during a pause may leave a
- * "paused" one running; so running ones are frozen and thawed, paused ones
- * thawed and frozen (a no-op for the processes if they already were).
- * Returns how many sandboxes it went through. */
-int policy_reconcile_freezer(Store *store, WorkerClient *worker);
 /* How long before expiry the warning goes out for a timeout of timeout_s. */
 int64_t policy_warn_lead_usec(uint64_t timeout_s);

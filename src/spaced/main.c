@@ -274,18 +274,6 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 return 1;
 
-        /* before the API serves: freezers as the store says (a crash may have left them otherwise) */
-        {
-                _cleanup_(worker_client_freep) WorkerClient *wc = NULL;
-                char sock[PATH_MAX], addr[PATH_MAX + 8], agents[PATH_MAX];
-
-                (void) worker_socket_path(&config, sock, sizeof sock);
-                (void) worker_agent_dir(&config, agents, sizeof agents);
-                snprintf(addr, sizeof addr, "unix:%s", sock);
-                if (worker_client_new(addr, agents, &wc) >= 0)
-                        (void) policy_reconcile_freezer(store, wc);
-        }
-
         r = api_new(&config, &api);
         if (r >= 0)
                 r = http_server_new(config.listen, api_handle, api, &server);
