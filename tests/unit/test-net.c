@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: MIT */
+/* src/net: the address pool, the rtnetlink builder, the veth pair and the
+ * nftables rules. The root test builds a real pair into a fresh network
+ * namespace and sends traffic only between the two ends of its own /31. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "addr-pool.h"
+#include "fd-util.h"
+#include "firewall.h"
+#include "netlink.h"
+#include "str-util.h"
+#include "test.h"
+#include "veth.h"
+
+#define WAIT_MSEC 300
+
+static AddrPair pair_of(uint32_t slot) {
+        AddrPool p;
+        AddrPair a;
+        ASSERT_OK(addr_pool_parse(ADDR_POOL_DEFAULT, strlen(ADDR_POOL_DEFAULT), &p));
+        ASSERT_OK(addr_pool_slot(&p, slot, &a));
+        return a;
+}
+
+static const char *ntoa(struct in_addr a, char buf[static INET_ADDRSTRLEN]) {
+        return inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
+}
+
+TEST(addr_pool) {
+        AddrPool p;
+        AddrPair a;
+        uint32_t slot;
+        char b[INET_ADDRSTRLEN];
+
+        ASSERT_OK(addr_pool_parse("10.200.0.0/16", 13, &p));
+        ASSERT_EQ(addr_pool_slots(&p), 32768);
+        ASSERT_OK(addr_pool_slot(&p, 0, &a));
+        ASSERT_STREQ(ntoa(a.host, b), "10.200.0.0");
+        ASSERT_STREQ(ntoa(a.peer, b), "10.200.0.1");
+        ASSERT_EQ(a.prefixlen, 31);
+        ASSERT_OK(addr_pool_slot(&p, 32767, &a));
+        ASSERT_STREQ(ntoa(a.host, b), "10.200.255.254");
+        ASSERT_STREQ(ntoa(a.peer, b), "10.200.255.255");
+        ASSERT_ERRNO(addr_pool_slot(&p, 32768, &a), ERANGE);
+        ASSERT_OK(addr_pool_slot_of(&p, a.peer, &slot));
+        ASSERT_EQ(slot, 32767);
+        struct in_addr outside = { .s_addr = htonl(0x0AC90000U) };
+        ASSERT_ERRNO(addr_pool_slot_of(&p, outside, &slot), ENOENT);
+
+        /* not NUL-terminated: only n bytes count */
+        ASSERT_OK(addr_pool_parse("192.168.4.0/30xyz", 14, &p));
+        ASSERT_EQ(addr_pool_slots(&p), 2);
+        ASSERT_OK(addr_pool_parse("172.20.0.0/14", 13, &p));
+        ASSERT_OK(addr_pool_parse("10.0.0.0/8", 10, &p));
+
+        static const char *const bad[] = {
+                "", "10.200.0.0", "10.200.0.0/", "/16", "10.200.0.1/16", "10.200.0.0/31",
+                "10.200.0.0/7", "10.200.0.0/016", "10.200.0.0/1a", "8.8.8.0/24", "172.32.0.0/16",
+                "192.169.0.0/16", "0.0.0.0/8", "10.200.0/16", "10.200.0.0/16/", "10.200.0.0/+6",
+                "10.200.0.0.0/16", "10.200.0.0/16 ", "10.200.000.0/99999",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                if (addr_pool_parse(bad[i], strlen(bad[i]), &p) != -EINVAL)
+                        test_fail(__FILE__, __LINE__, "accepted \"%s\"", bad[i]);
+        ASSERT_ERRNO(addr_pool_parse(NULL, 0, &p), EINVAL);
+}
+
+TEST(veth_names) {
+        ASSERT_TRUE(veth_name_is_valid("sp-0123456789ab"));
+        ASSERT_TRUE(veth_name_is_valid("eth0"));
+        ASSERT_FALSE(veth_name_is_valid("sp-0123456789abc")); /* 16 bytes */
+        ASSERT_FALSE(veth_name_is_valid(""));
+        ASSERT_FALSE(veth_name_is_valid(NULL));
+        ASSERT_FALSE(veth_name_is_valid("sp-\"x"));
+        ASSERT_FALSE(veth_name_is_valid("sp x"));
+        ASSERT_FALSE(veth_name_is_valid("a/b"));
+        ASSERT_FALSE(veth_name_is_valid("sp-*"));
+
+        AddrPair a = pair_of(0);
+        ASSERT_ERRNO(veth_create("bad name", "eth0", 0), EINVAL);
+        ASSERT_ERRNO(veth_create("sp-x", "eth0;", 0), EINVAL);
+        ASSERT_ERRNO(veth_create("sp-x", "eth0", -1), EINVAL);
+        ASSERT_ERRNO(veth_configure_peer(-1, "eth0", &a), EINVAL);
+        ASSERT_ERRNO(veth_delete("x*"), EINVAL);
+        a.prefixlen = 24;
+        ASSERT_ERRNO(veth_configure_host("sp-x", &a), EINVAL);
+}
+
+TEST(netlink_message) {
+        NetlinkMessage m;
+        char big[NETLINK_MESSAGE_MAX];
+        int fd;
+
+        netlink_message_init(&m, RTM_NEWLINK, 0);
+        netlink_nest_begin(&m, IFLA_LINKINFO);
+        netlink_attr_string(&m, IFLA_INFO_KIND, "veth");
+        netlink_nest_end(&m);
+        ASSERT_EQ(m.error, 0);
+        ASSERT_EQ(m.hdr.nlmsg_len, NLMSG_LENGTH(0) + NLA_HDRLEN + NLA_ALIGN(NLA_HDRLEN + 5));
+        const struct nlattr *nest = (const struct nlattr *) (m.buf + NLMSG_LENGTH(0));
+        ASSERT_EQ(nest->nla_len, NLA_HDRLEN + NLA_ALIGN(NLA_HDRLEN + 5));
+        ASSERT_EQ(nest->nla_type, IFLA_LINKINFO | NLA_F_NESTED);
+
+        /* an attribute that does not fit sticks as -ENOBUFS and is never sent */
+        memset(big, 'x', sizeof big);
+        netlink_attr(&m, IFLA_IFNAME, big, sizeof big);
+        ASSERT_EQ(m.error, -ENOBUFS);
+        ASSERT_OK(netlink_open(&fd));
+        ASSERT_ERRNO(netlink_call(fd, &m), ENOBUFS);
+
+        /* unbalanced nests */
+        netlink_message_init(&m, RTM_NEWLINK, 0);
+        netlink_nest_end(&m);
+        ASSERT_ERRNO(netlink_call(fd, &m), EINVAL);
+        netlink_message_init(&m, RTM_NEWLINK, 0);
+        for (unsigned i = 0; i <= NETLINK_NEST_MAX; i++)
+                netlink_nest_begin(&m, IFLA_LINKINFO);
+        ASSERT_ERRNO(netlink_call(fd, &m), ENOBUFS);
+
+        /* a real round trip: the kernel's error comes back as -errno */
+        struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
+        netlink_message_init(&m, RTM_DELLINK, 0);
+        netlink_message_append(&m, &ifi, sizeof ifi);
+        netlink_attr_string(&m, IFLA_IFNAME, "sp-no-such-lnk");
+        int r = netlink_call(fd, &m);
+        ASSERT_TRUE(r == -ENODEV || r == -EPERM);
+        safe_close(fd);
+}
+
+TEST(firewall_format) {
+        _cleanup_free_ char *setup = NULL, *add = NULL, *rm = NULL;
+        uint16_t tcp[] = { 3128, 8080 }, udp[] = { 53 }, zero[] = { 0 };
+        AddrPair a = pair_of(1);
+        FirewallSandbox s = {
+                .link = "sp-abc", .addr = a.peer, .gateway = a.host,
+                .tcp_ports = tcp, .n_tcp_ports = 2, .udp_ports = udp, .n_udp_ports = 1,
+        };
+
+        ASSERT_OK(firewall_format_setup("space", "sp-", &setup));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname vmap @sandboxes\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" counter drop\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space forward iifname \"sp-*\" counter drop\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space forward oifname \"sp-*\" counter drop\n"));
+
+        ASSERT_OK(firewall_format_add("space", &s, &add));
+        ASSERT_NOT_NULL(strstr(add, "add rule inet space sb-sp-abc ip saddr 10.200.0.3 ip daddr 10.200.0.2 tcp dport { 3128, 8080 } accept\n"));
+        ASSERT_NOT_NULL(strstr(add, "add rule inet space sb-sp-abc ip saddr 10.200.0.3 ip daddr 10.200.0.2 udp dport { 53 } accept\n"));
+        ASSERT_NOT_NULL(strstr(add, "add rule inet space sb-sp-abc counter drop\nadd element inet space sandboxes { \"sp-abc\" : jump sb-sp-abc }\n"));
+
+        ASSERT_OK(firewall_format_remove("space", "sp-abc", &rm));
+        ASSERT_NOT_NULL(strstr(rm, "delete element inet space sandboxes { \"sp-abc\" }\n"));
+        ASSERT_NOT_NULL(strstr(rm, "delete chain inet space sb-sp-abc\n"));
+
+        char *x = NULL;
+        ASSERT_ERRNO(firewall_format_setup("sp ace", "sp-", &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("space", "sp-\"", &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("", "sp-", &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("a23456789012345678901234567890123", "sp-", &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_remove("space", "sp-abc; flush ruleset", &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_add("space", NULL, &x), EINVAL);
+        FirewallSandbox b = s;
+        b.link = "sp-a}";
+        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
+        b = s;
+        b.tcp_ports = zero;
+        b.n_tcp_ports = 1;
+        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
+        b = s;
+        b.n_udp_ports = FIREWALL_PORTS_MAX + 1;
+        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
+        b = s;
+        b.addr.s_addr = INADDR_ANY;
+        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
+        b = s;
+        b.tcp_ports = NULL;
+        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
+        ASSERT_NULL(x);
+        ASSERT_ERRNO(firewall_teardown("no table"), EINVAL);
+}
+
+/* ---- the root test: a real pair into a real namespace ---- */
+
+/* Everything the root test creates, undone at the end and at exit (a failed
+ * ASSERT longjmps past the test's own cleanup). */
+static struct {
+        char link[IFNAMSIZ];
+        char table[FIREWALL_TABLE_NAME_MAX + 1];
+        int netns_fd;
+        bool registered;
+} net_test = { .netns_fd = -1 };
+
+static void net_test_cleanup(void) {
+        if (net_test.link[0]) {
+                (void) veth_delete(net_test.link);
+                net_test.link[0] = '\0';
+        }
+        if (net_test.table[0]) {
+                (void) firewall_teardown(net_test.table);
+                net_test.table[0] = '\0';
+        }
+        net_test.netns_fd = safe_close(net_test.netns_fd);
+}
+
+static int wait_child(pid_t pid) {
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        if (!WIFEXITED(status))
+                return -EPROTO;
+        return WEXITSTATUS(status);
+}
+
+/* A fresh network namespace held by an fd only: a child unshares, the parent
+ * opens /proc/<child>/ns/net, then the child exits. */
+static int netns_new(int *ret_fd) {
+        int ready[2], done[2];
+        char c = 0;
+        if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(done, O_CLOEXEC) < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                close(ready[0]);
+                close(done[1]);
+                c = unshare(CLONE_NEWNET) < 0 ? 1 : 0;
+                (void) !write(ready[1], &c, 1);
+                (void) !read(done[0], &c, 1); /* until the parent closes */
+                _exit(0);
+        }
+        close(ready[1]);
+        close(done[0]);
+        ssize_t n = read(ready[0], &c, 1);
+        close(ready[0]);
+        int fd = -EBADF;
+        if (n == 1 && c == 0) {
+                char p[64];
+                snprintf(p, sizeof p, "/proc/%d/ns/net", (int) pid);
+                fd = open(p, O_RDONLY | O_CLOEXEC);
+        }
+        int saved = errno;
+        close(done[1]);
+        (void) wait_child(pid);
+        ASSERT_ERRNO(kill(pid, 0) < 0 ? -errno : 0, ESRCH);
+        if (fd < 0)
+                return n == 1 && c == 0 ? -saved : -EPERM;
+        *ret_fd = fd;
+        return 0;
+}
+
+typedef int (*ns_fn)(const void *arg);
+
+/* Runs fn in a forked child inside the test namespace: its exit code. */
+static int run_in_ns(ns_fn fn, const void *arg) {
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                alarm(10);
+                if (setns(net_test.netns_fd, CLONE_NEWNET) < 0)
+                        _exit(100);
+                _exit(fn(arg));
+        }
+        return wait_child(pid);
+}
+
+typedef struct Probe {
+        AddrPair pair;
+        struct in_addr src; /* UDP: the source to send from (INADDR_ANY: own) */
+        uint16_t port;
+        const char *payload;
+} Probe;
+
+static int check_inside(const void *arg) {
+        const Probe *p = arg;
+        struct ifreq ifr = {};
+        char buf[8] = {};
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return 1;
+        strscpy(ifr.ifr_name, sizeof ifr.ifr_name, VETH_PEER_DEFAULT);
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0 || !(ifr.ifr_flags & IFF_UP))
+                return 2;
+        if (ioctl(fd, SIOCGIFADDR, &ifr) < 0 ||
+            ((struct sockaddr_in *) &ifr.ifr_addr)->sin_addr.s_addr != p->pair.peer.s_addr)
+                return 3;
+        strscpy(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0 || !(ifr.ifr_flags & IFF_UP))
+                return 4;
+        /* the default route: connect() of UDP sends nothing, it only routes */
+        struct sockaddr_in far = { .sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = htonl(0x0AC8FFFEU) };
+        struct sockaddr_in me;
+        socklen_t len = sizeof me;
+        if (connect(fd, (struct sockaddr *) &far, sizeof far) < 0 ||
+            getsockname(fd, (struct sockaddr *) &me, &len) < 0 || me.sin_addr.s_addr != p->pair.peer.s_addr)
+                return 5;
+        int v6 = open("/proc/sys/net/ipv6/conf/all/disable_ipv6", O_RDONLY | O_CLOEXEC);
+        if (v6 >= 0 && (read(v6, buf, sizeof buf - 1) < 1 || buf[0] != '1'))
+                return 6;
+        return 0;
+}
+
+/* 0: connected; 1: no answer within WAIT_MSEC; 2: refused or other error */
+static int tcp_probe(const void *arg) {
+        const Probe *p = arg;
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p->port), .sin_addr = p->pair.host };
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return 3;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0 && errno != EINPROGRESS)
+                return 2;
+        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+        if (poll(&pfd, 1, WAIT_MSEC) == 0)
+                return 1;
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0)
+                return 2;
+        return 0;
+}
+
+static int udp_send(const void *arg) {
+        const Probe *p = arg;
+        int one = 1;
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return 1;
+        if (p->src.s_addr != INADDR_ANY) {
+                /* a forged source: root in the namespace can bind anything */
+                struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr = p->src };
+                if (setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one) < 0 ||
+                    setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof one) < 0 ||
+                    bind(fd, (struct sockaddr *) &src, sizeof src) < 0)
+                        return 2;
+        }
+        struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(p->port), .sin_addr = p->pair.host };
+        if (sendto(fd, p->payload, strlen(p->payload), 0, (struct sockaddr *) &dst, sizeof dst) < 0)
+                return 3;
+        return 0;
+}
+
+static int listen_on(int type, struct in_addr addr, uint16_t *ret_port) {
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = addr };
+        socklen_t len = sizeof sa;
+        int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(RET_NERRNO(bind(fd, (struct sockaddr *) &sa, sizeof sa)));
+        if (type == SOCK_STREAM)
+                ASSERT_OK(RET_NERRNO(listen(fd, 8)));
+        ASSERT_OK(RET_NERRNO(getsockname(fd, (struct sockaddr *) &sa, &len)));
+        *ret_port = ntohs(sa.sin_port);
+        return fd;
+}
+
+/* Accepts one pending connection: true if there was one. */
+static bool accepted(int lfd) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+                return false;
+        close(fd);
+        return true;
+}
+
+/* Reads one datagram within WAIT_MSEC: its length, or -1 if none. */
+static ssize_t udp_recv(int fd, char *buf, size_t n, struct in_addr *ret_src) {
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        struct sockaddr_in from;
+        socklen_t len = sizeof from;
+        if (poll(&pfd, 1, WAIT_MSEC) <= 0)
+                return -1;
+        ssize_t k = recvfrom(fd, buf, n - 1, 0, (struct sockaddr *) &from, &len);
+        if (k < 0)
+                return -1;
+        buf[k] = '\0';
+        *ret_src = from.sin_addr;
+        return k;
+}
+
+TEST(sandbox_network) {
+        char buf[64];
+        struct in_addr src;
+        uint16_t tcp_ok, tcp_no, udp_ok;
+        int r;
+
+        if (geteuid() != 0)
+                test_skip("needs root");
+        if (access("/usr/sbin/nft", X_OK) < 0 && access("/sbin/nft", X_OK) < 0)
+                test_skip("needs nft (nftables)");
+        if (!net_test.registered) {
+                atexit(net_test_cleanup);
+                net_test.registered = true;
+        }
+        net_test_cleanup();
+
+        /* own names and a slot of our own, so concurrent runs do not meet */
+        unsigned id = (unsigned) getpid() % 100000;
+        uint32_t slot = 30000 + (id % 1000) * 2;
+        AddrPair pair = pair_of(slot), other = pair_of(slot + 1);
+        char prefix[IFNAMSIZ];
+        snprintf(prefix, sizeof prefix, "spt%u", id);
+        r = netns_new(&net_test.netns_fd);
+        if (r == -EPERM)
+                test_skip("cannot create a network namespace");
+        ASSERT_OK(r);
+
+        snprintf(net_test.link, sizeof net_test.link, "%sh", prefix);
+        ASSERT_OK(veth_create(net_test.link, VETH_PEER_DEFAULT, net_test.netns_fd));
+        ASSERT_ERRNO(veth_create(net_test.link, VETH_PEER_DEFAULT, net_test.netns_fd), EEXIST);
+        ASSERT_TRUE(if_nametoindex(net_test.link) > 0);
+        ASSERT_OK(veth_configure_host(net_test.link, &pair));
+        ASSERT_OK(veth_configure_peer(net_test.netns_fd, VETH_PEER_DEFAULT, &pair));
+        ASSERT_ERRNO(veth_configure_peer(net_test.netns_fd, "nosuchlink", &pair), ENODEV);
+
+        Probe probe = { .pair = pair };
+        ASSERT_EQ(run_in_ns(check_inside, &probe), 0);
+
+        _cleanup_close_ int tok = listen_on(SOCK_STREAM, pair.host, &tcp_ok);
+        _cleanup_close_ int tno = listen_on(SOCK_STREAM, pair.host, &tcp_no);
+        _cleanup_close_ int uok = listen_on(SOCK_DGRAM, pair.host, &udp_ok);
+
+        /* without the firewall both ports answer and a forged source gets
+         * through: what follows is the firewall's doing, nothing else's */
+        probe.port = tcp_no;
+        ASSERT_EQ(run_in_ns(tcp_probe, &probe), 0);
+        ASSERT_TRUE(accepted(tno));
+        Probe spoof = { .pair = pair, .src = other.peer, .port = udp_ok, .payload = "forged" };
+        ASSERT_EQ(run_in_ns(udp_send, &spoof), 0);
+        ASSERT_TRUE(udp_recv(uok, buf, sizeof buf, &src) > 0);
+        ASSERT_STREQ(buf, "forged");
+        ASSERT_EQ(src.s_addr, other.peer.s_addr);
+
+        snprintf(net_test.table, sizeof net_test.table, "spacetest%u", id);
+        uint16_t tcp_ports[] = { tcp_ok }, udp_ports[] = { udp_ok };
+        FirewallSandbox fw = {
+                .link = net_test.link, .addr = pair.peer, .gateway = pair.host,
+                .tcp_ports = tcp_ports, .n_tcp_ports = 1, .udp_ports = udp_ports, .n_udp_ports = 1,
+        };
+        ASSERT_OK(firewall_setup(net_test.table, prefix));
+        ASSERT_OK(firewall_setup(net_test.table, prefix)); /* idempotent */
+        ASSERT_OK(firewall_add_sandbox(net_test.table, &fw));
+        ASSERT_OK(firewall_add_sandbox(net_test.table, &fw)); /* replaces */
+
+        probe.port = tcp_ok;
+        ASSERT_EQ(run_in_ns(tcp_probe, &probe), 0);
+        ASSERT_TRUE(accepted(tok));
+        probe.port = tcp_no;
+        ASSERT_EQ(run_in_ns(tcp_probe, &probe), 1); /* dropped: no RST either */
+        ASSERT_FALSE(accepted(tno));
+
+        Probe legit = { .pair = pair, .port = udp_ok, .payload = "legit" };
+        ASSERT_EQ(run_in_ns(udp_send, &spoof), 0);
+        ASSERT_EQ(run_in_ns(udp_send, &legit), 0);
+        ASSERT_TRUE(udp_recv(uok, buf, sizeof buf, &src) > 0);
+        ASSERT_STREQ(buf, "legit");
+        ASSERT_EQ(src.s_addr, pair.peer.s_addr);
+        ASSERT_TRUE(udp_recv(uok, buf, sizeof buf, &src) < 0); /* the forged one never came */
+
+        /* without its rules the link is still caught by the prefix rule */
+        ASSERT_OK(firewall_remove_sandbox(net_test.table, net_test.link));
+        ASSERT_OK(firewall_remove_sandbox(net_test.table, net_test.link)); /* idempotent */
+        probe.port = tcp_ok;
+        ASSERT_EQ(run_in_ns(tcp_probe, &probe), 1);
+        ASSERT_FALSE(accepted(tok));
+        snprintf(buf, sizeof buf, "list chain inet %s sb-%s\n", net_test.table, net_test.link);
+        ASSERT_ERRNO(firewall_apply(buf), EPROTO);
+
+        ASSERT_OK(firewall_teardown(net_test.table));
+        snprintf(buf, sizeof buf, "list table inet %s\n", net_test.table);
+        ASSERT_ERRNO(firewall_apply(buf), EPROTO);
+        ASSERT_OK(firewall_teardown(net_test.table)); /* absent is fine */
+        net_test.table[0] = '\0';
+
+        ASSERT_OK(veth_delete(net_test.link));
+        ASSERT_EQ(if_nametoindex(net_test.link), 0);
+        ASSERT_ERRNO(veth_delete(net_test.link), ENODEV);
+        net_test.link[0] = '\0';
+        net_test_cleanup();
+}
