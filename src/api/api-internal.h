@@ -159,6 +159,9 @@ int agent_call_json(int fd, ProtoType type, const char *json, const char *what, 
 #define API_KEY_ID_LEN 14U       /* "key_" + 10 */
 
 int api_auth(ApiRequest *r, ApiError *e);
+/* Authenticates the key (p, n) whatever header carried it (Bearer, X-API-KEY):
+ * fills r->key, r->actor and r->tenant_name, or a 401/503 in e. */
+int api_auth_token(ApiRequest *r, const char *p, size_t n, ApiError *e);
 void api_key_hash(const char *secret, char ret[static 65]);
 int api_key_generate(char ret_secret[static API_KEY_SECRET_LEN + 1], char ret_id[static API_KEY_ID_LEN + 1]);
 

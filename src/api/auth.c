@@ -46,26 +46,17 @@ static bool token_char_ok(char c) {
                strchr("-._~+/=", c);
 }
 
-int api_auth(ApiRequest *r, ApiError *e) {
-        const char *h = http_head_header(r->head, "Authorization");
+int api_auth_token(ApiRequest *r, const char *p, size_t n, ApiError *e) {
         char hash[65], token[API_KEY_TOKEN_MAX + 1];
         Tenant t;
-        size_t n;
         int k;
 
-        if (!h)
-                return api_error(e, -EACCES, API_UNAUTHORIZED, "missing 'Authorization: Bearer <api key>' header");
-        if (strncasecmp(h, "Bearer ", 7) != 0)
-                return api_error(e, -EACCES, API_UNAUTHORIZED, "the Authorization header must be 'Bearer <api key>'");
-        h += 7;
-        h += strspn(h, " ");
-        n = strcspn(h, " ");
-        if (n == 0 || n > API_KEY_TOKEN_MAX || h[n + strspn(h + n, " ")] != 0)
+        if (n == 0 || n > API_KEY_TOKEN_MAX)
                 return api_error(e, -EACCES, API_UNAUTHORIZED, "invalid API key");
         for (size_t i = 0; i < n; i++)
-                if (!token_char_ok(h[i]))
+                if (!token_char_ok(p[i]))
                         return api_error(e, -EACCES, API_UNAUTHORIZED, "invalid API key");
-        memcpy(token, h, n);
+        memcpy(token, p, n);
         token[n] = 0;
         api_key_hash(token, hash);
         explicit_bzero(token, sizeof token);
@@ -80,4 +71,20 @@ int api_auth(ApiRequest *r, ApiError *e) {
         k = store_tenant_get(r->store, r->key.tenant_id, &t);
         (void) strscpy(r->tenant_name, sizeof r->tenant_name, k >= 0 ? t.name : r->key.tenant_id);
         return 0;
+}
+
+int api_auth(ApiRequest *r, ApiError *e) {
+        const char *h = http_head_header(r->head, "Authorization");
+        size_t n;
+
+        if (!h)
+                return api_error(e, -EACCES, API_UNAUTHORIZED, "missing 'Authorization: Bearer <api key>' header");
+        if (strncasecmp(h, "Bearer ", 7) != 0)
+                return api_error(e, -EACCES, API_UNAUTHORIZED, "the Authorization header must be 'Bearer <api key>'");
+        h += 7;
+        h += strspn(h, " ");
+        n = strcspn(h, " ");
+        if (h[n + strspn(h + n, " ")] != 0)
+                return api_error(e, -EACCES, API_UNAUTHORIZED, "invalid API key");
+        return api_auth_token(r, h, n, e);
 }

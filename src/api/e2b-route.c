@@ -21,7 +21,6 @@
 #include "str-util.h"
 
 #define E2B_SEGMENTS_MAX 8U
-#define E2B_KEY_MAX 256U     /* longest X-API-KEY we hash */
 #define E2B_SECRET_FILE "e2b.secret"
 
 /* ---- which requests are ours ---- */
@@ -230,41 +229,16 @@ int e2b_access_token(const Config *c, const char *sandbox_id, char ret[static E2
 
 /* ---- control-plane auth: X-API-KEY is a space API key ---- */
 
-static bool key_char_ok(char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~+/=", c);
-}
-
 static int e2b_auth(ApiRequest *r, ApiError *e) {
         const char *h = http_head_header(r->head, "X-API-KEY");
-        char hash[65], token[E2B_KEY_MAX + 1];
-        Tenant t;
         size_t n;
-        int k;
 
         if (!h)
                 return api_error(e, -EACCES, API_UNAUTHORIZED, "missing 'X-API-KEY: <space api key>' header");
         n = strlen(h);
         while (n > 0 && h[n - 1] == ' ')
                 n--;
-        if (n == 0 || n > E2B_KEY_MAX)
-                return api_error(e, -EACCES, API_UNAUTHORIZED, "invalid API key");
-        for (size_t i = 0; i < n; i++)
-                if (!key_char_ok(h[i]))
-                        return api_error(e, -EACCES, API_UNAUTHORIZED, "invalid API key");
-        memcpy(token, h, n);
-        token[n] = 0;
-        api_key_hash(token, hash);
-        explicit_bzero(token, sizeof token);
-
-        k = store_key_get_by_hash(r->store, hash, &r->key);
-        if (k == -ENOENT)
-                return api_error(e, -EACCES, API_UNAUTHORIZED, "invalid API key");
-        if (k < 0)
-                return api_store_error(e, k, "looking up the API key");
-        snprintf(r->actor, sizeof r->actor, "key:%s", r->key.id);
-        k = store_tenant_get(r->store, r->key.tenant_id, &t);
-        (void) strscpy(r->tenant_name, sizeof r->tenant_name, k >= 0 ? t.name : r->key.tenant_id);
-        return 0;
+        return api_auth_token(r, h, n, e);
 }
 
 /* ---- envd requests ---- */
