@@ -173,11 +173,12 @@ static int serialize_map(const JsonValue *body, const char *key, bool env, char 
 
 int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox *sb, ApiError *e) {
         static const char *const allowed[] = { "template", "runtime", "cpu", "memory_mb", "disk_mb", "pids_max",
-                                               "timeout_s", "env", "metadata", "idle_s", "idle_action",
-                                               "checkpoint_every_s", NULL };
+                                               "io_weight", "timeout_s", "env", "metadata", "idle_s",
+                                               "idle_action", "checkpoint_every_s", NULL };
         const char *unknown = NULL, *tmpl = c->default_template;
         uint64_t cpu_millis = c->default_cpu_millis, memory_mb = c->default_memory_mb, disk_mb = c->default_disk_mb,
-                 pids = c->default_pids_max, timeout_s = c->default_timeout_s, idle_s = 0, checkpoint_every_s = 0;
+                 pids = c->default_pids_max, timeout_s = c->default_timeout_s, idle_s = 0, checkpoint_every_s = 0,
+                 io_weight = 0;
         IdleAction idle_action = IDLE_ACTION_NONE;
         _cleanup_free_ char *env = NULL, *metadata = NULL;
         JsonValue *v;
@@ -234,6 +235,9 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         r = field_u64(body, "pids_max", API_SANDBOX_PIDS_MIN, c->max_pids, &pids, e);
         if (r < 0)
                 return r;
+        r = field_u64(body, "io_weight", 1, 10000, &io_weight, e);
+        if (r < 0)
+                return r;
         r = field_u64(body, "timeout_s", 0, c->max_timeout_s, &timeout_s, e);
         if (r < 0)
                 return r;
@@ -256,6 +260,7 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         sb->memory_mb = memory_mb;
         sb->disk_mb = disk_mb;
         sb->pids_max = (uint32_t) pids;
+        sb->io_weight = (uint32_t) io_weight;
         sb->timeout_s = timeout_s;
         free(sb->env_json);
         sb->env_json = TAKE_PTR(env);

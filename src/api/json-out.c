@@ -80,6 +80,7 @@ void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name)
         json_w_kv_int(w, "memory_mb", (int64_t) sb->memory_mb);
         json_w_kv_int(w, "disk_mb", (int64_t) sb->disk_mb);
         json_w_kv_int(w, "pids_max", (int64_t) sb->pids_max);
+        json_w_kv_int(w, "io_weight", (int64_t) sb->io_weight);
         json_w_kv_int(w, "timeout_s", (int64_t) sb->timeout_s);
         kv_time(w, "created_at", sb->created_usec);
         kv_time(w, "expires_at", sb->expires_usec);

@@ -423,7 +423,7 @@ TEST(sandbox_json) {
         text = finish(&w);
         ASSERT_STREQ(text, "{\"id\":\"s3k9x0a1b2c3d4e5\",\"tenant\":\"default\",\"state\":\"running\",\"reason\":\"\","
                            "\"template\":\"base\",\"runtime\":\"ns\",\"worker\":\"local\",\"cpu\":1.5,"
-                           "\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,\"timeout_s\":0,"
+                           "\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,\"io_weight\":0,\"timeout_s\":0,"
                            "\"created_at\":\"2026-11-29T01:02:03.456Z\",\"expires_at\":null,\"env\":{},"
                            "\"metadata\":{},\"parent\":null,\"parent_checkpoint\":null,\"processes_preserved\":false,"
                            "\"idle_s\":0,\"idle_action\":null,\"checkpoint_every_s\":0,\"checkpoints\":0,"
@@ -451,7 +451,7 @@ TEST(sandbox_json) {
         ASSERT_STREQ(text, "{\"id\":\"s3k9x0a1b2c3d4e5\",\"tenant\":\"acme\",\"state\":\"deleted\","
                            "\"reason\":\"deleted by key:key_x\",\"template\":\"base\",\"runtime\":\"ns\","
                            "\"worker\":\"local\",\"cpu\":1,\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,"
-                           "\"timeout_s\":60,\"created_at\":\"2026-11-29T01:02:03.456Z\","
+                           "\"io_weight\":0,\"timeout_s\":60,\"created_at\":\"2026-11-29T01:02:03.456Z\","
                            "\"expires_at\":\"2026-11-29T01:03:03.456Z\",\"env\":{\"A\":\"1\"},\"metadata\":{},"
                            "\"parent\":\"abcdefghijklmnop\",\"parent_checkpoint\":\"ckabcdefghijklmn\","
                            "\"processes_preserved\":true,\"idle_s\":30,\"idle_action\":\"suspend\","
