@@ -227,7 +227,8 @@ static int process(E2bMultipart *m, E2bMultipartCallback cb, void *userdata) {
                                         hit += 2;
                         }
                         if (!hit) {
-                                if (m->len >= E2B_MULTIPART_HEADERS_MAX)
+                                /* a block of HEADERS_MAX bytes still needs its final CRLF */
+                                if (m->len >= E2B_MULTIPART_HEADERS_MAX + 2)
                                         return -E2BIG;
                                 return 0;
                         }
