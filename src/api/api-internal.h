@@ -29,7 +29,7 @@ int api_get_store(ApiRequest *r, ApiError *e);
 /* ---- validation (api-validate.c): pure functions ---- */
 
 #define API_ID_LEN 16U                   /* sandbox ids: [a-z][a-z0-9]{15} */
-#define API_PATH_MAX 4096U               /* paths inside a sandbox */
+#define API_PATH_MAX 4095U               /* paths inside a sandbox: what the agent takes (PATH_MAX - 1) */
 #define API_NAME_MAX 64U                 /* template, tenant and key names */
 #define API_ENV_ENTRIES_MAX 256U
 #define API_ENV_NAME_MAX 256U

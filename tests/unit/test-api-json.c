@@ -111,7 +111,7 @@ TEST(paths) {
         ASSERT_OK(api_validate_path(big, API_PATH_MAX, "path", &e));
         ASSERT_ERRNO(api_validate_path(big, API_PATH_MAX + 1, "path", &e), ENAMETOOLONG);
         ASSERT_EQ(e.code, API_INVALID_PATH);
-        ASSERT_STREQ(e.message, "path is longer than 4096 bytes");
+        ASSERT_STREQ(e.message, "path is longer than 4095 bytes");
 }
 
 /* ---- create requests ---- */
