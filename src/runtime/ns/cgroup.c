@@ -18,7 +18,7 @@
 
 #define CGROUP_FS "/sys/fs/cgroup"
 /* Wall-clock bounds (monotonic): 10k processes exiting on a loaded host take a while. */
-#define CGROUP_KILL_TIMEOUT_MSEC 60000
+#define CGROUP_KILL_TIMEOUT_MSEC 30000
 #define CGROUP_RMDIR_TIMEOUT_MSEC 30000
 
 static int64_t mono_msec(void) {
@@ -373,13 +373,20 @@ static int rmdir_retry(const char *p) {
         }
 }
 
+static bool cgroup_populated(const char *id) {
+        char p[PATH_MAX];
+        return procs_path(p, sizeof p, id) >= 0 && for_each_pid(p, NULL) > 0;
+}
+
 int cgroup_remove(const char *id) {
+        /* processes still dying: one attempt each, no waiting (the caller retries later) */
+        bool busy = cgroup_populated(id);
         char p[PATH_MAX];
         int r = 0, k;
 
         if (layout.v2[0]) {
                 path_v2(p, sizeof p, id, NULL);
-                k = rmdir_retry(p);
+                k = busy ? (rmdir(p) < 0 && errno != ENOENT ? negative_errno() : 0) : rmdir_retry(p);
                 if (k < 0)
                         r = log_warning_errno(k, "Failed to remove cgroup %s: %m", p);
         }
@@ -388,7 +395,7 @@ int cgroup_remove(const char *id) {
                         if (!layout.v1_have[i])
                                 continue;
                         path_v1(p, sizeof p, i, id, NULL);
-                        k = rmdir_retry(p);
+                        k = busy ? (rmdir(p) < 0 && errno != ENOENT ? negative_errno() : 0) : rmdir_retry(p);
                         if (k < 0)
                                 r = log_warning_errno(k, "Failed to remove cgroup %s: %m", p);
                 }
