@@ -65,13 +65,7 @@ static int query(const char *sock, char *buf, size_t n) {
 }
 
 static void cleanup_cgroup_root(void) {
-        char p[PATH_MAX];
-        static const char *const ctrls[] = { "memory", "cpu", "pids", "freezer", "unified" };
-        for (size_t i = 0; i < ELEMENTSOF(ctrls); i++) {
-                snprintf(p, sizeof p, "/sys/fs/cgroup/%s/space-test", ctrls[i]);
-                (void) rmdir(p);
-        }
-        (void) rmdir("/sys/fs/cgroup/space-test");
+        (void) cgroup_teardown(); /* every hierarchy the runtime used */
 }
 
 TEST(ns_create_destroy) {
