@@ -352,6 +352,8 @@ def test_idle_policy_pauses_idle_sandbox(d):
         r = d.exec(sid, shell="sleep 4; echo done")
         assert r.code == 0 and r.out == "done\n", r
         assert host.wait_until(lambda: state(d, sid)["state"] == "paused", 8), state(d, sid)
+        # the controller records the event right after the state change: allow it a moment
+        assert host.wait_until(lambda: events(d, sid, "sandbox.paused"), 5)
         ev = [e for e in events(d, sid, "sandbox.paused")]
         assert ev and ev[-1]["actor"] == "controller" and "idle" in ev[-1]["reason"], ev
         # suspend as the action
@@ -359,6 +361,7 @@ def test_idle_policy_pauses_idle_sandbox(d):
         r = d.api("PATCH", f"/v1/sandboxes/{sid}", json={"idle_s": 1, "idle_action": "suspend"})
         assert r.status == 200 and r.json()["idle_action"] == "suspend", r
         assert host.wait_until(lambda: state(d, sid)["state"] == "suspended", 8), state(d, sid)
+        assert host.wait_until(lambda: events(d, sid, "sandbox.suspended"), 5)
         ev = events(d, sid, "sandbox.suspended")
         assert ev and "idle" in ev[-1]["reason"], ev
         # off
@@ -375,6 +378,8 @@ def test_timeout_warning_before_the_kill(d):
     sid = d.create(timeout_s=4)["id"]
     assert host.wait_until(lambda: d.show(sid).status == 404, 15), "not deleted by its timeout"
     d.known_alive.discard(sid)
+    # the expired event follows the state change by a moment
+    assert host.wait_until(lambda: events(d, sid, "sandbox.expired"), 5)
     ev = d.api("GET", "/v1/events", params={"sandbox": sid}).json()["events"]
     types = [e["type"] for e in ev]
     assert "sandbox.timeout_warning" in types and "sandbox.expired" in types, types
