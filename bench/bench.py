@@ -93,9 +93,9 @@ def bench_runc(rootfs, runs):
         return None
     bundle = tempfile.mkdtemp(prefix="space-bench-runc-")
     try:
-        os.symlink(rootfs, os.path.join(bundle, "rootfs"))
         subprocess.run(["runc", "spec"], cwd=bundle, check=True)
         cfg = json.load(open(os.path.join(bundle, "config.json")))
+        cfg["root"]["path"] = os.path.abspath(rootfs)
         cfg["process"]["terminal"] = False
         cfg["process"]["args"] = ["/bin/echo", "hi"]
         cfg["root"]["readonly"] = True
