@@ -172,6 +172,10 @@ int api_key_generate(char ret_secret[static API_KEY_SECRET_LEN + 1], char ret_id
 int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret, ApiError *e);
 /* Records a new sandbox (state creating) under a fresh id and a free slot. */
 int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, ApiError *e);
+/* The cold create shared by /v1 and the E2B surface: records sb (a new id and
+ * slot), starts it on the worker, marks it running, records sandbox.created
+ * (data names `via` if given); on failure unwinds, with an event. */
+int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError *e);
 /* Marks a sandbox whose create failed deleted, with an event. */
 void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e);
 /* Counts live sandboxes by template (in_use) or overall. */

@@ -13,8 +13,6 @@
 #include "log.h"
 #include "str-util.h"
 
-#define E2B_ID_ATTEMPTS 5U
-#define E2B_WORKER_NAME "local"                      /* the worker of an all-in-one deployment */
 #define E2B_CLIENT_ID "space"                        /* clientID: required by the SDKs, otherwise unused */
 #define E2B_NO_EXPIRY_USEC INT64_C(253402300799000)  /* 9999-12-31T23:59:59Z, as endAt of a sandbox without one */
 #define E2B_LIST_SCAN_PAGE 500U                      /* store rows fetched per step while filtering a list */
@@ -199,24 +197,12 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
         return 0;
 }
 
-static void create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
-        char reason[STORE_REASON_MAX];
-
-        snprintf(reason, sizeof reason, "create failed: %s", e->message);
-        log_warning("Creating sandbox %s failed: %s", sb->id, e->message);
-        if (store_sandbox_set_state(r->store, sb->id, SANDBOX_CREATING, SANDBOX_DELETED, reason) < 0)
-                log_error("Failed to mark sandbox %s deleted after a failed create", sb->id);
-        api_event(r, sb->id, "sandbox.create_failed", reason, NULL);
-}
-
 static int rest_create(ApiRequest *r, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_json_ JsonValue *in = NULL, *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
-        uint64_t live = 0, starttime = 0;
-        int64_t pid = 0;
+        uint64_t live = 0;
         Template t;
-        char data[STORE_NAME_MAX + 48];
         int k;
 
         k = e2b_read_json(r, &in, e);
@@ -243,56 +229,11 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                                  "this host already runs its maximum of %" PRIu64 " sandboxes", c->max_sandboxes);
 
         (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, r->key.tenant_id);
-        (void) strscpy(sb.worker, sizeof sb.worker, E2B_WORKER_NAME);
-        sb.state = SANDBOX_CREATING;
         sb.created_usec = sb.updated_usec = now_usec();
         sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
-        k = -EEXIST;
-        for (unsigned i = 0; i < E2B_ID_ATTEMPTS && k == -EEXIST; i++) {
-                k = api_sandbox_id_generate(sb.id);
-                if (k < 0)
-                        return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
-                k = store_sandbox_insert_max(r->store, &sb, (uint32_t) c->slots_max);
-        }
-        if (k == -ENOSPC)
-                return api_error(e, k, API_UNAVAILABLE, "no free sandbox slot on this host");
+        k = api_sandbox_start_new(r, &sb, "e2b", e);
         if (k < 0)
-                return api_store_error(e, k, "recording the new sandbox");
-        api_log_sandbox(r, sb.id);
-        if (sb.expires_usec > 0) {
-                k = store_sandbox_set_expiry(r->store, sb.id, sb.expires_usec);
-                if (k < 0) {
-                        (void) api_store_error(e, k, "setting the expiry");
-                        create_failed(r, &sb, e);
-                        return k;
-                }
-        }
-
-        k = api_get_worker(r, e);
-        if (k >= 0)
-                k = worker_sandbox_create(r->worker, &sb, &pid, &starttime, e);
-        if (k < 0) {
-                if (e->code == API_OK)
-                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
-                create_failed(r, &sb, e);
                 return k;
-        }
-        k = store_sandbox_set_runtime(r->store, sb.id, pid, starttime, E2B_WORKER_NAME);
-        if (k >= 0)
-                k = store_sandbox_set_state(r->store, sb.id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
-        if (k < 0) {
-                ApiError ignored = {};
-                (void) worker_sandbox_destroy(r->worker, sb.id, &ignored);
-                if (k == -ESTALE)
-                        return api_error(e, k, API_CONFLICT, "sandbox '%s' was deleted while it was being created",
-                                         sb.id);
-                (void) api_store_error(e, k, "recording the running sandbox");
-                create_failed(r, &sb, e);
-                return k;
-        }
-        snprintf(data, sizeof data, "{\"template\":\"%s\",\"via\":\"e2b\"}", sb.template_name);
-        api_event(r, sb.id, "sandbox.created", "", data);
-        log_info("Created sandbox %s from template %s (E2B API)", sb.id, sb.template_name);
         return reply_sandbox(r, 201, sb.id, e);
 }
 

@@ -109,14 +109,68 @@ int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, ApiError *e) {
         return 0;
 }
 
+int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError *e) {
+        uint64_t starttime = 0;
+        int64_t pid = 0;
+        char data[STORE_NAME_MAX + 64];
+        int k;
+
+        (void) strscpy(sb->worker, sizeof sb->worker, API_WORKER_NAME);
+        sb->state = SANDBOX_CREATING;
+        k = api_sandbox_insert_new(r, sb, e);
+        if (k < 0)
+                return k;
+        api_log_sandbox(r, sb->id);
+        if (sb->expires_usec > 0) {
+                k = store_sandbox_set_expiry(r->store, sb->id, sb->expires_usec);
+                if (k < 0) {
+                        (void) api_store_error(e, k, "setting the expiry");
+                        api_sandbox_create_failed(r, sb, e);
+                        return k;
+                }
+        }
+
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_create(r->worker, sb, &pid, &starttime, e);
+        if (k < 0) {
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
+                api_sandbox_create_failed(r, sb, e);
+                return k;
+        }
+
+        k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, API_WORKER_NAME);
+        if (k >= 0)
+                k = store_sandbox_set_state(r->store, sb->id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
+        if (k < 0) {
+                ApiError ignored = {};
+                /* deleted while we created it, or the store failed: do not leave it running */
+                (void) worker_sandbox_destroy(r->worker, sb->id, &ignored);
+                if (k == -ESTALE)
+                        return api_error(e, k, API_CONFLICT, "sandbox '%s' was deleted while it was being created",
+                                         sb->id);
+                (void) api_store_error(e, k, "recording the running sandbox");
+                api_sandbox_create_failed(r, sb, e);
+                return k;
+        }
+
+        /* validated template name and a fixed `via`: no escaping needed */
+        if (via)
+                snprintf(data, sizeof data, "{\"template\":\"%s\",\"via\":\"%s\"}", sb->template_name, via);
+        else
+                snprintf(data, sizeof data, "{\"template\":\"%s\"}", sb->template_name);
+        api_event(r, sb->id, "sandbox.created", "", data);
+        log_info("Created sandbox %s from template %s%s", sb->id, sb->template_name, via ? " (E2B API)" : "");
+        return 0;
+}
+
 int api_sandbox_create(ApiRequest *r, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
-        uint64_t live, starttime = 0;
-        int64_t pid = 0;
+        uint64_t live;
         Template t;
-        char data[STORE_NAME_MAX + 32];
         int k;
 
         k = api_read_json_optional(r, &body, e); /* every field is optional: no body is fine */
@@ -150,49 +204,9 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
                 return api_error(e, -EAGAIN, API_UNAVAILABLE, "this host already runs its maximum of %" PRIu64
                                  " sandboxes", c->max_sandboxes);
 
-        (void) strscpy(sb.worker, sizeof sb.worker, API_WORKER_NAME);
-        sb.state = SANDBOX_CREATING;
-        k = api_sandbox_insert_new(r, &sb, e);
+        k = api_sandbox_start_new(r, &sb, NULL, e);
         if (k < 0)
                 return k;
-        api_log_sandbox(r, sb.id);
-        if (sb.expires_usec > 0) {
-                k = store_sandbox_set_expiry(r->store, sb.id, sb.expires_usec);
-                if (k < 0) {
-                        (void) api_store_error(e, k, "setting the expiry");
-                        api_sandbox_create_failed(r, &sb, e);
-                        return k;
-                }
-        }
-
-        k = api_get_worker(r, e);
-        if (k >= 0)
-                k = worker_sandbox_create(r->worker, &sb, &pid, &starttime, e);
-        if (k < 0) {
-                if (e->code == API_OK)
-                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
-                api_sandbox_create_failed(r, &sb, e);
-                return k;
-        }
-
-        k = store_sandbox_set_runtime(r->store, sb.id, pid, starttime, API_WORKER_NAME);
-        if (k >= 0)
-                k = store_sandbox_set_state(r->store, sb.id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
-        if (k < 0) {
-                ApiError ignored = {};
-                /* deleted while we created it, or the store failed: do not leave it running */
-                (void) worker_sandbox_destroy(r->worker, sb.id, &ignored);
-                if (k == -ESTALE)
-                        return api_error(e, k, API_CONFLICT, "sandbox '%s' was deleted while it was being created",
-                                         sb.id);
-                (void) api_store_error(e, k, "recording the running sandbox");
-                api_sandbox_create_failed(r, &sb, e);
-                return k;
-        }
-
-        snprintf(data, sizeof data, "{\"template\":\"%s\"}", sb.template_name); /* validated name: no escaping needed */
-        api_event(r, sb.id, "sandbox.created", "", data);
-        log_info("Created sandbox %s from template %s", sb.id, sb.template_name);
         return reply_sandbox(r, 201, sb.id, e);
 }
 
