@@ -81,8 +81,19 @@ COUNTER = ("i=0; while :; do i=$((i+1)); echo $i; sleep 0.01; done | "
 
 
 def _pipeline_pids(d, sid):
-    """Host pids of the counter's shells (they live as long as the pipeline)."""
+    """Host pids showing the counter's command line: its shells, and for a moment
+    the fork that is about to exec sleep."""
     return {p for p in d.sandbox_pids(sid) if "while read n" in " ".join(host.proc_cmdline(p))}
+
+
+def _stable_pipeline_pids(d, sid):
+    """The counter's shells only: pids seen in every one of several samples (a
+    fork about to exec sleep lives for well under the sampling period)."""
+    seen = _pipeline_pids(d, sid)
+    for _ in range(5):
+        time.sleep(0.03)
+        seen &= _pipeline_pids(d, sid)
+    return seen
 
 
 def test_pause_resume_20x_keeps_process_and_pipe(d, sb):
@@ -90,7 +101,7 @@ def test_pause_resume_20x_keeps_process_and_pipe(d, sb):
     assert r.response is None and r.start, r
     path = d.host_view(d.pool_path("sandboxes", sb, "root", "root", "count"))
     assert host.wait_until(lambda: os.path.exists(path) and os.path.getsize(path) > 0, 10)
-    pipeline = _pipeline_pids(d, sb)
+    pipeline = _stable_pipeline_pids(d, sb)
     assert pipeline, d.sandbox_pids(sb)
     agent = d.agent_pid(sb)
     for i in range(20):
