@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The sandbox egress policy: parsed from hostile JSON (the create request's
+ * "network" field or PUT /v1/sandboxes/{id}/policy), matched by the gateway
+ * for every DNS query and connection.
+ *
+ *   {"allow": [ "example.com", "*.github.com",
+ *               {"host": "db.example.com", "ports": [5432]},
+ *               {"cidr": "192.168.7.0/24", "ports": [443, "8000-8100"]} ],
+ *    "deny":  [ "evil.github.com", {"cidr": "192.168.7.9/32"} ]}
+ *
+ * A string entry is a host (or "*.suffix" wildcard, which matches names
+ * strictly below suffix, not suffix itself) or, if it contains '/', a CIDR.
+ * Allow entries without "ports" allow 80 and 443; deny entries without
+ * "ports" deny every port. A deny entry wins over any allow entry. An empty
+ * policy ({} or {"allow": []}) allows nothing.
+ *
+ * Independently of the policy, egress_policy_addr_forbidden() refuses the addresses
+ * no sandbox may reach: loopback, link-local (cloud metadata), multicast,
+ * broadcast/reserved, unspecified, the host's own addresses and the sandbox
+ * pool, and their IPv6 forms (incl. IPv4-mapped / NAT64 / 6to4 wrappers). */
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include "json.h"
+#include "macros.h"
+
+#define EGRESS_POLICY_JSON_MAX (64U * 1024U)  /* bytes of policy JSON */
+#define EGRESS_POLICY_RULES_MAX 256U          /* allow + deny entries */
+#define EGRESS_POLICY_PORTS_MAX 32U           /* port items per entry */
+#define EGRESS_POLICY_HOST_MAX 253U           /* DNS name, without trailing dot */
+#define EGRESS_POLICY_LABEL_MAX 63U
+#define EGRESS_POLICY_ERR_MAX 256U            /* size of an error buffer */
+#define EGRESS_POLICY_RULE_TEXT_MAX 320U      /* "deny *.host:1-2,…" for events */
+#define EGRESS_POLICY_GUARD_ADDRS_MAX 64U
+
+typedef enum EgressPolicyRuleKind {
+        EGRESS_POLICY_RULE_HOST,
+        EGRESS_POLICY_RULE_CIDR,
+        _EGRESS_POLICY_RULE_KIND_MAX,
+        _EGRESS_POLICY_RULE_KIND_INVALID = -EINVAL,
+} EgressPolicyRuleKind;
+
+typedef struct EgressPolicyPortRange {
+        uint16_t lo, hi; /* inclusive, 1 ≤ lo ≤ hi */
+} EgressPolicyPortRange;
+
+typedef struct EgressPolicyRule {
+        EgressPolicyRuleKind kind;
+        char *host;     /* HOST: lower-case name; for a wildcard the suffix after "*." */
+        bool wildcard;  /* HOST: "*.host" */
+        int family;     /* CIDR: AF_INET or AF_INET6 */
+        uint8_t addr[16]; /* CIDR: network address (4 or 16 bytes used), host bits zero */
+        unsigned prefixlen;
+        EgressPolicyPortRange *ports; /* NULL with n_ports == 0: every port */
+        size_t n_ports;
+        bool ports_given; /* "ports" was in the request (shown back as given) */
+} EgressPolicyRule;
+
+typedef struct EgressPolicy {
+        EgressPolicyRule *allow;
+        size_t n_allow;
+        EgressPolicyRule *deny;
+        size_t n_deny;
+} EgressPolicy;
+
+typedef enum EgressPolicyVerdict {
+        EGRESS_POLICY_DENY_NO_RULE, /* nothing allows it */
+        EGRESS_POLICY_DENY_RULE,    /* a deny entry matched */
+        EGRESS_POLICY_ALLOW,
+        _EGRESS_POLICY_VERDICT_MAX,
+        _EGRESS_POLICY_VERDICT_INVALID = -EINVAL,
+} EgressPolicyVerdict;
+
+typedef struct EgressPolicyMatch {
+        EgressPolicyVerdict verdict;
+        char rule[EGRESS_POLICY_RULE_TEXT_MAX]; /* the matching entry, e.g. "allow *.github.com:80,443"; "" for no rule */
+} EgressPolicyMatch;
+
+EgressPolicy *egress_policy_free(EgressPolicy *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EgressPolicy *, egress_policy_free);
+#define _cleanup_egress_policy_ _cleanup_(egress_policy_freep)
+
+/* An empty policy: nothing allowed. */
+int egress_policy_new_empty(EgressPolicy **ret);
+/* Parses policy JSON text (at most EGRESS_POLICY_JSON_MAX bytes, else -E2BIG). On
+ * -EINVAL / -E2BIG writes a reason naming the bad entry into errbuf. */
+int egress_policy_parse(const char *p, size_t n, EgressPolicy **ret, char *errbuf, size_t errbuf_size);
+/* Same from an already parsed value (the API's request body). */
+int egress_policy_from_json(const JsonValue *v, EgressPolicy **ret, char *errbuf, size_t errbuf_size);
+/* Canonical JSON (objects with host|cidr and ports), NUL-terminated. */
+int egress_policy_to_json(const EgressPolicy *p, char **ret);
+void egress_policy_write_json(const EgressPolicy *p, JsonWriter *w);
+
+/* Validates and normalises one host pattern ("Example.COM.", "*.x.org") into
+ * out (lower case, no trailing dot). -EINVAL with a reason for anything else:
+ * empty or long labels, bad characters, an IP literal, "*" alone, a wildcard
+ * that covers a whole top-level domain ("*.com"), a '*' elsewhere. */
+int egress_policy_host_normalize(const char *p, size_t n, char out[static EGRESS_POLICY_HOST_MAX + 1], bool *ret_wildcard,
+                          char *errbuf, size_t errbuf_size);
+/* Parses "a.b.c.d/len" or "v6/len" (len optional: a single address). Host
+ * bits must be zero. */
+int egress_policy_cidr_parse(const char *p, size_t n, int *ret_family, uint8_t ret_addr[static 16], unsigned *ret_prefixlen);
+
+/* Name (p, n; any case, a trailing dot allowed) on a TCP port. A name that is
+ * not a valid host name is denied without a rule. */
+EgressPolicyVerdict egress_policy_match_host(const EgressPolicy *p, const char *name, size_t n, uint16_t port, EgressPolicyMatch *ret);
+/* An IP destination (4 or 16 bytes) on a port, against CIDR entries only. */
+EgressPolicyVerdict egress_policy_match_addr(const EgressPolicy *p, int family, const void *addr, uint16_t port, EgressPolicyMatch *ret);
+
+const char *egress_policy_verdict_to_string(EgressPolicyVerdict v);
+
+/* The always-refused set. */
+typedef struct EgressPolicyGuard {
+        uint32_t pool_base; /* host byte order; the sandbox address pool */
+        unsigned pool_prefixlen; /* 0: no pool configured */
+        struct in_addr host4[EGRESS_POLICY_GUARD_ADDRS_MAX];
+        size_t n_host4;
+        struct in6_addr host6[EGRESS_POLICY_GUARD_ADDRS_MAX];
+        size_t n_host6;
+} EgressPolicyGuard;
+
+/* Adds the host's interface addresses (getifaddrs); -E2BIG past the limit. */
+int egress_policy_guard_add_host_addrs(EgressPolicyGuard *g);
+int egress_policy_guard_add_addr(EgressPolicyGuard *g, int family, const void *addr);
+/* NULL if addr may be reached (subject to the policy), else the reason. */
+const char *egress_policy_addr_forbidden(const EgressPolicyGuard *g, int family, const void *addr);
