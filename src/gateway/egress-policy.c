@@ -545,6 +545,21 @@ EgressPolicyVerdict egress_policy_match_host(const EgressPolicy *p, const char *
         return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
 }
 
+EgressPolicyVerdict egress_policy_match_name(const EgressPolicy *p, const char *name, size_t n, EgressPolicyMatch *ret) {
+        char norm[EGRESS_POLICY_HOST_MAX + 1];
+        bool wildcard;
+
+        if (!p || egress_policy_host_normalize(name, n, norm, &wildcard, NULL, 0) < 0 || wildcard)
+                return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
+        for (size_t i = 0; i < p->n_deny; i++)
+                if (host_match(&p->deny[i], norm) && p->deny[i].n_ports == 0)
+                        return verdict(ret, EGRESS_POLICY_DENY_RULE, &p->deny[i], false);
+        for (size_t i = 0; i < p->n_allow; i++)
+                if (host_match(&p->allow[i], norm))
+                        return verdict(ret, EGRESS_POLICY_ALLOW, &p->allow[i], true);
+        return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
+}
+
 EgressPolicyVerdict egress_policy_match_addr(const EgressPolicy *p, int family, const void *addr, uint16_t port, EgressPolicyMatch *ret) {
         if (!p || port == 0 || (family != AF_INET && family != AF_INET6))
                 return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);

@@ -107,6 +107,9 @@ int egress_policy_cidr_parse(const char *p, size_t n, int *ret_family, uint8_t r
 /* Name (p, n; any case, a trailing dot allowed) on a TCP port. A name that is
  * not a valid host name is denied without a rule. */
 EgressPolicyVerdict egress_policy_match_host(const EgressPolicy *p, const char *name, size_t n, uint16_t port, EgressPolicyMatch *ret);
+/* Whether name may be resolved: an allow entry matches it (on some port) and
+ * no deny entry for every port does. ret as for egress_policy_match_host(). */
+EgressPolicyVerdict egress_policy_match_name(const EgressPolicy *p, const char *name, size_t n, EgressPolicyMatch *ret);
 /* An IP destination (4 or 16 bytes) on a port, against CIDR entries only. */
 EgressPolicyVerdict egress_policy_match_addr(const EgressPolicy *p, int family, const void *addr, uint16_t port, EgressPolicyMatch *ret);
 

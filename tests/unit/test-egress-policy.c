@@ -290,6 +290,15 @@ TEST(match_host) {
         ASSERT_EQ(egress_policy_match_host(p, "a.github.com\0x", 14, 443, NULL), EGRESS_POLICY_DENY_NO_RULE);
         ASSERT_EQ(egress_policy_match_host(NULL, "example.com", 11, 443, NULL), EGRESS_POLICY_DENY_NO_RULE);
 
+        /* resolvable names: allowed on some port, not denied on every port */
+        ASSERT_EQ(egress_policy_match_name(p, "db.example.com", 14, &m), EGRESS_POLICY_ALLOW);
+        ASSERT_STREQ(m.rule, "allow db.example.com:5432,8000-8100");
+        ASSERT_EQ(egress_policy_match_name(p, "a.corp.github.com", 17, &m), EGRESS_POLICY_ALLOW);
+        ASSERT_EQ(egress_policy_match_name(p, "evil.github.com", 15, &m), EGRESS_POLICY_DENY_RULE);
+        ASSERT_EQ(egress_policy_match_name(p, "www.example.com", 15, &m), EGRESS_POLICY_DENY_NO_RULE);
+        ASSERT_EQ(egress_policy_match_name(p, "*.github.com", 12, &m), EGRESS_POLICY_DENY_NO_RULE);
+        ASSERT_EQ(egress_policy_match_name(NULL, "example.com", 11, &m), EGRESS_POLICY_DENY_NO_RULE);
+
         ASSERT_EQ(egress_policy_match_host(p, "nothing.org", 11, 443, &m), EGRESS_POLICY_DENY_NO_RULE);
         ASSERT_STREQ(m.rule, "");
         ASSERT_STREQ(egress_policy_verdict_to_string(EGRESS_POLICY_ALLOW), "allow");

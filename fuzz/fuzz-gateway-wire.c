@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/* libFuzzer target for the gateway's parsers of hostile bytes: a DNS query
+ * from a sandbox (dns_question_parse, then the reply built for it must parse
+ * back as an answer to the same question), an upstream DNS answer
+ * (dns_answer_parse) and a TLS ClientHello (sni_parse: a name found is
+ * NUL-free, bounded, and the record length lies within the input). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dns-wire.h"
+#include "sni-parse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(expr)                                                                  \
+        do {                                                                         \
+                if (!(expr)) {                                                       \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
+                        abort();                                                     \
+                }                                                                    \
+        } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        DnsQuestion q = {};
+        struct in_addr addrs[DNS_ANSWERS_MAX];
+        char sni[SNI_NAME_MAX + 1];
+        size_t n = 0, rec = 0;
+        uint32_t ttl;
+        int rcode, r;
+
+        if (dns_question_parse(data, size, &q) >= 0) {
+                uint8_t buf[DNS_UDP_MAX];
+                struct in_addr one = { .s_addr = 0x0100007fU };
+                CHECK(strlen(q.name) <= DNS_NAME_MAX);
+                int len = dns_reply_build(&q, DNS_RCODE_NOERROR, &one, 1, 60, buf, sizeof buf);
+                if (len > 0 && q.qtype == DNS_TYPE_A && q.qclass == DNS_CLASS_IN && q.name[0]) {
+                        CHECK(dns_answer_parse(buf, (size_t) len, q.id, q.name, &rcode, addrs, &n, &ttl) >= 0);
+                        CHECK(n == 1 && addrs[0].s_addr == one.s_addr && ttl == 60);
+                }
+        }
+        r = dns_answer_parse(data, size, size >= 2 ? (uint16_t) (data[0] << 8 | data[1]) : 0, "example.com", &rcode,
+                             addrs, &n, &ttl);
+        if (r >= 0)
+                CHECK(n <= DNS_ANSWERS_MAX);
+        r = sni_parse(data, size, sni, &rec);
+        if (r == 0) {
+                CHECK(strlen(sni) <= SNI_NAME_MAX && strlen(sni) > 0);
+                CHECK(rec <= size);
+        }
+        return 0;
+}

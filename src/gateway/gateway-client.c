@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "gateway-client.h"
+#include "log.h"
+#include "str-util.h"
+
+#define GATEWAY_CLIENT_LINE_MAX (256U * 1024U)
+
+struct GatewayClient {
+        int fd;
+        pid_t pid;
+        int64_t seq;
+        char *buf;
+        size_t n;
+        GatewayEventFn on_event;
+        void *userdata;
+        char **queued; /* event lines read while waiting for a reply */
+};
+
+int gateway_client_new(int fd, pid_t pid, GatewayEventFn on_event, void *userdata, GatewayClient **ret) {
+        GatewayClient *g = calloc(1, sizeof *g);
+        if (!g)
+                return -ENOMEM;
+        g->buf = malloc(GATEWAY_CLIENT_LINE_MAX);
+        if (!g->buf) {
+                free(g);
+                return -ENOMEM;
+        }
+        g->fd = fd;
+        g->pid = pid;
+        g->on_event = on_event;
+        g->userdata = userdata;
+        (void) fd_nonblock(fd, true);
+        *ret = g;
+        return 0;
+}
+
+int gateway_client_start(const GatewayConfig *config, GatewayEventFn on_event, void *userdata, GatewayClient **ret) {
+        int sp[2];
+        pid_t pid, parent = getpid();
+        int r;
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                safe_close(sp[0]);
+                safe_close(sp[1]);
+                return r;
+        }
+        if (pid == 0) {
+                /* the child: only stdio and the control socket (as fd 3) stay */
+                if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+                        _exit(1);
+                if (dup2(sp[1], 3) < 0)
+                        _exit(1);
+                if (syscall(SYS_close_range, 4U, ~0U, 0U) < 0)
+                        for (int fd = 4; fd < 4096; fd++)
+                                (void) close(fd);
+                (void) signal(SIGTERM, SIG_DFL);
+                (void) signal(SIGINT, SIG_IGN);
+                sigset_t all;
+                sigemptyset(&all);
+                (void) sigprocmask(SIG_SETMASK, &all, NULL);
+                r = gateway_main(config, 3);
+                _exit(r < 0 ? 1 : 0);
+        }
+        safe_close(sp[1]);
+        r = gateway_client_new(sp[0], pid, on_event, userdata, ret);
+        if (r < 0) {
+                safe_close(sp[0]);
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+        }
+        return r;
+}
+
+GatewayClient *gateway_client_free(GatewayClient *g) {
+        if (!g)
+                return NULL;
+        g->fd = safe_close(g->fd);
+        if (g->pid > 0) {
+                /* it exits on EOF; a bounded wait, then SIGKILL */
+                for (int i = 0; i < 200; i++) {
+                        if (waitpid(g->pid, NULL, WNOHANG) == g->pid) {
+                                g->pid = 0;
+                                break;
+                        }
+                        usleep(10000);
+                }
+                if (g->pid > 0) {
+                        (void) kill(g->pid, SIGKILL);
+                        (void) waitpid(g->pid, NULL, 0);
+                }
+        }
+        strv_free(g->queued);
+        free(g->buf);
+        free(g);
+        return NULL;
+}
+
+int gateway_client_fd(GatewayClient *g) {
+        return g->fd;
+}
+
+pid_t gateway_client_pid(GatewayClient *g) {
+        return g->pid;
+}
+
+static void deliver(GatewayClient *g, const char *line, size_t n) {
+        _cleanup_json_ JsonValue *v = NULL;
+        _cleanup_free_ char *data = NULL;
+        const JsonValue *d;
+        if (json_parse(line, n, &v, NULL, 0) < 0 || !json_get(v, "event"))
+                return;
+        d = json_get(v, "data");
+        if (d)
+                (void) json_serialize(d, &data, NULL);
+        if (g->on_event)
+                g->on_event(g->userdata, json_string(json_get(v, "event")), json_string(json_get(v, "sandbox")),
+                            json_string(json_get(v, "tenant")), json_string(json_get(v, "reason")), data);
+}
+
+/* Reads lines; event lines are queued, a reply with seq is returned in *ret. */
+static int read_lines(GatewayClient *g, int64_t want_seq, JsonValue **ret) {
+        for (;;) {
+                char *nl;
+                while ((nl = memchr(g->buf, '\n', g->n))) {
+                        size_t len = (size_t) (nl - g->buf);
+                        JsonValue *v = NULL;
+                        int64_t seq;
+                        if (want_seq > 0 && json_parse(g->buf, len, &v, NULL, 0) >= 0 && !json_get(v, "event") &&
+                            json_int64(json_get(v, "seq"), &seq) >= 0 && seq == want_seq) {
+                                memmove(g->buf, nl + 1, g->n - len - 1);
+                                g->n -= len + 1;
+                                *ret = v;
+                                return 1;
+                        }
+                        json_free(v);
+                        if (strv_push(&g->queued, memdup_suffix0(g->buf, len)) < 0)
+                                return -ENOMEM;
+                        memmove(g->buf, nl + 1, g->n - len - 1);
+                        g->n -= len + 1;
+                }
+                if (g->n == GATEWAY_CLIENT_LINE_MAX)
+                        return -EBADMSG;
+                ssize_t k = read(g->fd, g->buf + g->n, GATEWAY_CLIENT_LINE_MAX - g->n);
+                if (k < 0)
+                        return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+                if (k == 0)
+                        return -ECONNRESET;
+                g->n += (size_t) k;
+        }
+}
+
+int gateway_client_dispatch(GatewayClient *g) {
+        JsonValue *unused = NULL;
+        int r = read_lines(g, 0, &unused);
+        char **q = TAKE_PTR(g->queued);
+        for (size_t i = 0; q && q[i]; i++)
+                deliver(g, q[i], strlen(q[i]));
+        strv_free(q);
+        return r < 0 ? r : 0;
+}
+
+static int request(GatewayClient *g, JsonWriter *w, char *errbuf, size_t errbuf_size) {
+        _cleanup_free_ char *line = NULL;
+        _cleanup_json_ JsonValue *reply = NULL;
+        size_t n;
+        bool ok = false;
+        int r;
+
+        r = json_w_finish(w, &line, &n);
+        if (r < 0)
+                return r;
+        line[n] = '\n';
+        /* lines are small; the socket buffer takes them (blocking briefly if not) */
+        size_t off = 0;
+        while (off < n + 1) {
+                ssize_t k = write(g->fd, line + off, n + 1 - off);
+                if (k < 0 && errno == EAGAIN) {
+                        struct pollfd p = { .fd = g->fd, .events = POLLOUT };
+                        if (poll(&p, 1, GATEWAY_CLIENT_REPLY_TIMEOUT_MSEC) <= 0)
+                                return -ETIMEDOUT;
+                        continue;
+                }
+                if (k < 0)
+                        return -errno;
+                off += (size_t) k;
+        }
+        line[n] = 0;
+        for (;;) {
+                r = read_lines(g, g->seq, &reply);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        break;
+                struct pollfd p = { .fd = g->fd, .events = POLLIN };
+                r = poll(&p, 1, GATEWAY_CLIENT_REPLY_TIMEOUT_MSEC);
+                if (r == 0)
+                        return -ETIMEDOUT;
+                if (r < 0 && errno != EINTR)
+                        return -errno;
+        }
+        (void) json_bool(json_get(reply, "ok"), &ok);
+        if (ok)
+                return 0;
+        int64_t e = EIO;
+        (void) json_int64(json_get(reply, "errno"), &e);
+        if (errbuf && errbuf_size)
+                snprintf(errbuf, errbuf_size, "%s", strempty(json_string(json_get(reply, "error"))));
+        return e > 0 && e < 4096 ? -(int) e : -EIO;
+}
+
+static int with_policy(JsonWriter *w, const char *policy_json) {
+        if (!policy_json)
+                return 0;
+        _cleanup_json_ JsonValue *v = NULL;
+        if (json_parse(policy_json, strlen(policy_json), &v, NULL, 0) < 0)
+                return -EINVAL;
+        json_w_key(w, "policy");
+        json_w_raw(w, policy_json);
+        return 0;
+}
+
+int gateway_client_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
+                            struct in_addr host_ip, const char *policy_json, char *errbuf, size_t errbuf_size) {
+        char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN];
+        JsonWriter w;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_int(&w, "seq", ++g->seq);
+        json_w_kv_string(&w, "op", "register");
+        json_w_kv_string(&w, "id", id);
+        json_w_kv_string(&w, "tenant", tenant);
+        json_w_kv_string(&w, "sandbox_ip", inet_ntop(AF_INET, &sandbox_ip, a, sizeof a));
+        json_w_kv_string(&w, "host_ip", inet_ntop(AF_INET, &host_ip, b, sizeof b));
+        if (with_policy(&w, policy_json) < 0) {
+                json_w_done(&w);
+                return -EINVAL;
+        }
+        json_w_object_end(&w);
+        return request(g, &w, errbuf, errbuf_size);
+}
+
+int gateway_client_set_policy(GatewayClient *g, const char *id, const char *policy_json, char *errbuf, size_t errbuf_size) {
+        JsonWriter w;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_int(&w, "seq", ++g->seq);
+        json_w_kv_string(&w, "op", "policy");
+        json_w_kv_string(&w, "id", id);
+        if (with_policy(&w, policy_json) < 0) {
+                json_w_done(&w);
+                return -EINVAL;
+        }
+        json_w_object_end(&w);
+        return request(g, &w, errbuf, errbuf_size);
+}
+
+int gateway_client_unregister(GatewayClient *g, const char *id) {
+        JsonWriter w;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_int(&w, "seq", ++g->seq);
+        json_w_kv_string(&w, "op", "unregister");
+        json_w_kv_string(&w, "id", id);
+        json_w_object_end(&w);
+        return request(g, &w, NULL, 0);
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The worker's side of the gateway: forks the gateway process (before the
+ * worker has threads; the child closes every other fd and dies with its
+ * parent) and speaks its control protocol. Requests are synchronous; event
+ * lines that arrive meanwhile are queued and handed out by
+ * gateway_client_dispatch(), which the worker calls when gateway_client_fd()
+ * is readable. */
+
+#include <netinet/in.h>
+#include <sys/types.h>
+
+#include "gateway.h"
+#include "json.h"
+
+#define GATEWAY_CLIENT_REPLY_TIMEOUT_MSEC 5000
+
+typedef struct GatewayClient GatewayClient;
+
+/* One decision event: type ("network.allow", "network.deny",
+ * "network.dropped"), sandbox id, tenant, reason, data (JSON object text). */
+typedef void (*GatewayEventFn)(void *userdata, const char *type, const char *sandbox, const char *tenant,
+                               const char *reason, const char *data_json);
+
+int gateway_client_start(const GatewayConfig *config, GatewayEventFn on_event, void *userdata, GatewayClient **ret);
+/* Uses an existing control socket (tests; a gateway started elsewhere). */
+int gateway_client_new(int fd, pid_t pid, GatewayEventFn on_event, void *userdata, GatewayClient **ret);
+/* Closes the control socket (the gateway exits) and reaps the child. */
+GatewayClient *gateway_client_free(GatewayClient *g);
+DEFINE_TRIVIAL_CLEANUP_FUNC(GatewayClient *, gateway_client_free);
+
+int gateway_client_fd(GatewayClient *g);
+pid_t gateway_client_pid(GatewayClient *g);
+/* Reads what is there (non-blocking) and calls on_event for each event line.
+ * -ECONNRESET once the gateway is gone. */
+int gateway_client_dispatch(GatewayClient *g);
+
+/* policy_json NULL: no egress. On failure with a reason in errbuf: -EINVAL
+ * (bad policy), -EEXIST (id or address in use), -EADDRNOTAVAIL, ... */
+int gateway_client_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
+                            struct in_addr host_ip, const char *policy_json, char *errbuf, size_t errbuf_size);
+int gateway_client_set_policy(GatewayClient *g, const char *id, const char *policy_json, char *errbuf, size_t errbuf_size);
+int gateway_client_unregister(GatewayClient *g, const char *id);

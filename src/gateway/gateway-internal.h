@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include "dns-wire.h"
+#include "egress-policy.h"
+#include "gateway.h"
+#include "http-parse.h"
+#include "json.h"
+
+#define GW_ID_MAX 64U
+#define GW_SANDBOXES_MAX 4096U
+#define GW_CONNS_MAX 16384U             /* over every sandbox */
+#define GW_DNS_MEMORY_MAX 1024U         /* (name, address) pairs remembered per sandbox */
+#define GW_DNS_MEMORY_GRACE_SEC 120U    /* kept past the TTL (clients cache a little longer) */
+#define GW_DNS_TTL_MAX 300U             /* TTL written to sandboxes */
+#define GW_DNS_TTL_MIN 5U
+#define GW_RESOLVE_TIMEOUT_SEC 5U
+#define GW_RESOLVES_PER_SANDBOX_MAX 64U /* upstream queries in flight */
+#define GW_BUF_SIZE (64U * 1024U)       /* per direction of a relayed connection */
+#define GW_CONTROL_LINE_MAX (128U * 1024U)
+#define GW_EVENT_REASON_MAX 512U
+
+typedef struct Gateway Gateway;
+typedef struct GwIo GwIo;
+typedef void (*GwIoFn)(Gateway *gw, GwIo *io, uint32_t events);
+
+struct GwIo {
+        int fd;
+        GwIoFn fn;
+};
+
+typedef struct GwBucket {
+        double tokens;
+        uint64_t last_usec;
+} GwBucket;
+
+typedef struct GwDnsMemory {
+        char name[DNS_NAME_MAX + 1];
+        struct in_addr addr;
+        uint64_t expiry_usec;
+} GwDnsMemory;
+
+typedef struct GwSandbox {
+        char id[GW_ID_MAX], tenant[GW_ID_MAX];
+        struct in_addr ip, host;
+        EgressPolicy *policy;
+        GwIo dns_udp, dns_tcp, proxy, transparent;
+        unsigned n_conns, n_resolves;
+        GwBucket dns_bucket, event_bucket;
+        uint64_t events_dropped;
+        GwDnsMemory *memory;
+        size_t n_memory;
+} GwSandbox;
+
+typedef struct GwConn GwConn;
+typedef struct GwResolve GwResolve;
+
+struct Gateway {
+        const GatewayConfig *config;
+        EgressPolicyGuard guard;
+        int epoll_fd;
+        GwIo control;
+        char *control_buf;
+        size_t control_n;
+        char *out_buf; /* pending control output */
+        size_t out_n, out_allocated;
+        bool control_eof;
+        GwSandbox **sandboxes;
+        size_t n_sandboxes;
+        GwConn *conns;       /* doubly linked */
+        unsigned n_conns;
+        GwResolve *resolves; /* doubly linked */
+        uint16_t next_query_id;
+};
+
+uint64_t gw_now_usec(void);
+bool gw_bucket_take(GwBucket *b, double per_sec, double burst);
+int gw_epoll_add(Gateway *gw, GwIo *io, uint32_t events);
+int gw_epoll_mod(Gateway *gw, GwIo *io, uint32_t events);
+void gw_epoll_del(Gateway *gw, GwIo *io);
+void gw_io_close(Gateway *gw, GwIo *io);
+GwSandbox *gw_sandbox_find(Gateway *gw, const char *id);
+
+/* A decision event: verdict "allow"/"deny", kind "dns"/"http"/"tls"/"connect"/"tcp"/"udp". */
+void gw_event(Gateway *gw, GwSandbox *sb, bool allow, const char *kind, const char *host, const struct in_addr *addr,
+              uint16_t port, const char *why);
+
+/* gateway-dns.c */
+struct GwResolve {
+        GwIo io;
+        GwResolve *prev, *next;
+        GwSandbox *sb;
+        char name[DNS_NAME_MAX + 1];
+        uint16_t id;
+        uint64_t deadline_usec;
+        /* who waits: a UDP query (question + client address), a TCP DNS
+         * connection or a proxy connection */
+        bool answer_dns;        /* reply to question (to client over UDP, or to conn) */
+        DnsQuestion question;
+        struct sockaddr_in client;
+        GwConn *conn;           /* NULL: UDP */
+};
+void gw_dns_udp_event(Gateway *gw, GwIo *io, uint32_t events);
+/* Starts an upstream A lookup for name on behalf of sb; done via the owner. */
+int gw_resolve_start(Gateway *gw, GwSandbox *sb, const char *name, GwResolve **ret);
+void gw_resolve_free(Gateway *gw, GwResolve *r);
+void gw_resolves_tick(Gateway *gw, uint64_t now);
+/* Answers a (TCP) DNS query held by conn; the reply goes to conn's output. */
+void gw_dns_query(Gateway *gw, GwSandbox *sb, GwConn *conn, const uint8_t *p, size_t n, const struct sockaddr_in *from);
+/* Remembers (name → addr) for sb; true if addr was given to sb for name. */
+void gw_memory_add(GwSandbox *sb, const char *name, struct in_addr addr, uint32_t ttl);
+bool gw_memory_has(GwSandbox *sb, const char *name, struct in_addr addr);
+/* Names sb was given addr for (at most max). */
+size_t gw_memory_names(GwSandbox *sb, struct in_addr addr, const char **ret, size_t max);
+/* Filters addresses through the guard; returns how many remain. */
+size_t gw_filter_addrs(Gateway *gw, struct in_addr *addrs, size_t n);
+
+/* gateway-proxy.c */
+typedef enum GwConnKind {
+        GW_CONN_DNS,         /* DNS over TCP */
+        GW_CONN_PROXY,       /* explicit proxy: absolute-URI requests and CONNECT */
+        GW_CONN_TRANSPARENT, /* redirected: original destination from conntrack */
+} GwConnKind;
+
+typedef enum GwConnState {
+        GW_CONN_HEAD,       /* reading the request head / ClientHello */
+        GW_CONN_RESOLVING,  /* the gateway resolves the host (explicit proxy) */
+        GW_CONN_CONNECTING, /* connecting upstream */
+        GW_CONN_RELAY,
+        GW_CONN_FLUSH,      /* writing a refusal, then closing */
+} GwConnState;
+
+struct GwConn {
+        GwIo cio, uio; /* the sandbox's side, the upstream side */
+        GwConn *prev, *next;
+        GwSandbox *sb;
+        GwConnKind kind;
+        GwConnState state;
+        struct sockaddr_in dst; /* upstream address */
+        char host[DNS_NAME_MAX + 1]; /* the name the decision was about ("" for an address) */
+        uint16_t port;
+        const char *proto; /* "http", "tls", "connect", "tcp" for events */
+        uint8_t *in, *out; /* sandbox → upstream, upstream → sandbox (GW_BUF_SIZE each) */
+        size_t in_n, out_n;
+        bool c_eof, u_eof, c_shut, u_shut;
+        bool one_request; /* HTTP: only the first request's body goes upstream */
+        bool body_done, chunked;
+        uint64_t body_left;
+        HttpChunkDecoder chunk;
+        bool connect_reply;  /* CONNECT: say 200 once connected */
+        bool sni_check;      /* CONNECT: a ClientHello's SNI must name the CONNECT host */
+        uint64_t deadline_usec, last_usec;
+        GwResolve *resolve;
+};
+
+void gw_listener_event(Gateway *gw, GwIo *io, uint32_t events);
+void gw_conn_resolved(Gateway *gw, GwConn *c, int rcode, const struct in_addr *addrs, size_t n);
+void gw_conn_dns_reply(Gateway *gw, GwConn *c, const uint8_t *p, size_t n);
+void gw_conns_tick(Gateway *gw, uint64_t now);
+/* Closes every connection and lookup of sb. */
+void gw_sandbox_drop_conns(Gateway *gw, GwSandbox *sb);

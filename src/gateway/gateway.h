@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The egress gateway: one single-threaded epoll process per worker, serving
+ * every sandbox of the host. Per registered sandbox it listens on the
+ * sandbox's host-end address only: DNS (UDP and TCP), the explicit HTTP proxy
+ * and the transparent port that the firewall redirects every other TCP
+ * connection of the sandbox to. A connection's sandbox is the listener it
+ * arrived on, and its source address must be the sandbox's own.
+ *
+ * Control: JSON lines over control_fd (a socketpair with the worker; see
+ * gateway-client.h for the requests). The gateway writes replies
+ * {"seq":N,"ok":true} / {"seq":N,"ok":false,"error":"..."} and decision
+ * events {"event":"network.allow"|"network.deny"|"network.dropped",
+ * "sandbox":ID,"tenant":T,"reason":"...","data":{...}}, rate-limited per
+ * sandbox. It exits when control_fd is closed. */
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#define GATEWAY_DNS_PORT_DEFAULT 10053
+#define GATEWAY_PROXY_PORT_DEFAULT 10080
+#define GATEWAY_TRANSPARENT_PORT_DEFAULT 10081
+
+typedef struct GatewayConfig {
+        uint16_t dns_port, proxy_port, transparent_port;
+        struct sockaddr_in upstream_dns;  /* the resolver the gateway asks */
+        uint32_t pool_base;               /* host order: the sandbox address pool (refused) */
+        unsigned pool_prefixlen;          /* 0: none */
+        unsigned conns_per_sandbox;       /* concurrent TCP connections (proxy+transparent+DNS) */
+        unsigned dns_per_sec;             /* DNS queries per second per sandbox (burst 2x) */
+        unsigned events_per_sec;          /* decision events per second per sandbox (burst 10x) */
+        unsigned handshake_timeout_sec;   /* request head / ClientHello / upstream connect */
+        unsigned idle_timeout_sec;        /* a relayed connection without traffic */
+} GatewayConfig;
+
+/* Defaults; the upstream resolver is the first IPv4 nameserver of
+ * /etc/resolv.conf (127.0.0.1:53 if none). */
+int gateway_config_default(GatewayConfig *ret);
+/* Parses "a.b.c.d:port" (port optional: 53). */
+int gateway_parse_upstream(const char *s, struct sockaddr_in *ret);
+
+/* Runs the gateway until control_fd reaches EOF. Returns 0 then, or -errno. */
+int gateway_main(const GatewayConfig *config, int control_fd);

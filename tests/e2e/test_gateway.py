@@ -1,0 +1,530 @@
+# SPDX-License-Identifier: MIT
+"""The egress gateway, standalone, with real clients and servers.
+
+Three network namespaces the test creates: `sb` plays a sandbox (its only
+link is a veth /31 to `gw`, default route via the gateway end, resolv.conf
+pointing at it), `gw` plays the host (the gateway process, nftables rules like
+the worker's: DNS and every other TCP connection of the sandbox redirected to
+the gateway's ports, no forwarding) and `srv` holds the test upstreams (DNS,
+HTTP, HTTPS with the test's own CA, TCP echo) on 192.168.231.2 and .3. Clients
+are curl and python3 run inside `sb`. Nothing leaves these namespaces."""
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("SPACE_BUILD_DIR", os.path.join(REPO, "build"))
+GATEWAY_RUN = os.path.join(BUILD, "tests", "gateway-run")
+SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gateway_servers.py")
+PY = "/usr/bin/python3"
+
+HOST_END, SB_IP = "10.231.0.0", "10.231.0.1"
+SRV_A, SRV_B, SRV_GW = "192.168.231.2", "192.168.231.3", "192.168.231.1"
+ZONE = {
+    "_listen": [SRV_A],
+    "allowed.test": [SRV_A],
+    "www.allowed.test": [SRV_A],
+    "other.test": [SRV_B],
+    "rebind.test": ["127.0.0.1"],
+    "meta.test": ["169.254.169.254"],
+    "pool.test": ["10.231.0.5"],
+    "mixed.test": ["127.0.0.1", SRV_B],
+}
+POLICY = {"allow": ["allowed.test", "*.allowed.test", {"host": "allowed.test", "ports": [2222]},
+                    "rebind.test", "meta.test", "pool.test", "mixed.test"],
+          "deny": ["blocked.allowed.test"]}
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=60, **kw)
+
+
+class Gateway:
+    """The gateway process and its control socket (fd 3)."""
+
+    def __init__(self, ns, upstream, extra=()):
+        self.sock, child = socket.socketpair()
+        cfd = child.fileno()
+        self.proc = subprocess.Popen(["ip", "netns", "exec", ns, GATEWAY_RUN, "--upstream", upstream,
+                                      "--pool", "10.231.0.0/16", "--control-fd", str(cfd), *extra],
+                                     pass_fds=(cfd,), stderr=subprocess.PIPE)
+        child.close()
+        self.seq = 0
+        self.events = []
+        self.replies = {}
+        self.cv = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        buf = b""
+        while True:
+            try:
+                d = self.sock.recv(65536)
+            except OSError:
+                return
+            if not d:
+                return
+            buf += d
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                v = json.loads(line)
+                with self.cv:
+                    if "event" in v:
+                        self.events.append(v)
+                    else:
+                        self.replies[v["seq"]] = v
+                    self.cv.notify_all()
+
+    def request(self, op, **kw):
+        self.seq += 1
+        seq = self.seq
+        self.sock.sendall((json.dumps({"seq": seq, "op": op, **kw}) + "\n").encode())
+        with self.cv:
+            assert self.cv.wait_for(lambda: seq in self.replies, timeout=10), "no reply from the gateway"
+            return self.replies.pop(seq)
+
+    def wait_event(self, pred, timeout=10):
+        with self.cv:
+            ok = self.cv.wait_for(lambda: any(pred(e) for e in self.events), timeout=timeout)
+            return ok
+
+    def close(self):
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        err = self.proc.stderr.read().decode(errors="replace")
+        self.proc.stderr.close()
+        return self.proc.returncode, err
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory):
+    if not os.path.exists(GATEWAY_RUN):
+        pytest.skip("build/tests/gateway-run missing")
+    tag = secrets.token_hex(3)
+    ns = {k: f"spgw-{tag}-{k}" for k in ("sb", "gw", "srv")}
+    tmp = tmp_path_factory.mktemp("gw")
+    etc = f"/etc/netns/{ns['sb']}"
+    procs = []
+    gw = None
+    try:
+        for n in ns.values():
+            sh("ip", "netns", "add", n)
+        for n in ns.values():
+            sh("ip", "-n", n, "link", "set", "lo", "up")
+        sh("ip", "-n", ns["gw"], "link", "add", "vsb", "type", "veth", "peer", "name", "eth0", "netns", ns["sb"])
+        sh("ip", "-n", ns["gw"], "link", "add", "vsrv", "type", "veth", "peer", "name", "eth0", "netns", ns["srv"])
+        sh("ip", "-n", ns["gw"], "addr", "add", f"{HOST_END}/31", "dev", "vsb")
+        sh("ip", "-n", ns["sb"], "addr", "add", f"{SB_IP}/31", "dev", "eth0")
+        sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV_GW}/24", "dev", "vsrv")
+        sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV_A}/24", "dev", "eth0")
+        sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV_B}/24", "dev", "eth0")
+        for n, dev in ((ns["gw"], "vsb"), (ns["gw"], "vsrv"), (ns["sb"], "eth0"), (ns["srv"], "eth0")):
+            sh("ip", "-n", n, "link", "set", dev, "up")
+        sh("ip", "-n", ns["sb"], "route", "add", "default", "via", HOST_END)
+        sh("ip", "-n", ns["sb"], "-6", "addr", "flush", "dev", "eth0", check=False)
+        # like the worker's rules: DNS and all other TCP of the sandbox to the gateway
+        rules = f"""
+table ip spgw {{
+  chain pre {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "vsb" ip saddr {SB_IP} udp dport 53 dnat to {HOST_END}:10053
+    iifname "vsb" ip saddr {SB_IP} tcp dport 53 dnat to {HOST_END}:10053
+    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080 }} accept
+    iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
+  }}
+}}"""
+        sh("ip", "netns", "exec", ns["gw"], "nft", "-f", "-", input=rules)
+        os.makedirs(etc, exist_ok=True)
+        with open(f"{etc}/resolv.conf", "w") as f:
+            f.write(f"nameserver {HOST_END}\n")
+        # the upstreams' CA and certificate
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=space test CA",
+           "-keyout", f"{tmp}/ca.key", "-out", f"{tmp}/ca.pem")
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=allowed.test",
+           "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
+        with open(f"{tmp}/ext", "w") as f:
+            f.write("subjectAltName=DNS:allowed.test,DNS:www.allowed.test,DNS:other.test\n")
+        sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
+           "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
+        log = f"{tmp}/upstream.log"
+        open(log, "w").close()
+        srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], PY, SERVERS, log, f"{tmp}/srv.pem",
+                                f"{tmp}/srv.key", json.dumps(ZONE)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(srv)
+        assert srv.stdout.readline().strip() == "ready"
+        # a service on the host's loopback that no sandbox may reach
+        lo = subprocess.Popen(["ip", "netns", "exec", ns["gw"], PY, "-c",
+                               "import socket,sys\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+                               "s.bind(('127.0.0.1',5555));s.listen();print('ready',flush=True)\n"
+                               "s.settimeout(None)\nwhile True:\n c,_=s.accept();print('accepted',flush=True);c.close()"],
+                              stdout=subprocess.PIPE, text=True)
+        procs.append(lo)
+        assert lo.stdout.readline().strip() == "ready"
+        gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--events-per-sec", "1000"])
+        r = gw.request("register", id="sb1", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END, policy=POLICY)
+        assert r["ok"], r
+        yield {"ns": ns, "gw": gw, "tmp": str(tmp), "log": log, "lo": lo}
+    finally:
+        rc, err = gw.close() if gw else (0, "")
+        for p in procs:
+            if p.stdin:
+                p.stdin.close()
+            p.kill()
+            p.wait()
+        for n in ns.values():
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        shutil.rmtree(etc, ignore_errors=True)
+    # the gateway exits cleanly on EOF of its control socket, sanitizers silent
+    assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
+
+
+def in_sb(net, *args, timeout=20):
+    return subprocess.run(["ip", "netns", "exec", net["ns"]["sb"], *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def curl(net, *args):
+    noproxy = () if "-x" in args else ("--noproxy", "*")
+    r = in_sb(net, "curl", "-sS", "--max-time", "8", *noproxy, "--cacert", f"{net['tmp']}/ca.pem", *args)
+    return r.returncode, r.stdout, r.stderr
+
+
+def upstream_log(net):
+    with open(net["log"]) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def py_in_sb(net, code, timeout=20):
+    r = in_sb(net, PY, "-c", code, timeout=timeout)
+    return r.returncode, r.stdout.strip(), r.stderr.strip()
+
+
+DNS_QUERY = r"""
+import socket, struct, sys, random
+name, qtype, tcp = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "tcp"
+qid = random.randrange(65536)
+q = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+for l in name.split("."):
+    q += bytes([len(l)]) + l.encode()
+q += b"\0" + struct.pack("!HH", qtype, 1)
+if tcp:
+    s = socket.create_connection(("10.231.0.0", 53), timeout=5)
+    s.sendall(struct.pack("!H", len(q)) + q)
+    n = struct.unpack("!H", s.recv(2))[0]
+    a = b""
+    while len(a) < n:
+        a += s.recv(n - len(a))
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
+    s.sendto(q, ("10.231.0.0", 53)); a = s.recv(4096)
+assert struct.unpack("!H", a[:2])[0] == qid
+rcode = a[3] & 15; an = struct.unpack("!H", a[6:8])[0]
+ips = []
+off = 12 + len(q) - 12
+for i in range(an):
+    off += 2; t, c, ttl, rl = struct.unpack("!HHIH", a[off:off+10]); off += 10
+    if t == 1: ips.append(socket.inet_ntoa(a[off:off+4]))
+    off += rl
+print(rcode, ",".join(ips))
+"""
+
+
+def dns(net, name, qtype=1, tcp=False):
+    rc, out, err = py_in_sb(net, DNS_QUERY.replace("sys.argv[1]", repr(name)).replace("int(sys.argv[2])", str(qtype))
+                            .replace('sys.argv[3] == "tcp"', str(tcp)))
+    assert rc == 0, err
+    rcode, ips = out.split(" ") if " " in out else (out, "")
+    return int(rcode), [i for i in ips.split(",") if i]
+
+
+def set_policy(net, policy):
+    r = net["gw"].request("policy", id="sb1", policy=policy)
+    assert r["ok"], r
+
+
+# ---- DNS ----
+
+def test_dns_allowed_names_resolve_udp_and_tcp(net):
+    assert dns(net, "allowed.test") == (0, [SRV_A])
+    assert dns(net, "WWW.Allowed.Test") == (0, [SRV_A])
+    assert dns(net, "allowed.test", tcp=True) == (0, [SRV_A])
+    rc, out, _ = py_in_sb(net, "import socket; print(socket.gethostbyname('allowed.test'))")
+    assert (rc, out) == (0, SRV_A)
+
+
+def test_dns_denied_names_nxdomain_and_never_asked_upstream(net):
+    before = len(upstream_log(net))
+    assert dns(net, "other.test") == (3, [])
+    assert dns(net, "blocked.allowed.test") == (3, [])   # the deny list wins over *.allowed.test
+    assert dns(net, "secret-data-1234.other.test", tcp=True) == (3, [])
+    asked = [e["name"] for e in upstream_log(net)[before:] if e["kind"] == "dns"]
+    assert asked == []
+    assert net["gw"].wait_event(lambda e: e["event"] == "network.deny" and e["data"].get("host") == "other.test")
+
+
+def test_dns_txt_any_and_other_types_refused_no_exfiltration(net):
+    before = len(upstream_log(net))
+    for qtype in (16, 255, 15, 33, 65, 12):   # TXT, ANY, MX, SRV, HTTPS, PTR
+        assert dns(net, "exfil-4142434445.allowed.test", qtype=qtype)[0] == 5
+        assert dns(net, "exfil-4142434445.allowed.test", qtype=qtype, tcp=True)[0] == 5
+    assert [e for e in upstream_log(net)[before:] if e["kind"] == "dns"] == []
+    assert net["gw"].wait_event(lambda e: "query type TXT refused" in e["reason"])
+
+
+def test_dns_aaaa_empty_for_allowed(net):
+    assert dns(net, "allowed.test", qtype=28) == (0, [])
+    assert dns(net, "other.test", qtype=28) == (3, [])
+
+
+def test_dns_answers_with_refused_addresses_dropped(net):
+    # allowed names whose upstream answer points inside: DNS rebinding
+    assert dns(net, "rebind.test") == (3, [])
+    assert dns(net, "meta.test") == (3, [])
+    assert dns(net, "pool.test") == (3, [])
+    assert dns(net, "mixed.test") == (0, [SRV_B])
+
+
+def test_dns_from_another_source_ignored(net):
+    # from the gw namespace itself (source 10.231.0.0, not the sandbox's): no answer
+    code = DNS_QUERY.replace("sys.argv[1]", "'allowed.test'").replace("int(sys.argv[2])", "1") \
+        .replace('sys.argv[3] == "tcp"', "False").replace('("10.231.0.0", 53)', '("10.231.0.0", 10053)')
+    r = subprocess.run(["ip", "netns", "exec", net["ns"]["gw"], PY, "-c", code], capture_output=True, text=True,
+                       timeout=20)
+    assert r.returncode != 0 and "timed out" in r.stderr
+
+
+# ---- transparent HTTP / TLS ----
+
+def test_transparent_http_allowed(net):
+    rc, out, err = curl(net, "http://allowed.test/x")
+    assert rc == 0, err
+    assert out.startswith("hello host=allowed.test local=192.168.231.2:80")
+    rc, out, err = curl(net, "-d", "payload", "http://www.allowed.test/post")
+    assert rc == 0 and "body=7" in out, err
+
+
+def test_transparent_https_allowed(net):
+    rc, out, err = curl(net, "https://allowed.test/")
+    assert rc == 0, err
+    assert out.startswith("hello host=allowed.test local=192.168.231.2:443")
+
+
+def test_forged_dns_refused(net):
+    # the sandbox makes up an address for an allowed name (forged DNS)
+    before = len(upstream_log(net))
+    rc, out, _ = curl(net, "--resolve", f"allowed.test:80:{SRV_B}", "http://allowed.test/")
+    assert "not resolved for allowed.test" in out
+    rc, out, _ = curl(net, "--resolve", f"allowed.test:443:{SRV_B}", "https://allowed.test/")
+    assert rc != 0
+    # and a denied name with a made-up address
+    rc, out, _ = curl(net, "--resolve", f"other.test:80:{SRV_B}", "http://other.test/")
+    assert "403" not in out or "space gateway" in out
+    assert "hello" not in out
+    assert [e for e in upstream_log(net)[before:] if e["kind"] == "http"] == []
+
+
+def test_direct_ip_refused(net):
+    before = len(upstream_log(net))
+    rc, out, _ = curl(net, f"http://{SRV_A}/")
+    assert "space gateway" in out and "CIDR" in out
+    rc, out, _ = curl(net, "-k", f"https://{SRV_A}/")
+    assert rc != 0
+    assert [e for e in upstream_log(net)[before:] if e["kind"] == "http"] == []
+
+
+def test_host_header_fronting_refused(net):
+    # connection to allowed.test's address, Host of a denied name
+    before = len(upstream_log(net))
+    rc, out, _ = curl(net, "-H", "Host: other.test", "http://allowed.test/")
+    assert "space gateway" in out and "hello" not in out
+    assert [e for e in upstream_log(net)[before:] if e["kind"] == "http"] == []
+
+
+def test_sni_of_denied_name_to_allowed_address_refused(net):
+    # SNI other.test (denied) sent to allowed.test's address
+    before = len(upstream_log(net))
+    rc, out, _ = curl(net, "--resolve", f"other.test:443:{SRV_A}", "https://other.test/")
+    assert rc != 0
+    assert [e for e in upstream_log(net)[before:] if e["kind"] == "http"] == []
+    assert net["gw"].wait_event(lambda e: e["data"].get("kind") == "tls" and e["data"].get("host") == "other.test")
+
+
+def test_other_ports_only_when_named(net):
+    code = ("import socket\ns=socket.create_connection(('%s', %d), timeout=5)\n"
+            "try:\n print(s.recv(100).decode().strip())\nexcept Exception as e:\n print('error', type(e).__name__)")
+    dns(net, "allowed.test")
+    rc, out, _ = py_in_sb(net, code % ("allowed.test", 2222))
+    assert out == "echo-banner"
+    rc, out, _ = py_in_sb(net, code % (SRV_B, 2222))       # no name, no CIDR rule
+    assert out != "echo-banner"
+    rc, out, _ = py_in_sb(net, code % ("allowed.test", 8080))  # no rule names 8080
+    assert "hello" not in out and out != "echo-banner"
+
+
+def test_udp_other_than_dns_goes_nowhere(net):
+    # no rule, no relay: the datagram to a test host is not forwarded (no ip_forward)
+    code = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2)\n"
+            f"s.sendto(b'x',('{SRV_A}',443))\ntry:\n s.recv(10);print('reply')\nexcept Exception:\n print('none')")
+    before = len(upstream_log(net))
+    rc, out, _ = py_in_sb(net, code)
+    assert out == "none"
+    assert upstream_log(net)[before:] == []
+
+
+# ---- explicit proxy ----
+
+def proxy(*args):
+    return ("-x", f"http://{HOST_END}:10080", *args)
+
+
+def test_proxy_http_and_connect_allowed(net):
+    rc, out, err = curl(net, *proxy("http://allowed.test/p"))
+    assert rc == 0 and out.startswith("hello host=allowed.test"), err
+    rc, out, err = curl(net, *proxy("https://www.allowed.test/"))
+    assert rc == 0 and out.startswith("hello host=www.allowed.test"), err
+
+
+def test_proxy_denied(net):
+    before = len(upstream_log(net))
+    rc, out, _ = curl(net, *proxy("http://other.test/"))
+    assert "403" in out or "space gateway" in out
+    rc, out, _ = curl(net, *proxy("https://other.test/"))
+    assert rc != 0
+    assert [e for e in upstream_log(net)[before:] if e["kind"] == "http"] == []
+
+
+RAW = r"""
+import socket, ssl, sys
+s = socket.create_connection(("10.231.0.0", 10080), timeout=8)
+s.sendall(REQ)
+out = b""
+try:
+    while True:
+        d = s.recv(4096)
+        if not d: break
+        out += d
+        if MODE == "tls" and b"\r\n\r\n" in out: break
+except Exception as e:
+    pass
+if MODE == "tls" and out.startswith(b"HTTP/1.1 200"):
+    ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+    try:
+        t = ctx.wrap_socket(s, server_hostname=SNI)
+        t.sendall(b"GET / HTTP/1.1\r\nHost: " + SNI.encode() + b"\r\nConnection: close\r\n\r\n")
+        print("TLS-OK", t.recv(200).decode(errors="replace"))
+    except Exception as e:
+        print("TLS-FAIL", type(e).__name__)
+else:
+    print(out.decode(errors="replace"))
+"""
+
+
+def raw_proxy(net, req, mode="http", sni=""):
+    code = RAW.replace("REQ", repr(req)).replace("MODE", repr(mode)).replace("SNI", repr(sni))
+    return py_in_sb(net, code)[1]
+
+
+def test_proxy_host_mismatch_refused(net):
+    before = len(upstream_log(net))
+    out = raw_proxy(net, b"GET http://allowed.test/ HTTP/1.1\r\nHost: other.test\r\n\r\n")
+    assert out.startswith("HTTP/1.1 403") and "does not match" in out
+    out = raw_proxy(net, b"GET http://other.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    assert out.startswith("HTTP/1.1 403")
+    assert [e for e in upstream_log(net)[before:] if e["kind"] == "http"] == []
+
+
+def test_proxy_connect_sni_mismatch_refused(net):
+    before = len(upstream_log(net))
+    out = raw_proxy(net, b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n", "tls", "other.test")
+    assert out.startswith("TLS-FAIL")
+    out = raw_proxy(net, b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n", "tls", "allowed.test")
+    assert out.startswith("TLS-OK HTTP/1.1 200")
+    assert [e["host"] for e in upstream_log(net)[before:] if e["kind"] == "http"] == ["allowed.test"]
+    assert net["gw"].wait_event(lambda e: "does not match the CONNECT host" in e["reason"])
+
+
+def test_proxy_connect_internal_addresses_refused(net):
+    for target in ("169.254.169.254:80", "127.0.0.1:5555", "10.231.0.0:10053", "10.231.0.7:80", "0.0.0.0:80",
+                   f"{SRV_GW}:22", "224.0.0.1:80", "[::1]:80", "rebind.test:80", "meta.test:80", "localhost:5555"):
+        out = raw_proxy(net, f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        assert out.startswith("HTTP/1.1 4") or out.startswith("HTTP/1.1 502"), (target, out)
+    # even with a policy that allows every address and port
+    set_policy(net, {"allow": [{"cidr": "0.0.0.0/0", "ports": ["1-65535"]}]})
+    try:
+        for target in ("169.254.169.254:80", "127.0.0.1:5555", "10.231.0.0:10080", "10.231.0.9:80", f"{SRV_GW}:22"):
+            out = raw_proxy(net, f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            assert out.startswith("HTTP/1.1 403"), (target, out)
+        rc, out, _ = curl(net, "http://169.254.169.254/")
+        assert "space gateway" in out and "metadata" in out
+        # a CIDR rule does allow a raw test-host address
+        rc, out, _ = curl(net, f"http://{SRV_B}/")
+        assert out.startswith("hello host=192.168.231.3")
+    finally:
+        set_policy(net, POLICY)
+    net["lo"].stdout.flush()
+    import select
+    assert not select.select([net["lo"].stdout], [], [], 0.2)[0], "the loopback service was reached"
+
+
+def test_policy_change_takes_effect_at_once(net):
+    assert dns(net, "other.test") == (3, [])
+    set_policy(net, {"allow": ["other.test"]})
+    try:
+        assert dns(net, "other.test") == (0, [SRV_B])
+        rc, out, err = curl(net, "http://other.test/")
+        assert rc == 0 and out.startswith("hello host=other.test"), err
+        assert dns(net, "allowed.test") == (3, [])
+    finally:
+        set_policy(net, POLICY)
+    assert dns(net, "allowed.test") == (0, [SRV_A])
+
+
+def test_bad_control_requests(net):
+    gw = net["gw"]
+    r = gw.request("policy", id="sb1", policy={"allow": ["*.com"]})
+    assert not r["ok"] and "top-level" in r["error"]
+    assert dns(net, "allowed.test") == (0, [SRV_A])  # unchanged
+    r = gw.request("register", id="sb1", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END)
+    assert not r["ok"]
+    r = gw.request("register", id="sb2", tenant="t1", sandbox_ip="10.231.0.3", host_ip=HOST_END)
+    assert not r["ok"] and "already used" in r["error"]
+    r = gw.request("unregister", id="nope")
+    assert not r["ok"]
+
+
+def test_events_rate_limited(net, tmp_path):
+    # a separate gateway with a low event rate: a flood of denied queries
+    # yields a bounded number of events and a "dropped" summary
+    ns = net["ns"]
+    gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--events-per-sec", "2", "--dns-per-sec", "1000",
+                                            "--dns-port", "11053", "--proxy-port", "11080",
+                                            "--transparent-port", "11081"])
+    try:
+        r = gw.request("register", id="sbx", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END)
+        assert r["ok"], r
+        code = ("import socket,struct\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(5)\n"
+                "for i in range(300):\n q=struct.pack('!HHHHHH',i,0x100,1,0,0,0)+b'\\x05other\\x04test\\x00'+struct.pack('!HH',1,1)\n"
+                " s.sendto(q,('10.231.0.0',11053)); s.recv(512)\nprint('done')")
+        rc, out, err = py_in_sb(net, code, timeout=60)
+        assert out == "done", err
+        assert gw.wait_event(lambda e: e["event"] == "network.dropped", timeout=15)
+        denies = [e for e in gw.events if e["event"] == "network.deny"]
+        assert 1 <= len(denies) < 300
+    finally:
+        rc, err = gw.close()
+    assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
