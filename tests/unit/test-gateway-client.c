@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/* src/gateway/gateway-client: the worker's side. Forks a real gateway,
+ * registers a sandbox on a random loopback /31 (ports above the defaults, so
+ * nothing clashes with a running daemon), checks replies and errors, and sees
+ * a denied DNS query come back as an event through dispatch. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dns-wire.h"
+#include "fd-util.h"
+#include "gateway-client.h"
+#include "str-util.h"
+#include "test.h"
+
+typedef struct Seen {
+        unsigned n;
+        char type[64], sandbox[64], reason[512];
+} Seen;
+
+static void on_event(void *userdata, const char *type, const char *sandbox, const char *tenant, const char *reason,
+                     const char *data_json) {
+        Seen *s = userdata;
+        s->n++;
+        snprintf(s->type, sizeof s->type, "%s", strna(type));
+        snprintf(s->sandbox, sizeof s->sandbox, "%s", strna(sandbox));
+        snprintf(s->reason, sizeof s->reason, "%s", strna(reason));
+}
+
+TEST(register_policy_events_unregister) {
+        GatewayConfig c;
+        _cleanup_(gateway_client_freep) GatewayClient *g = NULL;
+        char err[256] = "";
+        uint8_t rnd[2];
+        struct in_addr host, sb, other;
+        Seen seen = {};
+        pid_t pid;
+
+        ASSERT_OK(random_bytes(rnd, sizeof rnd));
+        host.s_addr = htonl(0x7F000000U | (uint32_t) rnd[0] << 16 | (uint32_t) (rnd[1] & 0xFE) << 8);
+        sb.s_addr = htonl(ntohl(host.s_addr) + 1);
+        other.s_addr = htonl(ntohl(host.s_addr) + 2);
+        ASSERT_OK(gateway_config_default(&c));
+        c.dns_port = 20053;
+        c.proxy_port = 20080;
+        c.transparent_port = 20081;
+        ASSERT_OK(gateway_parse_upstream("127.0.0.1:9", &c.upstream_dns));
+        ASSERT_OK(gateway_client_start(&c, on_event, &seen, &g));
+        pid = gateway_client_pid(g);
+        ASSERT_TRUE(pid > 0);
+
+        ASSERT_OK(gateway_client_register(g, "sb-1", "tenant-1", sb, host, "{\"allow\":[\"example.com\"]}", err, sizeof err));
+        ASSERT_ERRNO(gateway_client_register(g, "sb-1", "tenant-1", sb, host, NULL, err, sizeof err), EEXIST);
+        ASSERT_TRUE(strstr(err, "already registered") != NULL);
+        ASSERT_ERRNO(gateway_client_register(g, "sb-2", "tenant-1", other, host, NULL, err, sizeof err), EEXIST);
+        ASSERT_ERRNO(gateway_client_set_policy(g, "sb-1", "{\"allow\":[\"*.com\"]}", err, sizeof err), EINVAL);
+        ASSERT_TRUE(strstr(err, "top-level") != NULL);
+        ASSERT_ERRNO(gateway_client_set_policy(g, "sb-1", "{not json", err, sizeof err), EINVAL);
+        ASSERT_ERRNO(gateway_client_set_policy(g, "nope", NULL, err, sizeof err), ENOENT);
+        ASSERT_OK(gateway_client_set_policy(g, "sb-1", "{\"allow\":[\"example.org\"]}", err, sizeof err));
+
+        /* a denied query from the sandbox's address: NXDOMAIN, and an event */
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr = sb };
+        struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = host, .sin_port = htons(c.dns_port) };
+        uint8_t q[DNS_UDP_MAX], a[DNS_UDP_MAX];
+        int len = dns_query_build("example.com", 0x4242, DNS_TYPE_A, q, sizeof q);
+        ASSERT_OK(len);
+        ASSERT_OK(bind(fd, (struct sockaddr *) &src, sizeof src));
+        ASSERT_EQ(sendto(fd, q, (size_t) len, 0, (struct sockaddr *) &dst, sizeof dst), len);
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        ASSERT_EQ(poll(&p, 1, 5000), 1);
+        ssize_t n = recv(fd, a, sizeof a, 0);
+        ASSERT_TRUE(n >= 12);
+        ASSERT_EQ(a[3] & 0xF, DNS_RCODE_NXDOMAIN);
+        for (int i = 0; i < 50 && seen.n == 0; i++) {
+                struct pollfd e = { .fd = gateway_client_fd(g), .events = POLLIN };
+                (void) poll(&e, 1, 100);
+                ASSERT_OK(gateway_client_dispatch(g));
+        }
+        ASSERT_EQ(seen.n, 1);
+        ASSERT_STREQ(seen.type, "network.deny");
+        ASSERT_STREQ(seen.sandbox, "sb-1");
+        ASSERT_TRUE(strstr(seen.reason, "example.com") != NULL);
+
+        ASSERT_OK(gateway_client_unregister(g, "sb-1"));
+        ASSERT_ERRNO(gateway_client_unregister(g, "sb-1"), ENOENT);
+        /* the listener is gone */
+        ASSERT_OK(connect(fd, (struct sockaddr *) &dst, sizeof dst));
+        ASSERT_EQ(send(fd, q, (size_t) len, 0), len);
+        ASSERT_EQ(poll(&p, 1, 5000), 1); /* ICMP port unreachable */
+        ASSERT_TRUE(recv(fd, a, sizeof a, 0) < 0);
+
+        g = gateway_client_free(g);
+        /* reaped: the pid is no child any more */
+        ASSERT_TRUE(waitpid(pid, NULL, WNOHANG) < 0 && errno == ECHILD);
+}
