@@ -200,6 +200,9 @@ int api_sandbox_pause(ApiRequest *r, ApiError *e);
 int api_sandbox_resume(ApiRequest *r, ApiError *e);
 int api_sandbox_suspend(ApiRequest *r, ApiError *e);
 int api_sandbox_patch(ApiRequest *r, ApiError *e);
+/* network.c: the egress policy. v NULL/null: the configured default. *ret: canonical JSON. */
+int api_validate_network(const JsonValue *v, const Config *c, char **ret, ApiError *e);
+int api_sandbox_policy_put(ApiRequest *r, ApiError *e);
 int api_sandbox_restore(ApiRequest *r, ApiError *e);
 int api_sandbox_branch(ApiRequest *r, ApiError *e);
 /* Thaws a paused sandbox and records it running (why: the event's reason); *sb is updated. */

@@ -174,13 +174,13 @@ static int serialize_map(const JsonValue *body, const char *key, bool env, char 
 int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox *sb, ApiError *e) {
         static const char *const allowed[] = { "template", "runtime", "cpu", "memory_mb", "disk_mb", "pids_max",
                                                "io_weight", "timeout_s", "env", "metadata", "idle_s",
-                                               "idle_action", "checkpoint_every_s", NULL };
+                                               "idle_action", "checkpoint_every_s", "network", NULL };
         const char *unknown = NULL, *tmpl = c->default_template;
         uint64_t cpu_millis = c->default_cpu_millis, memory_mb = c->default_memory_mb, disk_mb = c->default_disk_mb,
                  pids = c->default_pids_max, timeout_s = c->default_timeout_s, idle_s = 0, checkpoint_every_s = 0,
                  io_weight = 0;
         IdleAction idle_action = IDLE_ACTION_NONE;
-        _cleanup_free_ char *env = NULL, *metadata = NULL;
+        _cleanup_free_ char *env = NULL, *metadata = NULL, *network = NULL;
         JsonValue *v;
         int r;
 
@@ -252,6 +252,9 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
                 if (r < 0)
                         return r;
         }
+        r = api_validate_network(json_get(body, "network"), c, &network, e);
+        if (r < 0)
+                return r;
 
         if (strscpy(sb->template_name, sizeof sb->template_name, tmpl) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "template name too long");
@@ -266,6 +269,8 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         sb->env_json = TAKE_PTR(env);
         free(sb->metadata_json);
         sb->metadata_json = TAKE_PTR(metadata);
+        free(sb->network_json);
+        sb->network_json = TAKE_PTR(network);
         sb->idle_s = idle_s;
         sb->idle_action = idle_action;
         sb->checkpoint_every_s = checkpoint_every_s;

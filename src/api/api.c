@@ -31,6 +31,7 @@ static const Route routes[] = {
         { "GET", "/v1/sandboxes/{id}", api_sandbox_show, true, false, true },
         { "DELETE", "/v1/sandboxes/{id}", api_sandbox_delete, true, false, true },
         { "PATCH", "/v1/sandboxes/{id}", api_sandbox_patch, true, false, true },
+        { "PUT", "/v1/sandboxes/{id}/policy", api_sandbox_policy_put, true, false, true },
         { "POST", "/v1/sandboxes/{id}/pause", api_sandbox_pause, true, false, true },
         { "POST", "/v1/sandboxes/{id}/resume", api_sandbox_resume, true, false, true },
         { "POST", "/v1/sandboxes/{id}/suspend", api_sandbox_suspend, true, false, true },

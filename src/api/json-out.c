@@ -7,6 +7,7 @@
 
 #include "alloc-util.h"
 #include "api-internal.h"
+#include "egress-policy.h"
 
 #define AGENT_NAME_MAX 4096U        /* a file name or link target from the agent */
 #define AGENT_REASON_MAX 32U
@@ -52,6 +53,18 @@ static void kv_json_object(JsonWriter *w, const char *key, const char *text) {
                 json_w_raw(w, "{}");
 }
 
+/* The stored (canonical) egress policy; none (older rows) or unreadable: no egress. */
+static void kv_network(JsonWriter *w, const char *text) {
+        _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;
+
+        json_w_key(w, "network");
+        if (!text || egress_policy_parse(text, strlen(text), &p, NULL, 0) < 0) {
+                json_w_raw(w, "{\"allow\":[],\"deny\":[]}");
+                return;
+        }
+        egress_policy_write_json(p, w);
+}
+
 static void kv_string_or_null(JsonWriter *w, const char *key, const char *s) {
         json_w_kv_string(w, key, isempty(s) ? NULL : s);
 }
@@ -94,6 +107,7 @@ void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name)
         json_w_kv_int(w, "checkpoint_every_s", (int64_t) sb->checkpoint_every_s);
         json_w_kv_int(w, "checkpoints", sb->checkpoints);
         kv_time(w, "last_activity_at", sb->last_activity_usec);
+        kv_network(w, sb->network_json);
         json_w_object_end(w);
 }
 

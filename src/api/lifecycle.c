@@ -415,6 +415,7 @@ static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, int
                 .expires_usec = src->timeout_s > 0 ? now + (int64_t) src->timeout_s * 1000000 : 0,
                 .env_json = src->env_json,           /* borrowed */
                 .metadata_json = src->metadata_json, /* borrowed */
+                .network_json = src->network_json,   /* borrowed */
                 .idle_s = src->idle_s,
                 .idle_action = src->idle_action,
                 .checkpoint_every_s = src->checkpoint_every_s,

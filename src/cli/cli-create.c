@@ -2,6 +2,7 @@
 /* space create: POST /v1/sandboxes, prints the new id. */
 
 #include "cli-common.h"
+#include "cli-policy.h"
 #include "cli-verbs.h"
 
 enum {
@@ -14,6 +15,8 @@ enum {
         OPT_ENV,
         OPT_META,
         OPT_ALLOW,
+        OPT_ALLOW_CIDR,
+        OPT_DENY,
         OPT_CREDENTIAL,
 };
 
@@ -27,6 +30,8 @@ static const CliOption options[] = {
         { "env", 'e', true, OPT_ENV },
         { "meta", 0, true, OPT_META },
         { "allow", 0, true, OPT_ALLOW },
+        { "allow-cidr", 0, true, OPT_ALLOW_CIDR },
+        { "deny", 0, true, OPT_DENY },
         { "credential", 0, true, OPT_CREDENTIAL },
         {},
 };
@@ -57,7 +62,8 @@ static void write_string_array(JsonWriter *w, char **l) {
 }
 
 int cli_create(int argc, char **argv) {
-        _cleanup_strv_free_ char **env = NULL, **meta = NULL, **allow = NULL, **creds = NULL;
+        _cleanup_strv_free_ char **env = NULL, **meta = NULL, **allow = NULL, **creds = NULL, **allow_cidr = NULL,
+                                 **deny = NULL;
         const char *template = NULL, *runtime = NULL, *arg = NULL;
         bool have_cpu = false, have_memory = false, have_disk = false, have_timeout = false;
         uint64_t memory = 0, disk = 0, timeout = 0;
@@ -105,8 +111,11 @@ int cli_create(int argc, char **argv) {
                 case OPT_ENV:
                 case OPT_META:
                 case OPT_ALLOW:
+                case OPT_ALLOW_CIDR:
+                case OPT_DENY:
                 case OPT_CREDENTIAL: {
-                        char ***l = r == OPT_ENV ? &env : r == OPT_META ? &meta : r == OPT_ALLOW ? &allow : &creds;
+                        char ***l = r == OPT_ENV ? &env : r == OPT_META ? &meta : r == OPT_ALLOW ? &allow
+                                  : r == OPT_ALLOW_CIDR ? &allow_cidr : r == OPT_DENY ? &deny : &creds;
                         if (isempty(arg))
                                 return cli_error("option needs a non-empty value");
                         if (strv_extend(l, arg) < 0)
@@ -151,12 +160,25 @@ int cli_create(int argc, char **argv) {
         r = write_kv_object(&w, "metadata", "meta", meta);
         if (r < 0)
                 return r;
-        if (allow) {
-                /* The egress policy; the server refuses it until network policies exist. */
+        if (allow || allow_cidr || deny) {
+                /* the egress policy (without: the server's default, no egress unless configured) */
                 json_w_key(&w, "network");
                 json_w_object_begin(&w);
                 json_w_key(&w, "allow");
-                write_string_array(&w, allow);
+                json_w_array_begin(&w);
+                for (char **s = allow; s && *s; s++)
+                        if (cli_policy_write_rule(&w, *s, false) < 0)
+                                return cli_error_errno(-ENOMEM, "out of memory");
+                for (char **s = allow_cidr; s && *s; s++)
+                        if (cli_policy_write_rule(&w, *s, true) < 0)
+                                return cli_error_errno(-ENOMEM, "out of memory");
+                json_w_array_end(&w);
+                json_w_key(&w, "deny");
+                json_w_array_begin(&w);
+                for (char **s = deny; s && *s; s++)
+                        if (cli_policy_write_rule(&w, *s, strchr(*s, '/') != NULL) < 0)
+                                return cli_error_errno(-ENOMEM, "out of memory");
+                json_w_array_end(&w);
                 json_w_object_end(&w);
         }
         if (creds) {

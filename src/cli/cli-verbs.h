@@ -18,6 +18,7 @@ int cli_cp(int argc, char **argv);       /* cli-cp.c */
 int cli_template(int argc, char **argv); /* cli-template.c */
 int cli_key(int argc, char **argv);      /* cli-key.c */
 int cli_events(int argc, char **argv);   /* cli-events.c */
+int cli_policy(int argc, char **argv);   /* cli-policy.c */
 int cli_pause(int argc, char **argv);    /* cli-lifecycle.c */
 int cli_resume(int argc, char **argv);   /* cli-lifecycle.c */
 int cli_suspend(int argc, char **argv);  /* cli-lifecycle.c */

@@ -24,7 +24,8 @@ static const CliCommand commands[] = {
         { "info", cli_info, "", "show what this deployment offers (runtimes, storage, limits)", NULL },
         { "create", cli_create,
           "[--template T] [--runtime ns|vm] [--cpu N] [--memory MB] [--disk MB] [--timeout S] [--env K=V]... "
-          "[--meta K=V]... [--allow HOST]... [--credential NAME]...",
+          "[--meta K=V]... [--allow HOST[:PORTS]]... [--allow-cidr CIDR[:PORTS]]... [--deny HOST|CIDR]... "
+          "[--credential NAME]...",
           "create a sandbox and print its id",
           "  --template T       template name (default: the server's default_template)\n"
           "  --runtime ns|vm    isolation runtime\n"
@@ -34,7 +35,10 @@ static const CliCommand commands[] = {
           "  --timeout S        delete the sandbox after S seconds (0 = never)\n"
           "  --env K=V          environment of every process (repeatable)\n"
           "  --meta K=V         metadata (repeatable)\n"
-          "  --allow HOST       allow egress to HOST (repeatable)\n"
+          "  --allow HOST[:PORTS]  allow egress to HOST or *.DOMAIN (ports default 80,443; repeatable)\n"
+          "  --allow-cidr CIDR[:PORTS]  allow egress to raw addresses in CIDR (repeatable)\n"
+          "  --deny HOST|CIDR   never allow it, whatever an allow rule says (repeatable)\n"
+          "  Without any, the server's default_network applies (no egress unless configured).\n"
           "  --credential NAME  grant a credential (repeatable)\n" },
         { "exec", cli_exec,
           "ID [--timeout S] [--env K=V]... [--cwd D] [--user U] [--tty] [-i] -- CMD [ARG...]",
@@ -50,6 +54,18 @@ static const CliCommand commands[] = {
         { "ls", cli_ls, "[--all] [--state S]", "list sandboxes",
           "  --all       also list sandboxes in state error\n"
           "  --state S   only sandboxes in state S\n" },
+        { "policy", cli_policy,
+          "ID [--allow HOST[:PORTS]]... [--allow-cidr CIDR[:PORTS]]... [--deny HOST[:PORTS]]... "
+          "[--deny-cidr CIDR[:PORTS]]... [--remove HOST|CIDR]... [--clear] [--show]",
+          "show or change a sandbox's egress policy (takes effect at once)",
+          "  --allow HOST[:PORTS]       add an allow rule for HOST or *.DOMAIN (ports default 80,443)\n"
+          "  --allow-cidr CIDR[:PORTS]  add an allow rule for raw addresses\n"
+          "  --deny HOST[:PORTS]        add a deny rule (wins over allow; ports default all)\n"
+          "  --deny-cidr CIDR[:PORTS]   add a deny rule for addresses\n"
+          "  --remove HOST|CIDR         drop the rules for HOST or CIDR\n"
+          "  --clear                    start from an empty policy (no egress)\n"
+          "  --show                     print the policy (the default without changes)\n"
+          "PORTS: comma-separated numbers or LO-HI ranges, e.g. 443,8000-8100.\n" },
         { "show", cli_show, "ID", "show a sandbox (state, processes_preserved, lineage, checkpoints)", NULL },
         { "rm", cli_rm, "ID...", "delete sandboxes", NULL },
         { "pause", cli_pause, "ID...", "freeze a sandbox's processes (memory kept)", NULL },

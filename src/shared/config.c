@@ -44,6 +44,7 @@ const ConfigItem config_table[] = {
         { "max_branch", U(max_branch), "16", 1, 64, NULL, "most sandboxes one branch call may make" },
         { "checkpoint_keep_last", U(checkpoint_keep_last), "5", 1, 1000, NULL, "automatic checkpoints kept per sandbox before hourly (24 h) and daily (7 d) thinning" },
         { "warm_pool", S(warm_pool), "", 0, 0, NULL, "sandboxes kept created and paused per template, e.g. base:2,debian:1" },
+        { "default_network", S(default_network), "", 0, 0, NULL, "egress policy of a create that names none, as JSON (e.g. {\"allow\":[\"pypi.org\"]}); empty = no egress" },
 };
 const size_t config_table_size = ELEMENTSOF(config_table);
 

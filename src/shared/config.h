@@ -45,6 +45,7 @@ typedef struct Config {
         uint64_t max_branch;           /* most sandboxes one branch call makes */
         uint64_t checkpoint_keep_last; /* automatic checkpoints kept before the hourly/daily thinning */
         char warm_pool[CONFIG_STR_MAX];/* "template:count,..." kept created and paused */
+        char default_network[CONFIG_STR_MAX]; /* egress policy JSON of a create that names none; "" = no egress */
 } Config;
 
 /* One entry of warm_pool. */

@@ -21,6 +21,7 @@
 #include "config.h"
 #include "fd-util.h"
 #include "http-server.h"
+#include "egress-policy.h"
 #include "log.h"
 #include "checkpointer.h"
 #include "policy.h"
@@ -128,6 +129,14 @@ static int parse_args(int argc, char *argv[], Config *c) {
         if (r < 0) {
                 fprintf(stderr, "spaced: %s\n", err);
                 return r;
+        }
+        if (!isempty(c->default_network)) {
+                _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;
+                r = egress_policy_parse(c->default_network, strlen(c->default_network), &p, err, sizeof err);
+                if (r < 0) {
+                        fprintf(stderr, "spaced: default_network: %s\n", err);
+                        return r;
+                }
         }
         return 1;
 }

@@ -56,6 +56,7 @@ struct StoreOps {
         int (*sandbox_set_policy)(Store *s, const char *id, const SandboxPolicy *p, int64_t now);
         int (*sandbox_set_timeout_warned)(Store *s, const char *id, int64_t now);
         int (*sandbox_set_processes_preserved)(Store *s, const char *id, bool preserved, int64_t now);
+        int (*sandbox_set_network)(Store *s, const char *id, const char *network_json, int64_t now);
         int (*sandbox_claim_warm)(Store *s, const char *template_name, const Sandbox *req, int64_t now,
                                   Sandbox *ret);
         int (*sandbox_warm_count)(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);

@@ -33,10 +33,13 @@ static const char *const lifecycle_sql[_PG_LC_STMT_MAX] = {
         [PG_LC_SANDBOX_SET_PRESERVED] =
                 "WITH c AS (UPDATE sandboxes SET processes_preserved = $2, updated_usec = $3 "
                 "WHERE id = $1 RETURNING 1) " CHANGED_AND_EXISTS("c"),
+        [PG_LC_SANDBOX_SET_NETWORK] =
+                "WITH c AS (UPDATE sandboxes SET network_json = $2, updated_usec = $3 "
+                "WHERE id = $1 AND state <> 'deleted' RETURNING 1) " CHANGED_AND_EXISTS("c"),
         [PG_LC_SANDBOX_CLAIM_WARM] =
                 "UPDATE sandboxes SET tenant_id = $4, warm_pool = '', cpu_millis = $5, memory_mb = $6, "
                 "pids_max = $7, io_weight = $8, timeout_s = $9, expires_usec = $10, env_json = $11, "
-                "metadata_json = $12, idle_s = $13, idle_action = $14, checkpoint_every_s = $15, "
+                "metadata_json = $12, idle_s = $13, idle_action = $14, checkpoint_every_s = $15, network_json = $17, "
                 "created_usec = $16, updated_usec = $16, last_activity_usec = $16, timeout_warned = false "
                 "WHERE id = (SELECT id FROM sandboxes WHERE warm_pool = $1 AND state = 'paused' "
                 "AND runtime = $2 AND disk_mb = $3 ORDER BY created_usec, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
@@ -140,6 +143,15 @@ int pg_op_sandbox_set_processes_preserved(Store *s, const char *id, bool preserv
         return lc_exec_cas(pg_store(s), PG_LC_SANDBOX_SET_PRESERVED, &p);
 }
 
+int pg_op_sandbox_set_network(Store *s, const char *id, const char *network_json, int64_t now) {
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        pg_param_text(&p, network_json);
+        pg_param_i64(&p, now);
+        return lc_exec_cas(pg_store(s), PG_LC_SANDBOX_SET_NETWORK, &p);
+}
+
 typedef struct Claim {
         Store *store;
         const char *template_name;
@@ -171,6 +183,7 @@ static int claim_tx(PgStore *q, void *userdata) {
         pg_param_text(&p, idle_action_to_string(req->idle_action));
         pg_param_i64(&p, (int64_t) req->checkpoint_every_s);
         pg_param_i64(&p, c->now);
+        pg_param_text(&p, req->network_json);
         TRY(lc_exec(q, PG_LC_SANDBOX_CLAIM_WARM, &p, &res));
         if (PQntuples(res) == 0)
                 return -ENOENT;

@@ -70,6 +70,7 @@ typedef enum PgLifecycleStmt {
         PG_LC_SANDBOX_SET_POLICY,
         PG_LC_SANDBOX_SET_TIMEOUT_WARNED,
         PG_LC_SANDBOX_SET_PRESERVED,
+        PG_LC_SANDBOX_SET_NETWORK,
         PG_LC_SANDBOX_CLAIM_WARM,
         PG_LC_SANDBOX_WARM_COUNT,
         PG_LC_CHECKPOINT_INSERT,
@@ -176,6 +177,7 @@ int pg_op_sandbox_touch(Store *s, const char *id, int64_t now);
 int pg_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *p, int64_t now);
 int pg_op_sandbox_set_timeout_warned(Store *s, const char *id, int64_t now);
 int pg_op_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved, int64_t now);
+int pg_op_sandbox_set_network(Store *s, const char *id, const char *network_json, int64_t now);
 int pg_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, int64_t now, Sandbox *ret);
 int pg_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);
 int pg_op_checkpoint_insert(Store *s, const Checkpoint *c);

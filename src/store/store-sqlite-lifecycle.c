@@ -23,10 +23,12 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
                 "UPDATE sandboxes SET timeout_warned = 1, updated_usec = ?2 WHERE id = ?1 AND timeout_warned = 0",
         [SQL_LC_SANDBOX_SET_PRESERVED] =
                 "UPDATE sandboxes SET processes_preserved = ?2, updated_usec = ?3 WHERE id = ?1",
+        [SQL_LC_SANDBOX_SET_NETWORK] =
+                "UPDATE sandboxes SET network_json = ?2, updated_usec = ?3 WHERE id = ?1 AND state <> 'deleted'",
         [SQL_LC_SANDBOX_CLAIM_WARM] =
                 "UPDATE sandboxes SET tenant_id = ?4, warm_pool = '', cpu_millis = ?5, memory_mb = ?6, "
                 "pids_max = ?7, io_weight = ?8, timeout_s = ?9, expires_usec = ?10, env_json = ?11, "
-                "metadata_json = ?12, idle_s = ?13, idle_action = ?14, checkpoint_every_s = ?15, "
+                "metadata_json = ?12, idle_s = ?13, idle_action = ?14, checkpoint_every_s = ?15, network_json = ?17, "
                 "created_usec = ?16, updated_usec = ?16, last_activity_usec = ?16, timeout_warned = 0 "
                 "WHERE id = (SELECT id FROM sandboxes WHERE warm_pool = ?1 AND state = 'paused' "
                 "AND runtime = ?2 AND disk_mb = ?3 ORDER BY created_usec, id LIMIT 1) RETURNING id",
@@ -137,6 +139,17 @@ int sqlite_op_sandbox_set_processes_preserved(Store *s, const char *id, bool pre
         return sandbox_update(q, st, id);
 }
 
+int sqlite_op_sandbox_set_network(Store *s, const char *id, const char *network_json, int64_t now) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(lc_stmt(q, SQL_LC_SANDBOX_SET_NETWORK, &st));
+        TRY(sqlite_bind_text(q, st, 1, id));
+        TRY(sqlite_bind_text(q, st, 2, network_json));
+        TRY(sqlite_bind_int64(q, st, 3, now));
+        return sandbox_update(q, st, id);
+}
+
 /* The UPDATE of a claim; *ret_id is the claimed sandbox. -ENOENT if none. */
 static int claim_row(SqliteStore *q, const char *template_name, const Sandbox *req, int64_t now,
                      char ret_id[static STORE_ID_MAX]) {
@@ -160,6 +173,7 @@ static int claim_row(SqliteStore *q, const char *template_name, const Sandbox *r
         TRY(sqlite_bind_text(q, st, 14, idle_action_to_string(req->idle_action)));
         TRY(sqlite_bind_int64(q, st, 15, (int64_t) req->checkpoint_every_s));
         TRY(sqlite_bind_int64(q, st, 16, now));
+        TRY(sqlite_bind_text(q, st, 17, req->network_json));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;

@@ -20,7 +20,7 @@
         "id, tenant_id, template_name, runtime, worker, state, reason, cpu_millis, memory_mb, " \
         "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
         "pid_starttime, env_json, metadata_json, parent_id, parent_checkpoint, processes_preserved, "   \
-        "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned"
+        "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned, network_json"
 /* What a read adds: the number of restorable checkpoints. */
 #define SANDBOX_SELECT \
         SANDBOX_COLUMNS ", (SELECT COUNT(*) FROM checkpoints c WHERE c.sandbox_id = sandboxes.id AND c.restorable = 1)"
@@ -62,7 +62,7 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         [SQL_SANDBOX_INSERT] =
                 "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-                "?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
+                "?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)",
         [SQL_SANDBOX_GET] = "SELECT " SANDBOX_SELECT " FROM sandboxes WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
         [SQL_SANDBOX_EXISTS] = "SELECT 1 FROM sandboxes WHERE id = ?1",
         [SQL_SANDBOX_SET_STATE_FROM] =
@@ -428,9 +428,10 @@ static int sandbox_read(sqlite3_stmt *st, Sandbox *ret) {
         TRY(sqlite_col_u32(st, 27, &sb.io_weight));
         TRY(sqlite_col_u64(st, 28, &sb.checkpoint_every_s));
         sb.timeout_warned = sqlite3_column_int64(st, 29) != 0;
-        TRY(sqlite_col_u32(st, 30, &sb.checkpoints));
+        TRY(sqlite_col_strdup(st, 30, &sb.network_json));
+        TRY(sqlite_col_u32(st, 31, &sb.checkpoints));
         *ret = sb;
-        sb.env_json = sb.metadata_json = NULL; /* handed over */
+        sb.env_json = sb.metadata_json = sb.network_json = NULL; /* handed over */
         return 0;
 }
 
@@ -480,6 +481,7 @@ static int sandbox_insert_row(SqliteStore *q, const Sandbox *sb) {
         TRY(sqlite_bind_int64(q, st, 28, sb->io_weight));
         TRY(sqlite_bind_int64(q, st, 29, (int64_t) sb->checkpoint_every_s));
         TRY(sqlite_bind_int64(q, st, 30, sb->timeout_warned ? 1 : 0));
+        TRY(sqlite_bind_text(q, st, 31, sb->network_json));
         return sqlite_store_step_done(q, st);
 }
 
@@ -859,6 +861,7 @@ const StoreOps store_sqlite_ops = {
         .sandbox_set_policy = sqlite_op_sandbox_set_policy,
         .sandbox_set_timeout_warned = sqlite_op_sandbox_set_timeout_warned,
         .sandbox_set_processes_preserved = sqlite_op_sandbox_set_processes_preserved,
+        .sandbox_set_network = sqlite_op_sandbox_set_network,
         .sandbox_claim_warm = sqlite_op_sandbox_claim_warm,
         .sandbox_warm_count = sqlite_op_sandbox_warm_count,
         .checkpoint_insert = sqlite_op_checkpoint_insert,

@@ -55,6 +55,7 @@ typedef enum SqlLifecycleStmt {
         SQL_LC_SANDBOX_SET_POLICY,
         SQL_LC_SANDBOX_SET_TIMEOUT_WARNED,
         SQL_LC_SANDBOX_SET_PRESERVED,
+        SQL_LC_SANDBOX_SET_NETWORK,
         SQL_LC_SANDBOX_CLAIM_WARM,
         SQL_LC_SANDBOX_WARM_COUNT,
         SQL_LC_SANDBOX_STATE,
@@ -138,6 +139,7 @@ int sqlite_op_sandbox_touch(Store *s, const char *id, int64_t now);
 int sqlite_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *p, int64_t now);
 int sqlite_op_sandbox_set_timeout_warned(Store *s, const char *id, int64_t now);
 int sqlite_op_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved, int64_t now);
+int sqlite_op_sandbox_set_network(Store *s, const char *id, const char *network_json, int64_t now);
 int sqlite_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, int64_t now,
                                  Sandbox *ret);
 int sqlite_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);

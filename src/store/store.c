@@ -105,6 +105,7 @@ void sandbox_done(Sandbox *s) {
                 return;
         s->env_json = mfree(s->env_json);
         s->metadata_json = mfree(s->metadata_json);
+        s->network_json = mfree(s->network_json);
 }
 
 void sandbox_array_free(Sandbox *a, size_t n) {
@@ -565,6 +566,13 @@ int store_sandbox_set_timeout_warned(Store *s, const char *id) {
                 return -EINVAL;
         CHECK(check_lookup(id, STORE_ID_MAX));
         return s->ops->sandbox_set_timeout_warned(s, id, now_usec());
+}
+
+int store_sandbox_set_network(Store *s, const char *id, const char *network_json) {
+        if (!s || !network_json)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        return s->ops->sandbox_set_network(s, id, network_json, now_usec());
 }
 
 int store_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved) {

@@ -106,6 +106,7 @@ typedef struct Sandbox {
         uint32_t io_weight;             /* 0 = default */
         uint64_t checkpoint_every_s;    /* automatic checkpoints, 0 = off */
         bool timeout_warned;            /* the warning before the timeout was recorded */
+        char *network_json;             /* egress policy, canonical JSON; NULL = none (no egress) */
         uint32_t checkpoints;           /* read only: restorable checkpoints it has */
 } Sandbox;
 
@@ -229,6 +230,9 @@ int store_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *p);
  * already set (the warning is recorded once, whoever races for it). */
 int store_sandbox_set_timeout_warned(Store *s, const char *id);
 int store_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved);
+/* Replaces the egress policy (canonical JSON, validated by the caller): -ENOENT
+ * if the sandbox does not exist or is deleted. */
+int store_sandbox_set_network(Store *s, const char *id, const char *network_json);
 /* Hands one sandbox of the warm pool of template_name to a tenant, atomically
  * (two claims never get the same sandbox, on PostgreSQL across servers too):
  * one whose warm_pool is template_name, state paused, and whose runtime and

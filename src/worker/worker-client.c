@@ -177,6 +177,11 @@ static void write_spec(JsonWriter *jw, const Sandbox *sb) {
                 json_w_key(jw, "env");
                 json_w_raw(jw, sb->env_json);
         }
+        json_w_kv_string(jw, "tenant", sb->tenant_id);
+        if (sb->network_json) {
+                json_w_key(jw, "network");
+                json_w_raw(jw, sb->network_json);
+        }
         json_w_object_end(jw);
 }
 
@@ -222,6 +227,10 @@ int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, u
 
 int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e) {
         return call_spec(w, "set_limits", sb, NULL, NULL, NULL, e);
+}
+
+int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e) {
+        return call_spec(w, "set_network", sb, NULL, NULL, NULL, e);
 }
 
 int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,

@@ -39,6 +39,9 @@ int worker_sandbox_suspend(WorkerClient *w, const char *id, bool *ret_processes_
 int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
 /* Applies sb's limits to the running sandbox. */
 int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e);
+/* Hands the sandbox's egress policy (sb->network_json) to its gateway: new
+ * connections and queries follow it at once. */
+int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e);
 /* A read-only snapshot of the sandbox's root (processes frozen around it). */
 int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t *ret_size_bytes,
                              ApiError *e);

@@ -269,6 +269,18 @@ finish:
         }
 }
 
+/* The gateway learns the new policy at once. Until the gateway is wired into
+ * the worker (worker-net.c) there is nothing to tell: the stored policy is
+ * what a sandbox's gateway registration will use. */
+void worker_op_set_network(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        _cleanup_(worker_spec_done) WorkerSpec s = {};
+        ApiError e = {};
+
+        if (worker_spec_parse(w, json_get(req, "sandbox"), &s, &e) < 0)
+                return worker_reply_error(jw, &e);
+        worker_reply_ok(jw);
+}
+
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
         RuntimeLimits lim;

@@ -7,6 +7,7 @@
 #include "api-internal.h"
 #include "fd-util.h"
 #include "proto-msg.h"
+#include "egress-policy.h"
 #include "test.h"
 
 static Config test_config(void) {
@@ -181,8 +182,54 @@ TEST(create_all_fields) {
                 sandbox_done(&_sb);                             \
         } while (0)
 
+TEST(create_network) {
+        Config c = test_config();
+        Sandbox sb = {};
+        ApiError e = {};
+
+        /* none: the configured default, which is no egress */
+        ASSERT_OK(create("{}", &sb, &e));
+        ASSERT_STREQ(sb.network_json, "{\"allow\":[],\"deny\":[]}");
+        ASSERT_OK(create("{\"network\":null}", &sb, &e));
+        ASSERT_STREQ(sb.network_json, "{\"allow\":[],\"deny\":[]}");
+        /* canonical form stored */
+        ASSERT_OK(create("{\"network\":{\"allow\":[\"PyPI.org\",\"10.1.0.0/16\"],\"deny\":[\"x.pypi.org\"]}}", &sb, &e));
+        ASSERT_STREQ(sb.network_json, "{\"allow\":[{\"host\":\"pypi.org\",\"ports\":[80,443]},"
+                                      "{\"cidr\":\"10.1.0.0/16\",\"ports\":[80,443]}],"
+                                      "\"deny\":[{\"host\":\"x.pypi.org\"}]}");
+        sandbox_done(&sb);
+        /* a configured default */
+        (void) strscpy(c.default_network, sizeof c.default_network, "{\"allow\":[\"deb.debian.org\"]}");
+        ASSERT_OK(api_validate_sandbox_create(NULL, &c, &sb, &e));
+        ASSERT_STREQ(sb.network_json, "{\"allow\":[{\"host\":\"deb.debian.org\",\"ports\":[80,443]}],\"deny\":[]}");
+        sandbox_done(&sb);
+
+        /* larger than the limit: 413, the size named */
+        _cleanup_free_ char *big = malloc(EGRESS_POLICY_JSON_MAX + 64);
+        size_t o = (size_t) snprintf(big, 64, "{\"network\":{\"allow\":[");
+        for (unsigned i = 0; o < EGRESS_POLICY_JSON_MAX + 16; i++)
+                o += (size_t) snprintf(big + o, 32, "%s\"h%u.example.org\"", i ? "," : "", i);
+        memcpy(big + o, "]}}", 4);
+        ASSERT_TRUE(create(big, &sb, &e) < 0);
+        ASSERT_EQ(e.code, API_PAYLOAD_TOO_LARGE);
+        ASSERT_TRUE(strstr(e.message, "larger than 65536 bytes") != NULL);
+        sandbox_done(&sb);
+}
+
 TEST(create_errors) {
-        ASSERT_CREATE_FAILS("{\"network\":{}}", API_UNKNOWN_FIELD, "unknown field 'network'");
+        ASSERT_CREATE_FAILS("{\"networks\":{}}", API_UNKNOWN_FIELD, "unknown field 'networks'");
+        ASSERT_CREATE_FAILS("{\"network\":[]}", API_INVALID_ARGUMENT,
+                            "network: the policy must be an object {\"allow\": [...], \"deny\": [...]}");
+        ASSERT_CREATE_FAILS("{\"network\":{\"allow\":[\"*\"]}}", API_INVALID_ARGUMENT,
+                            "network: allow[0]: invalid host \"*\": '*' only as the whole first label (\"*.example.com\")");
+        ASSERT_CREATE_FAILS("{\"network\":{\"allow\":[\"ok.example\",\"*.com\"]}}", API_INVALID_ARGUMENT,
+                            "network: allow[1]: invalid host \"*.com\": wildcard covers a whole top-level domain");
+        ASSERT_CREATE_FAILS("{\"network\":{\"deny\":[\"10.0.0.1/8\"]}}", API_INVALID_ARGUMENT,
+                            "network: deny[0]: invalid CIDR \"10.0.0.1/8\" (\"a.b.c.d/len\" with the host bits zero)");
+        ASSERT_CREATE_FAILS("{\"network\":{\"allow\":[{\"host\":\"a.example\",\"ports\":[0]}]}}",
+                            API_INVALID_ARGUMENT, "network: allow[0].ports[0]: a port is an integer 1-65535");
+        ASSERT_CREATE_FAILS("{\"network\":{\"allow\":[],\"except\":[]}}", API_INVALID_ARGUMENT,
+                            "network: unknown field \"except\" (allowed: allow, deny)");
         ASSERT_CREATE_FAILS("{\"template\":1}", API_INVALID_ARGUMENT, "template must be a string");
         ASSERT_CREATE_FAILS("{\"template\":\"../etc\"}", API_INVALID_ARGUMENT,
                             "template: '../etc' is not a valid template name ([a-z0-9][a-z0-9._-]{0,63})");
@@ -427,7 +474,7 @@ TEST(sandbox_json) {
                            "\"created_at\":\"2026-11-29T01:02:03.456Z\",\"expires_at\":null,\"env\":{},"
                            "\"metadata\":{},\"parent\":null,\"parent_checkpoint\":null,\"processes_preserved\":false,"
                            "\"idle_s\":0,\"idle_action\":null,\"checkpoint_every_s\":0,\"checkpoints\":0,"
-                           "\"last_activity_at\":null}");
+                           "\"last_activity_at\":null,\"network\":{\"allow\":[],\"deny\":[]}}");
         free(text);
 
         sb.state = SANDBOX_DELETED;
@@ -437,6 +484,7 @@ TEST(sandbox_json) {
         sb.expires_usec = INT64_C(1795914183456000);
         sb.env_json = (char *) "{\"A\":\"1\"}";
         sb.metadata_json = (char *) "not json"; /* a broken stored value does not break the output */
+        sb.network_json = (char *) "{\"allow\":[{\"host\":\"PyPI.org\",\"ports\":[443]}]}";
         snprintf(sb.parent_id, sizeof sb.parent_id, "abcdefghijklmnop");
         snprintf(sb.parent_checkpoint, sizeof sb.parent_checkpoint, "ckabcdefghijklmn");
         sb.processes_preserved = true;
@@ -455,7 +503,8 @@ TEST(sandbox_json) {
                            "\"expires_at\":\"2026-11-29T01:03:03.456Z\",\"env\":{\"A\":\"1\"},\"metadata\":{},"
                            "\"parent\":\"abcdefghijklmnop\",\"parent_checkpoint\":\"ckabcdefghijklmn\","
                            "\"processes_preserved\":true,\"idle_s\":30,\"idle_action\":\"suspend\","
-                           "\"checkpoint_every_s\":600,\"checkpoints\":3,\"last_activity_at\":\"2026-11-29T01:03:03.456Z\"}");
+                           "\"checkpoint_every_s\":600,\"checkpoints\":3,\"last_activity_at\":\"2026-11-29T01:03:03.456Z\","
+                           "\"network\":{\"allow\":[{\"host\":\"pypi.org\",\"ports\":[443]}],\"deny\":[]}}");
 }
 
 TEST(other_json) {

@@ -29,13 +29,13 @@ static const Rule rules[] = {
         { "storage", "basic shared storage" },
         { "runtime", "basic shared proto runtime" },
         { "net", "basic shared net" },
-        { "gateway", "basic shared proto net gateway" },
-        { "worker", "basic shared proto store storage runtime net gateway worker" },
-        { "api", "basic shared proto store worker-client api" },
+        { "gateway", "basic shared proto net gateway egress-policy" },
+        { "worker", "basic shared proto store storage runtime net gateway egress-policy worker" },
+        { "api", "basic shared proto store worker-client egress-policy api" },
         { "controller", "basic shared proto store worker-client controller" },
         { "agent", "basic proto agent" },
         { "cli", "basic shared cli" },
-        { "spaced", "basic shared proto store storage runtime net gateway worker worker-client api controller spaced" },
+        { "spaced", "basic shared proto store storage runtime net gateway egress-policy worker worker-client api controller spaced" },
 };
 
 /* header name → folder (first path component under src/) */
@@ -68,6 +68,8 @@ static void index_headers(const char *dir, const char *top) {
 static const char *folder_of(const char *header) {
         if (streq(header, "worker-client.h") || streq(header, "worker-proto.h"))
                 return "worker-client";
+        if (streq(header, "egress-policy.h")) /* pure parsing and matching: the API validates policies */
+                return "egress-policy";
         for (size_t i = 0; i < n_headers; i++)
                 if (streq(headers[i][0], header))
                         return headers[i][1];

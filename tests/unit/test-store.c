@@ -1507,10 +1507,13 @@ STORE_TEST(sandbox_lifecycle_fields_roundtrip) {
         sb.checkpoint_every_s = 600;
         sb.timeout_warned = true;
         sb.checkpoints = 77; /* read only: ignored */
+        sb.network_json = (char *) "{\"allow\":[],\"deny\":[{\"cidr\":\"10.0.0.0/8\"}]}";
         ASSERT_OK(store_sandbox_insert(s, &sb));
+        sb.network_json = NULL;
         ASSERT_EQ(sb.last_activity_usec, sb.created_usec); /* 0 = created */
 
         ASSERT_OK(store_sandbox_get(s, NULL, "child1", &got));
+        ASSERT_STREQ(got.network_json, "{\"allow\":[],\"deny\":[{\"cidr\":\"10.0.0.0/8\"}]}");
         ASSERT_STREQ(got.parent_id, "parent1");
         ASSERT_STREQ(got.parent_checkpoint, "ck1");
         ASSERT_STREQ(got.warm_pool, "base");
@@ -1633,6 +1636,21 @@ STORE_TEST(sandbox_touch_and_policy) {
         sandbox_done(&got);
         ASSERT_ERRNO(store_sandbox_set_processes_preserved(s, "nope", true), ENOENT);
 
+        /* the egress policy (network_json): none at insert here, then set and replaced */
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_NULL(got.network_json);
+        sandbox_done(&got);
+        ASSERT_OK(store_sandbox_set_network(s, "x", "{\"allow\":[{\"host\":\"pypi.org\",\"ports\":[443]}],\"deny\":[]}"));
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_STREQ(got.network_json, "{\"allow\":[{\"host\":\"pypi.org\",\"ports\":[443]}],\"deny\":[]}");
+        sandbox_done(&got);
+        ASSERT_OK(store_sandbox_set_network(s, "x", "{\"allow\":[],\"deny\":[]}"));
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_STREQ(got.network_json, "{\"allow\":[],\"deny\":[]}");
+        sandbox_done(&got);
+        ASSERT_ERRNO(store_sandbox_set_network(s, "nope", "{}"), ENOENT);
+        ASSERT_ERRNO(store_sandbox_set_network(s, "x", NULL), EINVAL);
+
         /* bad policies */
         p.idle_action = (IdleAction) 9;
         ASSERT_ERRNO(store_sandbox_set_policy(s, "x", &p), EINVAL);
@@ -1648,8 +1666,10 @@ STORE_TEST(sandbox_touch_and_policy) {
         /* a deleted sandbox has no policy to change */
         ASSERT_OK(store_sandbox_set_state(s, "x", -1, SANDBOX_DELETED, NULL));
         ASSERT_ERRNO(store_sandbox_set_policy(s, "x", &p), ESTALE);
+        ASSERT_ERRNO(store_sandbox_set_network(s, "x", "{\"allow\":[\"a.example\"]}"), ESTALE);
         ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
         ASSERT_EQ(got.idle_action, IDLE_ACTION_NONE); /* unchanged */
+        ASSERT_STREQ(got.network_json, "{\"allow\":[],\"deny\":[]}");
 }
 
 static void insert_warm(Store *s, const char *id, const char *tmpl, SandboxState state, uint64_t disk_mb,
@@ -1679,6 +1699,7 @@ static Sandbox claim_request(const char *tenant) {
         req.checkpoint_every_s = 60;
         req.env_json = (char *) "{\"USER_ENV\":\"yes\"}";
         req.metadata_json = (char *) "{\"who\":\"me\"}";
+        req.network_json = (char *) "{\"allow\":[{\"host\":\"claimed.example\",\"ports\":[443]}],\"deny\":[]}";
         return req;
 }
 
@@ -1720,6 +1741,7 @@ STORE_TEST(warm_pool_claim) {
         ASSERT_EQ(got.checkpoint_every_s, 60);
         ASSERT_STREQ(got.env_json, "{\"USER_ENV\":\"yes\"}");
         ASSERT_STREQ(got.metadata_json, "{\"who\":\"me\"}");
+        ASSERT_STREQ(got.network_json, "{\"allow\":[{\"host\":\"claimed.example\",\"ports\":[443]}],\"deny\":[]}");
         ASSERT_TRUE(got.created_usec >= before);
         ASSERT_EQ(got.last_activity_usec, got.created_usec);
         ASSERT_FALSE(got.timeout_warned);

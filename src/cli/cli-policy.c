@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/* space policy: show or change a sandbox's egress policy (GET the sandbox,
+ * edit its "network", PUT /v1/sandboxes/ID/policy); and the rule syntax
+ * shared with space create:
+ *   --allow HOST[:PORTS]        HOST is a name or *.suffix
+ *   --allow-cidr CIDR[:PORTS]   e.g. 192.168.7.0/24:5432 (IPv6: 2001:db8::/32:443)
+ *   --deny HOST[:PORTS] / --deny-cidr CIDR[:PORTS]
+ * PORTS: comma-separated numbers or LO-HI ranges. The server validates. */
+
+#include <stdio.h>
+
+#include "cli-common.h"
+#include "cli-policy.h"
+#include "cli-verbs.h"
+
+enum {
+        OPT_ALLOW = 1,
+        OPT_ALLOW_CIDR,
+        OPT_DENY,
+        OPT_DENY_CIDR,
+        OPT_REMOVE,
+        OPT_CLEAR,
+        OPT_SHOW,
+};
+
+static const CliOption options[] = {
+        { "allow", 0, true, OPT_ALLOW },
+        { "allow-cidr", 0, true, OPT_ALLOW_CIDR },
+        { "deny", 0, true, OPT_DENY },
+        { "deny-cidr", 0, true, OPT_DENY_CIDR },
+        { "remove", 0, true, OPT_REMOVE },
+        { "clear", 0, false, OPT_CLEAR },
+        { "show", 0, false, OPT_SHOW },
+        {},
+};
+
+static int write_ports(JsonWriter *w, const char *s) {
+        _cleanup_free_ char *copy = strdup(s);
+        char *save = NULL;
+        if (!copy)
+                return -ENOMEM;
+        json_w_key(w, "ports");
+        json_w_array_begin(w);
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                uint64_t v;
+                if (strchr(t, '-'))
+                        json_w_string(w, t);
+                else if (safe_atou64(t, &v) >= 0)
+                        json_w_uint(w, v);
+                else
+                        json_w_string(w, t); /* the server says what is wrong with it */
+        }
+        json_w_array_end(w);
+        return 0;
+}
+
+int cli_policy_write_rule(JsonWriter *w, const char *arg, bool cidr) {
+        const char *colon;
+        if (cidr) {
+                const char *slash = strchr(arg, '/');
+                colon = slash ? strchr(slash, ':') : NULL;
+        } else
+                colon = strchr(arg, ':');
+        if (!colon) {
+                json_w_string(w, arg); /* the server tells hosts and CIDRs apart */
+                return 0;
+        }
+        _cleanup_free_ char *target = strndup(arg, (size_t) (colon - arg));
+        if (!target)
+                return -ENOMEM;
+        json_w_object_begin(w);
+        json_w_kv_string(w, cidr ? "cidr" : "host", target);
+        int r = write_ports(w, colon + 1);
+        json_w_object_end(w);
+        return r;
+}
+
+static bool entry_named(const JsonValue *e, char *const *remove) {
+        const char *t = json_string(json_get(e, "host")) ?: json_string(json_get(e, "cidr")) ?: json_string(e);
+        return t && strv_contains(remove, t);
+}
+
+/* Writes list key: the old entries (unless cleared or removed), then the new ones. */
+static int write_list(JsonWriter *w, const char *key, const JsonValue *old, char *const *remove, char *const *hosts,
+                      char *const *cidrs) {
+        json_w_key(w, key);
+        json_w_array_begin(w);
+        for (size_t i = 0; i < json_array_size(old); i++) {
+                const JsonValue *e = json_array_at(old, i);
+                _cleanup_free_ char *text = NULL;
+                if (entry_named(e, remove))
+                        continue;
+                if (json_serialize(e, &text, NULL) < 0)
+                        return -ENOMEM;
+                json_w_raw(w, text);
+        }
+        for (char *const *s = hosts; s && *s; s++)
+                if (cli_policy_write_rule(w, *s, false) < 0)
+                        return -ENOMEM;
+        for (char *const *s = cidrs; s && *s; s++)
+                if (cli_policy_write_rule(w, *s, true) < 0)
+                        return -ENOMEM;
+        json_w_array_end(w);
+        return 0;
+}
+
+static char *ports_text(const JsonValue *ports) {
+        _cleanup_free_ char *s = strdup("");
+        if (!ports)
+                return strdup("all");
+        for (size_t i = 0; s && i < json_array_size(ports); i++) {
+                _cleanup_free_ char *v = cli_value_text(json_array_at(ports, i));
+                char *n = strjoin(s, i ? "," : "", v ?: "?");
+                free(s);
+                s = n;
+        }
+        return TAKE_PTR(s);
+}
+
+static int print_policy(const JsonValue *net) {
+        static const char *const header[] = { "RULE", "KIND", "TARGET", "PORTS" };
+        _cleanup_(cli_table_done) CliTable t = {};
+        int r = cli_table_new(&t, header, ELEMENTSOF(header));
+        if (r < 0)
+                return cli_error_errno(r, "out of memory");
+        for (int d = 0; d < 2; d++) {
+                const JsonValue *l = json_get(net, d ? "deny" : "allow");
+                for (size_t i = 0; i < json_array_size(l); i++) {
+                        const JsonValue *e = json_array_at(l, i);
+                        const char *h = json_string(json_get(e, "host")), *c = json_string(json_get(e, "cidr"));
+                        char *row[] = {
+                                strdup(d ? "deny" : "allow"),
+                                strdup(h ? "host" : "cidr"),
+                                strdup(h ?: c ?: "?"),
+                                ports_text(json_get(e, "ports")),
+                        };
+                        if (cli_table_add(&t, row) < 0)
+                                return -ENOMEM;
+                }
+        }
+        if (json_array_size(json_get(net, "allow")) == 0)
+                printf("no egress is allowed\n");
+        cli_table_print(&t, stdout);
+        return 0;
+}
+
+int cli_policy(int argc, char **argv) {
+        _cleanup_strv_free_ char **allow = NULL, **allow_cidr = NULL, **deny = NULL, **deny_cidr = NULL,
+                                 **remove = NULL;
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse cur = {}, resp = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_free_ char *id = NULL, *path = NULL, *body = NULL;
+        const char *arg = NULL;
+        bool clear = false, show = false;
+        int r;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        while ((r = cli_parser_next(&p, options, &arg)) > 0) {
+                char ***l = NULL;
+                switch (r) {
+                case OPT_ALLOW: l = &allow; break;
+                case OPT_ALLOW_CIDR: l = &allow_cidr; break;
+                case OPT_DENY: l = &deny; break;
+                case OPT_DENY_CIDR: l = &deny_cidr; break;
+                case OPT_REMOVE: l = &remove; break;
+                case OPT_CLEAR: clear = true; break;
+                case OPT_SHOW: show = true; break;
+                }
+                if (l) {
+                        if (isempty(arg))
+                                return cli_error("option needs a non-empty value");
+                        if (strv_extend(l, arg) < 0)
+                                return cli_error_errno(-ENOMEM, "out of memory");
+                }
+        }
+        if (r == CLI_OPT_HELP)
+                return 0;
+        if (r < 0)
+                return r;
+        r = cli_parser_want(&p, 1, 1);
+        if (r < 0)
+                return r;
+        id = cli_escape(p.pos[0]);
+        path = strjoin("/v1/sandboxes/", id ?: "");
+        if (!id || !path)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = cli_call("GET", path, NULL, &cur);
+        if (r < 0)
+                return r;
+        const JsonValue *net = json_get(cur.json, "network");
+        bool change = clear || allow || allow_cidr || deny || deny_cidr || remove;
+        if (!change || show) {
+                if (change)
+                        return cli_error("--show does not go with changes");
+                if (arg_json) {
+                        _cleanup_free_ char *text = NULL;
+                        if (json_serialize(net, &text, NULL) < 0)
+                                return cli_error_errno(-ENOMEM, "out of memory");
+                        printf("%s\n", text);
+                        return 0;
+                }
+                return print_policy(net);
+        }
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        if (write_list(&w, "allow", clear ? NULL : json_get(net, "allow"), remove, allow, allow_cidr) < 0 ||
+            write_list(&w, "deny", clear ? NULL : json_get(net, "deny"), remove, deny, deny_cidr) < 0)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        json_w_object_end(&w);
+        r = json_w_finish(&w, &body, NULL);
+        if (r < 0)
+                return cli_error_errno(r, "out of memory");
+        char *pp = strjoin(path, "/policy");
+        if (!pp)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        free(path);
+        path = pp;
+        r = cli_call("PUT", path, body, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        return print_policy(json_get(resp.json, "network"));
+}

@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: MIT
+"""The egress policy through the API and the CLI: the create request's
+`network`, GET, PUT /v1/sandboxes/{id}/policy, `space create --allow`,
+`space policy`; bad input is a clear 4xx and changes nothing. (What the
+gateway does with a policy: tests/e2e/test_gateway.py.)"""
+
+import json
+
+import pytest
+
+from e2e_daemon import assert_error_shape
+
+EMPTY = {"allow": [], "deny": []}
+
+
+def sandbox_count(spaced):
+    return len(spaced.api("GET", "/v1/sandboxes", params={"limit": "1000"}).json()["sandboxes"])
+
+
+def test_default_is_no_egress(spaced, sandbox):
+    assert spaced.show(sandbox).json()["network"] == EMPTY
+
+
+def test_create_with_policy_shows_canonical_form(spaced):
+    sb = spaced.create(network={"allow": ["PyPI.org", "*.github.com", "192.168.7.0/24",
+                                          {"host": "db.example.com", "ports": [5432, "8000-8100"]}],
+                                "deny": ["gist.github.com"]})
+    try:
+        want = {"allow": [{"host": "pypi.org", "ports": [80, 443]}, {"host": "*.github.com", "ports": [80, 443]},
+                          {"cidr": "192.168.7.0/24", "ports": [80, 443]},
+                          {"host": "db.example.com", "ports": [5432, "8000-8100"]}],
+                "deny": [{"host": "gist.github.com"}]}
+        assert sb["network"] == want
+        assert spaced.show(sb["id"]).json()["network"] == want
+    finally:
+        spaced.delete(sb["id"])
+
+
+BAD = [
+    ({"allow": ["*"]}, 400, "allow[0]: invalid host"),
+    ({"allow": ["*.com"]}, 400, "top-level domain"),
+    ({"allow": ["ok.example", "bad..example"]}, 400, "allow[1]: invalid host \"bad..example\""),
+    ({"allow": ["10.0.0.1/8"]}, 400, "invalid CIDR"),
+    ({"allow": ["10.0.0.0/33"]}, 400, "invalid CIDR"),
+    ({"deny": ["2001:db8::1/32"]}, 400, "invalid CIDR"),
+    ({"allow": [{"host": "a.example", "ports": [0]}]}, 400, "1-65535"),
+    ({"allow": [{"host": "a.example", "ports": [65536]}]}, 400, "1-65535"),
+    ({"allow": [{"host": "a.example", "ports": ["9-1"]}]}, 400, "LO-HI"),
+    ({"allow": [{"host": "a.example", "cidr": "10.0.0.0/8"}]}, 400, "exactly one"),
+    ({"allow": [{"host": "a.example", "port": 80}]}, 400, "unknown field \"port\""),
+    ({"allow": "a.example"}, 400, "must be an array"),
+    ({"alow": []}, 400, "unknown field \"alow\""),
+    (["a.example"], 400, "must be an object"),
+    ({"allow": [f"h{i}.example.org" for i in range(257)]}, 413, "more than 256"),
+    ({"allow": [{"host": "a.example", "ports": list(range(1, 34))}]}, 413, "more than 32"),
+    ({"allow": ["x" * 60 + f".h{i}.example.org" for i in range(1000)]}, 413, "larger than 65536 bytes"),
+]
+
+
+@pytest.mark.parametrize("policy,status,msg", BAD, ids=[b[2] for b in BAD])
+def test_create_bad_policy_refused_nothing_created(spaced, policy, status, msg):
+    before = sandbox_count(spaced)
+    r = spaced.api("POST", "/v1/sandboxes", json={"network": policy})
+    assert_error_shape(r, status, "invalid_argument" if status == 400 else "payload_too_large")
+    assert msg in r.json()["error"]["message"], r.json()
+    assert sandbox_count(spaced) == before
+
+
+@pytest.mark.parametrize("policy,status,msg", BAD, ids=[b[2] for b in BAD])
+def test_put_bad_policy_refused_nothing_changed(spaced, sandbox, policy, status, msg):
+    good = {"allow": ["pypi.org"]}
+    assert spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json=good).status == 200
+    shown = spaced.show(sandbox).json()["network"]
+    r = spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json=policy)
+    if isinstance(policy, list):   # not an object: the body reader's own error
+        assert_error_shape(r, 400)
+    else:
+        assert_error_shape(r, status, "invalid_argument" if status == 400 else "payload_too_large")
+        assert msg in r.json()["error"]["message"], r.json()
+    assert spaced.show(sandbox).json()["network"] == shown
+
+
+def test_put_policy_replaces_and_is_an_event(spaced, sandbox):
+    r = spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy",
+                   json={"allow": ["deb.debian.org", {"cidr": "192.168.9.0/24", "ports": [22]}]})
+    assert r.status == 200, r
+    want = {"allow": [{"host": "deb.debian.org", "ports": [80, 443]}, {"cidr": "192.168.9.0/24", "ports": [22]}],
+            "deny": []}
+    assert r.json()["network"] == want
+    assert spaced.show(sandbox).json()["network"] == want
+    ev = spaced.api("GET", "/v1/events", params={"sandbox": sandbox, "type": "sandbox.network_policy"}).json()
+    evs = ev["events"] if isinstance(ev, dict) else ev
+    assert evs and json.loads(json.dumps(evs[-1]["data"])) == want
+    # back to nothing
+    r = spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json={})
+    assert r.status == 200 and r.json()["network"] == EMPTY
+
+
+def test_put_policy_unknown_sandbox_and_other_tenant(spaced, sandbox):
+    assert_error_shape(spaced.api("PUT", "/v1/sandboxes/nosuchsandbox000/policy", json={}), 404, "not_found")
+    other = spaced.api("POST", "/v1/keys", json={"tenant": "netpol-other", "name": "k"}).json()["key"]
+    r = spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json={"allow": ["evil.example"]}, key=other)
+    assert_error_shape(r, 404, "not_found")
+    assert spaced.show(sandbox).json()["network"] != {"allow": [{"host": "evil.example", "ports": [80, 443]}], "deny": []}
+
+
+def test_cli_create_allow_and_policy(spaced):
+    r = spaced.cli("create", "--allow", "pypi.org", "--allow", "files.example.org:443,8443",
+                   "--allow-cidr", "192.168.7.0/24:5432", "--deny", "bad.pypi.org")
+    assert r.rc == 0, r
+    sid = r.out.strip()
+    try:
+        assert spaced.show(sid).json()["network"] == {
+            "allow": [{"host": "pypi.org", "ports": [80, 443]}, {"host": "files.example.org", "ports": [443, 8443]},
+                      {"cidr": "192.168.7.0/24", "ports": [5432]}],
+            "deny": [{"host": "bad.pypi.org"}]}
+        r = spaced.cli("policy", sid)
+        assert r.rc == 0 and "pypi.org" in r.out and "192.168.7.0/24" in r.out and "deny" in r.out, r
+        r = spaced.cli("policy", sid, "--remove", "pypi.org", "--allow", "*.debian.org")
+        assert r.rc == 0, r
+        net = spaced.show(sid).json()["network"]
+        assert {"host": "pypi.org", "ports": [80, 443]} not in net["allow"]
+        assert {"host": "*.debian.org", "ports": [80, 443]} in net["allow"]
+        # bad input: the server's message, exit non-zero, nothing changed
+        r = spaced.cli("policy", sid, "--allow", "*.com")
+        assert r.rc != 0 and "top-level" in r.err, r
+        assert spaced.show(sid).json()["network"] == net
+        r = spaced.cli("policy", sid, "--clear")
+        assert r.rc == 0 and "no egress" in r.out, r
+        assert spaced.show(sid).json()["network"] == EMPTY
+        r = spaced.cli("--json", "policy", sid, "--show")
+        assert r.rc == 0 and json.loads(r.out) == EMPTY, r
+    finally:
+        spaced.delete(sid)
+
+
+def test_cli_create_bad_allow_refused(spaced):
+    before = sandbox_count(spaced)
+    r = spaced.cli("create", "--allow", "exa mple.com")
+    assert r.rc != 0 and "invalid" in r.err, r
+    assert sandbox_count(spaced) == before
