@@ -607,7 +607,7 @@ char *cli_value_text(const JsonValue *v) {
                         out = n;
                 }
                 if (out && isempty(out)) {
-                        free(out);
+                        out = mfree(out); /* (out is freed again on return) */
                         return strdup("-");
                 }
                 return TAKE_PTR(out);
