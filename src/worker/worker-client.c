@@ -177,9 +177,8 @@ static void write_spec(JsonWriter *jw, const Sandbox *sb) {
                 json_w_key(jw, "env");
                 json_w_raw(jw, sb->env_json);
         }
-        json_w_kv_string(jw, "tenant", sb->tenant_id);
-        if (sb->network_json) {
-                json_w_key(jw, "network");
+        if (sb->network_json) { /* the egress policy, for the gateway */
+                json_w_key(jw, "policy");
                 json_w_raw(jw, sb->network_json);
         }
         json_w_object_end(jw);
@@ -229,8 +228,22 @@ int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e) {
         return call_spec(w, "set_limits", sb, NULL, NULL, NULL, e);
 }
 
+/* {"op":"set_policy","id":ID,"policy":{...}|null} */
 int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e) {
-        return call_spec(w, "set_network", sb, NULL, NULL, NULL, e);
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "set_policy");
+        json_w_kv_string(&jw, "id", sb->id);
+        json_w_key(&jw, "policy");
+        if (sb->network_json)
+                json_w_raw(&jw, sb->network_json);
+        else
+                json_w_null(&jw);
+        json_w_object_end(&jw);
+        return call(w, &jw, &reply, e);
 }
 
 int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,

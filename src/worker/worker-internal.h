@@ -23,8 +23,7 @@ typedef struct WorkerSpec {
         char template_name[STORE_NAME_MAX];
         uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max, io_weight;
         char **env;
-        char tenant[STORE_ID_MAX];
-        char *network_json; /* the egress policy for the gateway (canonical JSON); NULL = none */
+        char *policy;  /* egress policy JSON text ("policy" of the spec), NULL: none */
 } WorkerSpec;
 
 typedef struct Worker {
@@ -70,7 +69,7 @@ void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw
 void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw);
-void worker_op_set_network(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_set_policy(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_reply_error(JsonWriter *jw, const ApiError *e);
 void worker_reply_ok(JsonWriter *jw);
 

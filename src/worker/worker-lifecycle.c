@@ -269,18 +269,6 @@ finish:
         }
 }
 
-/* The gateway learns the new policy at once. Until the gateway is wired into
- * the worker (worker-net.c) there is nothing to tell: the stored policy is
- * what a sandbox's gateway registration will use. */
-void worker_op_set_network(Worker *w, const JsonValue *req, JsonWriter *jw) {
-        _cleanup_(worker_spec_done) WorkerSpec s = {};
-        ApiError e = {};
-
-        if (worker_spec_parse(w, json_get(req, "sandbox"), &s, &e) < 0)
-                return worker_reply_error(jw, &e);
-        worker_reply_ok(jw);
-}
-
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
         RuntimeLimits lim;
@@ -297,6 +285,25 @@ void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw) {
         r = w->runtime->set_limits(s.id, &lim);
         if (r < 0) {
                 api_error(&e, r, API_INTERNAL, "cannot change the limits of %s: %s", s.id, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        worker_reply_ok(jw);
+}
+
+/* {"op":"set_policy","id":ID,"policy":{...}|null}: the egress policy of a
+ * running sandbox. Until the gateway is wired into the worker (worker-net.c)
+ * there is no gateway to tell: nothing leaves a sandbox, and the stored
+ * policy is what its registration will use. */
+void worker_op_set_policy(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        const JsonValue *p = json_get(req, "policy");
+        ApiError e = {};
+
+        if (!json_string(json_get(req, "id"))) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "'id' is required");
+                return worker_reply_error(jw, &e);
+        }
+        if (p && !json_is_null(p) && json_type(p) != JSON_OBJECT) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "'policy' must be an object or null");
                 return worker_reply_error(jw, &e);
         }
         worker_reply_ok(jw);

@@ -137,7 +137,7 @@ static int get_u64(const JsonValue *o, const char *key, uint64_t *ret) {
 
 void worker_spec_done(WorkerSpec *s) {
         s->env = strv_free(s->env);
-        s->network_json = mfree(s->network_json);
+        s->policy = mfree(s->policy);
 }
 
 int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiError *e) {
@@ -156,15 +156,12 @@ int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiErro
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox limits");
         if (env_from_json(json_get(spec, "env"), &s.env) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox env");
-        const char *tenant = json_string(json_get(spec, "tenant"));
-        if (tenant && strscpy(s.tenant, sizeof s.tenant, tenant) < 0) {
+        /* the egress policy, checked by the gateway when it is registered */
+        const JsonValue *policy = json_get(spec, "policy");
+        if (policy && !json_is_null(policy) &&
+            (json_type(policy) != JSON_OBJECT || json_serialize(policy, &s.policy, NULL) < 0)) {
                 worker_spec_done(&s);
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: tenant");
-        }
-        const JsonValue *net = json_get(spec, "network");
-        if (net && json_type(net) == JSON_OBJECT && json_serialize(net, &s.network_json, NULL) < 0) {
-                worker_spec_done(&s);
-                return api_error(e, -ENOMEM, API_INTERNAL, "out of memory");
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: policy");
         }
         *ret = s;
         return 0;

@@ -121,7 +121,7 @@ static const WorkerOp lifecycle_ops[] = {
         { "restore", worker_op_restore },
         { "branch", worker_op_branch },
         { "set_limits", worker_op_set_limits },
-        { "set_network", worker_op_set_network },
+        { "set_policy", worker_op_set_policy },
 };
 
 static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
