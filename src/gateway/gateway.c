@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,6 +96,8 @@ int gateway_config_default(GatewayConfig *ret) {
                 .events_per_sec = 20,
                 .handshake_timeout_sec = 10,
                 .idle_timeout_sec = 600,
+                .run_as_uid = GATEWAY_RUN_AS_DEFAULT,
+                .run_as_gid = GATEWAY_RUN_AS_DEFAULT,
         };
         _cleanup_free_ char *rc = NULL;
         (void) gateway_parse_upstream("127.0.0.1:53", &c.upstream_dns);
@@ -438,6 +441,26 @@ static void control_event(Gateway *gw, GwIo *io, uint32_t events) {
         }
 }
 
+/* The gateway needs no privilege: its listeners are on ports above 1024
+ * (IP_FREEBIND needs none), SO_ORIGINAL_DST and outgoing connections neither.
+ * So it gives up root before it reads a byte from a sandbox. */
+static int drop_privileges(const GatewayConfig *c) {
+        if (geteuid() != 0 || c->run_as_uid == 0)
+                return 0;
+        if (c->dns_port < 1024 || c->proxy_port < 1024 || c->transparent_port < 1024) {
+                log_warning("gateway: a port below 1024 is configured; the gateway keeps running as root");
+                return 0;
+        }
+        if (setgroups(0, NULL) < 0 || setresgid(c->run_as_gid, c->run_as_gid, c->run_as_gid) < 0 ||
+            setresuid(c->run_as_uid, c->run_as_uid, c->run_as_uid) < 0)
+                return log_error_errno(errno, "gateway: cannot drop privileges: %m");
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return log_error_errno(errno, "gateway: prctl: %m");
+        if (geteuid() != c->run_as_uid || setuid(0) == 0) /* really gone */
+                return -EPERM;
+        return 0;
+}
+
 int gateway_main(const GatewayConfig *config, int control_fd) {
         Gateway gw = { .config = config, .epoll_fd = -EBADF, .control = { .fd = control_fd, .fn = control_event } };
         int r;
@@ -450,6 +473,9 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
         r = egress_policy_guard_add_host_addrs(&gw.guard);
         if (r < 0)
                 log_warning_errno(r, "gateway: cannot list the host's addresses: %m");
+        r = drop_privileges(config);
+        if (r < 0)
+                return r;
         gw.control_buf = malloc(GW_CONTROL_LINE_MAX);
         if (!gw.control_buf)
                 return -ENOMEM;

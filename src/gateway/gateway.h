@@ -17,10 +17,12 @@
 
 #include <netinet/in.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define GATEWAY_DNS_PORT_DEFAULT 10053
 #define GATEWAY_PROXY_PORT_DEFAULT 10080
 #define GATEWAY_TRANSPARENT_PORT_DEFAULT 10081
+#define GATEWAY_RUN_AS_DEFAULT 65534 /* nobody */
 
 typedef struct GatewayConfig {
         uint16_t dns_port, proxy_port, transparent_port;
@@ -32,6 +34,8 @@ typedef struct GatewayConfig {
         unsigned events_per_sec;          /* decision events per second per sandbox (burst 10x) */
         unsigned handshake_timeout_sec;   /* request head / ClientHello / upstream connect */
         unsigned idle_timeout_sec;        /* a relayed connection without traffic */
+        uid_t run_as_uid;                 /* started as root: drops to this uid/gid (0: stays root; */
+        gid_t run_as_gid;                 /* ports below 1024 keep root too) */
 } GatewayConfig;
 
 /* Defaults; the upstream resolver is the first IPv4 nameserver of

@@ -99,6 +99,10 @@ class Gateway:
             return ok
 
     def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)   # EOF for the gateway even while the reader is in recv()
+        except OSError:
+            pass
         self.sock.close()
         try:
             self.proc.wait(timeout=10)

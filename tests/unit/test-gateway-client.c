@@ -55,6 +55,27 @@ TEST(register_policy_events_unregister) {
         pid = gateway_client_pid(g);
         ASSERT_TRUE(pid > 0);
 
+        /* started by root, it runs as nobody, without new privileges */
+        if (geteuid() == 0) {
+                char path[64], want_uid[64], want_nnp[32];
+                _cleanup_free_ char *status = NULL;
+                snprintf(path, sizeof path, "/proc/%d/status", (int) pid);
+                snprintf(want_uid, sizeof want_uid, "\nUid:\t%u\t%u\t%u\t%u\n", GATEWAY_RUN_AS_DEFAULT,
+                         GATEWAY_RUN_AS_DEFAULT, GATEWAY_RUN_AS_DEFAULT, GATEWAY_RUN_AS_DEFAULT);
+                snprintf(want_nnp, sizeof want_nnp, "\nNoNewPrivs:\t1\n");
+                /* the drop happens in the child right after fork: wait for it */
+                for (int i = 0; i < 100; i++) {
+                        status = mfree(status);
+                        ASSERT_OK(read_full_file(path, 64 * 1024, &status, NULL));
+                        if (strstr(status, want_uid))
+                                break;
+                        usleep(10000);
+                }
+                ASSERT_TRUE(strstr(status, want_uid) != NULL);
+                ASSERT_TRUE(strstr(status, want_nnp) != NULL);
+                ASSERT_TRUE(strstr(status, "\nCapEff:\t0000000000000000\n") != NULL);
+        }
+
         ASSERT_OK(gateway_client_register(g, "sb-1", "tenant-1", sb, host, "{\"allow\":[\"example.com\"]}", err, sizeof err));
         ASSERT_ERRNO(gateway_client_register(g, "sb-1", "tenant-1", sb, host, NULL, err, sizeof err), EEXIST);
         ASSERT_TRUE(strstr(err, "already registered") != NULL);
