@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Test upstreams for the gateway tests, run inside a test network namespace:
 a DNS server (UDP+TCP, port 53) with a fixed zone, HTTP on 80 and 8080, HTTPS
-on 443 (certificate from the test's own CA), a TCP echo on 2222. Every DNS
+on 443 and 8443 (certificate from the test's own CA), a TCP echo on 2222.
+GET /big/N answers N bytes (benchmarks). Every DNS
 question and HTTP request is appended to LOG (one JSON line each) so the tests
 can tell what reached the upstreams.
 
@@ -21,6 +22,8 @@ _lock = threading.Lock()
 
 
 def log(**kw):
+    if LOG == "-":
+        return
     with _lock, open(LOG, "a") as f:
         f.write(json.dumps(kw) + "\n")
 
@@ -136,11 +139,12 @@ def main():
     ThreadingHTTPServer.daemon_threads = True
     serve(ThreadingHTTPServer(("0.0.0.0", 80), Http))
     serve(ThreadingHTTPServer(("0.0.0.0", 8080), Http))
-    https = ThreadingHTTPServer(("0.0.0.0", 443), Http)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(CERT, KEY)
-    https.socket = ctx.wrap_socket(https.socket, server_side=True)
-    serve(https)
+    for port in (443, 8443):
+        https = ThreadingHTTPServer(("0.0.0.0", port), Http)
+        https.socket = ctx.wrap_socket(https.socket, server_side=True)
+        serve(https)
     serve(TServer(("0.0.0.0", 2222), Echo))
     print("ready", flush=True)
     sys.stdin.read()  # until the test closes our stdin

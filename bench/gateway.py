@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Egress gateway benchmark: connection set-up and 100 MiB download through
+the gateway beside a direct (routed) connection, in the same run. Not a test:
+it reports p50/p90 and ratios.
+
+Topology (network namespaces made and removed here, like
+tests/e2e/test_gateway.py): `sb` (the client, a sandbox's view), `gw` (the
+host: the gateway process with the worker's redirect rules) and `srv` (test
+upstreams). The direct path is the same client and server with forwarding
+switched on in `gw` for ports 8080/8443 only, so both paths cross the same
+two veth links; the gateway path goes through its transparent port (HTTP:
+Host checked; TLS: SNI checked, then spliced) or its explicit proxy (CONNECT).
+
+    python3 bench/gateway.py [--build-dir build-release] [-n 300] [--mib 100]
+
+Needs root. Uses build-release/tests/gateway-run (meson setup build-release
+--buildtype=release && ninja -C build-release tests/gateway-run), else build/."""
+import argparse, json, os, secrets, shutil, statistics, subprocess, sys, tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SERVERS = os.path.join(REPO, "tests", "e2e", "gateway_servers.py")
+PY = "/usr/bin/python3"
+HOST_END, SB_IP, SRV_GW, SRV = "10.231.0.0", "10.231.0.1", "192.168.231.1", "192.168.231.2"
+
+CLIENT = r"""
+import socket, ssl, sys, time, json
+n = int(sys.argv[1]); ca = sys.argv[2]
+ip = socket.gethostbyname("allowed.test")          # through the gateway's DNS
+ctx = ssl.create_default_context(cafile=ca)
+REQ = b"GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+
+def fetch(addr, port, host, tls, proxy=False):
+    t = time.perf_counter()
+    if proxy:
+        s = socket.create_connection(("10.231.0.0", 10080))
+        s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (host.encode(), port, host.encode(), port))
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(4096)
+        assert buf.startswith(b"HTTP/1.1 200"), buf
+    else:
+        s = socket.create_connection((addr, port))
+    if tls:
+        s = ctx.wrap_socket(s, server_hostname=host)
+    s.sendall(REQ % host.encode())
+    out = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        out += d
+    s.close()
+    assert out.startswith(b"HTTP/1.1 200"), out[:100]
+    return (time.perf_counter() - t) * 1000.0
+
+paths = {
+    "http direct": lambda: fetch("192.168.231.2", 8080, "allowed.test", False),
+    "http gateway": lambda: fetch(ip, 80, "allowed.test", False),
+    "tls direct": lambda: fetch("192.168.231.2", 8443, "allowed.test", True),
+    "tls gateway": lambda: fetch(ip, 443, "allowed.test", True),
+    "tls proxy CONNECT": lambda: fetch(None, 443, "allowed.test", True, proxy=True),
+}
+res = {k: [] for k in paths}
+for k, f in paths.items():     # warm up
+    f()
+for i in range(n):             # interleaved: the same noise for every path
+    for k, f in paths.items():
+        res[k].append(f())
+print(json.dumps(res))
+"""
+
+
+def sh(*a, **kw):
+    return subprocess.run(list(a), check=True, capture_output=True, text=True, **kw)
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default=None)
+    ap.add_argument("-n", type=int, default=300, help="connections per path")
+    ap.add_argument("--mib", type=int, default=100, help="download size")
+    ap.add_argument("--runs", type=int, default=3, help="downloads per path (median reported)")
+    a = ap.parse_args()
+    bd = a.build_dir or next(d for d in ("build-release", "build") if os.path.exists(os.path.join(REPO, d, "tests", "gateway-run")))
+    gwrun = os.path.join(REPO, bd, "tests", "gateway-run")
+    tag = secrets.token_hex(3)
+    ns = {k: f"spgwb-{tag}-{k}" for k in ("sb", "gw", "srv")}
+    etc = f"/etc/netns/{ns['sb']}"
+    tmp = tempfile.mkdtemp(prefix="space-bench-gw-")
+    procs = []
+    try:
+        for n in ns.values():
+            sh("ip", "netns", "add", n)
+            sh("ip", "-n", n, "link", "set", "lo", "up")
+        sh("ip", "-n", ns["gw"], "link", "add", "vsb", "type", "veth", "peer", "name", "eth0", "netns", ns["sb"])
+        sh("ip", "-n", ns["gw"], "link", "add", "vsrv", "type", "veth", "peer", "name", "eth0", "netns", ns["srv"])
+        sh("ip", "-n", ns["gw"], "addr", "add", f"{HOST_END}/31", "dev", "vsb")
+        sh("ip", "-n", ns["sb"], "addr", "add", f"{SB_IP}/31", "dev", "eth0")
+        sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV_GW}/24", "dev", "vsrv")
+        sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV}/24", "dev", "eth0")
+        for n, dev in ((ns["gw"], "vsb"), (ns["gw"], "vsrv"), (ns["sb"], "eth0"), (ns["srv"], "eth0")):
+            sh("ip", "-n", n, "link", "set", dev, "up")
+        sh("ip", "-n", ns["sb"], "route", "add", "default", "via", HOST_END)
+        sh("ip", "-n", ns["srv"], "route", "add", f"{HOST_END}/31", "via", SRV_GW)
+        sh("ip", "netns", "exec", ns["gw"], "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        rules = f"""
+table ip spgwb {{
+  chain pre {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "vsb" ip saddr {SB_IP} udp dport 53 dnat to {HOST_END}:10053
+    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080 }} accept
+    iifname "vsb" ip saddr {SB_IP} ip daddr {SRV} tcp dport {{ 8080, 8443 }} accept
+    iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
+  }}
+  chain forwarded {{
+    type filter hook forward priority filter; policy drop;
+    ct state established,related accept
+    iifname "vsb" ip daddr {SRV} tcp dport {{ 8080, 8443 }} accept
+  }}
+}}"""
+        sh("ip", "netns", "exec", ns["gw"], "nft", "-f", "-", input=rules)
+        os.makedirs(etc, exist_ok=True)
+        with open(f"{etc}/resolv.conf", "w") as f:
+            f.write(f"nameserver {HOST_END}\n")
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=bench CA",
+           "-keyout", f"{tmp}/ca.key", "-out", f"{tmp}/ca.pem")
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=allowed.test", "-keyout", f"{tmp}/srv.key",
+           "-out", f"{tmp}/srv.csr")
+        with open(f"{tmp}/ext", "w") as f:
+            f.write("subjectAltName=DNS:allowed.test\n")
+        sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
+           "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
+        zone = {"_listen": [SRV], "allowed.test": [SRV]}
+        srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], PY, SERVERS, "-", f"{tmp}/srv.pem", f"{tmp}/srv.key",
+                                json.dumps(zone)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(srv)
+        assert srv.stdout.readline().strip() == "ready"
+        import socket as so
+        ctl, child = so.socketpair()
+        gw = subprocess.Popen(["ip", "netns", "exec", ns["gw"], gwrun, "--upstream", f"{SRV}:53", "--pool",
+                               "10.231.0.0/16", "--control-fd", str(child.fileno()), "--events-per-sec", "5"],
+                              pass_fds=(child.fileno(),))
+        child.close()
+        procs.append(gw)
+        ctl.sendall((json.dumps({"seq": 1, "op": "register", "id": "bench", "tenant": "t", "sandbox_ip": SB_IP,
+                                 "host_ip": HOST_END, "policy": {"allow": ["allowed.test"]}}) + "\n").encode())
+        reply = b""
+        while b"\"seq\":1" not in reply:
+            reply += ctl.recv(65536)
+        assert b"\"ok\":true" in reply, reply
+
+        r = subprocess.run(["ip", "netns", "exec", ns["sb"], PY, "-c", CLIENT, str(a.n), f"{tmp}/ca.pem"],
+                           capture_output=True, text=True, timeout=3600)
+        if r.returncode != 0:
+            sys.exit(r.stderr)
+        res = json.loads(r.stdout)
+        print(f"gateway benchmark ({bd}, {a.n} connections per path, interleaved; ms for connect + request + "
+              f"response + close)")
+        print(f"{'path':22} {'p50':>8} {'p90':>8}")
+        for k, xs in res.items():
+            print(f"{k:22} {pct(xs, 50):8.3f} {pct(xs, 90):8.3f}")
+        for proto in ("http", "tls"):
+            d, g = pct(res[f"{proto} direct"], 50), pct(res[f"{proto} gateway"], 50)
+            print(f"added by the gateway ({proto}, p50): {g - d:+.3f} ms")
+        d, g = pct(res["tls direct"], 50), pct(res["tls proxy CONNECT"], 50)
+        print(f"added by the explicit proxy (CONNECT + tls, p50): {g - d:+.3f} ms")
+
+        size = a.mib * 1024 * 1024
+        speeds = {}
+        for name, url in (("direct", f"http://{SRV}:8080/big/{size}"), ("gateway", f"http://allowed.test/big/{size}")):
+            runs = []
+            for _ in range(a.runs):
+                out = sh("ip", "netns", "exec", ns["sb"], "curl", "-sS", "--noproxy", "*", "-o", "/dev/null", "-w",
+                         "%{speed_download} %{size_download}", url).stdout.split()
+                assert int(float(out[1])) == size, out
+                runs.append(float(out[0]) / (1024 * 1024))
+            speeds[name] = statistics.median(runs)
+        print(f"{a.mib} MiB download (median of {a.runs}): direct {speeds['direct']:.0f} MiB/s, "
+              f"gateway {speeds['gateway']:.0f} MiB/s, ratio {speeds['gateway'] / speeds['direct']:.2f}")
+    finally:
+        for p in procs:
+            if p.stdin:
+                p.stdin.close()
+            p.kill()
+            p.wait()
+        for n in ns.values():
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        shutil.rmtree(etc, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
