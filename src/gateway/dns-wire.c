@@ -164,7 +164,7 @@ int dns_query_build(const char *name, uint16_t id, uint16_t qtype, uint8_t *buf,
 
 /* Skips a possibly compressed name; compares it to expect (if given). */
 static int name_skip(const uint8_t *p, size_t n, size_t *off, const char *expect, bool *ret_equal) {
-        size_t o = *off, end = 0, pos = 0;
+        size_t o = *off, end = 0, pos = 0, elen = expect ? strlen(expect) : 0;
         unsigned jumps = 0;
         bool equal = true, jumped = false;
         for (;;) {
@@ -187,9 +187,10 @@ static int name_skip(const uint8_t *p, size_t n, size_t *off, const char *expect
                         break;
                 if (o + len > n)
                         return -EBADMSG;
-                if (expect) {
+                if (expect && equal) {
+                        /* pos < elen before every read of expect; a NUL in a label never matches */
                         if (pos > 0) {
-                                if (expect[pos] != '.')
+                                if (pos >= elen || expect[pos] != '.')
                                         equal = false;
                                 else
                                         pos++;
@@ -198,7 +199,7 @@ static int name_skip(const uint8_t *p, size_t n, size_t *off, const char *expect
                                 char c = (char) p[o + i];
                                 if (c >= 'A' && c <= 'Z')
                                         c = (char) (c - 'A' + 'a');
-                                if (expect[pos] != c)
+                                if (pos >= elen || c == 0 || expect[pos] != c)
                                         equal = false;
                                 else
                                         pos++;
@@ -206,7 +207,7 @@ static int name_skip(const uint8_t *p, size_t n, size_t *off, const char *expect
                 }
                 o += len;
         }
-        if (expect && expect[pos] != 0)
+        if (expect && pos != elen)
                 equal = false;
         *off = jumped ? end : o;
         if (ret_equal)

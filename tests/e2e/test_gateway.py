@@ -147,7 +147,7 @@ table ip spgw {{
     type nat hook prerouting priority dstnat; policy accept;
     iifname "vsb" ip saddr {SB_IP} udp dport 53 dnat to {HOST_END}:10053
     iifname "vsb" ip saddr {SB_IP} tcp dport 53 dnat to {HOST_END}:10053
-    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080 }} accept
+    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080, 12053, 12080 }} accept
     iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
   }}
 }}"""
@@ -529,6 +529,39 @@ def test_events_rate_limited(net, tmp_path):
         assert gw.wait_event(lambda e: e["event"] == "network.dropped", timeout=15)
         denies = [e for e in gw.events if e["event"] == "network.deny"]
         assert 1 <= len(denies) < 300
+    finally:
+        rc, err = gw.close()
+    assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
+
+
+def test_connection_limit_and_handshake_timeout(net):
+    # a gateway with a small per-sandbox limit and a short handshake timeout:
+    # idle connections (slowloris) are closed, and past the limit a new one
+    # is refused at once; both are events
+    ns = net["ns"]
+    gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--conns", "4", "--handshake-timeout", "2",
+                                            "--dns-port", "12053", "--proxy-port", "12080",
+                                            "--transparent-port", "12081"])
+    try:
+        assert gw.request("register", id="sbl", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END,
+                          policy=POLICY)["ok"]
+        code = r"""
+import socket, time
+held = [socket.create_connection(("10.231.0.0", 12080), timeout=10) for _ in range(4)]
+time.sleep(0.5)
+extra = socket.create_connection(("10.231.0.0", 12080), timeout=10)
+print("extra", "closed" if extra.recv(10) == b"" else "open")
+# the held ones say nothing: the handshake timeout closes them
+print("held", ["closed" if h.recv(10) == b"" else "data" for h in held])
+"""
+        rc, out, err = py_in_sb(net, code, timeout=60)
+        assert rc == 0, err
+        assert out.splitlines() == ["extra closed", "held ['closed', 'closed', 'closed', 'closed']"], out
+        assert gw.wait_event(lambda e: "connection limit reached" in e["reason"]), gw.events
+        assert gw.wait_event(lambda e: "handshake timeout" in e["reason"])
+        # and the limit counted them back: a normal request works again
+        rc, out, err = curl(net, "-x", f"http://{HOST_END}:12080", "http://allowed.test/again")
+        assert rc == 0 and out.startswith("hello host=allowed.test"), err
     finally:
         rc, err = gw.close()
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
