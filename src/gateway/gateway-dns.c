@@ -181,6 +181,8 @@ static void resolve_finish(Gateway *gw, GwResolve *r, int rcode, struct in_addr 
                         gw_event(gw, sb, true, "dns", r->name, NULL, 0, why);
                 }
                 send_reply(gw, sb, r->conn, &r->client, &r->question, rcode < 0 ? DNS_RCODE_SERVFAIL : rcode, addrs, n, ttl);
+                if (r->conn)
+                        gw_conn_dns_continue(gw, r->conn); /* queries pipelined behind this one */
         } else if (r->conn)
                 gw_conn_resolved(gw, r->conn, rcode, addrs, rcode == DNS_RCODE_NOERROR ? n : 0);
 }

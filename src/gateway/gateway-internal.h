@@ -159,6 +159,8 @@ struct GwConn {
 void gw_listener_event(Gateway *gw, GwIo *io, uint32_t events);
 void gw_conn_resolved(Gateway *gw, GwConn *c, int rcode, const struct in_addr *addrs, size_t n);
 void gw_conn_dns_reply(Gateway *gw, GwConn *c, const uint8_t *p, size_t n);
+/* A DNS-over-TCP connection's lookup finished: answer what else it sent. */
+void gw_conn_dns_continue(Gateway *gw, GwConn *c);
 void gw_conns_tick(Gateway *gw, uint64_t now);
 /* Closes every connection and lookup of sb. */
 void gw_sandbox_drop_conns(Gateway *gw, GwSandbox *sb);

@@ -158,6 +158,10 @@ static void dns_tcp_input(Gateway *gw, GwConn *c) {
         conn_update(gw, c);
 }
 
+void gw_conn_dns_continue(Gateway *gw, GwConn *c) {
+        dns_tcp_input(gw, c);
+}
+
 /* Starts the upstream connection to c->dst. */
 static void conn_connect(Gateway *gw, GwConn *c) {
         const char *why = egress_policy_addr_forbidden(&gw->guard, AF_INET, &c->dst.sin_addr);

@@ -290,6 +290,32 @@ def test_dns_txt_any_and_other_types_refused_no_exfiltration(net):
     assert net["gw"].wait_event(lambda e: "query type TXT refused" in e["reason"])
 
 
+def test_dns_tcp_pipelined_queries_all_answered(net):
+    code = r"""
+import socket, struct
+def q(i, name):
+    b = struct.pack("!HHHHHH", i, 0x100, 1, 0, 0, 0)
+    for l in name.split("."):
+        b += bytes([len(l)]) + l.encode()
+    b += b"\0" + struct.pack("!HH", 1, 1)
+    return struct.pack("!H", len(b)) + b
+s = socket.create_connection(("10.231.0.0", 53), timeout=5)
+s.sendall(q(1, "allowed.test") + q(2, "other.test") + q(3, "www.allowed.test"))
+got = []
+buf = b""
+while len(got) < 3:
+    buf += s.recv(4096)
+    while len(buf) >= 2 and len(buf) >= 2 + struct.unpack("!H", buf[:2])[0]:
+        n = struct.unpack("!H", buf[:2])[0]
+        m = buf[2:2 + n]; buf = buf[2 + n:]
+        got.append((struct.unpack("!H", m[:2])[0], m[3] & 15))
+print(sorted(got))
+"""
+    rc, out, err = py_in_sb(net, code)
+    assert rc == 0, err
+    assert out == "[(1, 0), (2, 3), (3, 0)]"
+
+
 def test_dns_aaaa_empty_for_allowed(net):
     assert dns(net, "allowed.test", qtype=28) == (0, [])
     assert dns(net, "other.test", qtype=28) == (3, [])
