@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <grp.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -26,6 +27,7 @@
 #define GW_TICK_MSEC 500
 #define GW_EVENT_BURST_FACTOR 10.0
 #define GW_DNS_BURST_FACTOR 2.0
+#define GW_FDS_WANTED (2U * GW_CONNS_MAX + 4U * GW_SANDBOXES_MAX + 1024U)
 
 uint64_t gw_now_usec(void) {
         struct timespec ts;
@@ -441,6 +443,22 @@ static void control_event(Gateway *gw, GwIo *io, uint32_t events) {
         }
 }
 
+/* Two fds per connection and four per sandbox: the default soft limit of
+ * 1024 would cap the gateway long before GW_CONNS_MAX. Raised while still
+ * root (the hard limit too), else up to the hard limit. */
+static void raise_fd_limit(void) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return;
+        if (geteuid() == 0 && rl.rlim_max < GW_FDS_WANTED) {
+                struct rlimit want = { GW_FDS_WANTED, GW_FDS_WANTED };
+                if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+                        return;
+        }
+        rl.rlim_cur = rl.rlim_max;
+        (void) setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 /* The gateway needs no privilege: its listeners are on ports above 1024
  * (IP_FREEBIND needs none), SO_ORIGINAL_DST and outgoing connections neither.
  * So it gives up root before it reads a byte from a sandbox. */
@@ -473,6 +491,7 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
         r = egress_policy_guard_add_host_addrs(&gw.guard);
         if (r < 0)
                 log_warning_errno(r, "gateway: cannot list the host's addresses: %m");
+        raise_fd_limit();
         r = drop_privileges(config);
         if (r < 0)
                 return r;

@@ -74,6 +74,16 @@ TEST(register_policy_events_unregister) {
                 ASSERT_TRUE(strstr(status, want_uid) != NULL);
                 ASSERT_TRUE(strstr(status, want_nnp) != NULL);
                 ASSERT_TRUE(strstr(status, "\nCapEff:\t0000000000000000\n") != NULL);
+                /* room for many connections: the fd limit was raised */
+                _cleanup_free_ char *limits = NULL;
+                snprintf(path, sizeof path, "/proc/%d/limits", (int) pid);
+                ASSERT_OK(read_full_file(path, 64 * 1024, &limits, NULL));
+                const char *l = strstr(limits, "Max open files");
+                ASSERT_NOT_NULL(l);
+                char *end = NULL;
+                unsigned long soft = strtoul(l + strlen("Max open files"), &end, 10);
+                unsigned long hard = strtoul(end, NULL, 10);
+                ASSERT_TRUE(soft == hard && soft > 1024); /* the soft limit is the (possibly raised) hard one */
         }
 
         ASSERT_OK(gateway_client_register(g, "sb-1", "tenant-1", sb, host, "{\"allow\":[\"example.com\"]}", err, sizeof err));
