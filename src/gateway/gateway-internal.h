@@ -19,7 +19,7 @@
 #define GW_DNS_TTL_MIN 5U
 #define GW_RESOLVE_TIMEOUT_SEC 5U
 #define GW_RESOLVES_PER_SANDBOX_MAX 64U /* upstream queries in flight */
-#define GW_BUF_SIZE (64U * 1024U)       /* per direction of a relayed connection */
+#define GW_BUF_SIZE (64U * 1024U)       /* per direction of a relayed connection (and its pipe) */
 #define GW_CONTROL_LINE_MAX (128U * 1024U)
 #define GW_EVENT_REASON_MAX 512U
 
@@ -145,6 +145,8 @@ struct GwConn {
         const char *proto; /* "http", "tls", "connect", "tcp" for events */
         uint8_t *in, *out; /* sandbox → upstream, upstream → sandbox (GW_BUF_SIZE each) */
         size_t in_n, out_n;
+        int pipe_r, pipe_w; /* upstream → sandbox bytes spliced through a pipe once relaying (-1: buffered) */
+        size_t pipe_n;
         bool c_eof, u_eof, c_shut, u_shut;
         bool one_request; /* HTTP: only the first request's body goes upstream */
         bool body_done, chunked;

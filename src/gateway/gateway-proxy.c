@@ -8,6 +8,7 @@
  * Host/SNI, and raw addresses get nothing unless a CIDR rule allows them. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/netfilter_ipv4.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,16 @@
 static void conn_update(Gateway *gw, GwConn *c);
 static void uio_event(Gateway *gw, GwIo *io, uint32_t events);
 
+/* Bytes on their way to the sandbox: our own (refusals, the CONNECT reply,
+ * DNS answers) in out[], then the upstream's in the pipe. */
+static size_t to_client(const GwConn *c) {
+        return c->out_n + c->pipe_n;
+}
+
+static bool upstream_room(const GwConn *c) {
+        return c->pipe_r >= 0 ? c->pipe_n < GW_BUF_SIZE : c->out_n < GW_BUF_SIZE;
+}
+
 static void conn_close(Gateway *gw, GwConn *c) {
         if (c->prev)
                 c->prev->next = c->next;
@@ -43,6 +54,8 @@ static void conn_close(Gateway *gw, GwConn *c) {
         }
         gw_io_close(gw, &c->cio);
         gw_io_close(gw, &c->uio);
+        safe_close(c->pipe_r);
+        safe_close(c->pipe_w);
         if (c->sb && c->sb->n_conns > 0)
                 c->sb->n_conns--;
         gw->n_conns--;
@@ -113,9 +126,9 @@ static void conn_update(Gateway *gw, GwConn *c) {
                 }
                 if (!c->c_eof && c->in_n < GW_BUF_SIZE && !(c->one_request && c->body_done))
                         ce |= EPOLLIN;
-                if (c->out_n)
+                if (to_client(c))
                         ce |= EPOLLOUT;
-                if (!c->u_eof && c->out_n < GW_BUF_SIZE)
+                if (!c->u_eof && upstream_room(c))
                         ue |= EPOLLIN;
                 if (c->in_n && !c->sni_check)
                         ue |= EPOLLOUT;
@@ -200,6 +213,12 @@ static void connected(Gateway *gw, GwConn *c) {
         }
         c->state = GW_CONN_RELAY;
         c->last_usec = gw_now_usec();
+        /* the bulk direction goes through a pipe with splice(): no copy through here */
+        int p[2];
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) >= 0) {
+                c->pipe_r = p[0];
+                c->pipe_w = p[1];
+        }
         if (c->connect_reply) {
                 static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
                 memcpy(c->out, ok, STRLEN(ok));
@@ -659,22 +678,30 @@ static void client_readable(Gateway *gw, GwConn *c) {
 
 static void cio_event(Gateway *gw, GwIo *io, uint32_t events) {
         GwConn *c = (GwConn *) ((char *) io - offsetof(GwConn, cio));
-        if (events & EPOLLOUT && c->out_n) {
-                ssize_t k = write(c->cio.fd, c->out, c->out_n);
+        if (events & EPOLLOUT && to_client(c)) {
+                ssize_t k;
+                if (c->out_n) {
+                        k = write(c->cio.fd, c->out, c->out_n);
+                        if (k > 0) {
+                                memmove(c->out, c->out + k, c->out_n - (size_t) k);
+                                c->out_n -= (size_t) k;
+                        }
+                } else {
+                        k = splice(c->pipe_r, NULL, c->cio.fd, NULL, c->pipe_n, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+                        if (k > 0)
+                                c->pipe_n -= (size_t) k;
+                }
                 if (k < 0 && errno != EAGAIN && errno != EINTR) {
                         conn_close(gw, c);
                         return;
                 }
-                if (k > 0) {
-                        memmove(c->out, c->out + k, c->out_n - (size_t) k);
-                        c->out_n -= (size_t) k;
+                if (k > 0)
                         c->last_usec = gw_now_usec();
-                }
                 if (c->state == GW_CONN_FLUSH && c->out_n == 0) {
                         conn_close(gw, c);
                         return;
                 }
-                if (c->u_eof && c->out_n == 0 && c->state == GW_CONN_RELAY) {
+                if (c->u_eof && to_client(c) == 0 && c->state == GW_CONN_RELAY) {
                         if (c->one_request || c->c_eof) {
                                 conn_close(gw, c);
                                 return;
@@ -722,10 +749,12 @@ static void uio_event(Gateway *gw, GwIo *io, uint32_t events) {
                         c->u_shut = true;
                 }
         }
-        if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->u_eof && c->out_n < GW_BUF_SIZE) {
-                ssize_t k = read(c->uio.fd, c->out + c->out_n, GW_BUF_SIZE - c->out_n);
+        if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->u_eof && upstream_room(c)) {
+                ssize_t k = c->pipe_r >= 0 ? splice(c->uio.fd, NULL, c->pipe_w, NULL, GW_BUF_SIZE - c->pipe_n,
+                                                    SPLICE_F_NONBLOCK | SPLICE_F_MOVE)
+                                           : read(c->uio.fd, c->out + c->out_n, GW_BUF_SIZE - c->out_n);
                 if (k < 0 && errno != EAGAIN && errno != EINTR) {
-                        if (c->out_n == 0) {
+                        if (to_client(c) == 0) {
                                 conn_close(gw, c);
                                 return;
                         }
@@ -733,17 +762,20 @@ static void uio_event(Gateway *gw, GwIo *io, uint32_t events) {
                 }
                 if (k == 0) {
                         c->u_eof = true;
-                        if (c->out_n == 0 && (c->one_request || c->c_eof)) {
+                        if (to_client(c) == 0 && (c->one_request || c->c_eof)) {
                                 conn_close(gw, c);
                                 return;
                         }
-                        if (c->out_n == 0 && !c->c_shut) {
+                        if (to_client(c) == 0 && !c->c_shut) {
                                 (void) shutdown(c->cio.fd, SHUT_WR);
                                 c->c_shut = true;
                         }
                 }
                 if (k > 0) {
-                        c->out_n += (size_t) k;
+                        if (c->pipe_r >= 0)
+                                c->pipe_n += (size_t) k;
+                        else
+                                c->out_n += (size_t) k;
                         c->last_usec = gw_now_usec();
                 }
         }
@@ -753,7 +785,7 @@ static void uio_event(Gateway *gw, GwIo *io, uint32_t events) {
                 c->in_n = 0;
                 c->u_shut = true;
         }
-        if (c->u_eof && (events & (EPOLLHUP | EPOLLERR)) && c->uio.fd < 0 && c->out_n == 0) {
+        if (c->u_eof && (events & (EPOLLHUP | EPOLLERR)) && c->uio.fd < 0 && to_client(c) == 0) {
                 conn_close(gw, c);
                 return;
         }
@@ -808,6 +840,7 @@ void gw_listener_event(Gateway *gw, GwIo *io, uint32_t events) {
                 c->cio.fn = cio_event;
                 c->uio.fd = -EBADF;
                 c->uio.fn = uio_event;
+                c->pipe_r = c->pipe_w = -EBADF;
                 c->sb = sb;
                 c->kind = kind;
                 c->state = kind == GW_CONN_DNS ? GW_CONN_RELAY : GW_CONN_HEAD;

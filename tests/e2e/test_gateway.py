@@ -591,3 +591,16 @@ print("held", ["closed" if h.recv(10) == b"" else "data" for h in held])
     finally:
         rc, err = gw.close()
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
+
+
+@pytest.mark.parametrize("via", ["transparent-http", "transparent-tls", "proxy-http", "proxy-connect"])
+def test_large_download_intact(net, via):
+    size = 20 * 1024 * 1024 + 12345
+    scheme = "https" if via.endswith("tls") or via == "proxy-connect" else "http"
+    args = proxy() if via.startswith("proxy") else ()
+    r = in_sb(net, "sh", "-c", f"curl -sS --max-time 60 {'--noproxy *' if not args else ' '.join(args)} "
+                               f"--cacert {net['tmp']}/ca.pem {scheme}://allowed.test/big/{size} | sha256sum",
+              timeout=90)
+    import hashlib
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == hashlib.sha256(b"x" * size).hexdigest()
