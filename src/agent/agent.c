@@ -239,12 +239,13 @@ int main(int argc, char *argv[]) {
         Agent agent = { .epoll_fd = -EBADF, .listen_src.fd = -EBADF, .signal_src.fd = -EBADF, .next_exec_id = 1 };
         const char *listen_path = NULL;
         int listen_fd = 3, c, r;
+        bool vm = false;
         unsigned u;
 
         agent_ensure_stdio();
         log_set_prefix("agent");
 
-        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+        while (!agent_vm_is_init(argv[0]) && (c = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (c) {
                 case 'f':
                         if (safe_atou(optarg, &u) < 0 || u > INT32_MAX) {
@@ -265,12 +266,18 @@ int main(int argc, char *argv[]) {
                 default:
                         return 1;
                 }
-        if (optind < argc) {
+        if (optind < argc && !agent_vm_is_init(argv[0])) {
                 log_error("unexpected argument: %s", argv[optind]);
                 return 1;
         }
 
         agent.pid1 = getpid() == 1;
+        vm = agent_vm_is_init(argv[0]);
+        if (vm && agent_vm_boot(&listen_path) < 0) {
+                /* nothing to serve: stop the VM rather than hang (the host sees QEMU exit) */
+                log_error("vm boot failed");
+                return 1;
+        }
         agent.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (agent.epoll_fd < 0)
                 return log_error_errno(errno, "epoll_create1 failed: %m"), 1;
@@ -286,6 +293,8 @@ int main(int argc, char *argv[]) {
         } else
                 r = agent_adopt_fd(&agent, listen_fd);
         if (r < 0)
+                return 1;
+        if (vm && agent_vm_start_mux() < 0)
                 return 1;
 
         log_debug("space-agent %s serving (pid %d)", SPACE_VERSION, (int) getpid());

@@ -160,3 +160,10 @@ void agent_watch_event(Agent *a, Watch *w, uint32_t events);
 void agent_watch_stop(Agent *a, Watch *w);
 /* Frees stopped watches (once per loop turn, when no epoll event can name them any more). */
 void agent_watch_collect(void);
+
+/* agent-vm.c: the agent as /init of a microVM (the vm runtime). */
+bool agent_vm_is_init(const char *argv0);
+/* Loads modules, mounts the sandbox's disk as root, settings; *ret_listen_path: where to listen. */
+int agent_vm_boot(const char **ret_listen_path);
+/* Starts the thread that serves the host's connections over virtio-serial. */
+int agent_vm_start_mux(void);

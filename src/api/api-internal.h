@@ -43,6 +43,7 @@ int api_get_store(ApiRequest *r, ApiError *e);
 #define API_PTY_DIM_MAX 1000U            /* rows/cols of a pty */
 #define API_SANDBOX_CPU_MILLIS_MIN 10U
 #define API_SANDBOX_MEMORY_MB_MIN 16U
+#define API_SANDBOX_VM_MEMORY_MB_MIN 128U /* a guest kernel and its agent need this much */
 #define API_SANDBOX_DISK_MB_MIN 16U
 #define API_SANDBOX_PIDS_MIN 8U
 #define API_LIST_LIMIT_DEFAULT 100U

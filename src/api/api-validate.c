@@ -203,10 +203,7 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
                 const char *rt = json_string(v);
                 if (!rt)
                         return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "runtime must be a string");
-                if (streq(rt, "vm"))
-                        return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
-                                         "runtime 'vm' is not available on this deployment yet");
-                if (!streq(rt, "ns"))
+                if (!streq(rt, "ns") && !streq(rt, "vm"))
                         return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "runtime must be 'ns' or 'vm', not '%.32s'",
                                          rt);
         }
@@ -229,6 +226,11 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         r = field_u64(body, "memory_mb", API_SANDBOX_MEMORY_MB_MIN, c->max_memory_mb, &memory_mb, e);
         if (r < 0)
                 return r;
+        v = json_get(body, "runtime");
+        if (v && json_string(v) && streq(json_string(v), "vm") && memory_mb < API_SANDBOX_VM_MEMORY_MB_MIN)
+                return api_error(e, -ERANGE, API_INVALID_ARGUMENT,
+                                 "memory_mb must be at least %u for runtime 'vm' (the guest kernel's minimum)",
+                                 API_SANDBOX_VM_MEMORY_MB_MIN);
         r = field_u64(body, "disk_mb", API_SANDBOX_DISK_MB_MIN, c->max_disk_mb, &disk_mb, e);
         if (r < 0)
                 return r;
@@ -258,7 +260,8 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
 
         if (strscpy(sb->template_name, sizeof sb->template_name, tmpl) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "template name too long");
-        (void) strscpy(sb->runtime, sizeof sb->runtime, "ns");
+        v = json_get(body, "runtime");
+        (void) strscpy(sb->runtime, sizeof sb->runtime, v && json_string(v) ? json_string(v) : "ns");
         sb->cpu_millis = (uint32_t) cpu_millis;
         sb->memory_mb = memory_mb;
         sb->disk_mb = disk_mb;

@@ -6,6 +6,7 @@
 
 static const RuntimeOps *const runtimes[] = {
         &ns_runtime_ops,
+        &vm_runtime_ops,
 };
 
 const RuntimeOps *runtime_find(const char *name) {

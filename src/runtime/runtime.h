@@ -31,7 +31,18 @@ typedef struct RuntimeSpec {
         const char *agent_socket;  /* host path of the agent's listening socket to create */
         int agent_exe_fd;          /* an fd of the space-agent binary (sealed memfd) */
         const struct sock_fprog *seccomp; /* installed right before the agent runs; NULL = none */
+        const char *disk_path;     /* vm: the sandbox's raw root disk (root_path unused) */
+        uint32_t vcpus;            /* vm: virtual CPUs (0 = 1) */
 } RuntimeSpec;
+
+/* What a runtime needs to know about the host, given once at worker start. */
+typedef struct RuntimeHost {
+        const char *state_dir;
+        const char *run_dir;       /* <state>/run/sandboxes: <run_dir>/<id>/ holds a sandbox's sockets */
+        const char *vm_kernel_dir; /* vm: vmlinux, modules.cpio, version (vm/kernel/build.sh) */
+        const char *vm_accel;      /* vm: "auto" | "kvm" | "tcg" */
+        int agent_exe_fd;          /* space-agent (sealed memfd) */
+} RuntimeHost;
 
 typedef struct RuntimeInstance {
         pid_t pid;                 /* host pid of the sandbox's PID 1 */
@@ -41,8 +52,10 @@ typedef struct RuntimeInstance {
 
 typedef struct RuntimeOps {
         const char *name;
-        /* Probe: can this runtime run here? 0 or -errno with a log line. */
-        int (*probe)(void);
+        /* Probe: can this runtime run here? 0, or -errno and why (for errors and /v1/info). */
+        int (*probe)(const RuntimeHost *host, char *why, size_t why_size);
+        /* Facts for /v1/info as a JSON object (malloc'd), or NULL. */
+        char *(*info_json)(void);
         int (*create)(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf, size_t errbuf_size);
         /* Kills every process of the sandbox and removes its host resources
          * (cgroups, agent socket). The root filesystem is the pool's. Idempotent. */
@@ -62,6 +75,7 @@ typedef struct RuntimeOps {
 
 const RuntimeOps *runtime_find(const char *name);
 extern const RuntimeOps ns_runtime_ops;
+extern const RuntimeOps vm_runtime_ops;
 
 /* /proc/PID/stat field 22. */
 int proc_starttime(pid_t pid, uint64_t *ret);

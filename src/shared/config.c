@@ -43,6 +43,8 @@ const ConfigItem config_table[] = {
         { "auto_resume_paused", U(auto_resume_paused), "0", 0, 1, NULL, "1: exec and file calls on a paused sandbox resume it (else 409 sandbox_paused)" },
         { "max_branch", U(max_branch), "16", 1, 64, NULL, "most sandboxes one branch call may make" },
         { "checkpoint_keep_last", U(checkpoint_keep_last), "5", 1, 1000, NULL, "automatic checkpoints kept per sandbox before hourly (24 h) and daily (7 d) thinning" },
+        { "vm_kernel_dir", S(vm_kernel_dir), "", 0, 0, NULL, "guest kernel of the vm runtime (vm/kernel/build.sh DIR); default <state_dir>/vm/kernel" },
+        { "vm_accel", S(vm_accel), "auto", 0, 0, "auto|kvm|tcg", "vm runtime acceleration (auto: KVM if a boot works, else TCG emulation)" },
         { "warm_pool", S(warm_pool), "", 0, 0, NULL, "sandboxes kept created and paused per template, e.g. base:2,debian:1" },
         { "default_network", S(default_network), "", 0, 0, NULL, "egress policy of a create that names none, as JSON (e.g. {\"allow\":[\"pypi.org\"]}); empty = no egress" },
 };

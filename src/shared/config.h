@@ -44,6 +44,8 @@ typedef struct Config {
         uint64_t auto_resume_paused;   /* exec/file calls on a paused sandbox resume it instead of a 409 */
         uint64_t max_branch;           /* most sandboxes one branch call makes */
         uint64_t checkpoint_keep_last; /* automatic checkpoints kept before the hourly/daily thinning */
+        char vm_kernel_dir[CONFIG_STR_MAX];
+        char vm_accel[16];             /* auto | kvm | tcg */
         char warm_pool[CONFIG_STR_MAX];/* "template:count,..." kept created and paused */
         char default_network[CONFIG_STR_MAX]; /* egress policy JSON of a create that names none; "" = no egress */
 } Config;

@@ -31,6 +31,7 @@
  * except pool_open() which logs its choice (info) and failures (error). */
 
 #include <inttypes.h>
+#include <sys/types.h>
 
 #include "macros.h"
 
@@ -187,3 +188,20 @@ int pool_sandbox_branch(Pool *p, const char *src_id, const char *from_checkpoint
  * mount the old upper is swapped back). *ret_root: the same path as before.
  * -ENOENT: no such sandbox or checkpoint; -ERANGE for a disk_mb too large. */
 int pool_sandbox_restore(Pool *p, const char *id, const char *checkpoint_id, uint64_t disk_mb, char **ret_root);
+
+/* Disk images (the vm runtime), in disk-image.c. A template's raw ext4 image,
+ * images/<name>.ext4, made on first use with mkfs.ext4 -d from its tree (at
+ * least 256 MiB, the tree plus a quarter plus 128 MiB free); *ret_path is
+ * malloc'd. -ENOENT: no such template; -EIO if mkfs.ext4 failed. */
+int pool_template_image(Pool *p, const char *name, char **ret_path);
+/* Removes the image of a template, if any (pool_template_remove calls it). */
+int pool_template_image_remove(Pool *p, const char *name);
+/* sandboxes/<id>/disk.img: a reflink clone of the template's image (O(1) on
+ * btrfs, a copy elsewhere), grown to disk_mb MiB (file system included) if
+ * that is larger: the image's size is the sandbox's disk quota. Owned by
+ * owner (the VMM opens it as that uid), mode 0600. -EEXIST if the sandbox
+ * exists; a failure leaves nothing behind. pool_sandbox_remove removes it. */
+int pool_sandbox_disk_create(Pool *p, const char *template_name, const char *id, uint64_t disk_mb, uid_t owner,
+                             char **ret_path);
+/* -ENOENT if the sandbox has no disk image. */
+int pool_sandbox_disk_path(Pool *p, const char *id, char **ret);

@@ -81,7 +81,10 @@ int pool_template_remove(Pool *p, const char *name) {
         fd = pool_open_subdir(p, POOL_TEMPLATES_DIR);
         if (fd < 0)
                 return fd;
-        return pool_remove_entry(p, fd, name);
+        r = pool_remove_entry(p, fd, name);
+        if (r >= 0)
+                r = pool_template_image_remove(p, name);
+        return r;
 }
 
 /* --- the imported tree: device nodes out, disk usage (du: allocated blocks,

@@ -166,6 +166,8 @@ static void write_spec(JsonWriter *jw, const Sandbox *sb) {
         json_w_kv_string(jw, "id", sb->id);
         json_w_kv_int(jw, "slot", sb->slot);
         json_w_kv_string(jw, "template", sb->template_name);
+        if (!isempty(sb->runtime))
+                json_w_kv_string(jw, "runtime", sb->runtime);
         json_w_kv_int(jw, "cpu_millis", sb->cpu_millis);
         json_w_key(jw, "memory_mb");
         json_w_uint(jw, sb->memory_mb);

@@ -13,6 +13,7 @@ typedef struct LiveSandbox {
         pid_t pid;
         uint64_t starttime;
         int pidfd;
+        const RuntimeOps *rt; /* the runtime that holds it */
         bool frozen;
         uint64_t oom_kills; /* last count seen */
 } LiveSandbox;
@@ -21,6 +22,7 @@ typedef struct LiveSandbox {
 typedef struct WorkerSpec {
         char id[STORE_ID_MAX];
         char template_name[STORE_NAME_MAX];
+        char runtime[16];      /* "ns" (default) | "vm" */
         uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max, io_weight;
         char **env;
         char *policy;  /* egress policy JSON text ("policy" of the spec), NULL: none */
@@ -30,7 +32,9 @@ typedef struct Worker {
         const Config *config;
         Store *store;
         Pool *pool;
-        const RuntimeOps *runtime;
+        const RuntimeOps *runtime;    /* ns: the default */
+        const RuntimeOps *vm;         /* NULL where the vm runtime is unavailable (vm_why says why) */
+        char vm_why[256];
         int agent_exe_fd;   /* sealed memfd of space-agent */
         struct sock_fprog seccomp; /* the sandboxes' filter, built once */
         int epoll_fd;
@@ -52,7 +56,11 @@ int worker_destroy_sandbox(Worker *w, const char *id, ApiError *e);
 /* PID 1 of a live sandbox exited (its pidfd became readable). */
 void worker_sandbox_died(Worker *w, LiveSandbox *l);
 LiveSandbox *worker_live_find(Worker *w, const char *id);
-int worker_live_add(Worker *w, const char *id, pid_t pid, uint64_t starttime, int pidfd);
+int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, pid_t pid, uint64_t starttime, int pidfd);
+/* The runtime called name ("ns", "vm"; NULL/"" = ns), or NULL with an error if it is not available here. */
+const RuntimeOps *worker_runtime(Worker *w, const char *name, ApiError *e);
+/* The runtime of a live sandbox (ns if it is not live). */
+const RuntimeOps *worker_runtime_of(Worker *w, const char *id);
 void worker_live_remove(Worker *w, const char *id);
 int worker_agent_socket(Worker *w, const char *id, char *buf, size_t n);
 /* Removes every host trace of a sandbox id (processes, cgroups, socket dir,

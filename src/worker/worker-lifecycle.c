@@ -35,7 +35,7 @@ static int freeze(Worker *w, LiveSandbox *l, bool frozen, ApiError *e) {
         int r;
         if (l->frozen == frozen)
                 return 0;
-        r = w->runtime->freeze(l->id, frozen);
+        r = l->rt->freeze(l->id, frozen);
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot %s sandbox %s: %s", frozen ? "freeze" : "thaw", l->id,
                                  strerror(-r));

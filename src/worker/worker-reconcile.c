@@ -23,6 +23,7 @@ static void set_state(Worker *w, Sandbox *sb, SandboxState to, const char *type,
 
 static int reconcile_known(Worker *w, Sandbox *sb) {
         char sock[PATH_MAX];
+        const RuntimeOps *rt;
         int pidfd = -EBADF, r;
 
         switch (sb->state) {
@@ -36,15 +37,16 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                 return 0;
         case SANDBOX_RUNNING:
         case SANDBOX_PAUSED:
-                r = w->runtime->adopt(sb->id, (pid_t) sb->pid, sb->pid_starttime, &pidfd);
+                rt = streq(sb->runtime, "vm") ? w->vm : w->runtime;
+                r = rt ? rt->adopt(sb->id, (pid_t) sb->pid, sb->pid_starttime, &pidfd) : -EOPNOTSUPP;
                 if (r >= 0 && worker_agent_socket(w, sb->id, sock, sizeof sock) >= 0 && access(sock, F_OK) == 0) {
-                        r = worker_live_add(w, sb->id, (pid_t) sb->pid, sb->pid_starttime, pidfd);
+                        r = worker_live_add(w, rt, sb->id, (pid_t) sb->pid, sb->pid_starttime, pidfd);
                         if (r >= 0) {
                                 /* a crash may have left the freezer otherwise (e.g. mid-checkpoint):
                                  * set it to what the store says, whatever it is now */
                                 LiveSandbox *l = worker_live_find(w, sb->id);
                                 bool frozen = sb->state == SANDBOX_PAUSED;
-                                if (w->runtime->freeze(sb->id, frozen) < 0)
+                                if (rt->freeze(sb->id, frozen) < 0)
                                         log_warning("Cannot %s sandbox %s", frozen ? "freeze" : "thaw", sb->id);
                                 l->frozen = frozen;
                                 log_info("Found sandbox %s running (pid %" PRIi64 ")", sb->id, sb->pid);

@@ -22,15 +22,34 @@ LiveSandbox *worker_live_find(Worker *w, const char *id) {
         return NULL;
 }
 
-int worker_live_add(Worker *w, const char *id, pid_t pid, uint64_t starttime, int pidfd) {
+const RuntimeOps *worker_runtime(Worker *w, const char *name, ApiError *e) {
+        if (isempty(name) || streq(name, w->runtime->name))
+                return w->runtime;
+        if (streq(name, "vm")) {
+                if (w->vm)
+                        return w->vm;
+                api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT, "runtime 'vm' is not available on this host: %s",
+                          w->vm_why);
+                return NULL;
+        }
+        api_error(e, -EINVAL, API_INVALID_ARGUMENT, "unknown runtime '%.32s'", name);
+        return NULL;
+}
+
+const RuntimeOps *worker_runtime_of(Worker *w, const char *id) {
+        LiveSandbox *l = worker_live_find(w, id);
+        return l && l->rt ? l->rt : w->runtime;
+}
+
+int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, pid_t pid, uint64_t starttime, int pidfd) {
         struct epoll_event ev = { .events = EPOLLIN };
         LiveSandbox *l;
 
         if (GREEDY_REALLOC(w->live, w->allocated_live, w->n_live + 1) < 0)
                 return -ENOMEM;
         l = &w->live[w->n_live];
-        *l = (LiveSandbox){ .pid = pid, .starttime = starttime, .pidfd = pidfd };
-        (void) w->runtime->oom_kills(id, &l->oom_kills);
+        *l = (LiveSandbox){ .pid = pid, .starttime = starttime, .pidfd = pidfd, .rt = rt };
+        (void) rt->oom_kills(id, &l->oom_kills);
         if (strscpy(l->id, sizeof l->id, id) < 0)
                 return -ENAMETOOLONG;
         /* tag pidfds with the high bit so the loop can tell them from sockets */
@@ -89,9 +108,12 @@ int worker_cleanup_sandbox(Worker *w, const char *id, bool remove_root) {
 
         if (worker_agent_socket(w, id, sock, sizeof sock) < 0)
                 return -ENAMETOOLONG;
-        k = w->runtime->destroy(id, sock);
+        /* every runtime's destroy is idempotent: a sandbox that is not live may be of either */
+        k = worker_runtime_of(w, id)->destroy(id, sock);
         if (k < 0)
                 r = k;
+        if (w->vm && !worker_live_find(w, id))
+                (void) w->vm->destroy(id, sock);
         l = worker_live_find(w, id);
         if (l) {
                 siginfo_t si = {};
@@ -110,6 +132,18 @@ int worker_cleanup_sandbox(Worker *w, const char *id, bool remove_root) {
                 }
         }
         return r;
+}
+
+/* MemTotal in MiB, 0 if unknown. */
+static uint64_t host_memory_mb(void) {
+        _cleanup_free_ char *m = NULL;
+        unsigned long long kb;
+        const char *p;
+
+        if (read_full_file("/proc/meminfo", 65536, &m, NULL) < 0 || !(p = strstr(m, "MemTotal:")) ||
+            sscanf(p + STRLEN("MemTotal:"), "%llu", &kb) != 1)
+                return 0;
+        return kb / 1024;
 }
 
 static int env_from_json(const JsonValue *env, char ***ret) {
@@ -148,6 +182,9 @@ int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiErro
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: id");
         if (tmpl && strscpy(s.template_name, sizeof s.template_name, tmpl) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: template");
+        if (json_string(json_get(spec, "runtime")) &&
+            strscpy(s.runtime, sizeof s.runtime, json_string(json_get(spec, "runtime"))) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: runtime");
         if (get_u64(spec, "slot", &s.slot) < 0 || get_u64(spec, "cpu_millis", &s.cpu_millis) < 0 ||
             get_u64(spec, "memory_mb", &s.memory_mb) < 0 || get_u64(spec, "disk_mb", &s.disk_mb) < 0 ||
             get_u64(spec, "pids_max", &s.pids_max) < 0 || get_u64(spec, "io_weight", &s.io_weight) < 0 ||
@@ -179,10 +216,14 @@ RuntimeLimits worker_spec_limits(const WorkerSpec *s) {
 
 int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64_t *ret_pid, uint64_t *ret_starttime,
                          ApiError *e) {
-        char sock[PATH_MAX], dir[PATH_MAX], hostname[64], err[512] = "";
+        char sock[PATH_MAX], dir[PATH_MAX], hostname[64], err[1024] = "";
         RuntimeInstance inst = { .pidfd = -EBADF };
+        const RuntimeOps *rt = worker_runtime(w, s->runtime, e);
+        bool vm = rt && rt == w->vm;
         int r;
 
+        if (!rt)
+                return -EOPNOTSUPP;
         if (worker_live_find(w, s->id))
                 return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", s->id);
         snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, s->id);
@@ -195,7 +236,9 @@ int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64
 
         RuntimeSpec rs = {
                 .id = s->id,
-                .root_path = root,
+                .root_path = vm ? NULL : root,
+                .disk_path = vm ? root : NULL,
+                .vcpus = (uint32_t) ((s->cpu_millis + 999) / 1000),
                 .hostname = hostname,
                 .uid_base = (uid_t) (w->config->uid_base + s->slot * RUNTIME_ID_RANGE),
                 .limits = worker_spec_limits(s),
@@ -204,13 +247,13 @@ int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64
                 .agent_exe_fd = w->agent_exe_fd,
                 .seccomp = &w->seccomp,
         };
-        r = w->runtime->create(&rs, &inst, err, sizeof err);
+        r = rt->create(&rs, &inst, err, sizeof err);
         if (r < 0) {
                 (void) rm_rf(dir);
                 log_warning("Failed to start sandbox %s: %s", s->id, err);
                 return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
         }
-        r = worker_live_add(w, s->id, inst.pid, inst.starttime, inst.pidfd);
+        r = worker_live_add(w, rt, s->id, inst.pid, inst.starttime, inst.pidfd);
         if (r < 0) {
                 safe_close(inst.pidfd);
                 (void) worker_cleanup_sandbox(w, s->id, false);
@@ -225,6 +268,7 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
                           ApiError *e) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
         _cleanup_free_ char *root = NULL;
+        const RuntimeOps *rt;
         int r;
 
         r = worker_spec_parse(w, spec, &s, e);
@@ -236,11 +280,28 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
                 return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", s.id);
         if (!pool_template_exists(w->pool, s.template_name))
                 return api_error(e, -ENOENT, API_NOT_FOUND, "template '%s' is not on this host", s.template_name);
+        rt = worker_runtime(w, s.runtime, e);
+        if (!rt)
+                return -EOPNOTSUPP;
 
-        r = pool_sandbox_create(w->pool, s.template_name, s.id, s.disk_mb, &root);
-        if (r < 0)
-                return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
-                                 strerror(-r));
+        if (rt == w->vm) {
+                uint64_t host_mb = host_memory_mb();
+                if (s.memory_mb == 0 || (host_mb > 0 && s.memory_mb > host_mb))
+                        return api_error(e, -ERANGE, API_INVALID_ARGUMENT,
+                                         "memory_mb %" PRIu64 " is more than this host has (%" PRIu64 " MiB)",
+                                         s.memory_mb, host_mb);
+                r = pool_sandbox_disk_create(w->pool, s.template_name, s.id, s.disk_mb,
+                                             (uid_t) (w->config->uid_base + s.slot * RUNTIME_ID_RANGE), &root);
+                if (r < 0)
+                        return api_error(e, r, r == -EIO ? API_INTERNAL : api_error_code_from_errno(r),
+                                         "cannot create the root disk: %s%s", strerror(-r),
+                                         r == -EIO ? " (making the template's disk image failed)" : "");
+        } else {
+                r = pool_sandbox_create(w->pool, s.template_name, s.id, s.disk_mb, &root);
+                if (r < 0)
+                        return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
+                                         strerror(-r));
+        }
         r = worker_start_runtime(w, &s, root, ret_pid, ret_starttime, e);
         if (r < 0)
                 (void) pool_sandbox_remove(w->pool, s.id);
@@ -293,7 +354,7 @@ void worker_tick(Worker *w) {
                 uint64_t n = 0;
                 Sandbox sb = {};
 
-                if (w->runtime->oom_kills(l->id, &n) < 0 || n <= l->oom_kills)
+                if (l->rt->oom_kills(l->id, &n) < 0 || n <= l->oom_kills)
                         continue;
                 snprintf(reason, sizeof reason, "out of memory: the kernel killed %" PRIu64
                          " process(es) inside the sandbox (memory limit reached)", n - l->oom_kills);

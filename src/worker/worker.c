@@ -198,7 +198,17 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                 json_w_key(jw, "runtimes");
                 json_w_array_begin(jw);
                 json_w_string(jw, w->runtime->name);
+                if (w->vm)
+                        json_w_string(jw, w->vm->name);
                 json_w_array_end(jw);
+                {
+                        /* the vm runtime's facts (accelerator, transport, kernel), or why it is unavailable */
+                        _cleanup_free_ char *vm = vm_runtime_ops.info_json ? vm_runtime_ops.info_json() : NULL;
+                        if (vm) {
+                                json_w_key(jw, "vm");
+                                json_w_raw(jw, vm);
+                        }
+                }
                 json_w_kv_string(jw, "cgroup", cgroup_mode_to_string(cgroup_mode()));
                 json_w_key(jw, "storage");
                 json_w_raw(jw, pool);
@@ -385,13 +395,24 @@ int worker_main(const Config *config, int ready_fd) {
         if (r < 0)
                 return r;
         w.runtime = runtime_find("ns");
-        r = w.runtime->probe();
-        if (r < 0)
-                return r;
+        {
+                char why[256] = "", kdir[PATH_MAX];
+                r = w.runtime->probe(NULL, why, sizeof why);
+                if (r < 0)
+                        return r;
+                if (isempty(config->vm_kernel_dir))
+                        snprintf(kdir, sizeof kdir, "%s/vm/kernel", config->state_dir);
+                else
+                        (void) strscpy(kdir, sizeof kdir, config->vm_kernel_dir);
+                r = agent_memfd(config->agent_path, &w.agent_exe_fd);
+                if (r < 0)
+                        return r;
+                RuntimeHost host = { .state_dir = config->state_dir, .run_dir = w.agent_dir, .vm_kernel_dir = kdir,
+                                     .vm_accel = config->vm_accel, .agent_exe_fd = w.agent_exe_fd };
+                if (vm_runtime_ops.probe(&host, w.vm_why, sizeof w.vm_why) >= 0)
+                        w.vm = &vm_runtime_ops;
+        }
         r = cgroup_setup(config->cgroup_root);
-        if (r < 0)
-                return r;
-        r = agent_memfd(config->agent_path, &w.agent_exe_fd);
         if (r < 0)
                 return r;
         SeccompOptions so = { .allow_io_uring = config->seccomp_io_uring != 0 };

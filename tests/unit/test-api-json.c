@@ -233,8 +233,8 @@ TEST(create_errors) {
         ASSERT_CREATE_FAILS("{\"template\":1}", API_INVALID_ARGUMENT, "template must be a string");
         ASSERT_CREATE_FAILS("{\"template\":\"../etc\"}", API_INVALID_ARGUMENT,
                             "template: '../etc' is not a valid template name ([a-z0-9][a-z0-9._-]{0,63})");
-        ASSERT_CREATE_FAILS("{\"runtime\":\"vm\"}", API_INVALID_ARGUMENT,
-                            "runtime 'vm' is not available on this deployment yet");
+        ASSERT_CREATE_FAILS("{\"runtime\":\"vm\",\"memory_mb\":64}", API_INVALID_ARGUMENT,
+                            "memory_mb must be at least 128 for runtime 'vm' (the guest kernel's minimum)");
         ASSERT_CREATE_FAILS("{\"runtime\":\"xen\"}", API_INVALID_ARGUMENT, "runtime must be 'ns' or 'vm', not 'xen'");
         ASSERT_CREATE_FAILS("{\"runtime\":true}", API_INVALID_ARGUMENT, "runtime must be a string");
         ASSERT_CREATE_FAILS("{\"cpu\":0}", API_INVALID_ARGUMENT,

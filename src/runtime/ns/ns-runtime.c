@@ -23,9 +23,11 @@
 
 #define NS_CREATE_TIMEOUT_MSEC 10000
 
-static int ns_probe(void) {
-        if (access("/proc/self/ns/user", F_OK) < 0)
+static int ns_probe(const RuntimeHost *host, char *why, size_t why_size) {
+        if (access("/proc/self/ns/user", F_OK) < 0) {
+                snprintf(why, why_size, "no user namespaces: %s", strerror(errno));
                 return log_error_errno(errno, "No user namespaces: %m");
+        }
         return 0;
 }
 

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/* space-agent as /init of a microVM (the vm runtime): the initramfs holds
+ * the agent, the guest kernel's virtio modules (/modules/order) and the
+ * sandbox's settings (/config); the agent loads the modules, mounts the
+ * sandbox's disk (/dev/vda, ext4) and makes it the root, mounts the API file
+ * systems, sets the hostname and environment, brings up lo, and serves the
+ * usual agent socket inside the guest. A thread of PID 1 (so nothing inside
+ * the guest can kill it) multiplexes the host's connections over the
+ * virtio-serial port named "space.agent" onto that socket (vmux.h). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+#include "vmux.h"
+
+#define AGENT_VM_CONFIG "/config"
+#define AGENT_VM_CONFIG_MAX (256U * 1024U)
+#define AGENT_VM_MODULES "/modules"
+#define AGENT_VM_PORT_NAME "space.agent"
+#define AGENT_VM_DEVICE_WAIT_MSEC 20000U
+#define AGENT_VM_SOCKET_DIR "/run/space-agent"
+#define AGENT_VM_SOCKET AGENT_VM_SOCKET_DIR "/agent.sock"
+#define AGENT_VM_NEWROOT "/newroot"
+
+static int agent_vm_port_fd = -EBADF;
+
+bool agent_vm_is_init(const char *argv0) {
+        return getpid() == 1 && argv0 && streq(argv0, "/init") && access(AGENT_VM_MODULES "/order", F_OK) == 0;
+}
+
+static void agent_vm_sleep_msec(unsigned ms) {
+        struct timespec ts = { .tv_sec = ms / 1000U, .tv_nsec = (long) (ms % 1000U) * 1000000L };
+        (void) nanosleep(&ts, NULL);
+}
+
+static int agent_vm_load_modules(void) {
+        _cleanup_free_ char *order = NULL;
+        char *save = NULL;
+
+        if (read_full_file(AGENT_VM_MODULES "/order", 64 * 1024, &order, NULL) < 0)
+                return 0;
+        for (char *m = strtok_r(order, "\n", &save); m; m = strtok_r(NULL, "\n", &save)) {
+                char path[256];
+                _cleanup_close_ int fd = -EBADF;
+                if (strchr(m, '/'))
+                        continue;
+                snprintf(path, sizeof path, "%s/%s", AGENT_VM_MODULES, m);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+                        log_warning_errno(errno, "Cannot load module %s: %m", m);
+        }
+        return 0;
+}
+
+/* /dev/vportNpM of the port named AGENT_VM_PORT_NAME, once the driver shows it. */
+static int agent_vm_find_port(char *buf, size_t n) {
+        for (unsigned waited = 0; waited < AGENT_VM_DEVICE_WAIT_MSEC; waited += 10) {
+                _cleanup_(closedirp_) DIR *d = opendir("/sys/class/virtio-ports");
+                struct dirent *de;
+                while (d && (de = readdir(d))) {
+                        char p[512];
+                        _cleanup_free_ char *name = NULL;
+                        if (de->d_name[0] == '.')
+                                continue;
+                        snprintf(p, sizeof p, "/sys/class/virtio-ports/%s/name", de->d_name);
+                        if (read_full_file(p, 256, &name, NULL) < 0)
+                                continue;
+                        name[strcspn(name, "\n")] = 0;
+                        if (streq(name, AGENT_VM_PORT_NAME)) {
+                                snprintf(buf, n, "/dev/%s", de->d_name);
+                                if (access(buf, F_OK) == 0)
+                                        return 0;
+                        }
+                }
+                agent_vm_sleep_msec(10);
+        }
+        return -ENODEV;
+}
+
+static int agent_vm_wait_for(const char *path) {
+        for (unsigned waited = 0; waited < AGENT_VM_DEVICE_WAIT_MSEC; waited += 10) {
+                if (access(path, F_OK) == 0)
+                        return 0;
+                agent_vm_sleep_msec(10);
+        }
+        return -ENODEV;
+}
+
+static int agent_vm_mount(const char *src, const char *dst, const char *type, unsigned long flags, const char *data) {
+        (void) mkdir(dst, 0755);
+        if (mount(src, dst, type, flags, data) < 0)
+                return log_error_errno(errno, "Cannot mount %s on %s: %m", type ?: src, dst);
+        return 0;
+}
+
+/* /config: NUL-terminated records, "H<hostname>" and "E<KEY=VALUE>". */
+static int agent_vm_apply_config(void) {
+        _cleanup_free_ char *cfg = NULL;
+        size_t n = 0;
+        int r;
+
+        r = read_full_file(AGENT_VM_CONFIG, AGENT_VM_CONFIG_MAX, &cfg, &n);
+        if (r < 0)
+                return log_error_errno(r, "Cannot read %s: %m", AGENT_VM_CONFIG);
+        (void) clearenv();
+        (void) setenv("PATH", AGENT_DEFAULT_PATH, 1);
+        for (size_t i = 0; i < n;) {
+                const char *rec = cfg + i;
+                size_t l = strnlen(rec, n - i);
+                if (l > 1 && rec[0] == 'H')
+                        (void) sethostname(rec + 1, MIN(l - 1, (size_t) 64));
+                else if (l > 1 && rec[0] == 'E' && strchr(rec + 1, '=') && rec[1] != '=') {
+                        _cleanup_free_ char *k = strndup(rec + 1, (size_t) (strchr(rec + 1, '=') - rec - 1));
+                        if (k)
+                                (void) setenv(k, strchr(rec + 1, '=') + 1, 1);
+                }
+                i += l + 1;
+        }
+        return 0;
+}
+
+static void agent_vm_loopback_up(void) {
+        struct ifreq ifr = {};
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+                return;
+        (void) strscpy(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+                return;
+        ifr.ifr_flags |= IFF_UP;
+        (void) ioctl(fd, SIOCSIFFLAGS, &ifr);
+}
+
+int agent_vm_boot(const char **ret_listen_path) {
+        char port[128];
+        int r;
+
+        (void) umask(022);
+        if (agent_vm_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755") < 0 ||
+            agent_vm_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
+            agent_vm_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return -EIO;
+        /* the console: where log lines of PID 1 go (the host keeps it as the VM's log) */
+        {
+                int fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+                if (fd >= 0) {
+                        (void) dup2(fd, STDOUT_FILENO);
+                        (void) dup2(fd, STDERR_FILENO);
+                        safe_close(fd);
+                }
+        }
+        (void) agent_vm_load_modules();
+        r = agent_vm_apply_config();
+        if (r < 0)
+                return r;
+
+        r = agent_vm_find_port(port, sizeof port);
+        if (r < 0)
+                return log_error_errno(r, "No virtio-serial port named %s: %m", AGENT_VM_PORT_NAME);
+        agent_vm_port_fd = open(port, O_RDWR | O_CLOEXEC | O_NOCTTY);
+        if (agent_vm_port_fd < 0)
+                return log_error_errno(errno, "Cannot open %s: %m", port);
+
+        r = agent_vm_wait_for("/dev/vda");
+        if (r < 0)
+                return log_error_errno(r, "No root disk /dev/vda: %m");
+        if (agent_vm_mount("/dev/vda", AGENT_VM_NEWROOT, "ext4", MS_NOATIME, NULL) < 0)
+                return -EIO;
+        /* switch root: the API file systems move along, the initramfs stays below, unreachable */
+        (void) mkdir(AGENT_VM_NEWROOT "/dev", 0755);
+        (void) mkdir(AGENT_VM_NEWROOT "/proc", 0555);
+        (void) mkdir(AGENT_VM_NEWROOT "/sys", 0555);
+        if (mount("/dev", AGENT_VM_NEWROOT "/dev", NULL, MS_MOVE, NULL) < 0 ||
+            mount("/proc", AGENT_VM_NEWROOT "/proc", NULL, MS_MOVE, NULL) < 0 ||
+            mount("/sys", AGENT_VM_NEWROOT "/sys", NULL, MS_MOVE, NULL) < 0)
+                return log_error_errno(errno, "Cannot move the API file systems: %m");
+        if (chdir(AGENT_VM_NEWROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
+            chdir("/") < 0)
+                return log_error_errno(errno, "Cannot switch to the root disk: %m");
+
+        (void) agent_vm_mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=620,ptmxmode=666");
+        (void) agent_vm_mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+        (void) agent_vm_mount("run", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+        (void) mkdir("/tmp", 01777);
+        if (mkdir(AGENT_VM_SOCKET_DIR, 0700) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Cannot create %s: %m", AGENT_VM_SOCKET_DIR);
+        agent_vm_loopback_up();
+        *ret_listen_path = AGENT_VM_SOCKET;
+        return 0;
+}
+
+static void *agent_vm_mux_thread(void *arg) {
+        sigset_t all;
+        (void) arg;
+
+        sigfillset(&all);
+        (void) pthread_sigmask(SIG_BLOCK, &all, NULL);
+        for (;;) {
+                VmuxConfig cfg = {
+                        .role = VMUX_ROLE_GUEST,
+                        .link_fd = fcntl(agent_vm_port_fd, F_DUPFD_CLOEXEC, 3),
+                        .listen_fd = -1,
+                        .connect_path = AGENT_VM_SOCKET,
+                        .ready_fd = -1,
+                };
+                int r;
+                if (cfg.link_fd < 0)
+                        return NULL;
+                r = vmux_run(&cfg);
+                /* the host went away or broke the protocol: start over with a HELLO */
+                log_warning_errno(r, "agent channel ended (%m), starting again");
+                agent_vm_sleep_msec(100);
+        }
+        return NULL;
+}
+
+int agent_vm_start_mux(void) {
+        pthread_t t;
+        int r;
+
+        r = pthread_create(&t, NULL, agent_vm_mux_thread, NULL);
+        if (r != 0)
+                return log_error_errno(r, "Cannot start the agent channel: %m");
+        (void) pthread_detach(t);
+        return 0;
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* A minimal QMP client: connect, negotiate, run one command at a time.
+ * QEMU is as untrusted as the guest it runs (a guest escape lands in it):
+ * replies are bounded (QMP_REPLY_MAX) and parsed with the strict parser. */
+
+#include <stdint.h>
+
+#include "json.h"
+
+#define QMP_REPLY_MAX (64U * 1024U)
+#define QMP_TIMEOUT_MSEC 10000
+
+typedef struct Qmp {
+        int fd;
+        char buf[QMP_REPLY_MAX];
+        size_t n;
+} Qmp;
+
+/* Connects to the unix socket and enters command mode. */
+int qmp_open(const char *path, Qmp *ret);
+void qmp_close(Qmp *q);
+/* Runs "execute":cmd with optional pre-serialised arguments (an object) and
+ * waits for its return (events in between are skipped). -EIO with the
+ * class/desc of an error reply in err. *ret_return (may be NULL) is the
+ * "return" value. */
+int qmp_execute(Qmp *q, const char *cmd, const char *args_json, JsonValue **ret_return, char *err, size_t err_size);
+/* Waits for an event named name (e.g. "STOP"), up to timeout_msec. */
+int qmp_wait_event(Qmp *q, const char *name, int timeout_msec);

@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: MIT */
+/* The vm runtime: each sandbox a microVM with its own guest kernel.
+ *
+ * Per sandbox, on the host (everything in the sandbox's cgroup):
+ *   - the VMM (vmm.h; QEMU microvm) as the sandbox's unprivileged uid, with
+ *     the guest kernel, an initramfs (modules + space-agent as /init + the
+ *     sandbox's settings, a sealed memfd) and the root disk (a reflink clone
+ *     of the template's ext4 image) handed over as fds;
+ *   - the relay: a process that listens on the sandbox's usual agent socket
+ *     and multiplexes its connections over the guest's virtio-serial port
+ *     (vmux.h), as the sandbox's uid after binding;
+ *   - <run_dir>/<id>/qmp.sock, the VMM's control socket, and console.log,
+ *     the VMM's output and the guest's console.
+ * The sandbox's "PID 1" for the worker is the VMM: when it exits, the
+ * sandbox has stopped (a guest kernel panic makes QEMU exit: panic=-1,
+ * -no-reboot). */
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc-util.h"
+#include "cgroup.h"
+#include "fd-util.h"
+#include "json.h"
+#include "log.h"
+#include "str-util.h"
+#include "vm-initrd.h"
+#include "vmm.h"
+#include "vmux.h"
+
+#define VM_BOOT_TIMEOUT_MSEC 120000     /* TCG on a loaded host is slow */
+#define VM_KVM_PROBE_MSEC 20000         /* a KVM boot that takes longer is not working */
+#define VM_MEMORY_OVERHEAD_MB 192U      /* the VMM's own memory in the cgroup beside the guest's */
+#define VM_PIDS_MAX 256U                /* the VMM's threads and the relay */
+#define VM_CONSOLE_TAIL 600U            /* bytes of console.log quoted in a failed create */
+#define VM_KERNEL_DIR_FILES_MAX (64U * 1024U * 1024U)
+
+static const VmmDriver *vmm = &vmm_qemu;
+
+static struct {
+        bool probed, usable;
+        char why[256];
+        char run_dir[512];
+        char kernel_dir[512];
+        char kernel_version[128];
+        char vmm_version[64];
+        VmmAccel accel;          /* chosen: TCG until a KVM boot worked */
+        bool accel_auto, kvm_tried;
+        uint8_t *modules;        /* modules.cpio */
+        size_t modules_len;
+        VmInitrd base;           /* modules + /dev + /init: each sandbox's initramfs starts with it */
+        unsigned tsc_khz;
+} vm;
+
+static int vm_read_file(const char *dir, const char *name, size_t max, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *p = strjoin(dir, "/", name);
+        return p ? read_full_file(p, max, ret, ret_size) : -ENOMEM;
+}
+
+/* The host's TSC rate for tsc_early_khz= (the guest cannot calibrate it under microvm). */
+static unsigned vm_tsc_khz(void) {
+        _cleanup_free_ char *info = NULL;
+        const char *p;
+        double mhz;
+
+        if (read_full_file("/proc/cpuinfo", 4U << 20, &info, NULL) < 0 || !(p = strstr(info, "cpu MHz")) ||
+            !(p = strchr(p, ':')) || sscanf(p + 1, "%lf", &mhz) != 1 || mhz < 100 || mhz > 100000)
+                return 2000000U;
+        return (unsigned) (mhz * 1000);
+}
+
+static int vm_build_base(int agent_fd) {
+        _cleanup_free_ uint8_t *agent = NULL;
+        struct stat st;
+        int r;
+
+        if (fstat(agent_fd, &st) < 0)
+                return negative_errno();
+        agent = malloc((size_t) st.st_size);
+        if (!agent)
+                return -ENOMEM;
+        if (pread(agent_fd, agent, (size_t) st.st_size, 0) != st.st_size)
+                return -EIO;
+        r = vm_initrd_append(&vm.base, vm.modules, vm.modules_len);
+        if (r >= 0)
+                r = vm_initrd_add(&vm.base, "dev", S_IFDIR | 0755, 0, 0, NULL, 0);
+        if (r >= 0)
+                r = vm_initrd_add(&vm.base, "dev/console", S_IFCHR | 0600, 5, 1, NULL, 0);
+        if (r >= 0)
+                r = vm_initrd_add(&vm.base, "dev/null", S_IFCHR | 0666, 1, 3, NULL, 0);
+        if (r >= 0)
+                r = vm_initrd_add(&vm.base, "init", S_IFREG | 0755, 0, 0, agent, (size_t) st.st_size);
+        return r;
+}
+
+static int vm_probe(const RuntimeHost *host, char *why, size_t why_size) {
+        _cleanup_free_ char *version = NULL, *modules = NULL, *vmlinux = NULL;
+        size_t n = 0;
+        int r;
+
+        if (vm.probed) {
+                snprintf(why, why_size, "%s", vm.why);
+                return vm.usable ? 0 : -EOPNOTSUPP;
+        }
+        vm.probed = true;
+        (void) strscpy(vm.run_dir, sizeof vm.run_dir, host->run_dir);
+        (void) strscpy(vm.kernel_dir, sizeof vm.kernel_dir, strempty(host->vm_kernel_dir));
+        r = vmm->available(vm.vmm_version, sizeof vm.vmm_version);
+        if (r < 0) {
+                snprintf(vm.why, sizeof vm.why, "QEMU is not installed (qemu-system-x86_64: %s)", strerror(-r));
+                goto fail;
+        }
+        vmlinux = strjoin(vm.kernel_dir, "/vmlinux");
+        if (!vmlinux || access(vmlinux, R_OK) < 0) {
+                snprintf(vm.why, sizeof vm.why, "no guest kernel in '%s' (make one with vm/kernel/build.sh DIR)",
+                         vm.kernel_dir);
+                r = -ENOENT;
+                goto fail;
+        }
+        r = vm_read_file(vm.kernel_dir, "modules.cpio", VM_KERNEL_DIR_FILES_MAX, &modules, &n);
+        if (r < 0) {
+                snprintf(vm.why, sizeof vm.why, "cannot read %s/modules.cpio: %s", vm.kernel_dir, strerror(-r));
+                goto fail;
+        }
+        vm.modules = (uint8_t *) TAKE_PTR(modules);
+        vm.modules_len = n;
+        if (vm_read_file(vm.kernel_dir, "version", 256, &version, NULL) >= 0) {
+                version[strcspn(version, "\n")] = 0;
+                (void) strscpy(vm.kernel_version, sizeof vm.kernel_version, version);
+        }
+        r = vm_build_base(host->agent_exe_fd);
+        if (r < 0) {
+                snprintf(vm.why, sizeof vm.why, "cannot build the guest initramfs: %s", strerror(-r));
+                goto fail;
+        }
+        vm.tsc_khz = vm_tsc_khz();
+
+        vm.accel_auto = isempty(host->vm_accel) || streq(host->vm_accel, "auto");
+        if (vm.accel_auto)
+                vm.accel = access("/dev/kvm", R_OK | W_OK) == 0 ? VMM_ACCEL_KVM : VMM_ACCEL_TCG;
+        else
+                vm.accel = vmm_accel_from_string(host->vm_accel);
+        if ((int) vm.accel < 0) {
+                snprintf(vm.why, sizeof vm.why, "unknown accelerator '%s'", host->vm_accel);
+                r = -EINVAL;
+                goto fail;
+        }
+        if (vm.accel == VMM_ACCEL_TCG)
+                log_warning("vm runtime: no usable KVM (/dev/kvm), microVMs run under TCG software emulation: "
+                            "slow, for development and tests only");
+        log_info("vm runtime: %s, guest kernel %s, accelerator %s%s", vm.vmm_version, vm.kernel_version,
+                 vmm_accel_to_string(vm.accel), vm.accel_auto && vm.accel == VMM_ACCEL_KVM ? " (if a boot succeeds)" : "");
+        vm.usable = true;
+        vm.why[0] = 0;
+        return 0;
+fail:
+        snprintf(why, why_size, "%s", vm.why);
+        log_info("vm runtime unavailable: %s", vm.why);
+        return r;
+}
+
+static char *vm_info_json(void) {
+        JsonWriter w;
+        char *s = NULL;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "name", "vm");
+        json_w_kv_bool(&w, "available", vm.usable);
+        if (!vm.usable)
+                json_w_kv_string(&w, "reason", vm.why);
+        else {
+                json_w_kv_string(&w, "vmm", vm.vmm_version);
+                json_w_kv_string(&w, "accelerator", vmm_accel_to_string(vm.accel));
+                json_w_key(&w, "accelerators");
+                json_w_array_begin(&w);
+                if (vm.accel == VMM_ACCEL_KVM)
+                        json_w_string(&w, "kvm");
+                json_w_string(&w, "tcg");
+                json_w_array_end(&w);
+                json_w_kv_string(&w, "agent_transport", "virtio-serial");
+                json_w_kv_string(&w, "guest_kernel", vm.kernel_version);
+                json_w_kv_string(&w, "disk", "ext4 image, reflink clone");
+        }
+        json_w_object_end(&w);
+        if (json_w_finish(&w, &s, NULL) < 0)
+                return NULL;
+        return s;
+}
+
+static int vm_path(const char *id, const char *name, char *buf, size_t n) {
+        int k = snprintf(buf, n, "%s/%s/%s", vm.run_dir, id, name);
+        return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
+}
+
+static int vm_listen(const char *path, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+
+        if (strscpy(sa.sun_path, sizeof sa.sun_path, path) < 0)
+                return -ENAMETOOLONG;
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        (void) unlink(path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return negative_errno();
+        if (chmod(path, 0600) < 0 || listen(fd, 128) < 0) {
+                int r = negative_errno();
+                (void) unlink(path);
+                return r;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static int vm_initrd_for(const RuntimeSpec *spec, int *ret_fd) {
+        _cleanup_(vm_initrd_done) VmInitrd c = {};
+        _cleanup_free_ char *cfg = NULL;
+        size_t len = 0;
+        int r;
+
+        /* /config: "H<hostname>\0" "E<K=V>\0"... */
+        cfg = malloc(VM_INITRD_CONFIG_MAX);
+        if (!cfg)
+                return -ENOMEM;
+#define CFG_ADD(prefix, s)                                                   \
+        do {                                                                 \
+                size_t l_ = strlen(s);                                       \
+                if (len + l_ + 2 > VM_INITRD_CONFIG_MAX)                     \
+                        return -E2BIG;                                       \
+                cfg[len++] = (prefix);                                       \
+                memcpy(cfg + len, (s), l_ + 1);                              \
+                len += l_ + 1;                                               \
+        } while (0)
+        CFG_ADD('H', spec->hostname);
+        {
+                char idenv[128];
+                snprintf(idenv, sizeof idenv, "SPACE_SANDBOX_ID=%s", spec->id);
+                CFG_ADD('E', idenv);
+        }
+        for (char **e = spec->env; e && *e; e++)
+                CFG_ADD('E', *e);
+#undef CFG_ADD
+        r = vm_initrd_append(&c, vm.base.data, vm.base.len);
+        if (r >= 0)
+                r = vm_initrd_add(&c, "config", S_IFREG | 0600, 0, 0, cfg, len);
+        if (r >= 0)
+                r = vm_initrd_finish(&c);
+        if (r < 0)
+                return r;
+        return vm_initrd_memfd(&c, ret_fd);
+}
+
+/* The relay, in its own process (double-forked, so not the worker's child),
+ * inside the sandbox's cgroup, as the sandbox's uid once its sockets exist. */
+static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd, int link_fd, int ready_fd) {
+        pid_t pid;
+        int r, st = 0;
+
+        pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0) {
+                struct clone_args args = { .exit_signal = 0 };
+                sigset_t none;
+                if (cgroup_fd >= 0) {
+                        args.flags |= CLONE_INTO_CGROUP;
+                        args.cgroup = (uint64_t) cgroup_fd;
+                }
+                pid_t gc = (pid_t) syscall(SYS_clone3, &args, sizeof args);
+                if (gc < 0)
+                        _exit(1);
+                if (gc > 0) {
+                        if (cgroup_attach_v1(spec->id, gc) < 0)
+                                _exit(1);
+                        _exit(0);
+                }
+                (void) prctl(PR_SET_NAME, "space-vm-relay");
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                /* only the relay's fds stay open */
+                for (int fd = 3; fd < 65536; fd++)
+                        if (fd != listen_fd && fd != link_fd && fd != ready_fd)
+                                (void) close(fd);
+                if (setgroups(0, NULL) < 0 || setresgid(spec->uid_base, spec->uid_base, spec->uid_base) < 0 ||
+                    setresuid(spec->uid_base, spec->uid_base, spec->uid_base) < 0 ||
+                    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                        _exit(1);
+                VmuxConfig vc = { .role = VMUX_ROLE_HOST, .link_fd = link_fd, .listen_fd = listen_fd,
+                                  .ready_fd = ready_fd };
+                r = vmux_run(&vc);
+                _exit(r < 0 ? 1 : 0);
+        }
+        if (waitpid(pid, &st, 0) < 0)
+                return negative_errno();
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ECHILD;
+}
+
+static void vm_console_tail(const char *id, char *buf, size_t n) {
+        char path[PATH_MAX];
+        _cleanup_close_ int fd = -EBADF;
+        char tail[VM_CONSOLE_TAIL + 1];
+        off_t size;
+        ssize_t k;
+
+        if (vm_path(id, "console.log", path, sizeof path) < 0 || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+                return;
+        size = lseek(fd, 0, SEEK_END);
+        k = pread(fd, tail, VM_CONSOLE_TAIL, size > VM_CONSOLE_TAIL ? size - VM_CONSOLE_TAIL : 0);
+        if (k <= 0)
+                return;
+        tail[k] = 0;
+        for (ssize_t i = 0; i < k; i++)
+                if (tail[i] == '\n' || tail[i] == '\r' || (unsigned char) tail[i] < 0x20)
+                        tail[i] = ' ';
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, "; console: …%s", tail);
+}
+
+/* Waits until the guest's agent said HELLO, the VMM exited, or timeout. */
+static int vm_wait_ready(int ready_fd, int pidfd, int timeout_msec) {
+        struct pollfd p[2] = { { .fd = ready_fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+        char c;
+
+        for (;;) {
+                int r = poll(p, 2, timeout_msec);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        return negative_errno();
+                if (r == 0)
+                        return -ETIMEDOUT;
+                if (p[0].revents && read(ready_fd, &c, 1) == 1)
+                        return 0;
+                return -ECHILD; /* the VMM (or the relay) ended first */
+        }
+}
+
+static int vm_boot(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, RuntimeInstance *ret, char *errbuf,
+                   size_t errbuf_size) {
+        _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, qfd = -EBADF, kfd = -EBADF, ifd = -EBADF, dfd = -EBADF,
+                            logfd = -EBADF, pidfd = -EBADF;
+        int link[2] = { -EBADF, -EBADF }, ready[2] = { -EBADF, -EBADF };
+        char qmp[PATH_MAX], log[PATH_MAX], kernel[PATH_MAX], cmdline[512];
+        RuntimeLimits lim = spec->limits;
+        uint64_t memory_mb = spec->limits.memory_bytes >> 20, starttime = 0;
+        pid_t pid = -1;
+        int r;
+
+        /* the cgroup holds the VMM: the guest's memory plus the VMM's own */
+        lim.memory_bytes = (memory_mb + VM_MEMORY_OVERHEAD_MB) << 20;
+        lim.pids_max = VM_PIDS_MAX;
+        lim.fsize_bytes = 0;
+        r = cgroup_create(spec->id, &lim, &cgfd);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot create cgroups: %s", strerror(-r));
+                return r;
+        }
+        if (vm_path(spec->id, "qmp.sock", qmp, sizeof qmp) < 0 || vm_path(spec->id, "console.log", log, sizeof log) < 0 ||
+            snprintf(kernel, sizeof kernel, "%s/vmlinux", vm.kernel_dir) >= (int) sizeof kernel) {
+                r = -ENAMETOOLONG;
+                goto fail;
+        }
+        r = vm_listen(spec->agent_socket, &lfd);
+        if (r >= 0)
+                r = vm_listen(qmp, &qfd);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot create the sandbox's sockets: %s", strerror(-r));
+                goto fail;
+        }
+        logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        kfd = open(kernel, O_RDONLY | O_CLOEXEC);
+        dfd = open(spec->disk_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (logfd < 0 || kfd < 0 || dfd < 0) {
+                r = negative_errno();
+                snprintf(errbuf, errbuf_size, "cannot open the VM's files: %s", strerror(-r));
+                goto fail;
+        }
+        r = vm_initrd_for(spec, &ifd);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot build the initramfs: %s%s", strerror(-r),
+                         r == -E2BIG ? " (environment too large)" : "");
+                goto fail;
+        }
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, link) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
+                r = negative_errno();
+                goto fail;
+        }
+        snprintf(cmdline, sizeof cmdline, "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init tsc_early_khz=%u",
+                 vm.tsc_khz);
+
+        VmmConfig vc = {
+                .id = spec->id,
+                .accel = accel,
+                .vcpus = spec->vcpus ?: 1,
+                .memory_mb = memory_mb,
+                .uid = spec->uid_base,
+                .cgroup_fd = cgfd,
+                .kernel_fd = kfd,
+                .initrd_fd = ifd,
+                .disk_fd = dfd,
+                .cmdline = cmdline,
+                .agent_link_fd = link[1],
+                .control_fd = qfd,
+                .log_fd = logfd,
+        };
+        r = vmm->start(&vc, &pid, &pidfd, errbuf, errbuf_size);
+        if (r < 0)
+                goto fail;
+        link[1] = safe_close(link[1]);
+        qfd = safe_close(qfd); /* QEMU listens on it now */
+        r = cgroup_attach_v1(spec->id, pid);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot attach to cgroups: %s", strerror(-r));
+                goto fail;
+        }
+        r = vm_start_relay(spec, cgfd, lfd, link[0], ready[1]);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot start the agent relay: %s", strerror(-r));
+                goto fail;
+        }
+        link[0] = safe_close(link[0]);
+        ready[1] = safe_close(ready[1]);
+        lfd = safe_close(lfd);
+
+        r = vm_wait_ready(ready[0], pidfd, timeout_msec);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "%s",
+                         r == -ETIMEDOUT ? "the guest's agent did not answer in time"
+                                         : "the VM stopped before its agent answered");
+                vm_console_tail(spec->id, errbuf, errbuf_size);
+                goto fail;
+        }
+        r = proc_starttime(pid, &starttime);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "the VMM vanished");
+                goto fail;
+        }
+        safe_close(ready[0]);
+        ret->pid = pid;
+        ret->starttime = starttime;
+        ret->pidfd = TAKE_FD(pidfd);
+        return 0;
+
+fail:
+        safe_close(link[0]);
+        safe_close(link[1]);
+        safe_close(ready[0]);
+        safe_close(ready[1]);
+        if (pid > 0) {
+                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                (void) waitid(P_PIDFD, (id_t) pidfd, NULL, WEXITED);
+        }
+        (void) cgroup_kill(spec->id);
+        (void) cgroup_remove(spec->id);
+        (void) unlink(spec->agent_socket);
+        (void) unlink(qmp);
+        return r;
+}
+
+static int vm_create(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
+        int r;
+
+        if (!vm.usable) {
+                snprintf(errbuf, errbuf_size, "the vm runtime is not available: %s", vm.why);
+                return -EOPNOTSUPP;
+        }
+        if (!spec->disk_path) {
+                snprintf(errbuf, errbuf_size, "no root disk");
+                return -EINVAL;
+        }
+        if (vm.accel == VMM_ACCEL_KVM && vm.accel_auto && !vm.kvm_tried) {
+                /* the probe boot: /dev/kvm can exist and not work (some nested set-ups) */
+                vm.kvm_tried = true;
+                r = vm_boot(spec, VMM_ACCEL_KVM, VM_KVM_PROBE_MSEC, ret, errbuf, errbuf_size);
+                if (r >= 0)
+                        return r;
+                log_warning("vm runtime: a KVM boot failed (%s); falling back to TCG software emulation: "
+                            "slow, for development and tests only", errbuf);
+                vm.accel = VMM_ACCEL_TCG;
+                errbuf[0] = 0;
+        }
+        return vm_boot(spec, vm.accel, VM_BOOT_TIMEOUT_MSEC, ret, errbuf, errbuf_size);
+}
+
+static int vm_destroy(const char *id, const char *agent_socket) {
+        char qmp[PATH_MAX];
+        int r = cgroup_kill(id), k;
+
+        k = cgroup_remove(id);
+        if (r >= 0)
+                r = k;
+        if (agent_socket && unlink(agent_socket) < 0 && errno != ENOENT && r >= 0)
+                r = negative_errno();
+        if (vm.run_dir[0] && vm_path(id, "qmp.sock", qmp, sizeof qmp) >= 0)
+                (void) unlink(qmp);
+        return r;
+}
+
+static int vm_adopt(const char *id, pid_t pid, uint64_t starttime, int *ret_pidfd) {
+        uint64_t st;
+        int fd;
+
+        if (pid <= 0 || proc_starttime(pid, &st) < 0 || st != starttime || !cgroup_contains(id, pid))
+                return -ESRCH;
+        fd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (fd < 0)
+                return negative_errno();
+        *ret_pidfd = fd;
+        return 0;
+}
+
+static int vm_freeze(const char *id, bool frozen) {
+        char qmp[PATH_MAX];
+        int r = vm_path(id, "qmp.sock", qmp, sizeof qmp);
+        return r < 0 ? r : vmm->pause(qmp, frozen);
+}
+
+static int vm_set_limits(const char *id, const RuntimeLimits *limits) {
+        return -EOPNOTSUPP; /* the guest's memory is fixed at boot (no balloon yet) */
+}
+
+const RuntimeOps vm_runtime_ops = {
+        .name = "vm",
+        .probe = vm_probe,
+        .info_json = vm_info_json,
+        .create = vm_create,
+        .destroy = vm_destroy,
+        .adopt = vm_adopt,
+        .list = cgroup_list,
+        .freeze = vm_freeze,
+        .set_limits = vm_set_limits,
+        .oom_kills = cgroup_oom_kills,
+};

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/* The QEMU driver: `-M microvm`, every file handed over as an fd, QMP on a
+ * listening socket the worker made, seccomp (`-sandbox on`), started inside
+ * the sandbox's cgroup in new net/ipc/uts namespaces and running as the
+ * sandbox's unprivileged uid. */
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <linux/close_range.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "log.h"
+#include "qmp.h"
+#include "str-util.h"
+#include "vmm.h"
+
+#define QEMU_BINARY "/usr/bin/qemu-system-x86_64"
+#define QEMU_TB_SIZE_MB 64 /* TCG translation cache (the default, 1 GiB, would be most of a small VM's budget) */
+#define QEMU_ARGV_MAX 64
+
+/* fds in the child, in this order from 3 */
+enum { FD_KERNEL = 3, FD_INITRD, FD_DISK, FD_AGENT, FD_CONTROL, _FD_NEXT };
+
+static const char *const accel_table[_VMM_ACCEL_MAX] = {
+        [VMM_ACCEL_KVM] = "kvm",
+        [VMM_ACCEL_TCG] = "tcg",
+};
+
+const char *vmm_accel_to_string(VmmAccel a) {
+        return a >= 0 && a < _VMM_ACCEL_MAX ? accel_table[a] : NULL;
+}
+
+VmmAccel vmm_accel_from_string(const char *s) {
+        for (int i = 0; s && i < _VMM_ACCEL_MAX; i++)
+                if (streq(accel_table[i], s))
+                        return (VmmAccel) i;
+        return _VMM_ACCEL_INVALID;
+}
+
+static int qemu_available(char *version, size_t version_size) {
+        char out[256] = "";
+        int p[2], r;
+        pid_t pid;
+
+        if (access(QEMU_BINARY, X_OK) < 0)
+                return negative_errno();
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        pid = fork();
+        if (pid < 0) {
+                r = negative_errno();
+                safe_close(p[0]);
+                safe_close(p[1]);
+                return r;
+        }
+        if (pid == 0) {
+                char *argv[] = { (char *) QEMU_BINARY, (char *) "--version", NULL };
+                char *envp[] = { NULL };
+                (void) dup2(p[1], STDOUT_FILENO);
+                execve(QEMU_BINARY, argv, envp);
+                _exit(127);
+        }
+        safe_close(p[1]);
+        ssize_t k = loop_read(p[0], out, sizeof out - 1);
+        safe_close(p[0]);
+        (void) waitpid(pid, NULL, 0);
+        out[k > 0 ? k : 0] = 0;
+        out[strcspn(out, "\n(")] = 0;
+        /* "QEMU emulator version 7.2.22 " → "QEMU 7.2.22" */
+        const char *v = strstr(out, "version ");
+        if (v)
+                v += STRLEN("version ");
+        snprintf(version, version_size, "QEMU %.*s", v ? (int) strcspn(v, " \t") : 1, v ?: "?");
+        return 0;
+}
+
+static void child_fail(int errfd, const char *what) {
+        char buf[160];
+        int n = snprintf(buf, sizeof buf, "%s: %s", what, strerror(errno));
+        if (n > 0)
+                (void) !write(errfd, buf, (size_t) n);
+        _exit(127);
+}
+
+static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *err, size_t err_size) {
+        char mem[32], smp[32], kernel[32], initrd[32], drive[96], agent[64], control[80], accel[48], incoming[64];
+        const char *argv[QEMU_ARGV_MAX];
+        int n = 0, pidfd = -EBADF, ep[2];
+        pid_t pid;
+
+        snprintf(mem, sizeof mem, "%" PRIu64 "M", c->memory_mb);
+        snprintf(smp, sizeof smp, "%u", c->vcpus ?: 1);
+        snprintf(kernel, sizeof kernel, "/proc/self/fd/%d", FD_KERNEL);
+        snprintf(initrd, sizeof initrd, "/proc/self/fd/%d", FD_INITRD);
+        snprintf(drive, sizeof drive, "file=/proc/self/fd/%d,format=raw,if=none,id=root,discard=unmap", FD_DISK);
+        snprintf(agent, sizeof agent, "socket,id=agent,fd=%d", FD_AGENT);
+        snprintf(control, sizeof control, "socket,id=qmp,fd=%d,server=on,wait=off", FD_CONTROL);
+        snprintf(incoming, sizeof incoming, "file:%s", strempty(c->incoming_path));
+        if (c->accel == VMM_ACCEL_KVM)
+                snprintf(accel, sizeof accel, "kvm");
+        else
+                snprintf(accel, sizeof accel, "tcg,tb-size=%d", QEMU_TB_SIZE_MB);
+
+        argv[n++] = QEMU_BINARY;
+        argv[n++] = "-name";
+        argv[n++] = c->id;
+        argv[n++] = "-M";
+        argv[n++] = "microvm,x-option-roms=off,rtc=on";
+        argv[n++] = "-accel";
+        argv[n++] = accel;
+        argv[n++] = "-cpu";
+        argv[n++] = c->accel == VMM_ACCEL_KVM ? "host" : "max";
+        argv[n++] = "-smp";
+        argv[n++] = smp;
+        argv[n++] = "-m";
+        argv[n++] = mem;
+        argv[n++] = "-nodefaults";
+        argv[n++] = "-no-user-config";
+        argv[n++] = "-display";
+        argv[n++] = "none";
+        argv[n++] = "-serial";
+        argv[n++] = "stdio";
+        argv[n++] = "-no-reboot";
+        argv[n++] = "-kernel";
+        argv[n++] = kernel;
+        argv[n++] = "-initrd";
+        argv[n++] = initrd;
+        argv[n++] = "-append";
+        argv[n++] = c->cmdline;
+        argv[n++] = "-drive";
+        argv[n++] = drive;
+        argv[n++] = "-device";
+        argv[n++] = "virtio-blk-device,drive=root";
+        argv[n++] = "-device";
+        argv[n++] = "virtio-serial-device,max_ports=2";
+        argv[n++] = "-chardev";
+        argv[n++] = agent;
+        argv[n++] = "-device";
+        argv[n++] = "virtserialport,chardev=agent,name=space.agent";
+        argv[n++] = "-device";
+        argv[n++] = "virtio-rng-device";
+        argv[n++] = "-chardev";
+        argv[n++] = control;
+        argv[n++] = "-mon";
+        argv[n++] = "chardev=qmp,mode=control";
+        argv[n++] = "-sandbox";
+        argv[n++] = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
+        if (c->incoming_path) {
+                argv[n++] = "-incoming";
+                argv[n++] = incoming;
+        }
+        argv[n] = NULL;
+
+        if (pipe2(ep, O_CLOEXEC) < 0)
+                return negative_errno();
+        struct clone_args args = {
+                .flags = CLONE_PIDFD | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS,
+                .pidfd = (uint64_t) (uintptr_t) &pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        if (c->cgroup_fd >= 0) {
+                args.flags |= CLONE_INTO_CGROUP;
+                args.cgroup = (uint64_t) c->cgroup_fd;
+        }
+        pid = (pid_t) syscall(SYS_clone3, &args, sizeof args);
+        if (pid < 0) {
+                int r = negative_errno();
+                safe_close(ep[0]);
+                safe_close(ep[1]);
+                snprintf(err, err_size, "clone3: %s", strerror(-r));
+                return r;
+        }
+        if (pid == 0) {
+                /* child: no allocation; fds into place, privileges away, exec */
+                const int want[] = { c->kernel_fd, c->initrd_fd, c->disk_fd, c->agent_link_fd, c->control_fd };
+                int errfd = ep[1], tmp[ELEMENTSOF(want)];
+                sigset_t none;
+                char *envp[] = { (char *) "PATH=/usr/bin:/bin", NULL };
+
+                /* move everything above the target range first so dup2 never clobbers a source */
+                errfd = fcntl(errfd, F_DUPFD_CLOEXEC, 64);
+                for (size_t i = 0; i < ELEMENTSOF(want); i++)
+                        if ((tmp[i] = fcntl(want[i], F_DUPFD, 64)) < 0)
+                                child_fail(errfd, "dup");
+                if (dup2(c->log_fd, STDOUT_FILENO) < 0 || dup2(c->log_fd, STDERR_FILENO) < 0)
+                        child_fail(errfd, "dup2 log");
+                int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (nul < 0 || dup2(nul, STDIN_FILENO) < 0)
+                        child_fail(errfd, "open /dev/null");
+                for (size_t i = 0; i < ELEMENTSOF(want); i++)
+                        if (dup2(tmp[i], FD_KERNEL + (int) i) < 0)
+                                child_fail(errfd, "dup2");
+                if (syscall(SYS_close_range, _FD_NEXT, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                        child_fail(errfd, "close_range");
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                if (setgroups(0, NULL) < 0 || setresgid(c->uid, c->uid, c->uid) < 0 ||
+                    setresuid(c->uid, c->uid, c->uid) < 0)
+                        child_fail(errfd, "drop privileges");
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                        child_fail(errfd, "no_new_privs");
+                execve(QEMU_BINARY, (char *const *) argv, envp);
+                child_fail(errfd, "execve " QEMU_BINARY);
+        }
+        safe_close(ep[1]);
+        char buf[160];
+        ssize_t k = read(ep[0], buf, sizeof buf - 1);
+        safe_close(ep[0]);
+        if (k > 0) {
+                buf[k] = 0;
+                snprintf(err, err_size, "cannot start QEMU: %s", buf);
+                (void) waitid(P_PIDFD, (id_t) pidfd, NULL, WEXITED);
+                safe_close(pidfd);
+                return -ENOEXEC;
+        }
+        *ret_pid = pid;
+        *ret_pidfd = pidfd;
+        return 0;
+}
+
+static int qemu_pause(const char *control_path, bool pause) {
+        Qmp q;
+        int r = qmp_open(control_path, &q);
+        if (r < 0)
+                return r;
+        r = qmp_execute(&q, pause ? "stop" : "cont", NULL, NULL, NULL, 0);
+        qmp_close(&q);
+        return r;
+}
+
+static int qemu_save(const char *control_path, const char *path) {
+        _cleanup_free_ char *args = NULL;
+        char err[256] = "";
+        Qmp q;
+        int r;
+
+        if (strpbrk(path, "\"\\,"))
+                return -EINVAL;
+        args = strdup_printf("{\"uri\":\"file:%s\"}", path);
+        if (!args)
+                return -ENOMEM;
+        r = qmp_open(control_path, &q);
+        if (r < 0)
+                return r;
+        r = qmp_execute(&q, "stop", NULL, NULL, NULL, 0);
+        if (r >= 0)
+                r = qmp_execute(&q, "migrate", args, NULL, err, sizeof err);
+        /* poll until the migration is done */
+        for (int i = 0; r >= 0 && i < 6000; i++) {
+                JsonValue *st = NULL;
+                r = qmp_execute(&q, "query-migrate", NULL, &st, err, sizeof err);
+                if (r < 0)
+                        break;
+                const char *s = json_string(json_get(st, "status"));
+                bool done = s && streq(s, "completed"), failed = s && (streq(s, "failed") || streq(s, "cancelled"));
+                json_free(st);
+                if (done)
+                        break;
+                if (failed)
+                        r = -EIO;
+                else
+                        (void) usleep(10000);
+        }
+        if (r < 0 && err[0])
+                log_debug("QMP migrate to %s: %s", path, err);
+        qmp_close(&q);
+        return r;
+}
+
+static int qemu_quit(const char *control_path) {
+        Qmp q;
+        int r = qmp_open(control_path, &q);
+        if (r < 0)
+                return r;
+        r = qmp_execute(&q, "quit", NULL, NULL, NULL, 0);
+        qmp_close(&q);
+        return r;
+}
+
+const VmmDriver vmm_qemu = {
+        .name = "qemu",
+        .available = qemu_available,
+        .start = qemu_start,
+        .pause = qemu_pause,
+        .save = qemu_save,
+        .quit = qemu_quit,
+};

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* A VMM driver: starts one microVM per sandbox and controls it. Small on
+ * purpose, so that a Firecracker or cloud-hypervisor driver can sit beside
+ * QEMU's: start from files given as fds, pause/resume, save the whole
+ * machine to a file and start from one, quit. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum VmmAccel {
+        VMM_ACCEL_KVM,
+        VMM_ACCEL_TCG, /* software emulation: development and tests only */
+        _VMM_ACCEL_MAX,
+        _VMM_ACCEL_INVALID = -22,
+} VmmAccel;
+
+const char *vmm_accel_to_string(VmmAccel a);
+VmmAccel vmm_accel_from_string(const char *s);
+
+typedef struct VmmConfig {
+        const char *id;
+        VmmAccel accel;
+        uint32_t vcpus;
+        uint64_t memory_mb;
+        uid_t uid;              /* the VMM drops to this uid/gid */
+        int cgroup_fd;          /* started inside this cgroup (v2), or -1 */
+        int kernel_fd;          /* ELF vmlinux (PVH) */
+        int initrd_fd;
+        int disk_fd;            /* raw root disk, read-write (opened again by the VMM as uid) */
+        const char *cmdline;
+        int agent_link_fd;      /* one end of a stream socket: the guest's agent port */
+        int control_fd;         /* a listening unix socket: the VMM's control channel (QMP) */
+        int log_fd;             /* the VMM's stdout/stderr and the guest console */
+        const char *incoming_path; /* start from a machine saved to this file (NULL: boot) */
+} VmmConfig;
+
+typedef struct VmmDriver {
+        const char *name;
+        /* The VMM's binary and version ("QEMU 7.2.22"), or -ENOENT. */
+        int (*available)(char *version, size_t version_size);
+        /* Starts the VMM; *ret_pid and *ret_pidfd (owned by the caller). */
+        int (*start)(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *err, size_t err_size);
+        /* Over the control socket at control_path: */
+        int (*pause)(const char *control_path, bool pause);
+        /* Stops the guest and writes the machine (memory and devices) to path; the VMM stays. */
+        int (*save)(const char *control_path, const char *path);
+        int (*quit)(const char *control_path);
+} VmmDriver;
+
+extern const VmmDriver vmm_qemu;
