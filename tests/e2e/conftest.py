@@ -29,6 +29,7 @@ def _log(msg):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "soak: long create/exec/delete cycles (run by default)")
+    config.addinivalue_line("markers", "vm: boots microVMs (slow under TCG; run by default, -m 'not vm' to skip)")
     config.addinivalue_line("markers", "timeout(seconds): per-test watchdog (default 600)")
 
 
