@@ -128,7 +128,7 @@ def test_pty(vmd, vsb):
 
 
 def test_pause_resume_keeps_processes(vmd, vsb):
-    vmd.sh(vsb, "(i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done) >/dev/null 2>&1 &")
+    vmd.sh(vsb, "(i=0; while true; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.2; done) >/dev/null 2>&1 &")
     host.wait_until(lambda: vmd.sh(vsb, "cat /tmp/counter 2>/dev/null || echo 0").strip() not in ("", "0"), 60)
     r = vmd.api("POST", f"/v1/sandboxes/{vsb}/pause")
     assert r.status == 200, r

@@ -264,49 +264,79 @@ static int vm_initrd_for(const RuntimeSpec *spec, int *ret_fd) {
         return vm_initrd_memfd(&c, ret_fd);
 }
 
-/* The relay, in its own process (double-forked, so not the worker's child),
- * inside the sandbox's cgroup, as the sandbox's uid once its sockets exist. */
-static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd, int link_fd, int ready_fd) {
-        pid_t pid;
-        int r, st = 0;
+/* Relays are children of the worker (reaped at destroy, so none lingers as
+ * a zombie); their pidfds by sandbox id. */
+typedef struct VmRelay {
+        char id[64];
+        int pidfd;
+} VmRelay;
+static VmRelay *relays;
+static size_t n_relays, allocated_relays;
 
-        pid = fork();
+static void vm_relay_reap(const char *id) {
+        for (size_t i = 0; i < n_relays; i++)
+                if (streq(relays[i].id, id)) {
+                        (void) syscall(SYS_pidfd_send_signal, relays[i].pidfd, SIGKILL, NULL, 0);
+                        (void) waitid(P_PIDFD, (id_t) relays[i].pidfd, &(siginfo_t){}, WEXITED);
+                        safe_close(relays[i].pidfd);
+                        relays[i] = relays[--n_relays];
+                        return;
+                }
+}
+
+/* The relay: a child in the sandbox's cgroup, as the sandbox's uid once its sockets exist. */
+static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd, int link_fd, int ready_fd) {
+        int pidfd = -EBADF, r;
+        struct clone_args args = {
+                .flags = CLONE_PIDFD,
+                .pidfd = (uint64_t) (uintptr_t) &pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        pid_t pid;
+
+        if (GREEDY_REALLOC(relays, allocated_relays, n_relays + 1) < 0 || strlen(spec->id) >= sizeof relays->id)
+                return -ENOMEM;
+        if (cgroup_fd >= 0) {
+                args.flags |= CLONE_INTO_CGROUP;
+                args.cgroup = (uint64_t) cgroup_fd;
+        }
+        pid = (pid_t) syscall(SYS_clone3, &args, sizeof args);
         if (pid < 0)
                 return negative_errno();
         if (pid == 0) {
-                struct clone_args args = { .exit_signal = 0 };
                 sigset_t none;
-                if (cgroup_fd >= 0) {
-                        args.flags |= CLONE_INTO_CGROUP;
-                        args.cgroup = (uint64_t) cgroup_fd;
-                }
-                pid_t gc = (pid_t) syscall(SYS_clone3, &args, sizeof args);
-                if (gc < 0)
-                        _exit(1);
-                if (gc > 0) {
-                        if (cgroup_attach_v1(spec->id, gc) < 0)
-                                _exit(1);
-                        _exit(0);
-                }
+                int fds[3] = { listen_fd, link_fd, ready_fd };
                 (void) prctl(PR_SET_NAME, "space-vm-relay");
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                /* only the relay's fds stay open */
-                for (int fd = 3; fd < 65536; fd++)
-                        if (fd != listen_fd && fd != link_fd && fd != ready_fd)
-                                (void) close(fd);
+                /* only the relay's fds stay open: move them to 3, 4, 5 */
+                for (int i = 0; i < 3; i++)
+                        if ((fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 100)) < 0)
+                                _exit(1);
+                for (int i = 0; i < 3; i++)
+                        if (dup3(fds[i], 3 + i, O_CLOEXEC) < 0)
+                                _exit(1);
+                if (syscall(SYS_close_range, 6U, ~0U, 0U) < 0)
+                        _exit(1);
                 if (setgroups(0, NULL) < 0 || setresgid(spec->uid_base, spec->uid_base, spec->uid_base) < 0 ||
                     setresuid(spec->uid_base, spec->uid_base, spec->uid_base) < 0 ||
                     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                         _exit(1);
-                VmuxConfig vc = { .role = VMUX_ROLE_HOST, .link_fd = link_fd, .listen_fd = listen_fd,
-                                  .ready_fd = ready_fd };
+                VmuxConfig vc = { .role = VMUX_ROLE_HOST, .link_fd = 4, .listen_fd = 3, .ready_fd = 5 };
                 r = vmux_run(&vc);
                 _exit(r < 0 ? 1 : 0);
         }
-        if (waitpid(pid, &st, 0) < 0)
-                return negative_errno();
-        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ECHILD;
+        r = cgroup_attach_v1(spec->id, pid);
+        if (r < 0) {
+                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                (void) waitid(P_PIDFD, (id_t) pidfd, &(siginfo_t){}, WEXITED);
+                safe_close(pidfd);
+                return r;
+        }
+        relays[n_relays] = (VmRelay){ .pidfd = pidfd };
+        (void) strscpy(relays[n_relays].id, sizeof relays[n_relays].id, spec->id);
+        n_relays++;
+        return 0;
 }
 
 static void vm_console_tail(const char *id, char *buf, size_t n) {
@@ -465,6 +495,7 @@ fail:
                 (void) waitid(P_PIDFD, (id_t) pidfd, NULL, WEXITED);
         }
         (void) cgroup_kill(spec->id);
+        vm_relay_reap(spec->id);
         (void) cgroup_remove(spec->id);
         (void) unlink(spec->agent_socket);
         (void) unlink(qmp);
@@ -500,6 +531,7 @@ static int vm_destroy(const char *id, const char *agent_socket) {
         char qmp[PATH_MAX];
         int r = cgroup_kill(id), k;
 
+        vm_relay_reap(id);
         k = cgroup_remove(id);
         if (r >= 0)
                 r = k;
