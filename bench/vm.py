@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""space vm runtime benchmark: create (cold boot of a microVM), first exec,
+exec round trip, pause, resume and delete through the HTTP API, p50/p90,
+with the accelerator (kvm or tcg) named in every line. Not a test: it reports.
+
+One command: `python3 bench/vm.py` (as root) starts a private spaced from
+--build-dir (default build-release, else build) with the guest kernel from
+--kernel-dir (default: vm/kernel/build.sh into /tmp/space-e2e-cache/vm-kernel,
+shared with the e2e tests), runs, deletes what it made, stops spaced and
+removes its state directory. Under TCG (no usable KVM) the figures are
+software-emulation figures: for comparing changes on the same machine only."""
+import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from lifecycle import Api, pct, free_port  # noqa: E402
+
+CGROUP_ROOT = "space-bench-vm"
+
+
+def kernel_dir(arg):
+    if arg:
+        return arg
+    out = "/tmp/space-e2e-cache/vm-kernel"
+    if not os.path.exists(os.path.join(out, "vmlinux")):
+        subprocess.run([os.path.join(REPO, "vm", "kernel", "build.sh"), out], check=True)
+    return out
+
+
+def start_spaced(build, kdir, state):
+    tpl = os.path.join(state, "templates-in")
+    os.makedirs(tpl)
+    tar = os.path.join(build, "templates", "base.tar")
+    if not os.path.exists(tar):
+        tar = "/tmp/space-e2e-cache/base.tar"
+    if os.path.exists(tar):
+        shutil.copyfile(tar, os.path.join(tpl, "base.tar"))
+    else:
+        subprocess.run([os.path.join(REPO, "templates", "base", "build.sh"), os.path.join(tpl, "base.tar")], check=True)
+    port = free_port()
+    args = [os.path.join(build, "src", "spaced", "spaced"), "--state-dir", os.path.join(state, "s"),
+            "--listen", f"127.0.0.1:{port}", "--template-dir", tpl, "--cgroup-root", CGROUP_ROOT,
+            "--pool-size-mb", "8192", "--log-level", "warning", f"--vm-kernel-dir={kdir}"]
+    log = open(os.path.join(state, "spaced.log"), "wb")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    for _ in range(3000):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/healthz")
+            if c.getresponse().status == 200:
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError("spaced exited: see " + log.name)
+        time.sleep(0.1)
+    with open(os.path.join(state, "s", "admin.key")) as f:
+        key = f.read().strip()
+    return proc, log, f"http://127.0.0.1:{port}", key
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build-dir", default=None)
+    ap.add_argument("--kernel-dir", default=None)
+    ap.add_argument("-n", type=int, default=3, help="vm sandboxes created (each a cold boot)")
+    ap.add_argument("--execs", type=int, default=20, help="exec round trips measured")
+    ap.add_argument("--memory-mb", type=int, default=256)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    build = a.build_dir or next((os.path.join(REPO, d) for d in ("build-release", "build")
+                                 if os.path.exists(os.path.join(REPO, d, "src", "spaced", "spaced"))), None)
+    if not build:
+        sys.exit("no build (meson setup build-release --buildtype=release && ninja -C build-release)")
+    if not os.access("/usr/bin/qemu-system-x86_64", os.X_OK):
+        sys.exit("QEMU is not installed (scripts/install-deps.sh installs qemu-system-x86)")
+    kdir = kernel_dir(a.kernel_dir)
+    state = tempfile.mkdtemp(prefix="space-bench-vm-")
+    proc, log, url, key = start_spaced(build, kdir, state)
+    res, made = {}, []
+    try:
+        api = Api(url, key)
+        info = api.call("GET", "/v1/info")
+        vm = info.get("vm", {})
+        if not vm.get("available"):
+            sys.exit(f"vm runtime unavailable: {vm.get('reason')}")
+        accel = vm["accelerator"]
+        create, first = [], []
+        for _ in range(a.n):
+            dt, sb = api.timed("POST", "/v1/sandboxes", {"runtime": "vm", "memory_mb": a.memory_mb})
+            made.append(sb["id"])
+            create.append(dt)
+            t0 = time.perf_counter()
+            api.sh(sb["id"], "true")
+            first.append(time.perf_counter() - t0)
+        accel = api.call("GET", "/v1/info")["vm"]["accelerator"]  # after the first boot (a KVM probe may fall back)
+        sid = made[0]
+        rt = []
+        for _ in range(a.execs):
+            t0 = time.perf_counter()
+            api.sh(sid, "true")
+            rt.append(time.perf_counter() - t0)
+        pause, resume = [], []
+        for _ in range(5):
+            pause.append(api.timed("POST", f"/v1/sandboxes/{sid}/pause")[0])
+            resume.append(api.timed("POST", f"/v1/sandboxes/{sid}/resume")[0])
+        delete = []
+        for s in list(made):
+            delete.append(api.timed("DELETE", f"/v1/sandboxes/{s}")[0])
+            made.remove(s)
+        res = {"create (cold boot)": create, "first exec after create": first, "exec round trip (true)": rt,
+               "pause": pause, "resume": resume, "delete": delete}
+        print(f"vm runtime: {vm['vmm']}, guest kernel {vm.get('guest_kernel')}, accelerator {accel}"
+              + (" (software emulation: slow, development only)" if accel == "tcg" else ""))
+        for k, xs in res.items():
+            print(f"  vm/{accel} {k:28s} p50 {pct(xs, 50) * 1000:9.1f} ms   p90 {pct(xs, 90) * 1000:9.1f} ms"
+                  f"   (n={len(xs)})")
+        if a.json:
+            print(json.dumps({"accelerator": accel, **{k: {"p50_ms": pct(v, 50) * 1000, "p90_ms": pct(v, 90) * 1000}
+                                                       for k, v in res.items()}}))
+    finally:
+        try:
+            api = Api(url, key)
+            for s in made:
+                api.call("DELETE", f"/v1/sandboxes/{s}")
+        except Exception as e:  # noqa: BLE001 - best effort on the way out
+            print(f"cleanup: {e}", file=sys.stderr)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+        log.close()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
