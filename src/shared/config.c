@@ -46,6 +46,7 @@ const ConfigItem config_table[] = {
         { "vm_kernel_dir", S(vm_kernel_dir), "", 0, 0, NULL, "guest kernel of the vm runtime (vm/kernel/build.sh DIR); default <state_dir>/vm/kernel" },
         { "vm_accel", S(vm_accel), "auto", 0, 0, "auto|kvm|tcg", "vm runtime acceleration (auto: KVM if a boot works, else TCG emulation)" },
         { "warm_pool", S(warm_pool), "", 0, 0, NULL, "sandboxes kept created and paused per template, e.g. base:2,debian:1" },
+        { "gateway_dns_upstream", S(gateway_dns_upstream), "", 0, 0, NULL, "the resolver the egress gateway asks, a.b.c.d[:port]; default: the first nameserver of /etc/resolv.conf" },
         { "default_network", S(default_network), "", 0, 0, NULL, "egress policy of a create that names none, as JSON (e.g. {\"allow\":[\"pypi.org\"]}); empty = no egress" },
 };
 const size_t config_table_size = ELEMENTSOF(config_table);

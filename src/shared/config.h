@@ -48,6 +48,7 @@ typedef struct Config {
         char vm_accel[16];             /* auto | kvm | tcg */
         char warm_pool[CONFIG_STR_MAX];/* "template:count,..." kept created and paused */
         char default_network[CONFIG_STR_MAX]; /* egress policy JSON of a create that names none; "" = no egress */
+        char gateway_dns_upstream[64]; /* "a.b.c.d[:port]" the gateway resolves through; "" = /etc/resolv.conf */
 } Config;
 
 /* One entry of warm_pool. */

@@ -22,6 +22,7 @@
 #include "fd-util.h"
 #include "http-server.h"
 #include "egress-policy.h"
+#include "gateway.h"
 #include "log.h"
 #include "checkpointer.h"
 #include "policy.h"
@@ -129,6 +130,14 @@ static int parse_args(int argc, char *argv[], Config *c) {
         if (r < 0) {
                 fprintf(stderr, "spaced: %s\n", err);
                 return r;
+        }
+        if (!isempty(c->gateway_dns_upstream)) {
+                struct sockaddr_in sa;
+                if (gateway_parse_upstream(c->gateway_dns_upstream, &sa) < 0) {
+                        fprintf(stderr, "spaced: gateway_dns_upstream: '%s' is not an IPv4 address[:port]\n",
+                                c->gateway_dns_upstream);
+                        return -EINVAL;
+                }
         }
         if (!isempty(c->default_network)) {
                 _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;

@@ -139,3 +139,17 @@ def test_cli_create_bad_allow_refused(spaced):
     r = spaced.cli("create", "--allow", "exa mple.com")
     assert r.rc != 0 and "invalid" in r.err, r
     assert sandbox_count(spaced) == before
+
+
+@pytest.mark.parametrize("flag,value,msg", [
+    ("--default-network", '{"allow":["*.com"]}', "default_network: allow[0]: invalid host"),
+    ("--default-network", "not json", "default_network: policy is not valid JSON"),
+    ("--gateway-dns-upstream", "resolver.example:53", "gateway_dns_upstream: 'resolver.example:53' is not"),
+    ("--gateway-dns-upstream", "10.0.0.1:0", "gateway_dns_upstream"),
+])
+def test_spaced_refuses_bad_network_config(e2e_session, tmp_path, flag, value, msg):
+    import subprocess
+    r = subprocess.run([e2e_session.spaced_bin, "--state-dir", str(tmp_path / "state"), flag, value],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and msg in r.stderr, r
+    assert not (tmp_path / "state").exists()
