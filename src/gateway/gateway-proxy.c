@@ -586,6 +586,11 @@ static void tls_hello(Gateway *gw, GwConn *c) {
                 return;
         }
         (void) strscpy(c->host, sizeof c->host, norm);
+        /* Credentials: this is where a host the cred library holds a credential
+         * for (for this sandbox) is intercepted instead of tunnelled — tls-*.c
+         * terminates TLS with the sandbox's CA, verifies the real upstream, and
+         * hands each decrypted request head to http_apply_credentials(). The
+         * policy decision above stays the same. Every other host is spliced. */
         if (decide_name(gw, c, c->host, true))
                 conn_connect(gw, c);
 }
