@@ -73,6 +73,60 @@ struct StoreOps {
         int (*event_append)(Store *s, Event *e);
         int (*event_list)(Store *s, const EventFilter *f, Event **ret, size_t *ret_n);
         int (*event_delete_before)(Store *s, int64_t before_usec, uint64_t *ret);
+
+        /* c->created_usec, updated_usec and version are already set. */
+        int (*credential_insert)(Store *s, const Credential *c);
+        int (*credential_get)(Store *s, const char *tenant_id, const char *name, Credential *ret);
+        int (*credential_list)(Store *s, const char *tenant_id, Credential **ret, size_t *ret_n);
+        int (*credential_update)(Store *s, const Credential *c, int64_t now, uint64_t *ret_version);
+        int (*credential_delete)(Store *s, const char *tenant_id, const char *name);
+        int (*grant_insert)(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
+                            int64_t now);
+        int (*grant_delete)(Store *s, const char *sandbox_id, const char *credential_id);
+        int (*grant_list)(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
 };
+
+/* Argument checks shared by store.c and store-credentials.c. */
+/* A fixed buffer of a record must hold a NUL-terminated string: a longer one
+ * is refused, never truncated. */
+static inline int check_field(const char *buf, size_t size, bool required) {
+        size_t n = strnlen(buf, size);
+
+        if (n >= size)
+                return -ENAMETOOLONG;
+        if (required && n == 0)
+                return -EINVAL;
+        return 0;
+}
+#define CHECK_FIELD(f, required) check_field((f), sizeof(f), (required))
+
+/* A string argument that will be written into a fixed-size column. */
+static inline int check_arg(const char *s, size_t size, bool required) {
+        if (!s)
+                return required ? -EINVAL : 0;
+        return check_field(s, size, required);
+}
+
+/* A string argument used only to look a row up: one that cannot fit a
+ * column cannot name a row either. */
+static inline int check_lookup(const char *s, size_t size) {
+        if (!s)
+                return -EINVAL;
+        if (s[0] == 0 || strnlen(s, size) >= size)
+                return -ENOENT;
+        return 0;
+}
+
+/* The SQL integer columns are signed 64 bit. */
+static inline int check_u64(uint64_t v) {
+        return v > (uint64_t) INT64_MAX ? -ERANGE : 0;
+}
+
+#define CHECK(expr)                     \
+        do {                            \
+                int _r = (expr);        \
+                if (_r < 0)             \
+                        return _r;      \
+        } while (0)
 
 extern const StoreOps store_sqlite_ops;

@@ -83,6 +83,19 @@ typedef enum PgLifecycleStmt {
         _PG_LC_STMT_MAX,
 } PgLifecycleStmt;
 
+/* The credential statements (store-postgres-credentials.c), prepared likewise. */
+typedef enum PgCredStmt {
+        PG_CRED_INSERT,
+        PG_CRED_GET,
+        PG_CRED_LIST,
+        PG_CRED_UPDATE,
+        PG_CRED_DELETE,
+        PG_GRANT_INSERT,
+        PG_GRANT_DELETE,
+        PG_GRANT_LIST,
+        _PG_CRED_STMT_MAX,
+} PgCredStmt;
+
 /* Statements built from a filter: one prepared statement per combination. */
 #define PG_SANDBOX_LIST_VARIANTS 16
 #define PG_SANDBOX_COUNT_VARIANTS 8
@@ -103,6 +116,7 @@ typedef struct PgStore {
         char *secrets[PG_SECRETS_MAX];  /* spellings of the password, NULL-terminated */
         PgSlot stmts[_PG_STMT_MAX];
         PgSlot lifecycle[_PG_LC_STMT_MAX];
+        PgSlot credentials[_PG_CRED_STMT_MAX];
         PgSlot sandbox_list[PG_SANDBOX_LIST_VARIANTS];
         PgSlot sandbox_count[PG_SANDBOX_COUNT_VARIANTS];
         PgSlot event_list[PG_EVENT_LIST_VARIANTS];
@@ -186,6 +200,17 @@ int pg_op_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, si
 int pg_op_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes);
 int pg_op_checkpoint_delete(Store *s, const char *id);
 int pg_op_checkpoint_delete_orphans(Store *s, uint64_t *ret);
+
+/* The credential operations (store-postgres-credentials.c). */
+int pg_op_credential_insert(Store *s, const Credential *c);
+int pg_op_credential_get(Store *s, const char *tenant_id, const char *name, Credential *ret);
+int pg_op_credential_list(Store *s, const char *tenant_id, Credential **ret, size_t *ret_n);
+int pg_op_credential_update(Store *s, const Credential *c, int64_t now, uint64_t *ret_version);
+int pg_op_credential_delete(Store *s, const char *tenant_id, const char *name);
+int pg_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
+                       int64_t now);
+int pg_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_id);
+int pg_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
 
 /* The handle (store-postgres.c). */
 int pg_store_open(const char *url, Store **ret);

@@ -243,6 +243,7 @@ void sqlite_store_close(Store *s) {
                 return;
         finalize_all(q->stmts, ELEMENTSOF(q->stmts));
         finalize_all(q->lifecycle, ELEMENTSOF(q->lifecycle));
+        finalize_all(q->credentials, ELEMENTSOF(q->credentials));
         finalize_all(q->sandbox_list, ELEMENTSOF(q->sandbox_list));
         finalize_all(q->sandbox_count, ELEMENTSOF(q->sandbox_count));
         finalize_all(q->event_list, ELEMENTSOF(q->event_list));

@@ -69,6 +69,21 @@ typedef enum SqlLifecycleStmt {
         _SQL_LC_STMT_MAX,
 } SqlLifecycleStmt;
 
+/* The credential statements (store-sqlite-credentials.c), cached likewise. */
+typedef enum SqlCredStmt {
+        SQL_CRED_INSERT,
+        SQL_CRED_GET,
+        SQL_CRED_LIST,
+        SQL_CRED_UPDATE,
+        SQL_CRED_DELETE,
+        SQL_CRED_DELETE_GRANTS,
+        SQL_CRED_EXISTS,
+        SQL_GRANT_INSERT,
+        SQL_GRANT_DELETE,
+        SQL_GRANT_LIST,
+        _SQL_CRED_STMT_MAX,
+} SqlCredStmt;
+
 /* Statements built from a filter: one cache slot per combination of clauses. */
 #define SQL_SANDBOX_LIST_VARIANTS 16
 #define SQL_SANDBOX_COUNT_VARIANTS 8
@@ -79,6 +94,7 @@ typedef struct SqliteStore {
         sqlite3 *db;
         sqlite3_stmt *stmts[_SQL_STMT_MAX];
         sqlite3_stmt *lifecycle[_SQL_LC_STMT_MAX];
+        sqlite3_stmt *credentials[_SQL_CRED_STMT_MAX];
         sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
         sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
         sqlite3_stmt *event_list[SQL_EVENT_LIST_VARIANTS];
@@ -149,6 +165,17 @@ int sqlite_op_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret
 int sqlite_op_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes);
 int sqlite_op_checkpoint_delete(Store *s, const char *id);
 int sqlite_op_checkpoint_delete_orphans(Store *s, uint64_t *ret);
+
+/* The credential operations (store-sqlite-credentials.c). */
+int sqlite_op_credential_insert(Store *s, const Credential *c);
+int sqlite_op_credential_get(Store *s, const char *tenant_id, const char *name, Credential *ret);
+int sqlite_op_credential_list(Store *s, const char *tenant_id, Credential **ret, size_t *ret_n);
+int sqlite_op_credential_update(Store *s, const Credential *c, int64_t now, uint64_t *ret_version);
+int sqlite_op_credential_delete(Store *s, const char *tenant_id, const char *name);
+int sqlite_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
+                           int64_t now);
+int sqlite_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_id);
+int sqlite_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
 
 /* The handle (store-sqlite.c). */
 int sqlite_store_open(const char *location, Store **ret);

@@ -130,48 +130,6 @@ void event_array_free(Event *a, size_t n) {
         free(a);
 }
 
-/* A fixed buffer of a record must hold a NUL-terminated string: a longer one
- * is refused, never truncated. */
-static int check_field(const char *buf, size_t size, bool required) {
-        size_t n = strnlen(buf, size);
-
-        if (n >= size)
-                return -ENAMETOOLONG;
-        if (required && n == 0)
-                return -EINVAL;
-        return 0;
-}
-#define CHECK_FIELD(f, required) check_field((f), sizeof(f), (required))
-
-/* A string argument that will be written into a fixed-size column. */
-static int check_arg(const char *s, size_t size, bool required) {
-        if (!s)
-                return required ? -EINVAL : 0;
-        return check_field(s, size, required);
-}
-
-/* A string argument used only to look a row up: one that cannot fit a
- * column cannot name a row either. */
-static int check_lookup(const char *s, size_t size) {
-        if (!s)
-                return -EINVAL;
-        if (s[0] == 0 || strnlen(s, size) >= size)
-                return -ENOENT;
-        return 0;
-}
-
-/* The SQL integer columns are signed 64 bit. */
-static int check_u64(uint64_t v) {
-        return v > (uint64_t) INT64_MAX ? -ERANGE : 0;
-}
-
-#define CHECK(expr)                     \
-        do {                            \
-                int _r = (expr);        \
-                if (_r < 0)             \
-                        return _r;      \
-        } while (0)
-
 int store_open(const char *url, Store **ret) {
         const StoreOps *ops = NULL;
         const char *location = NULL;

@@ -267,6 +267,67 @@ int store_event_list(Store *s, const EventFilter *f, Event **ret, size_t *ret_n)
 /* Retention: removes events with time_usec < before_usec; ret (may be NULL) = how many. */
 int store_event_delete_before(Store *s, int64_t before_usec, uint64_t *ret);
 
+/* Credentials: secrets that a granted sandbox's gateway puts on requests to
+ * the credential's hosts. The store holds the value sealed only (see
+ * src/shared/cred-crypt.h); names are unique per tenant. */
+#define STORE_CRED_HEADER_MAX 128       /* header name */
+#define STORE_CRED_FORMAT_MAX 512       /* header format, "Bearer {value}" */
+#define STORE_CRED_NONCE_MAX 32         /* base64 of the 12-byte nonce */
+#define STORE_CRED_KEY_ID_MAX 32        /* hex of 8 bytes */
+
+typedef enum CredApply {
+        CRED_APPLY_HEADER,              /* header_name: header_format with {value} replaced */
+        CRED_APPLY_BASIC,               /* Authorization: Basic base64(basic_user ":" value) */
+        _CRED_APPLY_MAX,
+        _CRED_APPLY_INVALID = -EINVAL,
+} CredApply;
+
+typedef struct Credential {
+        char id[STORE_ID_MAX];          /* "cr_" + random */
+        char tenant_id[STORE_ID_MAX];
+        char name[STORE_NAME_MAX];
+        char *hosts_json;               /* JSON array of host patterns (validated by the caller) */
+        CredApply apply;
+        char header_name[STORE_CRED_HEADER_MAX];
+        char header_format[STORE_CRED_FORMAT_MAX];
+        char basic_user[STORE_NAME_MAX];
+        char env_name[STORE_NAME_MAX];  /* placeholder variable in granted sandboxes, "" = none */
+        char *ciphertext;               /* base64 of ciphertext || 16-byte tag */
+        char nonce[STORE_CRED_NONCE_MAX];
+        char key_id[STORE_CRED_KEY_ID_MAX];
+        int64_t created_usec;
+        int64_t updated_usec;
+        int64_t expires_usec;           /* 0 = never */
+        int64_t revoked_usec;           /* 0 = not revoked */
+        uint64_t version;               /* 1 at insert, + 1 per update */
+} Credential;
+
+void credential_done(Credential *c); /* frees the members (the ciphertext wiped) */
+void credential_array_free(Credential *a, size_t n);
+
+/* created_usec 0 = now; updated = created; version = 1. -EEXIST if the id,
+ * or the name within the tenant, is taken. */
+int store_credential_insert(Store *s, const Credential *c);
+/* By tenant and name; -ENOENT if the tenant has none of that name. */
+int store_credential_get(Store *s, const char *tenant_id, const char *name, Credential *ret);
+/* A tenant's credentials, by name. */
+int store_credential_list(Store *s, const char *tenant_id, Credential **ret, size_t *ret_n);
+/* Writes every mutable field of c (hosts, apply, header, user, env, sealed
+ * value, expires, revoked) to the row (c->tenant_id, c->name) if its
+ * version is still c->version: version + 1, updated_usec now; -ESTALE if the
+ * row changed meanwhile, -ENOENT if it is gone. ret_version (may be NULL):
+ * the new version. */
+int store_credential_update(Store *s, const Credential *c, uint64_t *ret_version);
+/* Deletes the credential and its grants. */
+int store_credential_delete(Store *s, const char *tenant_id, const char *name);
+
+/* Grants. -EEXIST if the sandbox already has it; the caller checks that the
+ * sandbox and the credential belong to the tenant. */
+int store_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id);
+int store_grant_delete(Store *s, const char *sandbox_id, const char *credential_id); /* -ENOENT */
+/* The credentials granted to a sandbox, by name (what its gateway applies). */
+int store_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
+
 /* string tables (the only source of wire and database strings) */
 const char *sandbox_state_to_string(SandboxState s);
 SandboxState sandbox_state_from_string(const char *s);
@@ -274,5 +335,7 @@ const char *template_state_to_string(TemplateState s);
 TemplateState template_state_from_string(const char *s);
 const char *idle_action_to_string(IdleAction a);
 IdleAction idle_action_from_string(const char *s);
+const char *cred_apply_to_string(CredApply a);
+CredApply cred_apply_from_string(const char *s);
 
 int64_t now_usec(void); /* CLOCK_REALTIME in microseconds */

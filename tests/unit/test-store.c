@@ -2382,3 +2382,146 @@ TEST(postgres_refuses_invalid_utf8) {
         ASSERT_OK(store_tenant_create(s, "caf\xc3\xa9", &t));
         ASSERT_OK(store_tenant_get_by_name(s, "caf\xc3\xa9", &t));
 }
+
+/* Credentials and grants */
+
+static Credential make_cred(const char *id, const char *tenant, const char *name) {
+        Credential c = { .apply = CRED_APPLY_HEADER };
+        ASSERT_OK(strscpy(c.id, sizeof c.id, id));
+        ASSERT_OK(strscpy(c.tenant_id, sizeof c.tenant_id, tenant));
+        ASSERT_OK(strscpy(c.name, sizeof c.name, name));
+        ASSERT_OK(strscpy(c.header_name, sizeof c.header_name, "Authorization"));
+        ASSERT_OK(strscpy(c.header_format, sizeof c.header_format, "Bearer {value}"));
+        ASSERT_OK(strscpy(c.env_name, sizeof c.env_name, "OPENAI_API_KEY"));
+        ASSERT_OK(strscpy(c.nonce, sizeof c.nonce, "AAAAAAAAAAAAAAAA"));
+        ASSERT_OK(strscpy(c.key_id, sizeof c.key_id, "0011223344556677"));
+        c.hosts_json = (char *) "[\"api.openai.com\"]";
+        c.ciphertext = (char *) "c2VhbGVk";
+        return c;
+}
+
+STORE_TEST(credential_crud) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Credential c = make_cred("cr_1", "tn_a", "openai"), got = {};
+        Credential *list = NULL;
+        size_t n = 0;
+        uint64_t v = 0;
+
+        ASSERT_TRUE(store_schema_version(s) >= 4);
+        ASSERT_OK(store_credential_insert(s, &c));
+        /* the name is unique per tenant, not across tenants */
+        Credential dup = make_cred("cr_2", "tn_a", "openai");
+        ASSERT_ERRNO(store_credential_insert(s, &dup), EEXIST);
+        Credential other = make_cred("cr_3", "tn_b", "openai");
+        ASSERT_OK(store_credential_insert(s, &other));
+
+        ASSERT_OK(store_credential_get(s, "tn_a", "openai", &got));
+        ASSERT_STREQ(got.id, "cr_1");
+        ASSERT_STREQ(got.hosts_json, "[\"api.openai.com\"]");
+        ASSERT_STREQ(got.ciphertext, "c2VhbGVk");
+        ASSERT_STREQ(got.header_format, "Bearer {value}");
+        ASSERT_EQ(got.apply, CRED_APPLY_HEADER);
+        ASSERT_EQ(got.version, 1u);
+        ASSERT_TRUE(got.created_usec > 0 && got.updated_usec == got.created_usec);
+        ASSERT_EQ(got.revoked_usec, 0);
+        /* another tenant's name is not found */
+        Credential none;
+        ASSERT_ERRNO(store_credential_get(s, "tn_c", "openai", &none), ENOENT);
+        ASSERT_ERRNO(store_credential_get(s, "tn_a", "nope", &none), ENOENT);
+
+        /* update: compare-and-set on the version */
+        free(got.ciphertext);
+        got.ciphertext = strdup("bmV3");
+        got.revoked_usec = 5;
+        got.apply = CRED_APPLY_BASIC;
+        ASSERT_OK(strscpy(got.basic_user, sizeof got.basic_user, "bob"));
+        ASSERT_OK(store_credential_update(s, &got, &v));
+        ASSERT_EQ(v, 2u);
+        ASSERT_ERRNO(store_credential_update(s, &got, NULL), ESTALE); /* still says version 1 */
+        Credential gone = make_cred("cr_9", "tn_a", "gone");
+        gone.version = 1;
+        ASSERT_ERRNO(store_credential_update(s, &gone, NULL), ENOENT);
+        credential_done(&got);
+        ASSERT_OK(store_credential_get(s, "tn_a", "openai", &got));
+        ASSERT_STREQ(got.ciphertext, "bmV3");
+        ASSERT_EQ(got.revoked_usec, 5);
+        ASSERT_EQ(got.version, 2u);
+        ASSERT_EQ(got.apply, CRED_APPLY_BASIC);
+        ASSERT_STREQ(got.basic_user, "bob");
+        credential_done(&got);
+
+        Credential second = make_cred("cr_4", "tn_a", "anthropic");
+        ASSERT_OK(store_credential_insert(s, &second));
+        ASSERT_OK(store_credential_list(s, "tn_a", &list, &n));
+        ASSERT_EQ(n, 2u);
+        ASSERT_STREQ(list[0].name, "anthropic");
+        ASSERT_STREQ(list[1].name, "openai");
+        credential_array_free(list, n);
+
+        ASSERT_OK(store_credential_delete(s, "tn_a", "openai"));
+        ASSERT_ERRNO(store_credential_delete(s, "tn_a", "openai"), ENOENT);
+        ASSERT_ERRNO(store_credential_delete(s, "tn_c", "anthropic"), ENOENT);
+        ASSERT_OK(store_credential_get(s, "tn_b", "openai", &got));
+        credential_done(&got);
+}
+
+STORE_TEST(credential_grants) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Credential a = make_cred("cr_a", "tn_a", "a"), b = make_cred("cr_b", "tn_a", "b");
+        Credential *list = NULL;
+        size_t n = 0;
+
+        ASSERT_OK(store_credential_insert(s, &a));
+        ASSERT_OK(store_credential_insert(s, &b));
+        ASSERT_OK(store_grant_insert(s, "tn_a", "sb_1", "cr_b"));
+        ASSERT_OK(store_grant_insert(s, "tn_a", "sb_1", "cr_a"));
+        ASSERT_ERRNO(store_grant_insert(s, "tn_a", "sb_1", "cr_a"), EEXIST);
+        ASSERT_OK(store_grant_insert(s, "tn_a", "sb_2", "cr_a"));
+        /* a grant recorded under another tenant than the credential's gives nothing */
+        ASSERT_OK(store_grant_insert(s, "tn_x", "sb_3", "cr_a"));
+
+        ASSERT_OK(store_grant_list(s, "sb_1", &list, &n));
+        ASSERT_EQ(n, 2u);
+        ASSERT_STREQ(list[0].name, "a");
+        ASSERT_STREQ(list[1].name, "b");
+        ASSERT_STREQ(list[1].ciphertext, "c2VhbGVk");
+        credential_array_free(list, n);
+        ASSERT_OK(store_grant_list(s, "sb_3", &list, &n));
+        ASSERT_EQ(n, 0u);
+        credential_array_free(list, n);
+
+        ASSERT_OK(store_grant_delete(s, "sb_1", "cr_b"));
+        ASSERT_ERRNO(store_grant_delete(s, "sb_1", "cr_b"), ENOENT);
+        ASSERT_OK(store_grant_list(s, "sb_1", &list, &n));
+        ASSERT_EQ(n, 1u);
+        credential_array_free(list, n);
+
+        /* deleting the credential drops its grants; a new one of the same name is not granted */
+        ASSERT_OK(store_credential_delete(s, "tn_a", "a"));
+        ASSERT_EQ(raw_query_i64(url, "SELECT COUNT(*) FROM credential_grants WHERE credential_id = 'cr_a'"), 0);
+        Credential again = make_cred("cr_a2", "tn_a", "a");
+        ASSERT_OK(store_credential_insert(s, &again));
+        ASSERT_OK(store_grant_list(s, "sb_2", &list, &n));
+        ASSERT_EQ(n, 0u);
+        credential_array_free(list, n);
+}
+
+STORE_TEST(credential_bad_arguments) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Credential c = make_cred("cr_1", "tn_a", "x");
+
+        c.ciphertext = NULL;
+        ASSERT_ERRNO(store_credential_insert(s, &c), EINVAL);
+        c = make_cred("cr_1", "tn_a", "");
+        ASSERT_ERRNO(store_credential_insert(s, &c), EINVAL);
+        c = make_cred("cr_1", "tn_a", "x");
+        c.apply = _CRED_APPLY_MAX;
+        ASSERT_ERRNO(store_credential_insert(s, &c), EINVAL);
+        c = make_cred("cr_1", "tn_a", "x");
+        c.version = 0;
+        ASSERT_ERRNO(store_credential_update(s, &c, NULL), EINVAL);
+        ASSERT_ERRNO(store_grant_insert(s, "tn_a", "", "cr_1"), EINVAL);
+        for (int i = 0; i < _CRED_APPLY_MAX; i++)
+                ASSERT_EQ(cred_apply_from_string(cred_apply_to_string(i)), i);
+        ASSERT_ERRNO(cred_apply_from_string("bearer"), EINVAL);
+}

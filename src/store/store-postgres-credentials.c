@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/* The PostgreSQL back end's credentials and grants, with the semantics of
+ * the SQLite ones (store-sqlite-credentials.c). store-credentials.c has
+ * checked every argument. The compare-and-set update and the delete (with
+ * its grants) are single statements, so they are atomic without an explicit
+ * transaction. */
+
+#include "alloc-util.h"
+#include "store-postgres.h"
+
+#define CRED_COLUMNS                                                                          \
+        "c.id, c.tenant_id, c.name, c.hosts_json, c.apply, c.header_name, c.header_format, "  \
+        "c.basic_user, c.env_name, c.ciphertext, c.nonce, c.key_id, c.created_usec, "         \
+        "c.updated_usec, c.expires_usec, c.revoked_usec, c.version"
+
+static const char *const cred_sql[_PG_CRED_STMT_MAX] = {
+        [PG_CRED_INSERT] =
+                "INSERT INTO credentials (id, tenant_id, name, hosts_json, apply, header_name, header_format, "
+                "basic_user, env_name, ciphertext, nonce, key_id, created_usec, updated_usec, expires_usec, "
+                "revoked_usec, version) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        [PG_CRED_GET] = "SELECT " CRED_COLUMNS " FROM credentials c WHERE c.tenant_id = $1 AND c.name = $2",
+        [PG_CRED_LIST] = "SELECT " CRED_COLUMNS " FROM credentials c WHERE c.tenant_id = $1 ORDER BY c.name",
+        /* (new version or 0, whether the row exists) */
+        [PG_CRED_UPDATE] =
+                "WITH u AS (UPDATE credentials SET hosts_json = $4, apply = $5, header_name = $6, "
+                "header_format = $7, basic_user = $8, env_name = $9, ciphertext = $10, nonce = $11, "
+                "key_id = $12, expires_usec = $13, revoked_usec = $14, updated_usec = $15, "
+                "version = version + 1 WHERE tenant_id = $1 AND name = $2 AND version = $3 RETURNING version) "
+                "SELECT COALESCE((SELECT version FROM u), 0), "
+                "EXISTS (SELECT 1 FROM credentials WHERE tenant_id = $1 AND name = $2)",
+        [PG_CRED_DELETE] =
+                "WITH d AS (DELETE FROM credentials WHERE tenant_id = $1 AND name = $2 RETURNING id), "
+                "g AS (DELETE FROM credential_grants WHERE credential_id IN (SELECT id FROM d)) "
+                "SELECT COUNT(*) FROM d",
+        [PG_GRANT_INSERT] =
+                "INSERT INTO credential_grants (sandbox_id, credential_id, tenant_id, created_usec) "
+                "VALUES ($1, $2, $3, $4)",
+        [PG_GRANT_DELETE] = "DELETE FROM credential_grants WHERE sandbox_id = $1 AND credential_id = $2",
+        [PG_GRANT_LIST] =
+                "SELECT " CRED_COLUMNS " FROM credential_grants g JOIN credentials c ON c.id = g.credential_id "
+                "WHERE g.sandbox_id = $1 AND c.tenant_id = g.tenant_id ORDER BY c.name",
+};
+
+#define TRY(expr)                       \
+        do {                            \
+                int _r = (expr);        \
+                if (_r < 0)             \
+                        return _r;      \
+        } while (0)
+
+static int cred_exec(PgStore *q, PgCredStmt id, const PgParams *p, PGresult **ret) {
+        char name[16];
+
+        if (id < 0 || id >= _PG_CRED_STMT_MAX)
+                return -EINVAL;
+        (void) snprintf(name, sizeof name, "cred%d", (int) id);
+        return pg_store_exec_slot(q, &q->credentials[id], name, cred_sql[id], p, ret);
+}
+
+static int cred_read(const PGresult *res, int row, Credential *ret) {
+        _cleanup_(credential_done) Credential c = {};
+        char apply[16];
+        int r;
+
+        TRY(PG_COL_STR(res, row, 0, c.id));
+        TRY(PG_COL_STR(res, row, 1, c.tenant_id));
+        TRY(PG_COL_STR(res, row, 2, c.name));
+        TRY(pg_col_strdup(res, row, 3, &c.hosts_json));
+        TRY(PG_COL_STR(res, row, 4, apply));
+        r = cred_apply_from_string(apply);
+        if (r < 0)
+                return -EBADMSG;
+        c.apply = (CredApply) r;
+        TRY(PG_COL_STR(res, row, 5, c.header_name));
+        TRY(PG_COL_STR(res, row, 6, c.header_format));
+        TRY(PG_COL_STR(res, row, 7, c.basic_user));
+        TRY(PG_COL_STR(res, row, 8, c.env_name));
+        TRY(pg_col_strdup(res, row, 9, &c.ciphertext));
+        TRY(PG_COL_STR(res, row, 10, c.nonce));
+        TRY(PG_COL_STR(res, row, 11, c.key_id));
+        TRY(pg_col_i64(res, row, 12, &c.created_usec));
+        TRY(pg_col_i64(res, row, 13, &c.updated_usec));
+        TRY(pg_col_i64(res, row, 14, &c.expires_usec));
+        TRY(pg_col_i64(res, row, 15, &c.revoked_usec));
+        TRY(pg_col_u64(res, row, 16, &c.version));
+        if (!c.hosts_json || !c.ciphertext || c.created_usec < 0 || c.updated_usec < 0 || c.expires_usec < 0 ||
+            c.revoked_usec < 0)
+                return -EBADMSG;
+        *ret = c;
+        c = (Credential) {};
+        return 0;
+}
+
+static int cred_read_all(const PGresult *res, Credential **ret, size_t *ret_n) {
+        Credential *a;
+        int n = PQntuples(res), r;
+
+        a = new0(Credential, (size_t) n + 1);
+        if (!a)
+                return -ENOMEM;
+        for (int i = 0; i < n; i++) {
+                r = cred_read(res, i, &a[i]);
+                if (r < 0) {
+                        credential_array_free(a, (size_t) i);
+                        return r;
+                }
+        }
+        *ret = a;
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+static void cred_params(PgParams *p, const Credential *c) {
+        pg_param_text(p, c->hosts_json);
+        pg_param_text(p, cred_apply_to_string(c->apply));
+        pg_param_text(p, c->header_name);
+        pg_param_text(p, c->header_format);
+        pg_param_text(p, c->basic_user);
+        pg_param_text(p, c->env_name);
+        pg_param_text(p, c->ciphertext);
+        pg_param_text(p, c->nonce);
+        pg_param_text(p, c->key_id);
+}
+
+int pg_op_credential_insert(Store *s, const Credential *c) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, c->id);
+        pg_param_text(&p, c->tenant_id);
+        pg_param_text(&p, c->name);
+        cred_params(&p, c);
+        pg_param_i64(&p, c->created_usec);
+        pg_param_i64(&p, c->updated_usec);
+        pg_param_i64(&p, c->expires_usec);
+        pg_param_i64(&p, c->revoked_usec);
+        pg_param_i64(&p, (int64_t) c->version);
+        return cred_exec(pg_store(s), PG_CRED_INSERT, &p, &res);
+}
+
+int pg_op_credential_get(Store *s, const char *tenant_id, const char *name, Credential *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, tenant_id);
+        pg_param_text(&p, name);
+        TRY(cred_exec(pg_store(s), PG_CRED_GET, &p, &res));
+        if (PQntuples(res) == 0)
+                return -ENOENT;
+        return cred_read(res, 0, ret);
+}
+
+int pg_op_credential_list(Store *s, const char *tenant_id, Credential **ret, size_t *ret_n) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, tenant_id);
+        TRY(cred_exec(pg_store(s), PG_CRED_LIST, &p, &res));
+        return cred_read_all(res, ret, ret_n);
+}
+
+int pg_op_credential_update(Store *s, const Credential *c, int64_t now, uint64_t *ret_version) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+        uint64_t v;
+        bool exists;
+
+        pg_param_text(&p, c->tenant_id);
+        pg_param_text(&p, c->name);
+        pg_param_i64(&p, (int64_t) c->version);
+        cred_params(&p, c);
+        pg_param_i64(&p, c->expires_usec);
+        pg_param_i64(&p, c->revoked_usec);
+        pg_param_i64(&p, now);
+        TRY(cred_exec(pg_store(s), PG_CRED_UPDATE, &p, &res));
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        TRY(pg_col_u64(res, 0, 0, &v));
+        TRY(pg_col_bool(res, 0, 1, &exists));
+        if (v == 0)
+                return exists ? -ESTALE : -ENOENT;
+        *ret_version = v;
+        return 0;
+}
+
+int pg_op_credential_delete(Store *s, const char *tenant_id, const char *name) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+        uint64_t n;
+
+        pg_param_text(&p, tenant_id);
+        pg_param_text(&p, name);
+        TRY(cred_exec(pg_store(s), PG_CRED_DELETE, &p, &res));
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        TRY(pg_col_u64(res, 0, 0, &n));
+        return n == 0 ? -ENOENT : 0;
+}
+
+int pg_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
+                       int64_t now) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, sandbox_id);
+        pg_param_text(&p, credential_id);
+        pg_param_text(&p, tenant_id);
+        pg_param_i64(&p, now);
+        return cred_exec(pg_store(s), PG_GRANT_INSERT, &p, &res);
+}
+
+int pg_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_id) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, sandbox_id);
+        pg_param_text(&p, credential_id);
+        TRY(cred_exec(pg_store(s), PG_GRANT_DELETE, &p, &res));
+        return pg_result_changes(res) == 0 ? -ENOENT : 0;
+}
+
+int pg_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, sandbox_id);
+        TRY(cred_exec(pg_store(s), PG_GRANT_LIST, &p, &res));
+        return cred_read_all(res, ret, ret_n);
+}

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/* The SQLite back end's credentials and grants. store-credentials.c has
+ * checked every argument. An update is a compare-and-set on the version; a
+ * delete removes the grants in the same transaction. */
+
+#include "alloc-util.h"
+#include "store-sqlite.h"
+
+#define CRED_COLUMNS                                                                          \
+        "c.id, c.tenant_id, c.name, c.hosts_json, c.apply, c.header_name, c.header_format, "  \
+        "c.basic_user, c.env_name, c.ciphertext, c.nonce, c.key_id, c.created_usec, "         \
+        "c.updated_usec, c.expires_usec, c.revoked_usec, c.version"
+
+static const char *const cred_sql[_SQL_CRED_STMT_MAX] = {
+        [SQL_CRED_INSERT] =
+                "INSERT INTO credentials (id, tenant_id, name, hosts_json, apply, header_name, header_format, "
+                "basic_user, env_name, ciphertext, nonce, key_id, created_usec, updated_usec, expires_usec, "
+                "revoked_usec, version) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+        [SQL_CRED_GET] = "SELECT " CRED_COLUMNS " FROM credentials c WHERE c.tenant_id = ?1 AND c.name = ?2",
+        [SQL_CRED_LIST] = "SELECT " CRED_COLUMNS " FROM credentials c WHERE c.tenant_id = ?1 ORDER BY c.name",
+        [SQL_CRED_UPDATE] =
+                "UPDATE credentials SET hosts_json = ?4, apply = ?5, header_name = ?6, header_format = ?7, "
+                "basic_user = ?8, env_name = ?9, ciphertext = ?10, nonce = ?11, key_id = ?12, "
+                "expires_usec = ?13, revoked_usec = ?14, updated_usec = ?15, version = version + 1 "
+                "WHERE tenant_id = ?1 AND name = ?2 AND version = ?3 RETURNING version",
+        [SQL_CRED_DELETE] = "DELETE FROM credentials WHERE tenant_id = ?1 AND name = ?2 RETURNING id",
+        [SQL_CRED_DELETE_GRANTS] = "DELETE FROM credential_grants WHERE credential_id = ?1",
+        [SQL_CRED_EXISTS] = "SELECT 1 FROM credentials WHERE tenant_id = ?1 AND name = ?2",
+        [SQL_GRANT_INSERT] =
+                "INSERT INTO credential_grants (sandbox_id, credential_id, tenant_id, created_usec) "
+                "VALUES (?1, ?2, ?3, ?4)",
+        [SQL_GRANT_DELETE] = "DELETE FROM credential_grants WHERE sandbox_id = ?1 AND credential_id = ?2",
+        [SQL_GRANT_LIST] =
+                "SELECT " CRED_COLUMNS " FROM credential_grants g JOIN credentials c ON c.id = g.credential_id "
+                "WHERE g.sandbox_id = ?1 AND c.tenant_id = g.tenant_id ORDER BY c.name",
+};
+
+#define TRY(expr)                       \
+        do {                            \
+                int _r = (expr);        \
+                if (_r < 0)             \
+                        return _r;      \
+        } while (0)
+
+static int cred_stmt(SqliteStore *q, SqlCredStmt id, sqlite3_stmt **ret) {
+        if (id < 0 || id >= _SQL_CRED_STMT_MAX)
+                return -EINVAL;
+        return sqlite_store_prepare(q, &q->credentials[id], cred_sql[id], ret);
+}
+
+static int cred_read(sqlite3_stmt *st, Credential *ret) {
+        _cleanup_(credential_done) Credential c = {};
+        char apply[16];
+        int r;
+
+        TRY(SQLITE_COL_STR(st, 0, c.id));
+        TRY(SQLITE_COL_STR(st, 1, c.tenant_id));
+        TRY(SQLITE_COL_STR(st, 2, c.name));
+        TRY(sqlite_col_strdup(st, 3, &c.hosts_json));
+        TRY(SQLITE_COL_STR(st, 4, apply));
+        r = cred_apply_from_string(apply);
+        if (r < 0)
+                return -EBADMSG;
+        c.apply = (CredApply) r;
+        TRY(SQLITE_COL_STR(st, 5, c.header_name));
+        TRY(SQLITE_COL_STR(st, 6, c.header_format));
+        TRY(SQLITE_COL_STR(st, 7, c.basic_user));
+        TRY(SQLITE_COL_STR(st, 8, c.env_name));
+        TRY(sqlite_col_strdup(st, 9, &c.ciphertext));
+        TRY(SQLITE_COL_STR(st, 10, c.nonce));
+        TRY(SQLITE_COL_STR(st, 11, c.key_id));
+        TRY(sqlite_col_i64(st, 12, &c.created_usec));
+        TRY(sqlite_col_i64(st, 13, &c.updated_usec));
+        TRY(sqlite_col_i64(st, 14, &c.expires_usec));
+        TRY(sqlite_col_i64(st, 15, &c.revoked_usec));
+        TRY(sqlite_col_u64(st, 16, &c.version));
+        if (!c.hosts_json || !c.ciphertext)
+                return -EBADMSG;
+        *ret = c;
+        c = (Credential) {};
+        return 0;
+}
+
+static int cred_read_all(SqliteStore *q, sqlite3_stmt *st, Credential **ret, size_t *ret_n) {
+        Credential *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        while ((r = sqlite_store_step(q, st)) > 0) {
+                if (GREEDY_REALLOC(a, allocated, n + 1) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                r = cred_read(st, &a[n]);
+                if (r < 0)
+                        break;
+                n++;
+        }
+        if (r < 0) {
+                credential_array_free(a, n);
+                return r;
+        }
+        *ret = a;
+        *ret_n = n;
+        return 0;
+}
+
+int sqlite_op_credential_insert(Store *s, const Credential *c) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(cred_stmt(q, SQL_CRED_INSERT, &st));
+        TRY(sqlite_bind_text(q, st, 1, c->id));
+        TRY(sqlite_bind_text(q, st, 2, c->tenant_id));
+        TRY(sqlite_bind_text(q, st, 3, c->name));
+        TRY(sqlite_bind_text(q, st, 4, c->hosts_json));
+        TRY(sqlite_bind_text(q, st, 5, cred_apply_to_string(c->apply)));
+        TRY(sqlite_bind_text(q, st, 6, c->header_name));
+        TRY(sqlite_bind_text(q, st, 7, c->header_format));
+        TRY(sqlite_bind_text(q, st, 8, c->basic_user));
+        TRY(sqlite_bind_text(q, st, 9, c->env_name));
+        TRY(sqlite_bind_text(q, st, 10, c->ciphertext));
+        TRY(sqlite_bind_text(q, st, 11, c->nonce));
+        TRY(sqlite_bind_text(q, st, 12, c->key_id));
+        TRY(sqlite_bind_int64(q, st, 13, c->created_usec));
+        TRY(sqlite_bind_int64(q, st, 14, c->updated_usec));
+        TRY(sqlite_bind_int64(q, st, 15, c->expires_usec));
+        TRY(sqlite_bind_int64(q, st, 16, c->revoked_usec));
+        TRY(sqlite_bind_int64(q, st, 17, (int64_t) c->version));
+        return sqlite_store_step_done(q, st);
+}
+
+int sqlite_op_credential_get(Store *s, const char *tenant_id, const char *name, Credential *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(cred_stmt(q, SQL_CRED_GET, &st));
+        TRY(sqlite_bind_text(q, st, 1, tenant_id));
+        TRY(sqlite_bind_text(q, st, 2, name));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        return cred_read(st, ret);
+}
+
+int sqlite_op_credential_list(Store *s, const char *tenant_id, Credential **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(cred_stmt(q, SQL_CRED_LIST, &st));
+        TRY(sqlite_bind_text(q, st, 1, tenant_id));
+        return cred_read_all(q, st, ret, ret_n);
+}
+
+static int cred_exists(SqliteStore *q, const char *tenant_id, const char *name) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(cred_stmt(q, SQL_CRED_EXISTS, &st));
+        TRY(sqlite_bind_text(q, st, 1, tenant_id));
+        TRY(sqlite_bind_text(q, st, 2, name));
+        return sqlite_store_step(q, st);
+}
+
+int sqlite_op_credential_update(Store *s, const Credential *c, int64_t now, uint64_t *ret_version) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        uint64_t v;
+        int r;
+
+        TRY(cred_stmt(q, SQL_CRED_UPDATE, &st));
+        TRY(sqlite_bind_text(q, st, 1, c->tenant_id));
+        TRY(sqlite_bind_text(q, st, 2, c->name));
+        TRY(sqlite_bind_int64(q, st, 3, (int64_t) c->version));
+        TRY(sqlite_bind_text(q, st, 4, c->hosts_json));
+        TRY(sqlite_bind_text(q, st, 5, cred_apply_to_string(c->apply)));
+        TRY(sqlite_bind_text(q, st, 6, c->header_name));
+        TRY(sqlite_bind_text(q, st, 7, c->header_format));
+        TRY(sqlite_bind_text(q, st, 8, c->basic_user));
+        TRY(sqlite_bind_text(q, st, 9, c->env_name));
+        TRY(sqlite_bind_text(q, st, 10, c->ciphertext));
+        TRY(sqlite_bind_text(q, st, 11, c->nonce));
+        TRY(sqlite_bind_text(q, st, 12, c->key_id));
+        TRY(sqlite_bind_int64(q, st, 13, c->expires_usec));
+        TRY(sqlite_bind_int64(q, st, 14, c->revoked_usec));
+        TRY(sqlite_bind_int64(q, st, 15, now));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0) {
+                sqlite_stmt_resetp(&st);
+                r = cred_exists(q, c->tenant_id, c->name);
+                if (r < 0)
+                        return r;
+                return r > 0 ? -ESTALE : -ENOENT;
+        }
+        TRY(sqlite_col_u64(st, 0, &v));
+        TRY(sqlite_store_step_done(q, st));
+        *ret_version = v;
+        return 0;
+}
+
+int sqlite_op_credential_delete(Store *s, const char *tenant_id, const char *name) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        char id[STORE_ID_MAX];
+        int r;
+
+        TRY(sqlite_store_begin(q, &tx));
+        {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+                TRY(cred_stmt(q, SQL_CRED_DELETE, &st));
+                TRY(sqlite_bind_text(q, st, 1, tenant_id));
+                TRY(sqlite_bind_text(q, st, 2, name));
+                r = sqlite_store_step(q, st);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return -ENOENT;
+                TRY(SQLITE_COL_STR(st, 0, id));
+                TRY(sqlite_store_step_done(q, st));
+        }
+        {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+                TRY(cred_stmt(q, SQL_CRED_DELETE_GRANTS, &st));
+                TRY(sqlite_bind_text(q, st, 1, id));
+                TRY(sqlite_store_step_done(q, st));
+        }
+        return sqlite_store_commit(&tx);
+}
+
+int sqlite_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
+                           int64_t now) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(cred_stmt(q, SQL_GRANT_INSERT, &st));
+        TRY(sqlite_bind_text(q, st, 1, sandbox_id));
+        TRY(sqlite_bind_text(q, st, 2, credential_id));
+        TRY(sqlite_bind_text(q, st, 3, tenant_id));
+        TRY(sqlite_bind_int64(q, st, 4, now));
+        return sqlite_store_step_done(q, st);
+}
+
+int sqlite_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_id) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(cred_stmt(q, SQL_GRANT_DELETE, &st));
+        TRY(sqlite_bind_text(q, st, 1, sandbox_id));
+        TRY(sqlite_bind_text(q, st, 2, credential_id));
+        TRY(sqlite_store_step_done(q, st));
+        return sqlite3_changes64(q->db) == 0 ? -ENOENT : 0;
+}
+
+int sqlite_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(cred_stmt(q, SQL_GRANT_LIST, &st));
+        TRY(sqlite_bind_text(q, st, 1, sandbox_id));
+        return cred_read_all(q, st, ret, ret_n);
+}
