@@ -10,8 +10,11 @@
 #include "api.h"
 #include "proto.h"
 
+typedef struct CredKey CredKey;
+
 struct Api {
         Config config;
+        CredKey *cred_key;           /* the master key of credentials (owned), NULL = not loaded */
         pthread_key_t handles_key;   /* per-thread Store + WorkerClient */
         char worker_address[CONFIG_STR_MAX + 16];
         char agent_dir[CONFIG_STR_MAX + 16];
@@ -240,6 +243,29 @@ int api_events_list(ApiRequest *r, ApiError *e);
 int api_keys_create(ApiRequest *r, ApiError *e);
 int api_keys_list(ApiRequest *r, ApiError *e);
 int api_keys_delete(ApiRequest *r, ApiError *e);
+
+/* ---- credentials (credentials.c) ---- */
+int api_credential_create(ApiRequest *r, ApiError *e);
+int api_credential_list(ApiRequest *r, ApiError *e);
+int api_credential_show(ApiRequest *r, ApiError *e);
+int api_credential_delete(ApiRequest *r, ApiError *e);
+int api_credential_patch(ApiRequest *r, ApiError *e);
+int api_credential_revoke(ApiRequest *r, ApiError *e);
+int api_sandbox_credentials_list(ApiRequest *r, ApiError *e);
+int api_sandbox_credential_grant(ApiRequest *r, ApiError *e);
+int api_sandbox_credential_revoke(ApiRequest *r, ApiError *e);
+/* The credentials named by a create request's "credentials" (NULL or null =
+ * none): each must exist in the tenant and be active. */
+int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **ret, size_t *ret_n, ApiError *e);
+/* Adds ENV=space-cred-<name> for each credential with an env name to the
+ * JSON object *env_json (NULL = none), unless it names that variable already. */
+int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, ApiError *e);
+/* Records the grants of a new sandbox (and their events). */
+int api_credentials_grant_all(ApiRequest *r, const char *sandbox_id, const Credential *creds, size_t n,
+                              ApiError *e);
+/* The placeholders of the sandbox's granted credentials as a JSON env object
+ * (*ret NULL if none). */
+int api_credentials_env_of(ApiRequest *r, const char *sandbox_id, char **ret_env_json, ApiError *e);
 
 int api_info(ApiRequest *r, ApiError *e);
 int api_healthz(ApiRequest *r, ApiError *e);

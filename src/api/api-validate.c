@@ -174,7 +174,7 @@ static int serialize_map(const JsonValue *body, const char *key, bool env, char 
 int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox *sb, ApiError *e) {
         static const char *const allowed[] = { "template", "runtime", "cpu", "memory_mb", "disk_mb", "pids_max",
                                                "io_weight", "timeout_s", "env", "metadata", "idle_s",
-                                               "idle_action", "checkpoint_every_s", "network", NULL };
+                                               "idle_action", "checkpoint_every_s", "network", "credentials", NULL };
         const char *unknown = NULL, *tmpl = c->default_template;
         uint64_t cpu_millis = c->default_cpu_millis, memory_mb = c->default_memory_mb, disk_mb = c->default_disk_mb,
                  pids = c->default_pids_max, timeout_s = c->default_timeout_s, idle_s = 0, checkpoint_every_s = 0,

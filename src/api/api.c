@@ -9,6 +9,7 @@
 
 #include "alloc-util.h"
 #include "api-internal.h"
+#include "cred-crypt.h"
 #include "e2b.h"
 #include "log.h"
 #include "str-util.h"
@@ -56,6 +57,15 @@ static const Route routes[] = {
         { "POST", "/v1/keys", api_keys_create, true, false, false },
         { "GET", "/v1/keys", api_keys_list, true, false, false },
         { "DELETE", "/v1/keys/{id}", api_keys_delete, true, false, false },
+        { "POST", "/v1/credentials", api_credential_create, true, false, false },
+        { "GET", "/v1/credentials", api_credential_list, true, false, false },
+        { "GET", "/v1/credentials/{name}", api_credential_show, true, false, false },
+        { "PATCH", "/v1/credentials/{name}", api_credential_patch, true, false, false },
+        { "DELETE", "/v1/credentials/{name}", api_credential_delete, true, false, false },
+        { "POST", "/v1/credentials/{name}/revoke", api_credential_revoke, true, false, false },
+        { "GET", "/v1/sandboxes/{id}/credentials", api_sandbox_credentials_list, true, false, true },
+        { "POST", "/v1/sandboxes/{id}/credentials/{name}", api_sandbox_credential_grant, true, false, true },
+        { "DELETE", "/v1/sandboxes/{id}/credentials/{name}", api_sandbox_credential_revoke, true, false, true },
         { "GET", "/v1/info", api_info, true, false, false },
         { "GET", "/healthz", api_healthz, false, false, false },
         { "GET", "/metrics", api_metrics, false, false, false },
@@ -115,8 +125,14 @@ Api *api_free(Api *a) {
         thread_handles_free(pthread_getspecific(a->handles_key));
         (void) pthread_setspecific(a->handles_key, NULL);
         (void) pthread_key_delete(a->handles_key);
+        cred_key_free(a->cred_key);
         free(a);
         return NULL;
+}
+
+void api_set_cred_key(Api *a, CredKey *k) {
+        cred_key_free(a->cred_key);
+        a->cred_key = k;
 }
 
 const Config *api_config(const Api *a) {
@@ -290,11 +306,23 @@ static bool content_type_is(const char *value, const char *type) {
         return value[n] == 0 || value[n] == ';' || value[n] == ' ';
 }
 
+/* JSON bodies may carry secrets (credential values): wiped before they are freed. */
+typedef struct BodyBuf {
+        char *p;
+        size_t n;
+} BodyBuf;
+
+static void body_buf_done(BodyBuf *b) {
+        if (b->p) {
+                explicit_bzero(b->p, b->n);
+                free(b->p);
+        }
+}
+
 static int read_json(ApiRequest *r, bool allow_empty, JsonValue **ret, ApiError *e) {
-        _cleanup_free_ char *buf = NULL;
+        _cleanup_(body_buf_done) BodyBuf body = {};
         const char *ct = http_head_header(r->head, "Content-Type");
         char errbuf[128] = "";
-        size_t n = 0;
         int k;
 
         /* curl -d sends application/x-www-form-urlencoded unless told otherwise: a JSON body
@@ -305,19 +333,19 @@ static int read_json(ApiRequest *r, bool allow_empty, JsonValue **ret, ApiError 
         if (r->head->content_length > (int64_t) API_BODY_JSON_MAX)
                 return api_error(e, -EFBIG, API_PAYLOAD_TOO_LARGE, "JSON bodies are limited to %u bytes",
                                  API_BODY_JSON_MAX);
-        k = http_conn_read_body_all(r->conn, API_BODY_JSON_MAX, &buf, &n);
+        k = http_conn_read_body_all(r->conn, API_BODY_JSON_MAX, &body.p, &body.n);
         if (k == -EFBIG)
                 return api_error(e, k, API_PAYLOAD_TOO_LARGE, "JSON bodies are limited to %u bytes", API_BODY_JSON_MAX);
         if (k < 0)
                 return api_error(e, k, API_BAD_REQUEST, "could not read the request body: %s", strerror(-k));
         r->body_read = true;
 
-        if (n == 0 && !allow_empty)
+        if (body.n == 0 && !allow_empty)
                 return api_error(e, -EINVAL, API_INVALID_JSON, "the body must be a JSON object, not empty");
-        if (n == 0) /* no body: an empty object */
+        if (body.n == 0) /* no body: an empty object */
                 k = json_parse("{}", 2, ret, NULL, 0);
         else
-                k = json_parse(buf, n, ret, errbuf, sizeof errbuf);
+                k = json_parse(body.p, body.n, ret, errbuf, sizeof errbuf);
         if (k == -ENOMEM)
                 return api_error(e, k, API_UNAVAILABLE, "out of memory");
         if (k < 0)

@@ -41,6 +41,10 @@ int api_new(const Config *config, Api **ret);
 Api *api_free(Api *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 const Config *api_config(const Api *a);
+/* Hands the credentials' master key (cred-crypt.h) to the API, which owns it
+ * from then on. Without one, creating or rotating a credential is a 503. */
+struct CredKey;
+void api_set_cred_key(Api *a, struct CredKey *k);
 /* The HttpHandler to give to the http server (userdata = Api*). */
 void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
 

@@ -263,6 +263,16 @@ int api_exec(ApiRequest *r, ApiError *e) {
         k = api_exec_merge_env(&x, sb.env_json, e);
         if (k < 0)
                 return k;
+        {
+                /* placeholders of credentials granted since the sandbox was created */
+                _cleanup_free_ char *cred_env = NULL;
+
+                k = api_credentials_env_of(r, sb.id, &cred_env, e);
+                if (k >= 0 && cred_env)
+                        k = api_exec_merge_env(&x, cred_env, e);
+                if (k < 0)
+                        return k;
+        }
         k = agent_call_connect(r, &sb, &fd, e);
         if (k < 0)
                 return k;

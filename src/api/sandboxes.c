@@ -165,37 +165,33 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError 
         return 0;
 }
 
-int api_sandbox_create(ApiRequest *r, ApiError *e) {
+/* The rest of a create once the request is valid: creds are the credentials
+ * to grant (their placeholders are in sb's env already). */
+static int sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds, size_t n_creds, ApiError *e) {
         const Config *c = api_config(r->api);
-        _cleanup_json_ JsonValue *body = NULL;
-        _cleanup_sandbox_ Sandbox sb = {};
         uint64_t live;
         Template t;
         int k;
 
-        k = api_read_json_optional(r, &body, e); /* every field is optional: no body is fine */
-        if (k < 0)
-                return k;
-        k = api_validate_sandbox_create(body, c, &sb, e);
-        if (k < 0)
-                return k;
-
-        k = store_template_get(r->store, sb.template_name, &t);
+        k = store_template_get(r->store, sb->template_name, &t);
         if (k == -ENOENT)
-                return api_error(e, k, API_NOT_FOUND, "no template '%s'", sb.template_name);
+                return api_error(e, k, API_NOT_FOUND, "no template '%s'", sb->template_name);
         if (k < 0)
                 return api_store_error(e, k, "looking up the template");
         if (t.state != TEMPLATE_READY)
                 return api_error(e, -EBUSY, API_CONFLICT, "template '%s' is still being imported", t.name);
 
-        (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, r->key.tenant_id);
-        sb.created_usec = sb.updated_usec = now_usec();
-        sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
+        (void) strscpy(sb->tenant_id, sizeof sb->tenant_id, r->key.tenant_id);
+        sb->created_usec = sb->updated_usec = now_usec();
+        sb->expires_usec = sb->timeout_s > 0 ? sb->created_usec + (int64_t) sb->timeout_s * 1000000 : 0;
 
-        /* a warm sandbox, if the template has a pool and one is free (it adds no sandbox to the host) */
-        k = api_sandbox_create_warm(r, &sb, e);
-        if (k != 0)
-                return k < 0 ? k : 0;
+        /* a warm sandbox, if the template has a pool and one is free (it adds no sandbox to the host);
+         * not for one with credentials: their gateway CA is installed when a sandbox is created */
+        if (n_creds == 0) {
+                k = api_sandbox_create_warm(r, sb, e);
+                if (k != 0)
+                        return k < 0 ? k : 1;
+        }
 
         k = api_sandbox_count(r, NULL, &live, e);
         if (k < 0)
@@ -204,9 +200,41 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
                 return api_error(e, -EAGAIN, API_UNAVAILABLE, "this host already runs its maximum of %" PRIu64
                                  " sandboxes", c->max_sandboxes);
 
-        k = api_sandbox_start_new(r, &sb, NULL, e);
+        k = api_sandbox_start_new(r, sb, NULL, e);
         if (k < 0)
                 return k;
+        k = api_credentials_grant_all(r, sb->id, creds, n_creds, e);
+        if (k < 0) {
+                ApiError ignored = {};
+                (void) worker_sandbox_destroy(r->worker, sb->id, &ignored);
+                api_sandbox_create_failed(r, sb, e);
+                return k;
+        }
+        return 0;
+}
+
+int api_sandbox_create(ApiRequest *r, ApiError *e) {
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        Credential *creds = NULL;
+        size_t n_creds = 0;
+        int k;
+
+        k = api_read_json_optional(r, &body, e); /* every field is optional: no body is fine */
+        if (k < 0)
+                return k;
+        k = api_validate_sandbox_create(body, api_config(r->api), &sb, e);
+        if (k < 0)
+                return k;
+        k = api_credentials_resolve(r, json_get(body, "credentials"), &creds, &n_creds, e);
+        if (k < 0)
+                return k;
+        k = api_credentials_add_env(creds, n_creds, &sb.env_json, e);
+        if (k >= 0)
+                k = sandbox_create_with(r, &sb, creds, n_creds, e);
+        credential_array_free(creds, n_creds);
+        if (k != 0)
+                return k < 0 ? k : 0; /* > 0: a warm sandbox was handed over and answered with */
         return reply_sandbox(r, 201, sb.id, e);
 }
 

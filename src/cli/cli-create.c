@@ -33,6 +33,7 @@ static const CliOption options[] = {
         { "allow-cidr", 0, true, OPT_ALLOW_CIDR },
         { "deny", 0, true, OPT_DENY },
         { "credential", 0, true, OPT_CREDENTIAL },
+        { "cred", 0, true, OPT_CREDENTIAL },
         {},
 };
 

@@ -25,7 +25,7 @@ static const CliCommand commands[] = {
         { "create", cli_create,
           "[--template T] [--runtime ns|vm] [--cpu N] [--memory MB] [--disk MB] [--timeout S] [--env K=V]... "
           "[--meta K=V]... [--allow HOST[:PORTS]]... [--allow-cidr CIDR[:PORTS]]... [--deny HOST|CIDR]... "
-          "[--credential NAME]...",
+          "[--cred NAME]...",
           "create a sandbox and print its id",
           "  --template T       template name (default: the server's default_template)\n"
           "  --runtime ns|vm    isolation runtime\n"
@@ -39,7 +39,7 @@ static const CliCommand commands[] = {
           "  --allow-cidr CIDR[:PORTS]  allow egress to raw addresses in CIDR (repeatable)\n"
           "  --deny HOST|CIDR   never allow it, whatever an allow rule says (repeatable)\n"
           "  Without any, the server's default_network applies (no egress unless configured).\n"
-          "  --credential NAME  grant a credential (repeatable)\n" },
+          "  --cred NAME        grant a credential (repeatable; also --credential)\n" },
         { "exec", cli_exec,
           "ID [--timeout S] [--env K=V]... [--cwd D] [--user U] [--tty] [-i] -- CMD [ARG...]",
           "run a command in a sandbox, stream its output and exit with its code",
@@ -92,6 +92,22 @@ static const CliCommand commands[] = {
           "  create   create a key and print its secret (shown only once)\n"
           "  ls       list keys\n"
           "  rm ID    delete a key\n" },
+        { "cred", cli_cred,
+          "add NAME --host H... [--header 'Authorization: Bearer {value}' | --basic-user U] [--env VAR] "
+          "[--expires T] [--value-file F] | ls [ID] | show NAME | rm NAME... | rotate NAME [--value-file F] | "
+          "revoke NAME... | grant ID NAME... | ungrant ID NAME...",
+          "manage credentials (values are read from stdin or --value-file, never from the command line)",
+          "  add NAME        create a credential; the value is read from stdin (no echo on a terminal)\n"
+          "                  or from --value-file; --host repeatable ('*.example.com' for names below);\n"
+          "                  --header 'Name: format' with {value} (default 'Authorization: Bearer {value}')\n"
+          "                  or --basic-user U; --env VAR puts the placeholder space-cred-NAME in VAR\n"
+          "  ls [ID]         list credentials (or those granted to sandbox ID)\n"
+          "  show NAME       show one (never its value)\n"
+          "  rm NAME...      delete credentials and their grants\n"
+          "  rotate NAME     give it a new value (from stdin or --value-file); next requests use it\n"
+          "  revoke NAME...  revoke at once (final)\n"
+          "  grant ID NAME...    grant credentials to a running sandbox\n"
+          "  ungrant ID NAME...  take them away\n" },
         { "events", cli_events, "[ID] [--type T] [--follow] [--limit N]", "show lifecycle and audit events",
           "  --type T    only events whose type starts with T (e.g. sandbox.)\n"
           "  --follow    keep streaming new events\n"

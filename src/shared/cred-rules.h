@@ -10,6 +10,7 @@
 
 #define CRED_NAME_MAX 64                /* characters of a credential name */
 #define CRED_HOSTS_MAX 32               /* host patterns of one credential */
+#define CRED_GRANTS_MAX 32              /* credentials granted to one sandbox */
 #define CRED_HOST_MAX 253               /* characters of a host name */
 #define CRED_ENV_NAME_MAX 128
 #define CRED_HEADER_NAME_MAX 127

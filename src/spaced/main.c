@@ -18,6 +18,7 @@
 
 #include "api-bootstrap.h"
 #include "api.h"
+#include "cred-crypt.h"
 #include "config.h"
 #include "fd-util.h"
 #include "http-server.h"
@@ -247,6 +248,8 @@ static void *controller_thread(void *userdata) {
 int main(int argc, char *argv[]) {
         _cleanup_(store_closep) Store *store = NULL;
         _cleanup_close_ int pidfd = -EBADF;
+        _cleanup_(cred_key_freep) CredKey *cred_key = NULL;
+        char errbuf[512];
         Controller ctl = {};
         Api *api = NULL;
         Config config;
@@ -287,12 +290,24 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 return 1;
 
+        /* The credentials' master key, before anything touches the host. The
+         * worker forked next does not inherit its pages (MADV_DONTFORK). */
+        r = cred_key_open(config.state_dir, true, &cred_key, errbuf, sizeof errbuf);
+        if (r < 0) {
+                log_error("Cannot use the credentials' master key: %s", errbuf[0] ? errbuf : strerror(-r));
+                return 1;
+        }
+
         /* before any thread: the worker clones sandboxes */
         r = start_worker(&config);
         if (r < 0)
                 return 1;
 
         r = api_new(&config, &api);
+        if (r >= 0) {
+                api_set_cred_key(api, cred_key);
+                cred_key = NULL;
+        }
         if (r >= 0)
                 r = http_server_new(config.listen, api_handle, api, &server);
         if (r < 0) {
