@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/* TLS endpoints over memory BIOs for interception. See tls-intercept.h. */
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc-util.h"
+#include "tls-intercept.h"
+
+#define TLS_PIPE_HOST_MAX 253U
+
+struct TlsPipe {
+        SSL *ssl;
+        BIO *rbio, *wbio; /* owned by ssl */
+        bool server;
+        char error[TLS_PIPE_ERROR_MAX];
+};
+
+static const uint8_t alpn_http11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+
+int tls_intercept_client_ctx_new(const char *ca_file, SSL_CTX **ret) {
+        SSL_CTX *ctx;
+
+        if (!ret)
+                return -EINVAL;
+        ctx = SSL_CTX_new(TLS_client_method());
+        if (!ctx)
+                return -ENOMEM;
+        if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+            (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) : SSL_CTX_set_default_verify_paths(ctx)) !=
+                    1 ||
+            SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11) != 0) {
+                SSL_CTX_free(ctx);
+                ERR_clear_error();
+                return -EINVAL;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+        *ret = ctx;
+        return 0;
+}
+
+/* The sandbox may offer h2 and http/1.1: we speak HTTP/1.1 only. */
+static int alpn_select(SSL *ssl, const uint8_t **out, uint8_t *outlen, const uint8_t *in, unsigned inlen,
+                       void *arg) {
+        (void) ssl;
+        (void) arg;
+        if (SSL_select_next_proto((uint8_t **) out, outlen, alpn_http11, sizeof alpn_http11, in, inlen) !=
+            OPENSSL_NPN_NEGOTIATED)
+                return SSL_TLSEXT_ERR_NOACK;
+        return SSL_TLSEXT_ERR_OK;
+}
+
+static int pipe_new(SSL_CTX *ctx, bool server, TlsPipe **ret) {
+        _cleanup_(tls_pipe_freep) TlsPipe *p = NULL;
+
+        p = new0(TlsPipe, 1);
+        if (!p)
+                return -ENOMEM;
+        p->server = server;
+        p->ssl = SSL_new(ctx);
+        p->rbio = BIO_new(BIO_s_mem());
+        p->wbio = BIO_new(BIO_s_mem());
+        if (!p->ssl || !p->rbio || !p->wbio) {
+                BIO_free(p->rbio);
+                BIO_free(p->wbio);
+                p->rbio = p->wbio = NULL;
+                return -ENOMEM;
+        }
+        BIO_set_mem_eof_return(p->rbio, -1); /* empty = retry, not EOF */
+        SSL_set_bio(p->ssl, p->rbio, p->wbio);
+        if (server)
+                SSL_set_accept_state(p->ssl);
+        else
+                SSL_set_connect_state(p->ssl);
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+int tls_intercept_server_new(TlsCa *ca, const char *host, TlsPipe **ret) {
+        SSL_CTX *ctx;
+        X509 *leaf = NULL;
+        EVP_PKEY *key = NULL;
+        TlsPipe *p = NULL;
+        int r;
+
+        if (!ca || !host || !ret)
+                return -EINVAL;
+        r = tls_ca_leaf(ca, host, &leaf, &key);
+        if (r < 0)
+                return r;
+        ctx = SSL_CTX_new(TLS_server_method());
+        if (!ctx)
+                r = -ENOMEM;
+        else if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+                 SSL_CTX_use_certificate(ctx, leaf) != 1 || SSL_CTX_use_PrivateKey(ctx, key) != 1)
+                r = -EIO;
+        else {
+                SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+                SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+                r = pipe_new(ctx, true, &p);
+        }
+        SSL_CTX_free(ctx); /* the SSL keeps its reference */
+        X509_free(leaf);
+        EVP_PKEY_free(key);
+        ERR_clear_error();
+        if (r < 0)
+                return r;
+        *ret = p;
+        return 0;
+}
+
+int tls_intercept_client_new(SSL_CTX *ctx, const char *host, TlsPipe **ret) {
+        _cleanup_(tls_pipe_freep) TlsPipe *p = NULL;
+        int r;
+
+        if (!ctx || !host || !ret || strlen(host) == 0 || strlen(host) > TLS_PIPE_HOST_MAX)
+                return -EINVAL;
+        r = pipe_new(ctx, false, &p);
+        if (r < 0)
+                return r;
+        /* SNI, and the name the certificate must carry (no partial wildcards) */
+        if (SSL_set_tlsext_host_name(p->ssl, host) != 1 || SSL_set1_host(p->ssl, host) != 1) {
+                ERR_clear_error();
+                return -EINVAL;
+        }
+        SSL_set_hostflags(p->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+TlsPipe *tls_pipe_free(TlsPipe *p) {
+        if (!p)
+                return NULL;
+        SSL_free(p->ssl); /* frees the BIOs */
+        free(p);
+        return NULL;
+}
+
+int tls_pipe_feed(TlsPipe *p, const void *buf, size_t n) {
+        if (!p || (!buf && n > 0) || n > INT32_MAX)
+                return -EINVAL;
+        if (n == 0)
+                return 0;
+        return BIO_write(p->rbio, buf, (int) n) == (int) n ? 0 : -ENOMEM;
+}
+
+size_t tls_pipe_pending(const TlsPipe *p) {
+        return p ? BIO_ctrl_pending(p->wbio) : 0;
+}
+
+ssize_t tls_pipe_take(TlsPipe *p, void *buf, size_t n) {
+        int k;
+
+        if (!p || !buf)
+                return -EINVAL;
+        if (BIO_ctrl_pending(p->wbio) == 0 || n == 0)
+                return 0;
+        k = BIO_read(p->wbio, buf, (int) MIN(n, (size_t) INT32_MAX));
+        return k > 0 ? k : 0;
+}
+
+/* Records the reason of a failure (the verify result first) and clears the queue. */
+static int pipe_fail(TlsPipe *p, int ssl_err) {
+        unsigned long e = ERR_peek_last_error();
+        long v = SSL_get_verify_result(p->ssl);
+
+        if (!p->server && v != X509_V_OK)
+                (void) snprintf(p->error, sizeof p->error, "upstream certificate: %s",
+                                X509_verify_cert_error_string(v));
+        else if (e != 0)
+                (void) snprintf(p->error, sizeof p->error, "%s", ERR_reason_error_string(e) ?: "TLS error");
+        else
+                (void) snprintf(p->error, sizeof p->error, "TLS error %d", ssl_err);
+        ERR_clear_error();
+        return -EPROTO;
+}
+
+int tls_pipe_handshake(TlsPipe *p) {
+        int k, e;
+
+        if (!p)
+                return -EINVAL;
+        if (SSL_is_init_finished(p->ssl))
+                return 1;
+        k = SSL_do_handshake(p->ssl);
+        if (k == 1)
+                return 1;
+        e = SSL_get_error(p->ssl, k);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+                return 0;
+        return pipe_fail(p, e);
+}
+
+ssize_t tls_pipe_read(TlsPipe *p, void *buf, size_t n) {
+        size_t got = 0;
+        int k, e;
+
+        if (!p || !buf || n == 0)
+                return -EINVAL;
+        k = SSL_read_ex(p->ssl, buf, n, &got);
+        if (k == 1)
+                return (ssize_t) got;
+        e = SSL_get_error(p->ssl, k);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+                return -EAGAIN;
+        if (e == SSL_ERROR_ZERO_RETURN)
+                return 0;
+        return pipe_fail(p, e);
+}
+
+int tls_pipe_write(TlsPipe *p, const void *buf, size_t n) {
+        size_t done = 0, w;
+        int k;
+
+        if (!p || (!buf && n > 0))
+                return -EINVAL;
+        while (done < n) {
+                /* memory BIOs grow: a write only stops on an error */
+                k = SSL_write_ex(p->ssl, (const uint8_t *) buf + done, n - done, &w);
+                if (k != 1)
+                        return pipe_fail(p, SSL_get_error(p->ssl, k));
+                done += w;
+        }
+        return 0;
+}
+
+int tls_pipe_shutdown(TlsPipe *p) {
+        if (!p)
+                return -EINVAL;
+        (void) SSL_shutdown(p->ssl);
+        ERR_clear_error();
+        return 0;
+}
+
+const char *tls_pipe_error(const TlsPipe *p) {
+        return p && p->error[0] ? p->error : "no error";
+}
