@@ -323,14 +323,8 @@ static bool content_type_is(const char *value, const char *type) {
         return value[n] == 0 || value[n] == ';' || value[n] == ' ';
 }
 
-int e2b_rpc_read(E2bEnvd *x, bool streaming, JsonValue **ret, ApiError *e) {
-        ApiRequest *r = x->r;
+int e2b_rpc_check_content(const ApiRequest *r, bool streaming, ApiError *e) {
         const char *ct = http_head_header(r->head, "Content-Type");
-        _cleanup_free_ char *buf = NULL;
-        char errbuf[128] = "";
-        Slice msg;
-        size_t n = 0;
-        int k;
 
         if (content_type_is(ct, "application/proto") || content_type_is(ct, "application/connect+proto"))
                 return api_error(e, -EPROTONOSUPPORT, API_UNSUPPORTED_MEDIA,
@@ -341,6 +335,20 @@ int e2b_rpc_read(E2bEnvd *x, bool streaming, JsonValue **ret, ApiError *e) {
         if (http_head_header(r->head, "Content-Encoding") &&
             strcasecmp(http_head_header(r->head, "Content-Encoding"), "identity") != 0)
                 return api_error(e, -EINVAL, API_UNSUPPORTED_MEDIA, "compressed requests are not supported");
+        return 0;
+}
+
+int e2b_rpc_read(E2bEnvd *x, bool streaming, JsonValue **ret, ApiError *e) {
+        ApiRequest *r = x->r;
+        _cleanup_free_ char *buf = NULL;
+        char errbuf[128] = "";
+        Slice msg;
+        size_t n = 0;
+        int k;
+
+        k = e2b_rpc_check_content(r, streaming, e);
+        if (k < 0)
+                return k;
         if (r->head->content_length > (int64_t) E2B_BODY_MAX)
                 return api_error(e, -EFBIG, API_PAYLOAD_TOO_LARGE, "request messages are limited to %u bytes",
                                  E2B_BODY_MAX);

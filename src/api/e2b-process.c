@@ -22,15 +22,8 @@
 #define E2B_ARG_MAX (128U * 1024U)
 #define E2B_ENVS_MAX 4096U
 #define E2B_PTY_DIM_MAX 10000U
-#define E2B_INPUT_CHUNK (64U * 1024U)
 
 /* ---- agent conversations ---- */
-
-typedef struct ProcInfo {
-        char exec_id[E2B_EXEC_ID_MAX + 1];
-        uint32_t pid;
-        bool pty;
-} ProcInfo;
 
 static bool exec_id_valid(const char *s) {
         size_t n = s ? strlen(s) : 0;
@@ -44,7 +37,7 @@ static bool exec_id_valid(const char *s) {
 }
 
 /* One process of a PS result (hostile): -EBADMSG if malformed. */
-static int ps_entry(const JsonValue *p, ProcInfo *ret) {
+static int ps_entry(const JsonValue *p, E2bProc *ret) {
         const JsonValue *id = json_get(p, "exec_id"), *pty = json_get(p, "pty");
         uint64_t pid;
 
@@ -76,7 +69,7 @@ static int agent_ps(int fd, JsonValue **ret, const JsonValue **ret_list, ApiErro
 }
 
 /* ProcessSelector {"pid":N} | {"tag":"t"} → the running process. */
-static int resolve_process(E2bEnvd *x, int fd, const JsonValue *sel, ProcInfo *ret, ApiError *e) {
+int e2b_proc_resolve(E2bEnvd *x, int fd, const JsonValue *sel, E2bProc *ret, ApiError *e) {
         _cleanup_json_ JsonValue *ps = NULL;
         const JsonValue *list, *v;
         uint32_t pid = 0;
@@ -101,7 +94,7 @@ static int resolve_process(E2bEnvd *x, int fd, const JsonValue *sel, ProcInfo *r
         if (k < 0)
                 return k;
         for (size_t i = 0; i < json_array_size(list); i++) {
-                ProcInfo p;
+                E2bProc p;
                 if (ps_entry(json_array_at(list, i), &p) < 0)
                         return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed process entry");
                 if (p.pid == pid) {
@@ -113,7 +106,7 @@ static int resolve_process(E2bEnvd *x, int fd, const JsonValue *sel, ProcInfo *r
 }
 
 /* ATTACH without output: the stream then carries STDIN/STDIN_EOF for the process. */
-static int agent_attach(int fd, const char *exec_id, bool output, ApiError *e) {
+int e2b_proc_attach(int fd, const char *exec_id, bool output, ApiError *e) {
         _cleanup_(proto_frame_done) ProtoFrame f = {};
         char json[E2B_EXEC_ID_MAX + 64];
         int k;
@@ -138,7 +131,7 @@ static int agent_attach(int fd, const char *exec_id, bool output, ApiError *e) {
 }
 
 /* Waits until the agent handled what was sent (PING → PONG), taking an ERROR it sent first. */
-static int agent_sync(int fd, ApiError *e) {
+int e2b_proc_sync(int fd, ApiError *e) {
         int k;
 
         k = proto_send_json(fd, PROTO_PING, AGENT_STREAM, "{}");
@@ -519,7 +512,7 @@ static int exec_with_user(int fd, const StartRequest *s, const char *user, Proto
         return agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, ret, e);
 }
 
-static int parse_started(const ProtoFrame *f, ProcInfo *ret, ApiError *e) {
+static int parse_started(const ProtoFrame *f, E2bProc *ret, ApiError *e) {
         _cleanup_json_ JsonValue *v = NULL;
         int k;
 
@@ -537,7 +530,7 @@ static int process_start(E2bEnvd *x) {
         _cleanup_close_ int fd = -EBADF;
         ApiRequest *r = x->r;
         ApiError e = {};
-        ProcInfo p = {};
+        E2bProc p = {};
         bool unknown_user = false;
         JsonWriter w;
         int k;
@@ -605,7 +598,7 @@ static int process_connect(E2bEnvd *x) {
         ApiRequest *r = x->r;
         uint64_t timeout = e2b_rpc_timeout_ms(r);
         ApiError e = {};
-        ProcInfo p = {};
+        E2bProc p = {};
         JsonWriter w;
         int k;
 
@@ -615,9 +608,9 @@ static int process_connect(E2bEnvd *x) {
         if (k < 0 && e.code == API_BAD_GATEWAY)
                 return e2b_reply_gone(r, x->sb.id);
         if (k >= 0)
-                k = resolve_process(x, fd, e2b_field(req, "process", NULL), &p, &e);
+                k = e2b_proc_resolve(x, fd, e2b_field(req, "process", NULL), &p, &e);
         if (k >= 0)
-                k = agent_attach(fd, p.exec_id, true, &e);
+                k = e2b_proc_attach(fd, p.exec_id, true, &e);
         if (k < 0)
                 return e2b_stream_fail(r, &e);
         if (e2b_stream_begin(r) < 0)
@@ -659,7 +652,7 @@ static int process_list(E2bEnvd *x, ApiError *e) {
                 const JsonValue *entry = json_array_at(list, i), *argv = json_get(entry, "argv");
                 _cleanup_free_ char *tag = NULL;
                 bool known = false;
-                ProcInfo p;
+                E2bProc p;
 
                 if (ps_entry(entry, &p) < 0 || json_type(argv) != JSON_ARRAY || json_array_size(argv) == 0)
                         return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed process entry");
@@ -698,7 +691,7 @@ static int process_list(E2bEnvd *x, ApiError *e) {
         return e2b_unary_reply(x->r, &w);
 }
 
-static int empty_reply(E2bEnvd *x) {
+int e2b_proc_empty_reply(E2bEnvd *x) {
         JsonWriter w;
         int k;
 
@@ -710,87 +703,6 @@ static int empty_reply(E2bEnvd *x) {
         return k;
 }
 
-static int process_send_input(E2bEnvd *x, ApiError *e) {
-        _cleanup_json_ JsonValue *req = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ void *data = NULL;
-        const JsonValue *input, *v;
-        bool to_pty;
-        ProcInfo p;
-        size_t n = 0;
-        int k;
-
-        k = e2b_rpc_read(x, false, &req, e);
-        if (k < 0)
-                return k;
-        input = e2b_field(req, "input", NULL);
-        if (json_type(input) != JSON_OBJECT)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "input (stdin or pty bytes) is required");
-        v = e2b_field(input, "stdin", NULL);
-        to_pty = !v;
-        if (!v)
-                v = e2b_field(input, "pty", NULL);
-        if (!v)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "input must carry stdin or pty bytes");
-        if (e2b_bytes_decode(v, &data, &n) < 0)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "input bytes must be base64");
-        k = e2b_envd_agent(x, &fd, e);
-        if (k >= 0)
-                k = resolve_process(x, fd, e2b_field(req, "process", NULL), &p, e);
-        if (k < 0)
-                return k;
-        if (to_pty && !p.pty)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "process %" PRIu32 " has no pty", p.pid);
-        k = agent_attach(fd, p.exec_id, false, e);
-        if (k < 0)
-                return k;
-        for (size_t off = 0; off < n;) {
-                size_t chunk = MIN(n - off, (size_t) E2B_INPUT_CHUNK);
-                k = proto_send(fd, PROTO_STDIN, AGENT_STREAM, (const char *) data + off, chunk);
-                if (k < 0)
-                        return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
-                off += chunk;
-        }
-        k = agent_sync(fd, e);
-        if (k < 0) {
-                if (k == -EBADF)
-                        (void) api_error(e, k, API_INTERNAL, "process %" PRIu32 " has no stdin (start it with stdin)",
-                                         p.pid);
-                return k;
-        }
-        return empty_reply(x);
-}
-
-static int process_close_stdin(E2bEnvd *x, ApiError *e) {
-        _cleanup_json_ JsonValue *req = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        ProcInfo p;
-        int k;
-
-        k = e2b_rpc_read(x, false, &req, e);
-        if (k >= 0)
-                k = e2b_envd_agent(x, &fd, e);
-        if (k >= 0)
-                k = resolve_process(x, fd, e2b_field(req, "process", NULL), &p, e);
-        if (k < 0)
-                return k;
-        if (p.pty)
-                return api_error(e, -EINVAL, API_CONFLICT, "process %" PRIu32 " has a pty, not a stdin to close",
-                                 p.pid);
-        k = agent_attach(fd, p.exec_id, false, e);
-        if (k < 0)
-                return k;
-        k = proto_send(fd, PROTO_STDIN_EOF, AGENT_STREAM, NULL, 0);
-        if (k < 0)
-                return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
-        k = agent_sync(fd, e);
-        if (k == -EBADF)
-                return api_error(e, k, API_INTERNAL, "process %" PRIu32 " has no stdin", p.pid);
-        if (k < 0 && k != -EPIPE) /* closed twice is fine */
-                return k;
-        return empty_reply(x);
-}
-
 static int process_signal(E2bEnvd *x, ApiError *e) {
         static const char *const signals[] = { [0] = "SIGNAL_UNSPECIFIED", [9] = "SIGNAL_SIGKILL",
                                                [15] = "SIGNAL_SIGTERM" };
@@ -799,7 +711,7 @@ static int process_signal(E2bEnvd *x, ApiError *e) {
         const JsonValue *v;
         char json[E2B_EXEC_ID_MAX + 64];
         int sig = 0, k;
-        ProcInfo p;
+        E2bProc p;
 
         k = e2b_rpc_read(x, false, &req, e);
         if (k < 0)
@@ -809,7 +721,7 @@ static int process_signal(E2bEnvd *x, ApiError *e) {
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
         k = e2b_envd_agent(x, &fd, e);
         if (k >= 0)
-                k = resolve_process(x, fd, e2b_field(req, "process", NULL), &p, e);
+                k = e2b_proc_resolve(x, fd, e2b_field(req, "process", NULL), &p, e);
         if (k < 0)
                 return k;
         snprintf(json, sizeof json, "{\"signal\":\"%s\",\"exec_id\":\"%s\"}", sig == 9 ? "SIGKILL" : "SIGTERM",
@@ -820,7 +732,7 @@ static int process_signal(E2bEnvd *x, ApiError *e) {
                         (void) api_error(e, k, API_NOT_FOUND, "process with pid %" PRIu32 " not found", p.pid);
                 return k;
         }
-        return empty_reply(x);
+        return e2b_proc_empty_reply(x);
 }
 
 static int process_update(E2bEnvd *x, ApiError *e) {
@@ -829,7 +741,7 @@ static int process_update(E2bEnvd *x, ApiError *e) {
         const JsonValue *pty, *size;
         uint32_t cols = 0, rows = 0;
         char json[E2B_EXEC_ID_MAX + 96];
-        ProcInfo p;
+        E2bProc p;
         int k;
 
         k = e2b_rpc_read(x, false, &req, e);
@@ -837,7 +749,7 @@ static int process_update(E2bEnvd *x, ApiError *e) {
                 return k;
         pty = e2b_field(req, "pty", NULL);
         if (!pty)
-                return empty_reply(x); /* nothing to change */
+                return e2b_proc_empty_reply(x); /* nothing to change */
         size = e2b_field(pty, "size", NULL);
         if (!size || e2b_uint32(e2b_field(size, "cols", NULL), &cols) < 0 ||
             e2b_uint32(e2b_field(size, "rows", NULL), &rows) < 0 || cols == 0 || rows == 0 ||
@@ -846,7 +758,7 @@ static int process_update(E2bEnvd *x, ApiError *e) {
                                  E2B_PTY_DIM_MAX);
         k = e2b_envd_agent(x, &fd, e);
         if (k >= 0)
-                k = resolve_process(x, fd, e2b_field(req, "process", NULL), &p, e);
+                k = e2b_proc_resolve(x, fd, e2b_field(req, "process", NULL), &p, e);
         if (k < 0)
                 return k;
         if (!p.pty)
@@ -856,7 +768,7 @@ static int process_update(E2bEnvd *x, ApiError *e) {
         k = agent_call_json(fd, PROTO_RESIZE, json, NULL, NULL, e);
         if (k < 0)
                 return k;
-        return empty_reply(x);
+        return e2b_proc_empty_reply(x);
 }
 
 int e2b_process_handle(E2bEnvd *x, const char *method) {
@@ -867,18 +779,18 @@ int e2b_process_handle(E2bEnvd *x, const char *method) {
                 return process_start(x);
         if (streq(method, "Connect"))
                 return process_connect(x);
+        if (streq(method, "StreamInput"))
+                return e2b_process_stream_input(x);
         if (streq(method, "List"))
                 k = process_list(x, &e);
         else if (streq(method, "SendInput"))
-                k = process_send_input(x, &e);
+                k = e2b_process_send_input(x, &e);
         else if (streq(method, "CloseStdin"))
-                k = process_close_stdin(x, &e);
+                k = e2b_process_close_stdin(x, &e);
         else if (streq(method, "SendSignal"))
                 k = process_signal(x, &e);
         else if (streq(method, "Update"))
                 k = process_update(x, &e);
-        else if (streq(method, "StreamInput"))
-                k = api_error(&e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "StreamInput is not supported (use SendInput)");
         else
                 k = api_error(&e, -ENOENT, API_NOT_IMPLEMENTED, "process.Process/%.64s does not exist", method);
         if (k >= 0)

@@ -14,6 +14,7 @@
  *   e2b-multipart.c   streaming multipart/form-data parser
  *   e2b-users.c       users of the sandbox (/etc/passwd), path resolution
  *   e2b-process.c     process.Process over the agent's EXEC/ATTACH/PS/...
+ *   e2b-process-input.c  process.Process input: SendInput, CloseStdin, StreamInput
  *   e2b-filesystem.c  filesystem.Filesystem over the agent's FILE_* requests
  *
  * Control-plane requests carry X-API-KEY (a space API key; the tenant's
@@ -209,8 +210,30 @@ void e2b_drain_start(int fd, const char *sandbox, const char *exec_id);
 /* ---- e2b-process.c, e2b-filesystem.c: /<service>/<Method> ---- */
 
 int e2b_process_handle(E2bEnvd *x, const char *method);
+
+/* A running process of the sandbox as the agent's PS shows it. */
+typedef struct E2bProc {
+        char exec_id[E2B_EXEC_ID_MAX + 1];
+        uint32_t pid;
+        bool pty;
+} E2bProc;
+
+/* ProcessSelector {"pid":N} | {"tag":"t"} → the running process (404 not_found if none). */
+int e2b_proc_resolve(E2bEnvd *x, int fd, const JsonValue *sel, E2bProc *ret, ApiError *e);
+/* ATTACH on the agent connection; without output it then carries STDIN/STDIN_EOF for the process. */
+int e2b_proc_attach(int fd, const char *exec_id, bool output, ApiError *e);
+/* Waits until the agent handled what was sent (PING → PONG), taking an ERROR it sent first. */
+int e2b_proc_sync(int fd, ApiError *e);
+/* The unary reply {}. */
+int e2b_proc_empty_reply(E2bEnvd *x);
+
+/* e2b-process-input.c: unary ones return < 0 with e set; StreamInput always responds. */
+int e2b_process_send_input(E2bEnvd *x, ApiError *e);
+int e2b_process_close_stdin(E2bEnvd *x, ApiError *e);
+int e2b_process_stream_input(E2bEnvd *x);
 int e2b_filesystem_handle(E2bEnvd *x, const char *method);
 /* Connect-RPC plumbing shared by both: content type checks and the request message. */
+int e2b_rpc_check_content(const ApiRequest *r, bool streaming, ApiError *e);
 int e2b_rpc_read(E2bEnvd *x, bool streaming, JsonValue **ret, ApiError *e);
 /* Keepalive-Ping-Interval (s) and Connect-Timeout-Ms of a streaming request; 0 = none. */
 unsigned e2b_rpc_keepalive_sec(const ApiRequest *r);

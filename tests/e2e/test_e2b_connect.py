@@ -1,0 +1,223 @@
+# SPDX-License-Identifier: MIT
+"""What the E2B JS SDK never sends, spoken with a raw Connect client:
+process.Process/StreamInput (client streaming: connect-web cannot send client
+streams, the Python SDK's connectrpc can)."""
+
+import base64
+import json
+import struct
+import time
+
+import e2e_http
+
+END_STREAM = 0x02
+
+
+def envelope(obj, flags=0):
+    b = json.dumps(obj).encode()
+    return struct.pack(">BI", flags, len(b)) + b
+
+
+def parse_envelopes(data):
+    out = []
+    while data:
+        assert len(data) >= 5, data
+        flags, n = struct.unpack(">BI", data[:5])
+        assert len(data) >= 5 + n, data
+        out.append((flags, json.loads(data[5:5 + n])))
+        data = data[5 + n:]
+    return out
+
+
+class EnvelopeStream:
+    """The envelopes of an open server-streaming response, as they arrive."""
+
+    def __init__(self, resp):
+        self.resp = resp
+        self.buf = b""
+
+    def next(self):
+        while True:
+            if len(self.buf) >= 5:
+                flags, n = struct.unpack(">BI", self.buf[:5])
+                if len(self.buf) >= 5 + n:
+                    msg = json.loads(self.buf[5:5 + n])
+                    self.buf = self.buf[5 + n:]
+                    return flags, msg
+            b = self.resp.resp.read1(65536)
+            if not b:
+                raise AssertionError(f"the stream ended inside an envelope: {self.buf!r}")
+            self.buf += b
+
+    def stdout_until(self, want, limit=200):
+        """stdout bytes of data events until want was seen (keepalives skipped)."""
+        got = b""
+        for _ in range(limit):
+            flags, m = self.next()
+            assert flags == 0, (flags, m)
+            data = m.get("event", {}).get("data")
+            if data and "stdout" in data:
+                got += base64.b64decode(data["stdout"])
+                if want in got:
+                    return got
+        raise AssertionError(f"{want!r} not seen in stdout {got!r}")
+
+
+def envd_headers(sb_id, token, ct):
+    return {"E2b-Sandbox-Id": sb_id, "X-Access-Token": token, "Content-Type": ct, "Connect-Protocol-Version": "1"}
+
+
+def token_of(spaced, sb_id):
+    r = e2e_http.request(spaced.url, "GET", f"/sandboxes/{sb_id}", key=None, headers={"X-API-KEY": spaced.admin_key})
+    assert r.status == 200, r
+    return r.json()["envdAccessToken"]
+
+
+def start_cat(spaced, sb_id, token, tag):
+    body = envelope({"process": {"cmd": "/bin/cat", "args": []}, "stdin": True, "tag": tag})
+    resp = e2e_http.request(spaced.url, "POST", "/process.Process/Start", data=body, stream=True, timeout=120,
+                            headers=envd_headers(sb_id, token, "application/connect+json"))
+    assert resp.status == 200, resp.status
+    es = EnvelopeStream(resp)
+    flags, m = es.next()
+    assert flags == 0 and "start" in m["event"], m
+    return resp, es, m["event"]["start"]["pid"]
+
+
+def stream_input(spaced, sb_id, token, body_iter):
+    """StreamInput with a chunked body from body_iter; (status, envelopes)."""
+    r = e2e_http.request(spaced.url, "POST", "/process.Process/StreamInput", data=body_iter, timeout=120,
+                         headers=envd_headers(sb_id, token, "application/connect+json"))
+    assert r.headers.get("content-type", "").startswith("application/connect+json"), r
+    return r.status, parse_envelopes(r.body)
+
+
+def data_event(b):
+    return envelope({"data": {"input": {"stdin": base64.b64encode(b).decode()}}})
+
+
+def test_stream_input_relays_as_it_arrives(spaced):
+    sb = spaced.create()
+    resp = None
+    try:
+        token = token_of(spaced, sb["id"])
+        resp, out, pid = start_cat(spaced, sb["id"], token, "si-cat")
+        seen = {}
+
+        def body():
+            yield envelope({"start": {"process": {"pid": pid}}})
+            yield data_event(b"hello ")
+            # relayed before the request ends: cat echoes it while the body is still open
+            seen["first"] = out.stdout_until(b"hello ")
+            yield envelope({"keepalive": {}})
+            yield data_event(b"world\n")
+
+        status, envs = stream_input(spaced, sb["id"], token, body())
+        assert status == 200
+        assert seen["first"] == b"hello "
+        assert envs == [(0, {}), (END_STREAM, {})], envs
+        assert out.stdout_until(b"world\n") == b"world\n"
+
+        # by tag, a second call; the request's end did not close stdin
+        status, envs = stream_input(spaced, sb["id"], token,
+                                    iter([envelope({"start": {"process": {"tag": "si-cat"}}}), data_event(b"again\n")]))
+        assert envs == [(0, {}), (END_STREAM, {})], envs
+        assert out.stdout_until(b"again\n") == b"again\n"
+
+        r = e2e_http.request(spaced.url, "POST", "/process.Process/CloseStdin",
+                             raw_json=json.dumps({"process": {"pid": pid}}).encode(),
+                             headers=envd_headers(sb["id"], token, "application/json"))
+        assert r.status == 200, r
+        for _ in range(100):
+            flags, m = out.next()
+            end = m.get("event", {}).get("end") if flags == 0 else None
+            if end is not None:
+                assert end.get("exitCode", 0) == 0 and end["exited"] is True, end
+                break
+        else:
+            raise AssertionError("cat did not end after CloseStdin")
+    finally:
+        if resp:
+            resp.close()
+        spaced.delete(sb["id"])
+
+
+def test_stream_input_bad_streams(spaced):
+    """Each bad stream ends with a Connect error in the end-stream envelope."""
+    sb = spaced.create()
+    resp = None
+    try:
+        token = token_of(spaced, sb["id"])
+        resp, out, pid = start_cat(spaced, sb["id"], token, "si-bad")
+        cases = [
+            ([data_event(b"x")], "invalid_argument", "begin with a start event"),
+            ([], "invalid_argument", "begin with a start event"),
+            ([envelope({"start": {"process": {"pid": 999999}}})], "not_found", "not found"),
+            ([envelope({"start": {"process": {"tag": "nope"}}})], "not_found", "not found"),
+            ([envelope({"start": {"process": {"pid": pid}}}), envelope({"start": {"process": {"pid": pid}}})],
+             "invalid_argument", "only the first event"),
+            ([envelope({"start": {"process": {"pid": pid}}}), envelope({"bogus": 1})],
+             "invalid_argument", "start, data or keepalive"),
+            ([envelope({"start": {"process": {"pid": pid}}}),
+              envelope({"data": {"input": {"stdin": "!!!"}}})], "invalid_argument", "base64"),
+            ([envelope({"start": {"process": {"pid": pid}}}),
+              envelope({"data": {"input": {"pty": "eA=="}}})], "invalid_argument", "has no pty"),
+            ([envelope({"start": {"process": {"pid": pid}}}), b"\x01\x00\x00\x00\x02{}"],
+             "invalid_argument", "uncompressed"),
+            ([envelope({"start": {"process": {"pid": pid}}}), envelope({}, flags=END_STREAM)],
+             "invalid_argument", "uncompressed"),
+            ([envelope({"start": {"process": {"pid": pid}}}), b"\x00\x00\x00\x00\x09{}"],
+             "invalid_argument", "ends inside"),
+            ([envelope({"start": {"process": {"pid": pid}}}), b"\x00\x7f\x00\x00\x00"],
+             "resource_exhausted", "limited"),
+            ([b"\x00\x00\x00\x00\x03[1]"], "invalid_argument", "JSON object"),
+        ]
+        for chunks, code, text in cases:
+            status, envs = stream_input(spaced, sb["id"], token, iter(chunks))
+            assert status == 200, (chunks, status)
+            assert len(envs) == 1 and envs[0][0] == END_STREAM, (chunks, envs)
+            err = envs[0][1]["error"]
+            assert err["code"] == code and text in err["message"], (chunks, err)
+
+        r = e2e_http.request(spaced.url, "POST", "/process.Process/StreamInput", data=envelope({}), timeout=60,
+                             headers=envd_headers(sb["id"], token, "application/json"))
+        envs = parse_envelopes(r.body)
+        assert envs[-1][1]["error"]["code"] == "invalid_argument", envs
+        r = e2e_http.request(spaced.url, "POST", "/process.Process/StreamInput", data=envelope({}), timeout=60,
+                             headers=envd_headers(sb["id"], "0" * 64, "application/connect+json"))
+        assert r.status == 401, r
+
+        # the process still takes input after all that
+        status, envs = stream_input(spaced, sb["id"], token,
+                                    iter([envelope({"start": {"process": {"pid": pid}}}), data_event(b"alive\n")]))
+        assert envs == [(0, {}), (END_STREAM, {})], envs
+        assert b"alive\n" in out.stdout_until(b"alive\n")
+    finally:
+        if resp:
+            resp.close()
+        spaced.delete(sb["id"])
+
+
+def test_stream_input_after_exit(spaced):
+    """Input for a process that is gone: not_found, not a hang."""
+    sb = spaced.create()
+    resp = None
+    try:
+        token = token_of(spaced, sb["id"])
+        resp, out, pid = start_cat(spaced, sb["id"], token, "si-exit")
+        r = e2e_http.request(spaced.url, "POST", "/process.Process/SendSignal",
+                             raw_json=json.dumps({"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"}).encode(),
+                             headers=envd_headers(sb["id"], token, "application/json"))
+        assert r.status == 200, r
+        deadline = time.monotonic() + 60
+        while True:
+            status, envs = stream_input(spaced, sb["id"], token,
+                                        iter([envelope({"start": {"process": {"pid": pid}}}), data_event(b"x")]))
+            if envs[-1][1].get("error", {}).get("code") == "not_found":
+                break
+            assert time.monotonic() < deadline, envs
+            time.sleep(0.2)
+    finally:
+        if resp:
+            resp.close()
+        spaced.delete(sb["id"])
