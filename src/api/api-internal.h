@@ -209,6 +209,11 @@ int api_validate_network(const JsonValue *v, const Config *c, char **ret, ApiErr
 int api_sandbox_policy_put(ApiRequest *r, ApiError *e);
 int api_sandbox_restore(ApiRequest *r, ApiError *e);
 int api_sandbox_branch(ApiRequest *r, ApiError *e);
+/* The work of branch: count new running sandboxes from sandbox id (from: a
+ * checkpoint id or name, or NULL for its current files); *ret_kids (malloc'd,
+ * sandbox_done not needed: their JSON members are borrowed and cleared). */
+int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, Sandbox **ret_kids,
+                          size_t *ret_n, ApiError *e);
 /* Thaws a paused sandbox and records it running (why: the event's reason); *sb is updated. */
 int api_sandbox_resume_paused(ApiRequest *r, Sandbox *sb, const char *why, ApiError *e);
 /* A create that a warm pool can serve: claims a warm sandbox of req's template,
@@ -218,6 +223,9 @@ int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e);
 
 /* checkpoints.c */
 int api_checkpoint_create(ApiRequest *r, ApiError *e);
+/* The work of create and delete, for the E2B surface too: name (validated) may be NULL. */
+int api_checkpoint_take(ApiRequest *r, const char *sandbox_id, const char *name, Checkpoint *ret, ApiError *e);
+int api_checkpoint_remove(ApiRequest *r, const char *sandbox_id, const char *ref, ApiError *e);
 int api_checkpoint_list(ApiRequest *r, ApiError *e);
 int api_checkpoint_delete(ApiRequest *r, ApiError *e);
 /* A checkpoint of sb by id or name; 404 if sb has none such (or it is not restorable). */

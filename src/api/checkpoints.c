@@ -56,26 +56,17 @@ static bool name_taken(const Checkpoint *list, size_t n, const char *name) {
         return false;
 }
 
-int api_checkpoint_create(ApiRequest *r, ApiError *e) {
+int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, Checkpoint *ret, ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
-        _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
-        _cleanup_(json_w_done) JsonWriter w;
         _cleanup_free_ Checkpoint *list = NULL;
         char reason[STORE_REASON_MAX], data[STORE_NAME_MAX + 64];
-        const char *id = r->params[0];
         Checkpoint c = {};
         uint64_t size = 0;
         size_t n = 0;
         int k;
 
-        json_w_init(&w);
-        k = api_read_json_optional(r, &body, e);
-        if (k < 0)
-                return k;
-        k = api_validate_checkpoint_create(body, c.name, e);
-        if (k < 0)
-                return k;
+        (void) strscpy(c.name, sizeof c.name, strempty(name));
         lock = api_sandbox_lock(id);
         k = api_sandbox_lookup(r, id, false, &sb, e);
         if (k < 0)
@@ -136,6 +127,27 @@ int api_checkpoint_create(ApiRequest *r, ApiError *e) {
                  c.name[0] ? c.name : "null", c.name[0] ? "\"" : ""); /* validated name: nothing to escape */
         api_event_tenant(r, sb.tenant_id, id, "sandbox.checkpointed", reason, data);
         log_info("Checkpoint %s of sandbox %s taken", c.id, id);
+        *ret = c;
+        return 0;
+}
+
+int api_checkpoint_create(ApiRequest *r, ApiError *e) {
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_(json_w_done) JsonWriter w;
+        char name[STORE_NAME_MAX] = "";
+        Checkpoint c;
+        int k;
+
+        json_w_init(&w);
+        k = api_read_json_optional(r, &body, e);
+        if (k < 0)
+                return k;
+        k = api_validate_checkpoint_create(body, name, e);
+        if (k < 0)
+                return k;
+        k = api_checkpoint_take(r, r->params[0], name[0] ? name : NULL, &c, e);
+        if (k < 0)
+                return k;
         json_out_checkpoint(&w, &c);
         return api_reply_json(r, 201, &w);
 }
@@ -165,11 +177,10 @@ int api_checkpoint_list(ApiRequest *r, ApiError *e) {
         return api_reply_json(r, 200, &w);
 }
 
-int api_checkpoint_delete(ApiRequest *r, ApiError *e) {
+int api_checkpoint_remove(ApiRequest *r, const char *id, const char *ref, ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX], data[STORE_ID_MAX + 32];
-        const char *id = r->params[0];
         Checkpoint c;
         int k;
 
@@ -177,7 +188,7 @@ int api_checkpoint_delete(ApiRequest *r, ApiError *e) {
         k = api_sandbox_lookup(r, id, false, &sb, e);
         if (k < 0)
                 return k;
-        k = api_checkpoint_find(r, &sb, r->params[1], &c, e);
+        k = api_checkpoint_find(r, &sb, ref, &c, e);
         if (k < 0)
                 return k;
         /* given up first, so that nothing restores it while it goes */
@@ -200,5 +211,12 @@ int api_checkpoint_delete(ApiRequest *r, ApiError *e) {
         snprintf(reason, sizeof reason, "checkpoint deleted by %s", r->actor);
         snprintf(data, sizeof data, "{\"checkpoint\":\"%s\"}", c.id);
         api_event_tenant(r, sb.tenant_id, id, "sandbox.checkpoint_deleted", reason, data);
+        return 0;
+}
+
+int api_checkpoint_delete(ApiRequest *r, ApiError *e) {
+        int k = api_checkpoint_remove(r, r->params[0], r->params[1], e);
+        if (k < 0)
+                return k;
         return api_reply_empty(r, 204);
 }

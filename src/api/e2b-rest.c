@@ -45,8 +45,22 @@ static void kv_time(JsonWriter *w, const char *key, int64_t usec) {
         json_w_kv_string(w, key, buf);
 }
 
+/* E2B's lifecycle {onTimeout:'pause'} (autoPause) maps onto space's idle
+ * policy: no timeout that deletes, and a pause after the E2B timeout without
+ * exec or file calls (a sandbox in use is not frozen under its user). */
+bool e2b_auto_pause(const Sandbox *sb) {
+        return sb->timeout_s == 0 && sb->idle_s > 0 && sb->idle_action == IDLE_ACTION_PAUSE;
+}
+
+/* E2B's endAt: the expiry, or when the idle policy pauses an autoPause sandbox. */
+static int64_t end_at_usec(const Sandbox *sb) {
+        if (e2b_auto_pause(sb))
+                return MAX(sb->last_activity_usec, sb->created_usec) + (int64_t) sb->idle_s * 1000000;
+        return sb->expires_usec > 0 ? sb->expires_usec : E2B_NO_EXPIRY_USEC * 1000;
+}
+
 /* The Sandbox object of create and connect. */
-static int write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb) {
+int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb) {
         char token[E2B_TOKEN_LEN + 1];
         int k;
 
@@ -79,7 +93,7 @@ static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool de
         json_w_kv_string(w, "sandboxID", sb->id);
         json_w_kv_string(w, "clientID", E2B_CLIENT_ID);
         kv_time(w, "startedAt", sb->created_usec);
-        kv_time(w, "endAt", sb->expires_usec > 0 ? sb->expires_usec : E2B_NO_EXPIRY_USEC * 1000);
+        kv_time(w, "endAt", end_at_usec(sb));
         json_w_kv_string(w, "envdVersion", E2B_ENVD_VERSION);
         json_w_kv_int(w, "cpuCount", (int64_t) MAX(cpus, (uint64_t) 1));
         json_w_kv_int(w, "memoryMB", (int64_t) sb->memory_mb);
@@ -105,7 +119,7 @@ static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool de
                 json_w_null(w);
                 json_w_key(w, "lifecycle");
                 json_w_object_begin(w);
-                json_w_kv_string(w, "onTimeout", "kill");
+                json_w_kv_string(w, "onTimeout", e2b_auto_pause(sb) ? "pause" : "kill");
                 json_w_kv_bool(w, "autoResume", false);
                 json_w_object_end(w);
         }
@@ -122,7 +136,7 @@ static int reply_sandbox(ApiRequest *r, int status, const char *id, ApiError *e)
         k = store_sandbox_get(r->store, r->key.tenant_id, id, &sb);
         if (k < 0)
                 return api_store_error(e, k, "reading the sandbox back");
-        k = write_sandbox(r, &w, &sb);
+        k = e2b_write_sandbox(r, &w, &sb);
         if (k < 0)
                 return api_error(e, k, API_INTERNAL, "cannot make the sandbox's access token");
         return e2b_reply_json(r, status, &w, NULL);
@@ -157,6 +171,7 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
         const JsonValue *tmpl = json_get(in, "templateID"), *timeout = json_get(in, "timeout"),
                         *metadata = json_get(in, "metadata"), *env = json_get(in, "envVars");
         uint64_t t = E2B_DEFAULT_TIMEOUT_S;
+        bool auto_pause = false;
         size_t n;
         int k;
 
@@ -168,12 +183,20 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "metadata must be an object of strings");
         if (env && !json_is_null(env) && json_type(env) != JSON_OBJECT)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "envVars must be an object of strings");
+        k = e2b_body_auto_pause(in, &auto_pause, e);
+        if (k < 0)
+                return k;
 
         json_w_init(&w);
         json_w_object_begin(&w);
         json_w_kv_string(&w, "template", tmpl && !json_is_null(tmpl) ? json_string(tmpl) : "base");
         json_w_key(&w, "timeout_s");
-        json_w_uint(&w, t);
+        json_w_uint(&w, auto_pause ? 0 : t);
+        if (auto_pause) {
+                json_w_key(&w, "idle_s");
+                json_w_uint(&w, MAX(t, (uint64_t) 1));
+                json_w_kv_string(&w, "idle_action", "pause");
+        }
         if (metadata && !json_is_null(metadata)) {
                 _cleanup_free_ char *m = NULL;
                 if (json_serialize(metadata, &m, NULL) < 0)
@@ -197,10 +220,24 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
         return 0;
 }
 
+int e2b_body_auto_pause(const JsonValue *in, bool *ret, ApiError *e) {
+        const JsonValue *v = json_get(in, "autoPause"), *mem = json_get(in, "autoPauseMemory");
+        bool b = false;
+
+        *ret = false;
+        if (v && !json_is_null(v) && json_bool(v, ret) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "autoPause must be a boolean");
+        if (mem && !json_is_null(mem) && (json_bool(mem, &b) < 0 || !b))
+                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                                 "autoPauseMemory must be true: a paused sandbox always keeps its memory");
+        return 0;
+}
+
 static int rest_create(ApiRequest *r, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_json_ JsonValue *in = NULL, *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
+        const JsonValue *tmpl;
         uint64_t live = 0;
         Template t;
         int k;
@@ -208,6 +245,13 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         k = e2b_read_json(r, &in, e);
         if (k < 0)
                 return k;
+        tmpl = json_get(in, "templateID");
+        if (json_type(tmpl) == JSON_STRING) {
+                /* a snapshot's id names what to start from, as in E2B */
+                k = e2b_create_from_snapshot(r, json_string(tmpl), in, e);
+                if (k != 0)
+                        return k < 0 ? k : 0;
+        }
         k = create_body(in, &body, e);
         if (k < 0)
                 return k;
@@ -239,14 +283,26 @@ static int rest_create(ApiRequest *r, ApiError *e) {
 
 /* ---- lifecycle ---- */
 
-/* Extends (connect) or sets (setTimeout) the expiry. */
-static int set_expiry(ApiRequest *r, const Sandbox *sb, uint64_t timeout_s, bool only_extend, ApiError *e) {
+/* Extends (connect) or sets (setTimeout) the expiry; of an autoPause
+ * sandbox, the idle window (which restarts now). */
+int e2b_set_expiry(ApiRequest *r, const Sandbox *sb, uint64_t timeout_s, bool only_extend, ApiError *e) {
         int64_t want;
         int k;
 
         if (timeout_s > api_config(r->api)->max_timeout_s)
                 return api_error(e, -ERANGE, API_INVALID_ARGUMENT, "timeout must be at most %" PRIu64 " s",
                                  api_config(r->api)->max_timeout_s);
+        if (e2b_auto_pause(sb)) {
+                SandboxPolicy p = { .idle_s = MAX(timeout_s, (uint64_t) 1), .idle_action = IDLE_ACTION_PAUSE,
+                                    .checkpoint_every_s = sb->checkpoint_every_s };
+                (void) store_sandbox_touch(r->store, sb->id);
+                if (only_extend && p.idle_s <= sb->idle_s)
+                        return 0;
+                k = store_sandbox_set_policy(r->store, sb->id, &p);
+                if (k < 0)
+                        return api_store_error(e, k, "setting the idle window");
+                return 0;
+        }
         want = now_usec() + (int64_t) timeout_s * 1000000;
         if (only_extend && (sb->expires_usec == 0 || sb->expires_usec >= want))
                 return 0;
@@ -303,7 +359,7 @@ static int rest_connect(ApiRequest *r, const char *id, ApiError *e) {
         } else if (sb.state != SANDBOX_RUNNING)
                 return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s and cannot be connected to", id,
                                  sandbox_state_to_string(sb.state));
-        k = set_expiry(r, &sb, have > 0 ? timeout : E2B_DEFAULT_TIMEOUT_S, true, e);
+        k = e2b_set_expiry(r, &sb, have > 0 ? timeout : E2B_DEFAULT_TIMEOUT_S, true, e);
         if (k < 0)
                 return k;
         return reply_sandbox(r, status, id, e);
@@ -360,7 +416,7 @@ static int rest_timeout(ApiRequest *r, const char *id, ApiError *e) {
         k = lookup(r, id, &sb, e);
         if (k < 0)
                 return k;
-        k = set_expiry(r, &sb, timeout, false, e);
+        k = e2b_set_expiry(r, &sb, timeout, false, e);
         if (k < 0)
                 return k;
         return e2b_reply(r, 204, NULL, NULL, 0, NULL);
@@ -666,7 +722,7 @@ static int rest_refresh(ApiRequest *r, const char *id, ApiError *e) {
         k = lookup(r, id, &sb, e);
         if (k < 0)
                 return k;
-        k = set_expiry(r, &sb, d, true, e);
+        k = e2b_set_expiry(r, &sb, d, true, e);
         if (k < 0)
                 return k;
         return e2b_reply(r, 204, NULL, NULL, 0, NULL);
@@ -682,6 +738,10 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
         char **s = v2 ? segs + 1 : segs; /* from "sandboxes" on */
         size_t k = v2 ? n - 1 : n;
 
+        if (!v2 && n == 1 && streq(s[0], "snapshots"))
+                return is(m, "GET") ? e2b_snapshot_list(r, e) : method_not_allowed(r, e);
+        if (!v2 && n == 2 && streq(s[0], "templates") && is(m, "DELETE"))
+                return e2b_snapshot_delete(r, s[1], e);
         if (!streq(s[0], "sandboxes"))
                 return api_error(e, -ENOENT, API_NOT_FOUND, "%.200s is not supported by space's E2B API",
                                  r->head->path);
@@ -713,7 +773,11 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                         return is(m, "POST") ? rest_refresh(r, id, e) : method_not_allowed(r, e);
                 if (streq(op, "metrics"))
                         return is(m, "GET") ? rest_metrics(r, id, e) : method_not_allowed(r, e);
-                if (streq(op, "network") || streq(op, "snapshots") || streq(op, "fork") || streq(op, "logs"))
+                if (streq(op, "snapshots"))
+                        return is(m, "POST") ? e2b_snapshot_create(r, id, e) : method_not_allowed(r, e);
+                if (streq(op, "fork"))
+                        return is(m, "POST") ? e2b_fork(r, id, e) : method_not_allowed(r, e);
+                if (streq(op, "network") || streq(op, "logs"))
                         return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
                                          "sandbox %s is not supported by space's E2B API (use the space API)", op);
         }

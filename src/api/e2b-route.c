@@ -324,6 +324,8 @@ static int envd_begin(ApiRequest *r, E2bEnvd *x, bool rpc) {
         snprintf(r->actor, sizeof r->actor, "envd:%s", x->sb.id);
         if (x->sb.state != SANDBOX_RUNNING)
                 return e2b_reply_gone(r, id), 0;
+        if (x->sb.idle_s > 0) /* activity, for the idle policy (autoPause); a store write only when it counts */
+                (void) store_sandbox_touch(r->store, x->sb.id);
         k = parse_basic_user(http_head_header(r->head, "Authorization"), x->user, sizeof x->user, &e);
         if (k < 0)
                 return rpc ? e2b_unary_error(r, &e) : e2b_reply_error(r, &e), 0;

@@ -9,6 +9,7 @@
  *   e2b-route.c       which requests are E2B's, X-API-KEY auth, envd access
  *                     tokens, the sandbox of an envd request, error replies
  *   e2b-rest.c        control plane: /v2/sandboxes, /sandboxes/{id}/...
+ *   e2b-snapshots.c   snapshots and fork (space checkpoints and branch)
  *   e2b-envd.c        envd plain HTTP: /health, /files (upload, download)
  *   e2b-connect.c     Connect protocol: envelopes, codes, proto3-JSON helpers
  *   e2b-multipart.c   streaming multipart/form-data parser
@@ -72,6 +73,23 @@ int e2b_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);
 /* ---- e2b-rest.c: control plane (authenticated) ---- */
 
 int e2b_rest_handle(ApiRequest *r, char **segs, size_t n_segs);
+/* The Sandbox object of create, connect and fork. */
+int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb);
+/* lifecycle.onTimeout 'pause' (autoPause): space's idle policy with pause and no deleting timeout. */
+bool e2b_auto_pause(const Sandbox *sb);
+/* autoPause (and autoPauseMemory, which must be true) of a create body. */
+int e2b_body_auto_pause(const JsonValue *in, bool *ret, ApiError *e);
+/* Extends (only_extend) or sets the expiry, or an autoPause sandbox's idle window. */
+int e2b_set_expiry(ApiRequest *r, const Sandbox *sb, uint64_t timeout_s, bool only_extend, ApiError *e);
+
+/* ---- e2b-snapshots.c: snapshots and fork over checkpoints and branch ---- */
+
+int e2b_snapshot_create(ApiRequest *r, const char *sandbox_id, ApiError *e);
+int e2b_snapshot_list(ApiRequest *r, ApiError *e);
+int e2b_snapshot_delete(ApiRequest *r, const char *snapshot_id, ApiError *e);
+int e2b_fork(ApiRequest *r, const char *sandbox_id, ApiError *e);
+/* Create with a templateID that is a snapshot's id or name: 1 = done (replied), 0 = not a snapshot. */
+int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in, ApiError *e);
 
 /* ---- e2b-envd.c ---- */
 

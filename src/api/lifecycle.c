@@ -454,16 +454,15 @@ static int reply_children(ApiRequest *r, const Sandbox *kids, size_t n, ApiError
         return api_reply_json(r, 201, &w);
 }
 
-int api_sandbox_branch(ApiRequest *r, ApiError *e) {
+int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, Sandbox **ret_kids,
+                          size_t *ret_n, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
-        _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ Sandbox *kids = NULL;
         _cleanup_free_ char *data = NULL;
         int64_t pids[API_BRANCH_MAX] = {}, now;
-        uint64_t sts[API_BRANCH_MAX] = {}, count = 1, live;
-        const char *id = r->params[0], *from = NULL;
+        uint64_t sts[API_BRANCH_MAX] = {}, live;
         char reason[STORE_REASON_MAX];
         Checkpoint ck = {};
         size_t made = 0, ok = 0;
@@ -471,13 +470,7 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e) {
         size_t data_len = 0;
         int k;
 
-        k = api_read_json_optional(r, &body, e);
-        if (k < 0)
-                return k;
-        k = api_validate_branch(body, c, &count, &from, e);
-        if (k < 0)
-                return k;
-        if (count > API_BRANCH_MAX)
+        if (count == 0 || count > API_BRANCH_MAX)
                 return api_error(e, -ERANGE, API_INVALID_ARGUMENT, "count must be at most %u", API_BRANCH_MAX);
         lock = api_sandbox_lock(id);
         k = api_sandbox_lookup(r, id, false, &sb, e);
@@ -558,7 +551,31 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e) {
         snprintf(reason, sizeof reason, "branched into %zu by %s", ok, r->actor);
         event(r, &sb, "sandbox.branched", reason, data);
         log_info("Branched sandbox %s into %zu", id, ok);
-        return reply_children(r, kids, ok, e);
+        for (size_t i = 0; i < ok; i++)
+                kids[i].env_json = kids[i].metadata_json = NULL; /* borrowed from sb, freed with it */
+        *ret_kids = TAKE_PTR(kids);
+        *ret_n = ok;
+        return 0;
+}
+
+int api_sandbox_branch(ApiRequest *r, ApiError *e) {
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_free_ Sandbox *kids = NULL;
+        const char *from = NULL;
+        uint64_t count = 1;
+        size_t n = 0;
+        int k;
+
+        k = api_read_json_optional(r, &body, e);
+        if (k < 0)
+                return k;
+        k = api_validate_branch(body, api_config(r->api), &count, &from, e);
+        if (k < 0)
+                return k;
+        k = api_sandbox_branch_do(r, r->params[0], count, from, &kids, &n, e);
+        if (k < 0)
+                return k;
+        return reply_children(r, kids, n, e);
 }
 
 /* ---- warm pools ---- */

@@ -89,7 +89,10 @@ def node_results(spaced):
     env.pop("E2B_DEBUG", None)
     env.pop("E2B_DOMAIN", None)
     try:
-        p = subprocess.run(["node", "--test", "--test-reporter=tap", TEST_FILE], cwd=E2B_DIR, env=env,
+        # E2B_TEST_PATTERN (development): only the node tests whose names match; the others then fail as unreported
+        pattern = os.environ.get("E2B_TEST_PATTERN")
+        argv = ["node", "--test", "--test-reporter=tap"] + ([f"--test-name-pattern={pattern}"] if pattern else [])
+        p = subprocess.run(argv + [TEST_FILE], cwd=E2B_DIR, env=env,
                            capture_output=True, text=True, timeout=NODE_TIMEOUT)
         out, err, rc = p.stdout, p.stderr, p.returncode
     except subprocess.TimeoutExpired as e:

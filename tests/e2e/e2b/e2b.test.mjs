@@ -407,6 +407,94 @@ describe('files', () => {
   })
 })
 
+describe('snapshots, fork and autoPause', () => {
+  test('createSnapshot, listSnapshots, create from a snapshot by id and by name, deleteSnapshot', T, async () => {
+    const sbx = await create({ envs: { FROM: 'parent' } })
+    await sbx.files.write('/tmp/state.txt', 'before')
+    const name = `snap-${Date.now()}`
+    const snap = await sbx.createSnapshot({ name })
+    assert.match(snap.snapshotId, /^[a-z0-9]{16}$/)
+    assert.deepEqual(snap.names, [name])
+    const anon = await Sandbox.createSnapshot(sbx.sandboxId)
+    assert.deepEqual(anon.names, [])
+    await sbx.files.write('/tmp/state.txt', 'after')
+
+    const mine = await sbx.listSnapshots().nextItems()
+    assert.deepEqual(mine.map((s) => s.snapshotId).sort(), [snap.snapshotId, anon.snapshotId].sort())
+    const byName = await Sandbox.listSnapshots({ name }).nextItems()
+    assert.deepEqual(byName, [{ snapshotId: snap.snapshotId, names: [name] }])
+    const pager = Sandbox.listSnapshots({ sandboxId: sbx.sandboxId, limit: 1 })
+    const pages = [...await pager.nextItems()]
+    assert.equal(pager.hasNext, true)
+    pages.push(...await pager.nextItems())
+    assert.equal(pager.hasNext, false)
+    assert.deepEqual(pages.map((s) => s.snapshotId).sort(), mine.map((s) => s.snapshotId).sort())
+
+    for (const ref of [snap.snapshotId, name]) {
+      const child = await Sandbox.create(ref, { timeoutMs: 120_000 })
+      made.add(child.sandboxId)
+      assert.notEqual(child.sandboxId, sbx.sandboxId)
+      assert.equal(await child.files.read('/tmp/state.txt'), 'before')
+      assert.equal((await child.commands.run('echo $FROM')).stdout, 'parent\n')
+      const info = await child.getInfo()
+      assert.ok(Math.abs(info.endAt - Date.now() - 120_000) < 5_000)
+      await child.kill()
+      made.delete(child.sandboxId)
+    }
+    await assert.rejects(Sandbox.create(snap.snapshotId, { envs: { X: '1' } }), /envs and metadata/)
+
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false, 'already gone')
+    assert.equal(await Sandbox.deleteSnapshot('nosuchsnapshot00'), false)
+    const left = await sbx.listSnapshots().nextItems()
+    assert.deepEqual(left.map((s) => s.snapshotId), [anon.snapshotId])
+    await assert.rejects(Sandbox.createSnapshot('nosuchsandbox000'), NotFoundError)
+  })
+
+  test('fork makes count sandboxes from the current files', T, async () => {
+    const sbx = await create()
+    await sbx.files.write('/tmp/fork.txt', 'forked')
+    const forks = await sbx.fork({ count: 2, timeoutMs: 60_000 })
+    assert.equal(forks.length, 2)
+    for (const f of forks) {
+      assert.ok(f instanceof Sandbox, String(f))
+      made.add(f.sandboxId)
+    }
+    assert.notEqual(forks[0].sandboxId, forks[1].sandboxId)
+    for (const f of forks) {
+      assert.equal(await f.files.read('/tmp/fork.txt'), 'forked')
+      const info = await f.getInfo()
+      assert.ok(Math.abs(info.endAt - Date.now() - 60_000) < 5_000)
+    }
+    await forks[0].files.write('/tmp/fork.txt', 'changed')
+    assert.equal(await forks[1].files.read('/tmp/fork.txt'), 'forked', 'forks are independent')
+    assert.equal(await sbx.files.read('/tmp/fork.txt'), 'forked')
+    for (const f of forks) {
+      await f.kill()
+      made.delete(f.sandboxId)
+    }
+    await assert.rejects(Sandbox.fork('nosuchsandbox000'), NotFoundError)
+    await assert.rejects(sbx.fork({ count: 1000 }), /count/)
+  })
+
+  test("lifecycle onTimeout 'pause': paused when idle past the timeout, connect resumes", T, async () => {
+    const sbx = await create({ timeoutMs: 3_000, lifecycle: { onTimeout: 'pause' } })
+    await sbx.files.write('/tmp/kept.txt', 'kept')
+    let info = await sbx.getInfo()
+    assert.equal(info.lifecycle?.onTimeout ?? 'pause', 'pause')
+    assert.ok(info.endAt - Date.now() < 4_000, `endAt ${info.endAt.toISOString()}`)
+    await until('the idle pause', async () => (await sbx.getInfo()).state === 'paused', 30_000)
+    await sbx.connect({ timeoutMs: 600_000 })
+    info = await sbx.getInfo()
+    assert.equal(info.state, 'running')
+    assert.ok(info.endAt - Date.now() > 500_000, 'connect extended the window')
+    assert.equal(await sbx.files.read('/tmp/kept.txt'), 'kept')
+    assert.equal((await sbx.commands.run('echo back')).stdout, 'back\n')
+    await assert.rejects(create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }),
+      /autoPauseMemory/)
+  })
+})
+
 describe('two sandboxes at once', () => {
   test('requests are routed by sandbox id', T, async () => {
     const [a, b] = await Promise.all([create({ envs: { WHO: 'a' } }), create({ envs: { WHO: 'b' } })])
