@@ -60,6 +60,10 @@ typedef struct RuntimeOps {
         /* Kills every process of the sandbox and removes its host resources
          * (cgroups, agent socket). The root filesystem is the pool's. Idempotent. */
         int (*destroy)(const char *id, const char *agent_socket);
+        /* Sends SIGKILL to every process of the sandbox and returns without
+         * waiting; PID 1's pidfd turns readable once the kernel has torn the
+         * sandbox's processes down, and destroy then finishes at once. */
+        int (*kill)(const char *id);
         /* Re-adopts a sandbox found running after a restart: 0 and a pidfd if
          * pid is alive with that starttime and is in the sandbox's cgroup. */
         int (*adopt)(const char *id, pid_t pid, uint64_t starttime, int *ret_pidfd);

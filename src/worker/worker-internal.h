@@ -16,6 +16,8 @@ typedef struct LiveSandbox {
         const RuntimeOps *rt; /* the runtime that holds it */
         bool frozen;
         uint64_t oom_kills; /* last count seen */
+        bool reaping;       /* deleted: killed, the kernel still tearing its processes down */
+        int64_t reap_usec;  /* when the delete killed it */
 } LiveSandbox;
 
 /* A sandbox as the worker protocol describes it. */
@@ -55,6 +57,10 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
 int worker_destroy_sandbox(Worker *w, const char *id, ApiError *e);
 /* PID 1 of a live sandbox exited (its pidfd became readable). */
 void worker_sandbox_died(Worker *w, LiveSandbox *l);
+/* PID 1 of a deleted (reaping) sandbox exited: its teardown finishes. */
+void worker_reap_finish(Worker *w, LiveSandbox *l);
+/* At stop: waits (bounded) for the sandboxes still being torn down and finishes them. */
+void worker_reap_all(Worker *w, int timeout_msec);
 LiveSandbox *worker_live_find(Worker *w, const char *id);
 int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, pid_t pid, uint64_t starttime, int pidfd);
 /* The runtime called name ("ns", "vm"; NULL/"" = ns), or NULL with an error if it is not available here. */

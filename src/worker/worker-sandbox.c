@@ -3,6 +3,7 @@
  * bookkeeping of live sandboxes (their PID 1 is watched through a pidfd). */
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/epoll.h>
@@ -308,11 +309,82 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         return r;
 }
 
+/* Deleting a sandbox kills its cgroup and waits this long for PID 1 (and
+ * with it the pid namespace) to be gone, which is the usual case; a sandbox
+ * with thousands of processes takes the kernel far longer (minutes on a small
+ * machine), and is finished in the background so that the worker keeps
+ * serving every other sandbox meanwhile. */
+#define WORKER_DELETE_WAIT_MSEC 500
+
+static void reap_begin(Worker *w, LiveSandbox *l) {
+        char sock[PATH_MAX], dir[PATH_MAX];
+
+        l->reaping = true;
+        l->reap_usec = now_usec();
+        /* nothing may reach its agent any more */
+        if (worker_agent_socket(w, l->id, sock, sizeof sock) >= 0)
+                (void) unlink(sock);
+        snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, l->id);
+        (void) rm_rf(dir);
+        log_info("Sandbox %s killed; the kernel is still tearing its processes down, finishing in the background",
+                 l->id);
+}
+
+void worker_reap_finish(Worker *w, LiveSandbox *l) {
+        char id[STORE_ID_MAX];
+        int64_t dt = now_usec() - l->reap_usec;
+        int r;
+
+        memcpy(id, l->id, sizeof id);
+        r = worker_cleanup_sandbox(w, id, true);
+        if (r < 0)
+                log_warning_errno(r, "Teardown of deleted sandbox %s incomplete (the orphan scan retries): %m", id);
+        else
+                log_info("Sandbox %s torn down %" PRIi64 ".%01" PRIi64 " s after its delete", id, dt / 1000000,
+                         dt / 100000 % 10);
+}
+
+void worker_reap_all(Worker *w, int timeout_msec) {
+        int64_t end = now_usec() + (int64_t) timeout_msec * 1000;
+
+        for (size_t i = 0; i < w->n_live;) {
+                LiveSandbox *l = &w->live[i];
+                struct pollfd p = { .fd = l->pidfd, .events = POLLIN };
+                int64_t left = (end - now_usec()) / 1000;
+
+                if (!l->reaping) {
+                        i++;
+                        continue;
+                }
+                if (poll(&p, 1, (int) MAX(left, (int64_t) 0)) <= 0) {
+                        /* left for the orphan scan of the next start */
+                        log_warning("Sandbox %s is still being torn down by the kernel at stop", l->id);
+                        i++;
+                        continue;
+                }
+                worker_reap_finish(w, l); /* removes entry i */
+        }
+}
+
 int worker_destroy_sandbox(Worker *w, const char *id, ApiError *e) {
+        LiveSandbox *l;
         int r;
 
         if (!id_valid(id))
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox id");
+        l = worker_live_find(w, id);
+        if (l && l->reaping)
+                return 0; /* deleted already, on its way */
+        if (l && l->rt->kill) { /* a runtime without kill (vm) is destroyed at once */
+                struct pollfd p = { .fd = l->pidfd, .events = POLLIN };
+                r = l->rt->kill(id);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to kill sandbox %s at once: %m", id);
+                else if (poll(&p, 1, WORKER_DELETE_WAIT_MSEC) == 0) {
+                        reap_begin(w, l);
+                        return 0;
+                }
+        }
         r = worker_cleanup_sandbox(w, id, true);
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot remove sandbox %s completely: %s", id, strerror(-r));
@@ -354,6 +426,8 @@ void worker_tick(Worker *w) {
                 uint64_t n = 0;
                 Sandbox sb = {};
 
+                if (l->reaping)
+                        continue;
                 if (l->rt->oom_kills(l->id, &n) < 0 || n <= l->oom_kills)
                         continue;
                 snprintf(reason, sizeof reason, "out of memory: the kernel killed %" PRIu64

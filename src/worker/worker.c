@@ -29,6 +29,7 @@
 #define TAG_LISTEN 1
 #define TAG_SIGNAL 2
 #define WORKER_TICK_MSEC 1000
+#define WORKER_STOP_REAP_MSEC 30000 /* at stop, for deleted sandboxes the kernel is still tearing down */
 
 typedef struct Client {
         int fd;
@@ -345,7 +346,10 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                                 int pidfd = (int) (tag & 0xffffffffU);
                                 for (size_t j = 0; j < w->n_live; j++)
                                         if (w->live[j].pidfd == pidfd) {
-                                                worker_sandbox_died(w, &w->live[j]);
+                                                if (w->live[j].reaping)
+                                                        worker_reap_finish(w, &w->live[j]);
+                                                else
+                                                        worker_sandbox_died(w, &w->live[j]);
                                                 break;
                                         }
                         } else {
@@ -468,6 +472,7 @@ int worker_main(const Config *config, int ready_fd) {
 
 finish:
         safe_close(ready_fd);
+        worker_reap_all(&w, WORKER_STOP_REAP_MSEC);
         if (w.pool && w.n_live == 0) {
                 /* nothing runs: leave no mount or loop device behind */
                 int k = pool_release(w.pool);

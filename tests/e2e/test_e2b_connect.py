@@ -221,3 +221,59 @@ def test_stream_input_after_exit(spaced):
         if resp:
             resp.close()
         spaced.delete(sb["id"])
+
+
+def envd_list(d, sb_id, token):
+    return e2e_http.request(d.url, "POST", "/process.Process/List", raw_json=b"{}", timeout=60,
+                            headers=envd_headers(sb_id, token, "application/json"))
+
+
+def test_access_token_secret(fresh_spaced):
+    """envdAccessToken = HMAC-SHA256(<state>/e2b.secret, id): the secret is
+    32 random bytes made 0600 at first use, a looser one is refused, and
+    deleting it (spaced stopped) rotates every token."""
+    import hashlib
+    import hmac
+    import os
+    import stat
+
+    d = fresh_spaced
+    path = os.path.join(d.state_dir, "e2b.secret")
+    sb = d.create()
+    other = d.create()
+    try:
+        tok = token_of(d, sb["id"])
+        st = os.lstat(path)
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, oct(st.st_mode)
+        assert st.st_size == 32 and st.st_uid == 0
+        with open(path, "rb") as f:
+            secret = f.read()
+        assert tok == hmac.new(secret, sb["id"].encode(), hashlib.sha256).hexdigest()
+        assert token_of(d, other["id"]) != tok
+        assert [f for f in os.listdir(d.state_dir) if "e2b.secret" in f] == ["e2b.secret"], "no temporary file left"
+        assert envd_list(d, sb["id"], tok).status == 200
+
+        # a secret others could read is not used: no token is handed out or accepted
+        os.chmod(path, 0o640)
+        d.restart()
+        r = e2e_http.request(d.url, "GET", f"/sandboxes/{sb['id']}", key=None, headers={"X-API-KEY": d.admin_key})
+        assert r.status == 500 and r.json()["code"] == 500, r
+        r = envd_list(d, sb["id"], tok)
+        assert r.status == 500 and r.json()["code"] == "internal", r
+        assert "e2b.secret" in d.log_text()
+        os.chmod(path, 0o600)
+
+        # rotation: a new secret, new tokens; the old ones open nothing
+        os.unlink(path)
+        d.restart()
+        new = token_of(d, sb["id"])
+        assert new != tok
+        assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+        r = envd_list(d, sb["id"], tok)
+        assert r.status == 401 and r.json()["code"] == "unauthenticated", r
+        assert envd_list(d, sb["id"], new).status == 200
+    finally:
+        if os.path.exists(path):
+            os.chmod(path, 0o600)
+        d.delete(sb["id"])
+        d.delete(other["id"])

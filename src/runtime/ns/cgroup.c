@@ -325,35 +325,59 @@ static int procs_path(char *p, size_t n, const char *id) {
         return -ENXIO;
 }
 
+/* SIGKILL to every process of the cgroup, once: cgroup.kill, or on v1
+ * freeze, kill all, thaw, so forks can't race us. */
+static void kill_round(const char *id, const char *procs, const char *kp, bool have_kill) {
+        char p[PATH_MAX];
+
+        if (have_kill) {
+                (void) write_string_file(kp, "1");
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
+                if (layout.v1_have[i] && streq(v1_controllers[i], "freezer")) {
+                        path_v1(p, sizeof p, i, id, "freezer.state");
+                        (void) write_string_file(p, "FROZEN");
+                }
+        (void) for_each_pid(procs, kill_pid);
+        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
+                if (layout.v1_have[i] && streq(v1_controllers[i], "freezer")) {
+                        path_v1(p, sizeof p, i, id, "freezer.state");
+                        (void) write_string_file(p, "THAWED");
+                }
+}
+
+static int kill_paths(const char *id, char procs[static PATH_MAX], char kp[static PATH_MAX], bool *ret_have_kill) {
+        if (procs_path(procs, PATH_MAX, id) < 0)
+                return -ENXIO;
+        *ret_have_kill = false;
+        if (layout.v2[0]) {
+                path_v2(kp, PATH_MAX, id, "cgroup.kill");
+                *ret_have_kill = access(kp, F_OK) == 0;
+        }
+        return 0;
+}
+
+int cgroup_kill_now(const char *id) {
+        char procs[PATH_MAX], kp[PATH_MAX] = "";
+        bool have_kill;
+
+        if (kill_paths(id, procs, kp, &have_kill) < 0)
+                return -ENXIO;
+        kill_round(id, procs, kp, have_kill);
+        return 0;
+}
+
 int cgroup_kill(const char *id) {
-        char p[PATH_MAX], procs[PATH_MAX], kp[PATH_MAX];
-        bool have_kill = false;
+        char procs[PATH_MAX], kp[PATH_MAX] = "";
+        bool have_kill;
         int n;
 
-        if (procs_path(procs, sizeof procs, id) < 0)
+        if (kill_paths(id, procs, kp, &have_kill) < 0)
                 return -ENXIO;
-        if (layout.v2[0]) {
-                path_v2(kp, sizeof kp, id, "cgroup.kill");
-                have_kill = access(kp, F_OK) == 0;
-        }
         int64_t start = mono_msec();
         for (int round = 0; mono_msec() - start < CGROUP_KILL_TIMEOUT_MSEC; round++) {
-                if (have_kill)
-                        (void) write_string_file(kp, "1");
-                else {
-                        /* v1 without cgroup.kill: freeze, kill all, thaw, so forks can't race us */
-                        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
-                                if (layout.v1_have[i] && streq(v1_controllers[i], "freezer")) {
-                                        path_v1(p, sizeof p, i, id, "freezer.state");
-                                        (void) write_string_file(p, "FROZEN");
-                                }
-                        (void) for_each_pid(procs, kill_pid);
-                        for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
-                                if (layout.v1_have[i] && streq(v1_controllers[i], "freezer")) {
-                                        path_v1(p, sizeof p, i, id, "freezer.state");
-                                        (void) write_string_file(p, "THAWED");
-                                }
-                }
+                kill_round(id, procs, kp, have_kill);
                 n = for_each_pid(procs, NULL);
                 if (n <= 0)
                         return 0;

@@ -36,6 +36,9 @@ int cgroup_attach_v1(const char *id, pid_t pid);
 bool cgroup_contains(const char *id, pid_t pid);
 /* Kills every process in the sandbox's cgroups and waits until they are gone. */
 int cgroup_kill(const char *id);
+/* SIGKILL to every process of the sandbox once, without waiting for them to
+ * die (a large pid namespace takes the kernel minutes to tear down). */
+int cgroup_kill_now(const char *id);
 /* Removes the sandbox's cgroups (after cgroup_kill). Missing ones are fine. */
 int cgroup_remove(const char *id);
 /* Freezes or thaws every process of the sandbox and waits until it took

@@ -99,6 +99,84 @@ int ns_mask_proc(int rootfd) {
         return r;
 }
 
+/* A random version 4 UUID as /proc/sys/kernel/random/boot_id prints it. */
+static int random_uuid(char out[static 37]) {
+        static const char hex[] = "0123456789abcdef";
+        uint8_t raw[16];
+        size_t o = 0;
+
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t) sizeof raw)
+                return -1;
+        raw[6] = (uint8_t) ((raw[6] & 0x0f) | 0x40); /* version 4 */
+        raw[8] = (uint8_t) ((raw[8] & 0x3f) | 0x80); /* variant 1 */
+        for (size_t i = 0; i < sizeof raw; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10)
+                        out[o++] = '-';
+                out[o++] = hex[raw[i] >> 4];
+                out[o++] = hex[raw[i] & 15];
+        }
+        out[o] = '\n';
+        return 0;
+}
+
+int ns_fake_boot_id(int rootfd, const char *scratch) {
+        char id[37], p[64];
+        int dir = -1, top = -1, file = -1, target = -1, r = -1;
+        ssize_t k;
+
+        if (random_uuid(id) < 0)
+                return -1;
+        /* a scratch tmpfs for the file, detached again once the file is bound */
+        dir = open_in(rootfd, scratch, O_DIRECTORY);
+        if (dir < 0)
+                return -1;
+        if (mount_on(dir, "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=4,mode=700") < 0)
+                goto out;
+        top = open_in(rootfd, scratch, O_DIRECTORY);
+        if (top < 0)
+                goto out_umount;
+        snprintf(p, sizeof p, "/proc/self/fd/%d/boot_id", top);
+        file = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+        if (file < 0)
+                goto out_umount;
+        k = write(file, id, sizeof id);
+        close(file);
+        file = -1;
+        if (k != (ssize_t) sizeof id) {
+                errno = EIO;
+                goto out_umount;
+        }
+        target = open_in(rootfd, "proc/sys/kernel/random/boot_id", 0);
+        if (target < 0) {
+                r = errno == ENOENT ? 0 : -1; /* a kernel without it: nothing to hide */
+                goto out_umount;
+        }
+        if (mount_on(target, p, NULL, MS_BIND, NULL) < 0)
+                goto out_umount;
+        close(target);
+        target = open_in(rootfd, "proc/sys/kernel/random/boot_id", 0); /* the bind on top */
+        if (target < 0 || mount_on(target, NULL, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
+                                                      MS_NOEXEC, NULL) < 0)
+                goto out_umount;
+        r = 0;
+out_umount:
+        {
+                int e = errno;
+                snprintf(p, sizeof p, "/proc/self/fd/%d", top >= 0 ? top : dir);
+                if (umount2(p, MNT_DETACH) < 0 && r == 0)
+                        r = -1;
+                else
+                        errno = e;
+        }
+out:
+        if (target >= 0)
+                close(target);
+        if (top >= 0)
+                close(top);
+        close(dir);
+        return r;
+}
+
 int ns_write_machine_id(void) {
         static const char hex[] = "0123456789abcdef";
         uint8_t raw[16];

@@ -20,6 +20,12 @@ extern const size_t ns_caps_allowed_count;
  * become /dev/null, directories become empty read-only tmpfs, /proc/sys and
  * friends read-only. */
 int ns_mask_proc(int rootfd);
+/* A boot id of the sandbox's own: a random UUID bound read-only over
+ * /proc/sys/kernel/random/boot_id (below rootfd, /proc mounted), from a
+ * scratch tmpfs mounted on the directory scratch (relative to rootfd) and
+ * detached again. The host's boot id tells sandboxes apart from the host's
+ * boots and links them to each other. */
+int ns_fake_boot_id(int rootfd, const char *scratch);
 /* A fresh /etc/machine-id (32 hex digits from getrandom). No /etc: nothing. */
 int ns_write_machine_id(void);
 /* nofile, nproc, core = 0, fsize. */

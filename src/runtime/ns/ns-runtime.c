@@ -223,6 +223,10 @@ static int ns_destroy(const char *id, const char *agent_socket) {
         return r;
 }
 
+static int ns_kill(const char *id) {
+        return cgroup_kill_now(id);
+}
+
 static int ns_adopt(const char *id, pid_t pid, uint64_t starttime, int *ret_pidfd) {
         uint64_t st;
         int fd;
@@ -243,6 +247,7 @@ const RuntimeOps ns_runtime_ops = {
         .probe = ns_probe,
         .create = ns_create,
         .destroy = ns_destroy,
+        .kill = ns_kill,
         .adopt = ns_adopt,
         .list = cgroup_list,
         .freeze = cgroup_freeze,

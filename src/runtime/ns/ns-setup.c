@@ -286,6 +286,7 @@ void ns_child_main(const NsChildArgs *a) {
         CHECK(a, NS_STEP_PROC, mount_at(rootfd, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                                         "hidepid=invisible"));
         CHECK(a, NS_STEP_PROC, ns_mask_proc(rootfd));
+        CHECK(a, NS_STEP_PROC, ns_fake_boot_id(rootfd, "run")); /* /run gets its own tmpfs in step 8 */
         /* 6. a minimal /dev */
         step_dev(a, rootfd);
         /* 7. /sys read-only (of our own network namespace) */
