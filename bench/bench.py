@@ -130,6 +130,8 @@ def main():
     ap.add_argument("--rootfs", required=True, help="the base template extracted (for the peers)")
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--idle", type=int, default=50, help="idle sandboxes for the memory figure")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="create, exec and delete latencies only (no memory figure, no peers)")
     a = ap.parse_args()
 
     api = Api(a.url, a.key)
@@ -151,6 +153,15 @@ def main():
         _f, total = api.exec_first_output(sb["id"], ["/bin/true"])
         rtt.append(total)
     api.call("DELETE", f"/v1/sandboxes/{sb['id']}")
+
+    if a.latency_only:
+        print(f"space latencies ({a.runs} runs, {os.cpu_count()} cpus, {time.strftime('%Y-%m-%d %H:%M:%S')})")
+        print(row("create (API)", create))
+        print(row("first exec after create", first_exec))
+        print(row("create → first output", c2o))
+        print(row("exec round trip (/bin/true)", rtt))
+        print(row("delete", delete))
+        return
 
     pids = daemon_pids(a.state_dir)
     before = sum(rss_kib(p) for p in pids)

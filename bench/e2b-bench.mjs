@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: MIT
 // E2B SDK against spaced: Sandbox.create() → first output of
 // commands.run('echo hi'), p50/p90 over N runs (each sandbox killed after it,
-// not timed). Uses the SDK installed for the e2e tests (npm ci --prefix
+// not timed), beside the same path through the plain /v1 API in the same
+// run. Uses the SDK installed for the e2e tests (npm ci --prefix
 // tests/e2e/e2b). Not a test: it reports.
 //
 //   E2B_API_URL=http://127.0.0.1:PORT E2B_SANDBOX_URL=http://127.0.0.1:PORT \
@@ -42,10 +43,44 @@ function pct(xs, p) {
   return s[lo] + (s[hi] - s[lo]) * (k - lo)
 }
 
+// The same path through the plain space API, interleaved with the SDK runs
+// (the machine's load then weighs on both alike): POST /v1/sandboxes, then
+// POST /v1/sandboxes/{id}/exec of /bin/bash -l -c 'echo hi' (as the SDK runs
+// commands) until its first stdout event.
+const API = process.env.E2B_API_URL
+const H = { Authorization: `Bearer ${process.env.E2B_API_KEY}`, 'Content-Type': 'application/json' }
+async function v1Once() {
+  const t0 = performance.now()
+  let r = await fetch(`${API}/v1/sandboxes`, { method: 'POST', headers: H, body: JSON.stringify({ template }) })
+  if (r.status !== 201) throw new Error(`/v1 create: ${r.status} ${await r.text()}`)
+  const id = (await r.json()).id
+  const t1 = performance.now()
+  r = await fetch(`${API}/v1/sandboxes/${id}/exec`, {
+    method: 'POST', headers: H, body: JSON.stringify({ cmd: ['/bin/bash', '-l', '-c', 'echo hi'] }),
+  })
+  if (r.status !== 200) throw new Error(`/v1 exec: ${r.status} ${await r.text()}`)
+  let tFirst = 0
+  let buf = ''
+  const dec = new TextDecoder()
+  for await (const chunk of r.body) {
+    buf += dec.decode(chunk, { stream: true })
+    if (!tFirst && buf.includes('"type":"stdout"')) tFirst = performance.now()
+  }
+  if (!tFirst) throw new Error('/v1: no output from echo hi')
+  r = await fetch(`${API}/v1/sandboxes/${id}`, { method: 'DELETE', headers: H })
+  await r.arrayBuffer()
+  return [t1 - t0, tFirst - t1, tFirst - t0]
+}
+const v1 = { create: [], firstOutput: [], total: [] }
+
 const total = []
 const create = []
 const firstOutput = []
 for (let i = 0; i < runs; i++) {
+  const [c, f, t] = await v1Once()
+  v1.create.push(c)
+  v1.firstOutput.push(f)
+  v1.total.push(t)
   const t0 = performance.now()
   const sbx = await Sandbox.create(template)
   const t1 = performance.now()
@@ -68,3 +103,7 @@ console.log(`E2B SDK against ${process.env.E2B_API_URL}, template ${template}, $
 row('Sandbox.create', create)
 row("commands.run('echo hi') → first output", firstOutput)
 row('create → first output', total)
+console.log('the same through the space API (/v1), interleaved:')
+row('POST /v1/sandboxes', v1.create)
+row('exec bash -l -c echo hi → first output', v1.firstOutput)
+row('create → first output', v1.total)

@@ -326,6 +326,9 @@ int main(int argc, char *argv[]) {
                 r = -r;
                 goto stop_server;
         }
+        if (SPACE_BENCH_NO_HARDENING)
+                log_warning("THIS BUILD RUNS SANDBOXES WITHOUT SECCOMP, CAPABILITY DROP AND /proc MASKS "
+                            "(meson -Dbench_no_hardening=true, for benchmarks only): do not use it for anything else");
         log_info("spaced %s listening on %s (state %s, store %s)", SPACE_VERSION, config.listen, config.state_dir,
                  store_backend_name(store));
         r = http_server_run(server);

