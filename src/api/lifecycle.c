@@ -552,7 +552,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         event(r, &sb, "sandbox.branched", reason, data);
         log_info("Branched sandbox %s into %zu", id, ok);
         for (size_t i = 0; i < ok; i++)
-                kids[i].env_json = kids[i].metadata_json = NULL; /* borrowed from sb, freed with it */
+                kids[i].env_json = kids[i].metadata_json = kids[i].network_json = NULL; /* borrowed from sb, freed with it */
         *ret_kids = TAKE_PTR(kids);
         *ret_n = ok;
         return 0;
