@@ -220,6 +220,10 @@ int e2b_access_token(const Config *c, const char *sandbox_id, char ret[static E2
                        md_len != 32))
                 r = -EIO;
         pthread_mutex_unlock(&secret_lock);
+        if (r == -EBADMSG)
+                return log_error_errno(r, "Refusing %s/%s: it must be a regular file of %u bytes that only its "
+                                       "owner can read (mode 0600); delete it to make a new one (this rotates "
+                                       "every envdAccessToken)", c->state_dir, E2B_SECRET_FILE, E2B_SECRET_LEN);
         if (r < 0)
                 return log_error_errno(r, "Failed to use %s/%s: %m", c->state_dir, E2B_SECRET_FILE);
         hexencode(md, 32, ret);
