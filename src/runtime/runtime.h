@@ -60,7 +60,8 @@ typedef struct RuntimeOps {
         /* Kills every process of the sandbox and removes its host resources
          * (cgroups, agent socket). The root filesystem is the pool's. Idempotent. */
         int (*destroy)(const char *id, const char *agent_socket);
-        /* Sends SIGKILL to every process of the sandbox and returns without
+        /* Optional (NULL: destroy does it all). Sends SIGKILL to every process
+         * of the sandbox and returns without
          * waiting; PID 1's pidfd turns readable once the kernel has torn the
          * sandbox's processes down, and destroy then finishes at once. */
         int (*kill)(const char *id);
