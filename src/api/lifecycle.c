@@ -173,6 +173,7 @@ static int resume_paused_locked(ApiRequest *r, Sandbox *sb, const char *reason, 
 static int start_again_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e) {
         int64_t pid = 0;
         uint64_t starttime = 0;
+        bool preserved = false;
         int k;
 
         k = api_get_worker(r, e);
@@ -183,7 +184,7 @@ static int start_again_locked(ApiRequest *r, Sandbox *sb, const char *reason, Ap
                 ApiError ignored = {};
                 (void) worker_sandbox_suspend(r->worker, sb->id, NULL, &ignored);
         }
-        k = worker_sandbox_start(r->worker, sb, &pid, &starttime, e);
+        k = worker_sandbox_start(r->worker, sb, &pid, &starttime, &preserved, e);
         if (k < 0)
                 return worker_failed(e, k);
         k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, API_WORKER_NAME);
@@ -196,8 +197,9 @@ static int start_again_locked(ApiRequest *r, Sandbox *sb, const char *reason, Ap
                 (void) worker_sandbox_suspend(r->worker, sb->id, NULL, &ignored); /* not left running unrecorded */
                 return k;
         }
-        (void) store_sandbox_set_processes_preserved(r->store, sb->id, false);
-        event(r, sb, "sandbox.resumed", reason, "{\"processes_preserved\":false}");
+        (void) store_sandbox_set_processes_preserved(r->store, sb->id, preserved);
+        event(r, sb, "sandbox.resumed", reason,
+              preserved ? "{\"processes_preserved\":true}" : "{\"processes_preserved\":false}");
         log_info("Started sandbox %s again (pid %" PRIi64 ")", sb->id, pid);
         return reread(r, sb, e);
 }

@@ -160,8 +160,11 @@ static int vmux_frame(Vmux *m, uint32_t id, uint32_t type, const uint8_t *p, uin
 
         switch (type) {
         case VMUX_HELLO:
-                if (!host)
-                        return -EPROTO;
+                if (!host) {
+                        /* a new host side: whatever we had is gone; say we are here */
+                        vmux_drop_all(m);
+                        return vmux_send(m, 0, VMUX_HELLO, NULL, 0);
+                }
                 vmux_drop_all(m); /* the guest (re)started: whatever we had is gone */
                 if (!m->ready && m->cfg->ready_fd >= 0) {
                         (void) loop_write(m->cfg->ready_fd, "r", 1);
@@ -316,7 +319,7 @@ int vmux_run(const VmuxConfig *cfg) {
         int r = 0;
 
         (void) fd_nonblock(cfg->link_fd, true);
-        if (cfg->role == VMUX_ROLE_GUEST) {
+        if (cfg->role == VMUX_ROLE_GUEST || cfg->hello_first) {
                 r = vmux_send(&m, 0, VMUX_HELLO, NULL, 0);
                 if (r < 0)
                         goto out;

@@ -9,7 +9,10 @@
  *   header = u32 channel, u32 type (VmuxType), u32 length (<= VMUX_DATA_MAX)
  *
  *   HELLO  guest → host on start (channel 0, empty): the guest is ready; every
- *          channel the host knew is gone (the guest restarted)
+ *          channel the host knew is gone (the guest restarted).
+ *          host → guest (a new host side for a guest that kept running, e.g.
+ *          after a restore from saved memory): every channel the guest knew
+ *          is gone; the guest answers HELLO
  *   OPEN   host → guest: a new channel (ids chosen by the host, never 0)
  *   DATA   either way: bytes of a channel
  *   EOF    either way: the sender's side will send no more (shutdown(SHUT_WR))
@@ -54,6 +57,7 @@ typedef struct VmuxConfig {
         int listen_fd;            /* host: the agent's listening socket (owned) */
         const char *connect_path; /* guest: the agent's socket */
         int ready_fd;             /* host: one byte written here at the first HELLO, then closed; -1 = none */
+        bool hello_first;         /* host: start with a HELLO (the guest kept running; its channels are stale) */
 } VmuxConfig;
 
 /* Encodes a header into buf (VMUX_HEADER_SIZE bytes). */

@@ -33,6 +33,7 @@ typedef struct RuntimeSpec {
         const struct sock_fprog *seccomp; /* installed right before the agent runs; NULL = none */
         const char *disk_path;     /* vm: the sandbox's raw root disk (root_path unused) */
         uint32_t vcpus;            /* vm: virtual CPUs (0 = 1) */
+        const char *restore_path;  /* vm: continue from this saved machine (memory and devices) instead of booting */
 } RuntimeSpec;
 
 /* What a runtime needs to know about the host, given once at worker start. */
@@ -74,6 +75,10 @@ typedef struct RuntimeOps {
         int (*freeze)(const char *id, bool frozen);
         /* Changes the cgroup limits of a running sandbox. */
         int (*set_limits)(const char *id, const RuntimeLimits *limits);
+        /* Saves the whole machine (memory, devices) to state_path and stops it
+         * (vm; NULL where the runtime cannot keep processes). The caller then
+         * destroys the sandbox's host resources as usual. */
+        int (*suspend)(const char *id, const char *state_path);
         /* Processes killed by the kernel's OOM killer inside the sandbox so far. */
         int (*oom_kills)(const char *id, uint64_t *ret);
 } RuntimeOps;

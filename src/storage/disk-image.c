@@ -22,6 +22,7 @@
 #define POOL_IMAGES_DIR "images"
 #define POOL_IMAGE_SUFFIX ".ext4"
 #define POOL_SANDBOX_DISK "disk.img"
+#define POOL_SANDBOX_MEMORY "memory.state"
 #define POOL_IMAGE_MIN_BYTES (UINT64_C(256) << 20)
 #define POOL_IMAGE_SLACK_BYTES (UINT64_C(128) << 20) /* free room in a fresh image */
 
@@ -215,5 +216,17 @@ int pool_sandbox_disk_path(Pool *p, const char *id, char **ret) {
         if (access(path, F_OK) < 0)
                 return negative_errno();
         *ret = TAKE_PTR(path);
+        return 0;
+}
+
+int pool_sandbox_memory_path(Pool *p, const char *id, char **ret) {
+        char *path;
+
+        if (!pool_sandbox_id_valid(id))
+                return -EINVAL;
+        path = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_MEMORY);
+        if (!path)
+                return -ENOMEM;
+        *ret = path;
         return 0;
 }

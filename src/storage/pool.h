@@ -205,3 +205,6 @@ int pool_sandbox_disk_create(Pool *p, const char *template_name, const char *id,
                              char **ret_path);
 /* -ENOENT if the sandbox has no disk image. */
 int pool_sandbox_disk_path(Pool *p, const char *id, char **ret);
+/* sandboxes/<id>/memory.state: where a suspended vm sandbox's machine is saved
+ * (whether it exists or not; removed with the sandbox). */
+int pool_sandbox_memory_path(Pool *p, const char *id, char **ret);

@@ -222,8 +222,26 @@ int worker_sandbox_create(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, 
         return call_spec(w, "create", sb, NULL, ret_pid, ret_starttime, e);
 }
 
-int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
-        return call_spec(w, "start", sb, NULL, ret_pid, ret_starttime, e);
+int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime, bool *ret_preserved,
+                         ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+        bool preserved = false;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "start");
+        json_w_key(&jw, "sandbox");
+        write_spec(&jw, sb);
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        (void) json_bool(json_get(reply, "processes_preserved"), &preserved);
+        if (ret_preserved)
+                *ret_preserved = preserved;
+        return reply_pid(reply, ret_pid, ret_starttime, e);
 }
 
 int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e) {

@@ -36,7 +36,9 @@ int worker_sandbox_pause(WorkerClient *w, const char *id, bool pause, ApiError *
  * stay. *ret_processes_preserved says whether process state was kept. */
 int worker_sandbox_suspend(WorkerClient *w, const char *id, bool *ret_processes_preserved, ApiError *e);
 /* Starts a sandbox again on its existing root (after suspend). */
-int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
+/* *ret_preserved (may be NULL): the sandbox continued from its saved memory (vm), not a fresh start. */
+int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime, bool *ret_preserved,
+                         ApiError *e);
 /* Applies sb's limits to the running sandbox. */
 int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e);
 /* Hands the sandbox's egress policy (sb->network_json) to its gateway: new

@@ -25,6 +25,7 @@ typedef struct WorkerSpec {
         char id[STORE_ID_MAX];
         char template_name[STORE_NAME_MAX];
         char runtime[16];      /* "ns" (default) | "vm" */
+        const char *restore_path; /* vm: continue the machine saved here (not owned) */
         uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max, io_weight;
         char **env;
         char *policy;  /* egress policy JSON text ("policy" of the spec), NULL: none */

@@ -63,10 +63,25 @@ void worker_op_pause(Worker *w, const JsonValue *req, bool pause, JsonWriter *jw
 void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
         ApiError e = {};
         const char *id = req_id(req, "id", &e);
+        bool preserved = false;
+        LiveSandbox *l;
         int r;
 
         if (!id)
                 return worker_reply_error(jw, &e);
+        l = worker_live_find(w, id);
+        if (l && l->rt->suspend) {
+                /* vm: the whole machine is saved beside its disk; resume continues it */
+                _cleanup_free_ char *state = NULL;
+                r = pool_sandbox_memory_path(w->pool, id, &state);
+                if (r >= 0)
+                        r = l->rt->suspend(id, state);
+                if (r < 0) {
+                        api_error(&e, r, API_INTERNAL, "cannot save sandbox %s's memory: %s", id, strerror(-r));
+                        return worker_reply_error(jw, &e);
+                }
+                preserved = true;
+        }
         /* The ns runtime cannot keep process state: processes end, files stay. */
         r = worker_cleanup_sandbox(w, id, false);
         if (r < 0) {
@@ -75,13 +90,13 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
         }
         json_w_object_begin(jw);
         json_w_kv_bool(jw, "ok", true);
-        json_w_kv_bool(jw, "processes_preserved", false);
+        json_w_kv_bool(jw, "processes_preserved", preserved);
         json_w_object_end(jw);
 }
 
 void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
-        _cleanup_free_ char *root = NULL;
+        _cleanup_free_ char *root = NULL, *state = NULL;
         ApiError e = {};
         int64_t pid = 0;
         uint64_t st = 0;
@@ -89,15 +104,45 @@ void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
 
         if (worker_spec_parse(w, json_get(req, "sandbox"), &s, &e) < 0)
                 return worker_reply_error(jw, &e);
-        r = pool_sandbox_root_path(w->pool, s.id, &root);
+        if (streq(s.runtime, "vm")) {
+                /* its disk, and the machine saved at suspend if there is one */
+                r = pool_sandbox_disk_path(w->pool, s.id, &root);
+                if (r >= 0)
+                        r = pool_sandbox_memory_path(w->pool, s.id, &state);
+                if (r >= 0 && access(state, F_OK) < 0)
+                        state = mfree(state);
+        } else
+                r = pool_sandbox_root_path(w->pool, s.id, &root);
         if (r < 0) {
                 api_error(&e, r, r == -ENOENT ? API_NOT_FOUND : API_INTERNAL, "sandbox %s has no root here: %s", s.id,
                           strerror(-r));
                 return worker_reply_error(jw, &e);
         }
-        if (worker_start_runtime(w, &s, root, &pid, &st, &e) < 0)
+        s.restore_path = state;
+        r = worker_start_runtime(w, &s, root, &pid, &st, &e);
+        if (r < 0 && state) {
+                /* the saved machine would not run again: boot on the disk (its processes are lost, and the
+                 * reply says so) rather than leave the sandbox unusable */
+                log_warning("Sandbox %s: restoring its saved memory failed (%s); booting it on its disk", s.id,
+                            e.message);
+                (void) unlink(state);
+                state = mfree(state);
+                s.restore_path = NULL;
+                e = (ApiError){};
+                r = worker_start_runtime(w, &s, root, &pid, &st, &e);
+        }
+        if (r < 0)
                 return worker_reply_error(jw, &e);
-        reply_pid(jw, pid, st);
+        if (state)
+                (void) unlink(state); /* the disk has moved on: that machine cannot be started again */
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_key(jw, "pid");
+        json_w_int(jw, pid);
+        json_w_key(jw, "starttime");
+        json_w_uint(jw, st);
+        json_w_kv_bool(jw, "processes_preserved", state != NULL);
+        json_w_object_end(jw);
 }
 
 void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {

@@ -240,6 +240,7 @@ int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64
                 .root_path = vm ? NULL : root,
                 .disk_path = vm ? root : NULL,
                 .vcpus = (uint32_t) ((s->cpu_millis + 999) / 1000),
+                .restore_path = s->restore_path,
                 .hostname = hostname,
                 .uid_base = (uid_t) (w->config->uid_base + s->slot * RUNTIME_ID_RANGE),
                 .limits = worker_spec_limits(s),

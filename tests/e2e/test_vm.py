@@ -141,6 +141,39 @@ def test_pause_resume_keeps_processes(vmd, vsb):
     host.wait_until(lambda: int(vmd.sh(vsb, "cat /tmp/counter").strip()) > first, 60)
 
 
+
+def test_suspend_resume_keeps_memory(vmd, vsb):
+    """Suspend saves the whole machine and stops QEMU; resume continues every
+    process where it stood: a counter in a shell variable (memory only) and a
+    file that keeps growing, nothing lost."""
+    vmd.sh(vsb, "(n=0; while true; do n=$((n+1)); echo $n >> /root/grow; echo $n > /tmp/c.new; "
+                "mv /tmp/c.new /tmp/c; sleep 0.2; done) >/dev/null 2>&1 &")
+    host.wait_until(lambda: int(vmd.sh(vsb, "cat /tmp/c 2>/dev/null || echo 0").strip() or 0) >= 3, 60)
+    qemu = [p for p in vmd.sandbox_pids(vsb) if open(f"/proc/{p}/comm").read().strip() == "qemu-system-x86"]
+    assert qemu, vmd.sandbox_pids(vsb)
+    r = vmd.api("POST", f"/v1/sandboxes/{vsb}/suspend", timeout=300)
+    assert r.status == 200, r
+    sb = vmd.show(vsb).json()
+    assert sb["state"] == "suspended" and sb["processes_preserved"] is True, sb
+    # resources released: no QEMU, no cgroup; the machine is saved beside the disk
+    assert not [p for p in qemu if host.proc_exists(p)]
+    assert not vmd.cgroup_dirs(vsb)
+    assert os.path.getsize(vmd.pool_path("sandboxes", vsb, "memory.state")) > 0
+    r = vmd.api("POST", f"/v1/sandboxes/{vsb}/resume", timeout=300)
+    assert r.status == 200, r
+    sb = vmd.show(vsb).json()
+    assert sb["state"] == "running" and sb["processes_preserved"] is True, sb
+    before = int(vmd.sh(vsb, "cat /tmp/c").strip())
+    host.wait_until(lambda: int(vmd.sh(vsb, "cat /tmp/c").strip()) > before + 2, 60)
+    # the same shell, counting on: the file holds 1..n with no gap and no restart
+    lines = vmd.sh(vsb, "cat /root/grow").split()
+    assert lines == [str(i) for i in range(1, len(lines) + 1)], lines[:50]
+    assert not os.path.exists(vmd.pool_path("sandboxes", vsb, "memory.state"))
+    r = vmd.api("GET", "/v1/events", params={"sandbox": vsb, "limit": 500})
+    assert r.status == 200, r
+    ev = [e for e in r.json()["events"] if e["type"] == "sandbox.resumed"]
+    assert ev and ev[-1]["data"] == {"processes_preserved": True}, ev
+
 def test_delete_leaves_nothing(e2e_session, vmd):
     sid = vmd.create(runtime="vm", memory_mb=192)["id"]
     assert vmd.sh(sid, "echo up").strip() == "up"

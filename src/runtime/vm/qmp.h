@@ -26,5 +26,7 @@ void qmp_close(Qmp *q);
  * class/desc of an error reply in err. *ret_return (may be NULL) is the
  * "return" value. */
 int qmp_execute(Qmp *q, const char *cmd, const char *args_json, JsonValue **ret_return, char *err, size_t err_size);
+/* Hands fd to QEMU under name (QMP getfd, SCM_RIGHTS). */
+int qmp_send_fd(Qmp *q, const char *name, int fd);
 /* Waits for an event named name (e.g. "STOP"), up to timeout_msec. */
 int qmp_wait_event(Qmp *q, const char *name, int timeout_msec);

@@ -285,7 +285,8 @@ static void vm_relay_reap(const char *id) {
 }
 
 /* The relay: a child in the sandbox's cgroup, as the sandbox's uid once its sockets exist. */
-static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd, int link_fd, int ready_fd) {
+static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd, int link_fd, int ready_fd,
+                          bool hello_first) {
         int pidfd = -EBADF, r;
         struct clone_args args = {
                 .flags = CLONE_PIDFD,
@@ -322,7 +323,8 @@ static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd,
                     setresuid(spec->uid_base, spec->uid_base, spec->uid_base) < 0 ||
                     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                         _exit(1);
-                VmuxConfig vc = { .role = VMUX_ROLE_HOST, .link_fd = 4, .listen_fd = 3, .ready_fd = 5 };
+                VmuxConfig vc = { .role = VMUX_ROLE_HOST, .link_fd = 4, .listen_fd = 3, .ready_fd = 5,
+                                  .hello_first = hello_first };
                 r = vmux_run(&vc);
                 _exit(r < 0 ? 1 : 0);
         }
@@ -382,7 +384,7 @@ static int vm_wait_ready(int ready_fd, int pidfd, int timeout_msec) {
 static int vm_boot(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, RuntimeInstance *ret, char *errbuf,
                    size_t errbuf_size) {
         _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, qfd = -EBADF, kfd = -EBADF, ifd = -EBADF, dfd = -EBADF,
-                            logfd = -EBADF, pidfd = -EBADF;
+                            logfd = -EBADF, pidfd = -EBADF, infd = -EBADF;
         int link[2] = { -EBADF, -EBADF }, ready[2] = { -EBADF, -EBADF };
         char qmp[PATH_MAX], log[PATH_MAX], kernel[PATH_MAX], cmdline[512];
         RuntimeLimits lim = spec->limits;
@@ -419,6 +421,14 @@ static int vm_boot(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, Ru
                 snprintf(errbuf, errbuf_size, "cannot open the VM's files: %s", strerror(-r));
                 goto fail;
         }
+        if (spec->restore_path) {
+                infd = open(spec->restore_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (infd < 0) {
+                        r = negative_errno();
+                        snprintf(errbuf, errbuf_size, "cannot open the saved machine: %s", strerror(-r));
+                        goto fail;
+                }
+        }
         r = vm_initrd_for(spec, &ifd);
         if (r < 0) {
                 snprintf(errbuf, errbuf_size, "cannot build the initramfs: %s%s", strerror(-r),
@@ -446,6 +456,7 @@ static int vm_boot(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, Ru
                 .agent_link_fd = link[1],
                 .control_fd = qfd,
                 .log_fd = logfd,
+                .incoming_fd = infd,
         };
         r = vmm->start(&vc, &pid, &pidfd, errbuf, errbuf_size);
         if (r < 0)
@@ -457,7 +468,15 @@ static int vm_boot(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, Ru
                 snprintf(errbuf, errbuf_size, "cannot attach to cgroups: %s", strerror(-r));
                 goto fail;
         }
-        r = vm_start_relay(spec, cgfd, lfd, link[0], ready[1]);
+        if (spec->restore_path) {
+                r = vmm->resume_incoming(qmp);
+                if (r < 0) {
+                        snprintf(errbuf, errbuf_size, "cannot restore the saved machine: %s", strerror(-r));
+                        vm_console_tail(spec->id, errbuf, errbuf_size);
+                        goto fail;
+                }
+        }
+        r = vm_start_relay(spec, cgfd, lfd, link[0], ready[1], spec->restore_path != NULL);
         if (r < 0) {
                 snprintf(errbuf, errbuf_size, "cannot start the agent relay: %s", strerror(-r));
                 goto fail;
@@ -561,6 +580,23 @@ static int vm_freeze(const char *id, bool frozen) {
         return r < 0 ? r : vmm->pause(qmp, frozen);
 }
 
+static int vm_suspend(const char *id, const char *state_path) {
+        _cleanup_close_ int fd = -EBADF;
+        char qmp[PATH_MAX];
+        int r;
+
+        r = vm_path(id, "qmp.sock", qmp, sizeof qmp);
+        if (r < 0)
+                return r;
+        fd = open(state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return negative_errno();
+        r = vmm->save(qmp, fd);
+        if (r < 0)
+                (void) unlink(state_path);
+        return r;
+}
+
 static int vm_set_limits(const char *id, const RuntimeLimits *limits) {
         return -EOPNOTSUPP; /* the guest's memory is fixed at boot (no balloon yet) */
 }
@@ -575,5 +611,6 @@ const RuntimeOps vm_runtime_ops = {
         .list = cgroup_list,
         .freeze = vm_freeze,
         .set_limits = vm_set_limits,
+        .suspend = vm_suspend,
         .oom_kills = cgroup_oom_kills,
 };

@@ -24,9 +24,11 @@
 #define QEMU_BINARY "/usr/bin/qemu-system-x86_64"
 #define QEMU_TB_SIZE_MB 64 /* TCG translation cache (the default, 1 GiB, would be most of a small VM's budget) */
 #define QEMU_ARGV_MAX 64
+#define QEMU_MIGRATE_POLL_USEC 10000
+#define QEMU_MIGRATE_POLLS 30000 /* 300 s */
 
 /* fds in the child, in this order from 3 */
-enum { FD_KERNEL = 3, FD_INITRD, FD_DISK, FD_AGENT, FD_CONTROL, _FD_NEXT };
+enum { FD_KERNEL = 3, FD_INITRD, FD_DISK, FD_AGENT, FD_CONTROL, FD_INCOMING, _FD_NEXT };
 
 static const char *const accel_table[_VMM_ACCEL_MAX] = {
         [VMM_ACCEL_KVM] = "kvm",
@@ -90,7 +92,7 @@ static void child_fail(int errfd, const char *what) {
 }
 
 static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *err, size_t err_size) {
-        char mem[32], smp[32], kernel[32], initrd[32], drive[96], agent[64], control[80], accel[48], incoming[64];
+        char mem[32], smp[32], kernel[32], initrd[32], drive[96], agent[64], control[80], accel[48], incoming[32];
         const char *argv[QEMU_ARGV_MAX];
         int n = 0, pidfd = -EBADF, ep[2];
         pid_t pid;
@@ -102,7 +104,7 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
         snprintf(drive, sizeof drive, "file=/proc/self/fd/%d,format=raw,if=none,id=root,discard=unmap", FD_DISK);
         snprintf(agent, sizeof agent, "socket,id=agent,fd=%d", FD_AGENT);
         snprintf(control, sizeof control, "socket,id=qmp,fd=%d,server=on,wait=off", FD_CONTROL);
-        snprintf(incoming, sizeof incoming, "file:%s", strempty(c->incoming_path));
+        snprintf(incoming, sizeof incoming, "fd:%d", FD_INCOMING);
         if (c->accel == VMM_ACCEL_KVM)
                 snprintf(accel, sizeof accel, "kvm");
         else
@@ -152,7 +154,7 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
         argv[n++] = "chardev=qmp,mode=control";
         argv[n++] = "-sandbox";
         argv[n++] = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
-        if (c->incoming_path) {
+        if (c->incoming_fd >= 0) {
                 argv[n++] = "-incoming";
                 argv[n++] = incoming;
         }
@@ -179,7 +181,8 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
         }
         if (pid == 0) {
                 /* child: no allocation; fds into place, privileges away, exec */
-                const int want[] = { c->kernel_fd, c->initrd_fd, c->disk_fd, c->agent_link_fd, c->control_fd };
+                const int want[] = { c->kernel_fd, c->initrd_fd, c->disk_fd, c->agent_link_fd, c->control_fd,
+                                     c->incoming_fd >= 0 ? c->incoming_fd : c->log_fd };
                 int errfd = ep[1], tmp[ELEMENTSOF(want)];
                 sigset_t none;
                 char *envp[] = { (char *) "PATH=/usr/bin:/bin", NULL };
@@ -235,41 +238,83 @@ static int qemu_pause(const char *control_path, bool pause) {
         return r;
 }
 
-static int qemu_save(const char *control_path, const char *path) {
-        _cleanup_free_ char *args = NULL;
+static int qemu_save(const char *control_path, int fd) {
         char err[256] = "";
         Qmp q;
         int r;
 
-        if (strpbrk(path, "\"\\,"))
-                return -EINVAL;
-        args = strdup_printf("{\"uri\":\"file:%s\"}", path);
-        if (!args)
-                return -ENOMEM;
         r = qmp_open(control_path, &q);
         if (r < 0)
                 return r;
-        r = qmp_execute(&q, "stop", NULL, NULL, NULL, 0);
+        r = qmp_execute(&q, "stop", NULL, NULL, err, sizeof err);
+        if (r >= 0) /* the default (32 MiB/s) would make saving a large guest crawl */
+                r = qmp_execute(&q, "migrate-set-parameters", "{\"max-bandwidth\":1099511627776}", NULL, err,
+                                sizeof err);
         if (r >= 0)
-                r = qmp_execute(&q, "migrate", args, NULL, err, sizeof err);
-        /* poll until the migration is done */
-        for (int i = 0; r >= 0 && i < 6000; i++) {
+                r = qmp_send_fd(&q, "space-save", fd);
+        if (r >= 0)
+                r = qmp_execute(&q, "migrate", "{\"uri\":\"fd:space-save\"}", NULL, err, sizeof err);
+        for (int i = 0; r >= 0; i++) {
                 JsonValue *st = NULL;
+                if (i > QEMU_MIGRATE_POLLS) {
+                        r = -ETIMEDOUT;
+                        break;
+                }
                 r = qmp_execute(&q, "query-migrate", NULL, &st, err, sizeof err);
                 if (r < 0)
                         break;
                 const char *s = json_string(json_get(st, "status"));
                 bool done = s && streq(s, "completed"), failed = s && (streq(s, "failed") || streq(s, "cancelled"));
+                if (failed)
+                        snprintf(err, sizeof err, "%s", strna(json_string(json_get(st, "error-desc"))));
                 json_free(st);
                 if (done)
                         break;
                 if (failed)
                         r = -EIO;
                 else
-                        (void) usleep(10000);
+                        (void) usleep(QEMU_MIGRATE_POLL_USEC);
         }
-        if (r < 0 && err[0])
-                log_debug("QMP migrate to %s: %s", path, err);
+        if (r < 0)
+                log_warning("Saving the VM through %s failed: %s", control_path, err[0] ? err : strerror(-r));
+        qmp_close(&q);
+        return r;
+}
+
+static int qemu_resume_incoming(const char *control_path) {
+        char err[256] = "";
+        Qmp q;
+        int r;
+
+        r = qmp_open(control_path, &q);
+        if (r < 0)
+                return r;
+        for (int i = 0;; i++) {
+                JsonValue *st = NULL;
+                if (i > QEMU_MIGRATE_POLLS) {
+                        r = -ETIMEDOUT;
+                        break;
+                }
+                r = qmp_execute(&q, "query-status", NULL, &st, err, sizeof err);
+                if (r < 0)
+                        break;
+                const char *s = json_string(json_get(st, "status"));
+                bool loading = !s || streq(s, "inmigrate") || streq(s, "prelaunch") || streq(s, "restore-vm");
+                bool bad = s && (streq(s, "internal-error") || streq(s, "io-error") || streq(s, "shutdown") ||
+                                 streq(s, "guest-panicked"));
+                json_free(st);
+                if (bad) {
+                        r = -EIO;
+                        break;
+                }
+                if (!loading)
+                        break;
+                (void) usleep(QEMU_MIGRATE_POLL_USEC);
+        }
+        if (r >= 0)
+                r = qmp_execute(&q, "cont", NULL, NULL, err, sizeof err);
+        if (r < 0)
+                log_warning("Restoring the VM through %s failed: %s", control_path, err[0] ? err : strerror(-r));
         qmp_close(&q);
         return r;
 }
@@ -290,5 +335,6 @@ const VmmDriver vmm_qemu = {
         .start = qemu_start,
         .pause = qemu_pause,
         .save = qemu_save,
+        .resume_incoming = qemu_resume_incoming,
         .quit = qemu_quit,
 };

@@ -34,7 +34,7 @@ typedef struct VmmConfig {
         int agent_link_fd;      /* one end of a stream socket: the guest's agent port */
         int control_fd;         /* a listening unix socket: the VMM's control channel (QMP) */
         int log_fd;             /* the VMM's stdout/stderr and the guest console */
-        const char *incoming_path; /* start from a machine saved to this file (NULL: boot) */
+        int incoming_fd;        /* start from a machine saved to this file (-1: boot); the VM stays paused */
 } VmmConfig;
 
 typedef struct VmmDriver {
@@ -45,8 +45,10 @@ typedef struct VmmDriver {
         int (*start)(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *err, size_t err_size);
         /* Over the control socket at control_path: */
         int (*pause)(const char *control_path, bool pause);
-        /* Stops the guest and writes the machine (memory and devices) to path; the VMM stays. */
-        int (*save)(const char *control_path, const char *path);
+        /* Stops the guest and writes the machine (memory and devices) to fd; the VMM stays, stopped. */
+        int (*save)(const char *control_path, int fd);
+        /* After a start from incoming_fd: waits until the machine is loaded, then runs it. */
+        int (*resume_incoming)(const char *control_path);
         int (*quit)(const char *control_path);
 } VmmDriver;
 
