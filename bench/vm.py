@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """space vm runtime benchmark: create (cold boot of a microVM), first exec,
-exec round trip, pause, resume and delete through the HTTP API, p50/p90,
+exec round trip, pause, resume, suspend with memory, resume from it and delete through the HTTP API, p50/p90,
 with the accelerator (kvm or tcg) named in every line. Not a test: it reports.
 
 One command: `python3 bench/vm.py` (as root) starts a private spaced from
@@ -106,12 +106,18 @@ def main():
         for _ in range(5):
             pause.append(api.timed("POST", f"/v1/sandboxes/{sid}/pause")[0])
             resume.append(api.timed("POST", f"/v1/sandboxes/{sid}/resume")[0])
+        suspend, resume_mem = [], []
+        for _ in range(2):
+            suspend.append(api.timed("POST", f"/v1/sandboxes/{sid}/suspend")[0])
+            resume_mem.append(api.timed("POST", f"/v1/sandboxes/{sid}/resume")[0])
+            api.sh(sid, "true")
         delete = []
         for s in list(made):
             delete.append(api.timed("DELETE", f"/v1/sandboxes/{s}")[0])
             made.remove(s)
         res = {"create (cold boot)": create, "first exec after create": first, "exec round trip (true)": rt,
-               "pause": pause, "resume": resume, "delete": delete}
+               "pause": pause, "resume": resume, "suspend (memory to file)": suspend,
+               "resume from suspend (memory)": resume_mem, "delete": delete}
         print(f"vm runtime: {vm['vmm']}, guest kernel {vm.get('guest_kernel')}, accelerator {accel}"
               + (" (software emulation: slow, development only)" if accel == "tcg" else ""))
         for k, xs in res.items():
