@@ -51,6 +51,15 @@ typedef struct RuntimeInstance {
         int pidfd;                 /* owned by the caller; readable when PID 1 exits */
 } RuntimeInstance;
 
+/* A guest between spawn and finish: it is setting itself up. */
+typedef struct RuntimePending {
+        char id[64];
+        char agent_socket[108];    /* sun_path */
+        pid_t pid;
+        int pidfd;
+        int sync_fd;
+} RuntimePending;
+
 typedef struct RuntimeOps {
         const char *name;
         /* Probe: can this runtime run here? 0, or -errno and why (for errors and /v1/info). */
@@ -58,6 +67,13 @@ typedef struct RuntimeOps {
         /* Facts for /v1/info as a JSON object (malloc'd), or NULL. */
         char *(*info_json)(void);
         int (*create)(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf, size_t errbuf_size);
+        /* create in two halves, so that several guests set themselves up at
+         * once: spawn returns as soon as the guest runs its own setup; finish
+         * waits for it to run space-agent (or unwinds everything on failure).
+         * Every successful spawn is followed by exactly one finish; spec need
+         * not outlive spawn. */
+        int (*spawn)(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, size_t errbuf_size);
+        int (*finish)(RuntimePending *p, RuntimeInstance *ret, char *errbuf, size_t errbuf_size);
         /* Kills every process of the sandbox and removes its host resources
          * (cgroups, agent socket). The root filesystem is the pool's. Idempotent. */
         int (*destroy)(const char *id, const char *agent_socket);

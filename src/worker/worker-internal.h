@@ -51,6 +51,17 @@ bool id_valid(const char *id);
 int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiError *e);
 void worker_spec_done(WorkerSpec *s);
 RuntimeLimits worker_spec_limits(const WorkerSpec *s);
+/* worker_start_runtime in two halves (several sandboxes set themselves up
+ * at once): every successful spawn is followed by exactly one finish. */
+typedef struct WorkerPending {
+        const RuntimeOps *rt;
+        char id[64];
+        RuntimePending p;      /* rt->spawn's */
+        RuntimeInstance inst;  /* a runtime without spawn creates at once */
+        bool created;
+} WorkerPending;
+int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
+int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
 /* Starts the runtime on an existing root; on failure nothing but the root remains. */
 int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64_t *ret_pid, uint64_t *ret_starttime,
                          ApiError *e);
@@ -85,6 +96,7 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_policy(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_take_warm(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_reply_error(JsonWriter *jw, const ApiError *e);
 void worker_reply_ok(JsonWriter *jw);
 

@@ -215,16 +215,17 @@ RuntimeLimits worker_spec_limits(const WorkerSpec *s) {
         };
 }
 
-int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64_t *ret_pid, uint64_t *ret_starttime,
-                         ApiError *e) {
+int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e) {
         char sock[PATH_MAX], dir[PATH_MAX], hostname[64], err[1024] = "";
-        RuntimeInstance inst = { .pidfd = -EBADF };
         const RuntimeOps *rt = worker_runtime(w, s->runtime, e);
         bool vm = rt && rt == w->vm;
         int r;
 
+        *ret = (WorkerPending){ .rt = rt, .p = { .pidfd = -EBADF, .sync_fd = -EBADF }, .inst = { .pidfd = -EBADF } };
         if (!rt)
                 return -EOPNOTSUPP;
+        if (strscpy(ret->id, sizeof ret->id, s->id) < 0)
+                return api_error(e, -ENAMETOOLONG, API_INVALID_ARGUMENT, "bad sandbox id");
         if (worker_live_find(w, s->id))
                 return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", s->id);
         snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, s->id);
@@ -249,21 +250,53 @@ int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64
                 .agent_exe_fd = w->agent_exe_fd,
                 .seccomp = &w->seccomp,
         };
-        r = rt->create(&rs, &inst, err, sizeof err);
+        if (rt->spawn)
+                r = rt->spawn(&rs, &ret->p, err, sizeof err);
+        else { /* a runtime that cannot split its create makes it whole here */
+                r = rt->create(&rs, &ret->inst, err, sizeof err);
+                ret->created = r >= 0;
+        }
         if (r < 0) {
                 (void) rm_rf(dir);
                 log_warning("Failed to start sandbox %s: %s", s->id, err);
                 return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
         }
-        r = worker_live_add(w, rt, s->id, inst.pid, inst.starttime, inst.pidfd);
+        return 0;
+}
+
+int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        RuntimeInstance inst = p->inst;
+        char dir[PATH_MAX], err[1024] = "";
+        int r = 0;
+
+        p->inst.pidfd = -EBADF;
+        if (!p->created)
+                r = p->rt->finish(&p->p, &inst, err, sizeof err);
+        if (r < 0) {
+                snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, p->id);
+                (void) rm_rf(dir);
+                log_warning("Failed to start sandbox %s: %s", p->id, err);
+                return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
+        }
+        r = worker_live_add(w, p->rt, p->id, inst.pid, inst.starttime, inst.pidfd);
         if (r < 0) {
                 safe_close(inst.pidfd);
-                (void) worker_cleanup_sandbox(w, s->id, false);
+                (void) worker_cleanup_sandbox(w, p->id, false);
                 return api_error(e, r, API_INTERNAL, "cannot track the sandbox: %s", strerror(-r));
         }
         *ret_pid = inst.pid;
         *ret_starttime = inst.starttime;
         return 0;
+}
+
+int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64_t *ret_pid, uint64_t *ret_starttime,
+                         ApiError *e) {
+        WorkerPending p;
+        int r = worker_spawn_runtime(w, s, root, &p, e);
+
+        if (r < 0)
+                return r;
+        return worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
 }
 
 int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime,

@@ -153,3 +153,70 @@ TEST(ns_create_failure_unwinds) {
         ASSERT_TRUE(access("/sys/fs/cgroup/memory/space-test/t2", F_OK) < 0);
         cleanup_cgroup_root();
 }
+
+/* spawn/finish: several guests set themselves up at once; each finish gives
+ * the same guest create would. A failed spawn leaves nothing. */
+TEST(ns_spawn_several_then_finish) {
+        char root[PATH_MAX], missing[PATH_MAX], sock[2][PATH_MAX], probe[PATH_MAX], buf[8192], err[256] = "";
+        static const char *const ids[2] = { "t3", "t4" };
+        RuntimePending p[2], bad = { .pidfd = -EBADF, .sync_fd = -EBADF };
+        _cleanup_close_ int exe = -EBADF;
+
+        if (geteuid() != 0)
+                test_skip("needs root");
+        snprintf(probe, sizeof probe, "%s/tests/ns-probe", test_build_dir());
+        exe = memfd_of(probe);
+        ASSERT_TRUE(exe >= 0);
+        ASSERT_OK(cgroup_setup("space-test"));
+        snprintf(root, sizeof root, "%s/root", test_tmpdir());
+        make_root(root);
+
+        for (size_t i = 0; i < 2; i++) {
+                char host[32];
+                snprintf(sock[i], sizeof sock[i], "%s/agent-%s.sock", test_tmpdir(), ids[i]);
+                snprintf(host, sizeof host, "space-%s", ids[i]);
+                RuntimeSpec spec = {
+                        .id = ids[i],
+                        .root_path = root,
+                        .hostname = host,
+                        .uid_base = 1500000000 + (uid_t) i * RUNTIME_ID_RANGE,
+                        .limits = { .pids_max = 64 },
+                        .agent_socket = sock[i],
+                        .agent_exe_fd = exe,
+                };
+                int r = ns_runtime_ops.spawn(&spec, &p[i], err, sizeof err);
+                if (r < 0)
+                        test_fail(__FILE__, __LINE__, "spawn: %s (%s)", strerror(-r), err);
+                ASSERT_STREQ(p[i].id, ids[i]);
+        }
+        /* both are setting themselves up now; a third fails in spawn and unwinds */
+        snprintf(missing, sizeof missing, "%s/missing", test_tmpdir());
+        char sock5[PATH_MAX];
+        snprintf(sock5, sizeof sock5, "%s/agent-t5.sock", test_tmpdir());
+        RuntimeSpec spec = { .id = "t5", .root_path = missing, .hostname = "x", .uid_base = 1500131072,
+                             .agent_socket = sock5, .agent_exe_fd = exe };
+        ASSERT_TRUE(ns_runtime_ops.spawn(&spec, &bad, err, sizeof err) < 0);
+        ASSERT_TRUE(access(sock5, F_OK) < 0);
+        ASSERT_TRUE(access("/sys/fs/cgroup/unified/space-test/t5", F_OK) < 0);
+
+        for (size_t i = 0; i < 2; i++) {
+                RuntimeInstance inst = { .pidfd = -EBADF };
+                siginfo_t si = {};
+                char want[40];
+                int r = ns_runtime_ops.finish(&p[i], &inst, err, sizeof err);
+
+                if (r < 0)
+                        test_fail(__FILE__, __LINE__, "finish: %s (%s)", strerror(-r), err);
+                ASSERT_TRUE(inst.pid > 0 && inst.starttime > 0);
+                ASSERT_TRUE(p[i].pidfd < 0 && p[i].sync_fd < 0); /* handed over */
+                ASSERT_TRUE(cgroup_contains(ids[i], inst.pid));
+                ASSERT_OK(query(sock[i], buf, sizeof buf));
+                snprintf(want, sizeof want, "host=space-%s ", ids[i]);
+                ASSERT_NOT_NULL(strstr(buf, want));
+                ASSERT_NOT_NULL(strstr(buf, "pid=1 "));
+                ASSERT_OK(ns_runtime_ops.destroy(ids[i], sock[i]));
+                ASSERT_OK(waitid(P_PIDFD, (id_t) inst.pidfd, &si, WEXITED));
+                safe_close(inst.pidfd);
+        }
+        cleanup_cgroup_root();
+}

@@ -106,15 +106,30 @@ static int wait_child(int sync_fd, char *errbuf, size_t errbuf_size) {
         return -(e.error ?: EIO);
 }
 
-static int ns_create(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
+/* Kills a guest that did not come up and removes what was made for it. */
+static void unwind(const char *id, const char *agent_socket, pid_t pid, int pidfd, bool cgroup_made) {
+        if (pid > 0) {
+                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                (void) waitpid(pid, NULL, 0);
+        }
+        if (cgroup_made) {
+                (void) cgroup_kill(id);
+                (void) cgroup_remove(id);
+        }
+        (void) unlink(agent_socket);
+}
+
+static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
         _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, pidfd = -EBADF, mntfd = -EBADF;
         _cleanup_strv_free_ char **envp = NULL;
         int sync[2] = { -EBADF, -EBADF };
         bool cgroup_made = false;
         pid_t pid = -1;
-        uint64_t starttime = 0;
         int r;
 
+        if (strscpy(ret->id, sizeof ret->id, spec->id) < 0 ||
+            strscpy(ret->agent_socket, sizeof ret->agent_socket, spec->agent_socket) < 0)
+                return -ENAMETOOLONG;
         envp = build_env(spec);
         if (!envp)
                 return -ENOMEM;
@@ -181,35 +196,46 @@ static int ns_create(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf
                 snprintf(errbuf, errbuf_size, "sandbox setup died early");
                 goto fail;
         }
-        mntfd = safe_close(mntfd);
-
-        r = wait_child(sync[0], errbuf, errbuf_size);
-        if (r < 0)
-                goto fail;
-        r = proc_starttime(pid, &starttime);
-        if (r < 0) {
-                snprintf(errbuf, errbuf_size, "sandbox init vanished");
-                goto fail;
-        }
-        safe_close(sync[0]);
         ret->pid = pid;
-        ret->starttime = starttime;
         ret->pidfd = TAKE_FD(pidfd);
+        ret->sync_fd = sync[0];
         return 0;
 
 fail:
         safe_close(sync[0]);
         safe_close(sync[1]);
-        if (pid > 0) {
-                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-                (void) waitpid(pid, NULL, 0);
-        }
-        if (cgroup_made) {
-                (void) cgroup_kill(spec->id);
-                (void) cgroup_remove(spec->id);
-        }
-        (void) unlink(spec->agent_socket);
+        unwind(spec->id, spec->agent_socket, pid, pidfd, cgroup_made);
         return r;
+}
+
+static int ns_finish(RuntimePending *p, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
+        _cleanup_close_ int sync_fd = TAKE_FD(p->sync_fd), pidfd = TAKE_FD(p->pidfd);
+        uint64_t starttime = 0;
+        int r;
+
+        r = wait_child(sync_fd, errbuf, errbuf_size);
+        if (r >= 0) {
+                r = proc_starttime(p->pid, &starttime);
+                if (r < 0)
+                        snprintf(errbuf, errbuf_size, "sandbox init vanished");
+        }
+        if (r < 0) {
+                unwind(p->id, p->agent_socket, p->pid, pidfd, true);
+                return r;
+        }
+        ret->pid = p->pid;
+        ret->starttime = starttime;
+        ret->pidfd = TAKE_FD(pidfd);
+        return 0;
+}
+
+static int ns_create(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
+        RuntimePending p = { .pidfd = -EBADF, .sync_fd = -EBADF };
+        int r = ns_spawn(spec, &p, errbuf, errbuf_size);
+
+        if (r < 0)
+                return r;
+        return ns_finish(&p, ret, errbuf, errbuf_size);
 }
 
 static int ns_destroy(const char *id, const char *agent_socket) {
@@ -246,6 +272,8 @@ const RuntimeOps ns_runtime_ops = {
         .name = "ns",
         .probe = ns_probe,
         .create = ns_create,
+        .spawn = ns_spawn,
+        .finish = ns_finish,
         .destroy = ns_destroy,
         .kill = ns_kill,
         .adopt = ns_adopt,
