@@ -20,6 +20,9 @@ struct StoreOps {
         int (*open)(const char *location, Store **ret);
         void (*close)(Store *s);
         int (*schema_version)(Store *s);
+        /* Optional (store_batch_begin): one transaction around several operations. */
+        int (*batch_begin)(Store *s);
+        int (*batch_end)(Store *s);
 
         int (*tenant_insert)(Store *s, const Tenant *t);
         int (*tenant_get)(Store *s, const char *id, Tenant *ret);

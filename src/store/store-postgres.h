@@ -25,7 +25,7 @@ extern const size_t store_postgres_migrations_count;
 #define PG_TX_TRIES 8                /* serialization failures and deadlocks */
 #define PG_RETRY_SLEEP_NSEC (5 * 1000 * 1000)
 #define PG_SECRETS_MAX 8             /* password spellings scrubbed from messages */
-#define PG_PARAMS_MAX 32
+#define PG_PARAMS_MAX 40
 #define PG_INT_TEXT_MAX 24           /* "-9223372036854775808" and a NUL */
 
 /* Statements with fixed text, prepared once per connection on first use. */

@@ -20,7 +20,8 @@
         "id, tenant_id, template_name, runtime, worker, state, reason, cpu_millis, memory_mb, " \
         "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
         "pid_starttime, env_json, metadata_json, parent_id, parent_checkpoint, processes_preserved, "   \
-        "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned, network_json"
+        "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned, network_json, " \
+        "checkpoints_max, checkpoints_mb"
 /* What a read adds: the number of restorable checkpoints. */
 #define SANDBOX_SELECT \
         SANDBOX_COLUMNS ", (SELECT COUNT(*) FROM checkpoints c WHERE c.sandbox_id = sandboxes.id AND c.restorable = 1)"
@@ -30,6 +31,9 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         [SQL_BEGIN_IMMEDIATE] = "BEGIN IMMEDIATE",
         [SQL_COMMIT] = "COMMIT",
         [SQL_ROLLBACK] = "ROLLBACK",
+        [SQL_SAVEPOINT] = "SAVEPOINT op",
+        [SQL_RELEASE] = "RELEASE op",
+        [SQL_ROLLBACK_TO] = "ROLLBACK TO op",
         [SQL_SCHEMA_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
         [SQL_MIGRATION_APPLIED] = "SELECT 1 FROM schema_migrations WHERE version = ?1",
         [SQL_MIGRATION_RECORD] = "INSERT INTO schema_migrations (version, name, applied_usec) VALUES (?1, ?2, ?3)",
@@ -62,7 +66,7 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         [SQL_SANDBOX_INSERT] =
                 "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-                "?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)",
+                "?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
         [SQL_SANDBOX_GET] = "SELECT " SANDBOX_SELECT " FROM sandboxes WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
         [SQL_SANDBOX_EXISTS] = "SELECT 1 FROM sandboxes WHERE id = ?1",
         [SQL_SANDBOX_SET_STATE_FROM] =
@@ -429,7 +433,9 @@ static int sandbox_read(sqlite3_stmt *st, Sandbox *ret) {
         TRY(sqlite_col_u64(st, 28, &sb.checkpoint_every_s));
         sb.timeout_warned = sqlite3_column_int64(st, 29) != 0;
         TRY(sqlite_col_strdup(st, 30, &sb.network_json));
-        TRY(sqlite_col_u32(st, 31, &sb.checkpoints));
+        TRY(sqlite_col_u64(st, 31, &sb.checkpoints_max));
+        TRY(sqlite_col_u64(st, 32, &sb.checkpoints_mb));
+        TRY(sqlite_col_u32(st, 33, &sb.checkpoints));
         *ret = sb;
         sb.env_json = sb.metadata_json = sb.network_json = NULL; /* handed over */
         return 0;
@@ -482,6 +488,8 @@ static int sandbox_insert_row(SqliteStore *q, const Sandbox *sb) {
         TRY(sqlite_bind_int64(q, st, 29, (int64_t) sb->checkpoint_every_s));
         TRY(sqlite_bind_int64(q, st, 30, sb->timeout_warned ? 1 : 0));
         TRY(sqlite_bind_text(q, st, 31, sb->network_json));
+        TRY(sqlite_bind_int64(q, st, 32, (int64_t) sb->checkpoints_max));
+        TRY(sqlite_bind_int64(q, st, 33, (int64_t) sb->checkpoints_mb));
         return sqlite_store_step_done(q, st);
 }
 
@@ -834,6 +842,8 @@ const StoreOps store_sqlite_ops = {
         .open = sqlite_store_open,
         .close = sqlite_store_close,
         .schema_version = sqlite_store_schema_version,
+        .batch_begin = sqlite_store_batch_begin,
+        .batch_end = sqlite_store_batch_end,
         .tenant_insert = op_tenant_insert,
         .tenant_get = op_tenant_get,
         .tenant_get_by_name = op_tenant_get_by_name,

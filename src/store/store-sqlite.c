@@ -118,7 +118,7 @@ int sqlite_store_exec(SqliteStore *q, SqlStmt id) {
 }
 
 int sqlite_store_begin(SqliteStore *q, SqliteStore **ret_tx) {
-        int r = sqlite_store_exec(q, SQL_BEGIN_IMMEDIATE);
+        int r = sqlite_store_exec(q, q->batch ? SQL_SAVEPOINT : SQL_BEGIN_IMMEDIATE);
         if (r < 0)
                 return r;
         *ret_tx = q;
@@ -127,7 +127,7 @@ int sqlite_store_begin(SqliteStore *q, SqliteStore **ret_tx) {
 
 int sqlite_store_commit(SqliteStore **tx) {
         SqliteStore *q = *tx;
-        int r = sqlite_store_exec(q, SQL_COMMIT);
+        int r = sqlite_store_exec(q, q->batch ? SQL_RELEASE : SQL_COMMIT);
         if (r < 0)
                 return r; /* *tx stays set: the cleanup rolls back */
         *tx = NULL;
@@ -139,9 +139,39 @@ void sqlite_store_rollbackp(SqliteStore **tx) {
 
         if (!q)
                 return;
-        if (!sqlite3_get_autocommit(q->db))
+        if (q->batch) {
+                /* this operation only: the batch goes on */
+                (void) sqlite_store_exec(q, SQL_ROLLBACK_TO);
+                (void) sqlite_store_exec(q, SQL_RELEASE);
+        } else if (!sqlite3_get_autocommit(q->db))
                 (void) sqlite_store_exec(q, SQL_ROLLBACK);
         *tx = NULL;
+}
+
+int sqlite_store_batch_begin(Store *s) {
+        SqliteStore *q = sqlite_store(s);
+        int r;
+
+        if (q->batch)
+                return -EBUSY; /* batches do not nest */
+        r = sqlite_store_exec(q, SQL_BEGIN_IMMEDIATE);
+        if (r < 0)
+                return r;
+        q->batch = true;
+        return 0;
+}
+
+int sqlite_store_batch_end(Store *s) {
+        SqliteStore *q = sqlite_store(s);
+        int r;
+
+        if (!q->batch)
+                return -EINVAL;
+        q->batch = false;
+        r = sqlite_store_exec(q, SQL_COMMIT);
+        if (r < 0 && !sqlite3_get_autocommit(q->db))
+                (void) sqlite_store_exec(q, SQL_ROLLBACK);
+        return r;
 }
 
 int sqlite_bind_text(SqliteStore *q, sqlite3_stmt *st, int i, const char *s) {

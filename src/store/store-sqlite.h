@@ -15,6 +15,9 @@ typedef enum SqlStmt {
         SQL_BEGIN_IMMEDIATE,
         SQL_COMMIT,
         SQL_ROLLBACK,
+        SQL_SAVEPOINT,
+        SQL_RELEASE,
+        SQL_ROLLBACK_TO,
         SQL_SCHEMA_VERSION,
         SQL_MIGRATION_APPLIED,
         SQL_MIGRATION_RECORD,
@@ -98,6 +101,7 @@ typedef struct SqliteStore {
         sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
         sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
         sqlite3_stmt *event_list[SQL_EVENT_LIST_VARIANTS];
+        bool batch; /* in store_batch_begin: an operation's transaction is a savepoint */
 } SqliteStore;
 
 static inline SqliteStore *sqlite_store(Store *s) {
@@ -133,6 +137,8 @@ int sqlite_store_exec(SqliteStore *q, SqlStmt id);
 int sqlite_store_begin(SqliteStore *q, SqliteStore **ret_tx);
 int sqlite_store_commit(SqliteStore **tx);
 void sqlite_store_rollbackp(SqliteStore **tx);
+int sqlite_store_batch_begin(Store *s);
+int sqlite_store_batch_end(Store *s);
 #define _cleanup_tx_ _cleanup_(sqlite_store_rollbackp)
 
 /* Binding: text NULL binds SQL NULL. Strings must outlive the statement's use. */

@@ -188,6 +188,18 @@ int store_schema_version(Store *s) {
         return s->ops->schema_version(s);
 }
 
+int store_batch_begin(Store *s) {
+        if (!s)
+                return -EINVAL;
+        return s->ops->batch_begin ? s->ops->batch_begin(s) : 0;
+}
+
+int store_batch_end(Store *s) {
+        if (!s)
+                return -EINVAL;
+        return s->ops->batch_end ? s->ops->batch_end(s) : 0;
+}
+
 /* Tenants */
 
 int store_tenant_create(Store *s, const char *name, Tenant *ret) {
@@ -372,6 +384,8 @@ static int sandbox_check(const Sandbox *sb) {
                 return -EINVAL;
         CHECK(check_u64(sb->idle_s));
         CHECK(check_u64(sb->checkpoint_every_s));
+        CHECK(check_u64(sb->checkpoints_max));
+        CHECK(check_u64(sb->checkpoints_mb));
         if (sb->last_activity_usec < 0)
                 return -EINVAL;
         CHECK(check_u64(sb->memory_mb));
@@ -553,6 +567,8 @@ int store_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox 
         CHECK(check_u64(req->timeout_s));
         CHECK(check_u64(req->idle_s));
         CHECK(check_u64(req->checkpoint_every_s));
+        CHECK(check_u64(req->checkpoints_max));
+        CHECK(check_u64(req->checkpoints_mb));
         if (req->expires_usec < 0 || !idle_action_to_string(req->idle_action))
                 return -EINVAL;
         return s->ops->sandbox_claim_warm(s, template_name, req, now_usec(), ret);

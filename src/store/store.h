@@ -107,6 +107,8 @@ typedef struct Sandbox {
         uint64_t checkpoint_every_s;    /* automatic checkpoints, 0 = off */
         bool timeout_warned;            /* the warning before the timeout was recorded */
         char *network_json;             /* egress policy, canonical JSON; NULL = none (no egress) */
+        uint64_t checkpoints_max;       /* most checkpoints it may hold; 0 = the host's default */
+        uint64_t checkpoints_mb;        /* most MiB its checkpoints may hold exclusively; 0 = the host's default */
         uint32_t checkpoints;           /* read only: restorable checkpoints it has */
 } Sandbox;
 
@@ -175,6 +177,15 @@ Store *store_close(Store *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Store *, store_close);
 const char *store_backend_name(const Store *s); /* "sqlite" */
 int store_schema_version(Store *s);              /* highest applied migration */
+
+/* Batches: the writes of this handle between begin and end are committed
+ * together (one commit instead of one each). Each operation in it stays
+ * all-or-nothing on its own, and a failed one does not end the batch. end
+ * commits; if that fails, none of the batch's writes happened. Nothing but
+ * store calls belongs in a batch (it holds the write lock). A back end
+ * without batches commits each operation on its own. Batches do not nest. */
+int store_batch_begin(Store *s);
+int store_batch_end(Store *s);
 
 /* Tenants */
 int store_tenant_create(Store *s, const char *name, Tenant *ret);       /* id generated */

@@ -1506,6 +1506,8 @@ STORE_TEST(sandbox_lifecycle_fields_roundtrip) {
         sb.io_weight = 250;
         sb.checkpoint_every_s = 600;
         sb.timeout_warned = true;
+        sb.checkpoints_max = 12;
+        sb.checkpoints_mb = 3000;
         sb.checkpoints = 77; /* read only: ignored */
         sb.network_json = (char *) "{\"allow\":[],\"deny\":[{\"cidr\":\"10.0.0.0/8\"}]}";
         ASSERT_OK(store_sandbox_insert(s, &sb));
@@ -1524,6 +1526,8 @@ STORE_TEST(sandbox_lifecycle_fields_roundtrip) {
         ASSERT_EQ(got.io_weight, 250);
         ASSERT_EQ(got.checkpoint_every_s, 600);
         ASSERT_TRUE(got.timeout_warned);
+        ASSERT_EQ(got.checkpoints_max, 12);
+        ASSERT_EQ(got.checkpoints_mb, 3000);
         ASSERT_EQ(got.checkpoints, 0);
         sandbox_done(&got);
 
@@ -1549,6 +1553,8 @@ STORE_TEST(sandbox_lifecycle_fields_roundtrip) {
         ASSERT_EQ(got.idle_action, IDLE_ACTION_NONE);
         ASSERT_FALSE(got.timeout_warned);
         ASSERT_EQ(got.checkpoint_every_s, 0);
+        ASSERT_EQ(got.checkpoints_max, 0);
+        ASSERT_EQ(got.checkpoints_mb, 0);
         sandbox_done(&got);
 
         /* bad input is refused before anything is written */
@@ -1697,6 +1703,8 @@ static Sandbox claim_request(const char *tenant) {
         req.idle_s = 10;
         req.idle_action = IDLE_ACTION_SUSPEND;
         req.checkpoint_every_s = 60;
+        req.checkpoints_max = 7;
+        req.checkpoints_mb = 700;
         req.env_json = (char *) "{\"USER_ENV\":\"yes\"}";
         req.metadata_json = (char *) "{\"who\":\"me\"}";
         req.network_json = (char *) "{\"allow\":[{\"host\":\"claimed.example\",\"ports\":[443]}],\"deny\":[]}";
@@ -1739,6 +1747,8 @@ STORE_TEST(warm_pool_claim) {
         ASSERT_EQ(got.idle_s, 10);
         ASSERT_EQ(got.idle_action, IDLE_ACTION_SUSPEND);
         ASSERT_EQ(got.checkpoint_every_s, 60);
+        ASSERT_EQ(got.checkpoints_max, 7);
+        ASSERT_EQ(got.checkpoints_mb, 700);
         ASSERT_STREQ(got.env_json, "{\"USER_ENV\":\"yes\"}");
         ASSERT_STREQ(got.metadata_json, "{\"who\":\"me\"}");
         ASSERT_STREQ(got.network_json, "{\"allow\":[{\"host\":\"claimed.example\",\"ports\":[443]}],\"deny\":[]}");
@@ -1871,6 +1881,48 @@ static Checkpoint make_checkpoint(const char *id, const char *sandbox, const cha
         ASSERT_OK(strscpy(c.tenant_id, sizeof c.tenant_id, tenant));
         ASSERT_OK(strscpy(c.name, sizeof c.name, name));
         return c;
+}
+
+/* Batches: one commit for several operations; a failed one inside does not
+ * end the batch or undo the others. */
+STORE_TEST(batches) {
+        _cleanup_(store_closep) Store *s = open_url(url), *other = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        bool sqlite = streq(store_backend_name(s), "sqlite");
+        Checkpoint c;
+        Event ev;
+
+        insert_sandbox(s, "base1", "tn_a");
+        ASSERT_OK(store_batch_begin(s));
+        if (sqlite)
+                ASSERT_ERRNO(store_batch_begin(s), EBUSY); /* no nesting */
+        insert_sandbox(s, "bat1", "tn_a");
+        c = make_checkpoint("ckb1", "base1", "tn_a", "", 1);
+        ASSERT_OK(store_checkpoint_insert(s, &c));
+        ASSERT_ERRNO(store_checkpoint_insert(s, &c), EEXIST); /* fails alone */
+        ASSERT_OK(store_sandbox_set_state(s, "bat1", SANDBOX_CREATING, SANDBOX_RUNNING, ""));
+        ASSERT_ERRNO(store_sandbox_set_state(s, "bat1", SANDBOX_CREATING, SANDBOX_RUNNING, ""), ESTALE);
+        ev = make_event("tn_a", "bat1", "sandbox.created");
+        ASSERT_OK(store_event_append(s, &ev));
+        ASSERT_OK(store_sandbox_get(s, NULL, "bat1", &got)); /* the batch sees its own writes */
+        ASSERT_EQ(got.state, SANDBOX_RUNNING);
+        sandbox_done(&got);
+        if (sqlite) /* nobody else sees them before the commit */
+                ASSERT_ERRNO(store_sandbox_get(other, NULL, "bat1", &got), ENOENT);
+        ASSERT_OK(store_batch_end(s));
+        if (sqlite)
+                ASSERT_ERRNO(store_batch_end(s), EINVAL); /* none open */
+
+        ASSERT_OK(store_sandbox_get(other, NULL, "bat1", &got));
+        ASSERT_EQ(got.state, SANDBOX_RUNNING);
+        ASSERT_OK(store_checkpoint_get(other, NULL, "ckb1", &c));
+        /* and the handle works on its own again: a failure rolls back only itself */
+        ASSERT_ERRNO(store_checkpoint_insert(s, &c), EEXIST);
+        insert_sandbox(s, "bat2", "tn_a");
+        sandbox_done(&got);
+        ASSERT_OK(store_sandbox_get(other, NULL, "bat2", &got));
+        ASSERT_ERRNO(store_batch_begin(NULL), EINVAL);
+        ASSERT_ERRNO(store_batch_end(NULL), EINVAL);
 }
 
 STORE_TEST(checkpoints) {
