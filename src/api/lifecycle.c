@@ -465,6 +465,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         _cleanup_free_ char *data = NULL;
         int64_t pids[API_BRANCH_MAX] = {}, now;
         uint64_t sts[API_BRANCH_MAX] = {}, live;
+        int recorded[API_BRANCH_MAX] = {}, q;
         char reason[STORE_REASON_MAX];
         Checkpoint ck = {};
         size_t made = 0, ok = 0;
@@ -499,13 +500,22 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         if (!kids)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         now = now_usec();
+        /* the rows in one commit */
+        k = store_batch_begin(r->store);
+        if (k < 0)
+                return api_store_error(e, k, "recording the new sandboxes");
         for (; made < count; made++) {
                 child_init(&kids[made], &sb, from ? &ck : NULL, now);
                 k = api_sandbox_insert_new(r, &kids[made], e);
-                if (k < 0) {
-                        children_failed(r, kids, made, e);
-                        return k;
-                }
+                if (k < 0)
+                        break;
+        }
+        q = store_batch_end(r->store);
+        if (q < 0) /* none of them was recorded */
+                return k < 0 ? k : api_store_error(e, q, "recording the new sandboxes");
+        if (k < 0) {
+                children_failed(r, kids, made, e);
+                return k;
         }
 
         k = api_get_worker(r, e);
@@ -519,22 +529,33 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
 
         snprintf(reason, sizeof reason, "branched from %s%s%s by %s", id, from ? " checkpoint " : "",
                  from ? ck.id : "", r->actor);
-        for (size_t i = 0; i < count; i++) {
+        /* the children's rows in one transaction; one that cannot be recorded goes */
+        k = store_batch_begin(r->store);
+        for (size_t i = 0; k >= 0 && i < count; i++) {
                 char cdata[160];
-                k = store_sandbox_set_runtime(r->store, kids[i].id, pids[i], sts[i], API_WORKER_NAME);
-                if (k >= 0)
-                        k = store_sandbox_set_state(r->store, kids[i].id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
-                if (k < 0) {
-                        ApiError ignored = {};
-                        (void) worker_sandbox_destroy(r->worker, kids[i].id, &ignored);
-                        (void) api_store_error(&ignored, k, "recording the new sandbox");
-                        api_sandbox_create_failed(r, &kids[i], &ignored);
+                q = store_sandbox_set_runtime(r->store, kids[i].id, pids[i], sts[i], API_WORKER_NAME);
+                if (q >= 0)
+                        q = store_sandbox_set_state(r->store, kids[i].id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
+                if (q < 0) {
+                        recorded[i] = q;
                         continue;
                 }
                 snprintf(cdata, sizeof cdata, "{\"template\":\"%s\",\"parent\":\"%s\",\"checkpoint\":%s%s%s}",
                          kids[i].template_name, id, from ? "\"" : "", from ? ck.id : "null", from ? "\"" : "");
                 event(r, &kids[i], "sandbox.created", reason, cdata);
-                kids[ok++] = kids[i];
+                recorded[i] = 1;
+        }
+        if (k >= 0)
+                k = store_batch_end(r->store);
+        for (size_t i = 0; i < count; i++) {
+                if (k >= 0 && recorded[i] > 0) {
+                        kids[ok++] = kids[i];
+                        continue;
+                }
+                ApiError ignored = {};
+                (void) worker_sandbox_destroy(r->worker, kids[i].id, &ignored);
+                (void) api_store_error(&ignored, k < 0 ? k : recorded[i], "recording the new sandbox");
+                api_sandbox_create_failed(r, &kids[i], &ignored);
         }
         if (ok == 0)
                 return api_error(e, -EIO, API_UNAVAILABLE, "none of the new sandboxes could be recorded");
@@ -595,6 +616,18 @@ static bool warm_pool_configured(const Config *c, const char *template_name) {
         return false;
 }
 
+/* A claimed warm sandbox is this tenant's now, but broken: it goes (with an
+ * event), and the caller creates one the usual way. */
+static void warm_failed(ApiRequest *r, const Sandbox *sb, const ApiError *we) {
+        ApiError ignored = {};
+
+        log_warning("Warm sandbox %s failed, creating one instead: %s", sb->id, we->message);
+        if (r->worker)
+                (void) worker_sandbox_destroy(r->worker, sb->id, &ignored);
+        (void) store_sandbox_set_state(r->store, sb->id, -1, SANDBOX_DELETED, "warm sandbox failed");
+        event(r, sb, "sandbox.create_failed", we->message, NULL);
+}
+
 int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
@@ -614,27 +647,30 @@ int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e) {
         api_log_sandbox(r, sb.id);
         lock = api_sandbox_lock(sb.id);
 
-        /* the request's limits, then its processes run again */
+        /* the request's limits, then its processes run again (one worker call) */
         k = api_get_worker(r, &we);
         if (k >= 0)
-                k = worker_sandbox_set_limits(r->worker, &sb, &we);
-        if (k >= 0)
-                k = worker_sandbox_pause(r->worker, sb.id, false, &we);
-        if (k >= 0)
-                k = set_state(r, &sb, SANDBOX_PAUSED, SANDBOX_RUNNING, "", &we);
+                k = worker_sandbox_take_warm(r->worker, &sb, &we);
         if (k < 0) {
-                /* it is this tenant's now, but broken: remove it and create one the usual way */
-                ApiError ignored = {};
                 (void) worker_failed(&we, k);
-                log_warning("Warm sandbox %s failed, creating one instead: %s", sb.id, we.message);
-                if (r->worker)
-                        (void) worker_sandbox_destroy(r->worker, sb.id, &ignored);
-                (void) store_sandbox_set_state(r->store, sb.id, -1, SANDBOX_DELETED, "warm sandbox failed");
-                event(r, &sb, "sandbox.create_failed", we.message, NULL);
+                warm_failed(r, &sb, &we);
                 return 0;
         }
+        /* running, and its event, in one transaction */
         snprintf(data, sizeof data, "{\"template\":\"%s\",\"warm_pool\":true}", sb.template_name);
-        event(r, &sb, "sandbox.created", "from the warm pool", data);
+        k = store_batch_begin(r->store);
+        if (k >= 0) {
+                k = set_state(r, &sb, SANDBOX_PAUSED, SANDBOX_RUNNING, "", &we);
+                if (k >= 0)
+                        event(r, &sb, "sandbox.created", "from the warm pool", data);
+                k = store_batch_end(r->store) ?: k;
+        }
+        if (k < 0) {
+                if (we.code == API_OK)
+                        (void) api_store_error(&we, k, "recording the warm sandbox");
+                warm_failed(r, &sb, &we);
+                return 0;
+        }
         log_info("Created sandbox %s from the warm pool of %s", sb.id, sb.template_name);
         k = reply_sandbox(r, 201, sb.id, e);
         return k < 0 ? k : 1;

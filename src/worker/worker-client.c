@@ -266,6 +266,10 @@ int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e) 
         return call(w, &jw, &reply, e);
 }
 
+int worker_sandbox_take_warm(WorkerClient *w, const Sandbox *sb, ApiError *e) {
+        return call_spec(w, "take_warm", sb, NULL, NULL, NULL, e);
+}
+
 int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,
                            uint64_t *ret_starttime, ApiError *e) {
         return call_spec(w, "restore", sb, checkpoint_id, ret_pid, ret_starttime, e);
@@ -301,10 +305,21 @@ int worker_sandbox_suspend(WorkerClient *w, const char *id, bool *ret_processes_
         return 0;
 }
 
-int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t *ret_size_bytes,
-                             ApiError *e) {
+int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t max_mb,
+                             uint64_t *ret_size_bytes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
-        int r = call_id(w, "checkpoint", id, checkpoint_id, &reply, e);
+        JsonWriter jw;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "checkpoint");
+        json_w_kv_string(&jw, "id", id);
+        json_w_kv_string(&jw, "checkpoint", checkpoint_id);
+        json_w_key(&jw, "max_mb");
+        json_w_uint(&jw, max_mb);
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
         if (r < 0)
                 return r;
         if (ret_size_bytes && json_uint64(json_get(reply, "size_bytes"), ret_size_bytes) < 0)

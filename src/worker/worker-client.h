@@ -44,9 +44,13 @@ int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e);
 /* Hands the sandbox's egress policy (sb->network_json) to its gateway: new
  * connections and queries follow it at once. */
 int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e);
-/* A read-only snapshot of the sandbox's root (processes frozen around it). */
-int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t *ret_size_bytes,
-                             ApiError *e);
+/* A paused warm sandbox handed out: sb's limits, then its processes run again (one call). */
+int worker_sandbox_take_warm(WorkerClient *w, const Sandbox *sb, ApiError *e);
+/* A read-only snapshot of the sandbox's root (processes frozen around it).
+ * max_mb: refused (507) if the sandbox's checkpoints already hold that many
+ * MiB exclusively (0 = no cap; pools without qgroups cannot tell). */
+int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t max_mb,
+                             uint64_t *ret_size_bytes, ApiError *e);
 int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkpoint_id, ApiError *e);
 /* Processes end, the root is replaced by the checkpoint, the agent starts afresh. */
 int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,

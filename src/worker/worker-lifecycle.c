@@ -150,11 +150,24 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
         const char *id = req_id(req, "id", &e), *ck = id ? req_id(req, "checkpoint", &e) : NULL;
         LiveSandbox *l;
         bool was_frozen;
-        uint64_t size = 0;
+        uint64_t size = 0, max_mb = 0, held = 0;
         int r, k;
 
         if (!id || !ck)
                 return worker_reply_error(jw, &e);
+        if (json_get(req, "max_mb") && json_uint64(json_get(req, "max_mb"), &max_mb) < 0) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "bad 'max_mb'");
+                return worker_reply_error(jw, &e);
+        }
+        /* what its checkpoints hold already (as of the last commit): a pool
+         * without qgroups cannot tell, and only the count caps it there */
+        if (max_mb > 0 && pool_checkpoint_usage_total(w->pool, id, &held) >= 0 && held >> 20 >= max_mb) {
+                api_error(&e, -ENOSPC, API_INSUFFICIENT_STORAGE,
+                          "the checkpoints of sandbox %s hold %" PRIu64 " MiB, its cap is %" PRIu64
+                          " MiB (checkpoints_mb); delete some first",
+                          id, held >> 20, max_mb);
+                return worker_reply_error(jw, &e);
+        }
         l = worker_live_find(w, id);
         was_frozen = l && l->frozen;
         /* processes briefly frozen so the snapshot is consistent */
@@ -236,7 +249,9 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         char *roots[BRANCH_MAX] = {};
         int64_t pids[BRANCH_MAX] = {};
         uint64_t sts[BRANCH_MAX] = {};
-        size_t n, made = 0, started = 0;
+        RuntimePending pending[BRANCH_MAX];
+        bool live[BRANCH_MAX] = {};
+        size_t n, made = 0, spawned = 0;
         LiveSandbox *l;
         bool was_frozen = false;
         ApiError e = {};
@@ -261,6 +276,8 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                         goto finish;
                 }
 
+        /* Each child starts right after its snapshot: its setup runs while
+         * the next snapshot commits; all are waited for at the end. */
         l = ck ? NULL : worker_live_find(w, src);
         was_frozen = l && l->frozen;
         if (l && freeze(w, l, true, &e) < 0) {
@@ -274,21 +291,29 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                                   "cannot branch %s: %s", src, strerror(-r));
                         break;
                 }
+                r = worker_spawn_runtime(w, &specs[made], roots[made], &pending[made], &e);
+                if (r < 0) {
+                        made++; /* its root is there */
+                        break;
+                }
+                spawned++;
         }
         if (l && !was_frozen && (l = worker_live_find(w, src)))
                 (void) freeze(w, l, false, &e);
-        if (r < 0)
-                goto finish;
-        for (; started < n; started++) {
-                r = worker_start_runtime(w, &specs[started], roots[started], &pids[started], &sts[started], &e);
-                if (r < 0)
-                        break;
+        for (size_t i = 0; i < spawned; i++) {
+                ApiError fe = {};
+                int k = worker_finish_runtime(w, &pending[i], &pids[i], &sts[i], r < 0 ? &fe : &e);
+                if (k >= 0)
+                        live[i] = true;
+                else if (r >= 0)
+                        r = k;
         }
 
 finish:
         if (r < 0) {
-                for (size_t i = 0; i < started; i++)
-                        (void) worker_cleanup_sandbox(w, specs[i].id, false);
+                for (size_t i = 0; i < spawned; i++)
+                        if (live[i])
+                                (void) worker_cleanup_sandbox(w, specs[i].id, false);
                 for (size_t i = 0; i < made; i++)
                         (void) pool_sandbox_remove(w->pool, specs[i].id);
                 worker_reply_error(jw, &e);
@@ -314,15 +339,18 @@ finish:
         }
 }
 
-void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw) {
+/* The limits of a running sandbox; thaw: then its processes run again. */
+static void set_limits(Worker *w, const JsonValue *req, bool thaw, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
         RuntimeLimits lim;
+        LiveSandbox *l;
         ApiError e = {};
         int r;
 
         if (worker_spec_parse(w, json_get(req, "sandbox"), &s, &e) < 0)
                 return worker_reply_error(jw, &e);
-        if (!worker_live_find(w, s.id)) {
+        l = worker_live_find(w, s.id);
+        if (!l) {
                 api_error(&e, -ESRCH, API_SANDBOX_NOT_RUNNING, "sandbox %s is not running here", s.id);
                 return worker_reply_error(jw, &e);
         }
@@ -332,6 +360,8 @@ void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 api_error(&e, r, API_INTERNAL, "cannot change the limits of %s: %s", s.id, strerror(-r));
                 return worker_reply_error(jw, &e);
         }
+        if (thaw && freeze(w, l, false, &e) < 0)
+                return worker_reply_error(jw, &e);
         worker_reply_ok(jw);
 }
 
@@ -352,4 +382,12 @@ void worker_op_set_policy(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         }
         worker_reply_ok(jw);
+}
+
+void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        set_limits(w, req, false, jw);
+}
+
+void worker_op_take_warm(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        set_limits(w, req, true, jw);
 }

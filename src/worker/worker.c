@@ -123,6 +123,7 @@ static const WorkerOp lifecycle_ops[] = {
         { "branch", worker_op_branch },
         { "set_limits", worker_op_set_limits },
         { "set_policy", worker_op_set_policy },
+        { "take_warm", worker_op_take_warm },
 };
 
 static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
