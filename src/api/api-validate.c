@@ -174,11 +174,12 @@ static int serialize_map(const JsonValue *body, const char *key, bool env, char 
 int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox *sb, ApiError *e) {
         static const char *const allowed[] = { "template", "runtime", "cpu", "memory_mb", "disk_mb", "pids_max",
                                                "io_weight", "timeout_s", "env", "metadata", "idle_s",
-                                               "idle_action", "checkpoint_every_s", "network", "credentials", NULL };
+                                               "idle_action", "checkpoint_every_s", "network", "credentials",
+                                               "checkpoints_max", "checkpoints_mb", NULL };
         const char *unknown = NULL, *tmpl = c->default_template;
         uint64_t cpu_millis = c->default_cpu_millis, memory_mb = c->default_memory_mb, disk_mb = c->default_disk_mb,
                  pids = c->default_pids_max, timeout_s = c->default_timeout_s, idle_s = 0, checkpoint_every_s = 0,
-                 io_weight = 0;
+                 io_weight = 0, ckpt_max, ckpt_mb;
         IdleAction idle_action = IDLE_ACTION_NONE;
         _cleanup_free_ char *env = NULL, *metadata = NULL, *network = NULL;
         JsonValue *v;
@@ -243,6 +244,14 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         r = field_u64(body, "timeout_s", 0, c->max_timeout_s, &timeout_s, e);
         if (r < 0)
                 return r;
+        /* the host's caps are the defaults and the most one may ask for */
+        config_checkpoint_caps(c, 0, 0, disk_mb, &ckpt_max, &ckpt_mb);
+        r = field_u64(body, "checkpoints_max", 1, ckpt_max, &ckpt_max, e);
+        if (r < 0)
+                return r;
+        r = field_u64(body, "checkpoints_mb", 1, ckpt_mb, &ckpt_mb, e);
+        if (r < 0)
+                return r;
         r = serialize_map(body, "env", true, &env, e);
         if (r < 0)
                 return r;
@@ -277,6 +286,8 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         sb->idle_s = idle_s;
         sb->idle_action = idle_action;
         sb->checkpoint_every_s = checkpoint_every_s;
+        sb->checkpoints_max = ckpt_max;
+        sb->checkpoints_mb = ckpt_mb;
         sb->processes_preserved = true; /* nothing was suspended yet */
         return 0;
 }

@@ -62,7 +62,7 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, Checkpo
         _cleanup_free_ Checkpoint *list = NULL;
         char reason[STORE_REASON_MAX], data[STORE_NAME_MAX + 64];
         Checkpoint c = {};
-        uint64_t size = 0;
+        uint64_t size = 0, max_count, max_mb;
         size_t n = 0;
         int k;
 
@@ -77,9 +77,13 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, Checkpo
         k = store_checkpoint_list(r->store, id, &list, &n);
         if (k < 0)
                 return api_store_error(e, k, "listing checkpoints");
-        if (n >= API_CHECKPOINTS_MAX)
+        config_checkpoint_caps(api_config(r->api), sb.checkpoints_max, sb.checkpoints_mb, sb.disk_mb, &max_count,
+                               &max_mb);
+        if (n >= max_count)
                 return api_error(e, -ENOSPC, API_CONFLICT,
-                                 "sandbox '%s' has %zu checkpoints, the most it may have; delete some first", id, n);
+                                 "sandbox '%s' has %zu checkpoints, the most it may hold (checkpoints_max %" PRIu64
+                                 "); delete some first",
+                                 id, n, max_count);
         if (c.name[0] && name_taken(list, n, c.name))
                 return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox '%s' has a checkpoint named '%s'", id,
                                  c.name);
@@ -104,9 +108,22 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, Checkpo
 
         k = api_get_worker(r, e);
         if (k >= 0)
-                k = worker_checkpoint_create(r->worker, id, c.id, &size, e);
+                k = worker_checkpoint_create(r->worker, id, c.id, max_mb, &size, e);
         if (k >= 0) {
-                k = store_checkpoint_update(r->store, c.id, true, size);
+                /* restorable, and its event, in one transaction */
+                c.restorable = true;
+                c.size_bytes = size;
+                snprintf(reason, sizeof reason, "checkpoint taken by %s", r->actor);
+                snprintf(data, sizeof data, "{\"checkpoint\":\"%s\",\"name\":%s%s%s}", c.id,
+                         c.name[0] ? "\"" : "", c.name[0] ? c.name : "null",
+                         c.name[0] ? "\"" : ""); /* validated name: nothing to escape */
+                k = store_batch_begin(r->store);
+                if (k >= 0) {
+                        k = store_checkpoint_update(r->store, c.id, true, size);
+                        if (k >= 0)
+                                api_event_tenant(r, sb.tenant_id, id, "sandbox.checkpointed", reason, data);
+                        k = store_batch_end(r->store) ?: k;
+                }
                 if (k < 0) {
                         ApiError ignored = {};
                         (void) api_store_error(e, k, "recording the checkpoint");
@@ -119,13 +136,6 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, Checkpo
                 (void) store_checkpoint_delete(r->store, c.id);
                 return k;
         }
-        c.restorable = true;
-        c.size_bytes = size;
-
-        snprintf(reason, sizeof reason, "checkpoint taken by %s", r->actor);
-        snprintf(data, sizeof data, "{\"checkpoint\":\"%s\",\"name\":%s%s%s}", c.id, c.name[0] ? "\"" : "",
-                 c.name[0] ? c.name : "null", c.name[0] ? "\"" : ""); /* validated name: nothing to escape */
-        api_event_tenant(r, sb.tenant_id, id, "sandbox.checkpointed", reason, data);
         log_info("Checkpoint %s of sandbox %s taken", c.id, id);
         *ret = c;
         return 0;

@@ -105,6 +105,8 @@ void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name)
         json_w_kv_int(w, "idle_s", (int64_t) sb->idle_s);
         kv_string_or_null(w, "idle_action", idle_action_to_string(sb->idle_action));
         json_w_kv_int(w, "checkpoint_every_s", (int64_t) sb->checkpoint_every_s);
+        json_w_kv_int(w, "checkpoints_max", (int64_t) sb->checkpoints_max);
+        json_w_kv_int(w, "checkpoints_mb", (int64_t) sb->checkpoints_mb);
         json_w_kv_int(w, "checkpoints", sb->checkpoints);
         kv_time(w, "last_activity_at", sb->last_activity_usec);
         kv_network(w, sb->network_json);

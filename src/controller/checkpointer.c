@@ -15,6 +15,7 @@
 #define USEC_PER_DAY (24 * USEC_PER_HOUR)
 #define RETAIN_HOURS 24
 #define RETAIN_DAYS 7
+#define CHECKPOINTER_SKIPPED_MAX 64
 
 /* Buckets of wall-clock hours and days: the newest checkpoint of each stays. */
 void checkpointer_retain(const Checkpoint *a, size_t n, uint64_t keep_last, int64_t now, bool *keep) {
@@ -86,19 +87,100 @@ static bool due(const Sandbox *sb, const Checkpoint *autos, size_t n, int64_t no
         return now - last >= (int64_t) sb->checkpoint_every_s * USEC_PER_SEC;
 }
 
-static int take(Store *s, WorkerClient *w, const Sandbox *sb) {
-        char reason[96], data[STORE_ID_MAX + 48];
-        Checkpoint c;
+/* Sandboxes whose automatic checkpoint was skipped (at their caps), and
+ * when: the next try, and event, waits an interval. The controller is one
+ * thread. */
+static struct {
+        char id[STORE_ID_MAX];
+        int64_t at;
+} skipped[CHECKPOINTER_SKIPPED_MAX];
+
+static int64_t skipped_at(const char *id) {
+        for (size_t i = 0; i < ELEMENTSOF(skipped); i++)
+                if (streq(skipped[i].id, id))
+                        return skipped[i].at;
+        return INT64_MIN;
+}
+
+static void skip(Store *s, const Sandbox *sb, const char *why, int64_t now) {
+        size_t slot = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(skipped); i++) {
+                if (streq(skipped[i].id, sb->id)) {
+                        slot = i;
+                        break;
+                }
+                if (skipped[i].at < skipped[slot].at)
+                        slot = i; /* the oldest entry goes */
+        }
+        (void) strscpy(skipped[slot].id, sizeof skipped[slot].id, sb->id);
+        skipped[slot].at = now;
+        controller_event(s, sb, "sandbox.checkpoint_skipped", why, NULL);
+        log_debug("Automatic checkpoint of sandbox %s skipped: %s", sb->id, why);
+}
+
+static int drop_oldest(Store *s, WorkerClient *w, const Sandbox *sb, const Checkpoint *autos, size_t *n,
+                       const char *why) {
+        char data[STORE_ID_MAX + 32];
         int r;
 
-        r = controller_checkpoint_take(s, w, sb, true, &c);
+        if (*n == 0)
+                return -ENOENT;
+        r = controller_checkpoint_drop(s, w, &autos[*n - 1]);
         if (r < 0)
                 return r;
+        snprintf(data, sizeof data, "{\"checkpoint\":\"%s\"}", autos[*n - 1].id);
+        controller_event(s, sb, "sandbox.checkpoint_deleted", why, data);
+        (*n)--;
+        return 1;
+}
+
+/* An automatic checkpoint within the sandbox's caps: at checkpoints_max the
+ * oldest automatic ones make room; over checkpoints_mb the oldest automatic
+ * one goes and the next pass tries again; with none left to drop, the
+ * checkpoint is skipped (an event, and a pause of an interval). */
+static int take(Store *s, WorkerClient *w, const Config *cfg, const Sandbox *sb, const Checkpoint *autos, size_t k,
+                size_t held, int64_t now) {
+        char reason[160], data[STORE_ID_MAX + 48];
+        uint64_t max_count, max_mb;
+        int64_t last_skip;
+        Checkpoint c;
+        int r, dropped = 0;
+
+        last_skip = skipped_at(sb->id);
+        if (last_skip != INT64_MIN && now - last_skip < (int64_t) sb->checkpoint_every_s * USEC_PER_SEC)
+                return 0;
+        config_checkpoint_caps(cfg, sb->checkpoints_max, sb->checkpoints_mb, sb->disk_mb, &max_count, &max_mb);
+        while (held >= max_count && drop_oldest(s, w, sb, autos, &k, "dropped to stay within checkpoints_max") > 0) {
+                held--;
+                dropped++;
+        }
+        if (held >= max_count) {
+                snprintf(reason, sizeof reason,
+                         "automatic checkpoint skipped: the sandbox holds %zu checkpoints (checkpoints_max %" PRIu64
+                         ") and none is automatic",
+                         held, max_count);
+                skip(s, sb, reason, now);
+                return dropped;
+        }
+        r = controller_checkpoint_take(s, w, sb, true, max_mb, &c);
+        if (r == -ENOSPC) {
+                if (drop_oldest(s, w, sb, autos, &k, "dropped to stay within checkpoints_mb") > 0)
+                        return dropped + 1; /* the next pass tries again */
+                snprintf(reason, sizeof reason,
+                         "automatic checkpoint skipped: the sandbox's checkpoints hold its checkpoints_mb (%" PRIu64
+                         " MiB) and none is automatic",
+                         max_mb);
+                skip(s, sb, reason, now);
+                return dropped;
+        }
+        if (r < 0)
+                return dropped > 0 ? dropped : r;
         snprintf(reason, sizeof reason, "automatic (every %" PRIu64 " s)", sb->checkpoint_every_s);
         snprintf(data, sizeof data, "{\"checkpoint\":\"%s\",\"name\":null,\"auto\":true}", c.id);
         controller_event(s, sb, "sandbox.checkpointed", reason, data);
         log_debug("Automatic checkpoint %s of sandbox %s", c.id, sb->id);
-        return 1;
+        return dropped + 1;
 }
 
 /* Checkpoints given up, or left by a take a crash interrupted. */
@@ -115,7 +197,18 @@ static int collect_garbage(Store *s, WorkerClient *w, const Checkpoint *all, siz
         return dropped;
 }
 
-int checkpointer_run_once(Store *store, WorkerClient *worker, uint64_t keep_last, int64_t now) {
+/* How many checkpoints (of any kind and state) sandbox_id has in all. */
+static size_t count_of(const Checkpoint *all, size_t n_all, const char *sandbox_id) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < n_all; i++)
+                if (streq(all[i].sandbox_id, sandbox_id))
+                        n++;
+        return n;
+}
+
+int checkpointer_run_once(Store *store, WorkerClient *worker, const Config *cfg, int64_t now) {
+        uint64_t keep_last = cfg->checkpoint_keep_last;
         _cleanup_free_ Checkpoint *all = NULL, *autos = NULL;
         Sandbox *list = NULL;
         size_t n = 0, n_all = 0;
@@ -139,7 +232,8 @@ int checkpointer_run_once(Store *store, WorkerClient *worker, uint64_t keep_last
                 if (sb->state == SANDBOX_CREATING || sb->state == SANDBOX_DELETING)
                         continue;
                 k = autos_of(all, n_all, sb->id, autos, n_all);
-                if (due(sb, autos, k, now) && take(store, worker, sb) > 0) {
+                if (due(sb, autos, k, now) &&
+                    take(store, worker, cfg, sb, autos, k, count_of(all, n_all, sb->id), now) > 0) {
                         /* the new one counts for retention: read them again */
                         _cleanup_free_ Checkpoint *mine = NULL, *mine_autos = NULL;
                         size_t m = 0;

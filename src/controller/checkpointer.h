@@ -10,17 +10,22 @@
  *   keep_last, then the newest of each hour for 24 h, then the newest of each
  *   day for 7 days; the others are dropped. Named and user-taken ones are
  *   never pruned;
+ * - within the sandbox's caps (checkpoints_max, checkpoints_mb): at the
+ *   count cap, or over the bytes cap, the oldest automatic checkpoints go
+ *   first; with only user-taken ones left, the automatic checkpoint is
+ *   skipped (event sandbox.checkpoint_skipped, then one try an interval);
  * - GC removes checkpoints given up (not restorable) and older than
  *   CHECKPOINT_PENDING_GRACE_USEC (a take interrupted by a crash), and the
  *   rows of checkpoints whose sandbox is deleted (the pool removed them with it). */
 
+#include "config.h"
 #include "store.h"
 #include "worker-client.h"
 
 #define CHECKPOINT_PENDING_GRACE_USEC (10 * 60 * INT64_C(1000000))
 
 /* One pass at time now; returns how many checkpoints it took or dropped. */
-int checkpointer_run_once(Store *store, WorkerClient *worker, uint64_t keep_last, int64_t now);
+int checkpointer_run_once(Store *store, WorkerClient *worker, const Config *cfg, int64_t now);
 
 /* The retention rule on one sandbox's automatic checkpoints, newest first
  * (a[i].created_usec descending): keep[i] says whether a[i] stays. */

@@ -40,7 +40,8 @@ int controller_id_generate(char ret[static CONTROLLER_ID_LEN + 1]) {
         return 0;
 }
 
-int controller_checkpoint_take(Store *s, WorkerClient *w, const Sandbox *sb, bool automatic, Checkpoint *ret) {
+int controller_checkpoint_take(Store *s, WorkerClient *w, const Sandbox *sb, bool automatic, uint64_t max_mb,
+                               Checkpoint *ret) {
         Checkpoint c = { .automatic = automatic, .created_usec = now_usec() };
         ApiError e = {};
         uint64_t size = 0;
@@ -58,13 +59,16 @@ int controller_checkpoint_take(Store *s, WorkerClient *w, const Sandbox *sb, boo
         }
         if (r < 0)
                 return r;
-        r = worker_checkpoint_create(w, sb->id, c.id, &size, &e);
+        r = worker_checkpoint_create(w, sb->id, c.id, max_mb, &size, &e);
         if (r >= 0) {
                 r = store_checkpoint_update(s, c.id, true, size);
                 if (r < 0) {
                         ApiError ignored = {};
                         (void) worker_checkpoint_remove(w, sb->id, c.id, &ignored);
                 }
+        } else if (e.code == API_INSUFFICIENT_STORAGE) {
+                log_debug("Checkpoint of sandbox %s refused: %s", sb->id, e.message);
+                r = -ENOSPC;
         } else
                 log_warning("Checkpoint of sandbox %s failed: %s", sb->id, e.message);
         if (r < 0) {

@@ -17,7 +17,9 @@ int controller_list_live(Store *s, Sandbox **ret, size_t *ret_n);
 /* A fresh id like the API's: [a-z][a-z0-9]{15}. */
 int controller_id_generate(char ret[static CONTROLLER_ID_LEN + 1]);
 /* Takes a checkpoint of sb: a row (not restorable), the worker's snapshot,
- * then the row restorable with its size. On failure nothing is left. */
-int controller_checkpoint_take(Store *s, WorkerClient *w, const Sandbox *sb, bool automatic, Checkpoint *ret);
+ * then the row restorable with its size. On failure nothing is left.
+ * max_mb: worker_checkpoint_create()'s (-ENOSPC when it refuses). */
+int controller_checkpoint_take(Store *s, WorkerClient *w, const Sandbox *sb, bool automatic, uint64_t max_mb,
+                               Checkpoint *ret);
 /* Gives a checkpoint up: not restorable, removed from the pool, row deleted. */
 int controller_checkpoint_drop(Store *s, WorkerClient *w, const Checkpoint *c);

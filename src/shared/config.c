@@ -45,6 +45,8 @@ const ConfigItem config_table[] = {
         { "checkpoint_keep_last", U(checkpoint_keep_last), "5", 1, 1000, NULL, "automatic checkpoints kept per sandbox before hourly (24 h) and daily (7 d) thinning" },
         { "vm_kernel_dir", S(vm_kernel_dir), "", 0, 0, NULL, "guest kernel of the vm runtime (vm/kernel/build.sh DIR); default <state_dir>/vm/kernel" },
         { "vm_accel", S(vm_accel), "auto", 0, 0, "auto|kvm|tcg", "vm runtime acceleration (auto: KVM if a boot works, else TCG emulation)" },
+        { "checkpoints_max", U(checkpoints_max), "64", 1, CONFIG_CHECKPOINTS_MAX, NULL, "most checkpoints one sandbox may hold (default and upper bound of its checkpoints_max)" },
+        { "checkpoints_max_mb", U(checkpoints_max_mb), "0", 0, UINT64_C(1) << 40, NULL, "most MiB one sandbox's checkpoints may hold exclusively (default and upper bound of its checkpoints_mb); 0 = the sandbox's disk_mb" },
         { "warm_pool", S(warm_pool), "", 0, 0, NULL, "sandboxes kept created and paused per template, e.g. base:2,debian:1" },
         { "gateway_dns_upstream", S(gateway_dns_upstream), "", 0, 0, NULL, "the resolver the egress gateway asks, a.b.c.d[:port]; default: the first nameserver of /etc/resolv.conf" },
         { "default_network", S(default_network), "", 0, 0, NULL, "egress policy of a create that names none, as JSON (e.g. {\"allow\":[\"pypi.org\"]}); empty = no egress" },
@@ -338,4 +340,10 @@ void config_print_help(FILE *f) {
                         isempty(it->def) ? "-" : it->def, it->choices ? "; one of " : "",
                         it->choices ? it->choices : "");
         }
+}
+
+void config_checkpoint_caps(const Config *c, uint64_t sb_max, uint64_t sb_mb, uint64_t disk_mb, uint64_t *ret_max,
+                            uint64_t *ret_mb) {
+        *ret_max = sb_max ?: c->checkpoints_max;
+        *ret_mb = sb_mb ?: (c->checkpoints_max_mb ?: disk_mb);
 }

@@ -12,6 +12,7 @@
 #define CONFIG_WARM_POOLS_MAX 16U       /* templates in warm_pool */
 #define CONFIG_WARM_POOL_SIZE_MAX 64U   /* sandboxes kept warm per template */
 #define CONFIG_WARM_POOL_NAME_MAX 64U   /* a template name */
+#define CONFIG_CHECKPOINTS_MAX 256U     /* bound of checkpoints_max */
 
 typedef struct Config {
         char role[16];                 /* all | api | worker | controller */
@@ -46,6 +47,8 @@ typedef struct Config {
         uint64_t checkpoint_keep_last; /* automatic checkpoints kept before the hourly/daily thinning */
         char vm_kernel_dir[CONFIG_STR_MAX];
         char vm_accel[16];             /* auto | kvm | tcg */
+        uint64_t checkpoints_max;      /* most checkpoints per sandbox */
+        uint64_t checkpoints_max_mb;   /* most MiB a sandbox's checkpoints hold exclusively; 0 = its disk_mb */
         char warm_pool[CONFIG_STR_MAX];/* "template:count,..." kept created and paused */
         char default_network[CONFIG_STR_MAX]; /* egress policy JSON of a create that names none; "" = no egress */
         char gateway_dns_upstream[64]; /* "a.b.c.d[:port]" the gateway resolves through; "" = /etc/resolv.conf */
@@ -94,3 +97,9 @@ int config_warm_pools(const char *s, ConfigWarmPool ret[static CONFIG_WARM_POOLS
                       size_t errbuf_size);
 /* Prints the option table (for --help and docs). */
 void config_print_help(FILE *f);
+
+/* What one sandbox's checkpoints may hold: its own caps (checkpoints_max,
+ * checkpoints_mb; 0 = unset), else the host's (checkpoints_max,
+ * checkpoints_max_mb, whose 0 means the sandbox's disk_mb). */
+void config_checkpoint_caps(const Config *c, uint64_t sb_max, uint64_t sb_mb, uint64_t disk_mb, uint64_t *ret_max,
+                            uint64_t *ret_mb);

@@ -238,7 +238,7 @@ static void *controller_thread(void *userdata) {
                 /* policies before the reaper: a timeout warning comes before the kill */
                 (void) policy_run_once(store, wc, now_usec());
                 (void) reaper_run_once(store, wc, now_usec());
-                (void) checkpointer_run_once(store, wc, ctl->config->checkpoint_keep_last, now_usec());
+                (void) checkpointer_run_once(store, wc, ctl->config, now_usec());
                 (void) warm_pool_run_once(store, wc, ctl->config, now_usec());
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
         }

@@ -269,3 +269,28 @@ int pool_checkpoint_owners(Pool *p, char ***ret_ids) {
                 return -EINVAL;
         return pool_list_names(p, POOL_CHECKPOINTS_DIR, pool_sandbox_id_valid, ret_ids);
 }
+
+int pool_checkpoint_usage_total(Pool *p, const char *sandbox_id, uint64_t *ret_bytes) {
+        _cleanup_strv_free_ char **ids = NULL;
+        uint64_t total = 0;
+        int r;
+
+        if (!ret_bytes)
+                return -EINVAL;
+        if (p->kind != POOL_BTRFS || !p->quota)
+                return -EOPNOTSUPP;
+        r = pool_checkpoint_list(p, sandbox_id, &ids);
+        if (r < 0)
+                return r;
+        for (char **i = ids; *i; i++) {
+                uint64_t bytes = 0;
+                r = pool_checkpoint_usage(p, sandbox_id, *i, &bytes);
+                if (r == -ENOENT)
+                        continue; /* removed meanwhile */
+                if (r < 0)
+                        return r;
+                total = total + bytes < total ? UINT64_MAX : total + bytes;
+        }
+        *ret_bytes = total;
+        return 0;
+}

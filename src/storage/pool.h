@@ -163,6 +163,10 @@ int pool_checkpoint_list(Pool *p, const char *sandbox_id, char ***ret_ids);
  * last transaction commit like pool_sandbox_usage (~0 right after creation).
  * -ENOENT if missing; -EOPNOTSUPP on overlay or btrfs without quota. */
 int pool_checkpoint_usage(Pool *p, const char *sandbox_id, const char *checkpoint_id, uint64_t *ret_bytes);
+/* The sum of pool_checkpoint_usage over the sandbox's checkpoints (data that
+ * several of its checkpoints share, but not its root, counts for none of
+ * them). -EOPNOTSUPP like pool_checkpoint_usage. */
+int pool_checkpoint_usage_total(Pool *p, const char *sandbox_id, uint64_t *ret_bytes);
 /* Sorted sandbox ids that have a checkpoint directory (for the orphan scan). */
 int pool_checkpoint_owners(Pool *p, char ***ret_ids);
 

@@ -217,6 +217,91 @@ def test_checkpoint_is_o1_1gib_vs_1mib(d):
         d.delete(big)
 
 
+# ---- checkpoint caps ----
+
+def test_checkpoint_caps_count_and_bytes(d):
+    """A sandbox cannot fill the pool through checkpoints: checkpoints_max
+    (409) and checkpoints_mb, the bytes its checkpoints hold exclusively (507)."""
+    r = d.api("POST", "/v1/sandboxes", json={"checkpoints_max": 0})
+    assert_error_shape(r, 400, "invalid_argument")
+    r = d.api("POST", "/v1/sandboxes", json={"disk_mb": 1024, "checkpoints_mb": 1025})
+    assert_error_shape(r, 400, "invalid_argument")
+    v = d.create()
+    assert v["checkpoints_max"] >= 1 and v["checkpoints_mb"] == v["disk_mb"], v  # the host's defaults
+    d.delete(v["id"])
+
+    sid = d.create(checkpoints_max=2, checkpoints_mb=8)["id"]
+    try:
+        v = state(d, sid)
+        assert v["checkpoints_max"] == 2 and v["checkpoints_mb"] == 8, v
+        # bytes: 16 MiB that only the first checkpoint holds once the root drops them
+        d.sh(sid, "head -c 16777216 /dev/urandom > /root/big && sync")
+        first = post(d, sid, "checkpoints", {"name": "first"}, status=201).json()
+        d.sh(sid, "rm /root/big && sync")
+        path = d.host_view(d.pool_path("checkpoints", sid, first["id"]))
+        assert _exclusive_bytes(d, path) >= 16 * MiB
+        r = post(d, sid, "checkpoints", {"name": "second"}, status=507, code="insufficient_storage")
+        msg = r.json()["error"]["message"]
+        assert "checkpoints_mb" in msg and "8 MiB" in msg, msg
+        assert [c["id"] for c in d.api("GET", f"/v1/sandboxes/{sid}/checkpoints").json()["checkpoints"]] \
+            == [first["id"]], "a refused checkpoint left something"
+        assert set(os.listdir(d.host_view(d.pool_path("checkpoints", sid)))) == {first["id"]}
+        # the data goes with the checkpoint that held it: room again
+        r = d.api("DELETE", f"/v1/sandboxes/{sid}/checkpoints/{first['id']}")
+        assert r.status == 204, r
+        post(d, sid, "checkpoints", {"name": "a"}, status=201)
+        post(d, sid, "checkpoints", {"name": "b"}, status=201)
+        # count
+        r = post(d, sid, "checkpoints", {"name": "c"}, status=409, code="conflict")
+        assert "checkpoints_max 2" in r.json()["error"]["message"], r.json()
+        assert state(d, sid)["checkpoints"] == 2
+        # branches inherit the caps
+        kids = post(d, sid, "branch", {"count": 1}, status=201).json()["sandboxes"]
+        assert kids[0]["checkpoints_max"] == 2 and kids[0]["checkpoints_mb"] == 8, kids
+        d.known_alive.add(kids[0]["id"])
+        d.delete(kids[0]["id"])
+    finally:
+        d.delete(sid)
+
+
+def test_automatic_checkpoints_within_the_caps(d):
+    """At checkpoints_max the oldest automatic checkpoints make room; named
+    ones are never dropped; with only named ones, the automatic checkpoint is
+    skipped, with one event an interval."""
+    sid = d.create(checkpoints_max=3)["id"]
+    try:
+        named = post(d, sid, "checkpoints", {"name": "keep-me"}, status=201).json()
+        r = d.api("PATCH", f"/v1/sandboxes/{sid}", json={"checkpoint_every_s": 1})
+        assert r.status == 200, r
+        assert host.wait_until(lambda: len(events(d, sid, "sandbox.checkpointed")) >= 5, 30), \
+            events(d, sid, "sandbox.checkpointed")
+        r = d.api("PATCH", f"/v1/sandboxes/{sid}", json={"checkpoint_every_s": 0})
+        assert r.status == 200
+        time.sleep(1.5)
+        lst = d.api("GET", f"/v1/sandboxes/{sid}/checkpoints").json()["checkpoints"]
+        assert len(lst) <= 3 and any(c["id"] == named["id"] for c in lst), lst
+        dropped = [e for e in events(d, sid, "sandbox.checkpoint_deleted") if "checkpoints_max" in e["reason"]]
+        assert dropped, events(d, sid, "sandbox.checkpoint_deleted")
+        on_disk = set(os.listdir(d.host_view(d.pool_path("checkpoints", sid))))
+        assert on_disk == {c["id"] for c in lst}, (on_disk, lst)
+        # only named ones at the cap: skipped, not one event a tick
+        for c in lst:
+            if c["auto"]:
+                assert d.api("DELETE", f"/v1/sandboxes/{sid}/checkpoints/{c['id']}").status == 204
+        for name in ("n2", "n3")[:3 - 1]:
+            post(d, sid, "checkpoints", {"name": name}, status=201)
+        r = d.api("PATCH", f"/v1/sandboxes/{sid}", json={"checkpoint_every_s": 2})
+        assert r.status == 200
+        assert host.wait_until(lambda: events(d, sid, "sandbox.checkpoint_skipped"), 15)
+        time.sleep(3)
+        skipped = events(d, sid, "sandbox.checkpoint_skipped")
+        assert 1 <= len(skipped) <= 3, skipped  # one an interval (2 s), not one a tick
+        assert skipped[0]["actor"] == "controller" and "checkpoints_max" in skipped[0]["reason"], skipped
+        assert state(d, sid)["checkpoints"] == 3
+    finally:
+        d.delete(sid)
+
+
 def test_restore_brings_back_deleted_files(d, sb):
     d.sh(sb, "mkdir -p /root/w && echo one > /root/w/a && echo two > /root/w/b && ln -s a /root/w/l")
     ck = post(d, sb, "checkpoints", {"name": "before"}, status=201).json()

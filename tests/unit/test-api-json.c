@@ -165,6 +165,16 @@ TEST(create_all_fields) {
         ASSERT_STREQ(sb.metadata_json, "{\"owner\":\"me\",\"k\":\"\"}");
         sandbox_done(&sb);
 
+        /* checkpoint caps: the host's by default (checkpoints_max_mb 0 = the disk_mb), lower on request */
+        ASSERT_OK(create("{\"disk_mb\":4096}", &sb, &e));
+        ASSERT_EQ(sb.checkpoints_max, 64);
+        ASSERT_EQ(sb.checkpoints_mb, 4096);
+        sandbox_done(&sb);
+        ASSERT_OK(create("{\"checkpoints_max\":3,\"checkpoints_mb\":100}", &sb, &e));
+        ASSERT_EQ(sb.checkpoints_max, 3);
+        ASSERT_EQ(sb.checkpoints_mb, 100);
+        sandbox_done(&sb);
+
         ASSERT_OK(create("{\"cpu\":2}", &sb, &e));
         ASSERT_EQ(sb.cpu_millis, 2000);
         ASSERT_OK(create("{\"cpu\":0.01}", &sb, &e));
@@ -245,6 +255,14 @@ TEST(create_errors) {
                             "cpu must be a number of CPUs greater than 0 (e.g. 0.5)");
         ASSERT_CREATE_FAILS("{\"cpu\":0.001}", API_INVALID_ARGUMENT, "cpu must be at least 0.01");
         ASSERT_CREATE_FAILS("{\"cpu\":65}", API_INVALID_ARGUMENT, "cpu must be at most 64");
+        ASSERT_CREATE_FAILS("{\"checkpoints_max\":0}", API_INVALID_ARGUMENT,
+                            "checkpoints_max must be between 1 and 64, not 0");
+        ASSERT_CREATE_FAILS("{\"checkpoints_max\":65}", API_INVALID_ARGUMENT,
+                            "checkpoints_max must be between 1 and 64, not 65");
+        ASSERT_CREATE_FAILS("{\"checkpoints_max\":\"2\"}", API_INVALID_ARGUMENT,
+                            "checkpoints_max must be a non-negative integer");
+        ASSERT_CREATE_FAILS("{\"disk_mb\":1024,\"checkpoints_mb\":1025}", API_INVALID_ARGUMENT,
+                            "checkpoints_mb must be between 1 and 1024, not 1025");
         ASSERT_CREATE_FAILS("{\"cpu\":1e300}", API_INVALID_ARGUMENT, "cpu must be at most 64");
         ASSERT_CREATE_FAILS("{\"memory_mb\":8}", API_INVALID_ARGUMENT, "memory_mb must be between 16 and 65536, not 8");
         ASSERT_CREATE_FAILS("{\"memory_mb\":100000}", API_INVALID_ARGUMENT,
@@ -473,7 +491,8 @@ TEST(sandbox_json) {
                            "\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,\"io_weight\":0,\"timeout_s\":0,"
                            "\"created_at\":\"2026-11-29T01:02:03.456Z\",\"expires_at\":null,\"env\":{},"
                            "\"metadata\":{},\"parent\":null,\"parent_checkpoint\":null,\"processes_preserved\":false,"
-                           "\"idle_s\":0,\"idle_action\":null,\"checkpoint_every_s\":0,\"checkpoints\":0,"
+                           "\"idle_s\":0,\"idle_action\":null,\"checkpoint_every_s\":0,\"checkpoints_max\":0,"
+                           "\"checkpoints_mb\":0,\"checkpoints\":0,"
                            "\"last_activity_at\":null,\"network\":{\"allow\":[],\"deny\":[]}}");
         free(text);
 
@@ -491,6 +510,8 @@ TEST(sandbox_json) {
         sb.idle_s = 30;
         sb.idle_action = IDLE_ACTION_SUSPEND;
         sb.checkpoint_every_s = 600;
+        sb.checkpoints_max = 10;
+        sb.checkpoints_mb = 2048;
         sb.checkpoints = 3;
         sb.last_activity_usec = INT64_C(1795914183456000);
         json_w_init(&w);
@@ -503,7 +524,8 @@ TEST(sandbox_json) {
                            "\"expires_at\":\"2026-11-29T01:03:03.456Z\",\"env\":{\"A\":\"1\"},\"metadata\":{},"
                            "\"parent\":\"abcdefghijklmnop\",\"parent_checkpoint\":\"ckabcdefghijklmn\","
                            "\"processes_preserved\":true,\"idle_s\":30,\"idle_action\":\"suspend\","
-                           "\"checkpoint_every_s\":600,\"checkpoints\":3,\"last_activity_at\":\"2026-11-29T01:03:03.456Z\","
+                           "\"checkpoint_every_s\":600,\"checkpoints_max\":10,\"checkpoints_mb\":2048,"
+                           "\"checkpoints\":3,\"last_activity_at\":\"2026-11-29T01:03:03.456Z\","
                            "\"network\":{\"allow\":[{\"host\":\"pypi.org\",\"ports\":[443]}],\"deny\":[]}}");
 }
 
