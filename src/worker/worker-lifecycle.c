@@ -2,8 +2,12 @@
 /* Lifecycle on the host: pause/resume (freezer), suspend (processes end,
  * files stay), start on an existing root, checkpoints, restore, branch. The
  * API decides and records states; the worker acts on the host. */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
@@ -239,6 +243,41 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
         reply_pid(jw, pid, st);
 }
 
+/* The roots of a branch's children, made by a helper process (a fork of
+ * this single-threaded worker) one after the other: it writes each result
+ * (int32_t, 0 or -errno) to the pipe whose read end is *ret_fd, and stops at
+ * the first failure. Each snapshot's commit waits for the disk; meanwhile
+ * the worker starts the children whose roots are ready. */
+static pid_t branch_roots_helper(Worker *w, const char *src, const char *ck, const WorkerSpec *specs, size_t n,
+                                 int *ret_fd) {
+        int p[2];
+        pid_t pid;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        pid = fork();
+        if (pid < 0) {
+                int r = negative_errno();
+                safe_close(p[0]);
+                safe_close(p[1]);
+                return r;
+        }
+        if (pid == 0) {
+                safe_close(p[0]);
+                for (size_t i = 0; i < n; i++) {
+                        char *root = NULL;
+                        int32_t r = pool_sandbox_branch(w->pool, src, ck, specs[i].id, specs[i].disk_mb, &root);
+                        free(root);
+                        if (write(p[1], &r, sizeof r) != (ssize_t) sizeof r || r < 0)
+                                _exit(EXIT_FAILURE);
+                }
+                _exit(EXIT_SUCCESS);
+        }
+        safe_close(p[1]);
+        *ret_fd = p[0];
+        return pid;
+}
+
 /* {"op":"branch","source":ID,"checkpoint":CK?,"sandboxes":[spec...]}: every
  * child gets a copy of the same moment (the source is frozen once around all
  * snapshots). All or nothing. */
@@ -252,6 +291,8 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         RuntimePending pending[BRANCH_MAX];
         bool live[BRANCH_MAX] = {};
         size_t n, made = 0, spawned = 0;
+        int helper_fd = -EBADF;
+        pid_t helper = 0;
         LiveSandbox *l;
         bool was_frozen = false;
         ApiError e = {};
@@ -276,16 +317,32 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                         goto finish;
                 }
 
-        /* Each child starts right after its snapshot: its setup runs while
-         * the next snapshot commits; all are waited for at the end. */
+        /* The helper makes the roots; each child starts as soon as its root
+         * is there (its setup runs while the next snapshot commits); all are
+         * waited for at the end. */
         l = ck ? NULL : worker_live_find(w, src);
         was_frozen = l && l->frozen;
         if (l && freeze(w, l, true, &e) < 0) {
                 r = -EIO;
                 goto finish;
         }
-        for (; made < n; made++) {
-                r = pool_sandbox_branch(w->pool, src, ck, specs[made].id, specs[made].disk_mb, &roots[made]);
+        if (n > 1) { /* one child has nothing to overlap */
+                helper = branch_roots_helper(w, src, ck, specs, n, &helper_fd);
+                if (helper < 0) {
+                        r = helper;
+                        api_error(&e, r, API_INTERNAL, "cannot branch %s: %s", src, strerror(-r));
+                }
+        }
+        for (; helper >= 0 && made < n; made++) {
+                if (helper > 0) {
+                        int32_t res = 0;
+                        if (loop_read(helper_fd, &res, sizeof res) != (ssize_t) sizeof res)
+                                res = -EIO; /* the helper died */
+                        r = res;
+                        if (r >= 0)
+                                r = pool_sandbox_root_path(w->pool, specs[made].id, &roots[made]);
+                } else
+                        r = pool_sandbox_branch(w->pool, src, ck, specs[made].id, specs[made].disk_mb, &roots[made]);
                 if (r < 0) {
                         api_error(&e, r, r == -ENOENT ? API_NOT_FOUND : api_error_code_from_errno(r),
                                   "cannot branch %s: %s", src, strerror(-r));
@@ -297,6 +354,14 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                         break;
                 }
                 spawned++;
+        }
+        if (helper > 0) {
+                int status;
+                helper_fd = safe_close(helper_fd); /* a helper still at work stops at its next write */
+                while (waitpid(helper, &status, 0) < 0 && errno == EINTR)
+                        ;
+                if (r < 0)
+                        made = n; /* whatever it made goes (a missing one is fine) */
         }
         if (l && !was_frozen && (l = worker_live_find(w, src)))
                 (void) freeze(w, l, false, &e);

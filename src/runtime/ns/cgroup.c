@@ -427,6 +427,9 @@ int cgroup_remove(const char *id) {
 }
 
 #define CGROUP_FREEZE_TIMEOUT_MSEC 5000
+#define CGROUP_FREEZE_POLL_MIN_USEC 20    /* the first wait for the freezer: most finish within it */
+#define CGROUP_FREEZE_POLL_MAX_USEC 1000
+
 
 static bool v2_frozen(const char *id) {
         char p[PATH_MAX], line[128];
@@ -457,8 +460,35 @@ static int v1_freezer_state(const char *id, char *buf, size_t n) {
         return -EOPNOTSUPP;
 }
 
+/* Waits for the freezer: short sleeps first (a freeze usually completes in
+ * microseconds; a fixed 1 ms sleep made every pause and checkpoint wait it),
+ * doubling to 1 ms. 0 on time, -ETIMEDOUT after CGROUP_FREEZE_TIMEOUT_MSEC. */
+static int freeze_wait(const char *id, bool frozen, bool v2) {
+        struct timespec start, now;
+        long step = CGROUP_FREEZE_POLL_MIN_USEC;
+        char state[32];
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+                bool done;
+                if (v2)
+                        done = v2_frozen(id) == frozen;
+                else
+                        done = v1_freezer_state(id, state, sizeof state) >= 0 &&
+                               streq(state, frozen ? "FROZEN" : "THAWED");
+                if (done)
+                        return 0;
+                (void) clock_gettime(CLOCK_MONOTONIC, &now);
+                if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >=
+                    CGROUP_FREEZE_TIMEOUT_MSEC)
+                        return -ETIMEDOUT;
+                (void) nanosleep(&(struct timespec){ .tv_nsec = step * 1000 }, NULL);
+                step = MIN(step * 2, (long) CGROUP_FREEZE_POLL_MAX_USEC);
+        }
+}
+
 int cgroup_freeze(const char *id, bool frozen) {
-        char p[PATH_MAX], state[32];
+        char p[PATH_MAX];
         int r;
 
         if (layout.v2[0]) {
@@ -469,12 +499,7 @@ int cgroup_freeze(const char *id, bool frozen) {
                         r = write_knob(p, frozen ? "1" : "0");
                         if (r < 0)
                                 return r;
-                        for (int waited = 0; waited < CGROUP_FREEZE_TIMEOUT_MSEC; waited++) {
-                                if (v2_frozen(id) == frozen)
-                                        return 0;
-                                (void) poll(NULL, 0, 1);
-                        }
-                        return -ETIMEDOUT;
+                        return freeze_wait(id, frozen, true);
                 }
         }
         for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
@@ -483,13 +508,7 @@ int cgroup_freeze(const char *id, bool frozen) {
                         r = write_knob(p, frozen ? "FROZEN" : "THAWED");
                         if (r < 0)
                                 return r;
-                        for (int waited = 0; waited < CGROUP_FREEZE_TIMEOUT_MSEC; waited++) {
-                                if (v1_freezer_state(id, state, sizeof state) >= 0 &&
-                                    streq(state, frozen ? "FROZEN" : "THAWED"))
-                                        return 0;
-                                (void) poll(NULL, 0, 1);
-                        }
-                        return -ETIMEDOUT;
+                        return freeze_wait(id, frozen, false);
                 }
         return -EOPNOTSUPP;
 }
