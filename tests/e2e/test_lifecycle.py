@@ -673,10 +673,12 @@ def test_warm_pool_hands_out_distinct_clean_sandboxes(e2e_session):
             assert r.status == 201, r
             keys.append(r.json()["key"])
         # a user takes one, with its own env, limits and metadata
-        a = dd.create(key=keys[0], env={"FOO": "bar"}, memory_mb=300, metadata={"who": "a"}, timeout_s=900)
+        a = dd.create(key=keys[0], env={"FOO": "bar"}, memory_mb=300, metadata={"who": "a"}, timeout_s=900,
+                      checkpoints_max=5, checkpoints_mb=100)
         made.append((a["id"], keys[0]))
         assert a["id"] in warm_ids and a["state"] == "running", a
         assert a["memory_mb"] == 300 and a["env"] == {"FOO": "bar"} and a["metadata"] == {"who": "a"}, a
+        assert a["checkpoints_max"] == 5 and a["checkpoints_mb"] == 100, a
         assert a["expires_at"] and a["timeout_s"] == 900
         ev = dd.api("GET", "/v1/events", params={"sandbox": a["id"]}, key=keys[0]).json()["events"]
         assert [e["type"] for e in ev] == ["sandbox.created"] and ev[0]["data"].get("warm_pool") is True, ev
