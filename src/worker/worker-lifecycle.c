@@ -288,7 +288,7 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         char *roots[BRANCH_MAX] = {};
         int64_t pids[BRANCH_MAX] = {};
         uint64_t sts[BRANCH_MAX] = {};
-        RuntimePending pending[BRANCH_MAX];
+        WorkerPending pending[BRANCH_MAX];
         bool live[BRANCH_MAX] = {};
         size_t n, made = 0, spawned = 0;
         int helper_fd = -EBADF;
