@@ -421,6 +421,8 @@ static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, int
                 .idle_s = src->idle_s,
                 .idle_action = src->idle_action,
                 .checkpoint_every_s = src->checkpoint_every_s,
+                .checkpoints_max = src->checkpoints_max,
+                .checkpoints_mb = src->checkpoints_mb,
                 .processes_preserved = false,        /* its processes start afresh */
         };
         (void) strscpy(c->tenant_id, sizeof c->tenant_id, src->tenant_id);
