@@ -1,24 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
+#include <nftables/libnftables.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "alloc-util.h"
-#include "fd-util.h"
 #include "firewall.h"
+#include "log.h"
 #include "str-util.h"
 #include "veth.h"
 
-/* The one place nft is looked for: never $PATH. */
-static const char *const nft_paths[] = { "/usr/sbin/nft", "/sbin/nft" };
+struct Firewall {
+        struct nft_ctx *ctx;
+        char error[FIREWALL_ERROR_MAX];
+};
 
-static bool table_name_is_valid(const char *t) {
+bool firewall_table_name_is_valid(const char *t) {
         size_t n = t ? strnlen(t, FIREWALL_TABLE_NAME_MAX + 1) : 0;
         if (n == 0 || n > FIREWALL_TABLE_NAME_MAX)
                 return false;
@@ -66,165 +66,174 @@ static int text_take(Text *t, char **ret) {
         return 0;
 }
 
-int firewall_format_setup(const char *table, const char *link_prefix, char **ret) {
+static bool ports_are_valid(const FirewallPorts *p) {
+        return p && p->dns > 0 && p->proxy > 0 && p->transparent > 0 && p->dns != p->proxy &&
+               p->dns != p->transparent && p->proxy != p->transparent;
+}
+
+static bool link_is_valid(const FirewallLink *l) {
+        return l && veth_name_is_valid(l->link) && l->addr.s_addr != INADDR_ANY && l->gateway.s_addr != INADDR_ANY;
+}
+
+/* `"link" . addr . gateway`: the names are checked, so nothing is injected. */
+static void text_element(Text *t, const FirewallLink *l) {
+        char addr[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN];
+        if (!inet_ntop(AF_INET, &l->addr, addr, sizeof addr) || !inet_ntop(AF_INET, &l->gateway, gw, sizeof gw)) {
+                t->error = -EINVAL;
+                return;
+        }
+        text_printf(t, "\"%s\" . %s . %s", l->link, addr, gw);
+}
+
+int firewall_format_setup(const char *table, const char *link_prefix, const FirewallPorts *p,
+                          const FirewallLink *links, size_t n_links, char **ret) {
         Text t = {};
-        if (!table_name_is_valid(table) || !veth_name_is_valid(link_prefix))
+
+        if (!firewall_table_name_is_valid(table) || !veth_name_is_valid(link_prefix) || !ports_are_valid(p) ||
+            (n_links > 0 && !links))
                 return -EINVAL;
+        for (size_t i = 0; i < n_links; i++)
+                if (!link_is_valid(&links[i]) || !startswith(links[i].link, link_prefix))
+                        return -EINVAL;
+
+        /* add-then-delete: an absent table is fine; the rest rebuilds it in the same transaction */
         text_printf(&t,
                 "add table inet %1$s\n"
-                "add map inet %1$s sandboxes { type ifname : verdict; }\n"
+                "delete table inet %1$s\n"
+                "add table inet %1$s\n"
+                "add set inet %1$s links { type ifname . ipv4_addr . ipv4_addr; }\n"
+                "add chain inet %1$s prerouting { type nat hook prerouting priority dstnat - 10; policy accept; }\n"
+                "add rule inet %1$s prerouting iifname \"%2$s*\" udp dport %3$u redirect to :%4$u\n"
+                "add rule inet %1$s prerouting iifname \"%2$s*\" tcp dport %3$u redirect to :%4$u\n"
+                "add rule inet %1$s prerouting iifname \"%2$s*\" fib daddr type local tcp dport { %4$u, %5$u, %6$u } return\n"
+                "add rule inet %1$s prerouting iifname \"%2$s*\" meta l4proto tcp redirect to :%6$u\n"
                 "add chain inet %1$s input { type filter hook input priority filter - 10; policy accept; }\n"
-                "flush chain inet %1$s input\n"
-                "add rule inet %1$s input iifname vmap @sandboxes\n"
+                "add rule inet %1$s input iifname \"%2$s*\" iifname . ip saddr . ip daddr @links tcp dport { %4$u, %5$u, %6$u } accept\n"
+                "add rule inet %1$s input iifname \"%2$s*\" iifname . ip saddr . ip daddr @links udp dport %4$u accept\n"
                 "add rule inet %1$s input iifname \"%2$s*\" counter drop\n"
                 "add chain inet %1$s forward { type filter hook forward priority filter - 10; policy accept; }\n"
-                "flush chain inet %1$s forward\n"
                 "add rule inet %1$s forward iifname \"%2$s*\" counter drop\n"
                 "add rule inet %1$s forward oifname \"%2$s*\" counter drop\n",
-                table, link_prefix);
-        return text_take(&t, ret);
-}
-
-static void text_ports(Text *t, const char *proto, const uint16_t *ports, size_t n,
-                       const char *table, const char *link, const char *addr, const char *gw) {
-        if (n == 0)
-                return;
-        text_printf(t, "add rule inet %s sb-%s ip saddr %s ip daddr %s %s dport { ", table, link, addr, gw, proto);
-        for (size_t i = 0; i < n; i++)
-                text_printf(t, "%s%u", i > 0 ? ", " : "", (unsigned) ports[i]);
-        text_printf(t, " } accept\n");
-}
-
-static int ports_are_valid(const uint16_t *ports, size_t n) {
-        if (n > FIREWALL_PORTS_MAX || (n > 0 && !ports))
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (ports[i] == 0)
-                        return false;
-        return true;
-}
-
-int firewall_format_add(const char *table, const FirewallSandbox *s, char **ret) {
-        char addr[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN];
-        Text t = {};
-
-        if (!table_name_is_valid(table) || !s || !veth_name_is_valid(s->link) ||
-            !ports_are_valid(s->tcp_ports, s->n_tcp_ports) || !ports_are_valid(s->udp_ports, s->n_udp_ports) ||
-            s->addr.s_addr == INADDR_ANY || s->gateway.s_addr == INADDR_ANY)
-                return -EINVAL;
-        if (!inet_ntop(AF_INET, &s->addr, addr, sizeof addr) || !inet_ntop(AF_INET, &s->gateway, gw, sizeof gw))
-                return -EINVAL;
-
-        /* One transaction: the chain is rebuilt before the map points at it. */
-        text_printf(&t,
-                "add chain inet %1$s sb-%2$s\n"
-                "flush chain inet %1$s sb-%2$s\n",
-                table, s->link);
-        text_ports(&t, "tcp", s->tcp_ports, s->n_tcp_ports, table, s->link, addr, gw);
-        text_ports(&t, "udp", s->udp_ports, s->n_udp_ports, table, s->link, addr, gw);
-        text_printf(&t,
-                "add rule inet %1$s sb-%2$s counter drop\n"
-                "add element inet %1$s sandboxes { \"%2$s\" : jump sb-%2$s }\n",
-                table, s->link);
-        return text_take(&t, ret);
-}
-
-int firewall_format_remove(const char *table, const char *link, char **ret) {
-        Text t = {};
-        if (!table_name_is_valid(table) || !veth_name_is_valid(link))
-                return -EINVAL;
-        /* nft refuses to delete what is absent, so first make sure it exists
-         * (add is idempotent), then delete: removal is idempotent too. */
-        text_printf(&t,
-                "add chain inet %1$s sb-%2$s\n"
-                "add element inet %1$s sandboxes { \"%2$s\" : jump sb-%2$s }\n"
-                "delete element inet %1$s sandboxes { \"%2$s\" }\n"
-                "flush chain inet %1$s sb-%2$s\n"
-                "delete chain inet %1$s sb-%2$s\n",
-                table, link);
-        return text_take(&t, ret);
-}
-
-int firewall_apply(const char *script) {
-        const char *nft = NULL;
-        int pipefd[2], status;
-
-        for (size_t i = 0; i < ELEMENTSOF(nft_paths); i++)
-                if (access(nft_paths[i], X_OK) == 0) {
-                        nft = nft_paths[i];
-                        break;
+                table, link_prefix, FIREWALL_DNS_PORT, (unsigned) p->dns, (unsigned) p->proxy,
+                (unsigned) p->transparent);
+        if (n_links > 0) {
+                text_printf(&t, "add element inet %s links { ", table);
+                for (size_t i = 0; i < n_links; i++) {
+                        if (i > 0)
+                                text_printf(&t, ", ");
+                        text_element(&t, &links[i]);
                 }
-        if (!nft)
-                return -ENOENT;
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return -errno;
-        _cleanup_close_ int rfd = pipefd[0], wfd = pipefd[1];
-
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                char *const argv[] = { (char *) nft, (char *) "-f", (char *) "-", NULL };
-                char *const envp[] = { (char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
-                if (dup2(rfd, STDIN_FILENO) < 0)
-                        _exit(127);
-                execve(nft, argv, envp);
-                _exit(127);
+                text_printf(&t, " }\n");
         }
-        rfd = safe_close(rfd);
-
-        /* nft may exit early and close its stdin: a write error is reported
-         * through its exit status, not as SIGPIPE here. */
-        struct sigaction ign = { .sa_handler = SIG_IGN }, old;
-        sigaction(SIGPIPE, &ign, &old);
-        int w = loop_write(wfd, script, strlen(script));
-        sigaction(SIGPIPE, &old, NULL);
-        wfd = safe_close(wfd);
-
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        if (!WIFEXITED(status))
-                return -EPROTO;
-        if (WEXITSTATUS(status) == 127)
-                return -ENOENT;
-        if (WEXITSTATUS(status) != 0)
-                return -EPROTO;
-        return w < 0 ? w : 0;
+        return text_take(&t, ret);
 }
 
-static int format_and_apply(int r, char *script) {
+int firewall_format_link(const char *table, const FirewallLink *l, bool add, char **ret) {
+        Text t = {};
+
+        if (!firewall_table_name_is_valid(table) || !link_is_valid(l))
+                return -EINVAL;
+        /* nft refuses to delete an absent element: add it first (adding is
+         * idempotent), then delete, in one transaction */
+        text_printf(&t, "add element inet %s links { ", table);
+        text_element(&t, l);
+        text_printf(&t, " }\n");
+        if (!add) {
+                text_printf(&t, "delete element inet %s links { ", table);
+                text_element(&t, l);
+                text_printf(&t, " }\n");
+        }
+        return text_take(&t, ret);
+}
+
+int firewall_new(Firewall **ret) {
+        _cleanup_free_ Firewall *f = new0(Firewall, 1);
+        if (!f)
+                return -ENOMEM;
+        f->ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+        if (!f->ctx)
+                return -ENOMEM;
+        /* output and errors into buffers, not our stdout/stderr */
+        if (nft_ctx_buffer_output(f->ctx) < 0 || nft_ctx_buffer_error(f->ctx) < 0) {
+                nft_ctx_free(f->ctx);
+                return -ENOMEM;
+        }
+        *ret = TAKE_PTR(f);
+        return 0;
+}
+
+Firewall *firewall_free(Firewall *f) {
+        if (!f)
+                return NULL;
+        nft_ctx_free(f->ctx);
+        free(f);
+        return NULL;
+}
+
+const char *firewall_last_error(const Firewall *f) {
+        return f->error;
+}
+
+int firewall_run(Firewall *f, const char *script) {
+        int r;
+
+        f->error[0] = '\0';
+        r = nft_run_cmd_from_buffer(f->ctx, script);
+        if (r != 0) {
+                const char *e = nft_ctx_get_error_buffer(f->ctx);
+                (void) strscpy(f->error, sizeof f->error, strempty(e));
+                /* one line is enough for a log */
+                char *nl = strchr(f->error, '\n');
+                if (nl)
+                        *nl = '\0';
+                log_debug("nft refused a script: %s", f->error);
+                return -EPROTO;
+        }
+        return 0;
+}
+
+static int format_and_run(Firewall *f, int r, char *script) {
         _cleanup_free_ char *s = script;
         if (r < 0)
                 return r;
-        return firewall_apply(s);
+        return firewall_run(f, s);
 }
 
-int firewall_setup(const char *table, const char *link_prefix) {
+int firewall_setup(Firewall *f, const char *table, const char *link_prefix, const FirewallPorts *ports,
+                   const FirewallLink *links, size_t n_links) {
         char *s = NULL;
-        int r = firewall_format_setup(table, link_prefix, &s);
-        return format_and_apply(r, s);
+        int r = firewall_format_setup(table, link_prefix, ports, links, n_links, &s);
+        return format_and_run(f, r, s);
 }
 
-int firewall_add_sandbox(const char *table, const FirewallSandbox *s) {
-        char *script = NULL;
-        int r = firewall_format_add(table, s, &script);
-        return format_and_apply(r, script);
-}
-
-int firewall_remove_sandbox(const char *table, const char *link) {
+int firewall_add_link(Firewall *f, const char *table, const FirewallLink *l) {
         char *s = NULL;
-        int r = firewall_format_remove(table, link, &s);
-        return format_and_apply(r, s);
+        int r = firewall_format_link(table, l, true, &s);
+        return format_and_run(f, r, s);
 }
 
-int firewall_teardown(const char *table) {
+int firewall_remove_link(Firewall *f, const char *table, const FirewallLink *l) {
+        char *s = NULL;
+        int r = firewall_format_link(table, l, false, &s);
+        return format_and_run(f, r, s);
+}
+
+int firewall_teardown(Firewall *f, const char *table) {
         _cleanup_free_ char *s = NULL;
-        if (!table_name_is_valid(table))
+        if (!firewall_table_name_is_valid(table))
                 return -EINVAL;
-        /* add-then-delete: an absent table is fine */
         s = strdup_printf("add table inet %1$s\ndelete table inet %1$s\n", table);
         if (!s)
                 return -ENOMEM;
-        return firewall_apply(s);
+        return firewall_run(f, s);
+}
+
+int firewall_table_exists(Firewall *f, const char *table) {
+        _cleanup_free_ char *s = NULL;
+        if (!firewall_table_name_is_valid(table))
+                return -EINVAL;
+        s = strdup_printf("list table inet %s\n", table);
+        if (!s)
+                return -ENOMEM;
+        return firewall_run(f, s) < 0 ? 0 : 1;
 }

@@ -1,49 +1,77 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The host firewall of sandbox links: one nftables table (`inet space`),
- * changed only in whole `nft -f -` transactions.
+/* The host firewall of one daemon's sandbox links: one nftables table per
+ * daemon (`inet <table>`), changed in whole transactions through libnftables
+ * in-process (no `nft` spawned per sandbox). Every sandbox link is one element
+ * of one set, so adding a sandbox is one element, not a chain.
  *
- *   input:   iifname vmap @sandboxes      one jump per sandbox link
- *            iifname "<prefix>*" drop     a link without rules yet says nothing
- *   forward: iifname/oifname "<prefix>*" drop   no forwarding from or to sandbox links
- *   chain sb-<link>: ip saddr <own> ip daddr <gateway> tcp/udp dport {ports} accept; drop
+ *   set links: ifname . ipv4_addr . ipv4_addr     link . sandbox address . host end
+ *   prerouting (nat, dstnat - 10), links of <prefix>* only:
+ *            udp/tcp dport 53                    redirect to :dns
+ *            to a local address, a gateway port  left alone (input decides)
+ *            any other tcp                       redirect to :transparent
+ *   input:   iifname . ip saddr . ip daddr @links tcp dport {dns, proxy, transparent} accept
+ *            iifname . ip saddr . ip daddr @links udp dport dns accept
+ *            iifname "<prefix>*" drop            spoofed sources, other ports, IPv6, all else
+ *   forward: iifname/oifname "<prefix>*" drop    nothing forwarded from or to sandbox links
  *
- * The scripts are built as text (firewall_format_*) and applied by exec'ing nft. */
+ * So a sandbox reaches its own host end on the gateway's ports only, from its
+ * own address only; redirected TCP arrives at the transparent port with the
+ * original destination in conntrack (SO_ORIGINAL_DST). */
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "macros.h"
+
 #define FIREWALL_TABLE_DEFAULT "space"
-#define FIREWALL_PORTS_MAX 32U
 /* Table names follow the link-name rule of veth_name_is_valid() but may be longer. */
 #define FIREWALL_TABLE_NAME_MAX 32U
+#define FIREWALL_DNS_PORT 53U
+/* Room for the error text nft gives back. */
+#define FIREWALL_ERROR_MAX 512U
 
-typedef struct FirewallSandbox {
-        const char *link;         /* the host-side veth end */
-        struct in_addr addr;      /* the sandbox's own address: the only source allowed */
-        struct in_addr gateway;   /* the only destination allowed */
-        const uint16_t *tcp_ports;
-        size_t n_tcp_ports;
-        const uint16_t *udp_ports;
-        size_t n_udp_ports;
-} FirewallSandbox;
+typedef struct FirewallPorts {
+        uint16_t dns;         /* the gateway's DNS listener (UDP and TCP) */
+        uint16_t proxy;       /* the explicit HTTP proxy */
+        uint16_t transparent; /* where every other TCP connection is redirected */
+} FirewallPorts;
 
-/* Text of the idempotent table setup; link_prefix is the name prefix of all
- * sandbox links (VETH_HOST_PREFIX in production). */
-int firewall_format_setup(const char *table, const char *link_prefix, char **ret);
-int firewall_format_add(const char *table, const FirewallSandbox *s, char **ret);
-int firewall_format_remove(const char *table, const char *link, char **ret);
+typedef struct FirewallLink {
+        const char *link;       /* the host-side veth end */
+        struct in_addr addr;    /* the sandbox's own address: the only source allowed */
+        struct in_addr gateway; /* the host end's address: the only destination allowed */
+} FirewallLink;
 
-/* Runs `nft -f -` with script on stdin: -ENOENT without nft, -EPROTO if nft
- * refused the script (nft's stderr goes to ours). */
-int firewall_apply(const char *script);
+bool firewall_table_name_is_valid(const char *t);
 
-int firewall_setup(const char *table, const char *link_prefix);
-/* Replaces the rules of s->link (idempotent). */
-int firewall_add_sandbox(const char *table, const FirewallSandbox *s);
-/* Removes the rules of link; removing absent rules is not an error. */
-int firewall_remove_sandbox(const char *table, const char *link);
+/* The whole table, replaced atomically: every chain and exactly links[0..n)
+ * in the set. link_prefix is the name prefix of this daemon's links. */
+int firewall_format_setup(const char *table, const char *link_prefix, const FirewallPorts *ports,
+                          const FirewallLink *links, size_t n_links, char **ret);
+/* Adds (idempotent) or removes (absent is fine) one link's element. */
+int firewall_format_link(const char *table, const FirewallLink *l, bool add, char **ret);
+
+typedef struct Firewall Firewall;
+
+/* A libnftables context; -ENOMEM. */
+int firewall_new(Firewall **ret);
+Firewall *firewall_free(Firewall *f);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Firewall *, firewall_free);
+
+/* Runs one nft script as one transaction: -EPROTO if nft refused it (its
+ * error text is logged and kept for firewall_last_error()). */
+int firewall_run(Firewall *f, const char *script);
+const char *firewall_last_error(const Firewall *f);
+
+int firewall_setup(Firewall *f, const char *table, const char *link_prefix, const FirewallPorts *ports,
+                   const FirewallLink *links, size_t n_links);
+int firewall_add_link(Firewall *f, const char *table, const FirewallLink *l);
+int firewall_remove_link(Firewall *f, const char *table, const FirewallLink *l);
 /* Deletes the whole table; an absent table is not an error. */
-int firewall_teardown(const char *table);
+int firewall_teardown(Firewall *f, const char *table);
+/* 1 if the table exists, 0 if not. */
+int firewall_table_exists(Firewall *f, const char *table);

@@ -5,6 +5,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -127,13 +128,11 @@ static int sysctl_write_one(const char *path) {
         return loop_write(fd, "1", 1);
 }
 
-/* Runs in the forked child, inside the sandbox namespace: no allocation. */
-static int configure_peer_in_ns(int netns_fd, const char *peer_name, const AddrPair *pair) {
+/* Runs inside the sandbox namespace (the caller has entered it): no allocation. */
+static int configure_peer_entered(const char *peer_name, const AddrPair *pair) {
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (setns(netns_fd, CLONE_NEWNET) < 0)
-                return -errno;
         /* /proc/sys/net follows the namespace of the process that opens it. */
         r = sysctl_write_one(DISABLE_IPV6_ALL);
         if (r < 0)
@@ -157,6 +156,26 @@ static int configure_peer_in_ns(int netns_fd, const char *peer_name, const AddrP
         if (r < 0)
                 return r;
         return route_add_default(fd, ifindex, pair->host);
+}
+
+static int configure_peer_in_ns(int netns_fd, const char *peer_name, const AddrPair *pair) {
+        if (setns(netns_fd, CLONE_NEWNET) < 0)
+                return -errno;
+        return configure_peer_entered(peer_name, pair);
+}
+
+int veth_configure_peer_here(int netns_fd, int self_netns_fd, const char *peer_name, const AddrPair *pair) {
+        int r;
+
+        if (!veth_name_is_valid(peer_name) || netns_fd < 0 || self_netns_fd < 0 || pair->prefixlen != 31)
+                return -EINVAL;
+        if (setns(netns_fd, CLONE_NEWNET) < 0)
+                return -errno;
+        r = configure_peer_entered(peer_name, pair);
+        /* staying in a sandbox's namespace would put every later socket there */
+        if (setns(self_netns_fd, CLONE_NEWNET) < 0)
+                abort();
+        return r;
 }
 
 int veth_configure_peer(int netns_fd, const char *peer_name, const AddrPair *pair) {

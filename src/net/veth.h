@@ -27,5 +27,9 @@ int veth_configure_host(const char *host_name, const AddrPair *pair);
 /* Inside netns_fd (from a forked child): lo and peer_name up, pair->peer/31 on
  * peer_name, default route via pair->host, IPv6 disabled. */
 int veth_configure_peer(int netns_fd, const char *peer_name, const AddrPair *pair);
+/* The same without a fork, for a single-threaded caller: enters netns_fd,
+ * configures, and returns to self_netns_fd (the caller's own namespace; not
+ * getting back aborts, as every later socket would open in the sandbox's). */
+int veth_configure_peer_here(int netns_fd, int self_netns_fd, const char *peer_name, const AddrPair *pair);
 /* Deletes the pair by its host end (that removes both): -ENODEV if absent. */
 int veth_delete(const char *host_name);

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/netfilter_ipv4.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <poll.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,54 +143,57 @@ TEST(netlink_message) {
 }
 
 TEST(firewall_format) {
-        _cleanup_free_ char *setup = NULL, *add = NULL, *rm = NULL;
-        uint16_t tcp[] = { 3128, 8080 }, udp[] = { 53 }, zero[] = { 0 };
-        AddrPair a = pair_of(1);
-        FirewallSandbox s = {
-                .link = "sp-abc", .addr = a.peer, .gateway = a.host,
-                .tcp_ports = tcp, .n_tcp_ports = 2, .udp_ports = udp, .n_udp_ports = 1,
+        _cleanup_free_ char *setup = NULL, *add = NULL, *rm = NULL, *empty = NULL;
+        FirewallPorts ports = { .dns = 10053, .proxy = 10080, .transparent = 10081 };
+        AddrPair a = pair_of(1), b2 = pair_of(2);
+        FirewallLink links[] = {
+                { .link = "sp-1", .addr = a.peer, .gateway = a.host },
+                { .link = "sp-2", .addr = b2.peer, .gateway = b2.host },
         };
 
-        ASSERT_OK(firewall_format_setup("space", "sp-", &setup));
-        ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname vmap @sandboxes\n"));
+        ASSERT_OK(firewall_format_setup("space", "sp-", &ports, links, 2, &setup));
+        ASSERT_NOT_NULL(strstr(setup, "add table inet space\ndelete table inet space\nadd table inet space\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add set inet space links { type ifname . ipv4_addr . ipv4_addr; }\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space prerouting iifname \"sp-*\" udp dport 53 redirect to :10053\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space prerouting iifname \"sp-*\" tcp dport 53 redirect to :10053\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space prerouting iifname \"sp-*\" fib daddr type local tcp dport { 10053, 10080, 10081 } return\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space prerouting iifname \"sp-*\" meta l4proto tcp redirect to :10081\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" iifname . ip saddr . ip daddr @links tcp dport { 10053, 10080, 10081 } accept\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" iifname . ip saddr . ip daddr @links udp dport 10053 accept\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" counter drop\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space forward iifname \"sp-*\" counter drop\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space forward oifname \"sp-*\" counter drop\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add element inet space links { \"sp-1\" . 10.200.0.3 . 10.200.0.2, \"sp-2\" . 10.200.0.5 . 10.200.0.4 }\n"));
+        ASSERT_OK(firewall_format_setup("space", "sp-", &ports, NULL, 0, &empty));
+        ASSERT_NULL(strstr(empty, "add element"));
 
-        ASSERT_OK(firewall_format_add("space", &s, &add));
-        ASSERT_NOT_NULL(strstr(add, "add rule inet space sb-sp-abc ip saddr 10.200.0.3 ip daddr 10.200.0.2 tcp dport { 3128, 8080 } accept\n"));
-        ASSERT_NOT_NULL(strstr(add, "add rule inet space sb-sp-abc ip saddr 10.200.0.3 ip daddr 10.200.0.2 udp dport { 53 } accept\n"));
-        ASSERT_NOT_NULL(strstr(add, "add rule inet space sb-sp-abc counter drop\nadd element inet space sandboxes { \"sp-abc\" : jump sb-sp-abc }\n"));
-
-        ASSERT_OK(firewall_format_remove("space", "sp-abc", &rm));
-        ASSERT_NOT_NULL(strstr(rm, "delete element inet space sandboxes { \"sp-abc\" }\n"));
-        ASSERT_NOT_NULL(strstr(rm, "delete chain inet space sb-sp-abc\n"));
+        ASSERT_OK(firewall_format_link("space", &links[0], true, &add));
+        ASSERT_STREQ(add, "add element inet space links { \"sp-1\" . 10.200.0.3 . 10.200.0.2 }\n");
+        ASSERT_OK(firewall_format_link("space", &links[0], false, &rm));
+        ASSERT_STREQ(rm, "add element inet space links { \"sp-1\" . 10.200.0.3 . 10.200.0.2 }\n"
+                         "delete element inet space links { \"sp-1\" . 10.200.0.3 . 10.200.0.2 }\n");
 
         char *x = NULL;
-        ASSERT_ERRNO(firewall_format_setup("sp ace", "sp-", &x), EINVAL);
-        ASSERT_ERRNO(firewall_format_setup("space", "sp-\"", &x), EINVAL);
-        ASSERT_ERRNO(firewall_format_setup("", "sp-", &x), EINVAL);
-        ASSERT_ERRNO(firewall_format_setup("a23456789012345678901234567890123", "sp-", &x), EINVAL);
-        ASSERT_ERRNO(firewall_format_remove("space", "sp-abc; flush ruleset", &x), EINVAL);
-        ASSERT_ERRNO(firewall_format_add("space", NULL, &x), EINVAL);
-        FirewallSandbox b = s;
-        b.link = "sp-a}";
-        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
-        b = s;
-        b.tcp_ports = zero;
-        b.n_tcp_ports = 1;
-        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
-        b = s;
-        b.n_udp_ports = FIREWALL_PORTS_MAX + 1;
-        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
-        b = s;
-        b.addr.s_addr = INADDR_ANY;
-        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
-        b = s;
-        b.tcp_ports = NULL;
-        ASSERT_ERRNO(firewall_format_add("space", &b, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("sp ace", "sp-", &ports, NULL, 0, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("space", "sp-\"", &ports, NULL, 0, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("", "sp-", &ports, NULL, 0, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("a23456789012345678901234567890123", "sp-", &ports, NULL, 0, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("space", "sp-", NULL, NULL, 0, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("space", "sq-", &ports, links, 2, &x), EINVAL); /* not our prefix */
+        FirewallPorts same = { .dns = 10053, .proxy = 10053, .transparent = 10081 }, zero = { .dns = 0, .proxy = 1, .transparent = 2 };
+        ASSERT_ERRNO(firewall_format_setup("space", "sp-", &same, NULL, 0, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("space", "sp-", &zero, NULL, 0, &x), EINVAL);
+        FirewallLink bad = links[0];
+        bad.link = "sp-1; flush ruleset";
+        ASSERT_ERRNO(firewall_format_link("space", &bad, true, &x), EINVAL);
+        bad.link = "sp-a}";
+        ASSERT_ERRNO(firewall_format_link("space", &bad, true, &x), EINVAL);
+        bad = links[0];
+        bad.addr.s_addr = INADDR_ANY;
+        ASSERT_ERRNO(firewall_format_link("space", &bad, true, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_link("space", NULL, true, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_link("no table", &links[0], true, &x), EINVAL);
         ASSERT_NULL(x);
-        ASSERT_ERRNO(firewall_teardown("no table"), EINVAL);
 }
 
 /* ---- the root test: a real pair into a real namespace ---- */
@@ -198,6 +203,7 @@ TEST(firewall_format) {
 static struct {
         char link[IFNAMSIZ];
         char table[FIREWALL_TABLE_NAME_MAX + 1];
+        Firewall *fw;
         int netns_fd;
         bool registered;
 } net_test = { .netns_fd = -1 };
@@ -207,10 +213,11 @@ static void net_test_cleanup(void) {
                 (void) veth_delete(net_test.link);
                 net_test.link[0] = '\0';
         }
-        if (net_test.table[0]) {
-                (void) firewall_teardown(net_test.table);
+        if (net_test.table[0] && net_test.fw) {
+                (void) firewall_teardown(net_test.fw, net_test.table);
                 net_test.table[0] = '\0';
         }
+        net_test.fw = firewall_free(net_test.fw);
         net_test.netns_fd = safe_close(net_test.netns_fd);
 }
 
@@ -375,6 +382,19 @@ static bool accepted(int lfd) {
         return true;
 }
 
+/* Accepts one pending connection and reads where it was going (conntrack):
+ * true if there was one. */
+static bool accepted_orig(int lfd, struct sockaddr_in *ret_orig) {
+        socklen_t len = sizeof *ret_orig;
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+                return false;
+        if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, ret_orig, &len) < 0)
+                memset(ret_orig, 0, sizeof *ret_orig);
+        close(fd);
+        return true;
+}
+
 /* Reads one datagram within WAIT_MSEC: its length, or -1 if none. */
 static ssize_t udp_recv(int fd, char *buf, size_t n, struct in_addr *ret_src) {
         struct pollfd pfd = { .fd = fd, .events = POLLIN };
@@ -398,8 +418,6 @@ TEST(sandbox_network) {
 
         if (geteuid() != 0)
                 test_skip("needs root");
-        if (access("/usr/sbin/nft", X_OK) < 0 && access("/sbin/nft", X_OK) < 0)
-                test_skip("needs nft (nftables)");
         if (!net_test.registered) {
                 atexit(net_test_cleanup);
                 net_test.registered = true;
@@ -424,6 +442,18 @@ TEST(sandbox_network) {
         ASSERT_OK(veth_configure_host(net_test.link, &pair));
         ASSERT_OK(veth_configure_peer(net_test.netns_fd, VETH_PEER_DEFAULT, &pair));
         ASSERT_ERRNO(veth_configure_peer(net_test.netns_fd, "nosuchlink", &pair), ENODEV);
+        {
+                /* the same without a fork, and back in our own namespace afterwards */
+                _cleanup_close_ int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+                struct stat before, after;
+                ASSERT_TRUE(self >= 0);
+                ASSERT_OK(RET_NERRNO(fstat(self, &before)));
+                ASSERT_OK(veth_configure_peer_here(net_test.netns_fd, self, VETH_PEER_DEFAULT, &pair));
+                ASSERT_ERRNO(veth_configure_peer_here(net_test.netns_fd, self, "nosuchlink", &pair), ENODEV);
+                ASSERT_OK(RET_NERRNO(stat("/proc/self/ns/net", &after)));
+                ASSERT_EQ(before.st_ino, after.st_ino);
+                ASSERT_TRUE(if_nametoindex(net_test.link) > 0);
+        }
 
         Probe probe = { .pair = pair };
         ASSERT_EQ(run_in_ns(check_inside, &probe), 0);
@@ -443,45 +473,63 @@ TEST(sandbox_network) {
         ASSERT_STREQ(buf, "forged");
         ASSERT_EQ(src.s_addr, other.peer.s_addr);
 
+        /* the gateway's three ports: DNS (UDP and TCP on one number), proxy (tok), transparent (ttr) */
+        uint16_t dns_port, tr_port, udp_no;
+        _cleanup_close_ int dns_udp = listen_on(SOCK_DGRAM, pair.host, &dns_port);
+        _cleanup_close_ int ttr = listen_on(SOCK_STREAM, pair.host, &tr_port);
+        _cleanup_close_ int uno = listen_on(SOCK_DGRAM, pair.host, &udp_no);
+        ASSERT_OK(firewall_new(&net_test.fw));
         snprintf(net_test.table, sizeof net_test.table, "spacetest%u", id);
-        uint16_t tcp_ports[] = { tcp_ok }, udp_ports[] = { udp_ok };
-        FirewallSandbox fw = {
-                .link = net_test.link, .addr = pair.peer, .gateway = pair.host,
-                .tcp_ports = tcp_ports, .n_tcp_ports = 1, .udp_ports = udp_ports, .n_udp_ports = 1,
-        };
-        ASSERT_OK(firewall_setup(net_test.table, prefix));
-        ASSERT_OK(firewall_setup(net_test.table, prefix)); /* idempotent */
-        ASSERT_OK(firewall_add_sandbox(net_test.table, &fw));
-        ASSERT_OK(firewall_add_sandbox(net_test.table, &fw)); /* replaces */
+        FirewallPorts ports = { .dns = dns_port, .proxy = tcp_ok, .transparent = tr_port };
+        FirewallLink fl = { .link = net_test.link, .addr = pair.peer, .gateway = pair.host };
+        ASSERT_EQ(firewall_table_exists(net_test.fw, net_test.table), 0);
+        ASSERT_OK(firewall_setup(net_test.fw, net_test.table, prefix, &ports, NULL, 0));
+        ASSERT_OK(firewall_setup(net_test.fw, net_test.table, prefix, &ports, &fl, 1)); /* rebuilt with the link */
+        ASSERT_EQ(firewall_table_exists(net_test.fw, net_test.table), 1);
+        ASSERT_OK(firewall_add_link(net_test.fw, net_test.table, &fl)); /* idempotent */
 
+        /* the proxy port of the host end: straight through */
         probe.port = tcp_ok;
         ASSERT_EQ(run_in_ns(tcp_probe, &probe), 0);
         ASSERT_TRUE(accepted(tok));
+        /* any other TCP port: redirected to the transparent port, the original destination kept */
+        struct sockaddr_in orig;
         probe.port = tcp_no;
-        ASSERT_EQ(run_in_ns(tcp_probe, &probe), 1); /* dropped: no RST either */
+        ASSERT_EQ(run_in_ns(tcp_probe, &probe), 0);
         ASSERT_FALSE(accepted(tno));
+        ASSERT_TRUE(accepted_orig(ttr, &orig));
+        ASSERT_EQ(orig.sin_addr.s_addr, pair.host.s_addr);
+        ASSERT_EQ(ntohs(orig.sin_port), tcp_no);
 
-        Probe legit = { .pair = pair, .port = udp_ok, .payload = "legit" };
+        /* UDP: port 53 goes to the DNS port; a forged source gets nothing; other ports nothing */
+        Probe legit = { .pair = pair, .port = 53, .payload = "legit" };
+        spoof.port = 53;
         ASSERT_EQ(run_in_ns(udp_send, &spoof), 0);
         ASSERT_EQ(run_in_ns(udp_send, &legit), 0);
-        ASSERT_TRUE(udp_recv(uok, buf, sizeof buf, &src) > 0);
+        ASSERT_TRUE(udp_recv(dns_udp, buf, sizeof buf, &src) > 0);
         ASSERT_STREQ(buf, "legit");
         ASSERT_EQ(src.s_addr, pair.peer.s_addr);
-        ASSERT_TRUE(udp_recv(uok, buf, sizeof buf, &src) < 0); /* the forged one never came */
+        ASSERT_TRUE(udp_recv(dns_udp, buf, sizeof buf, &src) < 0); /* the forged one never came */
+        legit.port = udp_no;
+        ASSERT_EQ(run_in_ns(udp_send, &legit), 0);
+        ASSERT_TRUE(udp_recv(uno, buf, sizeof buf, &src) < 0);
+        legit.port = udp_ok;
+        ASSERT_EQ(run_in_ns(udp_send, &legit), 0);
+        ASSERT_TRUE(udp_recv(uok, buf, sizeof buf, &src) < 0);
 
-        /* without its rules the link is still caught by the prefix rule */
-        ASSERT_OK(firewall_remove_sandbox(net_test.table, net_test.link));
-        ASSERT_OK(firewall_remove_sandbox(net_test.table, net_test.link)); /* idempotent */
+        /* without its element the link is still caught by the prefix rule */
+        ASSERT_OK(firewall_remove_link(net_test.fw, net_test.table, &fl));
+        ASSERT_OK(firewall_remove_link(net_test.fw, net_test.table, &fl)); /* idempotent */
         probe.port = tcp_ok;
         ASSERT_EQ(run_in_ns(tcp_probe, &probe), 1);
         ASSERT_FALSE(accepted(tok));
-        snprintf(buf, sizeof buf, "list chain inet %s sb-%s\n", net_test.table, net_test.link);
-        ASSERT_ERRNO(firewall_apply(buf), EPROTO);
+        snprintf(buf, sizeof buf, "list chain inet %s nosuchchain\n", net_test.table);
+        ASSERT_ERRNO(firewall_run(net_test.fw, buf), EPROTO);
+        ASSERT_TRUE(strlen(firewall_last_error(net_test.fw)) > 0);
 
-        ASSERT_OK(firewall_teardown(net_test.table));
-        snprintf(buf, sizeof buf, "list table inet %s\n", net_test.table);
-        ASSERT_ERRNO(firewall_apply(buf), EPROTO);
-        ASSERT_OK(firewall_teardown(net_test.table)); /* absent is fine */
+        ASSERT_OK(firewall_teardown(net_test.fw, net_test.table));
+        ASSERT_EQ(firewall_table_exists(net_test.fw, net_test.table), 0);
+        ASSERT_OK(firewall_teardown(net_test.fw, net_test.table)); /* absent is fine */
         net_test.table[0] = '\0';
 
         ASSERT_OK(veth_delete(net_test.link));
