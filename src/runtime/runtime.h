@@ -34,6 +34,7 @@ typedef struct RuntimeSpec {
         const char *disk_path;     /* vm: the sandbox's raw root disk (root_path unused) */
         uint32_t vcpus;            /* vm: virtual CPUs (0 = 1) */
         const char *restore_path;  /* vm: continue from this saved machine (memory and devices) instead of booting */
+        const char *resolv_conf;   /* written to /etc/resolv.conf inside; NULL = left alone */
 } RuntimeSpec;
 
 /* What a runtime needs to know about the host, given once at worker start. */

@@ -50,6 +50,12 @@ const ConfigItem config_table[] = {
         { "warm_pool", S(warm_pool), "", 0, 0, NULL, "sandboxes kept created and paused per template, e.g. base:2,debian:1" },
         { "gateway_dns_upstream", S(gateway_dns_upstream), "", 0, 0, NULL, "the resolver the egress gateway asks, a.b.c.d[:port]; default: the first nameserver of /etc/resolv.conf" },
         { "default_network", S(default_network), "", 0, 0, NULL, "egress policy of a create that names none, as JSON (e.g. {\"allow\":[\"pypi.org\"]}); empty = no egress" },
+        { "net_pool", S(net_pool), "10.200.0.0/16", 0, 0, NULL, "private IPv4 CIDR of the sandbox links: slot n is the /31 at base+2n (host end) and base+2n+1 (sandbox); must hold slots_max /31s" },
+        { "net_table", S(net_table), "space", 0, 0, NULL, "nftables table (inet) holding this daemon's sandbox firewall; unique per daemon on a host" },
+        { "net_link_prefix", S(net_link_prefix), "sp-", 0, 0, NULL, "name prefix of this daemon's host-side links: 1-9 letters or digits and a final '-'; unique per daemon on a host" },
+        { "gateway_dns_port", U(gateway_dns_port), "10053", 1, 65535, NULL, "the gateway's DNS port on each host end (sandbox port 53 is redirected to it)" },
+        { "gateway_proxy_port", U(gateway_proxy_port), "10080", 1, 65535, NULL, "the gateway's explicit HTTP proxy port on each host end (HTTP_PROXY in sandboxes)" },
+        { "gateway_transparent_port", U(gateway_transparent_port), "10081", 1, 65535, NULL, "the gateway's port for intercepted TCP (every other TCP connection of a sandbox is redirected to it)" },
 };
 const size_t config_table_size = ELEMENTSOF(config_table);
 
@@ -247,6 +253,11 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                         snprintf(errbuf, errbuf_size, "warm_pool: %s", sub);
                         return r;
                 }
+        }
+        if (c->gateway_dns_port == c->gateway_proxy_port || c->gateway_dns_port == c->gateway_transparent_port ||
+            c->gateway_proxy_port == c->gateway_transparent_port) {
+                snprintf(errbuf, errbuf_size, "the gateway ports must differ from each other");
+                return -EINVAL;
         }
         if (c->default_cpu_millis > c->max_cpu_millis || c->default_memory_mb > c->max_memory_mb ||
             c->default_disk_mb > c->max_disk_mb || c->default_pids_max > c->max_pids) {

@@ -52,6 +52,12 @@ typedef struct Config {
         char warm_pool[CONFIG_STR_MAX];/* "template:count,..." kept created and paused */
         char default_network[CONFIG_STR_MAX]; /* egress policy JSON of a create that names none; "" = no egress */
         char gateway_dns_upstream[64]; /* "a.b.c.d[:port]" the gateway resolves through; "" = /etc/resolv.conf */
+        char net_pool[32];             /* private IPv4 CIDR the sandbox links' /31s come from */
+        char net_table[40];            /* this daemon's nftables table (inet) */
+        char net_link_prefix[16];      /* name prefix of this daemon's host-side links */
+        uint64_t gateway_dns_port;     /* the gateway's listeners on every host end */
+        uint64_t gateway_proxy_port;
+        uint64_t gateway_transparent_port;
 } Config;
 
 /* One entry of warm_pool. */

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <net/if.h>
+
+#include "addr-pool.h"
 #include "api-error.h"
 #include "config.h"
+#include "firewall.h"
 #include "json.h"
 #include "pool.h"
 #include "runtime.h"
@@ -18,6 +22,8 @@ typedef struct LiveSandbox {
         uint64_t oom_kills; /* last count seen */
         bool reaping;       /* deleted: killed, the kernel still tearing its processes down */
         int64_t reap_usec;  /* when the delete killed it */
+        uint64_t slot;      /* uid range and network link */
+        bool net;           /* has a network link (ns runtime), firewall element and gateway registration */
 } LiveSandbox;
 
 /* A sandbox as the worker protocol describes it. */
@@ -44,6 +50,10 @@ typedef struct Worker {
         char agent_dir[512];
         LiveSandbox *live;
         size_t n_live, allocated_live;
+        Firewall *firewall;        /* libnftables context for net_table */
+        AddrPool net_pool;
+        FirewallPorts gateway_ports;
+        int self_netns_fd;         /* the worker's own network namespace, to return to */
 } Worker;
 
 /* worker-sandbox.c */
@@ -59,6 +69,7 @@ typedef struct WorkerPending {
         RuntimePending p;      /* rt->spawn's */
         RuntimeInstance inst;  /* a runtime without spawn creates at once */
         bool created;
+        uint64_t slot;         /* uid range and network link */
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
@@ -74,7 +85,8 @@ void worker_reap_finish(Worker *w, LiveSandbox *l);
 /* At stop: waits (bounded) for the sandboxes still being torn down and finishes them. */
 void worker_reap_all(Worker *w, int timeout_msec);
 LiveSandbox *worker_live_find(Worker *w, const char *id);
-int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, pid_t pid, uint64_t starttime, int pidfd);
+int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, uint64_t slot, pid_t pid, uint64_t starttime,
+                    int pidfd);
 /* The runtime called name ("ns", "vm"; NULL/"" = ns), or NULL with an error if it is not available here. */
 const RuntimeOps *worker_runtime(Worker *w, const char *name, ApiError *e);
 /* The runtime of a live sandbox (ns if it is not live). */
@@ -102,6 +114,20 @@ void worker_reply_ok(JsonWriter *jw);
 
 /* Once a second: OOM kills inside sandboxes become events. */
 void worker_tick(Worker *w);
+
+/* worker-net.c: the sandbox's veth pair, firewall element and gateway registration */
+#define NET_PREFIX_NAME_MAX 9U /* letters/digits before the '-' of net_link_prefix */
+int worker_net_setup(Worker *w);
+void worker_net_done(Worker *w);
+int worker_net_link_name(const Worker *w, uint64_t slot, char buf[static IFNAMSIZ]);
+int worker_net_pair(const Worker *w, uint64_t slot, AddrPair *ret);
+/* Proxy variables into *env, the text of /etc/resolv.conf into resolv. */
+int worker_net_env(const Worker *w, uint64_t slot, char ***env, char *resolv, size_t resolv_size);
+/* After the runtime started PID 1 (pid): link, firewall, gateway; on failure nothing of them remains. */
+int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, ApiError *e);
+/* Idempotent: whatever of the three exists goes. */
+void worker_net_detach(Worker *w, const char *id, uint64_t slot);
+int worker_net_reconcile(Worker *w);
 
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);

@@ -40,7 +40,7 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                 rt = streq(sb->runtime, "vm") ? w->vm : w->runtime;
                 r = rt ? rt->adopt(sb->id, (pid_t) sb->pid, sb->pid_starttime, &pidfd) : -EOPNOTSUPP;
                 if (r >= 0 && worker_agent_socket(w, sb->id, sock, sizeof sock) >= 0 && access(sock, F_OK) == 0) {
-                        r = worker_live_add(w, rt, sb->id, (pid_t) sb->pid, sb->pid_starttime, pidfd);
+                        r = worker_live_add(w, rt, sb->id, sb->slot, (pid_t) sb->pid, sb->pid_starttime, pidfd);
                         if (r >= 0) {
                                 /* a crash may have left the freezer otherwise (e.g. mid-checkpoint):
                                  * set it to what the store says, whatever it is now */
@@ -49,6 +49,7 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                                 if (rt->freeze(sb->id, frozen) < 0)
                                         log_warning("Cannot %s sandbox %s", frozen ? "freeze" : "thaw", sb->id);
                                 l->frozen = frozen;
+                                l->net = rt == w->runtime;
                                 log_info("Found sandbox %s running (pid %" PRIi64 ")", sb->id, sb->pid);
                                 return 0;
                         }
@@ -134,6 +135,10 @@ int worker_reconcile(Worker *w) {
                 }
         (void) remove_orphan_agent_dirs(w);
         sandbox_array_free(list, n);
+        /* the links of the live sandboxes, this daemon's firewall table, no other link of ours */
+        r = worker_net_reconcile(w);
+        if (r < 0)
+                return r;
 
         if (orphans || found) {
                 char data[128];

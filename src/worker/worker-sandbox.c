@@ -42,14 +42,15 @@ const RuntimeOps *worker_runtime_of(Worker *w, const char *id) {
         return l && l->rt ? l->rt : w->runtime;
 }
 
-int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, pid_t pid, uint64_t starttime, int pidfd) {
+int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, uint64_t slot, pid_t pid, uint64_t starttime,
+                    int pidfd) {
         struct epoll_event ev = { .events = EPOLLIN };
         LiveSandbox *l;
 
         if (GREEDY_REALLOC(w->live, w->allocated_live, w->n_live + 1) < 0)
                 return -ENOMEM;
         l = &w->live[w->n_live];
-        *l = (LiveSandbox){ .pid = pid, .starttime = starttime, .pidfd = pidfd, .rt = rt };
+        *l = (LiveSandbox){ .pid = pid, .starttime = starttime, .pidfd = pidfd, .rt = rt, .slot = slot };
         (void) rt->oom_kills(id, &l->oom_kills);
         if (strscpy(l->id, sizeof l->id, id) < 0)
                 return -ENAMETOOLONG;
@@ -109,6 +110,9 @@ int worker_cleanup_sandbox(Worker *w, const char *id, bool remove_root) {
 
         if (worker_agent_socket(w, id, sock, sizeof sock) < 0)
                 return -ENAMETOOLONG;
+        l = worker_live_find(w, id);
+        if (l && l->net)
+                worker_net_detach(w, id, l->slot);
         /* every runtime's destroy is idempotent: a sandbox that is not live may be of either */
         k = worker_runtime_of(w, id)->destroy(id, sock);
         if (k < 0)
@@ -216,7 +220,8 @@ RuntimeLimits worker_spec_limits(const WorkerSpec *s) {
 }
 
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e) {
-        char sock[PATH_MAX], dir[PATH_MAX], hostname[64], err[1024] = "";
+        char sock[PATH_MAX], dir[PATH_MAX], hostname[64], err[1024] = "", resolv[256];
+        _cleanup_strv_free_ char **env = NULL;
         const RuntimeOps *rt = worker_runtime(w, s->runtime, e);
         bool vm = rt && rt == w->vm;
         int r;
@@ -226,8 +231,19 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 return -EOPNOTSUPP;
         if (strscpy(ret->id, sizeof ret->id, s->id) < 0)
                 return api_error(e, -ENAMETOOLONG, API_INVALID_ARGUMENT, "bad sandbox id");
+        ret->slot = s->slot;
         if (worker_live_find(w, s->id))
                 return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", s->id);
+        for (char **x = s->env; x && *x; x++)
+                if (strv_extend(&env, *x) < 0)
+                        return api_error(e, -ENOMEM, API_INTERNAL, "out of memory");
+        /* the sandbox network (veth, firewall, gateway) is the ns runtime's */
+        if (!vm) {
+                r = worker_net_env(w, s->slot, &env, resolv, sizeof resolv);
+                if (r < 0)
+                        return api_error(e, r, API_INTERNAL, "cannot describe the network of slot %" PRIu64 ": %s",
+                                         s->slot, strerror(-r));
+        }
         snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, s->id);
         if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
                 r = negative_errno();
@@ -245,10 +261,11 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 .hostname = hostname,
                 .uid_base = (uid_t) (w->config->uid_base + s->slot * RUNTIME_ID_RANGE),
                 .limits = worker_spec_limits(s),
-                .env = s->env,
+                .env = env,
                 .agent_socket = sock,
                 .agent_exe_fd = w->agent_exe_fd,
                 .seccomp = &w->seccomp,
+                .resolv_conf = vm ? NULL : resolv,
         };
         if (rt->spawn)
                 r = rt->spawn(&rs, &ret->p, err, sizeof err);
@@ -278,11 +295,20 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 log_warning("Failed to start sandbox %s: %s", p->id, err);
                 return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
         }
-        r = worker_live_add(w, p->rt, p->id, inst.pid, inst.starttime, inst.pidfd);
+        r = worker_live_add(w, p->rt, p->id, p->slot, inst.pid, inst.starttime, inst.pidfd);
         if (r < 0) {
                 safe_close(inst.pidfd);
                 (void) worker_cleanup_sandbox(w, p->id, false);
                 return api_error(e, r, API_INTERNAL, "cannot track the sandbox: %s", strerror(-r));
+        }
+        /* the agent waits for connections; nothing runs inside before the create returns */
+        if (p->rt == w->runtime) {
+                r = worker_net_attach(w, p->id, p->slot, inst.pid, e);
+                if (r < 0) {
+                        (void) worker_cleanup_sandbox(w, p->id, false);
+                        return r;
+                }
+                worker_live_find(w, p->id)->net = true;
         }
         *ret_pid = inst.pid;
         *ret_starttime = inst.starttime;
@@ -355,6 +381,11 @@ static void reap_begin(Worker *w, LiveSandbox *l) {
 
         l->reaping = true;
         l->reap_usec = now_usec();
+        /* its network goes now: the slot may be handed to a new sandbox meanwhile */
+        if (l->net) {
+                worker_net_detach(w, l->id, l->slot);
+                l->net = false;
+        }
         /* nothing may reach its agent any more */
         if (worker_agent_socket(w, l->id, sock, sizeof sock) >= 0)
                 (void) unlink(sock);
@@ -432,6 +463,8 @@ void worker_sandbox_died(Worker *w, LiveSandbox *l) {
         int r;
 
         memcpy(id, l->id, sizeof id);
+        if (l->net)
+                worker_net_detach(w, id, l->slot);
         if (waitid(P_PIDFD, (id_t) l->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
                 snprintf(reason, sizeof reason, "sandbox init exited");
         else if (si.si_code == CLD_EXITED)

@@ -215,6 +215,21 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                 json_w_key(jw, "storage");
                 json_w_raw(jw, pool);
                 json_w_kv_int(jw, "sandboxes_running", (int64_t) w->n_live);
+                json_w_key(jw, "network");
+                json_w_object_begin(jw);
+                json_w_kv_string(jw, "pool", w->config->net_pool);
+                json_w_kv_int(jw, "links", (int64_t) addr_pool_slots(&w->net_pool));
+                json_w_kv_string(jw, "nft_table", w->config->net_table);
+                json_w_kv_string(jw, "link_prefix", w->config->net_link_prefix);
+                json_w_kv_bool(jw, "ipv6", false);
+                json_w_kv_string(jw, "default_egress", "none");
+                json_w_key(jw, "gateway_ports");
+                json_w_object_begin(jw);
+                json_w_kv_int(jw, "dns", (int64_t) w->config->gateway_dns_port);
+                json_w_kv_int(jw, "proxy", (int64_t) w->config->gateway_proxy_port);
+                json_w_kv_int(jw, "transparent", (int64_t) w->config->gateway_transparent_port);
+                json_w_object_end(jw);
+                json_w_object_end(jw);
                 json_w_kv_string(jw, "worker", "local");
                 json_w_object_end(jw);
                 json_w_object_end(jw);
@@ -377,7 +392,7 @@ out:
 int worker_main(const Config *config, int ready_fd) {
         _cleanup_close_ int lfd = -EBADF, sfd = -EBADF;
         char sockpath[PATH_MAX];
-        Worker w = { .config = config, .agent_exe_fd = -EBADF, .epoll_fd = -EBADF };
+        Worker w = { .config = config, .agent_exe_fd = -EBADF, .epoll_fd = -EBADF, .self_netns_fd = -EBADF };
         sigset_t mask;
         int r;
 
@@ -443,6 +458,9 @@ int worker_main(const Config *config, int ready_fd) {
                 r = negative_errno();
                 goto finish;
         }
+        r = worker_net_setup(&w);
+        if (r < 0)
+                goto finish;
         r = worker_reconcile(&w);
         if (r < 0)
                 goto finish;
@@ -474,6 +492,7 @@ int worker_main(const Config *config, int ready_fd) {
 finish:
         safe_close(ready_fd);
         worker_reap_all(&w, WORKER_STOP_REAP_MSEC);
+        worker_net_done(&w);
         if (w.pool && w.n_live == 0) {
                 /* nothing runs: leave no mount or loop device behind */
                 int k = pool_release(w.pool);

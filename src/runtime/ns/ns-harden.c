@@ -199,6 +199,25 @@ int ns_write_machine_id(void) {
         return k == (ssize_t) sizeof id ? 0 : -1;
 }
 
+int ns_write_resolv_conf(const char *content) {
+        size_t n = strlen(content);
+        ssize_t k;
+        int fd;
+
+        fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno == ELOOP) {
+                /* a symlink (e.g. to a resolver stub that is not running here) */
+                if (unlink("/etc/resolv.conf") < 0)
+                        return -1;
+                fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        }
+        if (fd < 0)
+                return errno == ENOENT || errno == EISDIR || errno == EROFS ? 0 : -1;
+        k = write(fd, content, n);
+        close(fd);
+        return k == (ssize_t) n ? 0 : -1;
+}
+
 /* Lowers a limit to want (never raises it: that needs host privileges). */
 static int lower_rlimit(int resource, rlim_t want) {
         struct rlimit cur;

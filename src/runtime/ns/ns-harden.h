@@ -28,6 +28,10 @@ int ns_mask_proc(int rootfd);
 int ns_fake_boot_id(int rootfd, const char *scratch);
 /* A fresh /etc/machine-id (32 hex digits from getrandom). No /etc: nothing. */
 int ns_write_machine_id(void);
+/* /etc/resolv.conf with content (a symlink there is replaced by the file;
+ * no /etc, or a directory in its place: nothing). Inside the sandbox's own
+ * root, after pivot_root, so no path of the host is ever followed. */
+int ns_write_resolv_conf(const char *content);
 /* nofile, nproc, core = 0, fsize. */
 int ns_set_rlimits(const RuntimeLimits *l);
 /* Drops capabilities to ns_caps_allowed, clears ambient, locks securebits,

@@ -31,6 +31,7 @@ static const char *const step_names[_NS_STEP_MAX] = {
         [NS_STEP_PIVOT] = "pivot-root",
         [NS_STEP_HOSTNAME] = "hostname",
         [NS_STEP_LOOPBACK] = "loopback",
+        [NS_STEP_RESOLV_CONF] = "resolv-conf",
         [NS_STEP_MACHINE_ID] = "machine-id",
         [NS_STEP_RLIMITS] = "rlimits",
         [NS_STEP_FDS] = "fds",
@@ -312,6 +313,8 @@ void ns_child_main(const NsChildArgs *a) {
         /* 10. identity and network */
         CHECK(a, NS_STEP_HOSTNAME, sethostname(spec->hostname, strlen(spec->hostname)));
         step_loopback(a);
+        if (spec->resolv_conf)
+                CHECK(a, NS_STEP_RESOLV_CONF, ns_write_resolv_conf(spec->resolv_conf));
         CHECK(a, NS_STEP_MACHINE_ID, ns_write_machine_id());
         CHECK(a, NS_STEP_RLIMITS, ns_set_rlimits(&spec->limits));
 

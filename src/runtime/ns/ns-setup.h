@@ -20,6 +20,7 @@ typedef enum NsStep {
         NS_STEP_PIVOT,
         NS_STEP_HOSTNAME,
         NS_STEP_LOOPBACK,
+        NS_STEP_RESOLV_CONF,
         NS_STEP_MACHINE_ID,
         NS_STEP_RLIMITS,
         NS_STEP_FDS,

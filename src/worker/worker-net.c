@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/* The sandbox network on this host: a veth pair into each sandbox's network
+ * namespace (its /31 out of net_pool, by the sandbox's slot), one element of
+ * this daemon's nftables set per link (firewall.h: the gateway's ports on the
+ * host end only, everything else redirected or dropped), and the gateway told
+ * about each sandbox. Everything global on the host carries this daemon's
+ * names: the table (net_table) and the link prefix (net_link_prefix). */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <stdio.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+#include "veth.h"
+#include "worker-internal.h"
+
+/* The gateway's side of the contract (src/gateway/gateway-client.h, built
+ * on another branch): a sandbox is registered with its addresses once its
+ * link is up and unregistered before the link goes. Until that header is on
+ * main these are the one place to wire it; without a gateway nothing leaves
+ * a sandbox (the firewall's default). */
+static int gateway_register(Worker *w, const char *id, const AddrPair *pair) {
+        (void) w;
+        (void) id;
+        (void) pair;
+        return 0;
+}
+
+static void gateway_unregister(Worker *w, const char *id) {
+        (void) w;
+        (void) id;
+}
+
+/* prefix: 1..NET_PREFIX_NAME_MAX letters or digits and one final '-', so no
+ * daemon's prefix is a prefix of another's (their catch-all rules stay apart). */
+static bool link_prefix_is_valid(const char *p) {
+        size_t n = strlen(p);
+        if (n < 2 || n > NET_PREFIX_NAME_MAX + 1 || p[n - 1] != '-')
+                return false;
+        for (size_t i = 0; i + 1 < n; i++)
+                if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9')))
+                        return false;
+        return true;
+}
+
+int worker_net_link_name(const Worker *w, uint64_t slot, char buf[static IFNAMSIZ]) {
+        int k = snprintf(buf, IFNAMSIZ, "%s%" PRIu64, w->config->net_link_prefix, slot);
+        return k < 0 || k >= IFNAMSIZ ? -ENAMETOOLONG : 0;
+}
+
+int worker_net_pair(const Worker *w, uint64_t slot, AddrPair *ret) {
+        if (slot > UINT32_MAX)
+                return -ERANGE;
+        return addr_pool_slot(&w->net_pool, (uint32_t) slot, ret);
+}
+
+int worker_net_setup(Worker *w) {
+        const Config *c = w->config;
+        char name[IFNAMSIZ];
+        int r;
+
+        r = addr_pool_parse(c->net_pool, strlen(c->net_pool), &w->net_pool);
+        if (r < 0)
+                return log_error_errno(r, "net_pool '%s' is not a private IPv4 CIDR (10/8, 172.16/12, 192.168/16; "
+                                       "prefix length 8..30, base aligned)", c->net_pool);
+        if (addr_pool_slots(&w->net_pool) < c->slots_max)
+                return log_error_errno(-ERANGE, "net_pool %s holds %" PRIu32 " sandbox links, slots_max is %" PRIu64
+                                       ": take a larger pool or fewer slots", c->net_pool,
+                                       addr_pool_slots(&w->net_pool), c->slots_max);
+        if (!link_prefix_is_valid(c->net_link_prefix))
+                return log_error_errno(-EINVAL, "net_link_prefix '%s' must be 1-%u letters or digits and a final '-'",
+                                       c->net_link_prefix, NET_PREFIX_NAME_MAX);
+        if (worker_net_link_name(w, c->slots_max - 1, name) < 0)
+                return log_error_errno(-ENAMETOOLONG, "net_link_prefix '%s' plus a slot number up to %" PRIu64
+                                       " is longer than a link name may be (15)", c->net_link_prefix,
+                                       c->slots_max - 1);
+        if (!firewall_table_name_is_valid(c->net_table))
+                return log_error_errno(-EINVAL, "net_table '%s' must be 1-%u letters, digits, '-' or '_'",
+                                       c->net_table, FIREWALL_TABLE_NAME_MAX);
+        w->gateway_ports = (FirewallPorts){
+                .dns = (uint16_t) c->gateway_dns_port,
+                .proxy = (uint16_t) c->gateway_proxy_port,
+                .transparent = (uint16_t) c->gateway_transparent_port,
+        };
+        w->self_netns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (w->self_netns_fd < 0)
+                return log_error_errno(errno, "Cannot open our network namespace: %m");
+        r = firewall_new(&w->firewall);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create an nftables context: %m");
+        return 0;
+}
+
+void worker_net_done(Worker *w) {
+        if (w->firewall && w->n_live == 0) {
+                /* nothing runs: no table left behind (links went with their namespaces) */
+                int r = firewall_teardown(w->firewall, w->config->net_table);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot remove nftables table %s: %s", w->config->net_table,
+                                          firewall_last_error(w->firewall));
+        }
+        w->firewall = firewall_free(w->firewall);
+        w->self_netns_fd = safe_close(w->self_netns_fd);
+}
+
+/* The pair into the namespace of pid, both ends configured. A link of that
+ * name is a leftover of an earlier life of the slot: replaced. */
+static int link_up(Worker *w, const char *link, const AddrPair *pair, pid_t pid) {
+        char p[64];
+        int r;
+
+        snprintf(p, sizeof p, "/proc/%d/ns/net", (int) pid);
+        _cleanup_close_ int nsfd = open(p, O_RDONLY | O_CLOEXEC);
+        if (nsfd < 0)
+                return negative_errno();
+        r = veth_create(link, VETH_PEER_DEFAULT, nsfd);
+        if (r == -EEXIST) {
+                (void) veth_delete(link);
+                r = veth_create(link, VETH_PEER_DEFAULT, nsfd);
+        }
+        if (r < 0)
+                return r;
+        r = veth_configure_host(link, pair);
+        if (r >= 0)
+                r = veth_configure_peer_here(nsfd, w->self_netns_fd, VETH_PEER_DEFAULT, pair);
+        if (r < 0)
+                (void) veth_delete(link);
+        return r;
+}
+
+int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, ApiError *e) {
+        char link[IFNAMSIZ];
+        AddrPair pair;
+        int r;
+
+        if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
+                return api_error(e, -ERANGE, API_INTERNAL, "slot %" PRIu64 " has no network link here", slot);
+        FirewallLink fl = { .link = link, .addr = pair.peer, .gateway = pair.host };
+
+        r = link_up(w, link, &pair, pid);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "cannot create the network link %s: %s", link, strerror(-r));
+        r = firewall_add_link(w->firewall, w->config->net_table, &fl);
+        if (r < 0) {
+                (void) veth_delete(link);
+                return api_error(e, r, API_INTERNAL, "cannot add firewall rules for %s: %s", link,
+                                 r == -EPROTO ? firewall_last_error(w->firewall) : strerror(-r));
+        }
+        r = gateway_register(w, id, &pair);
+        if (r < 0) {
+                (void) firewall_remove_link(w->firewall, w->config->net_table, &fl);
+                (void) veth_delete(link);
+                return api_error(e, r, API_INTERNAL, "cannot register sandbox %s with the gateway: %s", id,
+                                 strerror(-r));
+        }
+        return 0;
+}
+
+void worker_net_detach(Worker *w, const char *id, uint64_t slot) {
+        char link[IFNAMSIZ];
+        AddrPair pair;
+        int r;
+
+        if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
+                return;
+        FirewallLink fl = { .link = link, .addr = pair.peer, .gateway = pair.host };
+        gateway_unregister(w, id);
+        r = veth_delete(link);
+        if (r < 0 && r != -ENODEV)
+                log_warning_errno(r, "Cannot delete network link %s of sandbox %s: %m", link, id);
+        r = firewall_remove_link(w->firewall, w->config->net_table, &fl);
+        if (r < 0)
+                log_warning_errno(r, "Cannot remove the firewall element of %s (sandbox %s): %s", link, id,
+                                  r == -EPROTO ? firewall_last_error(w->firewall) : strerror(-r));
+}
+
+/* At start, after the live sandboxes are adopted: the table is rebuilt with
+ * exactly their links (one transaction), missing links are made again, and
+ * links with our prefix that no live sandbox owns are deleted. */
+int worker_net_reconcile(Worker *w) {
+        _cleanup_free_ FirewallLink *fl = new0(FirewallLink, w->n_live);
+        char (*names)[IFNAMSIZ] = calloc(w->n_live ?: 1, IFNAMSIZ);
+        struct if_nameindex *ifs;
+        size_t n = 0;
+        int r;
+
+        if (!fl || !names) {
+                free(names);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < w->n_live; i++) {
+                LiveSandbox *l = &w->live[i];
+                AddrPair pair;
+
+                if (!l->net)
+                        continue;
+                if (worker_net_link_name(w, l->slot, names[n]) < 0 || worker_net_pair(w, l->slot, &pair) < 0) {
+                        log_warning("Sandbox %s: slot %" PRIu64 " has no network link here", l->id, l->slot);
+                        continue;
+                }
+                if (if_nametoindex(names[n]) == 0 || veth_configure_host(names[n], &pair) < 0) {
+                        log_info("Sandbox %s: network link %s missing, making it again", l->id, names[n]);
+                        r = link_up(w, names[n], &pair, l->pid);
+                        if (r < 0) {
+                                log_warning_errno(r, "Sandbox %s: cannot make its network link again: %m", l->id);
+                                continue;
+                        }
+                }
+                fl[n] = (FirewallLink){ .link = names[n], .addr = pair.peer, .gateway = pair.host };
+                n++;
+        }
+        r = firewall_setup(w->firewall, w->config->net_table, w->config->net_link_prefix, &w->gateway_ports, fl, n);
+        if (r < 0) {
+                log_error_errno(r, "Cannot set up nftables table %s: %s", w->config->net_table,
+                                r == -EPROTO ? firewall_last_error(w->firewall) : strerror(-r));
+                free(names);
+                return r;
+        }
+        for (size_t i = 0; i < w->n_live; i++) {
+                AddrPair pair;
+                if (worker_net_pair(w, w->live[i].slot, &pair) >= 0)
+                        (void) gateway_register(w, w->live[i].id, &pair);
+        }
+
+        ifs = if_nameindex();
+        for (struct if_nameindex *i = ifs; i && i->if_index != 0; i++) {
+                bool owned = false;
+                if (!startswith(i->if_name, w->config->net_link_prefix))
+                        continue;
+                for (size_t j = 0; j < n && !owned; j++)
+                        owned = streq(names[j], i->if_name);
+                if (owned)
+                        continue;
+                log_info("Removing orphan network link %s", i->if_name);
+                r = veth_delete(i->if_name);
+                if (r < 0 && r != -ENODEV)
+                        log_warning_errno(r, "Cannot delete network link %s: %m", i->if_name);
+        }
+        if (ifs)
+                if_freenameindex(ifs);
+        free(names);
+        return 0;
+}
+
+static bool env_has(char **env, const char *key) {
+        size_t n = strlen(key);
+        for (char **e = env; e && *e; e++)
+                if (strncmp(*e, key, n) == 0 && (*e)[n] == '=')
+                        return true;
+        return false;
+}
+
+/* What a sandbox on slot is told about its network: the host end is its DNS
+ * server and its HTTP(S) proxy. Appends to *env (keys the caller set win). */
+int worker_net_env(const Worker *w, uint64_t slot, char ***env, char *resolv, size_t resolv_size) {
+        static const char *const keys[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
+        char host[INET_ADDRSTRLEN], proxy[64];
+        AddrPair pair;
+        int r;
+
+        r = worker_net_pair(w, slot, &pair);
+        if (r < 0)
+                return r;
+        if (!inet_ntop(AF_INET, &pair.host, host, sizeof host))
+                return -EINVAL;
+        snprintf(proxy, sizeof proxy, "http://%s:%" PRIu64, host, w->config->gateway_proxy_port);
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (!env_has(*env, keys[i]) && strv_push(env, strjoin(keys[i], "=", proxy)) < 0)
+                        return -ENOMEM;
+        if (!env_has(*env, "NO_PROXY") && strv_push(env, strdup("NO_PROXY=localhost,127.0.0.1,::1")) < 0)
+                return -ENOMEM;
+        if (!env_has(*env, "no_proxy") && strv_push(env, strdup("no_proxy=localhost,127.0.0.1,::1")) < 0)
+                return -ENOMEM;
+        r = snprintf(resolv, resolv_size, "# written by space: the sandbox gateway\nnameserver %s\n", host);
+        return r < 0 || (size_t) r >= resolv_size ? -ENOBUFS : 0;
+}
