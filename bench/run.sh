@@ -13,6 +13,9 @@ mkdir -p build-release/templates
 state=$(mktemp -d /tmp/space-bench-XXXXXX)
 rootfs=$(mktemp -d /tmp/space-bench-rootfs-XXXXXX)
 port=$((20000 + $$ % 20000))
+# host-global names of its own (nft table, link prefix, address pool), so a
+# bench beside a running spaced or a test run does not touch theirs
+net="--net-table spacebench$$ --net-link-prefix b$(($$ % 100000))- --net-pool 10.$((160 + $$ % 32)).0.0/16"
 cleanup() {
         if [ -f "$state/spaced.pid" ]; then
                 pid=$(cat "$state/spaced.pid")
@@ -25,7 +28,7 @@ trap cleanup EXIT INT TERM
 tar -C "$rootfs" -xf build-release/templates/base.tar
 build-release/src/spaced/spaced --state-dir "$state" --listen "127.0.0.1:$port" \
         --template-dir "$top/build-release/templates" --cgroup-root space-bench --pool-size-mb 4096 \
-        --log-level warning >"$state/spaced.log" 2>&1 &
+        --log-level warning $net >"$state/spaced.log" 2>&1 &
 for i in $(seq 1 300); do
         curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
         sleep 0.1

@@ -5,6 +5,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -101,8 +102,11 @@ static int route_add_default(int fd, unsigned ifindex, struct in_addr gateway) {
         return netlink_call(fd, &m);
 }
 
+static int sysctl_write_one(const char *path);
+
 int veth_configure_host(const char *host_name, const AddrPair *pair) {
         _cleanup_close_ int fd = -EBADF;
+        char v6[128];
         int r;
 
         if (!veth_name_is_valid(host_name) || pair->prefixlen != 31)
@@ -110,6 +114,11 @@ int veth_configure_host(const char *host_name, const AddrPair *pair) {
         unsigned ifindex = if_nametoindex(host_name);
         if (ifindex == 0)
                 return -ENODEV;
+        /* no IPv6 on the host end either: not even a link-local address */
+        snprintf(v6, sizeof v6, "/proc/sys/net/ipv6/conf/%s/disable_ipv6", host_name);
+        r = sysctl_write_one(v6);
+        if (r < 0)
+                return r;
         r = netlink_open(&fd);
         if (r < 0)
                 return r;

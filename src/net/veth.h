@@ -22,7 +22,7 @@ bool veth_name_is_valid(const char *name);
  * the namespace netns_fd, both down and without addresses: -EINVAL on a bad
  * name, -EEXIST if host_name exists. */
 int veth_create(const char *host_name, const char *peer_name, int netns_fd);
-/* Adds pair->host/31 to host_name and sets it up. */
+/* Adds pair->host/31 to host_name, disables IPv6 on it and sets it up. */
 int veth_configure_host(const char *host_name, const AddrPair *pair);
 /* Inside netns_fd (from a forked child): lo and peer_name up, pair->peer/31 on
  * peer_name, default route via pair->host, IPv6 disabled. */

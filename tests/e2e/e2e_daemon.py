@@ -31,6 +31,44 @@ TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 ADMIN = object()   # the default: the daemon's bootstrap admin key
 
+# Every daemon's network is its own: an nft table, a link-name prefix (letters
+# and digits and one final '-', so no daemon's catch-all rule matches another's
+# links) and a /19 of 10.64.0.0/10 (4,096 /31s = the default slots_max), taken
+# by holding a lock file in the cache directory, so concurrent sessions never
+# share a pool.
+NET_POOL_BASE = (10 << 24) | (64 << 16)
+NET_POOL_SIZE = 1 << 13
+NET_POOLS = 512
+
+
+def _b36(n):
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
+def take_net_pool():
+    """(index, open lock file) of a free pool; the lock lasts while the file is open."""
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    for i in range(NET_POOLS):
+        f = open(os.path.join(CACHE_DIR, f"net-pool-{i}.lock"), "w")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        return i, f
+    raise RuntimeError(f"all {NET_POOLS} e2e network pools are taken")
+
+
+def net_pool_cidr(i):
+    b = NET_POOL_BASE + i * NET_POOL_SIZE
+    return f"{b >> 24}.{(b >> 16) & 255}.{(b >> 8) & 255}.{b & 255}/19"
+
 
 def free_port():
     with socket.socket() as s:
@@ -216,20 +254,36 @@ class Daemon:
         self.uid_base = uid_base
         self.log_offset = 0
         self.starts = 0
+        self.net_index, self._net_lock = take_net_pool()
+        self.net_pool = net_pool_cidr(self.net_index)
+        self.net_table = f"{session.tag}-{n}"
+        self.net_prefix = f"e{_b36(os.getpid())}{_b36(n)}-"
 
     # ---- process ----
     def args(self):
         a = [self.s.spaced_bin, "--state-dir", self.state_dir, "--listen", f"{self.host}:{self.port}",
              "--template-dir", self.template_dir, "--agent-path", self.s.agent_bin,
-             "--pool-size-mb", "8192", "--cgroup-root", self.cgroup_root, "--log-level", "debug"]
+             "--pool-size-mb", "8192", "--cgroup-root", self.cgroup_root, "--log-level", "debug"] + self.net_args()
         if self.uid_base is not None:
             a += [f"--uid-base={self.uid_base}", "--slots-max=1024"]
         return a + self.extra_args
 
+    def net_args(self):
+        return ["--net-pool", self.net_pool, "--net-table", self.net_table, "--net-link-prefix", self.net_prefix]
+
+    def net_links(self):
+        """This daemon's host-side links (its prefix)."""
+        return {l for l in host.links() if l.startswith(self.net_prefix)}
+
+    def net_table_exists(self):
+        return host.nft_table_exists(self.net_table)
+
     def config_env(self):
         """The same configuration as SPACE_* variables (for 'space up')."""
         env = {"SPACE_TEMPLATE_DIR": self.template_dir, "SPACE_AGENT_PATH": self.s.agent_bin,
-               "SPACE_POOL_SIZE_MB": "8192", "SPACE_CGROUP_ROOT": self.cgroup_root, "SPACE_LOG_LEVEL": "debug"}
+               "SPACE_POOL_SIZE_MB": "8192", "SPACE_CGROUP_ROOT": self.cgroup_root, "SPACE_LOG_LEVEL": "debug",
+               "SPACE_NET_POOL": self.net_pool, "SPACE_NET_TABLE": self.net_table,
+               "SPACE_NET_LINK_PREFIX": self.net_prefix}
         if self.uid_base is not None:
             env.update({"SPACE_UID_BASE": str(self.uid_base), "SPACE_SLOTS_MAX": "1024"})
         return env

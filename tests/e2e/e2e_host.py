@@ -200,6 +200,14 @@ def netns_list():
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
+def nft_table_exists(table):
+    try:
+        r = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
 def links():
     try:
         out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, timeout=30).stdout

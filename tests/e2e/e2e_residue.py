@@ -116,8 +116,22 @@ def alive_ids(session):
     return ids
 
 
-def offending(session, before, after, alive):
+def net_problems(session):
+    """A daemon's links (its prefix) beyond its live sandboxes: one link per
+    running sandbox at most (suspended ones have none)."""
     bad = []
+    for d in session.daemons:
+        if not d.running:
+            continue
+        links = d.net_links()
+        if len(links) > len(d.known_alive):
+            bad.append(Item("link", tuple(sorted(links)), f"network links {sorted(links)} of daemon {d.n}: more than "
+                            f"its {len(d.known_alive)} live sandboxes", [], d))
+    return bad
+
+
+def offending(session, before, after, alive):
+    bad = net_problems(session)
     for key, it in after.items():
         if key in before or it.infra:
             continue
@@ -157,6 +171,9 @@ def leftovers(session):
     new_links = host.links() - session.start_links
     for l in sorted(new_links):
         res.append(Item("link", (l,), f"network link {l}", [l]))
+    for d in session.daemons:
+        if d.net_table_exists():
+            res.append(Item("nft", (d.net_table,), f"nftables table inet {d.net_table}", []))
     for pid, st in session.extra_pids:
         if host.proc_exists(pid) and host.proc_starttime(pid) == st:
             res.append(Item("process", (pid, st), f"process {pid} {' '.join(host.proc_cmdline(pid))[:120]!r} "
@@ -221,6 +238,14 @@ def cleanup(session, log):
         if any(b.startswith(x + "/") for x in session.base_dirs):
             log(f"cleanup: losetup -d {dev} ({backing})")
             subprocess.run(["losetup", "-d", dev], capture_output=True, text=True)
+    # network: this session's links (by the daemons' prefixes) and nft tables
+    for d in session.daemons:
+        for l in sorted(d.net_links()):
+            log(f"cleanup: ip link del {l}")
+            subprocess.run(["ip", "link", "del", l], capture_output=True, text=True)
+        if d.net_table_exists():
+            log(f"cleanup: nft delete table inet {d.net_table}")
+            subprocess.run(["nft", "delete", "table", "inet", d.net_table], capture_output=True, text=True)
     for b in session.base_dirs:
         if os.path.exists(b):
             if any(mp == b or mp.startswith(b + "/") for _, mp, _, _ in host.mounts()):
@@ -265,6 +290,10 @@ def released_problems(d):
     for dev, backing in host.loop_devices().items():
         if backing.startswith(d.base_dir + "/"):
             problems.append(f"loop device {dev} ({backing}) still attached after spaced stopped")
+    for l in sorted(d.net_links()):
+        problems.append(f"network link {l} left after spaced stopped")
+    if d.net_table_exists():
+        problems.append(f"nftables table inet {d.net_table} left after spaced stopped with no sandbox")
     for root in host.cgroup_roots(d.cgroup_root):
         if os.path.basename(root) != d.cgroup_root:
             continue

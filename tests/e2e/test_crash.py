@@ -179,7 +179,7 @@ def test_stop_without_sandboxes_releases_pool(d):
 def test_double_start_refused(d):
     """A second spaced on the same state directory refuses to start."""
     p = subprocess.run(d.args()[:1] + ["--state-dir", d.state_dir, "--listen", "127.0.0.1:1",
-                                       "--cgroup-root", d.cgroup_root + "x"],
+                                       "--cgroup-root", d.cgroup_root + "x"] + d.net_args(),
                        capture_output=True, text=True, timeout=60, env=clean_env())
     assert p.returncode != 0, p
     assert d.api("GET", "/healthz", key=None).status == 200
