@@ -21,7 +21,7 @@ static const CliCommand commands[] = {
           "spaced is looked up beside this binary, then on $PATH; its output goes to DIR/spaced.log.\n" },
         { "down", cli_down, "[--state-dir DIR]", "stop the spaced of a state directory (sandboxes keep their state)",
           NULL },
-        { "info", cli_info, "", "show what this deployment offers (runtimes, storage, limits)", NULL },
+        { "info", cli_info, "", "show what this deployment offers (runtimes, storage, network, limits)", NULL },
         { "create", cli_create,
           "[--template T] [--runtime ns|vm] [--cpu N] [--memory MB] [--disk MB] [--timeout S] [--env K=V]... "
           "[--meta K=V]... [--allow HOST[:PORTS]]... [--allow-cidr CIDR[:PORTS]]... [--deny HOST|CIDR]... "

@@ -55,6 +55,7 @@ typedef struct Config {
         char net_pool[32];             /* private IPv4 CIDR the sandbox links' /31s come from */
         char net_table[40];            /* this daemon's nftables table (inet) */
         char net_link_prefix[16];      /* name prefix of this daemon's host-side links */
+        char gateway[8];               /* on | off: the egress gateway process */
         uint64_t gateway_dns_port;     /* the gateway's listeners on every host end */
         uint64_t gateway_proxy_port;
         uint64_t gateway_transparent_port;

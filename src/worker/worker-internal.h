@@ -54,7 +54,10 @@ typedef struct Worker {
         AddrPool net_pool;
         FirewallPorts gateway_ports;
         int self_netns_fd;         /* the worker's own network namespace, to return to */
+        struct GatewayClient *gateway; /* the gateway process (NULL: gateway = off) */
 } Worker;
+
+#define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
 
 /* worker-sandbox.c */
 bool id_valid(const char *id);
@@ -124,7 +127,12 @@ int worker_net_pair(const Worker *w, uint64_t slot, AddrPair *ret);
 /* Proxy variables into *env, the text of /etc/resolv.conf into resolv. */
 int worker_net_env(const Worker *w, uint64_t slot, char ***env, char *resolv, size_t resolv_size);
 /* After the runtime started PID 1 (pid): link, firewall, gateway; on failure nothing of them remains. */
-int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, ApiError *e);
+int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *policy_json, ApiError *e);
+/* The gateway's control socket is readable: its events, or a new gateway if it died. */
+void worker_net_gateway_readable(Worker *w);
+/* A running sandbox's egress policy changes at once (NULL: no egress); for
+ * one not running here nothing is to be done. */
+int worker_net_set_policy(Worker *w, const char *id, const char *policy_json, ApiError *e);
 /* Idempotent: whatever of the three exists goes. */
 void worker_net_detach(Worker *w, const char *id, uint64_t slot);
 int worker_net_reconcile(Worker *w);

@@ -431,21 +431,23 @@ static void set_limits(Worker *w, const JsonValue *req, bool thaw, JsonWriter *j
 }
 
 /* {"op":"set_policy","id":ID,"policy":{...}|null}: the egress policy of a
- * running sandbox. Until the gateway is wired into the worker (worker-net.c)
- * there is no gateway to tell: nothing leaves a sandbox, and the stored
- * policy is what its registration will use. */
+ * running sandbox, in effect at once (null: no egress). */
 void worker_op_set_policy(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        _cleanup_free_ char *policy = NULL;
         const JsonValue *p = json_get(req, "policy");
         ApiError e = {};
+        const char *id = req_id(req, "id", &e);
 
-        if (!json_string(json_get(req, "id"))) {
-                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "'id' is required");
+        if (!id)
                 return worker_reply_error(jw, &e);
+        if (p && !json_is_null(p)) {
+                if (json_type(p) != JSON_OBJECT || json_serialize(p, &policy, NULL) < 0) {
+                        api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "'policy' must be an object or null");
+                        return worker_reply_error(jw, &e);
+                }
         }
-        if (p && !json_is_null(p) && json_type(p) != JSON_OBJECT) {
-                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "'policy' must be an object or null");
+        if (worker_net_set_policy(w, id, policy, &e) < 0)
                 return worker_reply_error(jw, &e);
-        }
         worker_reply_ok(jw);
 }
 

@@ -10,29 +10,137 @@
 #include <inttypes.h>
 #include <net/if.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
+#include "gateway-client.h"
 #include "log.h"
 #include "str-util.h"
 #include "veth.h"
 #include "worker-internal.h"
 
-/* The gateway's side of the contract (src/gateway/gateway-client.h, built
- * on another branch): a sandbox is registered with its addresses once its
- * link is up and unregistered before the link goes. Until that header is on
- * main these are the one place to wire it; without a gateway nothing leaves
- * a sandbox (the firewall's default). */
-static int gateway_register(Worker *w, const char *id, const AddrPair *pair) {
-        (void) w;
-        (void) id;
-        (void) pair;
+/* ---- the gateway (src/gateway/gateway-client.h) ---- */
+
+/* A decision of the gateway becomes an event of the sandbox. */
+static void gateway_event(void *userdata, const char *type, const char *sandbox, const char *tenant,
+                          const char *reason, const char *data_json) {
+        Worker *w = userdata;
+        Sandbox sb = {};
+
+        (void) strscpy(sb.id, sizeof sb.id, strempty(sandbox));
+        (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, strempty(tenant));
+        worker_event(w, sandbox ? &sb : NULL, type, reason, data_json);
+}
+
+static int gateway_start(Worker *w) {
+        GatewayConfig gc;
+        int r;
+
+        r = gateway_config_default(&gc);
+        if (r < 0)
+                return r;
+        gc.dns_port = w->gateway_ports.dns;
+        gc.proxy_port = w->gateway_ports.proxy;
+        gc.transparent_port = w->gateway_ports.transparent;
+        gc.pool_base = w->net_pool.base;
+        gc.pool_prefixlen = w->net_pool.prefixlen;
+        r = gateway_client_start(&gc, gateway_event, w, &w->gateway);
+        if (r < 0)
+                return r;
+        struct epoll_event ev = { .events = EPOLLIN, .data.u64 = WORKER_TAG_GATEWAY };
+        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, gateway_client_fd(w->gateway), &ev) < 0) {
+                r = negative_errno();
+                w->gateway = gateway_client_free(w->gateway);
+                return r;
+        }
+        log_info("Gateway started (pid %d): DNS %u, proxy %u, transparent %u on each host end",
+                 (int) gateway_client_pid(w->gateway), gc.dns_port, gc.proxy_port, gc.transparent_port);
         return 0;
 }
 
+static void gateway_stop(Worker *w) {
+        if (!w->gateway)
+                return;
+        (void) epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, gateway_client_fd(w->gateway), NULL);
+        w->gateway = gateway_client_free(w->gateway);
+}
+
+/* The tenant and the egress policy come from the store (the API stores a
+ * policy before it tells the worker); spec_policy is what the request
+ * carried, used only if the store has no policy. NULL: no egress. */
+static int gateway_register(Worker *w, const char *id, const AddrPair *pair, const char *spec_policy,
+                            char *err, size_t err_size) {
+        Sandbox sb = {};
+        int r;
+
+        if (!w->gateway)
+                return 0; /* gateway = off: nothing leaves (the firewall's default) */
+        r = store_sandbox_get(w->store, NULL, id, &sb);
+        if (r < 0) {
+                snprintf(err, err_size, "sandbox %s is not in the store: %s", id, strerror(-r));
+                return r;
+        }
+        r = gateway_client_register(w->gateway, id, sb.tenant_id, pair->peer, pair->host,
+                                    sb.network_json ?: spec_policy, err, err_size);
+        sandbox_done(&sb);
+        return r;
+}
+
 static void gateway_unregister(Worker *w, const char *id) {
-        (void) w;
-        (void) id;
+        if (w->gateway)
+                (void) gateway_client_unregister(w->gateway, id);
+}
+
+/* Registers every live sandbox again (a new gateway knows none). */
+static void gateway_register_live(Worker *w) {
+        for (size_t i = 0; i < w->n_live; i++) {
+                LiveSandbox *l = &w->live[i];
+                char err[256] = "";
+                AddrPair pair;
+                int r;
+
+                if (worker_net_pair(w, l->slot, &pair) < 0)
+                        continue;
+                r = gateway_register(w, l->id, &pair, NULL, err, sizeof err);
+                if (r < 0)
+                        log_warning_errno(r, "Sandbox %s: cannot register with the gateway: %s", l->id, err);
+        }
+}
+
+void worker_net_gateway_readable(Worker *w) {
+        int r;
+
+        if (!w->gateway)
+                return;
+        r = gateway_client_dispatch(w->gateway);
+        if (r >= 0 || r == -EAGAIN)
+                return;
+        /* the gateway died: its sandboxes lose egress until a new one knows them */
+        log_error_errno(r, "The gateway (pid %d) is gone: %m; starting a new one",
+                        (int) gateway_client_pid(w->gateway));
+        worker_event(w, NULL, "gateway.restarted", "the gateway process exited", NULL);
+        gateway_stop(w);
+        r = gateway_start(w);
+        if (r < 0) {
+                log_error_errno(r, "Cannot start the gateway again: %m; sandboxes have no egress");
+                return;
+        }
+        gateway_register_live(w);
+}
+
+int worker_net_set_policy(Worker *w, const char *id, const char *policy_json, ApiError *e) {
+        char err[256] = "";
+        int r;
+
+        /* not running here (suspended, ...): its next registration reads the store */
+        if (!worker_live_find(w, id) || !w->gateway)
+                return 0;
+        r = gateway_client_set_policy(w->gateway, id, policy_json, err, sizeof err);
+        if (r < 0)
+                return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
+                                 "the gateway refused the policy of %s: %s", id, err);
+        return 0;
 }
 
 /* prefix: 1..NET_PREFIX_NAME_MAX letters or digits and one final '-', so no
@@ -92,10 +200,17 @@ int worker_net_setup(Worker *w) {
         r = firewall_new(&w->firewall);
         if (r < 0)
                 return log_error_errno(r, "Cannot create an nftables context: %m");
+        if (streq(c->gateway, "on")) {
+                r = gateway_start(w);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot start the gateway: %m");
+        } else
+                log_warning("gateway = off: sandboxes have no egress at all");
         return 0;
 }
 
 void worker_net_done(Worker *w) {
+        gateway_stop(w);
         if (w->firewall && w->n_live == 0) {
                 /* nothing runs: no table left behind (links went with their namespaces) */
                 int r = firewall_teardown(w->firewall, w->config->net_table);
@@ -132,8 +247,8 @@ static int link_up(Worker *w, const char *link, const AddrPair *pair, pid_t pid)
         return r;
 }
 
-int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, ApiError *e) {
-        char link[IFNAMSIZ];
+int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *policy_json, ApiError *e) {
+        char link[IFNAMSIZ], err[256] = "";
         AddrPair pair;
         int r;
 
@@ -150,12 +265,12 @@ int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, ApiEr
                 return api_error(e, r, API_INTERNAL, "cannot add firewall rules for %s: %s", link,
                                  r == -EPROTO ? firewall_last_error(w->firewall) : strerror(-r));
         }
-        r = gateway_register(w, id, &pair);
+        r = gateway_register(w, id, &pair, policy_json, err, sizeof err);
         if (r < 0) {
                 (void) firewall_remove_link(w->firewall, w->config->net_table, &fl);
                 (void) veth_delete(link);
-                return api_error(e, r, API_INTERNAL, "cannot register sandbox %s with the gateway: %s", id,
-                                 strerror(-r));
+                return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
+                                 "cannot register sandbox %s with the gateway: %s", id, err[0] ? err : strerror(-r));
         }
         return 0;
 }
@@ -220,11 +335,7 @@ int worker_net_reconcile(Worker *w) {
                 free(names);
                 return r;
         }
-        for (size_t i = 0; i < w->n_live; i++) {
-                AddrPair pair;
-                if (worker_net_pair(w, w->live[i].slot, &pair) >= 0)
-                        (void) gateway_register(w, w->live[i].id, &pair);
-        }
+        gateway_register_live(w);
 
         ifs = if_nameindex();
         for (struct if_nameindex *i = ifs; i && i->if_index != 0; i++) {

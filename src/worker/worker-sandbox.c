@@ -303,7 +303,7 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
         }
         /* the agent waits for connections; nothing runs inside before the create returns */
         if (p->rt == w->runtime) {
-                r = worker_net_attach(w, p->id, p->slot, inst.pid, e);
+                r = worker_net_attach(w, p->id, p->slot, inst.pid, NULL, e); /* policy: the store's */
                 if (r < 0) {
                         (void) worker_cleanup_sandbox(w, p->id, false);
                         return r;

@@ -223,6 +223,7 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                 json_w_kv_string(jw, "link_prefix", w->config->net_link_prefix);
                 json_w_kv_bool(jw, "ipv6", false);
                 json_w_kv_string(jw, "default_egress", "none");
+                json_w_kv_bool(jw, "gateway", w->gateway != NULL);
                 json_w_key(jw, "gateway_ports");
                 json_w_object_begin(jw);
                 json_w_kv_int(jw, "dns", (int64_t) w->config->gateway_dns_port);
@@ -336,6 +337,8 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                                         log_info("Worker stopping on %s", sigabbrev_np((int) si.ssi_signo));
                                         goto out;
                                 }
+                        } else if (tag == WORKER_TAG_GATEWAY) {
+                                worker_net_gateway_readable(w);
                         } else if (tag == TAG_LISTEN) {
                                 int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                                 Client *c;

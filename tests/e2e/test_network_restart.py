@@ -14,13 +14,28 @@ import subprocess
 import pytest
 
 import e2e_host as host
+import e2e_residue as residue
+
+
+@pytest.fixture(scope="module")
+def netd(e2e_session, request):
+    """A daemon of this module without the gateway (the test listens on the
+    host ends in its place)."""
+    d = e2e_session.new_daemon(extra_args=["--gateway=off"])
+    d.start()
+    yield d
+    problems = residue.teardown_daemon(d)
+    if not problems:
+        residue.remove_daemon_dir(d)
+    else:
+        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
 
 
 @pytest.fixture
-def d(fresh_spaced):
-    if not fresh_spaced.running:
-        fresh_spaced.start()
-    return fresh_spaced
+def d(netd):
+    if not netd.running:
+        netd.start()
+    return netd
 
 
 def addrs(d, sid):

@@ -5,6 +5,10 @@ its own host end. The test plays the gateway: it listens on the host end's
 proxy, transparent and DNS ports and checks where each connection lands (and,
 for redirected ones, the original destination from conntrack).
 
+The firewall tests run on a daemon of their own with `gateway = off`, so the
+test's listeners stand in for the gateway; the last test checks the wiring of
+the real gateway on the session's daemon.
+
 Traffic goes only to the sandbox links' own addresses, the host's own
 addresses and a test host in a network namespace this module creates."""
 
@@ -22,7 +26,8 @@ import time
 import pytest
 
 import e2e_host as host
-from attack_util import delete_and_check, install_probes
+import e2e_residue as residue
+from attack_util import Sandboxes, delete_and_check, install_probes
 
 SO_ORIGINAL_DST = 80
 WAIT = 3.0
@@ -94,10 +99,32 @@ class Listener:
         self.sock.close()
 
 
+@pytest.fixture(scope="module")
+def netd(e2e_session, request):
+    """A daemon without the gateway process: the tests play the gateway."""
+    d = e2e_session.new_daemon(extra_args=["--gateway=off"])
+    d.start()
+    yield d
+    problems = residue.teardown_daemon(d)
+    if not problems:
+        residue.remove_daemon_dir(d)
+    else:
+        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+
+
 @pytest.fixture
-def gateway(spaced):
+def boxes(netd, probes):
+    sb = Sandboxes(netd, probes)
+    yield sb
+    problems = sb.cleanup()
+    if problems:
+        pytest.fail("cleaning up the test's sandboxes:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def gateway(netd):
     """Listeners on a host end's gateway ports: a factory (host end -> dict)."""
-    info = net_info(spaced)["gateway_ports"]
+    info = net_info(netd)["gateway_ports"]
     made = []
 
     def make(host_end):
@@ -113,14 +140,14 @@ def gateway(spaced):
 
 
 @pytest.fixture(scope="module")
-def net_box(spaced, probes):
-    sid = spaced.create()["id"]
+def net_box(netd, probes):
+    sid = netd.create()["id"]
     try:
-        install_probes(spaced, sid, probes, ["net"])
+        install_probes(netd, sid, probes, ["net"])
         yield sid
     finally:
-        if spaced.running:
-            delete_and_check(spaced, sid)
+        if netd.running:
+            delete_and_check(netd, sid)
 
 
 def host_addresses():
@@ -136,77 +163,78 @@ def host_addresses():
 
 # ---- the link ----
 
-def test_eth0_address_route_resolver_proxy(spaced, net_box):
-    me, gw = addrs(spaced, net_box)
-    assert ipaddress.ip_address(me) in ipaddress.ip_network(spaced.net_pool)
-    route = spaced.sh(net_box, "ip -4 route show default")
+def test_eth0_address_route_resolver_proxy(netd, net_box):
+    me, gw = addrs(netd, net_box)
+    assert ipaddress.ip_address(me) in ipaddress.ip_network(netd.net_pool)
+    route = netd.sh(net_box, "ip -4 route show default")
     assert f"default via {gw} dev eth0" in route, route
-    resolv = spaced.sh(net_box, "cat /etc/resolv.conf")
+    resolv = netd.sh(net_box, "cat /etc/resolv.conf")
     assert re.findall(r"^nameserver (\S+)$", resolv, re.M) == [gw], resolv
-    port = net_info(spaced)["gateway_ports"]["proxy"]
-    env = dict(l.split("=", 1) for l in spaced.sh(net_box, "env").splitlines() if "=" in l)
+    port = net_info(netd)["gateway_ports"]["proxy"]
+    env = dict(l.split("=", 1) for l in netd.sh(net_box, "env").splitlines() if "=" in l)
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
         assert env.get(k) == f"http://{gw}:{port}", (k, env.get(k))
     assert "NO_PROXY" in env and "no_proxy" in env
     # the host end: this daemon's prefix, the even address, no IPv6 at all
-    link = link_of(spaced, me)
-    assert link in spaced.net_links()
+    link = link_of(netd, me)
+    assert link in netd.net_links()
     out = subprocess.run(["ip", "-o", "addr", "show", "dev", link], capture_output=True, text=True).stdout
     assert f"inet {gw}/31" in out and "inet6" not in out, out
-    assert f'"{link}" . {me} . {gw}' in set_elements(spaced)
+    assert f'"{link}" . {me} . {gw}' in set_elements(netd)
 
 
-def test_info_reports_the_network(spaced):
-    n = net_info(spaced)
-    assert n["pool"] == spaced.net_pool
-    assert n["nft_table"] == spaced.net_table and n["link_prefix"] == spaced.net_prefix
+def test_info_reports_the_network(netd):
+    n = net_info(netd)
+    assert n["gateway"] is False
+    assert n["pool"] == netd.net_pool
+    assert n["nft_table"] == netd.net_table and n["link_prefix"] == netd.net_prefix
     assert n["ipv6"] is False and n["default_egress"] == "none"
     assert set(n["gateway_ports"]) == {"dns", "proxy", "transparent"}
 
 
 # ---- where traffic goes ----
 
-def test_gateway_ports_and_redirects(spaced, net_box, gateway):
-    me, gw = addrs(spaced, net_box)
+def test_gateway_ports_and_redirects(netd, net_box, gateway):
+    me, gw = addrs(netd, net_box)
     g = gateway(gw)
     p = g["ports"]
     # the explicit proxy port: straight through, from the sandbox's own address
-    assert probe(spaced, net_box, "tcp", gw, p["proxy"], PROBE_MS) == "connected"
+    assert probe(netd, net_box, "tcp", gw, p["proxy"], PROBE_MS) == "connected"
     assert g["proxy"].take(WAIT) == (gw, p["proxy"])
     # any other TCP port of the host end: to the transparent port, original destination kept
     other = Listener(gw, 0)
     try:
-        assert probe(spaced, net_box, "tcp", gw, other.port, PROBE_MS) == "connected"
+        assert probe(netd, net_box, "tcp", gw, other.port, PROBE_MS) == "connected"
         assert g["transparent"].take(WAIT) == (gw, other.port)
         assert other.take(0.5) is None
     finally:
         other.close()
     # DNS on port 53, UDP and TCP, whatever the address: the gateway's DNS port
     tag = secrets.token_hex(4)
-    assert probe(spaced, net_box, "udp", gw, 53, tag) == "sent"
+    assert probe(netd, net_box, "udp", gw, 53, tag) == "sent"
     assert g["dns_udp"].take(WAIT) == (tag.encode(), me)
-    assert probe(spaced, net_box, "tcp", gw, 53, PROBE_MS) == "connected"
+    assert probe(netd, net_box, "tcp", gw, 53, PROBE_MS) == "connected"
     assert g["dns_tcp"].take(WAIT) is not None
     # UDP to any other port: nothing
     u = Listener(gw, 0, udp=True)
     try:
-        assert probe(spaced, net_box, "udp", gw, u.port, tag) == "sent"
+        assert probe(netd, net_box, "udp", gw, u.port, tag) == "sent"
         assert u.take(1.0) is None
     finally:
         u.close()
 
 
-def test_without_gateway_nothing_answers(spaced, net_box):
+def test_without_gateway_nothing_answers(netd, net_box):
     """Default: no egress. With no gateway listening, a redirected connection is refused."""
-    me, gw = addrs(spaced, net_box)
-    res = probe(spaced, net_box, "tcp", gw, 22, PROBE_MS)
+    me, gw = addrs(netd, net_box)
+    res = probe(netd, net_box, "tcp", gw, 22, PROBE_MS)
     assert res in ("refused", "timeout"), res
 
 
-def test_host_services_unreachable(spaced, net_box, gateway):
+def test_host_services_unreachable(netd, net_box, gateway):
     """Services of the host on 127.0.0.1 or on every address: not reachable
     through the host end or the host's other addresses."""
-    me, gw = addrs(spaced, net_box)
+    me, gw = addrs(netd, net_box)
     g = gateway(gw)
     lo = Listener("127.0.0.1", 0)
     anyaddr = Listener("0.0.0.0", 0)
@@ -220,7 +248,7 @@ def test_host_services_unreachable(spaced, net_box, gateway):
         assert others, "the host has no address but its sandbox links"
         targets += [(a, anyaddr.port) for a in others]
         for addr, port in targets:
-            res = probe(spaced, net_box, "tcp", addr, port, PROBE_MS)
+            res = probe(netd, net_box, "tcp", addr, port, PROBE_MS)
             if addr != "127.0.0.1":
                 # intercepted: the gateway sees where it was going (and would refuse it)
                 assert res == "connected", (addr, res)
@@ -228,47 +256,47 @@ def test_host_services_unreachable(spaced, net_box, gateway):
             assert anyaddr.take(0.3) is None and lo.take(0.1) is None, (addr, port)
         # the gateway's own ports on the host's other addresses: dropped
         for a in others:
-            assert probe(spaced, net_box, "tcp", a, g["ports"]["proxy"], PROBE_MS) == "timeout", a
+            assert probe(netd, net_box, "tcp", a, g["ports"]["proxy"], PROBE_MS) == "timeout", a
     finally:
         lo.close()
         anyaddr.close()
 
 
-def test_other_sandbox_unreachable(spaced, sandboxes, gateway):
-    a = sandboxes.new(with_probes=["net"])
-    b = sandboxes.new(with_probes=["net"])
-    a_me, a_gw = addrs(spaced, a)
-    b_me, b_gw = addrs(spaced, b)
+def test_other_sandbox_unreachable(netd, boxes, gateway):
+    a = boxes.new(with_probes=["net"])
+    b = boxes.new(with_probes=["net"])
+    a_me, a_gw = addrs(netd, a)
+    b_me, b_gw = addrs(netd, b)
     assert a_me != b_me
     ga, gb = gateway(a_gw), gateway(b_gw)
     port = 18000 + secrets.randbelow(1000)
     heard = {}
-    t = threading.Thread(target=lambda: heard.update(out=probe(spaced, b, "listen", "0.0.0.0", port, 6000)))
+    t = threading.Thread(target=lambda: heard.update(out=probe(netd, b, "listen", "0.0.0.0", port, 6000)))
     t.start()
     try:
         time.sleep(1.0)
         # A → B's address: intercepted (the gateway sees B's address), B hears nothing
-        assert probe(spaced, a, "tcp", b_me, port, PROBE_MS) == "connected"
+        assert probe(netd, a, "tcp", b_me, port, PROBE_MS) == "connected"
         assert ga["transparent"].take(WAIT) == (b_me, port)
         # A → B's host end on the gateway's ports: dropped, and B's gateway hears nothing
         for name in ("proxy", "transparent", "dns"):
-            assert probe(spaced, a, "tcp", b_gw, gb["ports"][name], PROBE_MS) == "timeout", name
+            assert probe(netd, a, "tcp", b_gw, gb["ports"][name], PROBE_MS) == "timeout", name
         assert gb["proxy"].take(0.3) is None and gb["transparent"].take(0.1) is None
     finally:
         t.join(30)
     assert heard.get("out", "").splitlines()[-1:] == ["none"], heard
 
 
-def test_spoofed_source_gets_nothing(spaced, sandboxes, gateway):
-    a = sandboxes.new(with_probes=["net"])
-    b = sandboxes.new()
-    a_me, a_gw = addrs(spaced, a)
-    b_me, _ = addrs(spaced, b)
+def test_spoofed_source_gets_nothing(netd, boxes, gateway):
+    a = boxes.new(with_probes=["net"])
+    b = boxes.new()
+    a_me, a_gw = addrs(netd, a)
+    b_me, _ = addrs(netd, b)
     g = gateway(a_gw)
     # inside, a forged source cannot even be bound (no CAP_NET_ADMIN/NET_RAW)
-    assert probe(spaced, a, "spoof", b_me, a_gw, 53).startswith("error:E")
+    assert probe(netd, a, "spoof", b_me, a_gw, 53).startswith("error:E")
     # the host's root in the sandbox's namespace can forge one: the firewall drops it
-    pid = spaced.agent_pid(a)
+    pid = netd.agent_pid(a)
     script = (
         "import socket,sys\n"
         "def send(src, text):\n"
@@ -336,10 +364,10 @@ def far_host_listen(ns, addr, port, seconds):
     return p
 
 
-def test_no_forwarding_to_test_host(spaced, net_box, gateway, far_host):
+def test_no_forwarding_to_test_host(netd, net_box, gateway, far_host):
     th, ns = far_host
-    me, gw = addrs(spaced, net_box)
-    link = link_of(spaced, me)
+    me, gw = addrs(netd, net_box)
+    link = link_of(netd, me)
     g = gateway(gw)
     port = 19000 + secrets.randbelow(1000)
     # forwarding on for this sandbox link alone, so only the firewall stands between
@@ -350,8 +378,8 @@ def test_no_forwarding_to_test_host(spaced, net_box, gateway, far_host):
         # sanity: from the host the test host hears UDP
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.sendto(b"from-host", (th, port))
-        assert probe(spaced, net_box, "udp", th, port, "from-sandbox") == "sent"
-        assert probe(spaced, net_box, "tcp", th, port, PROBE_MS) == "connected"
+        assert probe(netd, net_box, "udp", th, port, "from-sandbox") == "sent"
+        assert probe(netd, net_box, "tcp", th, port, PROBE_MS) == "connected"
         assert g["transparent"].take(WAIT) == (th, port)      # intercepted, not forwarded
     finally:
         out, _ = p.communicate(timeout=30)
@@ -361,18 +389,18 @@ def test_no_forwarding_to_test_host(spaced, net_box, gateway, far_host):
 
 # ---- IPv6, raw sockets ----
 
-def test_ipv6_off(spaced, net_box):
-    assert spaced.sh(net_box, "cat /proc/sys/net/ipv6/conf/all/disable_ipv6").strip() == "1"
-    assert spaced.sh(net_box, "cat /proc/sys/net/ipv6/conf/eth0/disable_ipv6").strip() == "1"
-    assert spaced.sh(net_box, "cat /proc/net/if_inet6 2>/dev/null || true").strip() == ""
+def test_ipv6_off(netd, net_box):
+    assert netd.sh(net_box, "cat /proc/sys/net/ipv6/conf/all/disable_ipv6").strip() == "1"
+    assert netd.sh(net_box, "cat /proc/sys/net/ipv6/conf/eth0/disable_ipv6").strip() == "1"
+    assert netd.sh(net_box, "cat /proc/net/if_inet6 2>/dev/null || true").strip() == ""
     for addr in ("fd00::1", "::1"):
-        res = probe(spaced, net_box, "tcp", addr, 80, PROBE_MS)
+        res = probe(netd, net_box, "tcp", addr, 80, PROBE_MS)
         assert res.startswith("error:") or res == "refused" and addr == "::1", (addr, res)
         assert res != "connected"
 
 
-def test_raw_sockets_refused(spaced, net_box):
-    out = probe(spaced, net_box, "raw")
+def test_raw_sockets_refused(netd, net_box):
+    out = probe(netd, net_box, "raw")
     lines = dict(l.split(" ", 1) for l in out.splitlines())
     assert set(lines) == {"raw-icmp", "raw-ip", "raw-udp", "packet", "packet-dgram"}, out
     for name, res in lines.items():
@@ -381,19 +409,59 @@ def test_raw_sockets_refused(spaced, net_box):
 
 # ---- lifecycle ----
 
-def test_link_and_element_follow_the_sandbox(spaced, sandboxes):
-    sid = sandboxes.new()
-    me, gw = addrs(spaced, sid)
-    link = link_of(spaced, me)
-    assert link in spaced.net_links() and f'"{link}"' in set_elements(spaced)
-    r = spaced.api("POST", f"/v1/sandboxes/{sid}/suspend")
+def test_link_and_element_follow_the_sandbox(netd, boxes):
+    sid = boxes.new()
+    me, gw = addrs(netd, sid)
+    link = link_of(netd, me)
+    assert link in netd.net_links() and f'"{link}"' in set_elements(netd)
+    r = netd.api("POST", f"/v1/sandboxes/{sid}/suspend")
     assert r.status == 200, r
-    assert host.wait_until(lambda: link not in spaced.net_links(), 10)
-    assert f'"{link}"' not in set_elements(spaced)
-    r = spaced.api("POST", f"/v1/sandboxes/{sid}/resume")
+    assert host.wait_until(lambda: link not in netd.net_links(), 10)
+    assert f'"{link}"' not in set_elements(netd)
+    r = netd.api("POST", f"/v1/sandboxes/{sid}/resume")
     assert r.status == 200, r
-    assert addrs(spaced, sid) == (me, gw)
-    assert link in spaced.net_links() and f'"{link}"' in set_elements(spaced)
-    sandboxes.delete(sid)
-    assert link not in spaced.net_links()
-    assert f'"{link}"' not in set_elements(spaced)
+    assert addrs(netd, sid) == (me, gw)
+    assert link in netd.net_links() and f'"{link}"' in set_elements(netd)
+    boxes.delete(sid)
+    assert link not in netd.net_links()
+    assert f'"{link}"' not in set_elements(netd)
+
+
+# ---- the real gateway (the session's daemon) ----
+
+def test_gateway_wired(spaced, probes):
+    """The worker forks the gateway and registers each sandbox with it: the
+    sandbox reaches the gateway's ports on its host end, a connection the
+    gateway refuses is an event of the sandbox, and after delete nothing
+    listens there any more."""
+    assert net_info(spaced)["gateway"] is True
+    sid = spaced.create()["id"]
+    try:
+        install_probes(spaced, sid, probes, ["net"])
+        me, gw = addrs(spaced, sid)
+        ports = net_info(spaced)["gateway_ports"]
+        assert probe(spaced, sid, "tcp", gw, ports["proxy"], PROBE_MS) == "connected"
+        # the host end itself on another port: the transparent port, and the gateway refuses it
+        probe(spaced, sid, "tcp", gw, 22, PROBE_MS)
+
+        def network_events():
+            r = spaced.api("GET", "/v1/events", params={"sandbox": sid, "limit": 100})
+            assert r.status == 200, r
+            return [e for e in r.json().get("events", []) if e.get("type", "").startswith("network.")]
+
+        assert host.wait_until(lambda: network_events(), 10), "no network event for the refused connection"
+        assert any(e["type"] == "network.deny" for e in network_events()), network_events()
+        assert listening(gw, ports["proxy"]) and listening(gw, ports["transparent"])
+    finally:
+        delete_and_check(spaced, sid)
+    # unregistered: the gateway's listeners on that host end are gone (read
+    # from /proc: the address is no longer on this host, a connect would leave it)
+    assert host.wait_until(lambda: not listening(gw, ports["proxy"]) and not listening(gw, ports["transparent"]), 10)
+
+
+def listening(addr, port):
+    """A TCP socket of the host's namespace listens on addr:port (/proc/net/tcp)."""
+    want = f"{socket.htonl(int(ipaddress.ip_address(addr))):08X}:{port:04X}"
+    with open("/proc/net/tcp") as f:
+        next(f)
+        return any(line.split()[1] == want and line.split()[3] == "0A" for line in f)
