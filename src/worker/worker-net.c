@@ -43,6 +43,10 @@ static int gateway_start(Worker *w) {
         gc.dns_port = w->gateway_ports.dns;
         gc.proxy_port = w->gateway_ports.proxy;
         gc.transparent_port = w->gateway_ports.transparent;
+        if (!isempty(w->config->gateway_upstream_dns) &&
+            gateway_parse_upstream(w->config->gateway_upstream_dns, &gc.upstream_dns) < 0)
+                return log_error_errno(-EINVAL, "gateway_upstream_dns '%s' is not a.b.c.d[:port]",
+                                       w->config->gateway_upstream_dns);
         gc.pool_base = w->net_pool.base;
         gc.pool_prefixlen = w->net_pool.prefixlen;
         r = gateway_client_start(&gc, gateway_event, w, &w->gateway);
@@ -249,6 +253,7 @@ static int link_up(Worker *w, const char *link, const AddrPair *pair, pid_t pid)
 
 int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *policy_json, ApiError *e) {
         char link[IFNAMSIZ], err[256] = "";
+        int64_t start = now_usec();
         AddrPair pair;
         int r;
 
@@ -272,6 +277,7 @@ int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const
                 return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
                                  "cannot register sandbox %s with the gateway: %s", id, err[0] ? err : strerror(-r));
         }
+        log_debug("Sandbox %s: network link %s up in %" PRIi64 " us", id, link, now_usec() - start);
         return 0;
 }
 

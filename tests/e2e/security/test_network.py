@@ -151,13 +151,18 @@ def net_box(netd, probes):
 
 
 def host_addresses():
-    """The host's own IPv4 addresses outside loopback (its interfaces)."""
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, timeout=30).stdout
+    """The host's own IPv4 addresses on the interfaces of its default routes
+    (not the links that tests running beside us add and remove)."""
+    routes = subprocess.run(["ip", "-4", "route", "show", "default"], capture_output=True, text=True,
+                            timeout=30).stdout
+    devs = set(re.findall(r"\bdev (\S+)", routes))
     res = []
-    for line in out.splitlines():
-        m = re.search(r"^\d+: (\S+)\s+inet (\d+\.\d+\.\d+\.\d+)/", line)
-        if m and m.group(1) != "lo" and not ipaddress.ip_address(m.group(2)).is_loopback:
-            res.append((m.group(1), m.group(2)))
+    for dev in sorted(devs):
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", dev], capture_output=True, text=True,
+                             timeout=30).stdout
+        for a in re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", out):
+            if not ipaddress.ip_address(a).is_loopback:
+                res.append((dev, a))
     return res
 
 
