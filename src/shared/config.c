@@ -54,7 +54,6 @@ const ConfigItem config_table[] = {
         { "net_table", S(net_table), "space", 0, 0, NULL, "nftables table (inet) holding this daemon's sandbox firewall; unique per daemon on a host" },
         { "net_link_prefix", S(net_link_prefix), "sp-", 0, 0, NULL, "name prefix of this daemon's host-side links: 1-9 letters or digits and a final '-'; unique per daemon on a host" },
         { "gateway", S(gateway), "on", 0, 0, "on|off", "the egress gateway process (off: sandboxes reach nothing at all)" },
-        { "gateway_upstream_dns", S(gateway_upstream_dns), "", 0, 0, NULL, "the resolver the gateway asks, a.b.c.d[:port]; default: the first IPv4 nameserver of the host's /etc/resolv.conf" },
         { "gateway_dns_port", U(gateway_dns_port), "10053", 1, 65535, NULL, "the gateway's DNS port on each host end (sandbox port 53 is redirected to it)" },
         { "gateway_proxy_port", U(gateway_proxy_port), "10080", 1, 65535, NULL, "the gateway's explicit HTTP proxy port on each host end (HTTP_PROXY in sandboxes)" },
         { "gateway_transparent_port", U(gateway_transparent_port), "10081", 1, 65535, NULL, "the gateway's port for intercepted TCP (every other TCP connection of a sandbox is redirected to it)" },

@@ -56,7 +56,6 @@ typedef struct Config {
         char net_table[40];            /* this daemon's nftables table (inet) */
         char net_link_prefix[16];      /* name prefix of this daemon's host-side links */
         char gateway[8];               /* on | off: the egress gateway process */
-        char gateway_upstream_dns[32]; /* a.b.c.d[:port]; "" = the host's resolv.conf */
         uint64_t gateway_dns_port;     /* the gateway's listeners on every host end */
         uint64_t gateway_proxy_port;
         uint64_t gateway_transparent_port;

@@ -43,10 +43,11 @@ static int gateway_start(Worker *w) {
         gc.dns_port = w->gateway_ports.dns;
         gc.proxy_port = w->gateway_ports.proxy;
         gc.transparent_port = w->gateway_ports.transparent;
-        if (!isempty(w->config->gateway_upstream_dns) &&
-            gateway_parse_upstream(w->config->gateway_upstream_dns, &gc.upstream_dns) < 0)
-                return log_error_errno(-EINVAL, "gateway_upstream_dns '%s' is not a.b.c.d[:port]",
-                                       w->config->gateway_upstream_dns);
+        /* checked by spaced at start */
+        if (!isempty(w->config->gateway_dns_upstream) &&
+            gateway_parse_upstream(w->config->gateway_dns_upstream, &gc.upstream_dns) < 0)
+                return log_error_errno(-EINVAL, "gateway_dns_upstream '%s' is not a.b.c.d[:port]",
+                                       w->config->gateway_dns_upstream);
         gc.pool_base = w->net_pool.base;
         gc.pool_prefixlen = w->net_pool.prefixlen;
         r = gateway_client_start(&gc, gateway_event, w, &w->gateway);
