@@ -265,12 +265,14 @@ int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const
         r = link_up(w, link, &pair, pid);
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot create the network link %s: %s", link, strerror(-r));
+        int64_t t_link = now_usec();
         r = firewall_add_link(w->firewall, w->config->net_table, &fl);
         if (r < 0) {
                 (void) veth_delete(link);
                 return api_error(e, r, API_INTERNAL, "cannot add firewall rules for %s: %s", link,
                                  r == -EPROTO ? firewall_last_error(w->firewall) : strerror(-r));
         }
+        int64_t t_fw = now_usec();
         r = gateway_register(w, id, &pair, policy_json, err, sizeof err);
         if (r < 0) {
                 (void) firewall_remove_link(w->firewall, w->config->net_table, &fl);
@@ -278,7 +280,9 @@ int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const
                 return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
                                  "cannot register sandbox %s with the gateway: %s", id, err[0] ? err : strerror(-r));
         }
-        log_debug("Sandbox %s: network link %s up in %" PRIi64 " us", id, link, now_usec() - start);
+        log_debug("Sandbox %s: network link %s up in %" PRIi64 " us (link %" PRIi64 ", firewall %" PRIi64
+                  ", gateway %" PRIi64 ")", id, link, now_usec() - start, t_link - start, t_fw - t_link,
+                  now_usec() - t_fw);
         return 0;
 }
 
