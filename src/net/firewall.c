@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <net/if.h>
 #include <nftables/libnftables.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,7 +12,9 @@
 #include <string.h>
 
 #include "alloc-util.h"
+#include "fd-util.h"
 #include "firewall.h"
+#include "netlink.h"
 #include "log.h"
 #include "str-util.h"
 #include "veth.h"
@@ -101,7 +107,7 @@ int firewall_format_setup(const char *table, const char *link_prefix, const Fire
                 "add table inet %1$s\n"
                 "delete table inet %1$s\n"
                 "add table inet %1$s\n"
-                "add set inet %1$s links { type ifname . ipv4_addr . ipv4_addr; }\n"
+                "add set inet %1$s " FIREWALL_SET " { type ifname . ipv4_addr . ipv4_addr; }\n"
                 "add chain inet %1$s prerouting { type nat hook prerouting priority dstnat - 10; policy accept; }\n"
                 "add rule inet %1$s prerouting iifname \"%2$s*\" udp dport %3$u redirect to :%4$u\n"
                 "add rule inet %1$s prerouting iifname \"%2$s*\" tcp dport %3$u redirect to :%4$u\n"
@@ -206,16 +212,59 @@ int firewall_setup(Firewall *f, const char *table, const char *link_prefix, cons
         return format_and_run(f, r, s);
 }
 
+/* One element of the links set, added (existing is fine) or deleted (absent
+ * is fine), straight over NETLINK_NETFILTER in one batch: what nft would
+ * send, without libnftables fetching the host's whole ruleset first. The key
+ * is the concatenation, each field in 4-byte registers: the link name
+ * (IFNAMSIZ, NUL-padded), the sandbox's address, the host end's. */
+static int link_element(const char *table, const FirewallLink *l, bool add) {
+        uint8_t key[IFNAMSIZ + 2 * sizeof(struct in_addr)] = {};
+        _cleanup_close_ int fd = -EBADF;
+        struct nfgenmsg g = { .nfgen_family = NFPROTO_INET, .version = NFNETLINK_V0 };
+        NetlinkMessage m;
+        int r;
+
+        if (!firewall_table_name_is_valid(table) || !link_is_valid(l))
+                return -EINVAL;
+        memcpy(key, l->link, strlen(l->link));
+        memcpy(key + IFNAMSIZ, &l->addr, sizeof l->addr);
+        memcpy(key + IFNAMSIZ + sizeof l->addr, &l->gateway, sizeof l->gateway);
+
+        r = netlink_open_protocol(NETLINK_NETFILTER, &fd);
+        if (r < 0)
+                return r;
+        netlink_message_init(&m, (NFNL_SUBSYS_NFTABLES << 8) | (add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM),
+                             add ? NLM_F_CREATE : 0);
+        netlink_message_append(&m, &g, sizeof g);
+        netlink_attr_string(&m, NFTA_SET_ELEM_LIST_TABLE, table);
+        netlink_attr_string(&m, NFTA_SET_ELEM_LIST_SET, FIREWALL_SET);
+        netlink_nest_begin(&m, NFTA_SET_ELEM_LIST_ELEMENTS);
+        netlink_nest_begin(&m, NFTA_LIST_ELEM);
+        netlink_nest_begin(&m, NFTA_SET_ELEM_KEY);
+        netlink_attr(&m, NFTA_DATA_VALUE, key, sizeof key);
+        netlink_nest_end(&m);
+        netlink_nest_end(&m);
+        netlink_nest_end(&m);
+        r = netlink_call_batch(fd, &m, NFNL_SUBSYS_NFTABLES);
+        if (!add && r == -ENOENT)
+                return 0;
+        return r;
+}
+
 int firewall_add_link(Firewall *f, const char *table, const FirewallLink *l) {
-        char *s = NULL;
-        int r = firewall_format_link(table, l, true, &s);
-        return format_and_run(f, r, s);
+        int r = link_element(table, l, true);
+        if (r < 0)
+                (void) snprintf(f->error, sizeof f->error, "adding the element of %s: %s", l ? l->link : "?",
+                                strerror(-r));
+        return r;
 }
 
 int firewall_remove_link(Firewall *f, const char *table, const FirewallLink *l) {
-        char *s = NULL;
-        int r = firewall_format_link(table, l, false, &s);
-        return format_and_run(f, r, s);
+        int r = link_element(table, l, false);
+        if (r < 0)
+                (void) snprintf(f->error, sizeof f->error, "removing the element of %s: %s", l ? l->link : "?",
+                                strerror(-r));
+        return r;
 }
 
 int firewall_teardown(Firewall *f, const char *table) {

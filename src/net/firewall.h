@@ -28,6 +28,7 @@
 #include "macros.h"
 
 #define FIREWALL_TABLE_DEFAULT "space"
+#define FIREWALL_SET "links"
 /* Table names follow the link-name rule of veth_name_is_valid() but may be longer. */
 #define FIREWALL_TABLE_NAME_MAX 32U
 #define FIREWALL_DNS_PORT 53U
@@ -62,13 +63,15 @@ int firewall_new(Firewall **ret);
 Firewall *firewall_free(Firewall *f);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Firewall *, firewall_free);
 
-/* Runs one nft script as one transaction: -EPROTO if nft refused it (its
+/* Runs one nft script (libnftables) as one transaction: -EPROTO if nft refused it (its
  * error text is logged and kept for firewall_last_error()). */
 int firewall_run(Firewall *f, const char *script);
 const char *firewall_last_error(const Firewall *f);
 
 int firewall_setup(Firewall *f, const char *table, const char *link_prefix, const FirewallPorts *ports,
                    const FirewallLink *links, size_t n_links);
+/* One element, straight over nfnetlink (no ruleset fetch): -ENOENT if the
+ * table or set is missing; errno-style errors, text in firewall_last_error(). */
 int firewall_add_link(Firewall *f, const char *table, const FirewallLink *l);
 int firewall_remove_link(Firewall *f, const char *table, const FirewallLink *l);
 /* Deletes the whole table; an absent table is not an error. */

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <linux/netfilter/nfnetlink.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,7 +14,11 @@
 #define NETLINK_REPLY_MAX 8192U
 
 int netlink_open(int *ret_fd) {
-        _cleanup_close_ int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+        return netlink_open_protocol(NETLINK_ROUTE, ret_fd);
+}
+
+int netlink_open_protocol(int protocol, int *ret_fd) {
+        _cleanup_close_ int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
         if (fd < 0)
                 return -errno;
         struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
@@ -97,26 +103,13 @@ void netlink_nest_end(NetlinkMessage *m) {
         ((struct nlattr *) (m->buf + at))->nla_len = (uint16_t) len;
 }
 
-int netlink_call(int fd, NetlinkMessage *m) {
-        static uint32_t seq;
+static uint32_t netlink_seq;
+
+/* Waits for the ack of seq: 0 or the kernel's -errno; an error for any
+ * message of [lo, hi] (a batch's begin or end) ends the wait too. */
+static int netlink_wait_ack(int fd, uint32_t seq, uint32_t lo, uint32_t hi) {
         uint8_t reply[NETLINK_REPLY_MAX] __attribute__((aligned(NLMSG_ALIGNTO)));
-
-        if (m->error < 0)
-                return m->error;
-        if (m->n_nests != 0)
-                return -EINVAL;
-        m->hdr.nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-        m->hdr.nlmsg_seq = ++seq;
-
-        struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
         ssize_t n;
-        do
-                n = sendto(fd, m->buf, m->hdr.nlmsg_len, 0, (struct sockaddr *) &kernel, sizeof kernel);
-        while (n < 0 && errno == EINTR);
-        if (n < 0)
-                return -errno;
-        if ((size_t) n != m->hdr.nlmsg_len)
-                return -EIO;
 
         for (;;) {
                 do
@@ -126,16 +119,83 @@ int netlink_call(int fd, NetlinkMessage *m) {
                         return -errno;
                 size_t len = MIN((size_t) n, sizeof reply);
                 for (struct nlmsghdr *h = (struct nlmsghdr *) reply; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-                        if (h->nlmsg_seq != m->hdr.nlmsg_seq)
+                        if (h->nlmsg_seq < lo || h->nlmsg_seq > hi)
                                 continue;
                         if (h->nlmsg_type == NLMSG_ERROR) {
                                 if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
                                         return -EBADMSG;
                                 const struct nlmsgerr *e = NLMSG_DATA(h);
+                                if (h->nlmsg_seq != seq && e->error == 0)
+                                        continue;
                                 return e->error > 0 ? -EBADMSG : e->error;
                         }
+                        if (h->nlmsg_seq != seq)
+                                continue;
                         if (h->nlmsg_type == NLMSG_DONE)
                                 return 0;
                 }
         }
+}
+
+static int netlink_send(int fd, const void *buf, size_t len) {
+        struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+        ssize_t n;
+        do
+                n = sendto(fd, buf, len, 0, (struct sockaddr *) &kernel, sizeof kernel);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        return (size_t) n == len ? 0 : -EIO;
+}
+
+int netlink_call(int fd, NetlinkMessage *m) {
+        int r;
+
+        if (m->error < 0)
+                return m->error;
+        if (m->n_nests != 0)
+                return -EINVAL;
+        m->hdr.nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+        m->hdr.nlmsg_seq = ++netlink_seq;
+        r = netlink_send(fd, m->buf, m->hdr.nlmsg_len);
+        if (r < 0)
+                return r;
+        return netlink_wait_ack(fd, m->hdr.nlmsg_seq, m->hdr.nlmsg_seq, m->hdr.nlmsg_seq);
+}
+
+/* One nfnetlink batch header (begin or end) at p. */
+static size_t batch_marker(uint8_t *p, uint16_t type, uint32_t seq, uint16_t res_id) {
+        struct nlmsghdr *h = (struct nlmsghdr *) p;
+        struct nfgenmsg *g = NLMSG_DATA(h);
+        memset(p, 0, NLMSG_SPACE(sizeof *g));
+        h->nlmsg_len = NLMSG_LENGTH(sizeof *g);
+        h->nlmsg_type = type;
+        h->nlmsg_flags = NLM_F_REQUEST;
+        h->nlmsg_seq = seq;
+        g->nfgen_family = AF_UNSPEC;
+        g->version = NFNETLINK_V0;
+        g->res_id = htons(res_id);
+        return NLMSG_SPACE(sizeof *g);
+}
+
+int netlink_call_batch(int fd, NetlinkMessage *m, uint16_t subsys) {
+        uint8_t buf[NETLINK_MESSAGE_MAX + 2 * NLMSG_SPACE(sizeof(struct nfgenmsg))]
+                __attribute__((aligned(NLMSG_ALIGNTO)));
+        size_t at = 0;
+
+        if (m->error < 0)
+                return m->error;
+        if (m->n_nests != 0)
+                return -EINVAL;
+        m->hdr.nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+        uint32_t lo = ++netlink_seq;
+        at += batch_marker(buf, NFNL_MSG_BATCH_BEGIN, lo, subsys);
+        m->hdr.nlmsg_seq = ++netlink_seq;
+        memcpy(buf + at, m->buf, m->hdr.nlmsg_len);
+        at += NLMSG_ALIGN(m->hdr.nlmsg_len);
+        at += batch_marker(buf + at, NFNL_MSG_BATCH_END, ++netlink_seq, subsys);
+        int r = netlink_send(fd, buf, at);
+        if (r < 0)
+                return r;
+        return netlink_wait_ack(fd, m->hdr.nlmsg_seq, lo, netlink_seq);
 }

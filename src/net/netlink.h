@@ -24,6 +24,8 @@ typedef struct NetlinkMessage {
 
 /* A NETLINK_ROUTE socket in the caller's current network namespace. */
 int netlink_open(int *ret_fd);
+/* The same for another netlink protocol (NETLINK_NETFILTER). */
+int netlink_open_protocol(int protocol, int *ret_fd);
 
 /* Starts a request of the given type; the family header (ifinfomsg, ifaddrmsg,
  * rtmsg) follows with netlink_message_append(). */
@@ -37,3 +39,6 @@ void netlink_nest_end(NetlinkMessage *m);
 
 /* Sends m with NLM_F_REQUEST|NLM_F_ACK and waits for the ack: 0 or the kernel's -errno. */
 int netlink_call(int fd, NetlinkMessage *m);
+/* The same for nfnetlink transactions: m between a batch begin and end of
+ * subsystem subsys (NFNL_SUBSYS_NFTABLES), one send, m's ack awaited. */
+int netlink_call_batch(int fd, NetlinkMessage *m, uint16_t subsys);

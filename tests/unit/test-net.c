@@ -523,6 +523,16 @@ TEST(sandbox_network) {
         probe.port = tcp_ok;
         ASSERT_EQ(run_in_ns(tcp_probe, &probe), 1);
         ASSERT_FALSE(accepted(tok));
+        /* the element added over nfnetlink alone works like the one nft wrote */
+        ASSERT_OK(firewall_add_link(net_test.fw, net_test.table, &fl));
+        ASSERT_EQ(run_in_ns(tcp_probe, &probe), 0);
+        ASSERT_TRUE(accepted(tok));
+        ASSERT_OK(firewall_remove_link(net_test.fw, net_test.table, &fl));
+        ASSERT_EQ(run_in_ns(tcp_probe, &probe), 1);
+        FirewallLink nolink = fl;
+        nolink.link = "nosuchlink";
+        ASSERT_OK(firewall_remove_link(net_test.fw, net_test.table, &nolink)); /* absent: fine */
+        ASSERT_ERRNO(firewall_add_link(net_test.fw, "nosuchtable", &fl), ENOENT);
         snprintf(buf, sizeof buf, "list chain inet %s nosuchchain\n", net_test.table);
         ASSERT_ERRNO(firewall_run(net_test.fw, buf), EPROTO);
         ASSERT_TRUE(strlen(firewall_last_error(net_test.fw)) > 0);
