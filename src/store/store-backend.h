@@ -87,6 +87,16 @@ struct StoreOps {
                             int64_t now);
         int (*grant_delete)(Store *s, const char *sandbox_id, const char *credential_id);
         int (*grant_list)(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
+        /* cluster (store-*-cluster.c); w->registered_usec and heartbeat_usec are set */
+        int (*worker_register)(Store *s, const WorkerNode *w, int64_t stale_before_usec);
+        int (*worker_heartbeat)(Store *s, const char *name, const char *instance, const char *templates,
+                                int64_t now);
+        int (*worker_stop)(Store *s, const char *name, const char *instance);
+        int (*worker_get)(Store *s, const char *name, WorkerNode *ret);
+        int (*worker_list)(Store *s, WorkerNode **ret, size_t *ret_n);
+        int (*worker_mark_lost)(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
+                                int64_t now, SandboxRef **ret, size_t *ret_n);
+        int (*leader_try)(Store *s, bool *ret_leader);
 };
 
 /* Argument checks shared by store.c and store-credentials.c. */

@@ -2,7 +2,8 @@
 #pragma once
 
 /* Schema migrations embedded at build time from migrations/<backend>/NNNN-name.sql
- * by embed-migrations.py. Versions run 1..count in array order. */
+ * by embed-migrations.py. Versions increase in array order, possibly with
+ * gaps: a runner applies each version that is not recorded yet. */
 
 #include "macros.h"
 

@@ -40,6 +40,7 @@
 
 const char *const pg_stmt_sql[_PG_STMT_MAX] = {
         [PG_SCHEMA_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [PG_MIGRATION_APPLIED] = "SELECT 1 FROM schema_migrations WHERE version = $1",
         [PG_MIGRATION_RECORD] = "INSERT INTO schema_migrations (version, name, applied_usec) VALUES ($1, $2, $3)",
 
         [PG_TENANT_INSERT] = "INSERT INTO tenants (" TENANT_COLUMNS ") VALUES ($1, $2, $3)",
@@ -811,4 +812,11 @@ const StoreOps store_postgres_ops = {
         .event_append = op_event_append,
         .event_list = op_event_list,
         .event_delete_before = op_event_delete_before,
+        .worker_register = pg_op_worker_register,
+        .worker_heartbeat = pg_op_worker_heartbeat,
+        .worker_stop = pg_op_worker_stop,
+        .worker_get = pg_op_worker_get,
+        .worker_list = pg_op_worker_list,
+        .worker_mark_lost = pg_op_worker_mark_lost,
+        .leader_try = pg_op_leader_try,
 };

@@ -541,6 +541,19 @@ static int pg_store_apply(PgStore *q, void *userdata) {
         return pg_store_exec(q, PG_MIGRATION_RECORD, &p, &res);
 }
 
+/* 1 if the version is recorded, 0 if not. (Under the migrations lock.) */
+static int pg_store_migration_applied(PgStore *q, int version) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+        int r;
+
+        pg_param_i64(&p, version);
+        r = pg_store_exec(q, PG_MIGRATION_APPLIED, &p, &res);
+        if (r < 0)
+                return r;
+        return PQntuples(res) > 0;
+}
+
 static int pg_store_migrate_locked(PgStore *q) {
         int r, current;
 
@@ -550,16 +563,21 @@ static int pg_store_migrate_locked(PgStore *q) {
         current = pg_store_schema_version(&q->base);
         if (current < 0)
                 return current;
-        if ((size_t) current > store_postgres_migrations_count) {
-                log_debug("store: database schema %d is newer than this program's %zu",
-                          current, store_postgres_migrations_count);
+        if (store_postgres_migrations_count == 0 ||
+            current > store_postgres_migrations[store_postgres_migrations_count - 1].version) {
+                log_debug("store: database schema %d is newer than this program's", current);
                 return -EPROTO;
         }
 
+        /* every version not recorded yet, also below the highest one: versions
+         * may have gaps that a later build fills (see embed-migrations.py) */
         for (size_t i = 0; i < store_postgres_migrations_count; i++) {
                 const StoreMigration *m = &store_postgres_migrations[i];
 
-                if (m->version <= current)
+                r = pg_store_migration_applied(q, m->version);
+                if (r < 0)
+                        return r;
+                if (r > 0)
                         continue;
                 r = pg_store_transact(q, pg_store_apply, (void *) m);
                 if (r < 0)

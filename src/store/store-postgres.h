@@ -19,6 +19,7 @@ extern const size_t store_postgres_migrations_count;
 #define PG_LOCK_CLASS "1936744803"
 #define PG_LOCK_MIGRATIONS "1"
 #define PG_LOCK_SLOTS "2"
+#define PG_LOCK_CONTROLLER "3" /* held by the active controller (a session lock) */
 
 #define PG_CONNECT_TIMEOUT_SEC "10"  /* unless the URL says otherwise */
 #define PG_APPLICATION_NAME "space"  /* likewise */
@@ -95,6 +96,19 @@ typedef enum PgCredStmt {
         PG_GRANT_LIST,
         _PG_CRED_STMT_MAX,
 } PgCredStmt;
+/* The cluster statements (store-postgres-cluster.c), prepared likewise. */
+typedef enum PgClusterStmt {
+        PG_CL_WORKER_REGISTER,
+        PG_CL_WORKER_HEARTBEAT,
+        PG_CL_WORKER_STOP,
+        PG_CL_WORKER_GET,
+        PG_CL_WORKER_LIST,
+        PG_CL_WORKER_SET_LOST,
+        PG_CL_SANDBOXES_SET_LOST,
+        PG_CL_LEADER_TRY,
+        PG_CL_LEADER_HELD,
+        _PG_CL_STMT_MAX,
+} PgClusterStmt;
 
 /* Statements built from a filter: one prepared statement per combination. */
 #define PG_SANDBOX_LIST_VARIANTS 16
@@ -117,6 +131,8 @@ typedef struct PgStore {
         PgSlot stmts[_PG_STMT_MAX];
         PgSlot lifecycle[_PG_LC_STMT_MAX];
         PgSlot credentials[_PG_CRED_STMT_MAX];
+        PgSlot cluster[_PG_CL_STMT_MAX];
+        unsigned leader_gen;            /* the generation whose session holds the controller lock, 0 = none */
         PgSlot sandbox_list[PG_SANDBOX_LIST_VARIANTS];
         PgSlot sandbox_count[PG_SANDBOX_COUNT_VARIANTS];
         PgSlot event_list[PG_EVENT_LIST_VARIANTS];
@@ -211,6 +227,15 @@ int pg_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, 
                        int64_t now);
 int pg_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_id);
 int pg_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
+/* The cluster operations (store-postgres-cluster.c), for the ops table. */
+int pg_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_usec);
+int pg_op_worker_heartbeat(Store *s, const char *name, const char *instance, const char *templates, int64_t now);
+int pg_op_worker_stop(Store *s, const char *name, const char *instance);
+int pg_op_worker_get(Store *s, const char *name, WorkerNode *ret);
+int pg_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
+int pg_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason, int64_t now,
+                           SandboxRef **ret, size_t *ret_n);
+int pg_op_leader_try(Store *s, bool *ret_leader);
 
 /* The handle (store-postgres.c). */
 int pg_store_open(const char *url, Store **ret);

@@ -891,4 +891,11 @@ const StoreOps store_sqlite_ops = {
         .event_append = op_event_append,
         .event_list = op_event_list,
         .event_delete_before = op_event_delete_before,
+        .worker_register = sqlite_op_worker_register,
+        .worker_heartbeat = sqlite_op_worker_heartbeat,
+        .worker_stop = sqlite_op_worker_stop,
+        .worker_get = sqlite_op_worker_get,
+        .worker_list = sqlite_op_worker_list,
+        .worker_mark_lost = sqlite_op_worker_mark_lost,
+        .leader_try = sqlite_op_leader_try,
 };

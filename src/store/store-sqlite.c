@@ -274,6 +274,7 @@ void sqlite_store_close(Store *s) {
         finalize_all(q->stmts, ELEMENTSOF(q->stmts));
         finalize_all(q->lifecycle, ELEMENTSOF(q->lifecycle));
         finalize_all(q->credentials, ELEMENTSOF(q->credentials));
+        finalize_all(q->cluster, ELEMENTSOF(q->cluster));
         finalize_all(q->sandbox_list, ELEMENTSOF(q->sandbox_list));
         finalize_all(q->sandbox_count, ELEMENTSOF(q->sandbox_count));
         finalize_all(q->event_list, ELEMENTSOF(q->event_list));
@@ -408,19 +409,19 @@ static int sqlite_store_migrate(SqliteStore *q) {
         current = sqlite_store_schema_version(&q->base);
         if (current < 0)
                 return current;
-        if ((size_t) current > store_sqlite_migrations_count) {
-                log_debug("store: database schema %d is newer than this program's %zu",
-                          current, store_sqlite_migrations_count);
+        if (store_sqlite_migrations_count == 0 ||
+            current > store_sqlite_migrations[store_sqlite_migrations_count - 1].version) {
+                log_debug("store: database schema %d is newer than this program's", current);
                 return -EPROTO;
         }
 
+        /* every version not recorded yet, also below the highest one: versions
+         * may have gaps that a later build fills (see embed-migrations.py) */
         for (size_t i = 0; i < store_sqlite_migrations_count; i++) {
                 const StoreMigration *m = &store_sqlite_migrations[i];
                 int r;
 
-                if (m->version <= current)
-                        continue;
-                r = sqlite_store_apply(q, m);
+                r = sqlite_store_apply(q, m); /* skips what is recorded */
                 if (r < 0)
                         return r;
         }

@@ -86,6 +86,18 @@ typedef enum SqlCredStmt {
         SQL_GRANT_LIST,
         _SQL_CRED_STMT_MAX,
 } SqlCredStmt;
+/* The cluster statements (store-sqlite-cluster.c), cached likewise. */
+typedef enum SqlClusterStmt {
+        SQL_CL_WORKER_REGISTER,
+        SQL_CL_WORKER_HEARTBEAT,
+        SQL_CL_WORKER_EXISTS,
+        SQL_CL_WORKER_STOP,
+        SQL_CL_WORKER_GET,
+        SQL_CL_WORKER_LIST,
+        SQL_CL_WORKER_SET_LOST,
+        SQL_CL_SANDBOXES_SET_LOST,
+        _SQL_CL_STMT_MAX,
+} SqlClusterStmt;
 
 /* Statements built from a filter: one cache slot per combination of clauses. */
 #define SQL_SANDBOX_LIST_VARIANTS 16
@@ -98,6 +110,7 @@ typedef struct SqliteStore {
         sqlite3_stmt *stmts[_SQL_STMT_MAX];
         sqlite3_stmt *lifecycle[_SQL_LC_STMT_MAX];
         sqlite3_stmt *credentials[_SQL_CRED_STMT_MAX];
+        sqlite3_stmt *cluster[_SQL_CL_STMT_MAX];
         sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
         sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
         sqlite3_stmt *event_list[SQL_EVENT_LIST_VARIANTS];
@@ -182,6 +195,16 @@ int sqlite_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_
                            int64_t now);
 int sqlite_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_id);
 int sqlite_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
+/* The cluster operations (store-sqlite-cluster.c), for the ops table. */
+int sqlite_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_usec);
+int sqlite_op_worker_heartbeat(Store *s, const char *name, const char *instance, const char *templates,
+                               int64_t now);
+int sqlite_op_worker_stop(Store *s, const char *name, const char *instance);
+int sqlite_op_worker_get(Store *s, const char *name, WorkerNode *ret);
+int sqlite_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
+int sqlite_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
+                               int64_t now, SandboxRef **ret, size_t *ret_n);
+int sqlite_op_leader_try(Store *s, bool *ret_leader);
 
 /* The handle (store-sqlite.c). */
 int sqlite_store_open(const char *location, Store **ret);

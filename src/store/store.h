@@ -60,6 +60,7 @@ typedef enum SandboxState {
         SANDBOX_DELETING,
         SANDBOX_DELETED,
         SANDBOX_ERROR,
+        SANDBOX_LOST,                   /* its worker stopped heartbeating: state unknown */
         _SANDBOX_STATE_MAX,
         _SANDBOX_STATE_INVALID = -EINVAL,
 } SandboxState;
@@ -338,6 +339,73 @@ int store_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, 
 int store_grant_delete(Store *s, const char *sandbox_id, const char *credential_id); /* -ENOENT */
 /* The credentials granted to a sandbox, by name (what its gateway applies). */
 int store_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
+/* Workers (hosts) of a cluster: they register, heartbeat, and are marked
+ * lost by the controller when the heartbeat stops. (An all-in-one spaced has
+ * no rows here: its worker is "local".) */
+#define STORE_WORKER_ADDRESS_MAX 256
+#define STORE_WORKER_LIST_MAX 64        /* runtimes, accelerators: "ns,vm" */
+#define STORE_WORKER_TEMPLATES_MAX 2048 /* comma-separated names it holds */
+
+typedef enum WorkerState {
+        WORKER_LIVE,
+        WORKER_LOST,                    /* no heartbeat within the timeout */
+        WORKER_STOPPED,                 /* deregistered on a clean stop */
+        _WORKER_STATE_MAX,
+        _WORKER_STATE_INVALID = -EINVAL,
+} WorkerState;
+
+typedef struct WorkerNode {
+        char name[STORE_NAME_MAX];
+        char address[STORE_WORKER_ADDRESS_MAX];  /* host:port of its internal listener */
+        char instance[STORE_ID_MAX];    /* random per start: a restart vs. a duplicate name */
+        WorkerState state;
+        uint32_t cpu_millis;            /* capacity */
+        uint64_t memory_mb;
+        uint64_t disk_mb;
+        char runtimes[STORE_WORKER_LIST_MAX];
+        char accelerators[STORE_WORKER_LIST_MAX];
+        char templates[STORE_WORKER_TEMPLATES_MAX];
+        int64_t registered_usec;
+        int64_t heartbeat_usec;
+        /* read only: what its sandboxes not deleted, error or lost reserve */
+        uint32_t used_cpu_millis;
+        uint64_t used_memory_mb;
+        uint64_t used_disk_mb;
+        uint32_t sandboxes;
+} WorkerNode;
+
+/* A sandbox a cluster operation changed. */
+typedef struct SandboxRef {
+        char id[STORE_ID_MAX];
+        char tenant_id[STORE_ID_MAX];
+} SandboxRef;
+
+/* Registers (or re-registers) w->name as live with w's capacity, address and
+ * instance; registered and heartbeat times become now. -EEXIST if the name
+ * belongs to another live instance whose heartbeat is at or after
+ * stale_before_usec (a duplicate name); a row that is lost, stopped, stale,
+ * or of the same instance is taken over. */
+int store_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_usec);
+/* Heartbeat now, with the templates it holds. -ESTALE if the row is not live
+ * or belongs to another instance (re-register), -ENOENT if there is none. */
+int store_worker_heartbeat(Store *s, const char *name, const char *instance, const char *templates);
+/* A clean stop: live → stopped, only for this instance (-ESTALE otherwise). */
+int store_worker_stop(Store *s, const char *name, const char *instance);
+int store_worker_get(Store *s, const char *name, WorkerNode *ret);
+/* Every worker, by name, with the used_* totals. */
+int store_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
+/* live → lost if its heartbeat is before stale_before_usec (else -ESTALE),
+ * and every sandbox it holds that is not deleted or lost → lost with reason,
+ * in one transaction. *ret are those sandboxes (the caller records events). */
+int store_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
+                           SandboxRef **ret, size_t *ret_n);
+
+/* Controller leadership: true while this handle holds it. PostgreSQL: a
+ * session advisory lock on this handle's connection (released when the
+ * process or its connection dies, so another takes over at its next try);
+ * SQLite: always true (one host, one controller). Call it every round: it
+ * takes the lock when free and checks that it is still held. */
+int store_leader_try(Store *s, bool *ret_leader);
 
 /* string tables (the only source of wire and database strings) */
 const char *sandbox_state_to_string(SandboxState s);
@@ -345,6 +413,8 @@ SandboxState sandbox_state_from_string(const char *s);
 const char *template_state_to_string(TemplateState s);
 TemplateState template_state_from_string(const char *s);
 const char *idle_action_to_string(IdleAction a);
+const char *worker_state_to_string(WorkerState s);
+WorkerState worker_state_from_string(const char *s);
 IdleAction idle_action_from_string(const char *s);
 const char *cred_apply_to_string(CredApply a);
 CredApply cred_apply_from_string(const char *s);

@@ -86,6 +86,12 @@ static size_t migrations_count(void) {
         return backend == BACKEND_POSTGRES ? store_postgres_migrations_count : store_sqlite_migrations_count;
 }
 
+/* The highest version built in (versions may have gaps: 1, 2, 5, ...). */
+static int latest_version(void) {
+        const StoreMigration *m = backend == BACKEND_POSTGRES ? store_postgres_migrations : store_sqlite_migrations;
+        return m[migrations_count() - 1].version;
+}
+
 /* Runs the server script with one or two arguments; its stdout (trimmed)
  * into out. Returns its exit status, or -1 if it did not run. */
 static int run_script(const char *cmd, const char *arg, char *out, size_t size) {
@@ -425,7 +431,7 @@ TEST(open_urls) {
         ASSERT_EQ(access(db_path("slashes.db"), F_OK), 0);
 
         ASSERT_OK(store_open("sqlite::memory:", &s));
-        ASSERT_EQ(store_schema_version(s), (int) store_sqlite_migrations_count);
+        ASSERT_EQ(store_schema_version(s), store_sqlite_migrations[store_sqlite_migrations_count - 1].version);
         s = store_close(s);
 
         /* PostgreSQL URLs reach libpq (nothing listens on port 1) */
@@ -556,14 +562,14 @@ TEST(second_open_keeps_the_first_handles_locks) {
 
 STORE_TEST(migrations_idempotent) {
         Store *s = open_url(url);
-        ASSERT_EQ(store_schema_version(s), (int) migrations_count());
+        ASSERT_EQ(store_schema_version(s), latest_version());
         ASSERT_TRUE(migrations_count() >= 1);
         s = store_close(s);
 
         /* twice more: nothing re-applied, same version */
         for (int i = 0; i < 2; i++) {
                 s = open_url(url);
-                ASSERT_EQ(store_schema_version(s), (int) migrations_count());
+                ASSERT_EQ(store_schema_version(s), latest_version());
                 s = store_close(s);
         }
 
@@ -633,7 +639,7 @@ static int child_open(const char *path, int idx) {
         }
         r = store_schema_version(s);
         store_close(s);
-        return r == (int) migrations_count() ? 0 : 2;
+        return r == latest_version() ? 0 : 2;
 }
 
 STORE_TEST(concurrent_open_migrates_once) {
@@ -648,7 +654,7 @@ STORE_TEST(concurrent_open_migrates_once) {
                 release_and_reap(gate, pids, ELEMENTSOF(pids));
 
                 Store *s = open_url(u);
-                ASSERT_EQ(store_schema_version(s), (int) migrations_count());
+                ASSERT_EQ(store_schema_version(s), latest_version());
                 store_close(s);
                 ASSERT_EQ(raw_query_i64(u, "SELECT COUNT(*) FROM schema_migrations"), (long long) migrations_count());
         }
@@ -2576,4 +2582,153 @@ STORE_TEST(credential_bad_arguments) {
         for (int i = 0; i < _CRED_APPLY_MAX; i++)
                 ASSERT_EQ(cred_apply_from_string(cred_apply_to_string(i)), i);
         ASSERT_ERRNO(cred_apply_from_string("bearer"), EINVAL);
+/* ---- cluster: workers and leadership ---- */
+
+static void worker_init(WorkerNode *w, const char *name, const char *instance) {
+        *w = (WorkerNode){ .cpu_millis = 4000, .memory_mb = 8192, .disk_mb = 65536 };
+        ASSERT_OK(strscpy(w->name, sizeof w->name, name));
+        ASSERT_OK(strscpy(w->instance, sizeof w->instance, instance));
+        ASSERT_OK(strscpy(w->address, sizeof w->address, "10.0.0.1:7071"));
+        ASSERT_OK(strscpy(w->runtimes, sizeof w->runtimes, "ns"));
+        ASSERT_OK(strscpy(w->templates, sizeof w->templates, "base"));
+}
+
+STORE_TEST(migration_missing_below_the_highest_is_applied) {
+        Store *s = open_url(url);
+        s = store_close(s);
+        /* as if 0005 had landed after a higher one: not recorded, table absent */
+        raw_sql(url, "DROP INDEX sandboxes_worker");
+        raw_sql(url, "DROP TABLE workers");
+        raw_sql(url, "DELETE FROM schema_migrations WHERE version = 5");
+        raw_sql(url, "INSERT INTO schema_migrations (version, name, applied_usec) VALUES (3, 'other-branch', 1)");
+        s = open_url(url);
+        ASSERT_EQ(raw_query_i64(url, "SELECT COUNT(*) FROM schema_migrations WHERE version = 5"), 1);
+        WorkerNode w;
+        worker_init(&w, "w1", "i1");
+        ASSERT_OK(store_worker_register(s, &w, now_usec() - 1000000));
+        store_close(s);
+}
+
+STORE_TEST(workers_register_heartbeat_duplicate_lost) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        WorkerNode w, got, *list = NULL;
+        SandboxRef *refs = NULL;
+        size_t n = 0;
+        Sandbox sb;
+        int64_t t0 = now_usec();
+
+        ASSERT_OK(store_tenant_create(s, "t", &(Tenant){}));
+        worker_init(&w, "w1", "inst-a");
+        ASSERT_OK(store_worker_register(s, &w, t0 - 10000000));
+        ASSERT_OK(store_worker_get(s, "w1", &got));
+        ASSERT_EQ(got.state, WORKER_LIVE);
+        ASSERT_STREQ(got.address, "10.0.0.1:7071");
+        ASSERT_EQ(got.cpu_millis, 4000U);
+        ASSERT_EQ(got.memory_mb, 8192U);
+        ASSERT_STREQ(got.templates, "base");
+        ASSERT_TRUE(got.heartbeat_usec >= t0);
+        ASSERT_EQ(got.sandboxes, 0U);
+
+        /* the same name from another instance while live and fresh: refused */
+        worker_init(&w, "w1", "inst-b");
+        ASSERT_ERRNO(store_worker_register(s, &w, t0 - 10000000), EEXIST);
+        /* the same instance re-registers fine */
+        worker_init(&w, "w1", "inst-a");
+        ASSERT_OK(store_worker_register(s, &w, t0 - 10000000));
+        /* a stale row is taken over */
+        worker_init(&w, "w1", "inst-b");
+        ASSERT_OK(store_worker_register(s, &w, now_usec() + 1000000));
+        ASSERT_OK(store_worker_get(s, "w1", &got));
+        ASSERT_STREQ(got.instance, "inst-b");
+        /* the old instance's heartbeat no longer counts */
+        ASSERT_ERRNO(store_worker_heartbeat(s, "w1", "inst-a", "base"), ESTALE);
+        ASSERT_ERRNO(store_worker_heartbeat(s, "nope", "inst-a", "base"), ENOENT);
+        ASSERT_OK(store_worker_heartbeat(s, "w1", "inst-b", "base,python"));
+        ASSERT_OK(store_worker_get(s, "w1", &got));
+        ASSERT_STREQ(got.templates, "base,python");
+        ASSERT_ERRNO(store_worker_get(s, "nope", &got), ENOENT);
+
+        /* usage of its sandboxes */
+        Tenant t;
+        ASSERT_OK(store_tenant_get_by_name(s, "t", &t));
+        sandbox_init(&sb, "sb_1", t.id, "base");
+        ASSERT_OK(strscpy(sb.worker, sizeof sb.worker, "w1"));
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        sandbox_init(&sb, "sb_2", t.id, "base");
+        ASSERT_OK(strscpy(sb.worker, sizeof sb.worker, "w1"));
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        ASSERT_OK(store_sandbox_set_state(s, "sb_2", -1, SANDBOX_DELETED, ""));
+        worker_init(&w, "w2", "inst-c");
+        ASSERT_OK(store_worker_register(s, &w, t0));
+        ASSERT_OK(store_worker_list(s, &list, &n));
+        ASSERT_EQ(n, 2U);
+        ASSERT_STREQ(list[0].name, "w1");
+        ASSERT_EQ(list[0].sandboxes, 1U);
+        ASSERT_EQ(list[0].used_cpu_millis, 1000U);
+        ASSERT_EQ(list[0].used_memory_mb, 512U);
+        ASSERT_EQ(list[1].sandboxes, 0U);
+        free(list);
+
+        /* lost: only when stale; its live sandboxes become lost, once */
+        ASSERT_ERRNO(store_worker_mark_lost(s, "w1", t0 - 1, "no heartbeat", &refs, &n), ESTALE);
+        ASSERT_OK(store_worker_mark_lost(s, "w1", now_usec() + 1000000, "no heartbeat", &refs, &n));
+        ASSERT_EQ(n, 1U);
+        ASSERT_STREQ(refs[0].id, "sb_1");
+        ASSERT_STREQ(refs[0].tenant_id, t.id);
+        free(refs);
+        ASSERT_OK(store_sandbox_get(s, NULL, "sb_1", &sb));
+        ASSERT_EQ(sb.state, SANDBOX_LOST);
+        ASSERT_STREQ(sb.reason, "no heartbeat");
+        sandbox_done(&sb);
+        ASSERT_OK(store_sandbox_get(s, NULL, "sb_2", &sb));
+        ASSERT_EQ(sb.state, SANDBOX_DELETED);
+        sandbox_done(&sb);
+        ASSERT_ERRNO(store_worker_mark_lost(s, "w1", now_usec() + 1000000, "again", &refs, &n), ESTALE);
+        ASSERT_OK(store_worker_get(s, "w1", &got));
+        ASSERT_EQ(got.state, WORKER_LOST);
+        ASSERT_ERRNO(store_worker_heartbeat(s, "w1", "inst-b", ""), ESTALE);
+        /* a lost worker may come back (any instance) */
+        worker_init(&w, "w1", "inst-d");
+        ASSERT_OK(store_worker_register(s, &w, t0));
+        ASSERT_OK(store_worker_stop(s, "w1", "inst-d"));
+        ASSERT_OK(store_worker_get(s, "w1", &got));
+        ASSERT_EQ(got.state, WORKER_STOPPED);
+        ASSERT_ERRNO(store_worker_stop(s, "w1", "inst-d"), ESTALE);
+
+        /* bad input */
+        worker_init(&w, "", "i");
+        ASSERT_ERRNO(store_worker_register(s, &w, t0), EINVAL);
+        worker_init(&w, "w3", "i");
+        w.address[0] = 0;
+        ASSERT_ERRNO(store_worker_register(s, &w, t0), EINVAL);
+        ASSERT_ERRNO(store_worker_heartbeat(s, NULL, "i", ""), EINVAL);
+        ASSERT_ERRNO(store_worker_list(s, NULL, &n), EINVAL);
+}
+
+STORE_TEST(leader_one_at_a_time) {
+        Store *a = open_url(url), *b = open_url(url);
+        bool la = false, lb = true;
+
+        ASSERT_OK(store_leader_try(a, &la));
+        ASSERT_TRUE(la);
+        ASSERT_OK(store_leader_try(a, &la)); /* still */
+        ASSERT_TRUE(la);
+        ASSERT_OK(store_leader_try(b, &lb));
+        if (backend == BACKEND_SQLITE) {
+                ASSERT_TRUE(lb); /* one host: every handle leads */
+        } else {
+                ASSERT_FALSE(lb);
+                a = store_close(a); /* the leader's session ends ... */
+                /* ... and its backend lets go of the lock once it sees that */
+                for (int i = 0; i < 500 && !lb; i++) {
+                        ASSERT_OK(store_leader_try(b, &lb));
+                        if (!lb)
+                                (void) nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+                }
+                ASSERT_TRUE(lb);
+                ASSERT_OK(store_leader_try(b, &lb)); /* and keeps it */
+                ASSERT_TRUE(lb);
+        }
+        store_close(a);
+        store_close(b);
 }

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* The generic half of the cluster operations (workers, controller
+ * leadership): argument checks, then the back end's op. */
+
+#include "store-backend.h"
+#include "str-util.h"
+
+static const char *const worker_state_table[_WORKER_STATE_MAX] = {
+        [WORKER_LIVE] = "live",
+        [WORKER_LOST] = "lost",
+        [WORKER_STOPPED] = "stopped",
+};
+
+const char *worker_state_to_string(WorkerState s) {
+        if (s < 0 || s >= _WORKER_STATE_MAX)
+                return NULL;
+        return worker_state_table[s];
+}
+
+WorkerState worker_state_from_string(const char *s) {
+        if (!s)
+                return _WORKER_STATE_INVALID;
+        for (size_t i = 0; i < ELEMENTSOF(worker_state_table); i++)
+                if (streq(worker_state_table[i], s))
+                        return (WorkerState) i;
+        return _WORKER_STATE_INVALID;
+}
+
+/* A string that must fit its column (required: non-empty). */
+static int check_str(const char *s, size_t size, bool required) {
+        size_t n;
+
+        if (!s)
+                return required ? -EINVAL : 0;
+        n = strnlen(s, size);
+        if (n >= size)
+                return -ENAMETOOLONG;
+        if (required && n == 0)
+                return -EINVAL;
+        return 0;
+}
+
+#define CHECK(expr)                     \
+        do {                            \
+                int _r = (expr);        \
+                if (_r < 0)             \
+                        return _r;      \
+        } while (0)
+
+int store_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_usec) {
+        WorkerNode copy;
+
+        if (!s || !w)
+                return -EINVAL;
+        CHECK(check_str(w->name, sizeof w->name, true));
+        CHECK(check_str(w->address, sizeof w->address, true));
+        CHECK(check_str(w->instance, sizeof w->instance, true));
+        CHECK(check_str(w->runtimes, sizeof w->runtimes, false));
+        CHECK(check_str(w->accelerators, sizeof w->accelerators, false));
+        CHECK(check_str(w->templates, sizeof w->templates, false));
+        if (w->memory_mb > (uint64_t) INT64_MAX || w->disk_mb > (uint64_t) INT64_MAX)
+                return -ERANGE;
+        copy = *w;
+        copy.state = WORKER_LIVE;
+        copy.registered_usec = copy.heartbeat_usec = now_usec();
+        return s->ops->worker_register(s, &copy, stale_before_usec);
+}
+
+int store_worker_heartbeat(Store *s, const char *name, const char *instance, const char *templates) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_str(name, STORE_NAME_MAX, true));
+        CHECK(check_str(instance, STORE_ID_MAX, true));
+        CHECK(check_str(templates, STORE_WORKER_TEMPLATES_MAX, false));
+        return s->ops->worker_heartbeat(s, name, instance, templates ?: "", now_usec());
+}
+
+int store_worker_stop(Store *s, const char *name, const char *instance) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_str(name, STORE_NAME_MAX, true));
+        CHECK(check_str(instance, STORE_ID_MAX, true));
+        return s->ops->worker_stop(s, name, instance);
+}
+
+int store_worker_get(Store *s, const char *name, WorkerNode *ret) {
+        if (!s || !name || !ret)
+                return -EINVAL;
+        if (name[0] == 0 || strnlen(name, STORE_NAME_MAX) >= STORE_NAME_MAX)
+                return -ENOENT;
+        return s->ops->worker_get(s, name, ret);
+}
+
+int store_worker_list(Store *s, WorkerNode **ret, size_t *ret_n) {
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        return s->ops->worker_list(s, ret, ret_n);
+}
+
+int store_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
+                           SandboxRef **ret, size_t *ret_n) {
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        CHECK(check_str(name, STORE_NAME_MAX, true));
+        CHECK(check_str(reason, STORE_REASON_MAX, false));
+        return s->ops->worker_mark_lost(s, name, stale_before_usec, reason ?: "", now_usec(), ret, ret_n);
+}
+
+int store_leader_try(Store *s, bool *ret_leader) {
+        if (!s || !ret_leader)
+                return -EINVAL;
+        return s->ops->leader_try(s, ret_leader);
+}

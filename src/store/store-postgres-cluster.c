@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/* The PostgreSQL back end's cluster operations: worker rows, and controller
+ * leadership as a session advisory lock. store-cluster.c has checked every
+ * argument.
+ *
+ * Leadership: pg_try_advisory_lock on this handle's connection. PostgreSQL
+ * releases it when the session ends (the process died, or its connection
+ * broke), so a standby's next try takes it. A reconnect of this handle
+ * (a new connection generation) means the lock is gone: the handle is no
+ * longer leader until it takes the lock again. While held, each try checks
+ * pg_locks, which also notices a connection that broke. */
+
+#include "alloc-util.h"
+#include "store-postgres.h"
+
+#define WORKER_COLUMNS                                                                        \
+        "w.name, w.address, w.instance, w.state, w.cpu_millis, w.memory_mb, w.disk_mb, "      \
+        "w.runtimes, w.accelerators, w.templates, w.registered_usec, w.heartbeat_usec, "      \
+        "COALESCE(SUM(s.cpu_millis), 0), COALESCE(SUM(s.memory_mb), 0), "                     \
+        "COALESCE(SUM(s.disk_mb), 0), COUNT(s.id)"
+#define WORKER_FROM                                                                           \
+        " FROM workers w LEFT JOIN sandboxes s ON s.worker = w.name "                         \
+        "AND s.state NOT IN ('deleted', 'error', 'lost')"
+
+static const char *const cluster_sql[_PG_CL_STMT_MAX] = {
+        [PG_CL_WORKER_REGISTER] =
+                "INSERT INTO workers (name, address, instance, state, cpu_millis, memory_mb, disk_mb, "
+                "runtimes, accelerators, templates, registered_usec, heartbeat_usec) "
+                "VALUES ($1, $2, $3, 'live', $4, $5, $6, $7, $8, $9, $10, $10) "
+                "ON CONFLICT (name) DO UPDATE SET address = EXCLUDED.address, instance = EXCLUDED.instance, "
+                "state = 'live', cpu_millis = EXCLUDED.cpu_millis, memory_mb = EXCLUDED.memory_mb, "
+                "disk_mb = EXCLUDED.disk_mb, runtimes = EXCLUDED.runtimes, "
+                "accelerators = EXCLUDED.accelerators, templates = EXCLUDED.templates, "
+                "registered_usec = EXCLUDED.registered_usec, heartbeat_usec = EXCLUDED.heartbeat_usec "
+                "WHERE workers.state <> 'live' OR workers.instance = EXCLUDED.instance "
+                "OR workers.heartbeat_usec < $11 "
+                "RETURNING name",
+        [PG_CL_WORKER_HEARTBEAT] =
+                "WITH c AS (UPDATE workers SET heartbeat_usec = $3, templates = $4 "
+                "WHERE name = $1 AND instance = $2 AND state = 'live' RETURNING 1) "
+                "SELECT (SELECT COUNT(*) FROM c), EXISTS (SELECT 1 FROM workers WHERE name = $1)",
+        [PG_CL_WORKER_STOP] =
+                "WITH c AS (UPDATE workers SET state = 'stopped' "
+                "WHERE name = $1 AND instance = $2 AND state = 'live' RETURNING 1) "
+                "SELECT (SELECT COUNT(*) FROM c), EXISTS (SELECT 1 FROM workers WHERE name = $1)",
+        [PG_CL_WORKER_GET] = "SELECT " WORKER_COLUMNS WORKER_FROM " WHERE w.name = $1 GROUP BY w.name",
+        [PG_CL_WORKER_LIST] = "SELECT " WORKER_COLUMNS WORKER_FROM " GROUP BY w.name ORDER BY w.name",
+        [PG_CL_WORKER_SET_LOST] =
+                "UPDATE workers SET state = 'lost' WHERE name = $1 AND state = 'live' AND heartbeat_usec < $2",
+        [PG_CL_SANDBOXES_SET_LOST] =
+                "UPDATE sandboxes SET state = 'lost', reason = $2, updated_usec = $3 "
+                "WHERE worker = $1 AND state NOT IN ('deleted', 'lost') RETURNING id, tenant_id",
+        [PG_CL_LEADER_TRY] = "SELECT pg_try_advisory_lock(" PG_LOCK_CLASS ", " PG_LOCK_CONTROLLER ")",
+        [PG_CL_LEADER_HELD] =
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = "
+                PG_LOCK_CLASS " AND objid = " PG_LOCK_CONTROLLER " AND objsubid = 2 "
+                "AND pid = pg_backend_pid() AND granted)",
+};
+
+#define TRY(expr)                       \
+        do {                            \
+                int _r = (expr);        \
+                if (_r < 0)             \
+                        return _r;      \
+        } while (0)
+
+static int cl_exec(PgStore *q, PgClusterStmt id, const PgParams *p, PGresult **ret) {
+        char name[16];
+
+        if (id < 0 || id >= _PG_CL_STMT_MAX)
+                return -EINVAL;
+        (void) snprintf(name, sizeof name, "cl%d", (int) id);
+        return pg_store_exec_slot(q, &q->cluster[id], name, cluster_sql[id], p, ret);
+}
+
+/* "(changed, exists)": 0, -ESTALE or -ENOENT. */
+static int cl_exec_cas(PgStore *q, PgClusterStmt id, const PgParams *p) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        uint64_t changed;
+        bool exists;
+
+        TRY(cl_exec(q, id, p, &res));
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        TRY(pg_col_u64(res, 0, 0, &changed));
+        TRY(pg_col_bool(res, 0, 1, &exists));
+        if (changed > 0)
+                return 0;
+        return exists ? -ESTALE : -ENOENT;
+}
+
+int pg_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_usec) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, w->name);
+        pg_param_text(&p, w->address);
+        pg_param_text(&p, w->instance);
+        pg_param_i64(&p, w->cpu_millis);
+        pg_param_i64(&p, (int64_t) w->memory_mb);
+        pg_param_i64(&p, (int64_t) w->disk_mb);
+        pg_param_text(&p, w->runtimes);
+        pg_param_text(&p, w->accelerators);
+        pg_param_text(&p, w->templates);
+        pg_param_i64(&p, w->registered_usec);
+        pg_param_i64(&p, stale_before_usec);
+        TRY(cl_exec(pg_store(s), PG_CL_WORKER_REGISTER, &p, &res));
+        return PQntuples(res) == 1 ? 0 : -EEXIST; /* another live instance holds the name */
+}
+
+int pg_op_worker_heartbeat(Store *s, const char *name, const char *instance, const char *templates, int64_t now) {
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        pg_param_text(&p, instance);
+        pg_param_i64(&p, now);
+        pg_param_text(&p, templates);
+        return cl_exec_cas(pg_store(s), PG_CL_WORKER_HEARTBEAT, &p);
+}
+
+int pg_op_worker_stop(Store *s, const char *name, const char *instance) {
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        pg_param_text(&p, instance);
+        return cl_exec_cas(pg_store(s), PG_CL_WORKER_STOP, &p);
+}
+
+static int worker_read(const PGresult *res, int row, WorkerNode *ret) {
+        WorkerNode w = {};
+        char state[16];
+
+        TRY(PG_COL_STR(res, row, 0, w.name));
+        TRY(PG_COL_STR(res, row, 1, w.address));
+        TRY(PG_COL_STR(res, row, 2, w.instance));
+        TRY(PG_COL_STR(res, row, 3, state));
+        w.state = worker_state_from_string(state);
+        if (w.state < 0)
+                return -EBADMSG;
+        TRY(pg_col_u32(res, row, 4, &w.cpu_millis));
+        TRY(pg_col_u64(res, row, 5, &w.memory_mb));
+        TRY(pg_col_u64(res, row, 6, &w.disk_mb));
+        TRY(PG_COL_STR(res, row, 7, w.runtimes));
+        TRY(PG_COL_STR(res, row, 8, w.accelerators));
+        TRY(PG_COL_STR(res, row, 9, w.templates));
+        TRY(pg_col_i64(res, row, 10, &w.registered_usec));
+        TRY(pg_col_i64(res, row, 11, &w.heartbeat_usec));
+        TRY(pg_col_u32(res, row, 12, &w.used_cpu_millis));
+        TRY(pg_col_u64(res, row, 13, &w.used_memory_mb));
+        TRY(pg_col_u64(res, row, 14, &w.used_disk_mb));
+        TRY(pg_col_u32(res, row, 15, &w.sandboxes));
+        *ret = w;
+        return 0;
+}
+
+int pg_op_worker_get(Store *s, const char *name, WorkerNode *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        TRY(cl_exec(pg_store(s), PG_CL_WORKER_GET, &p, &res));
+        if (PQntuples(res) == 0)
+                return -ENOENT;
+        return worker_read(res, 0, ret);
+}
+
+int pg_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        _cleanup_free_ WorkerNode *a = NULL;
+        int n;
+
+        TRY(cl_exec(pg_store(s), PG_CL_WORKER_LIST, NULL, &res));
+        n = PQntuples(res);
+        if (n > 0) {
+                a = new0(WorkerNode, (size_t) n);
+                if (!a)
+                        return -ENOMEM;
+        }
+        for (int i = 0; i < n; i++)
+                TRY(worker_read(res, i, &a[i]));
+        *ret = TAKE_PTR(a);
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+typedef struct MarkLost {
+        const char *name, *reason;
+        int64_t stale_before_usec, now;
+        SandboxRef *refs;
+        size_t n;
+} MarkLost;
+
+static int mark_lost_tx(PgStore *q, void *userdata) {
+        MarkLost *m = userdata;
+        _cleanup_pgresult_ PGresult *res = NULL, *res2 = NULL;
+        PgParams p = {}, p2 = {};
+        int n;
+
+        m->refs = mfree(m->refs); /* a retried transaction starts over */
+        m->n = 0;
+        pg_param_text(&p, m->name);
+        pg_param_i64(&p, m->stale_before_usec);
+        TRY(cl_exec(q, PG_CL_WORKER_SET_LOST, &p, &res));
+        if (pg_result_changes(res) == 0)
+                return -ESTALE;
+        pg_param_text(&p2, m->name);
+        pg_param_text(&p2, m->reason);
+        pg_param_i64(&p2, m->now);
+        TRY(cl_exec(q, PG_CL_SANDBOXES_SET_LOST, &p2, &res2));
+        n = PQntuples(res2);
+        if (n > 0) {
+                m->refs = new0(SandboxRef, (size_t) n);
+                if (!m->refs)
+                        return -ENOMEM;
+        }
+        for (int i = 0; i < n; i++) {
+                TRY(PG_COL_STR(res2, i, 0, m->refs[i].id));
+                TRY(PG_COL_STR(res2, i, 1, m->refs[i].tenant_id));
+        }
+        m->n = (size_t) n;
+        return 0;
+}
+
+int pg_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason, int64_t now,
+                           SandboxRef **ret, size_t *ret_n) {
+        MarkLost m = { .name = name, .reason = reason, .stale_before_usec = stale_before_usec, .now = now };
+        int r;
+
+        r = pg_store_transact(pg_store(s), mark_lost_tx, &m);
+        if (r < 0) {
+                free(m.refs);
+                return r;
+        }
+        *ret = m.refs;
+        *ret_n = m.n;
+        return 0;
+}
+
+int pg_op_leader_try(Store *s, bool *ret_leader) {
+        PgStore *q = pg_store(s);
+        _cleanup_pgresult_ PGresult *res = NULL;
+        bool held = false;
+        int r;
+
+        if (q->leader_gen != 0 && q->leader_gen == q->gen) {
+                r = cl_exec(q, PG_CL_LEADER_HELD, NULL, &res);
+                if (r >= 0 && PQntuples(res) == 1)
+                        r = pg_col_bool(res, 0, 0, &held);
+                if (r >= 0 && held && q->leader_gen == q->gen) {
+                        *ret_leader = true;
+                        return 0;
+                }
+                q->leader_gen = 0; /* lost with the connection (or r < 0: we cannot tell; assume lost) */
+                if (r < 0)
+                        return r;
+                PQclear(TAKE_PTR(res));
+        }
+        r = cl_exec(q, PG_CL_LEADER_TRY, NULL, &res);
+        if (r < 0)
+                return r;
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        TRY(pg_col_bool(res, 0, 0, &held));
+        q->leader_gen = held ? q->gen : 0;
+        *ret_leader = held;
+        return 0;
+}

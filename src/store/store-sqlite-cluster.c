@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/* The SQLite back end's cluster operations: worker rows and leadership
+ * (one host: the single process always leads). store-cluster.c has checked
+ * every argument. */
+
+#include "alloc-util.h"
+#include "store-sqlite.h"
+
+#define WORKER_COLUMNS                                                                        \
+        "w.name, w.address, w.instance, w.state, w.cpu_millis, w.memory_mb, w.disk_mb, "      \
+        "w.runtimes, w.accelerators, w.templates, w.registered_usec, w.heartbeat_usec, "      \
+        "COALESCE(SUM(s.cpu_millis), 0), COALESCE(SUM(s.memory_mb), 0), "                     \
+        "COALESCE(SUM(s.disk_mb), 0), COUNT(s.id)"
+#define WORKER_FROM                                                                           \
+        " FROM workers w LEFT JOIN sandboxes s ON s.worker = w.name "                         \
+        "AND s.state NOT IN ('deleted', 'error', 'lost')"
+
+static const char *const cluster_sql[_SQL_CL_STMT_MAX] = {
+        [SQL_CL_WORKER_REGISTER] =
+                "INSERT INTO workers (name, address, instance, state, cpu_millis, memory_mb, disk_mb, "
+                "runtimes, accelerators, templates, registered_usec, heartbeat_usec) "
+                "VALUES (?1, ?2, ?3, 'live', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10) "
+                "ON CONFLICT (name) DO UPDATE SET address = excluded.address, instance = excluded.instance, "
+                "state = 'live', cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb, "
+                "disk_mb = excluded.disk_mb, runtimes = excluded.runtimes, "
+                "accelerators = excluded.accelerators, templates = excluded.templates, "
+                "registered_usec = excluded.registered_usec, heartbeat_usec = excluded.heartbeat_usec "
+                "WHERE workers.state <> 'live' OR workers.instance = excluded.instance "
+                "OR workers.heartbeat_usec < ?11 "
+                "RETURNING name",
+        [SQL_CL_WORKER_HEARTBEAT] =
+                "UPDATE workers SET heartbeat_usec = ?3, templates = ?4 "
+                "WHERE name = ?1 AND instance = ?2 AND state = 'live'",
+        [SQL_CL_WORKER_EXISTS] = "SELECT 1 FROM workers WHERE name = ?1",
+        [SQL_CL_WORKER_STOP] =
+                "UPDATE workers SET state = 'stopped' WHERE name = ?1 AND instance = ?2 AND state = 'live'",
+        [SQL_CL_WORKER_GET] = "SELECT " WORKER_COLUMNS WORKER_FROM " WHERE w.name = ?1 GROUP BY w.name",
+        [SQL_CL_WORKER_LIST] = "SELECT " WORKER_COLUMNS WORKER_FROM " GROUP BY w.name ORDER BY w.name",
+        [SQL_CL_WORKER_SET_LOST] =
+                "UPDATE workers SET state = 'lost' WHERE name = ?1 AND state = 'live' AND heartbeat_usec < ?2",
+        [SQL_CL_SANDBOXES_SET_LOST] =
+                "UPDATE sandboxes SET state = 'lost', reason = ?2, updated_usec = ?3 "
+                "WHERE worker = ?1 AND state NOT IN ('deleted', 'lost') RETURNING id, tenant_id",
+};
+
+#define TRY(expr)                       \
+        do {                            \
+                int _r = (expr);        \
+                if (_r < 0)             \
+                        return _r;      \
+        } while (0)
+
+static int cl_stmt(SqliteStore *q, SqlClusterStmt id, sqlite3_stmt **ret) {
+        if (id < 0 || id >= _SQL_CL_STMT_MAX)
+                return -EINVAL;
+        return sqlite_store_prepare(q, &q->cluster[id], cluster_sql[id], ret);
+}
+
+static int step_changes(SqliteStore *q, sqlite3_stmt *st) {
+        TRY(sqlite_store_step_done(q, st));
+        return (int) MIN(sqlite3_changes64(q->db), (sqlite3_int64) INT32_MAX);
+}
+
+static int worker_exists(SqliteStore *q, const char *name) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(cl_stmt(q, SQL_CL_WORKER_EXISTS, &st));
+        TRY(sqlite_bind_text(q, st, 1, name));
+        return sqlite_store_step(q, st); /* 1 = yes */
+}
+
+int sqlite_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_usec) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(cl_stmt(q, SQL_CL_WORKER_REGISTER, &st));
+        TRY(sqlite_bind_text(q, st, 1, w->name));
+        TRY(sqlite_bind_text(q, st, 2, w->address));
+        TRY(sqlite_bind_text(q, st, 3, w->instance));
+        TRY(sqlite_bind_int64(q, st, 4, w->cpu_millis));
+        TRY(sqlite_bind_int64(q, st, 5, (int64_t) w->memory_mb));
+        TRY(sqlite_bind_int64(q, st, 6, (int64_t) w->disk_mb));
+        TRY(sqlite_bind_text(q, st, 7, w->runtimes));
+        TRY(sqlite_bind_text(q, st, 8, w->accelerators));
+        TRY(sqlite_bind_text(q, st, 9, w->templates));
+        TRY(sqlite_bind_int64(q, st, 10, w->registered_usec));
+        TRY(sqlite_bind_int64(q, st, 11, stale_before_usec));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -EEXIST; /* another live instance holds the name */
+        return sqlite_store_step_done(q, st);
+}
+
+int sqlite_op_worker_heartbeat(Store *s, const char *name, const char *instance, const char *templates,
+                                      int64_t now) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(cl_stmt(q, SQL_CL_WORKER_HEARTBEAT, &st));
+        TRY(sqlite_bind_text(q, st, 1, name));
+        TRY(sqlite_bind_text(q, st, 2, instance));
+        TRY(sqlite_bind_int64(q, st, 3, now));
+        TRY(sqlite_bind_text(q, st, 4, templates));
+        r = step_changes(q, st);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = worker_exists(q, name);
+        if (r < 0)
+                return r;
+        return r > 0 ? -ESTALE : -ENOENT;
+}
+
+int sqlite_op_worker_stop(Store *s, const char *name, const char *instance) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(cl_stmt(q, SQL_CL_WORKER_STOP, &st));
+        TRY(sqlite_bind_text(q, st, 1, name));
+        TRY(sqlite_bind_text(q, st, 2, instance));
+        r = step_changes(q, st);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = worker_exists(q, name);
+        if (r < 0)
+                return r;
+        return r > 0 ? -ESTALE : -ENOENT;
+}
+
+static int worker_read(sqlite3_stmt *st, WorkerNode *ret) {
+        WorkerNode w = {};
+        char state[16];
+
+        TRY(SQLITE_COL_STR(st, 0, w.name));
+        TRY(SQLITE_COL_STR(st, 1, w.address));
+        TRY(SQLITE_COL_STR(st, 2, w.instance));
+        TRY(SQLITE_COL_STR(st, 3, state));
+        w.state = worker_state_from_string(state);
+        if (w.state < 0)
+                return -EBADMSG;
+        TRY(sqlite_col_u32(st, 4, &w.cpu_millis));
+        TRY(sqlite_col_u64(st, 5, &w.memory_mb));
+        TRY(sqlite_col_u64(st, 6, &w.disk_mb));
+        TRY(SQLITE_COL_STR(st, 7, w.runtimes));
+        TRY(SQLITE_COL_STR(st, 8, w.accelerators));
+        TRY(SQLITE_COL_STR(st, 9, w.templates));
+        TRY(sqlite_col_i64(st, 10, &w.registered_usec));
+        TRY(sqlite_col_i64(st, 11, &w.heartbeat_usec));
+        TRY(sqlite_col_u32(st, 12, &w.used_cpu_millis));
+        TRY(sqlite_col_u64(st, 13, &w.used_memory_mb));
+        TRY(sqlite_col_u64(st, 14, &w.used_disk_mb));
+        TRY(sqlite_col_u32(st, 15, &w.sandboxes));
+        *ret = w;
+        return 0;
+}
+
+int sqlite_op_worker_get(Store *s, const char *name, WorkerNode *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(cl_stmt(q, SQL_CL_WORKER_GET, &st));
+        TRY(sqlite_bind_text(q, st, 1, name));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        return worker_read(st, ret);
+}
+
+int sqlite_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ WorkerNode *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        TRY(cl_stmt(q, SQL_CL_WORKER_LIST, &st));
+        while ((r = sqlite_store_step(q, st)) > 0) {
+                if (GREEDY_REALLOC(a, allocated, n + 1) < 0)
+                        return -ENOMEM;
+                TRY(worker_read(st, &a[n]));
+                n++;
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(a);
+        *ret_n = n;
+        return 0;
+}
+
+int sqlite_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
+                                      int64_t now, SandboxRef **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        _cleanup_free_ SandboxRef *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        TRY(sqlite_store_begin(q, &tx));
+        {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+                TRY(cl_stmt(q, SQL_CL_WORKER_SET_LOST, &st));
+                TRY(sqlite_bind_text(q, st, 1, name));
+                TRY(sqlite_bind_int64(q, st, 2, stale_before_usec));
+                r = step_changes(q, st);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return -ESTALE;
+        }
+        {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+                TRY(cl_stmt(q, SQL_CL_SANDBOXES_SET_LOST, &st));
+                TRY(sqlite_bind_text(q, st, 1, name));
+                TRY(sqlite_bind_text(q, st, 2, reason));
+                TRY(sqlite_bind_int64(q, st, 3, now));
+                while ((r = sqlite_store_step(q, st)) > 0) {
+                        if (GREEDY_REALLOC(a, allocated, n + 1) < 0)
+                                return -ENOMEM;
+                        a[n] = (SandboxRef){};
+                        TRY(SQLITE_COL_STR(st, 0, a[n].id));
+                        TRY(SQLITE_COL_STR(st, 1, a[n].tenant_id));
+                        n++;
+                }
+                if (r < 0)
+                        return r;
+        }
+        TRY(sqlite_store_commit(&tx));
+        *ret = TAKE_PTR(a);
+        *ret_n = n;
+        return 0;
+}
+
+int sqlite_op_leader_try(Store *s, bool *ret_leader) {
+        *ret_leader = true; /* one host, one process: it leads */
+        return 0;
+}
+
