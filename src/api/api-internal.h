@@ -18,6 +18,7 @@ struct Api {
         pthread_key_t handles_key;   /* per-thread Store + WorkerClient */
         char worker_address[CONFIG_STR_MAX + 16];
         char agent_dir[CONFIG_STR_MAX + 16];
+        char *cluster_token;         /* role api: workers are reached over the network with it */
         atomic_uint_fast64_t requests_by_class[6]; /* [1..5] = 1xx..5xx */
         atomic_uint_fast64_t requests_in_flight;
 };

@@ -89,8 +89,8 @@ static void thread_handles_free(void *p) {
         ThreadHandles *h = p;
         if (!h)
                 return;
+        worker_client_free(h->worker); /* it borrows the store */
         store_close(h->store);
-        worker_client_free(h->worker);
         free(h);
 }
 
@@ -118,9 +118,22 @@ int api_new(const Config *config, Api **ret) {
         return 0;
 }
 
+int api_set_cluster_token(Api *a, const char *token) {
+        char *t = strdup(token);
+        if (!t)
+                return -ENOMEM;
+        free(a->cluster_token);
+        a->cluster_token = t;
+        return 0;
+}
+
 Api *api_free(Api *a) {
         if (!a)
                 return NULL;
+        if (a->cluster_token) {
+                explicit_bzero(a->cluster_token, strlen(a->cluster_token));
+                free(a->cluster_token);
+        }
         /* Handles of threads that are still alive are freed by their exit; this thread's now. */
         thread_handles_free(pthread_getspecific(a->handles_key));
         (void) pthread_setspecific(a->handles_key, NULL);
@@ -177,6 +190,16 @@ int api_get_worker(ApiRequest *r, ApiError *e) {
         h = thread_handles(r->api);
         if (!h)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        if (!h->worker && r->api->cluster_token) {
+                /* a cluster: the store says where each sandbox lives */
+                k = api_get_store(r, e);
+                if (k < 0)
+                        return k;
+                k = worker_client_new_cluster(h->store, r->api->cluster_token,
+                                              r->api->config.worker_lost_timeout_s, &h->worker);
+                if (k < 0)
+                        return api_error(e, k, API_UNAVAILABLE, "the worker client failed: %s", strerror(-k));
+        }
         if (!h->worker) {
                 k = worker_client_new(r->api->worker_address, r->api->agent_dir, &h->worker);
                 if (k < 0)

@@ -38,6 +38,9 @@ typedef struct ApiRequest {
 typedef int (*ApiHandler)(ApiRequest *r, ApiError *e);
 
 int api_new(const Config *config, Api **ret);
+/* Role api: sandboxes live on the workers of a cluster, reached with this
+ * token (copied) instead of the local worker. */
+int api_set_cluster_token(Api *a, const char *token);
 Api *api_free(Api *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 const Config *api_config(const Api *a);

@@ -24,7 +24,6 @@
 
 #define API_SANDBOX_LOCKS 64U
 #define API_BRANCH_MAX 64U      /* the bound of config max_branch */
-#define API_WORKER_NAME "local"
 
 static pthread_mutex_t sandbox_locks[API_SANDBOX_LOCKS] = {
         [0 ... API_SANDBOX_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER,
@@ -187,7 +186,7 @@ static int start_again_locked(ApiRequest *r, Sandbox *sb, const char *reason, Ap
         k = worker_sandbox_start(r->worker, sb, &pid, &starttime, &preserved, e);
         if (k < 0)
                 return worker_failed(e, k);
-        k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, API_WORKER_NAME);
+        k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, NULL);
         if (k < 0)
                 (void) api_store_error(e, k, "recording the started sandbox");
         else
@@ -388,7 +387,7 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
         }
 
         snprintf(reason, sizeof reason, "restored to checkpoint %s by %s", ck.id, r->actor);
-        k = store_sandbox_set_runtime(r->store, id, pid, starttime, API_WORKER_NAME);
+        k = store_sandbox_set_runtime(r->store, id, pid, starttime, NULL);
         if (k < 0)
                 return api_store_error(e, k, "recording the restored sandbox");
         k = set_state(r, &sb, sb.state, SANDBOX_RUNNING, reason, e);
@@ -428,7 +427,7 @@ static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, int
         (void) strscpy(c->tenant_id, sizeof c->tenant_id, src->tenant_id);
         (void) strscpy(c->template_name, sizeof c->template_name, src->template_name);
         (void) strscpy(c->runtime, sizeof c->runtime, src->runtime);
-        (void) strscpy(c->worker, sizeof c->worker, API_WORKER_NAME);
+        (void) strscpy(c->worker, sizeof c->worker, src->worker); /* a branch lives beside its source */
         (void) strscpy(c->parent_id, sizeof c->parent_id, src->id);
         if (ck)
                 (void) strscpy(c->parent_checkpoint, sizeof c->parent_checkpoint, ck->id);
@@ -535,7 +534,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         k = store_batch_begin(r->store);
         for (size_t i = 0; k >= 0 && i < count; i++) {
                 char cdata[160];
-                q = store_sandbox_set_runtime(r->store, kids[i].id, pids[i], sts[i], API_WORKER_NAME);
+                q = store_sandbox_set_runtime(r->store, kids[i].id, pids[i], sts[i], NULL);
                 if (q >= 0)
                         q = store_sandbox_set_state(r->store, kids[i].id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
                 if (q < 0) {

@@ -140,7 +140,7 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError 
                 return k;
         }
 
-        k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, API_WORKER_NAME);
+        k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, NULL); /* worker: as placed */
         if (k >= 0)
                 k = store_sandbox_set_state(r->store, sb->id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
         if (k < 0) {

@@ -66,7 +66,7 @@ static int create_warm(Store *s, WorkerClient *w, const Config *c, const char *t
         snprintf(reason, sizeof reason, "warm pool of %s", template_name);
         r = worker_sandbox_create(w, &sb, &pid, &starttime, &e);
         if (r >= 0)
-                r = store_sandbox_set_runtime(s, sb.id, pid, starttime, WARM_WORKER_NAME);
+                r = store_sandbox_set_runtime(s, sb.id, pid, starttime, NULL); /* worker: as placed */
         if (r >= 0)
                 r = worker_sandbox_pause(w, sb.id, true, &e);
         if (r >= 0)

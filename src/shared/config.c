@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "fd-util.h"
@@ -57,6 +58,13 @@ const ConfigItem config_table[] = {
         { "gateway_dns_port", U(gateway_dns_port), "10053", 1, 65535, NULL, "the gateway's DNS port on each host end (sandbox port 53 is redirected to it)" },
         { "gateway_proxy_port", U(gateway_proxy_port), "10080", 1, 65535, NULL, "the gateway's explicit HTTP proxy port on each host end (HTTP_PROXY in sandboxes)" },
         { "gateway_transparent_port", U(gateway_transparent_port), "10081", 1, 65535, NULL, "the gateway's port for intercepted TCP (every other TCP connection of a sandbox is redirected to it)" },
+        { "worker_name", S(worker_name), "", 0, 0, NULL, "role worker: its unique name in the cluster; default: the host name" },
+        { "worker_listen", S(worker_listen), "", 0, 0, NULL, "role worker: internal listener (host:port) for API servers and controllers" },
+        { "worker_address", S(worker_address), "", 0, 0, NULL, "role worker: host:port others reach it at; default: worker_listen" },
+        { "cluster_token_file", S(cluster_token_file), "", 0, 0, NULL, "roles api, worker, controller: file (mode 0600) with the shared cluster token" },
+        { "worker_lost_timeout_s", U(worker_lost_timeout_s), "15", 1, 3600, NULL, "a worker without heartbeat for this long is lost (its sandboxes too)" },
+        { "worker_cpu_millis", U(worker_cpu_millis), "0", 0, 1024000000, NULL, "role worker: CPU it offers (0 = all online CPUs)" },
+        { "worker_memory_mb", U(worker_memory_mb), "0", 0, UINT64_C(1) << 40, NULL, "role worker: memory it offers (0 = physical memory)" },
 };
 const size_t config_table_size = ELEMENTSOF(config_table);
 
@@ -242,6 +250,29 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                 }
                 if (isempty(c->agent_path))
                         (void) strscpy(c->agent_path, sizeof c->agent_path, SPACE_LIBEXECDIR "/space/space-agent");
+        }
+        if (!streq(c->role, "all")) {
+                if (isempty(c->cluster_token_file)) {
+                        snprintf(errbuf, errbuf_size, "role %s needs cluster_token_file", c->role);
+                        return -EINVAL;
+                }
+                if (strncmp(c->store_url, "postgres", 8) != 0) {
+                        snprintf(errbuf, errbuf_size, "role %s needs a shared store: store_url=postgres://...", c->role);
+                        return -EINVAL;
+                }
+        }
+        if (streq(c->role, "worker")) {
+                if (isempty(c->worker_listen)) {
+                        snprintf(errbuf, errbuf_size, "role worker needs worker_listen (host:port)");
+                        return -EINVAL;
+                }
+                if (isempty(c->worker_address))
+                        (void) strscpy(c->worker_address, sizeof c->worker_address, c->worker_listen);
+                if (isempty(c->worker_name) &&
+                    (gethostname(c->worker_name, sizeof c->worker_name - 1) < 0 || isempty(c->worker_name))) {
+                        snprintf(errbuf, errbuf_size, "worker_name is not set and the host name is unknown");
+                        return -EINVAL;
+                }
         }
         if (isempty(c->template_dir))
                 (void) strscpy(c->template_dir, sizeof c->template_dir, SPACE_DATADIR "/templates");

@@ -59,6 +59,14 @@ typedef struct Config {
         uint64_t gateway_dns_port;     /* the gateway's listeners on every host end */
         uint64_t gateway_proxy_port;
         uint64_t gateway_transparent_port;
+        /* scale-out (roles other than "all") */
+        char worker_name[128];
+        char worker_listen[CONFIG_STR_MAX];
+        char worker_address[CONFIG_STR_MAX];
+        char cluster_token_file[CONFIG_STR_MAX];
+        uint64_t worker_lost_timeout_s;
+        uint64_t worker_cpu_millis;
+        uint64_t worker_memory_mb;
 } Config;
 
 /* One entry of warm_pool. */

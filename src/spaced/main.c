@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* spaced: one binary, role "all" today: the HTTP API, the controllers and a
- * local worker. The worker is forked before any thread starts (it clones
- * sandboxes and must stay single-threaded); the API and the controllers run
- * as threads of this process. */
+/* spaced: one binary, several roles.
+ *   all        the HTTP API, the controllers and a local worker (one host);
+ *   api        the HTTP API of a cluster: sandboxes live on workers;
+ *   worker     one host's worker: registers in the store, heartbeats, and
+ *              serves API servers and controllers on its internal listener;
+ *   controller the controllers of a cluster, one active at a time.
+ * A worker process is forked before any thread starts (it clones sandboxes
+ * and must stay single-threaded); the rest runs as threads of this process. */
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -26,6 +30,7 @@
 #include "gateway.h"
 #include "log.h"
 #include "checkpointer.h"
+#include "liveness.h"
 #include "policy.h"
 #include "reaper.h"
 #include "warm-pool.h"
@@ -33,10 +38,14 @@
 #include "store.h"
 #include "str-util.h"
 #include "worker-client.h"
+#include "worker-gateway.h"
+#include "cluster-net.h"
+#include "worker-node.h"
 #include "worker.h"
 
 #define WORKER_READY_TIMEOUT_MSEC (5 * 60 * 1000) /* first start formats the pool and imports templates */
 #define CONTROLLER_INTERVAL_MSEC 1000
+#define HEARTBEAT_MIN_MSEC 250
 
 static HttpServer *server;
 static volatile sig_atomic_t stopping;
@@ -49,8 +58,9 @@ static void on_signal(int sig) {
 }
 
 static void usage(void) {
-        printf("Usage: spaced [--config FILE] [--KEY=VALUE]...\n"
-               "The space daemon: HTTP API, controllers and a local worker.\n\n");
+        printf("Usage: spaced [--config FILE] [--role all|api|worker|controller] [--KEY=VALUE]...\n"
+               "The space daemon: HTTP API, controllers and a local worker (role all), or one part\n"
+               "of a cluster on PostgreSQL (roles api, worker, controller).\n\n");
         config_print_help(stdout);
 }
 
@@ -204,15 +214,28 @@ static int start_worker(const Config *c) {
 
 typedef struct Controller {
         const Config *config;
+        const char *token;      /* a cluster: workers are reached with it; NULL = the local worker */
         pthread_t thread;
         volatile bool stop;
 } Controller;
+
+/* One round of every controller. */
+static void controller_round(Controller *ctl, Store *store, WorkerClient *wc) {
+        if (ctl->token)
+                (void) liveness_run_once(store, ctl->config->worker_lost_timeout_s, now_usec());
+        /* policies before the reaper: a timeout warning comes before the kill */
+        (void) policy_run_once(store, wc, now_usec());
+        (void) reaper_run_once(store, wc, now_usec());
+        (void) checkpointer_run_once(store, wc, ctl->config, now_usec());
+        (void) warm_pool_run_once(store, wc, ctl->config, now_usec());
+}
 
 static void *controller_thread(void *userdata) {
         Controller *ctl = userdata;
         _cleanup_(store_closep) Store *store = NULL;
         _cleanup_(worker_client_freep) WorkerClient *wc = NULL;
         char sock[PATH_MAX], addr[PATH_MAX + 8], agents[PATH_MAX];
+        bool leader = false;
         int r;
 
         log_set_context(NULL, "controller");
@@ -221,28 +244,236 @@ static void *controller_thread(void *userdata) {
         snprintf(addr, sizeof addr, "unix:%s", sock);
         r = store_open(ctl->config->store_url, &store);
         if (r >= 0)
-                r = worker_client_new(addr, agents, &wc);
+                r = ctl->token ? worker_client_new_cluster(store, ctl->token, ctl->config->worker_lost_timeout_s, &wc)
+                               : worker_client_new(addr, agents, &wc);
         if (r < 0) {
                 log_error_errno(r, "Controller cannot start: %m");
-                return NULL;
+                if (!ctl->token)
+                        return NULL;
         }
         while (!ctl->stop && !stopping) {
                 int status;
-                if (waitpid(worker_pid, &status, WNOHANG) == worker_pid) {
+                if (worker_pid > 0 && waitpid(worker_pid, &status, WNOHANG) == worker_pid) {
                         log_error("The worker exited (status 0x%x); stopping", status);
                         worker_pid = 0;
                         stopping = 1;
-                        http_server_stop(server);
+                        if (server)
+                                http_server_stop(server);
                         break;
                 }
-                /* policies before the reaper: a timeout warning comes before the kill */
-                (void) policy_run_once(store, wc, now_usec());
-                (void) reaper_run_once(store, wc, now_usec());
-                (void) checkpointer_run_once(store, wc, ctl->config, now_usec());
-                (void) warm_pool_run_once(store, wc, ctl->config, now_usec());
+                if (!ctl->token) {
+                        controller_round(ctl, store, wc);
+                        (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
+                        continue;
+                }
+                /* a cluster: one active controller, by a lease in the store */
+                if (!store) {
+                        r = store_open(ctl->config->store_url, &store);
+                        if (r >= 0)
+                                r = worker_client_new_cluster(store, ctl->token, ctl->config->worker_lost_timeout_s,
+                                                              &wc);
+                        if (r < 0) {
+                                store = store_close(store);
+                                (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
+                                continue;
+                        }
+                }
+                bool now_leader = false;
+                r = store_leader_try(store, &now_leader);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot check controller leadership (the store failed): %m");
+                if (now_leader != leader)
+                        log_info(now_leader ? "This controller is now the active one"
+                                            : "This controller is no longer the active one");
+                leader = now_leader;
+                if (leader)
+                        controller_round(ctl, store, wc);
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
         }
         return NULL;
+}
+
+/* The shared steps of every role: root, the state directory, the lock. */
+static int common_setup(const Config *config, int *ret_pidfd) {
+        char path[PATH_MAX];
+        int r;
+
+        if (geteuid() != 0)
+                return log_error_errno(EPERM, "spaced needs root (it creates namespaces, cgroups and mounts)");
+        r = mkdir_p(config->state_dir, 0700);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create %s: %m", config->state_dir);
+        r = take_pidfile(config, ret_pidfd);
+        if (r < 0)
+                return r;
+        snprintf(path, sizeof path, "%s/tmp", config->state_dir);
+        (void) rm_rf(path); /* leftovers of uploads cut short by a crash (we hold the lock now) */
+        return mkdir_p(path, 0700);
+}
+
+static void install_signals(void) {
+        struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: sleeps end at once */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+}
+
+static void remove_pidfile(const Config *config) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/spaced.pid", config->state_dir);
+        (void) unlink(path);
+}
+
+static void stop_worker_process(void) {
+        if (worker_pid > 0) {
+                (void) kill(worker_pid, SIGTERM);
+                (void) waitpid(worker_pid, NULL, 0);
+                worker_pid = 0;
+        }
+}
+
+/* role worker: register, start the worker process and the internal
+ * listener, heartbeat until told to stop. */
+static int run_worker(const Config *config) {
+        _cleanup_(cluster_token_freep) char *token = NULL;
+        _cleanup_(store_closep) Store *store = NULL;
+        _cleanup_(worker_client_freep) WorkerClient *local = NULL;
+        _cleanup_close_ int pidfd = -EBADF;
+        WorkerGateway *gw = NULL;
+        char instance[STORE_ID_MAX], sock[PATH_MAX], addr[PATH_MAX + 8], agents[PATH_MAX];
+        char templates[STORE_WORKER_TEMPLATES_MAX] = "";
+        uint64_t beat_msec = MAX(config->worker_lost_timeout_s * 1000 / 4, (uint64_t) HEARTBEAT_MIN_MSEC);
+        int r;
+
+        if (common_setup(config, &pidfd) < 0)
+                return 1;
+        if (cluster_token_load(config->cluster_token_file, &token) < 0)
+                return 1;
+        r = worker_node_instance(instance, sizeof instance);
+        if (r < 0)
+                return log_error_errno(r, "Cannot make an instance id: %m"), 1;
+        /* registered before the worker process reconciles this name's sandboxes:
+         * a second worker under a live name must not touch them */
+        r = store_open(config->store_url, &store);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open the store: %m"), 1;
+        r = worker_node_register(store, config, instance, "");
+        store = store_close(store); /* not shared with the forked worker */
+        if (r < 0)
+                return 1;
+
+        r = start_worker(config); /* before any thread */
+        if (r < 0)
+                goto deregister;
+        r = worker_gateway_start(config, token, &gw);
+        if (r < 0)
+                goto stop;
+        install_signals();
+        (void) worker_socket_path(config, sock, sizeof sock);
+        (void) worker_agent_dir(config, agents, sizeof agents);
+        snprintf(addr, sizeof addr, "unix:%s", sock);
+        r = worker_client_new(addr, agents, &local);
+        if (r < 0)
+                goto stop;
+        log_info("spaced %s worker %s serving on %s (state %s)", SPACE_VERSION, config->worker_name,
+                 config->worker_listen, config->state_dir);
+        while (!stopping) {
+                ApiError e = {};
+                int status;
+
+                if (waitpid(worker_pid, &status, WNOHANG) == worker_pid) {
+                        log_error("The worker process exited (status 0x%x); stopping", status);
+                        worker_pid = 0;
+                        r = -ECHILD;
+                        break;
+                }
+                if (worker_templates(local, templates, sizeof templates, &e) < 0)
+                        log_warning("Cannot list the templates: %s", e.message);
+                if (!store && store_open(config->store_url, &store) < 0)
+                        store = NULL;
+                if (store) {
+                        r = worker_node_heartbeat(store, config, instance, templates);
+                        if (r == -EEXIST)
+                                break; /* another took the name while we were lost */
+                        if (r < 0) {
+                                log_warning_errno(r, "Heartbeat failed (the store): %m");
+                                store = store_close(store);
+                        }
+                        r = 0;
+                }
+                (void) poll(NULL, 0, (int) beat_msec);
+        }
+stop:
+        worker_gateway_free(gw);
+        stop_worker_process();
+deregister:
+        if (!store)
+                (void) store_open(config->store_url, &store);
+        if (store)
+                (void) store_worker_stop(store, config->worker_name, instance);
+        remove_pidfile(config);
+        log_info("spaced worker %s stopped", config->worker_name);
+        return r < 0 ? 1 : 0;
+}
+
+/* role controller: the controllers, active while this process holds the lease. */
+static int run_controller(const Config *config) {
+        _cleanup_(cluster_token_freep) char *token = NULL;
+        _cleanup_close_ int pidfd = -EBADF;
+        Controller ctl = { .config = config };
+
+        if (common_setup(config, &pidfd) < 0)
+                return 1;
+        if (cluster_token_load(config->cluster_token_file, &token) < 0)
+                return 1;
+        ctl.token = token;
+        install_signals();
+        log_info("spaced %s controller (state %s), waiting for the lease", SPACE_VERSION, config->state_dir);
+        (void) controller_thread(&ctl);
+        remove_pidfile(config);
+        log_info("spaced controller stopped");
+        return 0;
+}
+
+/* role api: the HTTP API of a cluster. */
+static int run_api(const Config *config) {
+        _cleanup_(cluster_token_freep) char *token = NULL;
+        _cleanup_(store_closep) Store *store = NULL;
+        _cleanup_close_ int pidfd = -EBADF;
+        Api *api = NULL;
+        int r;
+
+        if (common_setup(config, &pidfd) < 0)
+                return 1;
+        if (cluster_token_load(config->cluster_token_file, &token) < 0)
+                return 1;
+        r = store_open(config->store_url, &store);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open the store: %m"), 1;
+        r = api_bootstrap(config, store);
+        store = store_close(store);
+        if (r < 0)
+                return 1;
+        r = api_new(config, &api);
+        if (r >= 0)
+                r = api_set_cluster_token(api, token);
+        if (r >= 0)
+                r = http_server_new(config->listen, api_handle, api, &server);
+        if (r < 0) {
+                log_error_errno(r, "Cannot listen on %s: %m", config->listen);
+                api_free(api);
+                return 1;
+        }
+        install_signals();
+        log_info("spaced %s api listening on %s (state %s, cluster store)", SPACE_VERSION, config->listen,
+                 config->state_dir);
+        r = http_server_run(server);
+        http_server_free(server);
+        server = NULL;
+        api_free(api);
+        remove_pidfile(config);
+        log_info("spaced api stopped");
+        return r < 0 ? 1 : 0;
 }
 
 int main(int argc, char *argv[]) {
@@ -263,10 +494,13 @@ int main(int argc, char *argv[]) {
         lvl = log_parse_level(config.log_level);
         log_set_max_level(lvl < 0 ? LOG_INFO_ : lvl);
         log_set_prefix("spaced");
-        if (!streq(config.role, "all")) {
-                log_error("Role '%s' is not available yet: only 'all' runs here", config.role);
-                return 2;
-        }
+        signal(SIGPIPE, SIG_IGN);
+        if (streq(config.role, "worker"))
+                return run_worker(&config);
+        if (streq(config.role, "api"))
+                return run_api(&config);
+        if (streq(config.role, "controller"))
+                return run_controller(&config);
         if (geteuid() != 0) {
                 log_error("spaced needs root (it creates namespaces, cgroups and mounts)");
                 return 2;

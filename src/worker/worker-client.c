@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The API side of the worker boundary: requests over the worker's unix
- * socket, and direct connections to sandbox agents. */
+/* The API side of the worker boundary. All in one (role all): requests over
+ * the local worker's unix socket, direct connections to sandbox agents. In a
+ * cluster: each call goes to the worker that holds the sandbox (the store
+ * says which, and where it listens) over TCP, after the cluster token
+ * (worker-net.h); creates are placed first (worker-placement.c) and a worker
+ * that cannot be reached is skipped, never waited for. */
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -15,15 +19,24 @@
 #include "proto.h"
 #include "str-util.h"
 #include "worker-client.h"
+#include "cluster-net.h"
+#include "worker-placement.h"
 #include "worker-proto.h"
 
 #define WORKER_REPLY_TIMEOUT_MSEC (10 * 60 * 1000) /* template imports can take minutes */
 #define AGENT_HELLO_TIMEOUT_MSEC 10000
 
 struct WorkerClient {
-        char path[108];
-        char agent_dir[PATH_MAX];
+        char path[108];                 /* local: the worker's socket */
+        char agent_dir[PATH_MAX];       /* local: where agents listen */
+        Store *store;                   /* cluster: borrowed; NULL = local */
+        char *token;                    /* cluster: the token */
+        int64_t lost_timeout_usec;      /* cluster: a worker silent this long is not used */
+        char target[STORE_NAME_MAX];    /* cluster: the worker the next call goes to */
+        char target_address[STORE_WORKER_ADDRESS_MAX];
+        bool connect_failed;            /* the last call did not reach the worker at all */
         int fd;
+        char fd_worker[STORE_NAME_MAX]; /* whom fd talks to ("" = local) */
         char *buf;
         size_t n, allocated;
 };
@@ -56,9 +69,34 @@ int worker_client_new(const char *address, const char *agent_dir, WorkerClient *
         return 0;
 }
 
+int worker_client_new_cluster(Store *store, const char *token, uint64_t lost_timeout_s, WorkerClient **ret) {
+        WorkerClient *w;
+
+        if (!store || !token || lost_timeout_s == 0)
+                return -EINVAL;
+        w = calloc(1, sizeof *w);
+        if (!w)
+                return -ENOMEM;
+        w->fd = -EBADF;
+        w->store = store;
+        w->lost_timeout_usec = (int64_t) lost_timeout_s * 1000000;
+        w->token = strdup(token);
+        if (!w->token) {
+                free(w);
+                return -ENOMEM;
+        }
+        *ret = w;
+        return 0;
+}
+
+bool worker_client_is_cluster(const WorkerClient *w) {
+        return w && w->store;
+}
+
 WorkerClient *worker_client_free(WorkerClient *w) {
         if (!w)
                 return NULL;
+        cluster_token_free(w->token);
         safe_close(w->fd);
         free(w->buf);
         free(w);
@@ -81,14 +119,72 @@ static int connect_unix(const char *path, int *ret_fd) {
         return 0;
 }
 
+/* The hello of worker-net.h on a fresh connection to w->target. */
+static int hello(WorkerClient *w, int fd) {
+        _cleanup_json_ JsonValue *v = NULL;
+        _cleanup_free_ char *req = NULL;
+        char line[WORKER_HANDSHAKE_LINE_MAX];
+        JsonWriter jw;
+        bool ok = false;
+        size_t len;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "hello");
+        json_w_kv_string(&jw, "token", w->token);
+        json_w_kv_string(&jw, "worker", w->target);
+        json_w_object_end(&jw);
+        r = json_w_finish(&jw, &req, &len);
+        if (r < 0)
+                return r;
+        r = loop_write(fd, req, len);
+        explicit_bzero(req, len);
+        if (r >= 0)
+                r = loop_write(fd, "\n", 1);
+        if (r >= 0)
+                r = net_read_line(fd, line, sizeof line, WORKER_HELLO_TIMEOUT_MSEC, &len);
+        if (r < 0)
+                return r;
+        if (json_parse(line, len, &v, NULL, 0) < 0 || json_bool(json_get(v, "ok"), &ok) < 0)
+                return -EBADMSG;
+        if (!ok) {
+                const char *msg = json_string(json_get(v, "message"));
+                log_warning("Worker %s (%s) refused us: %s", w->target, w->target_address, strna(msg));
+                return -EACCES;
+        }
+        return 0;
+}
+
+/* A fresh connection to the current target (cluster) or the local socket. */
+static int open_connection(WorkerClient *w, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (!w->store)
+                return connect_unix(w->path, ret_fd);
+        r = net_connect(w->target_address, WORKER_CONNECT_TIMEOUT_MSEC, &fd);
+        if (r >= 0)
+                r = hello(w, fd);
+        if (r < 0)
+                return r;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
 /* Sends one request line and reads the reply line into *ret (parsed). */
 static int call_once(WorkerClient *w, const char *req, size_t len, JsonValue **ret) {
         int r;
 
+        if (w->fd >= 0 && w->store && !streq(w->fd_worker, w->target))
+                w->fd = safe_close(w->fd);
         if (w->fd < 0) {
-                r = connect_unix(w->path, &w->fd);
-                if (r < 0)
+                r = open_connection(w, &w->fd);
+                if (r < 0) {
+                        w->connect_failed = true;
                         return r;
+                }
+                (void) strscpy(w->fd_worker, sizeof w->fd_worker, w->store ? w->target : "");
                 w->n = 0;
         }
         r = loop_write(w->fd, req, len);
@@ -135,6 +231,7 @@ static int call(WorkerClient *w, JsonWriter *jw, JsonValue **ret, ApiError *e) {
         r = json_w_finish(jw, &req, &len);
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "out of memory");
+        w->connect_failed = false;
         r = call_once(w, req, len, &reply);
         if (r == -EPIPE || r == -ECONNRESET) {
                 /* the worker restarted since our last call: one retry on a fresh connection
@@ -144,6 +241,9 @@ static int call(WorkerClient *w, JsonWriter *jw, JsonValue **ret, ApiError *e) {
         }
         if (r < 0) {
                 w->fd = safe_close(w->fd);
+                if (w->store)
+                        return api_error(e, r, API_UNAVAILABLE, "worker '%s' (%s) unavailable: %s", w->target,
+                                         w->target_address, strerror(-r));
                 return api_error(e, r, API_UNAVAILABLE, "worker unavailable: %s", strerror(-r));
         }
         bool ok = false;
@@ -159,6 +259,52 @@ static int call(WorkerClient *w, JsonWriter *jw, JsonValue **ret, ApiError *e) {
         if (ret)
                 *ret = TAKE_PTR(reply);
         return 0;
+}
+
+/* Cluster: the next call goes to worker name, if it is live. -EHOSTDOWN if
+ * it is not (lost, stopped, silent), -ENXIO if it is not registered. */
+static int select_worker(WorkerClient *w, const char *name, ApiError *e) {
+        WorkerNode node;
+        int r;
+
+        if (!w->store)
+                return 0;
+        r = store_worker_get(w->store, name, &node);
+        if (r == -ENOENT)
+                return api_error(e, -ENXIO, API_UNAVAILABLE, "worker '%s' is not registered", name);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (looking up worker '%s'): %s", name,
+                                 strerror(-r));
+        if (node.state != WORKER_LIVE)
+                return api_error(e, -EHOSTDOWN, API_UNAVAILABLE, "worker '%s' is %s", name,
+                                 worker_state_to_string(node.state));
+        if (node.heartbeat_usec < now_usec() - w->lost_timeout_usec)
+                return api_error(e, -EHOSTDOWN, API_UNAVAILABLE, "worker '%s' has sent no heartbeat for %llds", name,
+                                 (long long) ((now_usec() - node.heartbeat_usec) / 1000000));
+        (void) strscpy(w->target, sizeof w->target, node.name);
+        (void) strscpy(w->target_address, sizeof w->target_address, node.address);
+        return 0;
+}
+
+/* Cluster: the next call goes to the worker that holds sandbox id. */
+static int select_sandbox(WorkerClient *w, const char *id, ApiError *e) {
+        char name[STORE_NAME_MAX];
+        Sandbox sb = {};
+        int r;
+
+        if (!w->store)
+                return 0;
+        r = store_sandbox_get(w->store, NULL, id, &sb);
+        if (r == -ENOENT)
+                return api_error(e, r, API_NOT_FOUND, "sandbox '%s' not found", id);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (looking up sandbox '%s'): %s", id,
+                                 strerror(-r));
+        (void) strscpy(name, sizeof name, sb.worker);
+        sandbox_done(&sb);
+        if (name[0] == 0)
+                return api_error(e, -ENXIO, API_UNAVAILABLE, "sandbox '%s' is on no worker", id);
+        return select_worker(w, name, e);
 }
 
 static void write_spec(JsonWriter *jw, const Sandbox *sb) {
@@ -203,6 +349,9 @@ static int call_spec(WorkerClient *w, const char *op, const Sandbox *sb, const c
         JsonWriter jw;
         int r;
 
+        r = select_worker(w, sb->worker, e);
+        if (r < 0)
+                return r;
         json_w_init(&jw);
         json_w_object_begin(&jw);
         json_w_kv_string(&jw, "op", op);
@@ -217,8 +366,51 @@ static int call_spec(WorkerClient *w, const char *op, const Sandbox *sb, const c
         return reply_pid(reply, ret_pid, ret_starttime, e);
 }
 
+/* Cluster: tries the workers in placement order; one that cannot be reached
+ * (connect or hello failed: the request never left) is skipped. The row's
+ * worker is set before each try, so a delete finds the sandbox wherever the
+ * create got to. */
+static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime,
+                         ApiError *e) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        _cleanup_free_ size_t *order = NULL;
+        size_t n = 0, n_order = 0;
+        Sandbox placed;
+        int r;
+
+        r = store_worker_list(w->store, &nodes, &n);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (listing workers): %s", strerror(-r));
+        order = new0(size_t, n + 1);
+        if (!order)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        worker_place(nodes, n, sb, now_usec() - w->lost_timeout_usec, order, &n_order);
+        if (n_order == 0)
+                return api_error(e, -ENOSPC, API_UNAVAILABLE,
+                                 "no live worker has room for this sandbox (%zu workers registered)", n);
+        for (size_t i = 0; i < n_order; i++) {
+                const WorkerNode *node = &nodes[order[i]];
+
+                r = store_sandbox_set_runtime(w->store, sb->id, 0, 0, node->name);
+                if (r < 0)
+                        return api_error(e, r, r == -ENOENT ? API_CONFLICT : API_UNAVAILABLE,
+                                         "the store failed (placing the sandbox): %s", strerror(-r));
+                placed = *sb;
+                (void) strscpy(placed.worker, sizeof placed.worker, node->name);
+                *e = (ApiError){};
+                r = call_spec(w, "create", &placed, NULL, ret_pid, ret_starttime, e);
+                if (r >= 0 || !w->connect_failed)
+                        return r;
+                log_warning("Worker %s (%s) is unreachable; placing sandbox %s elsewhere", node->name,
+                            node->address, sb->id);
+        }
+        return r;
+}
+
 int worker_sandbox_create(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime,
                           ApiError *e) {
+        if (w->store)
+                return create_placed(w, sb, ret_pid, ret_starttime, e);
         return call_spec(w, "create", sb, NULL, ret_pid, ret_starttime, e);
 }
 
@@ -279,6 +471,9 @@ int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *check
 static int call_id(WorkerClient *w, const char *op, const char *id, const char *checkpoint, JsonValue **ret,
                    ApiError *e) {
         JsonWriter jw;
+        int r = select_sandbox(w, id, e);
+        if (r < 0)
+                return r;
         json_w_init(&jw);
         json_w_object_begin(&jw);
         json_w_kv_string(&jw, "op", op);
@@ -338,6 +533,9 @@ int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *ch
         JsonWriter jw;
         int r;
 
+        r = select_sandbox(w, source_id, e);
+        if (r < 0)
+                return r;
         json_w_init(&jw);
         json_w_object_begin(&jw);
         json_w_kv_string(&jw, "op", "branch");
@@ -366,12 +564,67 @@ int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *ch
 
 int worker_sandbox_destroy(WorkerClient *w, const char *id, ApiError *e) {
         JsonWriter jw;
+        int r = select_sandbox(w, id, e);
+        if (r == -ENOENT || r == -EHOSTDOWN || r == -ENXIO) {
+                /* nothing reachable holds it: a worker that comes back removes
+                 * what it has of a sandbox the store no longer gives it */
+                log_info("Sandbox %s: %s; nothing to stop", id, e->message);
+                *e = (ApiError){};
+                return 0;
+        }
+        if (r < 0)
+                return r;
         json_w_init(&jw);
         json_w_object_begin(&jw);
         json_w_kv_string(&jw, "op", "destroy");
         json_w_kv_string(&jw, "id", id);
         json_w_object_end(&jw);
         return call(w, &jw, NULL, e);
+}
+
+/* Cluster: a fresh connection to the sandbox's worker that becomes the
+ * agent stream (worker-net.h); the reply line is read byte by byte so that
+ * nothing of the agent's first frame is consumed. */
+static int agent_connect_remote(WorkerClient *w, const char *id, int *ret_fd, ApiError *e) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_json_ JsonValue *v = NULL;
+        _cleanup_free_ char *req = NULL;
+        char line[WORKER_HANDSHAKE_LINE_MAX];
+        JsonWriter jw;
+        bool ok = false;
+        size_t len;
+        int r;
+
+        r = select_sandbox(w, id, e);
+        if (r < 0)
+                return r;
+        r = open_connection(w, &fd);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "worker '%s' (%s) unavailable: %s", w->target,
+                                 w->target_address, strerror(-r));
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "agent");
+        json_w_kv_string(&jw, "id", id);
+        json_w_object_end(&jw);
+        r = json_w_finish(&jw, &req, &len);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "out of memory");
+        r = loop_write(fd, req, len);
+        if (r >= 0)
+                r = loop_write(fd, "\n", 1);
+        if (r >= 0)
+                r = net_read_line(fd, line, sizeof line, AGENT_HELLO_TIMEOUT_MSEC, &len);
+        if (r < 0)
+                return api_error(e, r, API_BAD_GATEWAY, "worker '%s' did not open the agent stream: %s", w->target,
+                                 strerror(-r));
+        if (json_parse(line, len, &v, NULL, 0) < 0 || json_bool(json_get(v, "ok"), &ok) < 0)
+                return api_error(e, -EBADMSG, API_BAD_GATEWAY, "malformed worker reply");
+        if (!ok)
+                return api_error(e, -EIO, API_BAD_GATEWAY, "worker '%s': %s", w->target,
+                                 strna(json_string(json_get(v, "message"))));
+        *ret_fd = TAKE_FD(fd);
+        return 0;
 }
 
 int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError *e) {
@@ -381,11 +634,18 @@ int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError 
         struct timeval tv = { .tv_sec = AGENT_HELLO_TIMEOUT_MSEC / 1000 };
         int r;
 
-        if ((size_t) snprintf(path, sizeof path, "%s/%s/agent.sock", w->agent_dir, id) >= sizeof path)
-                return api_error(e, -ENAMETOOLONG, API_INTERNAL, "agent path too long");
-        r = connect_unix(path, &fd);
-        if (r < 0)
-                return api_error(e, r, API_BAD_GATEWAY, "cannot reach the sandbox's agent: %s", strerror(-r));
+        if (w->store) {
+                r = agent_connect_remote(w, id, &fd, e);
+                if (r < 0)
+                        return r;
+        } else {
+                if ((size_t) snprintf(path, sizeof path, "%s/%s/agent.sock", w->agent_dir, id) >= sizeof path)
+                        return api_error(e, -ENAMETOOLONG, API_INTERNAL, "agent path too long");
+                r = connect_unix(path, &fd);
+                if (r < 0)
+                        return api_error(e, r, API_BAD_GATEWAY, "cannot reach the sandbox's agent: %s",
+                                         strerror(-r));
+        }
         (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         r = proto_recv(fd, &f);
         if (r < 0 || f.type != PROTO_HELLO) {
@@ -406,6 +666,12 @@ int worker_template_import(WorkerClient *w, const char *name, const char *tar_pa
         JsonWriter jw;
         int r;
 
+        if (w->store)
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
+                                 "importing a template through the API is not available in a cluster yet: "
+                                 "put %s.tar in every worker's template_dir (imported when the worker starts)",
+                                 name);
+
         json_w_init(&jw);
         json_w_object_begin(&jw);
         json_w_kv_string(&jw, "op", "template_import");
@@ -420,7 +686,7 @@ int worker_template_import(WorkerClient *w, const char *name, const char *tar_pa
         return 0;
 }
 
-int worker_template_remove(WorkerClient *w, const char *name, ApiError *e) {
+static int template_remove_one(WorkerClient *w, const char *name, ApiError *e) {
         JsonWriter jw;
         json_w_init(&jw);
         json_w_object_begin(&jw);
@@ -430,11 +696,78 @@ int worker_template_remove(WorkerClient *w, const char *name, ApiError *e) {
         return call(w, &jw, NULL, e);
 }
 
+int worker_template_remove(WorkerClient *w, const char *name, ApiError *e) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!w->store)
+                return template_remove_one(w, name, e);
+        /* from every live worker; one that is down removes it ... never: it keeps its copy */
+        r = store_worker_list(w->store, &nodes, &n);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (listing workers): %s", strerror(-r));
+        for (size_t i = 0; i < n; i++) {
+                if (select_worker(w, nodes[i].name, e) < 0) {
+                        *e = (ApiError){};
+                        continue;
+                }
+                r = template_remove_one(w, name, e);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Cluster: what the store knows of the workers. */
+static int cluster_info(WorkerClient *w, char **ret_json, ApiError *e) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        JsonWriter jw;
+        size_t n = 0, len;
+        int r;
+
+        r = store_worker_list(w->store, &nodes, &n);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (listing workers): %s", strerror(-r));
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "worker", "cluster");
+        json_w_key(&jw, "workers");
+        json_w_array_begin(&jw);
+        for (size_t i = 0; i < n; i++) {
+                const WorkerNode *x = &nodes[i];
+                bool fresh = x->heartbeat_usec >= now_usec() - w->lost_timeout_usec;
+                json_w_object_begin(&jw);
+                json_w_kv_string(&jw, "name", x->name);
+                json_w_kv_string(&jw, "state",
+                                 x->state == WORKER_LIVE && !fresh ? "silent" : worker_state_to_string(x->state));
+                json_w_kv_string(&jw, "address", x->address);
+                json_w_kv_int(&jw, "cpu_millis", x->cpu_millis);
+                json_w_kv_int(&jw, "memory_mb", (int64_t) x->memory_mb);
+                json_w_kv_int(&jw, "disk_mb", (int64_t) x->disk_mb);
+                json_w_kv_string(&jw, "runtimes", x->runtimes);
+                json_w_kv_string(&jw, "accelerators", x->accelerators);
+                json_w_kv_string(&jw, "templates", x->templates);
+                json_w_kv_int(&jw, "sandboxes", x->sandboxes);
+                json_w_kv_int(&jw, "heartbeat_age_ms", (now_usec() - x->heartbeat_usec) / 1000);
+                json_w_object_end(&jw);
+        }
+        json_w_array_end(&jw);
+        json_w_object_end(&jw);
+        r = json_w_finish(&jw, ret_json, &len);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "out of memory");
+        return 0;
+}
+
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         JsonWriter jw;
         size_t len;
         int r;
+
+        if (w->store)
+                return cluster_info(w, ret_json, e);
 
         json_w_init(&jw);
         json_w_object_begin(&jw);
@@ -446,5 +779,36 @@ int worker_info(WorkerClient *w, char **ret_json, ApiError *e) {
         r = json_serialize(json_get(reply, "info"), ret_json, &len);
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "malformed worker info");
+        return 0;
+}
+
+int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        const JsonValue *arr;
+        JsonWriter jw;
+        size_t n = 0;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "templates");
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        arr = json_get(reply, "templates");
+        if (json_type(arr) != JSON_ARRAY || size == 0)
+                return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
+        buf[0] = 0;
+        for (size_t i = 0; i < json_array_size(arr); i++) {
+                const char *t = json_string(json_array_at(arr, i));
+                size_t l = t ? strlen(t) : 0;
+                if (l == 0 || n + l + 2 > size)
+                        continue; /* what does not fit is left out: locality is a preference */
+                if (n > 0)
+                        buf[n++] = ',';
+                memcpy(buf + n, t, l + 1);
+                n += l;
+        }
         return 0;
 }

@@ -19,6 +19,12 @@ int worker_agent_dir(const Config *config, char *buf, size_t n);
 
 /* address: "unix:/var/lib/space/run/worker.sock" */
 int worker_client_new(const char *address, const char *agent_dir, WorkerClient **ret);
+/* A client of a cluster: each call goes to the worker the store names for
+ * the sandbox (creates are placed), over TCP with the cluster token. store is
+ * borrowed (the caller's handle, used from the same thread); a worker whose
+ * heartbeat is older than lost_timeout_s is not used. */
+int worker_client_new_cluster(Store *store, const char *token, uint64_t lost_timeout_s, WorkerClient **ret);
+bool worker_client_is_cluster(const WorkerClient *w);
 WorkerClient *worker_client_free(WorkerClient *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(WorkerClient *, worker_client_free);
 
@@ -66,5 +72,8 @@ int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError 
 int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, uint64_t *ret_size_bytes,
                            ApiError *e);
 int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
-/* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}. */
+/* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
+ * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);
+/* The templates the (local) worker holds, comma-separated into buf. */
+int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e);

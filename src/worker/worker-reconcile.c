@@ -91,6 +91,18 @@ int worker_reconcile(Worker *w) {
         r = store_sandbox_list(w->store, &f, &list, &n);
         if (r < 0)
                 return log_error_errno(r, "Failed to list sandboxes: %m");
+        if (streq(w->config->role, "worker")) {
+                /* a cluster: only this worker's sandboxes (the others are other
+                 * hosts'; what this host has of theirs is an orphan) */
+                size_t k = 0;
+                for (size_t i = 0; i < n; i++) {
+                        if (streq(list[i].worker, w->config->worker_name) && list[i].state != SANDBOX_LOST)
+                                list[k++] = list[i];
+                        else
+                                sandbox_done(&list[i]);
+                }
+                n = k;
+        }
         for (size_t i = 0; i < n; i++)
                 (void) reconcile_known(w, &list[i]);
         found = (unsigned) w->n_live;

@@ -186,6 +186,22 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                         api_error(&e, r, API_INTERNAL, "cannot remove template: %s", strerror(-r));
                 else
                         r = 0;
+        } else if (streq(op, "templates")) {
+                _cleanup_strv_free_ char **names = NULL;
+                r = pool_template_list(w->pool, &names);
+                if (r < 0) {
+                        api_error(&e, r, API_INTERNAL, "cannot list templates: %s", strerror(-r));
+                        return reply_error(jw, &e);
+                }
+                json_w_object_begin(jw);
+                json_w_kv_bool(jw, "ok", true);
+                json_w_key(jw, "templates");
+                json_w_array_begin(jw);
+                for (char **t = names; t && *t; t++)
+                        json_w_string(jw, *t);
+                json_w_array_end(jw);
+                json_w_object_end(jw);
+                return;
         } else if (streq(op, "info")) {
                 _cleanup_free_ char *pool = NULL;
                 r = pool_info_json(w->pool, &pool);
@@ -231,7 +247,7 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                 json_w_kv_int(jw, "transparent", (int64_t) w->config->gateway_transparent_port);
                 json_w_object_end(jw);
                 json_w_object_end(jw);
-                json_w_kv_string(jw, "worker", "local");
+                json_w_kv_string(jw, "worker", streq(w->config->role, "worker") ? w->config->worker_name : "local");
                 json_w_object_end(jw);
                 json_w_object_end(jw);
                 return;

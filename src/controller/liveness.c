@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/* Worker liveness: see liveness.h. The store marks worker and sandboxes in
+ * one transaction; the events follow. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "alloc-util.h"
+#include "controller-util.h"
+#include "liveness.h"
+#include "log.h"
+#include "str-util.h"
+
+int liveness_run_once(Store *store, uint64_t lost_timeout_s, int64_t now) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        int64_t stale_before = now - (int64_t) lost_timeout_s * 1000000;
+        size_t n = 0;
+        int r, lost = 0;
+
+        r = store_worker_list(store, &nodes, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                const WorkerNode *w = &nodes[i];
+                _cleanup_free_ SandboxRef *refs = NULL;
+                size_t n_refs = 0;
+                char reason[STORE_REASON_MAX], data[STORE_NAME_MAX + 64];
+                Event ev = {};
+
+                if (w->state != WORKER_LIVE || w->heartbeat_usec >= stale_before)
+                        continue;
+                snprintf(reason, sizeof reason, "worker %s sent no heartbeat for %" PRIi64 " s", w->name,
+                         (now - w->heartbeat_usec) / 1000000);
+                r = store_worker_mark_lost(store, w->name, stale_before, reason, &refs, &n_refs);
+                if (r == -ESTALE)
+                        continue; /* it came back meanwhile, or another controller was first */
+                if (r < 0) {
+                        log_warning_errno(r, "Cannot mark worker %s lost: %m", w->name);
+                        continue;
+                }
+                lost++;
+                log_warning("Worker %s is lost (%s): %zu sandboxes lost with it", w->name, reason, n_refs);
+                (void) strscpy(ev.type, sizeof ev.type, "worker.lost");
+                (void) strscpy(ev.actor, sizeof ev.actor, CONTROLLER_ACTOR);
+                (void) strscpy(ev.reason, sizeof ev.reason, reason);
+                snprintf(data, sizeof data, "{\"worker\":\"%s\",\"sandboxes\":%zu}", w->name, n_refs);
+                ev.data_json = data;
+                if (store_event_append(store, &ev) < 0)
+                        log_warning("Cannot record the loss of worker %s", w->name);
+                for (size_t j = 0; j < n_refs; j++) {
+                        Sandbox sb = {};
+                        (void) strscpy(sb.id, sizeof sb.id, refs[j].id);
+                        (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, refs[j].tenant_id);
+                        snprintf(data, sizeof data, "{\"worker\":\"%s\"}", w->name);
+                        controller_event(store, &sb, "sandbox.lost", reason, data);
+                }
+        }
+        return lost;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* cluster-net: the network side of the API ↔ worker boundary, shared by the client
+ * (worker-client.c) and the worker's listener (worker-gateway.c): the
+ * cluster token, TCP connections with a deadline, and bounded line reads.
+ *
+ * A connection to a worker's internal listener starts with
+ *     {"op":"hello","token":"<cluster token>","worker":"<name expected>"}
+ * answered {"ok":true,"worker":"<its name>"} (or an error, then close). Then
+ * worker-proto.h requests, one per line; or {"op":"agent","id":"<sandbox>"},
+ * answered {"ok":true} after which the connection carries the agent
+ * protocol (src/proto) both ways, byte for byte. */
+
+#include "macros.h"
+
+#define CLUSTER_TOKEN_MIN 16U           /* bytes: a token shorter than this is refused */
+#define CLUSTER_TOKEN_MAX 1024U
+#define WORKER_CONNECT_TIMEOUT_MSEC 2000 /* a dead worker costs a create at most this */
+#define WORKER_HELLO_TIMEOUT_MSEC 5000
+#define WORKER_HANDSHAKE_LINE_MAX 4096U  /* a hello or agent reply */
+
+/* Reads the token from path: a regular file owned by root (or us), mode 0600
+ * or stricter (-EPERM otherwise), printable ASCII without spaces, trailing
+ * newline stripped, CLUSTER_TOKEN_MIN..MAX bytes (-EINVAL). Logs why. */
+int cluster_token_load(const char *path, char **ret);
+/* In time independent of where the two differ (both are hashed first). */
+bool cluster_token_equal(const char *a, const char *b);
+/* Frees and wipes. */
+char *cluster_token_free(char *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(char *, cluster_token_free);
+
+/* Splits "host:port" or "[v6]:port". */
+int net_split_host_port(const char *address, char *host, size_t host_size, char *port, size_t port_size);
+/* Connects to address within timeout_msec; the fd is blocking, CLOEXEC, TCP_NODELAY. */
+int net_connect(const char *address, int timeout_msec, int *ret_fd);
+/* Listens on address (host:port; host "" or "*" = any). */
+int net_listen(const char *address, int backlog, int *ret_fd);
+/* Reads up to and excluding '\n', one byte at a time (so nothing after the
+ * line is consumed), within timeout_msec. buf is NUL-terminated; -EMSGSIZE
+ * if the line does not fit, -ECONNRESET on EOF. */
+int net_read_line(int fd, char *buf, size_t size, int timeout_msec, size_t *ret_len);
+/* Copies both ways between a and b until both directions ended (EOF is
+ * passed on as a shutdown(SHUT_WR)), with a fixed buffer per direction:
+ * nothing is buffered beyond it, so a slow reader slows the writer. */
+int net_splice_both(int a, int b);

@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker host's internal listener: token check, then worker requests
+ * relayed line by line to the local worker process, or one sandbox agent
+ * stream relayed byte for byte (never buffered whole). One thread per
+ * connection, bounded. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "json.h"
+#include "log.h"
+#include "str-util.h"
+#include "worker-client.h"
+#include "worker-gateway.h"
+#include "cluster-net.h"
+#include "worker-proto.h"
+
+#define GATEWAY_CONNECTIONS_MAX 512
+#define GATEWAY_IDLE_MSEC (10 * 60 * 1000)          /* an idle connection is closed after this */
+#define GATEWAY_REPLY_TIMEOUT_MSEC (10 * 60 * 1000) /* as the local client waits */
+
+/* The ops a peer may ask for: template_import is not among them (its tar
+ * path would be a path on this host, chosen by the peer). */
+static const char *const relayed_ops[] = {
+        "create", "destroy", "pause", "resume", "suspend", "start", "checkpoint",
+        "checkpoint_remove", "restore", "branch", "set_limits", "info", "templates", "template_remove",
+};
+
+struct WorkerGateway {
+        const Config *config;
+        char *token;
+        int listen_fd;
+        int stop_pipe[2];
+        pthread_t thread;
+        bool thread_started;
+        atomic_int connections;
+        char worker_sock[PATH_MAX];
+        char agent_dir[PATH_MAX];
+};
+
+typedef struct Conn {
+        WorkerGateway *g;
+        int fd;
+        int worker_fd;
+        char peer[INET6_ADDRSTRLEN + 8];
+} Conn;
+
+static void reply(int fd, bool ok, const char *code, const char *message, const char *worker) {
+        _cleanup_free_ char *out = NULL;
+        JsonWriter jw;
+        size_t len;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_bool(&jw, "ok", ok);
+        if (code)
+                json_w_kv_string(&jw, "code", code);
+        if (message)
+                json_w_kv_string(&jw, "message", message);
+        if (worker)
+                json_w_kv_string(&jw, "worker", worker);
+        json_w_object_end(&jw);
+        if (json_w_finish(&jw, &out, &len) < 0)
+                return;
+        if (loop_write(fd, out, len) >= 0)
+                (void) loop_write(fd, "\n", 1);
+}
+
+static int connect_unix(const char *path, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static bool sandbox_id_ok(const char *id) {
+        size_t n = strlen(id);
+        if (n == 0 || n >= 64)
+                return false;
+        for (const char *p = id; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+                        return false;
+        return true;
+}
+
+/* The connection turns into the sandbox's agent stream. */
+static void serve_agent(Conn *c, const char *id) {
+        _cleanup_close_ int afd = -EBADF;
+        char path[PATH_MAX];
+        int r;
+
+        if (!sandbox_id_ok(id))
+                return reply(c->fd, false, "bad_request", "invalid sandbox id", NULL);
+        if ((size_t) snprintf(path, sizeof path, "%s/%s/agent.sock", c->g->agent_dir, id) >= sizeof path)
+                return reply(c->fd, false, "internal", "agent path too long", NULL);
+        r = connect_unix(path, &afd);
+        if (r < 0) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "cannot reach the sandbox's agent: %s", strerror(-r));
+                return reply(c->fd, false, "bad_gateway", msg, NULL);
+        }
+        reply(c->fd, true, NULL, NULL, NULL);
+        (void) net_splice_both(c->fd, afd);
+}
+
+/* One worker request: relayed to the local worker process, its reply back. */
+static int serve_request(Conn *c, const char *line, size_t len, char *buf, size_t size) {
+        size_t n = 0;
+        int r;
+
+        if (c->worker_fd < 0) {
+                r = connect_unix(c->g->worker_sock, &c->worker_fd);
+                if (r < 0) {
+                        reply(c->fd, false, "unavailable", "the worker process is not running", NULL);
+                        return 0;
+                }
+        }
+        r = loop_write(c->worker_fd, line, len);
+        if (r >= 0)
+                r = loop_write(c->worker_fd, "\n", 1);
+        if (r >= 0)
+                r = net_read_line(c->worker_fd, buf, size, GATEWAY_REPLY_TIMEOUT_MSEC, &n);
+        if (r < 0) {
+                c->worker_fd = safe_close(c->worker_fd);
+                reply(c->fd, false, "unavailable", "the worker process did not answer", NULL);
+                return 0;
+        }
+        r = loop_write(c->fd, buf, n);
+        if (r >= 0)
+                r = loop_write(c->fd, "\n", 1);
+        return r;
+}
+
+static bool hello_ok(Conn *c) {
+        _cleanup_json_ JsonValue *v = NULL;
+        char line[WORKER_HANDSHAKE_LINE_MAX];
+        const char *op, *token, *want;
+        size_t n = 0;
+        int r;
+
+        r = net_read_line(c->fd, line, sizeof line, WORKER_HELLO_TIMEOUT_MSEC, &n);
+        if (r < 0) {
+                log_info("Internal connection from %s ended before its hello: %s", c->peer, strerror(-r));
+                return false;
+        }
+        r = json_parse(line, n, &v, NULL, 0);
+        explicit_bzero(line, sizeof line);
+        op = r >= 0 ? json_string(json_get(v, "op")) : NULL;
+        token = r >= 0 ? json_string(json_get(v, "token")) : NULL;
+        if (!op || !streq(op, "hello") || !token) {
+                log_warning("Refused an internal connection from %s: no hello", c->peer);
+                reply(c->fd, false, "unauthorized", "a connection starts with a hello and the cluster token", NULL);
+                return false;
+        }
+        if (!cluster_token_equal(token, c->g->token)) {
+                log_warning("Refused an internal connection from %s: wrong cluster token", c->peer);
+                reply(c->fd, false, "unauthorized", "wrong cluster token", NULL);
+                return false;
+        }
+        want = json_string(json_get(v, "worker"));
+        if (!isempty(want) && !streq(want, c->g->config->worker_name)) {
+                log_warning("Refused an internal connection from %s: it wanted worker '%s'", c->peer, want);
+                reply(c->fd, false, "unavailable", "this is another worker", c->g->config->worker_name);
+                return false;
+        }
+        reply(c->fd, true, NULL, NULL, c->g->config->worker_name);
+        return true;
+}
+
+static void *conn_thread(void *userdata) {
+        Conn *c = userdata;
+        _cleanup_free_ char *line = malloc(WORKER_LINE_MAX + 1), *out = malloc(WORKER_LINE_MAX + 1);
+
+        log_set_context(NULL, "gateway");
+        if (!line || !out || !hello_ok(c))
+                goto done;
+        for (;;) {
+                _cleanup_json_ JsonValue *v = NULL;
+                const char *op;
+                bool allowed = false;
+                size_t n = 0;
+
+                if (net_read_line(c->fd, line, WORKER_LINE_MAX + 1, GATEWAY_IDLE_MSEC, &n) < 0)
+                        break;
+                if (json_parse(line, n, &v, NULL, 0) < 0 || !(op = json_string(json_get(v, "op")))) {
+                        reply(c->fd, false, "bad_request", "bad worker request", NULL);
+                        break;
+                }
+                if (streq(op, "agent")) {
+                        const char *id = json_string(json_get(v, "id"));
+                        serve_agent(c, id ?: "");
+                        break; /* the connection was the stream */
+                }
+                for (size_t i = 0; i < ELEMENTSOF(relayed_ops); i++)
+                        if (streq(op, relayed_ops[i]))
+                                allowed = true;
+                if (!allowed) {
+                        reply(c->fd, false, "forbidden", "this worker op is not served over the network", NULL);
+                        continue;
+                }
+                if (serve_request(c, line, n, out, WORKER_LINE_MAX + 1) < 0)
+                        break;
+        }
+done:
+        safe_close(c->fd);
+        safe_close(c->worker_fd);
+        atomic_fetch_sub(&c->g->connections, 1);
+        free(c);
+        return NULL;
+}
+
+static void peer_name(const struct sockaddr_storage *ss, char *buf, size_t size) {
+        char a[INET6_ADDRSTRLEN] = "?";
+        unsigned port = 0;
+
+        if (ss->ss_family == AF_INET) {
+                const struct sockaddr_in *s4 = (const struct sockaddr_in *) ss;
+                inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a);
+                port = ntohs(s4->sin_port);
+        } else if (ss->ss_family == AF_INET6) {
+                const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *) ss;
+                inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
+                port = ntohs(s6->sin6_port);
+        }
+        snprintf(buf, size, "%s:%u", a, port);
+}
+
+static void *accept_thread(void *userdata) {
+        WorkerGateway *g = userdata;
+
+        log_set_context(NULL, "gateway");
+        for (;;) {
+                struct pollfd p[2] = { { .fd = g->listen_fd, .events = POLLIN }, { .fd = g->stop_pipe[0], .events = POLLIN } };
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof ss;
+                pthread_attr_t attr;
+                pthread_t t;
+                Conn *c;
+                int fd;
+
+                if (poll(p, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break;
+                }
+                if (p[1].revents)
+                        break;
+                fd = accept4(g->listen_fd, (struct sockaddr *) &ss, &len, SOCK_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                if (atomic_fetch_add(&g->connections, 1) >= GATEWAY_CONNECTIONS_MAX) {
+                        atomic_fetch_sub(&g->connections, 1);
+                        safe_close(fd);
+                        continue;
+                }
+                c = new0(Conn, 1);
+                if (!c) {
+                        atomic_fetch_sub(&g->connections, 1);
+                        safe_close(fd);
+                        continue;
+                }
+                *c = (Conn){ .g = g, .fd = fd, .worker_fd = -EBADF };
+                peer_name(&ss, c->peer, sizeof c->peer);
+                pthread_attr_init(&attr);
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                if (pthread_create(&t, &attr, conn_thread, c) != 0) {
+                        atomic_fetch_sub(&g->connections, 1);
+                        safe_close(fd);
+                        free(c);
+                }
+                pthread_attr_destroy(&attr);
+        }
+        return NULL;
+}
+
+int worker_gateway_start(const Config *config, const char *token, WorkerGateway **ret) {
+        _cleanup_free_ WorkerGateway *g = NULL;
+        int r;
+
+        g = new0(WorkerGateway, 1);
+        if (!g)
+                return -ENOMEM;
+        g->config = config;
+        g->listen_fd = -EBADF;
+        g->stop_pipe[0] = g->stop_pipe[1] = -EBADF;
+        r = worker_socket_path(config, g->worker_sock, sizeof g->worker_sock);
+        if (r >= 0)
+                r = worker_agent_dir(config, g->agent_dir, sizeof g->agent_dir);
+        if (r < 0)
+                return r;
+        g->token = strdup(token);
+        if (!g->token)
+                return -ENOMEM;
+        r = net_listen(config->worker_listen, 256, &g->listen_fd);
+        if (r < 0) {
+                cluster_token_free(g->token);
+                return log_error_errno(r, "Cannot listen on %s: %m", config->worker_listen);
+        }
+        if (pipe2(g->stop_pipe, O_CLOEXEC) < 0 || pthread_create(&g->thread, NULL, accept_thread, g) != 0) {
+                r = -errno ?: -EAGAIN;
+                safe_close(g->listen_fd);
+                safe_close(g->stop_pipe[0]);
+                safe_close(g->stop_pipe[1]);
+                cluster_token_free(g->token);
+                return r;
+        }
+        g->thread_started = true;
+        *ret = TAKE_PTR(g);
+        return 0;
+}
+
+WorkerGateway *worker_gateway_free(WorkerGateway *g) {
+        if (!g)
+                return NULL;
+        if (g->thread_started) {
+                (void) !write(g->stop_pipe[1], "x", 1);
+                pthread_join(g->thread, NULL);
+        }
+        safe_close(g->listen_fd);
+        safe_close(g->stop_pipe[0]);
+        safe_close(g->stop_pipe[1]);
+        /* connection threads are detached and end with their peers: while one
+         * runs it still uses g (the process exits right after this) */
+        if (atomic_load(&g->connections) > 0)
+                return NULL;
+        cluster_token_free(g->token);
+        free(g);
+        return NULL;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/* A worker host's registration and heartbeat (see worker-node.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "str-util.h"
+#include "worker-node.h"
+
+int worker_node_instance(char *buf, size_t size) {
+        uint8_t b[8];
+
+        if (size < 2 * sizeof b + 1)
+                return -ENOBUFS;
+        if (getrandom(b, sizeof b, 0) != (ssize_t) sizeof b)
+                return -EIO;
+        for (size_t i = 0; i < sizeof b; i++)
+                snprintf(buf + 2 * i, 3, "%02x", b[i]);
+        return 0;
+}
+
+int worker_node_capacity(const Config *c, WorkerNode *ret) {
+        WorkerNode w = {};
+        struct sysinfo si;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+        w.cpu_millis = c->worker_cpu_millis > 0 ? (uint32_t) c->worker_cpu_millis
+                                                : (uint32_t) (cpus > 0 ? cpus : 1) * 1000U;
+        if (c->worker_memory_mb > 0)
+                w.memory_mb = c->worker_memory_mb;
+        else if (sysinfo(&si) == 0)
+                w.memory_mb = (uint64_t) si.totalram * si.mem_unit / (1024 * 1024);
+        w.disk_mb = c->pool_size_mb;
+        (void) strscpy(w.runtimes, sizeof w.runtimes, "ns");
+        if (access("/dev/kvm", R_OK | W_OK) == 0)
+                (void) strscpy(w.accelerators, sizeof w.accelerators, "kvm");
+        if (strscpy(w.name, sizeof w.name, c->worker_name) < 0 ||
+            strscpy(w.address, sizeof w.address, c->worker_address) < 0)
+                return -ENAMETOOLONG;
+        *ret = w;
+        return 0;
+}
+
+int worker_node_register(Store *s, const Config *c, const char *instance, const char *templates) {
+        WorkerNode w;
+        int r;
+
+        r = worker_node_capacity(c, &w);
+        if (r < 0)
+                return r;
+        (void) strscpy(w.instance, sizeof w.instance, instance);
+        (void) strscpy(w.templates, sizeof w.templates, templates ?: "");
+        r = store_worker_register(s, &w, now_usec() - (int64_t) c->worker_lost_timeout_s * 1000000);
+        if (r == -EEXIST)
+                return log_error_errno(r, "Worker name '%s' is taken by another live worker: refusing to register",
+                                       c->worker_name);
+        if (r < 0)
+                return log_error_errno(r, "Cannot register worker '%s': %m", c->worker_name);
+        log_info("Registered worker %s at %s (cpu %u millis, memory %" PRIu64 " MB, disk %" PRIu64 " MB%s%s)",
+                 w.name, w.address, w.cpu_millis, w.memory_mb, w.disk_mb, w.accelerators[0] ? ", " : "",
+                 w.accelerators);
+        return 0;
+}
+
+int worker_node_heartbeat(Store *s, const Config *c, const char *instance, const char *templates) {
+        int r = store_worker_heartbeat(s, c->worker_name, instance, templates);
+
+        if (r == -ESTALE || r == -ENOENT) {
+                log_warning("Worker %s was marked lost or removed; registering again", c->worker_name);
+                return worker_node_register(s, c, instance, templates);
+        }
+        return r;
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* A worker host in a cluster (role worker): its row in the store. It
+ * registers with its capacity (CPU, memory, disk, runtimes, accelerators),
+ * the templates it holds and the address of its internal listener, then
+ * heartbeats; the controller marks it lost when the heartbeats stop. */
+
+#include "config.h"
+#include "store.h"
+
+/* A random id for this start of the worker (tells a restart from a second
+ * worker under the same name). */
+int worker_node_instance(char *buf, size_t size);
+/* What this host offers. */
+int worker_node_capacity(const Config *config, WorkerNode *ret);
+/* -EEXIST: another live worker holds config->worker_name. */
+int worker_node_register(Store *s, const Config *config, const char *instance, const char *templates);
+/* A heartbeat; re-registers if the controller marked this worker lost
+ * meanwhile (-EEXIST if another took the name). */
+int worker_node_heartbeat(Store *s, const Config *config, const char *instance, const char *templates);
