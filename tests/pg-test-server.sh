@@ -5,6 +5,8 @@
 #   pg-test-server.sh start            initdb + start; prints the connection URL
 #   pg-test-server.sh restart DIR|URL  fast stop (ends every session), start on the same port
 #   pg-test-server.sh stop DIR|URL     immediate stop, then remove everything
+#   pg-test-server.sh down DIR|URL     fast stop, keeping everything (an outage)
+#   pg-test-server.sh up DIR|URL       start again after down, on the same port
 #
 # Everything lives in one directory /tmp/space-pg.XXXXXX: the data dir, the
 # unix socket and the log. The server listens on that socket and on
@@ -156,9 +158,24 @@ cmd_restart() {
         start_on "$port" || { tail -n 20 "$base/log" >&2; die "restart failed"; }
 }
 
+cmd_down() {
+        base=$(base_of "$1")
+        [ -n "$BINDIR" ] || die "no PostgreSQL binaries"
+        as_owner "$BINDIR/pg_ctl" stop -w -t 30 -s -m fast -D "$base/data" >/dev/null 2>&1 || die "stop failed"
+}
+
+cmd_up() {
+        base=$(base_of "$1")
+        [ -n "$BINDIR" ] || die "no PostgreSQL binaries"
+        [ -f "$base/port" ] || die "no server in $base"
+        start_on "$(cat "$base/port")" || { tail -n 20 "$base/log" >&2; die "start failed"; }
+}
+
 case "${1:-}" in
 start) cmd_start ;;
 stop) [ $# -eq 2 ] || die "usage: $0 stop DIR|URL"; cmd_stop "$2" ;;
 restart) [ $# -eq 2 ] || die "usage: $0 restart DIR|URL"; cmd_restart "$2" ;;
-*) die "usage: $0 start | stop DIR|URL | restart DIR|URL" ;;
+down) [ $# -eq 2 ] || die "usage: $0 down DIR|URL"; cmd_down "$2" ;;
+up) [ $# -eq 2 ] || die "usage: $0 up DIR|URL"; cmd_up "$2" ;;
+*) die "usage: $0 start | stop DIR|URL | restart DIR|URL | down DIR|URL | up DIR|URL" ;;
 esac

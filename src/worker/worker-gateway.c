@@ -27,6 +27,8 @@
 #define GATEWAY_CONNECTIONS_MAX 512
 #define GATEWAY_IDLE_MSEC (10 * 60 * 1000)          /* an idle connection is closed after this */
 #define GATEWAY_REPLY_TIMEOUT_MSEC (10 * 60 * 1000) /* as the local client waits */
+#define GATEWAY_DRAIN_MSEC 1000                     /* a refused peer's pending bytes: waited for this long */
+#define GATEWAY_DRAIN_MAX (64U * 1024U)             /* ... and read up to this much */
 
 /* The ops a peer may ask for: template_import is not among them (its tar
  * path would be a path on this host, chosen by the peer). */
@@ -149,6 +151,26 @@ static int serve_request(Conn *c, const char *line, size_t len, char *buf, size_
         return r;
 }
 
+/* After a refusal: the peer gets to read our answer before the close (a
+ * close with its unread bytes pending would reset the connection and could
+ * discard the answer). Bounded in time and bytes. */
+static void linger_close(int fd) {
+        char buf[4096];
+        size_t drained = 0;
+
+        (void) shutdown(fd, SHUT_WR);
+        while (drained < GATEWAY_DRAIN_MAX) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                ssize_t k;
+                if (poll(&p, 1, GATEWAY_DRAIN_MSEC) <= 0)
+                        break;
+                k = read(fd, buf, sizeof buf);
+                if (k <= 0)
+                        break;
+                drained += (size_t) k;
+        }
+}
+
 static bool hello_ok(Conn *c) {
         _cleanup_json_ JsonValue *v = NULL;
         char line[WORKER_HANDSHAKE_LINE_MAX];
@@ -190,8 +212,12 @@ static void *conn_thread(void *userdata) {
         _cleanup_free_ char *line = malloc(WORKER_LINE_MAX + 1), *out = malloc(WORKER_LINE_MAX + 1);
 
         log_set_context(NULL, "gateway");
-        if (!line || !out || !hello_ok(c))
+        if (!line || !out)
                 goto done;
+        if (!hello_ok(c)) {
+                linger_close(c->fd);
+                goto done;
+        }
         for (;;) {
                 _cleanup_json_ JsonValue *v = NULL;
                 const char *op;

@@ -1,0 +1,549 @@
+# SPDX-License-Identifier: MIT
+"""Scale-out on one machine: a private PostgreSQL, two API servers, two
+controllers and three workers, each worker in its own network namespace
+with its own state directory and pool, as if on three hosts. API servers
+reach the workers only over the veth links, with the cluster token.
+
+Covered: spread of creates across workers, exec through the API server that
+did not create the sandbox, a worker killed with SIGKILL (its sandboxes
+become lost with events, the others keep running, a create does not wait on
+it, it comes back and removes its orphans), failover of the active
+controller, a worker with a wrong token (refused, never used), a duplicate
+worker name (refused), raw connections with a wrong token, a database
+outage (503 with a clear error, then recovery). No residue on any "host"."""
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+import e2e_host as host
+import e2e_http
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PG_SCRIPT = os.path.join(REPO, "tests", "pg-test-server.sh")
+LOST_TIMEOUT_S = 3
+WORKERS = 3
+SANDBOXES = 12
+WORKER_PORT = 7071
+
+
+def _log(msg):
+    print(f"[scaleout] {msg}", flush=True)
+
+
+class Proc:
+    """One spaced of the cluster, by PID."""
+
+    def __init__(self, cluster, name, args, netns=None):
+        self.c = cluster
+        self.name = name
+        self.args = args
+        self.netns = netns
+        self.log_path = os.path.join(cluster.base, f"{name}.log")
+        self.proc = None
+
+    def start(self):
+        cmd = list(self.args)
+        if self.netns:
+            # only the network namespace: mounts (the pool) stay on the host's table
+            cmd = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] + cmd
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n==== start: {' '.join(cmd)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         env=self.c.env, start_new_session=True, close_fds=True)
+        self.c.s.extra_pids.append((self.proc.pid, host.proc_starttime(self.proc.pid)))
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def wait_log(self, needle, timeout=60, start=0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if needle in self.log()[start:]:
+                return True
+            if not self.running:
+                break
+            time.sleep(0.1)
+        return needle in self.log()[start:]
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if not self.running:
+            return self.proc.returncode if self.proc else None
+        os.kill(self.proc.pid, sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            return self.proc.wait(30)
+
+    def kill9(self):
+        """SIGKILL of spaced; its worker process follows (parent-death signal)."""
+        kids = host.children(self.proc.pid)
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        assert not host.wait_gone(kids, 30), f"{self.name}: the worker process outlived spaced"
+
+    def sanitizer_reports(self):
+        text = self.log()
+        return [f"{self.name}: {m}" for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+                if m in text]
+
+
+class Cluster:
+    def __init__(self, session):
+        self.s = session
+        self.base = session.new_base_dir()
+        self.tag = session.tag
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SPACE_")}
+        self.env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        self.env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        self.pg_url = None
+        self.netns = []
+        self.links = []
+        self.workers = {}
+        self.apis = []
+        self.controllers = []
+        self.extra = []
+        self.subnet = None
+        self.key = None
+
+    # ---- hosts ----
+    def pick_subnet(self):
+        used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+        for _ in range(100):
+            net = f"10.213.{random.randrange(1, 250)}"
+            if f" {net}." not in used:
+                return net
+        raise RuntimeError("no free 10.213.x.0/24 for the test links")
+
+    def add_host(self, i):
+        ns = f"spc{os.getpid() % 100000}w{i}"
+        link = f"spc{os.getpid() % 100000}h{i}"
+        peer = f"spc{os.getpid() % 100000}p{i}"
+        host.run(["ip", "netns", "add", ns], check=True)
+        self.netns.append(ns)
+        host.run(["ip", "link", "add", link, "type", "veth", "peer", "name", peer], check=True)
+        self.links.append(link)
+        host.run(["ip", "link", "set", peer, "netns", ns], check=True)
+        host.run(["ip", "addr", "add", f"{self.subnet}.{4 * i + 1}/30", "dev", link], check=True)
+        host.run(["ip", "link", "set", link, "up"], check=True)
+        host.run(["ip", "-n", ns, "addr", "add", f"{self.subnet}.{4 * i + 2}/30", "dev", peer], check=True)
+        host.run(["ip", "-n", ns, "link", "set", peer, "up"], check=True)
+        host.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        self.last_link = link
+        return ns, f"{self.subnet}.{4 * i + 2}:{WORKER_PORT}"
+
+    # ---- processes ----
+    def common(self, token_file=None):
+        s = self.s
+        return ["--store-url", self.pg_url, "--cluster-token-file", token_file or self.token_file,
+                "--template-dir", self.template_dir, "--agent-path", s.agent_bin, "--log-level", "debug",
+                f"--worker-lost-timeout-s={LOST_TIMEOUT_S}"]
+
+    def state_dir(self, name):
+        d = os.path.join(self.base, name)
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        return d
+
+    def worker_args(self, name, i, address, token_file=None, state=None):
+        return [self.s.spaced_bin, "--role", "worker", "--state-dir", self.state_dir(state or name),
+                "--worker-name", name, "--worker-listen", address, "--pool-size-mb", "4096",
+                "--cgroup-root", f"{self.tag}-so-{name}", f"--uid-base={2500000000 + i * 70000000}",
+                "--slots-max=1024"] + self.common(token_file)
+
+    def start_worker(self, name, i, address, netns, token_file=None):
+        p = Proc(self, name, self.worker_args(name, i, address, token_file), netns).start()
+        assert p.wait_log(f"worker {name} serving on", 300), f"{name} did not start:\n{p.log()[-3000:]}"
+        return p
+
+    def start_api(self, n):
+        port = _free_port()
+        p = Proc(self, f"api{n}", [self.s.spaced_bin, "--role", "api", "--state-dir", self.state_dir(f"api{n}"),
+                                    "--listen", f"127.0.0.1:{port}"] + self.common()).start()
+        p.url = f"http://127.0.0.1:{port}"
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            assert p.running, f"api{n} exited:\n{p.log()[-3000:]}"
+            try:
+                if e2e_http.request(p.url, "GET", "/healthz", timeout=5).status == 200:
+                    return p
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"api{n} not healthy:\n{p.log()[-3000:]}")
+
+    def start_controller(self, n):
+        return Proc(self, f"ctl{n}", [self.s.spaced_bin, "--role", "controller",
+                                      "--state-dir", self.state_dir(f"ctl{n}")] + self.common()).start()
+
+    # ---- API ----
+    def req(self, api, method, path, **kw):
+        kw.setdefault("key", self.key)
+        kw.setdefault("timeout", 120)
+        r = e2e_http.request(api.url, method, path, **kw)
+        if r.status < 300 and (r.content_type or "").startswith("application/json") and not kw.get("stream"):
+            self.s.validate(r)
+        return r
+
+    def sandbox(self, api, sid):
+        r = self.req(api, "GET", f"/v1/sandboxes/{sid}")
+        assert r.status == 200, r
+        return r.json()
+
+    def exec_out(self, api, sid, shell):
+        r = self.req(api, "POST", f"/v1/sandboxes/{sid}/exec", json={"shell": shell})
+        assert r.status == 200, r
+        out, code = "", None
+        for line in r.text().splitlines():
+            ev = json.loads(line)
+            if ev["type"] == "stdout":
+                out += ev["data"]
+            elif ev["type"] == "exit":
+                code = ev["code"]
+        return code, out
+
+    def all_sandboxes(self, api):
+        r = self.req(api, "GET", "/v1/sandboxes")
+        assert r.status == 200, r
+        return r.json()["sandboxes"]
+
+    def create(self, n):
+        """n sandboxes, alternately through each API server: [(id, api index, worker)]."""
+        made = []
+        for k in range(n):
+            r = self.req(self.apis[k % 2], "POST", "/v1/sandboxes", json={"disk_mb": 256})
+            assert r.status == 201, r
+            made.append((r.json()["id"], k % 2, r.json()["worker"]))
+        return made
+
+    def delete_all(self):
+        """Every sandbox goes at the end of each test (the residue check after
+        a test counts what no live sandbox owns)."""
+        api = next(a for a in self.apis if a.running)
+        for sb in self.all_sandboxes(api):
+            r = self.req(api, "DELETE", f"/v1/sandboxes/{sb['id']}")
+            assert r.status == 200, r
+
+    def remove_host(self, ns, link):
+        host.run(["ip", "link", "del", link])
+        host.run(["ip", "netns", "del", ns])
+        self.links.remove(link)
+        self.netns.remove(ns)
+
+    # ---- teardown ----
+    def teardown(self):
+        problems = []
+        api = next((a for a in self.apis if a.running), None)
+        if api and self.pg_url:
+            try:
+                for sb in self.all_sandboxes(api):
+                    r = self.req(api, "DELETE", f"/v1/sandboxes/{sb['id']}")
+                    if r.status != 200:
+                        problems.append(f"delete {sb['id']}: {r.status} {r.text()[:200]}")
+            except Exception as e:  # noqa: BLE001 - teardown goes on
+                problems.append(f"listing/deleting sandboxes: {e!r}")
+        for p in list(self.workers.values()) + self.apis + self.controllers + self.extra:
+            if p.proc is None:
+                continue
+            rc = p.stop()
+            if rc not in (0, None, -9, 1) and p.name not in ("badtoken", "dup"):
+                problems.append(f"{p.name} exited with {rc}")
+            problems += p.sanitizer_reports()
+        logs = os.path.join(self.s.build_dir, "e2e-logs")
+        os.makedirs(logs, exist_ok=True)
+        for p in list(self.workers.values()) + self.apis + self.controllers + self.extra:
+            if os.path.exists(p.log_path):
+                shutil.copyfile(p.log_path, os.path.join(logs, f"scaleout-{p.name}.log"))
+        for link in self.links:
+            host.run(["ip", "link", "del", link])
+        for ns in self.netns:
+            host.run(["ip", "netns", "del", ns])
+        if self.pg_url:
+            host.run(["sh", PG_SCRIPT, "stop", self.pg_url])
+        return problems
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(pred, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def cluster(e2e_session):
+    s = e2e_session
+    s.check_binaries()
+    r = subprocess.run(["sh", PG_SCRIPT, "start"], capture_output=True, text=True, timeout=120)
+    if r.returncode == 77:
+        pytest.skip("no PostgreSQL here")
+    assert r.returncode == 0, r.stderr
+    c = Cluster(s)
+    c.pg_url = r.stdout.strip()
+    try:
+        c.token_file = os.path.join(c.base, "cluster.token")
+        with open(os.open(c.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(os.urandom(24).hex() + "\n")
+        c.template_dir = os.path.join(c.base, "templates")
+        os.makedirs(c.template_dir)
+        os.link(s.base_template(), os.path.join(c.template_dir, "base.tar"))
+        c.subnet = c.pick_subnet()
+        c.addresses = {}
+        for i in range(WORKERS):
+            name = f"w{i + 1}"
+            ns, addr = c.add_host(i)
+            c.addresses[name] = (i, addr, ns)
+        for name, (i, addr, ns) in c.addresses.items():
+            c.workers[name] = c.start_worker(name, i, addr, ns)
+        c.apis = [c.start_api(1)]
+        with open(os.path.join(c.base, "api1", "admin.key")) as f:
+            c.key = f.read().strip()
+        c.apis.append(c.start_api(2))
+        c.controllers = [c.start_controller(1), c.start_controller(2)]
+        yield c
+    finally:
+        problems = c.teardown()
+        if problems:
+            pytest.fail("cluster teardown:\n  " + "\n  ".join(problems))
+
+
+def _by_worker(sandboxes):
+    out = {}
+    for sb in sandboxes:
+        out.setdefault(sb["worker"], []).append(sb["id"])
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_spread_and_exec_through_the_other_api_server(cluster):
+    c = cluster
+    try:
+        _spread_and_exec(c)
+    finally:
+        c.delete_all()
+
+
+def _spread_and_exec(c):
+    made = c.create(SANDBOXES)
+    per = _by_worker([{"id": i, "worker": w} for i, _, w in made])
+    assert sorted(per) == sorted(c.workers), per
+    counts = [len(v) for v in per.values()]
+    assert max(counts) - min(counts) <= 1, per           # spread: the least loaded first
+
+    info = c.req(c.apis[1], "GET", "/v1/info").json()
+    assert info["worker"] == "cluster"
+    assert {w["name"]: w["state"] for w in info["workers"]} == {w: "live" for w in c.workers}
+    assert all("base" in w["templates"] for w in info["workers"])
+
+    # every exec through the API server that did not create the sandbox, streamed
+    # from the worker's netns over the veth (big enough to need several reads)
+    for sid, via, _ in made:
+        code, out = c.exec_out(c.apis[1 - via], sid, "hostname; head -c 200000 /dev/zero | wc -c")
+        assert code == 0 and out.split() == [f"space-{sid}", "200000"], (sid, code, out)
+    # files too
+    sid, via, _ = made[0]
+    r = c.req(c.apis[1 - via], "PUT", f"/v1/sandboxes/{sid}/files", params={"path": "/tmp/x"},
+              data=b"y" * 300000)
+    assert r.status in (200, 201, 204), r
+    r = c.req(c.apis[via], "GET", f"/v1/sandboxes/{sid}/files", params={"path": "/tmp/x"})
+    assert r.status == 200 and r.body == b"y" * 300000, r
+
+
+@pytest.mark.timeout(300)
+def test_wrong_token_and_duplicate_name(cluster):
+    c = cluster
+    # a raw connection with a wrong token: refused, and nothing after the hello runs
+    i, addr, ns = c.addresses["w1"]
+    hostpart, port = addr.rsplit(":", 1)
+    with socket.create_connection((hostpart, int(port)), timeout=10) as sock:
+        sock.sendall(b'{"op":"hello","token":"0123456789abcdef0123","worker":"w1"}\n{"op":"info"}\n')
+        data = b""
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    lines = data.decode().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["code"] == "unauthorized", data
+    assert c.workers["w1"].wait_log("wrong cluster token", 10)
+    # no hello at all
+    with socket.create_connection((hostpart, int(port)), timeout=10) as sock:
+        sock.sendall(b'{"op":"destroy","id":"x"}\n')
+        assert json.loads(sock.recv(4096).decode().splitlines()[0])["code"] == "unauthorized"
+
+    # a duplicate of a live name: refused at registration, exits
+    dup = Proc(c, "dup", c.worker_args("w1", 7, f"{c.subnet}.{4 * 0 + 2}:{WORKER_PORT + 1}", state="dup"), ns).start()
+    c.extra.append(dup)
+    assert dup.proc.wait(120) != 0
+    assert "taken by another live worker" in dup.log()
+    assert c.workers["w1"].running
+
+    # a worker with a wrong token: it registers (it can reach the database) but
+    # nobody can use it: API servers are refused by it and place elsewhere
+    bad_token = os.path.join(c.base, "bad.token")
+    with open(os.open(bad_token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write("not-the-cluster-token-at-all\n")
+    ns4, addr4 = c.add_host(3)
+    link4 = c.last_link
+    bad = Proc(c, "badtoken", c.worker_args("w4", 3, addr4, bad_token), ns4).start()
+    c.extra.append(bad)
+    assert bad.wait_log("worker w4 serving on", 300), bad.log()[-3000:]
+    made = []
+    time.sleep(1)  # its first heartbeat tells which templates it holds
+    for n in range(6):  # the empty worker is the least loaded: tried from the 4th on
+        r = c.req(c.apis[n % 2], "POST", "/v1/sandboxes", json={"disk_mb": 256})
+        assert r.status == 201, r
+        assert r.json()["worker"] != "w4"
+        made.append(r.json()["id"])
+    assert bad.wait_log("wrong cluster token", 10), "the API servers never tried the bad worker"
+    for sid in made:
+        assert c.req(c.apis[0], "DELETE", f"/v1/sandboxes/{sid}").status == 200
+    assert bad.stop() == 0
+    c.remove_host(ns4, link4)
+
+    # a token file others can read is refused
+    loose = os.path.join(c.base, "loose.token")
+    with open(loose, "w") as f:
+        f.write("0123456789abcdef0123456789\n")
+    os.chmod(loose, 0o644)
+    p = Proc(c, "loose", [c.s.spaced_bin, "--role", "controller", "--state-dir", c.state_dir("loose")]
+             + c.common(loose)).start()
+    c.extra.append(p)
+    assert p.proc.wait(60) != 0 and "mode 0600" in p.log()
+
+
+@pytest.mark.timeout(300)
+def test_worker_killed_its_sandboxes_become_lost(cluster):
+    c = cluster
+    try:
+        _worker_loss(c)
+    finally:
+        c.delete_all()
+
+
+def _worker_loss(c):
+    api = c.apis[0]
+    c.create(6)
+    per = _by_worker([sb for sb in c.all_sandboxes(api) if sb["state"] == "running"])
+    victim = "w2"
+    lost_ids = per.get(victim, [])
+    assert lost_ids, per
+    others = [i for w, ids in per.items() if w != victim for i in ids]
+    c.workers[victim].kill9()
+
+    # a create never waits on the dead worker (it may still look live for a moment)
+    r = c.req(api, "POST", "/v1/sandboxes", json={})
+    assert r.status == 201 and r.json()["worker"] != victim, r
+    newer = r.json()["id"]
+
+    _wait(lambda: all(c.sandbox(api, i)["state"] == "lost" for i in lost_ids), 30, "sandboxes of w2 lost")
+    for sid in lost_ids:
+        sb = c.sandbox(api, sid)
+        assert victim in sb["reason"], sb
+        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.lost"}).json()["events"]
+        assert len(ev) == 1 and ev[0]["data"]["worker"] == victim, ev
+        # operations on it fail clearly
+        r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/exec", json={"shell": "true"})
+        assert r.status == 409, r
+    ev = c.req(api, "GET", "/v1/events", params={"type": "worker.lost"}).json()["events"]
+    assert any(e["data"]["worker"] == victim for e in ev), ev
+    # the others keep running
+    for sid in others + [newer]:
+        assert c.sandbox(api, sid)["state"] == "running"
+        code, out = c.exec_out(c.apis[1], sid, "echo alive")
+        assert code == 0 and out == "alive\n"
+
+    # it comes back under the same name: its orphans go, it takes work again
+    i, addr, ns = c.addresses[victim]
+    mark = len(c.workers[victim].log())
+    c.workers[victim] = c.start_worker(victim, i, addr, ns)
+    assert c.workers[victim].wait_log("Reconciled:", 10, mark)
+    assert f"Removing orphan sandbox root {lost_ids[0]}" in c.workers[victim].log()[mark:]
+    # the lost ones can be deleted
+    for sid in lost_ids:
+        assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
+
+
+@pytest.mark.timeout(300)
+def test_controller_failover(cluster):
+    c = cluster
+    _wait(lambda: [p for p in c.controllers if "now the active one" in p.log()], 30, "an active controller")
+    active = [p for p in c.controllers if "now the active one" in p.log()]
+    assert len(active) == 1, [p.name for p in active]
+    standby = [p for p in c.controllers if p is not active[0]][0]
+    active[0].proc.send_signal(signal.SIGKILL)
+    active[0].proc.wait(30)
+    assert standby.wait_log("now the active one", 30), standby.log()[-2000:]
+    # the new one does the work: a worker that stops heartbeating is marked lost
+    victim = "w3"
+    api = c.apis[1]
+    r = c.req(api, "POST", "/v1/sandboxes", json={})
+    assert r.status == 201, r
+    os.kill(c.workers[victim].pid, signal.SIGSTOP)  # its heartbeats stop
+    try:
+        _wait(lambda: any(w["name"] == victim and w["state"] == "lost"
+                          for w in c.req(api, "GET", "/v1/info").json()["workers"]), 30, "w3 lost")
+    finally:
+        os.kill(c.workers[victim].pid, signal.SIGCONT)
+    assert "Worker w3 is lost" in standby.log()
+    # it heartbeats again and registers anew
+    _wait(lambda: any(w["name"] == victim and w["state"] == "live"
+                      for w in c.req(api, "GET", "/v1/info").json()["workers"]), 30, "w3 live again")
+    # restart it so that it reconciles (its sandboxes were marked lost)
+    i, addr, ns = c.addresses[victim]
+    assert c.workers[victim].stop() == 0
+    c.workers[victim] = c.start_worker(victim, i, addr, ns)
+    c.delete_all()
+
+
+@pytest.mark.timeout(300)
+def test_database_outage_503_then_recovery(cluster):
+    c = cluster
+    api = c.apis[0]
+    subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
+    try:
+        r = c.req(api, "POST", "/v1/sandboxes", json={})
+        assert r.status == 503, r
+        assert "store" in r.json()["error"]["message"], r.json()
+        r = c.req(api, "GET", "/v1/sandboxes")
+        assert r.status == 503, r
+    finally:
+        subprocess.run(["sh", PG_SCRIPT, "up", c.pg_url], check=True, timeout=60)
+    # recovers by itself
+    _wait(lambda: c.req(api, "GET", "/v1/sandboxes").status == 200, 60, "the API after the outage")
+    r = _wait(lambda: (lambda x: x if x.status == 201 else None)(c.req(api, "POST", "/v1/sandboxes", json={})),
+              60, "a create after the outage")
+    sid = r.json()["id"]
+    code, out = c.exec_out(c.apis[1], sid, "echo back")
+    assert code == 0 and out == "back\n"
+    # workers kept (or got back) their registration
+    _wait(lambda: all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"]
+                      if w["name"] in c.workers), 30, "all workers live")
+    c.delete_all()
