@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/* The pure parts of scale-out: placement of a create on a worker, the
+ * cluster token file and its comparison, host:port parsing, and the byte
+ * relay of proxied agent streams. (The store side is in test-store.c, the
+ * whole in tests/e2e/test_scaleout.py.) */
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "fd-util.h"
+#include "store.h"
+#include "test.h"
+#include "worker-net.h"
+#include "worker-placement.h"
+
+#define NOW (INT64_C(1795914000) * 1000000)
+
+static WorkerNode node(const char *name, uint64_t mem, uint32_t used_sandboxes, uint64_t used_mem,
+                       const char *templates) {
+        WorkerNode w = { .state = WORKER_LIVE, .cpu_millis = 4000, .memory_mb = mem, .disk_mb = 10000,
+                         .heartbeat_usec = NOW, .sandboxes = used_sandboxes, .used_memory_mb = used_mem,
+                         .used_cpu_millis = used_sandboxes * 1000 };
+        snprintf(w.name, sizeof w.name, "%s", name);
+        snprintf(w.runtimes, sizeof w.runtimes, "ns");
+        snprintf(w.templates, sizeof w.templates, "%s", templates);
+        return w;
+}
+
+static Sandbox request(uint64_t mem) {
+        Sandbox sb = { .cpu_millis = 1000, .memory_mb = mem, .disk_mb = 100 };
+        snprintf(sb.template_name, sizeof sb.template_name, "base");
+        snprintf(sb.runtime, sizeof sb.runtime, "ns");
+        return sb;
+}
+
+TEST(placement_spreads_prefers_locality_and_skips_the_dead_and_full) {
+        WorkerNode w[5];
+        size_t order[5], n;
+        Sandbox sb = request(512);
+
+        w[0] = node("a", 8192, 2, 1024, "base");
+        w[1] = node("b", 8192, 0, 0, "base");
+        w[2] = node("c", 8192, 0, 0, "other");          /* no template: after those that have it */
+        w[3] = node("d", 8192, 0, 0, "base");
+        w[3].heartbeat_usec = NOW - 60 * 1000000;        /* silent */
+        w[4] = node("e", 1024, 1, 768, "base");          /* full: 768 + 512 > 1024 */
+        worker_place(w, 5, &sb, NOW - 10 * 1000000, order, &n);
+        ASSERT_EQ(n, 3U);
+        ASSERT_STREQ(w[order[0]].name, "b");
+        ASSERT_STREQ(w[order[1]].name, "a");
+        ASSERT_STREQ(w[order[2]].name, "c");
+
+        w[1].state = WORKER_LOST;
+        worker_place(w, 5, &sb, NOW - 10 * 1000000, order, &n);
+        ASSERT_EQ(n, 2U);
+        ASSERT_STREQ(w[order[0]].name, "a");
+
+        /* equal load: fewest sandboxes, then the name */
+        w[0] = node("x", 8192, 0, 0, "base");
+        w[1] = node("m", 8192, 0, 0, "base");
+        worker_place(w, 2, &sb, NOW - 10 * 1000000, order, &n);
+        ASSERT_EQ(n, 2U);
+        ASSERT_STREQ(w[order[0]].name, "m");
+
+        /* a runtime it does not offer */
+        snprintf(sb.runtime, sizeof sb.runtime, "vm");
+        worker_place(w, 2, &sb, NOW - 10 * 1000000, order, &n);
+        ASSERT_EQ(n, 0U);
+        worker_place(NULL, 0, &sb, NOW, order, &n);
+        ASSERT_EQ(n, 0U);
+}
+
+TEST(list_has) {
+        ASSERT_TRUE(worker_list_has("base,python", "python"));
+        ASSERT_TRUE(worker_list_has("base", "base"));
+        ASSERT_FALSE(worker_list_has("base,python", "pyth"));
+        ASSERT_FALSE(worker_list_has("basement", "base"));
+        ASSERT_FALSE(worker_list_has("", "base"));
+        ASSERT_FALSE(worker_list_has("base", ""));
+        ASSERT_FALSE(worker_list_has(NULL, "base"));
+}
+
+static int write_file(const char *path, const char *text, mode_t mode) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        if (fd < 0)
+                return -errno;
+        (void) fchmod(fd, mode);
+        int r = loop_write(fd, text, strlen(text));
+        close(fd);
+        return r;
+}
+
+TEST(token_file) {
+        char path[4096];
+        char *t = NULL;
+
+        snprintf(path, sizeof path, "%s/token", test_tmpdir());
+        ASSERT_OK(write_file(path, "0123456789abcdef0123\n", 0600));
+        ASSERT_OK(cluster_token_load(path, &t));
+        ASSERT_STREQ(t, "0123456789abcdef0123");
+        ASSERT_TRUE(cluster_token_equal(t, "0123456789abcdef0123"));
+        ASSERT_FALSE(cluster_token_equal(t, "0123456789abcdef0124"));
+        ASSERT_FALSE(cluster_token_equal(t, "0123456789abcdef012"));
+        ASSERT_FALSE(cluster_token_equal(t, ""));
+        ASSERT_FALSE(cluster_token_equal(t, NULL));
+        t = cluster_token_free(t);
+
+        ASSERT_OK(write_file(path, "0123456789abcdef0123\n", 0640)); /* others may read it */
+        ASSERT_ERRNO(cluster_token_load(path, &t), EPERM);
+        ASSERT_OK(write_file(path, "short\n", 0600));
+        ASSERT_ERRNO(cluster_token_load(path, &t), EINVAL);
+        ASSERT_OK(write_file(path, "0123456789 abcdef0123\n", 0600));
+        ASSERT_ERRNO(cluster_token_load(path, &t), EINVAL);
+        snprintf(path, sizeof path, "%s/none", test_tmpdir());
+        ASSERT_ERRNO(cluster_token_load(path, &t), ENOENT);
+        ASSERT_NULL(t);
+}
+
+TEST(host_port) {
+        char h[64], p[8];
+
+        ASSERT_OK(net_split_host_port("10.0.0.1:7071", h, sizeof h, p, sizeof p));
+        ASSERT_STREQ(h, "10.0.0.1");
+        ASSERT_STREQ(p, "7071");
+        ASSERT_OK(net_split_host_port("[::1]:80", h, sizeof h, p, sizeof p));
+        ASSERT_STREQ(h, "::1");
+        ASSERT_OK(net_split_host_port(":80", h, sizeof h, p, sizeof p));
+        ASSERT_STREQ(h, "");
+        ASSERT_ERRNO(net_split_host_port("10.0.0.1", h, sizeof h, p, sizeof p), EINVAL);
+        ASSERT_ERRNO(net_split_host_port("10.0.0.1:", h, sizeof h, p, sizeof p), EINVAL);
+        ASSERT_ERRNO(net_split_host_port("10.0.0.1:7x", h, sizeof h, p, sizeof p), EINVAL);
+        ASSERT_ERRNO(net_split_host_port("[::1]80", h, sizeof h, p, sizeof p), EINVAL);
+        ASSERT_ERRNO(net_split_host_port("h:123456789", h, sizeof h, p, sizeof p), EINVAL);
+}
+
+TEST(connect_to_nothing_fails_fast) {
+        int fd = -1, l = -1;
+        char addr[64];
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+
+        /* a port we bound and closed: refused at once */
+        ASSERT_OK(net_listen("127.0.0.1:0", 1, &l));
+        ASSERT_EQ(getsockname(l, (struct sockaddr *) &ss, &len), 0);
+        snprintf(addr, sizeof addr, "127.0.0.1:%u", ntohs(((struct sockaddr_in *) &ss)->sin_port));
+        close(l);
+        ASSERT_ERRNO(net_connect(addr, 2000, &fd), ECONNREFUSED);
+        ASSERT_TRUE(net_connect("not-an-address", 2000, &fd) < 0);
+}
+
+TEST(splice_relays_both_ways_with_eof) {
+        int a[2], b[2];
+        char buf[256 * 1024];
+        pid_t pid;
+
+        /* a[0] ⇄ relay ⇄ b[0]; the test writes on a[1] and reads on b[1] and back */
+        ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a), 0);
+        ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, b), 0);
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                close(a[1]);
+                close(b[1]);
+                _exit(net_splice_both(a[0], b[0]) < 0 ? 1 : 0);
+        }
+        close(a[0]);
+        close(b[0]);
+        for (size_t i = 0; i < sizeof buf; i++)
+                buf[i] = (char) (i * 7);
+        pid_t w = fork();
+        ASSERT_TRUE(w >= 0);
+        if (w == 0) { /* writer: more than any socket buffer, then EOF */
+                _exit(loop_write(a[1], buf, sizeof buf) < 0 || shutdown(a[1], SHUT_WR) < 0 ? 1 : 0);
+        }
+        size_t got = 0;
+        for (;;) {
+                char tmp[8192];
+                ssize_t k = read(b[1], tmp, sizeof tmp);
+                ASSERT_TRUE(k >= 0);
+                if (k == 0)
+                        break; /* the EOF came through */
+                ASSERT_TRUE(got + (size_t) k <= sizeof buf);
+                ASSERT_EQ(memcmp(tmp, buf + got, (size_t) k), 0);
+                got += (size_t) k;
+        }
+        ASSERT_EQ(got, sizeof buf);
+        int st;
+        ASSERT_EQ(waitpid(w, &st, 0), w);
+        ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        /* the other way still works after one direction ended */
+        ASSERT_OK(loop_write(b[1], "back", 4));
+        ASSERT_EQ(shutdown(b[1], SHUT_WR), 0);
+        char back[8] = {};
+        ASSERT_EQ(read(a[1], back, sizeof back), 4);
+        ASSERT_STREQ(back, "back");
+        ASSERT_EQ(read(a[1], back, sizeof back), 0);
+        ASSERT_EQ(waitpid(pid, &st, 0), pid);
+        ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        close(a[1]);
+        close(b[1]);
+}
