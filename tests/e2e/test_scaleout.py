@@ -547,3 +547,37 @@ def test_database_outage_503_then_recovery(cluster):
     _wait(lambda: all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"]
                       if w["name"] in c.workers), 30, "all workers live")
     c.delete_all()
+
+
+@pytest.mark.timeout(300)
+def test_partition_between_api_and_a_worker(cluster):
+    c = cluster
+    try:
+        made = c.create(3)
+        cut = made[0][2]
+        sid = made[0][0]
+        i, addr, ns = c.addresses[cut]
+        link = c.links[i]
+        host.run(["ip", "link", "set", link, "down"], check=True)
+        try:
+            # its sandboxes: a clear 503, nothing changed
+            r = c.req(c.apis[0], "POST", f"/v1/sandboxes/{sid}/exec", json={"shell": "true"})
+            assert r.status == 503, r
+            assert f"worker '{cut}'" in r.json()["error"]["message"], r.json()
+            r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/pause")
+            assert r.status == 503, r
+            assert c.sandbox(c.apis[0], sid)["state"] == "running"
+            # creates go elsewhere, without waiting on it
+            for _ in range(3):
+                r = c.req(c.apis[0], "POST", "/v1/sandboxes", json={"disk_mb": 256})
+                assert r.status == 201 and r.json()["worker"] != cut, r
+        finally:
+            host.run(["ip", "link", "set", link, "up"], check=True)
+        # healed: the same sandbox, still running, answers
+        def healed():
+            r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/exec", json={"shell": "echo healed"})
+            return r if r.status == 200 else None
+        r = _wait(healed, 30, "exec after the partition")
+        assert '"data":"healed\\n"' in r.text(), r.text()
+    finally:
+        c.delete_all()
