@@ -444,7 +444,11 @@ int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e) {
 int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         JsonWriter jw;
+        int r;
 
+        r = select_worker(w, sb->worker, e);
+        if (r < 0)
+                return r;
         json_w_init(&jw);
         json_w_object_begin(&jw);
         json_w_kv_string(&jw, "op", "set_policy");
