@@ -153,6 +153,7 @@ class Session:
         self.daemons = []
         self.base_dirs = []
         self.extra_pids = []          # processes started outside Daemon (e.g. by 'space up'), by PID
+        self.infra_paths = set()      # pool mounts and images of spaced started outside Daemon (a cluster)
         self.counter = 0
         self.notes = []               # measurements printed at the end of the run
         self.spec = e2e_openapi.load(repo)

@@ -62,7 +62,7 @@ def snapshot(session):
             if not _ours(session, mp):
                 continue
             d = _daemon_of_path(session, mp)
-            infra = d is not None and mp == os.path.join(d.state_dir, "pool")
+            infra = (d is not None and mp == os.path.join(d.state_dir, "pool")) or mp in session.infra_paths
             add(Item("mount", (ns, mid), f"mount {mp} ({fstype} from {src}; {ns}, seen by pid {pid})",
                      mp.split("/"), d, infra))
     for dev, backing in host.loop_devices().items():
@@ -70,7 +70,7 @@ def snapshot(session):
         if not _ours(session, b):
             continue
         d = _daemon_of_path(session, b)
-        infra = d is not None and b == os.path.join(d.state_dir, "pool.img")
+        infra = (d is not None and b == os.path.join(d.state_dir, "pool.img")) or b in session.infra_paths
         add(Item("loop", (dev, b), f"loop device {dev} backed by {backing}", b.split("/"), d, infra))
     for d in session.daemons:
         for name in d.subvolumes():

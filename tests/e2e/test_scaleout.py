@@ -161,6 +161,8 @@ class Cluster:
     def state_dir(self, name):
         d = os.path.join(self.base, name)
         os.makedirs(d, mode=0o700, exist_ok=True)
+        # a worker's pool comes and goes with the worker (like a Daemon's)
+        self.s.infra_paths.update({os.path.join(d, "pool"), os.path.join(d, "pool.img")})
         return d
 
     def worker_args(self, name, i, address, token_file=None, state=None):
