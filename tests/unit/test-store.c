@@ -2582,6 +2582,8 @@ STORE_TEST(credential_bad_arguments) {
         for (int i = 0; i < _CRED_APPLY_MAX; i++)
                 ASSERT_EQ(cred_apply_from_string(cred_apply_to_string(i)), i);
         ASSERT_ERRNO(cred_apply_from_string("bearer"), EINVAL);
+}
+
 /* ---- cluster: workers and leadership ---- */
 
 static void worker_init(WorkerNode *w, const char *name, const char *instance) {
