@@ -50,6 +50,7 @@ class Proc:
         self.proc = None
 
     def start(self):
+        self.mark = len(self.log()) if os.path.exists(self.log_path) else 0  # this start's lines come after
         cmd = list(self.args)
         if self.netns:
             # only the network namespace: mounts (the pool) stay on the host's table
@@ -173,7 +174,7 @@ class Cluster:
 
     def start_worker(self, name, i, address, netns, token_file=None):
         p = Proc(self, name, self.worker_args(name, i, address, token_file), netns).start()
-        assert p.wait_log(f"worker {name} serving on", 300), f"{name} did not start:\n{p.log()[-3000:]}"
+        assert p.wait_log(f"worker {name} serving on", 300, p.mark), f"{name} did not start:\n{p.log()[-3000:]}"
         return p
 
     def start_api(self, n):
@@ -416,7 +417,7 @@ def test_wrong_token_and_duplicate_name(cluster):
     link4 = c.last_link
     bad = Proc(c, "badtoken", c.worker_args("w4", 3, addr4, bad_token), ns4).start()
     c.extra.append(bad)
-    assert bad.wait_log("worker w4 serving on", 300), bad.log()[-3000:]
+    assert bad.wait_log("worker w4 serving on", 300, bad.mark), bad.log()[-3000:]
     made = []
     time.sleep(1)  # its first heartbeat tells which templates it holds
     for n in range(6):  # the empty worker is the least loaded: tried from the 4th on
@@ -486,8 +487,8 @@ def _worker_loss(c):
     i, addr, ns = c.addresses[victim]
     mark = len(c.workers[victim].log())
     c.workers[victim] = c.start_worker(victim, i, addr, ns)
-    assert c.workers[victim].wait_log("Reconciled:", 10, mark)
-    assert f"Removing orphan sandbox root {lost_ids[0]}" in c.workers[victim].log()[mark:]
+    assert c.workers[victim].wait_log("Reconciled:", 10, c.workers[victim].mark)
+    assert f"Removing orphan sandbox root {lost_ids[0]}" in c.workers[victim].log()[c.workers[victim].mark:]
     # the lost ones can be deleted
     for sid in lost_ids:
         assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
