@@ -14,7 +14,7 @@
 #include "fd-util.h"
 #include "store.h"
 #include "test.h"
-#include "worker-net.h"
+#include "cluster-net.h"
 #include "worker-placement.h"
 
 #define NOW (INT64_C(1795914000) * 1000000)
