@@ -527,32 +527,6 @@ def test_controller_failover(cluster):
 
 
 @pytest.mark.timeout(300)
-def test_database_outage_503_then_recovery(cluster):
-    c = cluster
-    api = c.apis[0]
-    subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
-    try:
-        r = c.req(api, "POST", "/v1/sandboxes", json={})
-        assert r.status == 503, r
-        assert "store" in r.json()["error"]["message"], r.json()
-        r = c.req(api, "GET", "/v1/sandboxes")
-        assert r.status == 503, r
-    finally:
-        subprocess.run(["sh", PG_SCRIPT, "up", c.pg_url], check=True, timeout=60)
-    # recovers by itself
-    _wait(lambda: c.req(api, "GET", "/v1/sandboxes").status == 200, 60, "the API after the outage")
-    r = _wait(lambda: (lambda x: x if x.status == 201 else None)(c.req(api, "POST", "/v1/sandboxes", json={})),
-              60, "a create after the outage")
-    sid = r.json()["id"]
-    code, out = c.exec_out(c.apis[1], sid, "echo back")
-    assert code == 0 and out == "back\n"
-    # workers kept (or got back) their registration
-    _wait(lambda: all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"]
-                      if w["name"] in c.workers), 30, "all workers live")
-    c.delete_all()
-
-
-@pytest.mark.timeout(300)
 def test_partition_between_api_and_a_worker(cluster):
     c = cluster
     try:
@@ -584,3 +558,29 @@ def test_partition_between_api_and_a_worker(cluster):
         assert '"data":"healed\\n"' in r.text(), r.text()
     finally:
         c.delete_all()
+
+
+@pytest.mark.timeout(300)
+def test_database_outage_503_then_recovery(cluster):
+    c = cluster
+    api = c.apis[0]
+    subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
+    try:
+        r = c.req(api, "POST", "/v1/sandboxes", json={})
+        assert r.status == 503, r
+        assert "store" in r.json()["error"]["message"], r.json()
+        r = c.req(api, "GET", "/v1/sandboxes")
+        assert r.status == 503, r
+    finally:
+        subprocess.run(["sh", PG_SCRIPT, "up", c.pg_url], check=True, timeout=60)
+    # recovers by itself
+    _wait(lambda: c.req(api, "GET", "/v1/sandboxes").status == 200, 60, "the API after the outage")
+    r = _wait(lambda: (lambda x: x if x.status == 201 else None)(c.req(api, "POST", "/v1/sandboxes", json={})),
+              60, "a create after the outage")
+    sid = r.json()["id"]
+    code, out = c.exec_out(c.apis[1], sid, "echo back")
+    assert code == 0 and out == "back\n"
+    # workers kept (or got back) their registration
+    _wait(lambda: all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"]
+                      if w["name"] in c.workers), 30, "all workers live")
+    c.delete_all()
