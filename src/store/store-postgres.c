@@ -7,6 +7,7 @@
  * store-postgres-ops.c. */
 
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -17,6 +18,7 @@
 
 #define PG_SERVER_VERSION_MIN 110000 /* starts_with(), data-modifying CTEs with RETURNING */
 #define PG_REDACTED "***"
+#define PG_IDLE_READS_MAX 4 /* reads of an idle connection before a statement: its goodbye, then EOF */
 
 static const char SQL_CREATE_MIGRATIONS[] =
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -302,9 +304,29 @@ static void pg_notice(void *userdata, const char *message) {
 
 /* Connection */
 
+/* Reads what an idle connection has pending, up to its EOF: libpq sees a
+ * closed socket only on a read that returns 0, after the data before it. */
+static void pg_store_read_idle(PgStore *q) {
+        for (unsigned i = 0; i < PG_IDLE_READS_MAX && PQstatus(q->conn) == CONNECTION_OK; i++) {
+                struct pollfd p = { .fd = PQsocket(q->conn), .events = POLLIN };
+
+                if (p.fd < 0 || poll(&p, 1, 0) <= 0)
+                        return;
+                if (!PQconsumeInput(q->conn))
+                        return;
+        }
+}
+
 /* A broken connection is reset before the next call; never inside a
- * transaction, which died with the connection. */
+ * transaction, which died with the connection. Outside a transaction, what
+ * the server sent while the connection sat idle is read first: a server that
+ * restarted has already said goodbye (FATAL 57P01, then EOF), so the
+ * connection is found broken and reset here, before a statement is sent,
+ * rather than failing the caller's next statement. (A statement is never sent
+ * twice: whether one that failed in flight ran is unknown.) */
 static int pg_store_ensure(PgStore *q) {
+        if (!q->in_tx)
+                pg_store_read_idle(q);
         if (PQstatus(q->conn) == CONNECTION_OK)
                 return 0;
         if (q->in_tx)

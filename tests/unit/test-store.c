@@ -2283,7 +2283,8 @@ TEST(postgres_reconnects_after_server_restart) {
         PQreset(pg.admin); /* ours went too */
         ASSERT_EQ(PQstatus(pg.admin), CONNECTION_OK);
 
-        ASSERT_ERRNO(store_tenant_get(s, t.id, &tg), EIO);
+        /* the server's goodbye is read before the next statement is sent:
+         * the very first call after the restart works */
         ASSERT_OK(store_tenant_get(s, t.id, &tg));
         ASSERT_STREQ(tg.name, "acme");
         ASSERT_OK(store_sandbox_get(s, t.id, "a", &got));
