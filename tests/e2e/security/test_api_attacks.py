@@ -290,6 +290,7 @@ BODIES = {
     ("POST", "/v1/sandboxes/{id}/restore"): {"checkpoint": "{checkpoint}"},
     ("POST", "/v1/sandboxes/{id}/checkpoints"): {},
     ("PATCH", "/v1/sandboxes/{id}"): {"metadata": {"owned": "yes"}},
+    ("PUT", "/v1/sandboxes/{id}/policy"): {"allow": ["pwned.example.org"]},
 }
 FALLBACK_ROUTES = [("GET", "/v1/sandboxes/{id}"), ("DELETE", "/v1/sandboxes/{id}"),
                    ("POST", "/v1/sandboxes/{id}/exec"), ("GET", "/v1/sandboxes/{id}/exec"),
@@ -328,7 +329,7 @@ def attack_request(spaced, key, method, template, sid, exec_id, checkpoint):
     if body is not None:
         body = json.loads(json.dumps(body).replace("{checkpoint}", checkpoint))
     data = None
-    if method == "PUT" or template.endswith("/stdin"):
+    if (method == "PUT" and template.endswith("/files")) or template.endswith("/stdin"):
         data = b"pwned\n"
         body = None
     return spaced.api(method, path, key=key, params=params, json=body if data is None else None, data=data,
@@ -383,6 +384,7 @@ def test_cross_tenant_every_route(spaced, box, attacker):
     # nothing happened to the victim
     v = spaced.show(box).json()
     assert v["state"] == "running" and v.get("metadata", {}).get("owned") is None, v
+    assert "pwned" not in json.dumps(v.get("network")), v
     out = run(spaced, box, shell="cat /tmp/victim; ls /tmp/pwned /tmp/moved 2>&1; cat /etc/hostname").out
     assert marker in out and "pwned" not in out.replace("/tmp/pwned", ""), out
 

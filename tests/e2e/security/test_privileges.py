@@ -210,4 +210,7 @@ def test_sys_read_only_and_own_netns(spaced, box):
         assert "ro" in opts, f"not read-only: {line}"
     assert len(r.out.splitlines()) >= 2, r.out
     nets = run(spaced, box, cmd=["ls", "/sys/class/net"]).out.split()
-    assert nets == ["lo"], f"/sys shows network devices {nets} (the host's?)"
+    # its own namespace: loopback and its own veth end, never the host's links
+    assert nets == ["eth0", "lo"], f"/sys shows network devices {nets} (the host's?)"
+    host_only = set(os.listdir("/sys/class/net")) - {"lo", "eth0"}
+    assert not host_only & set(nets), nets
