@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <signal.h>
+#include <limits.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
@@ -9,6 +13,7 @@
 #include "proto.h"
 #include "str-util.h"
 #include "test.h"
+#include "vmux.h"
 
 static void make_header(uint8_t h[PROTO_HEADER_SIZE], uint32_t len, uint16_t type, uint16_t flags, uint32_t stream) {
         proto_header_encode(h, PROTO_PING, stream, len);
@@ -592,4 +597,79 @@ TEST(error_json) {
         ASSERT_STREQ(json_string(json_get(v, "message")), "no \"such\" file");
         ASSERT_OK(proto_error_json(EDQUOT, NULL, &t));
         ASSERT_TRUE(strstr(t, "\"EDQUOT\"") != NULL);
+}
+
+/* vmux: frames from a guest are hostile input */
+
+TEST(vmux_header_rejections) {
+        uint8_t h[VMUX_HEADER_SIZE];
+        uint32_t c, t, l;
+
+        vmux_header_put(h, 7, VMUX_DATA, VMUX_DATA_MAX);
+        ASSERT_OK(vmux_header_get(h, sizeof h, &c, &t, &l));
+        ASSERT_EQ(c, 7U);
+        ASSERT_EQ(t, (uint32_t) VMUX_DATA);
+        ASSERT_EQ(l, VMUX_DATA_MAX);
+        ASSERT_ERRNO(vmux_header_get(h, sizeof h - 1, &c, &t, &l), EAGAIN);
+        vmux_header_put(h, 7, VMUX_DATA, VMUX_DATA_MAX + 1);
+        ASSERT_ERRNO(vmux_header_get(h, sizeof h, &c, &t, &l), EBADMSG);
+        vmux_header_put(h, 7, 0, 0);
+        ASSERT_ERRNO(vmux_header_get(h, sizeof h, &c, &t, &l), EBADMSG);
+        vmux_header_put(h, 7, _VMUX_TYPE_MAX, 0);
+        ASSERT_ERRNO(vmux_header_get(h, sizeof h, &c, &t, &l), EBADMSG);
+        vmux_header_put(h, 7, VMUX_CREDIT, 3);
+        ASSERT_ERRNO(vmux_header_get(h, sizeof h, &c, &t, &l), EBADMSG);
+        vmux_header_put(h, 7, VMUX_OPEN, 1);
+        ASSERT_ERRNO(vmux_header_get(h, sizeof h, &c, &t, &l), EBADMSG);
+        vmux_header_put(h, 0, VMUX_HELLO, 0);
+        ASSERT_OK(vmux_header_get(h, sizeof h, &c, &t, &l));
+}
+
+/* The host side of a link whose guest end sends the bytes given, then
+ * closes: what vmux_run returns (run in a child, as it blocks). */
+static int vmux_host_against(const uint8_t *bytes, size_t n) {
+        char path[PATH_MAX];
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int sv[2], lfd, status;
+        pid_t pid;
+
+        (void) snprintf(path, sizeof path, "%s/agent.sock", test_tmpdir());
+        (void) unlink(path);
+        ASSERT_TRUE(strlen(path) < sizeof sa.sun_path);
+        memcpy(sa.sun_path, path, strlen(path));
+        lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_TRUE(lfd >= 0);
+        ASSERT_OK(bind(lfd, (struct sockaddr *) &sa, sizeof sa));
+        ASSERT_OK(listen(lfd, 4));
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                VmuxConfig cfg = { .role = VMUX_ROLE_HOST, .link_fd = sv[0], .listen_fd = lfd, .ready_fd = -1 };
+                safe_close(sv[1]);
+                _exit(-vmux_run(&cfg) & 0xff);
+        }
+        safe_close(sv[0]);
+        safe_close(lfd);
+        ASSERT_TRUE(write(sv[1], bytes, n) == (ssize_t) n);
+        ASSERT_OK(shutdown(sv[1], SHUT_WR));
+        ASSERT_TRUE(waitpid(pid, &status, 0) == pid);
+        safe_close(sv[1]);
+        ASSERT_TRUE(WIFEXITED(status));
+        return -WEXITSTATUS(status);
+}
+
+TEST(vmux_hostile_guest_resets_the_link) {
+        uint8_t b[2 * VMUX_HEADER_SIZE];
+
+        /* a guest that says hello and goes away: a clean end */
+        vmux_header_put(b, 0, VMUX_HELLO, 0);
+        ASSERT_EQ(vmux_host_against(b, VMUX_HEADER_SIZE), 0);
+        /* an unknown frame type, an oversized frame, a credit of the wrong size */
+        vmux_header_put(b + VMUX_HEADER_SIZE, 1, 99, 0);
+        ASSERT_EQ(vmux_host_against(b, sizeof b), -EPROTO);
+        vmux_header_put(b + VMUX_HEADER_SIZE, 1, VMUX_DATA, UINT32_MAX);
+        ASSERT_EQ(vmux_host_against(b, sizeof b), -EPROTO);
+        vmux_header_put(b + VMUX_HEADER_SIZE, 1, VMUX_CREDIT, 5);
+        ASSERT_EQ(vmux_host_against(b, sizeof b), -EPROTO);
 }
