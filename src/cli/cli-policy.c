@@ -2,12 +2,16 @@
 /* space policy: show or change a sandbox's egress policy (GET the sandbox,
  * edit its "network", PUT /v1/sandboxes/ID/policy); and the rule syntax
  * shared with space create:
- *   --allow HOST[:PORTS]        HOST is a name or *.suffix
- *   --allow-cidr CIDR[:PORTS]   e.g. 192.168.7.0/24:5432 (IPv6: 2001:db8::/32:443)
- *   --deny HOST[:PORTS] / --deny-cidr CIDR[:PORTS]
- * PORTS: comma-separated numbers or LO-HI ranges. The server validates. */
+ *   --allow HOST[:PORTS][/udp]        HOST is a name or *.suffix
+ *   --allow-cidr CIDR[:PORTS][/udp]   e.g. 192.168.7.0/24:5432, 10.0.0.0/8:5000-5010/udp
+ *                                     (IPv6: 2001:db8::/32:443)
+ *   --deny HOST[:PORTS][/tcp|/udp] / --deny-cidr CIDR[:PORTS][/tcp|/udp]
+ * PORTS: comma-separated numbers or LO-HI ranges. An allow rule is TCP unless
+ * it ends in /udp (and a UDP rule names its ports); a deny rule without a
+ * protocol denies both. The server validates. */
 
 #include <stdio.h>
+#include <string.h>
 
 #include "cli-common.h"
 #include "cli-policy.h"
@@ -54,23 +58,41 @@ static int write_ports(JsonWriter *w, const char *s) {
         return 0;
 }
 
+/* "…/udp" or "…/tcp" at the end: the protocol (NULL: none given); *n shortened. */
+static const char *proto_suffix(const char *arg, size_t *n) {
+        static const char *const protos[] = { "udp", "tcp" };
+        for (size_t i = 0; i < ELEMENTSOF(protos); i++)
+                if (*n > 4 && arg[*n - 4] == '/' && memcmp(arg + *n - 3, protos[i], 3) == 0) {
+                        *n -= 4;
+                        return protos[i];
+                }
+        return NULL;
+}
+
 int cli_policy_write_rule(JsonWriter *w, const char *arg, bool cidr) {
+        size_t n = strlen(arg);
+        const char *proto = proto_suffix(arg, &n);
+        _cleanup_free_ char *rule = strndup(arg, n);
         const char *colon;
+        if (!rule)
+                return -ENOMEM;
         if (cidr) {
-                const char *slash = strchr(arg, '/');
+                const char *slash = strchr(rule, '/');
                 colon = slash ? strchr(slash, ':') : NULL;
         } else
-                colon = strchr(arg, ':');
-        if (!colon) {
-                json_w_string(w, arg); /* the server tells hosts and CIDRs apart */
+                colon = strchr(rule, ':');
+        if (!colon && !proto) {
+                json_w_string(w, rule); /* the server tells hosts and CIDRs apart */
                 return 0;
         }
-        _cleanup_free_ char *target = strndup(arg, (size_t) (colon - arg));
+        _cleanup_free_ char *target = colon ? strndup(rule, (size_t) (colon - rule)) : strdup(rule);
         if (!target)
                 return -ENOMEM;
         json_w_object_begin(w);
         json_w_kv_string(w, cidr ? "cidr" : "host", target);
-        int r = write_ports(w, colon + 1);
+        if (proto)
+                json_w_kv_string(w, "proto", proto);
+        int r = colon ? write_ports(w, colon + 1) : 0;
         json_w_object_end(w);
         return r;
 }
@@ -104,13 +126,16 @@ static int write_list(JsonWriter *w, const char *key, const JsonValue *old, char
         return 0;
 }
 
-static char *ports_text(const JsonValue *ports) {
-        _cleanup_free_ char *s = strdup("");
-        if (!ports)
-                return strdup("all");
+static char *ports_text(const JsonValue *ports, const char *proto) {
+        _cleanup_free_ char *s = strdup(ports ? "" : "all");
         for (size_t i = 0; s && i < json_array_size(ports); i++) {
                 _cleanup_free_ char *v = cli_value_text(json_array_at(ports, i));
                 char *n = strjoin(s, i ? "," : "", v ?: "?");
+                free(s);
+                s = n;
+        }
+        if (s && proto) { /* 5000-5010/udp */
+                char *n = strjoin(s, "/", proto);
                 free(s);
                 s = n;
         }
@@ -132,7 +157,7 @@ static int print_policy(const JsonValue *net) {
                                 strdup(d ? "deny" : "allow"),
                                 strdup(h ? "host" : "cidr"),
                                 strdup(h ?: c ?: "?"),
-                                ports_text(json_get(e, "ports")),
+                                ports_text(json_get(e, "ports"), json_string(json_get(e, "proto"))),
                         };
                         if (cli_table_add(&t, row) < 0)
                                 return -ENOMEM;

@@ -37,6 +37,8 @@ static const CliCommand commands[] = {
           "  --meta K=V         metadata (repeatable)\n"
           "  --allow HOST[:PORTS]  allow egress to HOST or *.DOMAIN (ports default 80,443; repeatable)\n"
           "  --allow-cidr CIDR[:PORTS]  allow egress to raw addresses in CIDR (repeatable)\n"
+          "  A rule ending in /udp allows UDP to its PORTS instead of TCP (e.g. 10.0.0.0/8:5000/udp;\n"
+          "  UDP 443, QUIC, is never relayed).\n"
           "  --deny HOST|CIDR   never allow it, whatever an allow rule says (repeatable)\n"
           "  Without any, the server's default_network applies (no egress unless configured).\n"
           "  --cred NAME        grant a credential (repeatable; also --credential)\n" },
@@ -65,7 +67,9 @@ static const CliCommand commands[] = {
           "  --remove HOST|CIDR         drop the rules for HOST or CIDR\n"
           "  --clear                    start from an empty policy (no egress)\n"
           "  --show                     print the policy (the default without changes)\n"
-          "PORTS: comma-separated numbers or LO-HI ranges, e.g. 443,8000-8100.\n" },
+          "PORTS: comma-separated numbers or LO-HI ranges, e.g. 443,8000-8100. A rule ending in /udp\n"
+          "is for UDP (allow: PORTS required, e.g. --allow-cidr 10.0.0.0/8:5000/udp; UDP 443, QUIC, is\n"
+          "never relayed), /tcp for TCP only; allow rules are TCP and deny rules both without one.\n" },
         { "show", cli_show, "ID", "show a sandbox (state, processes_preserved, lineage, checkpoints)", NULL },
         { "rm", cli_rm, "ID...", "delete sandboxes", NULL },
         { "pause", cli_pause, "ID...", "freeze a sandbox's processes (memory kept)", NULL },

@@ -277,12 +277,38 @@ static int parse_target(const char *s, size_t n, bool is_cidr, EgressPolicyRule 
         return r->host ? 0 : -ENOMEM;
 }
 
+static const char *const proto_table[_EGRESS_POLICY_PROTO_MAX] = {
+        [EGRESS_POLICY_PROTO_ANY] = "any",
+        [EGRESS_POLICY_PROTO_TCP] = "tcp",
+        [EGRESS_POLICY_PROTO_UDP] = "udp",
+};
+
+const char *egress_policy_proto_to_string(EgressPolicyProto p) {
+        return p >= 0 && p < _EGRESS_POLICY_PROTO_MAX ? proto_table[p] : NULL;
+}
+
+EgressPolicyProto egress_policy_proto_from_string(const char *s, size_t n) {
+        /* "any" is no value a request may give: leave "proto" out for it */
+        for (EgressPolicyProto p = EGRESS_POLICY_PROTO_TCP; p < _EGRESS_POLICY_PROTO_MAX; p++)
+                if (s && strlen(proto_table[p]) == n && memcmp(s, proto_table[p], n) == 0)
+                        return p;
+        return _EGRESS_POLICY_PROTO_INVALID;
+}
+
+static bool ports_only_quic(const EgressPolicyRule *r) {
+        for (size_t i = 0; i < r->n_ports; i++)
+                if (r->ports[i].lo != EGRESS_POLICY_QUIC_PORT || r->ports[i].hi != EGRESS_POLICY_QUIC_PORT)
+                        return false;
+        return r->n_ports > 0;
+}
+
 static int parse_rule(const JsonValue *e, bool allow, size_t idx, EgressPolicyRule *r, char *errbuf, size_t errbuf_size) {
-        static const char *const keys[] = { "host", "cidr", "ports", NULL };
+        static const char *const keys[] = { "host", "cidr", "ports", "proto", NULL };
         const char *what = allow ? "allow" : "deny";
         const char *unknown = NULL;
         int k;
 
+        r->proto = allow ? EGRESS_POLICY_PROTO_TCP : EGRESS_POLICY_PROTO_ANY;
         if (json_type(e) == JSON_STRING) {
                 const char *s = json_string(e);
                 size_t n = json_string_len(e);
@@ -296,7 +322,8 @@ static int parse_rule(const JsonValue *e, bool allow, size_t idx, EgressPolicyRu
                 }
                 k = parse_target(s, n, is_cidr, r, what, idx, errbuf, errbuf_size);
         } else if (json_type(e) == JSON_OBJECT) {
-                const JsonValue *h = json_get(e, "host"), *c = json_get(e, "cidr"), *ports = json_get(e, "ports");
+                const JsonValue *h = json_get(e, "host"), *c = json_get(e, "cidr"), *ports = json_get(e, "ports"),
+                                *proto = json_get(e, "proto");
                 if (json_check_keys(e, keys, &unknown) < 0) {
                         err_set(errbuf, errbuf_size, "%s[%zu]: unknown field \"%s\"", what, idx, unknown);
                         return -EINVAL;
@@ -309,6 +336,15 @@ static int parse_rule(const JsonValue *e, bool allow, size_t idx, EgressPolicyRu
                         err_set(errbuf, errbuf_size, "%s[%zu].%s: must be a string", what, idx, h ? "host" : "cidr");
                         return -EINVAL;
                 }
+                if (proto) {
+                        r->proto = json_type(proto) == JSON_STRING
+                                           ? egress_policy_proto_from_string(json_string(proto), json_string_len(proto))
+                                           : _EGRESS_POLICY_PROTO_INVALID;
+                        if (r->proto < 0) {
+                                err_set(errbuf, errbuf_size, "%s[%zu].proto: \"tcp\" or \"udp\"", what, idx);
+                                return -EINVAL;
+                        }
+                }
                 k = parse_target(json_string(h ?: c), json_string_len(h ?: c), !!c, r, what, idx, errbuf, errbuf_size);
                 if (k >= 0 && ports)
                         k = parse_ports(ports, r, what, idx, errbuf, errbuf_size);
@@ -318,6 +354,17 @@ static int parse_rule(const JsonValue *e, bool allow, size_t idx, EgressPolicyRu
         }
         if (k < 0)
                 return k;
+        if (allow && r->proto == EGRESS_POLICY_PROTO_UDP) {
+                if (!r->ports_given) {
+                        err_set(errbuf, errbuf_size, "%s[%zu]: a udp entry must name its \"ports\"", what, idx);
+                        return -EINVAL;
+                }
+                if (ports_only_quic(r)) {
+                        err_set(errbuf, errbuf_size,
+                                "%s[%zu]: udp port 443 (QUIC) is never relayed; HTTP/3 clients fall back to TCP 443", what, idx);
+                        return -EINVAL;
+                }
+        }
         if (allow && !r->ports_given) {
                 r->ports = memdup(default_allow_ports, sizeof default_allow_ports);
                 if (!r->ports)
@@ -424,12 +471,15 @@ static void write_target(const EgressPolicyRule *r, JsonWriter *w) {
         }
 }
 
-static void write_list(const EgressPolicyRule *rules, size_t n, JsonWriter *w) {
+static void write_list(const EgressPolicyRule *rules, size_t n, bool allow, JsonWriter *w) {
         json_w_array_begin(w);
         for (size_t i = 0; i < n; i++) {
                 const EgressPolicyRule *r = &rules[i];
                 json_w_object_begin(w);
                 write_target(r, w);
+                /* shown where it is not the default (allow: tcp; deny: both) */
+                if (r->proto != (allow ? EGRESS_POLICY_PROTO_TCP : EGRESS_POLICY_PROTO_ANY))
+                        json_w_kv_string(w, "proto", egress_policy_proto_to_string(r->proto));
                 if (r->n_ports > 0) {
                         json_w_key(w, "ports");
                         json_w_array_begin(w);
@@ -452,9 +502,9 @@ static void write_list(const EgressPolicyRule *rules, size_t n, JsonWriter *w) {
 void egress_policy_write_json(const EgressPolicy *p, JsonWriter *w) {
         json_w_object_begin(w);
         json_w_key(w, "allow");
-        write_list(p->allow, p->n_allow, w);
+        write_list(p->allow, p->n_allow, true, w);
         json_w_key(w, "deny");
-        write_list(p->deny, p->n_deny, w);
+        write_list(p->deny, p->n_deny, false, w);
         json_w_object_end(w);
 }
 
@@ -518,6 +568,8 @@ static void rule_text(const EgressPolicyRule *r, bool allow, char *buf, size_t s
                         break;
                 o += (size_t) k;
         }
+        if (r->proto != EGRESS_POLICY_PROTO_ANY && (r->proto != EGRESS_POLICY_PROTO_TCP || !allow) && o < size)
+                (void) snprintf(buf + o, size - o, "/%s", egress_policy_proto_to_string(r->proto));
 }
 
 static EgressPolicyVerdict verdict(EgressPolicyMatch *ret, EgressPolicyVerdict v, const EgressPolicyRule *r, bool allow) {
@@ -530,19 +582,30 @@ static EgressPolicyVerdict verdict(EgressPolicyMatch *ret, EgressPolicyVerdict v
         return v;
 }
 
-EgressPolicyVerdict egress_policy_match_host(const EgressPolicy *p, const char *name, size_t n, uint16_t port, EgressPolicyMatch *ret) {
+static bool proto_match(const EgressPolicyRule *r, EgressPolicyProto proto) {
+        return r->proto == EGRESS_POLICY_PROTO_ANY || r->proto == proto;
+}
+
+EgressPolicyVerdict egress_policy_match_host_proto(const EgressPolicy *p, EgressPolicyProto proto, const char *name, size_t n,
+                                                   uint16_t port, EgressPolicyMatch *ret) {
         char norm[EGRESS_POLICY_HOST_MAX + 1];
         bool wildcard;
 
-        if (!p || port == 0 || egress_policy_host_normalize(name, n, norm, &wildcard, NULL, 0) < 0 || wildcard)
+        if (!p || port == 0 || (proto != EGRESS_POLICY_PROTO_TCP && proto != EGRESS_POLICY_PROTO_UDP) ||
+            (proto == EGRESS_POLICY_PROTO_UDP && port == EGRESS_POLICY_QUIC_PORT) ||
+            egress_policy_host_normalize(name, n, norm, &wildcard, NULL, 0) < 0 || wildcard)
                 return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
         for (size_t i = 0; i < p->n_deny; i++)
-                if (host_match(&p->deny[i], norm) && ports_match(&p->deny[i], port))
+                if (host_match(&p->deny[i], norm) && proto_match(&p->deny[i], proto) && ports_match(&p->deny[i], port))
                         return verdict(ret, EGRESS_POLICY_DENY_RULE, &p->deny[i], false);
         for (size_t i = 0; i < p->n_allow; i++)
-                if (host_match(&p->allow[i], norm) && ports_match(&p->allow[i], port))
+                if (host_match(&p->allow[i], norm) && proto_match(&p->allow[i], proto) && ports_match(&p->allow[i], port))
                         return verdict(ret, EGRESS_POLICY_ALLOW, &p->allow[i], true);
         return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
+}
+
+EgressPolicyVerdict egress_policy_match_host(const EgressPolicy *p, const char *name, size_t n, uint16_t port, EgressPolicyMatch *ret) {
+        return egress_policy_match_host_proto(p, EGRESS_POLICY_PROTO_TCP, name, n, port, ret);
 }
 
 EgressPolicyVerdict egress_policy_match_name(const EgressPolicy *p, const char *name, size_t n, EgressPolicyMatch *ret) {
@@ -551,8 +614,9 @@ EgressPolicyVerdict egress_policy_match_name(const EgressPolicy *p, const char *
 
         if (!p || egress_policy_host_normalize(name, n, norm, &wildcard, NULL, 0) < 0 || wildcard)
                 return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
+        /* only a deny entry for every port of both protocols keeps a name from resolving */
         for (size_t i = 0; i < p->n_deny; i++)
-                if (host_match(&p->deny[i], norm) && p->deny[i].n_ports == 0)
+                if (host_match(&p->deny[i], norm) && p->deny[i].n_ports == 0 && p->deny[i].proto == EGRESS_POLICY_PROTO_ANY)
                         return verdict(ret, EGRESS_POLICY_DENY_RULE, &p->deny[i], false);
         for (size_t i = 0; i < p->n_allow; i++)
                 if (host_match(&p->allow[i], norm))
@@ -560,16 +624,23 @@ EgressPolicyVerdict egress_policy_match_name(const EgressPolicy *p, const char *
         return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
 }
 
-EgressPolicyVerdict egress_policy_match_addr(const EgressPolicy *p, int family, const void *addr, uint16_t port, EgressPolicyMatch *ret) {
-        if (!p || port == 0 || (family != AF_INET && family != AF_INET6))
+EgressPolicyVerdict egress_policy_match_addr_proto(const EgressPolicy *p, EgressPolicyProto proto, int family, const void *addr,
+                                                   uint16_t port, EgressPolicyMatch *ret) {
+        if (!p || port == 0 || (family != AF_INET && family != AF_INET6) ||
+            (proto != EGRESS_POLICY_PROTO_TCP && proto != EGRESS_POLICY_PROTO_UDP) ||
+            (proto == EGRESS_POLICY_PROTO_UDP && port == EGRESS_POLICY_QUIC_PORT))
                 return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
         for (size_t i = 0; i < p->n_deny; i++)
-                if (cidr_match(&p->deny[i], family, addr) && ports_match(&p->deny[i], port))
+                if (cidr_match(&p->deny[i], family, addr) && proto_match(&p->deny[i], proto) && ports_match(&p->deny[i], port))
                         return verdict(ret, EGRESS_POLICY_DENY_RULE, &p->deny[i], false);
         for (size_t i = 0; i < p->n_allow; i++)
-                if (cidr_match(&p->allow[i], family, addr) && ports_match(&p->allow[i], port))
+                if (cidr_match(&p->allow[i], family, addr) && proto_match(&p->allow[i], proto) && ports_match(&p->allow[i], port))
                         return verdict(ret, EGRESS_POLICY_ALLOW, &p->allow[i], true);
         return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
+}
+
+EgressPolicyVerdict egress_policy_match_addr(const EgressPolicy *p, int family, const void *addr, uint16_t port, EgressPolicyMatch *ret) {
+        return egress_policy_match_addr_proto(p, EGRESS_POLICY_PROTO_TCP, family, addr, port, ret);
 }
 
 static const char *const verdict_table[_EGRESS_POLICY_VERDICT_MAX] = {

@@ -7,14 +7,19 @@
  *
  *   {"allow": [ "example.com", "*.github.com",
  *               {"host": "db.example.com", "ports": [5432]},
- *               {"cidr": "192.168.7.0/24", "ports": [443, "8000-8100"]} ],
+ *               {"cidr": "192.168.7.0/24", "ports": [443, "8000-8100"]},
+ *               {"cidr": "10.0.0.0/8", "proto": "udp", "ports": [5000]} ],
  *    "deny":  [ "evil.github.com", {"cidr": "192.168.7.9/32"} ]}
  *
  * A string entry is a host (or "*.suffix" wildcard, which matches names
  * strictly below suffix, not suffix itself) or, if it contains '/', a CIDR.
  * Allow entries without "ports" allow 80 and 443; deny entries without
- * "ports" deny every port. A deny entry wins over any allow entry. An empty
- * policy ({} or {"allow": []}) allows nothing.
+ * "ports" deny every port. "proto" is "tcp" or "udp": an allow entry is TCP
+ * unless it says "udp" (and a UDP entry must name its ports); a deny entry
+ * without "proto" denies both. UDP port 443 (QUIC) is never relayed: an entry
+ * naming only it is refused, and the gateway refuses it whatever the entries
+ * say (HTTP/3 clients fall back to TCP). A deny entry wins over any allow
+ * entry. An empty policy ({} or {"allow": []}) allows nothing.
  *
  * Independently of the policy, egress_policy_addr_forbidden() refuses the addresses
  * no sandbox may reach: loopback, link-local (cloud metadata), multicast,
@@ -43,6 +48,17 @@ typedef enum EgressPolicyRuleKind {
         _EGRESS_POLICY_RULE_KIND_INVALID = -EINVAL,
 } EgressPolicyRuleKind;
 
+/* The transport an entry is for. */
+typedef enum EgressPolicyProto {
+        EGRESS_POLICY_PROTO_ANY, /* deny entries without "proto" */
+        EGRESS_POLICY_PROTO_TCP,
+        EGRESS_POLICY_PROTO_UDP,
+        _EGRESS_POLICY_PROTO_MAX,
+        _EGRESS_POLICY_PROTO_INVALID = -EINVAL,
+} EgressPolicyProto;
+
+#define EGRESS_POLICY_QUIC_PORT 443U
+
 typedef struct EgressPolicyPortRange {
         uint16_t lo, hi; /* inclusive, 1 ≤ lo ≤ hi */
 } EgressPolicyPortRange;
@@ -57,6 +73,7 @@ typedef struct EgressPolicyRule {
         EgressPolicyPortRange *ports; /* NULL with n_ports == 0: every port */
         size_t n_ports;
         bool ports_given; /* "ports" was in the request (shown back as given) */
+        EgressPolicyProto proto;
 } EgressPolicyRule;
 
 typedef struct EgressPolicy {
@@ -107,11 +124,18 @@ int egress_policy_cidr_parse(const char *p, size_t n, int *ret_family, uint8_t r
 /* Name (p, n; any case, a trailing dot allowed) on a TCP port. A name that is
  * not a valid host name is denied without a rule. */
 EgressPolicyVerdict egress_policy_match_host(const EgressPolicy *p, const char *name, size_t n, uint16_t port, EgressPolicyMatch *ret);
+/* The same for proto TCP or UDP (UDP 443 is denied without a rule). */
+EgressPolicyVerdict egress_policy_match_host_proto(const EgressPolicy *p, EgressPolicyProto proto, const char *name, size_t n,
+                                                   uint16_t port, EgressPolicyMatch *ret);
 /* Whether name may be resolved: an allow entry matches it (on some port) and
  * no deny entry for every port does. ret as for egress_policy_match_host(). */
 EgressPolicyVerdict egress_policy_match_name(const EgressPolicy *p, const char *name, size_t n, EgressPolicyMatch *ret);
-/* An IP destination (4 or 16 bytes) on a port, against CIDR entries only. */
+/* An IP destination (4 or 16 bytes) on a TCP port, against CIDR entries only. */
 EgressPolicyVerdict egress_policy_match_addr(const EgressPolicy *p, int family, const void *addr, uint16_t port, EgressPolicyMatch *ret);
+EgressPolicyVerdict egress_policy_match_addr_proto(const EgressPolicy *p, EgressPolicyProto proto, int family, const void *addr,
+                                                   uint16_t port, EgressPolicyMatch *ret);
+const char *egress_policy_proto_to_string(EgressPolicyProto p);
+EgressPolicyProto egress_policy_proto_from_string(const char *s, size_t n);
 
 const char *egress_policy_verdict_to_string(EgressPolicyVerdict v);
 

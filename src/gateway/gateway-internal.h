@@ -21,6 +21,11 @@
 #define GW_RESOLVES_PER_SANDBOX_MAX 64U /* upstream queries in flight */
 #define GW_BUF_SIZE (64U * 1024U)       /* per direction of a relayed connection (and its pipe) */
 #define GW_CONTROL_LINE_MAX (128U * 1024U)
+#define GW_UDP_FLOWS_PER_SANDBOX 256U  /* relayed UDP flows (source port, destination) */
+#define GW_UDP_FLOWS_MAX 16384U        /* over every sandbox */
+#define GW_UDP_IDLE_SEC 120U           /* a flow without a datagram either way */
+#define GW_UDP_DATAGRAM_MAX 65535U
+#define GW_UDP_BATCH 64U               /* datagrams read per wake-up and socket */
 #define GW_EVENT_REASON_MAX 512U
 
 typedef struct Gateway Gateway;
@@ -43,7 +48,17 @@ typedef struct GwDnsMemory {
         uint64_t expiry_usec;
 } GwDnsMemory;
 
-typedef struct GwSandbox {
+typedef struct GwSandbox GwSandbox;
+typedef struct GwUdpFlow GwUdpFlow;
+
+/* One of a sandbox's UDP listeners (GATEWAY_UDP_PORTS of them). */
+typedef struct GwUdpListener {
+        GwIo io;
+        GwSandbox *sb;
+        unsigned index;
+} GwUdpListener;
+
+struct GwSandbox {
         char id[GW_ID_MAX], tenant[GW_ID_MAX];
         struct in_addr ip, host;
         EgressPolicy *policy;
@@ -53,7 +68,11 @@ typedef struct GwSandbox {
         uint64_t events_dropped;
         GwDnsMemory *memory;
         size_t n_memory;
-} GwSandbox;
+        GwUdpListener udp[GATEWAY_UDP_PORTS];
+        int udp_ifindex;      /* the host end's link, found on the first datagram (0: not yet) */
+        GwUdpFlow *udp_flows; /* doubly linked */
+        unsigned n_udp_flows;
+};
 
 typedef struct GwConn GwConn;
 typedef struct GwResolve GwResolve;
@@ -73,6 +92,9 @@ struct Gateway {
         GwConn *conns;       /* doubly linked */
         unsigned n_conns;
         GwResolve *resolves; /* doubly linked */
+        unsigned n_udp_flows;
+        bool udp_off;        /* the kernel cannot tell us a datagram's destination */
+        uint8_t *udp_buf;    /* GW_UDP_DATAGRAM_MAX: one datagram at a time */
         uint16_t next_query_id;
 };
 
@@ -117,6 +139,15 @@ bool gw_memory_has(GwSandbox *sb, const char *name, struct in_addr addr);
 size_t gw_memory_names(GwSandbox *sb, struct in_addr addr, const char **ret, size_t max);
 /* Filters addresses through the guard; returns how many remain. */
 size_t gw_filter_addrs(Gateway *gw, struct in_addr *addrs, size_t n);
+
+/* gateway-udp.c: the UDP relay */
+/* Opens sb's UDP listeners (nothing if udp_port is 0). */
+int gw_udp_listen(Gateway *gw, GwSandbox *sb);
+/* Closes sb's flows (policy change: the next datagram is decided again). */
+void gw_udp_drop_flows(Gateway *gw, GwSandbox *sb);
+/* Closes sb's flows and listeners. */
+void gw_udp_close(Gateway *gw, GwSandbox *sb);
+void gw_udp_tick(Gateway *gw, uint64_t now);
 
 /* gateway-proxy.c */
 typedef enum GwConnKind {

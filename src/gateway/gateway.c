@@ -93,6 +93,7 @@ int gateway_config_default(GatewayConfig *ret) {
                 .dns_port = GATEWAY_DNS_PORT_DEFAULT,
                 .proxy_port = GATEWAY_PROXY_PORT_DEFAULT,
                 .transparent_port = GATEWAY_TRANSPARENT_PORT_DEFAULT,
+                .udp_port = GATEWAY_UDP_PORT_DEFAULT,
                 .conns_per_sandbox = 256,
                 .dns_per_sec = 100,
                 .events_per_sec = 20,
@@ -265,6 +266,7 @@ static void sandbox_free(Gateway *gw, GwSandbox *sb) {
         gw_io_close(gw, &sb->dns_tcp);
         gw_io_close(gw, &sb->proxy);
         gw_io_close(gw, &sb->transparent);
+        gw_udp_close(gw, sb);
         egress_policy_free(sb->policy);
         free(sb->memory);
         free(sb);
@@ -299,6 +301,8 @@ static int op_register(Gateway *gw, const JsonValue *req, char *err, size_t errs
         if (!sb)
                 return -ENOMEM;
         sb->dns_udp.fd = sb->dns_tcp.fd = sb->proxy.fd = sb->transparent.fd = -EBADF;
+        for (unsigned i = 0; i < GATEWAY_UDP_PORTS; i++)
+                sb->udp[i].io.fd = -EBADF;
         (void) strscpy(sb->id, sizeof sb->id, id);
         (void) strscpy(sb->tenant, sizeof sb->tenant, tenant);
         if (inet_pton(AF_INET, ip, &sb->ip) != 1 || inet_pton(AF_INET, host, &sb->host) != 1) {
@@ -320,7 +324,8 @@ static int op_register(Gateway *gw, const JsonValue *req, char *err, size_t errs
         if ((r = listen_on(gw, &sb->dns_udp, sb->host, c->dns_port, SOCK_DGRAM, gw_dns_udp_event)) < 0 ||
             (r = listen_on(gw, &sb->dns_tcp, sb->host, c->dns_port, SOCK_STREAM, gw_listener_event)) < 0 ||
             (r = listen_on(gw, &sb->proxy, sb->host, c->proxy_port, SOCK_STREAM, gw_listener_event)) < 0 ||
-            (r = listen_on(gw, &sb->transparent, sb->host, c->transparent_port, SOCK_STREAM, gw_listener_event)) < 0) {
+            (r = listen_on(gw, &sb->transparent, sb->host, c->transparent_port, SOCK_STREAM, gw_listener_event)) < 0 ||
+            (r = gw_udp_listen(gw, sb)) < 0) {
                 snprintf(err, errsize, "cannot listen on %s: %s", host, strerror(-r));
                 sandbox_free(gw, sb);
                 return r;
@@ -350,6 +355,7 @@ static int op_policy(Gateway *gw, const JsonValue *req, char *err, size_t errsiz
                 return r;
         egress_policy_free(sb->policy);
         sb->policy = p;
+        gw_udp_drop_flows(gw, sb); /* decided again on their next datagram */
         return 0;
 }
 
@@ -465,7 +471,8 @@ static void raise_fd_limit(void) {
 static int drop_privileges(const GatewayConfig *c) {
         if (geteuid() != 0 || c->run_as_uid == 0)
                 return 0;
-        if (c->dns_port < 1024 || c->proxy_port < 1024 || c->transparent_port < 1024) {
+        if (c->dns_port < 1024 || c->proxy_port < 1024 || c->transparent_port < 1024 ||
+            (c->udp_port > 0 && c->udp_port < 1024)) {
                 log_warning("gateway: a port below 1024 is configured; the gateway keeps running as root");
                 return 0;
         }
@@ -519,6 +526,7 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
                 uint64_t now = gw_now_usec();
                 gw_resolves_tick(&gw, now);
                 gw_conns_tick(&gw, now);
+                gw_udp_tick(&gw, now);
                 for (size_t i = 0; i < gw.n_sandboxes; i++)
                         events_dropped_flush(&gw, gw.sandboxes[i]);
                 if (now - last_guard > 30U * 1000000U) { /* addresses come and go */
@@ -535,6 +543,7 @@ finish:
         free(gw.sandboxes);
         free(gw.control_buf);
         free(gw.out_buf);
+        free(gw.udp_buf);
         safe_close(gw.epoll_fd);
         return r;
 }

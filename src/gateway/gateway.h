@@ -5,8 +5,11 @@
  * every sandbox of the host. Per registered sandbox it listens on the
  * sandbox's host-end address only: DNS (UDP and TCP), the explicit HTTP proxy
  * and the transparent port that the firewall redirects every other TCP
- * connection of the sandbox to. A connection's sandbox is the listener it
- * arrived on, and its source address must be the sandbox's own.
+ * connection of the sandbox to, and GATEWAY_UDP_PORTS UDP ports from
+ * udp_port that the firewall redirects every other datagram to (with its
+ * original destination in the packet mark and priority; see gateway-udp.c). A
+ * connection's sandbox is the listener it arrived on, and its source address
+ * must be the sandbox's own.
  *
  * Control: JSON lines over control_fd (a socketpair with the worker; see
  * gateway-client.h for the requests). The gateway writes replies
@@ -22,10 +25,13 @@
 #define GATEWAY_DNS_PORT_DEFAULT 10053
 #define GATEWAY_PROXY_PORT_DEFAULT 10080
 #define GATEWAY_TRANSPARENT_PORT_DEFAULT 10081
+#define GATEWAY_UDP_PORT_DEFAULT 10082
+#define GATEWAY_UDP_PORTS 8U /* udp_port .. udp_port + 7: the firewall's redirect range */
 #define GATEWAY_RUN_AS_DEFAULT 65534 /* nobody */
 
 typedef struct GatewayConfig {
         uint16_t dns_port, proxy_port, transparent_port;
+        uint16_t udp_port;                /* first of GATEWAY_UDP_PORTS; 0: no UDP relay */
         struct sockaddr_in upstream_dns;  /* the resolver the gateway asks */
         uint32_t pool_base;               /* host order: the sandbox address pool (refused) */
         unsigned pool_prefixlen;          /* 0: none */

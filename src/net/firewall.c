@@ -72,9 +72,15 @@ static int text_take(Text *t, char **ret) {
         return 0;
 }
 
+static bool in_udp_range(const FirewallPorts *p, uint16_t port) {
+        return port >= p->udp && port < p->udp + p->n_udp;
+}
+
 static bool ports_are_valid(const FirewallPorts *p) {
         return p && p->dns > 0 && p->proxy > 0 && p->transparent > 0 && p->dns != p->proxy &&
-               p->dns != p->transparent && p->proxy != p->transparent;
+               p->dns != p->transparent && p->proxy != p->transparent && p->udp > 0 && p->n_udp > 0 &&
+               p->n_udp <= FIREWALL_UDP_PORTS_MAX && (unsigned) p->udp + p->n_udp - 1 <= 65535 &&
+               !in_udp_range(p, p->dns) && !in_udp_range(p, p->proxy) && !in_udp_range(p, p->transparent);
 }
 
 static bool link_is_valid(const FirewallLink *l) {
@@ -112,16 +118,23 @@ int firewall_format_setup(const char *table, const char *link_prefix, const Fire
                 "add rule inet %1$s prerouting iifname \"%2$s*\" udp dport %3$u redirect to :%4$u\n"
                 "add rule inet %1$s prerouting iifname \"%2$s*\" tcp dport %3$u redirect to :%4$u\n"
                 "add rule inet %1$s prerouting iifname \"%2$s*\" fib daddr type local tcp dport { %4$u, %5$u, %6$u } return\n"
+                "add rule inet %1$s prerouting iifname \"%2$s*\" fib daddr type local udp dport %4$u return\n"
                 "add rule inet %1$s prerouting iifname \"%2$s*\" meta l4proto tcp redirect to :%6$u\n"
+                "add rule inet %1$s prerouting iifname \"%2$s*\" meta l4proto udp redirect to :%7$u-%8$u\n"
+                /* every datagram (nat sees only a flow's first) carries its original destination
+                 * to the gateway: the address in the mark, the ports in the priority */
+                "add chain inet %1$s udpmark { type filter hook prerouting priority mangle - 10; policy accept; }\n"
+                "add rule inet %1$s udpmark iifname \"%2$s*\" meta l4proto udp meta mark set @nh,128,32 "
+                "meta priority set @th,0,32\n"
                 "add chain inet %1$s input { type filter hook input priority filter - 10; policy accept; }\n"
                 "add rule inet %1$s input iifname \"%2$s*\" iifname . ip saddr . ip daddr @links tcp dport { %4$u, %5$u, %6$u } accept\n"
-                "add rule inet %1$s input iifname \"%2$s*\" iifname . ip saddr . ip daddr @links udp dport %4$u accept\n"
+                "add rule inet %1$s input iifname \"%2$s*\" iifname . ip saddr . ip daddr @links udp dport { %4$u, %7$u-%8$u } accept\n"
                 "add rule inet %1$s input iifname \"%2$s*\" counter drop\n"
                 "add chain inet %1$s forward { type filter hook forward priority filter - 10; policy accept; }\n"
                 "add rule inet %1$s forward iifname \"%2$s*\" counter drop\n"
                 "add rule inet %1$s forward oifname \"%2$s*\" counter drop\n",
                 table, link_prefix, FIREWALL_DNS_PORT, (unsigned) p->dns, (unsigned) p->proxy,
-                (unsigned) p->transparent);
+                (unsigned) p->transparent, (unsigned) p->udp, (unsigned) p->udp + p->n_udp - 1);
         if (n_links > 0) {
                 text_printf(&t, "add element inet %s links { ", table);
                 for (size_t i = 0; i < n_links; i++) {

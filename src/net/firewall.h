@@ -11,14 +11,19 @@
  *            udp/tcp dport 53                    redirect to :dns
  *            to a local address, a gateway port  left alone (input decides)
  *            any other tcp                       redirect to :transparent
+ *            any other udp                       redirect to :udp-(udp + n_udp - 1)
+ *   udpmark (filter, mangle - 10), every udp datagram of those links:
+ *            mark = its destination address, priority = its two ports
  *   input:   iifname . ip saddr . ip daddr @links tcp dport {dns, proxy, transparent} accept
- *            iifname . ip saddr . ip daddr @links udp dport dns accept
+ *            iifname . ip saddr . ip daddr @links udp dport {dns, udp-…} accept
  *            iifname "<prefix>*" drop            spoofed sources, other ports, IPv6, all else
  *   forward: iifname/oifname "<prefix>*" drop    nothing forwarded from or to sandbox links
  *
  * So a sandbox reaches its own host end on the gateway's ports only, from its
  * own address only; redirected TCP arrives at the transparent port with the
- * original destination in conntrack (SO_ORIGINAL_DST). */
+ * original destination in conntrack (SO_ORIGINAL_DST), redirected UDP at a
+ * UDP port with it in the packet's mark and priority (SO_RCVMARK,
+ * SO_RCVPRIORITY; see src/gateway/gateway-udp.c). */
 
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -39,7 +44,11 @@ typedef struct FirewallPorts {
         uint16_t dns;         /* the gateway's DNS listener (UDP and TCP) */
         uint16_t proxy;       /* the explicit HTTP proxy */
         uint16_t transparent; /* where every other TCP connection is redirected */
+        uint16_t udp;         /* first of n_udp ports every other datagram is redirected to */
+        uint16_t n_udp;       /* 1..FIREWALL_UDP_PORTS_MAX */
 } FirewallPorts;
+
+#define FIREWALL_UDP_PORTS_MAX 64U
 
 typedef struct FirewallLink {
         const char *link;       /* the host-side veth end */

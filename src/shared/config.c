@@ -58,6 +58,7 @@ const ConfigItem config_table[] = {
         { "gateway_dns_port", U(gateway_dns_port), "10053", 1, 65535, NULL, "the gateway's DNS port on each host end (sandbox port 53 is redirected to it)" },
         { "gateway_proxy_port", U(gateway_proxy_port), "10080", 1, 65535, NULL, "the gateway's explicit HTTP proxy port on each host end (HTTP_PROXY in sandboxes)" },
         { "gateway_transparent_port", U(gateway_transparent_port), "10081", 1, 65535, NULL, "the gateway's port for intercepted TCP (every other TCP connection of a sandbox is redirected to it)" },
+        { "gateway_udp_port", U(gateway_udp_port), "10082", 1, 65535 - 7, NULL, "the first of the gateway's 8 UDP ports on each host end (every datagram of a sandbox but DNS is redirected to them, and relayed only where a rule names UDP)" },
         { "worker_name", S(worker_name), "", 0, 0, NULL, "role worker: its unique name in the cluster; default: the host name" },
         { "worker_listen", S(worker_listen), "", 0, 0, NULL, "role worker: internal listener (host:port) for API servers and controllers" },
         { "worker_address", S(worker_address), "", 0, 0, NULL, "role worker: host:port others reach it at; default: worker_listen" },
@@ -287,8 +288,11 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                 }
         }
         if (c->gateway_dns_port == c->gateway_proxy_port || c->gateway_dns_port == c->gateway_transparent_port ||
-            c->gateway_proxy_port == c->gateway_transparent_port) {
-                snprintf(errbuf, errbuf_size, "the gateway ports must differ from each other");
+            c->gateway_proxy_port == c->gateway_transparent_port ||
+            (c->gateway_dns_port >= c->gateway_udp_port && c->gateway_dns_port < c->gateway_udp_port + CONFIG_GATEWAY_UDP_PORTS) ||
+            (c->gateway_proxy_port >= c->gateway_udp_port && c->gateway_proxy_port < c->gateway_udp_port + CONFIG_GATEWAY_UDP_PORTS) ||
+            (c->gateway_transparent_port >= c->gateway_udp_port && c->gateway_transparent_port < c->gateway_udp_port + CONFIG_GATEWAY_UDP_PORTS)) {
+                snprintf(errbuf, errbuf_size, "the gateway ports must differ from each other (gateway_udp_port takes %u ports from it)", CONFIG_GATEWAY_UDP_PORTS);
                 return -EINVAL;
         }
         if (c->default_cpu_millis > c->max_cpu_millis || c->default_memory_mb > c->max_memory_mb ||

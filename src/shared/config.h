@@ -8,6 +8,7 @@
 
 #include "macros.h"
 
+#define CONFIG_GATEWAY_UDP_PORTS 8U /* consecutive UDP ports of the gateway (GATEWAY_UDP_PORTS) */
 #define CONFIG_STR_MAX 512
 #define CONFIG_WARM_POOLS_MAX 16U       /* templates in warm_pool */
 #define CONFIG_WARM_POOL_SIZE_MAX 64U   /* sandboxes kept warm per template */
@@ -59,6 +60,7 @@ typedef struct Config {
         uint64_t gateway_dns_port;     /* the gateway's listeners on every host end */
         uint64_t gateway_proxy_port;
         uint64_t gateway_transparent_port;
+        uint64_t gateway_udp_port;     /* the first of CONFIG_GATEWAY_UDP_PORTS */
         /* scale-out (roles other than "all") */
         char worker_name[128];
         char worker_listen[CONFIG_STR_MAX];

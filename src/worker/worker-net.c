@@ -33,6 +33,8 @@ static void gateway_event(void *userdata, const char *type, const char *sandbox,
         worker_event(w, sandbox ? &sb : NULL, type, reason, data_json);
 }
 
+_Static_assert(GATEWAY_UDP_PORTS == CONFIG_GATEWAY_UDP_PORTS, "one number of gateway UDP ports");
+
 static int gateway_start(Worker *w) {
         GatewayConfig gc;
         int r;
@@ -43,6 +45,7 @@ static int gateway_start(Worker *w) {
         gc.dns_port = w->gateway_ports.dns;
         gc.proxy_port = w->gateway_ports.proxy;
         gc.transparent_port = w->gateway_ports.transparent;
+        gc.udp_port = w->gateway_ports.udp;
         /* checked by spaced at start */
         if (!isempty(w->config->gateway_dns_upstream) &&
             gateway_parse_upstream(w->config->gateway_dns_upstream, &gc.upstream_dns) < 0)
@@ -59,8 +62,9 @@ static int gateway_start(Worker *w) {
                 w->gateway = gateway_client_free(w->gateway);
                 return r;
         }
-        log_info("Gateway started (pid %d): DNS %u, proxy %u, transparent %u on each host end",
-                 (int) gateway_client_pid(w->gateway), gc.dns_port, gc.proxy_port, gc.transparent_port);
+        log_info("Gateway started (pid %d): DNS %u, proxy %u, transparent %u, UDP %u-%u on each host end",
+                 (int) gateway_client_pid(w->gateway), gc.dns_port, gc.proxy_port, gc.transparent_port, gc.udp_port,
+                 gc.udp_port + GATEWAY_UDP_PORTS - 1);
         return 0;
 }
 
@@ -198,6 +202,8 @@ int worker_net_setup(Worker *w) {
                 .dns = (uint16_t) c->gateway_dns_port,
                 .proxy = (uint16_t) c->gateway_proxy_port,
                 .transparent = (uint16_t) c->gateway_transparent_port,
+                .udp = (uint16_t) c->gateway_udp_port,
+                .n_udp = GATEWAY_UDP_PORTS,
         };
         w->self_netns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
         if (w->self_netns_fd < 0)

@@ -245,6 +245,7 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                 json_w_kv_int(jw, "dns", (int64_t) w->config->gateway_dns_port);
                 json_w_kv_int(jw, "proxy", (int64_t) w->config->gateway_proxy_port);
                 json_w_kv_int(jw, "transparent", (int64_t) w->config->gateway_transparent_port);
+                json_w_kv_int(jw, "udp", (int64_t) w->config->gateway_udp_port);
                 json_w_object_end(jw);
                 json_w_object_end(jw);
                 json_w_kv_string(jw, "worker", streq(w->config->role, "worker") ? w->config->worker_name : "local");

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Test upstreams for the gateway tests, run inside a test network namespace:
 a DNS server (UDP+TCP, port 53) with a fixed zone, HTTP on 80 and 8080, HTTPS
-on 443 and 8443 (certificate from the test's own CA), a TCP echo on 2222.
+on 443 and 8443 (certificate from the test's own CA), a TCP echo on 2222,
+UDP echoes on 5000, 5001 and 443 (the reply is "echo:" + the datagram).
 GET /big/N answers N bytes (benchmarks). Every DNS
 question and HTTP request is appended to LOG (one JSON line each) so the tests
 can tell what reached the upstreams.
@@ -123,6 +124,15 @@ class Echo(socketserver.BaseRequestHandler):
             self.request.sendall(d)
 
 
+def udp_echo(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", port))
+    while True:
+        d, peer = s.recvfrom(65536)
+        log(kind="udp", port=port, peer=peer[0], data=d[:64].decode("ascii", "replace"))
+        s.sendto(b"echo:" + d, peer)
+
+
 class TServer(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     daemon_threads = True
@@ -146,6 +156,8 @@ def main():
         https.socket = ctx.wrap_socket(https.socket, server_side=True)
         serve(https)
     serve(TServer(("0.0.0.0", 2222), Echo))
+    for port in (5000, 5001, 443):
+        threading.Thread(target=udp_echo, args=(port,), daemon=True).start()
     print("ready", flush=True)
     sys.stdin.read()  # until the test closes our stdin
 

@@ -38,6 +38,8 @@ ZONE = {
     "meta.test": ["169.254.169.254"],
     "pool.test": ["10.231.0.5"],
     "mixed.test": ["127.0.0.1", SRV_B],
+    "udp.test": [SRV_A],     # resolved only by the UDP test
+    "udp2.test": [SRV_B],    # never resolved
 }
 POLICY = {"allow": ["allowed.test", "*.allowed.test", {"host": "allowed.test", "ports": [2222]},
                     "rebind.test", "meta.test", "pool.test", "mixed.test"],
@@ -149,6 +151,11 @@ table ip spgw {{
     iifname "vsb" ip saddr {SB_IP} tcp dport 53 dnat to {HOST_END}:10053
     iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080, 12053, 12080 }} accept
     iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
+    iifname "vsb" meta l4proto udp redirect to :10082-10089
+  }}
+  chain udpmark {{
+    type filter hook prerouting priority mangle - 10; policy accept;
+    iifname "vsb" meta l4proto udp meta mark set @nh,128,32 meta priority set @th,0,32
   }}
 }}"""
         sh("ip", "netns", "exec", ns["gw"], "nft", "-f", "-", input=rules)
@@ -179,7 +186,7 @@ table ip spgw {{
                               stdout=subprocess.PIPE, text=True)
         procs.append(lo)
         assert lo.stdout.readline().strip() == "ready"
-        gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--events-per-sec", "1000"])
+        gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--events-per-sec", "1000", "--udp-port", "10082"])
         r = gw.request("register", id="sb1", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END, policy=POLICY)
         assert r["ok"], r
         yield {"ns": ns, "gw": gw, "tmp": str(tmp), "log": log, "lo": lo}
@@ -406,14 +413,144 @@ def test_other_ports_only_when_named(net):
     assert "hello" not in out and out != "echo-banner"
 
 
-def test_udp_other_than_dns_goes_nowhere(net):
-    # no rule, no relay: the datagram to a test host is not forwarded (no ip_forward)
-    code = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2)\n"
-            f"s.sendto(b'x',('{SRV_A}',443))\ntry:\n s.recv(10);print('reply')\nexcept Exception:\n print('none')")
+UDP_CLIENT = r"""
+import socket, sys, json
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+out = []
+for dst, port, text in json.loads(sys.argv[1]):
+    try:
+        s.sendto(text.encode(), (dst, port))
+        d, peer = s.recvfrom(4096)
+        out.append([d.decode(), peer[0], peer[1]])
+    except OSError as e:
+        out.append(["none", type(e).__name__, 0])
+print(json.dumps(out))
+"""
+
+
+NONE = ["none", "TimeoutError", 0]
+
+
+def udp(net, *sends):
+    """Datagrams from one socket of the sandbox, each waiting for its reply: [text, peer, port] or ["none", ...]."""
+    r = in_sb(net, PY, "-c", UDP_CLIENT, json.dumps(sends))
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def udp_log(net, since):
+    return [e for e in upstream_log(net)[since:] if e["kind"] == "udp"]
+
+
+def udp_events(net, allow=None):
+    return [e for e in net["gw"].events if e["data"].get("kind") == "udp" and
+            (allow is None or e["data"]["verdict"] == ("allow" if allow else "deny"))]
+
+
+def test_udp_without_a_rule_goes_nowhere(net):
+    # no rule, no relay (and no forwarding): the datagram never reaches the test host; a deny event says so
     before = len(upstream_log(net))
-    rc, out, _ = py_in_sb(net, code)
-    assert out == "none"
-    assert upstream_log(net)[before:] == []
+    assert udp(net, [SRV_A, 5000, "no-rule"]) == [NONE]
+    assert udp_log(net, before) == []
+    assert net["gw"].wait_event(lambda e: e["data"].get("kind") == "udp" and e["data"].get("port") == 5000 and
+                                e["data"]["verdict"] == "deny" and "no rule" in e["data"]["why"])
+
+
+def test_udp_cidr_rule_relays_both_ways(net):
+    set_policy(net, {"allow": [{"cidr": f"{SRV_A}/32", "proto": "udp", "ports": [5000, 5001]}]})
+    try:
+        before = len(upstream_log(net))
+        # one socket, two destinations, twice each: replies come from the original destinations
+        got = udp(net, [SRV_A, 5000, "a1"], [SRV_A, 5001, "b1"], [SRV_A, 5000, "a2"], [SRV_A, 5001, "b2"])
+        assert got == [["echo:a1", SRV_A, 5000], ["echo:b1", SRV_A, 5001],
+                       ["echo:a2", SRV_A, 5000], ["echo:b2", SRV_A, 5001]], got
+        seen = udp_log(net, before)
+        assert [e["data"] for e in seen] == ["a1", "b1", "a2", "b2"]
+        assert all(e["peer"] == SRV_GW for e in seen), seen      # sent by the gateway, not forwarded
+        # the rule names UDP, not TCP: the TCP echo on a named port is not reachable
+        assert udp(net, [SRV_B, 5000, "other-host"]) == [NONE]
+        assert net["gw"].wait_event(lambda e: e["data"].get("kind") == "udp" and e["data"]["verdict"] == "allow" and
+                                    e["data"].get("ip") == SRV_A and e["data"].get("port") == 5000 and
+                                    "udp" in e["data"]["why"])
+    finally:
+        set_policy(net, POLICY)
+
+
+def test_udp_host_rule_bound_to_the_dns_answer(net):
+    set_policy(net, {"allow": [{"host": "udp.test", "proto": "udp", "ports": [5000]},
+                               {"host": "udp2.test", "proto": "udp", "ports": [5001]}]})
+    try:
+        before = len(upstream_log(net))
+        # before the sandbox asked the gateway's DNS, the address is no allowed name's: refused
+        assert udp(net, [SRV_A, 5000, "early"]) == [NONE]
+        assert dns(net, "udp.test") == (0, [SRV_A])
+        assert udp(net, [SRV_A, 5000, "named"]) == [["echo:named", SRV_A, 5000]]
+        # the other name's port on this name's address: no (udp2.test was never resolved to it)
+        assert udp(net, [SRV_A, 5001, "wrong-port"]) == [NONE]
+        # the sandbox's own idea of udp2.test's address (a forged answer): not the gateway's
+        assert udp(net, [SRV_B, 5001, "unresolved"]) == [NONE]
+        assert [e["data"] for e in udp_log(net, before)] == ["named"]
+        assert net["gw"].wait_event(lambda e: e["data"].get("kind") == "udp" and e["data"]["verdict"] == "allow" and
+                                    e["data"].get("host") == "udp.test")
+    finally:
+        set_policy(net, POLICY)
+
+
+def test_udp_quic_refused_whatever_the_rules_say(net):
+    set_policy(net, {"allow": [{"cidr": f"{SRV_A}/32", "proto": "udp", "ports": ["1-65535"]}]})
+    try:
+        before = len(upstream_log(net))
+        assert udp(net, [SRV_A, 443, "quic"]) == [NONE]
+        assert udp_log(net, before) == []
+        assert net["gw"].wait_event(lambda e: e["data"].get("kind") == "udp" and e["data"].get("port") == 443 and
+                                    e["data"]["verdict"] == "deny" and "QUIC" in e["data"]["why"])
+        # while the same rule relays another port
+        assert udp(net, [SRV_A, 5000, "not-quic"]) == [["echo:not-quic", SRV_A, 5000]]
+    finally:
+        set_policy(net, POLICY)
+    r = net["gw"].request("policy", id="sb1", policy={"allow": [{"cidr": f"{SRV_A}/32", "proto": "udp", "ports": [443]}]})
+    assert not r["ok"] and "QUIC" in r["error"], r
+
+
+def test_udp_refused_addresses_and_deny_rules(net):
+    set_policy(net, {"allow": [{"cidr": "0.0.0.0/0", "proto": "udp", "ports": [5000, 5001]}],
+                     "deny": [{"cidr": f"{SRV_B}/32", "proto": "udp"}]})
+    try:
+        before = len(upstream_log(net))
+        # the host end itself, another sandbox's address, metadata, loopback: never, whatever the rule says
+        got = udp(net, [HOST_END, 5000, "host-end"], ["10.231.0.5", 5000, "pool"], ["169.254.169.254", 5000, "meta"],
+                  [SRV_B, 5000, "denied"], [SRV_A, 5001, "fine"])
+        assert got[:4] == [NONE] * 4, got
+        assert got[4] == ["echo:fine", SRV_A, 5001], got
+        assert [e["data"] for e in udp_log(net, before)] == ["fine"]
+        whys = " | ".join(e["data"]["why"] for e in udp_events(net, allow=False))
+        for reason in ("sandbox address pool", "link-local", "deny " + SRV_B):
+            assert reason in whys, whys
+        # a policy change ends the flows: the next datagram is decided again
+        set_policy(net, {"allow": []})
+        assert udp(net, [SRV_A, 5001, "after-change"]) == [NONE]
+    finally:
+        set_policy(net, POLICY)
+
+
+def test_udp_forged_source_not_relayed(net):
+    set_policy(net, {"allow": [{"cidr": f"{SRV_A}/32", "proto": "udp", "ports": [5000]}]})
+    try:
+        before = len(upstream_log(net))
+        # a datagram from an address that is not the sandbox's (root of its namespace with IP_TRANSPARENT... here
+        # simply a second address on the sandbox's link): the gateway relays nothing
+        in_sb(net, "ip", "addr", "add", "10.231.0.9/32", "dev", "eth0")
+        try:
+            code = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2)\n"
+                    "s.bind(('10.231.0.9',0))\n"
+                    f"s.sendto(b'forged',('{SRV_A}',5000))\ntry:\n s.recv(10);print('reply')\nexcept Exception:\n print('none')")
+            rc, out, _ = py_in_sb(net, code)
+            assert out == "none"
+        finally:
+            in_sb(net, "ip", "addr", "del", "10.231.0.9/32", "dev", "eth0")
+        assert udp_log(net, before) == []
+    finally:
+        set_policy(net, POLICY)
 
 
 # ---- explicit proxy ----

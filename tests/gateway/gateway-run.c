@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
                 { "transparent-port", required_argument, NULL, 't' }, { "conns", required_argument, NULL, 'c' },
                 { "events-per-sec", required_argument, NULL, 'e' }, { "dns-per-sec", required_argument, NULL, 'q' },
                 { "handshake-timeout", required_argument, NULL, 'h' }, { "debug", no_argument, NULL, 'D' },
-                { "control-fd", required_argument, NULL, 'f' },
+                { "control-fd", required_argument, NULL, 'f' }, { "udp-port", required_argument, NULL, 'U' },
                 {},
         };
         GatewayConfig c;
@@ -65,6 +65,10 @@ int main(int argc, char **argv) {
                         break;
                 case 't':
                         if (port_arg(optarg, &c.transparent_port) < 0)
+                                return 2;
+                        break;
+                case 'U':
+                        if (port_arg(optarg, &c.udp_port) < 0)
                                 return 2;
                         break;
                 case 'c':

@@ -342,6 +342,90 @@ TEST(match_addr) {
         ASSERT_EQ(ip(odd, "10.128.0.0", 80), EGRESS_POLICY_DENY_NO_RULE);
 }
 
+static EgressPolicyVerdict udp_host(const EgressPolicy *p, const char *name, uint16_t port, EgressPolicyMatch *m) {
+        return egress_policy_match_host_proto(p, EGRESS_POLICY_PROTO_UDP, name, strlen(name), port, m);
+}
+
+static EgressPolicyVerdict udp_ip(const EgressPolicy *p, const char *a, uint16_t port, EgressPolicyMatch *m) {
+        uint8_t b[16];
+        ASSERT_EQ(inet_pton(AF_INET, a, b), 1);
+        return egress_policy_match_addr_proto(p, EGRESS_POLICY_PROTO_UDP, AF_INET, b, port, m);
+}
+
+TEST(proto) {
+        _cleanup_egress_policy_ EgressPolicy *p = parse_ok(
+                "{\"allow\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":\"udp\",\"ports\":[5000,\"6000-6010\"]},"
+                "{\"cidr\":\"192.168.0.0/16\",\"proto\":\"udp\",\"ports\":[\"1-65535\"]},"
+                "{\"host\":\"stun.example.com\",\"proto\":\"udp\",\"ports\":[3478]},"
+                "{\"host\":\"db.example.com\",\"proto\":\"tcp\",\"ports\":[5432]},{\"cidr\":\"10.0.0.0/8\",\"ports\":[22]}],"
+                "\"deny\":[{\"cidr\":\"10.9.0.0/16\",\"proto\":\"udp\"},{\"cidr\":\"10.8.0.0/16\",\"proto\":\"tcp\"},"
+                "\"10.7.0.0/16\",{\"host\":\"stun.example.com\",\"proto\":\"udp\",\"ports\":[3479]}]}");
+        _cleanup_free_ char *json = NULL;
+        EgressPolicyMatch m;
+
+        /* canonical: proto shown where it is not the default (allow tcp, deny both) */
+        ASSERT_OK(egress_policy_to_json(p, &json));
+        ASSERT_STREQ(json,
+                     "{\"allow\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":\"udp\",\"ports\":[5000,\"6000-6010\"]},"
+                     "{\"cidr\":\"192.168.0.0/16\",\"proto\":\"udp\",\"ports\":[\"1-65535\"]},"
+                     "{\"host\":\"stun.example.com\",\"proto\":\"udp\",\"ports\":[3478]},"
+                     "{\"host\":\"db.example.com\",\"ports\":[5432]},{\"cidr\":\"10.0.0.0/8\",\"ports\":[22]}],"
+                     "\"deny\":[{\"cidr\":\"10.9.0.0/16\",\"proto\":\"udp\"},{\"cidr\":\"10.8.0.0/16\",\"proto\":\"tcp\"},"
+                     "{\"cidr\":\"10.7.0.0/16\"},{\"host\":\"stun.example.com\",\"proto\":\"udp\",\"ports\":[3479]}]}");
+        _cleanup_egress_policy_ EgressPolicy *q = parse_ok(json);
+        _cleanup_free_ char *json2 = NULL;
+        ASSERT_OK(egress_policy_to_json(q, &json2));
+        ASSERT_STREQ(json, json2);
+
+        /* UDP rules allow UDP, TCP rules TCP, never the other */
+        ASSERT_EQ(udp_ip(p, "10.1.2.3", 5000, &m), EGRESS_POLICY_ALLOW);
+        ASSERT_STREQ(m.rule, "allow 10.0.0.0/8:5000,6000-6010/udp");
+        ASSERT_EQ(udp_ip(p, "10.1.2.3", 6010, NULL), EGRESS_POLICY_ALLOW);
+        ASSERT_EQ(udp_ip(p, "10.1.2.3", 22, NULL), EGRESS_POLICY_DENY_NO_RULE);
+        ASSERT_EQ(ip(p, "10.1.2.3", 5000), EGRESS_POLICY_DENY_NO_RULE);
+        ASSERT_EQ(ip(p, "10.1.2.3", 22), EGRESS_POLICY_ALLOW);
+        ASSERT_EQ(udp_host(p, "stun.example.com", 3478, &m), EGRESS_POLICY_ALLOW);
+        ASSERT_STREQ(m.rule, "allow stun.example.com:3478/udp");
+        ASSERT_EQ(host(p, "stun.example.com", 3478), EGRESS_POLICY_DENY_NO_RULE);
+        ASSERT_EQ(host(p, "db.example.com", 5432), EGRESS_POLICY_ALLOW);
+        ASSERT_EQ(udp_host(p, "db.example.com", 5432, NULL), EGRESS_POLICY_DENY_NO_RULE);
+        /* deny: with a proto only that one, without both */
+        ASSERT_EQ(udp_ip(p, "10.9.1.1", 5000, &m), EGRESS_POLICY_DENY_RULE);
+        ASSERT_STREQ(m.rule, "deny 10.9.0.0/16/udp");
+        ASSERT_EQ(ip(p, "10.9.1.1", 22), EGRESS_POLICY_ALLOW);
+        ASSERT_EQ(udp_ip(p, "10.8.1.1", 5000, NULL), EGRESS_POLICY_ALLOW);
+        ASSERT_EQ(ip(p, "10.8.1.1", 22), EGRESS_POLICY_DENY_RULE);
+        ASSERT_EQ(udp_ip(p, "10.7.1.1", 5000, NULL), EGRESS_POLICY_DENY_RULE);
+        ASSERT_EQ(ip(p, "10.7.1.1", 22), EGRESS_POLICY_DENY_RULE);
+        ASSERT_EQ(udp_host(p, "stun.example.com", 3479, NULL), EGRESS_POLICY_DENY_RULE);
+        /* QUIC: UDP 443 never, even under a rule for every port */
+        ASSERT_EQ(udp_ip(p, "192.168.1.1", 443, &m), EGRESS_POLICY_DENY_NO_RULE);
+        ASSERT_EQ(udp_ip(p, "192.168.1.1", 444, NULL), EGRESS_POLICY_ALLOW);
+        /* names of UDP rules resolve; a deny of one protocol does not stop the name */
+        ASSERT_EQ(egress_policy_match_name(p, "stun.example.com", 16, &m), EGRESS_POLICY_ALLOW);
+        _cleanup_egress_policy_ EgressPolicy *d = parse_ok(
+                "{\"allow\":[\"a.example.com\"],\"deny\":[{\"host\":\"a.example.com\",\"proto\":\"udp\"}]}");
+        ASSERT_EQ(egress_policy_match_name(d, "a.example.com", 13, NULL), EGRESS_POLICY_ALLOW);
+        ASSERT_EQ(egress_policy_match_host_proto(p, _EGRESS_POLICY_PROTO_INVALID, "stun.example.com", 16, 3478, NULL),
+                  EGRESS_POLICY_DENY_NO_RULE);
+        ASSERT_EQ(egress_policy_match_host_proto(p, EGRESS_POLICY_PROTO_ANY, "stun.example.com", 16, 3478, NULL),
+                  EGRESS_POLICY_DENY_NO_RULE);
+
+        ASSERT_STREQ(egress_policy_proto_to_string(EGRESS_POLICY_PROTO_UDP), "udp");
+        ASSERT_EQ(egress_policy_proto_from_string("tcp", 3), EGRESS_POLICY_PROTO_TCP);
+        ASSERT_EQ(egress_policy_proto_from_string("any", 3), _EGRESS_POLICY_PROTO_INVALID);
+        ASSERT_EQ(egress_policy_proto_from_string("udp\0", 4), _EGRESS_POLICY_PROTO_INVALID);
+
+        parse_bad("{\"allow\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":\"udp\"}]}", -EINVAL, "must name its \"ports\"");
+        parse_bad("{\"allow\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":\"udp\",\"ports\":[443]}]}", -EINVAL, "QUIC");
+        parse_bad("{\"allow\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":\"udp\",\"ports\":[443,\"443-443\"]}]}", -EINVAL, "QUIC");
+        parse_bad("{\"allow\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":\"sctp\",\"ports\":[1]}]}", -EINVAL, "proto");
+        parse_bad("{\"allow\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":\"any\",\"ports\":[1]}]}", -EINVAL, "proto");
+        parse_bad("{\"allow\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":\"UDP\",\"ports\":[1]}]}", -EINVAL, "proto");
+        parse_bad("{\"allow\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":17,\"ports\":[1]}]}", -EINVAL, "proto");
+        parse_bad("{\"deny\":[{\"cidr\":\"10.0.0.0/8\",\"proto\":null}]}", -EINVAL, "proto");
+}
+
 TEST(guard) {
         EgressPolicyGuard g = { .pool_base = 0x0AC80000U, .pool_prefixlen = 16 };
         uint8_t h4[4] = { 192, 0, 2, 10 }, h6[16] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 7 };

@@ -144,7 +144,7 @@ TEST(netlink_message) {
 
 TEST(firewall_format) {
         _cleanup_free_ char *setup = NULL, *add = NULL, *rm = NULL, *empty = NULL;
-        FirewallPorts ports = { .dns = 10053, .proxy = 10080, .transparent = 10081 };
+        FirewallPorts ports = { .dns = 10053, .proxy = 10080, .transparent = 10081, .udp = 10082, .n_udp = 8 };
         AddrPair a = pair_of(1), b2 = pair_of(2);
         FirewallLink links[] = {
                 { .link = "sp-1", .addr = a.peer, .gateway = a.host },
@@ -159,7 +159,11 @@ TEST(firewall_format) {
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space prerouting iifname \"sp-*\" fib daddr type local tcp dport { 10053, 10080, 10081 } return\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space prerouting iifname \"sp-*\" meta l4proto tcp redirect to :10081\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" iifname . ip saddr . ip daddr @links tcp dport { 10053, 10080, 10081 } accept\n"));
-        ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" iifname . ip saddr . ip daddr @links udp dport 10053 accept\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space prerouting iifname \"sp-*\" fib daddr type local udp dport 10053 return\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space prerouting iifname \"sp-*\" meta l4proto udp redirect to :10082-10089\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add chain inet space udpmark { type filter hook prerouting priority mangle - 10; policy accept; }\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space udpmark iifname \"sp-*\" meta l4proto udp meta mark set @nh,128,32 meta priority set @th,0,32\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" iifname . ip saddr . ip daddr @links udp dport { 10053, 10082-10089 } accept\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" counter drop\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space forward iifname \"sp-*\" counter drop\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space forward oifname \"sp-*\" counter drop\n"));
@@ -183,6 +187,13 @@ TEST(firewall_format) {
         FirewallPorts same = { .dns = 10053, .proxy = 10053, .transparent = 10081 }, zero = { .dns = 0, .proxy = 1, .transparent = 2 };
         ASSERT_ERRNO(firewall_format_setup("space", "sp-", &same, NULL, 0, &x), EINVAL);
         ASSERT_ERRNO(firewall_format_setup("space", "sp-", &zero, NULL, 0, &x), EINVAL);
+        FirewallPorts overlap = ports, noudp = ports, wrap = ports;
+        overlap.udp = 10050; /* 10050-10057 holds the DNS port */
+        noudp.n_udp = 0;
+        wrap.udp = 65530;
+        ASSERT_ERRNO(firewall_format_setup("space", "sp-", &overlap, NULL, 0, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("space", "sp-", &noudp, NULL, 0, &x), EINVAL);
+        ASSERT_ERRNO(firewall_format_setup("space", "sp-", &wrap, NULL, 0, &x), EINVAL);
         FirewallLink bad = links[0];
         bad.link = "sp-1; flush ruleset";
         ASSERT_ERRNO(firewall_format_link("space", &bad, true, &x), EINVAL);
@@ -478,9 +489,14 @@ TEST(sandbox_network) {
         _cleanup_close_ int dns_udp = listen_on(SOCK_DGRAM, pair.host, &dns_port);
         _cleanup_close_ int ttr = listen_on(SOCK_STREAM, pair.host, &tr_port);
         _cleanup_close_ int uno = listen_on(SOCK_DGRAM, pair.host, &udp_no);
+        uint16_t udp_gw_port;
+        _cleanup_close_ int udp_gw = listen_on(SOCK_DGRAM, pair.host, &udp_gw_port);
+        int one = 1;
+        ASSERT_OK(RET_NERRNO(setsockopt(udp_gw, SOL_SOCKET, 75 /* SO_RCVMARK */, &one, sizeof one)));
+        bool have_rcvprio = setsockopt(udp_gw, SOL_SOCKET, 82 /* SO_RCVPRIORITY, Linux 6.14 */, &one, sizeof one) == 0;
         ASSERT_OK(firewall_new(&net_test.fw));
         snprintf(net_test.table, sizeof net_test.table, "spacetest%u", id);
-        FirewallPorts ports = { .dns = dns_port, .proxy = tcp_ok, .transparent = tr_port };
+        FirewallPorts ports = { .dns = dns_port, .proxy = tcp_ok, .transparent = tr_port, .udp = udp_gw_port, .n_udp = 1 };
         FirewallLink fl = { .link = net_test.link, .addr = pair.peer, .gateway = pair.host };
         ASSERT_EQ(firewall_table_exists(net_test.fw, net_test.table), 0);
         ASSERT_OK(firewall_setup(net_test.fw, net_test.table, prefix, &ports, NULL, 0));
@@ -510,11 +526,46 @@ TEST(sandbox_network) {
         ASSERT_STREQ(buf, "legit");
         ASSERT_EQ(src.s_addr, pair.peer.s_addr);
         ASSERT_TRUE(udp_recv(dns_udp, buf, sizeof buf, &src) < 0); /* the forged one never came */
+        /* any other UDP port: redirected to the gateway's UDP port, never to the port it was sent to,
+         * with the original destination in the mark (address) and priority (ports) */
         legit.port = udp_no;
         ASSERT_EQ(run_in_ns(udp_send, &legit), 0);
         ASSERT_TRUE(udp_recv(uno, buf, sizeof buf, &src) < 0);
-        legit.port = udp_ok;
-        ASSERT_EQ(run_in_ns(udp_send, &legit), 0);
+        {
+                union {
+                        struct cmsghdr align;
+                        uint8_t b[256];
+                } cm;
+                struct pollfd pfd = { .fd = udp_gw, .events = POLLIN };
+                struct sockaddr_in from;
+                struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf - 1 };
+                struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov, .msg_iovlen = 1,
+                                     .msg_control = cm.b, .msg_controllen = sizeof cm.b };
+                uint8_t mark[4] = {}, prio[4] = {};
+                bool got_mark = false, got_prio = false;
+                ASSERT_EQ(poll(&pfd, 1, WAIT_MSEC), 1);
+                ssize_t k = recvmsg(udp_gw, &mh, 0);
+                ASSERT_EQ(k, 5);
+                ASSERT_EQ(memcmp(buf, "legit", 5), 0);
+                ASSERT_EQ(from.sin_addr.s_addr, pair.peer.s_addr);
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_MARK)
+                                memcpy(mark, CMSG_DATA(c), 4), got_mark = true;
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_PRIORITY)
+                                memcpy(prio, CMSG_DATA(c), 4), got_prio = true;
+                }
+                ASSERT_TRUE(got_mark);
+                ASSERT_EQ(memcmp(mark, &pair.host, 4), 0);
+                if (have_rcvprio) {
+                        uint16_t dport = htons(udp_no);
+                        ASSERT_TRUE(got_prio);
+                        ASSERT_EQ(memcmp(prio, &from.sin_port, 2), 0);
+                        ASSERT_EQ(memcmp(prio + 2, &dport, 2), 0);
+                }
+        }
+        spoof.port = udp_ok;
+        ASSERT_EQ(run_in_ns(udp_send, &spoof), 0);
+        ASSERT_TRUE(udp_recv(udp_gw, buf, sizeof buf, &src) < 0); /* a forged source gets nowhere */
         ASSERT_TRUE(udp_recv(uok, buf, sizeof buf, &src) < 0);
 
         /* without its element the link is still caught by the prefix rule */

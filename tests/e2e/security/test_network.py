@@ -30,6 +30,8 @@ import e2e_residue as residue
 from attack_util import Sandboxes, delete_and_check, install_probes
 
 SO_ORIGINAL_DST = 80
+SO_RCVMARK, SO_RCVPRIORITY, SO_MARK, SO_PRIORITY = 75, 82, 36, 12
+UDP_PORTS = 8          # the gateway's UDP ports from gateway_ports.udp
 WAIT = 3.0
 PROBE_MS = 1500
 
@@ -70,10 +72,14 @@ def probe(spaced, sid, *args):
 class Listener:
     """A TCP or UDP socket on the host, bound to one address and port."""
 
-    def __init__(self, addr, port, udp=False):
+    def __init__(self, addr, port, udp=False, origin=False):
         self.udp = udp
+        self.origin = origin
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM if udp else socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if origin:   # like the gateway's UDP ports: the firewall's copy of the original destination
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVMARK, 1)
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVPRIORITY, 1)
         self.sock.bind((addr, port))
         if not udp:
             self.sock.listen(16)
@@ -86,6 +92,12 @@ class Listener:
         r, _, _ = select.select([self.sock], [], [], timeout)
         if not r:
             return None
+        if self.udp and self.origin:
+            data, anc, _, src = self.sock.recvmsg(4096, 256)
+            cm = {(lvl, t): c for lvl, t, c in anc}
+            mark, prio = cm.get((socket.SOL_SOCKET, SO_MARK)), cm.get((socket.SOL_SOCKET, SO_PRIORITY))
+            dst = (socket.inet_ntoa(mark[:4]), struct.unpack("!H", prio[2:4])[0]) if mark and prio else None
+            return data, src[0], dst
         if self.udp:
             data, src = self.sock.recvfrom(4096)
             return data, src[0]
@@ -130,7 +142,9 @@ def gateway(netd):
     def make(host_end):
         g = {"proxy": Listener(host_end, info["proxy"]), "transparent": Listener(host_end, info["transparent"]),
              "dns_udp": Listener(host_end, info["dns"], udp=True), "dns_tcp": Listener(host_end, info["dns"]),
+             "udp": [Listener(host_end, info["udp"] + i, udp=True, origin=True) for i in range(UDP_PORTS)],
              "ports": info}
+        made.extend(g["udp"])
         made.extend(v for v in g.values() if isinstance(v, Listener))
         return g
 
@@ -220,11 +234,19 @@ def test_gateway_ports_and_redirects(netd, net_box, gateway):
     assert g["dns_udp"].take(WAIT) == (tag.encode(), me)
     assert probe(netd, net_box, "tcp", gw, 53, PROBE_MS) == "connected"
     assert g["dns_tcp"].take(WAIT) is not None
-    # UDP to any other port: nothing
+    # UDP to any other port: never there, but at one of the gateway's UDP ports, with the
+    # original destination in the packet's mark and priority
     u = Listener(gw, 0, udp=True)
     try:
         assert probe(netd, net_box, "udp", gw, u.port, tag) == "sent"
         assert u.take(1.0) is None
+        got = [x for x in (l.take(0.2) for l in g["udp"]) if x]
+        assert got == [(tag.encode(), me, (gw, u.port))], got
+        # the same for an address beyond the host end (the pool's last address: no sandbox of this test's)
+        far = str(ipaddress.ip_network(netd.net_pool).broadcast_address)
+        assert probe(netd, net_box, "udp", far, 5000, tag + "b") == "sent"
+        got = [x for x in (l.take(0.2) for l in g["udp"]) if x]
+        assert got == [((tag + "b").encode(), me, (far, 5000))], got
     finally:
         u.close()
 
