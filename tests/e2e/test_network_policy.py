@@ -53,6 +53,11 @@ BAD = [
     (["a.example"], 400, "must be an object"),
     ({"allow": [f"h{i}.example.org" for i in range(257)]}, 413, "more than 256"),
     ({"allow": [{"host": "a.example", "ports": list(range(1, 34))}]}, 413, "more than 32"),
+    ({"allow": [{"cidr": "10.0.0.0/8", "proto": "udp"}]}, 400, "allow[0]: a udp entry must name its \"ports\""),
+    ({"allow": [{"cidr": "10.0.0.0/8", "proto": "udp", "ports": [443]}]}, 400, "udp port 443 (QUIC) is never relayed"),
+    ({"allow": [{"host": "a.example", "proto": "sctp", "ports": [1]}]}, 400, "allow[0].proto: \"tcp\" or \"udp\""),
+    ({"deny": [{"host": "a.example", "proto": "UDP"}]}, 400, "deny[0].proto: \"tcp\" or \"udp\""),
+    ({"allow": [{"host": "a.example", "proto": 17, "ports": [1]}]}, 400, "allow[0].proto"),
     ({"allow": ["x" * 60 + f".h{i}.example.org" for i in range(1000)]}, 413, "larger than 65536 bytes"),
 ]
 
@@ -96,6 +101,22 @@ def test_put_policy_replaces_and_is_an_event(spaced, sandbox):
     assert r.status == 200 and r.json()["network"] == EMPTY
 
 
+def test_udp_rules_canonical_form(spaced, sandbox):
+    r = spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy",
+                   json={"allow": [{"cidr": "10.0.0.0/8", "proto": "udp", "ports": [5000, "6000-6010"]},
+                                   {"host": "stun.example.org", "proto": "udp", "ports": [3478]},
+                                   {"host": "db.example.org", "proto": "tcp", "ports": [5432]}],
+                         "deny": [{"cidr": "10.9.0.0/16", "proto": "udp"}, "10.8.0.0/16"]})
+    assert r.status == 200, r
+    want = {"allow": [{"cidr": "10.0.0.0/8", "proto": "udp", "ports": [5000, "6000-6010"]},
+                      {"host": "stun.example.org", "proto": "udp", "ports": [3478]},
+                      {"host": "db.example.org", "ports": [5432]}],
+            "deny": [{"cidr": "10.9.0.0/16", "proto": "udp"}, {"cidr": "10.8.0.0/16"}]}
+    assert r.json()["network"] == want
+    assert spaced.show(sandbox).json()["network"] == want
+    assert spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json={}).status == 200
+
+
 def test_put_policy_unknown_sandbox_and_other_tenant(spaced, sandbox):
     assert_error_shape(spaced.api("PUT", "/v1/sandboxes/nosuchsandbox000/policy", json={}), 404, "not_found")
     other = spaced.api("POST", "/v1/keys", json={"tenant": "netpol-other", "name": "k"}).json()["key"]
@@ -125,6 +146,21 @@ def test_cli_create_allow_and_policy(spaced):
         r = spaced.cli("policy", sid, "--allow", "*.com")
         assert r.rc != 0 and "top-level" in r.err, r
         assert spaced.show(sid).json()["network"] == net
+        # UDP rules: "/udp" at the end; the table shows the protocol with the ports
+        r = spaced.cli("policy", sid, "--allow-cidr", "10.0.0.0/8:5000-5010/udp", "--allow", "stun.example.org:3478/udp",
+                       "--deny-cidr", "10.9.0.0/16/udp", "--deny", "db.example.org:5432/tcp")
+        assert r.rc == 0, r
+        assert "5000-5010/udp" in r.out and "3478/udp" in r.out, r
+        net = spaced.show(sid).json()["network"]
+        assert {"cidr": "10.0.0.0/8", "proto": "udp", "ports": ["5000-5010"]} in net["allow"], net
+        assert {"host": "stun.example.org", "proto": "udp", "ports": [3478]} in net["allow"], net
+        assert {"cidr": "10.9.0.0/16", "proto": "udp"} in net["deny"], net
+        assert {"host": "db.example.org", "proto": "tcp", "ports": [5432]} in net["deny"], net
+        r = spaced.cli("policy", sid, "--allow-cidr", "10.0.0.0/8/udp")
+        assert r.rc != 0 and "must name its" in r.err, r
+        r = spaced.cli("policy", sid, "--allow-cidr", "10.0.0.0/8:443/udp")
+        assert r.rc != 0 and "QUIC" in r.err, r
+        assert spaced.show(sid).json()["network"] == net
         r = spaced.cli("policy", sid, "--clear")
         assert r.rc == 0 and "no egress" in r.out, r
         assert spaced.show(sid).json()["network"] == EMPTY
@@ -146,6 +182,9 @@ def test_cli_create_bad_allow_refused(spaced):
     ("--default-network", "not json", "default_network: policy is not valid JSON"),
     ("--gateway-dns-upstream", "resolver.example:53", "gateway_dns_upstream: 'resolver.example:53' is not"),
     ("--gateway-dns-upstream", "10.0.0.1:0", "gateway_dns_upstream"),
+    ("--gateway-udp-port", "10077", "gateway ports must differ"),      # 10077-10084 holds 10080 and 10081
+    ("--gateway-udp-port", "65530", "gateway_udp_port"),
+
 ])
 def test_spaced_refuses_bad_network_config(e2e_session, tmp_path, flag, value, msg):
     import subprocess
