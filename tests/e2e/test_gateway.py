@@ -151,6 +151,7 @@ table ip spgw {{
     iifname "vsb" ip saddr {SB_IP} tcp dport 53 dnat to {HOST_END}:10053
     iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080, 12053, 12080 }} accept
     iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
+    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} udp dport {{ 10053, 11053, 12053 }} accept
     iifname "vsb" meta l4proto udp redirect to :10082-10089
   }}
   chain udpmark {{
@@ -680,7 +681,7 @@ def test_events_rate_limited(net, tmp_path):
     ns = net["ns"]
     gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--events-per-sec", "2", "--dns-per-sec", "1000",
                                             "--dns-port", "11053", "--proxy-port", "11080",
-                                            "--transparent-port", "11081"])
+                                            "--transparent-port", "11081", "--udp-port", "11082"])
     try:
         r = gw.request("register", id="sbx", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END)
         assert r["ok"], r
@@ -704,7 +705,7 @@ def test_connection_limit_and_handshake_timeout(net):
     ns = net["ns"]
     gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--conns", "4", "--handshake-timeout", "2",
                                             "--dns-port", "12053", "--proxy-port", "12080",
-                                            "--transparent-port", "12081"])
+                                            "--transparent-port", "12081", "--udp-port", "12082"])
     try:
         assert gw.request("register", id="sbl", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END,
                           policy=POLICY)["ok"]
