@@ -9,6 +9,12 @@
 
 #include "store.h"
 
+/* Store timing (store.h): a back end brackets each round trip with
+ * STORE_TIMED; nested brackets (statements inside a transaction) count once. */
+uint64_t store_timing_enter(void);
+void store_timing_leave(uint64_t *start_usec);
+#define STORE_TIMED _cleanup_(store_timing_leave) uint64_t _store_timed_start = store_timing_enter()
+
 struct Store {
         const StoreOps *ops;
 };
@@ -97,6 +103,8 @@ struct StoreOps {
         int (*worker_mark_lost)(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
                                 int64_t now, SandboxRef **ret, size_t *ret_n);
         int (*leader_try)(Store *s, bool *ret_leader);
+        int (*cluster_setting_claim)(Store *s, const char *name, const char *value,
+                                     char ret[static STORE_CLUSTER_SETTING_MAX]);
 };
 
 /* Argument checks shared by store.c and store-credentials.c. */

@@ -111,3 +111,12 @@ int store_leader_try(Store *s, bool *ret_leader) {
                 return -EINVAL;
         return s->ops->leader_try(s, ret_leader);
 }
+
+int store_cluster_setting_claim(Store *s, const char *name, const char *value,
+                                char ret[static STORE_CLUSTER_SETTING_MAX]) {
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(check_str(name, STORE_NAME_MAX, true));
+        CHECK(check_str(value, STORE_CLUSTER_SETTING_MAX, true));
+        return s->ops->cluster_setting_claim(s, name, value, ret);
+}

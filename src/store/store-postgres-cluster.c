@@ -55,6 +55,11 @@ static const char *const cluster_sql[_PG_CL_STMT_MAX] = {
                 "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = "
                 PG_LOCK_CLASS " AND objid = " PG_LOCK_CONTROLLER " AND objsubid = 2 "
                 "AND pid = pg_backend_pid() AND granted)",
+        /* one statement: the row inserted now, or the one that was there */
+        [PG_CL_SETTING_CLAIM] =
+                "WITH i AS (INSERT INTO cluster_settings (name, value) VALUES ($1, $2) "
+                "ON CONFLICT (name) DO NOTHING RETURNING value) "
+                "SELECT value FROM i UNION ALL SELECT value FROM cluster_settings WHERE name = $1 LIMIT 1",
 };
 
 #define TRY(expr)                       \
@@ -264,4 +269,22 @@ int pg_op_leader_try(Store *s, bool *ret_leader) {
         q->leader_gen = held ? q->gen : 0;
         *ret_leader = held;
         return 0;
+}
+
+int pg_op_cluster_setting_claim(Store *s, const char *name, const char *value,
+                                char ret[static STORE_CLUSTER_SETTING_MAX]) {
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        pg_param_text(&p, value);
+        /* no row: another process inserted it after this statement's snapshot
+         * was taken (its insert waited for that one to commit); again sees it */
+        for (unsigned attempt = 0; attempt < 3; attempt++) {
+                _cleanup_pgresult_ PGresult *res = NULL;
+
+                TRY(cl_exec(pg_store(s), PG_CL_SETTING_CLAIM, &p, &res));
+                if (PQntuples(res) == 1)
+                        return pg_col_str(res, 0, 0, ret, STORE_CLUSTER_SETTING_MAX);
+        }
+        return -EIO;
 }

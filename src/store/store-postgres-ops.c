@@ -819,4 +819,5 @@ const StoreOps store_postgres_ops = {
         .worker_list = pg_op_worker_list,
         .worker_mark_lost = pg_op_worker_mark_lost,
         .leader_try = pg_op_leader_try,
+        .cluster_setting_claim = pg_op_cluster_setting_claim,
 };

@@ -351,6 +351,7 @@ static void sleep_retry(unsigned attempt) {
 
 /* Runs a statement without parameters through the simple protocol. */
 static int pg_store_simple(PgStore *q, const char *sql) {
+        STORE_TIMED;
         _cleanup_pgresult_ PGresult *res = NULL;
         ExecStatusType st;
 
@@ -363,6 +364,7 @@ static int pg_store_simple(PgStore *q, const char *sql) {
 
 int pg_store_exec_slot(PgStore *q, PgSlot *slot, const char *name, const char *sql, const PgParams *p,
                        PGresult **ret) {
+        STORE_TIMED;
         if (p && p->overflow)
                 return -E2BIG;
 
@@ -417,6 +419,8 @@ uint64_t pg_result_changes(PGresult *res) {
 }
 
 int pg_store_transact(PgStore *q, PgTxFn fn, void *userdata) {
+        STORE_TIMED;
+
         for (unsigned attempt = 0;; attempt++) {
                 int r;
 

@@ -107,6 +107,7 @@ typedef enum PgClusterStmt {
         PG_CL_SANDBOXES_SET_LOST,
         PG_CL_LEADER_TRY,
         PG_CL_LEADER_HELD,
+        PG_CL_SETTING_CLAIM,
         _PG_CL_STMT_MAX,
 } PgClusterStmt;
 
@@ -236,6 +237,8 @@ int pg_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
 int pg_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason, int64_t now,
                            SandboxRef **ret, size_t *ret_n);
 int pg_op_leader_try(Store *s, bool *ret_leader);
+int pg_op_cluster_setting_claim(Store *s, const char *name, const char *value,
+                                char ret[static STORE_CLUSTER_SETTING_MAX]);
 
 /* The handle (store-postgres.c). */
 int pg_store_open(const char *url, Store **ret);

@@ -41,6 +41,9 @@ static const char *const cluster_sql[_SQL_CL_STMT_MAX] = {
         [SQL_CL_SANDBOXES_SET_LOST] =
                 "UPDATE sandboxes SET state = 'lost', reason = ?2, updated_usec = ?3 "
                 "WHERE worker = ?1 AND state NOT IN ('deleted', 'lost') RETURNING id, tenant_id",
+        [SQL_CL_SETTING_INSERT] =
+                "INSERT INTO cluster_settings (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+        [SQL_CL_SETTING_GET] = "SELECT value FROM cluster_settings WHERE name = ?1",
 };
 
 #define TRY(expr)                       \
@@ -242,3 +245,22 @@ int sqlite_op_leader_try(Store *s, bool *ret_leader) {
         return 0;
 }
 
+int sqlite_op_cluster_setting_claim(Store *s, const char *name, const char *value,
+                                    char ret[static STORE_CLUSTER_SETTING_MAX]) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *ins = NULL, *get = NULL;
+        int r;
+
+        TRY(cl_stmt(q, SQL_CL_SETTING_INSERT, &ins));
+        TRY(sqlite_bind_text(q, ins, 1, name));
+        TRY(sqlite_bind_text(q, ins, 2, value));
+        TRY(sqlite_store_step_done(q, ins));
+        TRY(cl_stmt(q, SQL_CL_SETTING_GET, &get));
+        TRY(sqlite_bind_text(q, get, 1, name));
+        r = sqlite_store_step(q, get);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -EIO; /* inserted or there: cannot be missing */
+        return sqlite_col_str(get, 0, ret, STORE_CLUSTER_SETTING_MAX);
+}

@@ -898,4 +898,5 @@ const StoreOps store_sqlite_ops = {
         .worker_list = sqlite_op_worker_list,
         .worker_mark_lost = sqlite_op_worker_mark_lost,
         .leader_try = sqlite_op_leader_try,
+        .cluster_setting_claim = sqlite_op_cluster_setting_claim,
 };

@@ -89,6 +89,7 @@ int sqlite_store_stmt(SqliteStore *q, SqlStmt id, sqlite3_stmt **ret) {
 }
 
 int sqlite_store_step(SqliteStore *q, sqlite3_stmt *st) {
+        STORE_TIMED;
         int rc = sqlite3_step(st);
 
         if (rc == SQLITE_ROW)

@@ -96,6 +96,8 @@ typedef enum SqlClusterStmt {
         SQL_CL_WORKER_LIST,
         SQL_CL_WORKER_SET_LOST,
         SQL_CL_SANDBOXES_SET_LOST,
+        SQL_CL_SETTING_INSERT,
+        SQL_CL_SETTING_GET,
         _SQL_CL_STMT_MAX,
 } SqlClusterStmt;
 
@@ -205,6 +207,8 @@ int sqlite_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
 int sqlite_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
                                int64_t now, SandboxRef **ret, size_t *ret_n);
 int sqlite_op_leader_try(Store *s, bool *ret_leader);
+int sqlite_op_cluster_setting_claim(Store *s, const char *name, const char *value,
+                                    char ret[static STORE_CLUSTER_SETTING_MAX]);
 
 /* The handle (store-sqlite.c). */
 int sqlite_store_open(const char *location, Store **ret);

@@ -101,6 +101,43 @@ int64_t now_usec(void) {
         return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+static _Thread_local uint64_t timing_usec, timing_calls;
+static _Thread_local unsigned timing_depth;
+
+static uint64_t mono_usec(void) {
+        struct timespec ts;
+
+        if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+                return 0;
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
+uint64_t store_timing_enter(void) {
+        return timing_depth++ == 0 ? mono_usec() : 0;
+}
+
+void store_timing_leave(uint64_t *start_usec) {
+        uint64_t now;
+
+        if (timing_depth == 0 || --timing_depth > 0 || *start_usec == 0)
+                return;
+        now = mono_usec();
+        timing_usec += now > *start_usec ? now - *start_usec : 0;
+        timing_calls++;
+}
+
+void store_timing_reset(void) {
+        timing_usec = timing_calls = 0;
+}
+
+uint64_t store_timing_usec(void) {
+        return timing_usec;
+}
+
+uint64_t store_timing_calls(void) {
+        return timing_calls;
+}
+
 void sandbox_done(Sandbox *s) {
         if (!s)
                 return;

@@ -400,6 +400,13 @@ int store_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
 int store_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
                            SandboxRef **ret, size_t *ret_n);
 
+/* Settings every process of a cluster shares. Sets name to value unless it
+ * is set already (the first one wins, also between processes at once); ret
+ * is the value in the store afterwards. */
+#define STORE_CLUSTER_SETTING_MAX 128
+int store_cluster_setting_claim(Store *s, const char *name, const char *value,
+                                char ret[static STORE_CLUSTER_SETTING_MAX]);
+
 /* Controller leadership: true while this handle holds it. PostgreSQL: a
  * session advisory lock on this handle's connection (released when the
  * process or its connection dies, so another takes over at its next try);
@@ -420,3 +427,11 @@ const char *cred_apply_to_string(CredApply a);
 CredApply cred_apply_from_string(const char *s);
 
 int64_t now_usec(void); /* CLOCK_REALTIME in microseconds */
+
+/* Time the calling thread spent waiting on the store (its back end's
+ * statements, transactions, lock waits and reconnects) and how many such
+ * calls it made since store_timing_reset(). The API reports it per request
+ * (log line, and Server-Timing with debug_timing on). */
+void store_timing_reset(void);
+uint64_t store_timing_usec(void);
+uint64_t store_timing_calls(void);

@@ -2736,3 +2736,41 @@ STORE_TEST(leader_one_at_a_time) {
         store_close(a);
         store_close(b);
 }
+
+STORE_TEST(cluster_setting_first_claim_wins) {
+        _cleanup_(store_closep) Store *a = open_url(url);
+        _cleanup_(store_closep) Store *b = open_url(url);
+        char got[STORE_CLUSTER_SETTING_MAX];
+
+        ASSERT_OK(store_cluster_setting_claim(a, "token_fingerprint", "aaaa", got));
+        ASSERT_STREQ(got, "aaaa");
+        /* another process with another value: the first one stays, and is told */
+        ASSERT_OK(store_cluster_setting_claim(b, "token_fingerprint", "bbbb", got));
+        ASSERT_STREQ(got, "aaaa");
+        ASSERT_OK(store_cluster_setting_claim(a, "token_fingerprint", "aaaa", got));
+        ASSERT_STREQ(got, "aaaa");
+        ASSERT_OK(store_cluster_setting_claim(b, "other", "x", got));
+        ASSERT_STREQ(got, "x");
+        /* bad input */
+        ASSERT_ERRNO(store_cluster_setting_claim(a, "", "x", got), EINVAL);
+        ASSERT_ERRNO(store_cluster_setting_claim(a, "n", "", got), EINVAL);
+        char big[STORE_CLUSTER_SETTING_MAX + 1];
+        memset(big, 'v', sizeof big - 1);
+        big[sizeof big - 1] = 0;
+        ASSERT_ERRNO(store_cluster_setting_claim(a, "n", big, got), ENAMETOOLONG);
+}
+
+STORE_TEST(timing_counts_round_trips_of_this_thread) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Tenant t;
+
+        store_timing_reset();
+        ASSERT_EQ(store_timing_calls(), 0U);
+        ASSERT_EQ(store_timing_usec(), 0U);
+        ASSERT_OK(store_tenant_create(s, "timed", &t));
+        ASSERT_OK(store_tenant_get_by_name(s, "timed", &t));
+        ASSERT_TRUE(store_timing_calls() >= 2);
+        ASSERT_TRUE(store_timing_usec() > 0);
+        store_timing_reset();
+        ASSERT_EQ(store_timing_calls(), 0U);
+}
