@@ -572,6 +572,18 @@ static int dispatch(ApiRequest *r, ApiError *e, const Route **ret_route) {
         return k;
 }
 
+/* the request this connection thread is serving started then (api_head_hook) */
+static _Thread_local struct timespec request_start;
+
+void api_head_hook(char *buf, size_t size, void *userdata) {
+        Api *a = userdata;
+
+        if (!a || !a->config.debug_timing || size == 0)
+                return;
+        (void) snprintf(buf, size, "Server-Timing: store;dur=%.3f;desc=\"%" PRIu64 " calls\", total;dur=%.3f\r\n",
+                        (double) store_timing_usec() / 1000.0, store_timing_calls(), elapsed_msec(&request_start));
+}
+
 void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
         Api *a = userdata;
         ApiRequest r = {
@@ -586,6 +598,8 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
         int k;
 
         clock_gettime(CLOCK_MONOTONIC, &start);
+        request_start = start;
+        store_timing_reset();
         atomic_fetch_add(&a->requests_in_flight, 1);
         if (random_alnum(id, 8) < 0)
                 snprintf(id, sizeof id, "00000000");
@@ -613,11 +627,12 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
         atomic_fetch_sub(&a->requests_in_flight, 1);
 
         if (r.status >= 500)
-                log_warning("request method=%s path=%s status=%d duration_ms=%.1f error=%s", head->method,
-                            strna(head->path), r.status, elapsed_msec(&start), e.message);
+                log_warning("request method=%s path=%s status=%d duration_ms=%.1f store_ms=%.1f error=%s",
+                            head->method, strna(head->path), r.status, elapsed_msec(&start),
+                            (double) store_timing_usec() / 1000.0, e.message);
         else
-                log_info("request method=%s path=%s status=%d duration_ms=%.1f", head->method, strna(head->path),
-                         r.status, elapsed_msec(&start));
+                log_info("request method=%s path=%s status=%d duration_ms=%.1f store_ms=%.1f", head->method,
+                         strna(head->path), r.status, elapsed_msec(&start), (double) store_timing_usec() / 1000.0);
         log_set_context(NULL, NULL);
         free(r.tenants);
 }

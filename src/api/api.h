@@ -50,6 +50,10 @@ struct CredKey;
 void api_set_cred_key(Api *a, struct CredKey *k);
 /* The HttpHandler to give to the http server (userdata = Api*). */
 void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
+/* An HttpHeadHook (userdata: the Api): with debug_timing on, every response
+ * says how long its request has waited on the store so far and in all:
+ * "Server-Timing: store;dur=MS;desc=\"N calls\", total;dur=MS". */
+void api_head_hook(char *buf, size_t size, void *userdata);
 
 /* Helpers for handlers */
 int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);     /* body → JSON object (400/413/415 errors) */

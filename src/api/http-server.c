@@ -26,6 +26,7 @@
 #define HTTP_CONN_STACK_SIZE (1024U * 1024U)
 #define HTTP_ACCEPT_BACKOFF_MSEC 100          /* after EMFILE and friends */
 #define HTTP_HEAD_OUT_MAX (64U * 1024U)       /* our own response head incl. extra headers */
+#define HTTP_HEAD_HOOK_MAX 256U                /* header lines of the head hook */
 
 typedef enum BodyMode {
         BODY_NONE,
@@ -80,6 +81,7 @@ struct HttpServer {
         int port;
         char *unix_path;
         HttpHandler handler;
+        HttpHeadHook head_hook;
         void *userdata;
         int head_timeout_msec, idle_timeout_msec, body_idle_timeout_msec;
 
@@ -200,7 +202,7 @@ static int conn_send_head(HttpConn *c, RespMode mode, int status, const char *co
         static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                             "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
         _cleanup_free_ char *head = NULL;
-        char date[64] = "";
+        char date[64] = "", hooked[HTTP_HEAD_HOOK_MAX] = "";
         struct iovec iov[2];
         struct tm tm;
         time_t t = time(NULL);
@@ -227,12 +229,15 @@ static int conn_send_head(HttpConn *c, RespMode mode, int status, const char *co
                 (void) snprintf(date, sizeof date, "Date: %s, %02d %s %04d %02d:%02d:%02d GMT\r\n",
                                 days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour,
                                 tm.tm_min, tm.tm_sec);
-        head = strdup_printf("HTTP/1.1 %d %s\r\n%s%s%s%s%s%s%s\r\n", status, http_status_reason(status), date,
+        if (c->server->head_hook)
+                c->server->head_hook(hooked, sizeof hooked, c->server->userdata);
+        hooked[sizeof hooked - 1] = 0;
+        head = strdup_printf("HTTP/1.1 %d %s\r\n%s%s%s%s%s%s%s%s\r\n", status, http_status_reason(status), date,
                              content_type ? "Content-Type: " : "", strempty(content_type),
                              content_type ? "\r\n" : "", framing,
                              c->close ? "Connection: close\r\n"
                              : c->head.version_minor == 0 ? "Connection: keep-alive\r\n" : "",
-                             strempty(extra_headers));
+                             strempty(extra_headers), hooked);
         if (!head)
                 return -ENOMEM;
         if (strlen(head) > HTTP_HEAD_OUT_MAX)
@@ -883,6 +888,10 @@ void http_server_set_timeouts(HttpServer *s, int head_msec, int idle_msec, int b
                 s->idle_timeout_msec = idle_msec;
         if (body_idle_msec > 0)
                 s->body_idle_timeout_msec = body_idle_msec;
+}
+
+void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook) {
+        s->head_hook = hook;
 }
 
 int http_server_port(const HttpServer *s) {

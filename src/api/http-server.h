@@ -23,6 +23,11 @@ int http_server_new(const char *listen, HttpHandler handler, void *userdata, Htt
 /* Overrides the timeouts above (values <= 0 keep the current one), e.g. for
  * tests or from config. Call before http_server_run(). */
 void http_server_set_timeouts(HttpServer *s, int head_msec, int idle_msec, int body_idle_msec);
+/* Extra header lines ("Name: value\r\n") for every response: the hook
+ * writes them into buf (NUL-terminated, at most size) on the connection's
+ * thread as each response head goes out, e.g. timings of the request. */
+typedef void (*HttpHeadHook)(char *buf, size_t size, void *userdata);
+void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook);
 /* The bound port (useful with port 0). */
 int http_server_port(const HttpServer *s);
 /* Serves until http_server_stop(); returns 0. Call from one thread. */

@@ -25,6 +25,7 @@ const ConfigItem config_table[] = {
         { "template_dir", S(template_dir), "", 0, 0, NULL, "NAME.tar files imported as templates at start; default <datadir>/space/templates" },
         { "cgroup_root", S(cgroup_root), "space", 0, 0, NULL, "cgroup (below each hierarchy's root) that holds sandboxes" },
         { "log_level", S(log_level), "info", 0, 0, "error|warning|info|debug", "log level" },
+        { "debug_timing", U(debug_timing), "0", 0, 1, NULL, "1: every API response carries Server-Timing: time its request waited on the store, and in all (benchmarks)" },
         { "default_template", S(default_template), "base", 0, 0, NULL, "template of a create that names none" },
         { "uid_base", U(uid_base), "1000000000", 65536, UINT64_C(4000000000), NULL, "first host uid of sandbox id ranges" },
         { "slots_max", U(slots_max), "4096", 1, 65536, NULL, "sandbox uid/gid ranges (65536 ids each)" },
@@ -221,6 +222,19 @@ int config_load_env(Config *c, char *errbuf, size_t errbuf_size) {
         return 0;
 }
 
+/* host:port whose host is empty or a wildcard (0.0.0.0, ::, [::], *): fine
+ * to listen on, no address to be reached at. */
+static bool config_address_is_wildcard(const char *address) {
+        static const char *const wildcards[] = { "", "0.0.0.0", "::", "[::]", "*", "0" };
+        const char *colon = strrchr(address, ':');
+        size_t n = colon ? (size_t) (colon - address) : strlen(address);
+
+        for (size_t i = 0; i < ELEMENTSOF(wildcards); i++)
+                if (strlen(wildcards[i]) == n && strncmp(address, wildcards[i], n) == 0)
+                        return true;
+        return false;
+}
+
 int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
         if (c->state_dir[0] != '/') {
                 snprintf(errbuf, errbuf_size, "state_dir must be an absolute path");
@@ -269,6 +283,13 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                 }
                 if (isempty(c->worker_address))
                         (void) strscpy(c->worker_address, sizeof c->worker_address, c->worker_listen);
+                if (config_address_is_wildcard(c->worker_address)) {
+                        snprintf(errbuf, errbuf_size,
+                                 "worker_address '%s' is a wildcard address: others cannot reach this worker "
+                                 "at it (set worker_address to this host's address)",
+                                 c->worker_address);
+                        return -EINVAL;
+                }
                 if (isempty(c->worker_name) &&
                     (gethostname(c->worker_name, sizeof c->worker_name - 1) < 0 || isempty(c->worker_name))) {
                         snprintf(errbuf, errbuf_size, "worker_name is not set and the host name is unknown");

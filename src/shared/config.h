@@ -44,6 +44,7 @@ typedef struct Config {
         uint64_t upload_max_mb;
         uint64_t seccomp_io_uring;
         uint64_t auto_resume_paused;   /* exec/file calls on a paused sandbox resume it instead of a 409 */
+        uint64_t debug_timing;         /* API responses carry Server-Timing (store time, total) */
         uint64_t max_branch;           /* most sandboxes one branch call makes */
         uint64_t checkpoint_keep_last; /* automatic checkpoints kept before the hourly/daily thinning */
         char vm_kernel_dir[CONFIG_STR_MAX];

@@ -342,6 +342,7 @@ static int run_worker(const Config *config) {
         WorkerGateway *gw = NULL;
         char instance[STORE_ID_MAX], sock[PATH_MAX], addr[PATH_MAX + 8], agents[PATH_MAX];
         char templates[STORE_WORKER_TEMPLATES_MAX] = "";
+        char runtimes[STORE_WORKER_LIST_MAX] = "", accelerators[STORE_WORKER_LIST_MAX] = "";
         uint64_t beat_msec = MAX(config->worker_lost_timeout_s * 1000 / 4, (uint64_t) HEARTBEAT_MIN_MSEC);
         int r;
 
@@ -357,7 +358,15 @@ static int run_worker(const Config *config) {
         r = store_open(config->store_url, &store);
         if (r < 0)
                 return log_error_errno(r, "Cannot open the store: %m"), 1;
-        r = worker_node_register(store, config, instance, "");
+        /* a worker with another token would register and never be reachable */
+        r = cluster_token_check(store, token, config->cluster_token_file);
+        if (r < 0) {
+                if (r == -EKEYREJECTED)
+                        log_error("Refusing to register worker '%s'", config->worker_name);
+                remove_pidfile(config);
+                return 1;
+        }
+        r = worker_node_register(store, config, instance, "", NULL, NULL);
         store = store_close(store); /* not shared with the forked worker */
         if (r < 0)
                 return 1;
@@ -375,6 +384,21 @@ static int run_worker(const Config *config) {
         r = worker_client_new(addr, agents, &local);
         if (r < 0)
                 goto stop;
+        /* what the worker process can run (the vm runtime probes at its start) */
+        {
+                ApiError e = {};
+                if (worker_runtimes(local, runtimes, sizeof runtimes, accelerators, sizeof accelerators, &e) < 0)
+                        log_warning("Cannot read the worker's runtimes: %s", e.message);
+                else if (store_open(config->store_url, &store) >= 0) {
+                        (void) worker_templates(local, templates, sizeof templates, &e);
+                        r = worker_node_register(store, config, instance, templates, runtimes, accelerators);
+                        if (r == -EEXIST)
+                                goto stop;
+                        if (r < 0)
+                                store = store_close(store); /* the heartbeat registers again */
+                        r = 0;
+                }
+        }
         log_info("spaced %s worker %s serving on %s (state %s)", SPACE_VERSION, config->worker_name,
                  config->worker_listen, config->state_dir);
         while (!stopping) {
@@ -392,7 +416,7 @@ static int run_worker(const Config *config) {
                 if (!store && store_open(config->store_url, &store) < 0)
                         store = NULL;
                 if (store) {
-                        r = worker_node_heartbeat(store, config, instance, templates);
+                        r = worker_node_heartbeat(store, config, instance, templates, runtimes, accelerators);
                         if (r == -EEXIST)
                                 break; /* another took the name while we were lost */
                         if (r < 0) {
@@ -428,6 +452,22 @@ static int run_controller(const Config *config) {
                 return 1;
         ctl.token = token;
         install_signals();
+        /* the token must be the cluster's; until the store answers, nothing to do anyway */
+        for (unsigned attempt = 0; !stopping; attempt++) {
+                _cleanup_(store_closep) Store *store = NULL;
+                int r = store_open(config->store_url, &store);
+                if (r >= 0)
+                        r = cluster_token_check(store, token, config->cluster_token_file);
+                if (r == -EKEYREJECTED) {
+                        remove_pidfile(config);
+                        return 1;
+                }
+                if (r >= 0)
+                        break;
+                if (attempt == 0)
+                        log_warning_errno(r, "The store is not available yet (%m); retrying every second");
+                (void) poll(NULL, 0, 1000);
+        }
         log_info("spaced %s controller (state %s), waiting for the lease", SPACE_VERSION, config->state_dir);
         (void) controller_thread(&ctl);
         remove_pidfile(config);
@@ -450,6 +490,9 @@ static int run_api(const Config *config) {
         r = store_open(config->store_url, &store);
         if (r < 0)
                 return log_error_errno(r, "Cannot open the store: %m"), 1;
+        r = cluster_token_check(store, token, config->cluster_token_file);
+        if (r < 0)
+                return 1;
         r = api_bootstrap(config, store);
         store = store_close(store);
         if (r < 0)
@@ -459,6 +502,8 @@ static int run_api(const Config *config) {
                 r = api_set_cluster_token(api, token);
         if (r >= 0)
                 r = http_server_new(config->listen, api_handle, api, &server);
+        if (r >= 0)
+                http_server_set_head_hook(server, api_head_hook);
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", config->listen);
                 api_free(api);
@@ -544,6 +589,8 @@ int main(int argc, char *argv[]) {
         }
         if (r >= 0)
                 r = http_server_new(config.listen, api_handle, api, &server);
+        if (r >= 0)
+                http_server_set_head_hook(server, api_head_hook);
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", config.listen);
                 goto stop_worker;

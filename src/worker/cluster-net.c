@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/sha.h>
 #include <poll.h>
 #include <stdio.h>
@@ -19,6 +21,8 @@
 #include "cluster-net.h"
 
 #define SPLICE_BUF 65536U
+#define TOKEN_FINGERPRINT_LABEL "space cluster token fingerprint v1"
+#define TOKEN_FINGERPRINT_SETTING "token_fingerprint"
 
 char *cluster_token_free(char *t) {
         if (t) {
@@ -92,6 +96,39 @@ bool cluster_token_equal(const char *a, const char *b) {
         explicit_bzero(ha, sizeof ha);
         explicit_bzero(hb, sizeof hb);
         return eq;
+}
+
+int cluster_token_fingerprint(const char *token, char buf[static CLUSTER_TOKEN_FINGERPRINT_HEX + 1]) {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0;
+
+        if (!token)
+                return -EINVAL;
+        if (!HMAC(EVP_sha256(), token, (int) strlen(token), (const unsigned char *) TOKEN_FINGERPRINT_LABEL,
+                  strlen(TOKEN_FINGERPRINT_LABEL), md, &n) ||
+            n < CLUSTER_TOKEN_FINGERPRINT_HEX / 2)
+                return -EIO;
+        for (size_t i = 0; i < CLUSTER_TOKEN_FINGERPRINT_HEX / 2; i++)
+                snprintf(buf + 2 * i, 3, "%02x", md[i]);
+        explicit_bzero(md, sizeof md);
+        return 0;
+}
+
+int cluster_token_check(Store *s, const char *token, const char *path) {
+        char mine[CLUSTER_TOKEN_FINGERPRINT_HEX + 1], theirs[STORE_CLUSTER_SETTING_MAX];
+        int r;
+
+        r = cluster_token_fingerprint(token, mine);
+        if (r < 0)
+                return log_error_errno(r, "Cannot fingerprint the cluster token: %m");
+        r = store_cluster_setting_claim(s, TOKEN_FINGERPRINT_SETTING, mine, theirs);
+        if (r < 0)
+                return log_error_errno(r, "Cannot check the cluster token against the store: %m");
+        if (!streq(mine, theirs))
+                return log_error_errno(EKEYREJECTED,
+                                       "The cluster token in %s is not this cluster's (its fingerprint %s, the "
+                                       "cluster's %s): refusing to join", strna(path), mine, theirs);
+        return 0;
 }
 
 int net_split_host_port(const char *address, char *host, size_t host_size, char *port, size_t port_size) {

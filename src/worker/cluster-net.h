@@ -13,6 +13,7 @@
  * protocol (src/proto) both ways, byte for byte. */
 
 #include "macros.h"
+#include "store.h"
 
 #define CLUSTER_TOKEN_MIN 16U           /* bytes: a token shorter than this is refused */
 #define CLUSTER_TOKEN_MAX 1024U
@@ -26,6 +27,15 @@
 int cluster_token_load(const char *path, char **ret);
 /* In time independent of where the two differ (both are hashed first). */
 bool cluster_token_equal(const char *a, const char *b);
+/* The token's fingerprint: HMAC-SHA256 of a fixed label under the token,
+ * its first 16 bytes in hex. The store keeps the cluster's (it tells a
+ * process with another token and reveals nothing of the token). */
+#define CLUSTER_TOKEN_FINGERPRINT_HEX 32U
+int cluster_token_fingerprint(const char *token, char buf[static CLUSTER_TOKEN_FINGERPRINT_HEX + 1]);
+/* Records the token's fingerprint as the cluster's if the store has none
+ * yet, else compares: -EKEYREJECTED (logged, both fingerprints) if this
+ * process's token is not the cluster's; other -errno: the store failed. */
+int cluster_token_check(Store *s, const char *token, const char *path);
 /* Frees and wipes. */
 char *cluster_token_free(char *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(char *, cluster_token_free);

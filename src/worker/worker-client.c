@@ -816,3 +816,54 @@ int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e) {
         }
         return 0;
 }
+
+/* Appends the strings of a JSON array to a comma-separated list (what does
+ * not fit or is not a plain name is left out). */
+static void list_append(char *buf, size_t size, const JsonValue *arr) {
+        size_t n = strlen(buf);
+
+        for (size_t i = 0; i < json_array_size(arr); i++) {
+                const char *t = json_string(json_array_at(arr, i));
+                size_t l = t ? strlen(t) : 0;
+                if (l == 0 || strpbrk(t, ", ") || n + l + 2 > size)
+                        continue;
+                if (n > 0)
+                        buf[n++] = ',';
+                memcpy(buf + n, t, l + 1);
+                n += l;
+        }
+}
+
+int worker_runtimes(WorkerClient *w, char *runtimes, size_t runtimes_size, char *accelerators,
+                    size_t accelerators_size, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        const JsonValue *info, *vm, *accels;
+        bool available = false;
+        JsonWriter jw;
+        int r;
+
+        if (w->store || runtimes_size == 0 || accelerators_size == 0)
+                return api_error(e, -EINVAL, API_INTERNAL, "worker_runtimes: the local worker only");
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "info");
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        info = json_get(reply, "info");
+        if (json_type(json_get(info, "runtimes")) != JSON_ARRAY)
+                return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker info");
+        runtimes[0] = accelerators[0] = 0;
+        list_append(runtimes, runtimes_size, json_get(info, "runtimes"));
+        /* hardware acceleration the vm runtime can use (tcg is emulation: not one) */
+        vm = json_get(info, "vm");
+        accels = json_get(vm, "accelerators");
+        if (json_bool(json_get(vm, "available"), &available) >= 0 && available && json_type(accels) == JSON_ARRAY)
+                for (size_t i = 0; i < json_array_size(accels); i++) {
+                        const char *a = json_string(json_array_at(accels, i));
+                        if (a && streq(a, "kvm"))
+                                (void) strscpy(accelerators, accelerators_size, "kvm");
+                }
+        return 0;
+}

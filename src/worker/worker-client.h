@@ -77,3 +77,7 @@ int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);
 /* The templates the (local) worker holds, comma-separated into buf. */
 int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e);
+/* The runtimes the (local) worker can run ("ns,vm") and the hardware
+ * accelerators they use ("kvm"), comma-separated, from its info. */
+int worker_runtimes(WorkerClient *w, char *runtimes, size_t runtimes_size, char *accelerators,
+                    size_t accelerators_size, ApiError *e);

@@ -34,9 +34,8 @@ int worker_node_capacity(const Config *c, WorkerNode *ret) {
         else if (sysinfo(&si) == 0)
                 w.memory_mb = (uint64_t) si.totalram * si.mem_unit / (1024 * 1024);
         w.disk_mb = c->pool_size_mb;
+        /* until the worker process says what it can run (worker_node_register) */
         (void) strscpy(w.runtimes, sizeof w.runtimes, "ns");
-        if (access("/dev/kvm", R_OK | W_OK) == 0)
-                (void) strscpy(w.accelerators, sizeof w.accelerators, "kvm");
         if (strscpy(w.name, sizeof w.name, c->worker_name) < 0 ||
             strscpy(w.address, sizeof w.address, c->worker_address) < 0)
                 return -ENAMETOOLONG;
@@ -44,13 +43,18 @@ int worker_node_capacity(const Config *c, WorkerNode *ret) {
         return 0;
 }
 
-int worker_node_register(Store *s, const Config *c, const char *instance, const char *templates) {
+int worker_node_register(Store *s, const Config *c, const char *instance, const char *templates,
+                         const char *runtimes, const char *accelerators) {
         WorkerNode w;
         int r;
 
         r = worker_node_capacity(c, &w);
         if (r < 0)
                 return r;
+        if (!isempty(runtimes) && strscpy(w.runtimes, sizeof w.runtimes, runtimes) < 0)
+                return -ENAMETOOLONG;
+        if (accelerators && strscpy(w.accelerators, sizeof w.accelerators, accelerators) < 0)
+                return -ENAMETOOLONG;
         (void) strscpy(w.instance, sizeof w.instance, instance);
         (void) strscpy(w.templates, sizeof w.templates, templates ?: "");
         r = store_worker_register(s, &w, now_usec() - (int64_t) c->worker_lost_timeout_s * 1000000);
@@ -59,18 +63,20 @@ int worker_node_register(Store *s, const Config *c, const char *instance, const 
                                        c->worker_name);
         if (r < 0)
                 return log_error_errno(r, "Cannot register worker '%s': %m", c->worker_name);
-        log_info("Registered worker %s at %s (cpu %u millis, memory %" PRIu64 " MB, disk %" PRIu64 " MB%s%s)",
-                 w.name, w.address, w.cpu_millis, w.memory_mb, w.disk_mb, w.accelerators[0] ? ", " : "",
-                 w.accelerators);
+        log_info("Registered worker %s at %s (cpu %u millis, memory %" PRIu64 " MB, disk %" PRIu64
+                 " MB, runtimes %s, accelerators %s)",
+                 w.name, w.address, w.cpu_millis, w.memory_mb, w.disk_mb, w.runtimes,
+                 w.accelerators[0] ? w.accelerators : "none");
         return 0;
 }
 
-int worker_node_heartbeat(Store *s, const Config *c, const char *instance, const char *templates) {
+int worker_node_heartbeat(Store *s, const Config *c, const char *instance, const char *templates,
+                          const char *runtimes, const char *accelerators) {
         int r = store_worker_heartbeat(s, c->worker_name, instance, templates);
 
         if (r == -ESTALE || r == -ENOENT) {
                 log_warning("Worker %s was marked lost or removed; registering again", c->worker_name);
-                return worker_node_register(s, c, instance, templates);
+                return worker_node_register(s, c, instance, templates, runtimes, accelerators);
         }
         return r;
 }

@@ -14,8 +14,12 @@
 int worker_node_instance(char *buf, size_t size);
 /* What this host offers. */
 int worker_node_capacity(const Config *config, WorkerNode *ret);
-/* -EEXIST: another live worker holds config->worker_name. */
-int worker_node_register(Store *s, const Config *config, const char *instance, const char *templates);
+/* -EEXIST: another live worker holds config->worker_name. runtimes and
+ * accelerators: what the worker process reported ("ns,vm", "kvm"); NULL or
+ * "" before it runs ("ns", none). */
+int worker_node_register(Store *s, const Config *config, const char *instance, const char *templates,
+                         const char *runtimes, const char *accelerators);
 /* A heartbeat; re-registers if the controller marked this worker lost
  * meanwhile (-EEXIST if another took the name). */
-int worker_node_heartbeat(Store *s, const Config *config, const char *instance, const char *templates);
+int worker_node_heartbeat(Store *s, const Config *config, const char *instance, const char *templates,
+                          const char *runtimes, const char *accelerators);

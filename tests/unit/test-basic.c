@@ -146,6 +146,28 @@ TEST(config_table) {
         ASSERT_ERRNO(config_finish(&c, err, sizeof err), EINVAL);
 }
 
+/* a worker registers the address others reach it at: a wildcard one is bad input */
+TEST(config_worker_address) {
+        static const char *const bad[] = { "0.0.0.0:7071", "[::]:7071", ":7071", "*:7071" };
+        static const char *const good[] = { "10.0.0.5:7071", "[fd00::5]:7071", "worker-a.internal:7071" };
+        Config c;
+        char err[256];
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                config_defaults(&c);
+                ASSERT_OK(config_set(&c, "role", "worker", err, sizeof err));
+                ASSERT_OK(config_set(&c, "store_url", "postgres://h/db", err, sizeof err));
+                ASSERT_OK(config_set(&c, "cluster_token_file", "/etc/space/cluster.token", err, sizeof err));
+                ASSERT_OK(config_set(&c, "worker_name", "w1", err, sizeof err));
+                ASSERT_OK(config_set(&c, "worker_listen", bad[i], err, sizeof err));
+                ASSERT_ERRNO(config_finish(&c, err, sizeof err), EINVAL);
+                ASSERT_NOT_NULL(strstr(err, "wildcard"));
+                /* listening on it is fine once the address others use is named */
+                ASSERT_OK(config_set(&c, "worker_address", good[i % ELEMENTSOF(good)], err, sizeof err));
+                ASSERT_OK(config_finish(&c, err, sizeof err));
+        }
+}
+
 TEST(config_file) {
         Config c;
         char p[PATH_MAX], err[256];

@@ -120,6 +120,28 @@ TEST(token_file) {
         ASSERT_NULL(t);
 }
 
+/* the store keeps the cluster token's fingerprint: the first process records
+ * it, one with another token is refused */
+TEST(token_fingerprint_and_check) {
+        char fp[CLUSTER_TOKEN_FINGERPRINT_HEX + 1], other[CLUSTER_TOKEN_FINGERPRINT_HEX + 1], url[4200];
+        Store *s = NULL;
+
+        /* HMAC-SHA256(token, label), first 16 bytes (computed independently) */
+        ASSERT_OK(cluster_token_fingerprint("0123456789abcdef0123", fp));
+        ASSERT_STREQ(fp, "a5c677b6ee874c7c4979842390d59d67");
+        ASSERT_OK(cluster_token_fingerprint("0123456789abcdef0124", other));
+        ASSERT_FALSE(streq(fp, other));
+        ASSERT_ERRNO(cluster_token_fingerprint(NULL, fp), EINVAL);
+
+        snprintf(url, sizeof url, "sqlite:%s/cluster.db", test_tmpdir());
+        ASSERT_OK(store_open(url, &s));
+        ASSERT_OK(cluster_token_check(s, "0123456789abcdef0123", "a"));
+        ASSERT_OK(cluster_token_check(s, "0123456789abcdef0123", "a")); /* again: the same */
+        ASSERT_ERRNO(cluster_token_check(s, "0123456789abcdef0124", "b"), EKEYREJECTED);
+        ASSERT_OK(cluster_token_check(s, "0123456789abcdef0123", "a"));
+        store_close(s);
+}
+
 TEST(host_port) {
         char h[64], p[8];
 
