@@ -57,13 +57,16 @@ def run(cmd, check=True):
 
 
 def server_timing(value):
-    """{"store": ms, "total": ms} from 'store;dur=1.2;desc="3 calls", total;dur=9.8'."""
+    """{"store": ms, "store_calls": n, "total": ms} from
+    'store;dur=1.2;desc="3 calls", total;dur=9.8'."""
     out = {}
     for part in (value or "").split(","):
         fields = part.strip().split(";")
         for f in fields[1:]:
             if f.startswith("dur="):
                 out[fields[0]] = float(f[4:])
+            elif f.startswith("desc=") and f.endswith(' calls"'):
+                out[fields[0] + "_calls"] = int(f[6:-7])
     return out
 
 
@@ -258,7 +261,7 @@ class Bench:
                 st = server_timing(timing)
                 with lock:
                     results.append((dt, st.get("store", float("nan")), st.get("total", float("nan")),
-                                    body.get("worker", "?"), body["id"]))
+                                    body.get("worker", "?"), st.get("store_calls", 0)))
 
         threads = [threading.Thread(target=client, args=(k,)) for k in range(conc)]
         for t in threads:
@@ -295,18 +298,21 @@ class Bench:
         share = sum(store) / sum(total) if sum(total) > 0 else float("nan")
         row = {"setup": name, "creates": len(res), "per_s": len(res) / wall, "p50_ms": pct(lat, 50),
                "p90_ms": pct(lat, 90), "store_p50_ms": pct(store, 50), "store_share": share,
+               "store_calls": statistics.median([r[4] for r in res]),
                "spread": ",".join(f"{w}:{c}" for w, c in sorted(spread.items()))}
-        print(f"{row['setup']:<34} {row['creates']:>4} {row['per_s']:>10.2f} {row['p50_ms']:>9.1f} "
-              f"{row['p90_ms']:>9.1f} {row['store_p50_ms']:>9.1f} {100 * row['store_share']:>7.1f}%  "
-              f"{row['spread']}", flush=True)
+        print(f"{row['setup']:<37} {row['creates']:>4} {row['per_s']:>10.2f} {row['p50_ms']:>9.1f} "
+              f"{row['p90_ms']:>9.1f} {row['store_p50_ms']:>9.1f} {100 * row['store_share']:>7.1f}% "
+              f"{row['store_calls']:>6.0f}  {row['spread']}", flush=True)
         return row
 
     def main(self):
         rows = []
         print(f"creates per setup: {self.a.creates}, {self.a.concurrency} at a time; "
               f"{os.cpu_count()} CPUs; build {self.build}", flush=True)
-        print(f"{'setup':<34} {'n':>4} {'creates/s':>10} {'p50 ms':>9} {'p90 ms':>9} {'store p50':>9} "
-              f"{'store %':>8}  placement", flush=True)
+        print(f"{'setup':<37} {'n':>4} {'creates/s':>10} {'p50 ms':>9} {'p90 ms':>9} {'store p50':>9} "
+              f"{'store %':>8} {'calls':>6}  placement", flush=True)
+        print("(store: ms a create's request waited on the store, p50; store %: its share of the time the API "
+              "server spent on creates; calls: store round trips per create, median)", flush=True)
         single, url, key = self.start_single()
         rows.append(self.scenario("single host, SQLite", [url], key))
         single.stop()
