@@ -190,10 +190,11 @@ class Cluster:
         assert p.wait_log(f"worker {name} serving on", 300, p.mark), f"{name} did not start:\n{p.log()[-3000:]}"
         return p
 
-    def start_api(self, n):
+    def start_api(self, n, wrap=()):
         port = _free_port()
-        p = Proc(self, f"api{n}", [self.s.spaced_bin, "--role", "api", "--state-dir", self.state_dir(f"api{n}"),
-                                    "--listen", f"127.0.0.1:{port}"] + self.common()).start()
+        p = Proc(self, f"api{n}", list(wrap) + [self.s.spaced_bin, "--role", "api",
+                                                "--state-dir", self.state_dir(f"api{n}"),
+                                                "--listen", f"127.0.0.1:{port}"] + self.common()).start()
         p.url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 120
         while time.monotonic() < end:
@@ -206,9 +207,9 @@ class Cluster:
             time.sleep(0.2)
         raise RuntimeError(f"api{n} not healthy:\n{p.log()[-3000:]}")
 
-    def start_controller(self, n):
-        return Proc(self, f"ctl{n}", [self.s.spaced_bin, "--role", "controller",
-                                      "--state-dir", self.state_dir(f"ctl{n}")] + self.common()).start()
+    def start_controller(self, n, wrap=()):
+        return Proc(self, f"ctl{n}", list(wrap) + [self.s.spaced_bin, "--role", "controller",
+                                                   "--state-dir", self.state_dir(f"ctl{n}")] + self.common()).start()
 
     # ---- API ----
     def req(self, api, method, path, **kw):
@@ -659,3 +660,59 @@ def test_database_outage_503_then_recovery(cluster):
     _wait(lambda: all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"]
                       if w["name"] in c.workers), 30, "all workers live")
     c.delete_all()
+
+
+def _cap_eff(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    raise AssertionError(f"no CapEff for {pid}")
+
+
+@pytest.mark.timeout(300)
+def test_api_and_controller_need_no_capability(cluster):
+    """What deploy/ promises: an API server and a controller run with no
+    capability at all and no_new_privs (Kubernetes: capabilities drop ALL,
+    allowPrivilegeEscalation false; systemd: CapabilityBoundingSet= empty,
+    NoNewPrivileges=yes)."""
+    c = cluster
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        pytest.skip("setpriv (util-linux) is not installed")
+    drop = [setpriv, "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--"]
+    # without CAP_DAC_OVERRIDE, root cannot enter the test server's private
+    # socket directory: these two reach PostgreSQL over TCP with a password,
+    # as they would reach a database on another host
+    password = os.urandom(12).hex()
+    r = subprocess.run(["psql", "-v", "ON_ERROR_STOP=1", "-q", c.pg_url, "-c",
+                        f"ALTER ROLE postgres PASSWORD '{password}'"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    port = c.pg_url.rsplit("port=", 1)[1].split("&")[0]
+    unix_url, c.pg_url = c.pg_url, f"postgresql://postgres:{password}@127.0.0.1:{port}/postgres"
+    try:
+        api = c.start_api(9, wrap=drop)
+        ctl = c.start_controller(9, wrap=drop)
+    finally:
+        c.pg_url = unix_url
+    c.extra.append(ctl)
+    c.extra.append(api)
+    assert _cap_eff(api.pid) == 0
+    # the whole path through it: a create placed on a worker, exec, files, delete
+    r = c.req(api, "POST", "/v1/sandboxes", json={"disk_mb": 256})
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    code, out = c.exec_out(api, sid, "echo capless")
+    assert code == 0 and out == "capless\n", (code, out)
+    r = c.req(api, "PUT", f"/v1/sandboxes/{sid}/files", params={"path": "/tmp/y"}, data=b"z" * 100000)
+    assert r.status in (200, 201, 204), r
+    assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
+
+    # the controller without capabilities takes the lease once the others stop
+    assert ctl.wait_log("waiting for the lease", 60), ctl.log()[-2000:]
+    assert _cap_eff(ctl.pid) == 0
+    for p in c.controllers:
+        p.stop()
+    assert ctl.wait_log("now the active one", 30), ctl.log()[-2000:]
+    time.sleep(2)   # a few rounds as the active one
+    assert ctl.running, ctl.log()[-2000:]
