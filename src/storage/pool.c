@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -22,6 +23,10 @@
 #define POOL_MOUNT_NAME "pool"
 #define POOL_FS_LABEL "space-pool"
 #define POOL_LOCK_NAME "pool.lock"
+/* a sandbox's last mount namespace may let go of the pool a moment after its
+ * processes are reaped: an unmount that finds the pool busy is tried again */
+#define POOL_UMOUNT_BUSY_TRIES 30
+#define POOL_UMOUNT_BUSY_SLEEP_MSEC 100
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
 
@@ -488,9 +493,13 @@ int pool_release(Pool *p) {
                 if (lock_fd < 0)
                         return lock_fd;
         }
-        if (umount2(p->path, UMOUNT_NOFOLLOW) < 0 && errno != EINVAL) {
+        for (unsigned attempt = 0;; attempt++) {
+                if (umount2(p->path, UMOUNT_NOFOLLOW) >= 0 || errno == EINVAL)
+                        break;
                 r = negative_errno();
-                return log_debug_errno(r, "Failed to unmount the pool '%s': %m", p->path);
+                if (r != -EBUSY || attempt + 1 >= POOL_UMOUNT_BUSY_TRIES)
+                        return log_debug_errno(r, "Failed to unmount the pool '%s': %m", p->path);
+                (void) poll(NULL, 0, POOL_UMOUNT_BUSY_SLEEP_MSEC);
         }
         p->released = true;
         if (p->loop) {
