@@ -366,7 +366,10 @@ def cluster(e2e_session):
         os.link(s.base_template(), os.path.join(c.template_dir, "base.tar"))
         if os.access(QEMU, os.X_OK):
             from test_vm import kernel_dir    # built once into the test cache (test_vm uses it too)
-            c.vm_kernel_dir = kernel_dir()
+            try:
+                c.vm_kernel_dir = kernel_dir()
+            except AssertionError as e:       # test_vm fails on it loudly; here only the vm check goes
+                _log(f"no guest kernel, the vm runtime check is left out: {str(e)[:300]}")
         c.subnet = c.pick_subnet()
         c.addresses = {}
         for i in range(WORKERS):
