@@ -30,6 +30,7 @@
 
 static void conn_update(Gateway *gw, GwConn *c);
 static void uio_event(Gateway *gw, GwIo *io, uint32_t events);
+static void tls_hello(Gateway *gw, GwConn *c);
 
 /* Bytes on their way to the sandbox: our own (refusals, the CONNECT reply,
  * DNS answers) in out[], then the upstream's in the pipe. */
@@ -223,6 +224,15 @@ static void connected(Gateway *gw, GwConn *c) {
                 static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
                 memcpy(c->out, ok, STRLEN(ok));
                 c->out_n = STRLEN(ok);
+        }
+        if (c->sni_check && c->in_n > 0) {
+                /* a ClientHello that came with the CONNECT head: checked now, not on the next read
+                 * (none may come: the client waits for the server's answer) */
+                if (sni_looks_like_tls(c->in, c->in_n)) {
+                        tls_hello(gw, c);
+                        return;
+                }
+                c->sni_check = false;
         }
         conn_update(gw, c);
 }

@@ -227,8 +227,9 @@ class Session:
 
 
 class Daemon:
-    def __init__(self, session, n, *, uid_base=None, extra_args=()):
+    def __init__(self, session, n, *, uid_base=None, extra_args=(), netns=None, listen_host=None):
         self.s = session
+        self.netns = netns            # run inside this network namespace (its API on listen_host)
         self.n = n
         self.base_dir = session.new_base_dir()
         self.state_dir = os.path.join(self.base_dir, "state")
@@ -240,7 +241,7 @@ class Daemon:
         os.chmod(self.state_dir, 0o700)
         self.cgroup_root = f"{session.tag}-{n}"
         self.port = free_port()
-        self.host = "127.0.0.1"
+        self.host = listen_host or "127.0.0.1"
         self.url = f"http://{self.host}:{self.port}"
         self.proc = None
         self.pid = None
@@ -267,6 +268,8 @@ class Daemon:
              "--pool-size-mb", "8192", "--cgroup-root", self.cgroup_root, "--log-level", "debug"] + self.net_args()
         if self.uid_base is not None:
             a += [f"--uid-base={self.uid_base}", "--slots-max=1024"]
+        if self.netns:   # setns and exec: the pid stays spaced's
+            a = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] + a
         return a + self.extra_args
 
     def net_args(self):
@@ -274,10 +277,10 @@ class Daemon:
 
     def net_links(self):
         """This daemon's host-side links (its prefix)."""
-        return {l for l in host.links() if l.startswith(self.net_prefix)}
+        return {l for l in host.links(self.netns) if l.startswith(self.net_prefix)}
 
     def net_table_exists(self):
-        return host.nft_table_exists(self.net_table)
+        return host.nft_table_exists(self.net_table, self.netns)
 
     def config_env(self):
         """The same configuration as SPACE_* variables (for 'space up')."""

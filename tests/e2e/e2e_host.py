@@ -200,17 +200,23 @@ def netns_list():
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
-def nft_table_exists(table):
+def _in_netns(netns, cmd):
+    return ["ip", "netns", "exec", netns] + cmd if netns else cmd
+
+
+def nft_table_exists(table, netns=None):
     try:
-        r = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, text=True, timeout=30)
+        r = subprocess.run(_in_netns(netns, ["nft", "list", "table", "inet", table]), capture_output=True, text=True,
+                           timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return r.returncode == 0
 
 
-def links():
+def links(netns=None):
     try:
-        out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(_in_netns(netns, ["ip", "-o", "link", "show"]), capture_output=True, text=True,
+                             timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return set()
     res = set()

@@ -153,7 +153,9 @@ def main():
     ctx.load_cert_chain(CERT, KEY)
     for port in (443, 8443):
         https = ThreadingHTTPServer(("0.0.0.0", port), Http)
-        https.socket = ctx.wrap_socket(https.socket, server_side=True)
+        # the handshake in the handler's thread (on its first read), not in accept(): one client that
+        # never finishes its handshake must not hold up every other connection to the port
+        https.socket = ctx.wrap_socket(https.socket, server_side=True, do_handshake_on_connect=False)
         serve(https)
     serve(TServer(("0.0.0.0", 2222), Echo))
     for port in (5000, 5001, 443):

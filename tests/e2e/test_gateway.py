@@ -626,6 +626,39 @@ def test_proxy_connect_sni_mismatch_refused(net):
     assert net["gw"].wait_event(lambda e: "does not match the CONNECT host" in e["reason"])
 
 
+EAGER = r"""
+import socket, ssl, sys
+def hello(sni):
+    ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+    t = ctx.wrap_bio(i, o, server_hostname=sni)
+    try: t.do_handshake()
+    except ssl.SSLWantReadError: pass
+    return o.read()
+s = socket.create_connection(("10.231.0.0", 10080), timeout=5)
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n" + hello(sys.argv[1]))
+out = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d: break
+        out += d
+        if b"\r\n\r\n" in out and len(out.partition(b"\r\n\r\n")[2]) > 0: break
+except socket.timeout:
+    pass
+head, _, rest = out.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode() if head else "closed", "tls" if rest[:1] == b"\x16" else "-")
+"""
+
+
+def test_proxy_connect_eager_client_hello(net):
+    # a ClientHello in the same segment as the CONNECT head is checked once connected (it used to wait
+    # for a next read that never comes: the client waits for the server's hello)
+    r = in_sb(net, PY, "-c", EAGER, "allowed.test")
+    assert r.stdout.strip() == "HTTP/1.1 200 Connection established tls", (r.stdout, r.stderr)
+    r = in_sb(net, PY, "-c", EAGER, "other.test")
+    assert r.stdout.strip() == "HTTP/1.1 403 Forbidden -", (r.stdout, r.stderr)
+
+
 def test_proxy_connect_internal_addresses_refused(net):
     for target in ("169.254.169.254:80", "127.0.0.1:5555", "10.231.0.0:10053", "10.231.0.7:80", "0.0.0.0:80",
                    f"{SRV_GW}:22", "224.0.0.1:80", "[::1]:80", "rebind.test:80", "meta.test:80", "localhost:5555"):

@@ -208,7 +208,7 @@ def test_info_reports_the_network(netd):
     assert n["pool"] == netd.net_pool
     assert n["nft_table"] == netd.net_table and n["link_prefix"] == netd.net_prefix
     assert n["ipv6"] is False and n["default_egress"] == "none"
-    assert set(n["gateway_ports"]) == {"dns", "proxy", "transparent"}
+    assert set(n["gateway_ports"]) == {"dns", "proxy", "transparent", "udp"}
 
 
 # ---- where traffic goes ----

@@ -4,7 +4,13 @@
  *   net udp ADDR PORT TEXT      one datagram: sent | error:E
  *   net listen ADDR PORT MS     accept one TCP connection: accepted | none | error:E
  *   net raw                     raw/packet sockets: "NAME ok|error:E" lines
- *   net spoof SRC ADDR PORT     a datagram from a forged source (IP_TRANSPARENT): sent | error:E */
+ *   net spoof SRC ADDR PORT     a datagram from a forged source (IP_TRANSPARENT): sent | error:E
+ *   net xchg tcp|udp ADDR PORT HEX MS
+ *                               sends the bytes HEX (TCP: after connecting; UDP: one datagram on a
+ *                               connected socket) and reads for MS ms: "reply HEX" (what came, up to
+ *                               64 KiB; TCP: until EOF or MS) | closed (TCP EOF or reset, nothing read) |
+ *                               none (nothing within MS) | refused | timeout (TCP connect) | error:E
+ *                               TCP: HEX1.HEX2 sends HEX1, reads once (a CONNECT's 200), then HEX2 */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,6 +45,105 @@ static int addr_of(const char *s, int port, struct sockaddr_storage *ss, socklen
 
 static int fail(void) {
         printf("error:%s\n", strerrorname_np(errno) ?: "?");
+        return 0;
+}
+
+static int hexval(char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static int xchg(bool udp, const char *addr, int port, const char *hex, int ms) {
+        static unsigned char out[65536], in[65536];
+        struct sockaddr_storage ss;
+        socklen_t len;
+        const char *dot = strchr(hex, '.');
+        size_t hl = dot ? (size_t) (dot - hex) : strlen(hex), n = hl / 2, got = 0;
+        int fam, fd;
+        bool eof = false;
+
+        if (hl % 2 || n > sizeof out || (fam = addr_of(addr, port, &ss, &len)) < 0 || (dot && udp))
+                return 2;
+        for (size_t i = 0; i < n; i++) {
+                int a = hexval(hex[2 * i]), b = hexval(hex[2 * i + 1]);
+                if (a < 0 || b < 0)
+                        return 2;
+                out[i] = (unsigned char) (a << 4 | b);
+        }
+        fd = socket(fam, (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return fail();
+        if (connect(fd, (struct sockaddr *) &ss, len) < 0 && errno != EINPROGRESS)
+                return errno == ECONNREFUSED ? (puts("refused"), 0) : fail();
+        if (!udp) {
+                struct pollfd p = { .fd = fd, .events = POLLOUT };
+                int err = 0;
+                socklen_t el = sizeof err;
+                if (poll(&p, 1, ms) == 0)
+                        return puts("timeout"), 0;
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+                if (err == ECONNREFUSED)
+                        return puts("refused"), 0;
+                if (err) {
+                        errno = err;
+                        return fail();
+                }
+        }
+        for (size_t o = 0; o < n;) {
+                ssize_t k = send(fd, out + o, n - o, MSG_NOSIGNAL);
+                if (k < 0 && errno == EAGAIN) {
+                        struct pollfd p = { .fd = fd, .events = POLLOUT };
+                        poll(&p, 1, ms);
+                        continue;
+                }
+                if (k < 0)
+                        return errno == ECONNRESET || errno == EPIPE ? (puts("closed"), 0) : fail();
+                o += (size_t) k;
+                if (o == n && dot) { /* the first part is out: one answer, then the second part */
+                        struct pollfd p = { .fd = fd, .events = POLLIN };
+                        if (poll(&p, 1, ms) > 0) {
+                                ssize_t r = recv(fd, in, sizeof in, 0);
+                                if (r > 0)
+                                        got = (size_t) r;
+                        }
+                        hex = dot + 1;
+                        dot = NULL;
+                        hl = strlen(hex);
+                        if (hl % 2 || hl / 2 > sizeof out)
+                                return 2;
+                        n = hl / 2;
+                        for (size_t i = 0; i < n; i++) {
+                                int a = hexval(hex[2 * i]), b = hexval(hex[2 * i + 1]);
+                                if (a < 0 || b < 0)
+                                        return 2;
+                                out[i] = (unsigned char) (a << 4 | b);
+                        }
+                        o = 0;
+                }
+        }
+        while (!eof && got < sizeof in) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                if (poll(&p, 1, ms) <= 0)
+                        break;
+                ssize_t k = recv(fd, in + got, sizeof in - got, 0);
+                if (k < 0 && errno == EAGAIN)
+                        continue;
+                if (k < 0 && udp && errno == ECONNREFUSED)
+                        break;
+                if (k < 0 && errno != ECONNRESET)
+                        return fail();
+                if (k <= 0)
+                        eof = true;
+                else
+                        got += (size_t) k;
+                if (udp)
+                        break;
+        }
+        if (got == 0)
+                return puts(eof ? "closed" : "none"), 0;
+        printf("reply ");
+        for (size_t i = 0; i < got; i++)
+                printf("%02x", in[i]);
+        putchar('\n');
         return 0;
 }
 
@@ -122,5 +227,7 @@ int main(int argc, char **argv) {
                         return fail();
                 return puts("sent"), 0;
         }
+        if (argc == 7 && !strcmp(argv[1], "xchg") && (!strcmp(argv[2], "tcp") || !strcmp(argv[2], "udp")))
+                return xchg(!strcmp(argv[2], "udp"), argv[3], atoi(argv[4]), argv[5], atoi(argv[6]));
         return 2;
 }
