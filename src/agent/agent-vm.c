@@ -3,13 +3,18 @@
  * the agent, the guest kernel's virtio modules (/modules/order) and the
  * sandbox's settings (/config); the agent loads the modules, mounts the
  * sandbox's disk (/dev/vda, ext4) and makes it the root, mounts the API file
- * systems, sets the hostname and environment, brings up lo, and serves the
- * usual agent socket inside the guest. A thread of PID 1 (so nothing inside
+ * systems, sets the hostname and environment, brings up lo and eth0 (the
+ * sandbox's /31 and default route via the host end of its tap, the gateway;
+ * /etc/resolv.conf names it), and serves the usual agent socket inside the
+ * guest. A thread of PID 1 (so nothing inside
  * the guest can kill it) multiplexes the host's connections over the
  * virtio-serial port named "space.agent" onto that socket (vmux.h). */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,7 +42,14 @@
 #define AGENT_VM_SOCKET AGENT_VM_SOCKET_DIR "/agent.sock"
 #define AGENT_VM_NEWROOT "/newroot"
 
+#define AGENT_VM_NET_DEVICE "eth0"
+#define AGENT_VM_RESOLV_MAX 4096U
+
 static int agent_vm_port_fd = -EBADF;
+/* from /config: the guest's address and gateway (no N record: no network), resolv.conf */
+static struct in_addr agent_vm_net_addr, agent_vm_net_gateway;
+static bool agent_vm_net;
+static char *agent_vm_resolv;
 
 bool agent_vm_is_init(const char *argv0) {
         return getpid() == 1 && argv0 && streq(argv0, "/init") && access(AGENT_VM_MODULES "/order", F_OK) == 0;
@@ -110,7 +122,24 @@ static int agent_vm_mount(const char *src, const char *dst, const char *type, un
         return 0;
 }
 
-/* /config: NUL-terminated records, "H<hostname>" and "E<KEY=VALUE>". */
+/* "a.b.c.d e.f.g.h": the guest's address and its gateway. */
+static int agent_vm_parse_net(const char *s, size_t n) {
+        char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
+        const char *sp = memchr(s, ' ', n);
+
+        if (!sp || (size_t) (sp - s) >= sizeof a || n - (size_t) (sp - s) - 1 >= sizeof g)
+                return -EINVAL;
+        memcpy(a, s, (size_t) (sp - s));
+        a[sp - s] = 0;
+        memcpy(g, sp + 1, n - (size_t) (sp - s) - 1);
+        g[n - (size_t) (sp - s) - 1] = 0;
+        if (inet_pton(AF_INET, a, &agent_vm_net_addr) != 1 || inet_pton(AF_INET, g, &agent_vm_net_gateway) != 1)
+                return -EINVAL;
+        agent_vm_net = true;
+        return 0;
+}
+
+/* /config: NUL-terminated records, "H<hostname>", "E<KEY=VALUE>", "N<address> <gateway>", "R<resolv.conf>". */
 static int agent_vm_apply_config(void) {
         _cleanup_free_ char *cfg = NULL;
         size_t n = 0;
@@ -130,6 +159,12 @@ static int agent_vm_apply_config(void) {
                         _cleanup_free_ char *k = strndup(rec + 1, (size_t) (strchr(rec + 1, '=') - rec - 1));
                         if (k)
                                 (void) setenv(k, strchr(rec + 1, '=') + 1, 1);
+                } else if (l > 1 && rec[0] == 'N') {
+                        if (agent_vm_parse_net(rec + 1, l - 1) < 0)
+                                log_warning("Ignoring a malformed network record in %s", AGENT_VM_CONFIG);
+                } else if (l > 1 && rec[0] == 'R' && l - 1 <= AGENT_VM_RESOLV_MAX) {
+                        free(agent_vm_resolv);
+                        agent_vm_resolv = strndup(rec + 1, l - 1);
                 }
                 i += l + 1;
         }
@@ -147,6 +182,58 @@ static void agent_vm_loopback_up(void) {
                 return;
         ifr.ifr_flags |= IFF_UP;
         (void) ioctl(fd, SIOCSIFFLAGS, &ifr);
+}
+
+static void agent_vm_sin(struct sockaddr *sa, struct in_addr a) {
+        struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr = a };
+        memcpy(sa, &sin, sizeof sin);
+}
+
+/* eth0: the address of the /31, up, the default route via the gateway
+ * (ioctls: the agent has no netlink client, and these are all it needs). */
+static int agent_vm_net_up(void) {
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct ifreq ifr = {};
+        struct rtentry rt = {};
+        char dev[] = AGENT_VM_NET_DEVICE;
+
+        if (fd < 0)
+                return -errno;
+        if (agent_vm_wait_for("/sys/class/net/" AGENT_VM_NET_DEVICE) < 0)
+                return -ENODEV;
+        (void) strscpy(ifr.ifr_name, sizeof ifr.ifr_name, AGENT_VM_NET_DEVICE);
+        agent_vm_sin(&ifr.ifr_addr, agent_vm_net_addr);
+        if (ioctl(fd, SIOCSIFADDR, &ifr) < 0)
+                return -errno;
+        agent_vm_sin(&ifr.ifr_netmask, (struct in_addr){ .s_addr = htonl(0xfffffffeU) }); /* /31 */
+        if (ioctl(fd, SIOCSIFNETMASK, &ifr) < 0)
+                return -errno;
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+                return -errno;
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+                return -errno;
+        agent_vm_sin(&rt.rt_dst, (struct in_addr){ .s_addr = INADDR_ANY });
+        agent_vm_sin(&rt.rt_genmask, (struct in_addr){ .s_addr = INADDR_ANY });
+        agent_vm_sin(&rt.rt_gateway, agent_vm_net_gateway);
+        rt.rt_flags = RTF_UP | RTF_GATEWAY;
+        rt.rt_dev = dev;
+        if (ioctl(fd, SIOCADDRT, &rt) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+/* /etc/resolv.conf of the root disk (a symlink there is replaced, not followed). */
+static int agent_vm_write_resolv(const char *text) {
+        _cleanup_close_ int fd = -EBADF;
+
+        (void) mkdir("/etc", 0755);
+        if (unlink("/etc/resolv.conf") < 0 && errno != ENOENT)
+                return -errno;
+        fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        return loop_write(fd, text, strlen(text));
 }
 
 int agent_vm_boot(const char **ret_listen_path) {
@@ -203,6 +290,17 @@ int agent_vm_boot(const char **ret_listen_path) {
         if (mkdir(AGENT_VM_SOCKET_DIR, 0700) < 0 && errno != EEXIST)
                 return log_error_errno(errno, "Cannot create %s: %m", AGENT_VM_SOCKET_DIR);
         agent_vm_loopback_up();
+        if (agent_vm_net) {
+                r = agent_vm_net_up();
+                if (r < 0)
+                        log_error_errno(r, "Cannot configure %s: %m (the sandbox has no network)", AGENT_VM_NET_DEVICE);
+        }
+        if (agent_vm_resolv) {
+                r = agent_vm_write_resolv(agent_vm_resolv);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot write /etc/resolv.conf: %m");
+                agent_vm_resolv = mfree(agent_vm_resolv);
+        }
         *ret_listen_path = AGENT_VM_SOCKET;
         return 0;
 }

@@ -7,6 +7,7 @@
  * starts no threads. */
 
 #include <linux/filter.h>
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include "macros.h"
@@ -35,6 +36,14 @@ typedef struct RuntimeSpec {
         uint32_t vcpus;            /* vm: virtual CPUs (0 = 1) */
         const char *restore_path;  /* vm: continue from this saved machine (memory and devices) instead of booting */
         const char *resolv_conf;   /* written to /etc/resolv.conf inside; NULL = left alone */
+        /* vm: the guest's network (net false: none). The VMM's virtio-net
+         * device is the other end of the tap net_fd (the caller's, not taken);
+         * the guest configures eth0 with net_addr/31 and a default route via
+         * net_gateway (the tap's address); IPv6 is off in the guest. */
+        bool net;
+        int net_fd;
+        uint8_t net_mac[6];
+        struct in_addr net_addr, net_gateway;
 } RuntimeSpec;
 
 /* What a runtime needs to know about the host, given once at worker start. */
@@ -43,6 +52,7 @@ typedef struct RuntimeHost {
         const char *run_dir;       /* <state>/run/sandboxes: <run_dir>/<id>/ holds a sandbox's sockets */
         const char *vm_kernel_dir; /* vm: vmlinux, modules.cpio, version (vm/kernel/build.sh) */
         const char *vm_accel;      /* vm: "auto" | "kvm" | "tcg" */
+        const char *vm_qemu;       /* vm: the QEMU binary (qemu-system-x86_64) */
         int agent_exe_fd;          /* space-agent (sealed memfd) */
 } RuntimeHost;
 
@@ -58,7 +68,8 @@ typedef struct RuntimePending {
         char agent_socket[108];    /* sun_path */
         pid_t pid;
         int pidfd;
-        int sync_fd;
+        int sync_fd;               /* readable once the guest is ready (or failed): finish will not block then */
+        uint64_t deadline_usec;    /* CLOCK_MONOTONIC: finish gives up then (0: the runtime's own bound) */
 } RuntimePending;
 
 typedef struct RuntimeOps {
@@ -98,6 +109,10 @@ typedef struct RuntimeOps {
         int (*suspend)(const char *id, const char *state_path);
         /* Processes killed by the kernel's OOM killer inside the sandbox so far. */
         int (*oom_kills)(const char *id, uint64_t *ret);
+        /* Optional: why a sandbox whose PID 1 exited stopped, if the runtime
+         * can tell more than the exit status (vm: the guest kernel panicked,
+         * the guest broke the agent channel); -ENODATA if it cannot. */
+        int (*stopped_reason)(const char *id, char *buf, size_t size);
 } RuntimeOps;
 
 const RuntimeOps *runtime_find(const char *name);

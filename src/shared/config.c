@@ -46,6 +46,7 @@ const ConfigItem config_table[] = {
         { "max_branch", U(max_branch), "16", 1, 64, NULL, "most sandboxes one branch call may make" },
         { "checkpoint_keep_last", U(checkpoint_keep_last), "5", 1, 1000, NULL, "automatic checkpoints kept per sandbox before hourly (24 h) and daily (7 d) thinning" },
         { "vm_kernel_dir", S(vm_kernel_dir), "", 0, 0, NULL, "guest kernel of the vm runtime (vm/kernel/build.sh DIR); default <state_dir>/vm/kernel" },
+        { "vm_qemu", S(vm_qemu), "/usr/bin/qemu-system-x86_64", 0, 0, NULL, "QEMU binary of the vm runtime (an absolute path)" },
         { "vm_accel", S(vm_accel), "auto", 0, 0, "auto|kvm|tcg", "vm runtime acceleration (auto: KVM if a boot works, else TCG emulation)" },
         { "checkpoints_max", U(checkpoints_max), "64", 1, CONFIG_CHECKPOINTS_MAX, NULL, "most checkpoints one sandbox may hold (default and upper bound of its checkpoints_max)" },
         { "checkpoints_max_mb", U(checkpoints_max_mb), "0", 0, UINT64_C(1) << 40, NULL, "most MiB one sandbox's checkpoints may hold exclusively (default and upper bound of its checkpoints_mb); 0 = the sandbox's disk_mb" },

@@ -48,6 +48,7 @@ typedef struct Config {
         uint64_t max_branch;           /* most sandboxes one branch call makes */
         uint64_t checkpoint_keep_last; /* automatic checkpoints kept before the hourly/daily thinning */
         char vm_kernel_dir[CONFIG_STR_MAX];
+        char vm_qemu[CONFIG_STR_MAX];
         char vm_accel[16];             /* auto | kvm | tcg */
         uint64_t checkpoints_max;      /* most checkpoints per sandbox */
         uint64_t checkpoints_max_mb;   /* most MiB a sandbox's checkpoints hold exclusively; 0 = its disk_mb */

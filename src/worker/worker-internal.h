@@ -23,7 +23,7 @@ typedef struct LiveSandbox {
         bool reaping;       /* deleted: killed, the kernel still tearing its processes down */
         int64_t reap_usec;  /* when the delete killed it */
         uint64_t slot;      /* uid range and network link */
-        bool net;           /* has a network link (ns runtime), firewall element and gateway registration */
+        bool net;           /* has a network link (ns: veth, vm: tap), firewall element and gateway registration */
 } LiveSandbox;
 
 /* A sandbox as the worker protocol describes it. */
@@ -126,7 +126,11 @@ int worker_net_link_name(const Worker *w, uint64_t slot, char buf[static IFNAMSI
 int worker_net_pair(const Worker *w, uint64_t slot, AddrPair *ret);
 /* Proxy variables into *env, the text of /etc/resolv.conf into resolv. */
 int worker_net_env(const Worker *w, uint64_t slot, char ***env, char *resolv, size_t resolv_size);
-/* After the runtime started PID 1 (pid): link, firewall, gateway; on failure nothing of them remains. */
+/* vm: the tap device of slot, its host end configured; *ret_fd goes to the
+ * VMM (the tap lasts as long as an fd of it is open). */
+int worker_net_tap(Worker *w, uint64_t slot, int *ret_fd, ApiError *e);
+/* After the runtime started PID 1 (pid): link, firewall, gateway; on failure
+ * nothing of them remains. pid 0: the link exists already (a vm's tap). */
 int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *policy_json, ApiError *e);
 /* The gateway's control socket is readable: its events, or a new gateway if it died. */
 void worker_net_gateway_readable(Worker *w);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The sandbox network on this host: a veth pair into each sandbox's network
- * namespace (its /31 out of net_pool, by the sandbox's slot), one element of
+ * namespace (its /31 out of net_pool, by the sandbox's slot) or, for a vm
+ * sandbox, a tap device whose other end is the guest's NIC, one element of
  * this daemon's nftables set per link (firewall.h: the gateway's ports on the
  * host end only, everything else redirected or dropped), and the gateway told
  * about each sandbox. Everything global on the host carries this daemon's
@@ -17,6 +18,7 @@
 #include "gateway-client.h"
 #include "log.h"
 #include "str-util.h"
+#include "tap.h"
 #include "veth.h"
 #include "worker-internal.h"
 
@@ -258,6 +260,24 @@ static int link_up(Worker *w, const char *link, const AddrPair *pair, pid_t pid)
         return r;
 }
 
+int worker_net_tap(Worker *w, uint64_t slot, int *ret_fd, ApiError *e) {
+        _cleanup_close_ int fd = -EBADF;
+        char link[IFNAMSIZ];
+        AddrPair pair;
+        int r;
+
+        if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
+                return api_error(e, -ERANGE, API_INTERNAL, "slot %" PRIu64 " has no network link here", slot);
+        r = tap_create(link, &fd);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "cannot create the tap device %s: %s", link, strerror(-r));
+        r = veth_configure_host(link, &pair);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "cannot configure the tap device %s: %s", link, strerror(-r));
+        *ret_fd = TAKE_FD(fd); /* the last fd closed, the tap goes */
+        return 0;
+}
+
 int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *policy_json, ApiError *e) {
         char link[IFNAMSIZ], err[256] = "";
         int64_t start = now_usec();
@@ -268,7 +288,7 @@ int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const
                 return api_error(e, -ERANGE, API_INTERNAL, "slot %" PRIu64 " has no network link here", slot);
         FirewallLink fl = { .link = link, .addr = pair.peer, .gateway = pair.host };
 
-        r = link_up(w, link, &pair, pid);
+        r = pid > 0 ? link_up(w, link, &pair, pid) : 0; /* else a tap, up already */
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot create the network link %s: %s", link, strerror(-r));
         int64_t t_link = now_usec();
@@ -332,6 +352,12 @@ int worker_net_reconcile(Worker *w) {
                         continue;
                 if (worker_net_link_name(w, l->slot, names[n]) < 0 || worker_net_pair(w, l->slot, &pair) < 0) {
                         log_warning("Sandbox %s: slot %" PRIu64 " has no network link here", l->id, l->slot);
+                        continue;
+                }
+                if (l->rt != w->runtime && (if_nametoindex(names[n]) == 0 || veth_configure_host(names[n], &pair) < 0)) {
+                        /* a vm's tap lives as long as its VMM holds it: it cannot be made again from here */
+                        log_warning("Sandbox %s: its tap device %s is gone; it has no network until it is restarted",
+                                    l->id, names[n]);
                         continue;
                 }
                 if (if_nametoindex(names[n]) == 0 || veth_configure_host(names[n], &pair) < 0) {

@@ -49,7 +49,7 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                                 if (rt->freeze(sb->id, frozen) < 0)
                                         log_warning("Cannot %s sandbox %s", frozen ? "freeze" : "thaw", sb->id);
                                 l->frozen = frozen;
-                                l->net = rt == w->runtime;
+                                l->net = true; /* ns: its veth, vm: its tap */
                                 log_info("Found sandbox %s running (pid %" PRIi64 ")", sb->id, sb->pid);
                                 return 0;
                         }

@@ -14,6 +14,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
+#include "tap.h"
 #include "worker-internal.h"
 
 LiveSandbox *worker_live_find(Worker *w, const char *id) {
@@ -222,8 +223,10 @@ RuntimeLimits worker_spec_limits(const WorkerSpec *s) {
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e) {
         char sock[PATH_MAX], dir[PATH_MAX], hostname[64], err[1024] = "", resolv[256];
         _cleanup_strv_free_ char **env = NULL;
+        _cleanup_close_ int tap_fd = -EBADF;
         const RuntimeOps *rt = worker_runtime(w, s->runtime, e);
         bool vm = rt && rt == w->vm;
+        AddrPair pair = {};
         int r;
 
         *ret = (WorkerPending){ .rt = rt, .p = { .pidfd = -EBADF, .sync_fd = -EBADF }, .inst = { .pidfd = -EBADF } };
@@ -237,12 +240,18 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
         for (char **x = s->env; x && *x; x++)
                 if (strv_extend(&env, *x) < 0)
                         return api_error(e, -ENOMEM, API_INTERNAL, "out of memory");
-        /* the sandbox network (veth, firewall, gateway) is the ns runtime's */
-        if (!vm) {
-                r = worker_net_env(w, s->slot, &env, resolv, sizeof resolv);
+        /* the sandbox network: proxy variables and resolv.conf name the host end */
+        r = worker_net_env(w, s->slot, &env, resolv, sizeof resolv);
+        if (r >= 0)
+                r = worker_net_pair(w, s->slot, &pair);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "cannot describe the network of slot %" PRIu64 ": %s", s->slot,
+                                 strerror(-r));
+        /* vm: the tap exists before the VMM (which holds it from then on) */
+        if (vm) {
+                r = worker_net_tap(w, s->slot, &tap_fd, e);
                 if (r < 0)
-                        return api_error(e, r, API_INTERNAL, "cannot describe the network of slot %" PRIu64 ": %s",
-                                         s->slot, strerror(-r));
+                        return r;
         }
         snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, s->id);
         if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
@@ -265,8 +274,13 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 .agent_socket = sock,
                 .agent_exe_fd = w->agent_exe_fd,
                 .seccomp = &w->seccomp,
-                .resolv_conf = vm ? NULL : resolv,
+                .resolv_conf = resolv,
+                .net = vm,
+                .net_fd = tap_fd,
+                .net_addr = pair.peer,
+                .net_gateway = pair.host,
         };
+        tap_guest_mac(s->slot, rs.net_mac);
         if (rt->spawn)
                 r = rt->spawn(&rs, &ret->p, err, sizeof err);
         else { /* a runtime that cannot split its create makes it whole here */
@@ -301,15 +315,14 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 (void) worker_cleanup_sandbox(w, p->id, false);
                 return api_error(e, r, API_INTERNAL, "cannot track the sandbox: %s", strerror(-r));
         }
-        /* the agent waits for connections; nothing runs inside before the create returns */
-        if (p->rt == w->runtime) {
-                r = worker_net_attach(w, p->id, p->slot, inst.pid, NULL, e); /* policy: the store's */
-                if (r < 0) {
-                        (void) worker_cleanup_sandbox(w, p->id, false);
-                        return r;
-                }
-                worker_live_find(w, p->id)->net = true;
+        /* the agent waits for connections; nothing runs inside before the create returns
+         * (a vm's guest has its eth0 already: until its element is there, the firewall drops all) */
+        r = worker_net_attach(w, p->id, p->slot, p->rt == w->runtime ? inst.pid : 0, NULL, e); /* policy: the store's */
+        if (r < 0) {
+                (void) worker_cleanup_sandbox(w, p->id, false);
+                return r;
         }
+        worker_live_find(w, p->id)->net = true;
         *ret_pid = inst.pid;
         *ret_starttime = inst.starttime;
         return 0;
@@ -471,6 +484,13 @@ void worker_sandbox_died(Worker *w, LiveSandbox *l) {
                 snprintf(reason, sizeof reason, "sandbox init exited with status %d", si.si_status);
         else
                 snprintf(reason, sizeof reason, "sandbox init killed by signal %s", sigabbrev_np(si.si_status) ?: "?");
+        /* the runtime may know better (vm: a guest kernel panic, a broken agent channel); before the
+         * cleanup, which removes what it reads */
+        if (l->rt->stopped_reason) {
+                char why[200];
+                if (l->rt->stopped_reason(id, why, sizeof why) >= 0)
+                        snprintf(reason, sizeof reason, "the VM stopped: %s", why);
+        }
         worker_live_remove(w, id);
         (void) worker_cleanup_sandbox(w, id, false); /* keep the files for inspection */
         log_warning("Sandbox %s stopped: %s", id, reason);

@@ -448,7 +448,8 @@ int worker_main(const Config *config, int ready_fd) {
                 if (r < 0)
                         return r;
                 RuntimeHost host = { .state_dir = config->state_dir, .run_dir = w.agent_dir, .vm_kernel_dir = kdir,
-                                     .vm_accel = config->vm_accel, .agent_exe_fd = w.agent_exe_fd };
+                                     .vm_accel = config->vm_accel, .vm_qemu = config->vm_qemu,
+                                     .agent_exe_fd = w.agent_exe_fd };
                 if (vm_runtime_ops.probe(&host, w.vm_why, sizeof w.vm_why) >= 0)
                         w.vm = &vm_runtime_ops;
         }

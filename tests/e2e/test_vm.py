@@ -9,8 +9,13 @@ The guest kernel comes from vm/kernel/build.sh (Debian's cloud kernel via
 
 import fcntl
 import hashlib
+import ipaddress
+import json
 import os
+import secrets
+import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -26,14 +31,18 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def kernel_dir():
-    """vm/kernel/build.sh into the cache, once (again when the recipe changes)."""
+    """vm/kernel/build.sh into the cache, once per version of the recipe (the
+    directory is named by its hash: worktrees with different recipes share
+    the cache without rebuilding it for each other)."""
     script = os.path.join(REPO, "vm", "kernel", "build.sh")
-    out = os.path.join(CACHE_DIR, "vm-kernel")
+    with open(script, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    out = os.path.join(CACHE_DIR, f"vm-kernel-{digest}")
     os.makedirs(CACHE_DIR, exist_ok=True)
     with open(os.path.join(CACHE_DIR, ".vm-kernel.lock"), "w") as lk:
         fcntl.flock(lk, fcntl.LOCK_EX)
-        stamp = os.path.join(out, "vmlinux")
-        if not os.path.exists(stamp) or os.path.getmtime(script) > os.path.getmtime(stamp):
+        stamp = os.path.join(out, "version")
+        if not os.path.exists(stamp):
             r = subprocess.run([script, out], capture_output=True, text=True, timeout=900)
             assert r.returncode == 0, f"{script} failed ({r.returncode}): {r.stderr[-3000:]}"
     return out
@@ -236,3 +245,213 @@ def test_vm_unavailable_is_a_clear_error(spaced):
     r = spaced.cli("create", "--runtime", "vm")
     assert r.rc != 0 and "not available" in r.err, r
 
+
+
+# ---- the network of a vm sandbox: a tap, the same firewall and gateway as ns ----
+
+HTTP_SERVER = (
+    "import socket,sys,threading\n"
+    "def serve(addr,port):\n"
+    "    s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind((addr,port));s.listen(16)\n"
+    "    while True:\n"
+    "        c,peer=s.accept();print('conn',addr,peer[0],flush=True)\n"
+    "        try:\n"
+    "            c.settimeout(5);c.recv(4096)\n"
+    "            c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\nhello-from-'+addr.encode()+b'\\n')\n"
+    "        except OSError: pass\n"
+    "        c.close()\n"
+    "port=int(sys.argv[1])\n"
+    "for a in sys.argv[2:]: threading.Thread(target=serve,args=(a,port),daemon=True).start()\n"
+    "print('ready',flush=True)\n"
+    "sys.stdin.read()\n")
+
+
+class Upstream:
+    """A network namespace the test creates, with a veth to the host: two
+    addresses (one the sandbox's policy allows, one it does not), each with
+    an HTTP server that answers hello-from-ADDR and reports every connection."""
+
+    def __init__(self):
+        pid = os.getpid()
+        self.ns = f"space-e2e-vmth{pid}"
+        self.link = f"svth{pid % 1000000}"
+        net = ipaddress.ip_network(f"172.31.{(pid >> 5) & 255}.{(pid & 31) * 8}/29")
+        self.host_end, self.allowed, self.denied = str(net[1]), str(net[2]), str(net[3])
+        self.port = 18000 + secrets.randbelow(1000)
+        self.proc = None
+        self.conns = []
+        subprocess.run(["ip", "netns", "add", self.ns], check=True)
+        try:
+            run = lambda *a: subprocess.run(list(a), check=True, capture_output=True)  # noqa: E731
+            run("ip", "link", "add", self.link, "type", "veth", "peer", "name", "eth0", "netns", self.ns)
+            run("ip", "addr", "add", f"{self.host_end}/29", "dev", self.link)
+            run("ip", "link", "set", self.link, "up")
+            for a in (self.allowed, self.denied):
+                run("ip", "-n", self.ns, "addr", "add", f"{a}/29", "dev", "eth0")
+            run("ip", "-n", self.ns, "link", "set", "eth0", "up")
+            run("ip", "-n", self.ns, "link", "set", "lo", "up")
+            run("ip", "-n", self.ns, "route", "add", "default", "via", self.host_end)
+            self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, "/usr/bin/python3", "-c", HTTP_SERVER,
+                                          str(self.port), self.allowed, self.denied],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert self.proc.stdout.readline().strip() == "ready"
+            threading.Thread(target=self._read, daemon=True).start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.conns.append(line.split()[1:])
+
+    def connections_to(self, addr):
+        return [c for c in self.conns if c and c[0] == addr]
+
+    def close(self):
+        if self.proc:
+            self.proc.stdin.close()
+            self.proc.kill()
+            self.proc.wait()
+        subprocess.run(["ip", "link", "del", self.link], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def test_host():
+    th = Upstream()
+    yield th
+    th.close()
+
+
+METADATA = "169.254.169.254"
+
+
+@pytest.fixture
+def metadata_guard():
+    """A table of this test's own that drops (and counts) every packet the host
+    would send to the metadata address: if the gateway let a connection
+    through, it would still never leave the host, and the counter tells."""
+    table = f"spvmmeta{os.getpid()}"
+    script = (f"table inet {table} {{\n chain out {{\n  type filter hook output priority -300\n"
+              f"  ip daddr {METADATA} counter drop\n }}\n}}\n")
+    subprocess.run(["nft", "-f", "-"], input=script, text=True, check=True)
+
+    def packets():
+        out = subprocess.run(["nft", "-j", "list", "table", "inet", table], capture_output=True, text=True,
+                             check=True).stdout
+        for item in json.loads(out)["nftables"]:
+            for e in item.get("rule", {}).get("expr", []):
+                if "counter" in e:
+                    return e["counter"]["packets"]
+        raise AssertionError(out)
+
+    yield packets
+    subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True)
+
+
+def http_get(vmd, sid, addr, port):
+    """A GET straight to addr:port from inside (the transparent path): the body, or '' if refused."""
+    return vmd.sh(sid, f"printf 'GET / HTTP/1.0\\r\\nHost: {addr}\\r\\n\\r\\n' | nc -w 10 {addr} {port} "
+                       "2>/dev/null || true")
+
+
+def proxy_get(vmd, sid, addr, port):
+    """The same GET through the explicit proxy the sandbox is told about ($HTTP_PROXY)."""
+    return vmd.sh(sid, "p=${HTTP_PROXY#http://}; "
+                       f"printf 'GET http://{addr}:{port}/ HTTP/1.0\\r\\nHost: {addr}:{port}\\r\\n\\r\\n' | "
+                       "nc -w 10 ${p%:*} ${p##*:} 2>/dev/null || true")
+
+
+def net_of(vmd, sid):
+    out = vmd.sh(sid, "ip -4 -o addr show dev eth0; ip -4 route show default")
+    me = out.split(" inet ")[1].split()[0]
+    gw = out.split("default via ")[1].split()[0]
+    return me, gw
+
+
+def test_network_eth0_and_resolv(vmd, vsb):
+    info = vmd.api("GET", "/v1/info").json()["network"]
+    me, gw = net_of(vmd, vsb)
+    assert me.endswith("/31"), me
+    pool = ipaddress.ip_network(info["pool"])
+    assert ipaddress.ip_address(me.split("/")[0]) in pool and ipaddress.ip_address(gw) in pool
+    assert int(ipaddress.ip_address(gw)) + 1 == int(ipaddress.ip_address(me.split("/")[0]))
+    assert vmd.sh(vsb, "cat /etc/resolv.conf").split("nameserver ")[1].split()[0] == gw
+    assert vmd.sh(vsb, "echo $HTTP_PROXY").strip() == f"http://{gw}:{info['gateway_ports']['proxy']}"
+    # IPv6 is off in the guest: not even a link-local address
+    assert vmd.sh(vsb, "cat /proc/net/if_inet6 2>/dev/null; ls /proc/sys/net/ipv6 2>/dev/null | wc -l").split() == ["0"]
+    # the host end is a tap of this daemon's prefix with the gateway's address
+    links = vmd.net_links()
+    tap = [l for l in links if gw in subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", l],
+                                                     capture_output=True, text=True).stdout]
+    assert len(tap) == 1, (links, gw)
+    assert "tun" in subprocess.run(["ip", "-d", "link", "show", tap[0]], capture_output=True, text=True).stdout
+
+
+def test_network_policy_through_gateway(vmd, test_host, metadata_guard):
+    """From inside a vm sandbox: the allowed test host answers through the
+    gateway (transparently and through the proxy); the denied one, the host's
+    own services (its loopback and the tap's host end) and the metadata
+    address do not. The policy API changes it at once."""
+    th = test_host
+    policy = {"allow": [{"cidr": f"{th.allowed}/32", "ports": [th.port]}]}
+    sid = vmd.create(runtime="vm", memory_mb=256, network=policy)["id"]
+    listener = socket.socket()
+    try:
+        me, gw = net_of(vmd, sid)
+        assert f"hello-from-{th.allowed}" in http_get(vmd, sid, th.allowed, th.port)
+        assert th.connections_to(th.allowed)
+        assert f"hello-from-{th.allowed}" in proxy_get(vmd, sid, th.allowed, th.port)
+        # denied: the other address of the same test host
+        assert "hello" not in http_get(vmd, sid, th.denied, th.port)
+        assert "hello" not in proxy_get(vmd, sid, th.denied, th.port)
+        # the host's services: on every address of the host, loopback included
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("0.0.0.0", 0))
+        listener.listen(8)
+        listener.settimeout(0.5)
+        hport = listener.getsockname()[1]
+        for addr in (gw, "127.0.0.1", th.host_end):
+            assert "hello" not in http_get(vmd, sid, addr, hport)
+        with pytest.raises(socket.timeout):
+            listener.accept()
+        # the metadata address (the gateway refuses link-local whatever the policy says)
+        assert "hello" not in http_get(vmd, sid, METADATA, 80)
+        assert "hello" not in proxy_get(vmd, sid, METADATA, 80)
+        assert metadata_guard() == 0, "a packet to the metadata address left the gateway"
+        assert not th.connections_to(th.denied), th.conns
+
+        def denials():
+            r = vmd.api("GET", "/v1/events", params={"sandbox": sid, "limit": 200})
+            return [e for e in r.json()["events"] if e["type"] == "network.deny"]
+
+        assert host.wait_until(lambda: len(denials()) >= 2, 20), denials()
+        # the policy API: the denied host allowed at once
+        r = vmd.api("PUT", f"/v1/sandboxes/{sid}/policy",
+                    json={"allow": [{"cidr": f"{th.allowed}/31", "ports": [th.port]}]})
+        assert r.status == 200, r
+        assert f"hello-from-{th.denied}" in http_get(vmd, sid, th.denied, th.port)
+    finally:
+        listener.close()
+        vmd.delete(sid)
+
+
+def test_network_follows_suspend_resume_and_delete(vmd, test_host):
+    th = test_host
+    sid = vmd.create(runtime="vm", memory_mb=256,
+                     network={"allow": [{"cidr": f"{th.allowed}/32", "ports": [th.port]}]})["id"]
+    me, gw = net_of(vmd, sid)
+    links = vmd.net_links()
+    tap = [l for l in links if gw in subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", l],
+                                                     capture_output=True, text=True).stdout]
+    assert len(tap) == 1
+    r = vmd.api("POST", f"/v1/sandboxes/{sid}/suspend", timeout=300)
+    assert r.status == 200, r
+    assert host.wait_until(lambda: tap[0] not in vmd.net_links(), 10), "the tap outlived the suspend"
+    r = vmd.api("POST", f"/v1/sandboxes/{sid}/resume", timeout=300)
+    assert r.status == 200, r
+    assert tap[0] in vmd.net_links()
+    assert net_of(vmd, sid) == (me, gw)
+    assert f"hello-from-{th.allowed}" in http_get(vmd, sid, th.allowed, th.port)
+    vmd.delete(sid)
+    assert tap[0] not in vmd.net_links()

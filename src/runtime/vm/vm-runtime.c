@@ -14,6 +14,7 @@
  * The sandbox's "PID 1" for the worker is the VMM: when it exits, the
  * sandbox has stopped (a guest kernel panic makes QEMU exit: panic=-1,
  * -no-reboot). */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/sched.h>
@@ -46,6 +47,10 @@
 #define VM_PIDS_MAX 256U                /* the VMM's threads and the relay */
 #define VM_CONSOLE_TAIL 600U            /* bytes of console.log quoted in a failed create */
 #define VM_KERNEL_DIR_FILES_MAX (64U * 1024U * 1024U)
+#define VM_QEMU_DEFAULT "/usr/bin/qemu-system-x86_64"
+#define VM_REASON_MAX 200U              /* bytes of a stop reason read from the console */
+#define VM_CONSOLE_SCAN 8192U           /* bytes at the end of console.log searched for one */
+#define VM_RELAY_MARK "space-vm-relay: " /* how the relay's lines in console.log start */
 
 static const VmmDriver *vmm = &vmm_qemu;
 
@@ -54,6 +59,7 @@ static struct {
         char why[256];
         char run_dir[512];
         char kernel_dir[512];
+        char qemu[512];
         char kernel_version[128];
         char vmm_version[64];
         VmmAccel accel;          /* chosen: TCG until a KVM boot worked */
@@ -117,9 +123,11 @@ static int vm_probe(const RuntimeHost *host, char *why, size_t why_size) {
         vm.probed = true;
         (void) strscpy(vm.run_dir, sizeof vm.run_dir, host->run_dir);
         (void) strscpy(vm.kernel_dir, sizeof vm.kernel_dir, strempty(host->vm_kernel_dir));
-        r = vmm->available(vm.vmm_version, sizeof vm.vmm_version);
+        (void) strscpy(vm.qemu, sizeof vm.qemu, isempty(host->vm_qemu) ? VM_QEMU_DEFAULT : host->vm_qemu);
+        r = vmm->available(vm.qemu, vm.vmm_version, sizeof vm.vmm_version);
         if (r < 0) {
-                snprintf(vm.why, sizeof vm.why, "QEMU is not installed (qemu-system-x86_64: %s)", strerror(-r));
+                snprintf(vm.why, sizeof vm.why, "QEMU is not installed (%s: %s)", vm.qemu,
+                         r == -EINVAL ? "not an absolute path" : strerror(-r));
                 goto fail;
         }
         vmlinux = strjoin(vm.kernel_dir, "/vmlinux");
@@ -232,7 +240,7 @@ static int vm_initrd_for(const RuntimeSpec *spec, int *ret_fd) {
         size_t len = 0;
         int r;
 
-        /* /config: "H<hostname>\0" "E<K=V>\0"... */
+        /* /config: "H<hostname>\0" "E<K=V>\0"... "N<address> <gateway>\0" "R<resolv.conf>\0" */
         cfg = malloc(VM_INITRD_CONFIG_MAX);
         if (!cfg)
                 return -ENOMEM;
@@ -253,6 +261,16 @@ static int vm_initrd_for(const RuntimeSpec *spec, int *ret_fd) {
         }
         for (char **e = spec->env; e && *e; e++)
                 CFG_ADD('E', *e);
+        if (spec->net) {
+                char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN], n[2 * INET_ADDRSTRLEN + 2];
+                if (!inet_ntop(AF_INET, &spec->net_addr, a, sizeof a) ||
+                    !inet_ntop(AF_INET, &spec->net_gateway, g, sizeof g))
+                        return -EINVAL;
+                snprintf(n, sizeof n, "%s %s", a, g);
+                CFG_ADD('N', n);
+        }
+        if (spec->resolv_conf)
+                CFG_ADD('R', spec->resolv_conf);
 #undef CFG_ADD
         r = vm_initrd_append(&c, vm.base.data, vm.base.len);
         if (r >= 0)
@@ -284,9 +302,13 @@ static void vm_relay_reap(const char *id) {
                 }
 }
 
-/* The relay: a child in the sandbox's cgroup, as the sandbox's uid once its sockets exist. */
+/* The relay: a child in the sandbox's cgroup, as the sandbox's uid once its
+ * sockets exist. When the link ends (the VMM went, or the guest broke the
+ * channel's protocol) it writes why to the VM's console log and stops the
+ * VMM: a VM whose agent cannot be reached any more is of no use, and the
+ * worker reports its end (vm_stopped_reason) like any other. */
 static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd, int link_fd, int ready_fd,
-                          bool hello_first) {
+                          int vmm_pidfd, int log_fd, bool hello_first) {
         int pidfd = -EBADF, r;
         struct clone_args args = {
                 .flags = CLONE_PIDFD,
@@ -306,18 +328,18 @@ static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd,
                 return negative_errno();
         if (pid == 0) {
                 sigset_t none;
-                int fds[3] = { listen_fd, link_fd, ready_fd };
+                int fds[5] = { listen_fd, link_fd, ready_fd, vmm_pidfd, log_fd };
                 (void) prctl(PR_SET_NAME, "space-vm-relay");
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                /* only the relay's fds stay open: move them to 3, 4, 5 */
-                for (int i = 0; i < 3; i++)
+                /* only the relay's fds stay open: move them to 3..7 */
+                for (int i = 0; i < 5; i++)
                         if ((fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 100)) < 0)
                                 _exit(1);
-                for (int i = 0; i < 3; i++)
+                for (int i = 0; i < 5; i++)
                         if (dup3(fds[i], 3 + i, O_CLOEXEC) < 0)
                                 _exit(1);
-                if (syscall(SYS_close_range, 6U, ~0U, 0U) < 0)
+                if (syscall(SYS_close_range, 8U, ~0U, 0U) < 0)
                         _exit(1);
                 if (setgroups(0, NULL) < 0 || setresgid(spec->uid_base, spec->uid_base, spec->uid_base) < 0 ||
                     setresuid(spec->uid_base, spec->uid_base, spec->uid_base) < 0 ||
@@ -326,6 +348,18 @@ static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd,
                 VmuxConfig vc = { .role = VMUX_ROLE_HOST, .link_fd = 4, .listen_fd = 3, .ready_fd = 5,
                                   .hello_first = hello_first };
                 r = vmux_run(&vc);
+                if (r == -EPROTO) {
+                        static const char msg[] = "\n" VM_RELAY_MARK
+                                                  "the guest broke the agent channel's protocol; the VM is stopped\n";
+                        (void) !write(7, msg, sizeof msg - 1);
+                } else if (r < 0 && r != -ECONNRESET && r != -EPIPE) {
+                        char msg[160];
+                        int k = snprintf(msg, sizeof msg, "\n" VM_RELAY_MARK "the agent channel failed (%s); the VM is stopped\n",
+                                         strerror(-r));
+                        if (k > 0)
+                                (void) !write(7, msg, (size_t) MIN(k, (int) sizeof msg - 1));
+                }
+                (void) syscall(SYS_pidfd_send_signal, 6, SIGKILL, NULL, 0);
                 _exit(r < 0 ? 1 : 0);
         }
         r = cgroup_attach_v1(spec->id, pid);
@@ -341,25 +375,72 @@ static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd,
         return 0;
 }
 
-static void vm_console_tail(const char *id, char *buf, size_t n) {
+/* The last bytes of console.log (at most n - 1), NUL-terminated; 0 if there is none. */
+static size_t vm_console_read_tail(const char *id, char *buf, size_t n) {
         char path[PATH_MAX];
         _cleanup_close_ int fd = -EBADF;
-        char tail[VM_CONSOLE_TAIL + 1];
         off_t size;
         ssize_t k;
 
-        if (vm_path(id, "console.log", path, sizeof path) < 0 || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-                return;
+        if (n == 0 || vm_path(id, "console.log", path, sizeof path) < 0 ||
+            (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+                return 0;
         size = lseek(fd, 0, SEEK_END);
-        k = pread(fd, tail, VM_CONSOLE_TAIL, size > VM_CONSOLE_TAIL ? size - VM_CONSOLE_TAIL : 0);
-        if (k <= 0)
-                return;
-        tail[k] = 0;
+        k = size > 0 ? pread(fd, buf, n - 1, size > (off_t) (n - 1) ? size - (off_t) (n - 1) : 0) : 0;
+        if (k < 0)
+                k = 0;
+        buf[k] = 0;
+        /* the guest writes this file: no NUL, no control character goes further */
         for (ssize_t i = 0; i < k; i++)
-                if (tail[i] == '\n' || tail[i] == '\r' || (unsigned char) tail[i] < 0x20)
+                if (buf[i] == 0 || ((unsigned char) buf[i] < 0x20 && buf[i] != '\n'))
+                        buf[i] = ' ';
+        return (size_t) k;
+}
+
+static void vm_console_tail(const char *id, char *buf, size_t n) {
+        char tail[VM_CONSOLE_TAIL + 1];
+        size_t k = vm_console_read_tail(id, tail, sizeof tail);
+
+        if (k == 0)
+                return;
+        for (size_t i = 0; i < k; i++)
+                if (tail[i] == '\n')
                         tail[i] = ' ';
         size_t l = strlen(buf);
         snprintf(buf + l, n - l, "; console: …%s", tail);
+}
+
+/* The console says why the VM ended: the relay's last word, or the guest
+ * kernel's panic message (with panic=-1 and -no-reboot, QEMU exits then).
+ * The guest can write its console, so this is the sandbox's own account:
+ * shown to its owner, bounded and stripped of control characters. */
+static int vm_stopped_reason(const char *id, char *buf, size_t size) {
+        char tail[VM_CONSOLE_SCAN + 1], line[VM_REASON_MAX + 1];
+        const char *p, *what;
+
+        if (vm_console_read_tail(id, tail, sizeof tail) == 0)
+                return -ENODATA;
+        if ((p = strstr(tail, VM_RELAY_MARK))) {
+                p += STRLEN(VM_RELAY_MARK);
+                what = "";
+        } else if ((p = strstr(tail, "Kernel panic - not syncing: "))) {
+                p += STRLEN("Kernel panic - not syncing: ");
+                what = "the guest kernel panicked: ";
+        } else
+                return -ENODATA;
+        size_t l = MIN(strcspn(p, "\n"), (size_t) VM_REASON_MAX);
+        memcpy(line, p, l);
+        line[l] = 0;
+        while (l > 0 && (line[l - 1] == ' ' || line[l - 1] == '\r'))
+                line[--l] = 0;
+        snprintf(buf, size, "%s%s", what, line);
+        return 0;
+}
+
+static int64_t vm_now_usec(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Waits until the guest's agent said HELLO, the VMM exited, or timeout. */
@@ -381,17 +462,40 @@ static int vm_wait_ready(int ready_fd, int pidfd, int timeout_msec) {
         }
 }
 
-static int vm_boot(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, RuntimeInstance *ret, char *errbuf,
-                   size_t errbuf_size) {
+/* Everything a boot made goes: the VMM and relay, cgroups, sockets. */
+static void vm_unwind(const char *id, const char *agent_socket, int vmm_pidfd) {
+        char qmp[PATH_MAX];
+
+        if (vmm_pidfd >= 0) {
+                (void) syscall(SYS_pidfd_send_signal, vmm_pidfd, SIGKILL, NULL, 0);
+                (void) waitid(P_PIDFD, (id_t) vmm_pidfd, &(siginfo_t){}, WEXITED);
+        }
+        (void) cgroup_kill(id);
+        vm_relay_reap(id);
+        (void) cgroup_remove(id);
+        (void) unlink(agent_socket);
+        if (vm_path(id, "qmp.sock", qmp, sizeof qmp) >= 0)
+                (void) unlink(qmp);
+}
+
+/* The first half of a boot: the VMM and the relay run, the guest boots on
+ * its own; *ret's sync_fd turns readable when its agent answers (or the
+ * relay ends), its pidfd when the VMM exits. */
+static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, RuntimePending *ret,
+                          char *errbuf, size_t errbuf_size) {
         _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, qfd = -EBADF, kfd = -EBADF, ifd = -EBADF, dfd = -EBADF,
                             logfd = -EBADF, pidfd = -EBADF, infd = -EBADF;
         int link[2] = { -EBADF, -EBADF }, ready[2] = { -EBADF, -EBADF };
         char qmp[PATH_MAX], log[PATH_MAX], kernel[PATH_MAX], cmdline[512];
         RuntimeLimits lim = spec->limits;
-        uint64_t memory_mb = spec->limits.memory_bytes >> 20, starttime = 0;
+        uint64_t memory_mb = spec->limits.memory_bytes >> 20;
         pid_t pid = -1;
         int r;
 
+        if (strlen(spec->id) >= sizeof ret->id || strlen(spec->agent_socket) >= sizeof ret->agent_socket) {
+                snprintf(errbuf, errbuf_size, "sandbox id or socket path too long");
+                return -ENAMETOOLONG;
+        }
         /* the cgroup holds the VMM: the guest's memory plus the VMM's own */
         lim.memory_bytes = (memory_mb + VM_MEMORY_OVERHEAD_MB) << 20;
         lim.pids_max = VM_PIDS_MAX;
@@ -439,10 +543,12 @@ static int vm_boot(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, Ru
                 r = negative_errno();
                 goto fail;
         }
-        snprintf(cmdline, sizeof cmdline, "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init tsc_early_khz=%u",
-                 vm.tsc_khz);
+        /* IPv6 off in the guest: not even a link-local address (the firewall drops it anyway) */
+        snprintf(cmdline, sizeof cmdline,
+                 "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init ipv6.disable=1 tsc_early_khz=%u", vm.tsc_khz);
 
         VmmConfig vc = {
+                .binary = vm.qemu,
                 .id = spec->id,
                 .accel = accel,
                 .vcpus = spec->vcpus ?: 1,
@@ -457,7 +563,9 @@ static int vm_boot(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, Ru
                 .control_fd = qfd,
                 .log_fd = logfd,
                 .incoming_fd = infd,
+                .net_fd = spec->net ? spec->net_fd : -1,
         };
+        memcpy(vc.net_mac, spec->net_mac, sizeof vc.net_mac);
         r = vmm->start(&vc, &pid, &pidfd, errbuf, errbuf_size);
         if (r < 0)
                 goto fail;
@@ -476,32 +584,18 @@ static int vm_boot(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, Ru
                         goto fail;
                 }
         }
-        r = vm_start_relay(spec, cgfd, lfd, link[0], ready[1], spec->restore_path != NULL);
+        r = vm_start_relay(spec, cgfd, lfd, link[0], ready[1], pidfd, logfd, spec->restore_path != NULL);
         if (r < 0) {
                 snprintf(errbuf, errbuf_size, "cannot start the agent relay: %s", strerror(-r));
                 goto fail;
         }
-        link[0] = safe_close(link[0]);
-        ready[1] = safe_close(ready[1]);
-        lfd = safe_close(lfd);
+        safe_close(link[0]);
+        safe_close(ready[1]);
 
-        r = vm_wait_ready(ready[0], pidfd, timeout_msec);
-        if (r < 0) {
-                snprintf(errbuf, errbuf_size, "%s",
-                         r == -ETIMEDOUT ? "the guest's agent did not answer in time"
-                                         : "the VM stopped before its agent answered");
-                vm_console_tail(spec->id, errbuf, errbuf_size);
-                goto fail;
-        }
-        r = proc_starttime(pid, &starttime);
-        if (r < 0) {
-                snprintf(errbuf, errbuf_size, "the VMM vanished");
-                goto fail;
-        }
-        safe_close(ready[0]);
-        ret->pid = pid;
-        ret->starttime = starttime;
-        ret->pidfd = TAKE_FD(pidfd);
+        *ret = (RuntimePending){ .pid = pid, .pidfd = TAKE_FD(pidfd), .sync_fd = ready[0],
+                                 .deadline_usec = (uint64_t) (vm_now_usec() + (int64_t) timeout_msec * 1000) };
+        (void) strscpy(ret->id, sizeof ret->id, spec->id);
+        (void) strscpy(ret->agent_socket, sizeof ret->agent_socket, spec->agent_socket);
         return 0;
 
 fail:
@@ -509,19 +603,28 @@ fail:
         safe_close(link[1]);
         safe_close(ready[0]);
         safe_close(ready[1]);
-        if (pid > 0) {
-                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-                (void) waitid(P_PIDFD, (id_t) pidfd, NULL, WEXITED);
-        }
-        (void) cgroup_kill(spec->id);
-        vm_relay_reap(spec->id);
-        (void) cgroup_remove(spec->id);
-        (void) unlink(spec->agent_socket);
-        (void) unlink(qmp);
+        lfd = safe_close(lfd);
+        vm_unwind(spec->id, spec->agent_socket, pid > 0 ? pidfd : -EBADF);
         return r;
 }
 
-static int vm_create(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
+/* A pipe whose read end already holds the "ready" byte (a guest whose readiness was consumed). */
+static int vm_ready_pipe(int *ret_fd) {
+        int p[2];
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        if (write(p[1], "R", 1) != 1) {
+                safe_close(p[0]);
+                safe_close(p[1]);
+                return -EIO;
+        }
+        safe_close(p[1]);
+        *ret_fd = p[0];
+        return 0;
+}
+
+static int vm_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
         int r;
 
         if (!vm.usable) {
@@ -533,17 +636,63 @@ static int vm_create(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf
                 return -EINVAL;
         }
         if (vm.accel == VMM_ACCEL_KVM && vm.accel_auto && !vm.kvm_tried) {
-                /* the probe boot: /dev/kvm can exist and not work (some nested set-ups) */
+                /* the probe boot, once, waited for here: /dev/kvm can exist and not work (some nested set-ups) */
+                RuntimePending p;
                 vm.kvm_tried = true;
-                r = vm_boot(spec, VMM_ACCEL_KVM, VM_KVM_PROBE_MSEC, ret, errbuf, errbuf_size);
-                if (r >= 0)
-                        return r;
+                r = vm_spawn_accel(spec, VMM_ACCEL_KVM, VM_KVM_PROBE_MSEC, &p, errbuf, errbuf_size);
+                if (r >= 0) {
+                        r = vm_wait_ready(p.sync_fd, p.pidfd, VM_KVM_PROBE_MSEC);
+                        p.sync_fd = safe_close(p.sync_fd);
+                        if (r >= 0)
+                                r = vm_ready_pipe(&p.sync_fd);
+                        if (r >= 0) {
+                                p.deadline_usec = (uint64_t) vm_now_usec() + VM_BOOT_TIMEOUT_MSEC * UINT64_C(1000);
+                                *ret = p;
+                                return 0;
+                        }
+                        snprintf(errbuf, errbuf_size, "%s", r == -ETIMEDOUT ? "no answer in time" : "the VM stopped");
+                        vm_unwind(p.id, p.agent_socket, p.pidfd);
+                        safe_close(p.pidfd);
+                }
                 log_warning("vm runtime: a KVM boot failed (%s); falling back to TCG software emulation: "
                             "slow, for development and tests only", errbuf);
                 vm.accel = VMM_ACCEL_TCG;
                 errbuf[0] = 0;
         }
-        return vm_boot(spec, vm.accel, VM_BOOT_TIMEOUT_MSEC, ret, errbuf, errbuf_size);
+        return vm_spawn_accel(spec, vm.accel, VM_BOOT_TIMEOUT_MSEC, ret, errbuf, errbuf_size);
+}
+
+static int vm_finish(RuntimePending *p, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
+        _cleanup_close_ int sync_fd = TAKE_FD(p->sync_fd), pidfd = TAKE_FD(p->pidfd);
+        int64_t left = (int64_t) p->deadline_usec - vm_now_usec();
+        uint64_t starttime = 0;
+        int r;
+
+        r = vm_wait_ready(sync_fd, pidfd, p->deadline_usec == 0 ? VM_BOOT_TIMEOUT_MSEC : (int) MAX(left / 1000, 0));
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "%s",
+                         r == -ETIMEDOUT ? "the guest's agent did not answer in time"
+                                         : "the VM stopped before its agent answered");
+                vm_console_tail(p->id, errbuf, errbuf_size);
+        } else if (proc_starttime(p->pid, &starttime) < 0) {
+                snprintf(errbuf, errbuf_size, "the VMM vanished");
+                r = -ESRCH;
+        }
+        if (r < 0) {
+                vm_unwind(p->id, p->agent_socket, pidfd);
+                return r;
+        }
+        ret->pid = p->pid;
+        ret->starttime = starttime;
+        ret->pidfd = TAKE_FD(pidfd);
+        return 0;
+}
+
+static int vm_create(const RuntimeSpec *spec, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
+        RuntimePending p;
+        int r = vm_spawn(spec, &p, errbuf, errbuf_size);
+
+        return r < 0 ? r : vm_finish(&p, ret, errbuf, errbuf_size);
 }
 
 static int vm_destroy(const char *id, const char *agent_socket) {
@@ -606,6 +755,8 @@ const RuntimeOps vm_runtime_ops = {
         .probe = vm_probe,
         .info_json = vm_info_json,
         .create = vm_create,
+        .spawn = vm_spawn,
+        .finish = vm_finish,
         .destroy = vm_destroy,
         .adopt = vm_adopt,
         .list = cgroup_list,
@@ -613,4 +764,5 @@ const RuntimeOps vm_runtime_ops = {
         .set_limits = vm_set_limits,
         .suspend = vm_suspend,
         .oom_kills = cgroup_oom_kills,
+        .stopped_reason = vm_stopped_reason,
 };

@@ -21,14 +21,13 @@
 #include "str-util.h"
 #include "vmm.h"
 
-#define QEMU_BINARY "/usr/bin/qemu-system-x86_64"
 #define QEMU_TB_SIZE_MB 64 /* TCG translation cache (the default, 1 GiB, would be most of a small VM's budget) */
 #define QEMU_ARGV_MAX 64
 #define QEMU_MIGRATE_POLL_USEC 10000
 #define QEMU_MIGRATE_POLLS 30000 /* 300 s */
 
 /* fds in the child, in this order from 3 */
-enum { FD_KERNEL = 3, FD_INITRD, FD_DISK, FD_AGENT, FD_CONTROL, FD_INCOMING, _FD_NEXT };
+enum { FD_KERNEL = 3, FD_INITRD, FD_DISK, FD_AGENT, FD_CONTROL, FD_INCOMING, FD_NET, _FD_NEXT };
 
 static const char *const accel_table[_VMM_ACCEL_MAX] = {
         [VMM_ACCEL_KVM] = "kvm",
@@ -46,12 +45,14 @@ VmmAccel vmm_accel_from_string(const char *s) {
         return _VMM_ACCEL_INVALID;
 }
 
-static int qemu_available(char *version, size_t version_size) {
+static int qemu_available(const char *binary, char *version, size_t version_size) {
         char out[256] = "";
         int p[2], r;
         pid_t pid;
 
-        if (access(QEMU_BINARY, X_OK) < 0)
+        if (!binary || binary[0] != '/')
+                return -EINVAL;
+        if (access(binary, X_OK) < 0)
                 return negative_errno();
         if (pipe2(p, O_CLOEXEC) < 0)
                 return negative_errno();
@@ -63,10 +64,10 @@ static int qemu_available(char *version, size_t version_size) {
                 return r;
         }
         if (pid == 0) {
-                char *argv[] = { (char *) QEMU_BINARY, (char *) "--version", NULL };
+                char *argv[] = { (char *) binary, (char *) "--version", NULL };
                 char *envp[] = { NULL };
                 (void) dup2(p[1], STDOUT_FILENO);
-                execve(QEMU_BINARY, argv, envp);
+                execve(binary, argv, envp);
                 _exit(127);
         }
         safe_close(p[1]);
@@ -92,7 +93,8 @@ static void child_fail(int errfd, const char *what) {
 }
 
 static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *err, size_t err_size) {
-        char mem[32], smp[32], kernel[32], initrd[32], drive[96], agent[64], control[80], accel[48], incoming[32];
+        char mem[32], smp[32], kernel[32], initrd[32], drive[96], agent[64], control[80], accel[48], incoming[32],
+                netdev[48], nic[96];
         const char *argv[QEMU_ARGV_MAX];
         int n = 0, pidfd = -EBADF, ep[2];
         pid_t pid;
@@ -105,12 +107,15 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
         snprintf(agent, sizeof agent, "socket,id=agent,fd=%d", FD_AGENT);
         snprintf(control, sizeof control, "socket,id=qmp,fd=%d,server=on,wait=off", FD_CONTROL);
         snprintf(incoming, sizeof incoming, "fd:%d", FD_INCOMING);
+        snprintf(netdev, sizeof netdev, "tap,id=net0,fd=%d", FD_NET);
+        snprintf(nic, sizeof nic, "virtio-net-device,netdev=net0,mac=%02x:%02x:%02x:%02x:%02x:%02x", c->net_mac[0],
+                 c->net_mac[1], c->net_mac[2], c->net_mac[3], c->net_mac[4], c->net_mac[5]);
         if (c->accel == VMM_ACCEL_KVM)
                 snprintf(accel, sizeof accel, "kvm");
         else
                 snprintf(accel, sizeof accel, "tcg,tb-size=%d", QEMU_TB_SIZE_MB);
 
-        argv[n++] = QEMU_BINARY;
+        argv[n++] = c->binary;
         argv[n++] = "-name";
         argv[n++] = c->id;
         argv[n++] = "-M";
@@ -148,6 +153,12 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
         argv[n++] = "virtserialport,chardev=agent,name=space.agent";
         argv[n++] = "-device";
         argv[n++] = "virtio-rng-device";
+        if (c->net_fd >= 0) {
+                argv[n++] = "-netdev";
+                argv[n++] = netdev;
+                argv[n++] = "-device";
+                argv[n++] = nic;
+        }
         argv[n++] = "-chardev";
         argv[n++] = control;
         argv[n++] = "-mon";
@@ -182,7 +193,8 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
         if (pid == 0) {
                 /* child: no allocation; fds into place, privileges away, exec */
                 const int want[] = { c->kernel_fd, c->initrd_fd, c->disk_fd, c->agent_link_fd, c->control_fd,
-                                     c->incoming_fd >= 0 ? c->incoming_fd : c->log_fd };
+                                     c->incoming_fd >= 0 ? c->incoming_fd : c->log_fd,
+                                     c->net_fd >= 0 ? c->net_fd : c->log_fd };
                 int errfd = ep[1], tmp[ELEMENTSOF(want)];
                 sigset_t none;
                 char *envp[] = { (char *) "PATH=/usr/bin:/bin", NULL };
@@ -209,8 +221,8 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
                         child_fail(errfd, "drop privileges");
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                         child_fail(errfd, "no_new_privs");
-                execve(QEMU_BINARY, (char *const *) argv, envp);
-                child_fail(errfd, "execve " QEMU_BINARY);
+                execve(c->binary, (char *const *) argv, envp);
+                child_fail(errfd, "execve");
         }
         safe_close(ep[1]);
         char buf[160];

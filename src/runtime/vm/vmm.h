@@ -21,6 +21,7 @@ const char *vmm_accel_to_string(VmmAccel a);
 VmmAccel vmm_accel_from_string(const char *s);
 
 typedef struct VmmConfig {
+        const char *binary;     /* the VMM's executable */
         const char *id;
         VmmAccel accel;
         uint32_t vcpus;
@@ -35,12 +36,14 @@ typedef struct VmmConfig {
         int control_fd;         /* a listening unix socket: the VMM's control channel (QMP) */
         int log_fd;             /* the VMM's stdout/stderr and the guest console */
         int incoming_fd;        /* start from a machine saved to this file (-1: boot); the VM stays paused */
+        int net_fd;             /* a tap device: the guest's virtio-net NIC (-1: no network) */
+        uint8_t net_mac[6];     /* the NIC's MAC address */
 } VmmConfig;
 
 typedef struct VmmDriver {
         const char *name;
-        /* The VMM's binary and version ("QEMU 7.2.22"), or -ENOENT. */
-        int (*available)(char *version, size_t version_size);
+        /* The version of the VMM at binary ("QEMU 7.2.22"), or -ENOENT. */
+        int (*available)(const char *binary, char *version, size_t version_size);
         /* Starts the VMM; *ret_pid and *ret_pidfd (owned by the caller). */
         int (*start)(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *err, size_t err_size);
         /* Over the control socket at control_path: */
