@@ -55,9 +55,14 @@ typedef struct Worker {
         FirewallPorts gateway_ports;
         int self_netns_fd;         /* the worker's own network namespace, to return to */
         struct GatewayClient *gateway; /* the gateway process (NULL: gateway = off) */
+        void *current_client;      /* the connection whose request is being handled */
+        bool reply_deferred;       /* its handler replies later (worker_boot_defer) */
+        struct WorkerBoot **boots; /* creates whose guest is booting (worker-boot.c) */
+        size_t n_boots, allocated_boots;
 } Worker;
 
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
+#define WORKER_TAG_BOOT (UINT64_C(1) << 62) /* | a WorkerBoot pointer: its guest is ready or its VMM ended */
 
 /* worker-sandbox.c */
 bool id_valid(const char *id);
@@ -140,6 +145,23 @@ int worker_net_set_policy(Worker *w, const char *id, const char *policy_json, Ap
 /* Idempotent: whatever of the three exists goes. */
 void worker_net_detach(Worker *w, const char *id, uint64_t slot);
 int worker_net_reconcile(Worker *w);
+
+/* worker-boot.c: a create whose guest boots for seconds (vm) ends in the event loop */
+typedef struct WorkerBoot WorkerBoot;
+/* Takes over p (spawned, not finished) for the current request, whose reply
+ * is then written when the boot ends (w->reply_deferred). */
+int worker_boot_defer(Worker *w, WorkerPending *p);
+/* epoll reported an fd tagged WORKER_TAG_BOOT. */
+void worker_boot_ready(Worker *w, uint64_t tag);
+/* Boots past their deadline end (failed). */
+void worker_boot_tick(Worker *w);
+/* A booting sandbox is deleted: its boot ends now (failed); false if id is not booting. */
+bool worker_boot_cancel(Worker *w, const char *id);
+bool worker_boot_pending(Worker *w, const char *id);
+void worker_boot_client_gone(Worker *w, void *client);
+void worker_boot_cancel_all(Worker *w);
+/* worker.c: writes a deferred reply to client and reads its next request. */
+void worker_client_reply_deferred(Worker *w, void *client, JsonWriter *jw);
 
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "alloc-util.h"
@@ -376,7 +377,21 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
                         return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
                                          strerror(-r));
         }
-        r = worker_start_runtime(w, &s, root, ret_pid, ret_starttime, e);
+        if (rt == w->vm && w->current_client) {
+                /* a guest boots for seconds: the event loop finishes it (worker-boot.c) */
+                WorkerPending p;
+                r = worker_spawn_runtime(w, &s, root, &p, e);
+                if (r >= 0 && !p.created) {
+                        r = worker_boot_defer(w, &p);
+                        if (r >= 0)
+                                return 0;
+                        api_error(e, r, API_INTERNAL, "cannot wait for the guest: %s", strerror(-r));
+                        (void) syscall(SYS_pidfd_send_signal, p.p.pidfd, SIGKILL, NULL, 0);
+                        (void) worker_finish_runtime(w, &p, ret_pid, ret_starttime, &(ApiError){});
+                } else if (r >= 0)
+                        r = worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
+        } else
+                r = worker_start_runtime(w, &s, root, ret_pid, ret_starttime, e);
         if (r < 0)
                 (void) pool_sandbox_remove(w->pool, s.id);
         return r;
@@ -450,6 +465,7 @@ int worker_destroy_sandbox(Worker *w, const char *id, ApiError *e) {
 
         if (!id_valid(id))
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox id");
+        (void) worker_boot_cancel(w, id); /* still booting: that ends now */
         l = worker_live_find(w, id);
         if (l && l->reaping)
                 return 0; /* deleted already, on its way */

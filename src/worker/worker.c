@@ -35,6 +35,7 @@ typedef struct Client {
         int fd;
         char *buf;
         size_t n, allocated;
+        bool waiting; /* for a deferred reply (a booting create): reads nothing more until then */
 } Client;
 
 /* space-agent copied into a sealed memfd: what every sandbox executes, so
@@ -149,6 +150,8 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                 r = worker_create_sandbox(w, json_get(req, "sandbox"), &pid, &st, &e);
                 if (r < 0)
                         return reply_error(jw, &e);
+                if (w->reply_deferred)
+                        return; /* the guest boots; worker-boot.c replies */
                 json_w_object_begin(jw);
                 json_w_kv_bool(jw, "ok", true);
                 json_w_kv_int(jw, "pid", pid);
@@ -262,17 +265,82 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
         json_w_object_end(jw);
 }
 
-static void client_free(Client *c) {
+static void client_free(Worker *w, Client *c) {
+        worker_boot_client_gone(w, c);
         safe_close(c->fd);
         free(c->buf);
         free(c);
 }
 
+static int client_write(Client *c, const char *out, size_t outlen) {
+        int r;
+
+        /* responses are small; the client reads them at once */
+        (void) fd_nonblock(c->fd, false);
+        r = loop_write(c->fd, out, outlen);
+        if (r >= 0)
+                r = loop_write(c->fd, "\n", 1);
+        (void) fd_nonblock(c->fd, true);
+        return r;
+}
+
+/* Handles each complete line buffered (until a reply is deferred). */
+static int client_handle_lines(Worker *w, Client *c) {
+        char *nl;
+
+        while (!c->waiting && (nl = memchr(c->buf, '\n', c->n))) {
+                JsonWriter jw;
+                _cleanup_free_ char *out = NULL;
+                size_t len = (size_t) (nl - c->buf), outlen = 0;
+                int r;
+
+                json_w_init(&jw);
+                w->current_client = c;
+                w->reply_deferred = false;
+                handle(w, c->buf, len, &jw);
+                w->current_client = NULL;
+                memmove(c->buf, nl + 1, c->n - len - 1);
+                c->n -= len + 1;
+                if (w->reply_deferred) {
+                        struct epoll_event ev = { .events = 0, .data.ptr = c };
+                        json_w_done(&jw); /* nothing in it */
+                        w->reply_deferred = false;
+                        c->waiting = true; /* hangups are still reported */
+                        (void) epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+                        return 0;
+                }
+                r = json_w_finish(&jw, &out, &outlen);
+                if (r < 0)
+                        return r;
+                r = client_write(c, out, outlen);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+void worker_client_reply_deferred(Worker *w, void *client, JsonWriter *jw) {
+        struct epoll_event ev = { .events = EPOLLIN };
+        _cleanup_free_ char *out = NULL;
+        Client *c = client;
+        size_t outlen = 0;
+
+        c->waiting = false;
+        ev.data.ptr = c;
+        (void) epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+        /* a failure shows as a hangup of the connection in the loop, which drops it */
+        if (json_w_finish(jw, &out, &outlen) < 0 || client_write(c, out, outlen) < 0 ||
+            client_handle_lines(w, c) < 0)
+                (void) shutdown(c->fd, SHUT_RDWR);
+}
+
 /* Reads what is there; handles each complete line. Returns <0 to drop the client. */
 static int client_read(Worker *w, Client *c) {
+        if (c->waiting)
+                return -ECONNRESET; /* only a hangup wakes a waiting connection */
         for (;;) {
                 ssize_t k;
-                char *nl;
+                int r;
 
                 if (GREEDY_REALLOC(c->buf, c->allocated, c->n + 65536) < 0)
                         return -ENOMEM;
@@ -282,28 +350,11 @@ static int client_read(Worker *w, Client *c) {
                 if (k == 0)
                         return -ECONNRESET;
                 c->n += (size_t) k;
-                while ((nl = memchr(c->buf, '\n', c->n))) {
-                        JsonWriter jw;
-                        _cleanup_free_ char *out = NULL;
-                        size_t len = (size_t) (nl - c->buf), outlen = 0;
-                        int r;
-
-                        json_w_init(&jw);
-                        handle(w, c->buf, len, &jw);
-                        r = json_w_finish(&jw, &out, &outlen);
-                        if (r < 0)
-                                return r;
-                        memmove(c->buf, nl + 1, c->n - len - 1);
-                        c->n -= len + 1;
-                        /* responses are small; the client reads them at once */
-                        (void) fd_nonblock(c->fd, false);
-                        r = loop_write(c->fd, out, outlen);
-                        if (r >= 0)
-                                r = loop_write(c->fd, "\n", 1);
-                        (void) fd_nonblock(c->fd, true);
-                        if (r < 0)
-                                return r;
-                }
+                r = client_handle_lines(w, c);
+                if (r < 0)
+                        return r;
+                if (c->waiting)
+                        return 0;
                 if (c->n > WORKER_LINE_MAX)
                         return -EMSGSIZE;
         }
@@ -343,6 +394,7 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                 }
                 if (now_usec() - last_tick >= WORKER_TICK_MSEC * 1000) {
                         worker_tick(w);
+                        worker_boot_tick(w);
                         last_tick = now_usec();
                 }
                 for (int i = 0; i < n; i++) {
@@ -356,6 +408,8 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                                 }
                         } else if (tag == WORKER_TAG_GATEWAY) {
                                 worker_net_gateway_readable(w);
+                        } else if ((tag >> 62) == 1) {
+                                worker_boot_ready(w, tag);
                         } else if (tag == TAG_LISTEN) {
                                 int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                                 Client *c;
@@ -368,7 +422,7 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                                 c->fd = cfd;
                                 Client **nc = realloc(clients, sizeof *clients * (n_clients + 1));
                                 if (!nc) {
-                                        client_free(c);
+                                        client_free(w, c);
                                         continue;
                                 }
                                 clients = nc;
@@ -376,7 +430,7 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                                 struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
                                 if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, cfd, &ev) < 0) {
                                         clients[--n_clients] = NULL;
-                                        client_free(c);
+                                        client_free(w, c);
                                 }
                         } else if (tag >> 63) {
                                 int pidfd = (int) (tag & 0xffffffffU);
@@ -397,14 +451,15 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                                                         clients[j] = clients[--n_clients];
                                                         break;
                                                 }
-                                        client_free(c);
+                                        client_free(w, c);
                                 }
                         }
                 }
         }
 out:
+        worker_boot_cancel_all(w); /* their requests fail; the guests go */
         for (size_t j = 0; j < n_clients; j++)
-                client_free(clients[j]);
+                client_free(w, clients[j]);
         free(clients);
         return r;
 }

@@ -13,6 +13,8 @@ import ipaddress
 import json
 import os
 import secrets
+import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -455,3 +457,233 @@ def test_network_follows_suspend_resume_and_delete(vmd, test_host):
     assert f"hello-from-{th.allowed}" in http_get(vmd, sid, th.allowed, th.port)
     vmd.delete(sid)
     assert tap[0] not in vmd.net_links()
+
+
+# ---- a boot does not block the worker ----
+
+def _booting_vm(vmd):
+    """(id, QEMU pid) of the vm sandbox being created, once its QEMU runs."""
+    found = {}
+
+    def look():
+        for sid, sb in vmd.list_all().items():
+            if sb.get("state") == "creating" and sb.get("runtime") == "vm":
+                q = [p for p in vmd.sandbox_pids(sid) if open(f"/proc/{p}/comm").read().strip() == "qemu-system-x86"]
+                if q:
+                    found["v"] = (sid, q[0])
+                    return True
+        return False
+
+    assert host.wait_until(look, 120), "no booting vm sandbox appeared"
+    return found["v"]
+
+
+def _create_in_background(vmd, body):
+    res = {}
+    t = threading.Thread(target=lambda: res.update(r=vmd.api("POST", "/v1/sandboxes", json=body, timeout=600)))
+    t.start()
+    return t, res
+
+
+def test_boot_does_not_block_other_calls(vmd):
+    """While a vm sandbox boots (its QEMU held stopped, so the boot cannot end
+    meanwhile, whatever the speed of the host), the same worker creates,
+    pauses, resumes and deletes other sandboxes and execs go on; then the boot
+    ends and the vm sandbox works."""
+    ns_sid = vmd.create()["id"]
+    t, res = _create_in_background(vmd, {"runtime": "vm", "memory_mb": 192})
+    vm_sid = None
+    try:
+        vm_sid, qemu = _booting_vm(vmd)
+        os.kill(qemu, signal.SIGSTOP)
+        try:
+            assert vmd.sh(ns_sid, "echo hi") == "hi\n"
+            other = vmd.create()["id"]
+            assert vmd.sh(other, "echo there") == "there\n"
+            assert vmd.api("POST", f"/v1/sandboxes/{ns_sid}/pause").status == 200
+            assert vmd.api("POST", f"/v1/sandboxes/{ns_sid}/resume").status == 200
+            vmd.delete(other)
+            assert vmd.api("GET", "/v1/info").status == 200
+            assert t.is_alive() and vmd.show(vm_sid).json()["state"] == "creating"
+        finally:
+            os.kill(qemu, signal.SIGCONT)
+        t.join(600)
+        assert res["r"].status == 201, res["r"]
+        assert res["r"].json()["id"] == vm_sid
+        assert vmd.sh(vm_sid, "echo up") == "up\n"
+    finally:
+        t.join(600)
+        vmd.delete(ns_sid)
+        if vm_sid:
+            vmd.delete(vm_sid)
+
+
+def test_delete_while_booting(e2e_session, vmd):
+    """A vm sandbox deleted while it boots: the create fails with 409, the
+    delete succeeds, nothing of it is left."""
+    t, res = _create_in_background(vmd, {"runtime": "vm", "memory_mb": 192})
+    try:
+        sid, qemu = _booting_vm(vmd)
+        os.kill(qemu, signal.SIGSTOP)
+        r = vmd.api("DELETE", f"/v1/sandboxes/{sid}", timeout=120)
+        assert r.status == 200, r
+    finally:
+        t.join(600)
+    assert_error_shape(res["r"], 409, "conflict")
+    assert "deleted while" in res["r"].json()["error"]["message"]
+    r = vmd.show(sid)
+    assert r.status == 404 or r.json()["state"] == "deleted", r
+    assert not host.proc_exists(qemu)
+    assert not vmd.cgroup_dirs(sid)
+    assert not os.path.exists(vmd.pool_path("sandboxes", sid))
+    assert not os.path.exists(os.path.join(vmd.state_dir, "run", "sandboxes", sid))
+    assert host.wait_until(lambda: not residue.items_of_sandbox(e2e_session, sid), 10)
+
+
+# ---- faults: a crashing or hostile guest is reported and disturbs nothing else ----
+
+FLOOD_C = r"""
+/* From inside a vm sandbox, as root: takes the agent channel's fd out of
+ * PID 1 (pidfd_getfd: no second open of the port) and floods it with bytes
+ * that are no vmux frames. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+    char path[64], link[256], junk[65536];
+    struct dirent *de;
+    DIR *d = opendir("/proc/1/fd");
+    int pidfd = (int) syscall(SYS_pidfd_open, 1, 0), fd = -1;
+    if (!d || pidfd < 0) { perror("pidfd_open"); return 1; }
+    while ((de = readdir(d)) && fd < 0) {
+        ssize_t n;
+        snprintf(path, sizeof path, "/proc/1/fd/%s", de->d_name);
+        n = readlink(path, link, sizeof link - 1);
+        if (n > 0 && (link[n] = 0, strncmp(link, "/dev/vport", 10) == 0))
+            fd = (int) syscall(SYS_pidfd_getfd, pidfd, (int) strtol(de->d_name, NULL, 10), 0);
+    }
+    if (fd < 0) { fprintf(stderr, "no port fd\n"); return 1; }
+    memset(junk, 0xa5, sizeof junk);
+    printf("flooding\n");
+    fflush(stdout);
+    for (int i = 0; i < 4096; i++)
+        if (write(fd, junk, sizeof junk) < 0) break;
+    return 0;
+}
+"""
+
+
+def _reason_reported(vmd, sid, words):
+    def stopped():
+        sb = vmd.show(sid).json()
+        return sb["state"] == "error" and words in sb.get("reason", "")
+    assert host.wait_until(stopped, 120), vmd.show(sid).json()
+    r = vmd.api("GET", "/v1/events", params={"sandbox": sid, "limit": 100})
+    ev = [e for e in r.json()["events"] if e["type"] == "sandbox.error"]
+    assert ev and words in ev[-1]["reason"], ev
+
+
+def _spaced_unharmed(vmd, ns_sid):
+    assert vmd.sh(ns_sid, "echo fine") == "fine\n"
+    other = vmd.create()["id"]
+    assert vmd.sh(other, "echo fine") == "fine\n"
+    vmd.delete(other)
+    assert vmd.api("GET", "/v1/info").status == 200
+
+
+def _gone_after_delete(e2e_session, vmd, sid, qemu):
+    vmd.delete(sid)
+    assert host.wait_until(lambda: not host.proc_exists(qemu), 30)
+    assert not vmd.cgroup_dirs(sid)
+    assert not os.path.exists(os.path.join(vmd.state_dir, "run", "sandboxes", sid))
+    assert host.wait_until(lambda: not residue.items_of_sandbox(e2e_session, sid), 10)
+
+
+def test_guest_kernel_panic_is_reported(e2e_session, vmd):
+    ns_sid = vmd.create()["id"]
+    sid = vmd.create(runtime="vm", memory_mb=192)["id"]
+    try:
+        qemu = [p for p in vmd.sandbox_pids(sid) if open(f"/proc/{p}/comm").read().strip() == "qemu-system-x86"][0]
+        links = vmd.net_links()
+        vmd.exec(sid, shell="echo c > /proc/sysrq-trigger", timeout=60)   # the stream may just end
+        _reason_reported(vmd, sid, "the guest kernel panicked")
+        assert host.wait_until(lambda: not host.proc_exists(qemu), 30)
+        assert host.wait_until(lambda: len(vmd.net_links()) < len(links), 10), "its tap outlived the VM"
+        _spaced_unharmed(vmd, ns_sid)
+        _gone_after_delete(e2e_session, vmd, sid, qemu)
+    finally:
+        vmd.delete(ns_sid)
+
+
+def test_guest_flooding_the_agent_channel_is_reported(e2e_session, vmd, tmp_path):
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.fail("needs gcc and a static libc (apt-get install gcc libc6-dev)", pytrace=False)
+    src, exe = tmp_path / "flood.c", tmp_path / "flood"
+    src.write_text(FLOOD_C)
+    subprocess.run([cc, "-static", "-O1", "-o", str(exe), str(src)], check=True, capture_output=True)
+    ns_sid = vmd.create()["id"]
+    sid = vmd.create(runtime="vm", memory_mb=192)["id"]
+    try:
+        qemu = [p for p in vmd.sandbox_pids(sid) if open(f"/proc/{p}/comm").read().strip() == "qemu-system-x86"][0]
+        r = vmd.api("PUT", f"/v1/sandboxes/{sid}/files", params={"path": "/root/flood"},
+                    data=exe.read_bytes())
+        assert r.status == 201, r
+        vmd.exec(sid, shell="chmod 755 /root/flood; /root/flood", timeout=120)   # the stream breaks
+        _reason_reported(vmd, sid, "broke the agent channel")
+        assert host.wait_until(lambda: not host.proc_exists(qemu), 30)
+        _spaced_unharmed(vmd, ns_sid)
+        _gone_after_delete(e2e_session, vmd, sid, qemu)
+    finally:
+        vmd.delete(ns_sid)
+
+
+def test_restart_adopts_running_vm(e2e_session, vmd, test_host):
+    """spaced stopped and started again: a running vm sandbox is adopted
+    (its QEMU, relay and tap never stopped), exec and its network work, and a
+    delete afterwards leaves nothing."""
+    th = test_host
+    sid = vmd.create(runtime="vm", memory_mb=192,
+                     network={"allow": [{"cidr": f"{th.allowed}/32", "ports": [th.port]}]})["id"]
+    vmd.sh(sid, "echo before > /root/mark")
+    qemu = [p for p in vmd.sandbox_pids(sid) if open(f"/proc/{p}/comm").read().strip() == "qemu-system-x86"][0]
+    vmd.kill9()
+    vmd.start()
+    assert host.proc_exists(qemu)
+    assert vmd.show(sid).json()["state"] == "running"
+    assert vmd.sh(sid, "cat /root/mark") == "before\n"
+    # the gateway is a new one: the adopted sandbox is registered with it again (the store's policy)
+    assert f"hello-from-{th.allowed}" in http_get(vmd, sid, th.allowed, th.port)
+    _gone_after_delete(e2e_session, vmd, sid, qemu)
+
+
+# ---- bad input ----
+
+def test_qemu_missing_is_a_clear_error(e2e_session, request):
+    """vm_qemu names a binary that is not there (as on a host without QEMU):
+    the vm runtime is reported unavailable with the reason, --runtime vm is a
+    clear 400, and nothing is made."""
+    missing = "/nonexistent/space-test/qemu-system-x86_64"
+    d = e2e_session.new_daemon(extra_args=[f"--vm-kernel-dir={kernel_dir()}", f"--vm-qemu={missing}"])
+    d.start()
+    try:
+        info = d.api("GET", "/v1/info").json()
+        assert "vm" not in info["runtimes"], info
+        assert info["vm"]["available"] is False and missing in info["vm"]["reason"], info["vm"]
+        before = _snapshot(d)
+        r = d.api("POST", "/v1/sandboxes", json={"runtime": "vm"})
+        e = assert_error_shape(r, 400, "invalid_argument")
+        assert "QEMU is not installed" in e["message"] and missing in e["message"], e
+        r = d.cli("create", "--runtime", "vm")
+        assert r.rc != 0 and "QEMU is not installed" in r.err, r
+        _no_trace(d, before)
+        assert not [sb for sb in d.list_all().values() if sb.get("state") != "deleted"]
+    finally:
+        problems = residue.teardown_daemon(d)
+        if not problems:
+            residue.remove_daemon_dir(d)
+        else:
+            residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
