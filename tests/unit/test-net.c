@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/if_tun.h>
 #include <linux/netfilter_ipv4.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
@@ -24,6 +25,7 @@
 #include "firewall.h"
 #include "netlink.h"
 #include "str-util.h"
+#include "tap.h"
 #include "test.h"
 #include "veth.h"
 
@@ -598,4 +600,52 @@ TEST(sandbox_network) {
         ASSERT_ERRNO(veth_delete(net_test.link), ENODEV);
         net_test.link[0] = '\0';
         net_test_cleanup();
+}
+
+static bool is_tap(const char *name) {
+        char p[96];
+        _cleanup_free_ char *flags = NULL;
+        if (snprintf(p, sizeof p, "/sys/class/net/%s/tun_flags", name) >= (int) sizeof p ||
+            read_full_file(p, 64, &flags, NULL) < 0)
+                return false;
+        return (strtoul(flags, NULL, 16) & IFF_TAP) != 0;
+}
+
+TEST(tap_device) {
+        _cleanup_close_ int nsfd = -EBADF;
+        char name[IFNAMSIZ];
+        uint8_t mac[6];
+        int fd = -EBADF;
+
+        tap_guest_mac(UINT64_C(0x123456), mac);
+        ASSERT_TRUE(mac[0] == 0x52 && mac[1] == 0x54 && mac[2] == 0 && mac[3] == 0x12 && mac[4] == 0x34 &&
+                    mac[5] == 0x56);
+        ASSERT_ERRNO(tap_create("bad name!", &fd), EINVAL);
+        ASSERT_ERRNO(tap_create("waytoolongname16", &fd), EINVAL);
+        if (geteuid() != 0)
+                test_skip("needs root");
+        if (access("/dev/net/tun", R_OK | W_OK) < 0)
+                test_skip("no /dev/net/tun");
+
+        /* a name of our own; the tap is not persistent, so a failed test leaves none */
+        snprintf(name, sizeof name, "spv%ut", (unsigned) getpid() % 100000);
+        ASSERT_OK(tap_create(name, &fd));
+        ASSERT_TRUE(if_nametoindex(name) > 0);
+        ASSERT_TRUE(is_tap(name));
+        AddrPair pair = pair_of(31000 + (uint32_t) getpid() % 500);
+        ASSERT_OK(veth_configure_host(name, &pair)); /* the host end, like a veth's */
+        fd = safe_close(fd);
+        ASSERT_EQ(if_nametoindex(name), 0U);   /* gone with its last fd */
+
+        /* a leftover link of that name (a veth of an earlier life of the slot) is replaced */
+        int r = netns_new(&nsfd);
+        if (r == -EPERM)
+                test_skip("cannot create a network namespace");
+        ASSERT_OK(r);
+        ASSERT_OK(veth_create(name, VETH_PEER_DEFAULT, nsfd));
+        ASSERT_FALSE(is_tap(name));
+        ASSERT_OK(tap_create(name, &fd));
+        ASSERT_TRUE(is_tap(name));
+        fd = safe_close(fd);
+        ASSERT_EQ(if_nametoindex(name), 0U);
 }
