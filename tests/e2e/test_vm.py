@@ -687,3 +687,25 @@ def test_qemu_missing_is_a_clear_error(e2e_session, request):
             residue.remove_daemon_dir(d)
         else:
             residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+
+
+def test_restart_reports_vm_that_died_meanwhile(e2e_session, vmd):
+    """A vm sandbox whose QEMU died while spaced was down: after the restart it
+    is `error` with the reason and an event, and nothing of it is left
+    running (its tap went with QEMU, its relay and cgroup are removed)."""
+    sid = vmd.create(runtime="vm", memory_mb=192)["id"]
+    qemu = [p for p in vmd.sandbox_pids(sid) if open(f"/proc/{p}/comm").read().strip() == "qemu-system-x86"][0]
+    links = vmd.net_links()
+    vmd.kill9()
+    host.kill_pid(qemu, signal.SIGKILL)
+    assert host.wait_until(lambda: not host.proc_exists(qemu), 30)
+    vmd.start()
+    sb = vmd.show(sid).json()
+    assert sb["state"] == "error" and "not running when spaced restarted" in sb["reason"], sb
+    r = vmd.api("GET", "/v1/events", params={"sandbox": sid, "limit": 100})
+    assert any(e["type"] == "sandbox.error" for e in r.json()["events"]), r.json()
+    assert not vmd.sandbox_pids(sid), "its relay outlived the restart"
+    assert not vmd.cgroup_dirs(sid)
+    assert len(vmd.net_links()) < len(links)
+    vmd.delete(sid)
+    assert host.wait_until(lambda: not residue.items_of_sandbox(e2e_session, sid), 10)
