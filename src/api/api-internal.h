@@ -173,7 +173,8 @@ int api_key_generate(char ret_secret[static API_KEY_SECRET_LEN + 1], char ret_id
 /* ---- handlers ---- */
 
 /* Looks up a sandbox of the request's tenant (404 otherwise); with running, 409 unless it runs (a paused
- * one is resumed instead with auto_resume_paused=1), and the call counts as activity (idle policy). */
+ * one is resumed instead if it has auto_resume, or with auto_resume_paused=1), and the call counts as
+ * activity (idle policy). */
 int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret, ApiError *e);
 /* Records a new sandbox (state creating) under a fresh id and a free slot. */
 int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, ApiError *e);
@@ -200,6 +201,14 @@ static inline void api_sandbox_unlockp(pthread_mutex_t **m) {
                 (void) pthread_mutex_unlock(*m);
 }
 #define _cleanup_sandbox_lock_ _cleanup_(api_sandbox_unlockp)
+/* With the sandbox's lock held (sb is its row; re-read on success): pause
+ * (409 unless running), suspend (running or paused), and wake: a paused
+ * sandbox is thawed, a suspended one starts again on its files, and with
+ * reboot a paused one is suspended first (its processes end). wake returns 1
+ * if it woke it, 0 if it was running; each records its event with reason. */
+int api_sandbox_pause_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e);
+int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e);
+int api_sandbox_wake_locked(ApiRequest *r, Sandbox *sb, bool reboot, const char *why, ApiError *e);
 
 int api_sandbox_pause(ApiRequest *r, ApiError *e);
 int api_sandbox_resume(ApiRequest *r, ApiError *e);

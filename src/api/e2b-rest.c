@@ -47,9 +47,11 @@ static void kv_time(JsonWriter *w, const char *key, int64_t usec) {
 
 /* E2B's lifecycle {onTimeout:'pause'} (autoPause) maps onto space's idle
  * policy: no timeout that deletes, and a pause after the E2B timeout without
- * exec or file calls (a sandbox in use is not frozen under its user). */
+ * exec or file calls (a sandbox in use is not frozen under its user); with
+ * keepMemory false (autoPauseMemory) the idle action is a suspend. */
 bool e2b_auto_pause(const Sandbox *sb) {
-        return sb->timeout_s == 0 && sb->idle_s > 0 && sb->idle_action == IDLE_ACTION_PAUSE;
+        return sb->timeout_s == 0 && sb->idle_s > 0 &&
+               (sb->idle_action == IDLE_ACTION_PAUSE || sb->idle_action == IDLE_ACTION_SUSPEND);
 }
 
 /* E2B's endAt: the expiry, or when the idle policy pauses an autoPause sandbox. */
@@ -120,7 +122,7 @@ static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool de
                 json_w_key(w, "lifecycle");
                 json_w_object_begin(w);
                 json_w_kv_string(w, "onTimeout", e2b_auto_pause(sb) ? "pause" : "kill");
-                json_w_kv_bool(w, "autoResume", false);
+                json_w_kv_bool(w, "autoResume", sb->auto_resume);
                 json_w_object_end(w);
         }
         json_w_object_end(w);
@@ -154,14 +156,6 @@ static int lookup(ApiRequest *r, const char *id, Sandbox *ret, ApiError *e) {
         return 0;
 }
 
-static void record_state(ApiRequest *r, const char *id, SandboxState from, SandboxState to, const char *reason) {
-        char data[96];
-
-        snprintf(data, sizeof data, "{\"from\":\"%s\",\"to\":\"%s\"}", sandbox_state_to_string(from),
-                 sandbox_state_to_string(to));
-        api_event(r, id, "sandbox.state", reason, data);
-}
-
 /* ---- create ---- */
 
 /* E2B's create body → the v1 create body (validated there, with the deployment's defaults and bounds). */
@@ -171,7 +165,7 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
         const JsonValue *tmpl = json_get(in, "templateID"), *timeout = json_get(in, "timeout"),
                         *metadata = json_get(in, "metadata"), *env = json_get(in, "envVars");
         uint64_t t = E2B_DEFAULT_TIMEOUT_S;
-        bool auto_pause = false;
+        E2bLifecycle lc;
         size_t n;
         int k;
 
@@ -183,7 +177,7 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "metadata must be an object of strings");
         if (env && !json_is_null(env) && json_type(env) != JSON_OBJECT)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "envVars must be an object of strings");
-        k = e2b_body_auto_pause(in, &auto_pause, e);
+        k = e2b_body_lifecycle(in, &lc, e);
         if (k < 0)
                 return k;
 
@@ -191,12 +185,13 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
         json_w_object_begin(&w);
         json_w_kv_string(&w, "template", tmpl && !json_is_null(tmpl) ? json_string(tmpl) : "base");
         json_w_key(&w, "timeout_s");
-        json_w_uint(&w, auto_pause ? 0 : t);
-        if (auto_pause) {
+        json_w_uint(&w, lc.on_timeout != IDLE_ACTION_NONE ? 0 : t);
+        if (lc.on_timeout != IDLE_ACTION_NONE) {
                 json_w_key(&w, "idle_s");
                 json_w_uint(&w, MAX(t, (uint64_t) 1));
-                json_w_kv_string(&w, "idle_action", "pause");
+                json_w_kv_string(&w, "idle_action", idle_action_to_string(lc.on_timeout));
         }
+        json_w_kv_bool(&w, "auto_resume", lc.auto_resume);
         if (metadata && !json_is_null(metadata)) {
                 _cleanup_free_ char *m = NULL;
                 if (json_serialize(metadata, &m, NULL) < 0)
@@ -220,16 +215,29 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
         return 0;
 }
 
-int e2b_body_auto_pause(const JsonValue *in, bool *ret, ApiError *e) {
-        const JsonValue *v = json_get(in, "autoPause"), *mem = json_get(in, "autoPauseMemory");
-        bool b = false;
+int e2b_body_lifecycle(const JsonValue *in, E2bLifecycle *ret, ApiError *e) {
+        const JsonValue *v = json_get(in, "autoPause"), *mem = json_get(in, "autoPauseMemory"),
+                        *ar = json_get(in, "autoResume");
+        bool pause = false, memory = true, resume = false;
 
-        *ret = false;
-        if (v && !json_is_null(v) && json_bool(v, ret) < 0)
+        if (v && !json_is_null(v) && json_bool(v, &pause) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "autoPause must be a boolean");
-        if (mem && !json_is_null(mem) && (json_bool(mem, &b) < 0 || !b))
-                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
-                                 "autoPauseMemory must be true: a paused sandbox always keeps its memory");
+        if (mem && !json_is_null(mem) && json_bool(mem, &memory) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "autoPauseMemory must be a boolean");
+        if (ar && !json_is_null(ar)) {
+                const JsonValue *en = json_get(ar, "enabled");
+                if (json_type(ar) != JSON_OBJECT || !en || json_bool(en, &resume) < 0)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                         "autoResume must be an object {\"enabled\": true|false}");
+        }
+        if (resume && pause && !memory)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "autoResume cannot be combined with autoPauseMemory false: a sandbox paused "
+                                 "without its memory is resumed explicitly (connect)");
+        *ret = (E2bLifecycle) {
+                .on_timeout = !pause ? IDLE_ACTION_NONE : memory ? IDLE_ACTION_PAUSE : IDLE_ACTION_SUSPEND,
+                .auto_resume = resume,
+        };
         return 0;
 }
 
@@ -293,8 +301,8 @@ int e2b_set_expiry(ApiRequest *r, const Sandbox *sb, uint64_t timeout_s, bool on
                 return api_error(e, -ERANGE, API_INVALID_ARGUMENT, "timeout must be at most %" PRIu64 " s",
                                  api_config(r->api)->max_timeout_s);
         if (e2b_auto_pause(sb)) {
-                SandboxPolicy p = { .idle_s = MAX(timeout_s, (uint64_t) 1), .idle_action = IDLE_ACTION_PAUSE,
-                                    .checkpoint_every_s = sb->checkpoint_every_s };
+                SandboxPolicy p = { .idle_s = MAX(timeout_s, (uint64_t) 1), .idle_action = sb->idle_action,
+                                    .checkpoint_every_s = sb->checkpoint_every_s, .auto_resume = sb->auto_resume };
                 (void) store_sandbox_touch(r->store, sb->id);
                 if (only_extend && p.idle_s <= sb->idle_s)
                         return 0;
@@ -325,11 +333,26 @@ static int body_timeout(const JsonValue *body, bool required, uint64_t *ret, Api
         return 1;
 }
 
+/* {"memory": false} (connect's onResume 'reboot', pause's keepMemory false): the processes' memory goes. */
+static int body_memory(const JsonValue *body, bool *ret_keep, ApiError *e) {
+        const JsonValue *v = json_get(body, "memory");
+
+        *ret_keep = true;
+        if (v && !json_is_null(v) && json_bool(v, ret_keep) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "memory must be a boolean");
+        return 0;
+}
+
+/* Resumes a paused sandbox (201), or answers 200 for a running one; with
+ * {"memory": false} a paused one restarts on its files (its processes end). */
 static int rest_connect(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX];
         uint64_t timeout = 0;
-        int status = 200, k, have;
+        bool keep_memory;
+        int k, have;
 
         k = e2b_read_json(r, &body, e);
         if (k < 0)
@@ -337,42 +360,43 @@ static int rest_connect(ApiRequest *r, const char *id, ApiError *e) {
         have = body_timeout(body, false, &timeout, e);
         if (have < 0)
                 return have;
+        k = body_memory(body, &keep_memory, e);
+        if (k < 0)
+                return k;
+        lock = api_sandbox_lock(id);
         k = lookup(r, id, &sb, e);
         if (k < 0)
                 return k;
-        if (sb.state == SANDBOX_PAUSED) {
-                k = api_get_worker(r, e);
-                if (k >= 0)
-                        k = worker_sandbox_pause(r->worker, id, false, e);
-                if (k < 0) {
-                        if (e->code == API_OK)
-                                (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
-                        return k;
-                }
-                k = store_sandbox_set_state(r->store, id, SANDBOX_PAUSED, SANDBOX_RUNNING, "resumed");
-                if (k == -ESTALE)
-                        return api_error(e, k, API_CONFLICT, "sandbox '%s' changed state meanwhile", id);
-                if (k < 0)
-                        return api_store_error(e, k, "recording the resume");
-                record_state(r, id, SANDBOX_PAUSED, SANDBOX_RUNNING, "resumed");
-                status = 201;
-        } else if (sb.state != SANDBOX_RUNNING)
+        if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED && sb.state != SANDBOX_SUSPENDED)
                 return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s and cannot be connected to", id,
                                  sandbox_state_to_string(sb.state));
-        k = e2b_set_expiry(r, &sb, have > 0 ? timeout : E2B_DEFAULT_TIMEOUT_S, true, e);
+        snprintf(reason, sizeof reason, "resumed by %s (E2B connect%s)", r->actor,
+                 keep_memory ? "" : ", without memory");
+        k = api_sandbox_wake_locked(r, &sb, !keep_memory, reason, e);
         if (k < 0)
                 return k;
-        return reply_sandbox(r, status, id, e);
+        have = e2b_set_expiry(r, &sb, have > 0 ? timeout : E2B_DEFAULT_TIMEOUT_S, true, e);
+        if (have < 0)
+                return have;
+        return reply_sandbox(r, k > 0 ? 201 : 200, id, e);
 }
 
+/* Pauses (keeps memory) or, with {"memory": false}, suspends (ends the processes, keeps the files). */
 static int rest_pause(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX];
+        bool keep_memory;
         int k;
 
         k = e2b_read_json(r, &body, e);
         if (k < 0)
                 return k;
+        k = body_memory(body, &keep_memory, e);
+        if (k < 0)
+                return k;
+        lock = api_sandbox_lock(id);
         k = lookup(r, id, &sb, e);
         if (k < 0)
                 return k;
@@ -381,23 +405,10 @@ static int rest_pause(ApiRequest *r, const char *id, ApiError *e) {
         if (sb.state != SANDBOX_RUNNING)
                 return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s and cannot be paused", id,
                                  sandbox_state_to_string(sb.state));
-        k = api_get_worker(r, e);
-        if (k >= 0)
-                k = worker_sandbox_pause(r->worker, id, true, e);
-        if (k < 0) {
-                if (e->code == API_OK)
-                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
-                return k;
-        }
-        k = store_sandbox_set_state(r->store, id, SANDBOX_RUNNING, SANDBOX_PAUSED, "paused");
-        if (k == -ESTALE) {
-                ApiError ignored = {};
-                (void) worker_sandbox_pause(r->worker, id, false, &ignored);
-                return api_error(e, k, API_CONFLICT, "sandbox '%s' changed state meanwhile", id);
-        }
+        snprintf(reason, sizeof reason, "paused by %s (E2B pause%s)", r->actor, keep_memory ? "" : ", without memory");
+        k = keep_memory ? api_sandbox_pause_locked(r, &sb, reason, e) : api_sandbox_suspend_locked(r, &sb, reason, e);
         if (k < 0)
-                return api_store_error(e, k, "recording the pause");
-        record_state(r, id, SANDBOX_RUNNING, SANDBOX_PAUSED, "paused");
+                return k;
         return e2b_reply(r, 204, NULL, NULL, 0, NULL);
 }
 

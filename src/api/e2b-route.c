@@ -326,6 +326,12 @@ static int envd_begin(ApiRequest *r, E2bEnvd *x, bool rpc) {
         /* the request acts for the sandbox's tenant (events, logs) */
         (void) strscpy(r->key.tenant_id, sizeof r->key.tenant_id, x->sb.tenant_id);
         snprintf(r->actor, sizeof r->actor, "envd:%s", x->sb.id);
+        /* autoResume: a request that reaches a paused sandbox wakes it (as E2B's edge proxy does) */
+        if (x->sb.state == SANDBOX_PAUSED && (x->sb.auto_resume || api_config(r->api)->auto_resume_paused)) {
+                k = api_sandbox_resume_paused(r, &x->sb, "resumed by an envd request (autoResume)", &e);
+                if (k < 0 && e.code != API_SANDBOX_NOT_RUNNING)
+                        return rpc ? e2b_unary_error(r, &e) : e2b_reply_error(r, &e), 0;
+        }
         if (x->sb.state != SANDBOX_RUNNING)
                 return e2b_reply_gone(r, id), 0;
         if (x->sb.idle_s > 0) /* activity, for the idle policy (autoPause); a store write only when it counts */

@@ -217,16 +217,19 @@ int e2b_snapshot_delete(ApiRequest *r, const char *id, ApiError *e) {
         return e2b_reply(r, 204, NULL, NULL, 0, NULL);
 }
 
-/* The new sandboxes' E2B timeout and autoPause, as a create or fork named them. */
-static int kids_lifecycle(ApiRequest *r, const Sandbox *kids, size_t n, uint64_t timeout_s, bool auto_pause,
+/* The new sandboxes' E2B timeout and lifecycle (on_timeout: autoPause's
+ * pause or suspend, else none), as a create or fork named them. */
+static int kids_lifecycle(ApiRequest *r, const Sandbox *kids, size_t n, uint64_t timeout_s, const E2bLifecycle *lc,
                           ApiError *e) {
         for (size_t i = 0; i < n; i++) {
+                bool auto_pause = lc->on_timeout != IDLE_ACTION_NONE;
                 SandboxPolicy p = {
                         .timeout_s = auto_pause ? 0 : timeout_s,
                         .expires_usec = auto_pause || timeout_s == 0 ? 0 : now_usec() + (int64_t) timeout_s * 1000000,
                         .idle_s = auto_pause ? MAX(timeout_s, (uint64_t) 1) : kids[i].idle_s,
-                        .idle_action = auto_pause ? IDLE_ACTION_PAUSE : kids[i].idle_action,
+                        .idle_action = auto_pause ? lc->on_timeout : kids[i].idle_action,
                         .checkpoint_every_s = kids[i].checkpoint_every_s,
+                        .auto_resume = lc->auto_resume,
                 };
                 int k = store_sandbox_set_policy(r->store, kids[i].id, &p);
                 if (k < 0)
@@ -255,7 +258,7 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_sandbox_ Sandbox got = {};
         uint64_t timeout = E2B_DEFAULT_TIMEOUT_S;
-        bool auto_pause = false;
+        E2bLifecycle lc;
         Template t;
         Checkpoint ck;
         size_t n = 0;
@@ -271,7 +274,7 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
                                  "a sandbox made from a snapshot takes the envs and metadata of the snapshot's sandbox");
         k = timeout_field(in, &timeout, e);
         if (k >= 0)
-                k = e2b_body_auto_pause(in, &auto_pause, e);
+                k = e2b_body_lifecycle(in, &lc, e);
         if (k < 0)
                 return k;
         if (timeout > c->max_timeout_s)
@@ -280,7 +283,7 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         k = api_sandbox_branch_do(r, ck.sandbox_id, 1, ck.id, &kids, &n, e);
         if (k < 0)
                 return k;
-        k = kids_lifecycle(r, kids, n, timeout, auto_pause, e);
+        k = kids_lifecycle(r, kids, n, timeout, &lc, e);
         if (k >= 0)
                 k = store_sandbox_get(r->store, r->key.tenant_id, kids[0].id, &got);
         if (k < 0)
@@ -327,7 +330,10 @@ int e2b_fork(ApiRequest *r, const char *id, ApiError *e) {
         if (have_timeout) {
                 for (size_t i = 0; i < n; i++) {
                         ApiError ignored = {}; /* the fork exists; its timeout stays the parent's */
-                        (void) kids_lifecycle(r, &kids[i], 1, timeout, e2b_auto_pause(&kids[i]), &ignored);
+                        E2bLifecycle lc = { .on_timeout = e2b_auto_pause(&kids[i]) ? kids[i].idle_action
+                                                                                  : IDLE_ACTION_NONE,
+                                            .auto_resume = kids[i].auto_resume };
+                        (void) kids_lifecycle(r, &kids[i], 1, timeout, &lc, &ignored);
                 }
         }
         json_w_array_begin(&w);

@@ -75,10 +75,16 @@ int e2b_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);
 int e2b_rest_handle(ApiRequest *r, char **segs, size_t n_segs);
 /* The Sandbox object of create, connect and fork. */
 int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb);
-/* lifecycle.onTimeout 'pause' (autoPause): space's idle policy with pause and no deleting timeout. */
+/* lifecycle.onTimeout 'pause' (autoPause): space's idle policy with pause
+ * (suspend without memory) and no deleting timeout. */
 bool e2b_auto_pause(const Sandbox *sb);
-/* autoPause (and autoPauseMemory, which must be true) of a create body. */
-int e2b_body_auto_pause(const JsonValue *in, bool *ret, ApiError *e);
+/* The lifecycle of a create body: autoPause → on_timeout pause (suspend with
+ * autoPauseMemory false), else none (the timeout kills); autoResume.enabled. */
+typedef struct E2bLifecycle {
+        IdleAction on_timeout;
+        bool auto_resume;
+} E2bLifecycle;
+int e2b_body_lifecycle(const JsonValue *in, E2bLifecycle *ret, ApiError *e);
 /* Extends (only_extend) or sets the expiry, or an autoPause sandbox's idle window. */
 int e2b_set_expiry(ApiRequest *r, const Sandbox *sb, uint64_t timeout_s, bool only_extend, ApiError *e);
 

@@ -70,13 +70,15 @@ int api_validate_policy_fields(const JsonValue *body, const Config *c, uint64_t 
 
 int api_validate_sandbox_patch(const JsonValue *body, const Config *c, const Sandbox *cur, int64_t now,
                                SandboxPolicy *ret, ApiError *e) {
-        static const char *const allowed[] = { "timeout_s", "idle_s", "idle_action", "checkpoint_every_s", NULL };
+        static const char *const allowed[] = { "timeout_s", "idle_s", "idle_action", "checkpoint_every_s",
+                                               "auto_resume", NULL };
         SandboxPolicy p = {
                 .timeout_s = cur->timeout_s,
                 .expires_usec = cur->expires_usec,
                 .idle_s = cur->idle_s,
                 .idle_action = cur->idle_action,
                 .checkpoint_every_s = cur->checkpoint_every_s,
+                .auto_resume = cur->auto_resume,
         };
         const char *unknown = NULL;
         JsonValue *v;
@@ -86,7 +88,8 @@ int api_validate_sandbox_patch(const JsonValue *body, const Config *c, const San
                 return api_error(e, -EINVAL, API_UNKNOWN_FIELD, "unknown field '%.64s'", strna(unknown));
         if (json_object_size(body) == 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
-                                 "give at least one of timeout_s, idle_s, idle_action, checkpoint_every_s");
+                                 "give at least one of timeout_s, idle_s, idle_action, checkpoint_every_s, "
+                                 "auto_resume");
 
         v = json_get(body, "timeout_s");
         if (v && !json_is_null(v)) {
@@ -100,6 +103,9 @@ int api_validate_sandbox_patch(const JsonValue *body, const Config *c, const San
                 p.timeout_s = t;
                 p.expires_usec = t > 0 ? now + (int64_t) t * 1000000 : 0;
         }
+        v = json_get(body, "auto_resume");
+        if (v && !json_is_null(v) && json_bool(v, &p.auto_resume) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "auto_resume must be a boolean");
         r = api_validate_policy_fields(body, c, &p.idle_s, &p.idle_action, &p.checkpoint_every_s, e);
         if (r < 0)
                 return r;

@@ -112,6 +112,31 @@ static int read_no_fields(ApiRequest *r, ApiError *e) {
 
 /* ---- pause ---- */
 
+int api_sandbox_pause_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e) {
+        int k;
+
+        if (sb->state == SANDBOX_PAUSED)
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is already paused", sb->id);
+        if (sb->state != SANDBOX_RUNNING)
+                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING,
+                                 "sandbox '%s' is %s: only a running sandbox can be paused", sb->id, state_name(sb));
+        k = set_state(r, sb, SANDBOX_RUNNING, SANDBOX_PAUSED, reason, e);
+        if (k < 0)
+                return k;
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_pause(r->worker, sb->id, true, e);
+        if (k < 0) {
+                (void) worker_failed(e, k);
+                log_warning("Pausing sandbox %s failed: %s", sb->id, e->message);
+                (void) store_sandbox_set_state(r->store, sb->id, SANDBOX_PAUSED, SANDBOX_RUNNING, "pause failed");
+                return k;
+        }
+        event(r, sb, "sandbox.paused", reason, NULL);
+        log_info("Paused sandbox %s", sb->id);
+        return reread(r, sb, e);
+}
+
 int api_sandbox_pause(ApiRequest *r, ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
@@ -126,27 +151,10 @@ int api_sandbox_pause(ApiRequest *r, ApiError *e) {
         k = api_sandbox_lookup(r, id, false, &sb, e);
         if (k < 0)
                 return k;
-        if (sb.state == SANDBOX_PAUSED)
-                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is already paused", id);
-        if (sb.state != SANDBOX_RUNNING)
-                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING,
-                                 "sandbox '%s' is %s: only a running sandbox can be paused", id, state_name(&sb));
-
         snprintf(reason, sizeof reason, "paused by %s", r->actor);
-        k = set_state(r, &sb, SANDBOX_RUNNING, SANDBOX_PAUSED, reason, e);
+        k = api_sandbox_pause_locked(r, &sb, reason, e);
         if (k < 0)
                 return k;
-        k = api_get_worker(r, e);
-        if (k >= 0)
-                k = worker_sandbox_pause(r->worker, id, true, e);
-        if (k < 0) {
-                (void) worker_failed(e, k);
-                log_warning("Pausing sandbox %s failed: %s", id, e->message);
-                (void) store_sandbox_set_state(r->store, id, SANDBOX_PAUSED, SANDBOX_RUNNING, "pause failed");
-                return k;
-        }
-        event(r, &sb, "sandbox.paused", reason, NULL);
-        log_info("Paused sandbox %s", id);
         return reply_sandbox(r, 200, id, e);
 }
 
@@ -218,6 +226,27 @@ int api_sandbox_resume_paused(ApiRequest *r, Sandbox *sb, const char *why, ApiEr
         return resume_paused_locked(r, sb, why, e);
 }
 
+int api_sandbox_wake_locked(ApiRequest *r, Sandbox *sb, bool reboot, const char *why, ApiError *e) {
+        int k;
+
+        if (sb->state == SANDBOX_RUNNING)
+                return 0;
+        if (reboot && sb->state == SANDBOX_PAUSED) {
+                /* its memory goes: the processes end, and it starts again on its files */
+                k = api_sandbox_suspend_locked(r, sb, why, e);
+                if (k < 0)
+                        return k;
+        }
+        if (sb->state == SANDBOX_PAUSED)
+                k = resume_paused_locked(r, sb, why, e);
+        else if (sb->state == SANDBOX_SUSPENDED)
+                k = start_again_locked(r, sb, why, e);
+        else
+                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING, "sandbox '%s' is %s: it cannot be resumed",
+                                 sb->id, state_name(sb));
+        return k < 0 ? k : 1;
+}
+
 int api_sandbox_resume(ApiRequest *r, ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
@@ -254,13 +283,47 @@ int api_sandbox_resume(ApiRequest *r, ApiError *e) {
 
 /* ---- suspend ---- */
 
+int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e) {
+        char data[64];
+        bool preserved = false;
+        SandboxState from = sb->state;
+        int k;
+
+        if (sb->state == SANDBOX_SUSPENDED)
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is already suspended", sb->id);
+        if (sb->state != SANDBOX_RUNNING && sb->state != SANDBOX_PAUSED)
+                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING,
+                                 "sandbox '%s' is %s: only a running or paused sandbox can be suspended", sb->id,
+                                 state_name(sb));
+        k = set_state(r, sb, from, SANDBOX_SUSPENDED, reason, e);
+        if (k < 0)
+                return k;
+        k = api_get_worker(r, e);
+        if (k >= 0)
+                k = worker_sandbox_suspend(r->worker, sb->id, &preserved, e);
+        if (k < 0) {
+                char why[STORE_REASON_MAX];
+                (void) worker_failed(e, k);
+                snprintf(why, sizeof why, "suspend failed: %s", e->message);
+                log_error("Suspending sandbox %s failed: %s", sb->id, e->message);
+                /* its processes may be gone: error (resume starts it again on its files) */
+                if (store_sandbox_set_state(r->store, sb->id, SANDBOX_SUSPENDED, SANDBOX_ERROR, why) >= 0)
+                        event(r, sb, "sandbox.error", why, NULL);
+                return k;
+        }
+        (void) store_sandbox_set_runtime(r->store, sb->id, 0, 0, NULL);
+        (void) store_sandbox_set_processes_preserved(r->store, sb->id, preserved);
+        snprintf(data, sizeof data, "{\"processes_preserved\":%s}", preserved ? "true" : "false");
+        event(r, sb, "sandbox.suspended", reason, data);
+        log_info("Suspended sandbox %s", sb->id);
+        return reread(r, sb, e);
+}
+
 int api_sandbox_suspend(ApiRequest *r, ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
-        char reason[STORE_REASON_MAX], data[64];
+        char reason[STORE_REASON_MAX];
         const char *id = r->params[0];
-        bool preserved = false;
-        SandboxState from;
         int k;
 
         k = read_no_fields(r, e);
@@ -270,36 +333,10 @@ int api_sandbox_suspend(ApiRequest *r, ApiError *e) {
         k = api_sandbox_lookup(r, id, false, &sb, e);
         if (k < 0)
                 return k;
-        if (sb.state == SANDBOX_SUSPENDED)
-                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is already suspended", id);
-        if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED)
-                return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING,
-                                 "sandbox '%s' is %s: only a running or paused sandbox can be suspended", id,
-                                 state_name(&sb));
-        from = sb.state;
-
         snprintf(reason, sizeof reason, "suspended by %s", r->actor);
-        k = set_state(r, &sb, from, SANDBOX_SUSPENDED, reason, e);
+        k = api_sandbox_suspend_locked(r, &sb, reason, e);
         if (k < 0)
                 return k;
-        k = api_get_worker(r, e);
-        if (k >= 0)
-                k = worker_sandbox_suspend(r->worker, id, &preserved, e);
-        if (k < 0) {
-                char why[STORE_REASON_MAX];
-                (void) worker_failed(e, k);
-                snprintf(why, sizeof why, "suspend failed: %s", e->message);
-                log_error("Suspending sandbox %s failed: %s", id, e->message);
-                /* its processes may be gone: error (resume starts it again on its files) */
-                if (store_sandbox_set_state(r->store, id, SANDBOX_SUSPENDED, SANDBOX_ERROR, why) >= 0)
-                        event(r, &sb, "sandbox.error", why, NULL);
-                return k;
-        }
-        (void) store_sandbox_set_runtime(r->store, id, 0, 0, NULL);
-        (void) store_sandbox_set_processes_preserved(r->store, id, preserved);
-        snprintf(data, sizeof data, "{\"processes_preserved\":%s}", preserved ? "true" : "false");
-        event(r, &sb, "sandbox.suspended", reason, data);
-        log_info("Suspended sandbox %s", id);
         return reply_sandbox(r, 200, id, e);
 }
 
@@ -422,6 +459,7 @@ static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, int
                 .checkpoint_every_s = src->checkpoint_every_s,
                 .checkpoints_max = src->checkpoints_max,
                 .checkpoints_mb = src->checkpoints_mb,
+                .auto_resume = src->auto_resume,
                 .processes_preserved = false,        /* its processes start afresh */
         };
         (void) strscpy(c->tenant_id, sizeof c->tenant_id, src->tenant_id);

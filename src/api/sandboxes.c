@@ -33,8 +33,11 @@ int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret
                 k = api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
         else if (!running)
                 return 0;
-        else if (ret->state == SANDBOX_PAUSED && api_config(r->api)->auto_resume_paused) {
-                k = api_sandbox_resume_paused(r, ret, "resumed by an exec or file call (auto_resume_paused)", e);
+        else if (ret->state == SANDBOX_PAUSED && (ret->auto_resume || api_config(r->api)->auto_resume_paused)) {
+                k = api_sandbox_resume_paused(r, ret,
+                                              ret->auto_resume ? "resumed by an exec or file call (auto_resume)"
+                                                               : "resumed by an exec or file call (auto_resume_paused)",
+                                              e);
                 if (k >= 0) {
                         (void) store_sandbox_touch(r->store, id); /* activity, for the idle policy */
                         return 0;

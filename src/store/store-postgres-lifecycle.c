@@ -25,7 +25,7 @@ static const char *const lifecycle_sql[_PG_LC_STMT_MAX] = {
         [PG_LC_SANDBOX_SET_POLICY] =
                 "WITH c AS (UPDATE sandboxes SET timeout_s = $2, "
                 "timeout_warned = CASE WHEN expires_usec = $3 THEN timeout_warned ELSE false END, "
-                "expires_usec = $3, idle_s = $4, idle_action = $5, checkpoint_every_s = $6, updated_usec = $7 "
+                "expires_usec = $3, idle_s = $4, idle_action = $5, checkpoint_every_s = $6, updated_usec = $7, auto_resume = $8 "
                 "WHERE id = $1 AND state <> 'deleted' RETURNING 1) " CHANGED_AND_EXISTS("c"),
         [PG_LC_SANDBOX_SET_TIMEOUT_WARNED] =
                 "WITH c AS (UPDATE sandboxes SET timeout_warned = true, updated_usec = $2 "
@@ -40,7 +40,7 @@ static const char *const lifecycle_sql[_PG_LC_STMT_MAX] = {
                 "UPDATE sandboxes SET tenant_id = $4, warm_pool = '', cpu_millis = $5, memory_mb = $6, "
                 "pids_max = $7, io_weight = $8, timeout_s = $9, expires_usec = $10, env_json = $11, "
                 "metadata_json = $12, idle_s = $13, idle_action = $14, checkpoint_every_s = $15, network_json = $17, "
-                "checkpoints_max = $18, checkpoints_mb = $19, "
+                "checkpoints_max = $18, checkpoints_mb = $19, auto_resume = $20, "
                 "created_usec = $16, updated_usec = $16, last_activity_usec = $16, timeout_warned = false "
                 "WHERE id = (SELECT id FROM sandboxes WHERE warm_pool = $1 AND state = 'paused' "
                 "AND runtime = $2 AND disk_mb = $3 ORDER BY created_usec, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
@@ -124,6 +124,7 @@ int pg_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *pol,
         pg_param_text(&p, idle_action_to_string(pol->idle_action));
         pg_param_i64(&p, (int64_t) pol->checkpoint_every_s);
         pg_param_i64(&p, now);
+        pg_param_bool(&p, pol->auto_resume);
         return lc_exec_cas(pg_store(s), PG_LC_SANDBOX_SET_POLICY, &p);
 }
 
@@ -187,6 +188,7 @@ static int claim_tx(PgStore *q, void *userdata) {
         pg_param_text(&p, req->network_json);
         pg_param_i64(&p, (int64_t) req->checkpoints_max);
         pg_param_i64(&p, (int64_t) req->checkpoints_mb);
+        pg_param_bool(&p, req->auto_resume);
         TRY(lc_exec(q, PG_LC_SANDBOX_CLAIM_WARM, &p, &res));
         if (PQntuples(res) == 0)
                 return -ENOENT;

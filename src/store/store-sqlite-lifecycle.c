@@ -17,7 +17,7 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
         [SQL_LC_SANDBOX_SET_POLICY] =
                 "UPDATE sandboxes SET timeout_s = ?2, "
                 "timeout_warned = CASE WHEN expires_usec = ?3 THEN timeout_warned ELSE 0 END, "
-                "expires_usec = ?3, idle_s = ?4, idle_action = ?5, checkpoint_every_s = ?6, updated_usec = ?7 "
+                "expires_usec = ?3, idle_s = ?4, idle_action = ?5, checkpoint_every_s = ?6, updated_usec = ?7, auto_resume = ?8 "
                 "WHERE id = ?1 AND state <> 'deleted'",
         [SQL_LC_SANDBOX_SET_TIMEOUT_WARNED] =
                 "UPDATE sandboxes SET timeout_warned = 1, updated_usec = ?2 WHERE id = ?1 AND timeout_warned = 0",
@@ -29,7 +29,7 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
                 "UPDATE sandboxes SET tenant_id = ?4, warm_pool = '', cpu_millis = ?5, memory_mb = ?6, "
                 "pids_max = ?7, io_weight = ?8, timeout_s = ?9, expires_usec = ?10, env_json = ?11, "
                 "metadata_json = ?12, idle_s = ?13, idle_action = ?14, checkpoint_every_s = ?15, network_json = ?17, "
-                "checkpoints_max = ?18, checkpoints_mb = ?19, "
+                "checkpoints_max = ?18, checkpoints_mb = ?19, auto_resume = ?20, "
                 "created_usec = ?16, updated_usec = ?16, last_activity_usec = ?16, timeout_warned = 0 "
                 "WHERE id = (SELECT id FROM sandboxes WHERE warm_pool = ?1 AND state = 'paused' "
                 "AND runtime = ?2 AND disk_mb = ?3 ORDER BY created_usec, id LIMIT 1) RETURNING id",
@@ -116,6 +116,7 @@ int sqlite_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *
         TRY(sqlite_bind_text(q, st, 5, idle_action_to_string(p->idle_action)));
         TRY(sqlite_bind_int64(q, st, 6, (int64_t) p->checkpoint_every_s));
         TRY(sqlite_bind_int64(q, st, 7, now));
+        TRY(sqlite_bind_int64(q, st, 8, p->auto_resume ? 1 : 0));
         return sandbox_update(q, st, id);
 }
 
@@ -177,6 +178,7 @@ static int claim_row(SqliteStore *q, const char *template_name, const Sandbox *r
         TRY(sqlite_bind_text(q, st, 17, req->network_json));
         TRY(sqlite_bind_int64(q, st, 18, (int64_t) req->checkpoints_max));
         TRY(sqlite_bind_int64(q, st, 19, (int64_t) req->checkpoints_mb));
+        TRY(sqlite_bind_int64(q, st, 20, req->auto_resume ? 1 : 0));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;

@@ -111,6 +111,7 @@ typedef struct Sandbox {
         uint64_t checkpoints_max;       /* most checkpoints it may hold; 0 = the host's default */
         uint64_t checkpoints_mb;        /* most MiB its checkpoints may hold exclusively; 0 = the host's default */
         uint32_t checkpoints;           /* read only: restorable checkpoints it has */
+        bool auto_resume;               /* exec and file calls (envd requests) on it while paused resume it */
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */
@@ -136,6 +137,7 @@ typedef struct SandboxPolicy {
         uint64_t idle_s;
         IdleAction idle_action;
         uint64_t checkpoint_every_s;
+        bool auto_resume;
 } SandboxPolicy;
 
 typedef struct Event {

@@ -490,8 +490,91 @@ describe('snapshots, fork and autoPause', () => {
     assert.ok(info.endAt - Date.now() > 500_000, 'connect extended the window')
     assert.equal(await sbx.files.read('/tmp/kept.txt'), 'kept')
     assert.equal((await sbx.commands.run('echo back')).stdout, 'back\n')
-    await assert.rejects(create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }),
-      /autoPauseMemory/)
+  })
+
+  test('lifecycle autoResume: commands, files and the filesystem service wake a paused sandbox', T, async () => {
+    const sbx = await create({ lifecycle: { onTimeout: 'pause', autoResume: true } })
+    assert.equal((await sbx.getInfo()).lifecycle?.autoResume, true)
+    await sbx.files.write('/tmp/kept', 'kept')
+    const bg = await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done', {
+      background: true,
+      timeoutMs: 0,
+    })
+    await sleep(300)
+    // a command wakes it, and the process frozen with it goes on
+    assert.equal(await sbx.pause(), true)
+    assert.equal((await sbx.getInfo()).state, 'paused')
+    const n1 = Number((await sbx.commands.run('cat /tmp/counter')).stdout)
+    assert.equal((await sbx.getInfo()).state, 'running')
+    await sleep(400)
+    const n2 = Number((await sbx.commands.run('cat /tmp/counter')).stdout)
+    assert.ok(n2 > n1, `the background loop runs again after the automatic resume (${n1} → ${n2})`)
+    // a file read (plain HTTP /files) wakes it
+    assert.equal(await sbx.pause(), true)
+    assert.equal(await sbx.files.read('/tmp/kept'), 'kept')
+    assert.equal((await sbx.getInfo()).state, 'running')
+    // a filesystem.Filesystem call wakes it
+    assert.equal(await sbx.pause(), true)
+    assert.ok((await sbx.files.list('/tmp')).some((e) => e.name === 'kept'))
+    assert.equal((await sbx.getInfo()).state, 'running')
+    // and an upload
+    assert.equal(await sbx.pause(), true)
+    await sbx.files.write('/tmp/after', 'written while paused')
+    assert.equal((await sbx.commands.run('cat /tmp/after')).stdout, 'written while paused')
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === bg.pid), 'the background loop is still listed')
+    await sbx.commands.kill(bg.pid)
+  })
+
+  test('without autoResume a paused sandbox stays paused until connect', T, async () => {
+    const sbx = await create({ lifecycle: { onTimeout: 'pause', autoResume: false } })
+    assert.equal((await sbx.getInfo()).lifecycle?.autoResume, false)
+    assert.equal(await sbx.pause(), true)
+    await assert.rejects(sbx.commands.run('true'))
+    await assert.rejects(sbx.files.read('/etc/hostname'))
+    assert.equal((await sbx.getInfo()).state, 'paused', 'the refused calls did not wake it')
+    await sbx.connect()
+    assert.equal((await sbx.commands.run('echo up')).stdout, 'up\n')
+  })
+
+  test('autoResume after the idle pause of onTimeout pause: the next command wakes it', T, async () => {
+    const sbx = await create({ timeoutMs: 3_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+    await sbx.files.write('/tmp/kept.txt', 'kept')
+    await until('the idle pause', async () => (await sbx.getInfo()).state === 'paused', 30_000)
+    const r = await sbx.commands.run('cat /tmp/kept.txt')
+    assert.equal(r.stdout, 'kept')
+    assert.equal((await sbx.getInfo()).state, 'running')
+  })
+
+  test('pause without memory and connect with onResume reboot: files kept, processes start afresh', T, async () => {
+    const sbx = await create()
+    await sbx.files.write('/tmp/kept', 'kept')
+    const bg = await sbx.commands.run('sleep 1000', { background: true, timeoutMs: 0 })
+    assert.equal(await sbx.pause({ keepMemory: false }), true)
+    assert.equal((await sbx.getInfo()).state, 'paused')
+    assert.equal(await sbx.pause(), false, 'already paused')
+    const again = await Sandbox.connect(sbx.sandboxId)
+    assert.equal(await again.files.read('/tmp/kept'), 'kept')
+    assert.ok(!(await again.commands.list()).some((p) => p.pid === bg.pid), 'its processes ended')
+
+    // a paused sandbox connected with onResume 'reboot' drops its memory too
+    const bg2 = await again.commands.run('sleep 1000', { background: true, timeoutMs: 0 })
+    assert.equal(await again.pause(), true)
+    await Sandbox.connect(sbx.sandboxId, { onResume: 'reboot' })
+    assert.equal((await again.getInfo()).state, 'running')
+    assert.ok(!(await again.commands.list()).some((p) => p.pid === bg2.pid), 'reboot ended its processes')
+    assert.equal(await again.files.read('/tmp/kept'), 'kept')
+  })
+
+  test("lifecycle onTimeout {action: 'pause', keepMemory: false}: the idle pause keeps files only", T, async () => {
+    const sbx = await create({ timeoutMs: 3_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } })
+    assert.equal((await sbx.getInfo()).lifecycle?.onTimeout, 'pause')
+    await sbx.files.write('/tmp/kept', 'kept')
+    await until('the idle pause', async () => (await sbx.getInfo()).state === 'paused', 30_000)
+    await sbx.connect({ timeoutMs: 600_000 })
+    assert.equal(await sbx.files.read('/tmp/kept'), 'kept')
+    // the SDK itself refuses autoResume with keepMemory false
+    await assert.rejects(create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false }, autoResume: true } }),
+      /autoResume/)
   })
 })
 
