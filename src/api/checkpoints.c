@@ -166,6 +166,7 @@ int api_checkpoint_list(ApiRequest *r, ApiError *e) {
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_(json_w_done) JsonWriter w;
         _cleanup_free_ Checkpoint *list = NULL;
+        _cleanup_json_ JsonValue *fresh = NULL;
         size_t n = 0;
         int k;
 
@@ -176,6 +177,19 @@ int api_checkpoint_list(ApiRequest *r, ApiError *e) {
         k = store_checkpoint_list(r->store, sb.id, &list, &n);
         if (k < 0)
                 return api_store_error(e, k, "listing checkpoints");
+        /* sizes as the pool counts them now (they grow as the root moves on);
+         * the stored ones, measured when each was taken, where it cannot tell */
+        if (n > 0) {
+                ApiError ignored = {};
+                if (api_get_worker(r, &ignored) >= 0 && worker_checkpoint_sizes(r->worker, sb.id, &fresh, &ignored) >= 0)
+                        for (size_t i = 0; i < n; i++) {
+                                uint64_t b;
+                                if (json_uint64(json_get(json_get(fresh, "sizes"), list[i].id), &b) >= 0)
+                                        list[i].size_bytes = b;
+                        }
+                else
+                        log_debug("Checkpoint sizes of %s: %s", sb.id, ignored.message);
+        }
         json_w_object_begin(&w);
         json_w_key(&w, "checkpoints");
         json_w_array_begin(&w);

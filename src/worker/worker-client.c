@@ -530,6 +530,21 @@ int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkp
         return call_id(w, "checkpoint_remove", id, checkpoint_id, NULL, e);
 }
 
+int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        const JsonValue *sizes;
+        int r;
+
+        r = call_id(w, "checkpoint_sizes", id, NULL, &reply, e);
+        if (r < 0)
+                return r;
+        sizes = json_get(reply, "sizes");
+        if (json_type(sizes) != JSON_OBJECT)
+                return api_error(e, -EBADMSG, API_INTERNAL, "the worker sent no checkpoint sizes");
+        *ret = TAKE_PTR(reply);
+        return 0;
+}
+
 int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, const Sandbox *children,
                           size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;

@@ -8,6 +8,7 @@
 
 #include "api-error.h"
 #include "config.h"
+#include "json.h"
 #include "store.h"
 
 typedef struct WorkerClient WorkerClient;
@@ -53,11 +54,16 @@ int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e);
 /* A paused warm sandbox handed out: sb's limits, then its processes run again (one call). */
 int worker_sandbox_take_warm(WorkerClient *w, const Sandbox *sb, ApiError *e);
 /* A read-only snapshot of the sandbox's root (processes frozen around it).
- * max_mb: refused (507) if the sandbox's checkpoints already hold that many
- * MiB exclusively (0 = no cap; pools without qgroups cannot tell). */
+ * max_mb: refused (507, and the snapshot removed again) if the sandbox's
+ * checkpoints hold that many MiB exclusively, measured right after the
+ * snapshot's commit (0 = no cap; pools without qgroups cannot tell). */
 int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t max_mb,
                              uint64_t *ret_size_bytes, ApiError *e);
 int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkpoint_id, ApiError *e);
+/* What each checkpoint of the sandbox holds exclusively now (qgroup
+ * exclusive bytes as of the pool's last commit): *ret is the reply, whose
+ * "sizes" is an object {checkpoint id: bytes}, empty where the pool cannot tell. */
+int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, ApiError *e);
 /* Processes end, the root is replaced by the checkpoint, the agent starts afresh. */
 int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,
                            uint64_t *ret_starttime, ApiError *e);

@@ -34,7 +34,7 @@
  * path would be a path on this host, chosen by the peer). */
 static const char *const relayed_ops[] = {
         "create", "destroy", "pause", "resume", "suspend", "start", "checkpoint",
-        "checkpoint_remove", "restore", "branch", "set_limits", "set_policy", "info", "templates", "template_remove",
+        "checkpoint_remove", "checkpoint_sizes", "restore", "branch", "set_limits", "set_policy", "info", "templates", "template_remove",
 };
 
 struct WorkerGateway {

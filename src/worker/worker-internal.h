@@ -112,6 +112,7 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_checkpoint_sizes(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw);

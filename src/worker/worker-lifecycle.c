@@ -163,15 +163,6 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "bad 'max_mb'");
                 return worker_reply_error(jw, &e);
         }
-        /* what its checkpoints hold already (as of the last commit): a pool
-         * without qgroups cannot tell, and only the count caps it there */
-        if (max_mb > 0 && pool_checkpoint_usage_total(w->pool, id, &held) >= 0 && held >> 20 >= max_mb) {
-                api_error(&e, -ENOSPC, API_INSUFFICIENT_STORAGE,
-                          "the checkpoints of sandbox %s hold %" PRIu64 " MiB, its cap is %" PRIu64
-                          " MiB (checkpoints_mb); delete some first",
-                          id, held >> 20, max_mb);
-                return worker_reply_error(jw, &e);
-        }
         l = worker_live_find(w, id);
         was_frozen = l && l->frozen;
         /* processes briefly frozen so the snapshot is consistent */
@@ -191,10 +182,60 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         }
         (void) pool_checkpoint_usage(w->pool, id, ck, &size);
+        /* The cap, measured after the snapshot: taking it flushed the root's
+         * pending writes and committed the transaction, so the qgroups count
+         * every write up to now (before it, they lag up to a commit interval
+         * behind). The new checkpoint shares all its data with the root and
+         * adds nothing; over the cap it goes again, so nothing is created.
+         * A pool without qgroups cannot tell: only the count caps it there. */
+        if (max_mb > 0 && pool_checkpoint_usage_total(w->pool, id, &held) >= 0) {
+                held = held > size ? held - size : 0;
+                if (held >= max_mb << 20) {
+                        k = pool_checkpoint_remove(w->pool, id, ck);
+                        if (k < 0)
+                                log_warning_errno(k, "Failed to remove checkpoint %s of %s past its cap: %m", ck, id);
+                        api_error(&e, -ENOSPC, API_INSUFFICIENT_STORAGE,
+                                  "the checkpoints of sandbox %s hold %" PRIu64 " MiB (%" PRIu64
+                                  " bytes only they keep), its cap is %" PRIu64
+                                  " MiB (checkpoints_mb): delete some first",
+                                  id, held >> 20, held, max_mb);
+                        return worker_reply_error(jw, &e);
+                }
+        }
         json_w_object_begin(jw);
         json_w_kv_bool(jw, "ok", true);
         json_w_key(jw, "size_bytes");
         json_w_uint(jw, size);
+        json_w_object_end(jw);
+}
+
+void worker_op_checkpoint_sizes(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        _cleanup_strv_free_ char **ids = NULL;
+        ApiError e = {};
+        const char *id = req_id(req, "id", &e);
+        int r;
+
+        if (!id)
+                return worker_reply_error(jw, &e);
+        r = pool_checkpoint_list(w->pool, id, &ids);
+        if (r == -ENOENT)
+                r = 0; /* neither root nor checkpoints: none */
+        if (r < 0) {
+                api_error(&e, r, API_INTERNAL, "cannot list the checkpoints of %s: %s", id, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_key(jw, "sizes");
+        json_w_object_begin(jw);
+        for (char **i = ids; i && *i; i++) {
+                uint64_t bytes;
+                if (pool_checkpoint_usage(w->pool, id, *i, &bytes) < 0)
+                        continue; /* removed meanwhile, or a pool that cannot tell */
+                json_w_key(jw, *i);
+                json_w_uint(jw, bytes);
+        }
+        json_w_object_end(jw);
         json_w_object_end(jw);
 }
 

@@ -120,6 +120,7 @@ static const WorkerOp lifecycle_ops[] = {
         { "start", worker_op_start },
         { "checkpoint", worker_op_checkpoint },
         { "checkpoint_remove", worker_op_checkpoint_remove },
+        { "checkpoint_sizes", worker_op_checkpoint_sizes },
         { "restore", worker_op_restore },
         { "branch", worker_op_branch },
         { "set_limits", worker_op_set_limits },

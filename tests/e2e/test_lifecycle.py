@@ -264,6 +264,33 @@ def test_checkpoint_caps_count_and_bytes(d):
         d.delete(sid)
 
 
+def test_checkpoint_cap_is_measured_after_the_snapshot(d):
+    """checkpoints_mb counts every write up to the checkpoint being taken (it
+    is measured after the snapshot's own commit, not as of the pool's last
+    one, which may be up to 30 s old): data the root dropped a moment ago,
+    without any sync, already counts, and the refused checkpoint leaves
+    nothing. The list shows what each checkpoint holds now, not what it held
+    when it was taken."""
+    sid = d.create(checkpoints_mb=4)["id"]
+    try:
+        d.sh(sid, "head -c 8388608 /dev/urandom > /root/big")
+        first = post(d, sid, "checkpoints", {"name": "first"}, status=201).json()
+        assert first["size_bytes"] < MiB, first  # it shares all its data with the root
+        d.sh(sid, "rm /root/big")  # no sync: only the next commit will see it
+        r = post(d, sid, "checkpoints", {"name": "second"}, status=507, code="insufficient_storage")
+        msg = r.json()["error"]["message"]
+        assert "checkpoints_mb" in msg and "4 MiB" in msg and "hold 8 MiB" in msg, msg
+        listed = d.api("GET", f"/v1/sandboxes/{sid}/checkpoints").json()["checkpoints"]
+        assert [c["id"] for c in listed] == [first["id"]], "a refused checkpoint left something"
+        assert listed[0]["size_bytes"] >= 8 * MiB, listed  # measured now
+        assert set(os.listdir(d.host_view(d.pool_path("checkpoints", sid)))) == {first["id"]}
+        ev = d.api("GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.checkpointed"}).json()["events"]
+        assert len(ev) == 1, ev
+        assert state(d, sid)["checkpoints"] == 1
+    finally:
+        d.delete(sid)
+
+
 def test_automatic_checkpoints_within_the_caps(d):
     """At checkpoints_max the oldest automatic checkpoints make room; named
     ones are never dropped; with only named ones, the automatic checkpoint is
