@@ -401,6 +401,9 @@ static int run_worker(const Config *config) {
         }
         log_info("spaced %s worker %s serving on %s (state %s)", SPACE_VERSION, config->worker_name,
                  config->worker_listen, config->state_dir);
+        /* the heartbeat never waits on a busy worker process (a microVM that
+         * boots for half a minute): it goes out with the templates known last */
+        worker_client_set_reply_timeout(local, (int) MAX(beat_msec / 2, (uint64_t) HEARTBEAT_MIN_MSEC));
         while (!stopping) {
                 ApiError e = {};
                 int status;
@@ -411,8 +414,12 @@ static int run_worker(const Config *config) {
                         r = -ECHILD;
                         break;
                 }
-                if (worker_templates(local, templates, sizeof templates, &e) < 0)
+                r = worker_templates(local, templates, sizeof templates, &e);
+                if (r == -ETIMEDOUT)
+                        log_debug("The worker process is busy: heartbeat with the templates known last");
+                else if (r < 0)
                         log_warning("Cannot list the templates: %s", e.message);
+                r = 0;
                 if (!store && store_open(config->store_url, &store) < 0)
                         store = NULL;
                 if (store) {

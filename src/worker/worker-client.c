@@ -35,6 +35,7 @@ struct WorkerClient {
         char target[STORE_NAME_MAX];    /* cluster: the worker the next call goes to */
         char target_address[STORE_WORKER_ADDRESS_MAX];
         bool connect_failed;            /* the last call did not reach the worker at all */
+        int reply_timeout_msec;         /* a call without an answer this long fails (-ETIMEDOUT) */
         int fd;
         char fd_worker[STORE_NAME_MAX]; /* whom fd talks to ("" = local) */
         char *buf;
@@ -67,6 +68,10 @@ int worker_client_new(const char *address, const char *agent_dir, WorkerClient *
         }
         *ret = w;
         return 0;
+}
+
+void worker_client_set_reply_timeout(WorkerClient *w, int msec) {
+        w->reply_timeout_msec = msec;
 }
 
 int worker_client_new_cluster(Store *store, const char *token, uint64_t lost_timeout_s, WorkerClient **ret) {
@@ -208,7 +213,7 @@ static int call_once(WorkerClient *w, const char *req, size_t len, JsonValue **r
                         return -EMSGSIZE;
                 if (GREEDY_REALLOC(w->buf, w->allocated, w->n + 4096) < 0)
                         return -ENOMEM;
-                r = poll(&pfd, 1, WORKER_REPLY_TIMEOUT_MSEC);
+                r = poll(&pfd, 1, w->reply_timeout_msec > 0 ? w->reply_timeout_msec : WORKER_REPLY_TIMEOUT_MSEC);
                 if (r < 0 && errno == EINTR)
                         continue;
                 if (r <= 0)
