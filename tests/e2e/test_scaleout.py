@@ -719,3 +719,21 @@ def test_api_and_controller_need_no_capability(cluster):
     assert ctl.wait_log("now the active one", 30), ctl.log()[-2000:]
     time.sleep(2)   # a few rounds as the active one
     assert ctl.running, ctl.log()[-2000:]
+
+
+@pytest.mark.timeout(300)
+def test_vm_sandbox_goes_to_the_worker_that_offers_vm(cluster):
+    """Placement by the runtimes workers reported: only the worker with a
+    guest kernel offers vm, so every vm create lands there and boots."""
+    c = cluster
+    if not c.vm_kernel_dir:
+        pytest.skip("no guest kernel (QEMU or vm/kernel/build.sh missing)")
+    try:
+        r = c.req(c.apis[0], "POST", "/v1/sandboxes", json={"runtime": "vm", "memory_mb": 256, "disk_mb": 512})
+        assert r.status == 201, r
+        sb = r.json()
+        assert sb["runtime"] == "vm" and sb["worker"] == VM_WORKER, sb
+        code, out = c.exec_out(c.apis[1], sb["id"], "uname -r")
+        assert code == 0 and out.strip() != os.uname().release, (code, out)   # the guest's own kernel
+    finally:
+        c.delete_all()
