@@ -217,7 +217,7 @@ static int host_end_ifindex(const GwSandbox *sb) {
 static bool datagram_origin(GwSandbox *sb, struct msghdr *mh, const struct sockaddr_in *from, struct sockaddr_in *ret) {
         bool have_mark = false, have_prio = false;
         int ifindex = -1;
-        uint8_t mark[4], prio[4];
+        uint8_t mark[4] = {}, prio[4] = {};
 
         if (mh->msg_namelen != sizeof *from || from->sin_family != AF_INET || from->sin_addr.s_addr != sb->ip.s_addr ||
             (mh->msg_flags & MSG_CTRUNC))
