@@ -11,7 +11,13 @@ switched on in `gw` for ports 8080/8443 only, so both paths cross the same
 two veth links; the gateway path goes through its transparent port (HTTP:
 Host checked; TLS: SNI checked, then spliced) or its explicit proxy (CONNECT).
 
-    python3 bench/gateway.py [--build-dir build-release] [-n 300] [--mib 100]
+Downloads: --mib MiB with curl from `openssl s_server -WWW` (C, so the server
+is not what limits) on SRV2, over HTTPS: direct (port 8443, forwarded), the
+transparent tunnel (443: SNI checked, spliced) and a CONNECT tunnel through
+the explicit proxy; and over plain HTTP from the Python server (direct 8080 /
+transparent 80). Interleaved runs, p50/p90 of MiB/s per path.
+
+    python3 bench/gateway.py [--build-dir build-release] [-n 300] [--mib 100] [--runs 5]
 
 Needs root. Uses build-release/tests/gateway-run (meson setup build-release
 --buildtype=release && ninja -C build-release tests/gateway-run), else build/."""
@@ -21,6 +27,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVERS = os.path.join(REPO, "tests", "e2e", "gateway_servers.py")
 PY = "/usr/bin/python3"
 HOST_END, SB_IP, SRV_GW, SRV = "10.231.0.0", "10.231.0.1", "192.168.231.1", "192.168.231.2"
+SRV2_GW, SRV2 = "192.168.232.1", "192.168.232.2"     # netns srv2, openssl s_server: the HTTPS downloads
 
 CLIENT = r"""
 import socket, ssl, sys, time, json
@@ -86,12 +93,12 @@ def main():
     ap.add_argument("--build-dir", default=None)
     ap.add_argument("-n", type=int, default=300, help="connections per path")
     ap.add_argument("--mib", type=int, default=100, help="download size")
-    ap.add_argument("--runs", type=int, default=3, help="downloads per path (median reported)")
+    ap.add_argument("--runs", type=int, default=5, help="downloads per path (p50/p90 reported)")
     a = ap.parse_args()
     bd = a.build_dir or next(d for d in ("build-release", "build") if os.path.exists(os.path.join(REPO, d, "tests", "gateway-run")))
     gwrun = os.path.join(REPO, bd, "tests", "gateway-run")
     tag = secrets.token_hex(3)
-    ns = {k: f"spgwb-{tag}-{k}" for k in ("sb", "gw", "srv")}
+    ns = {k: f"spgwb-{tag}-{k}" for k in ("sb", "gw", "srv", "srv2")}
     etc = f"/etc/netns/{ns['sb']}"
     tmp = tempfile.mkdtemp(prefix="space-bench-gw-")
     procs = []
@@ -105,6 +112,12 @@ def main():
         sh("ip", "-n", ns["sb"], "addr", "add", f"{SB_IP}/31", "dev", "eth0")
         sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV_GW}/24", "dev", "vsrv")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV}/24", "dev", "eth0")
+        sh("ip", "-n", ns["gw"], "link", "add", "vsrv2", "type", "veth", "peer", "name", "eth0", "netns", ns["srv2"])
+        sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV2_GW}/24", "dev", "vsrv2")
+        sh("ip", "-n", ns["srv2"], "addr", "add", f"{SRV2}/24", "dev", "eth0")
+        for dev, n in (("vsrv2", ns["gw"]), ("eth0", ns["srv2"])):
+            sh("ip", "-n", n, "link", "set", dev, "up")
+        sh("ip", "-n", ns["srv2"], "route", "add", "default", "via", SRV2_GW)
         for n, dev in ((ns["gw"], "vsb"), (ns["gw"], "vsrv"), (ns["sb"], "eth0"), (ns["srv"], "eth0")):
             sh("ip", "-n", n, "link", "set", dev, "up")
         sh("ip", "-n", ns["sb"], "route", "add", "default", "via", HOST_END)
@@ -116,13 +129,13 @@ table ip spgwb {{
     type nat hook prerouting priority dstnat; policy accept;
     iifname "vsb" ip saddr {SB_IP} udp dport 53 dnat to {HOST_END}:10053
     iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080 }} accept
-    iifname "vsb" ip saddr {SB_IP} ip daddr {SRV} tcp dport {{ 8080, 8443 }} accept
+    iifname "vsb" ip saddr {SB_IP} ip daddr {{ {SRV}, {SRV2} }} tcp dport {{ 8080, 8443 }} accept
     iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
   }}
   chain forwarded {{
     type filter hook forward priority filter; policy drop;
     ct state established,related accept
-    iifname "vsb" ip daddr {SRV} tcp dport {{ 8080, 8443 }} accept
+    iifname "vsb" ip daddr {{ {SRV}, {SRV2} }} tcp dport {{ 8080, 8443 }} accept
   }}
 }}"""
         sh("ip", "netns", "exec", ns["gw"], "nft", "-f", "-", input=rules)
@@ -134,14 +147,24 @@ table ip spgwb {{
         sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=allowed.test", "-keyout", f"{tmp}/srv.key",
            "-out", f"{tmp}/srv.csr")
         with open(f"{tmp}/ext", "w") as f:
-            f.write("subjectAltName=DNS:allowed.test\n")
+            f.write("subjectAltName=DNS:allowed.test,DNS:files.test\n")
         sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
            "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
-        zone = {"_listen": [SRV], "allowed.test": [SRV]}
+        zone = {"_listen": [SRV], "allowed.test": [SRV], "files.test": [SRV2]}
         srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], PY, SERVERS, "-", f"{tmp}/srv.pem", f"{tmp}/srv.key",
                                 json.dumps(zone)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(srv)
         assert srv.stdout.readline().strip() == "ready"
+        size = a.mib * 1024 * 1024
+        www = os.path.join(tmp, "www")
+        os.makedirs(www)
+        with open(os.path.join(www, "big"), "wb") as f:
+            f.truncate(size)
+        for port in (443, 8443):
+            p = subprocess.Popen(["ip", "netns", "exec", ns["srv2"], "openssl", "s_server", "-quiet", "-WWW",
+                                  "-accept", f"{SRV2}:{port}", "-cert", f"{tmp}/srv.pem", "-key", f"{tmp}/srv.key"],
+                                 cwd=www, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(p)
         import socket as so
         ctl, child = so.socketpair()
         gw = subprocess.Popen(["ip", "netns", "exec", ns["gw"], gwrun, "--upstream", f"{SRV}:53", "--pool",
@@ -150,7 +173,7 @@ table ip spgwb {{
         child.close()
         procs.append(gw)
         ctl.sendall((json.dumps({"seq": 1, "op": "register", "id": "bench", "tenant": "t", "sandbox_ip": SB_IP,
-                                 "host_ip": HOST_END, "policy": {"allow": ["allowed.test"]}}) + "\n").encode())
+                                 "host_ip": HOST_END, "policy": {"allow": ["allowed.test", "files.test"]}}) + "\n").encode())
         reply = b""
         while b"\"seq\":1" not in reply:
             reply += ctl.recv(65536)
@@ -172,18 +195,30 @@ table ip spgwb {{
         d, g = pct(res["tls direct"], 50), pct(res["tls proxy CONNECT"], 50)
         print(f"added by the explicit proxy (CONNECT + tls, p50): {g - d:+.3f} ms")
 
-        size = a.mib * 1024 * 1024
-        speeds = {}
-        for name, url in (("direct", f"http://{SRV}:8080/big/{size}"), ("gateway", f"http://allowed.test/big/{size}")):
-            runs = []
-            for _ in range(a.runs):
-                out = sh("ip", "netns", "exec", ns["sb"], "curl", "-sS", "--noproxy", "*", "-o", "/dev/null", "-w",
-                         "%{speed_download} %{size_download}", url).stdout.split()
-                assert int(float(out[1])) == size, out
-                runs.append(float(out[0]) / (1024 * 1024))
-            speeds[name] = statistics.median(runs)
-        print(f"{a.mib} MiB download (median of {a.runs}): direct {speeds['direct']:.0f} MiB/s, "
-              f"gateway {speeds['gateway']:.0f} MiB/s, ratio {speeds['gateway'] / speeds['direct']:.2f}")
+        ca = f"{tmp}/ca.pem"
+        curl = ["ip", "netns", "exec", ns["sb"], "curl", "-sS", "--cacert", ca, "-o", "/dev/null", "-w",
+                "%{speed_download} %{size_download}"]
+        paths = {
+            "http direct": ["--noproxy", "*", f"http://{SRV}:8080/big/{size}"],
+            "http gateway": ["--noproxy", "*", f"http://allowed.test/big/{size}"],
+            "https direct": ["--noproxy", "*", "--resolve", f"files.test:8443:{SRV2}", "https://files.test:8443/big"],
+            "https tunnel": ["--noproxy", "*", "https://files.test/big"],
+            "https CONNECT": ["-x", f"http://{HOST_END}:10080", "https://files.test/big"],
+        }
+        speeds = {k: [] for k in paths}
+        for _ in range(a.runs):          # interleaved: the same noise for every path
+            for name, args in paths.items():
+                out = sh(*curl, *args).stdout.split()
+                assert int(float(out[1])) == size, (name, out)
+                speeds[name].append(float(out[0]) / (1024 * 1024))
+        print(f"{a.mib} MiB downloads ({a.runs} runs per path, interleaved), MiB/s:")
+        print(f"{'path':22} {'p50':>8} {'p90':>8}")
+        for k, xs in speeds.items():
+            print(f"{k:22} {pct(xs, 50):8.0f} {pct(xs, 90):8.0f}")
+        for proto, gws in (("http", ("http gateway",)), ("https", ("https tunnel", "https CONNECT"))):
+            d = pct(speeds[f"{proto} direct"], 50)
+            for g in gws:
+                print(f"{g} / {proto} direct (p50): {pct(speeds[g], 50) / d:.2f}")
     finally:
         for p in procs:
             if p.stdin:

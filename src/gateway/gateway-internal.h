@@ -19,7 +19,8 @@
 #define GW_DNS_TTL_MIN 5U
 #define GW_RESOLVE_TIMEOUT_SEC 5U
 #define GW_RESOLVES_PER_SANDBOX_MAX 64U /* upstream queries in flight */
-#define GW_BUF_SIZE (64U * 1024U)       /* per direction of a relayed connection (and its pipe) */
+#define GW_BUF_SIZE (64U * 1024U)       /* per direction of a relayed connection */
+#define GW_PIPE_SIZE (256U * 1024U)     /* the upstream → sandbox pipe, where the kernel allows (else its default) */
 #define GW_CONTROL_LINE_MAX (128U * 1024U)
 #define GW_UDP_FLOWS_PER_SANDBOX 256U  /* relayed UDP flows (source port, destination) */
 #define GW_UDP_FLOWS_MAX 16384U        /* over every sandbox */
@@ -35,6 +36,7 @@ typedef void (*GwIoFn)(Gateway *gw, GwIo *io, uint32_t events);
 struct GwIo {
         int fd;
         GwIoFn fn;
+        uint32_t events; /* as registered: gw_epoll_mod() skips a change to the same */
 };
 
 typedef struct GwBucket {
@@ -177,7 +179,7 @@ struct GwConn {
         uint8_t *in, *out; /* sandbox → upstream, upstream → sandbox (GW_BUF_SIZE each) */
         size_t in_n, out_n;
         int pipe_r, pipe_w; /* upstream → sandbox bytes spliced through a pipe once relaying (-1: buffered) */
-        size_t pipe_n;
+        size_t pipe_n, pipe_cap;
         bool c_eof, u_eof, c_shut, u_shut;
         bool one_request; /* HTTP: only the first request's body goes upstream */
         bool body_done, chunked;

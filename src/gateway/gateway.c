@@ -50,12 +50,20 @@ bool gw_bucket_take(GwBucket *b, double per_sec, double burst) {
 
 int gw_epoll_add(Gateway *gw, GwIo *io, uint32_t events) {
         struct epoll_event ev = { .events = events, .data.ptr = io };
-        return epoll_ctl(gw->epoll_fd, EPOLL_CTL_ADD, io->fd, &ev) < 0 ? -errno : 0;
+        if (epoll_ctl(gw->epoll_fd, EPOLL_CTL_ADD, io->fd, &ev) < 0)
+                return -errno;
+        io->events = events;
+        return 0;
 }
 
 int gw_epoll_mod(Gateway *gw, GwIo *io, uint32_t events) {
         struct epoll_event ev = { .events = events, .data.ptr = io };
-        return epoll_ctl(gw->epoll_fd, EPOLL_CTL_MOD, io->fd, &ev) < 0 ? -errno : 0;
+        if (io->events == events) /* level-triggered: nothing to change (two syscalls per relayed chunk saved) */
+                return 0;
+        if (epoll_ctl(gw->epoll_fd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
+                return -errno;
+        io->events = events;
+        return 0;
 }
 
 void gw_epoll_del(Gateway *gw, GwIo *io) {
