@@ -154,7 +154,10 @@ static int agent_vm_apply_config(void) {
                 const char *rec = cfg + i;
                 size_t l = strnlen(rec, n - i);
                 if (l > 1 && rec[0] == 'H')
-                        (void) sethostname(rec + 1, MIN(l - 1, (size_t) 64));
+                {
+                        if (sethostname(rec + 1, MIN(l - 1, (size_t) 64)) < 0)
+                                log_warning_errno(errno, "Cannot set the hostname: %m");
+                }
                 else if (l > 1 && rec[0] == 'E' && strchr(rec + 1, '=') && rec[1] != '=') {
                         _cleanup_free_ char *k = strndup(rec + 1, (size_t) (strchr(rec + 1, '=') - rec - 1));
                         if (k)

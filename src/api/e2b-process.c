@@ -54,7 +54,7 @@ static int ps_entry(const JsonValue *p, E2bProc *ret) {
 
 static int agent_ps(int fd, JsonValue **ret, const JsonValue **ret_list, ApiError *e) {
         _cleanup_json_ JsonValue *result = NULL;
-        const JsonValue *list;
+        const JsonValue *list = NULL;
         int k;
 
         k = agent_call_json(fd, PROTO_PS, "{}", "ps", &result, e);
@@ -71,7 +71,7 @@ static int agent_ps(int fd, JsonValue **ret, const JsonValue **ret_list, ApiErro
 /* ProcessSelector {"pid":N} | {"tag":"t"} → the running process. */
 int e2b_proc_resolve(E2bEnvd *x, int fd, const JsonValue *sel, E2bProc *ret, ApiError *e) {
         _cleanup_json_ JsonValue *ps = NULL;
-        const JsonValue *list, *v;
+        const JsonValue *list = NULL, *v;
         uint32_t pid = 0;
         int k;
 
@@ -634,7 +634,7 @@ static int process_list(E2bEnvd *x, ApiError *e) {
         _cleanup_json_ JsonValue *req = NULL, *ps = NULL;
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_close_ int fd = -EBADF;
-        const JsonValue *list;
+        const JsonValue *list = NULL;
         int k;
 
         json_w_init(&w);

@@ -247,7 +247,7 @@ int api_exec(ApiRequest *r, ApiError *e) {
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_close_ int fd = -EBADF;
         char exec_id[EXEC_ID_MAX + 1];
-        int64_t pid;
+        int64_t pid = 0;
         int k;
 
         json_w_init(&w);

@@ -365,7 +365,7 @@ int api_files_put(ApiRequest *r, ApiError *e) {
         _cleanup_(file_call_done) FileCall c = { .fd = -EBADF };
         _cleanup_free_ char *type = NULL;
         bool parents = false, dir;
-        int64_t mode;
+        int64_t mode = 0;
         int k;
 
         k = api_query_string(r, "type", &type, e);

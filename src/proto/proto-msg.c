@@ -78,7 +78,7 @@ static int get_bool(const JsonValue *obj, const char *key, bool *ret, char *errb
 static int get_uint(const JsonValue *obj, const char *key, uint64_t lo, uint64_t hi, uint64_t *ret, char *errbuf,
                     size_t errbuf_size) {
         const JsonValue *v = field(obj, key);
-        uint64_t u;
+        uint64_t u = 0;
 
         if (!v)
                 return 0;
@@ -91,7 +91,7 @@ static int get_uint(const JsonValue *obj, const char *key, uint64_t lo, uint64_t
 static int get_user(const JsonValue *obj, char **ret_name, bool *ret_have_uid, uint32_t *ret_uid, char *errbuf,
                     size_t errbuf_size) {
         const JsonValue *v = field(obj, "user");
-        uint64_t u;
+        uint64_t u = 0;
 
         if (!v)
                 return 0;
@@ -107,7 +107,7 @@ static int get_user(const JsonValue *obj, char **ret_name, bool *ret_have_uid, u
 
 static int get_winsize(const JsonValue *obj, bool required, uint16_t *rows, uint16_t *cols, char *errbuf,
                        size_t errbuf_size) {
-        uint64_t u;
+        uint64_t u = 0;
         int r;
 
         r = get_uint(obj, "rows", 1, PROTO_WINSIZE_MAX, &u, errbuf, errbuf_size);
@@ -211,7 +211,7 @@ int proto_exec_request_parse(const JsonValue *obj, ProtoExecRequest *ret, char *
         static const char *const allowed[] = { "argv",  "shell", "env",  "cwd",        "user",       "stdin",
                                                "pty",   "rows",  "cols", "timeout_ms", "background", NULL };
         _cleanup_(proto_exec_request_done) ProtoExecRequest req = { .rows = 24, .cols = 80 };
-        uint64_t u;
+        uint64_t u = 0;
         int r;
 
         if (!ret)
@@ -271,7 +271,7 @@ int proto_file_request_parse(ProtoType type, const JsonValue *obj, ProtoFileRequ
         const char *const *allowed;
         bool have_uid_unused = false;
         uint32_t uid_unused = 0;
-        uint64_t u;
+        uint64_t u = 0;
         int r;
 
         if (!ret)
