@@ -105,6 +105,10 @@ struct StoreOps {
         int (*leader_try)(Store *s, bool *ret_leader);
         int (*cluster_setting_claim)(Store *s, const char *name, const char *value,
                                      char ret[static STORE_CLUSTER_SETTING_MAX]);
+        /* c->updated_usec is already set */
+        int (*checkpoint_copy_set)(Store *s, const CheckpointCopy *c);
+        int (*checkpoint_copy_list)(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n);
+        int (*checkpoint_copy_delete)(Store *s, const char *checkpoint_id, const char *worker);
 };
 
 /* Argument checks shared by store.c and store-credentials.c. */

@@ -120,3 +120,46 @@ int store_cluster_setting_claim(Store *s, const char *name, const char *value,
         CHECK(check_str(value, STORE_CLUSTER_SETTING_MAX, true));
         return s->ops->cluster_setting_claim(s, name, value, ret);
 }
+
+static bool sha256_hex_ok(const char *h) {
+        size_t n = strnlen(h, STORE_SHA256_HEX);
+
+        if (n != 0 && n != STORE_SHA256_HEX - 1)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+int store_checkpoint_copy_set(Store *s, const CheckpointCopy *c) {
+        CheckpointCopy copy;
+
+        if (!s || !c)
+                return -EINVAL;
+        CHECK(check_str(c->checkpoint_id, sizeof c->checkpoint_id, true));
+        CHECK(check_str(c->sandbox_id, sizeof c->sandbox_id, true));
+        CHECK(check_str(c->worker, sizeof c->worker, true));
+        if (!sha256_hex_ok(c->sha256))
+                return -EINVAL;
+        if (c->size_bytes > (uint64_t) INT64_MAX)
+                return -ERANGE;
+        copy = *c;
+        copy.updated_usec = now_usec();
+        return s->ops->checkpoint_copy_set(s, &copy);
+}
+
+int store_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n) {
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        CHECK(check_str(checkpoint_id, STORE_ID_MAX, false));
+        return s->ops->checkpoint_copy_list(s, checkpoint_id, ret, ret_n);
+}
+
+int store_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_str(checkpoint_id, STORE_ID_MAX, true));
+        CHECK(check_str(worker, STORE_NAME_MAX, true));
+        return s->ops->checkpoint_copy_delete(s, checkpoint_id, worker);
+}

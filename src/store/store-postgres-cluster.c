@@ -22,6 +22,8 @@
         " FROM workers w LEFT JOIN sandboxes s ON s.worker = w.name "                         \
         "AND s.state NOT IN ('deleted', 'error', 'lost')"
 
+#define COPY_COLUMNS "checkpoint_id, sandbox_id, worker, available, sha256, size_bytes, updated_usec"
+
 static const char *const cluster_sql[_PG_CL_STMT_MAX] = {
         [PG_CL_WORKER_REGISTER] =
                 "INSERT INTO workers (name, address, instance, state, cpu_millis, memory_mb, disk_mb, "
@@ -60,6 +62,15 @@ static const char *const cluster_sql[_PG_CL_STMT_MAX] = {
                 "WITH i AS (INSERT INTO cluster_settings (name, value) VALUES ($1, $2) "
                 "ON CONFLICT (name) DO NOTHING RETURNING value) "
                 "SELECT value FROM i UNION ALL SELECT value FROM cluster_settings WHERE name = $1 LIMIT 1",
+        [PG_CL_COPY_SET] =
+                "INSERT INTO checkpoint_copies (" COPY_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7) "
+                "ON CONFLICT (checkpoint_id, worker) DO UPDATE SET sandbox_id = EXCLUDED.sandbox_id, "
+                "available = EXCLUDED.available, sha256 = EXCLUDED.sha256, size_bytes = EXCLUDED.size_bytes, "
+                "updated_usec = EXCLUDED.updated_usec",
+        [PG_CL_COPY_LIST] =
+                "SELECT " COPY_COLUMNS " FROM checkpoint_copies WHERE checkpoint_id = $1 ORDER BY worker",
+        [PG_CL_COPY_LIST_ALL] = "SELECT " COPY_COLUMNS " FROM checkpoint_copies ORDER BY checkpoint_id, worker",
+        [PG_CL_COPY_DELETE] = "DELETE FROM checkpoint_copies WHERE checkpoint_id = $1 AND worker = $2",
 };
 
 #define TRY(expr)                       \
@@ -287,4 +298,57 @@ int pg_op_cluster_setting_claim(Store *s, const char *name, const char *value,
                         return pg_col_str(res, 0, 0, ret, STORE_CLUSTER_SETTING_MAX);
         }
         return -EIO;
+}
+
+int pg_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, c->checkpoint_id);
+        pg_param_text(&p, c->sandbox_id);
+        pg_param_text(&p, c->worker);
+        pg_param_bool(&p, c->available);
+        pg_param_text(&p, c->sha256);
+        pg_param_i64(&p, (int64_t) c->size_bytes);
+        pg_param_i64(&p, c->updated_usec);
+        return cl_exec(pg_store(s), PG_CL_COPY_SET, &p, &res);
+}
+
+int pg_op_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        _cleanup_free_ CheckpointCopy *a = NULL;
+        PgParams p = {};
+        int n;
+
+        if (checkpoint_id)
+                pg_param_text(&p, checkpoint_id);
+        TRY(cl_exec(pg_store(s), checkpoint_id ? PG_CL_COPY_LIST : PG_CL_COPY_LIST_ALL, &p, &res));
+        n = PQntuples(res);
+        if (n > 0) {
+                a = new0(CheckpointCopy, (size_t) n);
+                if (!a)
+                        return -ENOMEM;
+        }
+        for (int i = 0; i < n; i++) {
+                TRY(PG_COL_STR(res, i, 0, a[i].checkpoint_id));
+                TRY(PG_COL_STR(res, i, 1, a[i].sandbox_id));
+                TRY(PG_COL_STR(res, i, 2, a[i].worker));
+                TRY(pg_col_bool(res, i, 3, &a[i].available));
+                TRY(PG_COL_STR(res, i, 4, a[i].sha256));
+                TRY(pg_col_u64(res, i, 5, &a[i].size_bytes));
+                TRY(pg_col_i64(res, i, 6, &a[i].updated_usec));
+        }
+        *ret = TAKE_PTR(a);
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+int pg_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, checkpoint_id);
+        pg_param_text(&p, worker);
+        TRY(cl_exec(pg_store(s), PG_CL_COPY_DELETE, &p, &res));
+        return pg_result_changes(res) == 0 ? -ENOENT : 0;
 }

@@ -822,4 +822,7 @@ const StoreOps store_postgres_ops = {
         .worker_mark_lost = pg_op_worker_mark_lost,
         .leader_try = pg_op_leader_try,
         .cluster_setting_claim = pg_op_cluster_setting_claim,
+        .checkpoint_copy_set = pg_op_checkpoint_copy_set,
+        .checkpoint_copy_list = pg_op_checkpoint_copy_list,
+        .checkpoint_copy_delete = pg_op_checkpoint_copy_delete,
 };

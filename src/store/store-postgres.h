@@ -108,6 +108,10 @@ typedef enum PgClusterStmt {
         PG_CL_LEADER_TRY,
         PG_CL_LEADER_HELD,
         PG_CL_SETTING_CLAIM,
+        PG_CL_COPY_SET,
+        PG_CL_COPY_LIST,
+        PG_CL_COPY_LIST_ALL,
+        PG_CL_COPY_DELETE,
         _PG_CL_STMT_MAX,
 } PgClusterStmt;
 
@@ -239,6 +243,9 @@ int pg_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec
 int pg_op_leader_try(Store *s, bool *ret_leader);
 int pg_op_cluster_setting_claim(Store *s, const char *name, const char *value,
                                 char ret[static STORE_CLUSTER_SETTING_MAX]);
+int pg_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c);
+int pg_op_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n);
+int pg_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker);
 
 /* The handle (store-postgres.c). */
 int pg_store_open(const char *url, Store **ret);

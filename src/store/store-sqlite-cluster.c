@@ -15,6 +15,8 @@
         " FROM workers w LEFT JOIN sandboxes s ON s.worker = w.name "                         \
         "AND s.state NOT IN ('deleted', 'error', 'lost')"
 
+#define COPY_COLUMNS "checkpoint_id, sandbox_id, worker, available, sha256, size_bytes, updated_usec"
+
 static const char *const cluster_sql[_SQL_CL_STMT_MAX] = {
         [SQL_CL_WORKER_REGISTER] =
                 "INSERT INTO workers (name, address, instance, state, cpu_millis, memory_mb, disk_mb, "
@@ -44,6 +46,15 @@ static const char *const cluster_sql[_SQL_CL_STMT_MAX] = {
         [SQL_CL_SETTING_INSERT] =
                 "INSERT INTO cluster_settings (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
         [SQL_CL_SETTING_GET] = "SELECT value FROM cluster_settings WHERE name = ?1",
+        [SQL_CL_COPY_SET] =
+                "INSERT INTO checkpoint_copies (" COPY_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+                "ON CONFLICT (checkpoint_id, worker) DO UPDATE SET sandbox_id = excluded.sandbox_id, "
+                "available = excluded.available, sha256 = excluded.sha256, size_bytes = excluded.size_bytes, "
+                "updated_usec = excluded.updated_usec",
+        [SQL_CL_COPY_LIST] =
+                "SELECT " COPY_COLUMNS " FROM checkpoint_copies WHERE checkpoint_id = ?1 ORDER BY worker",
+        [SQL_CL_COPY_LIST_ALL] = "SELECT " COPY_COLUMNS " FROM checkpoint_copies ORDER BY checkpoint_id, worker",
+        [SQL_CL_COPY_DELETE] = "DELETE FROM checkpoint_copies WHERE checkpoint_id = ?1 AND worker = ?2",
 };
 
 #define TRY(expr)                       \
@@ -263,4 +274,65 @@ int sqlite_op_cluster_setting_claim(Store *s, const char *name, const char *valu
         if (r == 0)
                 return -EIO; /* inserted or there: cannot be missing */
         return sqlite_col_str(get, 0, ret, STORE_CLUSTER_SETTING_MAX);
+}
+
+int sqlite_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        TRY(cl_stmt(q, SQL_CL_COPY_SET, &st));
+        TRY(sqlite_bind_text(q, st, 1, c->checkpoint_id));
+        TRY(sqlite_bind_text(q, st, 2, c->sandbox_id));
+        TRY(sqlite_bind_text(q, st, 3, c->worker));
+        TRY(sqlite_bind_int64(q, st, 4, c->available ? 1 : 0));
+        TRY(sqlite_bind_text(q, st, 5, c->sha256));
+        TRY(sqlite_bind_int64(q, st, 6, (int64_t) c->size_bytes));
+        TRY(sqlite_bind_int64(q, st, 7, c->updated_usec));
+        return sqlite_store_step_done(q, st);
+}
+
+int sqlite_op_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ CheckpointCopy *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        TRY(cl_stmt(q, checkpoint_id ? SQL_CL_COPY_LIST : SQL_CL_COPY_LIST_ALL, &st));
+        if (checkpoint_id)
+                TRY(sqlite_bind_text(q, st, 1, checkpoint_id));
+        while ((r = sqlite_store_step(q, st)) > 0) {
+                uint32_t available = 0;
+                if (GREEDY_REALLOC(a, allocated, n + 1) < 0)
+                        return -ENOMEM;
+                a[n] = (CheckpointCopy){};
+                TRY(SQLITE_COL_STR(st, 0, a[n].checkpoint_id));
+                TRY(SQLITE_COL_STR(st, 1, a[n].sandbox_id));
+                TRY(SQLITE_COL_STR(st, 2, a[n].worker));
+                TRY(sqlite_col_u32(st, 3, &available));
+                a[n].available = available != 0;
+                TRY(SQLITE_COL_STR(st, 4, a[n].sha256));
+                TRY(sqlite_col_u64(st, 5, &a[n].size_bytes));
+                TRY(sqlite_col_i64(st, 6, &a[n].updated_usec));
+                n++;
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(a);
+        *ret_n = n;
+        return 0;
+}
+
+int sqlite_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        TRY(cl_stmt(q, SQL_CL_COPY_DELETE, &st));
+        TRY(sqlite_bind_text(q, st, 1, checkpoint_id));
+        TRY(sqlite_bind_text(q, st, 2, worker));
+        r = step_changes(q, st);
+        if (r < 0)
+                return r;
+        return r == 0 ? -ENOENT : 0;
 }

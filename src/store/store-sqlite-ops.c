@@ -901,4 +901,7 @@ const StoreOps store_sqlite_ops = {
         .worker_mark_lost = sqlite_op_worker_mark_lost,
         .leader_try = sqlite_op_leader_try,
         .cluster_setting_claim = sqlite_op_cluster_setting_claim,
+        .checkpoint_copy_set = sqlite_op_checkpoint_copy_set,
+        .checkpoint_copy_list = sqlite_op_checkpoint_copy_list,
+        .checkpoint_copy_delete = sqlite_op_checkpoint_copy_delete,
 };

@@ -98,6 +98,10 @@ typedef enum SqlClusterStmt {
         SQL_CL_SANDBOXES_SET_LOST,
         SQL_CL_SETTING_INSERT,
         SQL_CL_SETTING_GET,
+        SQL_CL_COPY_SET,
+        SQL_CL_COPY_LIST,
+        SQL_CL_COPY_LIST_ALL,
+        SQL_CL_COPY_DELETE,
         _SQL_CL_STMT_MAX,
 } SqlClusterStmt;
 
@@ -209,6 +213,9 @@ int sqlite_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_
 int sqlite_op_leader_try(Store *s, bool *ret_leader);
 int sqlite_op_cluster_setting_claim(Store *s, const char *name, const char *value,
                                     char ret[static STORE_CLUSTER_SETTING_MAX]);
+int sqlite_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c);
+int sqlite_op_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n);
+int sqlite_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker);
 
 /* The handle (store-sqlite.c). */
 int sqlite_store_open(const char *location, Store **ret);

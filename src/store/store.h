@@ -408,6 +408,27 @@ int store_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec
 #define STORE_CLUSTER_SETTING_MAX 128
 int store_cluster_setting_claim(Store *s, const char *name, const char *value,
                                 char ret[static STORE_CLUSTER_SETTING_MAX]);
+/* Checkpoint copies (a cluster): which workers hold a checkpoint. The
+ * worker that took it holds the first copy; the controller ships it to
+ * others (btrfs send/receive). A copy is available once complete and its
+ * stream verified; only available copies can be restored from. */
+#define STORE_SHA256_HEX 65
+typedef struct CheckpointCopy {
+        char checkpoint_id[STORE_ID_MAX];
+        char sandbox_id[STORE_ID_MAX];
+        char worker[STORE_NAME_MAX];
+        bool available;                 /* complete and verified; false: a receive in progress or failed */
+        char sha256[STORE_SHA256_HEX];  /* hex sha256 of the shipped stream ("" for the origin's copy) */
+        uint64_t size_bytes;            /* bytes of the shipped stream (0 for the origin's copy) */
+        int64_t updated_usec;
+} CheckpointCopy;
+
+/* Inserts or replaces the row of (c->checkpoint_id, c->worker); updated_usec becomes now. */
+int store_checkpoint_copy_set(Store *s, const CheckpointCopy *c);
+/* The copies of one checkpoint (checkpoint_id NULL: every copy), by checkpoint and worker. */
+int store_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n);
+/* -ENOENT if there is no such row. */
+int store_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker);
 
 /* Controller leadership: true while this handle holds it. PostgreSQL: a
  * session advisory lock on this handle's connection (released when the

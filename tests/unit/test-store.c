@@ -2709,6 +2709,66 @@ STORE_TEST(workers_register_heartbeat_duplicate_lost) {
         ASSERT_ERRNO(store_worker_list(s, NULL, &n), EINVAL);
 }
 
+STORE_TEST(checkpoint_copies) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        CheckpointCopy c = { .available = false }, *list = NULL;
+        size_t n = 0;
+
+        (void) strscpy(c.checkpoint_id, sizeof c.checkpoint_id, "ck_1");
+        (void) strscpy(c.sandbox_id, sizeof c.sandbox_id, "sb_1");
+        (void) strscpy(c.worker, sizeof c.worker, "w2");
+        ASSERT_OK(store_checkpoint_copy_set(s, &c)); /* receiving */
+        (void) strscpy(c.worker, sizeof c.worker, "w1");
+        c.available = true; /* the origin's */
+        ASSERT_OK(store_checkpoint_copy_set(s, &c));
+        (void) strscpy(c.checkpoint_id, sizeof c.checkpoint_id, "ck_2");
+        ASSERT_OK(store_checkpoint_copy_set(s, &c));
+
+        ASSERT_OK(store_checkpoint_copy_list(s, "ck_1", &list, &n));
+        ASSERT_EQ(n, 2U);
+        ASSERT_STREQ(list[0].worker, "w1");
+        ASSERT_TRUE(list[0].available);
+        ASSERT_STREQ(list[1].worker, "w2");
+        ASSERT_FALSE(list[1].available);
+        ASSERT_STREQ(list[1].sandbox_id, "sb_1");
+        ASSERT_TRUE(list[1].updated_usec > 0);
+        list = mfree(list);
+
+        /* verified: the same row, available, with the stream's checksum and size */
+        (void) strscpy(c.checkpoint_id, sizeof c.checkpoint_id, "ck_1");
+        (void) strscpy(c.worker, sizeof c.worker, "w2");
+        (void) strscpy(c.sha256, sizeof c.sha256, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+        c.size_bytes = 12345;
+        ASSERT_OK(store_checkpoint_copy_set(s, &c));
+        ASSERT_OK(store_checkpoint_copy_list(s, NULL, &list, &n));
+        ASSERT_EQ(n, 3U);
+        ASSERT_STREQ(list[1].checkpoint_id, "ck_1");
+        ASSERT_STREQ(list[1].worker, "w2");
+        ASSERT_TRUE(list[1].available);
+        ASSERT_EQ(list[1].size_bytes, 12345U);
+        ASSERT_STREQ(list[1].sha256, c.sha256);
+        list = mfree(list);
+
+        ASSERT_OK(store_checkpoint_copy_delete(s, "ck_1", "w2"));
+        ASSERT_ERRNO(store_checkpoint_copy_delete(s, "ck_1", "w2"), ENOENT);
+        ASSERT_OK(store_checkpoint_copy_list(s, "ck_1", &list, &n));
+        ASSERT_EQ(n, 1U);
+        list = mfree(list);
+        ASSERT_OK(store_checkpoint_copy_list(s, "nothing", &list, &n));
+        ASSERT_EQ(n, 0U);
+        list = mfree(list);
+
+        /* bad input: a checksum that is not 64 hex digits, missing names */
+        (void) strscpy(c.sha256, sizeof c.sha256, "xyz");
+        ASSERT_ERRNO(store_checkpoint_copy_set(s, &c), EINVAL);
+        c.sha256[0] = 0;
+        c.worker[0] = 0;
+        ASSERT_ERRNO(store_checkpoint_copy_set(s, &c), EINVAL);
+        ASSERT_ERRNO(store_checkpoint_copy_set(s, NULL), EINVAL);
+        ASSERT_ERRNO(store_checkpoint_copy_delete(s, "ck_1", NULL), EINVAL);
+        ASSERT_ERRNO(store_checkpoint_copy_list(s, NULL, NULL, &n), EINVAL);
+}
+
 STORE_TEST(leader_one_at_a_time) {
         Store *a = open_url(url), *b = open_url(url);
         bool la = false, lb = true;
