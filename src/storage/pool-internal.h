@@ -64,3 +64,9 @@ int pool_sandbox_mount_overlay(Pool *p, const char *id, const char *tpl);
 /* cp --archive --one-file-system --reflink=auto src dst (dst must not exist;
  * no shell). -ENOSPC/-EDQUOT when the target fills up, -EIO for other failures. */
 int pool_copy_tree(const char *src, const char *dst);
+
+/* pool-ship.c */
+/* Removes tmp/<name> (tmp_fd: tmp/), a receive's directory, with the
+ * subvolumes in it. A missing one is fine. */
+int pool_ship_remove_dir(const Pool *p, int tmp_fd, const char *name);
+#define POOL_SHIP_RECV_PREFIX "recv."

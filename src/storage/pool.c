@@ -186,7 +186,10 @@ static void pool_clean_tmp(Pool *p) {
                 int r;
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
-                r = pool_remove_entry(p, dirfd(d), de->d_name);
+                if (startswith(de->d_name, POOL_SHIP_RECV_PREFIX) && p->kind == POOL_BTRFS)
+                        r = pool_ship_remove_dir(p, dirfd(d), de->d_name); /* a receive cut short */
+                else
+                        r = pool_remove_entry(p, dirfd(d), de->d_name);
                 if (r < 0)
                         log_debug_errno(r, "Failed to remove stale import '%s': %m", de->d_name);
         }

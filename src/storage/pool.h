@@ -190,6 +190,8 @@ int pool_sandbox_branch(Pool *p, const char *src_id, const char *from_checkpoint
  * nothing; a leftover is removed by the next restore or with the sandbox.
  * overlay: the root is unmounted for the swap and mounted again (on a failed
  * mount the old upper is swapped back). *ret_root: the same path as before.
+ * btrfs: a sandbox without a root here but with the checkpoint (shipped from
+ * another worker: pool_ship_*) gets its root made from it.
  * -ENOENT: no such sandbox or checkpoint; -ERANGE for a disk_mb too large. */
 int pool_sandbox_restore(Pool *p, const char *id, const char *checkpoint_id, uint64_t disk_mb, char **ret_root);
 
@@ -212,3 +214,47 @@ int pool_sandbox_disk_path(Pool *p, const char *id, char **ret);
 /* sandboxes/<id>/memory.state: where a suspended vm sandbox's machine is saved
  * (whether it exists or not; removed with the sandbox). */
 int pool_sandbox_memory_path(Pool *p, const char *id, char **ret);
+
+/* Shipping between pools (pool-ship.c), btrfs only (-EOPNOTSUPP on overlay):
+ * a template or a checkpoint travels as a `btrfs send` stream (btrfs-progs),
+ * incremental against a parent both pools hold (the template, an earlier
+ * checkpoint), and is received by `btrfs receive` into tmp/recv.<random>/ on
+ * the other side. Only once the stream is complete and verified does the
+ * received subvolume move to its place (templates/<name>,
+ * checkpoints/<sandbox>/<id>), read-only, keeping its received uuid so that
+ * later streams can be incremental against it. A receive cut short leaves
+ * only its tmp/ directory, removed by pool_ship_receive_abort() or at the
+ * next pool_open(). */
+#define POOL_UUID_STRING_MAX 37U /* 36 characters and the NUL */
+
+typedef struct PoolShipItem {
+        const char *sandbox_id; /* NULL: a template */
+        const char *name;       /* the template's name, or the checkpoint's id */
+} PoolShipItem;
+
+/* A handle on the pool another process of this host opened (the worker's),
+ * at path: nothing is created, cleaned or mounted. -EMEDIUMTYPE if path is
+ * not a btrfs file system. */
+int pool_attach(const char *path, Pool **ret);
+/* Path of the item's subvolume (malloc'd) and its identity as a parent of a
+ * stream: its received uuid if it has one, else its uuid; *ret_otime_usec
+ * (may be NULL): its creation time. -ENOENT if the pool does not hold it
+ * complete (read-only). */
+int pool_ship_ident(Pool *p, const PoolShipItem *it, char **ret_path, char *ret_ident, int64_t *ret_otime_usec);
+/* 1 if the pool holds the item complete with identity ident (its uuid or
+ * received uuid), else 0. */
+int pool_ship_has(Pool *p, const PoolShipItem *it, const char *ident);
+/* Starts `btrfs send [-p parent_path] path` writing the stream to out_fd and
+ * its messages to err_fd; spawn_wait() the pid. */
+int pool_ship_send_start(Pool *p, const char *path, const char *parent_path, int out_fd, int err_fd,
+                         pid_t *ret_pid);
+/* Makes tmp/recv.<random> (*ret_dir, malloc'd) and starts `btrfs receive`
+ * into it reading the stream from in_fd, messages to err_fd. */
+int pool_ship_receive_start(Pool *p, int in_fd, int err_fd, char **ret_dir, pid_t *ret_pid);
+/* After the receive exited well and the stream was verified: the one
+ * subvolume the stream made (named it->name, read-only, with a received
+ * uuid; anything else is -EBADMSG) moves to its place. -EEXIST if the
+ * place is taken. The directory is removed in any case. */
+int pool_ship_receive_commit(Pool *p, const char *dir, const PoolShipItem *it);
+/* Removes the directory with whatever the receive made in it. */
+int pool_ship_receive_abort(Pool *p, const char *dir);

@@ -229,15 +229,31 @@ int pool_sandbox_restore(Pool *p, const char *id, const char *checkpoint_id, uin
         sb_fd = pool_open_subdir(p, POOL_SANDBOXES_DIR);
         if (sb_fd < 0)
                 return sb_fd;
-        dfd = open_dir_at(sb_fd, id);
-        if (dfd < 0)
-                return dfd;
         ckpt_fd = open_checkpoint(p, id, checkpoint_id, &ckpt_path);
         if (ckpt_fd < 0)
                 return ckpt_fd;
         root = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_ROOT);
         if (!root)
                 return -ENOMEM;
+        dfd = open_dir_at(sb_fd, id);
+        if (dfd == -ENOENT && p->kind == POOL_BTRFS) {
+                /* a checkpoint shipped here from another worker: the sandbox's
+                 * root is made from it (its first root on this host) */
+                if (mkdirat(sb_fd, id, 0700) < 0)
+                        return negative_errno();
+                dfd = open_dir_at(sb_fd, id);
+                r = dfd < 0 ? dfd : pool_root_snapshot(p, ckpt_fd, dfd, POOL_SANDBOX_ROOT, disk_mb);
+                if (r < 0) {
+                        int k = pool_sandbox_remove_dir(p, sb_fd, id);
+                        if (k < 0)
+                                log_debug_errno(k, "Failed to undo the restore of '%s': %m", root);
+                        return r;
+                }
+                *ret_root = TAKE_PTR(root);
+                return 0;
+        }
+        if (dfd < 0)
+                return dfd;
 
         /* What a crash in an earlier restore left. */
         aside = p->kind == POOL_BTRFS ? POOL_SANDBOX_ROOT_NEW : POOL_SANDBOX_UPPER_NEW;

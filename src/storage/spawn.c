@@ -37,13 +37,13 @@ enum {
         SPAWN_STEP_EXEC,
 };
 
-_noreturn_ static void child(char *const argv[], int stdin_fd, int out_fd, int report_fd) {
+_noreturn_ static void child(char *const argv[], int stdin_fd, int out_fd, int err_fd, int report_fd) {
         /* Between fork() and execve(): no allocation, no logging. */
         static char *const envp[] = { (char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", (char *) "LC_ALL=C", NULL };
         SpawnFailure f = { SPAWN_STEP_DUP, 0 };
         sigset_t all;
 
-        if (dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0)
+        if (dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0)
                 goto fail;
         f.step = SPAWN_STEP_SIGNALS;
         for (int sig = 1; sig < _NSIG; sig++)
@@ -91,7 +91,7 @@ int spawn_and_wait(char *const argv[], int stdin_fd, char *output, size_t output
         if (pid < 0)
                 return negative_errno();
         if (pid == 0)
-                child(argv, stdin_fd, out_w, report_w);
+                child(argv, stdin_fd, out_w, out_w, report_w);
 
         report_w = safe_close(report_w);
         out_w = safe_close(out_w);
@@ -122,6 +122,50 @@ int spawn_and_wait(char *const argv[], int stdin_fd, char *output, size_t output
 
         if (k == (ssize_t) sizeof f)
                 return f.error > 0 ? -f.error : -EIO;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return -EPROTO;
+        return 0;
+}
+
+int spawn_start(char *const argv[], int stdin_fd, int stdout_fd, int stderr_fd, pid_t *ret_pid) {
+        _cleanup_close_ int report_r = -EBADF, report_w = -EBADF;
+        SpawnFailure f = {};
+        ssize_t k;
+        pid_t pid;
+        int fds[2];
+
+        if (!argv || !argv[0] || argv[0][0] != '/' || stdin_fd < 0 || stdout_fd < 0 || stderr_fd < 0 || !ret_pid)
+                return -EINVAL;
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return negative_errno();
+        report_r = fds[0];
+        report_w = fds[1];
+        pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0)
+                child(argv, stdin_fd, stdout_fd, stderr_fd, report_w);
+        report_w = safe_close(report_w);
+        do
+                k = read(report_r, &f, sizeof f);
+        while (k < 0 && errno == EINTR);
+        if (k == (ssize_t) sizeof f) {
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                return f.error > 0 ? -f.error : -EIO;
+        }
+        *ret_pid = pid;
+        return 0;
+}
+
+int spawn_wait(pid_t pid) {
+        int status;
+
+        if (pid <= 0)
+                return -EINVAL;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 return -EPROTO;
         return 0;
