@@ -19,6 +19,7 @@
 #include "log.h"
 #include "str-util.h"
 #include "cluster-net.h"
+#include "json.h"
 
 #define SPLICE_BUF 65536U
 #define TOKEN_FINGERPRINT_LABEL "space cluster token fingerprint v1"
@@ -324,6 +325,42 @@ int net_splice_both(int a, int b) {
                                         return 0; /* an error: drop both */
                         }
                 }
+        }
+        return 0;
+}
+
+int net_hello(int fd, const char *token, const char *worker, char *ret_message, size_t message_size) {
+        _cleanup_json_ JsonValue *v = NULL;
+        _cleanup_free_ char *req = NULL;
+        char line[WORKER_HANDSHAKE_LINE_MAX];
+        JsonWriter jw;
+        bool ok = false;
+        size_t len;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "hello");
+        json_w_kv_string(&jw, "token", token);
+        json_w_kv_string(&jw, "worker", worker);
+        json_w_object_end(&jw);
+        r = json_w_finish(&jw, &req, &len);
+        if (r < 0)
+                return r;
+        r = loop_write(fd, req, len);
+        explicit_bzero(req, len);
+        if (r >= 0)
+                r = loop_write(fd, "\n", 1);
+        if (r >= 0)
+                r = net_read_line(fd, line, sizeof line, WORKER_HELLO_TIMEOUT_MSEC, &len);
+        if (r < 0)
+                return r;
+        if (json_parse(line, len, &v, NULL, 0) < 0 || json_bool(json_get(v, "ok"), &ok) < 0)
+                return -EBADMSG;
+        if (!ok) {
+                if (ret_message && message_size > 0)
+                        (void) strscpy(ret_message, message_size, strna(json_string(json_get(v, "message"))));
+                return -EACCES;
         }
         return 0;
 }

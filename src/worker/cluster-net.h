@@ -40,6 +40,10 @@ int cluster_token_check(Store *s, const char *token, const char *path);
 char *cluster_token_free(char *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(char *, cluster_token_free);
 
+/* The hello above on a fresh connection, as a client of worker (its name;
+ * NULL/"" = whoever listens). -EACCES if refused (*ret_message, may be
+ * NULL: why), -EBADMSG for a malformed answer. */
+int net_hello(int fd, const char *token, const char *worker, char *ret_message, size_t message_size);
 /* Splits "host:port" or "[v6]:port". */
 int net_split_host_port(const char *address, char *host, size_t host_size, char *port, size_t port_size);
 /* Connects to address within timeout_msec; the fd is blocking, CLOEXEC, TCP_NODELAY. */

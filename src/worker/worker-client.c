@@ -22,6 +22,8 @@
 #include "cluster-net.h"
 #include "worker-placement.h"
 #include "worker-proto.h"
+#include "ship-stream.h"
+#include <fcntl.h>
 
 #define WORKER_REPLY_TIMEOUT_MSEC (10 * 60 * 1000) /* template imports can take minutes */
 #define AGENT_HELLO_TIMEOUT_MSEC 10000
@@ -124,41 +126,14 @@ static int connect_unix(const char *path, int *ret_fd) {
         return 0;
 }
 
-/* The hello of worker-net.h on a fresh connection to w->target. */
+/* The hello of cluster-net.h on a fresh connection to w->target. */
 static int hello(WorkerClient *w, int fd) {
-        _cleanup_json_ JsonValue *v = NULL;
-        _cleanup_free_ char *req = NULL;
-        char line[WORKER_HANDSHAKE_LINE_MAX];
-        JsonWriter jw;
-        bool ok = false;
-        size_t len;
-        int r;
+        char msg[256] = "";
+        int r = net_hello(fd, w->token, w->target, msg, sizeof msg);
 
-        json_w_init(&jw);
-        json_w_object_begin(&jw);
-        json_w_kv_string(&jw, "op", "hello");
-        json_w_kv_string(&jw, "token", w->token);
-        json_w_kv_string(&jw, "worker", w->target);
-        json_w_object_end(&jw);
-        r = json_w_finish(&jw, &req, &len);
-        if (r < 0)
-                return r;
-        r = loop_write(fd, req, len);
-        explicit_bzero(req, len);
-        if (r >= 0)
-                r = loop_write(fd, "\n", 1);
-        if (r >= 0)
-                r = net_read_line(fd, line, sizeof line, WORKER_HELLO_TIMEOUT_MSEC, &len);
-        if (r < 0)
-                return r;
-        if (json_parse(line, len, &v, NULL, 0) < 0 || json_bool(json_get(v, "ok"), &ok) < 0)
-                return -EBADMSG;
-        if (!ok) {
-                const char *msg = json_string(json_get(v, "message"));
-                log_warning("Worker %s (%s) refused us: %s", w->target, w->target_address, strna(msg));
-                return -EACCES;
-        }
-        return 0;
+        if (r == -EACCES)
+                log_warning("Worker %s (%s) refused us: %s", w->target, w->target_address, msg);
+        return r;
 }
 
 /* A fresh connection to the current target (cluster) or the local socket. */
@@ -426,6 +401,9 @@ int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, u
         bool preserved = false;
         int r;
 
+        r = select_worker(w, sb->worker, e);
+        if (r < 0)
+                return r;
         json_w_init(&jw);
         json_w_object_begin(&jw);
         json_w_kv_string(&jw, "op", "start");
@@ -515,6 +493,9 @@ int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkp
         JsonWriter jw;
         int r;
 
+        r = select_sandbox(w, id, e);
+        if (r < 0)
+                return r;
         json_w_init(&jw);
         json_w_object_begin(&jw);
         json_w_kv_string(&jw, "op", "checkpoint");
@@ -684,6 +665,97 @@ int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError 
         return 0;
 }
 
+/* Cluster: {"op":"template_put"} and the tar on a fresh connection to the current target. */
+static int template_put(WorkerClient *w, const char *name, int tar_fd, uint64_t *ret_size_bytes, ApiError *e) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_json_ JsonValue *v = NULL;
+        _cleanup_free_ char *req = NULL;
+        char line[WORKER_HANDSHAKE_LINE_MAX];
+        JsonWriter jw;
+        bool ok = false;
+        size_t len;
+        int r;
+
+        r = open_connection(w, &fd);
+        if (r < 0) {
+                w->connect_failed = true;
+                return api_error(e, r, API_UNAVAILABLE, "worker '%s' (%s) unavailable: %s", w->target,
+                                 w->target_address, strerror(-r));
+        }
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "template_put");
+        json_w_kv_string(&jw, "name", name);
+        json_w_object_end(&jw);
+        r = json_w_finish(&jw, &req, &len);
+        if (r >= 0)
+                r = loop_write(fd, req, len);
+        if (r >= 0)
+                r = loop_write(fd, "\n", 1);
+        if (r >= 0)
+                r = ship_stream_send(fd, tar_fd, NULL, NULL, NULL, NULL);
+        if (r >= 0)
+                r = net_read_line(fd, line, sizeof line, WORKER_REPLY_TIMEOUT_MSEC, &len);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "sending the template to worker '%s' failed: %s", w->target,
+                                 strerror(-r));
+        if (json_parse(line, len, &v, NULL, 0) < 0 || json_bool(json_get(v, "ok"), &ok) < 0)
+                return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
+        if (!ok) {
+                const char *code = json_string(json_get(v, "code")), *msg = json_string(json_get(v, "message"));
+                ApiErrorCode c = code ? api_error_code_from_string(code) : API_INTERNAL;
+                return api_error(e, -EIO, c < 0 ? API_INTERNAL : c, "%s", msg ?: "worker error");
+        }
+        if (json_uint64(json_get(v, "size_bytes"), ret_size_bytes) < 0)
+                *ret_size_bytes = 0;
+        return 0;
+}
+
+/* Cluster: the tar goes to the first live worker that takes it, which then
+ * ships the template to every other live worker. A worker that cannot be
+ * reached now gets it from the controller (its template pass) later. */
+static int template_import_cluster(WorkerClient *w, const char *name, const char *tar_path,
+                                   uint64_t *ret_size_bytes, ApiError *e) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        char holder[STORE_NAME_MAX] = "";
+        size_t n = 0;
+        int r = -ENOENT;
+
+        r = store_worker_list(w->store, &nodes, &n);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (listing workers): %s", strerror(-r));
+        r = api_error(e, -EHOSTDOWN, API_UNAVAILABLE, "no live worker to import template '%s' on", name);
+        for (size_t i = 0; i < n && !holder[0]; i++) {
+                _cleanup_close_ int tar_fd = -EBADF;
+                *e = (ApiError){};
+                if (select_worker(w, nodes[i].name, e) < 0)
+                        continue;
+                tar_fd = open(tar_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                if (tar_fd < 0)
+                        return api_error(e, negative_errno(), API_INTERNAL, "cannot open the archive: %m");
+                w->connect_failed = false;
+                r = template_put(w, name, tar_fd, ret_size_bytes, e);
+                if (r >= 0)
+                        (void) strscpy(holder, sizeof holder, nodes[i].name);
+                else if (!w->connect_failed)
+                        return r; /* the worker refused it (a bad archive, ...): so would the others */
+        }
+        if (!holder[0])
+                return r;
+        log_info("Template %s imported on worker %s; shipping it to the other workers", name, holder);
+        for (size_t i = 0; i < n; i++) {
+                WorkerShipResult res;
+                ApiError ignored = {};
+                if (streq(nodes[i].name, holder) || select_worker(w, nodes[i].name, &ignored) < 0)
+                        continue;
+                if (worker_ship(w, holder, nodes[i].name, NULL, name, NULL, &res, &ignored) < 0)
+                        log_warning("Shipping template %s to worker %s failed (the controller tries again): %s",
+                                    name, nodes[i].name, ignored.message);
+        }
+        *e = (ApiError){};
+        return 0;
+}
+
 int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, uint64_t *ret_size_bytes,
                            ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
@@ -691,10 +763,7 @@ int worker_template_import(WorkerClient *w, const char *name, const char *tar_pa
         int r;
 
         if (w->store)
-                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
-                                 "importing a template through the API is not available in a cluster yet: "
-                                 "put %s.tar in every worker's template_dir (imported when the worker starts)",
-                                 name);
+                return template_import_cluster(w, name, tar_path, ret_size_bytes, e);
 
         json_w_init(&jw);
         json_w_object_begin(&jw);
@@ -886,4 +955,110 @@ int worker_runtimes(WorkerClient *w, char *runtimes, size_t runtimes_size, char 
                                 (void) strscpy(accelerators, accelerators_size, "kvm");
                 }
         return 0;
+}
+
+int worker_ship(WorkerClient *w, const char *from, const char *to, const char *sandbox_id, const char *name,
+                const char *template_name, WorkerShipResult *ret, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        char to_address[STORE_WORKER_ADDRESS_MAX];
+        const char *sha, *parent;
+        JsonWriter jw;
+        int r;
+
+        if (!w->store)
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "shipping needs a cluster");
+        r = select_worker(w, to, e);
+        if (r < 0)
+                return r;
+        (void) strscpy(to_address, sizeof to_address, w->target_address);
+        r = select_worker(w, from, e);
+        if (r < 0)
+                return r;
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "ship");
+        json_w_kv_string(&jw, "kind", sandbox_id ? "checkpoint" : "template");
+        if (sandbox_id)
+                json_w_kv_string(&jw, "sandbox", sandbox_id);
+        json_w_kv_string(&jw, "name", name);
+        if (template_name)
+                json_w_kv_string(&jw, "template", template_name);
+        json_w_kv_string(&jw, "to", to);
+        json_w_kv_string(&jw, "address", to_address);
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        *ret = (WorkerShipResult){};
+        sha = json_string(json_get(reply, "sha256"));
+        parent = json_string(json_get(reply, "parent"));
+        (void) strscpy(ret->sha256, sizeof ret->sha256, strempty(sha));
+        (void) strscpy(ret->parent, sizeof ret->parent, strempty(parent));
+        (void) json_uint64(json_get(reply, "bytes"), &ret->bytes);
+        (void) json_bool(json_get(reply, "complete"), &ret->complete);
+        return 0;
+}
+
+int worker_checkpoint_remove_on(WorkerClient *w, const char *worker, const char *sandbox_id, const char *checkpoint_id,
+                                ApiError *e) {
+        JsonWriter jw;
+        int r = select_worker(w, worker, e);
+
+        if (r < 0)
+                return r;
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "checkpoint_remove");
+        json_w_kv_string(&jw, "id", sandbox_id);
+        json_w_kv_string(&jw, "checkpoint", checkpoint_id);
+        json_w_object_end(&jw);
+        return call(w, &jw, NULL, e);
+}
+
+int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, char *ret_worker,
+                           int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        _cleanup_free_ CheckpointCopy *copies = NULL;
+        size_t n = 0, tried = 0;
+        Sandbox placed;
+        int r;
+
+        if (!w->store)
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "recovering a lost sandbox needs a cluster");
+        r = store_checkpoint_copy_list(w->store, checkpoint_id, &copies, &n);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (listing the checkpoint's copies): %s",
+                                 strerror(-r));
+        /* workers other than the lost one first */
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < n; i++) {
+                        ApiError skip = {};
+                        if (!copies[i].available || streq(copies[i].worker, sb->worker) != (pass == 1))
+                                continue;
+                        if (select_worker(w, copies[i].worker, &skip) < 0)
+                                continue;
+                        tried++;
+                        r = store_sandbox_set_runtime(w->store, sb->id, 0, 0, copies[i].worker);
+                        if (r < 0)
+                                return api_error(e, r, r == -ENOENT ? API_CONFLICT : API_UNAVAILABLE,
+                                                 "the store failed (placing the sandbox): %s", strerror(-r));
+                        placed = *sb;
+                        (void) strscpy(placed.worker, sizeof placed.worker, copies[i].worker);
+                        *e = (ApiError){};
+                        w->connect_failed = false;
+                        r = call_spec(w, "restore", &placed, checkpoint_id, ret_pid, ret_starttime, e);
+                        if (r >= 0) {
+                                (void) strscpy(ret_worker, STORE_NAME_MAX, copies[i].worker);
+                                return 0;
+                        }
+                        if (!w->connect_failed)
+                                return r;
+                        log_warning("Worker %s is unreachable; recovering sandbox %s elsewhere", copies[i].worker,
+                                    sb->id);
+                }
+        if (tried > 0)
+                return r;
+        return api_error(e, -ENOENT, API_CONFLICT,
+                         "sandbox '%s' is lost with worker '%s' and no live worker holds a copy of checkpoint '%s' "
+                         "(checkpoints are shipped to other workers when ship_checkpoints > 0)",
+                         sb->id, sb->worker, checkpoint_id);
 }

@@ -78,7 +78,9 @@ int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *ch
 /* Opens a connection to the sandbox's agent: the returned fd speaks the agent
  * protocol (src/proto/proto.h) and the agent's HELLO has already been read. */
 int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError *e);
-/* Imports a template from a tar file readable by the worker. */
+/* Imports a template from a tar file readable by the worker. A cluster: the
+ * tar is streamed to one live worker, which imports it and ships it to every
+ * other live worker (one that is down gets it from the controller later). */
 int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, uint64_t *ret_size_bytes,
                            ApiError *e);
 int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
@@ -91,3 +93,29 @@ int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e);
  * accelerators they use ("kvm"), comma-separated, from its info. */
 int worker_runtimes(WorkerClient *w, char *runtimes, size_t runtimes_size, char *accelerators,
                     size_t accelerators_size, ApiError *e);
+
+/* ---- a cluster: state shipped between workers (worker-ship.h) ---- */
+
+typedef struct WorkerShipResult {
+        char sha256[STORE_SHA256_HEX]; /* of the stream ("" if the receiver had it already) */
+        uint64_t bytes;
+        char parent[STORE_NAME_MAX];   /* what the stream was incremental against, "" = a full stream */
+        bool complete;                 /* the receiver had it already: nothing was sent */
+} WorkerShipResult;
+
+/* Worker from sends its copy of a checkpoint (sandbox_id, name; template_name:
+ * the sandbox's template, a parent candidate) or of a template (sandbox_id
+ * NULL) to worker to, which keeps it only once complete and verified. Both
+ * must be live. */
+int worker_ship(WorkerClient *w, const char *from, const char *to, const char *sandbox_id, const char *name,
+                const char *template_name, WorkerShipResult *ret, ApiError *e);
+/* Removes a checkpoint's copy from one worker (which need not hold the sandbox). */
+int worker_checkpoint_remove_on(WorkerClient *w, const char *worker, const char *sandbox_id, const char *checkpoint_id,
+                                ApiError *e);
+/* A lost sandbox comes back on a live worker that holds an available copy of
+ * the checkpoint (the store's checkpoint_copies): its root is made from the
+ * checkpoint there and it starts afresh. The sandbox's row names that worker
+ * before the try. ret_worker (STORE_NAME_MAX): where it now runs.
+ * API_CONFLICT if no live worker holds a copy. */
+int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, char *ret_worker,
+                           int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);

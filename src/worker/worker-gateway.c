@@ -23,6 +23,7 @@
 #include "worker-gateway.h"
 #include "cluster-net.h"
 #include "worker-proto.h"
+#include "worker-ship.h"
 
 #define GATEWAY_CONNECTIONS_MAX 512
 #define GATEWAY_IDLE_MSEC (10 * 60 * 1000)          /* an idle connection is closed after this */
@@ -31,7 +32,9 @@
 #define GATEWAY_DRAIN_MAX (64U * 1024U)             /* ... and read up to this much */
 
 /* The ops a peer may ask for: template_import is not among them (its tar
- * path would be a path on this host, chosen by the peer). */
+ * path would be a path on this host, chosen by the peer; template_put brings
+ * the tar itself). ship, receive and template_put are served by this
+ * process (worker-ship.c), not relayed. */
 static const char *const relayed_ops[] = {
         "create", "destroy", "pause", "resume", "suspend", "start", "checkpoint",
         "checkpoint_remove", "checkpoint_sizes", "restore", "branch", "set_limits", "set_policy", "info", "templates", "template_remove",
@@ -151,6 +154,28 @@ static int serve_request(Conn *c, const char *line, size_t len, char *buf, size_
         return r;
 }
 
+/* A template's tar streamed by an API server: stored under our state dir,
+ * imported by the worker process (its reply is ours), removed. */
+static void serve_template_put(Conn *c, const JsonValue *req, char *buf, size_t size) {
+        _cleanup_free_ char *path = NULL, *line = NULL;
+        JsonWriter jw;
+        size_t len;
+
+        if (worker_ship_template_put(c->g->config, c->fd, req, &path) < 0)
+                return;
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "template_import");
+        json_w_kv_string(&jw, "name", json_string(json_get(req, "name")));
+        json_w_kv_string(&jw, "tar", path);
+        json_w_object_end(&jw);
+        if (json_w_finish(&jw, &line, &len) < 0)
+                reply(c->fd, false, "internal", "out of memory", NULL);
+        else
+                (void) serve_request(c, line, len, buf, size);
+        (void) unlink(path);
+}
+
 /* After a refusal: the peer gets to read our answer before the close (a
  * close with its unread bytes pending would reset the connection and could
  * discard the answer). Bounded in time and bytes. */
@@ -228,6 +253,18 @@ static void *conn_thread(void *userdata) {
                         break;
                 if (json_parse(line, n, &v, NULL, 0) < 0 || !(op = json_string(json_get(v, "op")))) {
                         reply(c->fd, false, "bad_request", "bad worker request", NULL);
+                        break;
+                }
+                if (streq(op, "ship")) { /* this host sends one of its subvolumes to another */
+                        worker_ship_send(c->g->config, c->g->token, c->fd, v);
+                        continue;
+                }
+                if (streq(op, "receive")) { /* another host sends us one: the connection was the stream */
+                        worker_ship_receive(c->g->config, c->fd, v);
+                        break;
+                }
+                if (streq(op, "template_put")) {
+                        serve_template_put(c, v, out, WORKER_LINE_MAX + 1);
                         break;
                 }
                 if (streq(op, "agent")) {

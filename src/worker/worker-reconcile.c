@@ -139,6 +139,15 @@ int worker_reconcile(Worker *w) {
                         for (size_t i = 0; i < n; i++)
                                 if (streq(list[i].id, *id) && list[i].state != SANDBOX_DELETED)
                                         known = true;
+                        if (!known && streq(w->config->role, "worker")) {
+                                /* a cluster: checkpoints shipped here of a sandbox on another
+                                 * worker (or lost with one) stay while the sandbox exists */
+                                Sandbox other = {};
+                                if (store_sandbox_get(w->store, NULL, *id, &other) != -ENOENT &&
+                                    other.state != SANDBOX_DELETED)
+                                        known = true;
+                                sandbox_done(&other);
+                        }
                         if (!known) {
                                 log_info("Removing orphan checkpoints of %s", *id);
                                 (void) pool_checkpoint_remove_all(w->pool, *id);
