@@ -77,6 +77,16 @@ int controller_checkpoint_take(Store *s, WorkerClient *w, const Sandbox *sb, boo
         }
         c.restorable = true;
         c.size_bytes = size;
+        if (worker_client_is_cluster(w)) {
+                /* the first copy: on the sandbox's worker (the shipper copies it to others) */
+                CheckpointCopy cc = { .available = true };
+                (void) strscpy(cc.checkpoint_id, sizeof cc.checkpoint_id, c.id);
+                (void) strscpy(cc.sandbox_id, sizeof cc.sandbox_id, sb->id);
+                (void) strscpy(cc.worker, sizeof cc.worker, sb->worker);
+                r = store_checkpoint_copy_set(s, &cc);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot record where checkpoint %s is: %m", c.id);
+        }
         if (ret)
                 *ret = c;
         return 0;

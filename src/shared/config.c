@@ -67,6 +67,7 @@ const ConfigItem config_table[] = {
         { "cluster_token_file", S(cluster_token_file), "", 0, 0, NULL, "roles api, worker, controller: file (mode 0600) with the shared cluster token" },
         { "worker_lost_timeout_s", U(worker_lost_timeout_s), "15", 1, 3600, NULL, "a worker without heartbeat for this long is lost (its sandboxes too)" },
         { "worker_cpu_millis", U(worker_cpu_millis), "0", 0, 1024000000, NULL, "role worker: CPU it offers (0 = all online CPUs)" },
+        { "ship_checkpoints", U(ship_checkpoints), "1", 0, 16, NULL, "a cluster: workers besides the sandbox's own that get a copy of each checkpoint (btrfs send/receive), so that a lost sandbox can be restored elsewhere; 0 = none" },
         { "worker_memory_mb", U(worker_memory_mb), "0", 0, UINT64_C(1) << 40, NULL, "role worker: memory it offers (0 = physical memory)" },
 };
 const size_t config_table_size = ELEMENTSOF(config_table);

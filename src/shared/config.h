@@ -71,6 +71,7 @@ typedef struct Config {
         uint64_t worker_lost_timeout_s;
         uint64_t worker_cpu_millis;
         uint64_t worker_memory_mb;
+        uint64_t ship_checkpoints;
 } Config;
 
 /* One entry of warm_pool. */

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "checkpointer.h"
 #include "liveness.h"
+#include "shipper.h"
 #include "policy.h"
 #include "reaper.h"
 #include "warm-pool.h"
@@ -228,6 +229,8 @@ static void controller_round(Controller *ctl, Store *store, WorkerClient *wc) {
         (void) reaper_run_once(store, wc, now_usec());
         (void) checkpointer_run_once(store, wc, ctl->config, now_usec());
         (void) warm_pool_run_once(store, wc, ctl->config, now_usec());
+        if (ctl->token)
+                (void) shipper_run_once(store, wc, ctl->config, now_usec());
 }
 
 static void *controller_thread(void *userdata) {

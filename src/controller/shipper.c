@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/* Shipping checkpoints and templates between workers: see shipper.h. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "alloc-util.h"
+#include "controller-util.h"
+#include "json.h"
+#include "log.h"
+#include "shipper.h"
+#include "str-util.h"
+
+typedef struct Pass {
+        Store *store;
+        WorkerClient *wc;
+        WorkerNode *nodes;
+        size_t n_nodes;
+        int64_t fresh_after;
+        unsigned budget; /* ships left in this pass */
+        int shipped;
+} Pass;
+
+static bool node_live(const Pass *p, const char *name) {
+        for (size_t i = 0; i < p->n_nodes; i++)
+                if (streq(p->nodes[i].name, name))
+                        return p->nodes[i].state == WORKER_LIVE && p->nodes[i].heartbeat_usec >= p->fresh_after;
+        return false;
+}
+
+static bool has_copy(const CheckpointCopy *copies, size_t n, const char *ck, const char *worker, bool available) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(copies[i].checkpoint_id, ck) && streq(copies[i].worker, worker) &&
+                    (!available || copies[i].available))
+                        return true;
+        return false;
+}
+
+static size_t available_copies(const CheckpointCopy *copies, size_t n, const char *ck, const char *except) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+                if (streq(copies[i].checkpoint_id, ck) && copies[i].available && !streq(copies[i].worker, except))
+                        k++;
+        return k;
+}
+
+static void shipped_event(Pass *p, const Sandbox *sb, const char *ck, const char *to, const WorkerShipResult *res) {
+        _cleanup_free_ char *data = NULL;
+        char reason[STORE_REASON_MAX];
+        JsonWriter jw;
+        size_t len;
+
+        snprintf(reason, sizeof reason, "checkpoint %s shipped from worker %s to worker %s", ck, sb->worker, to);
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "checkpoint", ck);
+        json_w_kv_string(&jw, "from_worker", sb->worker);
+        json_w_kv_string(&jw, "worker", to);
+        json_w_key(&jw, "bytes");
+        json_w_uint(&jw, res->bytes);
+        json_w_kv_string(&jw, "sha256", res->sha256);
+        json_w_key(&jw, "parent");
+        if (res->parent[0])
+                json_w_string(&jw, res->parent);
+        else
+                json_w_null(&jw);
+        json_w_object_end(&jw);
+        if (json_w_finish(&jw, &data, &len) >= 0)
+                controller_event(p->store, sb, "sandbox.checkpoint_shipped", reason, data);
+}
+
+/* Ships checkpoint c of sb to one more live worker. */
+static void ship_checkpoint(Pass *p, const Checkpoint *c, const Sandbox *sb, const CheckpointCopy *copies,
+                            size_t n_copies) {
+        for (size_t i = 0; i < p->n_nodes && p->budget > 0; i++) {
+                const char *to = p->nodes[i].name;
+                CheckpointCopy row = {};
+                WorkerShipResult res;
+                ApiError e = {};
+                int r;
+
+                if (streq(to, sb->worker) || !node_live(p, to) || has_copy(copies, n_copies, c->id, to, true))
+                        continue;
+                p->budget--;
+                (void) strscpy(row.checkpoint_id, sizeof row.checkpoint_id, c->id);
+                (void) strscpy(row.sandbox_id, sizeof row.sandbox_id, sb->id);
+                (void) strscpy(row.worker, sizeof row.worker, to);
+                r = store_checkpoint_copy_set(p->store, &row); /* receiving */
+                if (r < 0) {
+                        log_warning_errno(r, "Cannot record the copy of checkpoint %s on %s: %m", c->id, to);
+                        return;
+                }
+                r = worker_ship(p->wc, sb->worker, to, sb->id, c->id, sb->template_name, &res, &e);
+                if (r < 0) {
+                        log_warning("Shipping checkpoint %s of sandbox %s from %s to %s failed (tried again): %s",
+                                    c->id, sb->id, sb->worker, to, e.message);
+                        continue; /* another worker, if any */
+                }
+                row.available = true;
+                (void) strscpy(row.sha256, sizeof row.sha256, res.sha256);
+                row.size_bytes = res.bytes;
+                r = store_checkpoint_copy_set(p->store, &row);
+                if (r < 0) {
+                        log_warning_errno(r, "Cannot record the copy of checkpoint %s on %s: %m", c->id, to);
+                        return;
+                }
+                p->shipped++;
+                shipped_event(p, sb, c->id, to, &res);
+                return;
+        }
+}
+
+static void pass_checkpoints(Pass *p, uint64_t want) {
+        _cleanup_free_ Checkpoint *cks = NULL;
+        _cleanup_free_ CheckpointCopy *copies = NULL;
+        size_t n_cks = 0, n_copies = 0;
+
+        if (store_checkpoint_list(p->store, NULL, &cks, &n_cks) < 0 ||
+            store_checkpoint_copy_list(p->store, NULL, &copies, &n_copies) < 0)
+                return;
+        /* copies of checkpoints that are gone */
+        for (size_t i = 0; i < n_copies; i++) {
+                bool known = false;
+                ApiError e = {};
+                for (size_t j = 0; j < n_cks && !known; j++)
+                        known = streq(cks[j].id, copies[i].checkpoint_id);
+                if (known || !node_live(p, copies[i].worker))
+                        continue;
+                if (worker_checkpoint_remove_on(p->wc, copies[i].worker, copies[i].sandbox_id, copies[i].checkpoint_id,
+                                                &e) < 0) {
+                        log_warning("Cannot remove the copy of checkpoint %s from %s: %s", copies[i].checkpoint_id,
+                                    copies[i].worker, e.message);
+                        continue;
+                }
+                (void) store_checkpoint_copy_delete(p->store, copies[i].checkpoint_id, copies[i].worker);
+        }
+        if (want == 0)
+                return;
+        /* oldest first (the list is newest first) */
+        for (size_t j = n_cks; j > 0 && p->budget > 0; j--) {
+                const Checkpoint *c = &cks[j - 1];
+                Sandbox sb = {};
+
+                /* the sandbox's own copy and want others: nothing to look up */
+                if (!c->restorable || available_copies(copies, n_copies, c->id, "") > want)
+                        continue;
+                if (store_sandbox_get(p->store, NULL, c->sandbox_id, &sb) < 0)
+                        continue;
+                if ((sb.state == SANDBOX_RUNNING || sb.state == SANDBOX_PAUSED || sb.state == SANDBOX_SUSPENDED) &&
+                    !isempty(sb.worker) && node_live(p, sb.worker) &&
+                    has_copy(copies, n_copies, c->id, sb.worker, true) &&
+                    available_copies(copies, n_copies, c->id, sb.worker) < want)
+                        ship_checkpoint(p, c, &sb, copies, n_copies);
+                sandbox_done(&sb);
+        }
+}
+
+/* Whether name is in the comma-separated list. */
+static bool list_has(const char *list, const char *name) {
+        size_t n = strlen(name);
+
+        for (const char *x = list; x && *x;) {
+                const char *comma = strchr(x, ',');
+                size_t l = comma ? (size_t) (comma - x) : strlen(x);
+                if (l == n && strncmp(x, name, n) == 0)
+                        return true;
+                x = comma ? comma + 1 : NULL;
+        }
+        return false;
+}
+
+static void pass_templates(Pass *p) {
+        _cleanup_free_ Template *tpls = NULL;
+        size_t n = 0;
+
+        if (store_template_list(p->store, &tpls, &n) < 0)
+                return;
+        for (size_t t = 0; t < n && p->budget > 0; t++) {
+                const char *from = NULL;
+
+                if (tpls[t].state != TEMPLATE_READY)
+                        continue;
+                for (size_t i = 0; i < p->n_nodes && !from; i++)
+                        if (node_live(p, p->nodes[i].name) && list_has(p->nodes[i].templates, tpls[t].name))
+                                from = p->nodes[i].name;
+                if (!from)
+                        continue;
+                for (size_t i = 0; i < p->n_nodes && p->budget > 0; i++) {
+                        WorkerShipResult res;
+                        ApiError e = {};
+                        if (!node_live(p, p->nodes[i].name) || list_has(p->nodes[i].templates, tpls[t].name))
+                                continue;
+                        p->budget--;
+                        if (worker_ship(p->wc, from, p->nodes[i].name, NULL, tpls[t].name, NULL, &res, &e) < 0) {
+                                log_warning("Shipping template %s from %s to %s failed (tried again): %s",
+                                            tpls[t].name, from, p->nodes[i].name, e.message);
+                                continue;
+                        }
+                        if (!res.complete) {
+                                log_info("Template %s shipped from %s to %s (%" PRIu64 " bytes)", tpls[t].name, from,
+                                         p->nodes[i].name, res.bytes);
+                                p->shipped++;
+                        }
+                }
+        }
+}
+
+int shipper_run_once(Store *store, WorkerClient *wc, const Config *config, int64_t now) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!worker_client_is_cluster(wc))
+                return 0;
+        r = store_worker_list(store, &nodes, &n);
+        if (r < 0)
+                return r;
+        Pass p = {
+                .store = store,
+                .wc = wc,
+                .nodes = nodes,
+                .n_nodes = n,
+                .fresh_after = now - (int64_t) config->worker_lost_timeout_s * 1000000,
+                .budget = SHIPPER_SHIPS_PER_PASS,
+        };
+        pass_checkpoints(&p, config->ship_checkpoints);
+        pass_templates(&p);
+        return p.shipped;
+}
