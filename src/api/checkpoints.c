@@ -136,6 +136,16 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, Checkpo
                 (void) store_checkpoint_delete(r->store, c.id);
                 return k;
         }
+        if (worker_client_is_cluster(r->worker)) {
+                /* the first copy: on the sandbox's worker (the controller ships it to others) */
+                CheckpointCopy cc = { .available = true };
+                (void) strscpy(cc.checkpoint_id, sizeof cc.checkpoint_id, c.id);
+                (void) strscpy(cc.sandbox_id, sizeof cc.sandbox_id, id);
+                (void) strscpy(cc.worker, sizeof cc.worker, sb.worker);
+                k = store_checkpoint_copy_set(r->store, &cc);
+                if (k < 0)
+                        log_warning_errno(k, "Cannot record where checkpoint %s is: %m", c.id);
+        }
         log_info("Checkpoint %s of sandbox %s taken", c.id, id);
         *ret = c;
         return 0;
@@ -201,6 +211,27 @@ int api_checkpoint_list(ApiRequest *r, ApiError *e) {
         return api_reply_json(r, 200, &w);
 }
 
+/* A cluster: the copies of a deleted checkpoint shipped to other workers go
+ * too; one on a worker that cannot be reached now is removed by the
+ * controller later (its row stays until then). */
+static void remove_copies(ApiRequest *r, const Sandbox *sb, const char *checkpoint_id) {
+        _cleanup_free_ CheckpointCopy *copies = NULL;
+        size_t n = 0;
+
+        if (!worker_client_is_cluster(r->worker) || store_checkpoint_copy_list(r->store, checkpoint_id, &copies, &n) < 0)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                ApiError ignored = {};
+                if (!streq(copies[i].worker, sb->worker) &&
+                    worker_checkpoint_remove_on(r->worker, copies[i].worker, sb->id, checkpoint_id, &ignored) < 0) {
+                        log_info("Copy of checkpoint %s on worker %s stays for now: %s", checkpoint_id,
+                                 copies[i].worker, ignored.message);
+                        continue;
+                }
+                (void) store_checkpoint_copy_delete(r->store, checkpoint_id, copies[i].worker);
+        }
+}
+
 int api_checkpoint_remove(ApiRequest *r, const char *id, const char *ref, ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
@@ -232,6 +263,7 @@ int api_checkpoint_remove(ApiRequest *r, const char *id, const char *ref, ApiErr
         if (k < 0 && k != -ENOENT)
                 return api_store_error(e, k, "deleting the checkpoint");
 
+        remove_copies(r, &sb, c.id);
         snprintf(reason, sizeof reason, "checkpoint deleted by %s", r->actor);
         snprintf(data, sizeof data, "{\"checkpoint\":\"%s\"}", c.id);
         api_event_tenant(r, sb.tenant_id, id, "sandbox.checkpoint_deleted", reason, data);

@@ -378,6 +378,53 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e) {
 
 /* ---- restore ---- */
 
+/* A lost sandbox (its worker stopped heartbeating) comes back on another
+ * worker that holds a shipped copy of the checkpoint: a new root from it
+ * there, its processes start afresh. */
+static int recover_lost(ApiRequest *r, Sandbox *sb, const Checkpoint *ck, ApiError *e) {
+        char reason[STORE_REASON_MAX], worker[STORE_NAME_MAX] = "";
+        _cleanup_free_ char *data = NULL;
+        JsonWriter jw;
+        size_t len;
+        int64_t pid = 0;
+        uint64_t starttime = 0;
+        int k;
+
+        k = api_get_worker(r, e);
+        if (k < 0)
+                return k;
+        if (!worker_client_is_cluster(r->worker))
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is lost: it can only be deleted", sb->id);
+        k = worker_sandbox_recover(r->worker, sb, ck->id, worker, &pid, &starttime, e);
+        if (k < 0) {
+                (void) worker_failed(e, k);
+                log_error("Recovering lost sandbox %s from checkpoint %s failed: %s", sb->id, ck->id, e->message);
+                /* it stays lost, on its old worker, and can be tried again */
+                (void) store_sandbox_set_runtime(r->store, sb->id, 0, 0, sb->worker);
+                return k;
+        }
+        snprintf(reason, sizeof reason, "recovered on worker %s from checkpoint %s (worker %s was lost) by %s", worker,
+                 ck->id, sb->worker, r->actor);
+        k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, worker);
+        if (k < 0)
+                return api_store_error(e, k, "recording the recovered sandbox");
+        k = set_state(r, sb, SANDBOX_LOST, SANDBOX_RUNNING, reason, e);
+        if (k < 0)
+                return k;
+        (void) store_sandbox_set_processes_preserved(r->store, sb->id, false);
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "checkpoint", ck->id);
+        json_w_kv_int(&jw, "pid", pid);
+        json_w_kv_string(&jw, "worker", worker);
+        json_w_kv_string(&jw, "from_worker", sb->worker);
+        json_w_object_end(&jw);
+        if (json_w_finish(&jw, &data, &len) >= 0)
+                event(r, sb, "sandbox.recovered", reason, data);
+        log_info("Recovered lost sandbox %s on worker %s from checkpoint %s", sb->id, worker, ck->id);
+        return reply_sandbox(r, 200, sb->id, e);
+}
+
 int api_sandbox_restore(ApiRequest *r, ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
@@ -400,12 +447,14 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
         if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED && sb.state != SANDBOX_SUSPENDED &&
-            sb.state != SANDBOX_ERROR)
+            sb.state != SANDBOX_ERROR && sb.state != SANDBOX_LOST)
                 return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s: it cannot be restored now", id,
                                  state_name(&sb));
         k = api_checkpoint_find(r, &sb, ref, &ck, e);
         if (k < 0)
                 return k;
+        if (sb.state == SANDBOX_LOST)
+                return recover_lost(r, &sb, &ck, e);
 
         k = api_get_worker(r, e);
         if (k >= 0)
