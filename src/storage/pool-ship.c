@@ -107,7 +107,7 @@ static int open_item(Pool *p, const PoolShipItem *it, struct btrfs_ioctl_get_sub
         *ret_info = (struct btrfs_ioctl_get_subvol_info_args){};
         if (ioctl(fd, BTRFS_IOC_GET_SUBVOL_INFO, ret_info) < 0)
                 return negative_errno();
-        if (!(ret_info->flags & BTRFS_SUBVOL_RDONLY))
+        if (btrfs_subvol_is_readonly(fd) <= 0)
                 return -ENOENT; /* not complete */
         return TAKE_FD(fd);
 }
@@ -214,8 +214,11 @@ int pool_ship_receive_start(Pool *p, int in_fd, int err_fd, char **ret_dir, pid_
         if (null_fd < 0)
                 r = negative_errno();
         else {
-                /* -q: quiet; every error ends the receive (the default --max-errors 1) */
-                char *argv[] = { btrfs, (char *) "receive", (char *) "-q", (char *) "--", dir, NULL };
+                /* -q: quiet; --chroot: the stream's paths cannot lead out of dir
+                 * (its parent is still found by uuid anywhere in the pool); every
+                 * error ends the receive (the default --max-errors 1) */
+                char *argv[] = { btrfs, (char *) "receive", (char *) "-q", (char *) "--chroot", (char *) "--", dir,
+                                 NULL };
                 r = spawn_start(argv, in_fd, null_fd, err_fd, ret_pid);
         }
         if (r < 0) {
@@ -332,7 +335,7 @@ static int commit_one(Pool *p, int recv_fd, const PoolShipItem *it) {
                 return -EBADMSG;
         }
         if (btrfs_is_subvol_fd(fd) <= 0 || ioctl(fd, BTRFS_IOC_GET_SUBVOL_INFO, &info) < 0 ||
-            !(info.flags & BTRFS_SUBVOL_RDONLY) || uuid_is_null(info.received_uuid)) {
+            btrfs_subvol_is_readonly(fd) <= 0 || uuid_is_null(info.received_uuid)) {
                 log_debug("The stream's '%s' is not a finished received subvolume", it->name);
                 return -EBADMSG;
         }

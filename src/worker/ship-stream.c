@@ -143,7 +143,7 @@ int ship_stream_recv(int sock, int out_fd, uint64_t max_bytes, char *ret_sha256,
         const char *want;
         uint64_t total = 0, want_bytes = 0;
         size_t len = 0;
-        int r;
+        int r, write_error = 0;
 
         if (ret_why)
                 *ret_why = NULL;
@@ -174,9 +174,13 @@ int ship_stream_recv(int sock, int out_fd, uint64_t max_bytes, char *ret_sha256,
                         return r;
                 if (EVP_DigestUpdate(md, buf, n) != 1)
                         return -EIO;
-                r = loop_write(out_fd, buf, n);
-                if (r < 0)
-                        return r;
+                if (write_error == 0) {
+                        /* out_fd's reader gave up (btrfs receive refused the stream): the
+                         * rest is read and dropped, so the sender gets to hear the answer */
+                        r = loop_write(out_fd, buf, n);
+                        if (r < 0)
+                                write_error = r;
+                }
                 total += n;
         }
         r = md_hex(md, hex);
@@ -185,6 +189,8 @@ int ship_stream_recv(int sock, int out_fd, uint64_t max_bytes, char *ret_sha256,
         r = net_read_line(sock, line, sizeof line, SHIP_IDLE_TIMEOUT_MSEC, &len);
         if (r < 0)
                 return r;
+        if (write_error < 0)
+                return write_error;
         if (json_parse(line, len, &v, NULL, 0) < 0 || !(want = json_string(json_get(v, "sha256"))) ||
             json_uint64(json_get(v, "bytes"), &want_bytes) < 0) {
                 if (ret_why)

@@ -29,6 +29,7 @@ int ship_stream_send(int sock, int in_fd, int (*finish)(void *userdata), void *u
  * out_fd slows the sender), at most max_bytes (0: no bound; -EFBIG past
  * it). -EBADMSG: malformed framing, or the trailer's sha256 or byte count
  * differs from what came (*ret_why says which); -EPIPE: out_fd's reader went
- * away. */
+ * away (the rest of the stream is still read, and dropped, so that the
+ * sender can read the answer after its last byte). */
 int ship_stream_recv(int sock, int out_fd, uint64_t max_bytes, char *ret_sha256, uint64_t *ret_bytes,
                      const char **ret_why);

@@ -261,10 +261,12 @@ static void *conn_thread(void *userdata) {
                 }
                 if (streq(op, "receive")) { /* another host sends us one: the connection was the stream */
                         worker_ship_receive(c->g->config, c->fd, v);
+                        linger_close(c->fd); /* a refusal may come before the sender's last byte */
                         break;
                 }
                 if (streq(op, "template_put")) {
                         serve_template_put(c, v, out, WORKER_LINE_MAX + 1);
+                        linger_close(c->fd);
                         break;
                 }
                 if (streq(op, "agent")) {

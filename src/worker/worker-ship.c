@@ -181,7 +181,7 @@ send_reply:
         r = ship_stream_recv(fd, in_w, 0, sha, &bytes, &why);
         in_w = safe_close(in_w); /* the end of the stream for btrfs receive */
         k = spawn_wait(pid);
-        if (r >= 0 && k < 0) {
+        if ((r >= 0 || r == -EPIPE) && k < 0) { /* btrfs receive refused it (EPIPE: before its end) */
                 read_messages(err_fd, msg, sizeof msg);
                 why = msg[0] ? msg : "btrfs receive failed";
                 r = -EBADMSG;
