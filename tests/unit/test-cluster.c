@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* The pure parts of scale-out: placement of a create on a worker, the
  * cluster token file and its comparison, host:port parsing, and the byte
- * relay of proxied agent streams. (The store side is in test-store.c, the
+ * relay of proxied agent streams, the framed and checksummed streams of
+ * shipping. (The store side is in test-store.c, the
  * whole in tests/e2e/test_scaleout.py.) */
 
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +17,7 @@
 #include "store.h"
 #include "test.h"
 #include "cluster-net.h"
+#include "ship-stream.h"
 #include "worker-placement.h"
 
 #define NOW (INT64_C(1795914000) * 1000000)
@@ -224,4 +227,106 @@ TEST(splice_relays_both_ways_with_eof) {
         ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
         close(a[1]);
         close(b[1]);
+}
+
+/* A memfd holding n bytes of a pattern. */
+static int pattern_fd(size_t n) {
+        int fd = memfd_create("pattern", MFD_CLOEXEC);
+        ASSERT_TRUE(fd >= 0);
+        for (size_t i = 0; i < n; i++) {
+                uint8_t b = (uint8_t) (i * 7 + i / 251);
+                ASSERT_EQ(write(fd, &b, 1), 1);
+        }
+        ASSERT_EQ(lseek(fd, 0, SEEK_SET), 0);
+        return fd;
+}
+
+static int finish_fails(void *userdata) {
+        return -EIO;
+}
+
+TEST(ship_stream_roundtrip_and_refusals) {
+        char sha_out[SHIP_SHA256_HEX], sha_in[SHIP_SHA256_HEX];
+        const char *why = NULL;
+        uint64_t sent = 0, got = 0;
+        int sp[2], in, out;
+
+        /* a stream of several chunks arrives whole, with the sender's sha256 */
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 ? -errno : 0);
+        in = pattern_fd(SHIP_CHUNK_MAX + 1000);
+        out = memfd_create("out", MFD_CLOEXEC);
+        /* more than a socket buffer: a child sends (its sha256 through a pipe) */
+        int shp[2];
+        ASSERT_OK(pipe2(shp, O_CLOEXEC) < 0 ? -errno : 0);
+        pid_t pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                if (ship_stream_send(sp[0], in, NULL, NULL, sha_out, &sent) < 0 ||
+                    write(shp[1], sha_out, sizeof sha_out) != (ssize_t) sizeof sha_out)
+                        _exit(1);
+                _exit(sent == (uint64_t) SHIP_CHUNK_MAX + 1000 ? 0 : 1);
+        }
+        close(shp[1]);
+        ASSERT_OK(ship_stream_recv(sp[1], out, 0, sha_in, &got, &why));
+        ASSERT_EQ(got, (uint64_t) SHIP_CHUNK_MAX + 1000);
+        ASSERT_EQ(read(shp[0], sha_out, sizeof sha_out), (ssize_t) sizeof sha_out);
+        ASSERT_STREQ(sha_in, sha_out);
+        ASSERT_EQ(lseek(out, 0, SEEK_END), (off_t) got);
+        int status = 0;
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        close(shp[0]);
+        close(sp[0]);
+        close(sp[1]);
+        /* ... but not past max_bytes (a small stream: it fits the socket's buffer) */
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 ? -errno : 0);
+        close(in);
+        in = pattern_fd(5000);
+        ASSERT_OK(ship_stream_send(sp[0], in, NULL, NULL, NULL, &sent));
+        ASSERT_ERRNO(ship_stream_recv(sp[1], out, 1000, NULL, NULL, &why), EFBIG);
+        close(sp[0]);
+        close(sp[1]);
+
+        /* a producer that failed: no end of stream is sent, the receiver sees the cut */
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 ? -errno : 0);
+        ASSERT_EQ(lseek(in, 0, SEEK_SET), 0);
+        ASSERT_ERRNO(ship_stream_send(sp[0], in, finish_fails, NULL, NULL, NULL), EIO);
+        close(sp[0]);
+        ASSERT_ERRNO(ship_stream_recv(sp[1], out, 0, NULL, NULL, &why), ECONNRESET);
+        close(sp[1]);
+
+        /* hand-made frames: a flipped byte (the sha256 is the original's), a
+         * wrong length, an oversized chunk, a malformed trailer */
+        static const struct {
+                const char *frames;
+                size_t n;
+                const char *why;
+        } bad[] = {
+                /* "abc": sha256 ba7816bf... */
+                { "\0\0\0\3abd\0\0\0\0{\"sha256\":\"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\",\"bytes\":3}\n",
+                  sizeof("\0\0\0\3abd\0\0\0\0{\"sha256\":\"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\",\"bytes\":3}\n") - 1, "sha256" },
+                { "\0\0\0\3abc\0\0\0\0{\"sha256\":\"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\",\"bytes\":4}\n",
+                  sizeof("\0\0\0\3abc\0\0\0\0{\"sha256\":\"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\",\"bytes\":4}\n") - 1, "length" },
+                { "\x7f\0\0\0abc", 7, "chunk" },
+                { "\0\0\0\3abc\0\0\0\0{\"sha\":1}\n", 7 + 4 + 10, "trailer" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 ? -errno : 0);
+                ASSERT_OK(loop_write(sp[0], bad[i].frames, bad[i].n));
+                close(sp[0]);
+                why = NULL;
+                ASSERT_ERRNO(ship_stream_recv(sp[1], out, 0, NULL, NULL, &why), EBADMSG);
+                ASSERT_TRUE(why && strstr(why, bad[i].why));
+                close(sp[1]);
+        }
+        /* the same frames, right: taken */
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 ? -errno : 0);
+        ASSERT_OK(loop_write(sp[0], "\0\0\0\3abc\0\0\0\0{\"sha256\":\"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\",\"bytes\":3}\n",
+                             7 + 4 + 88));
+        ASSERT_OK(ship_stream_recv(sp[1], out, 0, sha_in, &got, &why));
+        ASSERT_EQ(got, 3U);
+        close(sp[0]);
+        close(sp[1]);
+        close(in);
+        close(out);
 }
