@@ -14,12 +14,17 @@ its orphans), failover of the active controller, a worker with a wrong token
 controller with a wrong token (refused at start), a duplicate worker name
 (refused), a wildcard worker address (refused), raw connections with a wrong
 token, a partition, a database outage (503 with a clear error, then
-recovery). No residue on any "host": each worker's netns, pool and cgroups
-are checked at the end.
+recovery). Shipping (item 5): checkpoints shipped to another worker (the
+second incremental), the sandbox's worker killed, the lost sandbox restored
+from its shipped copy on another worker with its files; a template imported
+through an API server on every worker; corrupted, mis-checksummed,
+truncated, cut-off and oversized streams refused with nothing left behind.
+No residue on any "host": each worker's netns, pool and cgroups are checked
+at the end.
 
-FOLLOW-UP (issue 7 item 5, branch `ship`): once checkpoint shipping lands,
-test_worker_killed_its_sandboxes_become_lost must also restore a lost
-sandbox from its shipped checkpoint on another worker (and check its files)."""
+FOLLOW-UP (branch `deploy`): test_worker_killed_its_sandboxes_become_lost
+may also restore a lost sandbox from its shipped checkpoint (as
+test_checkpoint_shipped_then_lost_sandbox_restored_elsewhere does)."""
 
 import json
 import os
@@ -161,6 +166,11 @@ class Cluster:
         host.run(["ip", "-n", ns, "addr", "add", f"{self.subnet}.{4 * i + 2}/30", "dev", peer], check=True)
         host.run(["ip", "-n", ns, "link", "set", peer, "up"], check=True)
         host.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        # workers reach each other through the host (shipping): only these
+        # links forward, and only within the test's /24
+        host.run(["sysctl", "-q", "-w", f"net.ipv4.conf.{link}.forwarding=1"], check=True)
+        host.run(["ip", "-n", ns, "route", "add", f"{self.subnet}.0/24", "via", f"{self.subnet}.{4 * i + 1}"],
+                 check=True)
         self.last_link = link
         return ns, f"{self.subnet}.{4 * i + 2}:{WORKER_PORT}"
 
@@ -571,6 +581,215 @@ def _worker_loss(c):
     # the lost ones can be deleted
     for sid in lost_ids:
         assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
+
+
+class _Raw:
+    """A connection to a worker's internal listener with the cluster token
+    (its hello answer is the first line)."""
+
+    def __init__(self, c, worker):
+        i, addr, ns = c.addresses[worker]
+        hostpart, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((hostpart, int(port)), timeout=60)
+        self.f = self.sock.makefile("rb")
+        with open(c.token_file) as f:
+            token = f.read().strip()
+        self.send(json.dumps({"op": "hello", "token": token, "worker": worker}).encode() + b"\n")
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def line(self):
+        return json.loads(self.f.readline())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # really gone, whatever still refers to it
+        except OSError:
+            pass  # the worker closed it first
+        self.sock.close()
+
+
+def _frames(data, sha, nbytes):
+    out = b""
+    for k in range(0, len(data), 65536):
+        chunk = data[k:k + 65536]
+        out += len(chunk).to_bytes(4, "big") + chunk
+    return out + (0).to_bytes(4, "big") + json.dumps({"sha256": sha, "bytes": nbytes}).encode() + b"\n"
+
+
+def _pool(c, worker):
+    return os.path.join(c.base, worker, "pool")
+
+
+@pytest.mark.timeout(600)
+def test_checkpoint_shipped_then_lost_sandbox_restored_elsewhere(cluster):
+    c = cluster
+    try:
+        _ship_and_recover(c)
+    finally:
+        c.delete_all()
+
+
+def _ship_and_recover(c):
+    api = c.apis[0]
+    r = c.req(api, "POST", "/v1/sandboxes", json={"disk_mb": 256})
+    assert r.status == 201, r
+    sid, victim = r.json()["id"], r.json()["worker"]
+    code, _ = c.exec_out(api, sid, "mkdir -p /data && echo 'kept across hosts' > /data/note && seq 1 50000 > /data/big")
+    assert code == 0
+    r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "before-loss"})
+    assert r.status == 201, r
+    ck = r.json()["id"]
+    # the controller ships it to another worker (ship_checkpoints = 1): an event
+    # once the receiver verified the stream and holds it
+    ev = _wait(lambda: c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.checkpoint_shipped"})
+               .json()["events"], 60, "the checkpoint shipped")
+    d = ev[0]["data"]
+    assert d["checkpoint"] == ck and d["from_worker"] == victim and d["worker"] != victim, d
+    assert len(d["sha256"]) == 64 and d["bytes"] > 0, d
+    holder = d["worker"]
+    assert os.path.isdir(os.path.join(_pool(c, holder), "checkpoints", sid, ck))
+    assert not [n for n in os.listdir(os.path.join(_pool(c, holder), "tmp")) if n.startswith("recv.")]
+    # a checkpoint taken later is shipped too (incremental when the receiver has a parent)
+    code, _ = c.exec_out(api, sid, "echo second > /data/second")
+    r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "second"})
+    assert r.status == 201, r
+    ck2 = r.json()["id"]
+    _wait(lambda: [e for e in c.req(api, "GET", "/v1/events", params={"sandbox": sid,
+                                                                          "type": "sandbox.checkpoint_shipped"})
+                   .json()["events"] if e["data"]["checkpoint"] == ck2], 60, "the second checkpoint shipped")
+
+    # the sandbox's worker dies: the sandbox is lost
+    c.workers[victim].kill9()
+    _wait(lambda: c.sandbox(api, sid)["state"] == "lost", 30, "the sandbox lost")
+    # restored on a worker that holds the shipped copy, through the other API server
+    r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "before-loss"})
+    assert r.status == 200, r
+    sb = r.json()
+    assert sb["state"] == "running" and sb["worker"] != victim, sb
+    code, out = c.exec_out(c.apis[0], sid, "cat /data/note; wc -l < /data/big; test -e /data/second || echo no-second")
+    assert code == 0 and out.split("\n")[:3] == ["kept across hosts", "50000", "no-second"], out
+    ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.recovered"}).json()["events"]
+    assert len(ev) == 1 and ev[0]["data"]["from_worker"] == victim and ev[0]["data"]["worker"] == sb["worker"], ev
+    assert ev[0]["data"]["checkpoint"] == ck
+    # and it lives on there: another checkpoint and a restore work
+    r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "after"})
+    assert r.status == 201, r
+
+    # the dead worker comes back: what it had of the sandbox is an orphan now
+    i, addr, ns = c.addresses[victim]
+    c.workers[victim] = c.start_worker(victim, i, addr, ns)
+    assert c.workers[victim].wait_log("Reconciled:", 10, c.workers[victim].mark)
+    assert f"Removing orphan sandbox root {sid}" in c.workers[victim].log()[c.workers[victim].mark:]
+    assert c.sandbox(api, sid)["state"] == "running"
+    # deleting the sandbox removes the copies everywhere (the controller's pass)
+    assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
+    _wait(lambda: not any(os.path.exists(os.path.join(_pool(c, w), "checkpoints", sid)) for w in c.workers),
+          60, "the shipped copies removed")
+
+
+@pytest.mark.timeout(300)
+def test_template_import_reaches_every_worker(cluster):
+    c = cluster
+    api = c.apis[1]
+    with open(c.s.base_template(), "rb") as f:
+        tar = f.read()
+    r = c.req(api, "POST", "/v1/templates", params={"name": "shipped"}, data=tar,
+              headers={"Content-Type": "application/x-tar"})
+    assert r.status == 201, r
+    assert r.json()["name"] == "shipped" and r.json()["state"] == "ready", r.json()
+    for w in c.workers:
+        assert os.path.isdir(os.path.join(_pool(c, w), "templates", "shipped")), w
+    # every worker says so in its heartbeat, and a sandbox of it runs on any of them
+    _wait(lambda: all("shipped" in w["templates"].split(",")
+                      for w in c.req(api, "GET", "/v1/info").json()["workers"] if w["name"] in c.workers),
+          30, "every worker lists the template")
+    made = []
+    for n in range(len(c.workers)):
+        r = c.req(c.apis[n % 2], "POST", "/v1/sandboxes", json={"template": "shipped"})
+        assert r.status == 201, r
+        made.append((r.json()["id"], r.json()["worker"]))
+    assert len({w for _, w in made}) == len(c.workers), made
+    for sid, _ in made:
+        code, out = c.exec_out(api, sid, "echo ok")
+        assert code == 0 and out == "ok\n"
+        assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
+    # a second import under the name: 409 (before the body is read); a corrupt archive: 400, on no worker
+    r = c.req(api, "POST", "/v1/templates", params={"name": "shipped"}, data=b"x" * 512,
+              headers={"Content-Type": "application/x-tar"})
+    assert r.status == 409, r
+    r = c.req(api, "POST", "/v1/templates", params={"name": "broken"}, data=b"not a tar archive" * 100,
+              headers={"Content-Type": "application/x-tar"})
+    assert r.status == 400, r
+    assert not any(os.path.exists(os.path.join(_pool(c, w), "templates", "broken")) for w in c.workers)
+    # removed from every worker
+    assert c.req(api, "DELETE", "/v1/templates/shipped").status == 204
+    for w in c.workers:
+        assert not os.path.exists(os.path.join(_pool(c, w), "templates", "shipped")), w
+
+
+@pytest.mark.timeout(300)
+def test_corrupted_stream_is_refused_and_leaves_nothing(cluster):
+    c = cluster
+    target, source = "w1", "w2"
+    # a real btrfs send stream (of the source's template), shipped by hand to
+    # the target as a checkpoint of a sandbox that does not exist
+    stream = subprocess.run(["btrfs", "send", "-q", os.path.join(_pool(c, source), "templates", "base")],
+                            capture_output=True, check=True, timeout=120).stdout
+    assert len(stream) > 100000
+    sha = __import__("hashlib").sha256(stream).hexdigest()
+    flipped = bytearray(stream)
+    flipped[len(stream) // 2] ^= 0x01
+    cases = [
+        ("a flipped byte", bytes(flipped), sha, len(stream)),
+        ("a wrong checksum", stream, "0" * 64, len(stream)),
+        ("a truncated stream", stream[:len(stream) // 2], sha, len(stream)),
+    ]
+    recv = {"op": "receive", "kind": "checkpoint", "sandbox": "nosuchsandbox0", "name": "base",
+            "ident": "00000000-0000-0000-0000-000000000001", "parents": []}
+    for what, data, claimed, nbytes in cases:
+        with _Raw(c, target) as raw:
+            assert raw.line()["ok"], what
+            raw.send(json.dumps(recv).encode() + b"\n")
+            ans = raw.line()
+            assert ans["ok"] and ans["have"] == [], (what, ans)
+            raw.send(_frames(data, claimed, nbytes))
+            ans = raw.line()
+        assert not ans["ok"] and "refused" in ans["message"], (what, ans)
+        assert not os.path.exists(os.path.join(_pool(c, target), "checkpoints", "nosuchsandbox0")), what
+        assert not [n for n in os.listdir(os.path.join(_pool(c, target), "tmp")) if n.startswith("recv.")], what
+    # a stream cut off mid-way (the sender went away): nothing either
+    mark = len(c.workers[target].log())
+    with _Raw(c, target) as raw:
+        assert raw.line()["ok"]
+        raw.send(json.dumps(recv).encode() + b"\n")
+        assert raw.line()["ok"]
+        raw.send(_frames(stream, sha, len(stream))[:len(stream) // 3])
+    assert c.workers[target].wait_log("Refused a checkpoint 'nosuchsandbox0/base'", 30, mark)
+    assert not [n for n in os.listdir(os.path.join(_pool(c, target), "tmp")) if n.startswith("recv.")]
+    assert not os.path.exists(os.path.join(_pool(c, target), "checkpoints", "nosuchsandbox0"))
+    # an oversized chunk length: refused
+    with _Raw(c, target) as raw:
+        assert raw.line()["ok"]
+        raw.send(json.dumps({"op": "receive", "kind": "template", "name": "bogus",
+                             "ident": "00000000-0000-0000-0000-000000000001"}).encode() + b"\n")
+        assert raw.line()["ok"]
+        raw.send((1 << 30).to_bytes(4, "big") + b"x" * 100)
+        ans = raw.line()
+    assert not ans["ok"] and "refused" in ans["message"], ans
+    assert not os.path.exists(os.path.join(_pool(c, target), "templates", "bogus"))
+    # bad requests: answered, nothing started
+    with _Raw(c, target) as raw:
+        assert raw.line()["ok"]
+        raw.send(json.dumps({"op": "receive", "kind": "checkpoint", "sandbox": "../etc", "name": "x",
+                             "ident": "u"}).encode() + b"\n")
+        ans = raw.line()
+    assert not ans["ok"] and ans["code"] == "bad_request", ans
 
 
 @pytest.mark.timeout(300)
