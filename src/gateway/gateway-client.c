@@ -21,6 +21,12 @@
 
 #define GATEWAY_CLIENT_LINE_MAX (256U * 1024U)
 
+/* A reply that arrived while another one was awaited. */
+typedef struct GatewayReply {
+        int64_t seq;
+        JsonValue *v;
+} GatewayReply;
+
 struct GatewayClient {
         int fd;
         pid_t pid;
@@ -30,6 +36,8 @@ struct GatewayClient {
         GatewayEventFn on_event;
         void *userdata;
         char **queued; /* event lines read while waiting for a reply */
+        GatewayReply replies[GATEWAY_CLIENT_PENDING_MAX];
+        size_t n_replies;
 };
 
 int gateway_client_new(int fd, pid_t pid, GatewayEventFn on_event, void *userdata, GatewayClient **ret) {
@@ -110,6 +118,8 @@ GatewayClient *gateway_client_free(GatewayClient *g) {
                 }
         }
         strv_free(g->queued);
+        for (size_t i = 0; i < g->n_replies; i++)
+                json_free(g->replies[i].v);
         free(g->buf);
         free(g);
         return NULL;
@@ -137,7 +147,30 @@ static void deliver(GatewayClient *g, const char *line, size_t n) {
                             json_string(json_get(v, "tenant")), json_string(json_get(v, "reason")), data);
 }
 
-/* Reads lines; event lines are queued, a reply with seq is returned in *ret. */
+/* Keeps a reply nobody waits for yet (a request sent ahead, see
+ * gateway_client_send_register()); the oldest goes when all slots are taken. */
+static void keep_reply(GatewayClient *g, int64_t seq, JsonValue *v) {
+        if (g->n_replies == GATEWAY_CLIENT_PENDING_MAX) {
+                json_free(g->replies[0].v);
+                memmove(g->replies, g->replies + 1, (GATEWAY_CLIENT_PENDING_MAX - 1) * sizeof g->replies[0]);
+                g->n_replies--;
+        }
+        g->replies[g->n_replies++] = (GatewayReply){ .seq = seq, .v = v };
+}
+
+static JsonValue *take_reply(GatewayClient *g, int64_t seq) {
+        for (size_t i = 0; i < g->n_replies; i++)
+                if (g->replies[i].seq == seq) {
+                        JsonValue *v = g->replies[i].v;
+                        memmove(g->replies + i, g->replies + i + 1, (g->n_replies - i - 1) * sizeof g->replies[0]);
+                        g->n_replies--;
+                        return v;
+                }
+        return NULL;
+}
+
+/* Reads lines; event lines are queued, the reply with want_seq is returned
+ * in *ret, replies to other requests are kept for their waiters. */
 static int read_lines(GatewayClient *g, int64_t want_seq, JsonValue **ret) {
         for (;;) {
                 char *nl;
@@ -145,12 +178,16 @@ static int read_lines(GatewayClient *g, int64_t want_seq, JsonValue **ret) {
                         size_t len = (size_t) (nl - g->buf);
                         JsonValue *v = NULL;
                         int64_t seq;
-                        if (want_seq > 0 && json_parse(g->buf, len, &v, NULL, 0) >= 0 && !json_get(v, "event") &&
-                            json_int64(json_get(v, "seq"), &seq) >= 0 && seq == want_seq) {
+                        if (json_parse(g->buf, len, &v, NULL, 0) >= 0 && !json_get(v, "event") &&
+                            json_int64(json_get(v, "seq"), &seq) >= 0 && seq > 0) {
                                 memmove(g->buf, nl + 1, g->n - len - 1);
                                 g->n -= len + 1;
-                                *ret = v;
-                                return 1;
+                                if (seq == want_seq) {
+                                        *ret = v;
+                                        return 1;
+                                }
+                                keep_reply(g, seq, v);
+                                continue;
                         }
                         json_free(v);
                         if (strv_push(&g->queued, memdup_suffix0(g->buf, len)) < 0)
@@ -179,11 +216,10 @@ int gateway_client_dispatch(GatewayClient *g) {
         return r < 0 ? r : 0;
 }
 
-static int request(GatewayClient *g, JsonWriter *w, char *errbuf, size_t errbuf_size) {
+/* Sends the request in w (its seq is g->seq) without waiting for the reply. */
+static int send_request(GatewayClient *g, JsonWriter *w) {
         _cleanup_free_ char *line = NULL;
-        _cleanup_json_ JsonValue *reply = NULL;
-        size_t n;
-        bool ok = false;
+        size_t n, off = 0;
         int r;
 
         r = json_w_finish(w, &line, &n);
@@ -191,7 +227,6 @@ static int request(GatewayClient *g, JsonWriter *w, char *errbuf, size_t errbuf_
                 return r;
         line[n] = '\n';
         /* lines are small; the socket buffer takes them (blocking briefly if not) */
-        size_t off = 0;
         while (off < n + 1) {
                 ssize_t k = write(g->fd, line + off, n + 1 - off);
                 if (k < 0 && errno == EAGAIN) {
@@ -204,9 +239,18 @@ static int request(GatewayClient *g, JsonWriter *w, char *errbuf, size_t errbuf_
                         return -errno;
                 off += (size_t) k;
         }
-        line[n] = 0;
-        for (;;) {
-                r = read_lines(g, g->seq, &reply);
+        return 0;
+}
+
+int gateway_client_wait(GatewayClient *g, int64_t seq, char *errbuf, size_t errbuf_size) {
+        _cleanup_json_ JsonValue *reply = take_reply(g, seq);
+        bool ok = false;
+        int r;
+
+        if (seq <= 0 || seq > g->seq)
+                return -EINVAL;
+        while (!reply) {
+                r = read_lines(g, seq, &reply);
                 if (r < 0)
                         return r;
                 if (r > 0)
@@ -228,6 +272,13 @@ static int request(GatewayClient *g, JsonWriter *w, char *errbuf, size_t errbuf_
         return e > 0 && e < 4096 ? -(int) e : -EIO;
 }
 
+static int request(GatewayClient *g, JsonWriter *w, char *errbuf, size_t errbuf_size) {
+        int r = send_request(g, w);
+        if (r < 0)
+                return r;
+        return gateway_client_wait(g, g->seq, errbuf, errbuf_size);
+}
+
 static int with_policy(JsonWriter *w, const char *policy_json) {
         if (!policy_json)
                 return 0;
@@ -239,10 +290,12 @@ static int with_policy(JsonWriter *w, const char *policy_json) {
         return 0;
 }
 
-int gateway_client_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
-                            struct in_addr host_ip, const char *policy_json, char *errbuf, size_t errbuf_size) {
+int gateway_client_send_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
+                                 struct in_addr host_ip, const char *policy_json, int64_t *ret_seq) {
         char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN];
         JsonWriter w;
+        int r;
+
         json_w_init(&w);
         json_w_object_begin(&w);
         json_w_kv_int(&w, "seq", ++g->seq);
@@ -256,7 +309,20 @@ int gateway_client_register(GatewayClient *g, const char *id, const char *tenant
                 return -EINVAL;
         }
         json_w_object_end(&w);
-        return request(g, &w, errbuf, errbuf_size);
+        r = send_request(g, &w);
+        if (r < 0)
+                return r;
+        *ret_seq = g->seq;
+        return 0;
+}
+
+int gateway_client_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
+                            struct in_addr host_ip, const char *policy_json, char *errbuf, size_t errbuf_size) {
+        int64_t seq;
+        int r = gateway_client_send_register(g, id, tenant, sandbox_ip, host_ip, policy_json, &seq);
+        if (r < 0)
+                return r;
+        return gateway_client_wait(g, seq, errbuf, errbuf_size);
 }
 
 int gateway_client_set_policy(GatewayClient *g, const char *id, const char *policy_json, char *errbuf, size_t errbuf_size) {

@@ -15,6 +15,9 @@
 #include "json.h"
 
 #define GATEWAY_CLIENT_REPLY_TIMEOUT_MSEC 5000
+/* Requests sent ahead whose replies are kept until awaited (a branch
+ * registers all its children before it waits for the first reply). */
+#define GATEWAY_CLIENT_PENDING_MAX 128U
 
 typedef struct GatewayClient GatewayClient;
 
@@ -40,5 +43,13 @@ int gateway_client_dispatch(GatewayClient *g);
  * (bad policy), -EEXIST (id or address in use), -EADDRNOTAVAIL, ... */
 int gateway_client_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
                             struct in_addr host_ip, const char *policy_json, char *errbuf, size_t errbuf_size);
+/* The same in two halves: the request goes out at once and the gateway works
+ * on it while the caller does something else; gateway_client_wait() returns
+ * its result. The gateway answers in order: a sandbox whose registration is
+ * not through yet has no listener on its host end, so every connection of it
+ * is refused (never allowed). Each sent request is awaited exactly once. */
+int gateway_client_send_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
+                                 struct in_addr host_ip, const char *policy_json, int64_t *ret_seq);
+int gateway_client_wait(GatewayClient *g, int64_t seq, char *errbuf, size_t errbuf_size);
 int gateway_client_set_policy(GatewayClient *g, const char *id, const char *policy_json, char *errbuf, size_t errbuf_size);
 int gateway_client_unregister(GatewayClient *g, const char *id);

@@ -132,3 +132,73 @@ TEST(register_policy_events_unregister) {
         /* reaped: the pid is no child any more */
         ASSERT_TRUE(waitpid(pid, NULL, WNOHANG) < 0 && errno == ECHILD);
 }
+
+static int connect_tcp(struct in_addr addr, uint16_t port) {
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = addr, .sin_port = htons(port) };
+        if (fd < 0)
+                return -errno;
+        return connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0 ? -errno : 0;
+}
+
+/* Registrations sent ahead (a create's, a branch's children): the gateway
+ * answers them in order, replies are matched to their requests whatever the
+ * order they are awaited in (and survive a dispatch in between), and until
+ * the gateway has taken a registration nothing listens on the host end: a
+ * connection is refused there, never let through. */
+TEST(registrations_sent_ahead) {
+        GatewayConfig c;
+        _cleanup_(gateway_client_freep) GatewayClient *g = NULL;
+        char err[256] = "";
+        uint8_t rnd[2];
+        struct in_addr host_a, sb_a, host_b, sb_b, host_c, sb_c;
+        int64_t seq_a = 0, seq_b = 0, seq_c = 0;
+        Seen seen = {};
+        pid_t pid;
+
+        ASSERT_OK(random_bytes(rnd, sizeof rnd));
+        host_a.s_addr = htonl(0x7F000000U | (uint32_t) rnd[0] << 16 | (uint32_t) (rnd[1] & 0xF8) << 8);
+        sb_a.s_addr = htonl(ntohl(host_a.s_addr) + 1);
+        host_b.s_addr = htonl(ntohl(host_a.s_addr) + 2);
+        sb_b.s_addr = htonl(ntohl(host_a.s_addr) + 3);
+        host_c.s_addr = htonl(ntohl(host_a.s_addr) + 4);
+        sb_c.s_addr = htonl(ntohl(host_a.s_addr) + 5);
+        ASSERT_OK(gateway_config_default(&c));
+        c.dns_port = 20153;
+        c.proxy_port = 20180;
+        c.transparent_port = 20181;
+        ASSERT_OK(gateway_parse_upstream("127.0.0.1:9", &c.upstream_dns));
+        ASSERT_OK(gateway_client_start(&c, on_event, &seen, &g));
+        pid = gateway_client_pid(g);
+        ASSERT_OK(gateway_client_register(g, "warm-up", "t", sb_c, host_c, NULL, err, sizeof err));
+        ASSERT_OK(gateway_client_unregister(g, "warm-up"));
+
+        /* the gateway cannot run: the registrations wait in its socket */
+        ASSERT_OK(kill(pid, SIGSTOP));
+        ASSERT_OK(gateway_client_send_register(g, "sb-a", "t", sb_a, host_a, "{\"allow\":[\"example.com\"]}", &seq_a));
+        ASSERT_OK(gateway_client_send_register(g, "sb-b", "t", sb_b, host_b, "{\"allow\":[\"*.com\"]}", &seq_b));
+        ASSERT_OK(gateway_client_send_register(g, "sb-c", "t", sb_c, host_c, NULL, &seq_c));
+        ASSERT_TRUE(seq_a > 0 && seq_b > seq_a && seq_c > seq_b);
+        ASSERT_ERRNO(connect_tcp(host_a, c.proxy_port), ECONNREFUSED);
+        ASSERT_ERRNO(connect_tcp(host_a, c.transparent_port), ECONNREFUSED);
+        ASSERT_OK(kill(pid, SIGCONT));
+
+        /* replies read by a dispatch are kept for their waiters */
+        struct pollfd p = { .fd = gateway_client_fd(g), .events = POLLIN };
+        ASSERT_EQ(poll(&p, 1, 5000), 1);
+        ASSERT_OK(gateway_client_dispatch(g));
+        ASSERT_OK(gateway_client_wait(g, seq_c, err, sizeof err));
+        ASSERT_ERRNO(gateway_client_wait(g, seq_b, err, sizeof err), EINVAL);
+        ASSERT_TRUE(strstr(err, "top-level") != NULL);
+        ASSERT_OK(gateway_client_wait(g, seq_a, err, sizeof err));
+        ASSERT_EQ(seen.n, 0U);
+
+        /* registered: its listeners are there; the refused one has none */
+        ASSERT_OK(connect_tcp(host_a, c.proxy_port));
+        ASSERT_OK(connect_tcp(host_c, c.transparent_port));
+        ASSERT_ERRNO(connect_tcp(host_b, c.proxy_port), ECONNREFUSED);
+        ASSERT_ERRNO(gateway_client_wait(g, seq_c + 1, err, sizeof err), EINVAL); /* never sent */
+        ASSERT_OK(gateway_client_unregister(g, "sb-a"));
+        ASSERT_ERRNO(gateway_client_unregister(g, "sb-b"), ENOENT);
+        ASSERT_OK(gateway_client_unregister(g, "sb-c"));
+}
