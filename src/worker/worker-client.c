@@ -290,6 +290,7 @@ static int select_sandbox(WorkerClient *w, const char *id, ApiError *e) {
 static void write_spec(JsonWriter *jw, const Sandbox *sb) {
         json_w_object_begin(jw);
         json_w_kv_string(jw, "id", sb->id);
+        json_w_kv_string(jw, "tenant", sb->tenant_id); /* with "policy": the gateway registration */
         json_w_kv_int(jw, "slot", sb->slot);
         json_w_kv_string(jw, "template", sb->template_name);
         if (!isempty(sb->runtime))

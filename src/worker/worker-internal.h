@@ -35,6 +35,7 @@ typedef struct WorkerSpec {
         uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max, io_weight;
         char **env;
         char *policy;  /* egress policy JSON text ("policy" of the spec), NULL: none */
+        char tenant[STORE_ID_MAX]; /* "": not in the spec (the store is asked) */
 } WorkerSpec;
 
 typedef struct Worker {
@@ -64,6 +65,15 @@ typedef struct Worker {
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
 #define WORKER_TAG_BOOT (UINT64_C(1) << 62) /* | a WorkerBoot pointer: its guest is ready or its VMM ended */
 
+/* A sandbox's network between worker_net_attach_begin() and _end(). */
+typedef struct WorkerNet {
+        bool active;          /* begun: exactly one _end() or _abort() follows */
+        char id[64];
+        uint64_t slot;
+        int64_t gateway_seq;  /* the registration sent ahead; 0: no gateway */
+        int64_t start_usec, link_usec, firewall_usec;
+} WorkerNet;
+
 /* worker-sandbox.c */
 bool id_valid(const char *id);
 int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiError *e);
@@ -78,6 +88,9 @@ typedef struct WorkerPending {
         RuntimeInstance inst;  /* a runtime without spawn creates at once */
         bool created;
         uint64_t slot;         /* uid range and network link */
+        WorkerNet net;         /* ns runtime: made while PID 1 sets itself up */
+        int net_error;         /* ... or why not (reported by finish, after PID 1 is reaped) */
+        ApiError net_api_error;
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
@@ -135,9 +148,20 @@ int worker_net_env(const Worker *w, uint64_t slot, char ***env, char *resolv, si
 /* vm: the tap device of slot, its host end configured; *ret_fd goes to the
  * VMM (the tap lasts as long as an fd of it is open). */
 int worker_net_tap(Worker *w, uint64_t slot, int *ret_fd, ApiError *e);
-/* After the runtime started PID 1 (pid): link, firewall, gateway; on failure
- * nothing of them remains. pid 0: the link exists already (a vm's tap). */
+/* _begin() and _end() at once, after the runtime started PID 1 (pid): link,
+ * firewall, gateway; on failure nothing of them remains. pid 0: the link
+ * exists already (a vm's tap). */
 int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *policy_json, ApiError *e);
+/* ns: once the runtime cloned PID 1 (pid), while it sets itself up: the
+ * gateway registration is sent (tenant and policy as the spec has them, the
+ * API wrote it from the store; tenant NULL: the store's), link and firewall
+ * element are made; _end() awaits the gateway's answer. pid 0: the link is
+ * there already (a vm's tap). A failed _begin() or _end() leaves nothing of
+ * the three; _abort() takes down what a successful _begin() made. */
+int worker_net_attach_begin(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *tenant,
+                            const char *policy_json, WorkerNet *ret, ApiError *e);
+int worker_net_attach_end(Worker *w, WorkerNet *n, ApiError *e);
+void worker_net_attach_abort(Worker *w, WorkerNet *n);
 /* The gateway's control socket is readable: its events, or a new gateway if it died. */
 void worker_net_gateway_readable(Worker *w);
 /* A running sandbox's egress policy changes at once (NULL: no egress); for

@@ -337,6 +337,7 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         LiveSandbox *l;
         bool was_frozen = false;
         ApiError e = {};
+        int64_t t_start = now_usec(), t_roots = 0, t_spawn = 0, t_finish;
         int r = 0;
 
         src = req_id(req, "source", &e);
@@ -375,10 +376,12 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 }
         }
         for (; helper >= 0 && made < n; made++) {
+                int64_t t = now_usec();
                 if (helper > 0) {
                         int32_t res = 0;
                         if (loop_read(helper_fd, &res, sizeof res) != (ssize_t) sizeof res)
                                 res = -EIO; /* the helper died */
+                        t_roots += now_usec() - t;
                         r = res;
                         if (r >= 0)
                                 r = pool_sandbox_root_path(w->pool, specs[made].id, &roots[made]);
@@ -389,13 +392,16 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                                   "cannot branch %s: %s", src, strerror(-r));
                         break;
                 }
+                t = now_usec();
                 r = worker_spawn_runtime(w, &specs[made], roots[made], &pending[made], &e);
+                t_spawn += now_usec() - t;
                 if (r < 0) {
                         made++; /* its root is there */
                         break;
                 }
                 spawned++;
         }
+        t_finish = now_usec();
         if (helper > 0) {
                 int status;
                 helper_fd = safe_close(helper_fd); /* a helper still at work stops at its next write */
@@ -414,6 +420,9 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 else if (r >= 0)
                         r = k;
         }
+        log_debug("Branch of %s: %zu sandboxes started in %" PRIi64 " us (roots awaited %" PRIi64 " us, spawns and "
+                  "links %" PRIi64 " us, then their setups and the gateway awaited %" PRIi64 " us)", src, spawned,
+                  now_usec() - t_start, t_roots, t_spawn, now_usec() - t_finish);
 
 finish:
         if (r < 0) {

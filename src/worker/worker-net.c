@@ -77,25 +77,44 @@ static void gateway_stop(Worker *w) {
         w->gateway = gateway_client_free(w->gateway);
 }
 
-/* The tenant and the egress policy come from the store (the API stores a
- * policy before it tells the worker); spec_policy is what the request
- * carried, used only if the store has no policy. NULL: no egress. */
-static int gateway_register(Worker *w, const char *id, const AddrPair *pair, const char *spec_policy,
-                            char *err, size_t err_size) {
+/* The registration is sent, not awaited: *ret_seq is its reply's (0: no
+ * gateway). The tenant and the egress policy are the spec's when it names
+ * the tenant (the API wrote the spec from the store row it just read); else
+ * they come from the store (the API stores a policy before it tells the
+ * worker), spec_policy used only if the store has none. NULL: no egress. */
+static int gateway_register_send(Worker *w, const char *id, const AddrPair *pair, const char *spec_tenant,
+                                 const char *spec_policy, int64_t *ret_seq, char *err, size_t err_size) {
         Sandbox sb = {};
         int r;
 
+        *ret_seq = 0;
         if (!w->gateway)
                 return 0; /* gateway = off: nothing leaves (the firewall's default) */
-        r = store_sandbox_get(w->store, NULL, id, &sb);
-        if (r < 0) {
-                snprintf(err, err_size, "sandbox %s is not in the store: %s", id, strerror(-r));
-                return r;
+        if (!isempty(spec_tenant))
+                r = gateway_client_send_register(w->gateway, id, spec_tenant, pair->peer, pair->host, spec_policy,
+                                                 ret_seq);
+        else {
+                r = store_sandbox_get(w->store, NULL, id, &sb);
+                if (r < 0) {
+                        snprintf(err, err_size, "sandbox %s is not in the store: %s", id, strerror(-r));
+                        return r;
+                }
+                r = gateway_client_send_register(w->gateway, id, sb.tenant_id, pair->peer, pair->host,
+                                                 sb.network_json ?: spec_policy, ret_seq);
+                sandbox_done(&sb);
         }
-        r = gateway_client_register(w->gateway, id, sb.tenant_id, pair->peer, pair->host,
-                                    sb.network_json ?: spec_policy, err, err_size);
-        sandbox_done(&sb);
+        if (r < 0)
+                snprintf(err, err_size, "%s", strerror(-r));
         return r;
+}
+
+static int gateway_register(Worker *w, const char *id, const AddrPair *pair, const char *spec_policy,
+                            char *err, size_t err_size) {
+        int64_t seq;
+        int r = gateway_register_send(w, id, pair, NULL, spec_policy, &seq, err, err_size);
+        if (r < 0 || seq == 0)
+                return r;
+        return gateway_client_wait(w->gateway, seq, err, err_size);
 }
 
 static void gateway_unregister(Worker *w, const char *id) {
@@ -278,38 +297,85 @@ int worker_net_tap(Worker *w, uint64_t slot, int *ret_fd, ApiError *e) {
         return 0;
 }
 
-int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *policy_json, ApiError *e) {
+/* The network goes up while PID 1 sets itself up: the registration is sent
+ * to the gateway first (it binds the sandbox's listeners meanwhile), then
+ * the pair and the firewall element are made; _end() collects the gateway's
+ * answer. Until the gateway has it, nothing listens on the host end: every
+ * connection of the sandbox is refused, none is let through. */
+int worker_net_attach_begin(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *tenant,
+                            const char *policy_json, WorkerNet *ret, ApiError *e) {
         char link[IFNAMSIZ], err[256] = "";
-        int64_t start = now_usec();
         AddrPair pair;
         int r;
 
-        if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
+        *ret = (WorkerNet){ .start_usec = now_usec(), .slot = slot };
+        if (strscpy(ret->id, sizeof ret->id, id) < 0 || worker_net_link_name(w, slot, link) < 0 ||
+            worker_net_pair(w, slot, &pair) < 0)
                 return api_error(e, -ERANGE, API_INTERNAL, "slot %" PRIu64 " has no network link here", slot);
         FirewallLink fl = { .link = link, .addr = pair.peer, .gateway = pair.host };
 
-        r = pid > 0 ? link_up(w, link, &pair, pid) : 0; /* else a tap, up already */
+        r = gateway_register_send(w, id, &pair, tenant, policy_json, &ret->gateway_seq, err, sizeof err);
         if (r < 0)
-                return api_error(e, r, API_INTERNAL, "cannot create the network link %s: %s", link, strerror(-r));
-        int64_t t_link = now_usec();
+                return api_error(e, r, API_INTERNAL, "cannot register sandbox %s with the gateway: %s", id, err);
+        r = pid > 0 ? link_up(w, link, &pair, pid) : 0; /* else a tap, up already */
+        if (r < 0) {
+                api_error(e, r, API_INTERNAL, "cannot create the network link %s: %s", link, strerror(-r));
+                goto fail;
+        }
+        ret->link_usec = now_usec();
         r = firewall_add_link(w->firewall, w->config->net_table, &fl);
         if (r < 0) {
                 (void) veth_delete(link);
-                return api_error(e, r, API_INTERNAL, "cannot add firewall rules for %s: %s", link,
-                                 r == -EPROTO ? firewall_last_error(w->firewall) : strerror(-r));
+                api_error(e, r, API_INTERNAL, "cannot add firewall rules for %s: %s", link,
+                          r == -EPROTO ? firewall_last_error(w->firewall) : strerror(-r));
+                goto fail;
         }
-        int64_t t_fw = now_usec();
-        r = gateway_register(w, id, &pair, policy_json, err, sizeof err);
-        if (r < 0) {
-                (void) firewall_remove_link(w->firewall, w->config->net_table, &fl);
-                (void) veth_delete(link);
-                return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
-                                 "cannot register sandbox %s with the gateway: %s", id, err[0] ? err : strerror(-r));
-        }
-        log_debug("Sandbox %s: network link %s up in %" PRIi64 " us (link %" PRIi64 ", firewall %" PRIi64
-                  ", gateway %" PRIi64 ")", id, link, now_usec() - start, t_link - start, t_fw - t_link,
-                  now_usec() - t_fw);
+        ret->firewall_usec = now_usec();
+        ret->active = true;
         return 0;
+fail:
+        if (ret->gateway_seq > 0 && gateway_client_wait(w->gateway, ret->gateway_seq, NULL, 0) >= 0)
+                gateway_unregister(w, id);
+        return r;
+}
+
+int worker_net_attach_end(Worker *w, WorkerNet *n, ApiError *e) {
+        char err[256] = "";
+        int64_t t = now_usec();
+        int r = 0;
+
+        if (!n->active)
+                return 0;
+        n->active = false;
+        if (n->gateway_seq > 0)
+                r = gateway_client_wait(w->gateway, n->gateway_seq, err, sizeof err);
+        if (r < 0) {
+                worker_net_detach(w, n->id, n->slot); /* unregisters too: a late registration goes */
+                return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
+                                 "cannot register sandbox %s with the gateway: %s", n->id, err[0] ? err : strerror(-r));
+        }
+        log_debug("Sandbox %s: network up in %" PRIi64 " us (link %" PRIi64 ", firewall %" PRIi64
+                  ", then the gateway's answer waited for %" PRIi64 " us)", n->id, now_usec() - n->start_usec,
+                  n->link_usec - n->start_usec, n->firewall_usec - n->link_usec, now_usec() - t);
+        return 0;
+}
+
+int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *policy_json, ApiError *e) {
+        WorkerNet n;
+        int r = worker_net_attach_begin(w, id, slot, pid, NULL, policy_json, &n, e);
+        if (r < 0)
+                return r;
+        return worker_net_attach_end(w, &n, e);
+}
+
+void worker_net_attach_abort(Worker *w, WorkerNet *n) {
+        if (!n->active)
+                return;
+        n->active = false;
+        /* its answer is read first: each request is awaited once */
+        if (n->gateway_seq > 0)
+                (void) gateway_client_wait(w->gateway, n->gateway_seq, NULL, 0);
+        worker_net_detach(w, n->id, n->slot);
 }
 
 void worker_net_detach(Worker *w, const char *id, uint64_t slot) {

@@ -189,6 +189,10 @@ int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiErro
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: id");
         if (tmpl && strscpy(s.template_name, sizeof s.template_name, tmpl) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: template");
+        if (json_get(spec, "tenant") &&
+            (!json_string(json_get(spec, "tenant")) ||
+             strscpy(s.tenant, sizeof s.tenant, json_string(json_get(spec, "tenant"))) < 0))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: tenant");
         if (json_string(json_get(spec, "runtime")) &&
             strscpy(s.runtime, sizeof s.runtime, json_string(json_get(spec, "runtime"))) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox spec: runtime");
@@ -293,6 +297,15 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 log_warning("Failed to start sandbox %s: %s", s->id, err);
                 return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
         }
+        /* its network goes up while PID 1 sets itself up (it runs nothing
+         * of the user's before the create returns); a failure is reported by
+         * finish, which reaps PID 1 and unwinds the rest */
+        if (rt == w->runtime) {
+                r = worker_net_attach_begin(w, s->id, s->slot, ret->created ? ret->inst.pid : ret->p.pid, s->tenant,
+                                            s->policy, &ret->net, &ret->net_api_error);
+                if (r < 0)
+                        ret->net_error = r;
+        }
         return 0;
 }
 
@@ -305,6 +318,7 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
         if (!p->created)
                 r = p->rt->finish(&p->p, &inst, err, sizeof err);
         if (r < 0) {
+                worker_net_attach_abort(w, &p->net);
                 snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, p->id);
                 (void) rm_rf(dir);
                 log_warning("Failed to start sandbox %s: %s", p->id, err);
@@ -313,12 +327,21 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
         r = worker_live_add(w, p->rt, p->id, p->slot, inst.pid, inst.starttime, inst.pidfd);
         if (r < 0) {
                 safe_close(inst.pidfd);
+                worker_net_attach_abort(w, &p->net);
                 (void) worker_cleanup_sandbox(w, p->id, false);
                 return api_error(e, r, API_INTERNAL, "cannot track the sandbox: %s", strerror(-r));
         }
         /* the agent waits for connections; nothing runs inside before the create returns
          * (a vm's guest has its eth0 already: until its element is there, the firewall drops all) */
-        r = worker_net_attach(w, p->id, p->slot, p->rt == w->runtime ? inst.pid : 0, NULL, e); /* policy: the store's */
+        if (p->net_error < 0) {
+                (void) worker_cleanup_sandbox(w, p->id, false);
+                *e = p->net_api_error;
+                return p->net_error;
+        }
+        if (p->net.active)
+                r = worker_net_attach_end(w, &p->net, e); /* ns: begun at spawn */
+        else
+                r = worker_net_attach(w, p->id, p->slot, p->rt == w->runtime ? inst.pid : 0, NULL, e);
         if (r < 0) {
                 (void) worker_cleanup_sandbox(w, p->id, false);
                 return r;
