@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""space A/B benchmark: create and branch latencies of two builds, interleaved
+in the same run, so that the load of a shared machine falls on both alike.
+Not a test: it reports.
+
+    python3 bench/ab.py --a build-release-main --b build-release -n 30
+
+starts a private spaced from each build directory (temporary state dir and
+port, host-global names of its own: nft table, link prefix, address pool,
+cgroup root), then alternates between them (which goes first flips every
+round): create (the API call) + delete, and branch x1 / x10 of a running
+sandbox + delete of the children. Prints p50/p90 of each and the ratio B/A.
+--log-level debug keeps each daemon's log (the worker's per-step timings)
+in its state directory, printed at the end with --keep."""
+import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+
+MiB = 1024 * 1024
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    def __init__(self, name, build, idx, log_level, template_tar):
+        self.name = name
+        self.state = tempfile.mkdtemp(prefix=f"space-bench-ab-{name}-")
+        self.templates = os.path.join(self.state, "templates-in")
+        os.makedirs(self.templates)
+        shutil.copyfile(template_tar, os.path.join(self.templates, "base.tar"))
+        self.port = free_port()
+        tag = f"{os.getpid() % 10000}{name}"
+        self.cgroup_root = f"space-bench-ab-{tag}"
+        args = [os.path.join(build, "src", "spaced", "spaced"), "--state-dir", os.path.join(self.state, "s"),
+                "--listen", f"127.0.0.1:{self.port}", "--template-dir", self.templates,
+                "--cgroup-root", self.cgroup_root, "--pool-size-mb", "4096", "--log-level", log_level,
+                "--net-table", f"spaceab{tag}", "--net-link-prefix", f"ab{tag}-",
+                "--net-pool", f"10.{232 + os.getpid() % 16}.{idx * 64}.0/18", "--slots-max", "1024"]
+        self.log = open(os.path.join(self.state, "spaced.log"), "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        for _ in range(3000):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/healthz")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError("spaced exited: see " + self.log.name)
+            time.sleep(0.1)
+        with open(os.path.join(self.state, "s", "admin.key")) as f:
+            key = f.read().strip()
+        self.h = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+
+    def call(self, method, path, body=None, ok=(200, 201, 204)):
+        self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self.h)
+        r = self.conn.getresponse()
+        data = r.read()
+        if r.status not in ok:
+            raise RuntimeError(f"{self.name}: {method} {path}: {r.status} {data[:300]!r}")
+        return json.loads(data) if data else None
+
+    def timed(self, method, path, body=None):
+        t0 = time.perf_counter()
+        v = self.call(method, path, body)
+        return time.perf_counter() - t0, v
+
+    def stop(self, keep):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        if keep:
+            print(f"{self.name}: log in {self.log.name}")
+        else:
+            shutil.rmtree(self.state, ignore_errors=True)
+        for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+            if not os.path.isdir(base):
+                continue
+            for h in [base] + [os.path.join(base, x) for x in os.listdir(base)]:
+                try:
+                    os.rmdir(os.path.join(h, self.cgroup_root))
+                except OSError:
+                    pass
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--a", required=True, help="build directory A (the baseline)")
+    ap.add_argument("--b", required=True, help="build directory B")
+    ap.add_argument("-n", type=int, default=20, help="create samples per build")
+    ap.add_argument("--branch", type=int, default=5, help="branch x10 samples per build (0: none)")
+    ap.add_argument("--log-level", default="warning")
+    ap.add_argument("--keep", action="store_true", help="keep the state directories (logs)")
+    a = ap.parse_args()
+
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tar = next((t for t in (os.path.join(a.a, "templates", "base.tar"), os.path.join(a.b, "templates", "base.tar"),
+                            os.path.join(top, "build", "templates", "base.tar"), "/tmp/space-e2e-cache/base.tar")
+                if os.path.exists(t)), None)
+    if not tar:
+        sys.exit("no base.tar: ./templates/base/build.sh BUILD/templates/base.tar")
+    ds, made = [], {}
+    res = {}
+    try:
+        for i, (name, build) in enumerate((("A", a.a), ("B", a.b))):
+            ds.append(Daemon(name, os.path.abspath(build), i, a.log_level, tar))
+        for d in ds:
+            made[d.name] = [d.call("POST", "/v1/sandboxes", {})["id"]]
+        print(f"space A/B (A = {a.a}, B = {a.b}), interleaved", flush=True)
+
+        def create(d):
+            t, v = d.timed("POST", "/v1/sandboxes", {})
+            d.call("DELETE", f"/v1/sandboxes/{v['id']}")
+            return t
+
+        def branch(count):
+            def f(d):
+                t, v = d.timed("POST", f"/v1/sandboxes/{made[d.name][0]}/branch", {"count": count})
+                for k in v["sandboxes"]:
+                    d.call("DELETE", f"/v1/sandboxes/{k['id']}")
+                return t
+            return f
+
+        def run(label, f, n):
+            xs = {d.name: [] for d in ds}
+            for i in range(n):
+                for d in (ds if i % 2 == 0 else ds[::-1]):
+                    xs[d.name].append(f(d))
+            res[label] = xs
+            pa, pb = pct(xs["A"], 50) * 1000, pct(xs["B"], 50) * 1000
+            print(f"  {label:<12} A p50 {pa:7.1f} p90 {pct(xs['A'], 90) * 1000:7.1f} ms   "
+                  f"B p50 {pb:7.1f} p90 {pct(xs['B'], 90) * 1000:7.1f} ms   B/A {pb / pa:.2f}   (n={n})", flush=True)
+
+        run("create", create, a.n)
+        if a.branch:
+            run("branch x1", branch(1), max(a.branch, 5))
+            run("branch x10", branch(10), a.branch)
+    finally:
+        for d in ds:
+            for s in made.get(d.name, []):
+                try:
+                    d.call("DELETE", f"/v1/sandboxes/{s}", ok=(200, 204, 404))
+                except Exception as e:  # noqa: BLE001 - cleanup goes on
+                    print(f"cleanup: {s}: {e}", file=sys.stderr)
+            d.stop(a.keep)
+
+
+if __name__ == "__main__":
+    main()
