@@ -4,6 +4,7 @@
  * API decides and records states; the worker acts on the host. */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -284,11 +285,42 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
         reply_pid(jw, pid, st);
 }
 
+/* Snapshots of a branch taken at the same time: btrfs puts concurrent
+ * snapshots into one transaction, so their commits are shared instead of
+ * one commit each. */
+#define BRANCH_SNAPSHOTS_PARALLEL 16U
+
+/* One child root, made by a process of its own: its exit status is 0 or the
+ * errno (EIO for one that does not fit). */
+static pid_t branch_root_fork(Worker *w, const char *src, const char *ck, const WorkerSpec *spec) {
+        pid_t pid = fork();
+        if (pid == 0) {
+                char *root = NULL;
+                int r = pool_sandbox_branch(w->pool, src, ck, spec->id, spec->disk_mb, &root);
+                free(root);
+                _exit(r >= 0 ? 0 : -r < 256 ? -r : EIO);
+        }
+        return pid < 0 ? negative_errno() : pid;
+}
+
+static int32_t branch_root_wait(pid_t pid) {
+        siginfo_t si = {};
+        while (waitid(P_PID, (id_t) pid, &si, WEXITED) < 0)
+                if (errno != EINTR)
+                        return -EIO;
+        if (si.si_code != CLD_EXITED)
+                return -EIO;
+        return si.si_status == 0 ? 0 : -si.si_status;
+}
+
 /* The roots of a branch's children, made by a helper process (a fork of
- * this single-threaded worker) one after the other: it writes each result
- * (int32_t, 0 or -errno) to the pipe whose read end is *ret_fd, and stops at
- * the first failure. Each snapshot's commit waits for the disk; meanwhile
- * the worker starts the children whose roots are ready. */
+ * this single-threaded worker): it takes up to BRANCH_SNAPSHOTS_PARALLEL
+ * snapshots at once (a process each) and writes each result (int32_t, 0 or
+ * -errno), in the children's order, to the pipe whose read end is *ret_fd;
+ * after the first failure (or once the worker closed the pipe) it starts no
+ * more and exits only when every snapshot it started is done, so that the
+ * worker, which waits for it, can remove whatever was made. Meanwhile the
+ * worker starts the children whose roots are ready. */
 static pid_t branch_roots_helper(Worker *w, const char *src, const char *ck, const WorkerSpec *specs, size_t n,
                                  int *ret_fd) {
         int p[2];
@@ -304,15 +336,31 @@ static pid_t branch_roots_helper(Worker *w, const char *src, const char *ck, con
                 return r;
         }
         if (pid == 0) {
+                pid_t kids[BRANCH_MAX];
+                size_t started = 0;
+                bool failed = false, writing = true;
+                int fork_error = -EAGAIN;
+
                 safe_close(p[0]);
+                (void) signal(SIGPIPE, SIG_IGN); /* a worker that gave up: EPIPE */
                 for (size_t i = 0; i < n; i++) {
-                        char *root = NULL;
-                        int32_t r = pool_sandbox_branch(w->pool, src, ck, specs[i].id, specs[i].disk_mb, &root);
-                        free(root);
-                        if (write(p[1], &r, sizeof r) != (ssize_t) sizeof r || r < 0)
-                                _exit(EXIT_FAILURE);
+                        while (!failed && writing && started < n && started < i + BRANCH_SNAPSHOTS_PARALLEL) {
+                                pid_t k = branch_root_fork(w, src, ck, &specs[started]);
+                                if (k < 0) {
+                                        fork_error = k;
+                                        break;
+                                }
+                                kids[started++] = k;
+                        }
+                        int32_t r = i < started ? branch_root_wait(kids[i]) : fork_error;
+                        if (writing && write(p[1], &r, sizeof r) != (ssize_t) sizeof r)
+                                writing = false;
+                        if (r < 0)
+                                failed = true;
+                        if ((failed || !writing) && i + 1 >= started)
+                                break;
                 }
-                _exit(EXIT_SUCCESS);
+                _exit(failed || !writing ? EXIT_FAILURE : EXIT_SUCCESS);
         }
         safe_close(p[1]);
         *ret_fd = p[0];
