@@ -12,6 +12,9 @@
 
 #define S(field) CONFIG_STRING, offsetof(Config, field), sizeof(((Config *) 0)->field)
 #define U(field) CONFIG_U64, offsetof(Config, field), sizeof(uint64_t)
+/* A worker's name: a host name (the default) or a Kubernetes node name fits, in
+ * Config.worker_name. */
+#define CONFIG_WORKER_NAME_MAX 127U
 
 const ConfigItem config_table[] = {
         { "role", S(role), "all", 0, 0, "all|api|worker|controller", "which parts this process runs" },
@@ -61,7 +64,7 @@ const ConfigItem config_table[] = {
         { "gateway_proxy_port", U(gateway_proxy_port), "10080", 1, 65535, NULL, "the gateway's explicit HTTP proxy port on each host end (HTTP_PROXY in sandboxes)" },
         { "gateway_transparent_port", U(gateway_transparent_port), "10081", 1, 65535, NULL, "the gateway's port for intercepted TCP (every other TCP connection of a sandbox is redirected to it)" },
         { "gateway_udp_port", U(gateway_udp_port), "10082", 1, 65535 - 7, NULL, "the first of the gateway's 8 UDP ports on each host end (every datagram of a sandbox but DNS is redirected to them, and relayed only where a rule names UDP)" },
-        { "worker_name", S(worker_name), "", 0, 0, NULL, "role worker: its unique name in the cluster; default: the host name" },
+        { "worker_name", S(worker_name), "", 0, 0, NULL, "role worker: its unique name in the cluster (letters, digits, ., _, -); default: the host name" },
         { "worker_listen", S(worker_listen), "", 0, 0, NULL, "role worker: internal listener (host:port) for API servers and controllers" },
         { "worker_address", S(worker_address), "", 0, 0, NULL, "role worker: host:port others reach it at; default: worker_listen" },
         { "cluster_token_file", S(cluster_token_file), "", 0, 0, NULL, "roles api, worker, controller: file (mode 0600) with the shared cluster token" },
@@ -237,6 +240,19 @@ static bool config_address_is_wildcard(const char *address) {
         return false;
 }
 
+/* A worker's name goes into events, logs and the store as it is: a short
+ * name of safe characters (what a host name may hold, and '_'). */
+static bool config_worker_name_is_valid(const char *name) {
+        size_t n = strlen(name);
+
+        if (n == 0 || n > CONFIG_WORKER_NAME_MAX || !isalnum((unsigned char) name[0]))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char) name[i]) && !strchr("._-", name[i]))
+                        return false;
+        return true;
+}
+
 int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
         if (c->state_dir[0] != '/') {
                 snprintf(errbuf, errbuf_size, "state_dir must be an absolute path");
@@ -295,6 +311,13 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                 if (isempty(c->worker_name) &&
                     (gethostname(c->worker_name, sizeof c->worker_name - 1) < 0 || isempty(c->worker_name))) {
                         snprintf(errbuf, errbuf_size, "worker_name is not set and the host name is unknown");
+                        return -EINVAL;
+                }
+                if (!config_worker_name_is_valid(c->worker_name)) {
+                        snprintf(errbuf, errbuf_size,
+                                 "worker_name '%.64s' is not a name: 1-%u letters, digits, '.', '_' or '-', "
+                                 "starting with a letter or digit",
+                                 c->worker_name, CONFIG_WORKER_NAME_MAX);
                         return -EINVAL;
                 }
         }

@@ -168,6 +168,30 @@ TEST(config_worker_address) {
         }
 }
 
+/* a worker's name goes into events and logs as it is: only safe characters */
+TEST(config_worker_name) {
+        static const char *const bad[] = { "w\"1", "-w1", ".w", "w 1", "w/1", "w1\\", "w{1}" };
+        static const char *const good[] = { "w1", "worker-a.example", "W_2", "a" };
+        Config c;
+        char err[256];
+
+        for (size_t i = 0; i < ELEMENTSOF(bad) + ELEMENTSOF(good); i++) {
+                bool ok = i >= ELEMENTSOF(bad);
+                config_defaults(&c);
+                ASSERT_OK(config_set(&c, "role", "worker", err, sizeof err));
+                ASSERT_OK(config_set(&c, "store_url", "postgres://h/db", err, sizeof err));
+                ASSERT_OK(config_set(&c, "cluster_token_file", "/etc/space/cluster.token", err, sizeof err));
+                ASSERT_OK(config_set(&c, "worker_listen", "10.0.0.5:7071", err, sizeof err));
+                ASSERT_OK(config_set(&c, "worker_name", ok ? good[i - ELEMENTSOF(bad)] : bad[i], err, sizeof err));
+                if (ok)
+                        ASSERT_OK(config_finish(&c, err, sizeof err));
+                else {
+                        ASSERT_ERRNO(config_finish(&c, err, sizeof err), EINVAL);
+                        ASSERT_NOT_NULL(strstr(err, "worker_name"));
+                }
+        }
+}
+
 TEST(config_file) {
         Config c;
         char p[PATH_MAX], err[256];
