@@ -613,6 +613,7 @@ const char *http_status_reason(int status) {
         case 415: return "Unsupported Media Type";
         case 416: return "Range Not Satisfiable";
         case 417: return "Expectation Failed";
+        case 421: return "Misdirected Request";
         case 422: return "Unprocessable Content";
         case 429: return "Too Many Requests";
         case 431: return "Request Header Fields Too Large";

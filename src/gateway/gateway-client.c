@@ -239,6 +239,7 @@ static int send_request(GatewayClient *g, JsonWriter *w) {
                         return -errno;
                 off += (size_t) k;
         }
+        explicit_bzero(line, n + 1); /* it may have held a CA key */
         return 0;
 }
 
@@ -349,4 +350,50 @@ int gateway_client_unregister(GatewayClient *g, const char *id) {
         json_w_kv_string(&w, "id", id);
         json_w_object_end(&w);
         return request(g, &w, NULL, 0);
+}
+
+int gateway_client_set_credentials(GatewayClient *g, const char *id, const char *ca_cert_pem, const char *ca_key_pem,
+                                   const GatewayCred *creds, size_t n, char *errbuf, size_t errbuf_size) {
+        JsonWriter w;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_int(&w, "seq", ++g->seq);
+        json_w_kv_string(&w, "op", "credentials");
+        json_w_kv_string(&w, "id", id);
+        if (ca_cert_pem && ca_key_pem) {
+                json_w_kv_string(&w, "ca_cert", ca_cert_pem);
+                json_w_kv_string(&w, "ca_key", ca_key_pem);
+        }
+        json_w_key(&w, "creds");
+        json_w_array_begin(&w);
+        for (size_t i = 0; i < n; i++) {
+                const GatewayCred *c = &creds[i];
+                _cleanup_json_ JsonValue *hosts = NULL;
+                if (!c->hosts_json || json_parse(c->hosts_json, strlen(c->hosts_json), &hosts, NULL, 0) < 0) {
+                        json_w_done(&w);
+                        return -EINVAL;
+                }
+                json_w_object_begin(&w);
+                json_w_kv_string(&w, "id", c->id);
+                json_w_kv_string(&w, "tenant", c->tenant);
+                json_w_kv_string(&w, "name", c->name);
+                json_w_key(&w, "hosts");
+                json_w_raw(&w, c->hosts_json);
+                json_w_kv_string(&w, "apply", c->apply);
+                if (c->header_name)
+                        json_w_kv_string(&w, "header_name", c->header_name);
+                if (c->header_format)
+                        json_w_kv_string(&w, "header_format", c->header_format);
+                if (c->basic_user)
+                        json_w_kv_string(&w, "basic_user", c->basic_user);
+                json_w_kv_string(&w, "ciphertext", c->ciphertext);
+                json_w_kv_string(&w, "nonce", c->nonce);
+                json_w_kv_string(&w, "key_id", c->key_id);
+                json_w_kv_int(&w, "expires_usec", c->expires_usec);
+                json_w_kv_int(&w, "revoked_usec", c->revoked_usec);
+                json_w_object_end(&w);
+        }
+        json_w_array_end(&w);
+        json_w_object_end(&w);
+        return request(g, &w, errbuf, errbuf_size);
 }

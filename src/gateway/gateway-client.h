@@ -53,3 +53,18 @@ int gateway_client_send_register(GatewayClient *g, const char *id, const char *t
 int gateway_client_wait(GatewayClient *g, int64_t seq, char *errbuf, size_t errbuf_size);
 int gateway_client_set_policy(GatewayClient *g, const char *id, const char *policy_json, char *errbuf, size_t errbuf_size);
 int gateway_client_unregister(GatewayClient *g, const char *id);
+
+/* A credential as the gateway gets it: sealed (it opens the value itself). */
+typedef struct GatewayCred {
+        const char *id, *tenant, *name;
+        const char *hosts_json;   /* JSON array of host patterns */
+        const char *apply;        /* "header" | "basic" */
+        const char *header_name, *header_format, *basic_user;
+        const char *ciphertext, *nonce, *key_id;
+        int64_t expires_usec, revoked_usec; /* wall clock; 0 = never / not revoked */
+} GatewayCred;
+
+/* Replaces the sandbox's credentials (n = 0: none) and hands it its CA (PEM;
+ * needed when n > 0). The request line is wiped after it is sent. */
+int gateway_client_set_credentials(GatewayClient *g, const char *id, const char *ca_cert_pem, const char *ca_key_pem,
+                                   const GatewayCred *creds, size_t n, char *errbuf, size_t errbuf_size);

@@ -4,11 +4,17 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
+#include <openssl/ssl.h>
+
+#include "cred-crypt.h"
+#include "cred-inject.h"
 #include "dns-wire.h"
 #include "egress-policy.h"
 #include "gateway.h"
 #include "http-parse.h"
 #include "json.h"
+#include "tls-ca.h"
+#include "tls-intercept.h"
 
 #define GW_ID_MAX 64U
 #define GW_SANDBOXES_MAX 4096U
@@ -74,7 +80,13 @@ struct GwSandbox {
         int udp_ifindex;      /* the host end's link, found on the first datagram (0: not yet) */
         GwUdpFlow *udp_flows; /* doubly linked */
         unsigned n_udp_flows;
-};
+        /* credentials (gateway-cred.c): the sandbox's CA and its granted set, values opened */
+        TlsCa *ca;
+        char *ca_cert_pem;
+        CredInjectSet creds;
+        GwBucket cred_bucket;
+        uint64_t cred_uses_dropped;
+} GwSandbox;
 
 typedef struct GwConn GwConn;
 typedef struct GwResolve GwResolve;
@@ -98,6 +110,8 @@ struct Gateway {
         bool udp_off;        /* the kernel cannot tell us a datagram's destination */
         uint8_t *udp_buf;    /* GW_UDP_DATAGRAM_MAX: one datagram at a time */
         uint16_t next_query_id;
+        CredKey *cred_key;     /* NULL: no master key here, no credential can be opened */
+        SSL_CTX *upstream_tls; /* verifies intercepted upstreams */
 };
 
 uint64_t gw_now_usec(void);
@@ -189,6 +203,8 @@ struct GwConn {
         bool sni_check;      /* CONNECT: a ClientHello's SNI must name the CONNECT host */
         uint64_t deadline_usec, last_usec;
         GwResolve *resolve;
+        bool intercept;           /* TLS to a credential host: terminated here (gateway-intercept.c) */
+        struct GwIntercept *ix;
 };
 
 void gw_listener_event(Gateway *gw, GwIo *io, uint32_t events);
@@ -199,3 +215,28 @@ void gw_conn_dns_continue(Gateway *gw, GwConn *c);
 void gw_conns_tick(Gateway *gw, uint64_t now);
 /* Closes every connection and lookup of sb. */
 void gw_sandbox_drop_conns(Gateway *gw, GwSandbox *sb);
+void gw_conn_close(Gateway *gw, GwConn *c);
+/* A decision event for c and a refusal (403/502 for HTTP clients, a close otherwise). */
+void gw_conn_deny(Gateway *gw, GwConn *c, int status, const char *why);
+
+/* gateway-cred.c */
+int64_t gw_wall_usec(void);
+int gw_cred_setup(Gateway *gw);              /* as root: master key, CA file */
+int gw_cred_setup_unprivileged(Gateway *gw); /* after the drop: the host's trust store */
+void gw_cred_done(Gateway *gw);
+/* {"op":"credentials","id":ID,"ca_cert":PEM,"ca_key":PEM,"creds":[...]}: replaces sb's set. */
+int gw_op_credentials(Gateway *gw, const JsonValue *req, char *err, size_t errsize);
+void gw_sandbox_cred_done(GwSandbox *sb);
+/* Whether c's host (c->host) gets a credential of sb: TLS to it is intercepted. */
+bool gw_cred_wants(GwSandbox *sb, const char *host);
+/* One event per credential applied (rate-limited; the rest counted). */
+void gw_cred_used(Gateway *gw, GwSandbox *sb, const char *host, const CredInjectUsed *used);
+void gw_cred_flush(Gateway *gw, GwSandbox *sb);
+void gw_control_writer(Gateway *gw, JsonWriter *w);
+
+/* gateway-intercept.c: TLS terminated with the sandbox's CA, requests parsed,
+ * credentials applied, the upstream verified. Called once c's upstream TCP
+ * connection is up (transparent 443: right after connect; CONNECT: when the
+ * ClientHello arrives); c->in holds the ClientHello. */
+void gw_intercept_start(Gateway *gw, GwConn *c);
+void gw_intercept_free(struct GwIntercept *ix);

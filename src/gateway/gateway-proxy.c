@@ -42,7 +42,7 @@ static bool upstream_room(const GwConn *c) {
         return c->pipe_r >= 0 ? c->pipe_n < c->pipe_cap : c->out_n < GW_BUF_SIZE;
 }
 
-static void conn_close(Gateway *gw, GwConn *c) {
+void gw_conn_close(Gateway *gw, GwConn *c) {
         if (c->prev)
                 c->prev->next = c->next;
         else if (gw->conns == c)
@@ -57,6 +57,7 @@ static void conn_close(Gateway *gw, GwConn *c) {
         gw_io_close(gw, &c->uio);
         safe_close(c->pipe_r);
         safe_close(c->pipe_w);
+        gw_intercept_free(c->ix);
         if (c->sb && c->sb->n_conns > 0)
                 c->sb->n_conns--;
         gw->n_conns--;
@@ -70,7 +71,7 @@ void gw_sandbox_drop_conns(Gateway *gw, GwSandbox *sb) {
         for (; c; c = next) {
                 next = c->next;
                 if (c->sb == sb)
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
         }
         for (GwResolve *r = gw->resolves, *rn; r; r = rn) {
                 rn = r->next;
@@ -94,7 +95,7 @@ static void conn_refuse(Gateway *gw, GwConn *c, int status, const char *why) {
         c->deadline_usec = gw_now_usec() + gw->config->handshake_timeout_sec * 1000000ULL;
         gw_io_close(gw, &c->uio);
         if (c->out_n == 0) {
-                conn_close(gw, c);
+                gw_conn_close(gw, c);
                 return;
         }
         conn_update(gw, c);
@@ -104,6 +105,10 @@ static void deny(Gateway *gw, GwConn *c, int status, const char *why) {
         gw_event(gw, c->sb, false, c->proto ?: "tcp", c->host[0] ? c->host : NULL, c->host[0] ? NULL : &c->dst.sin_addr,
                  c->port, why);
         conn_refuse(gw, c, status, why);
+}
+
+void gw_conn_deny(Gateway *gw, GwConn *c, int status, const char *why) {
+        deny(gw, c, status, why);
 }
 
 static void conn_update(Gateway *gw, GwConn *c) {
@@ -158,7 +163,7 @@ static void dns_tcp_input(Gateway *gw, GwConn *c) {
         while (!c->resolve && c->in_n >= 2) {
                 size_t len = ((size_t) c->in[0] << 8) | c->in[1];
                 if (len < DNS_HEADER_SIZE || len > DNS_MSG_MAX) {
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
                         return;
                 }
                 if (c->in_n < 2 + len)
@@ -210,6 +215,10 @@ static void connected(Gateway *gw, GwConn *c) {
         socklen_t l = sizeof err;
         if (getsockopt(c->uio.fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err != 0) {
                 conn_refuse(gw, c, 502, "upstream connection failed");
+                return;
+        }
+        if (c->intercept) { /* transparent TLS to a credential host */
+                gw_intercept_start(gw, c);
                 return;
         }
         c->state = GW_CONN_RELAY;
@@ -345,12 +354,18 @@ static bool body_feed(GwConn *c, size_t off) {
         return true;
 }
 
-/* The place where a credential for the request's host is applied: the cred
- * library (src/gateway/cred-*.c) will rewrite head here (replace a
- * placeholder value or add its header) for hosts it holds a credential for.
- * TLS to such hosts is terminated before this point by tls-*.c. */
-static int http_apply_credentials(Gateway *gw, GwConn *c, HttpHead *head) {
-        return 0;
+/* Plain HTTP to a host the sandbox holds a credential for is refused: the
+ * value goes only over TLS to an upstream the gateway verified, never in
+ * clear over the network (and the request would fail without it anyway). */
+static bool http_credential_host(Gateway *gw, GwConn *c) {
+        char why[DNS_NAME_MAX + 128];
+
+        if (!cred_inject_wants(&c->sb->creds, c->host, gw_wall_usec()))
+                return false;
+        snprintf(why, sizeof why, "%s takes a credential of this sandbox: use https (credentials go over TLS only)",
+                 c->host);
+        deny(gw, c, 403, why);
+        return true;
 }
 
 /* Rewrites a parsed request head into in[] as origin-form with Connection:
@@ -516,11 +531,8 @@ static void http_head(Gateway *gw, GwConn *c, size_t head_len) {
         c->chunked = h.chunked;
         c->body_left = h.content_length > 0 ? (uint64_t) h.content_length : 0;
         c->body_done = !h.chunked && c->body_left == 0;
-        r = http_apply_credentials(gw, c, &h);
-        if (r < 0) {
-                conn_refuse(gw, c, 502, "credential could not be applied");
+        if (http_credential_host(gw, c))
                 return;
-        }
         {
                 size_t extra_n = c->in_n - head_len;
                 _cleanup_free_ uint8_t *extra = memdup(c->in + head_len, extra_n ?: 1);
@@ -580,6 +592,14 @@ static void tls_hello(Gateway *gw, GwConn *c) {
                         deny(gw, c, 403, "malformed TLS ClientHello");
                         return;
                 }
+                if (gw_cred_wants(c->sb, c->host)) { /* a credential host: TLS ends here */
+                        if (c->pipe_n > 0) {
+                                deny(gw, c, 502, "the upstream spoke before the TLS ClientHello");
+                                return;
+                        }
+                        gw_intercept_start(gw, c);
+                        return;
+                }
                 conn_update(gw, c);
                 return;
         }
@@ -599,13 +619,13 @@ static void tls_hello(Gateway *gw, GwConn *c) {
                 return;
         }
         (void) strscpy(c->host, sizeof c->host, norm);
-        /* Credentials: this is where a host the cred library holds a credential
-         * for (for this sandbox) is intercepted instead of tunnelled — tls-*.c
-         * terminates TLS with the sandbox's CA, verifies the real upstream, and
-         * hands each decrypted request head to http_apply_credentials(). The
-         * policy decision above stays the same. Every other host is spliced. */
-        if (decide_name(gw, c, c->host, true))
+        /* A host the sandbox holds a credential for is intercepted
+         * (gateway-intercept.c) instead of tunnelled; the policy decision is
+         * the same. Every other host is spliced. */
+        if (decide_name(gw, c, c->host, true)) {
+                c->intercept = gw_cred_wants(c->sb, c->host);
                 conn_connect(gw, c);
+        }
 }
 
 /* A redirected connection to another port: decided on the destination alone
@@ -658,12 +678,12 @@ static void client_readable(Gateway *gw, GwConn *c) {
         ssize_t k = read(c->cio.fd, c->in + c->in_n, cap - c->in_n);
         if (k < 0) {
                 if (errno != EAGAIN && errno != EINTR)
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
                 return;
         }
         if (k == 0) {
                 if (c->state != GW_CONN_RELAY) {
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
                         return;
                 }
                 c->c_eof = true;
@@ -681,7 +701,7 @@ static void client_readable(Gateway *gw, GwConn *c) {
                 return;
         }
         if (c->one_request && !body_feed(c, before)) {
-                conn_close(gw, c);
+                gw_conn_close(gw, c);
                 return;
         }
         if (c->sni_check && c->state == GW_CONN_RELAY) {
@@ -710,18 +730,18 @@ static void cio_event(Gateway *gw, GwIo *io, uint32_t events) {
                                 c->pipe_n -= (size_t) k;
                 }
                 if (k < 0 && errno != EAGAIN && errno != EINTR) {
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
                         return;
                 }
                 if (k > 0)
                         c->last_usec = gw_now_usec();
                 if (c->state == GW_CONN_FLUSH && c->out_n == 0) {
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
                         return;
                 }
                 if (c->u_eof && to_client(c) == 0 && c->state == GW_CONN_RELAY) {
                         if (c->one_request || c->c_eof) {
-                                conn_close(gw, c);
+                                gw_conn_close(gw, c);
                                 return;
                         }
                         if (!c->c_shut) {
@@ -733,11 +753,11 @@ static void cio_event(Gateway *gw, GwIo *io, uint32_t events) {
         }
         if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
                 if (events & (EPOLLERR | EPOLLHUP)) { /* the sandbox's side is gone both ways */
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
                         return;
                 }
                 if (c->state == GW_CONN_FLUSH) {
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
                         return;
                 }
                 client_readable(gw, c);
@@ -754,7 +774,7 @@ static void uio_event(Gateway *gw, GwIo *io, uint32_t events) {
         if (events & EPOLLOUT && c->in_n) {
                 ssize_t k = write(c->uio.fd, c->in, c->in_n);
                 if (k < 0 && errno != EAGAIN && errno != EINTR) {
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
                         return;
                 }
                 if (k > 0) {
@@ -773,7 +793,7 @@ static void uio_event(Gateway *gw, GwIo *io, uint32_t events) {
                                            : read(c->uio.fd, c->out + c->out_n, GW_BUF_SIZE - c->out_n);
                 if (k < 0 && errno != EAGAIN && errno != EINTR) {
                         if (to_client(c) == 0) {
-                                conn_close(gw, c);
+                                gw_conn_close(gw, c);
                                 return;
                         }
                         k = 0; /* deliver what is buffered, then close */
@@ -781,7 +801,7 @@ static void uio_event(Gateway *gw, GwIo *io, uint32_t events) {
                 if (k == 0) {
                         c->u_eof = true;
                         if (to_client(c) == 0 && (c->one_request || c->c_eof)) {
-                                conn_close(gw, c);
+                                gw_conn_close(gw, c);
                                 return;
                         }
                         if (to_client(c) == 0 && !c->c_shut) {
@@ -814,7 +834,7 @@ static void uio_event(Gateway *gw, GwIo *io, uint32_t events) {
                 c->u_shut = true;
         }
         if (c->u_eof && (events & (EPOLLHUP | EPOLLERR)) && c->uio.fd < 0 && to_client(c) == 0) {
-                conn_close(gw, c);
+                gw_conn_close(gw, c);
                 return;
         }
         if (c->c_eof && c->in_n == 0 && !c->u_shut && c->uio.fd >= 0) {
@@ -881,7 +901,7 @@ void gw_listener_event(Gateway *gw, GwIo *io, uint32_t events) {
                 gw->n_conns++;
                 sb->n_conns++;
                 if (gw_epoll_add(gw, &c->cio, EPOLLIN) < 0) {
-                        conn_close(gw, c);
+                        gw_conn_close(gw, c);
                         continue;
                 }
                 if (kind == GW_CONN_TRANSPARENT) {
@@ -915,6 +935,6 @@ void gw_conns_tick(Gateway *gw, uint64_t now) {
                                  c->state == GW_CONN_HEAD ? "handshake timeout" : "upstream connect timeout");
                 }
                 /* conn_close may not free `next` (only c and lookups) */
-                conn_close(gw, c);
+                gw_conn_close(gw, c);
         }
 }

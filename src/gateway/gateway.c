@@ -170,7 +170,7 @@ static void control_write(Gateway *gw, const char *line, size_t n) {
         (void) gw_epoll_mod(gw, &gw->control, EPOLLIN | (gw->out_n ? EPOLLOUT : 0));
 }
 
-static void control_writer(Gateway *gw, JsonWriter *w) {
+void gw_control_writer(Gateway *gw, JsonWriter *w) {
         _cleanup_free_ char *s = NULL;
         size_t n;
         if (json_w_finish(w, &s, &n) >= 0)
@@ -214,7 +214,7 @@ void gw_event(Gateway *gw, GwSandbox *sb, bool allow, const char *kind, const ch
         json_w_kv_string(&w, "why", why);
         json_w_object_end(&w);
         json_w_object_end(&w);
-        control_writer(gw, &w);
+        gw_control_writer(gw, &w);
 }
 
 static void events_dropped_flush(Gateway *gw, GwSandbox *sb) {
@@ -238,7 +238,7 @@ static void events_dropped_flush(Gateway *gw, GwSandbox *sb) {
         json_w_uint(&w, sb->events_dropped);
         json_w_object_end(&w);
         json_w_object_end(&w);
-        control_writer(gw, &w);
+        gw_control_writer(gw, &w);
         sb->events_dropped = 0;
 }
 
@@ -276,6 +276,7 @@ static void sandbox_free(Gateway *gw, GwSandbox *sb) {
         gw_io_close(gw, &sb->transparent);
         gw_udp_close(gw, sb);
         egress_policy_free(sb->policy);
+        gw_sandbox_cred_done(sb);
         free(sb->memory);
         free(sb);
 }
@@ -401,6 +402,8 @@ static void control_line(Gateway *gw, const char *line, size_t n) {
                 r = op_policy(gw, req, err, sizeof err);
         else if (streq(op, "unregister"))
                 r = op_unregister(gw, req, err, sizeof err);
+        else if (streq(op, "credentials"))
+                r = gw_op_credentials(gw, req, err, sizeof err);
         else if (streq(op, "ping"))
                 r = 0;
         else
@@ -414,7 +417,7 @@ static void control_line(Gateway *gw, const char *line, size_t n) {
                 json_w_kv_int(&w, "errno", -r);
         }
         json_w_object_end(&w);
-        control_writer(gw, &w);
+        gw_control_writer(gw, &w);
 }
 
 static void control_event(Gateway *gw, GwIo *io, uint32_t events) {
@@ -500,6 +503,9 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
 
         (void) signal(SIGPIPE, SIG_IGN);
         (void) prctl(PR_SET_NAME, "space-gateway");
+        /* it holds credential values: no core dump, no ptrace by its own uid, no /proc/PID/mem */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 }) < 0)
+                return log_error_errno(errno, "gateway: cannot make the process non-dumpable: %m");
         log_set_prefix("gateway");
         gw.guard.pool_base = config->pool_base;
         gw.guard.pool_prefixlen = config->pool_prefixlen;
@@ -507,9 +513,16 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
         if (r < 0)
                 log_warning_errno(r, "gateway: cannot list the host's addresses: %m");
         raise_fd_limit();
-        r = drop_privileges(config);
+        r = gw_cred_setup(&gw); /* reads master.key and the CA file while still root */
         if (r < 0)
                 return r;
+        r = drop_privileges(config);
+        if (r >= 0)
+                r = gw_cred_setup_unprivileged(&gw);
+        if (r < 0) {
+                gw_cred_done(&gw);
+                return r;
+        }
         gw.control_buf = malloc(GW_CONTROL_LINE_MAX);
         if (!gw.control_buf)
                 return -ENOMEM;
@@ -535,8 +548,10 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
                 gw_resolves_tick(&gw, now);
                 gw_conns_tick(&gw, now);
                 gw_udp_tick(&gw, now);
-                for (size_t i = 0; i < gw.n_sandboxes; i++)
+                for (size_t i = 0; i < gw.n_sandboxes; i++) {
                         events_dropped_flush(&gw, gw.sandboxes[i]);
+                        gw_cred_flush(&gw, gw.sandboxes[i]);
+                }
                 if (now - last_guard > 30U * 1000000U) { /* addresses come and go */
                         EgressPolicyGuard g = { .pool_base = config->pool_base, .pool_prefixlen = config->pool_prefixlen };
                         if (egress_policy_guard_add_host_addrs(&g) >= 0)
@@ -549,6 +564,7 @@ finish:
         while (gw.n_sandboxes > 0)
                 sandbox_free(&gw, gw.sandboxes[--gw.n_sandboxes]);
         free(gw.sandboxes);
+        gw_cred_done(&gw);
         free(gw.control_buf);
         free(gw.out_buf);
         free(gw.udp_buf);

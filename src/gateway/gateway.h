@@ -16,7 +16,15 @@
  * {"seq":N,"ok":true} / {"seq":N,"ok":false,"error":"..."} and decision
  * events {"event":"network.allow"|"network.deny"|"network.dropped",
  * "sandbox":ID,"tenant":T,"reason":"...","data":{...}}, rate-limited per
- * sandbox. It exits when control_fd is closed. */
+ * sandbox. It exits when control_fd is closed.
+ *
+ * Credentials (gateway-cred.c, gateway-intercept.c): a sandbox's granted
+ * credentials arrive sealed with its CA ("credentials" op); the gateway opens
+ * them with the master key it read at start, terminates TLS with the
+ * sandbox's CA only for hosts one of them is for, verifies the real upstream
+ * and puts the value on each request. Every use is an event
+ * {"event":"credential.used","data":{"credential":NAME,"host":HOST}}. The
+ * process is not dumpable. */
 
 #include <netinet/in.h>
 #include <stdint.h>
@@ -42,6 +50,10 @@ typedef struct GatewayConfig {
         unsigned idle_timeout_sec;        /* a relayed connection without traffic */
         uid_t run_as_uid;                 /* started as root: drops to this uid/gid (0: stays root; */
         gid_t run_as_gid;                 /* ports below 1024 keep root too) */
+        const char *state_dir;            /* where master.key is (read once, before dropping root); */
+                                          /* NULL: no credentials are applied */
+        const char *upstream_ca_file;     /* intercepted upstreams are verified against it; */
+                                          /* NULL: the host's trust store */
 } GatewayConfig;
 
 /* Defaults; the upstream resolver is the first IPv4 nameserver of

@@ -43,7 +43,8 @@
 typedef struct TlsPipe TlsPipe;
 
 /* TLS 1.2+, peer verification required, ALPN http/1.1. ca_file NULL = the
- * default trust store (OpenSSL's default paths: /etc/ssl/certs). */
+ * host's trust store: OpenSSL's default certificate directory (/etc/ssl/certs,
+ * hashed names), consulted per verification rather than loaded up front. */
 int tls_intercept_client_ctx_new(const char *ca_file, SSL_CTX **ret);
 
 /* The sandbox's side: a TLS server for host, with a leaf from ca. */

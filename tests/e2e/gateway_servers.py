@@ -5,7 +5,8 @@ on 443 and 8443 (certificate from the test's own CA), a TCP echo on 2222,
 UDP echoes on 5000, 5001 and 443 (the reply is "echo:" + the datagram).
 GET /big/N answers N bytes (benchmarks). Every DNS
 question and HTTP request is appended to LOG (one JSON line each) so the tests
-can tell what reached the upstreams.
+can tell what reached the upstreams (with the Authorization header the
+credential tests look for).
 
 usage: gateway_servers.py LOG CERT KEY ZONE_JSON"""
 
@@ -88,7 +89,8 @@ class Http(BaseHTTPRequestHandler):
         body_in = self.rfile.read(n) if n else b""
         local = self.connection.getsockname()
         log(kind="http", host=self.headers.get("Host"), path=self.path, local=f"{local[0]}:{local[1]}",
-            tls=isinstance(self.connection, ssl.SSLSocket), body=len(body_in))
+            tls=isinstance(self.connection, ssl.SSLSocket), body=len(body_in),
+            auth=self.headers.get("Authorization"))
         if self.path.startswith("/big/"):
             size = int(self.path.split("/")[2])
             self.send_response(200)

@@ -29,6 +29,7 @@ int main(int argc, char **argv) {
                 { "events-per-sec", required_argument, NULL, 'e' }, { "dns-per-sec", required_argument, NULL, 'q' },
                 { "handshake-timeout", required_argument, NULL, 'h' }, { "debug", no_argument, NULL, 'D' },
                 { "control-fd", required_argument, NULL, 'f' }, { "udp-port", required_argument, NULL, 'U' },
+                { "state-dir", required_argument, NULL, 'S' }, { "ca-file", required_argument, NULL, 'C' },
                 {},
         };
         GatewayConfig c;
@@ -89,6 +90,12 @@ int main(int argc, char **argv) {
                 case 'f':
                         if (safe_atoi(optarg, &control_fd) < 0 || control_fd < 0)
                                 return 2;
+                        break;
+                case 'S':
+                        c.state_dir = optarg;
+                        break;
+                case 'C':
+                        c.upstream_ca_file = optarg;
                         break;
                 case 'D':
                         log_set_max_level(LOG_DEBUG_);

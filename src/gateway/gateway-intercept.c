@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: MIT */
+/* TLS interception of a connection to a host the sandbox holds a credential
+ * for. Two TLS endpoints over memory BIOs (tls-intercept.h): `down` ends the
+ * sandbox's TLS with a leaf of the sandbox's CA, `up` is our own TLS to the
+ * real upstream, verified against the host's trust store (or the configured
+ * CA file) and the host name. Both handshakes run at once.
+ *
+ * The sandbox's plaintext is parsed as a sequence of HTTP/1.x requests
+ * (keep-alive and pipelining work): each head must name the host TLS was for
+ * (Host = SNI = the policy's decision), gets the credentials applied (so a
+ * rotation or revocation holds from the next request on, even on an open
+ * connection) and is forwarded; bodies are framed by Content-Length or
+ * chunked encoding; after an Upgrade the rest is relayed as is. The
+ * upstream's plaintext goes back unchanged. Every plaintext buffer is wiped
+ * when it is freed.
+ *
+ * Buffers of the GwConn: out[] stages ciphertext for the sandbox's socket,
+ * in[] ciphertext for the upstream's socket. */
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "gateway-internal.h"
+#include "log.h"
+#include "str-util.h"
+
+#define IX_PENDING_MAX (256U * 1024U) /* ciphertext waiting in a pipe: reading stops beyond */
+#define IX_READ_MAX (16U * 1024U)     /* plaintext or ciphertext moved at once */
+
+typedef enum IxReq {
+        IX_REQ_HEAD,  /* reading a request head */
+        IX_REQ_BODY,  /* forwarding its body */
+        IX_REQ_RAW,   /* after an Upgrade: everything as is */
+} IxReq;
+
+typedef struct GwIntercept {
+        TlsPipe *down, *up;
+        bool down_ready, up_ready, up_connected;
+        uint8_t *req;     /* the sandbox's plaintext not yet forwarded (GW_BUF_SIZE) */
+        size_t req_n;
+        uint8_t *scratch; /* IX_READ_MAX */
+        IxReq state;
+        bool chunked;
+        uint64_t body_left;
+        HttpChunkDecoder chunk;
+        bool refusing;    /* a refusal goes to the sandbox, then the connection closes */
+        int refuse_status;
+        char refuse_why[GW_EVENT_REASON_MAX];
+        bool down_closed, up_closed; /* close_notify seen */
+} GwIntercept;
+
+static void ix_pump(Gateway *gw, GwConn *c);
+
+void gw_intercept_free(GwIntercept *ix) {
+        if (!ix)
+                return;
+        tls_pipe_free(ix->down);
+        tls_pipe_free(ix->up);
+        if (ix->req) {
+                OPENSSL_cleanse(ix->req, GW_BUF_SIZE);
+                free(ix->req);
+        }
+        if (ix->scratch) {
+                OPENSSL_cleanse(ix->scratch, IX_READ_MAX);
+                free(ix->scratch);
+        }
+        free(ix);
+}
+
+static void ix_close(Gateway *gw, GwConn *c) {
+        gw_conn_close(gw, c);
+}
+
+/* Answers the sandbox with status inside its TLS (once its handshake is
+ * done), records the refusal, and closes after the answer is out. */
+static void ix_refuse(Gateway *gw, GwConn *c, int status, const char *why) {
+        GwIntercept *ix = c->ix;
+
+        if (ix->refusing)
+                return;
+        gw_event(gw, c->sb, false, "tls", c->host, NULL, c->port, why);
+        ix->refusing = true;
+        ix->refuse_status = status;
+        (void) strscpy(ix->refuse_why, sizeof ix->refuse_why, why);
+        gw_io_close(gw, &c->uio);
+        c->in_n = 0;
+        c->state = GW_CONN_FLUSH;
+        c->deadline_usec = gw_now_usec() + gw->config->handshake_timeout_sec * 1000000ULL;
+}
+
+static void ix_send_refusal(GwConn *c) {
+        GwIntercept *ix = c->ix;
+        char buf[GW_EVENT_REASON_MAX + 256];
+        int n = snprintf(buf, sizeof buf,
+                         "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                         "Content-Length: %zu\r\n\r\nspace gateway: %s\n",
+                         ix->refuse_status, http_status_reason(ix->refuse_status), strlen(ix->refuse_why) + 16,
+                         ix->refuse_why);
+        if (n > 0 && (size_t) n < sizeof buf)
+                (void) tls_pipe_write(ix->down, buf, (size_t) n);
+        (void) tls_pipe_shutdown(ix->down);
+        ix->refuse_status = 0; /* sent */
+}
+
+/* "name[:port]" of a Host header against the connection's host and port. */
+static bool host_header_matches(const GwConn *c, const char *v) {
+        const char *colon = strrchr(v, ':');
+        size_t n = colon ? (size_t) (colon - v) : strlen(v);
+        unsigned port = 443;
+
+        if (colon && (safe_atou(colon + 1, &port) < 0 || port == 0 || port > 65535))
+                return false;
+        if (n > 0 && v[n - 1] == '.')
+                n--;
+        return port == c->port && n == strlen(c->host) && strncasecmp(v, c->host, n) == 0;
+}
+
+static bool head_upgrades(const HttpHead *h) {
+        return http_head_header(h, "upgrade") != NULL || strcasecmp(h->method, "CONNECT") == 0;
+}
+
+/* The head as it goes upstream, written into the upstream pipe (the buffer
+ * held a credential: wiped). */
+static int head_forward(GwIntercept *ix, const HttpHead *h) {
+        size_t n = strlen(h->method) + strlen(h->target) + 16, o;
+        int r;
+
+        for (size_t i = 0; i < h->n_headers; i++)
+                n += strlen(h->headers[i].name) + strlen(h->headers[i].value) + 4;
+        n += 3;
+        char *buf = malloc(n);
+        if (!buf)
+                return -ENOMEM;
+        o = (size_t) snprintf(buf, n, "%s %s HTTP/1.%d\r\n", h->method, h->target, h->version_minor);
+        for (size_t i = 0; i < h->n_headers && o < n; i++)
+                o += (size_t) snprintf(buf + o, n - o, "%s: %s\r\n", h->headers[i].name, h->headers[i].value);
+        if (o + 2 >= n)
+                r = -E2BIG;
+        else {
+                memcpy(buf + o, "\r\n", 2);
+                r = tls_pipe_write(ix->up, buf, o + 2);
+        }
+        OPENSSL_cleanse(buf, n);
+        free(buf);
+        return r;
+}
+
+static void req_consume(GwIntercept *ix, size_t n) {
+        memmove(ix->req, ix->req + n, ix->req_n - n);
+        OPENSSL_cleanse(ix->req + ix->req_n - n, n);
+        ix->req_n -= n;
+}
+
+/* A complete head at the start of req: checked, credentials applied, forwarded. */
+static int request_head(Gateway *gw, GwConn *c, size_t head_len) {
+        _cleanup_(cred_inject_head_done) HttpHead h = {};
+        GwIntercept *ix = c->ix;
+        CredInjectUsed used = {};
+        char why[DNS_NAME_MAX * 2 + 96];
+        const char *host;
+        int r;
+
+        r = http_parse_request_head((const char *) ix->req, head_len, &h);
+        if (r < 0) {
+                ix_refuse(gw, c, r == -ENAMETOOLONG ? 414 : 400, "malformed request head");
+                return -EBADMSG;
+        }
+        host = http_head_header(&h, "host");
+        if (!host || !host_header_matches(c, host)) {
+                snprintf(why, sizeof why, "the Host header (%.253s) does not name %s, the host TLS was for",
+                         host ?: "missing", c->host);
+                ix_refuse(gw, c, 421, why);
+                return -EBADMSG;
+        }
+        r = cred_inject_head(&c->sb->creds, c->host, gw_wall_usec(), &h, &used);
+        if (r < 0) {
+                ix_refuse(gw, c, r == -E2BIG ? 431 : 502, "the credential could not be applied to the request");
+                return r;
+        }
+        r = head_forward(ix, &h);
+        if (r < 0) {
+                ix_refuse(gw, c, 502, "the request could not be forwarded");
+                return r;
+        }
+        gw_cred_used(gw, c->sb, c->host, &used);
+        req_consume(ix, head_len);
+        if (head_upgrades(&h))
+                ix->state = IX_REQ_RAW;
+        else if (h.chunked) {
+                ix->state = IX_REQ_BODY;
+                ix->chunked = true;
+                ix->chunk = (HttpChunkDecoder){};
+        } else if (h.content_length > 0) {
+                ix->state = IX_REQ_BODY;
+                ix->chunked = false;
+                ix->body_left = (uint64_t) h.content_length;
+        }
+        return 0;
+}
+
+/* Forwards what req holds of the current body (or everything, raw). */
+static int request_body(GwConn *c) {
+        GwIntercept *ix = c->ix;
+        size_t n = ix->req_n;
+        int r;
+
+        if (ix->state == IX_REQ_BODY && !ix->chunked) {
+                n = (size_t) MIN((uint64_t) n, ix->body_left);
+                ix->body_left -= n;
+                if (ix->body_left == 0)
+                        ix->state = IX_REQ_HEAD;
+        } else if (ix->state == IX_REQ_BODY) {
+                size_t off = 0;
+                while (off < ix->req_n) {
+                        size_t used = 0, produced = 0;
+                        r = http_chunk_decode(&ix->chunk, (const char *) ix->req + off, ix->req_n - off,
+                                              (char *) ix->scratch, IX_READ_MAX, &used, &produced);
+                        if (r < 0)
+                                return -EBADMSG;
+                        off += used;
+                        if (r == 1) {
+                                ix->state = IX_REQ_HEAD;
+                                break;
+                        }
+                        if (used == 0)
+                                break;
+                }
+                n = off;
+        }
+        if (n == 0)
+                return 0;
+        r = tls_pipe_write(ix->up, ix->req, n);
+        if (r < 0)
+                return r;
+        req_consume(ix, n);
+        return 1;
+}
+
+/* The sandbox's plaintext, request by request, once the upstream is ready. */
+static void requests(Gateway *gw, GwConn *c) {
+        GwIntercept *ix = c->ix;
+
+        while (ix->req_n > 0 && !ix->refusing) {
+                if (ix->state == IX_REQ_HEAD) {
+                        ssize_t hl = http_head_length((const char *) ix->req, ix->req_n);
+                        if (hl < 0 || (hl == 0 && ix->req_n >= HTTP_HEAD_MAX)) {
+                                ix_refuse(gw, c, 431, "request head too large");
+                                return;
+                        }
+                        if (hl == 0)
+                                return;
+                        if (request_head(gw, c, (size_t) hl) < 0)
+                                return;
+                        continue;
+                }
+                int r = request_body(c);
+                if (r < 0) {
+                        ix_refuse(gw, c, 400, "malformed request body");
+                        return;
+                }
+                if (r == 0)
+                        return;
+        }
+}
+
+/* Moves ciphertext out of the pipes into the staging buffers and writes them. */
+static int flush(Gateway *gw, GwConn *c) {
+        GwIntercept *ix = c->ix;
+        ssize_t k;
+
+        if (c->out_n < GW_BUF_SIZE) {
+                k = tls_pipe_take(ix->down, c->out + c->out_n, GW_BUF_SIZE - c->out_n);
+                if (k > 0)
+                        c->out_n += (size_t) k;
+        }
+        if (c->out_n > 0) {
+                k = write(c->cio.fd, c->out, c->out_n);
+                if (k < 0 && errno != EAGAIN && errno != EINTR)
+                        return -errno;
+                if (k > 0) {
+                        memmove(c->out, c->out + k, c->out_n - (size_t) k);
+                        c->out_n -= (size_t) k;
+                        c->last_usec = gw_now_usec();
+                }
+        }
+        if (c->uio.fd < 0 || !ix->up_connected)
+                return 0;
+        if (c->in_n < GW_BUF_SIZE) {
+                k = tls_pipe_take(ix->up, c->in + c->in_n, GW_BUF_SIZE - c->in_n);
+                if (k > 0)
+                        c->in_n += (size_t) k;
+        }
+        if (c->in_n > 0) {
+                k = write(c->uio.fd, c->in, c->in_n);
+                if (k < 0 && errno != EAGAIN && errno != EINTR)
+                        return -errno;
+                if (k > 0) {
+                        memmove(c->in, c->in + k, c->in_n - (size_t) k);
+                        c->in_n -= (size_t) k;
+                }
+        }
+        if (c->c_eof && c->in_n == 0 && tls_pipe_pending(ix->up) == 0 && !c->u_shut) {
+                (void) shutdown(c->uio.fd, SHUT_WR);
+                c->u_shut = true;
+        }
+        return 0;
+}
+
+static void update(Gateway *gw, GwConn *c) {
+        GwIntercept *ix = c->ix;
+        uint32_t ce = 0, ue = 0;
+
+        /* refusing: only until the sandbox's handshake is done (the answer goes inside it) */
+        if (!c->c_eof && (ix->refusing ? !ix->down_ready
+                                       : ix->req_n < GW_BUF_SIZE && tls_pipe_pending(ix->up) < IX_PENDING_MAX))
+                ce |= EPOLLIN;
+        if (c->out_n > 0 || tls_pipe_pending(ix->down) > 0)
+                ce |= EPOLLOUT;
+        if (c->uio.fd >= 0) {
+                if (!ix->up_connected)
+                        ue = EPOLLOUT;
+                else {
+                        if (!c->u_eof && tls_pipe_pending(ix->down) < IX_PENDING_MAX && c->out_n < GW_BUF_SIZE)
+                                ue |= EPOLLIN;
+                        if (c->in_n > 0 || tls_pipe_pending(ix->up) > 0)
+                                ue |= EPOLLOUT;
+                }
+                (void) gw_epoll_mod(gw, &c->uio, ue);
+        }
+        (void) gw_epoll_mod(gw, &c->cio, ce);
+}
+
+static void ix_pump(Gateway *gw, GwConn *c) {
+        GwIntercept *ix = c->ix;
+        int r;
+
+        if (!ix->down_ready) {
+                r = tls_pipe_handshake(ix->down);
+                if (r < 0) {
+                        /* the sandbox does not trust its CA, or is no TLS client: nothing to answer */
+                        char why[TLS_PIPE_ERROR_MAX + 64];
+                        snprintf(why, sizeof why, "TLS handshake with the sandbox failed: %s", tls_pipe_error(ix->down));
+                        gw_event(gw, c->sb, false, "tls", c->host, NULL, c->port, why);
+                        (void) flush(gw, c); /* its alert */
+                        ix_close(gw, c);
+                        return;
+                }
+                ix->down_ready = r > 0;
+        }
+        if (ix->up_connected && !ix->up_ready && !ix->refusing) {
+                r = tls_pipe_handshake(ix->up);
+                if (r < 0) {
+                        char why[TLS_PIPE_ERROR_MAX + 64];
+                        snprintf(why, sizeof why, "TLS to the upstream failed: %s", tls_pipe_error(ix->up));
+                        ix_refuse(gw, c, 502, why);
+                } else
+                        ix->up_ready = r > 0;
+        }
+        if (ix->down_ready && !ix->refusing) {
+                /* the sandbox's plaintext */
+                while (!ix->down_closed && ix->req_n < GW_BUF_SIZE && tls_pipe_pending(ix->up) < IX_PENDING_MAX) {
+                        ssize_t k = tls_pipe_read(ix->down, ix->req + ix->req_n, GW_BUF_SIZE - ix->req_n);
+                        if (k == -EAGAIN)
+                                break;
+                        if (k == 0)
+                                ix->down_closed = true;
+                        else if (k < 0) {
+                                ix_close(gw, c);
+                                return;
+                        } else
+                                ix->req_n += (size_t) k;
+                }
+                if (ix->up_ready)
+                        requests(gw, c);
+        }
+        if (ix->up_ready && !ix->refusing) {
+                /* the upstream's plaintext, unchanged */
+                while (!ix->up_closed && tls_pipe_pending(ix->down) < IX_PENDING_MAX) {
+                        ssize_t k = tls_pipe_read(ix->up, ix->scratch, IX_READ_MAX);
+                        if (k == -EAGAIN)
+                                break;
+                        if (k == 0) {
+                                ix->up_closed = true;
+                                (void) tls_pipe_shutdown(ix->down);
+                        } else if (k < 0) {
+                                ix_close(gw, c);
+                                return;
+                        } else if (tls_pipe_write(ix->down, ix->scratch, (size_t) k) < 0) {
+                                ix_close(gw, c);
+                                return;
+                        }
+                }
+        }
+        if (ix->down_ready && ix->refusing && ix->refuse_status)
+                ix_send_refusal(c);
+        if (flush(gw, c) < 0) {
+                ix_close(gw, c);
+                return;
+        }
+        bool to_sandbox_empty = c->out_n == 0 && tls_pipe_pending(ix->down) == 0;
+        if (to_sandbox_empty && (ix->refusing ? ix->refuse_status == 0 && ix->down_ready : (c->u_eof || ix->up_closed))) {
+                ix_close(gw, c); /* the upstream is done (or refused) and everything reached the sandbox */
+                return;
+        }
+        if (c->c_eof && (c->u_eof || c->uio.fd < 0) && to_sandbox_empty) {
+                ix_close(gw, c);
+                return;
+        }
+        if (ix->down_ready && ix->up_ready && c->state != GW_CONN_RELAY && !ix->refusing) {
+                c->state = GW_CONN_RELAY;
+                c->last_usec = gw_now_usec();
+        }
+        update(gw, c);
+}
+
+static int sock_read_feed(int fd, TlsPipe *p, uint8_t *buf, bool *ret_eof) {
+        for (unsigned i = 0; i < 4; i++) {
+                ssize_t k = read(fd, buf, IX_READ_MAX);
+                if (k < 0)
+                        return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+                if (k == 0) {
+                        *ret_eof = true;
+                        return 0;
+                }
+                int r = tls_pipe_feed(p, buf, (size_t) k);
+                if (r < 0)
+                        return r;
+                if ((size_t) k < IX_READ_MAX)
+                        return 0;
+        }
+        return 0;
+}
+
+static void ix_cio_event(Gateway *gw, GwIo *io, uint32_t events) {
+        GwConn *c = (GwConn *) ((char *) io - offsetof(GwConn, cio));
+
+        if (events & (EPOLLERR | EPOLLHUP)) {
+                ix_close(gw, c);
+                return;
+        }
+        if ((events & EPOLLIN) && !c->c_eof) {
+                if (sock_read_feed(c->cio.fd, c->ix->down, c->ix->scratch, &c->c_eof) < 0) {
+                        ix_close(gw, c);
+                        return;
+                }
+                c->last_usec = gw_now_usec();
+        }
+        ix_pump(gw, c);
+}
+
+static void ix_uio_event(Gateway *gw, GwIo *io, uint32_t events) {
+        GwConn *c = (GwConn *) ((char *) io - offsetof(GwConn, uio));
+        GwIntercept *ix = c->ix;
+
+        if (!ix->up_connected) {
+                int err = 0;
+                socklen_t l = sizeof err;
+                if (getsockopt(c->uio.fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err != 0) {
+                        ix_refuse(gw, c, 502, "upstream connection failed");
+                        ix_pump(gw, c);
+                        return;
+                }
+                ix->up_connected = true;
+        } else if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->u_eof) {
+                if (sock_read_feed(c->uio.fd, ix->up, ix->scratch, &c->u_eof) < 0)
+                        c->u_eof = true;
+                c->last_usec = gw_now_usec();
+        }
+        if (c->u_eof && !ix->up_ready && !ix->refusing)
+                ix_refuse(gw, c, 502, "the upstream closed the connection during the TLS handshake");
+        ix_pump(gw, c);
+}
+
+void gw_intercept_start(Gateway *gw, GwConn *c) {
+        GwIntercept *ix;
+        int r;
+
+        ix = new0(GwIntercept, 1);
+        if (!ix) {
+                gw_conn_deny(gw, c, 502, "out of memory");
+                return;
+        }
+        c->ix = ix;
+        ix->req = malloc(GW_BUF_SIZE);
+        ix->scratch = malloc(IX_READ_MAX);
+        if (!ix->req || !ix->scratch) {
+                gw_conn_deny(gw, c, 502, "out of memory");
+                return;
+        }
+        r = tls_intercept_server_new(c->sb->ca, c->host, &ix->down);
+        if (r >= 0)
+                r = tls_intercept_client_new(gw->upstream_tls, c->host, &ix->up);
+        if (r >= 0)
+                r = tls_pipe_feed(ix->down, c->in, c->in_n); /* the ClientHello */
+        if (r < 0) {
+                gw_conn_deny(gw, c, 502, "TLS interception could not start");
+                return;
+        }
+        c->in_n = 0;
+        /* the upstream's bytes are ciphertext to decrypt now: no splice */
+        c->pipe_r = safe_close(c->pipe_r);
+        c->pipe_w = safe_close(c->pipe_w);
+        c->pipe_n = 0;
+        c->sni_check = false;
+        c->one_request = false;
+        c->connect_reply = false;
+        c->proto = "tls";
+        c->state = GW_CONN_HEAD; /* the handshake deadline applies until both sides are up */
+        c->deadline_usec = gw_now_usec() + gw->config->handshake_timeout_sec * 1000000ULL;
+        c->cio.fn = ix_cio_event;
+        c->uio.fn = ix_uio_event;
+        ix->up_connected = true; /* callers start us once the upstream's TCP is up */
+        ix_pump(gw, c);
+}

@@ -1,0 +1,236 @@
+# SPDX-License-Identifier: MIT
+"""Credentials in the egress gateway, standalone (the topology of
+test_gateway.py: `sb` plays a sandbox, `gw` the host with the gateway, `srv`
+the upstreams with their own CA). The gateway gets a master key, the
+upstreams' CA as its trust store, a sandbox CA and sealed credentials
+(tests/gateway/cred-seal, the API's sealing); curl and python3 in `sb` trust
+the sandbox CA. Fast, and without the debian template (test_cred_wire.py
+does the same through a real spaced with the template's clients)."""
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import subprocess
+
+import pytest
+
+from test_gateway import GATEWAY_RUN, BUILD, PY, SERVERS, Gateway, sh
+
+CRED_SEAL = os.path.join(BUILD, "tests", "cred-seal")
+HOST_END, SB_IP = "10.232.0.0", "10.232.0.1"
+SRV, SRV_GW = "192.168.232.2", "192.168.232.1"
+CRED_HOST, OTHER, BADNAME = "cred.test", "plain.test", "badname.test"
+ZONE = {"_listen": [SRV], CRED_HOST: [SRV], OTHER: [SRV], BADNAME: [SRV]}
+POLICY = {"allow": [CRED_HOST, OTHER, BADNAME, {"host": CRED_HOST, "ports": [8443]}]}
+TENANT = "t1"
+
+
+@pytest.fixture(scope="module")
+def cnet(tmp_path_factory):
+    for p in (GATEWAY_RUN, CRED_SEAL):
+        if not os.path.exists(p):
+            pytest.skip(f"{p} missing")
+    tag = secrets.token_hex(3)
+    ns = {k: f"spgc-{tag}-{k}" for k in ("sb", "gw", "srv")}
+    tmp = tmp_path_factory.mktemp("gwcred")
+    etc = f"/etc/netns/{ns['sb']}"
+    procs, gw = [], None
+    try:
+        for n in ns.values():
+            sh("ip", "netns", "add", n)
+            sh("ip", "-n", n, "link", "set", "lo", "up")
+        sh("ip", "-n", ns["gw"], "link", "add", "vsb", "type", "veth", "peer", "name", "eth0", "netns", ns["sb"])
+        sh("ip", "-n", ns["gw"], "link", "add", "vsrv", "type", "veth", "peer", "name", "eth0", "netns", ns["srv"])
+        sh("ip", "-n", ns["gw"], "addr", "add", f"{HOST_END}/31", "dev", "vsb")
+        sh("ip", "-n", ns["sb"], "addr", "add", f"{SB_IP}/31", "dev", "eth0")
+        sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV_GW}/24", "dev", "vsrv")
+        sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV}/24", "dev", "eth0")
+        for n, dev in ((ns["gw"], "vsb"), (ns["gw"], "vsrv"), (ns["sb"], "eth0"), (ns["srv"], "eth0")):
+            sh("ip", "-n", n, "link", "set", dev, "up")
+        sh("ip", "-n", ns["sb"], "route", "add", "default", "via", HOST_END)
+        rules = f"""
+table ip spgc {{
+  chain pre {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "vsb" ip saddr {SB_IP} udp dport 53 dnat to {HOST_END}:10053
+    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080 }} accept
+    iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
+  }}
+}}"""
+        sh("ip", "netns", "exec", ns["gw"], "nft", "-f", "-", input=rules)
+        os.makedirs(etc, exist_ok=True)
+        with open(f"{etc}/resolv.conf", "w") as f:
+            f.write(f"nameserver {HOST_END}\n")
+        # the upstreams' CA and certificate (not for BADNAME), and the sandbox's CA (EC, as the worker makes it)
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=space test upstream CA",
+           "-keyout", f"{tmp}/ca.key", "-out", f"{tmp}/ca.pem")
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={CRED_HOST}",
+           "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
+        with open(f"{tmp}/ext", "w") as f:
+            f.write(f"subjectAltName=DNS:{CRED_HOST},DNS:{OTHER}\n")
+        sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
+           "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
+        sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+           "-subj", "/CN=space sandbox sb1", "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
+           "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-keyout", f"{tmp}/sbca.key", "-out", f"{tmp}/sbca.pem")
+        os.makedirs(f"{tmp}/state", mode=0o700)
+        seal(str(tmp), "cr_warmup", "warmup", "x")   # makes the master key before the gateway reads it
+        log = f"{tmp}/upstream.log"
+        open(log, "w").close()
+        srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], PY, SERVERS, log, f"{tmp}/srv.pem",
+                                f"{tmp}/srv.key", json.dumps(ZONE)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(srv)
+        assert srv.stdout.readline().strip() == "ready"
+        gw = Gateway(ns["gw"], f"{SRV}:53", ["--events-per-sec", "1000", "--state-dir", f"{tmp}/state",
+                                             "--ca-file", f"{tmp}/ca.pem"])
+        r = gw.request("register", id="sb1", tenant=TENANT, sandbox_ip=SB_IP, host_ip=HOST_END, policy=POLICY)
+        assert r["ok"], r
+        yield {"ns": ns, "gw": gw, "tmp": str(tmp), "log": log}
+    finally:
+        rc, err = gw.close() if gw else (0, "")
+        for p in procs:
+            p.stdin.close()
+            p.kill()
+            p.wait()
+        for n in ns.values():
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        shutil.rmtree(etc, ignore_errors=True)
+    assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
+    assert "sk-gw-" not in err   # no value in the gateway's log
+
+
+def seal(tmp, cid, name, value):
+    r = subprocess.run([CRED_SEAL, f"{tmp}/state", cid, TENANT, name], input=value, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def cred(net, name, value, hosts, **kw):
+    cid = "cr_" + secrets.token_hex(8)
+    c = {"id": cid, "tenant": TENANT, "name": name, "hosts": hosts, "apply": "header",
+         "header_name": "Authorization", "header_format": "Bearer {value}", **seal(net["tmp"], cid, name, value)}
+    c.update(kw)
+    return c
+
+
+def set_creds(net, creds):
+    ca = open(f"{net['tmp']}/sbca.pem").read()
+    key = open(f"{net['tmp']}/sbca.key").read()
+    return net["gw"].request("credentials", id="sb1", ca_cert=ca, ca_key=key, creds=creds)
+
+
+def curl(net, *args):
+    r = subprocess.run(["ip", "netns", "exec", net["ns"]["sb"], "curl", "-sS", "--max-time", "10",
+                        "--cacert", f"{net['tmp']}/sbca.pem", *args], capture_output=True, text=True, timeout=30)
+    return r.returncode, r.stdout, r.stderr
+
+
+def upstream(net, tok):
+    with open(net["log"]) as f:
+        return [e for e in (json.loads(l) for l in f if l.strip()) if e.get("kind") == "http" and tok in e["path"]]
+
+
+def test_header_added_transparent_and_connect(cnet):
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(cnet, [cred(cnet, "api", v, [CRED_HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    rc, out, err = curl(cnet, f"https://{CRED_HOST}/{tok}/transparent")
+    assert rc == 0 and "hello host=cred.test" in out, err
+    rc, out, err = curl(cnet, "-x", f"http://{HOST_END}:10080", f"https://{CRED_HOST}/{tok}/connect")
+    assert rc == 0, err
+    rc, out, err = curl(cnet, "-x", f"http://{HOST_END}:10080", f"https://{CRED_HOST}:8443/{tok}/connect8443")
+    assert rc == 0, err
+    got = upstream(cnet, tok)
+    assert len(got) == 3 and all(e["auth"] == f"Bearer {v}" and e["tls"] for e in got), got
+    assert cnet["gw"].wait_event(lambda e: e["event"] == "credential.used" and e["data"] == {
+        "credential": "api", "host": CRED_HOST})
+    assert not any(v in json.dumps(e) for e in cnet["gw"].events)
+
+
+def test_placeholder_replaced_keepalive_and_rotation(cnet):
+    v1, v2 = "sk-gw-" + secrets.token_hex(12), "sk-gw-" + secrets.token_hex(12)
+    c = cred(cnet, "ph", v1, [CRED_HOST], header_name="X-Api-Key", header_format="{value}")
+    assert set_creds(cnet, [c])["ok"]
+    tok = secrets.token_hex(4)
+    # two requests on one connection, the second after a rotation
+    code = (f"import http.client, ssl, sys\n"
+            f"c = http.client.HTTPSConnection('{CRED_HOST}', context=ssl.create_default_context(cafile=sys.argv[1]))\n"
+            f"c.request('GET', '/{tok}/1', headers={{'Authorization': 'Token space-cred-ph'}}); r = c.getresponse(); r.read()\n"
+            f"print(r.status, flush=True); sys.stdin.readline()\n"
+            f"c.request('GET', '/{tok}/2', headers={{'Authorization': 'Token space-cred-ph'}}); r = c.getresponse(); r.read()\n"
+            f"print(r.status, flush=True)\n")
+    p = subprocess.Popen(["ip", "netns", "exec", cnet["ns"]["sb"], PY, "-c", code, f"{cnet['tmp']}/sbca.pem"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "200", p.stderr.read()
+        c2 = dict(c, **seal(cnet["tmp"], c["id"], "ph", v2))
+        assert set_creds(cnet, [c2])["ok"]
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "200", p.stderr.read()
+    finally:
+        p.kill()
+        p.wait()
+    got = upstream(cnet, tok)
+    assert [e["auth"] for e in got] == [f"Token {v1}", f"Token {v2}"], got
+
+
+def test_revoked_expired_and_other_hosts_get_nothing(cnet):
+    v = "sk-gw-" + secrets.token_hex(12)
+    c = cred(cnet, "rv", v, [CRED_HOST])
+    assert set_creds(cnet, [dict(c, revoked_usec=1)])["ok"]
+    tok = secrets.token_hex(4)
+    rc, out, err = curl(cnet, "-k", "-H", "Authorization: Bearer space-cred-rv", f"https://{CRED_HOST}/{tok}/revoked")
+    assert rc == 0, err
+    assert set_creds(cnet, [dict(c, expires_usec=1000)])["ok"]
+    rc, out, err = curl(cnet, "-k", "-H", "Authorization: Bearer space-cred-rv", f"https://{CRED_HOST}/{tok}/expired")
+    assert rc == 0, err
+    got = upstream(cnet, tok)
+    assert [e["auth"] for e in got] == ["Bearer space-cred-rv"] * 2, got
+
+
+def test_tunnelled_host_and_plain_http(cnet):
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(cnet, [cred(cnet, "api", v, [CRED_HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    # no credential for OTHER: tunnelled, the client sees the upstream's certificate (its CA, not the sandbox's)
+    rc, out, err = curl(cnet, "--cacert", f"{cnet['tmp']}/ca.pem", f"https://{OTHER}/{tok}/tunnel")
+    assert rc == 0, err
+    rc, out, err = curl(cnet, f"https://{OTHER}/{tok}/tunnel-sbca")
+    assert rc != 0, out
+    # plain HTTP to the credential host: refused, never sent
+    rc, out, err = curl(cnet, "-w", " %{http_code}", f"http://{CRED_HOST}/{tok}/plain")
+    assert rc == 0 and out.endswith(" 403") and "use https" in out, out
+    assert [e["path"].rsplit("/", 1)[1] for e in upstream(cnet, tok)] == ["tunnel"]
+    assert [e["auth"] for e in upstream(cnet, tok)] == [None]
+
+
+def test_bad_upstream_certificate_and_host_mismatch(cnet):
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(cnet, [cred(cnet, "bad", v, [BADNAME, CRED_HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    rc, out, err = curl(cnet, "-w", " %{http_code}", f"https://{BADNAME}/{tok}/bad")
+    assert rc == 0 and out.endswith(" 502") and "certificate" in out, (out, err)
+    assert cnet["gw"].wait_event(lambda e: e["event"] == "network.deny" and "certificate" in e["reason"])
+    # TLS to CRED_HOST with a Host header naming another host: refused inside TLS
+    rc, out, err = curl(cnet, "-w", " %{http_code}", "-H", f"Host: {OTHER}", f"https://{CRED_HOST}/{tok}/mismatch")
+    assert rc == 0 and out.endswith(" 421"), (out, err)
+    assert upstream(cnet, tok) == []
+
+
+def test_no_master_key_value_fails_closed(cnet):
+    v = "sk-gw-" + secrets.token_hex(12)
+    c = cred(cnet, "tamper", v, [CRED_HOST])
+    ok = set_creds(cnet, [c])
+    assert ok["ok"]
+    bad = dict(c, name="other-name")   # sealed for another name: does not open
+    r = set_creds(cnet, [bad])
+    assert not r["ok"] and "does not open" in r["error"], r
+    tok = secrets.token_hex(4)
+    rc, out, err = curl(cnet, "--cacert", f"{cnet['tmp']}/ca.pem", f"https://{CRED_HOST}/{tok}/closed")
+    assert rc == 0, err
+    assert [e["auth"] for e in upstream(cnet, tok)] == [None]   # tunnelled, nothing added
