@@ -271,6 +271,61 @@ static void cred_event(ApiRequest *r, const char *sandbox_id, const char *type, 
         api_event(r, sandbox_id, type, "", data);
 }
 
+/* ---- the gateways of running sandboxes ---- */
+
+static bool sandbox_live(const Sandbox *sb) {
+        return sb->state == SANDBOX_RUNNING || sb->state == SANDBOX_PAUSED;
+}
+
+/* The running (or paused) sandboxes of the tenant that hold credential_id. */
+static int holders(ApiRequest *r, const char *credential_id, Sandbox **ret, size_t *ret_n, ApiError *e) {
+        SandboxFilter f = { .tenant_id = r->key.tenant_id, .state = -1, .limit = 100000 };
+        Sandbox *all = NULL, *out = NULL;
+        size_t n = 0, m = 0;
+        int k;
+
+        k = store_sandbox_list(r->store, &f, &all, &n);
+        if (k < 0)
+                return api_store_error(e, k, "listing the sandboxes");
+        out = new0(Sandbox, n ?: 1);
+        if (!out) {
+                sandbox_array_free(all, n);
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        }
+        for (size_t i = 0; i < n; i++) {
+                Credential *list = NULL;
+                size_t ln = 0;
+                bool has = false;
+
+                if (!sandbox_live(&all[i]) || store_grant_list(r->store, all[i].id, &list, &ln) < 0)
+                        continue;
+                for (size_t j = 0; j < ln && !has; j++)
+                        has = streq(list[j].id, credential_id);
+                credential_array_free(list, ln);
+                if (has) {
+                        out[m++] = all[i];
+                        all[i] = (Sandbox){};
+                }
+        }
+        sandbox_array_free(all, n);
+        *ret = out;
+        *ret_n = m;
+        return 0;
+}
+
+/* Tells each sandbox's gateway its credentials again. A failure is logged
+ * and recorded on the sandbox (the change itself is in the store; the
+ * sandbox's next start applies it). */
+static void push_all(ApiRequest *r, Sandbox *list, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                ApiError e = {};
+                if (worker_sandbox_set_credentials(r->worker, &list[i], &e) < 0) {
+                        log_warning("Sandbox %s: the credential change is not applied yet: %s", list[i].id, e.message);
+                        api_event(r, list[i].id, "credential.unavailable", e.message, NULL);
+                }
+        }
+}
+
 /* ---- handlers ---- */
 
 int api_credential_create(ApiRequest *r, ApiError *e) {
@@ -390,11 +445,20 @@ int api_credential_delete(ApiRequest *r, ApiError *e) {
         k = lookup(r, r->params[0], &c, e);
         if (k < 0)
                 return k;
+        Sandbox *affected = NULL;
+        size_t n_affected = 0;
+        k = holders(r, c.id, &affected, &n_affected, e);
+        if (k < 0)
+                return k;
         k = store_credential_delete(r->store, r->key.tenant_id, c.name);
+        if (k < 0)
+                sandbox_array_free(affected, n_affected);
         if (k == -ENOENT)
                 return api_error(e, k, API_NOT_FOUND, "no credential '%s'", c.name);
         if (k < 0)
                 return api_store_error(e, k, "deleting the credential");
+        push_all(r, affected, n_affected);
+        sandbox_array_free(affected, n_affected);
         cred_event(r, NULL, "credential.deleted", &c);
         log_info("Deleted credential %s (%s)", c.name, c.id);
         return api_reply_empty(r, 204);
@@ -414,6 +478,14 @@ static int update_and_reply(ApiRequest *r, Credential *c, const char *event, Api
                 return api_store_error(e, k, "updating the credential");
         c->version = v;
         c->updated_usec = now_usec();
+        {
+                Sandbox *affected = NULL;
+                size_t n_affected = 0;
+                if (holders(r, c->id, &affected, &n_affected, e) >= 0) {
+                        push_all(r, affected, n_affected); /* rotation, revocation: the next request */
+                        sandbox_array_free(affected, n_affected);
+                }
+        }
         cred_event(r, NULL, event, c);
         log_info("Credential %s: %s (version %" PRIu64 ")", c->name, event, v);
         return reply_credential(r, 200, c);
@@ -527,6 +599,13 @@ int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **
         return 0;
 }
 
+#define TRUST_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+static const char *const ca_env[][2] = {
+        { "SSL_CERT_FILE", TRUST_BUNDLE },      { "REQUESTS_CA_BUNDLE", TRUST_BUNDLE },
+        { "CURL_CA_BUNDLE", TRUST_BUNDLE },     { "GIT_SSL_CAINFO", TRUST_BUNDLE },
+        { "NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/space-sandbox-ca.pem" },
+};
+
 int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, ApiError *e) {
         _cleanup_json_ JsonValue *env = NULL;
         _cleanup_(json_w_done) JsonWriter w;
@@ -535,8 +614,7 @@ int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, 
         int k;
 
         json_w_init(&w);
-        for (size_t i = 0; i < n; i++)
-                any = any || !isempty(creds[i].env_name);
+        any = n > 0; /* the CA variables, at least */
         if (!any)
                 return 0;
         if (*env_json && json_parse(*env_json, strlen(*env_json), &env, NULL, 0) < 0)
@@ -554,6 +632,11 @@ int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, 
                         continue;
                 json_w_kv_string(&w, creds[i].env_name, ph);
         }
+        /* the sandbox's CA (installed by its worker, see worker-cred.c) for
+         * clients that do not read the system bundle by default */
+        for (size_t i = 0; i < ELEMENTSOF(ca_env); i++)
+                if (!json_get(env, ca_env[i][0]))
+                        json_w_kv_string(&w, ca_env[i][0], ca_env[i][1]);
         json_w_object_end(&w);
         free(*env_json);
         *env_json = NULL;
@@ -628,28 +711,47 @@ int api_sandbox_credential_grant(ApiRequest *r, ApiError *e) {
         k = api_sandbox_lookup(r, r->params[0], false, &sb, e);
         if (k < 0)
                 return k;
-        sandbox_done(&sb);
         k = lookup(r, r->params[1], &c, e);
         if (k < 0)
-                return k;
+                goto finish;
         if (!streq(cred_state(&c, now), "active"))
-                return api_error(e, -EPERM, API_CONFLICT, "credential '%s' is %s", c.name, cred_state(&c, now));
+                k = api_error(e, -EPERM, API_CONFLICT, "credential '%s' is %s", c.name, cred_state(&c, now));
+        if (k < 0)
+                goto finish;
         k = store_grant_list(r->store, r->params[0], &list, &n);
         credential_array_free(list, n);
-        if (k < 0)
-                return api_store_error(e, k, "listing the sandbox's credentials");
-        if (n >= CRED_GRANTS_MAX)
-                return api_error(e, -E2BIG, API_CONFLICT, "a sandbox may be granted at most %d credentials",
-                                 CRED_GRANTS_MAX);
+        if (k < 0) {
+                k = api_store_error(e, k, "listing the sandbox's credentials");
+                goto finish;
+        }
+        if (n >= CRED_GRANTS_MAX) {
+                k = api_error(e, -E2BIG, API_CONFLICT, "a sandbox may be granted at most %d credentials",
+                              CRED_GRANTS_MAX);
+                goto finish;
+        }
         k = store_grant_insert(r->store, r->key.tenant_id, r->params[0], c.id);
         if (k == -EEXIST)
-                return api_error(e, k, API_ALREADY_EXISTS, "sandbox '%s' already has credential '%s'", r->params[0],
-                                 c.name);
+                k = api_error(e, k, API_ALREADY_EXISTS, "sandbox '%s' already has credential '%s'", r->params[0],
+                              c.name);
+        else if (k < 0)
+                k = api_store_error(e, k, "recording the grant");
         if (k < 0)
-                return api_store_error(e, k, "recording the grant");
+                goto finish;
+        /* a running sandbox's gateway applies it from the next request on; if
+         * it cannot, the grant is taken back (nothing changed) */
+        if (sandbox_live(&sb)) {
+                k = worker_sandbox_set_credentials(r->worker, &sb, e);
+                if (k < 0) {
+                        (void) store_grant_delete(r->store, r->params[0], c.id);
+                        goto finish;
+                }
+        }
         cred_event(r, r->params[0], "credential.granted", &c);
         log_info("Granted credential %s to sandbox %s", c.name, r->params[0]);
-        return reply_credential(r, 201, &c);
+        k = reply_credential(r, 201, &c);
+finish:
+        sandbox_done(&sb);
+        return k;
 }
 
 int api_sandbox_credential_revoke(ApiRequest *r, ApiError *e) {
@@ -660,15 +762,20 @@ int api_sandbox_credential_revoke(ApiRequest *r, ApiError *e) {
         k = api_sandbox_lookup(r, r->params[0], false, &sb, e);
         if (k < 0)
                 return k;
-        sandbox_done(&sb);
         k = lookup(r, r->params[1], &c, e);
+        if (k >= 0) {
+                k = store_grant_delete(r->store, r->params[0], c.id);
+                if (k == -ENOENT)
+                        k = api_error(e, k, API_NOT_FOUND, "sandbox '%s' has no credential '%s'", r->params[0],
+                                      c.name);
+                else if (k < 0)
+                        k = api_store_error(e, k, "removing the grant");
+        }
+        if (k >= 0 && sandbox_live(&sb))
+                push_all(r, &sb, 1); /* at once: the next request goes without it */
+        sandbox_done(&sb);
         if (k < 0)
                 return k;
-        k = store_grant_delete(r->store, r->params[0], c.id);
-        if (k == -ENOENT)
-                return api_error(e, k, API_NOT_FOUND, "sandbox '%s' has no credential '%s'", r->params[0], c.name);
-        if (k < 0)
-                return api_store_error(e, k, "removing the grant");
         cred_event(r, r->params[0], "credential.ungranted", &c);
         log_info("Removed credential %s from sandbox %s", c.name, r->params[0]);
         return api_reply_empty(r, 204);

@@ -55,6 +55,7 @@ const ConfigItem config_table[] = {
         { "checkpoints_max_mb", U(checkpoints_max_mb), "0", 0, UINT64_C(1) << 40, NULL, "most MiB one sandbox's checkpoints may hold exclusively (default and upper bound of its checkpoints_mb); 0 = the sandbox's disk_mb" },
         { "warm_pool", S(warm_pool), "", 0, 0, NULL, "sandboxes kept created and paused per template, e.g. base:2,debian:1" },
         { "gateway_dns_upstream", S(gateway_dns_upstream), "", 0, 0, NULL, "the resolver the egress gateway asks, a.b.c.d[:port]; default: the first nameserver of /etc/resolv.conf" },
+        { "gateway_ca_file", S(gateway_ca_file), "", 0, 0, NULL, "CA bundle (PEM) the gateway verifies upstreams against when it puts credentials on their requests; default: the host's trust store (/etc/ssl/certs)" },
         { "default_network", S(default_network), "", 0, 0, NULL, "egress policy of a create that names none, as JSON (e.g. {\"allow\":[\"pypi.org\"]}); empty = no egress" },
         { "net_pool", S(net_pool), "10.200.0.0/16", 0, 0, NULL, "private IPv4 CIDR of the sandbox links: slot n is the /31 at base+2n (host end) and base+2n+1 (sandbox); must hold slots_max /31s" },
         { "net_table", S(net_table), "space", 0, 0, NULL, "nftables table (inet) holding this daemon's sandbox firewall; unique per daemon on a host" },

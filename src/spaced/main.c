@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "api-bootstrap.h"
 #include "api.h"
@@ -150,6 +151,10 @@ static int parse_args(int argc, char *argv[], Config *c) {
                                 c->gateway_dns_upstream);
                         return -EINVAL;
                 }
+        }
+        if (!isempty(c->gateway_ca_file) && access(c->gateway_ca_file, R_OK) < 0) {
+                fprintf(stderr, "spaced: gateway_ca_file: cannot read '%s': %s\n", c->gateway_ca_file, strerror(errno));
+                return -EINVAL;
         }
         if (!isempty(c->default_network)) {
                 _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;

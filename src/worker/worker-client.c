@@ -446,6 +446,23 @@ int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e) 
         return call(w, &jw, &reply, e);
 }
 
+/* {"op":"set_credentials","id":ID} */
+int worker_sandbox_set_credentials(WorkerClient *w, const Sandbox *sb, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+        int r;
+
+        r = select_worker(w, sb->worker, e);
+        if (r < 0)
+                return r;
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "set_credentials");
+        json_w_kv_string(&jw, "id", sb->id);
+        json_w_object_end(&jw);
+        return call(w, &jw, &reply, e);
+}
+
 int worker_sandbox_take_warm(WorkerClient *w, const Sandbox *sb, ApiError *e) {
         return call_spec(w, "take_warm", sb, NULL, NULL, NULL, e);
 }

@@ -55,6 +55,10 @@ int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e);
 /* Hands the sandbox's egress policy (sb->network_json) to its gateway: new
  * connections and queries follow it at once. */
 int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e);
+/* Hands the sandbox's credentials (its grants in the store: values,
+ * expiry, revocation) to its gateway: the next request uses them. A sandbox
+ * not running on its worker is fine (its next start reads the store). */
+int worker_sandbox_set_credentials(WorkerClient *w, const Sandbox *sb, ApiError *e);
 /* A paused warm sandbox handed out: sb's limits, then its processes run again (one call). */
 int worker_sandbox_take_warm(WorkerClient *w, const Sandbox *sb, ApiError *e);
 /* A read-only snapshot of the sandbox's root (processes frozen around it).

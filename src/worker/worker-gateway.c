@@ -37,7 +37,8 @@
  * process (worker-ship.c), not relayed. */
 static const char *const relayed_ops[] = {
         "create", "destroy", "pause", "resume", "suspend", "start", "checkpoint",
-        "checkpoint_remove", "checkpoint_sizes", "restore", "branch", "set_limits", "set_policy", "info", "templates", "template_remove",
+        "checkpoint_remove", "checkpoint_sizes", "restore", "branch", "set_limits", "set_policy", "set_credentials",
+        "info", "templates", "template_remove",
 };
 
 struct WorkerGateway {

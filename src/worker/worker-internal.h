@@ -187,6 +187,14 @@ void worker_boot_client_gone(Worker *w, void *client);
 void worker_boot_cancel_all(Worker *w);
 /* worker.c: writes a deferred reply to client and reads its next request. */
 void worker_client_reply_deferred(Worker *w, void *client, JsonWriter *jw);
+/* worker-cred.c: a sandbox's CA, trust store and credentials in its gateway */
+/* Sends the sandbox's grants (store) to the gateway; the first time it has
+ * any in this life of its processes, makes its CA and installs it into its
+ * trust store. Nothing to do for a sandbox without a network here. */
+int worker_cred_sync(Worker *w, const char *id, ApiError *e);
+/* Drops the CA of an earlier life of the sandbox (its root is new or replaced). */
+void worker_cred_forget(Worker *w, const char *id);
+void worker_op_set_credentials(Worker *w, const JsonValue *req, JsonWriter *jw);
 
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);

@@ -53,6 +53,8 @@ static int gateway_start(Worker *w) {
             gateway_parse_upstream(w->config->gateway_dns_upstream, &gc.upstream_dns) < 0)
                 return log_error_errno(-EINVAL, "gateway_dns_upstream '%s' is not a.b.c.d[:port]",
                                        w->config->gateway_dns_upstream);
+        gc.state_dir = w->config->state_dir; /* master.key */
+        gc.upstream_ca_file = isempty(w->config->gateway_ca_file) ? NULL : w->config->gateway_ca_file;
         gc.pool_base = w->net_pool.base;
         gc.pool_prefixlen = w->net_pool.prefixlen;
         r = gateway_client_start(&gc, gateway_event, w, &w->gateway);
@@ -133,8 +135,13 @@ static void gateway_register_live(Worker *w) {
                 if (worker_net_pair(w, l->slot, &pair) < 0)
                         continue;
                 r = gateway_register(w, l->id, &pair, NULL, err, sizeof err);
-                if (r < 0)
+                if (r < 0) {
                         log_warning_errno(r, "Sandbox %s: cannot register with the gateway: %s", l->id, err);
+                        continue;
+                }
+                ApiError e = {};
+                if (l->net && worker_cred_sync(w, l->id, &e) < 0)
+                        log_warning("Sandbox %s: its credentials are not applied: %s", l->id, e.message);
         }
 }
 

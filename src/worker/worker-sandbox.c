@@ -347,6 +347,13 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 return r;
         }
         worker_live_find(w, p->id)->net = true;
+        /* its credentials: a new CA for this life of its processes, in its trust store */
+        worker_cred_forget(w, p->id);
+        r = worker_cred_sync(w, p->id, e);
+        if (r < 0) {
+                (void) worker_cleanup_sandbox(w, p->id, false);
+                return r;
+        }
         *ret_pid = inst.pid;
         *ret_starttime = inst.starttime;
         return 0;

@@ -125,6 +125,7 @@ static const WorkerOp lifecycle_ops[] = {
         { "branch", worker_op_branch },
         { "set_limits", worker_op_set_limits },
         { "set_policy", worker_op_set_policy },
+        { "set_credentials", worker_op_set_credentials },
         { "take_warm", worker_op_take_warm },
 };
 
