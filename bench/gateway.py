@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Egress gateway benchmark: connection set-up and 100 MiB download through
 the gateway beside a direct (routed) connection, in the same run. Not a test:
-it reports p50/p90 and ratios.
+it reports p50/p90 and ratios. Connection set-up is also measured for a host
+the sandbox holds a credential for (TLS intercepted with the sandbox's CA,
+the upstream verified, the header added), transparent and through CONNECT.
 
 Topology (network namespaces made and removed here, like
 tests/e2e/test_gateway.py): `sb` (the client, a sandbox's view), `gw` (the
@@ -31,12 +33,14 @@ SRV2_GW, SRV2 = "192.168.232.1", "192.168.232.2"     # netns srv2, openssl s_ser
 
 CLIENT = r"""
 import socket, ssl, sys, time, json
-n = int(sys.argv[1]); ca = sys.argv[2]
+n = int(sys.argv[1]); ca = sys.argv[2]; sbca = sys.argv[3]
 ip = socket.gethostbyname("allowed.test")          # through the gateway's DNS
+cip = socket.gethostbyname("cred.test")
 ctx = ssl.create_default_context(cafile=ca)
+sbctx = ssl.create_default_context(cafile=sbca)   # the sandbox's CA: intercepted hosts
 REQ = b"GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
 
-def fetch(addr, port, host, tls, proxy=False):
+def fetch(addr, port, host, tls, proxy=False, c=None):
     t = time.perf_counter()
     if proxy:
         s = socket.create_connection(("10.231.0.0", 10080))
@@ -48,7 +52,7 @@ def fetch(addr, port, host, tls, proxy=False):
     else:
         s = socket.create_connection((addr, port))
     if tls:
-        s = ctx.wrap_socket(s, server_hostname=host)
+        s = (c or ctx).wrap_socket(s, server_hostname=host)
     s.sendall(REQ % host.encode())
     out = b""
     while True:
@@ -66,6 +70,8 @@ paths = {
     "tls direct": lambda: fetch("192.168.231.2", 8443, "allowed.test", True),
     "tls gateway": lambda: fetch(ip, 443, "allowed.test", True),
     "tls proxy CONNECT": lambda: fetch(None, 443, "allowed.test", True, proxy=True),
+    "tls credential": lambda: fetch(cip, 443, "cred.test", True, c=sbctx),
+    "tls credential CONNECT": lambda: fetch(None, 443, "cred.test", True, proxy=True, c=sbctx),
 }
 res = {k: [] for k in paths}
 for k, f in paths.items():     # warm up
@@ -147,10 +153,17 @@ table ip spgwb {{
         sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=allowed.test", "-keyout", f"{tmp}/srv.key",
            "-out", f"{tmp}/srv.csr")
         with open(f"{tmp}/ext", "w") as f:
-            f.write("subjectAltName=DNS:allowed.test,DNS:files.test\n")
+            f.write("subjectAltName=DNS:allowed.test,DNS:files.test,DNS:cred.test\n")
         sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
            "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
-        zone = {"_listen": [SRV], "allowed.test": [SRV], "files.test": [SRV2]}
+        # the sandbox's CA (EC P-256, as the worker makes it) and a sealed credential for cred.test
+        sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+           "-subj", "/CN=space sandbox bench", "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
+           "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-keyout", f"{tmp}/sbca.key", "-out", f"{tmp}/sbca.pem")
+        os.makedirs(f"{tmp}/state", mode=0o700)
+        sealed = json.loads(sh(os.path.join(REPO, bd, "tests", "cred-seal"), f"{tmp}/state", "cr_bench", "t", "bench",
+                               input="sk-bench-" + secrets.token_hex(16)).stdout)
+        zone = {"_listen": [SRV], "allowed.test": [SRV], "files.test": [SRV2], "cred.test": [SRV]}
         srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], PY, SERVERS, "-", f"{tmp}/srv.pem", f"{tmp}/srv.key",
                                 json.dumps(zone)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(srv)
@@ -168,18 +181,28 @@ table ip spgwb {{
         import socket as so
         ctl, child = so.socketpair()
         gw = subprocess.Popen(["ip", "netns", "exec", ns["gw"], gwrun, "--upstream", f"{SRV}:53", "--pool",
-                               "10.231.0.0/16", "--control-fd", str(child.fileno()), "--events-per-sec", "5"],
+                               "10.231.0.0/16", "--control-fd", str(child.fileno()), "--events-per-sec", "5",
+                               "--state-dir", f"{tmp}/state", "--ca-file", f"{tmp}/ca.pem"],
                               pass_fds=(child.fileno(),))
         child.close()
         procs.append(gw)
         ctl.sendall((json.dumps({"seq": 1, "op": "register", "id": "bench", "tenant": "t", "sandbox_ip": SB_IP,
-                                 "host_ip": HOST_END, "policy": {"allow": ["allowed.test", "files.test"]}}) + "\n").encode())
+                                 "host_ip": HOST_END, "policy": {"allow": ["allowed.test", "files.test", "cred.test"]}}) + "\n").encode())
         reply = b""
         while b"\"seq\":1" not in reply:
             reply += ctl.recv(65536)
         assert b"\"ok\":true" in reply, reply
+        ctl.sendall((json.dumps({"seq": 2, "op": "credentials", "id": "bench", "ca_cert": open(f"{tmp}/sbca.pem").read(),
+                                 "ca_key": open(f"{tmp}/sbca.key").read(),
+                                 "creds": [{"id": "cr_bench", "tenant": "t", "name": "bench", "hosts": ["cred.test"],
+                                            "apply": "header", "header_name": "Authorization",
+                                            "header_format": "Bearer {value}", **sealed}]}) + "\n").encode())
+        while b"\"seq\":2" not in reply:
+            reply += ctl.recv(65536)
+        assert reply.count(b"\"ok\":true") == 2, reply
 
-        r = subprocess.run(["ip", "netns", "exec", ns["sb"], PY, "-c", CLIENT, str(a.n), f"{tmp}/ca.pem"],
+        r = subprocess.run(["ip", "netns", "exec", ns["sb"], PY, "-c", CLIENT, str(a.n), f"{tmp}/ca.pem",
+                            f"{tmp}/sbca.pem"],
                            capture_output=True, text=True, timeout=3600)
         if r.returncode != 0:
             sys.exit(r.stderr)
@@ -194,6 +217,9 @@ table ip spgwb {{
             print(f"added by the gateway ({proto}, p50): {g - d:+.3f} ms")
         d, g = pct(res["tls direct"], 50), pct(res["tls proxy CONNECT"], 50)
         print(f"added by the explicit proxy (CONNECT + tls, p50): {g - d:+.3f} ms")
+        for k in ("tls credential", "tls credential CONNECT"):
+            print(f"added by interception with a credential ({k}, p50): {pct(res[k], 50) - d:+.3f} ms "
+                  f"(tunnel: {pct(res['tls gateway'], 50) - d:+.3f} ms)")
 
         ca = f"{tmp}/ca.pem"
         curl = ["ip", "netns", "exec", ns["sb"], "curl", "-sS", "--cacert", ca, "-o", "/dev/null", "-w",

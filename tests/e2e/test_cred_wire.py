@@ -1,0 +1,382 @@
+# SPDX-License-Identifier: MIT
+"""Credentials on the wire, through a real spaced: real clients of the debian
+template (curl, python3 urllib, wget, git) reach an upstream over HTTPS and
+the upstream receives the credential's header, while the sandbox holds only
+the placeholder. Rotation and revocation hold from the next request on, an
+upstream with a bad certificate is refused, a host without a credential is
+tunnelled (the client sees the upstream's own certificate), and the value is
+found nowhere in the sandbox: not in its files, not in /proc/*/environ, not
+in the memory of its processes (read from the host).
+
+The upstreams (gateway_servers.py: DNS, HTTP, HTTPS with this module's own
+CA) run in a network namespace this module creates, linked to the host by a
+veth; the daemon asks their DNS server and verifies them against their CA
+(`--gateway-dns-upstream`, `--gateway-ca-file`). Nothing leaves the host.
+
+Needs the debian template (templates/debian/build.sh build/templates/debian.tar,
+or $SPACE_DEBIAN_TAR)."""
+
+import base64
+import json
+import os
+import random
+import re
+import secrets
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+import e2e_residue as residue
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("SPACE_BUILD_DIR", os.path.join(REPO, "build"))
+DEBIAN_TAR = os.environ.get("SPACE_DEBIAN_TAR", os.path.join(BUILD, "templates", "debian.tar"))
+SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gateway_servers.py")
+PY = "/usr/bin/python3"
+
+API_HOST, OTHER_HOST, BADNAME_HOST, GIT_HOST = "api.cred.test", "other.cred.test", "badname.cred.test", "git.cred.test"
+CERT_NAMES = (API_HOST, OTHER_HOST, GIT_HOST)  # not BADNAME_HOST: its certificate does not name it
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=60, **kw)
+
+
+@pytest.fixture(scope="module")
+def wire(e2e_session, tmp_path_factory, request):
+    if not os.path.exists(DEBIAN_TAR):
+        pytest.skip(f"the debian template is not built ({DEBIAN_TAR}: templates/debian/build.sh)")
+    tag = secrets.token_hex(3)
+    ns, link = f"spcw-{tag}", f"spcw{tag}"
+    octet = random.randrange(16, 250)
+    host_ip, srv_ip = f"172.29.{octet}.1", f"172.29.{octet}.2"
+    tmp = tmp_path_factory.mktemp("credwire")
+    zone = {"_listen": [srv_ip], API_HOST: [srv_ip], OTHER_HOST: [srv_ip], BADNAME_HOST: [srv_ip], GIT_HOST: [srv_ip]}
+    procs, d = [], None
+    try:
+        sh("ip", "netns", "add", ns)
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "addr", "add", f"{host_ip}/30", "dev", link)
+        sh("ip", "link", "set", link, "up")
+        sh("ip", "-n", ns, "addr", "add", f"{srv_ip}/30", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+           "/CN=space e2e upstream CA", "-keyout", f"{tmp}/ca.key", "-out", f"{tmp}/ca.pem")
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={API_HOST}",
+           "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
+        with open(f"{tmp}/ext", "w") as f:
+            f.write("subjectAltName=" + ",".join(f"DNS:{n}" for n in CERT_NAMES) + "\n")
+        sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
+           "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
+        log = f"{tmp}/upstream.log"
+        open(log, "w").close()
+        srv = subprocess.Popen(["ip", "netns", "exec", ns, PY, SERVERS, log, f"{tmp}/srv.pem", f"{tmp}/srv.key",
+                                json.dumps(zone)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(srv)
+        assert srv.stdout.readline().strip() == "ready"
+        os.chmod(tmp, 0o755)
+        d = e2e_session.new_daemon(extra_args=[f"--gateway-dns-upstream={srv_ip}:53",
+                                               f"--gateway-ca-file={tmp}/ca.pem"])
+        d.start()
+        r = d.cli("template", "import", "debian", DEBIAN_TAR, timeout=600)
+        assert r.rc == 0, r
+        yield {"d": d, "log": log, "tmp": str(tmp), "srv_ip": srv_ip}
+    finally:
+        if d is not None:
+            problems = residue.teardown_daemon(d)
+            if not problems:
+                residue.remove_daemon_dir(d)
+            else:
+                residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+        for p in procs:
+            p.stdin.close()
+            p.kill()
+            p.wait()
+        subprocess.run(["ip", "link", "del", link], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def upstream(wire, token):
+    """The requests that reached the upstreams with token in their path."""
+    with open(wire["log"]) as f:
+        return [e for e in (json.loads(l) for l in f if l.strip()) if e.get("kind") == "http" and token in e["path"]]
+
+
+def new_cred(d, hosts, **fields):
+    name = "c" + uuid.uuid4().hex[:10]
+    value = "sk-wire-" + secrets.token_hex(16)
+    body = {"name": name, "value": value, "hosts": hosts, **fields}
+    r = d.api("POST", "/v1/credentials", json=body)
+    assert r.status == 201, r
+    return name, value
+
+
+class Box:
+    def __init__(self, wire, creds, allow):
+        self.d = wire["d"]
+        self.sb = self.d.create(template="debian", credentials=creds, network={"allow": allow})
+        self.id = self.sb["id"]
+
+    def run(self, script, timeout=120):
+        return self.d.exec(self.id, shell=script, timeout=timeout)
+
+    def close(self):
+        self.d.delete(self.id)
+
+
+@pytest.fixture
+def box(wire):
+    made = []
+
+    def make(creds, allow):
+        b = Box(wire, creds, allow)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.close()
+
+
+def bearer(v):
+    return f"Bearer {v}"
+
+
+def test_real_clients_get_the_header(wire, box):
+    d = wire["d"]
+    name, value = new_cred(d, [API_HOST], env="API_KEY")
+    gname, gvalue = new_cred(d, [GIT_HOST], basic_user="git")
+    b = box([name, gname], [API_HOST, GIT_HOST])
+    tok = secrets.token_hex(4)
+    env = b.run("echo $API_KEY; echo $SSL_CERT_FILE; echo $NODE_EXTRA_CA_CERTS").out.split()
+    assert env == [f"space-cred-{name}", "/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/certs/space-sandbox-ca.pem"]
+    # explicit proxy (HTTPS_PROXY is set in the sandbox: CONNECT) and transparent 443
+    clients = {
+        "curl-proxy": f'curl -sS --fail -H "Authorization: Bearer $API_KEY" https://{API_HOST}/{tok}/curl-proxy',
+        "curl-transparent": f"curl -sS --fail --noproxy '*' https://{API_HOST}/{tok}/curl-transparent",
+        "python": (f"python3 -c 'import urllib.request as u; "
+                   f"print(u.urlopen(\"https://{API_HOST}/{tok}/python\").read().decode())'"),
+        "wget": f"wget -q -O - https://{API_HOST}/{tok}/wget",
+    }
+    for what, cmd in clients.items():
+        r = b.run(cmd)
+        assert r.code == 0 and b"hello host=" in r.stdout, (what, r)
+    got = {e["path"].rsplit("/", 1)[1]: e for e in upstream(wire, tok)}
+    assert set(got) == set(clients), got
+    for what, e in got.items():
+        assert e["tls"] and e["auth"] == bearer(value), (what, e)
+    # git over https: the basic credential on every request of the smart protocol
+    r = b.run(f"git clone https://{GIT_HOST}/{tok}/repo.git /tmp/repo 2>&1; true")
+    reqs = upstream(wire, f"{tok}/repo.git")
+    assert reqs, r
+    want = "Basic " + base64.b64encode(f"git:{gvalue}".encode()).decode()
+    assert all(e["auth"] == want for e in reqs), reqs
+    # every use is an event: sandbox, host, credential name; never the value
+    ev = d.api("GET", "/v1/events", params={"sandbox": b.id, "type": "credential.", "limit": 1000})
+    assert ev.status == 200
+    used = [e for e in ev.json()["events"] if e["type"] == "credential.used"]
+    assert any(e["data"].get("credential") == name and e["data"].get("host") == API_HOST for e in used), used
+    assert any(e["data"].get("credential") == gname for e in used), used
+    assert value not in ev.body.decode() and gvalue not in ev.body.decode()
+    assert value not in d.log_text() and gvalue not in d.log_text()
+
+
+def test_placeholder_never_leaves_for_other_hosts(wire, box):
+    """The credential is for API_HOST only: a request to another host keeps the placeholder."""
+    d = wire["d"]
+    name, value = new_cred(d, [API_HOST], env="API_KEY")
+    b = box([name], [API_HOST, OTHER_HOST])
+    tok = secrets.token_hex(4)
+    r = b.run(f'curl -sS -k -H "Authorization: Bearer $API_KEY" https://{OTHER_HOST}/{tok}/other')
+    assert r.code == 0, r
+    (e,) = upstream(wire, tok)
+    assert e["auth"] == f"Bearer space-cred-{name}", e
+
+
+def issuer(b, host):
+    r = b.run(f"openssl s_client -connect {host}:443 -servername {host} </dev/null 2>/dev/null "
+              f"| openssl x509 -noout -issuer")
+    assert r.code == 0, r
+    return r.out.strip()
+
+
+def test_intercepted_only_where_a_credential_applies(wire, box):
+    d = wire["d"]
+    name, _ = new_cred(d, [API_HOST])
+    b = box([name], [API_HOST, OTHER_HOST])
+    # the credential host: the sandbox's own CA; any other host: the upstream's certificate, tunnelled
+    assert issuer(b, API_HOST) == f"issuer=CN = space sandbox {b.id}"
+    assert issuer(b, OTHER_HOST) == "issuer=CN = space e2e upstream CA"
+    # the tunnelled host is not trusted by the sandbox (its CA is not in the sandbox): the upstream's own chain
+    r = b.run(f"curl -sS --noproxy '*' https://{OTHER_HOST}/x")
+    assert r.code != 0 and b"certificate" in r.stderr, r
+
+
+def test_plain_http_to_a_credential_host_refused(wire, box):
+    d = wire["d"]
+    name, _ = new_cred(d, [API_HOST])
+    b = box([name], [API_HOST])
+    tok = secrets.token_hex(4)
+    for proxy in ("", "--noproxy '*'"):
+        r = b.run(f"curl -sS {proxy} -w ' %{{http_code}}' http://{API_HOST}/{tok}")
+        assert r.code == 0 and r.out.endswith(" 403") and "use https" in r.out, r
+    assert upstream(wire, tok) == []
+
+
+def test_rotation_and_revocation_take_effect_on_the_next_request(wire, box):
+    d = wire["d"]
+    name, v1 = new_cred(d, [API_HOST])
+    b = box([name], [API_HOST])
+    tok = secrets.token_hex(4)
+    # one python process, one keep-alive connection: the change holds even on an open connection
+    script = (
+        "import http.client, ssl, sys\n"
+        f"c = http.client.HTTPSConnection('{API_HOST}', context=ssl.create_default_context())\n"
+        "for line in sys.stdin:\n"
+        f"    c.request('GET', '/{tok}/' + line.strip()); r = c.getresponse(); r.read()\n"
+        "    print(r.status, flush=True)\n")
+    b.run(f"cat > /tmp/ka.py <<'EOF'\n{script}EOF")
+
+    def fetch(step):
+        r = b.run(f"curl -sS --fail https://{API_HOST}/{tok}/{step}")
+        assert r.code == 0, r
+        (e,) = [e for e in upstream(wire, tok) if e["path"].endswith("/" + step)]
+        return e["auth"]
+
+    assert fetch("one") == bearer(v1)
+    v2 = "sk-wire-" + secrets.token_hex(16)
+    r = d.api("PATCH", f"/v1/credentials/{name}", json={"value": v2})
+    assert r.status == 200, r
+    assert fetch("two") == bearer(v2)
+    r = d.api("POST", f"/v1/credentials/{name}/revoke")
+    assert r.status == 200, r
+    assert fetch("three") is None
+    # a grant removed: the same, at once
+    name2, v3 = new_cred(d, [API_HOST])
+    assert d.api("PUT", f"/v1/sandboxes/{b.id}/credentials/{name2}").status == 201
+    assert fetch("four") == bearer(v3)
+    assert d.api("DELETE", f"/v1/sandboxes/{b.id}/credentials/{name2}").status == 204
+    assert fetch("five") is None
+    for v in (v1, v2, v3):
+        assert v not in d.log_text()
+
+
+def test_bad_upstream_certificate_refused(wire, box):
+    d = wire["d"]
+    name, _ = new_cred(d, [BADNAME_HOST])
+    b = box([name], [BADNAME_HOST])
+    tok = secrets.token_hex(4)
+    r = b.run(f"curl -sS -w ' %{{http_code}}' https://{BADNAME_HOST}/{tok}")
+    assert r.code == 0 and r.out.endswith(" 502") and "certificate" in r.out, r
+    assert upstream(wire, tok) == []
+    ev = d.api("GET", "/v1/events", params={"sandbox": b.id, "type": "network.deny", "limit": 100}).json()["events"]
+    assert any("certificate" in e["reason"] and BADNAME_HOST in e["reason"] for e in ev), ev
+
+
+def sandbox_files_contain(root, needle):
+    hits = []
+    for dirpath, dirs, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        if rel.split(os.sep)[0] in ("proc", "sys", "dev"):
+            dirs[:] = []
+            continue
+        for f in files:
+            p = os.path.join(dirpath, f)
+            try:
+                if os.path.islink(p) or not os.path.isfile(p):
+                    continue
+                with open(p, "rb") as fh:
+                    if needle in fh.read():
+                        hits.append(p)
+            except OSError:
+                pass
+    return hits
+
+
+def memory_contains(pid, needle):
+    hits = 0
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            a, perms = line.split()[:2]
+            if "r" not in perms:
+                continue
+            lo, hi = (int(x, 16) for x in a.split("-"))
+            if hi - lo > 1 << 30:
+                continue
+            try:
+                mem.seek(lo)
+                if needle in mem.read(hi - lo):
+                    hits += 1
+            except (OSError, ValueError, OverflowError):
+                pass
+    return hits
+
+
+def test_value_nowhere_in_the_sandbox(wire, box):
+    d = wire["d"]
+    name, value = new_cred(d, [API_HOST], env="API_KEY")
+    b = box([name], [API_HOST])
+    tok = secrets.token_hex(4)
+    # a process that used the credential and is still alive: its memory is read below
+    script = (f"import urllib.request as u, time\n"
+              f"print(u.urlopen('https://{API_HOST}/{tok}/mem').read().decode(), flush=True)\n"
+              f"time.sleep(300)\n")
+    b.run(f"cat > /tmp/use.py <<'EOF'\n{script}EOF\nnohup python3 /tmp/use.py > /tmp/use.out 2>&1 &")
+    assert any(e["auth"] == bearer(value) for e in _wait_upstream(wire, tok)), upstream(wire, tok)
+    b.run(f"curl -sS -H 'Authorization: Bearer $API_KEY' https://{API_HOST}/{tok}/files -o /tmp/resp.txt")
+    needle = value.encode()
+    pids = d.sandbox_pids(b.id)
+    assert len(pids) >= 2, pids
+    agent = d.agent_pid(b.id)
+    assert sandbox_files_contain(f"/proc/{agent}/root", needle) == []
+    for pid in pids:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+        assert needle not in env
+        assert memory_contains(pid, needle) == 0, f"the value is in the memory of sandbox process {pid}"
+    # the placeholder is there (the search can see what it looks for)
+    assert any(b"API_KEY=space-cred-" + name.encode() in open(f"/proc/{p}/environ", "rb").read() for p in pids)
+    # the gateway, which holds the value, is not dumpable: its /proc files belong to root
+    gws = [p for p in d.daemon_pids() if open(f"/proc/{p}/comm").read().strip() == "space-gateway"]
+    assert gws, d.daemon_pids()
+    for p in gws:
+        st = os.stat(f"/proc/{p}/mem")
+        uid = int(re.search(r"^Uid:\s+(\d+)", open(f"/proc/{p}/status").read(), re.M).group(1))
+        assert uid != 0 and st.st_uid == 0, (uid, st.st_uid)
+
+
+def _wait_upstream(wire, tok, timeout=30):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = upstream(wire, tok)
+        if got:
+            return got
+        time.sleep(0.2)
+    return []
+
+
+def test_ca_follows_restore_and_resume(wire, box):
+    d = wire["d"]
+    name, value = new_cred(d, [API_HOST])
+    b = box([name], [API_HOST])
+    tok = secrets.token_hex(4)
+    ck = d.api("POST", f"/v1/sandboxes/{b.id}/checkpoints", json={"name": "c1"})
+    assert ck.status == 201, ck
+    for step in ("suspend", "resume"):
+        r = d.api("POST", f"/v1/sandboxes/{b.id}/{step}")
+        assert r.status == 200, r
+    r = b.run(f"curl -sS --fail https://{API_HOST}/{tok}/after-resume")
+    assert r.code == 0, r
+    r = d.api("POST", f"/v1/sandboxes/{b.id}/restore", json={"checkpoint": "c1"})
+    assert r.status == 200, r
+    r = b.run(f"curl -sS --fail https://{API_HOST}/{tok}/after-restore")
+    assert r.code == 0, r
+    # the bundle holds exactly one block of ours
+    assert b.run("grep -c 'BEGIN space sandbox CA\\|space sandbox CA (written' "
+                 "/etc/ssl/certs/ca-certificates.crt").out.strip() == "1"
+    got = upstream(wire, tok)
+    assert len(got) == 2 and all(e["auth"] == bearer(value) for e in got), got
