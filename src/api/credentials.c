@@ -319,7 +319,7 @@ static int holders(ApiRequest *r, const char *credential_id, Sandbox **ret, size
 static void push_all(ApiRequest *r, Sandbox *list, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 ApiError e = {};
-                if (worker_sandbox_set_credentials(r->worker, &list[i], &e) < 0) {
+                if (api_get_worker(r, &e) < 0 || worker_sandbox_set_credentials(r->worker, &list[i], &e) < 0) {
                         log_warning("Sandbox %s: the credential change is not applied yet: %s", list[i].id, e.message);
                         api_event(r, list[i].id, "credential.unavailable", e.message, NULL);
                 }
@@ -740,7 +740,9 @@ int api_sandbox_credential_grant(ApiRequest *r, ApiError *e) {
         /* a running sandbox's gateway applies it from the next request on; if
          * it cannot, the grant is taken back (nothing changed) */
         if (sandbox_live(&sb)) {
-                k = worker_sandbox_set_credentials(r->worker, &sb, e);
+                k = api_get_worker(r, e);
+                if (k >= 0)
+                        k = worker_sandbox_set_credentials(r->worker, &sb, e);
                 if (k < 0) {
                         (void) store_grant_delete(r->store, r->params[0], c.id);
                         goto finish;
