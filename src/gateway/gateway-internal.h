@@ -86,7 +86,7 @@ struct GwSandbox {
         CredInjectSet creds;
         GwBucket cred_bucket;
         uint64_t cred_uses_dropped;
-} GwSandbox;
+};
 
 typedef struct GwConn GwConn;
 typedef struct GwResolve GwResolve;
@@ -218,6 +218,8 @@ void gw_sandbox_drop_conns(Gateway *gw, GwSandbox *sb);
 void gw_conn_close(Gateway *gw, GwConn *c);
 /* A decision event for c and a refusal (403/502 for HTTP clients, a close otherwise). */
 void gw_conn_deny(Gateway *gw, GwConn *c, int status, const char *why);
+
+struct GwIntercept;
 
 /* gateway-cred.c */
 int64_t gw_wall_usec(void);
