@@ -207,6 +207,14 @@ static int sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *cre
         if (k < 0)
                 return k;
         k = api_credentials_grant_all(r, sb->id, creds, n_creds, e);
+        if (k >= 0 && n_creds > 0) {
+                /* its gateway learns them (and its CA goes into its trust store) before the create returns */
+                Sandbox placed = {};
+                k = api_sandbox_lookup(r, sb->id, false, &placed, e);
+                if (k >= 0)
+                        k = worker_sandbox_set_credentials(r->worker, &placed, e);
+                sandbox_done(&placed);
+        }
         if (k < 0) {
                 ApiError ignored = {};
                 (void) worker_sandbox_destroy(r->worker, sb->id, &ignored);

@@ -209,7 +209,7 @@ def test_intercepted_only_where_a_credential_applies(wire, box):
     name, _ = new_cred(d, [API_HOST])
     b = box([name], [API_HOST, OTHER_HOST])
     # the credential host: the sandbox's own CA; any other host: the upstream's certificate, tunnelled
-    assert issuer(b, API_HOST) == f"issuer=CN = space sandbox {b.id}"
+    assert issuer(b, API_HOST).endswith(f"CN = space sandbox {b.id}")
     assert issuer(b, OTHER_HOST) == "issuer=CN = space e2e upstream CA"
     # the tunnelled host is not trusted by the sandbox (its CA is not in the sandbox): the upstream's own chain
     r = b.run(f"curl -sS --noproxy '*' https://{OTHER_HOST}/x")
@@ -232,17 +232,10 @@ def test_rotation_and_revocation_take_effect_on_the_next_request(wire, box):
     name, v1 = new_cred(d, [API_HOST])
     b = box([name], [API_HOST])
     tok = secrets.token_hex(4)
-    # one python process, one keep-alive connection: the change holds even on an open connection
-    script = (
-        "import http.client, ssl, sys\n"
-        f"c = http.client.HTTPSConnection('{API_HOST}', context=ssl.create_default_context())\n"
-        "for line in sys.stdin:\n"
-        f"    c.request('GET', '/{tok}/' + line.strip()); r = c.getresponse(); r.read()\n"
-        "    print(r.status, flush=True)\n")
-    b.run(f"cat > /tmp/ka.py <<'EOF'\n{script}EOF")
-
-    def fetch(step):
-        r = b.run(f"curl -sS --fail https://{API_HOST}/{tok}/{step}")
+    def fetch(step, intercepted=True):
+        # without a credential the host is tunnelled: the upstream's own certificate (its test CA,
+        # which the sandbox does not trust: -k)
+        r = b.run(f"curl -sS --fail {'' if intercepted else '-k'} https://{API_HOST}/{tok}/{step}")
         assert r.code == 0, r
         (e,) = [e for e in upstream(wire, tok) if e["path"].endswith("/" + step)]
         return e["auth"]
@@ -254,13 +247,13 @@ def test_rotation_and_revocation_take_effect_on_the_next_request(wire, box):
     assert fetch("two") == bearer(v2)
     r = d.api("POST", f"/v1/credentials/{name}/revoke")
     assert r.status == 200, r
-    assert fetch("three") is None
+    assert fetch("three", intercepted=False) is None
     # a grant removed: the same, at once
     name2, v3 = new_cred(d, [API_HOST])
-    assert d.api("PUT", f"/v1/sandboxes/{b.id}/credentials/{name2}").status == 201
+    assert d.api("POST", f"/v1/sandboxes/{b.id}/credentials/{name2}").status == 201
     assert fetch("four") == bearer(v3)
     assert d.api("DELETE", f"/v1/sandboxes/{b.id}/credentials/{name2}").status == 204
-    assert fetch("five") is None
+    assert fetch("five", intercepted=False) is None
     for v in (v1, v2, v3):
         assert v not in d.log_text()
 
