@@ -86,18 +86,19 @@ def wire(e2e_session, tmp_path_factory, request):
         assert r.rc == 0, r
         yield {"d": d, "log": log, "tmp": str(tmp), "srv_ip": srv_ip}
     finally:
-        if d is not None:
-            problems = residue.teardown_daemon(d)
-            if not problems:
-                residue.remove_daemon_dir(d)
-            else:
-                residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+        # the test host first: the daemon's teardown checks the host for anything left
         for p in procs:
             p.stdin.close()
             p.kill()
             p.wait()
         subprocess.run(["ip", "link", "del", link], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if d is not None:
+            problems = residue.teardown_daemon(d)
+            if not problems:
+                residue.remove_daemon_dir(d)
+            else:
+                residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
 
 
 def upstream(wire, token):
