@@ -822,7 +822,7 @@ static void uio_event(Gateway *gw, GwIo *io, uint32_t events) {
                         if (w > 0)
                                 c->pipe_n -= (size_t) w;
                         else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-                                conn_close(gw, c);
+                                gw_conn_close(gw, c);
                                 return;
                         }
                 }
