@@ -164,6 +164,10 @@ int worker_net_attach_end(Worker *w, WorkerNet *n, ApiError *e);
 void worker_net_attach_abort(Worker *w, WorkerNet *n);
 /* The gateway's control socket is readable: its events, or a new gateway if it died. */
 void worker_net_gateway_readable(Worker *w);
+/* A taken warm sandbox: registered with the gateway again under the taker's
+ * tenant and policy (tenant ""/NULL: the store's). */
+int worker_net_reregister(Worker *w, const char *id, uint64_t slot, const char *tenant, const char *policy_json,
+                          ApiError *e);
 /* A running sandbox's egress policy changes at once (NULL: no egress); for
  * one not running here nothing is to be done. */
 int worker_net_set_policy(Worker *w, const char *id, const char *policy_json, ApiError *e);

@@ -523,6 +523,9 @@ static void set_limits(Worker *w, const JsonValue *req, bool thaw, JsonWriter *j
                 api_error(&e, r, API_INTERNAL, "cannot change the limits of %s: %s", s.id, strerror(-r));
                 return worker_reply_error(jw, &e);
         }
+        /* a taken warm sandbox: the taker's tenant and policy at the gateway before it runs */
+        if (thaw && worker_net_reregister(w, s.id, l->slot, s.tenant, s.policy, &e) < 0)
+                return worker_reply_error(jw, &e);
         if (thaw && freeze(w, l, false, &e) < 0)
                 return worker_reply_error(jw, &e);
         worker_reply_ok(jw);

@@ -367,6 +367,31 @@ int worker_net_attach_end(Worker *w, WorkerNet *n, ApiError *e) {
         return 0;
 }
 
+/* A warm sandbox taken by a tenant: the gateway forgets the pool's registration
+ * (its tenant and policy) and learns the taker's before the sandbox runs again,
+ * so its egress policy, its events and what its traffic may use are the
+ * taker's. tenant "" or NULL: the store's (the claim wrote it). */
+int worker_net_reregister(Worker *w, const char *id, uint64_t slot, const char *tenant, const char *policy_json,
+                          ApiError *e) {
+        char err[256] = "";
+        AddrPair pair;
+        int64_t seq;
+        int r;
+
+        if (!w->gateway)
+                return 0;
+        if (worker_net_pair(w, slot, &pair) < 0)
+                return api_error(e, -ERANGE, API_INTERNAL, "slot %" PRIu64 " has no network link here", slot);
+        gateway_unregister(w, id); /* the gateway answers requests in order: this one goes first */
+        r = gateway_register_send(w, id, &pair, tenant, policy_json, &seq, err, sizeof err);
+        if (r >= 0 && seq > 0)
+                r = gateway_client_wait(w->gateway, seq, err, sizeof err);
+        if (r < 0)
+                return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
+                                 "cannot register sandbox %s with the gateway: %s", id, err[0] ? err : strerror(-r));
+        return 0;
+}
+
 int worker_net_attach(Worker *w, const char *id, uint64_t slot, pid_t pid, const char *policy_json, ApiError *e) {
         WorkerNet n;
         int r = worker_net_attach_begin(w, id, slot, pid, NULL, policy_json, &n, e);

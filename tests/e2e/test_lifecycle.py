@@ -701,15 +701,27 @@ def test_warm_pool_hands_out_distinct_clean_sandboxes(e2e_session):
             keys.append(r.json()["key"])
         # a user takes one, with its own env, limits and metadata
         a = dd.create(key=keys[0], env={"FOO": "bar"}, memory_mb=300, metadata={"who": "a"}, timeout_s=900,
-                      checkpoints_max=5, checkpoints_mb=100)
+                      checkpoints_max=5, checkpoints_mb=100, network={"allow": ["allowed.warm.test"]})
         made.append((a["id"], keys[0]))
         assert a["id"] in warm_ids and a["state"] == "running", a
         assert a["memory_mb"] == 300 and a["env"] == {"FOO": "bar"} and a["metadata"] == {"who": "a"}, a
         assert a["checkpoints_max"] == 5 and a["checkpoints_mb"] == 100, a
         assert a["expires_at"] and a["timeout_s"] == 900
         ev = dd.api("GET", "/v1/events", params={"sandbox": a["id"]}, key=keys[0]).json()["events"]
-        assert [e["type"] for e in ev] == ["sandbox.created"] and ev[0]["data"].get("warm_pool") is True, ev
+        assert [e["type"] for e in ev if not e["type"].startswith("network.")] == ["sandbox.created"], ev
+        assert ev[0]["data"].get("warm_pool") is True, ev
         assert dd.sh(a["id"], "echo $FOO", key=keys[0]) == "bar\n"
+        # the gateway knows it as the taker's, with the taker's policy (it was registered for
+        # the pool): its network events are the taker's, and its allow rule is in effect
+        dd.sh(a["id"], "nslookup denied.warm.test >/dev/null 2>&1; nslookup allowed.warm.test >/dev/null 2>&1; true",
+              key=keys[0])
+
+        def denials():
+            return dd.api("GET", "/v1/events", params={"sandbox": a["id"], "type": "network.deny"},
+                          key=keys[0]).json()["events"]
+        assert host.wait_until(lambda: any("denied.warm.test" in e["reason"] for e in denials()), 30), \
+            dd.api("GET", "/v1/events", params={"sandbox": a["id"]}).json()
+        assert not [e for e in denials() if "allowed.warm.test" in e["reason"] and "no rule" in e["reason"]], denials()
         mem = [p for p in dd.cgroup_dirs(a["id"]) if os.path.exists(os.path.join(p, "memory.max"))
                or os.path.exists(os.path.join(p, "memory.limit_in_bytes"))]
         for p in mem:
