@@ -5,7 +5,8 @@ Slow (marker `vm`: each create boots a guest, under TCG software emulation
 where the host has no usable KVM, as on the development machine); deselect
 with `-m 'not vm'`. Skipped, with the reason, only where QEMU is missing.
 The guest kernel comes from vm/kernel/build.sh (Debian's cloud kernel via
-`apt-get download`), built once into the e2e cache."""
+`apt-get download`), built once into the e2e cache; SPACE_E2E_VM_KERNEL=minimal
+takes the kernel built from source by vm/kernel/build-minimal.sh instead."""
 
 import fcntl
 import hashlib
@@ -32,20 +33,35 @@ QEMU = "/usr/bin/qemu-system-x86_64"
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
+# SPACE_E2E_VM_KERNEL=minimal runs the module on the kernel built from source
+# (vm/kernel/build-minimal.sh, 5-10 minutes to build); the default is the cloud
+# kernel, which needs no build.
+KERNEL_RECIPES = {
+    "cloud": ("build.sh", ()),
+    "minimal": ("build-minimal.sh", ("minimal.config",)),
+}
+
+
 def kernel_dir():
-    """vm/kernel/build.sh into the cache, once per version of the recipe (the
+    """The chosen recipe into the cache, once per version of the recipe (the
     directory is named by its hash: worktrees with different recipes share
     the cache without rebuilding it for each other)."""
-    script = os.path.join(REPO, "vm", "kernel", "build.sh")
-    with open(script, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:12]
-    out = os.path.join(CACHE_DIR, f"vm-kernel-{digest}")
+    kind = os.environ.get("SPACE_E2E_VM_KERNEL", "cloud")
+    assert kind in KERNEL_RECIPES, f"SPACE_E2E_VM_KERNEL={kind}: one of {sorted(KERNEL_RECIPES)}"
+    script_name, inputs = KERNEL_RECIPES[kind]
+    script = os.path.join(REPO, "vm", "kernel", script_name)
+    h = hashlib.sha256()
+    for name in (script_name,) + inputs:
+        with open(os.path.join(REPO, "vm", "kernel", name), "rb") as f:
+            h.update(f.read())
+    prefix = "vm-kernel" if kind == "cloud" else f"vm-kernel-{kind}"
+    out = os.path.join(CACHE_DIR, f"{prefix}-{h.hexdigest()[:12]}")
     os.makedirs(CACHE_DIR, exist_ok=True)
     with open(os.path.join(CACHE_DIR, ".vm-kernel.lock"), "w") as lk:
         fcntl.flock(lk, fcntl.LOCK_EX)
         stamp = os.path.join(out, "version")
         if not os.path.exists(stamp):
-            r = subprocess.run([script, out], capture_output=True, text=True, timeout=900)
+            r = subprocess.run([script, out], capture_output=True, text=True, timeout=3600)
             assert r.returncode == 0, f"{script} failed ({r.returncode}): {r.stderr[-3000:]}"
     return out
 
