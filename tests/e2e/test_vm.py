@@ -34,7 +34,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 # SPACE_E2E_VM_KERNEL=minimal runs the module on the kernel built from source
-# (vm/kernel/build-minimal.sh, 5-10 minutes to build); the default is the cloud
+# (vm/kernel/build-minimal.sh, 10-15 minutes to build); the default is the cloud
 # kernel, which needs no build.
 KERNEL_RECIPES = {
     "cloud": ("build.sh", ()),

@@ -17,7 +17,7 @@
 #   version       the kernel release (what `uname -r` says in the guest)
 #   config        the kernel's full .config, for review
 #
-# Takes 5-10 minutes on 2 cores. Needs: apt-get, dpkg-deb, xz, make, gcc,
+# Takes 10-15 minutes on 2 idle cores. Needs: apt-get, dpkg-deb, xz, make, gcc,
 # bc, flex, bison, libelf-dev (`apt-get install -y make gcc bc flex bison
 # libelf-dev xz-utils`). Reproducible: the same source package gives the same kernel
 # (KBUILD_BUILD_TIMESTAMP/USER/HOST are fixed). SPACE_VM_KERNEL_SOURCE names
