@@ -16,6 +16,8 @@
 #                 to load: everything is built in)
 #   version       the kernel release (what `uname -r` says in the guest)
 #   config        the kernel's full .config, for review
+#   cmdline-devices  (empty) the guest finds its virtio-mmio devices on its
+#                 command line: spaced starts its VMs without ACPI tables
 #
 # Takes 10-15 minutes on 2 idle cores. Needs: apt-get, dpkg-deb, xz, make, gcc,
 # bc, flex, bison, libelf-dev (`apt-get install -y make gcc bc flex bison
@@ -85,4 +87,5 @@ install -m 0644 "$tree/vmlinux" "$out/vmlinux.tmp" && mv "$out/vmlinux.tmp" "$ou
 install -m 0644 "$work/modules.cpio" "$out/modules.cpio.tmp" && mv "$out/modules.cpio.tmp" "$out/modules.cpio"
 install -m 0644 "$tree/.config" "$out/config.tmp" && mv "$out/config.tmp" "$out/config"
 echo "$release" >"$out/version.tmp" && mv "$out/version.tmp" "$out/version"
+: >"$out/cmdline-devices"
 echo "vm/kernel/build-minimal.sh: $release → $out" >&2

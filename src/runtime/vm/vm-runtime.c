@@ -68,6 +68,7 @@ static struct {
         size_t modules_len;
         VmInitrd base;           /* modules + /dev + /init: each sandbox's initramfs starts with it */
         unsigned tsc_khz;
+        bool cmdline_devices;    /* the kernel finds its virtio-mmio devices on its command line, not in ACPI */
 } vm;
 
 static int vm_read_file(const char *dir, const char *name, size_t max, char **ret, size_t *ret_size) {
@@ -154,6 +155,11 @@ static int vm_probe(const RuntimeHost *host, char *why, size_t why_size) {
                 goto fail;
         }
         vm.tsc_khz = vm_tsc_khz();
+        /* a kernel without (usable) ACPI says so with this file (vm/kernel/build-minimal.sh) */
+        {
+                _cleanup_free_ char *p = strjoin(vm.kernel_dir, "/cmdline-devices");
+                vm.cmdline_devices = p && access(p, F_OK) == 0;
+        }
 
         vm.accel_auto = isempty(host->vm_accel) || streq(host->vm_accel, "auto");
         if (vm.accel_auto)
@@ -564,6 +570,7 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
                 .log_fd = logfd,
                 .incoming_fd = infd,
                 .net_fd = spec->net ? spec->net_fd : -1,
+                .cmdline_devices = vm.cmdline_devices,
         };
         memcpy(vc.net_mac, spec->net_mac, sizeof vc.net_mac);
         r = vmm->start(&vc, &pid, &pidfd, errbuf, errbuf_size);
@@ -710,11 +717,24 @@ static int vm_destroy(const char *id, const char *agent_socket) {
         return r;
 }
 
+/* Whether the sandbox's VMM still listens on its control socket: the relay
+ * (the pid the store has) outlives a dead QEMU by a moment. */
+static bool vm_vmm_listens(const char *id) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+
+        if (vm_path(id, "qmp.sock", sa.sun_path, sizeof sa.sun_path) < 0)
+                return false;
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        return fd >= 0 && connect(fd, (struct sockaddr *) &sa, sizeof sa) == 0;
+}
+
 static int vm_adopt(const char *id, pid_t pid, uint64_t starttime, int *ret_pidfd) {
         uint64_t st;
         int fd;
 
-        if (pid <= 0 || proc_starttime(pid, &st) < 0 || st != starttime || !cgroup_contains(id, pid))
+        if (pid <= 0 || proc_starttime(pid, &st) < 0 || st != starttime || !cgroup_contains(id, pid) ||
+            !vm_vmm_listens(id))
                 return -ESRCH;
         fd = (int) syscall(SYS_pidfd_open, pid, 0);
         if (fd < 0)

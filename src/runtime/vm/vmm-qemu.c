@@ -119,7 +119,8 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
         argv[n++] = "-name";
         argv[n++] = c->id;
         argv[n++] = "-M";
-        argv[n++] = "microvm,x-option-roms=off,rtc=on";
+        /* acpi=off: QEMU lists the virtio-mmio devices on the kernel's command line instead */
+        argv[n++] = c->cmdline_devices ? "microvm,x-option-roms=off,rtc=on,acpi=off" : "microvm,x-option-roms=off,rtc=on";
         argv[n++] = "-accel";
         argv[n++] = accel;
         argv[n++] = "-cpu";

@@ -38,6 +38,7 @@ typedef struct VmmConfig {
         int incoming_fd;        /* start from a machine saved to this file (-1: boot); the VM stays paused */
         int net_fd;             /* a tap device: the guest's virtio-net NIC (-1: no network) */
         uint8_t net_mac[6];     /* the NIC's MAC address */
+        bool cmdline_devices;   /* no ACPI tables: the guest finds its devices on its command line */
 } VmmConfig;
 
 typedef struct VmmDriver {
