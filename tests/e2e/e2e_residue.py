@@ -287,9 +287,14 @@ def released_problems(d):
         if mp == d.base_dir or mp.startswith(d.base_dir + "/"):
             problems.append(f"{mp} ({fstype} from {src}) still mounted after spaced stopped"
                             + (" (the pool was not released)" if mp == pool else ""))
-    for dev, backing in host.loop_devices().items():
-        if backing.startswith(d.base_dir + "/"):
-            problems.append(f"loop device {dev} ({backing}) still attached after spaced stopped")
+    # the kernel detaches an autoclear loop device from a work queue once the
+    # last reference to its file system goes (a VMM killed by the delete may
+    # hold an open file a moment longer): a few seconds to go by itself
+    def our_loops():
+        return {dev: b for dev, b in host.loop_devices().items() if b.startswith(d.base_dir + "/")}
+    host.wait_until(lambda: not our_loops(), 10)
+    for dev, backing in our_loops().items():
+        problems.append(f"loop device {dev} ({backing}) still attached after spaced stopped")
     for l in sorted(d.net_links()):
         problems.append(f"network link {l} left after spaced stopped")
     if d.net_table_exists():

@@ -74,7 +74,9 @@ def wire(e2e_session, tmp_path_factory, request):
            "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
         log = f"{tmp}/upstream.log"
         open(log, "w").close()
-        srv = subprocess.Popen(["ip", "netns", "exec", ns, PY, SERVERS, log, f"{tmp}/srv.pem", f"{tmp}/srv.key",
+        # nsenter, not `ip netns exec` (its mount namespace would hold a copy of the pool's mount)
+        srv = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", PY, SERVERS, log, f"{tmp}/srv.pem",
+                                f"{tmp}/srv.key",
                                 json.dumps(zone)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(srv)
         assert srv.stdout.readline().strip() == "ready"

@@ -309,7 +309,10 @@ class Upstream:
             run("ip", "-n", self.ns, "link", "set", "eth0", "up")
             run("ip", "-n", self.ns, "link", "set", "lo", "up")
             run("ip", "-n", self.ns, "route", "add", "default", "via", self.host_end)
-            self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, "/usr/bin/python3", "-c", HTTP_SERVER,
+            # nsenter, not `ip netns exec`: that makes a mount namespace, whose copy of spaced's
+            # pool mount would keep the pool's loop device attached after spaced let it go
+            self.proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{self.ns}", "--",
+                                          "/usr/bin/python3", "-c", HTTP_SERVER,
                                           str(self.port), self.allowed, self.denied],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             assert self.proc.stdout.readline().strip() == "ready"
