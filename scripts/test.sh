@@ -18,6 +18,14 @@ mkdir -p build/templates
 if [ ! -f build/templates/base.tar ] || [ templates/base/build.sh -nt build/templates/base.tar ]; then
         ./templates/base/build.sh build/templates/base.tar
 fi
+# the debian template (debootstrap from the host's Debian mirror, a few minutes): the
+# credential tests run real clients in it (curl, python3, wget, git); SPACE_TEST_NO_DEBIAN=1
+# skips building it (those tests then skip, saying why)
+if [ -z "${SPACE_TEST_NO_DEBIAN:-}" ] &&
+        { [ ! -f build/templates/debian.tar ] || [ templates/debian/build.sh -nt build/templates/debian.tar ]; }; then
+        ./templates/debian/build.sh build/templates/debian.tar ||
+                echo "test.sh: building the debian template failed: the credential tests will skip" >&2
+fi
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
