@@ -281,6 +281,15 @@ int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, 
 /* Records the grants of a new sandbox (and their events). */
 int api_credentials_grant_all(ApiRequest *r, const char *sandbox_id, const Credential *creds, size_t n,
                               ApiError *e);
+/* A branched child's grants: a copy of each of its parent's (grants, from
+ * store_grant_list() of the parent) as rows of its own; _events records
+ * them once the child runs; _undo takes them back from a child that was
+ * not made. */
+int api_credentials_inherit(ApiRequest *r, const Sandbox *parent, const char *child_id, const Credential *grants,
+                            size_t n, ApiError *e);
+void api_credentials_inherit_events(ApiRequest *r, const Sandbox *parent, const char *child_id,
+                                    const Credential *grants, size_t n);
+void api_credentials_inherit_undo(ApiRequest *r, const char *child_id, const Credential *grants, size_t n);
 /* The placeholders of the sandbox's granted credentials as a JSON env object
  * (*ret NULL if none). */
 int api_credentials_env_of(ApiRequest *r, const char *sandbox_id, char **ret_env_json, ApiError *e);

@@ -659,6 +659,37 @@ int api_credentials_grant_all(ApiRequest *r, const char *sandbox_id, const Crede
         return 0;
 }
 
+int api_credentials_inherit(ApiRequest *r, const Sandbox *parent, const char *child_id, const Credential *grants,
+                            size_t n, ApiError *e) {
+        int k;
+
+        /* rows of its own: revoking one on the child (or deleting the
+         * parent) leaves the other sandbox's grant as it was */
+        for (size_t i = 0; i < n; i++) {
+                k = store_grant_insert(r->store, parent->tenant_id, child_id, grants[i].id);
+                if (k < 0 && k != -EEXIST)
+                        return api_store_error(e, k, "copying the credential grants");
+        }
+        return 0;
+}
+
+void api_credentials_inherit_events(ApiRequest *r, const Sandbox *parent, const char *child_id,
+                                    const Credential *grants, size_t n) {
+        char reason[STORE_REASON_MAX], data[STORE_NAME_MAX + 64];
+
+        snprintf(reason, sizeof reason, "inherited from %s", parent->id);
+        for (size_t i = 0; i < n; i++) {
+                snprintf(data, sizeof data, "{\"credential\":\"%s\",\"version\":%" PRIu64 "}", grants[i].name,
+                         grants[i].version);
+                api_event_tenant(r, parent->tenant_id, child_id, "credential.granted", reason, data);
+        }
+}
+
+void api_credentials_inherit_undo(ApiRequest *r, const char *child_id, const Credential *grants, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                (void) store_grant_delete(r->store, child_id, grants[i].id);
+}
+
 int api_credentials_env_of(ApiRequest *r, const char *sandbox_id, char **ret_env_json, ApiError *e) {
         Credential *list = NULL;
         size_t n = 0;

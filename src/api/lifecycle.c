@@ -520,9 +520,21 @@ static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, int
                 (void) strscpy(c->parent_checkpoint, sizeof c->parent_checkpoint, ck->id);
 }
 
-static void children_failed(ApiRequest *r, Sandbox *kids, size_t n, const ApiError *e) {
-        for (size_t i = 0; i < n; i++)
+typedef struct GrantList {
+        Credential *a;
+        size_t n;
+} GrantList;
+
+static void grant_list_done(GrantList *g) {
+        credential_array_free(g->a, g->n);
+}
+
+static void children_failed(ApiRequest *r, Sandbox *kids, size_t n, const Credential *grants, size_t n_grants,
+                            const ApiError *e) {
+        for (size_t i = 0; i < n; i++) {
+                api_credentials_inherit_undo(r, kids[i].id, grants, n_grants);
                 api_sandbox_create_failed(r, &kids[i], e);
+        }
 }
 
 static int reply_children(ApiRequest *r, const Sandbox *kids, size_t n, ApiError *e) {
@@ -551,6 +563,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ Sandbox *kids = NULL;
         _cleanup_free_ char *data = NULL;
+        _cleanup_(grant_list_done) GrantList grants = {};
         int64_t pids[API_BRANCH_MAX] = {}, now;
         uint64_t sts[API_BRANCH_MAX] = {}, live;
         int recorded[API_BRANCH_MAX] = {}, q;
@@ -587,6 +600,12 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         kids = new0(Sandbox, count);
         if (!kids)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        /* each child gets its own copy of the parent's grants (as they are
+         * now, whether it branches from now or from a checkpoint): in the
+         * store before the worker starts it, which hands them to its gateway */
+        k = store_grant_list(r->store, sb.id, &grants.a, &grants.n);
+        if (k < 0)
+                return api_store_error(e, k, "listing the sandbox's credentials");
         now = now_usec();
         /* the rows in one commit */
         k = store_batch_begin(r->store);
@@ -597,12 +616,17 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                 k = api_sandbox_insert_new(r, &kids[made], e);
                 if (k < 0)
                         break;
+                k = api_credentials_inherit(r, &sb, kids[made].id, grants.a, grants.n, e);
+                if (k < 0) {
+                        made++; /* its row is there */
+                        break;
+                }
         }
         q = store_batch_end(r->store);
         if (q < 0) /* none of them was recorded */
                 return k < 0 ? k : api_store_error(e, q, "recording the new sandboxes");
         if (k < 0) {
-                children_failed(r, kids, made, e);
+                children_failed(r, kids, made, grants.a, grants.n, e);
                 return k;
         }
 
@@ -611,7 +635,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                 k = worker_sandbox_branch(r->worker, id, from ? ck.id : NULL, kids, count, pids, sts, e);
         if (k < 0) {
                 (void) worker_failed(e, k);
-                children_failed(r, kids, count, e);
+                children_failed(r, kids, count, grants.a, grants.n, e);
                 return k;
         }
 
@@ -631,6 +655,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                 snprintf(cdata, sizeof cdata, "{\"template\":\"%s\",\"parent\":\"%s\",\"checkpoint\":%s%s%s}",
                          kids[i].template_name, id, from ? "\"" : "", from ? ck.id : "null", from ? "\"" : "");
                 event(r, &kids[i], "sandbox.created", reason, cdata);
+                api_credentials_inherit_events(r, &sb, kids[i].id, grants.a, grants.n);
                 recorded[i] = 1;
         }
         if (k >= 0)
@@ -643,6 +668,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                 ApiError ignored = {};
                 (void) worker_sandbox_destroy(r->worker, kids[i].id, &ignored);
                 (void) api_store_error(&ignored, k < 0 ? k : recorded[i], "recording the new sandbox");
+                api_credentials_inherit_undo(r, kids[i].id, grants.a, grants.n);
                 api_sandbox_create_failed(r, &kids[i], &ignored);
         }
         if (ok == 0)

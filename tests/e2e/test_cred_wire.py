@@ -376,3 +376,58 @@ def test_ca_follows_restore_and_resume(wire, box):
                  "/etc/ssl/certs/ca-certificates.crt").out.strip() == "1"
     got = upstream(wire, tok)
     assert len(got) == 2 and all(e["auth"] == bearer(value) for e in got), got
+
+
+def test_branched_children_inherit_their_own_grants(wire):
+    """Each child of a branch (from now, and from a checkpoint) gets a copy of
+    its parent's grants: its gateway puts the value on its requests, with a
+    CA of its own; revoking the grant on one child stops it there only, and
+    deleting the parent leaves the children's grants alone."""
+    d = wire["d"]
+    name, value = new_cred(d, [API_HOST], env="API_KEY")
+    b = Box(wire, [name], [API_HOST])
+    parent_gone, kids = False, []
+    tok = secrets.token_hex(4)
+    try:
+        ck = d.api("POST", f"/v1/sandboxes/{b.id}/checkpoints", json={"name": "before"})
+        assert ck.status == 201, ck
+        r = d.api("POST", f"/v1/sandboxes/{b.id}/branch", json={"count": 2})
+        assert r.status == 201, r
+        kids += [s["id"] for s in r.json()["sandboxes"]]
+        r = d.api("POST", f"/v1/sandboxes/{b.id}/branch", json={"count": 1, "from": "before"})
+        assert r.status == 201, r
+        kids += [s["id"] for s in r.json()["sandboxes"]]
+        def fetch(sid, step, intercepted=True):
+            r = d.exec(sid, shell=f"curl -sS --fail {'' if intercepted else '-k'} "
+                                  f"https://{API_HOST}/{tok}/{sid}-{step}", timeout=120)
+            assert r.code == 0, (sid, r)
+            (e,) = [e for e in upstream(wire, tok) if e["path"].endswith(f"/{sid}-{step}")]
+            return e["auth"]
+
+        for k in kids:
+            got = d.api("GET", f"/v1/sandboxes/{k}/credentials")
+            assert got.status == 200 and [c["name"] for c in got.json()["credentials"]] == [name], got
+            assert d.exec(k, shell="echo $API_KEY").out.strip() == f"space-cred-{name}"
+            assert fetch(k, "one") == bearer(value)
+            # its own CA, not its parent's (nor a sibling's)
+            r = d.exec(k, shell=f"openssl s_client -connect {API_HOST}:443 -servername {API_HOST} </dev/null "
+                                f"2>/dev/null | openssl x509 -noout -issuer")
+            assert r.out.strip().endswith(f"CN = space sandbox {k}"), r
+            ev = d.api("GET", "/v1/events", params={"sandbox": k, "type": "credential.granted"}).json()["events"]
+            assert any(e["reason"] == f"inherited from {b.id}" and e["data"]["credential"] == name for e in ev), ev
+        # revoked on the first child only
+        assert d.api("DELETE", f"/v1/sandboxes/{kids[0]}/credentials/{name}").status == 204
+        assert fetch(kids[0], "two", intercepted=False) is None
+        assert fetch(kids[1], "two") == bearer(value)
+        assert fetch(b.id, "two") == bearer(value)
+        # the parent gone: the other children keep theirs
+        b.close()
+        parent_gone = True
+        assert fetch(kids[1], "three") == bearer(value)
+        assert fetch(kids[2], "three") == bearer(value)
+        assert d.api("GET", f"/v1/sandboxes/{kids[0]}/credentials").json()["credentials"] == []
+    finally:
+        for k in kids:
+            d.delete(k)
+        if not parent_gone:
+            b.close()
