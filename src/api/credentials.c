@@ -36,7 +36,9 @@ static void wipe_json_string(const JsonValue *v) {
 }
 
 static int no_key(ApiError *e) {
-        return api_error(e, -ENOKEY, API_UNAVAILABLE, "the credential store's master key is not loaded");
+        return api_error(e, -ENOKEY, API_UNAVAILABLE,
+                         "the credential store's master key is not loaded (a cluster's API servers and workers "
+                         "need master_key_file)");
 }
 
 /* ---- output ---- */

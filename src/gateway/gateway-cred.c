@@ -37,9 +37,12 @@ int gw_cred_setup(Gateway *gw) {
                         return log_error_errno(r, "gateway: cannot load the CA file for upstreams %s",
                                                c->upstream_ca_file);
         }
-        if (!c->state_dir)
+        if (c->master_key_file)
+                r = cred_key_open_file(c->master_key_file, false, &gw->cred_key, err, sizeof err);
+        else if (c->state_dir)
+                r = cred_key_open(c->state_dir, false, &gw->cred_key, err, sizeof err);
+        else
                 return 0;
-        r = cred_key_open(c->state_dir, false, &gw->cred_key, err, sizeof err);
         if (r < 0)
                 log_warning("gateway: no credentials master key (%s): credentials cannot be applied on this host",
                             err[0] ? err : strerror(-r));
@@ -131,7 +134,8 @@ static int cred_parse(Gateway *gw, const JsonValue *o, CredInject *c, char *err,
         if (c->revoked_usec > 0)
                 return 0; /* never applied again: its value is not needed */
         if (!gw->cred_key) {
-                snprintf(err, errsize, "credential %s: this host has no master key (master.key in the state directory)",
+                snprintf(err, errsize, "credential %s: this host has no master key (master_key_file, "
+                         "default master.key in the state directory)",
                          name);
                 return -ENOKEY;
         }

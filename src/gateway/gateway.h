@@ -52,6 +52,7 @@ typedef struct GatewayConfig {
         gid_t run_as_gid;                 /* ports below 1024 keep root too) */
         const char *state_dir;            /* where master.key is (read once, before dropping root); */
                                           /* NULL: no credentials are applied */
+        const char *master_key_file;      /* the master key's file, if not <state_dir>/master.key */
         const char *upstream_ca_file;     /* intercepted upstreams are verified against it; */
                                           /* NULL: the host's trust store */
 } GatewayConfig;

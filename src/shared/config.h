@@ -69,6 +69,7 @@ typedef struct Config {
         char worker_listen[CONFIG_STR_MAX];
         char worker_address[CONFIG_STR_MAX];
         char cluster_token_file[CONFIG_STR_MAX];
+        char master_key_file[CONFIG_STR_MAX]; /* credentials' master key; "" = <state_dir>/master.key */
         uint64_t worker_lost_timeout_s;
         uint64_t worker_cpu_millis;
         uint64_t worker_memory_mb;

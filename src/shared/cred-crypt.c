@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
@@ -150,12 +151,34 @@ const char *cred_key_id(const CredKey *k) {
         return k ? k->id : NULL;
 }
 
-static int key_create(int dfd, const char *path, char *errbuf, size_t errbuf_size) {
+int cred_key_fingerprint(const CredKey *k, char buf[static CRED_KEY_FINGERPRINT_HEX + 1]) {
+        static const char hex[] = "0123456789abcdef";
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0;
+
+        if (!k)
+                return -EINVAL;
+        if (!HMAC(EVP_sha256(), k->key, (int) sizeof k->key, (const unsigned char *) CRED_KEY_FINGERPRINT_LABEL,
+                  strlen(CRED_KEY_FINGERPRINT_LABEL), md, &n) ||
+            n < CRED_KEY_FINGERPRINT_HEX / 2) {
+                OPENSSL_cleanse(md, sizeof md);
+                return -EIO;
+        }
+        for (size_t i = 0; i < CRED_KEY_FINGERPRINT_HEX / 2; i++) {
+                buf[2 * i] = hex[md[i] >> 4];
+                buf[2 * i + 1] = hex[md[i] & 15];
+        }
+        buf[CRED_KEY_FINGERPRINT_HEX] = 0;
+        OPENSSL_cleanse(md, sizeof md);
+        return 0;
+}
+
+static int key_create(int dfd, const char *base, const char *path, char *errbuf, size_t errbuf_size) {
         uint8_t key[CRED_KEY_BYTES];
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        fd = openat(dfd, CRED_MASTER_KEY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        fd = openat(dfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) {
                 r = -errno;
                 if (r != -EEXIST)
@@ -169,7 +192,7 @@ static int key_create(int dfd, const char *path, char *errbuf, size_t errbuf_siz
                 r = -errno;
         OPENSSL_cleanse(key, sizeof key);
         if (r < 0) {
-                (void) unlinkat(dfd, CRED_MASTER_KEY_FILE, 0);
+                (void) unlinkat(dfd, base, 0);
                 (void) snprintf(errbuf, errbuf_size, "cannot write %s: %s", path, strerror(-r));
                 return r;
         }
@@ -177,30 +200,56 @@ static int key_create(int dfd, const char *path, char *errbuf, size_t errbuf_siz
 }
 
 int cred_key_open(const char *state_dir, bool create, CredKey **ret, char *errbuf, size_t errbuf_size) {
+        char path[4096];
+
+        if (!state_dir || !ret || !errbuf || errbuf_size == 0)
+                return -EINVAL;
+        if ((size_t) snprintf(path, sizeof path, "%s/%s", state_dir, CRED_MASTER_KEY_FILE) >= sizeof path)
+                return -ENAMETOOLONG;
+        return cred_key_open_file(path, create, ret, errbuf, errbuf_size);
+}
+
+int cred_key_open_file(const char *path, bool create, CredKey **ret, char *errbuf, size_t errbuf_size) {
         _cleanup_close_ int dfd = -EBADF, fd = -EBADF;
         _cleanup_(cred_key_freep) CredKey *k = NULL;
-        char path[4096], dummy;
+        char dir[4096], dummy;
+        const char *base, *slash;
         struct stat st;
         ssize_t n;
         int r;
 
-        if (!state_dir || !ret || !errbuf || errbuf_size == 0)
+        if (!path || !ret || !errbuf || errbuf_size == 0)
                 return -EINVAL;
         errbuf[0] = 0;
-        (void) snprintf(path, sizeof path, "%s/%s", state_dir, CRED_MASTER_KEY_FILE);
+        slash = strrchr(path, '/');
+        base = slash ? slash + 1 : path;
+        if (isempty(base) || streq(base, ".") || streq(base, "..")) {
+                (void) snprintf(errbuf, errbuf_size, "%s does not name a file", path);
+                return -EINVAL;
+        }
+        if (!slash)
+                (void) strscpy(dir, sizeof dir, ".");
+        else if (slash == path)
+                (void) strscpy(dir, sizeof dir, "/");
+        else if ((size_t) (slash - path) >= sizeof dir)
+                return -ENAMETOOLONG;
+        else {
+                memcpy(dir, path, (size_t) (slash - path));
+                dir[slash - path] = 0;
+        }
 
-        dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0) {
                 r = -errno;
-                (void) snprintf(errbuf, errbuf_size, "cannot open %s: %s", state_dir, strerror(-r));
+                (void) snprintf(errbuf, errbuf_size, "cannot open %s: %s", dir, strerror(-r));
                 return r;
         }
-        fd = openat(dfd, CRED_MASTER_KEY_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+        fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         if (fd < 0 && errno == ENOENT && create) {
-                r = key_create(dfd, path, errbuf, errbuf_size);
+                r = key_create(dfd, base, path, errbuf, errbuf_size);
                 if (r < 0 && r != -EEXIST) /* EEXIST: another opener created it meanwhile */
                         return r;
-                fd = openat(dfd, CRED_MASTER_KEY_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+                fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         }
         if (fd < 0) {
                 r = -errno;

@@ -23,6 +23,8 @@
 #define CRED_NONCE_B64_MAX 32          /* base64 of 12 bytes is 16 characters */
 #define CRED_VALUE_MAX 8192            /* bytes of a credential's value */
 #define CRED_MASTER_KEY_FILE "master.key"
+#define CRED_KEY_FINGERPRINT_HEX 32
+#define CRED_KEY_FINGERPRINT_LABEL "space credentials master key fingerprint v1"
 
 typedef struct CredKey CredKey;
 
@@ -40,11 +42,18 @@ typedef struct CredSecret {
  * exactly CRED_KEY_BYTES long (-EBADMSG). errbuf gets a message for the
  * operator (the path and what is wrong; never key bytes). */
 int cred_key_open(const char *state_dir, bool create, CredKey **ret, char *errbuf, size_t errbuf_size);
+/* The same for the file at path (config master_key_file). */
+int cred_key_open_file(const char *path, bool create, CredKey **ret, char *errbuf, size_t errbuf_size);
 /* From raw bytes (tests). */
 int cred_key_from_bytes(const uint8_t *key, size_t len, CredKey **ret);
 CredKey *cred_key_free(CredKey *k);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CredKey *, cred_key_free);
 const char *cred_key_id(const CredKey *k); /* CRED_KEY_ID_LEN hex characters */
+/* HMAC-SHA256 of a fixed label under the key, CRED_KEY_FINGERPRINT_HEX hex
+ * characters: what the processes of a cluster compare (in the store's
+ * cluster settings) to find that they hold the same master key, without
+ * telling anything of the key. */
+int cred_key_fingerprint(const CredKey *k, char buf[static CRED_KEY_FINGERPRINT_HEX + 1]);
 
 int cred_secret_new(size_t len, CredSecret **ret);
 /* A copy of p[0..n) in a secret mapping. */

@@ -319,6 +319,38 @@ static int common_setup(const Config *config, int *ret_pidfd) {
         return mkdir_p(path, 0700);
 }
 
+/* The credentials' master key (master_key_file, else <state_dir>/master.key,
+ * which role all makes at its first start; a cluster role makes none: every
+ * API server and worker needs the same file), checked against the
+ * fingerprint the store keeps (the first process to load a key records it).
+ * *ret NULL: a cluster role without master_key_file, which offers no
+ * credentials. Logs why it fails. */
+static int master_key_load(const Config *config, Store *store, CredKey **ret) {
+        _cleanup_(cred_key_freep) CredKey *k = NULL;
+        bool cluster = !streq(config->role, "all"), given = !isempty(config->master_key_file);
+        char path[PATH_MAX], errbuf[512];
+        int r;
+
+        *ret = NULL;
+        if (cluster && !given) {
+                log_info("No master_key_file: this %s offers no credentials", config->role);
+                return 0;
+        }
+        if (given)
+                (void) strscpy(path, sizeof path, config->master_key_file);
+        else
+                snprintf(path, sizeof path, "%s/%s", config->state_dir, CRED_MASTER_KEY_FILE);
+        r = cred_key_open_file(path, !given, &k, errbuf, sizeof errbuf);
+        if (r < 0)
+                return log_error_errno(r, "Cannot use the credentials' master key: %s",
+                                       errbuf[0] ? errbuf : strerror(-r));
+        r = cluster_master_key_check(store, k, path);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(k);
+        return 0;
+}
+
 static void install_signals(void) {
         struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: sleeps end at once */
         sigemptyset(&sa.sa_mask);
@@ -368,6 +400,11 @@ static int run_worker(const Config *config) {
                 return log_error_errno(r, "Cannot open the store: %m"), 1;
         /* a worker with another token would register and never be reachable */
         r = cluster_token_check(store, token, config->cluster_token_file);
+        if (r >= 0) {
+                /* its gateway reads the file itself (it opens the sealed values): only checked here */
+                _cleanup_(cred_key_freep) CredKey *key = NULL;
+                r = master_key_load(config, store, &key);
+        }
         if (r < 0) {
                 if (r == -EKEYREJECTED)
                         log_error("Refusing to register worker '%s'", config->worker_name);
@@ -493,6 +530,7 @@ static int run_controller(const Config *config) {
 /* role api: the HTTP API of a cluster. */
 static int run_api(const Config *config) {
         _cleanup_(cluster_token_freep) char *token = NULL;
+        _cleanup_(cred_key_freep) CredKey *cred_key = NULL;
         _cleanup_(store_closep) Store *store = NULL;
         _cleanup_close_ int pidfd = -EBADF;
         Api *api = NULL;
@@ -508,11 +546,18 @@ static int run_api(const Config *config) {
         r = cluster_token_check(store, token, config->cluster_token_file);
         if (r < 0)
                 return 1;
+        r = master_key_load(config, store, &cred_key);
+        if (r < 0)
+                return 1;
         r = api_bootstrap(config, store);
         store = store_close(store);
         if (r < 0)
                 return 1;
         r = api_new(config, &api);
+        if (r >= 0 && cred_key) {
+                api_set_cred_key(api, cred_key);
+                cred_key = NULL;
+        }
         if (r >= 0)
                 r = api_set_cluster_token(api, token);
         if (r >= 0)
@@ -540,7 +585,6 @@ int main(int argc, char *argv[]) {
         _cleanup_(store_closep) Store *store = NULL;
         _cleanup_close_ int pidfd = -EBADF;
         _cleanup_(cred_key_freep) CredKey *cred_key = NULL;
-        char errbuf[512];
         Controller ctl = {};
         Api *api = NULL;
         Config config;
@@ -586,11 +630,9 @@ int main(int argc, char *argv[]) {
 
         /* The credentials' master key, before anything touches the host. The
          * worker forked next does not inherit its pages (MADV_DONTFORK). */
-        r = cred_key_open(config.state_dir, true, &cred_key, errbuf, sizeof errbuf);
-        if (r < 0) {
-                log_error("Cannot use the credentials' master key: %s", errbuf[0] ? errbuf : strerror(-r));
+        r = master_key_load(&config, store, &cred_key);
+        if (r < 0)
                 return 1;
-        }
 
         /* before any thread: the worker clones sandboxes */
         r = start_worker(&config);

@@ -24,6 +24,7 @@
 #define SPLICE_BUF 65536U
 #define TOKEN_FINGERPRINT_LABEL "space cluster token fingerprint v1"
 #define TOKEN_FINGERPRINT_SETTING "token_fingerprint"
+#define MASTER_KEY_FINGERPRINT_SETTING "master_key_fingerprint"
 
 char *cluster_token_free(char *t) {
         if (t) {
@@ -129,6 +130,25 @@ int cluster_token_check(Store *s, const char *token, const char *path) {
                 return log_error_errno(EKEYREJECTED,
                                        "The cluster token in %s is not this cluster's (its fingerprint %s, the "
                                        "cluster's %s): refusing to join", strna(path), mine, theirs);
+        return 0;
+}
+
+int cluster_master_key_check(Store *s, const CredKey *k, const char *path) {
+        char mine[CRED_KEY_FINGERPRINT_HEX + 1], theirs[STORE_CLUSTER_SETTING_MAX];
+        int r;
+
+        r = cred_key_fingerprint(k, mine);
+        if (r < 0)
+                return log_error_errno(r, "Cannot fingerprint the credentials' master key: %m");
+        r = store_cluster_setting_claim(s, MASTER_KEY_FINGERPRINT_SETTING, mine, theirs);
+        if (r < 0)
+                return log_error_errno(r, "Cannot check the credentials' master key against the store: %m");
+        if (!streq(mine, theirs))
+                return log_error_errno(EKEYREJECTED,
+                                       "The credentials' master key %s is not the one this store's credentials are "
+                                       "sealed under (its fingerprint %s, the store's %s): every API server and "
+                                       "worker needs the same master_key_file; refusing to start",
+                                       strna(path), mine, theirs);
         return 0;
 }
 

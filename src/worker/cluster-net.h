@@ -14,6 +14,7 @@
 
 #include "macros.h"
 #include "store.h"
+#include "cred-crypt.h"
 
 #define CLUSTER_TOKEN_MIN 16U           /* bytes: a token shorter than this is refused */
 #define CLUSTER_TOKEN_MAX 1024U
@@ -36,6 +37,11 @@ int cluster_token_fingerprint(const char *token, char buf[static CLUSTER_TOKEN_F
  * yet, else compares: -EKEYREJECTED (logged, both fingerprints) if this
  * process's token is not the cluster's; other -errno: the store failed. */
 int cluster_token_check(Store *s, const char *token, const char *path);
+/* The same for the credentials' master key (cred-crypt.h): its fingerprint
+ * is recorded as the store's by the first process that loads one, and a
+ * process with another key is refused (-EKEYREJECTED, logged: path and both
+ * fingerprints): it would seal values the others cannot open. */
+int cluster_master_key_check(Store *s, const CredKey *k, const char *path);
 /* Frees and wipes. */
 char *cluster_token_free(char *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(char *, cluster_token_free);

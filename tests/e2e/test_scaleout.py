@@ -47,6 +47,11 @@ WORKERS = 3
 SANDBOXES = 30
 QEMU = "/usr/bin/qemu-system-x86_64"
 WORKER_PORT = 7071
+SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gateway_servers.py")
+BUILD = os.environ.get("SPACE_BUILD_DIR", os.path.join(REPO, "build"))
+DEBIAN_TAR = os.environ.get("SPACE_DEBIAN_TAR", os.path.join(BUILD, "templates", "debian.tar"))
+CRED_HOST = "api.cluster-cred.test"
+UPSTREAM_I = 60       # the upstream test host's /30 in the test's /24 (workers use 0..7)
 VM_WORKER = "w3"      # started with a guest kernel: it offers the vm runtime too
 
 
@@ -142,6 +147,8 @@ class Cluster:
         self.subnet = None
         self.key = None
         self.vm_kernel_dir = None
+        self.upstream = None        # the HTTPS/DNS test upstream (gateway_servers.py) and its files
+        self.master_key_file = None
 
     # ---- hosts ----
     def pick_subnet(self):
@@ -188,8 +195,61 @@ class Cluster:
         self.s.infra_paths.update({os.path.join(d, "pool"), os.path.join(d, "pool.img")})
         return d
 
-    def worker_args(self, name, i, address, token_file=None, state=None):
+    def add_upstream(self):
+        """A test host beside the workers (its own netns, routed through the
+        host like the workers reach each other): DNS and HTTPS with its own
+        CA, the upstream of every worker's gateway."""
+        ns = f"spc{os.getpid() % 100000}up"
+        link, peer = f"spc{os.getpid() % 100000}hu", f"spc{os.getpid() % 100000}pu"
+        hip, uip = f"{self.subnet}.{4 * UPSTREAM_I + 1}", f"{self.subnet}.{4 * UPSTREAM_I + 2}"
+        host.run(["ip", "netns", "add", ns], check=True)
+        self.netns.append(ns)
+        host.run(["ip", "link", "add", link, "type", "veth", "peer", "name", peer], check=True)
+        self.links.append(link)
+        host.run(["ip", "link", "set", peer, "netns", ns], check=True)
+        host.run(["ip", "addr", "add", f"{hip}/30", "dev", link], check=True)
+        host.run(["ip", "link", "set", link, "up"], check=True)
+        host.run(["sysctl", "-q", "-w", f"net.ipv4.conf.{link}.forwarding=1"], check=True)
+        host.run(["ip", "-n", ns, "addr", "add", f"{uip}/30", "dev", peer], check=True)
+        host.run(["ip", "-n", ns, "link", "set", peer, "up"], check=True)
+        host.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        host.run(["ip", "-n", ns, "route", "add", f"{self.subnet}.0/24", "via", hip], check=True)
+        d = os.path.join(self.base, "upstream")
+        os.makedirs(d, mode=0o755)
+        os.chmod(self.base, 0o755)
+        sh = lambda *a: host.run(list(a), check=True)  # noqa: E731
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+           "/CN=space scaleout upstream CA", "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.pem")
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={CRED_HOST}",
+           "-keyout", f"{d}/srv.key", "-out", f"{d}/srv.csr")
+        with open(f"{d}/ext", "w") as f:
+            f.write(f"subjectAltName=DNS:{CRED_HOST}\n")
+        sh("openssl", "x509", "-req", "-in", f"{d}/srv.csr", "-CA", f"{d}/ca.pem", "-CAkey", f"{d}/ca.key",
+           "-CAcreateserial", "-days", "2", "-extfile", f"{d}/ext", "-out", f"{d}/srv.pem")
+        for f in os.listdir(d):
+            os.chmod(os.path.join(d, f), 0o644 if f.endswith(".pem") else 0o600)
+        log = f"{d}/upstream.log"
+        open(log, "w").close()
+        zone = {"_listen": [uip], CRED_HOST: [uip]}
+        p = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", "/usr/bin/python3", SERVERS, log,
+                              f"{d}/srv.pem", f"{d}/srv.key", json.dumps(zone)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        self.upstream = {"proc": p, "ip": uip, "ca": f"{d}/ca.pem", "log": log}
+        assert p.stdout.readline().strip() == "ready"
+
+    def upstream_requests(self, token):
+        with open(self.upstream["log"]) as f:
+            return [e for e in (json.loads(ln) for ln in f if ln.strip())
+                    if e.get("kind") == "http" and token in e["path"]]
+
+    def key_args(self, key_file=None):
+        return [f"--master-key-file={key_file or self.master_key_file}"]
+
+    def worker_args(self, name, i, address, token_file=None, state=None, key_file=None):
         extra = [f"--vm-kernel-dir={self.vm_kernel_dir}"] if name == VM_WORKER and self.vm_kernel_dir else []
+        extra += self.key_args(key_file)
+        if self.upstream:
+            extra += [f"--gateway-dns-upstream={self.upstream['ip']}:53", f"--gateway-ca-file={self.upstream['ca']}"]
         return [self.s.spaced_bin, "--role", "worker", "--state-dir", self.state_dir(state or name),
                 "--worker-name", name, "--worker-listen", address, "--pool-size-mb", "4096",
                 "--cgroup-root", f"{self.tag}-so-{name}", f"--uid-base={2500000000 + i * 70000000}",
@@ -204,7 +264,8 @@ class Cluster:
         port = _free_port()
         p = Proc(self, f"api{n}", list(wrap) + [self.s.spaced_bin, "--role", "api",
                                                 "--state-dir", self.state_dir(f"api{n}"),
-                                                "--listen", f"127.0.0.1:{port}"] + self.common()).start()
+                                                "--listen", f"127.0.0.1:{port}"] + self.common()
+                                               + self.key_args()).start()
         p.url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 120
         while time.monotonic() < end:
@@ -332,6 +393,11 @@ class Cluster:
         for p in list(self.workers.values()) + self.apis + self.controllers + self.extra:
             if os.path.exists(p.log_path):
                 shutil.copyfile(p.log_path, os.path.join(logs, f"scaleout-{p.name}.log"))
+        if self.upstream:
+            p = self.upstream["proc"]
+            p.stdin.close()
+            p.kill()
+            p.wait(30)
         for link in self.links:
             host.run(["ip", "link", "del", link])
         for ns in self.netns:
@@ -381,6 +447,10 @@ def cluster(e2e_session):
             except AssertionError as e:       # test_vm fails on it loudly; here only the vm check goes
                 _log(f"no guest kernel, the vm runtime check is left out: {str(e)[:300]}")
         c.subnet = c.pick_subnet()
+        c.master_key_file = os.path.join(c.base, "master.key")
+        with open(os.open(c.master_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            f.write(os.urandom(32))
+        c.add_upstream()
         c.addresses = {}
         for i in range(WORKERS):
             name = f"w{i + 1}"
@@ -956,3 +1026,90 @@ def test_vm_sandbox_goes_to_the_worker_that_offers_vm(cluster):
         assert code == 0 and out.strip() != os.uname().release, (code, out)   # the guest's own kernel
     finally:
         c.delete_all()
+
+
+@pytest.mark.timeout(900)
+def test_credentials_across_the_cluster(cluster):
+    """A credential made through one API server is sealed under the
+    cluster's master key (master_key_file, the same on every API server and
+    worker); a sandbox created through the other API server on a worker
+    uses it: that worker's gateway puts the value on its requests to the
+    upstream. A worker or an API server with another master key is refused
+    at its start (the store holds the key's fingerprint); an API server
+    without one answers the credential calls with 503."""
+    c = cluster
+    import secrets
+    with open(c.master_key_file, "rb") as f:
+        raw = f.read()
+    # the store holds the key's fingerprint, not the key
+    fp = subprocess.run(["psql", "-tA", c.pg_url, "-c",
+                         "SELECT value FROM cluster_settings WHERE name = 'master_key_fingerprint'"],
+                        capture_output=True, text=True, timeout=60)
+    assert fp.returncode == 0, fp.stderr
+    assert len(fp.stdout.strip()) == 32 and raw.hex()[:32] not in fp.stdout, fp.stdout
+
+    # a worker with another key: refused before it registers
+    other_key = os.path.join(c.base, "other-master.key")
+    with open(os.open(other_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        f.write(os.urandom(32))
+    ns6, addr6 = c.add_host(6)
+    link6 = c.last_link
+    try:
+        bad = Proc(c, "badkey", c.worker_args("w6", 6, addr6, state="badkey", key_file=other_key), ns6).start()
+        c.extra.append(bad)
+        assert bad.proc.wait(120) != 0
+        log = bad.log()
+        assert "is not the one this store's credentials are sealed under" in log, log[-3000:]
+        assert "Refusing to register worker 'w6'" in log and "serving on" not in log, log[-3000:]
+        assert raw.hex() not in log
+    finally:
+        c.remove_host(ns6, link6)
+    workers = c.req(c.apis[0], "GET", "/v1/info").json()["workers"]
+    assert "w6" not in [w["name"] for w in workers], workers
+    # an API server with another key: refused at start; one whose key others may read: refused
+    loose_key = os.path.join(c.base, "loose-master.key")
+    with open(loose_key, "wb") as f:
+        f.write(raw)
+    os.chmod(loose_key, 0o644)
+    for name, key, words in (("badkeyapi", other_key, "is not the one this store's credentials are sealed under"),
+                             ("loosekeyapi", loose_key, "0644")):
+        p = Proc(c, name, [c.s.spaced_bin, "--role", "api", "--state-dir", c.state_dir(name),
+                           "--listen", f"127.0.0.1:{_free_port()}"] + c.common() + c.key_args(key)).start()
+        c.extra.append(p)
+        assert p.proc.wait(120) != 0
+        assert words in p.log() and "master key" in p.log(), p.log()[-3000:]
+
+    if not os.path.exists(DEBIAN_TAR):
+        pytest.skip(f"the debian template is not built ({DEBIAN_TAR}): its curl is the client")
+    api_a, api_b = c.apis
+    with open(DEBIAN_TAR, "rb") as f:
+        r = c.req(api_b, "POST", "/v1/templates", params={"name": "debian"}, data=f,
+                  headers={"Content-Type": "application/x-tar"}, timeout=900)
+    assert r.status == 201, r
+    try:
+        name, value = "cluster-" + secrets.token_hex(4), "sk-cluster-" + secrets.token_hex(16)
+        r = c.req(api_b, "POST", "/v1/credentials",
+                  json={"name": name, "value": value, "hosts": [CRED_HOST], "env": "API_KEY"})
+        assert r.status == 201, r
+        r = c.req(api_a, "POST", "/v1/sandboxes",
+                  json={"template": "debian", "credentials": [name], "network": {"allow": [CRED_HOST]}})
+        assert r.status == 201, r
+        sid, worker = r.json()["id"], r.json()["worker"]
+        assert worker in c.workers, r.json()
+        tok = secrets.token_hex(4)
+        code, out = c.exec_out(api_b, sid, f'echo "$API_KEY"; curl -sS --fail https://{CRED_HOST}/{tok}/a')
+        assert code == 0 and out.startswith(f"space-cred-{name}\n") and "hello host=" in out, out
+        got = c.upstream_requests(tok)
+        assert [e["auth"] for e in got] == [f"Bearer {value}"] and got[0]["tls"], got
+        # revoked through the other API server: the worker's gateway stops at once
+        assert c.req(api_a, "POST", f"/v1/credentials/{name}/revoke").status == 200
+        code, out = c.exec_out(api_b, sid, f"curl -sS -k --fail https://{CRED_HOST}/{tok}/b")
+        assert code == 0, out
+        assert [e["auth"] for e in c.upstream_requests(tok)] == [f"Bearer {value}", None]
+        # the value nowhere in any log of the cluster
+        for p in list(c.workers.values()) + c.apis:
+            assert value not in p.log(), p.name
+        assert c.req(api_a, "DELETE", f"/v1/sandboxes/{sid}").status == 200
+    finally:
+        c.delete_all()
+        assert c.req(api_a, "DELETE", "/v1/templates/debian").status == 204

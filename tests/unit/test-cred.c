@@ -157,6 +157,45 @@ TEST(master_key_file) {
         ASSERT_NULL(bad);
 }
 
+/* master_key_file: a key file anywhere, opened (not made) by path; the
+ * fingerprint a cluster compares: the same for the same key, another for
+ * another key, and nothing of the key in it. */
+TEST(master_key_file_by_path_and_fingerprint) {
+        const char *dir = test_tmpdir();
+        _cleanup_(cred_key_freep) CredKey *k = NULL, *k2 = NULL, *other = NULL;
+        CredKey *bad = NULL;
+        char err[512], path[4096], fp[CRED_KEY_FINGERPRINT_HEX + 1], fp2[CRED_KEY_FINGERPRINT_HEX + 1],
+                fpo[CRED_KEY_FINGERPRINT_HEX + 1];
+        uint8_t raw[CRED_KEY_BYTES];
+
+        snprintf(path, sizeof path, "%s/cluster-master.key", dir);
+        ASSERT_ERRNO(cred_key_open_file(path, false, &bad, err, sizeof err), ENOENT);
+        ASSERT_TRUE(strstr(err, path) != NULL);
+        ASSERT_ERRNO(cred_key_open_file(dir, false, &bad, err, sizeof err), EPERM); /* a directory */
+        snprintf(path, sizeof path, "%s/", dir);
+        ASSERT_ERRNO(cred_key_open_file(path, false, &bad, err, sizeof err), EINVAL);
+
+        snprintf(path, sizeof path, "%s/cluster-master.key", dir);
+        ASSERT_OK(cred_key_open_file(path, true, &k, err, sizeof err));
+        ASSERT_OK(cred_key_open_file(path, false, &k2, err, sizeof err));
+        ASSERT_STREQ(cred_key_id(k), cred_key_id(k2));
+        ASSERT_OK(chmod(path, 0604));
+        ASSERT_ERRNO(cred_key_open_file(path, false, &bad, err, sizeof err), EPERM);
+        ASSERT_TRUE(strstr(err, "0604") != NULL);
+        ASSERT_NULL(bad);
+
+        ASSERT_OK(cred_key_fingerprint(k, fp));
+        ASSERT_OK(cred_key_fingerprint(k2, fp2));
+        ASSERT_EQ(strlen(fp), (size_t) CRED_KEY_FINGERPRINT_HEX);
+        ASSERT_STREQ(fp, fp2);
+        memset(raw, 0x5a, sizeof raw);
+        ASSERT_OK(cred_key_from_bytes(raw, sizeof raw, &other));
+        ASSERT_OK(cred_key_fingerprint(other, fpo));
+        ASSERT_FALSE(streq(fp, fpo));
+        /* not the key id (a hash of the key alone) either */
+        ASSERT_TRUE(strncmp(fp, cred_key_id(k), CRED_KEY_ID_LEN) != 0);
+}
+
 TEST(secret_memory_is_not_dumped) {
         _cleanup_(cred_secret_freep) CredSecret *s = NULL;
         _cleanup_free_ char *smaps = NULL;
