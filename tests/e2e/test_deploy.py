@@ -140,6 +140,13 @@ def test_kubernetes_manifests_parse_and_reference_each_other(keys):
             assert sv.get("defaultMode", 0o644) & 0o077 == 0, f"{name}: the token would be readable by others"
             cm = configmaps[c["envFrom"][0]["configMapRef"]["name"]]
             assert cm["SPACE_CLUSTER_TOKEN_FILE"] == tok[0]["mountPath"]
+            # API servers and workers: the credentials' master key, a plain file only root reads
+            if role in ("api", "worker"):
+                mk = [m for m in mounts.values() if m["mountPath"] == cm["SPACE_MASTER_KEY_FILE"]]
+                assert len(mk) == 1 and mk[0].get("subPath") == "master.key", name
+                sv = volumes[mk[0]["name"]]["secret"]
+                assert "master.key" in secrets[sv["secretName"]], name
+                assert sv.get("defaultMode", 0o644) & 0o077 == 0, f"{name}: the master key would be readable by others"
     assert set(roles) == {"api", "controller", "worker"}, roles.keys()
 
     # the API: a Deployment of several behind a Service on its port
