@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""space vm runtime benchmark: create (cold boot of a microVM), first exec,
-exec round trip, pause, resume, suspend with memory, resume from it and delete through the HTTP API, p50/p90,
+"""space vm runtime benchmark: create (cold boot of a microVM, which saves the
+base snapshot of its shape; and from that base snapshot), first exec, exec
+round trip, pause, resume, suspend with memory, resume from it, branch with
+memory x3 and delete through the HTTP API, p50/p90,
 with the accelerator (kvm or tcg) named in every line. Not a test: it reports.
 
 One command: `python3 bench/vm.py` (as root) starts a private spaced from
@@ -68,6 +70,7 @@ def main():
     ap.add_argument("-n", type=int, default=3, help="vm sandboxes created (each a cold boot)")
     ap.add_argument("--execs", type=int, default=20, help="exec round trips measured")
     ap.add_argument("--memory-mb", type=int, default=256)
+    ap.add_argument("--branches", type=int, default=2, help="branch with memory x3 calls measured")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     build = a.build_dir or next((os.path.join(REPO, d) for d in ("build-release", "build")
@@ -87,14 +90,25 @@ def main():
         if not vm.get("available"):
             sys.exit(f"vm runtime unavailable: {vm.get('reason')}")
         accel = vm["accelerator"]
-        create, first = [], []
-        for _ in range(a.n):
-            dt, sb = api.timed("POST", "/v1/sandboxes", {"runtime": "vm", "memory_mb": a.memory_mb})
+        create, first, create_base = [], [], []
+        # each of a new shape (disk size): a cold boot, which also saves that shape's base snapshot
+        for i in range(a.n):
+            body = {"runtime": "vm", "memory_mb": a.memory_mb, "disk_mb": 2048 + i}
+            dt, sb = api.timed("POST", "/v1/sandboxes", body)
             made.append(sb["id"])
             create.append(dt)
             t0 = time.perf_counter()
             api.sh(sb["id"], "true")
             first.append(time.perf_counter() - t0)
+        # the first shape again: restored from its base snapshot
+        for _ in range(a.n):
+            dt, sb = api.timed("POST", "/v1/sandboxes", {"runtime": "vm", "memory_mb": a.memory_mb, "disk_mb": 2048})
+            made.append(sb["id"])
+            create_base.append(dt)
+            api.sh(sb["id"], "true")
+        for s in made[a.n:]:
+            api.call("DELETE", f"/v1/sandboxes/{s}")
+        del made[a.n:]
         accel = api.call("GET", "/v1/info")["vm"]["accelerator"]  # after the first boot (a KVM probe may fall back)
         sid = made[0]
         rt = []
@@ -111,17 +125,31 @@ def main():
             suspend.append(api.timed("POST", f"/v1/sandboxes/{sid}/suspend")[0])
             resume_mem.append(api.timed("POST", f"/v1/sandboxes/{sid}/resume")[0])
             api.sh(sid, "true")
+        # branch with memory x3: one saved machine restored three times, each child told its identity
+        api.sh(sid, "sh -c 'n=0; while true; do n=$((n+1)); echo $n > /tmp/c; sleep 0.2; done' >/dev/null 2>&1 &")
+        branch = []
+        for _ in range(a.branches):
+            dt, res = api.timed("POST", f"/v1/sandboxes/{sid}/branch", {"count": 3, "with_memory": True})
+            branch.append(dt)
+            kids = [k["id"] for k in res["sandboxes"]]
+            made.extend(kids)
+            for k in kids:
+                api.sh(k, "cat /tmp/c")
+            for k in kids:
+                api.call("DELETE", f"/v1/sandboxes/{k}")
+                made.remove(k)
         delete = []
         for s in list(made):
             delete.append(api.timed("DELETE", f"/v1/sandboxes/{s}")[0])
             made.remove(s)
-        res = {"create (cold boot)": create, "first exec after create": first, "exec round trip (true)": rt,
+        res = {"create (cold boot + base save)": create, "create (from base snapshot)": create_base,
+               "first exec after create": first, "exec round trip (true)": rt,
                "pause": pause, "resume": resume, "suspend (memory to file)": suspend,
-               "resume from suspend (memory)": resume_mem, "delete": delete}
+               "resume from suspend (memory)": resume_mem, "branch with memory x3": branch, "delete": delete}
         print(f"vm runtime: {vm['vmm']}, guest kernel {vm.get('guest_kernel')}, accelerator {accel}"
               + (" (software emulation: slow, development only)" if accel == "tcg" else ""))
         for k, xs in res.items():
-            print(f"  vm/{accel} {k:28s} p50 {pct(xs, 50) * 1000:9.1f} ms   p90 {pct(xs, 90) * 1000:9.1f} ms"
+            print(f"  vm/{accel} {k:30s} p50 {pct(xs, 50) * 1000:9.1f} ms   p90 {pct(xs, 90) * 1000:9.1f} ms"
                   f"   (n={len(xs)})")
         if a.json:
             print(json.dumps({"accelerator": accel, **{k: {"p50_ms": pct(v, 50) * 1000, "p90_ms": pct(v, 90) * 1000}

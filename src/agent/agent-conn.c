@@ -196,6 +196,12 @@ static void conn_dispatch(Agent *a, Conn *c, ProtoFrame *f) {
         case PROTO_FILE_WATCH:
                 agent_watch_request(a, c, f->stream, v);
                 break;
+        case PROTO_RESTORED:
+                agent_vm_restored(a, c, f->stream, v);
+                break;
+        case PROTO_SYNC:
+                agent_vm_sync(a, c, f->stream);
+                break;
         case PROTO_DATA:
         case PROTO_DATA_END:
                 agent_file_data(a, c, f->type, f->stream, f->payload, f->len);

@@ -221,13 +221,33 @@ static int agent_vm_net_up(void) {
         agent_vm_sin(&rt.rt_gateway, agent_vm_net_gateway);
         rt.rt_flags = RTF_UP | RTF_GATEWAY;
         rt.rt_dev = dev;
+        {
+                /* a restored guest's old default route (another gateway) goes first */
+                struct rtentry old = {};
+                agent_vm_sin(&old.rt_dst, (struct in_addr){ .s_addr = INADDR_ANY });
+                agent_vm_sin(&old.rt_genmask, (struct in_addr){ .s_addr = INADDR_ANY });
+                old.rt_dev = dev;
+                while (ioctl(fd, SIOCDELRT, &old) >= 0)
+                        ;
+        }
         if (ioctl(fd, SIOCADDRT, &rt) < 0 && errno != EEXIST)
                 return -errno;
         return 0;
 }
 
+int agent_vm_net_configure(const char *address, const char *gateway) {
+        struct in_addr a, g;
+
+        if (inet_pton(AF_INET, address, &a) != 1 || inet_pton(AF_INET, gateway, &g) != 1)
+                return -EINVAL;
+        agent_vm_net_addr = a;
+        agent_vm_net_gateway = g;
+        agent_vm_net = true;
+        return agent_vm_net_up();
+}
+
 /* /etc/resolv.conf of the root disk (a symlink there is replaced, not followed). */
-static int agent_vm_write_resolv(const char *text) {
+int agent_vm_write_resolv(const char *text) {
         _cleanup_close_ int fd = -EBADF;
 
         (void) mkdir("/etc", 0755);

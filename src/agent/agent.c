@@ -273,6 +273,7 @@ int main(int argc, char *argv[]) {
 
         agent.pid1 = getpid() == 1;
         vm = agent_vm_is_init(argv[0]);
+        agent.vm = vm;
         if (vm && agent_vm_boot(&listen_path) < 0) {
                 /* nothing to serve: stop the VM rather than hang (the host sees QEMU exit) */
                 log_error("vm boot failed");

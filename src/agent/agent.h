@@ -97,6 +97,7 @@ struct Agent {
         Source signal_src;
         bool pid1;
         bool single; /* serving one inherited connection, no listener */
+        bool vm;     /* /init of a microVM (agent-vm.c) */
         Conn *conns;
         unsigned n_conns, next_conn_id;
         Proc *procs;
@@ -165,5 +166,16 @@ void agent_watch_collect(void);
 bool agent_vm_is_init(const char *argv0);
 /* Loads modules, mounts the sandbox's disk as root, settings; *ret_listen_path: where to listen. */
 int agent_vm_boot(const char **ret_listen_path);
+/* eth0 with address/31 and the default route via gateway (again, after a restore). */
+int agent_vm_net_configure(const char *address, const char *gateway);
+/* /etc/resolv.conf of the root disk. */
+int agent_vm_write_resolv(const char *text);
 /* Starts the thread that serves the host's connections over virtio-serial. */
 int agent_vm_start_mux(void);
+
+/* agent-vm-restore.c: RESTORED (vm only): after a restore from saved memory
+ * the host says who the guest is now; the agent re-seeds the kernel's RNG,
+ * steps the clock, and takes the hostname, machine-id and environment. */
+void agent_vm_restored(Agent *a, Conn *c, uint32_t stream, const JsonValue *req);
+/* SYNC (vm only): sync() before the host copies the disk without the memory. */
+void agent_vm_sync(Agent *a, Conn *c, uint32_t stream);

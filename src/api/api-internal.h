@@ -102,6 +102,8 @@ int api_validate_sandbox_patch(const JsonValue *body, const Config *c, const San
                                SandboxPolicy *ret, ApiError *e);
 /* {"name": optional}: ret_name "" if none. body NULL = {}. */
 int api_validate_checkpoint_create(const JsonValue *body, char ret_name[static STORE_NAME_MAX], ApiError *e);
+/* "with_memory" of a body (checkpoint, branch): *ret (may be NULL) 1, 0, or -1 when absent or null. */
+int api_validate_with_memory(const JsonValue *body, int *ret, ApiError *e);
 /* {"checkpoint": id or name}; *ret_checkpoint points into body. */
 int api_validate_restore(const JsonValue *body, const char **ret_checkpoint, ApiError *e);
 /* {"count": 1..max_branch (default 1), "from": checkpoint?, "with_memory": false}; *ret_from points into body
@@ -222,8 +224,9 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e);
 /* The work of branch: count new running sandboxes from sandbox id (from: a
  * checkpoint id or name, or NULL for its current files); *ret_kids (malloc'd,
  * sandbox_done not needed: their JSON members are borrowed and cleared). */
-int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, Sandbox **ret_kids,
-                          size_t *ret_n, ApiError *e);
+/* with_memory: the children continue the source's machine (vm sandboxes only; 400 for ns). */
+int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, bool with_memory,
+                          Sandbox **ret_kids, size_t *ret_n, ApiError *e);
 /* Thaws a paused sandbox and records it running (why: the event's reason); *sb is updated. */
 int api_sandbox_resume_paused(ApiRequest *r, Sandbox *sb, const char *why, ApiError *e);
 /* A create that a warm pool can serve: claims a warm sandbox of req's template,
@@ -234,7 +237,9 @@ int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e);
 /* checkpoints.c */
 int api_checkpoint_create(ApiRequest *r, ApiError *e);
 /* The work of create and delete, for the E2B surface too: name (validated) may be NULL. */
-int api_checkpoint_take(ApiRequest *r, const char *sandbox_id, const char *name, Checkpoint *ret, ApiError *e);
+/* with_memory: 1, 0, or -1 for the default (with memory for a vm sandbox whose machine runs or was saved). */
+int api_checkpoint_take(ApiRequest *r, const char *sandbox_id, const char *name, int with_memory, Checkpoint *ret,
+                        ApiError *e);
 int api_checkpoint_remove(ApiRequest *r, const char *sandbox_id, const char *ref, ApiError *e);
 int api_checkpoint_list(ApiRequest *r, ApiError *e);
 int api_checkpoint_delete(ApiRequest *r, ApiError *e);

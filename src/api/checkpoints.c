@@ -56,11 +56,12 @@ static bool name_taken(const Checkpoint *list, size_t n, const char *name) {
         return false;
 }
 
-int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, Checkpoint *ret, ApiError *e) {
+int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, int with_memory, Checkpoint *ret,
+                        ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ Checkpoint *list = NULL;
-        char reason[STORE_REASON_MAX], data[STORE_NAME_MAX + 64];
+        char reason[STORE_REASON_MAX], data[STORE_NAME_MAX + 96];
         Checkpoint c = {};
         uint64_t size = 0, max_count, max_mb;
         size_t n = 0;
@@ -74,6 +75,14 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, Checkpo
         if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED && sb.state != SANDBOX_SUSPENDED)
                 return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING, "sandbox '%s' is %s: it cannot be checkpointed",
                                  id, sandbox_state_to_string(sb.state) ?: "in an unknown state");
+        /* the machine's memory too: a vm sandbox's by default (while it has a machine to save) */
+        if (with_memory < 0)
+                with_memory = streq(sb.runtime, "vm") && (sb.state != SANDBOX_SUSPENDED || sb.processes_preserved);
+        if (with_memory && !streq(sb.runtime, "vm"))
+                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                                 "sandbox '%s' runs on the %s runtime, which cannot save memory: with_memory needs the "
+                                 "vm runtime", id, sb.runtime[0] ? sb.runtime : "ns");
+        c.memory = with_memory;
         k = store_checkpoint_list(r->store, id, &list, &n);
         if (k < 0)
                 return api_store_error(e, k, "listing checkpoints");
@@ -108,15 +117,15 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, Checkpo
 
         k = api_get_worker(r, e);
         if (k >= 0)
-                k = worker_checkpoint_create(r->worker, id, c.id, max_mb, &size, e);
+                k = worker_checkpoint_create(r->worker, id, c.id, max_mb, c.memory, &size, e);
         if (k >= 0) {
                 /* restorable, and its event, in one transaction */
                 c.restorable = true;
                 c.size_bytes = size;
                 snprintf(reason, sizeof reason, "checkpoint taken by %s", r->actor);
-                snprintf(data, sizeof data, "{\"checkpoint\":\"%s\",\"name\":%s%s%s}", c.id,
-                         c.name[0] ? "\"" : "", c.name[0] ? c.name : "null",
-                         c.name[0] ? "\"" : ""); /* validated name: nothing to escape */
+                snprintf(data, sizeof data, "{\"checkpoint\":\"%s\",\"name\":%s%s%s,\"with_memory\":%s}", c.id,
+                         c.name[0] ? "\"" : "", c.name[0] ? c.name : "null", c.name[0] ? "\"" : "",
+                         c.memory ? "true" : "false"); /* validated name: nothing to escape */
                 k = store_batch_begin(r->store);
                 if (k >= 0) {
                         k = store_checkpoint_update(r->store, c.id, true, size);
@@ -155,6 +164,7 @@ int api_checkpoint_create(ApiRequest *r, ApiError *e) {
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_(json_w_done) JsonWriter w;
         char name[STORE_NAME_MAX] = "";
+        int with_memory = -1;
         Checkpoint c;
         int k;
 
@@ -163,9 +173,11 @@ int api_checkpoint_create(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
         k = api_validate_checkpoint_create(body, name, e);
+        if (k >= 0)
+                k = api_validate_with_memory(body, &with_memory, e);
         if (k < 0)
                 return k;
-        k = api_checkpoint_take(r, r->params[0], name[0] ? name : NULL, &c, e);
+        k = api_checkpoint_take(r, r->params[0], name[0] ? name : NULL, with_memory, &c, e);
         if (k < 0)
                 return k;
         json_out_checkpoint(&w, &c);

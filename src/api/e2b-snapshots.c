@@ -46,7 +46,7 @@ int e2b_snapshot_create(ApiRequest *r, const char *id, ApiError *e) {
         if (k >= 0)
                 k = api_validate_checkpoint_create(body, name, e);
         if (k >= 0)
-                k = api_checkpoint_take(r, id, name[0] ? name : NULL, &c, e);
+                k = api_checkpoint_take(r, id, name[0] ? name : NULL, -1, &c, e);
         if (k < 0)
                 return k;
         snapshot_json(&w, &c);
@@ -280,7 +280,7 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         if (timeout > c->max_timeout_s)
                 return api_error(e, -ERANGE, API_INVALID_ARGUMENT, "timeout must be at most %" PRIu64 " s",
                                  c->max_timeout_s);
-        k = api_sandbox_branch_do(r, ck.sandbox_id, 1, ck.id, &kids, &n, e);
+        k = api_sandbox_branch_do(r, ck.sandbox_id, 1, ck.id, false, &kids, &n, e);
         if (k < 0)
                 return k;
         k = kids_lifecycle(r, kids, n, timeout, &lc, e);
@@ -321,7 +321,7 @@ int e2b_fork(ApiRequest *r, const char *id, ApiError *e) {
         if (v && !json_is_null(v) && (json_uint64(v, &count) < 0 || count < 1 || count > c->max_branch))
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "count must be from 1 to %" PRIu64 " (max_branch)",
                                  c->max_branch);
-        k = api_sandbox_branch_do(r, id, count, NULL, &kids, &n, e);
+        k = api_sandbox_branch_do(r, id, count, NULL, false, &kids, &n, e);
         if (k < 0) {
                 if (e->code == API_NOT_FOUND)
                         (void) api_error(e, k, API_NOT_FOUND, "sandbox '%.64s' not found", id);

@@ -123,6 +123,7 @@ void json_out_checkpoint(JsonWriter *w, const Checkpoint *c) {
         json_w_key(w, "size_bytes");
         json_w_uint(w, c->size_bytes);
         json_w_kv_bool(w, "auto", c->automatic);
+        json_w_kv_bool(w, "with_memory", c->memory);
         json_w_object_end(w);
 }
 

@@ -114,15 +114,19 @@ int api_validate_sandbox_patch(const JsonValue *body, const Config *c, const San
 }
 
 int api_validate_checkpoint_create(const JsonValue *body, char ret_name[static STORE_NAME_MAX], ApiError *e) {
-        static const char *const allowed[] = { "name", NULL };
+        static const char *const allowed[] = { "name", "with_memory", NULL };
         const char *unknown = NULL;
         JsonValue *v;
+        int r;
 
         ret_name[0] = 0;
         if (!body)
                 return 0;
         if (json_check_keys(body, allowed, &unknown) < 0)
                 return api_error(e, -EINVAL, API_UNKNOWN_FIELD, "unknown field '%.64s'", strna(unknown));
+        r = api_validate_with_memory(body, NULL, e);
+        if (r < 0)
+                return r;
         v = json_get(body, "name");
         if (!v || json_is_null(v))
                 return 0;
@@ -150,6 +154,17 @@ static int checkpoint_ref(const JsonValue *v, const char *key, bool required, co
         return 0;
 }
 
+int api_validate_with_memory(const JsonValue *body, int *ret, ApiError *e) {
+        JsonValue *v = json_get(body, "with_memory");
+        bool b = false;
+
+        if (v && !json_is_null(v) && json_bool(v, &b) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "with_memory must be true or false");
+        if (ret)
+                *ret = v && !json_is_null(v) ? b : -1;
+        return 0;
+}
+
 int api_validate_restore(const JsonValue *body, const char **ret_checkpoint, ApiError *e) {
         static const char *const allowed[] = { "checkpoint", NULL };
         const char *unknown = NULL;
@@ -164,18 +179,14 @@ int api_validate_branch(const JsonValue *body, const Config *c, uint64_t *ret_co
         static const char *const allowed[] = { "count", "from", "with_memory", NULL };
         const char *unknown = NULL, *from = NULL;
         uint64_t count = 1;
-        bool with_memory = false;
         JsonValue *v;
         int r;
 
         if (json_check_keys(body, allowed, &unknown) < 0)
                 return api_error(e, -EINVAL, API_UNKNOWN_FIELD, "unknown field '%.64s'", strna(unknown));
-        v = json_get(body, "with_memory");
-        if (v && !json_is_null(v) && json_bool(v, &with_memory) < 0)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "with_memory must be true or false");
-        if (with_memory)
-                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
-                                 "the ns runtime cannot branch memory; use the vm runtime");
+        r = api_validate_with_memory(body, NULL, e);
+        if (r < 0)
+                return r;
         v = json_get(body, "count");
         if (v && !json_is_null(v)) {
                 if (json_type(v) != JSON_NUMBER || json_uint64(v, &count) < 0)

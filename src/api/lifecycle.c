@@ -433,6 +433,7 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
         const char *id = r->params[0], *ref = NULL;
         int64_t pid = 0;
         uint64_t starttime = 0;
+        bool preserved = false;
         Checkpoint ck;
         int k;
 
@@ -458,7 +459,7 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
 
         k = api_get_worker(r, e);
         if (k >= 0)
-                k = worker_sandbox_restore(r->worker, &sb, ck.id, &pid, &starttime, e);
+                k = worker_sandbox_restore(r->worker, &sb, ck.id, &pid, &starttime, &preserved, e);
         if (k < 0) {
                 char why[STORE_REASON_MAX];
                 (void) worker_failed(e, k);
@@ -479,8 +480,10 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
         k = set_state(r, &sb, sb.state, SANDBOX_RUNNING, reason, e);
         if (k < 0)
                 return k;
-        (void) store_sandbox_set_processes_preserved(r->store, id, false);
-        snprintf(data, sizeof data, "{\"checkpoint\":\"%s\",\"pid\":%" PRIi64 "}", ck.id, pid); /* ids: [a-z0-9] */
+        /* a checkpoint with memory brings its processes back, else they start afresh on its files */
+        (void) store_sandbox_set_processes_preserved(r->store, id, preserved);
+        snprintf(data, sizeof data, "{\"checkpoint\":\"%s\",\"pid\":%" PRIi64 ",\"processes_preserved\":%s}", ck.id,
+                 pid, preserved ? "true" : "false"); /* ids: [a-z0-9] */
         event(r, &sb, "sandbox.restored", reason, data);
         log_info("Restored sandbox %s to checkpoint %s", id, ck.id);
         return reply_sandbox(r, 200, id, e);
@@ -488,7 +491,7 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
 
 /* ---- branch ---- */
 
-static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, int64_t now) {
+static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, bool with_memory, int64_t now) {
         *c = (Sandbox){
                 .state = SANDBOX_CREATING,
                 .cpu_millis = src->cpu_millis,
@@ -509,7 +512,7 @@ static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, int
                 .checkpoints_max = src->checkpoints_max,
                 .checkpoints_mb = src->checkpoints_mb,
                 .auto_resume = src->auto_resume,
-                .processes_preserved = false,        /* its processes start afresh */
+                .processes_preserved = with_memory,  /* it continues the source's processes, or starts afresh */
         };
         (void) strscpy(c->tenant_id, sizeof c->tenant_id, src->tenant_id);
         (void) strscpy(c->template_name, sizeof c->template_name, src->template_name);
@@ -556,8 +559,8 @@ static int reply_children(ApiRequest *r, const Sandbox *kids, size_t n, ApiError
         return api_reply_json(r, 201, &w);
 }
 
-int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, Sandbox **ret_kids,
-                          size_t *ret_n, ApiError *e) {
+int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, bool with_memory,
+                          Sandbox **ret_kids, size_t *ret_n, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
@@ -584,11 +587,21 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
             !(from && sb.state == SANDBOX_ERROR))
                 return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING, "sandbox '%s' is %s: it cannot be branched now",
                                  id, state_name(&sb));
+        if (with_memory && !streq(sb.runtime, "vm"))
+                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                                 "sandbox '%s' runs on the %s runtime, which cannot branch memory: with_memory needs "
+                                 "the vm runtime", id, sb.runtime[0] ? sb.runtime : "ns");
         if (from) {
                 k = api_checkpoint_find(r, &sb, from, &ck, e);
                 if (k < 0)
                         return k;
-        }
+                if (with_memory && !ck.memory)
+                        return api_error(e, -ENODATA, API_INVALID_ARGUMENT,
+                                         "checkpoint '%s' of sandbox '%s' holds no memory: branch from it without "
+                                         "with_memory", ck.id, id);
+        } else if (with_memory && sb.state == SANDBOX_SUSPENDED && !sb.processes_preserved)
+                return api_error(e, -ENODATA, API_SANDBOX_NOT_RUNNING,
+                                 "sandbox '%s' is suspended without its memory: it cannot be branched with memory", id);
         k = api_sandbox_count(r, NULL, &live, e);
         if (k < 0)
                 return k;
@@ -612,7 +625,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         if (k < 0)
                 return api_store_error(e, k, "recording the new sandboxes");
         for (; made < count; made++) {
-                child_init(&kids[made], &sb, from ? &ck : NULL, now);
+                child_init(&kids[made], &sb, from ? &ck : NULL, with_memory, now);
                 k = api_sandbox_insert_new(r, &kids[made], e);
                 if (k < 0)
                         break;
@@ -632,7 +645,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
 
         k = api_get_worker(r, e);
         if (k >= 0)
-                k = worker_sandbox_branch(r->worker, id, from ? ck.id : NULL, kids, count, pids, sts, e);
+                k = worker_sandbox_branch(r->worker, id, from ? ck.id : NULL, with_memory, kids, count, pids, sts, e);
         if (k < 0) {
                 (void) worker_failed(e, k);
                 children_failed(r, kids, count, grants.a, grants.n, e);
@@ -644,7 +657,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         /* the children's rows in one transaction; one that cannot be recorded goes */
         k = store_batch_begin(r->store);
         for (size_t i = 0; k >= 0 && i < count; i++) {
-                char cdata[160];
+                char cdata[224];
                 q = store_sandbox_set_runtime(r->store, kids[i].id, pids[i], sts[i], NULL);
                 if (q >= 0)
                         q = store_sandbox_set_state(r->store, kids[i].id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
@@ -652,8 +665,10 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                         recorded[i] = q;
                         continue;
                 }
-                snprintf(cdata, sizeof cdata, "{\"template\":\"%s\",\"parent\":\"%s\",\"checkpoint\":%s%s%s}",
-                         kids[i].template_name, id, from ? "\"" : "", from ? ck.id : "null", from ? "\"" : "");
+                snprintf(cdata, sizeof cdata,
+                         "{\"template\":\"%s\",\"parent\":\"%s\",\"checkpoint\":%s%s%s,\"with_memory\":%s}",
+                         kids[i].template_name, id, from ? "\"" : "", from ? ck.id : "null", from ? "\"" : "",
+                         with_memory ? "true" : "false");
                 event(r, &kids[i], "sandbox.created", reason, cdata);
                 api_credentials_inherit_events(r, &sb, kids[i].id, grants.a, grants.n);
                 recorded[i] = 1;
@@ -700,6 +715,7 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e) {
         _cleanup_free_ Sandbox *kids = NULL;
         const char *from = NULL;
         uint64_t count = 1;
+        int with_memory = -1;
         size_t n = 0;
         int k;
 
@@ -707,9 +723,11 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
         k = api_validate_branch(body, api_config(r->api), &count, &from, e);
+        if (k >= 0)
+                k = api_validate_with_memory(body, &with_memory, e);
         if (k < 0)
                 return k;
-        k = api_sandbox_branch_do(r, r->params[0], count, from, &kids, &n, e);
+        k = api_sandbox_branch_do(r, r->params[0], count, from, with_memory > 0, &kids, &n, e);
         if (k < 0)
                 return k;
         return reply_children(r, kids, n, e);

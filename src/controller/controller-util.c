@@ -59,7 +59,7 @@ int controller_checkpoint_take(Store *s, WorkerClient *w, const Sandbox *sb, boo
         }
         if (r < 0)
                 return r;
-        r = worker_checkpoint_create(w, sb->id, c.id, max_mb, &size, &e);
+        r = worker_checkpoint_create(w, sb->id, c.id, max_mb, false, &size, &e); /* disk only: automatic ones stay small */
         if (r >= 0) {
                 r = store_checkpoint_update(s, c.id, true, size);
                 if (r < 0) {

@@ -33,6 +33,8 @@ static const char *const proto_type_table[_PROTO_TYPE_MAX] = {
         [PROTO_RESULT] = "RESULT",
         [PROTO_ERROR] = "ERROR",
         [PROTO_FILE_WATCH] = "FILE_WATCH",
+        [PROTO_RESTORED] = "RESTORED",
+        [PROTO_SYNC] = "SYNC",
 };
 
 static bool proto_type_valid(int t) {

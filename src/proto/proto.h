@@ -114,6 +114,8 @@ typedef enum ProtoType {
         PROTO_RESULT,
         PROTO_ERROR,
         PROTO_FILE_WATCH,
+        PROTO_RESTORED,   /* vm: the machine was restored from saved memory; who it is now (agent-vm-restore.c) */
+        PROTO_SYNC,       /* vm: write the guest's dirty file data to its disk (before a disk-only copy) */
         _PROTO_TYPE_MAX,
         _PROTO_TYPE_INVALID = -EINVAL,
 } ProtoType;

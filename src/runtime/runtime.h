@@ -34,7 +34,11 @@ typedef struct RuntimeSpec {
         const struct sock_fprog *seccomp; /* installed right before the agent runs; NULL = none */
         const char *disk_path;     /* vm: the sandbox's raw root disk (root_path unused) */
         uint32_t vcpus;            /* vm: virtual CPUs (0 = 1) */
-        const char *restore_path;  /* vm: continue from this saved machine (memory and devices) instead of booting */
+        const char *restore_path;  /* vm: continue from this saved machine (memory and devices) instead of booting;
+                                    * the guest is then told who it is (identify) before create returns */
+        bool new_identity;         /* vm, with restore_path: a new sandbox from another's memory (fresh machine-id) */
+        bool neutral;              /* vm: boot with no environment and the hostname "space" (a base snapshot is
+                                    * saved from it before identify gives it its own) */
         const char *resolv_conf;   /* written to /etc/resolv.conf inside; NULL = left alone */
         /* vm: the guest's network (net false: none). The VMM's virtio-net
          * device is the other end of the tap net_fd (the caller's, not taken);
@@ -113,6 +117,24 @@ typedef struct RuntimeOps {
          * can tell more than the exit status (vm: the guest kernel panicked,
          * the guest broke the agent channel); -ENODATA if it cannot. */
         int (*stopped_reason)(const char *id, char *buf, size_t size);
+        /* vm (NULL elsewhere): saves the running machine's memory and devices
+         * to state_path, calls between(ctx) while the machine is stopped and
+         * its disk consistent with that memory (the caller copies the disk
+         * then), and lets it run on (paused: it stays paused). A failure of
+         * between fails the call; the machine runs on either way. */
+        int (*snapshot)(const char *id, const char *state_path, bool paused, int (*between)(void *ctx), void *ctx);
+        /* vm: tells a running guest who it is (vm-restored.h): entropy, time,
+         * spec's hostname and environment, a fresh machine-id if new_machine_id. */
+        int (*identify)(const RuntimeSpec *spec, bool new_machine_id, char *errbuf, size_t errbuf_size);
+        /* vm: tells a guest started with spec->neutral its identity (kept since its spawn), after the
+         * worker saved it as a base snapshot. */
+        int (*identify_deferred)(const char *id, const char *agent_socket, char *errbuf, size_t errbuf_size);
+        /* vm: what a saved machine depends on besides its template and shape
+         * (VMM, guest kernel, initramfs with the agent, accelerator), as text:
+         * a base snapshot saved under another key cannot be restored. */
+        int (*base_key)(char *buf, size_t size);
+        /* vm: the running guest writes its dirty file data to its disk (before a disk-only copy). */
+        int (*sync)(const char *agent_socket);
 } RuntimeOps;
 
 const RuntimeOps *runtime_find(const char *name);

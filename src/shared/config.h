@@ -50,6 +50,7 @@ typedef struct Config {
         char vm_kernel_dir[CONFIG_STR_MAX];
         char vm_qemu[CONFIG_STR_MAX];
         char vm_accel[16];             /* auto | kvm | tcg */
+        uint64_t vm_base_snapshots;    /* 1: creates restore a base snapshot of the template */
         uint64_t checkpoints_max;      /* most checkpoints per sandbox */
         uint64_t checkpoints_max_mb;   /* most MiB a sandbox's checkpoints hold exclusively; 0 = its disk_mb */
         char warm_pool[CONFIG_STR_MAX];/* "template:count,..." kept created and paused */

@@ -250,12 +250,16 @@ int pool_checkpoint_usage(Pool *p, const char *sandbox_id, const char *checkpoin
                 return r;
         if (!ret_bytes)
                 return -EINVAL;
+        owner_fd = checkpoint_open_owner(p, sandbox_id);
+        if (owner_fd >= 0)
+                fd = openat(owner_fd, checkpoint_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* a vm sandbox's: a plain directory with its disk (and memory) */
+        if (fd >= 0 && faccessat(fd, POOL_SANDBOX_DISK, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                return pool_disk_checkpoint_usage(fd, ret_bytes);
         if (p->kind != POOL_BTRFS || !p->quota)
                 return -EOPNOTSUPP;
-        owner_fd = checkpoint_open_owner(p, sandbox_id);
         if (owner_fd < 0)
                 return owner_fd;
-        fd = openat(owner_fd, checkpoint_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return negative_errno();
         r = btrfs_subvol_get_id(fd, &subvolid);
@@ -277,7 +281,7 @@ int pool_checkpoint_usage_total(Pool *p, const char *sandbox_id, uint64_t *ret_b
 
         if (!ret_bytes)
                 return -EINVAL;
-        if (p->kind != POOL_BTRFS || !p->quota)
+        if ((p->kind != POOL_BTRFS || !p->quota) && !pool_sandbox_is_vm(p, sandbox_id))
                 return -EOPNOTSUPP;
         r = pool_checkpoint_list(p, sandbox_id, &ids);
         if (r < 0)

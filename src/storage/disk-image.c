@@ -19,10 +19,7 @@
 #include "spawn.h"
 #include "str-util.h"
 
-#define POOL_IMAGES_DIR "images"
 #define POOL_IMAGE_SUFFIX ".ext4"
-#define POOL_SANDBOX_DISK "disk.img"
-#define POOL_SANDBOX_MEMORY "memory.state"
 #define POOL_IMAGE_MIN_BYTES (UINT64_C(256) << 20)
 #define POOL_IMAGE_SLACK_BYTES (UINT64_C(128) << 20) /* free room in a fresh image */
 
@@ -117,10 +114,10 @@ int pool_template_image_remove(Pool *p, const char *name) {
                 return -ENOMEM;
         if (unlink(path) < 0 && errno != ENOENT)
                 return negative_errno();
-        return 0;
+        return pool_base_remove(p, name); /* they were made from it */
 }
 
-static int clone_or_copy(int src, int dst) {
+int pool_clone_file(int src, int dst) {
         struct stat st;
 
         if (ioctl(dst, FICLONE, src) >= 0)
@@ -172,7 +169,7 @@ int pool_sandbox_disk_create(Pool *p, const char *template_name, const char *id,
                 r = negative_errno();
                 goto fail;
         }
-        r = clone_or_copy(src, dst);
+        r = pool_clone_file(src, dst);
         if (r < 0)
                 goto fail;
         /* the disk's size is its quota: grow the image (and its file system) to disk_mb */
@@ -229,4 +226,9 @@ int pool_sandbox_memory_path(Pool *p, const char *id, char **ret) {
                 return -ENOMEM;
         *ret = path;
         return 0;
+}
+
+bool pool_sandbox_is_vm(Pool *p, const char *id) {
+        _cleanup_free_ char *path = NULL;
+        return pool_sandbox_disk_path(p, id, &path) >= 0;
 }

@@ -70,3 +70,10 @@ int pool_copy_tree(const char *src, const char *dst);
  * subvolumes in it. A missing one is fine. */
 int pool_ship_remove_dir(const Pool *p, int tmp_fd, const char *name);
 #define POOL_SHIP_RECV_PREFIX "recv."
+
+/* Disk images (disk-image.c): a sandbox's disk and saved machine in sandboxes/<id>/. */
+#define POOL_IMAGES_DIR "images"
+#define POOL_SANDBOX_DISK "disk.img"
+#define POOL_SANDBOX_MEMORY "memory.state"
+/* disk-checkpoint.c: the allocated bytes of the files in a vm checkpoint's directory. */
+int pool_disk_checkpoint_usage(int dir_fd, uint64_t *ret_bytes);

@@ -258,3 +258,60 @@ int pool_ship_receive_start(Pool *p, int in_fd, int err_fd, char **ret_dir, pid_
 int pool_ship_receive_commit(Pool *p, const char *dir, const PoolShipItem *it);
 /* Removes the directory with whatever the receive made in it. */
 int pool_ship_receive_abort(Pool *p, const char *dir);
+/* dst becomes a copy of src: a reflink (FICLONE) where the pool can share extents, else a copy. */
+int pool_clone_file(int src, int dst);
+/* True if the sandbox has a disk image (a vm sandbox). */
+bool pool_sandbox_is_vm(Pool *p, const char *id);
+
+/* Checkpoints of vm sandboxes (disk-checkpoint.c): checkpoints/<id>/<ckpt>/
+ * is a directory holding disk.img (a reflink of the sandbox's disk) and, if
+ * taken with memory, memory.state (the machine saved at the same moment).
+ * pool_checkpoint_remove/_exists/_list/_usage work on them as on any other.
+ * *ret paths are malloc'd. */
+/* checkpoints/<id>/<ckpt>[/file] (whether it exists or not). */
+int pool_disk_checkpoint_path(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *file,
+                              char **ret);
+/* Makes the empty checkpoint directory; -EEXIST if the checkpoint exists. The
+ * caller fills it (memory.state, then pool_disk_checkpoint_take_disk) and
+ * removes it with pool_checkpoint_remove on failure. */
+int pool_disk_checkpoint_create(Pool *p, const char *sandbox_id, const char *checkpoint_id, char **ret_dir);
+/* Reflinks the sandbox's disk into the checkpoint (the machine must be
+ * stopped); saved_memory: also its memory.state of a suspend, if it has one. */
+int pool_disk_checkpoint_take_disk(Pool *p, const char *sandbox_id, const char *checkpoint_id, bool saved_memory);
+bool pool_disk_checkpoint_has_memory(Pool *p, const char *sandbox_id, const char *checkpoint_id);
+/* The sandbox's disk becomes a reflink of the checkpoint's (made beside it,
+ * then renamed over it: the old or the new disk at every moment), owned by
+ * owner; a memory.state of a suspend goes (it belonged to the old disk). */
+int pool_sandbox_disk_restore(Pool *p, const char *id, const char *checkpoint_id, uid_t owner, char **ret_disk);
+/* A new sandbox id whose disk is a reflink of src_path (owned by owner).
+ * -EEXIST if the sandbox exists; a failure leaves nothing behind. */
+int pool_sandbox_disk_clone(Pool *p, const char *src_path, const char *id, uid_t owner, char **ret_path);
+/* A new sandbox whose disk is a reflink of another's current disk (the
+ * caller stops that machine) or of one of its checkpoints. */
+int pool_sandbox_disk_branch(Pool *p, const char *src_id, const char *from_checkpoint, const char *new_id, uid_t owner,
+                             char **ret_path);
+
+/* Base snapshots (disk-base.c): a booted, idle VM of a template saved once,
+ * so that creates restore it instead of booting. Kept per template and
+ * variant (memory, vCPUs, disk size: a saved machine only fits a VM of the
+ * same shape) under images/base/<template>/<variant>/: disk.img,
+ * memory.state and key, the text that says what it was made from (kernel,
+ * agent, VMM, accelerator, template image); a lookup with another key finds
+ * nothing and removes the stale one. Removed with the template's image. */
+#define POOL_BASE_VARIANT_MAX 64U
+#define POOL_BASE_KEY_MAX 1024U
+/* 0 and the variant's directory if a base snapshot with this key exists; -ENOENT if not. */
+int pool_base_lookup(Pool *p, const char *template_name, const char *variant, const char *key, char **ret_dir);
+/* A fresh, empty directory to make one in (the tmp/ of the pool); *ret_dir. */
+int pool_base_begin(Pool *p, const char *template_name, const char *variant, char **ret_dir);
+/* Writes the key into the directory made by pool_base_begin and moves it into
+ * place (replacing an older one). On failure the directory is removed. */
+int pool_base_commit(Pool *p, const char *template_name, const char *variant, const char *dir, const char *key);
+/* Removes a directory of pool_base_begin that is not to be committed. */
+void pool_base_abandon(Pool *p, const char *dir);
+/* Identity of the template's disk image for keys: "<inode>-<size>-<mtime ns>"; -ENOENT if none. */
+int pool_template_image_stamp(Pool *p, const char *template_name, char *buf, size_t size);
+/* Every base snapshot: JSON array [{"template","variant","size_bytes"}] for /v1/info. */
+int pool_base_list_json(Pool *p, char **ret);
+/* Removes a template's base snapshots (pool_template_image_remove calls it). */
+int pool_base_remove(Pool *p, const char *template_name);

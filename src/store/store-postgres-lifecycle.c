@@ -12,7 +12,7 @@
 #include "alloc-util.h"
 #include "store-postgres.h"
 
-#define CHECKPOINT_COLUMNS "id, sandbox_id, tenant_id, name, created_usec, size_bytes, auto, restorable"
+#define CHECKPOINT_COLUMNS "id, sandbox_id, tenant_id, name, created_usec, size_bytes, auto, restorable, memory"
 
 /* "(changed rows, whether the sandbox exists)" of a data-modifying CTE named c. */
 #define CHANGED_AND_EXISTS(c) "SELECT (SELECT COUNT(*) FROM " c "), EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)"
@@ -50,7 +50,7 @@ static const char *const lifecycle_sql[_PG_LC_STMT_MAX] = {
                 "FROM sandboxes WHERE warm_pool = $1 AND state <> 'deleted'",
 
         [PG_LC_CHECKPOINT_INSERT] =
-                "INSERT INTO checkpoints (" CHECKPOINT_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO checkpoints (" CHECKPOINT_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         [PG_LC_CHECKPOINT_GET] =
                 "SELECT " CHECKPOINT_COLUMNS " FROM checkpoints WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)",
         [PG_LC_CHECKPOINT_LIST] =
@@ -238,6 +238,7 @@ static int checkpoint_read(const PGresult *res, int row, Checkpoint *ret) {
         TRY(pg_col_u64(res, row, 5, &c.size_bytes));
         TRY(pg_col_bool(res, row, 6, &c.automatic));
         TRY(pg_col_bool(res, row, 7, &c.restorable));
+        TRY(pg_col_bool(res, row, 8, &c.memory));
         if (c.created_usec < 0)
                 return -EBADMSG;
         *ret = c;
@@ -256,6 +257,7 @@ int pg_op_checkpoint_insert(Store *s, const Checkpoint *c) {
         pg_param_i64(&p, (int64_t) c->size_bytes);
         pg_param_bool(&p, c->automatic);
         pg_param_bool(&p, c->restorable);
+        pg_param_bool(&p, c->memory);
         return lc_exec(pg_store(s), PG_LC_CHECKPOINT_INSERT, &p, &res);
 }
 

@@ -8,7 +8,7 @@
 #include "alloc-util.h"
 #include "store-sqlite.h"
 
-#define CHECKPOINT_COLUMNS "id, sandbox_id, tenant_id, name, created_usec, size_bytes, auto, restorable"
+#define CHECKPOINT_COLUMNS "id, sandbox_id, tenant_id, name, created_usec, size_bytes, auto, restorable, memory"
 
 static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
         [SQL_LC_SANDBOX_TOUCH] =
@@ -39,7 +39,7 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
         [SQL_LC_SANDBOX_STATE] = "SELECT state FROM sandboxes WHERE id = ?1",
 
         [SQL_LC_CHECKPOINT_INSERT] =
-                "INSERT INTO checkpoints (" CHECKPOINT_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO checkpoints (" CHECKPOINT_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         [SQL_LC_CHECKPOINT_GET] =
                 "SELECT " CHECKPOINT_COLUMNS " FROM checkpoints WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
         [SQL_LC_CHECKPOINT_LIST] =
@@ -237,6 +237,7 @@ static int checkpoint_read(sqlite3_stmt *st, Checkpoint *ret) {
         TRY(sqlite_col_u64(st, 5, &c.size_bytes));
         c.automatic = sqlite3_column_int64(st, 6) != 0;
         c.restorable = sqlite3_column_int64(st, 7) != 0;
+        c.memory = sqlite3_column_int64(st, 8) != 0;
         *ret = c;
         return 0;
 }
@@ -254,6 +255,7 @@ int sqlite_op_checkpoint_insert(Store *s, const Checkpoint *c) {
         TRY(sqlite_bind_int64(q, st, 6, (int64_t) c->size_bytes));
         TRY(sqlite_bind_int64(q, st, 7, c->automatic ? 1 : 0));
         TRY(sqlite_bind_int64(q, st, 8, c->restorable ? 1 : 0));
+        TRY(sqlite_bind_int64(q, st, 9, c->memory ? 1 : 0));
         return sqlite_store_step_done(q, st);
 }
 

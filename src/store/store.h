@@ -128,6 +128,7 @@ typedef struct Checkpoint {
         uint64_t size_bytes;            /* bytes only this checkpoint holds (as the worker last measured) */
         bool automatic;                 /* taken by the controller: retention may prune it (column "auto") */
         bool restorable;                /* false while being taken, or once given up for garbage collection */
+        bool memory;                    /* holds the machine's memory too (vm): a restore continues its processes */
 } Checkpoint;
 
 /* The policy fields a PATCH of a sandbox changes, all at once. */

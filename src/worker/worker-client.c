@@ -468,8 +468,29 @@ int worker_sandbox_take_warm(WorkerClient *w, const Sandbox *sb, ApiError *e) {
 }
 
 int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,
-                           uint64_t *ret_starttime, ApiError *e) {
-        return call_spec(w, "restore", sb, checkpoint_id, ret_pid, ret_starttime, e);
+                           uint64_t *ret_starttime, bool *ret_preserved, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+        bool preserved = false;
+        int r;
+
+        r = select_worker(w, sb->worker, e);
+        if (r < 0)
+                return r;
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "restore");
+        json_w_key(&jw, "sandbox");
+        write_spec(&jw, sb);
+        json_w_kv_string(&jw, "checkpoint", checkpoint_id);
+        json_w_object_end(&jw);
+        r = call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        (void) json_bool(json_get(reply, "processes_preserved"), &preserved);
+        if (ret_preserved)
+                *ret_preserved = preserved;
+        return reply_pid(reply, ret_pid, ret_starttime, e);
 }
 
 /* {"op":OP,"id":ID[,"checkpoint":CK]} */
@@ -506,7 +527,7 @@ int worker_sandbox_suspend(WorkerClient *w, const char *id, bool *ret_processes_
 }
 
 int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t max_mb,
-                             uint64_t *ret_size_bytes, ApiError *e) {
+                             bool with_memory, uint64_t *ret_size_bytes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         JsonWriter jw;
         int r;
@@ -521,6 +542,7 @@ int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkp
         json_w_kv_string(&jw, "checkpoint", checkpoint_id);
         json_w_key(&jw, "max_mb");
         json_w_uint(&jw, max_mb);
+        json_w_kv_bool(&jw, "with_memory", with_memory);
         json_w_object_end(&jw);
         r = call(w, &jw, &reply, e);
         if (r < 0)
@@ -549,8 +571,8 @@ int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, Ap
         return 0;
 }
 
-int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, const Sandbox *children,
-                          size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e) {
+int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, bool with_memory,
+                          const Sandbox *children, size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         const JsonValue *arr;
         JsonWriter jw;
@@ -565,6 +587,7 @@ int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *ch
         json_w_kv_string(&jw, "source", source_id);
         if (checkpoint_id)
                 json_w_kv_string(&jw, "checkpoint", checkpoint_id);
+        json_w_kv_bool(&jw, "with_memory", with_memory);
         json_w_key(&jw, "sandboxes");
         json_w_array_begin(&jw);
         for (size_t i = 0; i < n; i++)

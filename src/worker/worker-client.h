@@ -64,21 +64,26 @@ int worker_sandbox_take_warm(WorkerClient *w, const Sandbox *sb, ApiError *e);
 /* A read-only snapshot of the sandbox's root (processes frozen around it).
  * max_mb: refused (507, and the snapshot removed again) if the sandbox's
  * checkpoints hold that many MiB exclusively, measured right after the
- * snapshot's commit (0 = no cap; pools without qgroups cannot tell). */
+ * snapshot's commit (0 = no cap; pools without qgroups cannot tell; a vm
+ * sandbox's cap is checked before, on the files its checkpoints hold).
+ * with_memory: the machine's memory too (vm sandboxes; the worker refuses it for ns). */
 int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t max_mb,
-                             uint64_t *ret_size_bytes, ApiError *e);
+                             bool with_memory, uint64_t *ret_size_bytes, ApiError *e);
 int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkpoint_id, ApiError *e);
 /* What each checkpoint of the sandbox holds exclusively now (qgroup
  * exclusive bytes as of the pool's last commit): *ret is the reply, whose
  * "sizes" is an object {checkpoint id: bytes}, empty where the pool cannot tell. */
 int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, ApiError *e);
-/* Processes end, the root is replaced by the checkpoint, the agent starts afresh. */
+/* Processes end, the root is replaced by the checkpoint, the agent starts
+ * afresh; or (a vm checkpoint with memory) the machine of the checkpoint
+ * continues: *ret_preserved (may be NULL) says which. */
 int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,
-                           uint64_t *ret_starttime, ApiError *e);
+                           uint64_t *ret_starttime, bool *ret_preserved, ApiError *e);
 /* n new sandboxes (children[i] describes each) from the source's current
  * state (checkpoint_id NULL) or a checkpoint. All or nothing. */
-int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, const Sandbox *children,
-                          size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e);
+/* with_memory (vm): the children continue the source's (or the checkpoint's) machine. */
+int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, bool with_memory,
+                          const Sandbox *children, size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e);
 /* Opens a connection to the sandbox's agent: the returned fd speaks the agent
  * protocol (src/proto/proto.h) and the agent's HELLO has already been read. */
 int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError *e);

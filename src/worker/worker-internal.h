@@ -32,6 +32,8 @@ typedef struct WorkerSpec {
         char template_name[STORE_NAME_MAX];
         char runtime[16];      /* "ns" (default) | "vm" */
         const char *restore_path; /* vm: continue the machine saved here (not owned) */
+        bool new_identity;     /* vm, with restore_path: another sandbox's machine (fresh machine-id) */
+        bool neutral;          /* vm: booted with nothing of the sandbox (a base snapshot is saved from it) */
         uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max, io_weight;
         char **env;
         char *policy;  /* egress policy JSON text ("policy" of the spec), NULL: none */
@@ -91,6 +93,10 @@ typedef struct WorkerPending {
         WorkerNet net;         /* ns runtime: made while PID 1 sets itself up */
         int net_error;         /* ... or why not (reported by finish, after PID 1 is reaped) */
         ApiError net_api_error;
+        bool make_base;        /* vm, a neutral boot: saved as the base snapshot of base_template/base_variant once
+                                * it answers, then told its identity (worker-vm.c) */
+        char base_template[64];
+        char base_variant[72];
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
@@ -199,6 +205,17 @@ int worker_cred_sync(Worker *w, const char *id, ApiError *e);
 /* Drops the CA of an earlier life of the sandbox (its root is new or replaced). */
 void worker_cred_forget(Worker *w, const char *id);
 void worker_op_set_credentials(Worker *w, const JsonValue *req, JsonWriter *jw);
+
+/* worker-vm.c: vm sandboxes' checkpoints with memory, restores, branches, creates from base snapshots */
+void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool with_memory, JsonWriter *jw);
+void worker_vm_op_restore(Worker *w, WorkerSpec *s, const char *ck, JsonWriter *jw);
+void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
+/* The disk from the template's base snapshot (restored, told its identity) or, without one,
+ * from its image (booted neutral, saved as the base snapshot, then told its identity). */
+int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, int64_t *ret_pid, uint64_t *ret_starttime,
+                     ApiError *e);
+/* A neutral boot answered (p->make_base): saves the base snapshot, then tells the guest who it is. */
+int worker_vm_base_after_boot(Worker *w, const WorkerPending *p, ApiError *e);
 
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);

@@ -154,7 +154,7 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
         ApiError e = {};
         const char *id = req_id(req, "id", &e), *ck = id ? req_id(req, "checkpoint", &e) : NULL;
         LiveSandbox *l;
-        bool was_frozen;
+        bool was_frozen, with_memory = false;
         uint64_t size = 0, max_mb = 0, held = 0;
         int r, k;
 
@@ -162,6 +162,25 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         if (json_get(req, "max_mb") && json_uint64(json_get(req, "max_mb"), &max_mb) < 0) {
                 api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "bad 'max_mb'");
+                return worker_reply_error(jw, &e);
+        }
+        (void) json_bool(json_get(req, "with_memory"), &with_memory);
+        if (pool_sandbox_is_vm(w->pool, id)) {
+                /* a vm checkpoint's files are counted as allocated (not as
+                 * btrfs exclusive bytes): the cap is checked before it */
+                if (max_mb > 0 && pool_checkpoint_usage_total(w->pool, id, &held) >= 0 && held >> 20 >= max_mb) {
+                        api_error(&e, -ENOSPC, API_INSUFFICIENT_STORAGE,
+                                  "the checkpoints of sandbox %s hold %" PRIu64 " MiB, its cap is %" PRIu64
+                                  " MiB (checkpoints_mb); delete some first",
+                                  id, held >> 20, max_mb);
+                        return worker_reply_error(jw, &e);
+                }
+                return worker_vm_op_checkpoint(w, id, ck, with_memory, jw);
+        }
+        if (with_memory) {
+                api_error(&e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                          "sandbox %s runs on the ns runtime, which cannot save memory (with_memory needs the vm "
+                          "runtime)", id);
                 return worker_reply_error(jw, &e);
         }
         l = worker_live_find(w, id);
@@ -273,6 +292,8 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 api_error(&e, -ENOENT, API_NOT_FOUND, "no checkpoint %s of sandbox %s here", ck, s.id);
                 return worker_reply_error(jw, &e);
         }
+        if (pool_sandbox_is_vm(w->pool, s.id))
+                return worker_vm_op_restore(w, &s, ck, jw);
         /* running processes end; the agent starts afresh on the restored files */
         (void) worker_cleanup_sandbox(w, s.id, false);
         r = pool_sandbox_restore(w->pool, s.id, ck, s.disk_mb, &root);
@@ -383,7 +404,7 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         int helper_fd = -EBADF;
         pid_t helper = 0;
         LiveSandbox *l;
-        bool was_frozen = false;
+        bool was_frozen = false, with_memory = false;
         ApiError e = {};
         int64_t t_start = now_usec(), t_roots = 0, t_spawn = 0, t_finish;
         int r = 0;
@@ -391,6 +412,14 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         src = req_id(req, "source", &e);
         if (!src)
                 return worker_reply_error(jw, &e);
+        if (pool_sandbox_is_vm(w->pool, src))
+                return worker_vm_op_branch(w, req, jw);
+        if (json_get(req, "with_memory") && json_bool(json_get(req, "with_memory"), &with_memory) >= 0 && with_memory) {
+                api_error(&e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                          "sandbox %s runs on the ns runtime, which cannot branch memory (with_memory needs the vm "
+                          "runtime)", src);
+                return worker_reply_error(jw, &e);
+        }
         if (json_get(req, "checkpoint") && !json_is_null(json_get(req, "checkpoint"))) {
                 ck = req_id(req, "checkpoint", &e);
                 if (!ck)

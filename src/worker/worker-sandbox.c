@@ -272,6 +272,8 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 .disk_path = vm ? root : NULL,
                 .vcpus = (uint32_t) ((s->cpu_millis + 999) / 1000),
                 .restore_path = s->restore_path,
+                .new_identity = s->new_identity,
+                .neutral = s->neutral,
                 .hostname = hostname,
                 .uid_base = (uid_t) (w->config->uid_base + s->slot * RUNTIME_ID_RANGE),
                 .limits = worker_spec_limits(s),
@@ -330,6 +332,14 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 worker_net_attach_abort(w, &p->net);
                 (void) worker_cleanup_sandbox(w, p->id, false);
                 return api_error(e, r, API_INTERNAL, "cannot track the sandbox: %s", strerror(-r));
+        }
+        if (p->make_base) {
+                /* a neutral boot: saved as its template's base snapshot, then told who it is */
+                r = worker_vm_base_after_boot(w, p, e);
+                if (r < 0) {
+                        (void) worker_cleanup_sandbox(w, p->id, false);
+                        return r;
+                }
         }
         /* the agent waits for connections; nothing runs inside before the create returns
          * (a vm's guest has its eth0 already: until its element is there, the firewall drops all) */
@@ -395,12 +405,7 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
                         return api_error(e, -ERANGE, API_INVALID_ARGUMENT,
                                          "memory_mb %" PRIu64 " is more than this host has (%" PRIu64 " MiB)",
                                          s.memory_mb, host_mb);
-                r = pool_sandbox_disk_create(w->pool, s.template_name, s.id, s.disk_mb,
-                                             (uid_t) (w->config->uid_base + s.slot * RUNTIME_ID_RANGE), &root);
-                if (r < 0)
-                        return api_error(e, r, r == -EIO ? API_INTERNAL : api_error_code_from_errno(r),
-                                         "cannot create the root disk: %s%s", strerror(-r),
-                                         r == -EIO ? " (making the template's disk image failed)" : "");
+                return worker_vm_create(w, rt, &s, ret_pid, ret_starttime, e);
         } else {
                 r = pool_sandbox_create(w->pool, s.template_name, s.id, s.disk_mb, &root);
                 if (r < 0)

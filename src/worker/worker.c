@@ -227,9 +227,20 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                 {
                         /* the vm runtime's facts (accelerator, transport, kernel), or why it is unavailable */
                         _cleanup_free_ char *vm = vm_runtime_ops.info_json ? vm_runtime_ops.info_json() : NULL;
+                        _cleanup_free_ char *bases = NULL, *spliced = NULL;
+                        size_t vl = vm ? strlen(vm) : 0;
+                        /* and the base snapshots it restores creates from, inside the same object */
+                        if (w->vm && vl > 2 && vm[vl - 1] == '}' && pool_base_list_json(w->pool, &bases) >= 0) {
+                                vm[vl - 1] = 0;
+                                spliced = strjoin(vm, ",\"base_snapshots\":{\"enabled\":",
+                                                  w->config->vm_base_snapshots ? "true" : "false",
+                                                  ",\"snapshots\":", bases, "}}");
+                                if (!spliced)
+                                        vm[vl - 1] = '}';
+                        }
                         if (vm) {
                                 json_w_key(jw, "vm");
-                                json_w_raw(jw, vm);
+                                json_w_raw(jw, spliced ?: vm);
                         }
                 }
                 json_w_kv_string(jw, "cgroup", cgroup_mode_to_string(cgroup_mode()));

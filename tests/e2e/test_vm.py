@@ -201,6 +201,195 @@ def test_suspend_resume_keeps_memory(vmd, vsb):
     ev = [e for e in r.json()["events"] if e["type"] == "sandbox.resumed"]
     assert ev and ev[-1]["data"] == {"processes_preserved": True}, ev
 
+COUNTER = ("sh -c 'echo $$ > /tmp/cpid; n=0; while true; do n=$((n+1)); echo $n > /tmp/c.new; "
+           "mv /tmp/c.new /tmp/c; sleep 0.2; done' >/dev/null 2>&1 &")
+
+
+def _counter(vmd, sid):
+    return int(vmd.sh(sid, "cat /tmp/c 2>/dev/null || echo 0").strip() or 0)
+
+
+def _identity(vmd, sid):
+    out = vmd.sh(sid, "hostname; cat /etc/machine-id; echo $SPACE_SANDBOX_ID; "
+                      "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; "
+                      "cat /proc/sys/kernel/random/boot_id; date +%s").split("\n")
+    return {"hostname": out[0], "machine_id": out[1], "sandbox_env": out[2], "random": out[3],
+            "boot_id": out[4], "time": int(out[5])}
+
+
+def _qemu_pids(vmd, sid):
+    return [p for p in vmd.sandbox_pids(sid) if open(f"/proc/{p}/comm").read().strip() == "qemu-system-x86"]
+
+
+def _gone(e2e_session, vmd, sid, pids):
+    """Delete leaves no QEMU or relay process, disk, memory image, socket or cgroup."""
+    vmd.delete(sid)
+    assert not [p for p in pids if host.proc_exists(p)], f"a process of {sid} survived its delete"
+    assert not os.path.exists(vmd.pool_path("sandboxes", sid))
+    assert not os.path.exists(vmd.pool_path("checkpoints", sid))
+    assert not os.path.exists(os.path.join(vmd.state_dir, "run", "sandboxes", sid))
+    assert not vmd.cgroup_dirs(sid)
+    host.wait_until(lambda: not residue.items_of_sandbox(e2e_session, sid), 5)
+    assert not residue.items_of_sandbox(e2e_session, sid)
+
+
+def test_create_from_base_snapshot_is_clean(e2e_session, vmd, vsb):
+    """The module's first create (vsb) booted a neutral VM and saved it as the
+    base snapshot of (base, 256 MiB); later creates of that shape restore it:
+    the same booted machine, yet each its own hostname,
+    machine-id, sandbox id, environment and random numbers, the host's time,
+    and nothing of the sandbox that made the base."""
+    info = vmd.api("GET", "/v1/info").json()["vm"]["base_snapshots"]
+    assert info["enabled"] is True, info
+    snaps = [x for x in info["snapshots"] if x["template"] == "base" and x["variant"].startswith("m256-")]
+    assert snaps and snaps[0]["size_bytes"] > 0, info
+    vmd.sh(vsb, "echo secret > /root/made-in-vsb")
+    made = []
+    try:
+        for _ in range(2):
+            made.append(vmd.create(runtime="vm", memory_mb=256, env={"GREETING": "hello"})["id"])
+        ids = {s: _identity(vmd, s) for s in made + [vsb]}
+        for s in made:
+            i = ids[s]
+            assert i["hostname"] == f"space-{s}" and i["sandbox_env"] == s, i
+            assert len(i["machine_id"]) == 32, i
+            assert abs(i["time"] - time.time()) < 300, i  # the clock was stepped to the host's
+            # restored from the base snapshot, not booted (the worker says which)
+            assert f"Sandbox {s} restored from the base snapshot of template base" in vmd.log_text(), s
+            assert vmd.sh(s, "echo $GREETING").strip() == "hello"
+            assert vmd.sh(s, "test -e /root/made-in-vsb && echo leak || echo clean").strip() == "clean"
+        assert len({i["machine_id"] for i in ids.values()}) == 3, ids
+        assert len({i["random"] for i in ids.values()}) == 3, ids
+        assert len({i["hostname"] for i in ids.values()}) == 3, ids
+        r = vmd.api("GET", "/v1/events", params={"sandbox": made[0], "limit": 50})
+        assert r.status == 200, r
+    finally:
+        for s in made:
+            _gone(e2e_session, vmd, s, vmd.sandbox_pids(s))
+
+
+def test_branch_with_memory_x3(e2e_session, vmd, vsb):
+    """Three children of one saved machine: each continues the parent's
+    running counter (the same process, not a restart) on its own disk,
+    independently, with its own identity and its own random numbers."""
+    vmd.sh(vsb, COUNTER)
+    assert host.wait_until(lambda: _counter(vmd, vsb) >= 3, 60)
+    cpid = vmd.sh(vsb, "cat /tmp/cpid").strip()
+    before = _counter(vmd, vsb)
+    r = vmd.api("POST", f"/v1/sandboxes/{vsb}/branch", json={"count": 3, "with_memory": True}, timeout=600)
+    assert r.status == 201, r
+    kids = [k["id"] for k in r.json()["sandboxes"]]
+    assert len(kids) == 3
+    try:
+        for k in kids:
+            sb = vmd.show(k).json()
+            assert sb["state"] == "running" and sb["processes_preserved"] is True, sb
+            assert sb["runtime"] == "vm", sb
+            # the parent's counter process, carrying on from where it stood
+            assert vmd.sh(k, "cat /tmp/cpid").strip() == cpid
+            assert vmd.sh(k, f"kill -0 {cpid} && echo alive").strip() == "alive"
+            start = _counter(vmd, k)
+            assert start >= before, (start, before)
+            assert host.wait_until(lambda k=k, start=start: _counter(vmd, k) > start + 2, 60), k
+        # independent: stopping one child's counter and writing a file there touches no one else
+        vmd.sh(kids[0], f"kill -9 {cpid}; echo mine > /root/only-in-0")
+        assert vmd.sh(kids[0], f"sleep 0.5; kill -0 {cpid} 2>/dev/null && echo alive || echo gone").strip() == "gone"
+        frozen = _counter(vmd, kids[0])
+        for k in kids[1:] + [vsb]:
+            v = _counter(vmd, k)
+            assert host.wait_until(lambda k=k, v=v: _counter(vmd, k) > v + 2, 60), k
+            assert vmd.sh(k, "test -e /root/only-in-0 && echo leak || echo clean").strip() == "clean"
+        time.sleep(1)
+        assert _counter(vmd, kids[0]) == frozen
+        ids = {k: _identity(vmd, k) for k in kids + [vsb]}
+        for k in kids:
+            assert ids[k]["hostname"] == f"space-{k}" and ids[k]["sandbox_env"] == k, ids[k]
+        assert len({i["hostname"] for i in ids.values()}) == 4, ids
+        assert len({i["machine_id"] for i in ids.values()}) == 4, ids
+        assert len({i["random"] for i in ids.values()}) == 4, ids
+        # the saved machine was only for the children
+        assert not os.path.exists(vmd.pool_path("sandboxes", vsb, "branch.state"))
+        ev = vmd.api("GET", "/v1/events", params={"sandbox": kids[0], "limit": 50}).json()["events"]
+        created = [e for e in ev if e["type"] == "sandbox.created"]
+        assert created and created[-1]["data"]["with_memory"] is True, created
+    finally:
+        for k in kids:
+            _gone(e2e_session, vmd, k, vmd.sandbox_pids(k))
+        vmd.sh(vsb, "kill $(cat /tmp/cpid) 2>/dev/null; true")
+
+
+def test_checkpoint_with_memory_then_restore(e2e_session, vmd):
+    """A checkpoint of a running vm sandbox holds its disk and its memory;
+    restoring it (in place) brings back the running process as it stood,
+    and the files of that moment."""
+    sid = vmd.create(runtime="vm", memory_mb=256)["id"]
+    try:
+        vmd.sh(sid, COUNTER)
+        assert host.wait_until(lambda: _counter(vmd, sid) >= 3, 60)
+        cpid = vmd.sh(sid, "cat /tmp/cpid").strip()
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "mem"}, timeout=300)
+        assert r.status == 201, r
+        ck = r.json()
+        assert ck["with_memory"] is True and ck["size_bytes"] > 0, ck
+        at_ck = _counter(vmd, sid)
+        assert host.wait_until(lambda: _counter(vmd, sid) > at_ck + 10, 60)
+        vmd.sh(sid, "echo later > /root/after-checkpoint")
+        r = vmd.api("GET", f"/v1/sandboxes/{sid}/checkpoints")
+        assert [c["with_memory"] for c in r.json()["checkpoints"]] == [True], r.json()
+        # a disk-only checkpoint says so
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "disk", "with_memory": False},
+                    timeout=300)
+        assert r.status == 201 and r.json()["with_memory"] is False, r
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "mem"}, timeout=300)
+        assert r.status == 200, r
+        sb = r.json()
+        assert sb["state"] == "running" and sb["processes_preserved"] is True, sb
+        back = _counter(vmd, sid)
+        assert back < at_ck + 10, (back, at_ck)  # the counter went back to the checkpoint's moment
+        assert vmd.sh(sid, f"kill -0 {cpid} && echo alive").strip() == "alive"
+        assert host.wait_until(lambda: _counter(vmd, sid) > back + 2, 60)
+        assert vmd.sh(sid, "test -e /root/after-checkpoint && echo there || echo gone").strip() == "gone"
+        ev = vmd.api("GET", "/v1/events", params={"sandbox": sid, "limit": 100}).json()["events"]
+        restored = [e for e in ev if e["type"] == "sandbox.restored"]
+        assert restored and restored[-1]["data"]["processes_preserved"] is True, restored
+        # the disk-only checkpoint: the files of its moment, processes start afresh
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "disk"}, timeout=300)
+        assert r.status == 200 and r.json()["processes_preserved"] is False, r
+        assert vmd.sh(sid, "test -e /root/after-checkpoint && echo there || echo gone").strip() == "there"
+        # booted afresh: nothing counts on (its pid may be anyone's now)
+        v = _counter(vmd, sid)
+        time.sleep(1.5)
+        assert _counter(vmd, sid) == v
+        # branching with memory from a disk-only checkpoint is refused, clearly
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/branch", json={"from": "disk", "with_memory": True})
+        e = assert_error_shape(r, 400, "invalid_argument")
+        assert "holds no memory" in e["message"], e
+    finally:
+        _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
+
+
+def test_ns_runtime_refuses_memory(spaced):
+    """with_memory on an ns sandbox: a clear 400 that names the vm runtime, nothing made."""
+    sid = spaced.create()["id"]
+    try:
+        before = set(spaced.list_all())
+        r = spaced.api("POST", f"/v1/sandboxes/{sid}/branch", json={"count": 2, "with_memory": True})
+        e = assert_error_shape(r, 400, "invalid_argument")
+        assert "cannot branch memory" in e["message"] and "vm runtime" in e["message"], e
+        r = spaced.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"with_memory": True})
+        e = assert_error_shape(r, 400, "invalid_argument")
+        assert "cannot save memory" in e["message"], e
+        r = spaced.api("POST", f"/v1/sandboxes/{sid}/branch", json={"with_memory": "yes"})
+        assert_error_shape(r, 400, "invalid_argument")
+        assert set(spaced.list_all()) == before
+        assert spaced.api("GET", f"/v1/sandboxes/{sid}/checkpoints").json()["checkpoints"] == []
+        # without memory both work as before, and the checkpoint says it has none
+        r = spaced.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={})
+        assert r.status == 201 and r.json()["with_memory"] is False, r
+    finally:
+        spaced.delete(sid)
+
+
 def test_delete_leaves_nothing(e2e_session, vmd):
     sid = vmd.create(runtime="vm", memory_mb=192)["id"]
     assert vmd.sh(sid, "echo up").strip() == "up"

@@ -895,9 +895,19 @@ TEST(checkpoint_requests) {
         ASSERT_TRUE(api_validate_branch(v, &c, &count, &ref, &e) < 0);
         json_free(v);
         v = parse("{\"with_memory\":true}");
+        ASSERT_OK(api_validate_branch(v, &c, &count, &ref, &e)); /* the sandbox's runtime decides (vm only) */
+        json_free(v);
+        v = parse("{\"with_memory\":\"yes\"}");
         ASSERT_TRUE(api_validate_branch(v, &c, &count, &ref, &e) < 0);
         ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
-        ASSERT_STREQ(e.message, "the ns runtime cannot branch memory; use the vm runtime");
+        ASSERT_STREQ(e.message, "with_memory must be true or false");
+        json_free(v);
+        v = parse("{\"with_memory\":1}");
+        ASSERT_TRUE(api_validate_checkpoint_create(v, name, &e) < 0);
+        ASSERT_STREQ(e.message, "with_memory must be true or false");
+        json_free(v);
+        v = parse("{\"name\":\"m\",\"with_memory\":true}");
+        ASSERT_OK(api_validate_checkpoint_create(v, name, &e));
         json_free(v);
         v = parse("{\"from\":\"\"}");
         ASSERT_TRUE(api_validate_branch(v, &c, &count, &ref, &e) < 0);

@@ -984,3 +984,114 @@ TEST(overlay_checkpoint_cost) {
         }
         ASSERT_OK(pool_release(p));
 }
+
+/* One byte of a file at an offset. */
+static char byte_at(const char *path, off_t off) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char c = 0;
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_EQ(pread(fd, &c, 1, off), 1);
+        return c;
+}
+
+static void put_byte(const char *path, off_t off, char c) {
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_EQ(pwrite(fd, &c, 1, off), 1);
+}
+
+/* vm sandboxes: checkpoints hold disk.img (a reflink) and memory.state;
+ * restore puts the disk back in place, branches clone it, and base
+ * snapshots are found only under their key. */
+TEST(btrfs_vm_disk_checkpoints) {
+        _cleanup_pool_ Pool *p = NULL;
+        _cleanup_free_ char *disk = NULL, *ckdir = NULL, *mem = NULL, *d2 = NULL, *d3 = NULL, *restored = NULL,
+                            *saved = NULL, *base = NULL, *found = NULL, *list = NULL;
+        const char *dir = test_tmpdir();
+        const off_t off = 3 * 1024 * 1024 + 7;
+        char stamp[128];
+        struct stat st;
+
+        need_btrfs();
+        if (access("/usr/sbin/mkfs.ext4", X_OK) < 0 && access("/sbin/mkfs.ext4", X_OK) < 0)
+                test_skip("mkfs.ext4 not installed (e2fsprogs)");
+        ASSERT_OK(open_pool(dir, "btrfs", &p));
+        import_template(p, dir);
+        ASSERT_OK(pool_sandbox_disk_create(p, "base", "vm1", 0, 4242, &disk));
+        ASSERT_TRUE(pool_sandbox_is_vm(p, "vm1"));
+        put_byte(disk, off, 'A');
+
+        ASSERT_OK(pool_disk_checkpoint_create(p, "vm1", "ck1", &ckdir));
+        ASSERT_ERRNO(pool_disk_checkpoint_create(p, "vm1", "ck1", &mem), EEXIST);
+        mem = path_join(ckdir, "memory.state");
+        write_file(ckdir, "memory.state", "machine\n");
+        ASSERT_OK(pool_disk_checkpoint_take_disk(p, "vm1", "ck1", false));
+        ASSERT_TRUE(pool_checkpoint_exists(p, "vm1", "ck1"));
+        ASSERT_TRUE(pool_disk_checkpoint_has_memory(p, "vm1", "ck1"));
+        {
+                uint64_t bytes = 0;
+                ASSERT_OK(pool_checkpoint_usage(p, "vm1", "ck1", &bytes));
+                ASSERT_TRUE(bytes > 0);
+        }
+        /* a disk-only checkpoint of a suspended sandbox takes its saved machine along only when asked */
+        ASSERT_OK(pool_sandbox_memory_path(p, "vm1", &saved));
+        {
+                _cleanup_free_ char *d = NULL;
+                ASSERT_OK(pool_disk_checkpoint_create(p, "vm1", "ck2", &d));
+                ASSERT_OK(pool_disk_checkpoint_take_disk(p, "vm1", "ck2", true)); /* none saved: fine */
+                ASSERT_FALSE(pool_disk_checkpoint_has_memory(p, "vm1", "ck2"));
+        }
+
+        /* restore in place: the checkpoint's disk, owned by the sandbox's uid; a suspend's memory goes */
+        put_byte(disk, off, 'B');
+        {
+                _cleanup_close_ int fd = open(saved, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                ASSERT_TRUE(fd >= 0);
+        }
+        ASSERT_OK(pool_sandbox_disk_restore(p, "vm1", "ck1", 4242, &restored));
+        ASSERT_STREQ(restored, disk);
+        ASSERT_EQ(byte_at(disk, off), 'A');
+        ASSERT_OK(stat(disk, &st));
+        ASSERT_EQ(st.st_uid, 4242);
+        ASSERT_TRUE(access(saved, F_OK) < 0);
+        ASSERT_ERRNO(pool_sandbox_disk_restore(p, "vm1", "nosuch", 4242, &d3), ENOENT);
+
+        /* branches: from the checkpoint and from the live disk, each its own */
+        put_byte(disk, off, 'C');
+        ASSERT_OK(pool_sandbox_disk_branch(p, "vm1", "ck1", "vm2", 4243, &d2));
+        ASSERT_OK(pool_sandbox_disk_branch(p, "vm1", NULL, "vm3", 4244, &d3));
+        ASSERT_EQ(byte_at(d2, off), 'A');
+        ASSERT_EQ(byte_at(d3, off), 'C');
+        put_byte(d3, off, 'D');
+        ASSERT_EQ(byte_at(disk, off), 'C');
+        ASSERT_OK(stat(d3, &st));
+        ASSERT_EQ(st.st_uid, 4244);
+        {
+                _cleanup_free_ char *x = NULL;
+                ASSERT_ERRNO(pool_sandbox_disk_branch(p, "vm1", NULL, "vm3", 4244, &x), EEXIST);
+                ASSERT_ERRNO(pool_sandbox_disk_branch(p, "vm1", "nosuch", "vm4", 4244, &x), ENOENT);
+                ASSERT_FALSE(pool_sandbox_exists(p, "vm4"));
+        }
+
+        /* base snapshots: found under their key only; another key removes it */
+        ASSERT_OK(pool_template_image_stamp(p, "base", stamp, sizeof stamp));
+        ASSERT_ERRNO(pool_base_lookup(p, "base", "m256-c1-d0", "k1", &found), ENOENT);
+        ASSERT_OK(pool_base_begin(p, "base", "m256-c1-d0", &base));
+        write_file(base, "disk.img", "disk");
+        write_file(base, "memory.state", "memory");
+        ASSERT_OK(pool_base_commit(p, "base", "m256-c1-d0", base, "k1"));
+        ASSERT_OK(pool_base_lookup(p, "base", "m256-c1-d0", "k1", &found));
+        ASSERT_OK(pool_base_list_json(p, &list));
+        ASSERT_TRUE(strstr(list, "\"variant\":\"m256-c1-d0\"") != NULL);
+        ASSERT_ERRNO(pool_base_lookup(p, "base", "m256-c1-d0", "k2", &found), ENOENT);
+        ASSERT_ERRNO(pool_base_lookup(p, "base", "m256-c1-d0", "k1", &found), ENOENT);
+        ASSERT_ERRNO(pool_base_begin(p, "base", "../x", &found), EINVAL);
+
+        ASSERT_OK(pool_sandbox_remove(p, "vm1"));
+        ASSERT_FALSE(pool_checkpoint_exists(p, "vm1", "ck1"));
+        ASSERT_OK(pool_sandbox_remove(p, "vm2"));
+        ASSERT_OK(pool_sandbox_remove(p, "vm3"));
+        ASSERT_OK(pool_template_image_remove(p, "base"));
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir);
+}

@@ -66,7 +66,7 @@ int qmp_execute(Qmp *q, const char *cmd, const char *args_json, JsonValue **ret_
                 return r;
         for (;;) {
                 JsonValue *m = NULL, *v;
-                r = qmp_read_msg(q, QMP_TIMEOUT_MSEC, &m);
+                r = qmp_read_msg(q, q->timeout_msec, &m);
                 if (r < 0)
                         return r;
                 if ((v = json_get(m, "return"))) {
@@ -115,7 +115,7 @@ int qmp_send_fd(Qmp *q, const char *name, int fd) {
         /* the reply to getfd */
         for (;;) {
                 JsonValue *m = NULL;
-                int r = qmp_read_msg(q, QMP_TIMEOUT_MSEC, &m);
+                int r = qmp_read_msg(q, q->timeout_msec, &m);
                 if (r < 0)
                         return r;
                 bool ok = json_get(m, "return") != NULL, err = json_get(m, "error") != NULL;
@@ -145,12 +145,17 @@ int qmp_wait_event(Qmp *q, const char *name, int timeout_msec) {
 }
 
 int qmp_open(const char *path, Qmp *q) {
+        return qmp_open_timeout(path, QMP_TIMEOUT_MSEC, q);
+}
+
+int qmp_open_timeout(const char *path, int timeout_msec, Qmp *q) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         JsonValue *greeting = NULL;
         int r;
 
         q->fd = -EBADF;
         q->n = 0;
+        q->timeout_msec = timeout_msec;
         if (strscpy(sa.sun_path, sizeof sa.sun_path, path) < 0)
                 return -ENAMETOOLONG;
         q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -160,7 +165,7 @@ int qmp_open(const char *path, Qmp *q) {
                 r = negative_errno();
                 goto fail;
         }
-        r = qmp_read_msg(q, QMP_TIMEOUT_MSEC, &greeting);
+        r = qmp_read_msg(q, q->timeout_msec, &greeting);
         if (r < 0)
                 goto fail;
         r = json_get(greeting, "QMP") ? 0 : -EPROTO;

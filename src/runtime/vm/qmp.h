@@ -14,12 +14,16 @@
 
 typedef struct Qmp {
         int fd;
+        int timeout_msec;       /* for each reply (QMP_TIMEOUT_MSEC, or qmp_open_timeout's) */
         char buf[QMP_REPLY_MAX];
         size_t n;
 } Qmp;
 
 /* Connects to the unix socket and enters command mode. */
 int qmp_open(const char *path, Qmp *ret);
+/* The same, waiting up to timeout_msec for the greeting and each reply (QEMU
+ * answers nothing while it loads a saved machine from a file). */
+int qmp_open_timeout(const char *path, int timeout_msec, Qmp *ret);
 void qmp_close(Qmp *q);
 /* Runs "execute":cmd with optional pre-serialised arguments (an object) and
  * waits for its return (events in between are skipped). -EIO with the

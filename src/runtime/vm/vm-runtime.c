@@ -16,6 +16,7 @@
  * -no-reboot). */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <grp.h>
 #include <linux/sched.h>
 #include <poll.h>
@@ -38,6 +39,7 @@
 #include "log.h"
 #include "str-util.h"
 #include "vm-initrd.h"
+#include "vm-restored.h"
 #include "vmm.h"
 #include "vmux.h"
 
@@ -51,6 +53,7 @@
 #define VM_REASON_MAX 200U              /* bytes of a stop reason read from the console */
 #define VM_CONSOLE_SCAN 8192U           /* bytes at the end of console.log searched for one */
 #define VM_RELAY_MARK "space-vm-relay: " /* how the relay's lines in console.log start */
+#define VM_NEUTRAL_HOSTNAME "space"      /* the hostname a base snapshot is booted with */
 
 static const VmmDriver *vmm = &vmm_qemu;
 
@@ -67,6 +70,8 @@ static struct {
         uint8_t *modules;        /* modules.cpio */
         size_t modules_len;
         VmInitrd base;           /* modules + /dev + /init: each sandbox's initramfs starts with it */
+        uint64_t base_hash;      /* FNV-1a of base (modules and agent): part of a base snapshot's key */
+        char kernel_stamp[96];   /* vmlinux inode-size-mtime: part of a base snapshot's key */
         unsigned tsc_khz;
         bool cmdline_devices;    /* the kernel finds its virtio-mmio devices on its command line, not in ACPI */
 } vm;
@@ -159,6 +164,16 @@ static int vm_probe(const RuntimeHost *host, char *why, size_t why_size) {
         {
                 _cleanup_free_ char *p = strjoin(vm.kernel_dir, "/cmdline-devices");
                 vm.cmdline_devices = p && access(p, F_OK) == 0;
+        }
+        vm.base_hash = UINT64_C(14695981039346656037);
+        for (size_t i = 0; i < vm.base.len; i++)
+                vm.base_hash = (vm.base_hash ^ vm.base.data[i]) * UINT64_C(1099511628211);
+        {
+                struct stat st;
+                if (stat(vmlinux, &st) == 0)
+                        snprintf(vm.kernel_stamp, sizeof vm.kernel_stamp, "%llu-%lld-%lld.%09ld",
+                                 (unsigned long long) st.st_ino, (long long) st.st_size,
+                                 (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
         }
 
         vm.accel_auto = isempty(host->vm_accel) || streq(host->vm_accel, "auto");
@@ -259,15 +274,16 @@ static int vm_initrd_for(const RuntimeSpec *spec, int *ret_fd) {
                 memcpy(cfg + len, (s), l_ + 1);                              \
                 len += l_ + 1;                                               \
         } while (0)
-        CFG_ADD('H', spec->hostname);
-        {
+        /* neutral: nothing of the sandbox in the memory a base snapshot is saved from */
+        CFG_ADD('H', spec->neutral ? VM_NEUTRAL_HOSTNAME : spec->hostname);
+        if (!spec->neutral) {
                 char idenv[128];
                 snprintf(idenv, sizeof idenv, "SPACE_SANDBOX_ID=%s", spec->id);
                 CFG_ADD('E', idenv);
+                for (char **e = spec->env; e && *e; e++)
+                        CFG_ADD('E', *e);
         }
-        for (char **e = spec->env; e && *e; e++)
-                CFG_ADD('E', *e);
-        if (spec->net) {
+        if (spec->net && !spec->neutral) {
                 char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN], n[2 * INET_ADDRSTRLEN + 2];
                 if (!inet_ntop(AF_INET, &spec->net_addr, a, sizeof a) ||
                     !inet_ntop(AF_INET, &spec->net_gateway, g, sizeof g))
@@ -275,7 +291,7 @@ static int vm_initrd_for(const RuntimeSpec *spec, int *ret_fd) {
                 snprintf(n, sizeof n, "%s %s", a, g);
                 CFG_ADD('N', n);
         }
-        if (spec->resolv_conf)
+        if (spec->resolv_conf && !spec->neutral)
                 CFG_ADD('R', spec->resolv_conf);
 #undef CFG_ADD
         r = vm_initrd_append(&c, vm.base.data, vm.base.len);
@@ -466,6 +482,88 @@ static int vm_wait_ready(int ready_fd, int pidfd, int timeout_msec) {
                         return 0;
                 return -ECHILD; /* the VMM (or the relay) ended first */
         }
+}
+
+/* RESTORED for spec's sandbox: its identity, environment and network. */
+static int vm_identity_json(const RuntimeSpec *spec, bool new_machine_id, char **ret) {
+        _cleanup_strv_free_ char **env = NULL;
+        _cleanup_free_ char *idenv = strjoin("SPACE_SANDBOX_ID=", spec->id);
+        char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN], mac[18];
+        VmRestoredNet net = { .resolv_conf = spec->resolv_conf };
+
+        if (!idenv || strv_extend(&env, idenv) < 0)
+                return -ENOMEM;
+        for (char **e = spec->env; e && *e; e++)
+                if (strv_extend(&env, *e) < 0)
+                        return -ENOMEM;
+        if (spec->net && inet_ntop(AF_INET, &spec->net_addr, a, sizeof a) &&
+            inet_ntop(AF_INET, &spec->net_gateway, g, sizeof g)) {
+                snprintf(mac, sizeof mac, "%02x:%02x:%02x:%02x:%02x:%02x", spec->net_mac[0], spec->net_mac[1],
+                         spec->net_mac[2], spec->net_mac[3], spec->net_mac[4], spec->net_mac[5]);
+                net.address = a;
+                net.gateway = g;
+                net.mac = mac;
+        }
+        return vm_restored_json(spec->hostname, env, new_machine_id, &net, ret);
+}
+
+static int vm_identify(const RuntimeSpec *spec, bool new_machine_id, char *errbuf, size_t errbuf_size) {
+        _cleanup_free_ char *json = NULL;
+        int r = vm_identity_json(spec, new_machine_id, &json);
+
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot build the guest's identity: %s", strerror(-r));
+                return r;
+        }
+        r = vm_restored_deliver(spec->agent_socket, json, errbuf, errbuf_size);
+        explicit_bzero(json, strlen(json));
+        return r;
+}
+
+/* Identities to tell restored guests once they answer (vm_finish), by sandbox id. */
+typedef struct VmIdentity {
+        char id[64];
+        char *json;
+        bool deferred; /* a neutral boot's: told when the worker has saved it (identify_deferred) */
+} VmIdentity;
+static VmIdentity *identities;
+static size_t n_identities, allocated_identities;
+
+static char *vm_identity_take(const char *id, bool deferred) {
+        for (size_t i = 0; i < n_identities; i++)
+                if (streq(identities[i].id, id) && identities[i].deferred == deferred) {
+                        char *j = identities[i].json;
+                        identities[i] = identities[--n_identities];
+                        return j;
+                }
+        return NULL;
+}
+
+static void vm_identity_drop(const char *id) {
+        for (int d = 0; d < 2; d++) {
+                char *j = vm_identity_take(id, d);
+                if (j) {
+                        explicit_bzero(j, strlen(j));
+                        free(j);
+                }
+        }
+}
+
+static int vm_identity_put(const RuntimeSpec *spec) {
+        char *json = NULL;
+        int r;
+
+        vm_identity_drop(spec->id);
+        if (GREEDY_REALLOC(identities, allocated_identities, n_identities + 1) < 0 ||
+            strlen(spec->id) >= sizeof identities->id)
+                return -ENOMEM;
+        r = vm_identity_json(spec, spec->new_identity || spec->neutral, &json);
+        if (r < 0)
+                return r;
+        identities[n_identities] = (VmIdentity){ .json = json, .deferred = spec->neutral };
+        (void) strscpy(identities[n_identities].id, sizeof identities[n_identities].id, spec->id);
+        n_identities++;
+        return 0;
 }
 
 /* Everything a boot made goes: the VMM and relay, cgroups, sockets. */
@@ -666,7 +764,19 @@ static int vm_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                 vm.accel = VMM_ACCEL_TCG;
                 errbuf[0] = 0;
         }
-        return vm_spawn_accel(spec, vm.accel, VM_BOOT_TIMEOUT_MSEC, ret, errbuf, errbuf_size);
+        r = vm_spawn_accel(spec, vm.accel, VM_BOOT_TIMEOUT_MSEC, ret, errbuf, errbuf_size);
+        if (r >= 0 && (spec->restore_path || spec->neutral)) {
+                /* it wakes up with another moment's clock, RNG and maybe identity: told at finish
+                 * (a neutral boot: once the worker saved it as a base snapshot) */
+                r = vm_identity_put(spec);
+                if (r < 0) {
+                        snprintf(errbuf, errbuf_size, "cannot prepare the guest's identity: %s", strerror(-r));
+                        vm_unwind(ret->id, ret->agent_socket, ret->pidfd);
+                        ret->pidfd = safe_close(ret->pidfd);
+                        ret->sync_fd = safe_close(ret->sync_fd);
+                }
+        }
+        return r;
 }
 
 static int vm_finish(RuntimePending *p, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
@@ -684,8 +794,15 @@ static int vm_finish(RuntimePending *p, RuntimeInstance *ret, char *errbuf, size
         } else if (proc_starttime(p->pid, &starttime) < 0) {
                 snprintf(errbuf, errbuf_size, "the VMM vanished");
                 r = -ESRCH;
+        } else {
+                _cleanup_free_ char *json = vm_identity_take(p->id, false);
+                if (json) {
+                        r = vm_restored_deliver(p->agent_socket, json, errbuf, errbuf_size);
+                        explicit_bzero(json, strlen(json));
+                }
         }
         if (r < 0) {
+                vm_identity_drop(p->id);
                 vm_unwind(p->id, p->agent_socket, pidfd);
                 return r;
         }
@@ -706,6 +823,7 @@ static int vm_destroy(const char *id, const char *agent_socket) {
         char qmp[PATH_MAX];
         int r = cgroup_kill(id), k;
 
+        vm_identity_drop(id);
         vm_relay_reap(id);
         k = cgroup_remove(id);
         if (r >= 0)
@@ -766,6 +884,60 @@ static int vm_suspend(const char *id, const char *state_path) {
         return r;
 }
 
+static int vm_snapshot(const char *id, const char *state_path, bool paused, int (*between)(void *ctx), void *ctx) {
+        char qmp[PATH_MAX];
+        int r, k;
+
+        r = vm_path(id, "qmp.sock", qmp, sizeof qmp);
+        if (r < 0)
+                return r;
+        /* stopped, memory written, disks flushed (and handed over, as to a migration target) */
+        r = vm_suspend(id, state_path);
+        if (r >= 0 && between) {
+                r = between(ctx);
+                if (r < 0)
+                        (void) unlink(state_path);
+        }
+        /* cont takes the disks back; a paused machine is stopped again at once */
+        k = vmm->pause(qmp, false);
+        if (k >= 0 && paused)
+                k = vmm->pause(qmp, true);
+        if (k < 0)
+                log_warning_errno(k, "Sandbox %s: cannot run on after saving its memory: %m", id);
+        return r < 0 ? r : k;
+}
+
+static int vm_base_key(char *buf, size_t size) {
+        int k;
+
+        if (!vm.usable)
+                return -EOPNOTSUPP;
+        k = snprintf(buf, size, "vmm=%s kernel=%s/%s initrd=%016" PRIx64 " accel=%s", vm.vmm_version,
+                     vm.kernel_version, vm.kernel_stamp, vm.base_hash, vmm_accel_to_string(vm.accel));
+        return k < 0 || (size_t) k >= size ? -ENAMETOOLONG : 0;
+}
+
+static int vm_sync(const char *agent_socket) {
+        char err[256] = "";
+        int r = vm_agent_sync(agent_socket, err, sizeof err);
+        if (r < 0)
+                log_debug("sync through %s failed: %s", agent_socket, err);
+        return r;
+}
+
+static int vm_identify_deferred(const char *id, const char *agent_socket, char *errbuf, size_t errbuf_size) {
+        _cleanup_free_ char *json = vm_identity_take(id, true);
+        int r;
+
+        if (!json) {
+                snprintf(errbuf, errbuf_size, "no identity waits for sandbox %s", id);
+                return -ENOENT;
+        }
+        r = vm_restored_deliver(agent_socket, json, errbuf, errbuf_size);
+        explicit_bzero(json, strlen(json));
+        return r;
+}
+
 static int vm_set_limits(const char *id, const RuntimeLimits *limits) {
         return -EOPNOTSUPP; /* the guest's memory is fixed at boot (no balloon yet) */
 }
@@ -785,4 +957,9 @@ const RuntimeOps vm_runtime_ops = {
         .suspend = vm_suspend,
         .oom_kills = cgroup_oom_kills,
         .stopped_reason = vm_stopped_reason,
+        .snapshot = vm_snapshot,
+        .identify = vm_identify,
+        .identify_deferred = vm_identify_deferred,
+        .base_key = vm_base_key,
+        .sync = vm_sync,
 };

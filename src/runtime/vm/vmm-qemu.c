@@ -25,6 +25,7 @@
 #define QEMU_ARGV_MAX 64
 #define QEMU_MIGRATE_POLL_USEC 10000
 #define QEMU_MIGRATE_POLLS 30000 /* 300 s */
+#define QEMU_INCOMING_TIMEOUT_MSEC 300000
 
 /* fds in the child, in this order from 3 */
 enum { FD_KERNEL = 3, FD_INITRD, FD_DISK, FD_AGENT, FD_CONTROL, FD_INCOMING, FD_NET, _FD_NEXT };
@@ -299,7 +300,8 @@ static int qemu_resume_incoming(const char *control_path) {
         Qmp q;
         int r;
 
-        r = qmp_open(control_path, &q);
+        /* QEMU's monitor is silent while it reads the machine (a loaded host: many seconds) */
+        r = qmp_open_timeout(control_path, QEMU_INCOMING_TIMEOUT_MSEC, &q);
         if (r < 0)
                 return r;
         for (int i = 0;; i++) {

@@ -1,0 +1,484 @@
+/* SPDX-License-Identifier: MIT */
+/* vm sandboxes on the host, beyond create/destroy: checkpoints with memory
+ * (the disk reflinked and the machine saved at the same moment), restores
+ * from them (in place: every process continues from the checkpoint),
+ * branches (with memory: one saved machine restored N times, each child on
+ * its own disk clone and told its new identity) and creates from base
+ * snapshots (a booted idle VM of the template, saved once per template and
+ * shape, restored instead of booting).
+ *
+ * The machine is saved with the runtime's snapshot op: stopped, memory and
+ * devices written, disks flushed; the disk copies are reflinked while it is
+ * stopped, so disk and memory are of one moment; then it runs on. */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+#include "worker-internal.h"
+
+#define VM_BRANCH_MAX 64
+#define VM_BRANCH_STATE "branch.state"
+
+static uid_t owner_of(Worker *w, uint64_t slot) {
+        return (uid_t) (w->config->uid_base + slot * RUNTIME_ID_RANGE);
+}
+
+/* A running guest's dirty file data onto its disk, then the machine stopped:
+ * a disk-only copy then holds what its processes wrote. */
+static int stop_for_disk_copy(Worker *w, LiveSandbox *l) {
+        char sock[PATH_MAX];
+        int r;
+
+        if (l->frozen)
+                return 0; /* paused: what is on its disk (crash-consistent) */
+        if (l->rt->sync && worker_agent_socket(w, l->id, sock, sizeof sock) >= 0) {
+                r = l->rt->sync(sock);
+                if (r < 0)
+                        log_warning_errno(r, "Sandbox %s: its guest did not sync, copying its disk as it is: %m", l->id);
+        }
+        return l->rt->freeze(l->id, true);
+}
+
+/* ---- checkpoints ---- */
+
+typedef struct TakeDisk {
+        Pool *pool;
+        const char *id, *ck;
+} TakeDisk;
+
+static int take_disk(void *ctx) {
+        TakeDisk *t = ctx;
+        return pool_disk_checkpoint_take_disk(t->pool, t->id, t->ck, false);
+}
+
+void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool with_memory, JsonWriter *jw) {
+        _cleanup_free_ char *dir = NULL, *mem = NULL, *saved = NULL;
+        LiveSandbox *l = worker_live_find(w, id);
+        TakeDisk t = { .pool = w->pool, .id = id, .ck = ck };
+        bool has_saved;
+        uint64_t size = 0;
+        ApiError e = {};
+        int r;
+
+        r = pool_sandbox_memory_path(w->pool, id, &saved);
+        if (r < 0) {
+                api_error(&e, r, API_INTERNAL, "cannot checkpoint %s: %s", id, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        has_saved = access(saved, F_OK) == 0;
+        if (with_memory && !l && !has_saved) {
+                api_error(&e, -ESRCH, API_SANDBOX_NOT_RUNNING,
+                          "sandbox %s is not running and has no saved memory: checkpoint it with with_memory false",
+                          id);
+                return worker_reply_error(jw, &e);
+        }
+        r = pool_disk_checkpoint_create(w->pool, id, ck, &dir);
+        if (r < 0) {
+                api_error(&e, r, r == -EEXIST ? API_ALREADY_EXISTS : api_error_code_from_errno(r),
+                          "cannot checkpoint %s: %s", id, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        if (l && with_memory) {
+                mem = strjoin(dir, "/memory.state");
+                r = mem ? l->rt->snapshot(id, mem, l->frozen, take_disk, &t) : -ENOMEM;
+        } else if (l) {
+                /* the guest stopped for the copy: the disk as it stands (crash-consistent) */
+                bool was = l->frozen;
+                r = stop_for_disk_copy(w, l);
+                if (r >= 0)
+                        r = take_disk(&t);
+                if (!was)
+                        (void) l->rt->freeze(id, false);
+        } else /* suspended: its disk, and the machine saved beside it */
+                r = pool_disk_checkpoint_take_disk(w->pool, id, ck, with_memory);
+        if (r < 0) {
+                (void) pool_checkpoint_remove(w->pool, id, ck);
+                api_error(&e, r, r == -ENOSPC ? API_INSUFFICIENT_STORAGE : API_INTERNAL,
+                          "cannot checkpoint %s%s: %s", id, with_memory ? " with its memory" : "", strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        (void) pool_checkpoint_usage(w->pool, id, ck, &size);
+        log_info("Sandbox %s: checkpoint %s taken (%s, %" PRIu64 " MiB)", id, ck,
+                 with_memory ? "disk and memory" : "disk", size >> 20);
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_key(jw, "size_bytes");
+        json_w_uint(jw, size);
+        json_w_kv_bool(jw, "with_memory", with_memory);
+        json_w_object_end(jw);
+}
+
+/* ---- restore ---- */
+
+void worker_vm_op_restore(Worker *w, WorkerSpec *s, const char *ck, JsonWriter *jw) {
+        _cleanup_free_ char *disk = NULL, *mem = NULL;
+        ApiError e = {};
+        int64_t pid = 0;
+        uint64_t st = 0;
+        int r;
+
+        if (pool_disk_checkpoint_has_memory(w->pool, s->id, ck)) {
+                r = pool_disk_checkpoint_path(w->pool, s->id, ck, "memory.state", &mem);
+                if (r < 0) {
+                        api_error(&e, r, API_INTERNAL, "cannot restore %s: %s", s->id, strerror(-r));
+                        return worker_reply_error(jw, &e);
+                }
+        }
+        /* the machine that runs now goes; the disk becomes the checkpoint's */
+        (void) worker_cleanup_sandbox(w, s->id, false);
+        r = pool_sandbox_disk_restore(w->pool, s->id, ck, owner_of(w, s->slot), &disk);
+        if (r < 0) {
+                api_error(&e, r, api_error_code_from_errno(r), "cannot restore %s to %s: %s", s->id, ck,
+                          strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        s->restore_path = mem; /* read only: the checkpoint stays restorable */
+        r = worker_start_runtime(w, s, disk, &pid, &st, &e);
+        if (r < 0 && mem) {
+                /* that machine would not run again: the checkpoint's disk, booted (the reply says so) */
+                log_warning("Sandbox %s: restoring the memory of checkpoint %s failed (%s); booting its disk", s->id,
+                            ck, e.message);
+                mem = mfree(mem);
+                s->restore_path = NULL;
+                e = (ApiError){};
+                r = worker_start_runtime(w, s, disk, &pid, &st, &e);
+        }
+        if (r < 0)
+                return worker_reply_error(jw, &e);
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_kv_int(jw, "pid", pid);
+        json_w_key(jw, "starttime");
+        json_w_uint(jw, st);
+        json_w_kv_bool(jw, "processes_preserved", mem != NULL);
+        json_w_object_end(jw);
+}
+
+/* ---- branch ---- */
+
+typedef struct CloneDisks {
+        Worker *w;
+        const char *src, *ck;
+        WorkerSpec *specs;
+        char **disks;
+        size_t n, made;
+} CloneDisks;
+
+static int clone_disks(void *ctx) {
+        CloneDisks *c = ctx;
+        for (; c->made < c->n; c->made++) {
+                int r = pool_sandbox_disk_branch(c->w->pool, c->src, c->ck, c->specs[c->made].id,
+                                                 owner_of(c->w, c->specs[c->made].slot), &c->disks[c->made]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* {"op":"branch","source":ID,"checkpoint":CK?,"with_memory":B,"sandboxes":[spec...]} of a vm source. */
+void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        const JsonValue *children = json_get(req, "sandboxes");
+        WorkerSpec specs[VM_BRANCH_MAX] = {};
+        char *disks[VM_BRANCH_MAX] = {};
+        int64_t pids[VM_BRANCH_MAX] = {};
+        uint64_t sts[VM_BRANCH_MAX] = {};
+        _cleanup_free_ char *mem = NULL, *tmp_mem = NULL;
+        const char *src = json_string(json_get(req, "source")), *ck = NULL;
+        CloneDisks c = { .w = w, .specs = specs, .disks = disks };
+        bool with_memory = false;
+        size_t n, started = 0;
+        LiveSandbox *l;
+        ApiError e = {};
+        int r = 0;
+
+        (void) json_bool(json_get(req, "with_memory"), &with_memory);
+        if (json_get(req, "checkpoint") && !json_is_null(json_get(req, "checkpoint")))
+                ck = json_string(json_get(req, "checkpoint"));
+        n = json_array_size(children);
+        if (!src || !id_valid(src) || (json_get(req, "checkpoint") && !json_is_null(json_get(req, "checkpoint")) &&
+                                       (!ck || !id_valid(ck)))) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "bad 'source' or 'checkpoint'");
+                return worker_reply_error(jw, &e);
+        }
+        if (json_type(children) != JSON_ARRAY || n == 0 || n > VM_BRANCH_MAX) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "branch needs 1 to %d sandboxes", VM_BRANCH_MAX);
+                return worker_reply_error(jw, &e);
+        }
+        c.src = src;
+        c.ck = ck;
+        c.n = n;
+        for (size_t i = 0; i < n; i++)
+                if (worker_spec_parse(w, json_array_at(children, i), &specs[i], &e) < 0) {
+                        r = -EINVAL;
+                        goto finish;
+                }
+
+        l = ck ? NULL : worker_live_find(w, src);
+        if (ck) {
+                if (!pool_checkpoint_exists(w->pool, src, ck)) {
+                        r = api_error(&e, -ENOENT, API_NOT_FOUND, "no checkpoint %s of sandbox %s here", ck, src);
+                        goto finish;
+                }
+                if (with_memory && !pool_disk_checkpoint_has_memory(w->pool, src, ck)) {
+                        r = api_error(&e, -ENODATA, API_INVALID_ARGUMENT,
+                                      "checkpoint %s of sandbox %s holds no memory: branch from it with with_memory "
+                                      "false", ck, src);
+                        goto finish;
+                }
+                if (with_memory && (r = pool_disk_checkpoint_path(w->pool, src, ck, "memory.state", &mem)) < 0) {
+                        api_error(&e, r, API_INTERNAL, "cannot branch %s: %s", src, strerror(-r));
+                        goto finish;
+                }
+                r = clone_disks(&c);
+        } else if (l && with_memory) {
+                /* the source's machine saved once; every child is restored from it */
+                r = pool_sandbox_memory_path(w->pool, src, &tmp_mem);
+                if (r >= 0) {
+                        char *dot = strrchr(tmp_mem, '/');
+                        _cleanup_free_ char *dir = dot ? strndup(tmp_mem, (size_t) (dot - tmp_mem)) : NULL;
+                        free(tmp_mem);
+                        tmp_mem = dir ? strjoin(dir, "/" VM_BRANCH_STATE) : NULL;
+                        r = tmp_mem ? 0 : -ENOMEM;
+                }
+                if (r >= 0)
+                        r = l->rt->snapshot(src, tmp_mem, l->frozen, clone_disks, &c);
+                if (r >= 0)
+                        mem = strdup(tmp_mem);
+        } else if (l) {
+                bool was = l->frozen;
+                r = stop_for_disk_copy(w, l);
+                if (r >= 0)
+                        r = clone_disks(&c);
+                if (!was)
+                        (void) l->rt->freeze(src, false);
+        } else {
+                /* suspended: its disk, and with memory the machine saved at suspend */
+                if (with_memory) {
+                        r = pool_sandbox_memory_path(w->pool, src, &mem);
+                        if (r >= 0 && access(mem, F_OK) < 0)
+                                r = api_error(&e, -ESRCH, API_SANDBOX_NOT_RUNNING,
+                                              "sandbox %s is not running and has no saved memory", src);
+                }
+                if (r >= 0)
+                        r = clone_disks(&c);
+        }
+        if (r < 0) {
+                if (e.code == API_OK)
+                        api_error(&e, r, r == -ENOENT ? API_NOT_FOUND : api_error_code_from_errno(r),
+                                  "cannot branch %s: %s", src, strerror(-r));
+                goto finish;
+        }
+
+        for (; started < n; started++) {
+                specs[started].restore_path = mem;
+                specs[started].new_identity = true;
+                r = worker_start_runtime(w, &specs[started], disks[started], &pids[started], &sts[started], &e);
+                if (r < 0)
+                        break;
+        }
+
+finish:
+        if (tmp_mem)
+                (void) unlink(tmp_mem); /* every child loaded it (or failed) */
+        if (r < 0) {
+                for (size_t i = 0; i < started; i++)
+                        (void) worker_cleanup_sandbox(w, specs[i].id, false);
+                for (size_t i = 0; i < c.made; i++)
+                        (void) pool_sandbox_remove(w->pool, specs[i].id);
+                worker_reply_error(jw, &e);
+        } else {
+                log_info("Sandbox %s branched into %zu%s", src, n, mem ? " with its memory" : "");
+                json_w_object_begin(jw);
+                json_w_kv_bool(jw, "ok", true);
+                json_w_kv_bool(jw, "processes_preserved", mem != NULL);
+                json_w_key(jw, "sandboxes");
+                json_w_array_begin(jw);
+                for (size_t i = 0; i < n; i++) {
+                        json_w_object_begin(jw);
+                        json_w_kv_string(jw, "id", specs[i].id);
+                        json_w_kv_int(jw, "pid", pids[i]);
+                        json_w_key(jw, "starttime");
+                        json_w_uint(jw, sts[i]);
+                        json_w_object_end(jw);
+                }
+                json_w_array_end(jw);
+                json_w_object_end(jw);
+        }
+        for (size_t i = 0; i < VM_BRANCH_MAX; i++) {
+                free(disks[i]);
+                worker_spec_done(&specs[i]);
+        }
+}
+
+/* ---- create, from a base snapshot when there is one ---- */
+
+static int base_variant(const WorkerSpec *s, char *buf, size_t size) {
+        int k = snprintf(buf, size, "m%" PRIu64 "-c%" PRIu64 "-d%" PRIu64, s->memory_mb,
+                         (s->cpu_millis + 999) / 1000 ?: 1, s->disk_mb);
+        return k < 0 || (size_t) k >= size ? -ENAMETOOLONG : 0;
+}
+
+static int base_key(Worker *w, const RuntimeOps *rt, const char *template_name, char *buf, size_t size) {
+        char rtkey[POOL_BASE_KEY_MAX / 2], stamp[128];
+        int r, k;
+
+        r = rt->base_key(rtkey, sizeof rtkey);
+        if (r >= 0)
+                r = pool_template_image_stamp(w->pool, template_name, stamp, sizeof stamp);
+        if (r < 0)
+                return r;
+        k = snprintf(buf, size, "%s template=%s/%s\n", rtkey, template_name, stamp);
+        return k < 0 || (size_t) k >= size ? -ENAMETOOLONG : 0;
+}
+
+typedef struct SaveBase {
+        Pool *pool;
+        const char *disk, *dir;
+} SaveBase;
+
+static int save_base_disk(void *ctx) {
+        SaveBase *b = ctx;
+        _cleanup_free_ char *dst = strjoin(b->dir, "/disk.img");
+        _cleanup_close_ int sfd = -EBADF, dfd = -EBADF;
+
+        if (!dst)
+                return -ENOMEM;
+        sfd = open(b->disk, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        dfd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (sfd < 0 || dfd < 0)
+                return negative_errno();
+        return pool_clone_file(sfd, dfd);
+}
+
+/* The freshly booted, neutral machine of sandbox id (nothing of the sandbox
+ * in its memory yet) is saved as the base snapshot of its template and shape. */
+static void base_save(Worker *w, const RuntimeOps *rt, const char *template_name, const char *id, const char *disk,
+                      const char *variant) {
+        _cleanup_free_ char *dir = NULL, *mem = NULL;
+        char key[POOL_BASE_KEY_MAX];
+        SaveBase b = { .pool = w->pool, .disk = disk };
+        int64_t t0 = now_usec();
+        int r;
+
+        r = base_key(w, rt, template_name, key, sizeof key);
+        if (r >= 0)
+                r = pool_base_begin(w->pool, template_name, variant, &dir);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot make a base snapshot of template %s: %m", template_name);
+                return;
+        }
+        b.dir = dir;
+        mem = strjoin(dir, "/memory.state");
+        r = mem ? rt->snapshot(id, mem, false, save_base_disk, &b) : -ENOMEM;
+        if (r >= 0)
+                r = pool_base_commit(w->pool, template_name, variant, dir, key);
+        else
+                pool_base_abandon(w->pool, dir);
+        if (r < 0)
+                log_warning_errno(r, "Cannot save the base snapshot of template %s (%s): %m", template_name, variant);
+        else
+                log_info("Base snapshot of template %s (%s) saved in %" PRIi64 " ms: creates of this shape restore "
+                         "it from now on", template_name, variant, (now_usec() - t0) / 1000);
+}
+
+int worker_vm_base_after_boot(Worker *w, const WorkerPending *p, ApiError *e) {
+        _cleanup_free_ char *disk = NULL;
+        char err[512] = "", sock[PATH_MAX];
+        int r;
+
+        if (pool_sandbox_disk_path(w->pool, p->id, &disk) >= 0)
+                base_save(w, p->rt, p->base_template, p->id, disk, p->base_variant);
+        r = worker_agent_socket(w, p->id, sock, sizeof sock);
+        if (r >= 0)
+                r = p->rt->identify_deferred(p->id, sock, err, sizeof err);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "cannot give the new VM its identity: %s",
+                                 err[0] ? err : strerror(-r));
+        return 0;
+}
+
+/* Starts s on disk: as a deferred boot the event loop finishes (a client waits), or at once. */
+static int vm_start(Worker *w, WorkerSpec *s, const char *disk, const char *base_variant, int64_t *ret_pid,
+                    uint64_t *ret_starttime, ApiError *e) {
+        WorkerPending p;
+        int r;
+
+        r = worker_spawn_runtime(w, s, disk, &p, e);
+        if (r < 0)
+                return r;
+        if (base_variant) {
+                p.make_base = true;
+                (void) strscpy(p.base_template, sizeof p.base_template, s->template_name);
+                (void) strscpy(p.base_variant, sizeof p.base_variant, base_variant);
+        }
+        if (w->current_client && !p.created) {
+                /* a guest boots for seconds: the event loop finishes it (worker-boot.c) */
+                r = worker_boot_defer(w, &p);
+                if (r >= 0)
+                        return 0;
+                api_error(e, r, API_INTERNAL, "cannot wait for the guest: %s", strerror(-r));
+                (void) syscall(SYS_pidfd_send_signal, p.p.pidfd, SIGKILL, NULL, 0);
+                (void) worker_finish_runtime(w, &p, ret_pid, ret_starttime, &(ApiError){});
+                return r;
+        }
+        return worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
+}
+
+int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, int64_t *ret_pid, uint64_t *ret_starttime,
+                     ApiError *e) {
+        _cleanup_free_ char *disk = NULL, *base = NULL, *base_disk = NULL, *base_mem = NULL;
+        char variant[POOL_BASE_VARIANT_MAX + 1], key[POOL_BASE_KEY_MAX];
+        uid_t owner = owner_of(w, s->slot);
+        bool use_base = w->config->vm_base_snapshots && rt->base_key && rt->snapshot && rt->identify_deferred &&
+                        base_variant(s, variant, sizeof variant) >= 0;
+        int r;
+
+        if (use_base && base_key(w, rt, s->template_name, key, sizeof key) >= 0 &&
+            pool_base_lookup(w->pool, s->template_name, variant, key, &base) >= 0) {
+                base_disk = strjoin(base, "/disk.img");
+                base_mem = strjoin(base, "/memory.state");
+                if (!base_disk || !base_mem)
+                        return api_error(e, -ENOMEM, API_INTERNAL, "out of memory");
+                r = pool_sandbox_disk_clone(w->pool, base_disk, s->id, owner, &disk);
+                if (r < 0)
+                        return api_error(e, r, api_error_code_from_errno(r), "cannot create the root disk: %s",
+                                         strerror(-r));
+                s->restore_path = base_mem; /* read while it starts; told its identity once it answers */
+                s->new_identity = true;
+                r = vm_start(w, s, disk, NULL, ret_pid, ret_starttime, e);
+                s->restore_path = NULL;
+                s->new_identity = false;
+                if (r >= 0) {
+                        log_info("Sandbox %s restored from the base snapshot of template %s (%s)", s->id,
+                                 s->template_name, variant);
+                        return 0;
+                }
+                /* it would not run: it goes, and this create boots (and saves a new one) */
+                log_warning("Sandbox %s: the base snapshot of template %s (%s) would not restore (%s); booting",
+                            s->id, s->template_name, variant, e->message);
+                (void) pool_sandbox_remove(w->pool, s->id);
+                (void) pool_base_remove(w->pool, s->template_name);
+                disk = mfree(disk);
+                *e = (ApiError){};
+        }
+
+        r = pool_sandbox_disk_create(w->pool, s->template_name, s->id, s->disk_mb, owner, &disk);
+        if (r < 0)
+                return api_error(e, r, r == -EIO ? API_INTERNAL : api_error_code_from_errno(r),
+                                 "cannot create the root disk: %s%s", strerror(-r),
+                                 r == -EIO ? " (making the template's disk image failed)" : "");
+        /* without a base snapshot of this shape: boot neutral, save it, then become this sandbox */
+        s->neutral = use_base;
+        r = vm_start(w, s, disk, use_base ? variant : NULL, ret_pid, ret_starttime, e);
+        s->neutral = false;
+        if (r < 0)
+                (void) pool_sandbox_remove(w->pool, s->id);
+        return r;
+}
