@@ -201,12 +201,12 @@ def test_suspend_resume_keeps_memory(vmd, vsb):
     ev = [e for e in r.json()["events"] if e["type"] == "sandbox.resumed"]
     assert ev and ev[-1]["data"] == {"processes_preserved": True}, ev
 
-COUNTER = ("sh -c 'echo $$ > /tmp/cpid; n=0; while true; do n=$((n+1)); echo $n > /tmp/c.new; "
-           "mv /tmp/c.new /tmp/c; sleep 0.2; done' >/dev/null 2>&1 &")
+COUNTER = ("sh -c 'echo $$ > /tmp/cpid; n=0; while true; do n=$((n+1)); echo $n > /tmp/mc.new; "
+           "mv /tmp/mc.new /tmp/mc; sleep 0.2; done' >/dev/null 2>&1 &")
 
 
 def _counter(vmd, sid):
-    return int(vmd.sh(sid, "cat /tmp/c 2>/dev/null || echo 0").strip() or 0)
+    return int(vmd.sh(sid, "cat /tmp/mc 2>/dev/null || echo 0").strip() or 0)
 
 
 def _identity(vmd, sid):
