@@ -92,6 +92,23 @@ static void boot_done(Worker *w, WorkerBoot *b) {
                 (void) pool_sandbox_remove(w->pool, id);
         if (b->cancelled && r < 0)
                 api_error(&e, -ECANCELED, API_CONFLICT, "sandbox %s was deleted while it was starting", id);
+        if (r < 0 && !b->cancelled && b->client && b->p.retry_spec) {
+                /* its template's base snapshot would not load: it goes, and the create boots (deferred
+                 * again: the new boot takes the client over) */
+                void *saved_client = w->current_client;
+                bool saved_deferred = w->reply_deferred;
+                log_warning("Sandbox %s: the base snapshot of its template would not restore (%s); booting", id,
+                            e.message);
+                e = (ApiError){};
+                w->current_client = b->client;
+                w->reply_deferred = false;
+                r = worker_vm_create_cold(w, b->p.retry_spec, &pid, &st, &e);
+                if (w->reply_deferred)
+                        b->client = NULL; /* the new boot replies */
+                w->current_client = saved_client;
+                w->reply_deferred = saved_deferred;
+        }
+        b->p.retry_spec = json_free(b->p.retry_spec);
         if (b->client) {
                 json_w_init(&jw);
                 if (r < 0)

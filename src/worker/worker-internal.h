@@ -34,6 +34,7 @@ typedef struct WorkerSpec {
         const char *restore_path; /* vm: continue the machine saved here (not owned) */
         bool new_identity;     /* vm, with restore_path: another sandbox's machine (fresh machine-id) */
         bool neutral;          /* vm: booted with nothing of the sandbox (a base snapshot is saved from it) */
+        bool cold_boot;        /* vm: booted, not restored from its base snapshot (that failed; a new one is saved) */
         uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max, io_weight;
         char **env;
         char *policy;  /* egress policy JSON text ("policy" of the spec), NULL: none */
@@ -97,6 +98,8 @@ typedef struct WorkerPending {
                                 * it answers, then told its identity (worker-vm.c) */
         char base_template[64];
         char base_variant[72];
+        JsonValue *retry_spec; /* vm, restoring a base snapshot in the event loop: the create's spec, booted
+                                * cold should the restore fail (owned; worker-boot.c frees it) */
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
@@ -212,8 +215,10 @@ void worker_vm_op_restore(Worker *w, WorkerSpec *s, const char *ck, JsonWriter *
 void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 /* The disk from the template's base snapshot (restored, told its identity) or, without one,
  * from its image (booted neutral, saved as the base snapshot, then told its identity). */
-int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, int64_t *ret_pid, uint64_t *ret_starttime,
-                     ApiError *e);
+int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonValue *spec, int64_t *ret_pid,
+                     uint64_t *ret_starttime, ApiError *e);
+/* A create from a base snapshot failed to restore: that snapshot goes and spec boots, without one. */
+int worker_vm_create_cold(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
 /* A neutral boot answered (p->make_base): saves the base snapshot, then tells the guest who it is. */
 int worker_vm_base_after_boot(Worker *w, const WorkerPending *p, ApiError *e);
 

@@ -405,7 +405,7 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
                         return api_error(e, -ERANGE, API_INVALID_ARGUMENT,
                                          "memory_mb %" PRIu64 " is more than this host has (%" PRIu64 " MiB)",
                                          s.memory_mb, host_mb);
-                return worker_vm_create(w, rt, &s, ret_pid, ret_starttime, e);
+                return worker_vm_create(w, rt, &s, spec, ret_pid, ret_starttime, e);
         } else {
                 r = pool_sandbox_create(w->pool, s.template_name, s.id, s.disk_mb, &root);
                 if (r < 0)

@@ -404,9 +404,10 @@ int worker_vm_base_after_boot(Worker *w, const WorkerPending *p, ApiError *e) {
         return 0;
 }
 
-/* Starts s on disk: as a deferred boot the event loop finishes (a client waits), or at once. */
-static int vm_start(Worker *w, WorkerSpec *s, const char *disk, const char *base_variant, int64_t *ret_pid,
-                    uint64_t *ret_starttime, ApiError *e) {
+/* Starts s on disk: as a deferred boot the event loop finishes (a client waits), or at once.
+ * spec (may be NULL): the create's, kept to boot cold should a base snapshot's restore fail there. */
+static int vm_start(Worker *w, WorkerSpec *s, const JsonValue *spec, const char *disk, const char *base_variant,
+                    int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
         WorkerPending p;
         int r;
 
@@ -419,10 +420,16 @@ static int vm_start(Worker *w, WorkerSpec *s, const char *disk, const char *base
                 (void) strscpy(p.base_variant, sizeof p.base_variant, base_variant);
         }
         if (w->current_client && !p.created) {
-                /* a guest boots for seconds: the event loop finishes it (worker-boot.c) */
+                /* a guest boots (or loads its saved machine) for seconds: the event loop finishes it
+                 * (worker-boot.c) */
+                _cleanup_free_ char *copy = NULL;
+                size_t n = 0;
+                if (spec && json_serialize(spec, &copy, &n) >= 0)
+                        (void) json_parse(copy, n, &p.retry_spec, NULL, 0);
                 r = worker_boot_defer(w, &p);
                 if (r >= 0)
                         return 0;
+                p.retry_spec = json_free(p.retry_spec);
                 api_error(e, r, API_INTERNAL, "cannot wait for the guest: %s", strerror(-r));
                 (void) syscall(SYS_pidfd_send_signal, p.p.pidfd, SIGKILL, NULL, 0);
                 (void) worker_finish_runtime(w, &p, ret_pid, ret_starttime, &(ApiError){});
@@ -431,8 +438,8 @@ static int vm_start(Worker *w, WorkerSpec *s, const char *disk, const char *base
         return worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
 }
 
-int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, int64_t *ret_pid, uint64_t *ret_starttime,
-                     ApiError *e) {
+int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonValue *spec, int64_t *ret_pid,
+                     uint64_t *ret_starttime, ApiError *e) {
         _cleanup_free_ char *disk = NULL, *base = NULL, *base_disk = NULL, *base_mem = NULL;
         char variant[POOL_BASE_VARIANT_MAX + 1], key[POOL_BASE_KEY_MAX];
         uid_t owner = owner_of(w, s->slot);
@@ -440,7 +447,8 @@ int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, int64_t *re
                         base_variant(s, variant, sizeof variant) >= 0;
         int r;
 
-        if (use_base && base_key(w, rt, s->template_name, key, sizeof key) >= 0 &&
+        /* cold_boot: its base snapshot would not load; this boot saves a new one */
+        if (use_base && !s->cold_boot && base_key(w, rt, s->template_name, key, sizeof key) >= 0 &&
             pool_base_lookup(w->pool, s->template_name, variant, key, &base) >= 0) {
                 base_disk = strjoin(base, "/disk.img");
                 base_mem = strjoin(base, "/memory.state");
@@ -452,7 +460,7 @@ int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, int64_t *re
                                          strerror(-r));
                 s->restore_path = base_mem; /* read while it starts; told its identity once it answers */
                 s->new_identity = true;
-                r = vm_start(w, s, disk, NULL, ret_pid, ret_starttime, e);
+                r = vm_start(w, s, spec, disk, NULL, ret_pid, ret_starttime, e);
                 s->restore_path = NULL;
                 s->new_identity = false;
                 if (r >= 0) {
@@ -476,9 +484,23 @@ int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, int64_t *re
                                  r == -EIO ? " (making the template's disk image failed)" : "");
         /* without a base snapshot of this shape: boot neutral, save it, then become this sandbox */
         s->neutral = use_base;
-        r = vm_start(w, s, disk, use_base ? variant : NULL, ret_pid, ret_starttime, e);
+        r = vm_start(w, s, NULL, disk, use_base ? variant : NULL, ret_pid, ret_starttime, e);
         s->neutral = false;
         if (r < 0)
                 (void) pool_sandbox_remove(w->pool, s->id);
         return r;
+}
+
+int worker_vm_create_cold(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        _cleanup_(worker_spec_done) WorkerSpec s = {};
+        int r;
+
+        r = worker_spec_parse(w, spec, &s, e);
+        if (r < 0)
+                return r;
+        if (!w->vm)
+                return api_error(e, -EOPNOTSUPP, API_INTERNAL, "the vm runtime is not available here");
+        (void) pool_base_remove(w->pool, s.template_name);
+        s.cold_boot = true;
+        return worker_vm_create(w, w->vm, &s, NULL, ret_pid, ret_starttime, e);
 }

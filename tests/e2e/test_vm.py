@@ -268,6 +268,75 @@ def test_create_from_base_snapshot_is_clean(e2e_session, vmd, vsb):
             _gone(e2e_session, vmd, s, vmd.sandbox_pids(s))
 
 
+def _base_dir(vmd, variant_prefix="m256-"):
+    d = vmd.host_view(vmd.pool_path("images", "base", "base"))
+    found = [v for v in os.listdir(d) if v.startswith(variant_prefix)]
+    assert len(found) == 1, found
+    return os.path.join(d, found[0])
+
+
+def test_base_restore_does_not_block_other_calls(e2e_session, vmd, vsb):
+    """A create from a base snapshot loads the saved machine in the agent
+    relay, not in the worker: with its QEMU held stopped (while it loads or
+    before its agent answers), the worker serves execs in other sandboxes
+    (vm and ns), creates and deletes; then the create ends, restored."""
+    ns_sid = vmd.create()["id"]
+    t, res = _create_in_background(vmd, {"runtime": "vm", "memory_mb": 256})
+    vm_sid = None
+    try:
+        vm_sid, qemu = _booting_vm(vmd)
+        os.kill(qemu, signal.SIGSTOP)
+        try:
+            assert vmd.sh(ns_sid, "echo hi") == "hi\n"
+            assert vmd.sh(vsb, "echo vm") == "vm\n"
+            other = vmd.create()["id"]
+            assert vmd.sh(other, "echo there") == "there\n"
+            vmd.delete(other)
+            assert vmd.api("GET", "/v1/info").status == 200
+            assert t.is_alive() and vmd.show(vm_sid).json()["state"] == "creating"
+        finally:
+            os.kill(qemu, signal.SIGCONT)
+        t.join(600)
+        assert res["r"].status == 201, res["r"]
+        assert res["r"].json()["id"] == vm_sid
+        assert f"Sandbox {vm_sid} restored from the base snapshot of template base" in vmd.log_text()
+        assert vmd.sh(vm_sid, "hostname").strip() == f"space-{vm_sid}"
+    finally:
+        t.join(600)
+        vmd.delete(ns_sid)
+        if vm_sid:
+            _gone(e2e_session, vmd, vm_sid, vmd.sandbox_pids(vm_sid))
+
+
+def test_base_snapshot_that_will_not_load_boots_instead(e2e_session, vmd, vsb):
+    """A base snapshot whose saved machine does not load (here: cut short):
+    the create still succeeds, booted, and a new base snapshot replaces the
+    bad one; nothing of the failed restore stays."""
+    base = _base_dir(vmd)
+    mem = os.path.join(base, "memory.state")
+    size = os.path.getsize(mem)
+    with open(mem, "r+b") as f:
+        f.truncate(size // 3)
+    sid = None
+    try:
+        r = vmd.api("POST", "/v1/sandboxes", json={"runtime": "vm", "memory_mb": 256}, timeout=600)
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        assert vmd.sh(sid, "echo up") == "up\n"
+        log = vmd.log_text()
+        assert f"Sandbox {sid}: the base snapshot of its template would not restore" in log, log[-3000:]
+        # booted, and saved again: whole this time
+        def saved_size():
+            try:
+                return os.path.getsize(os.path.join(_base_dir(vmd), "memory.state"))
+            except FileNotFoundError:
+                return 0
+        assert host.wait_until(lambda: saved_size() > size // 2, 60), saved_size()
+    finally:
+        if sid:
+            _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
+
+
 def test_branch_with_memory_x3(e2e_session, vmd, vsb):
     """Three children of one saved machine: each continues the parent's
     running counter (the same process, not a restart) on its own disk,

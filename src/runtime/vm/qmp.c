@@ -148,23 +148,28 @@ int qmp_open(const char *path, Qmp *q) {
         return qmp_open_timeout(path, QMP_TIMEOUT_MSEC, q);
 }
 
-int qmp_open_timeout(const char *path, int timeout_msec, Qmp *q) {
+int qmp_connect(const char *path, int *ret_fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+
+        if (strscpy(sa.sun_path, sizeof sa.sun_path, path) < 0)
+                return -ENAMETOOLONG;
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int qmp_open_fd(int fd, int timeout_msec, Qmp *q) {
         JsonValue *greeting = NULL;
         int r;
 
-        q->fd = -EBADF;
+        q->fd = fd;
         q->n = 0;
         q->timeout_msec = timeout_msec;
-        if (strscpy(sa.sun_path, sizeof sa.sun_path, path) < 0)
-                return -ENAMETOOLONG;
-        q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (q->fd < 0)
-                return negative_errno();
-        if (connect(q->fd, (struct sockaddr *) &sa, sizeof sa) < 0) {
-                r = negative_errno();
-                goto fail;
-        }
         r = qmp_read_msg(q, q->timeout_msec, &greeting);
         if (r < 0)
                 goto fail;
@@ -179,6 +184,16 @@ int qmp_open_timeout(const char *path, int timeout_msec, Qmp *q) {
 fail:
         q->fd = safe_close(q->fd);
         return r;
+}
+
+int qmp_open_timeout(const char *path, int timeout_msec, Qmp *q) {
+        int fd, r;
+
+        q->fd = -EBADF;
+        r = qmp_connect(path, &fd);
+        if (r < 0)
+                return r;
+        return qmp_open_fd(fd, timeout_msec, q);
 }
 
 void qmp_close(Qmp *q) {

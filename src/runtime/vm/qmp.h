@@ -24,6 +24,10 @@ int qmp_open(const char *path, Qmp *ret);
 /* The same, waiting up to timeout_msec for the greeting and each reply (QEMU
  * answers nothing while it loads a saved machine from a file). */
 int qmp_open_timeout(const char *path, int timeout_msec, Qmp *ret);
+/* Connects to the unix socket (nothing read yet: QEMU may accept later). */
+int qmp_connect(const char *path, int *ret_fd);
+/* qmp_open_timeout on a connected fd, which it takes (closed on failure). */
+int qmp_open_fd(int fd, int timeout_msec, Qmp *ret);
 void qmp_close(Qmp *q);
 /* Runs "execute":cmd with optional pre-serialised arguments (an object) and
  * waits for its return (events in between are skipped). -EIO with the

@@ -37,6 +37,7 @@
 #include "fd-util.h"
 #include "json.h"
 #include "log.h"
+#include "qmp.h"
 #include "str-util.h"
 #include "vm-initrd.h"
 #include "vm-restored.h"
@@ -330,7 +331,7 @@ static void vm_relay_reap(const char *id) {
  * VMM: a VM whose agent cannot be reached any more is of no use, and the
  * worker reports its end (vm_stopped_reason) like any other. */
 static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd, int link_fd, int ready_fd,
-                          int vmm_pidfd, int log_fd, bool hello_first) {
+                          int vmm_pidfd, int log_fd, int control_fd) {
         int pidfd = -EBADF, r;
         struct clone_args args = {
                 .flags = CLONE_PIDFD,
@@ -350,25 +351,41 @@ static int vm_start_relay(const RuntimeSpec *spec, int cgroup_fd, int listen_fd,
                 return negative_errno();
         if (pid == 0) {
                 sigset_t none;
-                int fds[5] = { listen_fd, link_fd, ready_fd, vmm_pidfd, log_fd };
+                int fds[6] = { listen_fd, link_fd, ready_fd, vmm_pidfd, log_fd, control_fd };
+                int nfds = control_fd >= 0 ? 6 : 5;
                 (void) prctl(PR_SET_NAME, "space-vm-relay");
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                /* only the relay's fds stay open: move them to 3..7 */
-                for (int i = 0; i < 5; i++)
+                /* only the relay's fds stay open: move them to 3..7 (and the control connection to 8) */
+                for (int i = 0; i < nfds; i++)
                         if ((fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 100)) < 0)
                                 _exit(1);
-                for (int i = 0; i < 5; i++)
+                for (int i = 0; i < nfds; i++)
                         if (dup3(fds[i], 3 + i, O_CLOEXEC) < 0)
                                 _exit(1);
-                if (syscall(SYS_close_range, 8U, ~0U, 0U) < 0)
+                if (syscall(SYS_close_range, 3U + (unsigned) nfds, ~0U, 0U) < 0)
                         _exit(1);
                 if (setgroups(0, NULL) < 0 || setresgid(spec->uid_base, spec->uid_base, spec->uid_base) < 0 ||
                     setresuid(spec->uid_base, spec->uid_base, spec->uid_base) < 0 ||
                     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                         _exit(1);
+                if (control_fd >= 0) {
+                        /* a saved machine: QEMU loads it (seconds under TCG) while the worker serves
+                         * others; then it runs, and its agent is greeted first (it said HELLO long ago) */
+                        char why[256] = "", msg[400];
+                        r = vmm->resume_incoming(8, why, sizeof why);
+                        if (r < 0) {
+                                int k = snprintf(msg, sizeof msg,
+                                                 "\n" VM_RELAY_MARK "the saved machine did not load (%s); the VM is stopped\n",
+                                                 why[0] ? why : strerror(-r));
+                                if (k > 0)
+                                        (void) !write(7, msg, (size_t) MIN(k, (int) sizeof msg - 1));
+                                (void) syscall(SYS_pidfd_send_signal, 6, SIGKILL, NULL, 0);
+                                _exit(1);
+                        }
+                }
                 VmuxConfig vc = { .role = VMUX_ROLE_HOST, .link_fd = 4, .listen_fd = 3, .ready_fd = 5,
-                                  .hello_first = hello_first };
+                                  .hello_first = control_fd >= 0 };
                 r = vmux_run(&vc);
                 if (r == -EPROTO) {
                         static const char msg[] = "\n" VM_RELAY_MARK
@@ -588,7 +605,7 @@ static void vm_unwind(const char *id, const char *agent_socket, int vmm_pidfd) {
 static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_msec, RuntimePending *ret,
                           char *errbuf, size_t errbuf_size) {
         _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, qfd = -EBADF, kfd = -EBADF, ifd = -EBADF, dfd = -EBADF,
-                            logfd = -EBADF, pidfd = -EBADF, infd = -EBADF;
+                            logfd = -EBADF, pidfd = -EBADF, infd = -EBADF, cfd = -EBADF;
         int link[2] = { -EBADF, -EBADF }, ready[2] = { -EBADF, -EBADF };
         char qmp[PATH_MAX], log[PATH_MAX], kernel[PATH_MAX], cmdline[512];
         RuntimeLimits lim = spec->limits;
@@ -682,14 +699,15 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
                 goto fail;
         }
         if (spec->restore_path) {
-                r = vmm->resume_incoming(qmp);
+                /* the relay runs the machine once it is loaded: connected now, QEMU answers then */
+                r = qmp_connect(qmp, &cfd);
                 if (r < 0) {
-                        snprintf(errbuf, errbuf_size, "cannot restore the saved machine: %s", strerror(-r));
-                        vm_console_tail(spec->id, errbuf, errbuf_size);
+                        snprintf(errbuf, errbuf_size, "cannot reach the VMM to restore the saved machine: %s",
+                                 strerror(-r));
                         goto fail;
                 }
         }
-        r = vm_start_relay(spec, cgfd, lfd, link[0], ready[1], pidfd, logfd, spec->restore_path != NULL);
+        r = vm_start_relay(spec, cgfd, lfd, link[0], ready[1], pidfd, logfd, cfd);
         if (r < 0) {
                 snprintf(errbuf, errbuf_size, "cannot start the agent relay: %s", strerror(-r));
                 goto fail;

@@ -295,13 +295,14 @@ static int qemu_save(const char *control_path, int fd) {
         return r;
 }
 
-static int qemu_resume_incoming(const char *control_path) {
-        char err[256] = "";
+static int qemu_resume_incoming(int control_fd, char *err, size_t err_size) {
         Qmp q;
         int r;
 
+        if (err_size > 0)
+                err[0] = 0;
         /* QEMU's monitor is silent while it reads the machine (a loaded host: many seconds) */
-        r = qmp_open_timeout(control_path, QEMU_INCOMING_TIMEOUT_MSEC, &q);
+        r = qmp_open_fd(control_fd, QEMU_INCOMING_TIMEOUT_MSEC, &q);
         if (r < 0)
                 return r;
         for (int i = 0;; i++) {
@@ -310,13 +311,15 @@ static int qemu_resume_incoming(const char *control_path) {
                         r = -ETIMEDOUT;
                         break;
                 }
-                r = qmp_execute(&q, "query-status", NULL, &st, err, sizeof err);
+                r = qmp_execute(&q, "query-status", NULL, &st, err, err_size);
                 if (r < 0)
                         break;
                 const char *s = json_string(json_get(st, "status"));
                 bool loading = !s || streq(s, "inmigrate") || streq(s, "prelaunch") || streq(s, "restore-vm");
                 bool bad = s && (streq(s, "internal-error") || streq(s, "io-error") || streq(s, "shutdown") ||
                                  streq(s, "guest-panicked"));
+                if (bad)
+                        snprintf(err, err_size, "the machine is in state %s", s);
                 json_free(st);
                 if (bad) {
                         r = -EIO;
@@ -327,9 +330,7 @@ static int qemu_resume_incoming(const char *control_path) {
                 (void) usleep(QEMU_MIGRATE_POLL_USEC);
         }
         if (r >= 0)
-                r = qmp_execute(&q, "cont", NULL, NULL, err, sizeof err);
-        if (r < 0)
-                log_warning("Restoring the VM through %s failed: %s", control_path, err[0] ? err : strerror(-r));
+                r = qmp_execute(&q, "cont", NULL, NULL, err, err_size);
         qmp_close(&q);
         return r;
 }

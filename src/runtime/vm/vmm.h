@@ -51,8 +51,12 @@ typedef struct VmmDriver {
         int (*pause)(const char *control_path, bool pause);
         /* Stops the guest and writes the machine (memory and devices) to fd; the VMM stays, stopped. */
         int (*save)(const char *control_path, int fd);
-        /* After a start from incoming_fd: waits until the machine is loaded, then runs it. */
-        int (*resume_incoming)(const char *control_path);
+        /* After a start from incoming_fd: waits until the machine is loaded, then
+         * runs it. control_fd: connected to the control socket (taken, closed).
+         * The agent relay calls it (vm-runtime.c), not the worker: loading
+         * takes seconds under TCG, which the worker's event loop must not wait.
+         * err: why not (QEMU's error, or empty). */
+        int (*resume_incoming)(int control_fd, char *err, size_t err_size);
         int (*quit)(const char *control_path);
 } VmmDriver;
 
