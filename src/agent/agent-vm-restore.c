@@ -15,8 +15,9 @@
  *     empty).
  * Payload: {"entropy":"<base64, 16..512 bytes>", "time_ns":N,
  *           "hostname":"...", "machine_id":"<32 hex>"?, "env":{"K":"V",...}?,
- *           "net":{"address":"a.b.c.d","gateway":"a.b.c.e"}?, "resolv_conf":"..."?}
- * (net: eth0 gets the sandbox's own /31 and default route again.)
+ *           "net":{"address":"a.b.c.d","gateway":"a.b.c.e","mac":"52:54:00:.."?}?,
+ *           "resolv_conf":"..."?}
+ * (net: eth0 gets the sandbox's own MAC, /31 and default route again.)
  * Only PID 1 of a microVM serves it; elsewhere it is refused (EOPNOTSUPP). */
 #include <fcntl.h>
 #include <linux/random.h>
@@ -194,9 +195,10 @@ void agent_vm_restored(Agent *a, Conn *c, uint32_t stream, const JsonValue *req)
         {
                 /* its own link's address (a base snapshot or a parent had another, or none) */
                 const JsonValue *jnet = json_get(req, "net"), *jres = json_get(req, "resolv_conf");
-                const char *addr = json_string(json_get(jnet, "address")), *gw = json_string(json_get(jnet, "gateway"));
+                const char *addr = json_string(json_get(jnet, "address")), *gw = json_string(json_get(jnet, "gateway")),
+                           *mac = json_string(json_get(jnet, "mac"));
                 if (addr && gw) {
-                        r = agent_vm_net_configure(addr, gw);
+                        r = agent_vm_net_configure(addr, gw, mac);
                         if (r < 0) {
                                 agent_conn_send_error(c, stream, -r, "Cannot configure eth0: %s", strerror(-r));
                                 return;

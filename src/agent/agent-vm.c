@@ -10,6 +10,7 @@
  * the guest can kill it) multiplexes the host's connections over the
  * virtio-serial port named "space.agent" onto that socket (vmux.h). */
 #include <arpa/inet.h>
+#include <net/if_arp.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -43,6 +44,7 @@
 #define AGENT_VM_NEWROOT "/newroot"
 
 #define AGENT_VM_NET_DEVICE "eth0"
+#define AGENT_VM_MAC_STRING_LEN 17U /* "52:54:00:0a:0b:0c" */
 #define AGENT_VM_RESOLV_MAX 4096U
 
 static int agent_vm_port_fd = -EBADF;
@@ -235,11 +237,85 @@ static int agent_vm_net_up(void) {
         return 0;
 }
 
-int agent_vm_net_configure(const char *address, const char *gateway) {
+static int agent_vm_hex(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -EINVAL;
+}
+
+/* "52:54:00:0a:0b:0c" → 6 bytes: exactly that form, a unicast address, not all zero. */
+static int agent_vm_parse_mac(const char *s, uint8_t ret[static 6]) {
+        uint8_t m[6];
+
+        if (strlen(s) != AGENT_VM_MAC_STRING_LEN)
+                return -EINVAL;
+        for (size_t i = 0; i < 6; i++) {
+                const char *p = s + i * 3;
+                int hi = agent_vm_hex(p[0]), lo = agent_vm_hex(p[1]);
+                if (hi < 0 || lo < 0 || (i < 5 && p[2] != ':'))
+                        return -EINVAL;
+                m[i] = (uint8_t) (hi << 4 | lo);
+        }
+        if ((m[0] & 1) || (m[0] | m[1] | m[2] | m[3] | m[4] | m[5]) == 0)
+                return -EINVAL;
+        memcpy(ret, m, 6);
+        return 0;
+}
+
+/* eth0 takes the sandbox's own MAC: a restored guest woke up with the one of
+ * the machine it was saved from (a branch's parent, a base snapshot). The
+ * virtio NIC tells the VMM (its control queue), so both ends agree. A device
+ * that cannot change it while up is taken down for it (agent_vm_net_up
+ * brings it up again and puts its route back). */
+static int agent_vm_net_set_mac(const uint8_t mac[static 6]) {
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct ifreq ifr = {};
+
+        if (fd < 0)
+                return -errno;
+        if (agent_vm_wait_for("/sys/class/net/" AGENT_VM_NET_DEVICE) < 0)
+                return -ENODEV;
+        (void) strscpy(ifr.ifr_name, sizeof ifr.ifr_name, AGENT_VM_NET_DEVICE);
+        if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0)
+                return -errno;
+        if (memcmp(ifr.ifr_hwaddr.sa_data, mac, 6) == 0)
+                return 0;
+        ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+        memcpy(ifr.ifr_hwaddr.sa_data, mac, 6);
+        if (ioctl(fd, SIOCSIFHWADDR, &ifr) >= 0)
+                return 0;
+        if (errno != EBUSY)
+                return -errno;
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+                return -errno;
+        ifr.ifr_flags &= ~IFF_UP;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+                return -errno;
+        ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+        memcpy(ifr.ifr_hwaddr.sa_data, mac, 6);
+        if (ioctl(fd, SIOCSIFHWADDR, &ifr) < 0)
+                return -errno;
+        return 0;
+}
+
+int agent_vm_net_configure(const char *address, const char *gateway, const char *mac) {
         struct in_addr a, g;
+        uint8_t m[6];
+        int r;
 
         if (inet_pton(AF_INET, address, &a) != 1 || inet_pton(AF_INET, gateway, &g) != 1)
                 return -EINVAL;
+        if (mac && agent_vm_parse_mac(mac, m) < 0)
+                return -EINVAL;
+        if (mac) {
+                r = agent_vm_net_set_mac(m);
+                if (r < 0)
+                        return r;
+        }
         agent_vm_net_addr = a;
         agent_vm_net_gateway = g;
         agent_vm_net = true;

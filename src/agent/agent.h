@@ -167,7 +167,7 @@ bool agent_vm_is_init(const char *argv0);
 /* Loads modules, mounts the sandbox's disk as root, settings; *ret_listen_path: where to listen. */
 int agent_vm_boot(const char **ret_listen_path);
 /* eth0 with address/31 and the default route via gateway (again, after a restore). */
-int agent_vm_net_configure(const char *address, const char *gateway);
+int agent_vm_net_configure(const char *address, const char *gateway, const char *mac);
 /* /etc/resolv.conf of the root disk. */
 int agent_vm_write_resolv(const char *text);
 /* Starts the thread that serves the host's connections over virtio-serial. */

@@ -212,9 +212,10 @@ def _counter(vmd, sid):
 def _identity(vmd, sid):
     out = vmd.sh(sid, "hostname; cat /etc/machine-id; echo $SPACE_SANDBOX_ID; "
                       "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; "
-                      "cat /proc/sys/kernel/random/boot_id; date +%s").split("\n")
+                      "cat /proc/sys/kernel/random/boot_id; date +%s; cat /sys/class/net/eth0/address; "
+                      "ip -4 -o addr show dev eth0 | awk '{print $4}'").split("\n")
     return {"hostname": out[0], "machine_id": out[1], "sandbox_env": out[2], "random": out[3],
-            "boot_id": out[4], "time": int(out[5])}
+            "boot_id": out[4], "time": int(out[5]), "mac": out[6], "ip": out[7]}
 
 
 def _qemu_pids(vmd, sid):
@@ -261,6 +262,8 @@ def test_create_from_base_snapshot_is_clean(e2e_session, vmd, vsb):
         assert len({i["machine_id"] for i in ids.values()}) == 3, ids
         assert len({i["random"] for i in ids.values()}) == 3, ids
         assert len({i["hostname"] for i in ids.values()}) == 3, ids
+        assert len({i["mac"] for i in ids.values()}) == 3, ids
+        assert len({i["ip"] for i in ids.values()}) == 3, ids
         r = vmd.api("GET", "/v1/events", params={"sandbox": made[0], "limit": 50})
         assert r.status == 200, r
     finally:
@@ -376,6 +379,15 @@ def test_branch_with_memory_x3(e2e_session, vmd, vsb):
         assert len({i["hostname"] for i in ids.values()}) == 4, ids
         assert len({i["machine_id"] for i in ids.values()}) == 4, ids
         assert len({i["random"] for i in ids.values()}) == 4, ids
+        assert len({i["mac"] for i in ids.values()}) == 4, ids
+        assert len({i["ip"] for i in ids.values()}) == 4, ids
+        for k in kids:
+            # its own /31 and MAC, and on the wire too: the host learns the MAC from the child's ARP
+            me, gw = net_of(vmd, k)
+            assert me == ids[k]["ip"], (me, ids[k])
+            vmd.sh(k, f"ping -c1 -W1 {gw} >/dev/null 2>&1; true")
+            neigh = subprocess.run(["ip", "neigh", "show", me.split("/")[0]], capture_output=True, text=True).stdout
+            assert ids[k]["mac"] in neigh, (neigh, ids[k])
         # the saved machine was only for the children
         assert not os.path.exists(vmd.pool_path("sandboxes", vsb, "branch.state"))
         ev = vmd.api("GET", "/v1/events", params={"sandbox": kids[0], "limit": 50}).json()["events"]
