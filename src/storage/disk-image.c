@@ -44,7 +44,28 @@ static int images_dir(Pool *p, char **ret) {
         return 0;
 }
 
+/* The last line of mkfs.ext4's output that says something, printable only. */
+static void image_last_line(const char *out, char *why, size_t why_size) {
+        const char *end = out + strlen(out), *start;
+
+        if (!why || why_size == 0)
+                return;
+        while (end > out && (end[-1] == '\n' || end[-1] == ' '))
+                end--;
+        start = end;
+        while (start > out && start[-1] != '\n')
+                start--;
+        size_t n = MIN((size_t) (end - start), why_size - 1);
+        for (size_t i = 0; i < n; i++)
+                why[i] = (unsigned char) start[i] < 0x20 || start[i] == 0x7f ? ' ' : start[i];
+        why[n] = 0;
+}
+
 int pool_template_image(Pool *p, const char *name, char **ret_path) {
+        return pool_template_image_why(p, name, NULL, 0, ret_path);
+}
+
+int pool_template_image_why(Pool *p, const char *name, char *why, size_t why_size, char **ret_path) {
         _cleanup_free_ char *dir = NULL, *path = NULL, *tmp = NULL, *tree = NULL, *mkfs = NULL;
         char size_arg[32], out[SPAWN_OUTPUT_MAX];
         uint64_t bytes;
@@ -92,7 +113,15 @@ int pool_template_image(Pool *p, const char *name, char **ret_path) {
         if (r < 0) {
                 log_debug("mkfs.ext4 -d %s failed: %s", tree, out);
                 (void) unlink(tmp);
-                return r == -EPROTO ? -EIO : r;
+                if (r != -EPROTO)
+                        return r;
+                image_last_line(out, why, why_size);
+                if (strstr(out, "No space left on device"))
+                        return -ENOSPC;
+                /* it read the tree and could not put it into ext4 */
+                if (strstr(out, "while populating file system"))
+                        return -EMEDIUMTYPE;
+                return -EIO;
         }
         if (chmod(tmp, 0600) < 0 || rename(tmp, path) < 0) {
                 r = negative_errno();

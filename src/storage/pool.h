@@ -198,7 +198,11 @@ int pool_sandbox_restore(Pool *p, const char *id, const char *checkpoint_id, uin
 /* Disk images (the vm runtime), in disk-image.c. A template's raw ext4 image,
  * images/<name>.ext4, made on first use with mkfs.ext4 -d from its tree (at
  * least 256 MiB, the tree plus a quarter plus 128 MiB free); *ret_path is
- * malloc'd. -ENOENT: no such template; -EIO if mkfs.ext4 failed. */
+ * malloc'd. -ENOENT: no such template; -ENOSPC if the pool is full;
+ * -EMEDIUMTYPE if mkfs.ext4 refused the template's files (say, an extended
+ * attribute larger than ext4 holds): why (may be NULL) gets mkfs.ext4's
+ * reason, one line; -EIO for other failures of mkfs.ext4. */
+int pool_template_image_why(Pool *p, const char *name, char *why, size_t why_size, char **ret_path);
 int pool_template_image(Pool *p, const char *name, char **ret_path);
 /* Removes the image of a template, if any (pool_template_remove calls it). */
 int pool_template_image_remove(Pool *p, const char *name);

@@ -477,11 +477,28 @@ int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonV
                 *e = (ApiError){};
         }
 
+        {
+                /* the template's image, made on its first vm create: its files may not fit ext4 */
+                _cleanup_free_ char *image = NULL;
+                char why[256] = "";
+                r = pool_template_image_why(w->pool, s->template_name, why, sizeof why, &image);
+                if (r == -EMEDIUMTYPE)
+                        return api_error(e, r, API_INVALID_ARGUMENT,
+                                         "template '%s' cannot be made into a vm disk image (ext4): %s; "
+                                         "use it with the ns runtime, or change its files",
+                                         s->template_name, why[0] ? why : "mkfs.ext4 refused its files");
+                if (r == -ENOSPC)
+                        return api_error(e, r, API_INSUFFICIENT_STORAGE,
+                                         "no room in the pool for the disk image of template '%s'", s->template_name);
+                if (r < 0)
+                        return api_error(e, r, API_INTERNAL, "cannot make the disk image of template '%s': %s%s%s",
+                                         s->template_name, strerror(-r), why[0] ? ": " : "", why);
+        }
         r = pool_sandbox_disk_create(w->pool, s->template_name, s->id, s->disk_mb, owner, &disk);
         if (r < 0)
                 return api_error(e, r, r == -EIO ? API_INTERNAL : api_error_code_from_errno(r),
                                  "cannot create the root disk: %s%s", strerror(-r),
-                                 r == -EIO ? " (making the template's disk image failed)" : "");
+                                 r == -EIO ? " (growing it to disk_mb failed)" : "");
         /* without a base snapshot of this shape: boot neutral, save it, then become this sandbox */
         s->neutral = use_base;
         r = vm_start(w, s, NULL, disk, use_base ? variant : NULL, ret_pid, ret_starttime, e);

@@ -522,6 +522,50 @@ def test_memory_above_host(vmd):
     _no_trace(vmd, before)
 
 
+def _tar_with_big_xattr():
+    """A template whose one file has a 12 KB extended attribute: btrfs keeps
+    it, ext4 cannot (without ea_inode), so mkfs.ext4 refuses the tree."""
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        d = tarfile.TarInfo("etc")
+        d.type, d.mode = tarfile.DIRTYPE, 0o755
+        t.addfile(d)
+        data = b"hello\n"
+        f = tarfile.TarInfo("etc/big")
+        f.size, f.mode = len(data), 0o644
+        f.pax_headers = {"SCHILY.xattr.user.big": "x" * 12000}
+        t.addfile(f, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_template_without_disk_image(vmd):
+    """A template that has no disk image and cannot get one (mkfs.ext4
+    refuses its files): a vm create is a clear 400 that names the template
+    and the reason; nothing is left (no sandbox, no half-made image); the
+    next try says the same; the template itself stays usable and removable."""
+    name = f"e2e-xattr-{secrets.token_hex(3)}"
+    r = vmd.api("POST", "/v1/templates", params={"name": name}, data=_tar_with_big_xattr(),
+                headers={"Content-Type": "application/x-tar"})
+    assert r.status == 201, r
+    try:
+        images = vmd.pool_path("images")
+        for _ in range(2):
+            before = _snapshot(vmd)
+            r = vmd.api("POST", "/v1/sandboxes", json={"runtime": "vm", "template": name, "memory_mb": 192},
+                        timeout=300)
+            e = assert_error_shape(r, 400, "invalid_argument")
+            assert f"template '{name}' cannot be made into a vm disk image" in e["message"], e
+            assert "extended attribute" in e["message"], e
+            _no_trace(vmd, before)
+            assert not [f for f in os.listdir(images) if name in f], os.listdir(images)
+            assert not [sb for sb in vmd.list_all().values()
+                        if sb.get("template") == name and sb.get("state") != "deleted"]
+    finally:
+        assert vmd.api("DELETE", f"/v1/templates/{name}").status == 204
+
+
 def test_vm_unavailable_is_a_clear_error(spaced):
     """The session's spaced has no guest kernel configured: a clear 400, nothing made."""
     info = spaced.api("GET", "/v1/info").json()
