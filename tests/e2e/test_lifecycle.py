@@ -428,7 +428,8 @@ def test_invalid_transitions(d, sb):
         post(d, sb, "branch", {"count": 0}, status=400, code="invalid_argument")
         post(d, sb, "branch", {"count": 17}, status=400, code="invalid_argument")
         r = post(d, sb, "branch", {"with_memory": True}, status=400, code="invalid_argument")
-        assert r.json()["error"]["message"] == "the ns runtime cannot branch memory; use the vm runtime"
+        assert r.json()["error"]["message"] == (f"sandbox '{sb}' runs on the ns runtime, which cannot branch memory: "
+                                                "with_memory needs the vm runtime")
         post(d, sb, "branch", {"count": 1, "bogus": 1}, status=400, code="unknown_field")
         # a checkpoint of another sandbox, of another tenant, or none
         post(d, sb, "restore", {"checkpoint": ck_other}, status=404, code="not_found")
