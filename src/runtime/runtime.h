@@ -32,6 +32,7 @@ typedef struct RuntimeSpec {
         const char *agent_socket;  /* host path of the agent's listening socket to create */
         int agent_exe_fd;          /* an fd of the space-agent binary (sealed memfd) */
         const struct sock_fprog *seccomp; /* installed right before the agent runs; NULL = none */
+        bool seccomp_notify;       /* ns: seccomp has SECCOMP_USER_NOTIF rows: PID 1 gets the listener (statfs-notify.h) */
         const char *disk_path;     /* vm: the sandbox's raw root disk (root_path unused) */
         uint32_t vcpus;            /* vm: virtual CPUs (0 = 1) */
         const char *restore_path;  /* vm: continue from this saved machine (memory and devices) instead of booting;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdio.h>
 #include <endian.h>
 #include <fcntl.h>
 #include <linux/btrfs.h>
@@ -88,6 +89,17 @@ int btrfs_subvol_get_id(int fd, uint64_t *ret) {
         if (ioctl(fd, BTRFS_IOC_INO_LOOKUP, &args) < 0)
                 return negative_errno();
         *ret = args.treeid;
+        return 0;
+}
+
+int btrfs_fs_uuid(int fd, char ret[static 37]) {
+        struct btrfs_ioctl_fs_info_args args = {};
+        const uint8_t *u = args.fsid;
+
+        if (ioctl(fd, BTRFS_IOC_FS_INFO, &args) < 0)
+                return negative_errno();
+        snprintf(ret, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3],
+                 u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
         return 0;
 }
 

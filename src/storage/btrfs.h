@@ -26,6 +26,8 @@ int btrfs_subvol_create(int dirfd, const char *name);
 /* Snapshot of the subvolume src_fd as dirfd/name. */
 int btrfs_subvol_snapshot(int src_fd, int dirfd, const char *name, bool readonly);
 int btrfs_subvol_get_id(int fd, uint64_t *ret);
+/* The file system's UUID as sysfs names it (/sys/fs/btrfs/<uuid>): 36 characters and a NUL. */
+int btrfs_fs_uuid(int fd, char ret[static 37]);
 int btrfs_subvol_set_readonly(int fd, bool readonly);
 /* 1 if read-only, 0 if writable. */
 int btrfs_subvol_is_readonly(int fd);

@@ -141,6 +141,10 @@ Pool *pool_free(Pool *p) {
         return mfree(p);
 }
 
+bool pool_has_quota(const Pool *p) {
+        return p && p->kind == POOL_BTRFS && p->quota;
+}
+
 PoolKind pool_kind(const Pool *p) {
         return p ? p->kind : _POOL_KIND_INVALID;
 }

@@ -78,6 +78,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Pool *, pool_free);
 int pool_release(Pool *p);
 
 PoolKind pool_kind(const Pool *p);
+/* btrfs with quota groups on: sandbox roots have quotas. */
+bool pool_has_quota(const Pool *p);
 const char *pool_kind_to_string(PoolKind k);
 PoolKind pool_kind_from_string(const char *s);
 const char *pool_mount_path(const Pool *p);  /* where the pool is mounted */
@@ -127,6 +129,14 @@ int pool_sandbox_list(Pool *p, char ***ret_ids);
  * last transaction commit: up to ~30 s behind), or -EOPNOTSUPP (overlay, or
  * btrfs without quota). */
 int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes);
+/* What statfs() inside the sandbox shows (sandbox-quota.c): *ret_fd is the
+ * sysfs directory of its root's qgroup; -EOPNOTSUPP on overlay, without
+ * quota or without that directory (Linux < 5.9). The root is replaced by a
+ * restore: open it again then. */
+int pool_sandbox_quota_open(Pool *p, const char *id, int *ret_fd);
+/* Its limit on exclusive bytes (0: none) and the bytes counted against it
+ * (exclusive plus reservations of writes in flight), now. */
+int pool_quota_read(int dfd, uint64_t *ret_limit_bytes, uint64_t *ret_used_bytes);
 
 /* Checkpoints: read-only copies of a sandbox's root at a moment, kept under
  * checkpoints/<sandbox id>/<checkpoint id>. Checkpoint ids follow the sandbox

@@ -24,6 +24,12 @@ typedef struct LiveSandbox {
         int64_t reap_usec;  /* when the delete killed it */
         uint64_t slot;      /* uid range and network link */
         bool net;           /* has a network link (ns: veth, vm: tap), firewall element and gateway registration */
+        /* statfs inside (worker-statfs.c); -EBADF: not answered here */
+        int statfs_fd;      /* its seccomp filter's listener */
+        int quota_fd;       /* sysfs directory of its root's qgroup */
+        uint32_t statfs_calls; /* answered since the last tick */
+        bool statfs_throttled; /* out of calls until the next tick: not polled */
+        uint32_t statfs_fsid[2], statfs_root_fsid[2];
 } LiveSandbox;
 
 /* A sandbox as the worker protocol describes it. */
@@ -61,12 +67,14 @@ typedef struct Worker {
         struct GatewayClient *gateway; /* the gateway process (NULL: gateway = off) */
         void *current_client;      /* the connection whose request is being handled */
         bool reply_deferred;       /* its handler replies later (worker_boot_defer) */
+        bool statfs_emulate;       /* ns sandboxes' statfs answered by the worker (a pool with quotas) */
         struct WorkerBoot **boots; /* creates whose guest is booting (worker-boot.c) */
         size_t n_boots, allocated_boots;
 } Worker;
 
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
 #define WORKER_TAG_BOOT (UINT64_C(1) << 62) /* | a WorkerBoot pointer: its guest is ready or its VMM ended */
+#define WORKER_TAG_STATFS (UINT64_C(1) << 61) /* | a statfs listener fd: a sandbox process waits in statfs */
 
 /* A sandbox's network between worker_net_attach_begin() and _end(). */
 typedef struct WorkerNet {
@@ -221,6 +229,19 @@ int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonV
 int worker_vm_create_cold(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
 /* A neutral boot answered (p->make_base): saves the base snapshot, then tells the guest who it is. */
 int worker_vm_base_after_boot(Worker *w, const WorkerPending *p, ApiError *e);
+
+/* worker-statfs.c: statfs()/fstatfs() inside ns sandboxes show their quota, not the pool */
+#define WORKER_STATFS_PER_TICK_MAX 1000u /* answered per sandbox per tick (second); the rest wait */
+/* At worker start: whether to answer them (w->statfs_emulate), before the seccomp filter is built. */
+int worker_statfs_setup(Worker *w);
+/* A live ns sandbox (PID 1's pidfd): takes its listener, opens its quota. Failing leaves its statfs
+ * calls waiting (the listener is PID 1's), so it is logged, never fatal. */
+void worker_statfs_attach(Worker *w, LiveSandbox *l);
+void worker_statfs_detach(Worker *w, LiveSandbox *l);
+/* epoll reported the listener fd (tag & 0xffffffff). */
+void worker_statfs_readable(Worker *w, int fd);
+/* Once a second: the budgets refill, throttled listeners are polled again. */
+void worker_statfs_tick(Worker *w);
 
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);

@@ -52,7 +52,8 @@ int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, uint64_t sl
         if (GREEDY_REALLOC(w->live, w->allocated_live, w->n_live + 1) < 0)
                 return -ENOMEM;
         l = &w->live[w->n_live];
-        *l = (LiveSandbox){ .pid = pid, .starttime = starttime, .pidfd = pidfd, .rt = rt, .slot = slot };
+        *l = (LiveSandbox){ .pid = pid, .starttime = starttime, .pidfd = pidfd, .rt = rt, .slot = slot,
+                            .statfs_fd = -EBADF, .quota_fd = -EBADF };
         (void) rt->oom_kills(id, &l->oom_kills);
         if (strscpy(l->id, sizeof l->id, id) < 0)
                 return -ENAMETOOLONG;
@@ -61,6 +62,8 @@ int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, uint64_t sl
         if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
                 return negative_errno();
         w->n_live++;
+        if (rt == w->runtime && w->statfs_emulate)
+                worker_statfs_attach(w, l);
         return 0;
 }
 
@@ -70,6 +73,7 @@ void worker_live_remove(Worker *w, const char *id) {
                 return;
         (void) epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, l->pidfd, NULL);
         safe_close(l->pidfd);
+        worker_statfs_detach(w, l);
         *l = w->live[--w->n_live];
 }
 
@@ -281,6 +285,7 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 .agent_socket = sock,
                 .agent_exe_fd = w->agent_exe_fd,
                 .seccomp = &w->seccomp,
+                .seccomp_notify = w->statfs_emulate,
                 .resolv_conf = resolv,
                 .net = vm,
                 .net_fd = tap_fd,

@@ -408,6 +408,7 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                 if (now_usec() - last_tick >= WORKER_TICK_MSEC * 1000) {
                         worker_tick(w);
                         worker_boot_tick(w);
+                        worker_statfs_tick(w);
                         last_tick = now_usec();
                 }
                 for (int i = 0; i < n; i++) {
@@ -423,6 +424,8 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                                 worker_net_gateway_readable(w);
                         } else if ((tag >> 62) == 1) {
                                 worker_boot_ready(w, tag);
+                        } else if ((tag >> 61) == 1) {
+                                worker_statfs_readable(w, (int) (tag & 0xffffffffU));
                         } else if (tag == TAG_LISTEN) {
                                 int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                                 Client *c;
@@ -524,12 +527,6 @@ int worker_main(const Config *config, int ready_fd) {
         r = cgroup_setup(config->cgroup_root);
         if (r < 0)
                 return r;
-        SeccompOptions so = { .allow_io_uring = config->seccomp_io_uring != 0 };
-        r = seccomp_build(&so, &w.seccomp);
-        if (r < 0) {
-                log_error_errno(r, "Cannot build the seccomp filter: %m");
-                goto finish;
-        }
         r = store_open(config->store_url, &w.store);
         if (r < 0) {
                 log_error_errno(r, "Cannot open store %s: %m", config->store_url);
@@ -540,6 +537,15 @@ int worker_main(const Config *config, int ready_fd) {
         r = pool_open(&pc, &w.pool);
         if (r < 0) {
                 log_error_errno(r, "Cannot open the storage pool: %m");
+                goto finish;
+        }
+        r = worker_statfs_setup(&w);
+        if (r < 0)
+                goto finish;
+        SeccompOptions so = { .allow_io_uring = config->seccomp_io_uring != 0, .emulate_statfs = w.statfs_emulate };
+        r = seccomp_build(&so, &w.seccomp);
+        if (r < 0) {
+                log_error_errno(r, "Cannot build the seccomp filter: %m");
                 goto finish;
         }
         w.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -589,8 +595,11 @@ finish:
                         log_warning_errno(k, "Failed to release the pool: %m");
                 (void) cgroup_teardown();
         }
-        for (size_t i = 0; i < w.n_live; i++)
+        for (size_t i = 0; i < w.n_live; i++) {
                 safe_close(w.live[i].pidfd);
+                safe_close(w.live[i].statfs_fd);
+                safe_close(w.live[i].quota_fd);
+        }
         free(w.live);
         pool_free(w.pool);
         store_close(w.store);

@@ -84,14 +84,14 @@ static _noreturn_ void probe_child(const Probe *p, int fd) {
                 }
         }
         if (p->marked) {
-                r = seccomp_install(&marker_prog);
+                r = seccomp_install(&marker_prog, NULL);
                 if (r < 0) {
                         rep = (ProbeReport) { .stage = PROBE_STAGE_MARKER, .error = -r };
                         goto report;
                 }
         }
         if (p->policy) {
-                r = seccomp_install(p->policy);
+                r = seccomp_install(p->policy, NULL);
                 if (r < 0) {
                         rep = (ProbeReport) { .stage = PROBE_STAGE_POLICY, .error = -r };
                         goto report;
@@ -329,10 +329,10 @@ TEST(build_and_install_reject_bad_arguments) {
 
         ASSERT_ERRNO(seccomp_build(NULL, NULL), EINVAL);
         ASSERT_ERRNO(seccomp_build_table(NULL, 1, NULL, &f), EINVAL);
-        ASSERT_ERRNO(seccomp_install(NULL), EINVAL);
-        ASSERT_ERRNO(seccomp_install(&empty), EINVAL);
+        ASSERT_ERRNO(seccomp_install(NULL, NULL), EINVAL);
+        ASSERT_ERRNO(seccomp_install(&empty, NULL), EINVAL);
         empty.len = 1;
-        ASSERT_ERRNO(seccomp_install(&empty), EINVAL); /* no instructions */
+        ASSERT_ERRNO(seccomp_install(&empty, NULL), EINVAL); /* no instructions */
         seccomp_fprog_done(NULL);
         seccomp_fprog_done(&empty);
         ASSERT_EQ(empty.len, 0);

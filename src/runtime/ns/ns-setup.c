@@ -18,6 +18,7 @@
 #include "ns-setup.h"
 #include "space-build.h"
 #include "seccomp-filter.h"
+#include "statfs-notify.h"
 
 static const char *const step_names[_NS_STEP_MAX] = {
         [NS_STEP_SYNC] = "sync",
@@ -335,9 +336,17 @@ void ns_child_main(const NsChildArgs *a) {
                 CHECK(a, NS_STEP_PRIVILEGES, ns_drop_privileges());
         /* the reviewed policy of seccomp-policy.c, built by the worker at start */
         if (spec->seccomp && !SPACE_BENCH_NO_HARDENING) {
-                int r = seccomp_install(spec->seccomp);
+                int listener = -1, r = seccomp_install(spec->seccomp, spec->seccomp_notify ? &listener : NULL);
                 if (r < 0)
                         child_fail(a, NS_STEP_SECCOMP, -r);
+                /* the listener stays with the agent (no CLOEXEC: it is PID 1's fd NS_NOTIFY_FD; the
+                 * agent's children close it at exec): the worker takes a copy through PID 1's pidfd,
+                 * after this create and again after a restart of its own */
+                if (listener >= 0 && listener != NS_NOTIFY_FD) {
+                        CHECK(a, NS_STEP_SECCOMP, dup2(listener, NS_NOTIFY_FD));
+                        close(listener);
+                } else if (listener == NS_NOTIFY_FD)
+                        CHECK(a, NS_STEP_SECCOMP, fcntl(listener, F_SETFD, 0));
         }
 
         /* 13. space-agent as PID 1 (the sync socket closes on success) */

@@ -20,6 +20,7 @@
 
 typedef struct SeccompOptions {
         bool allow_io_uring; /* lift the io_uring_* rows (a sandbox that asked for it) */
+        bool emulate_statfs; /* keep the statfs/fstatfs rows: the worker answers them (a pool with quotas) */
 } SeccompOptions;
 
 /* Builds the filter; may allocate and log at debug level (worker side).
@@ -30,8 +31,12 @@ int seccomp_build(const SeccompOptions *o, struct sock_fprog *ret);
 void seccomp_fprog_done(struct sock_fprog *p);
 /* Installs a built filter in the calling thread's process:
  * PR_SET_NO_NEW_PRIVS, then seccomp(SECCOMP_SET_MODE_FILTER). No allocation,
- * no logging: safe between clone() and execve(). Returns 0 or -errno. */
-int seccomp_install(const struct sock_fprog *p);
+ * no logging: safe between clone() and execve(). Returns 0 or -errno.
+ * ret_listener non-NULL: the filter gets a user-notification listener (the
+ * SECCOMP_USER_NOTIF rows wait for its answers; where the kernel has it, a
+ * received notification waits killably only, so a signal storm cannot make
+ * the call restart forever) and *ret_listener is its fd (O_CLOEXEC). */
+int seccomp_install(const struct sock_fprog *p, int *ret_listener);
 
 /* ---- the policy table (seccomp-policy.c), also read by the tests ---- */
 
@@ -39,6 +44,7 @@ typedef enum SeccompVerdict {
         SECCOMP_ALLOW_REVIEWED, /* considered and allowed: no rule, the row records why */
         SECCOMP_DENY_EPERM,
         SECCOMP_DENY_ENOSYS,    /* "not implemented": callers fall back (clone3 → clone) */
+        SECCOMP_USER_NOTIF,     /* answered by the worker through the filter's listener (statfs-notify.h) */
         _SECCOMP_VERDICT_MAX,
         _SECCOMP_VERDICT_INVALID = -EINVAL,
 } SeccompVerdict;
@@ -64,6 +70,7 @@ typedef struct SeccompArg {
 typedef enum SeccompGate {
         SECCOMP_GATE_NONE,     /* the row always applies */
         SECCOMP_GATE_IO_URING, /* the row is lifted by SeccompOptions.allow_io_uring */
+        SECCOMP_GATE_STATFS,   /* the row applies only with SeccompOptions.emulate_statfs */
         _SECCOMP_GATE_MAX,
         _SECCOMP_GATE_INVALID = -EINVAL,
 } SeccompGate;

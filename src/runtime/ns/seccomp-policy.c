@@ -43,6 +43,8 @@
 #define ANY_BIT(i, m)   { .test = SECCOMP_ARG_ANY_BIT, .index = (i), .value = (m) }
 #define MIXED_BITS32(i) { .test = SECCOMP_ARG_MIXED_BITS32, .index = (i) }
 #define IO_URING        SECCOMP_GATE_IO_URING
+#define USER_NOTIF      SECCOMP_USER_NOTIF
+#define STATFS          SECCOMP_GATE_STATFS
 
 const SeccompRule seccomp_policy[] = {
         /* syscall             verdict      condition  reason */
@@ -116,6 +118,14 @@ const SeccompRule seccomp_policy[] = {
         { "personality",       DENY_EPERM,  MIXED_BITS32(0), "only PER_LINUX (0) and the query 0xffffffff: others weaken ASLR or W^X (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE)" },
         { "vm86",              DENY_EPERM,  ALWAYS,    "virtual 8086 mode (x86-32 only)" },
         { "vm86old",           DENY_EPERM,  ALWAYS,    "virtual 8086 mode (x86-32 only)" },
+
+        /* Answered by the worker (statfs-notify.c), not by the kernel: on the pool, the sandbox's own
+         * quota and usage instead of the whole pool's size and free space (other tenants' usage).
+         * Rows only where the pool has quotas. A filter with a listener means that processes inside
+         * cannot install one of their own (seccomp says EBUSY): nested user-notification
+         * supervisors (container runtimes) do not work, which nested namespaces already rule out. */
+        { "statfs",            USER_NOTIF,  ALWAYS,    "df: the pool's figures would show every other sandbox's disk use", STATFS },
+        { "fstatfs",           USER_NOTIF,  ALWAYS,    "see statfs (an fd of the root, of /proc/self/cwd, ...)", STATFS },
 
         /* Considered and allowed: debugging inside the sandbox. The kernel checks ptrace access (same
          * user namespace, or CAP_SYS_PTRACE over the target's), the pid namespace hides every host

@@ -24,6 +24,7 @@ static const char *const seccomp_verdict_table[_SECCOMP_VERDICT_MAX] = {
         [SECCOMP_ALLOW_REVIEWED] = "allow-reviewed",
         [SECCOMP_DENY_EPERM] = "deny-eperm",
         [SECCOMP_DENY_ENOSYS] = "deny-enosys",
+        [SECCOMP_USER_NOTIF] = "user-notif",
 };
 
 const char *seccomp_verdict_to_string(SeccompVerdict v) {
@@ -56,13 +57,16 @@ static bool seccomp_rule_lifted(const SeccompRule *r, const SeccompOptions *o) {
         switch (r->gate) {
         case SECCOMP_GATE_IO_URING:
                 return o->allow_io_uring;
+        case SECCOMP_GATE_STATFS:
+                return !o->emulate_statfs;
         default:
                 return false;
         }
 }
 
 static int seccomp_add_rule(scmp_filter_ctx ctx, const SeccompRule *r, int nr) {
-        uint32_t action = SCMP_ACT_ERRNO(r->verdict == SECCOMP_DENY_ENOSYS ? ENOSYS : EPERM);
+        uint32_t action = r->verdict == SECCOMP_USER_NOTIF ? SCMP_ACT_NOTIFY
+                                                           : SCMP_ACT_ERRNO(r->verdict == SECCOMP_DENY_ENOSYS ? ENOSYS : EPERM);
         unsigned idx = r->arg.index;
         int k;
 
@@ -211,14 +215,28 @@ void seccomp_fprog_done(struct sock_fprog *p) {
         p->len = 0;
 }
 
-int seccomp_install(const struct sock_fprog *p) {
+#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5) /* Linux 5.19 */
+#endif
+
+int seccomp_install(const struct sock_fprog *p, int *ret_listener) {
+        long fd;
+
         if (!p || !p->filter || p->len == 0)
                 return -EINVAL;
         /* Lets an unprivileged process install a filter, and keeps setuid binaries inside from
          * gaining what the filter (or the dropped capabilities) took away. */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return negative_errno();
-        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, p) < 0)
+        if (!ret_listener)
+                return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, p) < 0 ? negative_errno() : 0;
+
+        fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                     SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, p);
+        if (fd < 0 && errno == EINVAL) /* a kernel before 5.19 */
+                fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, p);
+        if (fd < 0)
                 return negative_errno();
+        *ret_listener = (int) fd;
         return 0;
 }

@@ -101,7 +101,7 @@ def test_setuid_and_file_caps_gain_nothing(spaced, box):
 # ---- file descriptors ----
 
 ALLOWED_FD_TARGET = re.compile(r"^(/dev/null|/dev/pts/\d+|/dev/ptmx|socket:\[\d+\]|pipe:\[\d+\]|"
-                               r"anon_inode:\[?(eventpoll|signalfd|pidfd|timerfd|inotify|eventfd)\]?)$")
+                               r"anon_inode:\[?(eventpoll|signalfd|pidfd|timerfd|inotify|eventfd|seccomp notify)\]?)$")
 
 
 def fd_table(text):
