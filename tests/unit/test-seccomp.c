@@ -16,10 +16,12 @@
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -27,6 +29,7 @@
 
 #include "fd-util.h"
 #include "seccomp-filter.h"
+#include "statfs-notify.h"
 #include "test.h"
 
 /* "the filter under test let the call through to the marker" */
@@ -178,6 +181,17 @@ static void expect_marked(const char *what, const struct sock_fprog *policy, lon
                           strerror(expected));
 }
 
+/* Unmarked probe of call under policy: the errno it fails with (0: it succeeded). */
+static void expect_unmarked(const char *what, const struct sock_fprog *policy, long nr, ProbeCall call,
+                            int expected) {
+        Probe p = { .policy = policy, .nr = nr, .call = call };
+        ProbeReport rep = probe_ran(what, &p);
+
+        if (rep.error != expected)
+                test_fail(__FILE__, __LINE__, "%s: errno %d (%s), expected %d (%s)", what, (int) rep.error,
+                          strerror((int) rep.error), expected, strerror(expected));
+}
+
 /* A child killed by SIGSYS after installing policy and running call. */
 static void expect_killed(const char *what, const struct sock_fprog *policy, ProbeCall call) {
         Probe p = { .policy = policy, .call = call };
@@ -214,7 +228,7 @@ static const SyscallNr syscall_nrs[] = {
         NR(fspick, EPERM), NR(open_tree, EPERM), NR(mount_setattr, EPERM), NR(open_by_handle_at, EPERM),
         NR(name_to_handle_at, EPERM), NR(unshare, EPERM), NR(setns, EPERM), NR(clone, EPERM),
         NR(clone3, ENOSYS), NR(personality, EPERM), NR(ptrace, 0), NR(process_vm_readv, 0),
-        NR(process_vm_writev, 0), NR(kcmp, 0),
+        NR(process_vm_writev, 0), NR(kcmp, 0), NR(statfs, 0), NR(fstatfs, 0),
 #ifdef SYS_uselib
         NR(uselib, EPERM),
 #endif
@@ -397,8 +411,9 @@ TEST(denied_syscalls_fail_with_the_row_errno) {
                 const SeccompRule *r = &seccomp_policy[i];
                 long nr = syscall_nr(r->syscall);
 
-                if (r->verdict == SECCOMP_ALLOW_REVIEWED || r->arg.test != SECCOMP_ARG_ALWAYS || nr < 0)
-                        continue; /* allowed and argument-dependent rows have their own tests */
+                if (r->verdict == SECCOMP_ALLOW_REVIEWED || r->verdict == SECCOMP_USER_NOTIF ||
+                    r->arg.test != SECCOMP_ARG_ALWAYS || nr < 0)
+                        continue; /* allowed, answered and argument-dependent rows have their own tests */
                 expect_marked(r->syscall, &f, nr, NULL, row_errno(r));
                 probed++;
         }
@@ -764,14 +779,15 @@ TEST(bad_abi_and_arch_are_killed) {
 /* Nothing outside the table is denied: every syscall number with zero arguments gets exactly the
  * verdict of its row (clone(0) and personality(PER_LINUX) are allowed), or ALLOW. */
 TEST(only_the_rows_are_denied) {
-        _cleanup_(seccomp_fprog_done) struct sock_fprog f = {}, io = {};
-        const SeccompOptions allow = { .allow_io_uring = true };
-        unsigned denied = 0;
+        _cleanup_(seccomp_fprog_done) struct sock_fprog f = {}, io = {}, st = {};
+        const SeccompOptions allow = { .allow_io_uring = true }, emulate = { .emulate_statfs = true };
+        unsigned denied = 0, notified = 0;
 
         build(NULL, &f);
         build(&allow, &io);
+        build(&emulate, &st);
         for (int nr = 0; nr < 1024; nr++) {
-                uint32_t expected = SECCOMP_RET_ALLOW, expected_io = SECCOMP_RET_ALLOW;
+                uint32_t expected = SECCOMP_RET_ALLOW, expected_io = SECCOMP_RET_ALLOW, expected_st = SECCOMP_RET_ALLOW;
 
                 for (size_t i = 0; i < seccomp_policy_len; i++) {
                         const SeccompRule *r = &seccomp_policy[i];
@@ -780,17 +796,25 @@ TEST(only_the_rows_are_denied) {
                         if (syscall_nr(r->syscall) != nr || r->verdict == SECCOMP_ALLOW_REVIEWED ||
                             r->arg.test != SECCOMP_ARG_ALWAYS)
                                 continue;
+                        if (r->verdict == SECCOMP_USER_NOTIF) { /* only where emulate_statfs keeps the row */
+                                expected_st = SECCOMP_RET_USER_NOTIF;
+                                continue;
+                        }
                         v = SECCOMP_RET_ERRNO | (uint32_t) row_errno(r);
                         expected = v;
                         expected_io = r->gate == SECCOMP_GATE_IO_URING ? SECCOMP_RET_ALLOW : v;
+                        expected_st = v;
                 }
                 if (eval(&f, NATIVE_AUDIT_ARCH, nr, 0) != expected)
                         test_fail(__FILE__, __LINE__, "syscall %d: 0x%x, expected 0x%x", nr,
                                   eval(&f, NATIVE_AUDIT_ARCH, nr, 0), expected);
                 ASSERT_EQ(eval(&io, NATIVE_AUDIT_ARCH, nr, 0), expected_io);
+                ASSERT_EQ(eval(&st, NATIVE_AUDIT_ARCH, nr, 0), expected_st);
                 denied += expected != SECCOMP_RET_ALLOW;
+                notified += expected_st == SECCOMP_RET_USER_NOTIF;
         }
         ASSERT_TRUE(denied >= 40);
+        ASSERT_EQ(notified, 2u); /* statfs, fstatfs */
         /* The argument rows, by evaluation (the kernel tests above probe the same). */
         ASSERT_EQ(eval(&f, NATIVE_AUDIT_ARCH, SYS_clone, CLONE_NEWUSER | SIGCHLD), SECCOMP_RET_ERRNO | EPERM);
         ASSERT_EQ(eval(&f, NATIVE_AUDIT_ARCH, SYS_personality, 0xffffffffUL), SECCOMP_RET_ALLOW);
@@ -849,3 +873,110 @@ TEST(x32_syscall_kills_the_process) {
         expect_killed("x32 getpid", &f, call_x32_getpid);
 }
 #endif
+
+/* ---- statfs/fstatfs: answered through the listener (statfs-notify.c) ---- */
+
+static long call_statfs(const unsigned long a[6]) {
+        struct statfs st;
+        return syscall(SYS_statfs, "/", &st);
+}
+
+TEST(statfs_rows_apply_only_when_emulated) {
+        _cleanup_(seccomp_fprog_done) struct sock_fprog off = {}, on = {};
+
+        build(NULL, &off);
+        build(&(SeccompOptions){ .emulate_statfs = true }, &on);
+        ASSERT_TRUE(on.len > off.len);
+        /* no rows: the kernel answers */
+        expect_unmarked("statfs without emulation", &off, SYS_statfs, call_statfs, 0);
+        /* rows but nobody listening (installed without a listener): the kernel says ENOSYS */
+        expect_unmarked("statfs to a filter without listener", &on, SYS_statfs, call_statfs, ENOSYS);
+}
+
+/* A failed assertion must not leave the child waiting in its statfs for ever. */
+static void kill_childp(pid_t *pid) {
+        if (*pid > 0) {
+                (void) kill(*pid, SIGKILL);
+                (void) waitpid(*pid, NULL, 0);
+        }
+}
+
+typedef struct StatfsReport {
+        long r[5];
+        int e[5];
+        struct statfs st[2];
+} StatfsReport;
+
+/* A process under the policy asks; this test's process answers with the worker's code. */
+TEST(statfs_answered_through_the_listener_as_the_kernel_would) {
+        _cleanup_(seccomp_fprog_done) struct sock_fprog on = {};
+        _cleanup_(kill_childp) pid_t pid = 0;
+        _cleanup_close_ int pidfd = -EBADF, listener = -EBADF;
+        StatfsReport rep = {};
+        struct statfs want;
+        int pipefd[2], status, answered = 0, r;
+
+        ASSERT_OK(ns_statfs_setup());
+        build(&(SeccompOptions){ .emulate_statfs = true }, &on);
+        ASSERT_OK(pipe2(pipefd, O_CLOEXEC));
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                StatfsReport c = {};
+                int l = -1, fd;
+
+                int out = fcntl(pipefd[1], F_DUPFD_CLOEXEC, 10); /* away from NS_NOTIFY_FD */
+
+                safe_close(pipefd[0]);
+                if (out < 0 || seccomp_install(&on, &l) < 0 || dup2(l, NS_NOTIFY_FD) < 0)
+                        _exit(1);
+                fd = open("/", O_PATH | O_CLOEXEC);
+                c.r[0] = syscall(SYS_statfs, "/", &c.st[0]);
+                c.e[0] = errno;
+                c.r[1] = syscall(SYS_fstatfs, fd, &c.st[1]);
+                c.e[1] = errno;
+                c.r[2] = syscall(SYS_statfs, "/no/such/path", &c.st[0]);
+                c.e[2] = errno;
+                c.r[3] = syscall(SYS_statfs, NULL, &c.st[0]);
+                c.e[3] = errno;
+                c.r[4] = syscall(SYS_fstatfs, 9999, &c.st[0]);
+                c.e[4] = errno;
+                (void) loop_write(out, &c, sizeof c);
+                _exit(0);
+        }
+        safe_close(pipefd[1]);
+        pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        ASSERT_TRUE(pidfd >= 0);
+        for (int i = 0; i < 5000 && listener < 0; i++) /* until the child installed its filter */
+                if (ns_statfs_listener_take(pidfd, &listener) < 0)
+                        (void) usleep(1000);
+        ASSERT_TRUE(listener >= 0);
+        while (answered < 5) { /* every call is answered: with figures or with an errno */
+                struct pollfd pfd = { .fd = listener, .events = POLLIN };
+                r = poll(&pfd, 1, 10000);
+                ASSERT_TRUE(r > 0);
+                if (pfd.revents & POLLHUP)
+                        break;
+                r = ns_statfs_handle(listener, &(NsStatfsView){});
+                ASSERT_TRUE(r >= 0);
+                answered += r;
+        }
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        pid = 0;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                test_fail(__FILE__, __LINE__, "the asking child ended with status 0x%x", (unsigned) status);
+        ASSERT_EQ(loop_read(pipefd[0], &rep, sizeof rep), (ssize_t) sizeof rep);
+        safe_close(pipefd[0]);
+
+        /* not btrfs here: the kernel's own figures, written into the caller's buffer */
+        ASSERT_OK(statfs("/", &want));
+        ASSERT_EQ(rep.r[0], 0);
+        ASSERT_EQ(rep.st[0].f_type, want.f_type);
+        ASSERT_EQ(rep.st[0].f_blocks, want.f_blocks);
+        ASSERT_EQ(rep.r[1], 0);
+        ASSERT_EQ(rep.st[1].f_type, want.f_type);
+        /* the kernel's errnos */
+        ASSERT_TRUE(rep.r[2] < 0 && rep.e[2] == ENOENT);
+        ASSERT_TRUE(rep.r[3] < 0 && rep.e[3] == EFAULT);
+        ASSERT_TRUE(rep.r[4] < 0 && rep.e[4] == EBADF);
+}
