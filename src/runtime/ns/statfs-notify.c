@@ -206,11 +206,15 @@ int ns_statfs_handle(int listener, const NsStatfsView *v) {
          * every access goes through procfd, bound to that task even if the pid is reused */
         snprintf(proc, sizeof proc, "/proc/%u", req.pid);
         procfd = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (procfd < 0 || !notif_valid(listener, req.id))
-                return 0; /* gone: nobody waits for an answer */
-        memfd = openat(procfd, "mem", O_RDWR | O_CLOEXEC);
-        if (memfd < 0)
-                return 0; /* its memory is gone with it (exiting) */
+        if (!notif_valid(listener, req.id))
+                return 0; /* gone (and the pid maybe someone else's): nobody waits for an answer */
+        if (procfd >= 0)
+                memfd = openat(procfd, "mem", O_RDWR | O_CLOEXEC);
+        if (procfd < 0 || memfd < 0) {
+                /* the caller waits: a failure of ours (EMFILE, ...) is an errno statfs may give */
+                resp.error = -ENOMEM;
+                goto answer;
+        }
 
         r = emulate(&req, v, procfd, memfd, &st);
         if (r >= 0) {

@@ -50,3 +50,19 @@ def test_mount_table_shows_no_host_path(spaced, box):
         for p in host_paths:
             assert p not in r.out, f"{f} inside shows the host path {p}:\n{r.out}"
         assert host_boot_id() not in r.out
+
+
+def test_mount_table_names_only_its_own_sandbox(spaced, box, sandboxes):
+    """The root's mountinfo line shows the subvolume's path in the pool
+    (docs/threat-model.md): it names this sandbox's id and no other's."""
+    other = sandboxes.new()
+    for f in ("/proc/self/mountinfo", "/proc/mounts"):
+        r = run(spaced, box, cmd=["cat", f])
+        assert r.code == 0, r
+        assert other not in r.out, f"{f} inside names another sandbox ({other}):\n{r.out}"
+        named = set(re.findall(r"/sandboxes/([a-z0-9]+)/", r.out))
+        assert named <= {box}, f"{f} names sandboxes {named}:\n{r.out}"
+    # the tools that read it work
+    for cmd in (["df", "/"], ["mount"], ["findmnt", "/"]):
+        r = run(spaced, box, cmd=cmd)
+        assert r.code == 0 or "not found" in r.err or r.code == 127, r
