@@ -19,7 +19,7 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 class Daemon:
-    def __init__(self, name, build, port, uid_base, template):
+    def __init__(self, name, build, port, uid_base, template, idx):
         self.name, self.build = name, build
         self.state = tempfile.mkdtemp(prefix=f"space-hcost-{name}-")
         self.tdir = os.path.join(self.state, "templates")
@@ -32,6 +32,9 @@ class Daemon:
              "--listen", f"127.0.0.1:{port}", "--template-dir", self.tdir,
              "--agent-path", os.path.join(build, "src/agent/space-agent"), "--pool-size-mb", "4096",
              "--cgroup-root", f"space-hcost-{os.getpid()}-{name}", f"--uid-base={uid_base}", "--slots-max=64",
+             # names global on the host, unique per daemon (other spaced may run beside)
+             "--net-table", f"hcost{os.getpid() % 100000}{idx}", "--net-link-prefix", f"hc{os.getpid() % 10000}{idx}-",
+             "--net-pool", f"10.{224 + os.getpid() % 8}.{idx * 64}.0/18",
              "--log-level", "warning"], stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(600):
             try:
@@ -81,15 +84,18 @@ def main():
     port = 20000 + os.getpid() % 20000
     ds = []
     try:
-        ds.append(Daemon("hardened", a.hardened, port, 1700000000, a.template))
-        ds.append(Daemon("unhardened", a.unhardened, port + 1, 1750000000, a.template))
+        ds.append(Daemon("hardened", a.hardened, port, 1700000000, a.template, 0))
+        ds.append(Daemon("unhardened", a.unhardened, port + 1, 1750000000, a.template, 1))
+        load0 = os.getloadavg()
         res = {d.name: {k: [] for k in ("create", "first exec after create", "create → first output",
                                         "exec round trip (/bin/true)", "delete")} for d in ds}
         for i in range(a.runs):
             for d in (ds if i % 2 == 0 else ds[::-1]):
                 d.once(res[d.name])
+        load1 = os.getloadavg()
         print(f"hardening cost ({a.runs} interleaved runs each, {os.cpu_count()} cpus, "
-              f"{time.strftime('%Y-%m-%d %H:%M:%S')}): p50 / p90 in ms")
+              f"{time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load0[0]:.1f} at the start, "
+              f"{load1[0]:.1f} at the end): p50 / p90 in ms")
         print(f"  {'':32s} {'hardened':>17s} {'without':>17s} {'cost p50':>9s}")
         for k in res["hardened"]:
             h, u = res["hardened"][k], res["unhardened"][k]
