@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "alloc-util.h"
@@ -410,28 +409,14 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
                         return api_error(e, -ERANGE, API_INVALID_ARGUMENT,
                                          "memory_mb %" PRIu64 " is more than this host has (%" PRIu64 " MiB)",
                                          s.memory_mb, host_mb);
+                /* a guest boots (or loads) for seconds: deferred to the event loop (worker-vm.c, worker-boot.c) */
                 return worker_vm_create(w, rt, &s, spec, ret_pid, ret_starttime, e);
-        } else {
-                r = pool_sandbox_create(w->pool, s.template_name, s.id, s.disk_mb, &root);
-                if (r < 0)
-                        return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
-                                         strerror(-r));
         }
-        if (rt == w->vm && w->current_client) {
-                /* a guest boots for seconds: the event loop finishes it (worker-boot.c) */
-                WorkerPending p;
-                r = worker_spawn_runtime(w, &s, root, &p, e);
-                if (r >= 0 && !p.created) {
-                        r = worker_boot_defer(w, &p);
-                        if (r >= 0)
-                                return 0;
-                        api_error(e, r, API_INTERNAL, "cannot wait for the guest: %s", strerror(-r));
-                        (void) syscall(SYS_pidfd_send_signal, p.p.pidfd, SIGKILL, NULL, 0);
-                        (void) worker_finish_runtime(w, &p, ret_pid, ret_starttime, &(ApiError){});
-                } else if (r >= 0)
-                        r = worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
-        } else
-                r = worker_start_runtime(w, &s, root, ret_pid, ret_starttime, e);
+        r = pool_sandbox_create(w->pool, s.template_name, s.id, s.disk_mb, &root);
+        if (r < 0)
+                return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
+                                 strerror(-r));
+        r = worker_start_runtime(w, &s, root, ret_pid, ret_starttime, e);
         if (r < 0)
                 (void) pool_sandbox_remove(w->pool, s.id);
         return r;
