@@ -42,7 +42,10 @@ def start_spaced(build, kdir, state):
         subprocess.run([os.path.join(REPO, "templates", "base", "build.sh"), os.path.join(tpl, "base.tar")], check=True)
     port = free_port()
     args = [os.path.join(build, "src", "spaced", "spaced"), "--state-dir", os.path.join(state, "s"),
-            "--listen", f"127.0.0.1:{port}", "--template-dir", tpl, "--cgroup-root", CGROUP_ROOT,
+            "--listen", f"127.0.0.1:{port}", "--template-dir", tpl, "--cgroup-root", f"{CGROUP_ROOT}-{os.getpid()}",
+            # names global on the host, unique to this run (other spaced may run beside)
+            "--net-table", f"bvm{os.getpid() % 100000}", "--net-link-prefix", f"bv{os.getpid() % 10000}-",
+            "--net-pool", f"10.{248 + os.getpid() % 8}.0.0/18",
             "--pool-size-mb", "8192", "--log-level", "warning", f"--vm-kernel-dir={kdir}"]
     log = open(os.path.join(state, "spaced.log"), "wb")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -90,6 +93,7 @@ def main():
         if not vm.get("available"):
             sys.exit(f"vm runtime unavailable: {vm.get('reason')}")
         accel = vm["accelerator"]
+        load0 = os.getloadavg()
         create, first, create_base = [], [], []
         # each of a new shape (disk size): a cold boot, which also saves that shape's base snapshot
         for i in range(a.n):
@@ -146,8 +150,11 @@ def main():
                "first exec after create": first, "exec round trip (true)": rt,
                "pause": pause, "resume": resume, "suspend (memory to file)": suspend,
                "resume from suspend (memory)": resume_mem, "branch with memory x3": branch, "delete": delete}
+        load1 = os.getloadavg()
         print(f"vm runtime: {vm['vmm']}, guest kernel {vm.get('guest_kernel')}, accelerator {accel}"
-              + (" (software emulation: slow, development only)" if accel == "tcg" else ""))
+              + (" (software emulation: slow, development only)" if accel == "tcg" else "")
+              + f"; {os.cpu_count()} cpus, {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load0[0]:.1f} at the"
+              f" start, {load1[0]:.1f} at the end")
         for k, xs in res.items():
             print(f"  vm/{accel} {k:30s} p50 {pct(xs, 50) * 1000:9.1f} ms   p90 {pct(xs, 90) * 1000:9.1f} ms"
                   f"   (n={len(xs)})")
