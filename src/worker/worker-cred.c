@@ -116,7 +116,30 @@ static int write_in_dir(int dirfd, const char *name, const void *data, size_t n)
         return r;
 }
 
-/* The bundle's text without an earlier block of ours, then the new block. */
+/* The bundle old[0..n) (NUL-terminated, modified) without an earlier block
+ * of ours, then the new block. */
+static int bundle_compose(char *old, size_t n, const char *cert_pem, char **ret, size_t *ret_n) {
+        if (old) {
+                if (memchr(old, 0, n))
+                        n = 0; /* not a text bundle: replaced */
+                old[n] = 0;
+                char *b = strstr(old, TRUST_BEGIN), *e = b ? strstr(b, TRUST_END) : NULL;
+                if (b && e) {
+                        e += STRLEN(TRUST_END);
+                        memmove(b, e, strlen(e) + 1);
+                        n = strlen(old);
+                } else if (b)
+                        n = (size_t) (b - old), old[n] = 0;
+        } else
+                n = 0;
+        char *s = strjoin(n ? old : "", n && old[n - 1] != '\n' ? "\n" : "", TRUST_BEGIN, cert_pem, TRUST_END);
+        if (!s)
+                return -ENOMEM;
+        *ret_n = strlen(s);
+        *ret = s;
+        return 0;
+}
+
 static int bundle_with(int dirfd, const char *cert_pem, char **ret, size_t *ret_n) {
         _cleanup_free_ char *old = NULL;
         size_t n = 0;
@@ -130,23 +153,8 @@ static int bundle_with(int dirfd, const char *cert_pem, char **ret, size_t *ret_
                 ssize_t k = loop_read(fd, old, (size_t) st.st_size);
                 n = k > 0 ? (size_t) k : 0;
                 old[n] = 0;
-                if (memchr(old, 0, n))
-                        n = 0; /* not a text bundle: replaced */
-                old[n] = 0;
-                char *b = strstr(old, TRUST_BEGIN), *e = b ? strstr(b, TRUST_END) : NULL;
-                if (b && e) {
-                        e += STRLEN(TRUST_END);
-                        memmove(b, e, strlen(e) + 1);
-                        n = strlen(old);
-                } else if (b)
-                        n = (size_t) (b - old), old[n] = 0;
         }
-        char *s = strjoin(n ? old : "", n && old[n - 1] != '\n' ? "\n" : "", TRUST_BEGIN, cert_pem, TRUST_END);
-        if (!s)
-                return -ENOMEM;
-        *ret_n = strlen(s);
-        *ret = s;
-        return 0;
+        return bundle_compose(old, n, cert_pem, ret, ret_n);
 }
 
 static int trust_install(const char *root, const char *cert_pem, X509 *cert) {
@@ -178,6 +186,36 @@ static int trust_install(const char *root, const char *cert_pem, X509 *cert) {
         return 0;
 }
 
+/* The same files in a running sandbox through its agent (vm: its files are
+ * in its disk image, which only the guest may write while it runs); the
+ * subject-hash name is a copy (the agent writes files, not links). */
+static int trust_install_agent(Worker *w, const char *id, const char *cert_pem, X509 *cert) {
+        _cleanup_free_ char *old = NULL, *bundle = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char hash[64];
+        size_t n = 0;
+        int r;
+
+        r = worker_agent_file_open(w, id, &fd);
+        if (r < 0)
+                return r;
+        r = worker_agent_file_read(fd, "/etc/ssl/certs/ca-certificates.crt", TRUST_BUNDLE_MAX, &old, &n);
+        if (r < 0 && r != -ENOENT && r != -EFBIG)
+                return r;
+        r = bundle_compose(r < 0 ? NULL : old, n, cert_pem, &bundle, &n);
+        if (r >= 0)
+                r = worker_agent_file_write(fd, "/etc/ssl/certs/ca-certificates.crt", bundle, n, 0644);
+        if (r >= 0)
+                r = worker_agent_file_write(fd, "/etc/ssl/certs/" TRUST_CA_NAME, cert_pem, strlen(cert_pem), 0644);
+        if (r < 0)
+                return r;
+        snprintf(hash, sizeof hash, "/etc/ssl/certs/%08lx.0", X509_subject_name_hash(cert));
+        (void) worker_agent_file_write(fd, hash, cert_pem, strlen(cert_pem), 0644);
+        (void) worker_agent_file_write(fd, "/usr/local/share/ca-certificates/space-sandbox-ca.crt", cert_pem,
+                                       strlen(cert_pem), 0644);
+        return 0;
+}
+
 static int ca_path(Worker *w, const char *id, char *buf, size_t n) {
         int k = snprintf(buf, n, "%s/%s/" WORKER_CA_FILE, w->agent_dir, id);
         return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
@@ -192,7 +230,7 @@ void worker_cred_forget(Worker *w, const char *id) {
 /* The sandbox's CA: loaded from its file, or made (and its certificate
  * installed into the root) when there is none. ret_file: cert PEM then key
  * PEM, wiped by the caller. */
-static int ca_get(Worker *w, const char *id, char **ret_file, size_t *ret_n, size_t *ret_cert_n) {
+static int ca_get(Worker *w, const char *id, bool vm, char **ret_file, size_t *ret_n, size_t *ret_cert_n) {
         _cleanup_(tls_ca_freep) TlsCa *ca = NULL;
         _cleanup_free_ char *cert = NULL, *key = NULL, *root = NULL, *all = NULL;
         size_t cn = 0, kn = 0, n = 0;
@@ -230,9 +268,13 @@ static int ca_get(Worker *w, const char *id, char **ret_file, size_t *ret_n, siz
                 goto finish;
         }
         n = cn + kn;
-        r = pool_sandbox_root_path(w->pool, id, &root);
-        if (r >= 0)
-                r = trust_install(root, cert, tls_ca_cert(ca));
+        if (vm)
+                r = trust_install_agent(w, id, cert, tls_ca_cert(ca));
+        else {
+                r = pool_sandbox_root_path(w->pool, id, &root);
+                if (r >= 0)
+                        r = trust_install(root, cert, tls_ca_cert(ca));
+        }
         if (r < 0) {
                 log_warning_errno(r, "Sandbox %s: cannot install its CA into its trust store: %m", id);
                 goto finish;
@@ -265,14 +307,8 @@ int worker_cred_sync(Worker *w, const char *id, ApiError *e) {
         r = store_grant_list(w->store, id, &list, &n);
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot list the credentials of sandbox %s: %s", id, strerror(-r));
-        if (n > 0 && l->rt != w->runtime) {
-                credential_array_free(list, n);
-                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
-                                 "credentials need the ns runtime for now (the vm runtime's trust store is inside "
-                                 "its disk image)");
-        }
         if (n > 0) {
-                r = ca_get(w, id, &file, &file_n, &cert_n);
+                r = ca_get(w, id, l->rt != w->runtime, &file, &file_n, &cert_n);
                 if (r < 0) {
                         credential_array_free(list, n);
                         return api_error(e, r, API_INTERNAL, "cannot set up the TLS authority of sandbox %s: %s", id,

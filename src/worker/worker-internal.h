@@ -216,6 +216,13 @@ int worker_cred_sync(Worker *w, const char *id, ApiError *e);
 /* Drops the CA of an earlier life of the sandbox (its root is new or replaced). */
 void worker_cred_forget(Worker *w, const char *id);
 void worker_op_set_credentials(Worker *w, const JsonValue *req, JsonWriter *jw);
+/* worker-agent-file.c: small files in a running sandbox through its agent
+ * (the vm runtime's trust store). open: a connection, greeted; read: at
+ * most max bytes (-EFBIG beyond, -ENOENT and the like as the agent says);
+ * write: the whole file (parents made), owned by root. */
+int worker_agent_file_open(Worker *w, const char *id, int *ret_fd);
+int worker_agent_file_read(int fd, const char *path, size_t max, char **ret, size_t *ret_n);
+int worker_agent_file_write(int fd, const char *path, const void *data, size_t n, mode_t mode);
 
 /* worker-vm.c: vm sandboxes' checkpoints with memory, restores, branches, creates from base snapshots */
 void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool with_memory, JsonWriter *jw);

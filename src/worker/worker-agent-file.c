@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/* Small files in a running sandbox, through its agent (the vm runtime,
+ * whose files are inside its disk image while the guest runs): one
+ * connection to the agent's socket (the relay's, for a vm), FILE_READ and
+ * FILE_WRITE of src/proto/proto.h. The worker's credentials put the
+ * sandbox's CA into its trust store this way (worker-cred.c).
+ *
+ * Every frame from the agent is hostile: proto_recv() bounds the frames,
+ * the reads are bounded by the caller's max, every wait by a timeout. */
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "json.h"
+#include "proto.h"
+#include "str-util.h"
+#include "worker-internal.h"
+
+#define AGENT_FILE_STREAM 1U
+#define AGENT_FILE_TIMEOUT_MSEC 30000   /* a guest under software emulation is slow */
+#define AGENT_FILE_FOREIGN_MAX 64U      /* frames of other streams skipped before giving up */
+
+static int recv_frame(int fd, ProtoFrame *ret) {
+        for (unsigned skipped = 0; skipped <= AGENT_FILE_FOREIGN_MAX; skipped++) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                ProtoFrame f = {};
+                int r;
+
+                r = poll(&p, 1, AGENT_FILE_TIMEOUT_MSEC);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        return negative_errno();
+                if (r == 0)
+                        return -ETIMEDOUT;
+                r = proto_recv(fd, &f);
+                if (r < 0)
+                        return r;
+                if (f.type == PROTO_HELLO || f.stream == AGENT_FILE_STREAM) {
+                        *ret = f;
+                        return 0;
+                }
+                proto_frame_done(&f);
+        }
+        return -EBADMSG;
+}
+
+/* The errno an ERROR frame carries (-EIO if it carries none we know). */
+static int frame_errno(const ProtoFrame *f) {
+        _cleanup_json_ JsonValue *v = NULL;
+        const char *code;
+        int r;
+
+        if (f->type != PROTO_ERROR)
+                return -EBADMSG;
+        if (json_parse(f->payload, f->len, &v, NULL, 0) < 0)
+                return -EBADMSG;
+        code = json_string(json_get(v, "code"));
+        r = code ? proto_errno_from_code(code) : -EIO;
+        return r == -EINVAL && code && !streq(code, "EINVAL") ? -EIO : r;
+}
+
+int worker_agent_file_open(Worker *w, const char *id, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_(proto_frame_done) ProtoFrame hello = {};
+        _cleanup_close_ int fd = -EBADF;
+        char path[PATH_MAX];
+        struct timeval tv = { .tv_sec = AGENT_FILE_TIMEOUT_MSEC / 1000 };
+        int r;
+
+        r = worker_agent_socket(w, id, path, sizeof path);
+        if (r < 0)
+                return r;
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return negative_errno();
+        /* a frame that starts must finish in time, and a guest that does not read must not block us */
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
+                return negative_errno();
+        r = recv_frame(fd, &hello);
+        if (r < 0)
+                return r;
+        if (hello.type != PROTO_HELLO)
+                return -EBADMSG;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int worker_agent_file_read(int fd, const char *path, size_t max, char **ret, size_t *ret_n) {
+        _cleanup_(proto_frame_done) ProtoFrame info = {};
+        _cleanup_(json_w_done) JsonWriter jw;
+        _cleanup_free_ char *json = NULL, *buf = NULL;
+        size_t n = 0;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "path", path);
+        json_w_kv_int(&jw, "offset", 0);
+        json_w_kv_int(&jw, "length", (int64_t) max + 1); /* one more: a larger file is told apart */
+        json_w_object_end(&jw);
+        if (json_w_finish(&jw, &json, NULL) < 0)
+                return -ENOMEM;
+        r = proto_send_json(fd, PROTO_FILE_READ, AGENT_FILE_STREAM, json);
+        if (r < 0)
+                return r;
+        r = recv_frame(fd, &info);
+        if (r < 0)
+                return r;
+        if (info.type != PROTO_FILE_INFO)
+                return frame_errno(&info);
+        buf = malloc(max + 1);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                _cleanup_(proto_frame_done) ProtoFrame f = {};
+
+                r = recv_frame(fd, &f);
+                if (r < 0)
+                        return r;
+                if (f.type == PROTO_DATA_END)
+                        break;
+                if (f.type != PROTO_DATA)
+                        return frame_errno(&f);
+                if (f.len > max - n)
+                        return -EFBIG;
+                memcpy(buf + n, f.payload, f.len);
+                n += f.len;
+        }
+        buf[n] = 0;
+        *ret = TAKE_PTR(buf);
+        *ret_n = n;
+        return 0;
+}
+
+int worker_agent_file_write(int fd, const char *path, const void *data, size_t n, mode_t mode) {
+        _cleanup_(proto_frame_done) ProtoFrame res = {};
+        _cleanup_(json_w_done) JsonWriter jw;
+        _cleanup_free_ char *json = NULL;
+        int r;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "path", path);
+        json_w_kv_int(&jw, "mode", (int64_t) mode);
+        json_w_kv_bool(&jw, "parents", true);
+        json_w_kv_int(&jw, "uid", 0);
+        json_w_kv_int(&jw, "gid", 0);
+        json_w_object_end(&jw);
+        if (json_w_finish(&jw, &json, NULL) < 0)
+                return -ENOMEM;
+        r = proto_send_json(fd, PROTO_FILE_WRITE, AGENT_FILE_STREAM, json);
+        for (size_t off = 0; r >= 0 && off < n; off += MIN((size_t) PROTO_DATA_CHUNK, n - off))
+                r = proto_send(fd, PROTO_DATA, AGENT_FILE_STREAM, (const char *) data + off,
+                               MIN((size_t) PROTO_DATA_CHUNK, n - off));
+        if (r >= 0)
+                r = proto_send(fd, PROTO_DATA_END, AGENT_FILE_STREAM, NULL, 0);
+        if (r < 0)
+                return r;
+        r = recv_frame(fd, &res);
+        if (r < 0)
+                return r;
+        return res.type == PROTO_RESULT ? 0 : frame_errno(&res);
+}
