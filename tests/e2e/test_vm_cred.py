@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: MIT
+"""Credentials in a vm sandbox (a microVM, its own guest kernel; TCG where
+the host has no usable KVM, so slow: marker `vm`). Its tap goes through the
+same per-sandbox gateway as an ns sandbox's veth: the worker puts the
+sandbox's CA into the guest's trust store through its agent (the files are
+in the guest's disk image), the guest sees only the placeholder, and the
+gateway puts the value on its HTTPS requests to the credential's host.
+
+The upstream (gateway_servers.py: DNS, HTTPS with this module's own CA) runs
+in a network namespace this module creates; the daemon asks its DNS and
+verifies it against its CA. The client is the debian template's curl, which
+verifies the gateway's certificate against the trust store the worker wrote
+(busybox's TLS offers no ECDSA, the sandbox CA's key type). Needs the debian
+template (templates/debian/build.sh build/templates/debian.tar, or
+$SPACE_DEBIAN_TAR)."""
+
+import json
+import os
+import random
+import secrets
+import subprocess
+
+import pytest
+
+import e2e_residue as residue
+from test_vm import QEMU, kernel_dir
+
+pytestmark = pytest.mark.vm
+
+SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gateway_servers.py")
+PY = "/usr/bin/python3"
+API_HOST = "api.vmcred.test"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("SPACE_BUILD_DIR", os.path.join(REPO, "build"))
+DEBIAN_TAR = os.environ.get("SPACE_DEBIAN_TAR", os.path.join(BUILD, "templates", "debian.tar"))
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=60, **kw)
+
+
+@pytest.fixture(scope="module")
+def vmcred(e2e_session, tmp_path_factory, request):
+    if not os.access(QEMU, os.X_OK):
+        pytest.skip(f"QEMU is not installed ({QEMU})")
+    if not os.path.exists(DEBIAN_TAR):
+        pytest.skip(f"the debian template is not built ({DEBIAN_TAR}: templates/debian/build.sh)")
+    kdir = kernel_dir()
+    tag = secrets.token_hex(3)
+    ns, link = f"spvc-{tag}", f"spvc{tag}"
+    octet = random.randrange(16, 250)
+    host_ip, srv_ip = f"172.28.{octet}.1", f"172.28.{octet}.2"
+    tmp = tmp_path_factory.mktemp("vmcred")
+    zone = {"_listen": [srv_ip], API_HOST: [srv_ip]}
+    srv, d = None, None
+    try:
+        sh("ip", "netns", "add", ns)
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "addr", "add", f"{host_ip}/30", "dev", link)
+        sh("ip", "link", "set", link, "up")
+        sh("ip", "-n", ns, "addr", "add", f"{srv_ip}/30", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+           "/CN=space e2e vm upstream CA", "-keyout", f"{tmp}/ca.key", "-out", f"{tmp}/ca.pem")
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={API_HOST}",
+           "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
+        with open(f"{tmp}/ext", "w") as f:
+            f.write(f"subjectAltName=DNS:{API_HOST}\n")
+        sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
+           "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
+        log = f"{tmp}/upstream.log"
+        open(log, "w").close()
+        # nsenter, not `ip netns exec` (its mount namespace would hold a copy of the pool's mount)
+        srv = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", PY, SERVERS, log, f"{tmp}/srv.pem",
+                                f"{tmp}/srv.key", json.dumps(zone)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert srv.stdout.readline().strip() == "ready"
+        os.chmod(tmp, 0o755)
+        d = e2e_session.new_daemon(extra_args=[f"--vm-kernel-dir={kdir}", f"--gateway-dns-upstream={srv_ip}:53",
+                                               f"--gateway-ca-file={tmp}/ca.pem"])
+        d.start()
+        r = d.cli("template", "import", "debian", DEBIAN_TAR, timeout=600)
+        assert r.rc == 0, r
+        yield {"d": d, "log": log}
+    finally:
+        if srv:
+            srv.stdin.close()
+            srv.kill()
+            srv.wait()
+        subprocess.run(["ip", "link", "del", link], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if d is not None:
+            problems = residue.teardown_daemon(d)
+            if not problems:
+                residue.remove_daemon_dir(d)
+            else:
+                residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+
+
+def upstream(ctx, token):
+    with open(ctx["log"]) as f:
+        return [e for e in (json.loads(ln) for ln in f if ln.strip()) if e.get("kind") == "http" and token in e["path"]]
+
+
+@pytest.mark.timeout(900)
+def test_vm_sandbox_uses_a_credential(vmcred):
+    d = vmcred["d"]
+    name, value = "vmc" + secrets.token_hex(4), "sk-vm-" + secrets.token_hex(16)
+    r = d.api("POST", "/v1/credentials", json={"name": name, "value": value, "hosts": [API_HOST], "env": "API_KEY"})
+    assert r.status == 201, r
+    sb = d.create(runtime="vm", template="debian", memory_mb=512, credentials=[name],
+                  network={"allow": [API_HOST]})
+    sid = sb["id"]
+    try:
+        assert sb["runtime"] == "vm", sb
+        # the placeholder and the CA variables, never the value
+        env = d.sh(sid, 'echo "$API_KEY $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS"').split()
+        assert env == [f"space-cred-{name}", "/etc/ssl/certs/ca-certificates.crt",
+                       "/etc/ssl/certs/space-sandbox-ca.pem"], env
+        # the sandbox's own CA in the guest's trust store (the bundle holds one block of ours)
+        pem = d.sh(sid, "cat /etc/ssl/certs/space-sandbox-ca.pem")
+        subj = subprocess.run(["openssl", "x509", "-noout", "-subject"], input=pem, capture_output=True, text=True)
+        assert subj.returncode == 0 and subj.stdout.strip().endswith(f"CN = space sandbox {sid}"), (subj, pem)
+        bundle = d.sh(sid, "cat /etc/ssl/certs/ca-certificates.crt")
+        assert bundle.count("space sandbox CA (written by space") == 1 and pem.strip() in bundle, bundle
+        # HTTPS from the guest: the gateway terminates it with that CA and puts the value on the request
+        tok = secrets.token_hex(4)
+        out = d.sh(sid, f"curl -sS --fail --noproxy '*' https://{API_HOST}/{tok}/vm 2>&1; true")
+        assert "hello host=" in out, out
+        got = upstream(vmcred, tok)
+        assert [e["auth"] for e in got] == [f"Bearer {value}"] and got[0]["tls"], (out, got)
+        # revoked: at once, the next request goes without it
+        assert d.api("POST", f"/v1/credentials/{name}/revoke").status == 200
+        d.sh(sid, f"curl -sS -k --fail --noproxy '*' https://{API_HOST}/{tok}/after 2>&1; true")
+        assert [e["auth"] for e in upstream(vmcred, tok)] == [f"Bearer {value}", None]
+        # the value nowhere in the guest's files or environment
+        hits = d.sh(sid, f"grep -rl '{value}' /etc /root /tmp /proc/[0-9]*/environ 2>/dev/null; true")
+        assert hits.strip() == "", hits
+        assert value not in d.log_text()
+    finally:
+        d.delete(sid)
