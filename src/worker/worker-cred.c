@@ -227,6 +227,43 @@ void worker_cred_forget(Worker *w, const char *id) {
                 (void) unlink(p);
 }
 
+static int copy_secret_file(const char *from, const char *to) {
+        _cleanup_free_ char *all = NULL;
+        size_t n = 0;
+        int r;
+
+        r = read_full_file(from, 2 * TLS_CA_PEM_MAX, &all, &n);
+        if (r < 0)
+                return r;
+        r = write_file_atomic(to, all, n, 0600);
+        OPENSSL_cleanse(all, n);
+        return r;
+}
+
+int worker_cred_save(Worker *w, const char *id, const char *path) {
+        char p[PATH_MAX];
+        int r;
+
+        r = ca_path(w, id, p, sizeof p);
+        if (r < 0)
+                return r;
+        (void) unlink(path);
+        r = copy_secret_file(p, path);
+        return r == -ENOENT ? 0 : r;
+}
+
+int worker_cred_load_saved(Worker *w, const char *id, const char *path) {
+        char p[PATH_MAX];
+        int r;
+
+        r = ca_path(w, id, p, sizeof p);
+        if (r < 0)
+                return r;
+        r = copy_secret_file(path, p);
+        (void) unlink(path);
+        return r;
+}
+
 /* The sandbox's CA: loaded from its file, or made (and its certificate
  * installed into the root) when there is none. ret_file: cert PEM then key
  * PEM, wiped by the caller. */

@@ -108,6 +108,7 @@ typedef struct WorkerPending {
         char base_variant[72];
         JsonValue *retry_spec; /* vm, restoring a base snapshot in the event loop: the create's spec, booted
                                 * cold should the restore fail (owned; worker-boot.c frees it) */
+        bool keep_ca;          /* a machine resumed with its memory: its processes keep trusting its CA */
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
@@ -213,8 +214,15 @@ void worker_client_reply_deferred(Worker *w, void *client, JsonWriter *jw);
  * any in this life of its processes, makes its CA and installs it into its
  * trust store. Nothing to do for a sandbox without a network here. */
 int worker_cred_sync(Worker *w, const char *id, ApiError *e);
+#define WORKER_CA_SAVED_SUFFIX ".gateway-ca" /* beside a vm's saved memory */
 /* Drops the CA of an earlier life of the sandbox (its root is new or replaced). */
 void worker_cred_forget(Worker *w, const char *id);
+/* A vm suspended with its memory: its CA saved to path (beside the saved
+ * machine; nothing to save is fine), and put back when the machine resumes
+ * (its processes continue and keep trusting it): 0 if it was put back,
+ * -ENOENT if there was none. */
+int worker_cred_save(Worker *w, const char *id, const char *path);
+int worker_cred_load_saved(Worker *w, const char *id, const char *path);
 void worker_op_set_credentials(Worker *w, const JsonValue *req, JsonWriter *jw);
 /* worker-agent-file.c: small files in a running sandbox through its agent
  * (the vm runtime's trust store). open: a connection, greeted; read: at

@@ -78,6 +78,7 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
         if (l && l->rt->suspend) {
                 /* vm: the whole machine is saved beside its disk; resume continues it */
                 _cleanup_free_ char *state = NULL;
+                char ca_saved[PATH_MAX];
                 r = pool_sandbox_memory_path(w->pool, id, &state);
                 if (r >= 0)
                         r = l->rt->suspend(id, state);
@@ -85,6 +86,12 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
                         api_error(&e, r, API_INTERNAL, "cannot save sandbox %s's memory: %s", id, strerror(-r));
                         return worker_reply_error(jw, &e);
                 }
+                /* its CA goes with its memory: the processes that resume trust it */
+                snprintf(ca_saved, sizeof ca_saved, "%s" WORKER_CA_SAVED_SUFFIX, state);
+                r = worker_cred_save(w, id, ca_saved);
+                if (r < 0)
+                        log_warning_errno(r, "Sandbox %s: cannot keep its CA with its memory (it gets a new one at "
+                                          "resume): %m", id);
                 preserved = true;
         }
         /* The ns runtime cannot keep process state: processes end, files stay. */
@@ -135,6 +142,14 @@ void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 s.restore_path = NULL;
                 e = (ApiError){};
                 r = worker_start_runtime(w, &s, root, &pid, &st, &e);
+        }
+        if (state || streq(s.runtime, "vm")) {
+                _cleanup_free_ char *saved = NULL;
+                if (pool_sandbox_memory_path(w->pool, s.id, &saved) >= 0) {
+                        char ca_saved[PATH_MAX];
+                        snprintf(ca_saved, sizeof ca_saved, "%s" WORKER_CA_SAVED_SUFFIX, saved);
+                        (void) unlink(ca_saved); /* put back, or of a machine that did not resume */
+                }
         }
         if (r < 0)
                 return worker_reply_error(jw, &e);

@@ -266,6 +266,11 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 r = negative_errno();
                 return api_error(e, r, API_INTERNAL, "cannot create %s: %s", dir, strerror(-r));
         }
+        if (vm && s->restore_path) { /* the CA its resumed processes trust, saved with its memory */
+                char ca_saved[PATH_MAX];
+                snprintf(ca_saved, sizeof ca_saved, "%s" WORKER_CA_SAVED_SUFFIX, s->restore_path);
+                ret->keep_ca = worker_cred_load_saved(w, s->id, ca_saved) >= 0;
+        }
         (void) worker_agent_socket(w, s->id, sock, sizeof sock);
         snprintf(hostname, sizeof hostname, "space-%s", s->id);
 
@@ -361,8 +366,10 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 return r;
         }
         worker_live_find(w, p->id)->net = true;
-        /* its credentials: a new CA for this life of its processes, in its trust store */
-        worker_cred_forget(w, p->id);
+        /* its credentials: a new CA for this life of its processes, in its trust store (a machine
+         * resumed with its memory keeps its own: its processes continue) */
+        if (!p->keep_ca)
+                worker_cred_forget(w, p->id);
         r = worker_cred_sync(w, p->id, e);
         if (r < 0) {
                 (void) worker_cleanup_sandbox(w, p->id, false);
