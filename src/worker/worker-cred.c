@@ -80,9 +80,9 @@ static int dir_in_root(int rootfd, const char *rel) {
                         if (mkdirat(parent, slash ? slash + 1 : path, 0755) < 0 && errno != EEXIST)
                                 return -errno;
                         struct stat st;
-                        if (fstat(parent, &st) >= 0)
-                                (void) fchownat(parent, slash ? slash + 1 : path, st.st_uid, st.st_gid,
-                                                AT_SYMLINK_NOFOLLOW);
+                        if (fstat(parent, &st) >= 0 &&
+                            fchownat(parent, slash ? slash + 1 : path, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+                                log_debug("Cannot give %s the owner of its parent: %m", path);
                         fd = open_in_root(rootfd, path, O_DIRECTORY | O_RDONLY, 0);
                 }
                 if (fd < 0)
@@ -105,8 +105,8 @@ static int write_in_dir(int dirfd, const char *name, const void *data, size_t n)
         if (fd < 0)
                 return -errno;
         r = loop_write(fd, data, n);
-        if (r >= 0 && fstat(dirfd, &st) >= 0)
-                (void) fchown(fd, st.st_uid, st.st_gid);
+        if (r >= 0 && fstat(dirfd, &st) >= 0 && fchown(fd, st.st_uid, st.st_gid) < 0)
+                log_debug("Cannot give %s the owner of its directory: %m", name);
         if (r >= 0 && fchmod(fd, 0644) < 0)
                 r = -errno;
         if (r >= 0 && renameat(dirfd, tmp, dirfd, name) < 0)
