@@ -266,7 +266,8 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 r = negative_errno();
                 return api_error(e, r, API_INTERNAL, "cannot create %s: %s", dir, strerror(-r));
         }
-        if (vm && s->restore_path) { /* the CA its resumed processes trust, saved with its memory */
+        if (vm && s->restore_path && !s->new_identity) { /* the CA its resumed processes trust, saved with its
+                                                           * memory (another sandbox's machine gets its own) */
                 char ca_saved[PATH_MAX];
                 snprintf(ca_saved, sizeof ca_saved, "%s" WORKER_CA_SAVED_SUFFIX, s->restore_path);
                 ret->keep_ca = worker_cred_load_saved(w, s->id, ca_saved) >= 0;
