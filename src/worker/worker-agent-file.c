@@ -59,8 +59,8 @@ static int frame_errno(const ProtoFrame *f) {
         if (json_parse(f->payload, f->len, &v, NULL, 0) < 0)
                 return -EBADMSG;
         code = json_string(json_get(v, "code"));
-        r = code ? proto_errno_from_code(code) : -EIO;
-        return r == -EINVAL && code && !streq(code, "EINVAL") ? -EIO : r;
+        r = proto_errno_from_code(code); /* the errno (positive), -EINVAL for a code we do not know */
+        return r > 0 ? -r : -EIO;
 }
 
 int worker_agent_file_open(Worker *w, const char *id, int *ret_fd) {
