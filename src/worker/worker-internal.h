@@ -30,6 +30,8 @@ typedef struct LiveSandbox {
         uint32_t statfs_calls; /* answered since the last tick */
         bool statfs_throttled; /* out of calls until the next tick: not polled */
         uint32_t statfs_fsid[2], statfs_root_fsid[2];
+        uint64_t quota_limit, quota_used; /* as read at quota_usec (a burst of calls reads sysfs once) */
+        int64_t quota_usec;
 } LiveSandbox;
 
 /* A sandbox as the worker protocol describes it. */
@@ -247,6 +249,7 @@ int worker_vm_base_after_boot(Worker *w, const WorkerPending *p, ApiError *e);
 
 /* worker-statfs.c: statfs()/fstatfs() inside ns sandboxes show their quota, not the pool */
 #define WORKER_STATFS_PER_TICK_MAX 1000u /* answered per sandbox per tick (second); the rest wait */
+#define WORKER_STATFS_QUOTA_USEC 50000  /* a quota figure read from sysfs serves the calls of the next 50 ms */
 /* At worker start: whether to answer them (w->statfs_emulate), before the seccomp filter is built. */
 int worker_statfs_setup(Worker *w);
 /* A live ns sandbox (PID 1's pidfd): takes its listener, opens its quota. Failing leaves its statfs

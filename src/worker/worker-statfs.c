@@ -7,6 +7,7 @@
  * polled until the next tick: its calls wait, nobody else's do. */
 #include <sys/epoll.h>
 #include <sys/statfs.h>
+#include <time.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
@@ -38,12 +39,29 @@ static LiveSandbox *find_by_fd(Worker *w, int fd) {
         return NULL;
 }
 
+static int64_t mono_usec(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static int quota_of(void *userdata, uint64_t *ret_limit, uint64_t *ret_used) {
-        const LiveSandbox *l = userdata;
+        LiveSandbox *l = userdata;
+        int64_t now = mono_usec();
+        int r;
 
         if (l->quota_fd < 0)
                 return -EOPNOTSUPP;
-        return pool_quota_read(l->quota_fd, ret_limit, ret_used);
+        if (l->quota_usec == 0 || now - l->quota_usec >= WORKER_STATFS_QUOTA_USEC) {
+                r = pool_quota_read(l->quota_fd, &l->quota_limit, &l->quota_used);
+                if (r < 0)
+                        return r;
+                l->quota_usec = now;
+        }
+        *ret_limit = l->quota_limit;
+        *ret_used = l->quota_used;
+        return 0;
 }
 
 /* A stable f_fsid of the sandbox's own (FNV-1a of its id): two sandboxes on one pool show different ones. */
