@@ -19,6 +19,11 @@ second incremental), the sandbox's worker killed, the lost sandbox restored
 from its shipped copy on another worker with its files; a template imported
 through an API server on every worker; corrupted, mis-checksummed,
 truncated, cut-off and oversized streams refused with nothing left behind.
+Credentials (issue 4 in a cluster): a credential made through one API server
+is used by a sandbox created through the other on a worker (its gateway puts
+the value on the request to an HTTPS test upstream beside the workers); a
+worker or an API server with another master key, or one others may read, is
+refused at start.
 No residue on any "host": each worker's netns, pool and cgroups are checked
 at the end.
 
@@ -29,6 +34,7 @@ test_checkpoint_shipped_then_lost_sandbox_restored_elsewhere does)."""
 import json
 import os
 import random
+import secrets
 import shutil
 import signal
 import socket
@@ -1038,7 +1044,6 @@ def test_credentials_across_the_cluster(cluster):
     at its start (the store holds the key's fingerprint); an API server
     without one answers the credential calls with 503."""
     c = cluster
-    import secrets
     with open(c.master_key_file, "rb") as f:
         raw = f.read()
     # the store holds the key's fingerprint, not the key
