@@ -147,7 +147,8 @@ int cluster_master_key_check(Store *s, const CredKey *k, const char *path) {
                 return log_error_errno(EKEYREJECTED,
                                        "The credentials' master key %s is not the one this store's credentials are "
                                        "sealed under (its fingerprint %s, the store's %s): every API server and "
-                                       "worker needs the same master_key_file; refusing to start",
+                                       "worker needs the same master_key_file (docs/operations.md, Backup: a lost "
+                                       "key); refusing to start",
                                        strna(path), mine, theirs);
         return 0;
 }

@@ -298,3 +298,33 @@ def test_bad_master_key_is_refused(e2e_session, case, tmp_path):
     words = {"mode": "0644", "size": "31 bytes", "symlink": "symbolic link"}[case]
     assert "master key" in p.stderr and words in p.stderr, p.stderr
     assert key_bytes.hex() not in p.stderr
+
+
+def test_another_master_key_is_refused_at_start(e2e_session, request):
+    """The store keeps the fingerprint of the master key it first saw: a
+    spaced started again with another key (the file replaced) refuses to
+    start, before it touches the host, rather than seal new values under a
+    key the old ones do not open under; with its own key back it starts."""
+    d = e2e_session.new_daemon()
+    d.start()
+    try:
+        key = os.path.join(d.state_dir, "master.key")
+        with open(key, "rb") as f:
+            old = f.read()
+        d.stop()
+        with open(key, "wb") as f:
+            f.write(os.urandom(32))
+        p = subprocess.run(d.args(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert p.returncode != 0, p
+        assert "is not the one this store's credentials are sealed under" in p.stderr, p.stderr[-2000:]
+        assert old.hex() not in p.stderr
+        with open(key, "wb") as f:
+            f.write(old)
+        d.start()
+        assert d.api("GET", "/v1/credentials").status == 200
+    finally:
+        problems = residue.teardown_daemon(d)
+        if not problems:
+            residue.remove_daemon_dir(d)
+        else:
+            residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
