@@ -7,6 +7,7 @@ cgroup root, its own processes) is allowed; anything else must belong to a
 sandbox that still exists."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -159,6 +160,21 @@ def items_of_sandbox(session, sid):
 
 # ---- final verification and cleanup (only what this session created) ----
 
+def _other_sessions_daemon_link(session, name):
+    """A host link of a daemon that another test session (another pytest
+    process running at the same time) started: its prefix, 'e<pid><n>-' in
+    base 36, is not one of ours. Our own daemons' links are always checked."""
+    if any(name.startswith(d.net_prefix) for d in session.daemons):
+        return False
+    return re.fullmatch(r"e[0-9a-z]{2,}-.*", name) is not None and not name.startswith(session_link_stem())
+
+
+def session_link_stem():
+    """The start every daemon prefix of this pytest process has (e2e_daemon)."""
+    import e2e_daemon
+    return "e" + e2e_daemon._b36(os.getpid())
+
+
 def leftovers(session):
     """What is left once every daemon is stopped: everything of ours is residue."""
     res = []
@@ -168,7 +184,7 @@ def leftovers(session):
         if it.kind == "netns" and it.key[1] in session.start_netns:
             continue
         res.append(it)
-    new_links = host.links() - session.start_links
+    new_links = {l for l in host.links() - session.start_links if not _other_sessions_daemon_link(session, l)}
     for l in sorted(new_links):
         res.append(Item("link", (l,), f"network link {l}", [l]))
     for d in session.daemons:
