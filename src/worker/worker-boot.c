@@ -8,6 +8,7 @@
  * reply written. A delete of a booting sandbox, or the worker stopping,
  * ends the boot first (the VMM is killed; the create fails). */
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,16 @@ static uint64_t mono_usec(void) {
         struct timespec ts;
         (void) clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000000U + (uint64_t) ts.tv_nsec / 1000U;
+}
+
+JsonValue *worker_json_copy(const JsonValue *v) {
+        _cleanup_free_ char *text = NULL;
+        JsonValue *copy = NULL;
+        size_t n = 0;
+
+        if (!v || json_serialize(v, &text, &n) < 0 || json_parse(text, n, &copy, NULL, 0) < 0)
+                return NULL;
+        return copy;
 }
 
 int worker_boot_defer(Worker *w, WorkerPending *p) {
@@ -88,25 +99,43 @@ static void boot_done(Worker *w, WorkerBoot *b) {
                 (void) worker_cleanup_sandbox(w, id, false);
                 r = api_error(&e, -ECANCELED, API_CONFLICT, "sandbox %s was deleted while it was starting", id);
         }
-        if (r < 0)
-                (void) pool_sandbox_remove(w->pool, id);
+        if (b->p.start_op && b->p.state_path && (r >= 0 || b->cancelled || !b->client))
+                (void) unlink(b->p.state_path); /* its disk has moved on: that machine cannot run again */
+        if (b->p.start_op) {
+                /* the CA saved with its memory: put back at spawn, or of a machine that did not resume */
+                _cleanup_free_ char *saved = NULL;
+                char ca_saved[PATH_MAX];
+                if (pool_sandbox_memory_path(w->pool, id, &saved) >= 0 &&
+                    snprintf(ca_saved, sizeof ca_saved, "%s" WORKER_CA_SAVED_SUFFIX, saved) < (int) sizeof ca_saved)
+                        (void) unlink(ca_saved);
+        }
+        if (r < 0 && !b->p.start_op)
+                (void) pool_sandbox_remove(w->pool, id); /* a create's: nothing of it stays */
         if (b->cancelled && r < 0)
                 api_error(&e, -ECANCELED, API_CONFLICT, "sandbox %s was deleted while it was starting", id);
-        if (r < 0 && !b->cancelled && b->client && b->p.retry_spec) {
-                /* its template's base snapshot would not load: it goes, and the create boots (deferred
-                 * again: the new boot takes the client over) */
+        if (r < 0 && !b->cancelled && b->client && b->p.retry_spec &&
+            (!b->p.start_op || b->p.state_path)) {
+                /* a create's base snapshot, or a start's saved machine, would not load: the base
+                 * snapshot goes and the create boots; the start boots the sandbox's disk (its processes
+                 * are lost, the reply says so). Deferred again: the new boot takes the client over. */
                 void *saved_client = w->current_client;
                 bool saved_deferred = w->reply_deferred;
-                log_warning("Sandbox %s: the base snapshot of its template would not restore (%s); booting", id,
-                            e.message);
+                if (b->p.start_op)
+                        log_warning("Sandbox %s: restoring its saved memory failed (%s); booting it on its disk",
+                                    id, e.message);
+                else
+                        log_warning("Sandbox %s: the base snapshot of its template would not restore (%s); booting",
+                                    id, e.message);
                 e = (ApiError){};
                 w->current_client = b->client;
                 w->reply_deferred = false;
-                r = worker_vm_create_cold(w, b->p.retry_spec, &pid, &st, &e);
+                r = b->p.start_op ? worker_vm_start_on_disk(w, b->p.retry_spec, &pid, &st, &e)
+                                  : worker_vm_create_cold(w, b->p.retry_spec, &pid, &st, &e);
                 if (w->reply_deferred)
                         b->client = NULL; /* the new boot replies */
                 w->current_client = saved_client;
                 w->reply_deferred = saved_deferred;
+                b->p.state_path = mfree(b->p.state_path); /* an immediate answer comes from a boot on disk */
         }
         b->p.retry_spec = json_free(b->p.retry_spec);
         if (b->client) {
@@ -119,11 +148,14 @@ static void boot_done(Worker *w, WorkerBoot *b) {
                         json_w_kv_int(&jw, "pid", pid);
                         json_w_key(&jw, "starttime");
                         json_w_uint(&jw, st);
+                        if (b->p.start_op)
+                                json_w_kv_bool(&jw, "processes_preserved", b->p.state_path != NULL);
                         json_w_object_end(&jw);
                 }
                 worker_client_reply_deferred(w, b->client, &jw);
                 json_w_done(&jw);
         }
+        free(b->p.state_path);
         free(b);
 }
 

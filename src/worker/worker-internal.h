@@ -111,6 +111,8 @@ typedef struct WorkerPending {
         JsonValue *retry_spec; /* vm, restoring a base snapshot in the event loop: the create's spec, booted
                                 * cold should the restore fail (owned; worker-boot.c frees it) */
         bool keep_ca;          /* a machine resumed with its memory: its processes keep trusting its CA */
+        bool start_op;         /* vm, a start (resume) of a suspended sandbox in the event loop, not a create */
+        char *state_path;      /* ... from the machine saved here (owned; NULL: a boot on its disk) */
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
@@ -200,6 +202,8 @@ typedef struct WorkerBoot WorkerBoot;
 /* Takes over p (spawned, not finished) for the current request, whose reply
  * is then written when the boot ends (w->reply_deferred). */
 int worker_boot_defer(Worker *w, WorkerPending *p);
+/* A copy of v (NULL on failure or if v is NULL). */
+JsonValue *worker_json_copy(const JsonValue *v);
 /* epoll reported an fd tagged WORKER_TAG_BOOT. */
 void worker_boot_ready(Worker *w, uint64_t tag);
 /* Boots past their deadline end (failed). */
@@ -242,6 +246,9 @@ void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
  * from its image (booted neutral, saved as the base snapshot, then told its identity). */
 int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonValue *spec, int64_t *ret_pid,
                      uint64_t *ret_starttime, ApiError *e);
+/* worker-lifecycle.c: a vm start (resume) whose saved machine would not load boots on its disk. */
+int worker_vm_start_on_disk(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime,
+                            ApiError *e);
 /* A create from a base snapshot failed to restore: that snapshot goes and spec boots, without one. */
 int worker_vm_create_cold(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
 /* A neutral boot answered (p->make_base): saves the base snapshot, then tells the guest who it is. */

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +107,35 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
         json_w_object_end(jw);
 }
 
+/* Starts s on root (from the machine saved in state, if not NULL). A vm
+ * sandbox with a client waiting is finished by the event loop (worker-boot.c:
+ * QEMU loads the machine, or the guest boots, for seconds; every other
+ * request is served meanwhile): 0 and w->reply_deferred. spec: s as JSON,
+ * to start it again on its disk should the saved machine not load there. */
+static int start_runtime(Worker *w, WorkerSpec *s, const char *root, const char *state, const JsonValue *spec,
+                         int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        WorkerPending p;
+        int r;
+
+        if (!streq(s->runtime, "vm") || !w->current_client)
+                return worker_start_runtime(w, s, root, ret_pid, ret_starttime, e);
+        r = worker_spawn_runtime(w, s, root, &p, e);
+        if (r < 0)
+                return r;
+        if (p.created)
+                return worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
+        p.start_op = true;
+        p.state_path = state ? strdup(state) : NULL;
+        p.retry_spec = worker_json_copy(spec);
+        if ((!state || p.state_path) && p.retry_spec && worker_boot_defer(w, &p) >= 0)
+                return 0;
+        p.state_path = mfree(p.state_path);
+        p.retry_spec = json_free(p.retry_spec);
+        (void) syscall(SYS_pidfd_send_signal, p.p.pidfd, SIGKILL, NULL, 0);
+        (void) worker_finish_runtime(w, &p, ret_pid, ret_starttime, &(ApiError){});
+        return api_error(e, -ENOMEM, API_INTERNAL, "cannot wait for the guest of %s", s->id);
+}
+
 void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
         _cleanup_free_ char *root = NULL, *state = NULL;
@@ -131,7 +161,9 @@ void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         }
         s.restore_path = state;
-        r = worker_start_runtime(w, &s, root, &pid, &st, &e);
+        r = start_runtime(w, &s, root, state, json_get(req, "sandbox"), &pid, &st, &e);
+        if (r >= 0 && w->reply_deferred)
+                return; /* worker-boot.c replies */
         if (r < 0 && state) {
                 /* the saved machine would not run again: boot on the disk (its processes are lost, and the
                  * reply says so) rather than leave the sandbox unusable */
@@ -602,4 +634,22 @@ void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw) {
 
 void worker_op_take_warm(Worker *w, const JsonValue *req, JsonWriter *jw) {
         set_limits(w, req, true, jw);
+}
+
+int worker_vm_start_on_disk(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime,
+                            ApiError *e) {
+        _cleanup_(worker_spec_done) WorkerSpec s = {};
+        _cleanup_free_ char *root = NULL, *state = NULL;
+        int r;
+
+        r = worker_spec_parse(w, spec, &s, e);
+        if (r < 0)
+                return r;
+        r = pool_sandbox_disk_path(w->pool, s.id, &root);
+        if (r < 0)
+                return api_error(e, r, r == -ENOENT ? API_NOT_FOUND : API_INTERNAL,
+                                 "sandbox %s has no disk here: %s", s.id, strerror(-r));
+        if (pool_sandbox_memory_path(w->pool, s.id, &state) >= 0)
+                (void) unlink(state); /* it would not load */
+        return start_runtime(w, &s, root, NULL, spec, ret_pid, ret_starttime, e);
 }

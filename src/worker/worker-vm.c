@@ -422,10 +422,7 @@ static int vm_start(Worker *w, WorkerSpec *s, const JsonValue *spec, const char 
         if (w->current_client && !p.created) {
                 /* a guest boots (or loads its saved machine) for seconds: the event loop finishes it
                  * (worker-boot.c) */
-                _cleanup_free_ char *copy = NULL;
-                size_t n = 0;
-                if (spec && json_serialize(spec, &copy, &n) >= 0)
-                        (void) json_parse(copy, n, &p.retry_spec, NULL, 0);
+                p.retry_spec = worker_json_copy(spec);
                 r = worker_boot_defer(w, &p);
                 if (r >= 0)
                         return 0;

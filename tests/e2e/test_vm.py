@@ -311,6 +311,51 @@ def test_base_restore_does_not_block_other_calls(e2e_session, vmd, vsb):
             _gone(e2e_session, vmd, vm_sid, vmd.sandbox_pids(vm_sid))
 
 
+def test_resume_does_not_block_other_calls(e2e_session, vmd, vsb):
+    """A resume from suspend loads the saved machine in the event loop's
+    stead: with its QEMU held stopped, the worker serves execs in other
+    sandboxes (vm and ns) and creates; then the resume ends, every process
+    preserved."""
+    ns_sid = vmd.create()["id"]
+    sid = vmd.create(runtime="vm", memory_mb=256)["id"]
+    try:
+        vmd.sh(sid, "sleep 100000 >/dev/null 2>&1 & echo $! > /tmp/sleeper")
+        sleeper = vmd.sh(sid, "cat /tmp/sleeper").strip()
+        assert vmd.api("POST", f"/v1/sandboxes/{sid}/suspend", timeout=300).status == 200
+        res = {}
+        t = threading.Thread(target=lambda: res.update(
+            r=vmd.api("POST", f"/v1/sandboxes/{sid}/resume", timeout=600)))
+        t.start()
+        try:
+            found = {}
+
+            def qemu_up():
+                q = _qemu_pids(vmd, sid)
+                if q:
+                    found["q"] = q[0]
+                return bool(q)
+            assert host.wait_until(qemu_up, 120), "the resume started no QEMU"
+            os.kill(found["q"], signal.SIGSTOP)
+            try:
+                assert vmd.sh(ns_sid, "echo hi") == "hi\n"
+                assert vmd.sh(vsb, "echo vm") == "vm\n"
+                other = vmd.create()["id"]
+                assert vmd.sh(other, "echo there") == "there\n"
+                vmd.delete(other)
+                assert t.is_alive()
+            finally:
+                os.kill(found["q"], signal.SIGCONT)
+            t.join(600)
+        finally:
+            t.join(600)
+        assert res["r"].status == 200, res["r"]
+        assert res["r"].json()["state"] == "running" and res["r"].json()["processes_preserved"] is True, res["r"].json()
+        assert vmd.sh(sid, f"kill -0 {sleeper} && echo alive").strip() == "alive"
+    finally:
+        vmd.delete(ns_sid)
+        _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
+
+
 def test_base_snapshot_that_will_not_load_boots_instead(e2e_session, vmd, vsb):
     """A base snapshot whose saved machine does not load (here: cut short):
     the create still succeeds, booted, and a new base snapshot replaces the
