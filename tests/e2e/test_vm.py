@@ -356,6 +356,27 @@ def test_resume_does_not_block_other_calls(e2e_session, vmd, vsb):
         _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
 
 
+def test_resume_of_a_machine_that_will_not_load_boots_its_disk(e2e_session, vmd):
+    """A suspended sandbox whose saved machine does not load (here: cut
+    short): the resume still succeeds, booted on its disk (its files are
+    there, its processes are not, and the answer says so)."""
+    sid = vmd.create(runtime="vm", memory_mb=256)["id"]
+    try:
+        vmd.sh(sid, "echo kept > /root/f; sync")
+        assert vmd.api("POST", f"/v1/sandboxes/{sid}/suspend", timeout=300).status == 200
+        mem = vmd.pool_path("sandboxes", sid, "memory.state")
+        with open(mem, "r+b") as f:
+            f.truncate(os.path.getsize(mem) // 3)
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/resume", timeout=600)
+        assert r.status == 200, r
+        assert r.json()["state"] == "running" and r.json()["processes_preserved"] is False, r.json()
+        assert vmd.sh(sid, "cat /root/f") == "kept\n"
+        assert f"Sandbox {sid}: restoring its saved memory failed" in vmd.log_text()
+        assert not os.path.exists(mem)
+    finally:
+        _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
+
+
 def test_base_snapshot_that_will_not_load_boots_instead(e2e_session, vmd, vsb):
     """A base snapshot whose saved machine does not load (here: cut short):
     the create still succeeds, booted, and a new base snapshot replaces the
