@@ -330,7 +330,7 @@ finish:
         return r;
 }
 
-int worker_cred_sync(Worker *w, const char *id, ApiError *e) {
+int worker_cred_sync(Worker *w, const char *id, bool registered_now, ApiError *e) {
         LiveSandbox *l = worker_live_find(w, id);
         Credential *list = NULL;
         _cleanup_free_ GatewayCred *gc = NULL;
@@ -344,6 +344,8 @@ int worker_cred_sync(Worker *w, const char *id, ApiError *e) {
         r = store_grant_list(w->store, id, &list, &n);
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot list the credentials of sandbox %s: %s", id, strerror(-r));
+        if (n == 0 && registered_now)
+                return 0; /* its registration holds none */
         if (n > 0) {
                 r = ca_get(w, id, l->rt != w->runtime, &file, &file_n, &cert_n);
                 if (r < 0) {
@@ -396,7 +398,7 @@ void worker_op_set_credentials(Worker *w, const JsonValue *req, JsonWriter *jw) 
                 api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "set_credentials needs a sandbox id");
                 return worker_reply_error(jw, &e);
         }
-        if (worker_cred_sync(w, id, &e) < 0)
+        if (worker_cred_sync(w, id, false, &e) < 0)
                 return worker_reply_error(jw, &e);
         worker_reply_ok(jw);
 }

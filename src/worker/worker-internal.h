@@ -113,6 +113,7 @@ typedef struct WorkerPending {
         bool keep_ca;          /* a machine resumed with its memory: its processes keep trusting its CA */
         bool start_op;         /* vm, a start (resume) of a suspended sandbox in the event loop, not a create */
         char *state_path;      /* ... from the machine saved here (owned; NULL: a boot on its disk) */
+        int64_t start_usec, spawned_usec; /* for the debug log of a create's phases */
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
@@ -218,8 +219,10 @@ void worker_client_reply_deferred(Worker *w, void *client, JsonWriter *jw);
 /* worker-cred.c: a sandbox's CA, trust store and credentials in its gateway */
 /* Sends the sandbox's grants (store) to the gateway; the first time it has
  * any in this life of its processes, makes its CA and installs it into its
- * trust store. Nothing to do for a sandbox without a network here. */
-int worker_cred_sync(Worker *w, const char *id, ApiError *e);
+ * trust store. Nothing to do for a sandbox without a network here.
+ * registered_now: the gateway registered it just now (with no credentials),
+ * so a sandbox without grants needs no message (a create's round trip). */
+int worker_cred_sync(Worker *w, const char *id, bool registered_now, ApiError *e);
 #define WORKER_CA_SAVED_SUFFIX ".gateway-ca" /* beside a vm's saved memory */
 /* Drops the CA of an earlier life of the sandbox (its root is new or replaced). */
 void worker_cred_forget(Worker *w, const char *id);

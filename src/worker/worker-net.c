@@ -141,7 +141,7 @@ static void gateway_register_live(Worker *w) {
                         continue;
                 }
                 ApiError e = {};
-                if (l->net && worker_cred_sync(w, l->id, &e) < 0)
+                if (l->net && worker_cred_sync(w, l->id, true, &e) < 0)
                         log_warning("Sandbox %s: its credentials are not applied: %s", l->id, e.message);
         }
 }

@@ -237,7 +237,8 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
         AddrPair pair = {};
         int r;
 
-        *ret = (WorkerPending){ .rt = rt, .p = { .pidfd = -EBADF, .sync_fd = -EBADF }, .inst = { .pidfd = -EBADF } };
+        *ret = (WorkerPending){ .rt = rt, .p = { .pidfd = -EBADF, .sync_fd = -EBADF }, .inst = { .pidfd = -EBADF },
+                                .start_usec = now_usec() };
         if (!rt)
                 return -EOPNOTSUPP;
         if (strscpy(ret->id, sizeof ret->id, s->id) < 0)
@@ -309,6 +310,7 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 log_warning("Failed to start sandbox %s: %s", s->id, err);
                 return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
         }
+        ret->spawned_usec = now_usec();
         /* its network goes up while PID 1 sets itself up (it runs nothing
          * of the user's before the create returns); a failure is reported by
          * finish, which reaps PID 1 and unwinds the rest */
@@ -324,11 +326,13 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
         RuntimeInstance inst = p->inst;
         char dir[PATH_MAX], err[1024] = "";
+        int64_t t_wait = now_usec(), t_exec, t_net;
         int r = 0;
 
         p->inst.pidfd = -EBADF;
         if (!p->created)
                 r = p->rt->finish(&p->p, &inst, err, sizeof err);
+        t_exec = now_usec();
         if (r < 0) {
                 worker_net_attach_abort(w, &p->net);
                 snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, p->id);
@@ -367,15 +371,20 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 return r;
         }
         worker_live_find(w, p->id)->net = true;
+        t_net = now_usec();
         /* its credentials: a new CA for this life of its processes, in its trust store (a machine
          * resumed with its memory keeps its own: its processes continue) */
         if (!p->keep_ca)
                 worker_cred_forget(w, p->id);
-        r = worker_cred_sync(w, p->id, e);
+        r = worker_cred_sync(w, p->id, true, e); /* registered by this start */
         if (r < 0) {
                 (void) worker_cleanup_sandbox(w, p->id, false);
                 return r;
         }
+        log_debug("Sandbox %s: started in %" PRIi64 " us (spawn %" PRIi64 ", network begun %" PRIi64
+                  ", exec awaited %" PRIi64 ", network ended %" PRIi64 ", credentials %" PRIi64 ")", p->id,
+                  now_usec() - p->start_usec, p->spawned_usec - p->start_usec, t_wait - p->spawned_usec,
+                  t_exec - t_wait, t_net - t_exec, now_usec() - t_net);
         *ret_pid = inst.pid;
         *ret_starttime = inst.starttime;
         return 0;
@@ -411,6 +420,7 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         if (!rt)
                 return -EOPNOTSUPP;
 
+        int64_t t_root = now_usec();
         if (rt == w->vm) {
                 uint64_t host_mb = host_memory_mb();
                 if (s.memory_mb == 0 || (host_mb > 0 && s.memory_mb > host_mb))
@@ -424,6 +434,7 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         if (r < 0)
                 return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
                                  strerror(-r));
+        log_debug("Sandbox %s: root made in %" PRIi64 " us", s.id, now_usec() - t_root);
         r = worker_start_runtime(w, &s, root, ret_pid, ret_starttime, e);
         if (r < 0)
                 (void) pool_sandbox_remove(w->pool, s.id);
