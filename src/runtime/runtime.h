@@ -41,6 +41,11 @@ typedef struct RuntimeSpec {
         bool neutral;              /* vm: boot with no environment and the hostname "space" (a base snapshot is
                                     * saved from it before identify gives it its own) */
         const char *resolv_conf;   /* written to /etc/resolv.conf inside; NULL = left alone */
+        /* ns: PID 1 becomes a child of the caller's parent (CLONE_PARENT): a
+         * small spawner process clones for the worker, which reaps. A spawn
+         * that fails after the clone leaves the killed PID 1's pid in
+         * RuntimePending.pid for that parent to reap. */
+        bool clone_parent;
         /* vm: the guest's network (net false: none). The VMM's virtio-net
          * device is the other end of the tap net_fd (the caller's, not taken);
          * the guest configures eth0 with net_addr/31 and a default route via

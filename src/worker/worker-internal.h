@@ -72,6 +72,8 @@ typedef struct Worker {
         bool statfs_emulate;       /* ns sandboxes' statfs answered by the worker (a pool with quotas) */
         struct WorkerBoot **boots; /* creates whose guest is booting (worker-boot.c) */
         size_t n_boots, allocated_boots;
+        int spawner_fd;            /* worker-spawner.c: the process that clones ns sandboxes */
+        pid_t spawner_pid;         /* 0: none (they are cloned in process) */
 } Worker;
 
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
@@ -216,6 +218,12 @@ void worker_boot_client_gone(Worker *w, void *client);
 void worker_boot_cancel_all(Worker *w);
 /* worker.c: writes a deferred reply to client and reads its next request. */
 void worker_client_reply_deferred(Worker *w, void *client, JsonWriter *jw);
+/* worker-spawner.c: ns sandboxes cloned by a small process (not by the worker,
+ * whose every page a clone would write-protect), still children of the worker. */
+int worker_spawner_start(Worker *w);
+void worker_spawner_stop(Worker *w);
+/* The ns runtime's spawn, made by the spawner (in process when there is none). */
+int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size);
 /* worker-cred.c: a sandbox's CA, trust store and credentials in its gateway */
 /* Sends the sandbox's grants (store) to the gateway; the first time it has
  * any in this life of its processes, makes its CA and installs it into its

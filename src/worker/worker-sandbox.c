@@ -299,7 +299,9 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 .net_gateway = pair.host,
         };
         tap_guest_mac(s->slot, rs.net_mac);
-        if (rt->spawn)
+        if (rt == w->runtime)
+                r = worker_spawner_spawn(w, &rs, &ret->p, err, sizeof err);
+        else if (rt->spawn)
                 r = rt->spawn(&rs, &ret->p, err, sizeof err);
         else { /* a runtime that cannot split its create makes it whole here */
                 r = rt->create(&rs, &ret->inst, err, sizeof err);

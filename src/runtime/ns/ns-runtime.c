@@ -66,12 +66,13 @@ static char **build_env(const RuntimeSpec *spec) {
         return TAKE_PTR(env);
 }
 
-static pid_t clone3_sandbox(int cgroup_fd, int *ret_pidfd) {
+static pid_t clone3_sandbox(int cgroup_fd, bool clone_parent, int *ret_pidfd) {
         struct clone_args args = {
                 .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
-                         CLONE_PIDFD,
+                         CLONE_PIDFD | (clone_parent ? CLONE_PARENT : 0),
                 .pidfd = (uint64_t) (uintptr_t) ret_pidfd,
-                .exit_signal = SIGCHLD,
+                /* CLONE_PARENT: the caller's own exit signal (SIGCHLD), which clone3 wants left 0 */
+                .exit_signal = clone_parent ? 0 : SIGCHLD,
         };
         if (cgroup_fd >= 0) {
                 args.flags |= CLONE_INTO_CGROUP;
@@ -106,11 +107,16 @@ static int wait_child(int sync_fd, char *errbuf, size_t errbuf_size) {
         return -(e.error ?: EIO);
 }
 
-/* Kills a guest that did not come up and removes what was made for it. */
+/* Kills a guest that did not come up and removes what was made for it.
+ * PID 1 of another parent (clone_parent) is awaited, not reaped. */
 static void unwind(const char *id, const char *agent_socket, pid_t pid, int pidfd, bool cgroup_made) {
         if (pid > 0) {
                 (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-                (void) waitpid(pid, NULL, 0);
+                if (waitpid(pid, NULL, 0) < 0 && errno == ECHILD) {
+                        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+                        while (poll(&p, 1, -1) < 0 && errno == EINTR)
+                                ;
+                }
         }
         if (cgroup_made) {
                 (void) cgroup_kill(id);
@@ -151,7 +157,7 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                 goto fail;
         }
 
-        pid = clone3_sandbox(cgfd, &pidfd);
+        pid = clone3_sandbox(cgfd, spec->clone_parent, &pidfd);
         if (pid < 0) {
                 r = negative_errno();
                 snprintf(errbuf, errbuf_size, "clone3: %s", strerror(-r));
@@ -205,6 +211,8 @@ fail:
         safe_close(sync[0]);
         safe_close(sync[1]);
         unwind(spec->id, spec->agent_socket, pid, pidfd, cgroup_made);
+        if (spec->clone_parent && pid > 0)
+                ret->pid = pid; /* dead: its parent reaps it */
         return r;
 }
 

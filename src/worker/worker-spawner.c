@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+/* The spawner: a small process, forked by the worker before it has grown,
+ * that clones the ns sandboxes for it (ns_runtime_ops.spawn with
+ * clone_parent, so every PID 1 is still the worker's child, reaped through
+ * its pidfd). A clone copies the address space of the process that makes it
+ * and write-protects every page of it until the child execs; done by the
+ * worker, each sandbox cost it a clone of its whole memory and a copy-on-write
+ * fault on every page it wrote afterwards (most of its time per sandbox).
+ * The spawner's memory is small and it writes little.
+ *
+ * Protocol (SOCK_SEQPACKET, one message each way per spawn): a SpawnRequest
+ * then the strings it counts, NUL-terminated; the answer is a SpawnReply
+ * with [pidfd, sync_fd] attached on success. A worker whose spawner is gone
+ * spawns in process again. */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "log.h"
+#include "str-util.h"
+#include "worker-internal.h"
+
+#define SPAWN_MSG_MAX (256U * 1024U) /* a request larger than this (a huge env) is spawned in process */
+#define SPAWN_ENV_MAX 4096U
+
+typedef struct SpawnRequest {
+        uint32_t uid_base;
+        uint32_t n_env;
+        bool has_resolv_conf;
+        bool seccomp_notify;
+        RuntimeLimits limits;
+        /* then: id, root_path, hostname, agent_socket, resolv_conf (if any), env[n_env], each NUL-terminated */
+} SpawnRequest;
+
+typedef struct SpawnReply {
+        int32_t r;        /* 0 or -errno */
+        int32_t pid;      /* on failure: a killed PID 1 for the worker to reap, or 0 */
+        char err[512];
+} SpawnReply;
+
+static int put_str(char *buf, size_t size, size_t *at, const char *s) {
+        size_t n = strlen(s) + 1;
+        if (n > size - *at)
+                return -E2BIG;
+        memcpy(buf + *at, s, n);
+        *at += n;
+        return 0;
+}
+
+static const char *get_str(const char *buf, size_t size, size_t *at) {
+        const char *s = buf + *at, *end;
+        if (*at >= size)
+                return NULL;
+        end = memchr(s, 0, size - *at);
+        if (!end)
+                return NULL;
+        *at += (size_t) (end - s) + 1;
+        return s;
+}
+
+static int send_with_fds(int sock, const void *data, size_t n, const int *fds, size_t n_fds) {
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(2 * sizeof(int))];
+        } u = {};
+        struct iovec iov = { .iov_base = (void *) data, .iov_len = n };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (n_fds > 0) {
+                mh.msg_control = u.buf;
+                mh.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+                memcpy(CMSG_DATA(c), fds, n_fds * sizeof(int));
+        }
+        for (;;) {
+                ssize_t k = sendmsg(sock, &mh, MSG_NOSIGNAL);
+                if (k == (ssize_t) n)
+                        return 0;
+                if (k >= 0)
+                        return -EMSGSIZE;
+                if (errno != EINTR)
+                        return negative_errno();
+        }
+}
+
+/* ---- the spawner process ---- */
+
+static void spawner_serve(Worker *w, const char *buf, size_t n) {
+        const SpawnRequest *rq = (const SpawnRequest *) buf;
+        _cleanup_free_ char **env = NULL;
+        RuntimePending p = { .pidfd = -EBADF, .sync_fd = -EBADF };
+        SpawnReply rep = {};
+        size_t at = sizeof *rq;
+        const char *id, *root, *hostname, *sock, *resolv = NULL;
+
+        if (n < sizeof *rq || rq->n_env > SPAWN_ENV_MAX) {
+                rep.r = -EBADMSG;
+                goto reply;
+        }
+        env = new0(char *, rq->n_env + 1);
+        id = get_str(buf, n, &at);
+        root = get_str(buf, n, &at);
+        hostname = get_str(buf, n, &at);
+        sock = get_str(buf, n, &at);
+        if (rq->has_resolv_conf)
+                resolv = get_str(buf, n, &at);
+        if (!env || !id || !root || !hostname || !sock || (rq->has_resolv_conf && !resolv)) {
+                rep.r = env ? -EBADMSG : -ENOMEM;
+                goto reply;
+        }
+        for (uint32_t i = 0; i < rq->n_env; i++)
+                if (!(env[i] = (char *) get_str(buf, n, &at))) {
+                        rep.r = -EBADMSG;
+                        goto reply;
+                }
+        RuntimeSpec rs = {
+                .id = id,
+                .root_path = root,
+                .hostname = hostname,
+                .uid_base = (uid_t) rq->uid_base,
+                .limits = rq->limits,
+                .env = env,
+                .agent_socket = sock,
+                .agent_exe_fd = w->agent_exe_fd,
+                .seccomp = &w->seccomp,
+                .seccomp_notify = rq->seccomp_notify,
+                .resolv_conf = resolv,
+                .clone_parent = true,
+        };
+        rep.r = w->runtime->spawn(&rs, &p, rep.err, sizeof rep.err);
+        if (rep.r >= 0) {
+                int fds[2] = { p.pidfd, p.sync_fd };
+                rep.pid = p.pid;
+                if (send_with_fds(w->spawner_fd, &rep, sizeof rep, fds, 2) < 0) {
+                        /* the worker is gone: so is this sandbox */
+                        (void) kill(p.pid, SIGKILL);
+                }
+                safe_close(p.pidfd);
+                safe_close(p.sync_fd);
+                return;
+        }
+        rep.pid = p.pid; /* set after a clone (clone_parent): dead, for the worker to reap */
+reply:
+        (void) send_with_fds(w->spawner_fd, &rep, sizeof rep, NULL, 0);
+}
+
+_noreturn_ static void spawner_main(Worker *w) {
+        _cleanup_free_ char *buf = malloc(SPAWN_MSG_MAX);
+
+        (void) prctl(PR_SET_NAME, "space-spawner");
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1 || !buf)
+                _exit(EXIT_FAILURE);
+        /* nothing of the worker's but what a spawn needs (its readiness pipe, sockets, store: not ours) */
+        {
+                unsigned lo = (unsigned) MIN(w->spawner_fd, w->agent_exe_fd), hi = (unsigned) MAX(w->spawner_fd, w->agent_exe_fd);
+                (void) syscall(SYS_close_range, 3U, lo - 1, 0U);
+                (void) syscall(SYS_close_range, lo + 1, hi - 1, 0U);
+                (void) syscall(SYS_close_range, hi + 1, ~0U, 0U);
+        }
+        for (;;) {
+                ssize_t k = recv(w->spawner_fd, buf, SPAWN_MSG_MAX, 0);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        _exit(k == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+                spawner_serve(w, buf, (size_t) k);
+        }
+}
+
+/* ---- the worker's side ---- */
+
+int worker_spawner_start(Worker *w) {
+        int sv[2];
+        pid_t pid;
+
+        w->spawner_fd = -EBADF;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return log_warning_errno(errno, "Cannot make the spawner's socket: %m; spawning in process");
+        /* a request is one message: room for the largest */
+        int size = (int) SPAWN_MSG_MAX + 4096;
+        (void) setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+        (void) setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+        pid = fork();
+        if (pid < 0) {
+                safe_close(sv[0]);
+                safe_close(sv[1]);
+                return log_warning_errno(errno, "Cannot fork the spawner: %m; spawning in process");
+        }
+        if (pid == 0) {
+                safe_close(sv[0]);
+                w->spawner_fd = sv[1];
+                spawner_main(w);
+        }
+        safe_close(sv[1]);
+        w->spawner_fd = sv[0];
+        w->spawner_pid = pid;
+        log_debug("Spawner started (pid %d)", (int) pid);
+        return 0;
+}
+
+void worker_spawner_stop(Worker *w) {
+        if (w->spawner_pid <= 0)
+                return;
+        /* its EOF even where a fork of ours holds a copy of the socket */
+        (void) shutdown(w->spawner_fd, SHUT_RDWR);
+        w->spawner_fd = safe_close(w->spawner_fd);
+        while (waitpid(w->spawner_pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        w->spawner_pid = 0;
+}
+
+static int request_build(const RuntimeSpec *rs, char **ret, size_t *ret_n) {
+        _cleanup_free_ char *buf = malloc(SPAWN_MSG_MAX);
+        SpawnRequest rq = {
+                .uid_base = (uint32_t) rs->uid_base,
+                .has_resolv_conf = rs->resolv_conf != NULL,
+                .seccomp_notify = rs->seccomp_notify,
+                .limits = rs->limits,
+        };
+        size_t at = sizeof rq;
+        int r;
+
+        if (!buf)
+                return -ENOMEM;
+        for (char **e = rs->env; e && *e; e++)
+                rq.n_env++;
+        if (rq.n_env > SPAWN_ENV_MAX)
+                return -E2BIG;
+        if ((r = put_str(buf, SPAWN_MSG_MAX, &at, rs->id)) < 0 ||
+            (r = put_str(buf, SPAWN_MSG_MAX, &at, rs->root_path)) < 0 ||
+            (r = put_str(buf, SPAWN_MSG_MAX, &at, rs->hostname)) < 0 ||
+            (r = put_str(buf, SPAWN_MSG_MAX, &at, rs->agent_socket)) < 0 ||
+            (rs->resolv_conf && (r = put_str(buf, SPAWN_MSG_MAX, &at, rs->resolv_conf)) < 0))
+                return r;
+        for (char **e = rs->env; e && *e; e++)
+                if ((r = put_str(buf, SPAWN_MSG_MAX, &at, *e)) < 0)
+                        return r;
+        memcpy(buf, &rq, sizeof rq);
+        *ret = TAKE_PTR(buf);
+        *ret_n = at;
+        return 0;
+}
+
+static int reply_recv(int sock, SpawnReply *rep, int fds[static 2]) {
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(2 * sizeof(int))];
+        } u = {};
+        struct iovec iov = { .iov_base = rep, .iov_len = sizeof *rep };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        ssize_t k;
+
+        fds[0] = fds[1] = -EBADF;
+        do
+                k = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+                return negative_errno();
+        if (k == 0)
+                return -ECONNRESET;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        int got[2] = { -EBADF, -EBADF };
+                        memcpy(got, CMSG_DATA(c), MIN(nfd, (size_t) 2) * sizeof(int));
+                        for (size_t i = 2; i < nfd; i++) { /* never: more than we asked for */
+                                int extra;
+                                memcpy(&extra, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                                safe_close(extra);
+                        }
+                        fds[0] = got[0];
+                        fds[1] = got[1];
+                }
+        if ((size_t) k != sizeof *rep || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+                safe_close(fds[0]);
+                safe_close(fds[1]);
+                fds[0] = fds[1] = -EBADF;
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+/* The spawner died or broke its protocol: spawns are made in process from now on. */
+static void spawner_lost(Worker *w, int r) {
+        log_warning_errno(r, "The spawner (pid %d) is gone: %m; sandboxes are cloned by the worker itself",
+                          (int) w->spawner_pid);
+        (void) kill(w->spawner_pid, SIGKILL);
+        worker_spawner_stop(w);
+}
+
+int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
+        _cleanup_free_ char *req = NULL;
+        SpawnReply rep = {};
+        int fds[2], r;
+        size_t n;
+
+        if (w->spawner_pid <= 0 || rs->root_path == NULL || request_build(rs, &req, &n) < 0)
+                return w->runtime->spawn(rs, ret, errbuf, errbuf_size);
+        if (strscpy(ret->id, sizeof ret->id, rs->id) < 0 ||
+            strscpy(ret->agent_socket, sizeof ret->agent_socket, rs->agent_socket) < 0)
+                return -ENAMETOOLONG;
+        r = send_with_fds(w->spawner_fd, req, n, NULL, 0);
+        if (r >= 0)
+                r = reply_recv(w->spawner_fd, &rep, fds);
+        if (r < 0) {
+                spawner_lost(w, r);
+                return w->runtime->spawn(rs, ret, errbuf, errbuf_size);
+        }
+        if (rep.r >= 0 && (fds[0] < 0 || fds[1] < 0 || rep.pid <= 0)) {
+                /* an answer without its fds: the sandbox cannot be watched; it goes */
+                if (rep.pid > 0) {
+                        (void) kill(rep.pid, SIGKILL);
+                        (void) waitpid(rep.pid, NULL, 0);
+                }
+                safe_close(fds[0]);
+                safe_close(fds[1]);
+                spawner_lost(w, -EBADMSG);
+                snprintf(errbuf, errbuf_size, "the spawner's answer had no pidfd");
+                return -EBADMSG;
+        }
+        if (rep.r < 0) {
+                safe_close(fds[0]);
+                safe_close(fds[1]);
+                if (rep.pid > 0)
+                        (void) waitpid(rep.pid, NULL, 0); /* killed by the spawner; ours to reap */
+                rep.err[sizeof rep.err - 1] = 0;
+                snprintf(errbuf, errbuf_size, "%s", rep.err[0] ? rep.err : strerror(-rep.r));
+                return rep.r;
+        }
+        ret->pid = rep.pid;
+        ret->pidfd = fds[0];
+        ret->sync_fd = fds[1];
+        return 0;
+}
