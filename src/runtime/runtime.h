@@ -46,6 +46,9 @@ typedef struct RuntimeSpec {
          * that fails after the clone leaves the killed PID 1's pid in
          * RuntimePending.pid for that parent to reap. */
         bool clone_parent;
+        /* ns: spawn returns before the root exists (PID 1 waits for it):
+         * give_root() hands it over once it is made at root_path */
+        bool root_later;
         /* vm: the guest's network (net false: none). The VMM's virtio-net
          * device is the other end of the tap net_fd (the caller's, not taken);
          * the guest configures eth0 with net_addr/31 and a default route via
@@ -96,6 +99,10 @@ typedef struct RuntimeOps {
          * not outlive spawn. */
         int (*spawn)(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, size_t errbuf_size);
         int (*finish)(RuntimePending *p, RuntimeInstance *ret, char *errbuf, size_t errbuf_size);
+        /* ns: after a spawn with root_later, the root for PID 1 (made at the
+         * spec's root_path meanwhile); a failure leaves PID 1 waiting: the
+         * caller kills it (it never gets a root) before finish or instead. */
+        int (*give_root)(RuntimePending *p, const char *root_path, char *errbuf, size_t errbuf_size);
         /* Kills every process of the sandbox and removes its host resources
          * (cgroups, agent socket). The root filesystem is the pool's. Idempotent. */
         int (*destroy)(const char *id, const char *agent_socket);

@@ -122,6 +122,8 @@ int pool_sandbox_remove(Pool *p, const char *id);
 /* -ENOENT if there is no such sandbox. overlay: mounts the root again if it is
  * not mounted (after a reboot). */
 int pool_sandbox_root_path(Pool *p, const char *id, char **ret);
+/* Where pool_sandbox_create() puts the root of sandbox id (nothing checked on disk). */
+int pool_sandbox_root_path_planned(Pool *p, const char *id, char **ret);
 bool pool_sandbox_exists(Pool *p, const char *id);
 /* Ids of every sandbox root present (for the orphan scan), sorted. */
 int pool_sandbox_list(Pool *p, char ***ret_ids);

@@ -240,6 +240,18 @@ static int sandbox_remount_overlay(Pool *p, const char *id) {
         return pool_sandbox_mount_overlay(p, id, tpl);
 }
 
+int pool_sandbox_root_path_planned(Pool *p, const char *id, char **ret) {
+        char *root;
+
+        if (!pool_sandbox_id_valid(id) || !ret)
+                return -EINVAL;
+        root = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_ROOT);
+        if (!root)
+                return -ENOMEM;
+        *ret = root;
+        return 0;
+}
+
 int pool_sandbox_root_path(Pool *p, const char *id, char **ret) {
         _cleanup_free_ char *root = NULL;
         struct stat st;

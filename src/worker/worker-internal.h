@@ -74,6 +74,7 @@ typedef struct Worker {
         size_t n_boots, allocated_boots;
         int spawner_fd;            /* worker-spawner.c: the process that clones ns sandboxes */
         pid_t spawner_pid;         /* 0: none (they are cloned in process) */
+        bool spawner_sent;         /* a request is out: its answer is read next */
 } Worker;
 
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
@@ -115,7 +116,8 @@ typedef struct WorkerPending {
         bool keep_ca;          /* a machine resumed with its memory: its processes keep trusting its CA */
         bool start_op;         /* vm, a start (resume) of a suspended sandbox in the event loop, not a create */
         char *state_path;      /* ... from the machine saved here (owned; NULL: a boot on its disk) */
-        int64_t start_usec, spawned_usec; /* for the debug log of a create's phases */
+        bool root_made;        /* worker_spawn_runtime() made the root (it was given none) */
+        int64_t start_usec, root_usec, spawned_usec; /* for the debug log of a create's phases */
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
@@ -224,6 +226,11 @@ int worker_spawner_start(Worker *w);
 void worker_spawner_stop(Worker *w);
 /* The ns runtime's spawn, made by the spawner (in process when there is none). */
 int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size);
+/* The same in two halves, so that the worker works meanwhile (one request
+ * at a time): send returns < 0 when nothing was sent, and recv then spawns
+ * in process (rs must be the same and alive until then). */
+int worker_spawner_send(Worker *w, const RuntimeSpec *rs);
+int worker_spawner_recv(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size);
 /* worker-cred.c: a sandbox's CA, trust store and credentials in its gateway */
 /* Sends the sandbox's grants (store) to the gateway; the first time it has
  * any in this life of its processes, makes its CA and installs it into its

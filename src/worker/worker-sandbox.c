@@ -228,8 +228,24 @@ RuntimeLimits worker_spec_limits(const WorkerSpec *s) {
         };
 }
 
+/* A spawned PID 1 that will not get its root: killed, reaped, and its
+ * cgroups and socket removed. */
+static void spawn_abandon(const RuntimeOps *rt, RuntimePending *p) {
+        siginfo_t si = {};
+
+        (void) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+        (void) waitid(P_PIDFD, (id_t) p->pidfd, &si, WEXITED);
+        (void) rt->destroy(p->id, p->agent_socket);
+        p->pidfd = safe_close(p->pidfd);
+        p->sync_fd = safe_close(p->sync_fd);
+}
+
+/* root NULL: an ns sandbox's root is made from its template here, while the
+ * spawner clones it (PID 1 waits for the root); ret->root_made says whether
+ * it was made, also after a failure. */
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e) {
         char sock[PATH_MAX], dir[PATH_MAX], hostname[64], err[1024] = "", resolv[256];
+        _cleanup_free_ char *root_planned = NULL, *root_made = NULL;
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_close_ int tap_fd = -EBADF;
         const RuntimeOps *rt = worker_runtime(w, s->runtime, e);
@@ -241,6 +257,15 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                                 .start_usec = now_usec() };
         if (!rt)
                 return -EOPNOTSUPP;
+        if (!root) {
+                if (vm || !rt->give_root)
+                        return api_error(e, -EINVAL, API_INTERNAL, "a %s sandbox's root is made before it starts",
+                                         rt->name);
+                r = pool_sandbox_root_path_planned(w->pool, s->id, &root_planned);
+                if (r < 0)
+                        return api_error(e, r, API_INTERNAL, "bad sandbox id: %s", strerror(-r));
+                root = root_planned;
+        }
         if (strscpy(ret->id, sizeof ret->id, s->id) < 0)
                 return api_error(e, -ENAMETOOLONG, API_INVALID_ARGUMENT, "bad sandbox id");
         ret->slot = s->slot;
@@ -299,7 +324,28 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 .net_gateway = pair.host,
         };
         tap_guest_mac(s->slot, rs.net_mac);
-        if (rt == w->runtime)
+        if (root_planned) {
+                /* the spawner clones while the root is made; in process, one after the other */
+                int rr;
+                rs.root_later = true;
+                (void) worker_spawner_send(w, &rs);
+                rr = pool_sandbox_create(w->pool, s->template_name, s->id, s->disk_mb, &root_made);
+                ret->root_made = rr >= 0;
+                ret->root_usec = now_usec();
+                r = worker_spawner_recv(w, &rs, &ret->p, err, sizeof err);
+                if (r >= 0 && rr < 0) {
+                        spawn_abandon(rt, &ret->p);
+                        (void) rm_rf(dir);
+                        return api_error(e, rr, api_error_code_from_errno(rr), "cannot create the root filesystem: %s",
+                                         strerror(-rr));
+                }
+                if (r >= 0 && !streq(root_made, root_planned))
+                        r = -EXDEV, snprintf(err, sizeof err, "the root is not where it was planned: %s", root_made);
+                else if (r >= 0)
+                        r = rt->give_root(&ret->p, root_made, err, sizeof err);
+                if (r < 0 && ret->p.pidfd >= 0)
+                        spawn_abandon(rt, &ret->p);
+        } else if (rt == w->runtime)
                 r = worker_spawner_spawn(w, &rs, &ret->p, err, sizeof err);
         else if (rt->spawn)
                 r = rt->spawn(&rs, &ret->p, err, sizeof err);
@@ -383,10 +429,11 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 (void) worker_cleanup_sandbox(w, p->id, false);
                 return r;
         }
-        log_debug("Sandbox %s: started in %" PRIi64 " us (spawn %" PRIi64 ", network begun %" PRIi64
-                  ", exec awaited %" PRIi64 ", network ended %" PRIi64 ", credentials %" PRIi64 ")", p->id,
-                  now_usec() - p->start_usec, p->spawned_usec - p->start_usec, t_wait - p->spawned_usec,
-                  t_exec - t_wait, t_net - t_exec, now_usec() - t_net);
+        log_debug("Sandbox %s: started in %" PRIi64 " us (root made after %" PRIi64 ", spawned %" PRIi64
+                  ", network begun %" PRIi64 ", exec awaited %" PRIi64 ", network ended %" PRIi64
+                  ", credentials %" PRIi64 ")", p->id, now_usec() - p->start_usec,
+                  p->root_usec ? p->root_usec - p->start_usec : 0, p->spawned_usec - p->start_usec,
+                  t_wait - p->spawned_usec, t_exec - t_wait, t_net - t_exec, now_usec() - t_net);
         *ret_pid = inst.pid;
         *ret_starttime = inst.starttime;
         return 0;
@@ -421,6 +468,17 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         rt = worker_runtime(w, s.runtime, e);
         if (!rt)
                 return -EOPNOTSUPP;
+
+        if (rt == w->runtime) {
+                /* the root is made while the spawner clones (worker_spawn_runtime) */
+                WorkerPending p;
+                r = worker_spawn_runtime(w, &s, NULL, &p, e);
+                if (r >= 0)
+                        r = worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
+                if (r < 0 && p.root_made)
+                        (void) pool_sandbox_remove(w->pool, s.id);
+                return r;
+        }
 
         int64_t t_root = now_usec();
         if (rt == w->vm) {

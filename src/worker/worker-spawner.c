@@ -33,6 +33,7 @@ typedef struct SpawnRequest {
         uint32_t n_env;
         bool has_resolv_conf;
         bool seccomp_notify;
+        bool root_later;
         RuntimeLimits limits;
         /* then: id, root_path, hostname, agent_socket, resolv_conf (if any), env[n_env], each NUL-terminated */
 } SpawnRequest;
@@ -134,6 +135,7 @@ static void spawner_serve(Worker *w, const char *buf, size_t n) {
                 .seccomp_notify = rq->seccomp_notify,
                 .resolv_conf = resolv,
                 .clone_parent = true,
+                .root_later = rq->root_later,
         };
         rep.r = w->runtime->spawn(&rs, &p, rep.err, sizeof rep.err);
         if (rep.r >= 0) {
@@ -208,6 +210,7 @@ int worker_spawner_start(Worker *w) {
 }
 
 void worker_spawner_stop(Worker *w) {
+        w->spawner_sent = false;
         if (w->spawner_pid <= 0)
                 return;
         /* its EOF even where a fork of ours holds a copy of the socket */
@@ -224,6 +227,7 @@ static int request_build(const RuntimeSpec *rs, char **ret, size_t *ret_n) {
                 .uid_base = (uint32_t) rs->uid_base,
                 .has_resolv_conf = rs->resolv_conf != NULL,
                 .seccomp_notify = rs->seccomp_notify,
+                .root_later = rs->root_later,
                 .limits = rs->limits,
         };
         size_t at = sizeof rq;
@@ -297,22 +301,39 @@ static void spawner_lost(Worker *w, int r) {
         worker_spawner_stop(w);
 }
 
-int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
+int worker_spawner_send(Worker *w, const RuntimeSpec *rs) {
         _cleanup_free_ char *req = NULL;
-        SpawnReply rep = {};
-        int fds[2], r;
         size_t n;
+        int r;
 
-        if (w->spawner_pid <= 0 || rs->root_path == NULL || request_build(rs, &req, &n) < 0)
-                return w->runtime->spawn(rs, ret, errbuf, errbuf_size);
-        if (strscpy(ret->id, sizeof ret->id, rs->id) < 0 ||
-            strscpy(ret->agent_socket, sizeof ret->agent_socket, rs->agent_socket) < 0)
-                return -ENAMETOOLONG;
+        if (w->spawner_pid <= 0 || w->spawner_sent || rs->root_path == NULL)
+                return -ENOTCONN;
+        r = request_build(rs, &req, &n);
+        if (r < 0)
+                return r;
         r = send_with_fds(w->spawner_fd, req, n, NULL, 0);
-        if (r >= 0)
-                r = reply_recv(w->spawner_fd, &rep, fds);
         if (r < 0) {
                 spawner_lost(w, r);
+                return r;
+        }
+        w->spawner_sent = true;
+        return 0;
+}
+
+int worker_spawner_recv(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
+        SpawnReply rep = {};
+        int fds[2], r;
+
+        if (!w->spawner_sent) /* not sent (no spawner, or too large): in process */
+                return w->runtime->spawn(rs, ret, errbuf, errbuf_size);
+        w->spawner_sent = false;
+        if (strscpy(ret->id, sizeof ret->id, rs->id) < 0 ||
+            strscpy(ret->agent_socket, sizeof ret->agent_socket, rs->agent_socket) < 0)
+                return -ENAMETOOLONG; /* never: the request carried them */
+        r = reply_recv(w->spawner_fd, &rep, fds);
+        if (r < 0) {
+                spawner_lost(w, r);
+                /* whatever it did not answer for is killed with it; cgroups and socket are made again */
                 return w->runtime->spawn(rs, ret, errbuf, errbuf_size);
         }
         if (rep.r >= 0 && (fds[0] < 0 || fds[1] < 0 || rep.pid <= 0)) {
@@ -340,4 +361,9 @@ int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, 
         ret->pidfd = fds[0];
         ret->sync_fd = fds[1];
         return 0;
+}
+
+int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
+        (void) worker_spawner_send(w, rs); /* else spawned in process */
+        return worker_spawner_recv(w, rs, ret, errbuf, errbuf_size);
 }

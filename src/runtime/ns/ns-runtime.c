@@ -125,8 +125,30 @@ static void unwind(const char *id, const char *agent_socket, pid_t pid, int pidf
         (void) unlink(agent_socket);
 }
 
+/* The idmapped root to PID 1 over the sync socket, and its go. */
+static int root_send(int sync_fd, const char *root_path, pid_t pid, char *errbuf, size_t errbuf_size) {
+        _cleanup_close_ int mntfd = -EBADF;
+        int r;
+
+        r = ns_idmapped_root(root_path, pid, &mntfd);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot create idmapped root mount: %s", strerror(-r));
+                return r;
+        }
+        r = send_fd(sync_fd, mntfd);
+        if (r >= 0 && write(sync_fd, "g", 1) != 1)
+                r = negative_errno();
+        if (r < 0)
+                snprintf(errbuf, errbuf_size, "sandbox setup died early");
+        return r;
+}
+
+static int ns_give_root(RuntimePending *p, const char *root_path, char *errbuf, size_t errbuf_size) {
+        return root_send(p->sync_fd, root_path, p->pid, errbuf, errbuf_size);
+}
+
 static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
-        _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, pidfd = -EBADF, mntfd = -EBADF;
+        _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, pidfd = -EBADF;
         _cleanup_strv_free_ char **envp = NULL;
         int sync[2] = { -EBADF, -EBADF };
         bool cgroup_made = false;
@@ -190,17 +212,10 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                 snprintf(errbuf, errbuf_size, "cannot write id maps: %s", strerror(-r));
                 goto fail;
         }
-        r = ns_idmapped_root(spec->root_path, pid, &mntfd);
-        if (r < 0) {
-                snprintf(errbuf, errbuf_size, "cannot create idmapped root mount: %s", strerror(-r));
-                goto fail;
-        }
-        r = send_fd(sync[0], mntfd);
-        if (r >= 0 && write(sync[0], "g", 1) != 1)
-                r = negative_errno();
-        if (r < 0) {
-                snprintf(errbuf, errbuf_size, "sandbox setup died early");
-                goto fail;
+        if (!spec->root_later) {
+                r = root_send(sync[0], spec->root_path, pid, errbuf, errbuf_size);
+                if (r < 0)
+                        goto fail;
         }
         ret->pid = pid;
         ret->pidfd = TAKE_FD(pidfd);
@@ -282,6 +297,7 @@ const RuntimeOps ns_runtime_ops = {
         .create = ns_create,
         .spawn = ns_spawn,
         .finish = ns_finish,
+        .give_root = ns_give_root,
         .destroy = ns_destroy,
         .kill = ns_kill,
         .adopt = ns_adopt,
