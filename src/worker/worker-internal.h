@@ -74,7 +74,7 @@ typedef struct Worker {
         size_t n_boots, allocated_boots;
         int spawner_fd;            /* worker-spawner.c: the process that clones ns sandboxes */
         pid_t spawner_pid;         /* 0: none (they are cloned in process) */
-        bool spawner_sent;         /* a request is out: its answer is read next */
+        unsigned spawner_outstanding; /* requests sent, not answered yet (answered in order) */
 } Worker;
 
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
@@ -120,6 +120,30 @@ typedef struct WorkerPending {
         int64_t start_usec, root_usec, spawned_usec; /* for the debug log of a create's phases */
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
+/* worker_spawn_runtime in its parts, so that several spawns are in flight
+ * at the spawner (a branch): prepare builds the runtime spec (root NULL: the
+ * root comes later, at its planned path, and goes to PID 1 once made), send
+ * hands it to the spawner, complete takes the answer (or spawns in process),
+ * gives PID 1 its root (root_made) and begins the network. Completes and
+ * cancels follow the order of the sends. A prep is freed with _prep_done. */
+typedef struct WorkerSpawnPrep {
+        RuntimeSpec rs;
+        char **env;
+        char *root;              /* given, or planned (root_later) */
+        int tap_fd;              /* vm */
+        bool prepared, root_later, sent;
+        char sock[PATH_MAX], dir[PATH_MAX], hostname[64], resolv[256];
+} WorkerSpawnPrep;
+int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, WorkerSpawnPrep *prep,
+                         WorkerPending *ret, ApiError *e);
+void worker_spawn_send(Worker *w, const WorkerPending *p, WorkerSpawnPrep *prep);
+int worker_spawn_complete(Worker *w, const WorkerSpec *s, WorkerSpawnPrep *prep, const char *root_made,
+                          WorkerPending *ret, ApiError *e);
+/* A prepared (maybe sent) spawn that will not complete: its PID 1, if any, goes. */
+void worker_spawn_cancel(Worker *w, WorkerSpawnPrep *prep, WorkerPending *p);
+void worker_spawn_prep_done(WorkerSpawnPrep *prep);
+/* A spawned PID 1 that will not get its root: killed, reaped, cgroups and socket removed. */
+void worker_spawn_abandon(const RuntimeOps *rt, RuntimePending *p);
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
 /* Starts the runtime on an existing root; on failure nothing but the root remains. */
 int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64_t *ret_pid, uint64_t *ret_starttime,
@@ -226,11 +250,13 @@ int worker_spawner_start(Worker *w);
 void worker_spawner_stop(Worker *w);
 /* The ns runtime's spawn, made by the spawner (in process when there is none). */
 int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size);
-/* The same in two halves, so that the worker works meanwhile (one request
- * at a time): send returns < 0 when nothing was sent, and recv then spawns
- * in process (rs must be the same and alive until then). */
+/* The same in two halves, so that the worker works meanwhile (requests are
+ * answered in order): send returns < 0 when nothing was sent; recv takes the
+ * answer of the oldest request, or spawns in process when its request was
+ * not sent or the spawner is gone (rs must be the same and alive until then). */
 int worker_spawner_send(Worker *w, const RuntimeSpec *rs);
-int worker_spawner_recv(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size);
+int worker_spawner_recv(Worker *w, bool sent, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf,
+                        size_t errbuf_size);
 /* worker-cred.c: a sandbox's CA, trust store and credentials in its gateway */
 /* Sends the sandbox's grants (store) to the gateway; the first time it has
  * any in this life of its processes, makes its CA and installs it into its

@@ -446,6 +446,7 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         int64_t pids[BRANCH_MAX] = {};
         uint64_t sts[BRANCH_MAX] = {};
         WorkerPending pending[BRANCH_MAX];
+        WorkerSpawnPrep *preps = NULL; /* ns children: spawns sent ahead (worker_spawn_prepare) */
         bool live[BRANCH_MAX] = {};
         size_t n, made = 0, spawned = 0;
         int helper_fd = -EBADF;
@@ -499,7 +500,23 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                         api_error(&e, r, API_INTERNAL, "cannot branch %s: %s", src, strerror(-r));
                 }
         }
-        for (; helper >= 0 && made < n; made++) {
+        /* ns children are cloned by the spawner while the helper makes their
+         * roots and the worker hands over each root and makes its link */
+        if (helper > 0 && worker_runtime(w, specs[0].runtime, &(ApiError){}) == w->runtime) {
+                preps = new0(WorkerSpawnPrep, n);
+                if (!preps) {
+                        r = -ENOMEM;
+                        api_error(&e, r, API_INTERNAL, "out of memory");
+                }
+                for (size_t i = 0; preps && i < n; i++)
+                        preps[i].tap_fd = -EBADF;
+                for (size_t i = 0; preps && i < n && r >= 0; i++) {
+                        r = worker_spawn_prepare(w, &specs[i], NULL, &preps[i], &pending[i], &e);
+                        if (r >= 0)
+                                worker_spawn_send(w, &pending[i], &preps[i]);
+                }
+        }
+        for (; r >= 0 && helper >= 0 && made < n; made++) {
                 int64_t t = now_usec();
                 if (helper > 0) {
                         int32_t res = 0;
@@ -517,7 +534,10 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                         break;
                 }
                 t = now_usec();
-                r = worker_spawn_runtime(w, &specs[made], roots[made], &pending[made], &e);
+                if (preps)
+                        r = worker_spawn_complete(w, &specs[made], &preps[made], roots[made], &pending[made], &e);
+                else
+                        r = worker_spawn_runtime(w, &specs[made], roots[made], &pending[made], &e);
                 t_spawn += now_usec() - t;
                 if (r < 0) {
                         made++; /* its root is there */
@@ -526,6 +546,9 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 spawned++;
         }
         t_finish = now_usec();
+        /* what was sent but not completed goes, in the order it was sent */
+        for (size_t i = spawned; preps && i < n; i++)
+                worker_spawn_cancel(w, &preps[i], &pending[i]);
         if (helper > 0) {
                 int status;
                 helper_fd = safe_close(helper_fd); /* a helper still at work stops at its next write */
@@ -576,6 +599,9 @@ finish:
                 free(roots[i]);
                 worker_spec_done(&specs[i]);
         }
+        for (size_t i = 0; preps && i < n; i++)
+                worker_spawn_prep_done(&preps[i]);
+        free(preps);
 }
 
 /* The limits of a running sandbox; thaw: then its processes run again. */

@@ -230,7 +230,7 @@ RuntimeLimits worker_spec_limits(const WorkerSpec *s) {
 
 /* A spawned PID 1 that will not get its root: killed, reaped, and its
  * cgroups and socket removed. */
-static void spawn_abandon(const RuntimeOps *rt, RuntimePending *p) {
+void worker_spawn_abandon(const RuntimeOps *rt, RuntimePending *p) {
         siginfo_t si = {};
 
         (void) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
@@ -240,42 +240,40 @@ static void spawn_abandon(const RuntimeOps *rt, RuntimePending *p) {
         p->sync_fd = safe_close(p->sync_fd);
 }
 
-/* root NULL: an ns sandbox's root is made from its template here, while the
- * spawner clones it (PID 1 waits for the root); ret->root_made says whether
- * it was made, also after a failure. */
-int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e) {
-        char sock[PATH_MAX], dir[PATH_MAX], hostname[64], err[1024] = "", resolv[256];
-        _cleanup_free_ char *root_planned = NULL, *root_made = NULL;
-        _cleanup_strv_free_ char **env = NULL;
-        _cleanup_close_ int tap_fd = -EBADF;
+void worker_spawn_prep_done(WorkerSpawnPrep *prep) {
+        prep->env = strv_free(prep->env);
+        prep->root = mfree(prep->root);
+        prep->tap_fd = safe_close(prep->tap_fd);
+}
+
+int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, WorkerSpawnPrep *prep,
+                         WorkerPending *ret, ApiError *e) {
         const RuntimeOps *rt = worker_runtime(w, s->runtime, e);
         bool vm = rt && rt == w->vm;
         AddrPair pair = {};
         int r;
 
+        *prep = (WorkerSpawnPrep){ .tap_fd = -EBADF };
         *ret = (WorkerPending){ .rt = rt, .p = { .pidfd = -EBADF, .sync_fd = -EBADF }, .inst = { .pidfd = -EBADF },
                                 .start_usec = now_usec() };
         if (!rt)
                 return -EOPNOTSUPP;
-        if (!root) {
-                if (vm || !rt->give_root)
-                        return api_error(e, -EINVAL, API_INTERNAL, "a %s sandbox's root is made before it starts",
-                                         rt->name);
-                r = pool_sandbox_root_path_planned(w->pool, s->id, &root_planned);
-                if (r < 0)
-                        return api_error(e, r, API_INTERNAL, "bad sandbox id: %s", strerror(-r));
-                root = root_planned;
-        }
+        if (!root && (vm || !rt->give_root))
+                return api_error(e, -EINVAL, API_INTERNAL, "a %s sandbox's root is made before it starts", rt->name);
+        r = root ? ((prep->root = strdup(root)) ? 0 : -ENOMEM) : pool_sandbox_root_path_planned(w->pool, s->id, &prep->root);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "bad sandbox root: %s", strerror(-r));
+        prep->root_later = !root;
         if (strscpy(ret->id, sizeof ret->id, s->id) < 0)
                 return api_error(e, -ENAMETOOLONG, API_INVALID_ARGUMENT, "bad sandbox id");
         ret->slot = s->slot;
         if (worker_live_find(w, s->id))
                 return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", s->id);
         for (char **x = s->env; x && *x; x++)
-                if (strv_extend(&env, *x) < 0)
+                if (strv_extend(&prep->env, *x) < 0)
                         return api_error(e, -ENOMEM, API_INTERNAL, "out of memory");
         /* the sandbox network: proxy variables and resolv.conf name the host end */
-        r = worker_net_env(w, s->slot, &env, resolv, sizeof resolv);
+        r = worker_net_env(w, s->slot, &prep->env, prep->resolv, sizeof prep->resolv);
         if (r >= 0)
                 r = worker_net_pair(w, s->slot, &pair);
         if (r < 0)
@@ -283,78 +281,83 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                                  strerror(-r));
         /* vm: the tap exists before the VMM (which holds it from then on) */
         if (vm) {
-                r = worker_net_tap(w, s->slot, &tap_fd, e);
+                r = worker_net_tap(w, s->slot, &prep->tap_fd, e);
                 if (r < 0)
                         return r;
         }
-        snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, s->id);
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(prep->dir, sizeof prep->dir, "%s/%s", w->agent_dir, s->id);
+        if (mkdir(prep->dir, 0700) < 0 && errno != EEXIST) {
                 r = negative_errno();
-                return api_error(e, r, API_INTERNAL, "cannot create %s: %s", dir, strerror(-r));
+                return api_error(e, r, API_INTERNAL, "cannot create %s: %s", prep->dir, strerror(-r));
         }
         if (vm && s->restore_path && !s->new_identity) { /* the CA its resumed processes trust, saved with its
-                                                           * memory (another sandbox's machine gets its own) */
+                                                          * memory (another sandbox's machine gets its own) */
                 char ca_saved[PATH_MAX];
                 snprintf(ca_saved, sizeof ca_saved, "%s" WORKER_CA_SAVED_SUFFIX, s->restore_path);
                 ret->keep_ca = worker_cred_load_saved(w, s->id, ca_saved) >= 0;
         }
-        (void) worker_agent_socket(w, s->id, sock, sizeof sock);
-        snprintf(hostname, sizeof hostname, "space-%s", s->id);
+        (void) worker_agent_socket(w, s->id, prep->sock, sizeof prep->sock);
+        snprintf(prep->hostname, sizeof prep->hostname, "space-%s", s->id);
 
-        RuntimeSpec rs = {
+        prep->rs = (RuntimeSpec){
                 .id = s->id,
-                .root_path = vm ? NULL : root,
-                .disk_path = vm ? root : NULL,
+                .root_path = vm ? NULL : prep->root,
+                .disk_path = vm ? prep->root : NULL,
                 .vcpus = (uint32_t) ((s->cpu_millis + 999) / 1000),
                 .restore_path = s->restore_path,
                 .new_identity = s->new_identity,
                 .neutral = s->neutral,
-                .hostname = hostname,
+                .hostname = prep->hostname,
                 .uid_base = (uid_t) (w->config->uid_base + s->slot * RUNTIME_ID_RANGE),
                 .limits = worker_spec_limits(s),
-                .env = env,
-                .agent_socket = sock,
+                .env = prep->env,
+                .agent_socket = prep->sock,
                 .agent_exe_fd = w->agent_exe_fd,
                 .seccomp = &w->seccomp,
                 .seccomp_notify = w->statfs_emulate,
-                .resolv_conf = resolv,
+                .resolv_conf = prep->resolv,
                 .net = vm,
-                .net_fd = tap_fd,
+                .net_fd = prep->tap_fd,
                 .net_addr = pair.peer,
                 .net_gateway = pair.host,
+                .root_later = prep->root_later,
         };
-        tap_guest_mac(s->slot, rs.net_mac);
-        if (root_planned) {
-                /* the spawner clones while the root is made; in process, one after the other */
-                int rr;
-                rs.root_later = true;
-                (void) worker_spawner_send(w, &rs);
-                rr = pool_sandbox_create(w->pool, s->template_name, s->id, s->disk_mb, &root_made);
-                ret->root_made = rr >= 0;
-                ret->root_usec = now_usec();
-                r = worker_spawner_recv(w, &rs, &ret->p, err, sizeof err);
-                if (r >= 0 && rr < 0) {
-                        spawn_abandon(rt, &ret->p);
-                        (void) rm_rf(dir);
-                        return api_error(e, rr, api_error_code_from_errno(rr), "cannot create the root filesystem: %s",
-                                         strerror(-rr));
-                }
-                if (r >= 0 && !streq(root_made, root_planned))
-                        r = -EXDEV, snprintf(err, sizeof err, "the root is not where it was planned: %s", root_made);
-                else if (r >= 0)
-                        r = rt->give_root(&ret->p, root_made, err, sizeof err);
-                if (r < 0 && ret->p.pidfd >= 0)
-                        spawn_abandon(rt, &ret->p);
-        } else if (rt == w->runtime)
-                r = worker_spawner_spawn(w, &rs, &ret->p, err, sizeof err);
+        tap_guest_mac(s->slot, prep->rs.net_mac);
+        prep->prepared = true;
+        return 0;
+}
+
+void worker_spawn_send(Worker *w, const WorkerPending *p, WorkerSpawnPrep *prep) {
+        if (prep->prepared && p->rt == w->runtime)
+                prep->sent = worker_spawner_send(w, &prep->rs) >= 0; /* else spawned in process */
+}
+
+int worker_spawn_complete(Worker *w, const WorkerSpec *s, WorkerSpawnPrep *prep, const char *root_made,
+                          WorkerPending *ret, ApiError *e) {
+        const RuntimeOps *rt = ret->rt;
+        char err[1024] = "";
+        int r;
+
+        if (rt == w->runtime)
+                r = worker_spawner_recv(w, prep->sent, &prep->rs, &ret->p, err, sizeof err);
         else if (rt->spawn)
-                r = rt->spawn(&rs, &ret->p, err, sizeof err);
+                r = rt->spawn(&prep->rs, &ret->p, err, sizeof err);
         else { /* a runtime that cannot split its create makes it whole here */
-                r = rt->create(&rs, &ret->inst, err, sizeof err);
+                r = rt->create(&prep->rs, &ret->inst, err, sizeof err);
                 ret->created = r >= 0;
         }
+        prep->sent = false;
+        if (r >= 0 && prep->root_later) {
+                if (!root_made || !streq(root_made, prep->root))
+                        r = -EXDEV, snprintf(err, sizeof err, "the root is not where it was planned: %s",
+                                             strna(root_made));
+                else
+                        r = rt->give_root(&ret->p, root_made, err, sizeof err);
+                if (r < 0)
+                        worker_spawn_abandon(rt, &ret->p);
+        }
         if (r < 0) {
-                (void) rm_rf(dir);
+                (void) rm_rf(prep->dir);
                 log_warning("Failed to start sandbox %s: %s", s->id, err);
                 return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
         }
@@ -369,6 +372,47 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                         ret->net_error = r;
         }
         return 0;
+}
+
+void worker_spawn_cancel(Worker *w, WorkerSpawnPrep *prep, WorkerPending *p) {
+        if (prep->sent) {
+                char err[1024];
+                prep->sent = false;
+                if (worker_spawner_recv(w, true, &prep->rs, &p->p, err, sizeof err) >= 0)
+                        worker_spawn_abandon(p->rt, &p->p);
+        }
+        if (prep->prepared)
+                (void) rm_rf(prep->dir);
+        prep->prepared = false;
+}
+
+/* root NULL: an ns sandbox's root is made from its template here, while the
+ * spawner clones it (PID 1 waits for the root); ret->root_made says whether
+ * it was made, also after a failure. */
+int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e) {
+        _cleanup_(worker_spawn_prep_done) WorkerSpawnPrep prep = { .tap_fd = -EBADF };
+        _cleanup_free_ char *root_made = NULL;
+        int r;
+
+        r = worker_spawn_prepare(w, s, root, &prep, ret, e);
+        if (r < 0) {
+                if (prep.prepared)
+                        (void) rm_rf(prep.dir);
+                return r;
+        }
+        worker_spawn_send(w, ret, &prep);
+        if (prep.root_later) {
+                /* the spawner clones while the root is made; in process, one after the other */
+                r = pool_sandbox_create(w->pool, s->template_name, s->id, s->disk_mb, &root_made);
+                ret->root_made = r >= 0;
+                ret->root_usec = now_usec();
+                if (r < 0) {
+                        worker_spawn_cancel(w, &prep, ret);
+                        return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
+                                         strerror(-r));
+                }
+        }
+        return worker_spawn_complete(w, s, &prep, prep.root_later ? root_made : root, ret, e);
 }
 
 int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {

@@ -210,7 +210,7 @@ int worker_spawner_start(Worker *w) {
 }
 
 void worker_spawner_stop(Worker *w) {
-        w->spawner_sent = false;
+        w->spawner_outstanding = 0;
         if (w->spawner_pid <= 0)
                 return;
         /* its EOF even where a fork of ours holds a copy of the socket */
@@ -306,7 +306,7 @@ int worker_spawner_send(Worker *w, const RuntimeSpec *rs) {
         size_t n;
         int r;
 
-        if (w->spawner_pid <= 0 || w->spawner_sent || rs->root_path == NULL)
+        if (w->spawner_pid <= 0 || rs->root_path == NULL)
                 return -ENOTCONN;
         r = request_build(rs, &req, &n);
         if (r < 0)
@@ -316,17 +316,18 @@ int worker_spawner_send(Worker *w, const RuntimeSpec *rs) {
                 spawner_lost(w, r);
                 return r;
         }
-        w->spawner_sent = true;
+        w->spawner_outstanding++;
         return 0;
 }
 
-int worker_spawner_recv(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
+int worker_spawner_recv(Worker *w, bool sent, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf,
+                        size_t errbuf_size) {
         SpawnReply rep = {};
         int fds[2], r;
 
-        if (!w->spawner_sent) /* not sent (no spawner, or too large): in process */
-                return w->runtime->spawn(rs, ret, errbuf, errbuf_size);
-        w->spawner_sent = false;
+        if (!sent || w->spawner_pid <= 0 || w->spawner_outstanding == 0)
+                return w->runtime->spawn(rs, ret, errbuf, errbuf_size); /* not sent, or lost with the spawner */
+        w->spawner_outstanding--;
         if (strscpy(ret->id, sizeof ret->id, rs->id) < 0 ||
             strscpy(ret->agent_socket, sizeof ret->agent_socket, rs->agent_socket) < 0)
                 return -ENAMETOOLONG; /* never: the request carried them */
@@ -364,6 +365,6 @@ int worker_spawner_recv(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, c
 }
 
 int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
-        (void) worker_spawner_send(w, rs); /* else spawned in process */
-        return worker_spawner_recv(w, rs, ret, errbuf, errbuf_size);
+        bool sent = worker_spawner_send(w, rs) >= 0; /* else spawned in process */
+        return worker_spawner_recv(w, sent, rs, ret, errbuf, errbuf_size);
 }
