@@ -10,11 +10,13 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
 #include "cgroup.h"
 #include "fd-util.h"
+#include "ns-setup.h"
 #include "runtime.h"
 #include "str-util.h"
 #include "test.h"
@@ -218,5 +220,87 @@ TEST(ns_spawn_several_then_finish) {
                 ASSERT_OK(waitid(P_PIDFD, (id_t) inst.pidfd, &si, WEXITED));
                 safe_close(inst.pidfd);
         }
+        cleanup_cgroup_root();
+}
+
+/* The spawner's way: PID 1 is cloned by a helper process for its parent
+ * (clone_parent) before its root exists (root_later), gets the root once it
+ * is made, and is finished and reaped by the parent; one whose root never
+ * comes is killed by the parent and leaves nothing. */
+TEST(ns_spawn_for_parent_root_later) {
+        char root[PATH_MAX], sock[2][PATH_MAX], probe[PATH_MAX], buf[8192], err[256] = "";
+        static const char *const ids[2] = { "t6", "t7" };
+        _cleanup_close_ int exe = -EBADF;
+        int sv[2];
+        pid_t helper;
+
+        if (geteuid() != 0)
+                test_skip("needs root");
+        snprintf(probe, sizeof probe, "%s/tests/ns-probe", test_build_dir());
+        exe = memfd_of(probe);
+        ASSERT_TRUE(exe >= 0);
+        ASSERT_OK(cgroup_setup("space-test"));
+        snprintf(root, sizeof root, "%s/root-later", test_tmpdir());
+        for (size_t i = 0; i < 2; i++)
+                snprintf(sock[i], sizeof sock[i], "%s/agent-%s.sock", test_tmpdir(), ids[i]);
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
+
+        helper = fork();
+        ASSERT_TRUE(helper >= 0);
+        if (helper == 0) {
+                /* spawns both (the root does not exist yet) and hands over pid, pidfd and sync fd */
+                for (size_t i = 0; i < 2; i++) {
+                        RuntimePending p = { .pidfd = -EBADF, .sync_fd = -EBADF };
+                        RuntimeSpec spec = { .id = ids[i], .root_path = root, .hostname = "space-later",
+                                             .uid_base = 1500000000 + (uid_t) i * RUNTIME_ID_RANGE,
+                                             .limits = { .pids_max = 64 }, .agent_socket = sock[i],
+                                             .agent_exe_fd = exe, .clone_parent = true, .root_later = true };
+                        int32_t pid = ns_runtime_ops.spawn(&spec, &p, err, sizeof err) < 0 ? -1 : p.pid;
+                        if (write(sv[1], &pid, sizeof pid) != sizeof pid || pid < 0 || send_fd(sv[1], p.pidfd) < 0 ||
+                            send_fd(sv[1], p.sync_fd) < 0)
+                                _exit(1);
+                }
+                _exit(0);
+        }
+        safe_close(sv[1]);
+        RuntimePending p[2];
+        for (size_t i = 0; i < 2; i++) {
+                int32_t pid = 0;
+                p[i] = (RuntimePending){ .pidfd = -EBADF, .sync_fd = -EBADF };
+                ASSERT_TRUE(read(sv[0], &pid, sizeof pid) == sizeof pid);
+                ASSERT_TRUE(pid > 0);
+                ASSERT_OK(recv_fd(sv[0], &p[i].pidfd));
+                ASSERT_OK(recv_fd(sv[0], &p[i].sync_fd));
+                p[i].pid = pid;
+                snprintf(p[i].id, sizeof p[i].id, "%s", ids[i]);
+                snprintf(p[i].agent_socket, sizeof p[i].agent_socket, "%s", sock[i]);
+        }
+        safe_close(sv[0]);
+        ASSERT_OK(waitid(P_PID, (id_t) helper, &(siginfo_t){}, WEXITED));
+
+        /* now the root exists: the first gets it and runs */
+        make_root(root);
+        ASSERT_OK(ns_runtime_ops.give_root(&p[0], root, err, sizeof err));
+        RuntimeInstance inst = { .pidfd = -EBADF };
+        siginfo_t si = {};
+        int r = ns_runtime_ops.finish(&p[0], &inst, err, sizeof err);
+        if (r < 0)
+                test_fail(__FILE__, __LINE__, "finish: %s (%s)", strerror(-r), err);
+        ASSERT_TRUE(cgroup_contains(ids[0], inst.pid));
+        ASSERT_OK(query(sock[0], buf, sizeof buf));
+        ASSERT_NOT_NULL(strstr(buf, "host=space-later "));
+        ASSERT_NOT_NULL(strstr(buf, "pid=1 "));
+        ASSERT_OK(ns_runtime_ops.destroy(ids[0], sock[0]));
+        ASSERT_OK(waitid(P_PIDFD, (id_t) inst.pidfd, &si, WEXITED)); /* ours to reap: clone_parent */
+        safe_close(inst.pidfd);
+
+        /* the second never gets one: killed, reaped by us, nothing left */
+        ASSERT_OK((int) syscall(SYS_pidfd_send_signal, p[1].pidfd, SIGKILL, NULL, 0));
+        ASSERT_OK(waitid(P_PIDFD, (id_t) p[1].pidfd, &si, WEXITED));
+        ASSERT_OK(ns_runtime_ops.destroy(ids[1], sock[1]));
+        ASSERT_TRUE(access(sock[1], F_OK) < 0);
+        ASSERT_TRUE(access("/sys/fs/cgroup/unified/space-test/t7", F_OK) < 0);
+        safe_close(p[1].pidfd);
+        safe_close(p[1].sync_fd);
         cleanup_cgroup_root();
 }
