@@ -184,3 +184,27 @@ def test_double_start_refused(d):
     assert p.returncode != 0, p
     assert d.api("GET", "/healthz", key=None).status == 200
     time.sleep(0.2)
+
+
+def test_spawner_killed_sandboxes_still_created(d):
+    """The spawner (the worker's process that clones ns sandboxes) dies: the
+    worker notices at the next create and clones them itself."""
+    spawners = [p for p in host.descendants(d.pid) if host.proc_status(p, "Name") == "space-spawner"]
+    assert len(spawners) == 1, spawners
+    host.kill_pid(spawners[0], signal.SIGKILL)
+    made = []
+    try:
+        for _ in range(2):
+            made.append(d.create()["id"])
+            assert d.sh(made[-1], "echo up") == "up\n"
+        # the dead spawner was reaped, not left a zombie
+        assert not host.proc_exists(spawners[0]) or host.proc_status(spawners[0], "State")[0] != "Z"
+        r = d.api("POST", f"/v1/sandboxes/{made[0]}/branch", json={"count": 2})
+        assert r.status == 201, r.body
+        made += [k["id"] for k in r.json()["sandboxes"]]
+        assert d.sh(made[-1], "echo branched") == "branched\n"
+    finally:
+        for s in made:
+            d.delete(s)
+    for s in made:
+        assert not residue.items_of_sandbox(d.s, s), residue.items_of_sandbox(d.s, s)
