@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "alloc-util.h"
@@ -496,7 +497,6 @@ int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64
 int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime,
                           ApiError *e) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
-        _cleanup_free_ char *root = NULL;
         const RuntimeOps *rt;
         int r;
 
@@ -513,18 +513,6 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         if (!rt)
                 return -EOPNOTSUPP;
 
-        if (rt == w->runtime) {
-                /* the root is made while the spawner clones (worker_spawn_runtime) */
-                WorkerPending p;
-                r = worker_spawn_runtime(w, &s, NULL, &p, e);
-                if (r >= 0)
-                        r = worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
-                if (r < 0 && p.root_made)
-                        (void) pool_sandbox_remove(w->pool, s.id);
-                return r;
-        }
-
-        int64_t t_root = now_usec();
         if (rt == w->vm) {
                 uint64_t host_mb = host_memory_mb();
                 if (s.memory_mb == 0 || (host_mb > 0 && s.memory_mb > host_mb))
@@ -534,13 +522,12 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
                 /* a guest boots (or loads) for seconds: deferred to the event loop (worker-vm.c, worker-boot.c) */
                 return worker_vm_create(w, rt, &s, spec, ret_pid, ret_starttime, e);
         }
-        r = pool_sandbox_create(w->pool, s.template_name, s.id, s.disk_mb, &root);
-        if (r < 0)
-                return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
-                                 strerror(-r));
-        log_debug("Sandbox %s: root made in %" PRIi64 " us", s.id, now_usec() - t_root);
-        r = worker_start_runtime(w, &s, root, ret_pid, ret_starttime, e);
-        if (r < 0)
+        /* ns: the root is made while the spawner clones (worker_spawn_runtime) */
+        WorkerPending p;
+        r = worker_spawn_runtime(w, &s, NULL, &p, e);
+        if (r >= 0)
+                r = worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
+        if (r < 0 && p.root_made)
                 (void) pool_sandbox_remove(w->pool, s.id);
         return r;
 }
