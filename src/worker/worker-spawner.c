@@ -295,7 +295,7 @@ static int request_build(const RuntimeSpec *rs, char **ret, size_t *ret_n) {
         return 0;
 }
 
-static int reply_recv(int sock, SpawnReply *rep, int fds[static 2]) {
+static int reply_recv(int sock, int flags, SpawnReply *rep, int fds[static 2]) {
         union {
                 struct cmsghdr h;
                 char buf[CMSG_SPACE(2 * sizeof(int))];
@@ -306,7 +306,7 @@ static int reply_recv(int sock, SpawnReply *rep, int fds[static 2]) {
 
         fds[0] = fds[1] = -EBADF;
         do
-                k = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+                k = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
         while (k < 0 && errno == EINTR);
         if (k < 0)
                 return negative_errno();
@@ -339,7 +339,25 @@ static void spawner_lost(Worker *w, int r) {
         log_warning_errno(r, "The spawner (pid %d) is gone: %m; sandboxes are cloned by the worker itself",
                           (int) w->spawner_pid);
         (void) kill(w->spawner_pid, SIGKILL);
-        worker_spawner_stop(w);
+        while (waitpid(w->spawner_pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        /* answers it gave that nobody read (a branch sends ahead): their PID 1s, ours and
+         * waiting for a root that will not come, go (they would stay zombies) */
+        for (unsigned i = 0; i < w->spawner_outstanding; i++) {
+                SpawnReply rep = {};
+                int fds[2];
+                if (reply_recv(w->spawner_fd, MSG_DONTWAIT, &rep, fds) < 0)
+                        break;
+                if (rep.pid > 0) {
+                        (void) kill(rep.pid, SIGKILL);
+                        (void) waitpid(rep.pid, NULL, 0);
+                }
+                safe_close(fds[0]);
+                safe_close(fds[1]);
+        }
+        w->spawner_pid = 0; /* reaped */
+        w->spawner_outstanding = 0;
+        w->spawner_fd = safe_close(w->spawner_fd);
 }
 
 int worker_spawner_send(Worker *w, const RuntimeSpec *rs) {
@@ -372,7 +390,7 @@ int worker_spawner_recv(Worker *w, bool sent, const RuntimeSpec *rs, RuntimePend
         if (strscpy(ret->id, sizeof ret->id, rs->id) < 0 ||
             strscpy(ret->agent_socket, sizeof ret->agent_socket, rs->agent_socket) < 0)
                 return -ENAMETOOLONG; /* never: the request carried them */
-        r = reply_recv(w->spawner_fd, &rep, fds);
+        r = reply_recv(w->spawner_fd, 0, &rep, fds);
         if (r < 0) {
                 spawner_lost(w, r);
                 /* whatever it did not answer for is killed with it; cgroups and socket are made again */
