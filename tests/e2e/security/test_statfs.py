@@ -83,6 +83,9 @@ def test_root_shows_the_quota(spaced, quota_box):
     size, used, avail = int(fields[1]), int(fields[2]), int(fields[3])
     assert size == 64 * 1024, r.out
     assert used + avail == size, r.out
+    # from a thread that is not the thread group leader: the same
+    th = statfs(spaced, quota_box, "/", mode="thread")["/"]
+    assert (th["type"], th["blocks"], th["fsid"]) == (root["type"], root["blocks"], root["fsid"]), (th, root)
     # fstatfs of fds: the same answers
     fds = statfs(spaced, quota_box, "/", "/proc", "/dev/null", mode="fd")
     assert fds["/"]["blocks"] == root["blocks"] and fds["/"]["fsid"] == root["fsid"], fds

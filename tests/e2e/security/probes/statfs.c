@@ -4,6 +4,7 @@
  *                         fsid=A:B" or "P errno=E"
  *   statfs fd P...        the same through fstatfs() of open(P, O_PATH)
  *   statfs fdnum N        fstatfs() of fd number N as is
+ *   statfs thread P       statfs(P) from a second thread (not the thread group leader)
  *   statfs bad            the error of each malformed call: "name errno=E"
  *   statfs race N A B     a thread flips a path buffer between A and B while this one calls statfs on it N
  *                         times: prints every distinct answer once, then "calls=N"
@@ -48,6 +49,16 @@ static void report(const char *name, long r, const struct statfs *st) {
         printf("%s %s\n", name, line);
 }
 
+static struct statfs thread_st;
+static long thread_r;
+static int thread_errno;
+
+static void *thread_call(void *path) {
+        thread_r = raw_statfs(path, &thread_st);
+        thread_errno = errno;
+        return NULL;
+}
+
 static char race_buf[4096];
 static const char *race_a, *race_b;
 static volatile int race_stop;
@@ -89,6 +100,14 @@ int main(int argc, char **argv) {
         if (argc == 3 && !strcmp(argv[1], "fdnum")) {
                 memset(&st, 0, sizeof st);
                 report(argv[2], raw_fstatfs(strtol(argv[2], NULL, 10), &st), &st);
+                return 0;
+        }
+        if (argc == 3 && !strcmp(argv[1], "thread")) {
+                pthread_t t;
+                if (pthread_create(&t, NULL, thread_call, argv[2]) != 0 || pthread_join(t, NULL) != 0)
+                        return 1;
+                errno = thread_errno;
+                report(argv[2], thread_r, &thread_st);
                 return 0;
         }
         if (argc == 2 && !strcmp(argv[1], "bad")) {
