@@ -295,7 +295,7 @@ int worker_net_tap(Worker *w, uint64_t slot, int *ret_fd, ApiError *e) {
 
         if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
                 return api_error(e, -ERANGE, API_INTERNAL, "slot %" PRIu64 " has no network link here", slot);
-        r = tap_create(link, &fd);
+        r = tap_create(link, slot, &fd);
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot create the tap device %s: %s", link, strerror(-r));
         r = veth_configure_host(link, &pair);

@@ -837,6 +837,20 @@ def test_network_policy_through_gateway(vmd, test_host, metadata_guard):
         vmd.delete(sid)
 
 
+def _link_mac(link):
+    with open(f"/sys/class/net/{link}/address") as f:
+        return f.read().strip()
+
+
+def _guest_neighbour(vmd, sid, addr):
+    """The MAC the guest's neighbour table holds for addr ('' if none)."""
+    for line in vmd.sh(sid, "cat /proc/net/arp").splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 4 and f[0] == addr:
+            return f[3]
+    return ""
+
+
 def test_network_follows_suspend_resume_and_delete(vmd, test_host):
     th = test_host
     sid = vmd.create(runtime="vm", memory_mb=256,
@@ -846,6 +860,9 @@ def test_network_follows_suspend_resume_and_delete(vmd, test_host):
     tap = [l for l in links if gw in subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", l],
                                                      capture_output=True, text=True).stdout]
     assert len(tap) == 1
+    tap_mac = _link_mac(tap[0])
+    assert f"hello-from-{th.allowed}" in http_get(vmd, sid, th.allowed, th.port)  # the guest learns it
+    assert _guest_neighbour(vmd, sid, gw) == tap_mac
     r = vmd.api("POST", f"/v1/sandboxes/{sid}/suspend", timeout=300)
     assert r.status == 200, r
     assert host.wait_until(lambda: tap[0] not in vmd.net_links(), 10), "the tap outlived the suspend"
@@ -853,6 +870,10 @@ def test_network_follows_suspend_resume_and_delete(vmd, test_host):
     assert r.status == 200, r
     assert tap[0] in vmd.net_links()
     assert net_of(vmd, sid) == (me, gw)
+    # the new tap has the old one's MAC: the resumed guest's neighbour entry for its
+    # gateway is still right (a new address left it probing a gone one for seconds)
+    assert _link_mac(tap[0]) == tap_mac
+    assert _guest_neighbour(vmd, sid, gw) == tap_mac
     assert f"hello-from-{th.allowed}" in http_get(vmd, sid, th.allowed, th.port)
     vmd.delete(sid)
     assert tap[0] not in vmd.net_links()

@@ -611,6 +611,15 @@ static bool is_tap(const char *name) {
         return (strtoul(flags, NULL, 16) & IFF_TAP) != 0;
 }
 
+static bool has_mac(const char *name, const char *want) {
+        char p[96];
+        _cleanup_free_ char *addr = NULL;
+        if (snprintf(p, sizeof p, "/sys/class/net/%s/address", name) >= (int) sizeof p ||
+            read_full_file(p, 64, &addr, NULL) < 0)
+                return false;
+        return strncmp(addr, want, strlen(want)) == 0;
+}
+
 TEST(tap_device) {
         _cleanup_close_ int nsfd = -EBADF;
         char name[IFNAMSIZ];
@@ -620,8 +629,11 @@ TEST(tap_device) {
         tap_guest_mac(UINT64_C(0x123456), mac);
         ASSERT_TRUE(mac[0] == 0x52 && mac[1] == 0x54 && mac[2] == 0 && mac[3] == 0x12 && mac[4] == 0x34 &&
                     mac[5] == 0x56);
-        ASSERT_ERRNO(tap_create("bad name!", &fd), EINVAL);
-        ASSERT_ERRNO(tap_create("waytoolongname16", &fd), EINVAL);
+        tap_host_mac(UINT64_C(0x123456), mac);
+        ASSERT_TRUE(mac[0] == 0x02 && mac[1] == 0x53 && mac[2] == 0 && mac[3] == 0x12 && mac[4] == 0x34 &&
+                    mac[5] == 0x56);
+        ASSERT_ERRNO(tap_create("bad name!", 1, &fd), EINVAL);
+        ASSERT_ERRNO(tap_create("waytoolongname16", 1, &fd), EINVAL);
         if (geteuid() != 0)
                 test_skip("needs root");
         if (access("/dev/net/tun", R_OK | W_OK) < 0)
@@ -629,9 +641,10 @@ TEST(tap_device) {
 
         /* a name of our own; the tap is not persistent, so a failed test leaves none */
         snprintf(name, sizeof name, "spv%ut", (unsigned) getpid() % 100000);
-        ASSERT_OK(tap_create(name, &fd));
+        ASSERT_OK(tap_create(name, UINT64_C(0x123456), &fd));
         ASSERT_TRUE(if_nametoindex(name) > 0);
         ASSERT_TRUE(is_tap(name));
+        ASSERT_TRUE(has_mac(name, "02:53:00:12:34:56")); /* the slot's, every time */
         AddrPair pair = pair_of(31000 + (uint32_t) getpid() % 500);
         ASSERT_OK(veth_configure_host(name, &pair)); /* the host end, like a veth's */
         fd = safe_close(fd);
@@ -644,8 +657,9 @@ TEST(tap_device) {
         ASSERT_OK(r);
         ASSERT_OK(veth_create(name, VETH_PEER_DEFAULT, nsfd));
         ASSERT_FALSE(is_tap(name));
-        ASSERT_OK(tap_create(name, &fd));
+        ASSERT_OK(tap_create(name, UINT64_C(0x123456), &fd));
         ASSERT_TRUE(is_tap(name));
+        ASSERT_TRUE(has_mac(name, "02:53:00:12:34:56"));
         fd = safe_close(fd);
         ASSERT_EQ(if_nametoindex(name), 0U);
 }
