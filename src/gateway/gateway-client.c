@@ -179,9 +179,13 @@ static int read_lines(GatewayClient *g, int64_t want_seq, JsonValue **ret) {
                         JsonValue *v = NULL;
                         int64_t seq;
                         if (json_parse(g->buf, len, &v, NULL, 0) >= 0 && !json_get(v, "event") &&
-                            json_int64(json_get(v, "seq"), &seq) >= 0 && seq > 0) {
+                            json_int64(json_get(v, "seq"), &seq) >= 0 && seq >= 0) {
                                 memmove(g->buf, nl + 1, g->n - len - 1);
                                 g->n -= len + 1;
+                                if (seq == 0) { /* a request nobody waits for (its failure came as an event) */
+                                        json_free(v);
+                                        continue;
+                                }
                                 if (seq == want_seq) {
                                         *ret = v;
                                         return 1;
@@ -291,16 +295,19 @@ static int with_policy(JsonWriter *w, const char *policy_json) {
         return 0;
 }
 
-int gateway_client_send_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
-                                 struct in_addr host_ip, const char *policy_json, int64_t *ret_seq) {
+static int send_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
+                         struct in_addr host_ip, const char *policy_json, bool replace, int64_t *ret_seq) {
         char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN];
+        int64_t seq = replace ? 0 : g->seq + 1;
         JsonWriter w;
         int r;
 
         json_w_init(&w);
         json_w_object_begin(&w);
-        json_w_kv_int(&w, "seq", ++g->seq);
+        json_w_kv_int(&w, "seq", seq);
         json_w_kv_string(&w, "op", "register");
+        if (replace)
+                json_w_kv_bool(&w, "replace", true);
         json_w_kv_string(&w, "id", id);
         json_w_kv_string(&w, "tenant", tenant);
         json_w_kv_string(&w, "sandbox_ip", inet_ntop(AF_INET, &sandbox_ip, a, sizeof a));
@@ -313,8 +320,21 @@ int gateway_client_send_register(GatewayClient *g, const char *id, const char *t
         r = send_request(g, &w);
         if (r < 0)
                 return r;
-        *ret_seq = g->seq;
+        if (seq > 0)
+                g->seq = seq;
+        if (ret_seq)
+                *ret_seq = seq;
         return 0;
+}
+
+int gateway_client_send_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
+                                 struct in_addr host_ip, const char *policy_json, int64_t *ret_seq) {
+        return send_register(g, id, tenant, sandbox_ip, host_ip, policy_json, false, ret_seq);
+}
+
+int gateway_client_send_replace(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
+                                struct in_addr host_ip, const char *policy_json) {
+        return send_register(g, id, tenant, sandbox_ip, host_ip, policy_json, true, NULL);
 }
 
 int gateway_client_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,

@@ -51,6 +51,16 @@ int gateway_client_register(GatewayClient *g, const char *id, const char *tenant
 int gateway_client_send_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
                                  struct in_addr host_ip, const char *policy_json, int64_t *ret_seq);
 int gateway_client_wait(GatewayClient *g, int64_t seq, char *errbuf, size_t errbuf_size);
+/* A registered sandbox under another tenant and policy (a warm sandbox's new
+ * owner), or registered afresh if it is not: sent, never awaited. The gateway
+ * carries out every control line written before the cause of an event before
+ * that event, so anything the sandbox sends after this returns is decided
+ * under the new registration. The gateway checks the policy again: a
+ * failure (out of memory, a policy the caller did not check) removes the
+ * sandbox's registration (nothing of it is let through) and comes as an
+ * event "network.error" of the sandbox. */
+int gateway_client_send_replace(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
+                                struct in_addr host_ip, const char *policy_json);
 int gateway_client_set_policy(GatewayClient *g, const char *id, const char *policy_json, char *errbuf, size_t errbuf_size);
 int gateway_client_unregister(GatewayClient *g, const char *id);
 

@@ -288,9 +288,48 @@ static int policy_of(const JsonValue *req, EgressPolicy **ret, char *err, size_t
         return egress_policy_from_json(p, ret, err, errsize);
 }
 
+static void sandbox_remove(Gateway *gw, GwSandbox *sb) {
+        for (size_t i = 0; i < gw->n_sandboxes; i++)
+                if (gw->sandboxes[i] == sb) {
+                        gw->sandboxes[i] = gw->sandboxes[--gw->n_sandboxes];
+                        break;
+                }
+        sandbox_free(gw, sb);
+}
+
+/* A registered sandbox becomes another tenant's, with another policy, as if
+ * registered afresh but on the listeners it has (a connection queued on them
+ * is decided under the new registration): what the gateway kept for it goes
+ * (connections, lookups, UDP flows, the names its DNS gave it, credentials,
+ * counters). A failure removes the registration: nothing of the sandbox is
+ * decided under the old one, ever (fail closed: nothing listens for it). */
+static int sandbox_replace(Gateway *gw, GwSandbox *sb, const char *tenant, const JsonValue *req, char *err,
+                           size_t errsize) {
+        EgressPolicy *p = NULL;
+        int r = policy_of(req, &p, err, errsize);
+        if (r < 0) {
+                log_warning("gateway: sandbox %s: the new registration failed (%s); it is removed", sb->id, err);
+                sandbox_remove(gw, sb);
+                return r;
+        }
+        gw_sandbox_drop_conns(gw, sb);
+        gw_udp_drop_flows(gw, sb);
+        gw_sandbox_cred_done(sb);
+        sb->memory = mfree(sb->memory);
+        sb->n_memory = 0;
+        sb->dns_bucket = sb->event_bucket = sb->cred_bucket = (GwBucket){};
+        sb->events_dropped = sb->cred_uses_dropped = 0;
+        egress_policy_free(sb->policy);
+        sb->policy = p;
+        (void) strscpy(sb->tenant, sizeof sb->tenant, tenant);
+        log_debug("gateway: sandbox %s registered again (tenant %s)", sb->id, tenant);
+        return 0;
+}
+
 static int op_register(Gateway *gw, const JsonValue *req, char *err, size_t errsize) {
         const char *id = json_string(json_get(req, "id")), *tenant = json_string(json_get(req, "tenant"));
         const char *ip = json_string(json_get(req, "sandbox_ip")), *host = json_string(json_get(req, "host_ip"));
+        bool replace = false;
         GwSandbox *sb;
         int r;
 
@@ -298,7 +337,15 @@ static int op_register(Gateway *gw, const JsonValue *req, char *err, size_t errs
                 snprintf(err, errsize, "register needs id, tenant, sandbox_ip, host_ip");
                 return -EINVAL;
         }
-        if (gw_sandbox_find(gw, id)) {
+        (void) json_bool(json_get(req, "replace"), &replace);
+        sb = gw_sandbox_find(gw, id);
+        if (sb && replace) {
+                struct in_addr a, b;
+                if (inet_pton(AF_INET, ip, &a) == 1 && inet_pton(AF_INET, host, &b) == 1 &&
+                    a.s_addr == sb->ip.s_addr && b.s_addr == sb->host.s_addr)
+                        return sandbox_replace(gw, sb, tenant, req, err, errsize);
+                sandbox_remove(gw, sb); /* other addresses: registered afresh below */
+        } else if (sb) {
                 snprintf(err, errsize, "sandbox %s is already registered", id);
                 return -EEXIST;
         }
@@ -370,12 +417,11 @@ static int op_policy(Gateway *gw, const JsonValue *req, char *err, size_t errsiz
 
 static int op_unregister(Gateway *gw, const JsonValue *req, char *err, size_t errsize) {
         const char *id = json_string(json_get(req, "id"));
-        for (size_t i = 0; id && i < gw->n_sandboxes; i++)
-                if (streq(gw->sandboxes[i]->id, id)) {
-                        sandbox_free(gw, gw->sandboxes[i]);
-                        gw->sandboxes[i] = gw->sandboxes[--gw->n_sandboxes];
-                        return 0;
-                }
+        GwSandbox *sb = id ? gw_sandbox_find(gw, id) : NULL;
+        if (sb) {
+                sandbox_remove(gw, sb);
+                return 0;
+        }
         snprintf(err, errsize, "no such sandbox");
         return -ENOENT;
 }
@@ -408,6 +454,21 @@ static void control_line(Gateway *gw, const char *line, size_t n) {
                 r = 0;
         else
                 r = -EINVAL, snprintf(err, sizeof err, "unknown op");
+        if (r < 0 && seq == 0 && op && streq(op, "register")) {
+                /* sent ahead and never awaited (a warm sandbox's new owner): its failure is an event */
+                const char *id = json_string(json_get(req, "id")), *tenant = json_string(json_get(req, "tenant"));
+                char reason[GW_EVENT_REASON_MAX];
+                snprintf(reason, sizeof reason, "the gateway could not register the sandbox: %s; it has no egress",
+                         err[0] ? err : strerror(-r));
+                json_w_init(&w);
+                json_w_object_begin(&w);
+                json_w_kv_string(&w, "event", "network.error");
+                json_w_kv_string(&w, "sandbox", strempty(id));
+                json_w_kv_string(&w, "tenant", strempty(tenant));
+                json_w_kv_string(&w, "reason", reason);
+                json_w_object_end(&w);
+                gw_control_writer(gw, &w);
+        }
         json_w_init(&w);
         json_w_object_begin(&w);
         json_w_kv_int(&w, "seq", seq);
@@ -420,6 +481,38 @@ static void control_line(Gateway *gw, const char *line, size_t n) {
         gw_control_writer(gw, &w);
 }
 
+/* Reads and carries out every complete control line there is; returns how
+ * many. */
+static unsigned control_read(Gateway *gw) {
+        unsigned lines = 0;
+        for (;;) {
+                ssize_t k = read(gw->control.fd, gw->control_buf + gw->control_n, GW_CONTROL_LINE_MAX - gw->control_n);
+                if (k < 0) {
+                        if (errno != EAGAIN && errno != EINTR)
+                                gw->control_eof = true;
+                        return lines;
+                }
+                if (k == 0) {
+                        gw->control_eof = true;
+                        return lines;
+                }
+                gw->control_n += (size_t) k;
+                char *nl;
+                while ((nl = memchr(gw->control_buf, '\n', gw->control_n))) {
+                        size_t len = (size_t) (nl - gw->control_buf);
+                        control_line(gw, gw->control_buf, len);
+                        lines++;
+                        memmove(gw->control_buf, nl + 1, gw->control_n - len - 1);
+                        gw->control_n -= len + 1;
+                }
+                if (gw->control_n == GW_CONTROL_LINE_MAX) {
+                        log_error("gateway: control line too long");
+                        gw->control_eof = true;
+                        return lines;
+                }
+        }
+}
+
 static void control_event(Gateway *gw, GwIo *io, uint32_t events) {
         if (events & EPOLLOUT && gw->out_n) {
                 ssize_t k = write(io->fd, gw->out_buf, gw->out_n);
@@ -430,34 +523,8 @@ static void control_event(Gateway *gw, GwIo *io, uint32_t events) {
                         gw->control_eof = true;
                 (void) gw_epoll_mod(gw, io, EPOLLIN | (gw->out_n ? EPOLLOUT : 0));
         }
-        if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-                return;
-        for (;;) {
-                ssize_t k = read(io->fd, gw->control_buf + gw->control_n, GW_CONTROL_LINE_MAX - gw->control_n);
-                if (k < 0) {
-                        if (errno == EAGAIN || errno == EINTR)
-                                return;
-                        gw->control_eof = true;
-                        return;
-                }
-                if (k == 0) {
-                        gw->control_eof = true;
-                        return;
-                }
-                gw->control_n += (size_t) k;
-                char *nl;
-                while ((nl = memchr(gw->control_buf, '\n', gw->control_n))) {
-                        size_t len = (size_t) (nl - gw->control_buf);
-                        control_line(gw, gw->control_buf, len);
-                        memmove(gw->control_buf, nl + 1, gw->control_n - len - 1);
-                        gw->control_n -= len + 1;
-                }
-                if (gw->control_n == GW_CONTROL_LINE_MAX) {
-                        log_error("gateway: control line too long");
-                        gw->control_eof = true;
-                        return;
-                }
-        }
+        if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                (void) control_read(gw);
 }
 
 /* Two fds per connection and four per sandbox: the default soft limit of
@@ -541,8 +608,17 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
                 }
                 for (int i = 0; i < n; i++) {
                         GwIo *io = evs[i].data.ptr;
+                        /* What the worker wrote before this event's cause is carried out before
+                         * the event (a registration sent ahead, then the sandbox thawed: its first
+                         * packet is decided under that registration). Lines may free what the
+                         * rest of this batch points to: after any, the batch is dropped and
+                         * epoll (level-triggered) reports what is still pending. */
+                        if (io != &gw.control && control_read(&gw) > 0)
+                                break;
                         if (io->fd >= 0)
                                 io->fn(&gw, io, evs[i].events);
+                        if (gw.control_eof)
+                                break;
                 }
                 uint64_t now = gw_now_usec();
                 gw_resolves_tick(&gw, now);

@@ -16,7 +16,12 @@
  * {"seq":N,"ok":true} / {"seq":N,"ok":false,"error":"..."} and decision
  * events {"event":"network.allow"|"network.deny"|"network.dropped",
  * "sandbox":ID,"tenant":T,"reason":"...","data":{...}}, rate-limited per
- * sandbox. It exits when control_fd is closed.
+ * sandbox. Before it handles any other event it carries out the control
+ * lines there are, so a request written before something a sandbox does is
+ * in effect when the gateway decides about it (a registration "replace"d
+ * for a warm sandbox's new owner is never awaited; its failure is an event
+ * {"event":"network.error",...} and leaves the sandbox unregistered). It
+ * exits when control_fd is closed.
  *
  * Credentials (gateway-cred.c, gateway-intercept.c): a sandbox's granted
  * credentials arrive sealed with its CA ("credentials" op); the gateway opens

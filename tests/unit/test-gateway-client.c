@@ -20,8 +20,9 @@
 #include "test.h"
 
 typedef struct Seen {
-        unsigned n;
-        char type[64], sandbox[64], reason[512];
+        unsigned n, n_other_tenant;
+        char type[64], sandbox[64], tenant[64], reason[512];
+        const char *want_tenant; /* events of another tenant are counted in n_other_tenant */
 } Seen;
 
 static void on_event(void *userdata, const char *type, const char *sandbox, const char *tenant, const char *reason,
@@ -31,6 +32,9 @@ static void on_event(void *userdata, const char *type, const char *sandbox, cons
         snprintf(s->type, sizeof s->type, "%s", strna(type));
         snprintf(s->sandbox, sizeof s->sandbox, "%s", strna(sandbox));
         snprintf(s->reason, sizeof s->reason, "%s", strna(reason));
+        snprintf(s->tenant, sizeof s->tenant, "%s", strna(tenant));
+        if (s->want_tenant && !streq(strna(tenant), s->want_tenant))
+                s->n_other_tenant++;
 }
 
 TEST(register_policy_events_unregister) {
@@ -201,4 +205,104 @@ TEST(registrations_sent_ahead) {
         ASSERT_OK(gateway_client_unregister(g, "sb-a"));
         ASSERT_ERRNO(gateway_client_unregister(g, "sb-b"), ENOENT);
         ASSERT_OK(gateway_client_unregister(g, "sb-c"));
+}
+
+static void dispatch_until(GatewayClient *g, Seen *seen, unsigned n) {
+        for (int i = 0; i < 50 && seen->n < n; i++) {
+                struct pollfd e = { .fd = gateway_client_fd(g), .events = POLLIN };
+                (void) poll(&e, 1, 100);
+                ASSERT_OK(gateway_client_dispatch(g));
+        }
+}
+
+/* A warm sandbox's new owner: the registration is replaced in place, sent and
+ * never awaited, and whatever the sandbox sends after it was written is
+ * decided under it even when the gateway had the sandbox's socket ready
+ * before it read the control line. Forced here: the gateway is stopped, a
+ * query from the sandbox waits in its DNS socket, then the new registration
+ * is written, then an allowed query: both are decided under the new one (the
+ * allowed name goes to the upstream resolver, the refused one is the new
+ * tenant's event). A replacement the gateway refuses removes the sandbox
+ * (nothing listens for it any more) and comes as an event. */
+TEST(replace_is_applied_before_the_next_decision) {
+        GatewayConfig c;
+        _cleanup_(gateway_client_freep) GatewayClient *g = NULL;
+        _cleanup_close_ int up = -EBADF, fd = -EBADF;
+        char err[256] = "";
+        uint8_t rnd[2], q[DNS_UDP_MAX], buf[DNS_MSG_MAX];
+        struct in_addr host, sb, host2, sb2;
+        struct sockaddr_in upa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t ul = sizeof upa;
+        Seen seen = { .want_tenant = "taker" };
+        int64_t seq;
+        pid_t pid;
+        int len;
+
+        ASSERT_OK(random_bytes(rnd, sizeof rnd));
+        host.s_addr = htonl(0x7F000000U | (uint32_t) rnd[0] << 16 | (uint32_t) (rnd[1] & 0xFC) << 8);
+        sb.s_addr = htonl(ntohl(host.s_addr) + 1);
+        host2.s_addr = htonl(ntohl(host.s_addr) + 2);
+        sb2.s_addr = htonl(ntohl(host.s_addr) + 3);
+        /* the upstream resolver: the test's own socket, which sees what the gateway lets through */
+        up = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ASSERT_TRUE(up >= 0);
+        ASSERT_OK(bind(up, (struct sockaddr *) &upa, sizeof upa));
+        ASSERT_OK(getsockname(up, (struct sockaddr *) &upa, &ul));
+        ASSERT_OK(gateway_config_default(&c));
+        c.dns_port = 20253;
+        c.proxy_port = 20280;
+        c.transparent_port = 20281;
+        c.upstream_dns = upa;
+        ASSERT_OK(gateway_client_start(&c, on_event, &seen, &g));
+        pid = gateway_client_pid(g);
+        ASSERT_OK(gateway_client_register(g, "sb-w", "pool", sb, host, NULL, err, sizeof err));
+
+        fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr = sb };
+        struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = host, .sin_port = htons(c.dns_port) };
+        ASSERT_OK(bind(fd, (struct sockaddr *) &src, sizeof src));
+
+        ASSERT_OK(kill(pid, SIGSTOP));
+        len = dns_query_build("first.example.org", 0x1111, DNS_TYPE_A, q, sizeof q);
+        ASSERT_OK(len);
+        ASSERT_EQ(sendto(fd, q, (size_t) len, 0, (struct sockaddr *) &dst, sizeof dst), len);
+        ASSERT_OK(gateway_client_send_replace(g, "sb-w", "taker", sb, host, "{\"allow\":[\"example.com\"]}"));
+        len = dns_query_build("example.com", 0x2222, DNS_TYPE_A, q, sizeof q);
+        ASSERT_OK(len);
+        ASSERT_EQ(sendto(fd, q, (size_t) len, 0, (struct sockaddr *) &dst, sizeof dst), len);
+        ASSERT_OK(kill(pid, SIGCONT));
+
+        /* the allowed query reaches the upstream resolver */
+        struct pollfd p = { .fd = up, .events = POLLIN };
+        ASSERT_EQ(poll(&p, 1, 5000), 1);
+        ssize_t n = recv(up, buf, sizeof buf, 0);
+        ASSERT_TRUE(n > 12 && memmem(buf, (size_t) n, "\007example\003com\000", 13));
+        /* the refused one is the new tenant's */
+        dispatch_until(g, &seen, 1);
+        ASSERT_EQ(seen.n, 1U);
+        ASSERT_STREQ(seen.type, "network.deny");
+        ASSERT_TRUE(strstr(seen.reason, "first.example.org") != NULL);
+        ASSERT_EQ(seen.n_other_tenant, 0U);
+        /* a request awaited after it is matched as before (the unawaited reply was dropped) */
+        ASSERT_OK(gateway_client_send_register(g, "sb-2", "taker", sb2, host2, NULL, &seq));
+        ASSERT_OK(gateway_client_wait(g, seq, err, sizeof err));
+
+        /* not registered: it is registered afresh */
+        ASSERT_OK(gateway_client_unregister(g, "sb-2"));
+        ASSERT_OK(gateway_client_send_replace(g, "sb-2", "taker", sb2, host2, NULL));
+        ASSERT_OK(gateway_client_set_policy(g, "sb-2", NULL, err, sizeof err)); /* in order: it is there */
+        ASSERT_OK(connect_tcp(host2, c.proxy_port));
+
+        /* refused by the gateway: the sandbox is removed, with an event */
+        seen.want_tenant = NULL;
+        ASSERT_OK(gateway_client_send_replace(g, "sb-w", "taker", sb, host, "{\"allow\":[\"*.com\"]}"));
+        dispatch_until(g, &seen, 2);
+        ASSERT_EQ(seen.n, 2U);
+        ASSERT_STREQ(seen.type, "network.error");
+        ASSERT_STREQ(seen.sandbox, "sb-w");
+        ASSERT_STREQ(seen.tenant, "taker");
+        ASSERT_TRUE(strstr(seen.reason, "no egress") != NULL);
+        ASSERT_ERRNO(connect_tcp(host, c.proxy_port), ECONNREFUSED);
+        ASSERT_ERRNO(gateway_client_unregister(g, "sb-w"), ENOENT);
+        ASSERT_OK(gateway_client_unregister(g, "sb-2"));
 }
