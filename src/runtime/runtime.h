@@ -22,6 +22,11 @@ typedef struct RuntimeLimits {
         uint32_t io_weight;   /* 1..10000 (v2 io.weight; v1 blkio weight where a BFQ/CFQ scheduler has it); 0 = default */
 } RuntimeLimits;
 
+static inline bool runtime_limits_equal(const RuntimeLimits *a, const RuntimeLimits *b) {
+        return a->cpu_millis == b->cpu_millis && a->memory_bytes == b->memory_bytes && a->pids_max == b->pids_max &&
+               a->fsize_bytes == b->fsize_bytes && a->io_weight == b->io_weight;
+}
+
 typedef struct RuntimeSpec {
         const char *id;
         const char *root_path;     /* the sandbox's root directory on the host (pool) */

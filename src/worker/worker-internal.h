@@ -32,6 +32,8 @@ typedef struct LiveSandbox {
         uint32_t statfs_fsid[2], statfs_root_fsid[2];
         uint64_t quota_limit, quota_used; /* as read at quota_usec (a burst of calls reads sysfs once) */
         int64_t quota_usec;
+        RuntimeLimits limits; /* as last applied by this worker (limits_known): a change to the same is no write */
+        bool limits_known;
 } LiveSandbox;
 
 /* A sandbox as the worker protocol describes it. */
@@ -105,6 +107,7 @@ typedef struct WorkerPending {
         bool created;
         uint64_t slot;         /* uid range and network link */
         WorkerNet net;         /* ns runtime: made while PID 1 sets itself up */
+        RuntimeLimits limits;  /* what it was started with */
         int net_error;         /* ... or why not (reported by finish, after PID 1 is reaped) */
         ApiError net_api_error;
         bool make_base;        /* vm, a neutral boot: saved as the base snapshot of base_template/base_variant once

@@ -620,12 +620,19 @@ static void set_limits(Worker *w, const JsonValue *req, bool thaw, JsonWriter *j
                 return worker_reply_error(jw, &e);
         }
         lim = worker_spec_limits(&s);
-        r = w->runtime->set_limits(s.id, &lim);
-        if (r < 0) {
-                api_error(&e, r, API_INTERNAL, "cannot change the limits of %s: %s", s.id, strerror(-r));
-                return worker_reply_error(jw, &e);
+        /* a warm sandbox taken with the defaults it was made with: nothing to write */
+        if (!l->limits_known || !runtime_limits_equal(&l->limits, &lim)) {
+                l->limits_known = false; /* until all of them are written */
+                r = w->runtime->set_limits(s.id, &lim);
+                if (r < 0) {
+                        api_error(&e, r, API_INTERNAL, "cannot change the limits of %s: %s", s.id, strerror(-r));
+                        return worker_reply_error(jw, &e);
+                }
+                l->limits = lim;
+                l->limits_known = true;
         }
-        /* a taken warm sandbox: the taker's tenant and policy at the gateway before it runs */
+        /* a taken warm sandbox: the taker's tenant and policy at the gateway before it runs (sent
+         * before the thaw, not awaited: the gateway applies it before any decision after) */
         if (thaw && worker_net_reregister(w, s.id, l->slot, s.tenant, s.policy, &e) < 0)
                 return worker_reply_error(jw, &e);
         if (thaw && freeze(w, l, false, &e) < 0)

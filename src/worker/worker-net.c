@@ -15,6 +15,7 @@
 
 #include "alloc-util.h"
 #include "fd-util.h"
+#include "egress-policy.h"
 #include "gateway-client.h"
 #include "log.h"
 #include "str-util.h"
@@ -369,27 +370,45 @@ int worker_net_attach_end(Worker *w, WorkerNet *n, ApiError *e) {
 }
 
 /* A warm sandbox taken by a tenant: the gateway forgets the pool's registration
- * (its tenant and policy) and learns the taker's before the sandbox runs again,
+ * (its tenant and policy) and takes the taker's before the sandbox runs again,
  * so its egress policy, its events and what its traffic may use are the
- * taker's. tenant "" or NULL: the store's (the claim wrote it). */
+ * taker's. No round trip: the request is written before the caller thaws the
+ * sandbox, and the gateway carries out what the worker wrote before any
+ * decision it makes (gateway_client_send_replace()); the policy is checked
+ * here first, so its answer could only be out of memory (then the sandbox
+ * has no egress, with an event). tenant "" or NULL: the store's. */
 int worker_net_reregister(Worker *w, const char *id, uint64_t slot, const char *tenant, const char *policy_json,
                           ApiError *e) {
-        char err[256] = "";
+        _cleanup_(sandbox_done) Sandbox sb = {};
+        char err[EGRESS_POLICY_ERR_MAX] = "";
         AddrPair pair;
-        int64_t seq;
         int r;
 
         if (!w->gateway)
                 return 0;
         if (worker_net_pair(w, slot, &pair) < 0)
                 return api_error(e, -ERANGE, API_INTERNAL, "slot %" PRIu64 " has no network link here", slot);
-        gateway_unregister(w, id); /* the gateway answers requests in order: this one goes first */
-        r = gateway_register_send(w, id, &pair, tenant, policy_json, &seq, err, sizeof err);
-        if (r >= 0 && seq > 0)
-                r = gateway_client_wait(w->gateway, seq, err, sizeof err);
+        if (isempty(tenant)) {
+                r = store_sandbox_get(w->store, NULL, id, &sb);
+                if (r < 0)
+                        return api_error(e, r, API_INTERNAL, "sandbox %s is not in the store: %s", id, strerror(-r));
+                tenant = sb.tenant_id;
+                policy_json = sb.network_json ?: policy_json;
+        }
+        if (policy_json) {
+                _cleanup_json_ JsonValue *v = NULL;
+                _cleanup_egress_policy_ EgressPolicy *p = NULL;
+                r = json_parse(policy_json, strlen(policy_json), &v, err, sizeof err);
+                if (r >= 0)
+                        r = egress_policy_from_json(v, &p, err, sizeof err);
+                if (r < 0)
+                        return api_error(e, r, API_INVALID_ARGUMENT, "the egress policy of %s is not valid: %s", id,
+                                         err);
+        }
+        r = gateway_client_send_replace(w->gateway, id, tenant, pair.peer, pair.host, policy_json);
         if (r < 0)
-                return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
-                                 "cannot register sandbox %s with the gateway: %s", id, err[0] ? err : strerror(-r));
+                return api_error(e, r, API_INTERNAL, "cannot register sandbox %s with the gateway: %s", id,
+                                 strerror(-r));
         return 0;
 }
 

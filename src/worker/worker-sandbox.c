@@ -339,6 +339,7 @@ int worker_spawn_complete(Worker *w, const WorkerSpec *s, WorkerSpawnPrep *prep,
         char err[1024] = "";
         int r;
 
+        ret->limits = prep->rs.limits;
         if (rt == w->runtime)
                 r = worker_spawner_recv(w, prep->sent, &prep->rs, &ret->p, err, sizeof err);
         else if (rt->spawn)
@@ -447,6 +448,11 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                         (void) worker_cleanup_sandbox(w, p->id, false);
                         return r;
                 }
+        }
+        LiveSandbox *l = worker_live_find(w, p->id);
+        if (l) {
+                l->limits = p->limits;
+                l->limits_known = true;
         }
         /* the agent waits for connections; nothing runs inside before the create returns
          * (a vm's guest has its eth0 already: until its element is there, the firewall drops all) */
