@@ -230,9 +230,11 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
 /* Thaws a paused sandbox and records it running (why: the event's reason); *sb is updated. */
 int api_sandbox_resume_paused(ApiRequest *r, Sandbox *sb, const char *why, ApiError *e);
 /* A create that a warm pool can serve: claims a warm sandbox of req's template,
- * gives it req's tenant, limits, env, metadata and policy, resumes it and
- * answers 201. 0 if no warm sandbox was free (nothing answered: create one). */
-int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e);
+ * gives it req's tenant, limits, timeout, env, metadata, lifecycle and policy,
+ * resumes it and records it (event data names `via` if given); 1 with its id
+ * in req->id (the caller answers), 0 if no warm sandbox was free or the one
+ * taken failed (create one). Not for runtimes other than ns. */
+int api_sandbox_create_warm(ApiRequest *r, Sandbox *req, const char *via, ApiError *e);
 
 /* checkpoints.c */
 int api_checkpoint_create(ApiRequest *r, ApiError *e);

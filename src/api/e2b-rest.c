@@ -273,16 +273,23 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                 return api_store_error(e, k, "looking up the template");
         if (t.state != TEMPLATE_READY)
                 return api_error(e, -EBUSY, API_CONFLICT, "template '%s' is still being imported", t.name);
+        (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, r->key.tenant_id);
+        sb.created_usec = sb.updated_usec = now_usec();
+        sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
+        /* a warm sandbox if the template has a pool and one is free: the request's limits, timeout, envs,
+         * metadata and lifecycle are applied to it as to a new one */
+        k = api_sandbox_create_warm(r, &sb, "e2b", e);
+        if (k < 0)
+                return k;
+        if (k > 0)
+                return reply_sandbox(r, 201, sb.id, e);
+
         k = api_sandbox_count(r, NULL, &live, e);
         if (k < 0)
                 return k;
         if (live >= c->max_sandboxes)
                 return api_error(e, -EAGAIN, API_TOO_MANY_REQUESTS,
                                  "this host already runs its maximum of %" PRIu64 " sandboxes", c->max_sandboxes);
-
-        (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, r->key.tenant_id);
-        sb.created_usec = sb.updated_usec = now_usec();
-        sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
         k = api_sandbox_start_new(r, &sb, "e2b", e);
         if (k < 0)
                 return k;

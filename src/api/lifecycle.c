@@ -760,10 +760,10 @@ static void warm_failed(ApiRequest *r, const Sandbox *sb, const ApiError *we) {
         event(r, sb, "sandbox.create_failed", we->message, NULL);
 }
 
-int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e) {
+int api_sandbox_create_warm(ApiRequest *r, Sandbox *req, const char *via, ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
-        char data[STORE_NAME_MAX + 48];
+        char data[STORE_NAME_MAX + 80];
         ApiError we = {};
         int k;
 
@@ -789,7 +789,12 @@ int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e) {
                 return 0;
         }
         /* running, and its event, in one transaction */
-        snprintf(data, sizeof data, "{\"template\":\"%s\",\"warm_pool\":true}", sb.template_name);
+        /* validated template name and a fixed `via`: no escaping needed */
+        if (via)
+                snprintf(data, sizeof data, "{\"template\":\"%s\",\"warm_pool\":true,\"via\":\"%s\"}",
+                         sb.template_name, via);
+        else
+                snprintf(data, sizeof data, "{\"template\":\"%s\",\"warm_pool\":true}", sb.template_name);
         k = store_batch_begin(r->store);
         if (k >= 0) {
                 k = set_state(r, &sb, SANDBOX_PAUSED, SANDBOX_RUNNING, "", &we);
@@ -803,7 +808,7 @@ int api_sandbox_create_warm(ApiRequest *r, const Sandbox *req, ApiError *e) {
                 warm_failed(r, &sb, &we);
                 return 0;
         }
-        log_info("Created sandbox %s from the warm pool of %s", sb.id, sb.template_name);
-        k = reply_sandbox(r, 201, sb.id, e);
-        return k < 0 ? k : 1;
+        log_info("Created sandbox %s from the warm pool of %s%s", sb.id, sb.template_name, via ? " (E2B API)" : "");
+        (void) strscpy(req->id, sizeof req->id, sb.id);
+        return 1;
 }

@@ -191,9 +191,9 @@ static int sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *cre
         /* a warm sandbox, if the template has a pool and one is free (it adds no sandbox to the host);
          * not for one with credentials: their gateway CA is installed when a sandbox is created */
         if (n_creds == 0) {
-                k = api_sandbox_create_warm(r, sb, e);
+                k = api_sandbox_create_warm(r, sb, NULL, e);
                 if (k != 0)
-                        return k < 0 ? k : 1;
+                        return k < 0 ? k : 0;
         }
 
         k = api_sandbox_count(r, NULL, &live, e);
@@ -244,9 +244,9 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
         if (k >= 0)
                 k = sandbox_create_with(r, &sb, creds, n_creds, e);
         credential_array_free(creds, n_creds);
-        if (k != 0)
-                return k < 0 ? k : 0; /* > 0: a warm sandbox was handed over and answered with */
-        return reply_sandbox(r, 201, sb.id, e);
+        if (k < 0)
+                return k;
+        return reply_sandbox(r, 201, sb.id, e); /* a new one, or a warm one handed over (its id in sb) */
 }
 
 int api_sandbox_list(ApiRequest *r, ApiError *e) {
