@@ -8,7 +8,8 @@ Not a test: it reports.
 starts a private spaced from each build directory (temporary state dir and
 port, host-global names of its own: nft table, link prefix, address pool,
 cgroup root), then alternates between them (which goes first flips every
-round): create (the API call) + delete, and branch x1 / x10 of a running
+round): create (the API call) + delete (with --warm N: from a warm pool of N
+too, each waiting untimed for a ready warm sandbox), and branch x1 / x10 of a running
 sandbox + delete of the children. Prints p50/p90 of each and the ratio B/A.
 --log-level debug keeps each daemon's log (the worker's per-step timings)
 in its state directory, printed at the end with --keep."""
@@ -33,7 +34,7 @@ def free_port():
 
 
 class Daemon:
-    def __init__(self, name, build, idx, log_level, template_tar):
+    def __init__(self, name, build, idx, log_level, template_tar, warm=0):
         self.name = name
         self.state = tempfile.mkdtemp(prefix=f"space-bench-ab-{name}-")
         self.templates = os.path.join(self.state, "templates-in")
@@ -47,7 +48,16 @@ class Daemon:
                 "--cgroup-root", self.cgroup_root, "--pool-size-mb", "4096", "--log-level", log_level,
                 "--net-table", f"spaceab{tag}", "--net-link-prefix", f"ab{tag}-",
                 "--net-pool", f"10.{232 + os.getpid() % 16}.{idx * 64}.0/18", "--slots-max", "1024"]
+        if warm:
+            args.append(f"--warm-pool=base:{warm}")
         self.log = open(os.path.join(self.state, "spaced.log"), "wb")
+        self._start(args)
+        with open(os.path.join(self.state, "s", "admin.key")) as f:
+            key = f.read().strip()
+        self.h = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+
+    def _start(self, args):
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         for _ in range(3000):
@@ -61,10 +71,14 @@ class Daemon:
             if self.proc.poll() is not None:
                 raise RuntimeError("spaced exited: see " + self.log.name)
             time.sleep(0.1)
-        with open(os.path.join(self.state, "s", "admin.key")) as f:
-            key = f.read().strip()
-        self.h = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+
+    def warm_ready(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("GET", "/metrics")
+        for line in c.getresponse().read().decode().splitlines():
+            if line.startswith('space_warm_pool_size{template="base"}'):
+                return int(line.split()[-1])
+        return 0
 
     def call(self, method, path, body=None, ok=(200, 201, 204)):
         self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self.h)
@@ -80,6 +94,17 @@ class Daemon:
         return time.perf_counter() - t0, v
 
     def stop(self, keep):
+        if any(x.startswith("--warm-pool") for x in self.proc.args):
+            # warm sandboxes are the system's: a restart without the pool removes them
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(60)
+            self._start([x for x in self.proc.args if not x.startswith("--warm-pool")])
+            for _ in range(600):
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                c.request("GET", "/metrics")
+                if 'state="paused"} 0' in c.getresponse().read().decode():
+                    break
+                time.sleep(0.2)
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(60)
@@ -107,6 +132,8 @@ def main():
     ap.add_argument("--b", required=True, help="build directory B")
     ap.add_argument("-n", type=int, default=20, help="create samples per build")
     ap.add_argument("--branch", type=int, default=5, help="branch x10 samples per build (0: none)")
+    ap.add_argument("--warm", type=int, default=0,
+                    help="a warm pool of base of this size in both, and creates from it measured too")
     ap.add_argument("--log-level", default="warning")
     ap.add_argument("--keep", action="store_true", help="keep the state directories (logs)")
     a = ap.parse_args()
@@ -121,12 +148,22 @@ def main():
     res = {}
     try:
         for i, (name, build) in enumerate((("A", a.a), ("B", a.b))):
-            ds.append(Daemon(name, os.path.abspath(build), i, a.log_level, tar))
+            ds.append(Daemon(name, os.path.abspath(build), i, a.log_level, tar, a.warm))
         for d in ds:
             made[d.name] = [d.call("POST", "/v1/sandboxes", {})["id"]]
         print(f"space A/B (A = {a.a}, B = {a.b}), interleaved", flush=True)
 
         def create(d):
+            # with a warm pool, a disk_mb other than the default never matches a warm sandbox
+            t, v = d.timed("POST", "/v1/sandboxes", {"disk_mb": 2049} if a.warm else {})
+            d.call("DELETE", f"/v1/sandboxes/{v['id']}")
+            return t
+
+        def create_warm(d):
+            for _ in range(1200):
+                if d.warm_ready() > 0:
+                    break
+                time.sleep(0.05)
             t, v = d.timed("POST", "/v1/sandboxes", {})
             d.call("DELETE", f"/v1/sandboxes/{v['id']}")
             return t
@@ -149,6 +186,8 @@ def main():
             print(f"  {label:<12} A p50 {pa:7.1f} p90 {pct(xs['A'], 90) * 1000:7.1f} ms   "
                   f"B p50 {pb:7.1f} p90 {pct(xs['B'], 90) * 1000:7.1f} ms   B/A {pb / pa:.2f}   (n={n})", flush=True)
 
+        if a.warm:
+            run("create warm", create_warm, a.n)
         run("create", create, a.n)
         if a.branch:
             run("branch x1", branch(1), max(a.branch, 5))

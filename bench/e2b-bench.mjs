@@ -6,8 +6,17 @@
 // run. Uses the SDK installed for the e2e tests (npm ci --prefix
 // tests/e2e/e2b). Not a test: it reports.
 //
+// The configuration is part of the figures: when the server keeps a warm
+// pool for the template (config warm_pool, seen in /metrics), every create
+// (SDK and /v1 alike) first waits, untimed, until a warm sandbox is ready, so
+// the figures are those of warm creates; without one they are cold creates.
+// The output says which, and how many creates a warm sandbox served (from
+// each sandbox's sandbox.created event).
+//
 //   E2B_API_URL=http://127.0.0.1:PORT E2B_SANDBOX_URL=http://127.0.0.1:PORT \
 //   E2B_API_KEY=<space api key> node bench/e2b-bench.mjs [--runs 100] [--template base]
+//
+// or, with a private spaced of the release build: python3 bench/e2b.py --warm 0|N
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -49,7 +58,33 @@ function pct(xs, p) {
 // commands) until its first stdout event.
 const API = process.env.E2B_API_URL
 const H = { Authorization: `Bearer ${process.env.E2B_API_KEY}`, 'Content-Type': 'application/json' }
+
+// Warm sandboxes ready for the template; null: the server keeps no warm pool for it.
+async function warmReady() {
+  const r = await fetch(`${API}/metrics`)
+  const text = await r.text()
+  const m = text.match(new RegExp(`^space_warm_pool_size\\{template="${template}"\\} (\\d+)$`, 'm'))
+  return m ? Number(m[1]) : null
+}
+const warmPool = (await warmReady()) !== null
+async function waitWarm() {
+  if (!warmPool) return
+  for (let i = 0; i < 1200; i++) {
+    if ((await warmReady()) > 0) return
+    await new Promise((res) => setTimeout(res, 50))
+  }
+  throw new Error('no warm sandbox became ready in 60 s')
+}
+// Whether a sandbox came from the warm pool (its sandbox.created event says so).
+async function servedWarm(id) {
+  const r = await fetch(`${API}/v1/events?sandbox=${id}&type=sandbox.created`, { headers: H })
+  const ev = (await r.json()).events || []
+  return ev.some((e) => e.data && e.data.warm_pool === true)
+}
+const served = { sdk: 0, v1: 0 }
+
 async function v1Once() {
+  await waitWarm()
   const t0 = performance.now()
   let r = await fetch(`${API}/v1/sandboxes`, { method: 'POST', headers: H, body: JSON.stringify({ template }) })
   if (r.status !== 201) throw new Error(`/v1 create: ${r.status} ${await r.text()}`)
@@ -67,6 +102,7 @@ async function v1Once() {
     if (!tFirst && buf.includes('"type":"stdout"')) tFirst = performance.now()
   }
   if (!tFirst) throw new Error('/v1: no output from echo hi')
+  if (await servedWarm(id)) served.v1++
   r = await fetch(`${API}/v1/sandboxes/${id}`, { method: 'DELETE', headers: H })
   await r.arrayBuffer()
   return [t1 - t0, tFirst - t1, tFirst - t0]
@@ -81,6 +117,7 @@ for (let i = 0; i < runs; i++) {
   v1.create.push(c)
   v1.firstOutput.push(f)
   v1.total.push(t)
+  await waitWarm()
   const t0 = performance.now()
   const sbx = await Sandbox.create(template)
   const t1 = performance.now()
@@ -94,12 +131,17 @@ for (let i = 0; i < runs; i++) {
   create.push(t1 - t0)
   firstOutput.push(tFirst - t1)
   total.push(tFirst - t0)
+  if (await servedWarm(sbx.sandboxId)) served.sdk++
   await sbx.kill()
 }
 
 const row = (name, xs) =>
   console.log(`${name.padEnd(38)} p50 ${pct(xs, 50).toFixed(1).padStart(7)} ms   p90 ${pct(xs, 90).toFixed(1).padStart(7)} ms`)
 console.log(`E2B SDK against ${process.env.E2B_API_URL}, template ${template}, ${runs} runs`)
+console.log(warmPool
+  ? `warm pool for ${template}: on (each create waited, untimed, for a ready warm sandbox); ` +
+    `served warm: SDK ${served.sdk}/${runs}, /v1 ${served.v1}/${runs}`
+  : `warm pool for ${template}: off (every create is a cold create)`)
 row('Sandbox.create', create)
 row("commands.run('echo hi') → first output", firstOutput)
 row('create → first output', total)

@@ -74,7 +74,7 @@ def free_port():
 class Daemon:
     """A private spaced on a temporary state directory."""
 
-    def __init__(self, build, warm):
+    def __init__(self, build, warm, extra=()):
         self.state = tempfile.mkdtemp(prefix="space-bench-lc-")
         self.templates = os.path.join(self.state, "templates-in")
         os.makedirs(self.templates)
@@ -88,10 +88,15 @@ class Daemon:
             shutil.copyfile(tar, os.path.join(self.templates, "base.tar"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # names global on the host are this run's own (others may run spaced beside it)
+        tag = f"{os.getpid() % 100000}"
+        self.cgroup_root = f"{CGROUP_ROOT}-{tag}"
         args = [os.path.join(build, "src", "spaced", "spaced"), "--state-dir", os.path.join(self.state, "s"),
                 "--listen", f"127.0.0.1:{self.port}", "--template-dir", self.templates,
-                "--cgroup-root", CGROUP_ROOT, "--pool-size-mb", "8192",
-                "--log-level", "warning", f"--warm-pool=base:{warm}"]
+                "--cgroup-root", self.cgroup_root, "--pool-size-mb", "8192",
+                "--log-level", "warning", *([f"--warm-pool=base:{warm}"] if warm else []),
+                "--net-table", f"spacelc{tag}", "--net-link-prefix", f"lc{tag}-",
+                "--net-pool", f"10.{216 + os.getpid() % 16}.0.0/18", "--slots-max", "1024", *extra]
         self.log = open(os.path.join(self.state, "spaced.log"), "wb")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
@@ -135,7 +140,7 @@ class Daemon:
         for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
             for h in [base] + [os.path.join(base, x) for x in os.listdir(base)]:
                 try:
-                    os.rmdir(os.path.join(h, CGROUP_ROOT))  # our empty root, if spaced left it
+                    os.rmdir(os.path.join(h, self.cgroup_root))  # our empty root, if spaced left it
                 except OSError:
                     pass
 
@@ -147,6 +152,7 @@ def main():
     ap.add_argument("--key")
     ap.add_argument("-n", type=int, default=20, help="samples of the quick operations")
     ap.add_argument("--json", action="store_true", help="print the results as JSON too")
+    ap.add_argument("--only", choices=["create"], help="only the creates (warm pool and cold)")
     a = ap.parse_args()
 
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -179,53 +185,54 @@ def main():
 
     try:
         print("space lifecycle benchmark (" + url + ")")
-        sid = new(disk_mb=4096)
-        api.sh(sid, "i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.01; done >/dev/null 2>&1 &")
+        if a.only != "create":
+            sid = new(disk_mb=4096)
+            api.sh(sid, "i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.01; done >/dev/null 2>&1 &")
 
-        def pause_resume():
-            t, _ = api.timed("POST", f"/v1/sandboxes/{sid}/pause", {})
-            pause_resume.resume.append(api.timed("POST", f"/v1/sandboxes/{sid}/resume", {})[0])
-            return t
-        pause_resume.resume = []
-        sample("pause", pause_resume, a.n)
-        res["resume (from paused)"] = pause_resume.resume
-        xs = pause_resume.resume
-        print(f"  {'resume (from paused)':<28} p50 {pct(xs, 50) * 1000:8.1f} ms   p90 {pct(xs, 90) * 1000:8.1f} ms"
-              f"   (n={len(xs)})", flush=True)
-
-        small = new()
-        api.sh(small, "head -c 1048576 /dev/urandom > /root/data; sync")
-        api.sh(sid, "head -c 1073741824 /dev/urandom > /root/data; sync")
-
-        def ckpt(box):
-            def f():
-                t, c = api.timed("POST", f"/v1/sandboxes/{box}/checkpoints", {})
-                api.call("DELETE", f"/v1/sandboxes/{box}/checkpoints/{c['id']}")
+            def pause_resume():
+                t, _ = api.timed("POST", f"/v1/sandboxes/{sid}/pause", {})
+                pause_resume.resume.append(api.timed("POST", f"/v1/sandboxes/{sid}/resume", {})[0])
                 return t
-            return f
-        sample("checkpoint (1 MiB of data)", ckpt(small), a.n)
-        sample("checkpoint (1 GiB of data)", ckpt(sid), a.n)
+            pause_resume.resume = []
+            sample("pause", pause_resume, a.n)
+            res["resume (from paused)"] = pause_resume.resume
+            xs = pause_resume.resume
+            print(f"  {'resume (from paused)':<28} p50 {pct(xs, 50) * 1000:8.1f} ms   p90 {pct(xs, 90) * 1000:8.1f} ms"
+                  f"   (n={len(xs)})", flush=True)
 
-        def branch(count):
-            def f():
-                t, v = api.timed("POST", f"/v1/sandboxes/{small}/branch", {"count": count})
-                for k in v["sandboxes"]:
-                    api.call("DELETE", f"/v1/sandboxes/{k['id']}")
+            small = new()
+            api.sh(small, "head -c 1048576 /dev/urandom > /root/data; sync")
+            api.sh(sid, "head -c 1073741824 /dev/urandom > /root/data; sync")
+
+            def ckpt(box):
+                def f():
+                    t, c = api.timed("POST", f"/v1/sandboxes/{box}/checkpoints", {})
+                    api.call("DELETE", f"/v1/sandboxes/{box}/checkpoints/{c['id']}")
+                    return t
+                return f
+            sample("checkpoint (1 MiB of data)", ckpt(small), a.n)
+            sample("checkpoint (1 GiB of data)", ckpt(sid), a.n)
+
+            def branch(count):
+                def f():
+                    t, v = api.timed("POST", f"/v1/sandboxes/{small}/branch", {"count": count})
+                    for k in v["sandboxes"]:
+                        api.call("DELETE", f"/v1/sandboxes/{k['id']}")
+                    return t
+                return f
+            sample("branch x1", branch(1), max(5, a.n // 2))
+            sample("branch x10", branch(10), 5)
+
+            def suspend_resume():
+                t, _ = api.timed("POST", f"/v1/sandboxes/{small}/suspend", {})
+                suspend_resume.resume.append(api.timed("POST", f"/v1/sandboxes/{small}/resume", {})[0])
                 return t
-            return f
-        sample("branch x1", branch(1), max(5, a.n // 2))
-        sample("branch x10", branch(10), 5)
-
-        def suspend_resume():
-            t, _ = api.timed("POST", f"/v1/sandboxes/{small}/suspend", {})
-            suspend_resume.resume.append(api.timed("POST", f"/v1/sandboxes/{small}/resume", {})[0])
-            return t
-        suspend_resume.resume = []
-        sample("suspend", suspend_resume, max(5, a.n // 2))
-        xs = suspend_resume.resume
-        res["resume (from suspended)"] = xs
-        print(f"  {'resume (from suspended)':<28} p50 {pct(xs, 50) * 1000:8.1f} ms   p90 {pct(xs, 90) * 1000:8.1f} ms"
-              f"   (n={len(xs)})", flush=True)
+            suspend_resume.resume = []
+            sample("suspend", suspend_resume, max(5, a.n // 2))
+            xs = suspend_resume.resume
+            res["resume (from suspended)"] = xs
+            print(f"  {'resume (from suspended)':<28} p50 {pct(xs, 50) * 1000:8.1f} ms   p90 {pct(xs, 90) * 1000:8.1f} ms"
+                  f"   (n={len(xs)})", flush=True)
 
         def ready():
             c = http.client.HTTPConnection(api.host, api.port, timeout=10)
