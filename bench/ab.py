@@ -9,7 +9,7 @@ starts a private spaced from each build directory (temporary state dir and
 port, host-global names of its own: nft table, link prefix, address pool,
 cgroup root), then alternates between them (which goes first flips every
 round): create (the API call) + delete (with --warm N: from a warm pool of N
-too, each waiting untimed for a ready warm sandbox), and branch x1 / x10 of a running
+too, each waiting untimed until the pool is full again), and branch x1 / x10 of a running
 sandbox + delete of the children. Prints p50/p90 of each and the ratio B/A.
 --log-level debug keeps each daemon's log (the worker's per-step timings)
 in its state directory, printed at the end with --keep."""
@@ -160,8 +160,10 @@ def main():
             return t
 
         def create_warm(d):
+            # the pool full again: no refill in flight (the single-threaded worker would make the create
+            # wait behind it; lifecycle.py measures that case)
             for _ in range(1200):
-                if d.warm_ready() > 0:
+                if d.warm_ready() >= a.warm:
                     break
                 time.sleep(0.05)
             t, v = d.timed("POST", "/v1/sandboxes", {})

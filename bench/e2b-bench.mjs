@@ -10,6 +10,9 @@
 // pool for the template (config warm_pool, seen in /metrics), every create
 // (SDK and /v1 alike) first waits, untimed, until a warm sandbox is ready, so
 // the figures are those of warm creates; without one they are cold creates.
+// --wait-ready N waits for N ready ones instead (the pool's size: no refill
+// is then in flight; a create arriving while the worker makes a refill waits
+// behind it).
 // The output says which, and how many creates a warm sandbox served (from
 // each sandbox's sandbox.created event).
 //
@@ -43,6 +46,9 @@ const opt = (name, def) => {
 }
 const runs = Number(opt('--runs', '100'))
 const template = opt('--template', 'base')
+// with a warm pool: wait for this many ready sandboxes before each create (the pool's size: no refill in
+// flight, which the single-threaded worker would make the create wait behind); default 1
+const waitReady = Number(opt('--wait-ready', '1'))
 
 function pct(xs, p) {
   const s = [...xs].sort((a, b) => a - b)
@@ -70,7 +76,7 @@ const warmPool = (await warmReady()) !== null
 async function waitWarm() {
   if (!warmPool) return
   for (let i = 0; i < 1200; i++) {
-    if ((await warmReady()) > 0) return
+    if ((await warmReady()) >= waitReady) return
     await new Promise((res) => setTimeout(res, 50))
   }
   throw new Error('no warm sandbox became ready in 60 s')
@@ -139,7 +145,8 @@ const row = (name, xs) =>
   console.log(`${name.padEnd(38)} p50 ${pct(xs, 50).toFixed(1).padStart(7)} ms   p90 ${pct(xs, 90).toFixed(1).padStart(7)} ms`)
 console.log(`E2B SDK against ${process.env.E2B_API_URL}, template ${template}, ${runs} runs`)
 console.log(warmPool
-  ? `warm pool for ${template}: on (each create waited, untimed, for a ready warm sandbox); ` +
+  ? `warm pool for ${template}: on (each create waited, untimed, until ${waitReady} warm sandbox(es) were ready` +
+    `${waitReady > 1 ? ': no refill in flight' : ''}); ` +
     `served warm: SDK ${served.sdk}/${runs}, /v1 ${served.v1}/${runs}`
   : `warm pool for ${template}: off (every create is a cold create)`)
 row('Sandbox.create', create)

@@ -7,6 +7,7 @@ warm pool, every create is cold), and cleans up. Not a test: it reports.
 
   python3 bench/e2b.py --warm 0 --runs 100     # cold creates
   python3 bench/e2b.py --warm 2 --runs 100     # creates from the warm pool
+  python3 bench/e2b.py --warm 2 --full         # ... each once the pool is full again
 
 Extra arguments after -- go to spaced (e.g. -- --debug-timing=1)."""
 import argparse
@@ -23,6 +24,8 @@ def main():
     ap.add_argument("--build-dir", default=None)
     ap.add_argument("--warm", type=int, default=0, help="warm pool size of base (0: none)")
     ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--full", action="store_true",
+                    help="with a warm pool: each create waits until the pool is full (no refill in flight)")
     ap.add_argument("spaced_args", nargs="*")
     a = ap.parse_args()
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +34,9 @@ def main():
     try:
         env = dict(os.environ, E2B_API_URL=daemon.url, E2B_SANDBOX_URL=daemon.url, E2B_API_KEY=daemon.key)
         print(f"spaced {build} (warm_pool = base:{a.warm})", flush=True)
-        r = subprocess.run(["node", os.path.join(top, "bench", "e2b-bench.mjs"), "--runs", str(a.runs)], env=env)
+        wait = ["--wait-ready", str(a.warm)] if a.full and a.warm else []
+        r = subprocess.run(["node", os.path.join(top, "bench", "e2b-bench.mjs"), "--runs", str(a.runs), *wait],
+                           env=env)
         if r.returncode != 0:
             sys.exit(r.returncode)
     finally:
