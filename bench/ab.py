@@ -37,6 +37,21 @@ class Daemon:
     def __init__(self, name, build, idx, log_level, template_tar, warm=0):
         self.name = name
         self.state = tempfile.mkdtemp(prefix=f"space-bench-ab-{name}-")
+        try:
+            self._setup(name, build, idx, log_level, template_tar, warm)
+        except BaseException:
+            # nothing left behind by a daemon that did not come up (its log first, to stderr)
+            log = os.path.join(self.state, "spaced.log")
+            if os.path.exists(log):
+                with open(log, "rb") as f:
+                    sys.stderr.write(f.read()[-4000:].decode(errors="replace"))
+            if getattr(self, "proc", None) is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            shutil.rmtree(self.state, ignore_errors=True)
+            raise
+
+    def _setup(self, name, build, idx, log_level, template_tar, warm):
         self.templates = os.path.join(self.state, "templates-in")
         os.makedirs(self.templates)
         shutil.copyfile(template_tar, os.path.join(self.templates, "base.tar"))
