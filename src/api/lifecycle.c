@@ -137,7 +137,11 @@ int api_sandbox_pause_locked(ApiRequest *r, Sandbox *sb, const char *reason, Api
         return reread(r, sb, e);
 }
 
-int api_sandbox_pause(ApiRequest *r, ApiError *e) {
+/* POST /v1/sandboxes/{id}/VERB with an empty body: the sandbox locked and
+ * looked up, op (one of the *_locked operations) applied with the reason
+ * "<done> by <actor>", the sandbox in the reply. */
+static int by_request(ApiRequest *r, const char *done,
+                      int (*op)(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e), ApiError *e) {
         _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX];
@@ -151,11 +155,15 @@ int api_sandbox_pause(ApiRequest *r, ApiError *e) {
         k = api_sandbox_lookup(r, id, false, &sb, e);
         if (k < 0)
                 return k;
-        snprintf(reason, sizeof reason, "paused by %s", r->actor);
-        k = api_sandbox_pause_locked(r, &sb, reason, e);
+        snprintf(reason, sizeof reason, "%s by %s", done, r->actor);
+        k = op(r, &sb, reason, e);
         if (k < 0)
                 return k;
         return reply_sandbox(r, 200, id, e);
+}
+
+int api_sandbox_pause(ApiRequest *r, ApiError *e) {
+        return by_request(r, "paused", api_sandbox_pause_locked, e);
 }
 
 /* ---- resume ---- */
@@ -247,38 +255,24 @@ int api_sandbox_wake_locked(ApiRequest *r, Sandbox *sb, bool reboot, const char 
         return k < 0 ? k : 1;
 }
 
-int api_sandbox_resume(ApiRequest *r, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
-        _cleanup_sandbox_ Sandbox sb = {};
-        char reason[STORE_REASON_MAX];
-        const char *id = r->params[0];
-        int k;
-
-        k = read_no_fields(r, e);
-        if (k < 0)
-                return k;
-        lock = api_sandbox_lock(id);
-        k = api_sandbox_lookup(r, id, false, &sb, e);
-        if (k < 0)
-                return k;
-        snprintf(reason, sizeof reason, "resumed by %s", r->actor);
-        switch (sb.state) {
+/* A paused sandbox thawed, a suspended (or failed) one started again. */
+static int resume_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e) {
+        switch (sb->state) {
         case SANDBOX_PAUSED:
-                k = resume_paused_locked(r, &sb, reason, e);
-                break;
+                return resume_paused_locked(r, sb, reason, e);
         case SANDBOX_SUSPENDED:
         case SANDBOX_ERROR:
-                k = start_again_locked(r, &sb, reason, e);
-                break;
+                return start_again_locked(r, sb, reason, e);
         case SANDBOX_RUNNING:
-                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is already running", id);
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is already running", sb->id);
         default:
-                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s: it cannot be resumed", id,
-                                 state_name(&sb));
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s: it cannot be resumed", sb->id,
+                                 state_name(sb));
         }
-        if (k < 0)
-                return k;
-        return reply_sandbox(r, 200, id, e);
+}
+
+int api_sandbox_resume(ApiRequest *r, ApiError *e) {
+        return by_request(r, "resumed", resume_locked, e);
 }
 
 /* ---- suspend ---- */
@@ -320,24 +314,7 @@ int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, A
 }
 
 int api_sandbox_suspend(ApiRequest *r, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
-        _cleanup_sandbox_ Sandbox sb = {};
-        char reason[STORE_REASON_MAX];
-        const char *id = r->params[0];
-        int k;
-
-        k = read_no_fields(r, e);
-        if (k < 0)
-                return k;
-        lock = api_sandbox_lock(id);
-        k = api_sandbox_lookup(r, id, false, &sb, e);
-        if (k < 0)
-                return k;
-        snprintf(reason, sizeof reason, "suspended by %s", r->actor);
-        k = api_sandbox_suspend_locked(r, &sb, reason, e);
-        if (k < 0)
-                return k;
-        return reply_sandbox(r, 200, id, e);
+        return by_request(r, "suspended", api_sandbox_suspend_locked, e);
 }
 
 /* ---- policy ---- */
