@@ -165,9 +165,15 @@ class Cluster:
                 return net
         raise RuntimeError("no free 10.213.x.0/24 for the test links")
 
+    @staticmethod
+    def host_link(i):
+        """The host end of host i's link (by name: self.links also holds the
+        upstream's, and hosts come and go, so its order is not the hosts')."""
+        return f"spc{os.getpid() % 100000}h{i}"
+
     def add_host(self, i):
         ns = f"spc{os.getpid() % 100000}w{i}"
-        link = f"spc{os.getpid() % 100000}h{i}"
+        link = self.host_link(i)
         peer = f"spc{os.getpid() % 100000}p{i}"
         host.run(["ip", "netns", "add", ns], check=True)
         self.netns.append(ns)
@@ -908,7 +914,7 @@ def test_partition_between_api_and_a_worker(cluster):
         cut = made[0][2]
         sid = made[0][0]
         i, addr, ns = c.addresses[cut]
-        link = c.links[i]
+        link = c.host_link(i)
         host.run(["ip", "link", "set", link, "down"], check=True)
         try:
             # its sandboxes: a clear 503, nothing changed
