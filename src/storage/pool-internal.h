@@ -45,6 +45,9 @@ int pool_list_names(const Pool *p, const char *sub, bool (*valid)(const char *),
 int pool_remove_entry(const Pool *p, int dirfd, const char *name);
 
 /* sandbox.c */
+/* The root subvolume of sandbox id opened (O_DIRECTORY) and its subvolume id:
+ * -EOPNOTSUPP unless the pool is btrfs with quotas on. */
+int pool_sandbox_quota_root(Pool *p, const char *id, int *ret_fd, uint64_t *ret_subvolid);
 /* Removes sandboxes/<id> (sb_fd: sandboxes/) with everything in it; only the
  * root directory, not the checkpoints. A missing one is fine. */
 int pool_sandbox_remove_dir(Pool *p, int sb_fd, const char *id);

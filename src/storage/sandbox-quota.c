@@ -17,26 +17,14 @@
 #define QGROUP_LIMIT_MAX_EXCL (UINT64_C(1) << 1) /* BTRFS_QGROUP_LIMIT_MAX_EXCL */
 
 int pool_sandbox_quota_open(Pool *p, const char *id, int *ret_fd) {
-        _cleanup_free_ char *root = NULL;
         _cleanup_close_ int fd = -EBADF, dfd = -EBADF;
         char uuid[37], path[128];
         uint64_t subvolid;
         int r;
 
-        r = pool_usable(p);
-        if (r < 0)
-                return r;
-        if (!pool_sandbox_id_valid(id) || !ret_fd)
+        if (!ret_fd)
                 return -EINVAL;
-        if (p->kind != POOL_BTRFS || !p->quota)
-                return -EOPNOTSUPP;
-        root = pool_subpath(p, POOL_SANDBOXES_DIR, id, POOL_SANDBOX_ROOT);
-        if (!root)
-                return -ENOMEM;
-        fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        r = btrfs_subvol_get_id(fd, &subvolid);
+        r = pool_sandbox_quota_root(p, id, &fd, &subvolid);
         if (r < 0)
                 return r;
         r = btrfs_fs_uuid(fd, uuid);

@@ -280,16 +280,15 @@ int pool_sandbox_root_path(Pool *p, const char *id, char **ret) {
         return 0;
 }
 
-int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes) {
+int pool_sandbox_quota_root(Pool *p, const char *id, int *ret_fd, uint64_t *ret_subvolid) {
         _cleanup_free_ char *root = NULL;
         _cleanup_close_ int fd = -EBADF;
-        uint64_t subvolid;
         int r;
 
         r = pool_usable(p);
         if (r < 0)
                 return r;
-        if (!pool_sandbox_id_valid(id) || !ret_bytes)
+        if (!pool_sandbox_id_valid(id))
                 return -EINVAL;
         if (p->kind != POOL_BTRFS || !p->quota)
                 return -EOPNOTSUPP;
@@ -299,7 +298,21 @@ int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes) {
         fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return negative_errno();
-        r = btrfs_subvol_get_id(fd, &subvolid);
+        r = btrfs_subvol_get_id(fd, ret_subvolid);
+        if (r < 0)
+                return r;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes) {
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t subvolid;
+        int r;
+
+        if (!ret_bytes)
+                return -EINVAL;
+        r = pool_sandbox_quota_root(p, id, &fd, &subvolid);
         if (r < 0)
                 return r;
         return btrfs_qgroup_get(fd, BTRFS_QGROUPID(subvolid), NULL, ret_bytes);
