@@ -17,12 +17,9 @@ Needs the debian template (templates/debian/build.sh build/templates/debian.tar,
 or $SPACE_DEBIAN_TAR)."""
 
 import base64
-import json
 import os
-import random
 import re
 import secrets
-import shutil
 import subprocess
 import time
 import uuid
@@ -30,12 +27,11 @@ import uuid
 import pytest
 
 import e2e_residue as residue
+from e2e_upstream import HttpsUpstream
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("SPACE_BUILD_DIR", os.path.join(REPO, "build"))
 DEBIAN_TAR = os.environ.get("SPACE_DEBIAN_TAR", os.path.join(BUILD, "templates", "debian.tar"))
-SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gateway_servers.py")
-PY = "/usr/bin/python3"
 
 API_HOST, OTHER_HOST, BADNAME_HOST, GIT_HOST = "api.cred.test", "other.cred.test", "badname.cred.test", "git.cred.test"
 CERT_NAMES = (API_HOST, OTHER_HOST, GIT_HOST)  # not BADNAME_HOST: its certificate does not name it
@@ -49,52 +45,21 @@ def sh(*args, check=True, **kw):
 def wire(e2e_session, tmp_path_factory, request):
     if not os.path.exists(DEBIAN_TAR):
         pytest.skip(f"the debian template is not built ({DEBIAN_TAR}: templates/debian/build.sh)")
-    tag = secrets.token_hex(3)
-    ns, link = f"spcw-{tag}", f"spcw{tag}"
-    octet = random.randrange(16, 250)
-    host_ip, srv_ip = f"172.29.{octet}.1", f"172.29.{octet}.2"
-    tmp = tmp_path_factory.mktemp("credwire")
-    zone = {"_listen": [srv_ip], API_HOST: [srv_ip], OTHER_HOST: [srv_ip], BADNAME_HOST: [srv_ip], GIT_HOST: [srv_ip]}
-    procs, d = [], None
+    up, d = None, None
     try:
-        sh("ip", "netns", "add", ns)
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        sh("ip", "addr", "add", f"{host_ip}/30", "dev", link)
-        sh("ip", "link", "set", link, "up")
-        sh("ip", "-n", ns, "addr", "add", f"{srv_ip}/30", "dev", "eth0")
-        sh("ip", "-n", ns, "link", "set", "eth0", "up")
-        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-           "/CN=space e2e upstream CA", "-keyout", f"{tmp}/ca.key", "-out", f"{tmp}/ca.pem")
-        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={API_HOST}",
-           "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
-        with open(f"{tmp}/ext", "w") as f:
-            f.write("subjectAltName=" + ",".join(f"DNS:{n}" for n in CERT_NAMES) + "\n")
-        sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
-           "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
-        log = f"{tmp}/upstream.log"
-        open(log, "w").close()
-        # nsenter, not `ip netns exec` (its mount namespace would hold a copy of the pool's mount)
-        srv = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", PY, SERVERS, log, f"{tmp}/srv.pem",
-                                f"{tmp}/srv.key",
-                                json.dumps(zone)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        procs.append(srv)
-        assert srv.stdout.readline().strip() == "ready"
-        os.chmod(tmp, 0o755)
-        d = e2e_session.new_daemon(extra_args=[f"--gateway-dns-upstream={srv_ip}:53",
-                                               f"--gateway-ca-file={tmp}/ca.pem"])
+        up = HttpsUpstream("spcw", "172.29", tmp_path_factory.mktemp("credwire"),
+                           [API_HOST, OTHER_HOST, BADNAME_HOST, GIT_HOST], "space e2e upstream CA",
+                           cert_names=CERT_NAMES)
+        d = e2e_session.new_daemon(extra_args=[f"--gateway-dns-upstream={up.srv_ip}:53",
+                                               f"--gateway-ca-file={up.ca_pem}"])
         d.start()
         r = d.cli("template", "import", "debian", DEBIAN_TAR, timeout=600)
         assert r.rc == 0, r
-        yield {"d": d, "log": log, "tmp": str(tmp), "srv_ip": srv_ip}
+        yield {"d": d, "up": up}
     finally:
         # the test host first: the daemon's teardown checks the host for anything left
-        for p in procs:
-            p.stdin.close()
-            p.kill()
-            p.wait()
-        subprocess.run(["ip", "link", "del", link], capture_output=True)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if up is not None:
+            up.close()
         if d is not None:
             problems = residue.teardown_daemon(d)
             if not problems:
@@ -105,8 +70,7 @@ def wire(e2e_session, tmp_path_factory, request):
 
 def upstream(wire, token):
     """The requests that reached the upstreams with token in their path."""
-    with open(wire["log"]) as f:
-        return [e for e in (json.loads(l) for l in f if l.strip()) if e.get("kind") == "http" and token in e["path"]]
+    return wire["up"].requests(token)
 
 
 def new_cred(d, hosts, **fields):

@@ -14,21 +14,18 @@ verifies the gateway's certificate against the trust store the worker wrote
 template (templates/debian/build.sh build/templates/debian.tar, or
 $SPACE_DEBIAN_TAR)."""
 
-import json
 import os
-import random
 import secrets
 import subprocess
 
 import pytest
 
 import e2e_residue as residue
+from e2e_upstream import HttpsUpstream
 from test_vm import QEMU, kernel_dir
 
 pytestmark = pytest.mark.vm
 
-SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gateway_servers.py")
-PY = "/usr/bin/python3"
 API_HOST = "api.vmcred.test"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("SPACE_BUILD_DIR", os.path.join(REPO, "build"))
@@ -46,50 +43,19 @@ def vmcred(e2e_session, tmp_path_factory, request):
     if not os.path.exists(DEBIAN_TAR):
         pytest.skip(f"the debian template is not built ({DEBIAN_TAR}: templates/debian/build.sh)")
     kdir = kernel_dir()
-    tag = secrets.token_hex(3)
-    ns, link = f"spvc-{tag}", f"spvc{tag}"
-    octet = random.randrange(16, 250)
-    host_ip, srv_ip = f"172.28.{octet}.1", f"172.28.{octet}.2"
-    tmp = tmp_path_factory.mktemp("vmcred")
-    zone = {"_listen": [srv_ip], API_HOST: [srv_ip]}
-    srv, d = None, None
+    up, d = None, None
     try:
-        sh("ip", "netns", "add", ns)
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        sh("ip", "addr", "add", f"{host_ip}/30", "dev", link)
-        sh("ip", "link", "set", link, "up")
-        sh("ip", "-n", ns, "addr", "add", f"{srv_ip}/30", "dev", "eth0")
-        sh("ip", "-n", ns, "link", "set", "eth0", "up")
-        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-           "/CN=space e2e vm upstream CA", "-keyout", f"{tmp}/ca.key", "-out", f"{tmp}/ca.pem")
-        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={API_HOST}",
-           "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
-        with open(f"{tmp}/ext", "w") as f:
-            f.write(f"subjectAltName=DNS:{API_HOST}\n")
-        sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
-           "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
-        log = f"{tmp}/upstream.log"
-        open(log, "w").close()
-        # nsenter, not `ip netns exec` (its mount namespace would hold a copy of the pool's mount)
-        srv = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", PY, SERVERS, log, f"{tmp}/srv.pem",
-                                f"{tmp}/srv.key", json.dumps(zone)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert srv.stdout.readline().strip() == "ready"
-        os.chmod(tmp, 0o755)
-        d = e2e_session.new_daemon(extra_args=[f"--vm-kernel-dir={kdir}", f"--gateway-dns-upstream={srv_ip}:53",
-                                               f"--gateway-ca-file={tmp}/ca.pem"])
+        up = HttpsUpstream("spvc", "172.28", tmp_path_factory.mktemp("vmcred"), [API_HOST],
+                           "space e2e vm upstream CA")
+        d = e2e_session.new_daemon(extra_args=[f"--vm-kernel-dir={kdir}", f"--gateway-dns-upstream={up.srv_ip}:53",
+                                               f"--gateway-ca-file={up.ca_pem}"])
         d.start()
         r = d.cli("template", "import", "debian", DEBIAN_TAR, timeout=600)
         assert r.rc == 0, r
-        yield {"d": d, "log": log}
+        yield {"d": d, "up": up}
     finally:
-        if srv:
-            srv.stdin.close()
-            srv.kill()
-            srv.wait()
-        subprocess.run(["ip", "link", "del", link], capture_output=True)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if up is not None:
+            up.close()
         if d is not None:
             problems = residue.teardown_daemon(d)
             if not problems:
@@ -99,8 +65,7 @@ def vmcred(e2e_session, tmp_path_factory, request):
 
 
 def upstream(ctx, token):
-    with open(ctx["log"]) as f:
-        return [e for e in (json.loads(ln) for ln in f if ln.strip()) if e.get("kind") == "http" and token in e["path"]]
+    return ctx["up"].requests(token)
 
 
 @pytest.mark.timeout(900)
