@@ -70,6 +70,7 @@ typedef struct RuntimeHost {
         const char *run_dir;       /* <state>/run/sandboxes: <run_dir>/<id>/ holds a sandbox's sockets */
         const char *vm_kernel_dir; /* vm: vmlinux, modules.cpio, version (vm/kernel/build.sh) */
         const char *vm_accel;      /* vm: "auto" | "kvm" | "tcg" */
+        const char *vm_kvm_device; /* vm: the device accel auto looks for (NULL/"": /dev/kvm) */
         const char *vm_qemu;       /* vm: the QEMU binary (qemu-system-x86_64) */
         int agent_exe_fd;          /* space-agent (sealed memfd) */
 } RuntimeHost;
@@ -88,7 +89,16 @@ typedef struct RuntimePending {
         int pidfd;
         int sync_fd;               /* readable once the guest is ready (or failed): finish will not block then */
         uint64_t deadline_usec;    /* CLOCK_MONOTONIC: finish gives up then (0: the runtime's own bound) */
+        bool accel_probe;          /* vm: this boot tells whether KVM works here; if it does not, finish
+                                    * returns -EAGAIN and the runtime uses TCG from then on (boot again) */
 } RuntimePending;
+
+/* vm: where the choice of accelerator stands (accel auto: KVM only once a boot under it worked). */
+typedef enum RuntimeAccelProbe {
+        RUNTIME_ACCEL_DECIDED,     /* the accelerator is known */
+        RUNTIME_ACCEL_UNDECIDED,   /* the next boot without a saved machine is the probe */
+        RUNTIME_ACCEL_PROBING,     /* a probe boot runs: boots without a saved machine wait for its verdict */
+} RuntimeAccelProbe;
 
 typedef struct RuntimeOps {
         const char *name;
@@ -153,6 +163,8 @@ typedef struct RuntimeOps {
         int (*base_key)(char *buf, size_t size);
         /* vm: the running guest writes its dirty file data to its disk (before a disk-only copy). */
         int (*sync)(const char *agent_socket);
+        /* vm (NULL: always decided): where the choice of accelerator stands. */
+        RuntimeAccelProbe (*accel_probe_state)(void);
 } RuntimeOps;
 
 const RuntimeOps *runtime_find(const char *name);

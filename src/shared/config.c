@@ -51,6 +51,7 @@ const ConfigItem config_table[] = {
         { "vm_kernel_dir", S(vm_kernel_dir), "", 0, 0, NULL, "guest kernel of the vm runtime (vm/kernel/build.sh DIR); default <state_dir>/vm/kernel" },
         { "vm_qemu", S(vm_qemu), "/usr/bin/qemu-system-x86_64", 0, 0, NULL, "QEMU binary of the vm runtime (an absolute path)" },
         { "vm_accel", S(vm_accel), "auto", 0, 0, "auto|kvm|tcg", "vm runtime acceleration (auto: KVM if a boot works, else TCG emulation)" },
+        { "vm_kvm_device", S(vm_kvm_device), "/dev/kvm", 0, 0, NULL, "the KVM device vm_accel auto looks for (where it is there, the first boot probes KVM)" },
         { "vm_base_snapshots", U(vm_base_snapshots), "1", 0, 1, NULL, "1: a vm create restores a booted template VM saved once per template and shape (base snapshot) instead of booting" },
         { "checkpoints_max", U(checkpoints_max), "64", 1, CONFIG_CHECKPOINTS_MAX, NULL, "most checkpoints one sandbox may hold (default and upper bound of its checkpoints_max)" },
         { "checkpoints_max_mb", U(checkpoints_max_mb), "0", 0, UINT64_C(1) << 40, NULL, "most MiB one sandbox's checkpoints may hold exclusively (default and upper bound of its checkpoints_mb); 0 = the sandbox's disk_mb" },

@@ -50,6 +50,7 @@ typedef struct Config {
         char vm_kernel_dir[CONFIG_STR_MAX];
         char vm_qemu[CONFIG_STR_MAX];
         char vm_accel[16];             /* auto | kvm | tcg */
+        char vm_kvm_device[CONFIG_STR_MAX]; /* looked for by vm_accel auto */
         uint64_t vm_base_snapshots;    /* 1: creates restore a base snapshot of the template */
         uint64_t checkpoints_max;      /* most checkpoints per sandbox */
         uint64_t checkpoints_max_mb;   /* most MiB a sandbox's checkpoints hold exclusively; 0 = its disk_mb */

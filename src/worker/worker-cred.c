@@ -252,7 +252,15 @@ int worker_cred_save(Worker *w, const char *id, const char *path) {
         return r == -ENOENT ? 0 : r;
 }
 
-int worker_cred_load_saved(Worker *w, const char *id, const char *path) {
+int worker_cred_copy_saved(const char *from, const char *to) {
+        int r;
+
+        (void) unlink(to);
+        r = copy_secret_file(from, to);
+        return r == -ENOENT ? 0 : r;
+}
+
+int worker_cred_load_saved(Worker *w, const char *id, const char *path, bool consume) {
         char p[PATH_MAX];
         int r;
 
@@ -260,7 +268,8 @@ int worker_cred_load_saved(Worker *w, const char *id, const char *path) {
         if (r < 0)
                 return r;
         r = copy_secret_file(path, p);
-        (void) unlink(path);
+        if (consume)
+                (void) unlink(path);
         return r;
 }
 

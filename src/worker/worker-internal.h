@@ -45,6 +45,7 @@ typedef struct WorkerSpec {
         bool new_identity;     /* vm, with restore_path: another sandbox's machine (fresh machine-id) */
         bool neutral;          /* vm: booted with nothing of the sandbox (a base snapshot is saved from it) */
         bool cold_boot;        /* vm: booted, not restored from its base snapshot (that failed; a new one is saved) */
+        bool restore_checkpoint; /* vm: restore_path is a checkpoint's, of this sandbox (it stays, with its CA) */
         uint64_t slot, cpu_millis, memory_mb, disk_mb, pids_max, io_weight;
         char **env;
         char *policy;  /* egress policy JSON text ("policy" of the spec), NULL: none */
@@ -74,6 +75,8 @@ typedef struct Worker {
         bool statfs_emulate;       /* ns sandboxes' statfs answered by the worker (a pool with quotas) */
         struct WorkerBoot **boots; /* creates whose guest is booting (worker-boot.c) */
         size_t n_boots, allocated_boots;
+        struct WorkerProbeWait *probe_waits; /* vm creates waiting for the KVM probe's verdict (worker-boot.c) */
+        size_t n_probe_waits, allocated_probe_waits;
         int spawner_fd;            /* worker-spawner.c: the process that clones ns sandboxes */
         pid_t spawner_pid;         /* 0: none (they are cloned in process) */
         unsigned spawner_outstanding; /* requests sent, not answered yet (answered in order) */
@@ -119,6 +122,7 @@ typedef struct WorkerPending {
         bool keep_ca;          /* a machine resumed with its memory: its processes keep trusting its CA */
         bool start_op;         /* vm, a start (resume) of a suspended sandbox in the event loop, not a create */
         char *state_path;      /* ... from the machine saved here (owned; NULL: a boot on its disk) */
+        bool keep_state;       /* ... a checkpoint's (a restore in place): it stays */
         bool root_made;        /* worker_spawn_runtime() made the root (it was given none) */
         int64_t start_usec, root_usec, spawned_usec; /* for the debug log of a create's phases */
 } WorkerPending;
@@ -234,6 +238,24 @@ typedef struct WorkerBoot WorkerBoot;
 /* Takes over p (spawned, not finished) for the current request, whose reply
  * is then written when the boot ends (w->reply_deferred). */
 int worker_boot_defer(Worker *w, WorkerPending *p);
+/* A branch's children, each spawned (not finished), deferred into one
+ * group whose reply ({"ok","processes_preserved","sandboxes":[{id,pid,
+ * starttime}]}, or the first failure) is written when the last ends; all or
+ * nothing: a failure undoes every child, processes and disks. _new (NULL:
+ * out of memory) for the current request; then _defer_child for each
+ * spawned child i (p taken over; a failure fails it), then exactly one
+ * _release: spawned children were deferred, the rest failed with e. The
+ * release writes the reply to jw if every child ended already, else sets
+ * w->reply_deferred. */
+typedef struct WorkerBootGroup WorkerBootGroup;
+WorkerBootGroup *worker_boot_group_new(Worker *w, const char *source, const WorkerSpec *specs, size_t n,
+                                       bool with_memory);
+int worker_boot_defer_child(Worker *w, WorkerBootGroup *g, size_t i, WorkerPending *p);
+void worker_boot_group_release(Worker *w, WorkerBootGroup *g, size_t spawned, const ApiError *e, JsonWriter *jw);
+/* A vm create (spec, its JSON) while the runtime probes KVM with another
+ * boot: it waits for the verdict (w->reply_deferred), then runs as if it had
+ * just arrived; the worker serves every other request meanwhile. */
+int worker_boot_wait_probe(Worker *w, const char *id, const JsonValue *spec);
 /* A copy of v (NULL on failure or if v is NULL). */
 JsonValue *worker_json_copy(const JsonValue *v);
 /* epoll reported an fd tagged WORKER_TAG_BOOT. */
@@ -270,12 +292,15 @@ int worker_cred_sync(Worker *w, const char *id, bool registered_now, ApiError *e
 #define WORKER_CA_SAVED_SUFFIX ".gateway-ca" /* beside a vm's saved memory */
 /* Drops the CA of an earlier life of the sandbox (its root is new or replaced). */
 void worker_cred_forget(Worker *w, const char *id);
-/* A vm suspended with its memory: its CA saved to path (beside the saved
- * machine; nothing to save is fine), and put back when the machine resumes
- * (its processes continue and keep trusting it): 0 if it was put back,
- * -ENOENT if there was none. */
+/* A vm suspended or checkpointed with its memory: its CA saved to path
+ * (beside the saved machine; nothing to save is fine), and put back when
+ * that machine runs again as this sandbox (its processes continue and keep
+ * trusting it): 0 if it was put back, -ENOENT if there was none. consume:
+ * path goes (a suspend's; a checkpoint's stays, restorable again). */
 int worker_cred_save(Worker *w, const char *id, const char *path);
-int worker_cred_load_saved(Worker *w, const char *id, const char *path);
+int worker_cred_load_saved(Worker *w, const char *id, const char *path, bool consume);
+/* A saved CA copied (a checkpoint of a suspended vm takes the one saved with its memory); none is fine. */
+int worker_cred_copy_saved(const char *from, const char *to);
 void worker_op_set_credentials(Worker *w, const JsonValue *req, JsonWriter *jw);
 /* worker-agent-file.c: small files in a running sandbox through its agent
  * (the vm runtime's trust store). open: a connection, greeted; read: at
@@ -286,14 +311,26 @@ int worker_agent_file_read(int fd, const char *path, size_t max, char **ret, siz
 int worker_agent_file_write(int fd, const char *path, const void *data, size_t n, mode_t mode);
 
 /* worker-vm.c: vm sandboxes' checkpoints with memory, restores, branches, creates from base snapshots */
-void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool with_memory, JsonWriter *jw);
-void worker_vm_op_restore(Worker *w, WorkerSpec *s, const char *ck, JsonWriter *jw);
+/* max_mb (0: none): the cap on what the sandbox's checkpoints hold, this one included. */
+void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool with_memory, uint64_t max_mb,
+                             JsonWriter *jw);
+void worker_vm_op_restore(Worker *w, WorkerSpec *s, const JsonValue *spec, const char *ck, JsonWriter *jw);
 void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 /* The disk from the template's base snapshot (restored, told its identity) or, without one,
  * from its image (booted neutral, saved as the base snapshot, then told its identity). */
 int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonValue *spec, int64_t *ret_pid,
                      uint64_t *ret_starttime, ApiError *e);
-/* worker-lifecycle.c: a vm start (resume) whose saved machine would not load boots on its disk. */
+/* worker-lifecycle.c: starts s on root (from the machine saved in state, if
+ * not NULL). A vm sandbox with a client waiting is finished by the event
+ * loop (worker-boot.c: QEMU loads the machine, or the guest boots, for
+ * seconds; every other request is served meanwhile): 0 and
+ * w->reply_deferred, the reply {"ok","pid","starttime","processes_preserved"}.
+ * spec: s as JSON, to start it again on its disk should the saved machine
+ * not load there. keep_state: state is a checkpoint's (it stays); else it
+ * goes once the machine runs (its disk moves on). */
+int worker_start_runtime_deferred(Worker *w, WorkerSpec *s, const char *root, const char *state, bool keep_state,
+                                  const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e);
+/* A vm start (resume) whose saved machine would not load boots on its disk. */
 int worker_vm_start_on_disk(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime,
                             ApiError *e);
 /* A create from a base snapshot failed to restore: that snapshot goes and spec boots, without one. */

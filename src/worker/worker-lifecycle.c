@@ -107,13 +107,8 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
         json_w_object_end(jw);
 }
 
-/* Starts s on root (from the machine saved in state, if not NULL). A vm
- * sandbox with a client waiting is finished by the event loop (worker-boot.c:
- * QEMU loads the machine, or the guest boots, for seconds; every other
- * request is served meanwhile): 0 and w->reply_deferred. spec: s as JSON,
- * to start it again on its disk should the saved machine not load there. */
-static int start_runtime(Worker *w, WorkerSpec *s, const char *root, const char *state, const JsonValue *spec,
-                         int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+int worker_start_runtime_deferred(Worker *w, WorkerSpec *s, const char *root, const char *state, bool keep_state,
+                                  const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
         WorkerPending p;
         int r;
 
@@ -125,6 +120,7 @@ static int start_runtime(Worker *w, WorkerSpec *s, const char *root, const char 
         if (p.created)
                 return worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
         p.start_op = true;
+        p.keep_state = keep_state;
         p.state_path = state ? strdup(state) : NULL;
         p.retry_spec = worker_json_copy(spec);
         if ((!state || p.state_path) && p.retry_spec && worker_boot_defer(w, &p) >= 0)
@@ -161,7 +157,7 @@ void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         }
         s.restore_path = state;
-        r = start_runtime(w, &s, root, state, json_get(req, "sandbox"), &pid, &st, &e);
+        r = worker_start_runtime_deferred(w, &s, root, state, false, json_get(req, "sandbox"), &pid, &st, &e);
         if (r >= 0 && w->reply_deferred)
                 return; /* worker-boot.c replies */
         if (r < 0 && state) {
@@ -214,7 +210,8 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
         (void) json_bool(json_get(req, "with_memory"), &with_memory);
         if (pool_sandbox_is_vm(w->pool, id)) {
                 /* a vm checkpoint's files are counted as allocated (not as
-                 * btrfs exclusive bytes): the cap is checked before it */
+                 * btrfs exclusive bytes): the cap is checked before it (a
+                 * cap reached already) and after it (worker-vm.c) */
                 if (max_mb > 0 && pool_checkpoint_usage_total(w->pool, id, &held) >= 0 && held >> 20 >= max_mb) {
                         api_error(&e, -ENOSPC, API_INSUFFICIENT_STORAGE,
                                   "the checkpoints of sandbox %s hold %" PRIu64 " MiB, its cap is %" PRIu64
@@ -222,7 +219,7 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
                                   id, held >> 20, max_mb);
                         return worker_reply_error(jw, &e);
                 }
-                return worker_vm_op_checkpoint(w, id, ck, with_memory, jw);
+                return worker_vm_op_checkpoint(w, id, ck, with_memory, max_mb, jw);
         }
         if (with_memory) {
                 api_error(&e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
@@ -340,7 +337,7 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         }
         if (pool_sandbox_is_vm(w->pool, s.id))
-                return worker_vm_op_restore(w, &s, ck, jw);
+                return worker_vm_op_restore(w, &s, json_get(req, "sandbox"), ck, jw);
         /* running processes end; the agent starts afresh on the restored files */
         (void) worker_cleanup_sandbox(w, s.id, false);
         r = pool_sandbox_restore(w->pool, s.id, ck, s.disk_mb, &root);
@@ -684,5 +681,5 @@ int worker_vm_start_on_disk(Worker *w, const JsonValue *spec, int64_t *ret_pid, 
                                  "sandbox %s has no disk here: %s", s.id, strerror(-r));
         if (pool_sandbox_memory_path(w->pool, s.id, &state) >= 0)
                 (void) unlink(state); /* it would not load */
-        return start_runtime(w, &s, root, NULL, spec, ret_pid, ret_starttime, e);
+        return worker_start_runtime_deferred(w, &s, root, NULL, false, spec, ret_pid, ret_starttime, e);
 }

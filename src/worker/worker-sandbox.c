@@ -295,7 +295,7 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
                                                           * memory (another sandbox's machine gets its own) */
                 char ca_saved[PATH_MAX];
                 snprintf(ca_saved, sizeof ca_saved, "%s" WORKER_CA_SAVED_SUFFIX, s->restore_path);
-                ret->keep_ca = worker_cred_load_saved(w, s->id, ca_saved) >= 0;
+                ret->keep_ca = worker_cred_load_saved(w, s->id, ca_saved, !s->restore_checkpoint) >= 0;
         }
         (void) worker_agent_socket(w, s->id, prep->sock, sizeof prep->sock);
         snprintf(prep->hostname, sizeof prep->hostname, "space-%s", s->id);

@@ -58,12 +58,13 @@ static int take_disk(void *ctx) {
         return pool_disk_checkpoint_take_disk(t->pool, t->id, t->ck, false);
 }
 
-void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool with_memory, JsonWriter *jw) {
+void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool with_memory, uint64_t max_mb,
+                             JsonWriter *jw) {
         _cleanup_free_ char *dir = NULL, *mem = NULL, *saved = NULL;
         LiveSandbox *l = worker_live_find(w, id);
         TakeDisk t = { .pool = w->pool, .id = id, .ck = ck };
         bool has_saved;
-        uint64_t size = 0;
+        uint64_t size = 0, held = 0;
         ApiError e = {};
         int r;
 
@@ -98,6 +99,16 @@ void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool wit
                         (void) l->rt->freeze(id, false);
         } else /* suspended: its disk, and the machine saved beside it */
                 r = pool_disk_checkpoint_take_disk(w->pool, id, ck, with_memory);
+        if (r >= 0 && with_memory) {
+                /* the CA its processes trust goes with their memory: a restore in place keeps it */
+                _cleanup_free_ char *ca = NULL;
+                char from[PATH_MAX];
+                r = pool_disk_checkpoint_path(w->pool, id, ck, "memory.state" WORKER_CA_SAVED_SUFFIX, &ca);
+                if (r >= 0 && l)
+                        r = worker_cred_save(w, id, ca);
+                else if (r >= 0 && snprintf(from, sizeof from, "%s" WORKER_CA_SAVED_SUFFIX, saved) < (int) sizeof from)
+                        r = worker_cred_copy_saved(from, ca);
+        }
         if (r < 0) {
                 (void) pool_checkpoint_remove(w->pool, id, ck);
                 api_error(&e, r, r == -ENOSPC ? API_INSUFFICIENT_STORAGE : API_INTERNAL,
@@ -105,6 +116,19 @@ void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool wit
                 return worker_reply_error(jw, &e);
         }
         (void) pool_checkpoint_usage(w->pool, id, ck, &size);
+        /* the cap holds after it too: its files are counted as allocated, and the machine's memory is
+         * only known once saved (the caller refused already when the cap was reached before it) */
+        if (max_mb > 0 && pool_checkpoint_usage_total(w->pool, id, &held) >= 0 && held > max_mb << 20) {
+                r = pool_checkpoint_remove(w->pool, id, ck);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to remove checkpoint %s of %s past its cap: %m", ck, id);
+                api_error(&e, -ENOSPC, API_INSUFFICIENT_STORAGE,
+                          "with this checkpoint (%" PRIu64 " MiB: its disk%s) the checkpoints of sandbox %s would "
+                          "hold %" PRIu64 " MiB, its cap is %" PRIu64 " MiB (checkpoints_mb): delete some first%s",
+                          size >> 20, with_memory ? " and memory" : "", id, held >> 20, max_mb,
+                          with_memory ? ", or take it with with_memory false" : "");
+                return worker_reply_error(jw, &e);
+        }
         log_info("Sandbox %s: checkpoint %s taken (%s, %" PRIu64 " MiB)", id, ck,
                  with_memory ? "disk and memory" : "disk", size >> 20);
         json_w_object_begin(jw);
@@ -117,7 +141,7 @@ void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool wit
 
 /* ---- restore ---- */
 
-void worker_vm_op_restore(Worker *w, WorkerSpec *s, const char *ck, JsonWriter *jw) {
+void worker_vm_op_restore(Worker *w, WorkerSpec *s, const JsonValue *spec, const char *ck, JsonWriter *jw) {
         _cleanup_free_ char *disk = NULL, *mem = NULL;
         ApiError e = {};
         int64_t pid = 0;
@@ -139,16 +163,30 @@ void worker_vm_op_restore(Worker *w, WorkerSpec *s, const char *ck, JsonWriter *
                           strerror(-r));
                 return worker_reply_error(jw, &e);
         }
-        s->restore_path = mem; /* read only: the checkpoint stays restorable */
-        r = worker_start_runtime(w, s, disk, &pid, &st, &e);
+        {
+                /* a machine saved at suspend belongs to the disk that was replaced */
+                _cleanup_free_ char *saved = NULL;
+                if (pool_sandbox_memory_path(w->pool, s->id, &saved) >= 0)
+                        (void) unlink(saved);
+        }
+        /* read only: the checkpoint stays restorable (and so does the CA saved with it, which the
+         * processes of that moment trust); QEMU loads it while the event loop serves others */
+        s->restore_path = mem;
+        s->restore_checkpoint = true;
+        r = worker_start_runtime_deferred(w, s, disk, mem, true, spec, &pid, &st, &e);
+        if (r >= 0 && w->reply_deferred)
+                return; /* worker-boot.c replies (and boots the disk should that machine not load) */
         if (r < 0 && mem) {
                 /* that machine would not run again: the checkpoint's disk, booted (the reply says so) */
                 log_warning("Sandbox %s: restoring the memory of checkpoint %s failed (%s); booting its disk", s->id,
                             ck, e.message);
                 mem = mfree(mem);
                 s->restore_path = NULL;
+                s->restore_checkpoint = false;
                 e = (ApiError){};
-                r = worker_start_runtime(w, s, disk, &pid, &st, &e);
+                r = worker_start_runtime_deferred(w, s, disk, NULL, false, spec, &pid, &st, &e);
+                if (r >= 0 && w->reply_deferred)
+                        return;
         }
         if (r < 0)
                 return worker_reply_error(jw, &e);
@@ -276,6 +314,30 @@ void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 goto finish;
         }
 
+        if (w->current_client) {
+                /* the children load the saved machine (or boot) for seconds: the event loop finishes
+                 * them (worker-boot.c), the last one replies; every other request is served meanwhile */
+                WorkerBootGroup *g = worker_boot_group_new(w, src, specs, n, mem != NULL);
+                if (!g) {
+                        r = api_error(&e, -ENOMEM, API_INTERNAL, "out of memory");
+                        goto finish;
+                }
+                for (; started < n; started++) {
+                        WorkerPending p;
+                        specs[started].restore_path = mem;
+                        specs[started].new_identity = true;
+                        r = worker_spawn_runtime(w, &specs[started], disks[started], &p, &e);
+                        if (r < 0)
+                                break;
+                        (void) worker_boot_defer_child(w, g, started, &p); /* a failure fails the group */
+                }
+                /* QEMU holds the saved machine open from its spawn on: it can go now */
+                if (tmp_mem)
+                        (void) unlink(tmp_mem);
+                worker_boot_group_release(w, g, started, &e, jw); /* it removes the disks on failure */
+                goto done;
+        }
+
         for (; started < n; started++) {
                 specs[started].restore_path = mem;
                 specs[started].new_identity = true;
@@ -311,6 +373,7 @@ finish:
                 json_w_array_end(jw);
                 json_w_object_end(jw);
         }
+done:
         for (size_t i = 0; i < VM_BRANCH_MAX; i++) {
                 free(disks[i]);
                 worker_spec_done(&specs[i]);
@@ -421,8 +484,10 @@ static int vm_start(Worker *w, WorkerSpec *s, const JsonValue *spec, const char 
         }
         if (w->current_client && !p.created) {
                 /* a guest boots (or loads its saved machine) for seconds: the event loop finishes it
-                 * (worker-boot.c) */
-                p.retry_spec = worker_json_copy(spec);
+                 * (worker-boot.c); should a base snapshot not load, or KVM not work (the probe), the
+                 * create runs again from its spec */
+                if (s->restore_path || p.p.accel_probe)
+                        p.retry_spec = worker_json_copy(spec);
                 r = worker_boot_defer(w, &p);
                 if (r >= 0)
                         return 0;
@@ -442,7 +507,20 @@ int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonV
         uid_t owner = owner_of(w, s->slot);
         bool use_base = w->config->vm_base_snapshots && rt->base_key && rt->snapshot && rt->identify_deferred &&
                         base_variant(s, variant, sizeof variant) >= 0;
+        RuntimeAccelProbe accel = rt->accel_probe_state ? rt->accel_probe_state() : RUNTIME_ACCEL_DECIDED;
         int r;
+
+        /* another boot probes KVM: this create waits for the verdict (the event loop serves others) */
+        if (accel == RUNTIME_ACCEL_PROBING && w->current_client && spec) {
+                r = worker_boot_wait_probe(w, s->id, spec);
+                if (r < 0)
+                        return api_error(e, r, API_INTERNAL, "cannot wait for the KVM probe: %s", strerror(-r));
+                return 0;
+        }
+        /* a base snapshot is of one accelerator: none is looked up before the choice is made (this
+         * boot is the probe, and saves one of the accelerator chosen) */
+        if (accel != RUNTIME_ACCEL_DECIDED)
+                s->cold_boot = true;
 
         /* cold_boot: its base snapshot would not load; this boot saves a new one */
         if (use_base && !s->cold_boot && base_key(w, rt, s->template_name, key, sizeof key) >= 0 &&
@@ -498,7 +576,11 @@ int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonV
                                  r == -EIO ? " (growing it to disk_mb failed)" : "");
         /* without a base snapshot of this shape: boot neutral, save it, then become this sandbox */
         s->neutral = use_base;
-        r = vm_start(w, s, NULL, disk, use_base ? variant : NULL, ret_pid, ret_starttime, e);
+        r = vm_start(w, s, spec, disk, use_base ? variant : NULL, ret_pid, ret_starttime, e);
+        if (r == -EAGAIN) { /* waited for here (no client to defer to): the probe failed, TCG now */
+                *e = (ApiError){};
+                r = vm_start(w, s, spec, disk, use_base ? variant : NULL, ret_pid, ret_starttime, e);
+        }
         s->neutral = false;
         if (r < 0)
                 (void) pool_sandbox_remove(w->pool, s->id);

@@ -521,6 +521,7 @@ int worker_main(const Config *config, int ready_fd) {
                         return r;
                 RuntimeHost host = { .state_dir = config->state_dir, .run_dir = w.agent_dir, .vm_kernel_dir = kdir,
                                      .vm_accel = config->vm_accel, .vm_qemu = config->vm_qemu,
+                                     .vm_kvm_device = config->vm_kvm_device,
                                      .agent_exe_fd = w.agent_exe_fd };
                 if (vm_runtime_ops.probe(&host, w.vm_why, sizeof w.vm_why) >= 0)
                         w.vm = &vm_runtime_ops;

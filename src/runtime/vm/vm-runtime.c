@@ -67,7 +67,8 @@ static struct {
         char kernel_version[128];
         char vmm_version[64];
         VmmAccel accel;          /* chosen: TCG until a KVM boot worked */
-        bool accel_auto, kvm_tried;
+        bool accel_auto, kvm_tried, kvm_probing;
+        char kvm_device[256];
         uint8_t *modules;        /* modules.cpio */
         size_t modules_len;
         VmInitrd base;           /* modules + /dev + /init: each sandbox's initramfs starts with it */
@@ -178,8 +179,10 @@ static int vm_probe(const RuntimeHost *host, char *why, size_t why_size) {
         }
 
         vm.accel_auto = isempty(host->vm_accel) || streq(host->vm_accel, "auto");
+        (void) strscpy(vm.kvm_device, sizeof vm.kvm_device,
+                       isempty(host->vm_kvm_device) ? "/dev/kvm" : host->vm_kvm_device);
         if (vm.accel_auto)
-                vm.accel = access("/dev/kvm", R_OK | W_OK) == 0 ? VMM_ACCEL_KVM : VMM_ACCEL_TCG;
+                vm.accel = access(vm.kvm_device, R_OK | W_OK) == 0 ? VMM_ACCEL_KVM : VMM_ACCEL_TCG;
         else
                 vm.accel = vmm_accel_from_string(host->vm_accel);
         if ((int) vm.accel < 0) {
@@ -188,8 +191,8 @@ static int vm_probe(const RuntimeHost *host, char *why, size_t why_size) {
                 goto fail;
         }
         if (vm.accel == VMM_ACCEL_TCG)
-                log_warning("vm runtime: no usable KVM (/dev/kvm), microVMs run under TCG software emulation: "
-                            "slow, for development and tests only");
+                log_warning("vm runtime: no usable KVM (%s), microVMs run under TCG software emulation: "
+                            "slow, for development and tests only", vm.accel_auto ? vm.kvm_device : "vm_accel tcg");
         log_info("vm runtime: %s, guest kernel %s, accelerator %s%s", vm.vmm_version, vm.kernel_version,
                  vmm_accel_to_string(vm.accel), vm.accel_auto && vm.accel == VMM_ACCEL_KVM ? " (if a boot succeeds)" : "");
         vm.usable = true;
@@ -731,23 +734,37 @@ fail:
         return r;
 }
 
-/* A pipe whose read end already holds the "ready" byte (a guest whose readiness was consumed). */
-static int vm_ready_pipe(int *ret_fd) {
-        int p[2];
+static RuntimeAccelProbe vm_accel_probe_state(void) {
+        if (!vm.accel_auto || vm.accel != VMM_ACCEL_KVM || vm.kvm_tried)
+                return RUNTIME_ACCEL_DECIDED;
+        return vm.kvm_probing ? RUNTIME_ACCEL_PROBING : RUNTIME_ACCEL_UNDECIDED;
+}
 
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return negative_errno();
-        if (write(p[1], "R", 1) != 1) {
-                safe_close(p[0]);
-                safe_close(p[1]);
-                return -EIO;
+/* The probe boot ended (r: its guest answered, or why not): KVM is kept, or TCG from now on
+ * (-EAGAIN: boot again). A VMM killed by the worker (the sandbox deleted meanwhile) says nothing
+ * about KVM: the next boot probes again. */
+static int vm_probe_verdict(RuntimePending *p, int pidfd, int r, char *errbuf, size_t errbuf_size) {
+        siginfo_t si = {};
+
+        vm.kvm_probing = false;
+        if (r >= 0) {
+                vm.kvm_tried = true;
+                log_info("vm runtime: KVM works (sandbox %s booted under it)", p->id);
+                return 0;
         }
-        safe_close(p[1]);
-        *ret_fd = p[0];
-        return 0;
+        if (r == -ECHILD && waitid(P_PIDFD, (id_t) pidfd, &si, WEXITED | WNOHANG | WNOWAIT) >= 0 &&
+            si.si_code == CLD_KILLED && si.si_status == SIGKILL)
+                return r;
+        vm.kvm_tried = true;
+        vm.accel = VMM_ACCEL_TCG;
+        log_warning("vm runtime: a KVM boot failed (%s); falling back to TCG software emulation: slow, for "
+                    "development and tests only", errbuf);
+        snprintf(errbuf, errbuf_size, "the KVM probe boot failed; booting again under TCG");
+        return -EAGAIN;
 }
 
 static int vm_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
+        VmmAccel accel;
         int r;
 
         if (!vm.usable) {
@@ -758,31 +775,32 @@ static int vm_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                 snprintf(errbuf, errbuf_size, "no root disk");
                 return -EINVAL;
         }
-        if (vm.accel == VMM_ACCEL_KVM && vm.accel_auto && !vm.kvm_tried) {
-                /* the probe boot, once, waited for here: /dev/kvm can exist and not work (some nested set-ups) */
-                RuntimePending p;
-                vm.kvm_tried = true;
-                r = vm_spawn_accel(spec, VMM_ACCEL_KVM, VM_KVM_PROBE_MSEC, &p, errbuf, errbuf_size);
-                if (r >= 0) {
-                        r = vm_wait_ready(p.sync_fd, p.pidfd, VM_KVM_PROBE_MSEC);
-                        p.sync_fd = safe_close(p.sync_fd);
-                        if (r >= 0)
-                                r = vm_ready_pipe(&p.sync_fd);
-                        if (r >= 0) {
-                                p.deadline_usec = (uint64_t) vm_now_usec() + VM_BOOT_TIMEOUT_MSEC * UINT64_C(1000);
-                                *ret = p;
-                                return 0;
+        accel = vm.accel;
+        if (vm_accel_probe_state() != RUNTIME_ACCEL_DECIDED) {
+                if (spec->restore_path || vm.kvm_probing)
+                        /* a saved machine is no probe (nor does it wait for one): the emulator runs
+                         * every machine; the worker holds back cold boots while a probe runs */
+                        accel = VMM_ACCEL_TCG;
+                else {
+                        /* the probe: this boot under KVM, with a short deadline (/dev/kvm can exist
+                         * and not work, as in some nested set-ups); its verdict at finish */
+                        r = vm_spawn_accel(spec, VMM_ACCEL_KVM, VM_KVM_PROBE_MSEC, ret, errbuf, errbuf_size);
+                        if (r < 0) {
+                                log_warning("vm runtime: a KVM boot failed (%s); falling back to TCG software "
+                                            "emulation: slow, for development and tests only", errbuf);
+                                vm.kvm_tried = true;
+                                vm.accel = accel = VMM_ACCEL_TCG;
+                                errbuf[0] = 0;
+                        } else {
+                                ret->accel_probe = true;
+                                vm.kvm_probing = true;
+                                log_info("vm runtime: probing KVM with the boot of sandbox %s", spec->id);
+                                goto spawned;
                         }
-                        snprintf(errbuf, errbuf_size, "%s", r == -ETIMEDOUT ? "no answer in time" : "the VM stopped");
-                        vm_unwind(p.id, p.agent_socket, p.pidfd);
-                        safe_close(p.pidfd);
                 }
-                log_warning("vm runtime: a KVM boot failed (%s); falling back to TCG software emulation: "
-                            "slow, for development and tests only", errbuf);
-                vm.accel = VMM_ACCEL_TCG;
-                errbuf[0] = 0;
         }
-        r = vm_spawn_accel(spec, vm.accel, VM_BOOT_TIMEOUT_MSEC, ret, errbuf, errbuf_size);
+        r = vm_spawn_accel(spec, accel, VM_BOOT_TIMEOUT_MSEC, ret, errbuf, errbuf_size);
+spawned:
         if (r >= 0 && (spec->restore_path || spec->neutral)) {
                 /* it wakes up with another moment's clock, RNG and maybe identity: told at finish
                  * (a neutral boot: once the worker saved it as a base snapshot) */
@@ -819,6 +837,8 @@ static int vm_finish(RuntimePending *p, RuntimeInstance *ret, char *errbuf, size
                         explicit_bzero(json, strlen(json));
                 }
         }
+        if (p->accel_probe)
+                r = vm_probe_verdict(p, pidfd, r, errbuf, errbuf_size);
         if (r < 0) {
                 vm_identity_drop(p->id);
                 vm_unwind(p->id, p->agent_socket, pidfd);
@@ -980,4 +1000,5 @@ const RuntimeOps vm_runtime_ops = {
         .identify_deferred = vm_identify_deferred,
         .base_key = vm_base_key,
         .sync = vm_sync,
+        .accel_probe_state = vm_accel_probe_state,
 };
