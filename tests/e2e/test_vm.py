@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -515,6 +516,136 @@ def test_checkpoint_with_memory_then_restore(e2e_session, vmd):
         _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
 
 
+def _new_qemus(vmd, sids, before, want):
+    """{sid: QEMU pid} of sandboxes in sids() whose QEMU is not one of before, once want of them run."""
+    found = {}
+
+    def look():
+        for sid in sids():
+            for q in _qemu_pids(vmd, sid):
+                if q not in before:
+                    found.setdefault(sid, q)
+        return len(found) >= want
+
+    assert host.wait_until(look, 120), f"no new QEMU of {want} sandboxes appeared: {found}"
+    return found
+
+
+def _worker_serves_meanwhile(vmd, ns_sid, vm_sid, t):
+    """Requests the worker answers (a create, a delete, info) and execs, all done while t still waits."""
+    assert vmd.sh(ns_sid, "echo hi") == "hi\n"
+    assert vmd.sh(vm_sid, "echo vm") == "vm\n"
+    other = vmd.create()["id"]
+    assert vmd.sh(other, "echo there") == "there\n"
+    vmd.delete(other)
+    assert vmd.api("GET", "/v1/info").status == 200
+    assert t.is_alive()
+
+
+def test_branch_with_memory_does_not_block_other_calls(e2e_session, vmd, vsb):
+    """The children of a branch with memory load the saved machine in their
+    relays, and the event loop finishes them: with both children's QEMUs held
+    stopped (the branch cannot end meanwhile), the worker creates, deletes and
+    answers info, and execs go on in an ns and a vm sandbox; then the branch
+    ends, both children running the parent's processes."""
+    ns_sid = vmd.create()["id"]
+    vmd.sh(vsb, "sleep 100000 >/dev/null 2>&1 & echo $! > /tmp/branch-sleeper")
+    sleeper = vmd.sh(vsb, "cat /tmp/branch-sleeper").strip()
+    before_ids = set(vmd.list_all())
+    res = {}
+    t = threading.Thread(target=lambda: res.update(
+        r=vmd.api("POST", f"/v1/sandboxes/{vsb}/branch", json={"count": 2, "with_memory": True}, timeout=600)))
+    t.start()
+    kids = []
+    try:
+        def children():
+            return [sid for sid, sb in vmd.list_all().items()
+                    if sid not in before_ids and sb.get("state") == "creating" and sb.get("runtime") == "vm"]
+        qemus = _new_qemus(vmd, children, set(), 2)
+        for q in qemus.values():
+            os.kill(q, signal.SIGSTOP)
+        try:
+            _worker_serves_meanwhile(vmd, ns_sid, vsb, t)
+            assert all(vmd.show(k).json()["state"] == "creating" for k in qemus), qemus
+        finally:
+            for q in qemus.values():
+                os.kill(q, signal.SIGCONT)
+        t.join(600)
+        assert res["r"].status == 201, res["r"]
+        kids = [k["id"] for k in res["r"].json()["sandboxes"]]
+        assert sorted(kids) == sorted(qemus), (kids, qemus)
+        for k in kids:
+            sb = vmd.show(k).json()
+            assert sb["state"] == "running" and sb["processes_preserved"] is True, sb
+            assert vmd.sh(k, f"kill -0 {sleeper} && echo alive").strip() == "alive"
+        assert not os.path.exists(vmd.pool_path("sandboxes", vsb, "branch.state"))
+    finally:
+        t.join(600)
+        vmd.delete(ns_sid)
+        if not kids and "r" in res and res["r"].status == 201:
+            kids = [k["id"] for k in res["r"].json()["sandboxes"]]
+        for k in kids:
+            _gone(e2e_session, vmd, k, vmd.sandbox_pids(k))
+        vmd.sh(vsb, f"kill {sleeper} 2>/dev/null; true")
+
+
+def test_restore_in_place_does_not_block_other_calls(e2e_session, vmd, vsb):
+    """A restore in place from a checkpoint with memory: QEMU loads the
+    checkpoint's machine (held stopped here) while the worker serves others;
+    then the restore ends, its processes preserved, and the checkpoint stays
+    restorable (its memory file is only read)."""
+    ns_sid = vmd.create()["id"]
+    sid = vmd.create(runtime="vm", memory_mb=256)["id"]
+    try:
+        vmd.sh(sid, "sleep 100000 >/dev/null 2>&1 & echo $! > /tmp/sleeper")
+        sleeper = vmd.sh(sid, "cat /tmp/sleeper").strip()
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "m"}, timeout=300)
+        assert r.status == 201 and r.json()["with_memory"] is True, r
+        old = set(_qemu_pids(vmd, sid))
+        res = {}
+        t = threading.Thread(target=lambda: res.update(
+            r=vmd.api("POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "m"}, timeout=600)))
+        t.start()
+        try:
+            qemus = _new_qemus(vmd, lambda: [sid], old, 1)
+            os.kill(qemus[sid], signal.SIGSTOP)
+            try:
+                _worker_serves_meanwhile(vmd, ns_sid, vsb, t)
+            finally:
+                os.kill(qemus[sid], signal.SIGCONT)
+            t.join(600)
+        finally:
+            t.join(600)
+        assert res["r"].status == 200, res["r"]
+        assert res["r"].json()["state"] == "running" and res["r"].json()["processes_preserved"] is True, res["r"]
+        assert vmd.sh(sid, f"kill -0 {sleeper} && echo alive").strip() == "alive"
+        mem = vmd.host_view(vmd.pool_path("checkpoints", sid, r.json()["id"], "memory.state"))
+        assert os.path.getsize(mem) > 0
+        # restorable again, from the same file
+        r2 = vmd.api("POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "m"}, timeout=600)
+        assert r2.status == 200 and r2.json()["processes_preserved"] is True, r2
+        assert vmd.sh(sid, f"kill -0 {sleeper} && echo alive").strip() == "alive"
+    finally:
+        vmd.delete(ns_sid)
+        _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
+
+
+def test_checkpoint_cap_counts_the_memory(e2e_session, vmd):
+    """checkpoints_mb holds after a checkpoint with memory, whose size is only
+    known once the machine is saved: over the cap, 507 and nothing is kept."""
+    sid = vmd.create(runtime="vm", memory_mb=256, checkpoints_mb=1)["id"]
+    try:
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "big"}, timeout=300)
+        e = assert_error_shape(r, 507, "insufficient_storage")
+        assert "checkpoints_mb" in e["message"] and "memory" in e["message"], e
+        assert vmd.api("GET", f"/v1/sandboxes/{sid}/checkpoints").json()["checkpoints"] == []
+        ckdir = vmd.host_view(vmd.pool_path("checkpoints", sid))
+        assert not os.path.exists(ckdir) or os.listdir(ckdir) == [], os.listdir(ckdir)
+        assert vmd.sh(sid, "echo still") == "still\n"
+    finally:
+        _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
+
+
 def test_ns_runtime_refuses_memory(spaced):
     """with_memory on an ns sandbox: a clear 400 that names the vm runtime, nothing made."""
     sid = spaced.create()["id"]
@@ -936,6 +1067,66 @@ def test_boot_does_not_block_other_calls(vmd):
         vmd.delete(ns_sid)
         if vm_sid:
             vmd.delete(vm_sid)
+
+
+def test_kvm_probe_does_not_block_other_calls(e2e_session, request):
+    """vm_accel auto where the KVM device is there but does not work (this
+    machine's nested KVM boots no ordinary guest: here a stand-in device and
+    a QEMU that never boots under KVM): the first vm create probes KVM with
+    its boot while the worker serves others, a vm create that arrives
+    meanwhile waits for the verdict, and both then boot under TCG. The order
+    in the log shows it: every other call was answered before the verdict."""
+    tmp = tempfile.mkdtemp(prefix="space-e2e-kvm-")
+    d = None
+    try:
+        os.chmod(tmp, 0o755)  # the VMM runs as the sandbox's uid
+        kvm = os.path.join(tmp, "kvm")
+        open(kvm, "w").close()
+        os.chmod(kvm, 0o666)
+        qemu = os.path.join(tmp, "qemu")
+        with open(qemu, "w") as f:
+            f.write(f'#!/bin/sh\ncase " $* " in *" -accel kvm "*) exec sleep 600;; esac\nexec {QEMU} "$@"\n')
+        os.chmod(qemu, 0o755)
+        d = e2e_session.new_daemon(extra_args=[f"--vm-kernel-dir={kernel_dir()}", f"--vm-qemu={qemu}",
+                                               f"--vm-kvm-device={kvm}"])
+        d.start()
+        assert d.api("GET", "/v1/info").json()["vm"]["accelerator"] == "kvm"  # until a boot says otherwise
+        ns_sid = d.create()["id"]
+        t1, r1 = _create_in_background(d, {"runtime": "vm", "memory_mb": 192})
+        t2 = None
+        try:
+            assert host.wait_until(lambda: "probing KVM with the boot of sandbox" in d.log_text(), 120)
+            t2, r2 = _create_in_background(d, {"runtime": "vm", "memory_mb": 192})
+            assert host.wait_until(lambda: "waits for the KVM probe's verdict" in d.log_text(), 120)
+            assert d.sh(ns_sid, "echo hi") == "hi\n"
+            other = d.create()["id"]
+            assert d.sh(other, "echo there") == "there\n"
+            d.delete(other)
+            assert d.api("GET", "/v1/info").status == 200
+            assert "a KVM boot failed" not in d.log_text()  # all of that before the verdict
+            assert t1.is_alive() and t2.is_alive()
+        finally:
+            t1.join(600)
+            if t2:
+                t2.join(600)
+        assert r1["r"].status == 201, r1["r"]
+        assert r2["r"].status == 201, r2["r"]
+        log = d.log_text()
+        assert log.index("waits for the KVM probe's verdict") < log.index("a KVM boot failed"), log[-3000:]
+        assert d.api("GET", "/v1/info").json()["vm"]["accelerator"] == "tcg"
+        for r in (r1, r2):
+            sid = r["r"].json()["id"]
+            assert d.sh(sid, "echo up") == "up\n"
+            d.delete(sid)
+        d.delete(ns_sid)
+    finally:
+        if d is not None:
+            problems = residue.teardown_daemon(d)
+            if not problems:
+                residue.remove_daemon_dir(d)
+            else:
+                residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_delete_while_booting(e2e_session, vmd):

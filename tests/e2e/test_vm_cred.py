@@ -107,10 +107,36 @@ def test_vm_sandbox_uses_a_credential(vmcred):
                         f"curl -sS --fail --noproxy '*' https://{API_HOST}/{tok}/resumed 2>&1; true")
         assert "hello host=" in out, out
         assert [e["auth"] for e in upstream(vmcred, tok)] == [f"Bearer {value}"] * 2
+        # checkpointed with its memory and restored in place (twice: the checkpoint stays whole):
+        # the processes of that moment trust the CA they had then, so it is kept, and the gateway
+        # signs with it
+        r = d.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "withca"}, timeout=300)
+        assert r.status == 201 and r.json()["with_memory"] is True, r
+        d.sh(sid, "echo 'space sandbox CA (written by space' > /etc/ssl/certs/space-sandbox-ca.pem")  # moved on
+        for i in range(2):
+            r = d.api("POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "withca"}, timeout=600)
+            assert r.status == 200 and r.json()["processes_preserved"] is True, r
+            assert d.sh(sid, "cat /etc/ssl/certs/space-sandbox-ca.pem") == pem
+            out = d.sh(sid, f"for i in $(seq 30); do getent hosts {API_HOST} >/dev/null && break; sleep 1; done; "
+                            f"curl -sS --fail --noproxy '*' https://{API_HOST}/{tok}/restored{i} 2>&1; true")
+            assert "hello host=" in out, out
+        assert [e["auth"] for e in upstream(vmcred, tok)] == [f"Bearer {value}"] * 4
+        # a child branched from that memory is another sandbox: a CA of its own, in its trust store
+        r = d.api("POST", f"/v1/sandboxes/{sid}/branch", json={"from": "withca", "count": 1, "with_memory": True},
+                  timeout=600)
+        assert r.status == 201, r
+        kid = r.json()["sandboxes"][0]["id"]
+        try:
+            kpem = d.sh(kid, "cat /etc/ssl/certs/space-sandbox-ca.pem")
+            subj = subprocess.run(["openssl", "x509", "-noout", "-subject"], input=kpem, capture_output=True,
+                                  text=True)
+            assert subj.returncode == 0 and subj.stdout.strip().endswith(f"CN = space sandbox {kid}"), (subj, kpem)
+        finally:
+            d.delete(kid)
         # revoked: at once, the next request goes without it
         assert d.api("POST", f"/v1/credentials/{name}/revoke").status == 200
         d.sh(sid, f"curl -sS -k --fail --noproxy '*' https://{API_HOST}/{tok}/after 2>&1; true")
-        assert [e["auth"] for e in upstream(vmcred, tok)] == [f"Bearer {value}"] * 2 + [None]
+        assert [e["auth"] for e in upstream(vmcred, tok)] == [f"Bearer {value}"] * 4 + [None]
         # the value nowhere in the guest's files or environment
         hits = d.sh(sid, f"grep -rl '{value}' /etc /root /tmp /proc/[0-9]*/environ 2>/dev/null; true")
         assert hits.strip() == "", hits
