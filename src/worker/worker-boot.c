@@ -6,7 +6,10 @@
  * guest's agent answers (sync_fd readable), its VMM exits (pidfd readable) or
  * the deadline passes (checked every tick), the boot is finished and the
  * reply written. A delete of a booting sandbox, or the worker stopping,
- * ends the boot first (the VMM is killed; the create fails). */
+ * ends the boot first (the VMM is killed; the create fails). The same for
+ * starts (resume, restore in place) and for a branch's children, which end
+ * as one group. vm creates that arrive while the runtime probes KVM with
+ * another boot wait here for its verdict. */
 #include <assert.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -336,9 +339,8 @@ static void boot_done(Worker *w, WorkerBoot *b) {
         int64_t pid = 0;
         uint64_t st = 0;
         char id[sizeof b->p.id];
+        bool probe = b->p.p.accel_probe; /* its verdict lets the creates waiting for it go on */
         int r;
-
-        bool probe = b->p.p.accel_probe;
 
         boot_remove(w, b);
         memcpy(id, b->p.id, sizeof id);

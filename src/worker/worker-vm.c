@@ -164,10 +164,15 @@ void worker_vm_op_restore(Worker *w, WorkerSpec *s, const JsonValue *spec, const
                 return worker_reply_error(jw, &e);
         }
         {
-                /* a machine saved at suspend belongs to the disk that was replaced */
+                /* a machine saved at suspend (and its CA) belongs to the disk that was replaced */
                 _cleanup_free_ char *saved = NULL;
-                if (pool_sandbox_memory_path(w->pool, s->id, &saved) >= 0)
+                char ca_saved[PATH_MAX];
+                if (pool_sandbox_memory_path(w->pool, s->id, &saved) >= 0) {
                         (void) unlink(saved);
+                        if (snprintf(ca_saved, sizeof ca_saved, "%s" WORKER_CA_SAVED_SUFFIX, saved) <
+                            (int) sizeof ca_saved)
+                                (void) unlink(ca_saved);
+                }
         }
         /* read only: the checkpoint stays restorable (and so does the CA saved with it, which the
          * processes of that moment trust); QEMU loads it while the event loop serves others */
