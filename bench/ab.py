@@ -10,7 +10,9 @@ port, host-global names of its own: nft table, link prefix, address pool,
 cgroup root), then alternates between them (which goes first flips every
 round): create (the API call) + delete (with --warm N: from a warm pool of N
 too, each waiting untimed until the pool is full again), and branch x1 / x10 of a running
-sandbox + delete of the children. Prints p50/p90 of each and the ratio B/A.
+sandbox + delete of the children. Prints p50/p90 of each, the ratio B/A, and the
+CPU time per operation of each spaced (utime+stime of its processes and of what
+they reaped: sandboxes, helpers; the operation includes the delete).
 --log-level debug keeps each daemon's log (the worker's per-step timings)
 in its state directory, printed at the end with --keep."""
 import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
@@ -86,6 +88,38 @@ class Daemon:
             if self.proc.poll() is not None:
                 raise RuntimeError("spaced exited: see " + self.log.name)
             time.sleep(0.1)
+
+    def tree(self):
+        """spaced and its processes (worker, spawner, gateway) as they are now"""
+        kids = {}
+        for e in os.listdir("/proc"):
+            if e.isdigit():
+                try:
+                    with open(f"/proc/{e}/stat") as f:
+                        st = f.read()
+                except OSError:
+                    continue
+                ppid = int(st[st.rindex(")") + 2:].split()[1])
+                kids.setdefault(ppid, []).append(int(e))
+        out, todo = [], [self.proc.pid]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            todo.extend(kids.get(p, []))
+        self.pids = out
+
+    def cpu(self):
+        """CPU seconds of spaced's processes, with what they reaped (sandboxes, helpers)"""
+        t = 0
+        for p in self.pids:
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            v = st[st.rindex(")") + 2:].split()
+            t += sum(int(x) for x in v[11:15])  # utime stime cutime cstime
+        return t / os.sysconf("SC_CLK_TCK")
 
     def warm_ready(self):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
@@ -166,7 +200,10 @@ def main():
             ds.append(Daemon(name, os.path.abspath(build), i, a.log_level, tar, a.warm))
         for d in ds:
             made[d.name] = [d.call("POST", "/v1/sandboxes", {})["id"]]
-        print(f"space A/B (A = {a.a}, B = {a.b}), interleaved", flush=True)
+        for d in ds:
+            d.tree()
+        print(f"space A/B (A = {a.a}, B = {a.b}), interleaved; CPU: utime+stime(+reaped children) of each "
+              f"spaced's processes per operation", flush=True)
 
         def create(d):
             # with a warm pool, a disk_mb other than the default never matches a warm sandbox
@@ -195,13 +232,18 @@ def main():
 
         def run(label, f, n):
             xs = {d.name: [] for d in ds}
+            cpu = {d.name: 0.0 for d in ds}
             for i in range(n):
                 for d in (ds if i % 2 == 0 else ds[::-1]):
+                    c0 = d.cpu()
                     xs[d.name].append(f(d))
+                    cpu[d.name] += d.cpu() - c0
             res[label] = xs
             pa, pb = pct(xs["A"], 50) * 1000, pct(xs["B"], 50) * 1000
+            ca, cb = cpu["A"] * 1000 / n, cpu["B"] * 1000 / n
             print(f"  {label:<12} A p50 {pa:7.1f} p90 {pct(xs['A'], 90) * 1000:7.1f} ms   "
-                  f"B p50 {pb:7.1f} p90 {pct(xs['B'], 90) * 1000:7.1f} ms   B/A {pb / pa:.2f}   (n={n})", flush=True)
+                  f"B p50 {pb:7.1f} p90 {pct(xs['B'], 90) * 1000:7.1f} ms   B/A {pb / pa:.2f}   "
+                  f"CPU A {ca:5.1f} B {cb:5.1f} ms   (n={n}, load {os.getloadavg()[0]:.1f})", flush=True)
 
         if a.warm:
             run("create warm", create_warm, a.n)
