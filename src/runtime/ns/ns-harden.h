@@ -2,7 +2,8 @@
 #pragma once
 
 /* Hardening steps run in the sandbox's child between clone() and execve():
- * no allocation, no logging; each returns 0, or -1 with errno set. */
+ * no allocation, no logging, no libc call that sets errno (ns-sys.h); each
+ * returns 0 or -errno. */
 
 #include "runtime.h"
 

@@ -13,6 +13,7 @@
 #include "alloc-util.h"
 #include "fd-util.h"
 #include "log.h"
+#include "ns-sys.h"
 #include "seccomp-filter.h"
 
 /* The kernel refuses longer programs. */
@@ -221,22 +222,24 @@ void seccomp_fprog_done(struct sock_fprog *p) {
 
 int seccomp_install(const struct sock_fprog *p, int *ret_listener) {
         long fd;
+        int r;
 
         if (!p || !p->filter || p->len == 0)
                 return -EINVAL;
         /* Lets an unprivileged process install a filter, and keeps setuid binaries inside from
          * gaining what the filter (or the dropped capabilities) took away. */
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                return negative_errno();
+        r = (int) ns_sys2(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1);
+        if (r < 0)
+                return r;
         if (!ret_listener)
-                return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, p) < 0 ? negative_errno() : 0;
+                return (int) MIN(ns_sys3(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, p), 0L);
 
-        fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+        fd = ns_sys3(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
                      SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, p);
-        if (fd < 0 && errno == EINVAL) /* a kernel before 5.19 */
-                fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, p);
+        if (fd == -EINVAL) /* a kernel before 5.19 */
+                fd = ns_sys3(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, p);
         if (fd < 0)
-                return negative_errno();
+                return (int) fd;
         *ret_listener = (int) fd;
         return 0;
 }
