@@ -18,6 +18,7 @@
 #include "cgroup.h"
 #include "fd-util.h"
 #include "log.h"
+#include "ns-clone.h"
 #include "ns-setup.h"
 #include "str-util.h"
 
@@ -64,21 +65,6 @@ static char **build_env(const RuntimeSpec *spec) {
                 if (strv_extend(&env, *e) < 0)
                         return NULL;
         return TAKE_PTR(env);
-}
-
-static pid_t clone3_sandbox(int cgroup_fd, bool clone_parent, int *ret_pidfd) {
-        struct clone_args args = {
-                .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
-                         CLONE_PIDFD | (clone_parent ? CLONE_PARENT : 0),
-                .pidfd = (uint64_t) (uintptr_t) ret_pidfd,
-                /* CLONE_PARENT: the caller's own exit signal (SIGCHLD), which clone3 wants left 0 */
-                .exit_signal = clone_parent ? 0 : SIGCHLD,
-        };
-        if (cgroup_fd >= 0) {
-                args.flags |= CLONE_INTO_CGROUP;
-                args.cgroup = (uint64_t) cgroup_fd;
-        }
-        return (pid_t) syscall(SYS_clone3, &args, sizeof args);
 }
 
 /* Waits for the child's verdict: EOF = exec happened, else an NsChildError. */
@@ -179,17 +165,15 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                 goto fail;
         }
 
-        pid = clone3_sandbox(cgfd, spec->clone_parent, &pidfd);
+        {
+                NsChildArgs a = { .spec = spec, .sync_fd = sync[1], .parent_fd = sync[0], .listen_fd = lfd, .envp = envp };
+                pid = ns_clone_child(&a, cgfd, spec->clone_parent, &pidfd);
+        }
         if (pid < 0) {
-                r = negative_errno();
+                r = pid;
                 snprintf(errbuf, errbuf_size, "clone3: %s", strerror(-r));
                 pidfd = -EBADF;
                 goto fail;
-        }
-        if (pid == 0) {
-                NsChildArgs a = { .spec = spec, .sync_fd = sync[1], .listen_fd = lfd, .envp = envp };
-                safe_close(sync[0]);
-                ns_child_main(&a);
         }
         sync[1] = safe_close(sync[1]);
         lfd = safe_close(lfd); /* the agent holds it now */

@@ -16,6 +16,7 @@
 #include "fd-util.h"
 #include "ns-harden.h"
 #include "ns-setup.h"
+#include "ns-sys.h"
 #include "space-build.h"
 #include "seccomp-filter.h"
 #include "statfs-notify.h"
@@ -126,22 +127,46 @@ int ns_idmapped_root(const char *root_path, pid_t pid, int *ret_fd) {
         return 0;
 }
 
-/* ---- child side: no allocation, no logging ---- */
-
-static int child_sync_fd = -1;
+/* ---- child side: no allocation, no logging, no errno (ns-sys.h) ---- */
 
 _noreturn_ static void child_fail(const NsChildArgs *a, NsStep step, int error) {
         NsChildError e = { .step = (int32_t) step, .error = error > 0 ? error : (error < 0 ? -error : EIO) };
-        (void) a;
-        (void) !write(child_sync_fd, &e, sizeof e);
-        _exit(127);
+        (void) ns_sys3(SYS_write, a->sync_fd, &e, sizeof e);
+        for (;;)
+                (void) ns_sys1(SYS_exit_group, 127);
 }
 
 #define CHECK(a, step, expr)                                  \
         do {                                                  \
-                if ((expr) < 0)                               \
-                        child_fail((a), (step), errno);       \
+                long _r = (expr);                             \
+                if (_r < 0)                                   \
+                        child_fail((a), (step), (int) _r);    \
         } while (0)
+
+static int child_recv_fd(int sock, int *ret_fd) {
+        char dummy;
+        struct iovec iov = { .iov_base = &dummy, .iov_len = 1 };
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } u = {};
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        struct cmsghdr *c;
+        long k;
+
+        do
+                k = ns_sys3(SYS_recvmsg, sock, &mh, MSG_CMSG_CLOEXEC);
+        while (k == -EINTR);
+        if (k < 0)
+                return (int) k;
+        if (k == 0)
+                return -ECONNRESET;
+        c = CMSG_FIRSTHDR(&mh);
+        if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+                return -EBADMSG;
+        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+        return 0;
+}
 
 /* Opens a directory below the new root, refusing symlinks and "..", so a
  * hostile image cannot point a mount target at a host path. */
@@ -150,42 +175,38 @@ static int open_beneath(int rootfd, const char *rel, bool create, mode_t mode) {
                 .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                 .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
         };
-        int fd = (int) syscall(SYS_openat2, rootfd, rel, &how, sizeof how);
-        if (fd < 0 && errno == ENOENT && create) {
-                if (mkdirat(rootfd, rel, mode) < 0 && errno != EEXIST)
-                        return -1;
-                fd = (int) syscall(SYS_openat2, rootfd, rel, &how, sizeof how);
+        int fd = (int) ns_sys4(SYS_openat2, rootfd, rel, &how, sizeof how), r;
+        if (fd == -ENOENT && create) {
+                r = (int) ns_sys3(SYS_mkdirat, rootfd, rel, mode);
+                if (r < 0 && r != -EEXIST)
+                        return r;
+                fd = (int) ns_sys4(SYS_openat2, rootfd, rel, &how, sizeof how);
         }
         return fd;
 }
 
-static int fd_path(char *buf, size_t n, int fd) {
-        return snprintf(buf, n, "/proc/self/fd/%d", fd) < (int) n ? 0 : -1;
-}
-
 static int mount_at(int rootfd, const char *rel, const char *src, const char *type, unsigned long flags,
                     const char *data) {
-        char p[64];
+        char p[NS_FD_PATH_MAX];
         int fd = open_beneath(rootfd, rel, true, 0755), r;
         if (fd < 0)
-                return -1;
-        fd_path(p, sizeof p, fd);
-        r = mount(src, p, type, flags, data);
-        close(fd);
+                return fd;
+        r = (int) ns_sys5(SYS_mount, src, ns_fd_path(p, fd), type, flags, data);
+        ns_close(fd);
         return r;
 }
 
 static int bind_dev(int devfd, const char *name) {
-        char src[64], p[64];
+        char src[32] = "/dev/", p[NS_FD_PATH_MAX];
         int fd, r;
 
-        snprintf(src, sizeof src, "/dev/%s", name);
-        fd = openat(devfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0666);
+        for (size_t i = 0; name[i] && i + 6 < sizeof src; i++)
+                src[5 + i] = name[i];
+        fd = (int) ns_sys4(SYS_openat, devfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0666);
         if (fd < 0)
-                return -1;
-        fd_path(p, sizeof p, fd);
-        r = mount(src, p, NULL, MS_BIND, NULL);
-        close(fd);
+                return fd;
+        r = (int) ns_sys5(SYS_mount, src, ns_fd_path(p, fd), NULL, MS_BIND, NULL);
+        ns_close(fd);
         return r;
 }
 
@@ -196,94 +217,94 @@ static uint64_t tmpfs_size(const RuntimeSpec *spec, uint64_t cap) {
         return half && half < cap ? half : cap;
 }
 
-static void step_dev(const NsChildArgs *a, int rootfd) {
+_ns_child_ static void step_dev(const NsChildArgs *a, int rootfd) {
         static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+        static const char *const links[][2] = {
+                { "pts/ptmx", "ptmx" },         { "/proc/self/fd", "fd" },       { "/proc/self/fd/0", "stdin" },
+                { "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
+        };
         int devfd;
-        char p[64], shm_opts[64];
+        char p[NS_FD_PATH_MAX], shm_opts[64];
 
-        snprintf(shm_opts, sizeof shm_opts, "mode=1777,size=%llu",
-                 (unsigned long long) tmpfs_size(a->spec, UINT64_C(256) << 20));
+        ns_fmt_u64(shm_opts, sizeof shm_opts, "mode=1777,size=", tmpfs_size(a->spec, UINT64_C(256) << 20));
         CHECK(a, NS_STEP_DEV, mount_at(rootfd, "dev", "tmpfs", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536"));
         devfd = open_beneath(rootfd, "dev", false, 0);
         CHECK(a, NS_STEP_DEV, devfd);
         for (size_t i = 0; i < ELEMENTSOF(nodes); i++)
                 CHECK(a, NS_STEP_DEV, bind_dev(devfd, nodes[i]));
-        CHECK(a, NS_STEP_DEV, mkdirat(devfd, "pts", 0755));
-        CHECK(a, NS_STEP_DEV, mkdirat(devfd, "shm", 01777));
+        CHECK(a, NS_STEP_DEV, ns_sys3(SYS_mkdirat, devfd, "pts", 0755));
+        CHECK(a, NS_STEP_DEV, ns_sys3(SYS_mkdirat, devfd, "shm", 01777));
         CHECK(a, NS_STEP_DEV, mount_at(devfd, "pts", "devpts", "devpts", MS_NOSUID | MS_NOEXEC,
                                        "newinstance,ptmxmode=0666,mode=620"));
         CHECK(a, NS_STEP_DEV, mount_at(devfd, "shm", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, shm_opts));
-        CHECK(a, NS_STEP_DEV, symlinkat("pts/ptmx", devfd, "ptmx"));
-        CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd", devfd, "fd"));
-        CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd/0", devfd, "stdin"));
-        CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd/1", devfd, "stdout"));
-        CHECK(a, NS_STEP_DEV, symlinkat("/proc/self/fd/2", devfd, "stderr"));
+        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                CHECK(a, NS_STEP_DEV, ns_sys3(SYS_symlinkat, links[i][0], devfd, links[i][1]));
         /* the tmpfs itself read-only from now on */
-        fd_path(p, sizeof p, devfd);
-        CHECK(a, NS_STEP_DEV, mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL));
-        close(devfd);
+        CHECK(a, NS_STEP_DEV, ns_sys5(SYS_mount, NULL, ns_fd_path(p, devfd), NULL,
+                                      MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL));
+        ns_close(devfd);
 }
 
-static void step_loopback(const NsChildArgs *a) {
+_ns_child_ static void step_loopback(const NsChildArgs *a) {
         struct ifreq ifr = {};
-        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int s = (int) ns_sys3(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
         CHECK(a, NS_STEP_LOOPBACK, s);
         memcpy(ifr.ifr_name, "lo", 3);
-        CHECK(a, NS_STEP_LOOPBACK, ioctl(s, SIOCGIFFLAGS, &ifr));
+        CHECK(a, NS_STEP_LOOPBACK, ns_sys3(SYS_ioctl, s, SIOCGIFFLAGS, &ifr));
         ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-        CHECK(a, NS_STEP_LOOPBACK, ioctl(s, SIOCSIFFLAGS, &ifr));
-        close(s);
+        CHECK(a, NS_STEP_LOOPBACK, ns_sys3(SYS_ioctl, s, SIOCSIFFLAGS, &ifr));
+        ns_close(s);
 }
 
-void ns_child_main(const NsChildArgs *a) {
+_ns_child_ void ns_child_main(const NsChildArgs *args) {
+        NsChildArgs copy = *args, *a = &copy;
         const RuntimeSpec *spec = a->spec;
         char go;
         int rootfd_mnt = -1, rootfd, listen_fd, exe_fd;
-        ssize_t k;
+        long k;
 
+        (void) ns_close(args->parent_fd);
         /* Keep the fds we need away from 0-3, which we are about to replace. */
-        child_sync_fd = a->sync_fd;
-        child_sync_fd = fcntl(a->sync_fd, F_DUPFD_CLOEXEC, 10);
-        if (child_sync_fd < 0) {
-                child_sync_fd = a->sync_fd;
-                child_fail(a, NS_STEP_SYNC, errno);
-        }
-        listen_fd = fcntl(a->listen_fd, F_DUPFD_CLOEXEC, 10);
-        exe_fd = fcntl(spec->agent_exe_fd, F_DUPFD_CLOEXEC, 10);
-        if (listen_fd < 0 || exe_fd < 0)
-                child_fail(a, NS_STEP_SYNC, errno);
+        k = ns_sys3(SYS_fcntl, args->sync_fd, F_DUPFD_CLOEXEC, 10);
+        if (k < 0)
+                child_fail(args, NS_STEP_SYNC, (int) k);
+        a->sync_fd = (int) k;
+        listen_fd = (int) ns_sys3(SYS_fcntl, a->listen_fd, F_DUPFD_CLOEXEC, 10);
+        CHECK(a, NS_STEP_SYNC, listen_fd);
+        exe_fd = (int) ns_sys3(SYS_fcntl, spec->agent_exe_fd, F_DUPFD_CLOEXEC, 10);
+        CHECK(a, NS_STEP_SYNC, exe_fd);
 
         /* 1. wait for the parent: id maps written, idmapped root on its way */
-        if (recv_fd(child_sync_fd, &rootfd_mnt) < 0)
-                child_fail(a, NS_STEP_SYNC, errno ?: EPIPE);
+        k = child_recv_fd(a->sync_fd, &rootfd_mnt);
+        CHECK(a, NS_STEP_SYNC, k);
         do
-                k = read(child_sync_fd, &go, 1);
-        while (k < 0 && errno == EINTR);
+                k = ns_sys3(SYS_read, a->sync_fd, &go, 1);
+        while (k == -EINTR);
         if (k != 1)
-                child_fail(a, NS_STEP_SYNC, k < 0 ? errno : EPIPE);
+                child_fail(a, NS_STEP_SYNC, k < 0 ? (int) k : -EPIPE);
 
         /* 2. the idmapped root over its own directory (resolved while we still
          *    are the host's root, owner of the state directory), then work below it */
         {
-                int target = open(spec->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                int target = (int) ns_sys4(SYS_openat, AT_FDCWD, spec->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
                 CHECK(a, NS_STEP_ROOT, target);
                 /* nothing we mount propagates back to the host */
-                CHECK(a, NS_STEP_MOUNT_PRIVATE, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
-                CHECK(a, NS_STEP_ROOT, (int) syscall(SYS_move_mount, rootfd_mnt, "", target, "",
-                                                     MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH));
-                close(target);
+                CHECK(a, NS_STEP_MOUNT_PRIVATE, ns_sys5(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
+                CHECK(a, NS_STEP_ROOT, ns_sys5(SYS_move_mount, rootfd_mnt, "", target, "",
+                                               MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH));
+                ns_close(target);
                 rootfd = rootfd_mnt; /* now the root of the attached mount */
-                CHECK(a, NS_STEP_ROOT, fchdir(rootfd));
+                CHECK(a, NS_STEP_ROOT, ns_sys1(SYS_fchdir, rootfd));
         }
 
         /* 3. a cgroup namespace rooted at the sandbox's cgroups (the parent moved us there) */
-        CHECK(a, NS_STEP_IDENTITY, unshare(CLONE_NEWCGROUP));
+        CHECK(a, NS_STEP_IDENTITY, ns_sys1(SYS_unshare, CLONE_NEWCGROUP));
 
-        /* 4. become root of the new user namespace */
-        CHECK(a, NS_STEP_IDENTITY, setresgid(0, 0, 0));
-        CHECK(a, NS_STEP_IDENTITY, setresuid(0, 0, 0));
-        CHECK(a, NS_STEP_IDENTITY, setgroups(0, NULL));
+        /* 4. become root of the new user namespace (one thread: no libc set*id broadcast needed) */
+        CHECK(a, NS_STEP_IDENTITY, ns_sys3(SYS_setresgid, 0, 0, 0));
+        CHECK(a, NS_STEP_IDENTITY, ns_sys3(SYS_setresuid, 0, 0, 0));
+        CHECK(a, NS_STEP_IDENTITY, ns_sys2(SYS_setgroups, 0, NULL));
 
         /* 5. /proc of the new pid namespace */
         CHECK(a, NS_STEP_PROC, mount_at(rootfd, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
@@ -300,19 +321,18 @@ void ns_child_main(const NsChildArgs *a) {
         /* 8. /run as tmpfs */
         {
                 char run_opts[64];
-                snprintf(run_opts, sizeof run_opts, "mode=755,size=%llu",
-                         (unsigned long long) tmpfs_size(spec, UINT64_C(64) << 20) / 2);
+                ns_fmt_u64(run_opts, sizeof run_opts, "mode=755,size=", tmpfs_size(spec, UINT64_C(64) << 20) / 2);
                 CHECK(a, NS_STEP_RUN, mount_at(rootfd, "run", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, run_opts));
         }
 
         /* 9. pivot into the root, drop the old one */
-        CHECK(a, NS_STEP_PIVOT, (int) syscall(SYS_pivot_root, ".", "."));
-        CHECK(a, NS_STEP_PIVOT, umount2(".", MNT_DETACH));
-        CHECK(a, NS_STEP_PIVOT, chdir("/"));
-        close(rootfd);
+        CHECK(a, NS_STEP_PIVOT, ns_sys2(SYS_pivot_root, ".", "."));
+        CHECK(a, NS_STEP_PIVOT, ns_sys2(SYS_umount2, ".", MNT_DETACH));
+        CHECK(a, NS_STEP_PIVOT, ns_sys1(SYS_chdir, "/"));
+        ns_close(rootfd);
 
         /* 10. identity and network */
-        CHECK(a, NS_STEP_HOSTNAME, sethostname(spec->hostname, strlen(spec->hostname)));
+        CHECK(a, NS_STEP_HOSTNAME, ns_sys2(SYS_sethostname, spec->hostname, strlen(spec->hostname)));
         step_loopback(a);
         if (spec->resolv_conf)
                 CHECK(a, NS_STEP_RESOLV_CONF, ns_write_resolv_conf(spec->resolv_conf));
@@ -321,14 +341,14 @@ void ns_child_main(const NsChildArgs *a) {
 
         /* 11. fds: 0-2 → /dev/null, 3 = agent socket, every other fd closes at exec */
         {
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                int null = (int) ns_sys4(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC, 0);
                 CHECK(a, NS_STEP_FDS, null);
                 for (int i = 0; i < 3; i++)
-                        CHECK(a, NS_STEP_FDS, dup2(null, i));
+                        CHECK(a, NS_STEP_FDS, ns_dup2(null, i));
                 if (null > 2)
-                        close(null);
-                CHECK(a, NS_STEP_FDS, dup2(listen_fd, 3)); /* dup2 clears CLOEXEC on 3 */
-                CHECK(a, NS_STEP_FDS, (int) syscall(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC));
+                        ns_close(null);
+                CHECK(a, NS_STEP_FDS, ns_dup2(listen_fd, 3)); /* dup2 clears CLOEXEC on 3 */
+                CHECK(a, NS_STEP_FDS, ns_sys3(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC));
         }
 
         /* 12. capabilities down to the allow-list, securebits locked, no_new_privs */
@@ -338,21 +358,21 @@ void ns_child_main(const NsChildArgs *a) {
         if (spec->seccomp && !SPACE_BENCH_NO_HARDENING) {
                 int listener = -1, r = seccomp_install(spec->seccomp, spec->seccomp_notify ? &listener : NULL);
                 if (r < 0)
-                        child_fail(a, NS_STEP_SECCOMP, -r);
+                        child_fail(a, NS_STEP_SECCOMP, r);
                 /* the listener stays with the agent (no CLOEXEC: it is PID 1's fd NS_NOTIFY_FD; the
                  * agent's children close it at exec): the worker takes a copy through PID 1's pidfd,
                  * after this create and again after a restart of its own */
                 if (listener >= 0 && listener != NS_NOTIFY_FD) {
-                        CHECK(a, NS_STEP_SECCOMP, dup2(listener, NS_NOTIFY_FD));
-                        close(listener);
+                        CHECK(a, NS_STEP_SECCOMP, ns_dup2(listener, NS_NOTIFY_FD));
+                        ns_close(listener);
                 } else if (listener == NS_NOTIFY_FD)
-                        CHECK(a, NS_STEP_SECCOMP, fcntl(listener, F_SETFD, 0));
+                        CHECK(a, NS_STEP_SECCOMP, ns_sys3(SYS_fcntl, listener, F_SETFD, 0));
         }
 
         /* 13. space-agent as PID 1 (the sync socket closes on success) */
         {
                 char *argv[] = { (char *) "space-agent", NULL };
-                syscall(SYS_execveat, exe_fd, "", argv, a->envp, AT_EMPTY_PATH);
-                child_fail(a, NS_STEP_EXEC, errno);
+                k = ns_sys5(SYS_execveat, exe_fd, "", argv, a->envp, AT_EMPTY_PATH);
+                child_fail(a, NS_STEP_EXEC, (int) k);
         }
 }

@@ -41,6 +41,7 @@ typedef struct NsChildError {
 typedef struct NsChildArgs {
         const RuntimeSpec *spec;
         int sync_fd;     /* child's end of the sync socketpair */
+        int parent_fd;   /* the parent's end: the child closes its copy first (EOF when the parent is gone) */
         int listen_fd;   /* agent listening socket, becomes fd 3 */
         char *const *envp;
 } NsChildArgs;
