@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "alloc-util.h"
+#include "cgroup.h"
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
@@ -360,6 +361,33 @@ static void spawner_lost(Worker *w, int r) {
         w->spawner_fd = safe_close(w->spawner_fd);
 }
 
+/* A request the lost spawner never answered: it may have cloned PID 1
+ * before it died (our child, CLONE_PARENT; born in the sandbox's cgroup,
+ * CLONE_INTO_CGROUP). Waiting for a root nobody will send, it exits, and
+ * nobody knows its pid: find it among our children by its cgroup, kill and
+ * reap it, so that it is neither a zombie nor alive in the cgroup that the
+ * in-process spawn makes again. */
+static void spawner_orphan_reap(const char *id) {
+        _cleanup_free_ char *kids = NULL;
+        char path[64];
+        size_t n = 0;
+
+        snprintf(path, sizeof path, "/proc/self/task/%d/children", (int) getpid());
+        if (read_full_file(path, 1U << 20, &kids, &n) < 0)
+                return;
+        for (char *p = kids, *end; p && *p; p = end) {
+                long pid = strtol(p, &end, 10);
+                if (end == p)
+                        break;
+                if (pid <= 0 || pid > INT32_MAX || !cgroup_contains(id, (pid_t) pid))
+                        continue;
+                log_warning("Sandbox %s: the lost spawner's PID 1 (pid %ld) is killed and reaped", id, pid);
+                (void) kill((pid_t) pid, SIGKILL);
+                while (waitpid((pid_t) pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+}
+
 int worker_spawner_send(Worker *w, const RuntimeSpec *rs) {
         _cleanup_free_ char *req = NULL;
         size_t n;
@@ -384,8 +412,11 @@ int worker_spawner_recv(Worker *w, bool sent, const RuntimeSpec *rs, RuntimePend
         SpawnReply rep = {};
         int fds[2], r;
 
-        if (!sent || w->spawner_pid <= 0 || w->spawner_outstanding == 0)
-                return w->runtime->spawn(rs, ret, errbuf, errbuf_size); /* not sent, or lost with the spawner */
+        if (!sent || w->spawner_pid <= 0 || w->spawner_outstanding == 0) {
+                if (sent)
+                        spawner_orphan_reap(rs->id); /* lost with the spawner */
+                return w->runtime->spawn(rs, ret, errbuf, errbuf_size);
+        }
         w->spawner_outstanding--;
         if (strscpy(ret->id, sizeof ret->id, rs->id) < 0 ||
             strscpy(ret->agent_socket, sizeof ret->agent_socket, rs->agent_socket) < 0)
@@ -394,6 +425,7 @@ int worker_spawner_recv(Worker *w, bool sent, const RuntimeSpec *rs, RuntimePend
         if (r < 0) {
                 spawner_lost(w, r);
                 /* whatever it did not answer for is killed with it; cgroups and socket are made again */
+                spawner_orphan_reap(rs->id);
                 return w->runtime->spawn(rs, ret, errbuf, errbuf_size);
         }
         if (rep.r >= 0 && (fds[0] < 0 || fds[1] < 0 || rep.pid <= 0)) {

@@ -186,6 +186,41 @@ def test_double_start_refused(d):
     time.sleep(0.2)
 
 
+def test_spawner_killed_after_clone_leaves_no_pid1(d):
+    """The spawner dies after it cloned a PID 1 and before it answered (strace
+    kills it at the answer's sendmsg): the create is made by the worker
+    itself, and the orphan PID 1 (the worker's child, waiting for a root that
+    will never come) is killed and reaped: no zombie, nothing left in its
+    cgroup but the new sandbox."""
+    procs = host.descendants(d.pid)
+    spawner = next(p for p in procs if host.proc_status(p, "Name") == "space-spawner")
+    worker = host.proc_ppid(spawner)
+    st = subprocess.Popen(["strace", "-qq", "-o", "/dev/null", "-p", str(spawner), "-e", "trace=sendmsg",
+                           "-e", "inject=sendmsg:signal=SIGKILL:when=1"], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert host.wait_until(lambda: host.proc_status(spawner, "TracerPid") == str(st.pid), timeout=30)
+        start = d.log_size()
+        sid = d.create()["id"]
+        try:
+            assert st.wait(timeout=30) is not None
+            assert not host.proc_exists(spawner) or host.proc_status(spawner, "State")[0] != "Z"
+            assert "the lost spawner's PID 1" in d.log_text(start), d.log_tail(40, start)
+            assert d.sh(sid, "echo up") == "up\n"
+            zombies = [p for p in host.children(worker) if host.proc_status(p, "State")[0] == "Z"]
+            assert not zombies, zombies
+            pid1s = [p for p in host.children(worker) if any(sid in c for c in host.proc_cgroups(p))]
+            assert len(pid1s) == 1, pid1s
+        finally:
+            d.delete(sid)
+        assert not residue.items_of_sandbox(d.s, sid), residue.items_of_sandbox(d.s, sid)
+    finally:
+        if st.poll() is None:
+            st.kill()
+            st.wait()
+        d.restart()  # a spawner again for the next tests
+
+
 def test_spawner_killed_sandboxes_still_created(d):
     """The spawner (the worker's process that clones ns sandboxes) dies: the
     worker notices at the next create and clones them itself."""

@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "ns-harden.h"
@@ -183,11 +184,20 @@ out:
         return r;
 }
 
-/* content (n bytes) into a new file at path; not there (e.g. no /etc): nothing */
-static int write_new(int fd, const char *content, size_t n) {
-        long k = ns_sys3(SYS_write, fd, content, n);
+/* content (n bytes) as the whole file fd, which is closed. Written over what
+ * was there, then cut to n if it was longer: on btrfs a truncation to 0
+ * first (O_TRUNC) is a transaction of its own. */
+static int write_over(int fd, const char *content, size_t n) {
+        struct stat st;
+        long k = ns_sys4(SYS_pwrite64, fd, content, n, 0);
+        int r = k == (long) n ? 0 : k < 0 ? (int) k : -EIO;
+
+        if (r >= 0)
+                r = (int) ns_sys2(SYS_fstat, fd, &st);
+        if (r >= 0 && st.st_size > (off_t) n)
+                r = (int) ns_sys2(SYS_ftruncate, fd, n);
         ns_close(fd);
-        return k == (long) n ? 0 : k < 0 ? (int) k : -EIO;
+        return r < 0 ? r : 0;
 }
 
 int ns_write_machine_id(void) {
@@ -204,18 +214,17 @@ int ns_write_machine_id(void) {
                 id[2 * i + 1] = hex[raw[i] & 15];
         }
         id[32] = '\n';
-        fd = (int) ns_sys4(SYS_openat, AT_FDCWD, "/etc/machine-id", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                           0444);
+        fd = (int) ns_sys4(SYS_openat, AT_FDCWD, "/etc/machine-id", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
         if (fd < 0)
                 return fd == -ENOENT ? 0 : fd;
-        return write_new(fd, id, sizeof id);
+        return write_over(fd, id, sizeof id);
 }
 
 int ns_write_resolv_conf(const char *content) {
         static const char path[] = "/etc/resolv.conf";
         int fd;
 
-        fd = (int) ns_sys4(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        fd = (int) ns_sys4(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd == -ELOOP) {
                 /* a symlink (e.g. to a resolver stub that is not running here) */
                 int r = (int) ns_sys3(SYS_unlinkat, AT_FDCWD, path, 0);
@@ -225,7 +234,7 @@ int ns_write_resolv_conf(const char *content) {
         }
         if (fd < 0)
                 return fd == -ENOENT || fd == -EISDIR || fd == -EROFS ? 0 : fd;
-        return write_new(fd, content, strlen(content));
+        return write_over(fd, content, strlen(content));
 }
 
 /* Lowers a limit to want (never raises it: that needs host privileges). */

@@ -2,8 +2,10 @@
 #pragma once
 
 /* The steps a new ns sandbox runs inside its namespaces, between clone() and
- * execve() of space-agent: no allocation, no logging; a failure is reported
- * to the parent as {step, errno} over the sync socket. One function a step,
+ * execve() of space-agent: no allocation, no logging, no libc system-call
+ * wrapper (the child shares its parent's memory, errno included: ns-clone.h,
+ * ns-sys.h); a failure is reported to the parent as {step, errno} over the
+ * sync socket. One function a step,
  * in the order of ns_child_steps[] (nsjail's contain list). */
 
 #include "runtime.h"

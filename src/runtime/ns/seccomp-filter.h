@@ -31,7 +31,8 @@ int seccomp_build(const SeccompOptions *o, struct sock_fprog *ret);
 void seccomp_fprog_done(struct sock_fprog *p);
 /* Installs a built filter in the calling thread's process:
  * PR_SET_NO_NEW_PRIVS, then seccomp(SECCOMP_SET_MODE_FILTER). No allocation,
- * no logging: safe between clone() and execve(). Returns 0 or -errno.
+ * no logging, no errno (raw system calls, ns-sys.h): safe between clone()
+ * and execve() in a child sharing its parent's memory. Returns 0 or -errno.
  * ret_listener non-NULL: the filter gets a user-notification listener (the
  * SECCOMP_USER_NOTIF rows wait for its answers; where the kernel has it, a
  * received notification waits killably only, so a signal storm cannot make
