@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +212,14 @@ static void conn_connect(Gateway *gw, GwConn *c) {
         conn_update(gw, c);
 }
 
+/* Bulk relaying sends from the gateway's own CPU (see GW_NOTSENT_LOWAT). Best
+ * effort: a kernel without the option relays as before. */
+static void relay_sockopts(GwConn *c) {
+        int lowat = (int) GW_NOTSENT_LOWAT;
+        (void) setsockopt(c->cio.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+        (void) setsockopt(c->uio.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+}
+
 static void connected(Gateway *gw, GwConn *c) {
         int err = 0;
         socklen_t l = sizeof err;
@@ -217,6 +227,7 @@ static void connected(Gateway *gw, GwConn *c) {
                 conn_refuse(gw, c, 502, "upstream connection failed");
                 return;
         }
+        relay_sockopts(c);
         if (c->intercept) { /* transparent TLS to a credential host */
                 gw_intercept_start(gw, c);
                 return;
@@ -705,11 +716,11 @@ static void client_readable(Gateway *gw, GwConn *c) {
                 return;
         }
         if (c->sni_check && c->state == GW_CONN_RELAY) {
-                if (sni_looks_like_tls(c->in, c->in_n))
+                if (sni_looks_like_tls(c->in, c->in_n)) {
                         tls_hello(gw, c);
-                else
-                        c->sni_check = false; /* not TLS: relayed as is to the allowed host:port */
-                return;
+                        return;
+                }
+                c->sni_check = false; /* not TLS: relayed as is to the allowed host:port (now, not on the next event) */
         }
         conn_update(gw, c);
 }
