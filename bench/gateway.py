@@ -17,7 +17,15 @@ Downloads: --mib MiB with curl from `openssl s_server -WWW` (C, so the server
 is not what limits) on SRV2, over HTTPS: direct (port 8443, forwarded), the
 transparent tunnel (443: SNI checked, spliced) and a CONNECT tunnel through
 the explicit proxy; and over plain HTTP from the Python server (direct 8080 /
-transparent 80). Interleaved runs, p50/p90 of MiB/s per path.
+transparent 80). Like with like: the same curl in `sb`, the same file, key and
+certificate, the same two veth links (same MTU and offloads); direct is ONE
+TCP connection routed through `gw`, the tunnel is two (sb-gw, gw-srv2) with
+the gateway splicing between them, so the tunnel's cost is the second TCP
+connection plus the gateway. One warm-up download per path first (the file
+into the page cache), then interleaved runs, the order reversed every other
+round; p50/p90 of MiB/s per path, and the CPU time (utime + stime, p50) of
+curl, the serving s_server and the gateway per download: on a shared machine
+the MiB/s follow the load, the CPU per download much less.
 
     python3 bench/gateway.py [--build-dir build-release] [-n 300] [--mib 100] [--runs 5]
 
@@ -92,6 +100,13 @@ def pct(xs, p):
     k = (len(xs) - 1) * p / 100.0
     lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def cpu_ms(pid):
+    """utime + stime of a process so far, ms."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
 def main():
@@ -173,11 +188,13 @@ table ip spgwb {{
         os.makedirs(www)
         with open(os.path.join(www, "big"), "wb") as f:
             f.truncate(size)
+        sserver = {}
         for port in (443, 8443):
             p = subprocess.Popen(["ip", "netns", "exec", ns["srv2"], "openssl", "s_server", "-quiet", "-WWW",
                                   "-accept", f"{SRV2}:{port}", "-cert", f"{tmp}/srv.pem", "-key", f"{tmp}/srv.key"],
                                  cwd=www, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(p)
+            sserver[port] = p.pid      # `ip netns exec` execs: the server's own pid
         import socket as so
         ctl, child = so.socketpair()
         gw = subprocess.Popen(["ip", "netns", "exec", ns["gw"], gwrun, "--upstream", f"{SRV}:53", "--pool",
@@ -225,26 +242,47 @@ table ip spgwb {{
         curl = ["ip", "netns", "exec", ns["sb"], "curl", "-sS", "--cacert", ca, "-o", "/dev/null", "-w",
                 "%{speed_download} %{size_download}"]
         paths = {
-            "http direct": ["--noproxy", "*", f"http://{SRV}:8080/big/{size}"],
-            "http gateway": ["--noproxy", "*", f"http://allowed.test/big/{size}"],
-            "https direct": ["--noproxy", "*", "--resolve", f"files.test:8443:{SRV2}", "https://files.test:8443/big"],
-            "https tunnel": ["--noproxy", "*", "https://files.test/big"],
-            "https CONNECT": ["-x", f"http://{HOST_END}:10080", "https://files.test/big"],
+            "http direct": (None, ["--noproxy", "*", f"http://{SRV}:8080/big/{size}"]),
+            "http gateway": (None, ["--noproxy", "*", f"http://allowed.test/big/{size}"]),
+            "https direct": (8443, ["--noproxy", "*", "--resolve", f"files.test:8443:{SRV2}", "https://files.test:8443/big"]),
+            "https tunnel": (443, ["--noproxy", "*", "https://files.test/big"]),
+            "https CONNECT": (443, ["-x", f"http://{HOST_END}:10080", "https://files.test/big"]),
         }
+
+        def download(name):
+            port, args = paths[name]
+            before = (cpu_ms(sserver[port]) if port else 0.0, cpu_ms(gw.pid))
+            p = subprocess.Popen(curl + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            _, status, ru = os.wait4(p.pid, 0)
+            out, err = p.communicate()
+            assert status == 0, (name, err)
+            out = out.split()
+            assert int(float(out[1])) == size, (name, out)
+            return (float(out[0]) / (1024 * 1024), (ru.ru_utime + ru.ru_stime) * 1000.0,
+                    cpu_ms(sserver[port]) - before[0] if port else None, cpu_ms(gw.pid) - before[1])
+
+        for name in paths:               # warm up: the file in the page cache, both servers and paths once
+            download(name)
         speeds = {k: [] for k in paths}
-        for _ in range(a.runs):          # interleaved: the same noise for every path
-            for name, args in paths.items():
-                out = sh(*curl, *args).stdout.split()
-                assert int(float(out[1])) == size, (name, out)
-                speeds[name].append(float(out[0]) / (1024 * 1024))
-        print(f"{a.mib} MiB downloads ({a.runs} runs per path, interleaved), MiB/s:")
-        print(f"{'path':22} {'p50':>8} {'p90':>8}")
+        load0 = open("/proc/loadavg").read().split()[0]
+        for i in range(a.runs):          # interleaved, the order reversed every other round: the same noise for every path
+            for name in (list(paths) if i % 2 == 0 else list(reversed(paths))):
+                speeds[name].append(download(name))
+        load1 = open("/proc/loadavg").read().split()[0]
+        print(f"{a.mib} MiB downloads ({a.runs} runs per path, interleaved; load average {load0} -> {load1}, "
+              f"{os.cpu_count()} CPUs), MiB/s and CPU ms per download (p50):")
+        print(f"{'path':22} {'p50':>8} {'p90':>8} {'curl':>8} {'s_server':>8} {'gateway':>8}")
+        med = lambda xs: statistics.median(xs)
         for k, xs in speeds.items():
-            print(f"{k:22} {pct(xs, 50):8.0f} {pct(xs, 90):8.0f}")
+            srv_ms = f"{med([x[2] for x in xs]):8.0f}" if xs[0][2] is not None else f"{'-':>8}"
+            print(f"{k:22} {pct([x[0] for x in xs], 50):8.0f} {pct([x[0] for x in xs], 90):8.0f} "
+                  f"{med([x[1] for x in xs]):8.0f} {srv_ms} {med([x[3] for x in xs]):8.0f}")
         for proto, gws in (("http", ("http gateway",)), ("https", ("https tunnel", "https CONNECT"))):
-            d = pct(speeds[f"{proto} direct"], 50)
+            d = pct([x[0] for x in speeds[f"{proto} direct"]], 50)
             for g in gws:
-                print(f"{g} / {proto} direct (p50): {pct(speeds[g], 50) / d:.2f}")
+                per_round = " ".join(f"{x[0] / y[0]:.2f}" for x, y in zip(speeds[g], speeds[f"{proto} direct"]))
+                print(f"{g} / {proto} direct (p50): {pct([x[0] for x in speeds[g]], 50) / d:.2f}   "
+                      f"(per round: {per_round})")
     finally:
         for p in procs:
             if p.stdin:
