@@ -2,7 +2,8 @@
 """space vm runtime benchmark: create (cold boot of a microVM, which saves the
 base snapshot of its shape; and from that base snapshot), first exec, exec
 round trip, pause, resume, suspend with memory, resume from it, branch with
-memory x3 and delete through the HTTP API, p50/p90,
+memory x3, restore in place from a checkpoint with memory and delete through
+the HTTP API, p50/p90,
 with the accelerator (kvm or tcg) named in every line. Not a test: it reports.
 
 One command: `python3 bench/vm.py` (as root) starts a private spaced from
@@ -129,6 +130,12 @@ def main():
             suspend.append(api.timed("POST", f"/v1/sandboxes/{sid}/suspend")[0])
             resume_mem.append(api.timed("POST", f"/v1/sandboxes/{sid}/resume")[0])
             api.sh(sid, "true")
+        # restore in place from a checkpoint with memory: the machine of that moment runs on
+        api.call("POST", f"/v1/sandboxes/{sid}/checkpoints", {"name": "bench", "with_memory": True})
+        restore = []
+        for _ in range(2):
+            restore.append(api.timed("POST", f"/v1/sandboxes/{sid}/restore", {"checkpoint": "bench"})[0])
+            api.sh(sid, "true")
         # branch with memory x3: one saved machine restored three times, each child told its identity
         api.sh(sid, "sh -c 'n=0; while true; do n=$((n+1)); echo $n > /tmp/c; sleep 0.2; done' >/dev/null 2>&1 &")
         branch = []
@@ -149,7 +156,8 @@ def main():
         res = {"create (cold boot + base save)": create, "create (from base snapshot)": create_base,
                "first exec after create": first, "exec round trip (true)": rt,
                "pause": pause, "resume": resume, "suspend (memory to file)": suspend,
-               "resume from suspend (memory)": resume_mem, "branch with memory x3": branch, "delete": delete}
+               "resume from suspend (memory)": resume_mem, "restore in place (memory)": restore,
+               "branch with memory x3": branch, "delete": delete}
         load1 = os.getloadavg()
         print(f"vm runtime: {vm['vmm']}, guest kernel {vm.get('guest_kernel')}, accelerator {accel}"
               + (" (software emulation: slow, development only)" if accel == "tcg" else "")

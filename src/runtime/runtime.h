@@ -96,8 +96,8 @@ typedef struct RuntimePending {
 /* vm: where the choice of accelerator stands (accel auto: KVM only once a boot under it worked). */
 typedef enum RuntimeAccelProbe {
         RUNTIME_ACCEL_DECIDED,     /* the accelerator is known */
-        RUNTIME_ACCEL_UNDECIDED,   /* the next boot without a saved machine is the probe */
-        RUNTIME_ACCEL_PROBING,     /* a probe boot runs: boots without a saved machine wait for its verdict */
+        RUNTIME_ACCEL_UNDECIDED,   /* the next create's boot (no saved machine) is the probe */
+        RUNTIME_ACCEL_PROBING,     /* a probe boot runs: other boots run under TCG (creates wait for its verdict) */
 } RuntimeAccelProbe;
 
 typedef struct RuntimeOps {

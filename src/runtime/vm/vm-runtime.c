@@ -777,9 +777,10 @@ static int vm_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
         }
         accel = vm.accel;
         if (vm_accel_probe_state() != RUNTIME_ACCEL_DECIDED) {
-                if (spec->restore_path || vm.kvm_probing)
-                        /* a saved machine is no probe (nor does it wait for one): the emulator runs
-                         * every machine; the worker holds back cold boots while a probe runs */
+                if (spec->restore_path || spec->new_identity || vm.kvm_probing)
+                        /* only a create's boot probes: a saved machine, or a branch's child (whose
+                         * branch would fail with it), runs under the emulator, which runs every
+                         * machine; the worker holds back creates while a probe runs */
                         accel = VMM_ACCEL_TCG;
                 else {
                         /* the probe: this boot under KVM, with a short deadline (/dev/kvm can exist
