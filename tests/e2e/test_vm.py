@@ -569,7 +569,8 @@ def test_branch_with_memory_does_not_block_other_calls(e2e_session, vmd, vsb):
             assert all(vmd.show(k).json()["state"] == "creating" for k in qemus), qemus
         finally:
             for q in qemus.values():
-                os.kill(q, signal.SIGCONT)
+                if host.proc_exists(q):
+                    os.kill(q, signal.SIGCONT)
         t.join(600)
         assert res["r"].status == 201, res["r"]
         kids = [k["id"] for k in res["r"].json()["sandboxes"]]
@@ -587,6 +588,48 @@ def test_branch_with_memory_does_not_block_other_calls(e2e_session, vmd, vsb):
         for k in kids:
             _gone(e2e_session, vmd, k, vmd.sandbox_pids(k))
         vmd.sh(vsb, f"kill {sleeper} 2>/dev/null; true")
+
+
+def test_delete_of_a_branch_child_while_it_starts(e2e_session, vmd, vsb):
+    """A child deleted while the children of its branch start (their QEMUs
+    held stopped): the delete succeeds, the branch fails with 409, all or
+    nothing: its sibling goes too, and nothing of either is left."""
+    before_ids = set(vmd.list_all())
+    res = {}
+    t = threading.Thread(target=lambda: res.update(
+        r=vmd.api("POST", f"/v1/sandboxes/{vsb}/branch", json={"count": 2, "with_memory": True}, timeout=600)))
+    t.start()
+    qemus = {}
+    try:
+        def children():
+            return [sid for sid, sb in vmd.list_all().items()
+                    if sid not in before_ids and sb.get("state") == "creating" and sb.get("runtime") == "vm"]
+        qemus = _new_qemus(vmd, children, set(), 2)
+        for q in qemus.values():
+            os.kill(q, signal.SIGSTOP)
+        victim = sorted(qemus)[0]
+        try:
+            r = vmd.api("DELETE", f"/v1/sandboxes/{victim}", timeout=120)
+            assert r.status == 200, r
+            assert t.is_alive()  # its sibling still loads
+        finally:
+            for q in qemus.values():
+                if host.proc_exists(q):
+                    os.kill(q, signal.SIGCONT)
+    finally:
+        t.join(600)
+    assert_error_shape(res["r"], 409, "conflict")
+    assert "deleted while" in res["r"].json()["error"]["message"], res["r"].json()
+    for sid, q in qemus.items():
+        assert host.wait_until(lambda q=q: not host.proc_exists(q), 60), f"QEMU of {sid} survived"
+        r = vmd.show(sid)
+        assert r.status == 404 or r.json()["state"] == "deleted", r
+        assert not vmd.cgroup_dirs(sid)
+        assert not os.path.exists(vmd.host_view(vmd.pool_path("sandboxes", sid)))
+        assert not os.path.exists(os.path.join(vmd.state_dir, "run", "sandboxes", sid))
+        assert host.wait_until(lambda sid=sid: not residue.items_of_sandbox(e2e_session, sid), 10)
+    assert not os.path.exists(vmd.host_view(vmd.pool_path("sandboxes", vsb, "branch.state")))
+    assert vmd.sh(vsb, "echo parent") == "parent\n"
 
 
 def test_restore_in_place_does_not_block_other_calls(e2e_session, vmd, vsb):
@@ -612,7 +655,8 @@ def test_restore_in_place_does_not_block_other_calls(e2e_session, vmd, vsb):
             try:
                 _worker_serves_meanwhile(vmd, ns_sid, vsb, t)
             finally:
-                os.kill(qemus[sid], signal.SIGCONT)
+                if host.proc_exists(qemus[sid]):
+                    os.kill(qemus[sid], signal.SIGCONT)
             t.join(600)
         finally:
             t.join(600)
