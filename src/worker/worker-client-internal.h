@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Inside the worker client (worker-client*.c only): the client's state and
+ * the request/response plumbing (worker-client.c) that the per-operation
+ * files (worker-client-sandbox.c, -agent.c, -ship.c, -info.c) share. */
+
+#include <limits.h>
+
+#include "worker-client.h"
+
+#define WORKER_REPLY_TIMEOUT_MSEC (10 * 60 * 1000) /* template imports can take minutes */
+
+struct WorkerClient {
+        char path[108];                 /* local: the worker's socket */
+        char agent_dir[PATH_MAX];       /* local: where agents listen */
+        Store *store;                   /* cluster: borrowed; NULL = local */
+        char *token;                    /* cluster: the token */
+        int64_t lost_timeout_usec;      /* cluster: a worker silent this long is not used */
+        char target[STORE_NAME_MAX];    /* cluster: the worker the next call goes to */
+        char target_address[STORE_WORKER_ADDRESS_MAX];
+        bool connect_failed;            /* the last call did not reach the worker at all */
+        int reply_timeout_msec;         /* a call without an answer this long fails (-ETIMEDOUT) */
+        int fd;
+        char fd_worker[STORE_NAME_MAX]; /* whom fd talks to ("" = local) */
+        char *buf;
+        size_t n, allocated;
+};
+
+int worker_client_connect_unix(const char *path, int *ret_fd);
+/* A fresh connection to the current target (cluster, after the hello of
+ * cluster-net.h) or to the local worker's socket. */
+int worker_client_open_connection(WorkerClient *w, int *ret_fd);
+
+/* Starts a request {"op":OP, ...}: the caller adds its keys, ends the object
+ * (json_w_object_end) and hands it to worker_client_call() or
+ * worker_client_send_request(). */
+void worker_client_request_begin(JsonWriter *jw, const char *op);
+/* Sends the request on the client's connection to the current target and
+ * reads the reply line; an error reply becomes *e. ret (may be NULL): the
+ * reply. */
+int worker_client_call(WorkerClient *w, JsonWriter *jw, JsonValue **ret, ApiError *e);
+/* Sends the request as one line on fd (a connection of its own: agent
+ * stream, template upload). */
+int worker_client_send_request(int fd, JsonWriter *jw);
+/* A reply line's verdict: 0 for {"ok":true}, its code and message as *e
+ * otherwise. */
+int worker_client_reply_check(const JsonValue *reply, ApiError *e);
+
+/* Cluster: the next call goes to worker name, if it is live. -EHOSTDOWN if
+ * it is not (lost, stopped, silent), -ENXIO if it is not registered. Local:
+ * a no-op. */
+int worker_client_select_worker(WorkerClient *w, const char *name, ApiError *e);
+/* Cluster: the next call goes to the worker that holds sandbox id. */
+int worker_client_select_sandbox(WorkerClient *w, const char *id, ApiError *e);
+/* Cluster: the workers the store knows. */
+int worker_client_list_workers(WorkerClient *w, WorkerNode **ret_nodes, size_t *ret_n, ApiError *e);

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker client's calls on a sandbox: create (placed first in a
+ * cluster, worker-placement.c), start, limits, policy, credentials, pause,
+ * suspend, checkpoints, restore, branch, destroy, and the recovery of a
+ * sandbox lost with its worker. */
+#include <stdio.h>
+
+#include "alloc-util.h"
+#include "json.h"
+#include "log.h"
+#include "str-util.h"
+#include "worker-client-internal.h"
+#include "worker-placement.h"
+
+static void write_spec(JsonWriter *jw, const Sandbox *sb) {
+        json_w_object_begin(jw);
+        json_w_kv_string(jw, "id", sb->id);
+        json_w_kv_string(jw, "tenant", sb->tenant_id); /* with "policy": the gateway registration */
+        json_w_kv_int(jw, "slot", sb->slot);
+        json_w_kv_string(jw, "template", sb->template_name);
+        if (!isempty(sb->runtime))
+                json_w_kv_string(jw, "runtime", sb->runtime);
+        json_w_kv_int(jw, "cpu_millis", sb->cpu_millis);
+        json_w_key(jw, "memory_mb");
+        json_w_uint(jw, sb->memory_mb);
+        json_w_key(jw, "disk_mb");
+        json_w_uint(jw, sb->disk_mb);
+        json_w_kv_int(jw, "pids_max", sb->pids_max);
+        json_w_kv_int(jw, "io_weight", sb->io_weight);
+        if (sb->env_json) {
+                json_w_key(jw, "env");
+                json_w_raw(jw, sb->env_json);
+        }
+        if (sb->network_json) { /* the egress policy, for the gateway */
+                json_w_key(jw, "policy");
+                json_w_raw(jw, sb->network_json);
+        }
+        json_w_object_end(jw);
+}
+
+static int reply_pid(const JsonValue *reply, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        int64_t pid = 0;
+        uint64_t st = 0;
+        if (json_int64(json_get(reply, "pid"), &pid) < 0 || json_uint64(json_get(reply, "starttime"), &st) < 0)
+                return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
+        *ret_pid = pid;
+        *ret_starttime = st;
+        return 0;
+}
+
+/* {"op":OP,"sandbox":{spec}[,"checkpoint":CK]} to the sandbox's worker (sb->worker) */
+static int call_spec(WorkerClient *w, const char *op, const Sandbox *sb, const char *checkpoint, JsonValue **ret,
+                     ApiError *e) {
+        JsonWriter jw;
+        int r = worker_client_select_worker(w, sb->worker, e);
+
+        if (r < 0)
+                return r;
+        worker_client_request_begin(&jw, op);
+        json_w_key(&jw, "sandbox");
+        write_spec(&jw, sb);
+        if (checkpoint)
+                json_w_kv_string(&jw, "checkpoint", checkpoint);
+        json_w_object_end(&jw);
+        return worker_client_call(w, &jw, ret, e);
+}
+
+/* call_spec() of an op that starts the sandbox (create, start, restore): its
+ * pid and start time; ret_preserved (may be NULL): whether its processes
+ * continued rather than started afresh. */
+static int call_spec_started(WorkerClient *w, const char *op, const Sandbox *sb, const char *checkpoint,
+                             int64_t *ret_pid, uint64_t *ret_starttime, bool *ret_preserved, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        bool preserved = false;
+        int r = call_spec(w, op, sb, checkpoint, &reply, e);
+
+        if (r < 0)
+                return r;
+        (void) json_bool(json_get(reply, "processes_preserved"), &preserved);
+        if (ret_preserved)
+                *ret_preserved = preserved;
+        return reply_pid(reply, ret_pid, ret_starttime, e);
+}
+
+/* Cluster: the sandbox's row names worker before op (create, restore) is
+ * tried there, so a delete finds the sandbox wherever the try got to. */
+static int call_spec_placed(WorkerClient *w, const char *op, const Sandbox *sb, const char *worker,
+                            const char *checkpoint, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        Sandbox placed;
+        int r = store_sandbox_set_runtime(w->store, sb->id, 0, 0, worker);
+
+        if (r < 0) {
+                w->connect_failed = false; /* not the worker's failure: no other one is tried */
+                return api_error(e, r, r == -ENOENT ? API_CONFLICT : API_UNAVAILABLE,
+                                 "the store failed (placing the sandbox): %s", strerror(-r));
+        }
+        placed = *sb;
+        (void) strscpy(placed.worker, sizeof placed.worker, worker);
+        *e = (ApiError){};
+        return call_spec_started(w, op, &placed, checkpoint, ret_pid, ret_starttime, NULL, e);
+}
+
+/* {"op":OP,"id":ID[,"checkpoint":CK]} to the worker selected last */
+static int send_id(WorkerClient *w, const char *op, const char *id, const char *checkpoint, JsonValue **ret,
+                   ApiError *e) {
+        JsonWriter jw;
+
+        worker_client_request_begin(&jw, op);
+        json_w_kv_string(&jw, "id", id);
+        if (checkpoint)
+                json_w_kv_string(&jw, "checkpoint", checkpoint);
+        json_w_object_end(&jw);
+        return worker_client_call(w, &jw, ret, e);
+}
+
+/* send_id() to the worker that holds sandbox id */
+static int call_id(WorkerClient *w, const char *op, const char *id, const char *checkpoint, JsonValue **ret,
+                   ApiError *e) {
+        int r = worker_client_select_sandbox(w, id, e);
+        if (r < 0)
+                return r;
+        return send_id(w, op, id, checkpoint, ret, e);
+}
+
+/* Cluster: tries the workers in placement order; one that cannot be reached
+ * (connect or hello failed: the request never left) is skipped. */
+static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime,
+                         ApiError *e) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        _cleanup_free_ size_t *order = NULL;
+        size_t n = 0, n_order = 0;
+        int r;
+
+        r = worker_client_list_workers(w, &nodes, &n, e);
+        if (r < 0)
+                return r;
+        order = new0(size_t, n + 1);
+        if (!order)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        worker_place(nodes, n, sb, now_usec() - w->lost_timeout_usec, order, &n_order);
+        if (n_order == 0)
+                return api_error(e, -ENOSPC, API_UNAVAILABLE,
+                                 "no live worker has room for this sandbox (%zu workers registered)", n);
+        for (size_t i = 0; i < n_order; i++) {
+                const WorkerNode *node = &nodes[order[i]];
+
+                r = call_spec_placed(w, "create", sb, node->name, NULL, ret_pid, ret_starttime, e);
+                if (r >= 0 || !w->connect_failed)
+                        return r;
+                log_warning("Worker %s (%s) is unreachable; placing sandbox %s elsewhere", node->name,
+                            node->address, sb->id);
+        }
+        return r;
+}
+
+int worker_sandbox_create(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime,
+                          ApiError *e) {
+        if (w->store)
+                return create_placed(w, sb, ret_pid, ret_starttime, e);
+        return call_spec_started(w, "create", sb, NULL, ret_pid, ret_starttime, NULL, e);
+}
+
+int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime, bool *ret_preserved,
+                         ApiError *e) {
+        return call_spec_started(w, "start", sb, NULL, ret_pid, ret_starttime, ret_preserved, e);
+}
+
+int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,
+                           uint64_t *ret_starttime, bool *ret_preserved, ApiError *e) {
+        return call_spec_started(w, "restore", sb, checkpoint_id, ret_pid, ret_starttime, ret_preserved, e);
+}
+
+int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e) {
+        return call_spec(w, "set_limits", sb, NULL, NULL, e);
+}
+
+int worker_sandbox_take_warm(WorkerClient *w, const Sandbox *sb, ApiError *e) {
+        return call_spec(w, "take_warm", sb, NULL, NULL, e);
+}
+
+/* {"op":"set_policy","id":ID,"policy":{...}|null} */
+int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e) {
+        JsonWriter jw;
+        int r = worker_client_select_worker(w, sb->worker, e);
+
+        if (r < 0)
+                return r;
+        worker_client_request_begin(&jw, "set_policy");
+        json_w_kv_string(&jw, "id", sb->id);
+        json_w_key(&jw, "policy");
+        if (sb->network_json)
+                json_w_raw(&jw, sb->network_json);
+        else
+                json_w_null(&jw);
+        json_w_object_end(&jw);
+        return worker_client_call(w, &jw, NULL, e);
+}
+
+/* {"op":"set_credentials","id":ID} */
+int worker_sandbox_set_credentials(WorkerClient *w, const Sandbox *sb, ApiError *e) {
+        int r = worker_client_select_worker(w, sb->worker, e);
+        if (r < 0)
+                return r;
+        return send_id(w, "set_credentials", sb->id, NULL, NULL, e);
+}
+
+int worker_sandbox_pause(WorkerClient *w, const char *id, bool pause, ApiError *e) {
+        return call_id(w, pause ? "pause" : "resume", id, NULL, NULL, e);
+}
+
+int worker_sandbox_suspend(WorkerClient *w, const char *id, bool *ret_processes_preserved, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        bool kept = false;
+        int r = call_id(w, "suspend", id, NULL, &reply, e);
+        if (r < 0)
+                return r;
+        (void) json_bool(json_get(reply, "processes_preserved"), &kept);
+        if (ret_processes_preserved)
+                *ret_processes_preserved = kept;
+        return 0;
+}
+
+int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t max_mb,
+                             bool with_memory, uint64_t *ret_size_bytes, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+        int r;
+
+        r = worker_client_select_sandbox(w, id, e);
+        if (r < 0)
+                return r;
+        worker_client_request_begin(&jw, "checkpoint");
+        json_w_kv_string(&jw, "id", id);
+        json_w_kv_string(&jw, "checkpoint", checkpoint_id);
+        json_w_key(&jw, "max_mb");
+        json_w_uint(&jw, max_mb);
+        json_w_kv_bool(&jw, "with_memory", with_memory);
+        json_w_object_end(&jw);
+        r = worker_client_call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        if (ret_size_bytes && json_uint64(json_get(reply, "size_bytes"), ret_size_bytes) < 0)
+                *ret_size_bytes = 0;
+        return 0;
+}
+
+int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkpoint_id, ApiError *e) {
+        return call_id(w, "checkpoint_remove", id, checkpoint_id, NULL, e);
+}
+
+int worker_checkpoint_remove_on(WorkerClient *w, const char *worker, const char *sandbox_id, const char *checkpoint_id,
+                                ApiError *e) {
+        int r = worker_client_select_worker(w, worker, e);
+        if (r < 0)
+                return r;
+        return send_id(w, "checkpoint_remove", sandbox_id, checkpoint_id, NULL, e);
+}
+
+int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        const JsonValue *sizes;
+        int r;
+
+        r = call_id(w, "checkpoint_sizes", id, NULL, &reply, e);
+        if (r < 0)
+                return r;
+        sizes = json_get(reply, "sizes");
+        if (json_type(sizes) != JSON_OBJECT)
+                return api_error(e, -EBADMSG, API_INTERNAL, "the worker sent no checkpoint sizes");
+        *ret = TAKE_PTR(reply);
+        return 0;
+}
+
+int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, bool with_memory,
+                          const Sandbox *children, size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        const JsonValue *arr;
+        JsonWriter jw;
+        int r;
+
+        r = worker_client_select_sandbox(w, source_id, e);
+        if (r < 0)
+                return r;
+        worker_client_request_begin(&jw, "branch");
+        json_w_kv_string(&jw, "source", source_id);
+        if (checkpoint_id)
+                json_w_kv_string(&jw, "checkpoint", checkpoint_id);
+        json_w_kv_bool(&jw, "with_memory", with_memory);
+        json_w_key(&jw, "sandboxes");
+        json_w_array_begin(&jw);
+        for (size_t i = 0; i < n; i++)
+                write_spec(&jw, &children[i]);
+        json_w_array_end(&jw);
+        json_w_object_end(&jw);
+        r = worker_client_call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        arr = json_get(reply, "sandboxes");
+        if (json_type(arr) != JSON_ARRAY || json_array_size(arr) != n)
+                return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
+        for (size_t i = 0; i < n; i++) {
+                r = reply_pid(json_array_at(arr, i), &ret_pids[i], &ret_starttimes[i], e);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int worker_sandbox_destroy(WorkerClient *w, const char *id, ApiError *e) {
+        int r = worker_client_select_sandbox(w, id, e);
+        if (r == -ENOENT || r == -EHOSTDOWN || r == -ENXIO) {
+                /* nothing reachable holds it: a worker that comes back removes
+                 * what it has of a sandbox the store no longer gives it */
+                log_info("Sandbox %s: %s; nothing to stop", id, e->message);
+                *e = (ApiError){};
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        return send_id(w, "destroy", id, NULL, NULL, e);
+}
+
+int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, char *ret_worker,
+                           int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        _cleanup_free_ CheckpointCopy *copies = NULL;
+        size_t n = 0, tried = 0;
+        int r;
+
+        if (!w->store)
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "recovering a lost sandbox needs a cluster");
+        r = store_checkpoint_copy_list(w->store, checkpoint_id, &copies, &n);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (listing the checkpoint's copies): %s",
+                                 strerror(-r));
+        /* workers other than the lost one first */
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < n; i++) {
+                        ApiError skip = {};
+                        if (!copies[i].available || streq(copies[i].worker, sb->worker) != (pass == 1))
+                                continue;
+                        if (worker_client_select_worker(w, copies[i].worker, &skip) < 0)
+                                continue;
+                        tried++;
+                        w->connect_failed = false;
+                        r = call_spec_placed(w, "restore", sb, copies[i].worker, checkpoint_id, ret_pid,
+                                             ret_starttime, e);
+                        if (r >= 0) {
+                                (void) strscpy(ret_worker, STORE_NAME_MAX, copies[i].worker);
+                                return 0;
+                        }
+                        if (!w->connect_failed)
+                                return r;
+                        log_warning("Worker %s is unreachable; recovering sandbox %s elsewhere", copies[i].worker,
+                                    sb->id);
+                }
+        if (tried > 0)
+                return r;
+        return api_error(e, -ENOENT, API_CONFLICT,
+                         "sandbox '%s' is lost with worker '%s' and no live worker holds a copy of checkpoint '%s' "
+                         "(checkpoints are shipped to other workers when ship_checkpoints > 0)",
+                         sb->id, sb->worker, checkpoint_id);
+}

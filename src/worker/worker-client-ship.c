@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker client's templates and shipped state: a template imported
+ * (local: from a tar the worker reads; cluster: the tar streamed to one live
+ * worker, which ships it to the others), removed, and a checkpoint's or
+ * template's copy shipped from one worker to another (worker-ship.h). */
+#include <fcntl.h>
+
+#include "fd-util.h"
+#include "json.h"
+#include "log.h"
+#include "str-util.h"
+#include "worker-client-internal.h"
+#include "cluster-net.h"
+#include "ship-stream.h"
+#include "worker-proto.h"
+
+/* Cluster: {"op":"template_put"} and the tar on a fresh connection to the current target. */
+static int template_put(WorkerClient *w, const char *name, int tar_fd, uint64_t *ret_size_bytes, ApiError *e) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_json_ JsonValue *v = NULL;
+        char line[WORKER_HANDSHAKE_LINE_MAX];
+        JsonWriter jw;
+        size_t len;
+        int r;
+
+        r = worker_client_open_connection(w, &fd);
+        if (r < 0) {
+                w->connect_failed = true;
+                return api_error(e, r, API_UNAVAILABLE, "worker '%s' (%s) unavailable: %s", w->target,
+                                 w->target_address, strerror(-r));
+        }
+        worker_client_request_begin(&jw, "template_put");
+        json_w_kv_string(&jw, "name", name);
+        json_w_object_end(&jw);
+        r = worker_client_send_request(fd, &jw);
+        if (r >= 0)
+                r = ship_stream_send(fd, tar_fd, NULL, NULL, NULL, NULL);
+        if (r >= 0)
+                r = net_read_line(fd, line, sizeof line, WORKER_REPLY_TIMEOUT_MSEC, &len);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "sending the template to worker '%s' failed: %s", w->target,
+                                 strerror(-r));
+        if (json_parse(line, len, &v, NULL, 0) < 0)
+                return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
+        r = worker_client_reply_check(v, e);
+        if (r < 0)
+                return r;
+        if (json_uint64(json_get(v, "size_bytes"), ret_size_bytes) < 0)
+                *ret_size_bytes = 0;
+        return 0;
+}
+
+/* Cluster: the tar goes to the first live worker that takes it, which then
+ * ships the template to every other live worker. A worker that cannot be
+ * reached now gets it from the controller (its template pass) later. */
+static int template_import_cluster(WorkerClient *w, const char *name, const char *tar_path,
+                                   uint64_t *ret_size_bytes, ApiError *e) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        char holder[STORE_NAME_MAX] = "";
+        size_t n = 0;
+        int r;
+
+        r = worker_client_list_workers(w, &nodes, &n, e);
+        if (r < 0)
+                return r;
+        r = api_error(e, -EHOSTDOWN, API_UNAVAILABLE, "no live worker to import template '%s' on", name);
+        for (size_t i = 0; i < n && !holder[0]; i++) {
+                _cleanup_close_ int tar_fd = -EBADF;
+                *e = (ApiError){};
+                if (worker_client_select_worker(w, nodes[i].name, e) < 0)
+                        continue;
+                tar_fd = open(tar_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                if (tar_fd < 0)
+                        return api_error(e, negative_errno(), API_INTERNAL, "cannot open the archive: %m");
+                w->connect_failed = false;
+                r = template_put(w, name, tar_fd, ret_size_bytes, e);
+                if (r >= 0)
+                        (void) strscpy(holder, sizeof holder, nodes[i].name);
+                else if (!w->connect_failed)
+                        return r; /* the worker refused it (a bad archive, ...): so would the others */
+        }
+        if (!holder[0])
+                return r;
+        log_info("Template %s imported on worker %s; shipping it to the other workers", name, holder);
+        for (size_t i = 0; i < n; i++) {
+                WorkerShipResult res;
+                ApiError ignored = {};
+                if (streq(nodes[i].name, holder) || worker_client_select_worker(w, nodes[i].name, &ignored) < 0)
+                        continue;
+                if (worker_ship(w, holder, nodes[i].name, NULL, name, NULL, &res, &ignored) < 0)
+                        log_warning("Shipping template %s to worker %s failed (the controller tries again): %s",
+                                    name, nodes[i].name, ignored.message);
+        }
+        *e = (ApiError){};
+        return 0;
+}
+
+int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, uint64_t *ret_size_bytes,
+                           ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        JsonWriter jw;
+        int r;
+
+        if (w->store)
+                return template_import_cluster(w, name, tar_path, ret_size_bytes, e);
+
+        worker_client_request_begin(&jw, "template_import");
+        json_w_kv_string(&jw, "name", name);
+        json_w_kv_string(&jw, "tar", tar_path);
+        json_w_object_end(&jw);
+        r = worker_client_call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        if (json_uint64(json_get(reply, "size_bytes"), ret_size_bytes) < 0)
+                *ret_size_bytes = 0;
+        return 0;
+}
+
+static int template_remove_one(WorkerClient *w, const char *name, ApiError *e) {
+        JsonWriter jw;
+
+        worker_client_request_begin(&jw, "template_remove");
+        json_w_kv_string(&jw, "name", name);
+        json_w_object_end(&jw);
+        return worker_client_call(w, &jw, NULL, e);
+}
+
+int worker_template_remove(WorkerClient *w, const char *name, ApiError *e) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!w->store)
+                return template_remove_one(w, name, e);
+        /* from every live worker; one that is down removes it ... never: it keeps its copy */
+        r = worker_client_list_workers(w, &nodes, &n, e);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                if (worker_client_select_worker(w, nodes[i].name, e) < 0) {
+                        *e = (ApiError){};
+                        continue;
+                }
+                r = template_remove_one(w, name, e);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int worker_ship(WorkerClient *w, const char *from, const char *to, const char *sandbox_id, const char *name,
+                const char *template_name, WorkerShipResult *ret, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        char to_address[STORE_WORKER_ADDRESS_MAX];
+        const char *sha, *parent;
+        JsonWriter jw;
+        int r;
+
+        if (!w->store)
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "shipping needs a cluster");
+        r = worker_client_select_worker(w, to, e);
+        if (r < 0)
+                return r;
+        (void) strscpy(to_address, sizeof to_address, w->target_address);
+        r = worker_client_select_worker(w, from, e);
+        if (r < 0)
+                return r;
+        worker_client_request_begin(&jw, "ship");
+        json_w_kv_string(&jw, "kind", sandbox_id ? "checkpoint" : "template");
+        if (sandbox_id)
+                json_w_kv_string(&jw, "sandbox", sandbox_id);
+        json_w_kv_string(&jw, "name", name);
+        if (template_name)
+                json_w_kv_string(&jw, "template", template_name);
+        json_w_kv_string(&jw, "to", to);
+        json_w_kv_string(&jw, "address", to_address);
+        json_w_object_end(&jw);
+        r = worker_client_call(w, &jw, &reply, e);
+        if (r < 0)
+                return r;
+        *ret = (WorkerShipResult){};
+        sha = json_string(json_get(reply, "sha256"));
+        parent = json_string(json_get(reply, "parent"));
+        (void) strscpy(ret->sha256, sizeof ret->sha256, strempty(sha));
+        (void) strscpy(ret->parent, sizeof ret->parent, strempty(parent));
+        (void) json_uint64(json_get(reply, "bytes"), &ret->bytes);
+        (void) json_bool(json_get(reply, "complete"), &ret->complete);
+        return 0;
+}
