@@ -154,4 +154,8 @@ static inline int check_u64(uint64_t v) {
                         return _r;      \
         } while (0)
 
+/* Frees an array of n rows a back end read (sandbox_array_free, ...), for
+ * the back ends' row-list helpers; NULL where the rows own nothing (free()). */
+typedef void (*StoreRowsFree)(void *rows, size_t n);
+
 extern const StoreOps store_sqlite_ops;

@@ -57,30 +57,30 @@ static const char *const cluster_sql[_SQL_CL_STMT_MAX] = {
         [SQL_CL_COPY_DELETE] = "DELETE FROM checkpoint_copies WHERE checkpoint_id = ?1 AND worker = ?2",
 };
 
-#define TRY(expr)                       \
-        do {                            \
-                int _r = (expr);        \
-                if (_r < 0)             \
-                        return _r;      \
-        } while (0)
-
 static int cl_stmt(SqliteStore *q, SqlClusterStmt id, sqlite3_stmt **ret) {
         if (id < 0 || id >= _SQL_CL_STMT_MAX)
                 return -EINVAL;
         return sqlite_store_prepare(q, &q->cluster[id], cluster_sql[id], ret);
 }
 
-static int step_changes(SqliteStore *q, sqlite3_stmt *st) {
-        TRY(sqlite_store_step_done(q, st));
-        return (int) MIN(sqlite3_changes64(q->db), (sqlite3_int64) INT32_MAX);
-}
-
 static int worker_exists(SqliteStore *q, const char *name) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(cl_stmt(q, SQL_CL_WORKER_EXISTS, &st));
-        TRY(sqlite_bind_text(q, st, 1, name));
+        CHECK(cl_stmt(q, SQL_CL_WORKER_EXISTS, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
         return sqlite_store_step(q, st); /* 1 = yes */
+}
+
+/* An UPDATE of one live worker whose bindings are done: 0 rows = -ESTALE
+ * (another instance, or not live) or -ENOENT. */
+static int worker_update(SqliteStore *q, sqlite3_stmt *st, const char *name) {
+        int r = sqlite_store_step_changes(q, st);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = worker_exists(q, name);
+        if (r < 0)
+                return r;
+        return r > 0 ? -ESTALE : -ENOENT;
 }
 
 int sqlite_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_usec) {
@@ -88,18 +88,18 @@ int sqlite_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_befor
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        TRY(cl_stmt(q, SQL_CL_WORKER_REGISTER, &st));
-        TRY(sqlite_bind_text(q, st, 1, w->name));
-        TRY(sqlite_bind_text(q, st, 2, w->address));
-        TRY(sqlite_bind_text(q, st, 3, w->instance));
-        TRY(sqlite_bind_int64(q, st, 4, w->cpu_millis));
-        TRY(sqlite_bind_int64(q, st, 5, (int64_t) w->memory_mb));
-        TRY(sqlite_bind_int64(q, st, 6, (int64_t) w->disk_mb));
-        TRY(sqlite_bind_text(q, st, 7, w->runtimes));
-        TRY(sqlite_bind_text(q, st, 8, w->accelerators));
-        TRY(sqlite_bind_text(q, st, 9, w->templates));
-        TRY(sqlite_bind_int64(q, st, 10, w->registered_usec));
-        TRY(sqlite_bind_int64(q, st, 11, stale_before_usec));
+        CHECK(cl_stmt(q, SQL_CL_WORKER_REGISTER, &st));
+        CHECK(sqlite_bind_text(q, st, 1, w->name));
+        CHECK(sqlite_bind_text(q, st, 2, w->address));
+        CHECK(sqlite_bind_text(q, st, 3, w->instance));
+        CHECK(sqlite_bind_int64(q, st, 4, w->cpu_millis));
+        CHECK(sqlite_bind_int64(q, st, 5, (int64_t) w->memory_mb));
+        CHECK(sqlite_bind_int64(q, st, 6, (int64_t) w->disk_mb));
+        CHECK(sqlite_bind_text(q, st, 7, w->runtimes));
+        CHECK(sqlite_bind_text(q, st, 8, w->accelerators));
+        CHECK(sqlite_bind_text(q, st, 9, w->templates));
+        CHECK(sqlite_bind_int64(q, st, 10, w->registered_usec));
+        CHECK(sqlite_bind_int64(q, st, 11, stale_before_usec));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;
@@ -112,99 +112,75 @@ int sqlite_op_worker_heartbeat(Store *s, const char *name, const char *instance,
                                       int64_t now) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(cl_stmt(q, SQL_CL_WORKER_HEARTBEAT, &st));
-        TRY(sqlite_bind_text(q, st, 1, name));
-        TRY(sqlite_bind_text(q, st, 2, instance));
-        TRY(sqlite_bind_int64(q, st, 3, now));
-        TRY(sqlite_bind_text(q, st, 4, templates));
-        r = step_changes(q, st);
-        if (r != 0)
-                return r < 0 ? r : 0;
-        r = worker_exists(q, name);
-        if (r < 0)
-                return r;
-        return r > 0 ? -ESTALE : -ENOENT;
+        CHECK(cl_stmt(q, SQL_CL_WORKER_HEARTBEAT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
+        CHECK(sqlite_bind_text(q, st, 2, instance));
+        CHECK(sqlite_bind_int64(q, st, 3, now));
+        CHECK(sqlite_bind_text(q, st, 4, templates));
+        return worker_update(q, st, name);
 }
 
 int sqlite_op_worker_stop(Store *s, const char *name, const char *instance) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(cl_stmt(q, SQL_CL_WORKER_STOP, &st));
-        TRY(sqlite_bind_text(q, st, 1, name));
-        TRY(sqlite_bind_text(q, st, 2, instance));
-        r = step_changes(q, st);
-        if (r != 0)
-                return r < 0 ? r : 0;
-        r = worker_exists(q, name);
-        if (r < 0)
-                return r;
-        return r > 0 ? -ESTALE : -ENOENT;
+        CHECK(cl_stmt(q, SQL_CL_WORKER_STOP, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
+        CHECK(sqlite_bind_text(q, st, 2, instance));
+        return worker_update(q, st, name);
 }
 
-static int worker_read(sqlite3_stmt *st, WorkerNode *ret) {
+static int worker_read(sqlite3_stmt *st, void *ret) {
         WorkerNode w = {};
         char state[16];
 
-        TRY(SQLITE_COL_STR(st, 0, w.name));
-        TRY(SQLITE_COL_STR(st, 1, w.address));
-        TRY(SQLITE_COL_STR(st, 2, w.instance));
-        TRY(SQLITE_COL_STR(st, 3, state));
+        CHECK(SQLITE_COL_STR(st, 0, w.name));
+        CHECK(SQLITE_COL_STR(st, 1, w.address));
+        CHECK(SQLITE_COL_STR(st, 2, w.instance));
+        CHECK(SQLITE_COL_STR(st, 3, state));
         w.state = worker_state_from_string(state);
         if (w.state < 0)
                 return -EBADMSG;
-        TRY(sqlite_col_u32(st, 4, &w.cpu_millis));
-        TRY(sqlite_col_u64(st, 5, &w.memory_mb));
-        TRY(sqlite_col_u64(st, 6, &w.disk_mb));
-        TRY(SQLITE_COL_STR(st, 7, w.runtimes));
-        TRY(SQLITE_COL_STR(st, 8, w.accelerators));
-        TRY(SQLITE_COL_STR(st, 9, w.templates));
-        TRY(sqlite_col_i64(st, 10, &w.registered_usec));
-        TRY(sqlite_col_i64(st, 11, &w.heartbeat_usec));
-        TRY(sqlite_col_u32(st, 12, &w.used_cpu_millis));
-        TRY(sqlite_col_u64(st, 13, &w.used_memory_mb));
-        TRY(sqlite_col_u64(st, 14, &w.used_disk_mb));
-        TRY(sqlite_col_u32(st, 15, &w.sandboxes));
-        *ret = w;
+        CHECK(sqlite_col_u32(st, 4, &w.cpu_millis));
+        CHECK(sqlite_col_u64(st, 5, &w.memory_mb));
+        CHECK(sqlite_col_u64(st, 6, &w.disk_mb));
+        CHECK(SQLITE_COL_STR(st, 7, w.runtimes));
+        CHECK(SQLITE_COL_STR(st, 8, w.accelerators));
+        CHECK(SQLITE_COL_STR(st, 9, w.templates));
+        CHECK(sqlite_col_i64(st, 10, &w.registered_usec));
+        CHECK(sqlite_col_i64(st, 11, &w.heartbeat_usec));
+        CHECK(sqlite_col_u32(st, 12, &w.used_cpu_millis));
+        CHECK(sqlite_col_u64(st, 13, &w.used_memory_mb));
+        CHECK(sqlite_col_u64(st, 14, &w.used_disk_mb));
+        CHECK(sqlite_col_u32(st, 15, &w.sandboxes));
+        *(WorkerNode *) ret = w;
         return 0;
 }
 
 int sqlite_op_worker_get(Store *s, const char *name, WorkerNode *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(cl_stmt(q, SQL_CL_WORKER_GET, &st));
-        TRY(sqlite_bind_text(q, st, 1, name));
-        r = sqlite_store_step(q, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return -ENOENT;
-        return worker_read(st, ret);
+        CHECK(cl_stmt(q, SQL_CL_WORKER_GET, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
+        return sqlite_store_get_row(q, st, worker_read, ret);
 }
 
 int sqlite_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ WorkerNode *a = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
 
-        TRY(cl_stmt(q, SQL_CL_WORKER_LIST, &st));
-        while ((r = sqlite_store_step(q, st)) > 0) {
-                if (GREEDY_REALLOC(a, allocated, n + 1) < 0)
-                        return -ENOMEM;
-                TRY(worker_read(st, &a[n]));
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(a);
-        *ret_n = n;
+        CHECK(cl_stmt(q, SQL_CL_WORKER_LIST, &st));
+        return sqlite_store_list_rows(q, st, sizeof(WorkerNode), worker_read, NULL, (void **) ret, ret_n);
+}
+
+static int ref_read(sqlite3_stmt *st, void *ret) {
+        SandboxRef ref = {};
+
+        CHECK(SQLITE_COL_STR(st, 0, ref.id));
+        CHECK(SQLITE_COL_STR(st, 1, ref.tenant_id));
+        *(SandboxRef *) ret = ref;
         return 0;
 }
 
@@ -213,16 +189,16 @@ int sqlite_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_
         SqliteStore *q = sqlite_store(s);
         _cleanup_tx_ SqliteStore *tx = NULL;
         _cleanup_free_ SandboxRef *a = NULL;
-        size_t n = 0, allocated = 0;
+        size_t n = 0;
         int r;
 
-        TRY(sqlite_store_begin(q, &tx));
+        CHECK(sqlite_store_begin(q, &tx));
         {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
-                TRY(cl_stmt(q, SQL_CL_WORKER_SET_LOST, &st));
-                TRY(sqlite_bind_text(q, st, 1, name));
-                TRY(sqlite_bind_int64(q, st, 2, stale_before_usec));
-                r = step_changes(q, st);
+                CHECK(cl_stmt(q, SQL_CL_WORKER_SET_LOST, &st));
+                CHECK(sqlite_bind_text(q, st, 1, name));
+                CHECK(sqlite_bind_int64(q, st, 2, stale_before_usec));
+                r = sqlite_store_step_changes(q, st);
                 if (r < 0)
                         return r;
                 if (r == 0)
@@ -230,22 +206,13 @@ int sqlite_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_
         }
         {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
-                TRY(cl_stmt(q, SQL_CL_SANDBOXES_SET_LOST, &st));
-                TRY(sqlite_bind_text(q, st, 1, name));
-                TRY(sqlite_bind_text(q, st, 2, reason));
-                TRY(sqlite_bind_int64(q, st, 3, now));
-                while ((r = sqlite_store_step(q, st)) > 0) {
-                        if (GREEDY_REALLOC(a, allocated, n + 1) < 0)
-                                return -ENOMEM;
-                        a[n] = (SandboxRef){};
-                        TRY(SQLITE_COL_STR(st, 0, a[n].id));
-                        TRY(SQLITE_COL_STR(st, 1, a[n].tenant_id));
-                        n++;
-                }
-                if (r < 0)
-                        return r;
+                CHECK(cl_stmt(q, SQL_CL_SANDBOXES_SET_LOST, &st));
+                CHECK(sqlite_bind_text(q, st, 1, name));
+                CHECK(sqlite_bind_text(q, st, 2, reason));
+                CHECK(sqlite_bind_int64(q, st, 3, now));
+                CHECK(sqlite_store_list_rows(q, st, sizeof(SandboxRef), ref_read, NULL, (void **) &a, &n));
         }
-        TRY(sqlite_store_commit(&tx));
+        CHECK(sqlite_store_commit(&tx));
         *ret = TAKE_PTR(a);
         *ret_n = n;
         return 0;
@@ -262,12 +229,12 @@ int sqlite_op_cluster_setting_claim(Store *s, const char *name, const char *valu
         _cleanup_stmt_ sqlite3_stmt *ins = NULL, *get = NULL;
         int r;
 
-        TRY(cl_stmt(q, SQL_CL_SETTING_INSERT, &ins));
-        TRY(sqlite_bind_text(q, ins, 1, name));
-        TRY(sqlite_bind_text(q, ins, 2, value));
-        TRY(sqlite_store_step_done(q, ins));
-        TRY(cl_stmt(q, SQL_CL_SETTING_GET, &get));
-        TRY(sqlite_bind_text(q, get, 1, name));
+        CHECK(cl_stmt(q, SQL_CL_SETTING_INSERT, &ins));
+        CHECK(sqlite_bind_text(q, ins, 1, name));
+        CHECK(sqlite_bind_text(q, ins, 2, value));
+        CHECK(sqlite_store_step_done(q, ins));
+        CHECK(cl_stmt(q, SQL_CL_SETTING_GET, &get));
+        CHECK(sqlite_bind_text(q, get, 1, name));
         r = sqlite_store_step(q, get);
         if (r < 0)
                 return r;
@@ -280,59 +247,49 @@ int sqlite_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(cl_stmt(q, SQL_CL_COPY_SET, &st));
-        TRY(sqlite_bind_text(q, st, 1, c->checkpoint_id));
-        TRY(sqlite_bind_text(q, st, 2, c->sandbox_id));
-        TRY(sqlite_bind_text(q, st, 3, c->worker));
-        TRY(sqlite_bind_int64(q, st, 4, c->available ? 1 : 0));
-        TRY(sqlite_bind_text(q, st, 5, c->sha256));
-        TRY(sqlite_bind_int64(q, st, 6, (int64_t) c->size_bytes));
-        TRY(sqlite_bind_int64(q, st, 7, c->updated_usec));
+        CHECK(cl_stmt(q, SQL_CL_COPY_SET, &st));
+        CHECK(sqlite_bind_text(q, st, 1, c->checkpoint_id));
+        CHECK(sqlite_bind_text(q, st, 2, c->sandbox_id));
+        CHECK(sqlite_bind_text(q, st, 3, c->worker));
+        CHECK(sqlite_bind_int64(q, st, 4, c->available ? 1 : 0));
+        CHECK(sqlite_bind_text(q, st, 5, c->sha256));
+        CHECK(sqlite_bind_int64(q, st, 6, (int64_t) c->size_bytes));
+        CHECK(sqlite_bind_int64(q, st, 7, c->updated_usec));
         return sqlite_store_step_done(q, st);
+}
+
+static int copy_read(sqlite3_stmt *st, void *ret) {
+        CheckpointCopy c = {};
+        uint32_t available = 0;
+
+        CHECK(SQLITE_COL_STR(st, 0, c.checkpoint_id));
+        CHECK(SQLITE_COL_STR(st, 1, c.sandbox_id));
+        CHECK(SQLITE_COL_STR(st, 2, c.worker));
+        CHECK(sqlite_col_u32(st, 3, &available));
+        c.available = available != 0;
+        CHECK(SQLITE_COL_STR(st, 4, c.sha256));
+        CHECK(sqlite_col_u64(st, 5, &c.size_bytes));
+        CHECK(sqlite_col_i64(st, 6, &c.updated_usec));
+        *(CheckpointCopy *) ret = c;
+        return 0;
 }
 
 int sqlite_op_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ CheckpointCopy *a = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
 
-        TRY(cl_stmt(q, checkpoint_id ? SQL_CL_COPY_LIST : SQL_CL_COPY_LIST_ALL, &st));
+        CHECK(cl_stmt(q, checkpoint_id ? SQL_CL_COPY_LIST : SQL_CL_COPY_LIST_ALL, &st));
         if (checkpoint_id)
-                TRY(sqlite_bind_text(q, st, 1, checkpoint_id));
-        while ((r = sqlite_store_step(q, st)) > 0) {
-                uint32_t available = 0;
-                if (GREEDY_REALLOC(a, allocated, n + 1) < 0)
-                        return -ENOMEM;
-                a[n] = (CheckpointCopy){};
-                TRY(SQLITE_COL_STR(st, 0, a[n].checkpoint_id));
-                TRY(SQLITE_COL_STR(st, 1, a[n].sandbox_id));
-                TRY(SQLITE_COL_STR(st, 2, a[n].worker));
-                TRY(sqlite_col_u32(st, 3, &available));
-                a[n].available = available != 0;
-                TRY(SQLITE_COL_STR(st, 4, a[n].sha256));
-                TRY(sqlite_col_u64(st, 5, &a[n].size_bytes));
-                TRY(sqlite_col_i64(st, 6, &a[n].updated_usec));
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(a);
-        *ret_n = n;
-        return 0;
+                CHECK(sqlite_bind_text(q, st, 1, checkpoint_id));
+        return sqlite_store_list_rows(q, st, sizeof(CheckpointCopy), copy_read, NULL, (void **) ret, ret_n);
 }
 
 int sqlite_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(cl_stmt(q, SQL_CL_COPY_DELETE, &st));
-        TRY(sqlite_bind_text(q, st, 1, checkpoint_id));
-        TRY(sqlite_bind_text(q, st, 2, worker));
-        r = step_changes(q, st);
-        if (r < 0)
-                return r;
-        return r == 0 ? -ENOENT : 0;
+        CHECK(cl_stmt(q, SQL_CL_COPY_DELETE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, checkpoint_id));
+        CHECK(sqlite_bind_text(q, st, 2, worker));
+        return sqlite_store_step_changed(q, st);
 }

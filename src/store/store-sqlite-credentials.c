@@ -36,132 +36,103 @@ static const char *const cred_sql[_SQL_CRED_STMT_MAX] = {
                 "WHERE g.sandbox_id = ?1 AND c.tenant_id = g.tenant_id ORDER BY c.name",
 };
 
-#define TRY(expr)                       \
-        do {                            \
-                int _r = (expr);        \
-                if (_r < 0)             \
-                        return _r;      \
-        } while (0)
-
 static int cred_stmt(SqliteStore *q, SqlCredStmt id, sqlite3_stmt **ret) {
         if (id < 0 || id >= _SQL_CRED_STMT_MAX)
                 return -EINVAL;
         return sqlite_store_prepare(q, &q->credentials[id], cred_sql[id], ret);
 }
 
-static int cred_read(sqlite3_stmt *st, Credential *ret) {
+static int cred_read(sqlite3_stmt *st, void *ret) {
         _cleanup_(credential_done) Credential c = {};
         char apply[16];
         int r;
 
-        TRY(SQLITE_COL_STR(st, 0, c.id));
-        TRY(SQLITE_COL_STR(st, 1, c.tenant_id));
-        TRY(SQLITE_COL_STR(st, 2, c.name));
-        TRY(sqlite_col_strdup(st, 3, &c.hosts_json));
-        TRY(SQLITE_COL_STR(st, 4, apply));
+        CHECK(SQLITE_COL_STR(st, 0, c.id));
+        CHECK(SQLITE_COL_STR(st, 1, c.tenant_id));
+        CHECK(SQLITE_COL_STR(st, 2, c.name));
+        CHECK(sqlite_col_strdup(st, 3, &c.hosts_json));
+        CHECK(SQLITE_COL_STR(st, 4, apply));
         r = cred_apply_from_string(apply);
         if (r < 0)
                 return -EBADMSG;
         c.apply = (CredApply) r;
-        TRY(SQLITE_COL_STR(st, 5, c.header_name));
-        TRY(SQLITE_COL_STR(st, 6, c.header_format));
-        TRY(SQLITE_COL_STR(st, 7, c.basic_user));
-        TRY(SQLITE_COL_STR(st, 8, c.env_name));
-        TRY(sqlite_col_strdup(st, 9, &c.ciphertext));
-        TRY(SQLITE_COL_STR(st, 10, c.nonce));
-        TRY(SQLITE_COL_STR(st, 11, c.key_id));
-        TRY(sqlite_col_i64(st, 12, &c.created_usec));
-        TRY(sqlite_col_i64(st, 13, &c.updated_usec));
-        TRY(sqlite_col_i64(st, 14, &c.expires_usec));
-        TRY(sqlite_col_i64(st, 15, &c.revoked_usec));
-        TRY(sqlite_col_u64(st, 16, &c.version));
+        CHECK(SQLITE_COL_STR(st, 5, c.header_name));
+        CHECK(SQLITE_COL_STR(st, 6, c.header_format));
+        CHECK(SQLITE_COL_STR(st, 7, c.basic_user));
+        CHECK(SQLITE_COL_STR(st, 8, c.env_name));
+        CHECK(sqlite_col_strdup(st, 9, &c.ciphertext));
+        CHECK(SQLITE_COL_STR(st, 10, c.nonce));
+        CHECK(SQLITE_COL_STR(st, 11, c.key_id));
+        CHECK(sqlite_col_i64(st, 12, &c.created_usec));
+        CHECK(sqlite_col_i64(st, 13, &c.updated_usec));
+        CHECK(sqlite_col_i64(st, 14, &c.expires_usec));
+        CHECK(sqlite_col_i64(st, 15, &c.revoked_usec));
+        CHECK(sqlite_col_u64(st, 16, &c.version));
         if (!c.hosts_json || !c.ciphertext)
                 return -EBADMSG;
-        *ret = c;
+        *(Credential *) ret = c;
         c = (Credential) {};
         return 0;
 }
 
-static int cred_read_all(SqliteStore *q, sqlite3_stmt *st, Credential **ret, size_t *ret_n) {
-        Credential *a = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
+static void cred_rows_free(void *rows, size_t n) {
+        credential_array_free(rows, n);
+}
 
-        while ((r = sqlite_store_step(q, st)) > 0) {
-                if (GREEDY_REALLOC(a, allocated, n + 1) < 0) {
-                        r = -ENOMEM;
-                        break;
-                }
-                r = cred_read(st, &a[n]);
-                if (r < 0)
-                        break;
-                n++;
-        }
-        if (r < 0) {
-                credential_array_free(a, n);
-                return r;
-        }
-        *ret = a;
-        *ret_n = n;
-        return 0;
+static int cred_read_all(SqliteStore *q, sqlite3_stmt *st, Credential **ret, size_t *ret_n) {
+        return sqlite_store_list_rows(q, st, sizeof(Credential), cred_read, cred_rows_free, (void **) ret, ret_n);
 }
 
 int sqlite_op_credential_insert(Store *s, const Credential *c) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(cred_stmt(q, SQL_CRED_INSERT, &st));
-        TRY(sqlite_bind_text(q, st, 1, c->id));
-        TRY(sqlite_bind_text(q, st, 2, c->tenant_id));
-        TRY(sqlite_bind_text(q, st, 3, c->name));
-        TRY(sqlite_bind_text(q, st, 4, c->hosts_json));
-        TRY(sqlite_bind_text(q, st, 5, cred_apply_to_string(c->apply)));
-        TRY(sqlite_bind_text(q, st, 6, c->header_name));
-        TRY(sqlite_bind_text(q, st, 7, c->header_format));
-        TRY(sqlite_bind_text(q, st, 8, c->basic_user));
-        TRY(sqlite_bind_text(q, st, 9, c->env_name));
-        TRY(sqlite_bind_text(q, st, 10, c->ciphertext));
-        TRY(sqlite_bind_text(q, st, 11, c->nonce));
-        TRY(sqlite_bind_text(q, st, 12, c->key_id));
-        TRY(sqlite_bind_int64(q, st, 13, c->created_usec));
-        TRY(sqlite_bind_int64(q, st, 14, c->updated_usec));
-        TRY(sqlite_bind_int64(q, st, 15, c->expires_usec));
-        TRY(sqlite_bind_int64(q, st, 16, c->revoked_usec));
-        TRY(sqlite_bind_int64(q, st, 17, (int64_t) c->version));
+        CHECK(cred_stmt(q, SQL_CRED_INSERT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, c->id));
+        CHECK(sqlite_bind_text(q, st, 2, c->tenant_id));
+        CHECK(sqlite_bind_text(q, st, 3, c->name));
+        CHECK(sqlite_bind_text(q, st, 4, c->hosts_json));
+        CHECK(sqlite_bind_text(q, st, 5, cred_apply_to_string(c->apply)));
+        CHECK(sqlite_bind_text(q, st, 6, c->header_name));
+        CHECK(sqlite_bind_text(q, st, 7, c->header_format));
+        CHECK(sqlite_bind_text(q, st, 8, c->basic_user));
+        CHECK(sqlite_bind_text(q, st, 9, c->env_name));
+        CHECK(sqlite_bind_text(q, st, 10, c->ciphertext));
+        CHECK(sqlite_bind_text(q, st, 11, c->nonce));
+        CHECK(sqlite_bind_text(q, st, 12, c->key_id));
+        CHECK(sqlite_bind_int64(q, st, 13, c->created_usec));
+        CHECK(sqlite_bind_int64(q, st, 14, c->updated_usec));
+        CHECK(sqlite_bind_int64(q, st, 15, c->expires_usec));
+        CHECK(sqlite_bind_int64(q, st, 16, c->revoked_usec));
+        CHECK(sqlite_bind_int64(q, st, 17, (int64_t) c->version));
         return sqlite_store_step_done(q, st);
 }
 
 int sqlite_op_credential_get(Store *s, const char *tenant_id, const char *name, Credential *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(cred_stmt(q, SQL_CRED_GET, &st));
-        TRY(sqlite_bind_text(q, st, 1, tenant_id));
-        TRY(sqlite_bind_text(q, st, 2, name));
-        r = sqlite_store_step(q, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return -ENOENT;
-        return cred_read(st, ret);
+        CHECK(cred_stmt(q, SQL_CRED_GET, &st));
+        CHECK(sqlite_bind_text(q, st, 1, tenant_id));
+        CHECK(sqlite_bind_text(q, st, 2, name));
+        return sqlite_store_get_row(q, st, cred_read, ret);
 }
 
 int sqlite_op_credential_list(Store *s, const char *tenant_id, Credential **ret, size_t *ret_n) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(cred_stmt(q, SQL_CRED_LIST, &st));
-        TRY(sqlite_bind_text(q, st, 1, tenant_id));
+        CHECK(cred_stmt(q, SQL_CRED_LIST, &st));
+        CHECK(sqlite_bind_text(q, st, 1, tenant_id));
         return cred_read_all(q, st, ret, ret_n);
 }
 
 static int cred_exists(SqliteStore *q, const char *tenant_id, const char *name) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(cred_stmt(q, SQL_CRED_EXISTS, &st));
-        TRY(sqlite_bind_text(q, st, 1, tenant_id));
-        TRY(sqlite_bind_text(q, st, 2, name));
+        CHECK(cred_stmt(q, SQL_CRED_EXISTS, &st));
+        CHECK(sqlite_bind_text(q, st, 1, tenant_id));
+        CHECK(sqlite_bind_text(q, st, 2, name));
         return sqlite_store_step(q, st);
 }
 
@@ -171,22 +142,22 @@ int sqlite_op_credential_update(Store *s, const Credential *c, int64_t now, uint
         uint64_t v;
         int r;
 
-        TRY(cred_stmt(q, SQL_CRED_UPDATE, &st));
-        TRY(sqlite_bind_text(q, st, 1, c->tenant_id));
-        TRY(sqlite_bind_text(q, st, 2, c->name));
-        TRY(sqlite_bind_int64(q, st, 3, (int64_t) c->version));
-        TRY(sqlite_bind_text(q, st, 4, c->hosts_json));
-        TRY(sqlite_bind_text(q, st, 5, cred_apply_to_string(c->apply)));
-        TRY(sqlite_bind_text(q, st, 6, c->header_name));
-        TRY(sqlite_bind_text(q, st, 7, c->header_format));
-        TRY(sqlite_bind_text(q, st, 8, c->basic_user));
-        TRY(sqlite_bind_text(q, st, 9, c->env_name));
-        TRY(sqlite_bind_text(q, st, 10, c->ciphertext));
-        TRY(sqlite_bind_text(q, st, 11, c->nonce));
-        TRY(sqlite_bind_text(q, st, 12, c->key_id));
-        TRY(sqlite_bind_int64(q, st, 13, c->expires_usec));
-        TRY(sqlite_bind_int64(q, st, 14, c->revoked_usec));
-        TRY(sqlite_bind_int64(q, st, 15, now));
+        CHECK(cred_stmt(q, SQL_CRED_UPDATE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, c->tenant_id));
+        CHECK(sqlite_bind_text(q, st, 2, c->name));
+        CHECK(sqlite_bind_int64(q, st, 3, (int64_t) c->version));
+        CHECK(sqlite_bind_text(q, st, 4, c->hosts_json));
+        CHECK(sqlite_bind_text(q, st, 5, cred_apply_to_string(c->apply)));
+        CHECK(sqlite_bind_text(q, st, 6, c->header_name));
+        CHECK(sqlite_bind_text(q, st, 7, c->header_format));
+        CHECK(sqlite_bind_text(q, st, 8, c->basic_user));
+        CHECK(sqlite_bind_text(q, st, 9, c->env_name));
+        CHECK(sqlite_bind_text(q, st, 10, c->ciphertext));
+        CHECK(sqlite_bind_text(q, st, 11, c->nonce));
+        CHECK(sqlite_bind_text(q, st, 12, c->key_id));
+        CHECK(sqlite_bind_int64(q, st, 13, c->expires_usec));
+        CHECK(sqlite_bind_int64(q, st, 14, c->revoked_usec));
+        CHECK(sqlite_bind_int64(q, st, 15, now));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;
@@ -197,8 +168,8 @@ int sqlite_op_credential_update(Store *s, const Credential *c, int64_t now, uint
                         return r;
                 return r > 0 ? -ESTALE : -ENOENT;
         }
-        TRY(sqlite_col_u64(st, 0, &v));
-        TRY(sqlite_store_step_done(q, st));
+        CHECK(sqlite_col_u64(st, 0, &v));
+        CHECK(sqlite_store_step_done(q, st));
         *ret_version = v;
         return 0;
 }
@@ -209,27 +180,27 @@ int sqlite_op_credential_delete(Store *s, const char *tenant_id, const char *nam
         char id[STORE_ID_MAX];
         int r;
 
-        TRY(sqlite_store_begin(q, &tx));
+        CHECK(sqlite_store_begin(q, &tx));
         {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-                TRY(cred_stmt(q, SQL_CRED_DELETE, &st));
-                TRY(sqlite_bind_text(q, st, 1, tenant_id));
-                TRY(sqlite_bind_text(q, st, 2, name));
+                CHECK(cred_stmt(q, SQL_CRED_DELETE, &st));
+                CHECK(sqlite_bind_text(q, st, 1, tenant_id));
+                CHECK(sqlite_bind_text(q, st, 2, name));
                 r = sqlite_store_step(q, st);
                 if (r < 0)
                         return r;
                 if (r == 0)
                         return -ENOENT;
-                TRY(SQLITE_COL_STR(st, 0, id));
-                TRY(sqlite_store_step_done(q, st));
+                CHECK(SQLITE_COL_STR(st, 0, id));
+                CHECK(sqlite_store_step_done(q, st));
         }
         {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-                TRY(cred_stmt(q, SQL_CRED_DELETE_GRANTS, &st));
-                TRY(sqlite_bind_text(q, st, 1, id));
-                TRY(sqlite_store_step_done(q, st));
+                CHECK(cred_stmt(q, SQL_CRED_DELETE_GRANTS, &st));
+                CHECK(sqlite_bind_text(q, st, 1, id));
+                CHECK(sqlite_store_step_done(q, st));
         }
         return sqlite_store_commit(&tx);
 }
@@ -239,11 +210,11 @@ int sqlite_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(cred_stmt(q, SQL_GRANT_INSERT, &st));
-        TRY(sqlite_bind_text(q, st, 1, sandbox_id));
-        TRY(sqlite_bind_text(q, st, 2, credential_id));
-        TRY(sqlite_bind_text(q, st, 3, tenant_id));
-        TRY(sqlite_bind_int64(q, st, 4, now));
+        CHECK(cred_stmt(q, SQL_GRANT_INSERT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, sandbox_id));
+        CHECK(sqlite_bind_text(q, st, 2, credential_id));
+        CHECK(sqlite_bind_text(q, st, 3, tenant_id));
+        CHECK(sqlite_bind_int64(q, st, 4, now));
         return sqlite_store_step_done(q, st);
 }
 
@@ -251,10 +222,10 @@ int sqlite_op_grant_delete(Store *s, const char *sandbox_id, const char *credent
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(cred_stmt(q, SQL_GRANT_DELETE, &st));
-        TRY(sqlite_bind_text(q, st, 1, sandbox_id));
-        TRY(sqlite_bind_text(q, st, 2, credential_id));
-        TRY(sqlite_store_step_done(q, st));
+        CHECK(cred_stmt(q, SQL_GRANT_DELETE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, sandbox_id));
+        CHECK(sqlite_bind_text(q, st, 2, credential_id));
+        CHECK(sqlite_store_step_done(q, st));
         return sqlite3_changes64(q->db) == 0 ? -ENOENT : 0;
 }
 
@@ -262,7 +233,7 @@ int sqlite_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, siz
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(cred_stmt(q, SQL_GRANT_LIST, &st));
-        TRY(sqlite_bind_text(q, st, 1, sandbox_id));
+        CHECK(cred_stmt(q, SQL_GRANT_LIST, &st));
+        CHECK(sqlite_bind_text(q, st, 1, sandbox_id));
         return cred_read_all(q, st, ret, ret_n);
 }

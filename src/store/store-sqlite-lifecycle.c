@@ -54,23 +54,10 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
                 "WHERE s.id = checkpoints.sandbox_id AND s.state <> 'deleted')",
 };
 
-#define TRY(expr)                       \
-        do {                            \
-                int _r = (expr);        \
-                if (_r < 0)             \
-                        return _r;      \
-        } while (0)
-
 static int lc_stmt(SqliteStore *q, SqlLifecycleStmt id, sqlite3_stmt **ret) {
         if (id < 0 || id >= _SQL_LC_STMT_MAX)
                 return -EINVAL;
         return sqlite_store_prepare(q, &q->lifecycle[id], lifecycle_sql[id], ret);
-}
-
-/* Runs an UPDATE/DELETE; returns the number of rows changed. */
-static int step_changes(SqliteStore *q, sqlite3_stmt *st) {
-        TRY(sqlite_store_step_done(q, st));
-        return (int) MIN(sqlite3_changes64(q->db), (sqlite3_int64) INT32_MAX);
 }
 
 /* After an UPDATE that changed nothing: -ESTALE if the sandbox exists, else -ENOENT. */
@@ -78,8 +65,8 @@ static int sandbox_stale_or_missing(SqliteStore *q, const char *id) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        TRY(lc_stmt(q, SQL_LC_SANDBOX_STATE, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
+        CHECK(lc_stmt(q, SQL_LC_SANDBOX_STATE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;
@@ -88,7 +75,7 @@ static int sandbox_stale_or_missing(SqliteStore *q, const char *id) {
 
 /* An UPDATE of one sandbox whose bindings are done: 0 rows = -ESTALE or -ENOENT. */
 static int sandbox_update(SqliteStore *q, sqlite3_stmt *st, const char *id) {
-        int r = step_changes(q, st);
+        int r = sqlite_store_step_changes(q, st);
         if (r < 0)
                 return r;
         return r > 0 ? 0 : sandbox_stale_or_missing(q, id);
@@ -98,9 +85,9 @@ int sqlite_op_sandbox_touch(Store *s, const char *id, int64_t now) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(lc_stmt(q, SQL_LC_SANDBOX_TOUCH, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_int64(q, st, 2, now));
+        CHECK(lc_stmt(q, SQL_LC_SANDBOX_TOUCH, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_int64(q, st, 2, now));
         return sandbox_update(q, st, id);
 }
 
@@ -108,15 +95,15 @@ int sqlite_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(lc_stmt(q, SQL_LC_SANDBOX_SET_POLICY, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_int64(q, st, 2, (int64_t) p->timeout_s));
-        TRY(sqlite_bind_int64(q, st, 3, p->expires_usec));
-        TRY(sqlite_bind_int64(q, st, 4, (int64_t) p->idle_s));
-        TRY(sqlite_bind_text(q, st, 5, idle_action_to_string(p->idle_action)));
-        TRY(sqlite_bind_int64(q, st, 6, (int64_t) p->checkpoint_every_s));
-        TRY(sqlite_bind_int64(q, st, 7, now));
-        TRY(sqlite_bind_int64(q, st, 8, p->auto_resume ? 1 : 0));
+        CHECK(lc_stmt(q, SQL_LC_SANDBOX_SET_POLICY, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_int64(q, st, 2, (int64_t) p->timeout_s));
+        CHECK(sqlite_bind_int64(q, st, 3, p->expires_usec));
+        CHECK(sqlite_bind_int64(q, st, 4, (int64_t) p->idle_s));
+        CHECK(sqlite_bind_text(q, st, 5, idle_action_to_string(p->idle_action)));
+        CHECK(sqlite_bind_int64(q, st, 6, (int64_t) p->checkpoint_every_s));
+        CHECK(sqlite_bind_int64(q, st, 7, now));
+        CHECK(sqlite_bind_int64(q, st, 8, p->auto_resume ? 1 : 0));
         return sandbox_update(q, st, id);
 }
 
@@ -124,9 +111,9 @@ int sqlite_op_sandbox_set_timeout_warned(Store *s, const char *id, int64_t now) 
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(lc_stmt(q, SQL_LC_SANDBOX_SET_TIMEOUT_WARNED, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_int64(q, st, 2, now));
+        CHECK(lc_stmt(q, SQL_LC_SANDBOX_SET_TIMEOUT_WARNED, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_int64(q, st, 2, now));
         return sandbox_update(q, st, id);
 }
 
@@ -134,10 +121,10 @@ int sqlite_op_sandbox_set_processes_preserved(Store *s, const char *id, bool pre
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(lc_stmt(q, SQL_LC_SANDBOX_SET_PRESERVED, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_int64(q, st, 2, preserved ? 1 : 0));
-        TRY(sqlite_bind_int64(q, st, 3, now));
+        CHECK(lc_stmt(q, SQL_LC_SANDBOX_SET_PRESERVED, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_int64(q, st, 2, preserved ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 3, now));
         return sandbox_update(q, st, id);
 }
 
@@ -145,10 +132,10 @@ int sqlite_op_sandbox_set_network(Store *s, const char *id, const char *network_
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(lc_stmt(q, SQL_LC_SANDBOX_SET_NETWORK, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_text(q, st, 2, network_json));
-        TRY(sqlite_bind_int64(q, st, 3, now));
+        CHECK(lc_stmt(q, SQL_LC_SANDBOX_SET_NETWORK, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_text(q, st, 2, network_json));
+        CHECK(sqlite_bind_int64(q, st, 3, now));
         return sandbox_update(q, st, id);
 }
 
@@ -158,33 +145,33 @@ static int claim_row(SqliteStore *q, const char *template_name, const Sandbox *r
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        TRY(lc_stmt(q, SQL_LC_SANDBOX_CLAIM_WARM, &st));
-        TRY(sqlite_bind_text(q, st, 1, template_name));
-        TRY(sqlite_bind_text(q, st, 2, req->runtime));
-        TRY(sqlite_bind_int64(q, st, 3, (int64_t) req->disk_mb));
-        TRY(sqlite_bind_text(q, st, 4, req->tenant_id));
-        TRY(sqlite_bind_int64(q, st, 5, req->cpu_millis));
-        TRY(sqlite_bind_int64(q, st, 6, (int64_t) req->memory_mb));
-        TRY(sqlite_bind_int64(q, st, 7, req->pids_max));
-        TRY(sqlite_bind_int64(q, st, 8, req->io_weight));
-        TRY(sqlite_bind_int64(q, st, 9, (int64_t) req->timeout_s));
-        TRY(sqlite_bind_int64(q, st, 10, req->expires_usec));
-        TRY(sqlite_bind_text(q, st, 11, req->env_json));
-        TRY(sqlite_bind_text(q, st, 12, req->metadata_json));
-        TRY(sqlite_bind_int64(q, st, 13, (int64_t) req->idle_s));
-        TRY(sqlite_bind_text(q, st, 14, idle_action_to_string(req->idle_action)));
-        TRY(sqlite_bind_int64(q, st, 15, (int64_t) req->checkpoint_every_s));
-        TRY(sqlite_bind_int64(q, st, 16, now));
-        TRY(sqlite_bind_text(q, st, 17, req->network_json));
-        TRY(sqlite_bind_int64(q, st, 18, (int64_t) req->checkpoints_max));
-        TRY(sqlite_bind_int64(q, st, 19, (int64_t) req->checkpoints_mb));
-        TRY(sqlite_bind_int64(q, st, 20, req->auto_resume ? 1 : 0));
+        CHECK(lc_stmt(q, SQL_LC_SANDBOX_CLAIM_WARM, &st));
+        CHECK(sqlite_bind_text(q, st, 1, template_name));
+        CHECK(sqlite_bind_text(q, st, 2, req->runtime));
+        CHECK(sqlite_bind_int64(q, st, 3, (int64_t) req->disk_mb));
+        CHECK(sqlite_bind_text(q, st, 4, req->tenant_id));
+        CHECK(sqlite_bind_int64(q, st, 5, req->cpu_millis));
+        CHECK(sqlite_bind_int64(q, st, 6, (int64_t) req->memory_mb));
+        CHECK(sqlite_bind_int64(q, st, 7, req->pids_max));
+        CHECK(sqlite_bind_int64(q, st, 8, req->io_weight));
+        CHECK(sqlite_bind_int64(q, st, 9, (int64_t) req->timeout_s));
+        CHECK(sqlite_bind_int64(q, st, 10, req->expires_usec));
+        CHECK(sqlite_bind_text(q, st, 11, req->env_json));
+        CHECK(sqlite_bind_text(q, st, 12, req->metadata_json));
+        CHECK(sqlite_bind_int64(q, st, 13, (int64_t) req->idle_s));
+        CHECK(sqlite_bind_text(q, st, 14, idle_action_to_string(req->idle_action)));
+        CHECK(sqlite_bind_int64(q, st, 15, (int64_t) req->checkpoint_every_s));
+        CHECK(sqlite_bind_int64(q, st, 16, now));
+        CHECK(sqlite_bind_text(q, st, 17, req->network_json));
+        CHECK(sqlite_bind_int64(q, st, 18, (int64_t) req->checkpoints_max));
+        CHECK(sqlite_bind_int64(q, st, 19, (int64_t) req->checkpoints_mb));
+        CHECK(sqlite_bind_int64(q, st, 20, req->auto_resume ? 1 : 0));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;
         if (r == 0)
                 return -ENOENT;
-        TRY(sqlite_col_str(st, 0, ret_id, STORE_ID_MAX));
+        CHECK(sqlite_col_str(st, 0, ret_id, STORE_ID_MAX));
         return sqlite_store_step_done(q, st);
 }
 
@@ -195,10 +182,10 @@ int sqlite_op_sandbox_claim_warm(Store *s, const char *template_name, const Sand
         _cleanup_(sandbox_done) Sandbox sb = {};
         char id[STORE_ID_MAX];
 
-        TRY(sqlite_store_begin(q, &tx));
-        TRY(claim_row(q, template_name, req, now, id));
-        TRY(store_sqlite_ops.sandbox_get(s, NULL, id, &sb));
-        TRY(sqlite_store_commit(&tx));
+        CHECK(sqlite_store_begin(q, &tx));
+        CHECK(claim_row(q, template_name, req, now, id));
+        CHECK(store_sqlite_ops.sandbox_get(s, NULL, id, &sb));
+        CHECK(sqlite_store_commit(&tx));
         *ret = sb;
         sb = (Sandbox){}; /* handed over */
         return 0;
@@ -210,15 +197,15 @@ int sqlite_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *
         uint64_t ready, total;
         int r;
 
-        TRY(lc_stmt(q, SQL_LC_SANDBOX_WARM_COUNT, &st));
-        TRY(sqlite_bind_text(q, st, 1, template_name));
+        CHECK(lc_stmt(q, SQL_LC_SANDBOX_WARM_COUNT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, template_name));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;
         if (r == 0)
                 return -EBADMSG;
-        TRY(sqlite_col_u64(st, 0, &ready));
-        TRY(sqlite_col_u64(st, 1, &total));
+        CHECK(sqlite_col_u64(st, 0, &ready));
+        CHECK(sqlite_col_u64(st, 1, &total));
         *ret_ready = ready;
         *ret_total = total;
         return 0;
@@ -226,19 +213,19 @@ int sqlite_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *
 
 /* Checkpoints */
 
-static int checkpoint_read(sqlite3_stmt *st, Checkpoint *ret) {
+static int checkpoint_read(sqlite3_stmt *st, void *ret) {
         Checkpoint c = {};
 
-        TRY(SQLITE_COL_STR(st, 0, c.id));
-        TRY(SQLITE_COL_STR(st, 1, c.sandbox_id));
-        TRY(SQLITE_COL_STR(st, 2, c.tenant_id));
-        TRY(SQLITE_COL_STR(st, 3, c.name));
-        TRY(sqlite_col_i64(st, 4, &c.created_usec));
-        TRY(sqlite_col_u64(st, 5, &c.size_bytes));
+        CHECK(SQLITE_COL_STR(st, 0, c.id));
+        CHECK(SQLITE_COL_STR(st, 1, c.sandbox_id));
+        CHECK(SQLITE_COL_STR(st, 2, c.tenant_id));
+        CHECK(SQLITE_COL_STR(st, 3, c.name));
+        CHECK(sqlite_col_i64(st, 4, &c.created_usec));
+        CHECK(sqlite_col_u64(st, 5, &c.size_bytes));
         c.automatic = sqlite3_column_int64(st, 6) != 0;
         c.restorable = sqlite3_column_int64(st, 7) != 0;
         c.memory = sqlite3_column_int64(st, 8) != 0;
-        *ret = c;
+        *(Checkpoint *) ret = c;
         return 0;
 }
 
@@ -246,92 +233,65 @@ int sqlite_op_checkpoint_insert(Store *s, const Checkpoint *c) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(lc_stmt(q, SQL_LC_CHECKPOINT_INSERT, &st));
-        TRY(sqlite_bind_text(q, st, 1, c->id));
-        TRY(sqlite_bind_text(q, st, 2, c->sandbox_id));
-        TRY(sqlite_bind_text(q, st, 3, c->tenant_id));
-        TRY(sqlite_bind_text(q, st, 4, c->name));
-        TRY(sqlite_bind_int64(q, st, 5, c->created_usec));
-        TRY(sqlite_bind_int64(q, st, 6, (int64_t) c->size_bytes));
-        TRY(sqlite_bind_int64(q, st, 7, c->automatic ? 1 : 0));
-        TRY(sqlite_bind_int64(q, st, 8, c->restorable ? 1 : 0));
-        TRY(sqlite_bind_int64(q, st, 9, c->memory ? 1 : 0));
+        CHECK(lc_stmt(q, SQL_LC_CHECKPOINT_INSERT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, c->id));
+        CHECK(sqlite_bind_text(q, st, 2, c->sandbox_id));
+        CHECK(sqlite_bind_text(q, st, 3, c->tenant_id));
+        CHECK(sqlite_bind_text(q, st, 4, c->name));
+        CHECK(sqlite_bind_int64(q, st, 5, c->created_usec));
+        CHECK(sqlite_bind_int64(q, st, 6, (int64_t) c->size_bytes));
+        CHECK(sqlite_bind_int64(q, st, 7, c->automatic ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 8, c->restorable ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 9, c->memory ? 1 : 0));
         return sqlite_store_step_done(q, st);
 }
 
 int sqlite_op_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkpoint *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(lc_stmt(q, SQL_LC_CHECKPOINT_GET, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_text(q, st, 2, tenant_id));
-        r = sqlite_store_step(q, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return -ENOENT;
-        return checkpoint_read(st, ret);
+        CHECK(lc_stmt(q, SQL_LC_CHECKPOINT_GET, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_text(q, st, 2, tenant_id));
+        return sqlite_store_get_row(q, st, checkpoint_read, ret);
 }
 
 int sqlite_op_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ Checkpoint *a = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
 
-        TRY(lc_stmt(q, sandbox_id ? SQL_LC_CHECKPOINT_LIST : SQL_LC_CHECKPOINT_LIST_ALL, &st));
+        CHECK(lc_stmt(q, sandbox_id ? SQL_LC_CHECKPOINT_LIST : SQL_LC_CHECKPOINT_LIST_ALL, &st));
         if (sandbox_id)
-                TRY(sqlite_bind_text(q, st, 1, sandbox_id));
-        while ((r = sqlite_store_step(q, st)) > 0) {
-                if (GREEDY_REALLOC(a, allocated, n + 1) < 0)
-                        return -ENOMEM;
-                TRY(checkpoint_read(st, &a[n]));
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(a);
-        *ret_n = n;
-        return 0;
+                CHECK(sqlite_bind_text(q, st, 1, sandbox_id));
+        return sqlite_store_list_rows(q, st, sizeof(Checkpoint), checkpoint_read, NULL, (void **) ret, ret_n);
 }
 
 int sqlite_op_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(lc_stmt(q, SQL_LC_CHECKPOINT_UPDATE, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_int64(q, st, 2, restorable ? 1 : 0));
-        TRY(sqlite_bind_int64(q, st, 3, (int64_t) size_bytes));
-        r = step_changes(q, st);
-        if (r < 0)
-                return r;
-        return r == 0 ? -ENOENT : 0;
+        CHECK(lc_stmt(q, SQL_LC_CHECKPOINT_UPDATE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_int64(q, st, 2, restorable ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 3, (int64_t) size_bytes));
+        return sqlite_store_step_changed(q, st);
 }
 
 int sqlite_op_checkpoint_delete(Store *s, const char *id) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(lc_stmt(q, SQL_LC_CHECKPOINT_DELETE, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        r = step_changes(q, st);
-        if (r < 0)
-                return r;
-        return r == 0 ? -ENOENT : 0;
+        CHECK(lc_stmt(q, SQL_LC_CHECKPOINT_DELETE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        return sqlite_store_step_changed(q, st);
 }
 
 int sqlite_op_checkpoint_delete_orphans(Store *s, uint64_t *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(lc_stmt(q, SQL_LC_CHECKPOINT_DELETE_ORPHANS, &st));
-        TRY(sqlite_store_step_done(q, st));
+        CHECK(lc_stmt(q, SQL_LC_CHECKPOINT_DELETE_ORPHANS, &st));
+        CHECK(sqlite_store_step_done(q, st));
         *ret = (uint64_t) sqlite3_changes64(q->db);
         return 0;
 }

@@ -85,13 +85,6 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         [SQL_EVENT_DELETE_BEFORE] = "DELETE FROM events WHERE time_usec < ?1",
 };
 
-#define TRY(expr)                       \
-        do {                            \
-                int _r = (expr);        \
-                if (_r < 0)             \
-                        return _r;      \
-        } while (0)
-
 /* Runs a one-row query that yields one non-negative integer. */
 static int query_u64(SqliteStore *q, sqlite3_stmt *st, uint64_t *ret) {
         int r = sqlite_store_step(q, st);
@@ -106,30 +99,20 @@ static int query_u64(SqliteStore *q, sqlite3_stmt *st, uint64_t *ret) {
 static int sandbox_exists(SqliteStore *q, const char *id) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, SQL_SANDBOX_EXISTS, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_EXISTS, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
         return sqlite_store_step(q, st);
 }
 
-/* Runs an UPDATE/DELETE; returns the number of rows changed. */
-static int step_changes(SqliteStore *q, sqlite3_stmt *st) {
-        TRY(sqlite_store_step_done(q, st));
-        return (int) MIN(sqlite3_changes64(q->db), (sqlite3_int64) INT32_MAX);
-}
-
-/* Grows an array for list results one row at a time. */
-#define LIST_GROW(array, allocated, n) \
-        (GREEDY_REALLOC(array, allocated, (n) + 1) < 0 ? -ENOMEM : 0)
-
 /* Tenants */
 
-static int tenant_read(sqlite3_stmt *st, Tenant *ret) {
+static int tenant_read(sqlite3_stmt *st, void *ret) {
         Tenant t = {};
 
-        TRY(SQLITE_COL_STR(st, 0, t.id));
-        TRY(SQLITE_COL_STR(st, 1, t.name));
+        CHECK(SQLITE_COL_STR(st, 0, t.id));
+        CHECK(SQLITE_COL_STR(st, 1, t.name));
         t.created_usec = sqlite3_column_int64(st, 2);
-        *ret = t;
+        *(Tenant *) ret = t;
         return 0;
 }
 
@@ -137,25 +120,19 @@ static int op_tenant_insert(Store *s, const Tenant *t) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, SQL_TENANT_INSERT, &st));
-        TRY(sqlite_bind_text(q, st, 1, t->id));
-        TRY(sqlite_bind_text(q, st, 2, t->name));
-        TRY(sqlite_bind_int64(q, st, 3, t->created_usec));
+        CHECK(sqlite_store_stmt(q, SQL_TENANT_INSERT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, t->id));
+        CHECK(sqlite_bind_text(q, st, 2, t->name));
+        CHECK(sqlite_bind_int64(q, st, 3, t->created_usec));
         return sqlite_store_step_done(q, st);
 }
 
 static int tenant_get_by(SqliteStore *q, SqlStmt id, const char *key, Tenant *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(sqlite_store_stmt(q, id, &st));
-        TRY(sqlite_bind_text(q, st, 1, key));
-        r = sqlite_store_step(q, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return -ENOENT;
-        return tenant_read(st, ret);
+        CHECK(sqlite_store_stmt(q, id, &st));
+        CHECK(sqlite_bind_text(q, st, 1, key));
+        return sqlite_store_get_row(q, st, tenant_read, ret);
 }
 
 static int op_tenant_get(Store *s, const char *id, Tenant *ret) {
@@ -169,35 +146,23 @@ static int op_tenant_get_by_name(Store *s, const char *name, Tenant *ret) {
 static int op_tenant_list(Store *s, Tenant **ret, size_t *ret_n) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ Tenant *a = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_TENANT_LIST, &st));
-        while ((r = sqlite_store_step(q, st)) > 0) {
-                TRY(LIST_GROW(a, allocated, n));
-                TRY(tenant_read(st, &a[n]));
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(a);
-        *ret_n = n;
-        return 0;
+        CHECK(sqlite_store_stmt(q, SQL_TENANT_LIST, &st));
+        return sqlite_store_list_rows(q, st, sizeof(Tenant), tenant_read, NULL, (void **) ret, ret_n);
 }
 
 /* API keys */
 
-static int key_read(sqlite3_stmt *st, ApiKey *ret) {
+static int key_read(sqlite3_stmt *st, void *ret) {
         ApiKey k = {};
 
-        TRY(SQLITE_COL_STR(st, 0, k.id));
-        TRY(SQLITE_COL_STR(st, 1, k.tenant_id));
-        TRY(SQLITE_COL_STR(st, 2, k.hash));
-        TRY(SQLITE_COL_STR(st, 3, k.name));
+        CHECK(SQLITE_COL_STR(st, 0, k.id));
+        CHECK(SQLITE_COL_STR(st, 1, k.tenant_id));
+        CHECK(SQLITE_COL_STR(st, 2, k.hash));
+        CHECK(SQLITE_COL_STR(st, 3, k.name));
         k.admin = sqlite3_column_int64(st, 4) != 0;
         k.created_usec = sqlite3_column_int64(st, 5);
-        *ret = k;
+        *(ApiKey *) ret = k;
         return 0;
 }
 
@@ -205,89 +170,67 @@ static int op_key_insert(Store *s, const ApiKey *k) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, SQL_KEY_INSERT, &st));
-        TRY(sqlite_bind_text(q, st, 1, k->id));
-        TRY(sqlite_bind_text(q, st, 2, k->tenant_id));
-        TRY(sqlite_bind_text(q, st, 3, k->hash));
-        TRY(sqlite_bind_text(q, st, 4, k->name));
-        TRY(sqlite_bind_int64(q, st, 5, k->admin ? 1 : 0));
-        TRY(sqlite_bind_int64(q, st, 6, k->created_usec));
+        CHECK(sqlite_store_stmt(q, SQL_KEY_INSERT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, k->id));
+        CHECK(sqlite_bind_text(q, st, 2, k->tenant_id));
+        CHECK(sqlite_bind_text(q, st, 3, k->hash));
+        CHECK(sqlite_bind_text(q, st, 4, k->name));
+        CHECK(sqlite_bind_int64(q, st, 5, k->admin ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 6, k->created_usec));
         return sqlite_store_step_done(q, st);
 }
 
 static int op_key_get_by_hash(Store *s, const char *hash, ApiKey *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_KEY_GET_BY_HASH, &st));
-        TRY(sqlite_bind_text(q, st, 1, hash));
-        r = sqlite_store_step(q, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return -ENOENT;
-        return key_read(st, ret);
+        CHECK(sqlite_store_stmt(q, SQL_KEY_GET_BY_HASH, &st));
+        CHECK(sqlite_bind_text(q, st, 1, hash));
+        return sqlite_store_get_row(q, st, key_read, ret);
 }
 
 static int op_key_list(Store *s, const char *tenant_id, ApiKey **ret, size_t *ret_n) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ ApiKey *a = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_KEY_LIST, &st));
-        TRY(sqlite_bind_text(q, st, 1, tenant_id));
-        while ((r = sqlite_store_step(q, st)) > 0) {
-                TRY(LIST_GROW(a, allocated, n));
-                TRY(key_read(st, &a[n]));
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(a);
-        *ret_n = n;
-        return 0;
+        CHECK(sqlite_store_stmt(q, SQL_KEY_LIST, &st));
+        CHECK(sqlite_bind_text(q, st, 1, tenant_id));
+        return sqlite_store_list_rows(q, st, sizeof(ApiKey), key_read, NULL, (void **) ret, ret_n);
 }
 
 static int op_key_delete(Store *s, const char *tenant_id, const char *id) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_KEY_DELETE, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_text(q, st, 2, tenant_id));
-        r = step_changes(q, st);
-        if (r < 0)
-                return r;
-        return r == 0 ? -ENOENT : 0;
+        CHECK(sqlite_store_stmt(q, SQL_KEY_DELETE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_text(q, st, 2, tenant_id));
+        return sqlite_store_step_changed(q, st);
 }
 
 static int op_key_count(Store *s, uint64_t *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, SQL_KEY_COUNT, &st));
+        CHECK(sqlite_store_stmt(q, SQL_KEY_COUNT, &st));
         return query_u64(q, st, ret);
 }
 
 /* Templates */
 
-static int template_read(sqlite3_stmt *st, Template *ret) {
+static int template_read(sqlite3_stmt *st, void *ret) {
         Template t = {};
         char state[32];
 
-        TRY(SQLITE_COL_STR(st, 0, t.name));
-        TRY(SQLITE_COL_STR(st, 1, t.tenant_id));
-        TRY(SQLITE_COL_STR(st, 2, state));
+        CHECK(SQLITE_COL_STR(st, 0, t.name));
+        CHECK(SQLITE_COL_STR(st, 1, t.tenant_id));
+        CHECK(SQLITE_COL_STR(st, 2, state));
         t.state = template_state_from_string(state);
         if (t.state < 0)
                 return -EBADMSG;
-        TRY(sqlite_col_u64(st, 3, &t.size_bytes));
+        CHECK(sqlite_col_u64(st, 3, &t.size_bytes));
         t.created_usec = sqlite3_column_int64(st, 4);
-        *ret = t;
+        *(Template *) ret = t;
         return 0;
 }
 
@@ -295,84 +238,58 @@ static int op_template_insert(Store *s, const Template *t) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_INSERT, &st));
-        TRY(sqlite_bind_text(q, st, 1, t->name));
-        TRY(sqlite_bind_text(q, st, 2, t->tenant_id));
-        TRY(sqlite_bind_text(q, st, 3, template_state_to_string(t->state)));
-        TRY(sqlite_bind_int64(q, st, 4, (int64_t) t->size_bytes));
-        TRY(sqlite_bind_int64(q, st, 5, t->created_usec));
+        CHECK(sqlite_store_stmt(q, SQL_TEMPLATE_INSERT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, t->name));
+        CHECK(sqlite_bind_text(q, st, 2, t->tenant_id));
+        CHECK(sqlite_bind_text(q, st, 3, template_state_to_string(t->state)));
+        CHECK(sqlite_bind_int64(q, st, 4, (int64_t) t->size_bytes));
+        CHECK(sqlite_bind_int64(q, st, 5, t->created_usec));
         return sqlite_store_step_done(q, st);
 }
 
 static int op_template_get(Store *s, const char *name, Template *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_GET, &st));
-        TRY(sqlite_bind_text(q, st, 1, name));
-        r = sqlite_store_step(q, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return -ENOENT;
-        return template_read(st, ret);
+        CHECK(sqlite_store_stmt(q, SQL_TEMPLATE_GET, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
+        return sqlite_store_get_row(q, st, template_read, ret);
 }
 
 static int op_template_list(Store *s, Template **ret, size_t *ret_n) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ Template *a = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_LIST, &st));
-        while ((r = sqlite_store_step(q, st)) > 0) {
-                TRY(LIST_GROW(a, allocated, n));
-                TRY(template_read(st, &a[n]));
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(a);
-        *ret_n = n;
-        return 0;
+        CHECK(sqlite_store_stmt(q, SQL_TEMPLATE_LIST, &st));
+        return sqlite_store_list_rows(q, st, sizeof(Template), template_read, NULL, (void **) ret, ret_n);
 }
 
 static int op_template_set_ready(Store *s, const char *name, uint64_t size_bytes) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_SET_STATE, &st));
-        TRY(sqlite_bind_text(q, st, 1, name));
-        TRY(sqlite_bind_text(q, st, 2, template_state_to_string(TEMPLATE_READY)));
-        TRY(sqlite_bind_int64(q, st, 3, (int64_t) size_bytes));
-        r = step_changes(q, st);
-        if (r < 0)
-                return r;
-        return r == 0 ? -ENOENT : 0;
+        CHECK(sqlite_store_stmt(q, SQL_TEMPLATE_SET_STATE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
+        CHECK(sqlite_bind_text(q, st, 2, template_state_to_string(TEMPLATE_READY)));
+        CHECK(sqlite_bind_int64(q, st, 3, (int64_t) size_bytes));
+        return sqlite_store_step_changed(q, st);
 }
 
 static int op_template_in_use(Store *s, const char *name, uint64_t *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_IN_USE, &st));
-        TRY(sqlite_bind_text(q, st, 1, name));
+        CHECK(sqlite_store_stmt(q, SQL_TEMPLATE_IN_USE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
         return query_u64(q, st, ret);
 }
 
 static int template_delete_row(SqliteStore *q, const char *name) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_TEMPLATE_DELETE, &st));
-        TRY(sqlite_bind_text(q, st, 1, name));
-        r = step_changes(q, st);
-        if (r < 0)
-                return r;
-        return r == 0 ? -ENOENT : 0;
+        CHECK(sqlite_store_stmt(q, SQL_TEMPLATE_DELETE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
+        return sqlite_store_step_changed(q, st);
 }
 
 static int op_template_delete(Store *s, const char *name) {
@@ -382,9 +299,9 @@ static int op_template_delete(Store *s, const char *name) {
 
         /* Check and delete under the write lock, so no sandbox can start using
          * it in between (its insert waits for us). */
-        TRY(sqlite_store_begin(q, &tx));
-        TRY(template_delete_row(q, name));
-        TRY(op_template_in_use(s, name, &users));
+        CHECK(sqlite_store_begin(q, &tx));
+        CHECK(template_delete_row(q, name));
+        CHECK(op_template_in_use(s, name, &users));
         if (users > 0)
                 return -EBUSY; /* rolls back the delete */
         return sqlite_store_commit(&tx);
@@ -392,52 +309,52 @@ static int op_template_delete(Store *s, const char *name) {
 
 /* Sandboxes */
 
-static int sandbox_read(sqlite3_stmt *st, Sandbox *ret) {
+static int sandbox_read(sqlite3_stmt *st, void *ret) {
         _cleanup_(sandbox_done) Sandbox sb = {};
         char state[32], idle_action[16];
 
-        TRY(SQLITE_COL_STR(st, 0, sb.id));
-        TRY(SQLITE_COL_STR(st, 1, sb.tenant_id));
-        TRY(SQLITE_COL_STR(st, 2, sb.template_name));
-        TRY(SQLITE_COL_STR(st, 3, sb.runtime));
-        TRY(SQLITE_COL_STR(st, 4, sb.worker));
-        TRY(SQLITE_COL_STR(st, 5, state));
+        CHECK(SQLITE_COL_STR(st, 0, sb.id));
+        CHECK(SQLITE_COL_STR(st, 1, sb.tenant_id));
+        CHECK(SQLITE_COL_STR(st, 2, sb.template_name));
+        CHECK(SQLITE_COL_STR(st, 3, sb.runtime));
+        CHECK(SQLITE_COL_STR(st, 4, sb.worker));
+        CHECK(SQLITE_COL_STR(st, 5, state));
         sb.state = sandbox_state_from_string(state);
         if (sb.state < 0)
                 return -EBADMSG;
-        TRY(SQLITE_COL_STR(st, 6, sb.reason));
-        TRY(sqlite_col_u32(st, 7, &sb.cpu_millis));
-        TRY(sqlite_col_u64(st, 8, &sb.memory_mb));
-        TRY(sqlite_col_u64(st, 9, &sb.disk_mb));
-        TRY(sqlite_col_u32(st, 10, &sb.pids_max));
-        TRY(sqlite_col_u64(st, 11, &sb.timeout_s));
-        TRY(sqlite_col_i64(st, 12, &sb.created_usec));
-        TRY(sqlite_col_i64(st, 13, &sb.updated_usec));
-        TRY(sqlite_col_i64(st, 14, &sb.expires_usec));
-        TRY(sqlite_col_u32(st, 15, &sb.slot));
-        TRY(sqlite_col_i64(st, 16, &sb.pid));
-        TRY(sqlite_col_u64(st, 17, &sb.pid_starttime));
-        TRY(sqlite_col_strdup(st, 18, &sb.env_json));
-        TRY(sqlite_col_strdup(st, 19, &sb.metadata_json));
-        TRY(SQLITE_COL_STR(st, 20, sb.parent_id));
-        TRY(SQLITE_COL_STR(st, 21, sb.parent_checkpoint));
+        CHECK(SQLITE_COL_STR(st, 6, sb.reason));
+        CHECK(sqlite_col_u32(st, 7, &sb.cpu_millis));
+        CHECK(sqlite_col_u64(st, 8, &sb.memory_mb));
+        CHECK(sqlite_col_u64(st, 9, &sb.disk_mb));
+        CHECK(sqlite_col_u32(st, 10, &sb.pids_max));
+        CHECK(sqlite_col_u64(st, 11, &sb.timeout_s));
+        CHECK(sqlite_col_i64(st, 12, &sb.created_usec));
+        CHECK(sqlite_col_i64(st, 13, &sb.updated_usec));
+        CHECK(sqlite_col_i64(st, 14, &sb.expires_usec));
+        CHECK(sqlite_col_u32(st, 15, &sb.slot));
+        CHECK(sqlite_col_i64(st, 16, &sb.pid));
+        CHECK(sqlite_col_u64(st, 17, &sb.pid_starttime));
+        CHECK(sqlite_col_strdup(st, 18, &sb.env_json));
+        CHECK(sqlite_col_strdup(st, 19, &sb.metadata_json));
+        CHECK(SQLITE_COL_STR(st, 20, sb.parent_id));
+        CHECK(SQLITE_COL_STR(st, 21, sb.parent_checkpoint));
         sb.processes_preserved = sqlite3_column_int64(st, 22) != 0;
-        TRY(sqlite_col_u64(st, 23, &sb.idle_s));
-        TRY(SQLITE_COL_STR(st, 24, idle_action));
+        CHECK(sqlite_col_u64(st, 23, &sb.idle_s));
+        CHECK(SQLITE_COL_STR(st, 24, idle_action));
         sb.idle_action = idle_action_from_string(idle_action);
         if (sb.idle_action < 0)
                 return -EBADMSG;
-        TRY(sqlite_col_i64(st, 25, &sb.last_activity_usec));
-        TRY(SQLITE_COL_STR(st, 26, sb.warm_pool));
-        TRY(sqlite_col_u32(st, 27, &sb.io_weight));
-        TRY(sqlite_col_u64(st, 28, &sb.checkpoint_every_s));
+        CHECK(sqlite_col_i64(st, 25, &sb.last_activity_usec));
+        CHECK(SQLITE_COL_STR(st, 26, sb.warm_pool));
+        CHECK(sqlite_col_u32(st, 27, &sb.io_weight));
+        CHECK(sqlite_col_u64(st, 28, &sb.checkpoint_every_s));
         sb.timeout_warned = sqlite3_column_int64(st, 29) != 0;
-        TRY(sqlite_col_strdup(st, 30, &sb.network_json));
-        TRY(sqlite_col_u64(st, 31, &sb.checkpoints_max));
-        TRY(sqlite_col_u64(st, 32, &sb.checkpoints_mb));
+        CHECK(sqlite_col_strdup(st, 30, &sb.network_json));
+        CHECK(sqlite_col_u64(st, 31, &sb.checkpoints_max));
+        CHECK(sqlite_col_u64(st, 32, &sb.checkpoints_mb));
         sb.auto_resume = sqlite3_column_int64(st, 33) != 0;
-        TRY(sqlite_col_u32(st, 34, &sb.checkpoints));
-        *ret = sb;
+        CHECK(sqlite_col_u32(st, 34, &sb.checkpoints));
+        *(Sandbox *) ret = sb;
         sb.env_json = sb.metadata_json = sb.network_json = NULL; /* handed over */
         return 0;
 }
@@ -446,8 +363,8 @@ static int sandbox_free_slot(SqliteStore *q, uint32_t slots_max, uint32_t *ret) 
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         uint64_t slot;
 
-        TRY(sqlite_store_stmt(q, SQL_SANDBOX_FREE_SLOT, &st));
-        TRY(query_u64(q, st, &slot));
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_FREE_SLOT, &st));
+        CHECK(query_u64(q, st, &slot));
         if (slot >= slots_max)
                 return -ENOSPC;
         *ret = (uint32_t) slot;
@@ -457,41 +374,41 @@ static int sandbox_free_slot(SqliteStore *q, uint32_t slots_max, uint32_t *ret) 
 static int sandbox_insert_row(SqliteStore *q, const Sandbox *sb) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, SQL_SANDBOX_INSERT, &st));
-        TRY(sqlite_bind_text(q, st, 1, sb->id));
-        TRY(sqlite_bind_text(q, st, 2, sb->tenant_id));
-        TRY(sqlite_bind_text(q, st, 3, sb->template_name));
-        TRY(sqlite_bind_text(q, st, 4, sb->runtime));
-        TRY(sqlite_bind_text(q, st, 5, sb->worker));
-        TRY(sqlite_bind_text(q, st, 6, sandbox_state_to_string(sb->state)));
-        TRY(sqlite_bind_text(q, st, 7, sb->reason));
-        TRY(sqlite_bind_int64(q, st, 8, sb->cpu_millis));
-        TRY(sqlite_bind_int64(q, st, 9, (int64_t) sb->memory_mb));
-        TRY(sqlite_bind_int64(q, st, 10, (int64_t) sb->disk_mb));
-        TRY(sqlite_bind_int64(q, st, 11, sb->pids_max));
-        TRY(sqlite_bind_int64(q, st, 12, (int64_t) sb->timeout_s));
-        TRY(sqlite_bind_int64(q, st, 13, sb->created_usec));
-        TRY(sqlite_bind_int64(q, st, 14, sb->updated_usec));
-        TRY(sqlite_bind_int64(q, st, 15, sb->expires_usec));
-        TRY(sqlite_bind_int64(q, st, 16, sb->slot));
-        TRY(sqlite_bind_int64(q, st, 17, sb->pid));
-        TRY(sqlite_bind_int64(q, st, 18, (int64_t) sb->pid_starttime));
-        TRY(sqlite_bind_text(q, st, 19, sb->env_json));
-        TRY(sqlite_bind_text(q, st, 20, sb->metadata_json));
-        TRY(sqlite_bind_text(q, st, 21, sb->parent_id));
-        TRY(sqlite_bind_text(q, st, 22, sb->parent_checkpoint));
-        TRY(sqlite_bind_int64(q, st, 23, sb->processes_preserved ? 1 : 0));
-        TRY(sqlite_bind_int64(q, st, 24, (int64_t) sb->idle_s));
-        TRY(sqlite_bind_text(q, st, 25, idle_action_to_string(sb->idle_action)));
-        TRY(sqlite_bind_int64(q, st, 26, sb->last_activity_usec));
-        TRY(sqlite_bind_text(q, st, 27, sb->warm_pool));
-        TRY(sqlite_bind_int64(q, st, 28, sb->io_weight));
-        TRY(sqlite_bind_int64(q, st, 29, (int64_t) sb->checkpoint_every_s));
-        TRY(sqlite_bind_int64(q, st, 30, sb->timeout_warned ? 1 : 0));
-        TRY(sqlite_bind_text(q, st, 31, sb->network_json));
-        TRY(sqlite_bind_int64(q, st, 32, (int64_t) sb->checkpoints_max));
-        TRY(sqlite_bind_int64(q, st, 33, (int64_t) sb->checkpoints_mb));
-        TRY(sqlite_bind_int64(q, st, 34, sb->auto_resume ? 1 : 0));
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_INSERT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, sb->id));
+        CHECK(sqlite_bind_text(q, st, 2, sb->tenant_id));
+        CHECK(sqlite_bind_text(q, st, 3, sb->template_name));
+        CHECK(sqlite_bind_text(q, st, 4, sb->runtime));
+        CHECK(sqlite_bind_text(q, st, 5, sb->worker));
+        CHECK(sqlite_bind_text(q, st, 6, sandbox_state_to_string(sb->state)));
+        CHECK(sqlite_bind_text(q, st, 7, sb->reason));
+        CHECK(sqlite_bind_int64(q, st, 8, sb->cpu_millis));
+        CHECK(sqlite_bind_int64(q, st, 9, (int64_t) sb->memory_mb));
+        CHECK(sqlite_bind_int64(q, st, 10, (int64_t) sb->disk_mb));
+        CHECK(sqlite_bind_int64(q, st, 11, sb->pids_max));
+        CHECK(sqlite_bind_int64(q, st, 12, (int64_t) sb->timeout_s));
+        CHECK(sqlite_bind_int64(q, st, 13, sb->created_usec));
+        CHECK(sqlite_bind_int64(q, st, 14, sb->updated_usec));
+        CHECK(sqlite_bind_int64(q, st, 15, sb->expires_usec));
+        CHECK(sqlite_bind_int64(q, st, 16, sb->slot));
+        CHECK(sqlite_bind_int64(q, st, 17, sb->pid));
+        CHECK(sqlite_bind_int64(q, st, 18, (int64_t) sb->pid_starttime));
+        CHECK(sqlite_bind_text(q, st, 19, sb->env_json));
+        CHECK(sqlite_bind_text(q, st, 20, sb->metadata_json));
+        CHECK(sqlite_bind_text(q, st, 21, sb->parent_id));
+        CHECK(sqlite_bind_text(q, st, 22, sb->parent_checkpoint));
+        CHECK(sqlite_bind_int64(q, st, 23, sb->processes_preserved ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 24, (int64_t) sb->idle_s));
+        CHECK(sqlite_bind_text(q, st, 25, idle_action_to_string(sb->idle_action)));
+        CHECK(sqlite_bind_int64(q, st, 26, sb->last_activity_usec));
+        CHECK(sqlite_bind_text(q, st, 27, sb->warm_pool));
+        CHECK(sqlite_bind_int64(q, st, 28, sb->io_weight));
+        CHECK(sqlite_bind_int64(q, st, 29, (int64_t) sb->checkpoint_every_s));
+        CHECK(sqlite_bind_int64(q, st, 30, sb->timeout_warned ? 1 : 0));
+        CHECK(sqlite_bind_text(q, st, 31, sb->network_json));
+        CHECK(sqlite_bind_int64(q, st, 32, (int64_t) sb->checkpoints_max));
+        CHECK(sqlite_bind_int64(q, st, 33, (int64_t) sb->checkpoints_mb));
+        CHECK(sqlite_bind_int64(q, st, 34, sb->auto_resume ? 1 : 0));
         return sqlite_store_step_done(q, st);
 }
 
@@ -502,10 +419,10 @@ static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max) {
 
         /* Deleted sandboxes hold no slot, so a row inserted as deleted gets
          * one too (unused); the partial unique index is the last word. */
-        TRY(sqlite_store_begin(q, &tx));
-        TRY(sandbox_free_slot(q, slots_max, &row.slot));
-        TRY(sandbox_insert_row(q, &row));
-        TRY(sqlite_store_commit(&tx));
+        CHECK(sqlite_store_begin(q, &tx));
+        CHECK(sandbox_free_slot(q, slots_max, &row.slot));
+        CHECK(sandbox_insert_row(q, &row));
+        CHECK(sqlite_store_commit(&tx));
         sb->slot = row.slot;
         return 0;
 }
@@ -513,17 +430,11 @@ static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max) {
 static int op_sandbox_get(Store *s, const char *tenant_id, const char *id, Sandbox *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_SANDBOX_GET, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_text(q, st, 2, tenant_id));
-        r = sqlite_store_step(q, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return -ENOENT;
-        return sandbox_read(st, ret);
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_GET, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_text(q, st, 2, tenant_id));
+        return sqlite_store_get_row(q, st, sandbox_read, ret);
 }
 
 enum {
@@ -567,47 +478,33 @@ static int sandbox_filter_stmt(SqliteStore *q, const SandboxFilter *f, bool coun
 }
 
 static int sandbox_filter_bind(SqliteStore *q, sqlite3_stmt *st, const SandboxFilter *f) {
-        TRY(sqlite_bind_text_named(q, st, ":tenant", f->tenant_id));
+        CHECK(sqlite_bind_text_named(q, st, ":tenant", f->tenant_id));
         if (f->state >= 0)
-                TRY(sqlite_bind_text_named(q, st, ":state", sandbox_state_to_string(f->state)));
-        TRY(sqlite_bind_text_named(q, st, ":after", f->after_id));
-        TRY(sqlite_bind_int64_named(q, st, ":limit", (int64_t) f->limit));
+                CHECK(sqlite_bind_text_named(q, st, ":state", sandbox_state_to_string(f->state)));
+        CHECK(sqlite_bind_text_named(q, st, ":after", f->after_id));
+        CHECK(sqlite_bind_int64_named(q, st, ":limit", (int64_t) f->limit));
         return 0;
+}
+
+static void sandbox_rows_free(void *rows, size_t n) {
+        sandbox_array_free(rows, n);
 }
 
 static int op_sandbox_list(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        Sandbox *a = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
 
-        TRY(sandbox_filter_stmt(q, f, false, &st));
-        TRY(sandbox_filter_bind(q, st, f));
-        while ((r = sqlite_store_step(q, st)) > 0) {
-                r = LIST_GROW(a, allocated, n);
-                if (r < 0)
-                        break;
-                r = sandbox_read(st, &a[n]);
-                if (r < 0)
-                        break;
-                n++;
-        }
-        if (r < 0) {
-                sandbox_array_free(a, n);
-                return r;
-        }
-        *ret = a;
-        *ret_n = n;
-        return 0;
+        CHECK(sandbox_filter_stmt(q, f, false, &st));
+        CHECK(sandbox_filter_bind(q, st, f));
+        return sqlite_store_list_rows(q, st, sizeof(Sandbox), sandbox_read, sandbox_rows_free, (void **) ret, ret_n);
 }
 
 static int op_sandbox_count(Store *s, const SandboxFilter *f, uint64_t *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sandbox_filter_stmt(q, f, true, &st));
-        TRY(sandbox_filter_bind(q, st, f));
+        CHECK(sandbox_filter_stmt(q, f, true, &st));
+        CHECK(sandbox_filter_bind(q, st, f));
         return query_u64(q, st, ret);
 }
 
@@ -615,14 +512,14 @@ static int sandbox_update_state(SqliteStore *q, const char *id, int from, Sandbo
                                 const char *reason, int64_t now) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, from < 0 ? SQL_SANDBOX_SET_STATE_LIVE : SQL_SANDBOX_SET_STATE_FROM, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_text(q, st, 2, sandbox_state_to_string(to)));
-        TRY(sqlite_bind_text(q, st, 3, reason));
-        TRY(sqlite_bind_int64(q, st, 4, now));
+        CHECK(sqlite_store_stmt(q, from < 0 ? SQL_SANDBOX_SET_STATE_LIVE : SQL_SANDBOX_SET_STATE_FROM, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_text(q, st, 2, sandbox_state_to_string(to)));
+        CHECK(sqlite_bind_text(q, st, 3, reason));
+        CHECK(sqlite_bind_int64(q, st, 4, now));
         if (from >= 0)
-                TRY(sqlite_bind_text(q, st, 5, sandbox_state_to_string(from)));
-        return step_changes(q, st);
+                CHECK(sqlite_bind_text(q, st, 5, sandbox_state_to_string(from)));
+        return sqlite_store_step_changes(q, st);
 }
 
 static int op_sandbox_set_state(Store *s, const char *id, int from, SandboxState to, const char *reason,
@@ -631,7 +528,7 @@ static int op_sandbox_set_state(Store *s, const char *id, int from, SandboxState
         _cleanup_tx_ SqliteStore *tx = NULL;
         int r;
 
-        TRY(sqlite_store_begin(q, &tx));
+        CHECK(sqlite_store_begin(q, &tx));
         r = sandbox_update_state(q, id, from, to, reason, now);
         if (r < 0)
                 return r;
@@ -649,41 +546,33 @@ static int op_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_
                                   const char *worker, int64_t now) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_SANDBOX_SET_RUNTIME, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_int64(q, st, 2, pid));
-        TRY(sqlite_bind_int64(q, st, 3, (int64_t) pid_starttime));
-        TRY(sqlite_bind_text(q, st, 4, worker));
-        TRY(sqlite_bind_int64(q, st, 5, now));
-        r = step_changes(q, st);
-        if (r < 0)
-                return r;
-        return r == 0 ? -ENOENT : 0;
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_SET_RUNTIME, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_int64(q, st, 2, pid));
+        CHECK(sqlite_bind_int64(q, st, 3, (int64_t) pid_starttime));
+        CHECK(sqlite_bind_text(q, st, 4, worker));
+        CHECK(sqlite_bind_int64(q, st, 5, now));
+        return sqlite_store_step_changed(q, st);
 }
 
 static int op_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec, int64_t now) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
 
-        TRY(sqlite_store_stmt(q, SQL_SANDBOX_SET_EXPIRY, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        TRY(sqlite_bind_int64(q, st, 2, expires_usec));
-        TRY(sqlite_bind_int64(q, st, 3, now));
-        r = step_changes(q, st);
-        if (r < 0)
-                return r;
-        return r == 0 ? -ENOENT : 0;
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_SET_EXPIRY, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_int64(q, st, 2, expires_usec));
+        CHECK(sqlite_bind_int64(q, st, 3, now));
+        return sqlite_store_step_changed(q, st);
 }
 
 static int sandbox_purge_row(SqliteStore *q, const char *id) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, SQL_SANDBOX_PURGE, &st));
-        TRY(sqlite_bind_text(q, st, 1, id));
-        return step_changes(q, st);
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_PURGE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        return sqlite_store_step_changes(q, st);
 }
 
 static int op_sandbox_purge(Store *s, const char *id) {
@@ -691,7 +580,7 @@ static int op_sandbox_purge(Store *s, const char *id) {
         _cleanup_tx_ SqliteStore *tx = NULL;
         int r;
 
-        TRY(sqlite_store_begin(q, &tx));
+        CHECK(sqlite_store_begin(q, &tx));
         r = sandbox_purge_row(q, id);
         if (r < 0)
                 return r;
@@ -706,18 +595,18 @@ static int op_sandbox_purge(Store *s, const char *id) {
 
 /* Events */
 
-static int event_read(sqlite3_stmt *st, Event *ret) {
+static int event_read(sqlite3_stmt *st, void *ret) {
         Event e = {};
 
         e.seq = sqlite3_column_int64(st, 0);
         e.time_usec = sqlite3_column_int64(st, 1);
-        TRY(SQLITE_COL_STR(st, 2, e.tenant_id));
-        TRY(SQLITE_COL_STR(st, 3, e.sandbox_id));
-        TRY(SQLITE_COL_STR(st, 4, e.type));
-        TRY(SQLITE_COL_STR(st, 5, e.actor));
-        TRY(SQLITE_COL_STR(st, 6, e.reason));
-        TRY(sqlite_col_strdup(st, 7, &e.data_json));
-        *ret = e;
+        CHECK(SQLITE_COL_STR(st, 2, e.tenant_id));
+        CHECK(SQLITE_COL_STR(st, 3, e.sandbox_id));
+        CHECK(SQLITE_COL_STR(st, 4, e.type));
+        CHECK(SQLITE_COL_STR(st, 5, e.actor));
+        CHECK(SQLITE_COL_STR(st, 6, e.reason));
+        CHECK(sqlite_col_strdup(st, 7, &e.data_json));
+        *(Event *) ret = e;
         return 0;
 }
 
@@ -727,21 +616,21 @@ static int op_event_append(Store *s, Event *e) {
         int64_t seq;
         int r;
 
-        TRY(sqlite_store_stmt(q, SQL_EVENT_APPEND, &st));
-        TRY(sqlite_bind_int64(q, st, 1, e->time_usec));
-        TRY(sqlite_bind_text(q, st, 2, e->tenant_id));
-        TRY(sqlite_bind_text(q, st, 3, e->sandbox_id));
-        TRY(sqlite_bind_text(q, st, 4, e->type));
-        TRY(sqlite_bind_text(q, st, 5, e->actor));
-        TRY(sqlite_bind_text(q, st, 6, e->reason));
-        TRY(sqlite_bind_text(q, st, 7, e->data_json));
+        CHECK(sqlite_store_stmt(q, SQL_EVENT_APPEND, &st));
+        CHECK(sqlite_bind_int64(q, st, 1, e->time_usec));
+        CHECK(sqlite_bind_text(q, st, 2, e->tenant_id));
+        CHECK(sqlite_bind_text(q, st, 3, e->sandbox_id));
+        CHECK(sqlite_bind_text(q, st, 4, e->type));
+        CHECK(sqlite_bind_text(q, st, 5, e->actor));
+        CHECK(sqlite_bind_text(q, st, 6, e->reason));
+        CHECK(sqlite_bind_text(q, st, 7, e->data_json));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;
         if (r == 0)
                 return -EBADMSG;
         seq = sqlite3_column_int64(st, 0);
-        TRY(sqlite_store_step_done(q, st));
+        CHECK(sqlite_store_step_done(q, st));
         e->seq = seq;
         return 0;
 }
@@ -793,48 +682,33 @@ static int event_filter_stmt(SqliteStore *q, const EventFilter *f, sqlite3_stmt 
         return sqlite_store_prepare(q, &q->event_list[mask], sql, ret);
 }
 
+static void event_rows_free(void *rows, size_t n) {
+        event_array_free(rows, n);
+}
+
 static int op_event_list(Store *s, const EventFilter *f, Event **ret, size_t *ret_n) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        Event *a = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
 
-        TRY(event_filter_stmt(q, f, &st));
-        TRY(sqlite_bind_int64_named(q, st, ":after", f->after_seq));
-        TRY(sqlite_bind_text_named(q, st, ":tenant", f->tenant_id));
-        TRY(sqlite_bind_text_named(q, st, ":sandbox", f->sandbox_id));
-        TRY(sqlite_bind_text_named(q, st, ":type", f->type));
+        CHECK(event_filter_stmt(q, f, &st));
+        CHECK(sqlite_bind_int64_named(q, st, ":after", f->after_seq));
+        CHECK(sqlite_bind_text_named(q, st, ":tenant", f->tenant_id));
+        CHECK(sqlite_bind_text_named(q, st, ":sandbox", f->sandbox_id));
+        CHECK(sqlite_bind_text_named(q, st, ":type", f->type));
         if (f->type)
-                TRY(sqlite_bind_int64_named(q, st, ":type_len", utf8_chars(f->type)));
-        TRY(sqlite_bind_int64_named(q, st, ":since", f->since_usec));
-        TRY(sqlite_bind_int64_named(q, st, ":limit", (int64_t) f->limit));
-
-        while ((r = sqlite_store_step(q, st)) > 0) {
-                r = LIST_GROW(a, allocated, n);
-                if (r < 0)
-                        break;
-                r = event_read(st, &a[n]);
-                if (r < 0)
-                        break;
-                n++;
-        }
-        if (r < 0) {
-                event_array_free(a, n);
-                return r;
-        }
-        *ret = a;
-        *ret_n = n;
-        return 0;
+                CHECK(sqlite_bind_int64_named(q, st, ":type_len", utf8_chars(f->type)));
+        CHECK(sqlite_bind_int64_named(q, st, ":since", f->since_usec));
+        CHECK(sqlite_bind_int64_named(q, st, ":limit", (int64_t) f->limit));
+        return sqlite_store_list_rows(q, st, sizeof(Event), event_read, event_rows_free, (void **) ret, ret_n);
 }
 
 static int op_event_delete_before(Store *s, int64_t before_usec, uint64_t *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-        TRY(sqlite_store_stmt(q, SQL_EVENT_DELETE_BEFORE, &st));
-        TRY(sqlite_bind_int64(q, st, 1, before_usec));
-        TRY(sqlite_store_step_done(q, st));
+        CHECK(sqlite_store_stmt(q, SQL_EVENT_DELETE_BEFORE, &st));
+        CHECK(sqlite_bind_int64(q, st, 1, before_usec));
+        CHECK(sqlite_store_step_done(q, st));
         *ret = (uint64_t) sqlite3_changes64(q->db);
         return 0;
 }

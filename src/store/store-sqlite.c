@@ -99,6 +99,57 @@ int sqlite_store_step(SqliteStore *q, sqlite3_stmt *st) {
         return sqlite_store_errno(q, rc);
 }
 
+int sqlite_store_get_row(SqliteStore *q, sqlite3_stmt *st, SqliteRowReader read, void *ret) {
+        int r = sqlite_store_step(q, st);
+
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        return read(st, ret);
+}
+
+int sqlite_store_list_rows(SqliteStore *q, sqlite3_stmt *st, size_t size, SqliteRowReader read,
+                           StoreRowsFree free_rows, void **ret, size_t *ret_n) {
+        void *a = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        while ((r = sqlite_store_step(q, st)) > 0) {
+                r = greedy_realloc(&a, &allocated, n + 1, size);
+                if (r < 0)
+                        break;
+                r = read(st, (uint8_t *) a + n * size);
+                if (r < 0)
+                        break;
+                n++;
+        }
+        if (r < 0) {
+                if (free_rows)
+                        free_rows(a, n);
+                else
+                        free(a);
+                return r;
+        }
+        *ret = a;
+        *ret_n = n;
+        return 0;
+}
+
+int sqlite_store_step_changes(SqliteStore *q, sqlite3_stmt *st) {
+        int r = sqlite_store_step_done(q, st);
+        if (r < 0)
+                return r;
+        return (int) MIN(sqlite3_changes64(q->db), (sqlite3_int64) INT32_MAX);
+}
+
+int sqlite_store_step_changed(SqliteStore *q, sqlite3_stmt *st) {
+        int r = sqlite_store_step_changes(q, st);
+        if (r < 0)
+                return r;
+        return r == 0 ? -ENOENT : 0;
+}
+
 int sqlite_store_step_done(SqliteStore *q, sqlite3_stmt *st) {
         int r;
 

@@ -149,6 +149,21 @@ int sqlite_store_step_done(SqliteStore *q, sqlite3_stmt *st);
 int sqlite_store_step(SqliteStore *q, sqlite3_stmt *st);
 /* Runs a cached statement without parameters. */
 int sqlite_store_exec(SqliteStore *q, SqlStmt id);
+/* Runs an UPDATE/DELETE whose bindings are done; returns the number of rows changed. */
+int sqlite_store_step_changes(SqliteStore *q, sqlite3_stmt *st);
+/* The same for one row: 0 if it changed one, -ENOENT if none. */
+int sqlite_store_step_changed(SqliteStore *q, sqlite3_stmt *st);
+
+/* Reads the current row of st into *ret (a Tenant, a Sandbox, ...: the
+ * reader's type); -EBADMSG if a value does not fit. */
+typedef int (*SqliteRowReader)(sqlite3_stmt *st, void *ret);
+/* Steps st once: its row through read into ret; -ENOENT if there is none. */
+int sqlite_store_get_row(SqliteStore *q, sqlite3_stmt *st, SqliteRowReader read, void *ret);
+/* Steps st to its end: every row through read into a new array of elements
+ * of size bytes (*ret, *ret_n). On failure free_rows (NULL: free()) frees
+ * the rows read so far. */
+int sqlite_store_list_rows(SqliteStore *q, sqlite3_stmt *st, size_t size, SqliteRowReader read,
+                           StoreRowsFree free_rows, void **ret, size_t *ret_n);
 
 /* Transactions: BEGIN IMMEDIATE (takes the write lock up front, so a
  * read-then-write cannot lose a race). A _cleanup_tx_ variable set to the
