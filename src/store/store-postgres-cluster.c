@@ -73,13 +73,6 @@ static const char *const cluster_sql[_PG_CL_STMT_MAX] = {
         [PG_CL_COPY_DELETE] = "DELETE FROM checkpoint_copies WHERE checkpoint_id = $1 AND worker = $2",
 };
 
-#define TRY(expr)                       \
-        do {                            \
-                int _r = (expr);        \
-                if (_r < 0)             \
-                        return _r;      \
-        } while (0)
-
 static int cl_exec(PgStore *q, PgClusterStmt id, const PgParams *p, PGresult **ret) {
         char name[16];
 
@@ -92,17 +85,9 @@ static int cl_exec(PgStore *q, PgClusterStmt id, const PgParams *p, PGresult **r
 /* "(changed, exists)": 0, -ESTALE or -ENOENT. */
 static int cl_exec_cas(PgStore *q, PgClusterStmt id, const PgParams *p) {
         _cleanup_pgresult_ PGresult *res = NULL;
-        uint64_t changed;
-        bool exists;
 
-        TRY(cl_exec(q, id, p, &res));
-        if (PQntuples(res) != 1)
-                return -EBADMSG;
-        TRY(pg_col_u64(res, 0, 0, &changed));
-        TRY(pg_col_bool(res, 0, 1, &exists));
-        if (changed > 0)
-                return 0;
-        return exists ? -ESTALE : -ENOENT;
+        CHECK(cl_exec(q, id, p, &res));
+        return pg_result_cas(res);
 }
 
 int pg_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_usec) {
@@ -120,7 +105,7 @@ int pg_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_us
         pg_param_text(&p, w->templates);
         pg_param_i64(&p, w->registered_usec);
         pg_param_i64(&p, stale_before_usec);
-        TRY(cl_exec(pg_store(s), PG_CL_WORKER_REGISTER, &p, &res));
+        CHECK(cl_exec(pg_store(s), PG_CL_WORKER_REGISTER, &p, &res));
         return PQntuples(res) == 1 ? 0 : -EEXIST; /* another live instance holds the name */
 }
 
@@ -142,30 +127,30 @@ int pg_op_worker_stop(Store *s, const char *name, const char *instance) {
         return cl_exec_cas(pg_store(s), PG_CL_WORKER_STOP, &p);
 }
 
-static int worker_read(const PGresult *res, int row, WorkerNode *ret) {
+static int worker_read(const PGresult *res, int row, void *ret) {
         WorkerNode w = {};
         char state[16];
 
-        TRY(PG_COL_STR(res, row, 0, w.name));
-        TRY(PG_COL_STR(res, row, 1, w.address));
-        TRY(PG_COL_STR(res, row, 2, w.instance));
-        TRY(PG_COL_STR(res, row, 3, state));
+        CHECK(PG_COL_STR(res, row, 0, w.name));
+        CHECK(PG_COL_STR(res, row, 1, w.address));
+        CHECK(PG_COL_STR(res, row, 2, w.instance));
+        CHECK(PG_COL_STR(res, row, 3, state));
         w.state = worker_state_from_string(state);
         if (w.state < 0)
                 return -EBADMSG;
-        TRY(pg_col_u32(res, row, 4, &w.cpu_millis));
-        TRY(pg_col_u64(res, row, 5, &w.memory_mb));
-        TRY(pg_col_u64(res, row, 6, &w.disk_mb));
-        TRY(PG_COL_STR(res, row, 7, w.runtimes));
-        TRY(PG_COL_STR(res, row, 8, w.accelerators));
-        TRY(PG_COL_STR(res, row, 9, w.templates));
-        TRY(pg_col_i64(res, row, 10, &w.registered_usec));
-        TRY(pg_col_i64(res, row, 11, &w.heartbeat_usec));
-        TRY(pg_col_u32(res, row, 12, &w.used_cpu_millis));
-        TRY(pg_col_u64(res, row, 13, &w.used_memory_mb));
-        TRY(pg_col_u64(res, row, 14, &w.used_disk_mb));
-        TRY(pg_col_u32(res, row, 15, &w.sandboxes));
-        *ret = w;
+        CHECK(pg_col_u32(res, row, 4, &w.cpu_millis));
+        CHECK(pg_col_u64(res, row, 5, &w.memory_mb));
+        CHECK(pg_col_u64(res, row, 6, &w.disk_mb));
+        CHECK(PG_COL_STR(res, row, 7, w.runtimes));
+        CHECK(PG_COL_STR(res, row, 8, w.accelerators));
+        CHECK(PG_COL_STR(res, row, 9, w.templates));
+        CHECK(pg_col_i64(res, row, 10, &w.registered_usec));
+        CHECK(pg_col_i64(res, row, 11, &w.heartbeat_usec));
+        CHECK(pg_col_u32(res, row, 12, &w.used_cpu_millis));
+        CHECK(pg_col_u64(res, row, 13, &w.used_memory_mb));
+        CHECK(pg_col_u64(res, row, 14, &w.used_disk_mb));
+        CHECK(pg_col_u32(res, row, 15, &w.sandboxes));
+        *(WorkerNode *) ret = w;
         return 0;
 }
 
@@ -174,29 +159,15 @@ int pg_op_worker_get(Store *s, const char *name, WorkerNode *ret) {
         PgParams p = {};
 
         pg_param_text(&p, name);
-        TRY(cl_exec(pg_store(s), PG_CL_WORKER_GET, &p, &res));
-        if (PQntuples(res) == 0)
-                return -ENOENT;
-        return worker_read(res, 0, ret);
+        CHECK(cl_exec(pg_store(s), PG_CL_WORKER_GET, &p, &res));
+        return pg_result_get_row(res, worker_read, ret);
 }
 
 int pg_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n) {
         _cleanup_pgresult_ PGresult *res = NULL;
-        _cleanup_free_ WorkerNode *a = NULL;
-        int n;
 
-        TRY(cl_exec(pg_store(s), PG_CL_WORKER_LIST, NULL, &res));
-        n = PQntuples(res);
-        if (n > 0) {
-                a = new0(WorkerNode, (size_t) n);
-                if (!a)
-                        return -ENOMEM;
-        }
-        for (int i = 0; i < n; i++)
-                TRY(worker_read(res, i, &a[i]));
-        *ret = TAKE_PTR(a);
-        *ret_n = (size_t) n;
-        return 0;
+        CHECK(cl_exec(pg_store(s), PG_CL_WORKER_LIST, NULL, &res));
+        return pg_result_list_rows(res, sizeof(WorkerNode), worker_read, NULL, (void **) ret, ret_n);
 }
 
 typedef struct MarkLost {
@@ -206,35 +177,32 @@ typedef struct MarkLost {
         size_t n;
 } MarkLost;
 
+static int ref_read(const PGresult *res, int row, void *ret) {
+        SandboxRef ref = {};
+
+        CHECK(PG_COL_STR(res, row, 0, ref.id));
+        CHECK(PG_COL_STR(res, row, 1, ref.tenant_id));
+        *(SandboxRef *) ret = ref;
+        return 0;
+}
+
 static int mark_lost_tx(PgStore *q, void *userdata) {
         MarkLost *m = userdata;
         _cleanup_pgresult_ PGresult *res = NULL, *res2 = NULL;
         PgParams p = {}, p2 = {};
-        int n;
 
         m->refs = mfree(m->refs); /* a retried transaction starts over */
         m->n = 0;
         pg_param_text(&p, m->name);
         pg_param_i64(&p, m->stale_before_usec);
-        TRY(cl_exec(q, PG_CL_WORKER_SET_LOST, &p, &res));
+        CHECK(cl_exec(q, PG_CL_WORKER_SET_LOST, &p, &res));
         if (pg_result_changes(res) == 0)
                 return -ESTALE;
         pg_param_text(&p2, m->name);
         pg_param_text(&p2, m->reason);
         pg_param_i64(&p2, m->now);
-        TRY(cl_exec(q, PG_CL_SANDBOXES_SET_LOST, &p2, &res2));
-        n = PQntuples(res2);
-        if (n > 0) {
-                m->refs = new0(SandboxRef, (size_t) n);
-                if (!m->refs)
-                        return -ENOMEM;
-        }
-        for (int i = 0; i < n; i++) {
-                TRY(PG_COL_STR(res2, i, 0, m->refs[i].id));
-                TRY(PG_COL_STR(res2, i, 1, m->refs[i].tenant_id));
-        }
-        m->n = (size_t) n;
-        return 0;
+        CHECK(cl_exec(q, PG_CL_SANDBOXES_SET_LOST, &p2, &res2));
+        return pg_result_list_rows(res2, sizeof(SandboxRef), ref_read, NULL, (void **) &m->refs, &m->n);
 }
 
 int pg_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason, int64_t now,
@@ -276,7 +244,7 @@ int pg_op_leader_try(Store *s, bool *ret_leader) {
                 return r;
         if (PQntuples(res) != 1)
                 return -EBADMSG;
-        TRY(pg_col_bool(res, 0, 0, &held));
+        CHECK(pg_col_bool(res, 0, 0, &held));
         q->leader_gen = held ? q->gen : 0;
         *ret_leader = held;
         return 0;
@@ -293,7 +261,7 @@ int pg_op_cluster_setting_claim(Store *s, const char *name, const char *value,
         for (unsigned attempt = 0; attempt < 3; attempt++) {
                 _cleanup_pgresult_ PGresult *res = NULL;
 
-                TRY(cl_exec(pg_store(s), PG_CL_SETTING_CLAIM, &p, &res));
+                CHECK(cl_exec(pg_store(s), PG_CL_SETTING_CLAIM, &p, &res));
                 if (PQntuples(res) == 1)
                         return pg_col_str(res, 0, 0, ret, STORE_CLUSTER_SETTING_MAX);
         }
@@ -314,33 +282,28 @@ int pg_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c) {
         return cl_exec(pg_store(s), PG_CL_COPY_SET, &p, &res);
 }
 
+static int copy_read(const PGresult *res, int row, void *ret) {
+        CheckpointCopy c = {};
+
+        CHECK(PG_COL_STR(res, row, 0, c.checkpoint_id));
+        CHECK(PG_COL_STR(res, row, 1, c.sandbox_id));
+        CHECK(PG_COL_STR(res, row, 2, c.worker));
+        CHECK(pg_col_bool(res, row, 3, &c.available));
+        CHECK(PG_COL_STR(res, row, 4, c.sha256));
+        CHECK(pg_col_u64(res, row, 5, &c.size_bytes));
+        CHECK(pg_col_i64(res, row, 6, &c.updated_usec));
+        *(CheckpointCopy *) ret = c;
+        return 0;
+}
+
 int pg_op_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n) {
         _cleanup_pgresult_ PGresult *res = NULL;
-        _cleanup_free_ CheckpointCopy *a = NULL;
         PgParams p = {};
-        int n;
 
         if (checkpoint_id)
                 pg_param_text(&p, checkpoint_id);
-        TRY(cl_exec(pg_store(s), checkpoint_id ? PG_CL_COPY_LIST : PG_CL_COPY_LIST_ALL, &p, &res));
-        n = PQntuples(res);
-        if (n > 0) {
-                a = new0(CheckpointCopy, (size_t) n);
-                if (!a)
-                        return -ENOMEM;
-        }
-        for (int i = 0; i < n; i++) {
-                TRY(PG_COL_STR(res, i, 0, a[i].checkpoint_id));
-                TRY(PG_COL_STR(res, i, 1, a[i].sandbox_id));
-                TRY(PG_COL_STR(res, i, 2, a[i].worker));
-                TRY(pg_col_bool(res, i, 3, &a[i].available));
-                TRY(PG_COL_STR(res, i, 4, a[i].sha256));
-                TRY(pg_col_u64(res, i, 5, &a[i].size_bytes));
-                TRY(pg_col_i64(res, i, 6, &a[i].updated_usec));
-        }
-        *ret = TAKE_PTR(a);
-        *ret_n = (size_t) n;
-        return 0;
+        CHECK(cl_exec(pg_store(s), checkpoint_id ? PG_CL_COPY_LIST : PG_CL_COPY_LIST_ALL, &p, &res));
+        return pg_result_list_rows(res, sizeof(CheckpointCopy), copy_read, NULL, (void **) ret, ret_n);
 }
 
 int pg_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker) {
@@ -349,6 +312,6 @@ int pg_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char
 
         pg_param_text(&p, checkpoint_id);
         pg_param_text(&p, worker);
-        TRY(cl_exec(pg_store(s), PG_CL_COPY_DELETE, &p, &res));
+        CHECK(cl_exec(pg_store(s), PG_CL_COPY_DELETE, &p, &res));
         return pg_result_changes(res) == 0 ? -ENOENT : 0;
 }

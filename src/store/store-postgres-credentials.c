@@ -42,13 +42,6 @@ static const char *const cred_sql[_PG_CRED_STMT_MAX] = {
                 "WHERE g.sandbox_id = $1 AND c.tenant_id = g.tenant_id ORDER BY c.name",
 };
 
-#define TRY(expr)                       \
-        do {                            \
-                int _r = (expr);        \
-                if (_r < 0)             \
-                        return _r;      \
-        } while (0)
-
 static int cred_exec(PgStore *q, PgCredStmt id, const PgParams *p, PGresult **ret) {
         char name[16];
 
@@ -58,57 +51,46 @@ static int cred_exec(PgStore *q, PgCredStmt id, const PgParams *p, PGresult **re
         return pg_store_exec_slot(q, &q->credentials[id], name, cred_sql[id], p, ret);
 }
 
-static int cred_read(const PGresult *res, int row, Credential *ret) {
+static int cred_read(const PGresult *res, int row, void *ret) {
         _cleanup_(credential_done) Credential c = {};
         char apply[16];
         int r;
 
-        TRY(PG_COL_STR(res, row, 0, c.id));
-        TRY(PG_COL_STR(res, row, 1, c.tenant_id));
-        TRY(PG_COL_STR(res, row, 2, c.name));
-        TRY(pg_col_strdup(res, row, 3, &c.hosts_json));
-        TRY(PG_COL_STR(res, row, 4, apply));
+        CHECK(PG_COL_STR(res, row, 0, c.id));
+        CHECK(PG_COL_STR(res, row, 1, c.tenant_id));
+        CHECK(PG_COL_STR(res, row, 2, c.name));
+        CHECK(pg_col_strdup(res, row, 3, &c.hosts_json));
+        CHECK(PG_COL_STR(res, row, 4, apply));
         r = cred_apply_from_string(apply);
         if (r < 0)
                 return -EBADMSG;
         c.apply = (CredApply) r;
-        TRY(PG_COL_STR(res, row, 5, c.header_name));
-        TRY(PG_COL_STR(res, row, 6, c.header_format));
-        TRY(PG_COL_STR(res, row, 7, c.basic_user));
-        TRY(PG_COL_STR(res, row, 8, c.env_name));
-        TRY(pg_col_strdup(res, row, 9, &c.ciphertext));
-        TRY(PG_COL_STR(res, row, 10, c.nonce));
-        TRY(PG_COL_STR(res, row, 11, c.key_id));
-        TRY(pg_col_i64(res, row, 12, &c.created_usec));
-        TRY(pg_col_i64(res, row, 13, &c.updated_usec));
-        TRY(pg_col_i64(res, row, 14, &c.expires_usec));
-        TRY(pg_col_i64(res, row, 15, &c.revoked_usec));
-        TRY(pg_col_u64(res, row, 16, &c.version));
+        CHECK(PG_COL_STR(res, row, 5, c.header_name));
+        CHECK(PG_COL_STR(res, row, 6, c.header_format));
+        CHECK(PG_COL_STR(res, row, 7, c.basic_user));
+        CHECK(PG_COL_STR(res, row, 8, c.env_name));
+        CHECK(pg_col_strdup(res, row, 9, &c.ciphertext));
+        CHECK(PG_COL_STR(res, row, 10, c.nonce));
+        CHECK(PG_COL_STR(res, row, 11, c.key_id));
+        CHECK(pg_col_i64(res, row, 12, &c.created_usec));
+        CHECK(pg_col_i64(res, row, 13, &c.updated_usec));
+        CHECK(pg_col_i64(res, row, 14, &c.expires_usec));
+        CHECK(pg_col_i64(res, row, 15, &c.revoked_usec));
+        CHECK(pg_col_u64(res, row, 16, &c.version));
         if (!c.hosts_json || !c.ciphertext || c.created_usec < 0 || c.updated_usec < 0 || c.expires_usec < 0 ||
             c.revoked_usec < 0)
                 return -EBADMSG;
-        *ret = c;
+        *(Credential *) ret = c;
         c = (Credential) {};
         return 0;
 }
 
-static int cred_read_all(const PGresult *res, Credential **ret, size_t *ret_n) {
-        Credential *a;
-        int n = PQntuples(res), r;
+static void cred_rows_free(void *rows, size_t n) {
+        credential_array_free(rows, n);
+}
 
-        a = new0(Credential, (size_t) n + 1);
-        if (!a)
-                return -ENOMEM;
-        for (int i = 0; i < n; i++) {
-                r = cred_read(res, i, &a[i]);
-                if (r < 0) {
-                        credential_array_free(a, (size_t) i);
-                        return r;
-                }
-        }
-        *ret = a;
-        *ret_n = (size_t) n;
-        return 0;
+static int cred_read_all(const PGresult *res, Credential **ret, size_t *ret_n) {
+        return pg_result_list_rows(res, sizeof(Credential), cred_read, cred_rows_free, (void **) ret, ret_n);
 }
 
 static void cred_params(PgParams *p, const Credential *c) {
@@ -145,10 +127,8 @@ int pg_op_credential_get(Store *s, const char *tenant_id, const char *name, Cred
 
         pg_param_text(&p, tenant_id);
         pg_param_text(&p, name);
-        TRY(cred_exec(pg_store(s), PG_CRED_GET, &p, &res));
-        if (PQntuples(res) == 0)
-                return -ENOENT;
-        return cred_read(res, 0, ret);
+        CHECK(cred_exec(pg_store(s), PG_CRED_GET, &p, &res));
+        return pg_result_get_row(res, cred_read, ret);
 }
 
 int pg_op_credential_list(Store *s, const char *tenant_id, Credential **ret, size_t *ret_n) {
@@ -156,7 +136,7 @@ int pg_op_credential_list(Store *s, const char *tenant_id, Credential **ret, siz
         PgParams p = {};
 
         pg_param_text(&p, tenant_id);
-        TRY(cred_exec(pg_store(s), PG_CRED_LIST, &p, &res));
+        CHECK(cred_exec(pg_store(s), PG_CRED_LIST, &p, &res));
         return cred_read_all(res, ret, ret_n);
 }
 
@@ -173,11 +153,11 @@ int pg_op_credential_update(Store *s, const Credential *c, int64_t now, uint64_t
         pg_param_i64(&p, c->expires_usec);
         pg_param_i64(&p, c->revoked_usec);
         pg_param_i64(&p, now);
-        TRY(cred_exec(pg_store(s), PG_CRED_UPDATE, &p, &res));
+        CHECK(cred_exec(pg_store(s), PG_CRED_UPDATE, &p, &res));
         if (PQntuples(res) != 1)
                 return -EBADMSG;
-        TRY(pg_col_u64(res, 0, 0, &v));
-        TRY(pg_col_bool(res, 0, 1, &exists));
+        CHECK(pg_col_u64(res, 0, 0, &v));
+        CHECK(pg_col_bool(res, 0, 1, &exists));
         if (v == 0)
                 return exists ? -ESTALE : -ENOENT;
         *ret_version = v;
@@ -191,10 +171,10 @@ int pg_op_credential_delete(Store *s, const char *tenant_id, const char *name) {
 
         pg_param_text(&p, tenant_id);
         pg_param_text(&p, name);
-        TRY(cred_exec(pg_store(s), PG_CRED_DELETE, &p, &res));
+        CHECK(cred_exec(pg_store(s), PG_CRED_DELETE, &p, &res));
         if (PQntuples(res) != 1)
                 return -EBADMSG;
-        TRY(pg_col_u64(res, 0, 0, &n));
+        CHECK(pg_col_u64(res, 0, 0, &n));
         return n == 0 ? -ENOENT : 0;
 }
 
@@ -216,7 +196,7 @@ int pg_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_
 
         pg_param_text(&p, sandbox_id);
         pg_param_text(&p, credential_id);
-        TRY(cred_exec(pg_store(s), PG_GRANT_DELETE, &p, &res));
+        CHECK(cred_exec(pg_store(s), PG_GRANT_DELETE, &p, &res));
         return pg_result_changes(res) == 0 ? -ENOENT : 0;
 }
 
@@ -225,6 +205,6 @@ int pg_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t 
         PgParams p = {};
 
         pg_param_text(&p, sandbox_id);
-        TRY(cred_exec(pg_store(s), PG_GRANT_LIST, &p, &res));
+        CHECK(cred_exec(pg_store(s), PG_GRANT_LIST, &p, &res));
         return cred_read_all(res, ret, ret_n);
 }

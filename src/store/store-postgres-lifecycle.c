@@ -65,13 +65,6 @@ static const char *const lifecycle_sql[_PG_LC_STMT_MAX] = {
                 "WHERE s.id = checkpoints.sandbox_id AND s.state <> 'deleted')",
 };
 
-#define TRY(expr)                       \
-        do {                            \
-                int _r = (expr);        \
-                if (_r < 0)             \
-                        return _r;      \
-        } while (0)
-
 static int lc_exec(PgStore *q, PgLifecycleStmt id, const PgParams *p, PGresult **ret) {
         char name[16];
 
@@ -85,24 +78,16 @@ static int lc_exec(PgStore *q, PgLifecycleStmt id, const PgParams *p, PGresult *
  * the sandbox exists, -ENOENT if not. */
 static int lc_exec_cas(PgStore *q, PgLifecycleStmt id, const PgParams *p) {
         _cleanup_pgresult_ PGresult *res = NULL;
-        uint64_t changed;
-        bool exists;
 
-        TRY(lc_exec(q, id, p, &res));
-        if (PQntuples(res) != 1)
-                return -EBADMSG;
-        TRY(pg_col_u64(res, 0, 0, &changed));
-        TRY(pg_col_bool(res, 0, 1, &exists));
-        if (changed > 0)
-                return 0;
-        return exists ? -ESTALE : -ENOENT;
+        CHECK(lc_exec(q, id, p, &res));
+        return pg_result_cas(res);
 }
 
 /* A statement whose row count decides: 0 rows = -ENOENT. */
 static int lc_exec_changes_or_enoent(PgStore *q, PgLifecycleStmt id, const PgParams *p) {
         _cleanup_pgresult_ PGresult *res = NULL;
 
-        TRY(lc_exec(q, id, p, &res));
+        CHECK(lc_exec(q, id, p, &res));
         return pg_result_changes(res) == 0 ? -ENOENT : 0;
 }
 
@@ -189,10 +174,10 @@ static int claim_tx(PgStore *q, void *userdata) {
         pg_param_i64(&p, (int64_t) req->checkpoints_max);
         pg_param_i64(&p, (int64_t) req->checkpoints_mb);
         pg_param_bool(&p, req->auto_resume);
-        TRY(lc_exec(q, PG_LC_SANDBOX_CLAIM_WARM, &p, &res));
+        CHECK(lc_exec(q, PG_LC_SANDBOX_CLAIM_WARM, &p, &res));
         if (PQntuples(res) == 0)
                 return -ENOENT;
-        TRY(PG_COL_STR(res, 0, 0, id));
+        CHECK(PG_COL_STR(res, 0, 0, id));
         /* the transaction may run again: a row read by an earlier try is dropped first */
         sandbox_done(c->ret);
         *c->ret = (Sandbox){};
@@ -203,7 +188,7 @@ int pg_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox 
         _cleanup_(sandbox_done) Sandbox sb = {};
         Claim c = { .store = s, .template_name = template_name, .req = req, .now = now, .ret = &sb };
 
-        TRY(pg_store_transact(pg_store(s), claim_tx, &c));
+        CHECK(pg_store_transact(pg_store(s), claim_tx, &c));
         *ret = sb;
         sb = (Sandbox){}; /* handed over */
         return 0;
@@ -215,11 +200,11 @@ int pg_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_
         PgParams p = {};
 
         pg_param_text(&p, template_name);
-        TRY(lc_exec(pg_store(s), PG_LC_SANDBOX_WARM_COUNT, &p, &res));
+        CHECK(lc_exec(pg_store(s), PG_LC_SANDBOX_WARM_COUNT, &p, &res));
         if (PQntuples(res) != 1)
                 return -EBADMSG;
-        TRY(pg_col_u64(res, 0, 0, &ready));
-        TRY(pg_col_u64(res, 0, 1, &total));
+        CHECK(pg_col_u64(res, 0, 0, &ready));
+        CHECK(pg_col_u64(res, 0, 1, &total));
         *ret_ready = ready;
         *ret_total = total;
         return 0;
@@ -227,21 +212,21 @@ int pg_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_
 
 /* Checkpoints */
 
-static int checkpoint_read(const PGresult *res, int row, Checkpoint *ret) {
+static int checkpoint_read(const PGresult *res, int row, void *ret) {
         Checkpoint c = {};
 
-        TRY(PG_COL_STR(res, row, 0, c.id));
-        TRY(PG_COL_STR(res, row, 1, c.sandbox_id));
-        TRY(PG_COL_STR(res, row, 2, c.tenant_id));
-        TRY(PG_COL_STR(res, row, 3, c.name));
-        TRY(pg_col_i64(res, row, 4, &c.created_usec));
-        TRY(pg_col_u64(res, row, 5, &c.size_bytes));
-        TRY(pg_col_bool(res, row, 6, &c.automatic));
-        TRY(pg_col_bool(res, row, 7, &c.restorable));
-        TRY(pg_col_bool(res, row, 8, &c.memory));
+        CHECK(PG_COL_STR(res, row, 0, c.id));
+        CHECK(PG_COL_STR(res, row, 1, c.sandbox_id));
+        CHECK(PG_COL_STR(res, row, 2, c.tenant_id));
+        CHECK(PG_COL_STR(res, row, 3, c.name));
+        CHECK(pg_col_i64(res, row, 4, &c.created_usec));
+        CHECK(pg_col_u64(res, row, 5, &c.size_bytes));
+        CHECK(pg_col_bool(res, row, 6, &c.automatic));
+        CHECK(pg_col_bool(res, row, 7, &c.restorable));
+        CHECK(pg_col_bool(res, row, 8, &c.memory));
         if (c.created_usec < 0)
                 return -EBADMSG;
-        *ret = c;
+        *(Checkpoint *) ret = c;
         return 0;
 }
 
@@ -267,30 +252,18 @@ int pg_op_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkp
 
         pg_param_text(&p, id);
         pg_param_text(&p, tenant_id);
-        TRY(lc_exec(pg_store(s), PG_LC_CHECKPOINT_GET, &p, &res));
-        if (PQntuples(res) == 0)
-                return -ENOENT;
-        return checkpoint_read(res, 0, ret);
+        CHECK(lc_exec(pg_store(s), PG_LC_CHECKPOINT_GET, &p, &res));
+        return pg_result_get_row(res, checkpoint_read, ret);
 }
 
 int pg_op_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n) {
         _cleanup_pgresult_ PGresult *res = NULL;
-        _cleanup_free_ Checkpoint *a = NULL;
         PgParams p = {};
-        int n;
 
         if (sandbox_id)
                 pg_param_text(&p, sandbox_id);
-        TRY(lc_exec(pg_store(s), sandbox_id ? PG_LC_CHECKPOINT_LIST : PG_LC_CHECKPOINT_LIST_ALL, &p, &res));
-        n = PQntuples(res);
-        a = new0(Checkpoint, (size_t) n);
-        if (!a)
-                return -ENOMEM;
-        for (int i = 0; i < n; i++)
-                TRY(checkpoint_read(res, i, &a[i]));
-        *ret = TAKE_PTR(a);
-        *ret_n = (size_t) n;
-        return 0;
+        CHECK(lc_exec(pg_store(s), sandbox_id ? PG_LC_CHECKPOINT_LIST : PG_LC_CHECKPOINT_LIST_ALL, &p, &res));
+        return pg_result_list_rows(res, sizeof(Checkpoint), checkpoint_read, NULL, (void **) ret, ret_n);
 }
 
 int pg_op_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes) {
@@ -312,7 +285,7 @@ int pg_op_checkpoint_delete(Store *s, const char *id) {
 int pg_op_checkpoint_delete_orphans(Store *s, uint64_t *ret) {
         _cleanup_pgresult_ PGresult *res = NULL;
 
-        TRY(lc_exec(pg_store(s), PG_LC_CHECKPOINT_DELETE_ORPHANS, NULL, &res));
+        CHECK(lc_exec(pg_store(s), PG_LC_CHECKPOINT_DELETE_ORPHANS, NULL, &res));
         *ret = pg_result_changes(res);
         return 0;
 }

@@ -96,18 +96,11 @@ const char *const pg_stmt_sql[_PG_STMT_MAX] = {
         [PG_EVENT_DELETE_BEFORE] = "DELETE FROM events WHERE time_usec < $1",
 };
 
-#define TRY(expr)                       \
-        do {                            \
-                int _r = (expr);        \
-                if (_r < 0)             \
-                        return _r;      \
-        } while (0)
-
 /* A one-row query that yields one non-negative integer. */
 static int query_u64(PgStore *q, PgStmt id, const PgParams *p, uint64_t *ret) {
         _cleanup_pgresult_ PGresult *res = NULL;
 
-        TRY(pg_store_exec(q, id, p, &res));
+        CHECK(pg_store_exec(q, id, p, &res));
         if (PQntuples(res) != 1)
                 return -EBADMSG;
         return pg_col_u64(res, 0, 0, ret);
@@ -117,7 +110,7 @@ static int query_u64(PgStore *q, PgStmt id, const PgParams *p, uint64_t *ret) {
 static int exec_changes_or_enoent(PgStore *q, PgStmt id, const PgParams *p) {
         _cleanup_pgresult_ PGresult *res = NULL;
 
-        TRY(pg_store_exec(q, id, p, &res));
+        CHECK(pg_store_exec(q, id, p, &res));
         return pg_result_changes(res) == 0 ? -ENOENT : 0;
 }
 
@@ -125,31 +118,20 @@ static int exec_changes_or_enoent(PgStore *q, PgStmt id, const PgParams *p) {
  * -ESTALE if the row exists, -ENOENT if not. */
 static int exec_cas(PgStore *q, PgStmt id, const PgParams *p) {
         _cleanup_pgresult_ PGresult *res = NULL;
-        uint64_t changed;
-        bool exists;
 
-        TRY(pg_store_exec(q, id, p, &res));
-        if (PQntuples(res) != 1)
-                return -EBADMSG;
-        TRY(pg_col_u64(res, 0, 0, &changed));
-        TRY(pg_col_bool(res, 0, 1, &exists));
-        if (changed > 0)
-                return 0;
-        return exists ? -ESTALE : -ENOENT;
+        CHECK(pg_store_exec(q, id, p, &res));
+        return pg_result_cas(res);
 }
-
-/* Allocates the array for a list result: n rows (at least one element). */
-#define LIST_ALLOC(type, n) new0(type, (size_t) (n))
 
 /* Tenants */
 
-static int tenant_read(const PGresult *res, int row, Tenant *ret) {
+static int tenant_read(const PGresult *res, int row, void *ret) {
         Tenant t = {};
 
-        TRY(PG_COL_STR(res, row, 0, t.id));
-        TRY(PG_COL_STR(res, row, 1, t.name));
-        TRY(pg_col_i64(res, row, 2, &t.created_usec));
-        *ret = t;
+        CHECK(PG_COL_STR(res, row, 0, t.id));
+        CHECK(PG_COL_STR(res, row, 1, t.name));
+        CHECK(pg_col_i64(res, row, 2, &t.created_usec));
+        *(Tenant *) ret = t;
         return 0;
 }
 
@@ -168,10 +150,8 @@ static int tenant_get_by(PgStore *q, PgStmt id, const char *key, Tenant *ret) {
         PgParams p = {};
 
         pg_param_text(&p, key);
-        TRY(pg_store_exec(q, id, &p, &res));
-        if (PQntuples(res) == 0)
-                return -ENOENT;
-        return tenant_read(res, 0, ret);
+        CHECK(pg_store_exec(q, id, &p, &res));
+        return pg_result_get_row(res, tenant_read, ret);
 }
 
 static int op_tenant_get(Store *s, const char *id, Tenant *ret) {
@@ -184,33 +164,23 @@ static int op_tenant_get_by_name(Store *s, const char *name, Tenant *ret) {
 
 static int op_tenant_list(Store *s, Tenant **ret, size_t *ret_n) {
         _cleanup_pgresult_ PGresult *res = NULL;
-        _cleanup_free_ Tenant *a = NULL;
-        int n;
 
-        TRY(pg_store_exec(pg_store(s), PG_TENANT_LIST, NULL, &res));
-        n = PQntuples(res);
-        a = LIST_ALLOC(Tenant, n);
-        if (!a)
-                return -ENOMEM;
-        for (int i = 0; i < n; i++)
-                TRY(tenant_read(res, i, &a[i]));
-        *ret = TAKE_PTR(a);
-        *ret_n = (size_t) n;
-        return 0;
+        CHECK(pg_store_exec(pg_store(s), PG_TENANT_LIST, NULL, &res));
+        return pg_result_list_rows(res, sizeof(Tenant), tenant_read, NULL, (void **) ret, ret_n);
 }
 
 /* API keys */
 
-static int key_read(const PGresult *res, int row, ApiKey *ret) {
+static int key_read(const PGresult *res, int row, void *ret) {
         ApiKey k = {};
 
-        TRY(PG_COL_STR(res, row, 0, k.id));
-        TRY(PG_COL_STR(res, row, 1, k.tenant_id));
-        TRY(PG_COL_STR(res, row, 2, k.hash));
-        TRY(PG_COL_STR(res, row, 3, k.name));
-        TRY(pg_col_bool(res, row, 4, &k.admin));
-        TRY(pg_col_i64(res, row, 5, &k.created_usec));
-        *ret = k;
+        CHECK(PG_COL_STR(res, row, 0, k.id));
+        CHECK(PG_COL_STR(res, row, 1, k.tenant_id));
+        CHECK(PG_COL_STR(res, row, 2, k.hash));
+        CHECK(PG_COL_STR(res, row, 3, k.name));
+        CHECK(pg_col_bool(res, row, 4, &k.admin));
+        CHECK(pg_col_i64(res, row, 5, &k.created_usec));
+        *(ApiKey *) ret = k;
         return 0;
 }
 
@@ -232,29 +202,17 @@ static int op_key_get_by_hash(Store *s, const char *hash, ApiKey *ret) {
         PgParams p = {};
 
         pg_param_text(&p, hash);
-        TRY(pg_store_exec(pg_store(s), PG_KEY_GET_BY_HASH, &p, &res));
-        if (PQntuples(res) == 0)
-                return -ENOENT;
-        return key_read(res, 0, ret);
+        CHECK(pg_store_exec(pg_store(s), PG_KEY_GET_BY_HASH, &p, &res));
+        return pg_result_get_row(res, key_read, ret);
 }
 
 static int op_key_list(Store *s, const char *tenant_id, ApiKey **ret, size_t *ret_n) {
         _cleanup_pgresult_ PGresult *res = NULL;
-        _cleanup_free_ ApiKey *a = NULL;
         PgParams p = {};
-        int n;
 
         pg_param_text(&p, tenant_id);
-        TRY(pg_store_exec(pg_store(s), PG_KEY_LIST, &p, &res));
-        n = PQntuples(res);
-        a = LIST_ALLOC(ApiKey, n);
-        if (!a)
-                return -ENOMEM;
-        for (int i = 0; i < n; i++)
-                TRY(key_read(res, i, &a[i]));
-        *ret = TAKE_PTR(a);
-        *ret_n = (size_t) n;
-        return 0;
+        CHECK(pg_store_exec(pg_store(s), PG_KEY_LIST, &p, &res));
+        return pg_result_list_rows(res, sizeof(ApiKey), key_read, NULL, (void **) ret, ret_n);
 }
 
 static int op_key_delete(Store *s, const char *tenant_id, const char *id) {
@@ -271,19 +229,19 @@ static int op_key_count(Store *s, uint64_t *ret) {
 
 /* Templates */
 
-static int template_read(const PGresult *res, int row, Template *ret) {
+static int template_read(const PGresult *res, int row, void *ret) {
         Template t = {};
         char state[32];
 
-        TRY(PG_COL_STR(res, row, 0, t.name));
-        TRY(PG_COL_STR(res, row, 1, t.tenant_id));
-        TRY(PG_COL_STR(res, row, 2, state));
+        CHECK(PG_COL_STR(res, row, 0, t.name));
+        CHECK(PG_COL_STR(res, row, 1, t.tenant_id));
+        CHECK(PG_COL_STR(res, row, 2, state));
         t.state = template_state_from_string(state);
         if (t.state < 0)
                 return -EBADMSG;
-        TRY(pg_col_u64(res, row, 3, &t.size_bytes));
-        TRY(pg_col_i64(res, row, 4, &t.created_usec));
-        *ret = t;
+        CHECK(pg_col_u64(res, row, 3, &t.size_bytes));
+        CHECK(pg_col_i64(res, row, 4, &t.created_usec));
+        *(Template *) ret = t;
         return 0;
 }
 
@@ -304,27 +262,15 @@ static int op_template_get(Store *s, const char *name, Template *ret) {
         PgParams p = {};
 
         pg_param_text(&p, name);
-        TRY(pg_store_exec(pg_store(s), PG_TEMPLATE_GET, &p, &res));
-        if (PQntuples(res) == 0)
-                return -ENOENT;
-        return template_read(res, 0, ret);
+        CHECK(pg_store_exec(pg_store(s), PG_TEMPLATE_GET, &p, &res));
+        return pg_result_get_row(res, template_read, ret);
 }
 
 static int op_template_list(Store *s, Template **ret, size_t *ret_n) {
         _cleanup_pgresult_ PGresult *res = NULL;
-        _cleanup_free_ Template *a = NULL;
-        int n;
 
-        TRY(pg_store_exec(pg_store(s), PG_TEMPLATE_LIST, NULL, &res));
-        n = PQntuples(res);
-        a = LIST_ALLOC(Template, n);
-        if (!a)
-                return -ENOMEM;
-        for (int i = 0; i < n; i++)
-                TRY(template_read(res, i, &a[i]));
-        *ret = TAKE_PTR(a);
-        *ret_n = (size_t) n;
-        return 0;
+        CHECK(pg_store_exec(pg_store(s), PG_TEMPLATE_LIST, NULL, &res));
+        return pg_result_list_rows(res, sizeof(Template), template_read, NULL, (void **) ret, ret_n);
 }
 
 static int op_template_set_ready(Store *s, const char *name, uint64_t size_bytes) {
@@ -355,10 +301,10 @@ static int template_delete_tx(PgStore *q, void *userdata) {
 
         /* Under the lock sandbox inserts take, so none starts using the
          * template in between. */
-        TRY(lock_slots(q));
+        CHECK(lock_slots(q));
         pg_param_text(&p, name);
-        TRY(exec_changes_or_enoent(q, PG_TEMPLATE_DELETE, &p));
-        TRY(query_u64(q, PG_TEMPLATE_IN_USE, &p, &users));
+        CHECK(exec_changes_or_enoent(q, PG_TEMPLATE_DELETE, &p));
+        CHECK(query_u64(q, PG_TEMPLATE_IN_USE, &p, &users));
         return users > 0 ? -EBUSY : 0; /* -EBUSY rolls the delete back */
 }
 
@@ -368,55 +314,55 @@ static int op_template_delete(Store *s, const char *name) {
 
 /* Sandboxes */
 
-static int sandbox_read(const PGresult *res, int row, Sandbox *ret) {
+static int sandbox_read(const PGresult *res, int row, void *ret) {
         _cleanup_(sandbox_done) Sandbox sb = {};
         char state[32], idle_action[16];
 
-        TRY(PG_COL_STR(res, row, 0, sb.id));
-        TRY(PG_COL_STR(res, row, 1, sb.tenant_id));
-        TRY(PG_COL_STR(res, row, 2, sb.template_name));
-        TRY(PG_COL_STR(res, row, 3, sb.runtime));
-        TRY(PG_COL_STR(res, row, 4, sb.worker));
-        TRY(PG_COL_STR(res, row, 5, state));
+        CHECK(PG_COL_STR(res, row, 0, sb.id));
+        CHECK(PG_COL_STR(res, row, 1, sb.tenant_id));
+        CHECK(PG_COL_STR(res, row, 2, sb.template_name));
+        CHECK(PG_COL_STR(res, row, 3, sb.runtime));
+        CHECK(PG_COL_STR(res, row, 4, sb.worker));
+        CHECK(PG_COL_STR(res, row, 5, state));
         sb.state = sandbox_state_from_string(state);
         if (sb.state < 0)
                 return -EBADMSG;
-        TRY(PG_COL_STR(res, row, 6, sb.reason));
-        TRY(pg_col_u32(res, row, 7, &sb.cpu_millis));
-        TRY(pg_col_u64(res, row, 8, &sb.memory_mb));
-        TRY(pg_col_u64(res, row, 9, &sb.disk_mb));
-        TRY(pg_col_u32(res, row, 10, &sb.pids_max));
-        TRY(pg_col_u64(res, row, 11, &sb.timeout_s));
-        TRY(pg_col_i64(res, row, 12, &sb.created_usec));
-        TRY(pg_col_i64(res, row, 13, &sb.updated_usec));
-        TRY(pg_col_i64(res, row, 14, &sb.expires_usec));
-        TRY(pg_col_u32(res, row, 15, &sb.slot));
-        TRY(pg_col_i64(res, row, 16, &sb.pid));
-        TRY(pg_col_u64(res, row, 17, &sb.pid_starttime));
-        TRY(pg_col_strdup(res, row, 18, &sb.env_json));
-        TRY(pg_col_strdup(res, row, 19, &sb.metadata_json));
-        TRY(PG_COL_STR(res, row, 20, sb.parent_id));
-        TRY(PG_COL_STR(res, row, 21, sb.parent_checkpoint));
-        TRY(pg_col_bool(res, row, 22, &sb.processes_preserved));
-        TRY(pg_col_u64(res, row, 23, &sb.idle_s));
-        TRY(PG_COL_STR(res, row, 24, idle_action));
+        CHECK(PG_COL_STR(res, row, 6, sb.reason));
+        CHECK(pg_col_u32(res, row, 7, &sb.cpu_millis));
+        CHECK(pg_col_u64(res, row, 8, &sb.memory_mb));
+        CHECK(pg_col_u64(res, row, 9, &sb.disk_mb));
+        CHECK(pg_col_u32(res, row, 10, &sb.pids_max));
+        CHECK(pg_col_u64(res, row, 11, &sb.timeout_s));
+        CHECK(pg_col_i64(res, row, 12, &sb.created_usec));
+        CHECK(pg_col_i64(res, row, 13, &sb.updated_usec));
+        CHECK(pg_col_i64(res, row, 14, &sb.expires_usec));
+        CHECK(pg_col_u32(res, row, 15, &sb.slot));
+        CHECK(pg_col_i64(res, row, 16, &sb.pid));
+        CHECK(pg_col_u64(res, row, 17, &sb.pid_starttime));
+        CHECK(pg_col_strdup(res, row, 18, &sb.env_json));
+        CHECK(pg_col_strdup(res, row, 19, &sb.metadata_json));
+        CHECK(PG_COL_STR(res, row, 20, sb.parent_id));
+        CHECK(PG_COL_STR(res, row, 21, sb.parent_checkpoint));
+        CHECK(pg_col_bool(res, row, 22, &sb.processes_preserved));
+        CHECK(pg_col_u64(res, row, 23, &sb.idle_s));
+        CHECK(PG_COL_STR(res, row, 24, idle_action));
         sb.idle_action = idle_action_from_string(idle_action);
         if (sb.idle_action < 0)
                 return -EBADMSG;
-        TRY(pg_col_i64(res, row, 25, &sb.last_activity_usec));
-        TRY(PG_COL_STR(res, row, 26, sb.warm_pool));
-        TRY(pg_col_u32(res, row, 27, &sb.io_weight));
-        TRY(pg_col_u64(res, row, 28, &sb.checkpoint_every_s));
-        TRY(pg_col_bool(res, row, 29, &sb.timeout_warned));
-        TRY(pg_col_strdup(res, row, 30, &sb.network_json));
-        TRY(pg_col_u64(res, row, 31, &sb.checkpoints_max));
-        TRY(pg_col_u64(res, row, 32, &sb.checkpoints_mb));
-        TRY(pg_col_bool(res, row, 33, &sb.auto_resume));
-        TRY(pg_col_u32(res, row, 34, &sb.checkpoints));
+        CHECK(pg_col_i64(res, row, 25, &sb.last_activity_usec));
+        CHECK(PG_COL_STR(res, row, 26, sb.warm_pool));
+        CHECK(pg_col_u32(res, row, 27, &sb.io_weight));
+        CHECK(pg_col_u64(res, row, 28, &sb.checkpoint_every_s));
+        CHECK(pg_col_bool(res, row, 29, &sb.timeout_warned));
+        CHECK(pg_col_strdup(res, row, 30, &sb.network_json));
+        CHECK(pg_col_u64(res, row, 31, &sb.checkpoints_max));
+        CHECK(pg_col_u64(res, row, 32, &sb.checkpoints_mb));
+        CHECK(pg_col_bool(res, row, 33, &sb.auto_resume));
+        CHECK(pg_col_u32(res, row, 34, &sb.checkpoints));
         if (sb.created_usec < 0 || sb.updated_usec < 0 || sb.expires_usec < 0 || sb.pid < 0 ||
             sb.last_activity_usec < 0)
                 return -EBADMSG;
-        *ret = sb;
+        *(Sandbox *) ret = sb;
         sb.env_json = sb.metadata_json = sb.network_json = NULL; /* handed over */
         return 0;
 }
@@ -435,8 +381,8 @@ static int sandbox_insert_tx(PgStore *q, void *userdata) {
 
         /* Deleted sandboxes hold no slot, so a row inserted as deleted gets
          * one too (unused). */
-        TRY(lock_slots(q));
-        TRY(query_u64(q, PG_SANDBOX_FREE_SLOT, NULL, &slot));
+        CHECK(lock_slots(q));
+        CHECK(query_u64(q, PG_SANDBOX_FREE_SLOT, NULL, &slot));
         if (slot >= in->slots_max)
                 return -ENOSPC;
 
@@ -474,7 +420,7 @@ static int sandbox_insert_tx(PgStore *q, void *userdata) {
         pg_param_i64(&p, (int64_t) sb->checkpoints_max);
         pg_param_i64(&p, (int64_t) sb->checkpoints_mb);
         pg_param_bool(&p, sb->auto_resume);
-        TRY(pg_store_exec(q, PG_SANDBOX_INSERT, &p, &res));
+        CHECK(pg_store_exec(q, PG_SANDBOX_INSERT, &p, &res));
         in->sb->slot = (uint32_t) slot;
         return 0;
 }
@@ -483,7 +429,7 @@ static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max) {
         Sandbox row = *sb;
         SandboxInsert in = { .sb = &row, .slots_max = slots_max };
 
-        TRY(pg_store_transact(pg_store(s), sandbox_insert_tx, &in));
+        CHECK(pg_store_transact(pg_store(s), sandbox_insert_tx, &in));
         sb->slot = row.slot;
         return 0;
 }
@@ -494,10 +440,8 @@ static int op_sandbox_get(Store *s, const char *tenant_id, const char *id, Sandb
 
         pg_param_text(&p, id);
         pg_param_text(&p, tenant_id);
-        TRY(pg_store_exec(pg_store(s), PG_SANDBOX_GET, &p, &res));
-        if (PQntuples(res) == 0)
-                return -ENOENT;
-        return sandbox_read(res, 0, ret);
+        CHECK(pg_store_exec(pg_store(s), PG_SANDBOX_GET, &p, &res));
+        return pg_result_get_row(res, sandbox_read, ret);
 }
 
 /* Appends to a statement being built; -ENOBUFS if it does not fit. */
@@ -544,51 +488,41 @@ static int sandbox_filter_query(PgStore *q, const SandboxFilter *f, bool count, 
                 ret->slot = &q->sandbox_list[mask];
         (void) snprintf(ret->name, sizeof ret->name, "%s%u", count ? "sc" : "sl", mask);
 
-        TRY(sql_append(ret->sql, sizeof ret->sql, &len, "SELECT %s FROM sandboxes WHERE true",
+        CHECK(sql_append(ret->sql, sizeof ret->sql, &len, "SELECT %s FROM sandboxes WHERE true",
                        count ? "COUNT(*)" : SANDBOX_SELECT));
         if (mask & SB_F_TENANT) {
                 pg_param_text(p, f->tenant_id);
-                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND tenant_id = $%d", p->n));
+                CHECK(sql_append(ret->sql, sizeof ret->sql, &len, " AND tenant_id = $%d", p->n));
         }
         if (mask & SB_F_STATE) {
                 pg_param_text(p, sandbox_state_to_string(f->state));
-                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND state = $%d", p->n));
+                CHECK(sql_append(ret->sql, sizeof ret->sql, &len, " AND state = $%d", p->n));
         }
         if (mask & SB_F_LIVE)
-                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND " SQL_LIVE));
+                CHECK(sql_append(ret->sql, sizeof ret->sql, &len, " AND " SQL_LIVE));
         if (mask & SB_F_AFTER) {
                 pg_param_text(p, f->after_id);
-                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND id > $%d", p->n));
+                CHECK(sql_append(ret->sql, sizeof ret->sql, &len, " AND id > $%d", p->n));
         }
         if (!count) {
                 pg_param_i64(p, (int64_t) f->limit);
-                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " ORDER BY id LIMIT $%d", p->n));
+                CHECK(sql_append(ret->sql, sizeof ret->sql, &len, " ORDER BY id LIMIT $%d", p->n));
         }
         return 0;
+}
+
+static void sandbox_rows_free(void *rows, size_t n) {
+        sandbox_array_free(rows, n);
 }
 
 static int op_sandbox_list(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n) {
         PgStore *q = pg_store(s);
         _cleanup_pgresult_ PGresult *res = NULL;
         PgQuery query = {};
-        Sandbox *a;
-        int n, r = 0;
 
-        TRY(sandbox_filter_query(q, f, false, &query));
-        TRY(pg_store_exec_slot(q, query.slot, query.name, query.sql, &query.params, &res));
-        n = PQntuples(res);
-        a = LIST_ALLOC(Sandbox, n);
-        if (!a)
-                return -ENOMEM;
-        for (int i = 0; i < n && r >= 0; i++)
-                r = sandbox_read(res, i, &a[i]);
-        if (r < 0) {
-                sandbox_array_free(a, (size_t) n); /* unread rows are zeroed */
-                return r;
-        }
-        *ret = a;
-        *ret_n = (size_t) n;
-        return 0;
+        CHECK(sandbox_filter_query(q, f, false, &query));
+        CHECK(pg_store_exec_slot(q, query.slot, query.name, query.sql, &query.params, &res));
+        return pg_result_list_rows(res, sizeof(Sandbox), sandbox_read, sandbox_rows_free, (void **) ret, ret_n);
 }
 
 static int op_sandbox_count(Store *s, const SandboxFilter *f, uint64_t *ret) {
@@ -596,8 +530,8 @@ static int op_sandbox_count(Store *s, const SandboxFilter *f, uint64_t *ret) {
         _cleanup_pgresult_ PGresult *res = NULL;
         PgQuery query = {};
 
-        TRY(sandbox_filter_query(q, f, true, &query));
-        TRY(pg_store_exec_slot(q, query.slot, query.name, query.sql, &query.params, &res));
+        CHECK(sandbox_filter_query(q, f, true, &query));
+        CHECK(pg_store_exec_slot(q, query.slot, query.name, query.sql, &query.params, &res));
         if (PQntuples(res) != 1)
                 return -EBADMSG;
         return pg_col_u64(res, 0, 0, ret);
@@ -646,18 +580,18 @@ static int op_sandbox_purge(Store *s, const char *id) {
 
 /* Events */
 
-static int event_read(const PGresult *res, int row, Event *ret) {
+static int event_read(const PGresult *res, int row, void *ret) {
         Event e = {};
 
-        TRY(pg_col_i64(res, row, 0, &e.seq));
-        TRY(pg_col_i64(res, row, 1, &e.time_usec));
-        TRY(PG_COL_STR(res, row, 2, e.tenant_id));
-        TRY(PG_COL_STR(res, row, 3, e.sandbox_id));
-        TRY(PG_COL_STR(res, row, 4, e.type));
-        TRY(PG_COL_STR(res, row, 5, e.actor));
-        TRY(PG_COL_STR(res, row, 6, e.reason));
-        TRY(pg_col_strdup(res, row, 7, &e.data_json));
-        *ret = e;
+        CHECK(pg_col_i64(res, row, 0, &e.seq));
+        CHECK(pg_col_i64(res, row, 1, &e.time_usec));
+        CHECK(PG_COL_STR(res, row, 2, e.tenant_id));
+        CHECK(PG_COL_STR(res, row, 3, e.sandbox_id));
+        CHECK(PG_COL_STR(res, row, 4, e.type));
+        CHECK(PG_COL_STR(res, row, 5, e.actor));
+        CHECK(PG_COL_STR(res, row, 6, e.reason));
+        CHECK(pg_col_strdup(res, row, 7, &e.data_json));
+        *(Event *) ret = e;
         return 0;
 }
 
@@ -673,10 +607,10 @@ static int op_event_append(Store *s, Event *e) {
         pg_param_text(&p, e->actor);
         pg_param_text(&p, e->reason);
         pg_param_text(&p, e->data_json);
-        TRY(pg_store_exec(pg_store(s), PG_EVENT_APPEND, &p, &res));
+        CHECK(pg_store_exec(pg_store(s), PG_EVENT_APPEND, &p, &res));
         if (PQntuples(res) != 1)
                 return -EBADMSG;
-        TRY(pg_col_i64(res, 0, 0, &seq));
+        CHECK(pg_col_i64(res, 0, 0, &seq));
         e->seq = seq;
         return 0;
 }
@@ -706,50 +640,40 @@ static int event_filter_query(PgStore *q, const EventFilter *f, PgQuery *ret) {
         (void) snprintf(ret->name, sizeof ret->name, "el%u", mask);
 
         pg_param_i64(p, f->after_seq);
-        TRY(sql_append(ret->sql, sizeof ret->sql, &len, "SELECT " EVENT_COLUMNS " FROM events WHERE seq > $%d", p->n));
+        CHECK(sql_append(ret->sql, sizeof ret->sql, &len, "SELECT " EVENT_COLUMNS " FROM events WHERE seq > $%d", p->n));
         if (mask & EV_F_TENANT) {
                 pg_param_text(p, f->tenant_id);
-                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND tenant_id = $%d", p->n));
+                CHECK(sql_append(ret->sql, sizeof ret->sql, &len, " AND tenant_id = $%d", p->n));
         }
         if (mask & EV_F_SANDBOX) {
                 pg_param_text(p, f->sandbox_id);
-                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND sandbox_id = $%d", p->n));
+                CHECK(sql_append(ret->sql, sizeof ret->sql, &len, " AND sandbox_id = $%d", p->n));
         }
         if (mask & (EV_F_TYPE | EV_F_TYPE_PREFIX)) {
                 pg_param_text(p, f->type);
-                TRY(sql_append(ret->sql, sizeof ret->sql, &len,
+                CHECK(sql_append(ret->sql, sizeof ret->sql, &len,
                                mask & EV_F_TYPE ? " AND type = $%d" : " AND starts_with(type, $%d)", p->n));
         }
         if (mask & EV_F_SINCE) {
                 pg_param_i64(p, f->since_usec);
-                TRY(sql_append(ret->sql, sizeof ret->sql, &len, " AND time_usec >= $%d", p->n));
+                CHECK(sql_append(ret->sql, sizeof ret->sql, &len, " AND time_usec >= $%d", p->n));
         }
         pg_param_i64(p, (int64_t) f->limit);
         return sql_append(ret->sql, sizeof ret->sql, &len, " ORDER BY seq LIMIT $%d", p->n);
+}
+
+static void event_rows_free(void *rows, size_t n) {
+        event_array_free(rows, n);
 }
 
 static int op_event_list(Store *s, const EventFilter *f, Event **ret, size_t *ret_n) {
         PgStore *q = pg_store(s);
         _cleanup_pgresult_ PGresult *res = NULL;
         PgQuery query = {};
-        Event *a;
-        int n, r = 0;
 
-        TRY(event_filter_query(q, f, &query));
-        TRY(pg_store_exec_slot(q, query.slot, query.name, query.sql, &query.params, &res));
-        n = PQntuples(res);
-        a = LIST_ALLOC(Event, n);
-        if (!a)
-                return -ENOMEM;
-        for (int i = 0; i < n && r >= 0; i++)
-                r = event_read(res, i, &a[i]);
-        if (r < 0) {
-                event_array_free(a, (size_t) n);
-                return r;
-        }
-        *ret = a;
-        *ret_n = (size_t) n;
-        return 0;
+        CHECK(event_filter_query(q, f, &query));
+        CHECK(pg_store_exec_slot(q, query.slot, query.name, query.sql, &query.params, &res));
+        return pg_result_list_rows(res, sizeof(Event), event_read, event_rows_free, (void **) ret, ret_n);
 }
 
 static int op_event_delete_before(Store *s, int64_t before_usec, uint64_t *ret) {
@@ -757,7 +681,7 @@ static int op_event_delete_before(Store *s, int64_t before_usec, uint64_t *ret) 
         PgParams p = {};
 
         pg_param_i64(&p, before_usec);
-        TRY(pg_store_exec(pg_store(s), PG_EVENT_DELETE_BEFORE, &p, &res));
+        CHECK(pg_store_exec(pg_store(s), PG_EVENT_DELETE_BEFORE, &p, &res));
         *ret = pg_result_changes(res);
         return 0;
 }

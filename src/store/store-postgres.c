@@ -409,6 +409,51 @@ int pg_store_exec(PgStore *q, PgStmt id, const PgParams *p, PGresult **ret) {
         return pg_store_exec_slot(q, &q->stmts[id], name, pg_stmt_sql[id], p, ret);
 }
 
+int pg_result_cas(const PGresult *res) {
+        uint64_t changed;
+        bool exists;
+        int r;
+
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        r = pg_col_u64(res, 0, 0, &changed);
+        if (r >= 0)
+                r = pg_col_bool(res, 0, 1, &exists);
+        if (r < 0)
+                return r;
+        if (changed > 0)
+                return 0;
+        return exists ? -ESTALE : -ENOENT;
+}
+
+int pg_result_get_row(const PGresult *res, PgRowReader read, void *ret) {
+        if (PQntuples(res) == 0)
+                return -ENOENT;
+        return read(res, 0, ret);
+}
+
+int pg_result_list_rows(const PGresult *res, size_t size, PgRowReader read, StoreRowsFree free_rows, void **ret,
+                        size_t *ret_n) {
+        int n = PQntuples(res), r;
+        uint8_t *a = calloc((size_t) n + 1, size);
+
+        if (!a)
+                return -ENOMEM;
+        for (int i = 0; i < n; i++) {
+                r = read(res, i, a + (size_t) i * size);
+                if (r < 0) {
+                        if (free_rows)
+                                free_rows(a, (size_t) i + 1); /* the failed row is zeroed or partly read */
+                        else
+                                free(a);
+                        return r;
+                }
+        }
+        *ret = a;
+        *ret_n = (size_t) n;
+        return 0;
+}
+
 uint64_t pg_result_changes(PGresult *res) {
         uint64_t n = 0;
         const char *t = PQcmdTuples(res);

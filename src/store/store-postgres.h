@@ -175,6 +175,21 @@ int pg_store_exec_slot(PgStore *q, PgSlot *slot, const char *name, const char *s
 int pg_store_exec(PgStore *q, PgStmt id, const PgParams *p, PGresult **ret);
 /* Rows changed by an INSERT/UPDATE/DELETE result. */
 uint64_t pg_result_changes(PGresult *res);
+/* The result of a compare-and-set written as SQL_CHANGED_AND_EXISTS (one row
+ * "changed, exists"): 0 if it changed a row, else -ESTALE if the row exists,
+ * -ENOENT if not. */
+int pg_result_cas(const PGresult *res);
+
+/* Reads row of res into *ret (a Tenant, a Sandbox, ...: the reader's type);
+ * -EBADMSG if a value does not fit. */
+typedef int (*PgRowReader)(const PGresult *res, int row, void *ret);
+/* The first row of res through read into ret; -ENOENT if it has none. */
+int pg_result_get_row(const PGresult *res, PgRowReader read, void *ret);
+/* Every row of res through read into a new zeroed array of elements of size
+ * bytes (*ret, *ret_n; one element more than rows, so never empty). On
+ * failure free_rows (NULL: free()) frees the rows read so far. */
+int pg_result_list_rows(const PGresult *res, size_t size, PgRowReader read, StoreRowsFree free_rows, void **ret,
+                        size_t *ret_n);
 
 /* Runs fn inside BEGIN ISOLATION LEVEL READ COMMITTED ... COMMIT (ROLLBACK
  * if fn fails), retrying the whole transaction on serialization failures and
