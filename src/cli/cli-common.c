@@ -300,6 +300,32 @@ int cli_parser_want(const CliParser *p, size_t min, size_t max) {
         return 0;
 }
 
+int cli_parser_positionals(CliParser *p, int argc, char **argv, size_t min, size_t max) {
+        const char *arg = NULL;
+        int r;
+
+        r = cli_parser_init(p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        r = cli_parser_next(p, NULL, &arg);
+        if (r < 0)
+                return r;
+        return cli_parser_want(p, min, max);
+}
+
+int cli_run_subcommand(const char *verb, const CliSubcommand *sub, size_t n_sub, int argc, char **argv) {
+        if (argc < 2)
+                return cli_error("missing subcommand (usage: space %s %s)", verb, cli_current->usage);
+        if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
+                cli_print_usage(cli_current, stdout);
+                return 0;
+        }
+        for (size_t i = 0; i < n_sub; i++)
+                if (streq(argv[1], sub[i].name))
+                        return sub[i].run(argc - 1, argv + 1);
+        return cli_error("unknown subcommand '%s %s' (usage: space %s %s)", verb, argv[1], verb, cli_current->usage);
+}
+
 int cli_parse_u64(const char *option, const char *s, uint64_t *ret) {
         if (safe_atou64(s, ret) < 0)
                 return cli_error("--%s: '%s' is not a non-negative integer", option, s);
@@ -567,6 +593,31 @@ int cli_line_reader_next(CliLineReader *lr, HttpClient *c, char **ret, size_t *r
 
 char *cli_escape(const char *s) {
         return http_percent_encode(s);
+}
+
+int cli_call_each(const CliParser *p, size_t first, const char *method, const char *prefix, bool print_json) {
+        int r, ret = 0;
+
+        for (size_t i = first; i < p->n_pos; i++) {
+                _cleanup_(cli_response_done) CliResponse resp = {};
+                _cleanup_free_ char *segment = cli_escape(p->pos[i]);
+                _cleanup_free_ char *target = segment ? strjoin(prefix, segment) : NULL;
+
+                if (!target)
+                        return cli_error_errno(-ENOMEM, "out of memory");
+                r = cli_call(method, target, NULL, &resp);
+                if (r < 0) {
+                        ret = r;
+                        continue;
+                }
+                if (arg_json) {
+                        if (print_json)
+                                (void) cli_print_raw(resp.body, resp.body_len);
+                } else
+                        printf("%s\n", p->pos[i]);
+                fflush(stdout);
+        }
+        return ret;
 }
 
 /* ---- Output ---- */

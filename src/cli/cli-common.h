@@ -85,6 +85,18 @@ void cli_parser_done(CliParser *p);
 int cli_parser_next(CliParser *p, const CliOption *opts, const char **ret_arg);
 /* Checks the positional count after parsing; prints usage hints on mismatch. */
 int cli_parser_want(const CliParser *p, size_t min, size_t max);
+/* For a verb without options of its own: parses argv (global flags, --help,
+ * positionals) and wants min..max positionals. 0: go on; CLI_OPT_HELP:
+ * usage printed (the verb returns 0); or negative (printed). */
+int cli_parser_positionals(CliParser *p, int argc, char **argv, size_t min, size_t max);
+
+/* A verb with subcommands (space key create|ls|rm): runs the one argv[1]
+ * names with (argc - 1, argv + 1), or prints usage for help. */
+typedef struct CliSubcommand {
+        const char *name;
+        int (*run)(int argc, char **argv);
+} CliSubcommand;
+int cli_run_subcommand(const char *verb, const CliSubcommand *sub, size_t n_sub, int argc, char **argv);
 
 /* Typed option values. */
 int cli_parse_u64(const char *option, const char *s, uint64_t *ret);
@@ -144,6 +156,11 @@ int cli_line_reader_next(CliLineReader *lr, HttpClient *c, char **ret, size_t *r
 
 /* Percent-encoded, for a path segment or query value. */
 char *cli_escape(const char *s);
+/* METHOD prefix + each positional from first on (escaped): one request a
+ * positional, going on after a failure (the last one's error is returned).
+ * Prints each positional that succeeded, or with --json and print_json each
+ * answer. */
+int cli_call_each(const CliParser *p, size_t first, const char *method, const char *prefix, bool print_json);
 
 /* ---- Output ---- */
 

@@ -283,20 +283,12 @@ static int cp_download(const char *id, const char *rpath, const char *dst) {
 int cli_cp(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_free_ char *src_id = NULL, *dst_id = NULL;
-        const char *src_path = NULL, *dst_path = NULL, *arg = NULL;
+        const char *src_path = NULL, *dst_path = NULL;
         int r, src_remote, dst_remote;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_positionals(&p, argc, argv, 2, 2);
         if (r < 0)
-                return r;
-        r = cli_parser_next(&p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 2, 2);
-        if (r < 0)
-                return r;
+                return r == CLI_OPT_HELP ? 0 : r;
 
         src_remote = parse_remote(p.pos[0], &src_id, &src_path);
         if (src_remote < 0)

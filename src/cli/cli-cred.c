@@ -210,21 +210,12 @@ static int cred_ls(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(cli_response_done) CliResponse resp = {};
         _cleanup_(cli_table_done) CliTable t = {};
-        const char *arg = NULL;
         const JsonValue *list;
         int r;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_positionals(&p, argc, argv, 0, 1);
         if (r < 0)
-                return r;
-        r = cli_parser_next(&p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 0, 1);
-        if (r < 0)
-                return r;
+                return r == CLI_OPT_HELP ? 0 : r;
         if (p.n_pos == 1) { /* space cred ls SANDBOX: what it was granted */
                 _cleanup_free_ char *esc = cli_escape(p.pos[0]);
                 _cleanup_free_ char *target = esc ? strjoin("/v1/sandboxes/", esc, "/credentials") : NULL;
@@ -261,20 +252,11 @@ static int cred_ls(int argc, char **argv) {
 /* show NAME, rm NAME..., revoke NAME... */
 static int cred_simple(int argc, char **argv, const char *method, const char *suffix, bool many) {
         _cleanup_(cli_parser_done) CliParser p = {};
-        const char *arg = NULL;
         int r, ret = 0;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_positionals(&p, argc, argv, 1, many ? SIZE_MAX : 1);
         if (r < 0)
-                return r;
-        r = cli_parser_next(&p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 1, many ? SIZE_MAX : 1);
-        if (r < 0)
-                return r;
+                return r == CLI_OPT_HELP ? 0 : r;
         for (size_t i = 0; i < p.n_pos; i++) {
                 _cleanup_(cli_response_done) CliResponse resp = {};
                 _cleanup_free_ char *target = cred_target(p.pos[i], suffix);
@@ -355,40 +337,17 @@ static int cred_rotate(int argc, char **argv) {
 /* grant ID NAME... / ungrant ID NAME... */
 static int cred_grant_common(int argc, char **argv, const char *method) {
         _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_free_ char *sb = NULL;
-        const char *arg = NULL;
-        int r, ret = 0;
+        _cleanup_free_ char *sb = NULL, *prefix = NULL;
+        int r;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_positionals(&p, argc, argv, 2, SIZE_MAX);
         if (r < 0)
-                return r;
-        r = cli_parser_next(&p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 2, SIZE_MAX);
-        if (r < 0)
-                return r;
+                return r == CLI_OPT_HELP ? 0 : r;
         sb = cli_escape(p.pos[0]);
-        if (!sb)
+        prefix = sb ? strjoin("/v1/sandboxes/", sb, "/credentials/") : NULL;
+        if (!prefix)
                 return cli_error_errno(-ENOMEM, "out of memory");
-        for (size_t i = 1; i < p.n_pos; i++) {
-                _cleanup_(cli_response_done) CliResponse resp = {};
-                _cleanup_free_ char *name = cli_escape(p.pos[i]);
-                _cleanup_free_ char *target = name ? strjoin("/v1/sandboxes/", sb, "/credentials/", name) : NULL;
-
-                if (!target)
-                        return cli_error_errno(-ENOMEM, "out of memory");
-                r = cli_call(method, target, NULL, &resp);
-                if (r < 0) {
-                        ret = r;
-                        continue;
-                }
-                if (!arg_json)
-                        printf("%s\n", p.pos[i]);
-        }
-        return ret;
+        return cli_call_each(&p, 1, method, prefix, false);
 }
 
 static int cred_grant(int argc, char **argv) {
@@ -400,23 +359,11 @@ static int cred_ungrant(int argc, char **argv) {
 }
 
 int cli_cred(int argc, char **argv) {
-        static const struct {
-                const char *name;
-                int (*run)(int argc, char **argv);
-        } sub[] = {
+        static const CliSubcommand sub[] = {
                 { "add", cred_add },       { "ls", cred_ls },         { "show", cred_show },
                 { "rm", cred_rm },         { "rotate", cred_rotate }, { "revoke", cred_revoke },
                 { "grant", cred_grant },   { "ungrant", cred_ungrant },
         };
 
-        if (argc < 2)
-                return cli_error("missing subcommand (usage: space cred %s)", cli_current->usage);
-        if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
-                cli_print_usage(cli_current, stdout);
-                return 0;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(sub); i++)
-                if (streq(argv[1], sub[i].name))
-                        return sub[i].run(argc - 1, argv + 1);
-        return cli_error("unknown subcommand 'cred %s' (usage: space cred %s)", argv[1], cli_current->usage);
+        return cli_run_subcommand("cred", sub, ELEMENTSOF(sub), argc, argv);
 }

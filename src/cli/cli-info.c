@@ -7,20 +7,11 @@
 int cli_info(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(cli_response_done) CliResponse resp = {};
-        const char *arg = NULL;
         int r;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_positionals(&p, argc, argv, 0, 0);
         if (r < 0)
-                return r;
-        r = cli_parser_next(&p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 0, 0);
-        if (r < 0)
-                return r;
+                return r == CLI_OPT_HELP ? 0 : r;
 
         r = cli_call("GET", "/v1/info", NULL, &resp);
         if (r < 0)

@@ -86,21 +86,12 @@ static int key_ls(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(cli_response_done) CliResponse resp = {};
         _cleanup_(cli_table_done) CliTable t = {};
-        const char *arg = NULL;
         const JsonValue *keys;
         int r;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_positionals(&p, argc, argv, 0, 0);
         if (r < 0)
-                return r;
-        r = cli_parser_next(&p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 0, 0);
-        if (r < 0)
-                return r;
+                return r == CLI_OPT_HELP ? 0 : r;
 
         r = cli_call("GET", "/v1/keys", NULL, &resp);
         if (r < 0)
@@ -131,57 +122,20 @@ static int key_ls(int argc, char **argv) {
 
 static int key_rm(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
-        const char *arg = NULL;
-        int r, ret = 0;
+        int r;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_positionals(&p, argc, argv, 1, SIZE_MAX);
         if (r < 0)
-                return r;
-        r = cli_parser_next(&p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 1, SIZE_MAX);
-        if (r < 0)
-                return r;
-
-        for (size_t i = 0; i < p.n_pos; i++) {
-                _cleanup_(cli_response_done) CliResponse resp = {};
-                _cleanup_free_ char *id = cli_escape(p.pos[i]);
-                _cleanup_free_ char *target = id ? strjoin("/v1/keys/", id) : NULL;
-
-                if (!target)
-                        return cli_error_errno(-ENOMEM, "out of memory");
-                r = cli_call("DELETE", target, NULL, &resp);
-                if (r < 0) {
-                        ret = r;
-                        continue;
-                }
-                if (!arg_json)
-                        printf("%s\n", p.pos[i]);
-        }
-        return ret;
+                return r == CLI_OPT_HELP ? 0 : r;
+        return cli_call_each(&p, 0, "DELETE", "/v1/keys/", false);
 }
 
 int cli_key(int argc, char **argv) {
-        static const struct {
-                const char *name;
-                int (*run)(int argc, char **argv);
-        } sub[] = {
+        static const CliSubcommand sub[] = {
                 { "create", key_create },
                 { "ls", key_ls },
                 { "rm", key_rm },
         };
 
-        if (argc < 2)
-                return cli_error("missing subcommand (usage: space key %s)", cli_current->usage);
-        if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
-                cli_print_usage(cli_current, stdout);
-                return 0;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(sub); i++)
-                if (streq(argv[1], sub[i].name))
-                        return sub[i].run(argc - 1, argv + 1);
-        return cli_error("unknown subcommand 'key %s' (usage: space key %s)", argv[1], cli_current->usage);
+        return cli_run_subcommand("key", sub, ELEMENTSOF(sub), argc, argv);
 }

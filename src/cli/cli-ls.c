@@ -145,20 +145,11 @@ int cli_show(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(cli_response_done) CliResponse resp = {};
         _cleanup_free_ char *id = NULL, *target = NULL;
-        const char *arg = NULL;
         int r;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_positionals(&p, argc, argv, 1, 1);
         if (r < 0)
-                return r;
-        r = cli_parser_next(&p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 1, 1);
-        if (r < 0)
-                return r;
+                return r == CLI_OPT_HELP ? 0 : r;
 
         id = cli_escape(p.pos[0]);
         target = id ? strjoin("/v1/sandboxes/", id) : NULL;

@@ -408,21 +408,13 @@ int cli_up(int argc, char **argv) {
 
 int cli_down(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
-        const char *arg = NULL, *state_dir;
+        const char *state_dir;
         pid_t pid;
         int r;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_positionals(&p, argc, argv, 0, 0);
         if (r < 0)
-                return r;
-        r = cli_parser_next(&p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 0, 0);
-        if (r < 0)
-                return r;
+                return r == CLI_OPT_HELP ? 0 : r;
 
         state_dir = cli_state_dir();
         pid = spaced_running(state_dir);
