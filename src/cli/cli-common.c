@@ -308,9 +308,12 @@ int cli_parser_positionals(CliParser *p, int argc, char **argv, size_t min, size
         if (r < 0)
                 return r;
         r = cli_parser_next(p, NULL, &arg);
+        if (r == CLI_OPT_HELP)
+                return 0;
         if (r < 0)
                 return r;
-        return cli_parser_want(p, min, max);
+        r = cli_parser_want(p, min, max);
+        return r < 0 ? r : 1;
 }
 
 int cli_run_subcommand(const char *verb, const CliSubcommand *sub, size_t n_sub, int argc, char **argv) {

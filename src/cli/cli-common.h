@@ -86,8 +86,8 @@ int cli_parser_next(CliParser *p, const CliOption *opts, const char **ret_arg);
 /* Checks the positional count after parsing; prints usage hints on mismatch. */
 int cli_parser_want(const CliParser *p, size_t min, size_t max);
 /* For a verb without options of its own: parses argv (global flags, --help,
- * positionals) and wants min..max positionals. 0: go on; CLI_OPT_HELP:
- * usage printed (the verb returns 0); or negative (printed). */
+ * positionals) and wants min..max positionals. 1: go on; 0: --help, usage
+ * printed (the verb returns 0); or negative (printed). */
 int cli_parser_positionals(CliParser *p, int argc, char **argv, size_t min, size_t max);
 
 /* A verb with subcommands (space key create|ls|rm): runs the one argv[1]

@@ -287,8 +287,8 @@ int cli_cp(int argc, char **argv) {
         int r, src_remote, dst_remote;
 
         r = cli_parser_positionals(&p, argc, argv, 2, 2);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
 
         src_remote = parse_remote(p.pos[0], &src_id, &src_path);
         if (src_remote < 0)

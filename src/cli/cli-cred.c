@@ -214,8 +214,8 @@ static int cred_ls(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 0, 1);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
         if (p.n_pos == 1) { /* space cred ls SANDBOX: what it was granted */
                 _cleanup_free_ char *esc = cli_escape(p.pos[0]);
                 _cleanup_free_ char *target = esc ? strjoin("/v1/sandboxes/", esc, "/credentials") : NULL;
@@ -255,8 +255,8 @@ static int cred_simple(int argc, char **argv, const char *method, const char *su
         int r, ret = 0;
 
         r = cli_parser_positionals(&p, argc, argv, 1, many ? SIZE_MAX : 1);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
         for (size_t i = 0; i < p.n_pos; i++) {
                 _cleanup_(cli_response_done) CliResponse resp = {};
                 _cleanup_free_ char *target = cred_target(p.pos[i], suffix);
@@ -341,8 +341,8 @@ static int cred_grant_common(int argc, char **argv, const char *method) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 2, SIZE_MAX);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
         sb = cli_escape(p.pos[0]);
         prefix = sb ? strjoin("/v1/sandboxes/", sb, "/credentials/") : NULL;
         if (!prefix)

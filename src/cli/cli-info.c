@@ -10,8 +10,8 @@ int cli_info(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 0, 0);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
 
         r = cli_call("GET", "/v1/info", NULL, &resp);
         if (r < 0)

@@ -90,8 +90,8 @@ static int key_ls(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 0, 0);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
 
         r = cli_call("GET", "/v1/keys", NULL, &resp);
         if (r < 0)
@@ -125,8 +125,8 @@ static int key_rm(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 1, SIZE_MAX);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
         return cli_call_each(&p, 0, "DELETE", "/v1/keys/", false);
 }
 

@@ -14,21 +14,16 @@ static char *sandbox_target(const char *id, const char *suffix) {
         return e ? strjoin("/v1/sandboxes/", e, suffix) : NULL;
 }
 
-/* Parses options (none but --help) and wants min..max positionals. 1 = go on, 0 = --help shown. */
-static int parse_plain(CliParser *p, int argc, char **argv, size_t min, size_t max) {
-        const char *arg = NULL;
-        int r;
+/* POSTs the object w holds to /v1/sandboxes/<id escaped><suffix>. */
+static int sandbox_post(const char *id, const char *suffix, JsonWriter *w, CliResponse *resp) {
+        _cleanup_free_ char *body = NULL, *target = NULL;
 
-        r = cli_parser_init(p, argc, argv, 0);
-        if (r < 0)
-                return r;
-        r = cli_parser_next(p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(p, min, max);
-        return r < 0 ? r : 1;
+        if (json_w_finish(w, &body, NULL) < 0)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        target = sandbox_target(id, suffix);
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        return cli_call("POST", target, body, resp);
 }
 
 /* POST /v1/sandboxes/{id}/<verb> for each id; prints "ID STATE"; goes on after a failure. */
@@ -36,7 +31,7 @@ static int state_verb(int argc, char **argv, const char *verb) {
         _cleanup_(cli_parser_done) CliParser p = {};
         int r, ret = 0;
 
-        r = parse_plain(&p, argc, argv, 1, SIZE_MAX);
+        r = cli_parser_positionals(&p, argc, argv, 1, SIZE_MAX);
         if (r <= 0)
                 return r;
         for (size_t i = 0; i < p.n_pos; i++) {
@@ -95,7 +90,7 @@ int cli_checkpoint(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(cli_response_done) CliResponse resp = {};
         _cleanup_(json_w_done) JsonWriter w = {};
-        _cleanup_free_ char *target = NULL, *body = NULL, *id = NULL;
+        _cleanup_free_ char *id = NULL;
         const char *arg = NULL, *name = NULL;
         int r;
 
@@ -118,12 +113,7 @@ int cli_checkpoint(int argc, char **argv) {
         if (name)
                 json_w_kv_string(&w, "name", name);
         json_w_object_end(&w);
-        if (json_w_finish(&w, &body, NULL) < 0)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        target = sandbox_target(p.pos[0], "/checkpoints");
-        if (!target)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        r = cli_call("POST", target, body, &resp);
+        r = sandbox_post(p.pos[0], "/checkpoints", &w, &resp);
         if (r < 0)
                 return r;
         if (arg_json)
@@ -188,7 +178,7 @@ int cli_checkpoints(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         int r;
 
-        r = parse_plain(&p, argc, argv, 1, 1);
+        r = cli_parser_positionals(&p, argc, argv, 1, 1);
         if (r <= 0)
                 return r;
         return print_checkpoints(p.pos[0], false);
@@ -203,22 +193,16 @@ int cli_restore(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(cli_response_done) CliResponse resp = {};
         _cleanup_(json_w_done) JsonWriter w = {};
-        _cleanup_free_ char *target = NULL, *body = NULL;
         int r;
 
-        r = parse_plain(&p, argc, argv, 2, 2);
+        r = cli_parser_positionals(&p, argc, argv, 2, 2);
         if (r <= 0)
                 return r;
         json_w_init(&w);
         json_w_object_begin(&w);
         json_w_kv_string(&w, "checkpoint", p.pos[1]);
         json_w_object_end(&w);
-        if (json_w_finish(&w, &body, NULL) < 0)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        target = sandbox_target(p.pos[0], "/restore");
-        if (!target)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        r = cli_call("POST", target, body, &resp);
+        r = sandbox_post(p.pos[0], "/restore", &w, &resp);
         if (r < 0)
                 return r;
         if (arg_json)
@@ -236,7 +220,6 @@ int cli_branch(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(cli_response_done) CliResponse resp = {};
         _cleanup_(json_w_done) JsonWriter w = {};
-        _cleanup_free_ char *target = NULL, *body = NULL;
         const char *arg = NULL, *from = NULL;
         const JsonValue *list;
         uint64_t count = 1;
@@ -272,12 +255,7 @@ int cli_branch(int argc, char **argv) {
         if (from)
                 json_w_kv_string(&w, "from", from);
         json_w_object_end(&w);
-        if (json_w_finish(&w, &body, NULL) < 0)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        target = sandbox_target(p.pos[0], "/branch");
-        if (!target)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        r = cli_call("POST", target, body, &resp);
+        r = sandbox_post(p.pos[0], "/branch", &w, &resp);
         if (r < 0)
                 return r;
         if (arg_json)

@@ -148,8 +148,8 @@ int cli_show(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 1, 1);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
 
         id = cli_escape(p.pos[0]);
         target = id ? strjoin("/v1/sandboxes/", id) : NULL;

@@ -9,7 +9,7 @@ int cli_rm(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 1, SIZE_MAX);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
         return cli_call_each(&p, 0, "DELETE", "/v1/sandboxes/", true);
 }

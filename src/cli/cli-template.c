@@ -21,8 +21,8 @@ static int template_ls(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 0, 0);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
 
         r = cli_call("GET", "/v1/templates", NULL, &resp);
         if (r < 0)
@@ -126,8 +126,8 @@ static int template_import(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 2, 2);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
         src = p.pos[1];
 
         if (streq(src, "-")) {
@@ -193,8 +193,8 @@ static int template_rm(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 1, SIZE_MAX);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
         return cli_call_each(&p, 0, "DELETE", "/v1/templates/", false);
 }
 

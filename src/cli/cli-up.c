@@ -413,8 +413,8 @@ int cli_down(int argc, char **argv) {
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 0, 0);
-        if (r < 0)
-                return r == CLI_OPT_HELP ? 0 : r;
+        if (r <= 0)
+                return r;
 
         state_dir = cli_state_dir();
         pid = spaced_running(state_dir);
