@@ -186,6 +186,12 @@ int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, ApiError *e);
 int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError *e);
 /* Marks a sandbox whose create failed deleted, with an event. */
 void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e);
+/* The delete shared by /v1 and the E2B surface, from any live state (a
+ * deleting one too: a delete that failed half-way is retried): deleting,
+ * the worker's destroy, deleted, the sandbox.deleted event; a failed destroy
+ * leaves it in error, with an event. -ESTALE (e not filled: the caller says
+ * it in its API's words) if no live sandbox has the id. */
+int api_sandbox_destroy(ApiRequest *r, const char *id, const char *reason, ApiError *e);
 /* Counts live sandboxes by template (in_use) or overall. */
 int api_sandbox_count(ApiRequest *r, const char *template_name, uint64_t *ret, ApiError *e);
 

@@ -142,6 +142,30 @@ int e2b_unary_error(ApiRequest *r, const ApiError *e) {
         return e2b_reply_json(r, e2b_connect_status(e->code), &w, NULL);
 }
 
+int e2b_unary_dispatch(E2bEnvd *x, const char *service, const E2bUnaryMethod *methods, size_t n,
+                       const char *method) {
+        ApiError e = {};
+        int k = -ENOENT;
+        bool found = false;
+
+        for (size_t i = 0; i < n && !found; i++)
+                if (streq(method, methods[i].name)) {
+                        found = true;
+                        k = methods[i].run(x, &e);
+                }
+        if (!found)
+                k = api_error(&e, -ENOENT, API_NOT_IMPLEMENTED, "%s/%.64s does not exist", service, method);
+        if (k >= 0)
+                return 0;
+        if (http_conn_responded(x->r->conn)) {
+                http_conn_set_close(x->r->conn);
+                return 0;
+        }
+        if (e.code == API_BAD_GATEWAY)
+                return e2b_reply_gone(x->r, x->sb.id);
+        return e2b_unary_error(x->r, &e);
+}
+
 int e2b_stream_begin(ApiRequest *r) {
         return api_stream_begin(r, 200, "application/connect+json");
 }

@@ -732,36 +732,18 @@ static int fs_watcher_remove(E2bEnvd *x, ApiError *e) {
 }
 
 int e2b_filesystem_handle(E2bEnvd *x, const char *method) {
-        ApiError e = {};
-        int k;
+        static const E2bUnaryMethod methods[] = {
+                { "Stat", fs_stat },
+                { "ListDir", fs_list },
+                { "MakeDir", fs_mkdir },
+                { "Move", fs_move },
+                { "Remove", fs_remove },
+                { "CreateWatcher", fs_watcher_create },
+                { "GetWatcherEvents", fs_watcher_events },
+                { "RemoveWatcher", fs_watcher_remove },
+        };
 
         if (streq(method, "WatchDir"))
                 return fs_watch(x);
-        if (streq(method, "Stat"))
-                k = fs_stat(x, &e);
-        else if (streq(method, "ListDir"))
-                k = fs_list(x, &e);
-        else if (streq(method, "MakeDir"))
-                k = fs_mkdir(x, &e);
-        else if (streq(method, "Move"))
-                k = fs_move(x, &e);
-        else if (streq(method, "Remove"))
-                k = fs_remove(x, &e);
-        else if (streq(method, "CreateWatcher"))
-                k = fs_watcher_create(x, &e);
-        else if (streq(method, "GetWatcherEvents"))
-                k = fs_watcher_events(x, &e);
-        else if (streq(method, "RemoveWatcher"))
-                k = fs_watcher_remove(x, &e);
-        else
-                k = api_error(&e, -ENOENT, API_NOT_IMPLEMENTED, "filesystem.Filesystem/%.64s does not exist", method);
-        if (k >= 0)
-                return 0;
-        if (http_conn_responded(x->r->conn)) {
-                http_conn_set_close(x->r->conn);
-                return 0;
-        }
-        if (e.code == API_BAD_GATEWAY)
-                return e2b_reply_gone(x->r, x->sb.id);
-        return e2b_unary_error(x->r, &e);
+        return e2b_unary_dispatch(x, "filesystem.Filesystem", methods, ELEMENTSOF(methods), method);
 }

@@ -803,8 +803,13 @@ static int process_update(E2bEnvd *x, ApiError *e) {
 }
 
 int e2b_process_handle(E2bEnvd *x, const char *method) {
-        ApiError e = {};
-        int k;
+        static const E2bUnaryMethod methods[] = {
+                { "List", process_list },
+                { "SendInput", e2b_process_send_input },
+                { "CloseStdin", e2b_process_close_stdin },
+                { "SendSignal", process_signal },
+                { "Update", process_update },
+        };
 
         if (streq(method, "Start"))
                 return process_start(x);
@@ -812,25 +817,5 @@ int e2b_process_handle(E2bEnvd *x, const char *method) {
                 return process_connect(x);
         if (streq(method, "StreamInput"))
                 return e2b_process_stream_input(x);
-        if (streq(method, "List"))
-                k = process_list(x, &e);
-        else if (streq(method, "SendInput"))
-                k = e2b_process_send_input(x, &e);
-        else if (streq(method, "CloseStdin"))
-                k = e2b_process_close_stdin(x, &e);
-        else if (streq(method, "SendSignal"))
-                k = process_signal(x, &e);
-        else if (streq(method, "Update"))
-                k = process_update(x, &e);
-        else
-                k = api_error(&e, -ENOENT, API_NOT_IMPLEMENTED, "process.Process/%.64s does not exist", method);
-        if (k >= 0)
-                return 0;
-        if (http_conn_responded(x->r->conn)) {
-                http_conn_set_close(x->r->conn);
-                return 0;
-        }
-        if (e.code == API_BAD_GATEWAY)
-                return e2b_reply_gone(x->r, x->sb.id);
-        return e2b_unary_error(x->r, &e);
+        return e2b_unary_dispatch(x, "process.Process", methods, ELEMENTSOF(methods), method);
 }

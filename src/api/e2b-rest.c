@@ -449,29 +449,11 @@ static int rest_kill(ApiRequest *r, const char *id, ApiError *e) {
         if (k < 0)
                 return k;
         snprintf(reason, sizeof reason, "deleted by %s (E2B kill)", r->actor);
-        k = store_sandbox_set_state(r->store, id, -1, SANDBOX_DELETING, reason);
+        k = api_sandbox_destroy(r, id, reason, e);
         if (k == -ESTALE)
                 return api_error(e, -ENOENT, API_NOT_FOUND, "sandbox '%s' not found", id);
         if (k < 0)
-                return api_store_error(e, k, "marking the sandbox deleting");
-        k = api_get_worker(r, e);
-        if (k >= 0)
-                k = worker_sandbox_destroy(r->worker, id, e);
-        if (k < 0) {
-                char why[STORE_REASON_MAX];
-                if (e->code == API_OK)
-                        (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
-                snprintf(why, sizeof why, "delete failed: %s", e->message);
-                log_error("Deleting sandbox %s failed: %s", id, e->message);
-                if (store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_ERROR, why) >= 0)
-                        api_event(r, id, "sandbox.error", why, NULL);
                 return k;
-        }
-        k = store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_DELETED, reason);
-        if (k < 0)
-                return api_store_error(e, k, "marking the sandbox deleted");
-        api_event(r, id, "sandbox.deleted", reason, NULL);
-        log_info("Deleted sandbox %s (E2B API)", id);
         return e2b_reply(r, 204, NULL, NULL, 0, NULL);
 }
 

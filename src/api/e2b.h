@@ -125,6 +125,17 @@ int e2b_connect_status(ApiErrorCode c);
 /* Unary replies (application/json). */
 int e2b_unary_reply(ApiRequest *r, JsonWriter *w);
 int e2b_unary_error(ApiRequest *r, const ApiError *e);
+/* A unary method of an envd service (process.Process, filesystem.Filesystem). */
+typedef struct E2bUnaryMethod {
+        const char *name;
+        int (*run)(E2bEnvd *x, ApiError *e);
+} E2bUnaryMethod;
+/* Runs the method of service named method from methods (n of them) and
+ * replies for it where it failed: nothing more if it had responded already
+ * (the connection closes), E2B's 502 if the sandbox's agent is gone, else
+ * the Connect error; an unknown method is not_implemented. */
+int e2b_unary_dispatch(E2bEnvd *x, const char *service, const E2bUnaryMethod *methods, size_t n,
+                       const char *method);
 /* Server streams (application/connect+json, always 200). end: NULL = success. */
 int e2b_stream_begin(ApiRequest *r);
 int e2b_stream_send(ApiRequest *r, JsonWriter *w);

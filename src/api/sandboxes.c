@@ -312,23 +312,12 @@ int api_sandbox_show(ApiRequest *r, ApiError *e) {
         return api_reply_json(r, 200, &w);
 }
 
-int api_sandbox_delete(ApiRequest *r, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
-        _cleanup_sandbox_ Sandbox sb = {};
-        char reason[STORE_REASON_MAX];
-        const char *id = r->params[0];
+int api_sandbox_destroy(ApiRequest *r, const char *id, const char *reason, ApiError *e) {
         int k;
 
-        lock = api_sandbox_lock(id); /* after any lifecycle call in flight on it */
-        k = api_sandbox_lookup(r, id, false, &sb, e);
-        if (k < 0)
-                return k;
-
-        snprintf(reason, sizeof reason, "deleted by %s", r->actor);
-        /* from any live state (a deleting one too: a delete that failed half-way is retried) */
         k = store_sandbox_set_state(r->store, id, -1, SANDBOX_DELETING, reason);
         if (k == -ESTALE)
-                return api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
+                return k;
         if (k < 0)
                 return api_store_error(e, k, "marking the sandbox deleting");
 
@@ -350,6 +339,26 @@ int api_sandbox_delete(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return api_store_error(e, k, "marking the sandbox deleted");
         api_event(r, id, "sandbox.deleted", reason, NULL);
-        log_info("Deleted sandbox %s", id);
+        log_info("Deleted sandbox %s (%s)", id, reason);
+        return 0;
+}
+
+int api_sandbox_delete(ApiRequest *r, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        char reason[STORE_REASON_MAX];
+        const char *id = r->params[0];
+        int k;
+
+        lock = api_sandbox_lock(id); /* after any lifecycle call in flight on it */
+        k = api_sandbox_lookup(r, id, false, &sb, e);
+        if (k < 0)
+                return k;
+        snprintf(reason, sizeof reason, "deleted by %s", r->actor);
+        k = api_sandbox_destroy(r, id, reason, e);
+        if (k == -ESTALE)
+                return api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
+        if (k < 0)
+                return k;
         return reply_sandbox(r, 200, id, e);
 }
