@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
@@ -17,6 +20,36 @@ int safe_close(int fd) {
                 errno = saved;
         }
         return -EBADF;
+}
+
+void iovec_advance(struct iovec **iov, size_t *n_iov, size_t k) {
+        while (k > 0 && *n_iov > 0) {
+                size_t m = MIN(k, (*iov)->iov_len);
+                (*iov)->iov_base = (uint8_t *) (*iov)->iov_base + m;
+                (*iov)->iov_len -= m;
+                k -= m;
+                if ((*iov)->iov_len == 0) {
+                        (*iov)++;
+                        (*n_iov)--;
+                }
+        }
+}
+
+int socket_connect_unix(const char *path, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+        size_t n = strlen(path);
+
+        if (n >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, n + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
 }
 
 int loop_write(int fd, const void *buf, size_t n) {

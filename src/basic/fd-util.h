@@ -20,6 +20,13 @@ static inline void fclosep(FILE **f) {
 
 /* Writes/reads all n bytes, retrying on EINTR/short IO. read returns bytes read (< n only at EOF). */
 int loop_write(int fd, const void *buf, size_t n);
+/* After a writev/sendmsg that wrote k bytes: moves *iov and *n_iov past
+ * them (a partly written iovec is shortened from the front). */
+struct iovec;
+void iovec_advance(struct iovec **iov, size_t *n_iov, size_t k);
+/* A blocking, CLOEXEC stream connection to the unix socket at path
+ * (-ENAMETOOLONG if it does not fit a sockaddr_un). */
+int socket_connect_unix(const char *path, int *ret_fd);
 ssize_t loop_read(int fd, void *buf, size_t n);
 
 int fd_nonblock(int fd, bool nonblock);

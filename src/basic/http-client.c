@@ -133,16 +133,7 @@ static int client_sendv(HttpClient *c, struct iovec *iov, size_t n_iov) {
                                 return r;
                         continue;
                 }
-                while (k > 0 && n_iov > 0) {
-                        size_t m = MIN((size_t) k, iov->iov_len);
-                        iov->iov_base = (char *) iov->iov_base + m;
-                        iov->iov_len -= m;
-                        k -= (ssize_t) m;
-                        if (iov->iov_len == 0) {
-                                iov++;
-                                n_iov--;
-                        }
-                }
+                iovec_advance(&iov, &n_iov, (size_t) k);
         }
         return 0;
 }

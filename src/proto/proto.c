@@ -3,6 +3,7 @@
 #include <sys/uio.h>
 
 #include "alloc-util.h"
+#include "fd-util.h"
 #include "proto.h"
 
 static const char *const proto_type_table[_PROTO_TYPE_MAX] = {
@@ -152,16 +153,7 @@ static int write_iov_all(int fd, struct iovec *iov, size_t n_iov) {
                 }
                 if (k == 0)
                         return -EIO;
-                for (size_t done = (size_t) k; done > 0 && n_iov > 0;) {
-                        size_t step = MIN(done, iov->iov_len);
-                        iov->iov_base = (uint8_t *) iov->iov_base + step;
-                        iov->iov_len -= step;
-                        done -= step;
-                        if (iov->iov_len == 0) {
-                                iov++;
-                                n_iov--;
-                        }
-                }
+                iovec_advance(&iov, &n_iov, (size_t) k);
         }
         return 0;
 }

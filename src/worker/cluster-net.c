@@ -274,6 +274,27 @@ int net_listen(const char *address, int backlog, int *ret_fd) {
         return last;
 }
 
+void net_reply(int fd, bool ok, const char *code, const char *message, const char *worker) {
+        _cleanup_free_ char *out = NULL;
+        JsonWriter jw;
+        size_t len;
+
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_bool(&jw, "ok", ok);
+        if (code)
+                json_w_kv_string(&jw, "code", code);
+        if (message)
+                json_w_kv_string(&jw, "message", message);
+        if (worker)
+                json_w_kv_string(&jw, "worker", worker);
+        json_w_object_end(&jw);
+        if (json_w_finish(&jw, &out, &len) < 0)
+                return;
+        if (loop_write(fd, out, len) >= 0)
+                (void) loop_write(fd, "\n", 1);
+}
+
 int net_read_line(int fd, char *buf, size_t size, int timeout_msec, size_t *ret_len) {
         size_t n = 0;
 

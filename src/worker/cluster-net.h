@@ -60,6 +60,9 @@ int net_listen(const char *address, int backlog, int *ret_fd);
  * line is consumed), within timeout_msec. buf is NUL-terminated; -EMSGSIZE
  * if the line does not fit, -ECONNRESET on EOF. */
 int net_read_line(int fd, char *buf, size_t size, int timeout_msec, size_t *ret_len);
+/* Answers one line {"ok":OK[,"code":...][,"message":...][,"worker":...]}
+ * (NULL members are left out); best effort: the peer may be gone. */
+void net_reply(int fd, bool ok, const char *code, const char *message, const char *worker);
 /* Copies both ways between a and b until both directions ended (EOF is
  * passed on as a shutdown(SHUT_WR)), with a fixed buffer per direction:
  * nothing is buffered beyond it, so a slow reader slows the writer. */

@@ -10,7 +10,6 @@
 #include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
@@ -64,7 +63,6 @@ static int frame_errno(const ProtoFrame *f) {
 }
 
 int worker_agent_file_open(Worker *w, const char *id, int *ret_fd) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
         _cleanup_(proto_frame_done) ProtoFrame hello = {};
         _cleanup_close_ int fd = -EBADF;
         char path[PATH_MAX];
@@ -74,14 +72,9 @@ int worker_agent_file_open(Worker *w, const char *id, int *ret_fd) {
         r = worker_agent_socket(w, id, path, sizeof path);
         if (r < 0)
                 return r;
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, strlen(path) + 1);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return negative_errno();
-        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
-                return negative_errno();
+        r = socket_connect_unix(path, &fd);
+        if (r < 0)
+                return r;
         /* a frame that starts must finish in time, and a guest that does not read must not block us */
         if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)

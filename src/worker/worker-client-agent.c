@@ -67,7 +67,7 @@ int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError 
         } else {
                 if ((size_t) snprintf(path, sizeof path, "%s/%s/agent.sock", w->agent_dir, id) >= sizeof path)
                         return api_error(e, -ENAMETOOLONG, API_INTERNAL, "agent path too long");
-                r = worker_client_connect_unix(path, &fd);
+                r = socket_connect_unix(path, &fd);
                 if (r < 0)
                         return api_error(e, r, API_BAD_GATEWAY, "cannot reach the sandbox's agent: %s",
                                          strerror(-r));

@@ -27,7 +27,6 @@ struct WorkerClient {
         size_t n, allocated;
 };
 
-int worker_client_connect_unix(const char *path, int *ret_fd);
 /* A fresh connection to the current target (cluster, after the hello of
  * cluster-net.h) or to the local worker's socket. */
 int worker_client_open_connection(WorkerClient *w, int *ret_fd);

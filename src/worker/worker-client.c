@@ -10,7 +10,6 @@
 #include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
@@ -87,22 +86,6 @@ WorkerClient *worker_client_free(WorkerClient *w) {
         return NULL;
 }
 
-int worker_client_connect_unix(const char *path, int *ret_fd) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        _cleanup_close_ int fd = -EBADF;
-
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, strlen(path) + 1);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return negative_errno();
-        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
-                return negative_errno();
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
 /* The hello of cluster-net.h on a fresh connection to w->target. */
 static int hello(WorkerClient *w, int fd) {
         char msg[256] = "";
@@ -118,7 +101,7 @@ int worker_client_open_connection(WorkerClient *w, int *ret_fd) {
         int r;
 
         if (!w->store)
-                return worker_client_connect_unix(w->path, ret_fd);
+                return socket_connect_unix(w->path, ret_fd);
         r = net_connect(w->target_address, WORKER_CONNECT_TIMEOUT_MSEC, &fd);
         if (r >= 0)
                 r = hello(w, fd);

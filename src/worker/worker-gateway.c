@@ -12,7 +12,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
@@ -60,43 +59,6 @@ typedef struct Conn {
         char peer[INET6_ADDRSTRLEN + 8];
 } Conn;
 
-static void reply(int fd, bool ok, const char *code, const char *message, const char *worker) {
-        _cleanup_free_ char *out = NULL;
-        JsonWriter jw;
-        size_t len;
-
-        json_w_init(&jw);
-        json_w_object_begin(&jw);
-        json_w_kv_bool(&jw, "ok", ok);
-        if (code)
-                json_w_kv_string(&jw, "code", code);
-        if (message)
-                json_w_kv_string(&jw, "message", message);
-        if (worker)
-                json_w_kv_string(&jw, "worker", worker);
-        json_w_object_end(&jw);
-        if (json_w_finish(&jw, &out, &len) < 0)
-                return;
-        if (loop_write(fd, out, len) >= 0)
-                (void) loop_write(fd, "\n", 1);
-}
-
-static int connect_unix(const char *path, int *ret_fd) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        _cleanup_close_ int fd = -EBADF;
-
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, strlen(path) + 1);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return negative_errno();
-        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
-                return negative_errno();
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
 static bool sandbox_id_ok(const char *id) {
         size_t n = strlen(id);
         if (n == 0 || n >= 64)
@@ -114,16 +76,16 @@ static void serve_agent(Conn *c, const char *id) {
         int r;
 
         if (!sandbox_id_ok(id))
-                return reply(c->fd, false, "bad_request", "invalid sandbox id", NULL);
+                return net_reply(c->fd, false, "bad_request", "invalid sandbox id", NULL);
         if ((size_t) snprintf(path, sizeof path, "%s/%s/agent.sock", c->g->agent_dir, id) >= sizeof path)
-                return reply(c->fd, false, "internal", "agent path too long", NULL);
-        r = connect_unix(path, &afd);
+                return net_reply(c->fd, false, "internal", "agent path too long", NULL);
+        r = socket_connect_unix(path, &afd);
         if (r < 0) {
                 char msg[128];
                 snprintf(msg, sizeof msg, "cannot reach the sandbox's agent: %s", strerror(-r));
-                return reply(c->fd, false, "bad_gateway", msg, NULL);
+                return net_reply(c->fd, false, "bad_gateway", msg, NULL);
         }
-        reply(c->fd, true, NULL, NULL, NULL);
+        net_reply(c->fd, true, NULL, NULL, NULL);
         (void) net_splice_both(c->fd, afd);
 }
 
@@ -133,9 +95,9 @@ static int serve_request(Conn *c, const char *line, size_t len, char *buf, size_
         int r;
 
         if (c->worker_fd < 0) {
-                r = connect_unix(c->g->worker_sock, &c->worker_fd);
+                r = socket_connect_unix(c->g->worker_sock, &c->worker_fd);
                 if (r < 0) {
-                        reply(c->fd, false, "unavailable", "the worker process is not running", NULL);
+                        net_reply(c->fd, false, "unavailable", "the worker process is not running", NULL);
                         return 0;
                 }
         }
@@ -146,7 +108,7 @@ static int serve_request(Conn *c, const char *line, size_t len, char *buf, size_
                 r = net_read_line(c->worker_fd, buf, size, GATEWAY_REPLY_TIMEOUT_MSEC, &n);
         if (r < 0) {
                 c->worker_fd = safe_close(c->worker_fd);
-                reply(c->fd, false, "unavailable", "the worker process did not answer", NULL);
+                net_reply(c->fd, false, "unavailable", "the worker process did not answer", NULL);
                 return 0;
         }
         r = loop_write(c->fd, buf, n);
@@ -171,7 +133,7 @@ static void serve_template_put(Conn *c, const JsonValue *req, char *buf, size_t 
         json_w_kv_string(&jw, "tar", path);
         json_w_object_end(&jw);
         if (json_w_finish(&jw, &line, &len) < 0)
-                reply(c->fd, false, "internal", "out of memory", NULL);
+                net_reply(c->fd, false, "internal", "out of memory", NULL);
         else
                 (void) serve_request(c, line, len, buf, size);
         (void) unlink(path);
@@ -215,21 +177,21 @@ static bool hello_ok(Conn *c) {
         token = r >= 0 ? json_string(json_get(v, "token")) : NULL;
         if (!op || !streq(op, "hello") || !token) {
                 log_warning("Refused an internal connection from %s: no hello", c->peer);
-                reply(c->fd, false, "unauthorized", "a connection starts with a hello and the cluster token", NULL);
+                net_reply(c->fd, false, "unauthorized", "a connection starts with a hello and the cluster token", NULL);
                 return false;
         }
         if (!cluster_token_equal(token, c->g->token)) {
                 log_warning("Refused an internal connection from %s: wrong cluster token", c->peer);
-                reply(c->fd, false, "unauthorized", "wrong cluster token", NULL);
+                net_reply(c->fd, false, "unauthorized", "wrong cluster token", NULL);
                 return false;
         }
         want = json_string(json_get(v, "worker"));
         if (!isempty(want) && !streq(want, c->g->config->worker_name)) {
                 log_warning("Refused an internal connection from %s: it wanted worker '%s'", c->peer, want);
-                reply(c->fd, false, "unavailable", "this is another worker", c->g->config->worker_name);
+                net_reply(c->fd, false, "unavailable", "this is another worker", c->g->config->worker_name);
                 return false;
         }
-        reply(c->fd, true, NULL, NULL, c->g->config->worker_name);
+        net_reply(c->fd, true, NULL, NULL, c->g->config->worker_name);
         return true;
 }
 
@@ -253,7 +215,7 @@ static void *conn_thread(void *userdata) {
                 if (net_read_line(c->fd, line, WORKER_LINE_MAX + 1, GATEWAY_IDLE_MSEC, &n) < 0)
                         break;
                 if (json_parse(line, n, &v, NULL, 0) < 0 || !(op = json_string(json_get(v, "op")))) {
-                        reply(c->fd, false, "bad_request", "bad worker request", NULL);
+                        net_reply(c->fd, false, "bad_request", "bad worker request", NULL);
                         break;
                 }
                 if (streq(op, "ship")) { /* this host sends one of its subvolumes to another */
@@ -279,7 +241,7 @@ static void *conn_thread(void *userdata) {
                         if (streq(op, relayed_ops[i]))
                                 allowed = true;
                 if (!allowed) {
-                        reply(c->fd, false, "forbidden", "this worker op is not served over the network", NULL);
+                        net_reply(c->fd, false, "forbidden", "this worker op is not served over the network", NULL);
                         continue;
                 }
                 if (serve_request(c, line, n, out, WORKER_LINE_MAX + 1) < 0)

@@ -24,25 +24,6 @@
 #define SHIP_REPLY_LINE_MAX 4096U
 #define SHIP_ERR_MAX 512U              /* bytes of btrfs' messages kept */
 
-void worker_ship_reply(int fd, bool ok, const char *code, const char *message) {
-        _cleanup_free_ char *out = NULL;
-        JsonWriter jw;
-        size_t len;
-
-        json_w_init(&jw);
-        json_w_object_begin(&jw);
-        json_w_kv_bool(&jw, "ok", ok);
-        if (code)
-                json_w_kv_string(&jw, "code", code);
-        if (message)
-                json_w_kv_string(&jw, "message", message);
-        json_w_object_end(&jw);
-        if (json_w_finish(&jw, &out, &len) < 0)
-                return;
-        if (loop_write(fd, out, len) >= 0)
-                (void) loop_write(fd, "\n", 1);
-}
-
 static void reply_errorf(int fd, const char *code, const char *fmt, ...) _printf_(3, 4);
 static void reply_errorf(int fd, const char *code, const char *fmt, ...) {
         char msg[1024];
@@ -51,7 +32,7 @@ static void reply_errorf(int fd, const char *code, const char *fmt, ...) {
         va_start(ap, fmt);
         (void) vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        worker_ship_reply(fd, false, code, msg);
+        net_reply(fd, false, code, msg, NULL);
 }
 
 static int attach_pool(const Config *c, Pool **ret) {
@@ -130,7 +111,7 @@ void worker_ship_receive(const Config *config, int fd, const JsonValue *req) {
 
         if (parse_item(req, &it) < 0 || isempty(ident) || strlen(ident) >= POOL_UUID_STRING_MAX ||
             (parents && (json_type(parents) != JSON_ARRAY || json_array_size(parents) > SHIP_PARENTS_MAX)))
-                return worker_ship_reply(fd, false, "bad_request", "bad receive request");
+                return net_reply(fd, false, "bad_request", "bad receive request", NULL);
         r = attach_pool(config, &pool);
         if (r < 0)
                 return reply_errorf(fd, "not_implemented", "this worker cannot receive: %s",
@@ -203,7 +184,7 @@ send_reply:
         }
         log_info("Received %s '%s%s%s' (%" PRIu64 " bytes, sha256 %s)", it.sandbox_id ? "checkpoint" : "template",
                  strempty(it.sandbox_id), it.sandbox_id ? "/" : "", it.name, bytes, sha);
-        worker_ship_reply(fd, true, NULL, NULL);
+        net_reply(fd, true, NULL, NULL, NULL);
 }
 
 /* ---- the sending end ---- */
@@ -312,9 +293,9 @@ void worker_ship_send(const Config *config, const char *token, int fd, const Jso
         int r, parent = -1, p[2];
 
         if (parse_item(req, &it) < 0 || isempty(to) || isempty(address))
-                return worker_ship_reply(fd, false, "bad_request", "bad ship request");
+                return net_reply(fd, false, "bad_request", "bad ship request", NULL);
         if (streq(to, config->worker_name))
-                return worker_ship_reply(fd, false, "bad_request", "a worker does not ship to itself");
+                return net_reply(fd, false, "bad_request", "a worker does not ship to itself", NULL);
         r = attach_pool(config, &pool);
         if (r < 0)
                 return reply_errorf(fd, "not_implemented", "this worker cannot ship: %s",
@@ -432,7 +413,7 @@ int worker_ship_template_put(const Config *config, int fd, const JsonValue *req,
         int r;
 
         if (!name || !pool_template_name_valid(name)) {
-                worker_ship_reply(fd, false, "invalid_argument", "invalid template name");
+                net_reply(fd, false, "invalid_argument", "invalid template name", NULL);
                 return -EINVAL;
         }
         r = random_alnum(suffix, sizeof suffix - 1);

@@ -33,5 +33,3 @@ void worker_ship_receive(const Config *config, int fd, const JsonValue *req);
 /* Receives the tar into <state_dir>/tmp (*ret_path, malloc'd; the caller
  * imports and unlinks it). On failure the answer is written and nothing stays. */
 int worker_ship_template_put(const Config *config, int fd, const JsonValue *req, char **ret_path);
-/* {"ok":ok[,"code":..,"message":..]} */
-void worker_ship_reply(int fd, bool ok, const char *code, const char *message);
