@@ -18,6 +18,7 @@
 #include "mountinfo.h"
 #include "pool.h"
 #include "str-util.h"
+#include "test-pool.h"
 #include "test.h"
 
 #define TEST_POOL_MB 4096
@@ -29,130 +30,8 @@
 #define TEST_SNAPSHOT_EXCL_MAX (UINT64_C(1) << 20)
 #define TEST_CLEANER_WAIT_MSEC 20000
 
-/* --- safety net: a failed ASSERT longjmps past _cleanup_ handlers, so every
- * pool opened here is also recorded and released at the start of the next
- * test and at exit (sandboxes and checkpoints removed first). --- */
-
-#define GUARD_MAX 4
-static Pool *guard_pools[GUARD_MAX];
-static char guard_dirs[GUARD_MAX][PATH_MAX];
-
-static void guard_add(Pool *p, const char *dir) {
-        for (size_t i = 0; i < GUARD_MAX; i++)
-                if (!guard_pools[i]) {
-                        guard_pools[i] = p;
-                        snprintf(guard_dirs[i], sizeof guard_dirs[i], "%s", dir);
-                        return;
-                }
-}
-
-static void guard_forget(Pool *p) {
-        for (size_t i = 0; i < GUARD_MAX; i++)
-                if (guard_pools[i] == p) {
-                        guard_pools[i] = NULL;
-                        guard_dirs[i][0] = 0;
-                }
-}
-
-/* Closes the fds a failed test leaked into dir (they keep a mount busy). */
-static void close_fds_under(const char *dir) {
-        DIR *d = opendir("/proc/self/fd");
-        struct dirent *de;
-        size_t n = strlen(dir);
-
-        if (!d)
-                return;
-        while ((de = readdir(d))) {
-                char link[PATH_MAX], p[64];
-                int fd;
-                ssize_t k;
-
-                if (safe_atoi(de->d_name, &fd) < 0 || fd <= 2 || fd == dirfd(d))
-                        continue;
-                snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
-                k = readlink(p, link, sizeof link - 1);
-                if (k <= 0)
-                        continue;
-                link[k] = 0;
-                if (strneq(link, dir, n) && (link[n] == '/' || link[n] == 0))
-                        close(fd);
-        }
-        closedir(d);
-}
-
-static void guard_sweep(void) {
-        for (size_t i = 0; i < GUARD_MAX; i++) {
-                _cleanup_strv_free_ char **ids = NULL, **owners = NULL;
-                Pool *p = guard_pools[i];
-
-                if (!p)
-                        continue;
-                fprintf(stderr, "  cleaning up after a failed test: %s\n", guard_dirs[i]);
-                close_fds_under(guard_dirs[i]);
-                if (pool_sandbox_list(p, &ids) >= 0)
-                        for (char **id = ids; *id; id++)
-                                (void) pool_sandbox_remove(p, *id);
-                if (pool_checkpoint_owners(p, &owners) >= 0)
-                        for (char **id = owners; *id; id++)
-                                (void) pool_checkpoint_remove_all(p, *id);
-                if (pool_release(p) < 0)
-                        (void) umount2(pool_mount_path(p), MNT_DETACH); /* the loop device goes with it */
-                pool_free(p);
-                (void) rm_rf(guard_dirs[i]);
-                guard_pools[i] = NULL;
-        }
-}
-
-__attribute__((destructor)) static void guard_at_exit(void) {
-        guard_sweep();
-}
-
-static void pool_release_and_freep(Pool **p) {
-        if (!*p)
-                return;
-        guard_forget(*p);
-        (void) pool_release(*p);
-        *p = pool_free(*p);
-}
-#define _cleanup_pool_ _cleanup_(pool_release_and_freep)
-
 static int open_pool(const char *state_dir, const char *storage, Pool **ret) {
-        PoolConfig cfg = {
-                .state_dir = state_dir,
-                .size_mb = TEST_POOL_MB,
-                .storage = storage,
-        };
-        int r = pool_open(&cfg, ret);
-        if (r >= 0)
-                guard_add(*ret, state_dir);
-        return r;
-}
-
-static void need_root(void) {
-        guard_sweep();
-        if (geteuid() != 0)
-                test_skip("needs root");
-}
-
-static void need_btrfs(void) {
-        _cleanup_free_ char *fs = NULL;
-
-        need_root();
-        if (access("/dev/loop-control", W_OK) < 0)
-                test_skip("no /dev/loop-control (loop devices unavailable)");
-        if (access("/usr/sbin/mkfs.btrfs", X_OK) < 0 && access("/sbin/mkfs.btrfs", X_OK) < 0 &&
-            access("/usr/bin/mkfs.btrfs", X_OK) < 0)
-                test_skip("mkfs.btrfs not installed (btrfs-progs)");
-        if (read_full_file("/proc/filesystems", 65536, &fs, NULL) < 0 || !strstr(fs, "\tbtrfs\n"))
-                test_skip("kernel has no btrfs (not in /proc/filesystems)");
-}
-
-static void need_overlay(void) {
-        _cleanup_free_ char *fs = NULL;
-
-        need_root();
-        if (read_full_file("/proc/filesystems", 65536, &fs, NULL) < 0 || !strstr(fs, "\toverlay\n"))
-                test_skip("kernel has no overlayfs");
+        return test_pool_open(state_dir, NULL, TEST_POOL_MB, storage, ret);
 }
 
 /* No mount and no loop device of the pool are left. */
@@ -635,7 +514,7 @@ TEST(btrfs_checkpoints) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
 
-        need_btrfs();
+        test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, "btrfs", &p));
         ASSERT_EQ(pool_kind(p), POOL_BTRFS);
         exercise_checkpoints(p, dir);
@@ -647,7 +526,7 @@ TEST(overlay_checkpoints) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
 
-        need_overlay();
+        test_pool_need_overlay();
         ASSERT_OK(open_pool(dir, "overlay", &p));
         ASSERT_EQ(pool_kind(p), POOL_OVERLAY);
         exercise_checkpoints(p, dir);
@@ -669,7 +548,7 @@ TEST(btrfs_checkpoint_without_copy) {
                 { "big", TEST_BIG_BYTES },
         };
 
-        need_btrfs();
+        test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, "btrfs", &p));
         import_template(p, dir);
         pool_fd = open(pool_mount_path(p), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -736,7 +615,7 @@ TEST(btrfs_checkpoint_readonly) {
         _cleanup_free_ char *root = NULL, *ckpt = NULL, *newfile = NULL, *hostname = NULL, *etc = NULL,
                             *again = NULL;
 
-        need_btrfs();
+        test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, "btrfs", &p));
         import_template(p, dir);
         ASSERT_OK(pool_sandbox_create(p, "base", "ro", 0, &root));
@@ -781,7 +660,7 @@ TEST(btrfs_quota_after_restore_and_branch) {
         uint64_t limit = (uint64_t) TEST_QUOTA_MB << 20, written = 0;
         int err;
 
-        need_btrfs();
+        test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, "btrfs", &p));
         import_template(p, dir);
         ASSERT_OK(pool_sandbox_create(p, "base", "q", TEST_QUOTA_MB, &root));
@@ -826,7 +705,7 @@ TEST(btrfs_remove_leaves_nothing) {
         static const char *const names[] = { "c1", "c2", "c3" };
         uint64_t ids[ELEMENTSOF(names)], old_root_id, root_id;
 
-        need_btrfs();
+        test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, "btrfs", &p));
         import_template(p, dir);
         pool_fd = open(pool_mount_path(p), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -933,7 +812,7 @@ TEST(btrfs_restore_leftovers) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
 
-        need_btrfs();
+        test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, "btrfs", &p));
         exercise_restore_leftovers(p, dir);
         ASSERT_OK(pool_release(p));
@@ -944,7 +823,7 @@ TEST(overlay_restore_leftovers) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
 
-        need_overlay();
+        test_pool_need_overlay();
         ASSERT_OK(open_pool(dir, "overlay", &p));
         exercise_restore_leftovers(p, dir);
         ASSERT_OK(pool_release(p));
@@ -956,7 +835,7 @@ TEST(overlay_checkpoint_cost) {
         const char *dir = test_tmpdir();
         static const uint64_t sizes[] = { TEST_SMALL_BYTES, 64 * TEST_SMALL_BYTES };
 
-        need_overlay();
+        test_pool_need_overlay();
         ASSERT_OK(open_pool(dir, "overlay", &p));
         import_template(p, dir);
         for (size_t i = 0; i < ELEMENTSOF(sizes); i++) {
@@ -1012,7 +891,7 @@ TEST(btrfs_vm_disk_checkpoints) {
         char stamp[128];
         struct stat st;
 
-        need_btrfs();
+        test_pool_need_btrfs();
         if (access("/usr/sbin/mkfs.ext4", X_OK) < 0 && access("/sbin/mkfs.ext4", X_OK) < 0)
                 test_skip("mkfs.ext4 not installed (e2fsprogs)");
         ASSERT_OK(open_pool(dir, "btrfs", &p));

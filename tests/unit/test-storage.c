@@ -19,6 +19,7 @@
 #include "pool.h"
 #include "spawn.h"
 #include "str-util.h"
+#include "test-pool.h"
 #include "test.h"
 
 #define TEST_POOL_MB 1024
@@ -26,135 +27,8 @@
 #define TEST_LATENCY_ROUNDS 20
 #define TEST_CLEANER_WAIT_MSEC 20000
 
-/* --- safety net: a failed ASSERT longjmps past _cleanup_ handlers, so every
- * pool opened here is also recorded and released at the start of the next
- * test and at exit (sandbox roots removed first, overlay mounts included). --- */
-
-#define GUARD_MAX 8
-static Pool *guard_pools[GUARD_MAX];
-static char guard_dirs[GUARD_MAX][PATH_MAX];
-
-static void guard_add(Pool *p, const char *dir) {
-        for (size_t i = 0; i < GUARD_MAX; i++)
-                if (!guard_pools[i]) {
-                        guard_pools[i] = p;
-                        snprintf(guard_dirs[i], sizeof guard_dirs[i], "%s", dir);
-                        return;
-                }
-}
-
-static void guard_forget(Pool *p) {
-        for (size_t i = 0; i < GUARD_MAX; i++)
-                if (guard_pools[i] == p) {
-                        guard_pools[i] = NULL;
-                        guard_dirs[i][0] = 0;
-                }
-}
-
-/* Closes the fds a failed test leaked into dir (they keep a mount busy). */
-static void close_fds_under(const char *dir) {
-        DIR *d = opendir("/proc/self/fd");
-        struct dirent *de;
-        size_t n = strlen(dir);
-
-        if (!d)
-                return;
-        while ((de = readdir(d))) {
-                char link[PATH_MAX], p[64];
-                int fd;
-                ssize_t k;
-
-                if (safe_atoi(de->d_name, &fd) < 0 || fd <= 2 || fd == dirfd(d))
-                        continue;
-                snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
-                k = readlink(p, link, sizeof link - 1);
-                if (k <= 0)
-                        continue;
-                link[k] = 0;
-                if (strneq(link, dir, n) && (link[n] == '/' || link[n] == 0))
-                        close(fd);
-        }
-        closedir(d);
-}
-
-static void guard_sweep(void) {
-        for (size_t i = 0; i < GUARD_MAX; i++) {
-                _cleanup_strv_free_ char **ids = NULL;
-                Pool *p = guard_pools[i];
-
-                if (!p)
-                        continue;
-                fprintf(stderr, "  cleaning up after a failed test: %s\n", guard_dirs[i]);
-                if (pool_sandbox_list(p, &ids) >= 0)
-                        for (char **id = ids; *id; id++)
-                                (void) pool_sandbox_remove(p, *id);
-                close_fds_under(guard_dirs[i]);
-                if (pool_release(p) < 0)
-                        (void) umount2(pool_mount_path(p), MNT_DETACH); /* the loop device goes with it */
-                pool_free(p);
-                (void) rm_rf(guard_dirs[i]);
-                guard_pools[i] = NULL;
-        }
-}
-
-__attribute__((destructor)) static void guard_at_exit(void) {
-        guard_sweep();
-}
-
-/* The normal path: release and free when the variable goes out of scope. */
-static void pool_release_and_freep(Pool **p) {
-        if (!*p)
-                return;
-        guard_forget(*p);
-        (void) pool_release(*p);
-        *p = pool_free(*p);
-}
-#define _cleanup_pool_ _cleanup_(pool_release_and_freep)
-
-/* Forgets a handle without releasing (the pool stays mounted). */
-static void pool_drop(Pool **p) {
-        guard_forget(*p);
-        *p = pool_free(*p);
-}
-
 static int open_pool(const char *state_dir, const char *pool_path, const char *storage, Pool **ret) {
-        PoolConfig cfg = {
-                .state_dir = state_dir,
-                .pool_path = pool_path,
-                .size_mb = TEST_POOL_MB,
-                .storage = storage,
-        };
-        int r = pool_open(&cfg, ret);
-        if (r >= 0)
-                guard_add(*ret, state_dir);
-        return r;
-}
-
-static void need_root(void) {
-        guard_sweep();
-        if (geteuid() != 0)
-                test_skip("needs root");
-}
-
-static void need_btrfs(void) {
-        _cleanup_free_ char *fs = NULL, *mkfs = NULL;
-
-        need_root();
-        if (access("/dev/loop-control", W_OK) < 0)
-                test_skip("no /dev/loop-control (loop devices unavailable)");
-        if (access("/usr/sbin/mkfs.btrfs", X_OK) < 0 && access("/sbin/mkfs.btrfs", X_OK) < 0 &&
-            access("/usr/bin/mkfs.btrfs", X_OK) < 0)
-                test_skip("mkfs.btrfs not installed (btrfs-progs)");
-        if (read_full_file("/proc/filesystems", 65536, &fs, NULL) < 0 || !strstr(fs, "\tbtrfs\n"))
-                test_skip("kernel has no btrfs (not in /proc/filesystems)");
-}
-
-static void need_overlay(void) {
-        _cleanup_free_ char *fs = NULL;
-
-        need_root();
-        if (read_full_file("/proc/filesystems", 65536, &fs, NULL) < 0 || !strstr(fs, "\toverlay\n"))
-                test_skip("kernel has no overlayfs");
+        return test_pool_open(state_dir, pool_path, TEST_POOL_MB, storage, ret);
 }
 
 static uint64_t now_usec(void) {
@@ -389,7 +263,7 @@ TEST(open_bad_config) {
         _cleanup_free_ char *file = path_join(dir, "plain-file");
         PoolConfig cfg = { .state_dir = "relative/dir", .size_mb = TEST_POOL_MB, .storage = "auto" };
 
-        need_root();
+        test_pool_need_root();
         ASSERT_ERRNO(pool_open(&cfg, &p), EINVAL);
         cfg.state_dir = dir;
         cfg.storage = "zfs";
@@ -436,7 +310,7 @@ TEST(btrfs_open_reuse_reattach) {
         uint64_t t0;
         struct stat st;
 
-        need_btrfs();
+        test_pool_need_btrfs();
         tar = make_good_tar(dir);
 
         t0 = now_usec();
@@ -463,7 +337,7 @@ TEST(btrfs_open_reuse_reattach) {
         ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
 
         /* Forget the handle: the pool stays mounted, and the next open reuses it. */
-        pool_drop(&p);
+        test_pool_drop(&p);
         ASSERT_OK(mountinfo_lookup(mnt, NULL, NULL));
         t0 = now_usec();
         ASSERT_OK(open_pool(dir, NULL, "auto", &p));
@@ -480,7 +354,7 @@ TEST(btrfs_open_reuse_reattach) {
         ASSERT_OK(pool_release(p)); /* idempotent */
         ASSERT_FALSE(pool_template_exists(p, "base"));
         ASSERT_ERRNO(pool_info_json(p, &info), ESTALE);
-        pool_drop(&p);
+        test_pool_drop(&p);
 
         /* The image is there but not attached: attach and mount it again. */
         t0 = now_usec();
@@ -490,7 +364,7 @@ TEST(btrfs_open_reuse_reattach) {
         ASSERT_TRUE(pool_template_exists(p, "base"));
         ASSERT_OK(pool_release(p));
         check_no_residue(dir, image);
-        pool_drop(&p);
+        test_pool_drop(&p);
 
         /* Attached to a loop device but not mounted: that device is used. */
         img_fd = open(image, O_RDWR | O_CLOEXEC);
@@ -511,7 +385,7 @@ TEST(btrfs_operator_pool_path) {
         _cleanup_free_ char *state2 = path_join(dir, "state2"), *mnt = path_join(dir, "pool"),
                             *image = path_join(dir, "pool.img"), *info = NULL, *tar = NULL, *root = NULL;
 
-        need_btrfs();
+        test_pool_need_btrfs();
         tar = make_good_tar(dir);
         /* Stand-in for an operator's btrfs: the mount of a first pool. */
         ASSERT_OK(open_pool(dir, NULL, "btrfs", &mine));
@@ -771,7 +645,7 @@ TEST(btrfs_templates_and_sandboxes) {
         const char *dir = test_tmpdir();
         _cleanup_free_ char *image = path_join(dir, "pool.img");
 
-        need_btrfs();
+        test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
         exercise_pool(p, dir);
         ASSERT_OK(pool_release(p));
@@ -786,7 +660,7 @@ TEST(btrfs_template_readonly_and_cleanup) {
         _cleanup_close_ int pool_fd = -EBADF, root_fd = -EBADF;
         uint64_t tpl_id, root_id, nested_id, nested2_id;
 
-        need_btrfs();
+        test_pool_need_btrfs();
         tar = make_good_tar(dir);
         ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
         pool_fd = open(pool_mount_path(p), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -852,7 +726,7 @@ TEST(btrfs_quota) {
         const size_t chunk = 1 << 20;
         int err = 0;
 
-        need_btrfs();
+        test_pool_need_btrfs();
         tar = make_good_tar(dir);
         ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
         ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
@@ -925,7 +799,7 @@ TEST(overlay_templates_and_sandboxes) {
         uint64_t usage;
         struct stat st;
 
-        need_overlay();
+        test_pool_need_overlay();
         ASSERT_OK(open_pool(dir, NULL, "overlay", &p));
         ASSERT_EQ(pool_kind(p), POOL_OVERLAY);
         ASSERT_STREQ(pool_mount_path(p), mnt);
@@ -960,7 +834,7 @@ TEST(overlay_templates_and_sandboxes) {
         /* "auto" keeps an existing overlay pool that holds data. */
         ASSERT_OK(pool_template_import_tar(p, "keep", tar, NULL));
         ASSERT_OK(pool_release(p));
-        pool_drop(&p);
+        test_pool_drop(&p);
         ASSERT_OK(open_pool(dir, NULL, "auto", &p));
         ASSERT_EQ(pool_kind(p), POOL_OVERLAY);
         ASSERT_TRUE(pool_template_exists(p, "keep"));
@@ -972,7 +846,7 @@ TEST(auto_prefers_btrfs) {
         const char *dir = test_tmpdir();
         _cleanup_free_ char *image = path_join(dir, "pool.img");
 
-        need_btrfs();
+        test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, NULL, NULL, &p)); /* NULL storage = auto */
         ASSERT_EQ(pool_kind(p), POOL_BTRFS);
         ASSERT_OK(pool_release(p));
@@ -989,7 +863,7 @@ TEST(base_template_recipe) {
         char *build[] = { (char *) "/bin/bash", (char *) SPACE_SOURCE_ROOT "/templates/base/build.sh", tar, NULL };
         uint64_t size;
 
-        need_overlay();
+        test_pool_need_overlay();
         if (access("/bin/busybox", X_OK) < 0 || access("/bin/bash-static", X_OK) < 0)
                 test_skip("busybox-static and bash-static are not installed (build.sh would apt-get them)");
         if (spawn_find_binary("chroot", &chroot_bin) < 0)
