@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <sys/mount.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc-util.h"
@@ -137,4 +138,20 @@ void test_pool_need_overlay(void) {
         test_pool_need_root();
         if (read_full_file("/proc/filesystems", 65536, &fs, NULL) < 0 || !strstr(fs, "\toverlay\n"))
                 test_skip("kernel has no overlayfs");
+}
+
+uint64_t test_now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
+void test_sleep_msec(unsigned ms) {
+        (void) nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000 }, NULL);
+}
+
+char *test_path_join(const char *a, const char *b) {
+        char *p = strjoin(a, "/", b);
+        ASSERT_NOT_NULL(p);
+        return p;
 }

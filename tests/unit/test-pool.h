@@ -24,3 +24,8 @@ void test_pool_sweep(void);
 void test_pool_need_root(void);
 void test_pool_need_btrfs(void);
 void test_pool_need_overlay(void);
+
+/* CLOCK_MONOTONIC in microseconds; a sleep; "a/b" (asserted). */
+uint64_t test_now_usec(void);
+void test_sleep_msec(unsigned ms);
+char *test_path_join(const char *a, const char *b);

@@ -19,6 +19,7 @@
 #include "pool.h"
 #include "str-util.h"
 #include "test-pool.h"
+#include "test-tar.h"
 #include "test.h"
 
 #define TEST_POOL_MB 4096
@@ -45,22 +46,6 @@ static void check_no_residue(const char *state_dir) {
         ASSERT_ERRNO(loop_find_backing(image, &dev), ENOENT);
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
-static void sleep_msec(unsigned ms) {
-        (void) nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000 }, NULL);
-}
-
-static char *path_join(const char *a, const char *b) {
-        char *p = strjoin(a, "/", b);
-        ASSERT_NOT_NULL(p);
-        return p;
-}
-
 /* <pool>/checkpoints/<sandbox>/<checkpoint>, as pool.h lays it out. */
 static char *checkpoint_path(Pool *p, const char *sandbox_id, const char *checkpoint_id) {
         char *s = strjoin(pool_mount_path(p), "/checkpoints/", sandbox_id, "/", checkpoint_id);
@@ -69,7 +54,7 @@ static char *checkpoint_path(Pool *p, const char *sandbox_id, const char *checkp
 }
 
 static void write_file(const char *root, const char *rel, const char *s) {
-        _cleanup_free_ char *path = path_join(root, rel);
+        _cleanup_free_ char *path = test_path_join(root, rel);
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         ASSERT_TRUE(fd >= 0);
         ASSERT_OK(loop_write(fd, s, strlen(s)));
@@ -77,7 +62,7 @@ static void write_file(const char *root, const char *rel, const char *s) {
 
 /* root/rel holds want, or (want NULL) does not exist. */
 static void check_file(const char *root, const char *rel, const char *want) {
-        _cleanup_free_ char *p = path_join(root, rel), *got = NULL;
+        _cleanup_free_ char *p = test_path_join(root, rel), *got = NULL;
         struct stat st;
 
         if (!want) {
@@ -92,7 +77,7 @@ static void check_file(const char *root, const char *rel, const char *want) {
 }
 
 static void remove_file(const char *root, const char *rel) {
-        _cleanup_free_ char *p = path_join(root, rel);
+        _cleanup_free_ char *p = test_path_join(root, rel);
         ASSERT_OK(unlink(p));
 }
 
@@ -117,7 +102,7 @@ static void wait_subvol_gone(int fd, uint64_t id, const char *what) {
                 if (subvol_gone && !qgroup_gone && waited > 1000)
                         /* Kernels that keep the qgroup: the sweep at open removes it. */
                         (void) btrfs_qgroup_remove_stale(fd);
-                sleep_msec(50);
+                test_sleep_msec(50);
         }
         if (!subvol_gone || !qgroup_gone)
                 test_fail(__FILE__, __LINE__, "%s: subvolume %llu %s, its qgroup %s", what, (unsigned long long) id,
@@ -127,7 +112,7 @@ static void wait_subvol_gone(int fd, uint64_t id, const char *what) {
 /* Writes 1 MiB chunks to root/rel until a write fails or max bytes are written;
  * returns the errno (0: none) and the bytes written. */
 static int fill_until_error(const char *root, const char *rel, uint64_t max, uint64_t *ret_written) {
-        _cleanup_free_ char *path = path_join(root, rel), *buf = malloc(1 << 20);
+        _cleanup_free_ char *path = test_path_join(root, rel), *buf = malloc(1 << 20);
         _cleanup_close_ int fd = -EBADF;
         uint64_t written = 0;
         int err = 0;
@@ -150,75 +135,27 @@ static int fill_until_error(const char *root, const char *rel, uint64_t max, uin
         return err;
 }
 
-/* --- a minimal ustar writer for the template --- */
-
-typedef struct TarEntry {
-        const char *name;
-        char type; /* '0' file, '2' symlink, '5' dir */
-        unsigned mode, uid, gid;
-        const char *data; /* file contents or link target */
-} TarEntry;
-
-static void tar_octal(char *field, size_t n, uint64_t v) {
-        snprintf(field, n, "%0*llo", (int) n - 1, (unsigned long long) v);
-}
-
-static void tar_write(const char *path, const TarEntry *e, size_t n_entries) {
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        static const char zero[1024];
-
-        ASSERT_TRUE(fd >= 0);
-        for (size_t i = 0; i < n_entries; i++) {
-                char h[512] = {}, body[512] = {};
-                unsigned sum = 0;
-                size_t size = e[i].type == '0' ? strlen(e[i].data) : 0;
-
-                ASSERT_TRUE(strlen(e[i].name) < 100 && size < sizeof body);
-                memcpy(h, e[i].name, strlen(e[i].name));
-                tar_octal(h + 100, 8, e[i].mode);
-                tar_octal(h + 108, 8, e[i].uid);
-                tar_octal(h + 116, 8, e[i].gid);
-                tar_octal(h + 124, 12, size);
-                tar_octal(h + 136, 12, 1700000000);
-                h[156] = e[i].type;
-                if (e[i].type == '2')
-                        memcpy(h + 157, e[i].data, strlen(e[i].data));
-                memcpy(h + 257, "ustar", 6);
-                memcpy(h + 263, "00", 2);
-                memset(h + 148, ' ', 8);
-                for (size_t k = 0; k < sizeof h; k++)
-                        sum += (unsigned char) h[k];
-                snprintf(h + 148, 8, "%06o", sum);
-                ASSERT_OK(loop_write(fd, h, sizeof h));
-                if (size > 0) {
-                        memcpy(body, e[i].data, size);
-                        ASSERT_OK(loop_write(fd, body, sizeof body));
-                }
-        }
-        ASSERT_OK(loop_write(fd, zero, sizeof zero));
-}
-
 /* Top-level files and directories, so that restores must hide the template's
  * entries at the top (whiteouts on overlay) and below it (opaque directories). */
 static const TarEntry template_tar[] = {
-        { "./", '5', 0755, 0, 0, NULL },
-        { "./bin/", '5', 0755, 0, 0, NULL },
-        { "./bin/hello", '0', 0755, 0, 0, "#!/bin/sh\necho hello\n" },
+        { "./", '5', 0755, 0, 0 },
+        { "./bin/", '5', 0755, 0, 0 },
+        { "./bin/hello", '0', 0755, 0, 0, NULL, "#!/bin/sh\necho hello\n" },
         { "./bin/link", '2', 0777, 0, 0, "hello" },
-        { "./etc/", '5', 0755, 0, 0, NULL },
-        { "./etc/hostname", '0', 0644, 0, 0, "template\n" },
-        { "./home/", '5', 0755, 0, 0, NULL },
-        { "./home/user/", '5', 0750, 1000, 1000, NULL },
-        { "./home/user/file", '0', 0640, 1000, 1000, "user data\n" },
-        { "./srv/", '5', 0755, 0, 0, NULL },
-        { "./srv/data/", '5', 0755, 0, 0, NULL },
-        { "./srv/data/file", '0', 0644, 0, 0, "srv data\n" },
-        { "./top-file", '0', 0644, 0, 0, "top\n" },
+        { "./etc/", '5', 0755, 0, 0 },
+        { "./etc/hostname", '0', 0644, 0, 0, NULL, "template\n" },
+        { "./home/", '5', 0755, 0, 0 },
+        { "./home/user/", '5', 0750, 1000, 1000 },
+        { "./home/user/file", '0', 0640, 1000, 1000, NULL, "user data\n" },
+        { "./srv/", '5', 0755, 0, 0 },
+        { "./srv/data/", '5', 0755, 0, 0 },
+        { "./srv/data/file", '0', 0644, 0, 0, NULL, "srv data\n" },
+        { "./top-file", '0', 0644, 0, 0, NULL, "top\n" },
 };
 
 static void import_template(Pool *p, const char *dir) {
-        _cleanup_free_ char *tar = path_join(dir, "template.tar");
-        tar_write(tar, template_tar, ELEMENTSOF(template_tar));
+        _cleanup_free_ char *tar = test_path_join(dir, "template.tar");
+        test_tar_write(tar, template_tar, ELEMENTSOF(template_tar));
         ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
 }
 
@@ -231,7 +168,7 @@ static void make_v1(const char *root) {
 }
 
 static void make_v2(const char *root) {
-        _cleanup_free_ char *srv = path_join(root, "srv");
+        _cleanup_free_ char *srv = test_path_join(root, "srv");
         write_file(root, "etc/hostname", "v2\n");
         write_file(root, "new2", "new2\n");
         remove_file(root, "bin/hello");
@@ -241,7 +178,7 @@ static void make_v2(const char *root) {
 }
 
 static void check_symlink(const char *root, const char *rel, const char *want) {
-        _cleanup_free_ char *p = path_join(root, rel);
+        _cleanup_free_ char *p = test_path_join(root, rel);
         char target[PATH_MAX];
         ssize_t k = readlink(p, target, sizeof target - 1);
 
@@ -251,7 +188,7 @@ static void check_symlink(const char *root, const char *rel, const char *want) {
 }
 
 static void check_v1(const char *root) {
-        _cleanup_free_ char *home = path_join(root, "home/user");
+        _cleanup_free_ char *home = test_path_join(root, "home/user");
         struct stat st;
 
         check_file(root, "etc/hostname", "v1\n");
@@ -379,10 +316,10 @@ static void exercise_checkpoints(Pool *p, const char *dir) {
 
         /* A checkpoint, and writes after it that it does not see. */
         make_v1(root);
-        t0 = now_usec();
+        t0 = test_now_usec();
         ASSERT_OK(pool_checkpoint_create(p, "src", "c1"));
         fprintf(stderr, "  %s checkpoint of a small root: %.2f ms\n", pool_kind_to_string(pool_kind(p)),
-                (now_usec() - t0) / 1000.0);
+                (test_now_usec() - t0) / 1000.0);
         ASSERT_ERRNO(pool_checkpoint_create(p, "src", "c1"), EEXIST);
         ASSERT_TRUE(pool_checkpoint_exists(p, "src", "c1"));
         c1 = checkpoint_path(p, "src", "c1");
@@ -425,12 +362,12 @@ static void exercise_checkpoints(Pool *p, const char *dir) {
         for (size_t i = 0; i < ELEMENTSOF(children); i++) {
                 bool live = i < TEST_BRANCHES;
                 snprintf(child_ids[i], sizeof child_ids[i], "%s%zu", live ? "live" : "ckpt", i % TEST_BRANCHES);
-                t0 = now_usec();
+                t0 = test_now_usec();
                 ASSERT_OK(pool_sandbox_branch(p, "src", live ? NULL : "c2", child_ids[i], TEST_QUOTA_MB,
                                               &children[i]));
                 if (i == 0 || i == TEST_BRANCHES)
                         fprintf(stderr, "  %s branch from %s: %.2f ms\n", pool_kind_to_string(pool_kind(p)),
-                                live ? "the live root" : "a checkpoint", (now_usec() - t0) / 1000.0);
+                                live ? "the live root" : "a checkpoint", (test_now_usec() - t0) / 1000.0);
                 ASSERT_TRUE(pool_sandbox_exists(p, child_ids[i]));
                 if (live)
                         check_v1(children[i]);
@@ -486,10 +423,10 @@ static void exercise_checkpoints(Pool *p, const char *dir) {
 
         /* Checkpoints under a fresh id are residue (a crash amid a removal): a
          * new sandbox of that id never sees them. */
-        zombie = path_join(ckpts, "zombie");
+        zombie = test_path_join(ckpts, "zombie");
         ASSERT_OK(mkdir(zombie, 0700));
         {
-                _cleanup_free_ char *old = path_join(zombie, "old"), *zroot = NULL;
+                _cleanup_free_ char *old = test_path_join(zombie, "old"), *zroot = NULL;
                 ASSERT_OK(mkdir(old, 0700));
                 check_owners(p, "live0,zombie");
                 ASSERT_OK(pool_sandbox_create(p, "base", "zombie", 0, &zroot));
@@ -561,7 +498,7 @@ TEST(btrfs_checkpoint_without_copy) {
                 struct statvfs before, after;
 
                 ASSERT_OK(pool_sandbox_create(p, "base", roots[i].id, 0, &root));
-                blob = path_join(root, "blob");
+                blob = test_path_join(root, "blob");
                 fd = open(blob, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
                 ASSERT_TRUE(fd >= 0);
                 ASSERT_OK(-posix_fallocate(fd, 0, (off_t) roots[i].bytes));
@@ -572,9 +509,9 @@ TEST(btrfs_checkpoint_without_copy) {
                 ASSERT_TRUE(root_excl >= roots[i].bytes);
                 ASSERT_OK(statvfs(pool_mount_path(p), &before));
 
-                t0 = now_usec();
+                t0 = test_now_usec();
                 ASSERT_OK(pool_checkpoint_create(p, roots[i].id, "c1"));
-                usec = now_usec() - t0;
+                usec = test_now_usec() - t0;
 
                 ASSERT_OK(btrfs_sync(pool_fd));
                 ASSERT_OK(statvfs(pool_mount_path(p), &after));
@@ -627,9 +564,9 @@ TEST(btrfs_checkpoint_readonly) {
                 ASSERT_EQ(btrfs_is_subvol_fd(fd), 1);
                 ASSERT_EQ(btrfs_subvol_is_readonly(fd), 1);
         }
-        newfile = path_join(ckpt, "newfile");
-        hostname = path_join(ckpt, "etc/hostname");
-        etc = path_join(ckpt, "etc");
+        newfile = test_path_join(ckpt, "newfile");
+        hostname = test_path_join(ckpt, "etc/hostname");
+        etc = test_path_join(ckpt, "etc");
         ASSERT_TRUE(open(newfile, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EROFS);
         ASSERT_TRUE(open(hostname, O_WRONLY | O_CLOEXEC) < 0 && errno == EROFS);
         ASSERT_TRUE(unlink(hostname) < 0 && errno == EROFS);
@@ -776,7 +713,7 @@ static void exercise_restore_leftovers(Pool *p, const char *dir) {
                 ASSERT_TRUE(sb_fd >= 0 && root_fd >= 0);
                 ASSERT_OK(btrfs_subvol_snapshot(root_fd, sb_fd, aside, false));
         } else {
-                _cleanup_free_ char *a = path_join(sbdir, aside);
+                _cleanup_free_ char *a = test_path_join(sbdir, aside);
                 ASSERT_OK(mkdir(a, 0755));
                 write_file(a, "junk", "junk\n");
         }
@@ -846,15 +783,15 @@ TEST(overlay_checkpoint_cost) {
                 snprintf(id, sizeof id, "cost%zu", i);
                 ASSERT_OK(pool_sandbox_create(p, "base", id, 0, &root));
                 ASSERT_EQ(fill_until_error(root, "blob", sizes[i], &written), 0);
-                t0 = now_usec();
+                t0 = test_now_usec();
                 ASSERT_OK(pool_checkpoint_create(p, id, "c1"));
-                ckpt_usec = now_usec() - t0;
-                t0 = now_usec();
+                ckpt_usec = test_now_usec() - t0;
+                t0 = test_now_usec();
                 ASSERT_OK(pool_sandbox_restore(p, id, "c1", 0, &again));
-                restore_usec = now_usec() - t0;
-                t0 = now_usec();
+                restore_usec = test_now_usec() - t0;
+                t0 = test_now_usec();
                 ASSERT_OK(pool_sandbox_branch(p, id, NULL, "costchild", 0, &child));
-                branch_usec = now_usec() - t0;
+                branch_usec = test_now_usec() - t0;
                 fprintf(stderr, "  overlay, root with %llu MiB: checkpoint %.1f ms, restore %.1f ms, branch %.1f ms\n",
                         (unsigned long long) (sizes[i] >> 20), ckpt_usec / 1000.0, restore_usec / 1000.0,
                         branch_usec / 1000.0);
@@ -902,7 +839,7 @@ TEST(btrfs_vm_disk_checkpoints) {
 
         ASSERT_OK(pool_disk_checkpoint_create(p, "vm1", "ck1", &ckdir));
         ASSERT_ERRNO(pool_disk_checkpoint_create(p, "vm1", "ck1", &mem), EEXIST);
-        mem = path_join(ckdir, "memory.state");
+        mem = test_path_join(ckdir, "memory.state");
         write_file(ckdir, "memory.state", "machine\n");
         ASSERT_OK(pool_disk_checkpoint_take_disk(p, "vm1", "ck1", false));
         ASSERT_TRUE(pool_checkpoint_exists(p, "vm1", "ck1"));

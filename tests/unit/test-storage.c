@@ -20,6 +20,7 @@
 #include "spawn.h"
 #include "str-util.h"
 #include "test-pool.h"
+#include "test-tar.h"
 #include "test.h"
 
 #define TEST_POOL_MB 1024
@@ -29,81 +30,6 @@
 
 static int open_pool(const char *state_dir, const char *pool_path, const char *storage, Pool **ret) {
         return test_pool_open(state_dir, pool_path, TEST_POOL_MB, storage, ret);
-}
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
-static void sleep_msec(unsigned ms) {
-        (void) nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000 }, NULL);
-}
-
-static char *path_join(const char *a, const char *b) {
-        char *p = strjoin(a, "/", b);
-        ASSERT_NOT_NULL(p);
-        return p;
-}
-
-/* --- a minimal ustar writer --- */
-
-typedef struct TarEntry {
-        const char *name;
-        char type; /* '0' file, '1' hard link, '2' symlink, '5' dir */
-        unsigned mode, uid, gid;
-        const char *link;
-        const char *data;
-        size_t size; /* if data is NULL: that many 'x' bytes */
-        unsigned major, minor;
-} TarEntry;
-
-static void tar_octal(char *field, size_t n, uint64_t v) {
-        snprintf(field, n, "%0*llo", (int) n - 1, (unsigned long long) v);
-}
-
-static void tar_write(const char *path, const TarEntry *e, size_t n_entries) {
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        static const char zero[1024];
-
-        ASSERT_TRUE(fd >= 0);
-        for (size_t i = 0; i < n_entries; i++) {
-                char h[512] = {};
-                unsigned sum = 0;
-                size_t size = e[i].type == '0' ? (e[i].data ? strlen(e[i].data) : e[i].size) : 0;
-
-                ASSERT_TRUE(strlen(e[i].name) < 100);
-                memcpy(h, e[i].name, strlen(e[i].name));
-                tar_octal(h + 100, 8, e[i].mode);
-                tar_octal(h + 108, 8, e[i].uid);
-                tar_octal(h + 116, 8, e[i].gid);
-                tar_octal(h + 124, 12, size);
-                tar_octal(h + 136, 12, 1700000000);
-                h[156] = e[i].type;
-                if (e[i].link)
-                        memcpy(h + 157, e[i].link, strlen(e[i].link));
-                tar_octal(h + 329, 8, e[i].major);
-                tar_octal(h + 337, 8, e[i].minor);
-                memcpy(h + 257, "ustar", 6);
-                memcpy(h + 263, "00", 2);
-                memset(h + 148, ' ', 8);
-                for (size_t k = 0; k < sizeof h; k++)
-                        sum += (unsigned char) h[k];
-                snprintf(h + 148, 8, "%06o", sum);
-                ASSERT_OK(loop_write(fd, h, sizeof h));
-                if (size > 0) {
-                        size_t padded = (size + 511) / 512 * 512;
-                        _cleanup_free_ char *body = calloc(1, padded);
-                        ASSERT_NOT_NULL(body);
-                        if (e[i].data)
-                                memcpy(body, e[i].data, size);
-                        else
-                                memset(body, 'x', size);
-                        ASSERT_OK(loop_write(fd, body, padded));
-                }
-        }
-        ASSERT_OK(loop_write(fd, zero, sizeof zero));
 }
 
 #define DATA_SIZE (256 * 1024)
@@ -124,15 +50,15 @@ static const TarEntry good_tar[] = {
 };
 
 static char *make_good_tar(const char *dir) {
-        char *p = path_join(dir, "good.tar");
-        tar_write(p, good_tar, ELEMENTSOF(good_tar));
+        char *p = test_path_join(dir, "good.tar");
+        test_tar_write(p, good_tar, ELEMENTSOF(good_tar));
         return p;
 }
 
 static void check_template_tree(const char *root) {
-        _cleanup_free_ char *hello = path_join(root, "bin/hello"), *hello2 = path_join(root, "bin/hello2"),
-                            *su = path_join(root, "bin/su-test"), *link = path_join(root, "bin/link"),
-                            *home = path_join(root, "home/user"), *file = path_join(root, "home/user/file"),
+        _cleanup_free_ char *hello = test_path_join(root, "bin/hello"), *hello2 = test_path_join(root, "bin/hello2"),
+                            *su = test_path_join(root, "bin/su-test"), *link = test_path_join(root, "bin/link"),
+                            *home = test_path_join(root, "home/user"), *file = test_path_join(root, "home/user/file"),
                             *content = NULL;
         struct stat st, st2;
         char target[64];
@@ -168,7 +94,7 @@ static void write_file(const char *path, const char *s) {
 }
 
 static void check_file(const char *root, const char *rel, const char *want) {
-        _cleanup_free_ char *p = path_join(root, rel), *got = NULL;
+        _cleanup_free_ char *p = test_path_join(root, rel), *got = NULL;
         if (!want) {
                 ASSERT_TRUE(access(p, F_OK) < 0 && errno == ENOENT);
                 return;
@@ -211,7 +137,7 @@ static void check_listing(const char *path, const char *want) {
 }
 
 static void check_no_residue(const char *state_dir, const char *image) {
-        _cleanup_free_ char *mnt = path_join(state_dir, "pool"), *dev = NULL;
+        _cleanup_free_ char *mnt = test_path_join(state_dir, "pool"), *dev = NULL;
         ASSERT_ERRNO(mountinfo_lookup(mnt, NULL, NULL), ENOENT);
         if (image)
                 ASSERT_ERRNO(loop_find_backing(image, &dev), ENOENT);
@@ -260,7 +186,7 @@ TEST(names) {
 TEST(open_bad_config) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *file = path_join(dir, "plain-file");
+        _cleanup_free_ char *file = test_path_join(dir, "plain-file");
         PoolConfig cfg = { .state_dir = "relative/dir", .size_mb = TEST_POOL_MB, .storage = "auto" };
 
         test_pool_need_root();
@@ -273,7 +199,7 @@ TEST(open_bad_config) {
         ASSERT_ERRNO(pool_open(&cfg, &p), EINVAL);
         ASSERT_ERRNO(pool_open(NULL, &p), EINVAL);
         {
-                _cleanup_free_ char *comma = path_join(dir, "a,b");
+                _cleanup_free_ char *comma = test_path_join(dir, "a,b");
                 cfg.state_dir = comma;
                 cfg.storage = "overlay";
                 ASSERT_ERRNO(pool_open(&cfg, &p), EINVAL);
@@ -304,7 +230,7 @@ TEST(open_bad_config) {
 TEST(btrfs_open_reuse_reattach) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *image = path_join(dir, "pool.img"), *mnt = path_join(dir, "pool"),
+        _cleanup_free_ char *image = test_path_join(dir, "pool.img"), *mnt = test_path_join(dir, "pool"),
                             *tar = NULL, *info = NULL, *loop1 = NULL, *fstype = NULL, *dev = NULL;
         _cleanup_close_ int dev_fd = -EBADF, img_fd = -EBADF;
         uint64_t t0;
@@ -313,9 +239,9 @@ TEST(btrfs_open_reuse_reattach) {
         test_pool_need_btrfs();
         tar = make_good_tar(dir);
 
-        t0 = now_usec();
+        t0 = test_now_usec();
         ASSERT_OK(open_pool(dir, NULL, "auto", &p));
-        fprintf(stderr, "  fresh pool (create image, mkfs, attach, mount): %.1f ms\n", (now_usec() - t0) / 1000.0);
+        fprintf(stderr, "  fresh pool (create image, mkfs, attach, mount): %.1f ms\n", (test_now_usec() - t0) / 1000.0);
         ASSERT_EQ(pool_kind(p), POOL_BTRFS);
         ASSERT_STREQ(pool_mount_path(p), mnt);
         ASSERT_OK(stat(image, &st));
@@ -339,9 +265,9 @@ TEST(btrfs_open_reuse_reattach) {
         /* Forget the handle: the pool stays mounted, and the next open reuses it. */
         test_pool_drop(&p);
         ASSERT_OK(mountinfo_lookup(mnt, NULL, NULL));
-        t0 = now_usec();
+        t0 = test_now_usec();
         ASSERT_OK(open_pool(dir, NULL, "auto", &p));
-        fprintf(stderr, "  reopen of a mounted pool: %.1f ms\n", (now_usec() - t0) / 1000.0);
+        fprintf(stderr, "  reopen of a mounted pool: %.1f ms\n", (test_now_usec() - t0) / 1000.0);
         ASSERT_EQ(pool_kind(p), POOL_BTRFS);
         ASSERT_TRUE(pool_template_exists(p, "base"));
         free(info);
@@ -357,9 +283,9 @@ TEST(btrfs_open_reuse_reattach) {
         test_pool_drop(&p);
 
         /* The image is there but not attached: attach and mount it again. */
-        t0 = now_usec();
+        t0 = test_now_usec();
         ASSERT_OK(open_pool(dir, NULL, "auto", &p));
-        fprintf(stderr, "  reopen of an unattached image: %.1f ms\n", (now_usec() - t0) / 1000.0);
+        fprintf(stderr, "  reopen of an unattached image: %.1f ms\n", (test_now_usec() - t0) / 1000.0);
         ASSERT_EQ(pool_kind(p), POOL_BTRFS);
         ASSERT_TRUE(pool_template_exists(p, "base"));
         ASSERT_OK(pool_release(p));
@@ -382,8 +308,8 @@ TEST(btrfs_open_reuse_reattach) {
 TEST(btrfs_operator_pool_path) {
         _cleanup_pool_ Pool *mine = NULL, *op = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *state2 = path_join(dir, "state2"), *mnt = path_join(dir, "pool"),
-                            *image = path_join(dir, "pool.img"), *info = NULL, *tar = NULL, *root = NULL;
+        _cleanup_free_ char *state2 = test_path_join(dir, "state2"), *mnt = test_path_join(dir, "pool"),
+                            *image = test_path_join(dir, "pool.img"), *info = NULL, *tar = NULL, *root = NULL;
 
         test_pool_need_btrfs();
         tar = make_good_tar(dir);
@@ -407,7 +333,7 @@ TEST(btrfs_operator_pool_path) {
 
 /* Waits until the cleaner dropped subvolume id and its qgroup went away. */
 static void wait_subvol_gone(int fd, uint64_t id, const char *what) {
-        uint64_t t0 = now_usec();
+        uint64_t t0 = test_now_usec();
         bool subvol_gone = false, qgroup_gone = false;
 
         for (unsigned waited = 0; waited < TEST_CLEANER_WAIT_MSEC; waited += 50) {
@@ -422,12 +348,12 @@ static void wait_subvol_gone(int fd, uint64_t id, const char *what) {
                                 (unsigned long long) id);
                         ASSERT_TRUE(btrfs_qgroup_remove_stale(fd) > 0);
                 }
-                sleep_msec(50);
+                test_sleep_msec(50);
         }
         ASSERT_TRUE(subvol_gone);
         ASSERT_TRUE(qgroup_gone);
         fprintf(stderr, "  %s: subvolume %llu and qgroup gone %.0f ms after removal\n", what,
-                (unsigned long long) id, (now_usec() - t0) / 1000.0);
+                (unsigned long long) id, (test_now_usec() - t0) / 1000.0);
 }
 
 static uint64_t subvol_id_of(const char *path) {
@@ -451,9 +377,9 @@ static void print_latency(const char *what, uint64_t *usec, size_t n) {
 
 /* Both kinds: import, three roots, isolation, removal, failed imports. */
 static void exercise_pool(Pool *p, const char *dir) {
-        _cleanup_free_ char *tar = make_good_tar(dir), *tpl = NULL, *bad = path_join(dir, "bad.tar"),
-                            *trunc = path_join(dir, "truncated.tar"), *evil = path_join(dir, "evil.tar"),
-                            *esc = path_join(dir, "escape.tar"), *outside = path_join(dir, "outside"),
+        _cleanup_free_ char *tar = make_good_tar(dir), *tpl = NULL, *bad = test_path_join(dir, "bad.tar"),
+                            *trunc = test_path_join(dir, "truncated.tar"), *evil = test_path_join(dir, "evil.tar"),
+                            *esc = test_path_join(dir, "escape.tar"), *outside = test_path_join(dir, "outside"),
                             *pool_dir = strdup(pool_mount_path(p)), *tmp = NULL, *tpls = NULL, *sbs = NULL;
         _cleanup_strv_free_ char **names = NULL, **ids = NULL;
         char *roots[3] = {};
@@ -461,9 +387,9 @@ static void exercise_pool(Pool *p, const char *dir) {
         uint64_t size = 0, create_usec[TEST_LATENCY_ROUNDS], remove_usec[TEST_LATENCY_ROUNDS];
 
         ASSERT_NOT_NULL(pool_dir);
-        tmp = path_join(pool_dir, "tmp");
-        tpls = path_join(pool_dir, "templates");
-        sbs = path_join(pool_dir, "sandboxes");
+        tmp = test_path_join(pool_dir, "tmp");
+        tpls = test_path_join(pool_dir, "templates");
+        sbs = test_path_join(pool_dir, "sandboxes");
 
         /* Bad names and missing things. */
         ASSERT_ERRNO(pool_template_import_tar(p, "Bad", tar, NULL), EINVAL);
@@ -510,7 +436,7 @@ static void exercise_pool(Pool *p, const char *dir) {
                         { "./ok", '0', 0644, 0, 0, NULL, "ok\n" },
                         { "../../../../outside-dotdot", '0', 0644, 0, 0, NULL, "evil\n" },
                 };
-                tar_write(evil, e, ELEMENTSOF(e));
+                test_tar_write(evil, e, ELEMENTSOF(e));
         }
         ASSERT_ERRNO(pool_template_import_tar(p, "evil", evil, NULL), EBADMSG);
         ASSERT_OK(mkdir(outside, 0755));
@@ -519,7 +445,7 @@ static void exercise_pool(Pool *p, const char *dir) {
                         { "./esc", '2', 0777, 0, 0, outside },
                         { "./esc/pwned", '0', 0644, 0, 0, NULL, "evil\n" },
                 };
-                tar_write(esc, e, ELEMENTSOF(e));
+                test_tar_write(esc, e, ELEMENTSOF(e));
         }
         ASSERT_ERRNO(pool_template_import_tar(p, "esc", esc, NULL), EBADMSG);
         check_listing(outside, "");
@@ -527,7 +453,7 @@ static void exercise_pool(Pool *p, const char *dir) {
 
         /* Device nodes are dropped; a hard link cannot reach a host file. */
         {
-                _cleanup_free_ char *devs = path_join(dir, "devs.tar"), *devtpl = NULL, *pw = NULL;
+                _cleanup_free_ char *devs = test_path_join(dir, "devs.tar"), *devtpl = NULL, *pw = NULL;
                 struct stat host_pw, st;
                 const TarEntry e[] = {
                         { "./dev/", '5', 0755, 0, 0 },
@@ -536,19 +462,19 @@ static void exercise_pool(Pool *p, const char *dir) {
                         { "./dev/fifo", '6', 0644, 0, 0 },
                         { "./pw", '1', 0644, 0, 0, "/etc/passwd" },
                 };
-                tar_write(devs, e, ELEMENTSOF(e));
+                test_tar_write(devs, e, ELEMENTSOF(e));
                 ASSERT_OK(stat("/etc/passwd", &host_pw));
                 /* GNU tar strips the leading '/' of the link target: it names a
                  * member that is not there, so the import fails. */
                 ASSERT_ERRNO(pool_template_import_tar(p, "devs", devs, NULL), EBADMSG);
-                tar_write(devs, e, ELEMENTSOF(e) - 1);
+                test_tar_write(devs, e, ELEMENTSOF(e) - 1);
                 ASSERT_OK(pool_template_import_tar(p, "devs", devs, NULL));
                 ASSERT_OK(pool_template_path(p, "devs", &devtpl));
                 check_listing(devtpl, "dev");
-                pw = path_join(devtpl, "dev");
+                pw = test_path_join(devtpl, "dev");
                 check_listing(pw, "fifo");
                 free(pw);
-                pw = path_join(devtpl, "dev/fifo");
+                pw = test_path_join(devtpl, "dev/fifo");
                 ASSERT_OK(lstat(pw, &st));
                 ASSERT_TRUE(S_ISFIFO(st.st_mode));
                 ASSERT_OK(pool_template_remove(p, "devs"));
@@ -575,9 +501,9 @@ static void exercise_pool(Pool *p, const char *dir) {
         ASSERT_FALSE(pool_sandbox_exists(p, "nonexistent"));
         ASSERT_ERRNO(pool_sandbox_root_path(p, "nonexistent", &tpl), ENOENT);
         {
-                _cleanup_free_ char *f0 = path_join(roots[0], "etc/hostname"),
-                                    *new0 = path_join(roots[0], "home/user/new"),
-                                    *del0 = path_join(roots[0], "bin/hello");
+                _cleanup_free_ char *f0 = test_path_join(roots[0], "etc/hostname"),
+                                    *new0 = test_path_join(roots[0], "home/user/new"),
+                                    *del0 = test_path_join(roots[0], "bin/hello");
                 write_file(f0, "changed\n");
                 write_file(new0, "new\n");
                 ASSERT_OK(unlink(del0));
@@ -614,12 +540,12 @@ static void exercise_pool(Pool *p, const char *dir) {
                 char what[64];
                 for (size_t i = 0; i < TEST_LATENCY_ROUNDS; i++) {
                         _cleanup_free_ char *root = NULL;
-                        uint64_t t0 = now_usec();
+                        uint64_t t0 = test_now_usec();
                         ASSERT_OK(pool_sandbox_create(p, "base", "lat", quota ? 1024 : 0, &root));
-                        create_usec[i] = now_usec() - t0;
-                        t0 = now_usec();
+                        create_usec[i] = test_now_usec() - t0;
+                        t0 = test_now_usec();
                         ASSERT_OK(pool_sandbox_remove(p, "lat"));
-                        remove_usec[i] = now_usec() - t0;
+                        remove_usec[i] = test_now_usec() - t0;
                 }
                 snprintf(what, sizeof what, "%s root create (%s)", pool_kind_to_string(pool_kind(p)),
                          quota ? "disk_mb=1024" : "no quota");
@@ -643,7 +569,7 @@ static void exercise_pool(Pool *p, const char *dir) {
 TEST(btrfs_templates_and_sandboxes) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *image = path_join(dir, "pool.img");
+        _cleanup_free_ char *image = test_path_join(dir, "pool.img");
 
         test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
@@ -655,7 +581,7 @@ TEST(btrfs_templates_and_sandboxes) {
 TEST(btrfs_template_readonly_and_cleanup) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *image = path_join(dir, "pool.img"), *tar = NULL, *tpl = NULL, *root = NULL,
+        _cleanup_free_ char *image = test_path_join(dir, "pool.img"), *tar = NULL, *tpl = NULL, *root = NULL,
                             *newfile = NULL, *nested = NULL, *nested2 = NULL;
         _cleanup_close_ int pool_fd = -EBADF, root_fd = -EBADF;
         uint64_t tpl_id, root_id, nested_id, nested2_id;
@@ -675,7 +601,7 @@ TEST(btrfs_template_readonly_and_cleanup) {
                 ASSERT_EQ(btrfs_is_subvol_fd(fd), 1);
                 ASSERT_EQ(btrfs_subvol_is_readonly(fd), 1);
         }
-        newfile = path_join(tpl, "newfile");
+        newfile = test_path_join(tpl, "newfile");
         ASSERT_TRUE(open(newfile, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EROFS);
         tpl_id = subvol_id_of(tpl);
 
@@ -685,13 +611,13 @@ TEST(btrfs_template_readonly_and_cleanup) {
         root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         ASSERT_TRUE(root_fd >= 0);
         ASSERT_OK(btrfs_subvol_create(root_fd, "inner"));
-        nested = path_join(root, "inner");
+        nested = test_path_join(root, "inner");
         {
                 _cleanup_close_ int fd = open(nested, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 ASSERT_TRUE(fd >= 0);
                 ASSERT_OK(btrfs_subvol_snapshot(root_fd, fd, "ro-snap", true));
         }
-        nested2 = path_join(nested, "ro-snap");
+        nested2 = test_path_join(nested, "ro-snap");
         nested_id = subvol_id_of(nested);
         nested2_id = subvol_id_of(nested2);
         root_fd = safe_close(root_fd);
@@ -719,7 +645,7 @@ TEST(btrfs_template_readonly_and_cleanup) {
 TEST(btrfs_quota) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *image = path_join(dir, "pool.img"), *tar = NULL, *root = NULL, *root2 = NULL,
+        _cleanup_free_ char *image = test_path_join(dir, "pool.img"), *tar = NULL, *root = NULL, *root2 = NULL,
                             *big = NULL, *big2 = NULL, *buf = NULL;
         _cleanup_close_ int fd = -EBADF, pool_fd = -EBADF;
         uint64_t written = 0, usage = 0, limit = (uint64_t) TEST_QUOTA_MB << 20;
@@ -738,7 +664,7 @@ TEST(btrfs_quota) {
 
         /* Rewriting shared template data costs nothing against the limit until
          * it is written; fresh data counts. Write 4x the limit. */
-        big = path_join(root, "big");
+        big = test_path_join(root, "big");
         fd = open(big, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         ASSERT_TRUE(fd >= 0);
         while (written < 4 * limit) {
@@ -776,7 +702,7 @@ TEST(btrfs_quota) {
         fd = safe_close(fd);
 
         /* The unlimited sandbox writes past the other's limit. */
-        big2 = path_join(root2, "big");
+        big2 = test_path_join(root2, "big");
         fd = open(big2, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         ASSERT_TRUE(fd >= 0);
         for (uint64_t w = 0; w < 2 * limit; w += chunk)
@@ -794,7 +720,7 @@ TEST(btrfs_quota) {
 TEST(overlay_templates_and_sandboxes) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *info = NULL, *mnt = path_join(dir, "pool"), *tar = NULL, *root = NULL,
+        _cleanup_free_ char *info = NULL, *mnt = test_path_join(dir, "pool"), *tar = NULL, *root = NULL,
                             *again = NULL, *f = NULL;
         uint64_t usage;
         struct stat st;
@@ -821,7 +747,7 @@ TEST(overlay_templates_and_sandboxes) {
         ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
         ASSERT_OK(pool_sandbox_create(p, "base", "ov1", 100, &root));
         ASSERT_ERRNO(pool_sandbox_usage(p, "ov1", &usage), EOPNOTSUPP);
-        f = path_join(root, "etc/hostname");
+        f = test_path_join(root, "etc/hostname");
         write_file(f, "mine\n");
         ASSERT_OK(umount2(root, 0));
         ASSERT_OK(pool_sandbox_root_path(p, "ov1", &again));
@@ -844,7 +770,7 @@ TEST(overlay_templates_and_sandboxes) {
 TEST(auto_prefers_btrfs) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *image = path_join(dir, "pool.img");
+        _cleanup_free_ char *image = test_path_join(dir, "pool.img");
 
         test_pool_need_btrfs();
         ASSERT_OK(open_pool(dir, NULL, NULL, &p)); /* NULL storage = auto */
@@ -858,7 +784,7 @@ TEST(auto_prefers_btrfs) {
 TEST(base_template_recipe) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *tar = path_join(dir, "base.tar"), *root = NULL, *chroot_bin = NULL;
+        _cleanup_free_ char *tar = test_path_join(dir, "base.tar"), *root = NULL, *chroot_bin = NULL;
         char out[SPAWN_OUTPUT_MAX];
         char *build[] = { (char *) "/bin/bash", (char *) SPACE_SOURCE_ROOT "/templates/base/build.sh", tar, NULL };
         uint64_t size;
