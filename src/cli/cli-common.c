@@ -300,6 +300,15 @@ int cli_parser_want(const CliParser *p, size_t min, size_t max) {
         return 0;
 }
 
+int cli_parser_end(const CliParser *p, int r, size_t min, size_t max) {
+        if (r == CLI_OPT_HELP)
+                return 0;
+        if (r < 0)
+                return r;
+        r = cli_parser_want(p, min, max);
+        return r < 0 ? r : 1;
+}
+
 int cli_parser_positionals(CliParser *p, int argc, char **argv, size_t min, size_t max) {
         const char *arg = NULL;
         int r;
@@ -308,12 +317,7 @@ int cli_parser_positionals(CliParser *p, int argc, char **argv, size_t min, size
         if (r < 0)
                 return r;
         r = cli_parser_next(p, NULL, &arg);
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(p, min, max);
-        return r < 0 ? r : 1;
+        return cli_parser_end(p, r, min, max);
 }
 
 int cli_run_subcommand(const char *verb, const CliSubcommand *sub, size_t n_sub, int argc, char **argv) {
@@ -520,6 +524,26 @@ int cli_upload_failed(HttpClient *c, int write_error) {
                 return cli_report_response(status, err, n);
         }
         return cli_error_errno(write_error, "sending to %s failed: %m", cli_url());
+}
+
+int cli_upload_fd(HttpClient *c, int fd, const char *what) {
+        _cleanup_free_ char *buf = malloc(CLI_IO_BUFFER);
+        int r;
+
+        if (!buf)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        for (;;) {
+                ssize_t n = read(fd, buf, CLI_IO_BUFFER);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return cli_error_errno(negative_errno(), "reading %s failed: %m", what);
+                if (n == 0)
+                        return 0;
+                r = http_client_write_body(c, buf, (size_t) n);
+                if (r < 0)
+                        return cli_upload_failed(c, r);
+        }
 }
 
 static int cli_call_full(const char *method, const char *target, const char *json_body, CliResponse *ret,

@@ -85,6 +85,10 @@ void cli_parser_done(CliParser *p);
 int cli_parser_next(CliParser *p, const CliOption *opts, const char **ret_arg);
 /* Checks the positional count after parsing; prints usage hints on mismatch. */
 int cli_parser_want(const CliParser *p, size_t min, size_t max);
+/* After the option loop (r: cli_parser_next's last answer): 1 = go on with
+ * min..max positionals; 0 = --help, usage printed (the verb returns 0); or
+ * negative (printed). */
+int cli_parser_end(const CliParser *p, int r, size_t min, size_t max);
 /* For a verb without options of its own: parses argv (global flags, --help,
  * positionals) and wants min..max positionals. 1: go on; 0: --help, usage
  * printed (the verb returns 0); or negative (printed). */
@@ -135,6 +139,9 @@ int cli_start(HttpClient *c, const char *method, const char *target, const char 
               size_t body_len, const HttpHead **ret_head);
 /* After a streamed upload: ends the body, reads the answer into *ret (errors printed). */
 int cli_finish_upload(HttpClient *c, CliResponse *ret);
+/* Writes what fd holds (to its end) as the body of the request cli_start()
+ * began; what: the source, for the messages. */
+int cli_upload_fd(HttpClient *c, int fd, const char *what);
 /* A write to an upload failed: the server may have answered early (e.g. 507).
  * Prints its error if there is one, else the write error. */
 int cli_upload_failed(HttpClient *c, int write_error);

@@ -69,7 +69,7 @@ static bool entry_is_dir(const JsonValue *entry) {
 static int cp_upload(const char *src, const char *id, const char *rpath) {
         _cleanup_(http_client_freep) HttpClient *c = NULL;
         _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_free_ char *path = NULL, *target = NULL, *buf = NULL;
+        _cleanup_free_ char *path = NULL, *target = NULL;
         _cleanup_close_ int fd = -EBADF;
         bool from_stdin = streq(src, "-");
         char mode_arg[64] = "";
@@ -113,8 +113,7 @@ static int cp_upload(const char *src, const char *id, const char *rpath) {
                 return cli_error_errno(-ENOMEM, "out of memory");
 
         target = files_target(id, path, mode_arg);
-        buf = malloc(CLI_IO_BUFFER);
-        if (!target || !buf)
+        if (!target)
                 return cli_error_errno(-ENOMEM, "out of memory");
 
         r = cli_connect(&c);
@@ -123,18 +122,9 @@ static int cp_upload(const char *src, const char *id, const char *rpath) {
         r = cli_start(c, "PUT", target, "application/octet-stream", NULL, SIZE_MAX, NULL);
         if (r < 0)
                 return r;
-        for (;;) {
-                ssize_t n = read(fd, buf, CLI_IO_BUFFER);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return cli_error_errno(negative_errno(), "reading %s failed: %m", src);
-                if (n == 0)
-                        break;
-                r = http_client_write_body(c, buf, (size_t) n);
-                if (r < 0)
-                        return cli_upload_failed(c, r);
-        }
+        r = cli_upload_fd(c, fd, src);
+        if (r < 0)
+                return r;
         r = cli_finish_upload(c, &resp);
         if (r < 0)
                 return r;

@@ -125,12 +125,8 @@ int cli_create(int argc, char **argv) {
                 }
                 }
         }
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 0, 0);
-        if (r < 0)
+        r = cli_parser_end(&p, r, 0, 0);
+        if (r <= 0)
                 return r;
 
         json_w_init(&w);

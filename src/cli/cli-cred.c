@@ -164,12 +164,8 @@ static int cred_add(int argc, char **argv) {
                         break;
                 }
         }
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 1, 1);
-        if (r < 0)
+        r = cli_parser_end(&p, r, 1, 1);
+        if (r <= 0)
                 return r;
         if (!hosts)
                 return cli_error("give at least one --host");
@@ -307,12 +303,8 @@ static int cred_rotate(int argc, char **argv) {
                 return r;
         while ((r = cli_parser_next(&p, options, &arg)) > 0)
                 value_file = arg;
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 1, 1);
-        if (r < 0)
+        r = cli_parser_end(&p, r, 1, 1);
+        if (r <= 0)
                 return r;
         target = cred_target(p.pos[0], NULL);
         if (!target)

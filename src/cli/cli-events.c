@@ -107,12 +107,8 @@ int cli_events(int argc, char **argv) {
                         break;
                 }
         }
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 0, 1);
-        if (r < 0)
+        r = cli_parser_end(&p, r, 0, 1);
+        if (r <= 0)
                 return r;
         if (p.n_pos == 1) {
                 sandbox = cli_escape(p.pos[0]);

@@ -100,12 +100,8 @@ int cli_checkpoint(int argc, char **argv) {
         while ((r = cli_parser_next(&p, options, &arg)) > 0)
                 if (r == OPT_NAME)
                         name = arg;
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 1, 1);
-        if (r < 0)
+        r = cli_parser_end(&p, r, 1, 1);
+        if (r <= 0)
                 return r;
 
         json_w_init(&w);
@@ -240,12 +236,8 @@ int cli_branch(int argc, char **argv) {
                         break;
                 }
         }
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 1, 1);
-        if (r < 0)
+        r = cli_parser_end(&p, r, 1, 1);
+        if (r <= 0)
                 return r;
 
         json_w_init(&w);

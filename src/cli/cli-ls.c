@@ -63,12 +63,8 @@ int cli_ls(int argc, char **argv) {
                         break;
                 }
         }
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 0, 0);
-        if (r < 0)
+        r = cli_parser_end(&p, r, 0, 0);
+        if (r <= 0)
                 return r;
 
         r = cli_table_new(&t, header, ELEMENTSOF(header));

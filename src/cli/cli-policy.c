@@ -201,12 +201,8 @@ int cli_policy(int argc, char **argv) {
                                 return cli_error_errno(-ENOMEM, "out of memory");
                 }
         }
-        if (r == CLI_OPT_HELP)
-                return 0;
-        if (r < 0)
-                return r;
-        r = cli_parser_want(&p, 1, 1);
-        if (r < 0)
+        r = cli_parser_end(&p, r, 1, 1);
+        if (r <= 0)
                 return r;
         id = cli_escape(p.pos[0]);
         path = strjoin("/v1/sandboxes/", id ?: "");

@@ -119,7 +119,7 @@ static int template_import(int argc, char **argv) {
         _cleanup_(tar_child_done) TarChild tar = {};
         _cleanup_(http_client_freep) HttpClient *c = NULL;
         _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_free_ char *name = NULL, *target = NULL, *buf = NULL;
+        _cleanup_free_ char *name = NULL, *target = NULL;
         _cleanup_close_ int fd = -EBADF;
         const char *src;
         struct stat st;
@@ -151,8 +151,7 @@ static int template_import(int argc, char **argv) {
 
         name = cli_escape(p.pos[0]);
         target = name ? strjoin("/v1/templates?name=", name) : NULL;
-        buf = malloc(CLI_IO_BUFFER);
-        if (!target || !buf)
+        if (!target)
                 return cli_error_errno(-ENOMEM, "out of memory");
 
         r = cli_connect(&c);
@@ -161,18 +160,9 @@ static int template_import(int argc, char **argv) {
         r = cli_start(c, "POST", target, "application/x-tar", NULL, SIZE_MAX, NULL);
         if (r < 0)
                 return r;
-        for (;;) {
-                ssize_t n = read(fd, buf, CLI_IO_BUFFER);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return cli_error_errno(negative_errno(), "reading %s failed: %m", src);
-                if (n == 0)
-                        break;
-                r = http_client_write_body(c, buf, (size_t) n);
-                if (r < 0)
-                        return cli_upload_failed(c, r);
-        }
+        r = cli_upload_fd(c, fd, src);
+        if (r < 0)
+                return r;
         if (tar.pid > 0) {
                 /* On a tar failure the body is left unfinished: the server sees a broken upload. */
                 r = tar_wait(&tar);
