@@ -408,17 +408,12 @@ int api_credential_create(ApiRequest *r, ApiError *e) {
         return reply_credential(r, 201, &c);
 }
 
-int api_credential_list(ApiRequest *r, ApiError *e) {
+/* {"credentials":[...]} of list (freed), 200. */
+static int reply_credential_list(ApiRequest *r, Credential *list, size_t n) {
         _cleanup_(json_w_done) JsonWriter w;
-        Credential *list = NULL;
         int64_t now = now_usec();
-        size_t n = 0;
-        int k;
 
         json_w_init(&w);
-        k = store_credential_list(r->store, r->key.tenant_id, &list, &n);
-        if (k < 0)
-                return api_store_error(e, k, "listing credentials");
         json_w_object_begin(&w);
         json_w_key(&w, "credentials");
         json_w_array_begin(&w);
@@ -428,6 +423,17 @@ int api_credential_list(ApiRequest *r, ApiError *e) {
         json_w_object_end(&w);
         credential_array_free(list, n);
         return api_reply_json(r, 200, &w);
+}
+
+int api_credential_list(ApiRequest *r, ApiError *e) {
+        Credential *list = NULL;
+        size_t n = 0;
+        int k;
+
+        k = store_credential_list(r->store, r->key.tenant_id, &list, &n);
+        if (k < 0)
+                return api_store_error(e, k, "listing credentials");
+        return reply_credential_list(r, list, n);
 }
 
 int api_credential_show(ApiRequest *r, ApiError *e) {
@@ -707,14 +713,11 @@ int api_credentials_env_of(ApiRequest *r, const char *sandbox_id, char **ret_env
 }
 
 int api_sandbox_credentials_list(ApiRequest *r, ApiError *e) {
-        _cleanup_(json_w_done) JsonWriter w;
         Sandbox sb = {};
         Credential *list = NULL;
-        int64_t now = now_usec();
         size_t n = 0;
         int k;
 
-        json_w_init(&w);
         k = api_sandbox_lookup(r, r->params[0], false, &sb, e);
         if (k < 0)
                 return k;
@@ -722,15 +725,7 @@ int api_sandbox_credentials_list(ApiRequest *r, ApiError *e) {
         k = store_grant_list(r->store, r->params[0], &list, &n);
         if (k < 0)
                 return api_store_error(e, k, "listing the sandbox's credentials");
-        json_w_object_begin(&w);
-        json_w_key(&w, "credentials");
-        json_w_array_begin(&w);
-        for (size_t i = 0; i < n; i++)
-                json_out_credential(&w, &list[i], now);
-        json_w_array_end(&w);
-        json_w_object_end(&w);
-        credential_array_free(list, n);
-        return api_reply_json(r, 200, &w);
+        return reply_credential_list(r, list, n);
 }
 
 int api_sandbox_credential_grant(ApiRequest *r, ApiError *e) {
