@@ -172,7 +172,6 @@ int pool_checkpoint_remove(Pool *p, const char *sandbox_id, const char *checkpoi
 
 int pool_checkpoint_remove_all(Pool *p, const char *sandbox_id) {
         _cleanup_(closedirp_) DIR *d = NULL;
-        struct dirent *de;
         int owner_fd, r = 0;
 
         r = pool_usable(p);
@@ -191,16 +190,7 @@ int pool_checkpoint_remove_all(Pool *p, const char *sandbox_id) {
                 return negative_errno();
         }
         /* Every entry, whatever its name: nothing of the sandbox stays. */
-        while ((errno = 0, de = readdir(d))) {
-                int k;
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                k = pool_remove_entry(p, dirfd(d), de->d_name);
-                if (k < 0 && r >= 0)
-                        r = k;
-        }
-        if (errno != 0 && r >= 0)
-                r = negative_errno();
+        r = pool_remove_entries(p, d);
         if (r < 0)
                 return r;
         checkpoint_drop_owner_if_empty(p, sandbox_id);

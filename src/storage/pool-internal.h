@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <dirent.h>
+
 /* Shared by the pool's files (pool.c, template.c, sandbox.c, checkpoint.c,
  * sandbox-branch.c); not an interface. */
 
@@ -43,6 +45,9 @@ int pool_open_subdir(const Pool *p, const char *sub);
 int pool_list_names(const Pool *p, const char *sub, bool (*valid)(const char *), char ***ret);
 /* Removes dirfd/name whatever it is: a subvolume (with nested ones) or a tree. */
 int pool_remove_entry(const Pool *p, int dirfd, const char *name);
+/* pool_remove_entry() of every entry of d (whatever its name), going on
+ * after a failure: the first error, or 0. */
+int pool_remove_entries(const Pool *p, DIR *d);
 
 /* sandbox.c */
 /* The root subvolume of sandbox id opened (O_DIRECTORY) and its subvolume id:

@@ -243,7 +243,6 @@ static const char *recv_name(const Pool *p, const char *dir) {
 
 int pool_ship_remove_dir(const Pool *p, int tmp_fd, const char *name) {
         _cleanup_(closedirp_) DIR *d = NULL;
-        struct dirent *de;
         int fd, r = 0;
 
         fd = openat(tmp_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -255,14 +254,7 @@ int pool_ship_remove_dir(const Pool *p, int tmp_fd, const char *name) {
                 return negative_errno();
         }
         /* the subvolume(s) a receive made, then the directory */
-        while ((errno = 0, de = readdir(d))) {
-                int k;
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                k = pool_remove_entry(p, dirfd(d), de->d_name);
-                if (k < 0 && r >= 0)
-                        r = k;
-        }
+        r = pool_remove_entries(p, d);
         if (r < 0)
                 return r;
         if (unlinkat(tmp_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)

@@ -92,6 +92,23 @@ int pool_remove_entry(const Pool *p, int dirfd, const char *name) {
         return rm_rf(path);
 }
 
+int pool_remove_entries(const Pool *p, DIR *d) {
+        struct dirent *de;
+        int r = 0;
+
+        while ((errno = 0, de = readdir(d))) {
+                int k;
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                k = pool_remove_entry(p, dirfd(d), de->d_name);
+                if (k < 0 && r >= 0)
+                        r = k;
+        }
+        if (errno != 0 && r >= 0)
+                r = negative_errno();
+        return r;
+}
+
 static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }

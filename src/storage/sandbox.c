@@ -45,7 +45,6 @@ int pool_sandbox_list(Pool *p, char ***ret_ids) {
  * (the root, and any other one kept there, such as a restore's leftover) and files. */
 int pool_sandbox_remove_dir(Pool *p, int sb_fd, const char *id) {
         _cleanup_(closedirp) DIR *d = NULL;
-        struct dirent *de;
         int fd, r = 0;
 
         fd = openat(sb_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -64,14 +63,7 @@ int pool_sandbox_remove_dir(Pool *p, int sb_fd, const char *id) {
                 if (r < 0)
                         return r;
         }
-        while ((errno = 0, de = readdir(d))) {
-                int k;
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                k = pool_remove_entry(p, dirfd(d), de->d_name);
-                if (k < 0 && r >= 0)
-                        r = k;
-        }
+        r = pool_remove_entries(p, d);
         if (r < 0)
                 return r;
         if (unlinkat(sb_fd, id, AT_REMOVEDIR) < 0 && errno != ENOENT)
