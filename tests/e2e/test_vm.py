@@ -674,6 +674,31 @@ def test_restore_in_place_does_not_block_other_calls(e2e_session, vmd, vsb):
         _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
 
 
+def test_restore_of_a_machine_that_will_not_load_boots_its_disk(e2e_session, vmd):
+    """A restore in place whose checkpoint's machine does not load (here: cut
+    short): the restore still succeeds, the checkpoint's disk booted (its
+    files there, processes_preserved false); the checkpoint's files are only
+    read, never removed."""
+    sid = vmd.create(runtime="vm", memory_mb=256)["id"]
+    try:
+        vmd.sh(sid, "echo at-checkpoint > /root/f; sync")
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "m"}, timeout=300)
+        assert r.status == 201 and r.json()["with_memory"] is True, r
+        vmd.sh(sid, "echo later > /root/f; sync")
+        mem = vmd.host_view(vmd.pool_path("checkpoints", sid, r.json()["id"], "memory.state"))
+        with open(mem, "r+b") as f:
+            f.truncate(os.path.getsize(mem) // 3)
+        size = os.path.getsize(mem)
+        r = vmd.api("POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "m"}, timeout=600)
+        assert r.status == 200, r
+        assert r.json()["state"] == "running" and r.json()["processes_preserved"] is False, r.json()
+        assert vmd.sh(sid, "cat /root/f") == "at-checkpoint\n"
+        assert f"Sandbox {sid}: restoring its saved memory failed" in vmd.log_text()
+        assert os.path.getsize(mem) == size
+    finally:
+        _gone(e2e_session, vmd, sid, vmd.sandbox_pids(sid))
+
+
 def test_checkpoint_cap_counts_the_memory(e2e_session, vmd):
     """checkpoints_mb holds after a checkpoint with memory, whose size is only
     known once the machine is saved: over the cap, 507 and nothing is kept."""
