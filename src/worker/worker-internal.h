@@ -80,6 +80,9 @@ typedef struct Worker {
         int spawner_fd;            /* worker-spawner.c: the process that clones ns sandboxes */
         pid_t spawner_pid;         /* 0: none (they are cloned in process) */
         unsigned spawner_outstanding; /* requests sent, not answered yet (answered in order) */
+        int roots_fd;              /* worker-roots.c: the process that makes a branch's roots side by side */
+        pid_t roots_pid;           /* 0: none (they are made in process) */
+        bool roots_failed;         /* it could not be started: not tried again */
 } Worker;
 
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
@@ -309,6 +312,19 @@ void worker_op_set_credentials(Worker *w, const JsonValue *req, JsonWriter *jw);
 int worker_agent_file_open(Worker *w, const char *id, int *ret_fd);
 int worker_agent_file_read(int fd, const char *path, size_t max, char **ret, size_t *ret_n);
 int worker_agent_file_write(int fd, const char *path, const void *data, size_t n, mode_t mode);
+
+/* worker-roots.c: the roots helper, started once the pool is open (a
+ * failure is logged; the roots are made in process then). A root is sent
+ * with a tag; answers (0 or -errno) come back in the order the snapshots
+ * finish. A helper that fails during a branch is killed and reaped (none of
+ * its snapshots is in flight any more); _ready, at the start of a branch,
+ * reaps one that exited since and starts another. */
+int worker_roots_start(Worker *w);
+void worker_roots_stop(Worker *w);
+bool worker_roots_ready(Worker *w);
+int worker_roots_send(Worker *w, uint32_t tag, const char *source, const char *checkpoint, const char *id,
+                      uint64_t disk_mb);
+int worker_roots_recv(Worker *w, uint32_t *ret_tag, int *ret_result);
 
 /* worker-vm.c: vm sandboxes' checkpoints with memory, restores, branches, creates from base snapshots */
 /* max_mb (0: none): the cap on what the sandbox's checkpoints hold, this one included. */

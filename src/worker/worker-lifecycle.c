@@ -350,86 +350,25 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
         reply_pid(jw, pid, st);
 }
 
-/* Snapshots of a branch taken at the same time: btrfs puts concurrent
- * snapshots into one transaction, so their commits are shared instead of
- * one commit each. */
-#define BRANCH_SNAPSHOTS_PARALLEL 16U
+/* Waits for the roots helper's answers until the root of child i is
+ * answered (or, i = n, all that were sent): each answer goes to its child's
+ * slot. -EIO when the helper is gone (then none of its snapshots is in
+ * flight any more). */
+static int branch_roots_await(Worker *w, size_t i, size_t sent, int *results, bool *answered, size_t *n_answered) {
+        while (i < sent ? !answered[i] : *n_answered < sent) {
+                uint32_t tag;
+                int res, r;
 
-/* One child root, made by a process of its own: its exit status is 0 or the
- * errno (EIO for one that does not fit). */
-static pid_t branch_root_fork(Worker *w, const char *src, const char *ck, const WorkerSpec *spec) {
-        pid_t pid = fork();
-        if (pid == 0) {
-                char *root = NULL;
-                int r = pool_sandbox_branch(w->pool, src, ck, spec->id, spec->disk_mb, &root);
-                free(root);
-                _exit(r >= 0 ? 0 : -r < 256 ? -r : EIO);
+                r = worker_roots_recv(w, &tag, &res);
+                if (r < 0)
+                        return r;
+                if (tag >= sent || answered[tag])
+                        continue; /* not one we wait for */
+                answered[tag] = true;
+                results[tag] = res;
+                (*n_answered)++;
         }
-        return pid < 0 ? negative_errno() : pid;
-}
-
-static int32_t branch_root_wait(pid_t pid) {
-        siginfo_t si = {};
-        while (waitid(P_PID, (id_t) pid, &si, WEXITED) < 0)
-                if (errno != EINTR)
-                        return -EIO;
-        if (si.si_code != CLD_EXITED)
-                return -EIO;
-        return si.si_status == 0 ? 0 : -si.si_status;
-}
-
-/* The roots of a branch's children, made by a helper process (a fork of
- * this single-threaded worker): it takes up to BRANCH_SNAPSHOTS_PARALLEL
- * snapshots at once (a process each) and writes each result (int32_t, 0 or
- * -errno), in the children's order, to the pipe whose read end is *ret_fd;
- * after the first failure (or once the worker closed the pipe) it starts no
- * more and exits only when every snapshot it started is done, so that the
- * worker, which waits for it, can remove whatever was made. Meanwhile the
- * worker starts the children whose roots are ready. */
-static pid_t branch_roots_helper(Worker *w, const char *src, const char *ck, const WorkerSpec *specs, size_t n,
-                                 int *ret_fd) {
-        int p[2];
-        pid_t pid;
-
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return negative_errno();
-        pid = fork();
-        if (pid < 0) {
-                int r = negative_errno();
-                safe_close(p[0]);
-                safe_close(p[1]);
-                return r;
-        }
-        if (pid == 0) {
-                pid_t kids[BRANCH_MAX];
-                size_t started = 0;
-                bool failed = false, writing = true;
-                int fork_error = -EAGAIN;
-
-                safe_close(p[0]);
-                (void) signal(SIGPIPE, SIG_IGN); /* a worker that gave up: EPIPE */
-                for (size_t i = 0; i < n; i++) {
-                        while (!failed && writing && started < n && started < i + BRANCH_SNAPSHOTS_PARALLEL) {
-                                pid_t k = branch_root_fork(w, src, ck, &specs[started]);
-                                if (k < 0) {
-                                        fork_error = k;
-                                        break;
-                                }
-                                kids[started++] = k;
-                        }
-                        int32_t r = i < started ? branch_root_wait(kids[i]) : fork_error;
-                        if (writing && write(p[1], &r, sizeof r) != (ssize_t) sizeof r)
-                                writing = false;
-                        if (r < 0)
-                                failed = true;
-                        if ((failed || !writing) && i + 1 >= started)
-                                break;
-                }
-                _exit(failed || !writing ? EXIT_FAILURE : EXIT_SUCCESS);
-        }
-        safe_close(p[1]);
-        *ret_fd = p[0];
-        return pid;
+        return 0;
 }
 
 /* {"op":"branch","source":ID,"checkpoint":CK?,"sandboxes":[spec...]}: every
@@ -445,9 +384,9 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         WorkerPending pending[BRANCH_MAX];
         WorkerSpawnPrep *preps = NULL; /* ns children: spawns sent ahead (worker_spawn_prepare) */
         bool live[BRANCH_MAX] = {};
-        size_t n, made = 0, spawned = 0;
-        int helper_fd = -EBADF;
-        pid_t helper = 0;
+        size_t n, made = 0, spawned = 0, sent = 0, n_answered = 0;
+        int results[BRANCH_MAX] = {};
+        bool answered[BRANCH_MAX] = {}, helper = false;
         LiveSandbox *l;
         bool was_frozen = false, with_memory = false;
         ApiError e = {};
@@ -490,16 +429,18 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 r = -EIO;
                 goto finish;
         }
-        if (n > 1) { /* one child has nothing to overlap */
-                helper = branch_roots_helper(w, src, ck, specs, n, &helper_fd);
-                if (helper < 0) {
-                        r = helper;
-                        api_error(&e, r, API_INTERNAL, "cannot branch %s: %s", src, strerror(-r));
+        if (n > 1 && worker_roots_ready(w)) { /* one child has nothing to overlap */
+                helper = true;
+                for (; sent < n && r >= 0; sent++)
+                        r = worker_roots_send(w, (uint32_t) sent, src, ck, specs[sent].id, specs[sent].disk_mb);
+                if (r < 0) {
+                        sent--;
+                        api_error(&e, r, API_INTERNAL, "cannot branch %s: the roots helper: %s", src, strerror(-r));
                 }
         }
         /* ns children are cloned by the spawner while the helper makes their
          * roots and the worker hands over each root and makes its link */
-        if (helper > 0 && worker_runtime(w, specs[0].runtime, &(ApiError){}) == w->runtime) {
+        if (helper && r >= 0 && worker_runtime(w, specs[0].runtime, &(ApiError){}) == w->runtime) {
                 preps = new0(WorkerSpawnPrep, n);
                 if (!preps) {
                         r = -ENOMEM;
@@ -513,14 +454,13 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                                 worker_spawn_send(w, &pending[i], &preps[i]);
                 }
         }
-        for (; r >= 0 && helper >= 0 && made < n; made++) {
+        for (; r >= 0 && made < n; made++) {
                 int64_t t = now_usec();
-                if (helper > 0) {
-                        int32_t res = 0;
-                        if (loop_read(helper_fd, &res, sizeof res) != (ssize_t) sizeof res)
-                                res = -EIO; /* the helper died */
+                if (helper) {
+                        r = branch_roots_await(w, made, sent, results, answered, &n_answered);
                         t_roots += now_usec() - t;
-                        r = res;
+                        if (r >= 0)
+                                r = results[made];
                         if (r >= 0)
                                 r = pool_sandbox_root_path(w->pool, specs[made].id, &roots[made]);
                 } else
@@ -546,11 +486,9 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         /* what was sent but not completed goes, in the order it was sent */
         for (size_t i = spawned; preps && i < n; i++)
                 worker_spawn_cancel(w, &preps[i], &pending[i]);
-        if (helper > 0) {
-                int status;
-                helper_fd = safe_close(helper_fd); /* a helper still at work stops at its next write */
-                while (waitpid(helper, &status, 0) < 0 && errno == EINTR)
-                        ;
+        if (helper) {
+                /* every snapshot sent is over before anything of the branch is undone */
+                (void) branch_roots_await(w, n, sent, results, answered, &n_answered);
                 if (r < 0)
                         made = n; /* whatever it made goes (a missing one is fine) */
         }

@@ -484,7 +484,7 @@ int worker_main(const Config *config, int ready_fd) {
         _cleanup_close_ int lfd = -EBADF, sfd = -EBADF;
         char sockpath[PATH_MAX];
         Worker w = { .config = config, .agent_exe_fd = -EBADF, .epoll_fd = -EBADF, .self_netns_fd = -EBADF,
-                     .spawner_fd = -EBADF };
+                     .spawner_fd = -EBADF, .roots_fd = -EBADF };
         sigset_t mask;
         int r;
 
@@ -553,6 +553,7 @@ int worker_main(const Config *config, int ready_fd) {
         /* now, while the worker is small: everything a spawn needs is here (agent, filter, cgroup
          * layout); it keeps no fd of the store's or the pool's */
         (void) worker_spawner_start(&w);
+        (void) worker_roots_start(&w);
         w.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (w.epoll_fd < 0) {
                 r = negative_errno();
@@ -592,6 +593,7 @@ int worker_main(const Config *config, int ready_fd) {
 finish:
         safe_close(ready_fd);
         worker_spawner_stop(&w);
+        worker_roots_stop(&w); /* before the pool is released */
         worker_reap_all(&w, WORKER_STOP_REAP_MSEC);
         worker_net_done(&w);
         if (w.pool && w.n_live == 0) {

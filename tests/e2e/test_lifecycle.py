@@ -403,6 +403,53 @@ def test_branch_x10_isolated(d, sb):
         assert not residue.items_of_sandbox(d.s, k)
 
 
+def _descendants_named(pid, comm):
+    """PIDs below pid (children of its threads, recursively) whose comm is comm."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+            with open(f"/proc/{p}/comm") as f:
+                if f.read().strip() == comm and p != pid:
+                    found.append(p)
+        except OSError:
+            pass
+    return found
+
+
+def test_branch_roots_helper_killed(d, sb):
+    """The worker's roots helper (the process whose threads snapshot a
+    branch's roots side by side) killed: the next branch reaps it, starts
+    another and works, each child on its own root, nothing left behind."""
+    helpers = _descendants_named(d.pid, "space-roots")
+    assert len(helpers) == 1, f"expected one roots helper below spaced {d.pid}: {helpers}"
+    # it makes the roots of a branch of several children
+    kids = post(d, sb, "branch", {"count": 3}, status=201).json()["sandboxes"]
+    ids = [k["id"] for k in kids]
+    try:
+        os.kill(helpers[0], 9)
+        d.sh(sb, "echo before > /root/marker")
+        more = post(d, sb, "branch", {"count": 3}, status=201).json()["sandboxes"]
+        ids += [k["id"] for k in more]
+        for k in more:
+            assert k["state"] == "running", k
+            d.sh(k["id"], f"echo {k['id']} >> /root/marker")
+        for k in more:
+            assert d.sh(k["id"], "cat /root/marker") == f"before\n{k['id']}\n"
+        assert "roots helper" in d.log_text(), "the lost helper is not logged"
+        now = _descendants_named(d.pid, "space-roots")
+        assert len(now) == 1 and now[0] != helpers[0], f"the killed helper {helpers[0]} is not replaced: {now}"
+        assert not os.path.exists(f"/proc/{helpers[0]}"), "the killed helper was not reaped"
+    finally:
+        for k in ids:
+            d.delete(k)
+    for k in ids:
+        assert not residue.items_of_sandbox(d.s, k)
+
+
 # ---- invalid transitions ----
 
 def test_invalid_transitions(d, sb):
