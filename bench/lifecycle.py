@@ -33,8 +33,15 @@ class Api:
         self.conn = http.client.HTTPConnection(self.host, self.port, timeout=600)
 
     def call(self, method, path, body=None, ok=(200, 201, 204)):
-        self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self.h)
-        r = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self.h)
+            r = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # the server closed an idle keep-alive connection (a long settle() before): once more, anew
+            self.conn.close()
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=600)
+            self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self.h)
+            r = self.conn.getresponse()
         data = r.read()
         if r.status not in ok:
             raise RuntimeError(f"{method} {path}: {r.status} {data[:300]!r}")
@@ -74,7 +81,7 @@ def free_port():
 class Daemon:
     """A private spaced on a temporary state directory."""
 
-    def __init__(self, build, warm, extra=()):
+    def __init__(self, build, warm, extra=(), log_level="warning"):
         self.state = tempfile.mkdtemp(prefix="space-bench-lc-")
         self.templates = os.path.join(self.state, "templates-in")
         os.makedirs(self.templates)
@@ -94,7 +101,7 @@ class Daemon:
         args = [os.path.join(build, "src", "spaced", "spaced"), "--state-dir", os.path.join(self.state, "s"),
                 "--listen", f"127.0.0.1:{self.port}", "--template-dir", self.templates,
                 "--cgroup-root", self.cgroup_root, "--pool-size-mb", "8192",
-                "--log-level", "warning", *([f"--warm-pool=base:{warm}"] if warm else []),
+                "--log-level", log_level, *([f"--warm-pool=base:{warm}"] if warm else []),
                 "--net-table", f"spacelc{tag}", "--net-link-prefix", f"lc{tag}-",
                 "--net-pool", f"10.{216 + os.getpid() % 16}.0.0/18", "--slots-max", "1024", *extra]
         self.log = open(os.path.join(self.state, "spaced.log"), "wb")
@@ -145,6 +152,129 @@ class Daemon:
                     pass
 
 
+def proc_cpu_ticks(pid):
+    """utime+stime+cutime+cstime of a process (clock ticks); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15]), fields[0]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def daemon_cpu_ticks(root):
+    """CPU of spaced and its host processes (worker, spawner, gateway and what they reaped: the branch's
+    helpers), not of sandbox processes (an agent's subtree is left out)."""
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().startswith("memfd:"):
+                    continue  # a sandbox's PID 1 (its CPU is its cgroup's)
+        except OSError:
+            continue
+        v = proc_cpu_ticks(pid)
+        if v is None:
+            continue
+        total += v[0]
+        try:
+            for t in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{t}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return total
+
+
+def cgroup_cpu_usec(cgroup_root, sid):
+    """CPU used so far in a sandbox's cgroup (its pre-exec set-up and its agent), or 0."""
+    for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuacct"):
+        d = os.path.join(base, cgroup_root, sid)
+        try:
+            with open(os.path.join(d, "cpu.stat")) as f:
+                for line in f:
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        try:
+            with open(os.path.join(d, "cpuacct.usage")) as f:
+                return int(f.read()) // 1000
+        except OSError:
+            pass
+    return 0
+
+
+def netns_live():
+    """Network namespaces allocated on the host (the net_namespace slab's active objects), or None."""
+    try:
+        with open("/proc/slabinfo") as f:
+            for line in f:
+                if line.startswith("net_namespace "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def settle(pool, netns_before, timeout=120.0):
+    """Waits until the background work of the last deletes is done: the pool's deleted subvolumes
+    cleaned (`btrfs filesystem sync` then `btrfs subvolume sync`) and the host's count of network namespaces back to what it was
+    before the branch (the kernel frees them in a work queue; others' sandboxes move it too, hence the
+    deadline). Returns the seconds waited and whether the netns count came back."""
+    t0 = time.perf_counter()
+    if pool:
+        # a sync commits and wakes the cleaner (else it waits for the next periodic commit, up to 30 s)
+        for cmd in (["filesystem", "sync"], ["subvolume", "sync"]):
+            subprocess.run(["btrfs", *cmd, pool], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=timeout)
+    ok = netns_before is None
+    while not ok and time.perf_counter() - t0 < timeout:
+        ok = netns_live() <= netns_before
+        if not ok:
+            time.sleep(0.02)
+    return time.perf_counter() - t0, ok
+
+
+def branches(api, daemon, src, a, res):
+    """branch x1 and x10 of src, each sample after the previous one's deletes have settled (settle()); with
+    our own daemon, the CPU of a branch too: its host processes' (daemon_cpu_ticks) plus its children's
+    cgroups until the call returns."""
+    pool = os.path.join(daemon.state, "s", "pool") if daemon else None
+    if pool and not os.path.ismount(pool):
+        pool = None
+    hz = os.sysconf("SC_CLK_TCK")
+    print(f"  (branch samples: each after the previous one's deletes settled: "
+          f"{'btrfs filesystem sync + subvolume sync of the pool, ' if pool else ''}"
+          f"{'and the host netns count back to its value before (net_namespace slab)' if netns_live() is not None else 'no netns count'})",
+          flush=True)
+    for count, n in ((1, max(5, a.n // 2)), (10, a.branch_n)):
+        xs, cpu, waits, late = [], [], [], 0
+        for _ in range(n):
+            ns0 = netns_live()
+            c0 = daemon_cpu_ticks(daemon.proc.pid) if daemon else 0
+            t, v = api.timed("POST", f"/v1/sandboxes/{src}/branch", {"count": count})
+            if daemon:
+                c1 = daemon_cpu_ticks(daemon.proc.pid)
+                kids = sum(cgroup_cpu_usec(daemon.cgroup_root, k["id"]) for k in v["sandboxes"])
+                cpu.append((c1 - c0) / hz + kids / 1e6)
+            xs.append(t)
+            for k in v["sandboxes"]:
+                api.call("DELETE", f"/v1/sandboxes/{k['id']}")
+            w, ok = settle(pool, ns0)
+            waits.append(w)
+            late += not ok
+        name = f"branch x{count}"
+        res[name] = xs
+        extra = f"   CPU {statistics.median(cpu) * 1000:6.1f} ms p50" if cpu else ""
+        print(f"  {name:<28} p50 {pct(xs, 50) * 1000:8.1f} ms   p90 {pct(xs, 90) * 1000:8.1f} ms   (n={n}){extra}"
+              f"   [settled in {statistics.median(waits) * 1000:.0f} ms p50"
+              f"{f', {late} not within 120 s' if late else ''}]", flush=True)
+        if cpu:
+            res[name + " cpu"] = cpu
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default=None)
@@ -152,7 +282,11 @@ def main():
     ap.add_argument("--key")
     ap.add_argument("-n", type=int, default=20, help="samples of the quick operations")
     ap.add_argument("--json", action="store_true", help="print the results as JSON too")
-    ap.add_argument("--only", choices=["create"], help="only the creates (warm pool and cold)")
+    ap.add_argument("--log-level", default="warning", help="of the private spaced (debug: the worker's per-step "
+                    "timings in its log, kept with --log)")
+    ap.add_argument("--log", help="copy the private spaced's log to this file at the end")
+    ap.add_argument("--branch-n", type=int, default=15, help="samples of branch x10")
+    ap.add_argument("--only", choices=["create", "branch"], help="only the creates (warm pool and cold), or only the branches")
     a = ap.parse_args()
 
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -164,7 +298,7 @@ def main():
                                      if os.path.exists(os.path.join(top, b, "src", "spaced", "spaced"))), None)
         if not build:
             sys.exit("no build: run bench/run.sh once, or give --build-dir")
-        daemon = Daemon(os.path.abspath(build), warm=2)
+        daemon = Daemon(os.path.abspath(build), warm=0 if a.only == "branch" else 2, log_level=a.log_level)
         url, key = daemon.url, daemon.key
     api = Api(url, key)
     made = []
@@ -185,7 +319,11 @@ def main():
 
     try:
         print("space lifecycle benchmark (" + url + ")")
-        if a.only != "create":
+        if a.only == "branch":
+            small = new()
+            api.sh(small, "head -c 1048576 /dev/urandom > /root/data; sync")
+            branches(api, daemon, small, a, res)
+        if a.only is None:
             sid = new(disk_mb=4096)
             api.sh(sid, "i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.01; done >/dev/null 2>&1 &")
 
@@ -213,15 +351,7 @@ def main():
             sample("checkpoint (1 MiB of data)", ckpt(small), a.n)
             sample("checkpoint (1 GiB of data)", ckpt(sid), a.n)
 
-            def branch(count):
-                def f():
-                    t, v = api.timed("POST", f"/v1/sandboxes/{small}/branch", {"count": count})
-                    for k in v["sandboxes"]:
-                        api.call("DELETE", f"/v1/sandboxes/{k['id']}")
-                    return t
-                return f
-            sample("branch x1", branch(1), max(5, a.n // 2))
-            sample("branch x10", branch(10), 5)
+            branches(api, daemon, small, a, res)
 
             def suspend_resume():
                 t, _ = api.timed("POST", f"/v1/sandboxes/{small}/suspend", {})
@@ -257,9 +387,10 @@ def main():
                 api.call("DELETE", f"/v1/sandboxes/{v['id']}")
                 return t
             return f
-        if ready() or daemon:
-            sample("create (warm pool)", create(True), max(5, a.n // 2))
-        sample("create (cold)", create(False), max(5, a.n // 2))
+        if a.only != "branch":
+            if ready() or daemon:
+                sample("create (warm pool)", create(True), max(5, a.n // 2))
+            sample("create (cold)", create(False), max(5, a.n // 2))
         if "create (warm pool)" in res:
             w, c = statistics.median(res["create (warm pool)"]), statistics.median(res["create (cold)"])
             print(f"  warm/cold create p50 ratio: {w / c:.2f}")
@@ -273,6 +404,9 @@ def main():
             except Exception as e:  # noqa: BLE001 - cleanup goes on
                 print(f"cleanup: {s}: {e}", file=sys.stderr)
         if daemon:
+            if a.log:
+                daemon.log.flush()
+                shutil.copyfile(daemon.log.name, a.log)
             daemon.stop(api)
 
 
