@@ -17,6 +17,9 @@ they reaped: sandboxes, helpers; the operation includes the delete).
 in its state directory, printed at the end with --keep."""
 import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lifecycle import cgroup_cpu_usec, daemon_cpu_ticks, netns_live, settle  # noqa: E402
+
 MiB = 1024 * 1024
 
 
@@ -180,7 +183,7 @@ def main():
     ap.add_argument("--a", required=True, help="build directory A (the baseline)")
     ap.add_argument("--b", required=True, help="build directory B")
     ap.add_argument("-n", type=int, default=20, help="create samples per build")
-    ap.add_argument("--branch", type=int, default=5, help="branch x10 samples per build (0: none)")
+    ap.add_argument("--branch", type=int, default=15, help="branch x10 samples per build (0: none)")
     ap.add_argument("--warm", type=int, default=0,
                     help="a warm pool of base of this size in both, and creates from it measured too")
     ap.add_argument("--log-level", default="warning")
@@ -222,11 +225,21 @@ def main():
             d.call("DELETE", f"/v1/sandboxes/{v['id']}")
             return t
 
+        cpu = {}
+
         def branch(count):
+            # each sample after the previous one's deletes settled (lifecycle.settle), its CPU noted: the
+            # daemon's host processes and the children's cgroups until the call returns
             def f(d):
+                pool = os.path.join(d.state, "s", "pool")
+                ns0, c0 = netns_live(), daemon_cpu_ticks(d.proc.pid)
                 t, v = d.timed("POST", f"/v1/sandboxes/{made[d.name][0]}/branch", {"count": count})
+                c = (daemon_cpu_ticks(d.proc.pid) - c0) / os.sysconf("SC_CLK_TCK") + \
+                    sum(cgroup_cpu_usec(d.cgroup_root, k["id"]) for k in v["sandboxes"]) / 1e6
+                cpu.setdefault((count, d.name), []).append(c)
                 for k in v["sandboxes"]:
                     d.call("DELETE", f"/v1/sandboxes/{k['id']}")
+                settle(pool if os.path.ismount(pool) else None, ns0)
                 return t
             return f
 
@@ -249,8 +262,14 @@ def main():
             run("create warm", create_warm, a.n)
         run("create", create, a.n)
         if a.branch:
+            print("  (branch samples: each after the previous deletes settled: btrfs filesystem sync + subvolume "
+                  "sync of the pool, host netns count back, 5 s at most)", flush=True)
             run("branch x1", branch(1), max(a.branch, 5))
             run("branch x10", branch(10), a.branch)
+            for count in (1, 10):
+                ca, cb = (statistics.median(cpu[(count, x)]) * 1000 for x in ("A", "B"))
+                print(f"  {'CPU x' + str(count):<12} A p50 {ca:7.1f} ms{'':13}B p50 {cb:7.1f} ms{'':13}B/A {cb / ca:.2f}"
+                      "   (daemon processes + children's cgroups)", flush=True)
     finally:
         for d in ds:
             for s in made.get(d.name, []):
