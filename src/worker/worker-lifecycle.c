@@ -350,25 +350,33 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
         reply_pid(jw, pid, st);
 }
 
+/* A root the roots helper did not answer (it is gone): made in process. */
+#define BRANCH_ROOT_IN_PROCESS 1
+
 /* Waits for the roots helper's answers until the root of child i is
  * answered (or, i = n, all that were sent): each answer goes to its child's
- * slot. -EIO when the helper is gone (then none of its snapshots is in
- * flight any more). */
-static int branch_roots_await(Worker *w, size_t i, size_t sent, int *results, bool *answered, size_t *n_answered) {
+ * slot. When the helper is gone (then none of its snapshots is in flight any
+ * more), the roots it did not answer are BRANCH_ROOT_IN_PROCESS. */
+static void branch_roots_await(Worker *w, size_t i, size_t sent, int *results, bool *answered, size_t *n_answered) {
         while (i < sent ? !answered[i] : *n_answered < sent) {
                 uint32_t tag;
-                int res, r;
+                int res;
 
-                r = worker_roots_recv(w, &tag, &res);
-                if (r < 0)
-                        return r;
+                if (worker_roots_recv(w, &tag, &res) < 0) {
+                        for (size_t j = 0; j < sent; j++)
+                                if (!answered[j]) {
+                                        answered[j] = true;
+                                        results[j] = BRANCH_ROOT_IN_PROCESS;
+                                        (*n_answered)++;
+                                }
+                        return;
+                }
                 if (tag >= sent || answered[tag])
                         continue; /* not one we wait for */
                 answered[tag] = true;
                 results[tag] = res;
                 (*n_answered)++;
         }
-        return 0;
 }
 
 /* {"op":"branch","source":ID,"checkpoint":CK?,"sandboxes":[spec...]}: every
@@ -431,12 +439,15 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         }
         if (n > 1 && worker_roots_ready(w)) { /* one child has nothing to overlap */
                 helper = true;
-                for (; sent < n && r >= 0; sent++)
-                        r = worker_roots_send(w, (uint32_t) sent, src, ck, specs[sent].id, specs[sent].disk_mb);
-                if (r < 0) {
-                        sent--;
-                        api_error(&e, r, API_INTERNAL, "cannot branch %s: the roots helper: %s", src, strerror(-r));
+                for (; sent < n; sent++)
+                        if (worker_roots_send(w, (uint32_t) sent, src, ck, specs[sent].id, specs[sent].disk_mb) < 0)
+                                break; /* it is gone: the rest are made in process */
+                for (size_t j = sent; j < n; j++) {
+                        answered[j] = true;
+                        results[j] = BRANCH_ROOT_IN_PROCESS;
+                        n_answered++;
                 }
+                sent = n;
         }
         /* ns children are cloned by the spawner while the helper makes their
          * roots and the worker hands over each root and makes its link */
@@ -457,11 +468,15 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         for (; r >= 0 && made < n; made++) {
                 int64_t t = now_usec();
                 if (helper) {
-                        r = branch_roots_await(w, made, sent, results, answered, &n_answered);
+                        branch_roots_await(w, made, sent, results, answered, &n_answered);
                         t_roots += now_usec() - t;
-                        if (r >= 0)
-                                r = results[made];
-                        if (r >= 0)
+                        r = results[made];
+                        if (r == BRANCH_ROOT_IN_PROCESS) {
+                                /* whatever the helper made of it before it went */
+                                (void) pool_sandbox_remove(w->pool, specs[made].id);
+                                r = pool_sandbox_branch(w->pool, src, ck, specs[made].id, specs[made].disk_mb,
+                                                        &roots[made]);
+                        } else if (r >= 0)
                                 r = pool_sandbox_root_path(w->pool, specs[made].id, &roots[made]);
                 } else
                         r = pool_sandbox_branch(w->pool, src, ck, specs[made].id, specs[made].disk_mb, &roots[made]);
@@ -488,7 +503,7 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 worker_spawn_cancel(w, &preps[i], &pending[i]);
         if (helper) {
                 /* every snapshot sent is over before anything of the branch is undone */
-                (void) branch_roots_await(w, n, sent, results, answered, &n_answered);
+                branch_roots_await(w, n, sent, results, answered, &n_answered);
                 if (r < 0)
                         made = n; /* whatever it made goes (a missing one is fine) */
         }
