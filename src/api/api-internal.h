@@ -254,6 +254,9 @@ int api_checkpoint_delete(ApiRequest *r, ApiError *e);
 /* A checkpoint of sb by id or name; 404 if sb has none such (or it is not restorable). */
 int api_checkpoint_find(ApiRequest *r, const Sandbox *sb, const char *ref, Checkpoint *ret, ApiError *e);
 
+/* An agent's exec id (hostile: it comes back in PS results): 1..max of
+ * [A-Za-z0-9_-]. */
+bool api_exec_id_valid(const char *s, size_t max);
 int api_exec(ApiRequest *r, ApiError *e);
 int api_exec_list(ApiRequest *r, ApiError *e);
 int api_exec_stdin(ApiRequest *r, ApiError *e);

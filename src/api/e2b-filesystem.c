@@ -56,6 +56,18 @@ static int fs_path(const FsCall *c, const JsonValue *req, const char *json_name,
         return e2b_path_resolve(json_string(v), json_string_len(v), c->user.home, ret, e);
 }
 
+/* The start of most calls: the request read into *req (the caller frees it),
+ * the agent connection, the path the request names under json_name. */
+static int fs_begin_path(E2bEnvd *x, FsCall *c, JsonValue **req, const char *json_name, char **ret_path,
+                         ApiError *e) {
+        int k = e2b_rpc_read(x, false, req, e);
+        if (k >= 0)
+                k = fs_begin(x, c, e);
+        if (k >= 0)
+                k = fs_path(c, *req, json_name, ret_path, e);
+        return k;
+}
+
 /* Agent errors, said the way envd says them. */
 static int fs_agent_error(int k, const char *path, ApiError *e) {
         if (e->code == API_NOT_FOUND)
@@ -188,11 +200,7 @@ static int fs_stat(E2bEnvd *x, ApiError *e) {
         _cleanup_free_ char *path = NULL;
         int k;
 
-        k = e2b_rpc_read(x, false, &req, e);
-        if (k >= 0)
-                k = fs_begin(x, &c, e);
-        if (k >= 0)
-                k = fs_path(&c, req, "path", &path, e);
+        k = fs_begin_path(x, &c, &req, "path", &path, e);
         if (k < 0)
                 return k;
         return reply_entry(x, &c, path, e);
@@ -274,11 +282,7 @@ static int fs_mkdir(E2bEnvd *x, ApiError *e) {
         bool created = false;
         int k;
 
-        k = e2b_rpc_read(x, false, &req, e);
-        if (k >= 0)
-                k = fs_begin(x, &c, e);
-        if (k >= 0)
-                k = fs_path(&c, req, "path", &path, e);
+        k = fs_begin_path(x, &c, &req, "path", &path, e);
         if (k >= 0)
                 k = mkdir_as_user(&c, path, &created, e);
         if (k < 0)
@@ -296,11 +300,7 @@ static int fs_move(E2bEnvd *x, ApiError *e) {
         char *slash;
         int k;
 
-        k = e2b_rpc_read(x, false, &req, e);
-        if (k >= 0)
-                k = fs_begin(x, &c, e);
-        if (k >= 0)
-                k = fs_path(&c, req, "source", &from, e);
+        k = fs_begin_path(x, &c, &req, "source", &from, e);
         if (k >= 0)
                 k = fs_path(&c, req, "destination", &to, e);
         if (k < 0)
@@ -331,11 +331,7 @@ static int fs_remove(E2bEnvd *x, ApiError *e) {
         JsonWriter w;
         int k;
 
-        k = e2b_rpc_read(x, false, &req, e);
-        if (k >= 0)
-                k = fs_begin(x, &c, e);
-        if (k >= 0)
-                k = fs_path(&c, req, "path", &path, e);
+        k = fs_begin_path(x, &c, &req, "path", &path, e);
         if (k < 0)
                 return k;
         if (streq(path, "/"))
@@ -617,11 +613,7 @@ static int fs_watcher_create(E2bEnvd *x, ApiError *e) {
         Watcher *slot = NULL;
         int k;
 
-        k = e2b_rpc_read(x, false, &req, e);
-        if (k >= 0)
-                k = fs_begin(x, &c, e);
-        if (k >= 0)
-                k = fs_path(&c, req, "path", &path, e);
+        k = fs_begin_path(x, &c, &req, "path", &path, e);
         if (k >= 0 && (v = e2b_field(req, "recursive", NULL)) && json_bool(v, &recursive) < 0)
                 k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "recursive must be a boolean");
         if (k >= 0)

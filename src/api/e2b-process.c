@@ -25,24 +25,13 @@
 
 /* ---- agent conversations ---- */
 
-static bool exec_id_valid(const char *s) {
-        size_t n = s ? strlen(s) : 0;
-        if (n == 0 || n > E2B_EXEC_ID_MAX)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
-                      s[i] == '_' || s[i] == '-'))
-                        return false;
-        return true;
-}
-
 /* One process of a PS result (hostile): -EBADMSG if malformed. */
 static int ps_entry(const JsonValue *p, E2bProc *ret) {
         const JsonValue *id = json_get(p, "exec_id"), *pty = json_get(p, "pty");
         uint64_t pid;
 
-        if (json_type(id) != JSON_STRING || !exec_id_valid(json_string(id)) || json_uint64(json_get(p, "pid"), &pid) < 0 ||
-            pid == 0 || pid > INT32_MAX)
+        if (json_type(id) != JSON_STRING || !api_exec_id_valid(json_string(id), E2B_EXEC_ID_MAX) ||
+            json_uint64(json_get(p, "pid"), &pid) < 0 || pid == 0 || pid > INT32_MAX)
                 return -EBADMSG;
         (void) strscpy(ret->exec_id, sizeof ret->exec_id, json_string(id));
         ret->pid = (uint32_t) pid;

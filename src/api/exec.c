@@ -24,9 +24,9 @@ static void sandbox_donep(Sandbox *sb) {
 }
 #define _cleanup_sandbox_ _cleanup_(sandbox_donep)
 
-static bool exec_id_valid(const char *s) {
+bool api_exec_id_valid(const char *s, size_t max) {
         size_t n = s ? strlen(s) : 0;
-        if (n == 0 || n > EXEC_ID_MAX)
+        if (n == 0 || n > max)
                 return false;
         for (size_t i = 0; i < n; i++)
                 if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
@@ -152,7 +152,7 @@ static int parse_started(const ProtoFrame *f, char exec_id[static EXEC_ID_MAX + 
         if (k < 0)
                 return k;
         id = json_get(v, "exec_id");
-        if (json_type(id) != JSON_STRING || !exec_id_valid(json_string(id)) ||
+        if (json_type(id) != JSON_STRING || !api_exec_id_valid(json_string(id), EXEC_ID_MAX) ||
             json_uint64(json_get(v, "pid"), &pid) < 0 || pid > INT32_MAX)
                 return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed STARTED payload");
         snprintf(exec_id, EXEC_ID_MAX + 1, "%s", json_string(id));
@@ -330,7 +330,7 @@ static int exec_attach(ApiRequest *r, int *ret_fd, ApiError *e) {
         k = api_sandbox_lookup(r, r->params[0], true, &sb, e);
         if (k < 0)
                 return k;
-        if (!exec_id_valid(exec_id))
+        if (!api_exec_id_valid(exec_id, EXEC_ID_MAX))
                 return api_error(e, -ENOENT, API_NOT_FOUND, "no exec '%.64s'", exec_id);
         k = agent_call_connect(r, &sb, &fd, e);
         if (k < 0)
