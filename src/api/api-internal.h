@@ -24,6 +24,10 @@ struct Api {
 };
 
 /* The route table, for the test that keeps openapi.yaml in step with it. */
+/* Splits an absolute path into at most max segments, in place: "/v1/a/b" →
+ * {"v1","a","b"}; returns their number. Empty segments ("//", a trailing
+ * "/") match no route: -EINVAL; more than max: -E2BIG. */
+int api_split_path(char *buf, char **segs, size_t max);
 size_t api_route_count(void);
 void api_route_get(size_t i, const char **ret_method, const char **ret_pattern);
 

@@ -463,9 +463,7 @@ void api_event(ApiRequest *r, const char *sandbox_id, const char *type, const ch
 
 /* ---- routing ---- */
 
-/* Splits an absolute path into its segments, in place: "/v1/a/b" → {"v1","a","b"}.
- * Empty segments ("//", a trailing "/") do not match any route: -EINVAL. */
-static int split_path(char *buf, char *segs[static API_SEGMENTS_MAX]) {
+int api_split_path(char *buf, char **segs, size_t max) {
         size_t n = 0;
         char *p = buf;
 
@@ -473,7 +471,7 @@ static int split_path(char *buf, char *segs[static API_SEGMENTS_MAX]) {
                 return -EINVAL;
         while (*p == '/') {
                 *p++ = 0;
-                if (n >= API_SEGMENTS_MAX)
+                if (n >= max)
                         return -E2BIG;
                 segs[n++] = p;
                 p += strcspn(p, "/");
@@ -521,7 +519,7 @@ static int dispatch(ApiRequest *r, ApiError *e, const Route **ret_route) {
         copy = strdup(r->head->path ? r->head->path : "");
         if (!copy)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-        n = split_path(copy, segs);
+        n = api_split_path(copy, segs, ELEMENTSOF(segs));
         if (n >= 0)
                 for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
                         const char *params[API_PARAMS_MAX] = {};

@@ -377,25 +377,6 @@ static int envd_handle(ApiRequest *r) {
         return e2b_reply_error(r, &e);
 }
 
-/* Splits "/a/b/c" into segments in buf; -EINVAL for empty segments or too many. */
-static int split(char *buf, char *segs[static E2B_SEGMENTS_MAX]) {
-        size_t n = 0;
-        char *p = buf;
-
-        if (*p != '/')
-                return -EINVAL;
-        while (*p == '/') {
-                *p++ = 0;
-                if (n >= E2B_SEGMENTS_MAX)
-                        return -E2BIG;
-                segs[n++] = p;
-                p += strcspn(p, "/");
-                if (p == segs[n - 1])
-                        return -EINVAL;
-        }
-        return (int) n;
-}
-
 static int rest_handle(ApiRequest *r) {
         _cleanup_free_ char *copy = NULL;
         char *segs[E2B_SEGMENTS_MAX];
@@ -412,7 +393,7 @@ static int rest_handle(ApiRequest *r) {
                 (void) api_error(&e, -ENOMEM, API_UNAVAILABLE, "out of memory");
                 return e2b_reply_error(r, &e);
         }
-        n = split(copy, segs);
+        n = api_split_path(copy, segs, ELEMENTSOF(segs));
         if (n <= 0) {
                 (void) api_error(&e, -ENOENT, API_NOT_FOUND, "no such endpoint");
                 return e2b_reply_error(r, &e);
