@@ -470,20 +470,12 @@ TEST(open_refuses_garbage_file) {
         ASSERT_NULL(s);
 }
 
-TEST(database_is_private_and_cloexec) {
-        _cleanup_(store_closep) Store *s = open_db("private.db");
-        Tenant t;
-        struct stat st;
+/* Checks that every descriptor of ours whose target starts with prefix is
+ * close-on-exec; returns how many there are. */
+static unsigned check_cloexec_fds(const char *prefix) {
+        _cleanup_(closedirp_) DIR *d = opendir("/proc/self/fd");
         unsigned seen = 0;
 
-        ASSERT_OK(store_tenant_create(s, "acme", &t)); /* creates the -wal file */
-        ASSERT_EQ(stat(db_path("private.db"), &st), 0);
-        ASSERT_EQ(st.st_mode & 0777, 0600);
-        ASSERT_EQ(stat(db_path("private.db-wal"), &st), 0);
-        ASSERT_EQ(st.st_mode & 0777, 0600);
-
-        /* every descriptor SQLite holds on our files is close-on-exec */
-        _cleanup_(closedirp_) DIR *d = opendir("/proc/self/fd");
         ASSERT_NOT_NULL(d);
         for (struct dirent *de; (de = readdir(d));) {
                 char link[64], target[PATH_MAX];
@@ -495,13 +487,30 @@ TEST(database_is_private_and_cloexec) {
                 if (n <= 0)
                         continue;
                 target[n] = 0;
-                if (!startswith(target, test_tmpdir()))
+                if (!startswith(target, prefix))
                         continue;
                 int flags = fcntl(fd, F_GETFD);
                 ASSERT_TRUE(flags >= 0);
                 ASSERT_TRUE(flags & FD_CLOEXEC);
                 seen++;
         }
+        return seen;
+}
+
+TEST(database_is_private_and_cloexec) {
+        _cleanup_(store_closep) Store *s = open_db("private.db");
+        Tenant t;
+        struct stat st;
+        unsigned seen;
+
+        ASSERT_OK(store_tenant_create(s, "acme", &t)); /* creates the -wal file */
+        ASSERT_EQ(stat(db_path("private.db"), &st), 0);
+        ASSERT_EQ(st.st_mode & 0777, 0600);
+        ASSERT_EQ(stat(db_path("private.db-wal"), &st), 0);
+        ASSERT_EQ(st.st_mode & 0777, 0600);
+
+        /* every descriptor SQLite holds on our files is close-on-exec */
+        seen = check_cloexec_fds(test_tmpdir());
         ASSERT_TRUE(seen >= 2); /* the database and its WAL */
 }
 
@@ -2217,29 +2226,11 @@ TEST(postgres_open_errors_keep_the_password_out_of_logs) {
 TEST(postgres_sockets_are_cloexec) {
         use_backend(BACKEND_POSTGRES);
         _cleanup_(store_closep) Store *s = open_url(fresh_url());
-        unsigned seen = 0;
+        unsigned seen;
 
         ASSERT_STREQ(store_backend_name(s), "postgres");
 
-        _cleanup_(closedirp_) DIR *d = opendir("/proc/self/fd");
-        ASSERT_NOT_NULL(d);
-        for (struct dirent *de; (de = readdir(d));) {
-                char link[64], target[PATH_MAX];
-                int fd;
-                if (safe_atoi(de->d_name, &fd) < 0)
-                        continue;
-                snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-                ssize_t n = readlink(link, target, sizeof target - 1);
-                if (n <= 0)
-                        continue;
-                target[n] = 0;
-                if (!startswith(target, "socket:"))
-                        continue;
-                int flags = fcntl(fd, F_GETFD);
-                ASSERT_TRUE(flags >= 0);
-                ASSERT_TRUE(flags & FD_CLOEXEC);
-                seen++;
-        }
+        seen = check_cloexec_fds("socket:");
         ASSERT_TRUE(seen >= 1);
 }
 
