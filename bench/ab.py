@@ -225,7 +225,7 @@ def main():
             d.call("DELETE", f"/v1/sandboxes/{v['id']}")
             return t
 
-        cpu = {}
+        branch_cpu = {}  # (count, name): CPU of each branch call, the children's set-up included
 
         def branch(count):
             # each sample after the previous one's deletes settled (lifecycle.settle), its CPU noted: the
@@ -236,7 +236,7 @@ def main():
                 t, v = d.timed("POST", f"/v1/sandboxes/{made[d.name][0]}/branch", {"count": count})
                 c = (daemon_cpu_ticks(d.proc.pid) - c0) / os.sysconf("SC_CLK_TCK") + \
                     sum(cgroup_cpu_usec(d.cgroup_root, k["id"]) for k in v["sandboxes"]) / 1e6
-                cpu.setdefault((count, d.name), []).append(c)
+                branch_cpu.setdefault((count, d.name), []).append(c)
                 for k in v["sandboxes"]:
                     d.call("DELETE", f"/v1/sandboxes/{k['id']}")
                 settle(pool if os.path.ismount(pool) else None, ns0)
@@ -267,7 +267,7 @@ def main():
             run("branch x1", branch(1), max(a.branch, 5))
             run("branch x10", branch(10), a.branch)
             for count in (1, 10):
-                ca, cb = (statistics.median(cpu[(count, x)]) * 1000 for x in ("A", "B"))
+                ca, cb = (statistics.median(branch_cpu[(count, x)]) * 1000 for x in ("A", "B"))
                 print(f"  {'CPU x' + str(count):<12} A p50 {ca:7.1f} ms{'':13}B p50 {cb:7.1f} ms{'':13}B/A {cb / ca:.2f}"
                       "   (daemon processes + children's cgroups)", flush=True)
     finally:
