@@ -2,8 +2,9 @@
 """space vm runtime benchmark: create (cold boot of a microVM, which saves the
 base snapshot of its shape; and from that base snapshot), first exec, exec
 round trip, pause, resume, suspend with memory, resume from it, branch with
-memory x3, restore in place from a checkpoint with memory and delete through
-the HTTP API, p50/p90,
+memory x3 (and the slowest answer of GET /v1/info meanwhile: the worker's
+event loop held up or not), restore in place from a checkpoint with memory
+and delete through the HTTP API, p50/p90,
 with the accelerator (kvm or tcg) named in every line. Not a test: it reports.
 
 One command: `python3 bench/vm.py` (as root) starts a private spaced from
@@ -12,7 +13,7 @@ One command: `python3 bench/vm.py` (as root) starts a private spaced from
 shared with the e2e tests), runs, deletes what it made, stops spaced and
 removes its state directory. Under TCG (no usable KVM) the figures are
 software-emulation figures: for comparing changes on the same machine only."""
-import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -138,9 +139,25 @@ def main():
             api.sh(sid, "true")
         # branch with memory x3: one saved machine restored three times, each child told its identity
         api.sh(sid, "sh -c 'n=0; while true; do n=$((n+1)); echo $n > /tmp/c; sleep 0.2; done' >/dev/null 2>&1 &")
-        branch = []
+        branch, info_worst = [], []
         for _ in range(a.branches):
+            # meanwhile, on a connection of its own, a call the worker answers (info): its slowest answer
+            # shows whether the branch holds up the worker's event loop
+            stop, poller = threading.Event(), Api(url, key)
+
+            def poll():
+                worst = 0.0
+                while not stop.is_set():
+                    t0 = time.perf_counter()
+                    poller.call("GET", "/v1/info")
+                    worst = max(worst, time.perf_counter() - t0)
+                    time.sleep(0.05)
+                info_worst.append(worst)
+            th = threading.Thread(target=poll)
+            th.start()
             dt, res = api.timed("POST", f"/v1/sandboxes/{sid}/branch", {"count": 3, "with_memory": True})
+            stop.set()
+            th.join()
             branch.append(dt)
             kids = [k["id"] for k in res["sandboxes"]]
             made.extend(kids)
@@ -157,7 +174,7 @@ def main():
                "first exec after create": first, "exec round trip (true)": rt,
                "pause": pause, "resume": resume, "suspend (memory to file)": suspend,
                "resume from suspend (memory)": resume_mem, "restore in place (memory)": restore,
-               "branch with memory x3": branch, "delete": delete}
+               "branch with memory x3": branch, "info during branch (slowest)": info_worst, "delete": delete}
         load1 = os.getloadavg()
         print(f"vm runtime: {vm['vmm']}, guest kernel {vm.get('guest_kernel')}, accelerator {accel}"
               + (" (software emulation: slow, development only)" if accel == "tcg" else "")
