@@ -371,6 +371,31 @@ int btrfs_qgroup_get(int fd, uint64_t qgroupid, uint64_t *ret_referenced, uint64
         return 0;
 }
 
+static int read_qgroup_limit(const struct btrfs_ioctl_search_header *h, const uint8_t *item, void *userdata) {
+        struct btrfs_qgroup_limit_item li;
+        uint64_t *excl = userdata;
+
+        if (h->len < sizeof li)
+                return -EBADMSG;
+        memcpy(&li, item, sizeof li);
+        *excl = (le64toh(li.flags) & BTRFS_QGROUP_LIMIT_MAX_EXCL) && le64toh(li.max_excl) != UINT64_MAX
+                        ? le64toh(li.max_excl)
+                        : 0;
+        return 1;
+}
+
+int btrfs_qgroup_limit_exclusive_get(int fd, uint64_t qgroupid, uint64_t *ret_bytes) {
+        uint64_t excl = 0;
+        int r;
+
+        r = btrfs_tree_search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, 0, BTRFS_QGROUP_LIMIT_KEY, qgroupid, qgroupid,
+                              read_qgroup_limit, &excl);
+        if (r < 0)
+                return r;
+        *ret_bytes = excl; /* no limit item: no limit */
+        return 0;
+}
+
 int btrfs_qgroup_remove(int fd, uint64_t qgroupid) {
         struct btrfs_ioctl_qgroup_create_args args = { .create = 0, .qgroupid = qgroupid };
 

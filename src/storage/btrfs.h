@@ -50,6 +50,8 @@ int btrfs_quota_enable(int fd);
 int btrfs_quota_enabled(int fd);
 /* Limits the exclusive bytes of a qgroup (0 removes the limit). */
 int btrfs_qgroup_limit_exclusive(int fd, uint64_t qgroupid, uint64_t bytes);
+/* The exclusive-bytes limit of a qgroup (0: none), as btrfs_qgroup_limit_exclusive set it. */
+int btrfs_qgroup_limit_exclusive_get(int fd, uint64_t qgroupid, uint64_t *ret_bytes);
 /* Accounted bytes of a qgroup as of the last transaction commit; -ENOENT if none. */
 int btrfs_qgroup_get(int fd, uint64_t qgroupid, uint64_t *ret_referenced, uint64_t *ret_exclusive);
 /* Removes a qgroup; -EBUSY while its subvolume exists, -ENOENT if none. */

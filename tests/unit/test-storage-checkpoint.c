@@ -589,11 +589,22 @@ TEST(btrfs_checkpoint_readonly) {
         check_no_residue(dir);
 }
 
+/* The exclusive-bytes limit of the subvolume at path (0: none). */
+static uint64_t root_limit(const char *path) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        uint64_t id = 0, bytes = UINT64_MAX;
+
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(btrfs_subvol_get_id(fd, &id));
+        ASSERT_OK(btrfs_qgroup_limit_exclusive_get(fd, BTRFS_QGROUPID(id), &bytes));
+        return bytes;
+}
+
 /* Restored and branched roots carry the disk_mb limit. */
 TEST(btrfs_quota_after_restore_and_branch) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
-        _cleanup_free_ char *root = NULL, *child = NULL;
+        _cleanup_free_ char *root = NULL, *child = NULL, *child2 = NULL, *child3 = NULL, *child4 = NULL;
         uint64_t limit = (uint64_t) TEST_QUOTA_MB << 20, written = 0;
         int err;
 
@@ -626,6 +637,19 @@ TEST(btrfs_quota_after_restore_and_branch) {
         ASSERT_EQ(err, 0);
         ASSERT_EQ(written, 2 * limit);
 
+        /* the limit asked for, whether the source's is the same (inherited, not set again) or not */
+        ASSERT_EQ(root_limit(child), limit);
+        ASSERT_EQ(root_limit(root), 0U);
+        ASSERT_OK(pool_sandbox_branch(p, "q", NULL, "child2", TEST_QUOTA_MB, &child2));
+        ASSERT_EQ(root_limit(child2), limit);
+        ASSERT_OK(pool_sandbox_branch(p, "q", "c1", "child3", 0, &child3));
+        ASSERT_EQ(root_limit(child3), 0U);
+        ASSERT_OK(pool_sandbox_branch(p, "child2", NULL, "child4", 2 * TEST_QUOTA_MB, &child4));
+        ASSERT_EQ(root_limit(child4), 2 * limit);
+
+        ASSERT_OK(pool_sandbox_remove(p, "child4"));
+        ASSERT_OK(pool_sandbox_remove(p, "child3"));
+        ASSERT_OK(pool_sandbox_remove(p, "child2"));
         ASSERT_OK(pool_sandbox_remove(p, "child"));
         ASSERT_OK(pool_sandbox_remove(p, "q"));
         ASSERT_OK(pool_release(p));
