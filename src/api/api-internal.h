@@ -137,6 +137,11 @@ void json_out_key(JsonWriter *w, const ApiKey *k, const char *tenant_name);
 int json_out_file_entry(JsonWriter *w, const JsonValue *entry);
 /* Re-serialises one process of a PS result: -EBADMSG if malformed. */
 int json_out_process(JsonWriter *w, const JsonValue *proc);
+/* {"<key>":[...]}: the array result[key] of an agent's (hostile) answer, each
+ * element re-serialised by out (json_out_process, json_out_file_entry);
+ * -EBADMSG if the array or one element is malformed. */
+int json_out_agent_list(JsonWriter *w, const JsonValue *result, const char *key,
+                        int (*out)(JsonWriter *w, const JsonValue *v));
 /* Re-serialises an EXIT payload as {"type":"exit",...}: -EBADMSG if malformed. */
 int json_out_exit(JsonWriter *w, const JsonValue *exit_payload);
 /* {"type":"stdout","data":"..."} or {"type":"stdout","data_b64":"..."} where not UTF-8. */

@@ -486,7 +486,6 @@ int api_exec_list(ApiRequest *r, ApiError *e) {
         _cleanup_json_ JsonValue *result = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_close_ int fd = -EBADF;
-        JsonValue *procs;
         int k;
 
         json_w_init(&w);
@@ -499,16 +498,7 @@ int api_exec_list(ApiRequest *r, ApiError *e) {
         k = agent_call_json(fd, PROTO_PS, "{}", "ps", &result, e);
         if (k < 0)
                 return k;
-        procs = json_get(result, "processes");
-        if (json_type(procs) != JSON_ARRAY)
+        if (json_out_agent_list(&w, result, "processes", json_out_process) < 0)
                 return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed process list");
-        json_w_object_begin(&w);
-        json_w_key(&w, "processes");
-        json_w_array_begin(&w);
-        for (size_t i = 0; i < json_array_size(procs); i++)
-                if (json_out_process(&w, json_array_at(procs, i)) < 0)
-                        return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed process entry");
-        json_w_array_end(&w);
-        json_w_object_end(&w);
         return api_reply_json(r, 200, &w);
 }

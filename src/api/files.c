@@ -88,24 +88,14 @@ static int path_request(FileCall *c, ProtoType type, const char *bool_key, bool 
 static int files_list(ApiRequest *r, FileCall *c, ApiError *e) {
         _cleanup_json_ JsonValue *result = NULL;
         _cleanup_(json_w_done) JsonWriter w;
-        JsonValue *entries;
         int k;
 
         json_w_init(&w);
         k = path_request(c, PROTO_FILE_LIST, NULL, false, -1, &result, e);
         if (k < 0)
                 return k;
-        entries = json_get(result, "entries");
-        if (json_type(entries) != JSON_ARRAY)
+        if (json_out_agent_list(&w, result, "entries", json_out_file_entry) < 0)
                 return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed listing");
-        json_w_object_begin(&w);
-        json_w_key(&w, "entries");
-        json_w_array_begin(&w);
-        for (size_t i = 0; i < json_array_size(entries); i++)
-                if (json_out_file_entry(&w, json_array_at(entries, i)) < 0)
-                        return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed directory entry");
-        json_w_array_end(&w);
-        json_w_object_end(&w);
         return api_reply_json(r, 200, &w);
 }
 

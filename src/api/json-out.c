@@ -228,6 +228,23 @@ int json_out_file_entry(JsonWriter *w, const JsonValue *entry) {
         return 0;
 }
 
+int json_out_agent_list(JsonWriter *w, const JsonValue *result, const char *key,
+                        int (*out)(JsonWriter *w, const JsonValue *v)) {
+        const JsonValue *list = json_get(result, key);
+
+        if (json_type(list) != JSON_ARRAY)
+                return -EBADMSG;
+        json_w_object_begin(w);
+        json_w_key(w, key);
+        json_w_array_begin(w);
+        for (size_t i = 0; i < json_array_size(list); i++)
+                if (out(w, json_array_at(list, i)) < 0)
+                        return -EBADMSG;
+        json_w_array_end(w);
+        json_w_object_end(w);
+        return 0;
+}
+
 int json_out_process(JsonWriter *w, const JsonValue *proc) {
         const char *exec_id;
         JsonValue *argv, *v;

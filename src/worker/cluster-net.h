@@ -2,8 +2,9 @@
 #pragma once
 
 /* cluster-net: the network side of the API ↔ worker boundary, shared by the client
- * (worker-client.c) and the worker's listener (worker-gateway.c): the
- * cluster token, TCP connections with a deadline, and bounded line reads.
+ * (worker-client*.c) and the worker's listener (worker-gateway.c,
+ * worker-ship.c): the cluster token, TCP connections with a deadline,
+ * bounded line reads and the one-line answers.
  *
  * A connection to a worker's internal listener starts with
  *     {"op":"hello","token":"<cluster token>","worker":"<name expected>"}
