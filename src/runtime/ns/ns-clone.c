@@ -141,19 +141,22 @@ static void block_fill(NsChildBlock *b, const NsChildArgs *a, size_t n_env) {
                 memcpy(at, s->seccomp->filter, n);
                 b->seccomp = (struct sock_fprog) { .len = s->seccomp->len, .filter = (struct sock_filter *) (void *) at };
                 b->spec.seccomp = &b->seccomp;
+                at += n;
         }
         b->args = *a;
+        b->args.stage_path = copy_str(&at, a->stage_path);
         b->args.spec = &b->spec;
         b->args.envp = env;
 }
 
 static size_t block_need(const NsChildArgs *a, size_t n_env) {
         const RuntimeSpec *s = a->spec;
-        size_t n = (n_env + 1) * sizeof(char *) + 8;
+        size_t n = (n_env + 1) * sizeof(char *) + 8; /* + the filter's alignment */
 
         for (size_t i = 0; i < n_env; i++)
                 n += strlen(a->envp[i]) + 1;
         n += strlen(s->root_path) + 1 + strlen(s->hostname) + 1 + (s->resolv_conf ? strlen(s->resolv_conf) + 1 : 0);
+        n += a->stage_path ? strlen(a->stage_path) + 1 : 0;
         if (s->seccomp)
                 n += s->seccomp->len * sizeof(struct sock_filter);
         return n;

@@ -3,6 +3,7 @@
  * namespaces, id maps and the idmapped root, then wait for space-agent's
  * exec. A failed create unwinds everything it made. */
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -52,6 +53,29 @@ static int listen_unix(const char *path, int *ret_fd) {
         }
         *ret_fd = TAKE_FD(fd);
         return 0;
+}
+
+/* NS_STAGE_DIR beside the agent's socket, empty: PID 1 stacks a tmpfs there
+ * in its own mount namespace and builds /proc, /dev, /sys and /run in it
+ * before its root exists (ns-setup.h). */
+static int stage_dir_make(const char *agent_socket, char *buf, size_t n) {
+        const char *slash = strrchr(agent_socket, '/');
+
+        if (!slash || snprintf(buf, n, "%.*s/%s", (int) (slash - agent_socket), agent_socket, NS_STAGE_DIR) >= (int) n)
+                return -ENAMETOOLONG;
+        if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        return 0;
+}
+
+/* The staging directory beside the socket goes with it. */
+static void stage_dir_remove(const char *agent_socket) {
+        char p[PATH_MAX];
+        const char *slash = strrchr(agent_socket, '/');
+
+        if (slash && snprintf(p, sizeof p, "%.*s/%s", (int) (slash - agent_socket), agent_socket, NS_STAGE_DIR) <
+                             (int) sizeof p)
+                (void) rmdir(p);
 }
 
 static char **build_env(const RuntimeSpec *spec) {
@@ -109,6 +133,7 @@ static void unwind(const char *id, const char *agent_socket, pid_t pid, int pidf
                 (void) cgroup_remove(id);
         }
         (void) unlink(agent_socket);
+        stage_dir_remove(agent_socket);
 }
 
 /* The idmapped root to PID 1 over the sync socket, and its go. */
@@ -135,6 +160,7 @@ static int ns_give_root(RuntimePending *p, const char *root_path, char *errbuf, 
 
 static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
         _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, pidfd = -EBADF;
+        char stage[PATH_MAX];
         _cleanup_strv_free_ char **envp = NULL;
         int sync[2] = { -EBADF, -EBADF };
         bool cgroup_made = false;
@@ -160,13 +186,19 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                 snprintf(errbuf, errbuf_size, "cannot create agent socket: %s", strerror(-r));
                 goto fail;
         }
+        r = stage_dir_make(spec->agent_socket, stage, sizeof stage);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot make the staging directory: %s", strerror(-r));
+                goto fail;
+        }
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
                 r = negative_errno();
                 goto fail;
         }
 
         {
-                NsChildArgs a = { .spec = spec, .sync_fd = sync[1], .parent_fd = sync[0], .listen_fd = lfd, .envp = envp };
+                NsChildArgs a = { .spec = spec, .sync_fd = sync[1], .parent_fd = sync[0], .listen_fd = lfd,
+                                  .stage_path = stage, .envp = envp };
                 pid = ns_clone_child(&a, cgfd, spec->clone_parent, &pidfd);
         }
         if (pid < 0) {
@@ -192,6 +224,8 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                         log_debug("Cannot lower the OOM score of sandbox %s's PID 1", spec->id);
         }
         r = ns_write_id_maps(pid, spec->uid_base);
+        if (r >= 0 && write(sync[0], "m", 1) != 1) /* PID 1 sets up what needs no root meanwhile */
+                r = negative_errno();
         if (r < 0) {
                 snprintf(errbuf, errbuf_size, "cannot write id maps: %s", strerror(-r));
                 goto fail;
@@ -253,6 +287,8 @@ static int ns_destroy(const char *id, const char *agent_socket) {
                 r = k;
         if (agent_socket && unlink(agent_socket) < 0 && errno != ENOENT && r >= 0)
                 r = negative_errno();
+        if (agent_socket)
+                stage_dir_remove(agent_socket);
         return r;
 }
 

@@ -25,6 +25,7 @@ static const char *const step_names[_NS_STEP_MAX] = {
         [NS_STEP_SYNC] = "sync",
         [NS_STEP_IDENTITY] = "identity",
         [NS_STEP_MOUNT_PRIVATE] = "mount-private",
+        [NS_STEP_STAGE] = "stage",
         [NS_STEP_ROOT] = "root",
         [NS_STEP_PROC] = "proc",
         [NS_STEP_DEV] = "dev",
@@ -261,7 +262,8 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         NsChildArgs copy = *args, *a = &copy;
         const RuntimeSpec *spec = a->spec;
         char go;
-        int rootfd_mnt = -1, rootfd, listen_fd, exe_fd;
+        static const char *const staged[] = { "proc", "dev", "sys", "run" };
+        int rootfd_mnt = -1, rootfd, stagefd, listen_fd, exe_fd;
         long k;
 
         (void) ns_close(args->parent_fd);
@@ -275,7 +277,74 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         exe_fd = (int) ns_sys3(SYS_fcntl, spec->agent_exe_fd, F_DUPFD_CLOEXEC, 10);
         CHECK(a, NS_STEP_SYNC, exe_fd);
 
-        /* 1. wait for the parent: id maps written, idmapped root on its way */
+        /* 1. wait for the parent: cgroups joined, id maps written */
+        do
+                k = ns_sys3(SYS_read, a->sync_fd, &go, 1);
+        while (k == -EINTR);
+        if (k != 1 || go != 'm')
+                child_fail(a, NS_STEP_SYNC, k < 0 ? (int) k : -EPIPE);
+
+        /* 2. nothing we mount propagates back to the host */
+        CHECK(a, NS_STEP_MOUNT_PRIVATE, ns_sys5(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
+
+        /* 3. the staging directory (NS_STAGE_DIR), opened by its path in our own mount namespace
+         *    while we still are the host's root, owner of its parent */
+        stagefd = (int) ns_sys4(SYS_openat, AT_FDCWD, a->stage_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+        CHECK(a, NS_STEP_STAGE, stagefd);
+
+        /* 4. a cgroup namespace rooted at the sandbox's cgroups (the parent moved us there) */
+        CHECK(a, NS_STEP_IDENTITY, ns_sys1(SYS_unshare, CLONE_NEWCGROUP));
+
+        /* 5. become root of the new user namespace (one thread: no libc set*id broadcast needed) */
+        CHECK(a, NS_STEP_IDENTITY, ns_sys3(SYS_setresgid, 0, 0, 0));
+        CHECK(a, NS_STEP_IDENTITY, ns_sys3(SYS_setresuid, 0, 0, 0));
+        CHECK(a, NS_STEP_IDENTITY, ns_sys2(SYS_setgroups, 0, NULL));
+
+        /* 6. while the root is being made, a tmpfs of ours stacked on the staging directory (in our
+         *    own mount namespace only); its fd stays the way to it */
+        {
+                int fs = (int) ns_sys2(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC), mnt;
+                CHECK(a, NS_STEP_STAGE, fs);
+                CHECK(a, NS_STEP_STAGE, ns_sys5(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "700", 0));
+                CHECK(a, NS_STEP_STAGE, ns_sys5(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", "65536", 0));
+                CHECK(a, NS_STEP_STAGE, ns_sys5(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "nr_inodes", "64", 0));
+                CHECK(a, NS_STEP_STAGE, ns_sys5(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0));
+                mnt = (int) ns_sys3(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+                CHECK(a, NS_STEP_STAGE, mnt);
+                ns_close(fs);
+                CHECK(a, NS_STEP_STAGE, ns_sys5(SYS_move_mount, mnt, "", stagefd, "",
+                                                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH));
+                ns_close(stagefd);
+                stagefd = mnt; /* the root of the attached tmpfs */
+        }
+
+        /* 7. in it: /proc, /dev, /sys, /run and where the root will be mounted */
+        CHECK(a, NS_STEP_STAGE, ns_sys3(SYS_mkdirat, stagefd, "root", 0755));
+        CHECK(a, NS_STEP_STAGE, ns_sys3(SYS_mkdirat, stagefd, "run", 0755));
+        /* /proc of the new pid namespace */
+        CHECK(a, NS_STEP_PROC, mount_at(stagefd, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                        "hidepid=invisible"));
+        if (!SPACE_BENCH_NO_HARDENING) {
+                CHECK(a, NS_STEP_PROC, ns_mask_proc(stagefd));
+                CHECK(a, NS_STEP_PROC, ns_fake_boot_id(stagefd, "run")); /* /run gets its own tmpfs below */
+        }
+        /* a minimal /dev */
+        step_dev(a, stagefd);
+        /* /sys read-only (of our own network namespace) */
+        CHECK(a, NS_STEP_SYS, mount_at(stagefd, "sys", "sysfs", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                                       NULL));
+        /* /run as tmpfs */
+        {
+                char run_opts[64];
+                ns_fmt_u64(run_opts, sizeof run_opts, "mode=755,size=", tmpfs_size(spec, UINT64_C(64) << 20) / 2);
+                CHECK(a, NS_STEP_RUN, mount_at(stagefd, "run", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, run_opts));
+        }
+        /* identity and network (our own uts and net namespaces), limits */
+        CHECK(a, NS_STEP_HOSTNAME, ns_sys2(SYS_sethostname, spec->hostname, strlen(spec->hostname)));
+        step_loopback(a);
+        CHECK(a, NS_STEP_RLIMITS, ns_set_rlimits(&spec->limits));
+
+        /* 8. the idmapped root (its fd, then "g") */
         k = child_recv_fd(a->sync_fd, &rootfd_mnt);
         CHECK(a, NS_STEP_SYNC, k);
         do
@@ -284,13 +353,10 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         if (k != 1)
                 child_fail(a, NS_STEP_SYNC, k < 0 ? (int) k : -EPIPE);
 
-        /* 2. the idmapped root over its own directory (resolved while we still
-         *    are the host's root, owner of the state directory), then work below it */
+        /* 9. the idmapped root attached in the staging tmpfs, then work below it */
         {
-                int target = (int) ns_sys4(SYS_openat, AT_FDCWD, spec->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+                int target = open_beneath(stagefd, "root", false, 0);
                 CHECK(a, NS_STEP_ROOT, target);
-                /* nothing we mount propagates back to the host */
-                CHECK(a, NS_STEP_MOUNT_PRIVATE, ns_sys5(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
                 CHECK(a, NS_STEP_ROOT, ns_sys5(SYS_move_mount, rootfd_mnt, "", target, "",
                                                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH));
                 ns_close(target);
@@ -298,48 +364,32 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
                 CHECK(a, NS_STEP_ROOT, ns_sys1(SYS_fchdir, rootfd));
         }
 
-        /* 3. a cgroup namespace rooted at the sandbox's cgroups (the parent moved us there) */
-        CHECK(a, NS_STEP_IDENTITY, ns_sys1(SYS_unshare, CLONE_NEWCGROUP));
+        /* 10. the staged mounts onto the root's directories (symlinks and ".." refused there) */
+        for (size_t i = 0; i < ELEMENTSOF(staged); i++) {
+                char from[NS_FD_PATH_MAX], to[NS_FD_PATH_MAX];
+                int src = open_beneath(stagefd, staged[i], false, 0), dst;
 
-        /* 4. become root of the new user namespace (one thread: no libc set*id broadcast needed) */
-        CHECK(a, NS_STEP_IDENTITY, ns_sys3(SYS_setresgid, 0, 0, 0));
-        CHECK(a, NS_STEP_IDENTITY, ns_sys3(SYS_setresuid, 0, 0, 0));
-        CHECK(a, NS_STEP_IDENTITY, ns_sys2(SYS_setgroups, 0, NULL));
-
-        /* 5. /proc of the new pid namespace */
-        CHECK(a, NS_STEP_PROC, mount_at(rootfd, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                                        "hidepid=invisible"));
-        if (!SPACE_BENCH_NO_HARDENING) {
-                CHECK(a, NS_STEP_PROC, ns_mask_proc(rootfd));
-                CHECK(a, NS_STEP_PROC, ns_fake_boot_id(rootfd, "run")); /* /run gets its own tmpfs in step 8 */
+                CHECK(a, NS_STEP_STAGE, src);
+                dst = open_beneath(rootfd, staged[i], true, 0755);
+                CHECK(a, NS_STEP_STAGE, dst);
+                CHECK(a, NS_STEP_STAGE, ns_sys5(SYS_mount, ns_fd_path(from, src), ns_fd_path(to, dst), NULL, MS_MOVE, NULL));
+                ns_close(src);
+                ns_close(dst);
         }
-        /* 6. a minimal /dev */
-        step_dev(a, rootfd);
-        /* 7. /sys read-only (of our own network namespace) */
-        CHECK(a, NS_STEP_SYS, mount_at(rootfd, "sys", "sysfs", "sysfs",
-                                       MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL));
-        /* 8. /run as tmpfs */
-        {
-                char run_opts[64];
-                ns_fmt_u64(run_opts, sizeof run_opts, "mode=755,size=", tmpfs_size(spec, UINT64_C(64) << 20) / 2);
-                CHECK(a, NS_STEP_RUN, mount_at(rootfd, "run", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, run_opts));
-        }
+        ns_close(stagefd);
 
-        /* 9. pivot into the root, drop the old one */
+        /* 11. pivot into the root, drop the old one (the staging tmpfs with it) */
         CHECK(a, NS_STEP_PIVOT, ns_sys2(SYS_pivot_root, ".", "."));
         CHECK(a, NS_STEP_PIVOT, ns_sys2(SYS_umount2, ".", MNT_DETACH));
         CHECK(a, NS_STEP_PIVOT, ns_sys1(SYS_chdir, "/"));
         ns_close(rootfd);
 
-        /* 10. identity and network */
-        CHECK(a, NS_STEP_HOSTNAME, ns_sys2(SYS_sethostname, spec->hostname, strlen(spec->hostname)));
-        step_loopback(a);
+        /* 12. the root's own files */
         if (spec->resolv_conf)
                 CHECK(a, NS_STEP_RESOLV_CONF, ns_write_resolv_conf(spec->resolv_conf));
         CHECK(a, NS_STEP_MACHINE_ID, ns_write_machine_id());
-        CHECK(a, NS_STEP_RLIMITS, ns_set_rlimits(&spec->limits));
 
-        /* 11. fds: 0-2 → /dev/null, 3 = agent socket, every other fd closes at exec */
+        /* 13. fds: 0-2 → /dev/null, 3 = agent socket, every other fd closes at exec */
         {
                 int null = (int) ns_sys4(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC, 0);
                 CHECK(a, NS_STEP_FDS, null);
@@ -351,7 +401,7 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
                 CHECK(a, NS_STEP_FDS, ns_sys3(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC));
         }
 
-        /* 12. capabilities down to the allow-list, securebits locked, no_new_privs */
+        /* 14. capabilities down to the allow-list, securebits locked, no_new_privs */
         if (!SPACE_BENCH_NO_HARDENING)
                 CHECK(a, NS_STEP_PRIVILEGES, ns_drop_privileges());
         /* the reviewed policy of seccomp-policy.c, built by the worker at start */
@@ -369,7 +419,7 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
                         CHECK(a, NS_STEP_SECCOMP, ns_sys3(SYS_fcntl, listener, F_SETFD, 0));
         }
 
-        /* 13. space-agent as PID 1 (the sync socket closes on success) */
+        /* 15. space-agent as PID 1 (the sync socket closes on success) */
         {
                 char *argv[] = { (char *) "space-agent", NULL };
                 k = ns_sys5(SYS_execveat, exe_fd, "", argv, a->envp, AT_EMPTY_PATH);
