@@ -441,10 +441,12 @@ static int rest_timeout(ApiRequest *r, const char *id, ApiError *e) {
 }
 
 static int rest_kill(ApiRequest *r, const char *id, ApiError *e) {
+        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX];
         int k;
 
+        lock = api_sandbox_lock(id); /* after any lifecycle call in flight on it, as /v1 delete */
         k = lookup(r, id, &sb, e);
         if (k < 0)
                 return k;
