@@ -87,6 +87,8 @@ int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, 
  * whose agent started without its env (a warm one) still gives it to every
  * process. */
 int api_exec_merge_env(ExecRequest *x, const char *sandbox_env_json, ApiError *e);
+/* Writes an environment as a JSON object: base's string entries not in over, then over's. */
+void api_json_write_merged_env(JsonWriter *w, const JsonValue *base, const JsonValue *over);
 
 /* ---- lifecycle validation (lifecycle-validate.c): pure functions ---- */
 

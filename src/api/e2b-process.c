@@ -356,28 +356,6 @@ static int string_ok(const JsonValue *v, size_t max) {
                strlen(json_string(v)) == json_string_len(v);
 }
 
-/* The process's environment: the sandbox's (its create's envVars) under the
- * request's. A sandbox created afresh has its envs in PID 1's environment
- * already; one taken from a warm pool was started before its envs were known,
- * so they go with every process, as /v1 exec does. */
-static void write_envs(JsonWriter *w, const JsonValue *base, const JsonValue *over) {
-        json_w_object_begin(w);
-        for (size_t i = 0; i < json_object_size(base); i++) {
-                const char *k = json_object_key(base, i);
-                const JsonValue *v = json_object_value(base, i);
-                if (json_type(v) != JSON_STRING || (over && json_get(over, k)))
-                        continue;
-                json_w_key(w, k);
-                json_w_string_n(w, json_string(v), json_string_len(v));
-        }
-        for (size_t i = 0; i < json_object_size(over); i++) {
-                const JsonValue *v = json_object_value(over, i);
-                json_w_key(w, json_object_key(over, i));
-                json_w_string_n(w, json_string(v), json_string_len(v));
-        }
-        json_w_object_end(w);
-}
-
 static int parse_start(const JsonValue *req, const char *sandbox_env_json, uint64_t timeout_ms, StartRequest *s,
                        ApiError *e) {
         const JsonValue *proc = e2b_field(req, "process", NULL), *cmd, *args, *envs, *cwd, *pty, *tag, *in;
@@ -420,13 +398,16 @@ static int parse_start(const JsonValue *req, const char *sandbox_env_json, uint6
                         return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         }
         /* validated when it was stored: a failure here is ours */
+        /* the sandbox's envs (its create's envVars) under the request's: one taken
+         * from a warm pool was started before its envs were known, so they go with
+         * every process, as /v1 exec does */
         if (!isempty(sandbox_env_json) &&
             (json_parse(sandbox_env_json, strlen(sandbox_env_json), &base, NULL, 0) < 0 ||
              json_type(base) != JSON_OBJECT))
                 return api_error(e, -EBADMSG, API_INTERNAL, "the sandbox's stored env is not a JSON object");
         if (envs || json_object_size(base) > 0) {
                 json_w_key(&s->exec, "env");
-                write_envs(&s->exec, base, envs);
+                api_json_write_merged_env(&s->exec, base, envs);
         }
 
         cwd = e2b_field(proc, "cwd", NULL);

@@ -206,8 +206,7 @@ int api_validate_branch(const JsonValue *body, const Config *c, uint64_t *ret_co
 
 /* ---- the exec environment ---- */
 
-/* Writes env as an object: base's entries not in over, then over's. */
-static int write_merged_env(JsonWriter *w, const JsonValue *base, const JsonValue *over) {
+void api_json_write_merged_env(JsonWriter *w, const JsonValue *base, const JsonValue *over) {
         json_w_object_begin(w);
         for (size_t i = 0; i < json_object_size(base); i++) {
                 const char *k = json_object_key(base, i);
@@ -225,7 +224,6 @@ static int write_merged_env(JsonWriter *w, const JsonValue *base, const JsonValu
                 json_w_string_n(w, json_string(v), json_string_len(v));
         }
         json_w_object_end(w);
-        return 0;
 }
 
 int api_exec_merge_env(ExecRequest *x, const char *sandbox_env_json, ApiError *e) {
@@ -252,7 +250,7 @@ int api_exec_merge_env(ExecRequest *x, const char *sandbox_env_json, ApiError *e
                 const JsonValue *v = json_object_value(req, i);
                 json_w_key(&w, k);
                 if (streq(k, "env")) {
-                        (void) write_merged_env(&w, base, v);
+                        api_json_write_merged_env(&w, base, v);
                         wrote_env = true;
                 } else {
                         _cleanup_free_ char *raw = NULL;
@@ -263,7 +261,7 @@ int api_exec_merge_env(ExecRequest *x, const char *sandbox_env_json, ApiError *e
         }
         if (!wrote_env) {
                 json_w_key(&w, "env");
-                (void) write_merged_env(&w, base, NULL);
+                api_json_write_merged_env(&w, base, NULL);
         }
         json_w_object_end(&w);
         if (json_w_finish(&w, &text, NULL) < 0)

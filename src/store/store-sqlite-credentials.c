@@ -83,14 +83,8 @@ static int cred_read_all(SqliteStore *q, sqlite3_stmt *st, Credential **ret, siz
         return sqlite_store_list_rows(q, st, sizeof(Credential), cred_read, cred_rows_free, (void **) ret, ret_n);
 }
 
-int sqlite_op_credential_insert(Store *s, const Credential *c) {
-        SqliteStore *q = sqlite_store(s);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-
-        CHECK(cred_stmt(q, SQL_CRED_INSERT, &st));
-        CHECK(sqlite_bind_text(q, st, 1, c->id));
-        CHECK(sqlite_bind_text(q, st, 2, c->tenant_id));
-        CHECK(sqlite_bind_text(q, st, 3, c->name));
+/* Parameters 4-12 of the insert and the update: what a credential says and its sealed value. */
+static int cred_bind_fields(SqliteStore *q, sqlite3_stmt *st, const Credential *c) {
         CHECK(sqlite_bind_text(q, st, 4, c->hosts_json));
         CHECK(sqlite_bind_text(q, st, 5, cred_apply_to_string(c->apply)));
         CHECK(sqlite_bind_text(q, st, 6, c->header_name));
@@ -100,6 +94,18 @@ int sqlite_op_credential_insert(Store *s, const Credential *c) {
         CHECK(sqlite_bind_text(q, st, 10, c->ciphertext));
         CHECK(sqlite_bind_text(q, st, 11, c->nonce));
         CHECK(sqlite_bind_text(q, st, 12, c->key_id));
+        return 0;
+}
+
+int sqlite_op_credential_insert(Store *s, const Credential *c) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        CHECK(cred_stmt(q, SQL_CRED_INSERT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, c->id));
+        CHECK(sqlite_bind_text(q, st, 2, c->tenant_id));
+        CHECK(sqlite_bind_text(q, st, 3, c->name));
+        CHECK(cred_bind_fields(q, st, c));
         CHECK(sqlite_bind_int64(q, st, 13, c->created_usec));
         CHECK(sqlite_bind_int64(q, st, 14, c->updated_usec));
         CHECK(sqlite_bind_int64(q, st, 15, c->expires_usec));
@@ -146,15 +152,7 @@ int sqlite_op_credential_update(Store *s, const Credential *c, int64_t now, uint
         CHECK(sqlite_bind_text(q, st, 1, c->tenant_id));
         CHECK(sqlite_bind_text(q, st, 2, c->name));
         CHECK(sqlite_bind_int64(q, st, 3, (int64_t) c->version));
-        CHECK(sqlite_bind_text(q, st, 4, c->hosts_json));
-        CHECK(sqlite_bind_text(q, st, 5, cred_apply_to_string(c->apply)));
-        CHECK(sqlite_bind_text(q, st, 6, c->header_name));
-        CHECK(sqlite_bind_text(q, st, 7, c->header_format));
-        CHECK(sqlite_bind_text(q, st, 8, c->basic_user));
-        CHECK(sqlite_bind_text(q, st, 9, c->env_name));
-        CHECK(sqlite_bind_text(q, st, 10, c->ciphertext));
-        CHECK(sqlite_bind_text(q, st, 11, c->nonce));
-        CHECK(sqlite_bind_text(q, st, 12, c->key_id));
+        CHECK(cred_bind_fields(q, st, c));
         CHECK(sqlite_bind_int64(q, st, 13, c->expires_usec));
         CHECK(sqlite_bind_int64(q, st, 14, c->revoked_usec));
         CHECK(sqlite_bind_int64(q, st, 15, now));

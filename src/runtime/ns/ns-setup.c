@@ -68,6 +68,16 @@ int send_fd(int sock, int fd) {
         return 0;
 }
 
+/* The one descriptor a received message carries (no libc call: the child uses it too). */
+static int fd_of_msghdr(struct msghdr *mh, int *ret_fd) {
+        struct cmsghdr *c = CMSG_FIRSTHDR(mh);
+
+        if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+                return -EBADMSG;
+        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+        return 0;
+}
+
 int recv_fd(int sock, int *ret_fd) {
         char dummy;
         struct iovec iov = { .iov_base = &dummy, .iov_len = 1 };
@@ -76,7 +86,6 @@ int recv_fd(int sock, int *ret_fd) {
                 char buf[CMSG_SPACE(sizeof(int))];
         } u = {};
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-        struct cmsghdr *c;
         ssize_t k;
 
         do
@@ -86,11 +95,7 @@ int recv_fd(int sock, int *ret_fd) {
                 return negative_errno();
         if (k == 0)
                 return -ECONNRESET;
-        c = CMSG_FIRSTHDR(&mh);
-        if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
-                return -EBADMSG;
-        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
-        return 0;
+        return fd_of_msghdr(&mh, ret_fd);
 }
 
 int ns_write_id_maps(pid_t pid, uid_t base) {
@@ -152,7 +157,6 @@ static int child_recv_fd(int sock, int *ret_fd) {
                 char buf[CMSG_SPACE(sizeof(int))];
         } u = {};
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-        struct cmsghdr *c;
         long k;
 
         do
@@ -162,11 +166,7 @@ static int child_recv_fd(int sock, int *ret_fd) {
                 return (int) k;
         if (k == 0)
                 return -ECONNRESET;
-        c = CMSG_FIRSTHDR(&mh);
-        if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
-                return -EBADMSG;
-        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
-        return 0;
+        return fd_of_msghdr(&mh, ret_fd);
 }
 
 /* Opens a directory below the new root, refusing symlinks and "..", so a
