@@ -33,7 +33,12 @@ export SPACE_BUILD_DIR="$top/build"
 
 unit_rc=0
 meson test -C build --print-errorlogs --num-processes 2 >build/unit.log 2>&1 || unit_rc=$?
-tail -n 25 build/unit.log
+if [ "$unit_rc" -ne 0 ]; then
+        # the failed binaries' own output (--print-errorlogs), without the passing lines
+        grep -Ev '^ *[0-9]+/[0-9]+ .* (OK|EXPECTEDFAIL) ' build/unit.log | tail -n 200
+else
+        tail -n 25 build/unit.log
+fi
 
 e2e_rc=0
 /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/e2e 2>&1 | tee build/e2e.log || e2e_rc=$?

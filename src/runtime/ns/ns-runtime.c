@@ -55,26 +55,31 @@ static int listen_unix(const char *path, int *ret_fd) {
         return 0;
 }
 
-/* NS_STAGE_DIR beside the agent's socket, empty: PID 1 stacks a tmpfs there
- * in its own mount namespace and builds /proc, /dev, /sys and /run in it
- * before its root exists (ns-setup.h). */
-static int stage_dir_make(const char *agent_socket, char *buf, size_t n) {
-        const char *slash = strrchr(agent_socket, '/');
-
-        if (!slash || snprintf(buf, n, "%.*s/%s", (int) (slash - agent_socket), agent_socket, NS_STAGE_DIR) >= (int) n)
+/* The staging directory, named after the agent's socket (<socket>.stage, so
+ * sandboxes whose sockets share a directory never share it), empty: PID 1
+ * stacks a tmpfs there in its own mount namespace and builds /proc, /dev,
+ * /sys and /run in it before its root exists (ns-setup.h). */
+static int stage_dir_path(const char *agent_socket, char *buf, size_t n) {
+        if (snprintf(buf, n, "%s%s", agent_socket, NS_STAGE_SUFFIX) >= (int) n)
                 return -ENAMETOOLONG;
+        return 0;
+}
+
+static int stage_dir_make(const char *agent_socket, char *buf, size_t n) {
+        int r = stage_dir_path(agent_socket, buf, n);
+
+        if (r < 0)
+                return r;
         if (mkdir(buf, 0700) < 0 && errno != EEXIST)
                 return negative_errno();
         return 0;
 }
 
-/* The staging directory beside the socket goes with it. */
+/* The staging directory goes with the socket. */
 static void stage_dir_remove(const char *agent_socket) {
         char p[PATH_MAX];
-        const char *slash = strrchr(agent_socket, '/');
 
-        if (slash && snprintf(p, sizeof p, "%.*s/%s", (int) (slash - agent_socket), agent_socket, NS_STAGE_DIR) <
-                             (int) sizeof p)
+        if (stage_dir_path(agent_socket, p, sizeof p) >= 0)
                 (void) rmdir(p);
 }
 

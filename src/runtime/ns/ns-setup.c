@@ -287,7 +287,7 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         /* 2. nothing we mount propagates back to the host */
         CHECK(a, NS_STEP_MOUNT_PRIVATE, ns_sys5(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
 
-        /* 3. the staging directory (NS_STAGE_DIR), opened by its path in our own mount namespace
+        /* 3. the staging directory (<socket>.stage), opened by its path in our own mount namespace
          *    while we still are the host's root, owner of its parent */
         stagefd = (int) ns_sys4(SYS_openat, AT_FDCWD, a->stage_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
         CHECK(a, NS_STEP_STAGE, stagefd);

@@ -35,13 +35,13 @@ typedef enum NsStep {
 
 const char *ns_step_to_string(NsStep s);
 
-/* An empty directory beside the agent's socket. Once its id maps are
- * written (the parent sends "m"), the child stacks a tmpfs on it in its own
- * mount namespace and mounts /proc (with its masks), /dev, /sys and /run
- * there, while the worker still makes its root; once the root comes, each is
- * moved (MS_MOVE, with what is mounted below it) onto the root's directory
- * of that name. */
-#define NS_STAGE_DIR "stage"
+/* An empty directory named after the agent's socket (<socket>.stage). Once
+ * its id maps are written (the parent sends "m"), the child stacks a tmpfs on
+ * it in its own mount namespace and mounts /proc (with its masks), /dev, /sys
+ * and /run there, while the worker still makes its root; once the root comes,
+ * each is moved (MS_MOVE, with what is mounted below it) onto the root's
+ * directory of that name. */
+#define NS_STAGE_SUFFIX ".stage"
 
 /* What the parent reports after the child failed: sent as this struct. */
 typedef struct NsChildError {
@@ -54,7 +54,7 @@ typedef struct NsChildArgs {
         int sync_fd;     /* child's end of the sync socketpair */
         int parent_fd;   /* the parent's end: the child closes its copy first (EOF when the parent is gone) */
         int listen_fd;   /* agent listening socket, becomes fd 3 */
-        const char *stage_path; /* host path of the staging directory (NS_STAGE_DIR beside the socket) */
+        const char *stage_path; /* host path of the staging directory (<socket>.stage) */
         char *const *envp;
 } NsChildArgs;
 
