@@ -2,13 +2,16 @@
 /* libFuzzer target for the gateway's parsers of hostile bytes: a DNS query
  * from a sandbox (dns_question_parse, then the reply built for it must parse
  * back as an answer to the same question), an upstream DNS answer
- * (dns_answer_parse) and a TLS ClientHello (sni_parse: a name found is
- * NUL-free, bounded, and the record length lies within the input). */
+ * (dns_answer_parse), a TLS ClientHello (sni_parse: a name found is
+ * NUL-free, bounded, and the record length lies within the input), the first
+ * bytes through a CONNECT tunnel (gw_first_bytes_kind) and an authority
+ * (gw_split_authority: a host found is bounded and lower-case). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dns-wire.h"
+#include "gateway-internal.h"
 #include "sni-parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -43,6 +46,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                              addrs, &n, &ttl);
         if (r >= 0)
                 CHECK(n <= DNS_ANSWERS_MAX);
+        r = gw_first_bytes_kind(data, size);
+        CHECK(r == -EAGAIN || r == GW_FIRST_OTHER || r == GW_FIRST_TLS || r == GW_FIRST_HTTP);
+        {
+                char host[DNS_NAME_MAX + 1];
+                uint16_t port = 0;
+                if (size <= 4096 && memchr(data, 0, size) == NULL &&
+                    gw_split_authority((const char *) data, size, 80, host, &port) >= 0) {
+                        CHECK(strlen(host) <= DNS_NAME_MAX && port > 0);
+                        for (const char *p = host; *p; p++)
+                                CHECK(!(*p >= 'A' && *p <= 'Z'));
+                }
+        }
         r = sni_parse(data, size, sni, &rec);
         if (r == 0) {
                 CHECK(strlen(sni) <= SNI_NAME_MAX && strlen(sni) > 0);

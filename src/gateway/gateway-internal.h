@@ -232,6 +232,14 @@ void gw_conn_deny(Gateway *gw, GwConn *c, int status, const char *why);
 
 struct GwIntercept;
 
+/* gateway-first-bytes.c */
+int gw_split_authority(const char *p, size_t n, uint16_t default_port, char host[static DNS_NAME_MAX + 1],
+                       uint16_t *ret_port);
+enum { GW_FIRST_OTHER, GW_FIRST_TLS, GW_FIRST_HTTP };
+/* What the bytes a client sent first through a tunnel are: GW_FIRST_*, or
+ * -EAGAIN until its first line is complete. */
+int gw_first_bytes_kind(const uint8_t *p, size_t n);
+
 /* gateway-cred.c */
 int64_t gw_wall_usec(void);
 int gw_cred_setup(Gateway *gw);              /* as root: master key, CA file */

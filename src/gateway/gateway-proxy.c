@@ -33,6 +33,7 @@
 static void conn_update(Gateway *gw, GwConn *c);
 static void uio_event(Gateway *gw, GwIo *io, uint32_t events);
 static void tls_hello(Gateway *gw, GwConn *c);
+static void connect_first_bytes(Gateway *gw, GwConn *c);
 
 /* Bytes on their way to the sandbox: our own (refusals, the CONNECT reply,
  * DNS answers) in out[], then the upstream's in the pipe. */
@@ -249,13 +250,11 @@ static void connected(Gateway *gw, GwConn *c) {
                 c->out_n = STRLEN(ok);
         }
         if (c->sni_check && c->in_n > 0) {
-                /* a ClientHello that came with the CONNECT head: checked now, not on the next read
-                 * (none may come: the client waits for the server's answer) */
-                if (sni_looks_like_tls(c->in, c->in_n)) {
-                        tls_hello(gw, c);
-                        return;
-                }
-                c->sni_check = false;
+                /* bytes that came with the CONNECT head: checked now, not on the next read
+                 * (none may come: a TLS client waits for the server's answer) */
+                conn_update(gw, c);
+                connect_first_bytes(gw, c);
+                return;
         }
         conn_update(gw, c);
 }
@@ -303,27 +302,6 @@ static bool decide_addr(Gateway *gw, GwConn *c) {
         }
         gw_event(gw, c->sb, true, c->proto, NULL, &c->dst.sin_addr, c->port, m.rule);
         return true;
-}
-
-/* "host[:port]" (no brackets: IPv6 is not served). */
-static int split_authority(const char *p, size_t n, uint16_t default_port, char host[static DNS_NAME_MAX + 1],
-                           uint16_t *ret_port) {
-        const char *colon = memrchr(p, ':', n);
-        size_t hl = colon ? (size_t) (colon - p) : n;
-        uint64_t port = default_port;
-        if (hl == 0 || hl > DNS_NAME_MAX || memchr(p, '[', n) || memchr(p, '@', n))
-                return -EINVAL;
-        if (colon && (slice_to_u64((Slice){ colon + 1, n - hl - 1 }, &port) < 0 || port == 0 || port > 65535))
-                return -EINVAL;
-        memcpy(host, p, hl);
-        host[hl] = 0;
-        if (hl > 0 && host[hl - 1] == '.')
-                host[hl - 1] = 0;
-        for (char *s = host; *s; s++)
-                if (*s >= 'A' && *s <= 'Z')
-                        *s = (char) (*s - 'A' + 'a');
-        *ret_port = (uint16_t) port;
-        return 0;
 }
 
 static bool is_ipv4_literal(const char *s, struct in_addr *ret) {
@@ -411,6 +389,29 @@ static int http_rewrite(GwConn *c, const HttpHead *h, const uint8_t *extra, size
         return (int) o;
 }
 
+/* Plain HTTP goes upstream one request per connection (its Host decided):
+ * in[] becomes its head, rewritten, and the part of its body read so far.
+ * False when c was refused. */
+static bool one_request_start(Gateway *gw, GwConn *c, const HttpHead *h, size_t head_len) {
+        size_t extra_n = c->in_n - head_len;
+        _cleanup_free_ uint8_t *extra = memdup(c->in + head_len, extra_n ?: 1);
+        int r;
+
+        c->one_request = true;
+        c->chunked = h->chunked;
+        c->body_left = h->content_length > 0 ? (uint64_t) h->content_length : 0;
+        c->body_done = !h->chunked && c->body_left == 0;
+        if (!extra || (r = http_rewrite(c, h, extra, extra_n)) < 0) {
+                conn_refuse(gw, c, 431, "request head too large");
+                return false;
+        }
+        if (!body_feed(c, (size_t) r)) {
+                conn_refuse(gw, c, 400, "malformed chunked body");
+                return false;
+        }
+        return true;
+}
+
 /* Explicit proxy: the policy decides on the name, then the gateway resolves it
  * itself (the sandbox's own DNS plays no part) and connects. */
 static void resolve_and_connect(Gateway *gw, GwConn *c) {
@@ -452,7 +453,7 @@ static void http_head(Gateway *gw, GwConn *c, size_t head_len) {
 
         if (c->kind == GW_CONN_PROXY && slice_eq(method, "CONNECT")) {
                 c->proto = "connect";
-                if (split_authority(target.p, target.n, 0, c->host, &c->port) < 0 || c->port == 0) {
+                if (gw_split_authority(target.p, target.n, 0, c->host, &c->port) < 0 || c->port == 0) {
                         conn_refuse(gw, c, 400, "CONNECT needs host:port");
                         return;
                 }
@@ -492,7 +493,7 @@ static void http_head(Gateway *gw, GwConn *c, size_t head_len) {
                 }
                 const char *path = memchr(rest, '/', (size_t) (sp2 - rest));
                 const char *auth_end = path ? path : sp2;
-                if (split_authority(rest, (size_t) (auth_end - rest), 80, uhost, &uport) < 0) {
+                if (gw_split_authority(rest, (size_t) (auth_end - rest), 80, uhost, &uport) < 0) {
                         conn_refuse(gw, c, 400, "bad host in the URI");
                         return;
                 }
@@ -515,8 +516,9 @@ static void http_head(Gateway *gw, GwConn *c, size_t head_len) {
                 return;
         }
         const char *hosthdr = http_head_header(&h, "host");
-        if (!hosthdr || split_authority(hosthdr, strlen(hosthdr), c->kind == GW_CONN_PROXY ? 80 : ntohs(c->dst.sin_port),
-                                        host, &hport) < 0) {
+        if (!hosthdr ||
+            gw_split_authority(hosthdr, strlen(hosthdr), c->kind == GW_CONN_PROXY ? 80 : ntohs(c->dst.sin_port), host,
+                               &hport) < 0) {
                 conn_refuse(gw, c, 400, "a valid Host header is required");
                 return;
         }
@@ -538,24 +540,8 @@ static void http_head(Gateway *gw, GwConn *c, size_t head_len) {
                 }
         }
         (void) strscpy(c->host, sizeof c->host, host);
-        c->one_request = true;
-        c->chunked = h.chunked;
-        c->body_left = h.content_length > 0 ? (uint64_t) h.content_length : 0;
-        c->body_done = !h.chunked && c->body_left == 0;
-        if (http_credential_host(gw, c))
+        if (http_credential_host(gw, c) || !one_request_start(gw, c, &h, head_len))
                 return;
-        {
-                size_t extra_n = c->in_n - head_len;
-                _cleanup_free_ uint8_t *extra = memdup(c->in + head_len, extra_n ?: 1);
-                if (!extra || (r = http_rewrite(c, &h, extra, extra_n)) < 0) {
-                        conn_refuse(gw, c, 431, "request head too large");
-                        return;
-                }
-                if (!body_feed(c, (size_t) r)) {
-                        conn_refuse(gw, c, 400, "malformed chunked body");
-                        return;
-                }
-        }
         if (is_ipv4_literal(c->host, &lit)) {
                 if (c->kind == GW_CONN_TRANSPARENT && lit.s_addr != c->dst.sin_addr.s_addr) {
                         deny(gw, c, 403, "the Host address differs from the destination");
@@ -679,6 +665,65 @@ static void head_input(Gateway *gw, GwConn *c) {
         http_head(gw, c, (size_t) hl);
 }
 
+/* Plain HTTP through a CONNECT tunnel: its Host must name the CONNECT host
+ * (else a fronted request reaches another site on the allowed address), and
+ * it goes upstream as one request, like the transparent port 80's. */
+static void connect_http(Gateway *gw, GwConn *c) {
+        _cleanup_(http_head_done) HttpHead h = {};
+        char host[DNS_NAME_MAX + 1], why[DNS_NAME_MAX * 2 + 64];
+        ssize_t hl = http_head_length((const char *) c->in, c->in_n);
+        const char *hosthdr;
+        uint16_t hport;
+
+        if (hl == 0 && c->in_n < GW_HEAD_READ_MAX)
+                return; /* the rest of the head is to come */
+        if (hl <= 0) {
+                deny(gw, c, 431, "request head too large");
+                return;
+        }
+        c->proto = "http";
+        if (http_parse_request_head((const char *) c->in, (size_t) hl, &h) < 0) {
+                deny(gw, c, 400, "malformed HTTP request in the CONNECT tunnel");
+                return;
+        }
+        hosthdr = http_head_header(&h, "host");
+        if (!hosthdr || gw_split_authority(hosthdr, strlen(hosthdr), c->port, host, &hport) < 0) {
+                deny(gw, c, 400, "a valid Host header is required");
+                return;
+        }
+        if (!streq(host, c->host) || hport != c->port) {
+                snprintf(why, sizeof why, "Host header %s does not match the CONNECT host %s", hosthdr, c->host);
+                deny(gw, c, 403, why);
+                return;
+        }
+        c->sni_check = false;
+        if (http_credential_host(gw, c) || !one_request_start(gw, c, &h, (size_t) hl))
+                return;
+        conn_update(gw, c);
+}
+
+/* The client's first bytes through a CONNECT tunnel, held back until known:
+ * a TLS ClientHello (its SNI checked), an HTTP request (its Host checked), or
+ * another client-first protocol (relayed as it comes). */
+static void connect_first_bytes(Gateway *gw, GwConn *c) {
+        switch (gw_first_bytes_kind(c->in, c->in_n)) {
+        case GW_FIRST_TLS:
+                tls_hello(gw, c);
+                return;
+        case GW_FIRST_HTTP:
+                connect_http(gw, c);
+                return;
+        case GW_FIRST_OTHER:
+                c->sni_check = false; /* relayed as is to the allowed host:port (now, not on the next event) */
+                conn_update(gw, c);
+                return;
+        default: /* the first line is still incomplete */
+                if (c->in_n >= GW_HEAD_READ_MAX)
+                        deny(gw, c, 431, "first line too long");
+                return;
+        }
+}
+
 static void client_readable(Gateway *gw, GwConn *c) {
         size_t cap = GW_BUF_SIZE;
         if (c->state == GW_CONN_HEAD)
@@ -716,11 +761,8 @@ static void client_readable(Gateway *gw, GwConn *c) {
                 return;
         }
         if (c->sni_check && c->state == GW_CONN_RELAY) {
-                if (sni_looks_like_tls(c->in, c->in_n)) {
-                        tls_hello(gw, c);
-                        return;
-                }
-                c->sni_check = false; /* not TLS: relayed as is to the allowed host:port (now, not on the next event) */
+                connect_first_bytes(gw, c);
+                return;
         }
         conn_update(gw, c);
 }

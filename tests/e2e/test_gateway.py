@@ -651,9 +651,8 @@ print(head.split(b"\r\n")[0].decode() if head else "closed", "tls" if rest[:1] =
 
 
 def test_proxy_connect_plain_client_first(net):
-    """After CONNECT, a client-first protocol that is not TLS (here HTTP) is
-    relayed as it comes, not only once the upstream speaks or another event
-    arrives."""
+    """After CONNECT, plain HTTP whose Host is the CONNECT host goes through
+    at once, not only once the upstream speaks or another event arrives."""
     rc, out, err = py_in_sb(net, r"""
 import socket
 s = socket.create_connection(("10.231.0.0", 10080), timeout=5)
@@ -673,6 +672,89 @@ print(out.decode(errors="replace"))
 """)
     assert rc == 0, err
     assert out.startswith("HTTP/1.1 200") and "hello host=allowed.test" in out, out
+
+
+CONNECT_PLAIN = r"""
+import socket, sys, time
+target, payload, bytewise = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3] == "1"
+s = socket.create_connection(("10.231.0.0", 10080), timeout=5)
+s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target.encode(), target.encode()))
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(1)
+assert buf.startswith(b"HTTP/1.1 200"), buf
+if bytewise:                      # one byte per segment: the check must not decide on a prefix
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for i in range(len(payload)):
+        s.sendall(payload[i:i + 1])
+        time.sleep(0.002)
+else:
+    s.sendall(payload)
+s.shutdown(socket.SHUT_WR)        # the echo ends when its input does
+out = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        out += d
+except socket.timeout:
+    pass
+sys.stdout.write(out.decode(errors="replace"))
+"""
+
+
+def connect_plain(net, target, payload, bytewise=False):
+    rc, out, err = py_in_sb(net, CONNECT_PLAIN.replace("sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3]",
+                                                       f"{target!r}, bytes.fromhex({payload.hex()!r}), {'1' if bytewise else '0'!r}"))
+    assert rc == 0, err
+    return out
+
+
+def test_proxy_connect_plain_http_host_must_match(net):
+    """Domain fronting over the explicit proxy: CONNECT to an allowed host,
+    then plain HTTP whose Host (or absolute URI) names another. Refused with an
+    event, and no request reaches any upstream; so are the variants a lenient
+    server would still read as HTTP (blank lines first, tabs, a head sent byte
+    by byte, a Host that differs only in its port)."""
+    fronted = [
+        b"GET / HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n",
+        b"\r\n\r\nGET / HTTP/1.1\r\nHost: other.test\r\n\r\n",
+        b"GET\t/\tHTTP/1.1\r\nHost: other.test\r\n\r\n",
+        b"GET http://other.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: allowed.test:81\r\n\r\n",
+        b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n",
+    ]
+    before = len(upstream_log(net))
+    for payload in fronted:
+        out = connect_plain(net, "allowed.test:80", payload)
+        assert out.startswith("HTTP/1.1 4"), (payload, out)
+        assert "hello" not in out, (payload, out)
+    out = connect_plain(net, "allowed.test:80", fronted[0], bytewise=True)
+    assert out.startswith("HTTP/1.1 403"), out
+    assert [e for e in upstream_log(net)[before:] if e["kind"] == "http"] == []
+    assert net["gw"].wait_event(lambda e: e["event"] == "network.deny" and
+                                "does not match the CONNECT host" in e["reason"])
+
+
+def test_proxy_connect_plain_http_one_request(net):
+    """A second, pipelined request in the tunnel (with another Host) never
+    reaches the upstream: plain HTTP through CONNECT is one request per
+    connection, as on the transparent port 80."""
+    before = len(upstream_log(net))
+    out = connect_plain(net, "allowed.test:80",
+                        b"GET /a HTTP/1.1\r\nHost: allowed.test\r\n\r\nGET /b HTTP/1.1\r\nHost: other.test\r\n\r\n")
+    assert out.startswith("HTTP/1.1 200") and "hello host=allowed.test" in out, out
+    assert "other.test" not in out, out
+    assert [(e["host"], e["path"]) for e in upstream_log(net)[before:] if e["kind"] == "http"] == [("allowed.test", "/a")]
+
+
+def test_proxy_connect_other_client_first_protocol_relayed(net):
+    """A client-first protocol that is neither TLS nor HTTP (an SSH-style
+    banner) still goes through a CONNECT tunnel to a port a rule names."""
+    out = connect_plain(net, "allowed.test:2222", b"SSH-2.0-space_test client\r\nmore\n")
+    assert out.startswith("echo-banner\n"), out
+    assert "SSH-2.0-space_test client\nmore" in out, out   # (text mode: \r\n read as \n)
 
 
 def test_proxy_connect_eager_client_hello(net):

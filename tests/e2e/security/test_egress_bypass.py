@@ -328,6 +328,10 @@ def test_sni_allowed_host_denied_and_reverse(world, box):
     r = xchg(world, box, "tcp", gw, 10080, b"CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n\r\n"
              + client_hello("allowed.test"))
     assert isinstance(r, bytes) and r.startswith(b"HTTP/1.1 403"), r
+    # plain HTTP in a CONNECT tunnel to the allowed name, with the Host of the denied one
+    r = xchg(world, box, "tcp", gw, 10080, b"CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n",
+             then=b"GET / HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n")
+    assert isinstance(r, bytes) and b"HTTP/1.1 403" in r and b"hello" not in r, r
     # absolute URI of one name with the Host of the other, both ways
     assert http(world, box, gw, 10080, "other.test", target="http://allowed.test/") == "HTTP/1.1 403 Forbidden"
     assert http(world, box, gw, 10080, "allowed.test", target="http://other.test/") == "HTTP/1.1 403 Forbidden"
