@@ -14,6 +14,15 @@
  * upstream's plaintext goes back unchanged. Every plaintext buffer is wiped
  * when it is freed.
  *
+ * HTTP/2: the upstream is offered what the sandbox offered (h2 and/or
+ * http/1.1), and the sandbox is answered with what the upstream chose, so a
+ * protocol is only agreed when it can be served end to end. A sandbox
+ * offering h2 therefore waits for the upstream's handshake before its own
+ * ServerHello (tls-intercept.h); one offering only http/1.1 does not (both
+ * handshakes run at once, as before). With h2 on both legs the plaintext
+ * goes through gateway-h2.c (stream by stream, credentials on every
+ * request's HEADERS); otherwise through the HTTP/1.x parser here.
+ *
  * Buffers of the GwConn: out[] stages ciphertext for the sandbox's socket,
  * in[] ciphertext for the upstream's socket. */
 #include <errno.h>
@@ -28,6 +37,7 @@
 
 #include "alloc-util.h"
 #include "fd-util.h"
+#include "gateway-h2.h"
 #include "gateway-internal.h"
 #include "log.h"
 #include "str-util.h"
@@ -55,6 +65,9 @@ typedef struct GwIntercept {
         int refuse_status;
         char refuse_why[GW_EVENT_REASON_MAX];
         bool down_closed, up_closed; /* close_notify seen */
+        bool alpn_set;    /* the upstream's ALPN offer follows the sandbox's ClientHello */
+        bool answered;    /* the sandbox's pipe knows what to select */
+        GwH2 *h2;         /* both legs chose h2 */
 } GwIntercept;
 
 static void ix_pump(Gateway *gw, GwConn *c);
@@ -62,6 +75,7 @@ static void ix_pump(Gateway *gw, GwConn *c);
 void gw_intercept_free(GwIntercept *ix) {
         if (!ix)
                 return;
+        gw_h2_free(ix->h2);
         tls_pipe_free(ix->down);
         tls_pipe_free(ix->up);
         if (ix->req) {
@@ -87,6 +101,9 @@ static void ix_refuse(Gateway *gw, GwConn *c, int status, const char *why) {
         if (ix->refusing)
                 return;
         gw_event(gw, c->sb, false, "tls", c->host, NULL, c->port, why);
+        /* the answer is HTTP/1.1: a sandbox waiting for the upstream's ALPN gets http/1.1 (or none) */
+        (void) tls_pipe_set_answer(ix->down, TLS_ALPN_HTTP11);
+        ix->answered = true;
         ix->refusing = true;
         ix->refuse_status = status;
         (void) strscpy(ix->refuse_why, sizeof ix->refuse_why, why);
@@ -110,8 +127,7 @@ static void ix_send_refusal(GwConn *c) {
         ix->refuse_status = 0; /* sent */
 }
 
-/* "name[:port]" of a Host header against the connection's host and port. */
-static bool host_header_matches(const GwConn *c, const char *v) {
+bool gw_host_header_matches(const GwConn *c, const char *v) {
         const char *colon = strrchr(v, ':');
         size_t n = colon ? (size_t) (colon - v) : strlen(v);
         unsigned port = 443;
@@ -174,7 +190,7 @@ static int request_head(Gateway *gw, GwConn *c, size_t head_len) {
                 return -EBADMSG;
         }
         host = http_head_header(&h, "host");
-        if (!host || !host_header_matches(c, host)) {
+        if (!host || !gw_host_header_matches(c, host)) {
                 snprintf(why, sizeof why, "the Host header (%.253s) does not name %s, the host TLS was for",
                          host ?: "missing", c->host);
                 ix_refuse(gw, c, 421, why);
@@ -338,24 +354,45 @@ static void update(Gateway *gw, GwConn *c) {
         (void) gw_epoll_mod(gw, &c->cio, ce);
 }
 
-static void ix_pump(Gateway *gw, GwConn *c) {
+/* The sandbox's handshake; false: the connection was closed. */
+static bool down_handshake(Gateway *gw, GwConn *c) {
         GwIntercept *ix = c->ix;
         int r;
 
-        if (!ix->down_ready) {
-                r = tls_pipe_handshake(ix->down);
-                if (r < 0) {
-                        /* the sandbox does not trust its CA, or is no TLS client: nothing to answer */
-                        char why[TLS_PIPE_ERROR_MAX + 64];
-                        snprintf(why, sizeof why, "TLS handshake with the sandbox failed: %s", tls_pipe_error(ix->down));
-                        gw_event(gw, c->sb, false, "tls", c->host, NULL, c->port, why);
-                        (void) flush(gw, c); /* its alert */
-                        ix_close(gw, c);
-                        return;
-                }
-                ix->down_ready = r > 0;
+        if (ix->down_ready)
+                return true;
+        r = tls_pipe_handshake(ix->down);
+        if (r < 0) {
+                /* the sandbox does not trust its CA, or is no TLS client: nothing to answer */
+                char why[TLS_PIPE_ERROR_MAX + 64];
+                snprintf(why, sizeof why, "TLS handshake with the sandbox failed: %s", tls_pipe_error(ix->down));
+                gw_event(gw, c->sb, false, "tls", c->host, NULL, c->port, why);
+                (void) flush(gw, c); /* its alert */
+                ix_close(gw, c);
+                return false;
         }
-        if (ix->up_connected && !ix->up_ready && !ix->refusing) {
+        ix->down_ready = r > 0;
+        return true;
+}
+
+/* Both handshakes: the upstream's starts once the sandbox's ClientHello
+ * said what it offers; a sandbox offering h2 is answered once the upstream
+ * chose. false: the connection was closed. */
+static bool handshakes(Gateway *gw, GwConn *c) {
+        GwIntercept *ix = c->ix;
+        int r;
+
+        if (!down_handshake(gw, c))
+                return false;
+        if (!ix->alpn_set && tls_pipe_hello_seen(ix->down)) {
+                unsigned offers = tls_pipe_offers(ix->down);
+                if ((offers & TLS_ALPN_H2) && tls_pipe_offer(ix->up, offers) < 0) {
+                        ix_refuse(gw, c, 502, "TLS to the upstream could not start");
+                        return down_handshake(gw, c);
+                }
+                ix->alpn_set = true;
+        }
+        if (ix->up_connected && ix->alpn_set && !ix->up_ready && !ix->refusing) {
                 r = tls_pipe_handshake(ix->up);
                 if (r < 0) {
                         char why[TLS_PIPE_ERROR_MAX + 64];
@@ -364,7 +401,66 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                 } else
                         ix->up_ready = r > 0;
         }
-        if (ix->down_ready && !ix->refusing) {
+        if (ix->up_ready && !ix->answered) {
+                (void) tls_pipe_set_answer(ix->down, tls_pipe_alpn(ix->up) == TLS_ALPN_H2 ? TLS_ALPN_H2
+                                                                                          : TLS_ALPN_HTTP11);
+                ix->answered = true;
+        }
+        return down_handshake(gw, c); /* again: the answer (or a refusal) may let it go on */
+}
+
+/* h2 on both legs: plaintext through the two sessions. < 0: close. */
+static int h2_pump(GwConn *c) {
+        GwIntercept *ix = c->ix;
+        int r;
+
+        while (!ix->down_closed && tls_pipe_pending(ix->up) < IX_PENDING_MAX) {
+                ssize_t k = tls_pipe_read(ix->down, ix->scratch, IX_READ_MAX);
+                if (k == -EAGAIN)
+                        break;
+                if (k <= 0)
+                        return -ECONNRESET; /* the sandbox closed: its streams are gone with it */
+                r = gw_h2_recv(ix->h2, true, ix->scratch, (size_t) k);
+                if (r < 0)
+                        break; /* nghttp2 queued its GOAWAY: sent below, then closed */
+        }
+        while (!ix->up_closed && tls_pipe_pending(ix->down) < IX_PENDING_MAX) {
+                ssize_t k = tls_pipe_read(ix->up, ix->scratch, IX_READ_MAX);
+                if (k == -EAGAIN)
+                        break;
+                if (k <= 0) {
+                        ix->up_closed = true;
+                        break;
+                }
+                if (gw_h2_recv(ix->h2, false, ix->scratch, (size_t) k) < 0)
+                        break;
+        }
+        if (ix->up_closed || c->u_eof)
+                gw_h2_upstream_gone(ix->h2);
+        return gw_h2_send(ix->h2, IX_PENDING_MAX);
+}
+
+static void ix_pump(Gateway *gw, GwConn *c) {
+        GwIntercept *ix = c->ix;
+        int r;
+
+        if (!handshakes(gw, c))
+                return;
+        if (ix->down_ready && ix->up_ready && !ix->refusing && !ix->h2 && tls_pipe_alpn(ix->down) == TLS_ALPN_H2) {
+                r = gw_h2_new(gw, c, ix->down, ix->up, &ix->h2);
+                if (r < 0) {
+                        ix_close(gw, c);
+                        return;
+                }
+        }
+        if (ix->h2) {
+                if (h2_pump(c) < 0 || c->c_eof) {
+                        (void) flush(gw, c);
+                        ix_close(gw, c);
+                        return;
+                }
+        }
+        if (ix->down_ready && !ix->refusing && !ix->h2) {
                 /* the sandbox's plaintext */
                 while (!ix->down_closed && ix->req_n < GW_BUF_SIZE && tls_pipe_pending(ix->up) < IX_PENDING_MAX) {
                         ssize_t k = tls_pipe_read(ix->down, ix->req + ix->req_n, GW_BUF_SIZE - ix->req_n);
@@ -381,8 +477,9 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                 if (ix->up_ready)
                         requests(gw, c);
         }
-        if (ix->up_ready && !ix->refusing) {
-                /* the upstream's plaintext, unchanged */
+        if (ix->up_ready && ix->down_ready && !ix->refusing && !ix->h2) {
+                /* the upstream's plaintext, unchanged (once the sandbox's protocol is known: h2 would be relayed
+                 * by frames, and an h2 upstream speaks first) */
                 while (!ix->up_closed && tls_pipe_pending(ix->down) < IX_PENDING_MAX) {
                         ssize_t k = tls_pipe_read(ix->up, ix->scratch, IX_READ_MAX);
                         if (k == -EAGAIN)
@@ -406,7 +503,13 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                 return;
         }
         bool to_sandbox_empty = c->out_n == 0 && tls_pipe_pending(ix->down) == 0;
-        if (to_sandbox_empty && (ix->refusing ? ix->refuse_status == 0 && ix->down_ready : (c->u_eof || ix->up_closed))) {
+        if (ix->h2) {
+                if (to_sandbox_empty && gw_h2_done(ix->h2)) {
+                        ix_close(gw, c); /* both GOAWAY'd (or failed) and everything reached the sandbox */
+                        return;
+                }
+        } else if (to_sandbox_empty &&
+                   (ix->refusing ? ix->refuse_status == 0 && ix->down_ready : (c->u_eof || ix->up_closed))) {
                 ix_close(gw, c); /* the upstream is done (or refused) and everything reached the sandbox */
                 return;
         }

@@ -123,6 +123,8 @@ struct Gateway {
         uint16_t next_query_id;
         CredKey *cred_key;     /* NULL: no master key here, no credential can be opened */
         SSL_CTX *upstream_tls; /* verifies intercepted upstreams */
+        struct epoll_event *batch; /* the epoll events being handled (gw_io_close drops its own) */
+        int batch_n;
 };
 
 uint64_t gw_now_usec(void);
@@ -261,3 +263,5 @@ void gw_control_writer(Gateway *gw, JsonWriter *w);
  * ClientHello arrives); c->in holds the ClientHello. */
 void gw_intercept_start(Gateway *gw, GwConn *c);
 void gw_intercept_free(struct GwIntercept *ix);
+/* "name[:port]" of a Host header or :authority against c's host and port (443 if none). */
+bool gw_host_header_matches(const GwConn *c, const char *v);

@@ -72,6 +72,10 @@ void gw_epoll_del(Gateway *gw, GwIo *io) {
 }
 
 void gw_io_close(Gateway *gw, GwIo *io) {
+        /* the rest of the batch being handled must not reach io: it may be freed next */
+        for (int i = 0; i < gw->batch_n; i++)
+                if (gw->batch[i].data.ptr == io)
+                        gw->batch[i].data.ptr = NULL;
         gw_epoll_del(gw, io);
         io->fd = safe_close(io->fd);
 }
@@ -606,8 +610,12 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
                         r = -errno;
                         goto finish;
                 }
+                gw.batch = evs;
+                gw.batch_n = MAX(n, 0);
                 for (int i = 0; i < n; i++) {
                         GwIo *io = evs[i].data.ptr;
+                        if (!io)
+                                continue; /* closed by an earlier event of this batch */
                         /* What the worker wrote before this event's cause is carried out before
                          * the event (a registration sent ahead, then the sandbox thawed: its first
                          * packet is decided under that registration). Lines may free what the
@@ -620,6 +628,8 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
                         if (gw.control_eof)
                                 break;
                 }
+                gw.batch = NULL;
+                gw.batch_n = 0;
                 uint64_t now = gw_now_usec();
                 gw_resolves_tick(&gw, now);
                 gw_conns_tick(&gw, now);

@@ -15,10 +15,31 @@ struct TlsPipe {
         SSL *ssl;
         BIO *rbio, *wbio; /* owned by ssl */
         bool server;
+        bool hello_seen;      /* server: the ClientHello was read (offers is valid) */
+        unsigned offers;      /* server: TLS_ALPN_* the client offered */
+        TlsAlpn answer;       /* server: what to select; TLS_ALPN_NONE = not decided yet */
         char error[TLS_PIPE_ERROR_MAX];
 };
 
 static const uint8_t alpn_http11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+static const uint8_t alpn_h2[] = { 2, 'h', '2' };
+
+unsigned tls_alpn_parse(const uint8_t *p, size_t n) {
+        unsigned offers = 0;
+        size_t i = 0;
+
+        while (i < n) {
+                size_t l = p[i++];
+                if (l == 0 || l > n - i)
+                        return 0; /* malformed: nothing we can serve */
+                if (l == alpn_h2[0] && memcmp(p + i, alpn_h2 + 1, l) == 0)
+                        offers |= TLS_ALPN_H2;
+                else if (l == alpn_http11[0] && memcmp(p + i, alpn_http11 + 1, l) == 0)
+                        offers |= TLS_ALPN_HTTP11;
+                i += l;
+        }
+        return offers;
+}
 
 int tls_intercept_client_ctx_new(const char *ca_file, SSL_CTX **ret) {
         SSL_CTX *ctx;
@@ -44,11 +65,42 @@ int tls_intercept_client_ctx_new(const char *ca_file, SSL_CTX **ret) {
         return 0;
 }
 
-/* The sandbox may offer h2 and http/1.1: we speak HTTP/1.1 only. */
+/* The ClientHello's ALPN offers; a client offering h2 waits here (the
+ * handshake pauses: SSL_ERROR_WANT_CLIENT_HELLO_CB) until the caller says
+ * what the upstream chose (tls_pipe_set_answer). One that does not offer h2
+ * gets http/1.1 at once. */
+static int client_hello(SSL *ssl, int *al, void *arg) {
+        TlsPipe *p = SSL_get_app_data(ssl);
+        const uint8_t *ext;
+        size_t n;
+
+        (void) al;
+        (void) arg;
+        if (!p)
+                return SSL_CLIENT_HELLO_ERROR;
+        if (!p->hello_seen) {
+                p->offers = 0;
+                /* the extension: a 2-byte length, then the list */
+                if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &ext, &n) == 1 &&
+                    n >= 2 && (size_t) ((ext[0] << 8) | ext[1]) == n - 2)
+                        p->offers = tls_alpn_parse(ext + 2, n - 2);
+                p->hello_seen = true;
+        }
+        if ((p->offers & TLS_ALPN_H2) && p->answer == TLS_ALPN_NONE)
+                return SSL_CLIENT_HELLO_RETRY;
+        return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/* h2 only when the upstream chose it; otherwise http/1.1 if offered. */
 static int alpn_select(SSL *ssl, const uint8_t **out, uint8_t *outlen, const uint8_t *in, unsigned inlen,
                        void *arg) {
-        (void) ssl;
+        TlsPipe *p = SSL_get_app_data(ssl);
+
         (void) arg;
+        if (p && p->answer == TLS_ALPN_H2 &&
+            SSL_select_next_proto((uint8_t **) out, outlen, alpn_h2, sizeof alpn_h2, in, inlen) ==
+                    OPENSSL_NPN_NEGOTIATED)
+                return SSL_TLSEXT_ERR_OK;
         if (SSL_select_next_proto((uint8_t **) out, outlen, alpn_http11, sizeof alpn_http11, in, inlen) !=
             OPENSSL_NPN_NEGOTIATED)
                 return SSL_TLSEXT_ERR_NOACK;
@@ -73,6 +125,7 @@ static int pipe_new(SSL_CTX *ctx, bool server, TlsPipe **ret) {
         }
         BIO_set_mem_eof_return(p->rbio, -1); /* empty = retry, not EOF */
         SSL_set_bio(p->ssl, p->rbio, p->wbio);
+        SSL_set_app_data(p->ssl, p);
         if (server)
                 SSL_set_accept_state(p->ssl);
         else
@@ -100,6 +153,7 @@ int tls_intercept_server_new(TlsCa *ca, const char *host, TlsPipe **ret) {
                  SSL_CTX_use_certificate(ctx, leaf) != 1 || SSL_CTX_use_PrivateKey(ctx, key) != 1)
                 r = -EIO;
         else {
+                SSL_CTX_set_client_hello_cb(ctx, client_hello, NULL);
                 SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
                 SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
                 r = pipe_new(ctx, true, &p);
@@ -191,9 +245,55 @@ int tls_pipe_handshake(TlsPipe *p) {
         if (k == 1)
                 return 1;
         e = SSL_get_error(p->ssl, k);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_CLIENT_HELLO_CB)
                 return 0;
         return pipe_fail(p, e);
+}
+
+bool tls_pipe_hello_seen(const TlsPipe *p) {
+        return p && p->server && p->hello_seen;
+}
+
+unsigned tls_pipe_offers(const TlsPipe *p) {
+        return p && p->server ? p->offers : 0;
+}
+
+int tls_pipe_set_answer(TlsPipe *p, TlsAlpn answer) {
+        if (!p || !p->server || (answer != TLS_ALPN_H2 && answer != TLS_ALPN_HTTP11))
+                return -EINVAL;
+        p->answer = answer;
+        return 0;
+}
+
+int tls_pipe_offer(TlsPipe *p, unsigned offers) {
+        uint8_t wire[sizeof alpn_h2 + sizeof alpn_http11];
+        size_t n = 0;
+
+        if (!p || p->server || offers == 0 || (offers & ~(unsigned) (TLS_ALPN_H2 | TLS_ALPN_HTTP11)))
+                return -EINVAL;
+        if (offers & TLS_ALPN_H2) {
+                memcpy(wire + n, alpn_h2, sizeof alpn_h2);
+                n += sizeof alpn_h2;
+        }
+        if (offers & TLS_ALPN_HTTP11) {
+                memcpy(wire + n, alpn_http11, sizeof alpn_http11);
+                n += sizeof alpn_http11;
+        }
+        return SSL_set_alpn_protos(p->ssl, wire, (unsigned) n) == 0 ? 0 : -ENOMEM;
+}
+
+TlsAlpn tls_pipe_alpn(const TlsPipe *p) {
+        const uint8_t *sel = NULL;
+        unsigned n = 0;
+
+        if (!p)
+                return TLS_ALPN_NONE;
+        SSL_get0_alpn_selected(p->ssl, &sel, &n);
+        if (n == 2 && memcmp(sel, "h2", 2) == 0)
+                return TLS_ALPN_H2;
+        if (n == 8 && memcmp(sel, "http/1.1", 8) == 0)
+                return TLS_ALPN_HTTP11;
+        return TLS_ALPN_NONE;
 }
 
 ssize_t tls_pipe_read(TlsPipe *p, void *buf, size_t n) {

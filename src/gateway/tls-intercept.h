@@ -42,7 +42,18 @@
 
 typedef struct TlsPipe TlsPipe;
 
-/* TLS 1.2+, peer verification required, ALPN http/1.1. ca_file NULL = the
+/* ALPN: the protocols an intercepted connection can carry end to end. A
+ * bit set of them (tls_alpn_parse: a wire list of length-prefixed names,
+ * others ignored, 0 when malformed). */
+typedef enum TlsAlpn {
+        TLS_ALPN_NONE = 0,
+        TLS_ALPN_HTTP11 = 1U << 0,
+        TLS_ALPN_H2 = 1U << 1,
+} TlsAlpn;
+
+unsigned tls_alpn_parse(const uint8_t *p, size_t n);
+
+/* TLS 1.2+, peer verification required, ALPN http/1.1 (per pipe: tls_pipe_offer). ca_file NULL = the
  * host's trust store: OpenSSL's default certificate directory (/etc/ssl/certs,
  * hashed names), consulted per verification rather than loaded up front. */
 int tls_intercept_client_ctx_new(const char *ca_file, SSL_CTX **ret);
@@ -73,3 +84,17 @@ int tls_pipe_write(TlsPipe *p, const void *buf, size_t n);
 /* Sends close_notify (take it afterwards). */
 int tls_pipe_shutdown(TlsPipe *p);
 const char *tls_pipe_error(const TlsPipe *p);
+
+/* ALPN end to end. A server pipe records the client's offers when the
+ * ClientHello arrives (tls_pipe_hello_seen). If they include h2, its
+ * handshake pauses (tls_pipe_handshake returns 0) until tls_pipe_set_answer:
+ * the caller first offers upstream what the client offered
+ * (tls_pipe_offer on the client pipe), then answers with what the upstream
+ * chose (TLS_ALPN_H2, or TLS_ALPN_HTTP11 for anything else: http/1.1 is then
+ * selected if the client offered it, none otherwise). A client not offering
+ * h2 gets http/1.1 without pausing. tls_pipe_alpn: what was negotiated. */
+bool tls_pipe_hello_seen(const TlsPipe *p);
+unsigned tls_pipe_offers(const TlsPipe *p);
+int tls_pipe_set_answer(TlsPipe *p, TlsAlpn answer);
+int tls_pipe_offer(TlsPipe *p, unsigned offers);
+TlsAlpn tls_pipe_alpn(const TlsPipe *p);

@@ -149,17 +149,18 @@ def main():
         threading.Thread(target=dns_udp, args=(addr,), daemon=True).start()
         serve(TServer((addr, 53), DnsTcp))
     ThreadingHTTPServer.daemon_threads = True
-    serve(ThreadingHTTPServer(("0.0.0.0", 80), Http))
-    serve(ThreadingHTTPServer(("0.0.0.0", 8080), Http))
+    bind = ZONE.get("_bind", "0.0.0.0")   # TCP servers: one address, to leave the others' ports to other servers
+    serve(ThreadingHTTPServer((bind, 80), Http))
+    serve(ThreadingHTTPServer((bind, 8080), Http))
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(CERT, KEY)
     for port in (443, 8443):
-        https = ThreadingHTTPServer(("0.0.0.0", port), Http)
+        https = ThreadingHTTPServer((bind, port), Http)
         # the handshake in the handler's thread (on its first read), not in accept(): one client that
         # never finishes its handshake must not hold up every other connection to the port
         https.socket = ctx.wrap_socket(https.socket, server_side=True, do_handshake_on_connect=False)
         serve(https)
-    serve(TServer(("0.0.0.0", 2222), Echo))
+    serve(TServer((bind, 2222), Echo))
     for port in (5000, 5001, 443):
         threading.Thread(target=udp_echo, args=(port,), daemon=True).start()
     print("ready", flush=True)

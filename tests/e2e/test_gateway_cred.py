@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Credentials in the egress gateway, standalone (the topology of
 test_gateway.py: `sb` plays a sandbox, `gw` the host with the gateway, `srv`
-the upstreams with their own CA). The gateway gets a master key, the
+the upstreams with their own CA: a Python HTTP/1.1 server on SRV, nghttpd,
+HTTP/2 only, on SRV_H2 for test_gateway_h2.py). The gateway gets a master key, the
 upstreams' CA as its trust store, a sandbox CA and sealed credentials
 (tests/gateway/cred-seal, the API's sealing); curl and python3 in `sb` trust
 the sandbox CA. Fast, and without the debian template (test_cred_wire.py
@@ -13,6 +14,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -20,10 +22,11 @@ from test_gateway import GATEWAY_RUN, BUILD, PY, SERVERS, Gateway, sh
 
 CRED_SEAL = os.path.join(BUILD, "tests", "cred-seal")
 HOST_END, SB_IP = "10.232.0.0", "10.232.0.1"
-SRV, SRV_GW = "192.168.232.2", "192.168.232.1"
-CRED_HOST, OTHER, BADNAME = "cred.test", "plain.test", "badname.test"
-ZONE = {"_listen": [SRV], CRED_HOST: [SRV], OTHER: [SRV], BADNAME: [SRV]}
-POLICY = {"allow": [CRED_HOST, OTHER, BADNAME, {"host": CRED_HOST, "ports": [8443]}]}
+SRV, SRV_GW, SRV_H2 = "192.168.232.2", "192.168.232.1", "192.168.232.3"
+CRED_HOST, OTHER, BADNAME, H2HOST = "cred.test", "plain.test", "badname.test", "h2.test"
+ZONE = {"_listen": [SRV], "_bind": SRV, CRED_HOST: [SRV], OTHER: [SRV], BADNAME: [SRV], H2HOST: [SRV_H2]}
+POLICY = {"allow": [CRED_HOST, OTHER, BADNAME, H2HOST, {"host": CRED_HOST, "ports": [8443]}]}
+NGHTTPD = "/usr/sbin/nghttpd"
 TENANT = "t1"
 
 
@@ -47,6 +50,7 @@ def cnet(tmp_path_factory):
         sh("ip", "-n", ns["sb"], "addr", "add", f"{SB_IP}/31", "dev", "eth0")
         sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV_GW}/24", "dev", "vsrv")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV}/24", "dev", "eth0")
+        sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV_H2}/24", "dev", "eth0")
         for n, dev in ((ns["gw"], "vsb"), (ns["gw"], "vsrv"), (ns["sb"], "eth0"), (ns["srv"], "eth0")):
             sh("ip", "-n", n, "link", "set", dev, "up")
         sh("ip", "-n", ns["sb"], "route", "add", "default", "via", HOST_END)
@@ -69,7 +73,7 @@ table ip spgc {{
         sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={CRED_HOST}",
            "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
         with open(f"{tmp}/ext", "w") as f:
-            f.write(f"subjectAltName=DNS:{CRED_HOST},DNS:{OTHER}\n")
+            f.write(f"subjectAltName=DNS:{CRED_HOST},DNS:{OTHER},DNS:{H2HOST}\n")
         sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
            "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
         sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
@@ -84,11 +88,31 @@ table ip spgc {{
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(srv)
         assert srv.stdout.readline().strip() == "ready"
+        h2log = None
+        if os.path.exists(NGHTTPD):
+            # HTTP/2 only (ALPN h2), every frame logged; it would push pushed.html with index.html and
+            # send a trailer after every response body
+            os.makedirs(f"{tmp}/www")
+            with open(f"{tmp}/www/index.html", "w") as f:
+                f.write("hello h2\n")
+            with open(f"{tmp}/www/pushed.html", "w") as f:
+                f.write("pushed\n")
+            with open(f"{tmp}/www/big", "wb") as f:
+                f.write(os.urandom(3 * 1024 * 1024 + 17))
+            h2log = f"{tmp}/nghttpd.log"
+            h2out = open(h2log, "w")
+            h2 = subprocess.Popen(["ip", "netns", "exec", ns["srv"], NGHTTPD, "-v", "-a", SRV_H2, "-d", f"{tmp}/www",
+                                   "-p", "/index.html=/pushed.html", "--trailer", "x-space-trailer: done",
+                                   "443", f"{tmp}/srv.key", f"{tmp}/srv.pem"],
+                                  stdin=subprocess.PIPE, stdout=h2out, stderr=subprocess.STDOUT)
+            h2out.close()
+            procs.append(h2)
+            wait_listening(ns["srv"], SRV_H2, 443)
         gw = Gateway(ns["gw"], f"{SRV}:53", ["--events-per-sec", "1000", "--state-dir", f"{tmp}/state",
                                              "--ca-file", f"{tmp}/ca.pem"])
         r = gw.request("register", id="sb1", tenant=TENANT, sandbox_ip=SB_IP, host_ip=HOST_END, policy=POLICY)
         assert r["ok"], r
-        yield {"ns": ns, "gw": gw, "tmp": str(tmp), "log": log}
+        yield {"ns": ns, "gw": gw, "tmp": str(tmp), "log": log, "h2log": h2log}
     finally:
         rc, err = gw.close() if gw else (0, "")
         for p in procs:
@@ -100,6 +124,15 @@ table ip spgc {{
         shutil.rmtree(etc, ignore_errors=True)
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
     assert "sk-gw-" not in err   # no value in the gateway's log
+
+
+def wait_listening(ns, addr, port):
+    for _ in range(100):
+        if subprocess.run(["ip", "netns", "exec", ns, "ss", "-Htln", f"src {addr}:{port}"], capture_output=True,
+                          text=True).stdout.strip():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {addr}:{port}")
 
 
 def seal(tmp, cid, name, value):

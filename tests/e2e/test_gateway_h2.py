@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: MIT
+"""Credentials over HTTP/2 on intercepted connections (the topology of
+test_gateway_cred.py: `sb` plays a sandbox, the upstreams run in `srv`).
+H2HOST is nghttpd (HTTP/2 only, every frame it receives or sends logged:
+what the upstream got is read from its log, by connection and stream);
+CRED_HOST is the Python HTTP/1.1 server. The client is curl (with nghttp2)
+in `sb`, trusting the sandbox's CA. The gateway offers upstream what the
+client offered and answers the client with what the upstream chose."""
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import subprocess
+
+import pytest
+
+from test_gateway_cred import CRED_HOST, H2HOST, OTHER, cnet, cred, curl, set_creds, upstream  # noqa: F401
+
+NGHTTP = "/usr/bin/nghttp"   # Debian nghttp2-client: shows every frame it receives
+VALUE_RE = re.compile(r"^\[id=(\d+)\] \[[ 0-9.]+\] recv \(stream_id=(\d+)(?:, sensitive)?\) ([^:]+|:[a-z]+): (.*)$")
+
+
+@pytest.fixture
+def h2net(cnet):  # noqa: F811
+    if not cnet["h2log"] or not os.path.exists(NGHTTP):
+        pytest.skip("nghttpd or nghttp missing (Debian packages nghttp2-server, nghttp2-client)")
+    return cnet
+
+
+def received(net, tok):
+    """The requests nghttpd received whose :path holds tok: [(connection, stream, {header: value})]."""
+    reqs = {}
+    with open(net["h2log"]) as f:
+        for line in f:
+            m = VALUE_RE.match(line.rstrip("\n"))
+            if m:
+                reqs.setdefault((m[1], m[2]), {})[m[3]] = m[4]
+    return [(c, s, h) for (c, s), h in reqs.items() if tok in h.get(":path", "")]
+
+
+def h2_log_text(net):
+    with open(net["h2log"]) as f:
+        return f.read()
+
+
+def cred_uses(net, host):
+    return [e for e in net["gw"].events if e["event"] == "credential.used" and e["data"]["host"] == host]
+
+
+def test_h2_credential_on_every_stream_of_one_connection(h2net):
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(h2net, [cred(h2net, "h2c", v, [H2HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    before = len(cred_uses(h2net, H2HOST))
+    urls = [f"https://{H2HOST}/index.html?{tok}={i}" for i in range(4)]
+    rc, out, err = curl(h2net, "--http2", "--parallel", "-w", "%{http_version} %{http_code}\n",
+                        *[a for u in urls for a in ("-o", "/dev/null", u)])
+    assert rc == 0, err
+    assert out.split("\n")[:4] == ["2 200"] * 4, out
+    got = received(h2net, tok)
+    assert len(got) == 4, got
+    assert len({c for c, _, _ in got}) == 1, got           # one upstream connection, several streams
+    assert len({s for _, s, _ in got}) == 4, got
+    assert all(h["authorization"] == f"Bearer {v}" and h[":authority"] == H2HOST for _, _, h in got), got
+    # sent as never-indexed literals (HPACK) on the upstream leg; one credential-use event per request
+    text = h2_log_text(h2net)
+    assert all(f"[id={c}] " in text and re.search(rf"^\[id={c}\] .* recv \(stream_id={s}, sensitive\) authorization: ",
+                                                  text, re.M) for c, s, _ in got)
+    assert h2net["gw"].wait_event(lambda e: len(cred_uses(h2net, H2HOST)) >= before + 4)
+    assert not any(v in json.dumps(e) for e in h2net["gw"].events)
+
+
+def test_h2_placeholder_replaced_trailers_passed_push_refused(h2net):
+    v = "sk-gw-" + secrets.token_hex(12)
+    c = cred(h2net, "h2k", v, [H2HOST], header_name="X-Api-Key", header_format="{value}")
+    assert set_creds(h2net, [c])["ok"]
+    tok = secrets.token_hex(4)
+    rc, out, err = curl(h2net, "--http2", "-D", "-", "-H", "x-api-key: space-cred-h2k",
+                        "-H", "x-other: prefix space-cred-h2k", f"https://{H2HOST}/index.html?{tok}")
+    assert rc == 0, err
+    assert out.startswith("HTTP/2 200") and "hello h2" in out, out
+    (_, _, h), = received(h2net, tok)
+    assert h["x-api-key"] == v and h["x-other"] == f"prefix {v}", h
+    # the upstream's trailer (HEADERS after DATA, as gRPC's status) reaches the client: nghttp shows it (curl does not)
+    r = subprocess.run(["ip", "netns", "exec", h2net["ns"]["sb"], NGHTTP, "-v", f"https://{H2HOST}/index.html?{tok}t"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"recv \(stream_id=\d+\) x-space-trailer: done", r.stdout), r.stdout
+    # the gateway told the upstream ENABLE_PUSH=0: nghttpd promised nothing
+    assert "PUSH_PROMISE" not in h2_log_text(h2net)
+
+
+def test_h2_authority_of_another_host_refused(h2net):
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(h2net, [cred(h2net, "h2f", v, [H2HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    # curl sends a Host header as :authority: a request for OTHER on the connection made for H2HOST
+    rc, out, err = curl(h2net, "--http2", "-w", " %{http_version} %{http_code}", "-H", f"Host: {OTHER}",
+                        f"https://{H2HOST}/index.html?{tok}")
+    assert rc == 0 and out.endswith(" 2 421") and "on a connection for h2.test" in out, (out, err)
+    assert h2net["gw"].wait_event(lambda e: e["event"] == "network.deny" and f"request for {OTHER}" in e["reason"])
+    assert received(h2net, tok) == []
+    # the same with a port the connection is not for
+    rc, out, err = curl(h2net, "--http2", "-w", " %{http_code}", "-H", f"Host: {H2HOST}:8443",
+                        f"https://{H2HOST}/index.html?{tok}")
+    assert rc == 0 and out.endswith(" 421"), (out, err)
+    assert received(h2net, tok) == []
+
+
+def test_h2_huge_header_block_refused(h2net):
+    assert set_creds(h2net, [cred(h2net, "h2h", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    rc, out, err = curl(h2net, "--http2", "-w", " %{http_code}", "-H", "x-big: " + "a" * 20000,
+                        f"https://{H2HOST}/index.html?{tok}")
+    assert rc == 0 and out.endswith(" 431") and "too large" in out, (out, err)
+    assert received(h2net, tok) == []
+
+
+def test_h2_bodies_both_ways_beyond_the_window(h2net, tmp_path):
+    assert set_creds(h2net, [cred(h2net, "h2b", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    want = hashlib.sha256(open(f"{h2net['tmp']}/www/big", "rb").read()).hexdigest()
+    dst = f"{h2net['tmp']}/got-{tok}"
+    rc, out, err = curl(h2net, "--http2", "-o", dst, f"https://{H2HOST}/big?{tok}b")
+    assert rc == 0, err
+    assert hashlib.sha256(open(dst, "rb").read()).hexdigest() == want
+    os.unlink(dst)
+    # an upload of 1 MiB + 1: nghttpd reads it all (DATA frames logged) before answering
+    up = f"{h2net['tmp']}/up-{tok}"
+    with open(up, "wb") as f:
+        f.write(os.urandom(1024 * 1024 + 1))
+    rc, out, err = curl(h2net, "--http2", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", f"@{up}",
+                        f"https://{H2HOST}/index.html?{tok}up")
+    os.unlink(up)
+    assert rc == 0 and out == "200", (out, err)
+    (conn, stream, _), = received(h2net, tok + "up")
+    total = sum(int(m[1]) for m in re.finditer(
+        rf"^\[id={conn}\] .* recv DATA frame <length=(\d+), flags=0x0[01], stream_id={stream}>", h2_log_text(h2net),
+        re.M))
+    assert total == 1024 * 1024 + 1
+
+
+def test_h1_only_client_and_h1_only_upstream(h2net):
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(h2net, [cred(h2net, "h1", v, [CRED_HOST, H2HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    # the upstream speaks HTTP/1.1 only: the client offered h2 but gets http/1.1
+    rc, out, err = curl(h2net, "--http2", "-w", " %{http_version}", f"https://{CRED_HOST}/{tok}/h1up")
+    assert rc == 0 and out.endswith(" 1.1"), (out, err)
+    # a client offering http/1.1 only, to the same upstream
+    rc, out, err = curl(h2net, "--http1.1", "-w", " %{http_version}", f"https://{CRED_HOST}/{tok}/h1client")
+    assert rc == 0 and out.endswith(" 1.1"), (out, err)
+    assert [e["auth"] for e in upstream(h2net, tok)] == [f"Bearer {v}"] * 2
+    # http/1.1 only to an h2-only upstream cannot be served end to end: the upstream gets http/1.1 offered,
+    # selects nothing and closes; no request reaches it as HTTP/2
+    rc, out, err = curl(h2net, "--http1.1", "-w", " %{http_code}", f"https://{H2HOST}/index.html?{tok}")
+    assert rc != 0 or out.endswith(" 502"), (out, err)
+    assert received(h2net, tok) == []
