@@ -4,8 +4,9 @@
  * back as an answer to the same question), an upstream DNS answer
  * (dns_answer_parse), a TLS ClientHello (sni_parse: a name found is
  * NUL-free, bounded, and the record length lies within the input), the first
- * bytes through a CONNECT tunnel (gw_first_bytes_kind) and an authority
- * (gw_split_authority: a host found is bounded and lower-case). */
+ * bytes through a CONNECT tunnel (gw_first_bytes_kind), an authority
+ * (gw_split_authority: a host found is bounded and lower-case) and a
+ * ClientHello's ALPN list (tls_alpn_parse: only the known bits). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "dns-wire.h"
 #include "gateway-internal.h"
 #include "sni-parse.h"
+#include "tls-intercept.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -58,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 CHECK(!(*p >= 'A' && *p <= 'Z'));
                 }
         }
+        CHECK((tls_alpn_parse(data, size) & ~(unsigned) (TLS_ALPN_H2 | TLS_ALPN_HTTP11)) == 0);
         r = sni_parse(data, size, sni, &rec);
         if (r == 0) {
                 CHECK(strlen(sni) <= SNI_NAME_MAX && strlen(sni) > 0);

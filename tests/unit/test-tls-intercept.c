@@ -536,3 +536,111 @@ TEST(client_ctx_bad_ca_file) {
         ASSERT_OK(tls_intercept_client_ctx_new(NULL, &ctx)); /* the host's trust store */
         SSL_CTX_free(ctx);
 }
+
+/* ---- ALPN end to end: the sandbox's pipe pauses for the upstream's choice ---- */
+
+TEST(alpn_parse) {
+        static const uint8_t both[] = { 2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+        static const uint8_t other[] = { 6, 's', 'p', 'd', 'y', '/', '3', 2, 'h', '2' };
+        static const uint8_t truncated[] = { 2, 'h', '2', 9, 'h', 't', 't', 'p' };
+        static const uint8_t empty_name[] = { 0, 2, 'h', '2' };
+        static const uint8_t h2c[] = { 3, 'h', '2', 'c' };
+
+        ASSERT_EQ(tls_alpn_parse(both, sizeof both), (unsigned) (TLS_ALPN_H2 | TLS_ALPN_HTTP11));
+        ASSERT_EQ(tls_alpn_parse(other, sizeof other), (unsigned) TLS_ALPN_H2);
+        ASSERT_EQ(tls_alpn_parse(truncated, sizeof truncated), 0U);
+        ASSERT_EQ(tls_alpn_parse(empty_name, sizeof empty_name), 0U);
+        ASSERT_EQ(tls_alpn_parse(h2c, sizeof h2c), 0U);
+        ASSERT_EQ(tls_alpn_parse(NULL, 0), 0U);
+}
+
+/* Moves ciphertext both ways between a client SSL (memory BIOs) and a server pipe, handshaking both. */
+static int alpn_exchange(SSL *cl, BIO *cl_in, BIO *cl_out, TlsPipe *srv, int *ret_srv) {
+        uint8_t buf[16384];
+        int r = 0;
+
+        for (unsigned i = 0; i < 16; i++) {
+                (void) SSL_do_handshake(cl);
+                int k;
+                while ((k = BIO_read(cl_out, buf, sizeof buf)) > 0)
+                        if (tls_pipe_feed(srv, buf, (size_t) k) < 0)
+                                return -EIO;
+                r = tls_pipe_handshake(srv);
+                if (r < 0)
+                        return r;
+                ssize_t t;
+                while ((t = tls_pipe_take(srv, buf, sizeof buf)) > 0)
+                        BIO_write(cl_in, buf, (int) t);
+        }
+        *ret_srv = r;
+        return 0;
+}
+
+static void alpn_case(TlsCa *ca, const uint8_t *offer, size_t offer_n, bool answer_h2, bool expect_pause,
+                      const char *expect) {
+        _cleanup_(tls_pipe_freep) TlsPipe *srv = NULL;
+        SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+        SSL *cl = SSL_new(ctx);
+        BIO *cl_in = BIO_new(BIO_s_mem()), *cl_out = BIO_new(BIO_s_mem());
+        const uint8_t *sel = NULL;
+        unsigned sel_n = 0;
+        int done = 0;
+
+        ASSERT_TRUE(cl && cl_in && cl_out);
+        BIO_set_mem_eof_return(cl_in, -1);
+        SSL_set_bio(cl, cl_in, cl_out);
+        SSL_set_connect_state(cl);
+        SSL_set_verify(cl, SSL_VERIFY_NONE, NULL);
+        if (offer_n > 0)
+                ASSERT_EQ(SSL_set_alpn_protos(cl, offer, (unsigned) offer_n), 0);
+        ASSERT_OK(tls_intercept_server_new(ca, "alpn.test", &srv));
+        ASSERT_OK(alpn_exchange(cl, cl_in, cl_out, srv, &done));
+        ASSERT_TRUE(tls_pipe_hello_seen(srv));
+        ASSERT_EQ(done == 0, expect_pause);
+        if (expect_pause) {
+                ASSERT_TRUE(tls_pipe_offers(srv) & TLS_ALPN_H2);
+                ASSERT_OK(tls_pipe_set_answer(srv, answer_h2 ? TLS_ALPN_H2 : TLS_ALPN_HTTP11));
+                ASSERT_OK(alpn_exchange(cl, cl_in, cl_out, srv, &done));
+        }
+        ASSERT_EQ(done, 1);
+        SSL_get0_alpn_selected(cl, &sel, &sel_n);
+        ASSERT_EQ(sel_n, (unsigned) strlen(expect));
+        ASSERT_TRUE(sel_n == 0 || memcmp(sel, expect, sel_n) == 0);
+        ASSERT_EQ(tls_pipe_alpn(srv), strcmp(expect, "h2") == 0 ? TLS_ALPN_H2
+                                      : strcmp(expect, "http/1.1") == 0 ? TLS_ALPN_HTTP11 : TLS_ALPN_NONE);
+        SSL_free(cl);
+        SSL_CTX_free(ctx);
+}
+
+TEST(alpn_answered_with_the_upstreams_choice) {
+        _cleanup_(tls_ca_freep) TlsCa *ca = NULL;
+        static const uint8_t both[] = { 2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+        static const uint8_t h2only[] = { 2, 'h', '2' };
+        static const uint8_t h11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+
+        ASSERT_OK(tls_ca_new("space sandbox alpn", &ca));
+        alpn_case(ca, both, sizeof both, true, true, "h2");          /* the upstream chose h2 */
+        alpn_case(ca, both, sizeof both, false, true, "http/1.1");   /* it did not: http/1.1 */
+        alpn_case(ca, h2only, sizeof h2only, false, true, "");       /* h2 only, upstream without: none */
+        alpn_case(ca, h11, sizeof h11, false, false, "http/1.1");    /* no pause without h2 */
+        alpn_case(ca, NULL, 0, false, false, "");                    /* no ALPN at all */
+}
+
+TEST(alpn_offer_and_answer_bad_input) {
+        _cleanup_(tls_ca_freep) TlsCa *ca = NULL;
+        _cleanup_(tls_pipe_freep) TlsPipe *srv = NULL, *cl = NULL;
+        SSL_CTX *ctx = NULL;
+
+        ASSERT_OK(tls_ca_new("space sandbox alpn2", &ca));
+        ASSERT_OK(tls_intercept_server_new(ca, "alpn.test", &srv));
+        ASSERT_OK(tls_intercept_client_ctx_new(NULL, &ctx));
+        ASSERT_OK(tls_intercept_client_new(ctx, "alpn.test", &cl));
+        ASSERT_ERRNO(tls_pipe_offer(srv, TLS_ALPN_H2), EINVAL);      /* a server pipe answers, never offers */
+        ASSERT_ERRNO(tls_pipe_offer(cl, 0), EINVAL);
+        ASSERT_ERRNO(tls_pipe_offer(cl, 1U << 7), EINVAL);
+        ASSERT_OK(tls_pipe_offer(cl, TLS_ALPN_H2 | TLS_ALPN_HTTP11));
+        ASSERT_ERRNO(tls_pipe_set_answer(cl, TLS_ALPN_H2), EINVAL);
+        ASSERT_ERRNO(tls_pipe_set_answer(srv, TLS_ALPN_NONE), EINVAL);
+        ASSERT_FALSE(tls_pipe_hello_seen(srv));
+        SSL_CTX_free(ctx);
+}
