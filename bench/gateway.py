@@ -3,7 +3,9 @@
 the gateway beside a direct (routed) connection, in the same run. Not a test:
 it reports p50/p90 and ratios. Connection set-up is also measured for a host
 the sandbox holds a credential for (TLS intercepted with the sandbox's CA,
-the upstream verified, the header added), transparent and through CONNECT.
+the upstream verified, the header added), transparent and through CONNECT,
+and for a client offering h2 and http/1.1 (ALPN): its handshake waits for
+the upstream's choice (here http/1.1: the upstream is the Python server).
 
 Topology (network namespaces made and removed here, like
 tests/e2e/test_gateway.py): `sb` (the client, a sandbox's view), `gw` (the
@@ -46,6 +48,8 @@ ip = socket.gethostbyname("allowed.test")          # through the gateway's DNS
 cip = socket.gethostbyname("cred.test")
 ctx = ssl.create_default_context(cafile=ca)
 sbctx = ssl.create_default_context(cafile=sbca)   # the sandbox's CA: intercepted hosts
+h2ctx = ssl.create_default_context(cafile=sbca)   # a client offering h2 (curl, gRPC): waits for the upstream's ALPN
+h2ctx.set_alpn_protocols(["h2", "http/1.1"])
 REQ = b"GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
 
 def fetch(addr, port, host, tls, proxy=False, c=None):
@@ -80,6 +84,7 @@ paths = {
     "tls proxy CONNECT": lambda: fetch(None, 443, "allowed.test", True, proxy=True),
     "tls credential": lambda: fetch(cip, 443, "cred.test", True, c=sbctx),
     "tls credential CONNECT": lambda: fetch(None, 443, "cred.test", True, proxy=True, c=sbctx),
+    "tls credential h2 offer": lambda: fetch(cip, 443, "cred.test", True, c=h2ctx),
 }
 res = {k: [] for k in paths}
 for k, f in paths.items():     # warm up
@@ -226,15 +231,15 @@ table ip spgwb {{
         res = json.loads(r.stdout)
         print(f"gateway benchmark ({bd}, {a.n} connections per path, interleaved; ms for connect + request + "
               f"response + close)")
-        print(f"{'path':22} {'p50':>8} {'p90':>8}")
+        print(f"{'path':24} {'p50':>8} {'p90':>8}")
         for k, xs in res.items():
-            print(f"{k:22} {pct(xs, 50):8.3f} {pct(xs, 90):8.3f}")
+            print(f"{k:24} {pct(xs, 50):8.3f} {pct(xs, 90):8.3f}")
         for proto in ("http", "tls"):
             d, g = pct(res[f"{proto} direct"], 50), pct(res[f"{proto} gateway"], 50)
             print(f"added by the gateway ({proto}, p50): {g - d:+.3f} ms")
         d, g = pct(res["tls direct"], 50), pct(res["tls proxy CONNECT"], 50)
         print(f"added by the explicit proxy (CONNECT + tls, p50): {g - d:+.3f} ms")
-        for k in ("tls credential", "tls credential CONNECT"):
+        for k in ("tls credential", "tls credential CONNECT", "tls credential h2 offer"):
             print(f"added by interception with a credential ({k}, p50): {pct(res[k], 50) - d:+.3f} ms "
                   f"(tunnel: {pct(res['tls gateway'], 50) - d:+.3f} ms)")
 

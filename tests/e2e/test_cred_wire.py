@@ -34,7 +34,9 @@ BUILD = os.environ.get("SPACE_BUILD_DIR", os.path.join(REPO, "build"))
 DEBIAN_TAR = os.environ.get("SPACE_DEBIAN_TAR", os.path.join(BUILD, "templates", "debian.tar"))
 
 API_HOST, OTHER_HOST, BADNAME_HOST, GIT_HOST = "api.cred.test", "other.cred.test", "badname.cred.test", "git.cred.test"
-CERT_NAMES = (API_HOST, OTHER_HOST, GIT_HOST)  # not BADNAME_HOST: its certificate does not name it
+H2_HOST, H2_PORT = "h2.cred.test", 9443   # nghttpd: HTTP/2 only, frames logged
+CERT_NAMES = (API_HOST, OTHER_HOST, GIT_HOST, H2_HOST)  # not BADNAME_HOST: its certificate does not name it
+NGHTTPD = "/usr/sbin/nghttpd"
 
 
 def sh(*args, check=True, **kw):
@@ -45,18 +47,31 @@ def sh(*args, check=True, **kw):
 def wire(e2e_session, tmp_path_factory, request):
     if not os.path.exists(DEBIAN_TAR):
         pytest.skip(f"the debian template is not built ({DEBIAN_TAR}: templates/debian/build.sh)")
-    up, d = None, None
+    up, d, h2 = None, None, None
     try:
         up = HttpsUpstream("spcw", "172.29", tmp_path_factory.mktemp("credwire"),
-                           [API_HOST, OTHER_HOST, BADNAME_HOST, GIT_HOST], "space e2e upstream CA",
+                           [API_HOST, OTHER_HOST, BADNAME_HOST, GIT_HOST, H2_HOST], "space e2e upstream CA",
                            cert_names=CERT_NAMES)
+        h2 = None
+        if os.path.exists(NGHTTPD):
+            os.makedirs(f"{up.tmp}/www", exist_ok=True)
+            with open(f"{up.tmp}/www/index.html", "w") as f:
+                f.write("hello h2\n")
+            h2log = open(f"{up.tmp}/nghttpd.log", "w")
+            h2 = subprocess.Popen(["nsenter", f"--net=/run/netns/{up.ns}", "--", NGHTTPD, "-v", "-a", up.srv_ip,
+                                   "-d", f"{up.tmp}/www", str(H2_PORT), f"{up.tmp}/srv.key", f"{up.tmp}/srv.pem"],
+                                  stdin=subprocess.DEVNULL, stdout=h2log, stderr=subprocess.STDOUT)
+            h2log.close()
         d = e2e_session.new_daemon(extra_args=[f"--gateway-dns-upstream={up.srv_ip}:53",
                                                f"--gateway-ca-file={up.ca_pem}"])
         d.start()
         r = d.cli("template", "import", "debian", DEBIAN_TAR, timeout=600)
         assert r.rc == 0, r
-        yield {"d": d, "up": up}
+        yield {"d": d, "up": up, "h2log": f"{up.tmp}/nghttpd.log" if h2 else None}
     finally:
+        if h2 is not None:
+            h2.kill()
+            h2.wait()
         # the test host first: the daemon's teardown checks the host for anything left
         if up is not None:
             up.close()
@@ -150,6 +165,32 @@ def test_real_clients_get_the_header(wire, box):
     assert any(e["data"].get("credential") == gname for e in used), used
     assert value not in ev.body.decode() and gvalue not in ev.body.decode()
     assert value not in d.log_text() and gvalue not in d.log_text()
+
+
+def test_http2_curl_gets_the_header_on_every_stream(wire, box):
+    """curl of the template offers h2 through the explicit proxy (CONNECT, port 9443): the upstream
+    (nghttpd) chose h2, so the gateway speaks h2 on both legs and every stream carries the credential."""
+    if not wire["h2log"]:
+        pytest.skip("nghttpd missing (Debian package nghttp2-server)")
+    d = wire["d"]
+    name, value = new_cred(d, [H2_HOST], env="H2_KEY")
+    b = box([name], [{"host": H2_HOST, "ports": [H2_PORT]}])
+    tok = secrets.token_hex(4)
+    urls = " ".join(f"-o /dev/null https://{H2_HOST}:{H2_PORT}/index.html?{tok}={i}" for i in range(3))
+    r = b.run(f"curl -sS --http2 --parallel -w '%{{http_version}} %{{http_code}}\\n' {urls}")
+    assert r.code == 0 and r.stdout.decode().split() == ["2", "200"] * 3, r
+    with open(wire["h2log"]) as f:
+        text = f.read()
+    paths = re.findall(rf"^\[id=(\d+)\] .* recv \(stream_id=(\d+)\) :path: /index.html\?{tok}=\d$", text, re.M)
+    assert len(paths) == 3 and len({c for c, _ in paths}) == 1, text[-3000:]   # one connection, three streams
+    auths = re.findall(rf"^\[id={paths[0][0]}\] .* recv \(stream_id=\d+, sensitive\) authorization: (.*)$", text, re.M)
+    assert auths.count(bearer(value)) >= 3, auths
+    # :authority of another host on that connection: 421, nothing upstream
+    r = b.run(f"curl -sS --http2 -w ' %{{http_code}}' -H 'Host: {API_HOST}:{H2_PORT}' "
+              f"https://{H2_HOST}:{H2_PORT}/index.html?{tok}x")
+    assert r.code == 0 and r.stdout.decode().endswith(" 421"), r
+    with open(wire["h2log"]) as f:
+        assert f"{tok}x" not in f.read()
 
 
 def test_placeholder_never_leaves_for_other_hosts(wire, box):

@@ -158,3 +158,98 @@ def test_h1_only_client_and_h1_only_upstream(h2net):
     rc, out, err = curl(h2net, "--http1.1", "-w", " %{http_code}", f"https://{H2HOST}/index.html?{tok}")
     assert rc != 0 or out.endswith(" 502"), (out, err)
     assert received(h2net, tok) == []
+
+
+# A hand-made HTTP/2 client in the sandbox: frames as a hostile program would write them.
+HOSTILE = r'''
+import json, socket, ssl, struct, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+ctx.set_alpn_protocols(["h2"])
+host, other, mode = sys.argv[2], sys.argv[3], sys.argv[4]
+s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=10), server_hostname=host)
+assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
+
+def frame(t, f, sid, payload):
+    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
+
+def lit(n, v):   # literal header field without indexing, new name, no Huffman
+    n, v = n.encode(), v.encode()
+    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+
+def req(authority, path):
+    return lit(":method", "GET") + lit(":scheme", "https") + lit(":path", path) + lit(":authority", authority)
+
+s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b""))
+if mode == "coalesce":      # one connection, two hosts: stream 1 for the SNI's host, stream 3 for another
+    s.sendall(frame(1, 0x5, 1, req(host, "/index.html?" + sys.argv[5])) +
+              frame(1, 0x5, 3, req(other, "/index.html?" + sys.argv[5] + "x")))
+elif mode == "continuation":  # a header block that never ends
+    s.sendall(frame(1, 0x1, 1, req(host, "/index.html?" + sys.argv[5])))
+    try:
+        for i in range(5000):
+            s.sendall(frame(9, 0, 1, lit("x-junk-%d" % i, "a" * 100)))
+    except OSError:
+        pass
+elif mode == "push":         # clients may not push
+    s.sendall(frame(5, 0x4, 1, struct.pack("!I", 2) + req(host, "/pushed.html")))
+out = {"goaway": None, "data": {}, "rst": {}, "ended": []}
+buf = b""
+try:
+    while True:
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            n = int.from_bytes(buf[:3], "big")
+            t, f, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff
+            p, buf = buf[9:9 + n], buf[9 + n:]
+            if t == 0:
+                out["data"][sid] = out["data"].get(sid, "") + p.decode("utf-8", "replace")
+            if t == 3:
+                out["rst"][sid] = int.from_bytes(p[:4], "big")
+            if t == 7:
+                out["goaway"] = int.from_bytes(p[4:8], "big")
+            if t in (0, 1) and f & 1:
+                out["ended"].append(sid)
+            if t == 4 and not f & 1:
+                s.sendall(frame(4, 1, 0, b""))
+        if out["goaway"] is not None or (mode == "coalesce" and {1, 3} <= set(out["ended"])):
+            break
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+except OSError as e:
+    out["error"] = str(e)
+print(json.dumps(out))
+'''
+
+
+def hostile(net, mode, tok=""):
+    r = subprocess.run(["ip", "netns", "exec", net["ns"]["sb"], "/usr/bin/python3", "-c", HOSTILE,
+                        f"{net['tmp']}/sbca.pem", H2HOST, OTHER, mode, tok], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_h2_coalescing_another_host_on_one_connection_refused(h2net):
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(h2net, [cred(h2net, "h2co", v, [H2HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    out = hostile(h2net, "coalesce", tok)
+    assert out["data"].get("1") == "hello h2\n", out                           # the SNI's host: served
+    assert "HTTP/2 request for plain.test" in out["data"].get("3", ""), out    # another host: 421 on its stream
+    assert out["goaway"] is None
+    got = received(h2net, tok)
+    assert [h[":path"] for _, _, h in got] == [f"/index.html?{tok}"], got      # only stream 1 went upstream
+    assert got[0][2]["authorization"] == f"Bearer {v}"
+
+
+def test_h2_endless_continuation_and_client_push_end_the_connection(h2net):
+    assert set_creds(h2net, [cred(h2net, "h2x", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    out = hostile(h2net, "continuation", tok)
+    assert out["goaway"] is not None or "error" in out, out
+    assert received(h2net, tok) == []
+    out = hostile(h2net, "push")
+    assert out["goaway"] == 1, out                                              # PROTOCOL_ERROR
+    # the gateway still serves
+    rc, out, err = curl(h2net, "--http2", "-w", " %{http_version} %{http_code}", f"https://{H2HOST}/index.html?{tok}")
+    assert rc == 0 and out.endswith(" 2 200"), (out, err)
