@@ -19,7 +19,12 @@
  * protocol is only agreed when it can be served end to end. A sandbox
  * offering h2 therefore waits for the upstream's handshake before its own
  * ServerHello (tls-intercept.h); one offering only http/1.1 does not (both
- * handshakes run at once, as before). With h2 on both legs the plaintext
+ * handshakes run at once, as before). The upstream's choice is remembered
+ * per sandbox, host and port (GW_ALPN_MEMORY_SEC): the next connection
+ * answers the sandbox at once and offers the upstream only that protocol,
+ * so both handshakes run in parallel again; an upstream that no longer
+ * agrees (it chose nothing, or failed the handshake) costs that one
+ * connection (closed, with an event) and the memory is dropped. With h2 on both legs the plaintext
  * goes through gateway-h2.c (stream by stream, credentials on every
  * request's HEADERS); otherwise through the HTTP/1.x parser here.
  *
@@ -67,6 +72,8 @@ typedef struct GwIntercept {
         bool down_closed, up_closed; /* close_notify seen */
         bool alpn_set;    /* the upstream's ALPN offer follows the sandbox's ClientHello */
         bool answered;    /* the sandbox's pipe knows what to select */
+        TlsAlpn recalled; /* answered from memory before the upstream chose (TLS_ALPN_NONE: not) */
+        bool remembered;  /* the upstream's choice was handled */
         GwH2 *h2;         /* both legs chose h2 */
 } GwIntercept;
 
@@ -93,6 +100,49 @@ static void ix_close(Gateway *gw, GwConn *c) {
         gw_conn_close(gw, c);
 }
 
+static GwAlpnMemory *alpn_find(GwSandbox *sb, const char *host, uint16_t port) {
+        for (size_t i = 0; i < GW_ALPN_MEMORY_MAX; i++) {
+                GwAlpnMemory *m = &sb->alpn_memory[i];
+                if (m->expiry_usec != 0 && m->port == port && strcmp(m->host, host) == 0)
+                        return m;
+        }
+        return NULL;
+}
+
+static TlsAlpn alpn_recall(GwSandbox *sb, const char *host, uint16_t port) {
+        GwAlpnMemory *m = alpn_find(sb, host, port);
+
+        if (!m)
+                return TLS_ALPN_NONE;
+        if (m->expiry_usec <= gw_now_usec()) {
+                m->expiry_usec = 0;
+                return TLS_ALPN_NONE;
+        }
+        return (TlsAlpn) m->alpn;
+}
+
+static void alpn_remember(GwSandbox *sb, const char *host, uint16_t port, TlsAlpn alpn) {
+        GwAlpnMemory *m = alpn_find(sb, host, port);
+
+        if (!m) { /* a free entry, or the one that expires first */
+                m = &sb->alpn_memory[0];
+                for (size_t i = 1; i < GW_ALPN_MEMORY_MAX && m->expiry_usec != 0; i++)
+                        if (sb->alpn_memory[i].expiry_usec < m->expiry_usec)
+                                m = &sb->alpn_memory[i];
+        }
+        (void) strscpy(m->host, sizeof m->host, host);
+        m->port = port;
+        m->alpn = (uint8_t) alpn;
+        m->expiry_usec = gw_now_usec() + GW_ALPN_MEMORY_SEC * 1000000ULL;
+}
+
+static void alpn_forget(GwSandbox *sb, const char *host, uint16_t port) {
+        GwAlpnMemory *m = alpn_find(sb, host, port);
+
+        if (m)
+                m->expiry_usec = 0;
+}
+
 /* Answers the sandbox with status inside its TLS (once its handshake is
  * done), records the refusal, and closes after the answer is out. */
 static void ix_refuse(Gateway *gw, GwConn *c, int status, const char *why) {
@@ -100,6 +150,8 @@ static void ix_refuse(Gateway *gw, GwConn *c, int status, const char *why) {
 
         if (ix->refusing)
                 return;
+        if (ix->recalled != TLS_ALPN_NONE)
+                alpn_forget(c->sb, c->host, c->port); /* learn again on the next connection */
         gw_event(gw, c->sb, false, "tls", c->host, NULL, c->port, why);
         /* the answer is HTTP/1.1: a sandbox waiting for the upstream's ALPN gets http/1.1 (or none) */
         (void) tls_pipe_set_answer(ix->down, TLS_ALPN_HTTP11);
@@ -335,8 +387,10 @@ static void update(Gateway *gw, GwConn *c) {
         uint32_t ce = 0, ue = 0;
 
         /* refusing: only until the sandbox's handshake is done (the answer goes inside it) */
+        /* (the sandbox's handshake done, the upstream's not: nothing to read until it is) */
         if (!c->c_eof && (ix->refusing ? !ix->down_ready
-                                       : ix->req_n < GW_BUF_SIZE && tls_pipe_pending(ix->up) < IX_PENDING_MAX))
+                                       : ix->req_n < GW_BUF_SIZE && tls_pipe_pending(ix->up) < IX_PENDING_MAX &&
+                                                 (!ix->down_ready || ix->up_ready)))
                 ce |= EPOLLIN;
         if (c->out_n > 0 || tls_pipe_pending(ix->down) > 0)
                 ce |= EPOLLOUT;
@@ -386,9 +440,19 @@ static bool handshakes(Gateway *gw, GwConn *c) {
                 return false;
         if (!ix->alpn_set && tls_pipe_hello_seen(ix->down)) {
                 unsigned offers = tls_pipe_offers(ix->down);
-                if ((offers & TLS_ALPN_H2) && tls_pipe_offer(ix->up, offers) < 0) {
-                        ix_refuse(gw, c, 502, "TLS to the upstream could not start");
-                        return down_handshake(gw, c);
+                if (offers & TLS_ALPN_H2) {
+                        /* the upstream's last choice: answered now, and only that is offered upstream */
+                        TlsAlpn recalled = alpn_recall(c->sb, c->host, c->port);
+                        if (recalled != TLS_ALPN_NONE) {
+                                offers = recalled;
+                                (void) tls_pipe_set_answer(ix->down, recalled);
+                                ix->answered = true;
+                                ix->recalled = recalled;
+                        }
+                        if (tls_pipe_offer(ix->up, offers) < 0) {
+                                ix_refuse(gw, c, 502, "TLS to the upstream could not start");
+                                return down_handshake(gw, c);
+                        }
                 }
                 ix->alpn_set = true;
         }
@@ -401,10 +465,25 @@ static bool handshakes(Gateway *gw, GwConn *c) {
                 } else
                         ix->up_ready = r > 0;
         }
-        if (ix->up_ready && !ix->answered) {
-                (void) tls_pipe_set_answer(ix->down, tls_pipe_alpn(ix->up) == TLS_ALPN_H2 ? TLS_ALPN_H2
-                                                                                          : TLS_ALPN_HTTP11);
-                ix->answered = true;
+        if (ix->up_ready && !ix->remembered) {
+                TlsAlpn chose = tls_pipe_alpn(ix->up) == TLS_ALPN_H2 ? TLS_ALPN_H2 : TLS_ALPN_HTTP11;
+                ix->remembered = true;
+                if (!ix->answered) {
+                        (void) tls_pipe_set_answer(ix->down, chose);
+                        ix->answered = true;
+                }
+                if (tls_pipe_offers(ix->down) & TLS_ALPN_H2) {
+                        if (ix->recalled != TLS_ALPN_NONE && ix->recalled != chose) {
+                                /* the sandbox was told h2 and the upstream chose nothing: cannot be relayed */
+                                alpn_forget(c->sb, c->host, c->port);
+                                gw_event(gw, c->sb, false, "tls", c->host, NULL, c->port,
+                                         "the upstream no longer chose h2 (ALPN): connection closed, the next "
+                                         "one asks again");
+                                ix_close(gw, c);
+                                return false;
+                        }
+                        alpn_remember(c->sb, c->host, c->port, chose);
+                }
         }
         return down_handshake(gw, c); /* again: the answer (or a refusal) may let it go on */
 }
@@ -460,8 +539,8 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                         return;
                 }
         }
-        if (ix->down_ready && !ix->refusing && !ix->h2) {
-                /* the sandbox's plaintext */
+        if (ix->down_ready && ix->up_ready && !ix->refusing && !ix->h2) {
+                /* the sandbox's plaintext (once both legs are up: it may be h2's preface) */
                 while (!ix->down_closed && ix->req_n < GW_BUF_SIZE && tls_pipe_pending(ix->up) < IX_PENDING_MAX) {
                         ssize_t k = tls_pipe_read(ix->down, ix->req + ix->req_n, GW_BUF_SIZE - ix->req_n);
                         if (k == -EAGAIN)
@@ -496,8 +575,13 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                         }
                 }
         }
-        if (ix->down_ready && ix->refusing && ix->refuse_status)
+        if (ix->down_ready && ix->refusing && ix->refuse_status) {
+                if (tls_pipe_alpn(ix->down) == TLS_ALPN_H2) {
+                        ix_close(gw, c); /* answered h2 from memory: an HTTP/1.1 refusal would be garbage */
+                        return;
+                }
                 ix_send_refusal(c);
+        }
         if (flush(gw, c) < 0) {
                 ix_close(gw, c);
                 return;

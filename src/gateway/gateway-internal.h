@@ -45,6 +45,8 @@
 #define GW_UDP_DATAGRAM_MAX 65535U
 #define GW_UDP_BATCH 64U               /* datagrams read per wake-up and socket */
 #define GW_EVENT_REASON_MAX 512U
+#define GW_ALPN_MEMORY_MAX 16U          /* upstreams' ALPN choices remembered per sandbox (gateway-intercept.c) */
+#define GW_ALPN_MEMORY_SEC 600U
 
 typedef struct Gateway Gateway;
 typedef struct GwIo GwIo;
@@ -70,6 +72,13 @@ typedef struct GwDnsMemory {
 typedef struct GwSandbox GwSandbox;
 typedef struct GwUdpFlow GwUdpFlow;
 
+typedef struct GwAlpnMemory {
+        char host[DNS_NAME_MAX + 1];
+        uint16_t port;
+        uint8_t alpn;         /* TlsAlpn */
+        uint64_t expiry_usec; /* 0: free */
+} GwAlpnMemory;
+
 /* One of a sandbox's UDP listeners (GATEWAY_UDP_PORTS of them). */
 typedef struct GwUdpListener {
         GwIo io;
@@ -87,6 +96,7 @@ struct GwSandbox {
         uint64_t events_dropped;
         GwDnsMemory *memory;
         size_t n_memory;
+        GwAlpnMemory alpn_memory[GW_ALPN_MEMORY_MAX];
         GwUdpListener udp[GATEWAY_UDP_PORTS];
         int udp_ifindex;      /* the host end's link, found on the first datagram (0: not yet) */
         GwUdpFlow *udp_flows; /* doubly linked */

@@ -23,9 +23,11 @@ from test_gateway import GATEWAY_RUN, BUILD, PY, SERVERS, Gateway, sh
 CRED_SEAL = os.path.join(BUILD, "tests", "cred-seal")
 HOST_END, SB_IP = "10.232.0.0", "10.232.0.1"
 SRV, SRV_GW, SRV_H2 = "192.168.232.2", "192.168.232.1", "192.168.232.3"
-CRED_HOST, OTHER, BADNAME, H2HOST = "cred.test", "plain.test", "badname.test", "h2.test"
-ZONE = {"_listen": [SRV], "_bind": SRV, CRED_HOST: [SRV], OTHER: [SRV], BADNAME: [SRV], H2HOST: [SRV_H2]}
-POLICY = {"allow": [CRED_HOST, OTHER, BADNAME, H2HOST, {"host": CRED_HOST, "ports": [8443]}]}
+CRED_HOST, OTHER, BADNAME, H2HOST, FLIPHOST = "cred.test", "plain.test", "badname.test", "h2.test", "flip.test"
+ZONE = {"_listen": [SRV], "_bind": SRV, CRED_HOST: [SRV], OTHER: [SRV], BADNAME: [SRV], H2HOST: [SRV_H2],
+        FLIPHOST: [SRV_H2]}
+POLICY = {"allow": [CRED_HOST, OTHER, BADNAME, H2HOST, {"host": CRED_HOST, "ports": [8443]},
+                    {"host": FLIPHOST, "ports": [8443]}]}
 NGHTTPD = "/usr/sbin/nghttpd"
 TENANT = "t1"
 
@@ -73,7 +75,7 @@ table ip spgc {{
         sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={CRED_HOST}",
            "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
         with open(f"{tmp}/ext", "w") as f:
-            f.write(f"subjectAltName=DNS:{CRED_HOST},DNS:{OTHER},DNS:{H2HOST}\n")
+            f.write(f"subjectAltName=DNS:{CRED_HOST},DNS:{OTHER},DNS:{H2HOST},DNS:{FLIPHOST}\n")
         sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
            "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
         sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",

@@ -16,7 +16,8 @@ import subprocess
 
 import pytest
 
-from test_gateway_cred import CRED_HOST, H2HOST, OTHER, cnet, cred, curl, set_creds, upstream  # noqa: F401
+from test_gateway_cred import (CRED_HOST, FLIPHOST, H2HOST, HOST_END, NGHTTPD, OTHER, SRV_H2, cnet, cred, curl,  # noqa: F401
+                               set_creds, upstream, wait_listening)
 
 NGHTTP = "/usr/bin/nghttp"   # Debian nghttp2-client: shows every frame it receives
 VALUE_RE = re.compile(r"^\[id=(\d+)\] \[[ 0-9.]+\] recv \(stream_id=(\d+)(?:, sensitive)?\) ([^:]+|:[a-z]+): (.*)$")
@@ -253,3 +254,55 @@ def test_h2_endless_continuation_and_client_push_end_the_connection(h2net):
     # the gateway still serves
     rc, out, err = curl(h2net, "--http2", "-w", " %{http_version} %{http_code}", f"https://{H2HOST}/index.html?{tok}")
     assert rc == 0 and out.endswith(" 2 200"), (out, err)
+
+
+H1_SERVER = r"""
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        body = b"hello h1\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s = http.server.HTTPServer((sys.argv[3], 8443), H)
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+s.serve_forever()
+"""
+
+
+def test_h2_choice_remembered_and_relearned_when_the_upstream_changes(h2net):
+    """The upstream's ALPN choice is remembered per sandbox and host: the next connection is answered at
+    once. FLIPHOST:8443 is first nghttpd (h2), then an HTTP/1.1-only server: the first connection after
+    the change is closed (an event says why), the next one is HTTP/1.1."""
+    assert set_creds(h2net, [cred(h2net, "flip", "sk-gw-" + secrets.token_hex(12), [FLIPHOST])])["ok"]
+    ns, tmp = h2net["ns"]["srv"], h2net["tmp"]
+    url = f"https://{FLIPHOST}:8443/index.html"
+    proxy = ("-x", f"http://{HOST_END}:10080")
+    p = subprocess.Popen(["ip", "netns", "exec", ns, NGHTTPD, "-a", SRV_H2, "-d", f"{tmp}/www", "8443",
+                          f"{tmp}/srv.key", f"{tmp}/srv.pem"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(ns, SRV_H2, 8443)
+        for _ in range(2):   # learnt, then from memory
+            rc, out, err = curl(h2net, *proxy, "--http2", "-w", " %{http_version}", url)
+            assert rc == 0 and out.endswith("hello h2\n 2"), (out, err)
+    finally:
+        p.kill()
+        p.wait()
+    p = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", H1_SERVER, f"{tmp}/srv.pem",
+                          f"{tmp}/srv.key", SRV_H2], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(ns, SRV_H2, 8443)
+        rc, out, err = curl(h2net, *proxy, "--http2", "-w", " %{http_version}", url)
+        assert rc != 0, (out, err)
+        assert h2net["gw"].wait_event(lambda e: e["event"] == "network.deny" and "no longer chose h2" in e["reason"])
+        rc, out, err = curl(h2net, *proxy, "--http2", "-w", " %{http_version}", url)
+        assert rc == 0 and out.endswith("hello h1\n 1.1"), (out, err)
+    finally:
+        p.kill()
+        p.wait()
