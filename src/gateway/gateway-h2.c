@@ -234,6 +234,18 @@ static void stream_maybe_free(GwH2 *h, H2Stream *st) {
                 stream_free(h, st);
 }
 
+/* Bytes received on a leg and taken (or dropped) reopen its windows: the
+ * stream's while it lives, the connection's always (a stream closed with
+ * bytes still buffered must not shrink the connection's window for good). */
+static void give_back(nghttp2_session *s, int32_t id, size_t n) {
+        if (n == 0)
+                return;
+        if (id > 0)
+                (void) nghttp2_session_consume(s, id, n);
+        else
+                (void) nghttp2_session_consume_connection(s, n);
+}
+
 /* Data providers: the sandbox's request body to the upstream, the
  * upstream's response body to the sandbox. Taking bytes opens the other
  * leg's window by as much. */
@@ -245,8 +257,8 @@ static ssize_t provide(GwH2 *h, nghttp2_session *to, H2Stream *st, bool request,
         int32_t from_id = request ? st->down_id : st->up_id;
         size_t n = body_take(b, buf, length);
 
-        if (n > 0 && from_id > 0 && !(request && st->refused))
-                (void) nghttp2_session_consume(from, from_id, n);
+        if (request || !st->refused) /* a refusal's body came from nowhere */
+                give_back(from, from_id, n);
         if (b->n == 0 && end) {
                 H2Block *t = request ? &st->req_trailers : &st->resp_trailers;
                 bool has_t = request ? st->has_req_trailers : st->has_resp_trailers;
@@ -532,10 +544,15 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t error_code, 
                 return 0;
         if (s == h->down) {
                 st->down_id = 0;
+                if (!st->refused)
+                        give_back(h->up, st->up_id, st->resp.n); /* nobody takes them now */
+                body_done(&st->resp);
                 if (st->up_id > 0 && error_code != NGHTTP2_NO_ERROR)
                         (void) nghttp2_submit_rst_stream(h->up, NGHTTP2_FLAG_NONE, st->up_id, error_code);
         } else {
                 st->up_id = 0;
+                give_back(h->down, st->down_id, st->req.n);
+                body_done(&st->req);
                 if (st->down_id > 0 && !st->refused && (error_code != NGHTTP2_NO_ERROR || !st->resp_end))
                         (void) nghttp2_submit_rst_stream(h->down, NGHTTP2_FLAG_NONE, st->down_id,
                                                          error_code != NGHTTP2_NO_ERROR ? error_code

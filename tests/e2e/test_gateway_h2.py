@@ -193,6 +193,14 @@ elif mode == "continuation":  # a header block that never ends
         pass
 elif mode == "push":         # clients may not push
     s.sendall(frame(5, 0x4, 1, struct.pack("!I", 2) + req(host, "/pushed.html")))
+elif mode == "trailers":     # a request body, then trailers
+    s.sendall(frame(1, 0x4, 1, lit(":method", "POST") + lit(":scheme", "https") + lit(":authority", host) +
+                    lit(":path", "/index.html?" + sys.argv[5]) + lit("te", "trailers")) +
+              frame(0, 0, 1, b"x" * 1000) + frame(1, 0x5, 1, lit("x-req-trailer", "t-" + sys.argv[5])))
+elif mode == "reset":        # a big download cancelled after its first DATA, then another request
+    s.sendall(frame(1, 0x5, 1, req(host, "/big?" + sys.argv[5])))
+elif mode == "garbage":
+    s.sendall(frame(0xfa, 0, 0, b"junk") + bytes(range(256)) * 8)
 out = {"goaway": None, "data": {}, "rst": {}, "ended": []}
 buf = b""
 try:
@@ -201,7 +209,13 @@ try:
             n = int.from_bytes(buf[:3], "big")
             t, f, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff
             p, buf = buf[9:9 + n], buf[9 + n:]
-            if t == 0:
+            if t == 0 and n > 0:   # the connection's window back (streams get theirs from SETTINGS)
+                s.sendall(frame(8, 0, 0, struct.pack("!I", n)))
+            if t == 0 and mode == "reset" and sid == 1 and 1 not in out["rst"]:
+                out["rst"][1] = "sent"
+                s.sendall(frame(3, 0, 1, struct.pack("!I", 8)) + frame(1, 0x5, 3, req(host, "/index.html?" + sys.argv[5])))
+                continue
+            if t == 0 and not (mode == "reset" and sid == 1):
                 out["data"][sid] = out["data"].get(sid, "") + p.decode("utf-8", "replace")
             if t == 3:
                 out["rst"][sid] = int.from_bytes(p[:4], "big")
@@ -211,7 +225,8 @@ try:
                 out["ended"].append(sid)
             if t == 4 and not f & 1:
                 s.sendall(frame(4, 1, 0, b""))
-        if out["goaway"] is not None or (mode == "coalesce" and {1, 3} <= set(out["ended"])):
+        if (out["goaway"] is not None or (mode == "coalesce" and {1, 3} <= set(out["ended"])) or
+                (mode in ("trailers",) and 1 in out["ended"]) or (mode == "reset" and 3 in out["ended"])):
             break
         d = s.recv(65536)
         if not d:
@@ -306,3 +321,22 @@ def test_h2_choice_remembered_and_relearned_when_the_upstream_changes(h2net):
     finally:
         p.kill()
         p.wait()
+
+
+def test_h2_request_trailers_rst_stream_relayed_garbage_ends_the_connection(h2net):
+    assert set_creds(h2net, [cred(h2net, "h2t", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    out = hostile(h2net, "trailers", tok)
+    assert 1 in out["ended"], out
+    text = h2_log_text(h2net)
+    assert re.search(rf"recv \(stream_id=\d+\) x-req-trailer: t-{tok}$", text, re.M), text[-2000:]
+    # the sandbox cancels a download (RST_STREAM CANCEL): the upstream's stream is reset with the same code,
+    # the connection goes on
+    out = hostile(h2net, "reset", tok)
+    assert out["data"].get("3") == "hello h2\n" and out["goaway"] is None, out
+    (conn, stream, _), = [g for g in received(h2net, tok) if g[2][":path"] == f"/big?{tok}"]
+    text = h2_log_text(h2net)
+    assert re.search(rf"^\[id={conn}\] .* recv RST_STREAM frame <length=4, flags=0x00, stream_id={stream}>\n"
+                     r"\s+\(error_code=CANCEL\(0x08\)\)", text, re.M), text[-3000:]
+    out = hostile(h2net, "garbage")
+    assert out["goaway"] is not None or "error" in out, out
