@@ -22,11 +22,12 @@ from test_gateway import GATEWAY_RUN, BUILD, PY, SERVERS, Gateway, sh
 
 CRED_SEAL = os.path.join(BUILD, "tests", "cred-seal")
 HOST_END, SB_IP = "10.232.0.0", "10.232.0.1"
-SRV, SRV_GW, SRV_H2 = "192.168.232.2", "192.168.232.1", "192.168.232.3"
+SRV, SRV_GW, SRV_H2, SRV_GRPC = "192.168.232.2", "192.168.232.1", "192.168.232.3", "192.168.232.4"
 CRED_HOST, OTHER, BADNAME, H2HOST, FLIPHOST = "cred.test", "plain.test", "badname.test", "h2.test", "flip.test"
+GRPCHOST = "grpc.test"
 ZONE = {"_listen": [SRV], "_bind": SRV, CRED_HOST: [SRV], OTHER: [SRV], BADNAME: [SRV], H2HOST: [SRV_H2],
-        FLIPHOST: [SRV_H2]}
-POLICY = {"allow": [CRED_HOST, OTHER, BADNAME, H2HOST, {"host": CRED_HOST, "ports": [8443]},
+        FLIPHOST: [SRV_H2], GRPCHOST: [SRV_GRPC]}
+POLICY = {"allow": [CRED_HOST, OTHER, BADNAME, H2HOST, GRPCHOST, {"host": CRED_HOST, "ports": [8443]},
                     {"host": FLIPHOST, "ports": [8443]}]}
 NGHTTPD = "/usr/sbin/nghttpd"
 TENANT = "t1"
@@ -53,6 +54,7 @@ def cnet(tmp_path_factory):
         sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV_GW}/24", "dev", "vsrv")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV}/24", "dev", "eth0")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV_H2}/24", "dev", "eth0")
+        sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV_GRPC}/24", "dev", "eth0")
         for n, dev in ((ns["gw"], "vsb"), (ns["gw"], "vsrv"), (ns["sb"], "eth0"), (ns["srv"], "eth0")):
             sh("ip", "-n", n, "link", "set", dev, "up")
         sh("ip", "-n", ns["sb"], "route", "add", "default", "via", HOST_END)
@@ -75,7 +77,7 @@ table ip spgc {{
         sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={CRED_HOST}",
            "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
         with open(f"{tmp}/ext", "w") as f:
-            f.write(f"subjectAltName=DNS:{CRED_HOST},DNS:{OTHER},DNS:{H2HOST},DNS:{FLIPHOST}\n")
+            f.write(f"subjectAltName=DNS:{CRED_HOST},DNS:{OTHER},DNS:{H2HOST},DNS:{FLIPHOST},DNS:{GRPCHOST}\n")
         sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
            "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
         sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",

@@ -16,8 +16,8 @@ import subprocess
 
 import pytest
 
-from test_gateway_cred import (CRED_HOST, FLIPHOST, H2HOST, HOST_END, NGHTTPD, OTHER, SRV_H2, cnet, cred, curl,  # noqa: F401
-                               set_creds, upstream, wait_listening)
+from test_gateway_cred import (CRED_HOST, FLIPHOST, GRPCHOST, H2HOST, HOST_END, NGHTTPD, OTHER, SRV_GRPC,  # noqa: F401
+                               SRV_H2, cnet, cred, curl, set_creds, upstream, wait_listening)
 
 NGHTTP = "/usr/bin/nghttp"   # Debian nghttp2-client: shows every frame it receives
 VALUE_RE = re.compile(r"^\[id=(\d+)\] \[[ 0-9.]+\] recv \(stream_id=(\d+)(?:, sensitive)?\) ([^:]+|:[a-z]+): (.*)$")
@@ -340,3 +340,85 @@ def test_h2_request_trailers_rst_stream_relayed_garbage_ends_the_connection(h2ne
                      r"\s+\(error_code=CANCEL\(0x08\)\)", text, re.M), text[-3000:]
     out = hostile(h2net, "garbage")
     assert out["goaway"] is not None or "error" in out, out
+
+
+GRPC_SERVER = r"""
+import json, sys
+from concurrent import futures
+import grpc
+log = open(sys.argv[4], "a", buffering=1)
+
+def seen(context, what):
+    md = dict(context.invocation_metadata())
+    log.write(json.dumps({"what": what, "peer": context.peer(), "authorization": md.get("authorization"),
+                          "x-key": md.get("x-key"), "authority": md.get(":authority")}) + "\n")
+
+def echo(request, context):
+    seen(context, request.decode())
+    context.set_trailing_metadata((("x-space-trailer", "done"),))
+    return b"echo:" + request
+
+def chat(requests, context):
+    seen(context, "chat")
+    for r in requests:
+        yield b"chat:" + r
+
+h = grpc.method_handlers_generic_handler("space.Test", {"Echo": grpc.unary_unary_rpc_method_handler(echo),
+                                                        "Chat": grpc.stream_stream_rpc_method_handler(chat)})
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+server.add_generic_rpc_handlers((h,))
+server.add_secure_port(sys.argv[3] + ":443", grpc.ssl_server_credentials([(open(sys.argv[2], "rb").read(),
+                                                                            open(sys.argv[1], "rb").read())]))
+server.start()
+print("ready", flush=True)
+sys.stdin.read()
+server.stop(0)
+"""
+
+GRPC_CLIENT = r"""
+import json, sys
+import grpc
+ca, host, tok = sys.argv[1], sys.argv[2], sys.argv[3]
+ch = grpc.secure_channel(host + ":443", grpc.ssl_channel_credentials(open(ca, "rb").read()))
+echo = ch.unary_unary("/space.Test/Echo")
+out = []
+for i in range(3):
+    resp, call = echo.with_call(("%s-%d" % (tok, i)).encode(), metadata=(("x-key", "space-cred-grpc"),), timeout=20)
+    out.append([resp.decode(), dict(call.trailing_metadata()).get("x-space-trailer"), call.code().name])
+chat = ch.stream_stream("/space.Test/Chat")
+out.append([r.decode() for r in chat(iter([b"a", b"b", b"c"]), timeout=20)])
+print(json.dumps(out))
+"""
+
+
+def test_grpc_client_gets_the_credential_on_every_call(h2net):
+    """gRPC (grpcio: HTTP/2 only, trailers for its status) through the gateway: unary calls and a
+    bidirectional stream on one channel; every call carries the credential."""
+    pytest.importorskip("grpc")
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(h2net, [cred(h2net, "grpc", v, [GRPCHOST])])["ok"]
+    ns, tmp, tok = h2net["ns"], h2net["tmp"], secrets.token_hex(4)
+    log = f"{tmp}/grpc-{tok}.log"
+    srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], "/usr/bin/python3", "-c", GRPC_SERVER, f"{tmp}/srv.pem",
+                            f"{tmp}/srv.key", SRV_GRPC, log], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "ready"
+        r = subprocess.run(["ip", "netns", "exec", ns["sb"], "/usr/bin/python3", "-c", GRPC_CLIENT, f"{tmp}/sbca.pem",
+                            GRPCHOST, tok], capture_output=True, text=True, timeout=60,
+                           env={"GRPC_DNS_RESOLVER": "native", "PATH": "/usr/bin:/bin"})
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out[:3] == [[f"echo:{tok}-{i}", "done", "OK"] for i in range(3)], out
+        assert out[3] == ["chat:a", "chat:b", "chat:c"], out
+    finally:
+        srv.stdin.close()
+        srv.kill()
+        srv.wait()
+    with open(log) as f:
+        calls = [json.loads(ln) for ln in f]
+    assert len(calls) == 4, calls
+    assert len({c["peer"] for c in calls}) == 1, calls           # one channel = one upstream connection
+    # the unary calls carried the placeholder in x-key: replaced there (and no header added); the stream
+    # carried none: the credential's header added
+    assert [(c["x-key"], c["authorization"]) for c in calls] == [(v, None)] * 3 + [(None, f"Bearer {v}")], calls
+    assert not any(v in json.dumps(e) for e in h2net["gw"].events)
