@@ -74,6 +74,7 @@ typedef struct GwIntercept {
         bool answered;    /* the sandbox's pipe knows what to select */
         TlsAlpn recalled; /* answered from memory before the upstream chose (TLS_ALPN_NONE: not) */
         bool remembered;  /* the upstream's choice was handled */
+        bool forwarded, spoke; /* HTTP/1.x: a request went upstream; the upstream sent a byte */
         GwH2 *h2;         /* both legs chose h2 */
 } GwIntercept;
 
@@ -259,6 +260,7 @@ static int request_head(Gateway *gw, GwConn *c, size_t head_len) {
                 return r;
         }
         gw_cred_used(gw, c->sb, c->host, &used);
+        ix->forwarded = true;
         req_consume(ix, head_len);
         if (head_upgrades(&h))
                 ix->state = IX_REQ_RAW;
@@ -559,10 +561,15 @@ static void ix_pump(Gateway *gw, GwConn *c) {
         if (ix->up_ready && ix->down_ready && !ix->refusing && !ix->h2) {
                 /* the upstream's plaintext, unchanged (once the sandbox's protocol is known: h2 would be relayed
                  * by frames, and an h2 upstream speaks first) */
+                bool silent_end = false;
                 while (!ix->up_closed && tls_pipe_pending(ix->down) < IX_PENDING_MAX) {
                         ssize_t k = tls_pipe_read(ix->up, ix->scratch, IX_READ_MAX);
                         if (k == -EAGAIN)
                                 break;
+                        if (k == 0 && ix->forwarded && !ix->spoke) {
+                                silent_end = true; /* answered below */
+                                break;
+                        }
                         if (k == 0) {
                                 ix->up_closed = true;
                                 (void) tls_pipe_shutdown(ix->down);
@@ -572,8 +579,14 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                         } else if (tls_pipe_write(ix->down, ix->scratch, (size_t) k) < 0) {
                                 ix_close(gw, c);
                                 return;
-                        }
+                        } else
+                                ix->spoke = true;
                 }
+                /* the first request got nothing at all (an upstream that speaks no HTTP/1.1 closes so):
+                 * the sandbox gets a reason rather than an empty reply; later ones get the close (clients retry) */
+                if (ix->forwarded && !ix->spoke && (c->u_eof || silent_end))
+                        ix_refuse(gw, c, 502, "the upstream closed the connection without answering (does it speak "
+                                              "HTTP/1.1?)");
         }
         if (ix->down_ready && ix->refusing && ix->refuse_status) {
                 if (tls_pipe_alpn(ix->down) == TLS_ALPN_H2) {
