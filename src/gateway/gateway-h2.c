@@ -562,6 +562,30 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t error_code, 
         return 0;
 }
 
+/* A request that never went out (it waited for a stream slot and the
+ * upstream said GOAWAY meanwhile): no stream was opened on that leg, so no
+ * close either; the sandbox's stream is refused (it may retry elsewhere). */
+static int on_frame_not_send(nghttp2_session *s, const nghttp2_frame *frame, int lib_error_code, void *user_data) {
+        GwH2 *h = user_data;
+
+        (void) lib_error_code;
+        if (s != h->up || frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+                return 0;
+        for (H2Stream *st = h->streams; st; st = st->next) {
+                if (st->up_id != frame->hd.stream_id)
+                        continue;
+                st->up_id = 0;
+                give_back(h->down, st->down_id, st->req.n);
+                body_done(&st->req);
+                if (st->down_id > 0)
+                        (void) nghttp2_submit_rst_stream(h->down, NGHTTP2_FLAG_NONE, st->down_id,
+                                                         NGHTTP2_REFUSED_STREAM);
+                stream_maybe_free(h, st);
+                break;
+        }
+        return 0;
+}
+
 static int session_new(GwH2 *h, bool server, nghttp2_session **ret) {
         nghttp2_session_callbacks *cb = NULL;
         nghttp2_option *opt = NULL;
@@ -578,6 +602,7 @@ static int session_new(GwH2 *h, bool server, nghttp2_session **ret) {
         nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
         nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+        nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, on_frame_not_send);
         nghttp2_option_set_no_auto_window_update(opt, 1);
         nghttp2_option_set_max_send_header_block_length(opt, GW_H2_RESPONSE_HEADERS_MAX + 1024);
         r = server ? nghttp2_session_server_new2(ret, cb, h, opt) : nghttp2_session_client_new2(ret, cb, h, opt);

@@ -19,8 +19,10 @@
  *     are bounded: a request's at GW_H2_REQUEST_HEADERS_MAX bytes (name +
  *     value + 32 each, as SETTINGS_MAX_HEADER_LIST_SIZE counts) and
  *     HTTP_HEADERS_MAX fields, refused with 431; a response's at
- *     GW_H2_RESPONSE_HEADERS_MAX, refused with 502. CONNECT (plain or
- *     extended) is refused with 501.
+ *     GW_H2_RESPONSE_HEADERS_MAX, refused with 502. CONNECT is refused
+ *     with 501; extended CONNECT (RFC 8441) is not offered (no
+ *     SETTINGS_ENABLE_CONNECT_PROTOCOL: nghttp2 resets such a stream), so
+ *     WebSocket clients use an HTTP/1.1 connection.
  *   - DATA, trailers (HEADERS after DATA: gRPC's status) and END_STREAM are
  *     passed through in both directions; 1xx responses too.
  *   - flow control end to end: automatic WINDOW_UPDATEs are off; a leg's

@@ -199,6 +199,8 @@ elif mode == "trailers":     # a request body, then trailers
               frame(0, 0, 1, b"x" * 1000) + frame(1, 0x5, 1, lit("x-req-trailer", "t-" + sys.argv[5])))
 elif mode == "reset":        # a big download cancelled after its first DATA, then another request
     s.sendall(frame(1, 0x5, 1, req(host, "/big?" + sys.argv[5])))
+elif mode == "two":          # two requests at once
+    s.sendall(frame(1, 0x5, 1, req(host, "/1")) + frame(1, 0x5, 3, req(host, "/3")))
 elif mode == "garbage":
     s.sendall(frame(0xfa, 0, 0, b"junk") + bytes(range(256)) * 8)
 out = {"goaway": None, "data": {}, "rst": {}, "ended": []}
@@ -225,7 +227,10 @@ try:
                 out["ended"].append(sid)
             if t == 4 and not f & 1:
                 s.sendall(frame(4, 1, 0, b""))
-        if (out["goaway"] is not None or (mode == "coalesce" and {1, 3} <= set(out["ended"])) or
+        if mode == "two":
+            if 1 in out["ended"] and 3 in out["rst"] and out["goaway"] is not None:
+                break
+        elif (out["goaway"] is not None or (mode == "coalesce" and {1, 3} <= set(out["ended"])) or
                 (mode in ("trailers",) and 1 in out["ended"]) or (mode == "reset" and 3 in out["ended"])):
             break
         d = s.recv(65536)
@@ -238,9 +243,9 @@ print(json.dumps(out))
 '''
 
 
-def hostile(net, mode, tok=""):
+def hostile(net, mode, tok="", host=H2HOST):
     r = subprocess.run(["ip", "netns", "exec", net["ns"]["sb"], "/usr/bin/python3", "-c", HOSTILE,
-                        f"{net['tmp']}/sbca.pem", H2HOST, OTHER, mode, tok], capture_output=True, text=True, timeout=60)
+                        f"{net['tmp']}/sbca.pem", host, OTHER, mode, tok], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -422,3 +427,59 @@ def test_grpc_client_gets_the_credential_on_every_call(h2net):
     # carried none: the credential's header added
     assert [(c["x-key"], c["authorization"]) for c in calls] == [(v, None)] * 3 + [(None, f"Bearer {v}")], calls
     assert not any(v in json.dumps(e) for e in h2net["gw"].events)
+
+
+# An upstream that answers stream 1, then says GOAWAY (last stream 1) without touching stream 3.
+GOAWAY_SERVER = r"""
+import socket, ssl, struct, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+ctx.set_alpn_protocols(["h2"])
+ls = socket.create_server((sys.argv[3], 443))
+print("ready", flush=True)
+def frame(t, f, sid, payload):
+    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
+while True:
+    c, _ = ls.accept()
+    try:
+        c = ctx.wrap_socket(c, server_side=True)
+        c.sendall(frame(4, 0, 0, b""))
+        buf, seen = b"", set()
+        while 3 not in seen:
+            d = c.recv(65536)
+            if not d:
+                break
+            buf += d
+            if buf.startswith(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"):
+                buf = buf[24:]
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t, f = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+                sid = int.from_bytes(buf[5:9], "big") & 0x7fffffff
+                buf = buf[9 + n:]
+                if t == 4 and not f & 1:
+                    c.sendall(frame(4, 1, 0, b""))
+                if t == 1:
+                    seen.add(sid)
+        c.sendall(frame(1, 0x4, 1, b"\x88") + frame(0, 0x1, 1, b"one") + frame(7, 0, 0, struct.pack("!II", 1, 0)))
+        c.recv(65536)
+    except OSError:
+        pass
+    finally:
+        c.close()
+"""
+
+
+def test_h2_upstream_goaway_relayed_and_unanswered_stream_refused(h2net):
+    assert set_creds(h2net, [cred(h2net, "h2g", "sk-gw-" + secrets.token_hex(12), [GRPCHOST])])["ok"]
+    ns, tmp = h2net["ns"], h2net["tmp"]
+    srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], "/usr/bin/python3", "-c", GOAWAY_SERVER,
+                            f"{tmp}/srv.pem", f"{tmp}/srv.key", SRV_GRPC], stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "ready"
+        out = hostile(h2net, "two", host=GRPCHOST)
+    finally:
+        srv.kill()
+        srv.wait()
+    assert out["data"].get("1") == "one" and 1 in out["ended"], out   # the stream the upstream took: answered
+    assert out["rst"].get("3") == 7, out                               # the other: REFUSED_STREAM (retry elsewhere)
+    assert out["goaway"] == 0, out                                     # and the sandbox is told GOAWAY, NO_ERROR
