@@ -262,7 +262,8 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         NsChildArgs copy = *args, *a = &copy;
         const RuntimeSpec *spec = a->spec;
         char go;
-        static const char *const staged[] = { "proc", "dev", "sys", "run" };
+        /* proc last: the moves before it name their mounts through /proc/self/fd */
+        static const char *const staged[] = { "dev", "sys", "run", "proc" };
         int rootfd_mnt = -1, rootfd, stagefd, listen_fd, exe_fd;
         long k;
 
@@ -344,6 +345,15 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         step_loopback(a);
         CHECK(a, NS_STEP_RLIMITS, ns_set_rlimits(&spec->limits));
 
+        /* 7b. the staging tmpfs becomes our root and the host's tree (our copy of it) goes, now and
+         *     not after the root comes: an unmount waits for an RCU grace period (milliseconds on a
+         *     busy host), which the root's snapshot hides. Nothing of the host's is reached by a path
+         *     from here on (the root and the agent come as fds; /proc/self/fd is the staged /proc). */
+        CHECK(a, NS_STEP_PIVOT, ns_sys1(SYS_fchdir, stagefd));
+        CHECK(a, NS_STEP_PIVOT, ns_sys2(SYS_pivot_root, ".", "."));
+        CHECK(a, NS_STEP_PIVOT, ns_sys2(SYS_umount2, ".", MNT_DETACH));
+        CHECK(a, NS_STEP_PIVOT, ns_sys1(SYS_chdir, "/"));
+
         /* 8. the idmapped root (its fd, then "g") */
         k = child_recv_fd(a->sync_fd, &rootfd_mnt);
         CHECK(a, NS_STEP_SYNC, k);
@@ -376,12 +386,25 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
                 ns_close(src);
                 ns_close(dst);
         }
-        ns_close(stagefd);
 
-        /* 11. pivot into the root, drop the old one (the staging tmpfs with it) */
-        CHECK(a, NS_STEP_PIVOT, ns_sys2(SYS_pivot_root, ".", "."));
-        CHECK(a, NS_STEP_PIVOT, ns_sys2(SYS_umount2, ".", MNT_DETACH));
+        /* 11. the root moved onto "/", over the staging tmpfs, and made ours: no unmount, so no
+         *     grace period to wait for after the root came. The tmpfs stays below as the mount
+         *     namespace's root, emptied and read-only: a process that climbs out of a chroot of
+         *     its own finds an empty directory there (the sandbox can neither unmount nor mount:
+         *     no CAP_SYS_ADMIN, umount2 refused by seccomp). */
+        CHECK(a, NS_STEP_PIVOT, ns_sys5(SYS_mount, ".", "/", NULL, MS_MOVE, NULL));
+        CHECK(a, NS_STEP_PIVOT, ns_sys1(SYS_chroot, "."));
         CHECK(a, NS_STEP_PIVOT, ns_sys1(SYS_chdir, "/"));
+        for (size_t i = 0; i < ELEMENTSOF(staged); i++)
+                CHECK(a, NS_STEP_PIVOT, ns_sys3(SYS_unlinkat, stagefd, staged[i], AT_REMOVEDIR));
+        CHECK(a, NS_STEP_PIVOT, ns_sys3(SYS_unlinkat, stagefd, "root", AT_REMOVEDIR));
+        {
+                char p[NS_FD_PATH_MAX];
+                CHECK(a, NS_STEP_PIVOT, ns_sys5(SYS_mount, NULL, ns_fd_path(p, stagefd), NULL,
+                                                MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                                NULL));
+        }
+        ns_close(stagefd);
         ns_close(rootfd);
 
         /* 12. the root's own files */
