@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -161,6 +162,64 @@ int netlink_call(int fd, NetlinkMessage *m) {
         if (r < 0)
                 return r;
         return netlink_wait_ack(fd, m->hdr.nlmsg_seq, m->hdr.nlmsg_seq, m->hdr.nlmsg_seq);
+}
+
+int netlink_call_many(int fd, NetlinkMessage *const *msgs, size_t n) {
+        uint8_t reply[NETLINK_REPLY_MAX] __attribute__((aligned(NLMSG_ALIGNTO)));
+        struct iovec iov[NETLINK_BATCH_MAX];
+        struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+        struct msghdr mh = { .msg_name = &kernel, .msg_namelen = sizeof kernel, .msg_iov = iov };
+        int errors[NETLINK_BATCH_MAX] = {};
+        bool acked[NETLINK_BATCH_MAX] = {};
+        size_t n_acked = 0, total = 0;
+        uint32_t lo;
+        ssize_t k;
+
+        if (n == 0 || n > NETLINK_BATCH_MAX)
+                return -EINVAL;
+        lo = netlink_seq + 1;
+        for (size_t i = 0; i < n; i++) {
+                NetlinkMessage *m = msgs[i];
+                if (m->error < 0)
+                        return m->error;
+                if (m->n_nests != 0)
+                        return -EINVAL;
+                m->hdr.nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+                m->hdr.nlmsg_seq = ++netlink_seq;
+                iov[i] = (struct iovec){ .iov_base = m->buf, .iov_len = NLMSG_ALIGN(m->hdr.nlmsg_len) };
+                total += iov[i].iov_len;
+        }
+        mh.msg_iovlen = n;
+        do
+                k = sendmsg(fd, &mh, 0);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+                return -errno;
+        if ((size_t) k != total)
+                return -EIO;
+        while (n_acked < n) {
+                do
+                        k = recv(fd, reply, sizeof reply, MSG_TRUNC);
+                while (k < 0 && errno == EINTR);
+                if (k < 0)
+                        return -errno;
+                size_t len = MIN((size_t) k, sizeof reply);
+                for (struct nlmsghdr *h = (struct nlmsghdr *) reply; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+                        size_t i = h->nlmsg_seq - lo;
+                        if (h->nlmsg_seq < lo || i >= n || h->nlmsg_type != NLMSG_ERROR || acked[i])
+                                continue;
+                        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
+                                return -EBADMSG;
+                        const struct nlmsgerr *e = NLMSG_DATA(h);
+                        errors[i] = e->error > 0 ? -EBADMSG : e->error;
+                        acked[i] = true;
+                        n_acked++;
+                }
+        }
+        for (size_t i = 0; i < n; i++)
+                if (errors[i] < 0)
+                        return errors[i];
+        return 0;
 }
 
 /* One nfnetlink batch header (begin or end) at p. */

@@ -39,6 +39,12 @@ void netlink_nest_end(NetlinkMessage *m);
 
 /* Sends m with NLM_F_REQUEST|NLM_F_ACK and waits for the ack: 0 or the kernel's -errno. */
 int netlink_call(int fd, NetlinkMessage *m);
+/* Requests sent in one message (NETLINK_BATCH_MAX at most), each acked: the
+ * kernel carries them out in order whatever the others' results; 0 or the
+ * -errno of the first that failed. One system call instead of one per
+ * request (a sandbox's link takes several). */
+#define NETLINK_BATCH_MAX 8U
+int netlink_call_many(int fd, NetlinkMessage *const *msgs, size_t n);
 /* The same for nfnetlink transactions: m between a batch begin and end of
  * subsystem subsys (NFNL_SUBSYS_NFTABLES), one send, m's ack awaited. */
 int netlink_call_batch(int fd, NetlinkMessage *m, uint16_t subsys);

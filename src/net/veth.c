@@ -58,36 +58,31 @@ int veth_create(const char *host_name, const char *peer_name, int netns_fd) {
         return netlink_call(fd, &m);
 }
 
-static int link_set_up(int fd, unsigned ifindex) {
-        NetlinkMessage m;
+static void link_set_up(NetlinkMessage *m, unsigned ifindex) {
         struct ifinfomsg ifi = {
                 .ifi_family = AF_UNSPEC,
                 .ifi_index = (int) ifindex,
                 .ifi_flags = IFF_UP,
                 .ifi_change = IFF_UP,
         };
-        netlink_message_init(&m, RTM_NEWLINK, 0);
-        netlink_message_append(&m, &ifi, sizeof ifi);
-        return netlink_call(fd, &m);
+        netlink_message_init(m, RTM_NEWLINK, 0);
+        netlink_message_append(m, &ifi, sizeof ifi);
 }
 
-static int addr_add(int fd, unsigned ifindex, struct in_addr local, unsigned prefixlen) {
-        NetlinkMessage m;
+static void addr_add(NetlinkMessage *m, unsigned ifindex, struct in_addr local, unsigned prefixlen) {
         struct ifaddrmsg ifa = {
                 .ifa_family = AF_INET,
                 .ifa_prefixlen = (uint8_t) prefixlen,
                 .ifa_scope = RT_SCOPE_UNIVERSE,
                 .ifa_index = ifindex,
         };
-        netlink_message_init(&m, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE);
-        netlink_message_append(&m, &ifa, sizeof ifa);
-        netlink_attr(&m, IFA_LOCAL, &local, sizeof local);
-        netlink_attr(&m, IFA_ADDRESS, &local, sizeof local);
-        return netlink_call(fd, &m);
+        netlink_message_init(m, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE);
+        netlink_message_append(m, &ifa, sizeof ifa);
+        netlink_attr(m, IFA_LOCAL, &local, sizeof local);
+        netlink_attr(m, IFA_ADDRESS, &local, sizeof local);
 }
 
-static int route_add_default(int fd, unsigned ifindex, struct in_addr gateway) {
-        NetlinkMessage m;
+static void route_add_default(NetlinkMessage *m, unsigned ifindex, struct in_addr gateway) {
         struct rtmsg rtm = {
                 .rtm_family = AF_INET,
                 .rtm_table = RT_TABLE_MAIN,
@@ -95,11 +90,10 @@ static int route_add_default(int fd, unsigned ifindex, struct in_addr gateway) {
                 .rtm_scope = RT_SCOPE_UNIVERSE,
                 .rtm_type = RTN_UNICAST,
         };
-        netlink_message_init(&m, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE);
-        netlink_message_append(&m, &rtm, sizeof rtm);
-        netlink_attr(&m, RTA_GATEWAY, &gateway, sizeof gateway);
-        netlink_attr_u32(&m, RTA_OIF, ifindex);
-        return netlink_call(fd, &m);
+        netlink_message_init(m, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE);
+        netlink_message_append(m, &rtm, sizeof rtm);
+        netlink_attr(m, RTA_GATEWAY, &gateway, sizeof gateway);
+        netlink_attr_u32(m, RTA_OIF, ifindex);
 }
 
 static int sysctl_write_one(const char *path);
@@ -122,10 +116,11 @@ int veth_configure_host(const char *host_name, const AddrPair *pair) {
         r = netlink_open(&fd);
         if (r < 0)
                 return r;
-        r = addr_add(fd, ifindex, pair->host, pair->prefixlen);
-        if (r < 0)
-                return r;
-        return link_set_up(fd, ifindex);
+        /* one send: the address, then the link up */
+        NetlinkMessage addr, up;
+        addr_add(&addr, ifindex, pair->host, pair->prefixlen);
+        link_set_up(&up, ifindex);
+        return netlink_call_many(fd, (NetlinkMessage *const[]){ &addr, &up }, 2);
 }
 
 /* Writes "1" to a sysctl file of the current network namespace; a kernel
@@ -155,16 +150,13 @@ static int configure_peer_entered(const char *peer_name, const AddrPair *pair) {
         r = netlink_open(&fd);
         if (r < 0)
                 return r;
-        r = link_set_up(fd, lo);
-        if (r < 0)
-                return r;
-        r = addr_add(fd, ifindex, pair->peer, pair->prefixlen);
-        if (r < 0)
-                return r;
-        r = link_set_up(fd, ifindex);
-        if (r < 0)
-                return r;
-        return route_add_default(fd, ifindex, pair->host);
+        /* one send, carried out in this order (the default route needs the link up with its address) */
+        NetlinkMessage lo_up, addr, up, route;
+        link_set_up(&lo_up, lo);
+        addr_add(&addr, ifindex, pair->peer, pair->prefixlen);
+        link_set_up(&up, ifindex);
+        route_add_default(&route, ifindex, pair->host);
+        return netlink_call_many(fd, (NetlinkMessage *const[]){ &lo_up, &addr, &up, &route }, 4);
 }
 
 static int configure_peer_in_ns(int netns_fd, const char *peer_name, const AddrPair *pair) {
