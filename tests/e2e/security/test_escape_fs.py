@@ -6,6 +6,7 @@ through the sandbox's root, a symlink swapped during reads and writes)."""
 import hashlib
 import os
 import socket
+import subprocess
 import time
 
 import pytest
@@ -118,6 +119,27 @@ def test_chroot_breakout_stays_in_sandbox(spaced, box):
     assert entries == inside, f"after a chroot breakout '/' is {sorted(entries)}, the sandbox root is {sorted(inside)}"
     host_only = set(os.listdir("/")) - inside
     assert not (entries & host_only), f"host directories visible after a chroot breakout: {entries & host_only}"
+
+
+def test_root_over_the_staging_tmpfs(spaced, box):
+    """PID 1 unmounts the host's tree before its root comes, then moves the
+    root over its staging tmpfs and chroots into it: even entering the mount
+    namespace from the host (setns follows the mounts stacked on the
+    namespace's root) lands in the sandbox's root, the host's tree is not in
+    the namespace at all, and inside, '/' is the sandbox's root file system."""
+    pid = spaced.agent_pid(box)
+    inside = set(run(spaced, box, cmd=["ls", "-A", "/"]).out.split())
+    entered = subprocess.run(["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", "/bin/ls", "-A", "/"],
+                             capture_output=True, text=True, timeout=30)
+    assert entered.returncode == 0 and set(entered.stdout.split()) == inside, \
+        f"entering the sandbox's mount namespace shows {entered!r}, inside '/' is {sorted(inside)}"
+    with open(f"/proc/{pid}/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    assert points.count("/") == 1, f"not one mount on '/': {points}"
+    assert not any(p.startswith(spaced.base_dir) for p in points), f"a host path is mounted inside: {points}"
+    r = run(spaced, box, shell="awk '$5 == \"/\" { for (i = 7; i <= NF; i++) if ($i == \"-\") { print $(i + 1); "
+                               "break } }' /proc/self/mountinfo")
+    assert r.out.split() == ["btrfs"], f"'/' inside is not the sandbox's root file system: {r!r}"
 
 
 def test_agent_binary_is_sealed(spaced, box):
