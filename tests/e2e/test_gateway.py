@@ -944,3 +944,31 @@ def test_relay_keeps_unsent_bytes_in_the_gateway(net, via):
         p.wait()
         p.stdout.close()
         p.stderr.close()
+
+
+@pytest.mark.parametrize("via", ["transparent", "connect"])
+def test_stalled_reader_bounds_what_the_gateway_takes_in(net, via):
+    """A sandbox that stops reading a download: what the gateway accepts from
+    the upstream stays bounded (the upstream socket's receive buffer, the
+    pipe, the socket towards the sandbox) and stops growing: the upstream's
+    window shuts. An in-kernel relay (SK_SKB verdict redirect through a
+    SOCKHASH, tried: docs/network.md) fails this: the kernel takes the whole
+    256 MiB within 0.2 s and holds it, unaccounted, on the peer's psock."""
+    p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", STALLED_READER, via],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "stalled", p.stderr.read() if p.poll() is not None else ""
+        taken = []
+        for _ in range(15):                     # 3 s: the upstream could send far more than any buffer in that time
+            time.sleep(0.2)
+            out = sh("ip", "netns", "exec", net["ns"]["gw"], "ss", "-tinH", "( dport = :80 )").stdout
+            m = [int(f.split(":")[1]) for f in out.split() if f.startswith("bytes_received:")]
+            assert len(m) == 1, out             # the stalled reader's upstream connection, still open
+            taken.append(m[0])
+        assert taken[-1] < 32 << 20, taken
+        assert taken[-1] == taken[-5], taken    # no longer growing
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+        p.stderr.close()
