@@ -224,9 +224,41 @@ static int parse_expires(const JsonValue *v, int64_t now, Credential *c, ApiErro
         return 0;
 }
 
+/* The key to seal with: the one of this server's ring (master_key_file and
+ * master_key_previous_file) that the store names as the credentials' key
+ * now. Read at every seal, so a rotation (spaced rotate-master-key) takes
+ * effect at its commit on a server that holds the new key, and a server
+ * that does not hold it seals nothing the others cannot open. */
+static int seal_key(ApiRequest *r, const CredKey **ret, ApiError *e) {
+        char fp[STORE_CLUSTER_SETTING_MAX];
+        const CredKey *key;
+        int k;
+
+        if (!r->api->cred_key)
+                return no_key(e);
+        k = store_cluster_setting_get(r->store, CRED_KEY_FINGERPRINT_SETTING, fp);
+        if (k == -ENOENT) {
+                *ret = r->api->cred_key; /* none recorded (removed by hand): ours */
+                return 0;
+        }
+        if (k < 0)
+                return api_store_error(e, k, "reading the master key's fingerprint");
+        key = cred_key_by_fingerprint(r->api->cred_key, fp);
+        if (!key) {
+                log_error("The store's credentials are sealed under a master key this API server does not hold "
+                          "(fingerprint %s; rotated by spaced rotate-master-key?): restart it with the new "
+                          "master_key_file", fp);
+                return api_error(e, -EKEYREJECTED, API_UNAVAILABLE,
+                                 "this API server does not hold the master key the credentials are sealed under "
+                                 "now (it was rotated); it must be restarted with the new master_key_file");
+        }
+        *ret = key;
+        return 0;
+}
+
 /* Seals the request's value into c (c->id, tenant and name set) and wipes it. */
 static int seal_value(ApiRequest *r, const JsonValue *v, Credential *c, ApiError *e) {
-        const CredKey *key = r->api->cred_key;
+        const CredKey *key = NULL;
         _cleanup_free_ char *ct = NULL;
         char err[256];
         int k;
@@ -238,9 +270,10 @@ static int seal_value(ApiRequest *r, const JsonValue *v, Credential *c, ApiError
                 wipe_json_string(v);
                 return api_error(e, k, API_INVALID_ARGUMENT, "value: %s", err);
         }
-        if (!key) {
+        k = seal_key(r, &key, e);
+        if (k < 0) {
                 wipe_json_string(v);
-                return no_key(e);
+                return k;
         }
         k = cred_seal(key, c->id, c->tenant_id, c->name, json_string(v), json_string_len(v), &ct, c->nonce,
                       c->key_id);

@@ -43,9 +43,24 @@ int gw_cred_setup(Gateway *gw) {
                 r = cred_key_open(c->state_dir, false, &gw->cred_key, err, sizeof err);
         else
                 return 0;
-        if (r < 0)
+        if (r < 0) {
                 log_warning("gateway: no credentials master key (%s): credentials cannot be applied on this host",
                             err[0] ? err : strerror(-r));
+                return 0;
+        }
+        if (c->master_key_previous_file) {
+                /* a rotation's window: values sealed under the key before it still open */
+                _cleanup_(cred_key_freep) CredKey *prev = NULL;
+                r = cred_key_open_file(c->master_key_previous_file, false, &prev, err, sizeof err);
+                if (r >= 0)
+                        r = cred_key_set_previous(gw->cred_key, prev);
+                if (r >= 0)
+                        prev = NULL; /* owned by the key now */
+                else
+                        log_warning("gateway: the previous master key is not used (%s): credentials sealed under "
+                                    "it cannot be applied on this host",
+                                    err[0] ? err : r == -EEXIST ? "it is the same key as master_key_file" : strerror(-r));
+        }
         return 0;
 }
 

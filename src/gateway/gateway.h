@@ -58,6 +58,7 @@ typedef struct GatewayConfig {
         const char *state_dir;            /* where master.key is (read once, before dropping root); */
                                           /* NULL: no credentials are applied */
         const char *master_key_file;      /* the master key's file, if not <state_dir>/master.key */
+        const char *master_key_previous_file; /* a rotation's window: the key before it (opens only), or NULL */
         const char *upstream_ca_file;     /* intercepted upstreams are verified against it; */
                                           /* NULL: the host's trust store */
 } GatewayConfig;

@@ -22,6 +22,7 @@
 struct CredKey {
         uint8_t key[CRED_KEY_BYTES];
         char id[CRED_KEY_ID_LEN + 1];
+        CredKey *previous; /* owned: opens values sealed before a rotation, never seals */
 };
 
 /* A private mapping for secret bytes: locked (best effort: RLIMIT_MEMLOCK
@@ -112,6 +113,7 @@ CredKey *cred_key_free(CredKey *k) {
 
         if (!k)
                 return NULL;
+        cred_key_free(k->previous);
         if (page <= 0)
                 page = 4096;
         map_len = (sizeof(CredKey) + (size_t) page) / (size_t) page * (size_t) page;
@@ -149,6 +151,39 @@ int cred_key_from_bytes(const uint8_t *key, size_t len, CredKey **ret) {
 
 const char *cred_key_id(const CredKey *k) {
         return k ? k->id : NULL;
+}
+
+int cred_key_set_previous(CredKey *k, CredKey *previous) {
+        if (!k || !previous || previous->previous)
+                return -EINVAL;
+        if (streq(k->id, previous->id) || CRYPTO_memcmp(k->key, previous->key, sizeof k->key) == 0)
+                return -EEXIST;
+        cred_key_free(k->previous);
+        k->previous = previous;
+        return 0;
+}
+
+const CredKey *cred_key_previous(const CredKey *k) {
+        return k ? k->previous : NULL;
+}
+
+const CredKey *cred_key_by_fingerprint(const CredKey *k, const char *fingerprint) {
+        char fp[CRED_KEY_FINGERPRINT_HEX + 1];
+
+        if (!fingerprint)
+                return NULL;
+        for (; k; k = k->previous)
+                if (cred_key_fingerprint(k, fp) >= 0 && streq(fp, fingerprint))
+                        return k;
+        return NULL;
+}
+
+/* The key of the ring that sealed key_id. */
+static const CredKey *key_by_id(const CredKey *k, const char *key_id) {
+        for (; k; k = k->previous)
+                if (streq(key_id, k->id))
+                        return k;
+        return NULL;
 }
 
 int cred_key_fingerprint(const CredKey *k, char buf[static CRED_KEY_FINGERPRINT_HEX + 1]) {
@@ -375,7 +410,8 @@ int cred_open(const CredKey *k, const char *id, const char *tenant, const char *
 
         if (!k || !id || !tenant || !name || !ciphertext || !nonce || !key_id || !ret)
                 return -EINVAL;
-        if (!streq(key_id, k->id))
+        k = key_by_id(k, key_id);
+        if (!k)
                 return -EKEYREJECTED;
         r = base64_decode(ciphertext, strlen(ciphertext), &ct, &ct_len);
         if (r < 0)

@@ -25,6 +25,11 @@
 #define CRED_MASTER_KEY_FILE "master.key"
 #define CRED_KEY_FINGERPRINT_HEX 32
 #define CRED_KEY_FINGERPRINT_LABEL "space credentials master key fingerprint v1"
+/* The store's cluster settings: the fingerprint (below) of the master key
+ * the credentials are sealed under, and of the one before the last
+ * rotation (spaced rotate-master-key). */
+#define CRED_KEY_FINGERPRINT_SETTING "master_key_fingerprint"
+#define CRED_KEY_PREVIOUS_FINGERPRINT_SETTING "master_key_previous_fingerprint"
 
 typedef struct CredKey CredKey;
 
@@ -49,6 +54,17 @@ int cred_key_from_bytes(const uint8_t *key, size_t len, CredKey **ret);
 CredKey *cred_key_free(CredKey *k);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CredKey *, cred_key_free);
 const char *cred_key_id(const CredKey *k); /* CRED_KEY_ID_LEN hex characters */
+/* A master key rotation's window: k also opens (never seals) values sealed
+ * under previous (config master_key_previous_file), which k then owns and
+ * frees. -EEXIST if they are the same key, -EINVAL if previous has a
+ * previous itself (a ring holds two keys: the current one and the one
+ * before it). */
+int cred_key_set_previous(CredKey *k, CredKey *previous);
+const CredKey *cred_key_previous(const CredKey *k); /* NULL: none */
+/* The key of k's ring (k or its previous) whose fingerprint (below) is
+ * fingerprint: the one to seal with when the store names its current key by
+ * that fingerprint; NULL if the ring holds no such key. */
+const CredKey *cred_key_by_fingerprint(const CredKey *k, const char *fingerprint);
 /* HMAC-SHA256 of a fixed label under the key, CRED_KEY_FINGERPRINT_HEX hex
  * characters: what the processes of a cluster compare (in the store's
  * cluster settings) to find that they hold the same master key, without
@@ -67,8 +83,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(CredSecret *, cred_secret_free);
  * = cred_key_id(k) (>= CRED_KEY_ID_LEN + 1 bytes). */
 int cred_seal(const CredKey *k, const char *id, const char *tenant, const char *name, const void *value, size_t n,
               char **ret_ciphertext, char *ret_nonce, char *ret_key_id);
-/* The reverse: -EKEYREJECTED if key_id is not k's (sealed under another
- * master key), -EBADMSG if the ciphertext, nonce or associated data do not
+/* The reverse, with whichever key of k's ring sealed it (by key_id):
+ * -EKEYREJECTED if key_id is neither k's nor its previous's (sealed under
+ * another master key), -EBADMSG if the ciphertext, nonce or associated data do not
  * authenticate (tampered, or copied from another row). */
 int cred_open(const CredKey *k, const char *id, const char *tenant, const char *name, const char *ciphertext,
               const char *nonce, const char *key_id, CredSecret **ret);

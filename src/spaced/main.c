@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "alloc-util.h"
 #include "api-bootstrap.h"
 #include "api.h"
 #include "cred-crypt.h"
@@ -35,6 +36,7 @@
 #include "shipper.h"
 #include "policy.h"
 #include "reaper.h"
+#include "rotate-master-key.h"
 #include "warm-pool.h"
 #include "space-build.h"
 #include "store.h"
@@ -61,8 +63,12 @@ static void on_signal(int sig) {
 
 static void usage(void) {
         printf("Usage: spaced [--config FILE] [--role all|api|worker|controller] [--KEY=VALUE]...\n"
+               "       spaced rotate-master-key --new-key FILE [--config FILE] [--KEY=VALUE]...\n"
                "The space daemon: HTTP API, controllers and a local worker (role all), or one part\n"
-               "of a cluster on PostgreSQL (roles api, worker, controller).\n\n");
+               "of a cluster on PostgreSQL (roles api, worker, controller).\n"
+               "rotate-master-key re-seals every credential under the key in FILE (32 bytes, 0600, root's)\n"
+               "in one store transaction; the configuration names the store and the current key files\n"
+               "(docs/operations.md: Rotating the master key).\n\n");
         config_print_help(stdout);
 }
 
@@ -319,6 +325,28 @@ static int common_setup(const Config *config, int *ret_pidfd) {
         return mkdir_p(path, 0700);
 }
 
+/* master_key_previous_file, if set, into k's ring. Logs why it fails. */
+static int master_key_load_previous(const Config *config, CredKey *k) {
+        _cleanup_(cred_key_freep) CredKey *prev = NULL;
+        char errbuf[512];
+        int r;
+
+        if (isempty(config->master_key_previous_file))
+                return 0;
+        r = cred_key_open_file(config->master_key_previous_file, false, &prev, errbuf, sizeof errbuf);
+        if (r < 0)
+                return log_error_errno(r, "Cannot use the previous master key (master_key_previous_file): %s",
+                                       errbuf[0] ? errbuf : strerror(-r));
+        r = cred_key_set_previous(k, prev);
+        if (r == -EEXIST)
+                return log_error_errno(r, "master_key_previous_file %s is the same key as master_key_file",
+                                       config->master_key_previous_file);
+        if (r < 0)
+                return log_error_errno(r, "Cannot use the previous master key: %m");
+        prev = NULL; /* k owns it */
+        return 0;
+}
+
 /* The credentials' master key (master_key_file, else <state_dir>/master.key,
  * which role all makes at its first start; a cluster role makes none: every
  * API server and worker needs the same file), checked against the
@@ -333,6 +361,8 @@ static int master_key_load(const Config *config, Store *store, CredKey **ret) {
 
         *ret = NULL;
         if (cluster && !given) {
+                if (!isempty(config->master_key_previous_file))
+                        return log_error_errno(EINVAL, "master_key_previous_file needs master_key_file");
                 log_info("No master_key_file: this %s offers no credentials", config->role);
                 return 0;
         }
@@ -344,6 +374,9 @@ static int master_key_load(const Config *config, Store *store, CredKey **ret) {
         if (r < 0)
                 return log_error_errno(r, "Cannot use the credentials' master key: %s",
                                        errbuf[0] ? errbuf : strerror(-r));
+        r = master_key_load_previous(config, k);
+        if (r < 0)
+                return r;
         r = cluster_master_key_check(store, k, path);
         if (r < 0)
                 return r;
@@ -581,6 +614,57 @@ static int run_api(const Config *config) {
         return r < 0 ? 1 : 0;
 }
 
+/* spaced rotate-master-key --new-key FILE [--stall-after N] [daemon options]. */
+static int main_rotate(int argc, char *argv[]) {
+        _cleanup_free_ char **rest = new0(char *, (size_t) argc + 1);
+        const char *new_key = NULL;
+        long stall_after = -1;
+        Config config;
+        int n = 0, r, lvl;
+
+        if (!rest)
+                return 1;
+        rest[n++] = argv[0];
+        for (int i = 2; i < argc; i++) {
+                const char *v = NULL;
+                bool stall = false;
+
+                if (streq(argv[i], "--new-key") || streq(argv[i], "--stall-after")) {
+                        stall = streq(argv[i], "--stall-after");
+                        if (i + 1 >= argc) {
+                                fprintf(stderr, "spaced: %s needs a value\n", argv[i]);
+                                return 2;
+                        }
+                        v = argv[++i];
+                } else if ((v = startswith(argv[i], "--new-key=")))
+                        ;
+                else if ((v = startswith(argv[i], "--stall-after=")))
+                        stall = true;
+                else {
+                        rest[n++] = argv[i];
+                        continue;
+                }
+                if (!stall)
+                        new_key = v;
+                else {
+                        unsigned u;
+                        if (safe_atou(v, &u) < 0 || u > INT_MAX) {
+                                fprintf(stderr, "spaced: --stall-after needs a number\n");
+                                return 2;
+                        }
+                        stall_after = (long) u;
+                }
+        }
+        config_defaults(&config);
+        r = parse_args(n, rest, &config);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+        lvl = log_parse_level(config.log_level);
+        log_set_max_level(lvl < 0 ? LOG_INFO_ : lvl);
+        log_set_prefix("spaced");
+        return rotate_master_key(&config, new_key, stall_after);
+}
+
 int main(int argc, char *argv[]) {
         _cleanup_(store_closep) Store *store = NULL;
         _cleanup_close_ int pidfd = -EBADF;
@@ -591,6 +675,8 @@ int main(int argc, char *argv[]) {
         char path[PATH_MAX];
         int r, lvl;
 
+        if (argc > 1 && streq(argv[1], "rotate-master-key"))
+                return main_rotate(argc, argv);
         config_defaults(&config);
         r = parse_args(argc, argv, &config);
         if (r <= 0)

@@ -93,6 +93,7 @@ struct StoreOps {
                             int64_t now);
         int (*grant_delete)(Store *s, const char *sandbox_id, const char *credential_id);
         int (*grant_list)(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
+        int (*credentials_reseal)(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total);
         /* cluster (store-*-cluster.c); w->registered_usec and heartbeat_usec are set */
         int (*worker_register)(Store *s, const WorkerNode *w, int64_t stale_before_usec);
         int (*worker_heartbeat)(Store *s, const char *name, const char *instance, const char *templates,
@@ -105,11 +106,15 @@ struct StoreOps {
         int (*leader_try)(Store *s, bool *ret_leader);
         int (*cluster_setting_claim)(Store *s, const char *name, const char *value,
                                      char ret[static STORE_CLUSTER_SETTING_MAX]);
+        int (*cluster_setting_get)(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]);
         /* c->updated_usec is already set */
         int (*checkpoint_copy_set)(Store *s, const CheckpointCopy *c);
         int (*checkpoint_copy_list)(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n);
         int (*checkpoint_copy_delete)(Store *s, const char *checkpoint_id, const char *worker);
 };
+
+/* A row a reseal's row() changed: still a valid credential (-EINVAL). */
+int store_reseal_row_check(const Credential *c);
 
 /* Argument checks shared by store.c and store-credentials.c. */
 /* A fixed buffer of a record must hold a NUL-terminated string: a longer one

@@ -121,6 +121,13 @@ int store_cluster_setting_claim(Store *s, const char *name, const char *value,
         return s->ops->cluster_setting_claim(s, name, value, ret);
 }
 
+int store_cluster_setting_get(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]) {
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(check_str(name, STORE_NAME_MAX, true));
+        return s->ops->cluster_setting_get(s, name, ret);
+}
+
 static bool sha256_hex_ok(const char *h) {
         size_t n = strnlen(h, STORE_SHA256_HEX);
 

@@ -142,6 +142,32 @@ int store_grant_delete(Store *s, const char *sandbox_id, const char *credential_
         return s->ops->grant_delete(s, sandbox_id, credential_id);
 }
 
+int store_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total) {
+        uint64_t changed = 0, total = 0;
+        int r;
+
+        if (!s || !rs || !rs->begin || !rs->row || !rs->settings || rs->n_settings == 0 ||
+            rs->n_settings > STORE_RESEAL_SETTINGS_MAX)
+                return -EINVAL;
+        for (size_t i = 0; i < rs->n_settings; i++) {
+                CHECK(check_arg(rs->settings[i].name, STORE_NAME_MAX, true));
+                CHECK(check_arg(rs->settings[i].value, STORE_CLUSTER_SETTING_MAX, true));
+        }
+        r = s->ops->credentials_reseal(s, rs, &changed, &total);
+        if (r < 0)
+                return r;
+        if (ret_changed)
+                *ret_changed = changed;
+        if (ret_total)
+                *ret_total = total;
+        return 0;
+}
+
+/* What row() left in c must still be a sealed value the columns hold. */
+int store_reseal_row_check(const Credential *c) {
+        return credential_check(c);
+}
+
 int store_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n) {
         if (!s || !ret || !ret_n || !sandbox_id)
                 return -EINVAL;

@@ -3,7 +3,8 @@
  * the SQLite ones (store-sqlite-credentials.c). store-credentials.c has
  * checked every argument. The compare-and-set update and the delete (with
  * its grants) are single statements, so they are atomic without an explicit
- * transaction. */
+ * transaction; a master key rotation is one transaction that locks the
+ * credentials (and the settings) against writes first. */
 
 #include "alloc-util.h"
 #include "store-postgres.h"
@@ -40,6 +41,14 @@ static const char *const cred_sql[_PG_CRED_STMT_MAX] = {
         [PG_GRANT_LIST] =
                 "SELECT " CRED_COLUMNS " FROM credential_grants g JOIN credentials c ON c.id = g.credential_id "
                 "WHERE g.sandbox_id = $1 AND c.tenant_id = g.tenant_id ORDER BY c.name",
+        /* a rotation: credential writes wait (reads go on) until it commits */
+        [PG_CRED_LOCK] = "LOCK TABLE credentials, cluster_settings IN EXCLUSIVE MODE",
+        [PG_CRED_ALL] = "SELECT " CRED_COLUMNS " FROM credentials c ORDER BY c.tenant_id, c.name",
+        [PG_CRED_RESEAL] = "UPDATE credentials SET ciphertext = $2, nonce = $3, key_id = $4, version = version + 1 "
+                           "WHERE id = $1",
+        [PG_CRED_SETTING_GET] = "SELECT value FROM cluster_settings WHERE name = $1",
+        [PG_CRED_SETTING_SET] = "INSERT INTO cluster_settings (name, value) VALUES ($1, $2) "
+                                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
 };
 
 static int cred_exec(PgStore *q, PgCredStmt id, const PgParams *p, PGresult **ret) {
@@ -207,4 +216,114 @@ int pg_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t 
         pg_param_text(&p, sandbox_id);
         CHECK(cred_exec(pg_store(s), PG_GRANT_LIST, &p, &res));
         return cred_read_all(res, ret, ret_n);
+}
+
+static int setting_get(PgStore *q, const char *name, char **ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        CHECK(cred_exec(q, PG_CRED_SETTING_GET, &p, &res));
+        *ret = NULL;
+        if (PQntuples(res) == 0)
+                return 0;
+        return pg_col_strdup(res, 0, 0, ret);
+}
+
+typedef struct Reseal {
+        const StoreReseal *rs;
+        uint64_t changed, total;
+} Reseal;
+
+static int reseal_tx(PgStore *q, void *userdata) {
+        Reseal *x = userdata;
+        const StoreReseal *rs = x->rs;
+        char *current[STORE_RESEAL_SETTINGS_MAX] = {};
+        Credential *list = NULL;
+        size_t n = 0;
+        int r;
+
+        x->changed = x->total = 0; /* a retried transaction starts over */
+        {
+                _cleanup_pgresult_ PGresult *res = NULL;
+                r = cred_exec(q, PG_CRED_LOCK, NULL, &res);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < rs->n_settings; i++) {
+                r = setting_get(q, rs->settings[i].name, &current[i]);
+                if (r < 0)
+                        goto finish;
+        }
+        r = rs->begin(current, rs->userdata);
+        if (r < 0)
+                goto finish;
+        {
+                _cleanup_pgresult_ PGresult *res = NULL;
+                r = cred_exec(q, PG_CRED_ALL, NULL, &res);
+                if (r >= 0)
+                        r = cred_read_all(res, &list, &n);
+                if (r < 0)
+                        goto finish;
+        }
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_pgresult_ PGresult *res = NULL;
+                PgParams p = {};
+
+                r = rs->row(&list[i], rs->userdata);
+                if (r < 0)
+                        goto finish;
+                if (r == 0)
+                        continue;
+                r = store_reseal_row_check(&list[i]);
+                if (r < 0)
+                        goto finish;
+                pg_param_text(&p, list[i].id);
+                pg_param_text(&p, list[i].ciphertext);
+                pg_param_text(&p, list[i].nonce);
+                pg_param_text(&p, list[i].key_id);
+                r = cred_exec(q, PG_CRED_RESEAL, &p, &res);
+                if (r >= 0 && pg_result_changes(res) != 1)
+                        r = -EIO;
+                if (r < 0)
+                        goto finish;
+                x->changed++;
+        }
+        for (size_t i = 0; i < rs->n_settings; i++) {
+                _cleanup_pgresult_ PGresult *res = NULL;
+                PgParams p = {};
+
+                pg_param_text(&p, rs->settings[i].name);
+                pg_param_text(&p, rs->settings[i].value);
+                r = cred_exec(q, PG_CRED_SETTING_SET, &p, &res);
+                if (r < 0)
+                        goto finish;
+        }
+        x->total = n;
+        r = 0;
+finish:
+        for (size_t i = 0; i < ELEMENTSOF(current); i++)
+                free(current[i]);
+        credential_array_free(list, n);
+        return r;
+}
+
+int pg_op_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total) {
+        Reseal x = { .rs = rs };
+
+        CHECK(pg_store_transact(pg_store(s), reseal_tx, &x));
+        *ret_changed = x.changed;
+        *ret_total = x.total;
+        return 0;
+}
+
+int pg_op_cluster_setting_get(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        CHECK(cred_exec(pg_store(s), PG_CRED_SETTING_GET, &p, &res));
+        if (PQntuples(res) == 0)
+                return -ENOENT;
+        return pg_col_str(res, 0, 0, ret, STORE_CLUSTER_SETTING_MAX);
 }

@@ -94,6 +94,11 @@ typedef enum PgCredStmt {
         PG_GRANT_INSERT,
         PG_GRANT_DELETE,
         PG_GRANT_LIST,
+        PG_CRED_LOCK,
+        PG_CRED_ALL,
+        PG_CRED_RESEAL,
+        PG_CRED_SETTING_GET,
+        PG_CRED_SETTING_SET,
         _PG_CRED_STMT_MAX,
 } PgCredStmt;
 /* The cluster statements (store-postgres-cluster.c), prepared likewise. */
@@ -256,6 +261,8 @@ int pg_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
 int pg_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason, int64_t now,
                            SandboxRef **ret, size_t *ret_n);
 int pg_op_leader_try(Store *s, bool *ret_leader);
+int pg_op_cluster_setting_get(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]);
+int pg_op_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total);
 int pg_op_cluster_setting_claim(Store *s, const char *name, const char *value,
                                 char ret[static STORE_CLUSTER_SETTING_MAX]);
 int pg_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c);

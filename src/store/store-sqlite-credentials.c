@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The SQLite back end's credentials and grants. store-credentials.c has
  * checked every argument. An update is a compare-and-set on the version; a
- * delete removes the grants in the same transaction. */
+ * delete removes the grants in the same transaction; a master key rotation
+ * re-seals every row and sets the key's settings in one transaction
+ * (BEGIN IMMEDIATE: no other writer meanwhile). */
 
 #include "alloc-util.h"
 #include "store-sqlite.h"
@@ -34,6 +36,12 @@ static const char *const cred_sql[_SQL_CRED_STMT_MAX] = {
         [SQL_GRANT_LIST] =
                 "SELECT " CRED_COLUMNS " FROM credential_grants g JOIN credentials c ON c.id = g.credential_id "
                 "WHERE g.sandbox_id = ?1 AND c.tenant_id = g.tenant_id ORDER BY c.name",
+        [SQL_CRED_ALL] = "SELECT " CRED_COLUMNS " FROM credentials c ORDER BY c.tenant_id, c.name",
+        [SQL_CRED_RESEAL] = "UPDATE credentials SET ciphertext = ?2, nonce = ?3, key_id = ?4, version = version + 1 "
+                            "WHERE id = ?1",
+        [SQL_CRED_SETTING_GET] = "SELECT value FROM cluster_settings WHERE name = ?1",
+        [SQL_CRED_SETTING_SET] = "INSERT INTO cluster_settings (name, value) VALUES (?1, ?2) "
+                                 "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
 };
 
 static int cred_stmt(SqliteStore *q, SqlCredStmt id, sqlite3_stmt **ret) {
@@ -234,4 +242,109 @@ int sqlite_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, siz
         CHECK(cred_stmt(q, SQL_GRANT_LIST, &st));
         CHECK(sqlite_bind_text(q, st, 1, sandbox_id));
         return cred_read_all(q, st, ret, ret_n);
+}
+
+static int setting_get(SqliteStore *q, const char *name, char **ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        CHECK(cred_stmt(q, SQL_CRED_SETTING_GET, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        *ret = NULL;
+        if (r == 0)
+                return 0;
+        return sqlite_col_strdup(st, 0, ret);
+}
+
+static int cred_reseal_write(SqliteStore *q, const Credential *c) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        CHECK(cred_stmt(q, SQL_CRED_RESEAL, &st));
+        CHECK(sqlite_bind_text(q, st, 1, c->id));
+        CHECK(sqlite_bind_text(q, st, 2, c->ciphertext));
+        CHECK(sqlite_bind_text(q, st, 3, c->nonce));
+        CHECK(sqlite_bind_text(q, st, 4, c->key_id));
+        CHECK(sqlite_store_step_done(q, st));
+        return sqlite3_changes64(q->db) == 1 ? 0 : -EIO;
+}
+
+int sqlite_op_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        char *current[STORE_RESEAL_SETTINGS_MAX] = {};
+        Credential *list = NULL;
+        size_t n = 0;
+        uint64_t changed = 0;
+        int r;
+
+        CHECK(sqlite_store_begin(q, &tx));
+        for (size_t i = 0; i < rs->n_settings; i++) {
+                r = setting_get(q, rs->settings[i].name, &current[i]);
+                if (r < 0)
+                        goto finish;
+        }
+        r = rs->begin(current, rs->userdata);
+        if (r < 0)
+                goto finish;
+        {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+                r = cred_stmt(q, SQL_CRED_ALL, &st);
+                if (r >= 0)
+                        r = cred_read_all(q, st, &list, &n);
+                if (r < 0)
+                        goto finish;
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = rs->row(&list[i], rs->userdata);
+                if (r < 0)
+                        goto finish;
+                if (r == 0)
+                        continue;
+                r = store_reseal_row_check(&list[i]);
+                if (r >= 0)
+                        r = cred_reseal_write(q, &list[i]);
+                if (r < 0)
+                        goto finish;
+                changed++;
+        }
+        for (size_t i = 0; i < rs->n_settings; i++) {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+                r = cred_stmt(q, SQL_CRED_SETTING_SET, &st);
+                if (r >= 0)
+                        r = sqlite_bind_text(q, st, 1, rs->settings[i].name);
+                if (r >= 0)
+                        r = sqlite_bind_text(q, st, 2, rs->settings[i].value);
+                if (r >= 0)
+                        r = sqlite_store_step_done(q, st);
+                if (r < 0)
+                        goto finish;
+        }
+        r = sqlite_store_commit(&tx);
+        if (r >= 0) {
+                *ret_changed = changed;
+                *ret_total = n;
+        }
+finish:
+        for (size_t i = 0; i < ELEMENTSOF(current); i++)
+                free(current[i]);
+        credential_array_free(list, n);
+        return r < 0 ? r : 0;
+}
+
+int sqlite_op_cluster_setting_get(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        CHECK(cred_stmt(q, SQL_CRED_SETTING_GET, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        return sqlite_col_str(st, 0, ret, STORE_CLUSTER_SETTING_MAX);
 }

@@ -84,6 +84,10 @@ typedef enum SqlCredStmt {
         SQL_GRANT_INSERT,
         SQL_GRANT_DELETE,
         SQL_GRANT_LIST,
+        SQL_CRED_ALL,
+        SQL_CRED_RESEAL,
+        SQL_CRED_SETTING_GET,
+        SQL_CRED_SETTING_SET,
         _SQL_CRED_STMT_MAX,
 } SqlCredStmt;
 /* The cluster statements (store-sqlite-cluster.c), cached likewise. */
@@ -226,6 +230,8 @@ int sqlite_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
 int sqlite_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
                                int64_t now, SandboxRef **ret, size_t *ret_n);
 int sqlite_op_leader_try(Store *s, bool *ret_leader);
+int sqlite_op_cluster_setting_get(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]);
+int sqlite_op_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total);
 int sqlite_op_cluster_setting_claim(Store *s, const char *name, const char *value,
                                     char ret[static STORE_CLUSTER_SETTING_MAX]);
 int sqlite_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c);

@@ -342,6 +342,34 @@ int store_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, 
 int store_grant_delete(Store *s, const char *sandbox_id, const char *credential_id); /* -ENOENT */
 /* The credentials granted to a sandbox, by name (what its gateway applies). */
 int store_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
+
+/* A master key rotation: every credential of every tenant re-sealed in ONE
+ * transaction, all or nothing (a crash or a failure anywhere leaves every
+ * row as it was). Credential writes of other processes wait for it
+ * (PostgreSQL: the table locked EXCLUSIVE; SQLite: one writer). In order:
+ *   begin(current, userdata): current[i] is the value of settings[i].name
+ *     in the store now (NULL where unset); < 0 aborts;
+ *   row(c, userdata) for every credential (tenant, name order): it may
+ *     replace c->ciphertext (malloc'd, freeing the one it replaces), c->nonce
+ *     and c->key_id (the store frees c's members afterwards); > 0 = changed (written back, version + 1:
+ *     an update in flight that read the row before gets -ESTALE), 0 = left
+ *     as it is, < 0 aborts;
+ *   settings[i].name = settings[i].value for each setting (set or replaced).
+ * The store sees only sealed values. ret_changed, ret_total (may be NULL):
+ * rows re-sealed, rows seen. */
+#define STORE_RESEAL_SETTINGS_MAX 4
+typedef struct StoreSetting {
+        const char *name;
+        const char *value;
+} StoreSetting;
+typedef struct StoreReseal {
+        int (*begin)(char *const *current, void *userdata);
+        int (*row)(Credential *c, void *userdata);
+        const StoreSetting *settings;
+        size_t n_settings;              /* 1..STORE_RESEAL_SETTINGS_MAX */
+        void *userdata;
+} StoreReseal;
+int store_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total);
 /* Workers (hosts) of a cluster: they register, heartbeat, and are marked
  * lost by the controller when the heartbeat stops. (An all-in-one spaced has
  * no rows here: its worker is "local".) */
@@ -409,6 +437,8 @@ int store_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec
 #define STORE_CLUSTER_SETTING_MAX 128
 int store_cluster_setting_claim(Store *s, const char *name, const char *value,
                                 char ret[static STORE_CLUSTER_SETTING_MAX]);
+/* Its value now; -ENOENT if it is not set. */
+int store_cluster_setting_get(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]);
 /* Checkpoint copies (a cluster): which workers hold a checkpoint. The
  * worker that took it holds the first copy; the controller ships it to
  * others (btrfs send/receive). A copy is available once complete and its

@@ -24,7 +24,6 @@
 #define SPLICE_BUF 65536U
 #define TOKEN_FINGERPRINT_LABEL "space cluster token fingerprint v1"
 #define TOKEN_FINGERPRINT_SETTING "token_fingerprint"
-#define MASTER_KEY_FINGERPRINT_SETTING "master_key_fingerprint"
 
 char *cluster_token_free(char *t) {
         if (t) {
@@ -134,17 +133,39 @@ int cluster_token_check(Store *s, const char *token, const char *path) {
 }
 
 int cluster_master_key_check(Store *s, const CredKey *k, const char *path) {
-        char mine[CRED_KEY_FINGERPRINT_HEX + 1], theirs[STORE_CLUSTER_SETTING_MAX];
+        char mine[CRED_KEY_FINGERPRINT_HEX + 1], theirs[STORE_CLUSTER_SETTING_MAX], before[STORE_CLUSTER_SETTING_MAX];
+        char prev[CRED_KEY_FINGERPRINT_HEX + 1] = "";
         int r;
 
         r = cred_key_fingerprint(k, mine);
+        if (r >= 0 && cred_key_previous(k))
+                r = cred_key_fingerprint(cred_key_previous(k), prev);
         if (r < 0)
                 return log_error_errno(r, "Cannot fingerprint the credentials' master key: %m");
-        r = store_cluster_setting_claim(s, MASTER_KEY_FINGERPRINT_SETTING, mine, theirs);
+        r = store_cluster_setting_claim(s, CRED_KEY_FINGERPRINT_SETTING, mine, theirs);
         if (r < 0)
                 return log_error_errno(r, "Cannot check the credentials' master key against the store: %m");
-        if (!streq(mine, theirs))
+        if (streq(mine, theirs))
+                return 0;
+        if (prev[0] && streq(prev, theirs)) {
+                log_info("The store's credentials are sealed under master_key_previous_file (fingerprint %s), not "
+                         "yet under %s (%s): this process opens both and seals under the store's until "
+                         "'spaced rotate-master-key' re-seals them",
+                         theirs, strna(path), mine);
+                return 0;
+        }
+        r = store_cluster_setting_get(s, CRED_KEY_PREVIOUS_FINGERPRINT_SETTING, before);
+        if (r < 0 && r != -ENOENT)
+                return log_error_errno(r, "Cannot check the credentials' master key against the store: %m");
+        if (r >= 0 && streq(mine, before))
                 return log_error_errno(EKEYREJECTED,
+                                       "The credentials' master key %s (fingerprint %s) is the one this store's "
+                                       "credentials were sealed under before the last master key rotation: they "
+                                       "are sealed under another key now (fingerprint %s). Set master_key_file to "
+                                       "the new key (and, during the rotation's window, master_key_previous_file "
+                                       "to this one; docs/operations.md, Rotating the master key); refusing to start",
+                                       strna(path), mine, theirs);
+        return log_error_errno(EKEYREJECTED,
                                        "The credentials' master key %s is not the one this store's credentials are "
                                        "sealed under (its fingerprint %s, the store's %s): every API server and "
                                        "worker needs the same master_key_file (docs/operations.md, Backup: a lost "

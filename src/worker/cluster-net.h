@@ -41,7 +41,10 @@ int cluster_token_check(Store *s, const char *token, const char *path);
 /* The same for the credentials' master key (cred-crypt.h): its fingerprint
  * is recorded as the store's by the first process that loads one, and a
  * process with another key is refused (-EKEYREJECTED, logged: path and both
- * fingerprints): it would seal values the others cannot open. */
+ * fingerprints): it would seal values the others cannot open. Accepted too:
+ * k's previous key (master_key_previous_file) is the store's (a process
+ * ready for a rotation that has not run yet). A process whose key is the
+ * one before the store's last rotation is told so. */
 int cluster_master_key_check(Store *s, const CredKey *k, const char *path);
 /* Frees and wipes. */
 char *cluster_token_free(char *t);

@@ -56,6 +56,8 @@ static int gateway_start(Worker *w) {
                                        w->config->gateway_dns_upstream);
         gc.state_dir = w->config->state_dir; /* master.key */
         gc.master_key_file = isempty(w->config->master_key_file) ? NULL : w->config->master_key_file;
+        gc.master_key_previous_file =
+                isempty(w->config->master_key_previous_file) ? NULL : w->config->master_key_previous_file;
         gc.upstream_ca_file = isempty(w->config->gateway_ca_file) ? NULL : w->config->gateway_ca_file;
         gc.pool_base = w->net_pool.base;
         gc.pool_prefixlen = w->net_pool.prefixlen;

@@ -101,6 +101,63 @@ static void write_key(const char *dir, size_t n, mode_t mode) {
         close(fd);
 }
 
+/* A rotation's window: a key that also opens values sealed under the one
+ * before it, and seals under itself only. */
+TEST(key_ring_opens_both_seals_current) {
+        _cleanup_(cred_key_freep) CredKey *cur = NULL, *prev = NULL, *other = NULL, *same = NULL, *alone = NULL;
+        _cleanup_free_ char *ct_old = NULL, *ct_new = NULL;
+        char n_old[CRED_NONCE_B64_MAX], n_new[CRED_NONCE_B64_MAX], kid_old[CRED_KEY_ID_LEN + 1],
+                kid_new[CRED_KEY_ID_LEN + 1], fp_prev[CRED_KEY_FINGERPRINT_HEX + 1], fp_cur[CRED_KEY_FINGERPRINT_HEX + 1];
+        uint8_t b[CRED_KEY_BYTES];
+        CredSecret *s = NULL;
+
+        memcpy(b, key_a, sizeof b);
+        ASSERT_OK(cred_key_from_bytes(b, sizeof b, &prev));
+        ASSERT_OK(cred_key_from_bytes(b, sizeof b, &same));
+        ASSERT_OK(cred_seal(prev, "cr_1", "tn_a", "openai", VALUE, strlen(VALUE), &ct_old, n_old, kid_old));
+        ASSERT_OK(cred_key_fingerprint(prev, fp_prev));
+        b[5] ^= 0x40;
+        ASSERT_OK(cred_key_from_bytes(b, sizeof b, &cur));
+        ASSERT_OK(cred_key_fingerprint(cur, fp_cur));
+        b[6] ^= 0x40;
+        ASSERT_OK(cred_key_from_bytes(b, sizeof b, &other));
+
+        /* before the ring: the new key alone does not open the old value */
+        ASSERT_ERRNO(cred_open(cur, "cr_1", "tn_a", "openai", ct_old, n_old, kid_old, &s), EKEYREJECTED);
+        ASSERT_NULL(cred_key_previous(cur));
+        ASSERT_ERRNO(cred_key_set_previous(cur, NULL), EINVAL);
+        ASSERT_OK(cred_key_set_previous(cur, prev));
+        ASSERT_TRUE(cred_key_previous(cur) == prev);
+        prev = NULL; /* owned by cur */
+        /* a ring holds two keys: one that has a previous cannot be one */
+        ASSERT_OK(cred_key_from_bytes(b, sizeof b, &alone));
+        ASSERT_ERRNO(cred_key_set_previous(alone, cur), EINVAL);
+        alone = cred_key_free(alone);
+        /* the same key as previous is refused (and stays the caller's) */
+        ASSERT_OK(cred_key_from_bytes(key_a, sizeof key_a, &alone));
+        ASSERT_ERRNO(cred_key_set_previous(alone, same), EEXIST);
+
+        ASSERT_OK(cred_open(cur, "cr_1", "tn_a", "openai", ct_old, n_old, kid_old, &s));
+        ASSERT_TRUE(s->len == strlen(VALUE) && memcmp(s->data, VALUE, s->len) == 0);
+        s = cred_secret_free(s);
+        /* sealing uses the current key only */
+        ASSERT_OK(cred_seal(cur, "cr_1", "tn_a", "openai", VALUE, strlen(VALUE), &ct_new, n_new, kid_new));
+        ASSERT_STREQ(kid_new, cred_key_id(cur));
+        ASSERT_OK(cred_open(cur, "cr_1", "tn_a", "openai", ct_new, n_new, kid_new, &s));
+        s = cred_secret_free(s);
+        /* a key outside the ring still does not open, and a row that claims the
+         * previous key's id with the current key's ciphertext does not authenticate */
+        ASSERT_ERRNO(cred_open(other, "cr_1", "tn_a", "openai", ct_old, n_old, kid_old, &s), EKEYREJECTED);
+        ASSERT_ERRNO(cred_open(cur, "cr_1", "tn_a", "openai", ct_new, n_new, kid_old, &s), EBADMSG);
+        ASSERT_NULL(s);
+
+        /* the store names the key to seal with by its fingerprint */
+        ASSERT_TRUE(cred_key_by_fingerprint(cur, fp_cur) == cur);
+        ASSERT_TRUE(cred_key_by_fingerprint(cur, fp_prev) == cred_key_previous(cur));
+        ASSERT_NULL(cred_key_by_fingerprint(cur, "00000000000000000000000000000000"));
+        ASSERT_NULL(cred_key_by_fingerprint(cur, NULL));
+}
+
 TEST(master_key_file) {
         const char *dir = test_tmpdir();
         _cleanup_(cred_key_freep) CredKey *k = NULL, *k2 = NULL;

@@ -2556,6 +2556,146 @@ STORE_TEST(credential_grants) {
         credential_array_free(list, n);
 }
 
+/* A master key rotation's transaction: every row through the callback, the
+ * settings written, all or nothing. */
+typedef struct ResealTest {
+        int fail_begin;         /* < 0: begin fails so */
+        size_t fail_at;         /* row index (1-based) that fails; 0 = none */
+        bool break_row;         /* leave an invalid row (empty key_id) */
+        size_t calls;
+        char order[3][16];
+        char seen_fp[64];
+        bool seen_prev_null;
+} ResealTest;
+
+static int reseal_begin(char *const *current, void *userdata) {
+        ResealTest *t = userdata;
+
+        t->calls = 0;
+        snprintf(t->seen_fp, sizeof t->seen_fp, "%s", current[0] ? current[0] : "(null)");
+        t->seen_prev_null = current[1] == NULL;
+        return t->fail_begin;
+}
+
+static int reseal_row(Credential *c, void *userdata) {
+        ResealTest *t = userdata;
+
+        if (t->calls < ELEMENTSOF(t->order))
+                snprintf(t->order[t->calls], sizeof t->order[0], "%s", c->name);
+        t->calls++;
+        if (t->fail_at == t->calls)
+                return -EBADMSG;
+        if (streq(c->name, "z"))
+                return 0; /* left as it is */
+        free(c->ciphertext);
+        c->ciphertext = strdup("bmV3");
+        ASSERT_NOT_NULL(c->ciphertext);
+        snprintf(c->key_id, sizeof c->key_id, "%s", t->break_row ? "" : "8899aabbccddeeff");
+        snprintf(c->nonce, sizeof c->nonce, "BBBBBBBBBBBBBBBB");
+        return 1;
+}
+
+static void assert_unresealed(Store *s) {
+        static const char *const rows[][2] = { { "tn_a", "x" }, { "tn_b", "y" }, { "tn_a", "z" } };
+        char v[STORE_CLUSTER_SETTING_MAX];
+
+        for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+                Credential got = {};
+                ASSERT_OK(store_credential_get(s, rows[i][0], rows[i][1], &got));
+                ASSERT_STREQ(got.ciphertext, "c2VhbGVk");
+                ASSERT_STREQ(got.key_id, "0011223344556677");
+                ASSERT_EQ(got.version, 1u);
+                credential_done(&got);
+        }
+        ASSERT_OK(store_cluster_setting_get(s, "master_key_fingerprint", v));
+        ASSERT_STREQ(v, "fpold");
+        ASSERT_ERRNO(store_cluster_setting_get(s, "master_key_previous_fingerprint", v), ENOENT);
+}
+
+STORE_TEST(credentials_reseal_all_or_nothing) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Credential x = make_cred("cr_1", "tn_a", "x"), y = make_cred("cr_2", "tn_b", "y"), z = make_cred("cr_3", "tn_a", "z");
+        const StoreSetting settings[] = { { "master_key_fingerprint", "fpnew" },
+                                          { "master_key_previous_fingerprint", "fpold" } };
+        ResealTest t = {};
+        StoreReseal rs = { .begin = reseal_begin, .row = reseal_row, .settings = settings, .n_settings = 2,
+                           .userdata = &t };
+        char v[STORE_CLUSTER_SETTING_MAX];
+        uint64_t changed = 99, total = 99;
+        Credential got = {};
+
+        ASSERT_OK(store_credential_insert(s, &x));
+        ASSERT_OK(store_credential_insert(s, &y));
+        ASSERT_OK(store_credential_insert(s, &z));
+        ASSERT_ERRNO(store_cluster_setting_get(s, "master_key_fingerprint", v), ENOENT);
+        ASSERT_OK(store_cluster_setting_claim(s, "master_key_fingerprint", "fpold", v));
+        ASSERT_OK(store_cluster_setting_get(s, "master_key_fingerprint", v));
+        ASSERT_STREQ(v, "fpold");
+
+        /* a failure at the second row: the first one's re-seal is rolled back */
+        t.fail_at = 2;
+        ASSERT_ERRNO(store_credentials_reseal(s, &rs, &changed, &total), EBADMSG);
+        ASSERT_EQ(changed, 99u);
+        assert_unresealed(s);
+        /* begin refuses: nothing read, nothing written */
+        t = (ResealTest){ .fail_begin = -ESTALE };
+        ASSERT_ERRNO(store_credentials_reseal(s, &rs, NULL, NULL), ESTALE);
+        ASSERT_EQ(t.calls, 0u);
+        assert_unresealed(s);
+        /* a row left invalid is refused by the store, the rest rolled back */
+        t = (ResealTest){ .break_row = true };
+        ASSERT_ERRNO(store_credentials_reseal(s, &rs, NULL, NULL), EINVAL);
+        assert_unresealed(s);
+        /* bad settings */
+        rs.n_settings = 0;
+        ASSERT_ERRNO(store_credentials_reseal(s, &rs, NULL, NULL), EINVAL);
+        rs.n_settings = STORE_RESEAL_SETTINGS_MAX + 1;
+        ASSERT_ERRNO(store_credentials_reseal(s, &rs, NULL, NULL), EINVAL);
+        rs.n_settings = 2;
+
+        t = (ResealTest){};
+        ASSERT_OK(store_credentials_reseal(s, &rs, &changed, &total));
+        ASSERT_EQ(changed, 2u);
+        ASSERT_EQ(total, 3u);
+        ASSERT_STREQ(t.seen_fp, "fpold");
+        ASSERT_TRUE(t.seen_prev_null);
+        /* every tenant's rows, by tenant and name */
+        ASSERT_STREQ(t.order[0], "x");
+        ASSERT_STREQ(t.order[1], "z");
+        ASSERT_STREQ(t.order[2], "y");
+        ASSERT_OK(store_credential_get(s, "tn_b", "y", &got));
+        ASSERT_STREQ(got.ciphertext, "bmV3");
+        ASSERT_STREQ(got.key_id, "8899aabbccddeeff");
+        ASSERT_STREQ(got.nonce, "BBBBBBBBBBBBBBBB");
+        ASSERT_EQ(got.version, 2u); /* an update that read version 1 now gets -ESTALE */
+        y.version = 1;
+        ASSERT_ERRNO(store_credential_update(s, &y, NULL), ESTALE);
+        credential_done(&got);
+        ASSERT_OK(store_credential_get(s, "tn_a", "z", &got));
+        ASSERT_STREQ(got.ciphertext, "c2VhbGVk");
+        ASSERT_EQ(got.version, 1u);
+        credential_done(&got);
+        ASSERT_OK(store_cluster_setting_get(s, "master_key_fingerprint", v));
+        ASSERT_STREQ(v, "fpnew");
+        ASSERT_OK(store_cluster_setting_get(s, "master_key_previous_fingerprint", v));
+        ASSERT_STREQ(v, "fpold");
+
+        /* again (a second rotation): the settings are replaced, not duplicated */
+        const StoreSetting again[] = { { "master_key_fingerprint", "fpthird" },
+                                       { "master_key_previous_fingerprint", "fpnew" } };
+        rs.settings = again;
+        t = (ResealTest){};
+        ASSERT_OK(store_credentials_reseal(s, &rs, &changed, &total));
+        ASSERT_STREQ(t.seen_fp, "fpnew");
+        ASSERT_FALSE(t.seen_prev_null);
+        ASSERT_OK(store_cluster_setting_get(s, "master_key_fingerprint", v));
+        ASSERT_STREQ(v, "fpthird");
+        ASSERT_EQ(raw_query_i64(url, "SELECT COUNT(*) FROM cluster_settings WHERE name LIKE 'master_key%'"), 2);
+        ASSERT_OK(store_credential_get(s, "tn_a", "x", &got));
+        ASSERT_EQ(got.version, 3u);
+        credential_done(&got);
+}
+
 STORE_TEST(credential_bad_arguments) {
         _cleanup_(store_closep) Store *s = open_url(url);
         Credential c = make_cred("cr_1", "tn_a", "x");
