@@ -432,6 +432,9 @@ int api_credential_create(ApiRequest *r, ApiError *e) {
         k = store_credential_insert(r->store, &c);
         if (k == -EEXIST)
                 return api_error(e, k, API_ALREADY_EXISTS, "a credential named '%s' already exists", c.name);
+        if (k == -EKEYEXPIRED)
+                return api_error(e, k, API_CONFLICT,
+                                 "the credentials' master key was rotated while this request ran; try again");
         if (k < 0)
                 return api_store_error(e, k, "recording the credential");
         c.updated_usec = c.created_usec;

@@ -30,6 +30,9 @@
  * rotation (spaced rotate-master-key). */
 #define CRED_KEY_FINGERPRINT_SETTING "master_key_fingerprint"
 #define CRED_KEY_PREVIOUS_FINGERPRINT_SETTING "master_key_previous_fingerprint"
+/* The current key's cred_key_id() (set by a rotation): the store takes a new
+ * credential sealed under that key only. */
+#define CRED_KEY_ID_SETTING "master_key_id"
 
 typedef struct CredKey CredKey;
 

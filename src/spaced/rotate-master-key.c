@@ -112,7 +112,7 @@ int rotate_master_key(const Config *config, const char *new_key_path, long stall
         _cleanup_(store_closep) Store *store = NULL;
         char path[PATH_MAX], new_fp[CRED_KEY_FINGERPRINT_HEX + 1], fp[CRED_KEY_FINGERPRINT_HEX + 1];
         char prev_fp[CRED_KEY_FINGERPRINT_HEX + 1] = "";
-        StoreSetting settings[2];
+        StoreSetting settings[3];
         Rotation rot = { .stall_after = stall_after };
         uint64_t changed = 0, total = 0;
         int r;
@@ -187,13 +187,14 @@ int rotate_master_key(const Config *config, const char *new_key_path, long stall
         rot.ring = ring;
         rot.new_key = new_key;
         settings[0] = (StoreSetting){ CRED_KEY_FINGERPRINT_SETTING, new_fp };
+        settings[1] = (StoreSetting){ CRED_KEY_ID_SETTING, cred_key_id(new_key) };
         if (!streq(rot.expect, new_fp)) {
                 (void) strscpy(prev_fp, sizeof prev_fp, rot.expect);
-                settings[1] = (StoreSetting){ CRED_KEY_PREVIOUS_FINGERPRINT_SETTING, prev_fp };
+                settings[2] = (StoreSetting){ CRED_KEY_PREVIOUS_FINGERPRINT_SETTING, prev_fp };
         }
         r = store_credentials_reseal(store,
                                      &(StoreReseal){ .begin = rotation_begin, .row = rotation_row,
-                                                     .settings = settings, .n_settings = prev_fp[0] ? 2 : 1,
+                                                     .settings = settings, .n_settings = prev_fp[0] ? 3 : 2,
                                                      .userdata = &rot },
                                      &changed, &total);
         if (r < 0) {

@@ -7,6 +7,7 @@
  * credentials (and the settings) against writes first. */
 
 #include "alloc-util.h"
+#include "cred-crypt.h"
 #include "store-postgres.h"
 
 #define CRED_COLUMNS                                                                          \
@@ -15,11 +16,16 @@
         "c.updated_usec, c.expires_usec, c.revoked_usec, c.version"
 
 static const char *const cred_sql[_PG_CRED_STMT_MAX] = {
+        /* only under the master key the store names (once a rotation named one):
+         * an insert that waited for a rotation's lock sees its commit */
         [PG_CRED_INSERT] =
                 "INSERT INTO credentials (id, tenant_id, name, hosts_json, apply, header_name, header_format, "
                 "basic_user, env_name, ciphertext, nonce, key_id, created_usec, updated_usec, expires_usec, "
                 "revoked_usec, version) "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                "SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, "
+                "$10::text, $11::text, $12::text, $13::bigint, $14::bigint, $15::bigint, $16::bigint, $17::bigint "
+                "WHERE NOT EXISTS (SELECT 1 FROM cluster_settings WHERE name = '" CRED_KEY_ID_SETTING "' "
+                "AND value <> $12::text)",
         [PG_CRED_GET] = "SELECT " CRED_COLUMNS " FROM credentials c WHERE c.tenant_id = $1 AND c.name = $2",
         [PG_CRED_LIST] = "SELECT " CRED_COLUMNS " FROM credentials c WHERE c.tenant_id = $1 ORDER BY c.name",
         /* (new version or 0, whether the row exists) */
@@ -127,7 +133,8 @@ int pg_op_credential_insert(Store *s, const Credential *c) {
         pg_param_i64(&p, c->expires_usec);
         pg_param_i64(&p, c->revoked_usec);
         pg_param_i64(&p, (int64_t) c->version);
-        return cred_exec(pg_store(s), PG_CRED_INSERT, &p, &res);
+        CHECK(cred_exec(pg_store(s), PG_CRED_INSERT, &p, &res));
+        return pg_result_changes(res) == 1 ? 0 : -EKEYEXPIRED;
 }
 
 int pg_op_credential_get(Store *s, const char *tenant_id, const char *name, Credential *ret) {

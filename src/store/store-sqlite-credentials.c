@@ -6,6 +6,7 @@
  * (BEGIN IMMEDIATE: no other writer meanwhile). */
 
 #include "alloc-util.h"
+#include "cred-crypt.h"
 #include "store-sqlite.h"
 
 #define CRED_COLUMNS                                                                          \
@@ -14,11 +15,15 @@
         "c.updated_usec, c.expires_usec, c.revoked_usec, c.version"
 
 static const char *const cred_sql[_SQL_CRED_STMT_MAX] = {
+        /* only under the master key the store names (once a rotation named one):
+         * a value sealed just before a rotation committed is refused, not kept */
         [SQL_CRED_INSERT] =
                 "INSERT INTO credentials (id, tenant_id, name, hosts_json, apply, header_name, header_format, "
                 "basic_user, env_name, ciphertext, nonce, key_id, created_usec, updated_usec, expires_usec, "
                 "revoked_usec, version) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17 "
+                "WHERE NOT EXISTS (SELECT 1 FROM cluster_settings WHERE name = '" CRED_KEY_ID_SETTING "' "
+                "AND value <> ?12)",
         [SQL_CRED_GET] = "SELECT " CRED_COLUMNS " FROM credentials c WHERE c.tenant_id = ?1 AND c.name = ?2",
         [SQL_CRED_LIST] = "SELECT " CRED_COLUMNS " FROM credentials c WHERE c.tenant_id = ?1 ORDER BY c.name",
         [SQL_CRED_UPDATE] =
@@ -119,7 +124,8 @@ int sqlite_op_credential_insert(Store *s, const Credential *c) {
         CHECK(sqlite_bind_int64(q, st, 15, c->expires_usec));
         CHECK(sqlite_bind_int64(q, st, 16, c->revoked_usec));
         CHECK(sqlite_bind_int64(q, st, 17, (int64_t) c->version));
-        return sqlite_store_step_done(q, st);
+        CHECK(sqlite_store_step_done(q, st));
+        return sqlite3_changes64(q->db) == 1 ? 0 : -EKEYEXPIRED;
 }
 
 int sqlite_op_credential_get(Store *s, const char *tenant_id, const char *name, Credential *ret) {

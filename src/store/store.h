@@ -321,7 +321,9 @@ void credential_done(Credential *c); /* frees the members (the ciphertext wiped)
 void credential_array_free(Credential *a, size_t n);
 
 /* created_usec 0 = now; updated = created; version = 1. -EEXIST if the id,
- * or the name within the tenant, is taken. */
+ * or the name within the tenant, is taken; -EKEYEXPIRED if it is sealed under
+ * another master key than the one a rotation recorded (cluster setting
+ * master_key_id: a rotation committed while the caller sealed it). */
 int store_credential_insert(Store *s, const Credential *c);
 /* By tenant and name; -ENOENT if the tenant has none of that name. */
 int store_credential_get(Store *s, const char *tenant_id, const char *name, Credential *ret);

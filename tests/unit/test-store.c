@@ -2696,6 +2696,28 @@ STORE_TEST(credentials_reseal_all_or_nothing) {
         credential_done(&got);
 }
 
+/* After a rotation recorded the master key's id, a credential sealed under
+ * another key (a rotation committed while it was being sealed) is refused. */
+STORE_TEST(credential_insert_only_under_the_rotated_key) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Credential a = make_cred("cr_1", "tn_a", "a"), b = make_cred("cr_2", "tn_a", "b");
+        char v[STORE_CLUSTER_SETTING_MAX];
+        Credential got = {};
+
+        ASSERT_OK(store_credential_insert(s, &a)); /* no key recorded yet: any */
+        ASSERT_OK(store_cluster_setting_claim(s, "master_key_id", "8899aabbccddeeff", v));
+        ASSERT_ERRNO(store_credential_insert(s, &b), EKEYEXPIRED);
+        ASSERT_ERRNO(store_credential_get(s, "tn_a", "b", &got), ENOENT);
+        ASSERT_OK(strscpy(b.key_id, sizeof b.key_id, "8899aabbccddeeff"));
+        ASSERT_OK(store_credential_insert(s, &b));
+        ASSERT_OK(store_credential_get(s, "tn_a", "b", &got));
+        ASSERT_STREQ(got.key_id, "8899aabbccddeeff");
+        ASSERT_EQ(got.version, 1u);
+        ASSERT_EQ(got.expires_usec, 0);
+        credential_done(&got);
+        ASSERT_ERRNO(store_credential_insert(s, &b), EEXIST);
+}
+
 STORE_TEST(credential_bad_arguments) {
         _cleanup_(store_closep) Store *s = open_url(url);
         Credential c = make_cred("cr_1", "tn_a", "x");
