@@ -244,6 +244,73 @@ static int wait_child(pid_t pid) {
         return WEXITSTATUS(status);
 }
 
+/* lo gets addr/8 in the current namespace: an RTM_NEWADDR (NLM_F_EXCL: an
+ * address already there is -EEXIST). */
+static void lo_addr(NetlinkMessage *m, const char *addr) {
+        struct ifaddrmsg ifa = { .ifa_family = AF_INET, .ifa_prefixlen = 8, .ifa_index = 1 /* lo */ };
+        struct in_addr a;
+        (void) inet_pton(AF_INET, addr, &a);
+        netlink_message_init(m, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL);
+        netlink_message_append(m, &ifa, sizeof ifa);
+        netlink_attr(m, IFA_LOCAL, &a, sizeof a);
+        netlink_attr(m, IFA_ADDRESS, &a, sizeof a);
+}
+
+/* In a namespace of its own: a batch whose middle request fails reports that
+ * error, and the kernel carried out the requests after it too. */
+static int batch_in_fresh_ns(void) {
+        NetlinkMessage a, bad, c, again;
+        struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
+        int fd, r;
+
+        if (unshare(CLONE_NEWNET) < 0 || netlink_open(&fd) < 0)
+                return 10;
+        lo_addr(&a, "127.0.0.2");
+        netlink_message_init(&bad, RTM_DELLINK, 0);
+        netlink_message_append(&bad, &ifi, sizeof ifi);
+        netlink_attr_string(&bad, IFLA_IFNAME, "sp-no-such-lnk");
+        lo_addr(&c, "127.0.0.3");
+        r = netlink_call_many(fd, (NetlinkMessage *const[]){ &a, &bad, &c }, 3);
+        if (r != -ENODEV)
+                return 11;
+        /* both addresses are there: adding either again is refused */
+        lo_addr(&a, "127.0.0.2");
+        lo_addr(&again, "127.0.0.3");
+        r = netlink_call_many(fd, (NetlinkMessage *const[]){ &a }, 1);
+        if (r != -EEXIST)
+                return 12;
+        if (netlink_call(fd, &again) != -EEXIST)
+                return 13;
+        safe_close(fd);
+        return 0;
+}
+
+TEST(netlink_batch) {
+        NetlinkMessage m, *many[NETLINK_BATCH_MAX + 1];
+        char big[NETLINK_MESSAGE_MAX];
+        int fd;
+
+        ASSERT_OK(netlink_open(&fd));
+        ASSERT_ERRNO(netlink_call_many(fd, NULL, 0), EINVAL);
+        netlink_message_init(&m, RTM_NEWLINK, 0);
+        for (size_t i = 0; i < ELEMENTSOF(many); i++)
+                many[i] = &m;
+        ASSERT_ERRNO(netlink_call_many(fd, many, ELEMENTSOF(many)), EINVAL);
+        /* a request the builder refused: the batch is not sent */
+        memset(big, 'x', sizeof big);
+        netlink_attr(&m, IFLA_IFNAME, big, sizeof big);
+        ASSERT_ERRNO(netlink_call_many(fd, many, 2), ENOBUFS);
+        safe_close(fd);
+
+        pid_t pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                alarm(10);
+                _exit(batch_in_fresh_ns());
+        }
+        ASSERT_EQ(wait_child(pid), 0);
+}
+
 /* A fresh network namespace held by an fd only: a child unshares, the parent
  * opens /proc/<child>/ns/net, then the child exits. */
 static int netns_new(int *ret_fd) {
