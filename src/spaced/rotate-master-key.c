@@ -77,12 +77,19 @@ static int rotation_row(Credential *c, void *userdata) {
         free(c->ciphertext);
         c->ciphertext = ct;
         rot->resealed++;
-        if (rot->stall_after >= 0 && rot->resealed >= (uint64_t) rot->stall_after) {
+        if (rot->stall_after >= 0 && rot->resealed == (uint64_t) rot->stall_after) {
+                sigset_t usr1;
+                int sig;
+
+                /* tests: killed here (a crash mid-way), or SIGUSR1 goes on to the commit */
+                sigemptyset(&usr1);
+                sigaddset(&usr1, SIGUSR1);
+                (void) sigprocmask(SIG_BLOCK, &usr1, NULL);
                 fprintf(stderr, "spaced: stalled after re-sealing %" PRIu64 " credentials (--stall-after)\n",
                         rot->resealed);
                 fflush(stderr);
-                for (;;)
-                        (void) pause();
+                while (sigwait(&usr1, &sig) != 0)
+                        ;
         }
         return 1;
 }

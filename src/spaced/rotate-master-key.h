@@ -12,6 +12,7 @@
  * (as master_key_file, or as master_key_previous_file while it waited for
  * this) seal under it from the commit on; see docs/operations.md. Deletes no
  * key file. stall_after >= 0 (tests): stop after re-sealing that many
- * credentials, inside the transaction, until killed. Returns the exit
+ * credentials, inside the transaction, until killed (a crash mid-way) or
+ * sent SIGUSR1 (then go on to the commit). Returns the exit
  * status (0, 1: refused or failed, nothing changed). */
 int rotate_master_key(const Config *config, const char *new_key_path, long stall_after);

@@ -29,6 +29,7 @@ import secrets
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 import uuid
 
@@ -314,8 +315,35 @@ def test_rotate_live_restart_stale_refused_and_rotate_again(rot):
     assert "sealed under master_key_previous_file" in d.log_text(log0)
     n3, v3 = new_cred(d)   # sealed under the store's key, k2, until the rotation
     assert x.rows()[(tenant_of(x), n3)][0] == key_id(Keys.read(k2))
-    p = x.rotate(k3, k3, k2)
-    assert p.returncode == 0, p.stderr
+    # a credential written while the rotation's transaction is open waits for
+    # it, and is not left behind under the key it replaces
+    p = x.rotate(k3, k3, k2, extra=["--stall-after", "1"], wait=False)
+    racer = {}
+    try:
+        assert "stalled after re-sealing 1 credentials" in p.stderr.readline()
+        t = threading.Thread(target=lambda: racer.update(r=d.api(
+            "POST", "/v1/credentials", json={"name": "racer", "value": "sk-rot-racer-" + secrets.token_hex(8),
+                                             "hosts": [API_HOST]})))
+        t.start()
+        time.sleep(1)
+        waited = t.is_alive()
+        p.send_signal(signal.SIGUSR1)   # on to the commit
+        t.join(60)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(30)
+    assert p.returncode == 0, err
+    r = racer["r"]
+    if x.backend == "postgres":
+        # sealed under k2 before the commit, inserted after it: refused, nothing kept
+        assert waited, "the credential write did not wait for the rotation's transaction"
+        assert r.status == 409 and "rotated while this request ran" in r.json()["error"]["message"], r
+        assert "racer" not in {n for _, n in x.rows()}
+    else:
+        # SQLite: the request waited for the one writer, then sealed under the new key
+        assert r.status == 201, r
     rows = x.rows()
     assert all(k == key_id(Keys.read(k3)) for k, _ in rows.values()), rows
     assert x.setting("master_key_previous_fingerprint") == fingerprint(Keys.read(k2))
