@@ -48,7 +48,7 @@ struct H2Stream {
 struct GwH2 {
         Gateway *gw;
         GwConn *c;
-        TlsPipe *down_pipe, *up_pipe;
+        GwH2Sink down_sink, up_sink;
         nghttp2_session *down, *up;
         H2Stream *streams;
         unsigned n_streams;
@@ -613,7 +613,7 @@ static int session_new(GwH2 *h, bool server, nghttp2_session **ret) {
         return 0;
 }
 
-int gw_h2_new(Gateway *gw, GwConn *c, TlsPipe *down, TlsPipe *up, GwH2 **ret) {
+int gw_h2_new(Gateway *gw, GwConn *c, GwH2Sink down, GwH2Sink up, GwH2 **ret) {
         _cleanup_(gw_h2_freep) GwH2 *h = NULL;
         const nghttp2_settings_entry down_settings[] = {
                 { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, GW_H2_STREAMS_MAX },
@@ -628,15 +628,15 @@ int gw_h2_new(Gateway *gw, GwConn *c, TlsPipe *down, TlsPipe *up, GwH2 **ret) {
         };
         int r;
 
-        if (!gw || !c || !down || !up || !ret)
+        if (!gw || !c || !down.write || !down.pending || !up.write || !up.pending || !ret)
                 return -EINVAL;
         h = new0(GwH2, 1);
         if (!h)
                 return -ENOMEM;
         h->gw = gw;
         h->c = c;
-        h->down_pipe = down;
-        h->up_pipe = up;
+        h->down_sink = down;
+        h->up_sink = up;
         r = session_new(h, true, &h->down);
         if (r >= 0)
                 r = session_new(h, false, &h->up);
@@ -675,17 +675,17 @@ int gw_h2_recv(GwH2 *h, bool from_sandbox, const uint8_t *p, size_t n) {
         return 0;
 }
 
-static ssize_t send_leg(nghttp2_session *s, TlsPipe *pipe, size_t limit) {
+static ssize_t send_leg(nghttp2_session *s, const GwH2Sink *sink, size_t limit) {
         ssize_t total = 0;
 
-        while (tls_pipe_pending(pipe) < limit) {
+        while (sink->pending(sink->userdata) < limit) {
                 const uint8_t *data = NULL;
                 ssize_t k = nghttp2_session_mem_send(s, &data);
                 if (k < 0)
                         return -EPROTO;
                 if (k == 0)
                         break;
-                int r = tls_pipe_write(pipe, data, (size_t) k);
+                int r = sink->write(sink->userdata, data, (size_t) k);
                 if (r < 0)
                         return r;
                 total += k;
@@ -698,8 +698,8 @@ int gw_h2_send(GwH2 *h, size_t limit) {
                 return -EINVAL;
         /* a leg's sending takes bodies of the other (WINDOW_UPDATEs to send there): until neither moves */
         for (unsigned i = 0; i < 8; i++) {
-                ssize_t a = send_leg(h->down, h->down_pipe, limit);
-                ssize_t b = send_leg(h->up, h->up_pipe, limit);
+                ssize_t a = send_leg(h->down, &h->down_sink, limit);
+                ssize_t b = send_leg(h->up, &h->up_sink, limit);
                 if (a < 0 || b < 0) {
                         h->failed = true;
                         return -EPROTO;

@@ -53,7 +53,6 @@
 #include <stdint.h>
 
 #include "macros.h"
-#include "tls-intercept.h"
 
 #define GW_H2_STREAMS_MAX 100U
 #define GW_H2_WINDOW (256U * 1024U)
@@ -65,9 +64,17 @@ typedef struct Gateway Gateway;
 typedef struct GwConn GwConn;
 typedef struct GwH2 GwH2;
 
+/* Where a leg's frames go (the TLS pipe of that leg; the fuzzer's counter):
+ * write takes all n bytes or fails, pending says how many wait unsent. */
+typedef struct GwH2Sink {
+        int (*write)(void *userdata, const void *p, size_t n);
+        size_t (*pending)(void *userdata);
+        void *userdata;
+} GwH2Sink;
+
 /* Both TLS handshakes are done and both chose h2: the sessions start (each
- * queues its preface and SETTINGS). down and up stay owned by the caller. */
-int gw_h2_new(Gateway *gw, GwConn *c, TlsPipe *down, TlsPipe *up, GwH2 **ret);
+ * queues its preface and SETTINGS). The sinks' owners stay the caller's. */
+int gw_h2_new(Gateway *gw, GwConn *c, GwH2Sink down, GwH2Sink up, GwH2 **ret);
 GwH2 *gw_h2_free(GwH2 *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(GwH2 *, gw_h2_free);
 

@@ -490,6 +490,14 @@ static bool handshakes(Gateway *gw, GwConn *c) {
         return down_handshake(gw, c); /* again: the answer (or a refusal) may let it go on */
 }
 
+static int sink_write(void *pipe, const void *p, size_t n) {
+        return tls_pipe_write(pipe, p, n);
+}
+
+static size_t sink_pending(void *pipe) {
+        return tls_pipe_pending(pipe);
+}
+
 /* h2 on both legs: plaintext through the two sessions. < 0: close. */
 static int h2_pump(GwConn *c) {
         GwIntercept *ix = c->ix;
@@ -528,7 +536,8 @@ static void ix_pump(Gateway *gw, GwConn *c) {
         if (!handshakes(gw, c))
                 return;
         if (ix->down_ready && ix->up_ready && !ix->refusing && !ix->h2 && tls_pipe_alpn(ix->down) == TLS_ALPN_H2) {
-                r = gw_h2_new(gw, c, ix->down, ix->up, &ix->h2);
+                r = gw_h2_new(gw, c, (GwH2Sink){ sink_write, sink_pending, ix->down },
+                              (GwH2Sink){ sink_write, sink_pending, ix->up }, &ix->h2);
                 if (r < 0) {
                         ix_close(gw, c);
                         return;
