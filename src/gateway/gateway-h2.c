@@ -571,6 +571,8 @@ static int on_frame_not_send(nghttp2_session *s, const nghttp2_frame *frame, int
         (void) lib_error_code;
         if (s != h->up || frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
                 return 0;
+        if (nghttp2_session_get_stream_user_data(s, frame->hd.stream_id))
+                return 0; /* the stream was opened: its close comes (on_stream_close) */
         for (H2Stream *st = h->streams; st; st = st->next) {
                 if (st->up_id != frame->hd.stream_id)
                         continue;
