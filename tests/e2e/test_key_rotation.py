@@ -150,21 +150,23 @@ def rot(request, e2e_session, tmp_path_factory):
         assert header_seen(x, x.box) == f"Bearer {x.value}"
         yield x
     finally:
-        if up is not None:
-            up.close()
-        if d is not None and d.running and x is not None and x.box:
-            # adopted across restarts: its PID 1 is not the worker's child, wait for it to be gone
-            pid = d.agent_pid(x.box)
-            d.delete(x.box)
-            assert not host.wait_gone([pid] if pid else [], 30)
-        if d is not None:
-            problems = residue.teardown_daemon(d)
-            if not problems:
-                residue.remove_daemon_dir(d)
-            else:
-                residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
-        if pg_url:
-            subprocess.run(["sh", PG_SCRIPT, "stop", pg_url], capture_output=True, timeout=120)
+        try:
+            if up is not None:
+                up.close()
+            if d is not None and d.running and x is not None and x.box:
+                # adopted across restarts: its PID 1 is not the worker's child, wait for it to be gone
+                pid = d.agent_pid(x.box)
+                d.delete(x.box)
+                assert not host.wait_gone([pid] if pid else [], 30)
+            if d is not None:
+                problems = residue.teardown_daemon(d)
+                if not problems:
+                    residue.remove_daemon_dir(d)
+                else:
+                    residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+        finally:
+            if pg_url:   # also when the teardown above failed
+                subprocess.run(["sh", PG_SCRIPT, "stop", pg_url], capture_output=True, timeout=120)
 
 
 def new_cred(d, expect=201):
