@@ -118,14 +118,18 @@ table ip spgc {{
         assert r["ok"], r
         yield {"ns": ns, "gw": gw, "tmp": str(tmp), "log": log, "h2log": h2log}
     finally:
-        rc, err = gw.close() if gw else (0, "")
-        for p in procs:
-            p.stdin.close()
-            p.kill()
-            p.wait()
-        for n in ns.values():
-            subprocess.run(["ip", "netns", "del", n], capture_output=True)
-        shutil.rmtree(etc, ignore_errors=True)
+        rc, err = 1, "the gateway did not close"
+        try:
+            rc, err = gw.close() if gw else (0, "")
+        finally:   # the upstreams and namespaces go even if closing the gateway failed
+            for p in procs:
+                if p.stdin:
+                    p.stdin.close()
+                p.kill()
+                p.wait()
+            for n in ns.values():
+                subprocess.run(["ip", "netns", "del", n], capture_output=True)
+            shutil.rmtree(etc, ignore_errors=True)
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
     assert "sk-gw-" not in err   # no value in the gateway's log
 
