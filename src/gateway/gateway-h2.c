@@ -701,10 +701,16 @@ int gw_h2_send(GwH2 *h, size_t limit) {
         /* a leg's sending takes bodies of the other (WINDOW_UPDATEs to send there): until neither moves */
         for (unsigned i = 0; i < 8; i++) {
                 ssize_t a = send_leg(h->down, &h->down_sink, limit);
-                ssize_t b = send_leg(h->up, &h->up_sink, limit);
-                if (a < 0 || b < 0) {
+                ssize_t b = h->up_gone ? 0 : send_leg(h->up, &h->up_sink, limit);
+                if (a < 0) {
                         h->failed = true;
                         return -EPROTO;
+                }
+                if (b < 0) {
+                        /* the upstream went away while there was still something for it (a window update,
+                         * an ack): what it answered before still goes to the sandbox, then its GOAWAY */
+                        gw_h2_upstream_gone(h);
+                        continue;
                 }
                 if (a == 0 && b == 0)
                         break;

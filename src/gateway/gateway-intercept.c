@@ -575,8 +575,9 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                         ssize_t k = tls_pipe_read(ix->up, ix->scratch, IX_READ_MAX);
                         if (k == -EAGAIN)
                                 break;
-                        if (k == 0 && ix->forwarded && !ix->spoke) {
-                                silent_end = true; /* answered below */
+                        if (k <= 0 && ix->forwarded && !ix->spoke) {
+                                /* a close, or a reset / TLS ended without close_notify: answered below */
+                                silent_end = true;
                                 break;
                         }
                         if (k == 0) {

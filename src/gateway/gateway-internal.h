@@ -45,6 +45,11 @@
 #define GW_UDP_DATAGRAM_MAX 65535U
 #define GW_UDP_BATCH 64U               /* datagrams read per wake-up and socket */
 #define GW_EVENT_REASON_MAX 512U
+/* Read away at a connection's close, at most: unread bytes from the sandbox
+ * would turn the close into a reset, and a reset can make the sandbox's
+ * kernel drop what the gateway sent last (a refusal, the end of a response)
+ * before its client read it (RFC 9112 9.6). */
+#define GW_CLOSE_DRAIN_MAX (256U * 1024U)
 #define GW_ALPN_MEMORY_MAX 16U          /* upstreams' ALPN choices remembered per sandbox (gateway-intercept.c) */
 #define GW_ALPN_MEMORY_SEC 600U
 

@@ -45,6 +45,16 @@ static bool upstream_room(const GwConn *c) {
         return c->pipe_r >= 0 ? c->pipe_n < c->pipe_cap : c->out_n < GW_BUF_SIZE;
 }
 
+static void drain_unread(int fd) {
+        uint8_t buf[4096];
+
+        if (fd < 0)
+                return;
+        for (size_t i = 0; i < GW_CLOSE_DRAIN_MAX / sizeof buf; i++)
+                if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0)
+                        return;
+}
+
 void gw_conn_close(Gateway *gw, GwConn *c) {
         if (c->prev)
                 c->prev->next = c->next;
@@ -56,6 +66,7 @@ void gw_conn_close(Gateway *gw, GwConn *c) {
                 c->resolve->conn = NULL;
                 gw_resolve_free(gw, c->resolve);
         }
+        drain_unread(c->cio.fd);
         gw_io_close(gw, &c->cio);
         gw_io_close(gw, &c->uio);
         safe_close(c->pipe_r);

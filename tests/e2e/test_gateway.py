@@ -757,6 +757,28 @@ def test_proxy_connect_other_client_first_protocol_relayed(net):
     assert "SSH-2.0-space_test client\nmore" in out, out   # (text mode: \r\n read as \n)
 
 
+def test_refusal_reaches_a_client_that_sent_more(net):
+    """A refusal is read by the client even when it sent more than the gateway
+    read (a request body): the gateway reads the rest away before it closes,
+    so the close is a FIN, not a reset that can make the client's kernel drop
+    the refusal unread (RFC 9112 9.6)."""
+    for i in range(5):
+        rc, out, err = py_in_sb(net, r"""
+import socket
+s = socket.create_connection(("10.231.0.0", 10080), timeout=5)
+body = b"b" * 60000
+s.sendall(b"POST http://other.test/ HTTP/1.1\r\nHost: other.test\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+out = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    out += d
+print(out.split(b"\r\n")[0].decode())
+""")
+        assert rc == 0 and out == "HTTP/1.1 403 Forbidden", (i, out, err)
+
+
 def test_proxy_connect_eager_client_hello(net):
     # a ClientHello in the same segment as the CONNECT head is checked once connected (it used to wait
     # for a next read that never comes: the client waits for the server's hello)
