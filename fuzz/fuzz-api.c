@@ -13,22 +13,13 @@
  *    times; a time that parses formats back to itself (to the millisecond). */
 #include <stdio.h>
 
+#include "fuzz-check.h"
 #include "alloc-util.h"
 #include "api-internal.h"
 #include "proto-msg.h"
 
 #define FUZZ_INPUT_MAX (256U * 1024U)
 #define FUZZ_TIME_USEC_MAX 253402300799999999LL /* 9999-12-31T23:59:59.999999Z */
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                              \
-        do {                                                                                     \
-                if (!(expr)) {                                                                   \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                                 \
-                }                                                                                \
-        } while (0)
 
 static void check_error(int r, const ApiError *e) {
         CHECK(r < 0);

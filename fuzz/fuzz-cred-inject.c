@@ -9,18 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz-check.h"
 #include "alloc-util.h"
 #include "cred-inject.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                  \
-        do {                                                                         \
-                if (!(expr)) {                                                       \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                     \
-                }                                                                    \
-        } while (0)
 
 #define VALUE_A "fuzz-secret-AAAAAAAAAAAAAAAA"
 #define VALUE_B "fuzz-secret-BBBBBBBBBBBBBBBB"

@@ -15,21 +15,12 @@
  *  3  proto3-JSON helpers on any value of a parsed JSON document. */
 #include <stdio.h>
 
+#include "fuzz-check.h"
 #include "alloc-util.h"
 #include "e2b.h"
 
 #define FUZZ_INPUT_MAX (256U * 1024U)
 #define FUZZ_LOG_MAX (2U * FUZZ_INPUT_MAX + 1024U)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                              \
-        do {                                                                                     \
-                if (!(expr)) {                                                                   \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                                 \
-                }                                                                                \
-        } while (0)
 
 static void fuzz_envelopes(const uint8_t *p, size_t n) {
         size_t max = n > 0 ? p[0] * 16U : 0, off = 0;

@@ -10,18 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz-check.h"
 #include "alloc-util.h"
 #include "egress-policy.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                  \
-        do {                                                                         \
-                if (!(expr)) {                                                       \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                     \
-                }                                                                    \
-        } while (0)
 
 static const char fixed[] = "{\"allow\":[\"example.com\",\"*.github.com\",\"192.168.0.0/16\",{\"host\":\"a.b\",\"ports\":[\"1-65535\"]}],"
                             "\"deny\":[\"x.github.com\"]}";

@@ -12,19 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz-check.h"
 #include "cred-inject.h"
 #include "gateway-h2.h"
 #include "gateway-internal.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                  \
-        do {                                                                         \
-                if (!(expr)) {                                                       \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                     \
-                }                                                                    \
-        } while (0)
 
 #define FUZZ_H2_SENT_MAX (64U * 1024U * 1024U) /* what a leg may send for one input */
 

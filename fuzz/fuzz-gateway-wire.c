@@ -11,20 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz-check.h"
 #include "dns-wire.h"
 #include "gateway-internal.h"
 #include "sni-parse.h"
 #include "tls-intercept.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                  \
-        do {                                                                         \
-                if (!(expr)) {                                                       \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                     \
-                }                                                                    \
-        } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         DnsQuestion q = {};

@@ -11,20 +11,11 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "fuzz-check.h"
 #include "alloc-util.h"
 #include "json.h"
 
 #define FUZZ_INPUT_MAX (256U * 1024U)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                  \
-        do {                                                                         \
-                if (!(expr)) {                                                       \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                     \
-                }                                                                    \
-        } while (0)
 
 static bool values_equal(const JsonValue *a, const JsonValue *b) {
         JsonType t = json_type(a);

@@ -150,18 +150,7 @@ static int netlink_send(int fd, const void *buf, size_t len) {
 }
 
 int netlink_call(int fd, NetlinkMessage *m) {
-        int r;
-
-        if (m->error < 0)
-                return m->error;
-        if (m->n_nests != 0)
-                return -EINVAL;
-        m->hdr.nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-        m->hdr.nlmsg_seq = ++netlink_seq;
-        r = netlink_send(fd, m->buf, m->hdr.nlmsg_len);
-        if (r < 0)
-                return r;
-        return netlink_wait_ack(fd, m->hdr.nlmsg_seq, m->hdr.nlmsg_seq, m->hdr.nlmsg_seq);
+        return netlink_call_many(fd, &m, 1);
 }
 
 int netlink_call_many(int fd, NetlinkMessage *const *msgs, size_t n) {

@@ -615,12 +615,27 @@ static int run_api(const Config *config) {
 }
 
 /* spaced rotate-master-key --new-key FILE [--stall-after N] [daemon options]. */
+/* The configuration from the defaults and the command line, and the log set
+ * by it: > 0 to go on, 0 when done (--help), < 0 on a bad argument. */
+static int configure(int argc, char **argv, Config *config) {
+        int r, lvl;
+
+        config_defaults(config);
+        r = parse_args(argc, argv, config);
+        if (r <= 0)
+                return r;
+        lvl = log_parse_level(config->log_level);
+        log_set_max_level(lvl < 0 ? LOG_INFO_ : lvl);
+        log_set_prefix("spaced");
+        return r;
+}
+
 static int main_rotate(int argc, char *argv[]) {
         _cleanup_free_ char **rest = new0(char *, (size_t) argc + 1);
         const char *new_key = NULL;
         long stall_after = -1;
         Config config;
-        int n = 0, r, lvl;
+        int n = 0, r;
 
         if (!rest)
                 return 1;
@@ -655,13 +670,9 @@ static int main_rotate(int argc, char *argv[]) {
                         stall_after = (long) u;
                 }
         }
-        config_defaults(&config);
-        r = parse_args(n, rest, &config);
+        r = configure(n, rest, &config);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
-        lvl = log_parse_level(config.log_level);
-        log_set_max_level(lvl < 0 ? LOG_INFO_ : lvl);
-        log_set_prefix("spaced");
         return rotate_master_key(&config, new_key, stall_after);
 }
 
@@ -673,17 +684,13 @@ int main(int argc, char *argv[]) {
         Api *api = NULL;
         Config config;
         char path[PATH_MAX];
-        int r, lvl;
+        int r;
 
         if (argc > 1 && streq(argv[1], "rotate-master-key"))
                 return main_rotate(argc, argv);
-        config_defaults(&config);
-        r = parse_args(argc, argv, &config);
+        r = configure(argc, argv, &config);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
-        lvl = log_parse_level(config.log_level);
-        log_set_max_level(lvl < 0 ? LOG_INFO_ : lvl);
-        log_set_prefix("spaced");
         signal(SIGPIPE, SIG_IGN);
         if (streq(config.role, "worker"))
                 return run_worker(&config);

@@ -8,6 +8,7 @@
 #include "alloc-util.h"
 #include "cred-crypt.h"
 #include "store-sqlite.h"
+#include "str-util.h"
 
 #define CRED_COLUMNS                                                                          \
         "c.id, c.tenant_id, c.name, c.hosts_json, c.apply, c.header_name, c.header_format, "  \
@@ -341,16 +342,12 @@ finish:
 }
 
 int sqlite_op_cluster_setting_get(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]) {
-        SqliteStore *q = sqlite_store(s);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
+        _cleanup_free_ char *v = NULL;
+        int r = setting_get(sqlite_store(s), name, &v);
 
-        CHECK(cred_stmt(q, SQL_CRED_SETTING_GET, &st));
-        CHECK(sqlite_bind_text(q, st, 1, name));
-        r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;
-        if (r == 0)
+        if (!v)
                 return -ENOENT;
-        return sqlite_col_str(st, 0, ret, STORE_CLUSTER_SETTING_MAX);
+        return strscpy(ret, STORE_CLUSTER_SETTING_MAX, v) < 0 ? -EBADMSG : 0;
 }
