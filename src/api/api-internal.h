@@ -9,6 +9,7 @@
 
 #include "api.h"
 #include "proto.h"
+#include "sandbox-lock.h"
 
 typedef struct CredKey CredKey;
 
@@ -212,14 +213,6 @@ int api_sandbox_show(ApiRequest *r, ApiError *e);
 int api_sandbox_delete(ApiRequest *r, ApiError *e);
 
 /* lifecycle.c */
-/* Serialises the lifecycle operations on one sandbox within this process
- * (one lock at a time: never take a second while holding one). */
-pthread_mutex_t *api_sandbox_lock(const char *id);
-static inline void api_sandbox_unlockp(pthread_mutex_t **m) {
-        if (*m)
-                (void) pthread_mutex_unlock(*m);
-}
-#define _cleanup_sandbox_lock_ _cleanup_(api_sandbox_unlockp)
 /* With the sandbox's lock held (sb is its row; re-read on success): pause
  * (409 unless running), suspend (running or paused), and wake: a paused
  * sandbox is thawed, a suspended one starts again on its files, and with

@@ -58,7 +58,7 @@ static bool name_taken(const Checkpoint *list, size_t n, const char *name) {
 
 int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, int with_memory, Checkpoint *ret,
                         ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ Checkpoint *list = NULL;
         char reason[STORE_REASON_MAX], data[STORE_NAME_MAX + 96];
@@ -245,7 +245,7 @@ static void remove_copies(ApiRequest *r, const Sandbox *sb, const char *checkpoi
 }
 
 int api_checkpoint_remove(ApiRequest *r, const char *id, const char *ref, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX], data[STORE_ID_MAX + 32];
         Checkpoint c;

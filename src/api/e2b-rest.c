@@ -353,7 +353,7 @@ static int body_memory(const JsonValue *body, bool *ret_keep, ApiError *e) {
 /* Resumes a paused sandbox (201), or answers 200 for a running one; with
  * {"memory": false} a paused one restarts on its files (its processes end). */
 static int rest_connect(ApiRequest *r, const char *id, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX];
@@ -390,7 +390,7 @@ static int rest_connect(ApiRequest *r, const char *id, ApiError *e) {
 
 /* Pauses (keeps memory) or, with {"memory": false}, suspends (ends the processes, keeps the files). */
 static int rest_pause(ApiRequest *r, const char *id, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX];
@@ -441,7 +441,7 @@ static int rest_timeout(ApiRequest *r, const char *id, ApiError *e) {
 }
 
 static int rest_kill(ApiRequest *r, const char *id, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX];
         int k;

@@ -22,23 +22,7 @@
 #include "log.h"
 #include "str-util.h"
 
-#define API_SANDBOX_LOCKS 64U
 #define API_BRANCH_MAX 64U      /* the bound of config max_branch */
-
-static pthread_mutex_t sandbox_locks[API_SANDBOX_LOCKS] = {
-        [0 ... API_SANDBOX_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER,
-};
-
-pthread_mutex_t *api_sandbox_lock(const char *id) {
-        uint32_t h = 2166136261U; /* FNV-1a */
-        pthread_mutex_t *m;
-
-        for (const char *p = id; p && *p; p++)
-                h = (h ^ (uint8_t) *p) * 16777619U;
-        m = &sandbox_locks[h % API_SANDBOX_LOCKS];
-        (void) pthread_mutex_lock(m);
-        return m;
-}
 
 static void sandbox_donep(Sandbox *sb) {
         sandbox_done(sb);
@@ -142,7 +126,7 @@ int api_sandbox_pause_locked(ApiRequest *r, Sandbox *sb, const char *reason, Api
  * "<done> by <actor>", the sandbox in the reply. */
 static int by_request(ApiRequest *r, const char *done,
                       int (*op)(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e), ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX];
         const char *id = r->params[0];
@@ -220,7 +204,7 @@ static int start_again_locked(ApiRequest *r, Sandbox *sb, const char *reason, Ap
 }
 
 int api_sandbox_resume_paused(ApiRequest *r, Sandbox *sb, const char *why, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = api_sandbox_lock(sb->id);
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = api_sandbox_lock(sb->id);
         int k;
 
         k = reread(r, sb, e);
@@ -320,7 +304,7 @@ int api_sandbox_suspend(ApiRequest *r, ApiError *e) {
 /* ---- policy ---- */
 
 int api_sandbox_patch(ApiRequest *r, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX], data[256];
@@ -403,7 +387,7 @@ static int recover_lost(ApiRequest *r, Sandbox *sb, const Checkpoint *ck, ApiErr
 }
 
 int api_sandbox_restore(ApiRequest *r, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX], data[256];
@@ -539,7 +523,7 @@ static int reply_children(ApiRequest *r, const Sandbox *kids, size_t n, ApiError
 int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, bool with_memory,
                           Sandbox **ret_kids, size_t *ret_n, ApiError *e) {
         const Config *c = api_config(r->api);
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ Sandbox *kids = NULL;
         _cleanup_free_ char *data = NULL;
@@ -738,7 +722,7 @@ static void warm_failed(ApiRequest *r, const Sandbox *sb, const ApiError *we) {
 }
 
 int api_sandbox_create_warm(ApiRequest *r, Sandbox *req, const char *via, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char data[STORE_NAME_MAX + 80];
         ApiError we = {};

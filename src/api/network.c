@@ -69,7 +69,7 @@ static int reply_sandbox(ApiRequest *r, const char *id, ApiError *e) {
 }
 
 int api_sandbox_policy_put(ApiRequest *r, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ char *policy = NULL, *old = NULL;

@@ -344,7 +344,7 @@ int api_sandbox_destroy(ApiRequest *r, const char *id, const char *reason, ApiEr
 }
 
 int api_sandbox_delete(ApiRequest *r, ApiError *e) {
-        _cleanup_sandbox_lock_ pthread_mutex_t *lock = NULL;
+        _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char reason[STORE_REASON_MAX];
         const char *id = r->params[0];
