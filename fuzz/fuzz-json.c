@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "base64.h"
 #include "fuzz-check.h"
 #include "alloc-util.h"
 #include "json.h"

@@ -30,6 +30,7 @@
 
 #include "agent.h"
 #include "alloc-util.h"
+#include "base64.h"
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "alloc-util.h"
+#include "base64.h"
 #include "e2b.h"
 #include "str-util.h"
 

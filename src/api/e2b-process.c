@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "alloc-util.h"
+#include "base64.h"
 #include "e2b.h"
 #include "fd-util.h"
 #include "log.h"

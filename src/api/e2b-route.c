@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "alloc-util.h"
+#include "base64.h"
 #include "e2b.h"
 #include "fd-util.h"
 #include "log.h"

@@ -7,6 +7,7 @@
 
 #include "alloc-util.h"
 #include "api-internal.h"
+#include "base64.h"
 #include "egress-policy.h"
 
 #define AGENT_NAME_MAX 4096U        /* a file name or link target from the agent */

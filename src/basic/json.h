@@ -91,8 +91,3 @@ int json_serialize(const JsonValue *v, char **ret, size_t *ret_len);
 
 /* UTF-8 validity (strict: no overlongs, no surrogates, max U+10FFFF). */
 bool utf8_valid(const char *p, size_t n);
-
-/* Base64 (RFC 4648, standard alphabet, padded). decode accepts missing padding,
- * rejects other bad input with -EINVAL. Output buffers are malloc'd, NUL-terminated. */
-int base64_encode(const void *p, size_t n, char **ret, size_t *ret_len);
-int base64_decode(const char *p, size_t n, void **ret, size_t *ret_len);

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "base64.h"
 #include "cli-exec.h"
 #include "cli-tty.h"
 #include "cli-verbs.h"

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "alloc-util.h"
+#include "base64.h"
 #include "cred-inject.h"
 #include "json.h"
 #include "str-util.h"

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "alloc-util.h"
+#include "base64.h"
 #include "cred-crypt.h"
 #include "fd-util.h"
 #include "json.h"

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "alloc-util.h"
+#include "base64.h"
 #include "json.h"
 #include "test.h"
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "alloc-util.h"
+#include "base64.h"
 #include "cred-inject.h"
 #include "fd-util.h"
 #include "json.h"

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "alloc-util.h"
+#include "base64.h"
 #include "fd-util.h"
 #include "json.h"
 #include "proto.h"
