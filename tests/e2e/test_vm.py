@@ -531,13 +531,36 @@ def _new_qemus(vmd, sids, before, want):
     return found
 
 
-def _worker_serves_meanwhile(vmd, ns_sid, vm_sid, t):
-    """Requests the worker answers (a create, a delete, info) and execs, all done while t still waits."""
+def _old_lock_bucket(sid):
+    """The bucket of sid in the API's former table of 64 lifecycle mutexes (FNV-1a of the id)."""
+    h = 2166136261
+    for c in sid.encode():
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return h % 64
+
+
+def _ns_sandbox_in_old_bucket_of(vmd, held):
+    """A new ns sandbox whose id shared held's lock in the former table (about 64 creates)."""
+    for _ in range(1000):
+        sid = vmd.create()["id"]
+        if _old_lock_bucket(sid) == _old_lock_bucket(held):
+            return sid
+        vmd.delete(sid)
+    raise AssertionError(f"no sandbox id in the bucket of {held} after 1000 creates")
+
+
+def _worker_serves_meanwhile(vmd, ns_sid, vm_sid, t, held):
+    """Requests the worker answers (a create, lifecycle calls, a delete, info) and execs, all done
+    while t, a lifecycle call on sandbox held, still waits. The other sandbox's lifecycle calls
+    are on an id that shared held's mutex in the API's former table: they waited for t (a CI
+    run's delete waited out a two-minute branch)."""
     assert vmd.sh(ns_sid, "echo hi") == "hi\n"
     assert vmd.sh(vm_sid, "echo vm") == "vm\n"
-    other = vmd.create()["id"]
+    other = _ns_sandbox_in_old_bucket_of(vmd, held)
     assert vmd.sh(other, "echo there") == "there\n"
-    vmd.delete(other)
+    assert vmd.api("POST", f"/v1/sandboxes/{other}/pause", timeout=60).status == 200
+    assert vmd.api("POST", f"/v1/sandboxes/{other}/resume", timeout=60).status == 200
+    assert vmd.api("DELETE", f"/v1/sandboxes/{other}", timeout=60).status == 200
     assert vmd.api("GET", "/v1/info").status == 200
     assert t.is_alive()
 
@@ -565,7 +588,7 @@ def test_branch_with_memory_does_not_block_other_calls(e2e_session, vmd, vsb):
         for q in qemus.values():
             os.kill(q, signal.SIGSTOP)
         try:
-            _worker_serves_meanwhile(vmd, ns_sid, vsb, t)
+            _worker_serves_meanwhile(vmd, ns_sid, vsb, t, vsb)
             assert all(vmd.show(k).json()["state"] == "creating" for k in qemus), qemus
         finally:
             for q in qemus.values():
@@ -653,7 +676,7 @@ def test_restore_in_place_does_not_block_other_calls(e2e_session, vmd, vsb):
             qemus = _new_qemus(vmd, lambda: [sid], old, 1)
             os.kill(qemus[sid], signal.SIGSTOP)
             try:
-                _worker_serves_meanwhile(vmd, ns_sid, vsb, t)
+                _worker_serves_meanwhile(vmd, ns_sid, vsb, t, sid)
             finally:
                 if host.proc_exists(qemus[sid]):
                     os.kill(qemus[sid], signal.SIGCONT)
