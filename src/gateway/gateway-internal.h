@@ -38,6 +38,15 @@
  * 16 KiB and 16 KiB beat 128 KiB in interleaved runs (bench/gateway.py), the
  * gateway's CPU per download unchanged. */
 #define GW_NOTSENT_LOWAT (4U * 1024U)
+/* Congestion control of the socket towards the sandbox (a host-local veth:
+ * round trip of tens of µs, no queue, no loss but for the sandbox's own
+ * window). The host's default may be BBR, which paces: with no fq qdisc on
+ * the link every relayed connection then runs TCP's internal pacing, an
+ * hrtimer per burst, and that cost the gateway ~110 ms of CPU per 100 MiB
+ * download against 65-70 with Reno (bench/gateway.py, interleaved). Reno is
+ * always permitted without privileges. The upstream socket keeps the host's
+ * default: that path is the internet. */
+#define GW_SANDBOX_LEG_CC "reno"
 #define GW_CONTROL_LINE_MAX (128U * 1024U)
 #define GW_UDP_FLOWS_PER_SANDBOX 256U  /* relayed UDP flows (source port, destination) */
 #define GW_UDP_FLOWS_MAX 16384U        /* over every sandbox */

@@ -224,12 +224,14 @@ static void conn_connect(Gateway *gw, GwConn *c) {
         conn_update(gw, c);
 }
 
-/* Bulk relaying sends from the gateway's own CPU (see GW_NOTSENT_LOWAT). Best
- * effort: a kernel without the option relays as before. */
+/* Bulk relaying sends from the gateway's own CPU (see GW_NOTSENT_LOWAT), and
+ * towards the sandbox without pacing (GW_SANDBOX_LEG_CC). Best effort: a
+ * kernel without the option relays as before. */
 static void relay_sockopts(GwConn *c) {
         int lowat = (int) GW_NOTSENT_LOWAT;
         (void) setsockopt(c->cio.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
         (void) setsockopt(c->uio.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+        (void) setsockopt(c->cio.fd, IPPROTO_TCP, TCP_CONGESTION, GW_SANDBOX_LEG_CC, STRLEN(GW_SANDBOX_LEG_CC));
 }
 
 static void connected(Gateway *gw, GwConn *c) {

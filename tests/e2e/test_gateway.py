@@ -969,6 +969,32 @@ def test_relay_keeps_unsent_bytes_in_the_gateway(net, via):
 
 
 @pytest.mark.parametrize("via", ["transparent", "connect"])
+def test_relay_sandbox_leg_unpaced(net, via):
+    """The gateway's socket towards the sandbox uses Reno (GW_SANDBOX_LEG_CC):
+    the host's default (BBR here) paces, and TCP's internal pacing on a link
+    without an fq qdisc cost the gateway ~40% more CPU per download
+    (bench/gateway.py). The upstream socket keeps the host's default."""
+    default = sh("ip", "netns", "exec", net["ns"]["gw"], "sysctl", "-n", "net.ipv4.tcp_congestion_control").stdout.strip()
+    if default == "reno":
+        pytest.skip("the host's default congestion control is Reno: nothing to tell apart")
+    port = 10081 if via == "transparent" else 10080
+    p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", STALLED_READER, via],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "stalled", p.stderr.read() if p.poll() is not None else ""
+        towards_sb = gw_socket_info(net, port)
+        assert towards_sb.count("\n") <= 2 and "reno" in towards_sb.split(), towards_sb
+        upstream = sh("ip", "netns", "exec", net["ns"]["gw"], "ss", "-tinH", "state", "established",
+                      "( dport = :80 )").stdout
+        assert upstream.count("\n") <= 2 and default in upstream.split(), upstream
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+        p.stderr.close()
+
+
+@pytest.mark.parametrize("via", ["transparent", "connect"])
 def test_stalled_reader_bounds_what_the_gateway_takes_in(net, via):
     """A sandbox that stops reading a download: what the gateway accepts from
     the upstream stays bounded (the upstream socket's receive buffer, the
