@@ -18,21 +18,32 @@
 
 #include "alloc-util.h"
 #include "cred-crypt.h"
+#include "json.h"
 #include "log.h"
 #include "rotate-master-key.h"
 #include "store.h"
 #include "str-util.h"
 
 #define ROTATE_ERR_MAX 512
+#define ROTATE_EVENT_TYPE "credential.master_key_rotated"
+#define ROTATE_EVENT_ACTOR "rotate-master-key"
 
 typedef struct Rotation {
         const CredKey *ring;    /* master_key_file (and master_key_previous_file): what values open with */
         const CredKey *new_key; /* what they are sealed under now */
         char expect[STORE_CLUSTER_SETTING_MAX]; /* the store's fingerprint before the transaction, "" = none */
+        const char *new_fp;     /* fingerprints (HMACs, nothing of a key) for the event */
+        const char *prev_fp;    /* "" = the store's key was the new one already */
+        char host[HOST_NAME_MAX + 1];
         long stall_after;
         uint64_t resealed;
         char err[ROTATE_ERR_MAX];
+        char *event_data;
 } Rotation;
+
+static void rotation_done(Rotation *rot) {
+        free(rot->event_data);
+}
 
 static int rotation_begin(char *const *current, void *userdata) {
         Rotation *rot = userdata;
@@ -94,6 +105,44 @@ static int rotation_row(Credential *c, void *userdata) {
         return 1;
 }
 
+/* The audit record, system-wide (no tenant: an admin key's GET /v1/events
+ * shows it), committed with the rotation: counts, fingerprints (HMACs) and
+ * the host it ran on, never a key or a value. */
+static int rotation_end(uint64_t changed, uint64_t total, Event *ret, void *userdata) {
+        Rotation *rot = userdata;
+        _cleanup_(json_w_done) JsonWriter w;
+        int r;
+
+        (void) strscpy(ret->type, sizeof ret->type, ROTATE_EVENT_TYPE);
+        (void) strscpy(ret->actor, sizeof ret->actor, ROTATE_EVENT_ACTOR);
+        if (rot->prev_fp[0])
+                (void) snprintf(ret->reason, sizeof ret->reason,
+                                "master key rotated on host %.64s: %" PRIu64 " of %" PRIu64
+                                " credentials re-sealed under it",
+                                rot->host, changed, total);
+        else
+                (void) snprintf(ret->reason, sizeof ret->reason,
+                                "master key rotation run again on host %.64s: %" PRIu64 " of %" PRIu64
+                                " credentials re-sealed (the others were under the new key already)",
+                                rot->host, changed, total);
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_key(&w, "resealed");
+        json_w_uint(&w, changed);
+        json_w_key(&w, "credentials");
+        json_w_uint(&w, total);
+        json_w_kv_string(&w, "fingerprint", rot->new_fp);
+        json_w_kv_string(&w, "previous_fingerprint", rot->prev_fp[0] ? rot->prev_fp : NULL);
+        json_w_kv_string(&w, "host", rot->host);
+        json_w_object_end(&w);
+        rot->event_data = mfree(rot->event_data); /* a retried transaction calls it again */
+        r = json_w_finish(&w, &rot->event_data, NULL);
+        if (r < 0)
+                return r;
+        ret->data_json = rot->event_data;
+        return 0;
+}
+
 /* A key file the daemon could use, or why not (on stderr). */
 static int load_key(const char *what, const char *path, CredKey **ret) {
         char errbuf[512];
@@ -120,7 +169,7 @@ int rotate_master_key(const Config *config, const char *new_key_path, long stall
         char path[PATH_MAX], new_fp[CRED_KEY_FINGERPRINT_HEX + 1], fp[CRED_KEY_FINGERPRINT_HEX + 1];
         char prev_fp[CRED_KEY_FINGERPRINT_HEX + 1] = "";
         StoreSetting settings[3];
-        Rotation rot = { .stall_after = stall_after };
+        _cleanup_(rotation_done) Rotation rot = { .stall_after = stall_after };
         uint64_t changed = 0, total = 0;
         int r;
 
@@ -193,6 +242,10 @@ int rotate_master_key(const Config *config, const char *new_key_path, long stall
         }
         rot.ring = ring;
         rot.new_key = new_key;
+        rot.new_fp = new_fp;
+        rot.prev_fp = prev_fp;
+        if (gethostname(rot.host, sizeof rot.host - 1) < 0 || isempty(rot.host))
+                (void) strscpy(rot.host, sizeof rot.host, "unknown");
         settings[0] = (StoreSetting){ CRED_KEY_FINGERPRINT_SETTING, new_fp };
         settings[1] = (StoreSetting){ CRED_KEY_ID_SETTING, cred_key_id(new_key) };
         if (!streq(rot.expect, new_fp)) {
@@ -201,6 +254,7 @@ int rotate_master_key(const Config *config, const char *new_key_path, long stall
         }
         r = store_credentials_reseal(store,
                                      &(StoreReseal){ .begin = rotation_begin, .row = rotation_row,
+                                                     .end = rotation_end,
                                                      .settings = settings, .n_settings = prev_fp[0] ? 3 : 2,
                                                      .userdata = &rot },
                                      &changed, &total);

@@ -115,6 +115,11 @@ struct StoreOps {
 
 /* A row a reseal's row() changed: still a valid credential (-EINVAL). */
 int store_reseal_row_check(const Credential *c);
+/* An event about to be written is valid (-EINVAL); time_usec 0 becomes now.
+ * For back ends that record one inside a transaction of their own. */
+int store_event_check(Event *e);
+/* A reseal's event (rs->end), checked and appended inside its transaction. */
+int store_reseal_event(Store *s, const StoreReseal *rs, uint64_t changed, uint64_t total);
 
 /* Argument checks shared by store.c and store-credentials.c. */
 /* A fixed buffer of a record must hold a NUL-terminated string: a longer one

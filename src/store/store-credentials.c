@@ -163,6 +163,16 @@ int store_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_chan
         return 0;
 }
 
+int store_reseal_event(Store *s, const StoreReseal *rs, uint64_t changed, uint64_t total) {
+        Event ev = {};
+
+        if (!rs->end)
+                return 0;
+        CHECK(rs->end(changed, total, &ev, rs->userdata));
+        CHECK(store_event_check(&ev));
+        return s->ops->event_append(s, &ev);
+}
+
 /* What row() left in c must still be a sealed value the columns hold. */
 int store_reseal_row_check(const Credential *c) {
         return credential_check(c);

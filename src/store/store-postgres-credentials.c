@@ -238,6 +238,7 @@ static int setting_get(PgStore *q, const char *name, char **ret) {
 }
 
 typedef struct Reseal {
+        Store *s;
         const StoreReseal *rs;
         uint64_t changed, total;
 } Reseal;
@@ -306,6 +307,9 @@ static int reseal_tx(PgStore *q, void *userdata) {
                 if (r < 0)
                         goto finish;
         }
+        r = store_reseal_event(x->s, rs, x->changed, n);
+        if (r < 0)
+                goto finish;
         x->total = n;
         r = 0;
 finish:
@@ -316,7 +320,7 @@ finish:
 }
 
 int pg_op_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total) {
-        Reseal x = { .rs = rs };
+        Reseal x = { .s = s, .rs = rs };
 
         CHECK(pg_store_transact(pg_store(s), reseal_tx, &x));
         *ret_changed = x.changed;

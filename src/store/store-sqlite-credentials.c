@@ -329,6 +329,9 @@ int sqlite_op_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_
                 if (r < 0)
                         goto finish;
         }
+        r = store_reseal_event(s, rs, changed, n);
+        if (r < 0)
+                goto finish;
         r = sqlite_store_commit(&tx);
         if (r >= 0) {
                 *ret_changed = changed;

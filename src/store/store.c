@@ -702,12 +702,7 @@ int store_checkpoint_delete_orphans(Store *s, uint64_t *ret) {
 
 /* Events */
 
-int store_event_append(Store *s, Event *e) {
-        Event copy;
-        int r;
-
-        if (!s || !e)
-                return -EINVAL;
+int store_event_check(Event *e) {
         CHECK(CHECK_FIELD(e->tenant_id, false));
         CHECK(CHECK_FIELD(e->sandbox_id, false));
         CHECK(CHECK_FIELD(e->type, true));
@@ -715,10 +710,19 @@ int store_event_append(Store *s, Event *e) {
         CHECK(CHECK_FIELD(e->reason, false));
         if (e->time_usec < 0)
                 return -EINVAL;
+        if (e->time_usec == 0)
+                e->time_usec = now_usec();
+        return 0;
+}
 
+int store_event_append(Store *s, Event *e) {
+        Event copy;
+        int r;
+
+        if (!s || !e)
+                return -EINVAL;
         copy = *e;
-        if (copy.time_usec == 0)
-                copy.time_usec = now_usec();
+        CHECK(store_event_check(&copy));
         r = s->ops->event_append(s, &copy);
         if (r < 0)
                 return r;

@@ -356,7 +356,11 @@ int store_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t 
  *     and c->key_id (the store frees c's members afterwards); > 0 = changed (written back, version + 1:
  *     an update in flight that read the row before gets -ESTALE), 0 = left
  *     as it is, < 0 aborts;
- *   settings[i].name = settings[i].value for each setting (set or replaced).
+ *   settings[i].name = settings[i].value for each setting (set or replaced);
+ *   end (may be NULL): fills *ret (its data_json stays the caller's) with
+ *     the event the store appends in the same transaction, last, knowing how
+ *     many rows were re-sealed and seen: the audit record commits with the
+ *     rotation or not at all.
  * The store sees only sealed values. ret_changed, ret_total (may be NULL):
  * rows re-sealed, rows seen. */
 #define STORE_RESEAL_SETTINGS_MAX 4
@@ -369,6 +373,7 @@ typedef struct StoreReseal {
         int (*row)(Credential *c, void *userdata);
         const StoreSetting *settings;
         size_t n_settings;              /* 1..STORE_RESEAL_SETTINGS_MAX */
+        int (*end)(uint64_t changed, uint64_t total, Event *ret, void *userdata);
         void *userdata;
 } StoreReseal;
 int store_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total);

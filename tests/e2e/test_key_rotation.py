@@ -187,6 +187,30 @@ def header_seen(x, sid):
     return got[0]["auth"]
 
 
+def rotated_events(x, key=None):
+    """The rotations' audit records, as an admin (or the given key) sees them."""
+    kw = {} if key is None else {"key": key}
+    r = x.d.api("GET", "/v1/events", params={"type": "credential.master_key_rotated"}, **kw)
+    assert r.status == 200, r
+    return r.json()["events"]
+
+
+def assert_rotated_event(x, ev, resealed, total, new, prev, *values):
+    """A system-wide event with counts and fingerprints, nothing of a key or a value."""
+    assert ev["tenant"] == "" and ev["sandbox"] is None, ev
+    assert ev["actor"] == "rotate-master-key", ev
+    d = ev["data"]
+    assert (d["resealed"], d["credentials"]) == (resealed, total), ev
+    assert d["fingerprint"] == fingerprint(Keys.read(new)), ev
+    assert d["previous_fingerprint"] == (fingerprint(Keys.read(prev)) if prev else None), ev
+    assert d["host"] and f"{resealed} of {total} credentials re-sealed" in ev["reason"], ev
+    text = repr(ev)
+    for v in values:
+        assert v not in text
+    for f in os.listdir(x.keys.dir):
+        assert Keys.read(os.path.join(x.keys.dir, f)).hex() not in text
+
+
 def assert_quiet(x, p, *values):
     """No value and no key in the tool's output."""
     text = p.stdout + p.stderr
@@ -223,6 +247,7 @@ def test_bad_new_key_refused(rot):
     p = x.rotate(x.keys.make("k-next-unused"), other)
     assert p.returncode != 0 and "neither" in p.stderr and "nothing changed" in p.stderr, p.stderr
     assert x.rows() == before and x.setting("master_key_fingerprint") == fp
+    assert rotated_events(x) == []   # a refused rotation leaves no record of one
     assert header_seen(x, x.box) == f"Bearer {x.value}"
 
 
@@ -252,6 +277,7 @@ def test_crash_mid_rotation_changes_nothing(rot):
     assert x.rows() == before
     assert x.setting("master_key_fingerprint") == fp
     assert all(k == key_id(Keys.read(x.cur)) for k, _ in before.values())
+    assert rotated_events(x) == []   # the audit record commits with the rotation or not at all
     # the old key still opens everything: a new sandbox with both credentials
     sid = x.d.create(template="debian", credentials=[x.name, extra_name], network={"allow": [API_HOST]})["id"]
     try:
@@ -282,6 +308,13 @@ def test_rotate_live_restart_stale_refused_and_rotate_again(rot):
     assert x.setting("master_key_fingerprint") == fingerprint(Keys.read(k2))
     assert x.setting("master_key_previous_fingerprint") == fingerprint(Keys.read(k1))
     assert x.setting("master_key_id") == key_id(Keys.read(k2))
+    # the audit record operators see: system-wide, for admin keys only
+    evs = rotated_events(x)
+    assert len(evs) == 1, evs
+    assert_rotated_event(x, evs[0], len(rows), len(rows), k2, k1, x.value)
+    other = d.api("POST", "/v1/keys", json={"name": "rot-viewer", "tenant": "rot-other"})
+    assert other.status == 201, other
+    assert rotated_events(x, key=other.json()["key"]) == []
     # the running sandbox's gateway holds the opened value: still injected
     assert header_seen(x, x.box) == f"Bearer {x.value}"
     # this API server does not hold k2: it seals nothing under k1 any more
@@ -292,6 +325,9 @@ def test_rotate_live_restart_stale_refused_and_rotate_again(rot):
     p = x.rotate(k2, k2, k1)
     assert p.returncode == 0 and "already" in p.stderr, p.stderr
     assert x.rows() == rows
+    evs = rotated_events(x)
+    assert len(evs) == 2 and "run again" in evs[1]["reason"], evs
+    assert_rotated_event(x, evs[1], 0, len(rows), k2, None, x.value)
 
     # 2. a spaced with only the old key is refused, and says why
     assert not d.stop()
@@ -319,6 +355,7 @@ def test_rotate_live_restart_stale_refused_and_rotate_again(rot):
     assert x.rows()[(tenant_of(x), n3)][0] == key_id(Keys.read(k2))
     # a credential written while the rotation's transaction is open waits for
     # it, and is not left behind under the key it replaces
+    before3 = x.rows()
     p = x.rotate(k3, k3, k2, extra=["--stall-after", "1"], wait=False)
     racer = {}
     try:
@@ -349,6 +386,10 @@ def test_rotate_live_restart_stale_refused_and_rotate_again(rot):
     rows = x.rows()
     assert all(k == key_id(Keys.read(k3)) for k, _ in rows.values()), rows
     assert x.setting("master_key_previous_fingerprint") == fingerprint(Keys.read(k2))
+    evs = rotated_events(x)
+    assert len(evs) == 3, evs
+    # the racer (SQLite) was written after the commit: not among the rotation's rows
+    assert_rotated_event(x, evs[2], len(before3), len(before3), k3, k2, x.value, v2, v3)
     # no restart: the API seals under k3 from the commit on, the sandbox keeps its header
     n4, v4 = new_cred(d)
     assert x.rows()[(tenant_of(x), n4)][0] == key_id(Keys.read(k3))

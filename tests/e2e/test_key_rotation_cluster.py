@@ -115,6 +115,11 @@ def test_fleet_rotation_without_a_gap(cluster):  # noqa: F811 - the fixture
                            env=c.env)
         assert r.returncode == 0, r.stderr
         assert {row[0] for row in psql(c, "SELECT DISTINCT key_id FROM credentials")} == {key_id(k2)}
+        # its audit record, seen through either API server (the store's events)
+        ev = c.req(api_b, "GET", "/v1/events", params={"type": "credential.master_key_rotated"})
+        assert ev.status == 200, ev
+        evs = ev.json()["events"]
+        assert len(evs) == 1 and evs[0]["tenant"] == "" and evs[0]["data"]["resealed"] == 2, evs
 
         # 3. no restart: new values sealed under k2, every gateway opens them
         new_cred(c, api_a, "fleet-three")
