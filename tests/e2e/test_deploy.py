@@ -214,6 +214,49 @@ def test_kubernetes_kustomize_build():
             assert image.endswith("/space:0.1.0"), image
 
 
+def test_kubernetes_rotation_overlay(keys):
+    """deploy/kubernetes-rotation: the base with the new master key mounted
+    beside the current one, as master_key_file and master_key_previous_file,
+    in the API servers and the workers (docs/operations.md, a cluster)."""
+    with open(os.path.join(REPO, "deploy", "kubernetes-rotation", "previous-key.yaml")) as f:
+        for d in yaml.safe_load_all(f):
+            for k in d.get("data", {}):
+                assert k.startswith("SPACE_") and k[6:].lower() in keys, f"{k} is not a spaced key"
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        pytest.skip("kubectl is not installed (the keys above were still checked)")
+    built = {}
+    for where in ("kubernetes", "kubernetes-rotation"):
+        r = subprocess.run([kubectl, "kustomize", os.path.join(REPO, "deploy", where)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        built[where] = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(r.stdout) if d}
+    base, rot = built["kubernetes"], built["kubernetes-rotation"]
+    assert set(base) == set(rot)
+    cm = rot[("ConfigMap", "space-config")]["data"]
+    cur, prev = cm["SPACE_MASTER_KEY_FILE"], cm["SPACE_MASTER_KEY_PREVIOUS_FILE"]
+    assert cur != prev and prev == base[("ConfigMap", "space-config")]["data"]["SPACE_MASTER_KEY_FILE"]
+    assert "SPACE_MASTER_KEY_PREVIOUS_FILE" not in base[("ConfigMap", "space-config")]["data"]
+    for kind, name in (("Deployment", "space-api"), ("DaemonSet", "space-worker")):
+        spec = rot[(kind, name)]["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        c = spec["containers"][0]
+        for path, entry in ((cur, "master.key.new"), (prev, "master.key")):
+            mk = [m for m in c["volumeMounts"] if m["mountPath"] == path]
+            # a plain file of the Secret (spaced opens key files O_NOFOLLOW), read-only, root's only
+            assert len(mk) == 1 and mk[0].get("subPath") == entry and mk[0].get("readOnly"), (name, path, mk)
+            sv = volumes[mk[0]["name"]]["secret"]
+            assert sv["secretName"] == "space-master-key", (name, sv)
+            assert sv.get("defaultMode", 0o644) & 0o077 == 0, f"{name}: a master key would be readable by others"
+        # the pod template changed (the rollout that gives each process both keys); nothing else did
+        b = base[(kind, name)]["spec"]["template"]["spec"]
+        assert b != spec
+        c["volumeMounts"] = [m for m in c["volumeMounts"] if m["mountPath"] != cur]
+        assert b == spec, name
+    # the controllers hold no key: untouched
+    assert rot[("Deployment", "space-controller")] == base[("Deployment", "space-controller")]
+
+
 # ---- systemd ----
 
 def _unit(name):
