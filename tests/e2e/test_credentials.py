@@ -104,6 +104,35 @@ def test_bad_input(spaced, fields, words):
     assert spaced.api("GET", f"/v1/credentials/{name}").status == 404  # nothing changed
 
 
+PATCH_BAD = [
+    ({"hosts": ["*"]}, "matches everything"),
+    ({"hosts": ["*.com"]}, "top-level"),
+    ({"hosts": []}, "1 to"),
+    ({"hosts": ["a.example.com", "a.example.com"]}, "twice"),
+    ({"header": "Host: {value}"}, "cannot carry"),
+    ({"header": "Authorization Bearer {value}"}, "Name: format"),
+    ({"basic_user": "a:b"}, "basic"),
+    ({"env": "LD_PRELOAD"}, "platform"),
+    ({"value": ""}, "empty"),
+    ({"value": "abc\ndef"}, "control character"),
+    ({"value": "x" * 8193}, "longer than 8192"),
+    ({"expires_at": "2001-01-01T00:00:00Z"}, "future"),
+]
+
+
+@pytest.mark.parametrize("fields,words", PATCH_BAD, ids=[str(i) for i in range(len(PATCH_BAD))])
+def test_patch_bad_input_changes_nothing(spaced, fields, words):
+    c, value = add(spaced, env="PATCHED_KEY")
+    r = spaced.api("PATCH", f"/v1/credentials/{c['name']}", json=fields)
+    e = assert_error_shape(r, 400, "invalid_argument")
+    assert words.lower() in e["message"].lower(), e
+    assert value not in e["message"]
+    after = spaced.api("GET", f"/v1/credentials/{c['name']}").json()
+    assert after == c, (c, after)   # same version, hosts, header, env, expiry
+    evs = spaced.api("GET", "/v1/events", params={"type": "credential.", "limit": 1000}).json()["events"]
+    assert [x["type"] for x in evs if x["data"].get("credential") == c["name"]] == ["credential.created"], evs
+
+
 def test_unknown_field_duplicate_and_missing(spaced):
     r = spaced.api("POST", "/v1/credentials", json={"name": new_name(), "value": "v", "hosts": ["a.example.com"],
                                                     "colour": "red"})
@@ -111,6 +140,7 @@ def test_unknown_field_duplicate_and_missing(spaced):
     c, _ = add(spaced)
     r = spaced.api("POST", "/v1/credentials", json={"name": c["name"], "value": "v2", "hosts": ["b.example.com"]})
     assert_error_shape(r, 409, "already_exists")
+    assert spaced.api("GET", f"/v1/credentials/{c['name']}").json() == c   # the first one, unchanged
     r = spaced.api("POST", "/v1/credentials", json={"name": new_name(), "hosts": ["b.example.com"]})
     assert_error_shape(r, 400, "invalid_argument")
     for method in ("GET", "DELETE", "PATCH"):
@@ -200,7 +230,14 @@ def test_grants_and_placeholder_env(spaced):
         spaced.delete(sid)
 
 
+def sandbox_ids(spaced):
+    r = spaced.api("GET", "/v1/sandboxes", params={"limit": "1000"})
+    assert r.status == 200, r
+    return {sb["id"] for sb in r.json()["sandboxes"]}
+
+
 def test_create_with_bad_credentials(spaced):
+    before = sandbox_ids(spaced)
     r = spaced.api("POST", "/v1/sandboxes", json={"credentials": ["nope-" + new_name()]})
     assert_error_shape(r, 404, "not_found")
     c, _ = add(spaced)
@@ -211,6 +248,7 @@ def test_create_with_bad_credentials(spaced):
     assert spaced.api("POST", f"/v1/credentials/{c['name']}/revoke").status == 200
     r = spaced.api("POST", "/v1/sandboxes", json={"credentials": [c["name"]]})
     assert_error_shape(r, 409, "conflict")
+    assert sandbox_ids(spaced) == before   # nothing created by any of them
 
 
 def test_store_holds_only_ciphertext_and_key_file_is_private(spaced):
