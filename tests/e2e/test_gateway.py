@@ -860,6 +860,33 @@ def test_events_rate_limited(net, tmp_path):
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
 
 
+def test_dns_query_rate_limited(net):
+    # a gateway answering 2 queries a second (burst 4): a sandbox that asks an
+    # allowed name 300 times back to back gets REFUSED past the budget (and a
+    # network.deny event saying why), answers within it
+    ns = net["ns"]
+    gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--dns-per-sec", "2", "--events-per-sec", "1000",
+                                            "--dns-port", "11053", "--proxy-port", "11080",
+                                            "--transparent-port", "11081", "--udp-port", "11082"])
+    try:
+        assert gw.request("register", id="sbd", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END,
+                          policy=POLICY)["ok"]
+        code = ("import socket,struct\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(5)\n"
+                "rc={}\n"
+                "for i in range(300):\n q=struct.pack('!HHHHHH',i,0x100,1,0,0,0)+b'\\x07allowed\\x04test\\x00'"
+                "+struct.pack('!HH',1,1)\n"
+                " s.sendto(q,('10.231.0.0',11053)); a=s.recv(512); rc[a[3]&15]=rc.get(a[3]&15,0)+1\n"
+                "print(rc.get(0,0), rc.get(5,0), sum(rc.values()))")
+        rc, out, err = py_in_sb(net, code, timeout=120)
+        assert rc == 0, err
+        ok, refused, total = map(int, out.split())
+        assert total == 300 and ok >= 1 and refused >= 1 and ok + refused == 300, out
+        assert gw.wait_event(lambda e: e["event"] == "network.deny" and "query rate limit" in e["reason"])
+    finally:
+        rc, err = gw.close()
+    assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
+
+
 def test_connection_limit_and_handshake_timeout(net):
     # a gateway with a small per-sandbox limit and a short handshake timeout:
     # idle connections (slowloris) are closed, and past the limit a new one
