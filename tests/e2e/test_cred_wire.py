@@ -266,6 +266,35 @@ def test_rotation_and_revocation_take_effect_on_the_next_request(wire, box):
         assert v not in d.log_text()
 
 
+def test_expiry_takes_effect_on_a_running_sandbox(wire, box):
+    """A credential that expires while the sandbox runs: its value is on the requests before, on none
+    after (the gateway checks the expiry on every request; nothing tells it the moment)."""
+    d = wire["d"]
+    name, value = new_cred(d, [API_HOST])
+    b = box([name], [API_HOST])
+    tok = secrets.token_hex(4)
+
+    def fetch(step):
+        r = b.run(f"curl -sS --fail -k https://{API_HOST}/{tok}/{step}")
+        assert r.code == 0, r
+        (e,) = [e for e in upstream(wire, tok) if e["path"].endswith("/" + step)]
+        return e["auth"]
+
+    assert fetch("before") == bearer(value)
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 10))
+    r = d.api("PATCH", f"/v1/credentials/{name}", json={"expires_at": at})
+    assert r.status == 200 and r.json()["state"] == "active", r
+    assert fetch("still") == bearer(value)   # not yet
+    deadline = time.monotonic() + 60
+    while d.api("GET", f"/v1/credentials/{name}").json()["state"] != "expired":
+        assert time.monotonic() < deadline, "the credential never expired"
+        time.sleep(0.5)
+    got = fetch("after")
+    assert value not in str(got), got
+    used = d.api("GET", "/v1/events", params={"sandbox": b.id, "type": "credential.used", "limit": 1000}).json()
+    assert len([e for e in used["events"] if e["data"]["credential"] == name]) <= 2, used
+
+
 def test_bad_upstream_certificate_refused(wire, box):
     d = wire["d"]
     name, _ = new_cred(d, [BADNAME_HOST])
