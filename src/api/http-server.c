@@ -369,6 +369,14 @@ static int conn_send_continue(HttpConn *c) {
         return r;
 }
 
+/* Requests carry secrets (credential values, API keys): the buffer's bytes
+ * are wiped once read, never left for a later request to overwrite, nor in
+ * freed memory. Past rlen it holds zeros or what was wiped already. */
+static void conn_wipe(HttpConn *c) {
+        explicit_bzero(c->buf, c->rlen);
+        c->rpos = c->rlen = 0;
+}
+
 ssize_t http_conn_read_body(HttpConn *c, void *buf, size_t n) {
         if (!c || !buf || n == 0)
                 return -EINVAL;
@@ -410,7 +418,7 @@ ssize_t http_conn_read_body(HttpConn *c, void *buf, size_t n) {
 
                 if (c->rpos == c->rlen) {
                         ssize_t k;
-                        c->rpos = c->rlen = 0;
+                        conn_wipe(c);
                         k = conn_recv(c, c->buf, sizeof c->buf, now_msec() + c->server->body_idle_timeout_msec);
                         if (k == 0)
                                 k = -ECONNRESET;
@@ -430,9 +438,41 @@ ssize_t http_conn_read_body(HttpConn *c, void *buf, size_t n) {
         }
 }
 
+/* A body being read: its bytes are wiped whenever a buffer is let go. */
+typedef struct BodyAll {
+        char *p;
+        size_t allocated;
+} BodyAll;
+
+static void body_all_done(BodyAll *b) {
+        if (b->p) {
+                explicit_bzero(b->p, b->allocated);
+                free(b->p);
+        }
+}
+
+/* Like GREEDY_REALLOC, but the old buffer is wiped, not left in freed memory by realloc(). */
+static int body_all_grow(BodyAll *b, size_t used, size_t need) {
+        char *p;
+        size_t a;
+
+        if (need <= b->allocated)
+                return 0;
+        a = MAX(need, b->allocated * 2);
+        p = malloc(a);
+        if (!p)
+                return -ENOMEM;
+        if (used > 0)
+                memcpy(p, b->p, used);
+        body_all_done(b);
+        b->p = p;
+        b->allocated = a;
+        return 0;
+}
+
 int http_conn_read_body_all(HttpConn *c, size_t max, char **ret, size_t *ret_len) {
-        _cleanup_free_ char *b = NULL;
-        size_t n = 0, allocated = 0;
+        _cleanup_(body_all_done) BodyAll b = {};
+        size_t n = 0;
 
         if (!c || !ret || max >= SIZE_MAX - 1)
                 return -EINVAL;
@@ -442,9 +482,10 @@ int http_conn_read_body_all(HttpConn *c, size_t max, char **ret, size_t *ret_len
                 ssize_t k;
                 size_t want = MIN((size_t) 64 * 1024, max + 1 - n);
 
-                if (GREEDY_REALLOC(b, allocated, n + want + 1) < 0)
+                if (b.allocated < n + 2 && body_all_grow(&b, n, n + want + 1) < 0)
                         return -ENOMEM;
-                k = http_conn_read_body(c, b + n, want);
+                want = MIN(want, b.allocated - n - 1); /* into the room left: a copy only when it is full */
+                k = http_conn_read_body(c, b.p + n, want);
                 if (k < 0)
                         return (int) k;
                 if (k == 0)
@@ -453,10 +494,8 @@ int http_conn_read_body_all(HttpConn *c, size_t max, char **ret, size_t *ret_len
                 if (n > max)
                         return -EFBIG;
         }
-        if (!b && !(b = malloc(1)))
-                return -ENOMEM;
-        b[n] = 0;
-        *ret = TAKE_PTR(b);
+        b.p[n] = 0; /* grown to n + want + 1 at least once */
+        *ret = TAKE_PTR(b.p);
         if (ret_len)
                 *ret_len = n;
         return 0;
@@ -490,8 +529,11 @@ static ssize_t conn_read_head(HttpConn *c, bool first) {
         bool started;
 
         if (c->rpos > 0) {
-                memmove(c->buf, c->buf + c->rpos, c->rlen - c->rpos);
-                c->rlen -= c->rpos;
+                size_t left = c->rlen - c->rpos;
+
+                memmove(c->buf, c->buf + c->rpos, left);
+                explicit_bzero(c->buf + left, c->rpos); /* the last request's bytes: no copy stays */
+                c->rlen = left;
                 c->rpos = 0;
         }
         started = first || c->rlen > 0;
@@ -503,6 +545,7 @@ static ssize_t conn_read_head(HttpConn *c, bool first) {
                 /* RFC 9112 2.2: ignore empty lines before the request-line */
                 while (c->rlen >= 2 && c->buf[0] == '\r' && c->buf[1] == '\n') {
                         memmove(c->buf, c->buf + 2, c->rlen - 2);
+                        explicit_bzero(c->buf + c->rlen - 2, 2);
                         c->rlen -= 2;
                         scanned = 0;
                 }
@@ -686,6 +729,7 @@ static void *conn_thread(void *arg) {
         server_unlink_conn(s, c);
         pthread_mutex_unlock(&s->lock);
         safe_close(c->fd);
+        conn_wipe(c);
         free(c);
 
         pthread_mutex_lock(&s->lock);
