@@ -420,6 +420,12 @@ def test_ipv6_off(netd, net_box):
     assert netd.sh(net_box, "cat /proc/sys/net/ipv6/conf/all/disable_ipv6").strip() == "1"
     assert netd.sh(net_box, "cat /proc/sys/net/ipv6/conf/eth0/disable_ipv6").strip() == "1"
     assert netd.sh(net_box, "cat /proc/net/if_inet6 2>/dev/null || true").strip() == ""
+    # and the sandbox cannot turn it back on (no CAP_NET_ADMIN over its network namespace)
+    for conf in ("all", "default", "eth0"):
+        out = netd.sh(net_box, f"echo 0 > /proc/sys/net/ipv6/conf/{conf}/disable_ipv6 2>/dev/null; "
+                               f"cat /proc/sys/net/ipv6/conf/{conf}/disable_ipv6")
+        assert out.strip() == "1", (conf, out)
+    assert netd.sh(net_box, "cat /proc/net/if_inet6 2>/dev/null || true").strip() == ""
     for addr in ("fd00::1", "::1"):
         res = probe(netd, net_box, "tcp", addr, 80, PROBE_MS)
         assert res.startswith("error:") or res == "refused" and addr == "::1", (addr, res)
