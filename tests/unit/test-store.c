@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -2566,7 +2567,36 @@ typedef struct ResealTest {
         char order[3][16];
         char seen_fp[64];
         bool seen_prev_null;
+        int fail_end;           /* < 0: end fails so */
+        bool bad_event;         /* end leaves an event without a type */
+        char event_data[64];
 } ResealTest;
+
+/* The audit record a rotation commits with its rows. */
+static int reseal_end(uint64_t changed, uint64_t total, Event *ret, void *userdata) {
+        ResealTest *t = userdata;
+
+        if (t->fail_end < 0)
+                return t->fail_end;
+        snprintf(ret->type, sizeof ret->type, "%s", t->bad_event ? "" : "credential.master_key_rotated");
+        snprintf(ret->actor, sizeof ret->actor, "rotate-master-key");
+        snprintf(t->event_data, sizeof t->event_data, "{\"resealed\":%" PRIu64 ",\"credentials\":%" PRIu64 "}",
+                 changed, total);
+        ret->data_json = t->event_data;
+        return 0;
+}
+
+static size_t rotated_events(Store *s, Event **ret) {
+        Event *list = NULL;
+        size_t n = 0;
+
+        ASSERT_OK(store_event_list(s, &(EventFilter){ .type = "credential.master_key_rotated" }, &list, &n));
+        if (ret)
+                *ret = list;
+        else
+                event_array_free(list, n);
+        return n;
+}
 
 static int reseal_begin(char *const *current, void *userdata) {
         ResealTest *t = userdata;
@@ -2619,10 +2649,11 @@ STORE_TEST(credentials_reseal_all_or_nothing) {
                                           { "master_key_previous_fingerprint", "fpold" } };
         ResealTest t = {};
         StoreReseal rs = { .begin = reseal_begin, .row = reseal_row, .settings = settings, .n_settings = 2,
-                           .userdata = &t };
+                           .end = reseal_end, .userdata = &t };
         char v[STORE_CLUSTER_SETTING_MAX];
         uint64_t changed = 99, total = 99;
         Credential got = {};
+        Event *evs = NULL;
 
         ASSERT_OK(store_credential_insert(s, &x));
         ASSERT_OK(store_credential_insert(s, &y));
@@ -2652,11 +2683,26 @@ STORE_TEST(credentials_reseal_all_or_nothing) {
         rs.n_settings = STORE_RESEAL_SETTINGS_MAX + 1;
         ASSERT_ERRNO(store_credentials_reseal(s, &rs, NULL, NULL), EINVAL);
         rs.n_settings = 2;
+        /* the event cannot be made, or is not valid: the rows and settings are rolled back with it */
+        t = (ResealTest){ .fail_end = -ENOMEM };
+        ASSERT_ERRNO(store_credentials_reseal(s, &rs, NULL, NULL), ENOMEM);
+        assert_unresealed(s);
+        t = (ResealTest){ .bad_event = true };
+        ASSERT_ERRNO(store_credentials_reseal(s, &rs, NULL, NULL), EINVAL);
+        assert_unresealed(s);
+        ASSERT_EQ(rotated_events(s, NULL), 0u); /* none of the failures left one */
 
         t = (ResealTest){};
         ASSERT_OK(store_credentials_reseal(s, &rs, &changed, &total));
         ASSERT_EQ(changed, 2u);
         ASSERT_EQ(total, 3u);
+        ASSERT_EQ(rotated_events(s, &evs), 1u); /* committed with the rows: system-wide, the counts */
+        ASSERT_STREQ(evs[0].tenant_id, "");
+        ASSERT_STREQ(evs[0].sandbox_id, "");
+        ASSERT_STREQ(evs[0].actor, "rotate-master-key");
+        ASSERT_STREQ(evs[0].data_json, "{\"resealed\":2,\"credentials\":3}");
+        ASSERT_TRUE(evs[0].time_usec > 0);
+        event_array_free(evs, 1);
         ASSERT_STREQ(t.seen_fp, "fpold");
         ASSERT_TRUE(t.seen_prev_null);
         /* every tenant's rows, by tenant and name */
