@@ -253,3 +253,54 @@ def test_real_clients_udp_and_dns_exfiltration(world, dbox):
     seen = upstream(world, m)
     assert not [e for e in seen if e["kind"] == "udp"], seen
     assert not [e for e in seen if e["kind"] == "dns" and ("c2vj" in e["name"].lower() or e["qtype"] != 1)], seen
+
+
+FLOOD = r"""import socket, struct, sys
+n = int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.setblocking(False)
+got = 0
+for i in range(n):
+    q = struct.pack("!HHHHHH", i & 0xffff, 0x0100, 1, 0, 0, 0) + b"\x05flood\x05other\x04test\x00" + struct.pack("!HH", 1, 1)
+    while True:
+        try:
+            s.sendto(q, (sys.argv[1], 53)); break
+        except BlockingIOError:
+            pass
+        try:
+            while s.recv(512): got += 1
+        except BlockingIOError:
+            pass
+print(n, got)
+"""
+
+
+def test_event_flood_does_not_fill_the_store(world, dbox):
+    """Thousands of denied decisions through the real spaced: the store gets a bounded number of
+    network.deny events for the sandbox and a network.dropped event that counts the rest."""
+    d = world["d"]
+    gw = gateway_of(world, dbox)
+    n = 3000
+
+    def evs(t):
+        out, after = [], 0
+        while True:   # every page: a truncated list would hide a flood that got through
+            r = d.api("GET", "/v1/events", params={"sandbox": dbox, "type": t, "limit": 1000, "after": after})
+            assert r.status == 200, r
+            page = r.json()["events"]
+            out += page
+            if len(page) < 1000:
+                return out
+            after = r.json()["next"]
+
+    before = len([e for e in evs("network.deny") if "flood.other.test" in e["reason"]])
+    assert before == 0
+    d.sh(dbox, f"cat > /tmp/flood.py <<'EOF'\n{FLOOD}EOF")
+    out = d.sh(dbox, f"python3 /tmp/flood.py {gw} {n}", timeout=300).split()
+    assert int(out[0]) == n, out
+    deadline = time.monotonic() + 60
+    while not evs("network.dropped"):
+        assert time.monotonic() < deadline, "no network.dropped event reached the store"
+        time.sleep(0.5)
+    dropped = sum(e["data"]["dropped"] for e in evs("network.dropped"))
+    denied = len([e for e in evs("network.deny") if "flood.other.test" in e["reason"]])
+    assert 1 <= denied < n // 2 and dropped >= 1, (denied, dropped)
