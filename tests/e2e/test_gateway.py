@@ -385,6 +385,35 @@ def test_direct_ip_refused(net):
     assert [e for e in upstream_log(net)[before:] if e["kind"] == "http"] == []
 
 
+def test_direct_ip_allowed_by_a_cidr_rule_only(net):
+    # the other half of "raw IPs are refused unless a CIDR rule allows them": a /32 rule lets
+    # plain and TLS connections to that address through (transparent and through the proxy), an
+    # address outside it stays refused, and a deny CIDR inside an allowing one wins
+    set_policy(net, {"allow": [{"cidr": f"{SRV_A}/32", "ports": [80, 443]},
+                               {"cidr": "192.168.231.0/24", "ports": [8080]}],
+                     "deny": [{"cidr": f"{SRV_B}/32"}]})
+    try:
+        before = len(upstream_log(net))
+        rc, out, err = curl(net, f"http://{SRV_A}/cidr-plain")
+        assert rc == 0 and out.startswith(f"hello host={SRV_A}"), (out, err)
+        rc, out, err = curl(net, "-k", f"https://{SRV_A}/cidr-tls")
+        assert rc == 0 and out.startswith(f"hello host={SRV_A}"), (out, err)
+        rc, out, err = curl(net, "-x", f"http://{HOST_END}:10080", f"http://{SRV_A}/cidr-proxy")
+        assert rc == 0 and out.startswith(f"hello host={SRV_A}"), (out, err)
+        rc, out, err = curl(net, f"http://{SRV_B}/cidr-outside")           # port 80: no rule names B
+        assert "space gateway" in out, (out, err)
+        rc, out, err = curl(net, "--connect-timeout", "3", f"http://{SRV_B}:8080/cidr-denied")  # the /24 allows, deny wins
+        assert not out.startswith("hello"), (out, err)
+        paths = [e["path"] for e in upstream_log(net)[before:] if e["kind"] == "http"]
+        assert paths == ["/cidr-plain", "/cidr-tls", "/cidr-proxy"], paths
+        # without the deny the same connection gets there: it was the deny that stopped it
+        set_policy(net, {"allow": [{"cidr": "192.168.231.0/24", "ports": [8080]}]})
+        rc, out, err = curl(net, f"http://{SRV_B}:8080/cidr-undenied")
+        assert rc == 0 and out.startswith("hello"), (out, err)
+    finally:
+        set_policy(net, POLICY)
+
+
 def test_host_header_fronting_refused(net):
     # connection to allowed.test's address, Host of a denied name
     before = len(upstream_log(net))
