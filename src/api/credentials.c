@@ -107,7 +107,7 @@ static int reply_credential(ApiRequest *r, int status, const Credential *c) {
 
 static int parse_hosts(const JsonValue *v, char **ret_json, ApiError *e) {
         _cleanup_(json_w_done) JsonWriter w;
-        char err[256];
+        char err[512];
         size_t n;
         int k;
 

@@ -9,6 +9,7 @@
 
 #include "alloc-util.h"
 #include "egress-policy.h"
+#include "public-suffix.h"
 #include "str-util.h"
 
 static const EgressPolicyPortRange default_allow_ports[] = { { 80, 80 }, { 443, 443 } };
@@ -437,6 +438,39 @@ int egress_policy_from_json(const JsonValue *v, EgressPolicy **ret, char *errbuf
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(p);
+        return 0;
+}
+
+int egress_policy_check_public_suffixes(const EgressPolicy *p, char *errbuf, size_t errbuf_size) {
+        if (!p)
+                return -EINVAL;
+        for (size_t i = 0; i < p->n_allow; i++) {
+                const EgressPolicyRule *r = &p->allow[i];
+                PublicSuffixSection s;
+                int k;
+
+                if (r->kind != EGRESS_POLICY_RULE_HOST || !r->wildcard)
+                        continue;
+                k = public_suffix_lookup(r->host, strlen(r->host), &s);
+                if (k == -ENOENT) {
+                        err_set(errbuf, errbuf_size,
+                                "allow[%zu]: \"*.%.64s\": no Public Suffix List is installed to check a wildcard "
+                                "against; allow exact hosts", i, r->host);
+                        return -EINVAL;
+                }
+                if (k < 0) {
+                        err_set(errbuf, errbuf_size, "allow[%zu]: \"*.%.64s\" is not a host name", i, r->host);
+                        return -EINVAL;
+                }
+                if (s == PUBLIC_SUFFIX_ICANN) {
+                        err_set(errbuf, errbuf_size,
+                                "allow[%zu]: \"*.%.64s\" covers the public suffix \"%.64s\" (ICANN section of the "
+                                "Public Suffix List), where anyone registers names: allow hosts under one "
+                                "registered domain (\"*.example.%.64s\")",
+                                i, r->host, r->host, r->host);
+                        return -EINVAL;
+                }
+        }
         return 0;
 }
 

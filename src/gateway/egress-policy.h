@@ -107,6 +107,14 @@ int egress_policy_new_empty(EgressPolicy **ret);
 int egress_policy_parse(const char *p, size_t n, EgressPolicy **ret, char *errbuf, size_t errbuf_size);
 /* Same from an already parsed value (the API's request body). */
 int egress_policy_from_json(const JsonValue *v, EgressPolicy **ret, char *errbuf, size_t errbuf_size);
+/* What the API adds on a new policy (not on stored ones, which stay valid
+ * when the list grows): refuses an allow entry whose wildcard covers a public
+ * suffix of the ICANN section of the Public Suffix List ("*.co.uk",
+ * "*.com.au", "*.foo.ck"): anyone can register a name there, so it allows
+ * nearly as much as "*.com". Private-section suffixes ("*.github.io",
+ * "*.s3.amazonaws.com") are one company's service and stay allowed; deny
+ * entries may name any suffix. Without a list any wildcard allow is refused. */
+int egress_policy_check_public_suffixes(const EgressPolicy *p, char *errbuf, size_t errbuf_size);
 /* Canonical JSON (objects with host|cidr and ports), NUL-terminated. */
 int egress_policy_to_json(const EgressPolicy *p, char **ret);
 void egress_policy_write_json(const EgressPolicy *p, JsonWriter *w);

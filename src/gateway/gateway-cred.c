@@ -114,9 +114,18 @@ static int cred_parse(Gateway *gw, const JsonValue *o, CredInject *c, char *err,
         (void) strscpy(c->name, sizeof c->name, name);
         for (size_t i = 0; i < json_array_size(hosts); i++) {
                 const char *h = json_string(json_array_at(hosts, i));
-                if (!h || cred_host_pattern_check(h, strlen(h), NULL, 0) < 0) {
+                PublicSuffixSection ps = PUBLIC_SUFFIX_NONE;
+
+                if (!h || cred_host_pattern_syntax_check(h, strlen(h), NULL, 0) < 0) {
                         snprintf(err, errsize, "credential %s: bad host pattern", name);
                         return -EINVAL;
+                }
+                /* stored before the API refused it, or the list grew since:
+                 * never inject over a public suffix (or unchecked without a list) */
+                if (cred_host_pattern_public_suffix(h, strlen(h), &ps) < 0 || ps != PUBLIC_SUFFIX_NONE) {
+                        log_warning("credential %s: host pattern %s covers a public suffix; not injected there",
+                                    name, h);
+                        continue;
                 }
                 if (strv_extend(&c->hosts, h) < 0)
                         return -ENOMEM;

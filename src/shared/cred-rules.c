@@ -6,6 +6,7 @@
 
 #include "cred-crypt.h"
 #include "cred-rules.h"
+#include "public-suffix.h"
 #include "str-util.h"
 
 #define DNS_LABEL_MAX 63
@@ -33,7 +34,7 @@ bool cred_name_valid(const char *p, size_t n) {
         return true;
 }
 
-int cred_host_pattern_check(const char *p, size_t n, char *errbuf, size_t errbuf_size) {
+int cred_host_pattern_syntax_check(const char *p, size_t n, char *errbuf, size_t errbuf_size) {
         size_t labels = 0, label_len = 0;
         bool all_digits = true;
 
@@ -76,6 +77,47 @@ int cred_host_pattern_check(const char *p, size_t n, char *errbuf, size_t errbuf
                             n);
         if (labels < 2)
                 return fail(errbuf, errbuf_size, "host pattern matches a whole top-level domain", p, n);
+        return 0;
+}
+
+int cred_host_pattern_public_suffix(const char *p, size_t n, PublicSuffixSection *ret) {
+        if (!p || !ret)
+                return -EINVAL;
+        if (n < 2 || p[0] != '*' || p[1] != '.') {
+                *ret = PUBLIC_SUFFIX_NONE; /* an exact host matches one name only */
+                return 0;
+        }
+        return public_suffix_lookup(p + 2, n - 2, ret);
+}
+
+int cred_host_pattern_check(const char *p, size_t n, char *errbuf, size_t errbuf_size) {
+        PublicSuffixSection s;
+        int r;
+
+        r = cred_host_pattern_syntax_check(p, n, errbuf, errbuf_size);
+        if (r < 0)
+                return r;
+        r = cred_host_pattern_public_suffix(p, n, &s);
+        if (r == -ENOENT) {
+                /* fail closed: without the list no wildcard can be shown to be narrow */
+                if (errbuf && errbuf_size > 0)
+                        (void) snprintf(errbuf, errbuf_size,
+                                        "'%.*s': no Public Suffix List is installed to check a wildcard against; "
+                                        "name exact hosts", (int) MIN(n, (size_t) 80), p);
+                return -EINVAL;
+        }
+        if (r < 0)
+                return fail(errbuf, errbuf_size, "host pattern is not a host name", p, n);
+        if (s != PUBLIC_SUFFIX_NONE) {
+                if (errbuf && errbuf_size > 0)
+                        (void) snprintf(errbuf, errbuf_size,
+                                        "'%.*s' covers the public suffix '%.*s' (%s section of the Public Suffix "
+                                        "List): every owner's site under it would receive the credential; name "
+                                        "hosts under one registered domain (e.g. '*.example.%.*s')",
+                                        (int) MIN(n, (size_t) 80), p, (int) MIN(n - 2, (size_t) 80), p + 2,
+                                        public_suffix_section_to_string(s), (int) MIN(n - 2, (size_t) 80), p + 2);
+                return -EINVAL;
+        }
         return 0;
 }
 

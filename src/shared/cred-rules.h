@@ -7,6 +7,7 @@
  * from a request; errbuf gets a one-line reason for the user. */
 
 #include "macros.h"
+#include "public-suffix.h"
 
 #define CRED_NAME_MAX 64                /* characters of a credential name */
 #define CRED_HOSTS_MAX 32               /* host patterns of one credential */
@@ -27,8 +28,18 @@ bool cred_name_valid(const char *p, size_t n);
  * labels of 1..63 (total <= CRED_HOST_MAX), optionally starting with "*."
  * (any name below, not the name itself). Refused: a pattern that matches
  * everything ("*", "*.") or a whole top-level domain ("*.com", "com"), IP
- * literals, ports, upper case, a trailing dot. */
+ * literals, ports, upper case, a trailing dot; and a wildcard over a public
+ * suffix of either section of the Public Suffix List ("*.co.uk",
+ * "*.github.io": every owner's site under it would get the value), or any
+ * wildcard when no list is installed. Exact hosts ("api.co.uk") are never
+ * refused by the list. What the API checks on a new or changed credential. */
 int cred_host_pattern_check(const char *p, size_t n, char *errbuf, size_t errbuf_size);
+/* The syntax part alone (what the gateway checks on stored credentials: the
+ * list may have grown since they were stored). */
+int cred_host_pattern_syntax_check(const char *p, size_t n, char *errbuf, size_t errbuf_size);
+/* For "*.X": the section of the Public Suffix List that lists X; NONE for an
+ * exact host or an X someone registered. -ENOENT without a list. */
+int cred_host_pattern_public_suffix(const char *p, size_t n, PublicSuffixSection *ret);
 /* Whether host (a name as the client sent it: case-insensitive, an optional
  * trailing dot, no port) matches the pattern. */
 bool cred_host_match(const char *pattern, const char *host, size_t host_len);

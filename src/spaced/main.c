@@ -35,6 +35,7 @@
 #include "liveness.h"
 #include "shipper.h"
 #include "policy.h"
+#include "public-suffix.h"
 #include "reaper.h"
 #include "rotate-master-key.h"
 #include "warm-pool.h"
@@ -165,6 +166,8 @@ static int parse_args(int argc, char *argv[], Config *c) {
         if (!isempty(c->default_network)) {
                 _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;
                 r = egress_policy_parse(c->default_network, strlen(c->default_network), &p, err, sizeof err);
+                if (r >= 0)
+                        r = egress_policy_check_public_suffixes(p, err, sizeof err);
                 if (r < 0) {
                         fprintf(stderr, "spaced: default_network: %s\n", err);
                         return r;
@@ -692,6 +695,10 @@ int main(int argc, char *argv[]) {
         if (r <= 0)
                 return r < 0 ? 2 : 0;
         signal(SIGPIPE, SIG_IGN);
+        /* the Public Suffix List once, before any thread (wildcard checks) */
+        if (public_suffix_init() < 0)
+                log_warning("No Public Suffix List (neither libpsl's built-in one nor the publicsuffix package): "
+                            "wildcard host patterns in credentials and allow rules are refused");
         if (streq(config.role, "worker"))
                 return run_worker(&config);
         if (streq(config.role, "api"))

@@ -274,7 +274,11 @@ TEST(secret_memory_is_not_dumped) {
 TEST(host_patterns) {
         char err[256];
         static const char *const good[] = {
-                "api.openai.com", "*.example.com", "a.b", "x-1.example.org", "*.s3.amazonaws.com",
+                "api.openai.com", "*.example.com", "a.b", "x-1.example.org", "*.example.co.uk",
+                /* exact hosts are never refused by the Public Suffix List, even one that is a suffix */
+                "api.co.uk", "co.uk", "github.io", "user.github.io", "*.user.github.io",
+                "*.city.kawasaki.jp", /* an exception rule ("!city.kawasaki.jp"): registrable */
+                "*.example.xn--p1ai", "*.xn--80ak6aa92e.com",
         };
         static const char *const bad[] = {
                 "", "*", "*.", "*.com", "com", "localhost", "*.*.example.com", "a*.example.com", "API.openai.com",
@@ -289,6 +293,43 @@ TEST(host_patterns) {
                         test_fail(__FILE__, __LINE__, "'%s' was accepted", bad[i]);
                 ASSERT_TRUE(err[0] != 0);
         }
+        /* wildcards over a public suffix of either section of the list: every
+         * owner's site under it would receive the value */
+        static const struct {
+                const char *pattern, *suffix, *section;
+        } suffixes[] = {
+                { "*.co.uk", "'co.uk'", "ICANN" },
+                { "*.com.au", "'com.au'", "ICANN" },
+                { "*.foo.ck", "'foo.ck'", "ICANN" },          /* "*.ck": every name under ck is a suffix */
+                { "*.foo.kawasaki.jp", "'foo.kawasaki.jp'", "ICANN" },
+                { "*.xn--ciqpn.hk", "'xn--ciqpn.hk'", "ICANN" }, /* 个人.hk in punycode */
+                { "*.github.io", "'github.io'", "private" },
+                { "*.s3.amazonaws.com", "'s3.amazonaws.com'", "private" },
+                { "*.blogspot.com", "'blogspot.com'", "private" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
+                PublicSuffixSection sec;
+                err[0] = 0;
+                if (cred_host_pattern_check(suffixes[i].pattern, strlen(suffixes[i].pattern), err, sizeof err) !=
+                    -EINVAL)
+                        test_fail(__FILE__, __LINE__, "'%s' was accepted", suffixes[i].pattern);
+                if (!strstr(err, suffixes[i].suffix) || !strstr(err, suffixes[i].section) ||
+                    !strstr(err, "Public Suffix List"))
+                        test_fail(__FILE__, __LINE__, "'%s': unclear reason: %s", suffixes[i].pattern, err);
+                /* the syntax alone (what the gateway checks on stored rows) is fine */
+                ASSERT_OK(cred_host_pattern_syntax_check(suffixes[i].pattern, strlen(suffixes[i].pattern), NULL, 0));
+                ASSERT_OK(cred_host_pattern_public_suffix(suffixes[i].pattern, strlen(suffixes[i].pattern), &sec));
+                ASSERT_STREQ(public_suffix_section_to_string(sec), suffixes[i].section);
+        }
+        /* upper case and a trailing dot stay refused by the syntax, whatever the suffix */
+        static const char *const odd[] = { "*.CO.UK", "*.co.uk.", "*.Example.co.uk", "*.uk", "*.xn--p1ai" };
+        for (size_t i = 0; i < ELEMENTSOF(odd); i++)
+                if (cred_host_pattern_check(odd[i], strlen(odd[i]), err, sizeof err) != -EINVAL)
+                        test_fail(__FILE__, __LINE__, "'%s' was accepted", odd[i]);
+        /* only n bytes are read: "*.co.uk" of "*.co.ukx" is the suffix */
+        ASSERT_ERRNO(cred_host_pattern_check("*.co.ukx", 7, err, sizeof err), EINVAL);
+        ASSERT_OK(cred_host_pattern_check("*.x.co.uk", 9, err, sizeof err));
+
         char longname[CRED_HOST_MAX + 2];
         memset(longname, 'a', sizeof longname);
         ASSERT_ERRNO(cred_host_pattern_check(longname, sizeof longname, err, sizeof err), EINVAL);
@@ -304,6 +345,47 @@ TEST(host_patterns) {
         ASSERT_FALSE(cred_host_match("*.example.com", "badexample.com", 14));
         ASSERT_FALSE(cred_host_match("*.example.com", "a.example.com\0x", 15));
         ASSERT_FALSE(cred_host_match("api.openai.com", "", 0));
+}
+
+TEST(public_suffix_lookup) {
+        PublicSuffixSection s;
+        static const struct {
+                const char *name;
+                PublicSuffixSection want;
+        } cases[] = {
+                { "com", PUBLIC_SUFFIX_ICANN },
+                { "co.uk", PUBLIC_SUFFIX_ICANN },
+                { "CO.UK", PUBLIC_SUFFIX_ICANN },       /* case-insensitive */
+                { "co.uk.", PUBLIC_SUFFIX_ICANN },      /* one trailing dot */
+                { "xn--p1ai", PUBLIC_SUFFIX_ICANN },    /* .рф */
+                { "xn--ciqpn.hk", PUBLIC_SUFFIX_ICANN },
+                { "anything.ck", PUBLIC_SUFFIX_ICANN }, /* "*.ck" */
+                { "www.ck", PUBLIC_SUFFIX_NONE },       /* "!www.ck" */
+                { "github.io", PUBLIC_SUFFIX_PRIVATE },
+                { "s3.amazonaws.com", PUBLIC_SUFFIX_PRIVATE },
+                { "example.co.uk", PUBLIC_SUFFIX_NONE },
+                { "amazonaws.com", PUBLIC_SUFFIX_NONE },
+                { "example.com", PUBLIC_SUFFIX_NONE },
+                { "no-such-tld-here", PUBLIC_SUFFIX_ICANN }, /* the list's implicit "*" */
+        };
+
+        ASSERT_OK(public_suffix_init());
+        ASSERT_TRUE(!streq(public_suffix_source(), "none"));
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                ASSERT_OK(public_suffix_lookup(cases[i].name, strlen(cases[i].name), &s));
+                if (s != cases[i].want)
+                        test_fail(__FILE__, __LINE__, "%s: section %d, expected %d", cases[i].name, s, cases[i].want);
+        }
+        ASSERT_ERRNO(public_suffix_lookup("", 0, &s), EINVAL);
+        ASSERT_ERRNO(public_suffix_lookup(".", 1, &s), EINVAL);
+        ASSERT_ERRNO(public_suffix_lookup("co.uk..", 7, &s), EINVAL);
+        ASSERT_ERRNO(public_suffix_lookup("\xe4.de", 3, &s), EINVAL);   /* raw UTF-8: punycode only */
+        ASSERT_ERRNO(public_suffix_lookup("co.uk\0x", 7, &s), EINVAL); /* embedded NUL */
+        char name[PUBLIC_SUFFIX_NAME_MAX + 2];
+        memset(name, 'a', sizeof name);
+        ASSERT_ERRNO(public_suffix_lookup(name, sizeof name, &s), EINVAL);
+        ASSERT_OK(public_suffix_lookup(name, PUBLIC_SUFFIX_NAME_MAX, &s)); /* one unknown TLD */
+        ASSERT_NULL(public_suffix_section_to_string(PUBLIC_SUFFIX_NONE));
 }
 
 TEST(field_checks) {

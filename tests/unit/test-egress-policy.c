@@ -210,6 +210,48 @@ TEST(parse_invalid) {
         parse_bad("{\"allow\":[\"a.com\\u0000.evil.com\"]}", -EINVAL, "invalid byte 0x00");
 }
 
+static int suffix_check(const char *json, char err[static EGRESS_POLICY_ERR_MAX]) {
+        _cleanup_(egress_policy_freep) EgressPolicy *p = parse_ok(json); /* the syntax is fine */
+        err[0] = 0;
+        return egress_policy_check_public_suffixes(p, err, EGRESS_POLICY_ERR_MAX);
+}
+
+TEST(public_suffix_allow) {
+        char err[EGRESS_POLICY_ERR_MAX];
+        /* an allow wildcard over an ICANN-section public suffix: anyone registers names there */
+        static const struct {
+                const char *json, *msg;
+        } bad[] = {
+                { "{\"allow\":[\"*.co.uk\"]}", "allow[0]: \"*.co.uk\" covers the public suffix \"co.uk\" (ICANN" },
+                { "{\"allow\":[\"*.CO.UK.\"]}", "\"*.co.uk\" covers the public suffix \"co.uk\"" },
+                { "{\"allow\":[\"a.com\",{\"host\":\"*.com.au\",\"ports\":[443]}]}", "allow[1]: \"*.com.au\"" },
+                { "{\"allow\":[\"*.foo.ck\"]}", "\"foo.ck\" (ICANN section" },
+                { "{\"allow\":[\"*.xn--ciqpn.hk\"]}", "\"xn--ciqpn.hk\"" },
+                { "{\"allow\":[\"*.example.com\",\"*.org.uk\"]}", "allow[1]" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                if (suffix_check(bad[i].json, err) != -EINVAL)
+                        test_fail(__FILE__, __LINE__, "%s accepted", bad[i].json);
+                if (!strstr(err, bad[i].msg) || !strstr(err, "Public Suffix List"))
+                        test_fail(__FILE__, __LINE__, "%s: message \"%s\" lacks \"%s\"", bad[i].json, err, bad[i].msg);
+        }
+        /* private-section suffixes are one company's service: a legitimate egress
+         * choice; names under an ICANN suffix, exact hosts and deny entries are fine */
+        static const char *const good[] = {
+                "{\"allow\":[\"*.github.io\",\"*.s3.amazonaws.com\",\"*.blogspot.com\"]}",
+                "{\"allow\":[\"*.example.co.uk\",\"co.uk\",\"api.co.uk\",\"*.city.kawasaki.jp\"]}",
+                "{\"allow\":[\"*.example.xn--p1ai\"],\"deny\":[\"*.co.uk\",\"*.github.io\",\"*.foo.ck\"]}",
+                "{\"allow\":[\"10.0.0.0/8\",\"example.com\"]}",
+                "{}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(good); i++)
+                if (suffix_check(good[i], err) < 0)
+                        test_fail(__FILE__, __LINE__, "%s refused: %s", good[i], err);
+        /* the parser alone keeps stored policies valid when the list grows */
+        _cleanup_(egress_policy_freep) EgressPolicy *p = parse_ok("{\"allow\":[\"*.co.uk\"]}");
+        ASSERT_EQ(host(p, "shop.co.uk", 443), EGRESS_POLICY_ALLOW);
+}
+
 TEST(parse_limits) {
         /* EGRESS_POLICY_RULES_MAX entries pass, one more is -E2BIG */
         _cleanup_free_ char *buf = malloc(EGRESS_POLICY_JSON_MAX * 2);
