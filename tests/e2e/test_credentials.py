@@ -67,6 +67,15 @@ BAD = [
     ({"hosts": ["*"]}, "matches everything"),
     ({"hosts": ["*.com"]}, "top-level"),
     ({"hosts": ["com"]}, "top-level"),
+    # a wildcard over a public suffix (Public Suffix List, either section): every
+    # owner's site under it would receive the value
+    ({"hosts": ["*.co.uk"]}, "'*.co.uk' covers the public suffix 'co.uk' (ICANN section of the Public Suffix List)"),
+    ({"hosts": ["*.github.io"]}, "public suffix 'github.io' (private section"),
+    ({"hosts": ["api.example.com", "*.s3.amazonaws.com"]}, "hosts[1]: '*.s3.amazonaws.com' covers the public suffix"),
+    ({"hosts": ["*.xn--ciqpn.hk"]}, "public suffix 'xn--ciqpn.hk'"),
+    ({"hosts": ["*.foo.ck"]}, "public suffix 'foo.ck'"),
+    ({"hosts": ["*.uk"]}, "top-level"),
+    ({"hosts": ["*.CO.UK"]}, "lower-case"),
     ({"hosts": ["10.0.0.1"]}, "IP"),
     ({"hosts": ["api.example.com:443"]}, "lower-case"),
     ({"hosts": ["API.example.com"]}, "lower-case"),
@@ -107,6 +116,8 @@ def test_bad_input(spaced, fields, words):
 PATCH_BAD = [
     ({"hosts": ["*"]}, "matches everything"),
     ({"hosts": ["*.com"]}, "top-level"),
+    ({"hosts": ["api.example.com", "*.co.uk"]}, "hosts[1]: '*.co.uk' covers the public suffix 'co.uk'"),
+    ({"hosts": ["*.github.io"]}, "public suffix 'github.io'"),
     ({"hosts": []}, "1 to"),
     ({"hosts": ["a.example.com", "a.example.com"]}, "twice"),
     ({"header": "Host: {value}"}, "cannot carry"),
@@ -131,6 +142,16 @@ def test_patch_bad_input_changes_nothing(spaced, fields, words):
     assert after == c, (c, after)   # same version, hosts, header, env, expiry
     evs = spaced.api("GET", "/v1/events", params={"type": "credential.", "limit": 1000}).json()["events"]
     assert [x["type"] for x in evs if x["data"].get("credential") == c["name"]] == ["credential.created"], evs
+
+
+def test_hosts_below_a_public_suffix_are_accepted(spaced):
+    # one owner's names: a wildcard under a registered domain, exact hosts even
+    # when the host is itself a public suffix, one user's site under github.io
+    hosts = ["*.example.co.uk", "api.co.uk", "co.uk", "*.someone.github.io", "*.city.kawasaki.jp"]
+    c, _ = add(spaced, hosts=hosts)
+    assert c["hosts"] == hosts, c
+    r = spaced.api("PATCH", f"/v1/credentials/{c['name']}", json={"hosts": ["*.example.com.au"]})
+    assert r.status == 200 and r.json()["hosts"] == ["*.example.com.au"], r
 
 
 def test_unknown_field_duplicate_and_missing(spaced):

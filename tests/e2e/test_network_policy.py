@@ -39,6 +39,11 @@ def test_create_with_policy_shows_canonical_form(spaced):
 BAD = [
     ({"allow": ["*"]}, 400, "allow[0]: invalid host"),
     ({"allow": ["*.com"]}, 400, "top-level domain"),
+    # an allow wildcard over an ICANN-section public suffix: anyone registers names there
+    ({"allow": ["*.co.uk"]}, 400,
+     "allow[0]: \"*.co.uk\" covers the public suffix \"co.uk\" (ICANN section of the Public Suffix List)"),
+    ({"allow": ["a.example", {"host": "*.COM.AU.", "ports": [443]}]}, 400, "allow[1]: \"*.com.au\" covers"),
+    ({"allow": ["*.xn--ciqpn.hk"]}, 400, "public suffix \"xn--ciqpn.hk\""),
     ({"allow": ["ok.example", "bad..example"]}, 400, "allow[1]: invalid host \"bad..example\""),
     ({"allow": ["10.0.0.1/8"]}, 400, "invalid CIDR"),
     ({"allow": ["10.0.0.0/33"]}, 400, "invalid CIDR"),
@@ -83,6 +88,27 @@ def test_put_bad_policy_refused_nothing_changed(spaced, sandbox, policy, status,
         assert_error_shape(r, status, "invalid_argument" if status == 400 else "payload_too_large")
         assert msg in r.json()["error"]["message"], r.json()
     assert spaced.show(sandbox).json()["network"] == shown
+
+
+def test_private_suffix_wildcards_exact_hosts_and_denials_are_accepted(spaced, sandbox):
+    # "*.github.io" is one company's service (a legitimate egress choice);
+    # names under an ICANN suffix and exact hosts are one owner's; a deny entry
+    # may be as broad as it likes
+    policy = {"allow": ["*.github.io", "*.s3.amazonaws.com", "*.example.co.uk", "co.uk"],
+              "deny": ["*.co.uk", "*.foo.ck"]}
+    r = spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json=policy)
+    assert r.status == 200, r
+    net = r.json()["network"]
+    assert [a["host"] for a in net["allow"]] == policy["allow"], net
+    assert [d["host"] for d in net["deny"]] == policy["deny"], net
+    assert spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json={}).status == 200
+
+
+def test_cli_allow_over_a_public_suffix_refused(spaced):
+    before = sandbox_count(spaced)
+    r = spaced.cli("create", "--allow", "*.co.uk")
+    assert r.rc != 0 and "public suffix \"co.uk\"" in r.err, r
+    assert sandbox_count(spaced) == before
 
 
 def test_put_policy_replaces_and_is_an_event(spaced, sandbox):
@@ -180,6 +206,7 @@ def test_cli_create_bad_allow_refused(spaced):
 @pytest.mark.parametrize("flag,value,msg", [
     ("--default-network", '{"allow":["*.com"]}', "default_network: allow[0]: invalid host"),
     ("--default-network", "not json", "default_network: policy is not valid JSON"),
+    ("--default-network", '{"allow":["*.co.uk"]}', "default_network: allow[0]: \"*.co.uk\" covers the public suffix"),
     ("--gateway-dns-upstream", "resolver.example:53", "gateway_dns_upstream: 'resolver.example:53' is not"),
     ("--gateway-dns-upstream", "10.0.0.1:0", "gateway_dns_upstream"),
     ("--gateway-udp-port", "10077", "gateway ports must differ"),      # 10077-10084 holds 10080 and 10081
