@@ -25,9 +25,11 @@ HOST_END, SB_IP = "10.232.0.0", "10.232.0.1"
 SRV, SRV_GW, SRV_H2, SRV_GRPC = "192.168.232.2", "192.168.232.1", "192.168.232.3", "192.168.232.4"
 CRED_HOST, OTHER, BADNAME, H2HOST, FLIPHOST = "cred.test", "plain.test", "badname.test", "h2.test", "flip.test"
 GRPCHOST = "grpc.test"
+# a name under a public suffix (github.io): only in this test's own zone, served from SRV
+PAGESHOST = "someone.github.io"
 ZONE = {"_listen": [SRV], "_bind": SRV, CRED_HOST: [SRV], OTHER: [SRV], BADNAME: [SRV], H2HOST: [SRV_H2],
-        FLIPHOST: [SRV_H2], GRPCHOST: [SRV_GRPC]}
-POLICY = {"allow": [CRED_HOST, OTHER, BADNAME, H2HOST, GRPCHOST, {"host": CRED_HOST, "ports": [8443]},
+        FLIPHOST: [SRV_H2], GRPCHOST: [SRV_GRPC], PAGESHOST: [SRV]}
+POLICY = {"allow": [CRED_HOST, OTHER, BADNAME, H2HOST, GRPCHOST, PAGESHOST, {"host": CRED_HOST, "ports": [8443]},
                     {"host": FLIPHOST, "ports": [8443]}]}
 NGHTTPD = "/usr/sbin/nghttpd"
 TENANT = "t1"
@@ -77,7 +79,8 @@ table ip spgc {{
         sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={CRED_HOST}",
            "-keyout", f"{tmp}/srv.key", "-out", f"{tmp}/srv.csr")
         with open(f"{tmp}/ext", "w") as f:
-            f.write(f"subjectAltName=DNS:{CRED_HOST},DNS:{OTHER},DNS:{H2HOST},DNS:{FLIPHOST},DNS:{GRPCHOST}\n")
+            f.write(f"subjectAltName=DNS:{CRED_HOST},DNS:{OTHER},DNS:{H2HOST},DNS:{FLIPHOST},DNS:{GRPCHOST},"
+                    f"DNS:{PAGESHOST}\n")
         sh("openssl", "x509", "-req", "-in", f"{tmp}/srv.csr", "-CA", f"{tmp}/ca.pem", "-CAkey", f"{tmp}/ca.key",
            "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
         sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
@@ -232,6 +235,24 @@ def test_revoked_expired_and_other_hosts_get_nothing(cnet):
     assert rc == 0, err
     got = upstream(cnet, tok)
     assert [e["auth"] for e in got] == ["Bearer space-cred-rv"] * 2, got
+
+
+def test_stored_pattern_over_a_public_suffix_is_not_injected(cnet):
+    # a credential stored before the API refused "*.github.io" (or before the
+    # list grew): the gateway keeps its other hosts but never puts the value on
+    # a request to a name under the public suffix
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(cnet, [cred(cnet, "ps", v, ["*.github.io", CRED_HOST])])["ok"]
+    tok = secrets.token_hex(4)
+    rc, out, err = curl(cnet, f"https://{CRED_HOST}/{tok}/kept")
+    assert rc == 0, err
+    # not intercepted: the upstream's own certificate (not the sandbox CA's), so -k
+    rc, out, err = curl(cnet, "-k", "-H", "Authorization: Bearer space-cred-ps", f"https://{PAGESHOST}/{tok}/suffix")
+    assert rc == 0, err
+    got = upstream(cnet, tok)
+    assert [(e["path"].rsplit("/", 1)[1], e["auth"]) for e in got] == [
+        ("kept", f"Bearer {v}"), ("suffix", "Bearer space-cred-ps")], got
+    assert set_creds(cnet, [])["ok"]
 
 
 def test_tunnelled_host_and_plain_http(cnet):
