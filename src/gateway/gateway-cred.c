@@ -122,7 +122,7 @@ static int cred_parse(Gateway *gw, const JsonValue *o, CredInject *c, char *err,
                 }
                 /* stored before the API refused it, or the list grew since:
                  * never inject over a public suffix (or unchecked without a list) */
-                if (cred_host_pattern_public_suffix(h, strlen(h), &ps) < 0 || ps != PUBLIC_SUFFIX_NONE) {
+                if (cred_host_pattern_public_suffix(h, strlen(h), &ps, NULL, 0) != CRED_SUFFIX_NONE) {
                         log_warning("credential %s: host pattern %s covers a public suffix; not injected there",
                                     name, h);
                         continue;

@@ -80,42 +80,63 @@ int cred_host_pattern_syntax_check(const char *p, size_t n, char *errbuf, size_t
         return 0;
 }
 
-int cred_host_pattern_public_suffix(const char *p, size_t n, PublicSuffixSection *ret) {
-        if (!p || !ret)
+int cred_host_pattern_public_suffix(const char *p, size_t n, PublicSuffixSection *ret_section, char *ret_below,
+                                    size_t below_size) {
+        int r;
+
+        if (!p || !ret_section)
                 return -EINVAL;
-        if (n < 2 || p[0] != '*' || p[1] != '.') {
-                *ret = PUBLIC_SUFFIX_NONE; /* an exact host matches one name only */
-                return 0;
-        }
-        return public_suffix_lookup(p + 2, n - 2, ret);
+        *ret_section = PUBLIC_SUFFIX_NONE;
+        if (ret_below && below_size > 0)
+                ret_below[0] = 0;
+        if (n < 2 || p[0] != '*' || p[1] != '.')
+                return CRED_SUFFIX_NONE; /* an exact host matches one name only */
+        r = public_suffix_lookup(p + 2, n - 2, ret_section);
+        if (r < 0)
+                return r;
+        if (*ret_section != PUBLIC_SUFFIX_NONE)
+                return CRED_SUFFIX_IS;
+        r = public_suffix_below(p + 2, n - 2, ret_below, below_size);
+        if (r < 0)
+                return r;
+        return r > 0 ? CRED_SUFFIX_BELOW : CRED_SUFFIX_NONE;
 }
 
 int cred_host_pattern_check(const char *p, size_t n, char *errbuf, size_t errbuf_size) {
+        char below[PUBLIC_SUFFIX_NAME_MAX + 1];
         PublicSuffixSection s;
-        int r;
+        int r, pn = (int) MIN(n, (size_t) 80), xn = (int) MIN(n - 2, (size_t) 80);
 
         r = cred_host_pattern_syntax_check(p, n, errbuf, errbuf_size);
         if (r < 0)
                 return r;
-        r = cred_host_pattern_public_suffix(p, n, &s);
+        r = cred_host_pattern_public_suffix(p, n, &s, below, sizeof below);
         if (r == -ENOENT) {
                 /* fail closed: without the list no wildcard can be shown to be narrow */
                 if (errbuf && errbuf_size > 0)
                         (void) snprintf(errbuf, errbuf_size,
-                                        "'%.*s': no Public Suffix List is installed to check a wildcard against; "
-                                        "name exact hosts", (int) MIN(n, (size_t) 80), p);
+                                        "'%.*s': the Public Suffix List (%s, Debian's publicsuffix package) is not "
+                                        "installed to check a wildcard against; name exact hosts",
+                                        pn, p, PUBLIC_SUFFIX_DAT_PATH);
                 return -EINVAL;
         }
         if (r < 0)
                 return fail(errbuf, errbuf_size, "host pattern is not a host name", p, n);
-        if (s != PUBLIC_SUFFIX_NONE) {
+        if (r == CRED_SUFFIX_IS) {
                 if (errbuf && errbuf_size > 0)
                         (void) snprintf(errbuf, errbuf_size,
                                         "'%.*s' covers the public suffix '%.*s' (%s section of the Public Suffix "
                                         "List): every owner's site under it would receive the credential; name "
                                         "hosts under one registered domain (e.g. '*.example.%.*s')",
-                                        (int) MIN(n, (size_t) 80), p, (int) MIN(n - 2, (size_t) 80), p + 2,
-                                        public_suffix_section_to_string(s), (int) MIN(n - 2, (size_t) 80), p + 2);
+                                        pn, p, xn, p + 2, public_suffix_section_to_string(s), xn, p + 2);
+                return -EINVAL;
+        }
+        if (r == CRED_SUFFIX_BELOW) {
+                if (errbuf && errbuf_size > 0)
+                        (void) snprintf(errbuf, errbuf_size,
+                                        "'%.*s' covers public suffixes below '%.*s', such as '%.80s' (Public Suffix "
+                                        "List): every owner's site under them would receive the credential; name "
+                                        "the exact hosts", pn, p, xn, p + 2, below);
                 return -EINVAL;
         }
         return 0;

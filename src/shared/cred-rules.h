@@ -28,18 +28,23 @@ bool cred_name_valid(const char *p, size_t n);
  * labels of 1..63 (total <= CRED_HOST_MAX), optionally starting with "*."
  * (any name below, not the name itself). Refused: a pattern that matches
  * everything ("*", "*.") or a whole top-level domain ("*.com", "com"), IP
- * literals, ports, upper case, a trailing dot; and a wildcard over a public
- * suffix of either section of the Public Suffix List ("*.co.uk",
- * "*.github.io": every owner's site under it would get the value), or any
- * wildcard when no list is installed. Exact hosts ("api.co.uk") are never
- * refused by the list. What the API checks on a new or changed credential. */
+ * literals, ports, upper case, a trailing dot; and a wildcard that covers a
+ * public suffix of the Public Suffix List, either section: "*.co.uk",
+ * "*.github.io" (the suffix itself), "*.amazonaws.com" ("s3.amazonaws.com"
+ * and others lie below it) — every owner's site there would get the value;
+ * any wildcard when the list is not installed. Exact hosts ("api.co.uk") are
+ * never refused by the list. What the API checks on a new or changed
+ * credential. */
 int cred_host_pattern_check(const char *p, size_t n, char *errbuf, size_t errbuf_size);
 /* The syntax part alone (what the gateway checks on stored credentials: the
  * list may have grown since they were stored). */
 int cred_host_pattern_syntax_check(const char *p, size_t n, char *errbuf, size_t errbuf_size);
-/* For "*.X": the section of the Public Suffix List that lists X; NONE for an
- * exact host or an X someone registered. -ENOENT without a list. */
-int cred_host_pattern_public_suffix(const char *p, size_t n, PublicSuffixSection *ret);
+/* Whether "*.X" covers a public suffix: CRED_SUFFIX_IS (X is one; its section
+ * in ret_section), CRED_SUFFIX_BELOW (one lies below X, into ret_below), or
+ * CRED_SUFFIX_NONE (and for every exact host). -ENOENT without the list. */
+enum { CRED_SUFFIX_NONE, CRED_SUFFIX_IS, CRED_SUFFIX_BELOW };
+int cred_host_pattern_public_suffix(const char *p, size_t n, PublicSuffixSection *ret_section, char *ret_below,
+                                    size_t below_size);
 /* Whether host (a name as the client sent it: case-insensitive, an optional
  * trailing dot, no port) matches the pattern. */
 bool cred_host_match(const char *pattern, const char *host, size_t host_len);

@@ -697,8 +697,9 @@ int main(int argc, char *argv[]) {
         signal(SIGPIPE, SIG_IGN);
         /* the Public Suffix List once, before any thread (wildcard checks) */
         if (public_suffix_init() < 0)
-                log_warning("No Public Suffix List (neither libpsl's built-in one nor the publicsuffix package): "
-                            "wildcard host patterns in credentials and allow rules are refused");
+                log_warning("The Public Suffix List is incomplete (libpsl's built-in list or %s of the "
+                            "publicsuffix package missing): wildcard host patterns in credentials (and, without "
+                            "libpsl's list, in allow rules) are refused", PUBLIC_SUFFIX_DAT_PATH);
         if (streq(config.role, "worker"))
                 return run_worker(&config);
         if (streq(config.role, "api"))

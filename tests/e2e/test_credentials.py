@@ -74,6 +74,8 @@ BAD = [
     ({"hosts": ["api.example.com", "*.s3.amazonaws.com"]}, "hosts[1]: '*.s3.amazonaws.com' covers the public suffix"),
     ({"hosts": ["*.xn--ciqpn.hk"]}, "public suffix 'xn--ciqpn.hk'"),
     ({"hosts": ["*.foo.ck"]}, "public suffix 'foo.ck'"),
+    # amazonaws.com is Amazon's, but s3.amazonaws.com and others below it are suffixes
+    ({"hosts": ["*.amazonaws.com"]}, "'*.amazonaws.com' covers public suffixes below 'amazonaws.com', such as '"),
     ({"hosts": ["*.uk"]}, "top-level"),
     ({"hosts": ["*.CO.UK"]}, "lower-case"),
     ({"hosts": ["10.0.0.1"]}, "IP"),

@@ -318,8 +318,25 @@ TEST(host_patterns) {
                         test_fail(__FILE__, __LINE__, "'%s': unclear reason: %s", suffixes[i].pattern, err);
                 /* the syntax alone (what the gateway checks on stored rows) is fine */
                 ASSERT_OK(cred_host_pattern_syntax_check(suffixes[i].pattern, strlen(suffixes[i].pattern), NULL, 0));
-                ASSERT_OK(cred_host_pattern_public_suffix(suffixes[i].pattern, strlen(suffixes[i].pattern), &sec));
+                ASSERT_EQ(cred_host_pattern_public_suffix(suffixes[i].pattern, strlen(suffixes[i].pattern), &sec,
+                                                          NULL, 0),
+                          CRED_SUFFIX_IS);
                 ASSERT_STREQ(public_suffix_section_to_string(sec), suffixes[i].section);
+        }
+        /* a wildcard above a suffix: amazonaws.com is Amazon's, but every
+         * bucket's name under s3.amazonaws.com is its owner's */
+        static const char *const above[] = { "*.amazonaws.com", "*.eu-west-1.amazonaws.com", "*.fastly.net" };
+        for (size_t i = 0; i < ELEMENTSOF(above); i++) {
+                char below[PUBLIC_SUFFIX_NAME_MAX + 1];
+                PublicSuffixSection sec;
+                err[0] = 0;
+                if (cred_host_pattern_check(above[i], strlen(above[i]), err, sizeof err) != -EINVAL)
+                        test_fail(__FILE__, __LINE__, "'%s' was accepted", above[i]);
+                if (!strstr(err, "covers public suffixes below") || !strstr(err, above[i] + 2))
+                        test_fail(__FILE__, __LINE__, "'%s': unclear reason: %s", above[i], err);
+                ASSERT_EQ(cred_host_pattern_public_suffix(above[i], strlen(above[i]), &sec, below, sizeof below),
+                          CRED_SUFFIX_BELOW);
+                ASSERT_TRUE(endswith(below, above[i] + 1)); /* ".amazonaws.com" */
         }
         /* upper case and a trailing dot stay refused by the syntax, whatever the suffix */
         static const char *const odd[] = { "*.CO.UK", "*.co.uk.", "*.Example.co.uk", "*.uk", "*.xn--p1ai" };
@@ -386,6 +403,21 @@ TEST(public_suffix_lookup) {
         ASSERT_ERRNO(public_suffix_lookup(name, sizeof name, &s), EINVAL);
         ASSERT_OK(public_suffix_lookup(name, PUBLIC_SUFFIX_NAME_MAX, &s)); /* one unknown TLD */
         ASSERT_NULL(public_suffix_section_to_string(PUBLIC_SUFFIX_NONE));
+
+        /* suffixes below a name (the text list, byte-reversed and sorted) */
+        char below[PUBLIC_SUFFIX_NAME_MAX + 1];
+        ASSERT_EQ(public_suffix_below("amazonaws.com", 13, below, sizeof below), 1);
+        ASSERT_TRUE(endswith(below, ".amazonaws.com"));
+        ASSERT_EQ(public_suffix_below("AMAZONAWS.COM.", 14, below, sizeof below), 1);
+        ASSERT_EQ(public_suffix_below("compute.amazonaws.com", 21, below, sizeof below), 1); /* "*.compute..." */
+        ASSERT_EQ(public_suffix_below("example.com", 11, below, sizeof below), 0);
+        ASSERT_EQ(public_suffix_below("example.co.uk", 13, below, sizeof below), 0);
+        ASSERT_EQ(public_suffix_below("github.com", 10, NULL, 0), 0);
+        ASSERT_EQ(public_suffix_below("s3.amazonaws.com", 16, NULL, 0), 0); /* nothing strictly below it */
+        ASSERT_EQ(public_suffix_below("uk", 2, below, sizeof below), 1);
+        ASSERT_ERRNO(public_suffix_below("a..com", 6, below, sizeof below), EINVAL);
+        ASSERT_ERRNO(public_suffix_below(".com", 4, below, sizeof below), EINVAL);
+        ASSERT_ERRNO(public_suffix_below("", 0, below, sizeof below), EINVAL);
 }
 
 TEST(field_checks) {
