@@ -4,7 +4,8 @@
  *    success the canonical JSON parses again to the same canonical JSON;
  *  - the input (and its halves) as a name and as a 4/16-byte address is matched
  *    against the policy on a port taken from the input, and the address against
- *    the guard: nothing may crash, and a name the normaliser refuses never matches. */
+ *    the guard: nothing may crash, and a name the normaliser refuses never matches;
+ *  - the Public Suffix List checks on the policy and on the input as a name. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "fuzz-check.h"
 #include "alloc-util.h"
 #include "egress-policy.h"
+#include "public-suffix.h"
 
 static const char fixed[] = "{\"allow\":[\"example.com\",\"*.github.com\",\"192.168.0.0/16\",{\"host\":\"a.b\",\"ports\":[\"1-65535\"]}],"
                             "\"deny\":[\"x.github.com\"]}";
@@ -40,6 +42,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 CHECK(egress_policy_parse(a, strlen(a), &q, err, sizeof err) >= 0);
                 CHECK(egress_policy_to_json(q, &b) >= 0);
                 CHECK(strcmp(a, b) == 0);
+                /* the Public Suffix List check of new policies: ok or a reason */
+                err[0] = 0;
+                r = egress_policy_check_public_suffixes(p, err, sizeof err);
+                CHECK(r == 0 || (r == -EINVAL && err[0] != 0));
         }
         CHECK(egress_policy_parse(fixed, strlen(fixed), &f, err, sizeof err) >= 0);
         for (size_t half = 0; half < 2; half++) {
@@ -47,6 +53,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 size_t len = half ? size - size / 2 : size;
                 EgressPolicyMatch m;
                 bool valid = egress_policy_host_normalize(n, len, norm, &wc, NULL, 0) >= 0 && !wc;
+                PublicSuffixSection sec;
+                char below[PUBLIC_SUFFIX_NAME_MAX + 1];
+                r = public_suffix_lookup(n, len, &sec);
+                CHECK(r == -EINVAL || (r == 0 && sec >= PUBLIC_SUFFIX_NONE && sec < _PUBLIC_SUFFIX_MAX));
+                r = public_suffix_below(n, len, below, sizeof below);
+                CHECK(r == -EINVAL || r == 0 || (r == 1 && strlen(below) <= PUBLIC_SUFFIX_NAME_MAX));
                 EgressPolicyVerdict v = egress_policy_match_host(f, n, len, port, &m);
                 if (!valid)
                         CHECK(v == EGRESS_POLICY_DENY_NO_RULE);
