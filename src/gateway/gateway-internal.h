@@ -61,6 +61,7 @@
 #define GW_CLOSE_DRAIN_MAX (256U * 1024U)
 #define GW_ALPN_MEMORY_MAX 16U          /* upstreams' ALPN choices remembered per sandbox (gateway-intercept.c) */
 #define GW_ALPN_MEMORY_SEC 600U
+#define GW_NAMES_PER_ADDR_MAX 16U       /* names remembered for one address, tried by a redirected other-port connection */
 
 typedef struct Gateway Gateway;
 typedef struct GwIo GwIo;
@@ -255,6 +256,23 @@ void gw_sandbox_drop_conns(Gateway *gw, GwSandbox *sb);
 void gw_conn_close(Gateway *gw, GwConn *c);
 /* A decision event for c and a refusal (403/502 for HTTP clients, a close otherwise). */
 void gw_conn_deny(Gateway *gw, GwConn *c, int status, const char *why);
+/* A deny event for c and its end: the refusal a new connection gets if
+ * nothing was relayed yet, else both legs reset. Frees c. */
+void gw_conn_cut(Gateway *gw, GwConn *c, const char *why);
+
+/* gateway-decide.c: the policy's verdict on a connection (why: the rule that
+ * decided, or the reason it is denied) */
+/* c's name on c->port. */
+bool gw_verdict_name(const GwConn *c, const char *name, char *why, size_t whysize);
+/* c->dst on c->port: the guard, then CIDR rules. */
+bool gw_verdict_addr(Gateway *gw, const GwConn *c, char *why, size_t whysize);
+/* A redirected other-port connection: c->host (if set), then the names the
+ * gateway resolved to c->dst for the sandbox, then the address. ret_host: the
+ * name that allowed it ("" if the address did). */
+bool gw_verdict_tcp(Gateway *gw, const GwConn *c, char ret_host[static DNS_NAME_MAX + 1], char *why, size_t whysize);
+/* sb's policy changed: every open connection of sb the new policy denies is
+ * cut (gw_conn_cut), with a network.deny event saying so. */
+void gw_policy_recheck(Gateway *gw, GwSandbox *sb);
 
 struct GwIntercept;
 

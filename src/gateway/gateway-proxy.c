@@ -28,7 +28,6 @@
 
 #define GW_HEAD_READ_MAX (HTTP_HEAD_MAX + 4096U) /* head plus the start of a body */
 #define GW_HELLO_READ_MAX (SNI_HELLO_MAX + 5U)
-#define GW_NAMES_PER_ADDR_MAX 16U
 
 static void conn_update(Gateway *gw, GwConn *c);
 static void uio_event(Gateway *gw, GwIo *io, uint32_t events);
@@ -123,6 +122,23 @@ static void deny(Gateway *gw, GwConn *c, int status, const char *why) {
 
 void gw_conn_deny(Gateway *gw, GwConn *c, int status, const char *why) {
         deny(gw, c, status, why);
+}
+
+void gw_conn_cut(Gateway *gw, GwConn *c, const char *why) {
+        static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+        if ((c->state == GW_CONN_RESOLVING || c->state == GW_CONN_CONNECTING) && !c->ix) {
+                deny(gw, c, 403, why); /* nothing went either way yet (a CONNECT is not answered before) */
+                return;
+        }
+        gw_event(gw, c->sb, false, c->proto ?: "tcp", c->host[0] ? c->host : NULL, c->host[0] ? NULL : &c->dst.sin_addr,
+                 c->port, why);
+        /* a reset, not a FIN: an end the sandbox cannot take for the stream's own (a download without
+         * a length, a relayed protocol); what it had not read yet goes too */
+        if (c->cio.fd >= 0)
+                (void) setsockopt(c->cio.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        if (c->uio.fd >= 0)
+                (void) setsockopt(c->uio.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        gw_conn_close(gw, c);
 }
 
 static void conn_update(Gateway *gw, GwConn *c) {
@@ -284,10 +300,9 @@ void gw_conn_resolved(Gateway *gw, GwConn *c, int rcode, const struct in_addr *a
 
 /* The decision for a name (and, when redirected, the destination the sandbox chose). */
 static bool decide_name(Gateway *gw, GwConn *c, const char *name, bool check_memory) {
-        EgressPolicyMatch m;
-        char why[EGRESS_POLICY_RULE_TEXT_MAX + 128];
-        if (egress_policy_match_host(c->sb->policy, name, strlen(name), c->port, &m) != EGRESS_POLICY_ALLOW) {
-                deny(gw, c, 403, m.rule[0] ? m.rule : "no rule allows this host and port");
+        char rule[EGRESS_POLICY_RULE_TEXT_MAX + 64], why[DNS_NAME_MAX + 128];
+        if (!gw_verdict_name(c, name, rule, sizeof rule)) {
+                deny(gw, c, 403, rule);
                 return false;
         }
         if (check_memory && !gw_memory_has(c->sb, c->host, c->dst.sin_addr)) {
@@ -297,23 +312,18 @@ static bool decide_name(Gateway *gw, GwConn *c, const char *name, bool check_mem
                 deny(gw, c, 403, why);
                 return false;
         }
-        gw_event(gw, c->sb, true, c->proto, c->host, NULL, c->port, m.rule);
+        gw_event(gw, c->sb, true, c->proto, c->host, NULL, c->port, rule);
         return true;
 }
 
 static bool decide_addr(Gateway *gw, GwConn *c) {
-        EgressPolicyMatch m;
-        const char *why = egress_policy_addr_forbidden(&gw->guard, AF_INET, &c->dst.sin_addr);
+        char why[EGRESS_POLICY_RULE_TEXT_MAX + 64];
         c->host[0] = 0;
-        if (why) {
+        if (!gw_verdict_addr(gw, c, why, sizeof why)) {
                 deny(gw, c, 403, why);
                 return false;
         }
-        if (egress_policy_match_addr(c->sb->policy, AF_INET, &c->dst.sin_addr, c->port, &m) != EGRESS_POLICY_ALLOW) {
-                deny(gw, c, 403, m.rule[0] ? m.rule : "a raw address needs a CIDR rule");
-                return false;
-        }
-        gw_event(gw, c->sb, true, c->proto, NULL, &c->dst.sin_addr, c->port, m.rule);
+        gw_event(gw, c->sb, true, c->proto, NULL, &c->dst.sin_addr, c->port, why);
         return true;
 }
 
@@ -642,22 +652,16 @@ static void tls_hello(Gateway *gw, GwConn *c) {
  * (server-first protocols send nothing): a CIDR rule, or a name this gateway
  * resolved to that address for the sandbox with a rule naming the port. */
 static void plain_tcp(Gateway *gw, GwConn *c) {
-        const char *names[GW_NAMES_PER_ADDR_MAX];
-        size_t n = gw_memory_names(c->sb, c->dst.sin_addr, names, ELEMENTSOF(names));
+        char host[DNS_NAME_MAX + 1], why[EGRESS_POLICY_RULE_TEXT_MAX + 64];
         c->proto = "tcp";
         c->port = ntohs(c->dst.sin_port);
-        for (size_t i = 0; i < n; i++) {
-                EgressPolicyMatch m;
-                if (egress_policy_match_host(c->sb->policy, names[i], strlen(names[i]), c->port, &m) == EGRESS_POLICY_ALLOW &&
-                    !egress_policy_addr_forbidden(&gw->guard, AF_INET, &c->dst.sin_addr)) {
-                        (void) strscpy(c->host, sizeof c->host, names[i]);
-                        gw_event(gw, c->sb, true, c->proto, c->host, &c->dst.sin_addr, c->port, m.rule);
-                        conn_connect(gw, c);
-                        return;
-                }
+        if (!gw_verdict_tcp(gw, c, host, why, sizeof why)) {
+                deny(gw, c, 403, why);
+                return;
         }
-        if (decide_addr(gw, c))
-                conn_connect(gw, c);
+        (void) strscpy(c->host, sizeof c->host, host);
+        gw_event(gw, c->sb, true, c->proto, c->host[0] ? c->host : NULL, &c->dst.sin_addr, c->port, why);
+        conn_connect(gw, c);
 }
 
 static void head_input(Gateway *gw, GwConn *c) {

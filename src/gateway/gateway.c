@@ -416,6 +416,7 @@ static int op_policy(Gateway *gw, const JsonValue *req, char *err, size_t errsiz
         egress_policy_free(sb->policy);
         sb->policy = p;
         gw_udp_drop_flows(gw, sb); /* decided again on their next datagram */
+        gw_policy_recheck(gw, sb); /* what the new policy denies is cut now */
         return 0;
 }
 
