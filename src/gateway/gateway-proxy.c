@@ -760,6 +760,11 @@ static void client_readable(Gateway *gw, GwConn *c) {
                         return;
                 }
                 c->c_eof = true;
+                if (c->in_n == 0 && !c->u_shut && c->uio.fd >= 0 && !c->sni_check) {
+                        /* on to the upstream now: it may send nothing until it sees the end */
+                        (void) shutdown(c->uio.fd, SHUT_WR);
+                        c->u_shut = true;
+                }
                 conn_update(gw, c);
                 return;
         }

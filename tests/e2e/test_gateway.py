@@ -1076,3 +1076,189 @@ def test_stalled_reader_bounds_what_the_gateway_takes_in(net, via):
         p.wait()
         p.stdout.close()
         p.stderr.close()
+
+
+# ---- a policy change cuts the open connections it denies ----
+
+CUT_CLIENT = r"""
+import hashlib, socket, ssl, sys
+via, host, size, ca = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+if via == "connect":
+    s = socket.create_connection(("10.231.0.0", 10080), timeout=20)
+    s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (host.encode(), host.encode()))
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(1)
+    assert buf.startswith(b"HTTP/1.1 200"), buf
+else:
+    s = socket.create_connection((socket.gethostbyname(host), 443), timeout=20)
+s = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+s.sendall(b"GET /big/%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (size, host.encode()))
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+assert head.startswith(b"HTTP/1.1 200"), head
+got, h = 0, hashlib.sha256()
+d = s.recv(65536)
+got += len(d); h.update(d)
+print("started", flush=True)
+sys.stdin.readline()          # the test changes the policy meanwhile; the upstream waits on the shut window
+end = "eof"
+try:
+    while got < size:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += len(d); h.update(d)
+except (OSError, ssl.SSLError) as e:
+    end = type(e).__name__
+print(got, h.hexdigest(), end, flush=True)
+"""
+
+
+class CutClient:
+    """A download through the gateway that stops reading after its first
+    bytes until resume() (the rest waits in buffers: the connection is open
+    whatever the timing)."""
+
+    def __init__(self, net, via, host, size):
+        self.size = size
+        self.p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", CUT_CLIENT, via, host, str(size),
+                                   f"{net['tmp']}/ca.pem"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline().strip()
+        assert line == "started", self.p.stderr.read() if self.p.poll() is not None else line
+
+    def resume(self):
+        import hashlib
+        out, err = self.p.communicate("go\n", timeout=60)
+        assert self.p.returncode == 0, err
+        got, digest, end = out.split()
+        return int(got), digest == hashlib.sha256(b"x" * self.size).hexdigest(), end
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.communicate()
+
+
+def cut_events(gw, host=None, since=0):
+    return [e for e in gw.events[since:] if e["event"] == "network.deny" and "the policy changed" in e["reason"]
+            and (host is None or e["data"].get("host") == host)]
+
+
+@pytest.mark.parametrize("via", ["transparent", "connect"])
+def test_policy_change_cuts_open_tunnels_it_denies(net, via):
+    """A host put on the deny list mid-download: its open TLS tunnel is reset
+    at once (the client gets far less than the whole body) with a network.deny
+    event; a tunnel to a host that stays allowed (on the same address) goes on
+    byte-exact across the same change."""
+    gw = net["gw"]
+    size = 64 << 20
+    dns(net, "allowed.test")
+    cut = CutClient(net, via, "allowed.test", size)
+    kept = None
+    try:
+        kept = CutClient(net, via, "www.allowed.test", 16 << 20)
+        since = len(gw.events)
+        set_policy(net, {**POLICY, "deny": POLICY["deny"] + ["allowed.test"]})
+        assert gw.wait_event(lambda e: cut_events(gw, "allowed.test", since)), gw.events[since:]
+        ev = cut_events(gw, "allowed.test", since)
+        assert len(ev) == 1, ev
+        assert ev[0]["data"]["kind"] == ("tls" if via == "transparent" else "connect"), ev
+        assert ev[0]["data"]["port"] == 443 and "deny allowed.test" in ev[0]["reason"], ev
+        assert cut_events(gw, "www.allowed.test", since) == []
+        got, _, end = cut.resume()
+        assert got < size // 2, (got, end)
+        assert end != "eof" or got < size, end
+        got, exact, end = kept.resume()
+        assert (got, exact) == (16 << 20, True), end
+        # and a new connection to the denied host is refused as usual
+        rc, _, _ = curl(net, *((proxy() if via == "connect" else ()) + ("https://allowed.test/",)))
+        assert rc != 0
+    finally:
+        cut.kill()
+        if kept:
+            kept.kill()
+        set_policy(net, POLICY)
+
+
+@pytest.mark.parametrize("via", ["transparent", "connect"])
+def test_policy_change_more_permissive_cuts_nothing(net, via):
+    gw = net["gw"]
+    size = 16 << 20
+    dns(net, "allowed.test")
+    c = CutClient(net, via, "allowed.test", size)
+    try:
+        since = len(gw.events)
+        set_policy(net, {**POLICY, "allow": POLICY["allow"] + ["other.test", {"cidr": "192.168.231.0/24"}]})
+        set_policy(net, POLICY)      # back: the same verdict for it as before
+        got, exact, end = c.resume()
+        assert (got, exact) == (size, True), end
+        assert cut_events(gw, since=since) == []
+    finally:
+        c.kill()
+        set_policy(net, POLICY)
+
+
+TCP_RELAY = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+f = s.makefile("rb")
+assert f.readline() == b"echo-banner\n"
+s.sendall(b"one\n")
+assert f.readline() == b"one\n"
+print("relaying", flush=True)
+sys.stdin.readline()
+try:
+    s.sendall(b"two\n")
+    line = f.readline()
+    print("echo" if line == b"two\n" else "ended %r" % line, flush=True)
+except OSError as e:
+    print("ended", type(e).__name__, flush=True)
+"""
+
+
+def test_policy_change_cuts_a_tcp_relay_when_its_rule_goes(net):
+    """A relayed other-port connection allowed by a CIDR rule: removing the
+    rule resets it (event with the address and port); with the rule kept
+    (another one removed), the relay goes on."""
+    gw = net["gw"]
+    rule = {"cidr": f"{SRV_B}/32", "ports": [2222]}
+    with_rule = {**POLICY, "allow": POLICY["allow"] + [rule, "other.test"]}
+    set_policy(net, with_rule)
+    procs = []
+    try:
+        def relay():
+            p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", TCP_RELAY, SRV_B, "2222"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append(p)
+            assert p.stdout.readline().strip() == "relaying", p.stderr.read() if p.poll() is not None else ""
+            return p
+        kept = relay()
+        since = len(gw.events)
+        set_policy(net, {**POLICY, "allow": POLICY["allow"] + [rule]})   # other.test goes, the CIDR rule stays
+        out, _ = kept.communicate("go\n", timeout=20)
+        assert out.strip() == "echo", out
+        assert cut_events(gw, since=since) == []
+        for _ in range(100):        # the kept relay's end goes through the gateway to the upstream
+            open_ = sh("ip", "netns", "exec", net["ns"]["gw"], "ss", "-tnH", "( dport = :2222 )").stdout.strip()
+            if not open_:
+                break
+            time.sleep(0.1)
+        assert not open_, open_
+        cut = relay()
+        since = len(gw.events)
+        set_policy(net, POLICY)
+        assert gw.wait_event(lambda e: cut_events(gw, since=since)), gw.events[since:]
+        ev = cut_events(gw, since=since)
+        assert len(ev) == 1 and ev[0]["data"]["kind"] == "tcp", ev
+        assert ev[0]["data"]["ip"] == SRV_B and ev[0]["data"]["port"] == 2222, ev
+        out, _ = cut.communicate("go\n", timeout=20)
+        assert out.startswith("ended"), out
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+        set_policy(net, POLICY)
