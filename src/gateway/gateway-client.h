@@ -61,6 +61,9 @@ int gateway_client_wait(GatewayClient *g, int64_t seq, char *errbuf, size_t errb
  * event "network.error" of the sandbox. */
 int gateway_client_send_replace(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
                                 struct in_addr host_ip, const char *policy_json);
+/* The sandbox's policy replaced, in effect when this returns: new connections
+ * and DNS queries follow it, open connections it denies are reset (an event
+ * each), UDP flows are decided again on their next datagram. */
 int gateway_client_set_policy(GatewayClient *g, const char *id, const char *policy_json, char *errbuf, size_t errbuf_size);
 int gateway_client_unregister(GatewayClient *g, const char *id);
 

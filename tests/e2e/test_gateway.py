@@ -1082,9 +1082,9 @@ def test_stalled_reader_bounds_what_the_gateway_takes_in(net, via):
 
 CUT_CLIENT = r"""
 import hashlib, socket, ssl, sys
-via, host, size, ca = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+via, host, size, ca, proxy = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 if via == "connect":
-    s = socket.create_connection(("10.231.0.0", 10080), timeout=20)
+    s = socket.create_connection((proxy, 10080), timeout=20)
     s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (host.encode(), host.encode()))
     buf = b""
     while b"\r\n\r\n" not in buf:
@@ -1121,10 +1121,10 @@ class CutClient:
     bytes until resume() (the rest waits in buffers: the connection is open
     whatever the timing)."""
 
-    def __init__(self, net, via, host, size):
+    def __init__(self, net, via, host, size, ca=None, proxy=HOST_END):
         self.size = size
         self.p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", CUT_CLIENT, via, host, str(size),
-                                   f"{net['tmp']}/ca.pem"],
+                                   ca or f"{net['tmp']}/ca.pem", proxy],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.p.stdout.readline().strip()
         assert line == "started", self.p.stderr.read() if self.p.poll() is not None else line

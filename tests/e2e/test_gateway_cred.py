@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from test_gateway import GATEWAY_RUN, BUILD, PY, SERVERS, Gateway, sh
+from test_gateway import GATEWAY_RUN, BUILD, PY, SERVERS, CutClient, Gateway, cut_events, sh
 
 CRED_SEAL = os.path.join(BUILD, "tests", "cred-seal")
 HOST_END, SB_IP = "10.232.0.0", "10.232.0.1"
@@ -296,3 +296,36 @@ def test_no_master_key_value_fails_closed(cnet):
     rc, out, err = curl(cnet, "--cacert", f"{cnet['tmp']}/ca.pem", f"https://{CRED_HOST}/{tok}/closed")
     assert rc == 0, err
     assert [e["auth"] for e in upstream(cnet, tok)] == [None]   # tunnelled, nothing added
+
+
+@pytest.mark.parametrize("via", ["transparent", "connect"])
+def test_policy_change_cuts_an_intercepted_connection(cnet, via):
+    """An intercepted connection (TLS ended here, the credential on each
+    request) to a host the policy then denies: reset at once mid-download,
+    with a network.deny event; an intercepted download from a host that stays
+    allowed goes on byte-exact."""
+    gw = cnet["gw"]
+    assert set_creds(cnet, [cred(cnet, "api", "sk-gw-" + secrets.token_hex(12), [CRED_HOST, OTHER])])["ok"]
+    ca = f"{cnet['tmp']}/sbca.pem"
+    size = 64 << 20
+    cut = CutClient(cnet, via, CRED_HOST, size, ca=ca, proxy=HOST_END)
+    kept = None
+    try:
+        kept = CutClient(cnet, via, OTHER, 8 << 20, ca=ca, proxy=HOST_END)
+        since = len(gw.events)
+        r = gw.request("policy", id="sb1", policy={**POLICY, "deny": [CRED_HOST]})
+        assert r["ok"], r
+        assert gw.wait_event(lambda e: cut_events(gw, CRED_HOST, since)), gw.events[since:]
+        ev = cut_events(gw, CRED_HOST, since)
+        assert len(ev) == 1 and "deny cred.test" in ev[0]["reason"], ev
+        assert cut_events(gw, OTHER, since) == []
+        got, _, end = cut.resume()
+        assert got < size // 2, (got, end)
+        got, exact, end = kept.resume()
+        assert (got, exact) == (8 << 20, True), end
+    finally:
+        cut.kill()
+        if kept:
+            kept.kill()
+        assert gw.request("policy", id="sb1", policy=POLICY)["ok"]
+        set_creds(cnet, [])

@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import subprocess
+import time
 
 import pytest
 
@@ -483,3 +484,39 @@ def test_h2_upstream_goaway_relayed_and_unanswered_stream_refused(h2net):
     assert out["data"].get("1") == "one" and 1 in out["ended"], out   # the stream the upstream took: answered
     assert out["rst"].get("3") == 7, out                               # the other: REFUSED_STREAM (retry elsewhere)
     assert out["goaway"] == 0, out                                     # and the sandbox is told GOAWAY, NO_ERROR
+
+
+def test_h2_connection_cut_when_its_host_is_denied(h2net):
+    """An intercepted HTTP/2 connection in the middle of a download (curl,
+    rate-limited so that it is): the policy denies the host, the connection is
+    reset at once with a network.deny event, curl fails short of the body."""
+    from test_gateway_cred import POLICY
+    from test_gateway import cut_events
+    gw = h2net["gw"]
+    assert set_creds(h2net, [cred(h2net, "h2cut", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
+    size = os.path.getsize(f"{h2net['tmp']}/www/big")
+    dst = f"{h2net['tmp']}/cut-{secrets.token_hex(4)}"
+    p = subprocess.Popen(["ip", "netns", "exec", h2net["ns"]["sb"], "curl", "-sS", "--http2", "--limit-rate", "64k",
+                          "--max-time", "120", "--cacert", f"{h2net['tmp']}/sbca.pem", "-w", "%{http_version}",
+                          "-o", dst, f"https://{H2HOST}/big"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if os.path.exists(dst) and os.path.getsize(dst) > 0:
+                break
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        since = len(gw.events)
+        assert gw.request("policy", id="sb1", policy={**POLICY, "deny": [H2HOST]})["ok"]
+        assert gw.wait_event(lambda e: cut_events(gw, H2HOST, since)), gw.events[since:]
+        out, err = p.communicate(timeout=60)
+        assert p.returncode != 0 and out == "2", (p.returncode, out, err)
+        assert os.path.getsize(dst) < size
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+        if os.path.exists(dst):
+            os.unlink(dst)
+        assert gw.request("policy", id="sb1", policy=POLICY)["ok"]
+        set_creds(h2net, [])
