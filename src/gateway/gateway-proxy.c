@@ -127,6 +127,11 @@ void gw_conn_deny(Gateway *gw, GwConn *c, int status, const char *why) {
 void gw_conn_cut(Gateway *gw, GwConn *c, const char *why) {
         static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
         if ((c->state == GW_CONN_RESOLVING || c->state == GW_CONN_CONNECTING) && !c->ix) {
+                if (c->resolve) { /* its answer must not connect the refused connection */
+                        c->resolve->conn = NULL;
+                        gw_resolve_free(gw, c->resolve);
+                        c->resolve = NULL;
+                }
                 deny(gw, c, 403, why); /* nothing went either way yet (a CONNECT is not answered before) */
                 return;
         }

@@ -1262,3 +1262,44 @@ def test_policy_change_cuts_a_tcp_relay_when_its_rule_goes(net):
                 p.kill()
             p.communicate()
         set_policy(net, POLICY)
+
+
+def test_policy_change_refuses_a_proxy_request_still_resolving(net):
+    """A proxy request whose name the gateway is still resolving (its
+    resolver here never answers) when the policy denies the name: refused at
+    once with the 403 a new request gets and the event saying why (not left
+    to the lookup, which would connect it)."""
+    ns = net["ns"]
+    silent = subprocess.Popen(["ip", "netns", "exec", ns["srv"], PY, "-c",
+                               "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                               f"s.bind(('{SRV_A}',5399));print('ready',flush=True)\n"
+                               "while True:\n q=s.recv(512);print('query',flush=True)"],
+                              stdout=subprocess.PIPE, text=True)
+    gw = None
+    client = None
+    try:
+        assert silent.stdout.readline().strip() == "ready"
+        gw = Gateway(ns["gw"], f"{SRV_A}:5399", ["--events-per-sec", "1000", "--dns-port", "12053",
+                                                 "--proxy-port", "12080", "--transparent-port", "12081",
+                                                 "--udp-port", "12082"])
+        assert gw.request("register", id="sbr", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END,
+                          policy=POLICY)["ok"]
+        client = subprocess.Popen(["ip", "netns", "exec", ns["sb"], "curl", "-sS", "--max-time", "30", "-x",
+                                   f"http://{HOST_END}:12080", "http://allowed.test/"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert silent.stdout.readline().strip() == "query"      # the gateway is resolving
+        since = len(gw.events)
+        assert gw.request("policy", id="sbr", policy={"allow": POLICY["allow"], "deny": ["allowed.test"]})["ok"]
+        out, err = client.communicate(timeout=30)
+        assert "the policy changed: deny allowed.test" in out, (out, err)
+        ev = cut_events(gw, "allowed.test", since)
+        assert len(ev) == 1 and ev[0]["data"]["kind"] == "http", ev
+    finally:
+        if client and client.poll() is None:
+            client.kill()
+            client.communicate()
+        rc, err = gw.close() if gw else (0, "")
+        silent.kill()
+        silent.wait()
+        silent.stdout.close()
+    assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
