@@ -1090,10 +1090,16 @@ if via == "connect":
     while b"\r\n\r\n" not in buf:
         buf += s.recv(1)
     assert buf.startswith(b"HTTP/1.1 200"), buf
+elif via == "proxy-http":
+    s = socket.create_connection((proxy, 10080), timeout=20)
 else:
-    s = socket.create_connection((socket.gethostbyname(host), 443), timeout=20)
-s = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
-s.sendall(b"GET /big/%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (size, host.encode()))
+    s = socket.create_connection((socket.gethostbyname(host), 80 if via == "http" else 443), timeout=20)
+target = b"/big/%d" % size
+if via == "proxy-http":
+    target = b"http://" + host.encode() + target
+elif via != "http":
+    s = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (target, host.encode()))
 head = b""
 while b"\r\n\r\n" not in head:
     head += s.recv(1)
@@ -1147,12 +1153,13 @@ def cut_events(gw, host=None, since=0):
             and (host is None or e["data"].get("host") == host)]
 
 
-@pytest.mark.parametrize("via", ["transparent", "connect"])
+@pytest.mark.parametrize("via", ["transparent", "connect", "http", "proxy-http"])
 def test_policy_change_cuts_open_tunnels_it_denies(net, via):
-    """A host put on the deny list mid-download: its open TLS tunnel is reset
-    at once (the client gets far less than the whole body) with a network.deny
-    event; a tunnel to a host that stays allowed (on the same address) goes on
-    byte-exact across the same change."""
+    """A host put on the deny list mid-download: its open TLS tunnel
+    (transparent, CONNECT) or plain-HTTP relay (transparent port 80, proxy) is
+    reset at once (the client gets far less than the whole body) with a
+    network.deny event; one to a host that stays allowed (on the same address)
+    goes on byte-exact across the same change."""
     gw = net["gw"]
     size = 64 << 20
     dns(net, "allowed.test")
@@ -1165,8 +1172,9 @@ def test_policy_change_cuts_open_tunnels_it_denies(net, via):
         assert gw.wait_event(lambda e: cut_events(gw, "allowed.test", since)), gw.events[since:]
         ev = cut_events(gw, "allowed.test", since)
         assert len(ev) == 1, ev
-        assert ev[0]["data"]["kind"] == ("tls" if via == "transparent" else "connect"), ev
-        assert ev[0]["data"]["port"] == 443 and "deny allowed.test" in ev[0]["reason"], ev
+        assert ev[0]["data"]["kind"] == {"transparent": "tls", "connect": "connect"}.get(via, "http"), ev
+        assert ev[0]["data"]["port"] == (443 if via in ("transparent", "connect") else 80), ev
+        assert "the policy changed: deny allowed.test" in ev[0]["reason"], ev
         assert cut_events(gw, "www.allowed.test", since) == []
         got, _, end = cut.resume()
         assert got < size // 2, (got, end)
@@ -1174,8 +1182,9 @@ def test_policy_change_cuts_open_tunnels_it_denies(net, via):
         got, exact, end = kept.resume()
         assert (got, exact) == (16 << 20, True), end
         # and a new connection to the denied host is refused as usual
-        rc, _, _ = curl(net, *((proxy() if via == "connect" else ()) + ("https://allowed.test/",)))
-        assert rc != 0
+        scheme = "https" if via in ("transparent", "connect") else "http"
+        rc, out, _ = curl(net, *((proxy() if via in ("connect", "proxy-http") else ()) + (f"{scheme}://allowed.test/",)))
+        assert rc != 0 or "hello" not in out
     finally:
         cut.kill()
         if kept:
@@ -1183,7 +1192,7 @@ def test_policy_change_cuts_open_tunnels_it_denies(net, via):
         set_policy(net, POLICY)
 
 
-@pytest.mark.parametrize("via", ["transparent", "connect"])
+@pytest.mark.parametrize("via", ["transparent", "connect", "http", "proxy-http"])
 def test_policy_change_more_permissive_cuts_nothing(net, via):
     gw = net["gw"]
     size = 16 << 20
