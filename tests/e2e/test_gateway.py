@@ -1169,7 +1169,7 @@ def test_policy_change_cuts_open_tunnels_it_denies(net, via):
         kept = CutClient(net, via, "www.allowed.test", 16 << 20)
         since = len(gw.events)
         set_policy(net, {**POLICY, "deny": POLICY["deny"] + ["allowed.test"]})
-        assert gw.wait_event(lambda e: cut_events(gw, "allowed.test", since)), gw.events[since:]
+        # cut before the gateway answered the change: its events come ahead of its reply
         ev = cut_events(gw, "allowed.test", since)
         assert len(ev) == 1, ev
         assert ev[0]["data"]["kind"] == {"transparent": "tls", "connect": "connect"}.get(via, "http"), ev
