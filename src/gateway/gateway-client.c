@@ -210,6 +210,10 @@ static int read_lines(GatewayClient *g, int64_t want_seq, JsonValue **ret) {
         }
 }
 
+bool gateway_client_has_queued(GatewayClient *g) {
+        return g && g->queued && g->queued[0];
+}
+
 int gateway_client_dispatch(GatewayClient *g) {
         JsonValue *unused = NULL;
         int r = read_lines(g, 0, &unused);

@@ -6,7 +6,9 @@
  * parent) and speaks its control protocol. Requests are synchronous; event
  * lines that arrive meanwhile are queued and handed out by
  * gateway_client_dispatch(), which the worker calls when gateway_client_fd()
- * is readable. */
+ * is readable, and when gateway_client_has_queued() says a request left
+ * some (they may be all the gateway had to say: a policy change's cuts come
+ * just before its reply). */
 
 #include <netinet/in.h>
 #include <sys/types.h>
@@ -38,6 +40,8 @@ pid_t gateway_client_pid(GatewayClient *g);
 /* Reads what is there (non-blocking) and calls on_event for each event line.
  * -ECONNRESET once the gateway is gone. */
 int gateway_client_dispatch(GatewayClient *g);
+/* Whether event lines read while waiting for a reply wait for dispatch. */
+bool gateway_client_has_queued(GatewayClient *g);
 
 /* policy_json NULL: no egress. On failure with a reason in errbuf: -EINVAL
  * (bad policy), -EEXIST (id or address in use), -EADDRNOTAVAIL, ... */

@@ -225,6 +225,8 @@ int worker_net_attach_end(Worker *w, WorkerNet *n, ApiError *e);
 void worker_net_attach_abort(Worker *w, WorkerNet *n);
 /* The gateway's control socket is readable: its events, or a new gateway if it died. */
 void worker_net_gateway_readable(Worker *w);
+/* Hands out the gateway's events that came while the worker waited for a reply. */
+void worker_net_gateway_flush(Worker *w);
 /* A taken warm sandbox: registered with the gateway again under the taker's
  * tenant and policy (tenant ""/NULL: the store's). */
 int worker_net_reregister(Worker *w, const char *id, uint64_t slot, const char *tenant, const char *policy_json,

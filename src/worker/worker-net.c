@@ -149,6 +149,11 @@ static void gateway_register_live(Worker *w) {
         }
 }
 
+void worker_net_gateway_flush(Worker *w) {
+        if (w->gateway && gateway_client_has_queued(w->gateway))
+                worker_net_gateway_readable(w);
+}
+
 void worker_net_gateway_readable(Worker *w) {
         int r;
 

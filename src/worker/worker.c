@@ -471,6 +471,9 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                                 }
                         }
                 }
+                /* the gateway's events that came with a reply (a policy change's cuts): now,
+                 * not whenever the gateway next writes */
+                worker_net_gateway_flush(w);
         }
 out:
         worker_boot_cancel_all(w); /* their requests fail; the guests go */
