@@ -75,6 +75,7 @@ typedef struct GwIntercept {
         TlsAlpn recalled; /* answered from memory before the upstream chose (TLS_ALPN_NONE: not) */
         bool remembered;  /* the upstream's choice was handled */
         bool forwarded, spoke; /* HTTP/1.x: a request went upstream; the upstream sent a byte */
+        bool up_gone;     /* HTTP/1.x: the upstream ended before the first request and said nothing */
         GwH2 *h2;         /* both legs chose h2 */
 } GwIntercept;
 
@@ -164,6 +165,23 @@ static void ix_refuse(Gateway *gw, GwConn *c, int status, const char *why) {
         c->in_n = 0;
         c->state = GW_CONN_FLUSH;
         c->deadline_usec = gw_now_usec() + gw->config->handshake_timeout_sec * 1000000ULL;
+}
+
+#define IX_SILENT_UPSTREAM "the upstream closed the connection without answering (does it speak HTTP/1.1?)"
+
+/* The upstream ended before the sandbox's first request (an upstream that
+ * speaks no HTTP/1.1 closes right after its handshake): that request is
+ * answered 502 with the reason once its head is in (so the answer does not
+ * race it, and the close reads it away: a FIN, not a reset that could drop the
+ * answer), or the connection ends with the sandbox's close or its idle
+ * timeout. */
+static void answer_gone(Gateway *gw, GwConn *c) {
+        GwIntercept *ix = c->ix;
+
+        if (ix->refusing || ix->req_n == 0)
+                return;
+        if (http_head_length((const char *) ix->req, ix->req_n) != 0 || ix->req_n >= GW_BUF_SIZE || ix->down_closed)
+                ix_refuse(gw, c, 502, IX_SILENT_UPSTREAM);
 }
 
 static void ix_send_refusal(GwConn *c) {
@@ -564,7 +582,9 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                         } else
                                 ix->req_n += (size_t) k;
                 }
-                if (ix->up_ready)
+                if (ix->up_gone)
+                        answer_gone(gw, c);
+                else if (ix->up_ready)
                         requests(gw, c);
         }
         if (ix->up_ready && ix->down_ready && !ix->refusing && !ix->h2) {
@@ -578,6 +598,12 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                         if (k <= 0 && ix->forwarded && !ix->spoke) {
                                 /* a close, or a reset / TLS ended without close_notify: answered below */
                                 silent_end = true;
+                                break;
+                        }
+                        if (k <= 0 && !ix->forwarded && !ix->spoke) {
+                                /* the same before the sandbox's first request came: that request is answered
+                                 * (answer_gone), not met by a closed connection */
+                                ix->up_gone = true;
                                 break;
                         }
                         if (k == 0) {
@@ -595,8 +621,9 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                 /* the first request got nothing at all (an upstream that speaks no HTTP/1.1 closes so):
                  * the sandbox gets a reason rather than an empty reply; later ones get the close (clients retry) */
                 if (ix->forwarded && !ix->spoke && (c->u_eof || silent_end))
-                        ix_refuse(gw, c, 502, "the upstream closed the connection without answering (does it speak "
-                                              "HTTP/1.1?)");
+                        ix_refuse(gw, c, 502, IX_SILENT_UPSTREAM);
+                else if (ix->up_gone)
+                        answer_gone(gw, c);
         }
         if (ix->down_ready && ix->refusing && ix->refuse_status) {
                 if (tls_pipe_alpn(ix->down) == TLS_ALPN_H2) {
@@ -616,7 +643,8 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                         return;
                 }
         } else if (to_sandbox_empty &&
-                   (ix->refusing ? ix->refuse_status == 0 && ix->down_ready : (c->u_eof || ix->up_closed))) {
+                   (ix->refusing ? ix->refuse_status == 0 && ix->down_ready
+                                 : (c->u_eof || ix->up_closed) && !ix->up_gone)) {
                 ix_close(gw, c); /* the upstream is done (or refused) and everything reached the sandbox */
                 return;
         }

@@ -162,6 +162,44 @@ def test_h1_only_client_and_h1_only_upstream(h2net):
     assert received(h2net, tok) == []
 
 
+# An HTTP/1.1 client that waits after its handshake: the h2-only upstream has closed by then.
+LATE_H1 = r'''
+import socket, ssl, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+ctx.set_alpn_protocols(["http/1.1"])
+s = ctx.wrap_socket(socket.create_connection((sys.argv[2], 443), timeout=10), server_hostname=sys.argv[2])
+time.sleep(float(sys.argv[4]))
+s.sendall(b"GET /index.html?" + sys.argv[3].encode() + b" HTTP/1.1\r\nHost: " + sys.argv[2].encode() + b"\r\n\r\n")
+out = b""
+while True:
+    try:
+        k = s.recv(65536)
+    except (ConnectionError, ssl.SSLError) as e:
+        out += b"\n[" + type(e).__name__.encode() + b"]"
+        break
+    if not k:
+        break
+    out += k
+sys.stdout.write(out.decode("latin-1"))
+'''
+
+
+def test_upstream_gone_before_the_first_request_is_answered(h2net):
+    """An h2-only upstream offered http/1.1 closes right after its handshake. A sandbox that sends its
+    request only afterwards gets the 502 with the reason, not a connection closed under it (a race
+    that made test_h1_only_client_and_h1_only_upstream flaky: curl 'Empty reply')."""
+    v = "sk-gw-" + secrets.token_hex(12)
+    assert set_creds(h2net, [cred(h2net, "late", v, [H2HOST])])["ok"]
+    for delay in ("0", "0.5"):
+        tok = secrets.token_hex(4)
+        r = subprocess.run(["ip", "netns", "exec", h2net["ns"]["sb"], "/usr/bin/python3", "-c", LATE_H1,
+                            f"{h2net['tmp']}/sbca.pem", H2HOST, tok, delay], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("HTTP/1.1 502 "), (delay, r.stdout)
+        assert "without answering" in r.stdout, (delay, r.stdout)
+        assert received(h2net, tok) == []
+
+
 # A hand-made HTTP/2 client in the sandbox: frames as a hostile program would write them.
 HOSTILE = r'''
 import json, socket, ssl, struct, sys
