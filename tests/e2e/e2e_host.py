@@ -6,6 +6,7 @@ tests created (always by path or PID)."""
 import glob
 import os
 import signal
+import struct
 import subprocess
 import time
 
@@ -147,6 +148,50 @@ def proc_status(pid, field):
 def proc_rss_kb(pid):
     v = proc_status(pid, "VmRSS")
     return int(v.split()[0]) if v else None
+
+
+PAGEMAP_PRESENT, PAGEMAP_SWAPPED = 1 << 63, 1 << 62
+
+
+def memory_hits(pid, needle, mapping_max=1 << 30):
+    """How many readable mappings (each at most mapping_max bytes) of pid hold needle, read from
+    the host through /proc/PID/mem. Only pages the process has (resident or swapped, from
+    /proc/PID/pagemap) are read: reading the rest would fault them in, and a sanitizer build's
+    reserved regions would add hundreds of MiB to the process for the rest of its life."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    hits = 0
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem, \
+            open(f"/proc/{pid}/pagemap", "rb", 0) as pagemap:
+        for line in maps:
+            a, perms = line.split()[:2]
+            if "r" not in perms:
+                continue
+            lo, hi = (int(x, 16) for x in a.split("-"))
+            if hi - lo > mapping_max:
+                continue
+            try:
+                pagemap.seek(lo // page * 8)
+                have = [bool(e & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED))
+                        for (e,) in struct.iter_unpack("<Q", pagemap.read((hi - lo) // page * 8))]
+            except (OSError, ValueError, OverflowError):
+                continue
+            i = 0
+            while i < len(have):
+                if not have[i]:
+                    i += 1
+                    continue
+                j = i
+                while j < len(have) and have[j]:
+                    j += 1
+                try:
+                    mem.seek(lo + i * page)
+                    if needle in mem.read((j - i) * page):
+                        hits += 1
+                        break
+                except (OSError, ValueError, OverflowError):
+                    pass
+                i = j
+    return hits
 
 
 def proc_fd_count(pid):

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from e2e_daemon import TIME_RE, assert_error_shape
+import e2e_host as host
 import e2e_residue as residue
 
 
@@ -274,26 +275,6 @@ def test_create_with_bad_credentials(spaced):
     assert sandbox_ids(spaced) == before   # nothing created by any of them
 
 
-def memory_hits(pid, needle):
-    """How many readable mappings of pid hold needle (read from the host)."""
-    hits = 0
-    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
-        for line in maps:
-            a, perms = line.split()[:2]
-            if "r" not in perms:
-                continue
-            lo, hi = (int(x, 16) for x in a.split("-"))
-            if hi - lo > 1 << 30:
-                continue
-            try:
-                mem.seek(lo)
-                if needle in mem.read(hi - lo):
-                    hits += 1
-            except (OSError, ValueError, OverflowError):
-                pass
-    return hits
-
-
 def test_value_not_left_in_the_api_servers_memory(spaced):
     """Once a create or a rotation answered, the value is nowhere in spaced's memory: the request's
     bytes (connection buffer, body, JSON tree) are wiped, and only the sealed value is kept."""
@@ -310,9 +291,9 @@ def test_value_not_left_in_the_api_servers_memory(spaced):
     assert r.status == 201, r
     values += [raw[:20] + "/" + raw[20:], raw[:20] + "\\/" + raw[20:]]
     for v in values:
-        assert memory_hits(spaced.pid, v.encode()) == 0, "the value is still in spaced's memory"
+        assert host.memory_hits(spaced.pid, v.encode()) == 0, "the value is still in spaced's memory"
     # the search finds what is there: the name is in memory (the last requests' paths)
-    assert memory_hits(spaced.pid, c["name"].encode()) > 0
+    assert host.memory_hits(spaced.pid, c["name"].encode()) > 0
 
 
 def test_store_holds_only_ciphertext_and_key_file_is_private(spaced):
