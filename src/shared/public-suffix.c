@@ -141,11 +141,10 @@ const char *public_suffix_source(void) {
         return psl_data ? psl_from : "none";
 }
 
-int public_suffix_lookup(const char *name, size_t n, PublicSuffixSection *ret) {
-        char buf[PUBLIC_SUFFIX_NAME_MAX + 1];
-
-        if (!name || !ret)
-                return -EINVAL;
+/* name (n bytes, one trailing dot allowed) in lower case into buf
+ * (PUBLIC_SUFFIX_NAME_MAX + 1), NUL-terminated; its length, or -EINVAL for
+ * anything but letters, digits, '-', '_' and non-empty labels. */
+static ssize_t name_lower(const char *name, size_t n, char *buf) {
         if (n > 0 && name[n - 1] == '.')
                 n--;
         if (n == 0 || n > PUBLIC_SUFFIX_NAME_MAX || name[n - 1] == '.')
@@ -162,6 +161,14 @@ int public_suffix_lookup(const char *name, size_t n, PublicSuffixSection *ret) {
                 buf[i] = c;
         }
         buf[n] = 0;
+        return (ssize_t) n;
+}
+
+int public_suffix_lookup(const char *name, size_t n, PublicSuffixSection *ret) {
+        char buf[PUBLIC_SUFFIX_NAME_MAX + 1];
+
+        if (!name || !ret || name_lower(name, n, buf) < 0)
+                return -EINVAL;
         (void) public_suffix_init();
         if (!psl_data)
                 return -ENOENT;
@@ -177,26 +184,15 @@ int public_suffix_lookup(const char *name, size_t n, PublicSuffixSection *ret) {
 }
 
 int public_suffix_below(const char *name, size_t n, char *ret_suffix, size_t ret_size) {
-        char key[PUBLIC_SUFFIX_NAME_MAX + 2];
+        char buf[PUBLIC_SUFFIX_NAME_MAX + 1], key[PUBLIC_SUFFIX_NAME_MAX + 2];
         size_t lo = 0, hi;
+        ssize_t k;
 
-        if (!name)
+        if (!name || (k = name_lower(name, n, buf)) < 0)
                 return -EINVAL;
-        if (n > 0 && name[n - 1] == '.')
-                n--;
-        if (n == 0 || n > PUBLIC_SUFFIX_NAME_MAX || name[n - 1] == '.')
-                return -EINVAL;
-        for (size_t i = 0; i < n; i++) {
-                char c = name[i];
-
-                if (c >= 'A' && c <= 'Z')
-                        c = (char) (c - 'A' + 'a');
-                else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_'))
-                        return -EINVAL;
-                if (c == '.' && (i == 0 || key[n - i] == '.'))
-                        return -EINVAL;
-                key[n - 1 - i] = c;
-        }
+        n = (size_t) k;
+        for (size_t i = 0; i < n; i++)
+                key[n - 1 - i] = buf[i];
         key[n] = '.'; /* reversed "x.name": strictly below name */
         key[n + 1] = 0;
         (void) public_suffix_init();
