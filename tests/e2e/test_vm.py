@@ -1212,13 +1212,12 @@ def test_kvm_probe_does_not_block_other_calls(e2e_session, request):
             d.delete(sid)
         d.delete(ns_sid)
     finally:
-        if d is not None:
-            problems = residue.teardown_daemon(d)
-            if not problems:
-                residue.remove_daemon_dir(d)
-            else:
-                residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
-        shutil.rmtree(tmp, ignore_errors=True)
+        problems = residue.teardown_daemon(d) if d is not None else []
+        shutil.rmtree(tmp, ignore_errors=True)  # before a teardown failure raises
+        if d is not None and not problems:
+            residue.remove_daemon_dir(d)
+        elif problems:
+            residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
 
 
 def test_delete_while_booting(e2e_session, vmd):
