@@ -148,40 +148,6 @@ int pool_ship_has(Pool *p, const PoolShipItem *it, const char *ident) {
         return streq(a, ident) || (!uuid_is_null(info.received_uuid) && streq(b, ident));
 }
 
-int pool_ship_send_start(Pool *p, const char *path, const char *parent_path, int out_fd, int err_fd,
-                         pid_t *ret_pid) {
-        _cleanup_free_ char *btrfs = NULL;
-        _cleanup_close_ int null_fd = -EBADF;
-        char *argv[8];
-        size_t n = 0;
-        int r;
-
-        r = pool_usable(p);
-        if (r < 0)
-                return r;
-        if (p->kind != POOL_BTRFS)
-                return -EOPNOTSUPP;
-        if (isempty(path) || !ret_pid)
-                return -EINVAL;
-        r = spawn_find_binary("btrfs", &btrfs);
-        if (r < 0)
-                return r;
-        argv[n++] = btrfs;
-        argv[n++] = (char *) "send";
-        argv[n++] = (char *) "-q";
-        if (parent_path) {
-                argv[n++] = (char *) "-p";
-                argv[n++] = (char *) parent_path;
-        }
-        argv[n++] = (char *) "--";
-        argv[n++] = (char *) path;
-        argv[n] = NULL;
-        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (null_fd < 0)
-                return negative_errno();
-        return spawn_start(argv, null_fd, out_fd, err_fd, ret_pid);
-}
-
 int pool_ship_receive_start(Pool *p, int in_fd, int err_fd, char **ret_dir, pid_t *ret_pid) {
         _cleanup_free_ char *btrfs = NULL, *name = NULL, *dir = NULL;
         _cleanup_close_ int tmp_fd = -EBADF, null_fd = -EBADF;

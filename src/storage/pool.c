@@ -79,16 +79,19 @@ int pool_remove_entry(const Pool *p, int dirfd, const char *name) {
         fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_PATH);
         if (fd < 0)
                 return errno == ENOENT ? 0 : negative_errno();
-        if (p->kind == POOL_BTRFS) {
-                r = btrfs_subvol_remove(dirfd, name);
-                if (r != -ENOTTY && r != -ENOTDIR)
-                        return r == -ENOENT ? 0 : r;
-        }
-        /* A plain directory or file: remove the tree (rm_rf does not cross mounts). */
         snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
         path = realpath(fdpath, NULL);
         if (!path)
                 return negative_errno();
+        if (p->kind == POOL_BTRFS) {
+                r = btrfs_subvol_remove(dirfd, name);
+                /* the kernel refuses while a send reads it: the removal wins */
+                if (r == -EPERM && pool_ship_sends_cancel(path) > 0)
+                        r = btrfs_subvol_remove(dirfd, name);
+                if (r != -ENOTTY && r != -ENOTDIR)
+                        return r == -ENOENT ? 0 : r;
+        }
+        /* A plain directory or file: remove the tree (rm_rf does not cross mounts). */
         return rm_rf(path);
 }
 
