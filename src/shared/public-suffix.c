@@ -16,6 +16,9 @@
 
 #define PUBLIC_SUFFIX_DAT_MAX (8U * 1024U * 1024U) /* bytes of the text list (Debian 12's: 246 KB) */
 #define PUBLIC_SUFFIX_ENTRIES_MAX 65536U           /* rules of it (Debian 12's: about 9500) */
+/* the ends of the list's two sections: a whole file */
+#define PUBLIC_SUFFIX_ICANN_END "// ===END ICANN DOMAINS==="
+#define PUBLIC_SUFFIX_PRIVATE_END "// ===END PRIVATE DOMAINS==="
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const psl_ctx_t *psl_data;
@@ -72,14 +75,27 @@ static void reverse(char *p, size_t n) {
         }
 }
 
+/* Whether the list's text holds line (a whole line). */
+static bool has_line(const char *text, size_t size, const char *line) {
+        size_t n = strlen(line);
+
+        for (const char *p = text; (p = memmem(p, size - (size_t) (p - text), line, n)); p += n)
+                if ((p == text || p[-1] == '\n') && (p + n == text + size || p[n] == '\n' || p[n] == '\r'))
+                        return true;
+        return false;
+}
+
 /* Every rule of the text list but exceptions ("!x"). The file is the package's, owned by root; bounded
- * all the same. */
+ * all the same. A file without the ends of both sections (truncated, or not the Public Suffix List) is
+ * no list: a rule missing from it would let a wildcard over that suffix through. */
 static void load_dat(void) {
         char *text = NULL, **rev = NULL;
         size_t size = 0, n = 0;
 
         if (read_full_file(PUBLIC_SUFFIX_DAT_PATH, PUBLIC_SUFFIX_DAT_MAX, &text, &size) < 0)
                 return;
+        if (!has_line(text, size, PUBLIC_SUFFIX_ICANN_END) || !has_line(text, size, PUBLIC_SUFFIX_PRIVATE_END))
+                goto fail;
         rev = calloc(PUBLIC_SUFFIX_ENTRIES_MAX, sizeof *rev);
         if (!rev)
                 goto fail;
