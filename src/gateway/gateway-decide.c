@@ -97,6 +97,8 @@ void gw_policy_recheck(Gateway *gw, GwSandbox *sb) {
                 if (c->sb != sb || !conn_decided(c) || conn_allowed(gw, c, why, sizeof why))
                         continue;
                 snprintf(cut, sizeof cut, "the policy changed: %s", why);
+                if (c->ix && gw_intercept_cut(gw, c, cut))
+                        continue; /* HTTP/2: a GOAWAY, then the close */
                 gw_conn_cut(gw, c, cut);
         }
 }

@@ -54,6 +54,7 @@ struct GwH2 {
         unsigned n_streams;
         bool up_goaway;   /* the upstream said GOAWAY: no new streams */
         bool up_gone;     /* its TLS/TCP ended, or its session did */
+        bool cut;         /* the policy denied the connection: GOAWAY to the sandbox, then the close */
         bool failed;
 };
 
@@ -734,9 +735,44 @@ void gw_h2_upstream_gone(GwH2 *h) {
                                      NGHTTP2_NO_ERROR, NULL, 0);
 }
 
+int gw_h2_cut(GwH2 *h, const char *why) {
+        char debug[GW_EVENT_REASON_MAX + 32];
+        int n;
+
+        if (!h)
+                return -EINVAL;
+        if (h->cut)
+                return 0;
+        h->cut = true;
+        h->up_gone = true; /* nothing more goes to or comes from the upstream */
+        for (H2Stream *st = h->streams; st; st = st->next) {
+                if (st->down_id <= 0 || (st->refused ? st->resp_end : st->resp_end && st->resp.n == 0))
+                        continue; /* closed, or its whole answer is queued (a refusal; a response taken) */
+                /* a request that went upstream may have been acted on there: CANCEL; one that did not was not
+                 * processed (REFUSED_STREAM: the client may retry it) */
+                (void) nghttp2_submit_rst_stream(h->down, NGHTTP2_FLAG_NONE, st->down_id,
+                                                 st->up_id > 0 || st->refused ? NGHTTP2_CANCEL
+                                                                              : NGHTTP2_REFUSED_STREAM);
+        }
+        n = snprintf(debug, sizeof debug, "space gateway: %s", why ?: "connection cut");
+        if (n < 0)
+                n = 0;
+        if ((size_t) n >= sizeof debug)
+                n = (int) sizeof debug - 1;
+        /* the streams above the last one the gateway took were not processed: the client may retry them */
+        if (nghttp2_submit_goaway(h->down, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->down),
+                                  NGHTTP2_NO_ERROR, (const uint8_t *) debug, (size_t) n) != 0) {
+                h->failed = true;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 bool gw_h2_done(const GwH2 *h) {
         if (!h || h->failed)
                 return true;
+        if (h->cut) /* the GOAWAY (and the resets before it) went out */
+                return !nghttp2_session_want_write(h->down);
         if (!nghttp2_session_want_read(h->down) && !nghttp2_session_want_write(h->down))
                 return true;
         return false;

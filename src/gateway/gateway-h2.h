@@ -85,5 +85,12 @@ int gw_h2_recv(GwH2 *h, bool from_sandbox, const uint8_t *p, size_t n);
 int gw_h2_send(GwH2 *h, size_t limit);
 /* The upstream's TLS or TCP ended. */
 void gw_h2_upstream_gone(GwH2 *h);
+/* The policy no longer allows the connection (gw_policy_recheck()): the
+ * upstream's leg is dropped (nothing more is sent to it or taken from it),
+ * and the sandbox gets, per RFC 9113 §6.8, RST_STREAM for each stream still
+ * in flight (CANCEL if its request went upstream, REFUSED_STREAM if not)
+ * and a GOAWAY (NO_ERROR, last-stream-id = the highest stream the gateway
+ * took, why as its debug data); gw_h2_done() once they are out. */
+int gw_h2_cut(GwH2 *h, const char *why);
 /* Nothing more to do on the sandbox's leg: close once its pipe is drained. */
 bool gw_h2_done(const GwH2 *h);

@@ -77,6 +77,8 @@ typedef struct GwIntercept {
         bool forwarded, spoke; /* HTTP/1.x: a request went upstream; the upstream sent a byte */
         bool up_gone;     /* HTTP/1.x: the upstream ended before the first request and said nothing */
         GwH2 *h2;         /* both legs chose h2 */
+        bool cut;         /* h2: the policy denied it; the GOAWAY goes out, then the close */
+        bool cut_notified; /* and after it the close_notify */
 } GwIntercept;
 
 static void ix_pump(Gateway *gw, GwConn *c);
@@ -406,11 +408,16 @@ static void update(Gateway *gw, GwConn *c) {
         GwIntercept *ix = c->ix;
         uint32_t ce = 0, ue = 0;
 
-        /* refusing: only until the sandbox's handshake is done (the answer goes inside it) */
-        /* (the sandbox's handshake done, the upstream's not: nothing to read until it is) */
-        if (!c->c_eof && (ix->refusing ? !ix->down_ready
-                                       : ix->req_n < GW_BUF_SIZE && tls_pipe_pending(ix->up) < IX_PENDING_MAX &&
-                                                 (!ix->down_ready || ix->up_ready)))
+        bool want_in;
+
+        if (ix->cut) /* read and passed to the session until the close (a FIN, not a reset) */
+                want_in = !ix->down_closed;
+        else if (ix->refusing) /* only until the sandbox's handshake is done (the answer goes inside it) */
+                want_in = !ix->down_ready;
+        else /* (the sandbox's handshake done, the upstream's not: nothing to read until it is) */
+                want_in = ix->req_n < GW_BUF_SIZE && tls_pipe_pending(ix->up) < IX_PENDING_MAX &&
+                          (!ix->down_ready || ix->up_ready);
+        if (!c->c_eof && want_in)
                 ce |= EPOLLIN;
         if (c->out_n > 0 || tls_pipe_pending(ix->down) > 0)
                 ce |= EPOLLOUT;
@@ -547,10 +554,75 @@ static int h2_pump(GwConn *c) {
         return gw_h2_send(ix->h2, IX_PENDING_MAX);
 }
 
+/* A cut h2 connection: the sandbox's frames are still read (nghttp2 ignores
+ * new streams after its GOAWAY; reading them keeps the close a FIN rather
+ * than a reset that could drop the GOAWAY), the frames queued for it go out,
+ * then the close. */
+static void cut_pump(Gateway *gw, GwConn *c) {
+        GwIntercept *ix = c->ix;
+
+        while (!ix->down_closed && !c->c_eof) {
+                ssize_t k = tls_pipe_read(ix->down, ix->scratch, IX_READ_MAX);
+                if (k == -EAGAIN)
+                        break;
+                if (k <= 0 || gw_h2_recv(ix->h2, true, ix->scratch, (size_t) k) < 0) {
+                        ix->down_closed = true;
+                        break;
+                }
+        }
+        if (gw_h2_send(ix->h2, IX_PENDING_MAX) < 0) {
+                ix_close(gw, c);
+                return;
+        }
+        if (!ix->cut_notified && (gw_h2_done(ix->h2) || c->c_eof || ix->down_closed)) {
+                (void) tls_pipe_shutdown(ix->down); /* close_notify after the GOAWAY */
+                ix->cut_notified = true;
+        }
+        if (flush(gw, c) < 0) {
+                ix_close(gw, c);
+                return;
+        }
+        if (ix->cut_notified && c->out_n == 0 && tls_pipe_pending(ix->down) == 0) {
+                if (c->cio.fd >= 0)
+                        (void) shutdown(c->cio.fd, SHUT_WR);
+                ix_close(gw, c);
+                return;
+        }
+        update(gw, c);
+}
+
+bool gw_intercept_cut(Gateway *gw, GwConn *c, const char *why) {
+        static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+        GwIntercept *ix = c->ix;
+
+        if (!ix || !ix->h2 || ix->refusing || ix->cut)
+                return false;
+        gw_event(gw, c->sb, false, c->proto ?: "tls", c->host[0] ? c->host : NULL, NULL, c->port, why);
+        ix->cut = true;
+        if (c->uio.fd >= 0) /* the denied host gets nothing more, not even a GOAWAY */
+                (void) setsockopt(c->uio.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        gw_io_close(gw, &c->uio);
+        c->in_n = 0;
+        if (gw_h2_cut(ix->h2, why) < 0) {
+                if (c->cio.fd >= 0)
+                        (void) setsockopt(c->cio.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+                ix_close(gw, c);
+                return true;
+        }
+        c->state = GW_CONN_FLUSH; /* decided: a later policy change leaves it alone */
+        c->deadline_usec = gw_now_usec() + gw->config->handshake_timeout_sec * 1000000ULL;
+        cut_pump(gw, c);
+        return true;
+}
+
 static void ix_pump(Gateway *gw, GwConn *c) {
         GwIntercept *ix = c->ix;
         int r;
 
+        if (ix->cut) {
+                cut_pump(gw, c);
+                return;
+        }
         if (!handshakes(gw, c))
                 return;
         if (ix->down_ready && ix->up_ready && !ix->refusing && !ix->h2 && tls_pipe_alpn(ix->down) == TLS_ALPN_H2) {

@@ -305,5 +305,9 @@ void gw_control_writer(Gateway *gw, JsonWriter *w);
  * ClientHello arrives); c->in holds the ClientHello. */
 void gw_intercept_start(Gateway *gw, GwConn *c);
 void gw_intercept_free(struct GwIntercept *ix);
+/* The policy denied an intercepted connection: if it is HTTP/2, the event,
+ * the upstream dropped, RST_STREAM/GOAWAY to the sandbox and the close
+ * (gw_h2_cut()); true. false: not HTTP/2, cut it as any other. */
+bool gw_intercept_cut(Gateway *gw, GwConn *c, const char *why);
 /* "name[:port]" of a Host header or :authority against c's host and port (443 if none). */
 bool gw_host_header_matches(const GwConn *c, const char *v);

@@ -558,3 +558,95 @@ def test_h2_connection_cut_when_its_host_is_denied(h2net):
             os.unlink(dst)
         assert gw.request("policy", id="sb1", policy=POLICY)["ok"]
         set_creds(h2net, [])
+
+
+# A client that stalls a download mid-way (it opens no window beyond the first 64 KiB) and reports
+# how the connection ends: every RST_STREAM, the GOAWAY (last stream, code, debug data), and whether
+# the close was a FIN ("eof") or a reset.
+CUT_CLIENT = r'''
+import json, socket, ssl, struct, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+ctx.set_alpn_protocols(["h2"])
+host = sys.argv[2]
+s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=30), server_hostname=host)
+
+def frame(t, f, sid, payload):
+    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
+
+def lit(n, v):
+    n, v = n.encode(), v.encode()
+    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+
+def req(path):
+    return lit(":method", "GET") + lit(":scheme", "https") + lit(":path", path) + lit(":authority", host)
+
+s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"") + frame(1, 0x5, 1, req("/index.html")))
+out = {"rst": {}, "goaway": None, "ended": [], "data3": 0, "end": None}
+buf, started = b"", False
+try:
+    while True:
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            n = int.from_bytes(buf[:3], "big")
+            t, f, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff
+            p, buf = buf[9:9 + n], buf[9 + n:]
+            if t == 4 and not f & 1:
+                s.sendall(frame(4, 1, 0, b""))
+            if t in (0, 1) and f & 1:
+                out["ended"].append(sid)
+                if sid == 1:   # the first one done: the download that stalls
+                    s.sendall(frame(1, 0x5, 3, req("/big")))
+            if t == 0 and sid == 3:
+                out["data3"] += n
+                if not started:
+                    started = True
+                    print("started", flush=True)
+            if t == 3:
+                out["rst"][sid] = int.from_bytes(p[:4], "big")
+            if t == 7:
+                out["goaway"] = {"last": int.from_bytes(p[:4], "big") & 0x7fffffff,
+                                 "code": int.from_bytes(p[4:8], "big"), "debug": p[8:].decode("utf-8", "replace")}
+        d = s.recv(65536)
+        if not d:
+            out["end"] = "eof"
+            break
+        buf += d
+except OSError as e:
+    out["end"] = type(e).__name__ + ": " + str(e)
+print(json.dumps(out), flush=True)
+'''
+
+
+def test_h2_cut_by_the_policy_is_a_goaway(h2net):
+    """RFC 9113 §6.8: an intercepted HTTP/2 connection the policy no longer
+    allows gets RST_STREAM (CANCEL) for the stream in flight and a GOAWAY
+    (NO_ERROR, last-stream-id = the last stream the gateway took, the reason
+    as debug data), then a clean close; the network.deny event as for any
+    cut connection; the upstream gets nothing more."""
+    from test_gateway_cred import POLICY
+    from test_gateway import cut_events
+    gw = h2net["gw"]
+    assert set_creds(h2net, [cred(h2net, "h2ga", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
+    p = subprocess.Popen(["ip", "netns", "exec", h2net["ns"]["sb"], "/usr/bin/python3", "-c", CUT_CLIENT,
+                          f"{h2net['tmp']}/sbca.pem", H2HOST], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "started", p.communicate(timeout=60)
+        since = len(gw.events)
+        assert gw.request("policy", id="sb1", policy={**POLICY, "deny": [H2HOST]})["ok"]
+        assert gw.wait_event(lambda e: cut_events(gw, H2HOST, since)), gw.events[since:]
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        res = json.loads(out)
+        assert 1 in res["ended"] and 3 not in res["ended"] and res["data3"] > 0, res
+        assert res["rst"] == {"3": 8}, res                                       # in flight: CANCEL
+        assert res["goaway"] is not None, res
+        assert res["goaway"]["last"] == 3 and res["goaway"]["code"] == 0, res    # NO_ERROR after stream 3
+        assert "the policy changed" in res["goaway"]["debug"], res
+        assert res["end"] == "eof", res                                          # a FIN after it, not a reset
+        assert len(cut_events(gw, H2HOST, since)) == 1
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+        assert gw.request("policy", id="sb1", policy=POLICY)["ok"]
+        set_creds(h2net, [])
