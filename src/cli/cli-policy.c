@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli-common.h"
 #include "cli-policy.h"
@@ -97,20 +98,33 @@ int cli_policy_write_rule(JsonWriter *w, const char *arg, bool cidr) {
         return r;
 }
 
-static bool entry_named(const JsonValue *e, char *const *remove) {
+/* Whether remove (as the user wrote it: any case, a trailing dot) names the entry's host or CIDR. */
+static bool names_entry(const char *target, const char *remove) {
+        size_t n = strlen(remove);
+        if (n > 1 && remove[n - 1] == '.')
+                n--;
+        return strlen(target) == n && strncasecmp(target, remove, n) == 0;
+}
+
+/* Whether an entry goes: its host or CIDR is one of remove (each one that matched is marked in used). */
+static bool entry_removed(const JsonValue *e, char *const *remove, bool *used) {
         const char *t = json_string(json_get(e, "host")) ?: json_string(json_get(e, "cidr")) ?: json_string(e);
-        return t && strv_contains(remove, t);
+        bool hit = false;
+        for (size_t i = 0; t && remove && remove[i]; i++)
+                if (names_entry(t, remove[i]))
+                        hit = used[i] = true;
+        return hit;
 }
 
 /* Writes list key: the old entries (unless cleared or removed), then the new ones. */
-static int write_list(JsonWriter *w, const char *key, const JsonValue *old, char *const *remove, char *const *hosts,
-                      char *const *cidrs) {
+static int write_list(JsonWriter *w, const char *key, const JsonValue *old, char *const *remove, bool *used,
+                      char *const *hosts, char *const *cidrs) {
         json_w_key(w, key);
         json_w_array_begin(w);
         for (size_t i = 0; i < json_array_size(old); i++) {
                 const JsonValue *e = json_array_at(old, i);
                 _cleanup_free_ char *text = NULL;
-                if (entry_named(e, remove))
+                if (entry_removed(e, remove, used))
                         continue;
                 if (json_serialize(e, &text, NULL) < 0)
                         return -ENOMEM;
@@ -176,6 +190,7 @@ int cli_policy(int argc, char **argv) {
         _cleanup_(cli_response_done) CliResponse cur = {}, resp = {};
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *id = NULL, *path = NULL, *body = NULL;
+        _cleanup_free_ bool *used = NULL;
         const char *arg = NULL;
         bool clear = false, show = false;
         int r;
@@ -226,12 +241,22 @@ int cli_policy(int argc, char **argv) {
                 return print_policy(net);
         }
 
+        if (clear && remove)
+                return cli_error("--remove does not go with --clear (which removes every rule)");
+        used = new0(bool, strv_length(remove) + 1);
+        if (!used)
+                return cli_error_errno(-ENOMEM, "out of memory");
         json_w_init(&w);
         json_w_object_begin(&w);
-        if (write_list(&w, "allow", clear ? NULL : json_get(net, "allow"), remove, allow, allow_cidr) < 0 ||
-            write_list(&w, "deny", clear ? NULL : json_get(net, "deny"), remove, deny, deny_cidr) < 0)
+        if (write_list(&w, "allow", clear ? NULL : json_get(net, "allow"), remove, used, allow, allow_cidr) < 0 ||
+            write_list(&w, "deny", clear ? NULL : json_get(net, "deny"), remove, used, deny, deny_cidr) < 0)
                 return cli_error_errno(-ENOMEM, "out of memory");
         json_w_object_end(&w);
+        /* a typo in --remove must not pass for done: nothing is changed */
+        for (size_t i = 0; remove && remove[i]; i++)
+                if (!used[i])
+                        return cli_error("--remove %s: the policy has no allow or deny rule for it (see 'space "
+                                         "policy %s')", remove[i], p.pos[0]);
         r = json_w_finish(&w, &body, NULL);
         if (r < 0)
                 return cli_error_errno(r, "out of memory");

@@ -64,12 +64,14 @@ static const CliCommand commands[] = {
           "  --allow-cidr CIDR[:PORTS]  add an allow rule for raw addresses\n"
           "  --deny HOST[:PORTS]        add a deny rule (wins over allow; ports default all)\n"
           "  --deny-cidr CIDR[:PORTS]   add a deny rule for addresses\n"
-          "  --remove HOST|CIDR         drop the rules for HOST or CIDR\n"
+          "  --remove HOST|CIDR         drop every allow and deny rule for HOST or CIDR (an error if none)\n"
           "  --clear                    start from an empty policy (no egress)\n"
           "  --show                     print the policy (the default without changes)\n"
           "PORTS: comma-separated numbers or LO-HI ranges, e.g. 443,8000-8100. A rule ending in /udp\n"
           "is for UDP (allow: PORTS required, e.g. --allow-cidr 10.0.0.0/8:5000/udp; UDP 443, QUIC, is\n"
-          "never relayed), /tcp for TCP only; allow rules are TCP and deny rules both without one.\n" },
+          "never relayed), /tcp for TCP only; allow rules are TCP and deny rules both without one.\n"
+          "Changes apply to the current policy in one request (--clear with --allow replaces it);\n"
+          "the server checks it whole: on an error nothing changes.\n" },
         { "show", cli_show, "ID", "show a sandbox (state, processes_preserved, lineage, checkpoints)", NULL },
         { "rm", cli_rm, "ID...", "delete sandboxes", NULL },
         { "pause", cli_pause, "ID...", "freeze a sandbox's processes (memory kept)", NULL },
