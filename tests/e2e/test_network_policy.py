@@ -219,3 +219,48 @@ def test_spaced_refuses_bad_network_config(e2e_session, tmp_path, flag, value, m
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and msg in r.stderr, r
     assert not (tmp_path / "state").exists()
+
+
+PSL_DIR = "/usr/share/publicsuffix"
+
+
+def test_without_the_public_suffix_list_wildcard_credentials_are_refused(e2e_session, request):
+    """A spaced in a mount namespace of its own where Debian's publicsuffix
+    files are hidden (an empty tmpfs over their directory; the host's stay):
+    it says so at start; a wildcard credential host is refused with 400
+    naming the missing list (fail closed), on create and on PATCH; exact
+    hosts work; policy wildcards are still checked with libpsl's built-in
+    list (no file needed): *.co.uk refused."""
+    import os
+    import e2e_residue as residue
+    if not os.path.exists(f"{PSL_DIR}/public_suffix_list.dat"):
+        pytest.skip("Debian's publicsuffix package is not installed")
+    d = e2e_session.new_daemon()
+    real_args = d.args
+    d.args = lambda: (["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                       f'mount -t tmpfs -o size=1m,mode=0755 tmpfs {PSL_DIR} && exec "$@"', "sh"] + real_args())
+    d.start()
+    try:
+        assert "The Public Suffix List is incomplete" in d.log_text(), d.log_tail(40)
+        r = d.api("POST", "/v1/credentials", json={"name": "pslgone", "value": "sk-psl-0123456789",
+                                                   "hosts": ["*.example.com"]})
+        assert_error_shape(r, 400, "invalid_argument")
+        msg = r.json()["error"]["message"]
+        assert "Public Suffix List" in msg and f"{PSL_DIR}/public_suffix_list.dat" in msg and "*.example.com" in msg, msg
+        assert d.api("GET", "/v1/credentials/pslgone").status == 404
+        r = d.api("POST", "/v1/credentials", json={"name": "pslexact", "value": "sk-psl-0123456789",
+                                                   "hosts": ["api.example.com", "s3.amazonaws.com"]})
+        assert r.status == 201, r
+        r = d.api("PATCH", "/v1/credentials/pslexact", json={"hosts": ["*.example.org"]})
+        assert_error_shape(r, 400, "invalid_argument")
+        assert "Public Suffix List" in r.json()["error"]["message"], r
+        assert d.api("GET", "/v1/credentials/pslexact").json()["hosts"] == ["api.example.com", "s3.amazonaws.com"]
+        r = d.api("POST", "/v1/sandboxes", json={"network": {"allow": ["*.co.uk"]}})
+        assert_error_shape(r, 400, "invalid_argument")
+        assert "public suffix \"co.uk\"" in r.json()["error"]["message"], r
+    finally:
+        problems = residue.teardown_daemon(d)
+        if not problems:
+            residue.remove_daemon_dir(d)
+    assert not problems, problems
+    assert os.path.exists(f"{PSL_DIR}/public_suffix_list.dat")     # the host's list untouched
