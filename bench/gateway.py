@@ -42,6 +42,8 @@ SERVERS = os.path.join(REPO, "tests", "e2e", "gateway_servers.py")
 PY = "/usr/bin/python3"
 HOST_END, SB_IP, SRV_GW, SRV = "10.231.0.0", "10.231.0.1", "192.168.231.1", "192.168.231.2"
 SRV2_GW, SRV2 = "192.168.232.1", "192.168.232.2"     # netns srv2, openssl s_server: the HTTPS downloads
+SB_LINK = "spb-0"                                   # the sandbox link (host end), in the table's link prefix
+DIRECT_GW, DIRECT_SB = "10.232.0.0", "10.232.0.1"     # the direct path's own link
 
 CLIENT = r"""
 import socket, ssl, sys, time, json
@@ -144,36 +146,38 @@ def main():
         for n in ns.values():
             sh("ip", "netns", "add", n)
             sh("ip", "-n", n, "link", "set", "lo", "up")
-        sh("ip", "-n", ns["gw"], "link", "add", "vsb", "type", "veth", "peer", "name", "eth0", "netns", ns["sb"])
+        # the sandbox link and its firewall as the ns runtime makes them (src/worker/worker-net.c's calls,
+        # tests/gateway/sandbox-link.c): production's nftables table, not a copy of its rules
+        sh("ip", "netns", "exec", ns["gw"], os.path.join(REPO, bd, "tests", "sandbox-link"), "spgwb", SB_LINK,
+           f"/run/netns/{ns['sb']}", HOST_END, SB_IP, "10053", "10080", "10081", "10082")
+        # the direct path: a second veth pair of the same kind, outside the table's link prefix, that
+        # the sandbox uses only for the direct ports (policy routing by destination port)
+        sh("ip", "-n", ns["gw"], "link", "add", "vdirect", "type", "veth", "peer", "name", "eth1", "netns", ns["sb"])
+        sh("ip", "-n", ns["gw"], "addr", "add", f"{DIRECT_GW}/31", "dev", "vdirect")
+        sh("ip", "-n", ns["sb"], "addr", "add", f"{DIRECT_SB}/31", "dev", "eth1")
         sh("ip", "-n", ns["gw"], "link", "add", "vsrv", "type", "veth", "peer", "name", "eth0", "netns", ns["srv"])
-        sh("ip", "-n", ns["gw"], "addr", "add", f"{HOST_END}/31", "dev", "vsb")
-        sh("ip", "-n", ns["sb"], "addr", "add", f"{SB_IP}/31", "dev", "eth0")
         sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV_GW}/24", "dev", "vsrv")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV}/24", "dev", "eth0")
         sh("ip", "-n", ns["gw"], "link", "add", "vsrv2", "type", "veth", "peer", "name", "eth0", "netns", ns["srv2"])
         sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV2_GW}/24", "dev", "vsrv2")
         sh("ip", "-n", ns["srv2"], "addr", "add", f"{SRV2}/24", "dev", "eth0")
-        for dev, n in (("vsrv2", ns["gw"]), ("eth0", ns["srv2"])):
+        for n, dev in ((ns["gw"], "vsrv2"), (ns["srv2"], "eth0"), (ns["gw"], "vsrv"), (ns["srv"], "eth0"),
+                       (ns["gw"], "vdirect"), (ns["sb"], "eth1")):
             sh("ip", "-n", n, "link", "set", dev, "up")
         sh("ip", "-n", ns["srv2"], "route", "add", "default", "via", SRV2_GW)
-        for n, dev in ((ns["gw"], "vsb"), (ns["gw"], "vsrv"), (ns["sb"], "eth0"), (ns["srv"], "eth0")):
-            sh("ip", "-n", n, "link", "set", dev, "up")
-        sh("ip", "-n", ns["sb"], "route", "add", "default", "via", HOST_END)
         sh("ip", "-n", ns["srv"], "route", "add", f"{HOST_END}/31", "via", SRV_GW)
+        sh("ip", "-n", ns["srv"], "route", "add", f"{DIRECT_GW}/31", "via", SRV_GW)
+        sh("ip", "-n", ns["sb"], "route", "add", "default", "via", DIRECT_GW, "dev", "eth1", "src", DIRECT_SB,
+           "table", "100")
+        for port in ("8080", "8443"):
+            sh("ip", "-n", ns["sb"], "rule", "add", "ipproto", "tcp", "dport", port, "lookup", "100")
         sh("ip", "netns", "exec", ns["gw"], "sysctl", "-qw", "net.ipv4.ip_forward=1")
         rules = f"""
-table ip spgwb {{
-  chain pre {{
-    type nat hook prerouting priority dstnat; policy accept;
-    iifname "vsb" ip saddr {SB_IP} udp dport 53 dnat to {HOST_END}:10053
-    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080 }} accept
-    iifname "vsb" ip saddr {SB_IP} ip daddr {{ {SRV}, {SRV2} }} tcp dport {{ 8080, 8443 }} accept
-    iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
-  }}
+table ip spgwb-direct {{
   chain forwarded {{
     type filter hook forward priority filter; policy drop;
     ct state established,related accept
-    iifname "vsb" ip daddr {{ {SRV}, {SRV2} }} tcp dport {{ 8080, 8443 }} accept
+    iifname "vdirect" ip saddr {DIRECT_SB} ip daddr {{ {SRV}, {SRV2} }} tcp dport {{ 8080, 8443 }} accept
   }}
 }}"""
         sh("ip", "netns", "exec", ns["gw"], "nft", "-f", "-", input=rules)
