@@ -9,32 +9,39 @@ the upstream's choice (here http/1.1: the upstream is the Python server).
 
 Topology (network namespaces made and removed here, like
 tests/e2e/test_gateway.py): `sb` (the client, a sandbox's view), `gw` (the
-host: the gateway process with the worker's redirect rules) and `srv` (test
-upstreams). The direct path is the same client and server with forwarding
-switched on in `gw` for ports 8080/8443 only, so both paths cross the same
-two veth links; the gateway path goes through its transparent port (HTTP:
-Host checked; TLS: SNI checked, then spliced) or its explicit proxy (CONNECT).
+host: the gateway process) and `srv` (test upstreams). The sandbox link and
+the host firewall are production's: tests/sandbox-link makes them in `gw`
+with the ns runtime's calls (veth_create and veth_configure_*, then
+firewall_setup and firewall_add_link: the same nftables table, redirects and
+source validation as a worker's). The direct path is the same client and
+server over a second veth pair of the same kind (outside the table's link
+prefix; `sb` routes only ports 8080/8443 over it, forwarded in `gw` for those
+ports only), so both paths cross two veth links; the gateway path goes
+through its transparent port (HTTP: Host checked; TLS: SNI checked, then
+spliced) or its explicit proxy (CONNECT).
 
 Downloads: --mib MiB with curl from `openssl s_server -WWW` (C, so the server
 is not what limits) on SRV2, over HTTPS: direct (port 8443, forwarded), the
 transparent tunnel (443: SNI checked, spliced) and a CONNECT tunnel through
 the explicit proxy; and over plain HTTP from the Python server (direct 8080 /
 transparent 80). Like with like: the same curl in `sb`, the same file, key and
-certificate, the same two veth links (same MTU and offloads); direct is ONE
+certificate, veth links of the same kind (same MTU and offloads); direct is ONE
 TCP connection routed through `gw`, the tunnel is two (sb-gw, gw-srv2) with
 the gateway splicing between them, so the tunnel's cost is the second TCP
 connection plus the gateway. One warm-up download per path first (the file
 into the page cache), then interleaved runs, the order reversed every other
-round; p50/p90 of MiB/s per path, and the CPU time (utime + stime, p50) of
-curl, the serving s_server and the gateway per download: on a shared machine
-the MiB/s follow the load, the CPU per download much less. Two more columns
+round; p50/p90 of MiB/s per path, and the CPU time (p50) of curl (rusage),
+the serving s_server and the gateway (the scheduler's run time of their
+threads, /proc/PID/task/*/schedstat: ns, where utime + stime counts 10 ms
+ticks) per download: on a shared machine the MiB/s follow the load, the CPU
+per download much less. Two more columns
 are machine-wide per download (softirq; all but idle and iowait): kernel work
 no process of the benchmark is charged for, and whatever else runs.
 
     python3 bench/gateway.py [--build-dir build-release] [-n 300] [--mib 100] [--runs 5]
 
-Needs root. Uses build-release/tests/gateway-run (meson setup build-release
---buildtype=release && ninja -C build-release tests/gateway-run), else build/."""
+Needs root. Uses build-release/tests/{gateway-run,sandbox-link,cred-seal} (meson setup build-release
+--buildtype=release && ninja -C build-release), else build/."""
 import argparse, json, os, secrets, shutil, statistics, subprocess, sys, tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -112,10 +119,16 @@ def pct(xs, p):
 
 
 def cpu_ms(pid):
-    """utime + stime of a process so far, ms."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    """CPU time of a process so far (every thread), ms: the scheduler's nanosecond run time
+    (/proc/PID/task/*/schedstat), not utime + stime (whole clock ticks, 10 ms here)."""
+    total = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:     # a thread that just ended
+            pass
+    return total / 1e6
 
 
 def cpu_stat_ms():
