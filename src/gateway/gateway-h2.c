@@ -41,6 +41,7 @@ struct H2Stream {
         bool req_end, resp_end;
         bool final_sent;        /* the final response's HEADERS went to the sandbox */
         bool refused;           /* answered here: no upstream stream, the request body is dropped */
+        bool req_sent;          /* its request's HEADERS went to the upstream (it may act on it) */
         H2Block req_trailers, resp_trailers;
         bool has_req_trailers, has_resp_trailers;
 };
@@ -563,6 +564,18 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t error_code, 
         return 0;
 }
 
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *frame, void *user_data) {
+        GwH2 *h = user_data;
+        H2Stream *st;
+
+        if (s != h->up || frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+                return 0;
+        st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+        if (st)
+                st->req_sent = true;
+        return 0;
+}
+
 /* A request that never went out (it waited for a stream slot and the
  * upstream said GOAWAY meanwhile): no stream was opened on that leg, so no
  * close either; the sandbox's stream is refused (it may retry elsewhere). */
@@ -606,6 +619,7 @@ static int session_new(GwH2 *h, bool server, nghttp2_session **ret) {
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
         nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
         nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, on_frame_not_send);
+        nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
         nghttp2_option_set_no_auto_window_update(opt, 1);
         nghttp2_option_set_max_send_header_block_length(opt, GW_H2_RESPONSE_HEADERS_MAX + 1024);
         r = server ? nghttp2_session_server_new2(ret, cb, h, opt) : nghttp2_session_client_new2(ret, cb, h, opt);
@@ -748,11 +762,12 @@ int gw_h2_cut(GwH2 *h, const char *why) {
         for (H2Stream *st = h->streams; st; st = st->next) {
                 if (st->down_id <= 0 || (st->refused ? st->resp_end : st->resp_end && st->resp.n == 0))
                         continue; /* closed, or its whole answer is queued (a refusal; a response taken) */
-                /* a request that went upstream may have been acted on there: CANCEL; one that did not was not
-                 * processed (REFUSED_STREAM: the client may retry it) */
+                /* a request that went upstream may have been acted on there: CANCEL; one that did not (its
+                 * header block incomplete, or waiting for a stream slot upstream) was not processed:
+                 * REFUSED_STREAM, the client may retry it */
                 (void) nghttp2_submit_rst_stream(h->down, NGHTTP2_FLAG_NONE, st->down_id,
-                                                 st->up_id > 0 || st->refused ? NGHTTP2_CANCEL
-                                                                              : NGHTTP2_REFUSED_STREAM);
+                                                 st->req_sent || st->refused ? NGHTTP2_CANCEL
+                                                                             : NGHTTP2_REFUSED_STREAM);
         }
         n = snprintf(debug, sizeof debug, "space gateway: %s", why ?: "connection cut");
         if (n < 0)

@@ -88,7 +88,8 @@ void gw_h2_upstream_gone(GwH2 *h);
 /* The policy no longer allows the connection (gw_policy_recheck()): the
  * upstream's leg is dropped (nothing more is sent to it or taken from it),
  * and the sandbox gets, per RFC 9113 §6.8, RST_STREAM for each stream still
- * in flight (CANCEL if its request went upstream, REFUSED_STREAM if not)
+ * in flight (CANCEL if its request went upstream, REFUSED_STREAM if it did
+ * not: a header block still coming, a request waiting for a stream slot)
  * and a GOAWAY (NO_ERROR, last-stream-id = the highest stream the gateway
  * took, why as its debug data); gw_h2_done() once they are out. */
 int gw_h2_cut(GwH2 *h, const char *why);

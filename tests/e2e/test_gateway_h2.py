@@ -567,7 +567,7 @@ CUT_CLIENT = r'''
 import json, socket, ssl, struct, sys
 ctx = ssl.create_default_context(cafile=sys.argv[1])
 ctx.set_alpn_protocols(["h2"])
-host = sys.argv[2]
+host, mode = sys.argv[2], sys.argv[3]
 s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=30), server_hostname=host)
 
 def frame(t, f, sid, payload):
@@ -594,7 +594,10 @@ try:
             if t in (0, 1) and f & 1:
                 out["ended"].append(sid)
                 if sid == 1:   # the first one done: the download that stalls
-                    s.sendall(frame(1, 0x5, 3, req("/big")))
+                    # "partial": with stream 5's header block begun, not finished (no END_HEADERS): it never
+                    # goes upstream; in the same TLS record, so the gateway has read it when 3's DATA comes
+                    s.sendall(frame(1, 0x5, 3, req("/big")) +
+                              (frame(1, 0x1, 5, lit(":method", "GET")) if mode == "partial" else b""))
             if t == 0 and sid == 3:
                 out["data3"] += n
                 if not started:
@@ -616,18 +619,21 @@ print(json.dumps(out), flush=True)
 '''
 
 
-def test_h2_cut_by_the_policy_is_a_goaway(h2net):
+@pytest.mark.parametrize("mode", ["plain", "partial"])
+def test_h2_cut_by_the_policy_is_a_goaway(h2net, mode):
     """RFC 9113 §6.8: an intercepted HTTP/2 connection the policy no longer
-    allows gets RST_STREAM (CANCEL) for the stream in flight and a GOAWAY
+    allows gets RST_STREAM for the streams in flight (CANCEL for the download
+    whose request went upstream; REFUSED_STREAM for one whose header block
+    had only begun, "partial": it was never processed) and a GOAWAY
     (NO_ERROR, last-stream-id = the last stream the gateway took, the reason
     as debug data), then a clean close; the network.deny event as for any
-    cut connection; the upstream gets nothing more."""
+    cut connection."""
     from test_gateway_cred import POLICY
     from test_gateway import cut_events
     gw = h2net["gw"]
     assert set_creds(h2net, [cred(h2net, "h2ga", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
     p = subprocess.Popen(["ip", "netns", "exec", h2net["ns"]["sb"], "/usr/bin/python3", "-c", CUT_CLIENT,
-                          f"{h2net['tmp']}/sbca.pem", H2HOST], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          f"{h2net['tmp']}/sbca.pem", H2HOST, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
         assert p.stdout.readline().strip() == "started", p.communicate(timeout=60)
@@ -638,9 +644,11 @@ def test_h2_cut_by_the_policy_is_a_goaway(h2net):
         assert p.returncode == 0, err
         res = json.loads(out)
         assert 1 in res["ended"] and 3 not in res["ended"] and res["data3"] > 0, res
-        assert res["rst"] == {"3": 8}, res                                       # in flight: CANCEL
+        last = 5 if mode == "partial" else 3
+        want_rst = {"3": 8, "5": 7} if mode == "partial" else {"3": 8}           # CANCEL; REFUSED_STREAM
+        assert res["rst"] == want_rst, res
         assert res["goaway"] is not None, res
-        assert res["goaway"]["last"] == 3 and res["goaway"]["code"] == 0, res    # NO_ERROR after stream 3
+        assert res["goaway"]["last"] == last and res["goaway"]["code"] == 0, res  # NO_ERROR after the last
         assert "the policy changed" in res["goaway"]["debug"], res
         assert res["end"] == "eof", res                                          # a FIN after it, not a reset
         assert len(cut_events(gw, H2HOST, since)) == 1
