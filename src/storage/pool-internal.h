@@ -80,8 +80,9 @@ int pool_ship_remove_dir(const Pool *p, int tmp_fd, const char *name);
 #define POOL_SHIP_RECV_PREFIX "recv."
 
 /* pool-ship-send.c */
-/* Cancels the sends of this process that read path (a realpath) or anything
- * under it, and waits (bounded) until they exited: the number cancelled. */
+/* Cancels the sends (pool_ship_send_start()) of this process or of its parent
+ * that read path (a realpath) or anything under it, and waits (bounded) until
+ * they exited: the number cancelled. */
 int pool_ship_sends_cancel(const char *path);
 
 /* Disk images (disk-image.c): a sandbox's disk and saved machine in sandboxes/<id>/. */

@@ -1,15 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* The `btrfs send` processes of this process, and their cancellation: see
- * pool.h. While a send reads a subvolume (the item it streams, or the parent
- * of an incremental stream), the kernel refuses to delete that subvolume
- * (-EPERM: "attempt to delete subvolume during send"). A delete must win (the
- * user asked for it; a copy on another host can be shipped again), so every
- * send is registered here with the paths it reads, and pool_remove_entry()
- * cancels the sends that read what it removes before trying again. */
+/* The `btrfs send` processes that ship a pool's subvolumes, and their
+ * cancellation: see pool.h. While a send reads a subvolume (the item it
+ * streams, or the parent of an incremental stream), the kernel refuses to
+ * delete that subvolume (-EPERM: "attempt to delete subvolume during send").
+ * A delete must win (the user asked for it; a copy on another host can be
+ * shipped again), so pool_remove_entry() cancels the sends that read what it
+ * removes before it tries again.
+ *
+ * The sends run in the node's process (its gateway thread answers the
+ * controller's ship requests) while removals run in the worker process it
+ * forked, so a send is found where the kernel shows it: a process whose
+ * parent is this process or its parent, running `btrfs send` with an argument
+ * within the path removed. A send of the same subvolume that someone else
+ * started (an operator's backup) is never touched: the removal fails. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -22,71 +30,19 @@
 #include "spawn.h"
 #include "str-util.h"
 
-/* How long a cancelled send may take to exit (it was sent SIGKILL). */
+/* How long cancelled sends may take to exit (they were sent SIGKILL). */
 #define SHIP_SEND_CANCEL_WAIT_MSEC 5000
-
-typedef struct ShipSend {
-        struct ShipSend *next;
-        pid_t pid;
-        int pidfd;
-        char *paths[2]; /* realpath()s: the item, its parent (or NULL) */
-} ShipSend;
-
-static pthread_mutex_t sends_lock = PTHREAD_MUTEX_INITIALIZER;
-static ShipSend *sends;
-
-static int64_t monotonic_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void ship_send_free(ShipSend *s) {
-        if (!s)
-                return;
-        safe_close(s->pidfd);
-        free(s->paths[0]);
-        free(s->paths[1]);
-        free(s);
-}
-DEFINE_TRIVIAL_CLEANUP_FUNC(ShipSend *, ship_send_free);
-
-/* path is what or within what a removal takes away. */
-static bool reads_within(const ShipSend *s, const char *path) {
-        for (size_t i = 0; i < ELEMENTSOF(s->paths); i++) {
-                const char *rest = s->paths[i] ? startswith(s->paths[i], path) : NULL;
-                if (rest && (rest[0] == '\0' || rest[0] == '/'))
-                        return true;
-        }
-        return false;
-}
-
-static int ship_send_new(const char *path, const char *parent_path, ShipSend **ret) {
-        _cleanup_(ship_send_freep) ShipSend *s = new0(ShipSend, 1);
-
-        if (!s)
-                return -ENOMEM;
-        s->pidfd = -EBADF;
-        s->paths[0] = realpath(path, NULL);
-        if (!s->paths[0])
-                return negative_errno();
-        if (parent_path) {
-                s->paths[1] = realpath(parent_path, NULL);
-                if (!s->paths[1])
-                        return negative_errno();
-        }
-        *ret = TAKE_PTR(s);
-        return 0;
-}
+/* At most this many sends cancelled in one call (a pool ships a handful at once). */
+#define SHIP_SEND_CANCEL_MAX 32U
+/* A send's command line: the binary, its options and two paths in the pool. */
+#define SHIP_SEND_CMDLINE_MAX (3U * PATH_MAX + 64U)
 
 int pool_ship_send_start(Pool *p, const char *path, const char *parent_path, int out_fd, int err_fd,
                          pid_t *ret_pid) {
-        _cleanup_(ship_send_freep) ShipSend *s = NULL;
         _cleanup_free_ char *btrfs = NULL;
         _cleanup_close_ int null_fd = -EBADF;
         char *argv[8];
         size_t n = 0;
-        pid_t pid;
         int r;
 
         r = pool_usable(p);
@@ -96,12 +52,10 @@ int pool_ship_send_start(Pool *p, const char *path, const char *parent_path, int
                 return -EOPNOTSUPP;
         if (isempty(path) || !ret_pid)
                 return -EINVAL;
-        r = ship_send_new(path, parent_path, &s);
-        if (r < 0)
-                return r;
         r = spawn_find_binary("btrfs", &btrfs);
         if (r < 0)
                 return r;
+        /* pool_ship_sends_cancel() recognises a send by this command line */
         argv[n++] = btrfs;
         argv[n++] = (char *) "send";
         argv[n++] = (char *) "-q";
@@ -115,67 +69,115 @@ int pool_ship_send_start(Pool *p, const char *path, const char *parent_path, int
         null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (null_fd < 0)
                 return negative_errno();
-        r = spawn_start(argv, null_fd, out_fd, err_fd, &pid);
-        if (r < 0)
-                return r;
-        /* Ours and not reaped yet: the pid is this process. */
-        s->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-        if (s->pidfd < 0) {
-                r = negative_errno();
-                (void) kill(pid, SIGKILL); /* a send nothing could cancel does not run */
-                (void) spawn_wait(pid);
-                return r;
-        }
-        s->pid = pid;
-        pthread_mutex_lock(&sends_lock);
-        s->next = sends;
-        sends = TAKE_PTR(s);
-        pthread_mutex_unlock(&sends_lock);
-        *ret_pid = pid;
-        return 0;
+        return spawn_start(argv, null_fd, out_fd, err_fd, ret_pid);
 }
 
-int pool_ship_send_wait(pid_t pid) {
-        int r = spawn_wait(pid);
+static int64_t monotonic_msec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
-        pthread_mutex_lock(&sends_lock);
-        for (ShipSend **i = &sends; *i; i = &(*i)->next)
-                if ((*i)->pid == pid) {
-                        ShipSend *s = *i;
-                        *i = s->next;
-                        ship_send_free(s);
-                        break;
-                }
-        pthread_mutex_unlock(&sends_lock);
-        return r;
+/* true if arg (a path a send reads) is path or within it */
+static bool within(const char *arg, const char *path) {
+        _cleanup_free_ char *real = realpath(arg, NULL);
+        const char *rest = real ? startswith(real, path) : NULL;
+        return rest && (rest[0] == '\0' || rest[0] == '/');
+}
+
+static bool started_by_us(pid_t pid) {
+        char fn[64], buf[512];
+        _cleanup_close_ int fd = -EBADF;
+        const char *close_paren;
+        ssize_t k;
+        int ppid;
+
+        snprintf(fn, sizeof fn, "/proc/%d/stat", (int) pid);
+        fd = open(fn, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        k = read(fd, buf, sizeof buf - 1);
+        if (k <= 0)
+                return false;
+        buf[k] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold anything, the last ')' ends it */
+        close_paren = strrchr(buf, ')');
+        if (!close_paren || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
+                return false;
+        return ppid == (int) getpid() || ppid == (int) getppid();
+}
+
+/* true if pid is a send this process or its parent started that reads path */
+static bool is_our_send_of(pid_t pid, const char *path) {
+        char fn[64], buf[SHIP_SEND_CMDLINE_MAX + 1];
+        _cleanup_close_ int fd = -EBADF;
+        const char *argv[8] = {}, *base;
+        size_t argc = 0, len;
+        ssize_t k;
+
+        if (!started_by_us(pid))
+                return false;
+        snprintf(fn, sizeof fn, "/proc/%d/cmdline", (int) pid);
+        fd = open(fn, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        k = loop_read(fd, buf, sizeof buf);
+        if (k <= 0 || (size_t) k >= sizeof buf || buf[k - 1] != '\0')
+                return false;
+        len = (size_t) k;
+        for (size_t i = 0; i < len && argc < ELEMENTSOF(argv); i += strlen(buf + i) + 1)
+                argv[argc++] = buf + i;
+        if (argc < 5 || argc >= ELEMENTSOF(argv) || !streq(argv[1], "send") || !streq(argv[2], "-q"))
+                return false;
+        base = strrchr(argv[0], '/');
+        if (!streq(base ? base + 1 : argv[0], "btrfs"))
+                return false;
+        if (argc == 5) /* btrfs send -q -- path */
+                return streq(argv[3], "--") && within(argv[4], path);
+        if (argc == 7) /* btrfs send -q -p parent -- path */
+                return streq(argv[3], "-p") && streq(argv[5], "--") &&
+                       (within(argv[4], path) || within(argv[6], path));
+        return false;
 }
 
 int pool_ship_sends_cancel(const char *path) {
+        _cleanup_(closedirp_) DIR *d = NULL;
+        int pidfds[SHIP_SEND_CANCEL_MAX];
+        size_t n = 0;
+        struct dirent *de;
         int64_t end;
-        int n = 0;
 
         if (isempty(path))
                 return -EINVAL;
-        /* The lock is held until the sends have exited: their owners only
-         * take it after reaping them, to forget them. */
-        pthread_mutex_lock(&sends_lock);
-        for (ShipSend *s = sends; s; s = s->next)
-                if (reads_within(s, path)) {
-                        log_info("Cancelling the send of %s: it is being removed", s->paths[0]);
-                        (void) syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
-                        n++;
-                }
-        end = monotonic_msec() + SHIP_SEND_CANCEL_WAIT_MSEC;
-        for (ShipSend *s = sends; s && n > 0; s = s->next) {
-                struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
-                int64_t left = end - monotonic_msec();
-                if (!reads_within(s, path))
+        d = opendir("/proc");
+        if (!d)
+                return negative_errno();
+        while (n < ELEMENTSOF(pidfds) && (de = readdir(d))) {
+                char *e;
+                long pid = strtol(de->d_name, &e, 10);
+                int pidfd;
+
+                if (*e != '\0' || pid <= 0 || pid == getpid())
                         continue;
-                /* readable once the process exited: its ioctl is over */
-                if (poll(&pfd, 1, (int) MAX(left, (int64_t) 0)) <= 0)
-                        log_warning("The cancelled send of %s (pid %d) has not exited yet", s->paths[0],
-                                    (int) s->pid);
+                /* the pidfd first: what is checked next is this process, or it is gone and signalling it is a no-op */
+                pidfd = (int) syscall(SYS_pidfd_open, (pid_t) pid, 0);
+                if (pidfd < 0)
+                        continue;
+                if (!is_our_send_of((pid_t) pid, path)) {
+                        safe_close(pidfd);
+                        continue;
+                }
+                log_info("Cancelling the btrfs send (pid %ld) reading %s: it is being removed", pid, path);
+                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                pidfds[n++] = pidfd;
         }
-        pthread_mutex_unlock(&sends_lock);
-        return n;
+        /* readable once the process exited: its ioctl is over */
+        end = monotonic_msec() + SHIP_SEND_CANCEL_WAIT_MSEC;
+        for (size_t i = 0; i < n; i++) {
+                struct pollfd pfd = { .fd = pidfds[i], .events = POLLIN };
+                if (poll(&pfd, 1, (int) MAX(end - monotonic_msec(), (int64_t) 0)) <= 0)
+                        log_warning("A cancelled btrfs send reading %s has not exited yet", path);
+                safe_close(pidfds[i]);
+        }
+        return (int) n;
 }

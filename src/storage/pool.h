@@ -261,15 +261,12 @@ int pool_ship_ident(Pool *p, const PoolShipItem *it, char **ret_path, char *ret_
  * received uuid), else 0. */
 int pool_ship_has(Pool *p, const PoolShipItem *it, const char *ident);
 /* Starts `btrfs send [-p parent_path] path` writing the stream to out_fd and
- * its messages to err_fd (pool-ship-send.c). The send is registered with the
- * paths it reads: removing either from any pool handle of this process
- * cancels it (SIGKILL), since the kernel refuses to delete a subvolume a send
- * reads. Wait for it with pool_ship_send_wait(). */
+ * its messages to err_fd (pool-ship-send.c); spawn_wait() the pid. Removing
+ * either path cancels the send (SIGKILL; it then exits non-zero), from this
+ * process or from a child of it such as the worker: the kernel refuses to
+ * delete a subvolume a send reads. */
 int pool_ship_send_start(Pool *p, const char *path, const char *parent_path, int out_fd, int err_fd,
                          pid_t *ret_pid);
-/* Reaps a pool_ship_send_start()ed send and forgets it: 0 if it streamed it
- * all, -EPROTO if it failed or was cancelled. */
-int pool_ship_send_wait(pid_t pid);
 /* Makes tmp/recv.<random> (*ret_dir, malloc'd) and starts `btrfs receive`
  * into it reading the stream from in_fd, messages to err_fd. */
 int pool_ship_receive_start(Pool *p, int in_fd, int err_fd, char **ret_dir, pid_t *ret_pid);

@@ -204,7 +204,7 @@ typedef struct SendJob {
 
 static int send_finished(void *userdata) {
         SendJob *j = userdata;
-        int r = pool_ship_send_wait(j->pid);
+        int r = spawn_wait(j->pid);
         j->pid = 0;
         return r < 0 ? -EIO : 0;
 }
@@ -395,7 +395,7 @@ finish:
         out_r = safe_close(out_r); /* a send still writing gets EPIPE and ends */
         if (job.pid > 0) {
                 (void) kill(job.pid, SIGTERM);
-                (void) pool_ship_send_wait(job.pid);
+                (void) spawn_wait(job.pid);
         }
         safe_close(job.err_fd);
         for (size_t i = 0; i < ELEMENTSOF(cand); i++)

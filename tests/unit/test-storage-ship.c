@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc-util.h"
@@ -16,6 +17,7 @@
 #include "loop.h"
 #include "mountinfo.h"
 #include "pool.h"
+#include "spawn.h"
 #include "str-util.h"
 #include "test-pool.h"
 #include "test-tar.h"
@@ -137,22 +139,22 @@ TEST(btrfs_removal_cancels_the_sends_that_read_it) {
         /* the removal of the parent wins: the send reading it ends */
         ASSERT_OK(pool_checkpoint_remove(p, "sent", "c1"));
         ASSERT_TRUE(access(c1, F_OK) < 0 && errno == ENOENT);
-        ASSERT_ERRNO(pool_ship_send_wait(a), EPROTO);
+        ASSERT_ERRNO(spawn_wait(a), EPROTO);
         /* the other send was not touched: it streams to its end */
         ASSERT_TRUE(drain(out_b) > TEST_FILE_BYTES);
-        ASSERT_OK(pool_ship_send_wait(b));
+        ASSERT_OK(spawn_wait(b));
 
         /* the item a send streams goes with its sandbox */
         c = send_stalled(p, c2, NULL, &out_c);
         ASSERT_OK(pool_sandbox_remove(p, "sent"));
         ASSERT_TRUE(access(c2, F_OK) < 0 && errno == ENOENT);
-        ASSERT_ERRNO(pool_ship_send_wait(c), EPROTO);
+        ASSERT_ERRNO(spawn_wait(c), EPROTO);
 
         /* a template as the parent of a stream */
         d = send_stalled(p, o1, tpl, &out_d);
         ASSERT_OK(pool_template_remove(p, "base"));
         ASSERT_TRUE(access(tpl, F_OK) < 0 && errno == ENOENT);
-        ASSERT_ERRNO(pool_ship_send_wait(d), EPROTO);
+        ASSERT_ERRNO(spawn_wait(d), EPROTO);
 
         ASSERT_OK(pool_sandbox_remove(p, "other"));
         ck_fd = safe_close(ck_fd); /* an fd in the pool keeps it mounted */
@@ -160,25 +162,76 @@ TEST(btrfs_removal_cancels_the_sends_that_read_it) {
         check_no_residue(dir);
 }
 
-/* Waiting forgets the send: a removal afterwards has nothing to cancel. */
-TEST(btrfs_send_that_finished_is_forgotten) {
+/* The node's process runs the sends, the worker it forked removes: a
+ * removal in a child of the process that started the send cancels it too. */
+TEST(btrfs_removal_in_a_child_cancels_the_parents_send) {
         _cleanup_pool_ Pool *p = NULL;
         _cleanup_close_ int out = -EBADF;
         _cleanup_free_ char *c1 = NULL;
         const char *dir = test_tmpdir();
-        pid_t a;
+        int status = 0;
+        pid_t send, child;
 
         test_pool_need_btrfs();
         ASSERT_OK(test_pool_open(dir, NULL, TEST_POOL_MB, "btrfs", &p));
         import_template(p, dir);
-        sandbox_with_checkpoint(p, "done", "c1");
-        c1 = checkpoint_path(p, "done", "c1");
-        a = send_stalled(p, c1, NULL, &out);
+        sandbox_with_checkpoint(p, "w", "c1");
+        c1 = checkpoint_path(p, "w", "c1");
+        send = send_stalled(p, c1, NULL, &out);
+        child = fork();
+        ASSERT_TRUE(child >= 0);
+        if (child == 0)
+                _exit(pool_sandbox_remove(p, "w") >= 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+        ASSERT_TRUE(waitpid(child, &status, 0) == child);
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == EXIT_SUCCESS);
+        ASSERT_TRUE(access(c1, F_OK) < 0 && errno == ENOENT);
+        ASSERT_ERRNO(spawn_wait(send), EPROTO);
+        ASSERT_OK(pool_template_remove(p, "base"));
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir);
+}
+
+/* A send that neither this process nor its parent started (an operator's
+ * backup, say) is not touched: the removal fails until that send is done. */
+TEST(btrfs_removal_leaves_a_send_it_did_not_start) {
+        _cleanup_pool_ Pool *p = NULL;
+        _cleanup_close_ int out = -EBADF;
+        _cleanup_free_ char *c1 = NULL;
+        const char *dir = test_tmpdir();
+        int status = 0, fds[2];
+        pid_t other;
+
+        test_pool_need_btrfs();
+        ASSERT_OK(test_pool_open(dir, NULL, TEST_POOL_MB, "btrfs", &p));
+        import_template(p, dir);
+        sandbox_with_checkpoint(p, "kept", "c1");
+        c1 = checkpoint_path(p, "kept", "c1");
+        ASSERT_TRUE(pipe2(fds, O_CLOEXEC) == 0);
+        other = fork(); /* the send is its child, not ours */
+        ASSERT_TRUE(other >= 0);
+        if (other == 0) {
+                int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                pid_t pid;
+                safe_close(fds[0]);
+                if (null_fd < 0 || pool_ship_send_start(p, c1, NULL, fds[1], null_fd, &pid) < 0)
+                        _exit(EXIT_FAILURE);
+                safe_close(fds[1]);
+                _exit(spawn_wait(pid) >= 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+        }
+        fds[1] = safe_close(fds[1]);
+        out = fds[0];
+        {
+                char buf[512];
+                ASSERT_TRUE(loop_read(out, buf, sizeof buf) == (ssize_t) sizeof buf);
+        }
+        ASSERT_ERRNO(pool_checkpoint_remove(p, "kept", "c1"), EPERM);
+        ASSERT_TRUE(access(c1, F_OK) == 0);
+        /* that send goes on to the end, and then the removal works */
         ASSERT_TRUE(drain(out) > TEST_FILE_BYTES);
-        ASSERT_OK(pool_ship_send_wait(a));
-        ASSERT_ERRNO(pool_ship_send_wait(a), ECHILD);
-        ASSERT_OK(pool_checkpoint_remove(p, "done", "c1"));
-        ASSERT_OK(pool_sandbox_remove(p, "done"));
+        ASSERT_TRUE(waitpid(other, &status, 0) == other);
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == EXIT_SUCCESS);
+        ASSERT_OK(pool_checkpoint_remove(p, "kept", "c1"));
+        ASSERT_OK(pool_sandbox_remove(p, "kept"));
         ASSERT_OK(pool_template_remove(p, "base"));
         ASSERT_OK(pool_release(p));
         check_no_residue(dir);
