@@ -355,6 +355,10 @@ int worker_gateway_start(const Config *config, const char *token, WorkerGateway 
         return 0;
 }
 
+/* A gateway freed while connection threads still ran (see below); volatile:
+ * the store is kept although nothing reads it. */
+static WorkerGateway *volatile gateway_in_use;
+
 WorkerGateway *worker_gateway_free(WorkerGateway *g) {
         if (!g)
                 return NULL;
@@ -366,9 +370,12 @@ WorkerGateway *worker_gateway_free(WorkerGateway *g) {
         safe_close(g->stop_pipe[0]);
         safe_close(g->stop_pipe[1]);
         /* connection threads are detached and end with their peers: while one
-         * runs it still uses g (the process exits right after this) */
-        if (atomic_load(&g->connections) > 0)
+         * runs it still uses g (the process exits right after this), so g
+         * stays where those threads find it, not lost */
+        if (atomic_load(&g->connections) > 0) {
+                gateway_in_use = g;
                 return NULL;
+        }
         cluster_token_free(g->token);
         free(g);
         return NULL;
