@@ -775,6 +775,113 @@ def _ship_and_recover(c):
           60, "the shipped copies removed")
 
 
+class _StalledReceiver:
+    """A receiver of ship streams that takes the request and then reads
+    nothing: the sender's `btrfs send` stays in the kernel, blocked on a full
+    pipe, for as long as the test wants. It listens on the host end of a
+    worker's link (reachable from that worker's namespace)."""
+
+    def __init__(self, c, worker):
+        i, _, _ = c.addresses[worker]
+        self.host = f"{c.subnet}.{4 * i + 1}"
+        self.lsock = socket.socket()
+        self.lsock.bind((self.host, 0))
+        self.lsock.listen(1)
+        self.lsock.settimeout(60)
+        self.conn = None
+
+    @property
+    def address(self):
+        return f"{self.host}:{self.lsock.getsockname()[1]}"
+
+    def take(self):
+        """Answers the hello and the receive request ("have nothing": a full
+        stream), reads the first bytes of the stream and then stops reading."""
+        self.conn, _ = self.lsock.accept()
+        self.conn.settimeout(60)
+        f = self.conn.makefile("rb")
+        assert json.loads(f.readline())["op"] == "hello"
+        self.conn.sendall(json.dumps({"ok": True, "worker": "stalled"}).encode() + b"\n")
+        req = json.loads(f.readline())
+        assert req["op"] == "receive", req
+        self.conn.sendall(json.dumps({"ok": True, "complete": False, "have": []}).encode() + b"\n")
+        assert len(f.read(65536)) == 65536
+        return req
+
+    def close(self):
+        for s in (self.conn, self.lsock):
+            if s:
+                s.close()
+
+
+def _sends_of(pid):
+    """The `btrfs send` processes that spaced PID started."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and argv[0].endswith(b"/btrfs") and argv[1:2] == [b"send"]:
+            out.append(int(d))
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_delete_while_a_checkpoint_ships(cluster):
+    """The kernel refuses to delete a subvolume while a send reads it: a
+    DELETE of a checkpoint, or of its sandbox, while that checkpoint ships
+    cancels the send and succeeds (it was a 500 "Operation not permitted")."""
+    c = cluster
+    api = c.apis[0]
+    r = c.req(api, "POST", "/v1/sandboxes", json={"disk_mb": 256})
+    assert r.status == 201, r
+    sid, victim = r.json()["id"], r.json()["worker"]
+    node = c.workers[victim]
+    mark = len(node.log())
+    try:
+        # far more than a pipe and two socket buffers hold
+        code, _ = c.exec_out(api, sid, "head -c 67108864 /dev/urandom > /big && sync")
+        assert code == 0
+        cks = []
+        for name in ("one", "two"):
+            r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": name})
+            assert r.status == 201, r
+            cks.append(r.json()["id"])
+        for k, ck in enumerate(cks):
+            recv = _StalledReceiver(c, victim)
+            try:
+                with _Raw(c, victim) as raw:
+                    assert raw.line()["ok"]
+                    raw.send(json.dumps({"op": "ship", "kind": "checkpoint", "sandbox": sid, "name": ck,
+                                         "to": "stalled", "address": recv.address, "template": "base"}).encode()
+                             + b"\n")
+                    req = recv.take()
+                    assert req["sandbox"] == sid and req["name"] == ck, req
+                    assert _wait(lambda: _sends_of(node.pid), 30, "the btrfs send in the kernel")
+                    if k == 0:
+                        r = c.req(api, "DELETE", f"/v1/sandboxes/{sid}/checkpoints/{ck}")
+                    else:
+                        r = c.req(api, "DELETE", f"/v1/sandboxes/{sid}")
+                    assert r.status in (200, 204), r
+                    assert not os.path.exists(os.path.join(_pool(c, victim), "checkpoints", sid, ck))
+                    assert not _sends_of(node.pid)
+                    recv.close()  # the sender's write fails: it answers the ship with the failure
+                    ans = raw.line()
+                    assert not ans["ok"] and "shipping" in ans["message"], ans
+            finally:
+                recv.close()
+        assert node.wait_log("Cancelling the btrfs send", 10, mark)
+        assert not os.path.exists(os.path.join(_pool(c, victim), "sandboxes", sid))
+    finally:
+        c.delete_all()
+
+
 @pytest.mark.timeout(300)
 def test_template_import_reaches_every_worker(cluster):
     c = cluster
