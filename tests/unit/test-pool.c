@@ -9,6 +9,8 @@
 
 #include "alloc-util.h"
 #include "fd-util.h"
+#include "loop.h"
+#include "mountinfo.h"
 #include "str-util.h"
 #include "test-pool.h"
 #include "test.h"
@@ -85,6 +87,16 @@ void test_pool_sweep(void) {
 
 __attribute__((destructor)) static void guard_at_exit(void) {
         test_pool_sweep();
+}
+
+void test_pool_check_no_residue(const char *state_dir) {
+        _cleanup_free_ char *mnt = strjoin(state_dir, "/pool"), *image = strjoin(state_dir, "/pool.img"),
+                            *dev = NULL;
+
+        ASSERT_NOT_NULL(mnt);
+        ASSERT_NOT_NULL(image);
+        ASSERT_ERRNO(mountinfo_lookup(mnt, NULL, NULL), ENOENT);
+        ASSERT_ERRNO(loop_find_backing(image, &dev), ENOENT);
 }
 
 void test_pool_release_and_freep(Pool **p) {

@@ -18,6 +18,9 @@ void test_pool_release_and_freep(Pool **p);
 /* Forgets a handle without releasing (the pool stays mounted). */
 void test_pool_drop(Pool **p);
 
+/* Asserts that no mount and no loop device of the pool under state_dir are left. */
+void test_pool_check_no_residue(const char *state_dir);
+
 /* Releases what a failed test left (called by the skips below and at exit). */
 void test_pool_sweep(void);
 /* Skip the test unless we are root / btrfs on loop devices / overlayfs can be used. */

@@ -35,17 +35,6 @@ static int open_pool(const char *state_dir, const char *storage, Pool **ret) {
         return test_pool_open(state_dir, NULL, TEST_POOL_MB, storage, ret);
 }
 
-/* No mount and no loop device of the pool are left. */
-static void check_no_residue(const char *state_dir) {
-        _cleanup_free_ char *mnt = strjoin(state_dir, "/pool"), *image = strjoin(state_dir, "/pool.img"),
-                            *dev = NULL;
-
-        ASSERT_NOT_NULL(mnt);
-        ASSERT_NOT_NULL(image);
-        ASSERT_ERRNO(mountinfo_lookup(mnt, NULL, NULL), ENOENT);
-        ASSERT_ERRNO(loop_find_backing(image, &dev), ENOENT);
-}
-
 /* <pool>/checkpoints/<sandbox>/<checkpoint>, as pool.h lays it out. */
 static char *checkpoint_path(Pool *p, const char *sandbox_id, const char *checkpoint_id) {
         char *s = strjoin(pool_mount_path(p), "/checkpoints/", sandbox_id, "/", checkpoint_id);
@@ -456,7 +445,7 @@ TEST(btrfs_checkpoints) {
         ASSERT_EQ(pool_kind(p), POOL_BTRFS);
         exercise_checkpoints(p, dir);
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }
 
 TEST(overlay_checkpoints) {
@@ -542,7 +531,7 @@ TEST(btrfs_checkpoint_without_copy) {
         }
         pool_fd = safe_close(pool_fd);
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }
 
 /* A checkpoint is a read-only subvolume: nothing writes to it, not even root. */
@@ -586,7 +575,7 @@ TEST(btrfs_checkpoint_readonly) {
         ASSERT_OK(pool_sandbox_remove(p, "child"));
         ASSERT_OK(pool_sandbox_remove(p, "ro"));
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }
 
 /* The exclusive-bytes limit of the subvolume at path (0: none). */
@@ -653,7 +642,7 @@ TEST(btrfs_quota_after_restore_and_branch) {
         ASSERT_OK(pool_sandbox_remove(p, "child"));
         ASSERT_OK(pool_sandbox_remove(p, "q"));
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }
 
 /* Removing a sandbox removes its checkpoints: no subvolume, no qgroup (once
@@ -714,7 +703,7 @@ TEST(btrfs_remove_leaves_nothing) {
         ASSERT_OK(pool_template_remove(p, "base"));
         pool_fd = safe_close(pool_fd);
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }
 
 /* What a crash in the middle of a restore leaves (the new root or upper beside
@@ -777,7 +766,7 @@ TEST(btrfs_restore_leftovers) {
         ASSERT_OK(open_pool(dir, "btrfs", &p));
         exercise_restore_leftovers(p, dir);
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }
 
 TEST(overlay_restore_leftovers) {
@@ -933,5 +922,5 @@ TEST(btrfs_vm_disk_checkpoints) {
         ASSERT_OK(pool_sandbox_remove(p, "vm3"));
         ASSERT_OK(pool_template_image_remove(p, "base"));
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }

@@ -97,16 +97,6 @@ static uint64_t drain(int fd) {
         return total;
 }
 
-static void check_no_residue(const char *state_dir) {
-        _cleanup_free_ char *mnt = strjoin(state_dir, "/pool"), *image = strjoin(state_dir, "/pool.img"),
-                            *dev = NULL;
-
-        ASSERT_NOT_NULL(mnt);
-        ASSERT_NOT_NULL(image);
-        ASSERT_ERRNO(mountinfo_lookup(mnt, NULL, NULL), ENOENT);
-        ASSERT_ERRNO(loop_find_backing(image, &dev), ENOENT);
-}
-
 TEST(btrfs_removal_cancels_the_sends_that_read_it) {
         _cleanup_pool_ Pool *p = NULL;
         _cleanup_close_ int ck_fd = -EBADF, out_a = -EBADF, out_b = -EBADF, out_c = -EBADF, out_d = -EBADF;
@@ -159,7 +149,7 @@ TEST(btrfs_removal_cancels_the_sends_that_read_it) {
         ASSERT_OK(pool_sandbox_remove(p, "other"));
         ck_fd = safe_close(ck_fd); /* an fd in the pool keeps it mounted */
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }
 
 /* The node's process runs the sends, the worker it forked removes: a
@@ -188,7 +178,7 @@ TEST(btrfs_removal_in_a_child_cancels_the_parents_send) {
         ASSERT_ERRNO(spawn_wait(send), EPROTO);
         ASSERT_OK(pool_template_remove(p, "base"));
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }
 
 /* A send that neither this process nor its parent started (an operator's
@@ -234,5 +224,5 @@ TEST(btrfs_removal_leaves_a_send_it_did_not_start) {
         ASSERT_OK(pool_sandbox_remove(p, "kept"));
         ASSERT_OK(pool_template_remove(p, "base"));
         ASSERT_OK(pool_release(p));
-        check_no_residue(dir);
+        test_pool_check_no_residue(dir);
 }
