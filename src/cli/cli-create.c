@@ -164,16 +164,16 @@ int cli_create(int argc, char **argv) {
                 json_w_key(&w, "allow");
                 json_w_array_begin(&w);
                 for (char **s = allow; s && *s; s++)
-                        if (cli_policy_write_rule(&w, *s, false) < 0)
+                        if (cli_policy_write_rule(&w, *s, CLI_RULE_HOST) < 0)
                                 return cli_error_errno(-ENOMEM, "out of memory");
                 for (char **s = allow_cidr; s && *s; s++)
-                        if (cli_policy_write_rule(&w, *s, true) < 0)
+                        if (cli_policy_write_rule(&w, *s, CLI_RULE_CIDR) < 0)
                                 return cli_error_errno(-ENOMEM, "out of memory");
                 json_w_array_end(&w);
                 json_w_key(&w, "deny");
                 json_w_array_begin(&w);
                 for (char **s = deny; s && *s; s++)
-                        if (cli_policy_write_rule(&w, *s, strchr(*s, '/') != NULL) < 0)
+                        if (cli_policy_write_rule(&w, *s, CLI_RULE_AUTO) < 0)
                                 return cli_error_errno(-ENOMEM, "out of memory");
                 json_w_array_end(&w);
                 json_w_object_end(&w);

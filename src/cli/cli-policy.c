@@ -41,12 +41,12 @@ static const CliOption options[] = {
 
 static int write_ports(JsonWriter *w, const char *s) {
         _cleanup_free_ char *copy = strdup(s);
-        char *save = NULL;
+        char *save = copy; /* strsep: an empty item ("443,,80") stays one, for the server to refuse */
         if (!copy)
                 return -ENOMEM;
         json_w_key(w, "ports");
         json_w_array_begin(w);
-        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        for (char *t = strsep(&save, ","); t; t = strsep(&save, ",")) {
                 uint64_t v;
                 if (strchr(t, '-'))
                         json_w_string(w, t);
@@ -70,19 +70,23 @@ static const char *proto_suffix(const char *arg, size_t *n) {
         return NULL;
 }
 
-int cli_policy_write_rule(JsonWriter *w, const char *arg, bool cidr) {
+int cli_policy_write_rule(JsonWriter *w, const char *arg, CliRuleKind kind) {
         size_t n = strlen(arg);
         const char *proto = proto_suffix(arg, &n);
         _cleanup_free_ char *rule = strndup(arg, n);
-        const char *colon;
+        const char *colon, *slash;
         if (!rule)
                 return -ENOMEM;
-        if (cidr) {
-                const char *slash = strchr(rule, '/');
-                colon = slash ? strchr(slash, ':') : NULL;
-        } else
+        /* a CIDR's ports follow its prefix length ("2001:db8::/32:443"); a name's its first ':' */
+        slash = kind == CLI_RULE_HOST ? NULL : strchr(rule, '/');
+        bool cidr = kind == CLI_RULE_CIDR || slash;
+        if (!cidr)
                 colon = strchr(rule, ':');
-        if (!colon && !proto) {
+        else if (slash)
+                colon = strchr(slash, ':');
+        else /* a bare address: IPv4 with a port has one ':', IPv6 more and no port without a prefix */
+                colon = strchr(rule, ':') == strrchr(rule, ':') ? strchr(rule, ':') : NULL;
+        if (kind == CLI_RULE_AUTO && !colon && !proto) {
                 json_w_string(w, rule); /* the server tells hosts and CIDRs apart */
                 return 0;
         }
@@ -131,10 +135,10 @@ static int write_list(JsonWriter *w, const char *key, const JsonValue *old, char
                 json_w_raw(w, text);
         }
         for (char *const *s = hosts; s && *s; s++)
-                if (cli_policy_write_rule(w, *s, false) < 0)
+                if (cli_policy_write_rule(w, *s, CLI_RULE_HOST) < 0)
                         return -ENOMEM;
         for (char *const *s = cidrs; s && *s; s++)
-                if (cli_policy_write_rule(w, *s, true) < 0)
+                if (cli_policy_write_rule(w, *s, CLI_RULE_CIDR) < 0)
                         return -ENOMEM;
         json_w_array_end(w);
         return 0;

@@ -129,6 +129,11 @@ def test_cidr_with_ports_and_replace(pnet):
     r = policy(pnet, "--deny-cidr", f"{net30}/30")
     assert r.rc == 0, r
     assert not reaches(pnet, f"http://{ip}:8080/")
+    # a bare address is its /32, with a port too
+    r = policy(pnet, "--clear", "--allow-cidr", f"{ip}:8080")
+    assert r.rc == 0, r
+    assert stored(pnet) == {"allow": [{"cidr": f"{ip}/32", "ports": [8080]}], "deny": []}
+    assert reaches(pnet, f"http://{ip}:8080/")
     # replace: --clear with new entries is the whole new policy, in one change
     r = policy(pnet, "--clear", "--allow", A)
     assert r.rc == 0, r
@@ -153,6 +158,11 @@ def test_cidr_with_ports_and_replace(pnet):
     (["--allow-cidr", "10.0.0.0/8:0"], ["port"]),
     (["--allow-cidr", "10.0.0.0/8:70000"], ["port"]),
     (["--allow", "ok.example.com:80-"], ["port"]),
+    (["--allow", "ok.example.com:443,,80"], ["ports[1]"]),
+    (["--allow", "10.1.2.3"], ["an IP address is not a host: use a CIDR entry"]),   # asked for a host
+    (["--deny", "10.1.2.0/24"], ["invalid host"]),
+    (["--allow-cidr", "example.com"], ["invalid CIDR \"example.com\""]),          # asked for a CIDR
+    (["--deny-cidr", "example.com:443"], ["invalid CIDR"]),
     (["--allow", "*.co.uk"], ["public suffix \"co.uk\""]),
     (["--allow", "*.com"], ["top-level"]),
     (["--allow", "*.github.io", "--allow", "*.co.uk"], ["allow[2]", "co.uk"]),
@@ -206,3 +216,20 @@ def test_unknown_sandbox_and_option_misuse(pnet):
     one_line_error(d.cli("policy"))
     one_line_error(d.cli("policy", pnet["sid"], "--frobnicate"))
     assert stored(pnet) == before
+
+
+def test_create_deny_takes_hosts_and_cidrs(pnet):
+    """space create --deny HOST|CIDR (one option for both): a name with a
+    protocol, a CIDR with ports, a bare address."""
+    d = pnet["d"]
+    r = d.cli("create", "--allow", A, "--deny", "db.clipolicy.test/tcp", "--deny", "10.9.0.0/16:5432",
+              "--deny", "10.1.2.3", "--deny", "x.clipolicy.test:22")
+    assert r.rc == 0, r
+    sid = r.out.strip()
+    try:
+        assert d.show(sid).json()["network"] == {
+            "allow": [{"host": A, "ports": [80, 443]}],
+            "deny": [{"host": "db.clipolicy.test", "proto": "tcp"}, {"cidr": "10.9.0.0/16", "ports": [5432]},
+                     {"cidr": "10.1.2.3/32"}, {"host": "x.clipolicy.test", "ports": [22]}]}
+    finally:
+        d.delete(sid)
