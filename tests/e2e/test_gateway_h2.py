@@ -527,14 +527,15 @@ def test_h2_upstream_goaway_relayed_and_unanswered_stream_refused(h2net):
 def test_h2_connection_cut_when_its_host_is_denied(h2net):
     """An intercepted HTTP/2 connection in the middle of a download (curl,
     rate-limited so that it is): the policy denies the host, the connection is
-    reset at once with a network.deny event, curl fails short of the body."""
+    cut at once with a network.deny event, curl fails short of the body
+    ("partial file") and reports (-v) the GOAWAY (NO_ERROR, after stream 1)."""
     from test_gateway_cred import POLICY
     from test_gateway import cut_events
     gw = h2net["gw"]
     assert set_creds(h2net, [cred(h2net, "h2cut", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
     size = os.path.getsize(f"{h2net['tmp']}/www/big")
     dst = f"{h2net['tmp']}/cut-{secrets.token_hex(4)}"
-    p = subprocess.Popen(["ip", "netns", "exec", h2net["ns"]["sb"], "curl", "-sS", "--http2", "--limit-rate", "64k",
+    p = subprocess.Popen(["ip", "netns", "exec", h2net["ns"]["sb"], "curl", "-sSv", "--http2", "--limit-rate", "64k",
                           "--max-time", "120", "--cacert", f"{h2net['tmp']}/sbca.pem", "-w", "%{http_version}",
                           "-o", dst, f"https://{H2HOST}/big"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -550,6 +551,7 @@ def test_h2_connection_cut_when_its_host_is_denied(h2net):
         out, err = p.communicate(timeout=60)
         assert p.returncode != 0 and out == "2", (p.returncode, out, err)
         assert os.path.getsize(dst) < size
+        assert "GOAWAY, error=0, last_stream=1" in err, err                 # curl 7.88: "recveived GOAWAY, ..."
     finally:
         if p.poll() is None:
             p.kill()
