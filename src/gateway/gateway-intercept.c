@@ -79,6 +79,7 @@ typedef struct GwIntercept {
         GwH2 *h2;         /* both legs chose h2 */
         bool cut;         /* h2: the policy denied it; the GOAWAY goes out, then the close */
         bool cut_notified; /* and after it the close_notify */
+        bool cut_shut;    /* and our FIN: the sandbox's bytes are read and dropped until its FIN */
 } GwIntercept;
 
 static void ix_pump(Gateway *gw, GwConn *c);
@@ -410,8 +411,8 @@ static void update(Gateway *gw, GwConn *c) {
 
         bool want_in;
 
-        if (ix->cut) /* read and passed to the session until the close (a FIN, not a reset) */
-                want_in = !ix->down_closed;
+        if (ix->cut) /* read until the sandbox's FIN: a close with unread bytes would be a reset */
+                want_in = true;
         else if (ix->refusing) /* only until the sandbox's handshake is done (the answer goes inside it) */
                 want_in = !ix->down_ready;
         else /* (the sandbox's handshake done, the upstream's not: nothing to read until it is) */
@@ -555,12 +556,22 @@ static int h2_pump(GwConn *c) {
 }
 
 /* A cut h2 connection: the sandbox's frames are still read (nghttp2 ignores
- * new streams after its GOAWAY; reading them keeps the close a FIN rather
- * than a reset that could drop the GOAWAY), the frames queued for it go out,
- * then the close. */
+ * new streams after its GOAWAY), the frames queued for it go out, then the
+ * close_notify and our FIN; then its bytes are dropped until its FIN and the
+ * socket closed (a lingering close: closing with unread bytes would send a
+ * reset, which discards what the sandbox's kernel has not taken yet, the
+ * GOAWAY included). A sandbox that neither reads nor closes meets the
+ * deadline (GW_CONN_FLUSH). */
 static void cut_pump(Gateway *gw, GwConn *c) {
         GwIntercept *ix = c->ix;
 
+        if (ix->cut_shut) {
+                if (c->c_eof)
+                        ix_close(gw, c);
+                else
+                        update(gw, c);
+                return;
+        }
         while (!ix->down_closed && !c->c_eof) {
                 ssize_t k = tls_pipe_read(ix->down, ix->scratch, IX_READ_MAX);
                 if (k == -EAGAIN)
@@ -583,10 +594,11 @@ static void cut_pump(Gateway *gw, GwConn *c) {
                 return;
         }
         if (ix->cut_notified && c->out_n == 0 && tls_pipe_pending(ix->down) == 0) {
-                if (c->cio.fd >= 0)
-                        (void) shutdown(c->cio.fd, SHUT_WR);
-                ix_close(gw, c);
-                return;
+                if (c->c_eof || c->cio.fd < 0 || shutdown(c->cio.fd, SHUT_WR) < 0) {
+                        ix_close(gw, c);
+                        return;
+                }
+                ix->cut_shut = true;
         }
         update(gw, c);
 }
@@ -749,6 +761,21 @@ static int sock_read_feed(int fd, TlsPipe *p, uint8_t *buf, bool *ret_eof) {
         return 0;
 }
 
+/* Bytes of a cut connection's sandbox after our close_notify (or its TLS
+ * ended): read and dropped, a bounded number per event. */
+static int sock_read_drop(int fd, uint8_t *buf, bool *ret_eof) {
+        for (unsigned i = 0; i < 4; i++) {
+                ssize_t k = read(fd, buf, IX_READ_MAX);
+                if (k < 0)
+                        return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+                if (k == 0) {
+                        *ret_eof = true;
+                        return 0;
+                }
+        }
+        return 0;
+}
+
 static void ix_cio_event(Gateway *gw, GwIo *io, uint32_t events) {
         GwConn *c = (GwConn *) ((char *) io - offsetof(GwConn, cio));
 
@@ -756,7 +783,12 @@ static void ix_cio_event(Gateway *gw, GwIo *io, uint32_t events) {
                 ix_close(gw, c);
                 return;
         }
-        if ((events & EPOLLIN) && !c->c_eof) {
+        if ((events & EPOLLIN) && !c->c_eof && c->ix->cut && (c->ix->cut_shut || c->ix->down_closed)) {
+                if (sock_read_drop(c->cio.fd, c->ix->scratch, &c->c_eof) < 0) {
+                        ix_close(gw, c);
+                        return;
+                }
+        } else if ((events & EPOLLIN) && !c->c_eof) {
                 if (sock_read_feed(c->cio.fd, c->ix->down, c->ix->scratch, &c->c_eof) < 0) {
                         ix_close(gw, c);
                         return;
