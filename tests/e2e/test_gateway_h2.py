@@ -571,6 +571,8 @@ ctx = ssl.create_default_context(cafile=sys.argv[1])
 ctx.set_alpn_protocols(["h2"])
 host, mode = sys.argv[2], sys.argv[3]
 s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=30), server_hostname=host)
+if mode == "busy":
+    s.settimeout(0.005)
 
 def frame(t, f, sid, payload):
     return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
@@ -610,7 +612,14 @@ try:
             if t == 7:
                 out["goaway"] = {"last": int.from_bytes(p[:4], "big") & 0x7fffffff,
                                  "code": int.from_bytes(p[4:8], "big"), "debug": p[8:].decode("utf-8", "replace")}
-        d = s.recv(65536)
+        try:
+            d = s.recv(65536)
+        except TimeoutError:
+            # "busy": a PING every few ms while the download stalls, until the GOAWAY: a client that
+            # keeps sending (as window updates do) when the cut comes
+            if started and out["goaway"] is None:
+                s.sendall(frame(6, 0, 0, b"busyping"))
+            continue
         if not d:
             out["end"] = "eof"
             break
@@ -621,15 +630,16 @@ print(json.dumps(out), flush=True)
 '''
 
 
-@pytest.mark.parametrize("mode", ["plain", "partial"])
+@pytest.mark.parametrize("mode", ["plain", "partial", "busy"])
 def test_h2_cut_by_the_policy_is_a_goaway(h2net, mode):
     """RFC 9113 §6.8: an intercepted HTTP/2 connection the policy no longer
     allows gets RST_STREAM for the streams in flight (CANCEL for the download
     whose request went upstream; REFUSED_STREAM for one whose header block
     had only begun, "partial": it was never processed) and a GOAWAY
     (NO_ERROR, last-stream-id = the last stream the gateway took, the reason
-    as debug data), then a clean close; the network.deny event as for any
-    cut connection."""
+    as debug data), then a clean close (close_notify, FIN), also for a client
+    that keeps sending until it sees the GOAWAY ("busy"); the network.deny
+    event as for any cut connection."""
     from test_gateway_cred import POLICY
     from test_gateway import cut_events
     gw = h2net["gw"]
