@@ -1,14 +1,23 @@
 # SPDX-License-Identifier: MIT
 """The egress gateway, standalone, with real clients and servers.
 
-Three network namespaces the test creates: `sb` plays a sandbox (its only
-link is a veth /31 to `gw`, default route via the gateway end, resolv.conf
-pointing at it), `gw` plays the host (the gateway process, nftables rules like
-the worker's: DNS and every other TCP connection of the sandbox redirected to
-the gateway's ports, no forwarding) and `srv` holds the test upstreams (DNS,
-HTTP, HTTPS with the test's own CA, TCP echo) on 192.168.231.2 and .3. Clients
-are curl and python3 run inside `sb`. Nothing leaves these namespaces."""
+Three network namespaces the test creates: `sb` plays a sandbox, `gw` the
+host (the gateway process), `srv` holds the test upstreams (DNS, HTTP, HTTPS
+with the test's own CA, TCP echo) on 192.168.231.2 and .3. Clients are curl
+and python3 run inside `sb`. Nothing leaves these namespaces.
 
+The sandbox's link and the host firewall are production's, not a copy:
+build/tests/sandbox-link (tests/gateway/sandbox-link.c) makes them with the
+calls the ns runtime makes (src/worker/worker-net.c, src/net/firewall.c): a
+veth /31 from `gw` to `sb`'s eth0 (default route via the host end, IPv6 off
+in the sandbox) and the inet nftables table that redirects the sandbox's DNS
+and every other TCP connection and UDP datagram to the gateway's ports,
+accepts on the host only the gateway's ports from the link's own address
+(source-address validation) and forwards nothing. resolv.conf in `sb` names
+the host end. A second gateway on other ports gets a second sandbox with its
+own link and table (other_sandbox), as a second worker would."""
+
+import contextlib
 import json
 import os
 import secrets
@@ -24,10 +33,13 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("SPACE_BUILD_DIR", os.path.join(REPO, "build"))
 GATEWAY_RUN = os.path.join(BUILD, "tests", "gateway-run")
+SANDBOX_LINK = os.path.join(BUILD, "tests", "sandbox-link")
 SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gateway_servers.py")
 PY = "/usr/bin/python3"
 
 HOST_END, SB_IP = "10.231.0.0", "10.231.0.1"
+# the link of other_sandbox(), for a second gateway
+OTHER_HOST_END, OTHER_SB_IP = "10.231.0.2", "10.231.0.3"
 SRV_A, SRV_B, SRV_GW = "192.168.231.2", "192.168.231.3", "192.168.231.1"
 ZONE = {
     "_listen": [SRV_A],
@@ -48,6 +60,43 @@ POLICY = {"allow": ["allowed.test", "*.allowed.test", {"host": "allowed.test", "
 
 def sh(*args, check=True, **kw):
     return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=60, **kw)
+
+
+def sandbox_link(ns_gw, ns_sb, table, link, host_end, sb_ip, ports=(10053, 10080, 10081, 10082)):
+    """The sandbox's link and the host firewall exactly as production makes
+    them: tests/sandbox-link (tests/gateway/sandbox-link.c) calls what the ns
+    runtime calls (src/worker/worker-net.c: veth_create, veth_configure_host,
+    veth_configure_peer_here, firewall_setup, firewall_add_link), in `ns_gw`:
+    the veth `link` there, its peer eth0 in `ns_sb` (host_end/31 and
+    sb_ip/31, default route, lo up, IPv6 off in the sandbox) and the inet
+    table `table` for the link prefix (up to the last '-' of `link`) with the
+    gateway's ports `ports` (DNS, proxy, transparent, first UDP port). Both
+    stay in `ns_gw`: deleting the namespaces (or `drop_table`) removes them."""
+    r = subprocess.run(["ip", "netns", "exec", ns_gw, SANDBOX_LINK, table, link, f"/run/netns/{ns_sb}", host_end,
+                        sb_ip, *map(str, ports)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def drop_table(ns_gw, table):
+    subprocess.run(["ip", "netns", "exec", ns_gw, "nft", "delete", "table", "inet", table], capture_output=True)
+
+
+@contextlib.contextmanager
+def other_sandbox(net, ports):
+    """A second sandbox for a second gateway listening on `ports` in `gw`: as
+    production has it for a second worker, its own namespace, link (another
+    link prefix) and table, made by sandbox_link; OTHER_SB_IP behind
+    OTHER_HOST_END. Yields `net` with this sandbox as `sb`; the table and the
+    namespace (with the link) go when the block ends, however it ends."""
+    tag = secrets.token_hex(3)
+    ns_gw, ns_sb, table = net["ns"]["gw"], f"spgw-{tag}-sbx", f"spgwx-{tag}"
+    try:
+        sh("ip", "netns", "add", ns_sb)
+        sandbox_link(ns_gw, ns_sb, table, f"vsx-{tag}", OTHER_HOST_END, OTHER_SB_IP, ports)
+        yield dict(net, ns=dict(net["ns"], sb=ns_sb))
+    finally:
+        drop_table(ns_gw, table)
+        subprocess.run(["ip", "netns", "del", ns_sb], capture_output=True)
 
 
 class Gateway:
@@ -118,8 +167,9 @@ class Gateway:
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
-    if not os.path.exists(GATEWAY_RUN):
-        pytest.skip("build/tests/gateway-run missing")
+    for p in (GATEWAY_RUN, SANDBOX_LINK):
+        if not os.path.exists(p):
+            pytest.skip(f"{p} missing")
     tag = secrets.token_hex(3)
     ns = {k: f"spgw-{tag}-{k}" for k in ("sb", "gw", "srv")}
     tmp = tmp_path_factory.mktemp("gw")
@@ -131,35 +181,14 @@ def net(tmp_path_factory):
             sh("ip", "netns", "add", n)
         for n in ns.values():
             sh("ip", "-n", n, "link", "set", "lo", "up")
-        sh("ip", "-n", ns["gw"], "link", "add", "vsb", "type", "veth", "peer", "name", "eth0", "netns", ns["sb"])
+        # the sandbox's link and the host firewall: production's (sandbox_link)
+        sandbox_link(ns["gw"], ns["sb"], f"spgw-{tag}", f"vsb-{tag}", HOST_END, SB_IP)
         sh("ip", "-n", ns["gw"], "link", "add", "vsrv", "type", "veth", "peer", "name", "eth0", "netns", ns["srv"])
-        sh("ip", "-n", ns["gw"], "addr", "add", f"{HOST_END}/31", "dev", "vsb")
-        sh("ip", "-n", ns["sb"], "addr", "add", f"{SB_IP}/31", "dev", "eth0")
         sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV_GW}/24", "dev", "vsrv")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV_A}/24", "dev", "eth0")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV_B}/24", "dev", "eth0")
-        for n, dev in ((ns["gw"], "vsb"), (ns["gw"], "vsrv"), (ns["sb"], "eth0"), (ns["srv"], "eth0")):
+        for n, dev in ((ns["gw"], "vsrv"), (ns["srv"], "eth0")):
             sh("ip", "-n", n, "link", "set", dev, "up")
-        sh("ip", "-n", ns["sb"], "route", "add", "default", "via", HOST_END)
-        sh("ip", "-n", ns["sb"], "-6", "addr", "flush", "dev", "eth0", check=False)
-        # like the worker's rules: DNS and all other TCP of the sandbox to the gateway
-        rules = f"""
-table ip spgw {{
-  chain pre {{
-    type nat hook prerouting priority dstnat; policy accept;
-    iifname "vsb" ip saddr {SB_IP} udp dport 53 dnat to {HOST_END}:10053
-    iifname "vsb" ip saddr {SB_IP} tcp dport 53 dnat to {HOST_END}:10053
-    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080, 12053, 12080 }} accept
-    iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
-    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} udp dport {{ 10053, 11053, 12053 }} accept
-    iifname "vsb" meta l4proto udp redirect to :10082-10089
-  }}
-  chain udpmark {{
-    type filter hook prerouting priority mangle - 10; policy accept;
-    iifname "vsb" meta l4proto udp meta mark set @nh,128,32 meta priority set @th,0,32
-  }}
-}}"""
-        sh("ip", "netns", "exec", ns["gw"], "nft", "-f", "-", input=rules)
         os.makedirs(etc, exist_ok=True)
         with open(f"{etc}/resolv.conf", "w") as f:
             f.write(f"nameserver {HOST_END}\n")
@@ -190,7 +219,7 @@ table ip spgw {{
         gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--events-per-sec", "1000", "--udp-port", "10082"])
         r = gw.request("register", id="sb1", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END, policy=POLICY)
         assert r["ok"], r
-        yield {"ns": ns, "gw": gw, "tmp": str(tmp), "log": log, "lo": lo}
+        yield {"ns": ns, "gw": gw, "tmp": str(tmp), "log": log, "lo": lo, "table": f"spgw-{tag}", "link": f"vsb-{tag}"}
     finally:
         rc, err = gw.close() if gw else (0, "")
         for p in procs:
@@ -563,22 +592,51 @@ def test_udp_refused_addresses_and_deny_rules(net):
         set_policy(net, POLICY)
 
 
+def input_drops(net):
+    """Packets the production table's input chain dropped so far (its `counter drop` rule)."""
+    out = sh("ip", "netns", "exec", net["ns"]["gw"], "nft", "-j", "list", "chain", "inet", net["table"], "input").stdout
+    rules = [o["rule"]["expr"] for o in json.loads(out)["nftables"] if "rule" in o]
+    drops = [e for r in rules if {"drop": None} in r for e in r if "counter" in e]
+    assert len(drops) == 1, rules
+    return drops[0]["counter"]["packets"]
+
+
 def test_udp_forged_source_not_relayed(net):
+    """A datagram from an address that is not the sandbox's (root of its
+    namespace can add any: here a second address on the sandbox's link):
+    production's firewall drops it before the gateway (source-address
+    validation: the link . address . host end set); and were the firewall to
+    let it through, the gateway itself relays nothing from an address it
+    does not know."""
     set_policy(net, {"allow": [{"cidr": f"{SRV_A}/32", "proto": "udp", "ports": [5000]}]})
+    forged = '"%s" . 10.231.0.9 . %s' % (net["link"], HOST_END)
+    code = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2)\n"
+            "s.bind(('10.231.0.9',0))\n"
+            f"s.sendto(b'forged',('{SRV_A}',5000))\ntry:\n s.recv(10);print('reply')\nexcept Exception:\n print('none')")
     try:
         before = len(upstream_log(net))
-        # a datagram from an address that is not the sandbox's (root of its namespace with IP_TRANSPARENT... here
-        # simply a second address on the sandbox's link): the gateway relays nothing
         in_sb(net, "ip", "addr", "add", "10.231.0.9/32", "dev", "eth0")
         try:
-            code = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2)\n"
-                    "s.bind(('10.231.0.9',0))\n"
-                    f"s.sendto(b'forged',('{SRV_A}',5000))\ntry:\n s.recv(10);print('reply')\nexcept Exception:\n print('none')")
+            drops = input_drops(net)
             rc, out, _ = py_in_sb(net, code)
             assert out == "none"
+            assert input_drops(net) > drops     # the firewall dropped it
+            # the gateway's own check: the forged source let through by the table's set
+            sh("ip", "netns", "exec", net["ns"]["gw"], "nft", "add", "element", "inet", net["table"], "links",
+               f"{{ {forged} }}")
+            try:
+                drops = input_drops(net)
+                rc, out, _ = py_in_sb(net, code)
+                assert out == "none"
+                assert input_drops(net) == drops    # past the firewall this time
+            finally:
+                sh("ip", "netns", "exec", net["ns"]["gw"], "nft", "delete", "element", "inet", net["table"], "links",
+                   f"{{ {forged} }}")
         finally:
             in_sb(net, "ip", "addr", "del", "10.231.0.9/32", "dev", "eth0")
         assert udp_log(net, before) == []
+        # and the sandbox's own address is relayed by the same rule
+        assert udp(net, [SRV_A, 5000, "genuine"]) == [["echo:genuine", SRV_A, 5000]]
     finally:
         set_policy(net, POLICY)
 
@@ -869,23 +927,23 @@ def test_bad_control_requests(net):
 def test_events_rate_limited(net, tmp_path):
     # a separate gateway with a low event rate: a flood of denied queries
     # yields a bounded number of events and a "dropped" summary
-    ns = net["ns"]
-    gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--events-per-sec", "2", "--dns-per-sec", "1000",
-                                            "--dns-port", "11053", "--proxy-port", "11080",
-                                            "--transparent-port", "11081", "--udp-port", "11082"])
-    try:
-        r = gw.request("register", id="sbx", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END)
-        assert r["ok"], r
-        code = ("import socket,struct\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(5)\n"
-                "for i in range(300):\n q=struct.pack('!HHHHHH',i,0x100,1,0,0,0)+b'\\x05other\\x04test\\x00'+struct.pack('!HH',1,1)\n"
-                " s.sendto(q,('10.231.0.0',11053)); s.recv(512)\nprint('done')")
-        rc, out, err = py_in_sb(net, code, timeout=60)
-        assert out == "done", err
-        assert gw.wait_event(lambda e: e["event"] == "network.dropped", timeout=15)
-        denies = [e for e in gw.events if e["event"] == "network.deny"]
-        assert 1 <= len(denies) < 300
-    finally:
-        rc, err = gw.close()
+    with other_sandbox(net, (11053, 11080, 11081, 11082)) as sbx:
+        gw = Gateway(net["ns"]["gw"], f"{SRV_A}:53", ["--events-per-sec", "2", "--dns-per-sec", "1000",
+                                                       "--dns-port", "11053", "--proxy-port", "11080",
+                                                       "--transparent-port", "11081", "--udp-port", "11082"])
+        try:
+            r = gw.request("register", id="sbx", tenant="t1", sandbox_ip=OTHER_SB_IP, host_ip=OTHER_HOST_END)
+            assert r["ok"], r
+            code = ("import socket,struct\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(5)\n"
+                    "for i in range(300):\n q=struct.pack('!HHHHHH',i,0x100,1,0,0,0)+b'\\x05other\\x04test\\x00'+struct.pack('!HH',1,1)\n"
+                    f" s.sendto(q,('{OTHER_HOST_END}',11053)); s.recv(512)\nprint('done')")
+            rc, out, err = py_in_sb(sbx, code, timeout=60)
+            assert out == "done", err
+            assert gw.wait_event(lambda e: e["event"] == "network.dropped", timeout=15)
+            denies = [e for e in gw.events if e["event"] == "network.deny"]
+            assert 1 <= len(denies) < 300
+        finally:
+            rc, err = gw.close()
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
 
 
@@ -893,26 +951,26 @@ def test_dns_query_rate_limited(net):
     # a gateway answering 2 queries a second (burst 4): a sandbox that asks an
     # allowed name 300 times back to back gets REFUSED past the budget (and a
     # network.deny event saying why), answers within it
-    ns = net["ns"]
-    gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--dns-per-sec", "2", "--events-per-sec", "1000",
-                                            "--dns-port", "11053", "--proxy-port", "11080",
-                                            "--transparent-port", "11081", "--udp-port", "11082"])
-    try:
-        assert gw.request("register", id="sbd", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END,
-                          policy=POLICY)["ok"]
-        code = ("import socket,struct\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(5)\n"
-                "rc={}\n"
-                "for i in range(300):\n q=struct.pack('!HHHHHH',i,0x100,1,0,0,0)+b'\\x07allowed\\x04test\\x00'"
-                "+struct.pack('!HH',1,1)\n"
-                " s.sendto(q,('10.231.0.0',11053)); a=s.recv(512); rc[a[3]&15]=rc.get(a[3]&15,0)+1\n"
-                "print(rc.get(0,0), rc.get(5,0), sum(rc.values()))")
-        rc, out, err = py_in_sb(net, code, timeout=120)
-        assert rc == 0, err
-        ok, refused, total = map(int, out.split())
-        assert total == 300 and ok >= 1 and refused >= 1 and ok + refused == 300, out
-        assert gw.wait_event(lambda e: e["event"] == "network.deny" and "query rate limit" in e["reason"])
-    finally:
-        rc, err = gw.close()
+    with other_sandbox(net, (11053, 11080, 11081, 11082)) as sbx:
+        gw = Gateway(net["ns"]["gw"], f"{SRV_A}:53", ["--dns-per-sec", "2", "--events-per-sec", "1000",
+                                                       "--dns-port", "11053", "--proxy-port", "11080",
+                                                       "--transparent-port", "11081", "--udp-port", "11082"])
+        try:
+            assert gw.request("register", id="sbd", tenant="t1", sandbox_ip=OTHER_SB_IP, host_ip=OTHER_HOST_END,
+                              policy=POLICY)["ok"]
+            code = ("import socket,struct\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(5)\n"
+                    "rc={}\n"
+                    "for i in range(300):\n q=struct.pack('!HHHHHH',i,0x100,1,0,0,0)+b'\\x07allowed\\x04test\\x00'"
+                    "+struct.pack('!HH',1,1)\n"
+                    f" s.sendto(q,('{OTHER_HOST_END}',11053)); a=s.recv(512); rc[a[3]&15]=rc.get(a[3]&15,0)+1\n"
+                    "print(rc.get(0,0), rc.get(5,0), sum(rc.values()))")
+            rc, out, err = py_in_sb(sbx, code, timeout=120)
+            assert rc == 0, err
+            ok, refused, total = map(int, out.split())
+            assert total == 300 and ok >= 1 and refused >= 1 and ok + refused == 300, out
+            assert gw.wait_event(lambda e: e["event"] == "network.deny" and "query rate limit" in e["reason"])
+        finally:
+            rc, err = gw.close()
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
 
 
@@ -920,32 +978,33 @@ def test_connection_limit_and_handshake_timeout(net):
     # a gateway with a small per-sandbox limit and a short handshake timeout:
     # idle connections (slowloris) are closed, and past the limit a new one
     # is refused at once; both are events
-    ns = net["ns"]
-    gw = Gateway(ns["gw"], f"{SRV_A}:53", ["--conns", "4", "--handshake-timeout", "2",
-                                            "--dns-port", "12053", "--proxy-port", "12080",
-                                            "--transparent-port", "12081", "--udp-port", "12082"])
-    try:
-        assert gw.request("register", id="sbl", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END,
-                          policy=POLICY)["ok"]
-        code = r"""
-import socket, time
-held = [socket.create_connection(("10.231.0.0", 12080), timeout=10) for _ in range(4)]
+    with other_sandbox(net, (12053, 12080, 12081, 12082)) as sbx:
+        gw = Gateway(net["ns"]["gw"], f"{SRV_A}:53", ["--conns", "4", "--handshake-timeout", "2",
+                                                       "--dns-port", "12053", "--proxy-port", "12080",
+                                                       "--transparent-port", "12081", "--udp-port", "12082"])
+        try:
+            assert gw.request("register", id="sbl", tenant="t1", sandbox_ip=OTHER_SB_IP, host_ip=OTHER_HOST_END,
+                              policy=POLICY)["ok"]
+            code = r"""
+import socket, sys, time
+gw = (sys.argv[1], 12080)
+held = [socket.create_connection(gw, timeout=10) for _ in range(4)]
 time.sleep(0.5)
-extra = socket.create_connection(("10.231.0.0", 12080), timeout=10)
+extra = socket.create_connection(gw, timeout=10)
 print("extra", "closed" if extra.recv(10) == b"" else "open")
 # the held ones say nothing: the handshake timeout closes them
 print("held", ["closed" if h.recv(10) == b"" else "data" for h in held])
 """
-        rc, out, err = py_in_sb(net, code, timeout=60)
-        assert rc == 0, err
-        assert out.splitlines() == ["extra closed", "held ['closed', 'closed', 'closed', 'closed']"], out
-        assert gw.wait_event(lambda e: "connection limit reached" in e["reason"]), gw.events
-        assert gw.wait_event(lambda e: "handshake timeout" in e["reason"])
-        # and the limit counted them back: a normal request works again
-        rc, out, err = curl(net, "-x", f"http://{HOST_END}:12080", "http://allowed.test/again")
-        assert rc == 0 and out.startswith("hello host=allowed.test"), err
-    finally:
-        rc, err = gw.close()
+            r = in_sb(sbx, PY, "-c", code, OTHER_HOST_END, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.splitlines() == ["extra closed", "held ['closed', 'closed', 'closed', 'closed']"], r.stdout
+            assert gw.wait_event(lambda e: "connection limit reached" in e["reason"]), gw.events
+            assert gw.wait_event(lambda e: "handshake timeout" in e["reason"])
+            # and the limit counted them back: a normal request works again
+            rc, out, err = curl(sbx, "-x", f"http://{OTHER_HOST_END}:12080", "http://allowed.test/again")
+            assert rc == 0 and out.startswith("hello host=allowed.test"), err
+        finally:
+            rc, err = gw.close()
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
 
 
@@ -1287,27 +1346,30 @@ def test_policy_change_refuses_a_proxy_request_still_resolving(net):
     gw = None
     client = None
     try:
-        assert silent.stdout.readline().strip() == "ready"
-        gw = Gateway(ns["gw"], f"{SRV_A}:5399", ["--events-per-sec", "1000", "--dns-port", "12053",
-                                                 "--proxy-port", "12080", "--transparent-port", "12081",
-                                                 "--udp-port", "12082"])
-        assert gw.request("register", id="sbr", tenant="t1", sandbox_ip=SB_IP, host_ip=HOST_END,
-                          policy=POLICY)["ok"]
-        client = subprocess.Popen(["ip", "netns", "exec", ns["sb"], "curl", "-sS", "--max-time", "30", "-x",
-                                   f"http://{HOST_END}:12080", "http://allowed.test/"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert silent.stdout.readline().strip() == "query"      # the gateway is resolving
-        since = len(gw.events)
-        assert gw.request("policy", id="sbr", policy={"allow": POLICY["allow"], "deny": ["allowed.test"]})["ok"]
-        out, err = client.communicate(timeout=30)
-        assert "the policy changed: deny allowed.test" in out, (out, err)
-        ev = cut_events(gw, "allowed.test", since)
-        assert len(ev) == 1 and ev[0]["data"]["kind"] == "http", ev
+        with other_sandbox(net, (12053, 12080, 12081, 12082)) as sbx:
+            try:
+                assert silent.stdout.readline().strip() == "ready"
+                gw = Gateway(ns["gw"], f"{SRV_A}:5399", ["--events-per-sec", "1000", "--dns-port", "12053",
+                                                         "--proxy-port", "12080", "--transparent-port", "12081",
+                                                         "--udp-port", "12082"])
+                assert gw.request("register", id="sbr", tenant="t1", sandbox_ip=OTHER_SB_IP,
+                                  host_ip=OTHER_HOST_END, policy=POLICY)["ok"]
+                client = subprocess.Popen(["ip", "netns", "exec", sbx["ns"]["sb"], "curl", "-sS", "--max-time", "30",
+                                           "-x", f"http://{OTHER_HOST_END}:12080", "http://allowed.test/"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                assert silent.stdout.readline().strip() == "query"      # the gateway is resolving
+                since = len(gw.events)
+                assert gw.request("policy", id="sbr", policy={"allow": POLICY["allow"], "deny": ["allowed.test"]})["ok"]
+                out, err = client.communicate(timeout=30)
+                assert "the policy changed: deny allowed.test" in out, (out, err)
+                ev = cut_events(gw, "allowed.test", since)
+                assert len(ev) == 1 and ev[0]["data"]["kind"] == "http", ev
+            finally:
+                if client and client.poll() is None:
+                    client.kill()
+                    client.communicate()
+                rc, err = gw.close() if gw else (0, "")
     finally:
-        if client and client.poll() is None:
-            client.kill()
-            client.communicate()
-        rc, err = gw.close() if gw else (0, "")
         silent.kill()
         silent.wait()
         silent.stdout.close()

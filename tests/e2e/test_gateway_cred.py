@@ -2,11 +2,14 @@
 """Credentials in the egress gateway, standalone (the topology of
 test_gateway.py: `sb` plays a sandbox, `gw` the host with the gateway, `srv`
 the upstreams with their own CA: a Python HTTP/1.1 server on SRV, nghttpd,
-HTTP/2 only, on SRV_H2 for test_gateway_h2.py). The gateway gets a master key, the
-upstreams' CA as its trust store, a sandbox CA and sealed credentials
-(tests/gateway/cred-seal, the API's sealing); curl and python3 in `sb` trust
-the sandbox CA. Fast, and without the debian template (test_cred_wire.py
-does the same through a real spaced with the template's clients)."""
+HTTP/2 only, on SRV_H2 for test_gateway_h2.py). The sandbox's link and the
+host firewall are production's, made by build/tests/sandbox-link as in
+test_gateway.py (sandbox_link), not a copy of its rules. The gateway gets a
+master key, the upstreams' CA as its trust store, a sandbox CA and sealed
+credentials (tests/gateway/cred-seal, the API's sealing); curl and python3
+in `sb` trust the sandbox CA. Fast, and without the debian template
+(test_cred_wire.py does the same through a real spaced with the template's
+clients)."""
 
 import base64
 import json
@@ -18,7 +21,8 @@ import time
 
 import pytest
 
-from test_gateway import GATEWAY_RUN, BUILD, PY, SERVERS, CutClient, Gateway, cut_events, sh
+from test_gateway import (BUILD, GATEWAY_RUN, PY, SANDBOX_LINK, SERVERS, CutClient, Gateway, cut_events, sandbox_link,
+                          sh)
 
 CRED_SEAL = os.path.join(BUILD, "tests", "cred-seal")
 HOST_END, SB_IP = "10.232.0.0", "10.232.0.1"
@@ -37,7 +41,7 @@ TENANT = "t1"
 
 @pytest.fixture(scope="module")
 def cnet(tmp_path_factory):
-    for p in (GATEWAY_RUN, CRED_SEAL):
+    for p in (GATEWAY_RUN, SANDBOX_LINK, CRED_SEAL):
         if not os.path.exists(p):
             pytest.skip(f"{p} missing")
     tag = secrets.token_hex(3)
@@ -49,27 +53,15 @@ def cnet(tmp_path_factory):
         for n in ns.values():
             sh("ip", "netns", "add", n)
             sh("ip", "-n", n, "link", "set", "lo", "up")
-        sh("ip", "-n", ns["gw"], "link", "add", "vsb", "type", "veth", "peer", "name", "eth0", "netns", ns["sb"])
+        # the sandbox's link and the host firewall: production's (test_gateway.sandbox_link)
+        sandbox_link(ns["gw"], ns["sb"], f"spgc-{tag}", f"vsb-{tag}", HOST_END, SB_IP)
         sh("ip", "-n", ns["gw"], "link", "add", "vsrv", "type", "veth", "peer", "name", "eth0", "netns", ns["srv"])
-        sh("ip", "-n", ns["gw"], "addr", "add", f"{HOST_END}/31", "dev", "vsb")
-        sh("ip", "-n", ns["sb"], "addr", "add", f"{SB_IP}/31", "dev", "eth0")
         sh("ip", "-n", ns["gw"], "addr", "add", f"{SRV_GW}/24", "dev", "vsrv")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV}/24", "dev", "eth0")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV_H2}/24", "dev", "eth0")
         sh("ip", "-n", ns["srv"], "addr", "add", f"{SRV_GRPC}/24", "dev", "eth0")
-        for n, dev in ((ns["gw"], "vsb"), (ns["gw"], "vsrv"), (ns["sb"], "eth0"), (ns["srv"], "eth0")):
+        for n, dev in ((ns["gw"], "vsrv"), (ns["srv"], "eth0")):
             sh("ip", "-n", n, "link", "set", dev, "up")
-        sh("ip", "-n", ns["sb"], "route", "add", "default", "via", HOST_END)
-        rules = f"""
-table ip spgc {{
-  chain pre {{
-    type nat hook prerouting priority dstnat; policy accept;
-    iifname "vsb" ip saddr {SB_IP} udp dport 53 dnat to {HOST_END}:10053
-    iifname "vsb" ip saddr {SB_IP} ip daddr {HOST_END} tcp dport {{ 10053, 10080 }} accept
-    iifname "vsb" ip saddr {SB_IP} meta l4proto tcp dnat to {HOST_END}:10081
-  }}
-}}"""
-        sh("ip", "netns", "exec", ns["gw"], "nft", "-f", "-", input=rules)
         os.makedirs(etc, exist_ok=True)
         with open(f"{etc}/resolv.conf", "w") as f:
             f.write(f"nameserver {HOST_END}\n")
