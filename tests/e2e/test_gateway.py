@@ -947,6 +947,45 @@ def test_events_rate_limited(net, tmp_path):
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
 
 
+def test_another_gateways_ports_out_of_reach(net):
+    """Two gateways on one host (two workers: each its own link prefix,
+    table and ports): a sandbox reaches only its own. Its connections to the
+    other gateway's proxy port, at either host end, are redirected by its own
+    table to its own gateway's transparent port, which refuses the host's
+    addresses; the other sandbox, the other way round, likewise. Each proxy
+    port works from its own sandbox (the refusal is the link's, not a dead
+    port)."""
+    with other_sandbox(net, (12053, 12080, 12081, 12082)) as sbx:
+        gw2 = Gateway(net["ns"]["gw"], f"{SRV_A}:53", ["--events-per-sec", "1000", "--dns-port", "12053",
+                                                        "--proxy-port", "12080", "--transparent-port", "12081",
+                                                        "--udp-port", "12082"])
+        try:
+            assert gw2.request("register", id="sbo", tenant="t1", sandbox_ip=OTHER_SB_IP, host_ip=OTHER_HOST_END,
+                               policy=POLICY)["ok"]
+            tok = secrets.token_hex(4)
+            before = len(upstream_log(net))
+            rc, out, err = curl(sbx, "-x", f"http://{OTHER_HOST_END}:12080", f"http://allowed.test/{tok}/own2")
+            assert rc == 0 and out.startswith("hello host=allowed.test"), err
+            rc, out, err = curl(net, "-x", f"http://{HOST_END}:10080", f"http://allowed.test/{tok}/own1")
+            assert rc == 0 and out.startswith("hello host=allowed.test"), err
+            since1, since2 = len(net["gw"].events), len(gw2.events)
+            for who, target in ((net, f"{OTHER_HOST_END}:12080"), (net, f"{HOST_END}:12080"),
+                                (sbx, f"{HOST_END}:10080"), (sbx, f"{OTHER_HOST_END}:10080")):
+                rc, out, err = curl(who, "-x", f"http://{target}", f"http://allowed.test/{tok}/cross")
+                assert not out.startswith("hello"), (target, out, err)
+            paths = [e["path"] for e in upstream_log(net)[before:] if e["kind"] == "http"]
+            assert paths == [f"/{tok}/own2", f"/{tok}/own1"], paths
+            # each refused by its own gateway (the events name the sandbox), none by the other
+            for g, since, sid, port in ((net["gw"], since1, "sb1", 12080), (gw2, since2, "sbo", 10080)):
+                assert g.wait_event(lambda e: len(g.events) >= since + 2)
+                got = sorted((e["sandbox"], e["data"]["ip"], e["data"]["port"], e["data"]["why"])
+                             for e in g.events[since:] if e["event"] == "network.deny")
+                assert got == [(sid, a, port, "sandbox address pool") for a in (HOST_END, OTHER_HOST_END)], got
+        finally:
+            rc, err = gw2.close()
+    assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
+
+
 def test_dns_query_rate_limited(net):
     # a gateway answering 2 queries a second (burst 4): a sandbox that asks an
     # allowed name 300 times back to back gets REFUSED past the budget (and a
