@@ -358,6 +358,18 @@ def test_dns_aaaa_empty_for_allowed(net):
     assert dns(net, "other.test", qtype=28) == (3, [])
 
 
+def test_sandbox_has_no_ipv6(net):
+    # production's link turns IPv6 off inside: no v6 address, not even link-local, and a v6 socket
+    # reaches not even the link (a v4-mapped address is IPv4 on the wire, policed as such)
+    r = in_sb(net, "ip", "-6", "-o", "addr")
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout
+    rc, out, err = py_in_sb(net, "import socket\ns=socket.socket(socket.AF_INET6)\ns.settimeout(3)\n"
+                                 "try:\n s.connect(('fe80::1', 80, 0, socket.if_nametoindex('eth0')))\n print('connected')\n"
+                                 "except OSError as e:\n print(type(e).__name__, e.errno)")
+    # refused on the spot (no source address: EADDRNOTAVAIL), not sent and left unanswered (a timeout)
+    assert rc == 0 and out == "OSError 99", (out, err)
+
+
 def test_dns_answers_with_refused_addresses_dropped(net):
     # allowed names whose upstream answer points inside: DNS rebinding
     assert dns(net, "rebind.test") == (3, [])
