@@ -474,6 +474,58 @@ int egress_policy_check_public_suffixes(const EgressPolicy *p, char *errbuf, siz
         return 0;
 }
 
+/* The last address of a CIDR: its network address with the host bits set. */
+static void cidr_last(const EgressPolicyRule *r, uint8_t ret[static 16]) {
+        size_t len = r->family == AF_INET ? 4 : 16;
+
+        memcpy(ret, r->addr, len);
+        for (size_t i = 0; i < len; i++) {
+                unsigned bits = r->prefixlen > i * 8 ? r->prefixlen - (unsigned) i * 8 : 0;
+                if (bits < 8)
+                        ret[i] |= (uint8_t) (0xFFU >> bits);
+        }
+}
+
+static bool is_localhost(const char *host) {
+        size_t n = strlen(host);
+        return streq(host, "localhost") || (n > STRLEN(".localhost") && streq(host + n - STRLEN(".localhost"), ".localhost"));
+}
+
+int egress_policy_check_reachable(const EgressPolicy *p, char *errbuf, size_t errbuf_size) {
+        if (!p)
+                return -EINVAL;
+        for (size_t i = 0; i < p->n_allow; i++) {
+                const EgressPolicyRule *r = &p->allow[i];
+
+                if (r->kind == EGRESS_POLICY_RULE_HOST && is_localhost(r->host)) {
+                        err_set(errbuf, errbuf_size,
+                                "allow[%zu]: \"%s%.64s\" is never reachable: localhost names the loopback address "
+                                "(RFC 6761), which the gateway refuses whatever the policy says",
+                                i, r->wildcard ? "*." : "", r->host);
+                        return -EINVAL;
+                }
+                if (r->kind == EGRESS_POLICY_RULE_CIDR) {
+                        /* the fixed ranges are aligned blocks: a CIDR is inside one if its first and last
+                         * addresses are refused for the same reason */
+                        uint8_t last[16];
+                        const char *first_why = egress_policy_addr_forbidden(NULL, r->family, r->addr), *last_why;
+                        char a[INET6_ADDRSTRLEN];
+
+                        cidr_last(r, last);
+                        last_why = egress_policy_addr_forbidden(NULL, r->family, last);
+                        if (!first_why || !last_why || !streq(first_why, last_why))
+                                continue;
+                        inet_ntop(r->family, r->addr, a, sizeof a);
+                        err_set(errbuf, errbuf_size,
+                                "allow[%zu]: %s/%u is never reachable: every address in it is a %s, which the "
+                                "gateway refuses whatever the policy says",
+                                i, a, r->prefixlen, first_why);
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
 int egress_policy_parse(const char *p, size_t n, EgressPolicy **ret, char *errbuf, size_t errbuf_size) {
         _cleanup_json_ JsonValue *v = NULL;
         char why[EGRESS_POLICY_ERR_MAX];

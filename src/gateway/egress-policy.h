@@ -115,6 +115,14 @@ int egress_policy_from_json(const JsonValue *v, EgressPolicy **ret, char *errbuf
  * "*.s3.amazonaws.com") are one company's service and stay allowed; deny
  * entries may name any suffix. Without a list any wildcard allow is refused. */
 int egress_policy_check_public_suffixes(const EgressPolicy *p, char *errbuf, size_t errbuf_size);
+/* Also on a new policy only: refuses an allow entry that can never take
+ * effect because every destination it names is one the gateway refuses
+ * whatever the policy says (egress_policy_addr_forbidden() without a guard):
+ * a CIDR wholly inside one such range (loopback, link-local and the metadata
+ * addresses, multicast, ...), or "localhost" and names under it (RFC 6761:
+ * loopback). Such an entry would read as a permission it is not. Deny
+ * entries may name them. */
+int egress_policy_check_reachable(const EgressPolicy *p, char *errbuf, size_t errbuf_size);
 /* Canonical JSON (objects with host|cidr and ports), NUL-terminated. */
 int egress_policy_to_json(const EgressPolicy *p, char **ret);
 void egress_policy_write_json(const EgressPolicy *p, JsonWriter *w);

@@ -168,6 +168,8 @@ static int parse_args(int argc, char *argv[], Config *c) {
                 r = egress_policy_parse(c->default_network, strlen(c->default_network), &p, err, sizeof err);
                 if (r >= 0)
                         r = egress_policy_check_public_suffixes(p, err, sizeof err);
+                if (r >= 0)
+                        r = egress_policy_check_reachable(p, err, sizeof err);
                 if (r < 0) {
                         fprintf(stderr, "spaced: default_network: %s\n", err);
                         return r;

@@ -64,6 +64,12 @@ BAD = [
     ({"deny": [{"host": "a.example", "proto": "UDP"}]}, 400, "deny[0].proto: \"tcp\" or \"udp\""),
     ({"allow": [{"host": "a.example", "proto": 17, "ports": [1]}]}, 400, "allow[0].proto"),
     ({"allow": ["x" * 60 + f".h{i}.example.org" for i in range(1000)]}, 413, "larger than 65536 bytes"),
+    # allow entries the gateway's fixed refusals make void: they would read as permissions they are not
+    ({"allow": ["169.254.169.254"]}, 400, "allow[0]: 169.254.169.254/32 is never reachable: every address in it is "
+     "a link-local address (metadata), which the gateway refuses whatever the policy says"),
+    ({"allow": ["a.example", {"cidr": "127.0.0.0/8", "ports": [80]}]}, 400, "allow[1]: 127.0.0.0/8 is never reachable"),
+    ({"allow": ["fe80::/10"]}, 400, "fe80::/10 is never reachable: every address in it is a link-local address"),
+    ({"allow": ["localhost"]}, 400, "allow[0]: \"localhost\" is never reachable: localhost names the loopback"),
 ]
 
 
@@ -101,6 +107,18 @@ def test_private_suffix_wildcards_exact_hosts_and_denials_are_accepted(spaced, s
     net = r.json()["network"]
     assert [a["host"] for a in net["allow"]] == policy["allow"], net
     assert [d["host"] for d in net["deny"]] == policy["deny"], net
+    assert spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json={}).status == 200
+
+
+def test_broad_ranges_and_denials_of_always_refused_addresses_are_accepted(spaced, sandbox):
+    # a range that merely holds such addresses is an ordinary permission (the
+    # gateway still refuses those inside it); a deny entry may name them
+    policy = {"allow": ["0.0.0.0/0", "168.0.0.0/6", "::/0"],
+              "deny": ["169.254.169.254", "127.0.0.0/8", "localhost"]}
+    r = spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json=policy)
+    assert r.status == 200, r
+    net = r.json()["network"]
+    assert [a["cidr"] for a in net["allow"]] == policy["allow"], net
     assert spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json={}).status == 200
 
 
@@ -207,6 +225,7 @@ def test_cli_create_bad_allow_refused(spaced):
     ("--default-network", '{"allow":["*.com"]}', "default_network: allow[0]: invalid host"),
     ("--default-network", "not json", "default_network: policy is not valid JSON"),
     ("--default-network", '{"allow":["*.co.uk"]}', "default_network: allow[0]: \"*.co.uk\" covers the public suffix"),
+    ("--default-network", '{"allow":["169.254.169.254"]}', "default_network: allow[0]: 169.254.169.254/32 is never reachable"),
     ("--gateway-dns-upstream", "resolver.example:53", "gateway_dns_upstream: 'resolver.example:53' is not"),
     ("--gateway-dns-upstream", "10.0.0.1:0", "gateway_dns_upstream"),
     ("--gateway-udp-port", "10077", "gateway ports must differ"),      # 10077-10084 holds 10080 and 10081

@@ -252,6 +252,59 @@ TEST(public_suffix_allow) {
         ASSERT_EQ(host(p, "shop.co.uk", 443), EGRESS_POLICY_ALLOW);
 }
 
+static int reachable_check(const char *json, char err[static EGRESS_POLICY_ERR_MAX]) {
+        _cleanup_(egress_policy_freep) EgressPolicy *p = parse_ok(json);
+        err[0] = 0;
+        return egress_policy_check_reachable(p, err, EGRESS_POLICY_ERR_MAX);
+}
+
+/* An allow entry the gateway's fixed refusals make void is refused: it
+ * would read as a permission it is not. Broad ranges that merely include such
+ * addresses, and deny entries, are fine. */
+TEST(unreachable_allow) {
+        char err[EGRESS_POLICY_ERR_MAX];
+        static const struct {
+                const char *json, *msg;
+        } bad[] = {
+                { "{\"allow\":[\"169.254.169.254/32\"]}", "allow[0]: 169.254.169.254/32 is never reachable: every "
+                                                          "address in it is a link-local address (metadata)" },
+                { "{\"allow\":[\"a.example\",\"127.0.0.1\"]}", "allow[1]: 127.0.0.1/32 is never reachable" },
+                { "{\"allow\":[{\"cidr\":\"127.0.0.0/8\",\"ports\":[80]}]}", "loopback address" },
+                { "{\"allow\":[\"169.254.0.0/16\"]}", "link-local address" },
+                { "{\"allow\":[\"0.0.0.0/8\"]}", "unspecified address" },
+                { "{\"allow\":[\"224.0.0.0/4\"]}", "multicast address" },
+                { "{\"allow\":[\"::1/128\"]}", "::1/128 is never reachable: every address in it is a loopback" },
+                { "{\"allow\":[\"fe80::/10\"]}", "link-local address" },
+                { "{\"allow\":[\"fd00:ec2::254/128\"]}", "link-local address (metadata)" },
+                { "{\"allow\":[\"::ffff:127.0.0.0/104\"]}", "loopback address" },
+                { "{\"allow\":[\"ff02::/16\"]}", "multicast address" },
+                { "{\"allow\":[\"localhost\"]}", "allow[0]: \"localhost\" is never reachable: localhost names the "
+                                                 "loopback address (RFC 6761)" },
+                { "{\"allow\":[\"api.localhost\"]}", "\"api.localhost\" is never reachable" },
+                { "{\"allow\":[\"*.Dev.LOCALHOST.\"]}", "\"*.dev.localhost\" is never reachable" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                if (reachable_check(bad[i].json, err) != -EINVAL)
+                        test_fail(__FILE__, __LINE__, "%s accepted", bad[i].json);
+                if (!strstr(err, bad[i].msg) || !strstr(err, "whatever the policy says"))
+                        test_fail(__FILE__, __LINE__, "%s: message \"%s\" lacks \"%s\"", bad[i].json, err, bad[i].msg);
+        }
+        static const char *const good[] = {
+                "{\"allow\":[\"0.0.0.0/0\",\"::/0\"]}", /* everything the gateway lets through */
+                "{\"allow\":[\"10.0.0.0/8\",\"192.168.1.1\",\"2001:db8::/32\",\"224.0.0.0/3\"]}",
+                "{\"allow\":[\"2002::/16\",\"::ffff:0:0/96\",\"168.0.0.0/6\"]}",
+                "{\"allow\":[\"localhost.example.com\",\"mylocalhost\",\"*.example.com\"]}",
+                "{\"deny\":[\"169.254.169.254/32\",\"127.0.0.0/8\",\"localhost\",\"*.dev.localhost\"]}",
+                "{}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(good); i++)
+                if (reachable_check(good[i], err) < 0)
+                        test_fail(__FILE__, __LINE__, "%s refused: %s", good[i], err);
+        /* the parser alone keeps stored policies valid */
+        _cleanup_(egress_policy_freep) EgressPolicy *p = parse_ok("{\"allow\":[\"localhost\",\"127.0.0.1\"]}");
+        ASSERT_TRUE(p != NULL);
+}
+
 TEST(parse_limits) {
         /* EGRESS_POLICY_RULES_MAX entries pass, one more is -E2BIG */
         _cleanup_free_ char *buf = malloc(EGRESS_POLICY_JSON_MAX * 2);
