@@ -743,6 +743,9 @@ static void ix_pump(Gateway *gw, GwConn *c) {
         update(gw, c);
 }
 
+/* A bounded number of reads per event, into the TLS pipe p, or (p NULL:
+ * a cut connection's sandbox after our close_notify, or its TLS ended)
+ * dropped. */
 static int sock_read_feed(int fd, TlsPipe *p, uint8_t *buf, bool *ret_eof) {
         for (unsigned i = 0; i < 4; i++) {
                 ssize_t k = read(fd, buf, IX_READ_MAX);
@@ -752,26 +755,11 @@ static int sock_read_feed(int fd, TlsPipe *p, uint8_t *buf, bool *ret_eof) {
                         *ret_eof = true;
                         return 0;
                 }
-                int r = tls_pipe_feed(p, buf, (size_t) k);
+                int r = p ? tls_pipe_feed(p, buf, (size_t) k) : 0;
                 if (r < 0)
                         return r;
                 if ((size_t) k < IX_READ_MAX)
                         return 0;
-        }
-        return 0;
-}
-
-/* Bytes of a cut connection's sandbox after our close_notify (or its TLS
- * ended): read and dropped, a bounded number per event. */
-static int sock_read_drop(int fd, uint8_t *buf, bool *ret_eof) {
-        for (unsigned i = 0; i < 4; i++) {
-                ssize_t k = read(fd, buf, IX_READ_MAX);
-                if (k < 0)
-                        return errno == EAGAIN || errno == EINTR ? 0 : -errno;
-                if (k == 0) {
-                        *ret_eof = true;
-                        return 0;
-                }
         }
         return 0;
 }
@@ -783,17 +771,14 @@ static void ix_cio_event(Gateway *gw, GwIo *io, uint32_t events) {
                 ix_close(gw, c);
                 return;
         }
-        if ((events & EPOLLIN) && !c->c_eof && c->ix->cut && (c->ix->cut_shut || c->ix->down_closed)) {
-                if (sock_read_drop(c->cio.fd, c->ix->scratch, &c->c_eof) < 0) {
+        if ((events & EPOLLIN) && !c->c_eof) {
+                bool drop = c->ix->cut && (c->ix->cut_shut || c->ix->down_closed);
+                if (sock_read_feed(c->cio.fd, drop ? NULL : c->ix->down, c->ix->scratch, &c->c_eof) < 0) {
                         ix_close(gw, c);
                         return;
                 }
-        } else if ((events & EPOLLIN) && !c->c_eof) {
-                if (sock_read_feed(c->cio.fd, c->ix->down, c->ix->scratch, &c->c_eof) < 0) {
-                        ix_close(gw, c);
-                        return;
-                }
-                c->last_usec = gw_now_usec();
+                if (!drop) /* a cut connection's time is its deadline's */
+                        c->last_usec = gw_now_usec();
         }
         ix_pump(gw, c);
 }
