@@ -86,14 +86,18 @@ def other_sandbox(net, ports):
     """A second sandbox for a second gateway listening on `ports` in `gw`: as
     production has it for a second worker, its own namespace, link (another
     link prefix) and table, made by sandbox_link; OTHER_SB_IP behind
-    OTHER_HOST_END. Yields `net` with this sandbox as `sb`; the table and the
+    OTHER_HOST_END. Yields `net` with this sandbox as `sb` and the second
+    gateway's port options as `gateway_ports`; the table and the
     namespace (with the link) go when the block ends, however it ends."""
     tag = secrets.token_hex(3)
     ns_gw, ns_sb, table = net["ns"]["gw"], f"spgw-{tag}-sbx", f"spgwx-{tag}"
     try:
         sh("ip", "netns", "add", ns_sb)
         sandbox_link(ns_gw, ns_sb, table, f"vsx-{tag}", OTHER_HOST_END, OTHER_SB_IP, ports)
-        yield dict(net, ns=dict(net["ns"], sb=ns_sb))
+        dns, proxy, transparent, udp = ports
+        yield dict(net, ns=dict(net["ns"], sb=ns_sb),
+                   gateway_ports=["--dns-port", str(dns), "--proxy-port", str(proxy),
+                                  "--transparent-port", str(transparent), "--udp-port", str(udp)])
     finally:
         drop_table(ns_gw, table)
         subprocess.run(["ip", "netns", "del", ns_sb], capture_output=True)
@@ -941,8 +945,7 @@ def test_events_rate_limited(net, tmp_path):
     # yields a bounded number of events and a "dropped" summary
     with other_sandbox(net, (11053, 11080, 11081, 11082)) as sbx:
         gw = Gateway(net["ns"]["gw"], f"{SRV_A}:53", ["--events-per-sec", "2", "--dns-per-sec", "1000",
-                                                       "--dns-port", "11053", "--proxy-port", "11080",
-                                                       "--transparent-port", "11081", "--udp-port", "11082"])
+                                                       *sbx["gateway_ports"]])
         try:
             r = gw.request("register", id="sbx", tenant="t1", sandbox_ip=OTHER_SB_IP, host_ip=OTHER_HOST_END)
             assert r["ok"], r
@@ -968,9 +971,7 @@ def test_another_gateways_ports_out_of_reach(net):
     port works from its own sandbox (the refusal is the link's, not a dead
     port)."""
     with other_sandbox(net, (12053, 12080, 12081, 12082)) as sbx:
-        gw2 = Gateway(net["ns"]["gw"], f"{SRV_A}:53", ["--events-per-sec", "1000", "--dns-port", "12053",
-                                                        "--proxy-port", "12080", "--transparent-port", "12081",
-                                                        "--udp-port", "12082"])
+        gw2 = Gateway(net["ns"]["gw"], f"{SRV_A}:53", ["--events-per-sec", "1000", *sbx["gateway_ports"]])
         try:
             assert gw2.request("register", id="sbo", tenant="t1", sandbox_ip=OTHER_SB_IP, host_ip=OTHER_HOST_END,
                                policy=POLICY)["ok"]
@@ -1004,8 +1005,7 @@ def test_dns_query_rate_limited(net):
     # network.deny event saying why), answers within it
     with other_sandbox(net, (11053, 11080, 11081, 11082)) as sbx:
         gw = Gateway(net["ns"]["gw"], f"{SRV_A}:53", ["--dns-per-sec", "2", "--events-per-sec", "1000",
-                                                       "--dns-port", "11053", "--proxy-port", "11080",
-                                                       "--transparent-port", "11081", "--udp-port", "11082"])
+                                                       *sbx["gateway_ports"]])
         try:
             assert gw.request("register", id="sbd", tenant="t1", sandbox_ip=OTHER_SB_IP, host_ip=OTHER_HOST_END,
                               policy=POLICY)["ok"]
@@ -1031,8 +1031,7 @@ def test_connection_limit_and_handshake_timeout(net):
     # is refused at once; both are events
     with other_sandbox(net, (12053, 12080, 12081, 12082)) as sbx:
         gw = Gateway(net["ns"]["gw"], f"{SRV_A}:53", ["--conns", "4", "--handshake-timeout", "2",
-                                                       "--dns-port", "12053", "--proxy-port", "12080",
-                                                       "--transparent-port", "12081", "--udp-port", "12082"])
+                                                       *sbx["gateway_ports"]])
         try:
             assert gw.request("register", id="sbl", tenant="t1", sandbox_ip=OTHER_SB_IP, host_ip=OTHER_HOST_END,
                               policy=POLICY)["ok"]
@@ -1400,9 +1399,7 @@ def test_policy_change_refuses_a_proxy_request_still_resolving(net):
         with other_sandbox(net, (12053, 12080, 12081, 12082)) as sbx:
             try:
                 assert silent.stdout.readline().strip() == "ready"
-                gw = Gateway(ns["gw"], f"{SRV_A}:5399", ["--events-per-sec", "1000", "--dns-port", "12053",
-                                                         "--proxy-port", "12080", "--transparent-port", "12081",
-                                                         "--udp-port", "12082"])
+                gw = Gateway(ns["gw"], f"{SRV_A}:5399", ["--events-per-sec", "1000", *sbx["gateway_ports"]])
                 assert gw.request("register", id="sbr", tenant="t1", sandbox_ip=OTHER_SB_IP,
                                   host_ip=OTHER_HOST_END, policy=POLICY)["ok"]
                 client = subprocess.Popen(["ip", "netns", "exec", sbx["ns"]["sb"], "curl", "-sS", "--max-time", "30",
