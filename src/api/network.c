@@ -36,9 +36,7 @@ static int canonical(const JsonValue *v, const char *what, char **ret, ApiError 
         if (r == -E2BIG)
                 return api_error(e, r, API_PAYLOAD_TOO_LARGE, "%s: %s", what, err);
         if (r >= 0)
-                r = egress_policy_check_public_suffixes(p, err, sizeof err);
-        if (r >= 0)
-                r = egress_policy_check_reachable(p, err, sizeof err);
+                r = egress_policy_check_new(p, err, sizeof err);
         if (r < 0)
                 return api_error(e, r, API_INVALID_ARGUMENT, "%s: %s", what, err);
         r = egress_policy_to_json(p, ret);

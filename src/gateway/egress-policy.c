@@ -658,6 +658,67 @@ static void rule_text(const EgressPolicyRule *r, bool allow, char *buf, size_t s
                 (void) snprintf(buf + o, size - o, "/%s", egress_policy_proto_to_string(r->proto));
 }
 
+static bool ports_in(const EgressPolicyPortRange *r, const EgressPolicyRule *b) {
+        for (size_t i = 0; i < b->n_ports; i++)
+                if (b->ports[i].lo == r->lo && b->ports[i].hi == r->hi)
+                        return true;
+        return false;
+}
+
+/* The same entry: target, transport and port set (in any order; an allow
+ * entry without "ports" has the default ones). */
+static bool rule_same(const EgressPolicyRule *a, const EgressPolicyRule *b) {
+        if (a->kind != b->kind || a->proto != b->proto || (a->n_ports == 0) != (b->n_ports == 0))
+                return false;
+        if (a->kind == EGRESS_POLICY_RULE_HOST ? a->wildcard != b->wildcard || !streq(a->host, b->host)
+                                               : a->family != b->family || a->prefixlen != b->prefixlen ||
+                                                         memcmp(a->addr, b->addr, a->family == AF_INET ? 4 : 16) != 0)
+                return false;
+        for (size_t i = 0; i < a->n_ports; i++)
+                if (!ports_in(&a->ports[i], b))
+                        return false;
+        for (size_t i = 0; i < b->n_ports; i++)
+                if (!ports_in(&b->ports[i], a))
+                        return false;
+        return true;
+}
+
+static int check_listed_once(const EgressPolicyRule *rules, size_t n, bool allow, char *errbuf, size_t errbuf_size) {
+        for (size_t i = 1; i < n; i++)
+                for (size_t j = 0; j < i; j++) {
+                        char text[EGRESS_POLICY_RULE_TEXT_MAX];
+                        if (!rule_same(&rules[i], &rules[j]))
+                                continue;
+                        rule_text(&rules[i], allow, text, sizeof text);
+                        err_set(errbuf, errbuf_size, "%s[%zu]: the same entry as %s[%zu] (%.128s); list each entry once",
+                                allow ? "allow" : "deny", i, allow ? "allow" : "deny", j, text);
+                        return -EINVAL;
+                }
+        return 0;
+}
+
+int egress_policy_check_listed_once(const EgressPolicy *p, char *errbuf, size_t errbuf_size) {
+        int r;
+
+        if (!p)
+                return -EINVAL;
+        r = check_listed_once(p->allow, p->n_allow, true, errbuf, errbuf_size);
+        if (r < 0)
+                return r;
+        return check_listed_once(p->deny, p->n_deny, false, errbuf, errbuf_size);
+}
+
+int egress_policy_check_new(const EgressPolicy *p, char *errbuf, size_t errbuf_size) {
+        int r;
+
+        r = egress_policy_check_public_suffixes(p, errbuf, errbuf_size);
+        if (r >= 0)
+                r = egress_policy_check_reachable(p, errbuf, errbuf_size);
+        if (r >= 0)
+                r = egress_policy_check_listed_once(p, errbuf, errbuf_size);
+        return r;
+}
+
 static EgressPolicyVerdict verdict(EgressPolicyMatch *ret, EgressPolicyVerdict v, const EgressPolicyRule *r, bool allow) {
         if (ret) {
                 ret->verdict = v;

@@ -123,6 +123,13 @@ int egress_policy_check_public_suffixes(const EgressPolicy *p, char *errbuf, siz
  * loopback). Such an entry would read as a permission it is not. Deny
  * entries may name them. */
 int egress_policy_check_reachable(const EgressPolicy *p, char *errbuf, size_t errbuf_size);
+/* Also on a new policy only: refuses an entry listed twice in the same list
+ * (the same target, transport and ports), as the credential API refuses a
+ * host or a grant listed twice. Stored policies may hold such pairs. */
+int egress_policy_check_listed_once(const EgressPolicy *p, char *errbuf, size_t errbuf_size);
+/* All of the checks above, in that order: what a new policy (a request, the
+ * configured default_network) must pass. */
+int egress_policy_check_new(const EgressPolicy *p, char *errbuf, size_t errbuf_size);
 /* Canonical JSON (objects with host|cidr and ports), NUL-terminated. */
 int egress_policy_to_json(const EgressPolicy *p, char **ret);
 void egress_policy_write_json(const EgressPolicy *p, JsonWriter *w);

@@ -167,9 +167,7 @@ static int parse_args(int argc, char *argv[], Config *c) {
                 _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;
                 r = egress_policy_parse(c->default_network, strlen(c->default_network), &p, err, sizeof err);
                 if (r >= 0)
-                        r = egress_policy_check_public_suffixes(p, err, sizeof err);
-                if (r >= 0)
-                        r = egress_policy_check_reachable(p, err, sizeof err);
+                        r = egress_policy_check_new(p, err, sizeof err);
                 if (r < 0) {
                         fprintf(stderr, "spaced: default_network: %s\n", err);
                         return r;

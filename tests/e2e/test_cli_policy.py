@@ -166,6 +166,8 @@ def test_cidr_with_ports_and_replace(pnet):
     (["--allow", "*.co.uk"], ["public suffix \"co.uk\""]),
     (["--allow", "*.com"], ["top-level"]),
     (["--allow", "*.github.io", "--allow", "*.co.uk"], ["allow[2]", "co.uk"]),
+    (["--allow", A.upper()], ["allow[1]: the same entry as allow[0]", f"allow {A}:80,443", "list each entry once"]),
+    (["--allow", f"{B}:443", "--allow", f"{B}:443"], ["allow[2]: the same entry as allow[1]"]),
 ])
 def test_bad_input_is_refused_and_changes_nothing(pnet, args, needles):
     assert policy(pnet, "--clear", "--allow", A).rc == 0

@@ -70,6 +70,12 @@ BAD = [
     ({"allow": ["a.example", {"cidr": "127.0.0.0/8", "ports": [80]}]}, 400, "allow[1]: 127.0.0.0/8 is never reachable"),
     ({"allow": ["fe80::/10"]}, 400, "fe80::/10 is never reachable: every address in it is a link-local address"),
     ({"allow": ["localhost"]}, 400, "allow[0]: \"localhost\" is never reachable: localhost names the loopback"),
+    # an entry listed twice (the same target, transport and ports, however spelled), as for credentials
+    ({"allow": ["a.example", "b.example", "A.Example."]}, 400,
+     "allow[2]: the same entry as allow[0] (allow a.example:80,443); list each entry once"),
+    ({"allow": ["10.9.0.0/16", {"cidr": "10.9.0.0/16", "ports": [443, 80]}]}, 400, "allow[1]: the same entry as allow[0]"),
+    ({"deny": [{"host": "c.example", "proto": "udp"}, {"host": "c.example", "proto": "udp"}]}, 400,
+     "deny[1]: the same entry as deny[0] (deny c.example/udp)"),
 ]
 
 
@@ -214,6 +220,17 @@ def test_cli_create_allow_and_policy(spaced):
         spaced.delete(sid)
 
 
+def test_entries_that_differ_are_not_duplicates(spaced, sandbox):
+    # the same host with other ports, another transport, or in the other list: each is an entry of its own
+    policy = {"allow": ["a.example", {"host": "a.example", "ports": [5432]},
+                       {"host": "a.example", "proto": "udp", "ports": [5000]}, "*.a.example"],
+              "deny": ["a.example"]}
+    r = spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json=policy)
+    assert r.status == 200, r
+    assert len(r.json()["network"]["allow"]) == 4 and len(r.json()["network"]["deny"]) == 1, r.json()
+    assert spaced.api("PUT", f"/v1/sandboxes/{sandbox}/policy", json={}).status == 200
+
+
 def test_cli_create_bad_allow_refused(spaced):
     before = sandbox_count(spaced)
     r = spaced.cli("create", "--allow", "exa mple.com")
@@ -226,6 +243,7 @@ def test_cli_create_bad_allow_refused(spaced):
     ("--default-network", "not json", "default_network: policy is not valid JSON"),
     ("--default-network", '{"allow":["*.co.uk"]}', "default_network: allow[0]: \"*.co.uk\" covers the public suffix"),
     ("--default-network", '{"allow":["169.254.169.254"]}', "default_network: allow[0]: 169.254.169.254/32 is never reachable"),
+    ("--default-network", '{"allow":["a.example","a.example"]}', "default_network: allow[1]: the same entry as allow[0]"),
     ("--gateway-dns-upstream", "resolver.example:53", "gateway_dns_upstream: 'resolver.example:53' is not"),
     ("--gateway-dns-upstream", "10.0.0.1:0", "gateway_dns_upstream"),
     ("--gateway-udp-port", "10077", "gateway ports must differ"),      # 10077-10084 holds 10080 and 10081

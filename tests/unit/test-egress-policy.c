@@ -305,6 +305,64 @@ TEST(unreachable_allow) {
         ASSERT_TRUE(p != NULL);
 }
 
+static int new_check(const char *json, char err[static EGRESS_POLICY_ERR_MAX]) {
+        _cleanup_(egress_policy_freep) EgressPolicy *p = parse_ok(json);
+        err[0] = 0;
+        return egress_policy_check_new(p, err, EGRESS_POLICY_ERR_MAX);
+}
+
+/* An entry listed twice in one list is refused, as a credential's host or a
+ * grant listed twice is: the same target, transport and ports, however
+ * spelled. Entries that differ in any of them, or sit in different lists,
+ * are fine. */
+TEST(listed_once) {
+        char err[EGRESS_POLICY_ERR_MAX];
+        static const struct {
+                const char *json, *msg;
+        } bad[] = {
+                { "{\"allow\":[\"a.example\",\"a.example\"]}",
+                  "allow[1]: the same entry as allow[0] (allow a.example:80,443); list each entry once" },
+                { "{\"allow\":[\"x.example\",\"A.Example.\",{\"host\":\"a.example\",\"ports\":[443,80]}]}",
+                  "allow[2]: the same entry as allow[1]" },
+                { "{\"allow\":[\"*.a.example\",\"*.A.EXAMPLE\"]}", "allow[1]: the same entry as allow[0] (allow *.a.example" },
+                { "{\"allow\":[\"10.1.0.0/16\",{\"cidr\":\"10.1.0.0/16\",\"ports\":[80,443]}]}",
+                  "allow[1]: the same entry as allow[0] (allow 10.1.0.0/16:80,443)" },
+                { "{\"allow\":[\"10.1.2.3\",\"10.1.2.3/32\"]}", "allow[1]: the same entry as allow[0]" },
+                { "{\"allow\":[{\"cidr\":\"2001:db8::/32\",\"proto\":\"udp\",\"ports\":[\"5000-5010\",53]},"
+                  "{\"cidr\":\"2001:0db8::/32\",\"proto\":\"udp\",\"ports\":[53,\"5000-5010\"]}]}",
+                  "allow[1]: the same entry as allow[0] (allow 2001:db8::/32:53,5000-5010/udp)" },
+                { "{\"deny\":[\"b.example\",\"c.example\",\"B.example\"]}", "deny[2]: the same entry as deny[0] (deny b.example)" },
+                { "{\"allow\":[\"a.example\"],\"deny\":[{\"cidr\":\"10.0.0.0/8\",\"ports\":[22]},{\"cidr\":\"10.0.0.0/8\","
+                  "\"ports\":[22]}]}",
+                  "deny[1]: the same entry as deny[0]" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                if (new_check(bad[i].json, err) != -EINVAL)
+                        test_fail(__FILE__, __LINE__, "%s accepted", bad[i].json);
+                if (!strstr(err, bad[i].msg))
+                        test_fail(__FILE__, __LINE__, "%s: message \"%s\" lacks \"%s\"", bad[i].json, err, bad[i].msg);
+        }
+        static const char *const good[] = {
+                "{\"allow\":[\"a.example\",\"*.a.example\",{\"host\":\"a.example\",\"ports\":[5432]}]}",
+                "{\"allow\":[{\"host\":\"a.example\",\"ports\":[443]},{\"host\":\"a.example\",\"ports\":[443,80,8080]}]}",
+                "{\"allow\":[\"10.1.0.0/16\",\"10.1.0.0/24\",{\"cidr\":\"10.1.0.0/16\",\"proto\":\"udp\",\"ports\":[443,53]}]}",
+                "{\"allow\":[\"a.example\"],\"deny\":[\"a.example\"]}",
+                "{\"deny\":[\"b.example\",{\"host\":\"b.example\",\"ports\":[80,443]},{\"host\":\"b.example\",\"proto\":\"tcp\"}]}",
+                "{}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(good); i++)
+                if (new_check(good[i], err) < 0)
+                        test_fail(__FILE__, __LINE__, "%s refused: %s", good[i], err);
+        /* the other checks run too */
+        ASSERT_EQ(new_check("{\"allow\":[\"*.co.uk\"]}", err), -EINVAL);
+        ASSERT_NOT_NULL(strstr(err, "public suffix"));
+        ASSERT_EQ(new_check("{\"allow\":[\"localhost\"]}", err), -EINVAL);
+        ASSERT_NOT_NULL(strstr(err, "never reachable"));
+        /* the parser alone keeps stored policies valid */
+        _cleanup_(egress_policy_freep) EgressPolicy *p = parse_ok("{\"allow\":[\"a.example\",\"a.example\"]}");
+        ASSERT_EQ(p->n_allow, 2U);
+}
+
 TEST(parse_limits) {
         /* EGRESS_POLICY_RULES_MAX entries pass, one more is -E2BIG */
         _cleanup_free_ char *buf = malloc(EGRESS_POLICY_JSON_MAX * 2);
