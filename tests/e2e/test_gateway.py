@@ -106,12 +106,12 @@ def other_sandbox(net, ports):
 class Gateway:
     """The gateway process and its control socket (fd 3)."""
 
-    def __init__(self, ns, upstream, extra=()):
+    def __init__(self, ns, upstream, extra=(), env=None):
         self.sock, child = socket.socketpair()
         cfd = child.fileno()
         self.proc = subprocess.Popen(["ip", "netns", "exec", ns, GATEWAY_RUN, "--upstream", upstream,
                                       "--pool", "10.231.0.0/16", "--control-fd", str(cfd), *extra],
-                                     pass_fds=(cfd,), stderr=subprocess.PIPE)
+                                     pass_fds=(cfd,), stderr=subprocess.PIPE, env=env)
         child.close()
         self.seq = 0
         self.events = []

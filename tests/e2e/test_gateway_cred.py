@@ -48,7 +48,7 @@ def cnet(tmp_path_factory):
     ns = {k: f"spgc-{tag}-{k}" for k in ("sb", "gw", "srv")}
     tmp = tmp_path_factory.mktemp("gwcred")
     etc = f"/etc/netns/{ns['sb']}"
-    procs, gw = [], None
+    procs, gw, net = [], None, None
     try:
         for n in ns.values():
             sh("ip", "netns", "add", n)
@@ -107,14 +107,13 @@ def cnet(tmp_path_factory):
             h2out.close()
             procs.append(h2)
             wait_listening(ns["srv"], SRV_H2, 443)
-        gw = Gateway(ns["gw"], f"{SRV}:53", ["--events-per-sec", "1000", "--state-dir", f"{tmp}/state",
-                                             "--ca-file", f"{tmp}/ca.pem"])
-        r = gw.request("register", id="sb1", tenant=TENANT, sandbox_ip=SB_IP, host_ip=HOST_END, policy=POLICY)
-        assert r["ok"], r
-        yield {"ns": ns, "gw": gw, "tmp": str(tmp), "log": log, "h2log": h2log}
+        net = {"ns": ns, "gw": None, "tmp": str(tmp), "log": log, "h2log": h2log}
+        net["gw"] = gw = cnet_gateway(net)
+        yield net
     finally:
         rc, err = 1, "the gateway did not close"
         try:
+            gw = net["gw"] if net else gw   # a test may have replaced it (gateway_options)
             rc, err = gw.close() if gw else (0, "")
         finally:   # the upstreams and namespaces go even if closing the gateway failed
             for p in procs:
@@ -127,6 +126,20 @@ def cnet(tmp_path_factory):
             shutil.rmtree(etc, ignore_errors=True)
     assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
     assert "sk-gw-" not in err   # no value in the gateway's log
+
+
+def cnet_gateway(net, extra=(), env=None):
+    """cnet's gateway (with extra options, in env if given), sb1 registered with POLICY."""
+    tmp = net["tmp"]
+    gw = Gateway(net["ns"]["gw"], f"{SRV}:53", ["--events-per-sec", "1000", "--state-dir", f"{tmp}/state",
+                                                "--ca-file", f"{tmp}/ca.pem", *extra], env=env)
+    try:
+        r = gw.request("register", id="sb1", tenant=TENANT, sandbox_ip=SB_IP, host_ip=HOST_END, policy=POLICY)
+        assert r["ok"], r
+    except BaseException:
+        gw.close()
+        raise
+    return gw
 
 
 def wait_listening(ns, addr, port):

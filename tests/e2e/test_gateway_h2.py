@@ -7,6 +7,7 @@ CRED_HOST is the Python HTTP/1.1 server. The client is curl (with nghttp2)
 in `sb`, trusting the sandbox's CA. The gateway offers upstream what the
 client offered and answers the client with what the upstream chose."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,8 +18,8 @@ import time
 
 import pytest
 
-from test_gateway_cred import (CRED_HOST, FLIPHOST, GRPCHOST, H2HOST, HOST_END, NGHTTPD, OTHER, SRV_GRPC,  # noqa: F401
-                               SRV_H2, cnet, cred, curl, set_creds, upstream, wait_listening)
+from test_gateway_cred import (CRED_HOST, FLIPHOST, GRPCHOST, H2HOST, HOST_END, NGHTTPD, OTHER, SB_IP,  # noqa: F401
+                               SRV_GRPC, SRV_H2, cnet, cnet_gateway, cred, curl, set_creds, upstream, wait_listening)
 
 NGHTTP = "/usr/bin/nghttp"   # Debian nghttp2-client: shows every frame it receives
 VALUE_RE = re.compile(r"^\[id=(\d+)\] \[[ 0-9.]+\] recv \(stream_id=(\d+)(?:, sensitive)?\) ([^:]+|:[a-z]+): (.*)$")
@@ -670,3 +671,242 @@ def test_h2_cut_by_the_policy_is_a_goaway(h2net, mode):
             p.communicate()
         assert gw.request("policy", id="sb1", policy=POLICY)["ok"]
         set_creds(h2net, [])
+
+
+@contextlib.contextmanager
+def gateway_options(net, *extra, env=None):
+    """net's gateway replaced, for the block, by one started with extra options (in env if given; sb1
+    registered with POLICY, no credentials); the fixture's own again after it. Each one's exit is checked:
+    no sanitizer report, no credential value in its log."""
+    old, net["gw"] = net["gw"], None
+    gateway_exited(*old.close())
+    try:
+        net["gw"] = cnet_gateway(net, extra, env)
+        yield net["gw"]
+    finally:
+        gw, net["gw"] = net["gw"], None
+        rc, err = gw.close() if gw else (0, "")
+        net["gw"] = cnet_gateway(net)
+    gateway_exited(rc, err)
+
+
+def gateway_exited(rc, err):
+    assert rc == 0 and "Sanitizer" not in err and "runtime error" not in err, err
+    assert "sk-gw-" not in err
+
+
+def gateway_socket(net, port):
+    """The gateway's established socket for the sandbox's connection from port (ss in the gateway's
+    namespace; one the gateway has closed is no longer established, even while its kernel still sends
+    what was queued)."""
+    r = subprocess.run(["ip", "netns", "exec", net["ns"]["gw"], "ss", "-Htn", "state", "established",
+                        f"dst {SB_IP}:{port}"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+
+
+# A sandbox that starts a download on an intercepted h2 connection, then stops reading for good (a tiny receive
+# buffer, no recv) and never closes: "silent" sends nothing more; "ping" and "data" flood the gateway once told
+# to ("flood" on stdin: PINGs; DATA on a new stream) until the connection ends under them. "silent" reads again
+# when told to ("read") and reports how the connection ended.
+STUCK_CLIENT = r'''
+import json, socket, ssl, struct, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+ctx.set_alpn_protocols(["h2"])
+host, mode = sys.argv[2], sys.argv[3]
+raw = socket.socket()
+raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)   # before connect: the window stays small
+raw.settimeout(30)
+raw.connect((host, 443))
+s = ctx.wrap_socket(raw, server_hostname=host)
+assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
+
+def frame(t, f, sid, payload):
+    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
+
+def lit(n, v):
+    n, v = n.encode(), v.encode()
+    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+
+def req(method, path):
+    return lit(":method", method) + lit(":scheme", "https") + lit(":path", path) + lit(":authority", host)
+
+s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"") + frame(1, 0x5, 1, req("GET", "/big")))
+buf = b""
+while True:   # until the download's first DATA
+    d = s.recv(16384)
+    assert d, "closed before the download started"
+    buf += d
+    started = False
+    while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+        n, t, f = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+        buf = buf[9 + n:]
+        if t == 4 and not f & 1:
+            s.sendall(frame(4, 1, 0, b""))
+        started = started or (t == 0 and n > 0)
+    if started:
+        break
+print("started", s.getsockname()[1], flush=True)
+out = {"sent": 0, "end": None}
+cmd = sys.stdin.readline().strip()
+if cmd == "read":
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                out["end"] = "eof"
+                break
+    except OSError as e:
+        out["end"] = type(e).__name__ + ": " + str(e)
+elif cmd == "flood":
+    if mode == "ping":
+        chunk = frame(6, 0, 0, b"floodpng") * 4096
+    else:   # a new stream's request, then its body without end
+        s.sendall(frame(1, 0x4, 3, req("POST", "/index.html")))
+        chunk = frame(0, 0, 3, b"x" * 16384) * 4
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < 60:
+            s.sendall(chunk)
+            out["sent"] += len(chunk)
+        out["end"] = "still open after 60 s"
+    except OSError as e:
+        out["end"] = type(e).__name__ + ": " + str(e)
+print(json.dumps(out), flush=True)
+'''
+
+# how a connection ended under its reader or writer (not the client's own timeout, not still open)
+ENDED = re.compile(r"^(eof|ConnectionResetError|BrokenPipeError|SSLEOFError|SSLZeroReturnError|SSLError)")
+
+MANY_CLIENT = r'''
+import json, socket, ssl, struct, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+ctx.set_alpn_protocols(["h2"])
+host, n = sys.argv[2], int(sys.argv[3])
+
+def frame(t, f, sid, payload):
+    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
+
+def lit(k, v):
+    k, v = k.encode(), v.encode()
+    return b"\x00" + bytes([len(k)]) + k + bytes([len(v)]) + v
+
+def get(s):
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"") + frame(1, 0x5, 1, lit(":method", "GET") +
+              lit(":scheme", "https") + lit(":path", "/index.html") + lit(":authority", host)))
+    buf, body = b"", b""
+    while True:
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            k, t, f, sid = int.from_bytes(buf[:3], "big"), buf[3], buf[4], int.from_bytes(buf[5:9], "big")
+            p, buf = buf[9:9 + k], buf[9 + k:]
+            if t == 4 and not f & 1:
+                s.sendall(frame(4, 1, 0, b""))
+            if t == 0 and sid == 1:
+                body += p
+            if t in (0, 1) and sid == 1 and f & 1:
+                return body.decode()
+            if t in (3, 7):
+                return "ended: frame type %d" % t
+        d = s.recv(65536)
+        if not d:
+            return "ended: eof"
+        buf += d
+
+out = []
+held = []
+for i in range(n):   # all open at once: each holds one of the sandbox's connection slots
+    try:
+        held.append(ctx.wrap_socket(socket.create_connection((host, 443), timeout=30), server_hostname=host))
+    except OSError as e:
+        out.append(type(e).__name__)
+for s in held:
+    try:
+        out.append(get(s))
+    except OSError as e:
+        out.append(type(e).__name__)
+print(json.dumps(out))
+'''
+
+STUCK_CONNS, STUCK_DEADLINE = 3, 5   # the gateway's --conns and --handshake-timeout for these tests
+FLOOD_RSS_MAX_KIB = 32 * 1024        # what a flooding sandbox may add to the gateway's memory
+
+
+def slots_given_back(net):
+    """STUCK_CONNS connections at once from the sandbox (the gateway's limit): every one served."""
+    r = subprocess.run(["ip", "netns", "exec", net["ns"]["sb"], "/usr/bin/python3", "-c", MANY_CLIENT,
+                        f"{net['tmp']}/sbca.pem", H2HOST, str(STUCK_CONNS)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout) == ["hello h2\n"] * STUCK_CONNS, r.stdout
+
+
+@pytest.mark.parametrize("mode", ["silent", "ping", "data"])
+def test_h2_cut_of_a_sandbox_that_stops_reading_ends_at_the_deadline(h2net, mode):
+    """The policy cuts an intercepted h2 connection whose sandbox no longer
+    reads (a download stuck in its tiny receive buffer) and never closes: the
+    GOAWAY cannot reach it, so the lingering close of the cut meets its
+    deadline (--handshake-timeout) and the gateway closes the socket. "silent"
+    sends nothing: the gateway's socket goes, and the sandbox, reading again,
+    sees the end. "ping" and "data" keep sending as fast as they can (PINGs
+    whose ACKs it never reads; DATA on a stream opened after the GOAWAY): the
+    gateway's memory stays bounded while they flood, and their sending ends
+    with the connection. Either way the gateway serves on and gives the
+    connection's slot back: --conns connections at once work afterwards."""
+    from test_gateway_cred import POLICY
+    from test_gateway import cut_events
+    # under ASan, freed memory waits in a quarantine (256 MiB by default) before it is reused: OpenSSL's
+    # allocation per record read would count as growth; a small one, so that VmRSS means something
+    asan = os.environ.get("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0") + ":quarantine_size_mb=4"
+    with gateway_options(h2net, "--conns", str(STUCK_CONNS), "--handshake-timeout", str(STUCK_DEADLINE),
+                         env={**os.environ, "ASAN_OPTIONS": asan}) as gw:
+        assert set_creds(h2net, [cred(h2net, "h2stuck", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
+        p = subprocess.Popen(["ip", "netns", "exec", h2net["ns"]["sb"], "/usr/bin/python3", "-c", STUCK_CLIENT,
+                              f"{h2net['tmp']}/sbca.pem", H2HOST, mode], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = p.stdout.readline().split()
+            assert line[:1] == ["started"], p.communicate(timeout=60)
+            port = int(line[1])
+            assert gateway_socket(h2net, port)                   # the check below can see it
+            since = len(gw.events)
+            assert gw.request("policy", id="sb1", policy={**POLICY, "deny": [H2HOST]})["ok"]
+            assert gw.wait_event(lambda e: cut_events(gw, H2HOST, since)), gw.events[since:]
+            if mode == "silent":
+                for _ in range(600):                             # a generous bound, not a timing
+                    if not gateway_socket(h2net, port):
+                        break
+                    time.sleep(0.1)
+                assert not gateway_socket(h2net, port), "the gateway still holds the stuck connection"
+                out, err = p.communicate("read\n", timeout=120)
+            else:
+                base = peak = vm_rss_kib(gw.proc.pid)
+                p.stdin.write("flood\n")
+                p.stdin.flush()
+                for _ in range(12000):                           # the client ends itself within 60 s
+                    if p.poll() is not None:
+                        break
+                    peak = max(peak, vm_rss_kib(gw.proc.pid))
+                    time.sleep(0.01)
+                out, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err
+            res = json.loads(out.splitlines()[-1])
+            assert ENDED.match(res["end"]), res
+            if mode != "silent":
+                grew = peak - base
+                print(f"{mode}: sent {res['sent'] >> 20} MiB, gateway VmRSS {base} KiB + {grew} KiB at most")
+                assert res["sent"] >= 2 * FLOOD_RSS_MAX_KIB * 1024, res   # a flood the bound can tell from buffering
+                assert grew < FLOOD_RSS_MAX_KIB, (res, base, peak)
+            assert len(cut_events(gw, H2HOST, since)) == 1
+            assert not gateway_socket(h2net, port)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        assert gw.request("policy", id="sb1", policy=POLICY)["ok"]
+        ok, got = slots_given_back(h2net)
+        assert ok, got
