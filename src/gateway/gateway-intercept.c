@@ -78,7 +78,7 @@ typedef struct GwIntercept {
         bool up_gone;     /* HTTP/1.x: the upstream ended before the first request and said nothing */
         GwH2 *h2;         /* both legs chose h2 */
         bool cut;         /* h2: the policy denied it; the GOAWAY goes out, then the close */
-        bool cut_notified; /* and after it the close_notify */
+        bool cut_notified; /* and after it the close_notify: the sandbox's bytes are dropped, not decrypted */
         bool cut_shut;    /* and our FIN: the sandbox's bytes are read and dropped until its FIN */
 } GwIntercept;
 
@@ -411,8 +411,9 @@ static void update(Gateway *gw, GwConn *c) {
 
         bool want_in;
 
-        if (ix->cut) /* read until the sandbox's FIN: a close with unread bytes would be a reset */
-                want_in = true;
+        if (ix->cut) /* read until the sandbox's FIN (a close with unread bytes would be a reset), but not while
+                      * it leaves our close_notify unread: nothing it sends then matters, and it may flood */
+                want_in = !ix->cut_notified || ix->cut_shut;
         else if (ix->refusing) /* only until the sandbox's handshake is done (the answer goes inside it) */
                 want_in = !ix->down_ready;
         else /* (the sandbox's handshake done, the upstream's not: nothing to read until it is) */
@@ -556,12 +557,16 @@ static int h2_pump(GwConn *c) {
 }
 
 /* A cut h2 connection: the sandbox's frames are still read (nghttp2 ignores
- * new streams after its GOAWAY), the frames queued for it go out, then the
- * close_notify and our FIN; then its bytes are dropped until its FIN and the
- * socket closed (a lingering close: closing with unread bytes would send a
- * reset, which discards what the sandbox's kernel has not taken yet, the
- * GOAWAY included). A sandbox that neither reads nor closes meets the
- * deadline (GW_CONN_FLUSH). */
+ * new streams after its GOAWAY) until the frames queued for it and then the
+ * close_notify are written. From then on nothing it sends can change what we
+ * send: while it leaves those bytes unread, nothing is read from it (a
+ * sandbox flooding a connection it no longer reads meets its own full
+ * window, not our CPU); once they are all in the kernel, our FIN follows and
+ * its bytes are read and dropped undecrypted until its FIN, and the socket
+ * closed (a lingering close: closing with unread bytes would send a reset,
+ * which discards what the sandbox's kernel has not taken yet, the GOAWAY
+ * included). A sandbox that neither reads nor closes meets the deadline
+ * (GW_CONN_FLUSH). */
 static void cut_pump(Gateway *gw, GwConn *c) {
         GwIntercept *ix = c->ix;
 
@@ -572,7 +577,7 @@ static void cut_pump(Gateway *gw, GwConn *c) {
                         update(gw, c);
                 return;
         }
-        while (!ix->down_closed && !c->c_eof) {
+        while (!ix->cut_notified && !ix->down_closed && !c->c_eof) {
                 ssize_t k = tls_pipe_read(ix->down, ix->scratch, IX_READ_MAX);
                 if (k == -EAGAIN)
                         break;
@@ -772,7 +777,7 @@ static void ix_cio_event(Gateway *gw, GwIo *io, uint32_t events) {
                 return;
         }
         if ((events & EPOLLIN) && !c->c_eof) {
-                bool drop = c->ix->cut && (c->ix->cut_shut || c->ix->down_closed);
+                bool drop = c->ix->cut && (c->ix->cut_notified || c->ix->down_closed);
                 if (sock_read_feed(c->cio.fd, drop ? NULL : c->ix->down, c->ix->scratch, &c->c_eof) < 0) {
                         ix_close(gw, c);
                         return;
