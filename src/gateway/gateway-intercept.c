@@ -78,7 +78,7 @@ typedef struct GwIntercept {
         bool up_gone;     /* HTTP/1.x: the upstream ended before the first request and said nothing */
         GwH2 *h2;         /* both legs chose h2 */
         bool cut;         /* h2: the policy denied it; the GOAWAY goes out, then the close */
-        bool cut_notified; /* and after it the close_notify: the sandbox's bytes are dropped, not decrypted */
+        bool cut_notified; /* and after it the close_notify: the sandbox's bytes are no longer decrypted */
         bool cut_shut;    /* and our FIN: the sandbox's bytes are read and dropped until its FIN */
 } GwIntercept;
 

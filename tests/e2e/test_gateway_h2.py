@@ -866,8 +866,9 @@ def test_h2_cut_of_a_sandbox_that_stops_reading_ends_at_the_deadline(h2net, mode
     whose ACKs it never reads; DATA on a stream opened after the GOAWAY): the
     gateway reads nothing from a sandbox that leaves the GOAWAY unread, so
     the flood stops at the sockets' buffers (its memory and CPU are not the
-    sandbox's to take), and their sending ends with the connection. Either way the gateway serves on and gives the
-    connection's slot back: --conns connections at once work afterwards."""
+    sandbox's to take), and their sending ends with the connection. Either
+    way the gateway serves on and gives the connection's slot back: --conns
+    connections at once work afterwards."""
     from test_gateway_cred import POLICY
     from test_gateway import cut_events
     # under ASan, freed memory waits in a quarantine (256 MiB by default) before it is reused: OpenSSL's
