@@ -201,21 +201,26 @@ def test_upstream_gone_before_the_first_request_is_answered(h2net):
         assert received(h2net, tok) == []
 
 
+# What the hand-made h2 clients below share (each runs as `python3 -c H2_WIRE + ITS_OWN`): the imports, a frame,
+# a header field as a literal without indexing, new name, no Huffman.
+H2_WIRE = r'''
+import json, socket, ssl, struct, sys, time
+
+def frame(t, f, sid, payload):
+    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
+
+def lit(n, v):
+    n, v = n.encode(), v.encode()
+    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+'''
+
 # A hand-made HTTP/2 client in the sandbox: frames as a hostile program would write them.
-HOSTILE = r'''
-import json, socket, ssl, struct, sys
+HOSTILE = H2_WIRE + r'''
 ctx = ssl.create_default_context(cafile=sys.argv[1])
 ctx.set_alpn_protocols(["h2"])
 host, other, mode = sys.argv[2], sys.argv[3], sys.argv[4]
 s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=10), server_hostname=host)
 assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
-
-def frame(t, f, sid, payload):
-    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
-
-def lit(n, v):   # literal header field without indexing, new name, no Huffman
-    n, v = n.encode(), v.encode()
-    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
 
 def req(authority, path):
     return lit(":method", "GET") + lit(":scheme", "https") + lit(":path", path) + lit(":authority", authority)
@@ -566,21 +571,13 @@ def test_h2_connection_cut_when_its_host_is_denied(h2net):
 # A client that stalls a download mid-way (it opens no window beyond the first 64 KiB) and reports
 # how the connection ends: every RST_STREAM, the GOAWAY (last stream, code, debug data), and whether
 # the close was a FIN ("eof") or a reset.
-CUT_CLIENT = r'''
-import json, socket, ssl, struct, sys
+CUT_CLIENT = H2_WIRE + r'''
 ctx = ssl.create_default_context(cafile=sys.argv[1])
 ctx.set_alpn_protocols(["h2"])
 host, mode = sys.argv[2], sys.argv[3]
 s = ctx.wrap_socket(socket.create_connection((host, 443), timeout=30), server_hostname=host)
 if mode == "busy":
     s.settimeout(0.005)
-
-def frame(t, f, sid, payload):
-    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
-
-def lit(n, v):
-    n, v = n.encode(), v.encode()
-    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
 
 def req(path):
     return lit(":method", "GET") + lit(":scheme", "https") + lit(":path", path) + lit(":authority", host)
@@ -723,8 +720,7 @@ def vm_rss_kib(pid):
 # buffer, no recv) and never closes: "silent" sends nothing more; "ping" and "data" flood the gateway once told
 # to ("flood" on stdin: PINGs; DATA on a new stream) until the connection ends under them. "silent" reads again
 # when told to ("read") and reports how the connection ended.
-STUCK_CLIENT = r'''
-import json, socket, ssl, struct, sys, time
+STUCK_CLIENT = H2_WIRE + r'''
 ctx = ssl.create_default_context(cafile=sys.argv[1])
 ctx.set_alpn_protocols(["h2"])
 host, mode = sys.argv[2], sys.argv[3]
@@ -734,13 +730,6 @@ raw.settimeout(30)
 raw.connect((host, 443))
 s = ctx.wrap_socket(raw, server_hostname=host)
 assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
-
-def frame(t, f, sid, payload):
-    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
-
-def lit(n, v):
-    n, v = n.encode(), v.encode()
-    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
 
 def req(method, path):
     return lit(":method", method) + lit(":scheme", "https") + lit(":path", path) + lit(":authority", host)
@@ -792,18 +781,10 @@ print(json.dumps(out), flush=True)
 # how a connection ended under its reader or writer (not the client's own timeout, not still open)
 ENDED = re.compile(r"^(eof|ConnectionResetError|BrokenPipeError|SSLEOFError|SSLZeroReturnError|SSLError)")
 
-MANY_CLIENT = r'''
-import json, socket, ssl, struct, sys
+MANY_CLIENT = H2_WIRE + r'''
 ctx = ssl.create_default_context(cafile=sys.argv[1])
 ctx.set_alpn_protocols(["h2"])
 host, n = sys.argv[2], int(sys.argv[3])
-
-def frame(t, f, sid, payload):
-    return struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
-
-def lit(k, v):
-    k, v = k.encode(), v.encode()
-    return b"\x00" + bytes([len(k)]) + k + bytes([len(v)]) + v
 
 def get(s):
     s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"") + frame(1, 0x5, 1, lit(":method", "GET") +
