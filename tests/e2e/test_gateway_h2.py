@@ -202,7 +202,7 @@ def test_upstream_gone_before_the_first_request_is_answered(h2net):
 
 
 # What the hand-made h2 clients below share (each runs as `python3 -c H2_WIRE + ITS_OWN`): the imports, a frame,
-# a header field as a literal without indexing, new name, no Huffman.
+# a header field as a literal without indexing, new name, no Huffman, and the frames read so far.
 H2_WIRE = r'''
 import json, socket, ssl, struct, sys, time
 
@@ -212,6 +212,15 @@ def frame(t, f, sid, payload):
 def lit(n, v):
     n, v = n.encode(), v.encode()
     return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+
+def frames(buf):
+    """The complete frames at the head of buf as (type, flags, stream, payload), and the bytes after them."""
+    got = []
+    while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+        n = int.from_bytes(buf[:3], "big")
+        got.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff, buf[9:9 + n]))
+        buf = buf[9 + n:]
+    return got, buf
 '''
 
 # A hand-made HTTP/2 client in the sandbox: frames as a hostile program would write them.
@@ -252,10 +261,9 @@ out = {"goaway": None, "data": {}, "rst": {}, "ended": []}
 buf = b""
 try:
     while True:
-        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
-            n = int.from_bytes(buf[:3], "big")
-            t, f, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff
-            p, buf = buf[9:9 + n], buf[9 + n:]
+        got, buf = frames(buf)
+        for t, f, sid, p in got:
+            n = len(p)
             if t == 0 and n > 0:   # the connection's window back (streams get theirs from SETTINGS)
                 s.sendall(frame(8, 0, 0, struct.pack("!I", n)))
             if t == 0 and mode == "reset" and sid == 1 and 1 not in out["rst"]:
@@ -587,10 +595,9 @@ out = {"rst": {}, "goaway": None, "ended": [], "data3": 0, "end": None}
 buf, started = b"", False
 try:
     while True:
-        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
-            n = int.from_bytes(buf[:3], "big")
-            t, f, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff
-            p, buf = buf[9:9 + n], buf[9 + n:]
+        got, buf = frames(buf)
+        for t, f, sid, p in got:
+            n = len(p)
             if t == 4 and not f & 1:
                 s.sendall(frame(4, 1, 0, b""))
             if t in (0, 1) and f & 1:
@@ -741,12 +748,11 @@ while True:   # until the download's first DATA
     assert d, "closed before the download started"
     buf += d
     started = False
-    while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
-        n, t, f = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
-        buf = buf[9 + n:]
+    got, buf = frames(buf)
+    for t, f, sid, p in got:
         if t == 4 and not f & 1:
             s.sendall(frame(4, 1, 0, b""))
-        started = started or (t == 0 and n > 0)
+        started = started or (t == 0 and len(p) > 0)
     if started:
         break
 print("started", s.getsockname()[1], flush=True)
@@ -791,9 +797,8 @@ def get(s):
               lit(":scheme", "https") + lit(":path", "/index.html") + lit(":authority", host)))
     buf, body = b"", b""
     while True:
-        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
-            k, t, f, sid = int.from_bytes(buf[:3], "big"), buf[3], buf[4], int.from_bytes(buf[5:9], "big")
-            p, buf = buf[9:9 + k], buf[9 + k:]
+        got, buf = frames(buf)
+        for t, f, sid, p in got:
             if t == 4 and not f & 1:
                 s.sendall(frame(4, 1, 0, b""))
             if t == 0 and sid == 1:
