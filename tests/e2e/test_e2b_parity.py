@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: MIT
+"""E2B behaviour that the official SDKs' own suites check, over raw HTTP (so
+that it holds whatever SDK version or language calls it): the order of
+`GET /v2/sandboxes`, health probes that are not activity, template aliases."""
+
+import time
+import uuid
+
+import pytest
+
+from test_e2b_resume import e2b_create, health, info, rest
+
+
+def kill(spaced, sid):
+    rest(spaced, "DELETE", f"/sandboxes/{sid}")
+
+
+def listing(spaced, tag, **params):
+    """(ids in the order of the whole list, pages seen) for the sandboxes with metadata tag=tag."""
+    from urllib.parse import quote
+    ids, pages, token = [], 0, None
+    while True:
+        q = {"metadata": quote(f"tag={tag}"), **params}
+        if token:
+            q["nextToken"] = token
+        path = "/v2/sandboxes?" + "&".join(f"{k}={quote(str(v), safe='%')}" for k, v in q.items())
+        r = rest(spaced, "GET", path)
+        assert r.status == 200, r
+        ids += [s["sandboxID"] for s in r.json()]
+        pages += 1
+        token = r.headers.get("X-Next-Token") or r.headers.get("x-next-token")
+        if not token:
+            return ids, pages
+        assert pages < 20, "the cursor does not advance"
+
+
+@pytest.fixture
+def three(spaced):
+    tag = uuid.uuid4().hex[:12]
+    made = []
+    try:
+        for i in range(3):
+            made.append(e2b_create(spaced, metadata={"tag": tag, "n": str(i)})["sandboxID"])
+            time.sleep(0.01)  # distinct startedAt even on a coarse clock
+        yield tag, made
+    finally:
+        for sid in made:
+            kill(spaced, sid)
+
+
+def test_list_is_newest_first_and_order_asc_reverses_it(spaced, three):
+    tag, made = three
+    ids, _ = listing(spaced, tag)
+    assert ids == made[::-1]
+    assert listing(spaced, tag, order="desc")[0] == made[::-1]
+    assert listing(spaced, tag, order="asc")[0] == made
+    started = [info(spaced, sid)["startedAt"] for sid in ids]
+    assert started == sorted(started, reverse=True)
+
+
+def test_list_pages_follow_the_order(spaced, three):
+    tag, made = three
+    ids, pages = listing(spaced, tag, limit=1)
+    assert (ids, pages) == (made[::-1], 3)
+    ids, pages = listing(spaced, tag, limit=2, order="asc")
+    assert (ids, pages) == (made, 2)
+
+
+def test_list_cursor_survives_the_deletion_of_its_sandbox(spaced, three):
+    tag, made = three
+    r = rest(spaced, "GET", f"/v2/sandboxes?metadata=tag%3D{tag}&limit=1")
+    token = r.headers.get("X-Next-Token") or r.headers.get("x-next-token")
+    assert [s["sandboxID"] for s in r.json()] == [made[2]] and token
+    kill(spaced, made[2])  # the cursor's own sandbox is gone: the next page still follows it
+    r = rest(spaced, "GET", f"/v2/sandboxes?metadata=tag%3D{tag}&limit=5&nextToken={token}")
+    assert r.status == 200, r
+    assert [s["sandboxID"] for s in r.json()] == [made[1], made[0]]
+
+
+@pytest.mark.parametrize("query", ["order=newest", "order=", "nextToken=abc", "nextToken=12_",
+                                   "nextToken=_abcdefabcdefabcd", "nextToken=1x_abcdefabcdefabcd",
+                                   "nextToken=" + "9" * 30 + "_abcdefabcdefabcd"])
+def test_list_bad_order_or_cursor(spaced, query):
+    r = rest(spaced, "GET", f"/v2/sandboxes?{query}")
+    assert r.status == 400, r
+    assert isinstance(r.json().get("code"), int) and r.json().get("message"), r.json()
+
+
+def test_health_probes_are_not_activity(spaced):
+    """The SDKs' isRunning() is GET /health: probing a sandbox must not keep
+    it from its autoPause (before, every probe reset the idle window)."""
+    sb = e2b_create(spaced, autoPause=True, timeout=2)
+    sid = sb["sandboxID"]
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            r = health(spaced, sb)
+            if r.status != 204:
+                break
+            assert time.monotonic() < deadline, "probed every 0.3 s, the sandbox was never paused"
+            time.sleep(0.3)
+        assert r.status == 502, r
+        assert info(spaced, sid)["state"] == "paused"
+    finally:
+        kill(spaced, sid)
