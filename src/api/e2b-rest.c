@@ -62,6 +62,12 @@ static int64_t end_at_usec(const Sandbox *sb) {
         return sb->expires_usec > 0 ? sb->expires_usec : E2B_NO_EXPIRY_USEC * 1000;
 }
 
+/* E2B's templateID: what the sandbox was started from, the snapshot (a
+ * checkpoint) where it came from one, else its template. */
+static const char *template_id(const Sandbox *sb) {
+        return sb->parent_checkpoint[0] ? sb->parent_checkpoint : sb->template_name;
+}
+
 /* The Sandbox object of create and connect. */
 int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb) {
         char token[E2B_TOKEN_LEN + 1];
@@ -72,7 +78,7 @@ int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb) {
                 return k;
         json_w_object_begin(w);
         json_w_kv_string(w, "sandboxID", sb->id);
-        json_w_kv_string(w, "templateID", sb->template_name);
+        json_w_kv_string(w, "templateID", template_id(sb));
         json_w_kv_string(w, "alias", sb->template_name);
         json_w_kv_string(w, "clientID", E2B_CLIENT_ID);
         json_w_kv_string(w, "envdVersion", E2B_ENVD_VERSION);
@@ -91,7 +97,7 @@ static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool de
         uint64_t cpus = (sb->cpu_millis + 999U) / 1000U;
 
         json_w_object_begin(w);
-        json_w_kv_string(w, "templateID", sb->template_name);
+        json_w_kv_string(w, "templateID", template_id(sb));
         json_w_kv_string(w, "alias", sb->template_name);
         json_w_kv_string(w, "sandboxID", sb->id);
         json_w_kv_string(w, "clientID", E2B_CLIENT_ID);
@@ -750,7 +756,8 @@ static int rest_list(ApiRequest *r, ApiError *e) {
         k = collect_listed(r, &q, &all, &n, e);
         if (k < 0)
                 return k;
-        qsort(all, n, sizeof *all, q.ascending ? listed_cmp_asc : listed_cmp_desc);
+        if (n > 1)
+                qsort(all, n, sizeof *all, q.ascending ? listed_cmp_asc : listed_cmp_desc);
 
         shown = MIN(n, (size_t) q.limit);
         json_w_array_begin(&w);
@@ -799,6 +806,28 @@ static int rest_refresh(ApiRequest *r, const char *id, ApiError *e) {
         return e2b_reply(r, 204, NULL, NULL, 0, NULL);
 }
 
+/* GET /templates/aliases/{alias}: a template this tenant may start from
+ * (global, or its own) → {templateID, public}; else 404, which the SDKs'
+ * Template.exists() reads as "no such template" (another tenant's template is
+ * not told apart from none). */
+static int rest_template_alias(ApiRequest *r, const char *alias, ApiError *e) {
+        _cleanup_(json_w_done) JsonWriter w = {};
+        Template t;
+        int k;
+
+        k = store_template_get(r->store, alias, &t);
+        if (k < 0 && k != -ENOENT)
+                return api_store_error(e, k, "looking up the template");
+        if (k < 0 || (t.tenant_id[0] && !streq(t.tenant_id, r->key.tenant_id)))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "template '%.64s' not found", alias);
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "templateID", t.name);
+        json_w_kv_bool(&w, "public", t.tenant_id[0] == 0);
+        json_w_object_end(&w);
+        return e2b_reply_json(r, 200, &w, NULL);
+}
+
 static bool is(const char *method, const char *want) {
         return streq(method, want);
 }
@@ -813,6 +842,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 return is(m, "GET") ? e2b_snapshot_list(r, e) : method_not_allowed(r, e);
         if (!v2 && n == 2 && streq(s[0], "templates") && is(m, "DELETE"))
                 return e2b_snapshot_delete(r, s[1], e);
+        if (!v2 && n == 3 && streq(s[0], "templates") && streq(s[1], "aliases"))
+                return is(m, "GET") ? rest_template_alias(r, s[2], e) : method_not_allowed(r, e);
         if (!streq(s[0], "sandboxes"))
                 return api_error(e, -ENOENT, API_NOT_FOUND, "%.200s is not supported by space's E2B API",
                                  r->head->path);

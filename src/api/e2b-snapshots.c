@@ -248,16 +248,14 @@ static int timeout_field(const JsonValue *in, uint64_t *ret, ApiError *e) {
         return 1;
 }
 
-static bool object_nonempty(const JsonValue *v) {
-        return v && !json_is_null(v) && (json_type(v) != JSON_OBJECT || json_object_size(v) > 0);
-}
-
 int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_free_ Sandbox *kids = NULL;
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_sandbox_ Sandbox got = {};
+        _cleanup_free_ char *metadata = NULL, *env = NULL;
         uint64_t timeout = E2B_DEFAULT_TIMEOUT_S;
+        BranchOverrides ov;
         E2bLifecycle lc;
         Template t;
         Checkpoint ck;
@@ -269,10 +267,12 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         k = snapshot_find(r, ref, true, &ck, e);
         if (k <= 0)
                 return k;
-        if (object_nonempty(json_get(in, "envVars")) || object_nonempty(json_get(in, "metadata")))
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
-                                 "a sandbox made from a snapshot takes the envs and metadata of the snapshot's sandbox");
-        k = timeout_field(in, &timeout, e);
+        /* metadata given replaces the snapshot's sandbox's; envVars are laid over its envs */
+        k = api_validate_string_map(in, "metadata", false, &metadata, e);
+        if (k >= 0)
+                k = api_validate_string_map(in, "envVars", true, &env, e);
+        if (k >= 0)
+                k = timeout_field(in, &timeout, e);
         if (k >= 0)
                 k = e2b_body_lifecycle(in, &lc, e);
         if (k < 0)
@@ -280,7 +280,8 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         if (timeout > c->max_timeout_s)
                 return api_error(e, -ERANGE, API_INVALID_ARGUMENT, "timeout must be at most %" PRIu64 " s",
                                  c->max_timeout_s);
-        k = api_sandbox_branch_do(r, ck.sandbox_id, 1, ck.id, false, &kids, &n, e);
+        ov = (BranchOverrides){ .metadata_json = metadata, .env_json = env };
+        k = api_sandbox_branch_do(r, ck.sandbox_id, 1, ck.id, false, &ov, &kids, &n, e);
         if (k < 0)
                 return k;
         k = kids_lifecycle(r, kids, n, timeout, &lc, e);
@@ -321,7 +322,7 @@ int e2b_fork(ApiRequest *r, const char *id, ApiError *e) {
         if (v && !json_is_null(v) && (json_uint64(v, &count) < 0 || count < 1 || count > c->max_branch))
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "count must be from 1 to %" PRIu64 " (max_branch)",
                                  c->max_branch);
-        k = api_sandbox_branch_do(r, id, count, NULL, false, &kids, &n, e);
+        k = api_sandbox_branch_do(r, id, count, NULL, false, NULL, &kids, &n, e);
         if (k < 0) {
                 if (e->code == API_NOT_FOUND)
                         (void) api_error(e, k, API_NOT_FOUND, "sandbox '%.64s' not found", id);

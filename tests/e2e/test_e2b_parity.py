@@ -56,6 +56,7 @@ def test_list_is_newest_first_and_order_asc_reverses_it(spaced, three):
     assert listing(spaced, tag, order="asc")[0] == made
     started = [info(spaced, sid)["startedAt"] for sid in ids]
     assert started == sorted(started, reverse=True)
+    assert listing(spaced, "matches-nothing-" + tag) == ([], 1)
 
 
 def test_list_pages_follow_the_order(spaced, three):
@@ -103,3 +104,46 @@ def test_health_probes_are_not_activity(spaced):
         assert info(spaced, sid)["state"] == "paused"
     finally:
         kill(spaced, sid)
+
+
+def test_template_alias(spaced):
+    """Template.exists() in the SDKs: GET /templates/aliases/{alias}."""
+    r = rest(spaced, "GET", "/templates/aliases/base")
+    assert r.status == 200, r
+    assert r.json() == {"templateID": "base", "public": True}
+    r = rest(spaced, "GET", "/templates/aliases/no-such-template")
+    assert r.status == 404, r
+    assert r.json()["code"] == 404
+    assert rest(spaced, "POST", "/templates/aliases/base").status == 405
+    r = rest(spaced, "GET", "/templates/aliases/base", key="sk_not_a_key")
+    assert r.status == 401, r
+
+
+def test_create_from_snapshot_takes_metadata_and_envs(spaced):
+    src = e2b_create(spaced, metadata={"who": "source"}, envVars={"FROM": "parent", "KEEP": "k"})
+    made = [src["sandboxID"]]
+    try:
+        r = rest(spaced, "POST", f"/sandboxes/{src['sandboxID']}/snapshots", {})
+        assert r.status in (200, 201), r
+        snap = r.json()["snapshotID"]
+        r = rest(spaced, "POST", "/v2/sandboxes", {"templateID": snap, "timeout": 600,
+                                                   "metadata": {"who": "child"}, "envVars": {"FROM": "child"}})
+        assert r.status == 201, r
+        child = r.json()
+        made.append(child["sandboxID"])
+        assert child["templateID"] == snap
+        got = info(spaced, child["sandboxID"])
+        assert got["metadata"] == {"who": "child"} and got["templateID"] == snap, got
+        v1 = spaced.api("GET", f"/v1/sandboxes/{child['sandboxID']}").json()
+        assert v1["env"] == {"FROM": "child", "KEEP": "k"}, v1
+        # without either, the source's are kept
+        r = rest(spaced, "POST", "/v2/sandboxes", {"templateID": snap, "timeout": 600})
+        assert r.status == 201, r
+        made.append(r.json()["sandboxID"])
+        assert info(spaced, made[-1])["metadata"] == {"who": "source"}
+        for bad in ({"metadata": "x"}, {"metadata": {"k": 1}}, {"envVars": {"1BAD": "v"}}, {"envVars": []}):
+            r = rest(spaced, "POST", "/v2/sandboxes", {"templateID": snap, "timeout": 600, **bad})
+            assert r.status == 400, (bad, r)
+    finally:
+        for sid in made:
+            kill(spaced, sid)

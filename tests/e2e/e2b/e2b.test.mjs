@@ -438,10 +438,22 @@ describe('snapshots, fork and autoPause', () => {
       assert.equal((await child.commands.run('echo $FROM')).stdout, 'parent\n')
       const info = await child.getInfo()
       assert.ok(Math.abs(info.endAt - Date.now() - 120_000) < 5_000)
+      assert.equal(info.templateId, snap.snapshotId, 'made from the snapshot')
       await child.kill()
       made.delete(child.sandboxId)
     }
-    await assert.rejects(Sandbox.create(snap.snapshotId, { envs: { X: '1' } }), /envs and metadata/)
+    // a create from a snapshot takes its own metadata, and envs laid over the snapshot's
+    const own = await Sandbox.create(snap.snapshotId, {
+      timeoutMs: 120_000, metadata: { from: 'snapshot' }, envs: { X: '1' },
+    })
+    made.add(own.sandboxId)
+    assert.deepEqual((await own.getInfo()).metadata, { from: 'snapshot' })
+    assert.equal((await own.commands.run('echo $FROM $X')).stdout, 'parent 1\n')
+    const listed = await Sandbox.list({ query: { metadata: { from: 'snapshot' } } }).nextItems()
+    assert.deepEqual(listed.map((s) => [s.sandboxId, s.templateId]), [[own.sandboxId, snap.snapshotId]])
+    await own.kill()
+    made.delete(own.sandboxId)
+    await assert.rejects(Sandbox.create(snap.snapshotId, { envs: { 'NOT A NAME': '1' } }), /not a valid variable name/)
 
     assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
     assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false, 'already gone')
