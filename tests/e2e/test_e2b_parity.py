@@ -1,13 +1,19 @@
 # SPDX-License-Identifier: MIT
 """E2B behaviour that the official SDKs' own suites check, over raw HTTP (so
 that it holds whatever SDK version or language calls it): the order of
-`GET /v2/sandboxes`, health probes that are not activity, template aliases."""
+`GET /v2/sandboxes`, health probes that are not activity, template aliases,
+creates from a snapshot with their own metadata and envs, gzip on /files."""
 
+import gzip
+import os
 import time
 import uuid
+from urllib.parse import urlencode
 
 import pytest
 
+import e2e_http
+import e2e_residue as residue
 from test_e2b_resume import e2b_create, health, info, rest
 
 
@@ -28,7 +34,7 @@ def listing(spaced, tag, **params):
         assert r.status == 200, r
         ids += [s["sandboxID"] for s in r.json()]
         pages += 1
-        token = r.headers.get("X-Next-Token") or r.headers.get("x-next-token")
+        token = r.headers.get("x-next-token")
         if not token:
             return ids, pages
         assert pages < 20, "the cursor does not advance"
@@ -70,7 +76,7 @@ def test_list_pages_follow_the_order(spaced, three):
 def test_list_cursor_survives_the_deletion_of_its_sandbox(spaced, three):
     tag, made = three
     r = rest(spaced, "GET", f"/v2/sandboxes?metadata=tag%3D{tag}&limit=1")
-    token = r.headers.get("X-Next-Token") or r.headers.get("x-next-token")
+    token = r.headers.get("x-next-token")
     assert [s["sandboxID"] for s in r.json()] == [made[2]] and token
     kill(spaced, made[2])  # the cursor's own sandbox is gone: the next page still follows it
     r = rest(spaced, "GET", f"/v2/sandboxes?metadata=tag%3D{tag}&limit=5&nextToken={token}")
@@ -147,3 +153,87 @@ def test_create_from_snapshot_takes_metadata_and_envs(spaced):
     finally:
         for sid in made:
             kill(spaced, sid)
+
+
+# ---- gzip on envd's /files ----
+
+def envd_files(d, sb, method, path, data=None, headers=None, timeout=120):
+    h = {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": sb["envdAccessToken"], **(headers or {})}
+    return e2e_http.request(d.url, method, "/files?" + urlencode({"path": path, "username": "root"}), data=data,
+                            key=None, headers=h, timeout=timeout)
+
+
+def multipart(name, content, boundary="b0undary"):
+    return (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + content + f"\r\n--{boundary}--\r\n".encode()
+
+
+@pytest.fixture(scope="module")
+def small_uploads(e2e_session, request):
+    """A spaced of this module whose uploads are limited to 2 MiB."""
+    d = e2e_session.new_daemon(extra_args=["--upload-max-mb", "2"])
+    d.start()
+    yield d
+    problems = residue.teardown_daemon(d)
+    if not problems:
+        residue.remove_daemon_dir(d)
+    else:
+        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+
+
+@pytest.fixture(scope="module")
+def gz_sandbox(small_uploads):
+    sb = e2b_create(small_uploads)
+    yield sb
+    kill(small_uploads, sb["sandboxID"])
+
+
+def test_gzip_uploads(small_uploads, gz_sandbox):
+    d, sb = small_uploads, gz_sandbox
+    data = os.urandom(300_000) + b"text " * 20_000
+    r = envd_files(d, sb, "POST", "/tmp/raw.bin", gzip.compress(data),
+                   {"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
+    assert r.status == 200, r
+    assert envd_files(d, sb, "GET", "/tmp/raw.bin").body == data
+    # a multipart body, gzipped whole; two members concatenated are one gzip file
+    body = multipart("/tmp/part.bin", data)
+    r = envd_files(d, sb, "POST", "", gzip.compress(body[:1000]) + gzip.compress(body[1000:]),
+                   {"Content-Type": "multipart/form-data; boundary=b0undary", "Content-Encoding": "x-gzip"})
+    assert r.status == 200, r
+    assert [f["path"] for f in r.json()] == ["/tmp/part.bin"]
+    assert envd_files(d, sb, "GET", "/tmp/part.bin").body == data
+
+
+@pytest.mark.parametrize("case", ["corrupt", "truncated", "trailing", "bomb", "br"])
+def test_gzip_bad_uploads(small_uploads, gz_sandbox, case):
+    d, sb = small_uploads, gz_sandbox
+    good = gzip.compress(b"x" * 10_000)
+    body, enc, want = {
+        "corrupt": (good[:20] + bytes(b ^ 0xff for b in good[20:40]) + good[40:], "gzip", 400),
+        "truncated": (good[:-9], "gzip", 400),
+        "trailing": (good + b"not gzip at all", "gzip", 400),
+        "bomb": (gzip.compress(bytes(16 << 20)), "gzip", 413),  # 16 MiB of zeros in ~16 KiB
+        "br": (good, "br", 400),
+    }[case]
+    path = f"/tmp/bad-{case}"
+    r = envd_files(d, sb, "POST", path, body, {"Content-Type": "application/octet-stream", "Content-Encoding": enc})
+    assert r.status == want, r
+    assert r.json().get("message"), r.json()
+    assert envd_files(d, sb, "GET", path).status == 404, "nothing of a refused upload is kept"
+
+
+def test_gzip_downloads(small_uploads, gz_sandbox):
+    d, sb = small_uploads, gz_sandbox
+    data = b"line of text\n" * 50_000 + os.urandom(1000)
+    assert envd_files(d, sb, "POST", "/tmp/dl.txt", data, {"Content-Type": "application/octet-stream"}).status == 200
+    r = envd_files(d, sb, "GET", "/tmp/dl.txt", headers={"Accept-Encoding": "br, gzip;q=0.8"})
+    assert r.status == 200, r
+    assert r.headers.get("content-encoding") == "gzip"
+    assert len(r.body) < len(data) // 4
+    assert gzip.decompress(r.body) == data
+    for plain in ({}, {"Accept-Encoding": "identity"}, {"Accept-Encoding": "gzip;q=0"}, {"Accept-Encoding": "br"},
+                  {"Accept-Encoding": "gzip; q=0.000"}):
+        r = envd_files(d, sb, "GET", "/tmp/dl.txt", headers=plain)
+        assert r.status == 200 and r.headers.get("content-encoding") is None and r.body == data, plain
+    r = envd_files(d, sb, "GET", "/tmp/missing", headers={"Accept-Encoding": "gzip"})
+    assert r.status == 404, r
