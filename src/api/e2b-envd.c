@@ -4,6 +4,7 @@
  * application/octet-stream body, streamed to the agent part by part, never
  * whole in memory). Files are written as the request's user, parents made. */
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "fd-util.h"
 #include "http-parse.h"
 #include "log.h"
+#include "proto-msg.h"
 #include "str-util.h"
 
 #define E2B_UPLOAD_FILES_MAX 1024U /* parts written by one request */
@@ -230,11 +232,13 @@ typedef struct Upload {
         bool skip;         /* the current part is not a file */
         uint64_t total, max;      /* bytes written (after any gzip), and the limit */
         E2bMultipart *mp;         /* NULL: the body is the file */
+        char *metadata;           /* X-Metadata-*, as a JSON object for each FILE_WRITE; NULL: none */
         bool multipart_done;      /* its closing delimiter came */
         ApiError e;
 } Upload;
 
 static void upload_done(Upload *u) {
+        u->metadata = mfree(u->metadata);
         u->query_path = mfree(u->query_path);
         u->written = strv_free(u->written);
 }
@@ -289,6 +293,10 @@ static int part_begin(Upload *u, const char *dest) {
         json_w_kv_bool(&w, "parents", true);
         json_w_kv_int(&w, "uid", u->c->user.uid);
         json_w_kv_int(&w, "gid", u->c->user.gid);
+        if (u->metadata) {
+                json_w_key(&w, "metadata");
+                json_w_raw(&w, u->metadata);
+        }
         json_w_object_end(&w);
         if (json_w_finish(&w, &json, NULL) < 0 || strv_push(&u->written, TAKE_PTR(path)) < 0)
                 return api_error(&u->e, -ENOMEM, API_UNAVAILABLE, "out of memory");
@@ -365,7 +373,7 @@ static int upload_feed(const char *p, size_t n, void *userdata) {
         return k < 0 ? k : 0;
 }
 
-static int reply_written(E2bEnvd *x, char **written) {
+static int reply_written(E2bEnvd *x, char **written, const char *metadata) {
         _cleanup_(json_w_done) JsonWriter w = {};
 
         json_w_init(&w);
@@ -376,10 +384,55 @@ static int reply_written(E2bEnvd *x, char **written) {
                 json_w_kv_string(&w, "path", *p);
                 json_w_kv_string(&w, "name", slash ? slash + 1 : *p);
                 json_w_kv_string(&w, "type", "file");
+                if (metadata) {
+                        json_w_key(&w, "metadata");
+                        json_w_raw(&w, metadata);
+                }
                 json_w_object_end(&w);
         }
         json_w_array_end(&w);
         return e2b_reply_json(x->r, 200, &w, NULL);
+}
+
+/* X-Metadata-<key>: <value> headers (E2B's file metadata, envd >= 0.6.2):
+ * keys lower-cased, each file of the upload gets them as user.e2b.<key>
+ * xattrs. 0 with *ret NULL if there are none. */
+static int upload_metadata(const HttpHead *h, char **ret, ApiError *e) {
+        _cleanup_(json_w_done) JsonWriter w = {};
+        unsigned n = 0;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        for (size_t i = 0; i < h->n_headers; i++) {
+                char key[PROTO_FILE_METADATA_KEY_MAX + 1];
+                const char *k = h->headers[i].name, *v = h->headers[i].value;
+                size_t l;
+
+                if (strncasecmp(k, "X-Metadata-", 11) != 0)
+                        continue;
+                k += 11;
+                l = strlen(k);
+                for (size_t j = 0; j < l && j < sizeof key - 1; j++)
+                        key[j] = (char) tolower((unsigned char) k[j]);
+                key[MIN(l, sizeof key - 1)] = 0;
+                if (!proto_file_metadata_key_valid(key, l))
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                         "X-Metadata-%.64s: a key is 1-%u letters, digits, '-', '_' or '.'", k,
+                                         PROTO_FILE_METADATA_KEY_MAX);
+                if (strlen(v) > PROTO_FILE_METADATA_VALUE_MAX)
+                        return api_error(e, -E2BIG, API_INVALID_ARGUMENT, "X-Metadata-%s: longer than %u bytes", key,
+                                         PROTO_FILE_METADATA_VALUE_MAX);
+                if (++n > PROTO_FILE_METADATA_MAX)
+                        return api_error(e, -E2BIG, API_INVALID_ARGUMENT, "more than %u X-Metadata-* headers",
+                                         PROTO_FILE_METADATA_MAX);
+                json_w_kv_string(&w, key, v);
+        }
+        json_w_object_end(&w);
+        if (n == 0)
+                return 0;
+        if (json_w_finish(&w, ret, NULL) < 0)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        return 0;
 }
 
 int e2b_envd_files_post(E2bEnvd *x) {
@@ -394,6 +447,8 @@ int e2b_envd_files_post(E2bEnvd *x) {
         int k, gzip;
 
         u.max = api_config(x->r->api)->upload_max_mb * 1024 * 1024;
+        if (upload_metadata(x->r->head, &u.metadata, &u.e) < 0)
+                return e2b_reply_error(x->r, &u.e);
         gzip = e2b_gzip_content_encoding(ce);
         if (gzip < 0) {
                 (void) api_error(&u.e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
@@ -485,5 +540,5 @@ int e2b_envd_files_post(E2bEnvd *x) {
                 (void) api_error(&u.e, -EINVAL, API_INVALID_ARGUMENT, "the upload has no part named 'file'");
                 return e2b_reply_error(x->r, &u.e);
         }
-        return reply_written(x, u.written);
+        return reply_written(x, u.written, u.metadata);
 }

@@ -2,7 +2,8 @@
 """E2B behaviour that the official SDKs' own suites check, over raw HTTP (so
 that it holds whatever SDK version or language calls it): the order of
 `GET /v2/sandboxes`, health probes that are not activity, template aliases,
-creates from a snapshot with their own metadata and envs, gzip on /files."""
+creates from a snapshot with their own metadata and envs, gzip on /files,
+file metadata."""
 
 import gzip
 import os
@@ -14,6 +15,7 @@ import pytest
 
 import e2e_http
 import e2e_residue as residue
+from test_e2b_connect import envd_headers
 from test_e2b_resume import e2b_create, health, info, rest
 
 
@@ -237,3 +239,42 @@ def test_gzip_downloads(small_uploads, gz_sandbox):
         assert r.status == 200 and r.headers.get("content-encoding") is None and r.body == data, plain
     r = envd_files(d, sb, "GET", "/tmp/missing", headers={"Accept-Encoding": "gzip"})
     assert r.status == 404, r
+
+
+# ---- file metadata (X-Metadata-*, user.e2b.* xattrs) ----
+
+def fs_call(d, sb, method, body):
+    r = e2e_http.request(d.url, "POST", f"/filesystem.Filesystem/{method}", key=None, timeout=60, json=body,
+                         headers=envd_headers(sb["sandboxID"], sb["envdAccessToken"], "application/json"))
+    assert r.status == 200, r
+    return r.json()
+
+
+def test_file_metadata(small_uploads, gz_sandbox):
+    d, sb = small_uploads, gz_sandbox
+    meta = {"X-Metadata-Owner": "alice", "X-Metadata-purpose": "a test, with spaces", "X-Metadata-v.1_x-y": "k=v; x"}
+    want = {"owner": "alice", "purpose": "a test, with spaces", "v.1_x-y": "k=v; x"}
+    r = envd_files(d, sb, "POST", "/tmp/meta/f.txt", b"content",
+                   {"Content-Type": "application/octet-stream", **meta})
+    assert r.status == 200, r
+    assert r.json()[0]["metadata"] == want
+    assert fs_call(d, sb, "Stat", {"path": "/tmp/meta/f.txt"})["entry"]["metadata"] == want
+    entries = fs_call(d, sb, "ListDir", {"path": "/tmp/meta", "depth": 1})["entries"]
+    assert [(e["name"], e.get("metadata")) for e in entries] == [("f.txt", want)]
+    # a rewrite without metadata is a new file without any
+    assert envd_files(d, sb, "POST", "/tmp/meta/f.txt", b"new",
+                      {"Content-Type": "application/octet-stream"}).status == 200
+    assert "metadata" not in fs_call(d, sb, "Stat", {"path": "/tmp/meta/f.txt"})["entry"]
+
+
+@pytest.mark.parametrize("headers", [
+    {"X-Metadata-": "empty key"},
+    {"X-Metadata-" + "k" * 129: "key too long"},
+    {"X-Metadata-k": "v" * 1025},
+    {f"X-Metadata-k{i}": "v" for i in range(33)},
+])
+def test_file_metadata_bad(small_uploads, gz_sandbox, headers):
+    d, sb = small_uploads, gz_sandbox
+    r = envd_files(d, sb, "POST", "/tmp/meta-bad", b"x", {"Content-Type": "application/octet-stream", **headers})
+    assert r.status == 400, r
+    assert envd_files(d, sb, "GET", "/tmp/meta-bad").status == 404
