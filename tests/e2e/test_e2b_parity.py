@@ -172,8 +172,9 @@ def multipart(name, content, boundary="b0undary"):
 
 @pytest.fixture(scope="module")
 def small_uploads(e2e_session, request):
-    """A spaced of this module whose uploads are limited to 2 MiB."""
-    d = e2e_session.new_daemon(extra_args=["--upload-max-mb", "2"])
+    """A spaced of this module whose uploads are limited to 2 MiB, branches to 2
+    children at a time and the host to 6 sandboxes."""
+    d = e2e_session.new_daemon(extra_args=["--upload-max-mb", "2", "--max-branch", "2", "--max-sandboxes", "6"])
     d.start()
     yield d
     problems = residue.teardown_daemon(d)
@@ -278,3 +279,50 @@ def test_file_metadata_bad(small_uploads, gz_sandbox, headers):
     r = envd_files(d, sb, "POST", "/tmp/meta-bad", b"x", {"Content-Type": "application/octet-stream", **headers})
     assert r.status == 400, r
     assert envd_files(d, sb, "GET", "/tmp/meta-bad").status == 404
+
+
+# ---- fork ----
+
+def fork(d, sid, count, **body):
+    return rest(d, "POST", f"/sandboxes/{sid}/fork", {"count": count, **body})
+
+
+def test_fork_past_max_branch_and_per_child_errors(small_uploads, gz_sandbox):
+    d = small_uploads  # max_branch 2, max_sandboxes 6; gz_sandbox is one
+    src = e2b_create(d)
+    made = [src["sandboxID"]]
+    try:
+        envd_files(d, src, "POST", "/tmp/f.txt", b"forked", {"Content-Type": "application/octet-stream"})
+        r = fork(d, src["sandboxID"], 4, timeout=120)  # two batches of max_branch
+        assert r.status == 201, r
+        kids = [x["sandbox"] for x in r.json()]
+        assert len({k["sandboxID"] for k in kids}) == 4
+        made += [k["sandboxID"] for k in kids]
+        for k in kids:
+            assert envd_files(d, k, "GET", "/tmp/f.txt").body == b"forked"
+        # the host is full (6): nothing can be forked, the call fails whole
+        r = fork(d, src["sandboxID"], 3)
+        assert r.status in (429, 503), r
+        # room for two: the first batch is made, the second reported on its child
+        for sid in made[-2:]:
+            kill(d, sid)
+        made = made[:-2]
+        r = fork(d, src["sandboxID"], 3)
+        assert r.status == 201, r
+        got = r.json()
+        made += [x["sandbox"]["sandboxID"] for x in got if "sandbox" in x]
+        assert ["sandbox" in x for x in got] == [True, True, False], got
+        assert got[2]["error"]["code"] in (429, 503) and got[2]["error"]["message"], got
+    finally:
+        for sid in made:
+            kill(d, sid)
+
+
+@pytest.mark.parametrize("count", [0, 101, -1, "2", 1.5])
+def test_fork_bad_count(spaced, count):
+    sb = e2b_create(spaced)
+    try:
+        r = fork(spaced, sb["sandboxID"], count)
+        assert r.status == 400, r
+    finally:
+        kill(spaced, sb["sandboxID"])
