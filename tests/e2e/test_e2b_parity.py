@@ -15,7 +15,7 @@ import pytest
 
 import e2e_http
 import e2e_residue as residue
-from test_e2b_connect import envd_headers
+from test_e2b_connect import END_STREAM, envd_headers, envelope, parse_envelopes
 from test_e2b_resume import e2b_create, health, info, rest
 
 
@@ -324,5 +324,34 @@ def test_fork_bad_count(spaced, count):
     try:
         r = fork(spaced, sb["sandboxID"], count)
         assert r.status == 400, r
+    finally:
+        kill(spaced, sb["sandboxID"])
+
+
+# ---- Connect-Timeout-Ms ----
+
+def start(d, sb, cmd, timeout_ms):
+    h = envd_headers(sb["sandboxID"], sb["envdAccessToken"], "application/connect+json")
+    h["Connect-Timeout-Ms"] = str(timeout_ms)
+    body = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", cmd]}})
+    r = e2e_http.request(d.url, "POST", "/process.Process/Start", data=body, key=None, timeout=120, headers=h)
+    assert r.status == 200, r
+    return parse_envelopes(r.body)
+
+
+def test_start_past_its_deadline_is_deadline_exceeded(spaced):
+    """The SDKs turn deadline_exceeded into TimeoutException; an end event
+    (exit -1, killed) read as an ordinary failed command."""
+    sb = e2b_create(spaced)
+    try:
+        msgs = start(spaced, sb, "echo started; sleep 30", 1500)
+        flags, last = msgs[-1]
+        assert flags == END_STREAM and last["error"]["code"] == "deadline_exceeded", msgs
+        assert not any("end" in m.get("event", {}) for _, m in msgs[:-1]), msgs
+        # a command that ends before its deadline ends as usual
+        msgs = start(spaced, sb, "exit 3", 60_000)
+        assert msgs[-1] == (END_STREAM, {}), msgs
+        ends = [m["event"]["end"] for _, m in msgs[:-1] if "end" in m.get("event", {})]
+        assert ends and ends[0]["exitCode"] == 3, msgs
     finally:
         kill(spaced, sb["sandboxID"])

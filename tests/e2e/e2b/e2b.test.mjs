@@ -13,6 +13,7 @@ import {
   NotFoundError,
   Sandbox,
   SandboxError,
+  TimeoutError,
 } from 'e2b'
 
 const API = process.env.E2B_API_URL
@@ -210,9 +211,8 @@ describe('commands', () => {
   })
 
   test('a timeout kills the command', T, async () => {
-    const t0 = Date.now()
-    await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1500 }))
-    assert.ok(Date.now() - t0 < 10_000)
+    // envd ends the call with deadline_exceeded, which the SDK raises as a TimeoutError
+    await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1500 }), TimeoutError)
     await until('the timed-out process to go', async () => {
       const l = await sbx.commands.list()
       return !l.some((p) => p.args.join(' ').includes('sleep 30'))
