@@ -264,8 +264,7 @@ class Cluster:
             extra += [f"--gateway-dns-upstream={self.upstream['ip']}:53", f"--gateway-ca-file={self.upstream['ca']}"]
         return [self.s.spaced_bin, "--role", "worker", "--state-dir", self.state_dir(state or name),
                 "--worker-name", name, "--worker-listen", address, "--pool-size-mb", "4096",
-                "--cgroup-root", f"{self.tag}-so-{name}", f"--uid-base={2500000000 + i * 70000000}",
-                "--slots-max=1024"] + extra + self.common(token_file)
+                "--cgroup-root", f"{self.tag}-so-{name}", "--slots-max=1024"] + extra + self.common(token_file)
 
     def start_worker(self, name, i, address, netns, token_file=None):
         p = Proc(self, name, self.worker_args(name, i, address, token_file), netns).start()
