@@ -214,6 +214,8 @@ def test_two_default_daemons_leave_each_other_alone(pair):
             kept = json.load(f)
         assert kept == {"instance": d.instance, "uid_base": i["instance"]["uid_base"],
                         "net_pool": i["network"]["pool"]}, kept
+        c = d.cli("info")
+        assert c.rc == 0 and d.instance in c.out and str(i["instance"]["uid_base"]) in c.out, c
     ua, ub = ia["instance"], ib["instance"]
     assert ua["uid_base"] + ua["uid_count"] <= ub["uid_base"] or ub["uid_base"] + ub["uid_count"] <= ua["uid_base"], \
         (ua, ub)
