@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 #include "str-util.h"
 
 #define ENTRY_SIZE_MAX 8192U
+#define LOCK_POLL_MSEC 10U
 #define ENTRY_SUFFIX ".json"
 
 int instance_netns_id(uint64_t *ret) {
@@ -111,18 +113,21 @@ int instance_registry_lock(const char *dir, int *ret_fd) {
 
         if (!path)
                 return -ENOMEM;
-        r = mkdir_p(dir, 0755);
+        r = mkdir_p(dir, 0700);
         if (r < 0)
                 return r;
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return negative_errno();
-        while (flock(fd, LOCK_EX) < 0)
-                if (errno != EINTR) {
-                        r = negative_errno();
+        /* held for the milliseconds of a start; a start stopped while holding it must not hang ours */
+        for (unsigned waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += LOCK_POLL_MSEC) {
+                if (errno != EWOULDBLOCK || waited >= INSTANCE_REGISTRY_LOCK_TIMEOUT_MSEC) {
+                        r = errno == EWOULDBLOCK ? -ETIMEDOUT : negative_errno();
                         close(fd);
                         return r;
                 }
+                (void) poll(NULL, 0, LOCK_POLL_MSEC);
+        }
         *ret_fd = fd;
         return 0;
 }
@@ -268,7 +273,7 @@ int instance_registry_add(const char *dir, const InstanceEntry *e, int *ret_fd, 
 
         if (!path)
                 return -ENOMEM;
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return negative_errno();
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {

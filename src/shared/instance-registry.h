@@ -19,6 +19,7 @@
 #define INSTANCE_NAME_MAX 32U
 #define INSTANCE_ID_RANGE UINT64_C(65536) /* host ids per sandbox (RUNTIME_ID_RANGE) */
 #define INSTANCE_REGISTRY_MAX 4096U       /* entries read; more is an error */
+#define INSTANCE_REGISTRY_LOCK_TIMEOUT_MSEC 30000U
 
 typedef struct InstanceEntry {
         char name[INSTANCE_NAME_MAX + 1];
@@ -35,7 +36,8 @@ typedef struct InstanceEntry {
         bool live;                      /* its lock is held */
 } InstanceEntry;
 
-/* Creates dir and takes its start lock (blocking); *ret_fd releases it. */
+/* Creates dir and takes its start lock (waiting up to
+ * INSTANCE_REGISTRY_LOCK_TIMEOUT_MSEC, then -ETIMEDOUT); *ret_fd releases it. */
 int instance_registry_lock(const char *dir, int *ret_fd);
 /* Every entry, live or not; removes entries of stopped daemons whose state
  * directory no longer names them. Needs the start lock. */
