@@ -184,8 +184,15 @@ def test_two_default_daemons_leave_each_other_alone(pair):
     a.start()
     a.add_sandbox()
     a.add_sandbox()
-    # the second daemon's first start (and its orphan scan) next to a running one
-    b.start()
+    # the second daemon's first start (and its orphan scan) next to a running one;
+    # a link under its prefix that is not <prefix><slot> is not its own either
+    foreign = b.net_prefix + "x"
+    host.run(["ip", "link", "add", foreign, "type", "veth", "peer", "name", foreign + "p"], check=True)
+    try:
+        b.start()
+        assert foreign in host.links(), f"{b.instance}'s orphan scan removed the link {foreign}"
+    finally:
+        host.run(["ip", "link", "del", foreign])
     assert_untouched(a, f"after the first start of {b.instance}")
     b.add_sandbox()
     for x, y in ((b, a), (a, b)):
