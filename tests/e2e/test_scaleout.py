@@ -558,8 +558,11 @@ def test_wrong_token_and_duplicate_name(cluster):
         sock.sendall(b'{"op":"destroy","id":"x"}\n')
         assert json.loads(sock.recv(4096).decode().splitlines()[0])["code"] == "unauthorized"
 
-    # a duplicate of a live name: refused at registration, exits
-    dup = Proc(c, "dup", c.worker_args("w1", 7, f"{c.subnet}.{4 * 0 + 2}:{WORKER_PORT + 1}", state="dup"), ns).start()
+    # a duplicate of a live name: refused at registration, exits (on its own
+    # cgroup root: the same one as w1's is refused earlier, by the host's
+    # registry of instances)
+    dup = Proc(c, "dup", c.worker_args("w1", 7, f"{c.subnet}.{4 * 0 + 2}:{WORKER_PORT + 1}", state="dup")
+               + ["--cgroup-root", f"{c.tag}-so-dup"], ns).start()
     c.extra.append(dup)
     assert dup.proc.wait(120) != 0
     assert "taken by another live worker" in dup.log()
