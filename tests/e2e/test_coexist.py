@@ -208,6 +208,17 @@ def test_two_default_daemons_leave_each_other_alone(pair):
         assert_untouched(y, f"after {x.instance} started again after kill -9")
         assert_untouched(x, f"{x.instance} restarted after kill -9")
 
+    # the same gateway ports, each on its own host ends: a sandbox reaches its
+    # own daemon's gateway, never the other's
+    for x, y in ((a, b), (b, a)):
+        sid = next(iter(x.sleepers))
+        own = host_end(sorted(x.net_links())[0])
+        other = host_end(sorted(y.net_links())[0])
+        probe = "timeout 3 bash -c 'exec 3<>/dev/tcp/{}/{}'; echo $?"
+        assert x.sh(sid, probe.format(own, GATEWAY_PROXY_PORT)).strip() == "0"
+        assert x.sh(sid, probe.format(other, GATEWAY_PROXY_PORT)).strip() != "0", \
+            f"a sandbox of {x.instance} reached the gateway of {y.instance} at {other}"
+
     # each on its own names and ranges, derived from its state directory
     ia, ib = a.info(), b.info()
     for d, i in ((a, ia), (b, ib)):
