@@ -265,6 +265,40 @@ int instance_registry_list(const char *dir, InstanceEntry **ret, size_t *ret_n) 
         return 0;
 }
 
+/* Whether dir holds a subdirectory (a sandbox's cgroup below a root). */
+static bool has_subdir(const char *dir) {
+        _cleanup_(closedirp_) DIR *d = opendir(dir);
+        struct dirent *de;
+
+        while (d && (de = readdir(d)))
+                if (de->d_type == DT_DIR && de->d_name[0] != '.')
+                        return true;
+        return false;
+}
+
+bool instance_entry_has_sandboxes(const InstanceEntry *e) {
+        _cleanup_(closedirp_) DIR *d = NULL;
+        struct dirent *de;
+        char p[PATH_MAX];
+
+        if (isempty(e->cgroup_root))
+                return false;
+        snprintf(p, sizeof p, "%s/%s", INSTANCE_CGROUP_FS, e->cgroup_root);
+        if (has_subdir(p))
+                return true;
+        /* v1 and hybrid: one hierarchy per directory of the cgroup file system */
+        d = opendir(INSTANCE_CGROUP_FS);
+        while (d && (de = readdir(d))) {
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                if ((size_t) snprintf(p, sizeof p, "%s/%s/%s", INSTANCE_CGROUP_FS, de->d_name, e->cgroup_root) <
+                            sizeof p &&
+                    has_subdir(p))
+                        return true;
+        }
+        return false;
+}
+
 int instance_registry_add(const char *dir, const InstanceEntry *e, int *ret_fd, InstanceEntry *ret_holder) {
         _cleanup_free_ char *path = strjoin(dir, "/", e->name, ENTRY_SUFFIX), *text = NULL;
         _cleanup_close_ int fd = -EBADF;

@@ -4,10 +4,10 @@
 /* The host's registry of spaced instances: one file <dir>/<instance>.json per
  * instance (INSTANCE_REGISTRY_DIR), holding what it took on the host, and an
  * flock on that file held by the daemon (and its children) for its lifetime.
- * An entry whose lock nobody holds is of a stopped or crashed daemon: it no
- * longer blocks a start, but its ranges stay reserved while its state
- * directory still names it (it will start again with them); otherwise the
- * entry is removed. <dir>/.lock serialises starts (choose, check, register). */
+ * An entry whose lock nobody holds is of a stopped or crashed daemon: it
+ * blocks a start only while sandboxes of it still run (a crash leaves them),
+ * but its ranges stay reserved while its state directory still names it (it
+ * will start again with them); otherwise the entry is removed. <dir>/.lock serialises starts (choose, check, register). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,6 +20,7 @@
 #define INSTANCE_ID_RANGE UINT64_C(65536) /* host ids per sandbox (RUNTIME_ID_RANGE) */
 #define INSTANCE_REGISTRY_MAX 4096U       /* entries read; more is an error */
 #define INSTANCE_REGISTRY_LOCK_TIMEOUT_MSEC 30000U
+#define INSTANCE_CGROUP_FS "/sys/fs/cgroup"
 
 typedef struct InstanceEntry {
         char name[INSTANCE_NAME_MAX + 1];
@@ -53,6 +54,9 @@ bool instance_uid_ranges_overlap(uint64_t a_base, uint64_t a_count, uint64_t b_b
 bool instance_cidrs_overlap(const char *a, const char *b);
 /* Parses "a.b.c.d/len" into a host-order base and prefix length. */
 int instance_cidr_parse(const char *s, uint32_t *ret_base, unsigned *ret_len);
+/* Whether the cgroup root of e (a stopped daemon's) still holds sandboxes:
+ * a crash leaves them running, and they are still its. */
+bool instance_entry_has_sandboxes(const InstanceEntry *e);
 /* Registers e: creates its entry and takes its lock. -EBUSY if a live daemon
  * holds that name (*ret_holder then describes it). */
 int instance_registry_add(const char *dir, const InstanceEntry *e, int *ret_fd, InstanceEntry *ret_holder);

@@ -330,6 +330,14 @@ int instance_setup(Config *c, const char *registry_dir, Instance **ret, char *er
                                  what, list[i].name, list[i].state_dir, list[i].pid);
                         return -EADDRINUSE;
                 }
+                if (instance_entry_has_sandboxes(&list[i])) {
+                        snprintf(errbuf, errbuf_size,
+                                 "%s that of instance '%s' (state dir %s, last pid %" PRIi64 "), which is not "
+                                 "running but whose sandboxes still run on this host (cgroup %s): start it again, "
+                                 "or set another value", what, list[i].name, list[i].state_dir, list[i].pid,
+                                 list[i].cgroup_root);
+                        return -EADDRINUSE;
+                }
                 log_warning("Instance %s: %s that of the stopped instance '%s' (state dir %s): its sandboxes may still "
                             "hold them, and it cannot start again while this one runs",
                             self.name, what, list[i].name, list[i].state_dir);

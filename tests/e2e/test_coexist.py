@@ -312,6 +312,16 @@ def test_overlapping_settings_are_refused(pair):
     out = start_refused(b, "--uid-base", "1000")
     assert "uid_base" in out, out
 
+    # a crashed daemon's sandboxes run on: still its, so its names are still refused
+    a.crash()
+    for extra in (["--cgroup-root", a.cgroup_root], ["--uid-base", str(uid)]):
+        out = start_refused(b, *extra)
+        assert "sandboxes still run" in out and f"instance '{a.instance}'" in out, f"{extra}: {out[-2000:]}"
+    pid, st = a.sleepers[sid]
+    assert host.proc_exists(pid) and host.proc_starttime(pid) == st, "the refused start killed a's sandbox"
+    a.start()
+    assert_untouched(a, "restarted after kill -9 and the refused starts")
+
     # and with its own ranges b starts beside a
     b.start()
     assert_untouched(a, f"after {b.instance} started")
