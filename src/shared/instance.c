@@ -109,6 +109,14 @@ static int state_read(const char *state_dir, InstanceState *ret) {
         return 0;
 }
 
+int instance_kept_name(const char *state_dir, char *buf, size_t size) {
+        InstanceState st;
+        int r = state_read(state_dir, &st);
+        if (r < 0)
+                return r;
+        return strscpy(buf, size, st.name);
+}
+
 static int state_write(const char *state_dir, const InstanceState *s) {
         _cleanup_free_ char *path = strjoin(state_dir, "/" INSTANCE_FILE), *text = NULL;
         _cleanup_(json_w_done) JsonWriter w;

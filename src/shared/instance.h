@@ -54,6 +54,9 @@ int instance_name_from_state_dir(const char *state_dir, char *buf, size_t size);
  * hex of a space-<hex> name, else 6 hex of a hash of the name). */
 int instance_link_prefix(const char *name, char *buf, size_t size);
 
+/* The instance name kept in <state_dir>/instance.json; -ENOENT if none. */
+int instance_kept_name(const char *state_dir, char *buf, size_t size);
+
 /* Fills c's unset host settings (instance, cgroup_root, net_table,
  * net_link_prefix, uid_base, net_pool) from the instance, checks them
  * against the live daemons in the registry at registry_dir, registers this

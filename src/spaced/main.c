@@ -189,10 +189,15 @@ static int take_pidfile(const Config *c, int *ret_fd) {
                 return log_error_errno(errno, "Cannot open %s: %m", path);
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
                 int r = errno;
-                if (r == EWOULDBLOCK && pread(fd, buf, sizeof buf - 1, 0) > 0) {
+                ssize_t n = r == EWOULDBLOCK ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+                if (n > 0) {
+                        char name[INSTANCE_NAME_MAX + 1] = "?";
+                        buf[n] = 0;
                         buf[strcspn(buf, "\n")] = 0;
                         close(fd);
-                        return log_error_errno(EBUSY, "Another spaced (pid %s) runs on %s", buf, c->state_dir);
+                        (void) instance_kept_name(c->state_dir, name, sizeof name);
+                        return log_error_errno(EBUSY, "Another spaced (instance '%s', pid %s) runs on %s", name, buf,
+                                               c->state_dir);
                 }
                 close(fd);
                 return log_error_errno(r == EWOULDBLOCK ? EBUSY : r, "Another spaced runs on %s", c->state_dir);

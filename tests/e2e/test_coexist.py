@@ -297,7 +297,7 @@ def test_overlapping_settings_are_refused(pair):
         assert what in out and all(n in out for n in naming), f"{extra}: {out[-2000:]}"
     # the same state directory: the other daemon named by its pid
     out = start_refused(a, "--listen", f"127.0.0.1:{b.port}")
-    assert f"pid {a.pid}" in out and "runs on" in out, out[-2000:]
+    assert f"instance '{a.instance}', pid {a.pid}" in out and "runs on" in out, out[-2000:]
     # the same listener
     out = start_refused(b, "--listen", f"{a.host}:{a.port}")
     assert "listener" in out and f"pid {a.pid}" in out, out[-2000:]
