@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "cgroup-view.h"
 #include "cgroup.h"
 #include "fd-util.h"
 #include "ns-setup.h"
@@ -326,4 +327,94 @@ TEST(ns_spawn_for_parent_root_later) {
         safe_close(p[1].pidfd);
         safe_close(p[1].sync_fd);
         cleanup_cgroup_root();
+}
+
+/* ---- the cgroup view (cgroup-view.h): which hierarchies a sandbox sees, from /proc/self/cgroup ---- */
+
+static const char *const view_used[] = { "memory", "cpu", "pids", "freezer", "blkio", NULL };
+
+TEST(cgroup_view_docker_like_hybrid_host) {
+        static const char text[] = "12:rdma:/\n11:cpu,cpuacct:/space\n10:net_cls,net_prio:/\n9:memory:/space\n"
+                                   "8:pids:/space\n7:devices:/\n6:name=systemd:/init.scope\n5:freezer:/space\n"
+                                   "4:blkio:/space\n3:cpuset:/\n0::/init.scope\n";
+        CgroupView v;
+
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_HYBRID, text, strlen(text), view_used, &v));
+        ASSERT_TRUE(v.tmpfs);
+        ASSERT_EQ(v.n_mounts, 6);
+        ASSERT_STREQ(v.mounts[0].dir, "cpu,cpuacct");
+        ASSERT_STREQ(v.mounts[0].type, "cgroup");
+        ASSERT_STREQ(v.mounts[0].options, "cpu,cpuacct");
+        ASSERT_STREQ(v.mounts[1].dir, "memory");
+        ASSERT_STREQ(v.mounts[2].dir, "pids");
+        ASSERT_STREQ(v.mounts[3].dir, "freezer");
+        ASSERT_STREQ(v.mounts[4].dir, "blkio");
+        ASSERT_STREQ(v.mounts[5].dir, "unified");
+        ASSERT_STREQ(v.mounts[5].type, "cgroup2");
+        ASSERT_STREQ(v.mounts[5].options, "");
+        /* cpu and cpuacct lead to the shared directory; nothing of cpuset, devices, systemd, rdma */
+        ASSERT_EQ(v.n_links, 2);
+        ASSERT_STREQ(v.links[0].name, "cpu");
+        ASSERT_STREQ(v.links[0].target, "cpu,cpuacct");
+        ASSERT_STREQ(v.links[1].name, "cpuacct");
+        ASSERT_STREQ(v.links[1].target, "cpu,cpuacct");
+}
+
+TEST(cgroup_view_separate_hierarchies_and_v1_only) {
+        static const char text[] = "9:name=systemd:/\n8:pids:/\n4:memory:/a/b:c\n2:cpuacct:/\n1:cpu:/\n";
+        CgroupView v;
+
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_V1, text, strlen(text), view_used, &v));
+        ASSERT_TRUE(v.tmpfs);
+        ASSERT_EQ(v.n_mounts, 3); /* no unified on a v1-only host */
+        ASSERT_STREQ(v.mounts[0].dir, "pids");
+        ASSERT_STREQ(v.mounts[1].dir, "memory");
+        ASSERT_STREQ(v.mounts[2].dir, "cpu");
+        ASSERT_EQ(v.n_links, 0);
+        /* no v1 controller used at all: nothing mounted */
+        {
+                static const char *const none[] = { NULL };
+                ASSERT_OK(cgroup_view_build(CGROUP_MODE_V1, text, strlen(text), none, &v));
+                ASSERT_EQ(v.n_mounts, 0);
+                ASSERT_FALSE(v.tmpfs);
+        }
+}
+
+TEST(cgroup_view_pure_v2) {
+        static const char text[] = "0::/system.slice/spaced.service\n";
+        CgroupView v;
+
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_V2, text, strlen(text), view_used, &v));
+        ASSERT_FALSE(v.tmpfs);
+        ASSERT_EQ(v.n_mounts, 1);
+        ASSERT_STREQ(v.mounts[0].dir, "");
+        ASSERT_STREQ(v.mounts[0].type, "cgroup2");
+}
+
+TEST(cgroup_view_bad_input) {
+        static const char *const bad[] = {
+                "x:memory:/\n", ":memory:/\n", "4memory/\n", "4:memory\n", "4:mem ory:/\n", "4:memory,,cpu:/\n",
+                "4:,memory:/\n", "4:MEMORY:/\n",
+        };
+        char big[512];
+        CgroupView v;
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ASSERT_ERRNO(cgroup_view_build(CGROUP_MODE_HYBRID, bad[i], strlen(bad[i]), view_used, &v), EBADMSG);
+        /* a hierarchy name past the bound */
+        memset(big, 0, sizeof big);
+        memcpy(big, "4:memory", 8);
+        for (size_t i = 8; i < 8 + 2 * CGROUP_VIEW_NAME_MAX; i += 2)
+                memcpy(big + i, ",x", 2);
+        memcpy(big + 8 + 2 * CGROUP_VIEW_NAME_MAX, ":/\n", 3);
+        ASSERT_ERRNO(cgroup_view_build(CGROUP_MODE_HYBRID, big, strlen(big), view_used, &v), E2BIG);
+        /* the text is a slice: nothing after n is read */
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_V1, "8:pids:/\nGARBAGE", 9, view_used, &v));
+        ASSERT_EQ(v.n_mounts, 1);
+}
+
+TEST(cgroup_view_of_this_host) {
+        /* the parser reads what this kernel writes */
+        ASSERT_OK(cgroup_view_setup(CGROUP_MODE_HYBRID, view_used));
+        ASSERT_TRUE(cgroup_view_get()->n_mounts >= 1);
 }
