@@ -14,7 +14,8 @@ ATTEMPTS = ("attach", "seize", "mem", "environ", "fd", "vm-read", "getfd")
 @pytest.mark.parametrize("user", [None, "user"])
 def test_pid1_cannot_be_traced_or_read(spaced, box, user):
     kw = {} if user is None else {"user": user}
-    lines, r = probe_lines(spaced, box, ["ptrace", "1"], **kw)
+    # getfd: fd 3, the agent's listening socket (whoever holds it could accept the worker's connections)
+    lines, r = probe_lines(spaced, box, ["ptrace", "1", "3"], **kw)
     assert set(lines) == set(ATTEMPTS), r
     reached = {k: v for k, v in lines.items() if v == "ok"}
     assert not reached, f"{'root' if user is None else user} inside reached PID 1: {reached}\n{r.out}"

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Reaching into another process of the sandbox as a debugger would.
- *   ptrace PID   one "NAME ok" / "NAME errno=N (text)" line per attempt on PID:
+ *   ptrace PID [FD]   one "NAME ok" / "NAME errno=N (text)" line per attempt on PID:
  *                attach (PTRACE_ATTACH), seize (PTRACE_SEIZE), mem (read 1 byte of
  *                /proc/PID/mem at the address of its stack), environ (read
  *                /proc/PID/environ), fd (list /proc/PID/fd), vm-read
- *                (process_vm_readv), getfd (pidfd_getfd of its fd 0)
+ *                (process_vm_readv), getfd (pidfd_getfd of its fd FD, default 0)
  * A traced process is detached again at once. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -46,11 +46,12 @@ static unsigned long stack_of(int pid) {
 
 int main(int argc, char **argv) {
         char path[64], buf[256];
-        int pid, fd, ok;
+        int pid, fd, ok, target_fd;
 
-        if (argc != 2)
+        if (argc != 2 && argc != 3)
                 return 2;
         pid = (int) strtol(argv[1], NULL, 10);
+        target_fd = argc == 3 ? (int) strtol(argv[2], NULL, 10) : 0;
 
         ok = ptrace(PTRACE_ATTACH, pid, 0, 0) == 0;
         report("attach", ok);
@@ -101,7 +102,7 @@ int main(int argc, char **argv) {
         {
                 int pidfd = (int) syscall(SYS_pidfd_open, pid, 0), got = -1;
                 if (pidfd >= 0) {
-                        got = (int) syscall(SYS_pidfd_getfd, pidfd, 0, 0);
+                        got = (int) syscall(SYS_pidfd_getfd, pidfd, target_fd, 0);
                         close(pidfd);
                 }
                 ok = got >= 0;
