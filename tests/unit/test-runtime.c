@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -417,4 +419,77 @@ TEST(cgroup_view_of_this_host) {
         /* the parser reads what this kernel writes */
         ASSERT_OK(cgroup_view_setup(CGROUP_MODE_HYBRID, view_used));
         ASSERT_TRUE(cgroup_view_get()->n_mounts >= 1);
+}
+
+/* The child side against the real kernel: each view mounted in a private mount and cgroup
+ * namespace of a forked child (nothing reaches the host's mount table), its files there,
+ * every mount read-only. */
+static int view_child(const char *dir, const CgroupView *v, const char *probe_file, const char *write_file) {
+        char p[PATH_MAX];
+        int rootfd, r;
+
+        if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return 10;
+        if (mount("tmpfs", dir, "tmpfs", 0, "size=64k") < 0)
+                return 11;
+        snprintf(p, sizeof p, "%s/sys/fs/cgroup", dir);
+        if (mkdir_p(p, 0755) < 0)
+                return 12;
+        rootfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (rootfd < 0)
+                return 13;
+        r = ns_mount_cgroup_view(rootfd, v);
+        if (r < 0)
+                return 14;
+        snprintf(p, sizeof p, "%s/sys/fs/cgroup/%s", dir, probe_file);
+        if (access(p, R_OK) < 0)
+                return 15;
+        snprintf(p, sizeof p, "%s/sys/fs/cgroup/%s", dir, write_file);
+        /* a value the kernel refuses anyway (EINVAL), so that a mount that were writable changes nothing */
+        r = write_string_file(p, "x");
+        if (r != -EROFS) {
+                fprintf(stderr, "write %s: %d\n", p, r);
+                return 16;
+        }
+        snprintf(p, sizeof p, "%s/sys/fs/cgroup/escape", dir);
+        if (mkdir(p, 0755) == 0 || errno != EROFS)
+                return 17;
+        return 0;
+}
+
+static void assert_view_mounts(const CgroupView *v, const char *probe_file, const char *write_file) {
+        char dir[] = "/tmp/space-test-view-XXXXXX";
+        int status;
+        pid_t pid;
+
+        ASSERT_TRUE(mkdtemp(dir) != NULL);
+        pid = fork();
+        ASSERT_OK(pid);
+        if (pid == 0)
+                _exit(view_child(dir, v, probe_file, write_file));
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_OK(rmdir(dir)); /* the child's mounts went with its mount namespace */
+        ASSERT_TRUE(WIFEXITED(status));
+        ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(cgroup_view_mounts_read_only) {
+        CgroupView v;
+
+        if (geteuid() != 0)
+                test_skip("needs root");
+        if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
+                ASSERT_OK(cgroup_view_build(CGROUP_MODE_V2, "0::/\n", 5, view_used, &v));
+                assert_view_mounts(&v, "cgroup.procs", "cgroup.subtree_control");
+                return;
+        }
+        /* this host's v1 hierarchies as a sandbox sees them, through the symlink where cpu shares one */
+        ASSERT_OK(cgroup_view_setup(access("/sys/fs/cgroup/unified", F_OK) == 0 ? CGROUP_MODE_HYBRID : CGROUP_MODE_V1,
+                                    view_used));
+        v = *cgroup_view_get();
+        assert_view_mounts(&v, "memory/memory.limit_in_bytes", "memory/memory.limit_in_bytes");
+        assert_view_mounts(&v, "cpu/cpu.cfs_quota_us", "pids/cgroup.procs");
+        /* and the v2 branch too, on the unified hierarchy's own mount type */
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_V2, "0::/\n", 5, view_used, &v));
+        assert_view_mounts(&v, "cgroup.procs", "cgroup.subtree_control");
 }
