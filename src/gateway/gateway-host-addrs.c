@@ -45,6 +45,7 @@
 #define GW_HOST_ADDRS_START_MSEC 5000                       /* the first dump, before serving */
 #define GW_HOST_ADDRS_RECHECK_USEC (120ULL * 1000000ULL)    /* the consistency dump */
 #define GW_HOST_ADDRS_RETRY_USEC (1000000ULL)               /* a broken socket, a failed dump */
+#define GW_HOST_ADDRS_DRAIN_MAX 4096U                      /* reads thrown away after an overrun */
 #define GW_HOST_ADDRS_LOG_USEC (10ULL * 1000000ULL)         /* refusals while unknown: one line per */
 
 static void host_addrs_read(Gateway *gw);
@@ -195,17 +196,41 @@ static void socket_close(Gateway *gw, const char *why) {
 
 static int socket_open(Gateway *gw);
 
-/* The kernel dropped events: nothing is known until a new dump. The events
- * still queued are from before the loss and would spoil it (an address added
- * then, whose deletion was lost): a new socket and a dump from scratch. */
+/* The kernel dropped events: nothing is known until a new dump. What the
+ * socket still holds is from before the dump asked for below (some of it from
+ * before the loss: an address added then, whose deletion was lost, would
+ * spoil the dump), and the dump sees the result of all of it: thrown away.
+ * The socket is kept (its buffer was sized with privilege, at start); if it
+ * does not run dry (or a dump in flight does not end), a new one. */
 static void overrun(Gateway *gw) {
         GwHostAddrs *h = &gw->host_addrs;
+        bool dry = false;
+
         h->n_overruns++;
         set_unknown(h, "netlink overrun");
-        h->dump_seq = 0;
         h->redump = false;
-        if (h->io.fd >= 0)
-                gw_io_close(gw, &h->io);
+        h->dump_intr = false;
+        for (unsigned i = 0; i < GW_HOST_ADDRS_DRAIN_MAX && !dry; i++) {
+                ssize_t k = recv(h->io.fd, h->buf, GW_HOST_ADDRS_BUF, MSG_DONTWAIT);
+                if (k < 0) {
+                        if (errno == EAGAIN)
+                                dry = true;
+                        else if (errno != EINTR && errno != ENOBUFS)
+                                break;
+                        continue;
+                }
+                size_t left = (size_t) k;
+                for (const struct nlmsghdr *m = (const struct nlmsghdr *) h->buf; NLMSG_OK(m, left); m = NLMSG_NEXT(m, left))
+                        if (h->dump_seq != 0 && m->nlmsg_seq == h->dump_seq &&
+                            (m->nlmsg_type == NLMSG_DONE || m->nlmsg_type == NLMSG_ERROR))
+                                h->dump_seq = 0; /* the socket may ask for another */
+        }
+        if (dry && h->dump_seq == 0) {
+                (void) dump_start(gw);
+                return;
+        }
+        h->dump_seq = 0;
+        gw_io_close(gw, &h->io);
         int r = socket_open(gw);
         if (r < 0) {
                 log_warning_errno(r, "gateway: cannot watch the host's addresses again: %m");
