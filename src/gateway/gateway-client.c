@@ -465,6 +465,7 @@ int gateway_client_host_addr_stats(GatewayClient *g, GatewayHostAddrStats *ret) 
                 { "redumps", offsetof(GatewayHostAddrStats, redumps) },
                 { "overruns", offsetof(GatewayHostAddrStats, overruns) },
                 { "errors", offsetof(GatewayHostAddrStats, errors) },
+                { "reopens", offsetof(GatewayHostAddrStats, reopens) },
                 { "drift", offsetof(GatewayHostAddrStats, drift) },
                 { "denied_unknown", offsetof(GatewayHostAddrStats, denied_unknown) },
         };

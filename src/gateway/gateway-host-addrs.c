@@ -45,7 +45,7 @@
 #define GW_HOST_ADDRS_START_MSEC 5000                       /* the first dump, before serving */
 #define GW_HOST_ADDRS_RECHECK_USEC (120ULL * 1000000ULL)    /* the consistency dump */
 #define GW_HOST_ADDRS_RETRY_USEC (1000000ULL)               /* a broken socket, a failed dump */
-#define GW_HOST_ADDRS_DRAIN_MAX 4096U                      /* reads thrown away after an overrun */
+#define GW_HOST_ADDRS_DRAIN_MAX 65536U                     /* reads thrown away after an overrun (one event each; a full buffer holds ~12,000) */
 #define GW_HOST_ADDRS_LOG_USEC (10ULL * 1000000ULL)         /* refusals while unknown: one line per */
 
 static void host_addrs_read(Gateway *gw);
@@ -317,6 +317,8 @@ static int socket_open(Gateway *gw) {
         if (bind(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
                 return -errno;
         h->io.fd = TAKE_FD(fd);
+        if (h->opened++ > 0)
+                h->n_reopens++;
         if (gw->epoll_fd >= 0) {
                 int r = gw_epoll_add(gw, &h->io, EPOLLIN);
                 if (r < 0) {
@@ -424,6 +426,7 @@ void gw_host_addrs_write_stats(Gateway *gw, JsonWriter *w) {
         json_w_kv_int(w, "redumps", (int64_t) h->n_redumps);
         json_w_kv_int(w, "overruns", (int64_t) h->n_overruns);
         json_w_kv_int(w, "errors", (int64_t) h->n_errors);
+        json_w_kv_int(w, "reopens", (int64_t) h->n_reopens);
         json_w_kv_int(w, "drift", (int64_t) h->n_drift);
         json_w_kv_int(w, "denied_unknown", (int64_t) h->n_denied_unknown);
         json_w_object_end(w);

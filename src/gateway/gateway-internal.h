@@ -137,7 +137,8 @@ typedef struct GwHostAddrs {
         bool dump_intr;    /* the kernel marked the dump in flight interrupted */
         bool redump;       /* events were lost during it: dump again at its end */
         uint64_t next_dump_usec, retry_usec, last_unknown_log_usec;
-        uint64_t n_events, n_dumps, n_redumps, n_overruns, n_errors, n_drift, n_denied_unknown;
+        uint64_t opened;   /* sockets opened */
+        uint64_t n_events, n_dumps, n_redumps, n_overruns, n_errors, n_reopens, n_drift, n_denied_unknown;
 } GwHostAddrs;
 
 struct Gateway {
