@@ -18,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -481,5 +484,88 @@ TEST(gateway_keeps_host_addrs_from_netlink) {
         if (unshare(CLONE_NEWNET) < 0)
                 test_skip("cannot unshare a network namespace");
         gateway_in_fresh_netns(self_ns);
+        ASSERT_OK(setns(self_ns, CLONE_NEWNET));
+}
+
+/* A gateway that cannot open its netlink socket at start (out of file
+ * descriptors then) does not know the host's addresses: it refuses every
+ * destination as unknown, counts it, and reopens the socket on its tick; from
+ * then on the policy decides again. */
+static void gateway_without_netlink_at_start(void) {
+        _cleanup_(gateway_client_freep) GatewayClient *g = NULL;
+        GatewayHostAddrStats st;
+        GatewayConfig c;
+        char err[256] = "", status[512];
+        Seen seen = {};
+        struct in_addr host = { .s_addr = htonl(0x7F0B0000U) }, sb = { .s_addr = htonl(0x7F0B0001U) };
+
+        ASSERT_OK(gateway_config_default(&c));
+        c.dns_port = 20553;
+        c.proxy_port = 20580;
+        c.transparent_port = 20581;
+        c.udp_port = 0;
+        ASSERT_OK(gateway_parse_upstream("127.0.0.1:9", &c.upstream_dns));
+        /* the gateway forked as gateway_client_start() does, but with fds 0-3 and a limit
+         * of 4: it may open no other until it raises the limit (after the netlink socket) */
+        int sp[2];
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp));
+        pid_t pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                struct rlimit old, low;
+                if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || dup2(sp[1], 3) < 0 ||
+                    syscall(SYS_close_range, 4U, ~0U, 0U) < 0 || getrlimit(RLIMIT_NOFILE, &old) < 0)
+                        _exit(1);
+                low = (struct rlimit){ .rlim_cur = 4, .rlim_max = old.rlim_max };
+                if (setrlimit(RLIMIT_NOFILE, &low) < 0)
+                        _exit(1);
+                _exit(gateway_main(&c, 3) < 0 ? 1 : 0);
+        }
+        safe_close(sp[1]);
+        ASSERT_OK(gateway_client_new(sp[0], pid, on_event, &seen, &g));
+        st = stats(g);
+        ASSERT_FALSE(st.complete);
+        ASSERT_OK(gateway_client_register(g, "sb-u", "t", sb, host,
+                                          "{\"allow\":[{\"cidr\":\"198.18.0.0/15\",\"ports\":[7777]}]}", err, sizeof err));
+        proxy_connect(sb, host, c.proxy_port, "198.18.77.2:7777", status, sizeof status);
+        st = stats(g);
+        if (!st.complete) {
+                /* decided while unknown (the set is still not known now): refused, counted, named */
+                ASSERT_TRUE(strstr(status, " 403") != NULL);
+                ASSERT_TRUE(st.denied_unknown >= 1);
+                events_until(g, &seen, 1);
+                ASSERT_STREQ(seen.type, "network.deny");
+                ASSERT_TRUE(strstr(seen.reason, EGRESS_POLICY_HOST_UNKNOWN) != NULL);
+        } else if (strstr(status, " 403")) /* the socket came back meanwhile (a slow machine) */
+                ASSERT_TRUE(st.denied_unknown >= 1);
+        /* the socket is opened again on the tick: known, and the policy decides */
+        for (int i = 0; i < 400 && !(st = stats(g)).complete; i++)
+                usleep(10000);
+        ASSERT_TRUE(st.complete);
+        ASSERT_TRUE(st.errors >= 1);
+        ASSERT_TRUE(st.count >= 1);
+        proxy_connect(sb, host, c.proxy_port, "198.18.77.2:7777", status, sizeof status);
+        ASSERT_TRUE(strstr(status, " 403") == NULL);
+        ASSERT_OK(gateway_client_unregister(g, "sb-u"));
+}
+
+TEST(gateway_refuses_while_host_addrs_unknown) {
+        _cleanup_close_ int self_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (geteuid() != 0)
+                test_skip("needs root (a network namespace)");
+        ASSERT_TRUE(self_ns >= 0);
+        if (unshare(CLONE_NEWNET) < 0)
+                test_skip("cannot unshare a network namespace");
+        {
+                _cleanup_close_ int nl = -EBADF;
+                struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = (int) if_nametoindex("lo"),
+                                         .ifi_flags = IFF_UP, .ifi_change = IFF_UP };
+                NetlinkMessage m;
+                ASSERT_OK(netlink_open(&nl));
+                netlink_message_init(&m, RTM_NEWLINK, 0);
+                netlink_message_append(&m, &ifi, sizeof ifi);
+                ASSERT_OK(netlink_call(nl, &m));
+        }
+        gateway_without_netlink_at_start();
         ASSERT_OK(setns(self_ns, CLONE_NEWNET));
 }
