@@ -254,9 +254,10 @@ static int call_once(WorkerClient *w, const char *req, size_t len, int64_t deadl
 
 /* Who the call went to, for its error messages. */
 static const char *target_name(WorkerClient *w, char *buf, size_t size) {
-        if (!w->store)
-                return "worker";
-        snprintf(buf, size, "worker '%s' (%s)", w->target, w->target_address);
+        if (w->store)
+                snprintf(buf, size, "worker '%s' (%s)", w->target, w->target_address);
+        else
+                snprintf(buf, size, "worker");
         return buf;
 }
 
@@ -290,7 +291,7 @@ int worker_client_call(WorkerClient *w, WorkerCall *c, JsonValue **ret, ApiError
                         return api_error(e, r, API_UNAVAILABLE,
                                          "%s did not answer '%s' within %d s (stopped or overloaded?)%s", who,
                                          op->name, (timeout_msec + 999) / 1000,
-                                         sent ? "; its outcome is unknown" : "");
+                                         sent && !op->idempotent ? "; its outcome is unknown" : "");
                 if (sent)
                         return api_error(e, r, API_UNAVAILABLE,
                                          "%s connection lost after '%s' was sent (%s); its outcome is unknown", who,
