@@ -29,9 +29,6 @@
 #define GATEWAY_DRAIN_MSEC 1000                     /* a refused peer's pending bytes: waited for this long */
 #define GATEWAY_DRAIN_MAX (64U * 1024U)             /* ... and read up to this much */
 
-/* Which ops a peer may ask for, and which this process serves itself
- * (ship, receive, template_put, agent): the table of worker-proto.h. */
-
 struct WorkerGateway {
         const Config *config;
         char *token;
@@ -234,6 +231,8 @@ static void *conn_thread(void *userdata) {
 
                 if (net_read_line(c->fd, line, WORKER_LINE_MAX + 1, GATEWAY_IDLE_MSEC, &n) < 0)
                         break;
+                /* which ops a peer may ask for, and which this process serves itself
+                 * (ship, receive, template_put, agent): the table of worker-proto.h */
                 r = worker_request_decode(line, n, &req, err, sizeof err);
                 if (r == -EOPNOTSUPP) {
                         net_reply(c->fd, false, "forbidden", "this worker op is not served over the network", NULL);
