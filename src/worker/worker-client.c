@@ -287,6 +287,12 @@ int worker_client_call(WorkerClient *w, WorkerCall *c, JsonValue **ret, ApiError
         if (r < 0) {
                 w->fd = safe_close(w->fd);
                 (void) target_name(w, who, sizeof who);
+                if (w->connect_failed)
+                        return api_error(e, r, API_UNAVAILABLE, "%s unavailable: %s", who, strerror(-r));
+                if (r == -ETIMEDOUT && !sent)
+                        return api_error(e, r, API_UNAVAILABLE,
+                                         "%s did not read '%s' within %d s (stopped or overloaded?)", who, op->name,
+                                         (timeout_msec + 999) / 1000);
                 if (r == -ETIMEDOUT)
                         return api_error(e, r, API_UNAVAILABLE,
                                          "%s did not answer '%s' within %d s (stopped or overloaded?)%s", who,

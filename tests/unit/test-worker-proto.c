@@ -8,6 +8,7 @@
  * call at its deadline. */
 
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -308,4 +309,20 @@ TEST(client_call_fails_at_its_deadline) {
         ASSERT_EQ(atomic_load(&f.lines), 1); /* a deadline passed: not sent again, even idempotent */
         w = worker_client_free(w);
         fake_stop(&f);
+}
+
+TEST(client_call_to_no_worker_is_unavailable_at_once) {
+        _cleanup_(worker_client_freep) WorkerClient *w = NULL;
+        char addr[PATH_MAX];
+        Sandbox sb = sandbox();
+        ApiError e = {};
+        int64_t pid = 0;
+        uint64_t st = 0;
+
+        snprintf(addr, sizeof addr, "unix:%s/nobody.sock", test_tmpdir());
+        ASSERT_OK(worker_client_new(addr, test_tmpdir(), &w));
+        ASSERT_ERRNO(worker_sandbox_create(w, &sb, &pid, &st, &e), ENOENT);
+        ASSERT_EQ(e.code, API_UNAVAILABLE);
+        ASSERT_TRUE(strstr(e.message, "worker unavailable"));
+        ASSERT_FALSE(strstr(e.message, "outcome"));
 }
