@@ -74,12 +74,23 @@ int api_validate_path(const char *p, size_t n, const char *what, ApiError *e);
  * (NULL = empty), with defaults and bounds from c. */
 int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox *sb, ApiError *e);
 
+/* How exec output travels in the NDJSON events (exec-stream.c). */
+typedef enum ExecOutput {
+        EXEC_OUTPUT_TEXT,   /* "data" where the bytes are UTF-8, else "data_b64" */
+        EXEC_OUTPUT_BASE64, /* always "data_b64" */
+        _EXEC_OUTPUT_MAX,
+        _EXEC_OUTPUT_INVALID = -EINVAL,
+} ExecOutput;
+const char *exec_output_to_string(ExecOutput o);
+ExecOutput exec_output_from_string(const char *s);
+
 typedef struct ExecRequest {
         char *agent_json;       /* the EXEC payload for the agent */
         char *stdin_data;       /* stdin given as a string, or NULL */
         size_t stdin_len;
         bool keep_stdin;        /* stdin: true */
         bool background;
+        ExecOutput output;
 } ExecRequest;
 void exec_request_done(ExecRequest *x);
 int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, ApiError *e);
@@ -262,6 +273,23 @@ int api_checkpoint_find(ApiRequest *r, const Sandbox *sb, const char *ref, Check
  * [A-Za-z0-9_-]. */
 bool api_exec_id_valid(const char *s, size_t max);
 int api_exec(ApiRequest *r, ApiError *e);
+int api_exec_output(ApiRequest *r, ApiError *e);
+
+/* exec-stream.c: relays an agent stream (after STARTED) as NDJSON events
+ * until the exec's end, which it always reports; ends the HTTP stream. */
+typedef struct ExecRelay {
+        ApiRequest *r;
+        int fd;
+        const char *sandbox_id;
+        ExecOutput output;
+        uint64_t offset;        /* of the next byte from the agent */
+        char carry[4];          /* text: an incomplete UTF-8 sequence held back */
+        size_t carry_n;
+        bool carry_err;
+} ExecRelay;
+int exec_relay(ExecRelay *x);
+/* {"type":"error","code":...,"message":...} as a stream line. */
+int exec_stream_error(ApiRequest *r, const char *code, const char *message);
 int api_exec_list(ApiRequest *r, ApiError *e);
 int api_exec_stdin(ApiRequest *r, ApiError *e);
 int api_exec_signal(ApiRequest *r, ApiError *e);

@@ -37,7 +37,7 @@
 static const char *const relayed_ops[] = {
         "create", "destroy", "pause", "resume", "suspend", "start", "checkpoint",
         "checkpoint_remove", "checkpoint_sizes", "restore", "branch", "set_limits", "set_policy", "set_credentials",
-        "info", "templates", "template_remove",
+        "info", "templates", "template_remove", "oom_kills",
 };
 
 struct WorkerGateway {

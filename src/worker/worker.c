@@ -121,6 +121,7 @@ static const WorkerOp lifecycle_ops[] = {
         { "checkpoint", worker_op_checkpoint },
         { "checkpoint_remove", worker_op_checkpoint_remove },
         { "checkpoint_sizes", worker_op_checkpoint_sizes },
+        { "oom_kills", worker_op_oom_kills },
         { "restore", worker_op_restore },
         { "branch", worker_op_branch },
         { "set_limits", worker_op_set_limits },
