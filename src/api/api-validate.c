@@ -500,12 +500,6 @@ int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, 
                 }
                 json_w_kv_string(&w, "on_disconnect", json_string(v));
         }
-        json_w_key(&w, "buffer_bytes");
-        json_w_uint(&w, c->exec_buffer_kb * 1024);
-        json_w_key(&w, "stall_ms");
-        json_w_uint(&w, c->exec_stall_ms);
-        json_w_key(&w, "keep_ms");
-        json_w_uint(&w, c->exec_keep_s * 1000);
 
         json_w_object_end(&w);
         r = json_w_finish(&w, &x.agent_json, NULL);

@@ -94,16 +94,23 @@ static int parse_started(const ProtoFrame *f, char exec_id[static EXEC_ID_MAX + 
         return 0;
 }
 
-/* The sandbox's OOM count now, for the agent to echo in EXIT (a SIGKILL after it grew was an OOM kill). */
-static int add_oom_base(ApiRequest *r, const char *id, char **json) {
+/* Adds the output buffer's settings (config) and the sandbox's OOM count now,
+ * which the agent echoes in EXIT (a SIGKILL after it grew was an OOM kill),
+ * to the EXEC payload (a JSON object). */
+static int add_stream_settings(ApiRequest *r, const char *id, char **json) {
+        const Config *c = api_config(r->api);
         ApiError ignored = {};
+        char oom[48] = "";
         uint64_t n;
-        char *s;
         size_t l = strlen(*json);
+        char *s;
 
-        if (l < 2 || (*json)[l - 1] != '}' || worker_sandbox_oom_kills(r->worker, id, &n, &ignored) < 0)
-                return 0; /* not known: no OOM reason */
-        s = strdup_printf("%.*s,\"oom_base\":%" PRIu64 "}", (int) (l - 1), *json, n);
+        if (l < 2 || (*json)[l - 1] != '}')
+                return -EINVAL;
+        if (worker_sandbox_oom_kills(r->worker, id, &n, &ignored) >= 0)
+                snprintf(oom, sizeof oom, ",\"oom_base\":%" PRIu64, n); /* else: no OOM reason */
+        s = strdup_printf("%.*s,\"buffer_bytes\":%" PRIu64 ",\"stall_ms\":%" PRIu64 ",\"keep_ms\":%" PRIu64 "%s}",
+                          (int) (l - 1), *json, c->exec_buffer_kb * 1024, c->exec_stall_ms, c->exec_keep_s * 1000, oom);
         if (!s)
                 return -ENOMEM;
         free(*json);
@@ -160,8 +167,9 @@ int api_exec(ApiRequest *r, ApiError *e) {
         k = agent_call_connect(r, &sb, &fd, e);
         if (k < 0)
                 return k;
-        if (add_oom_base(r, sb.id, &x.agent_json) < 0)
-                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        k = add_stream_settings(r, sb.id, &x.agent_json);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "cannot build the exec request: %s", strerror(-k));
         k = proto_send_json(fd, PROTO_EXEC, AGENT_STREAM, x.agent_json);
         if (k < 0)
                 return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
