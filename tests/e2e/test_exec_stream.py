@@ -19,21 +19,22 @@ import pytest
 
 from e2e_daemon import assert_error_shape
 import e2e_host as host
+import e2e_residue as residue
 
 BUFFER = 16 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def d(e2e_session):
-    from e2e_residue import teardown_daemon, remove_daemon_dir
+def d(e2e_session, request):
     dd = e2e_session.new_daemon(extra_args=["--http-stall-s=2", "--exec-stall-ms=500",
                                             f"--exec-buffer-kb={BUFFER // 1024}"])
     dd.start()
     yield dd
-    problems = teardown_daemon(dd)
+    problems = residue.teardown_daemon(dd)
     if not problems:
-        remove_daemon_dir(dd)
-    assert not problems, problems
+        residue.remove_daemon_dir(dd)
+    else:
+        residue.teardown_failed(request, f"spaced #{dd.n} teardown:\n  " + "\n  ".join(problems))
 
 
 @pytest.fixture(scope="module")
@@ -366,3 +367,26 @@ def test_reattach_bad_output_form_is_400(d, sid):
     r = d.exec(sid, cmd=["true"])
     r2 = d.api("GET", f"/v1/sandboxes/{sid}/exec/{r.start['exec_id']}/output", params={"output": "raw"})
     assert r2.status == 400, r2
+
+
+# ---- CLI ----
+
+def test_cli_exec_is_byte_exact(d, sid):
+    blob = bytes(range(256)) * 64 + b"\x00" * 1000
+    r = d.api("PUT", f"/v1/sandboxes/{sid}/files", params={"path": "/tmp/cli-bytes"}, data=blob)
+    assert r.status in (200, 201), r
+    c = d.cli("exec", sid, "--", "cat", "/tmp/cli-bytes")
+    assert c.rc == 0 and c.outb == blob, c
+
+
+def test_cli_attach(d, sid):
+    r = d.exec(sid, shell="echo one; echo two >&2; exit 5", background=True)
+    eid = r.start["exec_id"]
+    c = d.cli("attach", sid, eid)
+    assert c.rc == 5 and c.out == "one\n" and c.err == "two\n", c
+    c = d.cli("attach", sid, eid, "--from", "4")
+    assert c.rc == 5 and c.out == "" and c.err == "two\n", c
+    c = d.cli("attach", sid, "e999999")
+    assert c.rc == 1 and "no exec" in c.err, c
+    c = d.cli("attach", sid, eid, "--from", "99")
+    assert c.rc == 1 and "past" in c.err, c
