@@ -108,6 +108,14 @@ static void proc_set_paused(Agent *a, Proc *p, bool paused) {
         (void) agent_source_set(a, &p->err, paused ? 0 : EPOLLIN);
 }
 
+static bool proc_has_readers(Agent *a, Proc *p) {
+        for (Conn *c = a->conns; c; c = c->next)
+                for (size_t i = 0; !c->dead && i < c->n_streams; i++)
+                        if (c->streams[i].kind == STREAM_EXEC && c->streams[i].proc == p && c->streams[i].output)
+                                return true;
+        return false;
+}
+
 /* Unbinds the streams of p (only those without output, unless all); a reader
  * still waiting for output is told the exec is gone. */
 static void proc_unbind(Agent *a, Proc *p, bool all) {
@@ -352,15 +360,19 @@ void agent_procs_service(Agent *a, uint64_t now, uint64_t *next) {
                 Proc *p = *pp;
 
                 if (p->finished) {
-                        /* newest first: beyond AGENT_EXEC_KEPT_MAX, or past keep_ms, it goes */
-                        if (++kept > AGENT_EXEC_KEPT_MAX || now >= p->finished_msec + p->keep_ms) {
+                        /* newest first: beyond AGENT_EXEC_KEPT_MAX, or past keep_ms once no reader
+                         * is still on its way to the EXIT (a stalled one is cut by the host), it goes */
+                        if (++kept > AGENT_EXEC_KEPT_MAX ||
+                            (now >= p->finished_msec + p->keep_ms && !proc_has_readers(a, p))) {
                                 proc_unbind(a, p, true);
                                 *pp = p->next;
                                 a->n_kept--;
                                 proc_free(a, p);
                                 continue;
                         }
-                        *next = MIN(*next, p->finished_msec + p->keep_ms);
+                        /* expired with a reader: look again soon */
+                        *next = MIN(*next, now < p->finished_msec + p->keep_ms ? p->finished_msec + p->keep_ms
+                                                                               : now + 100);
                         pp = &p->next;
                         continue;
                 }
@@ -381,8 +393,8 @@ void agent_procs_service(Agent *a, uint64_t now, uint64_t *next) {
                         else
                                 *next = MIN(*next, p->drain_deadline_msec);
                 }
-                if (p->finished && p->keep_ms == 0)
-                        *next = now; /* collect it on the next turn */
+                if (p->finished)
+                        *next = MIN(*next, now + p->keep_ms); /* collect it then */
                 pp = &p->next;
         }
 }
@@ -503,7 +515,10 @@ void agent_exec_request(Agent *a, Conn *c, uint32_t stream, const JsonValue *v) 
                 return;
         }
 
-        snprintf(p->exec_id, sizeof p->exec_id, "e%" PRIu64, a->next_exec_id++);
+        /* the boot tag: an id read again after the agent restarted (suspend, restore) names nothing */
+        if (!a->boot_tag[0] && random_alnum(a->boot_tag, sizeof a->boot_tag - 1) < 0)
+                snprintf(a->boot_tag, sizeof a->boot_tag, "%06x", (unsigned) (agent_now_msec() & 0xffffff));
+        snprintf(p->exec_id, sizeof p->exec_id, "e%" PRIu64 "-%s", a->next_exec_id++, a->boot_tag);
         p->pid = sp.pid;
         p->argv = TAKE_PTR(req.argv);
         p->pty = req.pty;

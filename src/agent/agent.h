@@ -126,6 +126,7 @@ struct Agent {
         unsigned n_procs;                /* not finished */
         unsigned n_kept;                 /* finished, kept for readers */
         uint64_t next_exec_id;
+        char boot_tag[7];                /* random, in every exec id of this agent */
         bool quit;
 };
 

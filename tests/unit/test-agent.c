@@ -666,6 +666,15 @@ TEST(exec_reattach) {
         ASSERT_TRUE(again.out_n >= 128U * 1024U && again.out_n <= 320U * 1024U);
         ASSERT_TRUE(endswith(again.out, "aaaEND"));
         exec_result_done(&again);
+
+        /* keep_ms 0: its own reader still gets the EXIT; then it is gone */
+        run(fd2, 13, "{\"shell\":\"sleep 0.1; echo x\",\"keep_ms\":0}", &r);
+        ASSERT_STREQ(r.out, "x\n");
+        ASSERT_EQ(json_num(r.exit, "code"), 0);
+        msleep(100);
+        send_json(fd2, PROTO_ATTACH, 14, "{\"exec_id\":\"%s\",\"output\":true}", r.exec_id);
+        expect_error(fd2, 14, ESRCH);
+        exec_result_done(&r);
         close(fd2);
         agent_stop();
 }
