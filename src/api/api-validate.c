@@ -486,7 +486,7 @@ int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, 
         if (v && !json_is_null(v)) {
                 x.output = json_type(v) == JSON_STRING ? exec_output_from_string(json_string(v)) : _EXEC_OUTPUT_INVALID;
                 if (x.output < 0) {
-                        r = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "output must be \"text\" or \"base64\"");
+                        r = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "output must be \"text\", \"base64\" or \"frames\"");
                         goto fail;
                 }
         }

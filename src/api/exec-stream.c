@@ -24,7 +24,41 @@
 static const char *const exec_output_table[_EXEC_OUTPUT_MAX] = {
         [EXEC_OUTPUT_TEXT] = "text",
         [EXEC_OUTPUT_BASE64] = "base64",
+        [EXEC_OUTPUT_FRAMES] = "frames",
 };
+
+const char *exec_output_content_type(ExecOutput o) {
+        return o == EXEC_OUTPUT_FRAMES ? "application/vnd.space.exec-frames" : "application/x-ndjson";
+}
+
+static int write_frame(ApiRequest *r, uint8_t kind, uint64_t offset, const char *p, size_t n) {
+        uint8_t h[EXEC_FRAME_HEADER] = { kind };
+        int k;
+
+        if (n > UINT32_MAX)
+                return -EMSGSIZE;
+        for (int i = 0; i < 4; i++)
+                h[4 + i] = (uint8_t) (n >> (24 - 8 * i));
+        for (int i = 0; i < 8; i++)
+                h[8 + i] = (uint8_t) (offset >> (56 - 8 * i));
+        k = http_conn_stream_write(r->conn, h, sizeof h);
+        if (k >= 0 && n > 0)
+                k = http_conn_stream_write(r->conn, p, n);
+        return k;
+}
+
+int exec_stream_event(ApiRequest *r, ExecOutput o, JsonWriter *w) {
+        _cleanup_free_ char *text = NULL;
+        size_t n;
+        int k;
+
+        if (o != EXEC_OUTPUT_FRAMES)
+                return api_stream_line(r, w);
+        k = json_w_finish(w, &text, &n);
+        if (k < 0)
+                return k;
+        return write_frame(r, EXEC_FRAME_EVENT, 0, text, n);
+}
 
 const char *exec_output_to_string(ExecOutput o) {
         return o >= 0 && o < _EXEC_OUTPUT_MAX ? exec_output_table[o] : NULL;
@@ -37,7 +71,7 @@ ExecOutput exec_output_from_string(const char *s) {
         return _EXEC_OUTPUT_INVALID;
 }
 
-int exec_stream_error(ApiRequest *r, const char *code, const char *message) {
+int exec_stream_error(ApiRequest *r, ExecOutput o, const char *code, const char *message) {
         _cleanup_(json_w_done) JsonWriter w;
 
         json_w_init(&w);
@@ -46,13 +80,13 @@ int exec_stream_error(ApiRequest *r, const char *code, const char *message) {
         json_w_kv_string(&w, "code", code);
         json_w_kv_string(&w, "message", message);
         json_w_object_end(&w);
-        return api_stream_line(r, &w);
+        return exec_stream_event(r, o, &w);
 }
 
 /* Ends a stream that went wrong after it began: an error line, then the end. */
 static int relay_abort(ExecRelay *x, const char *code, const char *message) {
         log_warning("Exec stream ended: %s: %s", code, message);
-        if (exec_stream_error(x->r, code, message) < 0 || http_conn_stream_end(x->r->conn) < 0)
+        if (exec_stream_error(x->r, x->output, code, message) < 0 || http_conn_stream_end(x->r->conn) < 0)
                 http_conn_set_close(x->r->conn);
         return 0;
 }
@@ -67,6 +101,8 @@ static int emit(ExecRelay *x, bool err, uint64_t offset, const char *p, size_t n
         _cleanup_free_ char *b64 = NULL;
 
         json_w_init(&w);
+        if (x->output == EXEC_OUTPUT_FRAMES)
+                return write_frame(x->r, err ? EXEC_FRAME_STDERR : EXEC_FRAME_STDOUT, offset, p, n);
         json_w_object_begin(&w);
         json_w_kv_string(&w, "type", err ? "stderr" : "stdout");
         kv_u64(&w, "offset", offset);
@@ -150,7 +186,7 @@ static int on_dropped(ExecRelay *x, const ProtoFrame *f) {
         kv_u64(&w, "bytes", bytes);
         json_w_object_end(&w);
         x->offset += bytes;
-        return api_stream_line(x->r, &w);
+        return exec_stream_event(x->r, x->output, &w);
 }
 
 /* A SIGKILL while the sandbox's OOM count grew past what it was when the exec
@@ -193,7 +229,7 @@ static int on_exit_frame(ExecRelay *x, const ProtoFrame *f) {
         json_w_object_end(&w);
         if (oom)
                 log_info("Exec of sandbox %s was killed by the kernel's OOM killer", x->sandbox_id);
-        if (flush_carry(x) < 0 || api_stream_line(x->r, &w) < 0 || http_conn_stream_end(x->r->conn) < 0)
+        if (flush_carry(x) < 0 || exec_stream_event(x->r, x->output, &w) < 0 || http_conn_stream_end(x->r->conn) < 0)
                 http_conn_set_close(x->r->conn);
         return 0;
 }

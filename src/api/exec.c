@@ -31,7 +31,7 @@ bool api_exec_id_valid(const char *s, size_t max) {
         return true;
 }
 
-static int stream_exit_code(ApiRequest *r, int code) {
+static int stream_exit_code(ApiRequest *r, ExecOutput o, int code) {
         _cleanup_(json_w_done) JsonWriter w;
 
         json_w_init(&w);
@@ -39,7 +39,7 @@ static int stream_exit_code(ApiRequest *r, int code) {
         json_w_kv_string(&w, "type", "exit");
         json_w_kv_int(&w, "code", code);
         json_w_object_end(&w);
-        return api_stream_line(r, &w);
+        return exec_stream_event(r, o, &w);
 }
 
 static int send_stdin(int fd, const char *p, size_t n) {
@@ -57,7 +57,7 @@ static int send_stdin(int fd, const char *p, size_t n) {
 
 /* The agent refused the EXEC (no such program, bad cwd or user, ...): that is
  * the command's outcome, so it is told in the stream, like a shell would. */
-static int exec_refused(ApiRequest *r, const ProtoFrame *f, ApiError *e) {
+static int exec_refused(ApiRequest *r, ExecOutput o, const ProtoFrame *f, ApiError *e) {
         ApiError ae = {};
         int k, err;
 
@@ -66,11 +66,11 @@ static int exec_refused(ApiRequest *r, const ProtoFrame *f, ApiError *e) {
                 *e = ae;
                 return -err;
         }
-        k = api_stream_begin(r, 200, "application/x-ndjson");
+        k = api_stream_begin(r, 200, exec_output_content_type(o));
         if (k < 0)
                 return 0;
-        if (exec_stream_error(r, "exec_failed", ae.message) < 0 ||
-            stream_exit_code(r, err == ENOENT || err == ENOTDIR ? 127 : 126) < 0 ||
+        if (exec_stream_error(r, o, "exec_failed", ae.message) < 0 ||
+            stream_exit_code(r, o, err == ENOENT || err == ENOTDIR ? 127 : 126) < 0 ||
             http_conn_stream_end(r->conn) < 0)
                 http_conn_set_close(r->conn);
         return 0;
@@ -118,7 +118,7 @@ static int add_stream_settings(ApiRequest *r, const char *id, char **json) {
         return 0;
 }
 
-static int start_line(ApiRequest *r, const char *exec_id, int64_t pid, uint64_t offset) {
+static int start_line(ApiRequest *r, ExecOutput o, const char *exec_id, int64_t pid, uint64_t offset) {
         _cleanup_(json_w_done) JsonWriter w;
 
         json_w_init(&w);
@@ -129,7 +129,7 @@ static int start_line(ApiRequest *r, const char *exec_id, int64_t pid, uint64_t 
         json_w_key(&w, "offset");
         json_w_uint(&w, offset);
         json_w_object_end(&w);
-        return api_stream_line(r, &w);
+        return exec_stream_event(r, o, &w);
 }
 
 int api_exec(ApiRequest *r, ApiError *e) {
@@ -177,7 +177,7 @@ int api_exec(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
         if (f.type == PROTO_ERROR)
-                return exec_refused(r, &f, e);
+                return exec_refused(r, x.output, &f, e);
         if (f.type != PROTO_STARTED)
                 return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent answered EXEC with %s",
                                  proto_type_to_string(f.type) ?: "an unknown frame");
@@ -185,15 +185,15 @@ int api_exec(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
 
-        k = api_stream_begin(r, 200, "application/x-ndjson");
+        k = api_stream_begin(r, 200, exec_output_content_type(x.output));
         if (k < 0)
                 return 0; /* the client is gone; the exec lives on (reattach) unless on_disconnect says not */
-        if (start_line(r, exec_id, pid, 0) < 0) {
+        if (start_line(r, x.output, exec_id, pid, 0) < 0) {
                 http_conn_set_close(r->conn);
                 return 0;
         }
         if (x.stdin_data && send_stdin(fd, x.stdin_data, x.stdin_len) < 0) {
-                if (exec_stream_error(r, "bad_gateway", "sending stdin to the agent failed") < 0 ||
+                if (exec_stream_error(r, x.output, "bad_gateway", "sending stdin to the agent failed") < 0 ||
                     http_conn_stream_end(r->conn) < 0)
                         http_conn_set_close(r->conn);
                 return 0;
@@ -228,7 +228,8 @@ int api_exec_output(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
         if (mode && (output = exec_output_from_string(mode)) < 0)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "output must be text or base64, not '%.32s'", mode);
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "output must be text, base64 or frames, not '%.32s'",
+                                 mode);
         k = api_sandbox_lookup(r, r->params[0], true, &sb, e);
         if (k < 0)
                 return k;
@@ -261,10 +262,10 @@ int api_exec_output(ApiRequest *r, ApiError *e) {
             pid > INT32_MAX)
                 return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed STARTED payload");
 
-        k = api_stream_begin(r, 200, "application/x-ndjson");
+        k = api_stream_begin(r, 200, exec_output_content_type(output));
         if (k < 0)
                 return 0;
-        if (start_line(r, exec_id, (int64_t) pid, offset) < 0) {
+        if (start_line(r, output, exec_id, (int64_t) pid, offset) < 0) {
                 http_conn_set_close(r->conn);
                 return 0;
         }

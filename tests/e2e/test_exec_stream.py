@@ -390,3 +390,52 @@ def test_cli_attach(d, sid):
     assert c.rc == 1 and "no exec" in c.err, c
     c = d.cli("attach", sid, eid, "--from", "99")
     assert c.rc == 1 and "past" in c.err, c
+
+
+def read_frames(body):
+    """application/vnd.space.exec-frames → [(kind, offset, payload)]."""
+    out, i = [], 0
+    while i < len(body):
+        assert len(body) - i >= 16, "a cut frame header"
+        kind, z, length, offset = body[i], body[i + 1:i + 4], int.from_bytes(body[i + 4:i + 8], "big"), \
+            int.from_bytes(body[i + 8:i + 16], "big")
+        assert z == b"\0\0\0" and kind in (1, 2, 3), body[i:i + 16]
+        payload = body[i + 16:i + 16 + length]
+        assert len(payload) == length
+        out.append((kind, offset, json.loads(payload) if kind == 3 else payload))
+        i += 16 + length
+    return out
+
+
+def test_raw_frames_output(d, sid):
+    blob = bytes(range(256)) * 2048                  # 512 KiB
+    r = d.api("PUT", f"/v1/sandboxes/{sid}/files", params={"path": "/tmp/frames-bytes"}, data=blob)
+    assert r.status in (200, 201), r
+    s = d.api("POST", f"/v1/sandboxes/{sid}/exec", stream=True,
+              json={"shell": "cat /tmp/frames-bytes; printf err >&2; exit 2", "output": "frames"})
+    assert s.status == 200 and s.content_type == "application/vnd.space.exec-frames", s.headers
+    body = s.read()
+    s.close()
+    frames = read_frames(body)
+    start, end = frames[0][2], frames[-1][2]
+    assert frames[0][0] == 3 and start["type"] == "start", frames[0]
+    if d.s.spec is not None:   # the events inside frames are ExecEvents
+        schema = d.s.spec.response_schema(s.method, s.path, 200, "application/x-ndjson")
+        for k, _, ev in frames:
+            if k == 3:
+                d.s.spec.validate(ev, schema)
+    assert frames[-1][0] == 3 and end == {"type": "exit", "code": 2, "offset": len(blob) + 3}, end
+    out = b"".join(p for k, _, p in frames if k == 1)
+    assert out == blob and [p for k, _, p in frames if k == 2] == [b"err"]
+    at = 0
+    for k, off, p in frames[1:-1]:
+        assert off == at, (off, at)
+        at += len(p)
+    assert len(body) < len(blob) * 1.01, len(body)     # ~16 bytes a 64 KiB chunk
+    # reattach in frames from the middle
+    s = d.api("GET", f"/v1/sandboxes/{sid}/exec/{start['exec_id']}/output", params={"from": 1000, "output": "frames"},
+              stream=True)
+    frames = read_frames(s.read())
+    s.close()
+    assert frames[0][2]["offset"] == 1000
+    assert b"".join(p for k, _, p in frames if k == 1) == blob[1000:]
