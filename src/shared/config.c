@@ -45,7 +45,7 @@ const ConfigItem config_table[] = {
         { "max_sandboxes", U(max_sandboxes), "1000", 1, 65536, NULL, "live sandboxes per host" },
         { "seccomp_io_uring", U(seccomp_io_uring), "0", 0, 1, NULL, "1 lets sandboxes use io_uring (off: a large kernel attack surface)" },
         { "exec_buffer_kb", U(exec_buffer_kb), "1024", 256, 262144, NULL, "output of each exec kept in its sandbox for readers that fall behind or reattach (charged to the sandbox's memory); beyond it the oldest is dropped" },
-        { "exec_stall_ms", U(exec_stall_ms), "5000", 0, 3600000, NULL, "an exec reader that takes no output for this long no longer holds the command up (its output then goes to the buffer only)" },
+        { "exec_stall_ms", U(exec_stall_ms), "5000", 0, 3600000, NULL, "an exec reader that takes no output for this long no longer holds the command up (its output then goes to the buffer only); 0 = readers never hold a command up" },
         { "exec_keep_s", U(exec_keep_s), "600", 0, 604800, NULL, "how long a finished exec's buffered output and exit stay for reattaching readers (at most 64 per sandbox)" },
         { "http_stall_s", U(http_stall_s), "30", 1, 3600, NULL, "a client that sends no byte of a request body, or takes no byte of a response, for this long is dropped" },
         { "upload_max_mb", U(upload_max_mb), "4096", 1, UINT64_C(1) << 30, NULL, "largest file upload" },
