@@ -20,6 +20,7 @@
 #define EXEC_ACTIVITY_MSEC 1000       /* a running exec records activity this often */
 #define EXEC_GONE_POLLS 30            /* store looks for the sandbox's fate once the agent went away ... */
 #define EXEC_GONE_POLL_MSEC 100       /* ... this far apart */
+#define EXEC_OOM_RECHECK_MSEC 20      /* the kernel counts an OOM kill just after it sent the SIGKILL */
 
 static const char *const exec_output_table[_EXEC_OUTPUT_MAX] = {
         [EXEC_OUTPUT_TEXT] = "text",
@@ -189,8 +190,12 @@ static int on_dropped(ExecRelay *x, const ProtoFrame *f) {
         return exec_stream_event(x->r, x->output, &w);
 }
 
+static void msleep(unsigned ms);
+
 /* A SIGKILL while the sandbox's OOM count grew past what it was when the exec
- * started (the agent echoes that as oom_base) was the kernel's OOM killer. */
+ * started (the agent echoes that as oom_base) was the kernel's OOM killer.
+ * (A heuristic where several processes die at once: another process's OOM
+ * kill during the exec makes a plain SIGKILL of it look like one too.) */
 static bool exit_was_oom(ExecRelay *x, const JsonValue *v) {
         ApiError ignored = {};
         uint64_t base, now;
@@ -199,9 +204,17 @@ static bool exit_was_oom(ExecRelay *x, const JsonValue *v) {
             !streq(strempty(json_string(json_get(v, "reason"))), "killed") ||
             json_uint64(json_get(v, "oom_base"), &base) < 0)
                 return false;
-        if (api_get_worker(x->r, &ignored) < 0 || worker_sandbox_oom_kills(x->r->worker, x->sandbox_id, &now, &ignored) < 0)
+        if (api_get_worker(x->r, &ignored) < 0)
                 return false;
-        return now > base;
+        for (int i = 0; i < 2; i++) {
+                if (worker_sandbox_oom_kills(x->r->worker, x->sandbox_id, &now, &ignored) < 0)
+                        return false;
+                if (now > base)
+                        return true;
+                if (i == 0)
+                        msleep(EXEC_OOM_RECHECK_MSEC); /* the victim may have been faster than the count */
+        }
+        return false;
 }
 
 static int on_exit_frame(ExecRelay *x, const ProtoFrame *f) {
