@@ -118,6 +118,17 @@ static int add_stream_settings(ApiRequest *r, const char *id, char **json) {
         return 0;
 }
 
+/* An agent that does not know the buffer fields refuses them as unknown. */
+static bool agent_predates_buffers(const ProtoFrame *f) {
+        _cleanup_json_ JsonValue *v = NULL;
+        const char *m;
+
+        if (f->type != PROTO_ERROR || agent_call_parse(f, &v, NULL) < 0)
+                return false;
+        m = json_string(json_get(v, "message"));
+        return m && strstr(m, "unknown field 'buffer_bytes'");
+}
+
 static int start_line(ApiRequest *r, ExecOutput o, const char *exec_id, int64_t pid, uint64_t offset) {
         _cleanup_(json_w_done) JsonWriter w;
 
@@ -138,6 +149,7 @@ int api_exec(ApiRequest *r, ApiError *e) {
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *plain = NULL;
         char exec_id[EXEC_ID_MAX + 1];
         int64_t pid = 0;
         int k;
@@ -167,6 +179,9 @@ int api_exec(ApiRequest *r, ApiError *e) {
         k = agent_call_connect(r, &sb, &fd, e);
         if (k < 0)
                 return k;
+        plain = strdup(x.agent_json);
+        if (!plain)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         k = add_stream_settings(r, sb.id, &x.agent_json);
         if (k < 0)
                 return api_error(e, k, API_INTERNAL, "cannot build the exec request: %s", strerror(-k));
@@ -176,6 +191,16 @@ int api_exec(ApiRequest *r, ApiError *e) {
         k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, &f, e);
         if (k < 0)
                 return k;
+        if (agent_predates_buffers(&f)) {
+                /* an agent from before exec buffers (a vm saved with it): its own defaults, no OOM reason */
+                proto_frame_done(&f);
+                k = proto_send_json(fd, PROTO_EXEC, AGENT_STREAM, plain);
+                if (k < 0)
+                        return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
+                k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, &f, e);
+                if (k < 0)
+                        return k;
+        }
         if (f.type == PROTO_ERROR)
                 return exec_refused(r, x.output, &f, e);
         if (f.type != PROTO_STARTED)
