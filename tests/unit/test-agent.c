@@ -701,6 +701,32 @@ TEST(exec_stalled_reader) {
                 msleep(10);
         }
         ASSERT_TRUE(gone);
+        /* reading on: what was queued, DROPPED with the count, the buffer's tail, EXIT; nothing else lost */
+        {
+                uint64_t got = 0, dropped = 0;
+                unsigned n_dropped = 0;
+                for (;;) {
+                        ProtoFrame f = {};
+                        ASSERT_OK(proto_recv(fd, &f));
+                        ASSERT_EQ(f.stream, 1);
+                        if (f.type == PROTO_EXIT) {
+                                proto_frame_done(&f);
+                                break;
+                        }
+                        if (f.type == PROTO_DROPPED) {
+                                _cleanup_json_ JsonValue *d = parse_payload(&f);
+                                dropped += (uint64_t) json_num(d, "bytes");
+                                n_dropped++;
+                        } else {
+                                ASSERT_EQ(f.type, PROTO_STDOUT);
+                                got += f.len;
+                        }
+                        proto_frame_done(&f);
+                }
+                ASSERT_EQ(n_dropped, 1U);
+                ASSERT_EQ(got + dropped, 16777216U);
+                ASSERT_TRUE(got >= 128U * 1024U);
+        }
         close(fd);
         close(fd2);
         agent_stop();
