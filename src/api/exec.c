@@ -118,6 +118,13 @@ static int add_stream_settings(ApiRequest *r, const char *id, char **json) {
         return 0;
 }
 
+/* Accept: application/vnd.space.exec-frames (alone) asks for the frames form
+ * where the request names none. */
+static bool accepts_frames(ApiRequest *r) {
+        const char *a = http_head_header(r->head, "Accept");
+        return a && startswith(a, exec_output_content_type(EXEC_OUTPUT_FRAMES)) && !strchr(a, ',');
+}
+
 /* An agent that does not know the buffer fields refuses them as unknown. */
 static bool agent_predates_buffers(const ProtoFrame *f) {
         _cleanup_json_ JsonValue *v = NULL;
@@ -160,6 +167,8 @@ int api_exec(ApiRequest *r, ApiError *e) {
         k = api_validate_exec(body, api_config(r->api), &x, e);
         if (k < 0)
                 return k;
+        if (!json_get(body, "output") && accepts_frames(r))
+                x.output = EXEC_OUTPUT_FRAMES;
         k = api_sandbox_lookup(r, r->params[0], true, &sb, e);
         if (k < 0)
                 return k;
@@ -255,6 +264,8 @@ int api_exec_output(ApiRequest *r, ApiError *e) {
         if (mode && (output = exec_output_from_string(mode)) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "output must be text, base64 or frames, not '%.32s'",
                                  mode);
+        if (!mode && accepts_frames(r))
+                output = EXEC_OUTPUT_FRAMES;
         k = api_sandbox_lookup(r, r->params[0], true, &sb, e);
         if (k < 0)
                 return k;

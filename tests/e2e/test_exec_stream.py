@@ -439,3 +439,12 @@ def test_raw_frames_output(d, sid):
     s.close()
     assert frames[0][2]["offset"] == 1000
     assert b"".join(p for k, _, p in frames if k == 1) == blob[1000:]
+    # or asked for by Accept
+    for method, path, body in (("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": ["printf", "ab"]}),
+                               ("GET", f"/v1/sandboxes/{sid}/exec/{start['exec_id']}/output", None)):
+        s = d.api(method, path, json=body, stream=True, headers={"Accept": "application/vnd.space.exec-frames"},
+                  params={"from": len(blob)} if method == "GET" else None)
+        assert s.content_type == "application/vnd.space.exec-frames", s.headers
+        frames = read_frames(s.read())
+        s.close()
+        assert frames[-1][0] == 3 and frames[-1][2]["type"] == "exit", frames
