@@ -228,7 +228,7 @@ static bool looks_not_found(const char *message) {
         return message && (strstr(message, "No such file") || strstr(message, "not found"));
 }
 
-static int build_body(const CliExecOptions *o, char **ret, size_t *ret_len) {
+static int build_body(const CliExecOptions *o, bool stream_fields, char **ret, size_t *ret_len) {
         _cleanup_(json_w_done) JsonWriter w = {};
 
         json_w_init(&w);
@@ -265,12 +265,12 @@ static int build_body(const CliExecOptions *o, char **ret, size_t *ret_len) {
         if (o->interactive)
                 json_w_kv_bool(&w, "stdin", true);
         /* exact bytes at 4/3 of their size (text would be up to 6x); --json shows what the server sends by default */
-        if (!arg_json)
+        if (!arg_json && stream_fields)
                 json_w_kv_string(&w, "output", "base64");
         /* Interrupting space exec on a terminal ends its command (on a pty it gets SIGHUP, the
          * default). Into a pipe the command outlives a stalled or interrupted space exec (the server's
          * default, keep): space attach reads on. */
-        if (!o->pty && isatty(STDOUT_FILENO))
+        if (!o->pty && isatty(STDOUT_FILENO) && stream_fields)
                 json_w_kv_string(&w, "on_disconnect", "kill");
         if (o->pty) {
                 unsigned rows, cols;
@@ -455,6 +455,10 @@ static int request_stream(HttpClient **ret, const char *method, const char *targ
                 size_t n = 0;
                 int status = h->status;
                 (void) http_client_read_body_all(c, CLI_RESPONSE_MAX, &err, &n);
+                /* a server from before exec buffers: say so to the caller, who asks again without them */
+                if (status == 400 && err && body &&
+                    (strstr(err, "unknown field 'output'") || strstr(err, "unknown field 'on_disconnect'")))
+                        return -EPROTO;
                 return report_start_error(o, status, err, n);
         }
         *ret = TAKE_PTR(c);
@@ -467,7 +471,7 @@ int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
         size_t body_len = 0;
         int r;
 
-        r = build_body(o, &body, &body_len);
+        r = build_body(o, true, &body, &body_len);
         if (r < 0)
                 return r;
         id_escaped = cli_escape(id);
@@ -475,6 +479,14 @@ int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
         if (!target)
                 return cli_error_errno(-ENOMEM, "out of memory");
         r = request_stream(&c, "POST", target, body, body_len, o);
+        if (r == -EPROTO) { /* an older server: the text form, its own disconnect rule */
+                body = mfree(body);
+                r = build_body(o, false, &body, &body_len);
+                if (r >= 0)
+                        r = request_stream(&c, "POST", target, body, body_len, o);
+                if (r == -EPROTO)
+                        r = cli_error("the server refused the exec request");
+        }
         if (r < 0)
                 return r;
         return stream_events(c, o, id_escaped, ret_code);
