@@ -271,6 +271,18 @@ int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, Ap
         return 0;
 }
 
+int worker_sandbox_oom_kills(WorkerClient *w, const char *id, uint64_t *ret, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        int r;
+
+        r = call_id(w, WORKER_OP_OOM_KILLS, id, NULL, &reply, e);
+        if (r < 0)
+                return r;
+        if (json_uint64(json_get(reply, "oom_kills"), ret) < 0)
+                return api_error(e, -EBADMSG, API_INTERNAL, "the worker sent no OOM count");
+        return 0;
+}
+
 int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, bool with_memory,
                           const Sandbox *children, size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;

@@ -74,6 +74,8 @@ int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkp
  * exclusive bytes as of the pool's last commit): *ret is the reply, whose
  * "sizes" is an object {checkpoint id: bytes}, empty where the pool cannot tell. */
 int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, ApiError *e);
+/* The count of the sandbox's processes the kernel killed for memory, so far. */
+int worker_sandbox_oom_kills(WorkerClient *w, const char *id, uint64_t *ret, ApiError *e);
 /* Processes end, the root is replaced by the checkpoint, the agent starts
  * afresh; or (a vm checkpoint with memory) the machine of the checkpoint
  * continues: *ret_preserved (may be NULL) says which. */

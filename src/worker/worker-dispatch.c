@@ -245,6 +245,7 @@ static const WorkerOpHandler handlers[_WORKER_OP_MAX] = {
         [WORKER_OP_SET_POLICY] = worker_op_set_policy,
         [WORKER_OP_SET_CREDENTIALS] = worker_op_set_credentials,
         [WORKER_OP_TAKE_WARM] = worker_op_take_warm,
+        [WORKER_OP_OOM_KILLS] = worker_op_oom_kills,
         [WORKER_OP_TEMPLATE_IMPORT] = op_template_import,
         [WORKER_OP_TEMPLATE_REMOVE] = op_template_remove,
         [WORKER_OP_TEMPLATES] = op_templates,

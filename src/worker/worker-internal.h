@@ -187,6 +187,7 @@ void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint_sizes(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_oom_kills(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw);
