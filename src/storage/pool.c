@@ -228,6 +228,7 @@ static int pool_setup_layout(Pool *p, bool own_root) {
                 { POOL_SANDBOXES_DIR, 0700 },
                 { POOL_CHECKPOINTS_DIR, 0700 },
                 { POOL_TMP_DIR, 0700 },
+                { POOL_LAYERS_DIR, 0700 },
         };
         int r;
 

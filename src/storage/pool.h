@@ -101,6 +101,13 @@ bool pool_template_exists(Pool *p, const char *name);
  * -ENOENT if tar_path is missing, -EINVAL if it is not a regular file.
  * *ret_size_bytes (may be NULL) is the disk usage of the tree (du). */
 int pool_template_import_tar(Pool *p, const char *name, const char *tar_path, uint64_t *ret_size_bytes);
+/* A template from an archive: an OCI layout in a tar, a docker/podman save
+ * archive (tag picks an image; NULL: the only one) or a root file system tar
+ * (oci-import.c). *ret_defaults: the image config's exec defaults as JSON
+ * (malloc'd, NULL for a root fs). */
+struct ApiError;
+int pool_template_import(Pool *p, const char *name, const char *path, const char *tag, uint64_t *ret_size_bytes,
+                         char **ret_defaults, struct ApiError *reterr);
 /* -ENOENT if missing. The caller checks that no sandbox uses it. */
 int pool_template_remove(Pool *p, const char *name);
 /* Sorted names. */
