@@ -217,6 +217,31 @@ def test_docker_archive_stream(spaced, base_layer):
         remove(spaced, name)
 
 
+def test_docker_archive_file_cli(spaced, base_layer, tmp_path):
+    name = tname("dockf")
+    f = tmp_path / "saved.tar"
+    f.write_bytes(docker_archive([base_layer, layer_tar([member("etc/which", b"docker")])], tag="e2e/img:v1"))
+    c = spaced.cli("template", "import", name, f"docker-archive:{f}:v1", timeout=600)
+    assert c.rc == 0, c
+    try:
+        root = spaced.host_view(spaced.pool_path("templates", name))
+        assert open(os.path.join(root, "etc/which"), "rb").read() == b"docker"
+        assert not os.path.exists(os.path.join(root, ".space-image.json"))  # an empty config: no defaults
+    finally:
+        remove(spaced, name)
+    c = spaced.cli("template", "import", tname(), f"docker-archive:{f}:v2")
+    assert c.rc == 1 and "v2" in c.err, c
+    # a layer that does not match its diff_id (one not in the layer cache: a
+    # cached layer is neither read nor checked again, its content is the checked one)
+    tok = uuid.uuid4().hex.encode()
+    bad = docker_archive([layer_tar([member("x", tok)])]).replace(tok, tok[::-1], 1)
+    name = tname()
+    r = import_api(spaced, name, bad)
+    e = assert_error_shape(r, 400)
+    assert "diff_id" in e["message"] and "layer 1" in e["message"], e
+    assert name not in templates(spaced)
+
+
 def test_oci_layout_dir_with_tag(spaced, base_layer, tmp_path):
     mk = lambda s: layer_tar([member("etc/", type=tarfile.DIRTYPE), member("etc/which", s.encode())])
     files = oci_layout([("one", [base_layer, mk("one")], None, "amd64", False, None),
