@@ -11,6 +11,8 @@
  *   sandboxes/<id>/root       writable snapshot of the template (the sandbox's root)
  *   checkpoints/<id>/<ckpt>   read-only snapshot of sandboxes/<id>/root at a moment
  *   tmp/                      imports (and overlay checkpoint copies) in progress
+ *   layers/<key>              read-only subvolume: an image layer applied over its
+ *                             parent's (oci-import.c), shared by the images on it
  * Quotas: btrfs quota is enabled on the pool; each sandbox root's qgroup gets
  * a limit of disk_mb (writes past it fail with EDQUOT inside the sandbox).
  *

@@ -251,7 +251,7 @@ TEST(btrfs_open_reuse_reattach) {
         ASSERT_STREQ(fstype, "btrfs");
         ASSERT_OK(stat(mnt, &st));
         ASSERT_EQ(st.st_mode & 07777, 0700);
-        check_listing(mnt, "checkpoints,sandboxes,templates,tmp");
+        check_listing(mnt, "checkpoints,layers,sandboxes,templates,tmp");
 
         ASSERT_OK(pool_info_json(p, &info));
         fprintf(stderr, "  info: %s\n", info);
@@ -481,7 +481,7 @@ static void exercise_pool(Pool *p, const char *dir) {
         }
         check_listing(tmp, "");
         check_listing(tpls, "base");
-        check_listing(pool_dir, "checkpoints,sandboxes,templates,tmp");
+        check_listing(pool_dir, "checkpoints,layers,sandboxes,templates,tmp");
 
         /* Three roots from the template; writes in one show nowhere else. */
         for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
