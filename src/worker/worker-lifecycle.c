@@ -208,6 +208,9 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         }
         (void) json_bool(json_get(req, "with_memory"), &with_memory);
+        /* the root's data becomes the checkpoint's too: the sandbox may write its quota again */
+        if (worker_admit_checkpoint(w, id, &e) < 0)
+                return worker_reply_error(jw, &e);
         if (pool_sandbox_is_vm(w->pool, id)) {
                 /* a vm checkpoint's files are counted as allocated (not as
                  * btrfs exclusive bytes): the cap is checked before it (a
@@ -241,8 +244,8 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 }
         }
         if (r < 0) {
-                api_error(&e, r, r == -EEXIST ? API_ALREADY_EXISTS : api_error_code_from_errno(r),
-                          "cannot checkpoint %s: %s", id, strerror(-r));
+                worker_storage_error(w, r, &e, r == -EEXIST ? API_ALREADY_EXISTS : api_error_code_from_errno(r),
+                                     "cannot checkpoint %s: %s", id, strerror(-r));
                 return worker_reply_error(jw, &e);
         }
         (void) pool_checkpoint_usage(w->pool, id, ck, &size);
@@ -346,6 +349,18 @@ void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw
         worker_reply_ok(jw);
 }
 
+/* A restore's new root holds the checkpoint's data (shared) under the quota
+ * disk_mb, and may write all of it; the old root's data goes with it, so what
+ * that held is counted as given back. */
+static int restore_admit(Worker *w, const WorkerSpec *s, ApiError *e) {
+        PoolSpace sp;
+        uint64_t quota = s->disk_mb << 20, held = 0;
+
+        if (pool_space_read(w->pool, s->id, &sp) >= 0)
+                held = sp.self_promised_bytes - MIN(sp.self_outstanding_bytes, sp.self_promised_bytes);
+        return worker_admit_disk(w, "restore", s->id, quota, quota - MIN(held, quota), e);
+}
+
 void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
         _cleanup_free_ char *root = NULL;
@@ -364,13 +379,16 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 api_error(&e, -ENOENT, API_NOT_FOUND, "no checkpoint %s of sandbox %s here", ck, s.id);
                 return worker_reply_error(jw, &e);
         }
+        if (restore_admit(w, &s, &e) < 0)
+                return worker_reply_error(jw, &e);
         if (pool_sandbox_is_vm(w->pool, s.id))
                 return worker_vm_op_restore(w, &s, json_get(req, "sandbox"), ck, jw);
         /* running processes end; the agent starts afresh on the restored files */
         (void) worker_cleanup_sandbox(w, s.id, false);
         r = pool_sandbox_restore(w->pool, s.id, ck, s.disk_mb, &root);
         if (r < 0) {
-                api_error(&e, r, api_error_code_from_errno(r), "cannot restore %s to %s: %s", s.id, ck, strerror(-r));
+                worker_storage_error(w, r, &e, api_error_code_from_errno(r), "cannot restore %s to %s: %s", s.id, ck,
+                                     strerror(-r));
                 return worker_reply_error(jw, &e);
         }
         if (worker_start_runtime(w, &s, root, &pid, &st, &e) < 0)
@@ -407,6 +425,25 @@ static void branch_roots_await(Worker *w, size_t i, size_t sent, int *results, b
         }
 }
 
+/* The quotas of all the children of a branch at once: all or nothing, like the branch. */
+static int branch_admit(Worker *w, const JsonValue *children, ApiError *e) {
+        uint64_t total = 0;
+        size_t n = json_array_size(children);
+        char what[64];
+
+        if (json_type(children) != JSON_ARRAY)
+                return 0; /* the op's own checks answer that */
+        for (size_t i = 0; i < n; i++) {
+                uint64_t mb = 0;
+                const JsonValue *v = json_get(json_array_at(children, i), "disk_mb");
+                if (v && (json_uint64(v, &mb) < 0 || mb > WORKER_DISK_MB_MAX))
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox limits");
+                total = total + (mb << 20) < total ? UINT64_MAX : total + (mb << 20);
+        }
+        snprintf(what, sizeof what, n == 1 ? "branch of %zu sandbox" : "branch of %zu sandboxes", n);
+        return worker_admit_disk(w, what, NULL, total, total, e);
+}
+
 /* {"op":"branch","source":ID,"checkpoint":CK?,"sandboxes":[spec...]}: every
  * child gets a copy of the same moment (the source is frozen once around all
  * snapshots). All or nothing. */
@@ -431,6 +468,8 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
 
         src = req_id(req, "source", &e);
         if (!src)
+                return worker_reply_error(jw, &e);
+        if (branch_admit(w, children, &e) < 0)
                 return worker_reply_error(jw, &e);
         if (pool_sandbox_is_vm(w->pool, src))
                 return worker_vm_op_branch(w, req, jw);
@@ -509,8 +548,8 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 } else
                         r = pool_sandbox_branch(w->pool, src, ck, specs[made].id, specs[made].disk_mb, &roots[made]);
                 if (r < 0) {
-                        api_error(&e, r, r == -ENOENT ? API_NOT_FOUND : api_error_code_from_errno(r),
-                                  "cannot branch %s: %s", src, strerror(-r));
+                        worker_storage_error(w, r, &e, r == -ENOENT ? API_NOT_FOUND : api_error_code_from_errno(r),
+                                             "cannot branch %s: %s", src, strerror(-r));
                         break;
                 }
                 t = now_usec();
