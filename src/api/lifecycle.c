@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "alloc-util.h"
+#include "fd-util.h"
 #include "api-internal.h"
 #include "log.h"
 #include "str-util.h"
@@ -386,6 +387,20 @@ static int recover_lost(ApiRequest *r, Sandbox *sb, const Checkpoint *ck, ApiErr
         return reply_sandbox(r, 200, sb->id, e);
 }
 
+/* A restore the pool had no room for (507) is refused before anything is
+ * touched, unless the pool filled up on the way: whether its agent still
+ * answers tells the two apart. */
+static bool restore_left_it_running(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
+        ApiError ignored = {};
+        int fd = -EBADF;
+
+        if (e->code != API_INSUFFICIENT_STORAGE || sb->state != SANDBOX_RUNNING ||
+            worker_agent_connect(r->worker, sb->id, &fd, &ignored) < 0)
+                return false;
+        safe_close(fd);
+        return true;
+}
+
 int api_sandbox_restore(ApiRequest *r, ApiError *e) {
         _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
@@ -425,7 +440,7 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
                 char why[STORE_REASON_MAX];
                 (void) worker_failed(e, k);
                 log_error("Restoring sandbox %s to %s failed: %s", id, ck.id, e->message);
-                if (e->code != API_NOT_FOUND) {
+                if (e->code != API_NOT_FOUND && !restore_left_it_running(r, &sb, e)) {
                         /* its processes ended on the way: error until resumed or restored again */
                         snprintf(why, sizeof why, "restore failed: %s", e->message);
                         if (store_sandbox_set_state(r->store, id, (int) sb.state, SANDBOX_ERROR, why) >= 0)
