@@ -323,6 +323,21 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e) {
         k = api_validate_sandbox_patch(body, api_config(r->api), &sb, now_usec(), &p, e);
         if (k < 0)
                 return k;
+        if (p.disk_mb > 0) {
+                /* a new disk quota: the worker admits it against the pool (507) and sets it */
+                Sandbox resized = sb;
+                if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED)
+                        return api_error(e, -EBUSY, API_CONFLICT,
+                                         "sandbox '%s' is %s: its disk_mb changes while it runs or is paused", id,
+                                         state_name(&sb));
+                resized.disk_mb = p.disk_mb;
+                k = api_get_worker(r, e);
+                if (k >= 0)
+                        k = worker_sandbox_set_limits(r->worker, &resized, e);
+                if (k < 0)
+                        return worker_failed(e, k);
+                log_info("Sandbox %s: disk_mb %" PRIu64 " (was %" PRIu64 ")", id, p.disk_mb, sb.disk_mb);
+        }
         k = store_sandbox_set_policy(r->store, id, &p);
         if (k == -ESTALE || k == -ENOENT)
                 return api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
@@ -332,8 +347,9 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e) {
         snprintf(reason, sizeof reason, "policy changed by %s", r->actor);
         snprintf(data, sizeof data,
                  "{\"timeout_s\":%" PRIu64 ",\"idle_s\":%" PRIu64 ",\"idle_action\":\"%s\",\"checkpoint_every_s\":%" PRIu64
-                 "}",
-                 p.timeout_s, p.idle_s, idle_action_to_string(p.idle_action) ?: "", p.checkpoint_every_s);
+                 ",\"disk_mb\":%" PRIu64 "}",
+                 p.timeout_s, p.idle_s, idle_action_to_string(p.idle_action) ?: "", p.checkpoint_every_s,
+                 p.disk_mb ?: sb.disk_mb);
         event(r, &sb, "sandbox.updated", reason, data);
         return reply_sandbox(r, 200, id, e);
 }

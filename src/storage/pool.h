@@ -206,6 +206,10 @@ int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes);
  * quota or without that directory (Linux < 5.9). The root is replaced by a
  * restore: open it again then. */
 int pool_sandbox_quota_open(Pool *p, const char *id, int *ret_fd);
+/* Changes the disk quota of sandbox id's root to disk_mb (0: none); a quota
+ * below what the root holds lets it write nothing more until it deletes.
+ * -EOPNOTSUPP on overlay or without quota, -ENOENT: no such root. */
+int pool_sandbox_set_quota(Pool *p, const char *id, uint64_t disk_mb);
 /* Its limit on exclusive bytes (0: none) and the bytes counted against it
  * (exclusive plus reservations of writes in flight), now. */
 int pool_quota_read(int dfd, uint64_t *ret_limit_bytes, uint64_t *ret_used_bytes);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -621,6 +622,47 @@ finish:
         free(preps);
 }
 
+/* A new disk quota for a live sandbox (PATCH disk_mb): a larger one is
+ * admitted like a create of the difference (what its root holds stays its
+ * own), a smaller one always fits. */
+static int resize_disk(Worker *w, LiveSandbox *l, const WorkerSpec *s, ApiError *e) {
+        uint64_t quota = s->disk_mb << 20, held;
+        PoolSpace sp;
+        int r;
+
+        if (l->limits_known && l->limits.fsize_bytes == quota)
+                return 0; /* what it has (a taken warm sandbox, or limits without disk_mb changed) */
+        r = pool_space_read(w->pool, s->id, &sp);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "cannot read the storage pool's space: %s", strerror(-r));
+        if (sp.self_promised_bytes == 0 || sp.self_promised_bytes == quota || s->disk_mb == 0)
+                return 0; /* no quota to change (overlay, none set), or the same */
+        if (l->rt != w->runtime)
+                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                                 "the disk of a %s sandbox is an image of a fixed size: disk_mb cannot change",
+                                 l->rt->name);
+        if (quota > sp.self_promised_bytes) {
+                held = sp.self_promised_bytes - MIN(sp.self_outstanding_bytes, sp.self_promised_bytes);
+                r = worker_admit_disk(w, "resize", s->id, quota, quota - MIN(held, quota), e);
+                if (r < 0)
+                        return r;
+        }
+        r = pool_sandbox_set_quota(w->pool, s->id, s->disk_mb);
+        if (r < 0)
+                return worker_storage_error(w, r, e, API_INTERNAL, "cannot change the disk quota of %s: %s", s->id,
+                                            strerror(-r));
+        /* its largest file is its quota too (RLIMIT_FSIZE, ns-harden.c): PID 1's, which every new
+         * process inherits (those running keep theirs) */
+        if (prlimit(l->pid, RLIMIT_FSIZE, &(struct rlimit){ .rlim_cur = quota, .rlim_max = quota }, NULL) < 0)
+                /* raising a hard limit needs CAP_SYS_RESOURCE: until it restarts, no one file of it
+                 * grows past its old disk_mb (the quota, all its files together, is the new one) */
+                log_info_errno(errno, "sandbox=%s Cannot set its file size limit to %" PRIu64 " MiB (%m): "
+                               "single files stay within the old one until it restarts", s->id, s->disk_mb);
+        log_info("Sandbox %s: disk quota %" PRIu64 " MiB (was %" PRIu64 " MiB)", s->id, s->disk_mb,
+                 sp.self_promised_bytes >> 20);
+        return 0;
+}
+
 /* The limits of a running sandbox; thaw: then its processes run again. */
 static void set_limits(Worker *w, const JsonValue *req, bool thaw, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
@@ -637,6 +679,8 @@ static void set_limits(Worker *w, const JsonValue *req, bool thaw, JsonWriter *j
                 return worker_reply_error(jw, &e);
         }
         lim = worker_spec_limits(&s);
+        if (resize_disk(w, l, &s, &e) < 0)
+                return worker_reply_error(jw, &e);
         /* a warm sandbox taken with the defaults it was made with: nothing to write */
         if (!l->limits_known || !runtime_limits_equal(&l->limits, &lim)) {
                 l->limits_known = false; /* until all of them are written */

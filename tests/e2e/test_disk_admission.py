@@ -45,6 +45,14 @@ def pool_dir(d):
     return d.host_view(d.pool_path())
 
 
+def settle(d):
+    """Waits until the subvolumes of deleted sandboxes are dropped (the cleaner), so that the
+    free space read next does not grow under the test."""
+    host.run(["btrfs", "filesystem", "sync", pool_dir(d)], timeout=120, check=True)   # wakes the cleaner
+    host.run(["btrfs", "subvolume", "sync", pool_dir(d)], timeout=120, check=True)
+    host.run(["btrfs", "filesystem", "sync", pool_dir(d)], timeout=120, check=True)   # their space is free
+
+
 def pool_free_mb(d):
     st = os.statvfs(pool_dir(d))
     return st.f_bavail * st.f_frsize // MiB
@@ -57,6 +65,7 @@ def promised_mb(d):
 def room_mb(d):
     """What a new sandbox may be given now: free space past the reserve, less what the
     live sandboxes may still write (they wrote ~nothing: their whole quotas)."""
+    settle(d)
     return pool_free_mb(d) - RESERVE_MB - promised_mb(d)
 
 
@@ -257,5 +266,40 @@ def test_upload_past_the_sandboxs_own_quota_is_507(d):
         r = d.api("GET", f"/v1/sandboxes/{sid}/files", params={"path": "/big", "stat": "1"})
         assert r.status == 404, r
         assert d.sh(sid, "echo ok") == "ok\n"
+    finally:
+        cleanup(d, [sid])
+
+
+def test_resize_is_admitted_like_a_create(d):
+    sid = d.create(disk_mb=SMALL_MB)["id"]
+    try:
+        r = d.api("PATCH", f"/v1/sandboxes/{sid}", json={"disk_mb": SMALL_MB * 2})
+        assert r.status == 200 and r.json()["disk_mb"] == SMALL_MB * 2, r
+        # in effect at once: more than the old quota fits now (in two files: one file larger than
+        # the old quota needs spaced to raise the sandbox's RLIMIT_FSIZE, which a host without
+        # CAP_SYS_RESOURCE does not let it do for processes already running)
+        n = SMALL_MB * 3 // 4
+        d.sh(sid, f"dd if=/dev/zero of=/grown1 bs=1M count={n} 2>/dev/null && "
+                  f"dd if=/dev/zero of=/grown2 bs=1M count={n} 2>/dev/null && sync")
+        assert d.sh(sid, "cat /grown1 /grown2 | wc -c").strip() == str(2 * n * MiB)
+        ev = d.api("GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.updated"}).json()["events"]
+        assert ev and ev[-1]["data"]["disk_mb"] == SMALL_MB * 2, ev
+
+        # past what the pool holds: 507 naming it, and nothing changes
+        big = room_mb(d) + SMALL_MB * 2 + 64
+        e = expect_507(d.api("PATCH", f"/v1/sandboxes/{sid}", json={"disk_mb": big}), d.pool_path(),
+                       "for the resize")
+        assert f"{big} MiB" in e["message"] or "needs" in e["message"], e
+        assert d.show(sid).json()["disk_mb"] == SMALL_MB * 2
+
+        # smaller always fits; below what it holds, it writes nothing more
+        r = d.api("PATCH", f"/v1/sandboxes/{sid}", json={"disk_mb": 16})
+        assert r.status == 200 and r.json()["disk_mb"] == 16, r
+        r = d.exec(sid, shell="dd if=/dev/zero of=/more bs=1M count=8 2>&1; rc=$?; sync; exit $rc")
+        assert r.code != 0 and ("quota" in r.out or "space" in r.out), r
+        assert_error_shape(d.api("PATCH", f"/v1/sandboxes/{sid}", json={"disk_mb": 8}), 400, "invalid_argument")
+        # a suspended sandbox's disk_mb does not change
+        assert d.api("POST", f"/v1/sandboxes/{sid}/suspend", timeout=180).status == 200
+        assert_error_shape(d.api("PATCH", f"/v1/sandboxes/{sid}", json={"disk_mb": 64}), 409, "conflict")
     finally:
         cleanup(d, [sid])
