@@ -61,16 +61,20 @@ int pool_admit(const PoolSpace *s, const PoolAdmitPolicy *pol, uint64_t promise_
         return res.verdict == POOL_ADMIT_OK ? 0 : -ENOSPC;
 }
 
+const char *pool_admit_ratio(uint64_t permille, char buf[static POOL_ADMIT_RATIO_MAX]) {
+        snprintf(buf, POOL_ADMIT_RATIO_MAX, "%" PRIu64 ".%03" PRIu64, permille / 1000, permille % 1000);
+        /* 1.500 reads better as 1.5 */
+        for (char *e = buf + strlen(buf) - 1; e > buf && *e == '0' && e[-1] != '.'; e--)
+                *e = 0;
+        return buf;
+}
+
 void pool_admit_describe(const PoolSpace *s, const PoolAdmitPolicy *pol, const PoolAdmitResult *res,
                          const char *name, const char *what, uint64_t promise_bytes, uint64_t outstanding_bytes,
                          char *buf, size_t size) {
-        char ratio[32];
+        char ratio[POOL_ADMIT_RATIO_MAX];
 
-        snprintf(ratio, sizeof ratio, "%" PRIu64 ".%03" PRIu64, pol->overcommit_permille / 1000,
-                 pol->overcommit_permille % 1000);
-        /* 1.500 reads better as 1.5 */
-        for (char *e = ratio + strlen(ratio) - 1; e > ratio && *e == '0' && e[-1] != '.'; e--)
-                *e = 0;
+        pool_admit_ratio(pol->overcommit_permille, ratio);
         if (res->verdict == POOL_ADMIT_PROMISED)
                 snprintf(buf, size,
                          "storage pool %s cannot hold the %s: it asks for %" PRIu64 " MiB of disk quota, and the "

@@ -53,6 +53,9 @@ typedef struct PoolConfig {
         const char *pool_path;   /* existing btrfs mount, or NULL/"" for the loop image */
         uint64_t size_mb;        /* size of a new sparse image */
         const char *storage;     /* "auto" | "btrfs" | "overlay" (NULL/"" = "auto") */
+        /* what pool_info_json() reports of disk admission (pool_admit): 0 = 1.0, 0 = automatic */
+        uint64_t disk_overcommit_permille;
+        uint64_t reserve_mb;
 } PoolConfig;
 
 typedef struct Pool Pool;
@@ -84,8 +87,10 @@ const char *pool_kind_to_string(PoolKind k);
 PoolKind pool_kind_from_string(const char *s);
 const char *pool_mount_path(const Pool *p);  /* where the pool is mounted */
 /* JSON object for /v1/info: {"kind":"btrfs","path":"...","quota":true,"size_bytes":N,"free_bytes":N,
- * "loop":"/dev/loopN"|null,"checkpoints":"snapshot"|"copy"}: checkpoints, branches and restores are
- * O(1) snapshots (btrfs) or full copies of the root (overlay). */
+ * "loop":"/dev/loopN"|null,"checkpoints":"snapshot"|"copy","admission":{...}}: checkpoints, branches
+ * and restores are O(1) snapshots (btrfs) or full copies of the root (overlay); admission:
+ * {"disk_overcommit":"1.0","reserve_bytes":N,"admits_bytes":N,"promised_bytes":N,
+ * "outstanding_bytes":N,"sandboxes":N} (pool_space_read, pool_admit). */
 int pool_info_json(const Pool *p, char **ret);
 
 /* What the pool holds and what it promised (pool-space.c): the file
@@ -152,6 +157,9 @@ uint64_t pool_admit_reserve_bytes(uint64_t size_bytes, uint64_t reserve_mb);
 /* 0 and *ret filled (verdict OK) if admitted, -ENOSPC (verdict says which check) if not. */
 int pool_admit(const PoolSpace *s, const PoolAdmitPolicy *pol, uint64_t promise_bytes, uint64_t outstanding_bytes,
                PoolAdmitResult *ret);
+/* permille as a decimal ("1.0", "1.5", "0.125"), in buf. */
+#define POOL_ADMIT_RATIO_MAX 32U
+const char *pool_admit_ratio(uint64_t permille, char buf[static POOL_ADMIT_RATIO_MAX]);
 /* One line for the user: which pool (name), its size, reserve and overcommit, what is
  * reserved, what was asked for (what: "create", "branch of 3", ...). */
 void pool_admit_describe(const PoolSpace *s, const PoolAdmitPolicy *pol, const PoolAdmitResult *res,

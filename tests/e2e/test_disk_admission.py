@@ -94,8 +94,13 @@ def test_oversized_disk_mb_is_507_naming_the_pool(d):
                    f"reserve {RESERVE_MB} MiB")
     assert "reserved" in e["message"], e
     assert d.subvolumes() == before, "a refused create left a root behind"
-    # what fits is fine
+    # what fits is fine, and /v1/info counts it
     sb = d.create(disk_mb=SMALL_MB)
+    adm = d.api("GET", "/v1/info").json()["storage"]["admission"]
+    assert adm["disk_overcommit"] == "1.0" and adm["reserve_bytes"] == POOL_MB * MiB // 100 * 5, adm
+    assert adm["admits_bytes"] == POOL_MB * MiB - adm["reserve_bytes"], adm
+    assert adm["promised_bytes"] == SMALL_MB * MiB and adm["sandboxes"] == 1, adm
+    assert 0 < adm["outstanding_bytes"] <= SMALL_MB * MiB, adm
     cleanup(d, [sb["id"]])
 
 

@@ -138,6 +138,15 @@ TEST(admit_describe_names_the_pool_and_the_figures) {
         ASSERT_NOT_NULL(strstr(buf, "needs 64 MiB (disk_overcommit 1.0)"));
 }
 
+TEST(admit_ratio) {
+        char buf[POOL_ADMIT_RATIO_MAX];
+
+        ASSERT_STREQ(pool_admit_ratio(1000, buf), "1.0");
+        ASSERT_STREQ(pool_admit_ratio(1500, buf), "1.5");
+        ASSERT_STREQ(pool_admit_ratio(125, buf), "0.125");
+        ASSERT_STREQ(pool_admit_ratio(100000, buf), "100.0");
+}
+
 TEST(config_disk_overcommit) {
         char err[256];
         uint64_t v = 0;
