@@ -26,6 +26,7 @@ MiB = 1024 * 1024
 POOL_MB = 1024
 RESERVE_MB = POOL_MB * 5 // 100        # the automatic reserve: 5 % of the pool
 SMALL_MB = 32                          # the module's default disk_mb
+MODULE = {}                            # "d": the module's daemon (expect_507 cleans up after it)
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,7 @@ def d(e2e_session, request):
     dd = e2e_session.new_daemon(extra_args=["--pool-size-mb", str(POOL_MB), "--disk-overcommit", "1.0",
                                             f"--default-disk-mb={SMALL_MB}"])
     dd.start()
+    MODULE["d"] = dd
     yield dd
     problems = residue.teardown_daemon(dd)
     if not problems:
@@ -74,6 +76,9 @@ def create_raw(d, **body):
 
 
 def expect_507(r, *words):
+    if r.status in (200, 201) and r.path == "/v1/sandboxes" and r.method == "POST":
+        # admitted where it should not have been: gone again, so the next tests see the pool as it was
+        cleanup(MODULE["d"], [r.json()["id"]])
     e = assert_error_shape(r, 507, "insufficient_storage")
     assert "storage pool" in e["message"], e
     for w in words:
@@ -306,5 +311,25 @@ def test_resize_is_admitted_like_a_create(d):
         # a suspended sandbox's disk_mb does not change
         assert d.api("POST", f"/v1/sandboxes/{sid}/suspend", timeout=180).status == 200
         assert_error_shape(d.api("PATCH", f"/v1/sandboxes/{sid}", json={"disk_mb": 64}), 409, "conflict")
+    finally:
+        cleanup(d, [sid])
+
+
+def test_checkpoint_that_would_regrant_a_quota_the_pool_lacks_is_507(d):
+    """A checkpoint shares the sandbox's data: afterwards the sandbox may write its whole quota
+    again, beside what the checkpoint keeps. On a pool promised to the brim that is room it
+    does not have: refused, and the sandbox goes on as it was."""
+    sid = d.create(disk_mb=room_mb(d) * 9 // 10)["id"]
+    try:
+        quota = d.show(sid).json()["disk_mb"]
+        n = quota // 2
+        d.sh(sid, f"dd if=/dev/zero of=/half bs=1M count={n} 2>/dev/null && sync")
+        r = d.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "regrant"})
+        expect_507(r, d.pool_path(), "too full for the checkpoint", f"needs {quota} MiB")
+        assert d.api("GET", f"/v1/sandboxes/{sid}/checkpoints").json()["checkpoints"] == []
+        # once it gives back what it wrote, the checkpoint fits
+        d.sh(sid, "rm /half && sync")
+        assert host.wait_until(lambda: d.api("POST", f"/v1/sandboxes/{sid}/checkpoints",
+                                             json={"name": "regrant"}).status == 201 or None, 60), d.log_tail(20)
     finally:
         cleanup(d, [sid])
