@@ -251,6 +251,8 @@ def test_neighbour_writes_survive_a_sandbox_filling_its_quota(d):
                    timeout=600)
         assert r.response is None and r.code == 0, f"the neighbour could not write its {n} MiB: {r!r}"
         assert int(r.out.split()[-5]) == n * MiB, r.out
+        # the pool is full for real now: a create beside them is a 507 naming it, not a 500
+        expect_507(create_raw(d, disk_mb=room // 5), d.pool_path())
 
         # the hog goes; creates work again (once the cleaner has dropped its root)
         cleanup(d, [hog])
