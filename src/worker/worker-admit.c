@@ -13,6 +13,8 @@
 #include "str-util.h"
 #include "worker-internal.h"
 
+#define WORKER_ADMIT_SYNC_USEC (250 * 1000) /* a pool that looks full is committed at most this often */
+
 static PoolAdmitPolicy policy_of(const Worker *w, const PoolSpace *s) {
         return (PoolAdmitPolicy){
                 /* config_finish() parsed it; a Config that skipped it gets 1.0 */
@@ -27,6 +29,9 @@ static void pool_name(const Worker *w, char *buf, size_t size) {
         else
                 snprintf(buf, size, "'%s'", pool_mount_path(w->pool));
 }
+
+/* The worker is one thread: the time of the last commit admission asked for. */
+static int64_t last_sync = INT64_MIN / 2;
 
 static int admit(Worker *w, const char *what, const char *self_id, uint64_t promise_bytes, uint64_t outstanding_bytes,
                  bool checkpoint, ApiError *e) {
@@ -48,8 +53,13 @@ static int admit(Worker *w, const char *what, const char *self_id, uint64_t prom
                 if (r >= 0 || r != -ENOSPC)
                         break;
                 /* The promises are what they are; free space may only look short: deleted
-                 * subvolumes wait for the cleaner, qgroups for the next commit. Once. */
-                if (res.verdict != POOL_ADMIT_FREE || attempt > 0 || pool_space_sync(w->pool) < 0)
+                 * subvolumes wait for the cleaner, qgroups for the next commit. Once, and at
+                 * most once a WORKER_ADMIT_SYNC_USEC: requests on a full pool do not each cost
+                 * a commit. */
+                if (res.verdict != POOL_ADMIT_FREE || attempt > 0 || now_usec() - last_sync < WORKER_ADMIT_SYNC_USEC)
+                        break;
+                last_sync = now_usec();
+                if (pool_space_sync(w->pool) < 0)
                         break;
         }
         if (r == -EINVAL)
