@@ -25,7 +25,7 @@
 #define POOL_LOCK_NAME "pool.lock"
 /* a sandbox's last mount namespace may let go of the pool a moment after its
  * processes are reaped: an unmount that finds the pool busy is tried again */
-#define POOL_UMOUNT_BUSY_TRIES 30
+#define POOL_UMOUNT_BUSY_TRIES 100 /* 10 s: a loaded host can hold a just-closed mount a while */
 #define POOL_UMOUNT_BUSY_SLEEP_MSEC 100
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
