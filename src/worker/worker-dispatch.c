@@ -77,7 +77,6 @@ static void op_destroy(Worker *w, const JsonValue *req, JsonWriter *jw) {
 static void op_template_import(Worker *w, const JsonValue *req, JsonWriter *jw) {
         const char *name = json_string(json_get(req, "name")), *tar = json_string(json_get(req, "tar"));
         const char *tag = json_string(json_get(req, "tag"));
-        _cleanup_free_ char *defaults = NULL;
         ApiError e = {};
         uint64_t size = 0;
         int r;
@@ -86,7 +85,7 @@ static void op_template_import(Worker *w, const JsonValue *req, JsonWriter *jw) 
                 api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "invalid template name");
                 return worker_reply_error(jw, &e);
         }
-        r = pool_template_import(w->pool, name, tar, isempty(tag) ? NULL : tag, &size, &defaults, &e);
+        r = worker_admit_template_import(w, name, tar, isempty(tag) ? NULL : tag, &size, &e); /* worker-admit.c */
         if (r < 0)
                 return worker_reply_error(jw, &e);
         json_w_object_begin(jw);
