@@ -86,10 +86,69 @@ static int open_parent(int root_fd, const char *path, bool create, const char **
         return TAKE_FD(fd);
 }
 
+/* Removes dfd/name, whatever it is, never following a symlink: a symlink
+ * goes, not what it points to (pool_remove_entry() resolves its path, which
+ * is fine for the pool's own entries but not for an image's). */
+static int tree_remove_at(int dfd, const char *name, unsigned depth) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        struct stat st;
+        int fd;
+
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? negative_errno() : 0;
+        if (depth > LAYER_DEPTH_MAX)
+                return -ELOOP;
+        fd = openat2_one(dfd, name, O_RDONLY | O_DIRECTORY);
+        if (fd < 0)
+                return fd;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        while ((errno = 0, de = readdir(d))) {
+                int r;
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                r = tree_remove_at(dirfd(d), de->d_name, depth + 1);
+                if (r < 0)
+                        return r;
+        }
+        if (errno != 0)
+                return negative_errno();
+        return unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? negative_errno() : 0;
+}
+
+/* Empties the directory dfd (not following symlinks). */
+static int tree_empty(int dfd) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+
+        if (fd < 0)
+                return negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        while ((errno = 0, de = readdir(d))) {
+                int r;
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                r = tree_remove_at(dirfd(d), de->d_name, 0);
+                if (r < 0)
+                        return r;
+        }
+        return errno != 0 ? negative_errno() : 0;
+}
+
 static int whiteout_apply(Pool *p, int root_fd, OciWhiteout kind, const char *target, ApiError *e, const char *what) {
         _cleanup_close_ int pfd = -EBADF;
         const char *base;
-        int r;
 
         if (kind == OCI_WHITEOUT_FILE) {
                 pfd = open_parent(root_fd, target, false, &base, e, what);
@@ -97,33 +156,24 @@ static int whiteout_apply(Pool *p, int root_fd, OciWhiteout kind, const char *ta
                         return 0; /* nothing below to hide */
                 if (pfd < 0)
                         return pfd;
-                r = pool_remove_entry(p, pfd, base);
-                return r == -ENOENT ? 0 : r;
+                return tree_remove_at(pfd, base, 0);
         }
         /* opaque: empty the directory of what the lower layers have */
-        _cleanup_(closedirp) DIR *d = NULL;
-        int dfd;
+        _cleanup_close_ int dfd = -EBADF;
 
         if (streq(target, "."))
-                dfd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
-        else {
-                pfd = open_parent(root_fd, target, false, &base, e, what);
-                if (pfd == -ENOENT)
-                        return 0;
-                if (pfd < 0)
-                        return pfd;
-                dfd = openat2_one(pfd, base, O_RDONLY | O_DIRECTORY);
-                if (dfd == -ENOENT || dfd == -ENOTDIR || dfd == -ELOOP)
-                        return 0;
-        }
+                return tree_empty(root_fd);
+        pfd = open_parent(root_fd, target, false, &base, e, what);
+        if (pfd == -ENOENT)
+                return 0;
+        if (pfd < 0)
+                return pfd;
+        dfd = openat2_one(pfd, base, O_RDONLY | O_DIRECTORY);
+        if (dfd == -ENOENT || dfd == -ENOTDIR || dfd == -ELOOP)
+                return 0;
         if (dfd < 0)
                 return dfd;
-        d = fdopendir(dfd);
-        if (!d) {
-                safe_close(dfd);
-                return negative_errno();
-        }
-        return pool_remove_entries(p, d);
+        return tree_empty(dfd);
 }
 
 static bool xattr_allowed(const char *name) {
@@ -183,7 +233,7 @@ static int entry_create(Pool *p, int root_fd, TarStream *s, const TarEntry *t, c
                 return pfd;
         exists = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0;
         if (exists && !(t->type == TAR_DIR && S_ISDIR(st.st_mode))) {
-                r = pool_remove_entry(p, pfd, base);
+                r = tree_remove_at(pfd, base, 0);
                 if (r < 0)
                         return r;
         }

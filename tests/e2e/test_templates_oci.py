@@ -295,6 +295,37 @@ def test_shared_base_is_cached(spaced, base_layer):
                 remove(spaced, n)
 
 
+def test_whiteouts_and_replacements_of_symlinks_stay_inside(spaced, base_layer, tmp_path):
+    """A whiteout of a symlink, an opaque dir holding symlinks, and an entry over a
+    symlink remove the symlink, never what it points to (a host directory here)."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_bytes(b"host file")
+    l1 = layer_tar([member("a", type=tarfile.SYMTYPE, linkname=str(victim)),
+                    member("b", type=tarfile.SYMTYPE, linkname=str(victim)),
+                    member("d/", type=tarfile.DIRTYPE),
+                    member("d/c", type=tarfile.SYMTYPE, linkname=str(victim)),
+                    member("e", type=tarfile.SYMTYPE, linkname=str(victim))])
+    l2 = layer_tar([member(".wh.a"),
+                    member("b/", type=tarfile.DIRTYPE),
+                    member("d/", type=tarfile.DIRTYPE),
+                    member("d/.wh..wh..opq"),
+                    member("e", b"now a file")])
+    name = tname()
+    r = import_api(spaced, name, oci_archive([l1, l2]))
+    try:
+        assert (victim / "keep").read_bytes() == b"host file", "an import removed a file outside the template"
+        assert r.status == 201, r
+        root = spaced.host_view(spaced.pool_path("templates", name))
+        assert not os.path.lexists(os.path.join(root, "a"))
+        assert os.path.isdir(os.path.join(root, "b")) and not os.path.islink(os.path.join(root, "b"))
+        assert os.listdir(os.path.join(root, "d")) == []
+        assert open(os.path.join(root, "e"), "rb").read() == b"now a file"
+    finally:
+        if r.status == 201:
+            remove(spaced, name)
+
+
 def bad_images(base_layer):
     ok = layer_tar([member("etc/ok", b"ok")])
     files = oci_layout([(None, [ok], None, "amd64", True, None)])
