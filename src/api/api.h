@@ -31,6 +31,9 @@ typedef struct ApiRequest {
         bool body_read;         /* the request body was read to its end */
         Tenant *tenants;        /* lazily loaded name cache for admin views (api_tenant_name) */
         size_t n_tenants;
+        int retry_after_s;      /* > 0: a 429 or 503 answer says Retry-After */
+        bool limits_held;       /* counted in flight by api_limits_enter() */
+        bool limits_stream;     /* ... as an open stream too */
 } ApiRequest;
 
 /* A route handler. Returns >= 0 if it responded, < 0 with e filled otherwise
