@@ -23,6 +23,11 @@ int http_server_new(const char *listen, HttpHandler handler, void *userdata, Htt
 /* Overrides the timeouts above (values <= 0 keep the current one), e.g. for
  * tests or from config. Call before http_server_run(). */
 void http_server_set_timeouts(HttpServer *s, int head_msec, int idle_msec, int body_idle_msec);
+/* At most n connections of one peer address (IPv4/IPv6; not unix sockets)
+ * waiting for a request head (idle keep-alive, or nothing sent yet): a
+ * newcomer past that closes the address's oldest waiting one. 0 (the
+ * default) = no such cap. Call before http_server_run(). */
+void http_server_set_peer_waiting_max(HttpServer *s, unsigned n);
 /* Extra header lines ("Name: value\r\n") for every response: the hook
  * writes them into buf (NUL-terminated, at most size) on the connection's
  * thread as each response head goes out, e.g. timings of the request. */
