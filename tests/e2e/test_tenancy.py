@@ -362,3 +362,32 @@ def test_hostile_tenant_cannot_starve_another(spaced):
         assert len(attack.get("exec", [])) >= 3, attack
     finally:
         spaced.delete(sid, key=victim)
+
+
+# ---- the CLI ----
+
+def test_cli_tenant_set_show_ls(spaced):
+    t = new_tenant()
+    r = spaced.cli("tenant", "set", t, "--sandboxes", "3", "--cpu", "2.5", "--memory", "4096", "--rps", "50")
+    assert r.rc == 0, r
+    r = spaced.cli("--json", "tenant", "show", t)
+    assert r.rc == 0, r
+    v = json.loads(r.out)
+    assert v["overrides"] == {"sandboxes": 3, "cpu_millis": 2500, "memory_mb": 4096, "rps": 50}, v
+    r = spaced.cli("tenant", "set", t, "--rps", "default", "--disk", "0")
+    assert r.rc == 0, r
+    v = json.loads(spaced.cli("--json", "tenant", "show", t).out)
+    assert "rps" not in v["overrides"] and v["overrides"]["disk_mb"] == 0, v
+    r = spaced.cli("tenant", "ls")
+    assert r.rc == 0 and t in r.out and "0/3" in r.out and "0/2.5" in r.out, r
+    # bad input: clear one-line errors, non-zero exit
+    for args, words in [(["--sandboxes", "-1"], "--sandboxes"), (["--cpu", "x"], "--cpu"),
+                        (["--volumes", "2"], "volumes"), ([], "at least one")]:
+        r = spaced.cli("tenant", "set", t, *args)
+        assert r.rc != 0 and words in r.err, (args, r)
+    # a non-admin key cannot set quotas
+    key = make_key(spaced, t)
+    r = spaced.cli("tenant", "set", t, "--sandboxes", "100", key=key)
+    assert r.rc != 0 and "admin" in r.err, r
+    r = spaced.cli("tenant", "show", t, key=key)
+    assert r.rc == 0 and "sandboxes" in r.out, r
