@@ -780,7 +780,9 @@ static void server_cap_peer_locked(HttpServer *s, const char *addr) {
                         victim = o;
                 }
         }
-        if (s->peer_waiting_max == 0 || waiting < s->peer_waiting_max || !victim)
+        unsigned max = __atomic_load_n(&s->peer_waiting_max, __ATOMIC_RELAXED);
+
+        if (max == 0 || waiting < max || !victim)
                 return;
         victim->evicted = true;
         (void) shutdown(victim->fd, SHUT_RDWR);
@@ -963,7 +965,7 @@ void http_server_set_timeouts(HttpServer *s, int head_msec, int idle_msec, int b
 
 void http_server_set_peer_waiting_max(HttpServer *s, unsigned n) {
         if (s)
-                s->peer_waiting_max = n;
+                __atomic_store_n(&s->peer_waiting_max, n, __ATOMIC_RELAXED);
 }
 
 void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook) {
