@@ -116,6 +116,9 @@ def test_tenant_request_rate_429_with_retry_after(spaced):
     assert limited is not None, f"20 requests at once at rps=2 (burst 4): {statuses}"
     assert statuses[:4] == [200] * 4, statuses
     assert_limited(limited, f"tenant '{t}'", "rps=2", "the tenant's quota")
+    m = spaced.api("GET", "/metrics", key=None)
+    counted = [l for l in m.text().splitlines() if l.startswith("space_http_requests_limited_total ")]
+    assert counted and int(counted[0].split()[1]) >= statuses.count(429), counted
     # back to the default: served again
     set_quotas(spaced, t, rps=None)
     r = spaced.api("GET", f"/v1/tenants/{t}")
