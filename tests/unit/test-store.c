@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <libpq-fe.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <inttypes.h>
@@ -3191,4 +3192,71 @@ STORE_TEST(tenant_usage_and_admitted_inserts) {
         ASSERT_OK(store_tenant_usage(s, "tn_a", &u));
         ASSERT_EQ(u.used[TENANT_QUOTA_SANDBOXES], 3U);
         ASSERT_EQ(u.used[TENANT_QUOTA_CPU_MILLIS], 2250U);
+}
+
+/* Admissions on separate handles at once (separate connections on
+ * PostgreSQL): the tenant's quota holds whoever races. */
+#define RACE_THREADS 4
+#define RACE_INSERTS 5
+#define RACE_LIMIT 7
+
+typedef struct AdmitRacer {
+        const char *url;
+        unsigned n;
+        int made, refused, failed;
+} AdmitRacer;
+
+static void *admit_racer(void *arg) {
+        AdmitRacer *a = arg;
+        Store *s = NULL;
+
+        if (store_open(a->url, &s) < 0) {
+                a->failed = RACE_INSERTS;
+                return NULL;
+        }
+        for (unsigned i = 0; i < RACE_INSERTS; i++) {
+                StoreAdmission adm = { .limit = { [TENANT_QUOTA_SANDBOXES] = RACE_LIMIT } };
+                Sandbox sb = {
+                        .state = SANDBOX_CREATING, .cpu_millis = 1000, .memory_mb = 512, .disk_mb = 2048,
+                        .pids_max = 1024,
+                };
+                int r;
+
+                (void) snprintf(sb.id, sizeof sb.id, "r%u-%u", a->n, i);
+                (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, "tn_race");
+                (void) strscpy(sb.template_name, sizeof sb.template_name, "base");
+                (void) strscpy(sb.runtime, sizeof sb.runtime, "ns");
+                r = store_sandbox_insert_admit(s, &sb, UINT32_MAX, &adm);
+                if (r >= 0)
+                        a->made++;
+                else if (r == -EDQUOT)
+                        a->refused++;
+                else
+                        a->failed++;
+        }
+        store_close(s);
+        return NULL;
+}
+
+STORE_TEST(concurrent_admissions_hold_the_quota) {
+        _cleanup_(store_closep) Store *s = open_url(url); /* migrated before the racers open theirs */
+        AdmitRacer racers[RACE_THREADS] = {};
+        pthread_t th[RACE_THREADS];
+        TenantUsage u;
+        int made = 0, refused = 0;
+
+        for (unsigned i = 0; i < RACE_THREADS; i++) {
+                racers[i] = (AdmitRacer){ .url = url, .n = i };
+                ASSERT_EQ(pthread_create(&th[i], NULL, admit_racer, &racers[i]), 0);
+        }
+        for (unsigned i = 0; i < RACE_THREADS; i++) {
+                ASSERT_EQ(pthread_join(th[i], NULL), 0);
+                ASSERT_EQ(racers[i].failed, 0);
+                made += racers[i].made;
+                refused += racers[i].refused;
+        }
+        ASSERT_EQ(made, RACE_LIMIT);
+        ASSERT_EQ(refused, RACE_THREADS * RACE_INSERTS - RACE_LIMIT);
+        ASSERT_OK(store_tenant_usage(s, "tn_race", &u));
+        ASSERT_EQ(u.used[TENANT_QUOTA_SANDBOXES], (uint64_t) RACE_LIMIT);
 }
