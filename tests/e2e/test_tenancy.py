@@ -322,7 +322,7 @@ def test_hostile_tenant_cannot_starve_another(spaced):
     sid = sb["id"]
     try:
         idle, failures = {}, []
-        for i in range(15):
+        for i in range(40):
             victim_round(spaced, victim, sid, idle, failures, creates=(i % 5 == 0))
         assert not failures, failures
 
