@@ -266,6 +266,9 @@ def test_bad_tenant_names_and_bodies(spaced):
     assert q["overrides"] == {"sandboxes": 5}, q
     key = make_key(spaced, t)
     assert spaced.api("GET", f"/v1/tenants/{t}", key=key).json()["quotas"]["sandboxes"] == 5
+    # recorded, for the tenant to see
+    ev = spaced.api("GET", "/v1/events", params={"type": "tenant.quotas"}, key=key).json()["events"]
+    assert len(ev) == 1 and ev[0]["data"]["sandboxes"] == 5 and ev[0]["data"]["rps"] == -1, ev
 
 
 # ---- fairness ----
