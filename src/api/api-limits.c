@@ -161,6 +161,8 @@ void api_limits_set_tenant(ApiLimits *l, const TenantQuotas *q) {
         pthread_mutex_lock(&l->lock);
         t = entry_get_locked(l, 't', q->tenant_id, now);
         if (t) {
+                if (t->quota_rps != q->value[TENANT_QUOTA_RPS])
+                        t->refill_usec = 0; /* a new rate starts with a full bucket */
                 t->quota_rps = q->value[TENANT_QUOTA_RPS];
                 t->quota_streams = q->value[TENANT_QUOTA_STREAMS];
                 t->quotas_read_usec = now;

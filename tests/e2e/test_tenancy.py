@@ -397,3 +397,32 @@ def test_cli_tenant_set_show_ls(spaced):
     assert r.rc != 0 and "admin" in r.err, r
     r = spaced.cli("tenant", "show", t, key=key)
     assert r.rc == 0 and "sandboxes" in r.out, r
+
+
+def test_e2b_create_over_the_quota_and_rate(spaced):
+    t = new_tenant()
+    key = make_key(spaced, t)
+    set_quotas(spaced, t, sandboxes=1)
+
+    def rest(method, path, body=None):
+        headers = {"X-API-KEY": key}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        return e2e_http.request(spaced.url, method, path, data=data, key=None, headers=headers, timeout=120)
+
+    r = rest("POST", "/v2/sandboxes", {"templateID": "base", "timeout": 600})
+    assert r.status == 201, r
+    sid = r.json()["sandboxID"]
+    try:
+        r = rest("POST", "/v2/sandboxes", {"templateID": "base", "timeout": 600})
+        assert r.status == 429 and r.headers.get("retry-after"), r
+        assert "sandboxes=1" in r.json()["message"], r
+        # its keys' rate counts on this surface too
+        set_quotas(spaced, t, rps=1)
+        statuses = [rest("GET", "/sandboxes").status for _ in range(8)]
+        assert 429 in statuses and statuses[0] == 200, statuses
+    finally:
+        set_quotas(spaced, t, rps=None)
+        spaced.delete(sid, key=key)
