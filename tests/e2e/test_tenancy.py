@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 import e2e_http
+import e2e_residue as residue
 from e2e_daemon import assert_error_shape
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -426,3 +427,43 @@ def test_e2b_create_over_the_quota_and_rate(spaced):
     finally:
         set_quotas(spaced, t, rps=None)
         spaced.delete(sid, key=key)
+
+
+@pytest.mark.timeout(300)
+def test_admin_keys_keep_their_reserved_connections(e2e_session, request):
+    """Non-admin keys' requests in flight stop short of the server's 1024
+    connections by admin_reserved_connections: with that at 512 and every
+    per-key and per-tenant cap raised out of the way, two tenants holding 512
+    streams leave the 513th refused (503 naming the reserve) and the admin
+    served."""
+    big = "1000"
+    d = e2e_session.new_daemon(extra_args=["--admin-reserved-connections=512", f"--key-streams-max={big}",
+                                           f"--key-requests-max={big}", f"--tenant-streams-max={big}",
+                                           f"--tenant-requests-max={big}"])
+    held = []
+    try:
+        d.start()
+        keys = [make_key(d, new_tenant()) for _ in range(2)]
+        for i in range(512):
+            s = follow(d, keys[i % 2])
+            assert s.status == 200, f"stream {i + 1}: {s.status}"
+            held.append(s)
+        s = follow(d, keys[0])
+        assert s.status == 503, s.status
+        r = stream_error(s)
+        assert_error_shape(r, 503, "unavailable")
+        assert "admin_reserved_connections=512" in r.json()["error"]["message"], r
+        assert r.headers.get("retry-after"), r
+        # the admin gets in, a stream and a plain request
+        s = follow(d, d.admin_key)
+        assert s.status == 200, s.status
+        s.close()
+        assert d.api("GET", "/v1/info").status == 200
+    finally:
+        for s in held:
+            s.close()
+        problems = residue.teardown_daemon(d) if d.running else []
+        if not problems:
+            residue.remove_daemon_dir(d)
+        else:
+            residue.teardown_failed(request, "tenancy daemon teardown:\n  " + "\n  ".join(problems))
