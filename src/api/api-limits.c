@@ -178,6 +178,7 @@ static int refuse(ApiRequest *r, ApiLimits *l, int retry_after_s, bool close, Ap
         va_list ap;
 
         atomic_fetch_add(&l->refused, 1);
+        r->limited = true;
         r->retry_after_s = MAX(retry_after_s, 1);
         if (close)
                 http_conn_set_close(r->conn); /* a thread and a socket less until it comes back */

@@ -648,8 +648,10 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
                             head->method, strna(head->path), r.status, elapsed_msec(&start),
                             (double) store_timing_usec() / 1000.0, e.message);
         else
-                log_info("request method=%s path=%s status=%d duration_ms=%.1f store_ms=%.1f", head->method,
-                         strna(head->path), r.status, elapsed_msec(&start), (double) store_timing_usec() / 1000.0);
+                log_full_errno(r.limited ? LOG_DEBUG_ : LOG_INFO_, 0,
+                               "request method=%s path=%s status=%d duration_ms=%.1f store_ms=%.1f%s", head->method,
+                               strna(head->path), r.status, elapsed_msec(&start),
+                               (double) store_timing_usec() / 1000.0, r.limited ? " limited=1" : "");
         log_set_context(NULL, NULL);
         free(r.tenants);
 }

@@ -34,6 +34,7 @@ typedef struct ApiRequest {
         int retry_after_s;      /* > 0: a 429 or 503 answer says Retry-After */
         bool limits_held;       /* counted in flight by api_limits_enter() */
         bool limits_stream;     /* ... as an open stream too */
+        bool limited;           /* refused by api_limits_enter(): logged at debug (a flood must not flood the log) */
 } ApiRequest;
 
 /* A route handler. Returns >= 0 if it responded, < 0 with e filled otherwise
