@@ -467,3 +467,36 @@ def test_admin_keys_keep_their_reserved_connections(e2e_session, request):
             residue.remove_daemon_dir(d)
         else:
             residue.teardown_failed(request, "tenancy daemon teardown:\n  " + "\n  ".join(problems))
+
+
+@pytest.mark.timeout(300)
+def test_requests_in_flight_per_key_and_per_tenant(e2e_session, request):
+    d = e2e_session.new_daemon(extra_args=["--key-requests-max=3", "--tenant-requests-max=5"])
+    held = []
+    try:
+        d.start()
+        t = new_tenant()
+        a, b = make_key(d, t), make_key(d, t)
+        for _ in range(3):
+            s = follow(d, a)
+            assert s.status == 200, s.status
+            held.append(s)
+        r = d.api("GET", "/v1/sandboxes", key=a)
+        assert_limited(r, "3 requests in flight", "key_requests_max=3")
+        for _ in range(2):
+            s = follow(d, b)
+            assert s.status == 200, s.status
+            held.append(s)
+        r = d.api("GET", "/v1/sandboxes", key=b)
+        assert_limited(r, f"tenant '{t}' has 5 requests in flight", "tenant_requests_max=5")
+        # another tenant's key and the admin are not counted with them
+        assert d.api("GET", "/v1/sandboxes", key=make_key(d, new_tenant())).status == 200
+        assert d.api("GET", "/v1/sandboxes").status == 200
+    finally:
+        for s in held:
+            s.close()
+        problems = residue.teardown_daemon(d) if d.running else []
+        if not problems:
+            residue.remove_daemon_dir(d)
+        else:
+            residue.teardown_failed(request, "tenancy daemon teardown:\n  " + "\n  ".join(problems))
