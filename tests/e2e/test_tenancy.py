@@ -7,6 +7,8 @@ cannot starve another."""
 
 import json
 import os
+import re
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import uuid
 
 import pytest
 
+import e2e_host as host
 import e2e_http
 import e2e_residue as residue
 from e2e_daemon import assert_error_shape
@@ -495,6 +498,55 @@ def test_requests_in_flight_per_key_and_per_tenant(e2e_session, request):
     finally:
         for s in held:
             s.close()
+        problems = residue.teardown_daemon(d) if d.running else []
+        if not problems:
+            residue.remove_daemon_dir(d)
+        else:
+            residue.teardown_failed(request, "tenancy daemon teardown:\n  " + "\n  ".join(problems))
+
+
+def _warm_rows(d):
+    db = sqlite3.connect(os.path.join(d.state_dir, "space.db"), timeout=10)
+    try:
+        return db.execute("SELECT id FROM sandboxes WHERE warm_pool <> '' AND state <> 'deleted'").fetchall()
+    finally:
+        db.close()
+
+
+def _warm_ready(d):
+    r = d.api("GET", "/metrics", key=None)
+    m = re.search(r'^space_warm_pool_size\{template="base"\} (\d+)$', r.text(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+@pytest.mark.timeout(300)
+def test_a_warm_sandbox_is_admitted_like_a_cold_one(e2e_session, request):
+    """With a warm pool, a create claims a warm sandbox instead of making
+    one: over the quota the claim is refused too (not a cold create instead)."""
+    d = e2e_session.new_daemon(extra_args=["--warm-pool=base:2"])
+    made = []
+    try:
+        d.start()
+        assert host.wait_until(lambda: _warm_ready(d) == 2, 120), d.log_tail(40)
+        t = new_tenant()
+        key = make_key(d, t)
+        set_quotas(d, t, sandboxes=1)
+        made.append(d.create(key=key)["id"])
+        r = d.api("POST", "/v1/sandboxes", json={}, key=key, timeout=180)
+        assert_limited(r, "sandboxes=1", "1 in use")
+        assert [s["id"] for s in d.api("GET", "/v1/sandboxes", key=key).json()["sandboxes"]] == made
+        ev = d.api("GET", "/v1/events", params={"sandbox": made[0], "type": "sandbox.created"}, key=key).json()
+        assert ev["events"] and ev["events"][0]["data"].get("warm_pool") is True, ev
+    finally:
+        for sid in made:
+            d.delete(sid, key=key)
+        # warm sandboxes outlive a stop: a start without the pool removes them (as test_lifecycle does)
+        if d.running:
+            host.wait_until(lambda: _warm_ready(d) == 2, 120)
+            d.stop()
+            d.extra_args = []
+            d.start()
+            host.wait_until(lambda: not _warm_rows(d), 120)
         problems = residue.teardown_daemon(d) if d.running else []
         if not problems:
             residue.remove_daemon_dir(d)
