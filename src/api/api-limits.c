@@ -5,7 +5,8 @@
  * Requests of non-admin keys together stop short of the server's connection
  * cap by admin_reserved_connections, so an admin key always finds room.
  * A refusal is 429 too_many_requests naming the limit, with Retry-After
- * (503 for the server-wide share). The tenant's own rps and streams (its
+ * (503 for the server-wide share); one over its rate gets it only after
+ * API_LIMITS_TARPIT_MSEC, counted in flight meanwhile. The tenant's own rps and streams (its
  * quota row) are read from the store at most every API_LIMITS_QUOTA_TTL_USEC. */
 
 #include <inttypes.h>
@@ -13,6 +14,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc-util.h"
 #include "api-internal.h"
@@ -23,6 +25,7 @@
 #define API_LIMITS_ENTRIES_GC 4096U              /* entries past which idle ones are dropped */
 #define API_LIMITS_IDLE_USEC (60 * 1000000LL)    /* ... if unused this long */
 #define API_LIMITS_QUOTA_TTL_USEC (5 * 1000000LL)
+#define API_LIMITS_TARPIT_MSEC 250U              /* a request over its rate waits this long for its 429 */
 
 typedef struct LimitEntry {
         struct LimitEntry *next;
@@ -209,6 +212,7 @@ int api_limits_enter(ApiRequest *r, bool stream, ApiError *e) {
         LimitEntry *k, *t = NULL;
         uint64_t t_streams = 0;
         double t_rps = 0;
+        bool tarpit = false;
         int ret = 0;
 
         if (!l || r->limits_held)
@@ -254,23 +258,29 @@ int api_limits_enter(ApiRequest *r, bool stream, ApiError *e) {
                              "tenant '%s' has %" PRIu64 " open streams (limit %s=%" PRIu64 "%s)", r->tenant_name,
                              t->streams, t->quota_streams >= 0 ? "streams" : "tenant_streams_max", t_streams,
                              t->quota_streams >= 0 ? ", the tenant's quota" : "");
-        else if (k->tokens < 1.0)
+        else if (k->tokens < 1.0) {
                 ret = refuse(r, l, retry_after(k, key_rps), false, e, API_TOO_MANY_REQUESTS,
                              "key %s is over its request rate (limit %s=%.0f, %s=%.0f)", r->key.id,
                              admin ? "admin_key_rps" : "key_rps", key_rps, admin ? "admin_key_burst" : "key_burst",
                              key_burst);
-        else if (t && t_rps > 0 && t->tokens < 1.0)
+                tarpit = true;
+        } else if (t && t_rps > 0 && t->tokens < 1.0) {
                 ret = refuse(r, l, retry_after(t, t_rps), false, e, API_TOO_MANY_REQUESTS,
                              "tenant '%s' is over its request rate (limit %s=%.0f%s)", r->tenant_name,
                              t->quota_rps >= 0 ? "rps" : "tenant_rps", t_rps,
                              t->quota_rps >= 0 ? ", the tenant's quota" : "");
-        else {
-                k->tokens -= 1.0;
+                tarpit = true;
+        }
+        if (ret >= 0 || tarpit) {
+                /* admitted; or over its rate, held in flight (so its in-flight caps bound how many wait)
+                 * while it waits out API_LIMITS_TARPIT_MSEC below */
+                if (ret >= 0)
+                        k->tokens -= 1.0;
                 k->requests++;
                 k->streams += stream;
                 k->used_usec = now;
                 if (t) {
-                        if (t_rps > 0)
+                        if (ret >= 0 && t_rps > 0)
                                 t->tokens -= 1.0;
                         t->requests++;
                         t->streams += stream;
@@ -281,6 +291,10 @@ int api_limits_enter(ApiRequest *r, bool stream, ApiError *e) {
                 r->limits_stream = stream;
         }
         pthread_mutex_unlock(&l->lock);
+        /* A client over its rate waits for its 429: a flood on keep-alive connections slows down to
+         * their number over this, instead of costing the server a request each as fast as they come. */
+        if (tarpit)
+                (void) usleep(API_LIMITS_TARPIT_MSEC * 1000);
         return ret;
 }
 
