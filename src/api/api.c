@@ -163,6 +163,15 @@ const Config *api_config(const Api *a) {
         return &a->config;
 }
 
+void api_thread_done(void *userdata) {
+        Api *a = userdata;
+
+        if (!a)
+                return;
+        thread_handles_free(pthread_getspecific(a->handles_key));
+        (void) pthread_setspecific(a->handles_key, NULL);
+}
+
 static ThreadHandles *thread_handles(Api *a) {
         ThreadHandles *h = pthread_getspecific(a->handles_key);
         if (h)

@@ -58,6 +58,10 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
  * says how long its request has waited on the store so far and in all:
  * "Server-Timing: store;dur=MS;desc=\"N calls\", total;dur=MS". */
 void api_head_hook(char *buf, size_t size, void *userdata);
+/* An HttpThreadHook (userdata: the Api): frees the calling connection
+ * thread's store and worker handles, while the Api is certainly alive (the
+ * thread-local destructor may run after api_free() deleted its key). */
+void api_thread_done(void *userdata);
 
 /* Helpers for handlers */
 int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);     /* body → JSON object (400/413/415 errors) */

@@ -83,6 +83,7 @@ struct HttpServer {
         char *unix_path;
         HttpHandler handler;
         HttpHeadHook head_hook;
+        HttpThreadHook thread_done_hook;
         void *userdata;
         int head_timeout_msec, idle_timeout_msec, body_idle_timeout_msec;
         unsigned peer_waiting_max;      /* 0 = no per-address cap */
@@ -725,6 +726,8 @@ static void *conn_thread(void *arg) {
         HttpServer *s = c->server;
 
         conn_serve(c);
+        if (s->thread_done_hook)
+                s->thread_done_hook(s->userdata);
 
         /* Out of the list first, so stop() never shuts down a reused fd number. */
         pthread_mutex_lock(&s->lock);
@@ -966,6 +969,10 @@ void http_server_set_timeouts(HttpServer *s, int head_msec, int idle_msec, int b
 void http_server_set_peer_waiting_max(HttpServer *s, unsigned n) {
         if (s)
                 __atomic_store_n(&s->peer_waiting_max, n, __ATOMIC_RELAXED);
+}
+
+void http_server_set_thread_done_hook(HttpServer *s, HttpThreadHook hook) {
+        s->thread_done_hook = hook;
 }
 
 void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook) {

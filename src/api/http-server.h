@@ -33,6 +33,12 @@ void http_server_set_peer_waiting_max(HttpServer *s, unsigned n);
  * thread as each response head goes out, e.g. timings of the request. */
 typedef void (*HttpHeadHook)(char *buf, size_t size, void *userdata);
 void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook);
+/* Runs on each connection's thread once it is done with its last request,
+ * before the server counts the connection gone (so http_server_free()
+ * returns only after every hook ran): for per-thread state of the handler
+ * that a thread-local destructor would free too late. */
+typedef void (*HttpThreadHook)(void *userdata);
+void http_server_set_thread_done_hook(HttpServer *s, HttpThreadHook hook);
 /* The bound port (useful with port 0). */
 int http_server_port(const HttpServer *s);
 /* Serves until http_server_stop(); returns 0. Call from one thread. */
