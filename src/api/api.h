@@ -31,6 +31,10 @@ typedef struct ApiRequest {
         bool body_read;         /* the request body was read to its end */
         Tenant *tenants;        /* lazily loaded name cache for admin views (api_tenant_name) */
         size_t n_tenants;
+        int retry_after_s;      /* > 0: a 429 or 503 answer says Retry-After */
+        bool limits_held;       /* counted in flight by api_limits_enter() */
+        bool limits_stream;     /* ... as an open stream too */
+        bool limited;           /* refused by api_limits_enter(): logged at debug (a flood must not flood the log) */
 } ApiRequest;
 
 /* A route handler. Returns >= 0 if it responded, < 0 with e filled otherwise
@@ -54,6 +58,10 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
  * says how long its request has waited on the store so far and in all:
  * "Server-Timing: store;dur=MS;desc=\"N calls\", total;dur=MS". */
 void api_head_hook(char *buf, size_t size, void *userdata);
+/* An HttpThreadHook (userdata: the Api): frees the calling connection
+ * thread's store and worker handles, while the Api is certainly alive (the
+ * thread-local destructor may run after api_free() deleted its key). */
+void api_thread_done(void *userdata);
 
 /* Helpers for handlers */
 int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);     /* body → JSON object (400/413/415 errors) */

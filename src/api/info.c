@@ -169,6 +169,10 @@ int api_metrics(ApiRequest *r, ApiError *e) {
                    "# TYPE space_http_requests_in_flight gauge\n"
                    "space_http_requests_in_flight %" PRIu64 "\n",
                 (uint64_t) atomic_load(&r->api->requests_in_flight));
+        fprintf(f, "# HELP space_http_requests_limited_total Requests refused by a key's or tenant's request limits.\n"
+                   "# TYPE space_http_requests_limited_total counter\n"
+                   "space_http_requests_limited_total %" PRIu64 "\n",
+                api_limits_refused(r->api->limits));
         k = fflush(f) == 0 && !ferror(f) ? 0 : -ENOMEM;
         fclose(f);
         if (k < 0)

@@ -96,15 +96,24 @@ void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError 
         api_event(r, sb->id, "sandbox.create_failed", reason, NULL);
 }
 
-int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, ApiError *e) {
+int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiError *e) {
+        StoreAdmission adm;
         int k = -EEXIST;
 
+        /* the tenant's quotas, decided in the insert's transaction */
+        k = api_tenant_admission(r, sb->tenant_id, &adm, e);
+        if (k < 0)
+                return k;
+        adm.count = pending;
+        k = -EEXIST;
         for (unsigned i = 0; i < API_ID_ATTEMPTS && k == -EEXIST; i++) {
                 k = api_sandbox_id_generate(sb->id);
                 if (k < 0)
                         return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
-                k = store_sandbox_insert_max(r->store, sb, (uint32_t) api_config(r->api)->slots_max);
+                k = store_sandbox_insert_admit(r->store, sb, (uint32_t) api_config(r->api)->slots_max, &adm);
         }
+        if (k == -EDQUOT)
+                return api_quota_error(r, &adm, pending > 1 ? "this branch" : "a new sandbox", e);
         if (k == -ENOSPC)
                 return api_error(e, k, API_UNAVAILABLE, "no free sandbox slot on this host");
         if (k < 0)
@@ -120,7 +129,7 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError 
 
         (void) strscpy(sb->worker, sizeof sb->worker, API_WORKER_NAME);
         sb->state = SANDBOX_CREATING;
-        k = api_sandbox_insert_new(r, sb, e);
+        k = api_sandbox_insert_new(r, sb, 1, e);
         if (k < 0)
                 return k;
         api_log_sandbox(r, sb->id);

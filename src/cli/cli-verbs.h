@@ -18,6 +18,7 @@ int cli_rm(int argc, char **argv);       /* cli-rm.c */
 int cli_cp(int argc, char **argv);       /* cli-cp.c */
 int cli_template(int argc, char **argv); /* cli-template.c */
 int cli_key(int argc, char **argv);      /* cli-key.c */
+int cli_tenant(int argc, char **argv);   /* cli-tenant.c */
 int cli_cred(int argc, char **argv);     /* cli-cred.c */
 int cli_events(int argc, char **argv);   /* cli-events.c */
 int cli_policy(int argc, char **argv);   /* cli-policy.c */

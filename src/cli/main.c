@@ -103,6 +103,16 @@ static const CliCommand commands[] = {
           "  create   create a key and print its secret (shown only once)\n"
           "  ls       list keys\n"
           "  rm ID    delete a key\n" },
+        { "tenant", cli_tenant,
+          "ls | show T | set T [--sandboxes N] [--cpu N] [--memory MB] [--disk MB] [--checkpoints N] [--rps N] "
+          "[--streams N]",
+          "tenants' quotas and usage",
+          "  ls       every tenant: used/limit of each quota (admin keys)\n"
+          "  show T   one tenant's quotas, the ones set for it (overrides) and its usage\n"
+          "  set T    set some of T's quotas (admin keys; makes T if it has no key yet): live sandboxes,\n"
+          "           CPUs, memory and disk (MiB) of its live sandboxes together, checkpoints, requests\n"
+          "           per second and open streams of its keys together; 0 = unlimited, 'default' = the\n"
+          "           host's default (tenant_max_* and tenant_rps, tenant_streams_max of spaced)\n" },
         { "cred", cli_cred,
           "add NAME --host H... [--header 'Authorization: Bearer {value}' | --basic-user U] [--env VAR] "
           "[--expires T] [--value-file F] | ls [ID] | show NAME | rm NAME... | rotate NAME [--value-file F] | "

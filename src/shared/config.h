@@ -87,6 +87,14 @@ typedef struct Config {
         uint64_t worker_cpu_millis;
         uint64_t worker_memory_mb;
         uint64_t ship_checkpoints;
+        /* tenancy limits: per API key, per tenant (its keys together), quotas' defaults */
+        uint64_t key_rps, key_burst, key_streams_max, key_requests_max;
+        uint64_t admin_key_rps, admin_key_burst, admin_key_streams_max, admin_key_requests_max;
+        uint64_t admin_reserved_connections;
+        uint64_t peer_idle_connections_max;
+        uint64_t tenant_rps, tenant_streams_max, tenant_requests_max;
+        uint64_t tenant_max_sandboxes, tenant_max_cpu_millis, tenant_max_memory_mb, tenant_max_disk_mb;
+        uint64_t tenant_max_checkpoints;
 } Config;
 
 /* One entry of warm_pool. */

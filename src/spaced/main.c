@@ -628,6 +628,8 @@ static int run_api(const Config *config) {
         if (r >= 0) {
                 http_server_set_head_hook(server, api_head_hook);
                 http_server_set_timeouts(server, 0, 0, (int) (config->http_stall_s * 1000));
+                http_server_set_peer_waiting_max(server, (unsigned) config->peer_idle_connections_max);
+                http_server_set_thread_done_hook(server, api_thread_done);
         }
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", config->listen);
@@ -782,6 +784,8 @@ int main(int argc, char *argv[]) {
         if (r >= 0) {
                 http_server_set_head_hook(server, api_head_hook);
                 http_server_set_timeouts(server, 0, 0, (int) (config.http_stall_s * 1000));
+                http_server_set_peer_waiting_max(server, (unsigned) config.peer_idle_connections_max);
+                http_server_set_thread_done_hook(server, api_thread_done);
         }
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", config.listen);
