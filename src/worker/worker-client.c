@@ -214,7 +214,9 @@ int worker_client_call(WorkerClient *w, JsonWriter *jw, JsonValue **ret, ApiErro
                 if (w->store)
                         return api_error(e, r, API_UNAVAILABLE, "worker '%s' (%s) unavailable: %s", w->target,
                                          w->target_address, strerror(-r));
-                return api_error(e, r, API_UNAVAILABLE, "worker unavailable: %s", strerror(-r));
+                /* the local worker is down or restarting (its supervisor starts it again) */
+                return api_error(e, r, API_WORKER_UNAVAILABLE, "the worker is unavailable (restarting?): %s",
+                                 strerror(-r));
         }
         r = worker_client_reply_check(reply, e);
         if (r < 0)
