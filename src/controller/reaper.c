@@ -41,8 +41,12 @@ int reaper_run_once(Store *store, WorkerClient *worker, int64_t now) {
                         continue; /* someone else acted on it */
                 r = worker_sandbox_destroy(worker, sb->id, &e);
                 if (r < 0) {
+                        char why[STORE_REASON_MAX];
                         log_warning("Failed to delete expired sandbox %s: %s", sb->id, e.message);
-                        (void) store_sandbox_set_state(store, sb->id, SANDBOX_DELETING, SANDBOX_ERROR, e.message);
+                        if (e.code == API_WORKER_UNAVAILABLE)
+                                continue; /* stays deleting: the worker finishes it at its start */
+                        snprintf(why, sizeof why, SANDBOX_REASON_DELETE_FAILED "%s", e.message);
+                        (void) store_sandbox_set_state(store, sb->id, SANDBOX_DELETING, SANDBOX_ERROR, why);
                         continue;
                 }
                 if (store_sandbox_set_state(store, sb->id, SANDBOX_DELETING, SANDBOX_DELETED, reason) >= 0) {
