@@ -22,7 +22,12 @@ struct Api {
         char *cluster_token;         /* role api: workers are reached over the network with it */
         atomic_uint_fast64_t requests_by_class[6]; /* [1..5] = 1xx..5xx */
         atomic_uint_fast64_t requests_in_flight;
+        ApiWorkerStatus *worker_status; /* role all: the worker's supervisor's view; NULL otherwise */
 };
+
+/* Seconds a client should wait before it tries again while the worker is
+ * unavailable (the Retry-After of 503 worker_unavailable). */
+unsigned api_worker_retry_after_s(const Api *a);
 
 /* The route table, for the test that keeps openapi.yaml in step with it. */
 /* Splits an absolute path into at most max segments, in place: "/v1/a/b" →
@@ -316,6 +321,7 @@ int api_credentials_env_of(ApiRequest *r, const char *sandbox_id, char **ret_env
 
 int api_info(ApiRequest *r, ApiError *e);
 int api_healthz(ApiRequest *r, ApiError *e);
+int api_readyz(ApiRequest *r, ApiError *e);
 int api_metrics(ApiRequest *r, ApiError *e);
 
 /* Records the status in r and streams; for handlers with streamed responses. */
