@@ -27,6 +27,8 @@ typedef struct Config {
         char template_dir[CONFIG_STR_MAX];
         char cgroup_root[128];
         char log_level[16];
+        char log_file[CONFIG_STR_MAX];  /* "" = stderr */
+        uint64_t log_max_mb;            /* log_file is rotated to .1 past this; 0 = never */
         char default_template[128];
         uint64_t uid_base;
         uint64_t slots_max;
