@@ -160,6 +160,7 @@ static int one_life(Supervisor *s, bool restart, int64_t died_at, char *why, siz
                 if (n > 0 && p[1].revents) {
                         set_phase(s, API_WORKER_STOPPING);
                         (void) kill(pid, SIGTERM);
+                        (void) kill(pid, SIGCONT); /* a stopped worker gets to act on it */
                         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                                 ;
                         atomic_store(&s->status.pid, 0);

@@ -203,6 +203,23 @@ void worker_net_gateway_readable(Worker *w) {
         (void) worker_net_gateway_restart(w, strerror(-r));
 }
 
+/* A create waits this long at most for a gateway whose restart is due soon
+ * (it kept dying: backoff), rather than failing at once. */
+#define GATEWAY_CREATE_WAIT_USEC (1000 * 1000)
+
+/* worker_net_gateway_restart() for a request that needs the gateway now:
+ * a restart due within GATEWAY_CREATE_WAIT_USEC is waited for. */
+static int gateway_restart_for_request(Worker *w, const char *why) {
+        int r = worker_net_gateway_restart(w, why);
+        int64_t wait = w->gateway_restarts.next_usec - now_usec();
+
+        if (r != -EAGAIN || wait > GATEWAY_CREATE_WAIT_USEC)
+                return r;
+        if (wait > 0)
+                (void) usleep((useconds_t) wait);
+        return worker_net_gateway_restart(w, NULL);
+}
+
 /* The gateway to register a new sandbox with: one that died is started again
  * first (once). A gateway that cannot be had now is a 503 (the client tries
  * again), never a create without egress control. */
@@ -211,7 +228,7 @@ static int gateway_ready(Worker *w, ApiError *e) {
 
         if (!streq(w->config->gateway, "on") || w->gateway)
                 return 0;
-        r = worker_net_gateway_restart(w, NULL);
+        r = gateway_restart_for_request(w, NULL);
         if (r < 0 || !w->gateway)
                 return api_error(e, r < 0 ? r : -EAGAIN, API_WORKER_UNAVAILABLE,
                                  "the sandbox gateway is restarting (next try in %.1f s)",
@@ -385,7 +402,7 @@ int worker_net_attach_begin(Worker *w, const char *id, uint64_t slot, pid_t pid,
         r = gateway_register_send(w, id, &pair, tenant, policy_json, &ret->gateway_seq, err, sizeof err);
         if (gateway_gone(r)) {
                 /* it died since the loop last looked: a new one, and the registration again */
-                r = worker_net_gateway_restart(w, strerror(-r));
+                r = gateway_restart_for_request(w, strerror(-r));
                 if (r < 0 || !w->gateway)
                         return api_error(e, r < 0 ? r : -EAGAIN, API_WORKER_UNAVAILABLE,
                                          "the sandbox gateway is restarting; try again");
@@ -435,10 +452,7 @@ int worker_net_attach_end(Worker *w, WorkerNet *n, ApiError *e) {
                  * store, which the API wrote before it asked us) */
                 AddrPair pair;
                 err[0] = 0;
-                if (!w->gateway)
-                        r = worker_net_gateway_restart(w, NULL);
-                else
-                        r = worker_net_gateway_restart(w, strerror(-r));
+                r = gateway_restart_for_request(w, w->gateway ? strerror(-r) : NULL);
                 if (r >= 0 && w->gateway && worker_net_pair(w, n->slot, &pair) >= 0)
                         r = gateway_register(w, n->id, &pair, NULL, err, sizeof err);
                 else if (r >= 0)

@@ -7,7 +7,9 @@ or rolled back; the log file is reopened on SIGHUP and rotated at
 log_max_mb. Every process signalled here is one of the spaced this module
 started (found by its parent pid and name)."""
 
+import http.client
 import io
+import json
 import os
 import signal
 import tarfile
@@ -173,6 +175,50 @@ def test_gateway_kill9_is_restarted(d):
     finally:
         for s in made:
             d.delete(s)
+
+
+def test_create_meets_dead_gateway(d):
+    """A create reaches the worker before it noticed its gateway died: the
+    create goes over an API connection whose thread is connected to the
+    worker already (HTTP keep-alive), the worker is stopped meanwhile so the
+    create waits in its socket ahead of the gateway's hangup. A new gateway
+    takes the registration and the create succeeds (today: 500 cannot
+    register sandbox with the gateway: Broken pipe)."""
+    w = worker_of(d)
+    gw = helper_of(d, "space-gateway")
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
+    auth = {"Authorization": f"Bearer {d.admin_key}", "Content-Type": "application/json"}
+    conn.request("GET", "/v1/info", headers=auth)  # this connection's thread now holds a worker connection
+    first = conn.getresponse()
+    assert first.status == 200 and first.read()
+    os.kill(w, signal.SIGSTOP)
+    res = {}
+
+    def create():
+        conn.request("POST", "/v1/sandboxes", body=b"{}", headers=auth)
+        r = conn.getresponse()
+        res["r"] = (r.status, r.read())
+    t = threading.Thread(target=create)
+    try:
+        t.start()
+        time.sleep(0.5)  # the create is in the worker's socket
+        host.kill_pid(gw, signal.SIGKILL)
+        time.sleep(0.2)
+    finally:
+        os.kill(w, signal.SIGCONT)
+    t.join(120)
+    conn.close()
+    status, body = res["r"]
+    assert status == 201, (status, body)
+    sid = json.loads(body)["id"]
+    d.known_alive.add(sid)
+    try:
+        assert d.sh(sid, "echo up") == "up\n"
+        g = health(d)["components"]["gateway"]
+        assert g["status"] == "ok" and g["pid"] != gw, g
+        assert "The gateway (pid %d) is gone (Broken pipe)" % gw in d.log_text(), d.log_tail(30)
+    finally:
+        d.delete(sid)
 
 
 def test_spawner_kill9_is_restarted(d):
