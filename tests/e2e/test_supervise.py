@@ -237,9 +237,12 @@ def test_spawner_kill9_is_restarted(d):
 
 
 def test_sigstop_worker_fails_readyz_not_healthz(d):
+    sid = d.create()["id"]
     w = worker_of(d)
     os.kill(w, signal.SIGSTOP)
     try:
+        # exec reaches the sandbox's agent without the worker
+        assert d.sh(sid, "echo direct", timeout=30) == "direct\n"
         def not_ready():
             r = d.api("GET", "/readyz", key=None, timeout=10)
             return r if r.status == 503 else None
@@ -255,6 +258,7 @@ def test_sigstop_worker_fails_readyz_not_healthz(d):
         os.kill(w, signal.SIGCONT)
     wait_ready(d, 30)
     assert worker_of(d) == w, "a stopped worker is waited for, not replaced"
+    d.delete(sid)
 
 
 def test_delete_cut_short_by_worker_death_finishes(d):
