@@ -12,12 +12,14 @@ import io
 import json
 import os
 import signal
+import subprocess
 import tarfile
 import threading
 import time
 
 import pytest
 
+from e2e_daemon import clean_env
 import e2e_host as host
 import e2e_residue as residue
 
@@ -431,3 +433,18 @@ def test_log_rotated_past_log_max_mb(d):
     assert os.path.getsize(d.log_path) < 1024 * 1024
     assert os.path.getsize(d.log_path + ".1") >= 1024 * 1024
     assert d.running and ready(d)
+
+
+def test_first_start_failure_is_not_retried(d, tmp_path):
+    """The daemon's own first start of the worker fails (a setting only the
+    worker checks): spaced exits with the reason instead of restarting it."""
+    state = tmp_path / "state"
+    args = [d.s.spaced_bin, "--state-dir", str(state), "--listen", "127.0.0.1:1", "--agent-path", d.s.agent_bin,
+            "--template-dir", str(tmp_path), "--pool-size-mb", "1024", "--cgroup-root", d.cgroup_root + "f",
+            "--net-pool", d.net_pool, "--net-table", d.net_table + "f", "--net-link-prefix", "bad"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120, env=clean_env())
+    assert p.returncode == 1, p
+    assert "net_link_prefix 'bad'" in p.stderr, p.stderr
+    assert "The worker failed to start" in p.stderr, p.stderr
+    assert "starting it again" not in p.stderr, p.stderr
+    assert ready(d)
