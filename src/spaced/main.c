@@ -679,7 +679,9 @@ static int main_rotate(int argc, char *argv[]) {
 
 /* spaced worker-process first|restart [daemon options]: the worker process
  * of role all, started by supervise.c (not by hand). Its ready byte goes to
- * fd 3; its stdout and stderr are set up by its supervisor. */
+ * fd 3; fd 4 is its share of spaced's lock of the state dir (held while it
+ * lives, never passed on to what it executes); its stdout and stderr are set
+ * up by its supervisor. */
 static int main_worker_process(int argc, char *argv[]) {
         _cleanup_free_ char **rest = new0(char *, (size_t) argc + 1);
         Config config;
@@ -697,6 +699,10 @@ static int main_worker_process(int argc, char *argv[]) {
                 return r < 0 ? 2 : 0;
         if (!streq(config.role, "all")) {
                 fprintf(stderr, "spaced: worker-process belongs to role all\n");
+                return 2;
+        }
+        if (fcntl(4, F_SETFD, FD_CLOEXEC) < 0) {
+                fprintf(stderr, "spaced: worker-process needs the state dir's lock as fd 4\n");
                 return 2;
         }
         signal(SIGPIPE, SIG_IGN);
@@ -772,7 +778,7 @@ int main(int argc, char *argv[]) {
                 return 1;
 
         /* the worker process, started again whenever it dies (a fresh exec: spaced has threads) */
-        r = supervise_start(argv, log_child_fd, &sup);
+        r = supervise_start(argv, log_child_fd, pidfd, &sup);
         if (r < 0) {
                 log_error("The worker failed to start (see the log above)");
                 return 1;

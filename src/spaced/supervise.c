@@ -33,10 +33,13 @@
 #define WORKER_BACKOFF_MAX_USEC (INT64_C(10) * 1000 * 1000)
 #define WORKER_STABLE_USEC (INT64_C(30) * 1000 * 1000)
 #define WORKER_READY_FD 3 /* in the worker process: where its ready byte goes */
+#define WORKER_LOCK_FD 4  /* ... and its copy of spaced's lock of the state dir (spaced.pid) */
+#define CHILD_SCRATCH_FD 10
 
 struct Supervisor {
         char **argv;            /* spaced worker-process first|restart OPTIONS... */
         int log_fd;             /* the worker's stdout and stderr; -EBADF: ours */
+        int lock_fd;            /* spaced.pid, flocked: the worker holds it too */
         int stop_fd;            /* eventfd: spaced stops */
         pthread_t thread;
         ApiWorkerStatus status;
@@ -87,11 +90,15 @@ static int spawn_worker(Supervisor *s, bool restart, pid_t *ret_pid, int *ret_pi
                 sigset_t none;
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                int ready, lock;
                 if (s->log_fd >= 0 && (dup2(s->log_fd, STDOUT_FILENO) < 0 || dup2(s->log_fd, STDERR_FILENO) < 0))
                         _exit(127);
-                if (sp[1] == WORKER_READY_FD ? fcntl(sp[1], F_SETFD, 0) < 0 : dup2(sp[1], WORKER_READY_FD) < 0)
+                /* out of the way first (either may be 3 or 4 now), then into place, without CLOEXEC */
+                ready = fcntl(sp[1], F_DUPFD, CHILD_SCRATCH_FD);
+                lock = fcntl(s->lock_fd, F_DUPFD, CHILD_SCRATCH_FD);
+                if (ready < 0 || lock < 0 || dup2(ready, WORKER_READY_FD) < 0 || dup2(lock, WORKER_LOCK_FD) < 0)
                         _exit(127);
-                (void) syscall(SYS_close_range, WORKER_READY_FD + 1U, ~0U, 0U);
+                (void) syscall(SYS_close_range, WORKER_LOCK_FD + 1U, ~0U, 0U);
                 execv("/proc/self/exe", s->argv);
                 _exit(127);
         }
@@ -237,7 +244,7 @@ static void *supervise_thread(void *userdata) {
         return NULL;
 }
 
-int supervise_start(char **daemon_argv, int log_fd, Supervisor **ret) {
+int supervise_start(char **daemon_argv, int log_fd, int lock_fd, Supervisor **ret) {
         _cleanup_free_ Supervisor *s = new0(Supervisor, 1);
         size_t n = 0;
         int r;
@@ -255,6 +262,7 @@ int supervise_start(char **daemon_argv, int log_fd, Supervisor **ret) {
         for (size_t i = 1; i < n; i++)
                 s->argv[i + 2] = daemon_argv[i];
         s->log_fd = log_fd;
+        s->lock_fd = lock_fd;
         s->stop_fd = eventfd(0, EFD_CLOEXEC);
         if (s->stop_fd < 0) {
                 free(s->argv);

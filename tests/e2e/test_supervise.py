@@ -435,6 +435,28 @@ def test_log_rotated_past_log_max_mb(d):
     assert d.running and ready(d)
 
 
+def test_no_second_daemon_while_the_old_worker_lives(d):
+    """spaced dies but its worker lives on a moment (here: it is stopped, so
+    its parent-death SIGTERM waits): a new spaced on the same state dir is
+    refused until that worker is gone (it holds spaced's lock too), so two
+    workers never share a pool."""
+    w = worker_of(d)
+    os.kill(w, signal.SIGSTOP)
+    try:
+        host.kill_pid(d.pid, signal.SIGKILL)
+        d.proc.wait(30)
+        start = d.log_size()
+        p = subprocess.run(d.args(), capture_output=True, text=True, timeout=60, env=clean_env())
+        assert p.returncode != 0, p
+        assert "Another spaced runs on" in d.log_text(start) + p.stderr, d.log_tail(10, start)
+    finally:
+        os.kill(w, signal.SIGCONT)
+    assert not host.wait_gone([w], 60), "the old worker did not stop"
+    d.pid = d.proc = None
+    d.start()
+    assert ready(d)
+
+
 def test_first_start_failure_is_not_retried(d, tmp_path):
     """The daemon's own first start of the worker fails (a setting only the
     worker checks): spaced exits with the reason instead of restarting it."""
