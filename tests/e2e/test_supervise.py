@@ -296,6 +296,32 @@ def test_delete_cut_short_by_worker_death_finishes(d):
     assert sid not in d.subvolumes()
 
 
+def test_suspend_cut_short_by_worker_death_keeps_the_sandbox(d):
+    """The worker dies with a suspend in its socket: 503, the sandbox is back
+    to running (not error) and the restarted worker adopts it."""
+    sid = d.create()["id"]
+    try:
+        agent = d.agent_pid(sid)
+        old = worker_of(d)
+        os.kill(old, signal.SIGSTOP)
+        res = {}
+        t = threading.Thread(target=lambda: res.update(r=d.api("POST", f"/v1/sandboxes/{sid}/suspend", timeout=120)))
+        t.start()
+        try:
+            time.sleep(0.5)
+        finally:
+            host.kill_pid(old, signal.SIGKILL)
+        t.join(120)
+        assert_worker_unavailable(res["r"])
+        new_worker(d, old)
+        v = d.show(sid).json()
+        assert v["state"] == "running", v
+        assert d.agent_pid(sid) == agent
+        assert d.sh(sid, "echo kept") == "kept\n"
+    finally:
+        d.delete(sid)
+
+
 def many_files_tar(n):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
