@@ -737,6 +737,11 @@ int main(int argc, char *argv[]) {
                 log_warning("The Public Suffix List is incomplete (libpsl's built-in list or %s of the "
                             "publicsuffix package missing): wildcard host patterns in credentials (and, without "
                             "libpsl's list, in allow rules) are refused", PUBLIC_SUFFIX_DAT_PATH);
+        if (!isempty(config.log_file) && !streq(config.role, "all")) {
+                /* a cluster role logs to stderr (the journal, the container's log) */
+                fprintf(stderr, "spaced: log_file is for role all; role %s logs to stderr\n", config.role);
+                return 2;
+        }
         if (streq(config.role, "worker"))
                 return run_worker(&config);
         if (streq(config.role, "api"))

@@ -496,3 +496,13 @@ def test_first_start_failure_is_not_retried(d, tmp_path):
     assert "The worker failed to start" in p.stderr, p.stderr
     assert "starting it again" not in p.stderr, p.stderr
     assert ready(d)
+
+
+def test_log_file_refused_for_cluster_roles(d, tmp_path):
+    log = tmp_path / "x.log"
+    p = subprocess.run([d.s.spaced_bin, "--role", "api", "--cluster-token-file", str(tmp_path / "t"),
+                        "--store-url", "postgres://127.0.0.1:1/none", "--state-dir", str(tmp_path / "s"),
+                        "--log-file", str(log)], capture_output=True, text=True, timeout=60, env=clean_env())
+    assert p.returncode == 2, p
+    assert "log_file is for role all" in p.stderr, p.stderr
+    assert not log.exists()
