@@ -3,7 +3,7 @@
 # Idempotent: installs only what is missing. Run as root.
 set -eu
 
-PKGS="gcc libc6-dev meson ninja-build pkg-config libsqlite3-dev libpq-dev postgresql libssl-dev libseccomp-dev libnftables-dev libnghttp2-dev libpsl-dev publicsuffix nftables
+PKGS="gcc libc6-dev meson ninja-build pkg-config libsqlite3-dev libpq-dev postgresql libssl-dev libseccomp-dev libnftables-dev libnghttp2-dev libpsl-dev zlib1g-dev publicsuffix nftables
 busybox-static bash-static btrfs-progs tar util-linux iproute2 procps
 python3 python3-pytest python3-yaml curl nghttp2-server nghttp2-client python3-grpcio nodejs npm strace
 qemu-system-x86 e2fsprogs lz4 cpio"

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include "agent.h"
 #include "alloc-util.h"
@@ -34,6 +35,7 @@ struct FileJob {
         bool set_mode;
         uid_t uid; /* (uid_t) -1: leave */
         gid_t gid;
+        char **metadata; /* key, value, ...: set as user.e2b.<key> before the file is committed */
 };
 
 static FileJob *file_job_new(void) {
@@ -60,6 +62,7 @@ void agent_file_job_free(FileJob *j) {
                 return;
         file_job_abort(j);
         free(j->name);
+        strv_free(j->metadata);
         free(j);
 }
 
@@ -210,6 +213,9 @@ static int file_write_open(FileJob *j, const ProtoFileRequest *req, const char *
         }
         j->append = req->append;
         j->name = TAKE_PTR(base);
+        j->metadata = strv_copy(req->metadata);
+        if (req->metadata && !j->metadata)
+                return -ENOMEM;
 
         if (req->append) {
                 /* O_NONBLOCK: a FIFO without a reader must not hang the agent */
@@ -289,9 +295,24 @@ void agent_file_write_request(Agent *a, Conn *c, uint32_t stream, const JsonValu
         }
 }
 
+/* The file's metadata as user.e2b.<key> xattrs (a filesystem without user
+ * xattrs fails the write: metadata asked for is never dropped silently). */
+static int file_write_metadata(FileJob *j) {
+        for (char **p = j->metadata; p && p[0] && p[1]; p += 2) {
+                char name[sizeof PROTO_FILE_METADATA_XATTR_PREFIX + PROTO_FILE_METADATA_KEY_MAX];
+                snprintf(name, sizeof name, PROTO_FILE_METADATA_XATTR_PREFIX "%s", p[0]);
+                if (fsetxattr(j->fd, name, p[1], strlen(p[1]), 0) < 0)
+                        return negative_errno();
+        }
+        return 0;
+}
+
 static int file_write_commit(FileJob *j) {
         int r;
 
+        r = file_write_metadata(j);
+        if (r < 0)
+                return r;
         if (j->set_mode && fchmod(j->fd, j->mode) < 0)
                 return negative_errno();
         if ((j->uid != (uid_t) -1 || j->gid != (gid_t) -1) && fchown(j->fd, j->uid, j->gid) < 0)

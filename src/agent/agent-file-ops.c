@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include "agent-user.h"
 #include "agent.h"
@@ -97,6 +98,43 @@ static const char *entry_type(mode_t m) {
         return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
 }
 
+/* "metadata": the entry's user.e2b.* xattrs (E2B's file metadata), read
+ * without following a symlink; nothing if it has none or they cannot be read. */
+static void write_metadata(JsonWriter *w, int dfd, const char *lname) {
+        char path[PATH_MAX], names[4096];
+        unsigned shown = 0;
+        ssize_t n;
+
+        if (dfd == AT_FDCWD) {
+                if (strlen(lname) >= sizeof path)
+                        return;
+                (void) strscpy(path, sizeof path, lname);
+        } else if ((size_t) snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dfd, lname) >= sizeof path)
+                return;
+        n = llistxattr(path, names, sizeof names);
+        if (n <= 0)
+                return;
+        for (const char *k = names; k < names + n && shown < PROTO_FILE_METADATA_MAX; k += strlen(k) + 1) {
+                char value[PROTO_FILE_METADATA_VALUE_MAX];
+                const char *key = startswith(k, PROTO_FILE_METADATA_XATTR_PREFIX);
+                ssize_t l;
+
+                if (!key || !proto_file_metadata_key_valid(key, strlen(key)))
+                        continue;
+                l = lgetxattr(path, k, value, sizeof value);
+                if (l < 0 || memchr(value, 0, (size_t) l))
+                        continue;
+                if (shown++ == 0) {
+                        json_w_key(w, "metadata");
+                        json_w_object_begin(w);
+                }
+                json_w_key(w, key);
+                json_w_string_n(w, value, (size_t) l);
+        }
+        if (shown > 0)
+                json_w_object_end(w);
+}
+
 /* One entry object; dfd/lname locate it for readlinkat. */
 static void write_entry(JsonWriter *w, const char *name, const char *path, const struct stat *st, int dfd,
                         const char *lname) {
@@ -116,7 +154,8 @@ static void write_entry(JsonWriter *w, const char *name, const char *path, const
                         json_w_key(w, "target");
                         json_w_string_n(w, target, (size_t) k);
                 }
-        }
+        } else
+                write_metadata(w, dfd, lname);
         json_w_object_end(w);
 }
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -166,6 +167,21 @@ static void agent_ensure_stdio(void) {
         }
 }
 
+/* Not dumpable: code in the sandbox, even root of its user namespace, can then neither ptrace
+ * PID 1 nor read its /proc/1/{mem,environ,fd,maps,...} (the kernel wants CAP_SYS_PTRACE over the
+ * sandbox's user namespace for a process that is not dumpable, and the sandbox has none), and
+ * no core dump of it is written. Set before anything is served, and kept: the agent never execs
+ * and never changes its credentials (either would reset the flag); the processes it forks inherit
+ * it until their execve, where the kernel makes them dumpable again, so debuggers work on the
+ * user's own processes. Fails closed: an agent that cannot set it does not start. */
+static int agent_no_dump(void) {
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return log_error_errno(errno, "prctl(PR_SET_DUMPABLE) failed: %m");
+        if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0)
+                return log_error_errno(EPERM, "space-agent is still dumpable");
+        return 0;
+}
+
 static void agent_help(void) {
         printf("Usage: space-agent [--listen-fd N | --listen PATH]\n"
                "\n"
@@ -271,6 +287,8 @@ int main(int argc, char *argv[]) {
                 return 1;
         }
 
+        if (agent_no_dump() < 0)
+                return 1;
         agent.pid1 = getpid() == 1;
         vm = agent_vm_is_init(argv[0]);
         agent.vm = vm;

@@ -78,6 +78,9 @@ int api_validate_path(const char *p, size_t n, const char *what, ApiError *e);
  * timeout_s, env_json and metadata_json of *sb from a create request body
  * (NULL = empty), with defaults and bounds from c. */
 int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox *sb, ApiError *e);
+/* body[key], an object of strings (env: variable names as keys), validated as
+ * a create's env or metadata: 1 with it serialised in *ret, 0 if absent or null. */
+int api_validate_string_map(const JsonValue *body, const char *key, bool env, char **ret, ApiError *e);
 
 typedef struct ExecRequest {
         char *agent_json;       /* the EXEC payload for the agent */
@@ -239,9 +242,15 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e);
 /* The work of branch: count new running sandboxes from sandbox id (from: a
  * checkpoint id or name, or NULL for its current files); *ret_kids (malloc'd,
  * sandbox_done not needed: their JSON members are borrowed and cleared). */
-/* with_memory: the children continue the source's machine (vm sandboxes only; 400 for ns). */
+/* with_memory: the children continue the source's machine (vm sandboxes only; 400 for ns).
+ * ov (NULL: none): what the children get instead of the source's: metadata
+ * (a JSON object, replacing it) and env (a JSON object laid over it). */
+typedef struct BranchOverrides {
+        const char *metadata_json;
+        const char *env_json;
+} BranchOverrides;
 int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, bool with_memory,
-                          Sandbox **ret_kids, size_t *ret_n, ApiError *e);
+                          const BranchOverrides *ov, Sandbox **ret_kids, size_t *ret_n, ApiError *e);
 /* Thaws a paused sandbox and records it running (why: the event's reason); *sb is updated. */
 int api_sandbox_resume_paused(ApiRequest *r, Sandbox *sb, const char *why, ApiError *e);
 /* A create that a warm pool can serve: claims a warm sandbox of req's template,

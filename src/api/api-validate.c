@@ -156,7 +156,7 @@ static int validate_string_map(const JsonValue *v, const char *what, bool env, A
         return 0;
 }
 
-static int serialize_map(const JsonValue *body, const char *key, bool env, char **ret, ApiError *e) {
+int api_validate_string_map(const JsonValue *body, const char *key, bool env, char **ret, ApiError *e) {
         JsonValue *v = json_get(body, key);
         int r;
 
@@ -256,10 +256,10 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         v = json_get(body, "auto_resume");
         if (v && !json_is_null(v) && json_bool(v, &auto_resume) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "auto_resume must be a boolean");
-        r = serialize_map(body, "env", true, &env, e);
+        r = api_validate_string_map(body, "env", true, &env, e);
         if (r < 0)
                 return r;
-        r = serialize_map(body, "metadata", false, &metadata, e);
+        r = api_validate_string_map(body, "metadata", false, &metadata, e);
         if (r < 0)
                 return r;
         if (body) {

@@ -4,16 +4,19 @@
  * application/octet-stream body, streamed to the agent part by part, never
  * whole in memory). Files are written as the request's user, parents made. */
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <strings.h>
 
 #include "alloc-util.h"
+#include "e2b-gzip.h"
 #include "e2b.h"
 #include "fd-util.h"
 #include "http-parse.h"
 #include "log.h"
+#include "proto-msg.h"
 #include "str-util.h"
 
 #define E2B_UPLOAD_FILES_MAX 1024U /* parts written by one request */
@@ -94,6 +97,51 @@ static int download_abort(E2bEnvd *x, const char *why) {
         return 0;
 }
 
+static int stream_sink(const char *p, size_t n, void *userdata) {
+        return http_conn_stream_write(userdata, p, n);
+}
+
+/* The file's bytes from the agent, deflated as they come (a client that
+ * accepts gzip): a chunked response, so its length is not promised. */
+static int download_gzip(E2bEnvd *x, FilesCall *c, const char *hdr, uint64_t size) {
+        _cleanup_(e2b_gzip_done) E2bGzip gz = {};
+        char headers[640];
+        uint64_t done = 0;
+        int k;
+
+        if (e2b_gzip_begin(&gz) < 0) {
+                ApiError e = {};
+                (void) api_error(&e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+                return reply_failure(x, &e);
+        }
+        snprintf(headers, sizeof headers, "%sContent-Encoding: gzip\r\nVary: Accept-Encoding\r\n", hdr);
+        if (http_conn_stream_begin(x->r->conn, 200, "application/octet-stream", headers) < 0)
+                return download_abort(x, "the client went away");
+        for (;;) {
+                _cleanup_(proto_frame_done) ProtoFrame f = {};
+                ApiError ae = {};
+
+                k = agent_call_recv(c->fd, AGENT_REPLY_TIMEOUT_MSEC, &f, &ae);
+                if (k < 0)
+                        return download_abort(x, ae.message);
+                if (f.type == PROTO_DATA_END) {
+                        if (done != size)
+                                return download_abort(x, "the file shrank while it was read");
+                        if (e2b_gzip_feed(&gz, NULL, 0, true, stream_sink, x->r->conn) < 0 ||
+                            http_conn_stream_end(x->r->conn) < 0)
+                                return download_abort(x, "the client went away");
+                        return 0;
+                }
+                if (f.type != PROTO_DATA)
+                        return download_abort(x, "the agent sent an unexpected frame");
+                if (f.len > size - done)
+                        return download_abort(x, "the agent sent more bytes than announced");
+                if (f.len > 0 && e2b_gzip_feed(&gz, f.payload, f.len, false, stream_sink, x->r->conn) < 0)
+                        return download_abort(x, "the client went away");
+                done += f.len;
+        }
+}
+
 int e2b_envd_files_get(E2bEnvd *x) {
         _cleanup_(files_call_done) FilesCall c = { .fd = -EBADF };
         _cleanup_(proto_frame_done) ProtoFrame info = {};
@@ -149,6 +197,8 @@ int e2b_envd_files_get(E2bEnvd *x) {
         snprintf(hdr, sizeof hdr, "X-Request-Id: %s\r\nContent-Disposition: inline; filename=\"%s\"\r\n",
                  x->r->req_id, strpbrk(base, "\"\\\r\n") || strlen(base) > 255 ? "file" : base);
         x->r->status = 200;
+        if (streq(x->r->head->method, "GET") && e2b_gzip_accepted(http_head_header(x->r->head, "Accept-Encoding")))
+                return download_gzip(x, &c, hdr, size);
         k = http_conn_sized_begin(x->r->conn, 200, "application/octet-stream", size, hdr);
         if (k < 0)
                 return download_abort(x, "the client went away");
@@ -180,11 +230,15 @@ typedef struct Upload {
         char **written;    /* resolved paths, in order */
         bool in_part;      /* a FILE_WRITE is open on the agent */
         bool skip;         /* the current part is not a file */
-        uint64_t total, max;
+        uint64_t total, max;      /* bytes written (after any gzip), and the limit */
+        E2bMultipart *mp;         /* NULL: the body is the file */
+        char *metadata;           /* X-Metadata-*, as a JSON object for each FILE_WRITE; NULL: none */
+        bool multipart_done;      /* its closing delimiter came */
         ApiError e;
 } Upload;
 
 static void upload_done(Upload *u) {
+        u->metadata = mfree(u->metadata);
         u->query_path = mfree(u->query_path);
         u->written = strv_free(u->written);
 }
@@ -239,6 +293,10 @@ static int part_begin(Upload *u, const char *dest) {
         json_w_kv_bool(&w, "parents", true);
         json_w_kv_int(&w, "uid", u->c->user.uid);
         json_w_kv_int(&w, "gid", u->c->user.gid);
+        if (u->metadata) {
+                json_w_key(&w, "metadata");
+                json_w_raw(&w, u->metadata);
+        }
         json_w_object_end(&w);
         if (json_w_finish(&w, &json, NULL) < 0 || strv_push(&u->written, TAKE_PTR(path)) < 0)
                 return api_error(&u->e, -ENOMEM, API_UNAVAILABLE, "out of memory");
@@ -299,7 +357,23 @@ static int multipart_cb(E2bMultipart *m, E2bMultipartEvent ev, const char *p, si
         return 0;
 }
 
-static int reply_written(E2bEnvd *x, char **written) {
+/* The body's bytes (inflated, if it was gzip): a multipart body, or the file
+ * itself; n == 0 is the end of the body. */
+static int upload_feed(const char *p, size_t n, void *userdata) {
+        Upload *u = userdata;
+        int k;
+
+        if (!u->mp)
+                return n > 0 ? part_data(u, p, n) : part_end(u);
+        if (u->multipart_done)
+                return 0; /* the epilogue */
+        k = e2b_multipart_feed(u->mp, p, n, multipart_cb, u); /* 1: its closing delimiter came */
+        if (k == 1)
+                u->multipart_done = true;
+        return k < 0 ? k : 0;
+}
+
+static int reply_written(E2bEnvd *x, char **written, const char *metadata) {
         _cleanup_(json_w_done) JsonWriter w = {};
 
         json_w_init(&w);
@@ -310,29 +384,83 @@ static int reply_written(E2bEnvd *x, char **written) {
                 json_w_kv_string(&w, "path", *p);
                 json_w_kv_string(&w, "name", slash ? slash + 1 : *p);
                 json_w_kv_string(&w, "type", "file");
+                if (metadata) {
+                        json_w_key(&w, "metadata");
+                        json_w_raw(&w, metadata);
+                }
                 json_w_object_end(&w);
         }
         json_w_array_end(&w);
         return e2b_reply_json(x->r, 200, &w, NULL);
 }
 
+/* X-Metadata-<key>: <value> headers (E2B's file metadata, envd >= 0.6.2):
+ * keys lower-cased, each file of the upload gets them as user.e2b.<key>
+ * xattrs. 0 with *ret NULL if there are none. */
+static int upload_metadata(const HttpHead *h, char **ret, ApiError *e) {
+        _cleanup_(json_w_done) JsonWriter w = {};
+        unsigned n = 0;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        for (size_t i = 0; i < h->n_headers; i++) {
+                char key[PROTO_FILE_METADATA_KEY_MAX + 1];
+                const char *k = h->headers[i].name, *v = h->headers[i].value;
+                size_t l;
+
+                if (strncasecmp(k, "X-Metadata-", 11) != 0)
+                        continue;
+                k += 11;
+                l = strlen(k);
+                for (size_t j = 0; j < l && j < sizeof key - 1; j++)
+                        key[j] = (char) tolower((unsigned char) k[j]);
+                key[MIN(l, sizeof key - 1)] = 0;
+                if (!proto_file_metadata_key_valid(key, l))
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                         "X-Metadata-%.64s: a key is 1-%u letters, digits, '-', '_' or '.'", k,
+                                         PROTO_FILE_METADATA_KEY_MAX);
+                if (strlen(v) > PROTO_FILE_METADATA_VALUE_MAX)
+                        return api_error(e, -E2BIG, API_INVALID_ARGUMENT, "X-Metadata-%s: longer than %u bytes", key,
+                                         PROTO_FILE_METADATA_VALUE_MAX);
+                if (++n > PROTO_FILE_METADATA_MAX)
+                        return api_error(e, -E2BIG, API_INVALID_ARGUMENT, "more than %u X-Metadata-* headers",
+                                         PROTO_FILE_METADATA_MAX);
+                json_w_kv_string(&w, key, v);
+        }
+        json_w_object_end(&w);
+        if (n == 0)
+                return 0;
+        if (json_w_finish(&w, ret, NULL) < 0)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        return 0;
+}
+
 int e2b_envd_files_post(E2bEnvd *x) {
         _cleanup_(files_call_done) FilesCall c = { .fd = -EBADF };
         _cleanup_(e2b_multipart_done) E2bMultipart mp = {};
         _cleanup_(upload_done) Upload u = { .x = x, .c = &c };
+        _cleanup_(e2b_gzip_done) E2bGzip gz = {};
         _cleanup_free_ char *q = NULL, *buf = NULL;
         const char *ct = http_head_header(x->r->head, "Content-Type"),
                    *ce = http_head_header(x->r->head, "Content-Encoding");
         bool multipart;
-        int k;
+        int k, gzip;
 
         u.max = api_config(x->r->api)->upload_max_mb * 1024 * 1024;
-        if (ce && strcasecmp(ce, "identity") != 0) {
+        if (upload_metadata(x->r->head, &u.metadata, &u.e) < 0)
+                return e2b_reply_error(x->r, &u.e);
+        gzip = e2b_gzip_content_encoding(ce);
+        if (gzip < 0) {
                 (void) api_error(&u.e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
-                                 "Content-Encoding '%.32s' is not supported: upload without gzip", ce);
+                                 "Content-Encoding '%.32s' is not supported (gzip or identity)", ce);
+                return e2b_reply_error(x->r, &u.e);
+        }
+        if (gzip && e2b_gunzip_begin(&gz) < 0) {
+                (void) api_error(&u.e, -ENOMEM, API_UNAVAILABLE, "out of memory");
                 return e2b_reply_error(x->r, &u.e);
         }
         multipart = ct && strncasecmp(ct, "multipart/", 10) == 0;
+        u.mp = multipart ? &mp : NULL;
         if (multipart && e2b_multipart_init(&mp, ct) < 0) {
                 (void) api_error(&u.e, -EINVAL, API_INVALID_ARGUMENT,
                                  "expected multipart/form-data with a boundary, not '%.64s'", ct);
@@ -376,21 +504,29 @@ int e2b_envd_files_post(E2bEnvd *x) {
                                          strerror((int) -n));
                         return reply_failure(x, &u.e);
                 }
-                if (multipart)
-                        k = e2b_multipart_feed(&mp, buf, (size_t) n, multipart_cb, &u);
-                else
-                        k = n > 0 ? part_data(&u, buf, (size_t) n) : part_end(&u);
+                if (!gzip)
+                        k = upload_feed(buf, (size_t) n, &u);
+                else if (n > 0)
+                        k = e2b_gunzip_feed(&gz, buf, (size_t) n, upload_feed, &u);
+                else {
+                        k = e2b_gunzip_end(&gz);
+                        if (k >= 0)
+                                k = upload_feed(NULL, 0, &u);
+                }
                 if (k < 0) {
                         if (u.e.code == API_OK) {
                                 if (k == -E2BIG)
                                         (void) api_error(&u.e, k, API_INVALID_ARGUMENT,
                                                          "a part's headers exceed %u bytes", E2B_MULTIPART_HEADERS_MAX);
+                                else if (gzip && k == -EBADMSG)
+                                        (void) api_error(&u.e, k, API_INVALID_ARGUMENT,
+                                                         "the body is not valid gzip (Content-Encoding: gzip)");
                                 else
                                         (void) api_error(&u.e, k, API_INVALID_ARGUMENT, "malformed multipart body");
                         }
                         return reply_failure(x, &u.e);
                 }
-                if (n == 0 || (multipart && k == 1))
+                if (n == 0 || (multipart && u.multipart_done))
                         break;
         }
         /* the epilogue after the closing delimiter is read and dropped */
@@ -404,5 +540,5 @@ int e2b_envd_files_post(E2bEnvd *x) {
                 (void) api_error(&u.e, -EINVAL, API_INVALID_ARGUMENT, "the upload has no part named 'file'");
                 return e2b_reply_error(x->r, &u.e);
         }
-        return reply_written(x, u.written);
+        return reply_written(x, u.written, u.metadata);
 }

@@ -15,6 +15,7 @@
 
 #include "alloc-util.h"
 #include "e2b.h"
+#include "proto-msg.h"
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
@@ -99,6 +100,21 @@ static void write_id_name(JsonWriter *w, const char *key, const char *text, size
         json_w_kv_string(w, key, name);
 }
 
+/* An entry's "metadata" from the agent (hostile): within the limits the
+ * agent itself keeps, an object of strings with valid keys. */
+static bool metadata_valid(const JsonValue *m) {
+        if (json_type(m) != JSON_OBJECT || json_object_size(m) > PROTO_FILE_METADATA_MAX)
+                return false;
+        for (size_t i = 0; i < json_object_size(m); i++) {
+                const char *k = json_object_key(m, i);
+                const JsonValue *v = json_object_value(m, i);
+                if (!proto_file_metadata_key_valid(k, strlen(k)) || json_type(v) != JSON_STRING ||
+                    json_string_len(v) > PROTO_FILE_METADATA_VALUE_MAX)
+                        return false;
+        }
+        return true;
+}
+
 /* One agent entry (hostile) → EntryInfo. -EBADMSG if malformed. */
 static int write_entry(JsonWriter *w, const FsCall *c, const JsonValue *entry) {
         const JsonValue *name = json_get(entry, "name"), *path = json_get(entry, "path"),
@@ -109,6 +125,10 @@ static int write_entry(JsonWriter *w, const FsCall *c, const JsonValue *entry) {
         const char *t, *ftype;
         uint32_t st_mode;
 
+        const JsonValue *metadata = json_get(entry, "metadata");
+
+        if (metadata && !metadata_valid(metadata))
+                return -EBADMSG;
         if (json_type(name) != JSON_STRING || json_type(path) != JSON_STRING || json_type(type) != JSON_STRING ||
             json_uint64(json_get(entry, "size"), &size) < 0 || json_uint64(json_get(entry, "mode"), &mode) < 0 ||
             mode > 07777 || json_int64(json_get(entry, "mtime_ns"), &mtime_ns) < 0 ||
@@ -146,6 +166,16 @@ static int write_entry(JsonWriter *w, const FsCall *c, const JsonValue *entry) {
         write_id_name(w, "owner", c->acc.passwd, c->acc.passwd_len, uid);
         write_id_name(w, "group", c->acc.group, c->acc.group_len, gid);
         json_w_kv_string(w, "modifiedTime", tbuf);
+        if (metadata) {
+                json_w_key(w, "metadata");
+                json_w_object_begin(w);
+                for (size_t i = 0; i < json_object_size(metadata); i++) {
+                        const JsonValue *v = json_object_value(metadata, i);
+                        json_w_key(w, json_object_key(metadata, i));
+                        json_w_string_n(w, json_string(v), json_string_len(v));
+                }
+                json_w_object_end(w);
+        }
         if (target) {
                 const char *tg = json_string(target), *p = json_string(path), *slash = strrchr(p, '/');
                 _cleanup_free_ char *abs = NULL;

@@ -236,6 +236,18 @@ static int send_end(ApiRequest *r, const ProtoFrame *f) {
         return e2b_stream_send(r, &w);
 }
 
+/* An EXIT of a process the agent killed at its timeout (the call's deadline). */
+static bool exit_timed_out(const ProtoFrame *f) {
+        _cleanup_json_ JsonValue *v = NULL;
+        ApiError ignored = {};
+        const JsonValue *reason;
+
+        if (agent_call_parse(f, &v, &ignored) < 0)
+                return false;
+        reason = json_get(v, "reason");
+        return json_type(reason) == JSON_STRING && streq(json_string(reason), "timeout");
+}
+
 static uint64_t now_msec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -321,6 +333,13 @@ static int relay(Relay *rl) {
                         break;
                 case PROTO_EXIT:
                         e2b_procs_forget(rl->x->sb.id, rl->exec_id);
+                        if (exit_timed_out(&f)) {
+                                /* envd ends a call whose Connect-Timeout-Ms passed with deadline_exceeded
+                                 * (the SDKs' TimeoutException), not with the killed process's end */
+                                (void) api_error(&e, -ETIMEDOUT, API_TIMEOUT,
+                                                 "the deadline (Connect-Timeout-Ms) passed: the process was killed");
+                                return e2b_stream_end(r, &e);
+                        }
                         if (send_end(r, &f) < 0) {
                                 (void) api_error(&e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed EXIT");
                                 return e2b_stream_end(r, &e);

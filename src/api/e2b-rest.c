@@ -16,6 +16,7 @@
 #define E2B_CLIENT_ID "space"                        /* clientID: required by the SDKs, otherwise unused */
 #define E2B_NO_EXPIRY_USEC INT64_C(253402300799000)  /* 9999-12-31T23:59:59Z, as endAt of a sandbox without one */
 #define E2B_LIST_SCAN_PAGE 500U                      /* store rows fetched per step while filtering a list */
+#define E2B_LIST_SORT_MAX 100000U                    /* sandboxes one list sorts (a tenant's, in a cluster) */
 #define E2B_METADATA_QUERY_MAX 8192U
 
 static void sandbox_donep(Sandbox *sb) {
@@ -61,6 +62,12 @@ static int64_t end_at_usec(const Sandbox *sb) {
         return sb->expires_usec > 0 ? sb->expires_usec : E2B_NO_EXPIRY_USEC * 1000;
 }
 
+/* E2B's templateID: what the sandbox was started from, the snapshot (a
+ * checkpoint) where it came from one, else its template. */
+static const char *template_id(const Sandbox *sb) {
+        return sb->parent_checkpoint[0] ? sb->parent_checkpoint : sb->template_name;
+}
+
 /* The Sandbox object of create and connect. */
 int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb) {
         char token[E2B_TOKEN_LEN + 1];
@@ -71,7 +78,7 @@ int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb) {
                 return k;
         json_w_object_begin(w);
         json_w_kv_string(w, "sandboxID", sb->id);
-        json_w_kv_string(w, "templateID", sb->template_name);
+        json_w_kv_string(w, "templateID", template_id(sb));
         json_w_kv_string(w, "alias", sb->template_name);
         json_w_kv_string(w, "clientID", E2B_CLIENT_ID);
         json_w_kv_string(w, "envdVersion", E2B_ENVD_VERSION);
@@ -90,7 +97,7 @@ static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool de
         uint64_t cpus = (sb->cpu_millis + 999U) / 1000U;
 
         json_w_object_begin(w);
-        json_w_kv_string(w, "templateID", sb->template_name);
+        json_w_kv_string(w, "templateID", template_id(sb));
         json_w_kv_string(w, "alias", sb->template_name);
         json_w_kv_string(w, "sandboxID", sb->id);
         json_w_kv_string(w, "clientID", E2B_CLIENT_ID);
@@ -495,7 +502,10 @@ typedef struct ListQuery {
         char *template_name;
         int64_t started_after_usec;
         uint64_t limit;
-        char *next;
+        bool ascending;         /* order=asc: oldest first; E2B's default is newest first */
+        char *next;             /* the cursor: "<startedAt usec>_<id>" of the last one shown */
+        int64_t next_usec;
+        const char *next_id;    /* inside next */
 } ListQuery;
 
 static void list_query_done(ListQuery *q) {
@@ -578,6 +588,25 @@ static int parse_states(ApiRequest *r, ListQuery *q, bool *ret_any, ApiError *e)
         return 0;
 }
 
+/* A list's cursor: "<startedAt in usec>_<sandbox id>" of the last sandbox of
+ * the page before, so that the next page starts after it in the list's order
+ * even when that sandbox is gone by then. */
+static int parse_cursor(const char *s, int64_t *ret_usec, const char **ret_id) {
+        const char *sep = strchr(s, '_');
+        int64_t usec = 0;
+
+        if (!sep || sep == s || sep - s > 19 || !api_sandbox_id_valid(sep + 1))
+                return -EINVAL;
+        for (const char *p = s; p < sep; p++) {
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
+                usec = usec * 10 + (*p - '0');
+        }
+        *ret_usec = usec;
+        *ret_id = sep + 1;
+        return 0;
+}
+
 static int parse_list_query(ApiRequest *r, ListQuery *q, ApiError *e) {
         _cleanup_free_ char *meta = NULL, *after = NULL, *order = NULL;
         bool any_state;
@@ -611,13 +640,14 @@ static int parse_list_query(ApiRequest *r, ListQuery *q, ApiError *e) {
                 return k;
         if (order && !streq(order, "asc") && !streq(order, "desc"))
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "order must be asc or desc");
+        q->ascending = order && streq(order, "asc");
         k = api_query_u64(r, "limit", 1, E2B_LIST_LIMIT_MAX, &q->limit, e);
         if (k < 0)
                 return k;
         k = api_query_string(r, "nextToken", &q->next, e);
         if (k < 0)
                 return k;
-        if (q->next && !api_sandbox_id_valid(q->next))
+        if (q->next && parse_cursor(q->next, &q->next_usec, &q->next_id) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "nextToken is not one this server handed out");
         return 0;
 }
@@ -647,56 +677,102 @@ static bool list_matches(const ListQuery *q, const Sandbox *sb) {
         return metadata_matches(sb, q->meta);
 }
 
+/* Newest first (E2B's order by startedAt), ties by id; ascending reverses it. */
+static int listed_cmp_desc(const void *a, const void *b) {
+        const Sandbox *x = a, *y = b;
+
+        if (x->created_usec != y->created_usec)
+                return x->created_usec > y->created_usec ? -1 : 1;
+        return -strcmp(x->id, y->id);
+}
+
+static int listed_cmp_asc(const void *a, const void *b) {
+        return listed_cmp_desc(b, a);
+}
+
+/* True if sb comes after the cursor in the list's order. */
+static bool after_cursor(const ListQuery *q, const Sandbox *sb) {
+        Sandbox c = { .created_usec = q->next_usec };
+
+        if (!q->next)
+                return true;
+        (void) strscpy(c.id, sizeof c.id, q->next_id);
+        return (q->ascending ? listed_cmp_asc(&c, sb) : listed_cmp_desc(&c, sb)) < 0;
+}
+
+/* Every sandbox of the tenant that matches the query and comes after the
+ * cursor, moved out of the store's pages into one array. */
+static int collect_listed(ApiRequest *r, const ListQuery *q, Sandbox **ret, size_t *ret_n, ApiError *e) {
+        char cursor[STORE_ID_MAX] = "";
+        Sandbox *all = NULL;
+        size_t n_all = 0, allocated = 0;
+
+        for (;;) {
+                SandboxFilter f = { .tenant_id = r->key.tenant_id, .state = -1, .limit = E2B_LIST_SCAN_PAGE };
+                Sandbox *page = NULL;
+                size_t n = 0;
+                int k;
+
+                f.after_id = cursor[0] ? cursor : NULL;
+                k = store_sandbox_list(r->store, &f, &page, &n);
+                if (k < 0) {
+                        sandbox_array_free(all, n_all);
+                        return api_store_error(e, k, "listing sandboxes");
+                }
+                for (size_t i = 0; i < n; i++) {
+                        if (!list_matches(q, &page[i]) || !after_cursor(q, &page[i]))
+                                continue;
+                        if (n_all >= E2B_LIST_SORT_MAX || GREEDY_REALLOC(all, allocated, n_all + 1) < 0) {
+                                sandbox_array_free(page, n);
+                                sandbox_array_free(all, n_all);
+                                return api_error(e, -ENOMEM, API_INTERNAL, "cannot list sandboxes");
+                        }
+                        all[n_all++] = page[i];
+                        page[i] = (Sandbox){}; /* its members are all's now */
+                }
+                if (n > 0)
+                        (void) strscpy(cursor, sizeof cursor, page[n - 1].id);
+                sandbox_array_free(page, n);
+                if (n < E2B_LIST_SCAN_PAGE)
+                        break;
+        }
+        *ret = all;
+        *ret_n = n_all;
+        return 0;
+}
+
 static int rest_list(ApiRequest *r, ApiError *e) {
         _cleanup_(list_query_done) ListQuery q = {};
         _cleanup_(json_w_done) JsonWriter w = {};
-        char cursor[STORE_ID_MAX] = "", last[STORE_ID_MAX] = "", hdr[STORE_ID_MAX + 32] = "";
-        uint64_t shown = 0;
-        bool more = false;
+        char hdr[STORE_ID_MAX + 64] = "";
+        Sandbox *all = NULL;
+        size_t n = 0, shown;
         int k;
 
         json_w_init(&w);
         k = parse_list_query(r, &q, e);
         if (k < 0)
                 return k;
-        if (q.next)
-                (void) strscpy(cursor, sizeof cursor, q.next);
+        k = collect_listed(r, &q, &all, &n, e);
+        if (k < 0)
+                return k;
+        if (n > 1)
+                qsort(all, n, sizeof *all, q.ascending ? listed_cmp_asc : listed_cmp_desc);
 
+        shown = MIN(n, (size_t) q.limit);
         json_w_array_begin(&w);
-        /* ids sort ascending: scan pages after the cursor, filter, stop one match past the limit */
-        while (!more) {
-                SandboxFilter f = { .tenant_id = r->key.tenant_id, .state = -1, .limit = E2B_LIST_SCAN_PAGE };
-                Sandbox *list = NULL;
-                size_t n = 0;
-
-                f.after_id = cursor[0] ? cursor : NULL;
-                k = store_sandbox_list(r->store, &f, &list, &n);
-                if (k < 0)
-                        return api_store_error(e, k, "listing sandboxes");
-                for (size_t i = 0; i < n && !more; i++) {
-                        if (!list_matches(&q, &list[i]))
-                                continue;
-                        if (shown == q.limit) {
-                                more = true;
-                                break;
-                        }
-                        k = write_listed(r, &w, &list[i], false);
-                        if (k < 0) {
-                                sandbox_array_free(list, n);
-                                return api_error(e, k, API_INTERNAL, "cannot list sandboxes");
-                        }
-                        (void) strscpy(last, sizeof last, list[i].id);
-                        shown++;
+        for (size_t i = 0; i < shown; i++) {
+                k = write_listed(r, &w, &all[i], false);
+                if (k < 0) {
+                        sandbox_array_free(all, n);
+                        return api_error(e, k, API_INTERNAL, "cannot list sandboxes");
                 }
-                if (n > 0)
-                        (void) strscpy(cursor, sizeof cursor, list[n - 1].id);
-                sandbox_array_free(list, n);
-                if (n < E2B_LIST_SCAN_PAGE)
-                        break;
         }
         json_w_array_end(&w);
-        if (more)
-                snprintf(hdr, sizeof hdr, "X-Next-Token: %s\r\n", last);
+        if (shown < n)
+                snprintf(hdr, sizeof hdr, "X-Next-Token: %" PRId64 "_%s\r\n", all[shown - 1].created_usec,
+                         all[shown - 1].id);
+        sandbox_array_free(all, n);
         return e2b_reply_json(r, 200, &w, hdr);
 }
 
@@ -730,6 +806,28 @@ static int rest_refresh(ApiRequest *r, const char *id, ApiError *e) {
         return e2b_reply(r, 204, NULL, NULL, 0, NULL);
 }
 
+/* GET /templates/aliases/{alias}: a template this tenant may start from
+ * (global, or its own) → {templateID, public}; else 404, which the SDKs'
+ * Template.exists() reads as "no such template" (another tenant's template is
+ * not told apart from none). */
+static int rest_template_alias(ApiRequest *r, const char *alias, ApiError *e) {
+        _cleanup_(json_w_done) JsonWriter w = {};
+        Template t;
+        int k;
+
+        k = store_template_get(r->store, alias, &t);
+        if (k < 0 && k != -ENOENT)
+                return api_store_error(e, k, "looking up the template");
+        if (k < 0 || (t.tenant_id[0] && !streq(t.tenant_id, r->key.tenant_id)))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "template '%.64s' not found", alias);
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "templateID", t.name);
+        json_w_kv_bool(&w, "public", t.tenant_id[0] == 0);
+        json_w_object_end(&w);
+        return e2b_reply_json(r, 200, &w, NULL);
+}
+
 static bool is(const char *method, const char *want) {
         return streq(method, want);
 }
@@ -744,6 +842,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 return is(m, "GET") ? e2b_snapshot_list(r, e) : method_not_allowed(r, e);
         if (!v2 && n == 2 && streq(s[0], "templates") && is(m, "DELETE"))
                 return e2b_snapshot_delete(r, s[1], e);
+        if (!v2 && n == 3 && streq(s[0], "templates") && streq(s[1], "aliases"))
+                return is(m, "GET") ? rest_template_alias(r, s[2], e) : method_not_allowed(r, e);
         if (!streq(s[0], "sandboxes"))
                 return api_error(e, -ENOENT, API_NOT_FOUND, "%.200s is not supported by space's E2B API",
                                  r->head->path);

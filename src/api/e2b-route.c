@@ -283,8 +283,11 @@ static int parse_basic_user(const char *h, char *out, size_t size, ApiError *e) 
         return 0;
 }
 
-/* Returns 1 if the request may go on with x filled, 0 if answered already. */
-static int envd_begin(ApiRequest *r, E2bEnvd *x, bool rpc) {
+/* Returns 1 if the request may go on with x filled, 0 if answered already.
+ * activity: the request counts as use of the sandbox for its idle policy
+ * (everything but a health probe: an SDK's isRunning() must not keep a
+ * sandbox from its autoPause). */
+static int envd_begin(ApiRequest *r, E2bEnvd *x, bool rpc, bool activity) {
         const char *id = http_head_header(r->head, "E2b-Sandbox-Id");
         const char *token = http_head_header(r->head, "X-Access-Token");
         char want[E2B_TOKEN_LEN + 1];
@@ -335,7 +338,7 @@ static int envd_begin(ApiRequest *r, E2bEnvd *x, bool rpc) {
         }
         if (x->sb.state != SANDBOX_RUNNING)
                 return e2b_reply_gone(r, id), 0;
-        if (x->sb.idle_s > 0) /* activity, for the idle policy (autoPause); a store write only when it counts */
+        if (activity && x->sb.idle_s > 0) /* for the idle policy (autoPause); a store write only when it counts */
                 (void) store_sandbox_touch(r->store, x->sb.id);
         k = parse_basic_user(http_head_header(r->head, "Authorization"), x->user, sizeof x->user, &e);
         if (k < 0)
@@ -359,7 +362,7 @@ static int envd_handle(ApiRequest *r) {
                 (void) api_error(&e, -EINVAL, API_METHOD_NOT_ALLOWED, "Connect calls are POST requests");
                 return e2b_unary_error(r, &e);
         }
-        if (envd_begin(r, &x, rpc) <= 0)
+        if (envd_begin(r, &x, rpc, rpc || !streq(path, "/health")) <= 0)
                 return 0;
         if (rpc)
                 return startswith(path, "/process.Process/") ? e2b_process_handle(&x, method)

@@ -248,16 +248,14 @@ static int timeout_field(const JsonValue *in, uint64_t *ret, ApiError *e) {
         return 1;
 }
 
-static bool object_nonempty(const JsonValue *v) {
-        return v && !json_is_null(v) && (json_type(v) != JSON_OBJECT || json_object_size(v) > 0);
-}
-
 int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_free_ Sandbox *kids = NULL;
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_sandbox_ Sandbox got = {};
+        _cleanup_free_ char *metadata = NULL, *env = NULL;
         uint64_t timeout = E2B_DEFAULT_TIMEOUT_S;
+        BranchOverrides ov;
         E2bLifecycle lc;
         Template t;
         Checkpoint ck;
@@ -269,10 +267,12 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         k = snapshot_find(r, ref, true, &ck, e);
         if (k <= 0)
                 return k;
-        if (object_nonempty(json_get(in, "envVars")) || object_nonempty(json_get(in, "metadata")))
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
-                                 "a sandbox made from a snapshot takes the envs and metadata of the snapshot's sandbox");
-        k = timeout_field(in, &timeout, e);
+        /* metadata given replaces the snapshot's sandbox's; envVars are laid over its envs */
+        k = api_validate_string_map(in, "metadata", false, &metadata, e);
+        if (k >= 0)
+                k = api_validate_string_map(in, "envVars", true, &env, e);
+        if (k >= 0)
+                k = timeout_field(in, &timeout, e);
         if (k >= 0)
                 k = e2b_body_lifecycle(in, &lc, e);
         if (k < 0)
@@ -280,7 +280,8 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         if (timeout > c->max_timeout_s)
                 return api_error(e, -ERANGE, API_INVALID_ARGUMENT, "timeout must be at most %" PRIu64 " s",
                                  c->max_timeout_s);
-        k = api_sandbox_branch_do(r, ck.sandbox_id, 1, ck.id, false, &kids, &n, e);
+        ov = (BranchOverrides){ .metadata_json = metadata, .env_json = env };
+        k = api_sandbox_branch_do(r, ck.sandbox_id, 1, ck.id, false, &ov, &kids, &n, e);
         if (k < 0)
                 return k;
         k = kids_lifecycle(r, kids, n, timeout, &lc, e);
@@ -296,15 +297,31 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         return 1;
 }
 
-/* POST /sandboxes/{id}/fork {"timeout"?, "count"?} → 201 [{sandbox}|{error}]. */
+/* One child of a fork: its id, or the error of the batch that could not make it. */
+typedef struct ForkChild {
+        char id[STORE_ID_MAX];
+        int status;
+        char message[API_ERROR_MESSAGE_MAX];
+} ForkChild;
+
+static void fork_set_timeout(ApiRequest *r, const Sandbox *kid, uint64_t timeout) {
+        ApiError ignored = {}; /* the fork exists; its timeout stays the parent's */
+        E2bLifecycle lc = { .on_timeout = e2b_auto_pause(kid) ? kid->idle_action : IDLE_ACTION_NONE,
+                            .auto_resume = kid->auto_resume };
+        (void) kids_lifecycle(r, kid, 1, timeout, &lc, &ignored);
+}
+
+/* POST /sandboxes/{id}/fork {"timeout"?, "count"?} → 201 [{sandbox}|{error}]:
+ * up to E2B_FORK_MAX children, made max_branch at a time; a batch that fails
+ * after the first made some is reported on each of its children. */
 int e2b_fork(ApiRequest *r, const char *id, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_json_ JsonValue *body = NULL;
-        _cleanup_free_ Sandbox *kids = NULL;
+        _cleanup_free_ ForkChild *children = NULL;
         _cleanup_(json_w_done) JsonWriter w = {};
         const JsonValue *v;
-        uint64_t count = 1, timeout = 0;
-        size_t n = 0;
+        uint64_t count = 1, timeout = 0, batch_max = c->max_branch;
+        size_t made = 0;
         int k, have_timeout;
 
         json_w_init(&w);
@@ -318,29 +335,45 @@ int e2b_fork(ApiRequest *r, const char *id, ApiError *e) {
                 return api_error(e, -ERANGE, API_INVALID_ARGUMENT, "timeout must be at most %" PRIu64 " s",
                                  c->max_timeout_s);
         v = json_get(body, "count");
-        if (v && !json_is_null(v) && (json_uint64(v, &count) < 0 || count < 1 || count > c->max_branch))
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "count must be from 1 to %" PRIu64 " (max_branch)",
-                                 c->max_branch);
-        k = api_sandbox_branch_do(r, id, count, NULL, false, &kids, &n, e);
-        if (k < 0) {
-                if (e->code == API_NOT_FOUND)
-                        (void) api_error(e, k, API_NOT_FOUND, "sandbox '%.64s' not found", id);
-                return k;
-        }
-        if (have_timeout) {
-                for (size_t i = 0; i < n; i++) {
-                        ApiError ignored = {}; /* the fork exists; its timeout stays the parent's */
-                        E2bLifecycle lc = { .on_timeout = e2b_auto_pause(&kids[i]) ? kids[i].idle_action
-                                                                                  : IDLE_ACTION_NONE,
-                                            .auto_resume = kids[i].auto_resume };
-                        (void) kids_lifecycle(r, &kids[i], 1, timeout, &lc, &ignored);
+        if (v && !json_is_null(v) && (json_uint64(v, &count) < 0 || count < 1 || count > E2B_FORK_MAX))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "count must be from 1 to %u", E2B_FORK_MAX);
+        children = new0(ForkChild, count);
+        if (!children)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+
+        while (made < count) {
+                _cleanup_free_ Sandbox *kids = NULL;
+                size_t want = MIN(count - made, (size_t) batch_max), n = 0;
+                ApiError be = {};
+
+                k = api_sandbox_branch_do(r, id, want, NULL, false, NULL, &kids, &n, &be);
+                if (k < 0 && made == 0) {
+                        /* nothing was forked: the whole call fails as it is */
+                        *e = be;
+                        if (e->code == API_NOT_FOUND)
+                                (void) api_error(e, k, API_NOT_FOUND, "sandbox '%.64s' not found", id);
+                        return k;
                 }
+                for (size_t i = 0; i < want; i++) {
+                        ForkChild *ch = &children[made + i];
+                        if (k >= 0 && i < n) {
+                                (void) strscpy(ch->id, sizeof ch->id, kids[i].id);
+                                if (have_timeout)
+                                        fork_set_timeout(r, &kids[i], timeout);
+                        } else {
+                                ch->status = k < 0 ? api_error_code_to_status(be.code) : 500;
+                                (void) strscpy(ch->message, sizeof ch->message,
+                                               k < 0 ? be.message : "this fork could not be recorded");
+                        }
+                }
+                made += want;
         }
+
         json_w_array_begin(&w);
         for (size_t i = 0; i < count; i++) {
                 _cleanup_sandbox_ Sandbox got = {};
                 json_w_object_begin(&w);
-                if (i < n && store_sandbox_get(r->store, r->key.tenant_id, kids[i].id, &got) >= 0) {
+                if (children[i].id[0] && store_sandbox_get(r->store, r->key.tenant_id, children[i].id, &got) >= 0) {
                         json_w_key(&w, "sandbox");
                         k = e2b_write_sandbox(r, &w, &got);
                         if (k < 0)
@@ -348,8 +381,9 @@ int e2b_fork(ApiRequest *r, const char *id, ApiError *e) {
                 } else {
                         json_w_key(&w, "error");
                         json_w_object_begin(&w);
-                        json_w_kv_int(&w, "code", 500);
-                        json_w_kv_string(&w, "message", "this fork could not be recorded");
+                        json_w_kv_int(&w, "code", children[i].status ?: 500);
+                        json_w_kv_string(&w, "message", children[i].message[0] ? children[i].message
+                                                                                 : "this fork could not be recorded");
                         json_w_object_end(&w);
                 }
                 json_w_object_end(&w);

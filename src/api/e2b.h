@@ -32,6 +32,7 @@
 #define E2B_TOKEN_LEN 64U                  /* hex HMAC-SHA256 */
 #define E2B_SECRET_LEN 32U
 #define E2B_BODY_MAX (4U * 1024U * 1024U)  /* JSON and Connect request bodies */
+#define E2B_FORK_MAX 100U /* children of one fork (made max_branch at a time) */
 #define E2B_LIST_LIMIT_DEFAULT 100U
 #define E2B_LIST_LIMIT_MAX 1000U
 #define E2B_KEEPALIVE_DEFAULT_SEC 90U      /* envd's default without Keepalive-Ping-Interval */

@@ -527,13 +527,36 @@ static int reply_children(ApiRequest *r, const Sandbox *kids, size_t n, ApiError
         return api_reply_json(r, 201, &w);
 }
 
+/* src's env with over's entries laid over it (both JSON objects of strings). */
+static int env_overlay(const char *src, const char *over, char **ret) {
+        _cleanup_json_ JsonValue *a = NULL, *b = NULL;
+        _cleanup_(json_w_done) JsonWriter w = {};
+        size_t n;
+        int k;
+
+        if (src && (k = json_parse(src, strlen(src), &a, NULL, 0)) < 0)
+                return k;
+        k = json_parse(over, strlen(over), &b, NULL, 0);
+        if (k < 0)
+                return k;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        for (size_t i = 0; a && i < json_object_size(a); i++)
+                if (!json_get(b, json_object_key(a, i)))
+                        json_w_kv_string(&w, json_object_key(a, i), json_string(json_object_value(a, i)));
+        for (size_t i = 0; i < json_object_size(b); i++)
+                json_w_kv_string(&w, json_object_key(b, i), json_string(json_object_value(b, i)));
+        json_w_object_end(&w);
+        return json_w_finish(&w, ret, &n);
+}
+
 int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, bool with_memory,
-                          Sandbox **ret_kids, size_t *ret_n, ApiError *e) {
+                          const BranchOverrides *ov, Sandbox **ret_kids, size_t *ret_n, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ Sandbox *kids = NULL;
-        _cleanup_free_ char *data = NULL;
+        _cleanup_free_ char *data = NULL, *env = NULL;
         _cleanup_(grant_list_done) GrantList grants = {};
         int64_t pids[API_BRANCH_MAX] = {}, now;
         uint64_t sts[API_BRANCH_MAX] = {}, live;
@@ -578,6 +601,8 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                                  "%" PRIu64 " more sandboxes would pass this host's maximum of %" PRIu64, count,
                                  c->max_sandboxes);
 
+        if (ov && ov->env_json && env_overlay(sb.env_json, ov->env_json, &env) < 0)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "cannot lay the new env over the sandbox's");
         kids = new0(Sandbox, count);
         if (!kids)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
@@ -594,6 +619,10 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                 return api_store_error(e, k, "recording the new sandboxes");
         for (; made < count; made++) {
                 child_init(&kids[made], &sb, from ? &ck : NULL, with_memory, now);
+                if (env)
+                        kids[made].env_json = env; /* borrowed, as the source's */
+                if (ov && ov->metadata_json)
+                        kids[made].metadata_json = (char *) ov->metadata_json; /* borrowed */
                 k = api_sandbox_insert_new(r, &kids[made], e);
                 if (k < 0)
                         break;
@@ -695,7 +724,7 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e) {
                 k = api_validate_with_memory(body, &with_memory, e);
         if (k < 0)
                 return k;
-        k = api_sandbox_branch_do(r, r->params[0], count, from, with_memory > 0, &kids, &n, e);
+        k = api_sandbox_branch_do(r, r->params[0], count, from, with_memory > 0, NULL, &kids, &n, e);
         if (k < 0)
                 return k;
         return reply_children(r, kids, n, e);

@@ -78,7 +78,7 @@ const char *cli_state_dir(void) {
         return isempty(d) ? CLI_DEFAULT_STATE_DIR : d;
 }
 
-static const char *cli_api_key(void) {
+const char *cli_api_key(void) {
         const char *k;
 
         if (key_loaded)

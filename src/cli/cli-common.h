@@ -124,6 +124,8 @@ int cli_connect_url(const char *url, HttpClient **ret);
 /* "Authorization: Bearer ...\r\n" + extra (may be NULL); "" when there is no key. */
 int cli_headers(const char *extra, char **ret);
 bool cli_have_key(void);
+/* The API key: SPACE_API_KEY, else the key file of the state directory; NULL if none. */
+const char *cli_api_key(void);
 
 /* Sends a request (body: JSON text or NULL) and reads the whole answer.
  * Status >= 400 is printed as the API's error and returns CLI_EREPORTED. */

@@ -27,5 +27,6 @@ int cli_checkpoint(int argc, char **argv);  /* cli-lifecycle.c */
 int cli_checkpoints(int argc, char **argv); /* cli-lifecycle.c */
 int cli_restore(int argc, char **argv);  /* cli-lifecycle.c */
 int cli_branch(int argc, char **argv);   /* cli-lifecycle.c */
+int cli_mcp(int argc, char **argv);      /* cli-mcp.c */
 /* The checkpoint table of a sandbox for 'show' (nothing if it has none). */
 int cli_show_checkpoints(const char *id); /* cli-lifecycle.c */

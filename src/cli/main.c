@@ -118,6 +118,13 @@ static const CliCommand commands[] = {
           "  --type T    only events whose type starts with T (e.g. sandbox.)\n"
           "  --follow    keep streaming new events\n"
           "  --limit N   at most N events\n" },
+        { "mcp", cli_mcp, "[--listen HOST:PORT]", "serve space as an MCP server (stdio, or streamable HTTP)",
+          "  Without --listen: MCP over stdin/stdout with this CLI's key (SPACE_API_KEY or the key file);\n"
+          "  for an agent's MCP configuration: {\"command\": \"space\", \"args\": [\"mcp\"]}.\n"
+          "  --listen HOST:PORT  streamable HTTP at http://HOST:PORT/mcp; each client sends its own\n"
+          "                      space key as Authorization: Bearer\n"
+          "Tools: create_sandbox, list_sandboxes, run_command, read_file, write_file, list_files,\n"
+          "checkpoint, branch, restore, delete_sandbox; resources: a sandbox's files and events.\n" },
         { "help", cli_help, "[COMMAND]", "show help", NULL },
         { "version", cli_version, "", "show the version", NULL },
 };

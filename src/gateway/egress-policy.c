@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -800,43 +799,11 @@ const char *egress_policy_verdict_to_string(EgressPolicyVerdict v) {
         return v >= 0 && v < _EGRESS_POLICY_VERDICT_MAX ? verdict_table[v] : NULL;
 }
 
-int egress_policy_guard_add_addr(EgressPolicyGuard *g, int family, const void *addr) {
-        if (family == AF_INET) {
-                for (size_t i = 0; i < g->n_host4; i++)
-                        if (memcmp(&g->host4[i], addr, 4) == 0)
-                                return 0;
-                if (g->n_host4 >= EGRESS_POLICY_GUARD_ADDRS_MAX)
-                        return -E2BIG;
-                memcpy(&g->host4[g->n_host4++], addr, 4);
-                return 0;
-        }
-        if (family == AF_INET6) {
-                for (size_t i = 0; i < g->n_host6; i++)
-                        if (memcmp(&g->host6[i], addr, 16) == 0)
-                                return 0;
-                if (g->n_host6 >= EGRESS_POLICY_GUARD_ADDRS_MAX)
-                        return -E2BIG;
-                memcpy(&g->host6[g->n_host6++], addr, 16);
-                return 0;
-        }
-        return -EAFNOSUPPORT;
-}
-
-int egress_policy_guard_add_host_addrs(EgressPolicyGuard *g) {
-        struct ifaddrs *ifa = NULL;
-        int r = 0;
-        if (getifaddrs(&ifa) < 0)
-                return -errno;
-        for (struct ifaddrs *i = ifa; i && r >= 0; i = i->ifa_next) {
-                if (!i->ifa_addr)
-                        continue;
-                if (i->ifa_addr->sa_family == AF_INET)
-                        r = egress_policy_guard_add_addr(g, AF_INET, &((struct sockaddr_in *) (void *) i->ifa_addr)->sin_addr);
-                else if (i->ifa_addr->sa_family == AF_INET6)
-                        r = egress_policy_guard_add_addr(g, AF_INET6, &((struct sockaddr_in6 *) (void *) i->ifa_addr)->sin6_addr);
-        }
-        freeifaddrs(ifa);
-        return r;
+/* The host's own addresses: refused, and all of them while they are not known. */
+static const char *forbidden_host(const EgressPolicyGuard *g, int family, const void *a) {
+        if (!host_addr_set_is_complete(g->host))
+                return EGRESS_POLICY_HOST_UNKNOWN;
+        return host_addr_set_contains(g->host, family, a) ? "host address" : NULL;
 }
 
 static const char *forbidden4(const EgressPolicyGuard *g, const uint8_t a[4]) {
@@ -856,11 +823,7 @@ static const char *forbidden4(const EgressPolicyGuard *g, const uint8_t a[4]) {
                 if ((x & mask) == (g->pool_base & mask))
                         return "sandbox address pool";
         }
-        if (g)
-                for (size_t i = 0; i < g->n_host4; i++)
-                        if (memcmp(&g->host4[i], a, 4) == 0)
-                                return "host address";
-        return NULL;
+        return g ? forbidden_host(g, AF_INET, a) : NULL;
 }
 
 const char *egress_policy_addr_forbidden(const EgressPolicyGuard *g, int family, const void *addr) {
@@ -895,9 +858,5 @@ const char *egress_policy_addr_forbidden(const EgressPolicyGuard *g, int family,
                 return "multicast address";
         if (a[0] == 0xfd && a[1] == 0x00 && a[2] == 0x0e && a[3] == 0xc2)
                 return "link-local address (metadata)"; /* fd00:ec2::254, the IPv6 metadata service */
-        if (g)
-                for (size_t i = 0; i < g->n_host6; i++)
-                        if (memcmp(&g->host6[i], a, 16) == 0)
-                                return "host address";
-        return NULL;
+        return g ? forbidden_host(g, AF_INET6, a) : NULL;
 }

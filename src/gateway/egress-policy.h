@@ -29,6 +29,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
+#include "host-addr-set.h"
 #include "json.h"
 #include "macros.h"
 
@@ -39,7 +40,6 @@
 #define EGRESS_POLICY_LABEL_MAX 63U
 #define EGRESS_POLICY_ERR_MAX 256U            /* size of an error buffer */
 #define EGRESS_POLICY_RULE_TEXT_MAX 320U      /* "deny *.host:1-2,…" for events */
-#define EGRESS_POLICY_GUARD_ADDRS_MAX 64U
 
 typedef enum EgressPolicyRuleKind {
         EGRESS_POLICY_RULE_HOST,
@@ -162,18 +162,18 @@ EgressPolicyProto egress_policy_proto_from_string(const char *s, size_t n);
 
 const char *egress_policy_verdict_to_string(EgressPolicyVerdict v);
 
-/* The always-refused set. */
+/* The always-refused set. The host's addresses come from a HostAddrSet that
+ * the gateway keeps current from netlink (gateway-host-addrs.c); while that
+ * set is not complete (not yet dumped, an overrun, a failed allocation) no
+ * address that passes the fixed checks is let through: the reason is
+ * EGRESS_POLICY_HOST_UNKNOWN. */
+#define EGRESS_POLICY_HOST_UNKNOWN "host addresses unknown"
 typedef struct EgressPolicyGuard {
         uint32_t pool_base; /* host byte order; the sandbox address pool */
         unsigned pool_prefixlen; /* 0: no pool configured */
-        struct in_addr host4[EGRESS_POLICY_GUARD_ADDRS_MAX];
-        size_t n_host4;
-        struct in6_addr host6[EGRESS_POLICY_GUARD_ADDRS_MAX];
-        size_t n_host6;
+        const HostAddrSet *host; /* NULL or incomplete: every address is refused as unknown */
 } EgressPolicyGuard;
 
-/* Adds the host's interface addresses (getifaddrs); -E2BIG past the limit. */
-int egress_policy_guard_add_host_addrs(EgressPolicyGuard *g);
-int egress_policy_guard_add_addr(EgressPolicyGuard *g, int family, const void *addr);
-/* NULL if addr may be reached (subject to the policy), else the reason. */
+/* NULL if addr may be reached (subject to the policy), else the reason. g
+ * NULL: only the fixed ranges (what no policy can open, whatever the host). */
 const char *egress_policy_addr_forbidden(const EgressPolicyGuard *g, int family, const void *addr);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,7 +252,8 @@ static int send_request(GatewayClient *g, JsonWriter *w) {
         return 0;
 }
 
-int gateway_client_wait(GatewayClient *g, int64_t seq, char *errbuf, size_t errbuf_size) {
+/* The reply to seq; *ret_reply (if given) gets it on success. */
+static int wait_reply(GatewayClient *g, int64_t seq, char *errbuf, size_t errbuf_size, JsonValue **ret_reply) {
         _cleanup_json_ JsonValue *reply = take_reply(g, seq);
         bool ok = false;
         int r;
@@ -272,13 +274,20 @@ int gateway_client_wait(GatewayClient *g, int64_t seq, char *errbuf, size_t errb
                         return -errno;
         }
         (void) json_bool(json_get(reply, "ok"), &ok);
-        if (ok)
+        if (ok) {
+                if (ret_reply)
+                        *ret_reply = TAKE_PTR(reply);
                 return 0;
+        }
         int64_t e = EIO;
         (void) json_int64(json_get(reply, "errno"), &e);
         if (errbuf && errbuf_size)
                 snprintf(errbuf, errbuf_size, "%s", strempty(json_string(json_get(reply, "error"))));
         return e > 0 && e < 4096 ? -(int) e : -EIO;
+}
+
+int gateway_client_wait(GatewayClient *g, int64_t seq, char *errbuf, size_t errbuf_size) {
+        return wait_reply(g, seq, errbuf, errbuf_size, NULL);
 }
 
 static int request(GatewayClient *g, JsonWriter *w, char *errbuf, size_t errbuf_size) {
@@ -420,4 +429,48 @@ int gateway_client_set_credentials(GatewayClient *g, const char *id, const char 
         json_w_array_end(&w);
         json_w_object_end(&w);
         return request(g, &w, errbuf, errbuf_size);
+}
+
+int gateway_client_host_addr_stats(GatewayClient *g, GatewayHostAddrStats *ret) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        const JsonValue *h;
+        JsonWriter w;
+        int64_t v;
+        int r;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_int(&w, "seq", ++g->seq);
+        json_w_kv_string(&w, "op", "stats");
+        json_w_object_end(&w);
+        r = send_request(g, &w);
+        if (r < 0)
+                return r;
+        r = wait_reply(g, g->seq, NULL, 0, &reply);
+        if (r < 0)
+                return r;
+        h = json_get(reply, "host_addrs");
+        if (!h)
+                return -EBADMSG;
+        *ret = (GatewayHostAddrStats){};
+        (void) json_bool(json_get(h, "complete"), &ret->complete);
+        static const struct {
+                const char *key;
+                size_t offset;
+        } fields[] = {
+                { "count", offsetof(GatewayHostAddrStats, count) },
+                { "bytes", offsetof(GatewayHostAddrStats, bytes) },
+                { "events", offsetof(GatewayHostAddrStats, events) },
+                { "dumps", offsetof(GatewayHostAddrStats, dumps) },
+                { "redumps", offsetof(GatewayHostAddrStats, redumps) },
+                { "overruns", offsetof(GatewayHostAddrStats, overruns) },
+                { "errors", offsetof(GatewayHostAddrStats, errors) },
+                { "reopens", offsetof(GatewayHostAddrStats, reopens) },
+                { "drift", offsetof(GatewayHostAddrStats, drift) },
+                { "denied_unknown", offsetof(GatewayHostAddrStats, denied_unknown) },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++)
+                if (json_int64(json_get(h, fields[i].key), &v) >= 0 && v >= 0)
+                        *(uint64_t *) (void *) ((uint8_t *) ret + fields[i].offset) = (uint64_t) v;
+        return 0;
 }

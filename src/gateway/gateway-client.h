@@ -71,6 +71,18 @@ int gateway_client_send_replace(GatewayClient *g, const char *id, const char *te
 int gateway_client_set_policy(GatewayClient *g, const char *id, const char *policy_json, char *errbuf, size_t errbuf_size);
 int gateway_client_unregister(GatewayClient *g, const char *id);
 
+/* The guard's host addresses as the gateway keeps them (op "stats"):
+ * complete (known: a dump ended and nothing was lost since), how many, the
+ * bytes of its sets, address events applied, dumps completed and thrown away
+ * (interrupted, overrun under them), socket overruns, errors, sockets opened
+ * again (after an error, or an overrun that did not drain), differences a
+ * consistency dump found, destinations refused because they were unknown. */
+typedef struct GatewayHostAddrStats {
+        bool complete;
+        uint64_t count, bytes, events, dumps, redumps, overruns, errors, reopens, drift, denied_unknown;
+} GatewayHostAddrStats;
+int gateway_client_host_addr_stats(GatewayClient *g, GatewayHostAddrStats *ret);
+
 /* A credential as the gateway gets it: sealed (it opens the value itself). */
 typedef struct GatewayCred {
         const char *id, *tenant, *name;

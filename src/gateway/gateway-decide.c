@@ -24,7 +24,7 @@ bool gw_verdict_name(const GwConn *c, const char *name, char *why, size_t whysiz
 
 bool gw_verdict_addr(Gateway *gw, const GwConn *c, char *why, size_t whysize) {
         EgressPolicyMatch m;
-        const char *forbidden = egress_policy_addr_forbidden(&gw->guard, AF_INET, &c->dst.sin_addr);
+        const char *forbidden = gw_addr_forbidden(gw, AF_INET, &c->dst.sin_addr);
         if (forbidden) {
                 (void) strscpy(why, whysize, forbidden);
                 return false;
@@ -43,7 +43,7 @@ bool gw_verdict_tcp(Gateway *gw, const GwConn *c, char ret_host[static DNS_NAME_
         if (c->host[0]) /* the name it was allowed for first (its DNS answer may have expired since) */
                 names[n++] = c->host;
         n += gw_memory_names(c->sb, c->dst.sin_addr, names + n, GW_NAMES_PER_ADDR_MAX);
-        if (!egress_policy_addr_forbidden(&gw->guard, AF_INET, &c->dst.sin_addr))
+        if (!gw_addr_forbidden(gw, AF_INET, &c->dst.sin_addr))
                 for (size_t i = 0; i < n; i++) {
                         EgressPolicyMatch m;
                         if (egress_policy_match_host(c->sb->policy, names[i], strlen(names[i]), c->port, &m) ==

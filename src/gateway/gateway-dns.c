@@ -68,7 +68,7 @@ size_t gw_memory_names(GwSandbox *sb, struct in_addr addr, const char **ret, siz
 size_t gw_filter_addrs(Gateway *gw, struct in_addr *addrs, size_t n) {
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
-                if (!egress_policy_addr_forbidden(&gw->guard, AF_INET, &addrs[i]))
+                if (!gw_addr_forbidden(gw, AF_INET, &addrs[i]))
                         addrs[k++] = addrs[i];
         return k;
 }
@@ -165,7 +165,7 @@ static void resolve_finish(Gateway *gw, GwResolve *r, int rcode, struct in_addr 
         if (total > 0 && n == 0) {
                 char why[128];
                 snprintf(why, sizeof why, "the name resolves only to refused addresses (%s)",
-                         egress_policy_addr_forbidden(&gw->guard, AF_INET, &addrs[0]) ?: "guard");
+                         gw_addr_forbidden(gw, AF_INET, &addrs[0]) ?: "guard");
                 gw_event(gw, sb, false, "dns", r->name, NULL, 0, why);
                 rcode = DNS_RCODE_NXDOMAIN;
         }

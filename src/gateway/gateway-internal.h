@@ -127,9 +127,24 @@ struct GwSandbox {
 typedef struct GwConn GwConn;
 typedef struct GwResolve GwResolve;
 
+/* gateway-host-addrs.c: the guard's host addresses, kept from rtnetlink */
+typedef struct GwHostAddrs {
+        GwIo io;           /* the subscribed NETLINK_ROUTE socket; fd < 0: broken, reopened on the tick */
+        HostAddrSet *set;  /* what the guard consults (guard.host) */
+        HostAddrSet *dump; /* filled by the dump in flight */
+        uint8_t *buf;
+        uint32_t seq, dump_seq; /* dump_seq 0: no dump in flight */
+        bool dump_intr;    /* the kernel marked the dump in flight interrupted */
+        bool redump;       /* events were lost during it: dump again at its end */
+        uint64_t next_dump_usec, retry_usec, last_unknown_log_usec;
+        uint64_t opened;   /* sockets opened */
+        uint64_t n_events, n_dumps, n_redumps, n_overruns, n_errors, n_reopens, n_drift, n_denied_unknown;
+} GwHostAddrs;
+
 struct Gateway {
         const GatewayConfig *config;
         EgressPolicyGuard guard;
+        GwHostAddrs host_addrs;
         int epoll_fd;
         GwIo control;
         char *control_buf;
@@ -163,6 +178,22 @@ GwSandbox *gw_sandbox_find(Gateway *gw, const char *id);
 /* A decision event: verdict "allow"/"deny", kind "dns"/"http"/"tls"/"connect"/"tcp"/"udp". */
 void gw_event(Gateway *gw, GwSandbox *sb, bool allow, const char *kind, const char *host, const struct in_addr *addr,
               uint16_t port, const char *why);
+
+/* gateway-host-addrs.c */
+/* Allocates the sets, opens the socket and waits (bounded) for the first
+ * dump; before the epoll fd exists. -ENOMEM only: a socket that cannot be
+ * opened leaves every destination refused and is retried on the tick. */
+int gw_host_addrs_init(Gateway *gw);
+/* Adds the socket to the event loop. */
+int gw_host_addrs_watch(Gateway *gw);
+void gw_host_addrs_tick(Gateway *gw, uint64_t now);
+void gw_host_addrs_done(Gateway *gw);
+/* egress_policy_addr_forbidden() with the guard, after the queued address
+ * events are applied; a refusal because the addresses are unknown is counted
+ * and logged. */
+const char *gw_addr_forbidden(Gateway *gw, int family, const void *addr);
+/* "host_addrs": {...} for the "stats" control op. */
+void gw_host_addrs_write_stats(Gateway *gw, JsonWriter *w);
 
 /* gateway-dns.c */
 struct GwResolve {

@@ -218,7 +218,7 @@ void gw_conn_dns_continue(Gateway *gw, GwConn *c) {
 
 /* Starts the upstream connection to c->dst. */
 static void conn_connect(Gateway *gw, GwConn *c) {
-        const char *why = egress_policy_addr_forbidden(&gw->guard, AF_INET, &c->dst.sin_addr);
+        const char *why = gw_addr_forbidden(gw, AF_INET, &c->dst.sin_addr);
         int fd, r;
         if (why) {
                 deny(gw, c, 403, why);

@@ -137,7 +137,7 @@ static bool decide(Gateway *gw, GwSandbox *sb, const struct sockaddr_in *dst) {
                          "QUIC (UDP 443) is not relayed; HTTP/3 clients fall back to TCP 443");
                 return false;
         }
-        why = egress_policy_addr_forbidden(&gw->guard, AF_INET, &dst->sin_addr);
+        why = gw_addr_forbidden(gw, AF_INET, &dst->sin_addr);
         if (why) {
                 gw_event(gw, sb, false, "udp", NULL, &dst->sin_addr, port, why);
                 return false;

@@ -455,7 +455,7 @@ static void control_line(Gateway *gw, const char *line, size_t n) {
                 r = op_unregister(gw, req, err, sizeof err);
         else if (streq(op, "credentials"))
                 r = gw_op_credentials(gw, req, err, sizeof err);
-        else if (streq(op, "ping"))
+        else if (streq(op, "ping") || streq(op, "stats"))
                 r = 0;
         else
                 r = -EINVAL, snprintf(err, sizeof err, "unknown op");
@@ -478,6 +478,8 @@ static void control_line(Gateway *gw, const char *line, size_t n) {
         json_w_object_begin(&w);
         json_w_kv_int(&w, "seq", seq);
         json_w_kv_bool(&w, "ok", r >= 0);
+        if (r >= 0 && streq(op, "stats"))
+                gw_host_addrs_write_stats(gw, &w);
         if (r < 0) {
                 json_w_kv_string(&w, "error", err[0] ? err : strerror(-r));
                 json_w_kv_int(&w, "errno", -r);
@@ -581,29 +583,39 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
         log_set_prefix("gateway");
         gw.guard.pool_base = config->pool_base;
         gw.guard.pool_prefixlen = config->pool_prefixlen;
-        r = egress_policy_guard_add_host_addrs(&gw.guard);
-        if (r < 0)
-                log_warning_errno(r, "gateway: cannot list the host's addresses: %m");
+        /* the host's addresses (this namespace's: upstream connections leave from here), from netlink */
+        r = gw_host_addrs_init(&gw);
+        if (r < 0) {
+                gw_host_addrs_done(&gw);
+                return log_error_errno(r, "gateway: cannot keep the host's addresses: %m");
+        }
         raise_fd_limit();
         r = gw_cred_setup(&gw); /* reads master.key and the CA file while still root */
-        if (r < 0)
+        if (r < 0) {
+                gw_host_addrs_done(&gw);
                 return r;
+        }
         r = drop_privileges(config);
         if (r >= 0)
                 r = gw_cred_setup_unprivileged(&gw);
         if (r < 0) {
                 gw_cred_done(&gw);
+                gw_host_addrs_done(&gw);
                 return r;
         }
         gw.control_buf = malloc(GW_CONTROL_LINE_MAX);
-        if (!gw.control_buf)
-                return -ENOMEM;
+        if (!gw.control_buf) {
+                r = -ENOMEM;
+                goto finish;
+        }
         gw.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (gw.epoll_fd < 0 || fd_nonblock(control_fd, true) < 0 || gw_epoll_add(&gw, &gw.control, EPOLLIN) < 0) {
                 r = -errno;
                 goto finish;
         }
-        uint64_t last_guard = gw_now_usec();
+        r = gw_host_addrs_watch(&gw);
+        if (r < 0)
+                goto finish;
         while (!gw.control_eof) {
                 struct epoll_event evs[64];
                 int n = epoll_wait(gw.epoll_fd, evs, ELEMENTSOF(evs), GW_TICK_MSEC);
@@ -639,12 +651,7 @@ int gateway_main(const GatewayConfig *config, int control_fd) {
                         events_dropped_flush(&gw, gw.sandboxes[i]);
                         gw_cred_flush(&gw, gw.sandboxes[i]);
                 }
-                if (now - last_guard > 30U * 1000000U) { /* addresses come and go */
-                        EgressPolicyGuard g = { .pool_base = config->pool_base, .pool_prefixlen = config->pool_prefixlen };
-                        if (egress_policy_guard_add_host_addrs(&g) >= 0)
-                                gw.guard = g;
-                        last_guard = now;
-                }
+                gw_host_addrs_tick(&gw, now);
         }
         r = 0;
 finish:
@@ -652,6 +659,7 @@ finish:
                 sandbox_free(&gw, gw.sandboxes[--gw.n_sandboxes]);
         free(gw.sandboxes);
         gw_cred_done(&gw);
+        gw_host_addrs_done(&gw);
         free(gw.control_buf);
         free(gw.out_buf);
         free(gw.udp_buf);

@@ -255,12 +255,56 @@ void proto_file_request_done(ProtoFileRequest *r) {
         r->path = mfree(r->path);
         r->to = mfree(r->to);
         r->user = mfree(r->user);
+        r->metadata = strv_free(r->metadata);
+}
+
+bool proto_file_metadata_key_valid(const char *key, size_t n) {
+        if (n == 0 || n > PROTO_FILE_METADATA_KEY_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((key[i] >= 'a' && key[i] <= 'z') || (key[i] >= '0' && key[i] <= '9') || key[i] == '-' ||
+                      key[i] == '_' || key[i] == '.'))
+                        return false;
+        return true;
+}
+
+/* "metadata": {key: value, ...} of FILE_WRITE → key, value, ... */
+static int get_metadata(const JsonValue *obj, char ***ret, char *errbuf, size_t errbuf_size) {
+        const JsonValue *v = field(obj, "metadata");
+        _cleanup_strv_free_ char **l = NULL;
+        size_t n;
+
+        if (!v)
+                return 0;
+        if (json_type(v) != JSON_OBJECT)
+                return fail(errbuf, errbuf_size, "'metadata' must be an object of strings");
+        n = json_object_size(v);
+        if (n > PROTO_FILE_METADATA_MAX)
+                return fail(errbuf, errbuf_size, "'metadata' has more than %u entries", PROTO_FILE_METADATA_MAX);
+        for (size_t i = 0; i < n; i++) {
+                const char *k = json_object_key(v, i);
+                const JsonValue *val = json_object_value(v, i);
+
+                if (!proto_file_metadata_key_valid(k, strlen(k)))
+                        return fail(errbuf, errbuf_size,
+                                    "metadata key '%.64s' is not 1-%u lower-case letters, digits, '-', '_' or '.'", k,
+                                    PROTO_FILE_METADATA_KEY_MAX);
+                if (json_type(val) != JSON_STRING || json_string_len(val) > PROTO_FILE_METADATA_VALUE_MAX ||
+                    memchr(json_string(val), 0, json_string_len(val)))
+                        return fail(errbuf, errbuf_size, "metadata '%.64s' must be a string of at most %u bytes", k,
+                                    PROTO_FILE_METADATA_VALUE_MAX);
+                if (strv_extend(&l, k) < 0 || strv_extend(&l, json_string(val)) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 1;
 }
 
 int proto_file_request_parse(ProtoType type, const JsonValue *obj, ProtoFileRequest *ret, char *errbuf,
                              size_t errbuf_size) {
         static const char *const read_keys[] = { "path", "offset", "length", "user", NULL };
-        static const char *const write_keys[] = { "path", "mode", "append", "parents", "uid", "gid", "user", NULL };
+        static const char *const write_keys[] = { "path", "mode", "append", "parents", "uid", "gid", "user",
+                                                  "metadata", NULL };
         static const char *const list_keys[] = { "path", "depth", "user", NULL };
         static const char *const stat_keys[] = { "path", "user", NULL };
         static const char *const mkdir_keys[] = { "path", "parents", "mode", "uid", "gid", "user", NULL };
@@ -377,6 +421,9 @@ int proto_file_request_parse(ProtoType type, const JsonValue *obj, ProtoFileRequ
                 return r;
         if (r > 0)
                 req.depth = (unsigned) u;
+        r = get_metadata(obj, &req.metadata, errbuf, errbuf_size);
+        if (r < 0)
+                return r;
 
         *ret = req;
         req = (ProtoFileRequest){};

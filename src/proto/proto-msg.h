@@ -50,7 +50,16 @@ typedef struct ProtoFileRequest {
         bool have_uid, have_gid;
         uint32_t uid, gid; /* FILE_WRITE, FILE_MKDIR */
         unsigned depth;    /* FILE_LIST, 1 unless given */
+        char **metadata;   /* FILE_WRITE: key, value, key, value...: the file's user.e2b.<key> xattrs */
 } ProtoFileRequest;
+
+/* File metadata (E2B's X-Metadata-*): user.e2b.<key> xattrs of a file. Keys
+ * are lower-case letters, digits, '-', '_' and '.'; values text without NUL. */
+#define PROTO_FILE_METADATA_MAX 32U          /* entries per file */
+#define PROTO_FILE_METADATA_KEY_MAX 128U
+#define PROTO_FILE_METADATA_VALUE_MAX 1024U
+#define PROTO_FILE_METADATA_XATTR_PREFIX "user.e2b."
+bool proto_file_metadata_key_valid(const char *key, size_t n);
 
 int proto_file_request_parse(ProtoType type, const JsonValue *obj, ProtoFileRequest *ret, char *errbuf,
                              size_t errbuf_size);

@@ -26,13 +26,14 @@ const ConfigItem config_table[] = {
         { "pool_size_mb", U(pool_size_mb), "16384", 1024, UINT64_C(1) << 30, NULL, "size of the sparse pool image" },
         { "agent_path", S(agent_path), "", 0, 0, NULL, "space-agent binary; default: beside spaced" },
         { "template_dir", S(template_dir), "", 0, 0, NULL, "NAME.tar files imported as templates at start; default <datadir>/space/templates" },
-        { "cgroup_root", S(cgroup_root), "space", 0, 0, NULL, "cgroup (below each hierarchy's root) that holds sandboxes" },
+        { "instance", S(instance), "", 0, 0, NULL, "this daemon's name on the host, which names what it makes there (cgroup root, nft table, links); default: space for the state_dir /var/lib/space, else space-<hash of the state_dir>, kept in <state_dir>/instance.json" },
+        { "cgroup_root", S(cgroup_root), "", 0, 0, NULL, "cgroup (below each hierarchy's root) that holds sandboxes; default: the instance name" },
         { "log_level", S(log_level), "info", 0, 0, "error|warning|info|debug", "log level" },
         { "log_file", S(log_file), "", 0, 0, NULL, "role all: write the log (and the worker's) to this file instead of stderr; reopened on SIGHUP (space up sets <state_dir>/spaced.log)" },
         { "log_max_mb", U(log_max_mb), "64", 0, UINT64_C(1) << 20, NULL, "log_file is renamed to FILE.1 and begun anew once larger than this; 0 = never" },
         { "debug_timing", U(debug_timing), "0", 0, 1, NULL, "1: every API response carries Server-Timing: time its request waited on the store, and in all (benchmarks)" },
         { "default_template", S(default_template), "base", 0, 0, NULL, "template of a create that names none" },
-        { "uid_base", U(uid_base), "1000000000", 65536, UINT64_C(4000000000), NULL, "first host uid of sandbox id ranges" },
+        { "uid_base", U(uid_base), "0", 0, UINT64_C(4000000000), NULL, "first host uid of sandbox id ranges; 0: 1000000000 for instance space, else a range no other instance on the host holds, chosen at the first start and kept in <state_dir>/instance.json" },
         { "slots_max", U(slots_max), "4096", 1, 65536, NULL, "sandbox uid/gid ranges (65536 ids each)" },
         { "default_cpu_millis", U(default_cpu_millis), "1000", 10, 1024000, NULL, "CPU quota of a new sandbox (1000 = one CPU)" },
         { "default_memory_mb", U(default_memory_mb), "512", 16, UINT64_C(1) << 30, NULL, "memory limit of a new sandbox" },
@@ -61,9 +62,9 @@ const ConfigItem config_table[] = {
         { "gateway_dns_upstream", S(gateway_dns_upstream), "", 0, 0, NULL, "the resolver the egress gateway asks, a.b.c.d[:port]; default: the first nameserver of /etc/resolv.conf" },
         { "gateway_ca_file", S(gateway_ca_file), "", 0, 0, NULL, "CA bundle (PEM) the gateway verifies upstreams against when it puts credentials on their requests; default: the host's trust store (/etc/ssl/certs)" },
         { "default_network", S(default_network), "", 0, 0, NULL, "egress policy of a create that names none, as JSON (e.g. {\"allow\":[\"pypi.org\"]}); empty = no egress" },
-        { "net_pool", S(net_pool), "10.200.0.0/16", 0, 0, NULL, "private IPv4 CIDR of the sandbox links: slot n is the /31 at base+2n (host end) and base+2n+1 (sandbox); must hold slots_max /31s" },
-        { "net_table", S(net_table), "space", 0, 0, NULL, "nftables table (inet) holding this daemon's sandbox firewall; unique per daemon on a host" },
-        { "net_link_prefix", S(net_link_prefix), "sp-", 0, 0, NULL, "name prefix of this daemon's host-side links: 1-9 letters or digits and a final '-'; unique per daemon on a host" },
+        { "net_pool", S(net_pool), "", 0, 0, NULL, "private IPv4 CIDR of the sandbox links: slot n is the /31 at base+2n (host end) and base+2n+1 (sandbox); must hold slots_max /31s; default: 10.200.0.0/16 for instance space, else a block of 10.201.0.0-10.255.255.255 no other instance holds, chosen at the first start and kept in <state_dir>/instance.json" },
+        { "net_table", S(net_table), "", 0, 0, NULL, "nftables table (inet) holding this daemon's sandbox firewall; unique per daemon on a host; default: the instance name" },
+        { "net_link_prefix", S(net_link_prefix), "", 0, 0, NULL, "name prefix of this daemon's host-side links: 1-9 letters or digits and a final '-'; unique per daemon on a host; default: sp- for instance space, else sp<6 hex>-" },
         { "gateway", S(gateway), "on", 0, 0, "on|off", "the egress gateway process (off: sandboxes reach nothing at all)" },
         { "gateway_dns_port", U(gateway_dns_port), "10053", 1, 65535, NULL, "the gateway's DNS port on each host end (sandbox port 53 is redirected to it)" },
         { "gateway_proxy_port", U(gateway_proxy_port), "10080", 1, 65535, NULL, "the gateway's explicit HTTP proxy port on each host end (HTTP_PROXY in sandboxes)" },
@@ -347,6 +348,10 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
             (c->gateway_transparent_port >= c->gateway_udp_port && c->gateway_transparent_port < c->gateway_udp_port + CONFIG_GATEWAY_UDP_PORTS)) {
                 snprintf(errbuf, errbuf_size, "the gateway ports must differ from each other (gateway_udp_port takes %u ports from it)", CONFIG_GATEWAY_UDP_PORTS);
                 return -EINVAL;
+        }
+        if (c->uid_base != 0 && c->uid_base < 65536) {
+                snprintf(errbuf, errbuf_size, "uid_base must be 0 (chosen) or at least 65536");
+                return -ERANGE;
         }
         if (c->default_cpu_millis > c->max_cpu_millis || c->default_memory_mb > c->max_memory_mb ||
             c->default_disk_mb > c->max_disk_mb || c->default_pids_max > c->max_pids) {

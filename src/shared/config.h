@@ -25,12 +25,13 @@ typedef struct Config {
         uint64_t pool_size_mb;
         char agent_path[CONFIG_STR_MAX];
         char template_dir[CONFIG_STR_MAX];
-        char cgroup_root[128];
+        char instance[33];             /* this daemon's name on the host; "" = derived (instance.h) */
+        char cgroup_root[128];         /* "" = the instance name */
         char log_level[16];
         char log_file[CONFIG_STR_MAX];  /* "" = stderr */
         uint64_t log_max_mb;            /* log_file is rotated to .1 past this; 0 = never */
         char default_template[128];
-        uint64_t uid_base;
+        uint64_t uid_base;             /* 0 = chosen at the first start (instance.h) */
         uint64_t slots_max;
         uint64_t default_cpu_millis;
         uint64_t default_memory_mb;
@@ -60,9 +61,9 @@ typedef struct Config {
         char default_network[CONFIG_STR_MAX]; /* egress policy JSON of a create that names none; "" = no egress */
         char gateway_ca_file[CONFIG_STR_MAX]; /* CA bundle intercepted upstreams are verified against; "" = the host's */
         char gateway_dns_upstream[64]; /* "a.b.c.d[:port]" the gateway resolves through; "" = /etc/resolv.conf */
-        char net_pool[32];             /* private IPv4 CIDR the sandbox links' /31s come from */
-        char net_table[40];            /* this daemon's nftables table (inet) */
-        char net_link_prefix[16];      /* name prefix of this daemon's host-side links */
+        char net_pool[32];             /* private IPv4 CIDR the sandbox links' /31s come from; "" = chosen */
+        char net_table[40];            /* this daemon's nftables table (inet); "" = the instance name */
+        char net_link_prefix[16];      /* name prefix of this daemon's host-side links; "" = derived */
         char gateway[8];               /* on | off: the egress gateway process */
         uint64_t gateway_dns_port;     /* the gateway's listeners on every host end */
         uint64_t gateway_proxy_port;

@@ -9,6 +9,7 @@
  * and must stay single-threaded); the rest runs as threads of this process. */
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -28,6 +29,7 @@
 #include "config.h"
 #include "fd-util.h"
 #include "http-server.h"
+#include "instance.h"
 #include "egress-policy.h"
 #include "gateway.h"
 #include "log.h"
@@ -193,6 +195,16 @@ static int take_pidfile(const Config *c, int *ret_fd) {
                 return log_error_errno(errno, "Cannot open %s: %m", path);
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
                 int r = errno;
+                ssize_t n = r == EWOULDBLOCK ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+                if (n > 0) {
+                        char name[INSTANCE_NAME_MAX + 1] = "?";
+                        buf[n] = 0;
+                        buf[strcspn(buf, "\n")] = 0;
+                        close(fd);
+                        (void) instance_kept_name(c->state_dir, name, sizeof name);
+                        return log_error_errno(EBUSY, "Another spaced (instance '%s', pid %s) runs on %s", name, buf,
+                                               c->state_dir);
+                }
                 close(fd);
                 return log_error_errno(r == EWOULDBLOCK ? EBUSY : r, "Another spaced runs on %s", c->state_dir);
         }
@@ -202,6 +214,20 @@ static int take_pidfile(const Config *c, int *ret_fd) {
                 return -EIO;
         }
         *ret_fd = fd;
+        return 0;
+}
+
+/* This daemon's instance on the host (roles that make things there: all,
+ * worker): the unset host settings derived, checked against the other live
+ * daemons, registered while this process and its children live. */
+static int take_instance(Config *c, Instance **ret) {
+        char err[2048];
+        int r = instance_setup(c, INSTANCE_REGISTRY_DIR, ret, err, sizeof err);
+        if (r < 0)
+                return log_error_errno(r, "Refusing to start: %s", err);
+        log_info("Instance %s: cgroup root %s, uids %" PRIu64 "-%" PRIu64 ", net_pool %s, nft table %s, links %s*",
+                 c->instance, c->cgroup_root, c->uid_base, c->uid_base + c->slots_max * INSTANCE_ID_RANGE - 1,
+                 c->net_pool, c->net_table, c->net_link_prefix);
         return 0;
 }
 
@@ -408,11 +434,12 @@ static void stop_worker_process(void) {
 
 /* role worker: register, start the worker process and the internal
  * listener, heartbeat until told to stop. */
-static int run_worker(const Config *config) {
+static int run_worker(Config *config) {
         _cleanup_(cluster_token_freep) char *token = NULL;
         _cleanup_(store_closep) Store *store = NULL;
         _cleanup_(worker_client_freep) WorkerClient *local = NULL;
         _cleanup_close_ int pidfd = -EBADF;
+        _cleanup_(instance_freep) Instance *host_instance = NULL;
         WorkerGateway *gw = NULL;
         char instance[STORE_ID_MAX], sock[PATH_MAX], addr[PATH_MAX + 8], agents[PATH_MAX];
         char templates[STORE_WORKER_TEMPLATES_MAX] = "";
@@ -420,7 +447,7 @@ static int run_worker(const Config *config) {
         uint64_t beat_msec = MAX(config->worker_lost_timeout_s * 1000 / 4, (uint64_t) HEARTBEAT_MIN_MSEC);
         int r;
 
-        if (common_setup(config, &pidfd) < 0)
+        if (common_setup(config, &pidfd) < 0 || take_instance(config, &host_instance) < 0)
                 return 1;
         if (cluster_token_load(config->cluster_token_file, &token) < 0)
                 return 1;
@@ -717,6 +744,7 @@ int main(int argc, char *argv[]) {
         _cleanup_(store_closep) Store *store = NULL;
         _cleanup_close_ int pidfd = -EBADF;
         _cleanup_(cred_key_freep) CredKey *cred_key = NULL;
+        _cleanup_(instance_freep) Instance *instance = NULL;
         Controller ctl = {};
         Supervisor *sup = NULL;
         Api *api = NULL;
@@ -767,6 +795,8 @@ int main(int argc, char *argv[]) {
         snprintf(path, sizeof path, "%s/tmp", config.state_dir);
         (void) rm_rf(path); /* leftovers of uploads cut short by a crash (we hold the lock now) */
         if (mkdir_p(path, 0700) < 0)
+                return 1;
+        if (take_instance(&config, &instance) < 0)
                 return 1;
 
         r = store_open(config.store_url, &store);

@@ -603,8 +603,10 @@ int worker_net_reconcile(Worker *w) {
 
         ifs = if_nameindex();
         for (struct if_nameindex *i = ifs; i && i->if_index != 0; i++) {
+                const char *slot = startswith(i->if_name, w->config->net_link_prefix);
                 bool owned = false;
-                if (!startswith(i->if_name, w->config->net_link_prefix))
+                /* ours are <prefix><slot> only: any other name is someone else's */
+                if (!slot || !*slot || slot[strspn(slot, "0123456789")] != 0)
                         continue;
                 for (size_t j = 0; j < n && !owned; j++)
                         owned = streq(names[j], i->if_name);

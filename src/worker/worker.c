@@ -246,6 +246,17 @@ static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                         }
                 }
                 json_w_kv_string(jw, "cgroup", cgroup_mode_to_string(cgroup_mode()));
+                /* this daemon's identity on the host and what it holds there (src/shared/instance.h) */
+                json_w_key(jw, "instance");
+                json_w_object_begin(jw);
+                json_w_kv_string(jw, "name", w->config->instance);
+                json_w_kv_string(jw, "state_dir", w->config->state_dir);
+                json_w_kv_string(jw, "cgroup_root", w->config->cgroup_root);
+                json_w_key(jw, "uid_base");
+                json_w_uint(jw, w->config->uid_base);
+                json_w_key(jw, "uid_count");
+                json_w_uint(jw, w->config->slots_max * RUNTIME_ID_RANGE);
+                json_w_object_end(jw);
                 json_w_key(jw, "storage");
                 json_w_raw(jw, pool);
                 json_w_kv_int(jw, "sandboxes_running", (int64_t) w->n_live);

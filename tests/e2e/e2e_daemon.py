@@ -250,9 +250,9 @@ class Daemon:
         self.keys = {}                # secret -> key id (every key we know, to list every tenant's sandboxes)
         self.known_alive = set()      # sandbox ids alive at the last successful listing
         self.extra_args = list(extra_args)
-        if uid_base is None and n > 0:
-            # a separate uid range per concurrently running daemon
-            uid_base = 1300000000 + (n - 1) * 70000000
+        # None: spaced chooses a uid range no other daemon on the host holds (its
+        # instance, src/shared/instance.h); a given one overlapping a live
+        # daemon's is refused at start
         self.uid_base = uid_base
         self.log_offset = 0
         self.starts = 0
@@ -266,8 +266,10 @@ class Daemon:
         a = [self.s.spaced_bin, "--state-dir", self.state_dir, "--listen", f"{self.host}:{self.port}",
              "--template-dir", self.template_dir, "--agent-path", self.s.agent_bin,
              "--pool-size-mb", "8192", "--cgroup-root", self.cgroup_root, "--log-level", "debug"] + self.net_args()
+        # 1024 slots: a uid range of 2^26 ids, so that many daemons of concurrent sessions find one
+        a += ["--slots-max=1024"]
         if self.uid_base is not None:
-            a += [f"--uid-base={self.uid_base}", "--slots-max=1024"]
+            a += [f"--uid-base={self.uid_base}"]
         if self.netns:   # setns and exec: the pid stays spaced's
             a = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] + a
         return a + self.extra_args
@@ -288,8 +290,9 @@ class Daemon:
                "SPACE_POOL_SIZE_MB": "8192", "SPACE_CGROUP_ROOT": self.cgroup_root, "SPACE_LOG_LEVEL": "debug",
                "SPACE_NET_POOL": self.net_pool, "SPACE_NET_TABLE": self.net_table,
                "SPACE_NET_LINK_PREFIX": self.net_prefix}
+        env["SPACE_SLOTS_MAX"] = "1024"
         if self.uid_base is not None:
-            env.update({"SPACE_UID_BASE": str(self.uid_base), "SPACE_SLOTS_MAX": "1024"})
+            env["SPACE_UID_BASE"] = str(self.uid_base)
         return env
 
     def install_templates(self):

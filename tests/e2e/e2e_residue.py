@@ -163,9 +163,13 @@ def items_of_sandbox(session, sid):
 def _other_sessions_daemon_link(session, name):
     """A host link of a daemon that another test session (another pytest
     process running at the same time) started: its prefix, 'e<pid><n>-' in
-    base 36, is not one of ours. Our own daemons' links are always checked."""
+    base 36 or a derived 'sp<hex>-', is not one of ours. Our own daemons'
+    links are always checked."""
     if any(name.startswith(d.net_prefix) for d in session.daemons):
         return False
+    # a daemon with derived names (test_coexist.py): sp<6 hex>-<slot>
+    if re.fullmatch(r"sp[0-9a-f]{6}-[0-9]+", name):
+        return True
     return re.fullmatch(r"e[0-9a-z]{2,}-.*", name) is not None and not name.startswith(session_link_stem())
 
 

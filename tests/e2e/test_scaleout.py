@@ -264,8 +264,7 @@ class Cluster:
             extra += [f"--gateway-dns-upstream={self.upstream['ip']}:53", f"--gateway-ca-file={self.upstream['ca']}"]
         return [self.s.spaced_bin, "--role", "worker", "--state-dir", self.state_dir(state or name),
                 "--worker-name", name, "--worker-listen", address, "--pool-size-mb", "4096",
-                "--cgroup-root", f"{self.tag}-so-{name}", f"--uid-base={2500000000 + i * 70000000}",
-                "--slots-max=1024"] + extra + self.common(token_file)
+                "--cgroup-root", f"{self.tag}-so-{name}", "--slots-max=1024"] + extra + self.common(token_file)
 
     def start_worker(self, name, i, address, netns, token_file=None):
         p = Proc(self, name, self.worker_args(name, i, address, token_file), netns).start()
@@ -559,8 +558,11 @@ def test_wrong_token_and_duplicate_name(cluster):
         sock.sendall(b'{"op":"destroy","id":"x"}\n')
         assert json.loads(sock.recv(4096).decode().splitlines()[0])["code"] == "unauthorized"
 
-    # a duplicate of a live name: refused at registration, exits
-    dup = Proc(c, "dup", c.worker_args("w1", 7, f"{c.subnet}.{4 * 0 + 2}:{WORKER_PORT + 1}", state="dup"), ns).start()
+    # a duplicate of a live name: refused at registration, exits (on its own
+    # cgroup root: the same one as w1's is refused earlier, by the host's
+    # registry of instances)
+    dup = Proc(c, "dup", c.worker_args("w1", 7, f"{c.subnet}.{4 * 0 + 2}:{WORKER_PORT + 1}", state="dup")
+               + ["--cgroup-root", f"{c.tag}-so-dup"], ns).start()
     c.extra.append(dup)
     assert dup.proc.wait(120) != 0
     assert "taken by another live worker" in dup.log()

@@ -580,14 +580,22 @@ TEST(proto) {
 }
 
 TEST(guard) {
-        EgressPolicyGuard g = { .pool_base = 0x0AC80000U, .pool_prefixlen = 16 };
+        _cleanup_(host_addr_set_freep) HostAddrSet *host = NULL;
         uint8_t h4[4] = { 192, 0, 2, 10 }, h6[16] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 7 };
 
-        ASSERT_OK(egress_policy_guard_add_addr(&g, AF_INET, h4));
-        ASSERT_OK(egress_policy_guard_add_addr(&g, AF_INET, h4));
-        ASSERT_EQ(g.n_host4, 1);
-        ASSERT_OK(egress_policy_guard_add_addr(&g, AF_INET6, h6));
-        ASSERT_ERRNO(egress_policy_guard_add_addr(&g, AF_UNIX, h4), EAFNOSUPPORT);
+        ASSERT_OK(host_addr_set_new(&host));
+        EgressPolicyGuard g = { .pool_base = 0x0AC80000U, .pool_prefixlen = 16, .host = host };
+        ASSERT_EQ(host_addr_set_add(host, 2, AF_INET, h4), 1);
+        ASSERT_EQ(host_addr_set_add(host, 2, AF_INET, h4), 0);
+        ASSERT_EQ(host_addr_set_size(host), 1);
+        ASSERT_EQ(host_addr_set_add(host, 3, AF_INET6, h6), 1);
+        ASSERT_ERRNO(host_addr_set_add(host, 2, AF_UNIX, h4), EAFNOSUPPORT);
+        /* not known yet: every address that passes the fixed checks is refused */
+        ASSERT_STREQ(forbidden(&g, "1.1.1.1"), EGRESS_POLICY_HOST_UNKNOWN);
+        ASSERT_STREQ(forbidden(&g, "2606:4700::1111"), EGRESS_POLICY_HOST_UNKNOWN);
+        ASSERT_STREQ(forbidden(&g, "::ffff:1.1.1.1"), EGRESS_POLICY_HOST_UNKNOWN);
+        ASSERT_STREQ(forbidden(&g, "127.0.0.1"), "loopback address"); /* the fixed reasons stay first */
+        host_addr_set_mark_complete(host, true);
 
         static const struct {
                 const char *addr, *reason;
@@ -624,20 +632,18 @@ TEST(guard) {
         ASSERT_NOT_NULL(forbidden(NULL, "127.0.0.1"));
         ASSERT_NULL(forbidden(NULL, "10.200.0.1"));
         ASSERT_NOT_NULL(egress_policy_addr_forbidden(&g, AF_UNIX, h4));
+        /* a guard without a set knows no host address: nothing passes */
+        EgressPolicyGuard none = { .pool_base = 0x0AC80000U, .pool_prefixlen = 16 };
+        ASSERT_STREQ(forbidden(&none, "1.1.1.1"), EGRESS_POLICY_HOST_UNKNOWN);
 
-        /* the host's real interfaces: loopback among them */
-        EgressPolicyGuard h = {};
-        ASSERT_OK(egress_policy_guard_add_host_addrs(&h));
-        ASSERT_TRUE(h.n_host4 >= 1);
-        for (size_t i = 0; i < h.n_host4; i++)
-                ASSERT_NOT_NULL(egress_policy_addr_forbidden(&h, AF_INET, &h.host4[i]));
-        for (size_t i = 0; i < h.n_host6; i++)
-                ASSERT_NOT_NULL(egress_policy_addr_forbidden(&h, AF_INET6, &h.host6[i]));
-
-        EgressPolicyGuard full = {};
-        for (unsigned i = 0; i < EGRESS_POLICY_GUARD_ADDRS_MAX; i++) {
+        /* no cap: thousands of host addresses, each refused, the next one not */
+        for (unsigned i = 0; i < 5000; i++) {
                 uint8_t x[4] = { 100, 64, (uint8_t) (i >> 8), (uint8_t) i };
-                ASSERT_OK(egress_policy_guard_add_addr(&full, AF_INET, x));
+                ASSERT_EQ(host_addr_set_add(host, 10 + (int) i, AF_INET, x), 1);
         }
-        ASSERT_ERRNO(egress_policy_guard_add_addr(&full, AF_INET, h4), E2BIG);
+        ASSERT_STREQ(forbidden(&g, "100.64.0.0"), "host address");
+        ASSERT_STREQ(forbidden(&g, "100.64.19.135"), "host address"); /* 4999 */
+        ASSERT_STREQ(forbidden(&g, "::ffff:100.64.19.135"), "host address");
+        ASSERT_NULL(forbidden(&g, "100.64.19.136"));
+        ASSERT_STREQ(forbidden(&g, "192.0.2.10"), "host address");
 }

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fd-util.h"
 #include "str-util.h"
@@ -108,8 +109,10 @@ static void check_file(const char *path, const char *folder) {
                         continue;
                 used = folder_of(name);
                 if (!used) {
-                        if (!strchr(name, '/')) /* generated or relative: fine if it builds */
-                                continue;
+                        /* not a header under src/: a typo that builds by accident, or a header
+                         * from outside the tree that no rule covers */
+                        fprintf(stderr, "  %s: includes %s, which is no header under src/\n", path, name);
+                        violations++;
                         continue;
                 }
                 /* a worker file may use its own client header */
@@ -170,7 +173,22 @@ TEST(include_layering) {
                 free(headers[i][0]);
                 free(headers[i][1]);
         }
+        n_headers = 0;
         ASSERT_EQ(violations, 0);
+}
+
+TEST(unknown_header_is_a_violation) {
+        char path[] = "/tmp/space-test-layering-XXXXXX.c";
+        _cleanup_close_ int fd = mkstemps(path, 2);
+        static const char text[] = "#include \"no-such-header.h\"\n#include \"space-build.h\"\n";
+        unsigned before = violations;
+
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_EQ(write(fd, text, sizeof text - 1), (ssize_t) (sizeof text - 1));
+        check_file(path, "api");
+        (void) unlink(path);
+        ASSERT_EQ(violations, before + 1);
+        violations = before;
 }
 
 TEST(rules_reject_upward_use) {

@@ -459,6 +459,39 @@ static int parse_file(ProtoType t, const char *json, ProtoFileRequest *req) {
         return proto_file_request_parse(t, v, req, err, sizeof err);
 }
 
+TEST(file_write_metadata) {
+        ProtoFileRequest req = {};
+
+        ASSERT_OK(parse_file(PROTO_FILE_WRITE, "{\"path\":\"/a\",\"metadata\":{\"owner\":\"al ice\",\"v.1_x-y\":\"\"}}",
+                             &req));
+        ASSERT_EQ(strv_length(req.metadata), 4U);
+        ASSERT_STREQ(req.metadata[0], "owner");
+        ASSERT_STREQ(req.metadata[1], "al ice");
+        ASSERT_STREQ(req.metadata[2], "v.1_x-y");
+        ASSERT_STREQ(req.metadata[3], "");
+        proto_file_request_done(&req);
+        ASSERT_NULL(req.metadata);
+
+        /* keys the xattr name and E2B's lower-cased headers allow only; strings; bounded */
+        ASSERT_ERRNO(parse_file(PROTO_FILE_WRITE, "{\"path\":\"/a\",\"metadata\":{\"Owner\":\"x\"}}", &req), EINVAL);
+        ASSERT_ERRNO(parse_file(PROTO_FILE_WRITE, "{\"path\":\"/a\",\"metadata\":{\"a/b\":\"x\"}}", &req), EINVAL);
+        ASSERT_ERRNO(parse_file(PROTO_FILE_WRITE, "{\"path\":\"/a\",\"metadata\":{\"\":\"x\"}}", &req), EINVAL);
+        ASSERT_ERRNO(parse_file(PROTO_FILE_WRITE, "{\"path\":\"/a\",\"metadata\":{\"k\":1}}", &req), EINVAL);
+        ASSERT_ERRNO(parse_file(PROTO_FILE_WRITE, "{\"path\":\"/a\",\"metadata\":[]}", &req), EINVAL);
+        ASSERT_ERRNO(parse_file(PROTO_FILE_WRITE, "{\"path\":\"/a\",\"metadata\":{\"k\":\"a\\u0000b\"}}", &req),
+                     EINVAL);
+        {
+                char body[8192];
+                size_t n = (size_t) snprintf(body, sizeof body, "{\"path\":\"/a\",\"metadata\":{");
+                for (unsigned i = 0; i <= PROTO_FILE_METADATA_MAX; i++)
+                        n += (size_t) snprintf(body + n, sizeof body - n, "%s\"k%u\":\"v\"", i ? "," : "", i);
+                snprintf(body + n, sizeof body - n, "}}");
+                ASSERT_ERRNO(parse_file(PROTO_FILE_WRITE, body, &req), EINVAL);
+        }
+        /* only FILE_WRITE takes it */
+        ASSERT_ERRNO(parse_file(PROTO_FILE_LIST, "{\"path\":\"/a\",\"metadata\":{}}", &req), EINVAL);
+}
+
 TEST(file_requests) {
         ProtoFileRequest req = {};
 

@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,6 +16,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "cgroup-view.h"
 #include "cgroup.h"
 #include "fd-util.h"
 #include "ns-setup.h"
@@ -49,6 +52,30 @@ static void make_root(const char *root) {
         }
         snprintf(p, sizeof p, "%s/etc/passwd", root);
         ASSERT_OK(write_file_atomic(p, "root:x:0:0::/root:/bin/sh\n", 26, 0644));
+}
+
+/* How many of the host's mounted cgroup hierarchies (v1 controllers, the v2
+ * tree: whatever this host has) hold space-test/<id>. */
+static unsigned cgroup_dirs_of(const char *id) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+        char line[4096];
+        unsigned n = 0, hierarchies = 0;
+
+        ASSERT_NOT_NULL(f);
+        while (fgets(line, sizeof line, f)) {
+                char mnt[PATH_MAX], p[PATH_MAX + 64];
+                const char *sep = strstr(line, " - ");
+                if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+                        continue;
+                if (!startswith(sep, " - cgroup ") && !startswith(sep, " - cgroup2 "))
+                        continue;
+                hierarchies++;
+                snprintf(p, sizeof p, "%s/space-test/%s", mnt, id);
+                if (access(p, F_OK) == 0)
+                        n++;
+        }
+        ASSERT_TRUE(hierarchies > 0);
+        return n;
 }
 
 static int query(const char *sock, char *buf, size_t n) {
@@ -123,12 +150,12 @@ TEST(ns_create_destroy) {
         ASSERT_OK(ns_runtime_ops.list(&ids));
         ASSERT_TRUE(strv_contains(ids, "t1"));
 
+        ASSERT_TRUE(cgroup_dirs_of("t1") > 0); /* the check below sees what it looks for */
         ASSERT_OK(ns_runtime_ops.destroy("t1", sock));
         ASSERT_OK(waitid(P_PIDFD, (id_t) inst.pidfd, &si, WEXITED));
         safe_close(inst.pidfd);
         ASSERT_TRUE(access(sock, F_OK) < 0);
-        ASSERT_TRUE(access("/sys/fs/cgroup/unified/space-test/t1", F_OK) < 0);
-        ASSERT_TRUE(access("/sys/fs/cgroup/memory/space-test/t1", F_OK) < 0);
+        ASSERT_EQ(cgroup_dirs_of("t1"), 0U);
         cleanup_cgroup_root();
 }
 
@@ -151,8 +178,7 @@ TEST(ns_create_failure_unwinds) {
         fprintf(stderr, "  error: %s\n", err);
         ASSERT_TRUE(strlen(err) > 0);
         ASSERT_TRUE(access(sock, F_OK) < 0);
-        ASSERT_TRUE(access("/sys/fs/cgroup/unified/space-test/t2", F_OK) < 0);
-        ASSERT_TRUE(access("/sys/fs/cgroup/memory/space-test/t2", F_OK) < 0);
+        ASSERT_EQ(cgroup_dirs_of("t2"), 0U);
         cleanup_cgroup_root();
 }
 
@@ -199,7 +225,7 @@ TEST(ns_spawn_several_then_finish) {
                              .agent_socket = sock5, .agent_exe_fd = exe };
         ASSERT_TRUE(ns_runtime_ops.spawn(&spec, &bad, err, sizeof err) < 0);
         ASSERT_TRUE(access(sock5, F_OK) < 0);
-        ASSERT_TRUE(access("/sys/fs/cgroup/unified/space-test/t5", F_OK) < 0);
+        ASSERT_EQ(cgroup_dirs_of("t5"), 0U);
 
         for (size_t i = 0; i < 2; i++) {
                 RuntimeInstance inst = { .pidfd = -EBADF };
@@ -299,8 +325,171 @@ TEST(ns_spawn_for_parent_root_later) {
         ASSERT_OK(waitid(P_PIDFD, (id_t) p[1].pidfd, &si, WEXITED));
         ASSERT_OK(ns_runtime_ops.destroy(ids[1], sock[1]));
         ASSERT_TRUE(access(sock[1], F_OK) < 0);
-        ASSERT_TRUE(access("/sys/fs/cgroup/unified/space-test/t7", F_OK) < 0);
+        ASSERT_EQ(cgroup_dirs_of("t7"), 0U);
         safe_close(p[1].pidfd);
         safe_close(p[1].sync_fd);
         cleanup_cgroup_root();
+}
+
+/* ---- the cgroup view (cgroup-view.h): which hierarchies a sandbox sees, from /proc/self/cgroup ---- */
+
+static const char *const view_used[] = { "memory", "cpu", "pids", "freezer", "blkio", NULL };
+
+TEST(cgroup_view_docker_like_hybrid_host) {
+        static const char text[] = "12:rdma:/\n11:cpu,cpuacct:/space\n10:net_cls,net_prio:/\n9:memory:/space\n"
+                                   "8:pids:/space\n7:devices:/\n6:name=systemd:/init.scope\n5:freezer:/space\n"
+                                   "4:blkio:/space\n3:cpuset:/\n0::/init.scope\n";
+        CgroupView v;
+
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_HYBRID, text, strlen(text), view_used, &v));
+        ASSERT_TRUE(v.tmpfs);
+        ASSERT_EQ(v.n_mounts, 6);
+        ASSERT_STREQ(v.mounts[0].dir, "cpu,cpuacct");
+        ASSERT_STREQ(v.mounts[0].type, "cgroup");
+        ASSERT_STREQ(v.mounts[0].options, "cpu,cpuacct");
+        ASSERT_STREQ(v.mounts[1].dir, "memory");
+        ASSERT_STREQ(v.mounts[2].dir, "pids");
+        ASSERT_STREQ(v.mounts[3].dir, "freezer");
+        ASSERT_STREQ(v.mounts[4].dir, "blkio");
+        ASSERT_STREQ(v.mounts[5].dir, "unified");
+        ASSERT_STREQ(v.mounts[5].type, "cgroup2");
+        ASSERT_STREQ(v.mounts[5].options, "");
+        /* cpu and cpuacct lead to the shared directory; nothing of cpuset, devices, systemd, rdma */
+        ASSERT_EQ(v.n_links, 2);
+        ASSERT_STREQ(v.links[0].name, "cpu");
+        ASSERT_STREQ(v.links[0].target, "cpu,cpuacct");
+        ASSERT_STREQ(v.links[1].name, "cpuacct");
+        ASSERT_STREQ(v.links[1].target, "cpu,cpuacct");
+}
+
+TEST(cgroup_view_separate_hierarchies_and_v1_only) {
+        static const char text[] = "9:name=systemd:/\n8:pids:/\n4:memory:/a/b:c\n2:cpuacct:/\n1:cpu:/\n";
+        CgroupView v;
+
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_V1, text, strlen(text), view_used, &v));
+        ASSERT_TRUE(v.tmpfs);
+        ASSERT_EQ(v.n_mounts, 3); /* no unified on a v1-only host */
+        ASSERT_STREQ(v.mounts[0].dir, "pids");
+        ASSERT_STREQ(v.mounts[1].dir, "memory");
+        ASSERT_STREQ(v.mounts[2].dir, "cpu");
+        ASSERT_EQ(v.n_links, 0);
+        /* no v1 controller used at all: nothing mounted */
+        {
+                static const char *const none[] = { NULL };
+                ASSERT_OK(cgroup_view_build(CGROUP_MODE_V1, text, strlen(text), none, &v));
+                ASSERT_EQ(v.n_mounts, 0);
+                ASSERT_FALSE(v.tmpfs);
+        }
+}
+
+TEST(cgroup_view_pure_v2) {
+        static const char text[] = "0::/system.slice/spaced.service\n";
+        CgroupView v;
+
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_V2, text, strlen(text), view_used, &v));
+        ASSERT_FALSE(v.tmpfs);
+        ASSERT_EQ(v.n_mounts, 1);
+        ASSERT_STREQ(v.mounts[0].dir, "");
+        ASSERT_STREQ(v.mounts[0].type, "cgroup2");
+}
+
+TEST(cgroup_view_bad_input) {
+        static const char *const bad[] = {
+                "x:memory:/\n", ":memory:/\n", "4memory/\n", "4:memory\n", "4:mem ory:/\n", "4:memory,,cpu:/\n",
+                "4:,memory:/\n", "4:MEMORY:/\n",
+        };
+        char big[512];
+        CgroupView v;
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ASSERT_ERRNO(cgroup_view_build(CGROUP_MODE_HYBRID, bad[i], strlen(bad[i]), view_used, &v), EBADMSG);
+        /* a hierarchy name past the bound */
+        memset(big, 0, sizeof big);
+        memcpy(big, "4:memory", 8);
+        for (size_t i = 8; i < 8 + 2 * CGROUP_VIEW_NAME_MAX; i += 2)
+                memcpy(big + i, ",x", 2);
+        memcpy(big + 8 + 2 * CGROUP_VIEW_NAME_MAX, ":/\n", 3);
+        ASSERT_ERRNO(cgroup_view_build(CGROUP_MODE_HYBRID, big, strlen(big), view_used, &v), E2BIG);
+        /* the text is a slice: nothing after n is read */
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_V1, "8:pids:/\nGARBAGE", 9, view_used, &v));
+        ASSERT_EQ(v.n_mounts, 1);
+}
+
+TEST(cgroup_view_of_this_host) {
+        /* the parser reads what this kernel writes */
+        ASSERT_OK(cgroup_view_setup(CGROUP_MODE_HYBRID, view_used));
+        ASSERT_TRUE(cgroup_view_get()->n_mounts >= 1);
+}
+
+/* The child side against the real kernel: each view mounted in a private mount and cgroup
+ * namespace of a forked child (nothing reaches the host's mount table), its files there,
+ * every mount read-only. */
+static int view_child(const char *dir, const CgroupView *v, const char *probe_file, const char *write_file) {
+        char p[PATH_MAX];
+        int rootfd, r;
+
+        if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return 10;
+        if (mount("tmpfs", dir, "tmpfs", 0, "size=64k") < 0)
+                return 11;
+        snprintf(p, sizeof p, "%s/sys/fs/cgroup", dir);
+        if (mkdir_p(p, 0755) < 0)
+                return 12;
+        rootfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (rootfd < 0)
+                return 13;
+        r = ns_mount_cgroup_view(rootfd, v);
+        if (r < 0)
+                return 14;
+        snprintf(p, sizeof p, "%s/sys/fs/cgroup/%s", dir, probe_file);
+        if (access(p, R_OK) < 0)
+                return 15;
+        snprintf(p, sizeof p, "%s/sys/fs/cgroup/%s", dir, write_file);
+        /* a value the kernel refuses anyway (EINVAL), so that a mount that were writable changes nothing */
+        r = write_string_file(p, "x");
+        if (r != -EROFS) {
+                fprintf(stderr, "write %s: %d\n", p, r);
+                return 16;
+        }
+        snprintf(p, sizeof p, "%s/sys/fs/cgroup/escape", dir);
+        if (mkdir(p, 0755) == 0 || errno != EROFS)
+                return 17;
+        return 0;
+}
+
+static void assert_view_mounts(const CgroupView *v, const char *probe_file, const char *write_file) {
+        char dir[] = "/tmp/space-test-view-XXXXXX";
+        int status;
+        pid_t pid;
+
+        ASSERT_TRUE(mkdtemp(dir) != NULL);
+        pid = fork();
+        ASSERT_OK(pid);
+        if (pid == 0)
+                _exit(view_child(dir, v, probe_file, write_file));
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_OK(rmdir(dir)); /* the child's mounts went with its mount namespace */
+        ASSERT_TRUE(WIFEXITED(status));
+        ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(cgroup_view_mounts_read_only) {
+        CgroupView v;
+
+        if (geteuid() != 0)
+                test_skip("needs root");
+        if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
+                ASSERT_OK(cgroup_view_build(CGROUP_MODE_V2, "0::/\n", 5, view_used, &v));
+                assert_view_mounts(&v, "cgroup.procs", "cgroup.subtree_control");
+                return;
+        }
+        /* this host's v1 hierarchies as a sandbox sees them, through the symlink where cpu shares one */
+        ASSERT_OK(cgroup_view_setup(access("/sys/fs/cgroup/unified", F_OK) == 0 ? CGROUP_MODE_HYBRID : CGROUP_MODE_V1,
+                                    view_used));
+        v = *cgroup_view_get();
+        assert_view_mounts(&v, "memory/memory.limit_in_bytes", "memory/memory.limit_in_bytes");
+        assert_view_mounts(&v, "cpu/cpu.cfs_quota_us", "pids/cgroup.procs");
+        /* and the v2 branch too, on the unified hierarchy's own mount type */
+        ASSERT_OK(cgroup_view_build(CGROUP_MODE_V2, "0::/\n", 5, view_used, &v));
+        assert_view_mounts(&v, "cgroup.procs", "cgroup.subtree_control");
 }

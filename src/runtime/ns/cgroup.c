@@ -11,6 +11,7 @@
 #include <sys/vfs.h>
 #include <time.h>
 
+#include "cgroup-view.h"
 #include "cgroup.h"
 #include "fd-util.h"
 #include "log.h"
@@ -130,6 +131,17 @@ int cgroup_setup(const char *root) {
         }
         if (layout.mode != CGROUP_MODE_V2 && !layout.v1_have[0])
                 log_warning("No memory cgroup controller: memory limits are not enforced");
+        {
+                /* what sandboxes see of their own cgroups at /sys/fs/cgroup */
+                const char *used[ELEMENTSOF(v1_controllers) + 1] = {};
+                size_t n = 0;
+                for (size_t i = 0; i < ELEMENTSOF(v1_controllers); i++)
+                        if (layout.mode != CGROUP_MODE_V2 && layout.v1_have[i])
+                                used[n++] = v1_controllers[i];
+                r = cgroup_view_setup(layout.mode, used);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot work out the sandboxes' view of their cgroups: %m");
+        }
         layout.set_up = true;
         log_info("cgroup layout %s (v2 at %s)", cgroup_mode_to_string(layout.mode),
                  layout.v2[0] ? layout.v2 : "-");

@@ -20,16 +20,17 @@ const unsigned ns_caps_allowed[] = {
 };
 const size_t ns_caps_allowed_count = ELEMENTSOF(ns_caps_allowed);
 
-/* Files under /proc that reveal the host or poke the kernel. */
+/* Files under /proc that reveal the host or poke the kernel (runc, crun and Docker mask kcore,
+ * keys, latency_stats, timer_list, timer_stats, sched_debug; the rest are ours). */
 static const char *const proc_null[] = {
-        "kcore",       "keys",        "key-users",  "sysrq-trigger", "timer_list", "sched_debug",
+        "kcore",       "keys",        "key-users",  "sysrq-trigger", "timer_list", "timer_stats", "sched_debug",
         "kallsyms",    "cmdline",     "config.gz",  "kpagecount",    "kpageflags", "kpagecgroup",
         "latency_stats", "kmsg",      "modules",    "vmallocinfo",   "iomem",      "ioports",
         "slabinfo",    "buddyinfo",   "pagetypeinfo", "zoneinfo",    "mtrr",       "partitions",
         "diskstats",   "devices",     "misc",       "consoles",      "bootconfig", "softirqs",
 };
-/* Directories that become empty. */
-static const char *const proc_empty[] = { "acpi", "scsi", "driver", "tty", "dynamic_debug" };
+/* Directories that become empty (acpi, asound, scsi as the container runtimes mask them). */
+static const char *const proc_empty[] = { "acpi", "asound", "scsi", "driver", "tty", "dynamic_debug" };
 /* Directories that stay, read-only. */
 static const char *const proc_ro[] = { "sys", "irq", "bus", "fs", "sysvipc" };
 
@@ -46,13 +47,13 @@ static int mount_on(int fd, const char *src, const char *type, unsigned long fla
         return (int) ns_sys5(SYS_mount, src, ns_fd_path(p, fd), type, flags, data);
 }
 
-/* Masks the entries names[] below proc (a missing one is left alone) with
+/* Masks the entries names[] below dir (a missing one is left alone) with
  * mount(src, type, flags, data), or with a read-only bind of itself (src NULL). */
-static int mask_each(int proc, const char *const *names, size_t n, int open_flags, const char *src, const char *type,
+static int mask_each(int dir, const char *const *names, size_t n, int open_flags, const char *src, const char *type,
                      unsigned long flags, const char *data) {
         for (size_t i = 0; i < n; i++) {
                 char self[NS_FD_PATH_MAX];
-                int fd = open_in(proc, names[i], open_flags), r;
+                int fd = open_in(dir, names[i], open_flags), r;
 
                 if (fd == -ENOENT)
                         continue;
@@ -61,7 +62,7 @@ static int mask_each(int proc, const char *const *names, size_t n, int open_flag
                 r = mount_on(fd, src ?: ns_fd_path(self, fd), type, flags, data);
                 if (r == 0 && !src) {
                         /* the bind is a new mount on top: reopen to reach it, then remount it read-only */
-                        int top = open_in(proc, names[i], open_flags);
+                        int top = open_in(dir, names[i], open_flags);
                         r = top < 0 ? top
                                     : mount_on(top, NULL, NULL,
                                                MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
@@ -87,6 +88,22 @@ int ns_mask_proc(int rootfd) {
         if (r >= 0)
                 r = mask_each(proc, proc_ro, ELEMENTSOF(proc_ro), O_DIRECTORY, NULL, NULL, MS_BIND | MS_REC, NULL);
         ns_close(proc);
+        return r;
+}
+
+/* Directories of the sandbox's own (read-only) sysfs that still show the host's hardware and
+ * firmware: ACPI tables, the EFI variables, the boot memory map, DMI (firmware); the RAPL energy
+ * counters, whose readings leak what other tenants compute (powercap, CVE-2020-8694). */
+static const char *const sys_empty[] = { "firmware", "devices/virtual/powercap" };
+
+int ns_mask_sys(int rootfd) {
+        int sys = open_in(rootfd, "sys", O_DIRECTORY), r;
+
+        if (sys < 0)
+                return sys;
+        r = mask_each(sys, sys_empty, ELEMENTSOF(sys_empty), O_DIRECTORY, "tmpfs", "tmpfs",
+                      MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=555");
+        ns_close(sys);
         return r;
 }
 

@@ -21,6 +21,10 @@ extern const size_t ns_caps_allowed_count;
  * become /dev/null, directories become empty read-only tmpfs, /proc/sys and
  * friends read-only. */
 int ns_mask_proc(int rootfd);
+/* Masks the host's firmware and energy counters in the sysfs below rootfd
+ * (sys/firmware, sys/devices/virtual/powercap: an empty read-only tmpfs
+ * each; a path this kernel lacks is left alone). */
+int ns_mask_sys(int rootfd);
 /* A boot id of the sandbox's own: a random UUID bound read-only over
  * /proc/sys/kernel/random/boot_id (below rootfd, /proc mounted), from a
  * scratch tmpfs mounted on the directory scratch (relative to rootfd) and

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 
+#include "cgroup-view.h"
 #include "fd-util.h"
 #include "ns-harden.h"
 #include "ns-setup.h"
@@ -30,6 +31,7 @@ static const char *const step_names[_NS_STEP_MAX] = {
         [NS_STEP_PROC] = "proc",
         [NS_STEP_DEV] = "dev",
         [NS_STEP_SYS] = "sys",
+        [NS_STEP_CGROUP] = "cgroup",
         [NS_STEP_RUN] = "run",
         [NS_STEP_PIVOT] = "pivot-root",
         [NS_STEP_HOSTNAME] = "hostname",
@@ -334,6 +336,10 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         /* /sys read-only (of our own network namespace) */
         CHECK(a, NS_STEP_SYS, mount_at(stagefd, "sys", "sysfs", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
                                        NULL));
+        if (!SPACE_BENCH_NO_HARDENING)
+                CHECK(a, NS_STEP_SYS, ns_mask_sys(stagefd));
+        /* its own cgroups, read-only, at /sys/fs/cgroup (the cgroup namespace of step 4 is their root) */
+        CHECK(a, NS_STEP_CGROUP, ns_mount_cgroup_view(stagefd, cgroup_view_get()));
         /* /run as tmpfs */
         {
                 char run_opts[64];

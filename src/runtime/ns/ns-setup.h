@@ -19,6 +19,7 @@ typedef enum NsStep {
         NS_STEP_PROC,
         NS_STEP_DEV,
         NS_STEP_SYS,
+        NS_STEP_CGROUP,
         NS_STEP_RUN,
         NS_STEP_PIVOT,
         NS_STEP_HOSTNAME,

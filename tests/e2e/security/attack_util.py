@@ -2,7 +2,6 @@
 """Helpers of the attack suite (the fixtures are in conftest.py)."""
 
 import os
-import time
 
 import e2e_host as host
 import e2e_residue as residue
@@ -75,14 +74,12 @@ class Marker:
         self.name = os.path.basename(path)
 
 
-def assert_spaced_healthy(spaced, within=10.0):
-    """spaced still runs and answers /healthz (within seconds)."""
+def assert_spaced_healthy(spaced, within=30.0):
+    """spaced still runs and answers /healthz (the request times out after within seconds; how
+    long the answer took is not asserted: that measures the host's load as much as spaced)."""
     assert spaced.running, "spaced is no longer running"
-    t0 = time.monotonic()
     r = spaced.api("GET", "/healthz", key=None, timeout=within)
     assert r.status == 200, f"/healthz: {r!r}"
-    dt = time.monotonic() - t0
-    assert dt < within, f"/healthz took {dt:.1f}s"
 
 
 def run(spaced, sid, cmd=None, shell=None, **kw):

@@ -40,13 +40,14 @@ def test_host_files_unreachable(spaced, box, host_marker):
     """/proc/1/root, /proc/*/root and cwd, /proc/self/root/.., symlinks,
     '..' past the root: none leads to the marker file on the host."""
     m = host_marker.path
-    # the same routes to a file that exists inside must work (the probe is not blind)
-    r = run(spaced, box, shell="echo inside-control > /tmp/control; "
-                               "cat /proc/1/root/tmp/control /proc/self/root/../tmp/control /proc/1/cwd/../tmp/control")
+    # the same routes to a file that exists inside must work (the probe is not blind); through the
+    # shell's own /proc entry, as PID 1's is out of sight inside (test_pid1.py)
+    r = run(spaced, box, shell="echo inside-control > /tmp/control; cd /; "
+                               "cat /proc/$$/root/tmp/control /proc/self/root/../tmp/control /proc/$$/cwd/../tmp/control")
     assert r.out.count("inside-control") == 3, f"the routes do not work even inside: {r!r}"
     script = f"""
         cd /
-        for p in /proc/1/root{m} /proc/1/root/../../..{m} /proc/self/root/..{m} /proc/self/root/../../..{m} \\
+        for p in /proc/1/root{m} /proc/1/root/../../..{m} /proc/$$/root/..{m} /proc/self/root/..{m} /proc/self/root/../../..{m} \\
                  /proc/thread-self/root{m} /..{m} /../../../..{m} {m}; do
             cat "$p" 2>/dev/null && echo "READ $p"
         done
@@ -151,8 +152,11 @@ def test_agent_binary_is_sealed(spaced, box):
                                "(echo pwned > /proc/1/exe) 2>&1 && echo WROTE-EXE; "
                                "(echo pwned >> /proc/1/exe) 2>&1 && echo APPENDED-EXE; "
                                "(dd if=/dev/zero of=/proc/1/exe bs=1 count=1 conv=notrunc) 2>&1 && echo DD-EXE; true")
-    target = r.out.splitlines()[0] if r.out else ""
-    assert target.startswith("/memfd:"), f"/proc/1/exe inside points to {target!r}, not a sealed memfd: {r.out}"
+    # PID 1 is not dumpable (test_pid1.py): inside, /proc/1/exe does not resolve at all; on the
+    # host it is a sealed memfd
+    assert "memfd" not in r.out and "space-agent" not in r.out, f"/proc/1/exe resolves inside: {r.out}"
+    target = os.readlink(f"/proc/{spaced.agent_pid(box)}/exe")
+    assert target.startswith("/memfd:"), f"the agent's executable is {target!r}, not a sealed memfd"
     assert "WROTE-EXE" not in r.out and "APPENDED-EXE" not in r.out and "DD-EXE" not in r.out, \
         f"the agent's executable was writable from inside:\n{r.out}"
     assert hashlib.sha256(host_file(agent)).hexdigest() == before, "the host's space-agent binary changed"
