@@ -706,9 +706,10 @@ static int main_rotate(int argc, char *argv[]) {
 
 /* spaced worker-process first|restart [daemon options]: the worker process
  * of role all, started by supervise.c (not by hand). Its ready byte goes to
- * fd 3; fd 4 is its share of spaced's lock of the state dir (held while it
- * lives, never passed on to what it executes); its stdout and stderr are set
- * up by its supervisor. */
+ * fd 3; fds 4 and 5 are its share of spaced's locks (of the state dir and of
+ * the instance's registry entry: held while it lives, never passed on to what
+ * it executes); its instance settings come as options (derived by spaced);
+ * its stdout and stderr are set up by its supervisor. */
 static int main_worker_process(int argc, char *argv[]) {
         _cleanup_free_ char **rest = new0(char *, (size_t) argc + 1);
         Config config;
@@ -728,8 +729,8 @@ static int main_worker_process(int argc, char *argv[]) {
                 fprintf(stderr, "spaced: worker-process belongs to role all\n");
                 return 2;
         }
-        if (fcntl(4, F_SETFD, FD_CLOEXEC) < 0) {
-                fprintf(stderr, "spaced: worker-process needs the state dir's lock as fd 4\n");
+        if (fcntl(4, F_SETFD, FD_CLOEXEC) < 0 || fcntl(5, F_SETFD, FD_CLOEXEC) < 0) {
+                fprintf(stderr, "spaced: worker-process needs spaced's locks as fds 4 and 5\n");
                 return 2;
         }
         signal(SIGPIPE, SIG_IGN);
@@ -813,7 +814,8 @@ int main(int argc, char *argv[]) {
                 return 1;
 
         /* the worker process, started again whenever it dies (a fresh exec: spaced has threads) */
-        r = supervise_start(argv, log_child_fd, pidfd, &sup);
+        r = supervise_start(argv, &config, log_child_fd, (const int[]) { pidfd, instance_lock_fd(instance) }, 2,
+                            &sup);
         if (r < 0) {
                 log_error("The worker failed to start (see the log above)");
                 return 1;

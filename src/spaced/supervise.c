@@ -33,13 +33,16 @@
 #define WORKER_BACKOFF_MAX_USEC (INT64_C(10) * 1000 * 1000)
 #define WORKER_STABLE_USEC (INT64_C(30) * 1000 * 1000)
 #define WORKER_READY_FD 3 /* in the worker process: where its ready byte goes */
-#define WORKER_LOCK_FD 4  /* ... and its copy of spaced's lock of the state dir (spaced.pid) */
-#define CHILD_SCRATCH_FD 10
+#define WORKER_KEEP_FD 4  /* ... and from here its copies of spaced's locks (spaced.pid, the instance's entry) */
+#define CHILD_SCRATCH_FD 16
+#define SUPERVISE_DERIVED_MAX 6 /* the instance settings passed on explicitly */
 
 struct Supervisor {
         char **argv;            /* spaced worker-process first|restart OPTIONS... */
+        char **owned;           /* the strings of argv allocated here */
         int log_fd;             /* the worker's stdout and stderr; -EBADF: ours */
-        int lock_fd;            /* spaced.pid, flocked: the worker holds it too */
+        int keep_fds[SUPERVISE_KEEP_FDS_MAX]; /* spaced's locks: the worker holds them too */
+        size_t n_keep;
         int stop_fd;            /* eventfd: spaced stops */
         pthread_t thread;
         ApiWorkerStatus status;
@@ -90,15 +93,22 @@ static int spawn_worker(Supervisor *s, bool restart, pid_t *ret_pid, int *ret_pi
                 sigset_t none;
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                int ready, lock;
+                int ready, keep[SUPERVISE_KEEP_FDS_MAX];
                 if (s->log_fd >= 0 && (dup2(s->log_fd, STDOUT_FILENO) < 0 || dup2(s->log_fd, STDERR_FILENO) < 0))
                         _exit(127);
-                /* out of the way first (either may be 3 or 4 now), then into place, without CLOEXEC */
+                /* out of the way first (any may sit at 3.. now), then into place, without CLOEXEC */
                 ready = fcntl(sp[1], F_DUPFD, CHILD_SCRATCH_FD);
-                lock = fcntl(s->lock_fd, F_DUPFD, CHILD_SCRATCH_FD);
-                if (ready < 0 || lock < 0 || dup2(ready, WORKER_READY_FD) < 0 || dup2(lock, WORKER_LOCK_FD) < 0)
+                if (ready < 0)
                         _exit(127);
-                (void) syscall(SYS_close_range, WORKER_LOCK_FD + 1U, ~0U, 0U);
+                for (size_t i = 0; i < s->n_keep; i++)
+                        if ((keep[i] = fcntl(s->keep_fds[i], F_DUPFD, CHILD_SCRATCH_FD)) < 0)
+                                _exit(127);
+                if (dup2(ready, WORKER_READY_FD) < 0)
+                        _exit(127);
+                for (size_t i = 0; i < s->n_keep; i++)
+                        if (dup2(keep[i], WORKER_KEEP_FD + (int) i) < 0)
+                                _exit(127);
+                (void) syscall(SYS_close_range, (unsigned) WORKER_KEEP_FD + (unsigned) s->n_keep, ~0U, 0U);
                 execv("/proc/self/exe", s->argv);
                 _exit(127);
         }
@@ -244,27 +254,58 @@ static void *supervise_thread(void *userdata) {
         return NULL;
 }
 
-int supervise_start(char **daemon_argv, int log_fd, int lock_fd, Supervisor **ret) {
+static void strv_free_n(char **v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+int supervise_start(char **daemon_argv, const Config *c, int log_fd, const int *keep_fds, size_t n_keep,
+                    Supervisor **ret) {
         _cleanup_free_ Supervisor *s = new0(Supervisor, 1);
-        size_t n = 0;
+        size_t n = 0, k = 0;
         int r;
 
         if (!s)
                 return -ENOMEM;
+        if (n_keep > SUPERVISE_KEEP_FDS_MAX)
+                return -E2BIG;
         while (daemon_argv[n])
                 n++;
-        s->argv = new0(char *, n + 3);
-        if (!s->argv)
+        s->argv = new0(char *, n + 3 + SUPERVISE_DERIVED_MAX);
+        s->owned = new0(char *, SUPERVISE_DERIVED_MAX);
+        if (!s->argv || !s->owned) {
+                free(s->argv);
+                free(s->owned);
                 return -ENOMEM;
-        s->argv[0] = daemon_argv[0];
-        s->argv[1] = (char *) "worker-process";
-        s->argv[2] = (char *) "first";
+        }
+        s->argv[k++] = daemon_argv[0];
+        s->argv[k++] = (char *) "worker-process";
+        s->argv[k++] = (char *) "first";
         for (size_t i = 1; i < n; i++)
-                s->argv[i + 2] = daemon_argv[i];
+                s->argv[k++] = daemon_argv[i];
+        /* what spaced derived for its instance (instance.h): the worker's configuration must be
+         * the same, and it reads only the command line, the environment and the file */
+        s->owned[0] = strdup_printf("--instance=%s", c->instance);
+        s->owned[1] = strdup_printf("--cgroup-root=%s", c->cgroup_root);
+        s->owned[2] = strdup_printf("--net-table=%s", c->net_table);
+        s->owned[3] = strdup_printf("--net-link-prefix=%s", c->net_link_prefix);
+        s->owned[4] = strdup_printf("--uid-base=%" PRIu64, c->uid_base);
+        s->owned[5] = strdup_printf("--net-pool=%s", c->net_pool);
+        for (size_t i = 0; i < SUPERVISE_DERIVED_MAX; i++) {
+                if (!s->owned[i]) {
+                        strv_free_n(s->owned, SUPERVISE_DERIVED_MAX);
+                        free(s->argv);
+                        return -ENOMEM;
+                }
+                s->argv[k++] = s->owned[i];
+        }
         s->log_fd = log_fd;
-        s->lock_fd = lock_fd;
+        memcpy(s->keep_fds, keep_fds, n_keep * sizeof *keep_fds);
+        s->n_keep = n_keep;
         s->stop_fd = eventfd(0, EFD_CLOEXEC);
         if (s->stop_fd < 0) {
+                strv_free_n(s->owned, SUPERVISE_DERIVED_MAX);
                 free(s->argv);
                 return negative_errno();
         }
@@ -275,6 +316,7 @@ int supervise_start(char **daemon_argv, int log_fd, int lock_fd, Supervisor **re
         r = pthread_create(&s->thread, NULL, supervise_thread, s);
         if (r != 0) {
                 safe_close(s->stop_fd);
+                strv_free_n(s->owned, SUPERVISE_DERIVED_MAX);
                 free(s->argv);
                 return -r;
         }
@@ -286,6 +328,7 @@ int supervise_start(char **daemon_argv, int log_fd, int lock_fd, Supervisor **re
         if (r < 0) {
                 (void) pthread_join(s->thread, NULL);
                 safe_close(s->stop_fd);
+                strv_free_n(s->owned, SUPERVISE_DERIVED_MAX);
                 free(s->argv);
                 return r;
         }
@@ -305,6 +348,7 @@ Supervisor *supervise_stop(Supervisor *s) {
         (void) !write(s->stop_fd, &one, sizeof one);
         (void) pthread_join(s->thread, NULL);
         safe_close(s->stop_fd);
+        strv_free_n(s->owned, SUPERVISE_DERIVED_MAX);
         free(s->argv);
         free(s);
         return NULL;
