@@ -11,6 +11,7 @@ import http.client
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -108,6 +109,13 @@ def test_worker_kill9_is_restarted_sandboxes_live_on(d):
         assert seen and seen[-1] == 200, seen
         new = new_worker(d, old)
         assert host.proc_ppid(new) == d.pid
+        # the new worker has the instance settings spaced derived (uid range, names)
+        m = re.search(r"Instance (\S+): cgroup root (\S+), uids (\d+)-", d.log_text())
+        assert m, d.log_tail(40)
+        argv = host.proc_cmdline(new)
+        assert argv[1:3] == ["worker-process", "restart"], argv
+        for a in (f"--instance={m.group(1)}", f"--cgroup-root={m.group(2)}", f"--uid-base={m.group(3)}"):
+            assert a in argv, (a, argv)
         h = health(d)["components"]["worker"]
         assert h["status"] == "ok" and h["restarts"] == before + 1, h
         assert "SIGKILL" in h["last_exit"], h
