@@ -378,6 +378,17 @@ static void conn_pump_files(Agent *a, Conn *c) {
         }
 }
 
+static void conn_pump_execs(Agent *a, Conn *c) {
+        for (size_t i = 0; i < c->n_streams && !c->dead && !agent_conn_congested(c);) {
+                Stream *s = &c->streams[i];
+                if (s->kind != STREAM_EXEC || !s->output || agent_proc_pump(a, c, s)) {
+                        i++;
+                        continue;
+                }
+                agent_conn_stream_remove(c, s->id); /* EXIT sent; the last stream moved to i */
+        }
+}
+
 static bool conn_has_reads(const Conn *c) {
         for (size_t i = 0; i < c->n_streams; i++)
                 if (c->streams[i].kind == STREAM_FILE_READ)
@@ -396,6 +407,8 @@ void agent_conns_service(Agent *a) {
                         c->in_stash_len = 0;
                         conn_process(a, c, stash, n);
                 }
+                if (!c->dead)
+                        conn_pump_execs(a, c);
                 if (!c->dead)
                         conn_pump_files(a, c);
                 if (!c->dead && conn_flush(c) < 0)

@@ -37,6 +37,14 @@ struct Proc {
         int status;
         uint64_t deadline_msec;       /* timeout; 0 = none */
         uint64_t drain_deadline_msec; /* after exit */
+        OutBuf buf;                   /* output for its readers */
+        uint64_t stall_ms;            /* a reader idle this long no longer holds it up */
+        uint64_t keep_ms, finished_msec;
+        ProtoDisconnect on_disconnect;
+        uint64_t oom_base;
+        bool have_oom_base;
+        char *exit_json;              /* once finished: the EXIT payload */
+        size_t exit_len;
         Proc *next;
 };
 
@@ -44,9 +52,15 @@ bool agent_proc_stdin_full(const Proc *p) {
         return p && p->in_len - p->in_head >= AGENT_STDIN_BUF_MAX;
 }
 
+static void kv_uint(JsonWriter *w, const char *key, uint64_t v) {
+        json_w_key(w, key);
+        json_w_uint(w, v);
+}
+
+/* A process by id, finished ones (kept for their readers) included. */
 static Proc *proc_by_id(Agent *a, const char *exec_id) {
         for (Proc *p = a->procs; p; p = p->next)
-                if (!p->finished && streq(p->exec_id, exec_id))
+                if (streq(p->exec_id, exec_id))
                         return p;
         return NULL;
 }
@@ -64,27 +78,28 @@ static void proc_free(Agent *a, Proc *p) {
         agent_source_close(a, &p->in);
         strv_free(p->argv);
         free(p->in_buf);
+        free(p->exit_json);
+        agent_outbuf_done(&p->buf);
         free(p);
 }
 
-/* Sends a frame to every stream that receives this process's output. */
-static void proc_emit(Agent *a, Proc *p, ProtoType type, const void *data, size_t n) {
-        for (Conn *c = a->conns; c; c = c->next)
-                for (size_t i = 0; !c->dead && i < c->n_streams; i++) {
-                        Stream *s = &c->streams[i];
-                        if (s->kind == STREAM_EXEC && s->proc == p && s->output)
-                                (void) agent_conn_send(c, type, s->id, data, n);
-                }
-}
+/* True while a reader that keeps taking output is a quarter of the buffer
+ * behind: then the pipes wait rather than the buffer dropping what it did not
+ * read. A reader idle for stall_ms does not hold the process up. */
+static bool proc_held(Agent *a, Proc *p, uint64_t now, uint64_t *next) {
+        bool held = false;
 
-static bool proc_congested(Agent *a, Proc *p, size_t threshold) {
         for (Conn *c = a->conns; c; c = c->next)
                 for (size_t i = 0; !c->dead && i < c->n_streams; i++) {
                         Stream *s = &c->streams[i];
-                        if (s->kind == STREAM_EXEC && s->proc == p && s->output && agent_conn_queued(c) >= threshold)
-                                return true;
+                        if (s->kind != STREAM_EXEC || s->proc != p || !s->output ||
+                            p->buf.end - s->cursor < p->buf.limit / 4 || now >= s->progress_msec + p->stall_ms)
+                                continue;
+                        held = true;
+                        if (next)
+                                *next = MIN(*next, s->progress_msec + p->stall_ms);
                 }
-        return false;
+        return held;
 }
 
 static void proc_set_paused(Agent *a, Proc *p, bool paused) {
@@ -93,20 +108,32 @@ static void proc_set_paused(Agent *a, Proc *p, bool paused) {
         (void) agent_source_set(a, &p->err, paused ? 0 : EPOLLIN);
 }
 
-static void proc_unbind_all(Agent *a, Proc *p) {
+static bool proc_has_readers(Agent *a, Proc *p) {
+        for (Conn *c = a->conns; c; c = c->next)
+                for (size_t i = 0; !c->dead && i < c->n_streams; i++)
+                        if (c->streams[i].kind == STREAM_EXEC && c->streams[i].proc == p && c->streams[i].output)
+                                return true;
+        return false;
+}
+
+/* Unbinds the streams of p (only those without output, unless all); a reader
+ * still waiting for output is told the exec is gone. */
+static void proc_unbind(Agent *a, Proc *p, bool all) {
         for (Conn *c = a->conns; c; c = c->next)
                 for (size_t i = 0; i < c->n_streams;) {
-                        if (c->streams[i].kind == STREAM_EXEC && c->streams[i].proc == p)
-                                agent_conn_stream_remove(c, c->streams[i].id);
-                        else
+                        Stream *s = &c->streams[i];
+                        if (s->kind == STREAM_EXEC && s->proc == p && (all || !s->output)) {
+                                if (s->output)
+                                        (void) agent_conn_send_error(c, s->id, ESRCH,
+                                                                     "exec %s is no longer kept", p->exec_id);
+                                agent_conn_stream_remove(c, s->id);
+                        } else
                                 i++;
                 }
 }
 
 static void proc_finish(Agent *a, Proc *p) {
         JsonWriter w;
-        _cleanup_free_ char *json = NULL;
-        size_t n = 0;
 
         json_w_init(&w);
         json_w_object_begin(&w);
@@ -123,16 +150,24 @@ static void proc_finish(Agent *a, Proc *p) {
                 json_w_kv_string(&w, "reason", p->timed_out ? "timeout" : "killed");
         } else
                 json_w_kv_int(&w, "code", WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 255);
+        if (p->have_oom_base)
+                kv_uint(&w, "oom_base", p->oom_base);
         json_w_object_end(&w);
-        if (json_w_finish(&w, &json, &n) >= 0)
-                proc_emit(a, p, PROTO_EXIT, json, n);
+        if (json_w_finish(&w, &p->exit_json, &p->exit_len) < 0) {
+                p->exit_json = strdup("{\"code\":255}");
+                p->exit_len = p->exit_json ? strlen(p->exit_json) : 0;
+        }
 
         log_debug("exec %s (pid %d) finished, status 0x%x", p->exec_id, (int) p->pid, (unsigned) p->status);
-        proc_unbind_all(a, p);
+        proc_unbind(a, p, false);
         agent_source_close(a, &p->out);
         agent_source_close(a, &p->err);
         agent_source_close(a, &p->in);
-        p->finished = true; /* freed on the next turn: events of this turn may still name it */
+        /* kept for its readers: the EXIT goes out once they read the buffer (agent_proc_pump) */
+        p->finished = true;
+        p->finished_msec = agent_now_msec();
+        a->n_procs--;
+        a->n_kept++;
 }
 
 static void proc_check_finished(Agent *a, Proc *p) {
@@ -154,7 +189,8 @@ static ssize_t proc_read(Agent *a, Proc *p, Source *s) {
                 agent_source_close(a, s);
                 return 0;
         }
-        proc_emit(a, p, s->kind == SOURCE_PROC_ERR ? PROTO_STDERR : PROTO_STDOUT, buf, (size_t) k);
+        if (agent_outbuf_append(&p->buf, s->kind == SOURCE_PROC_ERR, buf, (size_t) k) < 0)
+                log_debug("exec %s: out of memory, %zd bytes of output lost", p->exec_id, k);
         return k;
 }
 
@@ -222,7 +258,7 @@ void agent_proc_event(Agent *a, Source *s, uint32_t events) {
                         proc_stdin_flush(a, p);
                 return;
         }
-        if (proc_read(a, p, s) > 0 && proc_congested(a, p, AGENT_OUT_HIGH))
+        if (proc_read(a, p, s) > 0 && proc_held(a, p, agent_now_msec(), NULL))
                 proc_set_paused(a, p, true);
         proc_check_finished(a, p);
 }
@@ -250,10 +286,57 @@ static int proc_kill(Proc *p, int sig) {
 void agent_proc_stream_closed(Agent *a, Stream *s) {
         Proc *p = s->proc;
 
-        if (s->owner && p && !p->background && !p->exited) {
-                log_debug("exec %s: connection closed, killing process group %d", p->exec_id, (int) p->pid);
-                (void) proc_kill(p, SIGKILL);
+        if (!s->owner || !p || p->background || p->exited || p->on_disconnect == PROTO_DISCONNECT_KEEP)
+                return;
+        log_debug("exec %s: connection closed, %s process group %d", p->exec_id,
+                  p->on_disconnect == PROTO_DISCONNECT_KILL ? "killing" : "hanging up", (int) p->pid);
+        (void) proc_kill(p, p->on_disconnect == PROTO_DISCONNECT_KILL ? SIGKILL : SIGHUP);
+}
+
+static int send_dropped(Conn *c, uint32_t stream, uint64_t bytes) {
+        JsonWriter w;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        kv_uint(&w, "bytes", bytes);
+        json_w_object_end(&w);
+        return agent_conn_send_json(c, PROTO_DROPPED, stream, &w);
+}
+
+bool agent_proc_pump(Agent *a, Conn *c, Stream *s) {
+        Proc *p = s->proc;
+        uint64_t now = agent_now_msec();
+
+        while (!c->dead && !agent_conn_congested(c)) {
+                const char *data;
+                size_t n;
+                bool err;
+
+                if (s->cursor < p->buf.start) {
+                        if (send_dropped(c, s->id, p->buf.start - s->cursor) < 0)
+                                break;
+                        s->cursor = p->buf.start;
+                        s->progress_msec = now;
+                        continue;
+                }
+                n = s->cursor < p->buf.end ? agent_outbuf_peek(&p->buf, s->cursor, &err, &data) : 0;
+                if (n > 0) {
+                        n = MIN(n, (size_t) PROTO_DATA_CHUNK);
+                        if (agent_conn_send(c, err ? PROTO_STDERR : PROTO_STDOUT, s->id, data, n) < 0)
+                                break;
+                        s->cursor += n;
+                        s->progress_msec = now;
+                        continue;
+                }
+                s->progress_msec = now; /* it has everything there is */
+                if (p->finished) {
+                        (void) agent_conn_send(c, PROTO_EXIT, s->id, p->exit_json, p->exit_len);
+                        return false;
+                }
+                break;
         }
+        (void) a;
+        return true;
 }
 
 /* Once the process exited and AGENT_EXIT_DRAIN_MSEC passed, pipes still held
@@ -271,17 +354,30 @@ static void proc_drain(Agent *a, Proc *p) {
 }
 
 void agent_procs_service(Agent *a, uint64_t now, uint64_t *next) {
+        unsigned kept = 0;
+
         for (Proc **pp = &a->procs; *pp;) {
                 Proc *p = *pp;
 
                 if (p->finished) {
-                        *pp = p->next;
-                        a->n_procs--;
-                        proc_free(a, p);
+                        /* newest first: beyond AGENT_EXEC_KEPT_MAX, or past keep_ms once no reader
+                         * is still on its way to the EXIT (a stalled one is cut by the host), it goes */
+                        if (++kept > AGENT_EXEC_KEPT_MAX ||
+                            (now >= p->finished_msec + p->keep_ms && !proc_has_readers(a, p))) {
+                                proc_unbind(a, p, true);
+                                *pp = p->next;
+                                a->n_kept--;
+                                proc_free(a, p);
+                                continue;
+                        }
+                        /* expired with a reader: look again soon */
+                        *next = MIN(*next, now < p->finished_msec + p->keep_ms ? p->finished_msec + p->keep_ms
+                                                                               : now + 100);
+                        pp = &p->next;
                         continue;
                 }
-                if (p->paused && !proc_congested(a, p, AGENT_OUT_LOW))
-                        proc_set_paused(a, p, false);
+                if (proc_held(a, p, now, next) != p->paused)
+                        proc_set_paused(a, p, !p->paused);
                 if (!p->exited && p->deadline_msec > 0) {
                         if (now >= p->deadline_msec) {
                                 log_debug("exec %s: timeout, killing process group %d", p->exec_id, (int) p->pid);
@@ -298,7 +394,7 @@ void agent_procs_service(Agent *a, uint64_t now, uint64_t *next) {
                                 *next = MIN(*next, p->drain_deadline_msec);
                 }
                 if (p->finished)
-                        *next = now; /* collect it on the next turn */
+                        *next = MIN(*next, now + p->keep_ms); /* collect it then */
                 pp = &p->next;
         }
 }
@@ -321,15 +417,18 @@ void agent_procs_free_all(Agent *a) {
                 proc_free(a, p);
         }
         a->n_procs = 0;
+        a->n_kept = 0;
 }
 
-static void send_started(Conn *c, uint32_t stream, Proc *p) {
+static void send_started(Conn *c, uint32_t stream, Proc *p, uint64_t offset) {
         JsonWriter w;
 
         json_w_init(&w);
         json_w_object_begin(&w);
         json_w_kv_int(&w, "pid", p->pid);
         json_w_kv_string(&w, "exec_id", p->exec_id);
+        kv_uint(&w, "offset", offset);
+        json_w_kv_bool(&w, "running", !p->finished);
         json_w_object_end(&w);
         (void) agent_conn_send_json(c, PROTO_STARTED, stream, &w);
 }
@@ -416,7 +515,10 @@ void agent_exec_request(Agent *a, Conn *c, uint32_t stream, const JsonValue *v) 
                 return;
         }
 
-        snprintf(p->exec_id, sizeof p->exec_id, "e%" PRIu64, a->next_exec_id++);
+        /* the boot tag: an id read again after the agent restarted (suspend, restore) names nothing */
+        if (!a->boot_tag[0] && random_alnum(a->boot_tag, sizeof a->boot_tag - 1) < 0)
+                snprintf(a->boot_tag, sizeof a->boot_tag, "%06x", (unsigned) (agent_now_msec() & 0xffffff));
+        snprintf(p->exec_id, sizeof p->exec_id, "e%" PRIu64 "-%s", a->next_exec_id++, a->boot_tag);
         p->pid = sp.pid;
         p->argv = TAKE_PTR(req.argv);
         p->pty = req.pty;
@@ -427,6 +529,12 @@ void agent_exec_request(Agent *a, Conn *c, uint32_t stream, const JsonValue *v) 
         p->in = (Source){ .kind = SOURCE_PROC_IN, .obj = p, .fd = sp.stdin_fd };
         if (req.timeout_ms > 0)
                 p->deadline_msec = agent_now_msec() + req.timeout_ms;
+        agent_outbuf_init(&p->buf, req.buffer_bytes);
+        p->stall_ms = req.stall_ms;
+        p->keep_ms = req.keep_ms;
+        p->on_disconnect = req.on_disconnect;
+        p->oom_base = req.oom_base;
+        p->have_oom_base = req.have_oom_base;
         p->next = a->procs;
         a->procs = p;
         a->n_procs++;
@@ -437,9 +545,10 @@ void agent_exec_request(Agent *a, Conn *c, uint32_t stream, const JsonValue *v) 
                 s->proc = p;
                 s->owner = true;
                 s->output = true;
+                s->progress_msec = agent_now_msec();
         }
         log_debug("exec %s: started pid %d (%s)", p->exec_id, (int) p->pid, p->argv[0]);
-        send_started(c, stream, p);
+        send_started(c, stream, p, 0);
 }
 
 void agent_exec_stdin(Agent *a, Conn *c, ProtoType type, uint32_t stream, const void *data, size_t n) {
@@ -543,8 +652,13 @@ void agent_exec_control(Agent *a, Conn *c, ProtoType type, uint32_t stream, cons
                         return;
                 }
                 p = proc_by_id(a, req.exec_id);
-                if (!p) {
+                if (!p || (p->finished && !req.output)) {
                         agent_conn_send_error(c, stream, ESRCH, "No process with exec_id '%.64s'", req.exec_id);
+                        return;
+                }
+                if (req.output && req.have_from && req.from > p->buf.end) {
+                        agent_conn_send_error(c, stream, EINVAL, "Offset %" PRIu64 " is past the output of %s (%" PRIu64 " bytes)",
+                                              req.from, p->exec_id, p->buf.end);
                         return;
                 }
                 r = agent_conn_stream_add(c, stream, STREAM_EXEC, &s);
@@ -554,7 +668,9 @@ void agent_exec_control(Agent *a, Conn *c, ProtoType type, uint32_t stream, cons
                 }
                 s->proc = p;
                 s->output = req.output;
-                send_started(c, stream, p);
+                s->cursor = req.have_from ? req.from : p->buf.end;
+                s->progress_msec = agent_now_msec();
+                send_started(c, stream, p, s->cursor);
                 return;
         }
 

@@ -6,6 +6,7 @@
  *   agent.c        main, options, signals (reaping), the loop, timers
  *   agent-conn.c   connections: framing, output queue, streams, request dispatch
  *   agent-exec.c   processes: EXEC, output, exit, STDIN, SIGNAL, RESIZE, ATTACH, PS
+ *   agent-outbuf.c the bounded output buffer of one exec (offsets, oldest dropped first)
  *   agent-spawn.c  fork/exec of one process (child side: no allocation), environment
  *   agent-pty.c    pseudo terminals
  *   agent-user.c   users from the sandbox's /etc/passwd and /etc/group
@@ -13,9 +14,12 @@
  *   agent-file-ops.c  FILE_LIST, FILE_STAT, FILE_MKDIR, FILE_REMOVE, FILE_RENAME
  *   agent-watch.c     FILE_WATCH (recursive inotify, events streamed as RESULT frames)
  *
- * Output for a connection is queued in its buffer; producers (process pipes,
- * file reads) stop while it holds more than AGENT_OUT_HIGH bytes and resume
- * below AGENT_OUT_LOW, so memory stays bounded whatever the peer does. */
+ * Output for a connection is queued in its buffer; producers (file reads,
+ * the exec output buffers' readers) stop while it holds more than
+ * AGENT_OUT_HIGH bytes and resume below AGENT_OUT_LOW, so memory stays
+ * bounded whatever the peer does. A process's pipes are read into its own
+ * bounded output buffer (agent-outbuf.c), whatever its readers do; a reader
+ * that keeps taking output holds the process up instead of losing bytes. */
 
 #include <sys/types.h>
 
@@ -29,6 +33,7 @@
 #define AGENT_OUT_LOW (256U * 1024U)            /* ... and resumes them */
 #define AGENT_STDIN_BUF_MAX (1024U * 1024U)     /* buffered STDIN per process that stops its writers */
 #define AGENT_EXIT_DRAIN_MSEC 250U              /* after exit, wait this long for the pipes to close */
+#define AGENT_EXEC_KEPT_MAX 64U                 /* finished execs kept for late readers */
 #define AGENT_RESULT_MAX (PROTO_JSON_MAX - 256U)   /* list RESULTs are cut (truncated:true) to fit PROTO_JSON_MAX */
 #define AGENT_LIST_ENTRIES_MAX 100000U          /* FILE_LIST entries */
 #define AGENT_TREE_DEPTH_MAX 256U               /* recursive remove */
@@ -41,6 +46,21 @@ typedef struct Conn Conn;
 typedef struct Proc Proc;
 typedef struct FileJob FileJob;
 typedef struct Watch Watch;
+typedef struct OutChunk OutChunk;
+
+/* agent-outbuf.c: the newest output of an exec, offsets [start, end). */
+typedef struct OutBuf {
+        OutChunk *head, **tail_link;
+        uint64_t start, end;
+        size_t limit, charged; /* bytes of memory allowed, used */
+} OutBuf;
+
+void agent_outbuf_init(OutBuf *b, size_t limit);
+void agent_outbuf_done(OutBuf *b);
+/* Appends n <= PROTO_DATA_CHUNK bytes, dropping the oldest beyond the limit. */
+int agent_outbuf_append(OutBuf *b, bool err, const void *p, size_t n);
+/* The contiguous bytes from pos (start <= pos < end) of one stream: their count (0 if none). */
+size_t agent_outbuf_peek(const OutBuf *b, uint64_t pos, bool *ret_err, const char **ret_data);
 
 typedef enum SourceKind {
         SOURCE_LISTEN,
@@ -73,6 +93,8 @@ typedef struct Stream {
         bool owner;  /* the EXEC stream of a foreground process: closing it kills the process */
         bool output; /* receives STDOUT/STDERR/EXIT */
         Proc *proc;
+        uint64_t cursor;        /* output: the next offset to send */
+        uint64_t progress_msec; /* output: when it last took something */
         FileJob *job;
         Watch *watch;
 } Stream;
@@ -101,8 +123,10 @@ struct Agent {
         Conn *conns;
         unsigned n_conns, next_conn_id;
         Proc *procs;
-        unsigned n_procs;
+        unsigned n_procs;                /* not finished */
+        unsigned n_kept;                 /* finished, kept for readers */
         uint64_t next_exec_id;
+        char boot_tag[7];                /* random, in every exec id of this agent */
         bool quit;
 };
 
@@ -134,6 +158,9 @@ void agent_exec_stdin(Agent *a, Conn *c, ProtoType type, uint32_t stream, const 
 void agent_proc_event(Agent *a, Source *s, uint32_t events);
 void agent_proc_reaped(Agent *a, pid_t pid, int status);
 void agent_proc_stream_closed(Agent *a, Stream *s); /* the connection of s goes away */
+/* Sends buffered output to an output stream while c is not congested; false once
+ * the stream is done (EXIT sent) and was removed. */
+bool agent_proc_pump(Agent *a, Conn *c, Stream *s);
 bool agent_proc_stdin_full(const Proc *p);
 void agent_procs_service(Agent *a, uint64_t now_msec, uint64_t *next_msec); /* timeouts, drains, resumes */
 void agent_procs_kill_all(Agent *a);

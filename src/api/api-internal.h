@@ -82,12 +82,34 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
  * a create's env or metadata: 1 with it serialised in *ret, 0 if absent or null. */
 int api_validate_string_map(const JsonValue *body, const char *key, bool env, char **ret, ApiError *e);
 
+/* How exec output travels in the NDJSON events (exec-stream.c). */
+typedef enum ExecOutput {
+        EXEC_OUTPUT_TEXT,   /* "data" where the bytes are UTF-8, else "data_b64" */
+        EXEC_OUTPUT_BASE64, /* always "data_b64" */
+        EXEC_OUTPUT_FRAMES, /* application/vnd.space.exec-frames: raw bytes in length-prefixed frames */
+        _EXEC_OUTPUT_MAX,
+        _EXEC_OUTPUT_INVALID = -EINVAL,
+} ExecOutput;
+const char *exec_output_to_string(ExecOutput o);
+ExecOutput exec_output_from_string(const char *s);
+const char *exec_output_content_type(ExecOutput o);
+
+/* The frames form: a 16-byte header (u8 kind, 3 zero bytes, u32 payload
+ * length, u64 offset; big endian), then the payload: the raw bytes of
+ * stdout (kind 1) or stderr (2) at that offset, or one event as JSON (3;
+ * start, dropped, exit, error, exactly as the NDJSON lines). */
+#define EXEC_FRAME_HEADER 16U
+enum { EXEC_FRAME_STDOUT = 1, EXEC_FRAME_STDERR = 2, EXEC_FRAME_EVENT = 3 };
+/* One event (a finished-to-be JsonWriter) in the stream's form. */
+int exec_stream_event(ApiRequest *r, ExecOutput o, JsonWriter *w);
+
 typedef struct ExecRequest {
         char *agent_json;       /* the EXEC payload for the agent */
         char *stdin_data;       /* stdin given as a string, or NULL */
         size_t stdin_len;
         bool keep_stdin;        /* stdin: true */
         bool background;
+        ExecOutput output;
 } ExecRequest;
 void exec_request_done(ExecRequest *x);
 int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, ApiError *e);
@@ -276,6 +298,23 @@ int api_checkpoint_find(ApiRequest *r, const Sandbox *sb, const char *ref, Check
  * [A-Za-z0-9_-]. */
 bool api_exec_id_valid(const char *s, size_t max);
 int api_exec(ApiRequest *r, ApiError *e);
+int api_exec_output(ApiRequest *r, ApiError *e);
+
+/* exec-stream.c: relays an agent stream (after STARTED) as NDJSON events
+ * until the exec's end, which it always reports; ends the HTTP stream. */
+typedef struct ExecRelay {
+        ApiRequest *r;
+        int fd;
+        const char *sandbox_id;
+        ExecOutput output;
+        uint64_t offset;        /* of the next byte from the agent */
+        char carry[4];          /* text: an incomplete UTF-8 sequence held back */
+        size_t carry_n;
+        bool carry_err;
+} ExecRelay;
+int exec_relay(ExecRelay *x);
+/* {"type":"error","code":...,"message":...} as a stream event. */
+int exec_stream_error(ApiRequest *r, ExecOutput o, const char *code, const char *message);
 int api_exec_list(ApiRequest *r, ApiError *e);
 int api_exec_stdin(ApiRequest *r, ApiError *e);
 int api_exec_signal(ApiRequest *r, ApiError *e);

@@ -371,7 +371,7 @@ static int exec_pty(JsonWriter *w, const JsonValue *pty, ApiError *e) {
 
 int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, ApiError *e) {
         static const char *const allowed[] = { "cmd", "shell", "env", "cwd", "user", "stdin", "timeout_s",
-                                               "background", "pty", NULL };
+                                               "background", "pty", "output", "on_disconnect", NULL };
         _cleanup_(json_w_done) JsonWriter w;
         ExecRequest x = {};
         const char *unknown = NULL;
@@ -480,6 +480,25 @@ int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, 
                 r = exec_pty(&w, v, e);
                 if (r < 0)
                         goto fail;
+        }
+
+        v = json_get(body, "output");
+        if (v && !json_is_null(v)) {
+                x.output = json_type(v) == JSON_STRING ? exec_output_from_string(json_string(v)) : _EXEC_OUTPUT_INVALID;
+                if (x.output < 0) {
+                        r = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "output must be \"text\", \"base64\" or \"frames\"");
+                        goto fail;
+                }
+        }
+        v = json_get(body, "on_disconnect");
+        if (v && !json_is_null(v)) {
+                if (json_type(v) != JSON_STRING || (!streq(json_string(v), "keep") && !streq(json_string(v), "hangup") &&
+                                                        !streq(json_string(v), "kill"))) {
+                        r = api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                      "on_disconnect must be \"keep\", \"hangup\" or \"kill\"");
+                        goto fail;
+                }
+                json_w_kv_string(&w, "on_disconnect", json_string(v));
         }
 
         json_w_object_end(&w);

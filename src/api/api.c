@@ -43,6 +43,7 @@ static const Route routes[] = {
         { "POST", "/v1/sandboxes/{id}/branch", api_sandbox_branch, true, false, true },
         { "POST", "/v1/sandboxes/{id}/exec", api_exec, true, false, true },
         { "GET", "/v1/sandboxes/{id}/exec", api_exec_list, true, false, true },
+        { "GET", "/v1/sandboxes/{id}/exec/{exec_id}/output", api_exec_output, true, false, true },
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/stdin", api_exec_stdin, true, false, true },
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/signal", api_exec_signal, true, false, true },
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/resize", api_exec_resize, true, false, true },

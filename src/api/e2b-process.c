@@ -331,6 +331,8 @@ static int relay(Relay *rl) {
                                 return client_gone(rl);
                         last = now_msec();
                         break;
+                case PROTO_DROPPED: /* envd has no such event: what the agent's buffer lost is just not there */
+                        break;
                 case PROTO_EXIT:
                         e2b_procs_forget(rl->x->sb.id, rl->exec_id);
                         if (exit_timed_out(&f)) {

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* /v1/sandboxes/{id}/exec: run a command through the sandbox's agent and
- * stream its output as NDJSON; stdin, signal and resize of a running exec
- * over a second connection (ATTACH); the list of processes (PS). */
+ * stream its output as NDJSON (exec-stream.c); reattach to its output from
+ * an offset; stdin, signal and resize of a running exec over a second
+ * connection (ATTACH); the list of processes (PS). */
 
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 
@@ -12,12 +14,6 @@
 #include "log.h"
 
 #define EXEC_ID_MAX 64U
-#define EXEC_ACTIVITY_MSEC 1000 /* a running exec records activity this often */
-
-typedef struct OutCarry {
-        char b[4];      /* an incomplete UTF-8 sequence held back for the next frame */
-        size_t n;
-} OutCarry;
 
 static void sandbox_donep(Sandbox *sb) {
         sandbox_done(sb);
@@ -35,19 +31,7 @@ bool api_exec_id_valid(const char *s, size_t max) {
         return true;
 }
 
-static int stream_error(ApiRequest *r, const char *code, const char *message) {
-        _cleanup_(json_w_done) JsonWriter w;
-
-        json_w_init(&w);
-        json_w_object_begin(&w);
-        json_w_kv_string(&w, "type", "error");
-        json_w_kv_string(&w, "code", code);
-        json_w_kv_string(&w, "message", message);
-        json_w_object_end(&w);
-        return api_stream_line(r, &w);
-}
-
-static int stream_exit_code(ApiRequest *r, int code) {
+static int stream_exit_code(ApiRequest *r, ExecOutput o, int code) {
         _cleanup_(json_w_done) JsonWriter w;
 
         json_w_init(&w);
@@ -55,57 +39,7 @@ static int stream_exit_code(ApiRequest *r, int code) {
         json_w_kv_string(&w, "type", "exit");
         json_w_kv_int(&w, "code", code);
         json_w_object_end(&w);
-        return api_stream_line(r, &w);
-}
-
-/* Ends a stream that went wrong after it began: an error line, then the end. */
-static int stream_abort(ApiRequest *r, const char *code, const char *message) {
-        log_warning("Exec stream aborted: %s", message);
-        if (stream_error(r, code, message) < 0 || http_conn_stream_end(r->conn) < 0)
-                http_conn_set_close(r->conn);
-        return 0;
-}
-
-static int emit_data(ApiRequest *r, const char *type, const char *p, size_t n) {
-        _cleanup_(json_w_done) JsonWriter w;
-
-        json_w_init(&w);
-        json_out_exec_data(&w, type, p, n);
-        return api_stream_line(r, &w);
-}
-
-static int emit_output(ApiRequest *r, OutCarry *c, const char *type, const char *p, size_t n) {
-        _cleanup_free_ char *joined = NULL;
-        size_t m = n, tail;
-        const char *q = p;
-        int k;
-
-        if (c->n > 0) {
-                joined = malloc(c->n + n);
-                if (!joined)
-                        return -ENOMEM;
-                memcpy(joined, c->b, c->n);
-                memcpy(joined + c->n, p, n);
-                q = joined;
-                m = c->n + n;
-                c->n = 0;
-        }
-        tail = utf8_incomplete_tail(q, m);
-        if (tail > 0 && tail < sizeof c->b && utf8_valid(q, m - tail)) {
-                memcpy(c->b, q + m - tail, tail);
-                c->n = tail;
-                m -= tail;
-        }
-        if (m == 0)
-                return 0;
-        k = emit_data(r, type, q, m);
-        return k;
-}
-
-static int flush_carry(ApiRequest *r, OutCarry *c, const char *type) {
-        size_t n = c->n;
-        c->n = 0;
-        return n > 0 ? emit_data(r, type, c->b, n) : 0;
+        return exec_stream_event(r, o, &w);
 }
 
 static int send_stdin(int fd, const char *p, size_t n) {
@@ -123,7 +57,7 @@ static int send_stdin(int fd, const char *p, size_t n) {
 
 /* The agent refused the EXEC (no such program, bad cwd or user, ...): that is
  * the command's outcome, so it is told in the stream, like a shell would. */
-static int exec_refused(ApiRequest *r, const ProtoFrame *f, ApiError *e) {
+static int exec_refused(ApiRequest *r, ExecOutput o, const ProtoFrame *f, ApiError *e) {
         ApiError ae = {};
         int k, err;
 
@@ -132,11 +66,11 @@ static int exec_refused(ApiRequest *r, const ProtoFrame *f, ApiError *e) {
                 *e = ae;
                 return -err;
         }
-        k = api_stream_begin(r, 200, "application/x-ndjson");
+        k = api_stream_begin(r, 200, exec_output_content_type(o));
         if (k < 0)
                 return 0;
-        if (stream_error(r, "exec_failed", ae.message) < 0 ||
-            stream_exit_code(r, err == ENOENT || err == ENOTDIR ? 127 : 126) < 0 ||
+        if (exec_stream_error(r, o, "exec_failed", ae.message) < 0 ||
+            stream_exit_code(r, o, err == ENOENT || err == ENOTDIR ? 127 : 126) < 0 ||
             http_conn_stream_end(r->conn) < 0)
                 http_conn_set_close(r->conn);
         return 0;
@@ -160,103 +94,81 @@ static int parse_started(const ProtoFrame *f, char exec_id[static EXEC_ID_MAX + 
         return 0;
 }
 
-/* Relays output frames until EXIT, a bad frame, or the client going away.
- * A running exec is activity: the idle policy must not pause its sandbox. */
-static int relay(ApiRequest *r, int fd) {
-        OutCarry carry[2] = {};
-        unsigned foreign = 0;
-        int64_t touched = now_usec();
+/* Adds the output buffer's settings (config) and the sandbox's OOM count now,
+ * which the agent echoes in EXIT (a SIGKILL after it grew was an OOM kill),
+ * to the EXEC payload (a JSON object). */
+static int add_stream_settings(ApiRequest *r, const char *id, char **json) {
+        const Config *c = api_config(r->api);
+        ApiError ignored = {};
+        char oom[48] = "";
+        uint64_t n;
+        size_t l = strlen(*json);
+        char *s;
 
-        for (;;) {
-                _cleanup_(proto_frame_done) ProtoFrame f = {};
-                _cleanup_json_ JsonValue *v = NULL;
-                struct pollfd p[2] = {
-                        { .fd = fd, .events = POLLIN },
-                        { .fd = http_conn_fd(r->conn), .events = POLLRDHUP },
-                };
-                ApiError ae = {};
-                int k;
+        if (l < 2 || (*json)[l - 1] != '}')
+                return -EINVAL;
+        if (worker_sandbox_oom_kills(r->worker, id, &n, &ignored) >= 0)
+                snprintf(oom, sizeof oom, ",\"oom_base\":%" PRIu64, n); /* else: no OOM reason */
+        s = strdup_printf("%.*s,\"buffer_bytes\":%" PRIu64 ",\"stall_ms\":%" PRIu64 ",\"keep_ms\":%" PRIu64 "%s}",
+                          (int) (l - 1), *json, c->exec_buffer_kb * 1024, c->exec_stall_ms, c->exec_keep_s * 1000, oom);
+        if (!s)
+                return -ENOMEM;
+        free(*json);
+        *json = s;
+        return 0;
+}
 
-                if (now_usec() - touched >= EXEC_ACTIVITY_MSEC * 1000) {
-                        (void) store_sandbox_touch(r->store, r->params[0]);
-                        touched = now_usec();
-                }
-                k = poll(p, 2, EXEC_ACTIVITY_MSEC);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return stream_abort(r, "internal", "poll failed");
-                if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
-                        /* Closing the agent connection (by returning) makes it kill a foreground process. */
-                        log_info("Client went away during exec: closing the agent connection");
-                        http_conn_set_close(r->conn);
-                        return 0;
-                }
-                if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-                        continue;
+/* Accept: application/vnd.space.exec-frames (alone) asks for the frames form
+ * where the request names none. */
+static bool accepts_frames(ApiRequest *r) {
+        const char *a = http_head_header(r->head, "Accept");
+        return a && startswith(a, exec_output_content_type(EXEC_OUTPUT_FRAMES)) && !strchr(a, ',');
+}
 
-                k = proto_recv(fd, &f);
-                if (k == -ECONNRESET)
-                        return stream_abort(r, "bad_gateway", "the agent closed the connection before the exit");
-                if (k < 0)
-                        return stream_abort(r, "bad_gateway", "the agent sent a malformed frame");
-                if (f.stream != AGENT_STREAM) {
-                        if (++foreign > AGENT_FOREIGN_FRAMES_MAX)
-                                return stream_abort(r, "bad_gateway", "the agent sent too many unexpected frames");
-                        continue;
-                }
+/* An agent that does not know the buffer fields refuses them as unknown. */
+static bool agent_predates_buffers(const ProtoFrame *f) {
+        _cleanup_json_ JsonValue *v = NULL;
+        const char *m;
 
-                switch (f.type) {
-                case PROTO_STDOUT:
-                case PROTO_STDERR: {
-                        bool out = f.type == PROTO_STDOUT;
-                        if (f.len > PROTO_PAYLOAD_MAX)
-                                return stream_abort(r, "bad_gateway", "the agent sent an oversized output frame");
-                        k = emit_output(r, &carry[out ? 0 : 1], out ? "stdout" : "stderr", f.payload, f.len);
-                        if (k < 0) {
-                                log_info_errno(k, "Writing exec output to the client failed, closing the exec: %m");
-                                http_conn_set_close(r->conn);
-                                return 0;
-                        }
-                        break;
-                }
-                case PROTO_EXIT: {
-                        _cleanup_(json_w_done) JsonWriter w;
-                        json_w_init(&w);
-                        if (agent_call_parse(&f, &v, &ae) < 0 || json_out_exit(&w, v) < 0)
-                                return stream_abort(r, "bad_gateway", "the agent sent a malformed EXIT payload");
-                        if (flush_carry(r, &carry[0], "stdout") < 0 || flush_carry(r, &carry[1], "stderr") < 0 ||
-                            api_stream_line(r, &w) < 0 || http_conn_stream_end(r->conn) < 0)
-                                http_conn_set_close(r->conn);
-                        return 0;
-                }
-                case PROTO_ERROR:
-                        (void) agent_call_error(&f, NULL, &ae);
-                        return stream_abort(r, "exec_failed", ae.message);
-                default:
-                        return stream_abort(r, "bad_gateway", "the agent sent an unexpected frame");
-                }
-        }
+        if (f->type != PROTO_ERROR || agent_call_parse(f, &v, NULL) < 0)
+                return false;
+        m = json_string(json_get(v, "message"));
+        return m && strstr(m, "unknown field 'buffer_bytes'");
+}
+
+static int start_line(ApiRequest *r, ExecOutput o, const char *exec_id, int64_t pid, uint64_t offset) {
+        _cleanup_(json_w_done) JsonWriter w;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "type", "start");
+        json_w_kv_string(&w, "exec_id", exec_id);
+        json_w_kv_int(&w, "pid", pid);
+        json_w_key(&w, "offset");
+        json_w_uint(&w, offset);
+        json_w_object_end(&w);
+        return exec_stream_event(r, o, &w);
 }
 
 int api_exec(ApiRequest *r, ApiError *e) {
         _cleanup_(exec_request_done) ExecRequest x = {};
         _cleanup_(proto_frame_done) ProtoFrame f = {};
-        _cleanup_(json_w_done) JsonWriter w;
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *plain = NULL;
         char exec_id[EXEC_ID_MAX + 1];
         int64_t pid = 0;
         int k;
 
-        json_w_init(&w);
         k = api_read_json(r, &body, e);
         if (k < 0)
                 return k;
         k = api_validate_exec(body, api_config(r->api), &x, e);
         if (k < 0)
                 return k;
+        if (!json_get(body, "output") && accepts_frames(r))
+                x.output = EXEC_OUTPUT_FRAMES;
         k = api_sandbox_lookup(r, r->params[0], true, &sb, e);
         if (k < 0)
                 return k;
@@ -276,14 +188,30 @@ int api_exec(ApiRequest *r, ApiError *e) {
         k = agent_call_connect(r, &sb, &fd, e);
         if (k < 0)
                 return k;
+        plain = strdup(x.agent_json);
+        if (!plain)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        k = add_stream_settings(r, sb.id, &x.agent_json);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "cannot build the exec request: %s", strerror(-k));
         k = proto_send_json(fd, PROTO_EXEC, AGENT_STREAM, x.agent_json);
         if (k < 0)
                 return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
         k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, &f, e);
         if (k < 0)
                 return k;
+        if (agent_predates_buffers(&f)) {
+                /* an agent from before exec buffers (a vm saved with it): its own defaults, no OOM reason */
+                proto_frame_done(&f);
+                k = proto_send_json(fd, PROTO_EXEC, AGENT_STREAM, plain);
+                if (k < 0)
+                        return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
+                k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, &f, e);
+                if (k < 0)
+                        return k;
+        }
         if (f.type == PROTO_ERROR)
-                return exec_refused(r, &f, e);
+                return exec_refused(r, x.output, &f, e);
         if (f.type != PROTO_STARTED)
                 return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent answered EXEC with %s",
                                  proto_type_to_string(f.type) ?: "an unknown frame");
@@ -291,26 +219,94 @@ int api_exec(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
 
-        k = api_stream_begin(r, 200, "application/x-ndjson");
+        k = api_stream_begin(r, 200, exec_output_content_type(x.output));
         if (k < 0)
-                return 0; /* the client is gone; closing fd kills the process */
-        json_w_object_begin(&w);
-        json_w_kv_string(&w, "type", "start");
-        json_w_kv_string(&w, "exec_id", exec_id);
-        json_w_kv_int(&w, "pid", pid);
-        json_w_object_end(&w);
-        if (api_stream_line(r, &w) < 0) {
+                return 0; /* the client is gone; the exec lives on (reattach) unless on_disconnect says not */
+        if (start_line(r, x.output, exec_id, pid, 0) < 0) {
                 http_conn_set_close(r->conn);
                 return 0;
         }
-        if (x.stdin_data && send_stdin(fd, x.stdin_data, x.stdin_len) < 0)
-                return stream_abort(r, "bad_gateway", "sending stdin to the agent failed");
+        if (x.stdin_data && send_stdin(fd, x.stdin_data, x.stdin_len) < 0) {
+                if (exec_stream_error(r, x.output, "bad_gateway", "sending stdin to the agent failed") < 0 ||
+                    http_conn_stream_end(r->conn) < 0)
+                        http_conn_set_close(r->conn);
+                return 0;
+        }
         if (x.background) {
                 if (http_conn_stream_end(r->conn) < 0)
                         http_conn_set_close(r->conn);
                 return 0;
         }
-        return relay(r, fd);
+        ExecRelay relay = { .r = r, .fd = fd, .sandbox_id = sb.id, .output = x.output };
+        return exec_relay(&relay);
+}
+
+/* GET .../exec/{exec_id}/output?from=N&output=text|base64: the exec's output
+ * from offset N (default 0: the oldest byte kept) to its end, running or not. */
+int api_exec_output(ApiRequest *r, ApiError *e) {
+        _cleanup_(proto_frame_done) ProtoFrame f = {};
+        _cleanup_json_ JsonValue *v = NULL;
+        _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_free_ char *mode = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        const char *exec_id = r->params[1];
+        ExecOutput output = EXEC_OUTPUT_TEXT;
+        uint64_t from = 0, offset, pid;
+        char json[EXEC_ID_MAX + 96], what[EXEC_ID_MAX + 16];
+        int k;
+
+        k = api_query_u64(r, "from", 0, INT64_MAX, &from, e);
+        if (k < 0)
+                return k;
+        k = api_query_string(r, "output", &mode, e);
+        if (k < 0)
+                return k;
+        if (mode && (output = exec_output_from_string(mode)) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "output must be text, base64 or frames, not '%.32s'",
+                                 mode);
+        if (!mode && accepts_frames(r))
+                output = EXEC_OUTPUT_FRAMES;
+        k = api_sandbox_lookup(r, r->params[0], true, &sb, e);
+        if (k < 0)
+                return k;
+        if (!api_exec_id_valid(exec_id, EXEC_ID_MAX))
+                return api_error(e, -ENOENT, API_NOT_FOUND, "no exec '%.64s'", exec_id);
+        k = agent_call_connect(r, &sb, &fd, e);
+        if (k < 0)
+                return k;
+        snprintf(json, sizeof json, "{\"exec_id\":\"%s\",\"output\":true,\"from\":%" PRIu64 "}", exec_id, from);
+        k = proto_send_json(fd, PROTO_ATTACH, AGENT_STREAM, json);
+        if (k < 0)
+                return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
+        k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, &f, e);
+        if (k < 0)
+                return k;
+        snprintf(what, sizeof what, "exec '%s'", exec_id);
+        if (f.type == PROTO_ERROR) {
+                k = agent_call_error(&f, what, e);
+                if (e->code == API_NOT_FOUND)
+                        (void) api_error(e, k, API_NOT_FOUND, "no exec '%s' (never started, or no longer kept)", exec_id);
+                return k;
+        }
+        if (f.type != PROTO_STARTED)
+                return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent answered ATTACH with %s",
+                                 proto_type_to_string(f.type) ?: "an unknown frame");
+        k = agent_call_parse(&f, &v, e);
+        if (k < 0)
+                return k;
+        if (json_uint64(json_get(v, "offset"), &offset) < 0 || offset != from || json_uint64(json_get(v, "pid"), &pid) < 0 ||
+            pid > INT32_MAX)
+                return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a malformed STARTED payload");
+
+        k = api_stream_begin(r, 200, exec_output_content_type(output));
+        if (k < 0)
+                return 0;
+        if (start_line(r, output, exec_id, (int64_t) pid, offset) < 0) {
+                http_conn_set_close(r->conn);
+                return 0;
+        }
+        ExecRelay relay = { .r = r, .fd = fd, .sandbox_id = sb.id, .output = output, .offset = offset };
+        return exec_relay(&relay);
 }
 
 /* ---- operations on a running exec ---- */

@@ -9,6 +9,7 @@
  * internally and a poll on its fd could miss buffered events. */
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -227,7 +228,7 @@ static bool looks_not_found(const char *message) {
         return message && (strstr(message, "No such file") || strstr(message, "not found"));
 }
 
-static int build_body(const CliExecOptions *o, char **ret, size_t *ret_len) {
+static int build_body(const CliExecOptions *o, bool stream_fields, char **ret, size_t *ret_len) {
         _cleanup_(json_w_done) JsonWriter w = {};
 
         json_w_init(&w);
@@ -263,6 +264,14 @@ static int build_body(const CliExecOptions *o, char **ret, size_t *ret_len) {
         }
         if (o->interactive)
                 json_w_kv_bool(&w, "stdin", true);
+        /* exact bytes at 4/3 of their size (text would be up to 6x); --json shows what the server sends by default */
+        if (!arg_json && stream_fields)
+                json_w_kv_string(&w, "output", "base64");
+        /* Interrupting space exec on a terminal ends its command (on a pty it gets SIGHUP, the
+         * default). Into a pipe the command outlives a stalled or interrupted space exec (the server's
+         * default, keep): space attach reads on. */
+        if (!o->pty && isatty(STDOUT_FILENO) && stream_fields)
+                json_w_kv_string(&w, "on_disconnect", "kill");
         if (o->pty) {
                 unsigned rows, cols;
                 json_w_key(&w, "pty");
@@ -312,42 +321,13 @@ static int event_output(const JsonValue *ev, int fd) {
         return 0;
 }
 
-int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
-        _cleanup_(http_client_freep) HttpClient *c = NULL;
+/* Reads the event stream of c (its response head read) to the exit: output
+ * to stdout/stderr, or with --json the raw events. */
+static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_escaped, int *ret_code) {
         _cleanup_(cli_line_reader_done) CliLineReader lr = {};
         _cleanup_(pump_stop) StdinPump pump = { .wake = { -1, -1 }, .winch_fd = -1 };
-        _cleanup_free_ char *body = NULL, *id_escaped = NULL, *target = NULL, *headers = NULL;
-        const HttpHead *h = NULL;
-        bool seen_output = false, not_found = false, done = false;
-        size_t body_len = 0;
+        bool seen_output = false, not_found = false, done = false, warned_dropped = false;
         int r, code = 0;
-
-        r = build_body(o, &body, &body_len);
-        if (r < 0)
-                return r;
-        id_escaped = cli_escape(id);
-        target = id_escaped ? strjoin("/v1/sandboxes/", id_escaped, "/exec") : NULL;
-        if (!target)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        r = cli_headers("Content-Type: application/json\r\n", &headers);
-        if (r < 0)
-                return r;
-
-        r = cli_connect(&c);
-        if (r < 0)
-                return r;
-        r = http_client_request(c, "POST", target, headers, body, body_len);
-        if (r >= 0)
-                r = http_client_response(c, &h);
-        if (r < 0)
-                return cli_report_connect(r);
-        if (h->status >= 400) {
-                _cleanup_free_ char *err = NULL;
-                size_t n = 0;
-                int status = h->status;
-                (void) http_client_read_body_all(c, CLI_RESPONSE_MAX, &err, &n);
-                return report_start_error(o, status, err, n);
-        }
 
         while (!done) {
                 _cleanup_json_ JsonValue *ev = NULL;
@@ -407,6 +387,15 @@ int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
                         }
                         if (r < 0)
                                 return r == CLI_EREPORTED || r == -EINVAL ? r : cli_error_errno(r, "write failed: %m");
+                } else if (streq(type, "dropped")) {
+                        uint64_t bytes = 0;
+                        if (!arg_json && !warned_dropped && json_uint64(json_get(ev, "bytes"), &bytes) >= 0) {
+                                cli_tty_restore();
+                                cli_error_errno(CLI_EREPORTED,
+                                                "%" PRIu64 " bytes of output were lost (this reader fell behind the "
+                                                "sandbox's output buffer)", bytes);
+                                warned_dropped = true;
+                        }
                 } else if (streq(type, "error")) {
                         const char *message = json_string(json_get(ev, "message"));
                         if (o->quiet_not_found && !seen_output && looks_not_found(message))
@@ -424,7 +413,10 @@ int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
                         if (!arg_json && !isempty(reason)) {
                                 cli_tty_restore();
                                 cli_error_errno(CLI_EREPORTED, "command %s%s%s", sig ? "killed by " : "stopped",
-                                                strempty(sig), streq(reason, "timeout") ? " (timeout)" : "");
+                                                strempty(sig),
+                                                streq(reason, "timeout") ? " (timeout)"
+                                                : streq(reason, "oom")   ? " (out of memory)"
+                                                                         : "");
                         }
                 }
         }
@@ -437,6 +429,104 @@ int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
                 return CLI_EXEC_NOT_FOUND;
         *ret_code = code;
         return 0;
+}
+
+/* One request whose answer is an exec event stream. */
+static int request_stream(HttpClient **ret, const char *method, const char *target, const char *body,
+                          size_t body_len, const CliExecOptions *o) {
+        _cleanup_(http_client_freep) HttpClient *c = NULL;
+        _cleanup_free_ char *headers = NULL;
+        const HttpHead *h = NULL;
+        int r;
+
+        r = cli_headers(body ? "Content-Type: application/json\r\n" : "", &headers);
+        if (r < 0)
+                return r;
+        r = cli_connect(&c);
+        if (r < 0)
+                return r;
+        r = http_client_request(c, method, target, headers, body, body_len);
+        if (r >= 0)
+                r = http_client_response(c, &h);
+        if (r < 0)
+                return cli_report_connect(r);
+        if (h->status >= 400) {
+                _cleanup_free_ char *err = NULL;
+                size_t n = 0;
+                int status = h->status;
+                (void) http_client_read_body_all(c, CLI_RESPONSE_MAX, &err, &n);
+                /* a server from before exec buffers: say so to the caller, who asks again without them */
+                if (status == 400 && err && body &&
+                    (strstr(err, "unknown field 'output'") || strstr(err, "unknown field 'on_disconnect'")))
+                        return -EPROTO;
+                return report_start_error(o, status, err, n);
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
+        _cleanup_(http_client_freep) HttpClient *c = NULL;
+        _cleanup_free_ char *body = NULL, *id_escaped = NULL, *target = NULL;
+        size_t body_len = 0;
+        int r;
+
+        r = build_body(o, true, &body, &body_len);
+        if (r < 0)
+                return r;
+        id_escaped = cli_escape(id);
+        target = id_escaped ? strjoin("/v1/sandboxes/", id_escaped, "/exec") : NULL;
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = request_stream(&c, "POST", target, body, body_len, o);
+        if (r == -EPROTO) { /* an older server: the text form, its own disconnect rule */
+                body = mfree(body);
+                r = build_body(o, false, &body, &body_len);
+                if (r >= 0)
+                        r = request_stream(&c, "POST", target, body, body_len, o);
+                if (r == -EPROTO)
+                        r = cli_error("the server refused the exec request");
+        }
+        if (r < 0)
+                return r;
+        return stream_events(c, o, id_escaped, ret_code);
+}
+
+/* space attach ID EXEC_ID [--from N]: an exec's output from offset N (default:
+ * all that is kept), then on to its end; exits with its code. */
+int cli_attach(int argc, char **argv) {
+        static const CliOption attach_options[] = { { "from", 0, true, 1 }, {} };
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(http_client_freep) HttpClient *c = NULL;
+        _cleanup_free_ char *id_escaped = NULL, *eid = NULL, *target = NULL;
+        const char *arg = NULL;
+        CliExecOptions o = {};
+        uint64_t from = 0;
+        char query[64];
+        int r, code = 0;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        while ((r = cli_parser_next(&p, attach_options, &arg)) > 0)
+                if (cli_parse_u64("from", arg, &from) < 0)
+                        return -EINVAL;
+        r = cli_parser_end(&p, r, 2, 2);
+        if (r <= 0)
+                return r;
+        id_escaped = cli_escape(p.pos[0]);
+        eid = cli_escape(p.pos[1]);
+        snprintf(query, sizeof query, "/output?from=%" PRIu64 "%s", from, arg_json ? "" : "&output=base64");
+        target = id_escaped && eid ? strjoin("/v1/sandboxes/", id_escaped, "/exec/", eid, query) : NULL;
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = request_stream(&c, "GET", target, NULL, 0, &o);
+        if (r < 0)
+                return r;
+        r = stream_events(c, &o, id_escaped, &code);
+        if (r < 0)
+                return r;
+        return code;
 }
 
 enum {

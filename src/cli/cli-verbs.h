@@ -10,6 +10,7 @@ int cli_down(int argc, char **argv);     /* cli-up.c */
 int cli_info(int argc, char **argv);     /* cli-info.c */
 int cli_create(int argc, char **argv);   /* cli-create.c */
 int cli_exec(int argc, char **argv);     /* cli-exec.c */
+int cli_attach(int argc, char **argv);   /* cli-exec.c */
 int cli_shell(int argc, char **argv);    /* cli-shell.c */
 int cli_ls(int argc, char **argv);       /* cli-ls.c */
 int cli_show(int argc, char **argv);     /* cli-ls.c */

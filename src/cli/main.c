@@ -51,6 +51,11 @@ static const CliCommand commands[] = {
           "  --user U      user name or uid (default root)\n"
           "  -t, --tty     run on a pseudo-terminal\n"
           "  -i, --interactive  send this program's stdin to the command\n" },
+        { "attach", cli_attach, "ID EXEC_ID [--from N]",
+          "read an exec's output again (running, background or finished) and exit with its code",
+          "  --from N   start at output offset N (default 0: all the sandbox still keeps)\n"
+          "The exec id is in the start event (space --json exec); the sandbox keeps the newest\n"
+          "exec_buffer_kb of each exec's output, and a finished exec's for exec_keep_s.\n" },
         { "shell", cli_shell, "ID [CMD...]", "open an interactive terminal in a sandbox (default: /bin/bash -l)",
           "With one CMD argument it is run by /bin/sh -c, with several as an argv.\n" },
         { "ls", cli_ls, "[--all] [--state S]", "list sandboxes",

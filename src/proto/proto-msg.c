@@ -208,9 +208,19 @@ void proto_exec_request_done(ProtoExecRequest *r) {
 }
 
 int proto_exec_request_parse(const JsonValue *obj, ProtoExecRequest *ret, char *errbuf, size_t errbuf_size) {
-        static const char *const allowed[] = { "argv",  "shell", "env",  "cwd",        "user",       "stdin",
-                                               "pty",   "rows",  "cols", "timeout_ms", "background", NULL };
-        _cleanup_(proto_exec_request_done) ProtoExecRequest req = { .rows = 24, .cols = 80 };
+        static const char *const allowed[] = { "argv",       "shell",        "env",      "cwd",     "user",
+                                               "stdin",      "pty",          "rows",     "cols",    "timeout_ms",
+                                               "background", "buffer_bytes", "stall_ms", "keep_ms", "oom_base",
+                                               "on_disconnect", NULL };
+        _cleanup_(proto_exec_request_done) ProtoExecRequest req = {
+                .rows = 24,
+                .cols = 80,
+                .buffer_bytes = PROTO_EXEC_BUFFER_DEFAULT,
+                .stall_ms = PROTO_EXEC_STALL_MS_DEFAULT,
+                .keep_ms = PROTO_EXEC_KEEP_MS_DEFAULT,
+                .on_disconnect = _PROTO_DISCONNECT_INVALID, /* by pty, below */
+        };
+        _cleanup_free_ char *on_disconnect = NULL;
         uint64_t u = 0;
         int r;
 
@@ -243,10 +253,45 @@ int proto_exec_request_parse(const JsonValue *obj, ProtoExecRequest *ret, char *
                 return r;
         if (r > 0)
                 req.timeout_ms = u;
+        if ((r = get_uint(obj, "buffer_bytes", PROTO_EXEC_BUFFER_MIN, PROTO_EXEC_BUFFER_MAX, &req.buffer_bytes,
+                          errbuf, errbuf_size)) < 0 ||
+            (r = get_uint(obj, "stall_ms", 0, PROTO_TIMEOUT_MS_MAX, &req.stall_ms, errbuf, errbuf_size)) < 0 ||
+            (r = get_uint(obj, "keep_ms", 0, PROTO_EXEC_KEEP_MS_MAX, &req.keep_ms, errbuf, errbuf_size)) < 0)
+                return r;
+        r = get_uint(obj, "oom_base", 0, UINT64_MAX, &req.oom_base, errbuf, errbuf_size);
+        if (r < 0)
+                return r;
+        req.have_oom_base = r > 0;
+        r = get_string(obj, "on_disconnect", PROTO_NAME_MAX, &on_disconnect, errbuf, errbuf_size);
+        if (r < 0)
+                return r;
+        if (on_disconnect) {
+                req.on_disconnect = proto_disconnect_from_string(on_disconnect);
+                if (req.on_disconnect < 0)
+                        return fail(errbuf, errbuf_size, "'on_disconnect' must be keep, hangup or kill");
+        } else
+                req.on_disconnect = req.pty ? PROTO_DISCONNECT_HANGUP : PROTO_DISCONNECT_KEEP;
 
         *ret = req;
         req = (ProtoExecRequest){};
         return 0;
+}
+
+static const char *const disconnect_table[_PROTO_DISCONNECT_MAX] = {
+        [PROTO_DISCONNECT_KEEP] = "keep",
+        [PROTO_DISCONNECT_HANGUP] = "hangup",
+        [PROTO_DISCONNECT_KILL] = "kill",
+};
+
+const char *proto_disconnect_to_string(ProtoDisconnect d) {
+        return d >= 0 && d < _PROTO_DISCONNECT_MAX ? disconnect_table[d] : NULL;
+}
+
+ProtoDisconnect proto_disconnect_from_string(const char *s) {
+        for (size_t i = 0; s && i < _PROTO_DISCONNECT_MAX; i++)
+                if (streq(disconnect_table[i], s))
+                        return (ProtoDisconnect) i;
+        return _PROTO_DISCONNECT_INVALID;
 }
 
 void proto_file_request_done(ProtoFileRequest *r) {
@@ -440,7 +485,7 @@ int proto_control_request_parse(ProtoType type, const JsonValue *obj, ProtoContr
                                 size_t errbuf_size) {
         static const char *const signal_keys[] = { "signal", "exec_id", NULL };
         static const char *const resize_keys[] = { "rows", "cols", "exec_id", NULL };
-        static const char *const attach_keys[] = { "exec_id", "output", NULL };
+        static const char *const attach_keys[] = { "exec_id", "output", "from", NULL };
         static const char *const no_keys[] = { NULL };
         _cleanup_(proto_control_request_done) ProtoControlRequest req = { .type = type };
         const char *const *allowed;
@@ -499,6 +544,10 @@ int proto_control_request_parse(ProtoType type, const JsonValue *obj, ProtoContr
         r = get_bool(obj, "output", &req.output, errbuf, errbuf_size);
         if (r < 0)
                 return r;
+        r = get_uint(obj, "from", 0, UINT64_MAX, &req.from, errbuf, errbuf_size);
+        if (r < 0)
+                return r;
+        req.have_from = r > 0;
 
         *ret = req;
         req = (ProtoControlRequest){};

@@ -31,7 +31,30 @@ typedef struct ProtoExecRequest {
         bool background;
         uint16_t rows, cols; /* 24x80 unless given */
         uint64_t timeout_ms; /* 0 = none */
+        uint64_t buffer_bytes; /* output kept for readers; 0 = PROTO_EXEC_BUFFER_DEFAULT */
+        uint64_t stall_ms;     /* a reader idle this long no longer holds the process up */
+        uint64_t keep_ms;      /* a finished exec's buffer and exit are kept this long */
+        uint64_t oom_base;     /* echoed in EXIT */
+        bool have_oom_base;
+        int on_disconnect;     /* ProtoDisconnect */
 } ProtoExecRequest;
+
+typedef enum ProtoDisconnect {
+        PROTO_DISCONNECT_KEEP,   /* the process lives on */
+        PROTO_DISCONNECT_HANGUP, /* SIGHUP to its process group */
+        PROTO_DISCONNECT_KILL,   /* SIGKILL to its process group */
+        _PROTO_DISCONNECT_MAX,
+        _PROTO_DISCONNECT_INVALID = -EINVAL,
+} ProtoDisconnect;
+const char *proto_disconnect_to_string(ProtoDisconnect d);
+ProtoDisconnect proto_disconnect_from_string(const char *s);
+
+#define PROTO_EXEC_BUFFER_DEFAULT (1024U * 1024U)
+#define PROTO_EXEC_BUFFER_MIN (64U * 1024U)
+#define PROTO_EXEC_BUFFER_MAX (256U * 1024U * 1024U)
+#define PROTO_EXEC_STALL_MS_DEFAULT 5000U
+#define PROTO_EXEC_KEEP_MS_DEFAULT 600000U
+#define PROTO_EXEC_KEEP_MS_MAX (7ULL * 24 * 3600 * 1000)
 
 int proto_exec_request_parse(const JsonValue *obj, ProtoExecRequest *ret, char *errbuf, size_t errbuf_size);
 void proto_exec_request_done(ProtoExecRequest *r);
@@ -65,13 +88,15 @@ int proto_file_request_parse(ProtoType type, const JsonValue *obj, ProtoFileRequ
                              size_t errbuf_size);
 void proto_file_request_done(ProtoFileRequest *r);
 
-/* SIGNAL {"signal","exec_id"?}, RESIZE {"rows","cols"}, ATTACH {"exec_id","output"?}, PS {}. */
+/* SIGNAL {"signal","exec_id"?}, RESIZE {"rows","cols"}, ATTACH {"exec_id","output"?,"from"?}, PS {}. */
 typedef struct ProtoControlRequest {
         ProtoType type;
         char *exec_id;
         int signal;
         uint16_t rows, cols;
         bool output;
+        bool have_from;
+        uint64_t from; /* ATTACH: output offset to start at */
 } ProtoControlRequest;
 
 int proto_control_request_parse(ProtoType type, const JsonValue *obj, ProtoControlRequest *ret, char *errbuf,

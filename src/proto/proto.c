@@ -36,6 +36,7 @@ static const char *const proto_type_table[_PROTO_TYPE_MAX] = {
         [PROTO_FILE_WATCH] = "FILE_WATCH",
         [PROTO_RESTORED] = "RESTORED",
         [PROTO_SYNC] = "SYNC",
+        [PROTO_DROPPED] = "DROPPED",
 };
 
 static bool proto_type_valid(int t) {

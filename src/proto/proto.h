@@ -26,12 +26,31 @@
  *     → STDOUT / STDERR (raw bytes; with a pty everything is STDOUT)
  *     → EXIT {"code":N} | {"signal":"SIGKILL","code":137,"reason":"timeout"|"killed"}
  *     A background exec gets STARTED and no further frames on that stream.
+ *     Output is kept in a bounded buffer per exec ("buffer_bytes", default
+ *     1 MiB): every byte of it has an offset (stdout and stderr counted
+ *     together, in the order read). Readers of the output get it from the
+ *     buffer; a reader that falls so far behind that the buffer dropped what
+ *     it had not read gets DROPPED {"bytes":N} (N bytes skipped) and goes on
+ *     with the oldest byte kept. While a reader is behind by half the buffer
+ *     and took something within "stall_ms" (default 5000), the process's
+ *     pipes are not read (it waits, nothing is lost); a reader that takes
+ *     nothing for stall_ms no longer holds the process up.
+ *     "on_disconnect": "keep" (default without pty: the process lives on when
+ *     the EXEC's connection goes away), "hangup" (default with pty: SIGHUP to
+ *     its group) or "kill" (SIGKILL to its group).
+ *     "keep_ms" (default 600000): how long a finished exec's buffer and exit
+ *     stay for late ATTACH readers (at most AGENT_EXEC_KEPT_MAX of them).
+ *     "oom_base": N (opaque to the agent, echoed in EXIT as "oom_base").
  *   STDIN (raw, on the exec's stream), STDIN_EOF (empty)
  *   SIGNAL {"signal":"SIGTERM"}        (on the exec's stream, or with "exec_id")
  *   RESIZE {"rows":N,"cols":N}         (pty only)
- *   ATTACH {"exec_id":"e1","output":bool}  binds a stream on another connection to a
+ *   ATTACH {"exec_id":"e1","output":bool,"from":N}  binds a stream on another connection to a
  *        running exec (to send STDIN/SIGNAL/RESIZE, and with output:true to receive
- *        its STDOUT/STDERR/EXIT) → STARTED {"pid":N,"exec_id":"e1"}
+ *        its STDOUT/STDERR/EXIT) → STARTED {"pid":N,"exec_id":"e1","offset":N,"running":bool}
+ *        With output:true the exec may have finished (while it is kept): the
+ *        stream gets what is left of its buffer from "from" (default: the end,
+ *        i.e. new output only; before the oldest byte kept: DROPPED first), then
+ *        EXIT. "offset" is where the stream starts; "from" past the end is EINVAL.
  *   PS {} → RESULT {"processes":[{"exec_id":..,"pid":..,"argv":[..],"pty":bool}]}
  *
  *   FILE_READ {"path":"/a","offset":0,"length":-1}
@@ -116,6 +135,7 @@ typedef enum ProtoType {
         PROTO_FILE_WATCH,
         PROTO_RESTORED,   /* vm: the machine was restored from saved memory; who it is now (agent-vm-restore.c) */
         PROTO_SYNC,       /* vm: write the guest's dirty file data to its disk (before a disk-only copy) */
+        PROTO_DROPPED,    /* exec output lost from the buffer before this reader got it: {"bytes":N} */
         _PROTO_TYPE_MAX,
         _PROTO_TYPE_INVALID = -EINVAL,
 } ProtoType;

@@ -45,6 +45,10 @@ typedef struct Config {
         uint64_t max_timeout_s;
         uint64_t max_sandboxes;
         uint64_t upload_max_mb;
+        uint64_t exec_buffer_kb;       /* output buffer per exec (in the agent) */
+        uint64_t exec_stall_ms;        /* a reader idle this long no longer holds an exec up */
+        uint64_t exec_keep_s;          /* a finished exec's output and exit are kept this long */
+        uint64_t http_stall_s;         /* a client stalled this long on a body or response is dropped */
         uint64_t seccomp_io_uring;
         uint64_t auto_resume_paused;   /* exec/file calls on a paused sandbox resume it instead of a 409 */
         uint64_t debug_timing;         /* API responses carry Server-Timing (store time, total) */

@@ -623,8 +623,10 @@ static int run_api(const Config *config) {
                 r = api_set_cluster_token(api, token);
         if (r >= 0)
                 r = http_server_new(config->listen, api_handle, api, &server);
-        if (r >= 0)
+        if (r >= 0) {
                 http_server_set_head_hook(server, api_head_hook);
+                http_server_set_timeouts(server, 0, 0, (int) (config->http_stall_s * 1000));
+        }
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", config->listen);
                 api_free(api);
@@ -829,8 +831,10 @@ int main(int argc, char *argv[]) {
         }
         if (r >= 0)
                 r = http_server_new(config.listen, api_handle, api, &server);
-        if (r >= 0)
+        if (r >= 0) {
                 http_server_set_head_hook(server, api_head_hook);
+                http_server_set_timeouts(server, 0, 0, (int) (config.http_stall_s * 1000));
+        }
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", config.listen);
                 goto stop_worker;

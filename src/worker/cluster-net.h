@@ -9,7 +9,8 @@
  * A connection to a worker's internal listener starts with
  *     {"op":"hello","token":"<cluster token>","worker":"<name expected>"}
  * answered {"ok":true,"worker":"<its name>"} (or an error, then close). Then
- * worker-proto.h requests, one per line; or {"op":"agent","id":"<sandbox>"},
+ * requests of the ops worker-proto.c marks relayed, one per line; or the
+ * listener's own: {"op":"agent","id":"<sandbox>"},
  * answered {"ok":true} after which the connection carries the agent
  * protocol (src/proto) both ways, byte for byte. */
 

@@ -23,7 +23,7 @@ static int agent_connect_remote(WorkerClient *w, const char *id, int *ret_fd, Ap
         _cleanup_close_ int fd = -EBADF;
         _cleanup_json_ JsonValue *v = NULL;
         char line[WORKER_HANDSHAKE_LINE_MAX];
-        JsonWriter jw;
+        WorkerCall call;
         bool ok = false;
         size_t len;
         int r;
@@ -35,12 +35,12 @@ static int agent_connect_remote(WorkerClient *w, const char *id, int *ret_fd, Ap
         if (r < 0)
                 return api_error(e, r, API_UNAVAILABLE, "worker '%s' (%s) unavailable: %s", w->target,
                                  w->target_address, strerror(-r));
-        worker_client_request_begin(&jw, "agent");
-        json_w_kv_string(&jw, "id", id);
-        json_w_object_end(&jw);
-        r = worker_client_send_request(fd, &jw);
+        worker_client_request_begin(&call, WORKER_OP_AGENT);
+        json_w_kv_string(&call.jw, "id", id);
+        json_w_object_end(&call.jw);
+        r = worker_client_send_request(fd, &call);
         if (r >= 0)
-                r = net_read_line(fd, line, sizeof line, AGENT_HELLO_TIMEOUT_MSEC, &len);
+                r = net_read_line(fd, line, sizeof line, worker_op(WORKER_OP_AGENT)->deadline_msec, &len);
         if (r < 0)
                 return api_error(e, r, API_BAD_GATEWAY, "worker '%s' did not open the agent stream: %s", w->target,
                                  strerror(-r));

@@ -49,12 +49,12 @@ static int cluster_info(WorkerClient *w, char **ret_json, ApiError *e) {
 }
 
 /* {"op":OP} to the local worker */
-static int call_op(WorkerClient *w, const char *op, JsonValue **ret, ApiError *e) {
-        JsonWriter jw;
+static int call_op(WorkerClient *w, WorkerOpKind op, JsonValue **ret, ApiError *e) {
+        WorkerCall call;
 
-        worker_client_request_begin(&jw, op);
-        json_w_object_end(&jw);
-        return worker_client_call(w, &jw, ret, e);
+        worker_client_request_begin(&call, op);
+        json_w_object_end(&call.jw);
+        return worker_client_call(w, &call, ret, e);
 }
 
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e) {
@@ -64,7 +64,7 @@ int worker_info(WorkerClient *w, char **ret_json, ApiError *e) {
 
         if (w->store)
                 return cluster_info(w, ret_json, e);
-        r = call_op(w, "info", &reply, e);
+        r = call_op(w, WORKER_OP_INFO, &reply, e);
         if (r < 0)
                 return r;
         r = json_serialize(json_get(reply, "info"), ret_json, &len);
@@ -95,7 +95,7 @@ int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e) {
         const JsonValue *arr;
         int r;
 
-        r = call_op(w, "templates", &reply, e);
+        r = call_op(w, WORKER_OP_TEMPLATES, &reply, e);
         if (r < 0)
                 return r;
         arr = json_get(reply, "templates");
@@ -115,7 +115,7 @@ int worker_runtimes(WorkerClient *w, char *runtimes, size_t runtimes_size, char 
 
         if (w->store || runtimes_size == 0 || accelerators_size == 0)
                 return api_error(e, -EINVAL, API_INTERNAL, "worker_runtimes: the local worker only");
-        r = call_op(w, "info", &reply, e);
+        r = call_op(w, WORKER_OP_INFO, &reply, e);
         if (r < 0)
                 return r;
         info = json_get(reply, "info");
@@ -142,7 +142,7 @@ int worker_health(WorkerClient *w, char **ret_json, ApiError *e) {
 
         if (w->store)
                 return api_error(e, -EINVAL, API_INTERNAL, "worker_health: the local worker only");
-        r = call_op(w, "health", &reply, e);
+        r = call_op(w, WORKER_OP_HEALTH, &reply, e);
         if (r < 0)
                 return r;
         r = json_serialize(json_get(reply, "health"), ret_json, &len);

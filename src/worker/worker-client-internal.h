@@ -8,8 +8,8 @@
 #include <limits.h>
 
 #include "worker-client.h"
+#include "worker-proto.h"
 
-#define WORKER_REPLY_TIMEOUT_MSEC (10 * 60 * 1000) /* template imports can take minutes */
 
 struct WorkerClient {
         char path[108];                 /* local: the worker's socket */
@@ -20,7 +20,7 @@ struct WorkerClient {
         char target[STORE_NAME_MAX];    /* cluster: the worker the next call goes to */
         char target_address[STORE_WORKER_ADDRESS_MAX];
         bool connect_failed;            /* the last call did not reach the worker at all */
-        int reply_timeout_msec;         /* a call without an answer this long fails (-ETIMEDOUT) */
+        int reply_timeout_msec;         /* > 0: a call without an answer this long fails (-ETIMEDOUT), whatever its op */
         int fd;
         char fd_worker[STORE_NAME_MAX]; /* whom fd talks to ("" = local) */
         char *buf;
@@ -31,17 +31,29 @@ struct WorkerClient {
  * cluster-net.h) or to the local worker's socket. */
 int worker_client_open_connection(WorkerClient *w, int *ret_fd);
 
-/* Starts a request {"op":OP, ...}: the caller adds its keys, ends the object
- * (json_w_object_end) and hands it to worker_client_call() or
+/* A request being written: {"op":NAME, ...} of an op of the table
+ * (worker-proto.h), whose row says how long to wait and whether to retry. */
+typedef struct WorkerCall {
+        WorkerOpKind kind;
+        JsonWriter jw;
+} WorkerCall;
+
+/* Starts a request {"op":NAME, ...}: the caller adds its keys to c->jw, ends
+ * the object (json_w_object_end) and hands it to worker_client_call() or
  * worker_client_send_request(). */
-void worker_client_request_begin(JsonWriter *jw, const char *op);
+void worker_client_request_begin(WorkerCall *c, WorkerOpKind kind);
 /* Sends the request on the client's connection to the current target and
- * reads the reply line; an error reply becomes *e. ret (may be NULL): the
+ * reads the reply line within the op's deadline (or the client's reply
+ * timeout, if set); an error reply becomes *e. A connection that breaks
+ * before the request went out is replaced and the request sent on the new
+ * one; once it went out, only an idempotent op is sent again. A deadline
+ * passed, or a connection lost after the request went out, is
+ * API_UNAVAILABLE saying that the outcome is unknown. ret (may be NULL): the
  * reply. */
-int worker_client_call(WorkerClient *w, JsonWriter *jw, JsonValue **ret, ApiError *e);
+int worker_client_call(WorkerClient *w, WorkerCall *c, JsonValue **ret, ApiError *e);
 /* Sends the request as one line on fd (a connection of its own: agent
  * stream, template upload). */
-int worker_client_send_request(int fd, JsonWriter *jw);
+int worker_client_send_request(int fd, WorkerCall *c);
 /* A reply line's verdict: 0 for {"ok":true}, its code and message as *e
  * otherwise. */
 int worker_client_reply_check(const JsonValue *reply, ApiError *e);

@@ -49,26 +49,26 @@ static int reply_pid(const JsonValue *reply, int64_t *ret_pid, uint64_t *ret_sta
 }
 
 /* {"op":OP,"sandbox":{spec}[,"checkpoint":CK]} to the sandbox's worker (sb->worker) */
-static int call_spec(WorkerClient *w, const char *op, const Sandbox *sb, const char *checkpoint, JsonValue **ret,
+static int call_spec(WorkerClient *w, WorkerOpKind op, const Sandbox *sb, const char *checkpoint, JsonValue **ret,
                      ApiError *e) {
-        JsonWriter jw;
+        WorkerCall call;
         int r = worker_client_select_worker(w, sb->worker, e);
 
         if (r < 0)
                 return r;
-        worker_client_request_begin(&jw, op);
-        json_w_key(&jw, "sandbox");
-        write_spec(&jw, sb);
+        worker_client_request_begin(&call, op);
+        json_w_key(&call.jw, "sandbox");
+        write_spec(&call.jw, sb);
         if (checkpoint)
-                json_w_kv_string(&jw, "checkpoint", checkpoint);
-        json_w_object_end(&jw);
-        return worker_client_call(w, &jw, ret, e);
+                json_w_kv_string(&call.jw, "checkpoint", checkpoint);
+        json_w_object_end(&call.jw);
+        return worker_client_call(w, &call, ret, e);
 }
 
 /* call_spec() of an op that starts the sandbox (create, start, restore): its
  * pid and start time; ret_preserved (may be NULL): whether its processes
  * continued rather than started afresh. */
-static int call_spec_started(WorkerClient *w, const char *op, const Sandbox *sb, const char *checkpoint,
+static int call_spec_started(WorkerClient *w, WorkerOpKind op, const Sandbox *sb, const char *checkpoint,
                              int64_t *ret_pid, uint64_t *ret_starttime, bool *ret_preserved, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         bool preserved = false;
@@ -84,7 +84,7 @@ static int call_spec_started(WorkerClient *w, const char *op, const Sandbox *sb,
 
 /* Cluster: the sandbox's row names worker before op (create, restore) is
  * tried there, so a delete finds the sandbox wherever the try got to. */
-static int call_spec_placed(WorkerClient *w, const char *op, const Sandbox *sb, const char *worker,
+static int call_spec_placed(WorkerClient *w, WorkerOpKind op, const Sandbox *sb, const char *worker,
                             const char *checkpoint, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
         Sandbox placed;
         int r = store_sandbox_set_runtime(w->store, sb->id, 0, 0, worker);
@@ -101,20 +101,20 @@ static int call_spec_placed(WorkerClient *w, const char *op, const Sandbox *sb, 
 }
 
 /* {"op":OP,"id":ID[,"checkpoint":CK]} to the worker selected last */
-static int send_id(WorkerClient *w, const char *op, const char *id, const char *checkpoint, JsonValue **ret,
+static int send_id(WorkerClient *w, WorkerOpKind op, const char *id, const char *checkpoint, JsonValue **ret,
                    ApiError *e) {
-        JsonWriter jw;
+        WorkerCall call;
 
-        worker_client_request_begin(&jw, op);
-        json_w_kv_string(&jw, "id", id);
+        worker_client_request_begin(&call, op);
+        json_w_kv_string(&call.jw, "id", id);
         if (checkpoint)
-                json_w_kv_string(&jw, "checkpoint", checkpoint);
-        json_w_object_end(&jw);
-        return worker_client_call(w, &jw, ret, e);
+                json_w_kv_string(&call.jw, "checkpoint", checkpoint);
+        json_w_object_end(&call.jw);
+        return worker_client_call(w, &call, ret, e);
 }
 
 /* send_id() to the worker that holds sandbox id */
-static int call_id(WorkerClient *w, const char *op, const char *id, const char *checkpoint, JsonValue **ret,
+static int call_id(WorkerClient *w, WorkerOpKind op, const char *id, const char *checkpoint, JsonValue **ret,
                    ApiError *e) {
         int r = worker_client_select_sandbox(w, id, e);
         if (r < 0)
@@ -144,7 +144,7 @@ static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, u
         for (size_t i = 0; i < n_order; i++) {
                 const WorkerNode *node = &nodes[order[i]];
 
-                r = call_spec_placed(w, "create", sb, node->name, NULL, ret_pid, ret_starttime, e);
+                r = call_spec_placed(w, WORKER_OP_CREATE, sb, node->name, NULL, ret_pid, ret_starttime, e);
                 if (r >= 0 || !w->connect_failed)
                         return r;
                 log_warning("Worker %s (%s) is unreachable; placing sandbox %s elsewhere", node->name,
@@ -157,43 +157,43 @@ int worker_sandbox_create(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, 
                           ApiError *e) {
         if (w->store)
                 return create_placed(w, sb, ret_pid, ret_starttime, e);
-        return call_spec_started(w, "create", sb, NULL, ret_pid, ret_starttime, NULL, e);
+        return call_spec_started(w, WORKER_OP_CREATE, sb, NULL, ret_pid, ret_starttime, NULL, e);
 }
 
 int worker_sandbox_start(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime, bool *ret_preserved,
                          ApiError *e) {
-        return call_spec_started(w, "start", sb, NULL, ret_pid, ret_starttime, ret_preserved, e);
+        return call_spec_started(w, WORKER_OP_START, sb, NULL, ret_pid, ret_starttime, ret_preserved, e);
 }
 
 int worker_sandbox_restore(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, int64_t *ret_pid,
                            uint64_t *ret_starttime, bool *ret_preserved, ApiError *e) {
-        return call_spec_started(w, "restore", sb, checkpoint_id, ret_pid, ret_starttime, ret_preserved, e);
+        return call_spec_started(w, WORKER_OP_RESTORE, sb, checkpoint_id, ret_pid, ret_starttime, ret_preserved, e);
 }
 
 int worker_sandbox_set_limits(WorkerClient *w, const Sandbox *sb, ApiError *e) {
-        return call_spec(w, "set_limits", sb, NULL, NULL, e);
+        return call_spec(w, WORKER_OP_SET_LIMITS, sb, NULL, NULL, e);
 }
 
 int worker_sandbox_take_warm(WorkerClient *w, const Sandbox *sb, ApiError *e) {
-        return call_spec(w, "take_warm", sb, NULL, NULL, e);
+        return call_spec(w, WORKER_OP_TAKE_WARM, sb, NULL, NULL, e);
 }
 
 /* {"op":"set_policy","id":ID,"policy":{...}|null} */
 int worker_sandbox_set_network(WorkerClient *w, const Sandbox *sb, ApiError *e) {
-        JsonWriter jw;
+        WorkerCall call;
         int r = worker_client_select_worker(w, sb->worker, e);
 
         if (r < 0)
                 return r;
-        worker_client_request_begin(&jw, "set_policy");
-        json_w_kv_string(&jw, "id", sb->id);
-        json_w_key(&jw, "policy");
+        worker_client_request_begin(&call, WORKER_OP_SET_POLICY);
+        json_w_kv_string(&call.jw, "id", sb->id);
+        json_w_key(&call.jw, "policy");
         if (sb->network_json)
-                json_w_raw(&jw, sb->network_json);
+                json_w_raw(&call.jw, sb->network_json);
         else
-                json_w_null(&jw);
-        json_w_object_end(&jw);
-        return worker_client_call(w, &jw, NULL, e);
+                json_w_null(&call.jw);
+        json_w_object_end(&call.jw);
+        return worker_client_call(w, &call, NULL, e);
 }
 
 /* {"op":"set_credentials","id":ID} */
@@ -201,17 +201,17 @@ int worker_sandbox_set_credentials(WorkerClient *w, const Sandbox *sb, ApiError 
         int r = worker_client_select_worker(w, sb->worker, e);
         if (r < 0)
                 return r;
-        return send_id(w, "set_credentials", sb->id, NULL, NULL, e);
+        return send_id(w, WORKER_OP_SET_CREDENTIALS, sb->id, NULL, NULL, e);
 }
 
 int worker_sandbox_pause(WorkerClient *w, const char *id, bool pause, ApiError *e) {
-        return call_id(w, pause ? "pause" : "resume", id, NULL, NULL, e);
+        return call_id(w, pause ? WORKER_OP_PAUSE : WORKER_OP_RESUME, id, NULL, NULL, e);
 }
 
 int worker_sandbox_suspend(WorkerClient *w, const char *id, bool *ret_processes_preserved, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         bool kept = false;
-        int r = call_id(w, "suspend", id, NULL, &reply, e);
+        int r = call_id(w, WORKER_OP_SUSPEND, id, NULL, &reply, e);
         if (r < 0)
                 return r;
         (void) json_bool(json_get(reply, "processes_preserved"), &kept);
@@ -223,20 +223,20 @@ int worker_sandbox_suspend(WorkerClient *w, const char *id, bool *ret_processes_
 int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkpoint_id, uint64_t max_mb,
                              bool with_memory, uint64_t *ret_size_bytes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
-        JsonWriter jw;
+        WorkerCall call;
         int r;
 
         r = worker_client_select_sandbox(w, id, e);
         if (r < 0)
                 return r;
-        worker_client_request_begin(&jw, "checkpoint");
-        json_w_kv_string(&jw, "id", id);
-        json_w_kv_string(&jw, "checkpoint", checkpoint_id);
-        json_w_key(&jw, "max_mb");
-        json_w_uint(&jw, max_mb);
-        json_w_kv_bool(&jw, "with_memory", with_memory);
-        json_w_object_end(&jw);
-        r = worker_client_call(w, &jw, &reply, e);
+        worker_client_request_begin(&call, WORKER_OP_CHECKPOINT);
+        json_w_kv_string(&call.jw, "id", id);
+        json_w_kv_string(&call.jw, "checkpoint", checkpoint_id);
+        json_w_key(&call.jw, "max_mb");
+        json_w_uint(&call.jw, max_mb);
+        json_w_kv_bool(&call.jw, "with_memory", with_memory);
+        json_w_object_end(&call.jw);
+        r = worker_client_call(w, &call, &reply, e);
         if (r < 0)
                 return r;
         if (ret_size_bytes && json_uint64(json_get(reply, "size_bytes"), ret_size_bytes) < 0)
@@ -245,7 +245,7 @@ int worker_checkpoint_create(WorkerClient *w, const char *id, const char *checkp
 }
 
 int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkpoint_id, ApiError *e) {
-        return call_id(w, "checkpoint_remove", id, checkpoint_id, NULL, e);
+        return call_id(w, WORKER_OP_CHECKPOINT_REMOVE, id, checkpoint_id, NULL, e);
 }
 
 int worker_checkpoint_remove_on(WorkerClient *w, const char *worker, const char *sandbox_id, const char *checkpoint_id,
@@ -253,7 +253,7 @@ int worker_checkpoint_remove_on(WorkerClient *w, const char *worker, const char 
         int r = worker_client_select_worker(w, worker, e);
         if (r < 0)
                 return r;
-        return send_id(w, "checkpoint_remove", sandbox_id, checkpoint_id, NULL, e);
+        return send_id(w, WORKER_OP_CHECKPOINT_REMOVE, sandbox_id, checkpoint_id, NULL, e);
 }
 
 int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, ApiError *e) {
@@ -261,7 +261,7 @@ int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, Ap
         const JsonValue *sizes;
         int r;
 
-        r = call_id(w, "checkpoint_sizes", id, NULL, &reply, e);
+        r = call_id(w, WORKER_OP_CHECKPOINT_SIZES, id, NULL, &reply, e);
         if (r < 0)
                 return r;
         sizes = json_get(reply, "sizes");
@@ -271,28 +271,40 @@ int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, Ap
         return 0;
 }
 
+int worker_sandbox_oom_kills(WorkerClient *w, const char *id, uint64_t *ret, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        int r;
+
+        r = call_id(w, WORKER_OP_OOM_KILLS, id, NULL, &reply, e);
+        if (r < 0)
+                return r;
+        if (json_uint64(json_get(reply, "oom_kills"), ret) < 0)
+                return api_error(e, -EBADMSG, API_INTERNAL, "the worker sent no OOM count");
+        return 0;
+}
+
 int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *checkpoint_id, bool with_memory,
                           const Sandbox *children, size_t n, int64_t *ret_pids, uint64_t *ret_starttimes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         const JsonValue *arr;
-        JsonWriter jw;
+        WorkerCall call;
         int r;
 
         r = worker_client_select_sandbox(w, source_id, e);
         if (r < 0)
                 return r;
-        worker_client_request_begin(&jw, "branch");
-        json_w_kv_string(&jw, "source", source_id);
+        worker_client_request_begin(&call, WORKER_OP_BRANCH);
+        json_w_kv_string(&call.jw, "source", source_id);
         if (checkpoint_id)
-                json_w_kv_string(&jw, "checkpoint", checkpoint_id);
-        json_w_kv_bool(&jw, "with_memory", with_memory);
-        json_w_key(&jw, "sandboxes");
-        json_w_array_begin(&jw);
+                json_w_kv_string(&call.jw, "checkpoint", checkpoint_id);
+        json_w_kv_bool(&call.jw, "with_memory", with_memory);
+        json_w_key(&call.jw, "sandboxes");
+        json_w_array_begin(&call.jw);
         for (size_t i = 0; i < n; i++)
-                write_spec(&jw, &children[i]);
-        json_w_array_end(&jw);
-        json_w_object_end(&jw);
-        r = worker_client_call(w, &jw, &reply, e);
+                write_spec(&call.jw, &children[i]);
+        json_w_array_end(&call.jw);
+        json_w_object_end(&call.jw);
+        r = worker_client_call(w, &call, &reply, e);
         if (r < 0)
                 return r;
         arr = json_get(reply, "sandboxes");
@@ -317,7 +329,7 @@ int worker_sandbox_destroy(WorkerClient *w, const char *id, ApiError *e) {
         }
         if (r < 0)
                 return r;
-        return send_id(w, "destroy", id, NULL, NULL, e);
+        return send_id(w, WORKER_OP_DESTROY, id, NULL, NULL, e);
 }
 
 int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *checkpoint_id, char *ret_worker,
@@ -342,7 +354,7 @@ int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *check
                                 continue;
                         tried++;
                         w->connect_failed = false;
-                        r = call_spec_placed(w, "restore", sb, copies[i].worker, checkpoint_id, ret_pid,
+                        r = call_spec_placed(w, WORKER_OP_RESTORE, sb, copies[i].worker, checkpoint_id, ret_pid,
                                              ret_starttime, e);
                         if (r >= 0) {
                                 (void) strscpy(ret_worker, STORE_NAME_MAX, copies[i].worker);

@@ -19,7 +19,7 @@ static int template_put(WorkerClient *w, const char *name, int tar_fd, uint64_t 
         _cleanup_close_ int fd = -EBADF;
         _cleanup_json_ JsonValue *v = NULL;
         char line[WORKER_HANDSHAKE_LINE_MAX];
-        JsonWriter jw;
+        WorkerCall call;
         size_t len;
         int r;
 
@@ -29,14 +29,14 @@ static int template_put(WorkerClient *w, const char *name, int tar_fd, uint64_t 
                 return api_error(e, r, API_UNAVAILABLE, "worker '%s' (%s) unavailable: %s", w->target,
                                  w->target_address, strerror(-r));
         }
-        worker_client_request_begin(&jw, "template_put");
-        json_w_kv_string(&jw, "name", name);
-        json_w_object_end(&jw);
-        r = worker_client_send_request(fd, &jw);
+        worker_client_request_begin(&call, WORKER_OP_TEMPLATE_PUT);
+        json_w_kv_string(&call.jw, "name", name);
+        json_w_object_end(&call.jw);
+        r = worker_client_send_request(fd, &call);
         if (r >= 0)
                 r = ship_stream_send(fd, tar_fd, NULL, NULL, NULL, NULL);
         if (r >= 0)
-                r = net_read_line(fd, line, sizeof line, WORKER_REPLY_TIMEOUT_MSEC, &len);
+                r = net_read_line(fd, line, sizeof line, worker_op(WORKER_OP_TEMPLATE_PUT)->deadline_msec, &len);
         if (r < 0)
                 return api_error(e, r, API_UNAVAILABLE, "sending the template to worker '%s' failed: %s", w->target,
                                  strerror(-r));
@@ -98,17 +98,17 @@ static int template_import_cluster(WorkerClient *w, const char *name, const char
 int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, uint64_t *ret_size_bytes,
                            ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
-        JsonWriter jw;
+        WorkerCall call;
         int r;
 
         if (w->store)
                 return template_import_cluster(w, name, tar_path, ret_size_bytes, e);
 
-        worker_client_request_begin(&jw, "template_import");
-        json_w_kv_string(&jw, "name", name);
-        json_w_kv_string(&jw, "tar", tar_path);
-        json_w_object_end(&jw);
-        r = worker_client_call(w, &jw, &reply, e);
+        worker_client_request_begin(&call, WORKER_OP_TEMPLATE_IMPORT);
+        json_w_kv_string(&call.jw, "name", name);
+        json_w_kv_string(&call.jw, "tar", tar_path);
+        json_w_object_end(&call.jw);
+        r = worker_client_call(w, &call, &reply, e);
         if (r < 0)
                 return r;
         if (json_uint64(json_get(reply, "size_bytes"), ret_size_bytes) < 0)
@@ -117,12 +117,12 @@ int worker_template_import(WorkerClient *w, const char *name, const char *tar_pa
 }
 
 static int template_remove_one(WorkerClient *w, const char *name, ApiError *e) {
-        JsonWriter jw;
+        WorkerCall call;
 
-        worker_client_request_begin(&jw, "template_remove");
-        json_w_kv_string(&jw, "name", name);
-        json_w_object_end(&jw);
-        return worker_client_call(w, &jw, NULL, e);
+        worker_client_request_begin(&call, WORKER_OP_TEMPLATE_REMOVE);
+        json_w_kv_string(&call.jw, "name", name);
+        json_w_object_end(&call.jw);
+        return worker_client_call(w, &call, NULL, e);
 }
 
 int worker_template_remove(WorkerClient *w, const char *name, ApiError *e) {
@@ -153,7 +153,7 @@ int worker_ship(WorkerClient *w, const char *from, const char *to, const char *s
         _cleanup_json_ JsonValue *reply = NULL;
         char to_address[STORE_WORKER_ADDRESS_MAX];
         const char *sha, *parent;
-        JsonWriter jw;
+        WorkerCall call;
         int r;
 
         if (!w->store)
@@ -165,17 +165,17 @@ int worker_ship(WorkerClient *w, const char *from, const char *to, const char *s
         r = worker_client_select_worker(w, from, e);
         if (r < 0)
                 return r;
-        worker_client_request_begin(&jw, "ship");
-        json_w_kv_string(&jw, "kind", sandbox_id ? "checkpoint" : "template");
+        worker_client_request_begin(&call, WORKER_OP_SHIP);
+        json_w_kv_string(&call.jw, "kind", sandbox_id ? "checkpoint" : "template");
         if (sandbox_id)
-                json_w_kv_string(&jw, "sandbox", sandbox_id);
-        json_w_kv_string(&jw, "name", name);
+                json_w_kv_string(&call.jw, "sandbox", sandbox_id);
+        json_w_kv_string(&call.jw, "name", name);
         if (template_name)
-                json_w_kv_string(&jw, "template", template_name);
-        json_w_kv_string(&jw, "to", to);
-        json_w_kv_string(&jw, "address", to_address);
-        json_w_object_end(&jw);
-        r = worker_client_call(w, &jw, &reply, e);
+                json_w_kv_string(&call.jw, "template", template_name);
+        json_w_kv_string(&call.jw, "to", to);
+        json_w_kv_string(&call.jw, "address", to_address);
+        json_w_object_end(&call.jw);
+        r = worker_client_call(w, &call, &reply, e);
         if (r < 0)
                 return r;
         *ret = (WorkerShipResult){};

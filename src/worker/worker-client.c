@@ -7,8 +7,10 @@
  * skipped, never waited for. The operations: worker-client-sandbox.c (a
  * sandbox's life), -agent.c (agent streams), -ship.c (templates and shipped
  * state), -info.c (what the workers offer). */
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
+#include <time.h>
 #include <sys/socket.h>
 
 #include "alloc-util.h"
@@ -116,16 +118,17 @@ static int write_line(int fd, const char *line, size_t len) {
         return r < 0 ? r : loop_write(fd, "\n", 1);
 }
 
-void worker_client_request_begin(JsonWriter *jw, const char *op) {
-        json_w_init(jw);
-        json_w_object_begin(jw);
-        json_w_kv_string(jw, "op", op);
+void worker_client_request_begin(WorkerCall *c, WorkerOpKind kind) {
+        c->kind = kind;
+        json_w_init(&c->jw);
+        json_w_object_begin(&c->jw);
+        json_w_kv_string(&c->jw, "op", worker_op_kind_to_string(kind));
 }
 
-int worker_client_send_request(int fd, JsonWriter *jw) {
+int worker_client_send_request(int fd, WorkerCall *c) {
         _cleanup_free_ char *req = NULL;
         size_t len;
-        int r = json_w_finish(jw, &req, &len);
+        int r = json_w_finish(&c->jw, &req, &len);
         return r < 0 ? r : write_line(fd, req, len);
 }
 
@@ -144,11 +147,65 @@ int worker_client_reply_check(const JsonValue *reply, ApiError *e) {
         return api_error(e, -EIO, c < 0 ? API_INTERNAL : c, "%s", msg ?: "worker error");
 }
 
-/* Sends one request line and reads the reply line into *ret (parsed). */
-static int call_once(WorkerClient *w, const char *req, size_t len, JsonValue **ret) {
+static int64_t now_msec(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int left_msec(int64_t deadline_msec) {
+        int64_t left = deadline_msec - now_msec();
+        return left <= 0 ? 0 : (int) MIN(left, (int64_t) INT_MAX);
+}
+
+/* A kept connection the worker closed since our last call (it restarted, or
+ * its listener dropped an idle connection), or that holds bytes no request
+ * asked for: not to be used. Nothing was sent on it yet, so a fresh one is
+ * as good. */
+static bool connection_stale(WorkerClient *w) {
+        struct pollfd p = { .fd = w->fd, .events = POLLIN | POLLRDHUP };
+        return w->n > 0 || poll(&p, 1, 0) != 0;
+}
+
+/* All of buf, before the deadline (a stopped worker's full socket buffer
+ * does not hold us); never raises SIGPIPE. */
+static int write_all(int fd, const char *buf, size_t len, int64_t deadline_msec) {
+        while (len > 0) {
+                struct pollfd p = { .fd = fd, .events = POLLOUT };
+                ssize_t k = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                int r;
+
+                if (k > 0) {
+                        buf += k;
+                        len -= (size_t) k;
+                        continue;
+                }
+                if (k == 0)
+                        return -EIO;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN)
+                        return negative_errno();
+                r = poll(&p, 1, left_msec(deadline_msec));
+                if (r < 0 && errno != EINTR)
+                        return negative_errno();
+                if (r == 0)
+                        return -ETIMEDOUT;
+        }
+        return 0;
+}
+
+/* Sends one request line and reads the reply line into *ret (parsed), all
+ * before the deadline. *ret_sent: the whole line went out, so the worker
+ * may have acted on it whatever happened next. */
+static int call_once(WorkerClient *w, const char *req, size_t len, int64_t deadline_msec, bool *ret_sent,
+                     JsonValue **ret) {
         int r;
 
+        *ret_sent = false;
         if (w->fd >= 0 && w->store && !streq(w->fd_worker, w->target))
+                w->fd = safe_close(w->fd);
+        if (w->fd >= 0 && connection_stale(w))
                 w->fd = safe_close(w->fd);
         if (w->fd < 0) {
                 r = worker_client_open_connection(w, &w->fd);
@@ -159,9 +216,12 @@ static int call_once(WorkerClient *w, const char *req, size_t len, JsonValue **r
                 (void) strscpy(w->fd_worker, sizeof w->fd_worker, w->store ? w->target : "");
                 w->n = 0;
         }
-        r = write_line(w->fd, req, len);
+        r = write_all(w->fd, req, len, deadline_msec);
+        if (r >= 0)
+                r = write_all(w->fd, "\n", 1, deadline_msec);
         if (r < 0)
-                return r;
+                return r; /* without its newline the worker acts on no line */
+        *ret_sent = true;
         for (;;) {
                 char *nl = w->buf ? memchr(w->buf, '\n', w->n) : NULL;
                 struct pollfd pfd = { .fd = w->fd, .events = POLLIN };
@@ -178,7 +238,7 @@ static int call_once(WorkerClient *w, const char *req, size_t len, JsonValue **r
                         return -EMSGSIZE;
                 if (GREEDY_REALLOC(w->buf, w->allocated, w->n + 4096) < 0)
                         return -ENOMEM;
-                r = poll(&pfd, 1, w->reply_timeout_msec > 0 ? w->reply_timeout_msec : WORKER_REPLY_TIMEOUT_MSEC);
+                r = poll(&pfd, 1, left_msec(deadline_msec));
                 if (r < 0 && errno == EINTR)
                         continue;
                 if (r <= 0)
@@ -192,31 +252,60 @@ static int call_once(WorkerClient *w, const char *req, size_t len, JsonValue **r
         }
 }
 
-int worker_client_call(WorkerClient *w, JsonWriter *jw, JsonValue **ret, ApiError *e) {
+/* Who the call went to, for its error messages. */
+static const char *target_name(WorkerClient *w, char *buf, size_t size) {
+        if (w->store)
+                snprintf(buf, size, "worker '%s' (%s)", w->target, w->target_address);
+        else
+                snprintf(buf, size, "worker");
+        return buf;
+}
+
+int worker_client_call(WorkerClient *w, WorkerCall *c, JsonValue **ret, ApiError *e) {
         _cleanup_free_ char *req = NULL;
         _cleanup_json_ JsonValue *reply = NULL;
+        const WorkerOp *op = worker_op(c->kind);
+        int timeout_msec = w->reply_timeout_msec > 0 ? w->reply_timeout_msec : op->deadline_msec;
+        int64_t deadline_msec = now_msec() + timeout_msec;
+        char who[STORE_NAME_MAX + STORE_WORKER_ADDRESS_MAX + 16];
+        bool sent = false;
         size_t len;
         int r;
 
-        r = json_w_finish(jw, &req, &len);
+        r = json_w_finish(&c->jw, &req, &len);
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "out of memory");
         w->connect_failed = false;
-        r = call_once(w, req, len, &reply);
-        if (r == -EPIPE || r == -ECONNRESET) {
-                /* the worker restarted since our last call: one retry on a fresh connection
-                 * (only for requests that never reached it) */
+        r = call_once(w, req, len, deadline_msec, &sent, &reply);
+        if ((r == -EPIPE || r == -ECONNRESET) && (!sent || op->idempotent) && !w->connect_failed) {
+                /* the connection broke (the worker restarted): one more try on a fresh one if
+                 * the request never arrived, or if arriving twice is as once */
                 w->fd = safe_close(w->fd);
-                r = call_once(w, req, len, &reply);
+                log_debug("Worker op '%s': the connection broke (%s); sending it again", op->name, strerror(-r));
+                r = call_once(w, req, len, deadline_msec, &sent, &reply);
         }
         if (r < 0) {
                 w->fd = safe_close(w->fd);
-                if (w->store)
-                        return api_error(e, r, API_UNAVAILABLE, "worker '%s' (%s) unavailable: %s", w->target,
-                                         w->target_address, strerror(-r));
-                /* the local worker is down or restarting (its supervisor starts it again) */
-                return api_error(e, r, API_WORKER_UNAVAILABLE, "the worker is unavailable (restarting?): %s",
-                                 strerror(-r));
+                (void) target_name(w, who, sizeof who);
+                /* the local worker: down, restarting (its supervisor starts it again) or not
+                 * answering: worker_unavailable, with Retry-After */
+                ApiErrorCode code = w->store ? API_UNAVAILABLE : API_WORKER_UNAVAILABLE;
+                if (w->connect_failed)
+                        return api_error(e, r, code, "%s unavailable: %s", who, strerror(-r));
+                if (r == -ETIMEDOUT && !sent)
+                        return api_error(e, r, code,
+                                         "%s did not read '%s' within %d s (stopped or overloaded?)", who, op->name,
+                                         (timeout_msec + 999) / 1000);
+                if (r == -ETIMEDOUT)
+                        return api_error(e, r, code,
+                                         "%s did not answer '%s' within %d s (stopped or overloaded?)%s", who,
+                                         op->name, (timeout_msec + 999) / 1000,
+                                         sent && !op->idempotent ? "; its outcome is unknown" : "");
+                if (sent)
+                        return api_error(e, r, code,
+                                         "%s connection lost after '%s' was sent (%s); its outcome is unknown", who,
+                                         op->name, strerror(-r));
+                return api_error(e, r, code, "%s unavailable: %s", who, strerror(-r));
         }
         r = worker_client_reply_check(reply, e);
         if (r < 0)

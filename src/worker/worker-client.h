@@ -24,9 +24,9 @@ int worker_client_new(const char *address, const char *agent_dir, WorkerClient *
  * the sandbox (creates are placed), over TCP with the cluster token. store is
  * borrowed (the caller's handle, used from the same thread); a worker whose
  * heartbeat is older than lost_timeout_s is not used. */
-/* A call not answered within msec fails with -ETIMEDOUT and drops the
- * connection (the late answer is never mistaken for the next one's);
- * <= 0: the default, long enough for a template import. */
+/* A call not answered within msec fails with -ETIMEDOUT (API_UNAVAILABLE)
+ * and drops the connection (the late answer is never mistaken for the next
+ * one's); <= 0: each op's own deadline, from the table of worker-proto.h. */
 void worker_client_set_reply_timeout(WorkerClient *w, int msec);
 int worker_client_new_cluster(Store *store, const char *token, uint64_t lost_timeout_s, WorkerClient **ret);
 bool worker_client_is_cluster(const WorkerClient *w);
@@ -74,6 +74,8 @@ int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkp
  * exclusive bytes as of the pool's last commit): *ret is the reply, whose
  * "sizes" is an object {checkpoint id: bytes}, empty where the pool cannot tell. */
 int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, ApiError *e);
+/* The count of the sandbox's processes the kernel killed for memory, so far. */
+int worker_sandbox_oom_kills(WorkerClient *w, const char *id, uint64_t *ret, ApiError *e);
 /* Processes end, the root is replaced by the checkpoint, the agent starts
  * afresh; or (a vm checkpoint with memory) the machine of the checkpoint
  * continues: *ret_preserved (may be NULL) says which. */

@@ -26,19 +26,8 @@
 
 #define GATEWAY_CONNECTIONS_MAX 512
 #define GATEWAY_IDLE_MSEC (10 * 60 * 1000)          /* an idle connection is closed after this */
-#define GATEWAY_REPLY_TIMEOUT_MSEC (10 * 60 * 1000) /* as the local client waits */
 #define GATEWAY_DRAIN_MSEC 1000                     /* a refused peer's pending bytes: waited for this long */
 #define GATEWAY_DRAIN_MAX (64U * 1024U)             /* ... and read up to this much */
-
-/* The ops a peer may ask for: template_import is not among them (its tar
- * path would be a path on this host, chosen by the peer; template_put brings
- * the tar itself). ship, receive and template_put are served by this
- * process (worker-ship.c), not relayed. */
-static const char *const relayed_ops[] = {
-        "create", "destroy", "pause", "resume", "suspend", "start", "checkpoint",
-        "checkpoint_remove", "checkpoint_sizes", "restore", "branch", "set_limits", "set_policy", "set_credentials",
-        "info", "templates", "template_remove",
-};
 
 struct WorkerGateway {
         const Config *config;
@@ -89,26 +78,54 @@ static void serve_agent(Conn *c, const char *id) {
         (void) net_splice_both(c->fd, afd);
 }
 
-/* One worker request: relayed to the local worker process, its reply back. */
-static int serve_request(Conn *c, const char *line, size_t len, char *buf, size_t size) {
+/* A connection to the worker process kept from an earlier request that it
+ * closed since (it restarted): readable (EOF) or hung up. */
+static bool connection_stale(int fd) {
+        struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+        return poll(&p, 1, 0) != 0;
+}
+
+/* Sends one request line to the worker process; a kept connection found
+ * closed is replaced first, and a write that fails is tried once more on a
+ * fresh connection (a failed write delivered no line: the worker acts on
+ * none that lacks its newline). */
+static int relay_send(Conn *c, const char *line, size_t len) {
+        int r = -EPIPE;
+
+        for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
+                if (c->worker_fd >= 0 && (attempt > 0 || connection_stale(c->worker_fd)))
+                        c->worker_fd = safe_close(c->worker_fd);
+                if (c->worker_fd < 0) {
+                        r = socket_connect_unix(c->g->worker_sock, &c->worker_fd);
+                        if (r < 0)
+                                return r;
+                }
+                r = loop_write(c->worker_fd, line, len);
+                if (r >= 0)
+                        r = loop_write(c->worker_fd, "\n", 1);
+        }
+        return r;
+}
+
+/* One worker request: relayed to the local worker process, its reply back
+ * (within the op's deadline). Never sent twice once it may have arrived. */
+static int serve_request(Conn *c, WorkerOpKind kind, const char *line, size_t len, char *buf, size_t size) {
         size_t n = 0;
         int r;
 
-        if (c->worker_fd < 0) {
-                r = socket_connect_unix(c->g->worker_sock, &c->worker_fd);
-                if (r < 0) {
-                        net_reply(c->fd, false, "unavailable", "the worker process is not running", NULL);
-                        return 0;
-                }
-        }
-        r = loop_write(c->worker_fd, line, len);
-        if (r >= 0)
-                r = loop_write(c->worker_fd, "\n", 1);
-        if (r >= 0)
-                r = net_read_line(c->worker_fd, buf, size, GATEWAY_REPLY_TIMEOUT_MSEC, &n);
+        r = relay_send(c, line, len);
         if (r < 0) {
                 c->worker_fd = safe_close(c->worker_fd);
-                net_reply(c->fd, false, "unavailable", "the worker process did not answer", NULL);
+                net_reply(c->fd, false, "unavailable", "the worker process is not running", NULL);
+                return 0;
+        }
+        r = net_read_line(c->worker_fd, buf, size, worker_op(kind)->deadline_msec, &n);
+        if (r < 0) {
+                c->worker_fd = safe_close(c->worker_fd);
+                net_reply(c->fd, false, "unavailable",
+                          r == -ETIMEDOUT ? "the worker process did not answer in time (its outcome is unknown)"
+                                          : "the worker process did not answer (its outcome is unknown)",
+                          NULL);
                 return 0;
         }
         r = loop_write(c->fd, buf, n);
@@ -135,7 +152,7 @@ static void serve_template_put(Conn *c, const JsonValue *req, char *buf, size_t 
         if (json_w_finish(&jw, &line, &len) < 0)
                 net_reply(c->fd, false, "internal", "out of memory", NULL);
         else
-                (void) serve_request(c, line, len, buf, size);
+                (void) serve_request(c, WORKER_OP_TEMPLATE_IMPORT, line, len, buf, size);
         (void) unlink(path);
 }
 
@@ -207,44 +224,49 @@ static void *conn_thread(void *userdata) {
                 goto done;
         }
         for (;;) {
-                _cleanup_json_ JsonValue *v = NULL;
-                const char *op;
-                bool allowed = false;
+                _cleanup_(worker_request_done) WorkerRequest req = { .kind = _WORKER_OP_INVALID };
+                char err[192];
                 size_t n = 0;
+                int r;
 
                 if (net_read_line(c->fd, line, WORKER_LINE_MAX + 1, GATEWAY_IDLE_MSEC, &n) < 0)
                         break;
-                if (json_parse(line, n, &v, NULL, 0) < 0 || !(op = json_string(json_get(v, "op")))) {
-                        net_reply(c->fd, false, "bad_request", "bad worker request", NULL);
-                        break;
-                }
-                if (streq(op, "ship")) { /* this host sends one of its subvolumes to another */
-                        worker_ship_send(c->g->config, c->g->token, c->fd, v);
-                        continue;
-                }
-                if (streq(op, "receive")) { /* another host sends us one: the connection was the stream */
-                        worker_ship_receive(c->g->config, c->fd, v);
-                        linger_close(c->fd); /* a refusal may come before the sender's last byte */
-                        break;
-                }
-                if (streq(op, "template_put")) {
-                        serve_template_put(c, v, out, WORKER_LINE_MAX + 1);
-                        linger_close(c->fd);
-                        break;
-                }
-                if (streq(op, "agent")) {
-                        const char *id = json_string(json_get(v, "id"));
-                        serve_agent(c, id ?: "");
-                        break; /* the connection was the stream */
-                }
-                for (size_t i = 0; i < ELEMENTSOF(relayed_ops); i++)
-                        if (streq(op, relayed_ops[i]))
-                                allowed = true;
-                if (!allowed) {
+                /* which ops a peer may ask for, and which this process serves itself
+                 * (ship, receive, template_put, agent): the table of worker-proto.h */
+                r = worker_request_decode(line, n, &req, err, sizeof err);
+                if (r == -EOPNOTSUPP) {
                         net_reply(c->fd, false, "forbidden", "this worker op is not served over the network", NULL);
                         continue;
                 }
-                if (serve_request(c, line, n, out, WORKER_LINE_MAX + 1) < 0)
+                if (r < 0) {
+                        char msg[256];
+                        snprintf(msg, sizeof msg, "bad worker request: %s", err);
+                        net_reply(c->fd, false, "bad_request", msg, NULL);
+                        break;
+                }
+                switch (req.kind) {
+                case WORKER_OP_SHIP: /* this host sends one of its subvolumes to another */
+                        worker_ship_send(c->g->config, c->g->token, c->fd, req.json);
+                        continue;
+                case WORKER_OP_RECEIVE: /* another host sends us one: the connection was the stream */
+                        worker_ship_receive(c->g->config, c->fd, req.json);
+                        linger_close(c->fd); /* a refusal may come before the sender's last byte */
+                        goto done;
+                case WORKER_OP_TEMPLATE_PUT:
+                        serve_template_put(c, req.json, out, WORKER_LINE_MAX + 1);
+                        linger_close(c->fd);
+                        goto done;
+                case WORKER_OP_AGENT:
+                        serve_agent(c, json_string(json_get(req.json, "id")));
+                        goto done; /* the connection was the stream */
+                default:
+                        break;
+                }
+                if (!worker_op(req.kind)->relayed) {
+                        net_reply(c->fd, false, "forbidden", "this worker op is not served over the network", NULL);
+                        continue;
+                }
+                if (serve_request(c, req.kind, line, n, out, WORKER_LINE_MAX + 1) < 0)
                         break;
         }
 done:

@@ -213,11 +213,17 @@ void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint_sizes(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_oom_kills(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_policy(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_take_warm(Worker *w, const JsonValue *req, JsonWriter *jw);
+/* worker-dispatch.c: a request line to its op's handler (the table of
+ * worker-proto.h), which writes the reply to jw or defers it. */
+void worker_dispatch(Worker *w, const char *line, size_t n, JsonWriter *jw);
+/* Every op the worker process serves has its handler, and no other: -EPROTO (logged) if not. */
+int worker_dispatch_check(void);
 void worker_reply_error(JsonWriter *jw, const ApiError *e);
 void worker_reply_ok(JsonWriter *jw);
 

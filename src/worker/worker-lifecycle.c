@@ -273,6 +273,34 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
         json_w_object_end(jw);
 }
 
+/* The sandbox's count of processes the kernel killed for memory (cgroup v2
+ * memory.events oom_kill, v1 memory.oom_control oom_kill). */
+void worker_op_oom_kills(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        ApiError e = {};
+        const char *id = req_id(req, "id", &e);
+        LiveSandbox *l;
+        uint64_t n = 0;
+        int r;
+
+        if (!id)
+                return worker_reply_error(jw, &e);
+        l = worker_live_find(w, id);
+        if (!l) {
+                api_error(&e, -ESRCH, API_SANDBOX_NOT_RUNNING, "sandbox %s is not running here", id);
+                return worker_reply_error(jw, &e);
+        }
+        r = l->rt->oom_kills(l->id, &n);
+        if (r < 0) {
+                api_error(&e, r, API_INTERNAL, "cannot read the OOM count of %s: %s", id, strerror(-r));
+                return worker_reply_error(jw, &e);
+        }
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_key(jw, "oom_kills");
+        json_w_uint(jw, n);
+        json_w_object_end(jw);
+}
+
 void worker_op_checkpoint_sizes(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_strv_free_ char **ids = NULL;
         ApiError e = {};

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The worker process: set-up, the event loop, and the request dispatcher. */
+/* The worker process: set-up and the event loop (requests: worker-dispatch.c). */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -84,213 +84,6 @@ static int listen_socket(const char *path, int *ret_fd) {
         return 0;
 }
 
-void worker_reply_error(JsonWriter *jw, const ApiError *e) {
-        json_w_object_begin(jw);
-        json_w_kv_bool(jw, "ok", false);
-        json_w_kv_string(jw, "code", api_error_code_to_string(e->code) ?: "internal");
-        json_w_kv_string(jw, "message", e->message);
-        json_w_object_end(jw);
-}
-
-void worker_reply_ok(JsonWriter *jw) {
-        json_w_object_begin(jw);
-        json_w_kv_bool(jw, "ok", true);
-        json_w_object_end(jw);
-}
-
-#define reply_error worker_reply_error
-
-typedef struct WorkerOp {
-        const char *name;
-        void (*fn)(Worker *w, const JsonValue *req, JsonWriter *jw);
-} WorkerOp;
-
-static void op_pause(Worker *w, const JsonValue *req, JsonWriter *jw) {
-        worker_op_pause(w, req, true, jw);
-}
-static void op_resume(Worker *w, const JsonValue *req, JsonWriter *jw) {
-        worker_op_pause(w, req, false, jw);
-}
-
-/* The lifecycle ops (worker-lifecycle.c), one table. */
-static const WorkerOp lifecycle_ops[] = {
-        { "pause", op_pause },
-        { "resume", op_resume },
-        { "suspend", worker_op_suspend },
-        { "start", worker_op_start },
-        { "checkpoint", worker_op_checkpoint },
-        { "checkpoint_remove", worker_op_checkpoint_remove },
-        { "checkpoint_sizes", worker_op_checkpoint_sizes },
-        { "restore", worker_op_restore },
-        { "branch", worker_op_branch },
-        { "set_limits", worker_op_set_limits },
-        { "set_policy", worker_op_set_policy },
-        { "set_credentials", worker_op_set_credentials },
-        { "take_warm", worker_op_take_warm },
-};
-
-static void handle(Worker *w, const char *line, size_t n, JsonWriter *jw) {
-        _cleanup_json_ JsonValue *req = NULL;
-        ApiError e = { .code = API_INTERNAL };
-        const char *op;
-        char err[128];
-        int r;
-
-        if (json_parse(line, n, &req, err, sizeof err) < 0 || json_type(req) != JSON_OBJECT ||
-            !(op = json_string(json_get(req, "op")))) {
-                api_error(&e, -EINVAL, API_BAD_REQUEST, "bad worker request: %s", err);
-                return reply_error(jw, &e);
-        }
-
-        for (size_t i = 0; i < ELEMENTSOF(lifecycle_ops); i++)
-                if (streq(op, lifecycle_ops[i].name))
-                        return lifecycle_ops[i].fn(w, req, jw);
-
-        if (streq(op, "health"))
-                return worker_op_health(w, req, jw);
-        if (streq(op, "create")) {
-                int64_t pid = 0;
-                uint64_t st = 0;
-                r = worker_create_sandbox(w, json_get(req, "sandbox"), &pid, &st, &e);
-                if (r < 0)
-                        return reply_error(jw, &e);
-                if (w->reply_deferred)
-                        return; /* the guest boots; worker-boot.c replies */
-                json_w_object_begin(jw);
-                json_w_kv_bool(jw, "ok", true);
-                json_w_kv_int(jw, "pid", pid);
-                json_w_key(jw, "starttime");
-                json_w_uint(jw, st);
-                json_w_object_end(jw);
-                return;
-        }
-        if (streq(op, "destroy")) {
-                const char *id = json_string(json_get(req, "id"));
-                r = id ? worker_destroy_sandbox(w, id, &e) : api_error(&e, -EINVAL, API_BAD_REQUEST, "no id");
-        } else if (streq(op, "template_import")) {
-                const char *name = json_string(json_get(req, "name")), *tar = json_string(json_get(req, "tar"));
-                uint64_t size = 0;
-                if (!name || !tar || !pool_template_name_valid(name))
-                        return (void) api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "invalid template name"),
-                               reply_error(jw, &e);
-                r = pool_template_import_tar(w->pool, name, tar, &size);
-                if (r < 0) {
-                        api_error(&e, r, r == -EEXIST ? API_ALREADY_EXISTS : API_BAD_REQUEST,
-                                  "cannot import template '%s': %s", name,
-                                  r == -EEXIST ? "it exists" : strerror(-r));
-                        return reply_error(jw, &e);
-                }
-                json_w_object_begin(jw);
-                json_w_kv_bool(jw, "ok", true);
-                json_w_key(jw, "size_bytes");
-                json_w_uint(jw, size);
-                json_w_object_end(jw);
-                return;
-        } else if (streq(op, "template_remove")) {
-                const char *name = json_string(json_get(req, "name"));
-                r = name && pool_template_name_valid(name) ? pool_template_remove(w->pool, name) : -EINVAL;
-                if (r < 0 && r != -ENOENT)
-                        api_error(&e, r, API_INTERNAL, "cannot remove template: %s", strerror(-r));
-                else
-                        r = 0;
-        } else if (streq(op, "templates")) {
-                _cleanup_strv_free_ char **names = NULL;
-                r = pool_template_list(w->pool, &names);
-                if (r < 0) {
-                        api_error(&e, r, API_INTERNAL, "cannot list templates: %s", strerror(-r));
-                        return reply_error(jw, &e);
-                }
-                json_w_object_begin(jw);
-                json_w_kv_bool(jw, "ok", true);
-                json_w_key(jw, "templates");
-                json_w_array_begin(jw);
-                for (char **t = names; t && *t; t++)
-                        json_w_string(jw, *t);
-                json_w_array_end(jw);
-                json_w_object_end(jw);
-                return;
-        } else if (streq(op, "info")) {
-                _cleanup_free_ char *pool = NULL;
-                r = pool_info_json(w->pool, &pool);
-                if (r < 0) {
-                        api_error(&e, r, API_INTERNAL, "pool info: %s", strerror(-r));
-                        return reply_error(jw, &e);
-                }
-                json_w_object_begin(jw);
-                json_w_kv_bool(jw, "ok", true);
-                json_w_key(jw, "info");
-                json_w_object_begin(jw);
-                json_w_key(jw, "runtimes");
-                json_w_array_begin(jw);
-                json_w_string(jw, w->runtime->name);
-                if (w->vm)
-                        json_w_string(jw, w->vm->name);
-                json_w_array_end(jw);
-                {
-                        /* the vm runtime's facts (accelerator, transport, kernel), or why it is unavailable */
-                        _cleanup_free_ char *vm = vm_runtime_ops.info_json ? vm_runtime_ops.info_json() : NULL;
-                        _cleanup_free_ char *bases = NULL, *spliced = NULL;
-                        size_t vl = vm ? strlen(vm) : 0;
-                        /* and the base snapshots it restores creates from, inside the same object */
-                        if (w->vm && vl > 2 && vm[vl - 1] == '}' && pool_base_list_json(w->pool, &bases) >= 0) {
-                                vm[vl - 1] = 0;
-                                spliced = strjoin(vm, ",\"base_snapshots\":{\"enabled\":",
-                                                  w->config->vm_base_snapshots ? "true" : "false",
-                                                  ",\"snapshots\":", bases, "}}");
-                                if (!spliced)
-                                        vm[vl - 1] = '}';
-                        }
-                        if (vm) {
-                                json_w_key(jw, "vm");
-                                json_w_raw(jw, spliced ?: vm);
-                        }
-                }
-                json_w_kv_string(jw, "cgroup", cgroup_mode_to_string(cgroup_mode()));
-                /* this daemon's identity on the host and what it holds there (src/shared/instance.h) */
-                json_w_key(jw, "instance");
-                json_w_object_begin(jw);
-                json_w_kv_string(jw, "name", w->config->instance);
-                json_w_kv_string(jw, "state_dir", w->config->state_dir);
-                json_w_kv_string(jw, "cgroup_root", w->config->cgroup_root);
-                json_w_key(jw, "uid_base");
-                json_w_uint(jw, w->config->uid_base);
-                json_w_key(jw, "uid_count");
-                json_w_uint(jw, w->config->slots_max * RUNTIME_ID_RANGE);
-                json_w_object_end(jw);
-                json_w_key(jw, "storage");
-                json_w_raw(jw, pool);
-                json_w_kv_int(jw, "sandboxes_running", (int64_t) w->n_live);
-                json_w_key(jw, "network");
-                json_w_object_begin(jw);
-                json_w_kv_string(jw, "pool", w->config->net_pool);
-                json_w_kv_int(jw, "links", (int64_t) addr_pool_slots(&w->net_pool));
-                json_w_kv_string(jw, "nft_table", w->config->net_table);
-                json_w_kv_string(jw, "link_prefix", w->config->net_link_prefix);
-                json_w_kv_bool(jw, "ipv6", false);
-                json_w_kv_string(jw, "default_egress", "none");
-                json_w_kv_bool(jw, "gateway", w->gateway != NULL);
-                json_w_key(jw, "gateway_ports");
-                json_w_object_begin(jw);
-                json_w_kv_int(jw, "dns", (int64_t) w->config->gateway_dns_port);
-                json_w_kv_int(jw, "proxy", (int64_t) w->config->gateway_proxy_port);
-                json_w_kv_int(jw, "transparent", (int64_t) w->config->gateway_transparent_port);
-                json_w_kv_int(jw, "udp", (int64_t) w->config->gateway_udp_port);
-                json_w_object_end(jw);
-                json_w_object_end(jw);
-                json_w_kv_string(jw, "worker", streq(w->config->role, "worker") ? w->config->worker_name : "local");
-                json_w_object_end(jw);
-                json_w_object_end(jw);
-                return;
-        } else {
-                r = api_error(&e, -EINVAL, API_BAD_REQUEST, "unknown worker op '%s'", op);
-        }
-        if (r < 0)
-                return reply_error(jw, &e);
-        json_w_object_begin(jw);
-        json_w_kv_bool(jw, "ok", true);
-        json_w_object_end(jw);
-}
-
 static void client_free(Worker *w, Client *c) {
         worker_boot_client_gone(w, c);
         safe_close(c->fd);
@@ -323,7 +116,7 @@ static int client_handle_lines(Worker *w, Client *c) {
                 json_w_init(&jw);
                 w->current_client = c;
                 w->reply_deferred = false;
-                handle(w, c->buf, len, &jw);
+                worker_dispatch(w, c->buf, len, &jw);
                 w->current_client = NULL;
                 memmove(c->buf, nl + 1, c->n - len - 1);
                 c->n -= len + 1;
@@ -521,6 +314,9 @@ int worker_main(const Config *config, int ready_fd, bool restarted) {
         if (sfd < 0)
                 return log_error_errno(errno, "signalfd: %m");
 
+        r = worker_dispatch_check();
+        if (r < 0)
+                return r;
         r = setup_dirs(config, w.agent_dir, sizeof w.agent_dir);
         if (r < 0)
                 return r;

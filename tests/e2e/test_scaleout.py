@@ -271,12 +271,12 @@ class Cluster:
         assert p.wait_log(f"worker {name} serving on", 300, p.mark), f"{name} did not start:\n{p.log()[-3000:]}"
         return p
 
-    def start_api(self, n, wrap=()):
+    def start_api(self, n, wrap=(), extra=()):
         port = _free_port()
         p = Proc(self, f"api{n}", list(wrap) + [self.s.spaced_bin, "--role", "api",
                                                 "--state-dir", self.state_dir(f"api{n}"),
                                                 "--listen", f"127.0.0.1:{port}"] + self.common()
-                                               + self.key_args()).start()
+                                               + self.key_args() + list(extra)).start()
         p.url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 120
         while time.monotonic() < end:
@@ -1233,3 +1233,63 @@ def test_credentials_across_the_cluster(cluster):
     finally:
         c.delete_all()
         assert c.req(api_a, "DELETE", "/v1/templates/debian").status == 204
+
+
+def _sql(c, query):
+    r = subprocess.run(["psql", "-At", "-v", "ON_ERROR_STOP=1", "-q", c.pg_url, "-c", query],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [ln.split("|") for ln in r.stdout.splitlines() if ln]
+
+
+def _warm(c, state="paused"):
+    """{id: worker} of the warm pool's sandboxes in state."""
+    return dict(_sql(c, f"SELECT id, worker FROM sandboxes WHERE warm_pool = 'base' AND state = '{state}'"))
+
+
+@pytest.mark.timeout(300)
+def test_warm_pool_claim_through_the_cluster_listener(cluster):
+    """A warm pool in a cluster: the controller makes a paused warm sandbox on
+    a worker, a create through an API server with the pool claims it, and
+    the claim (the take_warm op: the taker's limits, then it runs) reaches
+    that worker over its cluster listener. Refused there (an op missing
+    from the listener's allow-list), the API would destroy the warm sandbox
+    and create another one instead: the id would not be the warm one's."""
+    c = cluster
+    stopped = [p for p in c.controllers + c.extra if p.name.startswith("ctl") and p.running]
+    for p in stopped:
+        p.stop()
+    ctl = Proc(c, "ctlwarm", [c.s.spaced_bin, "--role", "controller", "--state-dir", c.state_dir("ctlwarm"),
+                              "--warm-pool=base:1"] + c.common()).start()
+    c.extra.append(ctl)
+    api = c.start_api(7, extra=["--warm-pool=base:1"])
+    c.extra.append(api)
+    sid = None
+    try:
+        assert ctl.wait_log("now the active one", 60), ctl.log()[-2000:]
+        warm = _wait(lambda: _warm(c), 120, "a warm sandbox of base")
+        r = c.req(api, "POST", "/v1/sandboxes", json={"memory_mb": 256})
+        assert r.status == 201, r
+        sid, worker = r.json()["id"], r.json()["worker"]
+        assert sid in warm and warm[sid] == worker, (r.json(), warm, api.log()[-3000:])
+        assert r.json()["state"] == "running", r.json()
+        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.created"}).json()["events"]
+        assert [e for e in ev if e["reason"] == "from the warm pool" and e["data"].get("warm_pool") is True], ev
+        assert not c.req(api, "GET", "/v1/events",
+                         params={"sandbox": sid, "type": "sandbox.create_failed"}).json()["events"]
+        # it is the taker's and runs, through the other API servers too
+        code, out = c.exec_out(c.apis[0], sid, "echo warm")
+        assert code == 0 and out == "warm\n", (code, out)
+        assert "not served over the network" not in api.log()
+        # the pool is refilled before its controller goes (no warm create cut short)
+        _wait(lambda: _warm(c), 120, "the warm pool refilled")
+    finally:
+        if sid:
+            assert c.req(c.apis[0], "DELETE", f"/v1/sandboxes/{sid}").status == 200
+        api.stop()
+        ctl.stop()
+        for p in stopped:
+            p.start()
+        # without a warm pool the active controller removes the warm sandboxes
+        _wait(lambda: not _sql(c, "SELECT id FROM sandboxes WHERE warm_pool <> '' AND state <> 'deleted'"),
+              120, "the warm sandboxes removed")

@@ -2,6 +2,7 @@
 /* Drives the real space-agent binary (an ordinary child process here, not PID 1)
  * over its unix socket. Each test starts its own agent in test_tmpdir(). */
 #include <dirent.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
@@ -545,8 +546,8 @@ TEST(exec_timeout) {
         agent_stop();
 }
 
-TEST(exec_close_kills_foreground) {
-        ExecResult r = {}, bg = {};
+TEST(exec_close_keeps_foreground) {
+        ExecResult r = {}, bg = {}, k = {};
         int fd;
 
         agent_start();
@@ -555,14 +556,180 @@ TEST(exec_close_kills_foreground) {
         started(fd, 1, &r);
         send_json(fd, PROTO_EXEC, 2, "{\"argv\":[\"sleep\",\"100\"],\"background\":true}");
         started(fd, 2, &bg);
+        send_json(fd, PROTO_EXEC, 3, "{\"argv\":[\"sleep\",\"100\"],\"on_disconnect\":\"kill\"}");
+        started(fd, 3, &k);
         ASSERT_EQ(kill((pid_t) r.pid, 0), 0);
         close(fd);
-        ASSERT_TRUE(pid_gone((pid_t) r.pid, 5000));
-        /* the background one lives on */
+        /* on_disconnect kill goes with the connection; the default (keep) and a background one live on */
+        ASSERT_TRUE(pid_gone((pid_t) k.pid, 5000));
         msleep(100);
+        ASSERT_EQ(kill((pid_t) r.pid, 0), 0);
         ASSERT_EQ(kill((pid_t) bg.pid, 0), 0);
+        fd = connect_agent();
+        send_json(fd, PROTO_EXEC, 1, "{\"argv\":[\"true\"],\"on_disconnect\":\"sometimes\"}");
+        expect_error(fd, 1, EINVAL);
+        close(fd);
         agent_stop(); /* an ordinary agent takes its processes along */
+        ASSERT_TRUE(pid_gone((pid_t) r.pid, 5000));
         ASSERT_TRUE(pid_gone((pid_t) bg.pid, 5000));
+}
+
+/* ATTACH with output from an offset: what the buffer holds from there, DROPPED for what it no longer holds, EXIT. */
+static void attach_collect(int fd, uint32_t stream, const char *exec_id, int64_t from, ExecResult *res,
+                           uint64_t *ret_dropped, int64_t *ret_offset) {
+        _cleanup_json_ JsonValue *v = NULL;
+        *res = (ExecResult){};
+        *ret_dropped = 0;
+        if (from >= 0)
+                send_json(fd, PROTO_ATTACH, stream, "{\"exec_id\":\"%s\",\"output\":true,\"from\":%" PRIi64 "}",
+                          exec_id, from);
+        else
+                send_json(fd, PROTO_ATTACH, stream, "{\"exec_id\":\"%s\",\"output\":true}", exec_id);
+        v = expect(fd, PROTO_STARTED, stream, NULL);
+        *ret_offset = json_num(v, "offset");
+        for (;;) {
+                ProtoFrame f = {};
+                ASSERT_OK(proto_recv(fd, &f));
+                ASSERT_EQ(f.stream, stream);
+                if (f.type == PROTO_DROPPED) {
+                        _cleanup_json_ JsonValue *d = parse_payload(&f);
+                        ASSERT_EQ(res->out_n + res->err_n, 0); /* only first */
+                        *ret_dropped += (uint64_t) json_num(d, "bytes");
+                } else if (f.type == PROTO_STDOUT)
+                        append(&res->out, &res->out_n, f.payload, f.len);
+                else if (f.type == PROTO_STDERR)
+                        append(&res->err, &res->err_n, f.payload, f.len);
+                else if (f.type == PROTO_EXIT) {
+                        res->exit = parse_payload(&f);
+                        proto_frame_done(&f);
+                        return;
+                } else
+                        test_fail(__FILE__, __LINE__, "unexpected %s: %.200s", proto_type_to_string(f.type), f.payload);
+                proto_frame_done(&f);
+        }
+}
+
+TEST(exec_reattach) {
+        ExecResult r = {}, again = {};
+        uint64_t dropped;
+        int64_t offset;
+        int fd, fd2;
+
+        agent_start();
+        fd = connect_agent();
+        /* the client goes away at once; the process runs to its end and keeps its output */
+        send_json(fd, PROTO_EXEC, 1, "{\"shell\":\"echo one; echo two >&2; sleep 0.3; echo three\",\"oom_base\":7}");
+        started(fd, 1, &r);
+        close(fd);
+        fd2 = connect_agent();
+        attach_collect(fd2, 5, r.exec_id, 0, &again, &dropped, &offset);
+        ASSERT_EQ(dropped, 0);
+        ASSERT_EQ(offset, 0);
+        ASSERT_STREQ(again.out, "one\nthree\n");
+        ASSERT_STREQ(again.err, "two\n");
+        ASSERT_EQ(json_num(again.exit, "code"), 0);
+        ASSERT_EQ(json_num(again.exit, "oom_base"), 7);
+        exec_result_done(&again);
+        /* a finished exec: from the middle, then from the end (only EXIT) */
+        attach_collect(fd2, 6, r.exec_id, 4, &again, &dropped, &offset);
+        ASSERT_EQ(offset, 4);
+        ASSERT_EQ(again.out_n + again.err_n, 10U);
+        exec_result_done(&again);
+        attach_collect(fd2, 7, r.exec_id, -1, &again, &dropped, &offset);
+        ASSERT_EQ(offset, 14);
+        ASSERT_EQ(again.out_n + again.err_n, 0U);
+        ASSERT_NOT_NULL(again.exit);
+        exec_result_done(&again);
+        /* past the end; not running for stdin */
+        send_json(fd2, PROTO_ATTACH, 8, "{\"exec_id\":\"%s\",\"output\":true,\"from\":15}", r.exec_id);
+        expect_error(fd2, 8, EINVAL);
+        send_json(fd2, PROTO_ATTACH, 9, "{\"exec_id\":\"%s\"}", r.exec_id);
+        expect_error(fd2, 9, ESRCH);
+
+        /* overflow: 4 MiB into a 256 KiB buffer nobody reads; the tail is kept, the rest counted */
+        r = (ExecResult){};
+        send_json(fd2, PROTO_EXEC, 10,
+                  "{\"shell\":\"head -c 4194304 /dev/zero | tr '\\\\0' a; printf END\",\"background\":true,"
+                  "\"buffer_bytes\":262144}");
+        started(fd2, 10, &r);
+        for (int i = 0; i < 500; i++) { /* until it is gone from PS */
+                _cleanup_json_ JsonValue *ps = NULL;
+                send_json(fd2, PROTO_PS, 11, "{}");
+                ps = expect(fd2, PROTO_RESULT, 11, NULL);
+                if (json_array_size(json_get(ps, "processes")) == 0)
+                        break;
+                msleep(20);
+        }
+        attach_collect(fd2, 12, r.exec_id, 0, &again, &dropped, &offset);
+        ASSERT_TRUE(dropped > 0);
+        ASSERT_EQ(dropped + again.out_n, 4194304U + 3U);
+        ASSERT_TRUE(again.out_n >= 128U * 1024U && again.out_n <= 320U * 1024U);
+        ASSERT_TRUE(endswith(again.out, "aaaEND"));
+        exec_result_done(&again);
+
+        /* keep_ms 0: its own reader still gets the EXIT; then it is gone */
+        run(fd2, 13, "{\"shell\":\"sleep 0.1; echo x\",\"keep_ms\":0}", &r);
+        ASSERT_STREQ(r.out, "x\n");
+        ASSERT_EQ(json_num(r.exit, "code"), 0);
+        msleep(100);
+        send_json(fd2, PROTO_ATTACH, 14, "{\"exec_id\":\"%s\",\"output\":true}", r.exec_id);
+        expect_error(fd2, 14, ESRCH);
+        exec_result_done(&r);
+        close(fd2);
+        agent_stop();
+}
+
+/* A reader that takes nothing does not hold the process up past stall_ms. */
+TEST(exec_stalled_reader) {
+        ExecResult r = {};
+        int fd, fd2;
+        bool gone = false;
+
+        agent_start();
+        fd = connect_agent();
+        send_json(fd, PROTO_EXEC, 1,
+                  "{\"shell\":\"head -c 16777216 /dev/zero; echo done > %s/stalled.done\",\"stall_ms\":300,"
+                  "\"buffer_bytes\":262144}",
+                  test_tmpdir());
+        started(fd, 1, &r);
+        /* fd is never read */
+        fd2 = connect_agent();
+        for (int i = 0; i < 1000 && !gone; i++) {
+                char path[PATH_MAX];
+                snprintf(path, sizeof path, "%s/stalled.done", test_tmpdir());
+                gone = access(path, F_OK) >= 0;
+                msleep(10);
+        }
+        ASSERT_TRUE(gone);
+        /* reading on: what was queued, DROPPED with the count, the buffer's tail, EXIT; nothing else lost */
+        {
+                uint64_t got = 0, dropped = 0;
+                unsigned n_dropped = 0;
+                for (;;) {
+                        ProtoFrame f = {};
+                        ASSERT_OK(proto_recv(fd, &f));
+                        ASSERT_EQ(f.stream, 1);
+                        if (f.type == PROTO_EXIT) {
+                                proto_frame_done(&f);
+                                break;
+                        }
+                        if (f.type == PROTO_DROPPED) {
+                                _cleanup_json_ JsonValue *d = parse_payload(&f);
+                                dropped += (uint64_t) json_num(d, "bytes");
+                                n_dropped++;
+                        } else {
+                                ASSERT_EQ(f.type, PROTO_STDOUT);
+                                got += f.len;
+                        }
+                        proto_frame_done(&f);
+                }
+                ASSERT_EQ(n_dropped, 1U);
+                ASSERT_EQ(got + dropped, 16777216U);
+                ASSERT_TRUE(got >= 128U * 1024U);
+        }
+        close(fd);
+        close(fd2);
+        agent_stop();
 }
 
 TEST(exec_background_and_ps) {

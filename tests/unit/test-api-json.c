@@ -407,6 +407,31 @@ TEST(exec_errors) {
         ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"pty\":{\"width\":80}}", API_UNKNOWN_FIELD, "unknown field 'pty.width'");
         ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"env\":{\"A\":null}}", API_INVALID_ARGUMENT,
                           "env: the value of 'A' must be a string");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"output\":\"hex\"}", API_INVALID_ARGUMENT,
+                          "output must be \"text\", \"base64\" or \"frames\"");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"output\":true}", API_INVALID_ARGUMENT,
+                          "output must be \"text\", \"base64\" or \"frames\"");
+        ASSERT_EXEC_FAILS("{\"shell\":\"x\",\"on_disconnect\":\"detach\"}", API_INVALID_ARGUMENT,
+                          "on_disconnect must be \"keep\", \"hangup\" or \"kill\"");
+}
+
+TEST(exec_output_and_disconnect) {
+        ExecRequest x = {};
+        ApiError e = {};
+
+        ASSERT_OK(exec_req("{\"cmd\":[\"true\"]}", &x, &e));
+        ASSERT_EQ(x.output, EXEC_OUTPUT_TEXT);
+        exec_request_done(&x);
+        ASSERT_OK(exec_req("{\"cmd\":[\"true\"],\"output\":\"frames\",\"on_disconnect\":\"kill\"}", &x, &e));
+        ASSERT_EQ(x.output, EXEC_OUTPUT_FRAMES);
+        /* on_disconnect goes to the agent; the output form stays with the API */
+        ASSERT_STREQ(x.agent_json, "{\"argv\":[\"true\"],\"on_disconnect\":\"kill\"}");
+        assert_agent_accepts(x.agent_json);
+        exec_request_done(&x);
+        ASSERT_STREQ(exec_output_to_string(EXEC_OUTPUT_BASE64), "base64");
+        ASSERT_EQ(exec_output_from_string("base64"), EXEC_OUTPUT_BASE64);
+        ASSERT_EQ(exec_output_from_string("raw"), _EXEC_OUTPUT_INVALID);
+        ASSERT_STREQ(exec_output_content_type(EXEC_OUTPUT_FRAMES), "application/vnd.space.exec-frames");
 }
 
 TEST(signals) {

@@ -23,6 +23,14 @@ static void make_header(uint8_t h[PROTO_HEADER_SIZE], uint32_t len, uint16_t typ
         h[7] = (uint8_t) (flags >> 8);
 }
 
+TEST(disconnect_strings) {
+        for (int i = 0; i < _PROTO_DISCONNECT_MAX; i++)
+                ASSERT_EQ(proto_disconnect_from_string(proto_disconnect_to_string(i)), i);
+        ASSERT_EQ(proto_disconnect_from_string("KEEP"), _PROTO_DISCONNECT_INVALID);
+        ASSERT_EQ(proto_disconnect_from_string(NULL), _PROTO_DISCONNECT_INVALID);
+        ASSERT_NULL(proto_disconnect_to_string(_PROTO_DISCONNECT_MAX));
+}
+
 TEST(type_strings) {
         for (int t = 1; t < _PROTO_TYPE_MAX; t++) {
                 const char *s = proto_type_to_string((ProtoType) t);
@@ -401,6 +409,21 @@ TEST(exec_request) {
         ASSERT_EQ(req.rows, 50);
         ASSERT_EQ(req.cols, 132);
         ASSERT_EQ(req.timeout_ms, 1500);
+        ASSERT_EQ(req.on_disconnect, PROTO_DISCONNECT_HANGUP); /* with a pty, by default */
+        ASSERT_EQ(req.buffer_bytes, PROTO_EXEC_BUFFER_DEFAULT);
+        ASSERT_EQ(req.stall_ms, PROTO_EXEC_STALL_MS_DEFAULT);
+        ASSERT_EQ(req.keep_ms, PROTO_EXEC_KEEP_MS_DEFAULT);
+        ASSERT_FALSE(req.have_oom_base);
+        proto_exec_request_done(&req);
+
+        ASSERT_OK(parse_exec("{\"argv\":[\"a\"],\"buffer_bytes\":262144,\"stall_ms\":0,\"keep_ms\":0,"
+                             "\"oom_base\":18446744073709551615,\"on_disconnect\":\"kill\"}",
+                             &req, err, sizeof err));
+        ASSERT_EQ(req.buffer_bytes, 262144U);
+        ASSERT_EQ(req.stall_ms, 0U);
+        ASSERT_EQ(req.keep_ms, 0U);
+        ASSERT_TRUE(req.have_oom_base && req.oom_base == UINT64_MAX);
+        ASSERT_EQ(req.on_disconnect, PROTO_DISCONNECT_KILL);
         proto_exec_request_done(&req);
 
         ASSERT_OK(parse_exec("{\"shell\":\"echo hi\",\"user\":1000,\"cwd\":null}", &req, err, sizeof err));
@@ -413,6 +436,7 @@ TEST(exec_request) {
         ASSERT_EQ(req.rows, 24);
         ASSERT_EQ(req.cols, 80);
         ASSERT_EQ(req.timeout_ms, 0);
+        ASSERT_EQ(req.on_disconnect, PROTO_DISCONNECT_KEEP);
         proto_exec_request_done(&req);
 
         static const char *const bad[] = {
@@ -440,6 +464,11 @@ TEST(exec_request) {
                 "{\"argv\":[\"a\"],\"timeout_ms\":1.5}",
                 "{\"argv\":[\"a\"],\"timeout_ms\":1e300}",
                 "{\"argv\":[\"a\"],\"unknown\":1}",
+                "{\"argv\":[\"a\"],\"buffer_bytes\":1024}",
+                "{\"argv\":[\"a\"],\"buffer_bytes\":1099511627776}",
+                "{\"argv\":[\"a\"],\"keep_ms\":-1}",
+                "{\"argv\":[\"a\"],\"on_disconnect\":\"stay\"}",
+                "{\"argv\":[\"a\"],\"on_disconnect\":1}",
                 "[\"a\"]",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
@@ -576,7 +605,13 @@ TEST(control_requests) {
         proto_control_request_done(&req);
         ASSERT_OK(parse_control(PROTO_ATTACH, "{\"exec_id\":\"e1\",\"output\":true}", &req));
         ASSERT_TRUE(req.output);
+        ASSERT_FALSE(req.have_from);
         proto_control_request_done(&req);
+        ASSERT_OK(parse_control(PROTO_ATTACH, "{\"exec_id\":\"e1\",\"output\":true,\"from\":12}", &req));
+        ASSERT_TRUE(req.have_from && req.from == 12);
+        proto_control_request_done(&req);
+        ASSERT_ERRNO(parse_control(PROTO_ATTACH, "{\"exec_id\":\"e1\",\"from\":-1}", &req), EINVAL);
+        ASSERT_ERRNO(parse_control(PROTO_ATTACH, "{\"exec_id\":\"e1\",\"from\":\"0\"}", &req), EINVAL);
         ASSERT_OK(parse_control(PROTO_PS, "{}", &req));
         proto_control_request_done(&req);
         ASSERT_OK(proto_control_request_parse(PROTO_PS, NULL, &req, NULL, 0));
