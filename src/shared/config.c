@@ -24,6 +24,8 @@ const ConfigItem config_table[] = {
         { "storage", S(storage), "auto", 0, 0, "auto|btrfs|overlay", "storage back end (auto: btrfs, else overlayfs)" },
         { "pool_path", S(pool_path), "", 0, 0, NULL, "an existing btrfs mount to use as pool; default: loop image in state_dir" },
         { "pool_size_mb", U(pool_size_mb), "16384", 1024, UINT64_C(1) << 30, NULL, "size of the sparse pool image" },
+        { "disk_overcommit", S(disk_overcommit), "1.0", 0, 0, NULL, "how many times the pool's size the disk quotas of its sandboxes may add up to (a decimal, 0.1 to 100; 1.0: every sandbox can always write its whole quota)" },
+        { "pool_reserve_mb", U(pool_reserve_mb), "0", 0, UINT64_C(1) << 30, NULL, "MiB of the pool kept free for the daemon's own writes and btrfs metadata, never promised to sandboxes; 0 = 5 % of the pool, at most 1024" },
         { "agent_path", S(agent_path), "", 0, 0, NULL, "space-agent binary; default: beside spaced" },
         { "template_dir", S(template_dir), "", 0, 0, NULL, "NAME.tar files imported as templates at start; default <datadir>/space/templates" },
         { "instance", S(instance), "", 0, 0, NULL, "this daemon's name on the host, which names what it makes there (cgroup root, nft table, links); default: space for the state_dir /var/lib/space, else space-<hash of the state_dir>, kept in <state_dir>/instance.json" },
@@ -357,6 +359,16 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                 snprintf(errbuf, errbuf_size, "uid_base must be 0 (chosen) or at least 65536");
                 return -ERANGE;
         }
+        {
+                char sub[128];
+                int r = config_parse_ratio_permille(c->disk_overcommit, CONFIG_DISK_OVERCOMMIT_MIN_PERMILLE,
+                                                    CONFIG_DISK_OVERCOMMIT_MAX_PERMILLE, &c->disk_overcommit_permille,
+                                                    sub, sizeof sub);
+                if (r < 0) {
+                        snprintf(errbuf, errbuf_size, "disk_overcommit: %s", sub);
+                        return r;
+                }
+        }
         if (c->default_cpu_millis > c->max_cpu_millis || c->default_memory_mb > c->max_memory_mb ||
             c->default_disk_mb > c->max_disk_mb || c->default_pids_max > c->max_pids) {
                 snprintf(errbuf, errbuf_size, "a default limit is above its maximum");
@@ -433,6 +445,35 @@ int config_warm_pools(const char *s, ConfigWarmPool ret[static CONFIG_WARM_POOLS
                 }
         }
         *ret_n = n;
+        return 0;
+}
+
+int config_parse_ratio_permille(const char *s, uint64_t min, uint64_t max, uint64_t *ret, char *errbuf,
+                                size_t errbuf_size) {
+        uint64_t whole = 0, frac = 0;
+        unsigned digits = 0, frac_digits = 0;
+        const char *p = s;
+
+        for (; *p >= '0' && *p <= '9'; p++, digits++)
+                if (digits < 7)
+                        whole = whole * 10 + (uint64_t) (*p - '0');
+        if (*p == '.')
+                for (p++; *p >= '0' && *p <= '9'; p++, frac_digits++)
+                        if (frac_digits < 3)
+                                frac = frac * 10 + (uint64_t) (*p - '0');
+        if (*p || digits == 0 || digits > 6 || (s[digits] == '.' && frac_digits == 0) || frac_digits > 3) {
+                snprintf(errbuf, errbuf_size, "'%.32s' is not a decimal number such as 1.5 (at most 3 decimals)", s);
+                return -EINVAL;
+        }
+        for (unsigned i = frac_digits; i < 3; i++)
+                frac *= 10;
+        whole = whole * 1000 + frac;
+        if (whole < min || whole > max) {
+                snprintf(errbuf, errbuf_size, "%.32s is out of range [%" PRIu64 ".%03" PRIu64 ", %" PRIu64 ".%03" PRIu64 "]",
+                         s, min / 1000, min % 1000, max / 1000, max % 1000);
+                return -ERANGE;
+        }
+        *ret = whole;
         return 0;
 }
 

@@ -33,6 +33,8 @@ struct Pool {
         bool owned;     /* mounted from our image: pool_release() unmounts it */
         bool quota;     /* btrfs quota groups are on */
         bool released;  /* pool_release() ran: every other call fails with -ESTALE */
+        uint64_t disk_overcommit_permille; /* PoolConfig's, for pool_info_json */
+        uint64_t reserve_mb;
 };
 
 /* -ESTALE after pool_release(), -EINVAL for NULL. */

@@ -25,7 +25,8 @@ static const char *const lifecycle_sql[_PG_LC_STMT_MAX] = {
         [PG_LC_SANDBOX_SET_POLICY] =
                 "WITH c AS (UPDATE sandboxes SET timeout_s = $2, "
                 "timeout_warned = CASE WHEN expires_usec = $3 THEN timeout_warned ELSE false END, "
-                "expires_usec = $3, idle_s = $4, idle_action = $5, checkpoint_every_s = $6, updated_usec = $7, auto_resume = $8 "
+                "expires_usec = $3, idle_s = $4, idle_action = $5, checkpoint_every_s = $6, updated_usec = $7, auto_resume = $8, "
+                "disk_mb = CASE WHEN $9::bigint > 0 THEN $9::bigint ELSE disk_mb END "
                 "WHERE id = $1 AND state <> 'deleted' RETURNING 1) " CHANGED_AND_EXISTS("c"),
         [PG_LC_SANDBOX_SET_TIMEOUT_WARNED] =
                 "WITH c AS (UPDATE sandboxes SET timeout_warned = true, updated_usec = $2 "
@@ -110,6 +111,7 @@ int pg_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *pol,
         pg_param_i64(&p, (int64_t) pol->checkpoint_every_s);
         pg_param_i64(&p, now);
         pg_param_bool(&p, pol->auto_resume);
+        pg_param_i64(&p, (int64_t) pol->disk_mb);
         return lc_exec_cas(pg_store(s), PG_LC_SANDBOX_SET_POLICY, &p);
 }
 

@@ -17,7 +17,8 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
         [SQL_LC_SANDBOX_SET_POLICY] =
                 "UPDATE sandboxes SET timeout_s = ?2, "
                 "timeout_warned = CASE WHEN expires_usec = ?3 THEN timeout_warned ELSE 0 END, "
-                "expires_usec = ?3, idle_s = ?4, idle_action = ?5, checkpoint_every_s = ?6, updated_usec = ?7, auto_resume = ?8 "
+                "expires_usec = ?3, idle_s = ?4, idle_action = ?5, checkpoint_every_s = ?6, updated_usec = ?7, auto_resume = ?8, "
+                "disk_mb = CASE WHEN ?9 > 0 THEN ?9 ELSE disk_mb END "
                 "WHERE id = ?1 AND state <> 'deleted'",
         [SQL_LC_SANDBOX_SET_TIMEOUT_WARNED] =
                 "UPDATE sandboxes SET timeout_warned = 1, updated_usec = ?2 WHERE id = ?1 AND timeout_warned = 0",
@@ -104,6 +105,7 @@ int sqlite_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *
         CHECK(sqlite_bind_int64(q, st, 6, (int64_t) p->checkpoint_every_s));
         CHECK(sqlite_bind_int64(q, st, 7, now));
         CHECK(sqlite_bind_int64(q, st, 8, p->auto_resume ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 9, (int64_t) p->disk_mb));
         return sandbox_update(q, st, id);
 }
 

@@ -144,6 +144,7 @@ typedef struct SandboxPolicy {
         IdleAction idle_action;
         uint64_t checkpoint_every_s;
         bool auto_resume;
+        uint64_t disk_mb;               /* a new disk quota; 0 = unchanged */
 } SandboxPolicy;
 
 typedef struct Event {

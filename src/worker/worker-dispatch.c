@@ -83,12 +83,9 @@ static void op_template_import(Worker *w, const JsonValue *req, JsonWriter *jw) 
                 api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "invalid template name");
                 return worker_reply_error(jw, &e);
         }
-        r = pool_template_import_tar(w->pool, name, tar, &size);
-        if (r < 0) {
-                api_error(&e, r, r == -EEXIST ? API_ALREADY_EXISTS : API_BAD_REQUEST, "cannot import template '%s': %s",
-                          name, r == -EEXIST ? "it exists" : strerror(-r));
+        r = worker_admit_template_import(w, name, tar, &size, &e); /* admitted against the pool: worker-admit.c */
+        if (r < 0)
                 return worker_reply_error(jw, &e);
-        }
         json_w_object_begin(jw);
         json_w_kv_bool(jw, "ok", true);
         json_w_key(jw, "size_bytes");

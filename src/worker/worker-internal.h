@@ -409,6 +409,35 @@ void worker_statfs_readable(Worker *w, int fd);
 /* Once a second: the budgets refill, throttled listeners are polled again. */
 void worker_statfs_tick(Worker *w);
 
+/* worker-admit.c: disk quotas admitted against the pool (pool.h: pool_admit), and
+ * full-pool errors as 507 insufficient_storage naming the pool. */
+/* Admits an op that gives sandboxes promise_bytes of disk quota in all
+ * (self_id: the one sandbox whose quota it replaces, or NULL) which may write
+ * outstanding_bytes right after it; what: "create", "branch of 3 sandboxes".
+ * A pool that looks too full is committed (its cleaner woken, its qgroups
+ * current) and looked at once more before the answer. 0, or -ENOSPC with e
+ * filled (507); an unreadable pool is -errno with e filled (500): never
+ * admitted blind. */
+#define WORKER_DISK_MB_MAX (UINT64_C(1) << 32) /* 4 PiB: a disk_mb in bytes fits a uint64_t many times over */
+int worker_admit_disk(Worker *w, const char *what, const char *self_id, uint64_t promise_bytes,
+                      uint64_t outstanding_bytes, ApiError *e);
+/* A checkpoint of sandbox id: its root's data becomes shared with the
+ * checkpoint, so the sandbox may write its whole quota again: admitted when
+ * the pool's free space holds that. */
+int worker_admit_checkpoint(Worker *w, const char *id, ApiError *e);
+/* Imports the tar file at tar as template name, admitted first (the
+ * archive's size must fit the pool's free space beside what its sandboxes
+ * may still write); a pool filled meanwhile is 507 too. */
+int worker_admit_template_import(Worker *w, const char *name, const char *tar, uint64_t *ret_size_bytes, ApiError *e);
+/* The ApiError of a failed step: ENOSPC or EDQUOT become 507
+ * insufficient_storage with the pool's figures appended; anything else gets
+ * code. Returns r. */
+int worker_storage_error(Worker *w, int r, ApiError *e, ApiErrorCode code, const char *fmt, ...) _printf_(5, 6);
+/* Whether r is a full disk or a reached quota. */
+static inline bool worker_errno_is_full(int r) {
+        return r == -ENOSPC || r == -EDQUOT;
+}
+
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);
 int worker_import_bundled_templates(Worker *w);

@@ -349,7 +349,9 @@ int worker_main(const Config *config, int ready_fd, bool restarted) {
                 goto finish;
         }
         PoolConfig pc = { .state_dir = config->state_dir, .pool_path = config->pool_path,
-                          .size_mb = config->pool_size_mb, .storage = config->storage };
+                          .size_mb = config->pool_size_mb, .storage = config->storage,
+                          .disk_overcommit_permille = config->disk_overcommit_permille,
+                          .reserve_mb = config->pool_reserve_mb };
         r = pool_open(&pc, &w.pool);
         if (r < 0) {
                 log_error_errno(r, "Cannot open the storage pool: %m");
