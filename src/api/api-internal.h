@@ -24,6 +24,7 @@ struct Api {
         atomic_uint_fast64_t requests_by_class[6]; /* [1..5] = 1xx..5xx */
         atomic_uint_fast64_t requests_in_flight;
         ApiLimits *limits;           /* per key and tenant request limits (api-limits.c) */
+        ApiWorkerStatus *worker_status; /* role all: the worker's supervisor's view; NULL otherwise */
 };
 
 /* ---- request limits (api-limits.c) ---- */
@@ -46,6 +47,10 @@ uint64_t api_limits_refused(const ApiLimits *l);
 int api_tenant_admission(ApiRequest *r, const char *tenant_id, StoreAdmission *ret, ApiError *e);
 /* A -EDQUOT of a *_admit store call as the 429 naming the quota. what: "creating 1 sandbox" */
 int api_quota_error(ApiRequest *r, const StoreAdmission *a, const char *what, ApiError *e);
+
+/* Seconds a client should wait before it tries again while the worker is
+ * unavailable (the Retry-After of 503 worker_unavailable). */
+unsigned api_worker_retry_after_s(const Api *a);
 
 /* The route table, for the test that keeps openapi.yaml in step with it. */
 /* Splits an absolute path into at most max segments, in place: "/v1/a/b" →
@@ -393,6 +398,7 @@ int api_tenant_put(ApiRequest *r, ApiError *e);
 
 int api_info(ApiRequest *r, ApiError *e);
 int api_healthz(ApiRequest *r, ApiError *e);
+int api_readyz(ApiRequest *r, ApiError *e);
 int api_metrics(ApiRequest *r, ApiError *e);
 
 /* Records the status in r and streams; for handlers with streamed responses. */

@@ -73,6 +73,7 @@ static const Route routes[] = {
         { "PUT", "/v1/tenants/{name}", api_tenant_put, true, true, false },
         { "GET", "/v1/info", api_info, true, false, false },
         { "GET", "/healthz", api_healthz, false, false, false },
+        { "GET", "/readyz", api_readyz, false, false, false },
         { "GET", "/metrics", api_metrics, false, false, false },
 };
 
@@ -157,6 +158,30 @@ Api *api_free(Api *a) {
 void api_set_cred_key(Api *a, CredKey *k) {
         cred_key_free(a->cred_key);
         a->cred_key = k;
+}
+
+void api_set_worker_status(Api *a, ApiWorkerStatus *s) {
+        a->worker_status = s;
+}
+
+const char *api_worker_phase_to_string(ApiWorkerPhase p) {
+        static const char *const table[_API_WORKER_PHASE_MAX] = {
+                [API_WORKER_STARTING] = "starting",
+                [API_WORKER_UP] = "up",
+                [API_WORKER_DOWN] = "down",
+                [API_WORKER_STOPPING] = "stopping",
+        };
+        return p >= 0 && p < _API_WORKER_PHASE_MAX ? table[p] : NULL;
+}
+
+unsigned api_worker_retry_after_s(const Api *a) {
+        int64_t next, now = now_usec();
+
+        if (!a || !a->worker_status || atomic_load(&a->worker_status->phase) != API_WORKER_DOWN)
+                return 1;
+        next = atomic_load(&a->worker_status->next_start_usec);
+        /* its next start, and a second for it to become ready */
+        return next > now ? (unsigned) MIN((next - now + 999999) / 1000000 + 1, (int64_t) 60) : 1;
 }
 
 const Config *api_config(const Api *a) {
@@ -301,7 +326,7 @@ int api_reply_empty(ApiRequest *r, int status) {
 
 static int reply_error_full(HttpConn *c, ApiRequest *r, const ApiError *e, const char *more_headers) {
         _cleanup_free_ char *text = NULL;
-        char hdr[256];
+        char hdr[320], retry[48];
         JsonWriter w;
         size_t n;
         int status = api_error_code_to_status(e->code);
@@ -310,6 +335,11 @@ static int reply_error_full(HttpConn *c, ApiRequest *r, const ApiError *e, const
         json_out_error(&w, e);
         if (json_w_finish(&w, &text, &n) < 0)
                 return -ENOMEM;
+        if (e->code == API_WORKER_UNAVAILABLE && !more_headers) {
+                /* the worker is restarting: when to try again */
+                snprintf(retry, sizeof retry, "Retry-After: %u\r\n", api_worker_retry_after_s(r ? r->api : NULL));
+                more_headers = retry;
+        }
         if (r) {
                 body_pending_close(r);
                 request_headers(r, hdr, sizeof hdr, more_headers);

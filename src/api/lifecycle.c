@@ -280,6 +280,13 @@ int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, A
         k = api_get_worker(r, e);
         if (k >= 0)
                 k = worker_sandbox_suspend(r->worker, sb->id, &preserved, e);
+        if (k < 0 && e->code == API_WORKER_UNAVAILABLE) {
+                /* back to what it was: the next worker adopts it (or finds it gone: error) */
+                log_warning("Suspending sandbox %s waits for the worker: %s", sb->id, e->message);
+                (void) store_sandbox_set_state(r->store, sb->id, SANDBOX_SUSPENDED, from,
+                                               "suspend not done: the worker was unavailable");
+                return k;
+        }
         if (k < 0) {
                 char why[STORE_REASON_MAX];
                 (void) worker_failed(e, k);

@@ -333,11 +333,20 @@ int api_sandbox_destroy(ApiRequest *r, const char *id, const char *reason, ApiEr
         k = api_get_worker(r, e);
         if (k >= 0)
                 k = worker_sandbox_destroy(r->worker, id, e);
+        if (k < 0 && e->code == API_WORKER_UNAVAILABLE) {
+                /* the worker went away (or is restarting): the sandbox stays deleting, and the
+                 * worker finishes the delete at its start (or the reaper retries it) */
+                log_warning("Deleting sandbox %s waits for the worker: %s", id, e->message);
+                (void) api_error(e, k, API_WORKER_UNAVAILABLE,
+                                 "the worker is unavailable (%.200s); the delete is recorded and finishes when the "
+                                 "worker is back", e->message);
+                return k;
+        }
         if (k < 0) {
                 char why[STORE_REASON_MAX];
                 if (e->code == API_OK)
                         (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
-                snprintf(why, sizeof why, "delete failed: %s", e->message);
+                snprintf(why, sizeof why, SANDBOX_REASON_DELETE_FAILED "%s", e->message);
                 log_error("Deleting sandbox %s failed: %s", id, e->message);
                 if (store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_ERROR, why) >= 0)
                         api_event(r, id, "sandbox.error", why, NULL);
@@ -345,6 +354,12 @@ int api_sandbox_destroy(ApiRequest *r, const char *id, const char *reason, ApiEr
         }
 
         k = store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_DELETED, reason);
+        if (k == -ESTALE) {
+                /* a restarted worker (or the reaper) finished it meanwhile */
+                _cleanup_sandbox_ Sandbox now = {};
+                if (store_sandbox_get(r->store, NULL, id, &now) >= 0 && now.state == SANDBOX_DELETED)
+                        return 0;
+        }
         if (k < 0)
                 return api_store_error(e, k, "marking the sandbox deleted");
         api_event(r, id, "sandbox.deleted", reason, NULL);

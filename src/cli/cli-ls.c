@@ -44,7 +44,7 @@ int cli_ls(int argc, char **argv) {
         _cleanup_free_ char *after = NULL, *state = NULL;
         const char *arg = NULL;
         bool all = false;
-        size_t pages = 0;
+        size_t pages = 0, hidden = 0;
         int r;
 
         r = cli_parser_init(&p, argc, argv, 0);
@@ -105,8 +105,10 @@ int cli_ls(int argc, char **argv) {
                                 json_w_raw(&w, s);
                                 continue;
                         }
-                        if (!all && !state && streq(strempty(json_string(json_get(sb, "state"))), "error"))
+                        if (!all && !state && streq(strempty(json_string(json_get(sb, "state"))), "error")) {
+                                hidden++;
                                 continue;
+                        }
                         r = ls_add_row(&t, sb);
                         if (r < 0)
                                 return r;
@@ -134,6 +136,12 @@ int cli_ls(int argc, char **argv) {
                 return cli_print_raw(s, n);
         }
         cli_table_print(&t, stdout);
+        if (hidden > 0) {
+                /* on stderr: stdout stays the table */
+                fflush(stdout);
+                fprintf(stderr, "%zu sandbox%s in state error hidden; space ls --all shows them\n", hidden,
+                        hidden == 1 ? "" : "es");
+        }
         return 0;
 }
 

@@ -31,6 +31,8 @@ const ConfigItem config_table[] = {
         { "instance", S(instance), "", 0, 0, NULL, "this daemon's name on the host, which names what it makes there (cgroup root, nft table, links); default: space for the state_dir /var/lib/space, else space-<hash of the state_dir>, kept in <state_dir>/instance.json" },
         { "cgroup_root", S(cgroup_root), "", 0, 0, NULL, "cgroup (below each hierarchy's root) that holds sandboxes; default: the instance name" },
         { "log_level", S(log_level), "info", 0, 0, "error|warning|info|debug", "log level" },
+        { "log_file", S(log_file), "", 0, 0, NULL, "role all: write the log (and the worker's) to this file instead of stderr; reopened on SIGHUP (space up sets <state_dir>/spaced.log)" },
+        { "log_max_mb", U(log_max_mb), "64", 0, UINT64_C(1) << 20, NULL, "log_file is renamed to FILE.1 and begun anew once larger than this; 0 = never" },
         { "debug_timing", U(debug_timing), "0", 0, 1, NULL, "1: every API response carries Server-Timing: time its request waited on the store, and in all (benchmarks)" },
         { "default_template", S(default_template), "base", 0, 0, NULL, "template of a create that names none" },
         { "uid_base", U(uid_base), "0", 0, UINT64_C(4000000000), NULL, "first host uid of sandbox id ranges; 0: 1000000000 for instance space, else a range no other instance on the host holds, chosen at the first start and kept in <state_dir>/instance.json" },

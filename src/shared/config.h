@@ -33,6 +33,8 @@ typedef struct Config {
         char instance[33];             /* this daemon's name on the host; "" = derived (instance.h) */
         char cgroup_root[128];         /* "" = the instance name */
         char log_level[16];
+        char log_file[CONFIG_STR_MAX];  /* "" = stderr */
+        uint64_t log_max_mb;            /* log_file is rotated to .1 past this; 0 = never */
         char default_template[128];
         uint64_t uid_base;             /* 0 = chosen at the first start (instance.h) */
         uint64_t slots_max;

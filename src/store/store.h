@@ -65,6 +65,11 @@ typedef enum SandboxState {
         _SANDBOX_STATE_INVALID = -EINVAL,
 } SandboxState;
 
+/* The reason of a sandbox in state error whose delete failed: the delete is
+ * still wanted, and the worker finishes it at its next start. A delete cut
+ * short by the worker going away leaves the sandbox deleting (the same). */
+#define SANDBOX_REASON_DELETE_FAILED "delete failed: "
+
 /* What the idle controller does with a sandbox that saw no exec or file
  * call for idle_s seconds. Wire and database strings: "", "pause", "suspend". */
 typedef enum IdleAction {
