@@ -90,6 +90,15 @@ def project(tmp_path_factory):
                                    'export const g = NotFound;\n')
     run([os.path.join(PKG, "node_modules", ".bin", "tsc"), "--noEmit", "--strict", "--module", "nodenext",
          "--moduleResolution", "nodenext", "--target", "es2022", "--lib", "es2022,dom", "check.ts"], str(proj))
+    # and as the README says: `npm install ./sdk/typescript` (a directory) after the build
+    plain = tmp / "plain"
+    plain.mkdir()
+    (plain / "package.json").write_text(json.dumps({"name": "plain", "private": True, "type": "module"}))
+    run(["npm", "install", "--offline", "--no-package-lock", "--ignore-scripts", PKG], str(plain))
+    r = run(["node", "--input-type=module", "-e",
+             'import { Client, NotFound, ERROR_CLASSES } from "space-sdk";'
+             'console.log(typeof Client, NotFound.code, ERROR_CLASSES.not_found === NotFound)'], str(plain))
+    assert r.stdout.strip() == "function not_found true", r.stdout
     return str(proj)
 
 
@@ -108,6 +117,9 @@ def node_results(spaced, project):
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         err, rc = f"node --test did not finish within {NODE_TIMEOUT}s", None
+    for line in out.splitlines():
+        if line.lstrip().startswith("# overhead:"):
+            print(line.strip())  # the figure (pytest -s shows it)
     yield {"results": parse_tap(out), "stdout": out, "stderr": err, "rc": rc}
     r = spaced.api("GET", "/v1/sandboxes", key=key)
     if r.status == 200:

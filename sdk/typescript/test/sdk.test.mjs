@@ -372,7 +372,8 @@ test("events keys credentials templates", liveOnly, async () => {
   const { events } = await sp.events({ sandbox: sb.id });
   assert.ok(events.some((e) => e.type === "sandbox.created"));
   const ac = new AbortController();
-  const follow = sp.followEvents({ type: "sandbox.", signal: ac.signal });
+  const { next } = await sp.events({ type: "sandbox." }); // from here on, whenever the follow starts
+  const follow = sp.followEvents({ type: "sandbox.", after: next, signal: ac.signal });
   const first = follow.next(); // the request goes out
   const other = await sp.create();
   try {
@@ -412,4 +413,13 @@ test("quickstart", liveOnly, () => {
   const r = spawnSync(process.execPath, [file], { cwd: dir, env: process.env, encoding: "utf8", timeout: 300_000 });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout, "hello from space\n");
+});
+
+test("overhead against raw HTTP", liveOnly, async (t) => {
+  // a figure, not a limit: SDK_TS_BENCH=N rounds (default 1)
+  const { overhead } = await import("../bench/overhead.mjs");
+  const o = await overhead(Number(process.env.SDK_TS_BENCH || 1));
+  assert.ok(o.rawMs > 0 && o.sdkMs > 0);
+  t.diagnostic(`overhead: create->first output median of ${o.rounds}: raw ${o.rawMs.toFixed(1)} ms, ` +
+    `sdk ${o.sdkMs.toFixed(1)} ms, difference ${o.overheadMs.toFixed(1)} ms`);
 });
