@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
@@ -57,6 +57,25 @@ test("types match openapi.yaml", () => {
   // a drift is caught: the spec with one field more makes another file
   const drifted = spec.replace("    FileWritten:\n", "    FileWritten:\n      description: x\n");
   assert.notEqual(generate(drifted), committed);
+});
+
+test("dist is browser-safe", () => {
+  // no runtime dependencies and nothing of Node's: only relative imports, fetch and web streams
+  const dist = join(PKG, "dist");
+  const files = readdirSync(dist, { recursive: true }).filter((f) => f.endsWith(".js"));
+  assert.ok(files.includes("index.js"));
+  let imports = 0;
+  for (const f of files) {
+    const src = readFileSync(join(dist, f), "utf8");
+    for (const m of src.matchAll(/\b(?:from|import)\s*\(?\s*["']([^"']+)["']/g)) {
+      assert.ok(m[1].startsWith("./") || m[1].startsWith("../"), `${f} imports ${m[1]}`);
+      imports++;
+    }
+    assert.ok(!/\brequire\(|\bBuffer\b|process\.(?!env)/.test(src.replace(/\/\/.*$/gm, "")), `${f} uses Node APIs`);
+  }
+  assert.ok(imports >= 5, `only ${imports} imports seen`);
+  const pkg = JSON.parse(readFileSync(join(PKG, "package.json"), "utf8"));
+  assert.deepEqual(Object.keys(pkg.dependencies ?? {}), []);
 });
 
 /** A local stand-in for a server under load: status with Retry-After for the first `fails` tries. */
@@ -270,6 +289,18 @@ test("background and stdin", liveOnly, async () => {
   const te = await t.wait();
   assert.equal(te.exitCode, 5);
   assert.equal(te.stdoutText, "ready\nterm\n");
+});
+
+test("pty and resize", liveOnly, async () => {
+  const r = await sb.exec("stty size", { pty: { rows: 30, cols: 100 } });
+  assert.equal(r.exitCode, 0);
+  assert.match(r.stdoutText, /^30 100\r?\n$/);
+  const p = await sb.start(["sh", "-c", "read x; stty size"], { pty: { rows: 24, cols: 80 }, stdin: true });
+  await p.resize(40, 120);
+  await p.sendStdin("\n");
+  const end = await p.wait();
+  assert.equal(end.exitCode, 0);
+  assert.match(end.stdoutText, /40 120\r?\n$/);
 });
 
 test("files round trip", liveOnly, async () => {
