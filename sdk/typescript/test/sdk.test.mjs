@@ -59,6 +59,25 @@ test("types match openapi.yaml", () => {
   assert.notEqual(generate(drifted), committed);
 });
 
+test("every API call of openapi.yaml has a method", () => {
+  const spec = parse(readFileSync(SPEC, "utf8"));
+  const src = readFileSync(join(PKG, "src", "client.ts"), "utf8");
+  const esc = (x) => x.replace(/[.*+?^$()|[\]\\]/g, "\\$&");
+  const missing = [];
+  let n = 0;
+  for (const [path, item] of Object.entries(spec.paths)) {
+    if (path === "/metrics") continue; // Prometheus text, not an SDK call
+    const pat = path.split(/\{[^}]+\}/).map(esc).join("\\$\\{seg\\([^)]*\\)\\}");
+    for (const method of Object.keys(item).filter((m) => ["get", "post", "put", "patch", "delete"].includes(m))) {
+      n++;
+      const re = new RegExp(`"${method.toUpperCase()}", [\`"]${pat}[\`"]`);
+      if (!re.test(src)) missing.push(`${method.toUpperCase()} ${path}`);
+    }
+  }
+  assert.ok(n >= 40, `only ${n} operations in the spec?`);
+  assert.deepEqual(missing, [], "operations of the spec that the client does not call");
+});
+
 test("dist is browser-safe", () => {
   // no runtime dependencies and nothing of Node's: only relative imports, fetch and web streams
   const dist = join(PKG, "dist");
