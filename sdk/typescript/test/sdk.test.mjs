@@ -297,6 +297,20 @@ test("background and stdin", liveOnly, async () => {
   assert.equal(r.exitCode, 0);
   assert.equal(r.stdoutText, "done\n");
   assert.equal(await sb.readFileText("/tmp/bg.out"), "first second");
+  // nobody reads a background exec: its buffer keeps the newest output, a reattach from 0 is told what it lost
+  const big = await sb.start("head -c 3145728 /dev/zero | tr '\\0' x");
+  for (let i = 0; i < 200 && (await sp.processes(sb.id)).some((x) => x.exec_id === big.execId); i++) {
+    await new Promise((r) => setTimeout(r, 50)); // until it ended, unread
+  }
+  const events = [];
+  const all = await big.wait({ output: "base64", onEvent: (ev) => events.push(ev) });
+  assert.equal(all.exitCode, 0);
+  assert.ok(all.dropped > 0, "no dropped event");
+  assert.equal(all.dropped + all.stdout.byteLength, 3145728);
+  assert.deepEqual(events.slice(0, 2).map((e) => e.type), ["start", "dropped"]);
+  assert.equal(events[1].offset, 0);
+  assert.equal(events[2].offset, events[1].bytes);
+  assert.ok(all.stdout.every((b) => b === 0x78));
   const q = await sb.start("sleep 1000");
   await q.kill();
   const end = await q.wait();
