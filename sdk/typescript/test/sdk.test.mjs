@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { createServer } from "node:http";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
@@ -13,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { parse } from "yaml";
 
 import * as sdk from "../dist/index.js";
+import { download, downloadDir, upload, uploadDir } from "../dist/node.js";
 import { generate } from "../scripts/gen-types.mjs";
 
 const {
@@ -81,7 +83,8 @@ test("every API call of openapi.yaml has a method", () => {
 test("dist is browser-safe", () => {
   // no runtime dependencies and nothing of Node's: only relative imports, fetch and web streams
   const dist = join(PKG, "dist");
-  const files = readdirSync(dist, { recursive: true }).filter((f) => f.endsWith(".js"));
+  // (dist/node.js, the "space-sdk/node" entry, is the one place for Node's fs)
+  const files = readdirSync(dist, { recursive: true }).filter((f) => f.endsWith(".js") && f !== "node.js");
   assert.ok(files.includes("index.js"));
   let imports = 0;
   for (const f of files) {
@@ -379,6 +382,25 @@ test("files round trip", liveOnly, async () => {
   await sb.remove("/data/sub", { recursive: true });
   await assert.rejects(sb.readFile("/data/sub/t2.txt"), NotFound);
   await assert.rejects(sb.readFile("/data/../etc/passwd"), InvalidPath);
+  // local files and trees (space-sdk/node)
+  const tmp = mkdtempSync(join(tmpdir(), "sdk-ts-"));
+  try {
+    mkdirSync(join(tmp, "tree", "a", "b"), { recursive: true });
+    writeFileSync(join(tmp, "tree", "top.txt"), "top");
+    const leaf = new Uint8Array(createHash("sha512").update("leaf").digest());
+    writeFileSync(join(tmp, "tree", "a", "b", "leaf.bin"), leaf, { mode: 0o640 });
+    await uploadDir(sp, sb.id, join(tmp, "tree"), "/work/tree");
+    assert.equal((await sb.exec("cat /work/tree/top.txt")).stdoutText, "top");
+    assert.equal((await sb.stat("/work/tree/a/b/leaf.bin")).mode & 0o777, 0o640);
+    await downloadDir(sp, sb.id, "/work/tree", join(tmp, "back"));
+    assert.equal(readFileSync(join(tmp, "back", "top.txt"), "utf8"), "top");
+    assert.deepEqual(new Uint8Array(readFileSync(join(tmp, "back", "a", "b", "leaf.bin"))), leaf);
+    await upload(sp, sb.id, join(tmp, "tree", "top.txt"), "/work/one.txt");
+    await download(sp, sb.id, "/work/one.txt", join(tmp, "one.txt"));
+    assert.equal(readFileSync(join(tmp, "one.txt"), "utf8"), "top");
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
 });
 
 test("checkpoint branch restore", liveOnly, async () => {
