@@ -3,7 +3,7 @@
 
 import type * as api from "./generated/api-types.js";
 import { ExecFailed, SpaceError, errorClass } from "./errors.js";
-import { collect, ExecEvent, ExecResult, type CollectOptions } from "./exec.js";
+import { collect, ExecEvent, ExecResult, FRAMES_TYPE, frames, type CollectOptions } from "./exec.js";
 import {
   DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_URL, Transport, ndjson, seg,
   type BodyInput, type CallOptions, type RequestOptions,
@@ -41,8 +41,9 @@ export interface ExecOptions extends CallOptions {
   /** Kill the command after this many seconds (0 = none). */
   timeoutS?: number;
   pty?: boolean | { rows?: number; cols?: number };
-  /** text (default) or base64 (exact bytes always). The SDK decodes both into Uint8Array. */
-  output?: "text" | "base64";
+  /** text (default), base64 (exact bytes always, as JSON) or frames (raw bytes in binary
+   * frames: the least overhead). The SDK gives Uint8Array in every form. */
+  output?: "text" | "base64" | "frames";
   onDisconnect?: "keep" | "hangup" | "kill";
   /** Longest quiet time on the stream (default: as long as the command may run, a day without timeoutS). */
   streamTimeoutMs?: number;
@@ -58,7 +59,7 @@ export interface RunOptions extends ExecOptions, CollectOptions {
 export interface AttachOptions extends CallOptions {
   /** Offset to start from (default 0: the oldest byte kept). */
   from?: number;
-  output?: "text" | "base64";
+  output?: "text" | "base64" | "frames";
   streamTimeoutMs?: number;
 }
 
@@ -74,6 +75,15 @@ export type KeyCreated = api.KeyCreated;
 export type ProcessInfo = api.Process;
 
 const EXEC_QUIET_MAX_MS = 24 * 3600 * 1000;
+
+/** An exec stream's events, NDJSON or frames as its Content-Type says. */
+async function* execEvents(r: { headers: Headers; body: ReadableStream<Uint8Array> }): AsyncGenerator<ExecEvent> {
+  if ((r.headers.get("content-type") ?? "").startsWith(FRAMES_TYPE)) {
+    yield* frames(r.body);
+    return;
+  }
+  for await (const d of ndjson(r.body)) yield new ExecEvent(d);
+}
 
 function env(name: string): string | undefined {
   const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
@@ -311,7 +321,7 @@ export class Client {
       json: body, stream: true, signal: o.signal, timeoutMs: o.timeoutMs, idleTimeoutMs: this.quiet(o),
     });
     try {
-      for await (const d of ndjson(r.body)) yield new ExecEvent(d);
+      yield* execEvents(r);
     } finally {
       r.close();
     }
@@ -336,8 +346,7 @@ export class Client {
       json: body, stream: true, signal: o.signal, timeoutMs: o.timeoutMs, idleTimeoutMs: o.timeoutMs ?? this.t,
     });
     try {
-      for await (const d of ndjson(r.body)) {
-        const ev = new ExecEvent(d);
+      for await (const ev of execEvents(r)) {
         if (ev.type === "start") return new Process(this, id, ev.execId ?? "", ev.pid ?? 0);
         if (ev.type === "error") {
           throw new (errorClass(ev.errorCode ?? "exec_failed"))(ev.message ?? "the command could not be started",
@@ -358,7 +367,7 @@ export class Client {
       idleTimeoutMs: o.streamTimeoutMs ?? EXEC_QUIET_MAX_MS,
     });
     try {
-      for await (const d of ndjson(r.body)) yield new ExecEvent(d);
+      yield* execEvents(r);
     } finally {
       r.close();
     }

@@ -46,11 +46,12 @@ export class ExecEvent {
   readonly message?: string;
   readonly raw: api.ExecEvent | Record<string, unknown>;
 
-  constructor(d: Record<string, unknown>) {
+  /** d: one line of the stream; bytes: the payload of a frame (output frames), if that is where it came from. */
+  constructor(d: Record<string, unknown>, bytes?: Uint8Array) {
     this.raw = d;
     this.type = typeof d.type === "string" ? d.type : "";
-    this.data = typeof d.data_b64 === "string" ? fromBase64(d.data_b64)
-      : typeof d.data === "string" ? new TextEncoder().encode(d.data) : new Uint8Array(0);
+    this.data = bytes ?? (typeof d.data_b64 === "string" ? fromBase64(d.data_b64)
+      : typeof d.data === "string" ? new TextEncoder().encode(d.data) : new Uint8Array(0));
     if (typeof d.offset === "number") this.offset = d.offset;
     if (typeof d.code === "number") this.code = d.code;
     if (this.type === "error") {
@@ -138,4 +139,38 @@ export async function collect(events: AsyncIterable<ExecEvent>, o: CollectOption
   res.stdout = concat(out);
   res.stderr = concat(err);
   return res;
+}
+
+export const FRAMES_TYPE = "application/vnd.space.exec-frames";
+const FRAME_HEADER = 16;
+const FRAME_KINDS: Record<number, string> = { 1: "stdout", 2: "stderr" };
+
+/** Exec events from output frames: 16-byte headers (u8 kind, 3 zero bytes, u32 payload
+ * length, u64 offset; big endian), raw stdout (1) / stderr (2) bytes or one JSON event (3). */
+export async function* frames(body: ReadableStream<Uint8Array>): AsyncGenerator<ExecEvent> {
+  const reader = body.getReader();
+  let buf: Uint8Array = new Uint8Array(0);
+  const dec = new TextDecoder();
+  try {
+    for (;;) {
+      while (buf.byteLength >= FRAME_HEADER) {
+        const v = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+        const kind = v.getUint8(0);
+        const len = v.getUint32(4);
+        const offset = Number(v.getBigUint64(8));
+        if (buf.byteLength < FRAME_HEADER + len) break;
+        const payload = buf.slice(FRAME_HEADER, FRAME_HEADER + len);
+        buf = buf.subarray(FRAME_HEADER + len);
+        if (kind === 3) yield new ExecEvent(JSON.parse(dec.decode(payload)));
+        else if (FRAME_KINDS[kind]) yield new ExecEvent({ type: FRAME_KINDS[kind], offset }, payload);
+        else throw new Error(`unknown exec frame kind ${kind}`);
+      }
+      const r = await reader.read();
+      if (r.done) break;
+      buf = buf.byteLength ? concat([buf, r.value]) : r.value;
+    }
+    if (buf.byteLength) throw new Error(`exec frames: the stream ended inside a frame (${buf.byteLength} bytes)`);
+  } finally {
+    reader.cancel().catch(() => {});
+  }
 }

@@ -3,7 +3,7 @@
 
 export * from "./client.js";
 export * from "./errors.js";
-export { ExecEvent, ExecResult, collect, type CollectOptions } from "./exec.js";
+export { ExecEvent, ExecResult, FRAMES_TYPE, collect, frames, type CollectOptions } from "./exec.js";
 export {
   DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, DEFAULT_URL, Transport, backoffMs,
   type BodyInput, type CallOptions, type RequestOptions, type StreamedResponse,

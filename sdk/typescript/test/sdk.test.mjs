@@ -243,7 +243,7 @@ test("exec binary-exact output", liveOnly, async () => {
   // all 256 byte values, twice, on stdout; 0xff 0xfe on stderr
   const all = Uint8Array.from({ length: 512 }, (_, i) => i % 256);
   const printf = Array.from(all, (b) => `\\${b.toString(8).padStart(3, "0")}`).join("");
-  for (const output of ["base64", "text"]) {
+  for (const output of ["base64", "text", "frames"]) {
     const events = [];
     const r = await sb.exec(["sh", "-c", `printf '${printf}'; printf '\\377\\376' >&2`], {
       output, onEvent: (ev) => events.push(ev),
@@ -253,6 +253,9 @@ test("exec binary-exact output", liveOnly, async () => {
     assert.deepEqual(r.stderr, Uint8Array.from([0xff, 0xfe]));
     if (output === "base64") {
       assert.ok(events.filter((e) => e.type === "stdout").every((e) => "data_b64" in e.raw));
+    }
+    if (output === "frames") { // raw bytes from binary frames, no JSON around them
+      assert.ok(events.filter((e) => e.type === "stdout").every((e) => !("data" in e.raw) && !("data_b64" in e.raw)));
     }
     // offsets: no gap, exit carries the total
     let at = 0;
@@ -286,6 +289,9 @@ test("exec stream", liveOnly, async () => {
   assert.equal(r.exitCode, 0);
   const tail = await sdk.collect(sb.attach(execId, { from: 6 }));
   assert.equal(tail.stdoutText, "second\n");
+  const framed = await sdk.collect(sb.attach(execId, { from: 6, output: "frames" }));
+  assert.equal(framed.stdoutText, "second\n");
+  assert.equal(framed.exitCode, 0);
   await assert.rejects(sdk.collect(sb.attach("nosuchexec")), NotFound);
   await assert.rejects(sdk.collect(sb.attach(execId, { from: 1000 })), sdk.BadRequest);
 });
