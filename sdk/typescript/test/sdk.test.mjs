@@ -100,6 +100,45 @@ test("dist is browser-safe", () => {
   assert.deepEqual(Object.keys(pkg.dependencies ?? {}), []);
 });
 
+/** A stream of the bytes, n at a time. */
+function trickle(b, n) {
+  let at = 0;
+  return new ReadableStream({
+    pull(ctl) {
+      if (at >= b.length) return ctl.close();
+      ctl.enqueue(b.slice(at, at + n));
+      at += n;
+    },
+  });
+}
+
+function frame(kind, payload, offset) {
+  const h = Buffer.alloc(16);
+  h.writeUInt8(kind, 0);
+  h.writeUInt32BE(payload.length, 4);
+  h.writeBigUInt64BE(BigInt(offset), 8);
+  return Buffer.concat([h, Buffer.from(payload)]);
+}
+
+test("exec frames split anywhere", async () => {
+  const bin = Buffer.from([0, 1, 255, 10, 13]);
+  const wire = Buffer.concat([
+    frame(3, JSON.stringify({ type: "start", exec_id: "e1", pid: 5, offset: 0 }), 0),
+    frame(1, bin, 0), frame(2, "err", 5), frame(1, "", 8),
+    frame(3, JSON.stringify({ type: "exit", code: 3, offset: 8 }), 0),
+  ]);
+  for (const n of [1, 3, 16, 17, wire.length]) {
+    const r = await sdk.collect(sdk.frames(trickle(new Uint8Array(wire), n)));
+    assert.deepEqual([r.execId, r.pid, r.exitCode], ["e1", 5, 3]);
+    assert.deepEqual(r.stdout, new Uint8Array(bin));
+    assert.equal(r.stderrText, "err");
+  }
+  // a stream that ends inside a frame is an error, not a silent end
+  await assert.rejects(sdk.collect(sdk.frames(trickle(new Uint8Array(wire.subarray(0, wire.length - 3)), 7))),
+    /ended inside a frame/);
+  await assert.rejects(sdk.collect(sdk.frames(trickle(new Uint8Array(frame(9, "x", 0)), 4))), /kind 9/);
+});
+
 /** A local stand-in for a server under load: status with Retry-After for the first `fails` tries. */
 async function stub(handler) {
   const hits = [];
