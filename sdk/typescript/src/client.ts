@@ -35,16 +35,16 @@ export interface ExecOptions extends CallOptions {
   env?: Record<string, string>;
   cwd?: string;
   /** A user name or uid (default root). */
-  user?: string | number;
+  user?: api.ExecRequest["user"];
   /** A string is fed then closed; true keeps stdin open for sendStdin. */
-  stdin?: string | boolean;
+  stdin?: api.ExecRequest["stdin"];
   /** Kill the command after this many seconds (0 = none). */
   timeoutS?: number;
-  pty?: boolean | { rows?: number; cols?: number };
+  pty?: api.ExecRequest["pty"];
   /** text (default), base64 (exact bytes always, as JSON) or frames (raw bytes in binary
    * frames: the least overhead). The SDK gives Uint8Array in every form. */
-  output?: "text" | "base64" | "frames";
-  onDisconnect?: "keep" | "hangup" | "kill";
+  output?: api.ExecRequest["output"];
+  onDisconnect?: api.ExecRequest["on_disconnect"];
   /** Longest quiet time on the stream (default: as long as the command may run, a day without timeoutS). */
   streamTimeoutMs?: number;
   /** Further body fields for a newer server. */
@@ -59,7 +59,7 @@ export interface RunOptions extends ExecOptions, CollectOptions {
 export interface AttachOptions extends CallOptions {
   /** Offset to start from (default 0: the oldest byte kept). */
   from?: number;
-  output?: "text" | "base64" | "frames";
+  output?: api.ExecRequest["output"];
   streamTimeoutMs?: number;
 }
 
@@ -106,14 +106,16 @@ function atLeast(c: CallOptions, ms: number, base: number): CallOptions {
 }
 
 function execBody(cmd: Command, o: ExecOptions, background: boolean): api.ExecRequest {
-  let body: Record<string, unknown>;
-  if (typeof cmd === "string") body = { shell: cmd };
-  else if (Array.isArray(cmd) && cmd.length > 0 && cmd.every((a) => typeof a === "string")) body = { cmd: [...cmd] };
+  let what: Pick<api.ExecRequest, "cmd" | "shell">;
+  if (typeof cmd === "string") what = { shell: cmd };
+  else if (Array.isArray(cmd) && cmd.length > 0 && cmd.every((a) => typeof a === "string")) what = { cmd: [...cmd] };
   else throw new TypeError("cmd must be a non-empty array of strings, or a string (run by /bin/sh -c)");
-  return drop({
-    ...body, env: o.env, cwd: o.cwd, user: o.user, stdin: o.stdin, timeout_s: o.timeoutS, pty: o.pty,
-    output: o.output, on_disconnect: o.onDisconnect, background: background || undefined, ...(o.extra ?? {}),
-  }) as api.ExecRequest;
+  // typed as the spec's ExecRequest: a field the spec drops or renames fails the build
+  const body: api.ExecRequest = {
+    ...what, env: o.env, cwd: o.cwd, user: o.user, stdin: o.stdin, timeout_s: o.timeoutS, pty: o.pty,
+    output: o.output, on_disconnect: o.onDisconnect, background: background || undefined,
+  };
+  return drop({ ...body, ...(o.extra ?? {}) }) as api.ExecRequest;
 }
 
 /** A sandbox: its fields as the server sent them, and the calls for it. */
@@ -280,7 +282,7 @@ export class Client {
   checkpoint(id: string, name?: string, o: CheckpointOptions = {}): Promise<Checkpoint> {
     const [rest, c] = split(o);
     return this.j("POST", `/v1/sandboxes/${seg(id)}/checkpoints`, {
-      json: drop({ name, with_memory: rest.withMemory }), ...atLeast(c, LONG_MS, this.t),
+      json: drop({ name, with_memory: rest.withMemory } satisfies api.CheckpointCreate), ...atLeast(c, LONG_MS, this.t),
     });
   }
 
@@ -294,7 +296,7 @@ export class Client {
 
   async restore(id: string, checkpoint: string, o: CallOptions = {}): Promise<Sandbox> {
     return this.sb(await this.j("POST", `/v1/sandboxes/${seg(id)}/restore`, {
-      json: { checkpoint }, ...atLeast(o, LONG_MS, this.t),
+      json: { checkpoint } satisfies api.RestoreRequest, ...atLeast(o, LONG_MS, this.t),
     }));
   }
 
@@ -302,7 +304,8 @@ export class Client {
   async branch(id: string, count = 1, o: BranchOptions = {}): Promise<Sandbox[]> {
     const [rest, c] = split(o);
     const v = await this.j<api.BranchResult>("POST", `/v1/sandboxes/${seg(id)}/branch`, {
-      json: drop({ count, from: rest.fromCheckpoint, with_memory: rest.withMemory }), ...atLeast(c, BRANCH_MS, this.t),
+      json: drop({ count, from: rest.fromCheckpoint, with_memory: rest.withMemory } satisfies api.BranchRequest),
+      ...atLeast(c, BRANCH_MS, this.t),
     });
     return v.sandboxes.map((s) => this.sb(s));
   }
@@ -387,11 +390,13 @@ export class Client {
 
   async signal(id: string, execId: string, signal: api.SignalRequest["signal"] = "SIGTERM",
                o?: CallOptions): Promise<void> {
-    await this.j("POST", `/v1/sandboxes/${seg(id)}/exec/${seg(execId)}/signal`, { json: { signal }, ...o });
+    const json: api.SignalRequest = { signal };
+    await this.j("POST", `/v1/sandboxes/${seg(id)}/exec/${seg(execId)}/signal`, { json, ...o });
   }
 
   async resize(id: string, execId: string, rows: number, cols: number, o?: CallOptions): Promise<void> {
-    await this.j("POST", `/v1/sandboxes/${seg(id)}/exec/${seg(execId)}/resize`, { json: { rows, cols }, ...o });
+    const json: api.ResizeRequest = { rows, cols };
+    await this.j("POST", `/v1/sandboxes/${seg(id)}/exec/${seg(execId)}/resize`, { json, ...o });
   }
 
   // ---- files ----
@@ -450,7 +455,7 @@ export class Client {
   }
 
   async move(id: string, from: string, to: string, o?: CallOptions): Promise<void> {
-    await this.j("POST", `/v1/sandboxes/${seg(id)}/files/move`, { json: { from, to }, ...o });
+    await this.j("POST", `/v1/sandboxes/${seg(id)}/files/move`, { json: { from, to } satisfies api.MoveRequest, ...o });
   }
 
   // ---- templates ----
@@ -529,7 +534,8 @@ export class Client {
 
   createKey(name: string, o: CallOptions & { tenant?: string; admin?: boolean } = {}): Promise<KeyCreated> {
     const [rest, c] = split(o);
-    return this.j("POST", "/v1/keys", { json: drop({ name, tenant: rest.tenant, admin: rest.admin }), ...c });
+    const json: api.KeyCreate = { name, tenant: rest.tenant, admin: rest.admin };
+    return this.j("POST", "/v1/keys", { json: drop(json), ...c });
   }
 
   async keys(o?: CallOptions): Promise<Key[]> {

@@ -31,7 +31,8 @@ export class ExecEvent {
   readonly type: string;
   /** stdout/stderr: the bytes (from data or data_b64). */
   readonly data: Uint8Array;
-  /** Output offset: of the first byte (stdout/stderr), where output starts (start), the lost bytes (dropped), the total (exit). */
+  /** Output offset: of the first byte (stdout/stderr), where output starts (start),
+   * the lost bytes (dropped), the total (exit). */
   readonly offset?: number;
   /** exit: the exit code. */
   readonly code?: number;
