@@ -69,7 +69,12 @@ def project(tmp_path_factory):
     """The package built, packed and installed into a fresh project (its dir)."""
     if not shutil.which("node") or not shutil.which("npm"):
         pytest.skip("node and npm are needed (scripts/install-deps.sh installs them)")
-    if not os.path.isfile(os.path.join(PKG, "node_modules", "typescript", "package.json")):
+    out = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    m = re.match(r"^v(\d+)\.", out)
+    if not m or int(m.group(1)) < 20:
+        pytest.skip(f"the SDK needs node >= 20 (its engines field), not {out!r}")
+    if not all(os.path.isfile(os.path.join(PKG, "node_modules", d, "package.json"))
+               for d in ("typescript", "yaml", "@types/node")):
         run(["npm", "ci"], PKG)
     run(["npm", "run", "build"], PKG)
     tmp = tmp_path_factory.mktemp("sdk-ts")
