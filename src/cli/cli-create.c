@@ -91,7 +91,7 @@ int cli_create(int argc, char **argv) {
                         if (cli_parse_double("cpu", arg, &cpu) < 0)
                                 return -EINVAL;
                         if (!(cpu > 0))
-                                return cli_error("--cpu: must be greater than 0, got '%s'", arg);
+                                return cli_usage_error("--cpu: must be greater than 0, got '%s'", arg);
                         have_cpu = true;
                         break;
                 case OPT_MEMORY:
@@ -118,7 +118,7 @@ int cli_create(int argc, char **argv) {
                         char ***l = r == OPT_ENV ? &env : r == OPT_META ? &meta : r == OPT_ALLOW ? &allow
                                   : r == OPT_ALLOW_CIDR ? &allow_cidr : r == OPT_DENY ? &deny : &creds;
                         if (isempty(arg))
-                                return cli_error("option needs a non-empty value");
+                                return cli_usage_error("option needs a non-empty value");
                         if (strv_extend(l, arg) < 0)
                                 return cli_error_errno(-ENOMEM, "out of memory");
                         break;

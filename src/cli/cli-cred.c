@@ -168,7 +168,7 @@ static int cred_add(int argc, char **argv) {
         if (r <= 0)
                 return r;
         if (!hosts)
-                return cli_error("give at least one --host");
+                return cli_usage_error("give at least one --host");
         r = read_value(value_file, &value);
         if (r < 0)
                 return r;

@@ -82,6 +82,22 @@ enum {
         OPT_FROM,
 };
 
+/* space checkpoint rm ID CKPT...: DELETE .../checkpoints/{id-or-name}. */
+static int checkpoint_rm(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_free_ char *id = NULL, *prefix = NULL;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 2, SIZE_MAX);
+        if (r <= 0)
+                return r;
+        id = cli_escape(p.pos[0]);
+        prefix = id ? strjoin("/v1/sandboxes/", id, "/checkpoints/") : NULL;
+        if (!prefix)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        return cli_call_each(&p, 1, "DELETE", prefix, false);
+}
+
 int cli_checkpoint(int argc, char **argv) {
         static const CliOption options[] = {
                 { "name", 'n', true, OPT_NAME },
@@ -94,6 +110,11 @@ int cli_checkpoint(int argc, char **argv) {
         const char *arg = NULL, *name = NULL;
         int r;
 
+        /* Sandbox ids are never "rm" or "ls": these are subcommands. */
+        if (argc >= 2 && streq(argv[1], "rm"))
+                return checkpoint_rm(argc - 1, argv + 1);
+        if (argc >= 2 && streq(argv[1], "ls"))
+                return cli_checkpoints(argc - 1, argv + 1);
         r = cli_parser_init(&p, argc, argv, 0);
         if (r < 0)
                 return r;
