@@ -270,7 +270,7 @@ static int build_body(const CliExecOptions *o, bool stream_fields, char **ret, s
                 json_w_uint(&w, o->timeout_s);
         }
         if (o->interactive)
-                json_w_kv_bool(&w, "stdin", true);
+                json_w_kv_bool(&w, "stdin", true); /* with background: open for 'space stdin' */
         if (o->background)
                 json_w_kv_bool(&w, "background", true);
         /* exact bytes at 4/3 of their size (text would be up to 6x); --json shows what the server sends by default */
@@ -648,9 +648,8 @@ int cli_exec(int argc, char **argv) {
 
         o.cmd = cmd;
         o.env = env;
-        if (o.background && (o.interactive || o.pty))
-                return cli_usage_error("--detach does not go with --interactive or --tty (attach with "
-                                       "'space attach' instead)");
+        if (o.background && o.pty)
+                return cli_usage_error("--detach does not go with --tty (read it with 'space attach' instead)");
         o.raw = o.pty && o.interactive;
         r = cli_exec_run(p.pos[0], &o, &code);
         if (r >= 0 && o.background) {

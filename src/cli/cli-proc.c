@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli-exec.h"
 #include "cli-verbs.h"
@@ -140,6 +141,58 @@ int cli_kill(int argc, char **argv) {
         if (!arg_json)
                 printf("%s\n", p.pos[1]);
         return 0;
+}
+
+/* space stdin ID EXEC_ID [--eof]: our stdin to an exec started with stdin open
+ * (space exec -d -i), one POST .../stdin a chunk; --eof closes its stdin after. */
+int cli_stdin(int argc, char **argv) {
+        static const CliOption stdin_options[] = { { "eof", 0, false, 1 }, {} };
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_free_ char *eid = NULL, *suffix = NULL, *target = NULL, *eof_target = NULL, *headers = NULL;
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_(http_client_freep) HttpClient *c = NULL;
+        const char *arg = NULL;
+        bool eof = false;
+        int r;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        while ((r = cli_parser_next(&p, stdin_options, &arg)) > 0)
+                eof = true;
+        r = cli_parser_end(&p, r, 2, 2);
+        if (r <= 0)
+                return r;
+        eid = cli_escape(p.pos[1]);
+        suffix = eid ? strjoin("/exec/", eid, "/stdin") : NULL;
+        target = suffix ? sandbox_target(p.pos[0], suffix) : NULL;
+        eof_target = target ? strjoin(target, "?eof=1") : NULL;
+        buf = malloc(CLI_IO_BUFFER);
+        if (!eof_target || !buf)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = cli_connect(&c);
+        if (r < 0)
+                return r;
+        for (;;) {
+                ssize_t n = read(STDIN_FILENO, buf, CLI_IO_BUFFER);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return cli_error_errno(negative_errno(), "reading stdin failed: %m");
+                if (n == 0 && !eof)
+                        return 0;
+                r = cli_start(c, "POST", n == 0 ? eof_target : target, "application/octet-stream", buf, (size_t) n,
+                              NULL);
+                if (r < 0)
+                        return r;
+                _cleanup_free_ char *ignored = NULL;
+                size_t m = 0;
+                r = http_client_read_body_all(c, CLI_RESPONSE_MAX, &ignored, &m);
+                if (r < 0)
+                        return cli_error_errno(r, "reading the answer from %s failed: %m", cli_url());
+                if (n == 0)
+                        return 0;
+        }
 }
 
 /* One exec's output: all the sandbox keeps, then (follow) on to its end. */

@@ -32,6 +32,7 @@ int cli_mcp(int argc, char **argv);      /* cli-mcp.c */
 int cli_ps(int argc, char **argv);       /* cli-proc.c */
 int cli_kill(int argc, char **argv);     /* cli-proc.c */
 int cli_logs(int argc, char **argv);     /* cli-proc.c */
+int cli_stdin(int argc, char **argv);    /* cli-proc.c */
 int cli_files(int argc, char **argv);    /* cli-files.c */
 int cli_update(int argc, char **argv);   /* cli-update.c */
 int cli_top(int argc, char **argv);      /* cli-top.c */

@@ -25,7 +25,8 @@ static const CliCommand commands[] = {
         { "create", cli_create,
           "[--template T] [--runtime ns|vm] [--cpu N] [--memory MB] [--disk MB] [--timeout S] [--env K=V]... "
           "[--meta K=V]... [--allow HOST[:PORTS]]... [--allow-cidr CIDR[:PORTS]]... [--deny HOST|CIDR]... "
-          "[--cred NAME]...",
+          "[--cred NAME]... [--pids N] [--io-weight N] [--idle S] [--idle-action A] [--checkpoint-every S] "
+          "[--checkpoints-max N] [--checkpoints-mb MB] [--auto-resume]",
           "create a sandbox and print its id",
           "  --template T       template name (default: the server's default_template)\n"
           "  --runtime ns|vm    isolation runtime\n"
@@ -41,7 +42,13 @@ static const CliCommand commands[] = {
           "  UDP 443, QUIC, is never relayed).\n"
           "  --deny HOST|CIDR   never allow it, whatever an allow rule says (repeatable)\n"
           "  Without any, the server's default_network applies (no egress unless configured).\n"
-          "  --cred NAME        grant a credential (repeatable; also --credential)\n" },
+          "  --cred NAME        grant a credential (repeatable; also --credential)\n"
+          "  --pids N           at most N processes (pids_max)\n"
+          "  --io-weight N      its I/O weight, 1-10000\n"
+          "  --idle S, --idle-action pause|suspend|none  act after S seconds without activity\n"
+          "  --checkpoint-every S  automatic checkpoints every S seconds\n"
+          "  --checkpoints-max N, --checkpoints-mb MB  caps on what its checkpoints hold\n"
+          "  --auto-resume      exec and file calls resume it when it is paused\n" },
         { "exec", cli_exec,
           "ID [--timeout S] [--env K=V]... [--cwd D] [--user U] [--tty] [-i] [-d] -- CMD [ARG...]",
           "run a command in a sandbox, stream its output and exit with its code",
@@ -52,7 +59,8 @@ static const CliCommand commands[] = {
           "  -t, --tty     run on a pseudo-terminal\n"
           "  -i, --interactive  send this program's stdin to the command\n"
           "  -d, --detach  run it in the background: print its exec id and return (read its output\n"
-          "                with 'space logs ID EXEC_ID' or 'space attach')\n"
+          "                with 'space logs ID EXEC_ID' or 'space attach'; with -i its stdin stays\n"
+          "                open for 'space stdin ID EXEC_ID')\n"
           "Exits with the command's code (128 + N after signal N); 125 when space itself failed\n"
           "(the sandbox is not there, the server is unavailable, a usage error, ...).\n",
           CLI_EXIT_EXEC_FAILED },
@@ -81,6 +89,9 @@ static const CliCommand commands[] = {
           "  -f, --follow with EXEC_ID: go on until the exec ends\n"
           "Without --follow the output is read until the sandbox has sent all it holds (0.5 s without\n"
           "more). The API keeps no list of finished execs: name one by its id (space exec -d prints it).\n" },
+        { "stdin", cli_stdin, "ID EXEC_ID [--eof]",
+          "send this program's stdin to an exec started with its stdin open (space exec -d -i)",
+          "  --eof   close the exec's stdin after it\n" },
         { "update", cli_update,
           "ID [--timeout S] [--idle S] [--idle-action pause|suspend|none] [--checkpoint-every S] "
           "[--auto-resume|--no-auto-resume]",
@@ -125,18 +136,20 @@ static const CliCommand commands[] = {
         { "resume", cli_resume, "ID...", "resume a paused sandbox, or start a suspended one again", NULL },
         { "suspend", cli_suspend, "ID...", "release a sandbox's host resources; its files stay",
           "On the ns runtime its processes end; resume starts it again on its files.\n" },
-        { "checkpoint", cli_checkpoint, "ID [--name N] | rm ID CKPT... | ls ID",
+        { "checkpoint", cli_checkpoint, "ID [--name N] [--with-memory|--without-memory] | rm ID CKPT... | ls ID",
           "take a checkpoint of a sandbox's files, print its id (or remove or list them)",
           "  -n, --name N   a name, unique among the sandbox's checkpoints\n"
+          "  --with-memory, --without-memory  a vm sandbox's memory too (its default), or its disk only\n"
           "  rm ID CKPT...  delete checkpoints (id or name)\n"
           "  ls ID          list them, newest first (as space checkpoints ID)\n" },
         { "checkpoints", cli_checkpoints, "ID", "list a sandbox's checkpoints, newest first", NULL },
         { "restore", cli_restore, "ID CKPT", "put a sandbox's files back to a checkpoint (id or name)",
           "Its processes end and start afresh on the restored files.\n" },
-        { "branch", cli_branch, "ID [--count N] [--from CKPT]",
+        { "branch", cli_branch, "ID [--count N] [--from CKPT] [--with-memory]",
           "make new sandboxes from a sandbox's files (or a checkpoint), print their ids",
           "  -n, --count N   how many (default 1)\n"
-          "  --from CKPT     from this checkpoint (id or name) instead of the current files\n" },
+          "  --from CKPT     from this checkpoint (id or name) instead of the current files\n"
+          "  --with-memory   (vm) every child continues the source's processes\n" },
         { "cp", cli_cp, "[-r] SRC DST", "copy files into or out of a sandbox",
           "Exactly one of SRC and DST is ID:/path. A local DST may be a directory or '-' (stdout);\n"
           "SRC '-' uploads stdin. The file mode is kept.\n"

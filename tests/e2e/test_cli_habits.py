@@ -358,3 +358,69 @@ def test_template_import_progress(spaced, tmp_path):
         assert b"importing [" in out and b"100%" in out, out[-500:]
     finally:
         spaced.cli("template", "rm", "habits-tpl")
+
+
+def test_create_policy_options(spaced):
+    c = spaced.cli("--json", "create", "--pids", "300", "--idle", "900", "--idle-action", "suspend", "--auto-resume",
+                   "--checkpoint-every", "0", "--checkpoints-max", "8")
+    assert c.rc == 0, c
+    v = json.loads(c.out)
+    try:
+        assert v["pids_max"] == 300 and v["idle_s"] == 900 and v["idle_action"] == "suspend", v
+        assert v["auto_resume"] is True and v["checkpoints_max"] == 8, v
+        # a vm-only option on the ns runtime: the server's 400, exit 1
+        c = spaced.cli("checkpoint", v["id"], "--with-memory")
+        assert c.rc == 1 and c.err.count("\n") == 1, c
+    finally:
+        spaced.delete(v["id"])
+    assert spaced.cli("create", "--idle-action", "sleep").rc == 2
+
+
+def test_detached_exec_with_stdin(spaced, sandbox):
+    c = spaced.cli("exec", "-d", "-i", sandbox, "--", "sh", "-c", "cat > /tmp/habits-in; echo done")
+    assert c.rc == 0, c
+    eid = c.out.strip()
+    c = spaced.cli("stdin", sandbox, eid, input=b"one\n")
+    assert c.rc == 0, c
+    c = spaced.cli("stdin", sandbox, eid, "--eof", input=b"two\n")
+    assert c.rc == 0, c
+    c = spaced.cli("attach", sandbox, eid)
+    assert c.rc == 0 and c.out == "done\n", c
+    assert spaced.sh(sandbox, "cat /tmp/habits-in") == "one\ntwo\n"
+    assert spaced.cli("stdin", sandbox, "e999999", input=b"x").rc == 3
+
+
+def test_top_refreshes_on_a_terminal(spaced, sandbox):
+    env = clean_env({"SPACE_URL": spaced.url, "SPACE_API_KEY": spaced.admin_key, "TERM": "xterm"})
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.execve(spaced.s.space_bin, [spaced.s.space_bin, "top", "--interval", "1"], env)
+        finally:
+            os._exit(127)
+    out = b""
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and out.count(b"\033[2J") < 2:
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if r:
+                try:
+                    out += os.read(fd, 65536)
+                except OSError:
+                    break
+        assert out.count(b"\033[2J") >= 2 and sandbox.encode() in out, out[-800:]
+        os.kill(pid, 2)
+        end = time.monotonic() + 20
+        st = None
+        while time.monotonic() < end:
+            wpid, st = os.waitpid(pid, os.WNOHANG)
+            if wpid == pid:
+                pid = None
+                break
+            time.sleep(0.1)
+        assert pid is None and os.waitstatus_to_exitcode(st) == 0, "space top did not end on SIGINT"
+    finally:
+        if pid:
+            host.kill_pid(pid)
+            os.waitpid(pid, 0)
+        os.close(fd)
