@@ -168,6 +168,7 @@ static const CliCommand commands[] = {
         { "cred", cli_cred,
           "add NAME --host H... [--header 'Authorization: Bearer {value}' | --basic-user U] [--env VAR] "
           "[--expires T] [--value-file F] | ls [ID] | show NAME | rm NAME... | rotate NAME [--value-file F] | "
+          "update NAME [--host H]... [--header F] [--env VAR] [--expires T|never] | "
           "revoke NAME... | grant ID NAME... | ungrant ID NAME...",
           "manage credentials (values are read from stdin or --value-file, never from the command line)",
           "  add NAME        create a credential; the value is read from stdin (no echo on a terminal)\n"
@@ -178,6 +179,8 @@ static const CliCommand commands[] = {
           "  show NAME       show one (never its value)\n"
           "  rm NAME...      delete credentials and their grants\n"
           "  rotate NAME     give it a new value (from stdin or --value-file); next requests use it\n"
+          "  update NAME     change its hosts (--host replaces the list), header, basic user, env\n"
+          "                  or expiry (--expires never: none)\n"
           "  revoke NAME...  revoke at once (final)\n"
           "  grant ID NAME...    grant credentials to a running sandbox\n"
           "  ungrant ID NAME...  take them away\n" },

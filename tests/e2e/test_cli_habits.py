@@ -424,3 +424,22 @@ def test_top_refreshes_on_a_terminal(spaced, sandbox):
             host.kill_pid(pid)
             os.waitpid(pid, 0)
         os.close(fd)
+
+
+def test_cred_update(spaced):
+    name = "habits-" + os.urandom(4).hex()
+    c = spaced.cli("cred", "add", name, "--host", "api.example.com", input="s3cret-habits\n")
+    assert c.rc == 0, c
+    try:
+        c = spaced.cli("cred", "update", name, "--host", "a.example.com", "--host", "b.example.com",
+                       "--env", "HABITS_KEY", "--expires", "2099-01-01T00:00:00Z")
+        assert c.rc == 0 and "s3cret" not in c.out + c.err, c
+        v = spaced.api("GET", f"/v1/credentials/{name}").json()
+        assert v["hosts"] == ["a.example.com", "b.example.com"] and v["env"] == "HABITS_KEY", v
+        assert v["expires_at"].startswith("2099-01-01"), v
+        c = spaced.cli("cred", "update", name, "--expires", "never")
+        assert c.rc == 0 and spaced.api("GET", f"/v1/credentials/{name}").json()["expires_at"] is None, c
+        assert spaced.cli("cred", "update", name).rc == 2
+        assert spaced.cli("cred", "update", "nosuchcred-habits", "--env", "X").rc == 3
+    finally:
+        spaced.cli("cred", "rm", name)
