@@ -292,7 +292,8 @@ static int remote_tar(const char *id, char **cmd, int in_fd, int out_fd, CliProg
                 .interactive = in_fd >= 0,
                 .in_fd = in_fd,
                 .out_fd = out_fd,
-                .on_output = progress ? cli_progress_callback : NULL,
+                .on_output = progress && out_fd >= 0 ? cli_progress_callback : NULL,
+                .on_input = progress && in_fd >= 0 ? cli_progress_callback : NULL,
                 .userdata = progress,
         };
         int code = 0, r;
@@ -352,7 +353,10 @@ static int cp_upload_dir(const char *src, const char *id, const char *rpath) {
         char *remote[] = { (char *) "/bin/sh", (char *) "-c",
                            (char *) "mkdir -p -- \"$1\" && exec tar -x -o -f - -C \"$1\"", (char *) "sh", dest,
                            NULL };
-        r = remote_tar(id, remote, fd, -1, NULL);
+        CliProgress progress = {};
+        cli_progress_begin(&progress, cli_basename(dest), CLI_PROGRESS_UNKNOWN);
+        r = remote_tar(id, remote, fd, -1, &progress);
+        cli_progress_end(&progress);
         if (r < 0)
                 return r;
         r = cli_child_wait(&tar);

@@ -29,6 +29,8 @@ typedef struct StdinPump {
         int wake[2];
         int winch_fd; /* -1: no resizes */
         int in_fd;
+        void (*on_input)(void *userdata, size_t n);
+        void *userdata;
         char *headers_octet, *headers_json;
         char *stdin_target, *eof_target, *resize_target;
         HttpClient *client; /* owned by the thread */
@@ -122,6 +124,8 @@ static void *pump_thread(void *userdata) {
                         /* A refused write means the process is gone: its exit event follows. */
                         if (pump_post(p, p->stdin_target, p->headers_octet, buf, (size_t) n) < 0)
                                 in_open = false;
+                        else if (p->on_input)
+                                p->on_input(p->userdata, (size_t) n);
                 }
         }
         p->client = http_client_free(p->client);
@@ -404,6 +408,8 @@ static int stream_events(HttpClient *c, CliExecOptions *o, const char *id_escape
                                                 return cli_error_errno(r, "cannot set the terminal to raw mode: %m");
                                         raw = r > 0;
                                 }
+                                pump.on_input = o->on_input;
+                                pump.userdata = o->userdata;
                                 r = pump_start(&pump, id_escaped, exec_id, o->pty && raw, o->in_fd);
                                 if (r < 0) {
                                         cli_tty_restore();

@@ -25,7 +25,8 @@ typedef struct CliExecOptions {
         int in_fd;           /* > 0: with interactive, stdin is read from here (else STDIN) */
         int out_fd;          /* > 0: the command's stdout goes here (else STDOUT) */
         int idle_msec;       /* > 0: a stream quiet this long after its start ends the read (*ret_code -1) */
-        void (*on_output)(void *userdata, size_t n); /* bytes of stdout written / stdin sent */
+        void (*on_output)(void *userdata, size_t n); /* bytes of stdout written */
+        void (*on_input)(void *userdata, size_t n);  /* bytes of stdin sent (called from the stdin thread) */
         void *userdata;
         char *exec_id;       /* out, with background: the start event's exec id (malloc'd; the caller frees) */
 } CliExecOptions;

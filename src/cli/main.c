@@ -294,7 +294,10 @@ int main(int argc, char **argv) {
                 }
         }
         if (i >= argc) {
-                print_help(stderr);
+                if (arg_json)
+                        cli_usage_error("missing command (see 'space help')");
+                else
+                        print_help(stderr);
                 return CLI_EXIT_USAGE;
         }
 

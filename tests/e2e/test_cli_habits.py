@@ -339,6 +339,17 @@ def test_progress_bar_only_on_a_terminal(spaced, sandbox, tmp_path):
     assert c.rc == 0 and c.err == "" and c.out == "", c
     c = spaced.cli("cp", f"{sandbox}:/root/big.bin", str(tmp_path / "back2.bin"))
     assert c.rc == 0 and c.err == "", c
+    # a directory (a tar stream of unknown size): bytes sent, on a terminal only
+    tree = tmp_path / "ptree"
+    tree.mkdir()
+    os.link(big, tree / "big.bin")
+    rc, out = run_on_pty([spaced.s.space_bin, "cp", "-r", str(tree), f"{sandbox}:/root/ptree"], env)
+    assert rc == 0 and b"ptree  " in out and b"sent" in out, out[-500:]
+    rc, out = run_on_pty([spaced.s.space_bin, "cp", "-r", f"{sandbox}:/root/ptree", str(tmp_path / "pback")], env)
+    assert rc == 0 and b"sent" in out, out[-500:]
+    assert (tmp_path / "pback" / "big.bin").read_bytes() == big.read_bytes()
+    c = spaced.cli("cp", "-r", str(tree), f"{sandbox}:/root/ptree2")
+    assert c.rc == 0 and c.err == "", c
     # a small file on a terminal: no bar either
     small = tmp_path / "small"
     small.write_bytes(b"x")
