@@ -49,18 +49,48 @@ static void event_print(const JsonValue *e) {
                isempty(reason) ? "" : "  ", strempty(reason), data_text ? "  " : "", strempty(data_text));
 }
 
-/* Prints one event (a line of NDJSON with --json). */
+/* With --json a listing is printed as the API's {"events":[...],"next":SEQ}, collected here;
+ * a followed stream as NDJSON, one event a line (collect NULL). */
+static JsonWriter *collect = NULL;
+
+/* Prints one event. */
 static int event_emit(const JsonValue *e) {
         if (arg_json) {
                 _cleanup_free_ char *s = NULL;
                 size_t n = 0;
                 if (json_serialize(e, &s, &n) < 0)
                         return cli_error_errno(-ENOMEM, "out of memory");
+                if (collect) {
+                        json_w_raw(collect, s);
+                        return 0;
+                }
                 if (fwrite(s, 1, n, stdout) != n || fputc('\n', stdout) == EOF)
                         return -EPIPE;
         } else
                 event_print(e);
         return 0;
+}
+
+static void collect_begin(JsonWriter *w) {
+        json_w_init(w);
+        json_w_object_begin(w);
+        json_w_key(w, "events");
+        json_w_array_begin(w);
+        collect = w;
+}
+
+static int collect_end(JsonWriter *w, uint64_t last) {
+        _cleanup_free_ char *s = NULL;
+        size_t n = 0;
+
+        collect = NULL;
+        json_w_array_end(w);
+        json_w_key(w, "next");
+        json_w_uint(w, last);
+        json_w_object_end(w);
+        if (json_w_finish(w, &s, &n) < 0)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        return cli_print_raw(s, n);
 }
 
 typedef struct EventsQuery {
@@ -288,6 +318,7 @@ static int parse_since(const char *s, char **ret) {
 
 int cli_events_show(const char *sandbox, uint64_t limit) {
         _cleanup_free_ char *esc = sandbox ? cli_escape(sandbox) : NULL;
+        _cleanup_(json_w_done) JsonWriter w = {};
         EventsQuery q = {};
         uint64_t last = 0;
         int r;
@@ -295,8 +326,15 @@ int cli_events_show(const char *sandbox, uint64_t limit) {
         q.base = strjoin("/v1/events?", esc ? "sandbox=" : "", strempty(esc), esc ? "&" : "");
         if (!q.base)
                 return cli_error_errno(-ENOMEM, "out of memory");
+        if (arg_json)
+                collect_begin(&w);
         r = events_tail(&q, limit, &last);
         free(q.base);
+        if (arg_json) {
+                int k = collect_end(&w, last);
+                if (r >= 0)
+                        r = k;
+        }
         return r;
 }
 
@@ -360,7 +398,10 @@ int cli_events(int argc, char **argv) {
         if (!base)
                 return cli_error_errno(-ENOMEM, "out of memory");
         EventsQuery q = { .base = base };
+        _cleanup_(json_w_done) JsonWriter w = {};
 
+        if (arg_json && !follow)
+                collect_begin(&w);
         if (since || have_after)
                 /* a replay from there, oldest first (all, or the first --limit) */
                 r = events_replay(&q, after, have_limit ? limit : 0, &last);
@@ -368,6 +409,10 @@ int cli_events(int argc, char **argv) {
                 r = events_newest_seq(&q, &last); /* starting now */
         else
                 r = events_tail(&q, have_limit ? limit : CLI_EVENTS_TAIL, &last);
+        if (arg_json && !follow) {
+                int k = collect_end(&w, last);
+                return r < 0 ? r : k;
+        }
         if (r < 0)
                 return r;
         if (!follow)

@@ -209,7 +209,7 @@ def test_events_newest_last_and_follow_from_now(spaced):
             sids.append(spaced.create()["id"])
         c = spaced.cli("--json", "events", "--limit", "2")
         assert c.rc == 0, c
-        got = [json.loads(x) for x in c.out.splitlines()]
+        got = json.loads(c.out)["events"]
         allev = spaced.api("GET", "/v1/events", params={"limit": 1000}).json()["events"]
         while len(allev) % 1000 == 0 and allev:
             more = spaced.api("GET", "/v1/events", params={"limit": 1000, "after": allev[-1]["seq"]}).json()["events"]
@@ -221,10 +221,11 @@ def test_events_newest_last_and_follow_from_now(spaced):
         assert c.rc == 0 and c.out.strip().splitlines()[-1].split()[2] == "sandbox.created", c
         # --after replays from there, oldest first
         c = spaced.cli("--json", "events", "--after", str(allev[-3]["seq"]))
-        seqs = [json.loads(x)["seq"] for x in c.out.splitlines()]
+        seqs = [e["seq"] for e in json.loads(c.out)["events"]]
         assert seqs[:2] == [allev[-2]["seq"], allev[-1]["seq"]], seqs
-        c = spaced.cli("--json", "events", "--since", "1h", "--limit", "3")
-        assert c.rc == 0 and len(c.out.splitlines()) == 3, c
+        c = spaced.cli("--json", "events", "--since", "7d", "--limit", "3")
+        assert c.rc == 0 and len(json.loads(c.out)["events"]) == 3, c
+        assert json.loads(c.out)["events"][0]["seq"] == allev[0]["seq"], c     # oldest first from there
         # --follow starts now: nothing old, the next new one
         env = clean_env({"SPACE_URL": spaced.url, "SPACE_API_KEY": spaced.admin_key})
         p = subprocess.Popen([spaced.s.space_bin, "--json", "events", "--follow"], stdout=subprocess.PIPE,
