@@ -283,7 +283,9 @@ static int build_body(const CliExecOptions *o, bool stream_fields, char **ret, s
         /* Interrupting space exec on a terminal ends its command (on a pty it gets SIGHUP, the
          * default). Into a pipe the command outlives a stalled or interrupted space exec (the server's
          * default, keep): space attach reads on. */
-        if (!o->pty && !o->background && isatty(STDOUT_FILENO) && stream_fields)
+        if (o->on_disconnect && stream_fields)
+                json_w_kv_string(&w, "on_disconnect", o->on_disconnect);
+        else if (!o->pty && !o->background && isatty(STDOUT_FILENO) && stream_fields)
                 json_w_kv_string(&w, "on_disconnect", "kill");
         if (o->pty) {
                 unsigned rows, cols;
@@ -584,6 +586,7 @@ enum {
         OPT_TTY,
         OPT_INTERACTIVE,
         OPT_DETACH,
+        OPT_ON_DISCONNECT,
 };
 
 static const CliOption options[] = {
@@ -594,6 +597,7 @@ static const CliOption options[] = {
         { "tty", 't', false, OPT_TTY },
         { "interactive", 'i', false, OPT_INTERACTIVE },
         { "detach", 'd', false, OPT_DETACH },
+        { "on-disconnect", 0, true, OPT_ON_DISCONNECT },
         {},
 };
 
@@ -637,6 +641,11 @@ int cli_exec(int argc, char **argv) {
                         break;
                 case OPT_DETACH:
                         o.background = true;
+                        break;
+                case OPT_ON_DISCONNECT:
+                        if (!streq(arg, "keep") && !streq(arg, "hangup") && !streq(arg, "kill"))
+                                return cli_usage_error("--on-disconnect: expected keep, hangup or kill, got '%s'", arg);
+                        o.on_disconnect = arg;
                         break;
                 }
         }

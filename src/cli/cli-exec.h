@@ -21,6 +21,7 @@ typedef struct CliExecOptions {
         bool raw;            /* raw local terminal while it runs (if stdin is one) */
         bool quiet_not_found;/* report "command not found" as CLI_EXEC_NOT_FOUND, unprinted */
         bool background;     /* "background": true; returns at the start event */
+        const char *on_disconnect; /* keep, hangup, kill; NULL: kill on a terminal without a pty, else the server's */
         bool plain;          /* output to the fds below even with --json (no raw events) */
         int in_fd;           /* > 0: with interactive, stdin is read from here (else STDIN) */
         int out_fd;          /* > 0: the command's stdout goes here (else STDOUT) */

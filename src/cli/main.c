@@ -50,7 +50,7 @@ static const CliCommand commands[] = {
           "  --checkpoints-max N, --checkpoints-mb MB  caps on what its checkpoints hold\n"
           "  --auto-resume      exec and file calls resume it when it is paused\n" },
         { "exec", cli_exec,
-          "ID [--timeout S] [--env K=V]... [--cwd D] [--user U] [--tty] [-i] [-d] -- CMD [ARG...]",
+          "ID [--timeout S] [--env K=V]... [--cwd D] [--user U] [--tty] [-i] [-d] [--on-disconnect A] -- CMD [ARG...]",
           "run a command in a sandbox, stream its output and exit with its code",
           "  --timeout S   kill the command after S seconds\n"
           "  --env K=V     environment variable (repeatable)\n"
@@ -61,6 +61,8 @@ static const CliCommand commands[] = {
           "  -d, --detach  run it in the background: print its exec id and return (read its output\n"
           "                with 'space logs ID EXEC_ID' or 'space attach'; with -i its stdin stays\n"
           "                open for 'space stdin ID EXEC_ID')\n"
+          "  --on-disconnect keep|hangup|kill  what happens to the command if space goes away (default:\n"
+          "                kill on a terminal without --tty, else the server's: keep, or hangup with --tty)\n"
           "Exits with the command's code (128 + N after signal N); 125 when space itself failed\n"
           "(the sandbox is not there, the server is unavailable, a usage error, ...).\n",
           CLI_EXIT_EXEC_FAILED },

@@ -458,3 +458,29 @@ def test_cred_update(spaced):
         assert spaced.cli("cred", "update", "nosuchcred-habits", "--env", "X").rc == 3
     finally:
         spaced.cli("cred", "rm", name)
+
+
+@pytest.mark.parametrize("mode", ["kill", "keep"])
+def test_exec_on_disconnect(spaced, sandbox, mode):
+    env = clean_env({"SPACE_URL": spaced.url, "SPACE_API_KEY": spaced.admin_key})
+    tag = f"habits-{mode}-{os.urandom(3).hex()}"
+    p = subprocess.Popen([spaced.s.space_bin, "exec", "--on-disconnect", mode, sandbox, "--", "sh", "-c",
+                          f"echo {tag}; exec sleep 300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         stdin=subprocess.DEVNULL)
+    try:
+        assert p.stdout.readline().strip() == tag.encode()
+        eid = wait_for(lambda: next((x["exec_id"] for x in json.loads(spaced.cli("--json", "ps", sandbox).out)
+                                     ["processes"] if "sleep" in " ".join(x["argv"]) or tag in " ".join(x["argv"])),
+                                    None), what="the exec in ps")
+    finally:
+        p.kill()
+        p.wait(10)
+        p.stdout.close()
+        p.stderr.close()
+    running = lambda: eid in spaced.cli("ps", sandbox).out
+    if mode == "kill":
+        wait_for(lambda: not running(), what="the command to end with its client")
+    else:
+        time.sleep(1.0)  # a kill would have landed by now; the command must still run (not a timing assertion)
+        assert running(), "--on-disconnect keep: the command ended with its client"
+        assert spaced.cli("kill", sandbox, eid, "-s", "9").rc == 0
