@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import select
+import shutil
 import stat
 import subprocess
 import time
@@ -137,6 +138,22 @@ def test_bash_completion(spaced, sandbox, tmp_path):
         c = spaced.cli("completion", shell)
         assert c.rc == 0 and "events" in c.out, c
     assert spaced.cli("completion", "tcsh").rc == 2
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_completion(spaced, tmp_path):
+    c = spaced.cli("completion", "fish")
+    assert c.rc == 0, c
+    script = tmp_path / "space.fish"
+    script.write_text(c.out)
+    def fish_complete(line):
+        r = subprocess.run(["fish", "--no-config", "-c", f"source {script}; complete -C '{line}'"],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert r.returncode == 0, r
+        return [x.split("\t")[0] for x in r.stdout.splitlines()]
+    assert {"create", "exec", "events", "files", "completion"} <= set(fish_complete("space "))
+    assert {"ls", "import", "rm"} <= set(fish_complete("space template "))
+    assert "--template" in fish_complete("space create --te")
 
 
 # ---- 4: verbs ----
