@@ -684,6 +684,34 @@ int cli_call(const char *method, const char *target, const char *json_body, CliR
         return cli_call_full(method, target, json_body, ret, false);
 }
 
+int cli_call_quiet(const char *target, CliResponse *ret) {
+        _cleanup_(http_client_freep) HttpClient *c = NULL;
+        _cleanup_free_ char *headers = NULL;
+        const HttpHead *h = NULL;
+        CliResponse resp = {};
+        int r;
+
+        if (http_client_new(cli_url(), &c) < 0 || cli_headers(NULL, &headers) < 0)
+                return -EIO;
+        r = http_client_request(c, "GET", target, headers, NULL, 0);
+        if (r >= 0)
+                r = http_client_response(c, &h);
+        if (r < 0)
+                return r;
+        resp.status = h->status;
+        r = http_client_read_body_all(c, CLI_RESPONSE_MAX, &resp.body, &resp.body_len);
+        if (r < 0 || resp.status >= 400) {
+                cli_response_done(&resp);
+                return r < 0 ? r : -EIO;
+        }
+        if (resp.body_len > 0 && json_parse(resp.body, resp.body_len, &resp.json, NULL, 0) < 0) {
+                cli_response_done(&resp);
+                return -EBADMSG;
+        }
+        *ret = resp;
+        return 0;
+}
+
 int cli_call_quiet_404(const char *method, const char *target, const char *json_body, CliResponse *ret) {
         return cli_call_full(method, target, json_body, ret, true);
 }

@@ -163,6 +163,9 @@ int cli_call(const char *method, const char *target, const char *json_body, CliR
  * then holds the error answer (for cli_report_response()). */
 int cli_call_quiet_404(const char *method, const char *target, const char *json_body, CliResponse *ret);
 
+/* A GET whose failure is not reported (nor counted as the command's): 0, or < 0. */
+int cli_call_quiet(const char *target, CliResponse *ret);
+
 /* Sends a request on c and reads the head. Status >= 400: the error is read,
  * printed, CLI_EREPORTED returned. body_len == SIZE_MAX: chunked, the caller
  * writes the body and then calls cli_finish_upload(). */

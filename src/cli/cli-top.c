@@ -13,6 +13,7 @@
 #include "cli-verbs.h"
 
 #define CLI_TOP_PAGE 1000U
+#define CLI_TOP_PROCS_MAX 64U /* running sandboxes whose processes are counted (one call each) */
 
 static volatile sig_atomic_t top_stop = 0;
 
@@ -29,14 +30,30 @@ static char *limit_mb(const JsonValue *e, const char *key) {
         return strdup(buf);
 }
 
+/* The number of running execs of a sandbox (GET .../exec), or "-". */
+static char *procs_text(const char *id) {
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *e = cli_escape(id), *target = NULL;
+        const JsonValue *list;
+
+        target = e ? strjoin("/v1/sandboxes/", e, "/exec") : NULL;
+        if (!target)
+                return NULL;
+        /* a sandbox that changed state since the listing is not an error of top's */
+        if (cli_call_quiet(target, &resp) < 0)
+                return strdup("-");
+        list = json_get(resp.json, "processes");
+        return json_type(list) == JSON_ARRAY ? strdup_printf("%zu", json_array_size(list)) : strdup("-");
+}
+
 static int top_once(bool clear) {
         _cleanup_(cli_response_done) CliResponse resp = {};
         _cleanup_(cli_table_done) CliTable t = {};
-        static const char *const header[] = { "SANDBOX", "STATE", "TEMPLATE", "CPU", "MEMORY", "DISK", "IDLE_S",
-                                              "LAST_ACTIVITY" };
+        static const char *const header[] = { "SANDBOX", "STATE", "TEMPLATE", "CPU", "MEMORY", "DISK", "EXECS",
+                                              "IDLE_S", "LAST_ACTIVITY" };
         _cleanup_free_ char *target = strdup_printf("/v1/sandboxes?limit=%u", CLI_TOP_PAGE);
         const JsonValue *list;
-        size_t counts[4] = {};
+        size_t counts[4] = {}, counted = 0;
         int r;
 
         if (!target)
@@ -56,9 +73,12 @@ static int top_once(bool clear) {
                 const JsonValue *e = json_array_at(list, i);
                 const char *state = strempty(json_string(json_get(e, "state")));
                 counts[streq(state, "running") ? 0 : streq(state, "paused") ? 1 : streq(state, "suspended") ? 2 : 3]++;
+                const char *id = json_string(json_get(e, "id"));
+                bool count = streq(state, "running") && !isempty(id) && counted++ < CLI_TOP_PROCS_MAX;
                 char *row[] = {
-                        cli_field_text(e, "id"),       strdup(state),           cli_field_text(e, "template"),
+                        cli_field_text(e, "id"),       strdup(state),            cli_field_text(e, "template"),
                         cli_field_text(e, "cpu"),      limit_mb(e, "memory_mb"), limit_mb(e, "disk_mb"),
+                        count ? procs_text(id) : strdup("-"),
                         cli_field_text(e, "idle_s"),   cli_time_text(json_get(e, "last_activity_at")),
                 };
                 r = cli_table_add(&t, row);
@@ -73,7 +93,7 @@ static int top_once(bool clear) {
                        ? " (the first page only)"
                        : "");
         printf("CPU, MEMORY and DISK are each sandbox's limits: this server reports no per-sandbox usage\n"
-               "(no GET /v1/sandboxes/{id}/metrics), so none is shown.\n\n");
+               "(no GET /v1/sandboxes/{id}/metrics), so none is shown. EXECS: its running execs (space ps).\n\n");
         cli_table_print(&t, stdout);
         return fflush(stdout) == 0 ? 0 : -EPIPE;
 }

@@ -272,8 +272,13 @@ def test_events_newest_last_and_follow_from_now(spaced):
 
 
 def test_top_update_checkpoint_rm_files(spaced, sandbox):
+    eid = spaced.cli("exec", "-d", sandbox, "--", "sleep", "300").out.strip()
     c = spaced.cli("top", "--once")
     assert c.rc == 0 and sandbox in c.out and "no per-sandbox usage" in c.out, c
+    header = next(l for l in c.out.splitlines() if l.startswith("SANDBOX")).split()
+    row = next(l for l in c.out.splitlines() if l.startswith(sandbox)).split()
+    assert row[header.index("STATE")] == "running" and int(row[header.index("EXECS")]) >= 1, c.out
+    assert spaced.cli("kill", sandbox, eid, "-s", "KILL").rc == 0
     c = spaced.cli("update", sandbox, "--timeout", "3600", "--idle", "600", "--idle-action", "pause")
     assert c.rc == 0, c
     v = spaced.show(sandbox).json()
