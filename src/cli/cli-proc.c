@@ -12,7 +12,7 @@
 #include "cli-exec.h"
 #include "cli-verbs.h"
 
-#define CLI_LOGS_IDLE_MSEC 500 /* without --follow: the output is read until it is this quiet */
+#define CLI_LOGS_IDLE_MSEC 1000 /* without --follow: the output is read until it is this quiet */
 #define CLI_LOGS_EVENTS 20U
 
 static char *sandbox_target(const char *id, const char *suffix) {

@@ -89,7 +89,7 @@ static const CliCommand commands[] = {
           "  ID           the sandbox's newest events, then what each running exec (space ps) printed\n"
           "  ID EXEC_ID   that exec's output as the sandbox keeps it (running, background or finished)\n"
           "  -f, --follow with EXEC_ID: go on until the exec ends\n"
-          "Without --follow the output is read until the sandbox has sent all it holds (0.5 s without\n"
+          "Without --follow the output is read until the sandbox has sent all it holds (1 s without\n"
           "more). The API keeps no list of finished execs: name one by its id (space exec -d prints it).\n" },
         { "stdin", cli_stdin, "ID EXEC_ID [--eof]",
           "send this program's stdin to an exec started with its stdin open (space exec -d -i)",

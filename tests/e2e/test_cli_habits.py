@@ -202,10 +202,13 @@ def test_exec_detach_ps_logs_kill(spaced, sandbox):
     assert c.rc == 0 and eid in c.out and "sleep 300" in c.out and "EXEC_ID" in c.out, c
     c = spaced.cli("--json", "ps", sandbox)
     assert eid in [p["exec_id"] for p in json.loads(c.out)["processes"]], c
-    c = spaced.cli("logs", sandbox, eid)
-    assert c.rc == 0 and c.out == "started\n" and c.err == "warn\n", c
-    c = spaced.cli("logs", sandbox)                       # events, then each running exec's output
-    assert c.rc == 0 and "sandbox.created" in c.out and f"exec {eid}" in c.out and "started" in c.out, c
+    # without --follow: what the sandbox holds, read until it has sent all (a quiet second; retried
+    # on a loaded host, where the first bytes may come later than that)
+    c = wait_for(lambda: (lambda c: c if c.rc == 0 and c.out == "started\n" and c.err == "warn\n" else None)(
+        spaced.cli("logs", sandbox, eid)), what="logs to show the exec's output")
+    c = wait_for(lambda: (lambda c: c if c.rc == 0 and f"exec {eid}" in c.out and "started" in c.out else None)(
+        spaced.cli("logs", sandbox)), what="logs ID to show the running exec")  # events, then each exec's output
+    assert "sandbox.created" in c.out, c
     c = spaced.cli("kill", sandbox, eid, "--signal", "KILL")
     assert c.rc == 0, c
     wait_for(lambda: eid not in spaced.cli("ps", sandbox).out, what="the killed exec to go")
