@@ -262,7 +262,7 @@ int cli_up(int argc, char **argv) {
                         if (cli_parse_u64("timeout", arg, &timeout_s) < 0)
                                 return -EINVAL;
                         if (timeout_s == 0 || timeout_s > CLI_UP_TIMEOUT_MAX_S)
-                                return cli_error("--timeout: must be between 1 and %d seconds", CLI_UP_TIMEOUT_MAX_S);
+                                return cli_usage_error("--timeout: must be between 1 and %d seconds", CLI_UP_TIMEOUT_MAX_S);
                         break;
                 }
         }
@@ -271,7 +271,7 @@ int cli_up(int argc, char **argv) {
         if (r < 0)
                 return r;
         if (p.n_pos > 0 && (!p.saw_dashdash || p.dashdash_at > 0))
-                return cli_error("unexpected argument '%s' (spaced flags go after '--')", p.pos[0]);
+                return cli_usage_error("unexpected argument '%s' (spaced flags go after '--')", p.pos[0]);
 
         state_dir = cli_state_dir();
         if (!listen) {
@@ -280,7 +280,7 @@ int cli_up(int argc, char **argv) {
                 listen = listen_buf;
         }
         if (isempty(listen))
-                return cli_error("--listen needs an address (HOST:PORT)");
+                return cli_usage_error("--listen needs an address (HOST:PORT)");
 
         pid = spaced_running(state_dir);
         if (pid > 0) {
