@@ -280,6 +280,13 @@ int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, A
         k = api_get_worker(r, e);
         if (k >= 0)
                 k = worker_sandbox_suspend(r->worker, sb->id, &preserved, e);
+        if (k < 0 && e->code == API_WORKER_UNAVAILABLE) {
+                /* back to what it was: the next worker adopts it (or finds it gone: error) */
+                log_warning("Suspending sandbox %s waits for the worker: %s", sb->id, e->message);
+                (void) store_sandbox_set_state(r->store, sb->id, SANDBOX_SUSPENDED, from,
+                                               "suspend not done: the worker was unavailable");
+                return k;
+        }
         if (k < 0) {
                 char why[STORE_REASON_MAX];
                 (void) worker_failed(e, k);
@@ -647,7 +654,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                         kids[made].env_json = env; /* borrowed, as the source's */
                 if (ov && ov->metadata_json)
                         kids[made].metadata_json = (char *) ov->metadata_json; /* borrowed */
-                k = api_sandbox_insert_new(r, &kids[made], e);
+                k = api_sandbox_insert_new(r, &kids[made], count - made, e);
                 if (k < 0)
                         break;
                 k = api_credentials_inherit(r, &sb, kids[made].id, grants.a, grants.n, e);
@@ -785,14 +792,20 @@ int api_sandbox_create_warm(ApiRequest *r, Sandbox *req, const char *via, ApiErr
         _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char data[STORE_NAME_MAX + 80];
+        StoreAdmission adm;
         ApiError we = {};
         int k;
 
         if (!streq(req->runtime, "ns") || !warm_pool_configured(api_config(r->api), req->template_name))
                 return 0;
-        k = store_sandbox_claim_warm(r->store, req->template_name, req, &sb);
+        k = api_tenant_admission(r, req->tenant_id, &adm, e);
+        if (k < 0)
+                return k;
+        k = store_sandbox_claim_warm_admit(r->store, req->template_name, req, &adm, &sb);
         if (k == -ENOENT)
                 return 0;
+        if (k == -EDQUOT)
+                return api_quota_error(r, &adm, "a new sandbox", e);
         if (k < 0) {
                 log_warning_errno(k, "Claiming a warm sandbox of %s failed, creating one: %m", req->template_name);
                 return 0;

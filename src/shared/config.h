@@ -33,6 +33,8 @@ typedef struct Config {
         char instance[33];             /* this daemon's name on the host; "" = derived (instance.h) */
         char cgroup_root[128];         /* "" = the instance name */
         char log_level[16];
+        char log_file[CONFIG_STR_MAX];  /* "" = stderr */
+        uint64_t log_max_mb;            /* log_file is rotated to .1 past this; 0 = never */
         char default_template[128];
         uint64_t uid_base;             /* 0 = chosen at the first start (instance.h) */
         uint64_t slots_max;
@@ -87,6 +89,14 @@ typedef struct Config {
         uint64_t worker_cpu_millis;
         uint64_t worker_memory_mb;
         uint64_t ship_checkpoints;
+        /* tenancy limits: per API key, per tenant (its keys together), quotas' defaults */
+        uint64_t key_rps, key_burst, key_streams_max, key_requests_max;
+        uint64_t admin_key_rps, admin_key_burst, admin_key_streams_max, admin_key_requests_max;
+        uint64_t admin_reserved_connections;
+        uint64_t peer_idle_connections_max;
+        uint64_t tenant_rps, tenant_streams_max, tenant_requests_max;
+        uint64_t tenant_max_sandboxes, tenant_max_cpu_millis, tenant_max_memory_mb, tenant_max_disk_mb;
+        uint64_t tenant_max_checkpoints;
 } Config;
 
 /* One entry of warm_pool. */

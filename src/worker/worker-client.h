@@ -98,6 +98,10 @@ int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);
+/* The local worker's own view of its parts (a cheap call, for /healthz and
+ * /readyz: give the client a short reply timeout): JSON object
+ * {"gateway":{...},"spawner":{...},"pool":{...},"sandboxes_running":N}. */
+int worker_health(WorkerClient *w, char **ret_json, ApiError *e);
 /* The templates the (local) worker holds, comma-separated into buf. */
 int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e);
 /* The runtimes the (local) worker can run ("ns,vm") and the hardware

@@ -249,6 +249,7 @@ static const WorkerOpHandler handlers[_WORKER_OP_MAX] = {
         [WORKER_OP_TEMPLATE_REMOVE] = op_template_remove,
         [WORKER_OP_TEMPLATES] = op_templates,
         [WORKER_OP_INFO] = op_info,
+        [WORKER_OP_HEALTH] = worker_op_health,
 };
 
 int worker_dispatch_check(void) {

@@ -52,6 +52,21 @@ typedef struct WorkerSpec {
         char tenant[STORE_ID_MAX]; /* "": not in the spec (the store is asked) */
 } WorkerSpec;
 
+/* A helper process of the worker (gateway, spawner) that is started again
+ * when it dies: at once after a stable run, else after a delay that doubles
+ * from WORKER_HELPER_BACKOFF_MIN_USEC to WORKER_HELPER_BACKOFF_MAX_USEC
+ * (worker-health.c). */
+#define WORKER_HELPER_BACKOFF_MIN_USEC (100 * 1000)
+#define WORKER_HELPER_BACKOFF_MAX_USEC (10 * 1000 * 1000)
+#define WORKER_HELPER_STABLE_USEC (10 * 1000 * 1000)
+typedef struct WorkerRestarts {
+        int64_t started_usec;   /* its last start */
+        int64_t next_usec;      /* no start before this (0: any time) */
+        uint64_t delay_usec;    /* the delay after a death that came soon after a start */
+        unsigned restarts;      /* started again since the worker's start */
+        char last_exit[96];     /* why it last died, "" = never */
+} WorkerRestarts;
+
 typedef struct Worker {
         const Config *config;
         Store *store;
@@ -83,7 +98,17 @@ typedef struct Worker {
         int roots_fd;              /* worker-roots.c: the process that makes a branch's roots side by side */
         pid_t roots_pid;           /* 0: none (they are made in process) */
         bool roots_failed;         /* it could not be started: not tried again */
+        WorkerRestarts gateway_restarts;
+        WorkerRestarts spawner_restarts;
+        bool restarted;            /* started again by spaced's supervisor (the API process lives on) */
 } Worker;
+
+/* worker-health.c: restarts of the helpers, and the health op */
+void worker_restarts_started(WorkerRestarts *r, int64_t now);
+/* It died (why): when it may start again. */
+void worker_restarts_died(WorkerRestarts *r, int64_t now, const char *why);
+bool worker_restarts_due(const WorkerRestarts *r, int64_t now);
+void worker_op_health(Worker *w, const JsonValue *req, JsonWriter *jw);
 
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
 #define WORKER_TAG_BOOT (UINT64_C(1) << 62) /* | a WorkerBoot pointer: its guest is ready or its VMM ended */
@@ -95,6 +120,7 @@ typedef struct WorkerNet {
         char id[64];
         uint64_t slot;
         int64_t gateway_seq;  /* the registration sent ahead; 0: no gateway */
+        int64_t gateway_gen;  /* ... to the gateway started then (gateway_restarts.started_usec) */
         int64_t start_usec, link_usec, firewall_usec;
 } WorkerNet;
 
@@ -233,6 +259,11 @@ void worker_net_attach_abort(Worker *w, WorkerNet *n);
 void worker_net_gateway_readable(Worker *w);
 /* Hands out the gateway's events that came while the worker waited for a reply. */
 void worker_net_gateway_flush(Worker *w);
+/* The gateway is gone (why; NULL: it is down already): a new one if its
+ * backoff allows, every live sandbox registered again. -EAGAIN: not yet. */
+int worker_net_gateway_restart(Worker *w, const char *why);
+/* Each tick: a gateway that is due is started again. */
+void worker_net_tick(Worker *w);
 /* A taken warm sandbox: registered with the gateway again under the taker's
  * tenant and policy (tenant ""/NULL: the store's). */
 int worker_net_reregister(Worker *w, const char *id, uint64_t slot, const char *tenant, const char *policy_json,
@@ -284,6 +315,8 @@ void worker_client_reply_deferred(Worker *w, void *client, JsonWriter *jw);
  * whose every page a clone would write-protect), still children of the worker. */
 int worker_spawner_start(Worker *w);
 void worker_spawner_stop(Worker *w);
+/* Each tick: a spawner that died is reaped and, when due, started again. */
+void worker_spawner_tick(Worker *w);
 /* The ns runtime's spawn, made by the spawner (in process when there is none). */
 int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size);
 /* The same in two halves, so that the worker works meanwhile (requests are

@@ -213,6 +213,8 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                 }
                 if (now_usec() - last_tick >= WORKER_TICK_MSEC * 1000) {
                         worker_tick(w);
+                        worker_net_tick(w);
+                        worker_spawner_tick(w);
                         worker_boot_tick(w);
                         worker_statfs_tick(w);
                         last_tick = now_usec();
@@ -289,11 +291,11 @@ out:
         return r;
 }
 
-int worker_main(const Config *config, int ready_fd) {
+int worker_main(const Config *config, int ready_fd, bool restarted) {
         _cleanup_close_ int lfd = -EBADF, sfd = -EBADF;
         char sockpath[PATH_MAX];
         Worker w = { .config = config, .agent_exe_fd = -EBADF, .epoll_fd = -EBADF, .self_netns_fd = -EBADF,
-                     .spawner_fd = -EBADF, .roots_fd = -EBADF };
+                     .spawner_fd = -EBADF, .roots_fd = -EBADF, .restarted = restarted };
         sigset_t mask;
         int r;
 
@@ -366,7 +368,8 @@ int worker_main(const Config *config, int ready_fd) {
         }
         /* now, while the worker is small: everything a spawn needs is here (agent, filter, cgroup
          * layout); it keeps no fd of the store's or the pool's */
-        (void) worker_spawner_start(&w);
+        if (worker_spawner_start(&w) >= 0)
+                worker_restarts_started(&w.spawner_restarts, now_usec());
         (void) worker_roots_start(&w);
         w.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (w.epoll_fd < 0) {
