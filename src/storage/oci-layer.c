@@ -197,7 +197,7 @@ static int meta_apply_fd(int fd, const TarEntry *t) {
         return 0;
 }
 
-static int copy_data(TarStream *s, int fd, uint64_t size) {
+static int copy_data(TarStream *s, int fd, uint64_t size, const char *path, ApiError *e, const char *what) {
         _cleanup_free_ char *buf = malloc(LAYER_COPY_CHUNK);
 
         if (!buf)
@@ -205,6 +205,10 @@ static int copy_data(TarStream *s, int fd, uint64_t size) {
         while (size > 0) {
                 size_t n = size < LAYER_COPY_CHUNK ? (size_t) size : LAYER_COPY_CHUNK;
                 int r = tar_read_data(s, buf, n);
+                if (r == -EBADMSG)
+                        return api_error(e, r, API_BAD_REQUEST,
+                                         "%s: the layer ends inside '%.200s' (its declared size is larger than the data)",
+                                         what, path);
                 if (r < 0)
                         return r;
                 r = loop_write(fd, buf, n);
@@ -250,7 +254,7 @@ static int entry_create(Pool *p, int root_fd, TarStream *s, const TarEntry *t, c
                 fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
                 if (fd < 0)
                         return negative_errno();
-                r = copy_data(s, fd, t->size);
+                r = copy_data(s, fd, t->size, path, e, what);
                 if (r < 0)
                         return r;
                 return meta_apply_fd(fd, t);

@@ -364,6 +364,8 @@ def bad_images(base_layer):
         "missing-blob": (pack(oci_layout([(None, [ok], None, "amd64", True, None)],
                                          drop=[f"blobs/sha256/{layer_digest}"])), "missing"),
         "huge-declared-size": (pack(huge_files), "declares"),
+        "member-larger-than-layer": (oci_archive([layer_tar([member("big", b"x" * 600)])[:1024]], gz=True),
+                                     "ends inside a member"),
         "bad-index-json": (pack({"oci-layout": b"{}", "index.json": b"{not json"}), "not JSON"),
         "bad-docker-manifest": (pack({"manifest.json": b'[{"Config": 5}]'}), "Config"),
     }
@@ -371,7 +373,7 @@ def bad_images(base_layer):
 
 BAD = ["digest-mismatch", "tar-slip", "absolute", "symlink-then-file", "symlink-across-layers", "hardlink-out",
        "device-node", "owner-out-of-range", "unknown-media-type", "zstd", "other-platform", "missing-blob",
-       "huge-declared-size", "bad-index-json", "bad-docker-manifest"]
+       "huge-declared-size", "member-larger-than-layer", "bad-index-json", "bad-docker-manifest"]
 
 
 @pytest.mark.parametrize("case", BAD)
