@@ -583,12 +583,12 @@ void api_head_hook(char *buf, size_t size, void *userdata) {
                         (double) store_timing_usec() / 1000.0, store_timing_calls(), elapsed_msec(&request_start));
 }
 
-void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
-        Api *a = userdata;
+static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_sandbox) {
         ApiRequest r = {
                 .conn = c,
                 .head = head,
                 .api = a,
+                .envd_sandbox = envd_sandbox,
         };
         const Route *route = NULL;
         struct timespec start;
@@ -606,7 +606,7 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
         log_set_context(NULL, r.req_id);
 
         /* the E2B-compatible surface (src/api/e2b.h) answers its own requests */
-        k = e2b_request_is_e2b(head) ? e2b_handle(&r) : dispatch(&r, &e, &route);
+        k = envd_sandbox || e2b_request_is_e2b(head) ? e2b_handle(&r) : dispatch(&r, &e, &route);
         if (k < 0) {
                 if (e.code == API_OK)
                         (void) api_error(&e, k, API_INTERNAL, "internal error: %s", strerror(-k));
@@ -634,4 +634,12 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
                          strna(head->path), r.status, elapsed_msec(&start), (double) store_timing_usec() / 1000.0);
         log_set_context(NULL, NULL);
         free(r.tenants);
+}
+
+void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
+        handle(c, head, userdata, NULL);
+}
+
+void api_handle_envd(HttpConn *c, const HttpHead *head, Api *a, const char *sandbox_id) {
+        handle(c, head, a, sandbox_id);
 }

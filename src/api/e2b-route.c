@@ -204,6 +204,11 @@ static int secret_load(const char *state_dir) {
 }
 
 int e2b_access_token(const Config *c, const char *sandbox_id, char ret[static E2B_TOKEN_LEN + 1]) {
+        return e2b_secret_hmac(c, sandbox_id, ret);
+}
+
+int e2b_secret_hmac(const Config *c, const char *msg, char ret[static E2B_TOKEN_LEN + 1]) {
+        const char *sandbox_id = msg;
         uint8_t md[EVP_MAX_MD_SIZE];
         unsigned md_len = 0;
         int r = 0;
@@ -288,7 +293,7 @@ static int parse_basic_user(const char *h, char *out, size_t size, ApiError *e) 
  * (everything but a health probe: an SDK's isRunning() must not keep a
  * sandbox from its autoPause). */
 static int envd_begin(ApiRequest *r, E2bEnvd *x, bool rpc, bool activity) {
-        const char *id = http_head_header(r->head, "E2b-Sandbox-Id");
+        const char *id = r->envd_sandbox ?: http_head_header(r->head, "E2b-Sandbox-Id");
         const char *token = http_head_header(r->head, "X-Access-Token");
         char want[E2B_TOKEN_LEN + 1];
         ApiError e = {};
@@ -406,7 +411,7 @@ static int rest_handle(ApiRequest *r) {
 }
 
 int e2b_handle(ApiRequest *r) {
-        if (http_head_header(r->head, "E2b-Sandbox-Id") || path_is_envd(r->head->path))
+        if (r->envd_sandbox || http_head_header(r->head, "E2b-Sandbox-Id") || path_is_envd(r->head->path))
                 (void) envd_handle(r);
         else
                 (void) rest_handle(r);
