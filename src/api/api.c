@@ -48,6 +48,7 @@ static const Route routes[] = {
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/signal", api_exec_signal, true, false, true },
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/resize", api_exec_resize, true, false, true },
         { "GET", "/v1/sandboxes/{id}/files", api_files_get, true, false, true },
+        { "GET", "/v1/sandboxes/{id}/ports/{port}", api_sandbox_port, true, false, true },
         { "PUT", "/v1/sandboxes/{id}/files", api_files_put, true, false, true },
         { "DELETE", "/v1/sandboxes/{id}/files", api_files_delete, true, false, true },
         { "POST", "/v1/sandboxes/{id}/files/move", api_files_move, true, false, true },

@@ -7,6 +7,7 @@
 
 #include "alloc-util.h"
 #include "e2b.h"
+#include "ingress-auth.h"
 #include "ingress.h"
 #include "str-util.h"
 #include "test.h"

@@ -12,7 +12,7 @@
 #include "alloc-util.h"
 #include "api-internal.h"
 #include "e2b.h"
-#include "ingress.h"
+#include "ingress-auth.h"
 #include "str-util.h"
 
 #define INGRESS_HOST_MAX 255U
@@ -193,4 +193,27 @@ int ingress_cookie_strip(const char *header, const char *name, char **ret) {
         out[used] = 0;
         *ret = used > 0 ? TAKE_PTR(out) : NULL;
         return 0;
+}
+
+int ingress_public_domain(const Config *c, char *ret, size_t size) {
+        const char *colon;
+        int k;
+
+        if (isempty(c->ingress_listen) || isempty(c->ingress_domain))
+                return -ENODATA;
+        colon = strrchr(c->ingress_listen, ':');
+        if (!colon || streq(colon + 1, "80"))
+                k = snprintf(ret, size, "%s", c->ingress_domain);
+        else
+                k = snprintf(ret, size, "%s:%s", c->ingress_domain, colon + 1);
+        return k < 0 || (size_t) k >= size ? -ENAMETOOLONG : 0;
+}
+
+int ingress_url(const Config *c, const char *id, unsigned port, char *ret, size_t size) {
+        char domain[CONFIG_STR_MAX + 8];
+        int k = ingress_public_domain(c, domain, sizeof domain);
+        if (k < 0)
+                return k;
+        k = snprintf(ret, size, "http://%u-%s.%s/", port, id, domain);
+        return k < 0 || (size_t) k >= size ? -ENAMETOOLONG : 0;
 }
