@@ -419,3 +419,23 @@ def test_ingress_latency(ing):
           f"direct p50={direct[n // 2] * 1e3:.2f}ms p90={direct[n * 9 // 10] * 1e3:.2f}ms (n={n}); "
           f"added p50={(via[n // 2] - direct[n // 2]) * 1e3:.2f}ms; "
           f"{BIG_MB} MiB: ingress {BIG_MB / big:.0f} MiB/s, direct {BIG_MB / big_direct:.0f} MiB/s")
+
+
+def test_cli_port_and_open(ing):
+    d, a = ing["d"], ing["a"]
+    r = d.cli("port", a, "8000")
+    assert r.rc == 0, r
+    lines = r.out.splitlines()
+    assert lines[0] == f"http://8000-{a}.localhost:{d.ingress_port}/"
+    assert f"token: {ing['tok']}" in r.out
+    r = d.cli("open", a, "8000")
+    assert r.rc == 0, r
+    link = r.out.strip()
+    assert link.startswith(f"http://8000-{a}.localhost:{d.ingress_port}/?space_token=")
+    # the link it printed works once
+    st, _, resp = request(d, f"8000-{a}.localhost", link.split(str(d.ingress_port), 1)[1])
+    assert st == 302 and resp.getheader("Set-Cookie").startswith("space_traffic=")
+    r = d.cli("port", a, "0")
+    assert r.rc != 0 and "port" in r.err
+    r = d.cli("port", a)
+    assert r.rc != 0
