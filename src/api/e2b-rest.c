@@ -186,7 +186,8 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *text = NULL;
         const JsonValue *tmpl = json_get(in, "templateID"), *timeout = json_get(in, "timeout"),
-                        *metadata = json_get(in, "metadata"), *env = json_get(in, "envVars");
+                        *metadata = json_get(in, "metadata"), *env = json_get(in, "envVars"),
+                        *network = json_get(in, "network");
         uint64_t t = E2B_DEFAULT_TIMEOUT_S;
         E2bLifecycle lc;
         size_t n;
@@ -215,6 +216,15 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
                 json_w_kv_string(&w, "idle_action", idle_action_to_string(lc.on_timeout));
         }
         json_w_kv_bool(&w, "auto_resume", lc.auto_resume);
+        if (network && !json_is_null(network)) {
+                const JsonValue *pub = json_get(network, "allowPublicTraffic");
+                bool b = false;
+                if (json_type(network) != JSON_OBJECT)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "network must be an object");
+                if (pub && !json_is_null(pub) && json_bool(pub, &b) < 0)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "network.allowPublicTraffic must be a boolean");
+                json_w_kv_bool(&w, "public_traffic", b);
+        }
         if (metadata && !json_is_null(metadata)) {
                 _cleanup_free_ char *m = NULL;
                 if (json_serialize(metadata, &m, NULL) < 0)

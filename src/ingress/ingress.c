@@ -142,7 +142,8 @@ static char *target_without_link(const HttpHead *head) {
         return strdup_printf("%.*s%s%s", (int) path_len, head->target, n > 0 ? "?" : "", q);
 }
 
-/* Access to sandbox id: 1 if granted, 0 if answered already. */
+/* Access to sandbox id: 1 if granted, 0 if answered already, 2 if the
+ * request offers no credentials (granted only if the sandbox is public). */
 static int check_access(Ingress *g, HttpConn *c, const HttpHead *head, const char *id) {
         const char *tok = http_head_header(head, INGRESS_TOKEN_HEADER) ?: http_head_header(head, INGRESS_E2B_TOKEN_HEADER);
         _cleanup_free_ char *link = NULL;
@@ -215,10 +216,13 @@ static int check_access(Ingress *g, HttpConn *c, const HttpHead *head, const cha
                 }
                 return 1;
         }
+        return 2; /* nothing offered: only a public sandbox lets it in */
+}
+
+static void reply_private(HttpConn *c) {
         reply(c, 401, "unauthorized",
               "this sandbox's ports are private: send its traffic token as " INGRESS_TOKEN_HEADER
               " or open its link (space port ID PORT)", NULL);
-        return 0;
 }
 
 static int connect_sandbox(struct in_addr addr, uint16_t port, int *ret_fd) {
@@ -265,7 +269,7 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
         ApiError e = {};
         AddrPair pair;
         uint16_t port;
-        int k;
+        int k, access;
 
         if (ingress_host_parse(http_head_header(head, "Host"), g->config->ingress_domain, &port, id) < 0) {
                 snprintf(msg, sizeof msg, "the Host must be {port}-{sandbox}.%.64s", g->config->ingress_domain);
@@ -276,18 +280,27 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
                 api_handle_envd(c, head, g->api, id);
                 return;
         }
-        if (check_access(g, c, head, id) <= 0)
+        access = check_access(g, c, head, id);
+        if (access <= 0)
                 return;
 
         k = api_get_store(&r, &e);
         if (k >= 0)
                 k = store_sandbox_get(r.store, NULL, id, &sb);
         if (k == -ENOENT) {
-                reply(c, 404, "not_found", "no such sandbox", NULL);
+                /* without a token, unknown and private look the same: ids are not probed here */
+                if (access == 2)
+                        reply_private(c);
+                else
+                        reply(c, 404, "not_found", "no such sandbox", NULL);
                 return;
         }
         if (k < 0) {
                 reply(c, 503, "unavailable", "the store is unavailable", NULL);
+                return;
+        }
+        if (access == 2 && !sb.public_traffic) {
+                reply_private(c);
                 return;
         }
         (void) strscpy(r.key.tenant_id, sizeof r.key.tenant_id, sb.tenant_id);

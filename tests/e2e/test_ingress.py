@@ -439,3 +439,43 @@ def test_cli_port_and_open(ing):
     assert r.rc != 0 and "port" in r.err
     r = d.cli("port", a)
     assert r.rc != 0
+
+
+def test_public_sandbox_reachable_without_token(ing):
+    d = ing["d"]
+    pub = d.create(public_traffic=True)
+    assert pub["public_traffic"] is True
+    assert d.show(ing["a"]).json()["public_traffic"] is False
+    try:
+        d.sh(pub["id"], "mkdir -p /w && echo public > /w/index.html && httpd -p 8000 -h /w")
+        host.wait_until(lambda: request(d, f"8000-{pub['id']}.localhost", "/")[0] == 200, 20)
+        st, body, _ = request(d, f"8000-{pub['id']}.localhost", "/")
+        assert st == 200 and body == b"public\n"
+        # a wrong token is still refused (never silently ignored)
+        st, _, _ = request(d, f"8000-{pub['id']}.localhost", "/", {TOKEN_HEADER: ing["tok"]})
+        assert st == 403
+        # the private one next to it is not
+        st, _, _ = request(d, f"8000-{ing['a']}.localhost", "/")
+        assert st == 401
+        # an unknown id without a token: the same answer as a private one
+        st, _, _ = request(d, "8000-aaaaaaaaaaaaaaaa.localhost", "/")
+        assert st == 401
+    finally:
+        d.delete(pub["id"])
+    r = d.api("POST", "/v1/sandboxes", json={"public_traffic": "yes"})
+    assert r.status == 400, r
+
+
+def test_e2b_allow_public_traffic(ing):
+    d = ing["d"]
+    r = e2e_http.request(d.url, "POST", "/sandboxes", json={"templateID": "base", "network": {"allowPublicTraffic": True}},
+                         key=None, headers={"X-API-KEY": d.admin_key})
+    assert r.status == 201, r
+    sid = r.json()["sandboxID"]
+    try:
+        assert d.show(sid).json()["public_traffic"] is True
+    finally:
+        d.delete(sid)
+    r = e2e_http.request(d.url, "POST", "/sandboxes", json={"templateID": "base", "network": {"allowPublicTraffic": 1}},
+                         key=None, headers={"X-API-KEY": d.admin_key})
+    assert r.status == 400, r
