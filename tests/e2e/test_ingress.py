@@ -9,11 +9,14 @@ reaching the ingress, keep-alive, an Upgrade relay, a streamed 50 MiB body,
 envd by host name, and the first-use event. test_ingress_latency prints the
 ingress's cost per request against a direct connection (no assert on time)."""
 
+import base64
+import hashlib
 import http.client
 import json
 import os
 import socket
 import time
+import urllib.parse
 
 import pytest
 
@@ -479,3 +482,49 @@ def test_e2b_allow_public_traffic(ing):
     r = e2e_http.request(d.url, "POST", "/sandboxes", json={"templateID": "base", "network": {"allowPublicTraffic": 1}},
                          key=None, headers={"X-API-KEY": d.admin_key})
     assert r.status == 400, r
+
+
+def e2b_signature(path, op, user, token, exp=None):
+    raw = f"{path}:{op}:{user}:{token}" + (f":{exp}" if exp is not None else "")
+    return "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).decode().rstrip("=")
+
+
+def test_e2b_signed_download_and_upload_urls(ing):
+    """E2B's downloadUrl/uploadUrl: /files with signature= instead of X-Access-Token, on the envd host name."""
+    d, a = ing["d"], ing["a"]
+    r = e2e_http.request(d.url, "GET", f"/sandboxes/{a}", key=None, headers={"X-API-KEY": d.admin_key})
+    envd = r.json()["envdAccessToken"]
+    h = f"49983-{a}.localhost"
+    path = "/srv/index.html"
+
+    def get(query):
+        return request(d, h, "/files?" + urllib.parse.urlencode(query))
+
+    st, body, _ = get({"path": path, "signature": e2b_signature(path, "read", "", envd)})
+    assert st == 200 and body == b"hello-from-sandbox\n"
+    exp = int(time.time()) + 300
+    st, body, _ = get({"path": path, "signature": e2b_signature(path, "read", "root", envd, exp),
+                       "signature_expiration": exp, "username": "root"})
+    assert st == 200 and body == b"hello-from-sandbox\n"
+    # expired, for another path, for write, with another sandbox's token, tampered expiry, garbage: refused
+    old = int(time.time()) - 10
+    for q in ({"path": path, "signature": e2b_signature(path, "read", "", envd, old), "signature_expiration": old},
+              {"path": "/etc/shadow", "signature": e2b_signature(path, "read", "", envd)},
+              {"path": path, "signature": e2b_signature(path, "write", "", envd)},
+              {"path": path, "signature": e2b_signature(path, "read", "", ing["tok"])},
+              {"path": path, "signature": e2b_signature(path, "read", "", envd, exp), "signature_expiration": exp + 1},
+              {"path": path, "signature": e2b_signature(path, "read", "", envd, exp)},
+              {"path": path, "signature": "v1_"}, {"path": path, "signature": "x"}):
+        st, _, _ = get(q)
+        assert st == 401, q
+    # an upload URL writes
+    up = "/tmp/signed-upload.txt"
+    q = urllib.parse.urlencode({"path": up, "signature": e2b_signature(up, "write", "", envd)})
+    st, body, _ = request(d, h, "/files?" + q, {"Content-Type": "application/octet-stream"}, method="POST",
+                          body=b"signed bytes")
+    assert st == 200, body
+    assert d.sh(a, f"cat {up}") == "signed bytes"
+    # the same signature on the API's listener with E2b-Sandbox-Id
+    q = urllib.parse.urlencode({"path": path, "signature": e2b_signature(path, "read", "", envd)})
+    r = e2e_http.request(d.url, "GET", "/files?" + q, key=None, headers={"E2b-Sandbox-Id": a})
+    assert r.status == 200 and r.body == b"hello-from-sandbox\n"
