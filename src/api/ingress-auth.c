@@ -83,30 +83,36 @@ int ingress_traffic_token(const Config *c, const char *id, char ret[static INGRE
         return e2b_secret_hmac(c, msg, ret);
 }
 
-static int signed_mac(const Config *c, const char *kind, const char *id, uint64_t expiry_sec,
+#define INGRESS_NONCE_LEN 12U
+
+static int signed_mac(const Config *c, const char *kind, const char *id, uint64_t expiry_sec, const char *nonce,
                       char ret[static INGRESS_TOKEN_LEN + 1]) {
-        char msg[96];
+        char msg[128];
 
         if (!api_sandbox_id_valid(id) || (!streq(kind, "link") && !streq(kind, "cookie")))
                 return -EINVAL;
-        snprintf(msg, sizeof msg, "ingress-%s:%s:%" PRIu64, kind, id, expiry_sec);
+        snprintf(msg, sizeof msg, "ingress-%s:%s:%" PRIu64 ":%s", kind, id, expiry_sec, nonce);
         return e2b_secret_hmac(c, msg, ret);
 }
 
 int ingress_signed_make(const Config *c, const char *kind, const char *id, uint64_t expiry_sec,
                         char ret[static INGRESS_SIGNED_MAX]) {
-        char mac[INGRESS_TOKEN_LEN + 1];
-        int r = signed_mac(c, kind, id, expiry_sec, mac);
+        char mac[INGRESS_TOKEN_LEN + 1], nonce[INGRESS_NONCE_LEN + 1];
+        int r = random_alnum(nonce, INGRESS_NONCE_LEN);
         if (r < 0)
                 return r;
-        snprintf(ret, INGRESS_SIGNED_MAX, "%" PRIu64 ".%s", expiry_sec, mac);
+        nonce[INGRESS_NONCE_LEN] = 0;
+        r = signed_mac(c, kind, id, expiry_sec, nonce, mac);
+        if (r < 0)
+                return r;
+        snprintf(ret, INGRESS_SIGNED_MAX, "%" PRIu64 ".%s.%s", expiry_sec, nonce, mac);
         explicit_bzero(mac, sizeof mac);
         return 0;
 }
 
 int ingress_signed_check(const Config *c, const char *kind, const char *id, const char *value, size_t n,
                          uint64_t now_sec) {
-        char mac[INGRESS_TOKEN_LEN + 1];
+        char mac[INGRESS_TOKEN_LEN + 1], nonce[INGRESS_NONCE_LEN + 1];
         const char *dot;
         uint64_t exp = 0;
         size_t digits;
@@ -118,17 +124,26 @@ int ingress_signed_check(const Config *c, const char *kind, const char *id, cons
         if (!dot)
                 return -EACCES;
         digits = (size_t) (dot - value);
-        if (digits == 0 || digits > 19 || value[0] == '0' || n - digits - 1 != INGRESS_TOKEN_LEN)
+        /* "<exp>.<nonce>.<mac>" */
+        if (digits == 0 || digits > 19 || value[0] == '0' || n != digits + 1 + INGRESS_NONCE_LEN + 1 + INGRESS_TOKEN_LEN ||
+            dot[1 + INGRESS_NONCE_LEN] != '.')
                 return -EACCES;
         for (size_t i = 0; i < digits; i++) {
                 if (value[i] < '0' || value[i] > '9')
                         return -EACCES;
                 exp = exp * 10 + (uint64_t) (value[i] - '0');
         }
-        r = signed_mac(c, kind, id, exp, mac);
+        for (size_t i = 0; i < INGRESS_NONCE_LEN; i++) {
+                char ch = dot[1 + i];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')))
+                        return -EACCES;
+                nonce[i] = ch;
+        }
+        nonce[INGRESS_NONCE_LEN] = 0;
+        r = signed_mac(c, kind, id, exp, nonce, mac);
         if (r < 0)
                 return r;
-        r = CRYPTO_memcmp(mac, dot + 1, INGRESS_TOKEN_LEN) == 0 ? 0 : -EACCES;
+        r = CRYPTO_memcmp(mac, dot + 2 + INGRESS_NONCE_LEN, INGRESS_TOKEN_LEN) == 0 ? 0 : -EACCES;
         explicit_bzero(mac, sizeof mac);
         if (r < 0)
                 return r;

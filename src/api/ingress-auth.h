@@ -16,7 +16,7 @@
 #define INGRESS_LINK_TTL_SEC 900U              /* a one-time link is good this long */
 #define INGRESS_COOKIE_TTL_SEC (24U * 3600U)   /* the cookie it sets */
 #define INGRESS_TOKEN_LEN 64U                  /* hex HMAC-SHA256 */
-#define INGRESS_SIGNED_MAX 96U                 /* "<exp>.<hex>" of links and cookies */
+#define INGRESS_SIGNED_MAX 112U                /* "<exp>.<nonce>.<hex>" of links and cookies */
 
 
 /* "{port}-{id}.{domain}[:listen port]" → port, id. -EINVAL unless the port
@@ -26,7 +26,9 @@ int ingress_host_parse(const char *host, const char *domain, uint16_t *ret_port,
 /* The sandbox's traffic token: HMAC of "traffic:" + id under the E2B
  * secret (never the envdAccessToken). */
 int ingress_traffic_token(const Config *c, const char *id, char ret[static INGRESS_TOKEN_LEN + 1]);
-/* "<expiry s>.<hex HMAC of kind:id:expiry>", kind "link" or "cookie". */
+/* "<expiry s>.<nonce>.<hex HMAC of kind:id:expiry:nonce>", kind "link" or
+ * "cookie"; the random nonce makes every one unique (a link is spent by its
+ * value). */
 int ingress_signed_make(const Config *c, const char *kind, const char *id, uint64_t expiry_sec,
                         char ret[static INGRESS_SIGNED_MAX]);
 /* 0 if value (n bytes) is a valid, unexpired signature of kind for id at

@@ -213,6 +213,10 @@ static int response_headers(const HttpHead *resp, bool upgrade, char **ret) {
                 const HttpHeader *h = &resp->headers[i];
                 if (header_is_hop(h->name) || strcasecmp(h->name, "Date") == 0)
                         continue;
+                /* the sandbox does not get to set (or shadow, with a Domain) the ingress's cookie */
+                if (strcasecmp(h->name, "Set-Cookie") == 0 &&
+                    strncmp(h->value + strspn(h->value, " \t"), INGRESS_COOKIE "=", STRLEN(INGRESS_COOKIE "=")) == 0)
+                        continue;
                 r = append(&b, &len, &allocated, "%s: %s\r\n", h->name, h->value);
         }
         if (r >= 0 && upgrade)

@@ -138,8 +138,14 @@ static char *target_without_link(const HttpHead *head) {
                         p++;
         }
         q[n] = 0;
-        size_t path_len = strcspn(head->target, "?");
-        return strdup_printf("%.*s%s%s", (int) path_len, head->target, n > 0 ? "?" : "", q);
+        const char *path = head->target;
+        size_t path_len = strcspn(path, "?");
+        /* "//evil.example/?space_token=..." must not become a redirect to another host */
+        while (path_len > 1 && path[0] == '/' && path[1] == '/') {
+                path++;
+                path_len--;
+        }
+        return strdup_printf("%.*s%s%s", (int) path_len, path, n > 0 ? "?" : "", q);
 }
 
 /* Access to sandbox id: 1 if granted, 0 if answered already, 2 if the

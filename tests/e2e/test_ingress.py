@@ -36,7 +36,9 @@ exec cat
 """
 
 CGI_ENV = r"""#!/bin/sh
-printf 'Content-Type: text/plain\r\n\r\n'
+printf 'Content-Type: text/plain\r\n'
+printf 'Set-Cookie: space_traffic=1.forged; Domain=localhost; Path=/\r\n'
+printf 'Set-Cookie: app=2; Path=/\r\n\r\n'
 echo "cookie=$HTTP_COOKIE"
 echo "token=$HTTP_X_SPACE_TRAFFIC_TOKEN"
 echo "xff=$HTTP_X_FORWARDED_FOR"
@@ -193,19 +195,28 @@ def test_one_time_link_sets_cookie_and_is_spent(ing):
     # the cookie on another sandbox, forged, expired
     st, _, _ = request(d, f"8000-{ing['b']}.localhost", "/", {"Cookie": cookie})
     assert st == 403
-    exp, mac = cookie.split("=", 1)[1].split(".")
-    st, _, _ = request(d, f"8000-{a}.localhost", "/", {"Cookie": f"space_traffic={int(exp) + 1}.{mac}"})
-    assert st == 403
-    st, _, _ = request(d, f"8000-{a}.localhost", "/", {"Cookie": f"space_traffic=1000.{mac}"})
-    assert st == 403
+    exp, nonce, mac = cookie.split("=", 1)[1].split(".")
+    for forged in (f"{int(exp) + 1}.{nonce}.{mac}", f"1000.{nonce}.{mac}", f"{exp}.{nonce[::-1]}.{mac}",
+                   f"{exp}.{mac}", f"{exp}.{nonce}.{mac[:-1]}0"):
+        st, _, _ = request(d, f"8000-{a}.localhost", "/", {"Cookie": f"space_traffic={forged}"})
+        assert st == 403, forged
     st, _, _ = request(d, f"8000-{a}.localhost", "/?space_token=1.abc")
     assert st == 403
+    # a link whose path starts with // redirects on this host, never to another
+    link = d.api("GET", f"/v1/sandboxes/{a}/ports/8000").json()["link"]
+    q = link.split("?", 1)[1]
+    st, _, r = request(d, f"8000-{a}.localhost", f"//evil.example/x?{q}")
+    assert st == 302 and r.getheader("Location") == "/evil.example/x"
 
 
 def test_token_and_credentials_not_forwarded(ing):
     st, body, _ = request(ing["d"], f"8000-{ing['a']}.localhost", "/cgi-bin/env", {TOKEN_HEADER: ing["tok"]})
     assert st == 200, body
     assert b"token=\n" in body and b"xff=127.0.0.1\n" in body and f"host=8000-{ing['a']}.localhost".encode() in body
+    # the sandbox's own cookies reach the client; one named like the ingress's does not
+    _, _, r = request(ing["d"], f"8000-{ing['a']}.localhost", "/cgi-bin/env", {TOKEN_HEADER: ing["tok"]})
+    cookies = [v for k, v in r.getheaders() if k.lower() == "set-cookie"]
+    assert cookies == ["app=2; Path=/"], cookies
 
 
 # ---- framing ----

@@ -97,6 +97,10 @@ TEST(signed_links_and_cookies) {
         ASSERT_ERRNO(ingress_signed_check(&c, "link", id, "0.ab", 4, 1000), EACCES);
         ASSERT_ERRNO(ingress_signed_check(&c, "link", id, "99999999999999999999.x", 22, 1000), EACCES);
         ASSERT_ERRNO(ingress_signed_make(&c, "other", id, 2000, v), EINVAL);
+        /* two made in the same second differ (a link is spent by its value) */
+        ASSERT_OK(ingress_signed_make(&c, "link", id, 2000, forged));
+        ASSERT_FALSE(streq(v, forged));
+        ASSERT_OK(ingress_signed_check(&c, "link", id, forged, strlen(forged), 1000));
         state_dir_remove(&c);
 }
 
