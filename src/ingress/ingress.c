@@ -309,6 +309,10 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
                 reply_private(c);
                 return;
         }
+        if (g->api->cluster_token || !g->have_pool) {
+                reply(c, 502, "bad_gateway", "this ingress reaches the sandboxes of its own host only", NULL);
+                return;
+        }
         (void) strscpy(r.key.tenant_id, sizeof r.key.tenant_id, sb.tenant_id);
         snprintf(r.actor, sizeof r.actor, "ingress");
         if (sb.state == SANDBOX_PAUSED && (sb.auto_resume || g->config->auto_resume_paused)) {
@@ -320,10 +324,6 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
         }
         if (sb.state != SANDBOX_RUNNING) {
                 reply(c, 502, "sandbox_not_running", "the sandbox is not running", NULL);
-                return;
-        }
-        if (g->api->cluster_token || !g->have_pool) {
-                reply(c, 502, "bad_gateway", "this ingress reaches the sandboxes of its own host only", NULL);
                 return;
         }
         if (addr_pool_slot(&g->pool, sb.slot, &pair) < 0) {
