@@ -441,6 +441,12 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
                 (void) reply_502(c, "out of memory");
                 return;
         }
+        if (streq(req->method, "HEAD") && resp.content_length >= 0 && !resp.chunked && resp.status != 204 &&
+            resp.status != 304) {
+                /* the length the GET would have, no body */
+                (void) http_conn_sized_begin(c, resp.status, NULL, (uint64_t) resp.content_length, hdrs);
+                return;
+        }
         if (streq(req->method, "HEAD") || resp.status == 204 || resp.status == 304) {
                 (void) http_conn_respond(c, resp.status, NULL, NULL, 0, hdrs);
                 return;

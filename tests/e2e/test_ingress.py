@@ -262,6 +262,21 @@ def test_keep_alive_several_requests_one_connection(ing):
         c.close()
 
 
+def test_head_keeps_the_length_and_the_connection(ing):
+    c = conn(ing["d"])
+    try:
+        h = {"Host": f"8000-{ing['a']}.localhost", TOKEN_HEADER: ing["tok"]}
+        c.request("HEAD", "/big", headers=h)
+        r = c.getresponse()
+        assert r.status == 200 and int(r.getheader("Content-Length")) == BIG_MB << 20
+        assert r.read() == b""
+        c.request("GET", "/", headers=h)
+        r = c.getresponse()
+        assert r.status == 200 and r.read() == b"hello-from-sandbox\n"
+    finally:
+        c.close()
+
+
 def test_streamed_50mib_response(ing):
     c = conn(ing["d"], timeout=60)
     try:
