@@ -265,6 +265,8 @@ int api_sandbox_count(ApiRequest *r, const char *template_name, uint64_t *ret, A
 int api_sandbox_create(ApiRequest *r, ApiError *e);
 int api_sandbox_list(ApiRequest *r, ApiError *e);
 int api_sandbox_show(ApiRequest *r, ApiError *e);
+/* ports.c */
+int api_sandbox_port(ApiRequest *r, ApiError *e);
 int api_sandbox_delete(ApiRequest *r, ApiError *e);
 
 /* lifecycle.c */

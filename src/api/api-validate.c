@@ -175,9 +175,9 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         static const char *const allowed[] = { "template", "runtime", "cpu", "memory_mb", "disk_mb", "pids_max",
                                                "io_weight", "timeout_s", "env", "metadata", "idle_s",
                                                "idle_action", "checkpoint_every_s", "network", "credentials",
-                                               "checkpoints_max", "checkpoints_mb", "auto_resume", NULL };
+                                               "checkpoints_max", "checkpoints_mb", "auto_resume", "public_traffic", NULL };
         const char *unknown = NULL, *tmpl = c->default_template;
-        bool auto_resume = false;
+        bool auto_resume = false, public_traffic = false;
         uint64_t cpu_millis = c->default_cpu_millis, memory_mb = c->default_memory_mb, disk_mb = c->default_disk_mb,
                  pids = c->default_pids_max, timeout_s = c->default_timeout_s, idle_s = 0, checkpoint_every_s = 0,
                  io_weight = 0, ckpt_max, ckpt_mb;
@@ -256,6 +256,9 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         v = json_get(body, "auto_resume");
         if (v && !json_is_null(v) && json_bool(v, &auto_resume) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "auto_resume must be a boolean");
+        v = json_get(body, "public_traffic");
+        if (v && !json_is_null(v) && json_bool(v, &public_traffic) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "public_traffic must be a boolean");
         r = api_validate_string_map(body, "env", true, &env, e);
         if (r < 0)
                 return r;
@@ -293,6 +296,7 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         sb->checkpoints_max = ckpt_max;
         sb->checkpoints_mb = ckpt_mb;
         sb->auto_resume = auto_resume;
+        sb->public_traffic = public_traffic;
         sb->processes_preserved = true; /* nothing was suspended yet */
         return 0;
 }

@@ -49,6 +49,7 @@ static const Route routes[] = {
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/signal", api_exec_signal, true, false, true },
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/resize", api_exec_resize, true, false, true },
         { "GET", "/v1/sandboxes/{id}/files", api_files_get, true, false, true, true },
+        { "GET", "/v1/sandboxes/{id}/ports/{port}", api_sandbox_port, true, false, true, false },
         { "PUT", "/v1/sandboxes/{id}/files", api_files_put, true, false, true, true },
         { "DELETE", "/v1/sandboxes/{id}/files", api_files_delete, true, false, true },
         { "POST", "/v1/sandboxes/{id}/files/move", api_files_move, true, false, true },
@@ -639,12 +640,12 @@ void api_head_hook(char *buf, size_t size, void *userdata) {
                         (double) store_timing_usec() / 1000.0, store_timing_calls(), elapsed_msec(&request_start));
 }
 
-void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
-        Api *a = userdata;
+static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_sandbox) {
         ApiRequest r = {
                 .conn = c,
                 .head = head,
                 .api = a,
+                .envd_sandbox = envd_sandbox,
         };
         const Route *route = NULL;
         struct timespec start;
@@ -662,7 +663,7 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
         log_set_context(NULL, r.req_id);
 
         /* the E2B-compatible surface (src/api/e2b.h) answers its own requests */
-        k = e2b_request_is_e2b(head) ? e2b_handle(&r) : dispatch(&r, &e, &route);
+        k = envd_sandbox || e2b_request_is_e2b(head) ? e2b_handle(&r) : dispatch(&r, &e, &route);
         if (k < 0) {
                 if (e.code == API_OK)
                         (void) api_error(&e, k, API_INTERNAL, "internal error: %s", strerror(-k));
@@ -693,4 +694,12 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
                                (double) store_timing_usec() / 1000.0, r.limited ? " limited=1" : "");
         log_set_context(NULL, NULL);
         free(r.tenants);
+}
+
+void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
+        handle(c, head, userdata, NULL);
+}
+
+void api_handle_envd(HttpConn *c, const HttpHead *head, Api *a, const char *sandbox_id) {
+        handle(c, head, a, sandbox_id);
 }

@@ -56,6 +56,7 @@ typedef struct ApiRequest {
         char log_sandbox[STORE_ID_MAX];     /* the sandbox= field of this request's log lines */
         int status;             /* status sent (for logs and metrics); 0 until responded */
         bool body_read;         /* the request body was read to its end */
+        const char *envd_sandbox; /* an envd request of this sandbox (the ingress's 49983-{id} host name) */
         Tenant *tenants;        /* lazily loaded name cache for admin views (api_tenant_name) */
         size_t n_tenants;
         int retry_after_s;      /* > 0: a 429 or 503 answer says Retry-After */
@@ -83,6 +84,9 @@ void api_set_cred_key(Api *a, struct CredKey *k);
 void api_set_worker_status(Api *a, ApiWorkerStatus *s);
 /* The HttpHandler to give to the http server (userdata = Api*). */
 void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
+/* The same for an envd request the ingress routed by its host name
+ * (49983-{id}.{domain}): as if it carried E2b-Sandbox-Id: sandbox_id. */
+void api_handle_envd(HttpConn *c, const HttpHead *head, Api *a, const char *sandbox_id);
 /* An HttpHeadHook (userdata: the Api): with debug_timing on, every response
  * says how long its request has waited on the store so far and in all:
  * "Server-Timing: store;dur=MS;desc=\"N calls\", total;dur=MS". */

@@ -9,6 +9,7 @@
 
 #include "alloc-util.h"
 #include "e2b.h"
+#include "ingress-auth.h"
 #include "http-parse.h"
 #include "log.h"
 #include "str-util.h"
@@ -68,9 +69,21 @@ static const char *template_id(const Sandbox *sb) {
         return sb->parent_checkpoint[0] ? sb->parent_checkpoint : sb->template_name;
 }
 
+/* "domain": where E2B's getHost(port) points, `${port}-${id}.${domain}`:
+ * the ingress, when it is on; else null. */
+static void kv_domain(ApiRequest *r, JsonWriter *w) {
+        char domain[CONFIG_STR_MAX + 8];
+
+        json_w_key(w, "domain");
+        if (ingress_public_domain(api_config(r->api), domain, sizeof domain) >= 0)
+                json_w_string(w, domain);
+        else
+                json_w_null(w);
+}
+
 /* The Sandbox object of create and connect. */
 int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb) {
-        char token[E2B_TOKEN_LEN + 1];
+        char token[E2B_TOKEN_LEN + 1], traffic[INGRESS_TOKEN_LEN + 1];
         int k;
 
         k = e2b_access_token(api_config(r->api), sb->id, token);
@@ -83,12 +96,16 @@ int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb) {
         json_w_kv_string(w, "clientID", E2B_CLIENT_ID);
         json_w_kv_string(w, "envdVersion", E2B_ENVD_VERSION);
         json_w_kv_string(w, "envdAccessToken", token);
+        /* the ingress's traffic token (e2b-traffic-access-token), never the envd token */
         json_w_key(w, "trafficAccessToken");
-        json_w_null(w);
-        json_w_key(w, "domain");
-        json_w_null(w);
+        if (ingress_traffic_token(api_config(r->api), sb->id, traffic) >= 0)
+                json_w_string(w, traffic);
+        else
+                json_w_null(w);
+        kv_domain(r, w);
         json_w_object_end(w);
         explicit_bzero(token, sizeof token);
+        explicit_bzero(traffic, sizeof traffic);
         return 0;
 }
 
@@ -122,8 +139,7 @@ static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool de
                         return k;
                 json_w_kv_string(w, "envdAccessToken", token);
                 explicit_bzero(token, sizeof token);
-                json_w_key(w, "domain");
-                json_w_null(w);
+                kv_domain(r, w);
                 json_w_key(w, "allowInternetAccess");
                 json_w_null(w);
                 json_w_key(w, "lifecycle");
@@ -170,7 +186,8 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *text = NULL;
         const JsonValue *tmpl = json_get(in, "templateID"), *timeout = json_get(in, "timeout"),
-                        *metadata = json_get(in, "metadata"), *env = json_get(in, "envVars");
+                        *metadata = json_get(in, "metadata"), *env = json_get(in, "envVars"),
+                        *network = json_get(in, "network");
         uint64_t t = E2B_DEFAULT_TIMEOUT_S;
         E2bLifecycle lc;
         size_t n;
@@ -199,6 +216,15 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
                 json_w_kv_string(&w, "idle_action", idle_action_to_string(lc.on_timeout));
         }
         json_w_kv_bool(&w, "auto_resume", lc.auto_resume);
+        if (network && !json_is_null(network)) {
+                const JsonValue *pub = json_get(network, "allowPublicTraffic");
+                bool b = false;
+                if (json_type(network) != JSON_OBJECT)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "network must be an object");
+                if (pub && !json_is_null(pub) && json_bool(pub, &b) < 0)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "network.allowPublicTraffic must be a boolean");
+                json_w_kv_bool(&w, "public_traffic", b);
+        }
         if (metadata && !json_is_null(metadata)) {
                 _cleanup_free_ char *m = NULL;
                 if (json_serialize(metadata, &m, NULL) < 0)

@@ -8,10 +8,12 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc-util.h"
@@ -208,6 +210,11 @@ static int secret_load(const char *state_dir) {
 }
 
 int e2b_access_token(const Config *c, const char *sandbox_id, char ret[static E2B_TOKEN_LEN + 1]) {
+        return e2b_secret_hmac(c, sandbox_id, ret);
+}
+
+int e2b_secret_hmac(const Config *c, const char *msg, char ret[static E2B_TOKEN_LEN + 1]) {
+        const char *sandbox_id = msg;
         uint8_t md[EVP_MAX_MD_SIZE];
         unsigned md_len = 0;
         int r = 0;
@@ -291,12 +298,58 @@ static int parse_basic_user(const char *h, char *out, size_t size, ApiError *e) 
         return 0;
 }
 
+/* A /files request without X-Access-Token may carry E2B's signature
+ * instead (downloadUrl/uploadUrl): signature=v1_<base64(sha256(
+ * "<path>:<read|write>:<username>:<envd token>[:<expiration>]")), '='
+ * stripped>, with signature_expiration=<unix s> if it expires. 1 if it
+ * is there and right, 0 if there is none, -EACCES if wrong or expired. */
+static int files_signature_check(ApiRequest *r, const char *token) {
+        _cleanup_free_ char *sig = NULL, *path = NULL, *user = NULL, *exp = NULL, *raw = NULL, *b64 = NULL;
+        uint8_t md[SHA256_DIGEST_LENGTH];
+        const char *op;
+        size_t n = 0;
+        int k;
+
+        if (!r->head->query || http_query_get(r->head->query, "signature", &sig) < 0)
+                return 0;
+        if (!streq(r->head->path, "/files"))
+                return -EACCES;
+        op = streq(r->head->method, "POST") ? "write" : (streq(r->head->method, "GET") || streq(r->head->method, "HEAD")) ? "read" : NULL;
+        if (!op || !startswith(sig, "v1_"))
+                return -EACCES;
+        (void) http_query_get(r->head->query, "path", &path);
+        (void) http_query_get(r->head->query, "username", &user);
+        k = http_query_get(r->head->query, "signature_expiration", &exp);
+        if (k >= 0) {
+                uint64_t e = 0;
+                if (isempty(exp) || strlen(exp) > 19 || strspn(exp, "0123456789") != strlen(exp))
+                        return -EACCES;
+                e = strtoull(exp, NULL, 10);
+                if (e < (uint64_t) time(NULL))
+                        return -EACCES;
+        }
+        raw = exp ? strdup_printf("%s:%s:%s:%s:%s", strempty(path), op, strempty(user), token, exp)
+                  : strdup_printf("%s:%s:%s:%s", strempty(path), op, strempty(user), token);
+        if (!raw)
+                return -ENOMEM;
+        SHA256((const uint8_t *) raw, strlen(raw), md);
+        explicit_bzero(raw, strlen(raw));
+        k = base64_encode(md, sizeof md, &b64, &n);
+        if (k < 0)
+                return k;
+        while (n > 0 && b64[n - 1] == '=')
+                n--;
+        if (strlen(sig + 3) != n || CRYPTO_memcmp(sig + 3, b64, n) != 0)
+                return -EACCES;
+        return 1;
+}
+
 /* Returns 1 if the request may go on with x filled, 0 if answered already.
  * activity: the request counts as use of the sandbox for its idle policy
  * (everything but a health probe: an SDK's isRunning() must not keep a
  * sandbox from its autoPause). */
 static int envd_begin(ApiRequest *r, E2bEnvd *x, bool rpc, bool activity) {
-        const char *id = http_head_header(r->head, "E2b-Sandbox-Id");
+        const char *id = r->envd_sandbox ?: http_head_header(r->head, "E2b-Sandbox-Id");
         const char *token = http_head_header(r->head, "X-Access-Token");
         char want[E2B_TOKEN_LEN + 1];
         ApiError e = {};
@@ -315,6 +368,15 @@ static int envd_begin(ApiRequest *r, E2bEnvd *x, bool rpc, bool activity) {
         if (k < 0) {
                 (void) api_error(&e, k, API_INTERNAL, "access tokens are unavailable");
                 return rpc ? e2b_unary_error(r, &e) : e2b_reply_error(r, &e), 0;
+        }
+        if (!token && (k = files_signature_check(r, want)) != 0) {
+                if (k < 0) {
+                        explicit_bzero(want, sizeof want);
+                        (void) api_error(&e, -EACCES, API_UNAUTHORIZED,
+                                         "the signature of this URL is wrong or has expired");
+                        return rpc ? e2b_unary_error(r, &e) : e2b_reply_error(r, &e), 0;
+                }
+                token = want; /* signed: as good as the token for this one request */
         }
         if (!token || strlen(token) != E2B_TOKEN_LEN || CRYPTO_memcmp(token, want, E2B_TOKEN_LEN) != 0) {
                 explicit_bzero(want, sizeof want);
@@ -414,7 +476,7 @@ static int rest_handle(ApiRequest *r) {
 }
 
 int e2b_handle(ApiRequest *r) {
-        if (http_head_header(r->head, "E2b-Sandbox-Id") || path_is_envd(r->head->path))
+        if (r->envd_sandbox || http_head_header(r->head, "E2b-Sandbox-Id") || path_is_envd(r->head->path))
                 (void) envd_handle(r);
         else
                 (void) rest_handle(r);

@@ -48,6 +48,10 @@ int e2b_handle(ApiRequest *r);
 
 /* The envdAccessToken of a sandbox (hex, NUL-terminated). */
 int e2b_access_token(const Config *c, const char *sandbox_id, char ret[static E2B_TOKEN_LEN + 1]);
+/* HMAC-SHA256 of msg under the server secret (hex): e2b_access_token() is that
+ * of the id; other uses (ingress traffic tokens) prefix msg with a label of
+ * their own, so that one token never stands for another. */
+int e2b_secret_hmac(const Config *c, const char *msg, char ret[static E2B_TOKEN_LEN + 1]);
 
 /* An envd request: its sandbox (running, token checked) and user. */
 typedef struct E2bEnvd {

@@ -504,6 +504,26 @@ int http_conn_read_body_all(HttpConn *c, size_t max, char **ret, size_t *ret_len
         return 0;
 }
 
+int http_conn_hijack(HttpConn *c, const void *head, size_t n, const void **ret_pending, size_t *ret_pending_len) {
+        int r;
+
+        if (!c || c->resp_mode != RESP_NONE || !c->body_done)
+                return -EBUSY;
+        if (c->broken)
+                return -ECONNRESET;
+        c->resp_mode = RESP_FIXED;
+        c->resp_complete = true;
+        c->close = true;
+        r = conn_send(c, head, n);
+        if (r < 0)
+                return r;
+        /* ends the connection after the handler: no lingering, no next request */
+        c->broken = true;
+        *ret_pending = c->buf + c->rpos;
+        *ret_pending_len = c->rlen - c->rpos;
+        return c->fd;
+}
+
 int http_conn_fd(const HttpConn *c) {
         return c ? c->fd : -EBADF;
 }

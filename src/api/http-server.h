@@ -68,6 +68,13 @@ int http_conn_sized_begin(HttpConn *c, int status, const char *content_type, uin
                           const char *extra_headers);
 int http_conn_sized_write(HttpConn *c, const void *p, size_t n);
 
+/* Takes the connection over after a request without a body (an Upgrade):
+ * sends head (n bytes, a complete response head, e.g. "101 Switching
+ * Protocols"), then hands back the socket (non-blocking; still owned and
+ * closed by the server once the handler returns) and the bytes the client
+ * sent after the request head. No further request is read from it.
+ * -EBUSY if a response was started or a request body is unread. */
+int http_conn_hijack(HttpConn *c, const void *head, size_t n, const void **ret_pending, size_t *ret_pending_len);
 /* The socket, for poll()ing it to notice a client that went away (POLLRDHUP). */
 int http_conn_fd(const HttpConn *c);
 /* True once a response was started. */

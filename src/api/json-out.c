@@ -110,6 +110,7 @@ void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name)
         json_w_kv_int(w, "checkpoints_mb", (int64_t) sb->checkpoints_mb);
         json_w_kv_int(w, "checkpoints", sb->checkpoints);
         json_w_kv_bool(w, "auto_resume", sb->auto_resume);
+        json_w_kv_bool(w, "public_traffic", sb->public_traffic);
         kv_time(w, "last_activity_at", sb->last_activity_usec);
         kv_network(w, sb->network_json);
         json_w_object_end(w);

@@ -511,6 +511,7 @@ static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, boo
                 .checkpoints_max = src->checkpoints_max,
                 .checkpoints_mb = src->checkpoints_mb,
                 .auto_resume = src->auto_resume,
+                .public_traffic = src->public_traffic,
                 .processes_preserved = with_memory,  /* it continues the source's processes, or starts afresh */
         };
         (void) strscpy(c->tenant_id, sizeof c->tenant_id, src->tenant_id);

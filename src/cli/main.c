@@ -133,6 +133,10 @@ static const CliCommand commands[] = {
           "Changes apply to the current policy in one request (--clear with --allow replaces it);\n"
           "the server checks it whole: on an error nothing changes.\n" },
         { "show", cli_show, "ID", "show a sandbox (state, processes_preserved, lineage, checkpoints)", NULL },
+        { "port", cli_port, "ID PORT", "print the URL of a TCP port of the sandbox (through the ingress)",
+          "Prints http://PORT-ID.DOMAIN/, a one-time link that lets a browser in (it sets a cookie)\n"
+          "and the sandbox's traffic token for scripts (header X-Space-Traffic-Token).\n" },
+        { "open", cli_open, "ID PORT", "print the one-time link to a port of the sandbox, for a browser", NULL },
         { "rm", cli_rm, "ID...", "delete sandboxes", NULL },
         { "pause", cli_pause, "ID...", "freeze a sandbox's processes (memory kept)", NULL },
         { "resume", cli_resume, "ID...", "resume a paused sandbox, or start a suspended one again", NULL },

@@ -129,12 +129,19 @@ int firewall_format_setup(const char *table, const char *link_prefix, const Fire
                 "add chain inet %1$s input { type filter hook input priority filter - 10; policy accept; }\n"
                 "add rule inet %1$s input iifname \"%2$s*\" iifname . ip saddr . ip daddr @links tcp dport { %4$u, %5$u, %6$u } accept\n"
                 "add rule inet %1$s input iifname \"%2$s*\" iifname . ip saddr . ip daddr @links udp dport { %4$u, %7$u-%8$u } accept\n"
+                /* replies of the ingress's own connections to a sandbox (marked, see firewall.h) */
+                "add rule inet %1$s input iifname \"%2$s*\" iifname . ip saddr . ip daddr @links ct direction reply "
+                "ct state established ct mark %9$#x meta l4proto tcp accept\n"
                 "add rule inet %1$s input iifname \"%2$s*\" counter drop\n"
+                "add chain inet %1$s ingressmark { type filter hook output priority mangle - 10; policy accept; }\n"
+                "add rule inet %1$s ingressmark oifname \"%2$s*\" meta mark %9$#x meta l4proto tcp ct state new "
+                "ct mark set %9$#x\n"
                 "add chain inet %1$s forward { type filter hook forward priority filter - 10; policy accept; }\n"
                 "add rule inet %1$s forward iifname \"%2$s*\" counter drop\n"
                 "add rule inet %1$s forward oifname \"%2$s*\" counter drop\n",
                 table, link_prefix, FIREWALL_DNS_PORT, (unsigned) p->dns, (unsigned) p->proxy,
-                (unsigned) p->transparent, (unsigned) p->udp, (unsigned) p->udp + p->n_udp - 1);
+                (unsigned) p->transparent, (unsigned) p->udp, (unsigned) p->udp + p->n_udp - 1,
+                (unsigned) FIREWALL_INGRESS_MARK);
         if (n_links > 0) {
                 text_printf(&t, "add element inet %s links { ", table);
                 for (size_t i = 0; i < n_links; i++) {

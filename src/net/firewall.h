@@ -16,11 +16,15 @@
  *            mark = its destination address, priority = its two ports
  *   input:   iifname . ip saddr . ip daddr @links tcp dport {dns, proxy, transparent} accept
  *            iifname . ip saddr . ip daddr @links udp dport {dns, udp-…} accept
+ *            iifname . ip saddr . ip daddr @links, tcp, ct mark INGRESS, established reply  accept
  *            iifname "<prefix>*" drop            spoofed sources, other ports, IPv6, all else
+ *   ingressmark (output): tcp to a link with socket mark INGRESS, new   ct mark set INGRESS
  *   forward: iifname/oifname "<prefix>*" drop    nothing forwarded from or to sandbox links
  *
  * So a sandbox reaches its own host end on the gateway's ports only, from its
- * own address only; redirected TCP arrives at the transparent port with the
+ * own address only, and the host reaches a sandbox only over connections
+ * the ingress opens (SO_MARK FIREWALL_INGRESS_MARK needs CAP_NET_ADMIN: any
+ * other host process's SYN reaches the sandbox, but its answer is dropped); redirected TCP arrives at the transparent port with the
  * original destination in conntrack (SO_ORIGINAL_DST), redirected UDP at a
  * UDP port with it in the packet's mark and priority (SO_RCVMARK,
  * SO_RCVPRIORITY; see src/gateway/gateway-udp.c). */
@@ -37,6 +41,9 @@
 /* Table names follow the link-name rule of veth_name_is_valid() but may be longer. */
 #define FIREWALL_TABLE_NAME_MAX 32U
 #define FIREWALL_DNS_PORT 53U
+/* The socket mark of the ingress's connections to sandboxes ("spac"), kept in
+ * conntrack so that their replies pass the input chain. */
+#define FIREWALL_INGRESS_MARK 0x73706163U
 /* Room for the error text nft gives back. */
 #define FIREWALL_ERROR_MAX 512U
 

@@ -20,6 +20,8 @@
 typedef struct Config {
         char role[16];                 /* all | api | worker | controller */
         char listen[CONFIG_STR_MAX];
+        char ingress_listen[CONFIG_STR_MAX]; /* the ingress reverse proxy, "" = off */
+        char ingress_domain[CONFIG_STR_MAX]; /* {port}-{sandbox}.<this> */
         char state_dir[CONFIG_STR_MAX];
         char store_url[CONFIG_STR_MAX];
         char storage[16];              /* auto | btrfs | overlay */

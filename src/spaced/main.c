@@ -29,6 +29,7 @@
 #include "config.h"
 #include "fd-util.h"
 #include "http-server.h"
+#include "ingress.h"
 #include "instance.h"
 #include "egress-policy.h"
 #include "gateway.h"
@@ -60,6 +61,9 @@ static HttpServer *server;
 static volatile sig_atomic_t stopping;
 static pid_t worker_pid;
 
+static Ingress *ingress;
+static pthread_t ingress_thread;
+
 static void on_signal(int sig) {
         if (sig == SIGHUP) {
                 log_file_reopen_request();
@@ -68,6 +72,45 @@ static void on_signal(int sig) {
         stopping = 1;
         if (server)
                 http_server_stop(server);
+        ingress_stop(ingress);
+}
+
+static void *ingress_main(void *arg) {
+        (void) ingress_run(arg);
+        return NULL;
+}
+
+/* The ingress beside the API (roles all and api): a failure to listen is
+ * logged and leaves it off, not the API. */
+static void ingress_start(Api *api, const Config *c) {
+        Ingress *g = NULL;
+        int r;
+
+        if (isempty(c->ingress_listen))
+                return;
+        r = ingress_new(api, &g);
+        if (r < 0) {
+                log_error_errno(r, "Cannot start the ingress on %s: %m (it stays off)", c->ingress_listen);
+                return;
+        }
+        r = pthread_create(&ingress_thread, NULL, ingress_main, g);
+        if (r != 0) {
+                log_error_errno(-r, "Cannot start the ingress thread: %m");
+                ingress_free(g);
+                return;
+        }
+        ingress = g;
+        log_info("Ingress listening on %s: {port}-{sandbox}.%s", c->ingress_listen, c->ingress_domain);
+}
+
+static void ingress_end(void) {
+        Ingress *g = ingress;
+        if (!g)
+                return;
+        ingress_stop(g);
+        pthread_join(ingress_thread, NULL);
+        ingress = NULL;
+        ingress_free(g);
 }
 
 static void usage(void) {
@@ -635,9 +678,11 @@ static int run_api(const Config *config) {
                 return 1;
         }
         install_signals();
+        ingress_start(api, config);
         log_info("spaced %s api listening on %s (state %s, cluster store)", SPACE_VERSION, config->listen,
                  config->state_dir);
         r = http_server_run(server);
+        ingress_end();
         http_server_free(server);
         server = NULL;
         api_free(api);
@@ -851,6 +896,7 @@ int main(int argc, char *argv[]) {
         sa.sa_flags = SA_RESTART; /* SIGHUP: the log is reopened; nothing else is interrupted */
         sigaction(SIGHUP, &sa, NULL);
 
+        ingress_start(api, &config);
         ctl.config = &config;
         r = pthread_create(&ctl.thread, NULL, controller_thread, &ctl);
         if (r != 0) {
@@ -867,6 +913,7 @@ int main(int argc, char *argv[]) {
         pthread_join(ctl.thread, NULL);
 
 stop_server:
+        ingress_end();
         http_server_free(server);
         server = NULL;
         api_free(api);

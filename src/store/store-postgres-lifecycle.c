@@ -41,7 +41,7 @@ static const char *const lifecycle_sql[_PG_LC_STMT_MAX] = {
                 "UPDATE sandboxes SET tenant_id = $4, warm_pool = '', cpu_millis = $5, memory_mb = $6, "
                 "pids_max = $7, io_weight = $8, timeout_s = $9, expires_usec = $10, env_json = $11, "
                 "metadata_json = $12, idle_s = $13, idle_action = $14, checkpoint_every_s = $15, network_json = $17, "
-                "checkpoints_max = $18, checkpoints_mb = $19, auto_resume = $20, "
+                "checkpoints_max = $18, checkpoints_mb = $19, auto_resume = $20, public_traffic = $21, "
                 "created_usec = $16, updated_usec = $16, last_activity_usec = $16, timeout_warned = false "
                 "WHERE id = (SELECT id FROM sandboxes WHERE warm_pool = $1 AND state = 'paused' "
                 "AND runtime = $2 AND disk_mb = $3 ORDER BY created_usec, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
@@ -178,6 +178,7 @@ static int claim_tx(PgStore *q, void *userdata) {
         pg_param_i64(&p, (int64_t) req->checkpoints_max);
         pg_param_i64(&p, (int64_t) req->checkpoints_mb);
         pg_param_bool(&p, req->auto_resume);
+        pg_param_bool(&p, req->public_traffic);
         CHECK(lc_exec(q, PG_LC_SANDBOX_CLAIM_WARM, &p, &res));
         if (PQntuples(res) == 0)
                 return -ENOENT;

@@ -30,7 +30,7 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
                 "UPDATE sandboxes SET tenant_id = ?4, warm_pool = '', cpu_millis = ?5, memory_mb = ?6, "
                 "pids_max = ?7, io_weight = ?8, timeout_s = ?9, expires_usec = ?10, env_json = ?11, "
                 "metadata_json = ?12, idle_s = ?13, idle_action = ?14, checkpoint_every_s = ?15, network_json = ?17, "
-                "checkpoints_max = ?18, checkpoints_mb = ?19, auto_resume = ?20, "
+                "checkpoints_max = ?18, checkpoints_mb = ?19, auto_resume = ?20, public_traffic = ?21, "
                 "created_usec = ?16, updated_usec = ?16, last_activity_usec = ?16, timeout_warned = 0 "
                 "WHERE id = (SELECT id FROM sandboxes WHERE warm_pool = ?1 AND state = 'paused' "
                 "AND runtime = ?2 AND disk_mb = ?3 ORDER BY created_usec, id LIMIT 1) RETURNING id",
@@ -168,6 +168,7 @@ static int claim_row(SqliteStore *q, const char *template_name, const Sandbox *r
         CHECK(sqlite_bind_int64(q, st, 18, (int64_t) req->checkpoints_max));
         CHECK(sqlite_bind_int64(q, st, 19, (int64_t) req->checkpoints_mb));
         CHECK(sqlite_bind_int64(q, st, 20, req->auto_resume ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 21, req->public_traffic ? 1 : 0));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;

@@ -117,6 +117,7 @@ typedef struct Sandbox {
         uint64_t checkpoints_mb;        /* most MiB its checkpoints may hold exclusively; 0 = the host's default */
         uint32_t checkpoints;           /* read only: restorable checkpoints it has */
         bool auto_resume;               /* exec and file calls (envd requests) on it while paused resume it */
+        bool public_traffic;            /* the ingress lets anyone reach its ports (else: its traffic token) */
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */

@@ -246,6 +246,7 @@ class Daemon:
         self.port = free_port()
         self.host = listen_host or "127.0.0.1"
         self.url = f"http://{self.host}:{self.port}"
+        self.ingress_port = free_port()   # the ingress (src/ingress): its own port, never the default 7072
         self.proc = None
         self.pid = None
         self.external = False
@@ -271,7 +272,7 @@ class Daemon:
              "--pool-size-mb", "8192", "--disk-overcommit", E2E_DISK_OVERCOMMIT, "--cgroup-root", self.cgroup_root,
              "--log-level", "debug"] + self.net_args()
         # 1024 slots: a uid range of 2^26 ids, so that many daemons of concurrent sessions find one
-        a += ["--slots-max=1024"]
+        a += ["--slots-max=1024", f"--ingress-listen={self.host}:{self.ingress_port}"]
         if self.uid_base is not None:
             a += [f"--uid-base={self.uid_base}"]
         if self.netns:   # setns and exec: the pid stays spaced's

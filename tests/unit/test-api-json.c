@@ -517,7 +517,7 @@ TEST(sandbox_json) {
                            "\"created_at\":\"2026-11-29T01:02:03.456Z\",\"expires_at\":null,\"env\":{},"
                            "\"metadata\":{},\"parent\":null,\"parent_checkpoint\":null,\"processes_preserved\":false,"
                            "\"idle_s\":0,\"idle_action\":null,\"checkpoint_every_s\":0,\"checkpoints_max\":0,"
-                           "\"checkpoints_mb\":0,\"checkpoints\":0,\"auto_resume\":false,"
+                           "\"checkpoints_mb\":0,\"checkpoints\":0,\"auto_resume\":false,\"public_traffic\":false,"
                            "\"last_activity_at\":null,\"network\":{\"allow\":[],\"deny\":[]}}");
         free(text);
 
@@ -539,6 +539,7 @@ TEST(sandbox_json) {
         sb.checkpoints_mb = 2048;
         sb.checkpoints = 3;
         sb.auto_resume = true;
+        sb.public_traffic = true;
         sb.last_activity_usec = INT64_C(1795914183456000);
         json_w_init(&w);
         json_out_sandbox(&w, &sb, "acme");
@@ -551,7 +552,7 @@ TEST(sandbox_json) {
                            "\"parent\":\"abcdefghijklmnop\",\"parent_checkpoint\":\"ckabcdefghijklmn\","
                            "\"processes_preserved\":true,\"idle_s\":30,\"idle_action\":\"suspend\","
                            "\"checkpoint_every_s\":600,\"checkpoints_max\":10,\"checkpoints_mb\":2048,"
-                           "\"checkpoints\":3,\"auto_resume\":true,\"last_activity_at\":\"2026-11-29T01:03:03.456Z\","
+                           "\"checkpoints\":3,\"auto_resume\":true,\"public_traffic\":true,\"last_activity_at\":\"2026-11-29T01:03:03.456Z\","
                            "\"network\":{\"allow\":[{\"host\":\"pypi.org\",\"ports\":[443]}],\"deny\":[]}}");
 }
 

@@ -33,10 +33,11 @@ static const Rule rules[] = {
         { "gateway", "basic shared proto net gateway egress-policy" },
         { "worker", "basic shared proto store storage runtime net gateway egress-policy worker" },
         { "api", "basic shared proto store worker-client egress-policy api" },
+        { "ingress", "basic shared proto store worker-client egress-policy net api ingress" },
         { "controller", "basic shared proto store worker-client controller" },
         { "agent", "basic proto agent" },
         { "cli", "basic shared cli" },
-        { "spaced", "basic shared proto store storage runtime net gateway egress-policy worker worker-client api controller spaced" },
+        { "spaced", "basic shared proto store storage runtime net gateway egress-policy worker worker-client api ingress controller spaced" },
 };
 
 /* header name → folder (first path component under src/) */

@@ -166,7 +166,10 @@ TEST(firewall_format) {
         ASSERT_NOT_NULL(strstr(setup, "add chain inet space udpmark { type filter hook prerouting priority mangle - 10; policy accept; }\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space udpmark iifname \"sp-*\" meta l4proto udp meta mark set @nh,128,32 meta priority set @th,0,32\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" iifname . ip saddr . ip daddr @links udp dport { 10053, 10082-10089 } accept\n"));
-        ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" counter drop\n"));
+        /* the ingress's connections only: replies on conntrack entries its marked sockets opened, accepted before the drop */
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space input iifname \"sp-*\" iifname . ip saddr . ip daddr @links ct direction reply ct state established ct mark 0x73706163 meta l4proto tcp accept\nadd rule inet space input iifname \"sp-*\" counter drop\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add chain inet space ingressmark { type filter hook output priority mangle - 10; policy accept; }\n"));
+        ASSERT_NOT_NULL(strstr(setup, "add rule inet space ingressmark oifname \"sp-*\" meta mark 0x73706163 meta l4proto tcp ct state new ct mark set 0x73706163\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space forward iifname \"sp-*\" counter drop\n"));
         ASSERT_NOT_NULL(strstr(setup, "add rule inet space forward oifname \"sp-*\" counter drop\n"));
         ASSERT_NOT_NULL(strstr(setup, "add element inet space links { \"sp-1\" . 10.200.0.3 . 10.200.0.2, \"sp-2\" . 10.200.0.5 . 10.200.0.4 }\n"));

@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: MIT */
+/* The ingress's listener and its routing: Host {port}-{id}.{domain} names a
+ * sandbox and a port; the request must carry the sandbox's traffic token
+ * (header) or the cookie of a one-time link; the sandbox is looked up (any
+ * tenant: the token is the sandbox's own), resumed if it is paused with
+ * auto_resume, and the connection goes to its own address on its link,
+ * marked so that the firewall lets the answer through (src/net/firewall.h).
+ * Port 49983 is envd's: the E2B handlers serve it as if E2b-Sandbox-Id named
+ * the sandbox. */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "addr-pool.h"
+#include "alloc-util.h"
+#include "api-internal.h"
+#include "fd-util.h"
+#include "firewall.h"
+#include "ingress.h"
+#include "log.h"
+#include "str-util.h"
+
+typedef struct UsedLink {
+        char id[API_ID_LEN + 1];
+        char value[INGRESS_SIGNED_MAX];
+        uint64_t expiry_sec;
+} UsedLink;
+
+struct Ingress {
+        Api *api;
+        const Config *config;
+        HttpServer *server;
+        AddrPool pool;
+        bool have_pool;
+
+        pthread_mutex_t lock;
+        UsedLink *used; /* one-time links already spent (until they expire) */
+        size_t n_used;
+        char (*seen)[API_ID_LEN + 8]; /* "id:port" whose first use was recorded */
+        size_t n_seen, allocated_seen;
+};
+
+static uint64_t now_sec(void) {
+        return (uint64_t) time(NULL);
+}
+
+static void reply(HttpConn *c, int status, const char *code, const char *message, const char *headers) {
+        _cleanup_free_ char *body = strdup_printf("{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code, message);
+        if (!body) {
+                http_conn_set_close(c);
+                (void) http_conn_respond(c, 500, NULL, NULL, 0, NULL);
+                return;
+        }
+        (void) http_conn_respond(c, status, "application/json", body, strlen(body), headers);
+}
+
+/* Spends a one-time link: 0 the first time, -EALREADY after; -ENOSPC when
+ * too many unexpired ones are remembered (refused: fail closed). */
+static int link_spend(Ingress *g, const char *id, const char *value, size_t n, uint64_t expiry) {
+        uint64_t now = now_sec();
+        int r = 0;
+
+        pthread_mutex_lock(&g->lock);
+        for (size_t i = 0; i < g->n_used;) {
+                if (g->used[i].expiry_sec < now) {
+                        g->used[i] = g->used[--g->n_used];
+                        continue;
+                }
+                if (streq(g->used[i].id, id) && strlen(g->used[i].value) == n &&
+                    memcmp(g->used[i].value, value, n) == 0) {
+                        r = -EALREADY;
+                        goto out;
+                }
+                i++;
+        }
+        if (g->n_used >= INGRESS_USED_LINKS_MAX) {
+                r = -ENOSPC;
+                goto out;
+        }
+        UsedLink *u = &g->used[g->n_used++];
+        (void) strscpy(u->id, sizeof u->id, id);
+        memcpy(u->value, value, n);
+        u->value[n] = 0;
+        u->expiry_sec = expiry;
+out:
+        pthread_mutex_unlock(&g->lock);
+        return r;
+}
+
+/* 1 the first time (id, port) is seen since start. */
+static bool port_first_use(Ingress *g, const char *id, uint16_t port) {
+        char key[API_ID_LEN + 8];
+        bool first = true;
+
+        snprintf(key, sizeof key, "%s:%u", id, (unsigned) port);
+        pthread_mutex_lock(&g->lock);
+        for (size_t i = 0; i < g->n_seen; i++)
+                if (streq(g->seen[i], key)) {
+                        first = false;
+                        break;
+                }
+        if (first && g->n_seen < INGRESS_PORTS_SEEN_MAX &&
+            greedy_realloc((void **) &g->seen, &g->allocated_seen, g->n_seen + 1, sizeof *g->seen) >= 0)
+                memcpy(g->seen[g->n_seen++], key, sizeof key);
+        pthread_mutex_unlock(&g->lock);
+        return first;
+}
+
+/* The target without the space_token parameter (for the redirect after a link). */
+static char *target_without_link(const HttpHead *head) {
+        _cleanup_free_ char *q = NULL;
+        size_t n = 0;
+        const char *p = head->query;
+
+        q = new0(char, strlen(strempty(head->query)) + 1);
+        if (!q)
+                return NULL;
+        while (p && *p) {
+                size_t l = strcspn(p, "&");
+                if (!(l >= STRLEN(INGRESS_LINK_PARAM "=") && strncmp(p, INGRESS_LINK_PARAM "=", STRLEN(INGRESS_LINK_PARAM "=")) == 0) && l > 0) {
+                        if (n > 0)
+                                q[n++] = '&';
+                        memcpy(q + n, p, l);
+                        n += l;
+                }
+                p += l;
+                if (*p == '&')
+                        p++;
+        }
+        q[n] = 0;
+        const char *path = head->target;
+        size_t path_len = strcspn(path, "?");
+        /* "//evil.example/?space_token=..." must not become a redirect to another host */
+        while (path_len > 1 && path[0] == '/' && path[1] == '/') {
+                path++;
+                path_len--;
+        }
+        return strdup_printf("%.*s%s%s", (int) path_len, path, n > 0 ? "?" : "", q);
+}
+
+/* Access to sandbox id: 1 if granted, 0 if answered already, 2 if the
+ * request offers no credentials (granted only if the sandbox is public). */
+static int check_access(Ingress *g, HttpConn *c, const HttpHead *head, const char *id) {
+        const char *tok = http_head_header(head, INGRESS_TOKEN_HEADER) ?: http_head_header(head, INGRESS_E2B_TOKEN_HEADER);
+        _cleanup_free_ char *link = NULL;
+        char want[INGRESS_TOKEN_LEN + 1];
+        const char *cookie;
+        size_t cookie_len;
+        int r;
+
+        if (head->query && http_query_get(head->query, INGRESS_LINK_PARAM, &link) >= 0) {
+                char value[INGRESS_SIGNED_MAX], hdr[INGRESS_SIGNED_MAX + 256];
+                _cleanup_free_ char *location = NULL, *headers = NULL;
+                uint64_t exp = 0;
+
+                r = ingress_signed_check(g->config, "link", id, link, strlen(link), now_sec());
+                if (r >= 0) {
+                        exp = strtoull(link, NULL, 10);
+                        r = link_spend(g, id, link, strlen(link), exp);
+                }
+                if (r < 0) {
+                        log_info("Ingress: refused a %s link to sandbox %s from %s", r == -ETIME ? "expired"
+                                 : r == -EALREADY ? "spent" : "forged", id, http_conn_peer(c));
+                        reply(c, 403, "forbidden", r == -ETIME ? "this link has expired"
+                              : r == -EALREADY ? "this link was used already" : "this link is not valid", NULL);
+                        return 0;
+                }
+                r = ingress_signed_make(g->config, "cookie", id, now_sec() + INGRESS_COOKIE_TTL_SEC, value);
+                location = target_without_link(head);
+                if (r < 0 || !location) {
+                        reply(c, 500, "internal", "cannot sign the cookie", NULL);
+                        return 0;
+                }
+                snprintf(hdr, sizeof hdr, "Set-Cookie: " INGRESS_COOKIE "=%s; Path=/; Max-Age=%u; HttpOnly; SameSite=Lax\r\n",
+                         value, INGRESS_COOKIE_TTL_SEC);
+                headers = strdup_printf("%sLocation: %s\r\nCache-Control: no-store\r\n", hdr, location);
+                explicit_bzero(value, sizeof value);
+                if (!headers) {
+                        reply(c, 500, "internal", "out of memory", NULL);
+                        return 0;
+                }
+                (void) http_conn_respond(c, 302, NULL, NULL, 0, headers);
+                explicit_bzero(hdr, sizeof hdr);
+                explicit_bzero(headers, strlen(headers));
+                return 0;
+        }
+        if (tok) {
+                r = ingress_traffic_token(g->config, id, want);
+                if (r < 0) {
+                        reply(c, 500, "internal", "traffic tokens are unavailable", NULL);
+                        return 0;
+                }
+                r = strlen(tok) == INGRESS_TOKEN_LEN && CRYPTO_memcmp(tok, want, INGRESS_TOKEN_LEN) == 0;
+                explicit_bzero(want, sizeof want);
+                if (!r) {
+                        log_info("Ingress: refused a wrong traffic token for sandbox %s from %s", id, http_conn_peer(c));
+                        reply(c, 403, "forbidden", "wrong traffic token for this sandbox", NULL);
+                        return 0;
+                }
+                return 1;
+        }
+        cookie = ingress_cookie_find(http_head_header(head, "Cookie"), INGRESS_COOKIE, &cookie_len);
+        if (cookie) {
+                r = ingress_signed_check(g->config, "cookie", id, cookie, cookie_len, now_sec());
+                if (r < 0) {
+                        log_info("Ingress: refused a %s cookie for sandbox %s from %s", r == -ETIME ? "expired" : "forged",
+                                 id, http_conn_peer(c));
+                        reply(c, r == -ETIME ? 401 : 403, r == -ETIME ? "unauthorized" : "forbidden",
+                              r == -ETIME ? "the traffic cookie has expired: open a new link"
+                                          : "the traffic cookie is not valid for this sandbox", NULL);
+                        return 0;
+                }
+                return 1;
+        }
+        return 2; /* nothing offered: only a public sandbox lets it in */
+}
+
+static void reply_private(HttpConn *c) {
+        reply(c, 401, "unauthorized",
+              "this sandbox's ports are private: send its traffic token as " INGRESS_TOKEN_HEADER
+              " or open its link (space port ID PORT)", NULL);
+}
+
+static int connect_sandbox(struct in_addr addr, uint16_t port, int *ret_fd) {
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = addr };
+        unsigned mark = FIREWALL_INGRESS_MARK;
+        int err = 0, one = 1;
+        socklen_t len = sizeof err;
+        struct pollfd p;
+
+        if (fd < 0)
+                return negative_errno();
+        /* the mark is what the firewall lets through (needs CAP_NET_ADMIN): without it, no answer comes back */
+        if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark) < 0)
+                return negative_errno();
+        (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0 && errno != EINPROGRESS)
+                return negative_errno();
+        p = (struct pollfd){ .fd = fd, .events = POLLOUT };
+        for (;;) {
+                int k = poll(&p, 1, INGRESS_CONNECT_TIMEOUT_MSEC);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return negative_errno();
+                if (k == 0)
+                        return -ETIMEDOUT;
+                break;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                return negative_errno();
+        if (err != 0)
+                return -err;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
+        Ingress *g = userdata;
+        ApiRequest r = { .conn = c, .head = head, .api = g->api };
+        _cleanup_(sandbox_done) Sandbox sb = {};
+        _cleanup_close_ int fd = -EBADF;
+        char id[API_ID_LEN + 1], peer[64], msg[160];
+        ApiError e = {};
+        AddrPair pair;
+        uint16_t port;
+        int k, access;
+
+        if (ingress_host_parse(http_head_header(head, "Host"), g->config->ingress_domain, &port, id) < 0) {
+                snprintf(msg, sizeof msg, "the Host must be {port}-{sandbox}.%.64s", g->config->ingress_domain);
+                reply(c, 400, "bad_request", msg, NULL);
+                return;
+        }
+        if (port == INGRESS_ENVD_PORT) {
+                api_handle_envd(c, head, g->api, id);
+                return;
+        }
+        access = check_access(g, c, head, id);
+        if (access <= 0)
+                return;
+
+        k = api_get_store(&r, &e);
+        if (k >= 0)
+                k = store_sandbox_get(r.store, NULL, id, &sb);
+        if (k == -ENOENT) {
+                /* without a token, unknown and private look the same: ids are not probed here */
+                if (access == 2)
+                        reply_private(c);
+                else
+                        reply(c, 404, "not_found", "no such sandbox", NULL);
+                return;
+        }
+        if (k < 0) {
+                reply(c, 503, "unavailable", "the store is unavailable", NULL);
+                return;
+        }
+        if (access == 2 && !sb.public_traffic) {
+                reply_private(c);
+                return;
+        }
+        if (g->api->cluster_token || !g->have_pool) {
+                reply(c, 502, "bad_gateway", "this ingress reaches the sandboxes of its own host only", NULL);
+                return;
+        }
+        (void) strscpy(r.key.tenant_id, sizeof r.key.tenant_id, sb.tenant_id);
+        snprintf(r.actor, sizeof r.actor, "ingress");
+        if (sb.state == SANDBOX_PAUSED && (sb.auto_resume || g->config->auto_resume_paused)) {
+                k = api_sandbox_resume_paused(&r, &sb, "resumed by ingress traffic (auto_resume)", &e);
+                if (k < 0 && e.code != API_SANDBOX_NOT_RUNNING) {
+                        reply(c, 503, "unavailable", "the sandbox could not be resumed", NULL);
+                        return;
+                }
+        }
+        if (sb.state != SANDBOX_RUNNING) {
+                reply(c, 502, "sandbox_not_running", "the sandbox is not running", NULL);
+                return;
+        }
+        if (addr_pool_slot(&g->pool, sb.slot, &pair) < 0) {
+                reply(c, 502, "bad_gateway", "the sandbox has no address", NULL);
+                return;
+        }
+        k = connect_sandbox(pair.peer, port, &fd);
+        if (k < 0) {
+                log_debug_errno(k, "Ingress: connecting to port %u of sandbox %s: %m", (unsigned) port, id);
+                snprintf(msg, sizeof msg, "nothing answers on port %u of the sandbox (%s)", (unsigned) port,
+                         k == -ECONNREFUSED ? "connection refused" : k == -ETIMEDOUT ? "timed out" : "unreachable");
+                reply(c, 502, "bad_gateway", msg, NULL);
+                return;
+        }
+        if (port_first_use(g, id, port)) {
+                char data[32];
+                snprintf(data, sizeof data, "{\"port\":%u}", (unsigned) port);
+                api_event_tenant(&r, sb.tenant_id, id, "sandbox.port_opened", "first ingress request to the port", data);
+        }
+        if (sb.idle_s > 0)
+                (void) store_sandbox_touch(r.store, id);
+        (void) strscpy(peer, sizeof peer, http_conn_peer(c));
+        char *colon = strrchr(peer, ':');
+        if (colon)
+                *colon = 0;
+        ingress_proxy(c, head, fd, peer);
+}
+
+int ingress_new(Api *api, Ingress **ret) {
+        _cleanup_(ingress_freep) Ingress *g = new0(Ingress, 1);
+        const Config *c = api_config(api);
+        int r;
+
+        if (!g)
+                return -ENOMEM;
+        g->api = api;
+        g->config = c;
+        pthread_mutex_init(&g->lock, NULL);
+        g->used = new0(UsedLink, INGRESS_USED_LINKS_MAX);
+        if (!g->used)
+                return -ENOMEM;
+        if (!isempty(c->net_pool) && addr_pool_parse(c->net_pool, strlen(c->net_pool), &g->pool) >= 0)
+                g->have_pool = true;
+        if (isempty(c->ingress_domain) || startswith(c->ingress_listen, "unix:"))
+                return -EINVAL;
+        r = http_server_new(c->ingress_listen, handle, g, &g->server);
+        if (r < 0)
+                return r;
+        http_server_set_timeouts(g->server, 0, 0, (int) (c->http_stall_s * 1000));
+        *ret = TAKE_PTR(g);
+        return 0;
+}
+
+int ingress_port(const Ingress *g) {
+        return http_server_port(g->server);
+}
+
+int ingress_run(Ingress *g) {
+        return http_server_run(g->server);
+}
+
+void ingress_stop(Ingress *g) {
+        if (g && g->server)
+                http_server_stop(g->server);
+}
+
+Ingress *ingress_free(Ingress *g) {
+        if (!g)
+                return NULL;
+        http_server_free(g->server);
+        pthread_mutex_destroy(&g->lock);
+        free(g->used);
+        free(g->seen);
+        free(g);
+        return NULL;
+}
