@@ -34,6 +34,7 @@ test_checkpoint_shipped_then_lost_sandbox_restored_elsewhere does)."""
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -141,6 +142,9 @@ class Cluster:
         self.s = session
         self.base = session.new_base_dir()
         self.tag = session.tag
+        # the cgroup roots of this cluster's workers: its own (a cluster after another must not
+        # reuse a root the host's instance registry still knows as the other's)
+        self.ctag = f"{session.tag}-" + re.sub(r"[^a-z0-9]", "", os.path.basename(self.base)[-8:].lower())
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SPACE_")}
         self.env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         self.env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
@@ -266,7 +270,7 @@ class Cluster:
         return [self.s.spaced_bin, "--role", "worker", "--state-dir", self.state_dir(state or name),
                 "--worker-name", name, "--worker-listen", address, "--pool-size-mb", "4096",
                 "--disk-overcommit", E2E_DISK_OVERCOMMIT,
-                "--cgroup-root", f"{self.tag}-so-{name}", "--slots-max=1024"] + extra + self.common(token_file)
+                "--cgroup-root", f"{self.ctag}-so-{name}", "--slots-max=1024"] + extra + self.common(token_file)
 
     def start_worker(self, name, i, address, netns, token_file=None):
         p = Proc(self, name, self.worker_args(name, i, address, token_file), netns).start()
@@ -371,7 +375,7 @@ class Cluster:
                 roots = os.listdir(pool) if os.path.isdir(pool) else []
                 if roots:
                     problems.append(f"{name}: sandbox roots {roots} left in its pool")
-                for root in host.cgroup_roots(f"{self.tag}-so-{name}"):
+                for root in host.cgroup_roots(f"{self.ctag}-so-{name}"):
                     subs = [os.path.relpath(p, root) for p in host.cgroup_tree(root)]
                     if subs:
                         problems.append(f"{name}: cgroups {subs} left below {root}")
@@ -564,7 +568,7 @@ def test_wrong_token_and_duplicate_name(cluster):
     # cgroup root: the same one as w1's is refused earlier, by the host's
     # registry of instances)
     dup = Proc(c, "dup", c.worker_args("w1", 7, f"{c.subnet}.{4 * 0 + 2}:{WORKER_PORT + 1}", state="dup")
-               + ["--cgroup-root", f"{c.tag}-so-dup"], ns).start()
+               + ["--cgroup-root", f"{c.ctag}-so-dup"], ns).start()
     c.extra.append(dup)
     assert dup.proc.wait(120) != 0
     assert "taken by another live worker" in dup.log()

@@ -299,8 +299,18 @@ def test_base_restore_does_not_block_other_calls(e2e_session, vmd, vsb):
             assert vmd.api("GET", "/v1/info").status == 200
             assert t.is_alive() and vmd.show(vm_sid).json()["state"] == "creating"
         finally:
-            os.kill(qemu, signal.SIGCONT)
+            try:
+                os.kill(qemu, signal.SIGCONT)
+                gave_up = False
+            except ProcessLookupError:
+                # the steps above outlasted the worker's wait for the stopped guest's agent (on a
+                # loaded host): it gave up on that guest, which is the other guarantee
+                gave_up = True
         t.join(600)
+        if gave_up:
+            assert res["r"].status >= 400, res["r"]
+            assert "did not answer" in vmd.log_text()
+            return
         assert res["r"].status == 201, res["r"]
         assert res["r"].json()["id"] == vm_sid
         assert f"Sandbox {vm_sid} restored from the base snapshot of template base" in vmd.log_text()
@@ -1149,8 +1159,18 @@ def test_boot_does_not_block_other_calls(vmd):
             assert vmd.api("GET", "/v1/info").status == 200
             assert t.is_alive() and vmd.show(vm_sid).json()["state"] == "creating"
         finally:
-            os.kill(qemu, signal.SIGCONT)
+            try:
+                os.kill(qemu, signal.SIGCONT)
+                gave_up = False
+            except ProcessLookupError:
+                # the steps above outlasted the worker's wait for the stopped guest's agent (on a
+                # loaded host): it gave up on that guest, which is the other guarantee
+                gave_up = True
         t.join(600)
+        if gave_up:
+            assert res["r"].status >= 400, res["r"]
+            assert "did not answer" in vmd.log_text()
+            return
         assert res["r"].status == 201, res["r"]
         assert res["r"].json()["id"] == vm_sid
         assert vmd.sh(vm_sid, "echo up") == "up\n"
