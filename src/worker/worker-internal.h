@@ -376,6 +376,13 @@ void worker_statfs_readable(Worker *w, int fd);
 /* Once a second: the budgets refill, throttled listeners are polled again. */
 void worker_statfs_tick(Worker *w);
 
+/* worker-metrics.c (worker-metrics.h): each live sandbox's usage, sampled every few seconds */
+void worker_metrics_tick(Worker *w);
+void worker_metrics_sample(Worker *w);
+void worker_metrics_done(void);
+void worker_op_metrics(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_metrics_live(Worker *w, const JsonValue *req, JsonWriter *jw);
+
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);
 int worker_import_bundled_templates(Worker *w);
