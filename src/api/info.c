@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "api-internal.h"
+#include "metrics-hist.h"
 #include "fd-util.h"
 #include "log.h"
 #include "space-build.h"
@@ -165,6 +166,8 @@ int api_metrics(ApiRequest *r, ApiError *e) {
         for (unsigned c = 1; c <= 5; c++)
                 fprintf(f, "space_http_requests_total{code=\"%uxx\"} %" PRIu64 "\n", c,
                         (uint64_t) atomic_load(&r->api->requests_by_class[c]));
+        api_metrics_print_sandboxes(r, f);
+        api_hist_print(f);
         fprintf(f, "# HELP space_http_requests_in_flight HTTP requests being answered.\n"
                    "# TYPE space_http_requests_in_flight gauge\n"
                    "space_http_requests_in_flight %" PRIu64 "\n",

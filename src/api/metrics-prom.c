@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/* The per-sandbox families of /metrics: the latest sample of every live
+ * sandbox (the workers' rings, src/worker/worker-metrics.c), labelled by
+ * sandbox and tenant. Only live sandboxes are shown, so the labels are
+ * bounded by what runs. */
+#include <inttypes.h>
+
+#include "alloc-util.h"
+#include "api-internal.h"
+#include "str-util.h"
+
+typedef struct Family {
+        const char *name, *type, *help;
+        const char *key;   /* the sample's field */
+        double scale;      /* value = field * scale */
+        const char *extra; /* one more label, NULL: none */
+} Family;
+
+static const Family families[] = {
+        { "space_sandbox_cpu_seconds_total", "counter", "CPU time the sandbox's processes used.", "cpu_usec", 1e-6, NULL },
+        { "space_sandbox_memory_bytes", "gauge", "Memory the sandbox uses now (its cgroup's count).", "memory_bytes", 1, NULL },
+        { "space_sandbox_memory_limit_bytes", "gauge", "The sandbox's memory limit.", "memory_limit_bytes", 1, NULL },
+        { "space_sandbox_oom_kills_total", "counter", "Processes the kernel's OOM killer ended in the sandbox.", "oom_kills", 1, NULL },
+        { "space_sandbox_disk_bytes", "gauge", "Bytes the sandbox's root holds beyond its template.", "disk_bytes", 1, NULL },
+        { "space_sandbox_disk_limit_bytes", "gauge", "The sandbox's disk quota.", "disk_limit_bytes", 1, NULL },
+        { "space_sandbox_network_bytes_total", "counter", "Bytes through the sandbox's network link, by direction as the sandbox sees it.", "net_rx_bytes", 1, "direction=\"rx\"" },
+        { "space_sandbox_network_bytes_total", NULL, NULL, "net_tx_bytes", 1, "direction=\"tx\"" },
+};
+
+/* A label value: sandbox ids and tenant names are [a-z0-9-_] but escaped all the same. */
+static void put_label(FILE *f, const char *s) {
+        for (; *s; s++) {
+                if (*s == '"' || *s == '\\')
+                        fputc('\\', f);
+                if (*s == '\n') {
+                        fputs("\\n", f);
+                        continue;
+                }
+                fputc(*s, f);
+        }
+}
+
+void api_metrics_print_sandboxes(ApiRequest *r, FILE *f) {
+        JsonValue **replies = NULL;
+        size_t n_replies = 0;
+        ApiError e = {};
+        char **tenants = NULL;
+        const JsonValue **items = NULL;
+        size_t n_items = 0;
+
+        fprintf(f, "# HELP space_sandbox_metrics_up Whether the workers answered for their sandboxes' usage.\n"
+                   "# TYPE space_sandbox_metrics_up gauge\n");
+        if (api_get_worker(r, &e) < 0 || worker_metrics_live(r->worker, &replies, &n_replies, &e) < 0) {
+                fprintf(f, "space_sandbox_metrics_up 0\n");
+                return;
+        }
+        fprintf(f, "space_sandbox_metrics_up 1\n");
+        for (size_t i = 0; i < n_replies; i++)
+                n_items += json_array_size(json_get(replies[i], "sandboxes"));
+        items = new0(const JsonValue *, n_items + 1);
+        tenants = new0(char *, n_items + 1);
+        if (!items || !tenants)
+                goto out;
+        n_items = 0;
+        for (size_t i = 0; i < n_replies; i++) {
+                const JsonValue *arr = json_get(replies[i], "sandboxes");
+                for (size_t j = 0; j < json_array_size(arr); j++) {
+                        const JsonValue *it = json_array_at(arr, j);
+                        const char *id = json_string(json_get(it, "id"));
+                        Sandbox sb = {};
+                        if (!id || !api_sandbox_id_valid(id))
+                                continue;
+                        /* a sandbox the store no longer has running (deleted meanwhile) is left out */
+                        if (!r->store || store_sandbox_get(r->store, NULL, id, &sb) < 0)
+                                continue;
+                        if (sb.state == SANDBOX_DELETED || sb.state == SANDBOX_DELETING) {
+                                sandbox_done(&sb);
+                                continue;
+                        }
+                        tenants[n_items] = strdup(api_tenant_name(r, sb.tenant_id));
+                        sandbox_done(&sb);
+                        if (!tenants[n_items])
+                                continue;
+                        items[n_items++] = it;
+                }
+        }
+        for (size_t k = 0; k < ELEMENTSOF(families); k++) {
+                const Family *fm = &families[k];
+                if (fm->type)
+                        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fm->name, fm->help, fm->name, fm->type);
+                for (size_t i = 0; i < n_items; i++) {
+                        const JsonValue *s = json_get(items[i], "sample");
+                        uint64_t v;
+                        if (json_uint64(json_get(s, fm->key), &v) < 0)
+                                continue; /* not known on this host */
+                        fprintf(f, "%s{sandbox=\"", fm->name);
+                        put_label(f, json_string(json_get(items[i], "id")));
+                        fprintf(f, "\",tenant=\"");
+                        put_label(f, tenants[i]);
+                        fprintf(f, "\"%s%s} ", fm->extra ? "," : "", strempty(fm->extra));
+                        if (fm->scale == 1)
+                                fprintf(f, "%" PRIu64 "\n", v);
+                        else
+                                fprintf(f, "%.6f\n", (double) v * fm->scale);
+                }
+        }
+out:
+        for (size_t i = 0; tenants && i < n_items; i++)
+                free(tenants[i]);
+        free(tenants);
+        free(items);
+        for (size_t i = 0; i < n_replies; i++)
+                json_free(replies[i]);
+        free(replies);
+}
