@@ -28,6 +28,8 @@ typedef struct Config {
         char instance[33];             /* this daemon's name on the host; "" = derived (instance.h) */
         char cgroup_root[128];         /* "" = the instance name */
         char log_level[16];
+        char log_format[16];           /* logfmt | json */
+        uint64_t log_health_requests;  /* 1: probes and scrapes are logged */
         char default_template[128];
         uint64_t uid_base;             /* 0 = chosen at the first start (instance.h) */
         uint64_t slots_max;
