@@ -9,6 +9,7 @@ polls, never for a time."""
 
 import json
 import math
+import os
 import re
 import threading
 import uuid
@@ -330,3 +331,22 @@ def test_json_log_lines_have_fields(d, sid):
     assert v["level"] == "info" and v["ts"].endswith("Z"), v
     # probes and scrapes are not logged by default
     assert not [x for x in lines() if x.get("path") in ("/healthz", "/metrics")], "probe requests were logged"
+
+
+def test_grafana_dashboard_names_served_metrics(d, sid):
+    """deploy/grafana/space.json is valid JSON and every metric it queries is one /metrics serves."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "grafana", "space.json")
+    with open(path) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    titles = " ".join(p["title"] for p in dash["panels"]).lower()
+    for want in ("sandboxes", "cpu", "memory", "latency", "create"):
+        assert want in titles, (want, titles)
+    names = set()
+    for e in exprs:
+        names |= set(re.findall(r"\bspace_[a-z_]+", e))
+    fams = scrape(d)
+    served = set(fams) | {"space_warm_pool_size"}  # that one only where a warm pool is configured
+    for n in names:
+        base = re.sub(r"_bucket$", "", n)
+        assert base in served, f"the dashboard queries {n}, which /metrics does not serve"
