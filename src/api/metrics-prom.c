@@ -55,6 +55,25 @@ void api_metrics_print_sandboxes(ApiRequest *r, FILE *f) {
                 return;
         }
         fprintf(f, "space_sandbox_metrics_up 1\n");
+        {
+                uint64_t cpu = 0, samples = 0, v;
+                for (size_t i = 0; i < n_replies; i++) {
+                        const JsonValue *s = json_get(replies[i], "sampling");
+                        if (json_uint64(json_get(s, "cpu_usec"), &v) >= 0)
+                                cpu += v;
+                        if (json_uint64(json_get(s, "samples"), &v) >= 0)
+                                samples += v;
+                }
+                fprintf(f, "# HELP space_sandbox_sampling_cpu_seconds_total CPU time the workers spent sampling "
+                           "sandboxes' usage.\n"
+                           "# TYPE space_sandbox_sampling_cpu_seconds_total counter\n"
+                           "space_sandbox_sampling_cpu_seconds_total %.6f\n"
+                           "# HELP space_sandbox_samples_total Usage samples the workers took (one per sandbox per "
+                           "5 s).\n"
+                           "# TYPE space_sandbox_samples_total counter\n"
+                           "space_sandbox_samples_total %" PRIu64 "\n",
+                        (double) cpu / 1e6, samples);
+        }
         for (size_t i = 0; i < n_replies; i++)
                 n_items += json_array_size(json_get(replies[i], "sandboxes"));
         items = new0(const JsonValue *, n_items + 1);

@@ -27,6 +27,14 @@ typedef struct MetricsRing {
 static MetricsRing **rings;
 static size_t n_rings;
 static int64_t last_sample_mono_usec;
+/* what sampling cost this worker: CPU time (its thread's) and samples taken, since it started */
+static uint64_t sampling_cpu_usec, samples_taken;
+
+static int64_t thread_cpu_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 static int64_t mono_usec(void) {
         struct timespec ts;
@@ -158,6 +166,7 @@ static void rings_prune(Worker *w) {
 
 void worker_metrics_sample(Worker *w) {
         _cleanup_free_ NetDev *devs = NULL;
+        int64_t cpu0 = thread_cpu_usec();
         size_t n_devs = 0;
 
         rings_prune(w);
@@ -181,7 +190,9 @@ void worker_metrics_sample(Worker *w) {
                         rings[n_rings++] = m;
                 }
                 sample_one(w, l, m, devs, n_devs);
+                samples_taken++;
         }
+        sampling_cpu_usec += (uint64_t) (thread_cpu_usec() - cpu0);
 }
 
 void worker_metrics_tick(Worker *w) {
@@ -289,5 +300,12 @@ void worker_op_metrics_live(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 json_w_object_end(jw);
         }
         json_w_array_end(jw);
+        json_w_key(jw, "sampling");
+        json_w_object_begin(jw);
+        json_w_key(jw, "cpu_usec");
+        json_w_uint(jw, sampling_cpu_usec);
+        json_w_key(jw, "samples");
+        json_w_uint(jw, samples_taken);
+        json_w_object_end(jw);
         json_w_object_end(jw);
 }

@@ -350,3 +350,24 @@ def test_grafana_dashboard_names_served_metrics(d, sid):
     for n in names:
         base = re.sub(r"_bucket$", "", n)
         assert base in served, f"the dashboard queries {n}, which /metrics does not serve"
+
+
+def test_sampling_cost(d, e2e_session, sid):
+    """The workers count what sampling costs them; with 6 sandboxes live, the CPU time per sample
+    (one sandbox, one round) is reported among the e2e measurements. Nothing is asserted of it."""
+    made = [d.create()["id"] for _ in range(5)]
+    try:
+        def totals():
+            fams = scrape(d)
+            return (fams["space_sandbox_sampling_cpu_seconds_total"]["samples"][0][2],
+                    fams["space_sandbox_samples_total"]["samples"][0][2])
+        cpu0, n0 = totals()
+        assert host.wait_until(lambda: totals()[1] >= n0 + 6 * 3, 60, interval=1.0), "sampling stopped"
+        cpu1, n1 = totals()
+        assert cpu1 >= cpu0 and n1 > n0
+        per = (cpu1 - cpu0) / (n1 - n0)
+        e2e_session.notes.append(f"metrics sampling: {per * 1e6:.0f} µs CPU per sample per sandbox "
+                                 f"({n1 - n0:.0f} samples, 6 live sandboxes, worker thread CPU time)")
+    finally:
+        for x in made:
+            d.delete(x)
