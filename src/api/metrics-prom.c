@@ -40,6 +40,33 @@ static void put_label(FILE *f, const char *s) {
         }
 }
 
+/* space_pool_{size,free}_bytes{worker}, space_worker_slots{worker,state="used"|"max"}. */
+static void print_pools(FILE *f, JsonValue **replies, size_t n) {
+        static const struct {
+                const char *name, *help, *from, *key;
+        } gauges[] = {
+                { "space_pool_size_bytes", "Size of the worker's storage pool.", "pool", "size_bytes" },
+                { "space_pool_free_bytes", "Bytes free in the worker's storage pool.", "pool", "free_bytes" },
+                { "space_worker_sandboxes", "Sandboxes live on the worker (their processes run or are paused).", NULL,
+                  "slots_used" },
+                { "space_worker_slots", "Sandboxes the worker may hold (slots_max).", NULL, "slots_max" },
+        };
+
+        for (size_t g = 0; g < ELEMENTSOF(gauges); g++) {
+                fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].name, gauges[g].help, gauges[g].name);
+                for (size_t i = 0; i < n; i++) {
+                        const JsonValue *o = gauges[g].from ? json_get(replies[i], gauges[g].from) : replies[i];
+                        const char *worker = json_string(json_get(replies[i], "worker"));
+                        uint64_t v;
+                        if (!worker || json_uint64(json_get(o, gauges[g].key), &v) < 0)
+                                continue;
+                        fprintf(f, "%s{worker=\"", gauges[g].name);
+                        put_label(f, worker);
+                        fprintf(f, "\"} %" PRIu64 "\n", v);
+                }
+        }
+}
+
 void api_metrics_print_sandboxes(ApiRequest *r, FILE *f) {
         JsonValue **replies = NULL;
         size_t n_replies = 0;
@@ -74,6 +101,7 @@ void api_metrics_print_sandboxes(ApiRequest *r, FILE *f) {
                            "space_sandbox_samples_total %" PRIu64 "\n",
                         (double) cpu / 1e6, samples);
         }
+        print_pools(f, replies, n_replies);
         for (size_t i = 0; i < n_replies; i++)
                 n_items += json_array_size(json_get(replies[i], "sandboxes"));
         items = new0(const JsonValue *, n_items + 1);

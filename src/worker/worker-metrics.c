@@ -307,5 +307,16 @@ void worker_op_metrics_live(Worker *w, const JsonValue *req, JsonWriter *jw) {
         json_w_key(jw, "samples");
         json_w_uint(jw, samples_taken);
         json_w_object_end(jw);
+        /* the host's pool (its size and what is free) and slots, for the pool gauges */
+        {
+                _cleanup_free_ char *pool = NULL;
+                if (pool_info_json(w->pool, &pool) >= 0) {
+                        json_w_key(jw, "pool");
+                        json_w_raw(jw, pool);
+                }
+        }
+        json_w_kv_string(jw, "worker", streq(w->config->role, "worker") ? w->config->worker_name : "local");
+        json_w_kv_int(jw, "slots_used", (int64_t) w->n_live);
+        json_w_kv_int(jw, "slots_max", (int64_t) w->config->slots_max);
         json_w_object_end(jw);
 }

@@ -277,6 +277,12 @@ def test_prometheus_families_and_labels(d, sid):
     if series(d, sid)[-1]["net_tx_bytes"] is not None:
         assert len(of_sandbox(fams, "space_sandbox_network_bytes_total", sid, direction="tx")) == 1
         assert len(of_sandbox(fams, "space_sandbox_network_bytes_total", sid, direction="rx")) == 1
+    # the pool and the worker's slots
+    size = [v for _, lab, v in fams["space_pool_size_bytes"]["samples"] if lab.get("worker") == "local"]
+    free = [v for _, lab, v in fams["space_pool_free_bytes"]["samples"] if lab.get("worker") == "local"]
+    assert size and free and 0 < free[0] <= size[0], (size, free)
+    assert fams["space_worker_sandboxes"]["samples"][0][2] >= 1
+    assert fams["space_worker_slots"]["samples"][0][2] >= fams["space_worker_sandboxes"]["samples"][0][2]
     # a deleted sandbox has no series any more
     for fam in FAMILIES:
         assert not of_sandbox(fams, fam, gone), (fam, gone)
