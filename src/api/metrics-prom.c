@@ -25,6 +25,9 @@ static const Family families[] = {
         { "space_sandbox_disk_limit_bytes", "gauge", "The sandbox's disk quota.", "disk_limit_bytes", 1, NULL },
         { "space_sandbox_network_bytes_total", "counter", "Bytes through the sandbox's network link, by direction as the sandbox sees it.", "net_rx_bytes", 1, "direction=\"rx\"" },
         { "space_sandbox_network_bytes_total", NULL, NULL, "net_tx_bytes", 1, "direction=\"tx\"" },
+        { "space_sandbox_network_decisions_total", "counter", "The gateway's decisions on the sandbox's connections, lookups and datagrams, by verdict (unreported: past the gateway's event rate limit, verdict not known).", "net_allowed", 1, "verdict=\"allow\"" },
+        { "space_sandbox_network_decisions_total", NULL, NULL, "net_denied", 1, "verdict=\"deny\"" },
+        { "space_sandbox_network_decisions_total", NULL, NULL, "net_unreported", 1, "verdict=\"unreported\"" },
 };
 
 /* A label value: sandbox ids and tenant names are [a-z0-9-_] but escaped all the same. */

@@ -382,6 +382,8 @@ void worker_metrics_sample(Worker *w);
 void worker_metrics_done(void);
 void worker_op_metrics(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_metrics_live(Worker *w, const JsonValue *req, JsonWriter *jw);
+/* A gateway event (network.allow, .deny, .dropped) counted for its sandbox. */
+void worker_metrics_gateway_event(Worker *w, const char *sandbox, const char *type, const char *data_json);
 
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);

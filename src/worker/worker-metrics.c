@@ -19,6 +19,7 @@
 typedef struct MetricsRing {
         char id[STORE_ID_MAX];
         uint32_t cpu_millis;   /* its CPU limit as last applied (0: unlimited / not known) */
+        uint64_t net_allowed, net_denied, net_unreported; /* the gateway's events so far */
         size_t head, count;    /* next slot to write; samples held */
         WorkerMetricSample s[WORKER_METRICS_RING];
 } MetricsRing;
@@ -145,10 +146,49 @@ static void sample_one(Worker *w, LiveSandbox *l, MetricsRing *m, const NetDev *
                 s.cpu_percent = 100.0 * (double) (s.cpu_usec - prev->cpu_usec) /
                                 (double) (s.time_usec - prev->time_usec);
         m->cpu_millis = l->limits_known ? l->limits.cpu_millis : 0;
+        s.net_allowed = m->net_allowed;
+        s.net_denied = m->net_denied;
+        s.net_unreported = m->net_unreported;
         m->s[m->head] = s;
         m->head = (m->head + 1) % WORKER_METRICS_RING;
         if (m->count < WORKER_METRICS_RING)
                 m->count++;
+}
+
+static MetricsRing *ring_get(const char *id) {
+        MetricsRing *m = ring_find(id), **nr;
+
+        if (m)
+                return m;
+        nr = realloc(rings, (n_rings + 1) * sizeof *rings);
+        if (!nr)
+                return NULL;
+        rings = nr;
+        m = new0(MetricsRing, 1);
+        if (!m)
+                return NULL;
+        (void) strscpy(m->id, sizeof m->id, id);
+        rings[n_rings++] = m;
+        return m;
+}
+
+void worker_metrics_gateway_event(Worker *w, const char *sandbox, const char *type, const char *data_json) {
+        LiveSandbox *l;
+        MetricsRing *m;
+
+        if (!sandbox || !type || !(l = worker_live_find(w, sandbox)) || l->reaping || !(m = ring_get(l->id)))
+                return;
+        if (streq(type, "network.allow"))
+                m->net_allowed++;
+        else if (streq(type, "network.deny"))
+                m->net_denied++;
+        else if (streq(type, "network.dropped") && data_json) {
+                _cleanup_json_ JsonValue *v = NULL;
+                uint64_t n;
+                if (json_parse(data_json, strlen(data_json), &v, NULL, 0) >= 0 &&
+                    json_uint64(json_get(v, "dropped"), &n) >= 0)
+                        m->net_unreported += n;
+        }
 }
 
 /* Rings of sandboxes that are no longer live here go. */
@@ -177,18 +217,9 @@ void worker_metrics_sample(Worker *w) {
                 MetricsRing *m;
                 if (l->reaping)
                         continue;
-                m = ring_find(l->id);
-                if (!m) {
-                        MetricsRing **nr = realloc(rings, (n_rings + 1) * sizeof *rings);
-                        if (!nr)
-                                continue;
-                        rings = nr;
-                        m = new0(MetricsRing, 1);
-                        if (!m)
-                                continue;
-                        (void) strscpy(m->id, sizeof m->id, l->id);
-                        rings[n_rings++] = m;
-                }
+                m = ring_get(l->id);
+                if (!m)
+                        continue;
                 sample_one(w, l, m, devs, n_devs);
                 samples_taken++;
         }
@@ -238,6 +269,9 @@ static void write_sample(JsonWriter *jw, const WorkerMetricSample *s) {
         kv_u64(jw, "disk_limit_bytes", s->disk_limit_bytes);
         kv_u64(jw, "net_rx_bytes", s->net_rx_bytes);
         kv_u64(jw, "net_tx_bytes", s->net_tx_bytes);
+        kv_u64(jw, "net_allowed", s->net_allowed);
+        kv_u64(jw, "net_denied", s->net_denied);
+        kv_u64(jw, "net_unreported", s->net_unreported);
         json_w_object_end(jw);
 }
 

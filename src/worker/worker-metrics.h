@@ -21,5 +21,8 @@ typedef struct WorkerMetricSample {
         uint64_t oom_kills;
         uint64_t disk_bytes, disk_limit_bytes;
         uint64_t net_rx_bytes, net_tx_bytes; /* as the sandbox sees them: rx = received by it */
+        /* the gateway's decisions on its connections, lookups and datagrams as its events reported them,
+         * and those its event rate limit left unreported (network.dropped) */
+        uint64_t net_allowed, net_denied, net_unreported;
         double cpu_percent;      /* of one CPU, over the interval before this sample; < 0: unknown */
 } WorkerMetricSample;

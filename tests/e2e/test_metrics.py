@@ -177,6 +177,10 @@ def test_network_bytes_after_dns(d, sid):
     s = latest_after(d, sid, lambda s: s["net_tx_bytes"] > s0["net_tx_bytes"] + 100
                      and s["net_rx_bytes"] > s0["net_rx_bytes"])
     assert s["net_tx_bytes"] > s0["net_tx_bytes"]
+    # the gateway refused the lookups (no egress by default): its deny decisions are counted
+    deny = lambda: of_sandbox(scrape(d), "space_sandbox_network_decisions_total", sid, verdict="deny")
+    assert host.wait_until(lambda: deny() and deny()[0] >= 1, SAMPLE_WAIT, interval=1.0), deny()
+    assert of_sandbox(scrape(d), "space_sandbox_network_decisions_total", sid, verdict="allow") == [0]
 
 
 def test_oom_kill_counted(d):
