@@ -142,6 +142,15 @@ int api_metrics(ApiRequest *r, ApiError *e) {
         int k;
 
         store_up = api_get_store(r, NULL) >= 0 && count_states(r, counts) >= 0;
+        /* /metrics needs no key; one that is sent must be good: it shows that key's sandboxes (all for
+         * an admin key), which a scrape without one does not see */
+        if (http_head_header(r->head, "Authorization")) {
+                if (!store_up)
+                        return api_error(e, -EIO, API_UNAVAILABLE, "the store is unavailable");
+                k = api_auth(r, e);
+                if (k < 0)
+                        return k;
+        }
 
         f = open_memstream(&text, &size);
         if (!f)

@@ -2,7 +2,9 @@
 /* The per-sandbox families of /metrics: the latest sample of every live
  * sandbox (the workers' rings, src/worker/worker-metrics.c), labelled by
  * sandbox and tenant. Only live sandboxes are shown, so the labels are
- * bounded by what runs. */
+ * bounded by what runs; and only to a scrape with a key: an admin key sees
+ * every sandbox, a tenant's key its own, a scrape without a key none (ids
+ * and tenant names are not for whoever reaches the port). */
 #include <inttypes.h>
 
 #include "alloc-util.h"
@@ -123,7 +125,8 @@ void api_metrics_print_sandboxes(ApiRequest *r, FILE *f) {
                         /* a sandbox the store no longer has running (deleted meanwhile) is left out */
                         if (!r->store || store_sandbox_get(r->store, NULL, id, &sb) < 0)
                                 continue;
-                        if (sb.state == SANDBOX_DELETED || sb.state == SANDBOX_DELETING) {
+                        if (sb.state == SANDBOX_DELETED || sb.state == SANDBOX_DELETING || !r->key.id[0] ||
+                            (!r->key.admin && !streq(sb.tenant_id, r->key.tenant_id))) {
                                 sandbox_done(&sb);
                                 continue;
                         }

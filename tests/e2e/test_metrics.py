@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 
+from e2e_daemon import ADMIN
 import e2e_host as host
 import e2e_residue as residue
 from test_auth import make_key, new_tenant
@@ -107,8 +108,8 @@ def parse_prometheus(text):
     return fams
 
 
-def scrape(d):
-    r = d.api("GET", "/metrics", key=None)
+def scrape(d, key=ADMIN):
+    r = d.api("GET", "/metrics", key=key)
     assert r.status == 200, r
     assert r.content_type.startswith("text/plain"), r.content_type
     return parse_prometheus(r.body.decode())
@@ -291,6 +292,26 @@ def test_prometheus_families_and_labels(d, sid):
     for fam in FAMILIES:
         assert not of_sandbox(fams, fam, gone), (fam, gone)
     assert gone not in json.dumps(fams)
+
+
+def test_per_sandbox_series_need_a_key(d, sid):
+    """ids and tenant names only for a scrape with a key: none without, a tenant's own with its key."""
+    assert of_sandbox(scrape(d), "space_sandbox_memory_bytes", sid)
+    anon = scrape(d, key=None)
+    for fam in FAMILIES:
+        assert not [lab for _, lab, _ in anon.get(fam, {"samples": []})["samples"] if "sandbox" in lab], fam
+    assert "space_http_request_duration_seconds" in anon and "space_pool_size_bytes" in anon
+    k = make_key(d, tenant=new_tenant())
+    theirs = d.create(key=k["key"])["id"]
+    try:
+        other = scrape(d, key=k["key"])
+        assert not of_sandbox(other, "space_sandbox_memory_bytes", sid)
+        assert host.wait_until(lambda: of_sandbox(scrape(d, key=k["key"]), "space_sandbox_memory_bytes", theirs),
+                               SAMPLE_WAIT, interval=1.0)
+    finally:
+        d.delete(theirs, key=k["key"])
+    r = d.api("GET", "/metrics", key="sk_notakeynotakeynotakeynotakey")
+    assert r.status == 401 and r.json()["error"]["code"] == "unauthorized", r
 
 
 def test_histograms_have_buckets_and_counts(d, sid):
