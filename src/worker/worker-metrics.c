@@ -294,10 +294,17 @@ void worker_op_metrics(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 api_error(&e, -ESRCH, API_SANDBOX_NOT_RUNNING, "sandbox %s is not running here", strna(id));
                 return worker_reply_error(jw, &e);
         }
-        m = ring_find(l->id);
-        if (!m || m->count == 0) {
-                worker_metrics_sample(w);
-                m = ring_find(l->id);
+        m = ring_get(l->id);
+        if (m && m->count == 0) {
+                /* this one only: the others keep their cadence */
+                _cleanup_free_ NetDev *devs = NULL;
+                size_t n_devs = 0;
+                int64_t cpu0 = thread_cpu_usec();
+                if (read_net_dev(&devs, &n_devs) < 0)
+                        n_devs = 0;
+                sample_one(w, l, m, devs, n_devs);
+                samples_taken++;
+                sampling_cpu_usec += (uint64_t) (thread_cpu_usec() - cpu0);
         }
         json_w_object_begin(jw);
         json_w_kv_bool(jw, "ok", true);
