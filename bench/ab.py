@@ -70,6 +70,9 @@ class Daemon:
                 "--net-pool", f"10.{232 + os.getpid() % 16}.{idx * 64}.0/18", "--slots-max", "1024"]
         if warm:
             args.append(f"--warm-pool=base:{warm}")
+        # a build with disk admission admits two sandboxes of the default disk_mb on this pool at 1.0
+        if "disk_overcommit" in subprocess.run([args[0], "--help"], capture_output=True, text=True).stdout:
+            args.append("--disk-overcommit=100")
         self.log = open(os.path.join(self.state, "spaced.log"), "wb")
         self._start(args)
         with open(os.path.join(self.state, "s", "admin.key")) as f:

@@ -27,7 +27,7 @@ port = free_port()
 tag = f"cb{os.getpid() % 10000}"
 args = [os.path.join(build, "src", "spaced", "spaced"), "--state-dir", os.path.join(state, "s"),
         "--listen", f"127.0.0.1:{port}", "--template-dir", tpl, "--cgroup-root", f"space-{tag}",
-        "--pool-size-mb", "4096", "--log-level", "warning", "--net-table", f"space-{tag}",
+        "--pool-size-mb", "4096", "--disk-overcommit", "100", "--log-level", "warning", "--net-table", f"space-{tag}",
         "--net-link-prefix", f"{tag}-", "--net-pool", f"10.177.{20 + os.getpid() % 200}.0/24", "--slots-max=64",
         "--uid-base=3900000000"]
 log = open(os.path.join(state, "spaced.log"), "wb")

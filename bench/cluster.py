@@ -201,7 +201,7 @@ class Bench:
         ns, addr = self.add_host(i)
         state = os.path.join(self.base, name)
         p = Proc(name, [self.spaced, "--role", "worker", "--state-dir", state, "--worker-name", name,
-                        "--worker-listen", addr, "--pool-size-mb", "8192", "--cgroup-root", f"{TAG}-{name}",
+                        "--worker-listen", addr, "--pool-size-mb", "8192", "--disk-overcommit", "100", "--cgroup-root", f"{TAG}-{name}",
                         f"--uid-base={2600000000 + i * 70000000}", "--slots-max=1024"] + self.common()
                  + ["--log-level", "info"],
                  self.base, ns)
@@ -221,7 +221,7 @@ class Bench:
         state = os.path.join(self.base, "single")
         p = Proc("single", [self.spaced, "--state-dir", state, "--listen", url[7:], "--template-dir",
                             self.templates, "--agent-path", self.agent, "--cgroup-root", f"{TAG}-single",
-                            "--pool-size-mb", "8192", "--log-level", "warning", "--debug-timing=1",
+                            "--pool-size-mb", "8192", "--disk-overcommit", "100", "--log-level", "warning", "--debug-timing=1",
                             "--net-table", f"{TAG}s", "--net-link-prefix", f"b{os.getpid() % 100000}-",
                             "--net-pool", f"10.{160 + os.getpid() % 32}.0.0/16"], self.base)
         self.procs.append(p)

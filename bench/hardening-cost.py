@@ -30,7 +30,7 @@ class Daemon:
         self.proc = subprocess.Popen(
             [os.path.join(build, "src/spaced/spaced"), "--state-dir", os.path.join(self.state, "state"),
              "--listen", f"127.0.0.1:{port}", "--template-dir", self.tdir,
-             "--agent-path", os.path.join(build, "src/agent/space-agent"), "--pool-size-mb", "4096",
+             "--agent-path", os.path.join(build, "src/agent/space-agent"), "--pool-size-mb", "4096", "--disk-overcommit", "100",
              "--cgroup-root", f"space-hcost-{os.getpid()}-{name}", f"--uid-base={uid_base}", "--slots-max=64",
              # names global on the host, unique per daemon (other spaced may run beside)
              "--net-table", f"hcost{os.getpid() % 100000}{idx}", "--net-link-prefix", f"hc{os.getpid() % 10000}{idx}-",

@@ -100,7 +100,7 @@ class Daemon:
         self.cgroup_root = f"{CGROUP_ROOT}-{tag}"
         args = [os.path.join(build, "src", "spaced", "spaced"), "--state-dir", os.path.join(self.state, "s"),
                 "--listen", f"127.0.0.1:{self.port}", "--template-dir", self.templates,
-                "--cgroup-root", self.cgroup_root, "--pool-size-mb", "8192",
+                "--cgroup-root", self.cgroup_root, "--pool-size-mb", "8192", "--disk-overcommit", "100",
                 "--log-level", log_level, *([f"--warm-pool=base:{warm}"] if warm else []),
                 "--net-table", f"spacelc{tag}", "--net-link-prefix", f"lc{tag}-",
                 "--net-pool", f"10.{216 + os.getpid() % 16}.0.0/18", "--slots-max", "1024", *extra]

@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 tar -C "$rootfs" -xf build-release/templates/base.tar
 build-release/src/spaced/spaced --state-dir "$state" --listen "127.0.0.1:$port" \
-        --template-dir "$top/build-release/templates" --cgroup-root space-bench --pool-size-mb 4096 \
+        --template-dir "$top/build-release/templates" --cgroup-root space-bench --pool-size-mb 4096 --disk-overcommit 100 \
         --log-level warning $net >"$state/spaced.log" 2>&1 &
 for i in $(seq 1 300); do
         curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break

@@ -48,7 +48,7 @@ def start_spaced(build, kdir, state):
             # names global on the host, unique to this run (other spaced may run beside)
             "--net-table", f"bvm{os.getpid() % 100000}", "--net-link-prefix", f"bv{os.getpid() % 10000}-",
             "--net-pool", f"10.{248 + os.getpid() % 8}.0.0/18",
-            "--pool-size-mb", "8192", "--log-level", "warning", f"--vm-kernel-dir={kdir}"]
+            "--pool-size-mb", "8192", "--disk-overcommit", "100", "--log-level", "warning", f"--vm-kernel-dir={kdir}"]
     log = open(os.path.join(state, "spaced.log"), "wb")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)

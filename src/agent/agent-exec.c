@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "agent-image.h"
 #include "agent-pty.h"
 #include "agent-spawn.h"
 #include "agent-user.h"
@@ -461,6 +462,10 @@ void agent_exec_request(Agent *a, Conn *c, uint32_t stream, const JsonValue *v) 
                 agent_conn_send_error(c, stream, EMFILE, "Too many streams on this connection");
                 return;
         }
+        /* a template from an image: its config's user, cwd and env */
+        r = agent_image_defaults_apply(AGENT_IMAGE_DEFAULTS_PATH, &req);
+        if (r < 0)
+                log_debug_errno(r, "Ignoring the image defaults in %s: %m", AGENT_IMAGE_DEFAULTS_PATH);
         if (!req.user && !req.have_uid && geteuid() != 0) {
                 /* an unprivileged agent (tests) runs things as itself by default */
                 req.have_uid = true;

@@ -12,6 +12,7 @@
 #include "sandbox-lock.h"
 
 typedef struct CredKey CredKey;
+typedef struct ApiLimits ApiLimits;
 
 struct Api {
         Config config;
@@ -22,7 +23,34 @@ struct Api {
         char *cluster_token;         /* role api: workers are reached over the network with it */
         atomic_uint_fast64_t requests_by_class[6]; /* [1..5] = 1xx..5xx */
         atomic_uint_fast64_t requests_in_flight;
+        ApiLimits *limits;           /* per key and tenant request limits (api-limits.c) */
+        ApiWorkerStatus *worker_status; /* role all: the worker's supervisor's view; NULL otherwise */
 };
+
+/* ---- request limits (api-limits.c) ---- */
+int api_limits_new(ApiLimits **ret);
+ApiLimits *api_limits_free(ApiLimits *l);
+/* After authentication: counts the request in flight (and as an open
+ * stream) against its key's and tenant's limits and takes a token from
+ * their buckets; a refusal fills e (429 naming the limit, or 503 for the
+ * server-wide share) and r->retry_after_s. api_limits_leave() (done by
+ * api_handle) gives it back. */
+int api_limits_enter(ApiRequest *r, bool stream, ApiError *e);
+void api_limits_leave(ApiRequest *r);
+/* The tenant's rps and streams changed (PUT /v1/tenants): used at once. */
+void api_limits_set_tenant(ApiLimits *l, const TenantQuotas *q);
+uint64_t api_limits_refused(const ApiLimits *l);
+
+/* ---- tenant quotas (tenants.c) ---- */
+/* The tenant's effective resource limits (its row, else the config's
+ * defaults; 0 = unlimited) for an admission. */
+int api_tenant_admission(ApiRequest *r, const char *tenant_id, StoreAdmission *ret, ApiError *e);
+/* A -EDQUOT of a *_admit store call as the 429 naming the quota. what: "creating 1 sandbox" */
+int api_quota_error(ApiRequest *r, const StoreAdmission *a, const char *what, ApiError *e);
+
+/* Seconds a client should wait before it tries again while the worker is
+ * unavailable (the Retry-After of 503 worker_unavailable). */
+unsigned api_worker_retry_after_s(const Api *a);
 
 /* The route table, for the test that keeps openapi.yaml in step with it. */
 /* Splits an absolute path into at most max segments, in place: "/v1/a/b" →
@@ -215,8 +243,10 @@ int api_key_generate(char ret_secret[static API_KEY_SECRET_LEN + 1], char ret_id
  * one is resumed instead if it has auto_resume, or with auto_resume_paused=1), and the call counts as
  * activity (idle policy). */
 int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret, ApiError *e);
-/* Records a new sandbox (state creating) under a fresh id and a free slot. */
-int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, ApiError *e);
+/* Records a new sandbox (state creating) under a fresh id and a free slot,
+ * admitted against its tenant's quotas as one of pending sandboxes of its
+ * shape still to come (1, or a branch's children left): 429 over a quota. */
+int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiError *e);
 /* The cold create shared by /v1 and the E2B surface: records sb (a new id and
  * slot), starts it on the worker, marks it running, records sandbox.created
  * (data names `via` if given); on failure unwinds, with an event. */
@@ -362,8 +392,13 @@ void api_credentials_inherit_undo(ApiRequest *r, const char *child_id, const Cre
  * (*ret NULL if none). */
 int api_credentials_env_of(ApiRequest *r, const char *sandbox_id, char **ret_env_json, ApiError *e);
 
+int api_tenants_list(ApiRequest *r, ApiError *e);
+int api_tenant_show(ApiRequest *r, ApiError *e);
+int api_tenant_put(ApiRequest *r, ApiError *e);
+
 int api_info(ApiRequest *r, ApiError *e);
 int api_healthz(ApiRequest *r, ApiError *e);
+int api_readyz(ApiRequest *r, ApiError *e);
 int api_metrics(ApiRequest *r, ApiError *e);
 /* metrics-sandbox.c: GET /v1/sandboxes/{id}/metrics; a sandbox's samples since since_usec as its
  * worker keeps them (*ret NULL: none, it is not running) */

@@ -25,6 +25,7 @@ typedef struct Route {
         bool needs_auth;
         bool needs_admin;
         bool sandbox_param;     /* params[0] is a sandbox id (for the log context) */
+        bool stream;            /* may stay open long (exec output, event follows, files): key_streams_max */
 } Route;
 
 static const Route routes[] = {
@@ -42,20 +43,20 @@ static const Route routes[] = {
         { "DELETE", "/v1/sandboxes/{id}/checkpoints/{checkpoint}", api_checkpoint_delete, true, false, true },
         { "POST", "/v1/sandboxes/{id}/restore", api_sandbox_restore, true, false, true },
         { "POST", "/v1/sandboxes/{id}/branch", api_sandbox_branch, true, false, true },
-        { "POST", "/v1/sandboxes/{id}/exec", api_exec, true, false, true },
+        { "POST", "/v1/sandboxes/{id}/exec", api_exec, true, false, true, true },
         { "GET", "/v1/sandboxes/{id}/exec", api_exec_list, true, false, true },
-        { "GET", "/v1/sandboxes/{id}/exec/{exec_id}/output", api_exec_output, true, false, true },
+        { "GET", "/v1/sandboxes/{id}/exec/{exec_id}/output", api_exec_output, true, false, true, true },
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/stdin", api_exec_stdin, true, false, true },
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/signal", api_exec_signal, true, false, true },
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/resize", api_exec_resize, true, false, true },
-        { "GET", "/v1/sandboxes/{id}/files", api_files_get, true, false, true },
-        { "PUT", "/v1/sandboxes/{id}/files", api_files_put, true, false, true },
+        { "GET", "/v1/sandboxes/{id}/files", api_files_get, true, false, true, true },
+        { "PUT", "/v1/sandboxes/{id}/files", api_files_put, true, false, true, true },
         { "DELETE", "/v1/sandboxes/{id}/files", api_files_delete, true, false, true },
         { "POST", "/v1/sandboxes/{id}/files/move", api_files_move, true, false, true },
         { "GET", "/v1/templates", api_templates_list, true, false, false },
         { "POST", "/v1/templates", api_template_import, true, true, false },
         { "DELETE", "/v1/templates/{name}", api_template_remove, true, true, false },
-        { "GET", "/v1/events", api_events_list, true, false, false },
+        { "GET", "/v1/events", api_events_list, true, false, false, true },
         { "POST", "/v1/keys", api_keys_create, true, false, false },
         { "GET", "/v1/keys", api_keys_list, true, false, false },
         { "DELETE", "/v1/keys/{id}", api_keys_delete, true, false, false },
@@ -69,8 +70,12 @@ static const Route routes[] = {
         { "GET", "/v1/sandboxes/{id}/credentials", api_sandbox_credentials_list, true, false, true },
         { "POST", "/v1/sandboxes/{id}/credentials/{name}", api_sandbox_credential_grant, true, false, true },
         { "DELETE", "/v1/sandboxes/{id}/credentials/{name}", api_sandbox_credential_revoke, true, false, true },
+        { "GET", "/v1/tenants", api_tenants_list, true, true, false },
+        { "GET", "/v1/tenants/{name}", api_tenant_show, true, false, false },
+        { "PUT", "/v1/tenants/{name}", api_tenant_put, true, true, false },
         { "GET", "/v1/info", api_info, true, false, false },
         { "GET", "/healthz", api_healthz, false, false, false },
+        { "GET", "/readyz", api_readyz, false, false, false },
         { "GET", "/metrics", api_metrics, false, false, false },
 };
 
@@ -114,9 +119,14 @@ int api_new(const Config *config, Api **ret) {
         r = worker_agent_dir(config, a->agent_dir, sizeof a->agent_dir);
         if (r < 0)
                 return r;
+        r = api_limits_new(&a->limits);
+        if (r < 0)
+                return r;
         r = pthread_key_create(&a->handles_key, thread_handles_free);
-        if (r != 0)
+        if (r != 0) {
+                a->limits = api_limits_free(a->limits);
                 return -r;
+        }
         *ret = TAKE_PTR(a);
         return 0;
 }
@@ -142,6 +152,7 @@ Api *api_free(Api *a) {
         (void) pthread_setspecific(a->handles_key, NULL);
         (void) pthread_key_delete(a->handles_key);
         cred_key_free(a->cred_key);
+        api_limits_free(a->limits);
         free(a);
         return NULL;
 }
@@ -151,8 +162,41 @@ void api_set_cred_key(Api *a, CredKey *k) {
         a->cred_key = k;
 }
 
+void api_set_worker_status(Api *a, ApiWorkerStatus *s) {
+        a->worker_status = s;
+}
+
+const char *api_worker_phase_to_string(ApiWorkerPhase p) {
+        static const char *const table[_API_WORKER_PHASE_MAX] = {
+                [API_WORKER_STARTING] = "starting",
+                [API_WORKER_UP] = "up",
+                [API_WORKER_DOWN] = "down",
+                [API_WORKER_STOPPING] = "stopping",
+        };
+        return p >= 0 && p < _API_WORKER_PHASE_MAX ? table[p] : NULL;
+}
+
+unsigned api_worker_retry_after_s(const Api *a) {
+        int64_t next, now = now_usec();
+
+        if (!a || !a->worker_status || atomic_load(&a->worker_status->phase) != API_WORKER_DOWN)
+                return 1;
+        next = atomic_load(&a->worker_status->next_start_usec);
+        /* its next start, and a second for it to become ready */
+        return next > now ? (unsigned) MIN((next - now + 999999) / 1000000 + 1, (int64_t) 60) : 1;
+}
+
 const Config *api_config(const Api *a) {
         return &a->config;
+}
+
+void api_thread_done(void *userdata) {
+        Api *a = userdata;
+
+        if (!a)
+                return;
+        thread_handles_free(pthread_getspecific(a->handles_key));
+        (void) pthread_setspecific(a->handles_key, NULL);
 }
 
 static ThreadHandles *thread_handles(Api *a) {
@@ -241,7 +285,11 @@ void api_log_sandbox(ApiRequest *r, const char *id) {
 /* ---- responses ---- */
 
 static void request_headers(ApiRequest *r, char *buf, size_t size, const char *more) {
-        snprintf(buf, size, "X-Request-Id: %s\r\n%s", r->req_id, strempty(more));
+        if (r->retry_after_s > 0)
+                snprintf(buf, size, "X-Request-Id: %s\r\nRetry-After: %d\r\n%s", r->req_id, r->retry_after_s,
+                         strempty(more));
+        else
+                snprintf(buf, size, "X-Request-Id: %s\r\n%s", r->req_id, strempty(more));
 }
 
 static void body_pending_close(ApiRequest *r) {
@@ -301,7 +349,7 @@ int api_reply_empty(ApiRequest *r, int status) {
 
 static int reply_error_full(HttpConn *c, ApiRequest *r, const ApiError *e, const char *more_headers) {
         _cleanup_free_ char *text = NULL;
-        char hdr[256];
+        char hdr[320], retry[48];
         JsonWriter w;
         size_t n;
         int status = api_error_code_to_status(e->code);
@@ -310,6 +358,11 @@ static int reply_error_full(HttpConn *c, ApiRequest *r, const ApiError *e, const
         json_out_error(&w, e);
         if (json_w_finish(&w, &text, &n) < 0)
                 return -ENOMEM;
+        if (e->code == API_WORKER_UNAVAILABLE && !more_headers) {
+                /* the worker is restarting: when to try again */
+                snprintf(retry, sizeof retry, "Retry-After: %u\r\n", api_worker_retry_after_s(r ? r->api : NULL));
+                more_headers = retry;
+        }
         if (r) {
                 body_pending_close(r);
                 request_headers(r, hdr, sizeof hdr, more_headers);
@@ -584,6 +637,9 @@ static int dispatch(ApiRequest *r, ApiError *e, const Route **ret_route) {
                 }
                 if (k < 0)
                         return k;
+                k = api_limits_enter(r, found->stream, e);
+                if (k < 0)
+                        return k;
                 if (found->needs_admin && !r->key.admin)
                         return api_error(e, -EPERM, API_FORBIDDEN, "this needs an admin key");
         }
@@ -638,7 +694,7 @@ static void observe(ApiRequest *r, const Route *route, int64_t usec) {
  * logged unless log_health_requests (or they failed). */
 static void log_request(ApiRequest *r, const Route *route, const struct timespec *start, const ApiError *e) {
         char status[16], duration[32], store_ms[32];
-        LogField f[9];
+        LogField f[10];
         size_t n = 0;
 
         if (r->status < 500 && !r->api->config.log_health_requests && is_probe_path(r->head->path))
@@ -655,7 +711,9 @@ static void log_request(ApiRequest *r, const Route *route, const struct timespec
         f[n++] = (LogField) { "tenant", r->tenant_name[0] ? r->tenant_name : NULL };
         f[n++] = (LogField) { "key", r->key.id[0] ? r->key.id : NULL };
         f[n++] = (LogField) { "error", r->status >= 500 ? e->message : NULL };
-        log_fields(r->status >= 500 ? LOG_WARNING_ : LOG_INFO_, "request", f, n);
+        f[n++] = (LogField) { "limited", r->limited ? "1" : NULL };
+        /* a request refused by a rate limit is logged at debug: a flood must not flood the log */
+        log_fields(r->status >= 500 ? LOG_WARNING_ : r->limited ? LOG_DEBUG_ : LOG_INFO_, "request", f, n);
 }
 
 void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
@@ -696,6 +754,7 @@ void api_handle(HttpConn *c, const HttpHead *head, void *userdata) {
                 (void) reply_error_full(c, &r, &e, NULL);
         }
 
+        api_limits_leave(&r);
         if (r.status >= 100 && r.status < 600)
                 atomic_fetch_add(&a->requests_by_class[r.status / 100], 1);
         atomic_fetch_sub(&a->requests_in_flight, 1);

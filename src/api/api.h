@@ -3,6 +3,9 @@
 
 /* The /v1 API: routing, auth, and one file per resource. */
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "api-error.h"
 #include "config.h"
 #include "http-server.h"
@@ -14,6 +17,30 @@
 #define API_PARAMS_MAX 4U
 
 typedef struct Api Api;
+
+/* The local worker process as its supervisor sees it (role all: spaced's
+ * supervise.c writes it, the API reads it for /healthz, /readyz, /metrics
+ * and the Retry-After of a 503 worker_unavailable). */
+typedef enum ApiWorkerPhase {
+        API_WORKER_STARTING,    /* started, not serving yet */
+        API_WORKER_UP,          /* serving */
+        API_WORKER_DOWN,        /* died; started again at next_start_usec */
+        API_WORKER_STOPPING,    /* spaced stops */
+        _API_WORKER_PHASE_MAX,
+        _API_WORKER_PHASE_INVALID = -EINVAL,
+} ApiWorkerPhase;
+
+typedef struct ApiWorkerStatus {
+        atomic_int phase;                       /* ApiWorkerPhase */
+        atomic_int pid;
+        atomic_uint_fast64_t restarts;          /* starts after the first */
+        atomic_int_fast64_t since_usec;         /* in this phase since (CLOCK_REALTIME, as now_usec()) */
+        atomic_int_fast64_t next_start_usec;    /* down: the next start */
+        pthread_mutex_t lock;                   /* for last_exit */
+        char last_exit[128];                    /* how it last died, "" = never */
+} ApiWorkerStatus;
+
+const char *api_worker_phase_to_string(ApiWorkerPhase p);
 
 typedef struct ApiRequest {
         HttpConn *conn;
@@ -31,6 +58,10 @@ typedef struct ApiRequest {
         bool body_read;         /* the request body was read to its end */
         Tenant *tenants;        /* lazily loaded name cache for admin views (api_tenant_name) */
         size_t n_tenants;
+        int retry_after_s;      /* > 0: a 429 or 503 answer says Retry-After */
+        bool limits_held;       /* counted in flight by api_limits_enter() */
+        bool limits_stream;     /* ... as an open stream too */
+        bool limited;           /* refused by api_limits_enter(): logged at debug (a flood must not flood the log) */
 } ApiRequest;
 
 /* A route handler. Returns >= 0 if it responded, < 0 with e filled otherwise
@@ -48,12 +79,18 @@ const Config *api_config(const Api *a);
  * from then on. Without one, creating or rotating a credential is a 503. */
 struct CredKey;
 void api_set_cred_key(Api *a, struct CredKey *k);
+/* Role all: the supervisor's view of the worker (borrowed; outlives the Api). */
+void api_set_worker_status(Api *a, ApiWorkerStatus *s);
 /* The HttpHandler to give to the http server (userdata = Api*). */
 void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
 /* An HttpHeadHook (userdata: the Api): with debug_timing on, every response
  * says how long its request has waited on the store so far and in all:
  * "Server-Timing: store;dur=MS;desc=\"N calls\", total;dur=MS". */
 void api_head_hook(char *buf, size_t size, void *userdata);
+/* An HttpThreadHook (userdata: the Api): frees the calling connection
+ * thread's store and worker handles, while the Api is certainly alive (the
+ * thread-local destructor may run after api_free() deleted its key). */
+void api_thread_done(void *userdata);
 
 /* Helpers for handlers */
 int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);     /* body → JSON object (400/413/415 errors) */

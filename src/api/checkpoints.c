@@ -63,6 +63,7 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, int wit
         _cleanup_free_ Checkpoint *list = NULL;
         char reason[STORE_REASON_MAX], data[STORE_NAME_MAX + 96];
         Checkpoint c = {};
+        StoreAdmission adm;
         uint64_t size = 0, max_count, max_mb;
         size_t n = 0;
         int k;
@@ -101,6 +102,9 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, int wit
         (void) strscpy(c.tenant_id, sizeof c.tenant_id, sb.tenant_id);
         c.restorable = false; /* until the snapshot exists */
         c.created_usec = now_usec();
+        k = api_tenant_admission(r, sb.tenant_id, &adm, e);
+        if (k < 0)
+                return k;
         k = -EEXIST;
         for (unsigned i = 0; i < CHECKPOINT_ID_ATTEMPTS && k == -EEXIST; i++) {
                 char ckid[API_ID_LEN + 1];
@@ -108,8 +112,10 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, int wit
                 if (k < 0)
                         return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
                 (void) strscpy(c.id, sizeof c.id, ckid);
-                k = store_checkpoint_insert(r->store, &c);
+                k = store_checkpoint_insert_admit(r->store, &c, &adm);
         }
+        if (k == -EDQUOT)
+                return api_quota_error(r, &adm, "a checkpoint", e);
         if (k == -EEXIST)
                 return api_error(e, k, API_ALREADY_EXISTS, "sandbox '%s' has a checkpoint named '%s'", id, c.name);
         if (k < 0)

@@ -91,6 +91,7 @@ const char *e2b_connect_code(ApiErrorCode c) {
                 return "unimplemented";
         case API_BAD_GATEWAY:
         case API_UNAVAILABLE:
+        case API_WORKER_UNAVAILABLE:
                 return "unavailable";
         case API_TIMEOUT:
                 return "deadline_exceeded";

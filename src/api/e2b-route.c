@@ -70,7 +70,11 @@ int e2b_reply(ApiRequest *r, int status, const char *content_type, const void *b
         /* a body we did not read would be taken for the next request: close instead */
         if (!r->body_read && (r->head->content_length > 0 || r->head->chunked))
                 http_conn_set_close(r->conn);
-        snprintf(hdr, sizeof hdr, "X-Request-Id: %s\r\n%s", r->req_id, strempty(headers));
+        if (r->retry_after_s > 0 && (status == 429 || status == 503))
+                snprintf(hdr, sizeof hdr, "X-Request-Id: %s\r\nRetry-After: %d\r\n%s", r->req_id, r->retry_after_s,
+                         strempty(headers));
+        else
+                snprintf(hdr, sizeof hdr, "X-Request-Id: %s\r\n%s", r->req_id, strempty(headers));
         r->status = status;
         return http_conn_respond(r->conn, status, content_type, body, n, hdr);
 }
@@ -237,13 +241,17 @@ int e2b_access_token(const Config *c, const char *sandbox_id, char ret[static E2
 static int e2b_auth(ApiRequest *r, ApiError *e) {
         const char *h = http_head_header(r->head, "X-API-KEY");
         size_t n;
+        int k;
 
         if (!h)
                 return api_error(e, -EACCES, API_UNAUTHORIZED, "missing 'X-API-KEY: <space api key>' header");
         n = strlen(h);
         while (n > 0 && h[n - 1] == ' ')
                 n--;
-        return api_auth_token(r, h, n, e);
+        k = api_auth_token(r, h, n, e);
+        if (k < 0)
+                return k;
+        return api_limits_enter(r, false, e);
 }
 
 /* ---- envd requests ---- */

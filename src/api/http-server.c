@@ -47,6 +47,7 @@ struct HttpConn {
         HttpConn *prev, *next;
         int fd;
         char peer[INET6_ADDRSTRLEN + 8];
+        char addr[INET6_ADDRSTRLEN];    /* the peer's address alone, "" for a unix socket */
 
         char buf[HTTP_HEAD_MAX]; /* raw bytes: the head, then body bytes and pipelined requests */
         size_t rpos, rlen;
@@ -82,8 +83,10 @@ struct HttpServer {
         char *unix_path;
         HttpHandler handler;
         HttpHeadHook head_hook;
+        HttpThreadHook thread_done_hook;
         void *userdata;
         int head_timeout_msec, idle_timeout_msec, body_idle_timeout_msec;
+        unsigned peer_waiting_max;      /* 0 = no per-address cap */
 
         pthread_mutex_t lock;
         pthread_cond_t cond;
@@ -723,6 +726,8 @@ static void *conn_thread(void *arg) {
         HttpServer *s = c->server;
 
         conn_serve(c);
+        if (s->thread_done_hook)
+                s->thread_done_hook(s->userdata);
 
         /* Out of the list first, so stop() never shuts down a reused fd number. */
         pthread_mutex_lock(&s->lock);
@@ -739,19 +744,51 @@ static void *conn_thread(void *arg) {
         return NULL;
 }
 
-static void format_peer(const struct sockaddr_storage *sa, char *buf, size_t n) {
+static void format_peer(const struct sockaddr_storage *sa, char *buf, size_t n, char addr[static INET6_ADDRSTRLEN]) {
         char a[INET6_ADDRSTRLEN] = "?";
 
+        addr[0] = 0;
         if (sa->ss_family == AF_INET) {
                 const struct sockaddr_in *in = (const struct sockaddr_in *) sa;
                 (void) inet_ntop(AF_INET, &in->sin_addr, a, sizeof a);
                 (void) snprintf(buf, n, "%s:%u", a, ntohs(in->sin_port));
+                memcpy(addr, a, sizeof a);
         } else if (sa->ss_family == AF_INET6) {
                 const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) sa;
                 (void) inet_ntop(AF_INET6, &in6->sin6_addr, a, sizeof a);
                 (void) snprintf(buf, n, "[%s]:%u", a, ntohs(in6->sin6_port));
+                memcpy(addr, a, sizeof a);
         } else
                 (void) snprintf(buf, n, "unix");
+}
+
+/* Under the lock: a peer address that already has peer_waiting_max
+ * connections waiting for a request head (idle keep-alive, or not yet
+ * sent) loses its oldest one to its newcomer, so one address cannot fill
+ * the server with connections nobody authenticated. */
+static void server_cap_peer_locked(HttpServer *s, const char *addr) {
+        HttpConn *victim = NULL;
+        int64_t oldest = INT64_MAX;
+        unsigned waiting = 0;
+
+        if (!addr[0])
+                return;
+        for (HttpConn *o = s->conns; o; o = o->next) {
+                int64_t w = __atomic_load_n(&o->waiting_since, __ATOMIC_RELAXED);
+                if (w <= 0 || o->evicted || !streq(o->addr, addr))
+                        continue;
+                waiting++;
+                if (w < oldest) {
+                        oldest = w;
+                        victim = o;
+                }
+        }
+        unsigned max = __atomic_load_n(&s->peer_waiting_max, __ATOMIC_RELAXED);
+
+        if (max == 0 || waiting < max || !victim)
+                return;
+        victim->evicted = true;
+        (void) shutdown(victim->fd, SHUT_RDWR);
 }
 
 /* Connections past HTTP_CONNECTIONS_MAX while evicted ones are still closing. */
@@ -777,6 +814,7 @@ static int server_accept(HttpServer *s) {
         _cleanup_close_ int fd = -EBADF;
         struct sockaddr_storage sa = {};
         socklen_t salen = sizeof sa;
+        char peer[INET6_ADDRSTRLEN + 8], addr[INET6_ADDRSTRLEN];
         pthread_attr_t attr;
         pthread_t t;
         HttpConn *c;
@@ -787,8 +825,10 @@ static int server_accept(HttpServer *s) {
                 return negative_errno();
         if (sa.ss_family == AF_INET || sa.ss_family == AF_INET6)
                 (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        format_peer(&sa, peer, sizeof peer, addr);
 
         pthread_mutex_lock(&s->lock);
+        server_cap_peer_locked(s, addr);
         if (s->n_conns >= HTTP_CONNECTIONS_MAX) {
                 /* Full: rather than refuse the newcomer, drop the connection that has
                  * waited longest for a request head (idle keep-alive, or a slowloris
@@ -820,7 +860,8 @@ static int server_accept(HttpServer *s) {
         }
         c->server = s;
         c->fd = fd;
-        format_peer(&sa, c->peer, sizeof c->peer);
+        memcpy(c->peer, peer, sizeof c->peer);
+        memcpy(c->addr, addr, sizeof c->addr);
 
         pthread_mutex_lock(&s->lock);
         c->next = s->conns;
@@ -923,6 +964,15 @@ void http_server_set_timeouts(HttpServer *s, int head_msec, int idle_msec, int b
                 s->idle_timeout_msec = idle_msec;
         if (body_idle_msec > 0)
                 s->body_idle_timeout_msec = body_idle_msec;
+}
+
+void http_server_set_peer_waiting_max(HttpServer *s, unsigned n) {
+        if (s)
+                __atomic_store_n(&s->peer_waiting_max, n, __ATOMIC_RELAXED);
+}
+
+void http_server_set_thread_done_hook(HttpServer *s, HttpThreadHook hook) {
+        s->thread_done_hook = hook;
 }
 
 void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook) {

@@ -23,11 +23,22 @@ int http_server_new(const char *listen, HttpHandler handler, void *userdata, Htt
 /* Overrides the timeouts above (values <= 0 keep the current one), e.g. for
  * tests or from config. Call before http_server_run(). */
 void http_server_set_timeouts(HttpServer *s, int head_msec, int idle_msec, int body_idle_msec);
+/* At most n connections of one peer address (IPv4/IPv6; not unix sockets)
+ * waiting for a request head (idle keep-alive, or nothing sent yet): a
+ * newcomer past that closes the address's oldest waiting one. 0 (the
+ * default) = no such cap. Call before http_server_run(). */
+void http_server_set_peer_waiting_max(HttpServer *s, unsigned n);
 /* Extra header lines ("Name: value\r\n") for every response: the hook
  * writes them into buf (NUL-terminated, at most size) on the connection's
  * thread as each response head goes out, e.g. timings of the request. */
 typedef void (*HttpHeadHook)(char *buf, size_t size, void *userdata);
 void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook);
+/* Runs on each connection's thread once it is done with its last request,
+ * before the server counts the connection gone (so http_server_free()
+ * returns only after every hook ran): for per-thread state of the handler
+ * that a thread-local destructor would free too late. */
+typedef void (*HttpThreadHook)(void *userdata);
+void http_server_set_thread_done_hook(HttpServer *s, HttpThreadHook hook);
 /* The bound port (useful with port 0). */
 int http_server_port(const HttpServer *s);
 /* Serves until http_server_stop(); returns 0. Call from one thread. */

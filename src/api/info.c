@@ -83,21 +83,160 @@ int api_info(ApiRequest *r, ApiError *e) {
         return api_reply_json(r, 200, &w);
 }
 
-int api_healthz(ApiRequest *r, ApiError *e) {
-        _cleanup_(json_w_done) JsonWriter w;
+/* A ping of the worker answered within this, or it is "not responding" (a
+ * stopped or hung worker): /healthz and /readyz never wait longer. */
+#define API_WORKER_PING_MSEC 1000
+
+typedef struct Health {
+        bool store_ok;
+        char store_message[API_ERROR_MESSAGE_MAX];
+        bool worker_ok;                 /* serving and answering (always true in a cluster: not ours) */
+        const char *worker_state;       /* ok, starting, down, not_responding, stopping, cluster */
+        char worker_message[API_ERROR_MESSAGE_MAX];
+        JsonValue *worker_health;       /* the worker's own view (worker_health()), NULL if it did not answer */
+} Health;
+
+static void health_done(Health *h) {
+        json_free(h->worker_health);
+}
+
+static void health_check(ApiRequest *r, Health *h) {
+        ApiWorkerStatus *st = r->api->worker_status;
+        ApiError e = {};
         int k;
 
-        json_w_init(&w);
-        k = api_get_store(r, e);
+        k = api_get_store(r, &e);
         if (k >= 0) {
                 k = store_schema_version(r->store);
                 if (k < 0)
-                        return api_store_error(e, k, "health check");
+                        (void) api_store_error(&e, k, "health check");
         }
-        if (k < 0)
-                return k;
+        h->store_ok = k >= 0;
+        if (!h->store_ok)
+                (void) strscpy(h->store_message, sizeof h->store_message, e.message);
+
+        if (r->api->cluster_token) {
+                h->worker_ok = true;
+                h->worker_state = "cluster";
+                return;
+        }
+        if (st && atomic_load(&st->phase) != API_WORKER_UP) {
+                ApiWorkerPhase p = atomic_load(&st->phase);
+                h->worker_state = p == API_WORKER_DOWN ? "down" : api_worker_phase_to_string(p);
+                pthread_mutex_lock(&st->lock);
+                snprintf(h->worker_message, sizeof h->worker_message, "%s%s",
+                         p == API_WORKER_DOWN ? "it died: " : "", p == API_WORKER_DOWN ? st->last_exit : "");
+                pthread_mutex_unlock(&st->lock);
+                return;
+        }
+        /* a ping with a short deadline: a stopped worker accepts connections and answers nothing */
+        _cleanup_(worker_client_freep) WorkerClient *wc = NULL;
+        _cleanup_free_ char *json = NULL;
+        e = (ApiError) {};
+        k = worker_client_new(r->api->worker_address, r->api->agent_dir, &wc);
+        if (k >= 0) {
+                worker_client_set_reply_timeout(wc, API_WORKER_PING_MSEC);
+                k = worker_health(wc, &json, &e);
+        }
+        if (k >= 0 && json_parse(json, strlen(json), &h->worker_health, NULL, 0) >= 0) {
+                h->worker_ok = true;
+                h->worker_state = "ok";
+                return;
+        }
+        h->worker_state = k == -ETIMEDOUT ? "not_responding" : "down";
+        if (k == -ETIMEDOUT)
+                snprintf(h->worker_message, sizeof h->worker_message, "no answer within %d ms",
+                         API_WORKER_PING_MSEC);
+        else
+                (void) strscpy(h->worker_message, sizeof h->worker_message, e.message[0] ? e.message : strerror(-k));
+}
+
+/* A part the worker reports on (pool, gateway, spawner): its object, or "unknown". */
+static void health_part(JsonWriter *w, const Health *h, const char *key) {
+        const JsonValue *v = json_get(h->worker_health, key);
+        _cleanup_free_ char *text = NULL;
+        size_t n;
+
+        json_w_key(w, key);
+        if (json_type(v) == JSON_OBJECT && json_serialize(v, &text, &n) >= 0) {
+                json_w_raw(w, text);
+                return;
+        }
+        json_w_object_begin(w);
+        json_w_kv_string(w, "status", h->worker_state && streq(h->worker_state, "cluster") ? "cluster" : "unknown");
+        json_w_object_end(w);
+}
+
+static void health_components(JsonWriter *w, ApiRequest *r, const Health *h) {
+        ApiWorkerStatus *st = r->api->worker_status;
+        int64_t v;
+
+        json_w_key(w, "components");
+        json_w_object_begin(w);
+        json_w_key(w, "store");
+        json_w_object_begin(w);
+        json_w_kv_string(w, "status", h->store_ok ? "ok" : "error");
+        if (!h->store_ok)
+                json_w_kv_string(w, "message", h->store_message);
+        json_w_object_end(w);
+
+        json_w_key(w, "worker");
+        json_w_object_begin(w);
+        json_w_kv_string(w, "status", h->worker_state);
+        if (h->worker_message[0])
+                json_w_kv_string(w, "message", h->worker_message);
+        if (st) {
+                json_w_kv_int(w, "pid", atomic_load(&st->pid));
+                json_w_kv_int(w, "restarts", (int64_t) atomic_load(&st->restarts));
+                pthread_mutex_lock(&st->lock);
+                if (st->last_exit[0])
+                        json_w_kv_string(w, "last_exit", st->last_exit);
+                pthread_mutex_unlock(&st->lock);
+                if (atomic_load(&st->phase) == API_WORKER_DOWN && (v = atomic_load(&st->next_start_usec)) > 0)
+                        json_w_kv_int(w, "next_start_ms", MAX((v - now_usec()) / 1000, (int64_t) 0));
+        }
+        if (json_int64(json_get(h->worker_health, "sandboxes_running"), &v) >= 0)
+                json_w_kv_int(w, "sandboxes_running", v);
+        json_w_object_end(w);
+
+        health_part(w, h, "pool");
+        health_part(w, h, "gateway");
+        health_part(w, h, "spawner");
+        json_w_object_end(w);
+}
+
+/* Liveness: this process answers (200 whatever its parts say), with each part's state. */
+int api_healthz(ApiRequest *r, ApiError *e) {
+        _cleanup_(health_done) Health h = {};
+        _cleanup_(json_w_done) JsonWriter w;
+
+        (void) e;
+        json_w_init(&w);
+        health_check(r, &h);
         json_w_object_begin(&w);
-        json_w_kv_string(&w, "status", "ok");
+        json_w_kv_string(&w, "status", h.store_ok && h.worker_ok ? "ok" : "degraded");
+        health_components(&w, r, &h);
+        json_w_object_end(&w);
+        return api_reply_json(r, 200, &w);
+}
+
+/* Readiness (for load balancers): 200 only while the store and the worker answer. */
+int api_readyz(ApiRequest *r, ApiError *e) {
+        _cleanup_(health_done) Health h = {};
+        _cleanup_(json_w_done) JsonWriter w;
+
+        json_w_init(&w);
+        health_check(r, &h);
+        if (!h.worker_ok)
+                return api_error(e, -EAGAIN, API_WORKER_UNAVAILABLE, "not ready: the worker is %s%s%s%s",
+                                 streq(h.worker_state, "not_responding") ? "not responding" : h.worker_state,
+                                 h.worker_message[0] ? " (" : "", h.worker_message, h.worker_message[0] ? ")" : "");
+        if (!h.store_ok)
+                return api_error(e, -EAGAIN, API_UNAVAILABLE, "not ready: the store is unavailable (%s)",
+                                 h.store_message);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "status", "ready");
+        health_components(&w, r, &h);
         json_w_object_end(&w);
         return api_reply_json(r, 200, &w);
 }
@@ -170,6 +309,17 @@ int api_metrics(ApiRequest *r, ApiError *e) {
                                         sandbox_state_to_string((SandboxState) s) ?: "unknown", counts[s]);
                 print_warm_pools(r, f);
         }
+        if (r->api->worker_status) {
+                ApiWorkerStatus *st = r->api->worker_status;
+                fprintf(f, "# HELP space_worker_up Whether the local worker process is serving (its supervisor's view).\n"
+                           "# TYPE space_worker_up gauge\n"
+                           "space_worker_up %d\n"
+                           "# HELP space_worker_restarts_total Times the local worker process was started again after "
+                           "it died.\n"
+                           "# TYPE space_worker_restarts_total counter\n"
+                           "space_worker_restarts_total %" PRIu64 "\n",
+                        atomic_load(&st->phase) == API_WORKER_UP, (uint64_t) atomic_load(&st->restarts));
+        }
         fprintf(f, "# HELP space_http_requests_total HTTP requests answered, by status class.\n"
                    "# TYPE space_http_requests_total counter\n");
         for (unsigned c = 1; c <= 5; c++)
@@ -181,6 +331,10 @@ int api_metrics(ApiRequest *r, ApiError *e) {
                    "# TYPE space_http_requests_in_flight gauge\n"
                    "space_http_requests_in_flight %" PRIu64 "\n",
                 (uint64_t) atomic_load(&r->api->requests_in_flight));
+        fprintf(f, "# HELP space_http_requests_limited_total Requests refused by a key's or tenant's request limits.\n"
+                   "# TYPE space_http_requests_limited_total counter\n"
+                   "space_http_requests_limited_total %" PRIu64 "\n",
+                api_limits_refused(r->api->limits));
         k = fflush(f) == 0 && !ferror(f) ? 0 : -ENOMEM;
         fclose(f);
         if (k < 0)

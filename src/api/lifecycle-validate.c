@@ -71,7 +71,7 @@ int api_validate_policy_fields(const JsonValue *body, const Config *c, uint64_t 
 int api_validate_sandbox_patch(const JsonValue *body, const Config *c, const Sandbox *cur, int64_t now,
                                SandboxPolicy *ret, ApiError *e) {
         static const char *const allowed[] = { "timeout_s", "idle_s", "idle_action", "checkpoint_every_s",
-                                               "auto_resume", NULL };
+                                               "auto_resume", "disk_mb", NULL };
         SandboxPolicy p = {
                 .timeout_s = cur->timeout_s,
                 .expires_usec = cur->expires_usec,
@@ -89,7 +89,7 @@ int api_validate_sandbox_patch(const JsonValue *body, const Config *c, const San
         if (json_object_size(body) == 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
                                  "give at least one of timeout_s, idle_s, idle_action, checkpoint_every_s, "
-                                 "auto_resume");
+                                 "auto_resume, disk_mb");
 
         v = json_get(body, "timeout_s");
         if (v && !json_is_null(v)) {
@@ -109,6 +109,17 @@ int api_validate_sandbox_patch(const JsonValue *body, const Config *c, const San
         r = api_validate_policy_fields(body, c, &p.idle_s, &p.idle_action, &p.checkpoint_every_s, e);
         if (r < 0)
                 return r;
+        v = json_get(body, "disk_mb");
+        if (v && !json_is_null(v)) {
+                uint64_t mb;
+                if (json_type(v) != JSON_NUMBER || json_uint64(v, &mb) < 0)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "disk_mb must be a non-negative integer");
+                if (mb < API_SANDBOX_DISK_MB_MIN || mb > c->max_disk_mb)
+                        return api_error(e, -ERANGE, API_INVALID_ARGUMENT,
+                                         "disk_mb must be between %u and %" PRIu64 ", not %" PRIu64,
+                                         API_SANDBOX_DISK_MB_MIN, c->max_disk_mb, mb);
+                p.disk_mb = mb == cur->disk_mb ? 0 : mb; /* 0: unchanged */
+        }
         *ret = p;
         return 0;
 }

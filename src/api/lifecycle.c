@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "alloc-util.h"
+#include "fd-util.h"
 #include "api-internal.h"
 #include "log.h"
 #include "str-util.h"
@@ -279,6 +280,13 @@ int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, A
         k = api_get_worker(r, e);
         if (k >= 0)
                 k = worker_sandbox_suspend(r->worker, sb->id, &preserved, e);
+        if (k < 0 && e->code == API_WORKER_UNAVAILABLE) {
+                /* back to what it was: the next worker adopts it (or finds it gone: error) */
+                log_warning("Suspending sandbox %s waits for the worker: %s", sb->id, e->message);
+                (void) store_sandbox_set_state(r->store, sb->id, SANDBOX_SUSPENDED, from,
+                                               "suspend not done: the worker was unavailable");
+                return k;
+        }
         if (k < 0) {
                 char why[STORE_REASON_MAX];
                 (void) worker_failed(e, k);
@@ -322,6 +330,21 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e) {
         k = api_validate_sandbox_patch(body, api_config(r->api), &sb, now_usec(), &p, e);
         if (k < 0)
                 return k;
+        if (p.disk_mb > 0) {
+                /* a new disk quota: the worker admits it against the pool (507) and sets it */
+                Sandbox resized = sb;
+                if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED)
+                        return api_error(e, -EBUSY, API_CONFLICT,
+                                         "sandbox '%s' is %s: its disk_mb changes while it runs or is paused", id,
+                                         state_name(&sb));
+                resized.disk_mb = p.disk_mb;
+                k = api_get_worker(r, e);
+                if (k >= 0)
+                        k = worker_sandbox_set_limits(r->worker, &resized, e);
+                if (k < 0)
+                        return worker_failed(e, k);
+                log_info("Sandbox %s: disk_mb %" PRIu64 " (was %" PRIu64 ")", id, p.disk_mb, sb.disk_mb);
+        }
         k = store_sandbox_set_policy(r->store, id, &p);
         if (k == -ESTALE || k == -ENOENT)
                 return api_error(e, -ENOENT, API_NOT_FOUND, "no sandbox '%s'", id);
@@ -331,8 +354,9 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e) {
         snprintf(reason, sizeof reason, "policy changed by %s", r->actor);
         snprintf(data, sizeof data,
                  "{\"timeout_s\":%" PRIu64 ",\"idle_s\":%" PRIu64 ",\"idle_action\":\"%s\",\"checkpoint_every_s\":%" PRIu64
-                 "}",
-                 p.timeout_s, p.idle_s, idle_action_to_string(p.idle_action) ?: "", p.checkpoint_every_s);
+                 ",\"disk_mb\":%" PRIu64 "}",
+                 p.timeout_s, p.idle_s, idle_action_to_string(p.idle_action) ?: "", p.checkpoint_every_s,
+                 p.disk_mb ?: sb.disk_mb);
         event(r, &sb, "sandbox.updated", reason, data);
         return reply_sandbox(r, 200, id, e);
 }
@@ -386,6 +410,20 @@ static int recover_lost(ApiRequest *r, Sandbox *sb, const Checkpoint *ck, ApiErr
         return reply_sandbox(r, 200, sb->id, e);
 }
 
+/* A restore the pool had no room for (507) is refused before anything is
+ * touched, unless the pool filled up on the way: whether its agent still
+ * answers tells the two apart. */
+static bool restore_left_it_running(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
+        ApiError ignored = {};
+        int fd = -EBADF;
+
+        if (e->code != API_INSUFFICIENT_STORAGE || sb->state != SANDBOX_RUNNING ||
+            worker_agent_connect(r->worker, sb->id, &fd, &ignored) < 0)
+                return false;
+        safe_close(fd);
+        return true;
+}
+
 int api_sandbox_restore(ApiRequest *r, ApiError *e) {
         _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_json_ JsonValue *body = NULL;
@@ -425,7 +463,7 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
                 char why[STORE_REASON_MAX];
                 (void) worker_failed(e, k);
                 log_error("Restoring sandbox %s to %s failed: %s", id, ck.id, e->message);
-                if (e->code != API_NOT_FOUND) {
+                if (e->code != API_NOT_FOUND && !restore_left_it_running(r, &sb, e)) {
                         /* its processes ended on the way: error until resumed or restored again */
                         snprintf(why, sizeof why, "restore failed: %s", e->message);
                         if (store_sandbox_set_state(r->store, id, (int) sb.state, SANDBOX_ERROR, why) >= 0)
@@ -616,7 +654,7 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                         kids[made].env_json = env; /* borrowed, as the source's */
                 if (ov && ov->metadata_json)
                         kids[made].metadata_json = (char *) ov->metadata_json; /* borrowed */
-                k = api_sandbox_insert_new(r, &kids[made], e);
+                k = api_sandbox_insert_new(r, &kids[made], count - made, e);
                 if (k < 0)
                         break;
                 k = api_credentials_inherit(r, &sb, kids[made].id, grants.a, grants.n, e);
@@ -754,14 +792,20 @@ int api_sandbox_create_warm(ApiRequest *r, Sandbox *req, const char *via, ApiErr
         _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         char data[STORE_NAME_MAX + 80];
+        StoreAdmission adm;
         ApiError we = {};
         int k;
 
         if (!streq(req->runtime, "ns") || !warm_pool_configured(api_config(r->api), req->template_name))
                 return 0;
-        k = store_sandbox_claim_warm(r->store, req->template_name, req, &sb);
+        k = api_tenant_admission(r, req->tenant_id, &adm, e);
+        if (k < 0)
+                return k;
+        k = store_sandbox_claim_warm_admit(r->store, req->template_name, req, &adm, &sb);
         if (k == -ENOENT)
                 return 0;
+        if (k == -EDQUOT)
+                return api_quota_error(r, &adm, "a new sandbox", e);
         if (k < 0) {
                 log_warning_errno(k, "Claiming a warm sandbox of %s failed, creating one: %m", req->template_name);
                 return 0;

@@ -96,15 +96,24 @@ void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError 
         api_event(r, sb->id, "sandbox.create_failed", reason, NULL);
 }
 
-int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, ApiError *e) {
+int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiError *e) {
+        StoreAdmission adm;
         int k = -EEXIST;
 
+        /* the tenant's quotas, decided in the insert's transaction */
+        k = api_tenant_admission(r, sb->tenant_id, &adm, e);
+        if (k < 0)
+                return k;
+        adm.count = pending;
+        k = -EEXIST;
         for (unsigned i = 0; i < API_ID_ATTEMPTS && k == -EEXIST; i++) {
                 k = api_sandbox_id_generate(sb->id);
                 if (k < 0)
                         return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
-                k = store_sandbox_insert_max(r->store, sb, (uint32_t) api_config(r->api)->slots_max);
+                k = store_sandbox_insert_admit(r->store, sb, (uint32_t) api_config(r->api)->slots_max, &adm);
         }
+        if (k == -EDQUOT)
+                return api_quota_error(r, &adm, pending > 1 ? "this branch" : "a new sandbox", e);
         if (k == -ENOSPC)
                 return api_error(e, k, API_UNAVAILABLE, "no free sandbox slot on this host");
         if (k < 0)
@@ -120,7 +129,7 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError 
 
         (void) strscpy(sb->worker, sizeof sb->worker, API_WORKER_NAME);
         sb->state = SANDBOX_CREATING;
-        k = api_sandbox_insert_new(r, sb, e);
+        k = api_sandbox_insert_new(r, sb, 1, e);
         if (k < 0)
                 return k;
         api_log_sandbox(r, sb->id);
@@ -324,11 +333,20 @@ int api_sandbox_destroy(ApiRequest *r, const char *id, const char *reason, ApiEr
         k = api_get_worker(r, e);
         if (k >= 0)
                 k = worker_sandbox_destroy(r->worker, id, e);
+        if (k < 0 && e->code == API_WORKER_UNAVAILABLE) {
+                /* the worker went away (or is restarting): the sandbox stays deleting, and the
+                 * worker finishes the delete at its start (or the reaper retries it) */
+                log_warning("Deleting sandbox %s waits for the worker: %s", id, e->message);
+                (void) api_error(e, k, API_WORKER_UNAVAILABLE,
+                                 "the worker is unavailable (%.200s); the delete is recorded and finishes when the "
+                                 "worker is back", e->message);
+                return k;
+        }
         if (k < 0) {
                 char why[STORE_REASON_MAX];
                 if (e->code == API_OK)
                         (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
-                snprintf(why, sizeof why, "delete failed: %s", e->message);
+                snprintf(why, sizeof why, SANDBOX_REASON_DELETE_FAILED "%s", e->message);
                 log_error("Deleting sandbox %s failed: %s", id, e->message);
                 if (store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_ERROR, why) >= 0)
                         api_event(r, id, "sandbox.error", why, NULL);
@@ -336,6 +354,12 @@ int api_sandbox_destroy(ApiRequest *r, const char *id, const char *reason, ApiEr
         }
 
         k = store_sandbox_set_state(r->store, id, SANDBOX_DELETING, SANDBOX_DELETED, reason);
+        if (k == -ESTALE) {
+                /* a restarted worker (or the reaper) finished it meanwhile */
+                _cleanup_sandbox_ Sandbox now = {};
+                if (store_sandbox_get(r->store, NULL, id, &now) >= 0 && now.state == SANDBOX_DELETED)
+                        return 0;
+        }
         if (k < 0)
                 return api_store_error(e, k, "marking the sandbox deleted");
         api_event(r, id, "sandbox.deleted", reason, NULL);

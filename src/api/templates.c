@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* /v1/templates: list (with in_use counts), import from a streamed tar
- * (admin), remove (admin; refused while a sandbox uses it). */
+/* /v1/templates: list (with in_use counts), import from a streamed archive
+ * (admin; a root fs tar, an OCI layout in a tar or a docker save archive, told
+ * apart by the worker; ?tag= picks an image), remove (admin; refused while a
+ * sandbox uses it). */
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,6 +15,7 @@
 #include "log.h"
 
 #define TEMPLATE_IO_CHUNK (64U * 1024U)
+#define TEMPLATE_TAG_MAX 256U
 
 static void unlink_freep(char **p) {
         if (*p) {
@@ -103,7 +106,7 @@ int api_template_import(ApiRequest *r, ApiError *e) {
         const char *ct = http_head_header(r->head, "Content-Type");
         _cleanup_(unlink_freep) char *path = NULL;
         _cleanup_(json_w_done) JsonWriter w;
-        _cleanup_free_ char *name = NULL;
+        _cleanup_free_ char *name = NULL, *tag = NULL;
         char data[STORE_NAME_MAX + 64];
         Template t = {};
         uint64_t size = 0;
@@ -116,6 +119,12 @@ int api_template_import(ApiRequest *r, ApiError *e) {
         if (k == 0 || !api_template_name_valid(name))
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
                                  "query parameter 'name' must be a template name ([a-z0-9][a-z0-9._-]{0,63})");
+        k = api_query_string(r, "tag", &tag, e);
+        if (k < 0)
+                return k;
+        if (k > 0 && (isempty(tag) || strlen(tag) > TEMPLATE_TAG_MAX))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "query parameter 'tag' must be 1..%u characters",
+                                 TEMPLATE_TAG_MAX);
         if (ct && strncasecmp(ct, "application/x-tar", 17) != 0 && strncasecmp(ct, "application/octet-stream", 24) != 0)
                 return api_error(e, -EINVAL, API_UNSUPPORTED_MEDIA, "expected Content-Type: application/x-tar, got '%.64s'",
                                  ct);
@@ -137,7 +146,7 @@ int api_template_import(ApiRequest *r, ApiError *e) {
         if (k >= 0)
                 k = api_get_worker(r, e);
         if (k >= 0)
-                k = worker_template_import(r->worker, name, path, &size, e);
+                k = worker_template_import(r->worker, name, path, tag, &size, e);
         if (k < 0) {
                 int q = store_template_delete(r->store, name);
                 if (q < 0)

@@ -46,7 +46,7 @@ int cli_set_global(const char *name, const char *value) {
         else
                 return -EINVAL;
         if (isempty(value))
-                return cli_error("--%s needs a non-empty value", name);
+                return cli_usage_error("--%s needs a non-empty value", name);
         free(*field);
         *field = strdup(value);
         if (!*field)
@@ -113,19 +113,124 @@ bool cli_have_key(void) {
         return cli_api_key() != NULL;
 }
 
-int cli_error_errno(int error, const char *fmt, ...) {
-        va_list ap;
+static int last_exit_class = 0;
+
+int cli_exit_class(void) {
+        return last_exit_class > 0 ? last_exit_class : CLI_EXIT_FAILURE;
+}
+
+int cli_exit_class_of_status(int status) {
+        switch (status) {
+        case 404:
+                return CLI_EXIT_NOT_FOUND;
+        case 409:
+                return CLI_EXIT_CONFLICT;
+        case 401:
+        case 403:
+                return CLI_EXIT_AUTH;
+        case 503:
+        case 504:
+                return CLI_EXIT_UNAVAILABLE;
+        case 429:
+        case 507:
+                return CLI_EXIT_STORAGE;
+        default:
+                return CLI_EXIT_FAILURE;
+        }
+}
+
+static int exit_class_of_errno(int error) {
+        switch (error < 0 ? -error : error) {
+        case ENOENT:
+                return CLI_EXIT_NOT_FOUND;
+        case EEXIST:
+                return CLI_EXIT_CONFLICT;
+        case ENOSPC:
+        case EDQUOT:
+                return CLI_EXIT_STORAGE;
+        case ECONNREFUSED:
+        case ECONNRESET:
+        case ETIMEDOUT:
+        case EHOSTUNREACH:
+        case ENETUNREACH:
+                return CLI_EXIT_UNAVAILABLE;
+        default:
+                return CLI_EXIT_FAILURE;
+        }
+}
+
+static const char *code_of_exit_class(int exit_class) {
+        switch (exit_class) {
+        case CLI_EXIT_USAGE:
+                return "usage";
+        case CLI_EXIT_NOT_FOUND:
+                return "not_found";
+        case CLI_EXIT_CONFLICT:
+                return "conflict";
+        case CLI_EXIT_AUTH:
+                return "unauthorized";
+        case CLI_EXIT_UNAVAILABLE:
+                return "unavailable";
+        case CLI_EXIT_STORAGE:
+                return "insufficient_storage";
+        default:
+                return "failed";
+        }
+}
+
+static int cli_fail_va(int exit_class, const char *code, int error, const char *fmt, va_list ap) {
         int saved = errno;
 
-        fputs("space: ", stderr);
+        last_exit_class = exit_class > 0 ? exit_class : CLI_EXIT_FAILURE;
         errno = error < 0 ? -error : error;
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
+        if (arg_json) {
+                _cleanup_(json_w_done) JsonWriter w = {};
+                _cleanup_free_ char *message = NULL, *out = NULL;
+                size_t n = 0;
+
+                /* One line on stderr a failure, as the API's own error object. */
+                if (vasprintf(&message, fmt, ap) < 0)
+                        message = NULL;
+                json_w_init(&w);
+                json_w_object_begin(&w);
+                json_w_key(&w, "error");
+                json_w_object_begin(&w);
+                json_w_kv_string(&w, "code", code ?: code_of_exit_class(last_exit_class));
+                json_w_kv_string(&w, "message", message ?: "out of memory");
+                json_w_object_end(&w);
+                json_w_object_end(&w);
+                if (json_w_finish(&w, &out, &n) >= 0)
+                        fprintf(stderr, "%s\n", out);
+                else
+                        fputs("{\"error\":{\"code\":\"failed\",\"message\":\"out of memory\"}}\n", stderr);
+        } else {
+                fputs("space: ", stderr);
+                vfprintf(stderr, fmt, ap);
+                fputc('\n', stderr);
+        }
         fflush(stderr);
         errno = saved;
         return error < 0 ? error : (error > 0 ? -error : -EINVAL);
+}
+
+int cli_fail(int exit_class, const char *code, int error, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = cli_fail_va(exit_class, code, error, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int cli_error_errno(int error, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = cli_fail_va(exit_class_of_errno(error), NULL, error, fmt, ap);
+        va_end(ap);
+        return r;
 }
 
 void cli_print_usage(const CliCommand *c, FILE *f) {
@@ -239,17 +344,17 @@ int cli_parser_next(CliParser *p, const CliOption *opts, const char **ret_arg) {
                                         global = o != NULL;
                                 }
                                 if (!o)
-                                        return cli_error("unknown option '--%.*s' (see 'space %s --help')", (int) n,
+                                        return cli_usage_error("unknown option '--%.*s' (see 'space %s --help')", (int) n,
                                                          name, cli_current ? cli_current->name : "help");
                                 if (eq && !o->has_arg)
-                                        return cli_error("option '--%s' takes no value", o->name);
+                                        return cli_usage_error("option '--%s' takes no value", o->name);
                                 if (o->has_arg) {
                                         if (eq)
                                                 value = eq + 1;
                                         else if (p->i < p->argc)
                                                 value = p->argv[p->i++];
                                         else
-                                                return cli_error("option '--%s' needs a value", o->name);
+                                                return cli_usage_error("option '--%s' needs a value", o->name);
                                 }
                                 s = NULL;
                         } else
@@ -264,7 +369,7 @@ int cli_parser_next(CliParser *p, const CliOption *opts, const char **ret_arg) {
                                 global = o != NULL;
                         }
                         if (!o)
-                                return cli_error("unknown option '-%c' (see 'space %s --help')", *s,
+                                return cli_usage_error("unknown option '-%c' (see 'space %s --help')", *s,
                                                  cli_current ? cli_current->name : "help");
                         if (o->has_arg) {
                                 if (s[1])
@@ -272,7 +377,7 @@ int cli_parser_next(CliParser *p, const CliOption *opts, const char **ret_arg) {
                                 else if (p->i < p->argc)
                                         value = p->argv[p->i++];
                                 else
-                                        return cli_error("option '-%c' needs a value", *s);
+                                        return cli_usage_error("option '-%c' needs a value", *s);
                         } else if (s[1])
                                 p->short_rest = s + 1;
                 }
@@ -292,10 +397,10 @@ int cli_parser_want(const CliParser *p, size_t min, size_t max) {
         const char *name = cli_current ? cli_current->name : "help";
 
         if (p->n_pos < min)
-                return cli_error("missing argument (usage: space %s %s)", name,
+                return cli_usage_error("missing argument (usage: space %s %s)", name,
                                  cli_current ? strempty(cli_current->usage) : "");
         if (p->n_pos > max)
-                return cli_error("unexpected argument '%s' (usage: space %s %s)", p->pos[max], name,
+                return cli_usage_error("unexpected argument '%s' (usage: space %s %s)", p->pos[max], name,
                                  cli_current ? strempty(cli_current->usage) : "");
         return 0;
 }
@@ -322,7 +427,7 @@ int cli_parser_positionals(CliParser *p, int argc, char **argv, size_t min, size
 
 int cli_run_subcommand(const char *verb, const CliSubcommand *sub, size_t n_sub, int argc, char **argv) {
         if (argc < 2)
-                return cli_error("missing subcommand (usage: space %s %s)", verb, cli_current->usage);
+                return cli_usage_error("missing subcommand (usage: space %s %s)", verb, cli_current->usage);
         if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
                 cli_print_usage(cli_current, stdout);
                 return 0;
@@ -330,12 +435,12 @@ int cli_run_subcommand(const char *verb, const CliSubcommand *sub, size_t n_sub,
         for (size_t i = 0; i < n_sub; i++)
                 if (streq(argv[1], sub[i].name))
                         return sub[i].run(argc - 1, argv + 1);
-        return cli_error("unknown subcommand '%s %s' (usage: space %s %s)", verb, argv[1], verb, cli_current->usage);
+        return cli_usage_error("unknown subcommand '%s %s' (usage: space %s %s)", verb, argv[1], verb, cli_current->usage);
 }
 
 int cli_parse_u64(const char *option, const char *s, uint64_t *ret) {
         if (safe_atou64(s, ret) < 0)
-                return cli_error("--%s: '%s' is not a non-negative integer", option, s);
+                return cli_usage_error("--%s: '%s' is not a non-negative integer", option, s);
         return 0;
 }
 
@@ -344,11 +449,11 @@ int cli_parse_double(const char *option, const char *s, double *ret) {
         double d;
 
         if (isempty(s) || isspace((unsigned char) s[0]))
-                return cli_error("--%s: '%s' is not a number", option, strempty(s));
+                return cli_usage_error("--%s: '%s' is not a number", option, strempty(s));
         errno = 0;
         d = strtod(s, &end);
         if (errno != 0 || !end || *end != 0 || !isfinite(d))
-                return cli_error("--%s: '%s' is not a number", option, s);
+                return cli_usage_error("--%s: '%s' is not a number", option, s);
         *ret = d;
         return 0;
 }
@@ -357,7 +462,7 @@ int cli_parse_kv(const char *option, const char *s, char **ret_key, const char *
         const char *eq = strchr(s, '=');
 
         if (!eq || eq == s)
-                return cli_error("--%s: expected KEY=VALUE, got '%s'", option, s);
+                return cli_usage_error("--%s: expected KEY=VALUE, got '%s'", option, s);
         *ret_key = memdup_suffix0(s, (size_t) (eq - s));
         if (!*ret_key)
                 return cli_error_errno(-ENOMEM, "out of memory");
@@ -376,14 +481,15 @@ void cli_response_done(CliResponse *r) {
 
 int cli_report_connect(int r) {
         if (r == -ECONNREFUSED || r == -ENOENT)
-                return cli_error_errno(r, "cannot connect to %s: %m (is spaced running? try 'space up')", cli_url());
+                return cli_fail(CLI_EXIT_UNAVAILABLE, "unavailable", r,
+                                "cannot connect to %s: %m (is spaced running? try 'space up')", cli_url());
         return cli_error_errno(r, "request to %s failed: %m", cli_url());
 }
 
 int cli_connect_url(const char *url, HttpClient **ret) {
         int r = http_client_new(url, ret);
         if (r == -EINVAL)
-                return cli_error("invalid URL '%s' (expected http://HOST:PORT or unix:/PATH)", url);
+                return cli_usage_error("invalid URL '%s' (expected http://HOST:PORT or unix:/PATH)", url);
         if (r < 0)
                 return cli_report_connect(r);
         return 0;
@@ -410,22 +516,25 @@ int cli_headers(const char *extra, char **ret) {
 int cli_report_response(int status, const char *body, size_t body_len) {
         _cleanup_json_ JsonValue *v = NULL;
         const char *message = NULL, *code = NULL;
+        int exit_class = cli_exit_class_of_status(status);
 
         if (body && body_len > 0 && json_parse(body, body_len, &v, NULL, 0) >= 0) {
                 JsonValue *e = json_get(v, "error");
                 message = json_string(json_get(e, "message"));
                 code = json_string(json_get(e, "code"));
         }
+        if (isempty(code))
+                code = NULL;
         if (isempty(message))
                 message = code;
         if (status == 401 && !cli_have_key())
-                return cli_error_errno(CLI_EREPORTED,
-                                       "%s (no API key: set SPACE_API_KEY or make %s/admin.key readable)",
-                                       message ?: "unauthorized", cli_state_dir());
+                return cli_fail(exit_class, code ?: "unauthorized", CLI_EREPORTED,
+                                "%s (no API key: set SPACE_API_KEY or make %s/admin.key readable)",
+                                message ?: "unauthorized", cli_state_dir());
         if (isempty(message))
-                return cli_error_errno(CLI_EREPORTED, "server answered HTTP %d %s", status,
-                                       http_status_reason(status));
-        return cli_error_errno(CLI_EREPORTED, "%s", message);
+                return cli_fail(exit_class, code, CLI_EREPORTED, "server answered HTTP %d %s", status,
+                                http_status_reason(status));
+        return cli_fail(exit_class, code, CLI_EREPORTED, "%s", message);
 }
 
 static int cli_headers_for(const char *content_type, char **ret) {
@@ -527,6 +636,11 @@ int cli_upload_failed(HttpClient *c, int write_error) {
 }
 
 int cli_upload_fd(HttpClient *c, int fd, const char *what) {
+        return cli_upload_fd_progress(c, fd, what, NULL, NULL);
+}
+
+int cli_upload_fd_progress(HttpClient *c, int fd, const char *what, void (*on_sent)(void *userdata, size_t n),
+                           void *userdata) {
         _cleanup_free_ char *buf = malloc(CLI_IO_BUFFER);
         int r;
 
@@ -543,6 +657,8 @@ int cli_upload_fd(HttpClient *c, int fd, const char *what) {
                 r = http_client_write_body(c, buf, (size_t) n);
                 if (r < 0)
                         return cli_upload_failed(c, r);
+                if (on_sent)
+                        on_sent(userdata, (size_t) n);
         }
 }
 
@@ -566,6 +682,34 @@ static int cli_call_full(const char *method, const char *target, const char *jso
 
 int cli_call(const char *method, const char *target, const char *json_body, CliResponse *ret) {
         return cli_call_full(method, target, json_body, ret, false);
+}
+
+int cli_call_quiet(const char *target, CliResponse *ret) {
+        _cleanup_(http_client_freep) HttpClient *c = NULL;
+        _cleanup_free_ char *headers = NULL;
+        const HttpHead *h = NULL;
+        CliResponse resp = {};
+        int r;
+
+        if (http_client_new(cli_url(), &c) < 0 || cli_headers(NULL, &headers) < 0)
+                return -EIO;
+        r = http_client_request(c, "GET", target, headers, NULL, 0);
+        if (r >= 0)
+                r = http_client_response(c, &h);
+        if (r < 0)
+                return r;
+        resp.status = h->status;
+        r = http_client_read_body_all(c, CLI_RESPONSE_MAX, &resp.body, &resp.body_len);
+        if (r < 0 || resp.status >= 400) {
+                cli_response_done(&resp);
+                return r < 0 ? r : -EIO;
+        }
+        if (resp.body_len > 0 && json_parse(resp.body, resp.body_len, &resp.json, NULL, 0) < 0) {
+                cli_response_done(&resp);
+                return -EBADMSG;
+        }
+        *ret = resp;
+        return 0;
 }
 
 int cli_call_quiet_404(const char *method, const char *target, const char *json_body, CliResponse *ret) {
@@ -610,6 +754,8 @@ int cli_line_reader_next(CliLineReader *lr, HttpClient *c, char **ret, size_t *r
                                 return cli_error_errno(-ENOMEM, "out of memory");
                 }
                 ssize_t k = http_client_read_body(c, lr->buf + lr->n, lr->allocated - lr->n);
+                if (k == -ETIMEDOUT && lr->quiet_timeout)
+                        return -ETIMEDOUT;
                 if (k < 0)
                         return cli_error_errno((int) k, "reading the stream from %s failed: %m", cli_url());
                 if (k == 0)

@@ -6,8 +6,10 @@
  * and printing helpers.
  *
  * Error convention: every function that fails prints exactly one line
- * "space: <reason>" on stderr where the failure is found and returns a
- * negative errno; callers only propagate it. main() turns it into exit 1. */
+ * "space: <reason>" on stderr where the failure is found (with --json one
+ * line {"error":{"code":...,"message":...}}) and returns a negative errno;
+ * callers only propagate it. The failure's class is remembered, and main()
+ * exits with it (CLI_EXIT_*; the exec verbs with CLI_EXIT_EXEC_FAILED). */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@ typedef struct CliCommand {
         const char *usage;                 /* arguments, e.g. "ID [--timeout S] -- CMD [ARG...]" */
         const char *help;                  /* one line */
         const char *details;               /* option descriptions, may be NULL */
+        int failure_exit;                  /* 0: a failure exits with its class (CLI_EXIT_*); else this code */
 } CliCommand;
 
 /* Global flags (--json, --url, --state-dir), valid before and after the verb. */
@@ -40,13 +43,39 @@ const char *cli_url(void);
 const char *cli_state_dir(void);
 int cli_set_global(const char *name, const char *value); /* by option name, e.g. "url" */
 
+/* The command table (main.c). */
+const CliCommand *cli_command_table(size_t *ret_n);
+
 /* The verb being run (for --help and messages). */
 extern const CliCommand *cli_current;
 void cli_print_usage(const CliCommand *c, FILE *f);
 
-/* Errors: print "space: ..." and return the negative errno (never 0). */
+/* Exit codes of the CLI's own failures (space help, space(1)). */
+enum {
+        CLI_EXIT_FAILURE = 1,     /* anything else */
+        CLI_EXIT_USAGE = 2,       /* the command line is wrong (see --help) */
+        CLI_EXIT_NOT_FOUND = 3,   /* 404, or a local file that is not there */
+        CLI_EXIT_CONFLICT = 4,    /* 409: the object's state does not allow it, or it exists */
+        CLI_EXIT_AUTH = 5,        /* 401, 403 */
+        CLI_EXIT_UNAVAILABLE = 6, /* 503, connection refused, timeout */
+        CLI_EXIT_STORAGE = 7,     /* 507 insufficient storage, 429 over a quota or rate */
+        CLI_EXIT_EXEC_FAILED = 125, /* exec, attach, shell: the CLI failed, not the command */
+};
+
+/* Errors: print "space: ..." (with --json the JSON error object) and return
+ * the negative errno (never 0). The exit class follows from the errno
+ * (ENOENT: not found, EEXIST: conflict, ENOSPC/EDQUOT: storage, connection
+ * errors: unavailable, else failure). */
 int cli_error_errno(int error, const char *fmt, ...) _printf_(2, 3);
 #define cli_error(...) cli_error_errno(-EINVAL, __VA_ARGS__)
+/* The same with an explicit exit class and error code (code NULL: the class's). */
+int cli_fail(int exit_class, const char *code, int error, const char *fmt, ...) _printf_(4, 5);
+/* A wrong command line: exit 2, code "usage". */
+#define cli_usage_error(...) cli_fail(CLI_EXIT_USAGE, "usage", -EINVAL, __VA_ARGS__)
+/* The exit class of the last failure reported (CLI_EXIT_FAILURE if none). */
+int cli_exit_class(void);
+/* The class of an API status (404 → CLI_EXIT_NOT_FOUND, ...). */
+int cli_exit_class_of_status(int status);
 /* A negative errno that means "already reported" for paths that have no errno. */
 #define CLI_EREPORTED (-ECANCELED)
 
@@ -134,6 +163,9 @@ int cli_call(const char *method, const char *target, const char *json_body, CliR
  * then holds the error answer (for cli_report_response()). */
 int cli_call_quiet_404(const char *method, const char *target, const char *json_body, CliResponse *ret);
 
+/* A GET whose failure is not reported (nor counted as the command's): 0, or < 0. */
+int cli_call_quiet(const char *target, CliResponse *ret);
+
 /* Sends a request on c and reads the head. Status >= 400: the error is read,
  * printed, CLI_EREPORTED returned. body_len == SIZE_MAX: chunked, the caller
  * writes the body and then calls cli_finish_upload(). */
@@ -144,6 +176,9 @@ int cli_finish_upload(HttpClient *c, CliResponse *ret);
 /* Writes what fd holds (to its end) as the body of the request cli_start()
  * began; what: the source, for the messages. */
 int cli_upload_fd(HttpClient *c, int fd, const char *what);
+/* The same, telling on_sent(userdata, n) of each chunk sent (a progress bar). */
+int cli_upload_fd_progress(HttpClient *c, int fd, const char *what, void (*on_sent)(void *userdata, size_t n),
+                           void *userdata);
 /* A write to an upload failed: the server may have answered early (e.g. 507).
  * Prints its error if there is one, else the write error. */
 int cli_upload_failed(HttpClient *c, int write_error);
@@ -157,6 +192,7 @@ typedef struct CliLineReader {
         char *buf;
         size_t n, allocated, start;
         bool eof;
+        bool quiet_timeout; /* a read timeout is returned as -ETIMEDOUT, unprinted */
 } CliLineReader;
 void cli_line_reader_done(CliLineReader *lr);
 /* Next line without its '\n' in (*ret, *ret_len), valid until the next call.

@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* space cp SRC DST: exactly one side is ID:/path.
+/* space cp [-r] SRC DST: exactly one side is ID:/path.
  * Upload: PUT .../files?path=&mode= with a chunked body streamed from the file
  * (or stdin for '-'). Download: GET .../files?path= streamed into a temporary
  * file beside the destination, renamed into place at the end (or to stdout
- * for '-'). Neither direction holds the file in memory. */
+ * for '-'). Neither direction holds the file in memory.
+ * Directories (-r) travel as a tar stream between a local tar and the
+ * sandbox's own tar run by an exec (stdin or stdout of the exec): modes,
+ * symlinks and empty directories are kept, owners are not (files belong to
+ * the user who extracts: root in the sandbox, the caller here). */
 
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "cli-child.h"
 #include "cli-common.h"
+#include "cli-exec.h"
+#include "cli-progress.h"
 #include "cli-verbs.h"
 #include "fd-util.h"
 
@@ -32,7 +39,7 @@ static int parse_remote(const char *s, char **ret_id, const char **ret_path) {
                       *c == '-' || *c == '.'))
                         return 0;
         if (colon[1] == 0)
-                return cli_error("'%s': missing the path after '%.*s:'", s, (int) n, s);
+                return cli_usage_error("'%s': missing the path after '%.*s:'", s, (int) n, s);
         *ret_id = memdup_suffix0(s, n);
         if (!*ret_id)
                 return cli_error_errno(-ENOMEM, "out of memory");
@@ -85,7 +92,7 @@ static int cp_upload(const char *src, const char *id, const char *rpath) {
         if (fstat(fd, &st) < 0)
                 return cli_error_errno(negative_errno(), "%s: %m", src);
         if (S_ISDIR(st.st_mode))
-                return cli_error("'%s' is a directory: copying directories is not supported yet", src);
+                return cli_usage_error("'%s' is a directory: copy it with -r", src);
         /* The mode bits travel along; missing parent directories are created. */
         if (from_stdin)
                 snprintf(mode_arg, sizeof mode_arg, "&parents=1");
@@ -122,7 +129,11 @@ static int cp_upload(const char *src, const char *id, const char *rpath) {
         r = cli_start(c, "PUT", target, "application/octet-stream", NULL, SIZE_MAX, NULL);
         if (r < 0)
                 return r;
-        r = cli_upload_fd(c, fd, src);
+        CliProgress progress = {};
+        cli_progress_begin(&progress, cli_basename(path),
+                           S_ISREG(st.st_mode) ? (uint64_t) st.st_size : CLI_PROGRESS_UNKNOWN);
+        r = cli_upload_fd_progress(c, fd, src, cli_progress_callback, &progress);
+        cli_progress_end(&progress);
         if (r < 0)
                 return r;
         r = cli_finish_upload(c, &resp);
@@ -162,7 +173,7 @@ static void temp_file_done(TempFile *t) {
         }
 }
 
-static int stream_body(HttpClient *c, int fd, const char *what, uint64_t *ret_total) {
+static int stream_body(HttpClient *c, int fd, const char *what, CliProgress *progress, uint64_t *ret_total) {
         _cleanup_free_ char *buf = malloc(CLI_IO_BUFFER);
         uint64_t total = 0;
 
@@ -180,6 +191,7 @@ static int stream_body(HttpClient *c, int fd, const char *what, uint64_t *ret_to
                 if (r < 0)
                         return cli_error_errno(r, "writing %s failed: %m", what);
                 total += (uint64_t) n;
+                cli_progress_add(progress, (uint64_t) n);
         }
         *ret_total = total;
         return 0;
@@ -203,7 +215,7 @@ static int cp_download(const char *id, const char *rpath, const char *dst) {
         if (r == 0)
                 return cli_report_response(st_resp.status, st_resp.body, st_resp.body_len);
         if (entry_is_dir(st_resp.json))
-                return cli_error("'%s:%s' is a directory: copying directories is not supported yet", id, rpath);
+                return cli_usage_error("'%s:%s' is a directory: copy it with -r", id, rpath);
         mode = entry_mode(st_resp.json);
 
         target = files_target(id, rpath, NULL);
@@ -216,9 +228,11 @@ static int cp_download(const char *id, const char *rpath, const char *dst) {
         if (r < 0)
                 return r;
         expected = h->content_length;
+        _cleanup_(cli_progress_end) CliProgress progress = {};
+        cli_progress_begin(&progress, cli_basename(rpath), expected >= 0 ? (uint64_t) expected : CLI_PROGRESS_UNKNOWN);
 
         if (streq(dst, "-")) {
-                r = stream_body(c, STDOUT_FILENO, "stdout", &total);
+                r = stream_body(c, STDOUT_FILENO, "stdout", &progress, &total);
                 if (r == -EPIPE)
                         return 141;
                 if (r < 0)
@@ -251,7 +265,7 @@ static int cp_download(const char *id, const char *rpath, const char *dst) {
                 return cli_error_errno(r, "cannot create a file beside %s: %m", path);
         }
 
-        r = stream_body(c, tmp.fd, path, &total);
+        r = stream_body(c, tmp.fd, path, &progress, &total);
         if (r < 0)
                 return r;
         if (expected >= 0 && total != (uint64_t) expected)
@@ -270,13 +284,151 @@ static int cp_download(const char *id, const char *rpath, const char *dst) {
         return 0;
 }
 
+/* The exec of the sandbox's tar, joined to a local fd; its exit code checked. */
+static int remote_tar(const char *id, char **cmd, int in_fd, int out_fd, CliProgress *progress) {
+        CliExecOptions o = {
+                .cmd = cmd,
+                .plain = true,
+                .interactive = in_fd >= 0,
+                .in_fd = in_fd,
+                .out_fd = out_fd,
+                .on_output = progress && out_fd >= 0 ? cli_progress_callback : NULL,
+                .on_input = progress && in_fd >= 0 ? cli_progress_callback : NULL,
+                .userdata = progress,
+        };
+        int code = 0, r;
+
+        r = cli_exec_run(id, &o, &code);
+        if (r < 0)
+                return r;
+        if (code != 0)
+                return cli_error("tar in sandbox %s failed with exit code %d", id, code);
+        return 0;
+}
+
+/* "a/b/" → "b"; "/" or "." → NULL (no name of its own). */
+static char *dir_name_of(const char *p) {
+        size_t n = strlen(p);
+        const char *b;
+
+        while (n > 1 && p[n - 1] == '/')
+                n--;
+        _cleanup_free_ char *s = memdup_suffix0(p, n);
+        if (!s)
+                return NULL;
+        b = cli_basename(s);
+        if (isempty(b) || streq(b, ".") || streq(b, ".."))
+                return strdup("");
+        return strdup(b);
+}
+
+static int cp_upload_dir(const char *src, const char *id, const char *rpath) {
+        _cleanup_(cli_response_done) CliResponse st_resp = {};
+        _cleanup_(cli_child_done) CliChild tar = { .name = "tar" };
+        _cleanup_free_ char *name = dir_name_of(src), *dest = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (!name)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        /* Like cp -r: into an existing directory under the source's name, else as DST. */
+        r = remote_stat(id, rpath, &st_resp);
+        if (r < 0)
+                return r;
+        if (r > 0 && entry_is_dir(st_resp.json) && !isempty(name))
+                dest = cli_path_join(rpath, name);
+        else if (r > 0 && !entry_is_dir(st_resp.json))
+                return cli_fail(CLI_EXIT_CONFLICT, "conflict", -EEXIST, "'%s:%s' exists and is not a directory", id,
+                                rpath);
+        else
+                dest = strdup(rpath);
+        if (!dest)
+                return cli_error_errno(-ENOMEM, "out of memory");
+
+        char *const local[] = { (char *) "tar", (char *) "-C", (char *) src, (char *) "--numeric-owner",
+                                (char *) "-cf", (char *) "-", (char *) ".", NULL };
+        r = cli_child_spawn(local, false, &tar, &fd);
+        if (r < 0)
+                return r;
+        char *remote[] = { (char *) "/bin/sh", (char *) "-c",
+                           (char *) "mkdir -p -- \"$1\" && exec tar -x -o -f - -C \"$1\"", (char *) "sh", dest,
+                           NULL };
+        CliProgress progress = {};
+        cli_progress_begin(&progress, cli_basename(dest), CLI_PROGRESS_UNKNOWN);
+        r = remote_tar(id, remote, fd, -1, &progress);
+        cli_progress_end(&progress);
+        if (r < 0)
+                return r;
+        r = cli_child_wait(&tar);
+        if (r < 0)
+                return r;
+        if (arg_json) {
+                _cleanup_(json_w_done) JsonWriter w = {};
+                _cleanup_free_ char *out = NULL;
+                size_t n = 0;
+                json_w_init(&w);
+                json_w_object_begin(&w);
+                json_w_kv_string(&w, "path", dest);
+                json_w_object_end(&w);
+                if (json_w_finish(&w, &out, &n) < 0)
+                        return cli_error_errno(-ENOMEM, "out of memory");
+                return cli_print_raw(out, n);
+        }
+        return 0;
+}
+
+static int cp_download_dir(const char *id, const char *rpath, const char *dst) {
+        _cleanup_(cli_child_done) CliChild tar = { .name = "tar" };
+        _cleanup_free_ char *name = dir_name_of(rpath), *dest = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        int r;
+
+        if (!name)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        if (stat(dst, &st) >= 0) {
+                if (!S_ISDIR(st.st_mode))
+                        return cli_fail(CLI_EXIT_CONFLICT, "conflict", -EEXIST, "'%s' exists and is not a directory",
+                                        dst);
+                dest = isempty(name) ? strdup(dst) : cli_path_join(dst, name);
+        } else
+                dest = strdup(dst);
+        if (!dest)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        if (mkdir(dest, 0777) < 0 && errno != EEXIST)
+                return cli_error_errno(negative_errno(), "cannot create %s: %m", dest);
+
+        char *const local[] = { (char *) "tar", (char *) "-C", dest, (char *) "--no-same-owner", (char *) "-xf",
+                                (char *) "-", NULL };
+        r = cli_child_spawn(local, true, &tar, &fd);
+        if (r < 0)
+                return r;
+        char *remote[] = { (char *) "tar", (char *) "-c", (char *) "-f", (char *) "-", (char *) "-C", (char *) rpath,
+                           (char *) ".", NULL };
+        CliProgress progress = {};
+        cli_progress_begin(&progress, cli_basename(dest), CLI_PROGRESS_UNKNOWN);
+        r = remote_tar(id, remote, -1, fd, &progress);
+        cli_progress_end(&progress);
+        fd = safe_close(fd); /* the local tar's end of input */
+        if (r < 0)
+                return r;
+        return cli_child_wait(&tar);
+}
+
 int cli_cp(int argc, char **argv) {
+        static const CliOption cp_options[] = { { "recursive", 'r', false, 1 }, {} };
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_free_ char *src_id = NULL, *dst_id = NULL;
-        const char *src_path = NULL, *dst_path = NULL;
+        const char *src_path = NULL, *dst_path = NULL, *arg = NULL;
+        bool recursive = false;
         int r, src_remote, dst_remote;
 
-        r = cli_parser_positionals(&p, argc, argv, 2, 2);
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        while ((r = cli_parser_next(&p, cp_options, &arg)) > 0)
+                recursive = true;
+        r = cli_parser_end(&p, r, 2, 2);
         if (r <= 0)
                 return r;
 
@@ -287,10 +439,27 @@ int cli_cp(int argc, char **argv) {
         if (dst_remote < 0)
                 return dst_remote;
         if (src_remote && dst_remote)
-                return cli_error("exactly one of SRC and DST must be ID:/path, not both");
+                return cli_usage_error("exactly one of SRC and DST must be ID:/path, not both");
         if (!src_remote && !dst_remote)
-                return cli_error("exactly one of SRC and DST must be ID:/path");
+                return cli_usage_error("exactly one of SRC and DST must be ID:/path");
 
+        if (recursive && dst_remote) {
+                struct stat st;
+                if (stat(p.pos[0], &st) < 0)
+                        return cli_error_errno(negative_errno(), "%s: %m", p.pos[0]);
+                if (S_ISDIR(st.st_mode))
+                        return cp_upload_dir(p.pos[0], dst_id, dst_path);
+        }
+        if (recursive && src_remote && !streq(p.pos[1], "-")) {
+                _cleanup_(cli_response_done) CliResponse st_resp = {};
+                r = remote_stat(src_id, src_path, &st_resp);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return cli_report_response(st_resp.status, st_resp.body, st_resp.body_len);
+                if (entry_is_dir(st_resp.json))
+                        return cp_download_dir(src_id, src_path, p.pos[1]);
+        }
         if (dst_remote)
                 return cp_upload(p.pos[0], dst_id, dst_path);
         return cp_download(src_id, src_path, p.pos[1]);

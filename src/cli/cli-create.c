@@ -18,6 +18,21 @@ enum {
         OPT_ALLOW_CIDR,
         OPT_DENY,
         OPT_CREDENTIAL,
+        OPT_IDLE_ACTION,
+        OPT_AUTO_RESUME,
+        OPT_NUMBER, /* OPT_NUMBER + i: number_fields[i] */
+};
+
+/* Options that set one non-negative integer field of the body. */
+static const struct {
+        const char *option, *field;
+} number_fields[] = {
+        { "pids", "pids_max" },
+        { "io-weight", "io_weight" },
+        { "idle", "idle_s" },
+        { "checkpoint-every", "checkpoint_every_s" },
+        { "checkpoints-max", "checkpoints_max" },
+        { "checkpoints-mb", "checkpoints_mb" },
 };
 
 static const CliOption options[] = {
@@ -34,6 +49,14 @@ static const CliOption options[] = {
         { "deny", 0, true, OPT_DENY },
         { "credential", 0, true, OPT_CREDENTIAL },
         { "cred", 0, true, OPT_CREDENTIAL },
+        { "idle-action", 0, true, OPT_IDLE_ACTION },
+        { "auto-resume", 0, false, OPT_AUTO_RESUME },
+        { "pids", 0, true, OPT_NUMBER + 0 },
+        { "io-weight", 0, true, OPT_NUMBER + 1 },
+        { "idle", 0, true, OPT_NUMBER + 2 },
+        { "checkpoint-every", 0, true, OPT_NUMBER + 3 },
+        { "checkpoints-max", 0, true, OPT_NUMBER + 4 },
+        { "checkpoints-mb", 0, true, OPT_NUMBER + 5 },
         {},
 };
 
@@ -65,7 +88,9 @@ static void write_string_array(JsonWriter *w, char **l) {
 int cli_create(int argc, char **argv) {
         _cleanup_strv_free_ char **env = NULL, **meta = NULL, **allow = NULL, **creds = NULL, **allow_cidr = NULL,
                                  **deny = NULL;
-        const char *template = NULL, *runtime = NULL, *arg = NULL;
+        const char *template = NULL, *runtime = NULL, *arg = NULL, *idle_action = NULL;
+        uint64_t numbers[ELEMENTSOF(number_fields)] = {};
+        bool have_number[ELEMENTSOF(number_fields)] = {}, auto_resume = false;
         bool have_cpu = false, have_memory = false, have_disk = false, have_timeout = false;
         uint64_t memory = 0, disk = 0, timeout = 0;
         double cpu = 0;
@@ -87,11 +112,19 @@ int cli_create(int argc, char **argv) {
                 case OPT_RUNTIME:
                         runtime = arg;
                         break;
+                case OPT_IDLE_ACTION:
+                        if (!streq(arg, "pause") && !streq(arg, "suspend") && !streq(arg, "none"))
+                                return cli_usage_error("--idle-action: expected pause, suspend or none, got '%s'", arg);
+                        idle_action = streq(arg, "none") ? "" : arg;
+                        break;
+                case OPT_AUTO_RESUME:
+                        auto_resume = true;
+                        break;
                 case OPT_CPU:
                         if (cli_parse_double("cpu", arg, &cpu) < 0)
                                 return -EINVAL;
                         if (!(cpu > 0))
-                                return cli_error("--cpu: must be greater than 0, got '%s'", arg);
+                                return cli_usage_error("--cpu: must be greater than 0, got '%s'", arg);
                         have_cpu = true;
                         break;
                 case OPT_MEMORY:
@@ -118,11 +151,19 @@ int cli_create(int argc, char **argv) {
                         char ***l = r == OPT_ENV ? &env : r == OPT_META ? &meta : r == OPT_ALLOW ? &allow
                                   : r == OPT_ALLOW_CIDR ? &allow_cidr : r == OPT_DENY ? &deny : &creds;
                         if (isempty(arg))
-                                return cli_error("option needs a non-empty value");
+                                return cli_usage_error("option needs a non-empty value");
                         if (strv_extend(l, arg) < 0)
                                 return cli_error_errno(-ENOMEM, "out of memory");
                         break;
                 }
+                default:
+                        if (r >= OPT_NUMBER && r < OPT_NUMBER + (int) ELEMENTSOF(number_fields)) {
+                                size_t k = (size_t) (r - OPT_NUMBER);
+                                if (cli_parse_u64(number_fields[k].option, arg, &numbers[k]) < 0)
+                                        return -EINVAL;
+                                have_number[k] = true;
+                        }
+                        break;
                 }
         }
         r = cli_parser_end(&p, r, 0, 0);
@@ -151,6 +192,15 @@ int cli_create(int argc, char **argv) {
                 json_w_key(&w, "timeout_s");
                 json_w_uint(&w, timeout);
         }
+        for (size_t k = 0; k < ELEMENTSOF(number_fields); k++)
+                if (have_number[k]) {
+                        json_w_key(&w, number_fields[k].field);
+                        json_w_uint(&w, numbers[k]);
+                }
+        if (idle_action)
+                json_w_kv_string(&w, "idle_action", idle_action);
+        if (auto_resume)
+                json_w_kv_bool(&w, "auto_resume", true);
         r = write_kv_object(&w, "env", "env", env);
         if (r < 0)
                 return r;

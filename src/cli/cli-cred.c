@@ -168,7 +168,7 @@ static int cred_add(int argc, char **argv) {
         if (r <= 0)
                 return r;
         if (!hosts)
-                return cli_error("give at least one --host");
+                return cli_usage_error("give at least one --host");
         r = read_value(value_file, &value);
         if (r < 0)
                 return r;
@@ -326,6 +326,80 @@ static int cred_rotate(int argc, char **argv) {
         return 0;
 }
 
+/* update NAME [--host H]... [--header F | --basic-user U] [--env VAR] [--expires T|never]:
+ * PATCH of everything but the value (--host replaces the host list). */
+static int cred_update(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_strv_free_ char **hosts = NULL;
+        _cleanup_free_ char *target = NULL;
+        const char *header = NULL, *basic_user = NULL, *env = NULL, *expires = NULL, *arg = NULL;
+        int r;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        while ((r = cli_parser_next(&p, add_options, &arg)) > 0) {
+                switch (r) {
+                case OPT_HOST:
+                        if (strv_extend(&hosts, arg) < 0)
+                                return cli_error_errno(-ENOMEM, "out of memory");
+                        break;
+                case OPT_HEADER:
+                        header = arg;
+                        break;
+                case OPT_BASIC_USER:
+                        basic_user = arg;
+                        break;
+                case OPT_ENV:
+                        env = arg;
+                        break;
+                case OPT_EXPIRES:
+                        expires = arg;
+                        break;
+                case OPT_VALUE_FILE:
+                        return cli_usage_error("a new value goes with 'space cred rotate', not update");
+                }
+        }
+        r = cli_parser_end(&p, r, 1, 1);
+        if (r <= 0)
+                return r;
+        if (!hosts && !header && !basic_user && !env && !expires)
+                return cli_usage_error("nothing to change: give --host, --header, --basic-user, --env or --expires");
+        target = cred_target(p.pos[0], NULL);
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        if (hosts) {
+                json_w_key(&w, "hosts");
+                json_w_array_begin(&w);
+                for (char **h = hosts; *h; h++)
+                        json_w_string(&w, *h);
+                json_w_array_end(&w);
+        }
+        if (header)
+                json_w_kv_string(&w, "header", header);
+        if (basic_user)
+                json_w_kv_string(&w, "basic_user", basic_user);
+        if (env)
+                json_w_kv_string(&w, "env", env);
+        if (expires && streq(expires, "never")) {
+                json_w_key(&w, "expires_at");
+                json_w_null(&w);
+        } else if (expires)
+                json_w_kv_string(&w, "expires_at", expires);
+        json_w_object_end(&w);
+        r = call_with_secret("PATCH", target, &w, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        print_credential(resp.json);
+        return 0;
+}
+
 /* grant ID NAME... / ungrant ID NAME... */
 static int cred_grant_common(int argc, char **argv, const char *method) {
         _cleanup_(cli_parser_done) CliParser p = {};
@@ -353,6 +427,7 @@ static int cred_ungrant(int argc, char **argv) {
 int cli_cred(int argc, char **argv) {
         static const CliSubcommand sub[] = {
                 { "add", cred_add },       { "ls", cred_ls },         { "show", cred_show },
+                { "update", cred_update },
                 { "rm", cred_rm },         { "rotate", cred_rotate }, { "revoke", cred_revoke },
                 { "grant", cred_grant },   { "ungrant", cred_ungrant },
         };

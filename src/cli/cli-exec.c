@@ -28,6 +28,9 @@ typedef struct StdinPump {
         bool started;
         int wake[2];
         int winch_fd; /* -1: no resizes */
+        int in_fd;
+        void (*on_input)(void *userdata, size_t n);
+        void *userdata;
         char *headers_octet, *headers_json;
         char *stdin_target, *eof_target, *resize_target;
         HttpClient *client; /* owned by the thread */
@@ -94,7 +97,7 @@ static void *pump_thread(void *userdata) {
         for (;;) {
                 struct pollfd fds[3] = {
                         { .fd = p->wake[0], .events = POLLIN },
-                        { .fd = in_open ? STDIN_FILENO : -1, .events = POLLIN },
+                        { .fd = in_open ? p->in_fd : -1, .events = POLLIN },
                         { .fd = p->winch_fd, .events = POLLIN },
                 };
 
@@ -110,7 +113,7 @@ static void *pump_thread(void *userdata) {
                         pump_resize(p);
                 }
                 if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-                        ssize_t n = read(STDIN_FILENO, buf, CLI_PUMP_BUFFER);
+                        ssize_t n = read(p->in_fd, buf, CLI_PUMP_BUFFER);
                         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
                         if (n <= 0) {
@@ -121,6 +124,8 @@ static void *pump_thread(void *userdata) {
                         /* A refused write means the process is gone: its exit event follows. */
                         if (pump_post(p, p->stdin_target, p->headers_octet, buf, (size_t) n) < 0)
                                 in_open = false;
+                        else if (p->on_input)
+                                p->on_input(p->userdata, (size_t) n);
                 }
         }
         p->client = http_client_free(p->client);
@@ -142,7 +147,7 @@ static void pump_stop(StdinPump *p) {
         p->resize_target = mfree(p->resize_target);
 }
 
-static int pump_start(StdinPump *p, const char *id_escaped, const char *exec_id, bool resize) {
+static int pump_start(StdinPump *p, const char *id_escaped, const char *exec_id, bool resize, int in_fd) {
         _cleanup_free_ char *eid = cli_escape(exec_id);
         sigset_t ss;
         int r;
@@ -162,6 +167,7 @@ static int pump_start(StdinPump *p, const char *id_escaped, const char *exec_id,
                 return r;
         if (pipe2(p->wake, O_CLOEXEC) < 0)
                 return cli_error_errno(negative_errno(), "pipe failed: %m");
+        p->in_fd = in_fd > 0 ? in_fd : STDIN_FILENO;
         p->winch_fd = -1;
         if (resize && cli_tty_winch_fd(&p->winch_fd) < 0)
                 p->winch_fd = -1;
@@ -228,6 +234,11 @@ static bool looks_not_found(const char *message) {
         return message && (strstr(message, "No such file") || strstr(message, "not found"));
 }
 
+/* Raw events on stdout (--json), or the command's output. */
+static bool events_json(const CliExecOptions *o) {
+        return arg_json && !o->plain;
+}
+
 static int build_body(const CliExecOptions *o, bool stream_fields, char **ret, size_t *ret_len) {
         _cleanup_(json_w_done) JsonWriter w = {};
 
@@ -263,14 +274,18 @@ static int build_body(const CliExecOptions *o, bool stream_fields, char **ret, s
                 json_w_uint(&w, o->timeout_s);
         }
         if (o->interactive)
-                json_w_kv_bool(&w, "stdin", true);
+                json_w_kv_bool(&w, "stdin", true); /* with background: open for 'space stdin' */
+        if (o->background)
+                json_w_kv_bool(&w, "background", true);
         /* exact bytes at 4/3 of their size (text would be up to 6x); --json shows what the server sends by default */
-        if (!arg_json && stream_fields)
+        if (!events_json(o) && stream_fields)
                 json_w_kv_string(&w, "output", "base64");
         /* Interrupting space exec on a terminal ends its command (on a pty it gets SIGHUP, the
          * default). Into a pipe the command outlives a stalled or interrupted space exec (the server's
          * default, keep): space attach reads on. */
-        if (!o->pty && isatty(STDOUT_FILENO) && stream_fields)
+        if (o->on_disconnect && stream_fields)
+                json_w_kv_string(&w, "on_disconnect", o->on_disconnect);
+        else if (!o->pty && !o->background && isatty(STDOUT_FILENO) && stream_fields)
                 json_w_kv_string(&w, "on_disconnect", "kill");
         if (o->pty) {
                 unsigned rows, cols;
@@ -303,12 +318,17 @@ static int report_start_error(const CliExecOptions *o, int status, const char *b
 }
 
 /* Output of one stdout/stderr event; returns < 0 if our own output is gone. */
-static int event_output(const JsonValue *ev, int fd) {
+static int event_output(const JsonValue *ev, int fd, const CliExecOptions *o) {
         const JsonValue *data = json_get(ev, "data");
         const JsonValue *b64 = json_get(ev, "data_b64");
 
-        if (data && json_type(data) == JSON_STRING)
+        bool count = o->on_output && fd != STDERR_FILENO;
+
+        if (data && json_type(data) == JSON_STRING) {
+                if (count)
+                        o->on_output(o->userdata, json_string_len(data));
                 return write_all(fd, json_string(data), json_string_len(data));
+        }
         if (b64 && json_type(b64) == JSON_STRING) {
                 _cleanup_free_ void *bytes = NULL;
                 size_t n = 0;
@@ -316,6 +336,8 @@ static int event_output(const JsonValue *ev, int fd) {
                         cli_tty_restore();
                         return cli_error("the server sent invalid base64 data");
                 }
+                if (count)
+                        o->on_output(o->userdata, n);
                 return write_all(fd, bytes, n);
         }
         return 0;
@@ -323,8 +345,10 @@ static int event_output(const JsonValue *ev, int fd) {
 
 /* Reads the event stream of c (its response head read) to the exit: output
  * to stdout/stderr, or with --json the raw events. */
-static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_escaped, int *ret_code) {
-        _cleanup_(cli_line_reader_done) CliLineReader lr = {};
+static int stream_events(HttpClient *c, CliExecOptions *o, const char *id_escaped, int *ret_code) {
+        _cleanup_(cli_line_reader_done) CliLineReader lr = { .quiet_timeout = o->idle_msec > 0 };
+        bool json = events_json(o);
+        int out_fd = o->out_fd > 0 ? o->out_fd : STDOUT_FILENO;
         _cleanup_(pump_stop) StdinPump pump = { .wake = { -1, -1 }, .winch_fd = -1 };
         bool seen_output = false, not_found = false, done = false, warned_dropped = false;
         int r, code = 0;
@@ -336,6 +360,11 @@ static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_
                 size_t n;
 
                 r = cli_line_reader_next(&lr, c, &line, &n);
+                if (r == -ETIMEDOUT && o->idle_msec > 0) {
+                        /* caught up with what the sandbox holds; the command runs on */
+                        *ret_code = -1;
+                        return 0;
+                }
                 if (r < 0) {
                         cli_tty_restore();
                         return r;
@@ -349,7 +378,7 @@ static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_
                         cli_tty_restore();
                         return cli_error_errno(r, "the server sent an invalid event: %s", errbuf);
                 }
-                if (arg_json) {
+                if (json) {
                         r = write_all(STDOUT_FILENO, line, n);
                         if (r >= 0)
                                 r = write_all(STDOUT_FILENO, "\n", 1);
@@ -362,6 +391,17 @@ static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_
 
                 if (streq(type, "start")) {
                         const char *exec_id = json_string(json_get(ev, "exec_id"));
+                        if (o->background && !isempty(exec_id) && !o->exec_id) {
+                                o->exec_id = strdup(exec_id);
+                                if (!o->exec_id)
+                                        return cli_error_errno(-ENOMEM, "out of memory");
+                        }
+                        if (o->idle_msec > 0)
+                                http_client_set_timeout(c, o->idle_msec);
+                        if (o->background) {
+                                *ret_code = 0;
+                                return 0; /* a background exec's answer is its start line */
+                        }
                         if (o->interactive && !pump.started && !isempty(exec_id)) {
                                 bool raw = false;
                                 if (o->raw) {
@@ -370,7 +410,9 @@ static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_
                                                 return cli_error_errno(r, "cannot set the terminal to raw mode: %m");
                                         raw = r > 0;
                                 }
-                                r = pump_start(&pump, id_escaped, exec_id, o->pty && raw);
+                                pump.on_input = o->on_input;
+                                pump.userdata = o->userdata;
+                                r = pump_start(&pump, id_escaped, exec_id, o->pty && raw, o->in_fd);
                                 if (r < 0) {
                                         cli_tty_restore();
                                         return r;
@@ -378,9 +420,9 @@ static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_
                         }
                 } else if (streq(type, "stdout") || streq(type, "stderr")) {
                         seen_output = true;
-                        if (arg_json)
+                        if (json)
                                 continue;
-                        r = event_output(ev, streq(type, "stdout") ? STDOUT_FILENO : STDERR_FILENO);
+                        r = event_output(ev, streq(type, "stdout") ? out_fd : STDERR_FILENO, o);
                         if (r == -EPIPE) {
                                 *ret_code = 141;
                                 return 0;
@@ -389,7 +431,7 @@ static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_
                                 return r == CLI_EREPORTED || r == -EINVAL ? r : cli_error_errno(r, "write failed: %m");
                 } else if (streq(type, "dropped")) {
                         uint64_t bytes = 0;
-                        if (!arg_json && !warned_dropped && json_uint64(json_get(ev, "bytes"), &bytes) >= 0) {
+                        if (!json && !warned_dropped && json_uint64(json_get(ev, "bytes"), &bytes) >= 0) {
                                 cli_tty_restore();
                                 cli_error_errno(CLI_EREPORTED,
                                                 "%" PRIu64 " bytes of output were lost (this reader fell behind the "
@@ -400,7 +442,7 @@ static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_
                         const char *message = json_string(json_get(ev, "message"));
                         if (o->quiet_not_found && !seen_output && looks_not_found(message))
                                 not_found = true;
-                        else if (!arg_json) {
+                        else if (!json) {
                                 cli_tty_restore();
                                 cli_error_errno(CLI_EREPORTED, "%s",
                                                 message ?: strna(json_string(json_get(ev, "code"))));
@@ -410,7 +452,7 @@ static int stream_events(HttpClient *c, const CliExecOptions *o, const char *id_
                         const char *sig = json_string(json_get(ev, "signal"));
                         code = exit_code_of(ev);
                         done = true;
-                        if (!arg_json && !isempty(reason)) {
+                        if (!json && !isempty(reason)) {
                                 cli_tty_restore();
                                 cli_error_errno(CLI_EREPORTED, "command %s%s%s", sig ? "killed by " : "stopped",
                                                 strempty(sig),
@@ -465,7 +507,7 @@ static int request_stream(HttpClient **ret, const char *method, const char *targ
         return 0;
 }
 
-int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
+int cli_exec_run(const char *id, CliExecOptions *o, int *ret_code) {
         _cleanup_(http_client_freep) HttpClient *c = NULL;
         _cleanup_free_ char *body = NULL, *id_escaped = NULL, *target = NULL;
         size_t body_len = 0;
@@ -492,17 +534,32 @@ int cli_exec_run(const char *id, const CliExecOptions *o, int *ret_code) {
         return stream_events(c, o, id_escaped, ret_code);
 }
 
+int cli_exec_output(const char *id, const char *exec_id, uint64_t from, CliExecOptions *o, int *ret_code) {
+        _cleanup_(http_client_freep) HttpClient *c = NULL;
+        _cleanup_free_ char *id_escaped = NULL, *eid = NULL, *target = NULL;
+        char query[64];
+        int r;
+
+        id_escaped = cli_escape(id);
+        eid = cli_escape(exec_id);
+        snprintf(query, sizeof query, "/output?from=%" PRIu64 "%s", from, events_json(o) ? "" : "&output=base64");
+        target = id_escaped && eid ? strjoin("/v1/sandboxes/", id_escaped, "/exec/", eid, query) : NULL;
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = request_stream(&c, "GET", target, NULL, 0, o);
+        if (r < 0)
+                return r;
+        return stream_events(c, o, id_escaped, ret_code);
+}
+
 /* space attach ID EXEC_ID [--from N]: an exec's output from offset N (default:
  * all that is kept), then on to its end; exits with its code. */
 int cli_attach(int argc, char **argv) {
         static const CliOption attach_options[] = { { "from", 0, true, 1 }, {} };
         _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_(http_client_freep) HttpClient *c = NULL;
-        _cleanup_free_ char *id_escaped = NULL, *eid = NULL, *target = NULL;
         const char *arg = NULL;
         CliExecOptions o = {};
         uint64_t from = 0;
-        char query[64];
         int r, code = 0;
 
         r = cli_parser_init(&p, argc, argv, 0);
@@ -514,16 +571,8 @@ int cli_attach(int argc, char **argv) {
         r = cli_parser_end(&p, r, 2, 2);
         if (r <= 0)
                 return r;
-        id_escaped = cli_escape(p.pos[0]);
-        eid = cli_escape(p.pos[1]);
-        snprintf(query, sizeof query, "/output?from=%" PRIu64 "%s", from, arg_json ? "" : "&output=base64");
-        target = id_escaped && eid ? strjoin("/v1/sandboxes/", id_escaped, "/exec/", eid, query) : NULL;
-        if (!target)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        r = request_stream(&c, "GET", target, NULL, 0, &o);
-        if (r < 0)
-                return r;
-        r = stream_events(c, &o, id_escaped, &code);
+        r = cli_exec_output(p.pos[0], p.pos[1], from, &o, &code);
+        free(o.exec_id);
         if (r < 0)
                 return r;
         return code;
@@ -536,6 +585,8 @@ enum {
         OPT_USER,
         OPT_TTY,
         OPT_INTERACTIVE,
+        OPT_DETACH,
+        OPT_ON_DISCONNECT,
 };
 
 static const CliOption options[] = {
@@ -545,6 +596,8 @@ static const CliOption options[] = {
         { "user", 'u', true, OPT_USER },
         { "tty", 't', false, OPT_TTY },
         { "interactive", 'i', false, OPT_INTERACTIVE },
+        { "detach", 'd', false, OPT_DETACH },
+        { "on-disconnect", 0, true, OPT_ON_DISCONNECT },
         {},
 };
 
@@ -586,6 +639,14 @@ int cli_exec(int argc, char **argv) {
                 case OPT_INTERACTIVE:
                         o.interactive = true;
                         break;
+                case OPT_DETACH:
+                        o.background = true;
+                        break;
+                case OPT_ON_DISCONNECT:
+                        if (!streq(arg, "keep") && !streq(arg, "hangup") && !streq(arg, "kill"))
+                                return cli_usage_error("--on-disconnect: expected keep, hangup or kill, got '%s'", arg);
+                        o.on_disconnect = arg;
+                        break;
                 }
         }
         if (r == CLI_OPT_HELP)
@@ -593,17 +654,26 @@ int cli_exec(int argc, char **argv) {
         if (r < 0)
                 return r;
         if (p.n_pos < 1)
-                return cli_error("missing sandbox id (usage: space exec %s)", cli_current->usage);
+                return cli_usage_error("missing sandbox id (usage: space exec %s)", cli_current->usage);
         if (p.n_pos < 2)
-                return cli_error("missing command (usage: space exec %s)", cli_current->usage);
+                return cli_usage_error("missing command (usage: space exec %s)", cli_current->usage);
         for (size_t i = 1; i < p.n_pos; i++)
                 if (strv_extend(&cmd, p.pos[i]) < 0)
                         return cli_error_errno(-ENOMEM, "out of memory");
 
         o.cmd = cmd;
         o.env = env;
+        if (o.background && o.pty)
+                return cli_usage_error("--detach does not go with --tty (read it with 'space attach' instead)");
         o.raw = o.pty && o.interactive;
         r = cli_exec_run(p.pos[0], &o, &code);
+        if (r >= 0 && o.background) {
+                if (!o.exec_id)
+                        r = cli_error("the server's answer has no exec id");
+                else if (!arg_json)
+                        printf("%s\n", o.exec_id); /* with --json the start event was printed */
+        }
+        free(o.exec_id);
         if (r < 0)
                 return r;
         return code;

@@ -80,11 +80,31 @@ enum {
         OPT_NAME = 1,
         OPT_COUNT,
         OPT_FROM,
+        OPT_WITH_MEMORY,
+        OPT_WITHOUT_MEMORY,
 };
+
+/* space checkpoint rm ID CKPT...: DELETE .../checkpoints/{id-or-name}. */
+static int checkpoint_rm(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_free_ char *id = NULL, *prefix = NULL;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 2, SIZE_MAX);
+        if (r <= 0)
+                return r;
+        id = cli_escape(p.pos[0]);
+        prefix = id ? strjoin("/v1/sandboxes/", id, "/checkpoints/") : NULL;
+        if (!prefix)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        return cli_call_each(&p, 1, "DELETE", prefix, false);
+}
 
 int cli_checkpoint(int argc, char **argv) {
         static const CliOption options[] = {
                 { "name", 'n', true, OPT_NAME },
+                { "with-memory", 0, false, OPT_WITH_MEMORY },
+                { "without-memory", 0, false, OPT_WITHOUT_MEMORY },
                 {},
         };
         _cleanup_(cli_parser_done) CliParser p = {};
@@ -92,14 +112,22 @@ int cli_checkpoint(int argc, char **argv) {
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *id = NULL;
         const char *arg = NULL, *name = NULL;
-        int r;
+        int r, memory = -1;
 
+        /* Sandbox ids are never "rm" or "ls": these are subcommands. */
+        if (argc >= 2 && streq(argv[1], "rm"))
+                return checkpoint_rm(argc - 1, argv + 1);
+        if (argc >= 2 && streq(argv[1], "ls"))
+                return cli_checkpoints(argc - 1, argv + 1);
         r = cli_parser_init(&p, argc, argv, 0);
         if (r < 0)
                 return r;
-        while ((r = cli_parser_next(&p, options, &arg)) > 0)
+        while ((r = cli_parser_next(&p, options, &arg)) > 0) {
                 if (r == OPT_NAME)
                         name = arg;
+                else
+                        memory = r == OPT_WITH_MEMORY;
+        }
         r = cli_parser_end(&p, r, 1, 1);
         if (r <= 0)
                 return r;
@@ -108,6 +136,8 @@ int cli_checkpoint(int argc, char **argv) {
         json_w_object_begin(&w);
         if (name)
                 json_w_kv_string(&w, "name", name);
+        if (memory >= 0)
+                json_w_kv_bool(&w, "with_memory", memory);
         json_w_object_end(&w);
         r = sandbox_post(p.pos[0], "/checkpoints", &w, &resp);
         if (r < 0)
@@ -211,6 +241,7 @@ int cli_branch(int argc, char **argv) {
         static const CliOption options[] = {
                 { "count", 'n', true, OPT_COUNT },
                 { "from", 0, true, OPT_FROM },
+                { "with-memory", 0, false, OPT_WITH_MEMORY },
                 {},
         };
         _cleanup_(cli_parser_done) CliParser p = {};
@@ -219,6 +250,7 @@ int cli_branch(int argc, char **argv) {
         const char *arg = NULL, *from = NULL;
         const JsonValue *list;
         uint64_t count = 1;
+        bool with_memory = false;
         int r;
 
         r = cli_parser_init(&p, argc, argv, 0);
@@ -226,6 +258,9 @@ int cli_branch(int argc, char **argv) {
                 return r;
         while ((r = cli_parser_next(&p, options, &arg)) > 0) {
                 switch (r) {
+                case OPT_WITH_MEMORY:
+                        with_memory = true;
+                        break;
                 case OPT_COUNT:
                         r = cli_parse_u64("--count", arg, &count);
                         if (r < 0)
@@ -246,6 +281,8 @@ int cli_branch(int argc, char **argv) {
         json_w_uint(&w, count);
         if (from)
                 json_w_kv_string(&w, "from", from);
+        if (with_memory)
+                json_w_kv_bool(&w, "with_memory", true);
         json_w_object_end(&w);
         r = sandbox_post(p.pos[0], "/branch", &w, &resp);
         if (r < 0)

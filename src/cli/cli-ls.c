@@ -12,11 +12,13 @@
 enum {
         OPT_ALL = 1,
         OPT_STATE,
+        OPT_QUIET,
 };
 
 static const CliOption ls_options[] = {
         { "all", 'a', false, OPT_ALL },
         { "state", 0, true, OPT_STATE },
+        { "quiet", 'q', false, OPT_QUIET },
         {},
 };
 
@@ -43,8 +45,8 @@ int cli_ls(int argc, char **argv) {
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *after = NULL, *state = NULL;
         const char *arg = NULL;
-        bool all = false;
-        size_t pages = 0;
+        bool all = false, quiet = false;
+        size_t pages = 0, hidden = 0;
         int r;
 
         r = cli_parser_init(&p, argc, argv, 0);
@@ -54,6 +56,9 @@ int cli_ls(int argc, char **argv) {
                 switch (r) {
                 case OPT_ALL:
                         all = true;
+                        break;
+                case OPT_QUIET:
+                        quiet = true;
                         break;
                 case OPT_STATE:
                         free(state);
@@ -92,11 +97,18 @@ int cli_ls(int argc, char **argv) {
                         return cli_error("the server's answer has no sandbox list");
                 next = json_get(resp.json, "next");
 
-                if (arg_json && pages == 0 && (!next || json_is_null(next)))
+                if (arg_json && !quiet && pages == 0 && (!next || json_is_null(next)))
                         return cli_print_raw(resp.body, resp.body_len); /* one page: unchanged */
 
                 for (size_t i = 0; i < json_array_size(list); i++) {
                         const JsonValue *sb = json_array_at(list, i);
+                        if (quiet) {
+                                const char *id = json_string(json_get(sb, "id"));
+                                if (!isempty(id) && (all || state ||
+                                                     !streq(strempty(json_string(json_get(sb, "state"))), "error")))
+                                        printf("%s\n", id);
+                                continue;
+                        }
                         if (arg_json) {
                                 _cleanup_free_ char *s = NULL;
                                 size_t n;
@@ -105,8 +117,10 @@ int cli_ls(int argc, char **argv) {
                                 json_w_raw(&w, s);
                                 continue;
                         }
-                        if (!all && !state && streq(strempty(json_string(json_get(sb, "state"))), "error"))
+                        if (!all && !state && streq(strempty(json_string(json_get(sb, "state"))), "error")) {
+                                hidden++;
                                 continue;
+                        }
                         r = ls_add_row(&t, sb);
                         if (r < 0)
                                 return r;
@@ -122,6 +136,8 @@ int cli_ls(int argc, char **argv) {
                         return cli_error_errno(-ENOMEM, "out of memory");
         }
 
+        if (quiet)
+                return 0;
         if (arg_json) {
                 _cleanup_free_ char *s = NULL;
                 size_t n;
@@ -134,6 +150,12 @@ int cli_ls(int argc, char **argv) {
                 return cli_print_raw(s, n);
         }
         cli_table_print(&t, stdout);
+        if (hidden > 0) {
+                /* on stderr: stdout stays the table */
+                fflush(stdout);
+                fprintf(stderr, "%zu sandbox%s in state error hidden; space ls --all shows them\n", hidden,
+                        hidden == 1 ? "" : "es");
+        }
         return 0;
 }
 

@@ -215,7 +215,7 @@ int cli_policy(int argc, char **argv) {
                 }
                 if (l) {
                         if (isempty(arg))
-                                return cli_error("option needs a non-empty value");
+                                return cli_usage_error("option needs a non-empty value");
                         if (strv_extend(l, arg) < 0)
                                 return cli_error_errno(-ENOMEM, "out of memory");
                 }
@@ -234,7 +234,7 @@ int cli_policy(int argc, char **argv) {
         bool change = clear || allow || allow_cidr || deny || deny_cidr || remove;
         if (!change || show) {
                 if (change)
-                        return cli_error("--show does not go with changes");
+                        return cli_usage_error("--show does not go with changes");
                 if (arg_json) {
                         _cleanup_free_ char *text = NULL;
                         if (json_serialize(net, &text, NULL) < 0)
@@ -246,7 +246,7 @@ int cli_policy(int argc, char **argv) {
         }
 
         if (clear && remove)
-                return cli_error("--remove does not go with --clear (which removes every rule)");
+                return cli_usage_error("--remove does not go with --clear (which removes every rule)");
         used = new0(bool, strv_length(remove) + 1);
         if (!used)
                 return cli_error_errno(-ENOMEM, "out of memory");

@@ -27,7 +27,7 @@ int cli_shell(int argc, char **argv) {
         if (r < 0)
                 return r;
         if (p.n_pos < 1)
-                return cli_error("missing sandbox id (usage: space shell %s)", cli_current->usage);
+                return cli_usage_error("missing sandbox id (usage: space shell %s)", cli_current->usage);
 
         /* The remote programs should draw for our terminal. */
         term = secure_getenv("TERM");

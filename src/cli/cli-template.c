@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* space template ls | import NAME SRC | rm NAME: /v1/templates.
  * import streams a tar archive: a directory is packed by a tar child process,
- * a file is sent as is, '-' reads the archive from stdin. Nothing is held in memory. */
+ * a file is sent as is, '-' reads the archive from stdin. Nothing is held in memory.
+ * SRC may name an image: oci-layout:DIR[:TAG] (an OCI image layout directory,
+ * packed like a directory), oci-archive:FILE[:TAG] (such a layout in a tar),
+ * docker-archive:FILE[:TAG] (what docker/podman save write); the server tells
+ * the formats apart, TAG picks an image (?tag=). */
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,6 +13,8 @@
 #include <sys/wait.h>
 
 #include "cli-common.h"
+#include "cli-child.h"
+#include "cli-progress.h"
 #include "cli-verbs.h"
 #include "fd-util.h"
 
@@ -56,79 +62,70 @@ static int template_ls(int argc, char **argv) {
         return 0;
 }
 
-/* The tar child; killed and reaped unless it finished. */
-typedef struct TarChild {
-        pid_t pid;
-} TarChild;
-
-static void tar_child_done(TarChild *t) {
-        if (t->pid > 0) {
-                (void) kill(t->pid, SIGTERM);
-                (void) waitpid(t->pid, NULL, 0);
-                t->pid = 0;
-        }
-}
-
-static int tar_spawn(const char *dir, TarChild *child, int *ret_fd) {
+static int tar_spawn(const char *dir, CliChild *child, int *ret_fd) {
         char *const argv[] = { (char *) "tar", (char *) "-C", (char *) dir, (char *) "--numeric-owner",
                                (char *) "-cf", (char *) "-", (char *) ".", NULL };
-        int pipefd[2];
-        pid_t pid;
-
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return cli_error_errno(negative_errno(), "pipe failed: %m");
-        pid = fork();
-        if (pid < 0) {
-                int r = negative_errno();
-                safe_close(pipefd[0]);
-                safe_close(pipefd[1]);
-                return cli_error_errno(r, "fork failed: %m");
-        }
-        if (pid == 0) {
-                /* Between fork and exec: no allocation, no stdio. */
-                if (dup2(pipefd[1], STDOUT_FILENO) < 0)
-                        _exit(126);
-                execvp("tar", argv);
-                _exit(127);
-        }
-        safe_close(pipefd[1]);
-        child->pid = pid;
-        *ret_fd = pipefd[0];
-        return 0;
+        return cli_child_spawn(argv, false, child, ret_fd);
 }
 
-static int tar_wait(TarChild *child) {
-        int status = 0;
-        pid_t pid = child->pid;
+/* "oci-layout:DIR[:TAG]", "oci-archive:FILE[:TAG]", "docker-archive:FILE[:TAG]":
+ * *ret_kind the prefix (NULL for a plain source), the path and the tag. A
+ * ":TAG" is split off only when the whole rest is not an existing path. */
+static int image_source_split(const char *src, const char **ret_kind, char **ret_path, char **ret_tag) {
+        static const char *const kinds[] = { "oci-layout", "oci-archive", "docker-archive" };
+        struct stat st;
 
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return cli_error_errno(negative_errno(), "waiting for tar failed: %m");
-        child->pid = 0;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        *ret_kind = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++) {
+                size_t n = strlen(kinds[i]);
+                const char *rest, *colon;
+
+                if (strncmp(src, kinds[i], n) != 0 || src[n] != ':')
+                        continue;
+                rest = src + n + 1;
+                if (!*rest)
+                        return cli_error("%s: names no path", src);
+                colon = strrchr(rest, ':');
+                if (colon && colon > rest && colon[1] && !strchr(colon, '/') && stat(rest, &st) < 0) {
+                        *ret_path = strndup(rest, (size_t) (colon - rest));
+                        *ret_tag = strdup(colon + 1);
+                } else {
+                        *ret_path = strdup(rest);
+                        *ret_tag = NULL;
+                        if (!*ret_path)
+                                return cli_error_errno(-ENOMEM, "out of memory");
+                        *ret_kind = kinds[i];
+                        return 0;
+                }
+                if (!*ret_path || !*ret_tag)
+                        return cli_error_errno(-ENOMEM, "out of memory");
+                *ret_kind = kinds[i];
                 return 0;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-                return cli_error("could not run tar (is it installed?)");
-        if (WIFEXITED(status))
-                return cli_error("tar failed with exit code %d", WEXITSTATUS(status));
-        return cli_error("tar was killed by signal %d", WTERMSIG(status));
+        }
+        return 0;
 }
 
 static int template_import(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_(tar_child_done) TarChild tar = {};
+        _cleanup_(cli_child_done) CliChild tar = { .name = "tar" };
+        CliProgress progress = {};
         _cleanup_(http_client_freep) HttpClient *c = NULL;
         _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_free_ char *name = NULL, *target = NULL;
+        _cleanup_free_ char *name = NULL, *target = NULL, *src_buf = NULL, *tag = NULL;
         _cleanup_close_ int fd = -EBADF;
-        const char *src;
-        struct stat st;
+        const char *src, *kind = NULL;
+        struct stat st = {};
         int r;
 
         r = cli_parser_positionals(&p, argc, argv, 2, 2);
         if (r <= 0)
                 return r;
         src = p.pos[1];
+        r = image_source_split(src, &kind, &src_buf, &tag);
+        if (r < 0)
+                return r;
+        if (kind)
+                src = src_buf;
 
         if (streq(src, "-")) {
                 fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
@@ -137,6 +134,10 @@ static int template_import(int argc, char **argv) {
         } else {
                 if (stat(src, &st) < 0)
                         return cli_error_errno(negative_errno(), "%s: %m", src);
+                if (kind && !streq(kind, "oci-layout") && S_ISDIR(st.st_mode))
+                        return cli_error("%s: %s: names a directory; use oci-layout:DIR", src, kind);
+                if (kind && streq(kind, "oci-layout") && !S_ISDIR(st.st_mode))
+                        return cli_error("%s: oci-layout: needs an image layout directory", src);
                 if (S_ISDIR(st.st_mode)) {
                         r = tar_spawn(src, &tar, &fd);
                         if (r < 0)
@@ -150,7 +151,11 @@ static int template_import(int argc, char **argv) {
         }
 
         name = cli_escape(p.pos[0]);
-        target = name ? strjoin("/v1/templates?name=", name) : NULL;
+        if (tag) {
+                _cleanup_free_ char *etag = cli_escape(tag);
+                target = name && etag ? strjoin("/v1/templates?name=", name, "&tag=", etag) : NULL;
+        } else
+                target = name ? strjoin("/v1/templates?name=", name) : NULL;
         if (!target)
                 return cli_error_errno(-ENOMEM, "out of memory");
 
@@ -160,12 +165,15 @@ static int template_import(int argc, char **argv) {
         r = cli_start(c, "POST", target, "application/x-tar", NULL, SIZE_MAX, NULL);
         if (r < 0)
                 return r;
-        r = cli_upload_fd(c, fd, src);
+        cli_progress_begin(&progress, "importing", tar.pid > 0 || !S_ISREG(st.st_mode) ? CLI_PROGRESS_UNKNOWN
+                                                                                      : (uint64_t) st.st_size);
+        r = cli_upload_fd_progress(c, fd, src, cli_progress_callback, &progress);
+        cli_progress_end(&progress);
         if (r < 0)
                 return r;
         if (tar.pid > 0) {
                 /* On a tar failure the body is left unfinished: the server sees a broken upload. */
-                r = tar_wait(&tar);
+                r = cli_child_wait(&tar);
                 if (r < 0)
                         return r;
         }

@@ -2,7 +2,9 @@
 /* space up / down: start spaced in the background for a state directory and
  * wait until GET /healthz answers; stop it by the pid in <state>/spaced.pid.
  * spaced writes its pid file and key itself; up only creates the state
- * directory if needed and appends spaced's output to <state>/spaced.log. */
+ * directory if needed; spaced writes its log to <state>/spaced.log (--log-file:
+ * reopened on SIGHUP, renamed to spaced.log.1 once larger than log_max_mb),
+ * and up sends what spaced prints before it opened the file there too. */
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -260,7 +262,7 @@ int cli_up(int argc, char **argv) {
                         if (cli_parse_u64("timeout", arg, &timeout_s) < 0)
                                 return -EINVAL;
                         if (timeout_s == 0 || timeout_s > CLI_UP_TIMEOUT_MAX_S)
-                                return cli_error("--timeout: must be between 1 and %d seconds", CLI_UP_TIMEOUT_MAX_S);
+                                return cli_usage_error("--timeout: must be between 1 and %d seconds", CLI_UP_TIMEOUT_MAX_S);
                         break;
                 }
         }
@@ -269,7 +271,7 @@ int cli_up(int argc, char **argv) {
         if (r < 0)
                 return r;
         if (p.n_pos > 0 && (!p.saw_dashdash || p.dashdash_at > 0))
-                return cli_error("unexpected argument '%s' (spaced flags go after '--')", p.pos[0]);
+                return cli_usage_error("unexpected argument '%s' (spaced flags go after '--')", p.pos[0]);
 
         state_dir = cli_state_dir();
         if (!listen) {
@@ -278,7 +280,7 @@ int cli_up(int argc, char **argv) {
                 listen = listen_buf;
         }
         if (isempty(listen))
-                return cli_error("--listen needs an address (HOST:PORT)");
+                return cli_usage_error("--listen needs an address (HOST:PORT)");
 
         pid = spaced_running(state_dir);
         if (pid > 0) {
@@ -313,7 +315,7 @@ int cli_up(int argc, char **argv) {
 
         /* argv prepared before fork: the child only dup2s and execs. */
         size_t n_extra = p.n_pos, k = 0;
-        args = new0(char *, 6 + n_extra + 1);
+        args = new0(char *, 8 + n_extra + 1);
         if (!args)
                 return cli_error_errno(-ENOMEM, "out of memory");
         args[k++] = spaced;
@@ -321,6 +323,9 @@ int cli_up(int argc, char **argv) {
         args[k++] = (char *) state_dir;
         args[k++] = (char *) "--listen";
         args[k++] = (char *) listen;
+        /* spaced writes it itself: reopened on SIGHUP, rotated to .1 past log_max_mb (64 MiB) */
+        args[k++] = (char *) "--log-file";
+        args[k++] = log_path;
         for (size_t i = 0; i < n_extra; i++)
                 args[k++] = p.pos[i];
         args[k] = NULL;

@@ -18,6 +18,7 @@ int cli_rm(int argc, char **argv);       /* cli-rm.c */
 int cli_cp(int argc, char **argv);       /* cli-cp.c */
 int cli_template(int argc, char **argv); /* cli-template.c */
 int cli_key(int argc, char **argv);      /* cli-key.c */
+int cli_tenant(int argc, char **argv);   /* cli-tenant.c */
 int cli_cred(int argc, char **argv);     /* cli-cred.c */
 int cli_events(int argc, char **argv);   /* cli-events.c */
 int cli_policy(int argc, char **argv);   /* cli-policy.c */
@@ -29,5 +30,15 @@ int cli_checkpoints(int argc, char **argv); /* cli-lifecycle.c */
 int cli_restore(int argc, char **argv);  /* cli-lifecycle.c */
 int cli_branch(int argc, char **argv);   /* cli-lifecycle.c */
 int cli_mcp(int argc, char **argv);      /* cli-mcp.c */
+int cli_ps(int argc, char **argv);       /* cli-proc.c */
+int cli_kill(int argc, char **argv);     /* cli-proc.c */
+int cli_logs(int argc, char **argv);     /* cli-proc.c */
+int cli_stdin(int argc, char **argv);    /* cli-proc.c */
+int cli_files(int argc, char **argv);    /* cli-files.c */
+int cli_update(int argc, char **argv);   /* cli-update.c */
+int cli_top(int argc, char **argv);      /* cli-top.c */
+int cli_completion(int argc, char **argv); /* cli-completion.c */
+/* The newest limit events of a sandbox (or of all with NULL), newest last. */
+int cli_events_show(const char *sandbox, uint64_t limit); /* cli-events.c */
 /* The checkpoint table of a sandbox for 'show' (nothing if it has none). */
 int cli_show_checkpoints(const char *id); /* cli-lifecycle.c */

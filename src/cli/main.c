@@ -25,7 +25,8 @@ static const CliCommand commands[] = {
         { "create", cli_create,
           "[--template T] [--runtime ns|vm] [--cpu N] [--memory MB] [--disk MB] [--timeout S] [--env K=V]... "
           "[--meta K=V]... [--allow HOST[:PORTS]]... [--allow-cidr CIDR[:PORTS]]... [--deny HOST|CIDR]... "
-          "[--cred NAME]...",
+          "[--cred NAME]... [--pids N] [--io-weight N] [--idle S] [--idle-action A] [--checkpoint-every S] "
+          "[--checkpoints-max N] [--checkpoints-mb MB] [--auto-resume]",
           "create a sandbox and print its id",
           "  --template T       template name (default: the server's default_template)\n"
           "  --runtime ns|vm    isolation runtime\n"
@@ -41,26 +42,80 @@ static const CliCommand commands[] = {
           "  UDP 443, QUIC, is never relayed).\n"
           "  --deny HOST|CIDR   never allow it, whatever an allow rule says (repeatable)\n"
           "  Without any, the server's default_network applies (no egress unless configured).\n"
-          "  --cred NAME        grant a credential (repeatable; also --credential)\n" },
+          "  --cred NAME        grant a credential (repeatable; also --credential)\n"
+          "  --pids N           at most N processes (pids_max)\n"
+          "  --io-weight N      its I/O weight, 1-10000\n"
+          "  --idle S, --idle-action pause|suspend|none  act after S seconds without activity\n"
+          "  --checkpoint-every S  automatic checkpoints every S seconds\n"
+          "  --checkpoints-max N, --checkpoints-mb MB  caps on what its checkpoints hold\n"
+          "  --auto-resume      exec and file calls resume it when it is paused\n" },
         { "exec", cli_exec,
-          "ID [--timeout S] [--env K=V]... [--cwd D] [--user U] [--tty] [-i] -- CMD [ARG...]",
+          "ID [--timeout S] [--env K=V]... [--cwd D] [--user U] [--tty] [-i] [-d] [--on-disconnect A] -- CMD [ARG...]",
           "run a command in a sandbox, stream its output and exit with its code",
           "  --timeout S   kill the command after S seconds\n"
           "  --env K=V     environment variable (repeatable)\n"
           "  --cwd D       working directory\n"
           "  --user U      user name or uid (default root)\n"
           "  -t, --tty     run on a pseudo-terminal\n"
-          "  -i, --interactive  send this program's stdin to the command\n" },
+          "  -i, --interactive  send this program's stdin to the command\n"
+          "  -d, --detach  run it in the background: print its exec id and return (read its output\n"
+          "                with 'space logs ID EXEC_ID' or 'space attach'; with -i its stdin stays\n"
+          "                open for 'space stdin ID EXEC_ID')\n"
+          "  --on-disconnect keep|hangup|kill  what happens to the command if space goes away (default:\n"
+          "                kill on a terminal without --tty, else the server's: keep, or hangup with --tty)\n"
+          "Exits with the command's code (128 + N after signal N); 125 when space itself failed\n"
+          "(the sandbox is not there, the server is unavailable, a usage error, ...).\n",
+          CLI_EXIT_EXEC_FAILED },
         { "attach", cli_attach, "ID EXEC_ID [--from N]",
           "read an exec's output again (running, background or finished) and exit with its code",
           "  --from N   start at output offset N (default 0: all the sandbox still keeps)\n"
           "The exec id is in the start event (space --json exec); the sandbox keeps the newest\n"
-          "exec_buffer_kb of each exec's output, and a finished exec's for exec_keep_s.\n" },
+          "exec_buffer_kb of each exec's output, and a finished exec's for exec_keep_s.\n"
+          "Exits with the exec's code; 125 when space itself failed.\n",
+          CLI_EXIT_EXEC_FAILED },
         { "shell", cli_shell, "ID [CMD...]", "open an interactive terminal in a sandbox (default: /bin/bash -l)",
-          "With one CMD argument it is run by /bin/sh -c, with several as an argv.\n" },
-        { "ls", cli_ls, "[--all] [--state S]", "list sandboxes",
+          "With one CMD argument it is run by /bin/sh -c, with several as an argv.\n"
+          "Exits with the shell's code; 125 when space itself failed.\n",
+          CLI_EXIT_EXEC_FAILED },
+        { "ls", cli_ls, "[--all] [--state S] [-q]", "list sandboxes",
           "  --all       also list sandboxes in state error\n"
-          "  --state S   only sandboxes in state S\n" },
+          "  --state S   only sandboxes in state S\n"
+          "  -q, --quiet only their ids, one a line\n" },
+        { "ps", cli_ps, "ID", "list the processes (running execs) of a sandbox", NULL },
+        { "kill", cli_kill, "ID EXEC_ID [--signal S]", "send a signal to an exec's process",
+          "  -s, --signal S   TERM (default), KILL, INT, HUP, ... or a number\n" },
+        { "logs", cli_logs, "ID [EXEC_ID] [--follow]",
+          "show a sandbox's events and its running execs' output, or one exec's output",
+          "  ID           the sandbox's newest events, then what each running exec (space ps) printed\n"
+          "  ID EXEC_ID   that exec's output as the sandbox keeps it (running, background or finished)\n"
+          "  -f, --follow with EXEC_ID: go on until the exec ends\n"
+          "Without --follow the output is read until the sandbox has sent all it holds (1 s without\n"
+          "more). The API keeps no list of finished execs: name one by its id (space exec -d prints it).\n" },
+        { "stdin", cli_stdin, "ID EXEC_ID [--eof]",
+          "send this program's stdin to an exec started with its stdin open (space exec -d -i)",
+          "  --eof   close the exec's stdin after it\n" },
+        { "update", cli_update,
+          "ID [--timeout S] [--idle S] [--idle-action pause|suspend|none] [--checkpoint-every S] "
+          "[--auto-resume|--no-auto-resume]",
+          "change a sandbox's timeout and policies (PATCH)",
+          "  --timeout S          delete it S seconds from now (0 = never)\n"
+          "  --idle S             act after S seconds without activity (0 = off)\n"
+          "  --idle-action A      pause, suspend or none\n"
+          "  --checkpoint-every S automatic checkpoints every S seconds (0 = off)\n"
+          "  --auto-resume, --no-auto-resume  whether exec and file calls resume it when paused\n" },
+        { "top", cli_top, "[--interval S] [--once]", "show the sandboxes, their state and limits, refreshing",
+          "  --interval S   refresh every S seconds (default 2; on a terminal)\n"
+          "  --once         print once (the default when stdout is not a terminal)\n"
+          "The server reports no per-sandbox usage (CPU or memory in use): top shows limits, state and\n"
+          "activity, and says so.\n" },
+        { "files", cli_files,
+          "ls ID [PATH] | stat ID PATH | rm [-r] ID PATH... | mv ID FROM TO | mkdir [-p] [--mode M] ID PATH...",
+          "list, inspect, remove, move and make files in a sandbox",
+          "  ls ID [PATH]        list a directory (default /)\n"
+          "  stat ID PATH        one entry\n"
+          "  rm [-r] ID PATH...  remove files (-r, --recursive: directories with what they hold)\n"
+          "  mv ID FROM TO       rename or move\n"
+          "  mkdir [-p] [--mode M] ID PATH...  make directories (-p, --parents: with their parents)\n" },
         { "policy", cli_policy,
           "ID [--allow HOST[:PORTS]]... [--allow-cidr CIDR[:PORTS]]... [--deny HOST[:PORTS]]... "
           "[--deny-cidr CIDR[:PORTS]]... [--remove HOST|CIDR]... [--clear] [--show]",
@@ -83,18 +138,27 @@ static const CliCommand commands[] = {
         { "resume", cli_resume, "ID...", "resume a paused sandbox, or start a suspended one again", NULL },
         { "suspend", cli_suspend, "ID...", "release a sandbox's host resources; its files stay",
           "On the ns runtime its processes end; resume starts it again on its files.\n" },
-        { "checkpoint", cli_checkpoint, "ID [--name N]", "take a checkpoint of a sandbox's files, print its id",
-          "  -n, --name N   a name, unique among the sandbox's checkpoints\n" },
+        { "checkpoint", cli_checkpoint, "ID [--name N] [--with-memory|--without-memory] | rm ID CKPT... | ls ID",
+          "take a checkpoint of a sandbox's files, print its id (or remove or list them)",
+          "  -n, --name N   a name, unique among the sandbox's checkpoints\n"
+          "  --with-memory, --without-memory  a vm sandbox's memory too (its default), or its disk only\n"
+          "  rm ID CKPT...  delete checkpoints (id or name)\n"
+          "  ls ID          list them, newest first (as space checkpoints ID)\n" },
         { "checkpoints", cli_checkpoints, "ID", "list a sandbox's checkpoints, newest first", NULL },
         { "restore", cli_restore, "ID CKPT", "put a sandbox's files back to a checkpoint (id or name)",
           "Its processes end and start afresh on the restored files.\n" },
-        { "branch", cli_branch, "ID [--count N] [--from CKPT]",
+        { "branch", cli_branch, "ID [--count N] [--from CKPT] [--with-memory]",
           "make new sandboxes from a sandbox's files (or a checkpoint), print their ids",
           "  -n, --count N   how many (default 1)\n"
-          "  --from CKPT     from this checkpoint (id or name) instead of the current files\n" },
-        { "cp", cli_cp, "SRC DST", "copy a file into or out of a sandbox",
+          "  --from CKPT     from this checkpoint (id or name) instead of the current files\n"
+          "  --with-memory   (vm) every child continues the source's processes\n" },
+        { "cp", cli_cp, "[-r] SRC DST", "copy files into or out of a sandbox",
           "Exactly one of SRC and DST is ID:/path. A local DST may be a directory or '-' (stdout);\n"
-          "SRC '-' uploads stdin. The file mode is kept. Directories are not supported yet.\n" },
+          "SRC '-' uploads stdin. The file mode is kept.\n"
+          "  -r, --recursive   copy a directory (into DST if it is one, else as DST), streamed as tar\n"
+          "                    through the sandbox's tar: modes, symlinks and empty directories are\n"
+          "                    kept; files belong to whoever extracts them (root in the sandbox).\n"
+          "On a terminal a progress bar on stderr shows large transfers.\n" },
         { "template", cli_template, "ls | import NAME SRC | rm NAME", "manage templates",
           "  ls                 list templates\n"
           "  import NAME SRC    import a directory or a .tar file ('-' = tar on stdin) as template NAME\n"
@@ -103,9 +167,20 @@ static const CliCommand commands[] = {
           "  create   create a key and print its secret (shown only once)\n"
           "  ls       list keys\n"
           "  rm ID    delete a key\n" },
+        { "tenant", cli_tenant,
+          "ls | show T | set T [--sandboxes N] [--cpu N] [--memory MB] [--disk MB] [--checkpoints N] [--rps N] "
+          "[--streams N]",
+          "tenants' quotas and usage",
+          "  ls       every tenant: used/limit of each quota (admin keys)\n"
+          "  show T   one tenant's quotas, the ones set for it (overrides) and its usage\n"
+          "  set T    set some of T's quotas (admin keys; makes T if it has no key yet): live sandboxes,\n"
+          "           CPUs, memory and disk (MiB) of its live sandboxes together, checkpoints, requests\n"
+          "           per second and open streams of its keys together; 0 = unlimited, 'default' = the\n"
+          "           host's default (tenant_max_* and tenant_rps, tenant_streams_max of spaced)\n" },
         { "cred", cli_cred,
           "add NAME --host H... [--header 'Authorization: Bearer {value}' | --basic-user U] [--env VAR] "
           "[--expires T] [--value-file F] | ls [ID] | show NAME | rm NAME... | rotate NAME [--value-file F] | "
+          "update NAME [--host H]... [--header F] [--env VAR] [--expires T|never] | "
           "revoke NAME... | grant ID NAME... | ungrant ID NAME...",
           "manage credentials (values are read from stdin or --value-file, never from the command line)",
           "  add NAME        create a credential; the value is read from stdin (no echo on a terminal)\n"
@@ -116,13 +191,19 @@ static const CliCommand commands[] = {
           "  show NAME       show one (never its value)\n"
           "  rm NAME...      delete credentials and their grants\n"
           "  rotate NAME     give it a new value (from stdin or --value-file); next requests use it\n"
+          "  update NAME     change its hosts (--host replaces the list), header, basic user, env\n"
+          "                  or expiry (--expires never: none)\n"
           "  revoke NAME...  revoke at once (final)\n"
           "  grant ID NAME...    grant credentials to a running sandbox\n"
           "  ungrant ID NAME...  take them away\n" },
-        { "events", cli_events, "[ID] [--type T] [--follow] [--limit N]", "show lifecycle and audit events",
-          "  --type T    only events whose type starts with T (e.g. sandbox.)\n"
-          "  --follow    keep streaming new events\n"
-          "  --limit N   at most N events\n" },
+        { "events", cli_events, "[ID] [--type T] [--limit N] [--since TIME] [--after SEQ] [--follow]",
+          "show lifecycle and audit events (the newest, newest last)",
+          "  --type T       only events whose type starts with T (e.g. sandbox.)\n"
+          "  -n, --limit N  how many (1-1000; default 20 of the newest; with --since/--after the first N)\n"
+          "  --since TIME   replay from TIME: RFC 3339 (2026-11-30T01:02:03Z) or an age (90s, 10m, 2h, 7d)\n"
+          "  --after SEQ    replay the events after sequence number SEQ\n"
+          "  -f, --follow   then stream new events as they happen; alone it starts now (no history;\n"
+          "                 with --limit N the newest N first)\n" },
         { "mcp", cli_mcp, "[--listen HOST:PORT]", "serve space as an MCP server (stdio, or streamable HTTP)",
           "  Without --listen: MCP over stdin/stdout with this CLI's key (SPACE_API_KEY or the key file);\n"
           "  for an agent's MCP configuration: {\"command\": \"space\", \"args\": [\"mcp\"]}.\n"
@@ -130,9 +211,19 @@ static const CliCommand commands[] = {
           "                      space key as Authorization: Bearer\n"
           "Tools: create_sandbox, list_sandboxes, run_command, read_file, write_file, list_files,\n"
           "checkpoint, branch, restore, delete_sandbox; resources: a sandbox's files and events.\n" },
+        { "completion", cli_completion, "bash | zsh | fish", "print a shell completion script",
+          "  bash   source <(space completion bash)   (or save it in /etc/bash_completion.d/space)\n"
+          "  zsh    source <(space completion zsh)\n"
+          "  fish   space completion fish | source\n"
+          "Verbs, subcommands and options come from this command table; sandbox ids from 'space ls -q'.\n" },
         { "help", cli_help, "[COMMAND]", "show help", NULL },
         { "version", cli_version, "", "show the version", NULL },
 };
+
+const CliCommand *cli_command_table(size_t *ret_n) {
+        *ret_n = ELEMENTSOF(commands);
+        return commands;
+}
 
 static const CliCommand *command_find(const char *name) {
         for (size_t i = 0; i < ELEMENTSOF(commands); i++)
@@ -148,7 +239,12 @@ static void print_help(FILE *f) {
               f);
         for (size_t i = 0; i < ELEMENTSOF(commands); i++)
                 fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
-        fputs("\nRun 'space COMMAND --help' for a command's options.\n", f);
+        fputs("\nRun 'space COMMAND --help' for a command's options.\n\n"
+              "Exit status: 0 ok; 1 failure; 2 usage error; 3 not found; 4 conflict; 5 not authorized\n"
+              "(401/403); 6 unavailable (503, connection refused, timeout); 7 insufficient storage or over\n"
+              "a quota (507/429). exec, attach and shell exit with the command's code, and with 125 when\n"
+              "space itself failed (with --json its error object on stderr says why).\n",
+              f);
 }
 
 static int cli_help(int argc, char **argv) {
@@ -160,7 +256,7 @@ static int cli_help(int argc, char **argv) {
         }
         c = command_find(argv[1]);
         if (!c)
-                return cli_error("unknown command '%s' (see 'space help')", argv[1]);
+                return cli_usage_error("unknown command '%s' (see 'space help')", argv[1]);
         cli_print_usage(c, stdout);
         return 0;
 }
@@ -177,6 +273,12 @@ int main(int argc, char **argv) {
         /* A closed pipe is reported as EPIPE by writes, never a silent death mid-request. */
         signal(SIGPIPE, SIG_IGN);
 
+        /* --json anywhere before a "--" applies from the start, so that errors found before the
+         * parser reaches it are JSON too. */
+        for (int k = 1; k < argc && !streq(argv[k], "--"); k++)
+                if (streq(argv[k], "--json"))
+                        arg_json = true;
+
         /* Global options before the verb. */
         for (; i < argc && argv[i][0] == '-'; i++) {
                 const char *a = argv[i], *v;
@@ -190,34 +292,39 @@ int main(int argc, char **argv) {
                         return cli_version(0, NULL);
                 } else if ((v = startswith(a, "--url=")) || (v = startswith(a, "--state-dir="))) {
                         if (cli_set_global(a[2] == 'u' ? "url" : "state-dir", v) < 0)
-                                return 1;
+                                return CLI_EXIT_USAGE;
                 } else if (streq(a, "--url") || streq(a, "--state-dir")) {
                         if (i + 1 >= argc) {
-                                cli_error("option '%s' needs a value", a);
-                                return 1;
+                                cli_usage_error("option '%s' needs a value", a);
+                                return CLI_EXIT_USAGE;
                         }
                         if (cli_set_global(a + 2, argv[++i]) < 0)
-                                return 1;
+                                return CLI_EXIT_USAGE;
                 } else {
-                        cli_error("unknown option '%s' (see 'space help')", a);
-                        return 1;
+                        cli_usage_error("unknown option '%s' (see 'space help')", a);
+                        return CLI_EXIT_USAGE;
                 }
         }
         if (i >= argc) {
-                print_help(stderr);
-                return 1;
+                if (arg_json)
+                        cli_usage_error("missing command (see 'space help')");
+                else
+                        print_help(stderr);
+                return CLI_EXIT_USAGE;
         }
 
         c = command_find(argv[i]);
         if (!c) {
-                cli_error("unknown command '%s' (see 'space help')", argv[i]);
-                return 1;
+                cli_usage_error("unknown command '%s' (see 'space help')", argv[i]);
+                return CLI_EXIT_USAGE;
         }
         cli_current = c;
         r = c->run(argc - i, argv + i);
         if (fflush(stdout) != 0 && r >= 0 && errno != EPIPE) {
                 cli_error_errno(-errno, "writing to stdout failed: %m");
-                return 1;
+                return c->failure_exit ?: CLI_EXIT_FAILURE;
         }
-        return r < 0 ? 1 : r;
+        if (r < 0)
+                return c->failure_exit ?: cli_exit_class();
+        return r;
 }

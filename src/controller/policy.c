@@ -95,6 +95,12 @@ static int act_idle(Store *s, WorkerClient *w, const Sandbox *listed, int64_t no
         }
 
         r = worker_sandbox_suspend(w, sb.id, &preserved, &e);
+        if (r < 0 && e.code == API_WORKER_UNAVAILABLE) {
+                /* back to what it was: the next worker adopts it, the next round tries again */
+                (void) store_sandbox_set_state(s, sb.id, SANDBOX_SUSPENDED, (int) sb.state,
+                                               "idle suspend not done: the worker was unavailable");
+                return r;
+        }
         if (r < 0) {
                 char why[STORE_REASON_MAX];
                 log_warning("Suspending idle sandbox %s failed: %s", sb.id, e.message);

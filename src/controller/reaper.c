@@ -6,6 +6,10 @@
 #include "reaper.h"
 #include "str-util.h"
 
+/* A sandbox deleting this long is a delete whose caller gave up on the
+ * worker (it was unavailable, or did not answer in time): tried again. */
+#define REAPER_DELETING_RETRY_USEC (INT64_C(60) * 1000 * 1000)
+
 static void event(Store *s, const Sandbox *sb, const char *type, const char *reason) {
         Event ev = {};
         (void) strscpy(ev.tenant_id, sizeof ev.tenant_id, sb->tenant_id);
@@ -31,6 +35,19 @@ int reaper_run_once(Store *store, WorkerClient *worker, int64_t now) {
                 char reason[128];
                 ApiError e = {};
 
+                if (sb->state == SANDBOX_DELETING && sb->updated_usec > 0 &&
+                    now - sb->updated_usec > REAPER_DELETING_RETRY_USEC) {
+                        /* idempotent: a delete still in flight elsewhere finds it done */
+                        if (worker_sandbox_destroy(worker, sb->id, &e) < 0)
+                                continue; /* next round (or the worker's next start) */
+                        if (store_sandbox_set_state(store, sb->id, SANDBOX_DELETING, SANDBOX_DELETED,
+                                                    "a pending delete finished by the reaper") >= 0) {
+                                event(store, sb, "sandbox.deleted", "a pending delete finished by the reaper");
+                                log_info("Finished the pending delete of sandbox %s", sb->id);
+                                deleted++;
+                        }
+                        continue;
+                }
                 if (sb->expires_usec == 0 || sb->expires_usec > now)
                         continue;
                 if (sb->state != SANDBOX_RUNNING && sb->state != SANDBOX_PAUSED && sb->state != SANDBOX_ERROR &&
@@ -41,8 +58,12 @@ int reaper_run_once(Store *store, WorkerClient *worker, int64_t now) {
                         continue; /* someone else acted on it */
                 r = worker_sandbox_destroy(worker, sb->id, &e);
                 if (r < 0) {
+                        char why[STORE_REASON_MAX];
                         log_warning("Failed to delete expired sandbox %s: %s", sb->id, e.message);
-                        (void) store_sandbox_set_state(store, sb->id, SANDBOX_DELETING, SANDBOX_ERROR, e.message);
+                        if (e.code == API_WORKER_UNAVAILABLE)
+                                continue; /* stays deleting: the worker finishes it at its start */
+                        snprintf(why, sizeof why, SANDBOX_REASON_DELETE_FAILED "%s", e.message);
+                        (void) store_sandbox_set_state(store, sb->id, SANDBOX_DELETING, SANDBOX_ERROR, why);
                         continue;
                 }
                 if (store_sandbox_set_state(store, sb->id, SANDBOX_DELETING, SANDBOX_DELETED, reason) >= 0) {

@@ -24,8 +24,12 @@ static void remove_warm(Store *s, WorkerClient *w, const Sandbox *sb, const char
                 return; /* claimed or changed meanwhile: not ours to remove */
         r = worker_sandbox_destroy(w, sb->id, &e);
         if (r < 0) {
+                char reason[STORE_REASON_MAX];
                 log_warning("Removing warm sandbox %s failed: %s", sb->id, e.message);
-                (void) store_sandbox_set_state(s, sb->id, SANDBOX_DELETING, SANDBOX_ERROR, e.message);
+                if (e.code == API_WORKER_UNAVAILABLE)
+                        return; /* stays deleting: the worker finishes it at its start */
+                snprintf(reason, sizeof reason, SANDBOX_REASON_DELETE_FAILED "%s", e.message);
+                (void) store_sandbox_set_state(s, sb->id, SANDBOX_DELETING, SANDBOX_ERROR, reason);
                 return;
         }
         if (store_sandbox_set_state(s, sb->id, SANDBOX_DELETING, SANDBOX_DELETED, why) >= 0)

@@ -34,6 +34,7 @@ static const struct {
         [API_INSUFFICIENT_STORAGE] = { "insufficient_storage", 507 },
         [API_URI_TOO_LONG] = { "uri_too_long", 414 },
         [API_HEADERS_TOO_LARGE] = { "headers_too_large", 431 },
+        [API_WORKER_UNAVAILABLE] = { "worker_unavailable", 503 },
 };
 
 const char *api_error_code_to_string(ApiErrorCode c) {

@@ -33,6 +33,7 @@ typedef enum ApiErrorCode {
         API_INSUFFICIENT_STORAGE, /* 507 disk quota reached */
         API_URI_TOO_LONG,       /* 414 */
         API_HEADERS_TOO_LARGE,  /* 431 */
+        API_WORKER_UNAVAILABLE, /* 503 the local worker is down or restarting (Retry-After) */
         _API_ERROR_CODE_MAX,
         _API_ERROR_CODE_INVALID = -EINVAL,
 } ApiErrorCode;

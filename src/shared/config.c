@@ -24,6 +24,8 @@ const ConfigItem config_table[] = {
         { "storage", S(storage), "auto", 0, 0, "auto|btrfs|overlay", "storage back end (auto: btrfs, else overlayfs)" },
         { "pool_path", S(pool_path), "", 0, 0, NULL, "an existing btrfs mount to use as pool; default: loop image in state_dir" },
         { "pool_size_mb", U(pool_size_mb), "16384", 1024, UINT64_C(1) << 30, NULL, "size of the sparse pool image" },
+        { "disk_overcommit", S(disk_overcommit), "1.0", 0, 0, NULL, "how many times the pool's size the disk quotas of its sandboxes may add up to (a decimal, 0.1 to 100; 1.0: every sandbox can always write its whole quota)" },
+        { "pool_reserve_mb", U(pool_reserve_mb), "0", 0, UINT64_C(1) << 30, NULL, "MiB of the pool kept free for the daemon's own writes and btrfs metadata, never promised to sandboxes; 0 = 5 % of the pool, at most 1024" },
         { "agent_path", S(agent_path), "", 0, 0, NULL, "space-agent binary; default: beside spaced" },
         { "template_dir", S(template_dir), "", 0, 0, NULL, "NAME.tar files imported as templates at start; default <datadir>/space/templates" },
         { "instance", S(instance), "", 0, 0, NULL, "this daemon's name on the host, which names what it makes there (cgroup root, nft table, links); default: space for the state_dir /var/lib/space, else space-<hash of the state_dir>, kept in <state_dir>/instance.json" },
@@ -31,6 +33,8 @@ const ConfigItem config_table[] = {
         { "log_level", S(log_level), "info", 0, 0, "error|warning|info|debug", "log level" },
         { "log_format", S(log_format), "logfmt", 0, 0, "logfmt|json", "log lines as logfmt or as one JSON object each (fields as fields)" },
         { "log_health_requests", U(log_health_requests), "0", 0, 1, NULL, "1: requests of /healthz, /readyz and /metrics are logged too (default: not, as probes and scrapers ask often)" },
+        { "log_file", S(log_file), "", 0, 0, NULL, "role all: write the log (and the worker's) to this file instead of stderr; reopened on SIGHUP (space up sets <state_dir>/spaced.log)" },
+        { "log_max_mb", U(log_max_mb), "64", 0, UINT64_C(1) << 20, NULL, "log_file is renamed to FILE.1 and begun anew once larger than this; 0 = never" },
         { "debug_timing", U(debug_timing), "0", 0, 1, NULL, "1: every API response carries Server-Timing: time its request waited on the store, and in all (benchmarks)" },
         { "default_template", S(default_template), "base", 0, 0, NULL, "template of a create that names none" },
         { "uid_base", U(uid_base), "0", 0, UINT64_C(4000000000), NULL, "first host uid of sandbox id ranges; 0: 1000000000 for instance space, else a range no other instance on the host holds, chosen at the first start and kept in <state_dir>/instance.json" },
@@ -83,6 +87,24 @@ const ConfigItem config_table[] = {
         { "worker_lost_timeout_s", U(worker_lost_timeout_s), "15", 1, 3600, NULL, "a worker without heartbeat for this long is lost (its sandboxes too)" },
         { "worker_cpu_millis", U(worker_cpu_millis), "0", 0, 1024000000, NULL, "role worker: CPU it offers (0 = all online CPUs)" },
         { "ship_checkpoints", U(ship_checkpoints), "1", 0, 16, NULL, "a cluster: workers besides the sandbox's own that get a copy of each checkpoint (btrfs send/receive), so that a lost sandbox can be restored elsewhere; 0 = none" },
+        { "key_rps", U(key_rps), "100", 1, 1000000, NULL, "requests per second one API key may make (token bucket; more: 429 too_many_requests with Retry-After)" },
+        { "key_burst", U(key_burst), "200", 1, 10000000, NULL, "requests one API key may make at once above key_rps (the bucket's size)" },
+        { "key_streams_max", U(key_streams_max), "64", 1, 100000, NULL, "open streams (exec output, event follows, file transfers) per API key" },
+        { "key_requests_max", U(key_requests_max), "128", 1, 100000, NULL, "requests in flight per API key (streams included)" },
+        { "admin_key_rps", U(admin_key_rps), "1000", 1, 1000000, NULL, "key_rps of an admin key" },
+        { "admin_key_burst", U(admin_key_burst), "2000", 1, 10000000, NULL, "key_burst of an admin key" },
+        { "admin_key_streams_max", U(admin_key_streams_max), "256", 1, 100000, NULL, "key_streams_max of an admin key" },
+        { "admin_key_requests_max", U(admin_key_requests_max), "512", 1, 100000, NULL, "key_requests_max of an admin key" },
+        { "admin_reserved_connections", U(admin_reserved_connections), "64", 0, 512, NULL, "of the server's 1024 connections, the ones only admin keys' requests may take (the others' requests in flight stop short of them)" },
+        { "peer_idle_connections_max", U(peer_idle_connections_max), "256", 0, 1024, NULL, "connections of one client address waiting for a request (idle keep-alive, or nothing sent yet): a newcomer past that closes that address's oldest; 0 = no per-address cap" },
+        { "tenant_rps", U(tenant_rps), "200", 0, 1000000, NULL, "requests per second all non-admin keys of one tenant may make together (burst twice that); 0 = no tenant-wide rate; a tenant's own rps overrides it" },
+        { "tenant_streams_max", U(tenant_streams_max), "128", 0, 100000, NULL, "open streams of all non-admin keys of one tenant together; 0 = no tenant-wide cap; a tenant's own streams overrides it" },
+        { "tenant_requests_max", U(tenant_requests_max), "256", 1, 100000, NULL, "requests in flight of all non-admin keys of one tenant together" },
+        { "tenant_max_sandboxes", U(tenant_max_sandboxes), "0", 0, 65536, NULL, "live sandboxes one tenant may hold (default of its quota `sandboxes`); 0 = unlimited (max_sandboxes still holds)" },
+        { "tenant_max_cpu_millis", U(tenant_max_cpu_millis), "0", 0, UINT64_C(1) << 40, NULL, "CPU (1000 = one CPU) one tenant's live sandboxes may hold together; 0 = unlimited" },
+        { "tenant_max_memory_mb", U(tenant_max_memory_mb), "0", 0, UINT64_C(1) << 40, NULL, "memory one tenant's live sandboxes may hold together; 0 = unlimited" },
+        { "tenant_max_disk_mb", U(tenant_max_disk_mb), "0", 0, UINT64_C(1) << 40, NULL, "disk quota one tenant's live sandboxes may hold together; 0 = unlimited" },
+        { "tenant_max_checkpoints", U(tenant_max_checkpoints), "0", 0, UINT64_C(1) << 40, NULL, "checkpoints one tenant's live sandboxes may hold together (taken through the API); 0 = unlimited" },
         { "worker_memory_mb", U(worker_memory_mb), "0", 0, UINT64_C(1) << 40, NULL, "role worker: memory it offers (0 = physical memory)" },
 };
 const size_t config_table_size = ELEMENTSOF(config_table);
@@ -357,6 +379,16 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                 snprintf(errbuf, errbuf_size, "uid_base must be 0 (chosen) or at least 65536");
                 return -ERANGE;
         }
+        {
+                char sub[128];
+                int r = config_parse_ratio_permille(c->disk_overcommit, CONFIG_DISK_OVERCOMMIT_MIN_PERMILLE,
+                                                    CONFIG_DISK_OVERCOMMIT_MAX_PERMILLE, &c->disk_overcommit_permille,
+                                                    sub, sizeof sub);
+                if (r < 0) {
+                        snprintf(errbuf, errbuf_size, "disk_overcommit: %s", sub);
+                        return r;
+                }
+        }
         if (c->default_cpu_millis > c->max_cpu_millis || c->default_memory_mb > c->max_memory_mb ||
             c->default_disk_mb > c->max_disk_mb || c->default_pids_max > c->max_pids) {
                 snprintf(errbuf, errbuf_size, "a default limit is above its maximum");
@@ -433,6 +465,35 @@ int config_warm_pools(const char *s, ConfigWarmPool ret[static CONFIG_WARM_POOLS
                 }
         }
         *ret_n = n;
+        return 0;
+}
+
+int config_parse_ratio_permille(const char *s, uint64_t min, uint64_t max, uint64_t *ret, char *errbuf,
+                                size_t errbuf_size) {
+        uint64_t whole = 0, frac = 0;
+        unsigned digits = 0, frac_digits = 0;
+        const char *p = s;
+
+        for (; *p >= '0' && *p <= '9'; p++, digits++)
+                if (digits < 7)
+                        whole = whole * 10 + (uint64_t) (*p - '0');
+        if (*p == '.')
+                for (p++; *p >= '0' && *p <= '9'; p++, frac_digits++)
+                        if (frac_digits < 3)
+                                frac = frac * 10 + (uint64_t) (*p - '0');
+        if (*p || digits == 0 || digits > 6 || (s[digits] == '.' && frac_digits == 0) || frac_digits > 3) {
+                snprintf(errbuf, errbuf_size, "'%.32s' is not a decimal number such as 1.5 (at most 3 decimals)", s);
+                return -EINVAL;
+        }
+        for (unsigned i = frac_digits; i < 3; i++)
+                frac *= 10;
+        whole = whole * 1000 + frac;
+        if (whole < min || whole > max) {
+                snprintf(errbuf, errbuf_size, "%.32s is out of range [%" PRIu64 ".%03" PRIu64 ", %" PRIu64 ".%03" PRIu64 "]",
+                         s, min / 1000, min % 1000, max / 1000, max % 1000);
+                return -ERANGE;
+        }
+        *ret = whole;
         return 0;
 }
 

@@ -14,6 +14,8 @@
 #define CONFIG_WARM_POOL_SIZE_MAX 64U   /* sandboxes kept warm per template */
 #define CONFIG_WARM_POOL_NAME_MAX 64U   /* a template name */
 #define CONFIG_CHECKPOINTS_MAX 256U     /* bound of checkpoints_max */
+#define CONFIG_DISK_OVERCOMMIT_MIN_PERMILLE 100U    /* disk_overcommit 0.1 */
+#define CONFIG_DISK_OVERCOMMIT_MAX_PERMILLE 100000U /* disk_overcommit 100 */
 
 typedef struct Config {
         char role[16];                 /* all | api | worker | controller */
@@ -23,6 +25,9 @@ typedef struct Config {
         char storage[16];              /* auto | btrfs | overlay */
         char pool_path[CONFIG_STR_MAX];/* an existing btrfs mount; empty = image in state dir */
         uint64_t pool_size_mb;
+        char disk_overcommit[16];      /* a decimal: pool size x this = the disk quotas it may promise */
+        uint64_t disk_overcommit_permille; /* parsed from disk_overcommit by config_finish() */
+        uint64_t pool_reserve_mb;      /* kept free for the daemon; 0 = automatic (pool.h) */
         char agent_path[CONFIG_STR_MAX];
         char template_dir[CONFIG_STR_MAX];
         char instance[33];             /* this daemon's name on the host; "" = derived (instance.h) */
@@ -30,6 +35,8 @@ typedef struct Config {
         char log_level[16];
         char log_format[16];           /* logfmt | json */
         uint64_t log_health_requests;  /* 1: probes and scrapes are logged */
+        char log_file[CONFIG_STR_MAX];  /* "" = stderr */
+        uint64_t log_max_mb;            /* log_file is rotated to .1 past this; 0 = never */
         char default_template[128];
         uint64_t uid_base;             /* 0 = chosen at the first start (instance.h) */
         uint64_t slots_max;
@@ -84,6 +91,14 @@ typedef struct Config {
         uint64_t worker_cpu_millis;
         uint64_t worker_memory_mb;
         uint64_t ship_checkpoints;
+        /* tenancy limits: per API key, per tenant (its keys together), quotas' defaults */
+        uint64_t key_rps, key_burst, key_streams_max, key_requests_max;
+        uint64_t admin_key_rps, admin_key_burst, admin_key_streams_max, admin_key_requests_max;
+        uint64_t admin_reserved_connections;
+        uint64_t peer_idle_connections_max;
+        uint64_t tenant_rps, tenant_streams_max, tenant_requests_max;
+        uint64_t tenant_max_sandboxes, tenant_max_cpu_millis, tenant_max_memory_mb, tenant_max_disk_mb;
+        uint64_t tenant_max_checkpoints;
 } Config;
 
 /* One entry of warm_pool. */
@@ -122,6 +137,10 @@ int config_load_file(Config *c, const char *path, char *errbuf, size_t errbuf_si
 int config_load_env(Config *c, char *errbuf, size_t errbuf_size);
 /* Derives what depends on others (store_url and agent_path defaults). */
 int config_finish(Config *c, char *errbuf, size_t errbuf_size);
+/* A decimal ratio ("1", "1.5", "0.25": digits, at most 3 decimals) in
+ * thousandths, in [min, max]; -EINVAL / -ERANGE with a reason in errbuf. */
+int config_parse_ratio_permille(const char *s, uint64_t min, uint64_t max, uint64_t *ret, char *errbuf,
+                                size_t errbuf_size);
 /* Parses a warm_pool value ("base:2,debian:1"; "" = none): template names as
  * in the API, counts 0..CONFIG_WARM_POOL_SIZE_MAX, no name twice. -EINVAL
  * with a one-line reason in errbuf. config_finish() checks the configured one. */

@@ -36,6 +36,10 @@ Instance *instance_free(Instance *i) {
         return NULL;
 }
 
+int instance_lock_fd(const Instance *i) {
+        return i ? i->fd : -EBADF;
+}
+
 bool instance_name_is_valid(const char *name) {
         size_t n = name ? strlen(name) : 0;
 

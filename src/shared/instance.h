@@ -66,4 +66,7 @@ int instance_kept_name(const char *state_dir, char *buf, size_t size);
  * on a bad setting; errbuf says which and names the other daemon. */
 int instance_setup(Config *c, const char *registry_dir, Instance **ret, char *errbuf, size_t errbuf_size);
 Instance *instance_free(Instance *i);
+/* The registry entry's locked fd: a process that must hold the registration
+ * too (role all's exec'd worker) inherits it. */
+int instance_lock_fd(const Instance *i);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Instance *, instance_free);

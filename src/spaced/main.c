@@ -33,6 +33,7 @@
 #include "egress-policy.h"
 #include "gateway.h"
 #include "log.h"
+#include "log-file.h"
 #include "checkpointer.h"
 #include "liveness.h"
 #include "shipper.h"
@@ -43,6 +44,7 @@
 #include "warm-pool.h"
 #include "space-build.h"
 #include "store.h"
+#include "supervise.h"
 #include "str-util.h"
 #include "worker-client.h"
 #include "worker-gateway.h"
@@ -59,6 +61,10 @@ static volatile sig_atomic_t stopping;
 static pid_t worker_pid;
 
 static void on_signal(int sig) {
+        if (sig == SIGHUP) {
+                log_file_reopen_request();
+                return;
+        }
         stopping = 1;
         if (server)
                 http_server_stop(server);
@@ -238,7 +244,7 @@ static int start_worker(const Config *c) {
                 return negative_errno();
         if (pid == 0) {
                 close(sp[0]);
-                _exit(worker_main(c, sp[1]) < 0 ? 1 : 0);
+                _exit(worker_main(c, sp[1], false) < 0 ? 1 : 0);
         }
         close(sp[1]);
         pfd = (struct pollfd){ .fd = sp[0], .events = POLLIN };
@@ -295,15 +301,7 @@ static void *controller_thread(void *userdata) {
                         return NULL;
         }
         while (!ctl->stop && !stopping) {
-                int status;
-                if (worker_pid > 0 && waitpid(worker_pid, &status, WNOHANG) == worker_pid) {
-                        log_error("The worker exited (status 0x%x); stopping", status);
-                        worker_pid = 0;
-                        stopping = 1;
-                        if (server)
-                                http_server_stop(server);
-                        break;
-                }
+                /* role all: the worker is supervise.c's (a dead one is started again) */
                 if (!ctl->token) {
                         controller_round(ctl, store, wc);
                         (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
@@ -628,6 +626,8 @@ static int run_api(const Config *config) {
         if (r >= 0) {
                 http_server_set_head_hook(server, api_head_hook);
                 http_server_set_timeouts(server, 0, 0, (int) (config->http_stall_s * 1000));
+                http_server_set_peer_waiting_max(server, (unsigned) config->peer_idle_connections_max);
+                http_server_set_thread_done_hook(server, api_thread_done);
         }
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", config->listen);
@@ -709,19 +709,59 @@ static int main_rotate(int argc, char *argv[]) {
         return rotate_master_key(&config, new_key, stall_after);
 }
 
+/* spaced worker-process first|restart [daemon options]: the worker process
+ * of role all, started by supervise.c (not by hand). Its ready byte goes to
+ * fd 3; fds 4 and 5 are its share of spaced's locks (of the state dir and of
+ * the instance's registry entry: held while it lives, never passed on to what
+ * it executes); its instance settings come as options (derived by spaced);
+ * its stdout and stderr are set up by its supervisor. */
+static int main_worker_process(int argc, char *argv[]) {
+        _cleanup_free_ char **rest = new0(char *, (size_t) argc + 1);
+        Config config;
+        int n = 0, r;
+
+        if (!rest || argc < 3 || (!streq(argv[2], "first") && !streq(argv[2], "restart"))) {
+                fprintf(stderr, "spaced: worker-process is started by spaced itself (role all)\n");
+                return 2;
+        }
+        rest[n++] = argv[0];
+        for (int i = 3; i < argc; i++)
+                rest[n++] = argv[i];
+        r = configure(n, rest, &config);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+        if (!streq(config.role, "all")) {
+                fprintf(stderr, "spaced: worker-process belongs to role all\n");
+                return 2;
+        }
+        if (fcntl(4, F_SETFD, FD_CLOEXEC) < 0 || fcntl(5, F_SETFD, FD_CLOEXEC) < 0) {
+                fprintf(stderr, "spaced: worker-process needs spaced's locks as fds 4 and 5\n");
+                return 2;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        signal(SIGHUP, SIG_IGN); /* spaced's: it reopens the log for everyone */
+        (void) public_suffix_init(); /* its gateway checks wildcards too; spaced warned already */
+        /* as the forked worker did: no exit handlers (sanitizer leak checks of a process that
+         * ends with sandboxes running, whose state it keeps on purpose) */
+        _exit(worker_main(&config, 3, streq(argv[2], "restart")) < 0 ? 1 : 0);
+}
+
 int main(int argc, char *argv[]) {
         _cleanup_(store_closep) Store *store = NULL;
         _cleanup_close_ int pidfd = -EBADF;
         _cleanup_(cred_key_freep) CredKey *cred_key = NULL;
         _cleanup_(instance_freep) Instance *instance = NULL;
         Controller ctl = {};
+        Supervisor *sup = NULL;
         Api *api = NULL;
         Config config;
         char path[PATH_MAX];
-        int r;
+        int log_child_fd = -EBADF, r;
 
         if (argc > 1 && streq(argv[1], "rotate-master-key"))
                 return main_rotate(argc, argv);
+        if (argc > 1 && streq(argv[1], "worker-process"))
+                return main_worker_process(argc, argv);
         r = configure(argc, argv, &config);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
@@ -731,6 +771,11 @@ int main(int argc, char *argv[]) {
                 log_warning("The Public Suffix List is incomplete (libpsl's built-in list or %s of the "
                             "publicsuffix package missing): wildcard host patterns in credentials (and, without "
                             "libpsl's list, in allow rules) are refused", PUBLIC_SUFFIX_DAT_PATH);
+        if (!isempty(config.log_file) && !streq(config.role, "all")) {
+                /* a cluster role logs to stderr (the journal, the container's log) */
+                fprintf(stderr, "spaced: log_file is for role all; role %s logs to stderr\n", config.role);
+                return 2;
+        }
         if (streq(config.role, "worker"))
                 return run_worker(&config);
         if (streq(config.role, "api"))
@@ -743,6 +788,11 @@ int main(int argc, char *argv[]) {
         }
         signal(SIGPIPE, SIG_IGN);
 
+        if (!isempty(config.log_file)) {
+                r = log_file_open(config.log_file, config.log_max_mb * 1024 * 1024, &log_child_fd);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot open the log file %s: %m", config.log_file), 1;
+        }
         r = mkdir_p(config.state_dir, 0700);
         if (r < 0)
                 return log_error_errno(r, "Cannot create %s: %m", config.state_dir), 1;
@@ -768,21 +818,27 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 return 1;
 
-        /* before any thread: the worker clones sandboxes */
-        r = start_worker(&config);
-        if (r < 0)
+        /* the worker process, started again whenever it dies (a fresh exec: spaced has threads) */
+        r = supervise_start(argv, &config, log_child_fd, (const int[]) { pidfd, instance_lock_fd(instance) }, 2,
+                            &sup);
+        if (r < 0) {
+                log_error("The worker failed to start (see the log above)");
                 return 1;
+        }
 
         r = api_new(&config, &api);
         if (r >= 0) {
                 api_set_cred_key(api, cred_key);
                 cred_key = NULL;
+                api_set_worker_status(api, supervise_status(sup));
         }
         if (r >= 0)
                 r = http_server_new(config.listen, api_handle, api, &server);
         if (r >= 0) {
                 http_server_set_head_hook(server, api_head_hook);
                 http_server_set_timeouts(server, 0, 0, (int) (config.http_stall_s * 1000));
+                http_server_set_peer_waiting_max(server, (unsigned) config.peer_idle_connections_max);
+                http_server_set_thread_done_hook(server, api_thread_done);
         }
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", config.listen);
@@ -793,6 +849,8 @@ int main(int argc, char *argv[]) {
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
+        sa.sa_flags = SA_RESTART; /* SIGHUP: the log is reopened; nothing else is interrupted */
+        sigaction(SIGHUP, &sa, NULL);
 
         ctl.config = &config;
         r = pthread_create(&ctl.thread, NULL, controller_thread, &ctl);
@@ -814,10 +872,7 @@ stop_server:
         server = NULL;
         api_free(api);
 stop_worker:
-        if (worker_pid > 0) {
-                (void) kill(worker_pid, SIGTERM);
-                (void) waitpid(worker_pid, NULL, 0);
-        }
+        sup = supervise_stop(sup);
         snprintf(path, sizeof path, "%s/spaced.pid", config.state_dir);
         (void) unlink(path);
         log_info("spaced stopped");

@@ -396,6 +396,78 @@ int btrfs_qgroup_limit_exclusive_get(int fd, uint64_t qgroupid, uint64_t *ret_by
         return 0;
 }
 
+typedef struct QgroupArray {
+        BtrfsQgroup *q;
+        size_t n, allocated;
+        size_t at; /* the limit pass: where the next id is looked for */
+} QgroupArray;
+
+static int push_qgroup_info(const struct btrfs_ioctl_search_header *h, const uint8_t *item, void *userdata) {
+        struct btrfs_qgroup_info_item qi;
+        QgroupArray *a = userdata;
+
+        if (h->len < sizeof qi)
+                return -EBADMSG;
+        memcpy(&qi, item, sizeof qi);
+        if (GREEDY_REALLOC(a->q, a->allocated, a->n + 1) < 0)
+                return -ENOMEM;
+        a->q[a->n++] = (BtrfsQgroup){ .id = h->offset, .exclusive = le64toh(qi.excl) };
+        return 0;
+}
+
+static int set_qgroup_limit(const struct btrfs_ioctl_search_header *h, const uint8_t *item, void *userdata) {
+        struct btrfs_qgroup_limit_item li;
+        QgroupArray *a = userdata;
+
+        if (h->len < sizeof li)
+                return -EBADMSG;
+        memcpy(&li, item, sizeof li);
+        /* both passes walk the ids in order: the limit's info item is at or after the last one's */
+        while (a->at < a->n && a->q[a->at].id < h->offset)
+                a->at++;
+        if (a->at < a->n && a->q[a->at].id == h->offset)
+                a->q[a->at].max_exclusive = (le64toh(li.flags) & BTRFS_QGROUP_LIMIT_MAX_EXCL) &&
+                                                            le64toh(li.max_excl) != UINT64_MAX
+                                                    ? le64toh(li.max_excl)
+                                                    : 0;
+        return 0;
+}
+
+int btrfs_qgroup_all(int fd, BtrfsQgroup **ret, size_t *ret_n) {
+        QgroupArray a = {};
+        int r;
+
+        if (!ret || !ret_n)
+                return -EINVAL;
+        r = btrfs_tree_search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, 0, BTRFS_QGROUP_INFO_KEY, 0, (UINT64_C(1) << 48) - 1,
+                              push_qgroup_info, &a);
+        if (r >= 0)
+                r = btrfs_tree_search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, 0, BTRFS_QGROUP_LIMIT_KEY, 0,
+                                      (UINT64_C(1) << 48) - 1, set_qgroup_limit, &a);
+        if (r < 0) {
+                free(a.q);
+                return r;
+        }
+        *ret = a.q;
+        *ret_n = a.n;
+        return 0;
+}
+
+const BtrfsQgroup *btrfs_qgroup_find(const BtrfsQgroup *q, size_t n, uint64_t id) {
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (q[mid].id == id)
+                        return &q[mid];
+                if (q[mid].id < id)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return NULL;
+}
+
 int btrfs_qgroup_remove(int fd, uint64_t qgroupid) {
         struct btrfs_ioctl_qgroup_create_args args = { .create = 0, .qgroupid = qgroupid };
 

@@ -54,6 +54,17 @@ int btrfs_qgroup_limit_exclusive(int fd, uint64_t qgroupid, uint64_t bytes);
 int btrfs_qgroup_limit_exclusive_get(int fd, uint64_t qgroupid, uint64_t *ret_bytes);
 /* Accounted bytes of a qgroup as of the last transaction commit; -ENOENT if none. */
 int btrfs_qgroup_get(int fd, uint64_t qgroupid, uint64_t *ret_referenced, uint64_t *ret_exclusive);
+/* A level-0 qgroup as btrfs_qgroup_all() reads it. */
+typedef struct BtrfsQgroup {
+        uint64_t id;            /* the subvolume id */
+        uint64_t exclusive;     /* bytes, as of the last transaction commit */
+        uint64_t max_exclusive; /* its limit on them, 0: none */
+} BtrfsQgroup;
+/* Every level-0 qgroup with its exclusive bytes and limit, sorted by id (malloc'd
+ * array; a few tree searches whatever their number). */
+int btrfs_qgroup_all(int fd, BtrfsQgroup **ret, size_t *ret_n);
+/* The entry of id in a sorted array of btrfs_qgroup_all(), or NULL. */
+const BtrfsQgroup *btrfs_qgroup_find(const BtrfsQgroup *q, size_t n, uint64_t id);
 /* Removes a qgroup; -EBUSY while its subvolume exists, -ENOENT if none. */
 int btrfs_qgroup_remove(int fd, uint64_t qgroupid);
 /* Ids of every level-0 qgroup (malloc'd array). */

@@ -12,6 +12,8 @@
 #define POOL_SANDBOXES_DIR "sandboxes"
 #define POOL_TMP_DIR "tmp"
 #define POOL_CHECKPOINTS_DIR "checkpoints"
+/* the layer cache of OCI imports: layers/<sha256 of the layer chain>, read-only */
+#define POOL_LAYERS_DIR "layers"
 #define POOL_SANDBOX_ROOT "root"
 /* Restore builds the new root (btrfs) or upper dir (overlay) next to the live
  * one under this name, then swaps the two (RENAME_EXCHANGE): afterwards the
@@ -33,6 +35,8 @@ struct Pool {
         bool owned;     /* mounted from our image: pool_release() unmounts it */
         bool quota;     /* btrfs quota groups are on */
         bool released;  /* pool_release() ran: every other call fails with -ESTALE */
+        uint64_t disk_overcommit_permille; /* PoolConfig's, for pool_info_json */
+        uint64_t reserve_mb;
 };
 
 /* -ESTALE after pool_release(), -EINVAL for NULL. */
@@ -48,6 +52,12 @@ int pool_remove_entry(const Pool *p, int dirfd, const char *name);
 /* pool_remove_entry() of every entry of d (whatever its name), going on
  * after a failure: the first error, or 0. */
 int pool_remove_entries(const Pool *p, DIR *d);
+
+/* template.c */
+/* Drops device nodes and sums the disk usage (du) of the tree at path. */
+int pool_template_scan(const char *path, uint64_t *ret);
+/* Moves tmp/<tmpname> to templates/<name> (read-only on btrfs). */
+int pool_template_commit(Pool *p, int tmp_fd, const char *tmpname, int tpl_fd, const char *name);
 
 /* sandbox.c */
 /* The root subvolume of sandbox id opened (O_DIRECTORY) and its subvolume id:

@@ -25,7 +25,7 @@
 #define POOL_LOCK_NAME "pool.lock"
 /* a sandbox's last mount namespace may let go of the pool a moment after its
  * processes are reaped: an unmount that finds the pool busy is tried again */
-#define POOL_UMOUNT_BUSY_TRIES 30
+#define POOL_UMOUNT_BUSY_TRIES 100 /* 10 s: a loaded host can hold a just-closed mount a while */
 #define POOL_UMOUNT_BUSY_SLEEP_MSEC 100
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
@@ -228,6 +228,7 @@ static int pool_setup_layout(Pool *p, bool own_root) {
                 { POOL_SANDBOXES_DIR, 0700 },
                 { POOL_CHECKPOINTS_DIR, 0700 },
                 { POOL_TMP_DIR, 0700 },
+                { POOL_LAYERS_DIR, 0700 },
         };
         int r;
 
@@ -426,6 +427,8 @@ int pool_open(const PoolConfig *cfg, Pool **ret) {
         p = new0(Pool, 1);
         if (!p)
                 return -ENOMEM;
+        p->disk_overcommit_permille = cfg->disk_overcommit_permille ?: 1000;
+        p->reserve_mb = cfg->reserve_mb;
 
         if (!isempty(cfg->pool_path)) {
                 _cleanup_free_ char *path = realpath(cfg->pool_path, NULL);
@@ -545,6 +548,7 @@ int pool_release(Pool *p) {
 int pool_info_json(const Pool *p, char **ret) {
         JsonWriter w;
         struct statvfs sv = {};
+        PoolSpace space;
         int r;
 
         r = pool_usable(p);
@@ -565,6 +569,27 @@ int pool_info_json(const Pool *p, char **ret) {
         json_w_kv_string(&w, "loop", p->loop); /* NULL writes null */
         /* How checkpoints, branches and restores are made: O(1) snapshots, or full copies. */
         json_w_kv_string(&w, "checkpoints", p->kind == POOL_BTRFS ? "snapshot" : "copy");
+        if (pool_space_read((Pool *) p, NULL, &space) >= 0) {
+                PoolAdmitPolicy pol = { .overcommit_permille = p->disk_overcommit_permille,
+                                        .reserve_bytes = pool_admit_reserve_bytes(space.size_bytes, p->reserve_mb) };
+                PoolAdmitResult res = {};
+                char ratio[POOL_ADMIT_RATIO_MAX];
+                (void) pool_admit(&space, &pol, 0, 0, &res);
+                (void) pool_admit_ratio(pol.overcommit_permille, ratio);
+                json_w_key(&w, "admission");
+                json_w_object_begin(&w);
+                json_w_kv_string(&w, "disk_overcommit", ratio);
+                json_w_key(&w, "reserve_bytes");
+                json_w_uint(&w, pol.reserve_bytes);
+                json_w_key(&w, "admits_bytes");
+                json_w_uint(&w, res.capacity_bytes);
+                json_w_key(&w, "promised_bytes");
+                json_w_uint(&w, space.promised_bytes);
+                json_w_key(&w, "outstanding_bytes");
+                json_w_uint(&w, space.outstanding_bytes);
+                json_w_kv_int(&w, "sandboxes", (int64_t) space.sandboxes);
+                json_w_object_end(&w);
+        }
         json_w_object_end(&w);
         return json_w_finish(&w, ret, NULL);
 }

@@ -11,6 +11,8 @@
  *   sandboxes/<id>/root       writable snapshot of the template (the sandbox's root)
  *   checkpoints/<id>/<ckpt>   read-only snapshot of sandboxes/<id>/root at a moment
  *   tmp/                      imports (and overlay checkpoint copies) in progress
+ *   layers/<key>              read-only subvolume: an image layer applied over its
+ *                             parent's (oci-import.c), shared by the images on it
  * Quotas: btrfs quota is enabled on the pool; each sandbox root's qgroup gets
  * a limit of disk_mb (writes past it fail with EDQUOT inside the sandbox).
  *
@@ -53,6 +55,9 @@ typedef struct PoolConfig {
         const char *pool_path;   /* existing btrfs mount, or NULL/"" for the loop image */
         uint64_t size_mb;        /* size of a new sparse image */
         const char *storage;     /* "auto" | "btrfs" | "overlay" (NULL/"" = "auto") */
+        /* what pool_info_json() reports of disk admission (pool_admit): 0 = 1.0, 0 = automatic */
+        uint64_t disk_overcommit_permille;
+        uint64_t reserve_mb;
 } PoolConfig;
 
 typedef struct Pool Pool;
@@ -84,9 +89,84 @@ const char *pool_kind_to_string(PoolKind k);
 PoolKind pool_kind_from_string(const char *s);
 const char *pool_mount_path(const Pool *p);  /* where the pool is mounted */
 /* JSON object for /v1/info: {"kind":"btrfs","path":"...","quota":true,"size_bytes":N,"free_bytes":N,
- * "loop":"/dev/loopN"|null,"checkpoints":"snapshot"|"copy"}: checkpoints, branches and restores are
- * O(1) snapshots (btrfs) or full copies of the root (overlay). */
+ * "loop":"/dev/loopN"|null,"checkpoints":"snapshot"|"copy","admission":{...}}: checkpoints, branches
+ * and restores are O(1) snapshots (btrfs) or full copies of the root (overlay); admission:
+ * {"disk_overcommit":"1.0","reserve_bytes":N,"admits_bytes":N,"promised_bytes":N,
+ * "outstanding_bytes":N,"sandboxes":N} (pool_space_read, pool_admit). */
 int pool_info_json(const Pool *p, char **ret);
+
+/* What the pool holds and what it promised (pool-space.c): the file
+ * system's size and free space (statfs: btrfs's estimate of the data that
+ * still fits, deleted subvolumes not yet dropped by the cleaner counted as
+ * used), and the disk quotas of the sandboxes it holds, live or not (every
+ * sandboxes/<id>: a root's qgroup limit, or a vm disk image's size), with what
+ * each may still write (its quota less the exclusive bytes of its root as of
+ * the last commit, or a vm image's unallocated bytes). self_id (may be NULL)
+ * is counted apart: an op that changes that sandbox's quota. Quotas are known
+ * only on btrfs with qgroups and for vm images: elsewhere promised and
+ * outstanding are 0 and quota_known is false. */
+typedef struct PoolSpace {
+        uint64_t size_bytes;
+        uint64_t free_bytes;
+        uint64_t promised_bytes;    /* sum of the disk quotas, self_id's not included */
+        uint64_t outstanding_bytes; /* what those sandboxes may still write */
+        uint64_t self_promised_bytes, self_outstanding_bytes;
+        size_t sandboxes;           /* counted in promised_bytes */
+        bool quota_known;
+} PoolSpace;
+int pool_space_read(Pool *p, const char *self_id, PoolSpace *ret);
+/* Commits the pool's file system and wakes the cleaner (deleted subvolumes
+ * free their space; qgroup figures catch up): what pool_space_read() sees
+ * next is current. */
+int pool_space_sync(Pool *p);
+
+/* Admission of disk quotas (pool-admit.c, pure). An op that makes or
+ * changes sandboxes asks for promise_bytes of quota (the sum of the new
+ * quotas of those sandboxes) and outstanding_bytes (what they may write right
+ * after it: their quota less what their roots already hold). Admitted when
+ *   promised + promise  <= size x overcommit - reserve     (the promises fit)
+ *   (outstanding + outstanding_new) / overcommit <= free - reserve
+ *                                          (and so does what they may still write)
+ * with overcommit in thousandths (1000 = 1.0). The second check sees the pool
+ * as it is: filled by checkpoints, templates or metadata, it refuses even
+ * when the promises alone would fit. promise_bytes 0: only the second check
+ * (a checkpoint, which lets its sandbox write its quota again). */
+typedef enum PoolAdmitVerdict {
+        POOL_ADMIT_OK,
+        POOL_ADMIT_PROMISED,   /* the quotas would not fit the pool */
+        POOL_ADMIT_FREE,       /* its free space would not hold what may be written */
+        _POOL_ADMIT_VERDICT_MAX,
+        _POOL_ADMIT_VERDICT_INVALID = -EINVAL,
+} PoolAdmitVerdict;
+
+typedef struct PoolAdmitPolicy {
+        uint64_t overcommit_permille; /* >= 1 */
+        uint64_t reserve_bytes;
+} PoolAdmitPolicy;
+
+typedef struct PoolAdmitResult {
+        PoolAdmitVerdict verdict;
+        uint64_t capacity_bytes;  /* size x overcommit - reserve (0 if the reserve is larger) */
+        uint64_t room_bytes;      /* free - reserve (0 if less) */
+        uint64_t need_bytes;      /* what the free check asked for: (outstanding + new) / overcommit */
+} PoolAdmitResult;
+
+/* The reserve kept for the daemon's own writes when none is configured:
+ * 5 % of the pool, at most POOL_RESERVE_AUTO_MAX_MB. */
+#define POOL_RESERVE_AUTO_PERCENT 5U
+#define POOL_RESERVE_AUTO_MAX_MB 1024U
+uint64_t pool_admit_reserve_bytes(uint64_t size_bytes, uint64_t reserve_mb);
+/* 0 and *ret filled (verdict OK) if admitted, -ENOSPC (verdict says which check) if not. */
+int pool_admit(const PoolSpace *s, const PoolAdmitPolicy *pol, uint64_t promise_bytes, uint64_t outstanding_bytes,
+               PoolAdmitResult *ret);
+/* permille as a decimal ("1.0", "1.5", "0.125"), in buf. */
+#define POOL_ADMIT_RATIO_MAX 32U
+const char *pool_admit_ratio(uint64_t permille, char buf[static POOL_ADMIT_RATIO_MAX]);
+/* One line for the user: which pool (name), its size, reserve and overcommit, what is
+ * reserved, what was asked for (what: "create", "branch of 3", ...). */
+void pool_admit_describe(const PoolSpace *s, const PoolAdmitPolicy *pol, const PoolAdmitResult *res,
+                         const char *name, const char *what, uint64_t promise_bytes, uint64_t outstanding_bytes,
+                         char *buf, size_t size);
 
 /* Templates. Names: [a-z0-9][a-z0-9._-]{0,63}; anything else is -EINVAL. */
 bool pool_template_name_valid(const char *name);
@@ -101,6 +181,13 @@ bool pool_template_exists(Pool *p, const char *name);
  * -ENOENT if tar_path is missing, -EINVAL if it is not a regular file.
  * *ret_size_bytes (may be NULL) is the disk usage of the tree (du). */
 int pool_template_import_tar(Pool *p, const char *name, const char *tar_path, uint64_t *ret_size_bytes);
+/* A template from an archive: an OCI layout in a tar, a docker/podman save
+ * archive (tag picks an image; NULL: the only one) or a root file system tar
+ * (oci-import.c). *ret_defaults: the image config's exec defaults as JSON
+ * (malloc'd, NULL for a root fs). */
+struct ApiError;
+int pool_template_import(Pool *p, const char *name, const char *path, const char *tag, uint64_t *ret_size_bytes,
+                         char **ret_defaults, struct ApiError *reterr);
 /* -ENOENT if missing. The caller checks that no sandbox uses it. */
 int pool_template_remove(Pool *p, const char *name);
 /* Sorted names. */
@@ -136,6 +223,10 @@ int pool_sandbox_usage(Pool *p, const char *id, uint64_t *ret_bytes);
  * quota or without that directory (Linux < 5.9). The root is replaced by a
  * restore: open it again then. */
 int pool_sandbox_quota_open(Pool *p, const char *id, int *ret_fd);
+/* Changes the disk quota of sandbox id's root to disk_mb (0: none); a quota
+ * below what the root holds lets it write nothing more until it deletes.
+ * -EOPNOTSUPP on overlay or without quota, -ENOENT: no such root. */
+int pool_sandbox_set_quota(Pool *p, const char *id, uint64_t disk_mb);
 /* Its limit on exclusive bytes (0: none) and the bytes counted against it
  * (exclusive plus reservations of writes in flight), now. */
 int pool_quota_read(int dfd, uint64_t *ret_limit_bytes, uint64_t *ret_used_bytes);

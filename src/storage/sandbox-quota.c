@@ -38,6 +38,19 @@ int pool_sandbox_quota_open(Pool *p, const char *id, int *ret_fd) {
         return 0;
 }
 
+int pool_sandbox_set_quota(Pool *p, const char *id, uint64_t disk_mb) {
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t subvolid;
+        int r;
+
+        if (disk_mb > (UINT64_MAX >> 20))
+                return -ERANGE;
+        r = pool_sandbox_quota_root(p, id, &fd, &subvolid);
+        if (r < 0)
+                return r;
+        return btrfs_qgroup_limit_exclusive(fd, BTRFS_QGROUPID(subvolid), disk_mb << 20);
+}
+
 static int read_u64_at(int dfd, const char *name, uint64_t *ret) {
         _cleanup_close_ int fd = -EBADF;
         char buf[QGROUP_SYSFS_VALUE_MAX + 1];

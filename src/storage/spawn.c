@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -46,6 +47,10 @@ _noreturn_ static void child(char *const argv[], int stdin_fd, int out_fd, int e
         if (dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0)
                 goto fail;
         f.step = SPAWN_STEP_SIGNALS;
+        /* a helper (tar, btrfs) dies with the worker: nothing writes into the pool behind the
+         * back of the next worker, which removes what the dead one left half-made */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                goto fail;
         for (int sig = 1; sig < _NSIG; sig++)
                 if (sig != SIGKILL && sig != SIGSTOP)
                         (void) signal(sig, SIG_DFL);

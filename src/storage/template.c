@@ -184,7 +184,7 @@ static int du_at(int dfd, dev_t dev, unsigned depth, DuState *s) {
 }
 
 /* Drops device nodes and sums the disk usage of the tree at path. */
-static int template_scan(const char *path, uint64_t *ret) {
+int pool_template_scan(const char *path, uint64_t *ret) {
         DuState s = {};
         struct stat st;
         int fd, r;
@@ -251,7 +251,7 @@ static int extract_tar(const char *tar_path, const char *dir) {
  * subvolume (EROFS), so there the template appears as a read-only snapshot
  * of the import (O(1), atomic: it is never visible writable) and the import
  * subvolume goes. */
-static int template_commit(Pool *p, int tmp_fd, const char *tmpname, int tpl_fd, const char *name) {
+int pool_template_commit(Pool *p, int tmp_fd, const char *tmpname, int tpl_fd, const char *name) {
         _cleanup_close_ int fd = -EBADF;
         int r;
 
@@ -319,9 +319,9 @@ int pool_template_import_tar(Pool *p, const char *name, const char *tar_path, ui
 
         r = extract_tar(abs_tar, tmppath);
         if (r >= 0)
-                r = template_scan(tmppath, &size);
+                r = pool_template_scan(tmppath, &size);
         if (r >= 0)
-                r = template_commit(p, tmp_fd, tmpname, tpl_fd, name);
+                r = pool_template_commit(p, tmp_fd, tmpname, tpl_fd, name);
         if (r < 0) {
                 int k = pool_remove_entry(p, tmp_fd, tmpname);
                 if (k < 0)

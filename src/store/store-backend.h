@@ -49,7 +49,8 @@ struct StoreOps {
         int (*template_in_use)(Store *s, const char *name, uint64_t *ret);
 
         /* sb is complete but for slot, which the op picks (< slots_max) and sets. */
-        int (*sandbox_insert)(Store *s, Sandbox *sb, uint32_t slots_max);
+        /* adm (NULL = none): admitted in the insert's transaction (store_admission_check). */
+        int (*sandbox_insert)(Store *s, Sandbox *sb, uint32_t slots_max, StoreAdmission *adm);
         int (*sandbox_get)(Store *s, const char *tenant_id, const char *id, Sandbox *ret);
         /* f->limit is already resolved (never 0). */
         int (*sandbox_list)(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n);
@@ -66,12 +67,12 @@ struct StoreOps {
         int (*sandbox_set_timeout_warned)(Store *s, const char *id, int64_t now);
         int (*sandbox_set_processes_preserved)(Store *s, const char *id, bool preserved, int64_t now);
         int (*sandbox_set_network)(Store *s, const char *id, const char *network_json, int64_t now);
-        int (*sandbox_claim_warm)(Store *s, const char *template_name, const Sandbox *req, int64_t now,
-                                  Sandbox *ret);
+        int (*sandbox_claim_warm)(Store *s, const char *template_name, const Sandbox *req, StoreAdmission *adm,
+                                  int64_t now, Sandbox *ret);
         int (*sandbox_warm_count)(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);
 
         /* c->created_usec is already set. */
-        int (*checkpoint_insert)(Store *s, const Checkpoint *c);
+        int (*checkpoint_insert)(Store *s, const Checkpoint *c, StoreAdmission *adm);
         int (*checkpoint_get)(Store *s, const char *tenant_id, const char *id, Checkpoint *ret);
         int (*checkpoint_list)(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n);
         int (*checkpoint_update)(Store *s, const char *id, bool restorable, uint64_t size_bytes);
@@ -111,6 +112,10 @@ struct StoreOps {
         int (*checkpoint_copy_set)(Store *s, const CheckpointCopy *c);
         int (*checkpoint_copy_list)(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n);
         int (*checkpoint_copy_delete)(Store *s, const char *checkpoint_id, const char *worker);
+        /* tenant quotas (store-*-tenants.c); -ENOENT: no row */
+        int (*tenant_quotas_get)(Store *s, const char *tenant_id, TenantQuotas *ret);
+        int (*tenant_quotas_set)(Store *s, const TenantQuotas *q);
+        int (*tenant_usage)(Store *s, const char *tenant_id, TenantUsage *ret);
 };
 
 /* A row a reseal's row() changed: still a valid credential (-EINVAL). */

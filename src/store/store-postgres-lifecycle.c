@@ -25,7 +25,8 @@ static const char *const lifecycle_sql[_PG_LC_STMT_MAX] = {
         [PG_LC_SANDBOX_SET_POLICY] =
                 "WITH c AS (UPDATE sandboxes SET timeout_s = $2, "
                 "timeout_warned = CASE WHEN expires_usec = $3 THEN timeout_warned ELSE false END, "
-                "expires_usec = $3, idle_s = $4, idle_action = $5, checkpoint_every_s = $6, updated_usec = $7, auto_resume = $8 "
+                "expires_usec = $3, idle_s = $4, idle_action = $5, checkpoint_every_s = $6, updated_usec = $7, auto_resume = $8, "
+                "disk_mb = CASE WHEN $9::bigint > 0 THEN $9::bigint ELSE disk_mb END "
                 "WHERE id = $1 AND state <> 'deleted' RETURNING 1) " CHANGED_AND_EXISTS("c"),
         [PG_LC_SANDBOX_SET_TIMEOUT_WARNED] =
                 "WITH c AS (UPDATE sandboxes SET timeout_warned = true, updated_usec = $2 "
@@ -110,6 +111,7 @@ int pg_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *pol,
         pg_param_i64(&p, (int64_t) pol->checkpoint_every_s);
         pg_param_i64(&p, now);
         pg_param_bool(&p, pol->auto_resume);
+        pg_param_i64(&p, (int64_t) pol->disk_mb);
         return lc_exec_cas(pg_store(s), PG_LC_SANDBOX_SET_POLICY, &p);
 }
 
@@ -143,6 +145,7 @@ typedef struct Claim {
         Store *store;
         const char *template_name;
         const Sandbox *req;
+        StoreAdmission *adm;
         int64_t now;
         Sandbox *ret;
 } Claim;
@@ -154,6 +157,7 @@ static int claim_tx(PgStore *q, void *userdata) {
         char id[STORE_ID_MAX];
         PgParams p = {};
 
+        CHECK(pg_tenant_admit(q, req->tenant_id, c->adm, req)); /* the claim takes req's shape */
         pg_param_text(&p, c->template_name);
         pg_param_text(&p, req->runtime);
         pg_param_i64(&p, (int64_t) req->disk_mb);
@@ -184,9 +188,10 @@ static int claim_tx(PgStore *q, void *userdata) {
         return store_postgres_ops.sandbox_get(c->store, NULL, id, c->ret);
 }
 
-int pg_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, int64_t now, Sandbox *ret) {
+int pg_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, StoreAdmission *adm, int64_t now,
+                             Sandbox *ret) {
         _cleanup_(sandbox_done) Sandbox sb = {};
-        Claim c = { .store = s, .template_name = template_name, .req = req, .now = now, .ret = &sb };
+        Claim c = { .store = s, .template_name = template_name, .req = req, .adm = adm, .now = now, .ret = &sb };
 
         CHECK(pg_store_transact(pg_store(s), claim_tx, &c));
         *ret = sb;
@@ -230,7 +235,12 @@ static int checkpoint_read(const PGresult *res, int row, void *ret) {
         return 0;
 }
 
-int pg_op_checkpoint_insert(Store *s, const Checkpoint *c) {
+typedef struct CheckpointInsert {
+        const Checkpoint *c;
+        StoreAdmission *adm;
+} CheckpointInsert;
+
+static int checkpoint_insert_row(PgStore *q, const Checkpoint *c) {
         _cleanup_pgresult_ PGresult *res = NULL;
         PgParams p = {};
 
@@ -243,7 +253,22 @@ int pg_op_checkpoint_insert(Store *s, const Checkpoint *c) {
         pg_param_bool(&p, c->automatic);
         pg_param_bool(&p, c->restorable);
         pg_param_bool(&p, c->memory);
-        return lc_exec(pg_store(s), PG_LC_CHECKPOINT_INSERT, &p, &res);
+        return lc_exec(q, PG_LC_CHECKPOINT_INSERT, &p, &res);
+}
+
+static int checkpoint_insert_tx(PgStore *q, void *userdata) {
+        CheckpointInsert *in = userdata;
+
+        CHECK(pg_tenant_admit(q, in->c->tenant_id, in->adm, NULL));
+        return checkpoint_insert_row(q, in->c);
+}
+
+int pg_op_checkpoint_insert(Store *s, const Checkpoint *c, StoreAdmission *adm) {
+        CheckpointInsert in = { .c = c, .adm = adm };
+
+        if (!adm)
+                return checkpoint_insert_row(pg_store(s), c);
+        return pg_store_transact(pg_store(s), checkpoint_insert_tx, &in);
 }
 
 int pg_op_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkpoint *ret) {

@@ -370,6 +370,7 @@ static int sandbox_read(const PGresult *res, int row, void *ret) {
 typedef struct SandboxInsert {
         Sandbox *sb;
         uint32_t slots_max;
+        StoreAdmission *adm;
 } SandboxInsert;
 
 static int sandbox_insert_tx(PgStore *q, void *userdata) {
@@ -382,6 +383,7 @@ static int sandbox_insert_tx(PgStore *q, void *userdata) {
         /* Deleted sandboxes hold no slot, so a row inserted as deleted gets
          * one too (unused). */
         CHECK(lock_slots(q));
+        CHECK(pg_tenant_admit(q, sb->tenant_id, in->adm, sb));
         CHECK(query_u64(q, PG_SANDBOX_FREE_SLOT, NULL, &slot));
         if (slot >= in->slots_max)
                 return -ENOSPC;
@@ -425,9 +427,9 @@ static int sandbox_insert_tx(PgStore *q, void *userdata) {
         return 0;
 }
 
-static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max) {
+static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max, StoreAdmission *adm) {
         Sandbox row = *sb;
-        SandboxInsert in = { .sb = &row, .slots_max = slots_max };
+        SandboxInsert in = { .sb = &row, .slots_max = slots_max, .adm = adm };
 
         CHECK(pg_store_transact(pg_store(s), sandbox_insert_tx, &in));
         sb->slot = row.slot;
@@ -751,4 +753,7 @@ const StoreOps store_postgres_ops = {
         .checkpoint_copy_set = pg_op_checkpoint_copy_set,
         .checkpoint_copy_list = pg_op_checkpoint_copy_list,
         .checkpoint_copy_delete = pg_op_checkpoint_copy_delete,
+        .tenant_quotas_get = pg_op_tenant_quotas_get,
+        .tenant_quotas_set = pg_op_tenant_quotas_set,
+        .tenant_usage = pg_op_tenant_usage,
 };

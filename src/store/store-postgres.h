@@ -20,6 +20,8 @@ extern const size_t store_postgres_migrations_count;
 #define PG_LOCK_MIGRATIONS "1"
 #define PG_LOCK_SLOTS "2"
 #define PG_LOCK_CONTROLLER "3" /* held by the active controller (a session lock) */
+/* Admission of one tenant (transaction locks): (this class, hashtext(tenant id)). */
+#define PG_LOCK_TENANT_CLASS "1936744804"
 
 #define PG_CONNECT_TIMEOUT_SEC "10"  /* unless the URL says otherwise */
 #define PG_APPLICATION_NAME "space"  /* likewise */
@@ -120,6 +122,15 @@ typedef enum PgClusterStmt {
         _PG_CL_STMT_MAX,
 } PgClusterStmt;
 
+/* The tenant quota statements (store-postgres-tenants.c), prepared likewise. */
+typedef enum PgTenantStmt {
+        PG_TQ_LOCK,
+        PG_TQ_GET,
+        PG_TQ_SET,
+        PG_TQ_USAGE,
+        _PG_TQ_STMT_MAX,
+} PgTenantStmt;
+
 /* Statements built from a filter: one prepared statement per combination. */
 #define PG_SANDBOX_LIST_VARIANTS 16
 #define PG_SANDBOX_COUNT_VARIANTS 8
@@ -142,6 +153,7 @@ typedef struct PgStore {
         PgSlot lifecycle[_PG_LC_STMT_MAX];
         PgSlot credentials[_PG_CRED_STMT_MAX];
         PgSlot cluster[_PG_CL_STMT_MAX];
+        PgSlot tenants[_PG_TQ_STMT_MAX];
         unsigned leader_gen;            /* the generation whose session holds the controller lock, 0 = none */
         PgSlot sandbox_list[PG_SANDBOX_LIST_VARIANTS];
         PgSlot sandbox_count[PG_SANDBOX_COUNT_VARIANTS];
@@ -233,9 +245,10 @@ int pg_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *p, i
 int pg_op_sandbox_set_timeout_warned(Store *s, const char *id, int64_t now);
 int pg_op_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved, int64_t now);
 int pg_op_sandbox_set_network(Store *s, const char *id, const char *network_json, int64_t now);
-int pg_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, int64_t now, Sandbox *ret);
+int pg_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, StoreAdmission *adm, int64_t now,
+                             Sandbox *ret);
 int pg_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);
-int pg_op_checkpoint_insert(Store *s, const Checkpoint *c);
+int pg_op_checkpoint_insert(Store *s, const Checkpoint *c, StoreAdmission *adm);
 int pg_op_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkpoint *ret);
 int pg_op_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n);
 int pg_op_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes);
@@ -268,6 +281,15 @@ int pg_op_cluster_setting_claim(Store *s, const char *name, const char *value,
 int pg_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c);
 int pg_op_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n);
 int pg_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker);
+
+/* Tenant quotas (store-postgres-tenants.c), for the ops table. */
+int pg_op_tenant_quotas_get(Store *s, const char *tenant_id, TenantQuotas *ret);
+int pg_op_tenant_quotas_set(Store *s, const TenantQuotas *q);
+int pg_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
+/* Inside a write's transaction: takes the tenant's admission lock, counts
+ * its usage and decides adm for sb (NULL = a checkpoint); adm NULL = nothing
+ * to decide. */
+int pg_tenant_admit(PgStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb);
 
 /* The handle (store-postgres.c). */
 int pg_store_open(const char *url, Store **ret);

@@ -17,7 +17,8 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
         [SQL_LC_SANDBOX_SET_POLICY] =
                 "UPDATE sandboxes SET timeout_s = ?2, "
                 "timeout_warned = CASE WHEN expires_usec = ?3 THEN timeout_warned ELSE 0 END, "
-                "expires_usec = ?3, idle_s = ?4, idle_action = ?5, checkpoint_every_s = ?6, updated_usec = ?7, auto_resume = ?8 "
+                "expires_usec = ?3, idle_s = ?4, idle_action = ?5, checkpoint_every_s = ?6, updated_usec = ?7, auto_resume = ?8, "
+                "disk_mb = CASE WHEN ?9 > 0 THEN ?9 ELSE disk_mb END "
                 "WHERE id = ?1 AND state <> 'deleted'",
         [SQL_LC_SANDBOX_SET_TIMEOUT_WARNED] =
                 "UPDATE sandboxes SET timeout_warned = 1, updated_usec = ?2 WHERE id = ?1 AND timeout_warned = 0",
@@ -104,6 +105,7 @@ int sqlite_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *
         CHECK(sqlite_bind_int64(q, st, 6, (int64_t) p->checkpoint_every_s));
         CHECK(sqlite_bind_int64(q, st, 7, now));
         CHECK(sqlite_bind_int64(q, st, 8, p->auto_resume ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 9, (int64_t) p->disk_mb));
         return sandbox_update(q, st, id);
 }
 
@@ -175,14 +177,15 @@ static int claim_row(SqliteStore *q, const char *template_name, const Sandbox *r
         return sqlite_store_step_done(q, st);
 }
 
-int sqlite_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, int64_t now,
-                                 Sandbox *ret) {
+int sqlite_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, StoreAdmission *adm,
+                                 int64_t now, Sandbox *ret) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_tx_ SqliteStore *tx = NULL;
         _cleanup_(sandbox_done) Sandbox sb = {};
         char id[STORE_ID_MAX];
 
         CHECK(sqlite_store_begin(q, &tx));
+        CHECK(sqlite_tenant_admit(q, req->tenant_id, adm, req)); /* the claim takes req's shape */
         CHECK(claim_row(q, template_name, req, now, id));
         CHECK(store_sqlite_ops.sandbox_get(s, NULL, id, &sb));
         CHECK(sqlite_store_commit(&tx));
@@ -229,9 +232,10 @@ static int checkpoint_read(sqlite3_stmt *st, void *ret) {
         return 0;
 }
 
-int sqlite_op_checkpoint_insert(Store *s, const Checkpoint *c) {
+int sqlite_op_checkpoint_insert(Store *s, const Checkpoint *c, StoreAdmission *adm) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_tx_ SqliteStore *tx = NULL;
 
         CHECK(lc_stmt(q, SQL_LC_CHECKPOINT_INSERT, &st));
         CHECK(sqlite_bind_text(q, st, 1, c->id));
@@ -243,7 +247,12 @@ int sqlite_op_checkpoint_insert(Store *s, const Checkpoint *c) {
         CHECK(sqlite_bind_int64(q, st, 7, c->automatic ? 1 : 0));
         CHECK(sqlite_bind_int64(q, st, 8, c->restorable ? 1 : 0));
         CHECK(sqlite_bind_int64(q, st, 9, c->memory ? 1 : 0));
-        return sqlite_store_step_done(q, st);
+        if (!adm)
+                return sqlite_store_step_done(q, st);
+        CHECK(sqlite_store_begin(q, &tx));
+        CHECK(sqlite_tenant_admit(q, c->tenant_id, adm, NULL));
+        CHECK(sqlite_store_step_done(q, st));
+        return sqlite_store_commit(&tx);
 }
 
 int sqlite_op_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkpoint *ret) {

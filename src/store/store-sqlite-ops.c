@@ -412,7 +412,7 @@ static int sandbox_insert_row(SqliteStore *q, const Sandbox *sb) {
         return sqlite_store_step_done(q, st);
 }
 
-static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max) {
+static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max, StoreAdmission *adm) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_tx_ SqliteStore *tx = NULL;
         Sandbox row = *sb;
@@ -420,6 +420,7 @@ static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max) {
         /* Deleted sandboxes hold no slot, so a row inserted as deleted gets
          * one too (unused); the partial unique index is the last word. */
         CHECK(sqlite_store_begin(q, &tx));
+        CHECK(sqlite_tenant_admit(q, sb->tenant_id, adm, sb));
         CHECK(sandbox_free_slot(q, slots_max, &row.slot));
         CHECK(sandbox_insert_row(q, &row));
         CHECK(sqlite_store_commit(&tx));
@@ -780,4 +781,7 @@ const StoreOps store_sqlite_ops = {
         .checkpoint_copy_set = sqlite_op_checkpoint_copy_set,
         .checkpoint_copy_list = sqlite_op_checkpoint_copy_list,
         .checkpoint_copy_delete = sqlite_op_checkpoint_copy_delete,
+        .tenant_quotas_get = sqlite_op_tenant_quotas_get,
+        .tenant_quotas_set = sqlite_op_tenant_quotas_set,
+        .tenant_usage = sqlite_op_tenant_usage,
 };

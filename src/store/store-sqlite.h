@@ -109,6 +109,14 @@ typedef enum SqlClusterStmt {
         _SQL_CL_STMT_MAX,
 } SqlClusterStmt;
 
+/* The tenant quota statements (store-sqlite-tenants.c), cached likewise. */
+typedef enum SqlTenantStmt {
+        SQL_TQ_GET,
+        SQL_TQ_SET,
+        SQL_TQ_USAGE,
+        _SQL_TQ_STMT_MAX,
+} SqlTenantStmt;
+
 /* Statements built from a filter: one cache slot per combination of clauses. */
 #define SQL_SANDBOX_LIST_VARIANTS 16
 #define SQL_SANDBOX_COUNT_VARIANTS 8
@@ -121,6 +129,7 @@ typedef struct SqliteStore {
         sqlite3_stmt *lifecycle[_SQL_LC_STMT_MAX];
         sqlite3_stmt *credentials[_SQL_CRED_STMT_MAX];
         sqlite3_stmt *cluster[_SQL_CL_STMT_MAX];
+        sqlite3_stmt *tenants[_SQL_TQ_STMT_MAX];
         sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
         sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
         sqlite3_stmt *event_list[SQL_EVENT_LIST_VARIANTS];
@@ -200,10 +209,10 @@ int sqlite_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *
 int sqlite_op_sandbox_set_timeout_warned(Store *s, const char *id, int64_t now);
 int sqlite_op_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved, int64_t now);
 int sqlite_op_sandbox_set_network(Store *s, const char *id, const char *network_json, int64_t now);
-int sqlite_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, int64_t now,
-                                 Sandbox *ret);
+int sqlite_op_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, StoreAdmission *adm,
+                                 int64_t now, Sandbox *ret);
 int sqlite_op_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);
-int sqlite_op_checkpoint_insert(Store *s, const Checkpoint *c);
+int sqlite_op_checkpoint_insert(Store *s, const Checkpoint *c, StoreAdmission *adm);
 int sqlite_op_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkpoint *ret);
 int sqlite_op_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n);
 int sqlite_op_checkpoint_update(Store *s, const char *id, bool restorable, uint64_t size_bytes);
@@ -237,6 +246,14 @@ int sqlite_op_cluster_setting_claim(Store *s, const char *name, const char *valu
 int sqlite_op_checkpoint_copy_set(Store *s, const CheckpointCopy *c);
 int sqlite_op_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCopy **ret, size_t *ret_n);
 int sqlite_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker);
+
+/* Tenant quotas (store-sqlite-tenants.c), for the ops table. */
+int sqlite_op_tenant_quotas_get(Store *s, const char *tenant_id, TenantQuotas *ret);
+int sqlite_op_tenant_quotas_set(Store *s, const TenantQuotas *q);
+int sqlite_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
+/* Inside a write's transaction: counts the tenant's usage and decides adm
+ * for sb (NULL = a checkpoint); adm NULL = nothing to decide. */
+int sqlite_tenant_admit(SqliteStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb);
 
 /* The handle (store-sqlite.c). */
 int sqlite_store_open(const char *location, Store **ret);

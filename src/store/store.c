@@ -435,7 +435,7 @@ static int sandbox_check(const Sandbox *sb) {
         return 0;
 }
 
-int store_sandbox_insert_max(Store *s, Sandbox *sb, uint32_t slots_max) {
+int store_sandbox_insert_admit(Store *s, Sandbox *sb, uint32_t slots_max, StoreAdmission *adm) {
         Sandbox copy;
         int r;
 
@@ -452,7 +452,7 @@ int store_sandbox_insert_max(Store *s, Sandbox *sb, uint32_t slots_max) {
                 copy.updated_usec = copy.created_usec;
         if (copy.last_activity_usec == 0)
                 copy.last_activity_usec = copy.created_usec;
-        r = s->ops->sandbox_insert(s, &copy, slots_max);
+        r = s->ops->sandbox_insert(s, &copy, slots_max, adm);
         if (r < 0)
                 return r;
         sb->slot = copy.slot;
@@ -460,6 +460,10 @@ int store_sandbox_insert_max(Store *s, Sandbox *sb, uint32_t slots_max) {
         sb->updated_usec = copy.updated_usec;
         sb->last_activity_usec = copy.last_activity_usec;
         return 0;
+}
+
+int store_sandbox_insert_max(Store *s, Sandbox *sb, uint32_t slots_max) {
+        return store_sandbox_insert_admit(s, sb, slots_max, NULL);
 }
 
 int store_sandbox_insert(Store *s, Sandbox *sb) {
@@ -592,7 +596,8 @@ int store_sandbox_set_processes_preserved(Store *s, const char *id, bool preserv
         return s->ops->sandbox_set_processes_preserved(s, id, preserved, now_usec());
 }
 
-int store_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, Sandbox *ret) {
+int store_sandbox_claim_warm_admit(Store *s, const char *template_name, const Sandbox *req, StoreAdmission *adm,
+                                   Sandbox *ret) {
         if (!s || !req || !ret)
                 return -EINVAL;
         CHECK(check_lookup(template_name, STORE_NAME_MAX));
@@ -609,7 +614,11 @@ int store_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox 
         CHECK(check_u64(req->checkpoints_mb));
         if (req->expires_usec < 0 || !idle_action_to_string(req->idle_action))
                 return -EINVAL;
-        return s->ops->sandbox_claim_warm(s, template_name, req, now_usec(), ret);
+        return s->ops->sandbox_claim_warm(s, template_name, req, adm, now_usec(), ret);
+}
+
+int store_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, Sandbox *ret) {
+        return store_sandbox_claim_warm_admit(s, template_name, req, NULL, ret);
 }
 
 int store_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total) {
@@ -632,7 +641,7 @@ int store_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_
 
 /* Checkpoints */
 
-int store_checkpoint_insert(Store *s, const Checkpoint *c) {
+int store_checkpoint_insert_admit(Store *s, const Checkpoint *c, StoreAdmission *adm) {
         Checkpoint copy;
 
         if (!s || !c)
@@ -648,7 +657,11 @@ int store_checkpoint_insert(Store *s, const Checkpoint *c) {
         copy = *c;
         if (copy.created_usec == 0)
                 copy.created_usec = now_usec();
-        return s->ops->checkpoint_insert(s, &copy);
+        return s->ops->checkpoint_insert(s, &copy, adm);
+}
+
+int store_checkpoint_insert(Store *s, const Checkpoint *c) {
+        return store_checkpoint_insert_admit(s, c, NULL);
 }
 
 int store_checkpoint_get(Store *s, const char *tenant_id, const char *id, Checkpoint *ret) {

@@ -65,6 +65,11 @@ typedef enum SandboxState {
         _SANDBOX_STATE_INVALID = -EINVAL,
 } SandboxState;
 
+/* The reason of a sandbox in state error whose delete failed: the delete is
+ * still wanted, and the worker finishes it at its next start. A delete cut
+ * short by the worker going away leaves the sandbox deleting (the same). */
+#define SANDBOX_REASON_DELETE_FAILED "delete failed: "
+
 /* What the idle controller does with a sandbox that saw no exec or file
  * call for idle_s seconds. Wire and database strings: "", "pause", "suspend". */
 typedef enum IdleAction {
@@ -139,6 +144,7 @@ typedef struct SandboxPolicy {
         IdleAction idle_action;
         uint64_t checkpoint_every_s;
         bool auto_resume;
+        uint64_t disk_mb;               /* a new disk quota; 0 = unchanged */
 } SandboxPolicy;
 
 typedef struct Event {
@@ -197,6 +203,65 @@ int store_tenant_get(Store *s, const char *id, Tenant *ret);
 int store_tenant_get_by_name(Store *s, const char *name, Tenant *ret);
 int store_tenant_list(Store *s, Tenant **ret, size_t *ret_n);
 
+/* Tenant quotas (store-tenants.c). What a tenant may hold at once, and the
+ * request limits of its keys taken together. The first TENANT_RESOURCES
+ * are held by its live sandboxes (state not deleted; warm sandboxes belong
+ * to no tenant until claimed) and their checkpoints, and are admitted by the
+ * *_admit operations below. Wire and column names: the string table. */
+typedef enum TenantQuota {
+        TENANT_QUOTA_SANDBOXES,
+        TENANT_QUOTA_CPU_MILLIS,
+        TENANT_QUOTA_MEMORY_MB,
+        TENANT_QUOTA_DISK_MB,
+        TENANT_QUOTA_CHECKPOINTS,
+        TENANT_QUOTA_RPS,
+        TENANT_QUOTA_STREAMS,
+        _TENANT_QUOTA_MAX,
+        _TENANT_QUOTA_INVALID = -EINVAL,
+} TenantQuota;
+#define TENANT_RESOURCES (TENANT_QUOTA_CHECKPOINTS + 1)
+#define TENANT_QUOTA_DEFAULT INT64_C(-1)        /* a value not set for the tenant: the host's default */
+
+typedef struct TenantQuotas {
+        char tenant_id[STORE_ID_MAX];
+        int64_t value[_TENANT_QUOTA_MAX];       /* TENANT_QUOTA_DEFAULT, or >= 0 (0 = unlimited) */
+        int64_t updated_usec;                   /* 0: no row (every value the default) */
+} TenantQuotas;
+
+typedef struct TenantUsage {
+        uint64_t used[TENANT_RESOURCES];
+} TenantUsage;
+
+/* An admission: a sandbox (or checkpoint) is recorded only if the tenant's
+ * usage, counted in the same transaction as the write (so concurrent
+ * admissions of a tenant cannot pass a quota together), plus what it adds
+ * stays within every limit. */
+typedef struct StoreAdmission {
+        uint64_t limit[TENANT_RESOURCES];       /* 0 = unlimited */
+        uint64_t count;                         /* sandboxes this one stands for: itself and those of the same
+                                                 * shape still to come (a branch's children); 0 = 1 */
+        /* filled when the write is refused with -EDQUOT */
+        TenantQuota exceeded;
+        uint64_t need;                          /* what the request adds to that quota */
+        TenantUsage usage;
+} StoreAdmission;
+
+const char *tenant_quota_to_string(TenantQuota q);
+TenantQuota tenant_quota_from_string(const char *s);
+
+/* The tenant's row; a tenant without one gets every value TENANT_QUOTA_DEFAULT
+ * (and updated_usec 0). -ENOENT only if there is no such tenant. */
+int store_tenant_quotas_get(Store *s, const char *tenant_id, TenantQuotas *ret);
+/* Inserts or replaces the row of q->tenant_id (every value TENANT_QUOTA_DEFAULT
+ * or >= 0, else -EINVAL); updated_usec becomes now. -ENOENT if no such tenant. */
+int store_tenant_quotas_set(Store *s, const TenantQuotas *q);
+/* What the tenant's live sandboxes and their checkpoints hold now. */
+int store_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
+/* Decides an admission against usage u: 0, or -EDQUOT with a->exceeded,
+ * a->need and a->usage set. sb: the sandbox to add (NULL = one checkpoint).
+ * For the back ends, inside their write's transaction. */
+int store_admission_check(StoreAdmission *a, const TenantUsage *u, const Sandbox *sb);
+
 /* API keys */
 /* -ENOENT if k->tenant_id is not a tenant; -EEXIST if the id or hash is taken.
  * created_usec 0 = now. */
@@ -222,6 +287,8 @@ int store_sandbox_insert(Store *s, Sandbox *sb);
 /* The same, but only slots < slots_max are used: -ENOSPC when all are taken.
  * created_usec 0 = now; updated_usec 0 = created_usec. -EEXIST if the id is taken. */
 int store_sandbox_insert_max(Store *s, Sandbox *sb, uint32_t slots_max);
+/* The same, admitted against sb->tenant_id's quotas (adm NULL = not): -EDQUOT. */
+int store_sandbox_insert_admit(Store *s, Sandbox *sb, uint32_t slots_max, StoreAdmission *adm);
 int store_sandbox_get(Store *s, const char *tenant_id /* NULL = any */, const char *id, Sandbox *ret);
 int store_sandbox_list(Store *s, const SandboxFilter *f, Sandbox **ret, size_t *ret_n);
 /* Counts what store_sandbox_list would return without after_id and limit. */
@@ -258,6 +325,9 @@ int store_sandbox_set_network(Store *s, const char *id, const char *network_json
  * stays paused (the caller resumes it). *ret is the claimed row; -ENOENT if
  * none is free. */
 int store_sandbox_claim_warm(Store *s, const char *template_name, const Sandbox *req, Sandbox *ret);
+/* The same, admitted against req->tenant_id's quotas (adm NULL = not): -EDQUOT. */
+int store_sandbox_claim_warm_admit(Store *s, const char *template_name, const Sandbox *req, StoreAdmission *adm,
+                                   Sandbox *ret);
 /* Live sandboxes in the warm pool of a template: how many are paused (ready
  * to be claimed) and how many in all (any state but deleted). */
 int store_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_ready, uint64_t *ret_total);
@@ -266,6 +336,8 @@ int store_sandbox_warm_count(Store *s, const char *template_name, uint64_t *ret_
 /* created_usec 0 = now. -EEXIST if the id, or the name among the sandbox's
  * checkpoints, is taken. */
 int store_checkpoint_insert(Store *s, const Checkpoint *c);
+/* The same, admitted against c->tenant_id's checkpoints quota (adm NULL = not): -EDQUOT. */
+int store_checkpoint_insert_admit(Store *s, const Checkpoint *c, StoreAdmission *adm);
 int store_checkpoint_get(Store *s, const char *tenant_id /* NULL = any */, const char *id, Checkpoint *ret);
 /* Newest first (created_usec, then id, descending). sandbox_id NULL = of every sandbox. */
 int store_checkpoint_list(Store *s, const char *sandbox_id, Checkpoint **ret, size_t *ret_n);

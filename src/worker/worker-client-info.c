@@ -134,3 +134,19 @@ int worker_runtimes(WorkerClient *w, char *runtimes, size_t runtimes_size, char 
                 }
         return 0;
 }
+
+int worker_health(WorkerClient *w, char **ret_json, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        size_t len;
+        int r;
+
+        if (w->store)
+                return api_error(e, -EINVAL, API_INTERNAL, "worker_health: the local worker only");
+        r = call_op(w, WORKER_OP_HEALTH, &reply, e);
+        if (r < 0)
+                return r;
+        r = json_serialize(json_get(reply, "health"), ret_json, &len);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "malformed worker health");
+        return 0;
+}

@@ -3,6 +3,7 @@
  * cluster, worker-placement.c), start, limits, policy, credentials, pause,
  * suspend, checkpoints, restore, branch, destroy, and the recovery of a
  * sandbox lost with its worker. */
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "alloc-util.h"
@@ -122,6 +123,17 @@ static int call_id(WorkerClient *w, WorkerOpKind op, const char *id, const char 
         return send_id(w, op, id, checkpoint, ret, e);
 }
 
+static uint64_t disk_room_max(const WorkerNode *nodes, size_t n, const size_t *order, size_t n_order) {
+        uint64_t best = 0;
+
+        for (size_t i = 0; i < n_order; i++) {
+                const WorkerNode *w = &nodes[order[i]];
+                if (order[i] < n && w->disk_mb > w->used_disk_mb && w->disk_mb - w->used_disk_mb > best)
+                        best = w->disk_mb - w->used_disk_mb;
+        }
+        return best;
+}
+
 /* Cluster: tries the workers in placement order; one that cannot be reached
  * (connect or hello failed: the request never left) is skipped. */
 static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime,
@@ -138,9 +150,19 @@ static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, u
         if (!order)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         worker_place(nodes, n, sb, now_usec() - w->lost_timeout_usec, order, &n_order);
-        if (n_order == 0)
+        if (n_order == 0) {
+                /* would one take it but for its disk quota? then that is the reason */
+                Sandbox nodisk = *sb;
+                nodisk.disk_mb = 0;
+                worker_place(nodes, n, &nodisk, now_usec() - w->lost_timeout_usec, order, &n_order);
+                if (n_order > 0)
+                        return api_error(e, -ENOSPC, API_INSUFFICIENT_STORAGE,
+                                         "no live worker's storage pool has room for disk_mb %" PRIu64
+                                         " (%zu workers registered; the largest room is %" PRIu64 " MiB)",
+                                         sb->disk_mb, n, disk_room_max(nodes, n, order, n_order));
                 return api_error(e, -ENOSPC, API_UNAVAILABLE,
                                  "no live worker has room for this sandbox (%zu workers registered)", n);
+        }
         for (size_t i = 0; i < n_order; i++) {
                 const WorkerNode *node = &nodes[order[i]];
 

@@ -95,18 +95,23 @@ static int template_import_cluster(WorkerClient *w, const char *name, const char
         return 0;
 }
 
-int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, uint64_t *ret_size_bytes,
-                           ApiError *e) {
+int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, const char *tag,
+                           uint64_t *ret_size_bytes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         WorkerCall call;
         int r;
 
+        if (w->store && tag)
+                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                                 "a tag is not supported in a cluster: import an archive with one image");
         if (w->store)
                 return template_import_cluster(w, name, tar_path, ret_size_bytes, e);
 
         worker_client_request_begin(&call, WORKER_OP_TEMPLATE_IMPORT);
         json_w_kv_string(&call.jw, "name", name);
         json_w_kv_string(&call.jw, "tar", tar_path);
+        if (tag)
+                json_w_kv_string(&call.jw, "tag", tag);
         json_w_object_end(&call.jw);
         r = worker_client_call(w, &call, &reply, e);
         if (r < 0)

@@ -287,22 +287,25 @@ int worker_client_call(WorkerClient *w, WorkerCall *c, JsonValue **ret, ApiError
         if (r < 0) {
                 w->fd = safe_close(w->fd);
                 (void) target_name(w, who, sizeof who);
+                /* the local worker: down, restarting (its supervisor starts it again) or not
+                 * answering: worker_unavailable, with Retry-After */
+                ApiErrorCode code = w->store ? API_UNAVAILABLE : API_WORKER_UNAVAILABLE;
                 if (w->connect_failed)
-                        return api_error(e, r, API_UNAVAILABLE, "%s unavailable: %s", who, strerror(-r));
+                        return api_error(e, r, code, "%s unavailable: %s", who, strerror(-r));
                 if (r == -ETIMEDOUT && !sent)
-                        return api_error(e, r, API_UNAVAILABLE,
+                        return api_error(e, r, code,
                                          "%s did not read '%s' within %d s (stopped or overloaded?)", who, op->name,
                                          (timeout_msec + 999) / 1000);
                 if (r == -ETIMEDOUT)
-                        return api_error(e, r, API_UNAVAILABLE,
+                        return api_error(e, r, code,
                                          "%s did not answer '%s' within %d s (stopped or overloaded?)%s", who,
                                          op->name, (timeout_msec + 999) / 1000,
                                          sent && !op->idempotent ? "; its outcome is unknown" : "");
                 if (sent)
-                        return api_error(e, r, API_UNAVAILABLE,
+                        return api_error(e, r, code,
                                          "%s connection lost after '%s' was sent (%s); its outcome is unknown", who,
                                          op->name, strerror(-r));
-                return api_error(e, r, API_UNAVAILABLE, "%s unavailable: %s", who, strerror(-r));
+                return api_error(e, r, code, "%s unavailable: %s", who, strerror(-r));
         }
         r = worker_client_reply_check(reply, e);
         if (r < 0)

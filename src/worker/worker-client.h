@@ -97,12 +97,16 @@ int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError 
 /* Imports a template from a tar file readable by the worker. A cluster: the
  * tar is streamed to one live worker, which imports it and ships it to every
  * other live worker (one that is down gets it from the controller later). */
-int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, uint64_t *ret_size_bytes,
-                           ApiError *e);
+int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, const char *tag,
+                           uint64_t *ret_size_bytes, ApiError *e);
 int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);
+/* The local worker's own view of its parts (a cheap call, for /healthz and
+ * /readyz: give the client a short reply timeout): JSON object
+ * {"gateway":{...},"spawner":{...},"pool":{...},"sandboxes_running":N}. */
+int worker_health(WorkerClient *w, char **ret_json, ApiError *e);
 /* The templates the (local) worker holds, comma-separated into buf. */
 int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e);
 /* The runtimes the (local) worker can run ("ns,vm") and the hardware

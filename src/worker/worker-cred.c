@@ -359,8 +359,9 @@ int worker_cred_sync(Worker *w, const char *id, bool registered_now, ApiError *e
                 r = ca_get(w, id, l->rt != w->runtime, &file, &file_n, &cert_n);
                 if (r < 0) {
                         credential_array_free(list, n);
-                        return api_error(e, r, API_INTERNAL, "cannot set up the TLS authority of sandbox %s: %s", id,
-                                         strerror(-r));
+                        return worker_storage_error(w, r, e, API_INTERNAL,
+                                                    "cannot set up the TLS authority of sandbox %s: %s", id,
+                                                    strerror(-r));
                 }
                 file[cert_n - 1] = 0; /* cert PEM ends with '\n': it becomes the cert's end */
         }

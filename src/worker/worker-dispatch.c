@@ -72,10 +72,12 @@ static void op_destroy(Worker *w, const JsonValue *req, JsonWriter *jw) {
         reply_result(jw, r, &e);
 }
 
-/* {"op":"template_import","name":NAME,"tar":PATH} → {"ok":true,"size_bytes":N} */
+/* {"op":"template_import","name":NAME,"tar":PATH,"tag":TAG?} → {"ok":true,"size_bytes":N}
+ * (the archive: a root fs tar, an OCI layout or a docker save archive) */
 static void op_template_import(Worker *w, const JsonValue *req, JsonWriter *jw) {
         const char *name = json_string(json_get(req, "name")), *tar = json_string(json_get(req, "tar"));
-        ApiError e = { .code = API_INTERNAL };
+        const char *tag = json_string(json_get(req, "tag"));
+        ApiError e = {};
         uint64_t size = 0;
         int r;
 
@@ -83,12 +85,9 @@ static void op_template_import(Worker *w, const JsonValue *req, JsonWriter *jw) 
                 api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "invalid template name");
                 return worker_reply_error(jw, &e);
         }
-        r = pool_template_import_tar(w->pool, name, tar, &size);
-        if (r < 0) {
-                api_error(&e, r, r == -EEXIST ? API_ALREADY_EXISTS : API_BAD_REQUEST, "cannot import template '%s': %s",
-                          name, r == -EEXIST ? "it exists" : strerror(-r));
+        r = worker_admit_template_import(w, name, tar, isempty(tag) ? NULL : tag, &size, &e); /* worker-admit.c */
+        if (r < 0)
                 return worker_reply_error(jw, &e);
-        }
         json_w_object_begin(jw);
         json_w_kv_bool(jw, "ok", true);
         json_w_key(jw, "size_bytes");
@@ -252,6 +251,7 @@ static const WorkerOpHandler handlers[_WORKER_OP_MAX] = {
         [WORKER_OP_TEMPLATE_REMOVE] = op_template_remove,
         [WORKER_OP_TEMPLATES] = op_templates,
         [WORKER_OP_INFO] = op_info,
+        [WORKER_OP_HEALTH] = worker_op_health,
 };
 
 int worker_dispatch_check(void) {

@@ -52,6 +52,21 @@ typedef struct WorkerSpec {
         char tenant[STORE_ID_MAX]; /* "": not in the spec (the store is asked) */
 } WorkerSpec;
 
+/* A helper process of the worker (gateway, spawner) that is started again
+ * when it dies: at once after a stable run, else after a delay that doubles
+ * from WORKER_HELPER_BACKOFF_MIN_USEC to WORKER_HELPER_BACKOFF_MAX_USEC
+ * (worker-health.c). */
+#define WORKER_HELPER_BACKOFF_MIN_USEC (100 * 1000)
+#define WORKER_HELPER_BACKOFF_MAX_USEC (10 * 1000 * 1000)
+#define WORKER_HELPER_STABLE_USEC (10 * 1000 * 1000)
+typedef struct WorkerRestarts {
+        int64_t started_usec;   /* its last start */
+        int64_t next_usec;      /* no start before this (0: any time) */
+        uint64_t delay_usec;    /* the delay after a death that came soon after a start */
+        unsigned restarts;      /* started again since the worker's start */
+        char last_exit[96];     /* why it last died, "" = never */
+} WorkerRestarts;
+
 typedef struct Worker {
         const Config *config;
         Store *store;
@@ -83,7 +98,17 @@ typedef struct Worker {
         int roots_fd;              /* worker-roots.c: the process that makes a branch's roots side by side */
         pid_t roots_pid;           /* 0: none (they are made in process) */
         bool roots_failed;         /* it could not be started: not tried again */
+        WorkerRestarts gateway_restarts;
+        WorkerRestarts spawner_restarts;
+        bool restarted;            /* started again by spaced's supervisor (the API process lives on) */
 } Worker;
+
+/* worker-health.c: restarts of the helpers, and the health op */
+void worker_restarts_started(WorkerRestarts *r, int64_t now);
+/* It died (why): when it may start again. */
+void worker_restarts_died(WorkerRestarts *r, int64_t now, const char *why);
+bool worker_restarts_due(const WorkerRestarts *r, int64_t now);
+void worker_op_health(Worker *w, const JsonValue *req, JsonWriter *jw);
 
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
 #define WORKER_TAG_BOOT (UINT64_C(1) << 62) /* | a WorkerBoot pointer: its guest is ready or its VMM ended */
@@ -95,6 +120,7 @@ typedef struct WorkerNet {
         char id[64];
         uint64_t slot;
         int64_t gateway_seq;  /* the registration sent ahead; 0: no gateway */
+        int64_t gateway_gen;  /* ... to the gateway started then (gateway_restarts.started_usec) */
         int64_t start_usec, link_usec, firewall_usec;
 } WorkerNet;
 
@@ -233,6 +259,11 @@ void worker_net_attach_abort(Worker *w, WorkerNet *n);
 void worker_net_gateway_readable(Worker *w);
 /* Hands out the gateway's events that came while the worker waited for a reply. */
 void worker_net_gateway_flush(Worker *w);
+/* The gateway is gone (why; NULL: it is down already): a new one if its
+ * backoff allows, every live sandbox registered again. -EAGAIN: not yet. */
+int worker_net_gateway_restart(Worker *w, const char *why);
+/* Each tick: a gateway that is due is started again. */
+void worker_net_tick(Worker *w);
 /* A taken warm sandbox: registered with the gateway again under the taker's
  * tenant and policy (tenant ""/NULL: the store's). */
 int worker_net_reregister(Worker *w, const char *id, uint64_t slot, const char *tenant, const char *policy_json,
@@ -284,6 +315,8 @@ void worker_client_reply_deferred(Worker *w, void *client, JsonWriter *jw);
  * whose every page a clone would write-protect), still children of the worker. */
 int worker_spawner_start(Worker *w);
 void worker_spawner_stop(Worker *w);
+/* Each tick: a spawner that died is reaped and, when due, started again. */
+void worker_spawner_tick(Worker *w);
 /* The ns runtime's spawn, made by the spawner (in process when there is none). */
 int worker_spawner_spawn(Worker *w, const RuntimeSpec *rs, RuntimePending *ret, char *errbuf, size_t errbuf_size);
 /* The same in two halves, so that the worker works meanwhile (requests are
@@ -384,6 +417,35 @@ void worker_op_metrics(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_metrics_live(Worker *w, const JsonValue *req, JsonWriter *jw);
 /* A gateway event (network.allow, .deny, .dropped) counted for its sandbox. */
 void worker_metrics_gateway_event(Worker *w, const char *sandbox, const char *type, const char *data_json);
+/* worker-admit.c: disk quotas admitted against the pool (pool.h: pool_admit), and
+ * full-pool errors as 507 insufficient_storage naming the pool. */
+/* Admits an op that gives sandboxes promise_bytes of disk quota in all
+ * (self_id: the one sandbox whose quota it replaces, or NULL) which may write
+ * outstanding_bytes right after it; what: "create", "branch of 3 sandboxes".
+ * A pool that looks too full is committed (its cleaner woken, its qgroups
+ * current) and looked at once more before the answer. 0, or -ENOSPC with e
+ * filled (507); an unreadable pool is -errno with e filled (500): never
+ * admitted blind. */
+#define WORKER_DISK_MB_MAX (UINT64_C(1) << 32) /* 4 PiB: a disk_mb in bytes fits a uint64_t many times over */
+int worker_admit_disk(Worker *w, const char *what, const char *self_id, uint64_t promise_bytes,
+                      uint64_t outstanding_bytes, ApiError *e);
+/* A checkpoint of sandbox id: its root's data becomes shared with the
+ * checkpoint, so the sandbox may write its whole quota again: admitted when
+ * the pool's free space holds that. */
+int worker_admit_checkpoint(Worker *w, const char *id, ApiError *e);
+/* Imports the tar file at tar as template name, admitted first (the
+ * archive's size must fit the pool's free space beside what its sandboxes
+ * may still write); a pool filled meanwhile is 507 too. */
+int worker_admit_template_import(Worker *w, const char *name, const char *tar, const char *tag, uint64_t *ret_size_bytes,
+                                 ApiError *e);
+/* The ApiError of a failed step: ENOSPC or EDQUOT become 507
+ * insufficient_storage with the pool's figures appended; anything else gets
+ * code. Returns r. */
+int worker_storage_error(Worker *w, int r, ApiError *e, ApiErrorCode code, const char *fmt, ...) _printf_(5, 6);
+/* Whether r is a full disk or a reached quota. */
+static inline bool worker_errno_is_full(int r) {
+        return r == -ENOSPC || r == -EDQUOT;
+}
 
 /* worker-reconcile.c */
 int worker_reconcile(Worker *w);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -208,6 +209,9 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         }
         (void) json_bool(json_get(req, "with_memory"), &with_memory);
+        /* the root's data becomes the checkpoint's too: the sandbox may write its quota again */
+        if (worker_admit_checkpoint(w, id, &e) < 0)
+                return worker_reply_error(jw, &e);
         if (pool_sandbox_is_vm(w->pool, id)) {
                 /* a vm checkpoint's files are counted as allocated (not as
                  * btrfs exclusive bytes): the cap is checked before it (a
@@ -241,8 +245,8 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 }
         }
         if (r < 0) {
-                api_error(&e, r, r == -EEXIST ? API_ALREADY_EXISTS : api_error_code_from_errno(r),
-                          "cannot checkpoint %s: %s", id, strerror(-r));
+                worker_storage_error(w, r, &e, r == -EEXIST ? API_ALREADY_EXISTS : api_error_code_from_errno(r),
+                                     "cannot checkpoint %s: %s", id, strerror(-r));
                 return worker_reply_error(jw, &e);
         }
         (void) pool_checkpoint_usage(w->pool, id, ck, &size);
@@ -346,6 +350,18 @@ void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw
         worker_reply_ok(jw);
 }
 
+/* A restore's new root holds the checkpoint's data (shared) under the quota
+ * disk_mb, and may write all of it; the old root's data goes with it, so what
+ * that held is counted as given back. */
+static int restore_admit(Worker *w, const WorkerSpec *s, ApiError *e) {
+        PoolSpace sp;
+        uint64_t quota = s->disk_mb << 20, held = 0;
+
+        if (pool_space_read(w->pool, s->id, &sp) >= 0)
+                held = sp.self_promised_bytes - MIN(sp.self_outstanding_bytes, sp.self_promised_bytes);
+        return worker_admit_disk(w, "restore", s->id, quota, quota - MIN(held, quota), e);
+}
+
 void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
         _cleanup_free_ char *root = NULL;
@@ -364,13 +380,16 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 api_error(&e, -ENOENT, API_NOT_FOUND, "no checkpoint %s of sandbox %s here", ck, s.id);
                 return worker_reply_error(jw, &e);
         }
+        if (restore_admit(w, &s, &e) < 0)
+                return worker_reply_error(jw, &e);
         if (pool_sandbox_is_vm(w->pool, s.id))
                 return worker_vm_op_restore(w, &s, json_get(req, "sandbox"), ck, jw);
         /* running processes end; the agent starts afresh on the restored files */
         (void) worker_cleanup_sandbox(w, s.id, false);
         r = pool_sandbox_restore(w->pool, s.id, ck, s.disk_mb, &root);
         if (r < 0) {
-                api_error(&e, r, api_error_code_from_errno(r), "cannot restore %s to %s: %s", s.id, ck, strerror(-r));
+                worker_storage_error(w, r, &e, api_error_code_from_errno(r), "cannot restore %s to %s: %s", s.id, ck,
+                                     strerror(-r));
                 return worker_reply_error(jw, &e);
         }
         if (worker_start_runtime(w, &s, root, &pid, &st, &e) < 0)
@@ -407,6 +426,25 @@ static void branch_roots_await(Worker *w, size_t i, size_t sent, int *results, b
         }
 }
 
+/* The quotas of all the children of a branch at once: all or nothing, like the branch. */
+static int branch_admit(Worker *w, const JsonValue *children, ApiError *e) {
+        uint64_t total = 0;
+        size_t n = json_array_size(children);
+        char what[64];
+
+        if (json_type(children) != JSON_ARRAY)
+                return 0; /* the op's own checks answer that */
+        for (size_t i = 0; i < n; i++) {
+                uint64_t mb = 0;
+                const JsonValue *v = json_get(json_array_at(children, i), "disk_mb");
+                if (v && (json_uint64(v, &mb) < 0 || mb > WORKER_DISK_MB_MAX))
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox limits");
+                total = total + (mb << 20) < total ? UINT64_MAX : total + (mb << 20);
+        }
+        snprintf(what, sizeof what, n == 1 ? "branch of %zu sandbox" : "branch of %zu sandboxes", n);
+        return worker_admit_disk(w, what, NULL, total, total, e);
+}
+
 /* {"op":"branch","source":ID,"checkpoint":CK?,"sandboxes":[spec...]}: every
  * child gets a copy of the same moment (the source is frozen once around all
  * snapshots). All or nothing. */
@@ -431,6 +469,8 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
 
         src = req_id(req, "source", &e);
         if (!src)
+                return worker_reply_error(jw, &e);
+        if (branch_admit(w, children, &e) < 0)
                 return worker_reply_error(jw, &e);
         if (pool_sandbox_is_vm(w->pool, src))
                 return worker_vm_op_branch(w, req, jw);
@@ -509,8 +549,8 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 } else
                         r = pool_sandbox_branch(w->pool, src, ck, specs[made].id, specs[made].disk_mb, &roots[made]);
                 if (r < 0) {
-                        api_error(&e, r, r == -ENOENT ? API_NOT_FOUND : api_error_code_from_errno(r),
-                                  "cannot branch %s: %s", src, strerror(-r));
+                        worker_storage_error(w, r, &e, r == -ENOENT ? API_NOT_FOUND : api_error_code_from_errno(r),
+                                             "cannot branch %s: %s", src, strerror(-r));
                         break;
                 }
                 t = now_usec();
@@ -582,6 +622,47 @@ finish:
         free(preps);
 }
 
+/* A new disk quota for a live sandbox (PATCH disk_mb): a larger one is
+ * admitted like a create of the difference (what its root holds stays its
+ * own), a smaller one always fits. */
+static int resize_disk(Worker *w, LiveSandbox *l, const WorkerSpec *s, ApiError *e) {
+        uint64_t quota = s->disk_mb << 20, held;
+        PoolSpace sp;
+        int r;
+
+        if (l->limits_known && l->limits.fsize_bytes == quota)
+                return 0; /* what it has (a taken warm sandbox, or limits without disk_mb changed) */
+        r = pool_space_read(w->pool, s->id, &sp);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "cannot read the storage pool's space: %s", strerror(-r));
+        if (sp.self_promised_bytes == 0 || sp.self_promised_bytes == quota || s->disk_mb == 0)
+                return 0; /* no quota to change (overlay, none set), or the same */
+        if (l->rt != w->runtime)
+                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                                 "the disk of a %s sandbox is an image of a fixed size: disk_mb cannot change",
+                                 l->rt->name);
+        if (quota > sp.self_promised_bytes) {
+                held = sp.self_promised_bytes - MIN(sp.self_outstanding_bytes, sp.self_promised_bytes);
+                r = worker_admit_disk(w, "resize", s->id, quota, quota - MIN(held, quota), e);
+                if (r < 0)
+                        return r;
+        }
+        r = pool_sandbox_set_quota(w->pool, s->id, s->disk_mb);
+        if (r < 0)
+                return worker_storage_error(w, r, e, API_INTERNAL, "cannot change the disk quota of %s: %s", s->id,
+                                            strerror(-r));
+        /* its largest file is its quota too (RLIMIT_FSIZE, ns-harden.c): PID 1's, which every new
+         * process inherits (those running keep theirs) */
+        if (prlimit(l->pid, RLIMIT_FSIZE, &(struct rlimit){ .rlim_cur = quota, .rlim_max = quota }, NULL) < 0)
+                /* raising a hard limit needs CAP_SYS_RESOURCE: until it restarts, no one file of it
+                 * grows past its old disk_mb (the quota, all its files together, is the new one) */
+                log_info_errno(errno, "sandbox=%s Cannot set its file size limit to %" PRIu64 " MiB (%m): "
+                               "single files stay within the old one until it restarts", s->id, s->disk_mb);
+        log_info("Sandbox %s: disk quota %" PRIu64 " MiB (was %" PRIu64 " MiB)", s->id, s->disk_mb,
+                 sp.self_promised_bytes >> 20);
+        return 0;
+}
+
 /* The limits of a running sandbox; thaw: then its processes run again. */
 static void set_limits(Worker *w, const JsonValue *req, bool thaw, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
@@ -598,6 +679,8 @@ static void set_limits(Worker *w, const JsonValue *req, bool thaw, JsonWriter *j
                 return worker_reply_error(jw, &e);
         }
         lim = worker_spec_limits(&s);
+        if (resize_disk(w, l, &s, &e) < 0)
+                return worker_reply_error(jw, &e);
         /* a warm sandbox taken with the defaults it was made with: nothing to write */
         if (!l->limits_known || !runtime_limits_equal(&l->limits, &lim)) {
                 l->limits_known = false; /* until all of them are written */

@@ -155,6 +155,44 @@ void worker_net_gateway_flush(Worker *w) {
                 worker_net_gateway_readable(w);
 }
 
+/* The gateway's control socket failed this way: the gateway is gone. */
+static bool gateway_gone(int r) {
+        return r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN;
+}
+
+int worker_net_gateway_restart(Worker *w, const char *why) {
+        int64_t now = now_usec();
+        int r;
+
+        if (w->gateway) {
+                /* it died: its sandboxes lose egress until a new one knows them */
+                log_error("The gateway (pid %d) is gone (%s); starting a new one", (int) gateway_client_pid(w->gateway),
+                          why ?: "it exited");
+                worker_event(w, NULL, "gateway.restarted", "the gateway process exited", NULL);
+                gateway_stop(w);
+                worker_restarts_died(&w->gateway_restarts, now, why ?: "it exited");
+        }
+        if (!streq(w->config->gateway, "on"))
+                return 0;
+        if (!worker_restarts_due(&w->gateway_restarts, now))
+                return -EAGAIN;
+        r = gateway_start(w);
+        if (r < 0) {
+                worker_restarts_died(&w->gateway_restarts, now, "it could not be started");
+                return log_error_errno(r, "Cannot start the gateway again: %m; sandboxes have no egress until it "
+                                       "starts (next try in %.1f s)", (double) w->gateway_restarts.delay_usec / 1e6);
+        }
+        worker_restarts_started(&w->gateway_restarts, now);
+        log_info("Gateway restart #%u", w->gateway_restarts.restarts);
+        gateway_register_live(w);
+        return 0;
+}
+
+void worker_net_tick(Worker *w) {
+        if (!w->gateway && streq(w->config->gateway, "on") && worker_restarts_due(&w->gateway_restarts, now_usec()))
+                (void) worker_net_gateway_restart(w, NULL);
+}
+
 void worker_net_gateway_readable(Worker *w) {
         int r;
 
@@ -163,17 +201,40 @@ void worker_net_gateway_readable(Worker *w) {
         r = gateway_client_dispatch(w->gateway);
         if (r >= 0 || r == -EAGAIN)
                 return;
-        /* the gateway died: its sandboxes lose egress until a new one knows them */
-        log_error_errno(r, "The gateway (pid %d) is gone: %m; starting a new one",
-                        (int) gateway_client_pid(w->gateway));
-        worker_event(w, NULL, "gateway.restarted", "the gateway process exited", NULL);
-        gateway_stop(w);
-        r = gateway_start(w);
-        if (r < 0) {
-                log_error_errno(r, "Cannot start the gateway again: %m; sandboxes have no egress");
-                return;
-        }
-        gateway_register_live(w);
+        (void) worker_net_gateway_restart(w, strerror(-r));
+}
+
+/* A create waits this long at most for a gateway whose restart is due soon
+ * (it kept dying: backoff), rather than failing at once. */
+#define GATEWAY_CREATE_WAIT_USEC (1000 * 1000)
+
+/* worker_net_gateway_restart() for a request that needs the gateway now:
+ * a restart due within GATEWAY_CREATE_WAIT_USEC is waited for. */
+static int gateway_restart_for_request(Worker *w, const char *why) {
+        int r = worker_net_gateway_restart(w, why);
+        int64_t wait = w->gateway_restarts.next_usec - now_usec();
+
+        if (r != -EAGAIN || wait > GATEWAY_CREATE_WAIT_USEC)
+                return r;
+        if (wait > 0)
+                (void) usleep((useconds_t) wait);
+        return worker_net_gateway_restart(w, NULL);
+}
+
+/* The gateway to register a new sandbox with: one that died is started again
+ * first (once). A gateway that cannot be had now is a 503 (the client tries
+ * again), never a create without egress control. */
+static int gateway_ready(Worker *w, ApiError *e) {
+        int r;
+
+        if (!streq(w->config->gateway, "on") || w->gateway)
+                return 0;
+        r = gateway_restart_for_request(w, NULL);
+        if (r < 0 || !w->gateway)
+                return api_error(e, r < 0 ? r : -EAGAIN, API_WORKER_UNAVAILABLE,
+                                 "the sandbox gateway is restarting (next try in %.1f s)",
+                                 (double) w->gateway_restarts.delay_usec / 1e6);
+        return 0;
 }
 
 int worker_net_set_policy(Worker *w, const char *id, const char *policy_json, ApiError *e) {
@@ -184,6 +245,10 @@ int worker_net_set_policy(Worker *w, const char *id, const char *policy_json, Ap
         if (!worker_live_find(w, id) || !w->gateway)
                 return 0;
         r = gateway_client_set_policy(w->gateway, id, policy_json, err, sizeof err);
+        if (gateway_gone(r))
+                /* a new gateway registers every live sandbox from the store, which has the policy */
+                return worker_net_gateway_restart(w, strerror(-r)) >= 0 ? 0
+                       : api_error(e, -EAGAIN, API_WORKER_UNAVAILABLE, "the sandbox gateway is restarting");
         if (r < 0)
                 return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
                                  "the gateway refused the policy of %s: %s", id, err);
@@ -253,6 +318,7 @@ int worker_net_setup(Worker *w) {
                 r = gateway_start(w);
                 if (r < 0)
                         return log_error_errno(r, "Cannot start the gateway: %m");
+                worker_restarts_started(&w->gateway_restarts, now_usec());
         } else
                 log_warning("gateway = off: sandboxes have no egress at all");
         return 0;
@@ -331,9 +397,22 @@ int worker_net_attach_begin(Worker *w, const char *id, uint64_t slot, pid_t pid,
                 return api_error(e, -ERANGE, API_INTERNAL, "slot %" PRIu64 " has no network link here", slot);
         FirewallLink fl = { .link = link, .addr = pair.peer, .gateway = pair.host };
 
-        r = gateway_register_send(w, id, &pair, tenant, policy_json, &ret->gateway_seq, err, sizeof err);
+        r = gateway_ready(w, e);
         if (r < 0)
-                return api_error(e, r, API_INTERNAL, "cannot register sandbox %s with the gateway: %s", id, err);
+                return r;
+        r = gateway_register_send(w, id, &pair, tenant, policy_json, &ret->gateway_seq, err, sizeof err);
+        if (gateway_gone(r)) {
+                /* it died since the loop last looked: a new one, and the registration again */
+                r = gateway_restart_for_request(w, strerror(-r));
+                if (r < 0 || !w->gateway)
+                        return api_error(e, r < 0 ? r : -EAGAIN, API_WORKER_UNAVAILABLE,
+                                         "the sandbox gateway is restarting; try again");
+                r = gateway_register_send(w, id, &pair, tenant, policy_json, &ret->gateway_seq, err, sizeof err);
+        }
+        ret->gateway_gen = w->gateway_restarts.started_usec;
+        if (r < 0)
+                return api_error(e, r, gateway_gone(r) ? API_WORKER_UNAVAILABLE : API_INTERNAL,
+                                 "cannot register sandbox %s with the gateway: %s", id, err);
         r = pid > 0 ? link_up(w, link, &pair, pid) : 0; /* else a tap, up already */
         if (r < 0) {
                 api_error(e, r, API_INTERNAL, "cannot create the network link %s: %s", link, strerror(-r));
@@ -351,7 +430,8 @@ int worker_net_attach_begin(Worker *w, const char *id, uint64_t slot, pid_t pid,
         ret->active = true;
         return 0;
 fail:
-        if (ret->gateway_seq > 0 && gateway_client_wait(w->gateway, ret->gateway_seq, NULL, 0) >= 0)
+        if (ret->gateway_seq > 0 && w->gateway && ret->gateway_gen == w->gateway_restarts.started_usec &&
+            gateway_client_wait(w->gateway, ret->gateway_seq, NULL, 0) >= 0)
                 gateway_unregister(w, id);
         return r;
 }
@@ -364,10 +444,26 @@ int worker_net_attach_end(Worker *w, WorkerNet *n, ApiError *e) {
         if (!n->active)
                 return 0;
         n->active = false;
-        if (n->gateway_seq > 0)
+        if (n->gateway_seq > 0 && w->gateway && n->gateway_gen == w->gateway_restarts.started_usec)
                 r = gateway_client_wait(w->gateway, n->gateway_seq, err, sizeof err);
+        else if (n->gateway_seq > 0)
+                r = -ECONNRESET; /* the gateway it was sent to died meanwhile (another request found out) */
+        if (gateway_gone(r)) {
+                /* it died with the registration: a new gateway, and the registration again (from the
+                 * store, which the API wrote before it asked us) */
+                AddrPair pair;
+                err[0] = 0;
+                r = gateway_restart_for_request(w, w->gateway ? strerror(-r) : NULL);
+                if (r >= 0 && w->gateway && worker_net_pair(w, n->slot, &pair) >= 0)
+                        r = gateway_register(w, n->id, &pair, NULL, err, sizeof err);
+                else if (r >= 0)
+                        r = -ECONNRESET;
+        }
         if (r < 0) {
                 worker_net_detach(w, n->id, n->slot); /* unregisters too: a late registration goes */
+                if (gateway_gone(r) || r == -EAGAIN)
+                        return api_error(e, r, API_WORKER_UNAVAILABLE,
+                                         "the sandbox gateway is restarting; try again (sandbox %s)", n->id);
                 return api_error(e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL,
                                  "cannot register sandbox %s with the gateway: %s", n->id, err[0] ? err : strerror(-r));
         }
@@ -433,7 +529,7 @@ void worker_net_attach_abort(Worker *w, WorkerNet *n) {
                 return;
         n->active = false;
         /* its answer is read first: each request is awaited once */
-        if (n->gateway_seq > 0)
+        if (n->gateway_seq > 0 && w->gateway && n->gateway_gen == w->gateway_restarts.started_usec)
                 (void) gateway_client_wait(w->gateway, n->gateway_seq, NULL, 0);
         worker_net_detach(w, n->id, n->slot);
 }

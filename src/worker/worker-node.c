@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "pool.h"
 #include "str-util.h"
 #include "worker-node.h"
 
@@ -22,6 +23,15 @@ int worker_node_instance(char *buf, size_t size) {
         return 0;
 }
 
+uint64_t worker_node_disk_mb(const Config *c) {
+        /* what the pool admits (pool_admit): its size x disk_overcommit, less the reserve */
+        uint64_t permille = c->disk_overcommit_permille ?: 1000;
+        uint64_t promised = (uint64_t) ((unsigned __int128) c->pool_size_mb * permille / 1000);
+        uint64_t reserve = pool_admit_reserve_bytes(c->pool_size_mb << 20, c->pool_reserve_mb) >> 20;
+
+        return promised > reserve ? promised - reserve : 1; /* 1: full, not "not limited" */
+}
+
 int worker_node_capacity(const Config *c, WorkerNode *ret) {
         WorkerNode w = {};
         struct sysinfo si;
@@ -33,7 +43,7 @@ int worker_node_capacity(const Config *c, WorkerNode *ret) {
                 w.memory_mb = c->worker_memory_mb;
         else if (sysinfo(&si) == 0)
                 w.memory_mb = (uint64_t) si.totalram * si.mem_unit / (1024 * 1024);
-        w.disk_mb = c->pool_size_mb;
+        w.disk_mb = worker_node_disk_mb(c);
         /* until the worker process says what it can run (worker_node_register) */
         (void) strscpy(w.runtimes, sizeof w.runtimes, "ns");
         if (strscpy(w.name, sizeof w.name, c->worker_name) < 0 ||

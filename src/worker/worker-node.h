@@ -12,6 +12,9 @@
 /* A random id for this start of the worker (tells a restart from a second
  * worker under the same name). */
 int worker_node_instance(char *buf, size_t size);
+/* The disk quota (MiB) this host's pool admits in all: pool_size_mb x
+ * disk_overcommit less the reserve (never 0, which would mean "not limited"). */
+uint64_t worker_node_disk_mb(const Config *config);
 /* What this host offers. */
 int worker_node_capacity(const Config *config, WorkerNode *ret);
 /* -EEXIST: another live worker holds config->worker_name. runtimes and

@@ -66,6 +66,9 @@ void worker_place(const WorkerNode *workers, size_t n, const Sandbox *sb, int64_
                         continue;
                 if (w->memory_mb > 0 && mem > w->memory_mb)
                         continue;
+                /* disk is reserved like memory: disk_mb is what its pool admits (worker-node.c) */
+                if (w->disk_mb > 0 && disk > w->disk_mb)
+                        continue;
                 cpu_load = ratio((uint64_t) w->used_cpu_millis + sb->cpu_millis, w->cpu_millis);
                 mem_load = ratio(mem, w->memory_mb);
                 disk_load = ratio(disk, w->disk_mb);

@@ -61,6 +61,8 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
                                         .deadline_msec = 1 * MIN_MSEC, .strings = { "name" } },
         [WORKER_OP_TEMPLATES] = { "templates", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         [WORKER_OP_INFO] = { "info", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
+        /* the local worker's parts, for /healthz and /readyz (which ask with a deadline of their own) */
+        [WORKER_OP_HEALTH] = { "health", .relayed = true, .idempotent = true, .deadline_msec = 5 * SEC_MSEC },
         /* the first line of a connection to the listener (cluster-net.h) */
         [WORKER_OP_HELLO] = { "hello", .listener = true, .deadline_msec = 5 * SEC_MSEC, .strings = { "token" } },
         /* the connection becomes the sandbox agent's stream */

@@ -47,6 +47,7 @@ typedef enum WorkerOpKind {
         WORKER_OP_TEMPLATE_REMOVE,
         WORKER_OP_TEMPLATES,
         WORKER_OP_INFO,
+        WORKER_OP_HEALTH,
         /* served by the cluster listener itself (worker-gateway.c, worker-ship.c) */
         WORKER_OP_HELLO,
         WORKER_OP_AGENT,

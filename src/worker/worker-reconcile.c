@@ -34,6 +34,15 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
         case SANDBOX_DELETING:
                 (void) worker_cleanup_sandbox(w, sb->id, true);
                 set_state(w, sb, SANDBOX_DELETED, "sandbox.deleted", "delete finished after a restart of spaced");
+                sb->state = SANDBOX_DELETED; /* its root goes with the orphans' */
+                return 0;
+        case SANDBOX_ERROR:
+                /* a delete that failed is still wanted: finished now, disk and all */
+                if (!startswith(sb->reason, SANDBOX_REASON_DELETE_FAILED))
+                        return 0;
+                (void) worker_cleanup_sandbox(w, sb->id, true);
+                set_state(w, sb, SANDBOX_DELETED, "sandbox.deleted", "a failed delete finished at the worker's start");
+                sb->state = SANDBOX_DELETED;
                 return 0;
         case SANDBOX_RUNNING:
         case SANDBOX_PAUSED:
@@ -80,6 +89,43 @@ static int remove_orphan_agent_dirs(Worker *w) {
         return 0;
 }
 
+/* At the daemon's start (role all; no API process is alive yet, so no
+ * import is in flight): a template still importing was cut short by a crash
+ * or kill of spaced. Rolled back: the row goes and so does whatever the pool
+ * holds of it (a half-written import in the pool's tmp/ went at its open). A
+ * worker started again by its supervisor leaves the rows alone: the API
+ * process that imports them lives on and drops a row whose import failed. */
+static void reconcile_templates(Worker *w) {
+        _cleanup_free_ Template *list = NULL;
+        size_t n = 0;
+
+        if (!streq(w->config->role, "all") || w->restarted || store_template_list(w->store, &list, &n) < 0)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                char data[STORE_NAME_MAX + 16];
+                int r;
+
+                if (list[i].state != TEMPLATE_IMPORTING)
+                        continue;
+                if (pool_template_exists(w->pool, list[i].name)) {
+                        r = pool_template_remove(w->pool, list[i].name);
+                        if (r < 0) {
+                                log_warning_errno(r, "Template %s: cannot remove its interrupted import: %m",
+                                                  list[i].name);
+                                continue; /* stays importing: tried again at the next start */
+                        }
+                }
+                r = store_template_delete(w->store, list[i].name);
+                if (r < 0) {
+                        log_warning_errno(r, "Template %s: cannot drop its interrupted import: %m", list[i].name);
+                        continue;
+                }
+                snprintf(data, sizeof data, "{\"name\":\"%s\"}", list[i].name); /* a valid name: nothing to escape */
+                worker_event(w, NULL, "template.removed", "import interrupted by a restart of spaced", data);
+                log_info("Template %s: its import was interrupted by a restart of spaced; rolled back", list[i].name);
+        }
+}
+
 int worker_reconcile(Worker *w) {
         _cleanup_strv_free_ char **cg = NULL, **roots = NULL;
         Sandbox *list = NULL;
@@ -106,6 +152,7 @@ int worker_reconcile(Worker *w) {
         for (size_t i = 0; i < n; i++)
                 (void) reconcile_known(w, &list[i]);
         found = (unsigned) w->n_live;
+        reconcile_templates(w);
 
         /* cgroups (and so processes) nobody owns */
         if (w->runtime->list(&cg) >= 0)

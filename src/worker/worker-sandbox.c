@@ -203,7 +203,7 @@ int worker_spec_parse(Worker *w, const JsonValue *spec, WorkerSpec *ret, ApiErro
         if (get_u64(spec, "slot", &s.slot) < 0 || get_u64(spec, "cpu_millis", &s.cpu_millis) < 0 ||
             get_u64(spec, "memory_mb", &s.memory_mb) < 0 || get_u64(spec, "disk_mb", &s.disk_mb) < 0 ||
             get_u64(spec, "pids_max", &s.pids_max) < 0 || get_u64(spec, "io_weight", &s.io_weight) < 0 ||
-            s.io_weight > 10000 || s.slot >= w->config->slots_max ||
+            s.io_weight > 10000 || s.slot >= w->config->slots_max || s.disk_mb > WORKER_DISK_MB_MAX ||
             s.cpu_millis > UINT32_MAX || s.pids_max > UINT32_MAX)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox limits");
         if (env_from_json(json_get(spec, "env"), &s.env) < 0)
@@ -361,7 +361,7 @@ int worker_spawn_complete(Worker *w, const WorkerSpec *s, WorkerSpawnPrep *prep,
         if (r < 0) {
                 (void) rm_rf(prep->dir);
                 log_warning("Failed to start sandbox %s: %s", s->id, err);
-                return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
+                return worker_storage_error(w, r, e, API_INTERNAL, "cannot start the sandbox: %s", err);
         }
         ret->spawned_usec = now_usec();
         /* its network goes up while PID 1 sets itself up (it runs nothing
@@ -410,8 +410,8 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
                 ret->root_usec = now_usec();
                 if (r < 0) {
                         worker_spawn_cancel(w, &prep, ret);
-                        return api_error(e, r, api_error_code_from_errno(r), "cannot create the root filesystem: %s",
-                                         strerror(-r));
+                        return worker_storage_error(w, r, e, api_error_code_from_errno(r),
+                                                    "cannot create the root filesystem: %s", strerror(-r));
                 }
         }
         return worker_spawn_complete(w, s, &prep, prep.root_later ? root_made : root, ret, e);
@@ -432,7 +432,7 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, p->id);
                 (void) rm_rf(dir);
                 log_warning("Failed to start sandbox %s: %s", p->id, err);
-                return api_error(e, r, API_INTERNAL, "cannot start the sandbox: %s", err);
+                return worker_storage_error(w, r, e, API_INTERNAL, "cannot start the sandbox: %s", err);
         }
         r = worker_live_add(w, p->rt, p->id, p->slot, inst.pid, inst.starttime, inst.pidfd);
         if (r < 0) {
@@ -518,6 +518,10 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         rt = worker_runtime(w, s.runtime, e);
         if (!rt)
                 return -EOPNOTSUPP;
+        /* its disk quota, against what the pool holds and promised, before anything is made */
+        r = worker_admit_disk(w, "create", NULL, s.disk_mb << 20, s.disk_mb << 20, e);
+        if (r < 0)
+                return r;
 
         if (rt == w->vm) {
                 uint64_t host_mb = host_memory_mb();

@@ -359,6 +359,25 @@ static void spawner_lost(Worker *w, int r) {
         w->spawner_pid = 0; /* reaped */
         w->spawner_outstanding = 0;
         w->spawner_fd = safe_close(w->spawner_fd);
+        worker_restarts_died(&w->spawner_restarts, now_usec(), strerror(-r));
+}
+
+void worker_spawner_tick(Worker *w) {
+        siginfo_t si = {};
+
+        /* died while idle: nobody sent it anything since */
+        if (w->spawner_pid > 0 && w->spawner_outstanding == 0 &&
+            waitid(P_PID, (id_t) w->spawner_pid, &si, WEXITED | WNOHANG | WNOWAIT) >= 0 && si.si_pid == w->spawner_pid)
+                spawner_lost(w, si.si_code == CLD_EXITED ? -ECHILD : -EINTR);
+        if (w->spawner_pid > 0 || !worker_restarts_due(&w->spawner_restarts, now_usec()))
+                return;
+        /* a fork of the grown worker now (its first was forked while the worker was small) */
+        if (worker_spawner_start(w) < 0) {
+                worker_restarts_died(&w->spawner_restarts, now_usec(), "it could not be started");
+                return;
+        }
+        worker_restarts_started(&w->spawner_restarts, now_usec());
+        log_info("Spawner restarted (pid %d, restart #%u)", (int) w->spawner_pid, w->spawner_restarts.restarts);
 }
 
 /* A request the lost spawner never answered: it may have cloned PID 1

@@ -111,8 +111,8 @@ void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool wit
         }
         if (r < 0) {
                 (void) pool_checkpoint_remove(w->pool, id, ck);
-                api_error(&e, r, r == -ENOSPC ? API_INSUFFICIENT_STORAGE : API_INTERNAL,
-                          "cannot checkpoint %s%s: %s", id, with_memory ? " with its memory" : "", strerror(-r));
+                worker_storage_error(w, r, &e, API_INTERNAL, "cannot checkpoint %s%s: %s", id,
+                                     with_memory ? " with its memory" : "", strerror(-r));
                 return worker_reply_error(jw, &e);
         }
         (void) pool_checkpoint_usage(w->pool, id, ck, &size);

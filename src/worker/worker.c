@@ -213,6 +213,8 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                 }
                 if (now_usec() - last_tick >= WORKER_TICK_MSEC * 1000) {
                         worker_tick(w);
+                        worker_net_tick(w);
+                        worker_spawner_tick(w);
                         worker_boot_tick(w);
                         worker_statfs_tick(w);
                         worker_metrics_tick(w);
@@ -291,11 +293,11 @@ out:
         return r;
 }
 
-int worker_main(const Config *config, int ready_fd) {
+int worker_main(const Config *config, int ready_fd, bool restarted) {
         _cleanup_close_ int lfd = -EBADF, sfd = -EBADF;
         char sockpath[PATH_MAX];
         Worker w = { .config = config, .agent_exe_fd = -EBADF, .epoll_fd = -EBADF, .self_netns_fd = -EBADF,
-                     .spawner_fd = -EBADF, .roots_fd = -EBADF };
+                     .spawner_fd = -EBADF, .roots_fd = -EBADF, .restarted = restarted };
         sigset_t mask;
         int r;
 
@@ -349,7 +351,9 @@ int worker_main(const Config *config, int ready_fd) {
                 goto finish;
         }
         PoolConfig pc = { .state_dir = config->state_dir, .pool_path = config->pool_path,
-                          .size_mb = config->pool_size_mb, .storage = config->storage };
+                          .size_mb = config->pool_size_mb, .storage = config->storage,
+                          .disk_overcommit_permille = config->disk_overcommit_permille,
+                          .reserve_mb = config->pool_reserve_mb };
         r = pool_open(&pc, &w.pool);
         if (r < 0) {
                 log_error_errno(r, "Cannot open the storage pool: %m");
@@ -366,7 +370,8 @@ int worker_main(const Config *config, int ready_fd) {
         }
         /* now, while the worker is small: everything a spawn needs is here (agent, filter, cgroup
          * layout); it keeps no fd of the store's or the pool's */
-        (void) worker_spawner_start(&w);
+        if (worker_spawner_start(&w) >= 0)
+                worker_restarts_started(&w.spawner_restarts, now_usec());
         (void) worker_roots_start(&w);
         w.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (w.epoll_fd < 0) {

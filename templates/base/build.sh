@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 #
 # Builds the default "base" template, offline: a root file system made of
-# Debian's static busybox (every applet as a symlink) and static bash, with
+# Debian's static busybox (every applet as a symlink), static bash and curl
+# with the libraries it links and the CA bundle (busybox wget's own TLS fails
+# the handshake with most servers: it offers no signature algorithm they
+# take, so HTTPS needs curl; wget does plain HTTP), with
 # root and an unprivileged "user" (uid/gid 1000). The result is a tar archive
 # with numeric owners that `space template import base OUTPUT.tar` (or
 # pool_template_import_tar()) takes.
@@ -29,6 +32,8 @@ case $epoch in '' | *[!0-9]*) die "SOURCE_DATE_EPOCH must be a number" ;; esac
 pkgs=()
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || pkgs+=(busybox-static)
 dpkg-query -W -f='${Status}' bash-static 2>/dev/null | grep -q "ok installed" || pkgs+=(bash-static)
+dpkg-query -W -f='${Status}' curl 2>/dev/null | grep -q "ok installed" || pkgs+=(curl)
+dpkg-query -W -f='${Status}' ca-certificates 2>/dev/null | grep -q "ok installed" || pkgs+=(ca-certificates)
 if [ ${#pkgs[@]} -gt 0 ]; then
 	echo "build.sh: installing ${pkgs[*]}" >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" >&2 ||
@@ -38,6 +43,9 @@ busybox=$(dpkg -L busybox-static | grep -E '/bin/busybox$' | head -n1)
 bash_static=$(dpkg -L bash-static | grep -E '/bin/bash-static$' | head -n1)
 [ -x "$busybox" ] || die "busybox-static has no bin/busybox"
 [ -x "$bash_static" ] || die "bash-static has no bin/bash-static"
+curl_bin=/usr/bin/curl
+[ -x "$curl_bin" ] || die "curl has no /usr/bin/curl"
+[ -f /etc/ssl/certs/ca-certificates.crt ] || die "ca-certificates has no /etc/ssl/certs/ca-certificates.crt"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/space-base.XXXXXX")
 trap 'rm -rf --one-file-system "$work"' EXIT
@@ -70,6 +78,16 @@ while read -r applet; do
 	n=$((n + 1))
 done < <("$busybox" --list-full | LC_ALL=C sort)
 [ "$n" -gt 100 ] || die "busybox lists only $n applets"
+
+# curl and the shared libraries it links (paths as ldd names them), the CA bundle.
+install -m 0755 "$curl_bin" "$root/usr/bin/curl"
+while read -r lib; do
+	case $lib in /*) ;; *) continue ;; esac
+	case $lib in *..*) die "unexpected library path '$lib'" ;; esac
+	real=$(readlink -f "$lib")
+	install -D -m "$(stat -c %a "$real")" "$real" "$root$lib"
+done < <(ldd "$curl_bin" | awk '/=> \// { print $3 } /^[[:space:]]*\/[^ ]*ld-linux/ { print $1 }' | LC_ALL=C sort -u)
+install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
 
 put() { # put MODE PATH (content on stdin)
 	cat >"$root/$2"
@@ -127,10 +145,10 @@ put 0644 root/.bashrc <<'EOF'
 EOF
 install -m 0644 -o 1000 -g 1000 "$root/root/.bashrc" "$root/home/user/.bashrc"
 
-# Smoke test: the shells and an applet run from the new root.
+# Smoke test: the shells, an applet and curl run from the new root.
 if command -v chroot >/dev/null; then
-	chroot "$root" /bin/bash -c 'ls / >/dev/null && [ "$(echo ok | cat)" = ok ]' ||
-		die "the new root does not run bash and busybox"
+	chroot "$root" /bin/bash -c 'ls / >/dev/null && [ "$(echo ok | cat)" = ok ] && curl --version >/dev/null' ||
+		die "the new root does not run bash, busybox and curl"
 fi
 
 tmp_out="$out.tmp.$$"

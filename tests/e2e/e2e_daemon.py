@@ -21,6 +21,9 @@ import e2e_openapi
 
 TMP_PREFIX = "space-e2e-"
 CACHE_DIR = "/tmp/space-e2e-cache"
+# Tests make many sandboxes of the default disk_mb (2048) on an 8 GiB pool: their quotas are
+# overcommitted (the default 1.0 admits three). test_disk_admission.py runs its own at 1.0.
+E2E_DISK_OVERCOMMIT = "100"
 START_TIMEOUT = 300          # a first start formats the pool and imports the base template
 STOP_TIMEOUT = 60
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
@@ -265,7 +268,8 @@ class Daemon:
     def args(self):
         a = [self.s.spaced_bin, "--state-dir", self.state_dir, "--listen", f"{self.host}:{self.port}",
              "--template-dir", self.template_dir, "--agent-path", self.s.agent_bin,
-             "--pool-size-mb", "8192", "--cgroup-root", self.cgroup_root, "--log-level", "debug"] + self.net_args()
+             "--pool-size-mb", "8192", "--disk-overcommit", E2E_DISK_OVERCOMMIT, "--cgroup-root", self.cgroup_root,
+             "--log-level", "debug"] + self.net_args()
         # 1024 slots: a uid range of 2^26 ids, so that many daemons of concurrent sessions find one
         a += ["--slots-max=1024"]
         if self.uid_base is not None:
@@ -287,7 +291,7 @@ class Daemon:
     def config_env(self):
         """The same configuration as SPACE_* variables (for 'space up')."""
         env = {"SPACE_TEMPLATE_DIR": self.template_dir, "SPACE_AGENT_PATH": self.s.agent_bin,
-               "SPACE_POOL_SIZE_MB": "8192", "SPACE_CGROUP_ROOT": self.cgroup_root, "SPACE_LOG_LEVEL": "debug",
+               "SPACE_POOL_SIZE_MB": "8192", "SPACE_DISK_OVERCOMMIT": E2E_DISK_OVERCOMMIT, "SPACE_CGROUP_ROOT": self.cgroup_root, "SPACE_LOG_LEVEL": "debug",
                "SPACE_NET_POOL": self.net_pool, "SPACE_NET_TABLE": self.net_table,
                "SPACE_NET_LINK_PREFIX": self.net_prefix}
         env["SPACE_SLOTS_MAX"] = "1024"

@@ -150,7 +150,7 @@ def test_cli_key_create_for_tenant_is_admin_only(spaced):
     tenant = new_tenant()
     k = make_key(spaced, tenant=tenant)
     c = spaced.cli("key", "create", "--tenant", new_tenant(), key=k["key"])
-    assert c.rc == 1 and c.err.count("\n") == 1, c
+    assert c.rc == 5 and c.err.count("\n") == 1, c  # 403: exit 5
 
 
 def test_admin_lists_all_keys(spaced):
@@ -192,7 +192,7 @@ def test_key_cli(spaced):
     assert c.rc == 0, c
     assert spaced.api("GET", "/v1/info", key=v["key"]).status == 401
     c = spaced.cli("key", "rm", v["id"])
-    assert c.rc == 1 and c.err.count("\n") == 1, c
+    assert c.rc == 3 and c.err.count("\n") == 1, c  # 404: exit 3
 
 
 def test_key_bad_input(spaced):

@@ -53,8 +53,9 @@ def cli(d, *args, **kw):
     return d.cli(*args, key=None, env=env, **kw)
 
 
-def one_line_error(c):
-    assert c.rc == 1, c
+def one_line_error(c, rc=1):
+    """A failure: exit rc (space help: 2 usage, 3 not found, 6 unavailable, 125 exec), one line on stderr."""
+    assert c.rc == rc, c
     assert c.out == "", c
     assert c.err.count("\n") == 1 and c.err.endswith("\n") and c.err.strip(), f"not a one-line error: {c!r}"
 
@@ -94,7 +95,7 @@ def test_create_ls_show_rm(up):
         c = cli(up, "rm", sid)
         assert c.rc == 0, c
         up.known_alive.discard(sid)
-    one_line_error(cli(up, "show", sid))
+    one_line_error(cli(up, "show", sid), 3)
 
 
 def test_create_options(up):
@@ -111,33 +112,35 @@ def test_create_options(up):
         up.known_alive.discard(v["id"])
 
 
-@pytest.mark.parametrize("args", [
-    ("show", "zzzzzzzzzzzzzzzz"),
-    ("rm", "zzzzzzzzzzzzzzzz"),
-    ("exec", "zzzzzzzzzzzzzzzz", "--", "true"),
-    ("cp", "zzzzzzzzzzzzzzzz:/etc/hostname", "-"),
-    ("shell", "zzzzzzzzzzzzzzzz"),
-    ("events", "zzzzzzzzzzzzzzzz", "--follow", "--limit", "x"),
-    ("create", "--template", "nosuchtemplate"),
-    ("create", "--cpu", "lots"),
-    ("create", "--memory", "-1"),
-    ("nosuchcommand",),
-    ("ls", "--nosuchoption"),
-    ("--nosuchglobal", "ls"),
-    ("exec",),
-    ("template", "frobnicate"),
-], ids=lambda a: " ".join(a)[:40])
-def test_one_line_errors(up, args):
-    one_line_error(cli(up, *args, timeout=60))
+@pytest.mark.parametrize("rc,args", [
+    (3, ("show", "zzzzzzzzzzzzzzzz")),
+    (3, ("rm", "zzzzzzzzzzzzzzzz")),
+    (125, ("exec", "zzzzzzzzzzzzzzzz", "--", "true")),
+    (3, ("cp", "zzzzzzzzzzzzzzzz:/etc/hostname", "-")),
+    (125, ("shell", "zzzzzzzzzzzzzzzz")),
+    (2, ("events", "zzzzzzzzzzzzzzzz", "--follow", "--limit", "x")),
+    (3, ("create", "--template", "nosuchtemplate")),
+    (2, ("create", "--cpu", "lots")),
+    (2, ("create", "--memory", "-1")),
+    (2, ("nosuchcommand",)),
+    (2, ("ls", "--nosuchoption")),
+    (2, ("--nosuchglobal", "ls")),
+    (125, ("exec",)),
+    (2, ("template", "frobnicate")),
+], ids=lambda a: " ".join(a)[:40] if isinstance(a, tuple) else str(a))
+def test_one_line_errors(up, rc, args):
+    one_line_error(cli(up, *args, timeout=60), rc)
 
 
 def test_json_errors_are_one_line_too(up):
-    one_line_error(cli(up, "--json", "show", "zzzzzzzzzzzzzzzz"))
+    c = cli(up, "--json", "show", "zzzzzzzzzzzzzzzz")
+    one_line_error(c, 3)
+    assert json.loads(c.err)["error"]["code"] == "not_found", c
 
 
 def test_unreachable_server(up):
     c = up.cli("ls", key="sk_x", env={"SPACE_URL": "http://127.0.0.1:1"})
-    one_line_error(c)
+    one_line_error(c, 6)
 
 
 def test_info(up):
@@ -234,4 +237,4 @@ def test_down(up):
     problems = residue.released_problems(up) + up.sanitizer_reports()
     assert not problems, problems
     c = cli(up, "ls")
-    one_line_error(c)
+    one_line_error(c, 6)

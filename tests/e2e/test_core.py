@@ -13,7 +13,11 @@ SCRIPT = "echo hi; echo err >&2; exit 3"
 def test_healthz(spaced):
     r = spaced.api("GET", "/healthz", key=None)
     assert r.status == 200, r
-    assert r.json() == {"status": "ok"}
+    v = r.json()
+    assert v["status"] == "ok", v
+    for part in ("store", "worker", "pool", "gateway", "spawner"):
+        assert v["components"][part]["status"] == "ok", v
+    assert spaced.api("GET", "/readyz", key=None).status == 200
 
 
 def test_metrics_without_key(spaced):

@@ -20,7 +20,7 @@ import yaml
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 K8S = os.path.join(REPO, "deploy", "kubernetes")
 SYSTEMD = os.path.join(REPO, "deploy", "systemd")
-UNITS = ("spaced-api.service", "spaced-controller.service", "spaced-worker.service")
+UNITS = ("spaced-all.service", "spaced-api.service", "spaced-controller.service", "spaced-worker.service")
 # what the worker must not set on itself: each is inherited by the sandboxes
 # or gives the unit a private mount namespace (the pool mount would vanish)
 WORKER_FORBIDDEN = ("ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices", "PrivateMounts",
@@ -306,11 +306,15 @@ def test_systemd_units_roles_flags_and_hardening(e2e_session, keys, tmp_path):
         assert svc["Restart"] in ("on-failure", "always")
         assert dict(u["Install"])["WantedBy"] == "multi-user.target"
         opts = {k for k, _ in u["Service"]}
-        if role == "worker":
+        if role in ("worker", "all"):
             bad = opts & set(WORKER_FORBIDDEN)
-            assert not bad, f"the worker unit sets {bad}: inherited by sandboxes or a private mount namespace"
+            assert not bad, f"the {role} unit sets {bad}: inherited by sandboxes or a private mount namespace"
             assert svc["KillMode"] in ("mixed", "process"), "stopping the worker leaves its sandboxes running"
             assert state == "/var/lib/space"
+            if role == "all":
+                # restarted whatever it died of, however often
+                assert svc["Restart"] == "always"
+                assert dict(u["Unit"])["StartLimitIntervalSec"] == "0"
         else:
             # no namespaces, no capabilities: the strict set
             for k in ("ProtectSystem", "NoNewPrivileges", "PrivateDevices", "RestrictNamespaces",

@@ -70,11 +70,11 @@ def test_cp_keeps_mode_and_stdio(spaced, sandbox, workdir):
 
 def test_cp_errors(spaced, sandbox, workdir):
     c = spaced.cli("cp", f"{sandbox}:/no/such/file", os.path.join(workdir, "x"))
-    assert c.rc == 1 and c.err.count("\n") == 1, c
+    assert c.rc == 3 and c.err.count("\n") == 1, c  # not found: exit 3
     c = spaced.cli("cp", os.path.join(workdir, "missing-local"), f"{sandbox}:/tmp/x")
-    assert c.rc == 1 and c.err.count("\n") == 1, c
+    assert c.rc == 3 and c.err.count("\n") == 1, c
     c = spaced.cli("cp", "nosuchsandbox:/a", os.path.join(workdir, "x"))
-    assert c.rc == 1 and c.err.count("\n") == 1, c
+    assert c.rc == 3 and c.err.count("\n") == 1, c
 
 
 # ---- the API ----

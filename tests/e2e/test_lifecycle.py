@@ -723,7 +723,7 @@ def test_cli_lifecycle(d, sb):
     r = d.cli("resume", sb)
     assert r.rc == 0 and "running" in r.out, r
     r = d.cli("resume", sb)
-    assert r.rc == 1 and "already running" in r.err, r
+    assert r.rc == 4 and "already running" in r.err, r  # 409: exit 4
     d.sh(sb, "echo v1 > /root/v")
     r = d.cli("checkpoint", sb, "--name", "v1")
     assert r.rc == 0 and re.match(r"^[a-z][a-z0-9]{15}\n$", r.out), r

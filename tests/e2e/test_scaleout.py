@@ -45,6 +45,7 @@ import pytest
 
 import e2e_host as host
 import e2e_http
+from e2e_daemon import E2E_DISK_OVERCOMMIT
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PG_SCRIPT = os.path.join(REPO, "tests", "pg-test-server.sh")
@@ -264,6 +265,7 @@ class Cluster:
             extra += [f"--gateway-dns-upstream={self.upstream['ip']}:53", f"--gateway-ca-file={self.upstream['ca']}"]
         return [self.s.spaced_bin, "--role", "worker", "--state-dir", self.state_dir(state or name),
                 "--worker-name", name, "--worker-listen", address, "--pool-size-mb", "4096",
+                "--disk-overcommit", E2E_DISK_OVERCOMMIT,
                 "--cgroup-root", f"{self.tag}-so-{name}", "--slots-max=1024"] + extra + self.common(token_file)
 
     def start_worker(self, name, i, address, netns, token_file=None):

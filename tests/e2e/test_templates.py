@@ -64,7 +64,7 @@ def use_and_remove(spaced, name):
         r = spaced.api("DELETE", f"/v1/templates/{name}")
         assert_error_shape(r, 409, "template_in_use")
         c = spaced.cli("template", "rm", name)
-        assert c.rc == 1 and c.err.count("\n") == 1, c
+        assert c.rc == 4 and c.err.count("\n") == 1, c  # 409: exit 4
         assert spaced.sh(sb["id"], "echo still") == "still\n"
     finally:
         spaced.delete(sb["id"])
@@ -187,4 +187,4 @@ def test_import_hostile_tar(spaced):
 def test_remove_missing(spaced):
     assert_error_shape(spaced.api("DELETE", "/v1/templates/nosuchtemplate"), 404, "not_found")
     c = spaced.cli("template", "rm", "nosuchtemplate")
-    assert c.rc == 1 and c.err.count("\n") == 1, c
+    assert c.rc == 3 and c.err.count("\n") == 1, c  # 404: exit 3

@@ -848,6 +848,24 @@ TEST(sandbox_patch) {
         ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
         ASSERT_TRUE(patch("{\"idle_action\":3}", &cur, &p, &e) < 0);
         ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
+
+        /* disk_mb: a new quota, or 0 (unchanged) when it is the same */
+        cur.disk_mb = 2048;
+        ASSERT_OK(patch("{\"disk_mb\":4096}", &cur, &p, &e));
+        ASSERT_EQ(p.disk_mb, 4096);
+        ASSERT_EQ(p.timeout_s, 60);
+        ASSERT_OK(patch("{\"disk_mb\":2048}", &cur, &p, &e));
+        ASSERT_EQ(p.disk_mb, 0);
+        ASSERT_OK(patch("{\"timeout_s\":5}", &cur, &p, &e));
+        ASSERT_EQ(p.disk_mb, 0);
+        ASSERT_TRUE(patch("{\"disk_mb\":8}", &cur, &p, &e) < 0);
+        ASSERT_STREQ(e.message, "disk_mb must be between 16 and 262144, not 8");
+        ASSERT_TRUE(patch("{\"disk_mb\":262145}", &cur, &p, &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
+        ASSERT_TRUE(patch("{\"disk_mb\":\"64\"}", &cur, &p, &e) < 0);
+        ASSERT_STREQ(e.message, "disk_mb must be a non-negative integer");
+        ASSERT_TRUE(patch("{\"disk_mb\":-1}", &cur, &p, &e) < 0);
+        ASSERT_EQ(e.code, API_INVALID_ARGUMENT);
 }
 
 TEST(checkpoint_requests) {

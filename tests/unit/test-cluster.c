@@ -77,6 +77,28 @@ TEST(placement_spreads_prefers_locality_and_skips_the_dead_and_full) {
         ASSERT_EQ(n, 0U);
 }
 
+TEST(placement_reserves_disk) {
+        WorkerNode w[2];
+        size_t order[2], n;
+        Sandbox sb = request(512);
+
+        w[0] = node("a", 8192, 0, 0, "base");
+        w[1] = node("b", 8192, 0, 0, "base");
+        w[0].used_disk_mb = 9950;                        /* 9950 + 100 > 10000 */
+        w[1].used_disk_mb = 9900;                        /* exactly fits */
+        worker_place(w, 2, &sb, NOW - 10 * 1000000, order, &n);
+        ASSERT_EQ(n, 1U);
+        ASSERT_STREQ(w[order[0]].name, "b");
+        w[1].used_disk_mb = 9901;
+        worker_place(w, 2, &sb, NOW - 10 * 1000000, order, &n);
+        ASSERT_EQ(n, 0U);
+        /* capacity 0: not limited */
+        w[0].disk_mb = 0;
+        worker_place(w, 2, &sb, NOW - 10 * 1000000, order, &n);
+        ASSERT_EQ(n, 1U);
+        ASSERT_STREQ(w[order[0]].name, "a");
+}
+
 TEST(list_has) {
         ASSERT_TRUE(worker_list_has("base,python", "python"));
         ASSERT_TRUE(worker_list_has("base", "base"));

@@ -89,6 +89,7 @@ TEST(connect_codes) {
         ASSERT_STREQ(e2b_connect_code(API_ALREADY_EXISTS), "already_exists");
         ASSERT_EQ(e2b_connect_status(API_ALREADY_EXISTS), 409);
         ASSERT_STREQ(e2b_connect_code(API_BAD_GATEWAY), "unavailable");
+        ASSERT_STREQ(e2b_connect_code(API_WORKER_UNAVAILABLE), "unavailable");
         ASSERT_EQ(e2b_connect_status(API_BAD_GATEWAY), 503);
         ASSERT_STREQ(e2b_connect_code(API_NOT_IMPLEMENTED), "unimplemented");
         ASSERT_EQ(e2b_connect_status(API_NOT_IMPLEMENTED), 501);

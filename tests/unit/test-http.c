@@ -1187,6 +1187,82 @@ TEST(server_connection_limit) {
         (void) setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/* A keep-alive request on fd from a source address of our choosing, answered; the connection then idles. */
+static int raw_connect_from(int port, const char *src) {
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
+        struct sockaddr_in from = { .sin_family = AF_INET };
+        struct timeval tv = { .tv_sec = 10 };
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+                return negative_errno();
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        (void) inet_pton(AF_INET, src, &from.sin_addr);
+        (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        if (bind(fd, (struct sockaddr *) &from, sizeof from) < 0 || connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0) {
+                int r = negative_errno();
+                safe_close(fd);
+                return r;
+        }
+        return fd;
+}
+
+static void idle_after_one_request(int fd) {
+        char buf[512] = "";
+        ssize_t k;
+
+        ASSERT_OK(raw_send(fd, "GET /info?i=1 HTTP/1.1\r\nHost: x\r\n\r\n"));
+        k = recv(fd, buf, sizeof buf - 1, 0);
+        ASSERT_TRUE(k > 0);
+        ASSERT_TRUE(startswith(buf, "HTTP/1.1 200 OK\r\n") != NULL);
+        usleep(30 * 1000); /* back to waiting for the next head */
+}
+
+static bool peer_closed(int fd) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        char b;
+        return poll(&p, 1, 0) == 1 && recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+TEST(server_peer_waiting_cap) {
+        int fds[12], other;
+        TestServer t;
+        int64_t deadline;
+
+        test_server_start(&t, "127.0.0.1:0", 300000, 300000, 0);
+        http_server_set_peer_waiting_max(t.server, 8); /* read by the accept loop: before anyone connects */
+        for (unsigned i = 0; i < 8; i++) {
+                fds[i] = raw_connect_from(t.port, "127.0.0.1");
+                ASSERT_OK(fds[i]);
+                idle_after_one_request(fds[i]);
+        }
+        /* another address is not held to this one's count */
+        other = raw_connect_from(t.port, "127.0.0.2");
+        ASSERT_OK(other);
+        idle_after_one_request(other);
+        for (unsigned i = 0; i < 8; i++)
+                ASSERT_FALSE(peer_closed(fds[i]));
+        /* four more from the first address: its four oldest idle ones go */
+        for (unsigned i = 8; i < 12; i++) {
+                fds[i] = raw_connect_from(t.port, "127.0.0.1");
+                ASSERT_OK(fds[i]);
+                idle_after_one_request(fds[i]);
+        }
+        deadline = mono_msec() + 10000;
+        for (unsigned i = 0; i < 4; i++)
+                while (!peer_closed(fds[i])) {
+                        ASSERT_TRUE(mono_msec() < deadline);
+                        usleep(10 * 1000);
+                }
+        for (unsigned i = 4; i < 12; i++)
+                ASSERT_FALSE(peer_closed(fds[i]));
+        ASSERT_FALSE(peer_closed(other));
+        for (unsigned i = 0; i < 12; i++)
+                safe_close(fds[i]);
+        safe_close(other);
+        test_server_stop(&t);
+}
+
 TEST(server_stop_with_open_connections) {
         _cleanup_(http_client_freep) HttpClient *c = NULL;
         _cleanup_free_ char *body = NULL;

@@ -251,7 +251,7 @@ TEST(btrfs_open_reuse_reattach) {
         ASSERT_STREQ(fstype, "btrfs");
         ASSERT_OK(stat(mnt, &st));
         ASSERT_EQ(st.st_mode & 07777, 0700);
-        check_listing(mnt, "checkpoints,sandboxes,templates,tmp");
+        check_listing(mnt, "checkpoints,layers,sandboxes,templates,tmp");
 
         ASSERT_OK(pool_info_json(p, &info));
         fprintf(stderr, "  info: %s\n", info);
@@ -481,7 +481,7 @@ static void exercise_pool(Pool *p, const char *dir) {
         }
         check_listing(tmp, "");
         check_listing(tpls, "base");
-        check_listing(pool_dir, "checkpoints,sandboxes,templates,tmp");
+        check_listing(pool_dir, "checkpoints,layers,sandboxes,templates,tmp");
 
         /* Three roots from the template; writes in one show nowhere else. */
         for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
@@ -712,6 +712,76 @@ TEST(btrfs_quota) {
 
         ASSERT_OK(pool_sandbox_remove(p, "q1"));
         ASSERT_OK(pool_sandbox_remove(p, "q2"));
+        pool_fd = safe_close(pool_fd);
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+}
+
+TEST(btrfs_space_and_promises) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *image = test_path_join(dir, "pool.img"), *tar = NULL, *root = NULL, *root2 = NULL,
+                            *big = NULL, *buf = NULL;
+        _cleanup_close_ int fd = -EBADF, pool_fd = -EBADF;
+        const size_t chunk = 1 << 20;
+        PoolSpace s, before;
+
+        test_pool_need_btrfs();
+        tar = make_good_tar(dir);
+        ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
+        ASSERT_OK(pool_space_read(p, NULL, &before));
+        ASSERT_TRUE(before.quota_known);
+        ASSERT_EQ(before.promised_bytes, 0);
+        ASSERT_EQ(before.sandboxes, 0);
+        ASSERT_TRUE(before.size_bytes >= (uint64_t) (TEST_POOL_MB - 16) << 20);
+        ASSERT_TRUE(before.free_bytes > 0 && before.free_bytes < before.size_bytes);
+
+        ASSERT_OK(pool_sandbox_create(p, "base", "s1", 40, &root));
+        ASSERT_OK(pool_sandbox_create(p, "base", "s2", 24, &root2));
+        ASSERT_OK(pool_space_read(p, NULL, &s));
+        ASSERT_EQ(s.promised_bytes, UINT64_C(64) << 20);
+        /* a fresh root holds nothing of its own but its tree's root node */
+        ASSERT_TRUE(s.outstanding_bytes <= UINT64_C(64) << 20);
+        ASSERT_TRUE(s.outstanding_bytes >= UINT64_C(63) << 20);
+        ASSERT_EQ(s.sandboxes, 2U);
+        /* one counted apart: the sandbox an op changes */
+        ASSERT_OK(pool_space_read(p, "s1", &s));
+        ASSERT_EQ(s.promised_bytes, UINT64_C(24) << 20);
+        ASSERT_EQ(s.self_promised_bytes, UINT64_C(40) << 20);
+        ASSERT_EQ(s.sandboxes, 1U);
+
+        /* what s1 writes is no longer outstanding, once committed */
+        buf = malloc(chunk);
+        ASSERT_NOT_NULL(buf);
+        memset(buf, 0x5a, chunk);
+        big = test_path_join(root, "big");
+        fd = open(big, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ASSERT_TRUE(fd >= 0);
+        for (int i = 0; i < 16; i++)
+                ASSERT_OK(loop_write(fd, buf, chunk));
+        ASSERT_OK(fsync(fd));
+        fd = safe_close(fd);
+        ASSERT_OK(pool_space_sync(p));
+        ASSERT_OK(pool_space_read(p, "s1", &s));
+        ASSERT_TRUE(s.self_outstanding_bytes <= (UINT64_C(24) << 20) + (UINT64_C(1) << 20));
+        ASSERT_TRUE(s.self_outstanding_bytes >= UINT64_C(20) << 20);
+        ASSERT_TRUE(s.free_bytes < before.free_bytes);
+
+        /* a new quota is what the next read sees */
+        ASSERT_OK(pool_sandbox_set_quota(p, "s2", 100));
+        ASSERT_OK(pool_space_read(p, NULL, &s));
+        ASSERT_EQ(s.promised_bytes, UINT64_C(140) << 20);
+        ASSERT_ERRNO(pool_sandbox_set_quota(p, "nonexistent", 100), ENOENT);
+        ASSERT_ERRNO(pool_sandbox_set_quota(p, "s2", UINT64_MAX), ERANGE);
+
+        /* a sandbox dir without a root (half removed) promises nothing */
+        ASSERT_OK(pool_sandbox_remove(p, "s1"));
+        ASSERT_OK(pool_space_read(p, NULL, &s));
+        ASSERT_EQ(s.promised_bytes, UINT64_C(100) << 20);
+        ASSERT_EQ(s.sandboxes, 1U);
+
+        ASSERT_OK(pool_sandbox_remove(p, "s2"));
         pool_fd = safe_close(pool_fd);
         ASSERT_OK(pool_release(p));
         check_no_residue(dir, image);

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <libpq-fe.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <inttypes.h>
@@ -3064,4 +3065,198 @@ STORE_TEST(timing_counts_round_trips_of_this_thread) {
         ASSERT_TRUE(store_timing_usec() > 0);
         store_timing_reset();
         ASSERT_EQ(store_timing_calls(), 0U);
+}
+
+/* ---- tenant quotas ---- */
+
+TEST(tenant_quota_strings) {
+        ASSERT_STREQ(tenant_quota_to_string(TENANT_QUOTA_SANDBOXES), "sandboxes");
+        ASSERT_STREQ(tenant_quota_to_string(TENANT_QUOTA_STREAMS), "streams");
+        ASSERT_NULL(tenant_quota_to_string(_TENANT_QUOTA_MAX));
+        ASSERT_EQ(tenant_quota_from_string("cpu_millis"), TENANT_QUOTA_CPU_MILLIS);
+        ASSERT_EQ(tenant_quota_from_string("volumes"), _TENANT_QUOTA_INVALID);
+        ASSERT_EQ(tenant_quota_from_string(NULL), _TENANT_QUOTA_INVALID);
+}
+
+TEST(admission_check_decides_each_quota) {
+        StoreAdmission a = { .limit = { [TENANT_QUOTA_SANDBOXES] = 3, [TENANT_QUOTA_CPU_MILLIS] = 2500 } };
+        TenantUsage u = { .used = { [TENANT_QUOTA_SANDBOXES] = 1, [TENANT_QUOTA_CPU_MILLIS] = 1000 } };
+        Sandbox sb;
+
+        sandbox_init(&sb, "x", "tn_a", "base"); /* 1000 millis */
+        ASSERT_OK(store_admission_check(&a, &u, &sb));
+        a.count = 2; /* two more of 1000: 3000 > 2500 */
+        ASSERT_ERRNO(store_admission_check(&a, &u, &sb), EDQUOT);
+        ASSERT_EQ(a.exceeded, TENANT_QUOTA_CPU_MILLIS);
+        ASSERT_EQ(a.need, 2000U);
+        ASSERT_EQ(a.usage.used[TENANT_QUOTA_CPU_MILLIS], 1000U);
+        /* a checkpoint asks nothing of the sandbox quotas, even over them */
+        u.used[TENANT_QUOTA_SANDBOXES] = 9;
+        ASSERT_OK(store_admission_check(&a, &u, NULL));
+        a.limit[TENANT_QUOTA_CHECKPOINTS] = 1;
+        u.used[TENANT_QUOTA_CHECKPOINTS] = 1;
+        ASSERT_ERRNO(store_admission_check(&a, &u, NULL), EDQUOT);
+        ASSERT_EQ(a.exceeded, TENANT_QUOTA_CHECKPOINTS);
+        /* 0 = unlimited; sums saturate instead of wrapping */
+        StoreAdmission b = { .limit = { [TENANT_QUOTA_MEMORY_MB] = UINT64_MAX - 1 }, .count = UINT64_MAX };
+        ASSERT_ERRNO(store_admission_check(&b, &u, &sb), EDQUOT);
+        ASSERT_ERRNO(store_admission_check(NULL, &u, &sb), EINVAL);
+}
+
+STORE_TEST(tenant_quotas_roundtrip) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        TenantQuotas q, got;
+        Tenant t;
+
+        ASSERT_OK(store_tenant_create(s, "quota", &t));
+        /* no row: every value the default */
+        ASSERT_OK(store_tenant_quotas_get(s, t.id, &got));
+        ASSERT_STREQ(got.tenant_id, t.id);
+        ASSERT_EQ(got.updated_usec, 0);
+        for (size_t i = 0; i < _TENANT_QUOTA_MAX; i++)
+                ASSERT_EQ(got.value[i], TENANT_QUOTA_DEFAULT);
+        q = got;
+        q.value[TENANT_QUOTA_SANDBOXES] = 4;
+        q.value[TENANT_QUOTA_RPS] = 0;
+        q.value[TENANT_QUOTA_DISK_MB] = INT64_C(1) << 40;
+        ASSERT_OK(store_tenant_quotas_set(s, &q));
+        ASSERT_OK(store_tenant_quotas_get(s, t.id, &got));
+        ASSERT_EQ(got.value[TENANT_QUOTA_SANDBOXES], 4);
+        ASSERT_EQ(got.value[TENANT_QUOTA_RPS], 0);
+        ASSERT_EQ(got.value[TENANT_QUOTA_DISK_MB], INT64_C(1) << 40);
+        ASSERT_EQ(got.value[TENANT_QUOTA_STREAMS], TENANT_QUOTA_DEFAULT);
+        ASSERT_TRUE(got.updated_usec > 0);
+        /* replaced, not added */
+        q.value[TENANT_QUOTA_SANDBOXES] = TENANT_QUOTA_DEFAULT;
+        ASSERT_OK(store_tenant_quotas_set(s, &q));
+        ASSERT_OK(store_tenant_quotas_get(s, t.id, &got));
+        ASSERT_EQ(got.value[TENANT_QUOTA_SANDBOXES], TENANT_QUOTA_DEFAULT);
+        /* bad values and unknown tenants */
+        q.value[TENANT_QUOTA_CPU_MILLIS] = -2;
+        ASSERT_ERRNO(store_tenant_quotas_set(s, &q), EINVAL);
+        q.value[TENANT_QUOTA_CPU_MILLIS] = 1;
+        ASSERT_OK(strscpy(q.tenant_id, sizeof q.tenant_id, "tn_nobody"));
+        ASSERT_ERRNO(store_tenant_quotas_set(s, &q), ENOENT);
+        ASSERT_ERRNO(store_tenant_quotas_get(s, "tn_nobody", &got), ENOENT);
+}
+
+STORE_TEST(tenant_usage_and_admitted_inserts) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        StoreAdmission a = { .limit = { [TENANT_QUOTA_SANDBOXES] = 2, [TENANT_QUOTA_CHECKPOINTS] = 1 } };
+        TenantUsage u;
+        Checkpoint c = {};
+        Sandbox sb;
+
+        insert_sandbox(s, "a1", "tn_a");
+        insert_sandbox(s, "b1", "tn_b"); /* another tenant's */
+        insert_sandbox(s, "a2", "tn_a");
+        ASSERT_OK(store_sandbox_set_state(s, "a2", -1, SANDBOX_DELETED, "")); /* not live */
+        ASSERT_OK(store_tenant_usage(s, "tn_a", &u));
+        ASSERT_EQ(u.used[TENANT_QUOTA_SANDBOXES], 1U);
+        ASSERT_EQ(u.used[TENANT_QUOTA_CPU_MILLIS], 1000U);
+        ASSERT_EQ(u.used[TENANT_QUOTA_MEMORY_MB], 512U);
+        ASSERT_EQ(u.used[TENANT_QUOTA_DISK_MB], 2048U);
+        ASSERT_EQ(u.used[TENANT_QUOTA_CHECKPOINTS], 0U);
+
+        sandbox_init(&sb, "a3", "tn_a", "base");
+        ASSERT_OK(store_sandbox_insert_admit(s, &sb, UINT32_MAX, &a));
+        sandbox_init(&sb, "a4", "tn_a", "base");
+        ASSERT_ERRNO(store_sandbox_insert_admit(s, &sb, UINT32_MAX, &a), EDQUOT);
+        ASSERT_EQ(a.exceeded, TENANT_QUOTA_SANDBOXES);
+        ASSERT_EQ(a.usage.used[TENANT_QUOTA_SANDBOXES], 2U);
+        ASSERT_ERRNO(store_sandbox_get(s, NULL, "a4", &got), ENOENT); /* nothing written */
+        /* the other tenant is not counted against this one */
+        sandbox_init(&sb, "b2", "tn_b", "base");
+        ASSERT_OK(store_sandbox_insert_admit(s, &sb, UINT32_MAX, &a));
+
+        /* checkpoints of live sandboxes count */
+        ASSERT_OK(strscpy(c.id, sizeof c.id, "ck1"));
+        ASSERT_OK(strscpy(c.sandbox_id, sizeof c.sandbox_id, "a1"));
+        ASSERT_OK(strscpy(c.tenant_id, sizeof c.tenant_id, "tn_a"));
+        ASSERT_OK(store_checkpoint_insert_admit(s, &c, &a));
+        ASSERT_OK(strscpy(c.id, sizeof c.id, "ck2"));
+        ASSERT_ERRNO(store_checkpoint_insert_admit(s, &c, &a), EDQUOT);
+        ASSERT_EQ(a.exceeded, TENANT_QUOTA_CHECKPOINTS);
+        ASSERT_ERRNO(store_checkpoint_get(s, NULL, "ck2", &c), ENOENT);
+        ASSERT_OK(store_tenant_usage(s, "tn_a", &u));
+        ASSERT_EQ(u.used[TENANT_QUOTA_CHECKPOINTS], 1U);
+
+        /* a warm claim is admitted too (it gives the tenant a sandbox) */
+        insert_warm(s, "w1", "base", SANDBOX_PAUSED, 2048, 100);
+        Sandbox req = claim_request("tn_a");
+        ASSERT_ERRNO(store_sandbox_claim_warm_admit(s, "base", &req, &a, &got), EDQUOT);
+        a.limit[TENANT_QUOTA_SANDBOXES] = 3;
+        ASSERT_OK(store_sandbox_claim_warm_admit(s, "base", &req, &a, &got));
+        ASSERT_STREQ(got.id, "w1");
+        ASSERT_OK(store_tenant_usage(s, "tn_a", &u));
+        ASSERT_EQ(u.used[TENANT_QUOTA_SANDBOXES], 3U);
+        ASSERT_EQ(u.used[TENANT_QUOTA_CPU_MILLIS], 2250U);
+}
+
+/* Admissions on separate handles at once (separate connections on
+ * PostgreSQL): the tenant's quota holds whoever races. */
+#define RACE_THREADS 4
+#define RACE_INSERTS 5
+#define RACE_LIMIT 7
+
+typedef struct AdmitRacer {
+        const char *url;
+        unsigned n;
+        int made, refused, failed;
+} AdmitRacer;
+
+static void *admit_racer(void *arg) {
+        AdmitRacer *a = arg;
+        Store *s = NULL;
+
+        if (store_open(a->url, &s) < 0) {
+                a->failed = RACE_INSERTS;
+                return NULL;
+        }
+        for (unsigned i = 0; i < RACE_INSERTS; i++) {
+                StoreAdmission adm = { .limit = { [TENANT_QUOTA_SANDBOXES] = RACE_LIMIT } };
+                Sandbox sb = {
+                        .state = SANDBOX_CREATING, .cpu_millis = 1000, .memory_mb = 512, .disk_mb = 2048,
+                        .pids_max = 1024,
+                };
+                int r;
+
+                (void) snprintf(sb.id, sizeof sb.id, "r%u-%u", a->n, i);
+                (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, "tn_race");
+                (void) strscpy(sb.template_name, sizeof sb.template_name, "base");
+                (void) strscpy(sb.runtime, sizeof sb.runtime, "ns");
+                r = store_sandbox_insert_admit(s, &sb, UINT32_MAX, &adm);
+                if (r >= 0)
+                        a->made++;
+                else if (r == -EDQUOT)
+                        a->refused++;
+                else
+                        a->failed++;
+        }
+        store_close(s);
+        return NULL;
+}
+
+STORE_TEST(concurrent_admissions_hold_the_quota) {
+        _cleanup_(store_closep) Store *s = open_url(url); /* migrated before the racers open theirs */
+        AdmitRacer racers[RACE_THREADS] = {};
+        pthread_t th[RACE_THREADS];
+        TenantUsage u;
+        int made = 0, refused = 0;
+
+        for (unsigned i = 0; i < RACE_THREADS; i++) {
+                racers[i] = (AdmitRacer){ .url = url, .n = i };
+                ASSERT_EQ(pthread_create(&th[i], NULL, admit_racer, &racers[i]), 0);
+        }
+        for (unsigned i = 0; i < RACE_THREADS; i++) {
+                ASSERT_EQ(pthread_join(th[i], NULL), 0);
+                ASSERT_EQ(racers[i].failed, 0);
+                made += racers[i].made;
+                refused += racers[i].refused;
+        }
+        ASSERT_EQ(made, RACE_LIMIT);
+        ASSERT_EQ(refused, RACE_THREADS * RACE_INSERTS - RACE_LIMIT);
+        ASSERT_OK(store_tenant_usage(s, "tn_race", &u));
+        ASSERT_EQ(u.used[TENANT_QUOTA_SANDBOXES], (uint64_t) RACE_LIMIT);
 }

@@ -235,7 +235,7 @@ TEST(client_never_sends_a_create_twice_after_the_connection_broke) {
         w = fake_client(&f);
         fake_script(&f, acts, ELEMENTSOF(acts));
         ASSERT_TRUE(worker_sandbox_create(w, &sb, &pid, &st, &e) < 0);
-        ASSERT_EQ(e.code, API_UNAVAILABLE);
+        ASSERT_EQ(e.code, API_WORKER_UNAVAILABLE); /* the local worker: 503 with Retry-After */
         ASSERT_TRUE(strstr(e.message, "'create' was sent"));
         ASSERT_TRUE(strstr(e.message, "outcome is unknown"));
         /* the call has returned: the fake read all it will ever get of it */
@@ -304,7 +304,7 @@ TEST(client_call_fails_at_its_deadline) {
         fake_script(&f, acts, ELEMENTSOF(acts));
         worker_client_set_reply_timeout(w, 300);
         ASSERT_ERRNO(worker_runtimes(w, runtimes, sizeof runtimes, accels, sizeof accels, &e), ETIMEDOUT);
-        ASSERT_EQ(e.code, API_UNAVAILABLE);
+        ASSERT_EQ(e.code, API_WORKER_UNAVAILABLE); /* the local worker: 503 with Retry-After */
         ASSERT_TRUE(strstr(e.message, "did not answer 'info'"));
         ASSERT_EQ(atomic_load(&f.lines), 1); /* a deadline passed: not sent again, even idempotent */
         w = worker_client_free(w);
@@ -322,7 +322,7 @@ TEST(client_call_to_no_worker_is_unavailable_at_once) {
         snprintf(addr, sizeof addr, "unix:%s/nobody.sock", test_tmpdir());
         ASSERT_OK(worker_client_new(addr, test_tmpdir(), &w));
         ASSERT_ERRNO(worker_sandbox_create(w, &sb, &pid, &st, &e), ENOENT);
-        ASSERT_EQ(e.code, API_UNAVAILABLE);
+        ASSERT_EQ(e.code, API_WORKER_UNAVAILABLE); /* the local worker: 503 with Retry-After */
         ASSERT_TRUE(strstr(e.message, "worker unavailable"));
         ASSERT_FALSE(strstr(e.message, "outcome"));
 }

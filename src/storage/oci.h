@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* OCI and docker image import: a tar reader for hostile archives (oci-tar.c),
+ * the image's JSON (oci-image.c), a layer applied inside a root with
+ * whiteouts (oci-layer.c) and the import with its layer cache (oci-import.c). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api-error.h"
+
+/* Limits on hostile input. */
+#define OCI_TAR_NAME_MAX 4096U              /* a member's path or link target */
+#define OCI_TAR_PAX_MAX (1024U * 1024U)     /* one pax extended header */
+#define OCI_TAR_XATTRS_MAX 64U              /* xattrs of one member */
+#define OCI_JSON_MAX (4U * 1024U * 1024U)   /* index.json, manifest, config */
+#define OCI_LAYERS_MAX 256U                 /* layers of one image */
+#define OCI_INDEX_DEPTH_MAX 2U              /* index → index → manifest */
+#define OCI_ID_MAX 65535U                   /* owners must map into the sandbox's user namespace */
+#define OCI_OUTER_ENTRIES_MAX 100000U       /* members of an image archive */
+
+/* The image config's exec defaults, at the root of a template imported from
+ * an image: {"env":["K=V"...],"cwd":"/dir","user":"name|uid[:gid]",
+ * "entrypoint":[...],"cmd":[...]}; space-agent applies env, cwd and user to
+ * an exec that gives none. */
+#define OCI_DEFAULTS_FILE ".space-image.json"
+
+/* --- tar --- */
+
+typedef enum TarType {
+        TAR_FILE,
+        TAR_HARDLINK,
+        TAR_SYMLINK,
+        TAR_CHAR,
+        TAR_BLOCK,
+        TAR_DIR,
+        TAR_FIFO,
+        _TAR_TYPE_MAX,
+        _TAR_TYPE_INVALID = -EINVAL,
+} TarType;
+
+typedef struct TarXattr {
+        char *name;
+        char *value;
+        size_t len;
+} TarXattr;
+
+typedef struct TarEntry {
+        TarType type;
+        char *path; /* as in the archive */
+        char *link; /* hard link target or symlink contents */
+        uint64_t size;
+        uint32_t mode;
+        uint64_t uid, gid;
+        int64_t mtime;
+        TarXattr xattrs[OCI_TAR_XATTRS_MAX];
+        size_t n_xattrs;
+} TarEntry;
+
+/* Reads exactly n bytes: 0, -EBADMSG at the end of the input, -errno. */
+typedef int (*TarReadFn)(void *userdata, void *buf, size_t n);
+
+typedef struct TarStream {
+        TarReadFn read;
+        int (*skip)(void *userdata, uint64_t n); /* optional: skips n bytes without reading them */
+        void *userdata;
+        uint64_t offset;   /* bytes consumed */
+        uint64_t data_left; /* of the current member, with its padding */
+        bool ended;
+} TarStream;
+
+void tar_entry_done(TarEntry *e);
+/* The next member: 1, 0 at the end of the archive, <0 with err filled. */
+int tar_next(TarStream *s, TarEntry *ret, char *err, size_t errlen);
+/* The current member's data: exactly n bytes (n <= what is left). */
+int tar_read_data(TarStream *s, void *buf, size_t n);
+/* Skips what is left of the current member. */
+int tar_skip_data(TarStream *s);
+
+/* A member path made relative and clean ("./a//b/" → "a/b", "." for the
+ * root): -EINVAL for an absolute path or one with "..". */
+int oci_path_clean(const char *in, char **ret);
+
+typedef enum OciWhiteout {
+        OCI_WHITEOUT_NONE,
+        OCI_WHITEOUT_FILE,   /* .wh.NAME: ret_target is dir/NAME */
+        OCI_WHITEOUT_OPAQUE, /* .wh..wh..opq: ret_target is the dir */
+} OciWhiteout;
+/* Classifies a clean path; -EINVAL for a malformed whiteout. */
+int oci_whiteout_classify(const char *clean, OciWhiteout *ret_kind, char **ret_target);
+
+/* --- image JSON --- */
+
+typedef enum OciCompression {
+        OCI_COMPRESSION_NONE,
+        OCI_COMPRESSION_GZIP,
+        OCI_COMPRESSION_ZSTD,
+} OciCompression;
+
+typedef struct OciDescriptor {
+        char media_type[128];
+        char digest[72]; /* sha256:<64 hex> */
+        uint64_t size;
+        bool is_index;
+        OciCompression compression;
+} OciDescriptor;
+
+typedef struct OciManifest {
+        OciDescriptor config;
+        OciDescriptor layers[OCI_LAYERS_MAX];
+        size_t n_layers;
+} OciManifest;
+
+typedef struct OciConfig {
+        char diff_ids[OCI_LAYERS_MAX][72];
+        size_t n_diff_ids;
+        char *defaults_json; /* {"env":[..],"cwd":..,"user":..,"entrypoint":[..],"cmd":[..]} */
+} OciConfig;
+
+void oci_config_done(OciConfig *c);
+
+bool oci_digest_valid(const char *d);
+/* From an index (index.json or a nested one) the manifest for linux/arch,
+ * with ref name tag if given. */
+int oci_index_pick(const char *json, size_t n, const char *tag, const char *arch, OciDescriptor *ret, ApiError *e);
+int oci_manifest_parse(const char *json, size_t n, OciManifest *ret, ApiError *e);
+/* docker save's manifest.json: the config's and the layers' paths (malloc'd). */
+int oci_docker_manifest_parse(const char *json, size_t n, const char *tag, char **ret_config, char ***ret_layers,
+                              size_t *ret_n, ApiError *e);
+int oci_config_parse(const char *json, size_t n, const char *arch, OciConfig *ret, ApiError *e);
+/* The GOARCH of this host ("amd64", "arm64"...). */
+const char *oci_host_arch(void);
+
+/* --- a layer applied in root_fd (oci-layer.c) --- */
+
+struct Pool;
+/* Pass 1 (whiteouts true): checks every member and applies the whiteouts.
+ * Pass 2: creates every other member. Nothing resolves outside root_fd;
+ * a path through a symlink, a device node, an owner outside 0..OCI_ID_MAX
+ * is refused. what names the layer in errors. */
+int oci_layer_apply(struct Pool *p, int root_fd, TarStream *s, bool whiteouts, const char *what, ApiError *e);
+
+/* --- import (oci-import.c) --- */
+
+typedef enum OciFormat {
+        OCI_FORMAT_ROOTFS,
+        OCI_FORMAT_OCI,
+        OCI_FORMAT_DOCKER,
+} OciFormat;
+
+/* What the archive at fd is. */
+int oci_detect_format(int fd, OciFormat *ret);
