@@ -402,6 +402,12 @@ int api_info(ApiRequest *r, ApiError *e);
 int api_healthz(ApiRequest *r, ApiError *e);
 int api_readyz(ApiRequest *r, ApiError *e);
 int api_metrics(ApiRequest *r, ApiError *e);
+/* metrics-sandbox.c: GET /v1/sandboxes/{id}/metrics; a sandbox's samples since since_usec as its
+ * worker keeps them (*ret NULL: none, it is not running) */
+int api_sandbox_metrics(ApiRequest *r, ApiError *e);
+/* metrics-prom.c: the per-sandbox families of /metrics */
+void api_metrics_print_sandboxes(ApiRequest *r, FILE *f);
+int api_metrics_series(ApiRequest *r, const Sandbox *sb, int64_t since_usec, JsonValue **ret, ApiError *e);
 
 /* Records the status in r and streams; for handlers with streamed responses. */
 int api_stream_begin(ApiRequest *r, int status, const char *content_type);

@@ -12,6 +12,7 @@
 #include "cred-crypt.h"
 #include "e2b.h"
 #include "log.h"
+#include "metrics-hist.h"
 #include "str-util.h"
 
 #define API_PARAM_MAX 255U      /* one {param} path segment */
@@ -66,6 +67,7 @@ static const Route routes[] = {
         { "PATCH", "/v1/credentials/{name}", api_credential_patch, true, false, false },
         { "DELETE", "/v1/credentials/{name}", api_credential_delete, true, false, false },
         { "POST", "/v1/credentials/{name}/revoke", api_credential_revoke, true, false, false },
+        { "GET", "/v1/sandboxes/{id}/metrics", api_sandbox_metrics, true, false, true },
         { "GET", "/v1/sandboxes/{id}/credentials", api_sandbox_credentials_list, true, false, true },
         { "POST", "/v1/sandboxes/{id}/credentials/{name}", api_sandbox_credential_grant, true, false, true },
         { "DELETE", "/v1/sandboxes/{id}/credentials/{name}", api_sandbox_credential_revoke, true, false, true },
@@ -297,9 +299,30 @@ static void body_pending_close(ApiRequest *r) {
                 http_conn_set_close(r->conn);
 }
 
+/* the request this connection thread is serving started then (api_head_hook) */
+static _Thread_local struct timespec request_start;
+/* ... is an exec whose start is not observed yet (its first response bytes are the command running) */
+static _Thread_local bool exec_start_pending;
+
+static int64_t elapsed_usec(const struct timespec *start) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (int64_t) (now.tv_sec - start->tv_sec) * 1000000 + (now.tv_nsec - start->tv_nsec) / 1000;
+}
+
+static void exec_started(int status) {
+        if (!exec_start_pending)
+                return;
+        exec_start_pending = false;
+        if (status >= 200 && status < 300)
+                api_hist_observe_phase(API_PHASE_EXEC_START, elapsed_usec(&request_start));
+}
+
 static int reply_raw(ApiRequest *r, int status, const char *content_type, const char *body, size_t n,
                      const char *more_headers) {
         char hdr[256];
+
+        exec_started(status);
 
         body_pending_close(r);
         request_headers(r, hdr, sizeof hdr, more_headers);
@@ -359,6 +382,7 @@ int api_stream_begin(ApiRequest *r, int status, const char *content_type) {
 
         request_headers(r, hdr, sizeof hdr, NULL);
         r->status = status;
+        exec_started(status);
         return http_conn_stream_begin(r->conn, status, content_type, hdr);
 }
 
@@ -601,6 +625,7 @@ static int dispatch(ApiRequest *r, ApiError *e, const Route **ret_route) {
                 return api_error(e, -ENOENT, API_NOT_FOUND, "no such endpoint");
 
         *ret_route = found;
+        exec_start_pending = found->handler == api_exec;
         /* the params point into copy: keep it for the handler */
         if (found->needs_auth) {
                 k = api_get_store(r, e);
@@ -628,9 +653,6 @@ static int dispatch(ApiRequest *r, ApiError *e, const Route **ret_route) {
         return k;
 }
 
-/* the request this connection thread is serving started then (api_head_hook) */
-static _Thread_local struct timespec request_start;
-
 void api_head_hook(char *buf, size_t size, void *userdata) {
         Api *a = userdata;
 
@@ -638,6 +660,61 @@ void api_head_hook(char *buf, size_t size, void *userdata) {
                 return;
         (void) snprintf(buf, size, "Server-Timing: store;dur=%.3f;desc=\"%" PRIu64 " calls\", total;dur=%.3f\r\n",
                         (double) store_timing_usec() / 1000.0, store_timing_calls(), elapsed_msec(&request_start));
+}
+
+/* A static label for the method (the request's own string does not outlive it). */
+static const char *method_label(const char *m) {
+        static const char *const known[] = { "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS" };
+        for (size_t i = 0; i < ELEMENTSOF(known); i++)
+                if (streq(m, known[i]))
+                        return known[i];
+        return "other";
+}
+
+static bool is_probe_path(const char *path) {
+        return path && (streq(path, "/healthz") || streq(path, "/readyz") || streq(path, "/metrics"));
+}
+
+static void observe(ApiRequest *r, const Route *route, int64_t usec) {
+        bool ok = r->status >= 200 && r->status < 300;
+
+        exec_start_pending = false;
+        api_hist_observe_route(route ? route->method : method_label(r->head->method),
+                               route ? route->pattern : e2b_request_is_e2b(r->head) ? "e2b" : "unmatched", usec);
+        if (!route || !ok)
+                return;
+        if (route->handler == api_sandbox_create)
+                api_hist_observe_phase(API_PHASE_CREATE, usec);
+        else if (route->handler == api_checkpoint_create)
+                api_hist_observe_phase(API_PHASE_CHECKPOINT, usec);
+        else if (route->handler == api_sandbox_branch)
+                api_hist_observe_phase(API_PHASE_BRANCH, usec);
+}
+
+/* One access line: the request's facts as fields of their own. Probes and scrapes are not
+ * logged unless log_health_requests (or they failed). */
+static void log_request(ApiRequest *r, const Route *route, const struct timespec *start, const ApiError *e) {
+        char status[16], duration[32], store_ms[32];
+        LogField f[10];
+        size_t n = 0;
+
+        if (r->status < 500 && !r->api->config.log_health_requests && is_probe_path(r->head->path))
+                return;
+        snprintf(status, sizeof status, "%d", r->status);
+        snprintf(duration, sizeof duration, "%.1f", elapsed_msec(start));
+        snprintf(store_ms, sizeof store_ms, "%.1f", (double) store_timing_usec() / 1000.0);
+        f[n++] = (LogField) { "method", r->head->method };
+        f[n++] = (LogField) { "path", strna(r->head->path) };
+        f[n++] = (LogField) { "route", route ? route->pattern : e2b_request_is_e2b(r->head) ? "e2b" : NULL };
+        f[n++] = (LogField) { "status", status };
+        f[n++] = (LogField) { "duration_ms", duration };
+        f[n++] = (LogField) { "store_ms", store_ms };
+        f[n++] = (LogField) { "tenant", r->tenant_name[0] ? r->tenant_name : NULL };
+        f[n++] = (LogField) { "key", r->key.id[0] ? r->key.id : NULL };
+        f[n++] = (LogField) { "error", r->status >= 500 ? e->message : NULL };
+        f[n++] = (LogField) { "limited", r->limited ? "1" : NULL };
+        /* a request refused by a rate limit is logged at debug: a flood must not flood the log */
+        log_fields(r->status >= 500 ? LOG_WARNING_ : r->limited ? LOG_DEBUG_ : LOG_INFO_, "request", f, n);
 }
 
 static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_sandbox) {
@@ -683,15 +760,8 @@ static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_s
                 atomic_fetch_add(&a->requests_by_class[r.status / 100], 1);
         atomic_fetch_sub(&a->requests_in_flight, 1);
 
-        if (r.status >= 500)
-                log_warning("request method=%s path=%s status=%d duration_ms=%.1f store_ms=%.1f error=%s",
-                            head->method, strna(head->path), r.status, elapsed_msec(&start),
-                            (double) store_timing_usec() / 1000.0, e.message);
-        else
-                log_full_errno(r.limited ? LOG_DEBUG_ : LOG_INFO_, 0,
-                               "request method=%s path=%s status=%d duration_ms=%.1f store_ms=%.1f%s", head->method,
-                               strna(head->path), r.status, elapsed_msec(&start),
-                               (double) store_timing_usec() / 1000.0, r.limited ? " limited=1" : "");
+        observe(&r, route, elapsed_usec(&start));
+        log_request(&r, route, &start, &e);
         log_set_context(NULL, NULL);
         free(r.tenants);
 }

@@ -517,7 +517,7 @@ static int rest_metrics(ApiRequest *r, const char *id, ApiError *e) {
         k = lookup(r, id, &sb, e);
         if (k < 0)
                 return k;
-        return e2b_reply(r, 200, "application/json", "[]", 2, NULL);
+        return e2b_metrics(r, &sb, e);
 }
 
 /* ---- list ---- */
@@ -880,6 +880,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                         return rest_create(r, e);
                 return method_not_allowed(r, e);
         }
+        if (k == 2 && !v2 && streq(s[1], "metrics"))
+                return is(m, "GET") ? e2b_metrics_many(r, e) : method_not_allowed(r, e);
         if (k == 2 && !v2) {
                 if (is(m, "GET"))
                         return rest_info(r, s[1], e);

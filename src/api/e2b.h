@@ -99,6 +99,9 @@ int e2b_snapshot_create(ApiRequest *r, const char *sandbox_id, ApiError *e);
 int e2b_snapshot_list(ApiRequest *r, ApiError *e);
 int e2b_snapshot_delete(ApiRequest *r, const char *snapshot_id, ApiError *e);
 int e2b_fork(ApiRequest *r, const char *sandbox_id, ApiError *e);
+/* e2b-metrics.c: GET /sandboxes/{id}/metrics (sb looked up) and GET /sandboxes/metrics?sandbox_ids= */
+int e2b_metrics(ApiRequest *r, const Sandbox *sb, ApiError *e);
+int e2b_metrics_many(ApiRequest *r, ApiError *e);
 /* Create with a templateID that is a snapshot's id or name: 1 = done (replied), 0 = not a snapshot. */
 int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in, ApiError *e);
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "api-internal.h"
+#include "metrics-hist.h"
 #include "fd-util.h"
 #include "log.h"
 #include "space-build.h"
@@ -280,6 +281,15 @@ int api_metrics(ApiRequest *r, ApiError *e) {
         int k;
 
         store_up = api_get_store(r, NULL) >= 0 && count_states(r, counts) >= 0;
+        /* /metrics needs no key; one that is sent must be good: it shows that key's sandboxes (all for
+         * an admin key), which a scrape without one does not see */
+        if (http_head_header(r->head, "Authorization")) {
+                if (!store_up)
+                        return api_error(e, -EIO, API_UNAVAILABLE, "the store is unavailable");
+                k = api_auth(r, e);
+                if (k < 0)
+                        return k;
+        }
 
         f = open_memstream(&text, &size);
         if (!f)
@@ -315,6 +325,8 @@ int api_metrics(ApiRequest *r, ApiError *e) {
         for (unsigned c = 1; c <= 5; c++)
                 fprintf(f, "space_http_requests_total{code=\"%uxx\"} %" PRIu64 "\n", c,
                         (uint64_t) atomic_load(&r->api->requests_by_class[c]));
+        api_metrics_print_sandboxes(r, f);
+        api_hist_print(f);
         fprintf(f, "# HELP space_http_requests_in_flight HTTP requests being answered.\n"
                    "# TYPE space_http_requests_in_flight gauge\n"
                    "space_http_requests_in_flight %" PRIu64 "\n",

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "macros.h"
 
@@ -23,6 +25,21 @@ void log_set_prefix(const char *component); /* e.g. "spaced", "worker", "agent" 
 
 /* Thread-local context fields appended to every line (may be NULL). */
 void log_set_context(const char *sandbox, const char *req);
+
+/* log_format=json: every line a JSON object with the same fields (ts, level, component, msg, the
+ * fields given, sandbox, req); else logfmt. */
+void log_set_json(bool json);
+bool log_is_json(void);
+
+/* A line whose fields are fields of their own (not folded into msg): key=value in logfmt (quoted
+ * where needed), "key":value in JSON (a value that is a number as written is a JSON number). A
+ * field whose value is NULL is left out. */
+typedef struct LogField {
+        const char *key;
+        const char *value;
+} LogField;
+void log_fields_internal(int level, const char *file, int line, const char *msg, const LogField *fields, size_t n);
+#define log_fields(level, msg, fields, n) log_fields_internal((level), __FILE__, __LINE__, (msg), (fields), (n))
 
 /* Logs and returns -abs(error) (or 0 if error == 0). %m prints strerror(error). */
 int log_internal(int level, int error, const char *file, int line, const char *fmt, ...) _printf_(5, 6);

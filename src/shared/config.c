@@ -33,6 +33,8 @@ const ConfigItem config_table[] = {
         { "instance", S(instance), "", 0, 0, NULL, "this daemon's name on the host, which names what it makes there (cgroup root, nft table, links); default: space for the state_dir /var/lib/space, else space-<hash of the state_dir>, kept in <state_dir>/instance.json" },
         { "cgroup_root", S(cgroup_root), "", 0, 0, NULL, "cgroup (below each hierarchy's root) that holds sandboxes; default: the instance name" },
         { "log_level", S(log_level), "info", 0, 0, "error|warning|info|debug", "log level" },
+        { "log_format", S(log_format), "logfmt", 0, 0, "logfmt|json", "log lines as logfmt or as one JSON object each (fields as fields)" },
+        { "log_health_requests", U(log_health_requests), "0", 0, 1, NULL, "1: requests of /healthz, /readyz and /metrics are logged too (default: not, as probes and scrapers ask often)" },
         { "log_file", S(log_file), "", 0, 0, NULL, "role all: write the log (and the worker's) to this file instead of stderr; reopened on SIGHUP (space up sets <state_dir>/spaced.log)" },
         { "log_max_mb", U(log_max_mb), "64", 0, UINT64_C(1) << 20, NULL, "log_file is renamed to FILE.1 and begun anew once larger than this; 0 = never" },
         { "debug_timing", U(debug_timing), "0", 0, 1, NULL, "1: every API response carries Server-Timing: time its request waited on the store, and in all (benchmarks)" },

@@ -35,6 +35,8 @@ typedef struct Config {
         char instance[33];             /* this daemon's name on the host; "" = derived (instance.h) */
         char cgroup_root[128];         /* "" = the instance name */
         char log_level[16];
+        char log_format[16];           /* logfmt | json */
+        uint64_t log_health_requests;  /* 1: probes and scrapes are logged */
         char log_file[CONFIG_STR_MAX];  /* "" = stderr */
         uint64_t log_max_mb;            /* log_file is rotated to .1 past this; 0 = never */
         char default_template[128];

@@ -703,6 +703,7 @@ static int configure(int argc, char **argv, Config *config) {
                 return r;
         lvl = log_parse_level(config->log_level);
         log_set_max_level(lvl < 0 ? LOG_INFO_ : lvl);
+        log_set_json(streq(config->log_format, "json"));
         log_set_prefix("spaced");
         return r;
 }

@@ -76,6 +76,11 @@ int worker_checkpoint_remove(WorkerClient *w, const char *id, const char *checkp
 int worker_checkpoint_sizes(WorkerClient *w, const char *id, JsonValue **ret, ApiError *e);
 /* The count of the sandbox's processes the kernel killed for memory, so far. */
 int worker_sandbox_oom_kills(WorkerClient *w, const char *id, uint64_t *ret, ApiError *e);
+/* worker-client-metrics.c: the usage series of a running sandbox since since_usec (the worker's
+ * reply: {"cpu_millis":N,"samples":[...]}, worker-metrics.c), and the latest sample of every live
+ * sandbox (cluster: of every live worker; {"sandboxes":[{id,cpu_millis,sample}]}). */
+int worker_sandbox_metrics(WorkerClient *w, const char *id, int64_t since_usec, JsonValue **ret, ApiError *e);
+int worker_metrics_live(WorkerClient *w, JsonValue ***ret, size_t *ret_n, ApiError *e);
 /* Processes end, the root is replaced by the checkpoint, the agent starts
  * afresh; or (a vm checkpoint with memory) the machine of the checkpoint
  * continues: *ret_preserved (may be NULL) says which. */

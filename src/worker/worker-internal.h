@@ -409,6 +409,14 @@ void worker_statfs_readable(Worker *w, int fd);
 /* Once a second: the budgets refill, throttled listeners are polled again. */
 void worker_statfs_tick(Worker *w);
 
+/* worker-metrics.c (worker-metrics.h): each live sandbox's usage, sampled every few seconds */
+void worker_metrics_tick(Worker *w);
+void worker_metrics_sample(Worker *w);
+void worker_metrics_done(void);
+void worker_op_metrics(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_metrics_live(Worker *w, const JsonValue *req, JsonWriter *jw);
+/* A gateway event (network.allow, .deny, .dropped) counted for its sandbox. */
+void worker_metrics_gateway_event(Worker *w, const char *sandbox, const char *type, const char *data_json);
 /* worker-admit.c: disk quotas admitted against the pool (pool.h: pool_admit), and
  * full-pool errors as 507 insufficient_storage naming the pool. */
 /* Admits an op that gives sandboxes promise_bytes of disk quota in all

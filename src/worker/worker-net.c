@@ -31,6 +31,7 @@ static void gateway_event(void *userdata, const char *type, const char *sandbox,
         Worker *w = userdata;
         Sandbox sb = {};
 
+        worker_metrics_gateway_event(w, sandbox, type, data_json);
         (void) strscpy(sb.id, sizeof sb.id, strempty(sandbox));
         (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, strempty(tenant));
         worker_event(w, sandbox ? &sb : NULL, type, reason, data_json);

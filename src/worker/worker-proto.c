@@ -49,6 +49,11 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
         /* how many processes the OOM killer ended in the sandbox so far (an exec's end) */
         [WORKER_OP_OOM_KILLS] = { "oom_kills", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC,
                                   .strings = { "id" } },
+        /* a sandbox's usage series since a time; the latest sample of every live sandbox (worker-metrics.c) */
+        [WORKER_OP_METRICS] = { "metrics", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC,
+                                .strings = { "id" } },
+        [WORKER_OP_METRICS_LIVE] = { "metrics_live", .relayed = true, .idempotent = true,
+                                     .deadline_msec = 20 * SEC_MSEC },
         /* not relayed: its tar path would be a path on this host, chosen by the peer
          * (template_put brings the tar itself) */
         [WORKER_OP_TEMPLATE_IMPORT] = { "template_import", .deadline_msec = 10 * MIN_MSEC, .strings = { "name", "tar" } },

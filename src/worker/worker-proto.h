@@ -40,6 +40,8 @@ typedef enum WorkerOpKind {
         WORKER_OP_SET_CREDENTIALS,
         WORKER_OP_TAKE_WARM,
         WORKER_OP_OOM_KILLS,
+        WORKER_OP_METRICS,
+        WORKER_OP_METRICS_LIVE,
         /* the host's templates and what it offers, served by the worker process */
         WORKER_OP_TEMPLATE_IMPORT,
         WORKER_OP_TEMPLATE_REMOVE,

@@ -217,6 +217,7 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                         worker_spawner_tick(w);
                         worker_boot_tick(w);
                         worker_statfs_tick(w);
+                        worker_metrics_tick(w);
                         last_tick = now_usec();
                 }
                 for (int i = 0; i < n; i++) {
@@ -285,6 +286,7 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
         }
 out:
         worker_boot_cancel_all(w); /* their requests fail; the guests go */
+        worker_metrics_done();
         for (size_t j = 0; j < n_clients; j++)
                 client_free(w, clients[j]);
         free(clients);

@@ -547,6 +547,70 @@ int cgroup_oom_kills(const char *id, uint64_t *ret) {
         return -ENODATA;
 }
 
+/* The first number of file p, or of its line starting with key (key NULL: the file is the number). */
+static int read_u64_key(const char *p, const char *key, uint64_t *ret) {
+        _cleanup_fclose_ FILE *f = fopen(p, "re");
+        char line[128];
+        size_t kl = key ? strlen(key) : 0;
+
+        if (!f)
+                return negative_errno();
+        while (fgets(line, sizeof line, f)) {
+                const char *v = line;
+                if (key) {
+                        if (strncmp(line, key, kl) != 0 || line[kl] != ' ')
+                                continue;
+                        v = line + kl + 1;
+                }
+                if (strncmp(v, "max", 3) == 0) {
+                        *ret = UINT64_MAX;
+                        return 0;
+                }
+                {
+                        char *end;
+                        unsigned long long x;
+                        errno = 0;
+                        x = strtoull(v, &end, 10);
+                        if (errno != 0 || end == v)
+                                return -EBADMSG;
+                        *ret = x;
+                        return 0;
+                }
+        }
+        return -ENODATA;
+}
+
+int cgroup_usage(const char *id, CgroupUsage *ret) {
+        CgroupUsage u = { UINT64_MAX, UINT64_MAX, UINT64_MAX };
+        char p[PATH_MAX];
+        uint64_t ns;
+
+        if (!layout.set_up)
+                return -ENXIO;
+        if (layout.v2[0] && path_v2(p, sizeof p, id, "cpu.stat") >= 0)
+                (void) read_u64_key(p, "usage_usec", &u.cpu_usec);
+        if (u.cpu_usec == UINT64_MAX && layout.mode != CGROUP_MODE_V2 && layout.v1_have[1] &&
+            path_v1(p, sizeof p, 1, id, "cpuacct.usage") >= 0 && read_u64_key(p, NULL, &ns) >= 0)
+                u.cpu_usec = ns / 1000;
+        if (layout.mode == CGROUP_MODE_V2) {
+                if (path_v2(p, sizeof p, id, "memory.current") >= 0)
+                        (void) read_u64_key(p, NULL, &u.memory_bytes);
+                if (path_v2(p, sizeof p, id, "memory.max") >= 0)
+                        (void) read_u64_key(p, NULL, &u.memory_max_bytes);
+        } else if (layout.v1_have[0]) {
+                if (path_v1(p, sizeof p, 0, id, "memory.usage_in_bytes") >= 0)
+                        (void) read_u64_key(p, NULL, &u.memory_bytes);
+                if (path_v1(p, sizeof p, 0, id, "memory.limit_in_bytes") >= 0)
+                        (void) read_u64_key(p, NULL, &u.memory_max_bytes);
+                if (u.memory_max_bytes >= (UINT64_C(1) << 62))
+                        u.memory_max_bytes = UINT64_MAX; /* v1's "no limit" is a page-rounded LONG_MAX */
+        }
+        if (u.cpu_usec == UINT64_MAX && u.memory_bytes == UINT64_MAX)
+                return -ENOENT; /* no cgroup of that id */
+        *ret = u;
+        return 0;
+}
+
 int cgroup_set_limits(const char *id, const RuntimeLimits *limits) {
         int r = apply_limits_v2(id, limits);
         if (r < 0)

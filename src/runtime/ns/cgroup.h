@@ -47,6 +47,15 @@ int cgroup_remove(const char *id);
 int cgroup_freeze(const char *id, bool frozen);
 /* How many processes the kernel's OOM killer ended in the sandbox so far. */
 int cgroup_oom_kills(const char *id, uint64_t *ret);
+/* What a sandbox's cgroups count now (its metrics). A figure the host's
+ * cgroups do not keep is UINT64_MAX. */
+typedef struct CgroupUsage {
+        uint64_t cpu_usec;          /* CPU time used (v2 cpu.stat usage_usec, which a v2 tree keeps even without
+                                     * the cpu controller; v1 cpuacct.usage) */
+        uint64_t memory_bytes;      /* v2 memory.current, v1 memory.usage_in_bytes */
+        uint64_t memory_max_bytes;  /* v2 memory.max, v1 memory.limit_in_bytes; UINT64_MAX: no limit */
+} CgroupUsage;
+int cgroup_usage(const char *id, CgroupUsage *ret);
 /* Applies limits to an existing sandbox cgroup. */
 int cgroup_set_limits(const char *id, const RuntimeLimits *limits);
 /* Removes <root> from each hierarchy if it is empty (when nothing runs). */

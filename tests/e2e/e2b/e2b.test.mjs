@@ -666,7 +666,15 @@ describe('wire errors', () => {
     r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/network`, { method: 'PUT', headers: { 'X-API-KEY': KEY }, body: '{}' })
     assert.equal(r.status, 501)
     r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/metrics`, { headers: { 'X-API-KEY': KEY } })
-    assert.deepEqual(await r.json(), [])
+    const raw = await r.json()
+    assert.ok(Array.isArray(raw) && raw.length > 0, JSON.stringify(raw))
+    // the SDK's getMetrics() (and its start/end, unix seconds) answered from the worker's samples
+    const ms = await sbx.getMetrics()
+    assert.ok(ms.length > 0)
+    assert.ok(ms[0].timestamp instanceof Date && !isNaN(ms[0].timestamp))
+    assert.ok(ms[0].cpuCount >= 1 && ms[0].memUsed > 0 && ms[0].memTotal >= ms[0].memUsed, JSON.stringify(ms[0]))
+    assert.ok(typeof ms[0].cpuUsedPct === 'number' && typeof ms[0].diskTotal === 'number')
+    assert.deepEqual(await sbx.getMetrics({ start: new Date(Date.now() + 3600e3) }), [])
   })
 
   test('raw Connect stream: start, keepalives while idle, data, end, end-stream', T, async () => {
