@@ -74,11 +74,18 @@ int pool_remove_entry(const Pool *p, int dirfd, const char *name) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *path = NULL;
         char fdpath[64];
+        struct stat st;
         int r;
 
         fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_PATH);
         if (fd < 0)
                 return errno == ENOENT ? 0 : negative_errno();
+        /* a symlink is removed itself: the path of its fd resolves to its target, which may
+         * be anywhere (never a tree to remove) */
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (S_ISLNK(st.st_mode))
+                return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? negative_errno() : 0;
         snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
         path = realpath(fdpath, NULL);
         if (!path)

@@ -16,6 +16,7 @@
 #include "fd-util.h"
 #include "loop.h"
 #include "mountinfo.h"
+#include "pool-internal.h"
 #include "pool.h"
 #include "spawn.h"
 #include "str-util.h"
@@ -884,4 +885,40 @@ TEST(base_template_recipe) {
         ASSERT_OK(pool_template_remove(p, "base"));
         ASSERT_OK(pool_release(p));
         check_no_residue(dir, NULL);
+}
+
+/* pool_remove_entry() of a symlink removes the link, never its target; a
+ * tree's symlinks inside go as links too (an image or a sandbox can shape
+ * what lands in the pool's directories). */
+TEST(remove_entry_never_follows_a_symlink) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *outside = test_path_join(dir, "outside"), *precious = NULL, *tmp = NULL;
+        _cleanup_close_ int tmp_fd = -EBADF, tree_fd = -EBADF;
+        struct stat st;
+
+        test_pool_need_btrfs();
+        ASSERT_OK(open_pool(dir, NULL, "auto", &p));
+        ASSERT_OK(mkdir_p(outside, 0755));
+        precious = test_path_join(outside, "precious");
+        ASSERT_OK(write_file_atomic(precious, "keep me\n", 8, 0644));
+        tmp = test_path_join(pool_mount_path(p), "tmp");
+        tmp_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ASSERT_TRUE(tmp_fd >= 0);
+
+        ASSERT_OK(symlinkat(outside, tmp_fd, "evil"));
+        ASSERT_OK(pool_remove_entry(p, tmp_fd, "evil"));
+        ASSERT_TRUE(fstatat(tmp_fd, "evil", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+        ASSERT_OK(stat(precious, &st));
+
+        ASSERT_OK(mkdirat(tmp_fd, "tree", 0755));
+        tree_fd = openat(tmp_fd, "tree", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ASSERT_TRUE(tree_fd >= 0);
+        ASSERT_OK(symlinkat(outside, tree_fd, "link"));
+        ASSERT_OK(pool_remove_entry(p, tmp_fd, "tree"));
+        ASSERT_TRUE(fstatat(tmp_fd, "tree", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+        ASSERT_OK(stat(precious, &st));
+        tree_fd = safe_close(tree_fd);
+        tmp_fd = safe_close(tmp_fd); /* nothing may hold the pool open for its release */
+        ASSERT_OK(pool_release(p));
 }
