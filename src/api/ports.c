@@ -21,12 +21,13 @@ int api_sandbox_port(ApiRequest *r, ApiError *e) {
         uint64_t port = 0, expiry = (uint64_t) time(NULL) + INGRESS_LINK_TTL_SEC;
         int k;
 
-        if (!p || *p == 0 || *p == '0' || strlen(p) > 5 || strspn(p, "0123456789") != strlen(p) ||
-            (port = strtoull(p, NULL, 10)) == 0 || port > 65535)
-                return api_error(e, -EINVAL, API_BAD_REQUEST, "the port must be an integer in [1, 65535]");
+        /* the sandbox first: another tenant's is a 404 whatever else the request says */
         k = api_sandbox_lookup(r, r->params[0], false, &sb, e);
         if (k < 0)
                 return k;
+        if (!p || *p == 0 || *p == '0' || strlen(p) > 5 || strspn(p, "0123456789") != strlen(p) ||
+            (port = strtoull(p, NULL, 10)) == 0 || port > 65535)
+                return api_error(e, -EINVAL, API_BAD_REQUEST, "the port must be an integer in [1, 65535]");
         k = ingress_url(c, sb.id, (unsigned) port, url, sizeof url);
         if (k == -ENODATA)
                 return api_error(e, k, API_UNAVAILABLE, "the ingress is off on this server (ingress_listen)");

@@ -23,7 +23,8 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
                                 .strings = { "id" } },
         [WORKER_OP_PAUSE] = { "pause", .relayed = true, .idempotent = true, .deadline_msec = 30 * SEC_MSEC,
                               .strings = { "id" } },
-        [WORKER_OP_RESUME] = { "resume", .relayed = true, .idempotent = true, .deadline_msec = 30 * SEC_MSEC,
+        /* a vm resumed from suspend loads its saved machine first: as long as a start */
+        [WORKER_OP_RESUME] = { "resume", .relayed = true, .idempotent = true, .deadline_msec = 5 * MIN_MSEC,
                                .strings = { "id" } },
         [WORKER_OP_SUSPEND] = { "suspend", .relayed = true, .deadline_msec = 5 * MIN_MSEC, .strings = { "id" } },
         [WORKER_OP_START] = { "start", .relayed = true, .deferred = true, .deadline_msec = 5 * MIN_MSEC,

@@ -57,7 +57,7 @@ class DefaultDaemon(Daemon):
     def args(self):
         return [self.s.spaced_bin, "--state-dir", self.state_dir, "--listen", f"{self.host}:{self.port}",
                 "--template-dir", self.template_dir, "--agent-path", self.s.agent_bin,
-                "--pool-size-mb", "4096", "--log-level", "debug"] + self.extra_args
+                "--pool-size-mb", "4096", "--default-disk-mb", "256", "--log-level", "debug"] + self.extra_args
 
     def _not_sandbox(self, pids):
         tag = f"/{self.cgroup_root}/"

@@ -316,3 +316,28 @@ def test_quickstart(sdk, spaced, tenant_key):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "hello from space\n"
+
+
+def test_tenants_ports_metrics_ready(client, sb, sdk, spaced):
+    assert client.ready()["status"]
+    me = client.tenant(client.get(sb.id).tenant)
+    assert me["quotas"] is not None and "usage" in me
+    with sdk.Client(spaced.url, spaced.admin_key) as admin:
+        name = me["name"] if "name" in me else client.get(sb.id).tenant
+        got = admin.set_tenant(name, sandboxes=50)
+        assert got["quotas"]["sandboxes"] == 50 and got["overrides"].get("sandboxes") == 50, got
+        got = admin.set_tenant(name, sandboxes=None)  # back to the host's default
+        assert got["overrides"].get("sandboxes") is None, got
+        assert name in [t["name"] for t in admin.tenants()]
+    with pytest.raises(sdk.Forbidden):
+        client.set_tenant("someone-else", sandboxes=1)
+    p = client.port(sb.id, 8000)
+    assert p["port"] == 8000 and f"8000-{sb.id}" in p["url"] and p["token"]
+    with pytest.raises(sdk.BadRequest):
+        client.port(sb.id, 70000)
+    for _ in range(100):
+        samples = client.metrics(sb.id)
+        if samples:
+            break
+        time.sleep(0.2)
+    assert samples and "memory_bytes" in samples[-1]

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Worker calls have deadlines (the op table, src/worker/worker-proto.c): a
 worker process that is stopped (SIGSTOP) makes an API call that needs it
-fail with 503 `unavailable` and a message naming the op once its deadline
+fail with 503 `worker_unavailable` and a message naming the op once its deadline
 passes, instead of hanging; after SIGCONT everything works again. (That a
 non-idempotent op is never sent twice when the connection breaks is
 tests/unit/test-worker-proto.c, against a scripted worker.)"""
@@ -44,8 +44,9 @@ def test_stopped_worker_is_503_at_the_deadline_then_recovers(fresh_spaced):
             r = d.api("GET", "/v1/info", timeout=120)
             assert r.status == 503, r
             err = r.json()["error"]
-            assert err["code"] == "unavailable", err
+            assert err["code"] == "worker_unavailable", err
             assert "did not answer 'info'" in err["message"], err
+            assert r.headers.get("retry-after"), r
             # what needs no worker still answers
             assert d.show(sid).json()["state"] == "running"
         finally:

@@ -3,6 +3,8 @@
 Client each returns its result, on an AsyncClient an awaitable of it (the
 transport's json() is a coroutine there)."""
 
+import json
+
 from ._common import seg
 from .models import Checkpoint, Credential, Event, FileEntry, Key, Sandbox, Template
 
@@ -35,6 +37,34 @@ class Ops:
 
     def health(self):
         return self._t.json("GET", "/healthz")
+
+    def ready(self):
+        """200 when the store and the worker answer; a 503 raises, naming the part."""
+        return self._t.json("GET", "/readyz")
+
+    # ---- tenants (an admin key sets quotas; a tenant's key reads its own) ----
+    def tenants(self):
+        return self._t.json("GET", "/v1/tenants", parse=lambda v: v["tenants"])
+
+    def tenant(self, name):
+        return self._t.json("GET", f"/v1/tenants/{seg(name)}")
+
+    def set_tenant(self, name, **quotas):
+        """Sets the quotas given (sandboxes, cpu_millis, memory_mb, disk_mb, checkpoints, rps,
+        streams; None resets one to the server's default)."""
+        # null values are meant (a reset), so the body is encoded here, not by encode_json
+        return self._t.json("PUT", f"/v1/tenants/{seg(name)}", body=json.dumps(quotas).encode(),
+                            content_type="application/json")
+
+    # ---- ports (the ingress) and metrics ----
+    def port(self, sandbox_id, port):
+        """How to reach a port of the sandbox through the ingress: url, token, one-time link."""
+        return self._t.json("GET", f"/v1/sandboxes/{seg(sandbox_id)}/ports/{int(port)}")
+
+    def metrics(self, sandbox_id, *, since=None):
+        """The sandbox's usage samples (every 5 s, the last hour)."""
+        return self._t.json("GET", f"/v1/sandboxes/{seg(sandbox_id)}/metrics", params={"since": since},
+                            parse=lambda v: v["metrics"])
 
     # ---- sandboxes ----
     def create(self, template=None, *, runtime=None, cpu=None, memory_mb=None, disk_mb=None, pids_max=None,

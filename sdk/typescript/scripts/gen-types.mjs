@@ -43,7 +43,13 @@ function base(s, indent) {
   if (s.allOf) return s.allOf.map((x) => paren(type(x, indent))).join(" & ");
   if (s.enum) return s.enum.map((v) => JSON.stringify(v)).join(" | ");
   if (s.const !== undefined) return JSON.stringify(s.const);
+  if (Array.isArray(s.type)) {
+    // OpenAPI 3.1 style: a list of types, e.g. [integer, "null"]
+    return [...new Set(s.type.map((t) => base({ ...s, type: t }, indent)))].join(" | ");
+  }
   switch (s.type) {
+    case "null":
+      return "null";
     case "string":
       return "string";
     case "integer":

@@ -220,6 +220,36 @@ export class Client {
   // ---- deployment ----
   info(o?: CallOptions) { return this.j<api.Info>("GET", "/v1/info", o); }
   health(o?: CallOptions) { return this.j<Record<string, unknown>>("GET", "/healthz", o); }
+  /** 200 when the store and the worker answer (a load balancer's probe); a 503 throws, naming the part. */
+  ready(o?: CallOptions) { return this.j<Record<string, unknown>>("GET", "/readyz", o); }
+
+  // ---- tenants (an admin key sets quotas; a tenant's key reads its own) ----
+  async tenants(o?: CallOptions): Promise<api.Tenant[]> {
+    return (await this.j<api.TenantList>("GET", "/v1/tenants", o)).tenants;
+  }
+
+  tenant(name: string, o?: CallOptions): Promise<api.Tenant> {
+    return this.j("GET", `/v1/tenants/${seg(name)}`, o);
+  }
+
+  /** Sets the quotas given (null resets one to the server's default). */
+  setTenant(name: string, quotas: Record<string, number | null>, o?: CallOptions): Promise<api.Tenant> {
+    return this.j("PUT", `/v1/tenants/${seg(name)}`, { json: quotas, ...o });
+  }
+
+  // ---- ports (the ingress) and metrics ----
+  /** How to reach a port of a sandbox through the ingress: its url, traffic token and a one-time link. */
+  port(id: string, port: number, o?: CallOptions): Promise<api.SandboxPort> {
+    const p = String(port);
+    return this.j("GET", `/v1/sandboxes/${seg(id)}/ports/${seg(p)}`, o);
+  }
+
+  /** The sandbox's usage samples (every 5 s, the last hour), since a time if given. */
+  async metrics(id: string, o: CallOptions & { since?: string } = {}): Promise<api.SandboxMetric[]> {
+    const [q, c] = split(o);
+    return (await this.j<api.SandboxMetrics>("GET", `/v1/sandboxes/${seg(id)}/metrics`, { query: { ...q }, ...c }))
+      .metrics;
+  }
 
   // ---- sandboxes ----
   /** A new running sandbox (POST /v1/sandboxes); fields as in docs/API.md. */

@@ -5,8 +5,38 @@
 export type Error = {
   error: {
     /** The code table of src/shared/api-error.c (which fixes the HTTP status). */
-    code: "ok" | "bad_request" | "invalid_json" | "unknown_field" | "invalid_argument" | "invalid_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "sandbox_not_running" | "sandbox_paused" | "template_in_use" | "already_exists" | "payload_too_large" | "unsupported_media_type" | "too_many_requests" | "internal" | "not_implemented" | "bad_gateway" | "unavailable" | "timeout" | "insufficient_storage" | "uri_too_long" | "headers_too_large";
+    code: "ok" | "bad_request" | "invalid_json" | "unknown_field" | "invalid_argument" | "invalid_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "sandbox_not_running" | "sandbox_paused" | "template_in_use" | "already_exists" | "payload_too_large" | "unsupported_media_type" | "too_many_requests" | "internal" | "not_implemented" | "bad_gateway" | "unavailable" | "timeout" | "insufficient_storage" | "uri_too_long" | "headers_too_large" | "worker_unavailable";
     message: string;
+  };
+};
+
+/** One part's state; what else it says depends on the part. */
+export type HealthPart = {
+  /** ok; store: error; worker: starting, down, not_responding, stopping
+   * (cluster: cluster); pool: error; gateway: down, restarting, off;
+   * spawner: down; unknown where the worker did not answer. */
+  status: string;
+  message?: string;
+  pid?: number;
+  /** started again after it died */
+  restarts?: number;
+  /** how it last died */
+  last_exit?: string;
+  /** worker down: its next start */
+  next_start_ms?: number;
+  sandboxes_running?: number;
+  size_bytes?: number;
+  free_bytes?: number;
+};
+
+export type Health = {
+  status: "ok" | "degraded" | "ready";
+  components: {
+    store: HealthPart;
+    worker: HealthPart;
+    pool: HealthPart;
+    gateway: HealthPart;
+    spawner: HealthPart;
   };
 };
 
@@ -62,6 +92,31 @@ export type Credential = {
   updated_at: Time;
   expires_at: string | null;
   revoked_at: string | null;
+};
+
+export type SandboxMetrics = {
+  metrics: SandboxMetric[];
+};
+
+export type SandboxMetric = {
+  /** when the sample was taken (RFC 3339) */
+  time: string;
+  /** CPU seconds its processes used so far */
+  cpu_usage_s: number | null;
+  /** CPU use over the 5 s before the sample, in % of one CPU (null: first sample) */
+  cpu_percent: number | null;
+  memory_bytes: number | null;
+  /** null where unlimited */
+  memory_limit_bytes: number | null;
+  /** processes the kernel's OOM killer ended in it so far */
+  oom_kills: number | null;
+  /** bytes its root holds beyond its template (btrfs qgroup) */
+  disk_bytes: number | null;
+  disk_limit_bytes: number | null;
+  /** bytes it received through its network link */
+  net_rx_bytes: number | null;
+  /** bytes it sent */
+  net_tx_bytes: number | null;
 };
 
 export type CredentialList = {
@@ -127,6 +182,7 @@ export type Sandbox = {
   /** How many checkpoints it has. */
   checkpoints: number;
   auto_resume: AutoResume;
+  public_traffic: PublicTraffic;
   /** The last exec or file call (a running exec counts as activity). */
   last_activity_at: string | null;
   network: NetworkPolicy;
@@ -195,6 +251,7 @@ export type SandboxCreate = {
   idle_action?: IdleAction;
   checkpoint_every_s?: CheckpointEvery;
   auto_resume?: AutoResume;
+  public_traffic?: PublicTraffic;
   /** The egress policy; absent or null = the server's default_network (no egress unless configured). */
   network?: NetworkPolicyRequest | null;
   /** Names of the tenant's credentials to grant (each active); 404 for an unknown name. */
@@ -219,6 +276,11 @@ export type IdleSeconds = number;
 /** What idle_s does; "" or null = nothing. idle_s alone means pause. */
 export type IdleAction = "pause" | "suspend" | "" | null;
 
+/** The ingress lets anyone reach the sandbox's ports (no traffic token,
+ * see GET /v1/sandboxes/{id}/ports/{port}). Default false: private.
+ * E2B's network.allowPublicTraffic on create. */
+export type PublicTraffic = boolean;
+
 /** Exec and file calls (and E2B envd requests) that reach the sandbox
  * while it is paused resume it (event sandbox.resumed) instead of 409
  * sandbox_paused. Default false (the server's auto_resume_paused=1
@@ -239,6 +301,8 @@ export type SandboxPatch = {
   idle_action?: IdleAction;
   checkpoint_every_s?: CheckpointEvery;
   auto_resume?: AutoResume;
+  /** A new disk quota in MiB (at most the server's max_disk_mb), admitted against the storage pool. */
+  disk_mb?: number;
 };
 
 /** A checkpoint's id, or its name. */
@@ -248,6 +312,19 @@ export type CheckpointCreate = {
   name?: CheckpointRef;
   /** The machine's memory too (vm only; default: true for a vm sandbox that runs, is paused or was suspended with its memory). */
   with_memory?: boolean;
+};
+
+export type SandboxPort = {
+  sandbox_id: SandboxIdValue;
+  port: number;
+  /** http://{port}-{id}.{domain}[:ingress port]/ */
+  url: string;
+  /** the sandbox's traffic token (not its envd token) */
+  token: string;
+  token_header: "X-Space-Traffic-Token";
+  /** url?space_token=...: sets the traffic cookie once and redirects */
+  link: string;
+  link_expires_at: Time;
 };
 
 export type Checkpoint = {
@@ -482,6 +559,53 @@ export type KeyCreated = {
 
 export type KeyList = {
   keys: Key[];
+};
+
+/** sandboxes (live), cpu_millis (1000 = one CPU), memory_mb, disk_mb
+ * (what its live sandboxes hold together), checkpoints (of its live
+ * sandboxes), rps (requests per second of its non-admin keys together),
+ * streams (their open streams together). 0 = unlimited. */
+export type TenantQuotaValues = {
+  sandboxes?: number;
+  cpu_millis?: number;
+  memory_mb?: number;
+  disk_mb?: number;
+  checkpoints?: number;
+  rps?: number;
+  streams?: number;
+};
+
+export type TenantUsage = {
+  sandboxes: number;
+  cpu_millis: number;
+  memory_mb: number;
+  disk_mb: number;
+  checkpoints: number;
+};
+
+export type Tenant = {
+  id: string;
+  name: string;
+  /** Every quota in force (the tenant's own, else the host's default). */
+  quotas: TenantQuotaValues;
+  /** The quotas set for this tenant (the others are the host's defaults). */
+  overrides: TenantQuotaValues;
+  usage: TenantUsage;
+};
+
+export type TenantList = {
+  tenants: Tenant[];
+};
+
+/** At least one quota; each an integer 0 (unlimited) to 2^40, or null (back to the host's default). */
+export type TenantQuotasSet = {
+  sandboxes?: number | null;
+  cpu_millis?: number | null;
+  memory_mb?: number | null;
+  disk_mb?: number | null;
+  checkpoints?: number | null;
+  rps?: number | null;
+  streams?: number | null;
 };
 
 export type Limits = {
