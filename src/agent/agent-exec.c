@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Processes: EXEC, their output and exit, STDIN, SIGNAL, RESIZE, ATTACH and PS. */
+#include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/epoll.h>
@@ -21,6 +23,7 @@
 #define PROC_DRAIN_READS_MAX 16U     /* chunks read at the drain deadline before giving up on the pipes */
 #define PS_ARGV_BYTES_MAX 4096U      /* argv bytes per process in a PS reply */
 #define EXEC_ERRBUF 1024
+#define AGENT_OOM_RECHECK_MSEC 20
 
 extern char **environ;
 
@@ -44,6 +47,8 @@ struct Proc {
         ProtoDisconnect on_disconnect;
         uint64_t oom_base;
         bool have_oom_base;
+        uint64_t own_oom_base; /* the sandbox's OOM count when the exec started (own_oom_kills) */
+        bool have_own_oom_base;
         char *exit_json;              /* once finished: the EXIT payload */
         size_t exit_len;
         Proc *next;
@@ -133,6 +138,58 @@ static void proc_unbind(Agent *a, Proc *p, bool all) {
                 }
 }
 
+
+/* How many processes the kernel's OOM killer ended in this sandbox so far,
+ * from its own cgroup as it sees it read-only at /sys/fs/cgroup (cgroup v2's
+ * memory.events, v1's memory.oom_control): -ENOENT where there is none (a
+ * vm guest). Read by the agent itself, so an exec never waits on the worker. */
+static int own_oom_kills(uint64_t *ret) {
+        static const char *const files[] = { "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control" };
+
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                char buf[512];
+                const char *at;
+                ssize_t n;
+                int fd = open(files[i], O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+                if (fd < 0)
+                        continue;
+                n = read(fd, buf, sizeof buf - 1);
+                close(fd);
+                if (n <= 0)
+                        continue;
+                buf[n] = 0;
+                at = strstr(buf, "oom_kill ");
+                if (!at || (at != buf && at[-1] != '\n'))
+                        continue;
+                *ret = strtoull(at + strlen("oom_kill "), NULL, 10);
+                return 0;
+        }
+        return -ENOENT;
+}
+
+/* A SIGKILL while the sandbox's OOM count grew past what it was when the exec
+ * started was the kernel's OOM killer (a heuristic where several processes
+ * die at once: another process's OOM kill during the exec makes a plain
+ * SIGKILL of this one look like one too). */
+static bool exit_was_oom(const Proc *p, int sig) {
+        uint64_t now;
+
+        if (sig != SIGKILL || !p->have_own_oom_base)
+                return false;
+        for (int i = 0; i < 2; i++) {
+                if (own_oom_kills(&now) < 0)
+                        return false;
+                if (now > p->own_oom_base)
+                        return true;
+                /* the killer counts just after it sent the SIGKILL: a victim on another CPU can
+                 * die first (one short second look, only for a plain SIGKILL) */
+                if (i == 0)
+                        (void) poll(NULL, 0, AGENT_OOM_RECHECK_MSEC);
+        }
+        return false;
+}
+
 static void proc_finish(Agent *a, Proc *p) {
         JsonWriter w;
 
@@ -148,7 +205,7 @@ static void proc_finish(Agent *a, Proc *p) {
                 }
                 json_w_kv_string(&w, "signal", s);
                 json_w_kv_int(&w, "code", 128 + sig);
-                json_w_kv_string(&w, "reason", p->timed_out ? "timeout" : "killed");
+                json_w_kv_string(&w, "reason", p->timed_out ? "timeout" : exit_was_oom(p, sig) ? "oom" : "killed");
         } else
                 json_w_kv_int(&w, "code", WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 255);
         if (p->have_oom_base)
@@ -540,6 +597,7 @@ void agent_exec_request(Agent *a, Conn *c, uint32_t stream, const JsonValue *v) 
         p->on_disconnect = req.on_disconnect;
         p->oom_base = req.oom_base;
         p->have_oom_base = req.have_oom_base;
+        p->have_own_oom_base = own_oom_kills(&p->own_oom_base) >= 0;
         p->next = a->procs;
         a->procs = p;
         a->n_procs++;

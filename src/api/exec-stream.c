@@ -20,7 +20,6 @@
 #define EXEC_ACTIVITY_MSEC 1000       /* a running exec records activity this often */
 #define EXEC_GONE_POLLS 30            /* store looks for the sandbox's fate once the agent went away ... */
 #define EXEC_GONE_POLL_MSEC 100       /* ... this far apart */
-#define EXEC_OOM_RECHECK_MSEC 20      /* the kernel counts an OOM kill just after it sent the SIGKILL */
 
 static const char *const exec_output_table[_EXEC_OUTPUT_MAX] = {
         [EXEC_OUTPUT_TEXT] = "text",
@@ -192,29 +191,10 @@ static int on_dropped(ExecRelay *x, const ProtoFrame *f) {
 
 static void msleep(unsigned ms);
 
-/* A SIGKILL while the sandbox's OOM count grew past what it was when the exec
- * started (the agent echoes that as oom_base) was the kernel's OOM killer.
- * (A heuristic where several processes die at once: another process's OOM
- * kill during the exec makes a plain SIGKILL of it look like one too.) */
-static bool exit_was_oom(ExecRelay *x, const JsonValue *v) {
-        ApiError ignored = {};
-        uint64_t base, now;
-
-        if (!streq(strempty(json_string(json_get(v, "signal"))), "SIGKILL") ||
-            !streq(strempty(json_string(json_get(v, "reason"))), "killed") ||
-            json_uint64(json_get(v, "oom_base"), &base) < 0)
-                return false;
-        if (api_get_worker(x->r, &ignored) < 0)
-                return false;
-        for (int i = 0; i < 2; i++) {
-                if (worker_sandbox_oom_kills(x->r->worker, x->sandbox_id, &now, &ignored) < 0)
-                        return false;
-                if (now > base)
-                        return true;
-                if (i == 0)
-                        msleep(EXEC_OOM_RECHECK_MSEC); /* the victim may have been faster than the count */
-        }
-        return false;
+/* The agent tells an OOM kill itself (a SIGKILL while its sandbox's OOM
+ * count grew): reason "oom" in EXIT, so an exec never waits on the worker. */
+static bool exit_was_oom(const JsonValue *v) {
+        return streq(strempty(json_string(json_get(v, "reason"))), "oom");
 }
 
 static int on_exit_frame(ExecRelay *x, const ProtoFrame *f) {
@@ -228,7 +208,7 @@ static int on_exit_frame(ExecRelay *x, const ProtoFrame *f) {
         if (agent_call_parse(f, &v, NULL) < 0 || json_out_exit(&check, v) < 0)
                 return -EBADMSG;
         (void) json_int64(json_get(v, "code"), &code);
-        oom = exit_was_oom(x, v);
+        oom = exit_was_oom(v);
         json_w_object_begin(&w);
         json_w_kv_string(&w, "type", "exit");
         json_w_kv_int(&w, "code", code);

@@ -94,23 +94,19 @@ static int parse_started(const ProtoFrame *f, char exec_id[static EXEC_ID_MAX + 
         return 0;
 }
 
-/* Adds the output buffer's settings (config) and the sandbox's OOM count now,
- * which the agent echoes in EXIT (a SIGKILL after it grew was an OOM kill),
- * to the EXEC payload (a JSON object). */
+/* Adds the output buffer's settings (config) to the EXEC payload (a JSON
+ * object). (The agent reads its sandbox's OOM count itself: an exec start
+ * asks the worker nothing.) */
 static int add_stream_settings(ApiRequest *r, const char *id, char **json) {
         const Config *c = api_config(r->api);
-        ApiError ignored = {};
-        char oom[48] = "";
-        uint64_t n;
         size_t l = strlen(*json);
         char *s;
 
+        (void) id;
         if (l < 2 || (*json)[l - 1] != '}')
                 return -EINVAL;
-        if (worker_sandbox_oom_kills(r->worker, id, &n, &ignored) >= 0)
-                snprintf(oom, sizeof oom, ",\"oom_base\":%" PRIu64, n); /* else: no OOM reason */
-        s = strdup_printf("%.*s,\"buffer_bytes\":%" PRIu64 ",\"stall_ms\":%" PRIu64 ",\"keep_ms\":%" PRIu64 "%s}",
-                          (int) (l - 1), *json, c->exec_buffer_kb * 1024, c->exec_stall_ms, c->exec_keep_s * 1000, oom);
+        s = strdup_printf("%.*s,\"buffer_bytes\":%" PRIu64 ",\"stall_ms\":%" PRIu64 ",\"keep_ms\":%" PRIu64 "}",
+                          (int) (l - 1), *json, c->exec_buffer_kb * 1024, c->exec_stall_ms, c->exec_keep_s * 1000);
         if (!s)
                 return -ENOMEM;
         free(*json);
