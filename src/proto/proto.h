@@ -40,7 +40,9 @@
  *     its group) or "kill" (SIGKILL to its group).
  *     "keep_ms" (default 600000): how long a finished exec's buffer and exit
  *     stay for late ATTACH readers (at most AGENT_EXEC_KEPT_MAX of them).
- *     "oom_base": N (opaque to the agent, echoed in EXIT as "oom_base").
+ *     "oom_base": N (from older API servers: opaque, echoed in EXIT). The agent
+ *     itself tells an OOM kill: EXIT "reason":"oom" for a SIGKILL while its
+ *     sandbox's OOM count (its own cgroup view) grew.
  *   STDIN (raw, on the exec's stream), STDIN_EOF (empty)
  *   SIGNAL {"signal":"SIGTERM"}        (on the exec's stream, or with "exec_id")
  *   RESIZE {"rows":N,"cols":N}         (pty only)
