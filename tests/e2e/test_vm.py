@@ -355,11 +355,22 @@ def test_resume_does_not_block_other_calls(e2e_session, vmd, vsb):
                 vmd.delete(other)
                 assert t.is_alive()
             finally:
-                os.kill(found["q"], signal.SIGCONT)
+                try:
+                    os.kill(found["q"], signal.SIGCONT)
+                    gave_up = False
+                except ProcessLookupError:
+                    # the restored guest's handshake (RESTORED) waited on the stopped QEMU past
+                    # its bound (on a loaded host the steps above outlast it): the worker gave
+                    # that machine up and booted the disk, which is the other guarantee
+                    gave_up = True
             t.join(600)
         finally:
             t.join(600)
         assert res["r"].status == 200, res["r"]
+        if gave_up:
+            assert res["r"].json()["state"] == "running" and res["r"].json()["processes_preserved"] is False
+            assert "restoring its saved memory failed" in vmd.log_text()
+            return
         assert res["r"].json()["state"] == "running" and res["r"].json()["processes_preserved"] is True, res["r"].json()
         assert vmd.sh(sid, f"kill -0 {sleeper} && echo alive").strip() == "alive"
     finally:
@@ -601,10 +612,19 @@ def test_branch_with_memory_does_not_block_other_calls(e2e_session, vmd, vsb):
             _worker_serves_meanwhile(vmd, ns_sid, vsb, t, vsb)
             assert all(vmd.show(k).json()["state"] == "creating" for k in qemus), qemus
         finally:
+            gave_up = False
             for q in qemus.values():
                 if host.proc_exists(q):
                     os.kill(q, signal.SIGCONT)
+                else:
+                    # a child's handshake waited on its stopped QEMU past its bound (a loaded
+                    # host): the worker gave the branch up, all or nothing
+                    gave_up = True
         t.join(600)
+        if gave_up:
+            assert res["r"].status >= 400, res["r"]
+            assert not [k for k in qemus if vmd.show(k).status == 200 and vmd.show(k).json()["state"] != "deleted"]
+            return
         assert res["r"].status == 201, res["r"]
         kids = [k["id"] for k in res["r"].json()["sandboxes"]]
         assert sorted(kids) == sorted(qemus), (kids, qemus)
