@@ -367,7 +367,7 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
         _cleanup_free_ char *head = NULL, *buf = NULL, *hdrs = NULL;
         _cleanup_(http_head_done) HttpHead resp = {};
         const char *upgrade = upgrade_of(req);
-        size_t head_len, got, resp_head_len;
+        size_t head_len, got, resp_head_len = 0;
         int r;
 
         if (upgrade && (req->chunked || req->content_length > 0))
