@@ -308,8 +308,14 @@ def test_base_restore_does_not_block_other_calls(e2e_session, vmd, vsb):
                 gave_up = True
         t.join(600)
         if gave_up:
-            assert res["r"].status >= 400, res["r"]
-            assert "did not answer" in vmd.log_text()
+            # the create ended either way: booted afresh (a base snapshot that would not
+            # restore falls back to a boot) or failed cleanly; never hung
+            log = vmd.log_text()
+            assert "did not answer" in log or "stopped before its agent answered" in log
+            if res["r"].status == 201:
+                assert vmd.sh(res["r"].json()["id"], "echo up") == "up\n"
+            else:
+                assert res["r"].status >= 400, res["r"]
             return
         assert res["r"].status == 201, res["r"]
         assert res["r"].json()["id"] == vm_sid
@@ -1188,8 +1194,14 @@ def test_boot_does_not_block_other_calls(vmd):
                 gave_up = True
         t.join(600)
         if gave_up:
-            assert res["r"].status >= 400, res["r"]
-            assert "did not answer" in vmd.log_text()
+            # the create ended either way: booted afresh (a base snapshot that would not
+            # restore falls back to a boot) or failed cleanly; never hung
+            log = vmd.log_text()
+            assert "did not answer" in log or "stopped before its agent answered" in log
+            if res["r"].status == 201:
+                assert vmd.sh(res["r"].json()["id"], "echo up") == "up\n"
+            else:
+                assert res["r"].status >= 400, res["r"]
             return
         assert res["r"].status == 201, res["r"]
         assert res["r"].json()["id"] == vm_sid
