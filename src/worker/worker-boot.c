@@ -42,8 +42,9 @@ struct WorkerBootGroup {
         void *client;          /* NULL once that connection is gone */
         char source[64];
         bool with_memory, failed, released;
+        bool deletion_told;    /* e names a child deleted while starting: the cause of any other failure */
         size_t n, open;        /* children; children still booting (+1 until released) */
-        ApiError e;            /* the first failure */
+        ApiError e;            /* the first failure, or the deletion of a child */
         struct {
                 char id[64];
                 int64_t pid;
@@ -351,9 +352,16 @@ static void boot_done(Worker *w, WorkerBoot *b) {
                 WorkerBootGroup *g = b->group;
                 if (b->cancelled && r >= 0)
                         (void) worker_cleanup_sandbox(w, id, false);
-                if (b->cancelled)
+                if (b->cancelled) {
                         r = api_error(&e, -ECANCELED, API_CONFLICT, "sandbox %s was deleted while it was starting",
                                       id);
+                        /* a sibling that failed meanwhile (its guest stalled while this delete waited) is
+                         * not what the caller did: the deletion is told */
+                        if (!g->deletion_told) {
+                                g->failed = g->deletion_told = true;
+                                g->e = e;
+                        }
+                }
                 if (r >= 0) {
                         g->kids[b->index].pid = pid;
                         g->kids[b->index].starttime = st;
