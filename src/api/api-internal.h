@@ -25,6 +25,8 @@ struct Api {
         atomic_uint_fast64_t requests_in_flight;
         ApiLimits *limits;           /* per key and tenant request limits (api-limits.c) */
         ApiWorkerStatus *worker_status; /* role all: the worker's supervisor's view; NULL otherwise */
+        ApiPortDialer port_dialer;   /* role all: reaches a sandbox's port (api_set_port_dialer) */
+        void *port_dialer_userdata;
 };
 
 /* ---- request limits (api-limits.c) ---- */
@@ -265,9 +267,13 @@ int api_sandbox_count(ApiRequest *r, const char *template_name, uint64_t *ret, A
 int api_sandbox_create(ApiRequest *r, ApiError *e);
 int api_sandbox_list(ApiRequest *r, ApiError *e);
 int api_sandbox_show(ApiRequest *r, ApiError *e);
+int api_sandbox_delete(ApiRequest *r, ApiError *e);
 /* ports.c */
 int api_sandbox_port(ApiRequest *r, ApiError *e);
-int api_sandbox_delete(ApiRequest *r, ApiError *e);
+/* "1".."65535" (no sign, no leading zero) → *ret; else a 400 in e. */
+int api_parse_port(const char *s, uint16_t *ret, ApiError *e);
+/* port-forward.c: GET .../ports/{port}/connect with Upgrade: tcp */
+int api_sandbox_port_connect(ApiRequest *r, ApiError *e);
 
 /* lifecycle.c */
 /* With the sandbox's lock held (sb is its row; re-read on success): pause

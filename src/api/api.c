@@ -51,6 +51,7 @@ static const Route routes[] = {
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/resize", api_exec_resize, true, false, true },
         { "GET", "/v1/sandboxes/{id}/files", api_files_get, true, false, true, true },
         { "GET", "/v1/sandboxes/{id}/ports/{port}", api_sandbox_port, true, false, true, false },
+        { "GET", "/v1/sandboxes/{id}/ports/{port}/connect", api_sandbox_port_connect, true, false, true, true },
         { "PUT", "/v1/sandboxes/{id}/files", api_files_put, true, false, true, true },
         { "DELETE", "/v1/sandboxes/{id}/files", api_files_delete, true, false, true },
         { "POST", "/v1/sandboxes/{id}/files/move", api_files_move, true, false, true },
@@ -161,6 +162,11 @@ Api *api_free(Api *a) {
 void api_set_cred_key(Api *a, CredKey *k) {
         cred_key_free(a->cred_key);
         a->cred_key = k;
+}
+
+void api_set_port_dialer(Api *a, ApiPortDialer dial, void *userdata) {
+        a->port_dialer = dial;
+        a->port_dialer_userdata = userdata;
 }
 
 void api_set_worker_status(Api *a, ApiWorkerStatus *s) {

@@ -231,41 +231,6 @@ static void reply_private(HttpConn *c) {
               " or open its link (space port ID PORT)", NULL);
 }
 
-static int connect_sandbox(struct in_addr addr, uint16_t port, int *ret_fd) {
-        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = addr };
-        unsigned mark = FIREWALL_INGRESS_MARK;
-        int err = 0, one = 1;
-        socklen_t len = sizeof err;
-        struct pollfd p;
-
-        if (fd < 0)
-                return negative_errno();
-        /* the mark is what the firewall lets through (needs CAP_NET_ADMIN): without it, no answer comes back */
-        if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark) < 0)
-                return negative_errno();
-        (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0 && errno != EINPROGRESS)
-                return negative_errno();
-        p = (struct pollfd){ .fd = fd, .events = POLLOUT };
-        for (;;) {
-                int k = poll(&p, 1, INGRESS_CONNECT_TIMEOUT_MSEC);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return negative_errno();
-                if (k == 0)
-                        return -ETIMEDOUT;
-                break;
-        }
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                return negative_errno();
-        if (err != 0)
-                return -err;
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
 static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
         Ingress *g = userdata;
         ApiRequest r = { .conn = c, .head = head, .api = g->api };
@@ -273,7 +238,6 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
         _cleanup_close_ int fd = -EBADF;
         char id[API_ID_LEN + 1], peer[64], msg[160];
         ApiError e = {};
-        AddrPair pair;
         uint16_t port;
         int k, access;
 
@@ -326,11 +290,7 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
                 reply(c, 502, "sandbox_not_running", "the sandbox is not running", NULL);
                 return;
         }
-        if (addr_pool_slot(&g->pool, sb.slot, &pair) < 0) {
-                reply(c, 502, "bad_gateway", "the sandbox has no address", NULL);
-                return;
-        }
-        k = connect_sandbox(pair.peer, port, &fd);
+        k = ingress_dial(&g->pool, sb.slot, port, &fd);
         if (k < 0) {
                 log_debug_errno(k, "Ingress: connecting to port %u of sandbox %s: %m", (unsigned) port, id);
                 snprintf(msg, sizeof msg, "nothing answers on port %u of the sandbox (%s)", (unsigned) port,

@@ -62,6 +62,7 @@ static volatile sig_atomic_t stopping;
 static pid_t worker_pid;
 
 static Ingress *ingress;
+static AddrPool forward_pool; /* the sandboxes' addresses, for the API's port forwards (role all) */
 static pthread_t ingress_thread;
 
 static void on_signal(int sig) {
@@ -876,6 +877,10 @@ int main(int argc, char *argv[]) {
                 api_set_cred_key(api, cred_key);
                 cred_key = NULL;
                 api_set_worker_status(api, supervise_status(sup));
+                /* port forwards reach this host's sandboxes by their slot's address */
+                if (!isempty(config.net_pool) &&
+                    addr_pool_parse(config.net_pool, strlen(config.net_pool), &forward_pool) >= 0)
+                        api_set_port_dialer(api, ingress_port_dialer, &forward_pool);
         }
         if (r >= 0)
                 r = http_server_new(config.listen, api_handle, api, &server);
