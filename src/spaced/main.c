@@ -359,14 +359,17 @@ static void *controller_thread(void *userdata) {
                                                               &wc);
                         if (r < 0) {
                                 store = store_close(store);
+                                liveness_hold(ctl->config->worker_lost_timeout_s, now_usec());
                                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
                                 continue;
                         }
                 }
                 bool now_leader = false;
                 r = store_leader_try(store, &now_leader);
-                if (r < 0)
+                if (r < 0) {
                         log_warning_errno(r, "Cannot check controller leadership (the store failed): %m");
+                        liveness_hold(ctl->config->worker_lost_timeout_s, now_usec());
+                }
                 if (now_leader != leader)
                         log_info(now_leader ? "This controller is now the active one"
                                             : "This controller is no longer the active one");
@@ -495,7 +498,7 @@ static int run_worker(Config *config) {
                 return 1;
         if (cluster_token_load(config->cluster_token_file, &token) < 0)
                 return 1;
-        r = worker_node_instance(instance, sizeof instance);
+        r = worker_node_instance(config->state_dir, instance, sizeof instance);
         if (r < 0)
                 return log_error_errno(r, "Cannot make an instance id: %m"), 1;
         /* registered before the worker process reconciles this name's sandboxes:
