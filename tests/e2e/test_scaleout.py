@@ -8,8 +8,11 @@ Covered (issue 7 item 7 and its bad input): 30 creates through both API
 servers spread across the workers, exec in each through the API server that
 did not create it, the runtimes and accelerators each worker reports, a
 worker killed with SIGKILL (its sandboxes become lost with events, the
-others keep running, a create does not wait on it, it comes back and removes
-its orphans), failover of the active controller, a worker with a wrong token
+others keep running, a create does not wait on it; it comes back and takes
+its sandboxes back running, files intact; killed and restarted at once it
+registers under its name at once), a worker stalled (SIGSTOP) past its lease
+takes its sandboxes back without a restart, a database outage longer than
+the lease marks nothing lost, failover of the active controller, a worker with a wrong token
 (refused at registration: never listed, never tried), an API server and a
 controller with a wrong token (refused at start), a duplicate worker name
 (refused), a wildcard worker address (refused), raw connections with a wrong
@@ -25,11 +28,7 @@ the value on the request to an HTTPS test upstream beside the workers); a
 worker or an API server with another master key, or one others may read, is
 refused at start.
 No residue on any "host": each worker's netns, pool and cgroups are checked
-at the end.
-
-FOLLOW-UP (branch `deploy`): test_worker_killed_its_sandboxes_become_lost
-may also restore a lost sandbox from its shipped checkpoint (as
-test_checkpoint_shipped_then_lost_sandbox_restored_elsewhere does)."""
+at the end."""
 
 import json
 import os
@@ -638,6 +637,9 @@ def _worker_loss(c):
     lost_ids = per.get(victim, [])
     assert lost_ids, per
     others = [i for w, ids in per.items() if w != victim for i in ids]
+    for sid in lost_ids:
+        code, _ = c.exec_out(api, sid, f"echo kept-{sid} > /tmp/kept")
+        assert code == 0
     c.workers[victim].kill9()
 
     # a create never waits on the dead worker (it may still look live for a moment)
@@ -662,13 +664,30 @@ def _worker_loss(c):
         code, out = c.exec_out(c.apis[1], sid, "echo alive")
         assert code == 0 and out == "alive\n"
 
-    # it comes back under the same name: its orphans go, it takes work again
+    # it comes back under the same name: it takes its lost sandboxes back, running, their files kept
     i, addr, ns = c.addresses[victim]
-    mark = len(c.workers[victim].log())
     c.workers[victim] = c.start_worker(victim, i, addr, ns)
     assert c.workers[victim].wait_log("Reconciled:", 10, c.workers[victim].mark)
-    assert f"Removing orphan sandbox root {lost_ids[0]}" in c.workers[victim].log()[c.workers[victim].mark:]
-    # the lost ones can be deleted
+    log = c.workers[victim].log()[c.workers[victim].mark:]
+    assert "Removing orphan sandbox root" not in log, log[-3000:]
+    _wait(lambda: all(c.sandbox(api, i)["state"] == "running" for i in lost_ids), 30, "the lost sandboxes back")
+    for sid in lost_ids:
+        code, out = c.exec_out(c.apis[1], sid, "cat /tmp/kept")
+        assert code == 0 and out == f"kept-{sid}\n", (sid, code, out)
+        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.found"}).json()["events"]
+        assert len(ev) == 1 and victim in ev[0]["reason"], ev
+
+    # killed and started again at once: it registers under its name at once (the same instance) and
+    # finds its sandboxes, which never stopped
+    c.workers[victim].kill9()
+    c.workers[victim] = c.start_worker(victim, i, addr, ns)
+    assert c.workers[victim].wait_log("Reconciled:", 30, c.workers[victim].mark)
+    log = c.workers[victim].log()[c.workers[victim].mark:]
+    assert "taken by another live worker" not in log, log[-3000:]
+    for sid in lost_ids:
+        assert c.sandbox(api, sid)["state"] == "running"
+        code, out = c.exec_out(api, sid, "cat /tmp/kept")
+        assert code == 0 and out == f"kept-{sid}\n", (sid, code, out)
     for sid in lost_ids:
         assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
 
@@ -1018,6 +1037,60 @@ def test_controller_failover(cluster):
     i, addr, ns = c.addresses[victim]
     assert c.workers[victim].stop() == 0
     c.workers[victim] = c.start_worker(victim, i, addr, ns)
+    c.delete_all()
+
+
+@pytest.mark.timeout(300)
+def test_worker_stalled_past_its_lease_takes_its_sandboxes_back(cluster):
+    """A worker stopped (SIGSTOP) longer than the lost timeout: its sandboxes are marked lost, not
+    destroyed; once it runs again it registers anew and takes them back, running, without a restart."""
+    c = cluster
+    api = c.apis[0]
+    made = c.create(6)
+    victim = "w1"
+    mine = [sid for sid, _, w in made if w == victim]
+    assert mine, made
+    for sid in mine:
+        assert c.exec_out(api, sid, f"echo kept-{sid} > /tmp/kept")[0] == 0
+    mark = len(c.workers[victim].log())
+    os.kill(c.workers[victim].pid, signal.SIGSTOP)  # its heartbeats stop; its sandboxes run on
+    try:
+        _wait(lambda: all(c.sandbox(api, i)["state"] == "lost" for i in mine), 30, "its sandboxes lost")
+    finally:
+        os.kill(c.workers[victim].pid, signal.SIGCONT)
+    _wait(lambda: all(c.sandbox(api, i)["state"] == "running" for i in mine), 60, "its sandboxes back")
+    for sid in mine:
+        code, out = c.exec_out(c.apis[1], sid, "cat /tmp/kept")
+        assert code == 0 and out == f"kept-{sid}\n", (sid, code, out)
+        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.found"}).json()["events"]
+        assert ev and victim in ev[-1]["reason"], ev
+    assert "Removing orphan" not in c.workers[victim].log()[mark:]
+    c.delete_all()
+
+
+@pytest.mark.timeout(300)
+def test_database_outage_longer_than_the_lease_loses_nothing(cluster):
+    """PostgreSQL down for longer than the lost timeout: the controller does not judge the heartbeats
+    missed meanwhile; no worker and no sandbox is marked lost, and they all answer afterwards."""
+    c = cluster
+    api = c.apis[0]
+    made = c.create(4)
+    lost_before = len(c.req(api, "GET", "/v1/events", params={"type": "worker.lost"}).json()["events"])
+    subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
+    try:
+        time.sleep(LOST_TIMEOUT_S * 3)
+    finally:
+        subprocess.run(["sh", PG_SCRIPT, "up", c.pg_url], check=True, timeout=60)
+    _wait(lambda: c.req(api, "GET", "/v1/sandboxes").status == 200, 60, "the API after the outage")
+    time.sleep(LOST_TIMEOUT_S * 2)  # a controller that judged them would have by now
+    for sid, _, w in made:
+        sb = c.sandbox(api, sid)
+        assert sb["state"] == "running", sb
+        code, out = c.exec_out(c.apis[1], sid, "echo still")
+        assert code == 0 and out == "still\n"
+    lost = c.req(api, "GET", "/v1/events", params={"type": "worker.lost"}).json()["events"]
+    assert len(lost) == lost_before, lost[lost_before:]
+    assert all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"] if w["name"] in c.workers)
     c.delete_all()
 
 
