@@ -746,7 +746,10 @@ static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_s
         log_set_context(NULL, r.req_id);
 
         /* the E2B-compatible surface (src/api/e2b.h) answers its own requests */
-        k = envd_sandbox || e2b_request_is_e2b(head) ? e2b_handle(&r) : dispatch(&r, &e, &route);
+        k = envd_sandbox                     ? e2b_handle(&r)
+            : api_ui_path(head->path)        ? api_ui_serve(&r)
+            : e2b_request_is_e2b(head)       ? e2b_handle(&r)
+                                             : dispatch(&r, &e, &route);
         if (k < 0) {
                 if (e.code == API_OK)
                         (void) api_error(&e, k, API_INTERNAL, "internal error: %s", strerror(-k));
