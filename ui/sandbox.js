@@ -5,7 +5,6 @@
 
 import { api, stream, enc } from './api.js'
 import { el, replace, bytes, percent, time, table, errorText, section, nowRfc3339 } from './util.js'
-import { openTerminal } from './terminal.js'
 
 const REFRESH_MSEC = 5000
 const NETWORK_ROWS_MAX = 200
@@ -41,14 +40,17 @@ export function mount (view, id, ctx) {
   const startButton = el('button', {
     type: 'button',
     id: 'terminal-open',
-    onclick: () => {
+    onclick: async () => {
       startButton.remove()
+      // xterm.js (most of the dashboard's bytes) loads only when a terminal opens
+      const { openTerminal } = await import('./terminal.js')
+      if (signal.aborted) return
       closeTerminal = openTerminal(term.body, id, (msg) => term.body.append(el('p', { class: 'note' }, msg)))
     },
   }, 'Open a shell')
   term.body.append(startButton)
 
-  summary(head, id, signal, ctx).catch(fail(head))
+  summary(head, id, signal).catch(fail(head))
   every(() => processes(procs.body, id, signal).catch(fail(procs.body)))
   fileBrowser(files.body, id, signal)
   checkpoints(cps.body, id, signal).catch(fail(cps.body))
@@ -61,7 +63,7 @@ export function mount (view, id, ctx) {
   }
 }
 
-async function summary (head, id, signal, ctx) {
+async function summary (head, id, signal) {
   const sb = await api('GET', `/sandboxes/${enc(id)}`, undefined, { signal })
   const cpu = el('dd', {}, '–')
   const mem = el('dd', {}, '–')
@@ -102,7 +104,6 @@ async function summary (head, id, signal, ctx) {
     if (!signal.aborted) setTimeout(tick, REFRESH_MSEC)
   }
   if (sb.state === 'running') tick()
-  if (sb.state === 'deleted') ctx.deleted = true
 }
 
 async function checkpoint (id, status) {
