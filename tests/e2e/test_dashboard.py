@@ -147,7 +147,7 @@ def test_browser(spaced, node, tenant_key):
     if r.returncode != 0 and created:
         spaced.api("DELETE", f"/v1/sandboxes/{created}", timeout=180)
     assert r.returncode == 0, f"the browser run failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    assert seen["terminal"] and seen["file"] and seen["process"] and seen["checkpoint"] and seen["deleted"] and seen["events"]
+    assert seen["terminal"] and seen["file"] and seen["process"] and seen["network"] and seen["checkpoint"] and seen["deleted"] and seen["events"]
     # deleted for the API too
     g = spaced.api("GET", f"/v1/sandboxes/{created}", key=tenant_key)
     assert g.status == 404 or g.json()["state"] == "deleted", g

@@ -113,6 +113,13 @@ try {
   // the shell is one of its processes
   await page.waitForFunction(() => [...document.querySelectorAll('section td.mono')].some((td) => /sh -c/.test(td.textContent)))
   seen.process = true
+  // a refused connection (no egress by default) shows among its network decisions, live
+  await page.click('.terminal')
+  await page.keyboard.type('curl -s -m 5 http://denied.example/; echo net-$((1+1))\n')
+  await page.waitForFunction(() => document.querySelector('.xterm-rows').textContent.includes('net-2'))
+  await page.waitForFunction(() => [...document.querySelectorAll('.decision.deny')].some((d) =>
+    d.closest('tr').textContent.includes('denied.example')))
+  seen.network = true
   // a checkpoint from the page shows in its tree
   await page.waitForSelector('ul.tree')
   await page.click('.sandbox-head button:text("Checkpoint")')
