@@ -406,6 +406,9 @@ int api_tenant_put(ApiRequest *r, ApiError *e);
 
 int api_info(ApiRequest *r, ApiError *e);
 int api_healthz(ApiRequest *r, ApiError *e);
+/* /ui and /ui/...: the dashboard's embedded files (ui.c); answers every such request itself. */
+bool api_ui_path(const char *path);
+int api_ui_serve(ApiRequest *r);
 int api_readyz(ApiRequest *r, ApiError *e);
 int api_metrics(ApiRequest *r, ApiError *e);
 /* metrics-sandbox.c: GET /v1/sandboxes/{id}/metrics; a sandbox's samples since since_usec as its

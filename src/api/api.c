@@ -677,6 +677,11 @@ static const char *method_label(const char *m) {
         return "other";
 }
 
+/* The route label of a request the table did not route (a static string: the histograms key on its address). */
+static const char *route_label(const ApiRequest *r) {
+        return api_ui_path(r->head->path) ? "/ui" : e2b_request_is_e2b(r->head) ? "e2b" : NULL;
+}
+
 static bool is_probe_path(const char *path) {
         return path && (streq(path, "/healthz") || streq(path, "/readyz") || streq(path, "/metrics"));
 }
@@ -686,7 +691,7 @@ static void observe(ApiRequest *r, const Route *route, int64_t usec) {
 
         exec_start_pending = false;
         api_hist_observe_route(route ? route->method : method_label(r->head->method),
-                               route ? route->pattern : e2b_request_is_e2b(r->head) ? "e2b" : "unmatched", usec);
+                               route ? route->pattern : route_label(r) ?: "unmatched", usec);
         if (!route || !ok)
                 return;
         if (route->handler == api_sandbox_create)
@@ -711,7 +716,7 @@ static void log_request(ApiRequest *r, const Route *route, const struct timespec
         snprintf(store_ms, sizeof store_ms, "%.1f", (double) store_timing_usec() / 1000.0);
         f[n++] = (LogField) { "method", r->head->method };
         f[n++] = (LogField) { "path", strna(r->head->path) };
-        f[n++] = (LogField) { "route", route ? route->pattern : e2b_request_is_e2b(r->head) ? "e2b" : NULL };
+        f[n++] = (LogField) { "route", route ? route->pattern : route_label(r) };
         f[n++] = (LogField) { "status", status };
         f[n++] = (LogField) { "duration_ms", duration };
         f[n++] = (LogField) { "store_ms", store_ms };
@@ -746,7 +751,10 @@ static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_s
         log_set_context(NULL, r.req_id);
 
         /* the E2B-compatible surface (src/api/e2b.h) answers its own requests */
-        k = envd_sandbox || e2b_request_is_e2b(head) ? e2b_handle(&r) : dispatch(&r, &e, &route);
+        k = envd_sandbox                     ? e2b_handle(&r)
+            : api_ui_path(head->path)        ? api_ui_serve(&r)
+            : e2b_request_is_e2b(head)       ? e2b_handle(&r)
+                                             : dispatch(&r, &e, &route);
         if (k < 0) {
                 if (e.code == API_OK)
                         (void) api_error(&e, k, API_INTERNAL, "internal error: %s", strerror(-k));
