@@ -398,6 +398,14 @@ int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *check
                                 (void) strscpy(ret_worker, STORE_NAME_MAX, copies[i].worker);
                                 return 0;
                         }
+                        if (r != -ESTALE && e->code == API_NOT_FOUND) {
+                                /* the store listed a copy its worker does not hold: the row goes, the
+                                 * next holder is tried */
+                                log_warning("Worker %s holds no copy of checkpoint %s after all: %s; trying another",
+                                            copies[i].worker, checkpoint_id, e->message);
+                                (void) store_checkpoint_copy_delete(w->store, checkpoint_id, copies[i].worker);
+                                continue;
+                        }
                         if (!w->connect_failed)
                                 return r;
                         log_warning("Worker %s is unreachable; recovering sandbox %s elsewhere", copies[i].worker,

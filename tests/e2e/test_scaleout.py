@@ -773,12 +773,25 @@ def _ship_and_recover(c):
                                                                           "type": "sandbox.checkpoint_shipped"})
                    .json()["events"] if e["data"]["checkpoint"] == ck2], 60, "the second checkpoint shipped")
 
+    # the store also lists a copy on the third worker, which holds none (bookkeeping gone wrong): a
+    # recovery that tries it first falls back to the real holder, and the phantom row goes
+    phantom = next(w for w in c.workers if w not in (victim, holder))
+    subprocess.run(["psql", "-v", "ON_ERROR_STOP=1", "-q", c.pg_url, "-c",
+                    "INSERT INTO checkpoint_copies (checkpoint_id, sandbox_id, worker, available, updated_usec) "
+                    f"VALUES ('{ck}', '{sid}', '{phantom}', true, 1)"], check=True, timeout=60)
+
     # the sandbox's worker dies: the sandbox is lost
     c.workers[victim].kill9()
     _wait(lambda: c.sandbox(api, sid)["state"] == "lost", 30, "the sandbox lost")
     # restored on a worker that holds the shipped copy, through the other API server
     r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "before-loss"})
     assert r.status == 200, r
+    rows = subprocess.run(["psql", "-At", c.pg_url, "-c",
+                           f"SELECT worker FROM checkpoint_copies WHERE checkpoint_id = '{ck}' ORDER BY worker"],
+                          check=True, timeout=60, capture_output=True, text=True).stdout.split()
+    assert holder in rows, rows
+    if phantom < holder:  # tried first
+        assert phantom not in rows, rows
     sb = r.json()
     assert sb["state"] == "running" and sb["worker"] != victim, sb
     code, out = c.exec_out(c.apis[0], sid, "cat /data/note; wc -l < /data/big; test -e /data/second || echo no-second")
