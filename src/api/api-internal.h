@@ -272,7 +272,11 @@ int api_sandbox_delete(ApiRequest *r, ApiError *e);
 int api_sandbox_port(ApiRequest *r, ApiError *e);
 /* "1".."65535" (no sign, no leading zero) → *ret; else a 400 in e. */
 int api_parse_port(const char *s, uint16_t *ret, ApiError *e);
-/* port-forward.c: GET .../ports/{port}/connect with Upgrade: tcp */
+/* port-forward.c: a connected socket to port inside sb (running): dialled
+ * here on role all, through its worker in a cluster; 502 if nothing answers,
+ * 501 where neither is possible. */
+int api_sandbox_dial(ApiRequest *r, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e);
+/* GET .../ports/{port}/connect with Upgrade: tcp */
 int api_sandbox_port_connect(ApiRequest *r, ApiError *e);
 
 /* lifecycle.c */

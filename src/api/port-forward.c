@@ -21,6 +21,30 @@
 
 #define FORWARD_UPGRADED "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n"
 
+int api_sandbox_dial(ApiRequest *r, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e) {
+        int k;
+
+        if (r->api->port_dialer) {
+                k = r->api->port_dialer(r->api->port_dialer_userdata, (uint32_t) sb->slot, port, ret_fd);
+                if (k < 0) {
+                        log_debug_errno(k, "Connecting to port %u of sandbox %s: %m", (unsigned) port, sb->id);
+                        return api_error(e, k, API_BAD_GATEWAY, "nothing answers on port %u of sandbox %s (%s)",
+                                         (unsigned) port, sb->id,
+                                         k == -ECONNREFUSED ? "connection refused"
+                                         : k == -ETIMEDOUT  ? "timed out"
+                                                            : "unreachable");
+                }
+                return 0;
+        }
+        if (!r->api->cluster_token)
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
+                                 "this server reaches no sandbox's ports (its sandboxes have no network)");
+        k = api_get_worker(r, e);
+        if (k < 0)
+                return k;
+        return worker_port_connect(r->worker, sb, port, ret_fd, e);
+}
+
 int api_sandbox_port_connect(ApiRequest *r, ApiError *e) {
         _cleanup_(sandbox_done) Sandbox sb = {};
         _cleanup_close_ int fd = -EBADF;
@@ -43,22 +67,13 @@ int api_sandbox_port_connect(ApiRequest *r, ApiError *e) {
                                  "this endpoint upgrades to a raw TCP stream: send Connection: Upgrade and Upgrade: tcp");
         if (r->head->chunked || r->head->content_length > 0)
                 return api_error(e, -EINVAL, API_BAD_REQUEST, "an upgrade to TCP takes no request body");
-        if (!r->api->port_dialer)
-                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
-                                 "this server reaches no sandbox's ports itself (role api): forward through the "
-                                 "API of the sandbox's host");
         sandbox_done(&sb);
         k = api_sandbox_lookup(r, r->params[0], true, &sb, e); /* running: resumed if paused with auto_resume */
         if (k < 0)
                 return k;
-        k = r->api->port_dialer(r->api->port_dialer_userdata, sb.slot, port, &fd);
-        if (k < 0) {
-                log_debug_errno(k, "Forward: connecting to port %u of sandbox %s: %m", (unsigned) port, sb.id);
-                return api_error(e, k, API_BAD_GATEWAY, "nothing answers on port %u of sandbox %s (%s)",
-                                 (unsigned) port, sb.id,
-                                 k == -ECONNREFUSED ? "connection refused" : k == -ETIMEDOUT ? "timed out"
-                                                                                           : "unreachable");
-        }
+        k = api_sandbox_dial(r, &sb, port, &fd, e);
+        if (k < 0)
+                return k;
         cfd = http_conn_hijack(r->conn, FORWARD_UPGRADED, strlen(FORWARD_UPGRADED), &pending, &pending_len);
         if (cfd < 0)
                 return 0; /* the client is gone: nobody to answer */

@@ -9,7 +9,6 @@
  *   ingress.c        the listener, Host routing, access, the sandbox's address
  *   ingress-auth.c   traffic tokens, one-time links and signed cookies (pure)
  *   ingress-proxy.c  one request to the sandbox: head, bodies, Upgrade relay
- *   ingress-dial.c   the connection to a sandbox's port (also the API's port forward)
  *
  * Access: private unless the sandbox allows public traffic; a request
  * carries the sandbox's traffic token (X-Space-Traffic-Token or E2B's
@@ -17,13 +16,11 @@
 
 #include <netinet/in.h>
 
-#include "addr-pool.h"
 #include "api.h"
 #include "http-server.h"
 
 #include "ingress-auth.h"
 
-#define INGRESS_CONNECT_TIMEOUT_MSEC 5000
 #define INGRESS_RESPONSE_TIMEOUT_MSEC 60000    /* for the sandbox's response head */
 #define INGRESS_IDLE_TIMEOUT_MSEC 300000       /* a body or relay without a byte this long ends */
 #define INGRESS_BUFFER (64U * 1024U)           /* each direction's buffer */
@@ -36,15 +33,6 @@
  * port) and its answer back; an Upgrade becomes a relay both ways. Always
  * responds (502 if the sandbox fails us before a response began). */
 void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forwarded_for);
-
-/* ---- ingress-dial.c ---- */
-
-/* Connects to port of the sandbox in slot of pool: its own address on its
- * link, marked for the firewall (needs CAP_NET_ADMIN); a connected
- * non-blocking socket in *ret_fd, or -ECONNREFUSED, -ETIMEDOUT, ... */
-int ingress_dial(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd);
-/* The same as an ApiPortDialer (api.h); userdata: the AddrPool. */
-int ingress_port_dialer(void *userdata, uint32_t slot, uint16_t port, int *ret_fd);
 
 /* ---- ingress.c ---- */
 

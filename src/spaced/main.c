@@ -30,6 +30,7 @@
 #include "fd-util.h"
 #include "http-server.h"
 #include "ingress.h"
+#include "net-dial.h"
 #include "instance.h"
 #include "egress-policy.h"
 #include "gateway.h"
@@ -63,6 +64,10 @@ static pid_t worker_pid;
 
 static Ingress *ingress;
 static AddrPool forward_pool; /* the sandboxes' addresses, for the API's port forwards (role all) */
+
+static int dial_sandbox(void *userdata, uint32_t slot, uint16_t port, int *ret_fd) {
+        return net_dial_sandbox(userdata, slot, port, ret_fd);
+}
 static pthread_t ingress_thread;
 
 static void on_signal(int sig) {
@@ -883,7 +888,7 @@ int main(int argc, char *argv[]) {
                 /* port forwards reach this host's sandboxes by their slot's address */
                 if (!isempty(config.net_pool) &&
                     addr_pool_parse(config.net_pool, strlen(config.net_pool), &forward_pool) >= 0)
-                        api_set_port_dialer(api, ingress_port_dialer, &forward_pool);
+                        api_set_port_dialer(api, dial_sandbox, &forward_pool);
         }
         if (r >= 0)
                 r = http_server_new(config.listen, api_handle, api, &server);

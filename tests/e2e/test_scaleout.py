@@ -1108,6 +1108,53 @@ def test_database_outage_longer_than_the_lease_loses_nothing(cluster):
 
 
 @pytest.mark.timeout(300)
+def test_port_forward_through_either_api_server(cluster):
+    """GET .../ports/{port}/connect (Upgrade: tcp) through an API server of the cluster: its sandbox's worker
+    dials the port (op port on its listener) and the stream runs through; nothing listening is a clean 502;
+    the op with a sandbox that is not on that worker is refused."""
+    c = cluster
+    r = c.req(c.apis[0], "POST", "/v1/sandboxes", json={})
+    assert r.status == 201, r
+    sid, worker = r.json()["id"], r.json()["worker"]
+    r = c.req(c.apis[0], "POST", f"/v1/sandboxes/{sid}/exec",
+              json={"shell": "exec nc -ll -p 9100 -e cat", "background": True})
+    assert r.status in (200, 201), r
+    _wait(lambda: ":9100 " in c.exec_out(c.apis[0], sid, "netstat -ltn")[1], 30, "the echo server listening")
+    for api in c.apis:
+        host_, port_ = api.url.rsplit("/", 1)[1].rsplit(":", 1)
+        for remote, want in ((9100, 101), (9200, 502)):
+            s = socket.create_connection((host_, int(port_)), timeout=30)
+            s.sendall((f"GET /v1/sandboxes/{sid}/ports/{remote}/connect HTTP/1.1\r\nHost: x\r\n"
+                       f"Authorization: Bearer {c.key}\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n").encode())
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                chunk = s.recv(4096)
+                assert chunk, buf
+                buf += chunk
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            assert int(head.split()[1]) == want, head
+            if want == 101:
+                s.sendall(b"across the cluster\n")
+                while len(rest) < 19:
+                    rest += s.recv(4096)
+                assert rest == b"across the cluster\n", rest
+            s.close()
+    # the op itself, with the token, for a sandbox that is not on this worker: refused
+    other = next(w for w in c.workers if w != worker)
+    with _Raw(c, other) as raw:
+        assert raw.line()["ok"] is True
+        raw.send(json.dumps({"op": "port", "id": sid, "slot": 0, "port": 9100}).encode() + b"\n")
+        reply = raw.line()
+        assert reply["ok"] is False and reply["code"] == "not_found", reply
+    with _Raw(c, worker) as raw:
+        assert raw.line()["ok"] is True
+        raw.send(json.dumps({"op": "port", "id": sid, "slot": 0, "port": 70000}).encode() + b"\n")
+        reply = raw.line()
+        assert reply["ok"] is False and reply["code"] == "bad_request", reply
+    c.delete_all()
+
+
+@pytest.mark.timeout(300)
 def test_partition_between_api_and_a_worker(cluster):
     c = cluster
     try:

@@ -1,8 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A connection to a TCP port of a sandbox of this host: to its own address
- * on its link (the slot's peer address, nothing a caller names), marked so
- * that the firewall lets the answer through (src/net/firewall.h). The
- * ingress's requests and the API's port forwards both come this way. */
+/* A connection to a TCP port of a sandbox of this host (net-dial.h). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,10 +8,10 @@
 
 #include "fd-util.h"
 #include "firewall.h"
-#include "ingress.h"
+#include "net-dial.h"
 #include "sock-io.h"
 
-int ingress_dial(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd) {
+int net_dial_sandbox(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd) {
         _cleanup_close_ int fd = -EBADF;
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
         unsigned mark = FIREWALL_INGRESS_MARK;
@@ -37,7 +34,7 @@ int ingress_dial(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd
         (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0 && errno != EINPROGRESS)
                 return negative_errno();
-        r = sock_wait(fd, POLLOUT, INGRESS_CONNECT_TIMEOUT_MSEC);
+        r = sock_wait(fd, POLLOUT, NET_DIAL_TIMEOUT_MSEC);
         if (r < 0)
                 return r;
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
@@ -46,8 +43,4 @@ int ingress_dial(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd
                 return -err;
         *ret_fd = TAKE_FD(fd);
         return 0;
-}
-
-int ingress_port_dialer(void *userdata, uint32_t slot, uint16_t port, int *ret_fd) {
-        return ingress_dial(userdata, slot, port, ret_fd);
 }
