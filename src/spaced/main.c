@@ -470,6 +470,25 @@ static void install_signals(void) {
         sigaction(SIGINT, &sa, NULL);
 }
 
+/* The store at start (roles api and worker): a database that is not up yet
+ * (a failover, a cluster starting in any order) is waited for with backoff,
+ * 1 s doubling to 30 s, until it answers or a signal ends us; a store URL
+ * that cannot work is an error at once. */
+#define STORE_RETRY_MAX_MSEC 30000
+static int store_open_retry(const char *url, Store **ret) {
+        int wait_msec = 1000, r;
+
+        for (;;) {
+                r = store_open(url, ret);
+                if (r >= 0 || r == -EINVAL || r == -EPROTONOSUPPORT || r == -ENAMETOOLONG || r == -EACCES ||
+                    r == -EKEYREJECTED || stopping)
+                        return r;
+                log_warning_errno(r, "Cannot open the store yet: %m (trying again in %d s)", wait_msec / 1000);
+                (void) poll(NULL, 0, wait_msec);
+                wait_msec = MIN(wait_msec * 2, STORE_RETRY_MAX_MSEC);
+        }
+}
+
 static void remove_pidfile(const Config *config) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/spaced.pid", config->state_dir);
@@ -508,7 +527,7 @@ static int run_worker(Config *config) {
                 return log_error_errno(r, "Cannot make an instance id: %m"), 1;
         /* registered before the worker process reconciles this name's sandboxes:
          * a second worker under a live name must not touch them */
-        r = store_open(config->store_url, &store);
+        r = store_open_retry(config->store_url, &store);
         if (r < 0)
                 return log_error_errno(r, "Cannot open the store: %m"), 1;
         /* a worker with another token would register and never be reachable */
@@ -653,7 +672,7 @@ static int run_api(const Config *config) {
                 return 1;
         if (cluster_token_load(config->cluster_token_file, &token) < 0)
                 return 1;
-        r = store_open(config->store_url, &store);
+        r = store_open_retry(config->store_url, &store);
         if (r < 0)
                 return log_error_errno(r, "Cannot open the store: %m"), 1;
         r = cluster_token_check(store, token, config->cluster_token_file);

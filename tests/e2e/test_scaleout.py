@@ -1214,6 +1214,35 @@ def test_database_outage_503_then_recovery(cluster):
     c.delete_all()
 
 
+@pytest.mark.timeout(300)
+def test_api_server_starts_before_its_database(cluster):
+    """An API server started while PostgreSQL is down waits for it (with backoff, saying so) instead of
+    exiting, and serves once it is up."""
+    c = cluster
+    port = _free_port()
+    subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
+    p = None
+    try:
+        p = Proc(c, "api-early", [c.s.spaced_bin, "--role", "api", "--state-dir", c.state_dir("api-early"),
+                                  "--listen", f"127.0.0.1:{port}"] + c.common() + c.key_args()).start()
+        c.extra.append(p)
+        assert p.wait_log("Cannot open the store yet", 30, p.mark), p.log()[-2000:]
+        assert p.running, p.log()[-2000:]
+    finally:
+        subprocess.run(["sh", PG_SCRIPT, "up", c.pg_url], check=True, timeout=60)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy():
+        try:
+            return e2e_http.request(url, "GET", "/healthz", timeout=5).status == 200
+        except OSError:
+            return False
+    _wait(healthy, 90, "the API server after the database came up")
+    r = e2e_http.request(url, "GET", "/v1/sandboxes", key=c.key, timeout=30)
+    assert r.status == 200, r
+    assert p.stop() == 0
+
+
 def _cap_eff(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
