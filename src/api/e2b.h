@@ -148,6 +148,12 @@ int e2b_unary_dispatch(E2bEnvd *x, const char *service, const E2bUnaryMethod *me
 int e2b_stream_begin(ApiRequest *r);
 int e2b_stream_send(ApiRequest *r, JsonWriter *w);
 int e2b_stream_end(ApiRequest *r, const ApiError *e);
+/* The sandbox went away under a stream: the connection ends without the
+ * end-of-stream message, as E2B's edge drops it when the sandbox dies. The
+ * SDKs read that as a dropped connection, probe /health (502: gone) and say
+ * "The sandbox was killed or reached its end of life while the request was
+ * in flight" (JS: TimeoutError, newer Python: SandboxNotFoundException). */
+int e2b_stream_abort(ApiRequest *r);
 /* A stream that fails before its first message: 200 and the end-stream error. */
 int e2b_stream_fail(ApiRequest *r, const ApiError *e);
 
