@@ -219,6 +219,20 @@ describe('commands', () => {
     })
   })
 
+  test('a command whose sandbox is killed under it: TimeoutError, the sandbox was killed', T, async () => {
+    const sbx = await create()
+    const seen = []
+    const run = sbx.commands.run('echo up; sleep 600', { onStdout: (d) => seen.push(d), timeoutMs: 0 })
+    const failed = run.then(() => null, (e) => e) // it may fail before the kill call returns
+    await until('the command to start', async () => seen.join('').includes('up'))
+    assert.equal(await Sandbox.kill(sbx.sandboxId), true)
+    made.delete(sbx.sandboxId)
+    // what E2B's SDK says when its edge drops the stream of a dead sandbox and /health then answers 502
+    const e = await failed
+    assert.ok(e instanceof TimeoutError, String(e))
+    assert.match(e.message, /terminated: The sandbox was killed or reached its end of life while the request was in flight/)
+  })
+
   test('background process with stdin, list, connect and kill', T, async () => {
     let out = ''
     const h = await sbx.commands.run('cat', { background: true, stdin: true, onStdout: (d) => (out += d) })
