@@ -286,6 +286,9 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e);
 /* network.c: the egress policy. v NULL/null: the configured default. *ret: canonical JSON. */
 int api_validate_network(const JsonValue *v, const Config *c, char **ret, ApiError *e);
 int api_sandbox_policy_put(ApiRequest *r, ApiError *e);
+/* Replaces sandbox id's egress policy with body (NULL: the configured
+ * default), at once on its gateway if it runs; the caller replies. */
+int api_sandbox_policy_apply(ApiRequest *r, const char *id, const JsonValue *body, ApiError *e);
 int api_sandbox_restore(ApiRequest *r, ApiError *e);
 int api_sandbox_branch(ApiRequest *r, ApiError *e);
 /* The work of branch: count new running sandboxes from sandbox id (from: a

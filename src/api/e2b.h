@@ -90,6 +90,13 @@ typedef struct E2bLifecycle {
         bool auto_resume;
 } E2bLifecycle;
 int e2b_body_lifecycle(const JsonValue *in, E2bLifecycle *ret, ApiError *e);
+/* e2b-network.c: allow_internet_access (internet) and the network object of a
+ * create (create) or an update's body → a space egress policy's JSON in *ret,
+ * NULL when nothing was asked and the deployment's default applies. */
+int e2b_network_policy(const JsonValue *internet, const JsonValue *net, const Config *c, bool create, char **ret,
+                       ApiError *e);
+/* PUT /sandboxes/{id}/network → 204 */
+int e2b_network_update(ApiRequest *r, const char *id, ApiError *e);
 /* Extends (only_extend) or sets the expiry, or an autoPause sandbox's idle window. */
 int e2b_set_expiry(ApiRequest *r, const Sandbox *sb, uint64_t timeout_s, bool only_extend, ApiError *e);
 
