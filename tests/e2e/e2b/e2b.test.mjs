@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 
 import {
+  ALL_TRAFFIC,
   AuthenticationError,
   CommandExitError,
   FileType,
@@ -13,6 +14,7 @@ import {
   NotFoundError,
   Sandbox,
   SandboxError,
+  SandboxNotFoundError,
   TimeoutError,
 } from 'e2b'
 
@@ -421,6 +423,40 @@ describe('files', () => {
   })
 })
 
+describe('network', () => {
+  const policy = async (id) =>
+    (await fetch(`${API}/v1/sandboxes/${id}`, { headers: { Authorization: `Bearer ${KEY}` } }).then((r) => r.json())).network
+
+  test('allowOut, denyOut, allowInternetAccess and updateNetwork map onto the egress policy', T, async () => {
+    const sbx = await create({ network: { allowOut: ['api.example.com', '1.1.1.1'], denyOut: [ALL_TRAFFIC] } })
+    const udp = { cidr: '1.1.1.1/32', proto: 'udp', ports: ['1-65535'] }
+    assert.deepEqual(await policy(sbx.sandboxId), {
+      allow: [{ host: 'api.example.com', ports: [80, 443] }, { cidr: '1.1.1.1/32', ports: ['1-65535'] }, udp],
+      deny: [{ cidr: '0.0.0.0/0' }],
+      precedence: 'allow',
+    })
+    await sbx.updateNetwork({ allowInternetAccess: true, denyOut: ['8.8.8.0/24'] })
+    assert.deepEqual(await policy(sbx.sandboxId), { allow: [], deny: [{ cidr: '8.8.8.0/24' }], precedence: 'allow', default: 'allow' })
+    await Sandbox.updateNetwork(sbx.sandboxId, { denyOut: ({ allTraffic }) => [allTraffic] })
+    assert.deepEqual(await policy(sbx.sandboxId), { allow: [], deny: [{ cidr: '0.0.0.0/0' }], precedence: 'allow' })
+    const off = await create({ allowInternetAccess: false })
+    assert.deepEqual(await policy(off.sandboxId), { allow: [], deny: [], precedence: 'allow' })
+    await assert.rejects(Sandbox.updateNetwork('zzzzzzzzzzzzzzzz', {}), SandboxNotFoundError)
+  })
+
+  test('what space cannot map is refused, never dropped', T, async () => {
+    await assert.rejects(create({ network: { denyOut: ['example.com'] } }),
+      (e) => e instanceof SandboxError && /400: .*domain names are not supported for deny rules/.test(e.message))
+    await assert.rejects(create({ network: { rules: { 'api.example.com': [{ transform: { headers: { 'X-Key': 'v' } } }] } } }),
+      (e) => e instanceof SandboxError && /400: network\.rules/.test(e.message))
+    await assert.rejects(create({ network: { maskRequestHost: 'localhost:${PORT}' } }),
+      (e) => /400: network\.maskRequestHost is not supported/.test(e.message))
+    const sbx = await create()
+    await assert.rejects(sbx.updateNetwork({ egressProxy: { address: 'proxy.example.com:1080' } }),
+      (e) => /400: network\.egressProxy is not supported/.test(e.message))
+  })
+})
+
 describe('snapshots, fork and autoPause', () => {
   test('createSnapshot, listSnapshots, create from a snapshot by id and by name, deleteSnapshot', T, async () => {
     const sbx = await create({ envs: { FROM: 'parent' } })
@@ -677,8 +713,9 @@ describe('wire errors', () => {
       body: '{"timeout":"soon"}',
     })
     assert.equal(r.status, 400)
-    r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/network`, { method: 'PUT', headers: { 'X-API-KEY': KEY }, body: '{}' })
-    assert.equal(r.status, 501)
+    r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/network`, { method: 'PUT', headers: { 'X-API-KEY': KEY }, body: '{"denyOut":["a.example"]}' })
+    assert.equal(r.status, 400)
+    assert.equal((await r.json()).code, 400)
     r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/metrics`, { headers: { 'X-API-KEY': KEY } })
     const raw = await r.json()
     assert.ok(Array.isArray(raw) && raw.length > 0, JSON.stringify(raw))
