@@ -264,3 +264,20 @@ def test_allow_all_never_opens_the_host_or_another_sandbox(net):
         lst.close()
         kill(net, attacker)
         kill(net, victim)
+
+
+def test_cli_policy_keeps_precedence_and_default(net):
+    d = net["d"]
+    sid = create(net, allow_internet_access=True, network={"denyOut": ["203.0.113.0/24"]})
+    try:
+        r = d.cli("policy", sid)
+        assert r.rc == 0 and "an allow rule wins over a deny rule" in r.out and "what no rule names is allowed" in r.out, r
+        assert "no egress" not in r.out, r
+        r = d.cli("policy", sid, "--allow", A)
+        assert r.rc == 0, r
+        assert policy(net, sid) == {"allow": [{"host": A, "ports": [80, 443]}], "deny": [{"cidr": "203.0.113.0/24"}],
+                                    "precedence": "allow", "default": "allow"}
+        assert d.cli("policy", sid, "--clear").rc == 0
+        assert policy(net, sid) == {"allow": [], "deny": []}
+    finally:
+        kill(net, sid)
