@@ -17,6 +17,7 @@
  * default of no egress (default_network for a create that asks nothing).
  * What cannot be mapped is a 400, never dropped. */
 
+#include <arpa/inet.h>
 #include <stdio.h>
 
 #include "api-internal.h"
@@ -188,4 +189,52 @@ int e2b_network_update(ApiRequest *r, const char *id, ApiError *e) {
                 return k;
         }
         return e2b_reply(r, 204, NULL, NULL, 0, NULL);
+}
+
+/* One policy target as E2B writes it: "host", "*.host" or "a.b.c.d/len". */
+static void write_target(JsonWriter *w, const EgressPolicyRule *rule) {
+        char a[INET6_ADDRSTRLEN], s[INET6_ADDRSTRLEN + 8];
+
+        if (rule->kind == EGRESS_POLICY_RULE_HOST) {
+                _cleanup_free_ char *h = rule->wildcard ? strjoin("*.", rule->host) : NULL;
+                if (rule->wildcard && !h)
+                        w->error = -ENOMEM;
+                json_w_string(w, h ?: rule->host);
+                return;
+        }
+        inet_ntop(rule->family, rule->addr, a, sizeof a);
+        snprintf(s, sizeof s, "%s/%u", a, rule->prefixlen);
+        json_w_string(w, s);
+}
+
+void e2b_network_write_info(JsonWriter *w, const Sandbox *sb) {
+        _cleanup_egress_policy_ EgressPolicy *p = NULL;
+
+        /* a policy made from E2B's model (allow wins) reads back as E2B's fields; others have no E2B form */
+        if (sb->network_json &&
+            egress_policy_parse(sb->network_json, strlen(sb->network_json), &p, NULL, 0) >= 0 && !p->allow_wins)
+                p = egress_policy_free(p);
+        json_w_key(w, "allowInternetAccess");
+        if (p)
+                json_w_bool(w, p->default_allow);
+        else
+                json_w_null(w);
+        json_w_key(w, "network");
+        json_w_object_begin(w);
+        json_w_kv_bool(w, "allowPublicTraffic", sb->public_traffic);
+        if (p) {
+                json_w_key(w, "allowOut");
+                json_w_array_begin(w);
+                for (size_t i = 0; i < p->n_allow; i++)
+                        if (p->allow[i].proto != EGRESS_POLICY_PROTO_UDP) /* an address's UDP twin is the same entry */
+                                write_target(w, &p->allow[i]);
+                json_w_array_end(w);
+                json_w_key(w, "denyOut");
+                json_w_array_begin(w);
+                for (size_t i = 0; i < p->n_deny; i++)
+                        if (p->deny[i].kind == EGRESS_POLICY_RULE_CIDR)
+                                write_target(w, &p->deny[i]);
+                json_w_array_end(w);
+        }
+        json_w_object_end(w);
 }

@@ -140,8 +140,7 @@ static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool de
                 json_w_kv_string(w, "envdAccessToken", token);
                 explicit_bzero(token, sizeof token);
                 kv_domain(r, w);
-                json_w_key(w, "allowInternetAccess");
-                json_w_null(w);
+                e2b_network_write_info(w, sb);
                 json_w_key(w, "lifecycle");
                 json_w_object_begin(w);
                 json_w_kv_string(w, "onTimeout", e2b_auto_pause(sb) ? "pause" : "kill");

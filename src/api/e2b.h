@@ -95,6 +95,9 @@ int e2b_body_lifecycle(const JsonValue *in, E2bLifecycle *ret, ApiError *e);
  * NULL when nothing was asked and the deployment's default applies. */
 int e2b_network_policy(const JsonValue *internet, const JsonValue *net, const Config *c, bool create, char **ret,
                        ApiError *e);
+/* SandboxDetail's allowInternetAccess and network of sb: E2B's fields read back from an E2B-made policy
+ * (allowInternetAccess null and no allowOut/denyOut for any other) */
+void e2b_network_write_info(JsonWriter *w, const Sandbox *sb);
 /* PUT /sandboxes/{id}/network → 204 */
 int e2b_network_update(ApiRequest *r, const char *id, ApiError *e);
 /* Extends (only_extend) or sets the expiry, or an autoPause sandbox's idle window. */

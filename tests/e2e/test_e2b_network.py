@@ -94,6 +94,9 @@ def test_allow_out_beats_deny_out(net):
     try:
         assert policy(net, sid) == {"allow": [{"host": A, "ports": [80, 443]}], "deny": [{"cidr": "0.0.0.0/0"}],
                                     "precedence": "allow"}
+        got = rest(net["d"], "GET", f"/sandboxes/{sid}").json()
+        assert got["allowInternetAccess"] is False, got
+        assert got["network"] == {"allowPublicTraffic": False, "allowOut": [A], "denyOut": ["0.0.0.0/0"]}, got
         assert reaches(net, sid, f"http://{A}/")                  # the allowed name, over the deny-all
         assert not reaches(net, sid, f"http://{B}/")              # another name at the same address
         assert not reaches(net, sid, f"http://{ip}:8080/", proxy=False)
@@ -107,6 +110,7 @@ def test_an_allowed_address_is_every_port_and_every_name_of_it(net):
     sid = create(net, allow_internet_access=False, network={"allowOut": [ip]})
     try:
         assert policy(net, sid) == {"allow": allow_ip(ip), "deny": [], "precedence": "allow"}
+        assert rest(net["d"], "GET", f"/sandboxes/{sid}").json()["network"]["allowOut"] == [f"{ip}/32"]
         assert reaches(net, sid, f"http://{ip}:8080/", proxy=False)
         assert reaches(net, sid, f"http://{ip}/")
         assert reaches(net, sid, f"http://{B}:8080/")             # a name goes by its address, as E2B's firewall
@@ -119,6 +123,7 @@ def test_internet_access_and_deny_out(net):
     sid = create(net, allow_internet_access=True)
     try:
         assert policy(net, sid) == {"allow": [], "deny": [], "precedence": "allow", "default": "allow"}
+        assert rest(net["d"], "GET", f"/sandboxes/{sid}").json()["allowInternetAccess"] is True
         assert reaches(net, sid, f"http://{A}/")
         assert reaches(net, sid, f"http://{ip}:8080/", proxy=False)
         # live: deny the test host's address; a domain in allowOut still wins, other names of it do not
@@ -146,6 +151,8 @@ def test_unset_internet_is_the_deployment_default(net):
     sid = create(net)
     try:
         assert policy(net, sid) == {"allow": [], "deny": []}      # space's default: no egress
+        got = rest(net["d"], "GET", f"/sandboxes/{sid}").json()
+        assert got["allowInternetAccess"] is None and got["network"] == {"allowPublicTraffic": False}, got
         assert not reaches(net, sid, f"http://{A}/")
     finally:
         kill(net, sid)

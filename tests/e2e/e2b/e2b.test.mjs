@@ -435,7 +435,14 @@ describe('network', () => {
       deny: [{ cidr: '0.0.0.0/0' }],
       precedence: 'allow',
     })
+    let info = await sbx.getInfo()
+    assert.equal(info.allowInternetAccess, false)
+    assert.deepEqual(info.network.allowOut, ['api.example.com', '1.1.1.1/32'])
+    assert.deepEqual(info.network.denyOut, ['0.0.0.0/0'])
     await sbx.updateNetwork({ allowInternetAccess: true, denyOut: ['8.8.8.0/24'] })
+    info = await sbx.getInfo()
+    assert.equal(info.allowInternetAccess, true)
+    assert.deepEqual(info.network.denyOut, ['8.8.8.0/24'])
     assert.deepEqual(await policy(sbx.sandboxId), { allow: [], deny: [{ cidr: '8.8.8.0/24' }], precedence: 'allow', default: 'allow' })
     await Sandbox.updateNetwork(sbx.sandboxId, { denyOut: ({ allTraffic }) => [allTraffic] })
     assert.deepEqual(await policy(sbx.sandboxId), { allow: [], deny: [{ cidr: '0.0.0.0/0' }], precedence: 'allow' })
