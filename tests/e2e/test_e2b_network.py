@@ -288,3 +288,36 @@ def test_cli_policy_keeps_precedence_and_default(net):
         assert policy(net, sid) == {"allow": [], "deny": []}
     finally:
         kill(net, sid)
+
+
+def test_e2b_internet_makes_internet_access_the_default(e2e_session, net, request):
+    """e2b_internet = 1: what leaves allowInternetAccess unset gets it (E2B's
+    default), the guard still holds; false and denyOut still close it."""
+    up = net["up"]
+    d = e2e_session.new_daemon(extra_args=[f"--gateway-dns-upstream={up.srv_ip}:53", "--e2b-internet=1"])
+    d.start()
+    other = {"d": d, "up": up}
+    try:
+        sid = create(other)
+        assert policy(other, sid) == {"allow": [], "deny": [], "precedence": "allow", "default": "allow"}
+        assert reaches(other, sid, f"http://{A}/") and reaches(other, sid, f"http://{up.srv_ip}:8080/", proxy=False)
+        r = d.exec(sid, shell=f"curl -s -m 5 -o /dev/null -w '%{{http_code}}' http://{HOSTNAME}:7/")
+        assert r.code != 0 or r.out.strip() in ("403", "502"), r    # the host's own address: never
+        r = rest(d, "PUT", f"/sandboxes/{sid}/network", {"allowOut": [A], "denyOut": ["0.0.0.0/0"]})
+        assert r.status == 204, r
+        assert reaches(other, sid, f"http://{A}/") and not reaches(other, sid, f"http://{B}/")
+        kill(other, sid)
+        sid = create(other, allow_internet_access=False)
+        assert policy(other, sid) == {"allow": [], "deny": [], "precedence": "allow"}
+        assert not reaches(other, sid, f"http://{A}/")
+        kill(other, sid)
+        # the space API keeps its own default
+        sb = d.create()
+        assert sb["network"] == {"allow": [], "deny": []}
+        d.delete(sb["id"])
+    finally:
+        problems = residue.teardown_daemon(d)
+        if not problems:
+            residue.remove_daemon_dir(d)
+        else:
+            residue.teardown_failed(request, "e2b_internet daemon teardown:\n  " + "\n  ".join(problems))
