@@ -321,3 +321,27 @@ def test_e2b_internet_makes_internet_access_the_default(e2e_session, net, reques
             residue.remove_daemon_dir(d)
         else:
             residue.teardown_failed(request, "e2b_internet daemon teardown:\n  " + "\n  ".join(problems))
+
+
+def test_create_from_a_snapshot_takes_the_network_options(net):
+    src = create(net, allow_internet_access=True)
+    made = [src]
+    try:
+        r = rest(net["d"], "POST", f"/sandboxes/{src}/snapshots", {})
+        assert r.status in (200, 201), r
+        snap = r.json()["snapshotID"]
+        # without options the child keeps its source's policy, as a branch does
+        made.append(create(net, templateID=snap))
+        assert policy(net, made[-1]) == policy(net, src)
+        made.append(create(net, templateID=snap, network={"allowOut": [A], "denyOut": ["0.0.0.0/0"]}))
+        assert policy(net, made[-1]) == {"allow": [{"host": A, "ports": [80, 443]}], "deny": [{"cidr": "0.0.0.0/0"}],
+                                         "precedence": "allow"}
+        assert reaches(net, made[-1], f"http://{A}/") and not reaches(net, made[-1], f"http://{B}/")
+        before = len(net["d"].api("GET", "/v1/sandboxes").json()["sandboxes"])
+        for bad in ({"network": {"denyOut": ["a.example"]}}, {"network": {"allowOut": ["*.com"]}}):
+            r = rest(net["d"], "POST", "/v2/sandboxes", {"templateID": snap, **bad})
+            assert r.status == 400 and r.json()["code"] == 400, (bad, r)
+        assert len(net["d"].api("GET", "/v1/sandboxes").json()["sandboxes"]) == before   # refused before anything is made
+    finally:
+        for sid in made:
+            kill(net, sid)
