@@ -378,6 +378,11 @@ int api_sandbox_credential_revoke(ApiRequest *r, ApiError *e);
 /* The credentials named by a create request's "credentials" (NULL or null =
  * none): each must exist in the tenant and be active. */
 int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **ret, size_t *ret_n, ApiError *e);
+/* The rest of a valid create (sb from api_validate_sandbox_create): a warm
+ * sandbox if there is one and nothing is granted, else a new one with creds
+ * granted before it answers; via: "e2b" or NULL, for the events. */
+int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds, size_t n_creds, const char *via,
+                            ApiError *e);
 /* Adds ENV=space-cred-<name> for each credential with an env name to the
  * JSON object *env_json (NULL = none), unless it names that variable already. */
 int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, ApiError *e);

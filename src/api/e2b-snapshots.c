@@ -279,6 +279,14 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         if (k >= 0) /* asked nothing: the snapshot's sandbox's policy, as a branch keeps it */
                 k = e2b_network_policy(json_get(in, "allow_internet_access"), json_get(in, "network"), c, true,
                                        &policy, e);
+        if (k >= 0) {
+                _cleanup_free_ char *creds = NULL;
+                k = e2b_network_credentials(r, json_get(in, "network"), &creds, e);
+                if (k >= 0 && creds && !streq(creds, "[]"))
+                        k = api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                                      "network.rules are not supported on a create from a snapshot (the new sandbox "
+                                      "keeps its source's credentials; change them with the space API)");
+        }
         if (k >= 0 && policy && json_parse(policy, strlen(policy), &policy_json, NULL, 0) < 0)
                 k = api_error(e, -EINVAL, API_INTERNAL, "cannot build the policy");
         if (k >= 0 && policy_json) { /* refused before anything is made */

@@ -98,6 +98,10 @@ int e2b_network_policy(const JsonValue *internet, const JsonValue *net, const Co
 /* SandboxDetail's allowInternetAccess and network of sb: E2B's fields read back from an E2B-made policy
  * (allowInternetAccess null and no allowOut/denyOut for any other) */
 void e2b_network_write_info(JsonWriter *w, const Sandbox *sb);
+/* network.rules of net (header transforms naming ${e2b.secrets.NAME}) → a
+ * JSON array of the space credentials that do them, to grant; *ret NULL
+ * without rules. A transform no credential does is a 400. */
+int e2b_network_credentials(ApiRequest *r, const JsonValue *net, char **ret, ApiError *e);
 /* PUT /sandboxes/{id}/network → 204 */
 int e2b_network_update(ApiRequest *r, const char *id, ApiError *e);
 /* Extends (only_extend) or sets the expiry, or an autoPause sandbox's idle window. */

@@ -28,7 +28,8 @@ def net(e2e_session, tmp_path_factory, request):
     try:
         # a name that resolves to the host's own address (the host end of the test host's link)
         up_zone_extra(up)
-        d = e2e_session.new_daemon(extra_args=[f"--gateway-dns-upstream={up.srv_ip}:53"])
+        d = e2e_session.new_daemon(extra_args=[f"--gateway-dns-upstream={up.srv_ip}:53",
+                                               f"--gateway-ca-file={up.ca_pem}"])
         d.start()
         yield {"d": d, "up": up}
     finally:
@@ -168,7 +169,15 @@ BAD = [
     ({"network": {"denyOut": [""]}}, "network.denyOut[0] must be a non-empty string"),
     ({"network": {"allowOut": ["127.0.0.1"]}}, "never reachable"),
     ({"network": {"egressProxy": {"address": "proxy.example.com:1080"}}}, "egressProxy is not supported"),
-    ({"network": {"rules": {"api.example.com": [{"transform": {"headers": {"X": "y"}}}]}}}, "network.rules"),
+    ({"network": {"rules": {"api.example.com": [{"transform": {"headers": {"X": "y"}}}]}}},
+     "header X: space puts only stored secrets"),
+    ({"network": {"rules": {"api.example.com": [{"transform": {"headers": {"X": "${e2b.identity.tokens.aws}"}}}]}}},
+     "workload identity tokens are not supported"),
+    ({"network": {"rules": {"api.example.com": [{"transform": {"headers": {"X": "${e2b.secrets.nope-none}"}}}]}}},
+     "secret 'nope-none': the tenant has no space credential of that name"),
+    ({"network": {"rules": {"*": [{}]}}}, "network.rules: \"*\" is not a host name"),
+    ({"network": {"rules": {"a.example": {}}}}, "must be an array of rules"),
+    ({"network": {"rules": []}}, "network.rules must be an object"),
     ({"network": {"maskRequestHost": "${PORT}-x.example.com"}}, "maskRequestHost is not supported"),
     ({"network": {"httpsPorts": [3000]}}, "httpsPorts is not supported"),
     ({"network": {"allowOutt": []}}, "network: unknown field \"allowOutt\""),
@@ -191,7 +200,8 @@ def test_update_bad_input_and_unknown_sandbox(net):
     try:
         want = policy(net, sid)
         for body, msg in [({"denyOut": ["a.example"]}, "domain names are not supported"),
-                          ({"rules": {"h.example": [{}]}}, "network.rules"),
+                          ({"rules": {"h.example": [{"transform": {"headers": {"X": "v"}}}]}},
+                           "space puts only stored secrets"),
                           ({"allowPublicTraffic": True}, "unknown field \"allowPublicTraffic\""),
                           ({"allow_internet_access": 1}, "must be a boolean")]:
             r = rest(net["d"], "PUT", f"/sandboxes/{sid}/network", body)
@@ -345,3 +355,49 @@ def test_create_from_a_snapshot_takes_the_network_options(net):
     finally:
         for sid in made:
             kill(net, sid)
+
+
+def test_rules_header_transforms_are_space_credentials(net):
+    """A transform naming ${e2b.secrets.NAME} is space's credential NAME
+    granted to the sandbox: the gateway puts the value on its HTTPS requests
+    to the host, and the value is nowhere inside."""
+    d, up = net["d"], net["up"]
+    name, value = "e2btok" + secrets.token_hex(3), "s3cret-" + secrets.token_hex(8)
+    r = d.api("POST", "/v1/credentials", json={"name": name, "value": value, "hosts": [A]})
+    assert r.status == 201, r
+    rules = {A: [{"transform": {"headers": {"Authorization": "Bearer ${e2b.secrets.%s}" % name}}}]}
+    sid = None
+    try:
+        # a credential that applies otherwise, or not to that host: refused with what it does
+        for bad, msg in [({A: [{"transform": {"headers": {"X-Key": "${e2b.secrets.%s}" % name}}}]},
+                          f"credential '{name}' applies as 'Authorization: Bearer {{value}}', the transform asks "
+                          "'X-Key: {value}'"),
+                         ({B: rules[A]}, f"credential '{name}' is not for that host")]:
+            r = rest(d, "POST", "/v2/sandboxes", {"templateID": "base", "network": {"rules": bad}})
+            assert r.status == 400 and msg in r.json()["message"], (bad, r)
+        sid = create(net, network={"allowOut": [A], "denyOut": ["0.0.0.0/0"], "rules": rules})
+        grants = d.api("GET", f"/v1/sandboxes/{sid}/credentials").json()
+        assert [g["name"] for g in grants["credentials"]] == [name], grants
+        tok = secrets.token_hex(6)
+        r = d.exec(sid, shell=f"curl -sf -m 10 https://{A}/{tok}")
+        assert r.code == 0 and "hello" in r.out, r
+        got = up.requests(tok)
+        assert got and got[0]["auth"] == f"Bearer {value}", got
+        r = d.exec(sid, shell="cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; cat /etc/ssl/certs/*.pem 2>/dev/null")
+        assert value not in r.out
+        # an update saying the same rules is fine; one changing them is the space API's
+        r = rest(d, "PUT", f"/sandboxes/{sid}/network", {"allowOut": [A], "denyOut": ["0.0.0.0/0"], "rules": rules})
+        assert r.status == 204, r
+        other = "e2bother" + secrets.token_hex(3)
+        assert d.api("POST", "/v1/credentials", json={"name": other, "value": "x", "hosts": [B]}).status == 201
+        try:
+            r = rest(d, "PUT", f"/sandboxes/{sid}/network", {"rules": {B: [{"transform": {"headers": {
+                "Authorization": "Bearer ${e2b.secrets.%s}" % other}}}]}})
+            assert r.status == 400 and "would change the sandbox's credentials" in r.json()["message"], r
+        finally:
+            d.api("DELETE", f"/v1/credentials/{other}")
+        assert policy(net, sid)["deny"] == [{"cidr": "0.0.0.0/0"}]
+    finally:
+        if sid:
+            kill(net, sid)
+        d.api("DELETE", f"/v1/credentials/{name}")

@@ -15,6 +15,7 @@ import {
   Sandbox,
   SandboxError,
   SandboxNotFoundError,
+  Secret,
   TimeoutError,
 } from 'e2b'
 
@@ -449,6 +450,32 @@ describe('network', () => {
     const off = await create({ allowInternetAccess: false })
     assert.deepEqual(await policy(off.sandboxId), { allow: [], deny: [], precedence: 'allow' })
     await assert.rejects(Sandbox.updateNetwork('zzzzzzzzzzzzzzzz', {}), SandboxNotFoundError)
+  })
+
+  test("rules: a transform naming Secret.fill(name) grants space's credential name", T, async () => {
+    const name = `e2bsdk${Date.now()}`
+    const v1 = (path, init = {}) =>
+      fetch(`${API}/v1${path}`, { ...init, headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' } })
+    let r = await v1('/credentials', { method: 'POST', body: JSON.stringify({ name, value: 'sk-secret', hosts: ['api.example.com'] }) })
+    assert.equal(r.status, 201)
+    try {
+      const sbx = await create({
+        network: {
+          allowOut: ({ rules }) => [...rules.keys()],
+          denyOut: ({ allTraffic }) => [allTraffic],
+          rules: { 'api.example.com': [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }] },
+        },
+      })
+      const grants = await v1(`/sandboxes/${sbx.sandboxId}/credentials`).then((x) => x.json())
+      assert.deepEqual(grants.credentials.map((c) => c.name), [name])
+      assert.deepEqual((await policy(sbx.sandboxId)).allow, [{ host: 'api.example.com', ports: [80, 443] }])
+      const env = await sbx.commands.run('env')
+      assert.ok(!env.stdout.includes('sk-secret'))
+      await sbx.kill()
+      made.delete(sbx.sandboxId)
+    } finally {
+      await v1(`/credentials/${name}`, { method: 'DELETE' })
+    }
   })
 
   test('what space cannot map is refused, never dropped', T, async () => {
