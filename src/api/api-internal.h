@@ -296,6 +296,9 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e);
 /* network.c: the egress policy. v NULL/null: the configured default. *ret: canonical JSON. */
 int api_validate_network(const JsonValue *v, const Config *c, char **ret, ApiError *e);
 int api_sandbox_policy_put(ApiRequest *r, ApiError *e);
+/* Replaces sandbox id's egress policy with body (NULL: the configured
+ * default), at once on its gateway if it runs; the caller replies. */
+int api_sandbox_policy_apply(ApiRequest *r, const char *id, const JsonValue *body, ApiError *e);
 int api_sandbox_restore(ApiRequest *r, ApiError *e);
 int api_sandbox_branch(ApiRequest *r, ApiError *e);
 /* The work of branch: count new running sandboxes from sandbox id (from: a
@@ -385,6 +388,11 @@ int api_sandbox_credential_revoke(ApiRequest *r, ApiError *e);
 /* The credentials named by a create request's "credentials" (NULL or null =
  * none): each must exist in the tenant and be active. */
 int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **ret, size_t *ret_n, ApiError *e);
+/* The rest of a valid create (sb from api_validate_sandbox_create): a warm
+ * sandbox if there is one and nothing is granted, else a new one with creds
+ * granted before it answers; via: "e2b" or NULL, for the events. */
+int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds, size_t n_creds, const char *via,
+                            ApiError *e);
 /* Adds ENV=space-cred-<name> for each credential with an env name to the
  * JSON object *env_json (NULL = none), unless it names that variable already. */
 int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, ApiError *e);
