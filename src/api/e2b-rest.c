@@ -892,12 +892,14 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
 
         if (!v2 && n == 1 && streq(s[0], "snapshots"))
                 return is(m, "GET") ? e2b_snapshot_list(r, e) : method_not_allowed(r, e);
-        if (!v2 && n == 2 && streq(s[0], "templates") && is(m, "DELETE"))
+        if (!v2 && n == 2 && streq(s[0], "templates") && !streq(s[1], "tags") && is(m, "DELETE"))
                 return e2b_snapshot_delete(r, s[1], e);
         if (!v2 && n == 3 && streq(s[0], "templates") && streq(s[1], "aliases"))
                 return is(m, "GET") ? rest_template_alias(r, s[2], e) : method_not_allowed(r, e);
         if (!streq(s[0], "sandboxes"))
-                return api_error(e, -ENOENT, API_NOT_FOUND, "%.200s is not supported by space's E2B API",
+                /* a part of E2B's API that space does not serve (builds, tags, secrets, ...): 501, which no SDK
+                 * reads as "there is none" (docs/e2b-compat.md) */
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "%.200s is not supported by space's E2B API",
                                  r->head->path);
         if (k == 1) {
                 if (is(m, "GET"))
