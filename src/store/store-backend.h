@@ -119,6 +119,13 @@ struct StoreOps {
         int (*tenant_quotas_get)(Store *s, const char *tenant_id, TenantQuotas *ret);
         int (*tenant_quotas_set)(Store *s, const TenantQuotas *q);
         int (*tenant_usage)(Store *s, const char *tenant_id, TenantUsage *ret);
+        /* webhooks (store-*-webhooks.c) */
+        int (*webhook_insert)(Store *s, Webhook *w);
+        int (*webhook_get)(Store *s, const char *tenant_id, const char *id, Webhook *ret);
+        int (*webhook_list)(Store *s, const char *tenant_id, Webhook **ret, size_t *ret_n);
+        int (*webhook_update)(Store *s, const Webhook *w);
+        int (*webhook_delete)(Store *s, const char *tenant_id, const char *id);
+        int (*webhook_set_state)(Store *s, const Webhook *w, bool disable);
 };
 
 /* A row a reseal's row() changed: still a valid credential (-EINVAL). */

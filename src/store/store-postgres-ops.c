@@ -780,4 +780,10 @@ const StoreOps store_postgres_ops = {
         .tenant_quotas_get = pg_op_tenant_quotas_get,
         .tenant_quotas_set = pg_op_tenant_quotas_set,
         .tenant_usage = pg_op_tenant_usage,
+        .webhook_insert = pg_op_webhook_insert,
+        .webhook_get = pg_op_webhook_get,
+        .webhook_list = pg_op_webhook_list,
+        .webhook_update = pg_op_webhook_update,
+        .webhook_delete = pg_op_webhook_delete,
+        .webhook_set_state = pg_op_webhook_set_state,
 };

@@ -132,6 +132,18 @@ typedef enum PgTenantStmt {
         _PG_TQ_STMT_MAX,
 } PgTenantStmt;
 
+/* The webhook statements (store-postgres-webhooks.c), prepared likewise. */
+typedef enum PgWebhookStmt {
+        PG_WH_INSERT,
+        PG_WH_GET,
+        PG_WH_LIST,
+        PG_WH_LIST_ALL,
+        PG_WH_UPDATE,
+        PG_WH_DELETE,
+        PG_WH_SET_STATE,
+        _PG_WH_STMT_MAX,
+} PgWebhookStmt;
+
 /* Statements built from a filter: one prepared statement per combination. */
 #define PG_SANDBOX_LIST_VARIANTS 16
 #define PG_SANDBOX_COUNT_VARIANTS 8
@@ -155,6 +167,7 @@ typedef struct PgStore {
         PgSlot credentials[_PG_CRED_STMT_MAX];
         PgSlot cluster[_PG_CL_STMT_MAX];
         PgSlot tenants[_PG_TQ_STMT_MAX];
+        PgSlot webhooks[_PG_WH_STMT_MAX];
         unsigned leader_gen;            /* the generation whose session holds the controller lock, 0 = none */
         PgSlot sandbox_list[PG_SANDBOX_LIST_VARIANTS];
         PgSlot sandbox_count[PG_SANDBOX_COUNT_VARIANTS];
@@ -291,6 +304,14 @@ int pg_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
  * its usage and decides adm for sb (NULL = a checkpoint); adm NULL = nothing
  * to decide. */
 int pg_tenant_admit(PgStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb);
+
+/* Webhooks (store-postgres-webhooks.c), for the ops table. */
+int pg_op_webhook_insert(Store *s, Webhook *w);
+int pg_op_webhook_get(Store *s, const char *tenant_id, const char *id, Webhook *ret);
+int pg_op_webhook_list(Store *s, const char *tenant_id, Webhook **ret, size_t *ret_n);
+int pg_op_webhook_update(Store *s, const Webhook *w);
+int pg_op_webhook_delete(Store *s, const char *tenant_id, const char *id);
+int pg_op_webhook_set_state(Store *s, const Webhook *w, bool disable);
 
 /* The handle (store-postgres.c). */
 int pg_store_open(const char *url, Store **ret);

@@ -821,4 +821,10 @@ const StoreOps store_sqlite_ops = {
         .tenant_quotas_get = sqlite_op_tenant_quotas_get,
         .tenant_quotas_set = sqlite_op_tenant_quotas_set,
         .tenant_usage = sqlite_op_tenant_usage,
+        .webhook_insert = sqlite_op_webhook_insert,
+        .webhook_get = sqlite_op_webhook_get,
+        .webhook_list = sqlite_op_webhook_list,
+        .webhook_update = sqlite_op_webhook_update,
+        .webhook_delete = sqlite_op_webhook_delete,
+        .webhook_set_state = sqlite_op_webhook_set_state,
 };

@@ -118,6 +118,18 @@ typedef enum SqlTenantStmt {
         _SQL_TQ_STMT_MAX,
 } SqlTenantStmt;
 
+/* The webhook statements (store-sqlite-webhooks.c), cached likewise. */
+typedef enum SqlWebhookStmt {
+        SQL_WH_INSERT,
+        SQL_WH_GET,
+        SQL_WH_LIST,
+        SQL_WH_LIST_ALL,
+        SQL_WH_UPDATE,
+        SQL_WH_DELETE,
+        SQL_WH_SET_STATE,
+        _SQL_WH_STMT_MAX,
+} SqlWebhookStmt;
+
 /* Statements built from a filter: one cache slot per combination of clauses. */
 #define SQL_SANDBOX_LIST_VARIANTS 16
 #define SQL_SANDBOX_COUNT_VARIANTS 8
@@ -131,6 +143,7 @@ typedef struct SqliteStore {
         sqlite3_stmt *credentials[_SQL_CRED_STMT_MAX];
         sqlite3_stmt *cluster[_SQL_CL_STMT_MAX];
         sqlite3_stmt *tenants[_SQL_TQ_STMT_MAX];
+        sqlite3_stmt *webhooks[_SQL_WH_STMT_MAX];
         sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
         sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
         sqlite3_stmt *event_list[SQL_EVENT_LIST_VARIANTS];
@@ -255,6 +268,14 @@ int sqlite_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
 /* Inside a write's transaction: counts the tenant's usage and decides adm
  * for sb (NULL = a checkpoint); adm NULL = nothing to decide. */
 int sqlite_tenant_admit(SqliteStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb);
+
+/* Webhooks (store-sqlite-webhooks.c), for the ops table. */
+int sqlite_op_webhook_insert(Store *s, Webhook *w);
+int sqlite_op_webhook_get(Store *s, const char *tenant_id, const char *id, Webhook *ret);
+int sqlite_op_webhook_list(Store *s, const char *tenant_id, Webhook **ret, size_t *ret_n);
+int sqlite_op_webhook_update(Store *s, const Webhook *w);
+int sqlite_op_webhook_delete(Store *s, const char *tenant_id, const char *id);
+int sqlite_op_webhook_set_state(Store *s, const Webhook *w, bool disable);
 
 /* The handle (store-sqlite.c). */
 int sqlite_store_open(const char *location, Store **ret);

@@ -555,6 +555,45 @@ int store_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char
  * takes the lock when free and checks that it is still held. */
 int store_leader_try(Store *s, bool *ret_leader);
 
+/* Webhooks: a tenant's URL the active controller POSTs the tenant's events
+ * to, in order, signed with the secret (kept as given: it must sign; the
+ * API never returns it after the create). */
+#define STORE_WEBHOOK_URL_MAX 2048
+#define STORE_WEBHOOK_EVENTS_MAX 1024   /* events_json: a JSON array of type patterns */
+#define STORE_WEBHOOK_SECRET_MAX 256
+
+typedef struct Webhook {
+        char id[STORE_ID_MAX];
+        char tenant_id[STORE_ID_MAX];
+        char name[STORE_NAME_MAX];
+        char url[STORE_WEBHOOK_URL_MAX];
+        char events_json[STORE_WEBHOOK_EVENTS_MAX];
+        char secret[STORE_WEBHOOK_SECRET_MAX];
+        bool enabled;
+        int64_t created_usec;
+        /* delivery state (the controller's) */
+        int64_t last_seq;               /* the last event delivered or filtered out */
+        uint64_t failures;              /* consecutive failed attempts at the next event */
+        int64_t next_usec;              /* no attempt before; 0 = now */
+        int64_t failing_since_usec;     /* the first of those failures; 0 = none */
+        char last_error[STORE_REASON_MAX];
+} Webhook;
+
+/* Records w (id, tenant_id, url, events_json, secret, enabled, name); its
+ * last_seq becomes the newest event's: a new webhook gets what happens from
+ * now on. created_usec 0 = now. */
+int store_webhook_insert(Store *s, Webhook *w);
+int store_webhook_get(Store *s, const char *tenant_id, const char *id, Webhook *ret);
+/* tenant_id NULL = every tenant's (the controller). By creation time. */
+int store_webhook_list(Store *s, const char *tenant_id, Webhook **ret, size_t *ret_n);
+/* name, url, events_json and enabled of w; enabling a disabled webhook
+ * clears its failures (it is tried again at once). -ENOENT. */
+int store_webhook_update(Store *s, const Webhook *w);
+int store_webhook_delete(Store *s, const char *tenant_id, const char *id);
+/* The delivery state of w (by id); disable: also set enabled = false
+ * (a PATCH meanwhile that disabled it stays). -ENOENT if deleted meanwhile. */
+int store_webhook_set_state(Store *s, const Webhook *w, bool disable);
+
 /* string tables (the only source of wire and database strings) */
 const char *sandbox_state_to_string(SandboxState s);
 SandboxState sandbox_state_from_string(const char *s);
