@@ -59,6 +59,8 @@ typedef struct Config {
         uint64_t exec_keep_s;          /* a finished exec's output and exit are kept this long */
         uint64_t http_stall_s;         /* a client stalled this long on a body or response is dropped */
         uint64_t seccomp_io_uring;
+        uint64_t webhook_allow_private; /* webhooks may call private, loopback, metadata and host addresses */
+        uint64_t webhook_give_up_s;    /* a webhook failing one event this long is disabled */
         uint64_t auto_resume_paused;   /* exec/file calls on a paused sandbox resume it instead of a 409 */
         uint64_t debug_timing;         /* API responses carry Server-Timing (store time, total) */
         uint64_t max_branch;           /* most sandboxes one branch call makes */

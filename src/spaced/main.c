@@ -44,6 +44,7 @@
 #include "reaper.h"
 #include "rotate-master-key.h"
 #include "warm-pool.h"
+#include "webhooks.h"
 #include "space-build.h"
 #include "store.h"
 #include "supervise.h"
@@ -326,6 +327,8 @@ static void controller_round(Controller *ctl, Store *store, WorkerClient *wc) {
         (void) warm_pool_run_once(store, wc, ctl->config, now_usec());
         if (ctl->token)
                 (void) shipper_run_once(store, wc, ctl->config, now_usec());
+        /* last: what the round did is delivered in it */
+        (void) webhooks_run_once(store, ctl->config, now_usec());
 }
 
 static void *controller_thread(void *userdata) {

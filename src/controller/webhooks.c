@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/* Webhook deliveries (see webhooks.h). Run by the active controller only:
+ * one process sends, so a webhook's events go out one at a time, in order. */
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc-util.h"
+#include "json.h"
+#include "log.h"
+#include "str-util.h"
+#include "webhook-post.h"
+#include "webhooks.h"
+
+int64_t webhook_backoff_usec(uint64_t failures) {
+        int64_t d = WEBHOOK_BACKOFF_MIN_USEC;
+
+        for (uint64_t i = 1; i < failures && d < WEBHOOK_BACKOFF_MAX_USEC; i++)
+                d *= 2;
+        return MIN(d, WEBHOOK_BACKOFF_MAX_USEC);
+}
+
+static void time_rfc3339(int64_t usec, char buf[static 32]) {
+        time_t t = (time_t) (usec / 1000000);
+        struct tm tm;
+
+        if (!gmtime_r(&t, &tm)) {
+                (void) snprintf(buf, 32, "1970-01-01T00:00:00.000Z");
+                return;
+        }
+        (void) snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int) ((usec / 1000) % 1000));
+}
+
+int webhook_event_body(const Event *ev, char **ret, size_t *ret_len) {
+        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_json_ JsonValue *data = NULL;
+        const char *e2b = webhook_e2b_type(ev->type);
+        char id[24], ts[32];
+
+        json_w_init(&w);
+        (void) snprintf(id, sizeof id, "%lld", (long long) ev->seq);
+        time_rfc3339(ev->time_usec, ts);
+        if (ev->data_json && json_parse(ev->data_json, strlen(ev->data_json), &data, NULL, 0) < 0)
+                data = NULL;
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "id", id);
+        json_w_kv_string(&w, "type", ev->type);
+        if (e2b)
+                json_w_kv_string(&w, "e2b_type", e2b);
+        json_w_kv_string(&w, "time", ts);
+        json_w_key(&w, "sandbox_id");
+        json_w_string(&w, isempty(ev->sandbox_id) ? NULL : ev->sandbox_id);
+        json_w_kv_string(&w, "reason", ev->reason);
+        json_w_key(&w, "data");
+        if (data && json_type(data) == JSON_OBJECT)
+                json_w_raw(&w, ev->data_json);
+        else
+                json_w_null(&w);
+        json_w_object_end(&w);
+        return json_w_finish(&w, ret, ret_len);
+}
+
+bool webhook_wants(const Webhook *w, const char *type) {
+        _cleanup_json_ JsonValue *v = NULL;
+
+        if (json_parse(w->events_json, strlen(w->events_json), &v, NULL, 0) < 0 || json_type(v) != JSON_ARRAY)
+                return false;
+        for (size_t i = 0; i < json_array_size(v); i++)
+                if (webhook_pattern_match(json_string(json_array_at(v, i)), type))
+                        return true;
+        return false;
+}
+
+typedef struct Budget {
+        unsigned left;
+        struct timespec start;
+} Budget;
+
+static bool budget_spent(const Budget *b) {
+        struct timespec now;
+
+        if (b->left == 0)
+                return true;
+        (void) clock_gettime(CLOCK_MONOTONIC, &now);
+        return (now.tv_sec - b->start.tv_sec) * 1000 + (now.tv_nsec - b->start.tv_nsec) / 1000000 >=
+               WEBHOOK_ROUND_BUDGET_MSEC;
+}
+
+static void disabled_event(Store *s, const Webhook *w) {
+        char data[STORE_ID_MAX + 16];
+        Event ev = {};
+
+        (void) strscpy(ev.tenant_id, sizeof ev.tenant_id, w->tenant_id);
+        (void) strscpy(ev.type, sizeof ev.type, "webhook.disabled");
+        (void) strscpy(ev.actor, sizeof ev.actor, "controller");
+        (void) snprintf(ev.reason, sizeof ev.reason, "deliveries failed since too long: %s", w->last_error);
+        (void) snprintf(data, sizeof data, "{\"id\":\"%s\"}", w->id); /* our id alphabet */
+        ev.data_json = data;
+        if (store_event_append(s, &ev) < 0)
+                log_warning("Failed to record webhook.disabled for %s", w->id);
+}
+
+/* The webhook's pending events, in order, until one fails or the budget is spent. */
+static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhook *w, int64_t now, Budget *b) {
+        EventFilter f = { .tenant_id = w->tenant_id, .after_seq = w->last_seq, .limit = 100 };
+        Event *list = NULL;
+        size_t n = 0;
+        bool changed = false, disable = false;
+        int r, delivered = 0;
+
+        r = store_event_list(s, &f, &list, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                Event *ev = &list[i];
+                _cleanup_free_ char *body = NULL;
+                char why[STORE_REASON_MAX], delivery[48];
+                size_t len = 0;
+
+                if (!webhook_wants(w, ev->type)) {
+                        w->last_seq = ev->seq;
+                        changed = true;
+                        continue;
+                }
+                if (budget_spent(b))
+                        break;
+                b->left--;
+                r = webhook_event_body(ev, &body, &len);
+                if (r < 0)
+                        break;
+                (void) snprintf(delivery, sizeof delivery, "%s-%lld-%llu", w->id, (long long) ev->seq,
+                                (unsigned long long) w->failures);
+                r = webhook_send(g, w->url, w->secret, w->id, delivery, now_usec(), body, len, why, sizeof why);
+                changed = true;
+                if (r >= 0) {
+                        w->last_seq = ev->seq;
+                        w->failures = 0;
+                        w->next_usec = w->failing_since_usec = 0;
+                        w->last_error[0] = 0;
+                        delivered++;
+                        continue;
+                }
+                w->failures++;
+                if (w->failing_since_usec == 0)
+                        w->failing_since_usec = now;
+                w->next_usec = now + webhook_backoff_usec(w->failures);
+                (void) snprintf(w->last_error, sizeof w->last_error, "event %lld: %s", (long long) ev->seq, why);
+                log_debug("Webhook %s: delivery of event %lld failed (%llu times): %s", w->id, (long long) ev->seq,
+                          (unsigned long long) w->failures, why);
+                if (now - w->failing_since_usec >= (int64_t) c->webhook_give_up_s * 1000000) {
+                        disable = true;
+                        log_warning("Webhook %s disabled: deliveries of event %lld failed for %llu s: %s", w->id,
+                                    (long long) ev->seq, (unsigned long long) c->webhook_give_up_s, why);
+                }
+                break;
+        }
+        event_array_free(list, n);
+        if (changed) {
+                r = store_webhook_set_state(s, w, disable);
+                if (r < 0 && r != -ENOENT)
+                        log_warning_errno(r, "Cannot record the delivery state of webhook %s: %m", w->id);
+                if (r >= 0 && disable)
+                        disabled_event(s, w);
+        }
+        return delivered;
+}
+
+int webhooks_run_once(Store *store, const Config *config, int64_t now) {
+        static size_t rotate = 0; /* where the last round began: every webhook gets its turn */
+        Budget b = { .left = WEBHOOK_ROUND_DELIVERIES };
+        WebhookGuard g;
+        Webhook *list = NULL;
+        size_t n = 0;
+        int r, total = 0;
+
+        r = webhook_guard_init(&g, config->webhook_allow_private, config->net_pool);
+        if (r < 0) /* a net_pool the config checks let through: keep the private ranges refused */
+                (void) webhook_guard_init(&g, false, NULL);
+        r = store_webhook_list(store, NULL, &list, &n);
+        if (r < 0)
+                return r;
+        (void) clock_gettime(CLOCK_MONOTONIC, &b.start);
+        for (size_t k = 0; k < n && !budget_spent(&b); k++) {
+                Webhook *w = &list[(rotate + k) % n];
+
+                if (!w->enabled || w->next_usec > now)
+                        continue;
+                r = deliver_some(store, &g, config, w, now, &b);
+                if (r > 0)
+                        total += r;
+        }
+        if (n > 0)
+                rotate = (rotate + 1) % n;
+        free(list);
+        return total;
+}

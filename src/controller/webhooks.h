@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Webhook deliveries: every enabled webhook gets its tenant's events after
+ * the last one it got, in order, each signed; a failed one is tried again
+ * (1 s doubling to 10 min) before any later event, so a receiver sees
+ * every event at least once and in order. A webhook that fails one event
+ * for config webhook_give_up_s is disabled (event webhook.disabled). */
+
+#include "config.h"
+#include "store.h"
+
+/* Per controller round: at most this many POSTs, and no new one after this
+ * long (each has WEBHOOK_POST_TIMEOUT_MSEC), so that a slow receiver does
+ * not hold up the policies and the reaper. */
+#define WEBHOOK_ROUND_DELIVERIES 50U
+#define WEBHOOK_ROUND_BUDGET_MSEC 2000
+#define WEBHOOK_BACKOFF_MIN_USEC (INT64_C(1000) * 1000)
+#define WEBHOOK_BACKOFF_MAX_USEC (INT64_C(600) * 1000 * 1000)
+
+/* The wait after the nth consecutive failure (n >= 1). */
+int64_t webhook_backoff_usec(uint64_t failures);
+/* The JSON body of ev: {"id","type","e2b_type"?,"time","sandbox_id","reason","data"}. */
+int webhook_event_body(const Event *ev, char **ret, size_t *ret_len);
+/* Whether the webhook's events_json names type. */
+bool webhook_wants(const Webhook *w, const char *type);
+
+/* One pass at time now; returns how many events it delivered. */
+int webhooks_run_once(Store *store, const Config *config, int64_t now);
