@@ -376,6 +376,17 @@ int api_keys_list(ApiRequest *r, ApiError *e);
 int api_keys_delete(ApiRequest *r, ApiError *e);
 
 /* ---- credentials (credentials.c) ---- */
+/* webhooks.c: /v1/webhooks and the E2B form /events/webhooks */
+int api_webhook_create(ApiRequest *r, ApiError *e);
+int api_webhook_list(ApiRequest *r, ApiError *e);
+int api_webhook_show(ApiRequest *r, ApiError *e);
+int api_webhook_patch(ApiRequest *r, ApiError *e);
+int api_webhook_delete(ApiRequest *r, ApiError *e);
+int api_webhook_test(ApiRequest *r, ApiError *e);
+int api_e2b_webhook_create(ApiRequest *r, ApiError *e);
+int api_e2b_webhook_list(ApiRequest *r, ApiError *e);
+int api_e2b_webhook_show(ApiRequest *r, ApiError *e);
+int api_e2b_webhook_patch(ApiRequest *r, ApiError *e);
 int api_credential_create(ApiRequest *r, ApiError *e);
 int api_credential_list(ApiRequest *r, ApiError *e);
 int api_credential_show(ApiRequest *r, ApiError *e);

@@ -884,6 +884,27 @@ static bool is(const char *method, const char *want) {
         return streq(method, want);
 }
 
+/* /events/webhooks[/{id}]: the lifecycle webhooks of webhooks.c in E2B's shape. */
+static int rest_webhooks(ApiRequest *r, char **s, size_t n, ApiError *e) {
+        const char *m = r->head->method;
+
+        if (n == 2) {
+                if (is(m, "GET"))
+                        return api_e2b_webhook_list(r, e);
+                if (is(m, "POST"))
+                        return api_e2b_webhook_create(r, e);
+                return method_not_allowed(r, e);
+        }
+        r->params[0] = s[2];
+        if (is(m, "GET"))
+                return api_e2b_webhook_show(r, e);
+        if (is(m, "PATCH"))
+                return api_e2b_webhook_patch(r, e);
+        if (is(m, "DELETE"))
+                return api_webhook_delete(r, e);
+        return method_not_allowed(r, e);
+}
+
 static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
         const char *m = r->head->method;
         bool v2 = n >= 2 && streq(segs[0], "v2") && streq(segs[1], "sandboxes");
@@ -896,6 +917,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 return e2b_snapshot_delete(r, s[1], e);
         if (!v2 && n == 3 && streq(s[0], "templates") && streq(s[1], "aliases"))
                 return is(m, "GET") ? rest_template_alias(r, s[2], e) : method_not_allowed(r, e);
+        if (!v2 && n >= 2 && n <= 3 && streq(s[0], "events") && streq(s[1], "webhooks"))
+                return rest_webhooks(r, s, n, e);
         if (!streq(s[0], "sandboxes"))
                 /* a part of E2B's API that space does not serve (builds, tags, secrets, ...): 501, which no SDK
                  * reads as "there is none" (docs/e2b-compat.md) */

@@ -30,7 +30,7 @@
 
 /* First path segments of the E2B control plane (the SDKs' API paths). */
 static const char *const rest_prefixes[] = { "sandboxes", "v2", "v3", "templates", "snapshots", "volumes",
-                                             "volumecontent", "secrets", "teams" };
+                                             "volumecontent", "secrets", "teams", "events" };
 /* envd's plain HTTP paths (those that do not collide with space's own). */
 static const char *const envd_paths[] = { "/health", "/files", "/files/compose", "/envs", "/init" };
 
