@@ -108,7 +108,7 @@ static int check_url(ApiRequest *r, const JsonValue *v, Webhook *h, ApiError *e)
 }
 
 static int check_events(const JsonValue *v, Webhook *h, ApiError *e) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_free_ char *out = NULL;
         size_t n = json_array_size(v), len = 0;
         int k;
@@ -181,7 +181,7 @@ static int webhook_create(ApiRequest *r, ApiError *e, WebhookForm form) {
         static const char *const allowed_space[] = { "url", "events", "secret", "name", "enabled", NULL };
         static const char *const allowed_e2b[] = { "url", "events", "signatureSecret", "name", "enabled", NULL };
         _cleanup_json_ JsonValue *body = NULL;
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         const char *unknown = NULL, *secret_key = form == FORM_E2B ? "signatureSecret" : "secret";
         char secret[WEBHOOK_SECRET_MAX + 1] = "";
         Webhook h = { .enabled = true };
@@ -261,7 +261,7 @@ static int webhook_lookup(ApiRequest *r, const char *id, Webhook *ret, ApiError 
 }
 
 static int webhook_list(ApiRequest *r, ApiError *e, WebhookForm form) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         Webhook *list = NULL;
         size_t n = 0;
         int k;
@@ -287,7 +287,7 @@ static int webhook_list(ApiRequest *r, ApiError *e, WebhookForm form) {
 }
 
 static int webhook_show(ApiRequest *r, ApiError *e, WebhookForm form) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         Webhook h;
         int k;
 
@@ -304,7 +304,7 @@ static int webhook_patch(ApiRequest *r, ApiError *e, WebhookForm form) {
         static const char *const allowed_space[] = { "url", "events", "name", "enabled", NULL };
         static const char *const allowed_e2b[] = { "url", "events", "name", "enabled", NULL };
         _cleanup_json_ JsonValue *body = NULL;
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         const char *unknown = NULL;
         Webhook h;
         JsonValue *v;
@@ -385,7 +385,7 @@ int api_webhook_delete(ApiRequest *r, ApiError *e) {
 
 int api_webhook_test(ApiRequest *r, ApiError *e) {
         const Config *c = api_config(r->api);
-        _cleanup_(json_w_done) JsonWriter w, body;
+        _cleanup_(json_w_done) JsonWriter w = {}, body = {};
         _cleanup_free_ char *text = NULL;
         char why[STORE_REASON_MAX], ts[JSON_OUT_TIME_MAX], delivery[48];
         size_t len = 0;

@@ -34,7 +34,7 @@ static void time_rfc3339(int64_t usec, char buf[static 32]) {
 }
 
 int webhook_event_body(const Event *ev, char **ret, size_t *ret_len) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_json_ JsonValue *data = NULL;
         const char *e2b = webhook_e2b_type(ev->type);
         char id[24], ts[32];
