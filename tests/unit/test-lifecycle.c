@@ -10,7 +10,9 @@
 #include "config.h"
 #include "controller-util.h"
 #include "policy.h"
+#include "str-util.h"
 #include "test.h"
+#include "webhooks.h"
 
 #define SEC INT64_C(1000000)
 #define HOUR (3600 * SEC)
@@ -168,4 +170,44 @@ TEST(warm_pool_config) {
         ASSERT_ERRNO(config_set(&c, "max_branch", "65", err, sizeof err), ERANGE);
         ASSERT_ERRNO(config_set(&c, "max_branch", "0", err, sizeof err), ERANGE);
         ASSERT_ERRNO(config_set(&c, "auto_resume_paused", "2", err, sizeof err), ERANGE);
+}
+
+TEST(webhook_backoff_doubles_to_ten_minutes) {
+        ASSERT_EQ(webhook_backoff_usec(1), WEBHOOK_BACKOFF_MIN_USEC);
+        ASSERT_EQ(webhook_backoff_usec(2), 2 * WEBHOOK_BACKOFF_MIN_USEC);
+        ASSERT_EQ(webhook_backoff_usec(4), 8 * WEBHOOK_BACKOFF_MIN_USEC);
+        ASSERT_EQ(webhook_backoff_usec(11), WEBHOOK_BACKOFF_MAX_USEC);
+        ASSERT_EQ(webhook_backoff_usec(UINT64_MAX), WEBHOOK_BACKOFF_MAX_USEC);
+}
+
+TEST(webhook_event_body_and_filter) {
+        Event ev = { .seq = 42, .time_usec = INT64_C(1700000000123456) };
+        char data[] = "{\"a\":1}";
+        char *body = NULL;
+        size_t n = 0;
+        Webhook w = {};
+
+        (void) strscpy(ev.type, sizeof ev.type, "sandbox.deleted");
+        (void) strscpy(ev.sandbox_id, sizeof ev.sandbox_id, "sb1");
+        (void) strscpy(ev.reason, sizeof ev.reason, "by \"me\"");
+        ev.data_json = data;
+        ASSERT_OK(webhook_event_body(&ev, &body, &n));
+        ASSERT_STREQ(body, "{\"id\":\"42\",\"type\":\"sandbox.deleted\",\"e2b_type\":\"sandbox.lifecycle.killed\","
+                           "\"time\":\"2023-11-14T22:13:20.123Z\",\"sandbox_id\":\"sb1\",\"reason\":\"by \\\"me\\\"\","
+                           "\"data\":{\"a\":1}}");
+        free(body);
+        /* no sandbox, no E2B name, data that is not an object */
+        (void) strscpy(ev.type, sizeof ev.type, "key.created");
+        ev.sandbox_id[0] = 0;
+        ev.data_json = NULL;
+        ASSERT_OK(webhook_event_body(&ev, &body, &n));
+        ASSERT_TRUE(strstr(body, "\"sandbox_id\":null") && strstr(body, "\"data\":null") && !strstr(body, "e2b_type"));
+        free(body);
+
+        (void) strscpy(w.events_json, sizeof w.events_json, "[\"sandbox.created\",\"sandbox.lifecycle.killed\"]");
+        ASSERT_TRUE(webhook_wants(&w, "sandbox.created"));
+        ASSERT_TRUE(webhook_wants(&w, "sandbox.deleted"));
+        ASSERT_FALSE(webhook_wants(&w, "sandbox.paused"));
+        (void) strscpy(w.events_json, sizeof w.events_json, "not json");
+        ASSERT_FALSE(webhook_wants(&w, "sandbox.created"));
 }

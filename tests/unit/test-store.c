@@ -3298,3 +3298,90 @@ STORE_TEST(concurrent_admissions_hold_the_quota) {
         ASSERT_OK(store_tenant_usage(s, "tn_race", &u));
         ASSERT_EQ(u.used[TENANT_QUOTA_SANDBOXES], (uint64_t) RACE_LIMIT);
 }
+
+static void webhook_init(Webhook *w, const char *id, const char *tenant) {
+        *w = (Webhook){ .enabled = true };
+        ASSERT_OK(strscpy(w->id, sizeof w->id, id));
+        ASSERT_OK(strscpy(w->tenant_id, sizeof w->tenant_id, tenant));
+        ASSERT_OK(strscpy(w->url, sizeof w->url, "https://example.com/hook"));
+        ASSERT_OK(strscpy(w->events_json, sizeof w->events_json, "[\"sandbox.*\"]"));
+        ASSERT_OK(strscpy(w->secret, sizeof w->secret, "whsec_0123456789abcdef"));
+}
+
+STORE_TEST(webhooks_roundtrip) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Webhook w, got, *list = NULL;
+        size_t n = 0;
+        Event ev = {};
+
+        /* a new webhook starts after the newest event */
+        ASSERT_OK(strscpy(ev.tenant_id, sizeof ev.tenant_id, "tn_a"));
+        ASSERT_OK(strscpy(ev.type, sizeof ev.type, "sandbox.created"));
+        ASSERT_OK(store_event_append(s, &ev));
+        webhook_init(&w, "wh_a", "tn_a");
+        ASSERT_OK(store_webhook_insert(s, &w));
+        ASSERT_EQ(w.last_seq, ev.seq);
+        ASSERT_TRUE(w.created_usec > 0);
+        webhook_init(&got, "wh_b", "tn_b");
+        ASSERT_OK(store_webhook_insert(s, &got));
+        ASSERT_ERRNO(store_webhook_insert(s, &got), EEXIST);
+
+        ASSERT_OK(store_webhook_get(s, "tn_a", "wh_a", &got));
+        ASSERT_STREQ(got.url, "https://example.com/hook");
+        ASSERT_STREQ(got.secret, "whsec_0123456789abcdef");
+        ASSERT_TRUE(got.enabled);
+        ASSERT_EQ(got.last_seq, ev.seq);
+        /* another tenant's is not there */
+        ASSERT_ERRNO(store_webhook_get(s, "tn_b", "wh_a", &got), ENOENT);
+        ASSERT_ERRNO(store_webhook_delete(s, "tn_b", "wh_a"), ENOENT);
+        ASSERT_OK(store_webhook_list(s, "tn_a", &list, &n));
+        ASSERT_EQ(n, 1U);
+        ASSERT_STREQ(list[0].id, "wh_a");
+        free(list);
+        ASSERT_OK(store_webhook_list(s, NULL, &list, &n));
+        ASSERT_EQ(n, 2U);
+        free(list);
+
+        /* delivery state, then a failure that disables it */
+        w.last_seq = ev.seq + 5;
+        w.failures = 3;
+        w.next_usec = 123;
+        w.failing_since_usec = 100;
+        ASSERT_OK(strscpy(w.last_error, sizeof w.last_error, "HTTP 500"));
+        ASSERT_OK(store_webhook_set_state(s, &w, true));
+        ASSERT_OK(store_webhook_get(s, "tn_a", "wh_a", &got));
+        ASSERT_EQ(got.last_seq, ev.seq + 5);
+        ASSERT_EQ(got.failures, 3U);
+        ASSERT_EQ(got.next_usec, 123);
+        ASSERT_EQ(got.failing_since_usec, 100);
+        ASSERT_STREQ(got.last_error, "HTTP 500");
+        ASSERT_FALSE(got.enabled);
+        /* enabling again clears the failures; the position stays */
+        got.enabled = true;
+        ASSERT_OK(strscpy(got.url, sizeof got.url, "http://example.org/"));
+        ASSERT_OK(store_webhook_update(s, &got));
+        ASSERT_OK(store_webhook_get(s, "tn_a", "wh_a", &got));
+        ASSERT_TRUE(got.enabled);
+        ASSERT_EQ(got.failures, 0U);
+        ASSERT_EQ(got.next_usec, 0);
+        ASSERT_EQ(got.failing_since_usec, 0);
+        ASSERT_EQ(got.last_seq, ev.seq + 5);
+        ASSERT_STREQ(got.url, "http://example.org/");
+        /* a state write without disable leaves enabled alone */
+        ASSERT_OK(store_webhook_set_state(s, &got, false));
+        ASSERT_OK(store_webhook_get(s, "tn_a", "wh_a", &got));
+        ASSERT_TRUE(got.enabled);
+
+        /* bad arguments */
+        webhook_init(&got, "wh_c", "tn_a");
+        got.url[0] = 0;
+        ASSERT_ERRNO(store_webhook_insert(s, &got), EINVAL);
+        webhook_init(&got, "wh_c", "tn_a");
+        got.secret[0] = 0;
+        ASSERT_ERRNO(store_webhook_insert(s, &got), EINVAL);
+
+        ASSERT_OK(store_webhook_delete(s, "tn_a", "wh_a"));
+        ASSERT_ERRNO(store_webhook_delete(s, "tn_a", "wh_a"), ENOENT);
+        ASSERT_ERRNO(store_webhook_set_state(s, &w, false), ENOENT);
+        ASSERT_ERRNO(store_webhook_update(s, &w), ENOENT);
+}

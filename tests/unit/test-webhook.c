@@ -4,10 +4,13 @@
  * the event patterns with their E2B names. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "str-util.h"
 #include "test.h"
+#include "webhook-post.h"
 #include "webhook.h"
 
 TEST(url_parse_good) {
@@ -175,4 +178,39 @@ TEST(patterns) {
         ASSERT_STREQ(webhook_e2b_type("sandbox.created"), "sandbox.lifecycle.created");
         ASSERT_STREQ(webhook_e2b_type("sandbox.resumed"), "sandbox.lifecycle.resumed");
         ASSERT_NULL(webhook_e2b_type("sandbox.oom"));
+}
+
+/* The guard runs again at delivery: a webhook whose name now points at
+ * loopback (or a URL stored before the operator turned private off) is
+ * refused before any connection. */
+TEST(send_refused_at_delivery) {
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof sa;
+        char url[64], why[256];
+        WebhookGuard g;
+        int fd, c;
+
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_TRUE(bind(fd, (struct sockaddr *) &sa, sizeof sa) == 0);
+        ASSERT_TRUE(listen(fd, 4) == 0);
+        ASSERT_TRUE(getsockname(fd, (struct sockaddr *) &sa, &len) == 0);
+        ASSERT_OK(webhook_guard_init(&g, false, ""));
+        snprintf(url, sizeof url, "http://127.0.0.1:%u/", ntohs(sa.sin_port));
+        ASSERT_ERRNO(webhook_send(&g, url, "whsec_test", "wh_x", "d1", 1700000000000000, "{}", 2, why, sizeof why),
+                     EPERM);
+        ASSERT_TRUE(strstr(why, "loopback") != NULL);
+        snprintf(url, sizeof url, "http://localhost:%u/", ntohs(sa.sin_port));
+        ASSERT_ERRNO(webhook_send(&g, url, "whsec_test", "wh_x", "d1", 1700000000000000, "{}", 2, why, sizeof why),
+                     EPERM);
+        /* nothing connected */
+        c = accept(fd, NULL, NULL);
+        ASSERT_TRUE(c < 0);
+        /* allowed: it connects, and a receiver that never answers is a failure, within the deadline */
+        ASSERT_OK(webhook_guard_init(&g, true, ""));
+        ASSERT_TRUE(webhook_send(&g, url, "whsec_test", "wh_x", "d1", 1700000000000000, "{}", 2, why, sizeof why) < 0);
+        c = accept(fd, NULL, NULL);
+        ASSERT_TRUE(c >= 0);
+        close(c);
+        close(fd);
 }
