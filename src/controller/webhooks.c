@@ -103,7 +103,8 @@ static void disabled_event(Store *s, const Webhook *w) {
 }
 
 /* The webhook's pending events, in order, until one fails or the budget is spent. */
-static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhook *w, int64_t now, Budget *b) {
+static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhook *w, int64_t now, int64_t settle,
+                        Budget *b) {
         EventFilter f = { .tenant_id = w->tenant_id, .after_seq = w->last_seq, .limit = 100 };
         Event *list = NULL;
         size_t n = 0;
@@ -119,6 +120,8 @@ static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhoo
                 char why[STORE_REASON_MAX], delivery[48];
                 size_t len = 0;
 
+                if (settle > 0 && ev->time_usec > now - settle)
+                        break; /* and every later one: in order */
                 if (!webhook_wants(w, ev->type)) {
                         w->last_seq = ev->seq;
                         changed = true;
@@ -173,6 +176,7 @@ int webhooks_run_once(Store *store, const Config *config, int64_t now) {
         WebhookGuard g;
         Webhook *list = NULL;
         size_t n = 0;
+        int64_t settle = streq(store_backend_name(store), "postgres") ? WEBHOOK_SETTLE_USEC : 0;
         int r, total = 0;
 
         r = webhook_guard_init(&g, config->webhook_allow_private, config->net_pool);
@@ -187,7 +191,7 @@ int webhooks_run_once(Store *store, const Config *config, int64_t now) {
 
                 if (!w->enabled || w->next_usec > now)
                         continue;
-                r = deliver_some(store, &g, config, w, now, &b);
+                r = deliver_some(store, &g, config, w, now, settle, &b);
                 if (r > 0)
                         total += r;
         }

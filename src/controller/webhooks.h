@@ -17,6 +17,12 @@
 #define WEBHOOK_ROUND_BUDGET_MSEC 2000
 #define WEBHOOK_BACKOFF_MIN_USEC (INT64_C(1000) * 1000)
 #define WEBHOOK_BACKOFF_MAX_USEC (INT64_C(600) * 1000 * 1000)
+/* PostgreSQL hands out event seqs before the appending transactions
+ * commit, so a lower seq may become visible after a higher one: events
+ * younger than this are left for a later round, so that the cursor
+ * (last_seq) does not pass one still being committed. SQLite's writers are
+ * serialised: seq order is commit order there. */
+#define WEBHOOK_SETTLE_USEC (INT64_C(2) * 1000 * 1000)
 
 /* The wait after the nth consecutive failure (n >= 1). */
 int64_t webhook_backoff_usec(uint64_t failures);
