@@ -361,3 +361,30 @@ def test_ssrf_patch_refused_by_default(spaced):
     r = spaced.api("POST", "/v1/webhooks", json={"url": "http://localhost/"})
     assert_error_shape(r, 400)
     assert spaced.api("GET", "/v1/webhooks").json()["webhooks"] == []
+
+
+def test_https_certificate_is_verified(d, tmp_path):
+    """A TLS receiver whose certificate no CA signed is not a receiver: the
+    delivery fails (no insecure fallback)."""
+    import ssl
+    import subprocess
+
+    cert, keyf = tmp_path / "c.pem", tmp_path / "k.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(keyf),
+                    "-out", str(cert)], check=True, capture_output=True)
+    rec = Receiver()
+    rec.stop()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(keyf))
+    rec.start()
+    rec.srv.socket = ctx.wrap_socket(rec.srv.socket, server_side=True)
+    try:
+        key = new_key(d)
+        wh = create_webhook(d, key, f"https://127.0.0.1:{rec.port}/hook")
+        r = d.api("POST", f"/v1/webhooks/{wh['id']}/test", key=key)
+        assert_error_shape(r, 502)
+        assert "certificate" in r.json()["error"]["message"], r
+        assert rec.got == []
+    finally:
+        rec.stop()

@@ -69,6 +69,7 @@ export type FileEntry = api.FileEntry;
 export type Checkpoint = api.Checkpoint;
 export type Template = api.Template;
 export type Credential = api.Credential;
+export type Webhook = api.Webhook;
 export type SpaceEvent = api.Event;
 export type Key = api.Key;
 export type KeyCreated = api.KeyCreated;
@@ -540,6 +541,34 @@ export class Client {
 
   async grants(id: string, o?: CallOptions): Promise<Credential[]> {
     return (await this.j<api.CredentialList>("GET", `/v1/sandboxes/${seg(id)}/credentials`, o)).credentials;
+  }
+
+  // ---- webhooks ----
+  /** The answer carries the secret this once (generated when none is given). */
+  createWebhook(w: api.WebhookCreate, o?: CallOptions): Promise<Webhook> {
+    return this.j("POST", "/v1/webhooks", { json: w, ...o });
+  }
+
+  async webhooks(o?: CallOptions): Promise<Webhook[]> {
+    return (await this.j<api.WebhookList>("GET", "/v1/webhooks", o)).webhooks;
+  }
+
+  webhook(id: string, o?: CallOptions): Promise<Webhook> {
+    return this.j("GET", `/v1/webhooks/${seg(id)}`, o);
+  }
+
+  /** PATCH: url, events, name, enabled. */
+  updateWebhook(id: string, fields: api.WebhookPatch, o?: CallOptions): Promise<Webhook> {
+    return this.j("PATCH", `/v1/webhooks/${seg(id)}`, { json: fields, ...o });
+  }
+
+  async deleteWebhook(id: string, o?: CallOptions): Promise<void> {
+    await this.j("DELETE", `/v1/webhooks/${seg(id)}`, o);
+  }
+
+  /** A signed webhook.test delivery now; a receiver that does not take it is a 502 (BadGatewayError). */
+  testWebhook(id: string, o?: CallOptions): Promise<api.WebhookTested> {
+    return this.j("POST", `/v1/webhooks/${seg(id)}/test`, o);
   }
 
   // ---- events and keys ----

@@ -76,6 +76,55 @@ export type CredentialPatch = {
   expires_at?: string | null;
 };
 
+/** "*", "sandbox.*", sandbox event types (sandbox.created, ...) or E2B names (sandbox.lifecycle.created, sandbox.lifecycle.*). */
+export type WebhookEvents = string[];
+
+export type WebhookCreate = {
+  /** http:// or https:// (the certificate is verified); no user info or fragment. */
+  url: string;
+  events?: WebhookEvents;
+  /** Generated (whsec_...) if absent. */
+  secret?: string;
+  name?: string;
+  enabled?: boolean;
+};
+
+export type WebhookPatch = {
+  url?: string;
+  events?: WebhookEvents;
+  name?: string;
+  enabled?: boolean;
+};
+
+export type Webhook = {
+  id: string;
+  tenant: string;
+  name: string;
+  url: string;
+  events: WebhookEvents;
+  enabled: boolean;
+  created_at: Time;
+  /** Only in the answer to the create. */
+  secret?: string;
+  delivery: {
+    /** The last event delivered (or not named by events). */
+    last_event_seq: number;
+    /** Consecutive failed attempts at the next event. */
+    failures: number;
+    next_attempt_at: string | null;
+    failing_since: string | null;
+    last_error: string;
+  };
+};
+
+export type WebhookList = {
+  webhooks: Webhook[];
+};
+
+export type WebhookTested = {
+  delivered: boolean;
+};
+
 export type Credential = {
   id: string;
   name: CredentialNameValue;
@@ -191,11 +240,20 @@ export type Sandbox = {
 /** The sandbox's egress policy in canonical form: every entry an object
  * with `host` or `cidr`; `ports` absent on a deny entry means every
  * port; `proto` shown where it is not the default (allow: tcp; deny:
- * both). Empty `allow` = no egress. */
+ * both). Empty `allow` = no egress. `precedence` and `default` are
+ * shown only where they are "allow". */
 export type NetworkPolicy = {
   allow: NetworkRule[];
   deny: NetworkRule[];
+  precedence?: NetworkPrecedence;
+  default?: NetworkDefault;
 };
+
+/** Which list wins where an allow and a deny entry both match: "deny" (the default) or "allow" (E2B's rule: allowOut beats denyOut). With "allow", a name no host entry decides is decided by the address it resolves to, as a raw address is. */
+export type NetworkPrecedence = "deny" | "allow";
+
+/** What a destination no entry names gets: "deny" (the default, no egress) or "allow" (E2B's internet access; names no host entry decides then go by their address). The always-refused addresses (the host's, other sandboxes', loopback, link-local, metadata) stay refused. */
+export type NetworkDefault = "deny" | "allow";
 
 export type NetworkRule = {
   /** A host name (exact) or "*.domain" (any name strictly below domain). An allow entry's domain may not be a public suffix of the ICANN section of the Public Suffix List ("*.co.uk"); private-section suffixes ("*.github.io") are allowed, deny entries may name any. */
@@ -213,12 +271,16 @@ export type NetworkRule = {
  * "proto": "tcp"|"udp"}`. Allow entries without ports allow 80 and 443
  * (TCP); a udp allow entry needs ports and may not name only 443 (QUIC
  * is never relayed); deny entries without ports deny every port, without
- * proto both protocols; deny wins. Loopback, link-local (cloud
+ * proto both protocols; deny wins unless precedence is "allow". Loopback, link-local (cloud
  * metadata), multicast, broadcast, unspecified, the host's own and
- * other sandboxes' addresses are refused whatever the policy says. */
+ * other sandboxes' addresses are refused whatever the policy says.
+ * `precedence: "allow"` lets an allow entry win, `default: "allow"`
+ * allows what no entry names (see NetworkPolicy). */
 export type NetworkPolicyRequest = {
   allow?: NetworkRuleRequest[];
   deny?: NetworkRuleRequest[];
+  precedence?: NetworkPrecedence;
+  default?: NetworkDefault;
 };
 
 export type NetworkRuleRequest = string | NetworkRule;
