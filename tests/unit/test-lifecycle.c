@@ -4,7 +4,13 @@
  * warm_pool configuration value. (The store side is in test-store.c, the
  * whole in tests/e2e/test_lifecycle.py.) */
 
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "checkpointer.h"
 #include "config.h"
@@ -210,4 +216,110 @@ TEST(webhook_event_body_and_filter) {
         ASSERT_FALSE(webhook_wants(&w, "sandbox.paused"));
         (void) strscpy(w.events_json, sizeof w.events_json, "not json");
         ASSERT_FALSE(webhook_wants(&w, "sandbox.created"));
+}
+
+/* A 127.0.0.1 port nothing listens on (bound, then closed). */
+static uint16_t closed_port(void) {
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof sa;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_TRUE(bind(fd, (struct sockaddr *) &sa, sizeof sa) == 0);
+        ASSERT_TRUE(getsockname(fd, (struct sockaddr *) &sa, &len) == 0);
+        close(fd);
+        return ntohs(sa.sin_port);
+}
+
+static void append(Store *s, const char *tenant, const char *type, int64_t *ret_seq) {
+        Event ev = {};
+
+        (void) strscpy(ev.tenant_id, sizeof ev.tenant_id, tenant);
+        (void) strscpy(ev.type, sizeof ev.type, type);
+        (void) strscpy(ev.sandbox_id, sizeof ev.sandbox_id, "sb1");
+        ASSERT_OK(store_event_append(s, &ev));
+        if (ret_seq)
+                *ret_seq = ev.seq;
+}
+
+/* The delivery loop against a real store: filtered events move the cursor,
+ * a failure stops there and backs off, the guard refuses again at delivery,
+ * and a webhook failing longer than webhook_give_up_s is disabled. */
+TEST(webhook_loop_backs_off_and_gives_up) {
+        char dir[] = "/tmp/test-webhook-loop-XXXXXX", url[PATH_MAX + 16];
+        _cleanup_(store_closep) Store *s = NULL;
+        Webhook w = { .enabled = true }, v = { .enabled = true }, got;
+        Event *evs = NULL;
+        size_t n = 0;
+        int64_t skipped, now = now_usec();
+        EventFilter f = { .tenant_id = "tn_w", .type = "webhook." };
+        Config c;
+
+        ASSERT_NOT_NULL(mkdtemp(dir));
+        snprintf(url, sizeof url, "sqlite:%s/space.db", dir);
+        ASSERT_OK(store_open(url, &s));
+        config_defaults(&c);
+        c.webhook_allow_private = 1;
+
+        (void) strscpy(w.id, sizeof w.id, "wh_a");
+        (void) strscpy(w.tenant_id, sizeof w.tenant_id, "tn_w");
+        snprintf(w.url, sizeof w.url, "http://127.0.0.1:%u/hook", closed_port());
+        (void) strscpy(w.events_json, sizeof w.events_json, "[\"sandbox.created\"]");
+        (void) strscpy(w.secret, sizeof w.secret, "whsec_0123456789abcdef");
+        ASSERT_OK(store_webhook_insert(s, &w));
+        append(s, "tn_w", "key.created", &skipped);
+        append(s, "tn_w", "sandbox.created", NULL);
+        append(s, "tn_other", "sandbox.created", NULL);
+
+        ASSERT_EQ(webhooks_run_once(s, &c, now), 0);
+        ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
+        ASSERT_EQ(got.last_seq, skipped); /* past the filtered one, not past the failed one */
+        ASSERT_EQ(got.failures, 1U);
+        ASSERT_EQ(got.next_usec, now + WEBHOOK_BACKOFF_MIN_USEC);
+        ASSERT_EQ(got.failing_since_usec, now);
+        ASSERT_TRUE(strstr(got.last_error, "connect") != NULL);
+        /* not before next_usec */
+        ASSERT_EQ(webhooks_run_once(s, &c, now + 1), 0);
+        ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
+        ASSERT_EQ(got.failures, 1U);
+        ASSERT_TRUE(got.enabled);
+        /* then again, doubling */
+        ASSERT_EQ(webhooks_run_once(s, &c, now + WEBHOOK_BACKOFF_MIN_USEC), 0);
+        ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
+        ASSERT_EQ(got.failures, 2U);
+        ASSERT_EQ(got.next_usec, now + 3 * WEBHOOK_BACKOFF_MIN_USEC);
+        ASSERT_TRUE(got.enabled);
+        /* failing for longer than webhook_give_up_s: disabled, with an event */
+        ASSERT_EQ(webhooks_run_once(s, &c, now + (int64_t) c.webhook_give_up_s * SEC), 0);
+        ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
+        ASSERT_FALSE(got.enabled);
+        ASSERT_EQ(got.failures, 3U);
+        ASSERT_OK(store_event_list(s, &f, &evs, &n));
+        ASSERT_EQ(n, 1U);
+        ASSERT_STREQ(evs[0].type, "webhook.disabled");
+        event_array_free(evs, n);
+        /* disabled: no more attempts */
+        ASSERT_EQ(webhooks_run_once(s, &c, now + 2 * (int64_t) c.webhook_give_up_s * SEC), 0);
+        ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
+        ASSERT_EQ(got.failures, 3U);
+
+        /* the guard at delivery: without webhook_allow_private a loopback URL in the store is refused */
+        c.webhook_allow_private = 0;
+        v = w;
+        (void) strscpy(v.id, sizeof v.id, "wh_b");
+        v.enabled = true;
+        ASSERT_OK(store_webhook_insert(s, &v));
+        append(s, "tn_w", "sandbox.created", NULL);
+        ASSERT_EQ(webhooks_run_once(s, &c, now), 0);
+        ASSERT_OK(store_webhook_get(s, "tn_w", "wh_b", &got));
+        ASSERT_EQ(got.failures, 1U);
+        ASSERT_TRUE(strstr(got.last_error, "loopback") && strstr(got.last_error, "refused"));
+
+        s = store_close(s);
+        static const char *const files[] = { "space.db", "space.db-wal", "space.db-shm", "space.db-journal" };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                snprintf(url, sizeof url, "%s/%s", dir, files[i]);
+                (void) unlink(url);
+        }
+        ASSERT_EQ(rmdir(dir), 0);
 }
