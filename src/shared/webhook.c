@@ -217,7 +217,11 @@ const char *webhook_addr_forbidden(const WebhookGuard *g, const struct sockaddr 
         if (sa->sa_family != AF_INET6)
                 return "not an IP address";
         a = (const uint8_t *) &((const struct sockaddr_in6 *) sa)->sin6_addr;
-        if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0) {
+        static const uint8_t compat[12] = {};
+
+        /* an IPv4 address inside IPv6 (mapped, NAT64, the old compatible form ::a.b.c.d) is judged as IPv4 */
+        if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0 ||
+            (memcmp(a, compat, 12) == 0 && (a[12] | a[13] | a[14]) != 0)) {
                 why = v4_forbidden(g, a + 12);
                 if (why && g->allow_private && !streq(why, "multicast") && !streq(why, "reserved"))
                         return NULL;

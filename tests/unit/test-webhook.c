@@ -94,6 +94,8 @@ TEST(guard_refuses) {
         ASSERT_STREQ(v6(&g, "::ffff:127.0.0.1"), "loopback");
         ASSERT_STREQ(v6(&g, "::ffff:169.254.169.254"), "metadata");
         ASSERT_STREQ(v6(&g, "64:ff9b::a9fe:a9fe"), "metadata");
+        ASSERT_STREQ(v6(&g, "::127.0.0.1"), "loopback");
+        ASSERT_STREQ(v6(&g, "::10.0.0.1"), "private");
         /* public addresses pass */
         ASSERT_NULL(v4(&g, "93.184.216.34"));
         ASSERT_NULL(v6(&g, "2606:2800:220:1::1"));
