@@ -184,7 +184,7 @@ static int webhook_create(ApiRequest *r, ApiError *e, WebhookForm form) {
         _cleanup_(json_w_done) JsonWriter w = {};
         const char *unknown = NULL, *secret_key = form == FORM_E2B ? "signatureSecret" : "secret";
         char secret[WEBHOOK_SECRET_MAX + 1] = "";
-        Webhook h = { .enabled = true };
+        Webhook h = { .enabled = true, .e2b = form == FORM_E2B };
         Webhook *list = NULL;
         size_t n = 0;
         JsonValue *v;

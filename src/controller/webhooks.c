@@ -62,6 +62,53 @@ int webhook_event_body(const Event *ev, char **ret, size_t *ret_len) {
         return json_w_finish(&w, ret, ret_len);
 }
 
+int webhook_event_body_e2b(const Event *ev, const Sandbox *sb, char **ret, size_t *ret_len) {
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_json_ JsonValue *meta = NULL;
+        const char *e2b = webhook_e2b_type(ev->type);
+        char id[24], ts[32];
+
+        json_w_init(&w);
+        (void) snprintf(id, sizeof id, "%lld", (long long) ev->seq);
+        time_rfc3339(ev->time_usec, ts);
+        if (sb && sb->metadata_json && json_parse(sb->metadata_json, strlen(sb->metadata_json), &meta, NULL, 0) < 0)
+                meta = NULL;
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "version", "v2");
+        json_w_kv_string(&w, "id", id);
+        json_w_kv_string(&w, "type", e2b ?: ev->type);
+        json_w_key(&w, "eventData");
+        json_w_object_begin(&w);
+        json_w_key(&w, "sandbox_metadata");
+        if (meta && json_type(meta) == JSON_OBJECT)
+                json_w_raw(&w, sb->metadata_json);
+        else {
+                json_w_object_begin(&w);
+                json_w_object_end(&w);
+        }
+        if (sb && e2b && (streq(e2b, "sandbox.lifecycle.killed") || streq(e2b, "sandbox.lifecycle.paused"))) {
+                char started[32];
+
+                time_rfc3339(sb->created_usec, started);
+                json_w_key(&w, "execution");
+                json_w_object_begin(&w);
+                json_w_kv_string(&w, "started_at", started);
+                json_w_kv_int(&w, "vcpu_count", (int64_t) MAX(1U, (sb->cpu_millis + 999) / 1000));
+                json_w_kv_int(&w, "memory_mb", (int64_t) sb->memory_mb);
+                json_w_kv_int(&w, "execution_time", MAX(INT64_C(0), (ev->time_usec - sb->created_usec) / 1000));
+                json_w_object_end(&w);
+        }
+        json_w_object_end(&w);
+        json_w_kv_string(&w, "sandboxBuildId", "");
+        json_w_kv_string(&w, "sandboxExecutionId", ev->sandbox_id);
+        json_w_kv_string(&w, "sandboxId", ev->sandbox_id);
+        json_w_kv_string(&w, "sandboxTeamId", ev->tenant_id);
+        json_w_kv_string(&w, "sandboxTemplateId", sb ? sb->template_name : "");
+        json_w_kv_string(&w, "timestamp", ts);
+        json_w_object_end(&w);
+        return json_w_finish(&w, ret, ret_len);
+}
+
 bool webhook_wants(const Webhook *w, const char *type) {
         _cleanup_json_ JsonValue *v = NULL;
 
@@ -130,7 +177,14 @@ static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhoo
                 if (budget_spent(b))
                         break;
                 b->left--;
-                r = webhook_event_body(ev, &body, &len);
+                if (w->e2b) {
+                        _cleanup_(sandbox_done) Sandbox sb = {};
+                        bool known = !isempty(ev->sandbox_id) &&
+                                     store_sandbox_get(s, w->tenant_id, ev->sandbox_id, &sb) >= 0;
+
+                        r = webhook_event_body_e2b(ev, known ? &sb : NULL, &body, &len);
+                } else
+                        r = webhook_event_body(ev, &body, &len);
                 if (r < 0)
                         break;
                 (void) snprintf(delivery, sizeof delivery, "%s-%lld-%llu", w->id, (long long) ev->seq,

@@ -28,6 +28,12 @@
 int64_t webhook_backoff_usec(uint64_t failures);
 /* The JSON body of ev: {"id","type","e2b_type"?,"time","sandbox_id","reason","data"}. */
 int webhook_event_body(const Event *ev, char **ret, size_t *ret_len);
+/* The same in E2B's shape, for a webhook made by /events/webhooks:
+ * {"version":"v2","id","type":E2B's name (ours where it has none),
+ * "eventData":{"sandbox_metadata","execution"?},"sandboxBuildId",
+ * "sandboxExecutionId","sandboxId","sandboxTeamId","sandboxTemplateId",
+ * "timestamp"}. sb: the event's sandbox, NULL if unknown. */
+int webhook_event_body_e2b(const Event *ev, const Sandbox *sb, char **ret, size_t *ret_len);
 /* Whether the webhook's events_json names type. */
 bool webhook_wants(const Webhook *w, const char *type);
 

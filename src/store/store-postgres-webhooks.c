@@ -5,15 +5,16 @@
 #include <stdio.h>
 
 #include "store-postgres.h"
+#include "str-util.h"
 
 #define WH_COLUMNS                                                                                  \
         "id, tenant_id, name, url, events_json, secret, enabled, created_usec, last_seq, failures, " \
-        "next_usec, failing_since_usec, last_error"
+        "next_usec, failing_since_usec, last_error, format"
 
 static const char *const webhook_sql[_PG_WH_STMT_MAX] = {
         [PG_WH_INSERT] =
                 "INSERT INTO webhooks (" WH_COLUMNS ") "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, (SELECT COALESCE(MAX(seq), 0) FROM events), 0, 0, 0, '') "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, (SELECT COALESCE(MAX(seq), 0) FROM events), 0, 0, 0, '', $9) "
                 "RETURNING last_seq",
         [PG_WH_GET] = "SELECT " WH_COLUMNS " FROM webhooks WHERE tenant_id = $1 AND id = $2",
         [PG_WH_LIST] = "SELECT " WH_COLUMNS " FROM webhooks WHERE tenant_id = $1 ORDER BY created_usec, id",
@@ -41,6 +42,7 @@ static int wh_exec(PgStore *q, PgWebhookStmt id, const PgParams *p, PGresult **r
 
 static int wh_read(const PGresult *res, int row, void *ret) {
         Webhook w = {};
+        char format[8];
 
         CHECK(PG_COL_STR(res, row, 0, w.id));
         CHECK(PG_COL_STR(res, row, 1, w.tenant_id));
@@ -55,6 +57,10 @@ static int wh_read(const PGresult *res, int row, void *ret) {
         CHECK(pg_col_i64(res, row, 10, &w.next_usec));
         CHECK(pg_col_i64(res, row, 11, &w.failing_since_usec));
         CHECK(PG_COL_STR(res, row, 12, w.last_error));
+        CHECK(PG_COL_STR(res, row, 13, format));
+        if (!streq(format, "space") && !streq(format, "e2b"))
+                return -EBADMSG;
+        w.e2b = streq(format, "e2b");
         if (w.created_usec < 0 || w.last_seq < 0 || w.next_usec < 0 || w.failing_since_usec < 0)
                 return -EBADMSG;
         *(Webhook *) ret = w;
@@ -73,6 +79,7 @@ int pg_op_webhook_insert(Store *s, Webhook *w) {
         pg_param_text(&p, w->secret);
         pg_param_bool(&p, w->enabled);
         pg_param_i64(&p, w->created_usec);
+        pg_param_text(&p, w->e2b ? "e2b" : "space");
         CHECK(wh_exec(pg_store(s), PG_WH_INSERT, &p, &res));
         if (PQntuples(res) != 1)
                 return -EBADMSG;

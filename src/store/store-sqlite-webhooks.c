@@ -3,15 +3,16 @@
  * argument. */
 
 #include "store-sqlite.h"
+#include "str-util.h"
 
 #define WH_COLUMNS                                                                                  \
         "id, tenant_id, name, url, events_json, secret, enabled, created_usec, last_seq, failures, " \
-        "next_usec, failing_since_usec, last_error"
+        "next_usec, failing_since_usec, last_error, format"
 
 static const char *const webhook_sql[_SQL_WH_STMT_MAX] = {
         [SQL_WH_INSERT] =
                 "INSERT INTO webhooks (" WH_COLUMNS ") "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT COALESCE(MAX(seq), 0) FROM events), 0, 0, 0, '') "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT COALESCE(MAX(seq), 0) FROM events), 0, 0, 0, '', ?9) "
                 "RETURNING last_seq",
         [SQL_WH_GET] = "SELECT " WH_COLUMNS " FROM webhooks WHERE tenant_id = ?1 AND id = ?2",
         [SQL_WH_LIST] = "SELECT " WH_COLUMNS " FROM webhooks WHERE tenant_id = ?1 ORDER BY created_usec, id",
@@ -36,6 +37,7 @@ static int wh_stmt(SqliteStore *q, SqlWebhookStmt id, sqlite3_stmt **ret) {
 
 static int wh_read(sqlite3_stmt *st, void *ret) {
         Webhook w = {};
+        char format[8];
 
         CHECK(SQLITE_COL_STR(st, 0, w.id));
         CHECK(SQLITE_COL_STR(st, 1, w.tenant_id));
@@ -50,6 +52,10 @@ static int wh_read(sqlite3_stmt *st, void *ret) {
         CHECK(sqlite_col_i64(st, 10, &w.next_usec));
         CHECK(sqlite_col_i64(st, 11, &w.failing_since_usec));
         CHECK(SQLITE_COL_STR(st, 12, w.last_error));
+        CHECK(SQLITE_COL_STR(st, 13, format));
+        if (!streq(format, "space") && !streq(format, "e2b"))
+                return -EBADMSG;
+        w.e2b = streq(format, "e2b");
         *(Webhook *) ret = w;
         return 0;
 }
@@ -68,6 +74,7 @@ int sqlite_op_webhook_insert(Store *s, Webhook *w) {
         CHECK(sqlite_bind_text(q, st, 6, w->secret));
         CHECK(sqlite_bind_int64(q, st, 7, w->enabled ? 1 : 0));
         CHECK(sqlite_bind_int64(q, st, 8, w->created_usec));
+        CHECK(sqlite_bind_text(q, st, 9, w->e2b ? "e2b" : "space"));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;

@@ -566,6 +566,7 @@ typedef struct Webhook {
         char id[STORE_ID_MAX];
         char tenant_id[STORE_ID_MAX];
         char name[STORE_NAME_MAX];
+        bool e2b;                       /* the body in E2B's shape (made by /events/webhooks) */
         char url[STORE_WEBHOOK_URL_MAX];
         char events_json[STORE_WEBHOOK_EVENTS_MAX];
         char secret[STORE_WEBHOOK_SECRET_MAX];

@@ -322,8 +322,17 @@ def test_e2b_form(d, receiver):
     assert r.status == 200, r
     # it is the same webhook in the space form
     assert d.api("GET", f"/v1/webhooks/{wh['id']}", key=key).json()["name"] == "e2b"
-    sid = run_lifecycle(d, key)
-    wait_types(receiver, sid, ["sandbox.created", "sandbox.deleted"])
+    sid = d.create(key=key, metadata={"suite": "webhooks"})["id"]
+    d.delete(sid, key=key)
+    want = ["sandbox.lifecycle.created", "sandbox.lifecycle.killed"]
+    ok = host.wait_until(lambda: [e["type"] for e in receiver.events() if e.get("sandboxId") == sid] == want,
+                         WAIT_S, 0.2)
+    assert ok, receiver.events()
+    created, killed = [e for e in receiver.events() if e.get("sandboxId") == sid]
+    # E2B's shape
+    assert created["version"] == "v2" and created["sandboxTemplateId"] == "base", created
+    assert created["eventData"]["sandbox_metadata"] == {"suite": "webhooks"}, created
+    assert killed["eventData"]["execution"]["memory_mb"] > 0, killed
     for hdrs, body in receiver.deliveries():
         verify("secret-for-event-signature", hdrs, body)
     r = d.api("DELETE", f"/events/webhooks/{wh['id']}", key=None, headers=h, validate=False)

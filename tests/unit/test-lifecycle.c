@@ -210,6 +210,31 @@ TEST(webhook_event_body_and_filter) {
         ASSERT_TRUE(strstr(body, "\"sandbox_id\":null") && strstr(body, "\"data\":null") && !strstr(body, "e2b_type"));
         free(body);
 
+        /* E2B's shape, with the sandbox and without */
+        {
+                Sandbox sb = { .cpu_millis = 1500, .memory_mb = 512, .created_usec = INT64_C(1700000000000000) };
+                char meta[] = "{\"k\":\"v\"}";
+
+                (void) strscpy(ev.type, sizeof ev.type, "sandbox.deleted");
+                (void) strscpy(ev.sandbox_id, sizeof ev.sandbox_id, "sb1");
+                (void) strscpy(ev.tenant_id, sizeof ev.tenant_id, "tn_a");
+                (void) strscpy(sb.template_name, sizeof sb.template_name, "base");
+                sb.metadata_json = meta;
+                ASSERT_OK(webhook_event_body_e2b(&ev, &sb, &body, &n));
+                ASSERT_STREQ(body, "{\"version\":\"v2\",\"id\":\"42\",\"type\":\"sandbox.lifecycle.killed\","
+                                   "\"eventData\":{\"sandbox_metadata\":{\"k\":\"v\"},\"execution\":{"
+                                   "\"started_at\":\"2023-11-14T22:13:20.000Z\",\"vcpu_count\":2,\"memory_mb\":512,"
+                                   "\"execution_time\":123}},\"sandboxBuildId\":\"\",\"sandboxExecutionId\":\"sb1\","
+                                   "\"sandboxId\":\"sb1\",\"sandboxTeamId\":\"tn_a\",\"sandboxTemplateId\":\"base\","
+                                   "\"timestamp\":\"2023-11-14T22:13:20.123Z\"}");
+                free(body);
+                (void) strscpy(ev.type, sizeof ev.type, "sandbox.created");
+                ASSERT_OK(webhook_event_body_e2b(&ev, NULL, &body, &n));
+                ASSERT_TRUE(strstr(body, "\"type\":\"sandbox.lifecycle.created\"") &&
+                            strstr(body, "\"sandbox_metadata\":{}") && !strstr(body, "execution"));
+                free(body);
+        }
+
         (void) strscpy(w.events_json, sizeof w.events_json, "[\"sandbox.created\",\"sandbox.lifecycle.killed\"]");
         ASSERT_TRUE(webhook_wants(&w, "sandbox.created"));
         ASSERT_TRUE(webhook_wants(&w, "sandbox.deleted"));

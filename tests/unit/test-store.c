@@ -3323,13 +3323,17 @@ STORE_TEST(webhooks_roundtrip) {
         ASSERT_EQ(w.last_seq, ev.seq);
         ASSERT_TRUE(w.created_usec > 0);
         webhook_init(&got, "wh_b", "tn_b");
+        got.e2b = true;
         ASSERT_OK(store_webhook_insert(s, &got));
+        ASSERT_OK(store_webhook_get(s, "tn_b", "wh_b", &got));
+        ASSERT_TRUE(got.e2b);
         ASSERT_ERRNO(store_webhook_insert(s, &got), EEXIST);
 
         ASSERT_OK(store_webhook_get(s, "tn_a", "wh_a", &got));
         ASSERT_STREQ(got.url, "https://example.com/hook");
         ASSERT_STREQ(got.secret, "whsec_0123456789abcdef");
         ASSERT_TRUE(got.enabled);
+        ASSERT_FALSE(got.e2b);
         ASSERT_EQ(got.last_seq, ev.seq);
         /* another tenant's is not there */
         ASSERT_ERRNO(store_webhook_get(s, "tn_b", "wh_a", &got), ENOENT);

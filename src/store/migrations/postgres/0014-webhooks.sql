@@ -11,6 +11,7 @@ CREATE TABLE webhooks (
         id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
         tenant_id TEXT COLLATE "C" NOT NULL,
         name TEXT COLLATE "C" NOT NULL DEFAULT '',
+        format TEXT COLLATE "C" NOT NULL DEFAULT 'space' CHECK (format IN ('space', 'e2b')),
         url TEXT COLLATE "C" NOT NULL,
         events_json TEXT COLLATE "C" NOT NULL,
         secret TEXT COLLATE "C" NOT NULL,

@@ -7,10 +7,12 @@
 -- by the filter); failures = consecutive failed attempts of the next event,
 -- next_usec = when to try again, failing_since_usec = when the first of
 -- them failed (0 = none), last_error = why the last attempt failed.
+-- format: the body's shape, 'space' or 'e2b' (made by /events/webhooks).
 CREATE TABLE webhooks (
         id TEXT NOT NULL PRIMARY KEY,
         tenant_id TEXT NOT NULL,
         name TEXT NOT NULL DEFAULT '',
+        format TEXT NOT NULL DEFAULT 'space' CHECK (format IN ('space', 'e2b')),
         url TEXT NOT NULL,
         events_json TEXT NOT NULL,
         secret TEXT NOT NULL,
