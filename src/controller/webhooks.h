@@ -5,14 +5,16 @@
  * the last one it got, in order, each signed; a failed one is tried again
  * (1 s doubling to 10 min) before any later event, so a receiver sees
  * every event at least once and in order. A webhook that fails one event
- * for config webhook_give_up_s is disabled (event webhook.disabled). */
+ * for config webhook_give_up_s is disabled (event webhook.disabled).
+ * spaced runs the loop in a thread of its own, while its controller is the
+ * active one, so a slow receiver never holds up the other controllers. */
 
 #include "config.h"
 #include "store.h"
 
-/* Per controller round: at most this many POSTs, and no new one after this
- * long (each has WEBHOOK_POST_TIMEOUT_MSEC), so that a slow receiver does
- * not hold up the policies and the reaper. */
+/* Per round: at most this many POSTs, and no new one after this long (each
+ * has WEBHOOK_POST_TIMEOUT_MSEC), so that the webhook list is read again
+ * soon and every webhook gets its turn (the rounds rotate where they begin). */
 #define WEBHOOK_ROUND_DELIVERIES 50U
 #define WEBHOOK_ROUND_BUDGET_MSEC 2000
 #define WEBHOOK_BACKOFF_MIN_USEC (INT64_C(1000) * 1000)

@@ -11,6 +11,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,21 +56,26 @@ typedef struct Conn {
         int64_t deadline;
 } Conn;
 
-static SSL_CTX *tls_ctx(void) {
-        static SSL_CTX *ctx = NULL; /* one per process, made by the controller thread only */
+/* One per process (the webhook thread and the API's test deliveries share it). */
+static SSL_CTX *tls_ctx_shared = NULL;
+static pthread_once_t tls_ctx_once = PTHREAD_ONCE_INIT;
 
-        if (ctx)
-                return ctx;
-        ctx = SSL_CTX_new(TLS_client_method());
+static void tls_ctx_init(void) {
+        SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+
         if (!ctx)
-                return NULL;
+                return;
         if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 || SSL_CTX_set_default_verify_paths(ctx) != 1) {
                 SSL_CTX_free(ctx);
-                ctx = NULL;
-                return NULL;
+                return;
         }
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-        return ctx;
+        tls_ctx_shared = ctx;
+}
+
+static SSL_CTX *tls_ctx(void) {
+        (void) pthread_once(&tls_ctx_once, tls_ctx_init);
+        return tls_ctx_shared;
 }
 
 /* Runs one SSL call until it is done or the deadline passes. */

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
+#include <stdatomic.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -314,6 +315,11 @@ typedef struct Controller {
         const char *token;      /* a cluster: workers are reached with it; NULL = the local worker */
         pthread_t thread;
         volatile bool stop;
+        /* webhook deliveries run in a thread of their own (a receiver or its DNS may be slow: the
+         * policies and the reaper do not wait for them), while this controller is the active one */
+        pthread_t webhook_thread;
+        atomic_bool deliver;
+        atomic_bool webhooks_stop;
 } Controller;
 
 /* One round of every controller. */
@@ -327,12 +333,45 @@ static void controller_round(Controller *ctl, Store *store, WorkerClient *wc) {
         (void) warm_pool_run_once(store, wc, ctl->config, now_usec());
         if (ctl->token)
                 (void) shipper_run_once(store, wc, ctl->config, now_usec());
-        /* last: what the round did is delivered in it */
-        (void) webhooks_run_once(store, ctl->config, now_usec());
 }
+
+static void *webhook_thread(void *userdata) {
+        Controller *ctl = userdata;
+        _cleanup_(store_closep) Store *store = NULL;
+
+        log_set_context(NULL, "webhooks");
+        while (!ctl->stop && !stopping && !atomic_load(&ctl->webhooks_stop)) {
+                if (atomic_load(&ctl->deliver)) {
+                        if (!store && store_open(ctl->config->store_url, &store) < 0)
+                                store = NULL;
+                        if (store)
+                                (void) webhooks_run_once(store, ctl->config, now_usec());
+                }
+                (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
+        }
+        return NULL;
+}
+
+static void *controller_loop(Controller *ctl);
 
 static void *controller_thread(void *userdata) {
         Controller *ctl = userdata;
+        bool started;
+
+        atomic_store(&ctl->deliver, ctl->token == NULL); /* role all: the only controller */
+        atomic_store(&ctl->webhooks_stop, false);
+        started = pthread_create(&ctl->webhook_thread, NULL, webhook_thread, ctl) == 0;
+        if (!started)
+                log_error("Cannot start the webhook thread: webhooks are not delivered");
+        (void) controller_loop(ctl);
+        atomic_store(&ctl->deliver, false);
+        atomic_store(&ctl->webhooks_stop, true);
+        if (started)
+                pthread_join(ctl->webhook_thread, NULL);
+        return NULL;
+}
+
+static void *controller_loop(Controller *ctl) {
         _cleanup_(store_closep) Store *store = NULL;
         _cleanup_(worker_client_freep) WorkerClient *wc = NULL;
         char sock[PATH_MAX], addr[PATH_MAX + 8], agents[PATH_MAX];
@@ -382,6 +421,7 @@ static void *controller_thread(void *userdata) {
                         log_info(now_leader ? "This controller is now the active one"
                                             : "This controller is no longer the active one");
                 leader = now_leader;
+                atomic_store(&ctl->deliver, leader);
                 if (leader)
                         controller_round(ctl, store, wc);
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
