@@ -202,7 +202,8 @@ class Cluster:
         s = self.s
         return ["--store-url", self.pg_url, "--cluster-token-file", token_file or self.token_file,
                 "--template-dir", self.template_dir, "--agent-path", s.agent_bin, "--log-level", "debug",
-                f"--worker-lost-timeout-s={LOST_TIMEOUT_S}"]
+                f"--worker-lost-timeout-s={LOST_TIMEOUT_S}",
+                "--webhook-allow-private=1"]  # test_webhooks_in_a_cluster's receiver is on loopback
 
     def state_dir(self, name):
         d = os.path.join(self.base, name)
@@ -1022,6 +1023,33 @@ def test_corrupted_stream_is_refused_and_leaves_nothing(cluster):
 
 
 @pytest.mark.timeout(300)
+def test_webhooks_in_a_cluster(cluster):
+    """The active controller delivers (PostgreSQL: after the events settle),
+    once each, in order, signed; a webhook made on one API server."""
+    from test_webhooks import Receiver, verify
+    c = cluster
+    rec = Receiver()
+    try:
+        r = c.req(c.apis[0], "POST", "/v1/webhooks", json={"url": rec.url, "events": ["sandbox.created",
+                                                                                      "sandbox.deleted"]})
+        assert r.status == 201, r
+        secret, wid = r.json()["secret"], r.json()["id"]
+        r = c.req(c.apis[1], "POST", "/v1/sandboxes", json={})
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        r = c.req(c.apis[1], "DELETE", f"/v1/sandboxes/{sid}")
+        assert r.status == 200, r
+        _wait(lambda: [e["type"] for e in rec.events() if e["sandbox_id"] == sid] ==
+              ["sandbox.created", "sandbox.deleted"], 60, "both events delivered")
+        ids = [e["id"] for e in rec.events()]
+        assert len(ids) == len(set(ids)), ids
+        for hdrs, body in rec.deliveries():
+            verify(secret, hdrs, body)
+        assert c.req(c.apis[1], "DELETE", f"/v1/webhooks/{wid}").status == 204
+    finally:
+        rec.stop()
+
+
 def test_controller_failover(cluster):
     c = cluster
     _wait(lambda: [p for p in c.controllers if "now the active one" in p.log()], 30, "an active controller")
