@@ -323,7 +323,7 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         if (live >= c->max_sandboxes)
                 return api_error(e, -EAGAIN, API_TOO_MANY_REQUESTS,
                                  "this host already runs its maximum of %" PRIu64 " sandboxes", c->max_sandboxes);
-        k = api_sandbox_start_new(r, &sb, "e2b", e);
+        k = api_sandbox_start_new(r, &sb, "e2b", NULL, e);
         if (k < 0)
                 return k;
         return reply_sandbox(r, 201, sb.id, e);

@@ -100,6 +100,12 @@ int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError 
 int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, const char *tag,
                            uint64_t *ret_size_bytes, ApiError *e);
 int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
+/* Volumes (worker-client-volume.c), on worker ("" = the local one). place:
+ * the worker a new volume of size_mb goes to ("" when not a cluster). */
+int worker_volume_place(WorkerClient *w, uint64_t size_mb, char ret_worker[static STORE_NAME_MAX], ApiError *e);
+int worker_volume_create(WorkerClient *w, const char *worker, const char *id, uint64_t size_mb, ApiError *e);
+int worker_volume_remove(WorkerClient *w, const char *worker, const char *id, ApiError *e);
+int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uint64_t *ret_used_bytes, ApiError *e);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);
