@@ -1,0 +1,234 @@
+# SPDX-License-Identifier: MIT
+"""Volumes: a tenant's named persistent subvolumes with a quota, created,
+listed, shown and deleted through /v1/volumes and `space volume`, mounted at
+create (`volumes` / `--volume NAME:/path[:ro]`), kept after the sandbox is
+deleted, one writer or many readers, and the attacks: another tenant's
+volume, two writers, a path over the sandbox's own mounts, a symlink out of
+the root, a full quota, a delete while in use."""
+
+import uuid
+
+import pytest
+
+from e2e_daemon import TIME_RE, assert_error_shape
+
+
+def vname(prefix="vol"):
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def make_volume(spaced, name=None, size_mb=64, key=None):
+    kw = {} if key is None else {"key": key}
+    name = name or vname()
+    r = spaced.api("POST", "/v1/volumes", json={"name": name, "size_mb": size_mb}, **kw)
+    assert r.status == 201, r
+    return r.json()
+
+
+def delete_volume(spaced, name, key=None):
+    kw = {} if key is None else {"key": key}
+    r = spaced.api("DELETE", f"/v1/volumes/{name}", **kw)
+    assert r.status == 204, r
+
+
+def other_tenant_key(spaced):
+    tenant = "t" + uuid.uuid4().hex[:12]
+    r = spaced.api("POST", "/v1/keys", json={"name": "volumes", "tenant": tenant})
+    assert r.status == 201, r
+    return r.json()["key"]
+
+
+@pytest.fixture
+def volume(spaced):
+    v = make_volume(spaced)
+    yield v
+    r = spaced.api("DELETE", f"/v1/volumes/{v['name']}")
+    assert r.status in (204, 404), r
+
+
+def test_crud(spaced):
+    name = vname()
+    v = make_volume(spaced, name, size_mb=32)
+    try:
+        assert v["name"] == name and v["size_mb"] == 32 and v["readers"] == 0 and v["writers"] == 0, v
+        assert TIME_RE.match(v["created_at"]), v
+        r = spaced.api("GET", "/v1/volumes")
+        assert r.status == 200 and name in [x["name"] for x in r.json()["volumes"]], r
+        r = spaced.api("GET", f"/v1/volumes/{name}")
+        assert r.status == 200 and r.json()["id"] == v["id"] and r.json()["used_bytes"] >= 0, r
+        r = spaced.api("POST", "/v1/volumes", json={"name": name})
+        assert_error_shape(r, 409, "already_exists")
+    finally:
+        delete_volume(spaced, name)
+    assert_error_shape(spaced.api("GET", f"/v1/volumes/{name}"), 404, "not_found")
+    assert_error_shape(spaced.api("DELETE", f"/v1/volumes/{name}"), 404, "not_found")
+
+
+@pytest.mark.parametrize("body,code", [
+    ({}, "invalid_argument"),
+    ({"name": ""}, "invalid_argument"),
+    ({"name": "-x"}, "invalid_argument"),
+    ({"name": "a/b"}, "invalid_argument"),
+    ({"name": "a" * 65}, "invalid_argument"),
+    ({"name": "ok", "size_mb": 0}, "invalid_argument"),
+    ({"name": "ok", "size_mb": -1}, "invalid_argument"),
+    ({"name": "ok", "size_mb": 1 << 40}, "invalid_argument"),
+    ({"name": "ok", "size_mb": "big"}, "invalid_argument"),
+    ({"name": "ok", "color": "red"}, "unknown_field"),
+])
+def test_create_bad_input(spaced, body, code):
+    assert_error_shape(spaced.api("POST", "/v1/volumes", json=body), 400, code)
+
+
+def test_another_tenants_volume_is_404(spaced, volume):
+    key = other_tenant_key(spaced)
+    name = volume["name"]
+    assert_error_shape(spaced.api("GET", f"/v1/volumes/{name}", key=key), 404, "not_found")
+    assert_error_shape(spaced.api("DELETE", f"/v1/volumes/{name}", key=key), 404, "not_found")
+    r = spaced.api("GET", "/v1/volumes", key=key)
+    assert r.status == 200 and name not in [x["name"] for x in r.json()["volumes"]], r
+    # nor mounted by it
+    r = spaced.api("POST", "/v1/sandboxes", key=key, json={"volumes": [{"name": name, "path": "/data"}]})
+    assert_error_shape(r, 404, "not_found")
+    # the same name is free for it, and is another volume
+    other = make_volume(spaced, name, key=key)
+    assert other["id"] != volume["id"]
+    delete_volume(spaced, name, key=key)
+    assert spaced.api("GET", f"/v1/volumes/{name}").status == 200
+
+
+def test_mount_write_and_keep(spaced, volume):
+    name = volume["name"]
+    sb = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    try:
+        # root inside owns it and writes
+        assert spaced.sh(sb["id"], "stat -c '%u:%g' /data") == "0:0\n"
+        spaced.sh(sb["id"], "echo kept > /data/a && mkdir -p /data/d && echo x > /data/d/b && chown 1000:1000 /data/d/b")
+        assert spaced.sh(sb["id"], "grep -c ' /data ' /proc/mounts") == "1\n"
+        r = spaced.api("GET", f"/v1/sandboxes/{sb['id']}/volumes")
+        assert r.status == 200 and r.json()["volumes"] == [{"name": name, "path": "/data", "read_only": False}], r
+        v = spaced.api("GET", f"/v1/volumes/{name}").json()
+        assert v["writers"] == 1 and v["readers"] == 0, v
+    finally:
+        spaced.delete(sb["id"])
+    # kept after the sandbox is deleted; another sandbox (another uid range) sees the same owners
+    v = spaced.api("GET", f"/v1/volumes/{name}").json()
+    assert v["writers"] == 0 and v["used_bytes"] > 0, v
+    sb2 = spaced.create(volumes=[{"name": name, "path": "/mnt/x/data", "read_only": True}])
+    try:
+        assert spaced.sh(sb2["id"], "cat /mnt/x/data/a; stat -c '%u:%g' /mnt/x/data/d/b") == "kept\n1000:1000\n"
+        r = spaced.exec(sb2["id"], shell="echo no > /mnt/x/data/c")
+        assert r.code != 0 and b"Read-only" in r.stderr, r
+        # root inside cannot make it writable again (no CAP_SYS_ADMIN; mount refused)
+        r = spaced.exec(sb2["id"], shell="mount -o remount,rw /mnt/x/data")
+        assert r.code != 0, r
+        r = spaced.exec(sb2["id"], shell="echo no > /mnt/x/data/c")
+        assert r.code != 0, r
+    finally:
+        spaced.delete(sb2["id"])
+
+
+def test_one_writer_or_many_readers(spaced, volume):
+    name = volume["name"]
+    w = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    try:
+        for ro in (False, True):
+            r = spaced.api("POST", "/v1/sandboxes", json={"volumes": [{"name": name, "path": "/data", "read_only": ro}]})
+            assert_error_shape(r, 409, "volume_in_use")
+        # a refused create leaves no sandbox behind
+        listed = spaced.api("GET", "/v1/sandboxes").json()["sandboxes"]
+        assert [s["id"] for s in listed if s["state"] != "deleted"] == [w["id"]] or w["id"] in [s["id"] for s in listed]
+    finally:
+        spaced.delete(w["id"])
+    readers = [spaced.create(volumes=[{"name": name, "path": "/data", "read_only": True}]) for _ in range(2)]
+    try:
+        v = spaced.api("GET", f"/v1/volumes/{name}").json()
+        assert v["readers"] == 2 and v["writers"] == 0, v
+        r = spaced.api("POST", "/v1/sandboxes", json={"volumes": [{"name": name, "path": "/data"}]})
+        assert_error_shape(r, 409, "volume_in_use")
+    finally:
+        for s in readers:
+            spaced.delete(s["id"])
+
+
+def test_delete_in_use_refused(spaced, volume):
+    name = volume["name"]
+    sb = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    try:
+        assert_error_shape(spaced.api("DELETE", f"/v1/volumes/{name}"), 409, "volume_in_use")
+        assert spaced.sh(sb["id"], "echo still > /data/s && cat /data/s") == "still\n"
+    finally:
+        spaced.delete(sb["id"])
+    delete_volume(spaced, name)
+
+
+@pytest.mark.parametrize("path", ["/", "/proc", "/proc/x", "/sys", "/sys/fs", "/dev", "/dev/shm", "/run",
+                                  "/etc", "/etc/ssl", "data", "/a/../proc", "/a/./b", "/a//b", "/a/",
+                                  "/a\nb", "/" + "a" * 300])
+def test_bad_mount_paths(spaced, volume, path):
+    r = spaced.api("POST", "/v1/sandboxes", json={"volumes": [{"name": volume["name"], "path": path}]})
+    assert_error_shape(r, 400, "invalid_path")
+
+
+@pytest.mark.parametrize("vols,code", [
+    ("x", "invalid_argument"),
+    ([1], "invalid_argument"),
+    ([{"name": "x"}], "invalid_argument"),
+    ([{"name": "x", "path": "/d", "mode": "rw"}], "unknown_field"),
+    ([{"name": "x", "path": "/d", "read_only": "yes"}], "invalid_argument"),
+])
+def test_bad_volume_lists(spaced, vols, code):
+    assert_error_shape(spaced.api("POST", "/v1/sandboxes", json={"volumes": vols}), 400, code)
+
+
+def test_same_volume_twice_and_unknown(spaced, volume):
+    name = volume["name"]
+    r = spaced.api("POST", "/v1/sandboxes", json={"volumes": [{"name": name, "path": "/a"}, {"name": name, "path": "/b"}]})
+    assert_error_shape(r, 400, "invalid_argument")
+    r = spaced.api("POST", "/v1/sandboxes", json={"volumes": [{"name": "nosuch-" + uuid.uuid4().hex[:6], "path": "/a"}]})
+    assert_error_shape(r, 404, "not_found")
+
+
+def test_vm_runtime_refuses_volumes(spaced, volume):
+    r = spaced.api("POST", "/v1/sandboxes", json={"runtime": "vm", "volumes": [{"name": volume["name"], "path": "/d"}]})
+    assert_error_shape(r, 400, "unsupported")
+
+
+def test_quota_holds(spaced):
+    v = make_volume(spaced, size_mb=16)
+    try:
+        sb = spaced.create(volumes=[{"name": v["name"], "path": "/data"}])
+        try:
+            r = spaced.exec(sb["id"], shell="dd if=/dev/urandom of=/data/big bs=1M count=64 conv=fsync 2>&1; sync")
+            assert r.code != 0 or b"Disk quota exceeded" in r.stdout, r
+            assert b"quota" in r.stdout.lower() or b"space" in r.stdout.lower(), r
+            used = int(spaced.sh(sb["id"], "du -sm /data | cut -f1"))
+            assert used <= 17, used
+        finally:
+            spaced.delete(sb["id"])
+    finally:
+        delete_volume(spaced, v["name"])
+
+
+def test_symlink_planted_on_the_path_is_refused(spaced, volume):
+    """Root inside moves the volume's parent away and plants a symlink to
+    /proc in its place; the next start (resume after suspend) resolves the
+    target one component at a time with no symlink followed: it refuses to
+    start rather than mount the volume anywhere else."""
+    name = volume["name"]
+    sb = spaced.create(volumes=[{"name": name, "path": "/x/data"}])
+    try:
+        spaced.sh(sb["id"], "echo mine > /x/data/f && mv /x /y && ln -s /proc /x && test -L /x")
+        r = spaced.api("POST", f"/v1/sandboxes/{sb['id']}/suspend", timeout=120)
+        assert r.status == 200, r
+        r = spaced.api("POST", f"/v1/sandboxes/{sb['id']}/resume", timeout=120)
+        assert r.status >= 400, r
+        assert "volumes" in r.json()["error"]["message"], r
+    finally:
+        spaced.delete(sb["id"])
+    # the volume is intact
+    sb = spaced.create(volumes=[{"name": name, "path": "/data", "read_only": True}])
+    try:
+        assert spaced.sh(sb["id"], "cat /data/f") == "mine\n"
+    finally:
+        spaced.delete(sb["id"])
