@@ -6,6 +6,7 @@ deleted, one writer or many readers, and the attacks: another tenant's
 volume, two writers, a path over the sandbox's own mounts, a symlink out of
 the root, a full quota, a delete while in use."""
 
+import json
 import uuid
 
 import pytest
@@ -232,3 +233,38 @@ def test_symlink_planted_on_the_path_is_refused(spaced, volume):
         assert spaced.sh(sb["id"], "cat /data/f") == "mine\n"
     finally:
         spaced.delete(sb["id"])
+
+
+def test_cli(spaced):
+    name = vname("cli")
+    c = spaced.cli("volume", "create", name, "--size", "32")
+    assert c.rc == 0 and c.out == name + "\n", c
+    try:
+        c = spaced.cli("volume", "create", name)
+        assert c.rc == 4 and c.err.count("\n") == 1, c  # 409: exit 4
+        c = spaced.cli("--json", "volume", "ls")
+        assert c.rc == 0 and name in [v["name"] for v in json.loads(c.out)["volumes"]], c
+        c = spaced.cli("volume", "ls")
+        assert c.rc == 0 and name in c.out and "SIZE_MB" in c.out, c
+        c = spaced.cli("--json", "volume", "show", name)
+        assert c.rc == 0 and json.loads(c.out)["size_mb"] == 32, c
+        c = spaced.cli("create", "--volume", f"{name}:/work")
+        assert c.rc == 0, c
+        sid = c.out.strip()
+        spaced.known_alive.add(sid)
+        try:
+            assert spaced.sh(sid, "echo hi > /work/f && cat /work/f") == "hi\n"
+            c = spaced.cli("create", "--volume", f"{name}:/work:ro")
+            assert c.rc == 4 and "another sandbox" in c.err, c
+            c = spaced.cli("volume", "rm", name)
+            assert c.rc == 4, c
+        finally:
+            spaced.delete(sid)
+        for bad in ("nocolon", ":/x", f"{name}:rel", f"{name}:/x:rx"):
+            c = spaced.cli("create", "--volume", bad)
+            assert c.rc == 2 and c.err.count("\n") == 1, (bad, c)
+        c = spaced.cli("volume", "show", "nosuch-" + uuid.uuid4().hex[:6])
+        assert c.rc != 0 and c.err.count("\n") == 1, c
+    finally:
+        c = spaced.cli("volume", "rm", name)
+        assert c.rc == 0, c
