@@ -296,9 +296,20 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e);
 /* with_memory: the children continue the source's machine (vm sandboxes only; 400 for ns).
  * ov (NULL: none): what the children get instead of the source's: metadata
  * (a JSON object, replacing it) and env (a JSON object laid over it). */
+/* What a branch's children do with the volumes the source mounts (wire: "share_ro", "snapshot", "none"). */
+typedef enum ApiBranchVolumes {
+        API_BRANCH_VOLUMES_SHARE_RO, /* each mounts them read-only at the same paths (409 while one has a writer) */
+        API_BRANCH_VOLUMES_SNAPSHOT, /* each gets a writable snapshot of each, a volume of its own */
+        API_BRANCH_VOLUMES_NONE,
+        _API_BRANCH_VOLUMES_MAX,
+        _API_BRANCH_VOLUMES_INVALID = -EINVAL,
+} ApiBranchVolumes;
+ApiBranchVolumes api_branch_volumes_from_string(const char *s);
+
 typedef struct BranchOverrides {
         const char *metadata_json;
         const char *env_json;
+        ApiBranchVolumes volumes;
 } BranchOverrides;
 int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, bool with_memory,
                           const BranchOverrides *ov, Sandbox **ret_kids, size_t *ret_n, ApiError *e);
@@ -417,6 +428,13 @@ int api_volume_lookup(ApiRequest *r, const char *name, Volume *ret, ApiError *e)
 /* The work of create and delete, for the E2B surface too. */
 int api_volume_make(ApiRequest *r, const char *name, uint64_t size_mb, Volume *ret, ApiError *e);
 int api_volume_remove(ApiRequest *r, const char *name, ApiError *e);
+/* A new volume name of the tenant: a writable snapshot of source, its size (the E2B surface and /clone). */
+int api_volume_clone_make(ApiRequest *r, const Volume *source, const char *name, Volume *ret, ApiError *e);
+/* Records the volumes of a branch's new children (rows made, not started) from the source's mounts;
+ * snapshot: the new volumes are made first (named <volume>-<child id>). */
+int api_volume_branch(ApiRequest *r, const char *source_id, const Sandbox *kids, size_t n, ApiBranchVolumes mode,
+                      ApiError *e);
+int api_volume_clone(ApiRequest *r, ApiError *e);
 /* A create's volumes ([{name, path, <read_only_key>}], NULL or null = none): each the tenant's,
  * its path valid, none twice, all on one worker. */
 int api_volume_mounts_parse(ApiRequest *r, const JsonValue *list, const char *read_only_key, ApiVolumeMounts *ret,

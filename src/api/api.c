@@ -61,6 +61,7 @@ static const Route routes[] = {
         { "POST", "/v1/volumes", api_volume_create, true, false, false },
         { "GET", "/v1/volumes/{name}", api_volume_show, true, false, false },
         { "DELETE", "/v1/volumes/{name}", api_volume_delete, true, false, false },
+        { "POST", "/v1/volumes/{name}/clone", api_volume_clone, true, false, false },
         { "GET", "/v1/sandboxes/{id}/volumes", api_sandbox_volumes, true, false, true },
         { "GET", "/v1/events", api_events_list, true, false, false, true },
         { "POST", "/v1/keys", api_keys_create, true, false, false },

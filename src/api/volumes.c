@@ -116,7 +116,8 @@ int api_volume_lookup(ApiRequest *r, const char *name, Volume *ret, ApiError *e)
         return 0;
 }
 
-int api_volume_make(ApiRequest *r, const char *name, uint64_t size_mb, Volume *ret, ApiError *e) {
+static int volume_make(ApiRequest *r, const char *name, uint64_t size_mb, const Volume *source, Volume *ret,
+                       ApiError *e) {
         const Config *c = api_config(r->api);
         Volume v = { .size_mb = size_mb };
         int k;
@@ -134,7 +135,9 @@ int api_volume_make(ApiRequest *r, const char *name, uint64_t size_mb, Volume *r
         if (k < 0)
                 return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
         k = api_get_worker(r, e);
-        if (k >= 0)
+        if (k >= 0 && source) /* a snapshot is made where its source is */
+                (void) strscpy(v.worker, sizeof v.worker, source->worker);
+        else if (k >= 0)
                 k = worker_volume_place(r->worker, size_mb, v.worker, e);
         if (k < 0)
                 return k;
@@ -145,7 +148,8 @@ int api_volume_make(ApiRequest *r, const char *name, uint64_t size_mb, Volume *r
                 return api_error(e, k, API_ALREADY_EXISTS, "a volume named '%s' already exists", name);
         if (k < 0)
                 return api_store_error(e, k, "recording the volume");
-        k = worker_volume_create(r->worker, v.worker, v.id, size_mb, e);
+        k = source ? worker_volume_clone(r->worker, v.worker, source->id, v.id, size_mb, e)
+                   : worker_volume_create(r->worker, v.worker, v.id, size_mb, e);
         if (k < 0) {
                 int q = store_volume_delete(r->store, v.tenant_id, v.name);
                 if (q < 0)
@@ -154,10 +158,18 @@ int api_volume_make(ApiRequest *r, const char *name, uint64_t size_mb, Volume *r
                         (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
                 return k;
         }
-        volume_event(r, "volume.created", &v);
+        volume_event(r, source ? "volume.cloned" : "volume.created", &v);
         log_info("Created volume %s (%s, %" PRIu64 " MiB) for tenant %s", v.name, v.id, size_mb, r->tenant_name);
         *ret = v;
         return 0;
+}
+
+int api_volume_make(ApiRequest *r, const char *name, uint64_t size_mb, Volume *ret, ApiError *e) {
+        return volume_make(r, name, size_mb, NULL, ret, e);
+}
+
+int api_volume_clone_make(ApiRequest *r, const Volume *source, const char *name, Volume *ret, ApiError *e) {
+        return volume_make(r, name, source->size_mb, source, ret, e);
 }
 
 int api_volume_remove(ApiRequest *r, const char *name, ApiError *e) {
@@ -215,6 +227,33 @@ int api_volume_create(ApiRequest *r, ApiError *e) {
         if ((v = json_get(body, "size_mb")) && !json_is_null(v) && json_uint64(v, &size_mb) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "size_mb must be a positive integer");
         k = api_volume_make(r, json_string(json_get(body, "name")), size_mb, &vol, e);
+        if (k < 0)
+                return k;
+        json_out_volume(&w, &vol, 0);
+        return api_reply_json(r, 201, &w);
+}
+
+/* POST /v1/volumes/{name}/clone {"name": NEW}: a writable snapshot (O(1)); the source may be in use */
+int api_volume_clone(ApiRequest *r, ApiError *e) {
+        static const char *const allowed[] = { "name", NULL };
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_(json_w_done) JsonWriter w;
+        const char *unknown = NULL;
+        Volume src, vol;
+        int k;
+
+        json_w_init(&w);
+        k = api_volume_lookup(r, r->params[0], &src, e);
+        if (k < 0)
+                return k;
+        k = api_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        if (json_check_keys(body, allowed, &unknown) < 0)
+                return api_error(e, -EINVAL, API_UNKNOWN_FIELD, "unknown field '%.64s'", strna(unknown));
+        if (json_type(json_get(body, "name")) != JSON_STRING)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "name is required (a string)");
+        k = api_volume_clone_make(r, &src, json_string(json_get(body, "name")), &vol, e);
         if (k < 0)
                 return k;
         json_out_volume(&w, &vol, 0);
@@ -388,4 +427,62 @@ int api_sandbox_volumes(ApiRequest *r, ApiError *e) {
         json_w_array_end(&w);
         json_w_object_end(&w);
         return api_reply_json(r, 200, &w);
+}
+
+/* ---- branch ---- */
+
+static const char *const branch_volumes_table[_API_BRANCH_VOLUMES_MAX] = {
+        [API_BRANCH_VOLUMES_SHARE_RO] = "share_ro",
+        [API_BRANCH_VOLUMES_SNAPSHOT] = "snapshot",
+        [API_BRANCH_VOLUMES_NONE] = "none",
+};
+
+ApiBranchVolumes api_branch_volumes_from_string(const char *s) {
+        for (size_t i = 0; s && i < ELEMENTSOF(branch_volumes_table); i++)
+                if (streq(branch_volumes_table[i], s))
+                        return (ApiBranchVolumes) i;
+        return _API_BRANCH_VOLUMES_INVALID;
+}
+
+int api_volume_branch(ApiRequest *r, const char *source_id, const Sandbox *kids, size_t n, ApiBranchVolumes mode,
+                      ApiError *e) {
+        _cleanup_free_ VolumeMount *src = NULL;
+        _cleanup_free_ ApiVolumeMounts *vols = new0(ApiVolumeMounts, 1);
+        size_t n_src = 0;
+        int k;
+
+        if (!vols)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        k = store_volume_mounts(r->store, source_id, &src, &n_src);
+        if (k < 0)
+                return api_store_error(e, k, "listing the sandbox's volumes");
+        if (n_src == 0 || mode == API_BRANCH_VOLUMES_NONE)
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                vols->n = n_src;
+                for (size_t j = 0; j < n_src; j++) {
+                        vols->m[j] = src[j];
+                        if (mode == API_BRANCH_VOLUMES_SHARE_RO) {
+                                vols->m[j].read_only = true;
+                                continue;
+                        }
+                        /* its own snapshot, named after the volume and the child */
+                        char name[API_VOLUME_NAME_MAX + 1];
+                        Volume from, made;
+                        k = api_volume_lookup(r, src[j].volume_name, &from, e);
+                        if (k < 0)
+                                return k;
+                        snprintf(name, sizeof name, "%.*s-%s", (int) (API_VOLUME_NAME_MAX - API_ID_LEN - 1),
+                                 src[j].volume_name, kids[i].id);
+                        k = api_volume_clone_make(r, &from, name, &made, e);
+                        if (k < 0)
+                                return k;
+                        (void) strscpy(vols->m[j].volume_id, sizeof vols->m[j].volume_id, made.id);
+                        (void) strscpy(vols->m[j].volume_name, sizeof vols->m[j].volume_name, made.name);
+                }
+                k = api_volume_mounts_record(r, kids[i].id, vols, e);
+                if (k < 0)
+                        return k;
+        }
+        return 0;
 }

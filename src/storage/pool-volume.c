@@ -59,6 +59,39 @@ int pool_volume_create(Pool *p, const char *id, uint64_t size_mb) {
         return 0;
 }
 
+int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size_mb) {
+        _cleanup_close_ int dfd = -EBADF, src = -EBADF, fd = -EBADF;
+        uint64_t subvolid;
+        int r;
+
+        if (!pool_sandbox_id_valid(src_id))
+                return -EINVAL;
+        if (size_mb == 0 || size_mb > (UINT64_MAX >> 20))
+                return -ERANGE;
+        dfd = volumes_dir(p, id);
+        if (dfd < 0)
+                return dfd;
+        src = openat(dfd, src_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0)
+                return negative_errno();
+        r = btrfs_subvol_snapshot(src, dfd, id, false);
+        if (r < 0)
+                return r;
+        fd = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                r = negative_errno();
+        if (r >= 0)
+                r = btrfs_subvol_get_id(fd, &subvolid);
+        if (r >= 0) /* its own limit: a snapshot inherits none it should keep */
+                r = btrfs_qgroup_limit_exclusive(fd, BTRFS_QGROUPID(subvolid), size_mb << 20);
+        if (r < 0) {
+                int k = pool_remove_entry(p, dfd, id);
+                if (k < 0)
+                        log_debug_errno(k, "Failed to undo volume '%s': %m", id);
+        }
+        return r;
+}
+
 int pool_volume_remove(Pool *p, const char *id) {
         _cleanup_close_ int dfd = volumes_dir(p, id);
         struct stat st;

@@ -431,6 +431,8 @@ int pool_base_remove(Pool *p, const char *template_name);
  * sandbox sees it. btrfs with quotas only (-EOPNOTSUPP). remove: a missing
  * one is fine. */
 int pool_volume_create(Pool *p, const char *id, uint64_t size_mb);
+/* volumes/<id>: a writable snapshot of volumes/<src_id> (O(1); only changed blocks cost), limited to size_mb. */
+int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size_mb);
 int pool_volume_remove(Pool *p, const char *id);
 int pool_volume_open(Pool *p, const char *id, int *ret_fd);
 int pool_volume_path(Pool *p, const char *id, char **ret);

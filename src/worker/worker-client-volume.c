@@ -12,7 +12,7 @@
 #include "worker-proto.h"
 
 static int call_volume(WorkerClient *w, WorkerOpKind op, const char *worker, const char *id, uint64_t size_mb,
-                       JsonValue **ret, ApiError *e) {
+                       const char *source, JsonValue **ret, ApiError *e) {
         WorkerCall call;
         int r = worker_client_select_worker(w, worker, e);
 
@@ -24,6 +24,8 @@ static int call_volume(WorkerClient *w, WorkerOpKind op, const char *worker, con
                 json_w_key(&call.jw, "size_mb");
                 json_w_uint(&call.jw, size_mb);
         }
+        if (source)
+                json_w_kv_string(&call.jw, "source", source);
         json_w_object_end(&call.jw);
         return worker_client_call(w, &call, ret, e);
 }
@@ -53,16 +55,21 @@ int worker_volume_place(WorkerClient *w, uint64_t size_mb, char ret_worker[stati
 }
 
 int worker_volume_create(WorkerClient *w, const char *worker, const char *id, uint64_t size_mb, ApiError *e) {
-        return call_volume(w, WORKER_OP_VOLUME_CREATE, worker, id, size_mb, NULL, e);
+        return call_volume(w, WORKER_OP_VOLUME_CREATE, worker, id, size_mb, NULL, NULL, e);
+}
+
+int worker_volume_clone(WorkerClient *w, const char *worker, const char *source_id, const char *id, uint64_t size_mb,
+                        ApiError *e) {
+        return call_volume(w, WORKER_OP_VOLUME_CREATE, worker, id, size_mb, source_id, NULL, e);
 }
 
 int worker_volume_remove(WorkerClient *w, const char *worker, const char *id, ApiError *e) {
-        return call_volume(w, WORKER_OP_VOLUME_REMOVE, worker, id, 0, NULL, e);
+        return call_volume(w, WORKER_OP_VOLUME_REMOVE, worker, id, 0, NULL, NULL, e);
 }
 
 int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uint64_t *ret_used_bytes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
-        int r = call_volume(w, WORKER_OP_VOLUME_USAGE, worker, id, 0, &reply, e);
+        int r = call_volume(w, WORKER_OP_VOLUME_USAGE, worker, id, 0, NULL, &reply, e);
 
         if (r < 0)
                 return r;

@@ -61,7 +61,7 @@ int worker_volumes_prepare(Worker *w, const char *id, bool vm, WorkerSpawnPrep *
         return 0;
 }
 
-/* {"op":"volume_create","id":ID,"size_mb":N} */
+/* {"op":"volume_create","id":ID,"size_mb":N[,"source":ID]}: empty, or a writable snapshot of source */
 void worker_op_volume_create(Worker *w, const JsonValue *req, JsonWriter *jw) {
         const char *id = json_string(json_get(req, "id"));
         ApiError e = {};
@@ -72,10 +72,13 @@ void worker_op_volume_create(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "bad volume size");
                 return worker_reply_error(jw, &e);
         }
-        r = pool_volume_create(w->pool, id, size_mb);
+        const char *source = json_string(json_get(req, "source"));
+        r = source ? pool_volume_clone(w->pool, source, id, size_mb) : pool_volume_create(w->pool, id, size_mb);
         if (r == -EOPNOTSUPP)
                 api_error(&e, r, API_UNSUPPORTED, "volumes need a btrfs pool with quotas (this one is %s)",
                           pool_kind_to_string(pool_kind(w->pool)));
+        else if (r == -ENOENT && source)
+                api_error(&e, r, API_NOT_FOUND, "volume %s is not on this worker", source);
         else if (r == -EEXIST)
                 api_error(&e, r, API_ALREADY_EXISTS, "volume %s exists on this worker", strna(id));
         else if (r < 0)

@@ -268,3 +268,111 @@ def test_cli(spaced):
     finally:
         c = spaced.cli("volume", "rm", name)
         assert c.rc == 0, c
+
+
+def test_restore_and_resume_mount_the_same_volume(spaced, volume):
+    name = volume["name"]
+    sb = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    sid = sb["id"]
+    try:
+        spaced.sh(sid, "echo one > /data/f && echo root-before > /root-file")
+        r = spaced.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={})
+        assert r.status == 201, r
+        ck = r.json()["id"]
+        spaced.sh(sid, "echo two > /data/f && echo root-after > /root-file")
+        r = spaced.api("POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": ck}, timeout=120)
+        assert r.status == 200, r
+        # the root goes back; the volume is a reference: the same one, as it is now
+        assert spaced.sh(sid, "cat /root-file /data/f") == "root-before\ntwo\n"
+        r = spaced.api("POST", f"/v1/sandboxes/{sid}/suspend", timeout=120)
+        assert r.status == 200, r
+        r = spaced.api("POST", f"/v1/sandboxes/{sid}/resume", timeout=120)
+        assert r.status == 200, r
+        assert spaced.sh(sid, "cat /data/f") == "two\n"
+        v = spaced.api("GET", f"/v1/volumes/{name}").json()
+        assert v["writers"] == 1, v
+    finally:
+        spaced.delete(sid)
+
+
+def test_branch_share_ro_snapshot_none(spaced, volume):
+    name = volume["name"]
+    sb = spaced.create(volumes=[{"name": name, "path": "/data", "read_only": True}])
+    made = []
+    try:
+        # a reader's children share it read-only (the default)
+        r = spaced.api("POST", f"/v1/sandboxes/{sb['id']}/branch", json={"count": 2}, timeout=180)
+        assert r.status == 201, r
+        kids = [k["id"] for k in r.json()["sandboxes"]]
+        made += kids
+        for k in kids:
+            assert spaced.api("GET", f"/v1/sandboxes/{k}/volumes").json()["volumes"] == [
+                {"name": name, "path": "/data", "read_only": True}]
+            assert spaced.exec(k, shell="echo x > /data/no").code != 0
+        assert spaced.api("GET", f"/v1/volumes/{name}").json()["readers"] == 3
+        r = spaced.api("POST", f"/v1/sandboxes/{sb['id']}/branch", json={"volumes": "none"}, timeout=180)
+        assert r.status == 201, r
+        k = r.json()["sandboxes"][0]["id"]
+        made.append(k)
+        assert spaced.api("GET", f"/v1/sandboxes/{k}/volumes").json()["volumes"] == []
+        assert_error_shape(spaced.api("POST", f"/v1/sandboxes/{sb['id']}/branch", json={"volumes": "copy"}), 400,
+                           "invalid_argument")
+    finally:
+        for k in made:
+            spaced.delete(k)
+        spaced.delete(sb["id"])
+    # a writer's children: share_ro is refused (one writer or many readers); snapshot gives each its own
+    w = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    snaps = []
+    try:
+        spaced.sh(w["id"], "echo parent > /data/p")
+        r = spaced.api("POST", f"/v1/sandboxes/{w['id']}/branch", json={})
+        assert_error_shape(r, 409, "volume_in_use")
+        r = spaced.api("POST", f"/v1/sandboxes/{w['id']}/branch", json={"count": 2, "volumes": "snapshot"},
+                       timeout=180)
+        assert r.status == 201, r
+        kids = [k["id"] for k in r.json()["sandboxes"]]
+        made = kids
+        for k in kids:
+            vols = spaced.api("GET", f"/v1/sandboxes/{k}/volumes").json()["volumes"]
+            assert len(vols) == 1 and vols[0]["path"] == "/data" and not vols[0]["read_only"], vols
+            assert vols[0]["name"] == f"{name}-{k}", vols
+            snaps.append(vols[0]["name"])
+            assert spaced.sh(k, f"cat /data/p && echo {k} > /data/own && ls /data | wc -l") == "parent\n2\n"
+        assert spaced.sh(w["id"], "ls /data") == "p\n"  # the children wrote their own copies
+    finally:
+        for k in made:
+            spaced.delete(k)
+        spaced.delete(w["id"])
+    for s in snaps:
+        delete_volume(spaced, s)
+
+
+def test_clone(spaced, volume):
+    name = volume["name"]
+    sb = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    try:
+        spaced.sh(sb["id"], "echo orig > /data/f")
+        clone = vname("clone")
+        r = spaced.api("POST", f"/v1/volumes/{name}/clone", json={"name": clone})
+        assert r.status == 201 and r.json()["size_mb"] == volume["size_mb"], r
+    finally:
+        spaced.delete(sb["id"])
+    try:
+        c = spaced.create(volumes=[{"name": clone, "path": "/c"}])
+        try:
+            assert spaced.sh(c["id"], "cat /c/f && echo changed > /c/f") == "orig\n"
+        finally:
+            spaced.delete(c["id"])
+        o = spaced.create(volumes=[{"name": name, "path": "/o", "read_only": True}])
+        try:
+            assert spaced.sh(o["id"], "cat /o/f") == "orig\n"
+        finally:
+            spaced.delete(o["id"])
+        assert_error_shape(spaced.api("POST", f"/v1/volumes/{name}/clone", json={"name": clone}), 409,
+                           "already_exists")
+        key = other_tenant_key(spaced)
+        assert_error_shape(spaced.api("POST", f"/v1/volumes/{name}/clone", json={"name": "mine"}, key=key), 404,
+                           "not_found")
+    finally:
+        delete_volume(spaced, clone)
