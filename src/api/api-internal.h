@@ -446,6 +446,10 @@ int api_volume_list(ApiRequest *r, ApiError *e);
 int api_volume_show(ApiRequest *r, ApiError *e);
 int api_volume_delete(ApiRequest *r, ApiError *e);
 int api_sandbox_volumes(ApiRequest *r, ApiError *e);
+/* volume-files.c */
+int api_volume_files_get(ApiRequest *r, ApiError *e);
+int api_volume_files_put(ApiRequest *r, ApiError *e);
+int api_volume_files_delete(ApiRequest *r, ApiError *e);
 
 int api_tenants_list(ApiRequest *r, ApiError *e);
 int api_tenant_show(ApiRequest *r, ApiError *e);

@@ -77,3 +77,33 @@ int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uin
                 return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
         return 0;
 }
+
+static int call_file(WorkerClient *w, WorkerOpKind op, const char *worker, const char *id, const char *path,
+                     const char *data_b64, JsonValue **ret, ApiError *e) {
+        WorkerCall call;
+        int r = worker_client_select_worker(w, worker, e);
+
+        if (r < 0)
+                return r;
+        worker_client_request_begin(&call, op);
+        json_w_kv_string(&call.jw, "id", id);
+        json_w_kv_string(&call.jw, "path", path);
+        if (data_b64)
+                json_w_kv_string(&call.jw, "data_b64", data_b64);
+        json_w_object_end(&call.jw);
+        return worker_client_call(w, &call, ret, e);
+}
+
+int worker_volume_file_read(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
+                            ApiError *e) {
+        return call_file(w, WORKER_OP_VOLUME_FILE_READ, worker, id, path, NULL, ret, e);
+}
+
+int worker_volume_file_write(WorkerClient *w, const char *worker, const char *id, const char *path,
+                             const char *data_b64, ApiError *e) {
+        return call_file(w, WORKER_OP_VOLUME_FILE_WRITE, worker, id, path, data_b64, NULL, e);
+}
+
+int worker_volume_file_remove(WorkerClient *w, const char *worker, const char *id, const char *path, ApiError *e) {
+        return call_file(w, WORKER_OP_VOLUME_FILE_REMOVE, worker, id, path, NULL, NULL, e);
+}

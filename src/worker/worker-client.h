@@ -108,6 +108,13 @@ int worker_volume_create(WorkerClient *w, const char *worker, const char *id, ui
 int worker_volume_clone(WorkerClient *w, const char *worker, const char *source_id, const char *id, uint64_t size_mb,
                         ApiError *e);
 int worker_volume_remove(WorkerClient *w, const char *worker, const char *id, ApiError *e);
+/* A volume's files (path relative to its root, "" = the root): *ret is the reply
+ * ({"type":"file","data_b64"} or {"type":"dir","entries"}); write replaces the file. */
+int worker_volume_file_read(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
+                            ApiError *e);
+int worker_volume_file_write(WorkerClient *w, const char *worker, const char *id, const char *path,
+                             const char *data_b64, ApiError *e);
+int worker_volume_file_remove(WorkerClient *w, const char *worker, const char *id, const char *path, ApiError *e);
 int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uint64_t *ret_used_bytes, ApiError *e);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */

@@ -226,6 +226,9 @@ void worker_op_oom_kills(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_volume_create(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_volume_remove(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_volume_usage(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_volume_file_read(Worker *w, const JsonValue *req, JsonWriter *jw);   /* worker-volume-files.c */
+void worker_op_volume_file_write(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_volume_file_remove(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw);

@@ -376,3 +376,89 @@ def test_clone(spaced, volume):
                            "not_found")
     finally:
         delete_volume(spaced, clone)
+
+
+def vfile(spaced, method, name, path, key=None, **kw):
+    k = {} if key is None else {"key": key}
+    return spaced.api(method, f"/v1/volumes/{name}/files", params={"path": path}, **k, **kw)
+
+
+def test_files_without_a_sandbox(spaced, volume):
+    name = volume["name"]
+    r = vfile(spaced, "PUT", name, "/dir/sub/a.txt", data=b"hello\x00bytes",
+              headers={"Content-Type": "application/octet-stream"})
+    assert r.status == 204, r
+    r = vfile(spaced, "GET", name, "/dir/sub/a.txt")
+    assert r.status == 200 and r.body == b"hello\x00bytes", r
+    r = vfile(spaced, "GET", name, "/")
+    assert r.status == 200 and r.json()["entries"] == [{"name": "dir", "type": "dir", "size": r.json()["entries"][0]["size"]}], r
+    r = vfile(spaced, "GET", name, "/dir/sub", params=None) if False else vfile(spaced, "GET", name, "/dir/sub")
+    assert [e["name"] for e in r.json()["entries"]] == ["a.txt"], r
+    # a sandbox sees it, owned by its root, and writes back
+    sb = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    try:
+        assert spaced.sh(sb["id"], "stat -c '%u' /data/dir/sub/a.txt; printf 'from-sb' > /data/b") == "0\n"
+    finally:
+        spaced.delete(sb["id"])
+    assert vfile(spaced, "GET", name, "/b").body == b"from-sb"
+    assert vfile(spaced, "DELETE", name, "/dir/sub/a.txt").status == 204
+    assert_error_shape(vfile(spaced, "GET", name, "/dir/sub/a.txt"), 404, "not_found")
+    assert_error_shape(vfile(spaced, "DELETE", name, "/dir"), 409, "conflict")  # not empty
+    assert vfile(spaced, "DELETE", name, "/dir/sub").status == 204
+    # another tenant: 404 for all of it
+    key = other_tenant_key(spaced)
+    for m in ("GET", "DELETE"):
+        assert_error_shape(vfile(spaced, m, name, "/b", key=key), 404, "not_found")
+    assert_error_shape(vfile(spaced, "PUT", name, "/c", key=key, data=b"x"), 404, "not_found")
+
+
+@pytest.mark.parametrize("path", ["", "b", "/../b", "/a/../../b", "/./b", "//b", "/a//b", "/a/", "/a\x00b"])
+def test_files_bad_paths(spaced, volume, path):
+    r = vfile(spaced, "GET", volume["name"], path)
+    assert_error_shape(r, 400, "invalid_argument" if "\x00" in path else "invalid_path")
+
+
+def test_files_symlinks_do_not_lead_out(spaced, volume):
+    """A sandbox plants symlinks in the volume: to the host's files by an
+    absolute name, up past the volume's root, and to /proc's magic links.
+    The files API resolves beneath the volume's root: each is refused, and
+    a write never follows a link."""
+    name = volume["name"]
+    sb = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    try:
+        spaced.sh(sb["id"], "cd /data && echo inside > real && ln -s real rel && ln -s /etc/shadow abs && "
+                            "ln -s ../../../../../../etc up && ln -s /proc/self/root magic && mkdir d && "
+                            "ln -s ../../.. d/out")
+    finally:
+        spaced.delete(sb["id"])
+    assert vfile(spaced, "GET", name, "/rel").body == b"inside\n"  # stays inside: fine
+    for p in ("/abs", "/up/passwd", "/magic/etc/passwd", "/d/out/etc/passwd", "/up"):
+        r = vfile(spaced, "GET", name, p)
+        assert r.status in (400, 404), (p, r)
+        assert b"root:" not in r.body, (p, r)
+    for p in ("/abs", "/up/x", "/rel", "/d/out/tmp/x"):
+        r = vfile(spaced, "PUT", name, p, data=b"pwned")
+        assert r.status in (400, 404), (p, r)
+    assert vfile(spaced, "GET", name, "/real").body == b"inside\n"  # not written through /rel
+    # removing a link removes the link, not its target
+    assert vfile(spaced, "DELETE", name, "/abs").status == 204
+    assert vfile(spaced, "DELETE", name, "/rel").status == 204
+    assert vfile(spaced, "GET", name, "/real").body == b"inside\n"
+
+
+def test_files_quota_and_size(spaced):
+    v = make_volume(spaced, size_mb=16)
+    try:
+        chunk = b"z" * (500 * 1024)
+        codes = set()
+        for i in range(48):
+            r = vfile(spaced, "PUT", v["name"], f"/f{i}", data=chunk)
+            codes.add(r.status)
+            if r.status != 204:
+                assert_error_shape(r, 507, "insufficient_storage")
+                break
+        assert 507 in codes, codes
+        r = vfile(spaced, "PUT", v["name"], "/big", data=b"x" * (600 * 1024))
+        assert_error_shape(r, 413, "payload_too_large")
+    finally:
+        delete_volume(spaced, v["name"])
