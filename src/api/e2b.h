@@ -78,6 +78,8 @@ int e2b_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);
 /* ---- e2b-rest.c: control plane (authenticated) ---- */
 
 int e2b_rest_handle(ApiRequest *r, char **segs, size_t n_segs);
+/* e2b-volumes.c: /volumes[/{volumeID}] (segs from "volumes" on) */
+int e2b_volumes_route(ApiRequest *r, char **segs, size_t n_segs, ApiError *e);
 /* The Sandbox object of create, connect and fork. */
 int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb);
 /* lifecycle.onTimeout 'pause' (autoPause): space's idle policy with pause

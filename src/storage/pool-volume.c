@@ -47,8 +47,9 @@ int pool_volume_create(Pool *p, const char *id, uint64_t size_mb) {
                 r = btrfs_subvol_get_id(fd, &subvolid);
         if (r >= 0)
                 r = btrfs_qgroup_limit_exclusive(fd, BTRFS_QGROUPID(subvolid), size_mb << 20);
-        /* root of the sandbox owns it; others may look */
-        if (r >= 0 && (fchown(fd, 0, 0) < 0 || fchmod(fd, 0755) < 0))
+        /* root of the sandbox owns it, and every user in it may write there (an E2B
+         * sandbox's commands run as "user"); below, files are whoever made them */
+        if (r >= 0 && (fchown(fd, 0, 0) < 0 || fchmod(fd, 0777) < 0))
                 r = negative_errno();
         if (r < 0) {
                 int k = pool_remove_entry(p, dfd, id);

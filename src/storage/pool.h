@@ -428,7 +428,7 @@ int pool_base_remove(Pool *p, const char *template_name);
 
 /* Volumes (pool-volume.c): volumes/<id> (id as pool_sandbox_id_valid), a
  * subvolume limited to size_mb MiB of exclusive bytes, owned by 0:0 as the
- * sandbox sees it. btrfs with quotas only (-EOPNOTSUPP). remove: a missing
+ * sandbox sees it, mode 0777. btrfs with quotas only (-EOPNOTSUPP). remove: a missing
  * one is fine. */
 int pool_volume_create(Pool *p, const char *id, uint64_t size_mb);
 /* volumes/<id>: a writable snapshot of volumes/<src_id> (O(1); only changed blocks cost), limited to size_mb. */

@@ -14,6 +14,7 @@ import {
   Sandbox,
   SandboxError,
   TimeoutError,
+  Volume,
 } from 'e2b'
 
 const API = process.env.E2B_API_URL
@@ -817,5 +818,36 @@ describe('wire errors', () => {
     assert.deepEqual(await r.json(), { sandboxId: sbx.sandboxId, message: 'The sandbox was not found', code: 502 })
     r = await fetch(url('/process.Process/List'), { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{}' })
     assert.equal(r.status, 502)
+  })
+})
+
+describe('volumes', () => {
+  test('Volume create, list, getInfo, volumeMounts on create, destroy', T, async () => {
+    const name = `sdkvol-${Date.now()}`
+    const vol = await Volume.create(name)
+    assert.equal(vol.name, name)
+    assert.match(vol.volumeId, /^[a-z][a-z0-9]{15}$/)
+    const listed = await Volume.list()
+    assert.ok(listed.some((v) => v.volumeId === vol.volumeId && v.name === name), JSON.stringify(listed))
+    const info = await Volume.getInfo(vol.volumeId)
+    assert.equal(info.name, name)
+
+    const sbx = await create({ volumeMounts: { '/data': vol } })
+    await sbx.commands.run('echo kept > /data/f')
+    // one writer at a time: a second sandbox that mounts it fails
+    await assert.rejects(create({ volumeMounts: { '/data': name } }))
+    // in use: not destroyed
+    await assert.rejects(Volume.destroy(vol.volumeId))
+    await sbx.kill()
+    made.delete(sbx.sandboxId)
+
+    const again = await create({ volumeMounts: { '/mnt/v': name } })
+    assert.equal((await again.commands.run('cat /mnt/v/f')).stdout, 'kept\n')
+    await again.kill()
+    made.delete(again.sandboxId)
+
+    assert.equal(await Volume.destroy(vol.volumeId), true)
+    assert.equal(await Volume.destroy(vol.volumeId), false)
+    await assert.rejects(Volume.getInfo(vol.volumeId))
   })
 })
