@@ -43,9 +43,11 @@ bool api_volume_name_valid(const char *s) {
 int api_volume_path_validate(const char *p, size_t n, ApiError *e) {
         if (!p || n == 0 || p[0] != '/')
                 return api_error(e, -EINVAL, API_INVALID_PATH, "a volume's path must be absolute");
-        if (n >= API_VOLUME_PATH_MAX || strnlen(p, n + 1) != n)
+        if (n >= API_VOLUME_PATH_MAX)
                 return api_error(e, -EINVAL, API_INVALID_PATH, "a volume's path must be at most %u bytes",
                                  API_VOLUME_PATH_MAX - 1);
+        if (memchr(p, 0, n))
+                return api_error(e, -EINVAL, API_INVALID_PATH, "a volume's path has a NUL byte");
         if (n == 1)
                 return api_error(e, -EINVAL, API_INVALID_PATH, "a volume cannot be mounted at the root");
         for (size_t i = 0; i < n; i++) {
