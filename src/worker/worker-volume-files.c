@@ -23,7 +23,7 @@
 #include "worker-internal.h"
 
 #define VOLUME_FILE_MAX (512U * 1024U) /* bytes of one file through the worker's line (base64 in JSON) */
-#define VOLUME_DIR_ENTRIES_MAX 10000U
+#define VOLUME_DIR_ENTRIES_MAX 2000U /* names of up to 255 bytes: the reply stays within the worker's line */
 #define VOLUME_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 static int beneath(int dfd, const char *rel, int flags, mode_t mode) {
@@ -64,7 +64,7 @@ static int open_root(Worker *w, const JsonValue *req, const char **ret_path, int
 
 static int file_error(ApiError *e, int r, const char *what) {
         ApiErrorCode c = r == -ENOENT ? API_NOT_FOUND
-                       : r == -EXDEV || r == -ELOOP || r == -EINVAL || r == -ENOTDIR || r == -EISDIR ? API_INVALID_PATH
+                       : r == -EXDEV || r == -ELOOP || r == -EINVAL || r == -ENOTDIR || r == -EISDIR || r == -ENXIO ? API_INVALID_PATH
                        : r == -EDQUOT || r == -ENOSPC ? API_INSUFFICIENT_STORAGE
                        : r == -EFBIG ? API_PAYLOAD_TOO_LARGE
                        : r == -ENOTEMPTY || r == -EEXIST ? API_CONFLICT
@@ -230,9 +230,19 @@ void worker_op_volume_file_write(Worker *w, const JsonValue *req, JsonWriter *jw
                 return worker_reply_error(jw, &e);
         }
         dfd = open_parent(root, path, true, &name);
+        /* O_NONBLOCK: a FIFO the sandbox left there must not stall the worker (ENXIO without a reader) */
         if (dfd >= 0)
-                fd = beneath(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NOCTTY, 0644);
+                fd = beneath(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0644);
         r = dfd < 0 ? dfd : fd < 0 ? fd : 0;
+        if (r >= 0) {
+                struct stat st;
+                if (fstat(fd, &st) < 0)
+                        r = negative_errno();
+                else if (!S_ISREG(st.st_mode))
+                        r = -EINVAL; /* only a regular file is replaced */
+                else if (ftruncate(fd, 0) < 0)
+                        r = negative_errno();
+        }
         if (r >= 0 && n > 0)
                 r = loop_write(fd, data, n);
         if (r >= 0 && fsync(fd) < 0) /* the quota speaks at the latest here */

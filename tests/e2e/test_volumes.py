@@ -462,3 +462,17 @@ def test_files_quota_and_size(spaced):
         assert_error_shape(r, 413, "payload_too_large")
     finally:
         delete_volume(spaced, v["name"])
+
+
+def test_files_fifo_does_not_stall_the_worker(spaced, volume):
+    """A FIFO a sandbox leaves in the volume: reading or writing it through
+    the files API is refused at once (the worker never blocks on it)."""
+    name = volume["name"]
+    sb = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    try:
+        spaced.sh(sb["id"], "mkfifo /data/pipe")
+    finally:
+        spaced.delete(sb["id"])
+    assert_error_shape(vfile(spaced, "GET", name, "/pipe"), 400, "invalid_path")
+    assert_error_shape(vfile(spaced, "PUT", name, "/pipe", data=b"x"), 400, "invalid_path")
+    assert vfile(spaced, "GET", name, "/").status == 200  # the worker answers
