@@ -123,6 +123,9 @@ def test_mount_write_and_keep(spaced, volume):
         # root inside cannot make it writable again (no CAP_SYS_ADMIN; mount refused)
         r = spaced.exec(sb2["id"], shell="mount -o remount,rw /mnt/x/data")
         assert r.code != 0, r
+        r = spaced.exec(sb2["id"], shell="umount /mnt/x/data || umount -l /mnt/x/data")
+        assert r.code != 0, r
+        assert spaced.sh(sb2["id"], "grep ' /mnt/x/data ' /proc/mounts | cut -d' ' -f4 | cut -d, -f1") == "ro\n"
         r = spaced.exec(sb2["id"], shell="echo no > /mnt/x/data/c")
         assert r.code != 0, r
     finally:
@@ -476,3 +479,30 @@ def test_files_fifo_does_not_stall_the_worker(spaced, volume):
     assert_error_shape(vfile(spaced, "GET", name, "/pipe"), 400, "invalid_path")
     assert_error_shape(vfile(spaced, "PUT", name, "/pipe", data=b"x"), 400, "invalid_path")
     assert vfile(spaced, "GET", name, "/").status == 200  # the worker answers
+
+
+def test_racing_writers_one_wins(spaced, volume):
+    """Writers created at once: the store decides the rule in the mount's
+    transaction, so exactly one gets the volume and the others a 409."""
+    import threading
+    name = volume["name"]
+    results = []
+
+    def one():
+        r = spaced.api("POST", "/v1/sandboxes", json={"volumes": [{"name": name, "path": "/data"}]}, timeout=180)
+        results.append(r)
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ok = [r for r in results if r.status == 201]
+    try:
+        assert len(ok) == 1, results
+        for r in results:
+            if r.status != 201:
+                assert_error_shape(r, 409, "volume_in_use")
+    finally:
+        for r in ok:
+            spaced.delete(r.json()["id"])
