@@ -368,7 +368,9 @@ int worker_spawn_complete(Worker *w, const WorkerSpec *s, WorkerSpawnPrep *prep,
         if (r < 0) {
                 (void) rm_rf(prep->dir);
                 log_warning("Failed to start sandbox %s: %s", s->id, err);
-                return worker_storage_error(w, r, e, API_INTERNAL, "cannot start the sandbox: %s", err);
+                /* its own files in a shape that cannot start (a symlink or a file where a mount goes): its doing */
+                return worker_storage_error(w, r, e, r == -ELOOP || r == -ENOTDIR ? API_CONFLICT : API_INTERNAL,
+                                            "cannot start the sandbox: %s", err);
         }
         ret->spawned_usec = now_usec();
         /* its network goes up while PID 1 sets itself up (it runs nothing
@@ -439,7 +441,9 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, p->id);
                 (void) rm_rf(dir);
                 log_warning("Failed to start sandbox %s: %s", p->id, err);
-                return worker_storage_error(w, r, e, API_INTERNAL, "cannot start the sandbox: %s", err);
+                /* its own files in a shape that cannot start (a symlink or a file where a mount goes): its doing */
+                return worker_storage_error(w, r, e, r == -ELOOP || r == -ENOTDIR ? API_CONFLICT : API_INTERNAL,
+                                            "cannot start the sandbox: %s", err);
         }
         r = worker_live_add(w, p->rt, p->id, p->slot, inst.pid, inst.starttime, inst.pidfd);
         if (r < 0) {

@@ -226,7 +226,7 @@ def test_symlink_planted_on_the_path_is_refused(spaced, volume):
         r = spaced.api("POST", f"/v1/sandboxes/{sb['id']}/suspend", timeout=120)
         assert r.status == 200, r
         r = spaced.api("POST", f"/v1/sandboxes/{sb['id']}/resume", timeout=120)
-        assert r.status >= 400, r
+        assert_error_shape(r, 409, "conflict")
         assert "volumes" in r.json()["error"]["message"], r
     finally:
         spaced.delete(sb["id"])
