@@ -412,6 +412,7 @@ int api_credentials_env_of(ApiRequest *r, const char *sandbox_id, char **ret_env
 #define API_VOLUME_PATH_MAX 256U         /* a mount path inside, with its NUL (RUNTIME_VOLUME_PATH_MAX) */
 #define API_VOLUME_SIZE_MB_MIN 16U
 #define API_VOLUME_SIZE_MB_DEFAULT 1024U
+#define API_VOLUME_FILE_MAX (512U * 1024U)  /* a file through the files APIs (the worker's line holds it) */
 
 struct ApiVolumeMounts {
         VolumeMount m[STORE_VOLUME_MOUNTS_MAX];

@@ -874,6 +874,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
 
         if (!v2 && streq(s[0], "volumes"))
                 return e2b_volumes_route(r, s, n, e);
+        if (!v2 && streq(s[0], "volumecontent"))
+                return e2b_volume_content_route(r, s, n, e);
         if (!v2 && n == 1 && streq(s[0], "snapshots"))
                 return is(m, "GET") ? e2b_snapshot_list(r, e) : method_not_allowed(r, e);
         if (!v2 && n == 2 && streq(s[0], "templates") && is(m, "DELETE"))

@@ -12,7 +12,6 @@
 #include "base64.h"
 #include "str-util.h"
 
-#define API_VOLUME_FILE_MAX (512U * 1024U)
 
 /* ?path= as a path relative to the volume's root ("" = the root) */
 static int file_path(ApiRequest *r, char **ret_q, const char **ret_rel, ApiError *e) {
@@ -123,7 +122,7 @@ int api_volume_files_put(ApiRequest *r, ApiError *e) {
         k = base64_encode(body ?: "", n, &b64, &b64_len);
         if (k < 0)
                 return api_error(e, k, API_UNAVAILABLE, "out of memory");
-        k = worker_volume_file_write(r->worker, v.worker, v.id, rel, b64, e);
+        k = worker_volume_file_write(r->worker, v.worker, v.id, rel, b64, NULL, e);
         if (k < 0)
                 return k;
         return api_reply_empty(r, 204);

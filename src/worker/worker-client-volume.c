@@ -79,7 +79,7 @@ int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uin
 }
 
 static int call_file(WorkerClient *w, WorkerOpKind op, const char *worker, const char *id, const char *path,
-                     const char *data_b64, JsonValue **ret, ApiError *e) {
+                     const char *data_b64, const char *flag, JsonValue **ret, ApiError *e) {
         WorkerCall call;
         int r = worker_client_select_worker(w, worker, e);
 
@@ -90,20 +90,32 @@ static int call_file(WorkerClient *w, WorkerOpKind op, const char *worker, const
         json_w_kv_string(&call.jw, "path", path);
         if (data_b64)
                 json_w_kv_string(&call.jw, "data_b64", data_b64);
+        if (flag)
+                json_w_kv_bool(&call.jw, flag, true);
         json_w_object_end(&call.jw);
         return worker_client_call(w, &call, ret, e);
 }
 
 int worker_volume_file_read(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
                             ApiError *e) {
-        return call_file(w, WORKER_OP_VOLUME_FILE_READ, worker, id, path, NULL, ret, e);
+        return call_file(w, WORKER_OP_VOLUME_FILE_READ, worker, id, path, NULL, NULL, ret, e);
+}
+
+int worker_volume_file_stat(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
+                            ApiError *e) {
+        return call_file(w, WORKER_OP_VOLUME_FILE_READ, worker, id, path, NULL, "stat", ret, e);
+}
+
+int worker_volume_mkdir(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
+                        ApiError *e) {
+        return call_file(w, WORKER_OP_VOLUME_FILE_WRITE, worker, id, path, "", "dir", ret, e);
 }
 
 int worker_volume_file_write(WorkerClient *w, const char *worker, const char *id, const char *path,
-                             const char *data_b64, ApiError *e) {
-        return call_file(w, WORKER_OP_VOLUME_FILE_WRITE, worker, id, path, data_b64, NULL, e);
+                             const char *data_b64, JsonValue **ret, ApiError *e) {
+        return call_file(w, WORKER_OP_VOLUME_FILE_WRITE, worker, id, path, data_b64, NULL, ret, e);
 }
 
 int worker_volume_file_remove(WorkerClient *w, const char *worker, const char *id, const char *path, ApiError *e) {
-        return call_file(w, WORKER_OP_VOLUME_FILE_REMOVE, worker, id, path, NULL, NULL, e);
+        return call_file(w, WORKER_OP_VOLUME_FILE_REMOVE, worker, id, path, NULL, NULL, NULL, e);
 }

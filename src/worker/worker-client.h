@@ -113,7 +113,13 @@ int worker_volume_remove(WorkerClient *w, const char *worker, const char *id, Ap
 int worker_volume_file_read(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
                             ApiError *e);
 int worker_volume_file_write(WorkerClient *w, const char *worker, const char *id, const char *path,
-                             const char *data_b64, ApiError *e);
+                             const char *data_b64, JsonValue **ret, ApiError *e);
+/* The stat of path (not followed if a symlink); a directory made (parents too). *ret: the stat
+ * {"type","size","mode","uid","gid","atime_usec","mtime_usec","ctime_usec"}. */
+int worker_volume_file_stat(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
+                            ApiError *e);
+int worker_volume_mkdir(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
+                        ApiError *e);
 int worker_volume_file_remove(WorkerClient *w, const char *worker, const char *id, const char *path, ApiError *e);
 int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uint64_t *ret_used_bytes, ApiError *e);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}

@@ -102,7 +102,30 @@ static const char *type_of(mode_t m) {
         return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
 }
 
-/* {"op":"volume_file_read","id":ID,"path":P} → a file: {"ok":true,"type":"file","size":N,"data_b64":...};
+static uint64_t usec_of(const struct timespec *t) {
+        return (uint64_t) t->tv_sec * 1000000 + (uint64_t) t->tv_nsec / 1000;
+}
+
+/* "type", "size", "mode" (permission bits), "uid", "gid" (as a sandbox sees them) and the times in usec */
+static void write_stat(JsonWriter *jw, const struct stat *st) {
+        json_w_kv_string(jw, "type", type_of(st->st_mode));
+        json_w_key(jw, "size");
+        json_w_uint(jw, (uint64_t) st->st_size);
+        json_w_key(jw, "mode");
+        json_w_uint(jw, st->st_mode & 07777);
+        json_w_key(jw, "uid");
+        json_w_uint(jw, st->st_uid);
+        json_w_key(jw, "gid");
+        json_w_uint(jw, st->st_gid);
+        json_w_key(jw, "atime_usec");
+        json_w_uint(jw, usec_of(&st->st_atim));
+        json_w_key(jw, "mtime_usec");
+        json_w_uint(jw, usec_of(&st->st_mtim));
+        json_w_key(jw, "ctime_usec");
+        json_w_uint(jw, usec_of(&st->st_ctim));
+}
+
+/* {"op":"volume_file_read","id":ID,"path":P[,"stat":true]} → with stat: the path's stat; a file: {"ok":true,"type":"file","size":N,"data_b64":...};
  * a directory: {"ok":true,"type":"dir","entries":[{"name","type","size"}]} */
 void worker_op_volume_file_read(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_close_ int root = -EBADF, fd = -EBADF;
@@ -121,6 +144,20 @@ void worker_op_volume_file_read(Worker *w, const JsonValue *req, JsonWriter *jw)
                 return worker_reply_error(jw, &e);
         }
         json_w_object_begin(jw);
+        if (json_get(req, "stat")) { /* the path itself (a symlink as such: the last component is not followed) */
+                struct stat ls;
+                _cleanup_close_ int pfd = beneath(root, path, O_PATH | O_NOFOLLOW, 0);
+                if (pfd < 0 || fstatat(pfd, "", &ls, AT_EMPTY_PATH) < 0) {
+                        json_w_done(jw);
+                        json_w_init(jw);
+                        (void) file_error(&e, pfd < 0 ? pfd : negative_errno(), path);
+                        return worker_reply_error(jw, &e);
+                }
+                json_w_kv_bool(jw, "ok", true);
+                write_stat(jw, &ls);
+                json_w_object_end(jw);
+                return;
+        }
         if (S_ISDIR(st.st_mode)) {
                 _cleanup_(closedirp_) DIR *d = fdopendir(fd);
                 struct dirent *de;
@@ -145,9 +182,7 @@ void worker_op_volume_file_read(Worker *w, const JsonValue *req, JsonWriter *jw)
                                 continue;
                         json_w_object_begin(jw);
                         json_w_kv_string(jw, "name", de->d_name);
-                        json_w_kv_string(jw, "type", type_of(es.st_mode));
-                        json_w_key(jw, "size");
-                        json_w_uint(jw, (uint64_t) es.st_size);
+                        write_stat(jw, &es);
                         json_w_object_end(jw);
                         count++;
                 }
@@ -208,7 +243,8 @@ static int open_parent(int root, const char *path, bool make, const char **ret_n
         }
 }
 
-/* {"op":"volume_file_write","id":ID,"path":P,"data_b64":B}: parents made, the file replaced (never through a symlink) */
+/* {"op":"volume_file_write","id":ID,"path":P,"data_b64":B}: parents made, the file replaced (never through a
+ * symlink); with "dir":true a directory made instead. Replies the stat of what is there now. */
 void worker_op_volume_file_write(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_close_ int root = -EBADF, dfd = -EBADF, fd = -EBADF;
         _cleanup_free_ void *data = NULL;
@@ -223,6 +259,26 @@ void worker_op_volume_file_write(Worker *w, const JsonValue *req, JsonWriter *jw
         if (streq(path, ".")) {
                 api_error(&e, -EISDIR, API_INVALID_PATH, "the volume's root is a directory");
                 return worker_reply_error(jw, &e);
+        }
+        if (json_get(req, "dir")) { /* a directory instead (its parents made; one that is there is fine) */
+                struct stat st;
+                dfd = open_parent(root, path, true, &name);
+                r = dfd;
+                if (r >= 0 && mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+                        r = negative_errno();
+                if (r >= 0)
+                        fd = beneath(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+                if (r >= 0 && (fd < 0 || fstat(fd, &st) < 0))
+                        r = fd < 0 ? fd : negative_errno();
+                if (r < 0) {
+                        (void) file_error(&e, r, path);
+                        return worker_reply_error(jw, &e);
+                }
+                json_w_object_begin(jw);
+                json_w_kv_bool(jw, "ok", true);
+                write_stat(jw, &st);
+                json_w_object_end(jw);
+                return;
         }
         if (json_type(b64) != JSON_STRING || base64_decode(json_string(b64), json_string_len(b64), &data, &n) < 0 ||
             n > VOLUME_FILE_MAX) {
@@ -251,11 +307,17 @@ void worker_op_volume_file_write(Worker *w, const JsonValue *req, JsonWriter *jw
                 (void) file_error(&e, r, path);
                 return worker_reply_error(jw, &e);
         }
-        json_w_object_begin(jw);
-        json_w_kv_bool(jw, "ok", true);
-        json_w_key(jw, "size");
-        json_w_uint(jw, n);
-        json_w_object_end(jw);
+        {
+                struct stat st;
+                if (fstat(fd, &st) < 0) {
+                        (void) file_error(&e, negative_errno(), path);
+                        return worker_reply_error(jw, &e);
+                }
+                json_w_object_begin(jw);
+                json_w_kv_bool(jw, "ok", true);
+                write_stat(jw, &st);
+                json_w_object_end(jw);
+        }
 }
 
 /* {"op":"volume_file_remove","id":ID,"path":P}: a file, symlink or empty directory (never followed) */

@@ -506,3 +506,26 @@ def test_racing_writers_one_wins(spaced, volume):
     finally:
         for r in ok:
             spaced.delete(r.json()["id"])
+
+
+def test_e2b_volumecontent_needs_the_volumes_token(spaced, volume):
+    """/volumecontent takes the volume's token (E2B's POST /volumes answer),
+    not an API key; without it, with another volume's, or forged: 401."""
+    import e2e_http
+    vid = volume["id"]
+    path = f"/volumecontent/{vid}/file"
+    for headers in ({}, {"X-API-KEY": spaced.admin_key}, {"Authorization": "Bearer " + spaced.admin_key},
+                    {"Authorization": "Bearer tn_x." + "0" * 64}, {"Authorization": "Basic Zm9vOg=="}):
+        r = e2e_http.request(spaced.url, "GET", path, params={"path": "/x"}, headers=headers, key=None)
+        assert r.status == 401, (headers, r)
+    r = e2e_http.request(spaced.url, "GET", f"/volumes/{vid}", headers={"X-API-KEY": spaced.admin_key}, key=None)
+    assert r.status == 200 and r.json()["volumeID"] == vid, r
+    token = r.json()["token"]
+    assert "." in token and spaced.admin_key not in token, r
+    r = e2e_http.request(spaced.url, "PUT", path, params={"path": "/x"}, data=b"via-e2b",
+                         headers={"Authorization": "Bearer " + token}, key=None)
+    assert r.status == 200 and r.json()["size"] == 7, r
+    assert vfile(spaced, "GET", volume["name"], "/x").body == b"via-e2b"
+    r = e2e_http.request(spaced.url, "GET", f"/volumecontent/{vid}/file", params={"path": "/../../etc/passwd"},
+                         headers={"Authorization": "Bearer " + token}, key=None)
+    assert r.status == 400, r
