@@ -28,10 +28,13 @@ trap cleanup EXIT INT TERM
 tar -C "$rootfs" -xf build-release/templates/base.tar
 build-release/src/spaced/spaced --state-dir "$state" --listen "127.0.0.1:$port" \
         --template-dir "$top/build-release/templates" --cgroup-root space-bench --pool-size-mb 4096 --disk-overcommit 100 \
-        --log-level warning $net >"$state/spaced.log" 2>&1 &
+        --log-level warning --ingress-listen "127.0.0.1:$((port + 1))" $net >"$state/spaced.log" 2>&1 &
 for i in $(seq 1 300); do
         curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
         sleep 0.1
 done
 /usr/bin/python3 bench/bench.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
         --state-dir "$state" --rootfs "$rootfs" "$@"
+# the ingress and the port forward against a direct connection
+/usr/bin/python3 bench/ports.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
+        --ingress "127.0.0.1:$((port + 1))"

@@ -356,7 +356,9 @@ static bool watch_one(Agent *a, Batch *b, const struct inotify_event *ev) {
 
         /* ops in the order CREATE, RENAME, CHMOD, WRITE, REMOVE */
         if (ev->mask & IN_MOVED_TO && cookie_take(w, ev->cookie)) {
+                /* what envd's write shows: it creates the file, chowns it to the user, then writes */
                 batch_add(b, rel, name, "create");
+                batch_add(b, rel, name, "chmod");
                 batch_add(b, rel, name, "write");
                 return true;
         }

@@ -26,6 +26,8 @@ struct Api {
         atomic_uint_fast64_t requests_in_flight;
         ApiLimits *limits;           /* per key and tenant request limits (api-limits.c) */
         ApiWorkerStatus *worker_status; /* role all: the worker's supervisor's view; NULL otherwise */
+        ApiPortDialer port_dialer;   /* role all: reaches a sandbox's port (api_set_port_dialer) */
+        void *port_dialer_userdata;
 };
 
 /* ---- request limits (api-limits.c) ---- */
@@ -267,9 +269,17 @@ int api_sandbox_count(ApiRequest *r, const char *template_name, uint64_t *ret, A
 int api_sandbox_create(ApiRequest *r, ApiError *e);
 int api_sandbox_list(ApiRequest *r, ApiError *e);
 int api_sandbox_show(ApiRequest *r, ApiError *e);
+int api_sandbox_delete(ApiRequest *r, ApiError *e);
 /* ports.c */
 int api_sandbox_port(ApiRequest *r, ApiError *e);
-int api_sandbox_delete(ApiRequest *r, ApiError *e);
+/* "1".."65535" (no sign, no leading zero) → *ret; else a 400 in e. */
+int api_parse_port(const char *s, uint16_t *ret, ApiError *e);
+/* port-forward.c: a connected socket to port inside sb (running): dialled
+ * here on role all, through its worker in a cluster; 502 if nothing answers,
+ * 501 where neither is possible. */
+int api_sandbox_dial(ApiRequest *r, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e);
+/* GET .../ports/{port}/connect with Upgrade: tcp */
+int api_sandbox_port_connect(ApiRequest *r, ApiError *e);
 
 /* lifecycle.c */
 /* With the sandbox's lock held (sb is its row; re-read on success): pause
@@ -288,6 +298,9 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e);
 /* network.c: the egress policy. v NULL/null: the configured default. *ret: canonical JSON. */
 int api_validate_network(const JsonValue *v, const Config *c, char **ret, ApiError *e);
 int api_sandbox_policy_put(ApiRequest *r, ApiError *e);
+/* Replaces sandbox id's egress policy with body (NULL: the configured
+ * default), at once on its gateway if it runs; the caller replies. */
+int api_sandbox_policy_apply(ApiRequest *r, const char *id, const JsonValue *body, ApiError *e);
 int api_sandbox_restore(ApiRequest *r, ApiError *e);
 int api_sandbox_branch(ApiRequest *r, ApiError *e);
 /* The work of branch: count new running sandboxes from sandbox id (from: a
@@ -388,6 +401,12 @@ int api_sandbox_credential_revoke(ApiRequest *r, ApiError *e);
 /* The credentials named by a create request's "credentials" (NULL or null =
  * none): each must exist in the tenant and be active. */
 int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **ret, size_t *ret_n, ApiError *e);
+/* The rest of a valid create (sb from api_validate_sandbox_create): a warm
+ * sandbox if there is one and nothing is granted, else a new one with creds
+ * granted before it answers; via: "e2b" or NULL, for the events; vols (NULL =
+ * none): the volumes it mounts (no warm sandbox then either). */
+int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds, size_t n_creds, const char *via,
+                            const ApiVolumeMounts *vols, ApiError *e);
 /* Adds ENV=space-cred-<name> for each credential with an env name to the
  * JSON object *env_json (NULL = none), unless it names that variable already. */
 int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, ApiError *e);
@@ -458,6 +477,9 @@ int api_tenant_put(ApiRequest *r, ApiError *e);
 
 int api_info(ApiRequest *r, ApiError *e);
 int api_healthz(ApiRequest *r, ApiError *e);
+/* /ui and /ui/...: the dashboard's embedded files (ui.c); answers every such request itself. */
+bool api_ui_path(const char *path);
+int api_ui_serve(ApiRequest *r);
 int api_readyz(ApiRequest *r, ApiError *e);
 int api_metrics(ApiRequest *r, ApiError *e);
 /* metrics-sandbox.c: GET /v1/sandboxes/{id}/metrics; a sandbox's samples since since_usec as its

@@ -51,6 +51,7 @@ static const Route routes[] = {
         { "POST", "/v1/sandboxes/{id}/exec/{exec_id}/resize", api_exec_resize, true, false, true },
         { "GET", "/v1/sandboxes/{id}/files", api_files_get, true, false, true, true },
         { "GET", "/v1/sandboxes/{id}/ports/{port}", api_sandbox_port, true, false, true, false },
+        { "GET", "/v1/sandboxes/{id}/ports/{port}/connect", api_sandbox_port_connect, true, false, true, true },
         { "PUT", "/v1/sandboxes/{id}/files", api_files_put, true, false, true, true },
         { "DELETE", "/v1/sandboxes/{id}/files", api_files_delete, true, false, true },
         { "POST", "/v1/sandboxes/{id}/files/move", api_files_move, true, false, true },
@@ -170,6 +171,11 @@ Api *api_free(Api *a) {
 void api_set_cred_key(Api *a, CredKey *k) {
         cred_key_free(a->cred_key);
         a->cred_key = k;
+}
+
+void api_set_port_dialer(Api *a, ApiPortDialer dial, void *userdata) {
+        a->port_dialer = dial;
+        a->port_dialer_userdata = userdata;
 }
 
 void api_set_worker_status(Api *a, ApiWorkerStatus *s) {
@@ -698,6 +704,11 @@ static const char *method_label(const char *m) {
         return "other";
 }
 
+/* The route label of a request the table did not route (a static string: the histograms key on its address). */
+static const char *route_label(const ApiRequest *r) {
+        return api_ui_path(r->head->path) ? "/ui" : e2b_request_is_e2b(r->head) ? "e2b" : NULL;
+}
+
 static bool is_probe_path(const char *path) {
         return path && (streq(path, "/healthz") || streq(path, "/readyz") || streq(path, "/metrics"));
 }
@@ -707,7 +718,7 @@ static void observe(ApiRequest *r, const Route *route, int64_t usec) {
 
         exec_start_pending = false;
         api_hist_observe_route(route ? route->method : method_label(r->head->method),
-                               route ? route->pattern : e2b_request_is_e2b(r->head) ? "e2b" : "unmatched", usec);
+                               route ? route->pattern : route_label(r) ?: "unmatched", usec);
         if (!route || !ok)
                 return;
         if (route->handler == api_sandbox_create)
@@ -732,7 +743,7 @@ static void log_request(ApiRequest *r, const Route *route, const struct timespec
         snprintf(store_ms, sizeof store_ms, "%.1f", (double) store_timing_usec() / 1000.0);
         f[n++] = (LogField) { "method", r->head->method };
         f[n++] = (LogField) { "path", strna(r->head->path) };
-        f[n++] = (LogField) { "route", route ? route->pattern : e2b_request_is_e2b(r->head) ? "e2b" : NULL };
+        f[n++] = (LogField) { "route", route ? route->pattern : route_label(r) };
         f[n++] = (LogField) { "status", status };
         f[n++] = (LogField) { "duration_ms", duration };
         f[n++] = (LogField) { "store_ms", store_ms };
@@ -767,7 +778,10 @@ static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_s
         log_set_context(NULL, r.req_id);
 
         /* the E2B-compatible surface (src/api/e2b.h) answers its own requests */
-        k = envd_sandbox || e2b_request_is_e2b(head) ? e2b_handle(&r) : dispatch(&r, &e, &route);
+        k = envd_sandbox                     ? e2b_handle(&r)
+            : api_ui_path(head->path)        ? api_ui_serve(&r)
+            : e2b_request_is_e2b(head)       ? e2b_handle(&r)
+                                             : dispatch(&r, &e, &route);
         if (k < 0) {
                 if (e.code == API_OK)
                         (void) api_error(&e, k, API_INTERNAL, "internal error: %s", strerror(-k));

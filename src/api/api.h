@@ -82,6 +82,12 @@ struct CredKey;
 void api_set_cred_key(Api *a, struct CredKey *k);
 /* Role all: the supervisor's view of the worker (borrowed; outlives the Api). */
 void api_set_worker_status(Api *a, ApiWorkerStatus *s);
+/* How the API reaches a TCP port of a sandbox of this host (the port
+ * forward): a connected non-blocking socket in *ret_fd. Set by spaced on
+ * role all (the network layer is below the API's reach); without one, a
+ * forward is refused. */
+typedef int (*ApiPortDialer)(void *userdata, uint32_t slot, uint16_t port, int *ret_fd);
+void api_set_port_dialer(Api *a, ApiPortDialer dial, void *userdata);
 /* The HttpHandler to give to the http server (userdata = Api*). */
 void api_handle(HttpConn *c, const HttpHead *head, void *userdata);
 /* The same for an envd request the ingress routed by its host name

@@ -220,6 +220,11 @@ int e2b_stream_end(ApiRequest *r, const ApiError *e) {
         return 0;
 }
 
+int e2b_stream_abort(ApiRequest *r) {
+        http_conn_set_close(r->conn);
+        return 0;
+}
+
 int e2b_stream_fail(ApiRequest *r, const ApiError *e) {
         if (e2b_stream_begin(r) < 0) {
                 http_conn_set_close(r->conn);

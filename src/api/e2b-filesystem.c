@@ -411,6 +411,24 @@ static int send_simple(ApiRequest *r, const char *json) {
         return e2b_stream_send(r, &w);
 }
 
+/* Events whose path still names something envd shows the entry of (includeEntry). */
+static bool event_has_entry(const char *op) {
+        return streq(op, "create") || streq(op, "write") || streq(op, "chmod");
+}
+
+/* The agent's entry for an event's name below root, on the connection stat;
+ * NULL when it is gone already (removed again before we looked). */
+static void event_entry(FsCall *stat, const char *root, const char *name, JsonValue **ret) {
+        _cleanup_free_ char *path = NULL;
+
+        *ret = NULL;
+        if (stat->fd < 0)
+                return;
+        path = strdup_printf("%s/%s", streq(root, "/") ? "" : root, name);
+        if (path)
+                (void) stat_entry(stat, path, ret, &(ApiError){});
+}
+
 typedef struct Watching {
         E2bEnvd *x;
         FsCall *c;        /* the watch's agent connection (users, names) */
@@ -428,16 +446,10 @@ static int send_event(Watching *wt, const JsonValue *ev) {
 
         if (json_type(name) != JSON_STRING || json_type(op) != JSON_STRING || !(type = event_type(json_string(op))))
                 return 0; /* a malformed event from the agent is dropped */
-        if (wt->include_entry && (streq(json_string(op), "create") || streq(json_string(op), "write") ||
-                                  streq(json_string(op), "chmod"))) {
-                _cleanup_free_ char *path = NULL;
-                ApiError ignored = {};
-
-                if (wt->stat.fd < 0 && e2b_envd_agent(wt->x, &wt->stat.fd, &ignored) < 0)
+        if (wt->include_entry && event_has_entry(json_string(op))) {
+                if (wt->stat.fd < 0 && e2b_envd_agent(wt->x, &wt->stat.fd, &(ApiError){}) < 0)
                         wt->stat.fd = -EBADF;
-                path = strdup_printf("%s/%s", streq(wt->root, "/") ? "" : wt->root, json_string(name));
-                if (wt->stat.fd >= 0 && path)
-                        (void) stat_entry(&wt->stat, path, &entry, &ignored); /* gone already: no entry */
+                event_entry(&wt->stat, wt->root, json_string(name), &entry);
         }
         json_w_init(&w);
         json_w_object_begin(&w);
@@ -538,7 +550,11 @@ static int fs_watch(E2bEnvd *x) {
                 }
                 k = proto_recv(c.fd, &f);
                 if (k < 0 || f.stream != AGENT_STREAM) {
-                        (void) api_error(&e, -EBADMSG, API_BAD_GATEWAY, "the sandbox went away");
+                        if (k == -ECONNRESET) {
+                                k = e2b_stream_abort(r);
+                                break;
+                        }
+                        (void) api_error(&e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a bad frame");
                         k = e2b_stream_end(r, &e);
                         break;
                 }
@@ -583,8 +599,16 @@ typedef struct Watcher {
         char sandbox[STORE_ID_MAX];
         int fd;
         bool busy;
+        bool include_entry; /* each event carries the entry it names (envd's include_entry) */
+        char *root;         /* the watched directory, resolved (for the entries' paths) */
         uint64_t last_used_msec;
 } Watcher;
+
+static void watcher_clear(Watcher *w) {
+        safe_close(w->fd);
+        free(w->root);
+        *w = (Watcher){};
+}
 
 static pthread_mutex_t watchers_lock = PTHREAD_MUTEX_INITIALIZER;
 static Watcher watchers[E2B_WATCHERS_MAX];
@@ -593,10 +617,8 @@ static Watcher watchers[E2B_WATCHERS_MAX];
 static void watchers_expire_locked(uint64_t now) {
         for (size_t i = 0; i < E2B_WATCHERS_MAX; i++)
                 if (watchers[i].id[0] && !watchers[i].busy &&
-                    now > watchers[i].last_used_msec + E2B_WATCHER_IDLE_SEC * 1000ULL) {
-                        safe_close(watchers[i].fd);
-                        watchers[i] = (Watcher){};
-                }
+                    now > watchers[i].last_used_msec + E2B_WATCHER_IDLE_SEC * 1000ULL)
+                        watcher_clear(&watchers[i]);
 }
 
 /* Takes the watcher for this request (busy) or fails with 404. */
@@ -622,10 +644,9 @@ static Watcher *watcher_take(E2bEnvd *x, const JsonValue *req, ApiError *e) {
 
 static void watcher_release(Watcher *w, bool remove) {
         pthread_mutex_lock(&watchers_lock);
-        if (remove) {
-                safe_close(w->fd);
-                *w = (Watcher){};
-        } else {
+        if (remove)
+                watcher_clear(w);
+        else {
                 w->busy = false;
                 w->last_used_msec = now_msec();
         }
@@ -639,13 +660,15 @@ static int fs_watcher_create(E2bEnvd *x, ApiError *e) {
         _cleanup_free_ char *path = NULL;
         const JsonValue *v;
         char id[E2B_WATCHER_ID_LEN + 1] = "w";
-        bool recursive = false;
+        bool recursive = false, include_entry = false;
         Watcher *slot = NULL;
         int k;
 
         k = fs_begin_path(x, &c, &req, "path", &path, e);
         if (k >= 0 && (v = e2b_field(req, "recursive", NULL)) && json_bool(v, &recursive) < 0)
                 k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "recursive must be a boolean");
+        if (k >= 0 && (v = e2b_field(req, "includeEntry", "include_entry")) && json_bool(v, &include_entry) < 0)
+                k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "includeEntry must be a boolean");
         if (k >= 0)
                 k = random_alnum(id + 1, E2B_WATCHER_ID_LEN - 1);
         if (k < 0)
@@ -665,7 +688,8 @@ static int fs_watcher_create(E2bEnvd *x, ApiError *e) {
                 if (!watchers[i].id[0])
                         slot = &watchers[i];
         if (slot) {
-                *slot = (Watcher){ .fd = TAKE_FD(c.fd), .last_used_msec = now_msec() };
+                *slot = (Watcher){ .fd = TAKE_FD(c.fd), .include_entry = include_entry, .root = TAKE_PTR(path),
+                                   .last_used_msec = now_msec() };
                 memcpy(slot->id, id, sizeof id);
                 (void) strscpy(slot->sandbox, sizeof slot->sandbox, x->sb.id);
         }
@@ -681,10 +705,11 @@ static int fs_watcher_create(E2bEnvd *x, ApiError *e) {
 }
 
 static int fs_watcher_events(E2bEnvd *x, ApiError *e) {
+        _cleanup_(fs_call_done) FsCall stat = { .fd = -EBADF };
         _cleanup_json_ JsonValue *req = NULL;
         _cleanup_(json_w_done) JsonWriter w = {};
         size_t n = 0;
-        bool dead = false;
+        bool dead = false, stat_tried = false;
         Watcher *wt;
         int k;
 
@@ -715,14 +740,27 @@ static int fs_watcher_events(E2bEnvd *x, ApiError *e) {
                 for (size_t i = 0; i < json_array_size(events); i++) {
                         const JsonValue *ev = json_array_at(events, i), *name = json_get(ev, "name"),
                                         *op = json_get(ev, "op");
+                        _cleanup_json_ JsonValue *entry = NULL;
                         const char *type;
                         if (json_type(name) != JSON_STRING || json_type(op) != JSON_STRING ||
                             !(type = event_type(json_string(op))))
                                 continue;
+                        if (wt->include_entry && event_has_entry(json_string(op))) {
+                                /* a second agent connection with the accounts, for the entries' owners */
+                                if (!stat_tried && fs_begin(x, &stat, &ignored) < 0)
+                                        stat.fd = safe_close(stat.fd);
+                                stat_tried = true;
+                                event_entry(&stat, wt->root, json_string(name), &entry);
+                        }
                         json_w_object_begin(&w);
                         json_w_key(&w, "name");
                         json_w_string_n(&w, json_string(name), json_string_len(name));
                         json_w_kv_string(&w, "type", type);
+                        if (entry) {
+                                json_w_key(&w, "entry");
+                                if (write_entry(&w, &stat, entry) < 0)
+                                        json_w_null(&w);
+                        }
                         json_w_object_end(&w);
                         n++;
                 }

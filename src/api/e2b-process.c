@@ -316,10 +316,11 @@ static int relay(Relay *rl) {
                         continue;
                 k = proto_recv(rl->fd, &f);
                 if (k < 0 || f.stream != AGENT_STREAM) {
-                        (void) api_error(&e, -EBADMSG, API_BAD_GATEWAY,
-                                         k == -ECONNRESET ? "the sandbox went away" : "the agent sent a bad frame");
                         if (rl->owner)
                                 e2b_procs_forget(rl->x->sb.id, rl->exec_id);
+                        if (k == -ECONNRESET)
+                                return e2b_stream_abort(r);
+                        (void) api_error(&e, -EBADMSG, API_BAD_GATEWAY, "the agent sent a bad frame");
                         return e2b_stream_end(r, &e);
                 }
                 switch (f.type) {

@@ -140,8 +140,7 @@ static int write_listed(ApiRequest *r, JsonWriter *w, const Sandbox *sb, bool de
                 json_w_kv_string(w, "envdAccessToken", token);
                 explicit_bzero(token, sizeof token);
                 kv_domain(r, w);
-                json_w_key(w, "allowInternetAccess");
-                json_w_null(w);
+                e2b_network_write_info(w, sb);
                 json_w_key(w, "lifecycle");
                 json_w_object_begin(w);
                 json_w_kv_string(w, "onTimeout", e2b_auto_pause(sb) ? "pause" : "kill");
@@ -182,9 +181,10 @@ static int lookup(ApiRequest *r, const char *id, Sandbox *ret, ApiError *e) {
 /* ---- create ---- */
 
 /* E2B's create body → the v1 create body (validated there, with the deployment's defaults and bounds). */
-static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
+static int create_body(ApiRequest *r, const JsonValue *in, JsonValue **ret, ApiError *e) {
+        const Config *c = api_config(r->api);
         _cleanup_(json_w_done) JsonWriter w = {};
-        _cleanup_free_ char *text = NULL;
+        _cleanup_free_ char *text = NULL, *policy = NULL, *creds = NULL;
         const JsonValue *tmpl = json_get(in, "templateID"), *timeout = json_get(in, "timeout"),
                         *metadata = json_get(in, "metadata"), *env = json_get(in, "envVars"),
                         *network = json_get(in, "network");
@@ -202,6 +202,10 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
         if (env && !json_is_null(env) && json_type(env) != JSON_OBJECT)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "envVars must be an object of strings");
         k = e2b_body_lifecycle(in, &lc, e);
+        if (k >= 0)
+                k = e2b_network_policy(json_get(in, "allow_internet_access"), network, c, true, &policy, e);
+        if (k >= 0)
+                k = e2b_network_credentials(r, network, &creds, e);
         if (k < 0)
                 return k;
 
@@ -224,6 +228,14 @@ static int create_body(const JsonValue *in, JsonValue **ret, ApiError *e) {
                 if (pub && !json_is_null(pub) && json_bool(pub, &b) < 0)
                         return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "network.allowPublicTraffic must be a boolean");
                 json_w_kv_bool(&w, "public_traffic", b);
+        }
+        if (policy) {
+                json_w_key(&w, "network");
+                json_w_raw(&w, policy);
+        }
+        if (creds) {
+                json_w_key(&w, "credentials");
+                json_w_raw(&w, creds);
         }
         if (metadata && !json_is_null(metadata)) {
                 _cleanup_free_ char *m = NULL;
@@ -296,12 +308,31 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                 if (k != 0)
                         return k < 0 ? k : 0;
         }
-        k = create_body(in, &body, e);
+        k = create_body(r, in, &body, e);
         if (k < 0)
                 return k;
         k = api_validate_sandbox_create(body, c, &sb, e);
         if (k < 0)
                 return k;
+        k = api_volume_mounts_parse(r, json_get(in, "volumeMounts"), "readOnly", vols, e);
+        if (k < 0)
+                return k;
+        if (vols->n > 0 && streq(sb.runtime, "vm"))
+                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "the vm runtime does not mount volumes");
+        if (json_array_size(json_get(body, "credentials")) > 0) {
+                /* network.rules: their credentials granted before the create answers (no warm sandbox) */
+                Credential *creds = NULL;
+                size_t n = 0;
+                k = api_credentials_resolve(r, json_get(body, "credentials"), &creds, &n, e);
+                if (k >= 0)
+                        k = api_credentials_add_env(creds, n, &sb.env_json, e);
+                if (k >= 0)
+                        k = api_sandbox_create_with(r, &sb, creds, n, "e2b", vols, e);
+                credential_array_free(creds, n);
+                if (k < 0)
+                        return k;
+                return reply_sandbox(r, 201, sb.id, e);
+        }
         k = store_template_get(r->store, sb.template_name, &t);
         if (k == -ENOENT)
                 return api_error(e, k, API_NOT_FOUND, "template '%s' not found", sb.template_name);
@@ -314,11 +345,6 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
         /* a warm sandbox if the template has a pool and one is free: the request's limits, timeout, envs,
          * metadata and lifecycle are applied to it as to a new one */
-        k = api_volume_mounts_parse(r, json_get(in, "volumeMounts"), "readOnly", vols, e);
-        if (k < 0)
-                return k;
-        if (vols->n > 0 && streq(sb.runtime, "vm"))
-                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "the vm runtime does not mount volumes");
         k = vols->n > 0 ? 0 : api_sandbox_create_warm(r, &sb, "e2b", e);
         if (k < 0)
                 return k;
@@ -878,12 +904,14 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 return e2b_volume_content_route(r, s, n, e);
         if (!v2 && n == 1 && streq(s[0], "snapshots"))
                 return is(m, "GET") ? e2b_snapshot_list(r, e) : method_not_allowed(r, e);
-        if (!v2 && n == 2 && streq(s[0], "templates") && is(m, "DELETE"))
+        if (!v2 && n == 2 && streq(s[0], "templates") && !streq(s[1], "tags") && is(m, "DELETE"))
                 return e2b_snapshot_delete(r, s[1], e);
         if (!v2 && n == 3 && streq(s[0], "templates") && streq(s[1], "aliases"))
                 return is(m, "GET") ? rest_template_alias(r, s[2], e) : method_not_allowed(r, e);
         if (!streq(s[0], "sandboxes"))
-                return api_error(e, -ENOENT, API_NOT_FOUND, "%.200s is not supported by space's E2B API",
+                /* a part of E2B's API that space does not serve (builds, tags, secrets, ...): 501, which no SDK
+                 * reads as "there is none" (docs/e2b-compat.md) */
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "%.200s is not supported by space's E2B API",
                                  r->head->path);
         if (k == 1) {
                 if (is(m, "GET"))
@@ -919,7 +947,9 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                         return is(m, "POST") ? e2b_snapshot_create(r, id, e) : method_not_allowed(r, e);
                 if (streq(op, "fork"))
                         return is(m, "POST") ? e2b_fork(r, id, e) : method_not_allowed(r, e);
-                if (streq(op, "network") || streq(op, "logs"))
+                if (streq(op, "network"))
+                        return is(m, "PUT") ? e2b_network_update(r, id, e) : method_not_allowed(r, e);
+                if (streq(op, "logs"))
                         return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
                                          "sandbox %s is not supported by space's E2B API (use the space API)", op);
         }

@@ -253,7 +253,8 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         _cleanup_free_ Sandbox *kids = NULL;
         _cleanup_(json_w_done) JsonWriter w = {};
         _cleanup_sandbox_ Sandbox got = {};
-        _cleanup_free_ char *metadata = NULL, *env = NULL;
+        _cleanup_free_ char *metadata = NULL, *env = NULL, *policy = NULL;
+        _cleanup_json_ JsonValue *policy_json = NULL;
         uint64_t timeout = E2B_DEFAULT_TIMEOUT_S;
         BranchOverrides ov;
         E2bLifecycle lc;
@@ -275,6 +276,23 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
                 k = timeout_field(in, &timeout, e);
         if (k >= 0)
                 k = e2b_body_lifecycle(in, &lc, e);
+        if (k >= 0) /* asked nothing: the snapshot's sandbox's policy, as a branch keeps it */
+                k = e2b_network_policy(json_get(in, "allow_internet_access"), json_get(in, "network"), c, true,
+                                       &policy, e);
+        if (k >= 0) {
+                _cleanup_free_ char *creds = NULL;
+                k = e2b_network_credentials(r, json_get(in, "network"), &creds, e);
+                if (k >= 0 && creds && !streq(creds, "[]"))
+                        k = api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                                      "network.rules are not supported on a create from a snapshot (the new sandbox "
+                                      "keeps its source's credentials; change them with the space API)");
+        }
+        if (k >= 0 && policy && json_parse(policy, strlen(policy), &policy_json, NULL, 0) < 0)
+                k = api_error(e, -EINVAL, API_INTERNAL, "cannot build the policy");
+        if (k >= 0 && policy_json) { /* refused before anything is made */
+                _cleanup_free_ char *canon = NULL;
+                k = api_validate_network(policy_json, c, &canon, e);
+        }
         if (k < 0)
                 return k;
         if (timeout > c->max_timeout_s)
@@ -285,6 +303,8 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
         if (k < 0)
                 return k;
         k = kids_lifecycle(r, kids, n, timeout, &lc, e);
+        if (k >= 0 && policy_json)
+                k = api_sandbox_policy_apply(r, kids[0].id, policy_json, e);
         if (k >= 0)
                 k = store_sandbox_get(r->store, r->key.tenant_id, kids[0].id, &got);
         if (k < 0)

@@ -96,6 +96,20 @@ typedef struct E2bLifecycle {
         bool auto_resume;
 } E2bLifecycle;
 int e2b_body_lifecycle(const JsonValue *in, E2bLifecycle *ret, ApiError *e);
+/* e2b-network.c: allow_internet_access (internet) and the network object of a
+ * create (create) or an update's body → a space egress policy's JSON in *ret,
+ * NULL when nothing was asked and the deployment's default applies. */
+int e2b_network_policy(const JsonValue *internet, const JsonValue *net, const Config *c, bool create, char **ret,
+                       ApiError *e);
+/* SandboxDetail's allowInternetAccess and network of sb: E2B's fields read back from an E2B-made policy
+ * (allowInternetAccess null and no allowOut/denyOut for any other) */
+void e2b_network_write_info(JsonWriter *w, const Sandbox *sb);
+/* network.rules of net (header transforms naming ${e2b.secrets.NAME}) → a
+ * JSON array of the space credentials that do them, to grant; *ret NULL
+ * without rules. A transform no credential does is a 400. */
+int e2b_network_credentials(ApiRequest *r, const JsonValue *net, char **ret, ApiError *e);
+/* PUT /sandboxes/{id}/network → 204 */
+int e2b_network_update(ApiRequest *r, const char *id, ApiError *e);
 /* Extends (only_extend) or sets the expiry, or an autoPause sandbox's idle window. */
 int e2b_set_expiry(ApiRequest *r, const Sandbox *sb, uint64_t timeout_s, bool only_extend, ApiError *e);
 
@@ -154,6 +168,12 @@ int e2b_unary_dispatch(E2bEnvd *x, const char *service, const E2bUnaryMethod *me
 int e2b_stream_begin(ApiRequest *r);
 int e2b_stream_send(ApiRequest *r, JsonWriter *w);
 int e2b_stream_end(ApiRequest *r, const ApiError *e);
+/* The sandbox went away under a stream: the connection ends without the
+ * end-of-stream message, as E2B's edge drops it when the sandbox dies. The
+ * SDKs read that as a dropped connection, probe /health (502: gone) and say
+ * "The sandbox was killed or reached its end of life while the request was
+ * in flight" (JS: TimeoutError, newer Python: SandboxNotFoundException). */
+int e2b_stream_abort(ApiRequest *r);
 /* A stream that fails before its first message: 200 and the end-stream error. */
 int e2b_stream_fail(ApiRequest *r, const ApiError *e);
 

@@ -29,7 +29,7 @@ static void limits_object(JsonWriter *w, const char *key, uint64_t cpu_millis, u
 }
 
 int api_info(ApiRequest *r, ApiError *e) {
-        static const char *const ours[] = { "version", "limits", "default_template", "upload_max_mb", NULL };
+        static const char *const ours[] = { "version", "limits", "default_template", "upload_max_mb", "caller", NULL };
         const Config *c = api_config(r->api);
         _cleanup_json_ JsonValue *winfo = NULL;
         _cleanup_(json_w_done) JsonWriter w;
@@ -79,6 +79,13 @@ int api_info(ApiRequest *r, ApiError *e) {
         json_w_key(&w, "upload_max_mb");
         json_w_uint(&w, c->upload_max_mb);
         json_w_kv_string(&w, "default_template", c->default_template);
+        /* who asks: what a client (the dashboard) may show this key */
+        json_w_key(&w, "caller");
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "key", r->key.id);
+        json_w_kv_string(&w, "tenant", r->tenant_name);
+        json_w_kv_bool(&w, "admin", r->key.admin);
+        json_w_object_end(&w);
         json_w_object_end(&w);
         return api_reply_json(r, 200, &w);
 }

@@ -363,6 +363,19 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e) {
 
 /* ---- restore ---- */
 
+/* After a failed recovery: a row the try placed elsewhere names its old
+ * worker again, in a compare-and-set (it may have been taken back or
+ * deleted meanwhile: then it is left as it is). */
+static void lost_back_home(ApiRequest *r, const Sandbox *sb) {
+        _cleanup_(sandbox_done) Sandbox now = {};
+
+        if (store_sandbox_get(r->store, NULL, sb->id, &now) < 0 || now.state != SANDBOX_LOST ||
+            streq(now.worker, sb->worker))
+                return;
+        (void) store_sandbox_take_over(r->store, sb->id, SANDBOX_LOST, now.worker, SANDBOX_LOST, 0, 0, sb->worker,
+                                       now.reason);
+}
+
 /* A lost sandbox (its worker stopped heartbeating) comes back on another
  * worker that holds a shipped copy of the checkpoint: a new root from it
  * there, its processes start afresh. */
@@ -384,18 +397,20 @@ static int recover_lost(ApiRequest *r, Sandbox *sb, const Checkpoint *ck, ApiErr
         if (k < 0) {
                 (void) worker_failed(e, k);
                 log_error("Recovering lost sandbox %s from checkpoint %s failed: %s", sb->id, ck->id, e->message);
-                /* it stays lost, on its old worker, and can be tried again */
-                (void) store_sandbox_set_runtime(r->store, sb->id, 0, 0, sb->worker);
+                /* it stays lost, on its old worker (where its files may be), and can be tried again */
+                lost_back_home(r, sb);
                 return k;
         }
         snprintf(reason, sizeof reason, "recovered on worker %s from checkpoint %s (worker %s was lost) by %s", worker,
                  ck->id, sb->worker, r->actor);
-        k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, worker);
+        /* its row names the new worker since the try began: its old one cannot take it back meanwhile */
+        k = store_sandbox_take_over(r->store, sb->id, SANDBOX_LOST, worker, SANDBOX_RUNNING, pid, starttime, worker,
+                                    reason);
+        if (k == -ESTALE)
+                return api_error(e, k, API_CONFLICT, "sandbox '%s' changed state meanwhile; look and try again",
+                                 sb->id);
         if (k < 0)
                 return api_store_error(e, k, "recording the recovered sandbox");
-        k = set_state(r, sb, SANDBOX_LOST, SANDBOX_RUNNING, reason, e);
-        if (k < 0)
-                return k;
         (void) store_sandbox_set_processes_preserved(r->store, sb->id, false);
         json_w_init(&jw);
         json_w_object_begin(&jw);

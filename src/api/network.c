@@ -70,19 +70,14 @@ static int reply_sandbox(ApiRequest *r, const char *id, ApiError *e) {
         return api_reply_json(r, 200, &w);
 }
 
-int api_sandbox_policy_put(ApiRequest *r, ApiError *e) {
+int api_sandbox_policy_apply(ApiRequest *r, const char *id, const JsonValue *body, ApiError *e) {
         _cleanup_sandbox_lock_ ApiSandboxLock *lock = NULL;
-        _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ char *policy = NULL, *old = NULL;
         char reason[STORE_REASON_MAX];
-        const char *id = r->params[0];
         int k;
 
-        k = api_read_json(r, &body, e);
-        if (k < 0)
-                return k;
-        k = canonical(body, "policy", &policy, e);
+        k = body ? canonical(body, "policy", &policy, e) : api_validate_network(NULL, api_config(r->api), &policy, e);
         if (k < 0)
                 return k;
         lock = api_sandbox_lock(id);
@@ -122,5 +117,18 @@ int api_sandbox_policy_put(ApiRequest *r, ApiError *e) {
         snprintf(reason, sizeof reason, "network policy changed by %s", r->actor);
         api_event(r, id, "sandbox.network_policy", reason, sb.network_json);
         log_info("Sandbox %s: network policy changed", id);
-        return reply_sandbox(r, id, e);
+        return 0;
+}
+
+int api_sandbox_policy_put(ApiRequest *r, ApiError *e) {
+        _cleanup_json_ JsonValue *body = NULL;
+        int k;
+
+        k = api_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        k = api_sandbox_policy_apply(r, r->params[0], body, e);
+        if (k < 0)
+                return k;
+        return reply_sandbox(r, r->params[0], e);
 }

@@ -11,23 +11,33 @@
 #include "ingress-auth.h"
 #include "str-util.h"
 
+int api_parse_port(const char *s, uint16_t *ret, ApiError *e) {
+        uint64_t port;
+
+        if (!s || *s == 0 || *s == '0' || strlen(s) > 5 || strspn(s, "0123456789") != strlen(s) ||
+            (port = strtoull(s, NULL, 10)) == 0 || port > 65535)
+                return api_error(e, -EINVAL, API_BAD_REQUEST, "the port must be an integer in [1, 65535]");
+        *ret = (uint16_t) port;
+        return 0;
+}
+
 int api_sandbox_port(ApiRequest *r, ApiError *e) {
         _cleanup_(sandbox_done) Sandbox sb = {};
         _cleanup_(json_w_done) JsonWriter w = {};
         const Config *c = api_config(r->api);
         char url[CONFIG_STR_MAX + 64], link[CONFIG_STR_MAX + 64 + INGRESS_SIGNED_MAX], token[INGRESS_TOKEN_LEN + 1],
                 signed_link[INGRESS_SIGNED_MAX], when[JSON_OUT_TIME_MAX];
-        const char *p = r->params[1];
-        uint64_t port = 0, expiry = (uint64_t) time(NULL) + INGRESS_LINK_TTL_SEC;
+        uint16_t port = 0;
+        uint64_t expiry = (uint64_t) time(NULL) + INGRESS_LINK_TTL_SEC;
         int k;
 
         /* the sandbox first: another tenant's is a 404 whatever else the request says */
         k = api_sandbox_lookup(r, r->params[0], false, &sb, e);
         if (k < 0)
                 return k;
-        if (!p || *p == 0 || *p == '0' || strlen(p) > 5 || strspn(p, "0123456789") != strlen(p) ||
-            (port = strtoull(p, NULL, 10)) == 0 || port > 65535)
-                return api_error(e, -EINVAL, API_BAD_REQUEST, "the port must be an integer in [1, 65535]");
+        k = api_parse_port(r->params[1], &port, e);
+        if (k < 0)
+                return k;
         k = ingress_url(c, sb.id, (unsigned) port, url, sizeof url);
         if (k == -ENODATA)
                 return api_error(e, k, API_UNAVAILABLE, "the ingress is off on this server (ingress_listen)");

@@ -187,8 +187,8 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const Api
 
 /* The rest of a create once the request is valid: creds are the credentials
  * to grant (their placeholders are in sb's env already). */
-static int sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds, size_t n_creds,
-                               const ApiVolumeMounts *vols, ApiError *e) {
+int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds, size_t n_creds, const char *via,
+                            const ApiVolumeMounts *vols, ApiError *e) {
         const Config *c = api_config(r->api);
         uint64_t live;
         Template t;
@@ -208,8 +208,8 @@ static int sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *cre
 
         /* a warm sandbox, if the template has a pool and one is free (it adds no sandbox to the host);
          * not for one with credentials: their gateway CA is installed when a sandbox is created */
-        if (n_creds == 0 && vols->n == 0) { /* nor with volumes: they are mounted as it starts */
-                k = api_sandbox_create_warm(r, sb, NULL, e);
+        if (n_creds == 0 && (!vols || vols->n == 0)) { /* nor with volumes: they are mounted as it starts */
+                k = api_sandbox_create_warm(r, sb, via, e);
                 if (k != 0)
                         return k < 0 ? k : 0;
         }
@@ -221,7 +221,7 @@ static int sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *cre
                 return api_error(e, -EAGAIN, API_UNAVAILABLE, "this host already runs its maximum of %" PRIu64
                                  " sandboxes", c->max_sandboxes);
 
-        k = api_sandbox_start_new(r, sb, NULL, vols, e);
+        k = api_sandbox_start_new(r, sb, via, vols, e);
         if (k < 0)
                 return k;
         k = api_credentials_grant_all(r, sb->id, creds, n_creds, e);
@@ -269,7 +269,7 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
                 return k;
         k = api_credentials_add_env(creds, n_creds, &sb.env_json, e);
         if (k >= 0)
-                k = sandbox_create_with(r, &sb, creds, n_creds, vols, e);
+                k = api_sandbox_create_with(r, &sb, creds, n_creds, NULL, vols, e);
         credential_array_free(creds, n_creds);
         if (k < 0)
                 return k;

@@ -290,6 +290,26 @@ int http_client_fd(const HttpClient *c) {
         return c ? c->fd : -EBADF;
 }
 
+int http_client_take_upgraded(HttpClient *c, int *ret_fd, char **ret_pending, size_t *ret_pending_len) {
+        _cleanup_free_ char *pending = NULL;
+        size_t n;
+
+        if (!c || !c->have_head || c->head.status != 101 || c->fd < 0)
+                return -EINVAL;
+        n = c->rlen - c->rpos;
+        pending = malloc(n + 1);
+        if (!pending)
+                return -ENOMEM;
+        memcpy(pending, c->buf + c->rpos, n);
+        *ret_fd = TAKE_FD(c->fd);
+        *ret_pending = TAKE_PTR(pending);
+        *ret_pending_len = n;
+        c->state = CLIENT_IDLE;
+        c->have_head = false;
+        client_disconnect(c);
+        return 0;
+}
+
 static bool is_token(const char *s) {
         if (isempty(s))
                 return false;
@@ -551,7 +571,7 @@ int http_client_response(HttpClient *c, const HttpHead **ret) {
         c->keep_alive = c->head.keep_alive && c->body != CLIENT_BODY_CLOSE && c->head.status != 101;
 
         c->state = CLIENT_READING_BODY;
-        if (c->body == CLIENT_BODY_NONE)
+        if (c->body == CLIENT_BODY_NONE && c->head.status != 101) /* a 101's connection waits to be taken */
                 client_finish(c);
         *ret = &c->head;
         return 0;

@@ -30,3 +30,7 @@ ssize_t http_client_read_body(HttpClient *c, void *buf, size_t n);
 int http_client_read_body_all(HttpClient *c, size_t max, char **ret, size_t *ret_len);
 /* The socket (e.g. to poll it together with stdin). */
 int http_client_fd(const HttpClient *c);
+/* After a 101 Switching Protocols: the connection becomes the caller's byte
+ * stream. *ret_fd (non-blocking) and the bytes already read past the head
+ * (*ret_pending, malloc'd) are the caller's; the client is left unconnected. */
+int http_client_take_upgraded(HttpClient *c, int *ret_fd, char **ret_pending, size_t *ret_pending_len);

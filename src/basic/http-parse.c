@@ -362,6 +362,23 @@ const char *http_head_header(const HttpHead *h, const char *name) {
         return NULL;
 }
 
+const char *http_head_upgrade(const HttpHead *h) {
+        const char *conn = http_head_header(h, "Connection"), *up = http_head_header(h, "Upgrade");
+
+        if (!conn || !up || *up == 0)
+                return NULL;
+        /* "Connection: keep-alive, Upgrade" */
+        for (const char *p = conn; *p;) {
+                size_t l;
+                p += strspn(p, " \t,");
+                l = strcspn(p, " \t,");
+                if (l == 7 && strncasecmp(p, "upgrade", 7) == 0)
+                        return up;
+                p += l;
+        }
+        return NULL;
+}
+
 int http_percent_decode(const char *p, size_t n, bool plus_is_space, char **ret) {
         _cleanup_free_ char *s = NULL;
         size_t k = 0;

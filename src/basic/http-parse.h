@@ -56,6 +56,8 @@ int http_parse_request_head(const char *p, size_t n, HttpHead *ret);
 int http_parse_response_head(const char *p, size_t n, HttpHead *ret);
 
 const char *http_head_header(const HttpHead *h, const char *name);
+/* The Upgrade header's value if the Connection header names the "upgrade" token, else NULL. */
+const char *http_head_upgrade(const HttpHead *h);
 
 /* Query string: finds key and returns the percent-decoded value (malloc'd).
  * -ENOENT if absent, -EINVAL on bad encoding or an embedded NUL. */

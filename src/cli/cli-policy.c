@@ -181,8 +181,14 @@ static int print_policy(const JsonValue *net) {
                                 return -ENOMEM;
                 }
         }
-        if (json_array_size(json_get(net, "allow")) == 0)
+        const char *prec = json_string(json_get(net, "precedence")), *def = json_string(json_get(net, "default"));
+        bool allow_wins = prec && streq(prec, "allow"), default_allow = def && streq(def, "allow");
+        if (json_array_size(json_get(net, "allow")) == 0 && !default_allow)
                 printf("no egress is allowed\n");
+        if (allow_wins)
+                printf("an allow rule wins over a deny rule\n");
+        if (default_allow)
+                printf("what no rule names is allowed (the host and other sandboxes never are)\n");
         cli_table_print(&t, stdout);
         return 0;
 }
@@ -255,6 +261,12 @@ int cli_policy(int argc, char **argv) {
         if (write_list(&w, "allow", clear ? NULL : json_get(net, "allow"), remove, used, allow, allow_cidr) < 0 ||
             write_list(&w, "deny", clear ? NULL : json_get(net, "deny"), remove, used, deny, deny_cidr) < 0)
                 return cli_error_errno(-ENOMEM, "out of memory");
+        /* the policy's precedence and default stay as they are (--clear: space's defaults again) */
+        for (size_t i = 0; !clear && i < 2; i++) {
+                const char *key = i == 0 ? "precedence" : "default", *v = json_string(json_get(net, key));
+                if (v)
+                        json_w_kv_string(&w, key, v);
+        }
         json_w_object_end(&w);
         /* a typo in --remove must not pass for done: nothing is changed */
         for (size_t i = 0; remove && remove[i]; i++)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* space top [--interval S] [--once]: the sandboxes with their state, limits and
- * activity, redrawn every S seconds on a terminal. The API has no per-sandbox
- * usage (CPU, memory in use) to show: top says so and shows what there is,
- * never a number it made up. */
+/* space top [--interval S] [--once]: the sandboxes with their state, their
+ * use of CPU, memory and disk against their limits (the last sample of GET
+ * /v1/sandboxes/{id}/metrics, taken by the worker every 5 s), OOM kills and
+ * running execs, redrawn every S seconds on a terminal. A figure the server
+ * does not know is "-", never a number made up. */
 
 #include <inttypes.h>
 #include <signal.h>
@@ -13,7 +14,19 @@
 #include "cli-verbs.h"
 
 #define CLI_TOP_PAGE 1000U
-#define CLI_TOP_PROCS_MAX 64U /* running sandboxes whose processes are counted (one call each) */
+#define CLI_TOP_PROCS_MAX 64U /* (the legend says 64)  running sandboxes whose usage and execs are shown (two calls each) */
+#define CLI_TOP_SAMPLE_AGE_S 30 /* a sample older than this says nothing of now */
+
+typedef struct TopUsage {
+        char *cpu, *memory, *disk, *oom;
+} TopUsage;
+
+static void top_usage_done(TopUsage *u) {
+        free(u->cpu);
+        free(u->memory);
+        free(u->disk);
+        free(u->oom);
+}
 
 static volatile sig_atomic_t top_stop = 0;
 
@@ -21,13 +34,53 @@ static void top_sigint(int sig) {
         top_stop = 1;
 }
 
-static char *limit_mb(const JsonValue *e, const char *key) {
-        uint64_t mb = 0;
+static char *size_text(uint64_t bytes) {
         char buf[32];
-        if (json_uint64(json_get(e, key), &mb) < 0 || mb == 0)
-                return strdup("-");
-        cli_format_size(mb * 1024 * 1024, buf, sizeof buf);
+        cli_format_size(bytes, buf, sizeof buf);
         return strdup(buf);
+}
+
+/* "USED/LIMIT", "USED", "-/LIMIT" or "-" from a sample's fields (bytes) and the sandbox's limit (MiB). */
+static char *use_of(const JsonValue *sample, const char *used_key, const char *limit_key, uint64_t limit_mb) {
+        _cleanup_free_ char *used = NULL, *limit = NULL;
+        uint64_t v;
+
+        if (json_uint64(json_get(sample, used_key), &v) >= 0)
+                used = size_text(v);
+        if (json_uint64(json_get(sample, limit_key), &v) >= 0 && v > 0)
+                limit = size_text(v);
+        else if (limit_mb > 0)
+                limit = size_text(limit_mb * 1024 * 1024);
+        if (!used && !limit)
+                return strdup("-");
+        return strdup_printf("%s/%s", used ?: "-", limit ?: "-");
+}
+
+/* The last sample of a running sandbox's metrics, as text; "-" where there is none. */
+static void usage_of(const char *id, uint64_t memory_mb, uint64_t disk_mb, TopUsage *u) {
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *e = cli_escape(id), *target = NULL;
+        const JsonValue *list, *last = NULL;
+        char since[32];
+        struct tm tm;
+        time_t t = time(NULL) - CLI_TOP_SAMPLE_AGE_S;
+        double pct;
+        uint64_t n;
+
+        if (gmtime_r(&t, &tm) && strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm) > 0 && e)
+                target = strjoin("/v1/sandboxes/", e, "/metrics?since=", since);
+        /* a sandbox that changed state since the listing is not an error of top's */
+        if (target && cli_call_quiet(target, &resp) >= 0) {
+                list = json_get(resp.json, "metrics");
+                if (json_type(list) == JSON_ARRAY && json_array_size(list) > 0)
+                        last = json_array_at(list, json_array_size(list) - 1);
+        }
+        u->cpu = last && json_double(json_get(last, "cpu_percent"), &pct) >= 0 ? strdup_printf("%.1f", pct)
+                                                                              : strdup("-");
+        u->memory = use_of(last, "memory_bytes", "memory_limit_bytes", memory_mb);
+        u->disk = use_of(last, "disk_bytes", "disk_limit_bytes", disk_mb);
+        u->oom = last && json_uint64(json_get(last, "oom_kills"), &n) >= 0 ? strdup_printf("%" PRIu64, n)
+                                                                            : strdup("-");
 }
 
 /* The number of running execs of a sandbox (GET .../exec), or "-". */
@@ -49,8 +102,8 @@ static char *procs_text(const char *id) {
 static int top_once(bool clear) {
         _cleanup_(cli_response_done) CliResponse resp = {};
         _cleanup_(cli_table_done) CliTable t = {};
-        static const char *const header[] = { "SANDBOX", "STATE", "TEMPLATE", "CPU", "MEMORY", "DISK", "EXECS",
-                                              "IDLE_S", "LAST_ACTIVITY" };
+        static const char *const header[] = { "SANDBOX", "STATE", "TEMPLATE", "CPUS", "CPU%", "MEMORY", "DISK",
+                                              "OOM", "EXECS", "LAST_ACTIVITY" };
         _cleanup_free_ char *target = strdup_printf("/v1/sandboxes?limit=%u", CLI_TOP_PAGE);
         const JsonValue *list;
         size_t counts[4] = {}, counted = 0;
@@ -74,12 +127,20 @@ static int top_once(bool clear) {
                 const char *state = strempty(json_string(json_get(e, "state")));
                 counts[streq(state, "running") ? 0 : streq(state, "paused") ? 1 : streq(state, "suspended") ? 2 : 3]++;
                 const char *id = json_string(json_get(e, "id"));
-                bool count = streq(state, "running") && !isempty(id) && counted++ < CLI_TOP_PROCS_MAX;
+                bool live = streq(state, "running") && !isempty(id) && counted++ < CLI_TOP_PROCS_MAX;
+                _cleanup_(top_usage_done) TopUsage u = {};
+                uint64_t memory_mb = 0, disk_mb = 0;
+                (void) json_uint64(json_get(e, "memory_mb"), &memory_mb);
+                (void) json_uint64(json_get(e, "disk_mb"), &disk_mb);
+                if (live)
+                        usage_of(id, memory_mb, disk_mb, &u);
+                else
+                        u = (TopUsage){ .cpu = strdup("-"), .memory = use_of(NULL, "", "", memory_mb),
+                                        .disk = use_of(NULL, "", "", disk_mb), .oom = strdup("-") };
                 char *row[] = {
-                        cli_field_text(e, "id"),       strdup(state),            cli_field_text(e, "template"),
-                        cli_field_text(e, "cpu"),      limit_mb(e, "memory_mb"), limit_mb(e, "disk_mb"),
-                        count ? procs_text(id) : strdup("-"),
-                        cli_field_text(e, "idle_s"),   cli_time_text(json_get(e, "last_activity_at")),
+                        cli_field_text(e, "id"),  strdup(state), cli_field_text(e, "template"), cli_field_text(e, "cpu"),
+                        TAKE_PTR(u.cpu),          TAKE_PTR(u.memory), TAKE_PTR(u.disk), TAKE_PTR(u.oom),
+                        live ? procs_text(id) : strdup("-"), cli_time_text(json_get(e, "last_activity_at")),
                 };
                 r = cli_table_add(&t, row);
                 if (r < 0)
@@ -92,8 +153,9 @@ static int top_once(bool clear) {
                json_get(resp.json, "next") && json_type(json_get(resp.json, "next")) != JSON_NULL
                        ? " (the first page only)"
                        : "");
-        printf("CPU, MEMORY and DISK are each sandbox's limits: this server reports no per-sandbox usage\n"
-               "(no GET /v1/sandboxes/{id}/metrics), so none is shown. EXECS: its running execs (space ps).\n\n");
+        printf("CPU%%: of one CPU over the last 5 s; MEMORY, DISK: in use/limit (disk beyond its template);\n"
+               "OOM: processes the kernel's OOM killer ended; EXECS: its running execs (space ps).%s\n\n",
+               counted > CLI_TOP_PROCS_MAX ? " Usage of the first 64 running only." : "");
         cli_table_print(&t, stdout);
         return fflush(stdout) == 0 ? 0 : -EPIPE;
 }

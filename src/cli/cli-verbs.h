@@ -23,6 +23,7 @@ int cli_cred(int argc, char **argv);     /* cli-cred.c */
 int cli_events(int argc, char **argv);   /* cli-events.c */
 int cli_policy(int argc, char **argv);   /* cli-policy.c */
 int cli_port(int argc, char **argv);     /* cli-port.c */
+int cli_forward(int argc, char **argv);  /* cli-forward.c */
 int cli_open(int argc, char **argv);     /* cli-port.c */
 int cli_pause(int argc, char **argv);    /* cli-lifecycle.c */
 int cli_resume(int argc, char **argv);   /* cli-lifecycle.c */

@@ -139,6 +139,11 @@ static const CliCommand commands[] = {
           "Prints http://PORT-ID.DOMAIN/, a one-time link that lets a browser in (it sets a cookie)\n"
           "and the sandbox's traffic token for scripts (header X-Space-Traffic-Token).\n" },
         { "open", cli_open, "ID PORT", "print the one-time link to a port of the sandbox, for a browser", NULL },
+        { "forward", cli_forward, "ID [LOCAL:]REMOTE... [--address ADDR]",
+          "forward local TCP ports to ports of the sandbox (through the API; any TCP protocol)",
+          "  --address ADDR    the local IPv4 address to listen on (default 127.0.0.1)\n"
+          "REMOTE alone listens on the same port number; LOCAL 0 or :REMOTE takes a free port. Prints\n"
+          "'Forwarding from ADDR:LOCAL -> REMOTE' once each listens, then runs until SIGINT or SIGTERM.\n" },
         { "rm", cli_rm, "ID...", "delete sandboxes", NULL },
         { "pause", cli_pause, "ID...", "freeze a sandbox's processes (memory kept)", NULL },
         { "resume", cli_resume, "ID...", "resume a paused sandbox, or start a suspended one again", NULL },

@@ -548,18 +548,38 @@ static int tool_ls(McpCall *c, char **ret) {
         return result_text(text, a.body, false, ret);
 }
 
-static int tool_checkpoint(McpCall *c, char **ret) {
-        _cleanup_(api_answer_done) ApiAnswer a = {};
-        _cleanup_free_ char *t = sandbox_target(arg_str(c, "sandbox_id"), "/checkpoints"), *text = NULL;
+typedef struct ArgMap {
+        const char *from, *to; /* the tool's argument, the API's field */
+} ArgMap;
+
+/* POST /v1/sandboxes/{sandbox_id}SUFFIX with the call's arguments as the
+ * JSON body (each present one of args, renamed): -ENOMEM, or the API's
+ * answer in *a (api_json's return: < 0 for an error answer). */
+static int post_to_sandbox(McpCall *c, const char *suffix, const ArgMap *args, size_t n, ApiAnswer *a) {
+        _cleanup_free_ char *t = sandbox_target(arg_str(c, "sandbox_id"), suffix);
         JsonWriter w;
+        int r;
 
         if (!t)
                 return -ENOMEM;
         json_w_init(&w);
         json_w_object_begin(&w);
-        copy_arg(&w, c, "name", "name");
+        for (size_t i = 0; i < n; i++)
+                copy_arg(&w, c, args[i].from, args[i].to);
         json_w_object_end(&w);
-        if (api_json(c->server, "POST", t, &w, &a) < 0)
+        r = api_json(c->server, "POST", t, &w, a);
+        return r == -ENOMEM ? r : r < 0 ? -EIO : 0;
+}
+
+static int tool_checkpoint(McpCall *c, char **ret) {
+        static const ArgMap args[] = { { "name", "name" } };
+        _cleanup_(api_answer_done) ApiAnswer a = {};
+        _cleanup_free_ char *text = NULL;
+        int r = post_to_sandbox(c, "/checkpoints", args, ELEMENTSOF(args), &a);
+
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
                 return result_api_error(&a, ret);
         text = strjoin("Checkpoint ", strempty(json_string(json_get(a.json, "id"))), " of sandbox ",
                        arg_str(c, "sandbox_id"), " taken.");
@@ -567,21 +587,17 @@ static int tool_checkpoint(McpCall *c, char **ret) {
 }
 
 static int tool_branch(McpCall *c, char **ret) {
+        static const ArgMap args[] = { { "count", "count" }, { "from_checkpoint", "from" } };
         _cleanup_(api_answer_done) ApiAnswer a = {};
-        _cleanup_free_ char *t = sandbox_target(arg_str(c, "sandbox_id"), "/branch"), *text = NULL;
+        _cleanup_free_ char *text = NULL;
         const JsonValue *l;
         size_t n = 0;
-        JsonWriter w;
         FILE *f;
+        int r = post_to_sandbox(c, "/branch", args, ELEMENTSOF(args), &a);
 
-        if (!t)
-                return -ENOMEM;
-        json_w_init(&w);
-        json_w_object_begin(&w);
-        copy_arg(&w, c, "count", "count");
-        copy_arg(&w, c, "from_checkpoint", "from");
-        json_w_object_end(&w);
-        if (api_json(c->server, "POST", t, &w, &a) < 0)
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
                 return result_api_error(&a, ret);
         l = json_get(a.json, "sandboxes");
         f = open_memstream(&text, &n);
@@ -596,17 +612,14 @@ static int tool_branch(McpCall *c, char **ret) {
 }
 
 static int tool_restore(McpCall *c, char **ret) {
+        static const ArgMap args[] = { { "checkpoint", "checkpoint" } };
         _cleanup_(api_answer_done) ApiAnswer a = {};
-        _cleanup_free_ char *t = sandbox_target(arg_str(c, "sandbox_id"), "/restore"), *text = NULL;
-        JsonWriter w;
+        _cleanup_free_ char *text = NULL;
+        int r = post_to_sandbox(c, "/restore", args, ELEMENTSOF(args), &a);
 
-        if (!t)
-                return -ENOMEM;
-        json_w_init(&w);
-        json_w_object_begin(&w);
-        copy_arg(&w, c, "checkpoint", "checkpoint");
-        json_w_object_end(&w);
-        if (api_json(c->server, "POST", t, &w, &a) < 0)
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
                 return result_api_error(&a, ret);
         text = strjoin("Sandbox ", arg_str(c, "sandbox_id"), " restored to checkpoint ", arg_str(c, "checkpoint"),
                        " (its processes started afresh).");

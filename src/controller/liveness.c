@@ -10,6 +10,20 @@
 #include "log.h"
 #include "str-util.h"
 
+/* No worker is judged before this (the controller thread's own: one per process). */
+static int64_t judge_from_usec;
+
+void liveness_hold(uint64_t lost_timeout_s, int64_t now) {
+        int64_t until = now + (int64_t) lost_timeout_s * 1000000;
+
+        if (until > judge_from_usec) {
+                if (judge_from_usec <= now)
+                        log_info("The store failed: no worker is judged lost until %" PRIu64
+                                 " s after it answers again", lost_timeout_s);
+                judge_from_usec = until;
+        }
+}
+
 int liveness_run_once(Store *store, uint64_t lost_timeout_s, int64_t now) {
         _cleanup_free_ WorkerNode *nodes = NULL;
         int64_t stale_before = now - (int64_t) lost_timeout_s * 1000000;
@@ -17,8 +31,12 @@ int liveness_run_once(Store *store, uint64_t lost_timeout_s, int64_t now) {
         int r, lost = 0;
 
         r = store_worker_list(store, &nodes, &n);
-        if (r < 0)
+        if (r < 0) {
+                liveness_hold(lost_timeout_s, now);
                 return r;
+        }
+        if (now < judge_from_usec)
+                return 0; /* the workers had no store to beat on until lately */
         for (size_t i = 0; i < n; i++) {
                 const WorkerNode *w = &nodes[i];
                 _cleanup_free_ SandboxRef *refs = NULL;

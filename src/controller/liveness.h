@@ -9,3 +9,7 @@
 
 /* One pass at time now; returns how many workers it marked lost. */
 int liveness_run_once(Store *store, uint64_t lost_timeout_s, int64_t now);
+/* The store failed this controller at now (any call): heartbeats missed
+ * during a store outage say nothing of the workers, so none is judged until
+ * lost_timeout_s after the store answers again. */
+void liveness_hold(uint64_t lost_timeout_s, int64_t now);

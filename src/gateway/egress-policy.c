@@ -412,8 +412,25 @@ static int parse_list(const JsonValue *v, bool allow, EgressPolicyRule **ret, si
         return 0;
 }
 
+/* "allow" or "deny" (absent: deny) */
+static int parse_allow_deny(const JsonValue *v, const char *what, bool *ret, char *errbuf, size_t errbuf_size) {
+        if (!v) {
+                *ret = false;
+                return 0;
+        }
+        if (json_type(v) == JSON_STRING && streq(json_string(v), "allow"))
+                *ret = true;
+        else if (json_type(v) == JSON_STRING && streq(json_string(v), "deny"))
+                *ret = false;
+        else {
+                err_set(errbuf, errbuf_size, "%s: \"allow\" or \"deny\"", what);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 int egress_policy_from_json(const JsonValue *v, EgressPolicy **ret, char *errbuf, size_t errbuf_size) {
-        static const char *const keys[] = { "allow", "deny", NULL };
+        static const char *const keys[] = { "allow", "deny", "precedence", "default", NULL };
         _cleanup_egress_policy_ EgressPolicy *p = NULL;
         const char *unknown = NULL;
         size_t budget = EGRESS_POLICY_RULES_MAX;
@@ -424,7 +441,7 @@ int egress_policy_from_json(const JsonValue *v, EgressPolicy **ret, char *errbuf
                 return -EINVAL;
         }
         if (json_check_keys(v, keys, &unknown) < 0) {
-                err_set(errbuf, errbuf_size, "unknown field \"%s\" (allowed: allow, deny)", unknown);
+                err_set(errbuf, errbuf_size, "unknown field \"%s\" (allowed: allow, deny, precedence, default)", unknown);
                 return -EINVAL;
         }
         r = egress_policy_new_empty(&p);
@@ -434,6 +451,12 @@ int egress_policy_from_json(const JsonValue *v, EgressPolicy **ret, char *errbuf
         if (r < 0)
                 return r;
         r = parse_list(json_get(v, "deny"), false, &p->deny, &p->n_deny, &budget, errbuf, errbuf_size);
+        if (r < 0)
+                return r;
+        r = parse_allow_deny(json_get(v, "precedence"), "precedence", &p->allow_wins, errbuf, errbuf_size);
+        if (r < 0)
+                return r;
+        r = parse_allow_deny(json_get(v, "default"), "default", &p->default_allow, errbuf, errbuf_size);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(p);
@@ -590,6 +613,11 @@ void egress_policy_write_json(const EgressPolicy *p, JsonWriter *w) {
         write_list(p->allow, p->n_allow, true, w);
         json_w_key(w, "deny");
         write_list(p->deny, p->n_deny, false, w);
+        /* shown where they are not the default, so older policies keep their canonical form */
+        if (p->allow_wins)
+                json_w_kv_string(w, "precedence", "allow");
+        if (p->default_allow)
+                json_w_kv_string(w, "default", "allow");
         json_w_object_end(w);
 }
 
@@ -732,22 +760,44 @@ static bool proto_match(const EgressPolicyRule *r, EgressPolicyProto proto) {
         return r->proto == EGRESS_POLICY_PROTO_ANY || r->proto == proto;
 }
 
+/* Whether names no host entry decides go by their address (E2B's model). */
+static bool names_by_addr(const EgressPolicy *p) {
+        return p->allow_wins || p->default_allow;
+}
+
+/* Whether some address could be allowed: only then is a name that no host
+ * entry allows worth resolving (else its query would leave for nothing). */
+static bool some_addr_allowed(const EgressPolicy *p) {
+        if (p->default_allow)
+                return true;
+        for (size_t i = 0; i < p->n_allow; i++)
+                if (p->allow[i].kind == EGRESS_POLICY_RULE_CIDR)
+                        return true;
+        return false;
+}
+
 EgressPolicyVerdict egress_policy_match_host_proto(const EgressPolicy *p, EgressPolicyProto proto, const char *name, size_t n,
                                                    uint16_t port, EgressPolicyMatch *ret) {
         char norm[EGRESS_POLICY_HOST_MAX + 1];
+        const EgressPolicyRule *deny;
         bool wildcard;
 
         if (!p || port == 0 || (proto != EGRESS_POLICY_PROTO_TCP && proto != EGRESS_POLICY_PROTO_UDP) ||
             (proto == EGRESS_POLICY_PROTO_UDP && port == EGRESS_POLICY_QUIC_PORT) ||
             egress_policy_host_normalize(name, n, norm, &wildcard, NULL, 0) < 0 || wildcard)
                 return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
-        for (size_t i = 0; i < p->n_deny; i++)
+        deny = NULL;
+        for (size_t i = 0; i < p->n_deny && !deny; i++)
                 if (host_match(&p->deny[i], norm) && proto_match(&p->deny[i], proto) && ports_match(&p->deny[i], port))
-                        return verdict(ret, EGRESS_POLICY_DENY_RULE, &p->deny[i], false);
+                        deny = &p->deny[i];
+        if (deny && !p->allow_wins)
+                return verdict(ret, EGRESS_POLICY_DENY_RULE, deny, false);
         for (size_t i = 0; i < p->n_allow; i++)
                 if (host_match(&p->allow[i], norm) && proto_match(&p->allow[i], proto) && ports_match(&p->allow[i], port))
                         return verdict(ret, EGRESS_POLICY_ALLOW, &p->allow[i], true);
-        return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
+        if (deny)
+                return verdict(ret, EGRESS_POLICY_DENY_RULE, deny, false);
+        return verdict(ret, names_by_addr(p) ? EGRESS_POLICY_BY_ADDR : EGRESS_POLICY_DENY_NO_RULE, NULL, false);
 }
 
 EgressPolicyVerdict egress_policy_match_host(const EgressPolicy *p, const char *name, size_t n, uint16_t port, EgressPolicyMatch *ret) {
@@ -756,32 +806,52 @@ EgressPolicyVerdict egress_policy_match_host(const EgressPolicy *p, const char *
 
 EgressPolicyVerdict egress_policy_match_name(const EgressPolicy *p, const char *name, size_t n, EgressPolicyMatch *ret) {
         char norm[EGRESS_POLICY_HOST_MAX + 1];
+        const EgressPolicyRule *deny;
         bool wildcard;
 
         if (!p || egress_policy_host_normalize(name, n, norm, &wildcard, NULL, 0) < 0 || wildcard)
                 return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
         /* only a deny entry for every port of both protocols keeps a name from resolving */
-        for (size_t i = 0; i < p->n_deny; i++)
+        deny = NULL;
+        for (size_t i = 0; i < p->n_deny && !deny; i++)
                 if (host_match(&p->deny[i], norm) && p->deny[i].n_ports == 0 && p->deny[i].proto == EGRESS_POLICY_PROTO_ANY)
-                        return verdict(ret, EGRESS_POLICY_DENY_RULE, &p->deny[i], false);
+                        deny = &p->deny[i];
+        if (deny && !p->allow_wins)
+                return verdict(ret, EGRESS_POLICY_DENY_RULE, deny, false);
         for (size_t i = 0; i < p->n_allow; i++)
                 if (host_match(&p->allow[i], norm))
                         return verdict(ret, EGRESS_POLICY_ALLOW, &p->allow[i], true);
-        return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
+        if (deny)
+                return verdict(ret, EGRESS_POLICY_DENY_RULE, deny, false);
+        return verdict(ret, names_by_addr(p) && some_addr_allowed(p) ? EGRESS_POLICY_BY_ADDR : EGRESS_POLICY_DENY_NO_RULE,
+                       NULL, false);
 }
 
 EgressPolicyVerdict egress_policy_match_addr_proto(const EgressPolicy *p, EgressPolicyProto proto, int family, const void *addr,
                                                    uint16_t port, EgressPolicyMatch *ret) {
+        const EgressPolicyRule *deny;
+
         if (!p || port == 0 || (family != AF_INET && family != AF_INET6) ||
             (proto != EGRESS_POLICY_PROTO_TCP && proto != EGRESS_POLICY_PROTO_UDP) ||
             (proto == EGRESS_POLICY_PROTO_UDP && port == EGRESS_POLICY_QUIC_PORT))
                 return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
-        for (size_t i = 0; i < p->n_deny; i++)
+        deny = NULL;
+        for (size_t i = 0; i < p->n_deny && !deny; i++)
                 if (cidr_match(&p->deny[i], family, addr) && proto_match(&p->deny[i], proto) && ports_match(&p->deny[i], port))
-                        return verdict(ret, EGRESS_POLICY_DENY_RULE, &p->deny[i], false);
+                        deny = &p->deny[i];
+        if (deny && !p->allow_wins)
+                return verdict(ret, EGRESS_POLICY_DENY_RULE, deny, false);
         for (size_t i = 0; i < p->n_allow; i++)
                 if (cidr_match(&p->allow[i], family, addr) && proto_match(&p->allow[i], proto) && ports_match(&p->allow[i], port))
                         return verdict(ret, EGRESS_POLICY_ALLOW, &p->allow[i], true);
+        if (deny)
+                return verdict(ret, EGRESS_POLICY_DENY_RULE, deny, false);
+        if (p->default_allow) {
+                (void) verdict(ret, EGRESS_POLICY_ALLOW, NULL, true);
+                if (ret)
+                        (void) strscpy(ret->rule, sizeof ret->rule, EGRESS_POLICY_DEFAULT_ALLOW_TEXT);
+                return EGRESS_POLICY_ALLOW;
+        }
         return verdict(ret, EGRESS_POLICY_DENY_NO_RULE, NULL, false);
 }
 
@@ -793,6 +863,7 @@ static const char *const verdict_table[_EGRESS_POLICY_VERDICT_MAX] = {
         [EGRESS_POLICY_DENY_NO_RULE] = "deny",
         [EGRESS_POLICY_DENY_RULE] = "deny",
         [EGRESS_POLICY_ALLOW] = "allow",
+        [EGRESS_POLICY_BY_ADDR] = "by address",
 };
 
 const char *egress_policy_verdict_to_string(EgressPolicyVerdict v) {

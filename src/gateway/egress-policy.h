@@ -21,6 +21,14 @@
  * say (HTTP/3 clients fall back to TCP). A deny entry wins over any allow
  * entry. An empty policy ({} or {"allow": []}) allows nothing.
  *
+ * Two optional fields change that (E2B's network model is both):
+ *   "precedence": "allow"  an allow entry wins over a deny entry;
+ *   "default": "allow"     what no entry names is allowed.
+ * With either, a name that no host entry decides is decided by its
+ * destination address, as a raw address is (CIDR entries, then the default):
+ * E2B filters names on HTTP(S) only and everything else by IP. Neither ever
+ * opens what egress_policy_addr_forbidden() refuses.
+ *
  * Independently of the policy, egress_policy_addr_forbidden() refuses the addresses
  * no sandbox may reach: loopback, link-local (cloud metadata), multicast,
  * broadcast/reserved, unspecified, the host's own addresses and the sandbox
@@ -40,6 +48,7 @@
 #define EGRESS_POLICY_LABEL_MAX 63U
 #define EGRESS_POLICY_ERR_MAX 256U            /* size of an error buffer */
 #define EGRESS_POLICY_RULE_TEXT_MAX 320U      /* "deny *.host:1-2,…" for events */
+#define EGRESS_POLICY_DEFAULT_ALLOW_TEXT "default allow" /* the rule text of what "default": "allow" let through */
 
 typedef enum EgressPolicyRuleKind {
         EGRESS_POLICY_RULE_HOST,
@@ -81,12 +90,15 @@ typedef struct EgressPolicy {
         size_t n_allow;
         EgressPolicyRule *deny;
         size_t n_deny;
+        bool allow_wins;    /* "precedence": "allow" */
+        bool default_allow; /* "default": "allow" */
 } EgressPolicy;
 
 typedef enum EgressPolicyVerdict {
         EGRESS_POLICY_DENY_NO_RULE, /* nothing allows it */
         EGRESS_POLICY_DENY_RULE,    /* a deny entry matched */
         EGRESS_POLICY_ALLOW,
+        EGRESS_POLICY_BY_ADDR, /* a name no host entry decides: its destination address does (see above) */
         _EGRESS_POLICY_VERDICT_MAX,
         _EGRESS_POLICY_VERDICT_INVALID = -EINVAL,
 } EgressPolicyVerdict;
@@ -153,7 +165,7 @@ EgressPolicyVerdict egress_policy_match_host_proto(const EgressPolicy *p, Egress
 /* Whether name may be resolved: an allow entry matches it (on some port) and
  * no deny entry for every port does. ret as for egress_policy_match_host(). */
 EgressPolicyVerdict egress_policy_match_name(const EgressPolicy *p, const char *name, size_t n, EgressPolicyMatch *ret);
-/* An IP destination (4 or 16 bytes) on a TCP port, against CIDR entries only. */
+/* An IP destination (4 or 16 bytes) on a TCP port, against CIDR entries (then the default) only. */
 EgressPolicyVerdict egress_policy_match_addr(const EgressPolicy *p, int family, const void *addr, uint16_t port, EgressPolicyMatch *ret);
 EgressPolicyVerdict egress_policy_match_addr_proto(const EgressPolicy *p, EgressPolicyProto proto, int family, const void *addr,
                                                    uint16_t port, EgressPolicyMatch *ret);

@@ -14,12 +14,21 @@
 
 #define GW_NO_HOST_RULE "no rule allows this host and port"
 #define GW_NO_ADDR_RULE "a raw address needs a CIDR rule"
+#define GW_BY_ADDR "no host rule: decided by the address it resolves to"
 
-bool gw_verdict_name(const GwConn *c, const char *name, char *why, size_t whysize) {
+bool gw_verdict_name(Gateway *gw, GwConn *c, const char *name, char *why, size_t whysize) {
         EgressPolicyMatch m;
-        bool allow = egress_policy_match_host(c->sb->policy, name, strlen(name), c->port, &m) == EGRESS_POLICY_ALLOW;
-        (void) strscpy(why, whysize, m.rule[0] || allow ? m.rule : GW_NO_HOST_RULE);
-        return allow;
+        EgressPolicyVerdict v = egress_policy_match_host(c->sb->policy, name, strlen(name), c->port, &m);
+
+        c->by_addr = v == EGRESS_POLICY_BY_ADDR;
+        if (c->by_addr) {
+                if (c->dst.sin_addr.s_addr != htonl(INADDR_ANY))
+                        return gw_verdict_addr(gw, c, why, whysize);
+                (void) strscpy(why, whysize, GW_BY_ADDR); /* the proxy resolves it first; conn_connect decides */
+                return true;
+        }
+        (void) strscpy(why, whysize, m.rule[0] || v == EGRESS_POLICY_ALLOW ? m.rule : GW_NO_HOST_RULE);
+        return v == EGRESS_POLICY_ALLOW;
 }
 
 bool gw_verdict_addr(Gateway *gw, const GwConn *c, char *why, size_t whysize) {
@@ -81,12 +90,12 @@ static bool conn_decided(const GwConn *c) {
  * resolved to its destination, then by the address. The check that a
  * transparent connection's destination was resolved for its name by the
  * gateway is not repeated: it passed, and no policy changes it. */
-static bool conn_allowed(Gateway *gw, const GwConn *c, char *why, size_t whysize) {
+static bool conn_allowed(Gateway *gw, GwConn *c, char *why, size_t whysize) {
         char host[DNS_NAME_MAX + 1];
         if (c->kind == GW_CONN_TRANSPARENT && c->proto && streq(c->proto, "tcp"))
                 return gw_verdict_tcp(gw, c, host, why, whysize);
         if (c->host[0])
-                return gw_verdict_name(c, c->host, why, whysize);
+                return gw_verdict_name(gw, c, c->host, why, whysize);
         return gw_verdict_addr(gw, c, why, whysize);
 }
 

@@ -229,6 +229,7 @@ void gw_resolves_tick(Gateway *gw, uint64_t now) {
 void gw_dns_query(Gateway *gw, GwSandbox *sb, GwConn *conn, const uint8_t *p, size_t n, const struct sockaddr_in *from) {
         DnsQuestion q = {};
         EgressPolicyMatch m;
+        EgressPolicyVerdict v;
         char tbuf[8], why[EGRESS_POLICY_RULE_TEXT_MAX + 64];
         int r = dns_question_parse(p, n, &q);
 
@@ -253,7 +254,8 @@ void gw_dns_query(Gateway *gw, GwSandbox *sb, GwConn *conn, const uint8_t *p, si
                 send_reply(gw, sb, conn, from, &q, DNS_RCODE_REFUSED, NULL, 0, 0);
                 return;
         }
-        if (egress_policy_match_name(sb->policy, q.name, strlen(q.name), &m) != EGRESS_POLICY_ALLOW) {
+        v = egress_policy_match_name(sb->policy, q.name, strlen(q.name), &m);
+        if (v != EGRESS_POLICY_ALLOW && v != EGRESS_POLICY_BY_ADDR) { /* by address: the connection is judged */
                 if (q.qtype == DNS_TYPE_A) {
                         snprintf(why, sizeof why, "%s", m.rule[0] ? m.rule : "no rule allows the name");
                         gw_event(gw, sb, false, "dns", q.name, NULL, 0, why);

@@ -274,6 +274,7 @@ struct GwConn {
         GwResolve *resolve;
         bool intercept;           /* TLS to a credential host: terminated here (gateway-intercept.c) */
         struct GwIntercept *ix;
+        bool by_addr; /* no host entry decided its name: its destination address does (checked at connect) */
 };
 
 void gw_listener_event(Gateway *gw, GwIo *io, uint32_t events);
@@ -293,8 +294,11 @@ void gw_conn_cut(Gateway *gw, GwConn *c, const char *why);
 
 /* gateway-decide.c: the policy's verdict on a connection (why: the rule that
  * decided, or the reason it is denied) */
-/* c's name on c->port. */
-bool gw_verdict_name(const GwConn *c, const char *name, char *why, size_t whysize);
+/* c's name on c->port. A name no host entry decides under a policy whose
+ * names go by address (EGRESS_POLICY_BY_ADDR) sets c->by_addr and is
+ * decided by c->dst, or, not resolved yet, allowed until conn_connect checks
+ * the address. */
+bool gw_verdict_name(Gateway *gw, GwConn *c, const char *name, char *why, size_t whysize);
 /* c->dst on c->port: the guard, then CIDR rules. */
 bool gw_verdict_addr(Gateway *gw, const GwConn *c, char *why, size_t whysize);
 /* A redirected other-port connection: c->host (if set), then the names the

@@ -219,9 +219,15 @@ void gw_conn_dns_continue(Gateway *gw, GwConn *c) {
 /* Starts the upstream connection to c->dst. */
 static void conn_connect(Gateway *gw, GwConn *c) {
         const char *why = gw_addr_forbidden(gw, AF_INET, &c->dst.sin_addr);
+        char rule[EGRESS_POLICY_RULE_TEXT_MAX + 64];
         int fd, r;
         if (why) {
                 deny(gw, c, 403, why);
+                return;
+        }
+        if (c->by_addr && !gw_verdict_addr(gw, c, rule, sizeof rule)) {
+                /* a name no host rule decided: the address it resolved to is what the policy judges */
+                deny(gw, c, 403, rule);
                 return;
         }
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -306,11 +312,12 @@ void gw_conn_resolved(Gateway *gw, GwConn *c, int rcode, const struct in_addr *a
 /* The decision for a name (and, when redirected, the destination the sandbox chose). */
 static bool decide_name(Gateway *gw, GwConn *c, const char *name, bool check_memory) {
         char rule[EGRESS_POLICY_RULE_TEXT_MAX + 64], why[DNS_NAME_MAX + 128];
-        if (!gw_verdict_name(c, name, rule, sizeof rule)) {
+        if (!gw_verdict_name(gw, c, name, rule, sizeof rule)) {
                 deny(gw, c, 403, rule);
                 return false;
         }
-        if (check_memory && !gw_memory_has(c->sb, c->host, c->dst.sin_addr)) {
+        /* (a name decided by its address needs no proof that the address is the name's) */
+        if (check_memory && !c->by_addr && !gw_memory_has(c->sb, c->host, c->dst.sin_addr)) {
                 char ip[INET_ADDRSTRLEN];
                 inet_ntop(AF_INET, &c->dst.sin_addr, ip, sizeof ip);
                 snprintf(why, sizeof why, "destination %s was not resolved for %s by the gateway", ip, c->host);

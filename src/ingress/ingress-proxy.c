@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <strings.h>
@@ -21,6 +20,7 @@
 #include "http-parse.h"
 #include "ingress.h"
 #include "log.h"
+#include "sock-io.h"
 #include "str-util.h"
 
 static int64_t now_msec(void) {
@@ -29,60 +29,8 @@ static int64_t now_msec(void) {
         return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int wait_fd(int fd, short events, int timeout_msec) {
-        struct pollfd p = { .fd = fd, .events = events };
-        int64_t deadline = now_msec() + timeout_msec;
-
-        for (;;) {
-                int64_t left = deadline - now_msec();
-                int k;
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                k = poll(&p, 1, (int) left);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return negative_errno();
-                if (k > 0)
-                        return 0;
-        }
-}
-
 static int send_all(int fd, const void *p, size_t n) {
-        const char *s = p;
-        while (n > 0) {
-                ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
-                if (k < 0) {
-                        int r;
-                        if (errno == EINTR)
-                                continue;
-                        if (errno != EAGAIN && errno != EWOULDBLOCK)
-                                return negative_errno();
-                        r = wait_fd(fd, POLLOUT, INGRESS_IDLE_TIMEOUT_MSEC);
-                        if (r < 0)
-                                return r;
-                        continue;
-                }
-                s += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
-static ssize_t recv_some(int fd, void *buf, size_t n, int timeout_msec) {
-        for (;;) {
-                ssize_t k = recv(fd, buf, n, 0);
-                int r;
-                if (k >= 0)
-                        return k;
-                if (errno == EINTR)
-                        continue;
-                if (errno != EAGAIN && errno != EWOULDBLOCK)
-                        return negative_errno();
-                r = wait_fd(fd, POLLIN, timeout_msec);
-                if (r < 0)
-                        return r;
-        }
+        return sock_send_all(fd, p, n, INGRESS_IDLE_TIMEOUT_MSEC);
 }
 
 /* Headers that belong to one hop (RFC 9110 7.6.1) or to us: never forwarded. */
@@ -115,22 +63,6 @@ static int append(char **buf, size_t *len, size_t *allocated, const char *fmt, .
                 if (greedy_realloc((void **) buf, allocated, *len + (k > 0 ? (size_t) k : 0) + 512, 1) < 0)
                         return -ENOMEM;
         }
-}
-
-static const char *upgrade_of(const HttpHead *h) {
-        const char *conn = http_head_header(h, "Connection"), *up = http_head_header(h, "Upgrade");
-        if (!conn || !up || isempty(up))
-                return NULL;
-        /* "Connection: keep-alive, Upgrade" */
-        for (const char *p = conn; *p;) {
-                size_t l;
-                p += strspn(p, " \t,");
-                l = strcspn(p, " \t,");
-                if (l == 7 && strncasecmp(p, "upgrade", 7) == 0)
-                        return up;
-                p += l;
-        }
-        return NULL;
 }
 
 static int request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, char **ret,
@@ -247,55 +179,12 @@ static int response_read_head(int fd, char *buf, size_t size, size_t have, size_
                 int64_t left = deadline - now_msec();
                 if (left <= 0)
                         return -ETIMEDOUT;
-                k = recv_some(fd, buf + len, size - len, (int) left);
+                k = sock_recv_some(fd, buf + len, size - len, (int) left);
                 if (k < 0)
                         return (int) k;
                 if (k == 0)
                         return -ECONNRESET;
                 len += (size_t) k;
-        }
-}
-
-/* Bytes both ways until both sides are done or one stalls for the idle timeout. */
-static void relay(int a, const char *a_pending, size_t a_pending_len, int b, const char *b_pending,
-                  size_t b_pending_len) {
-        int r = send_all(b, a_pending, a_pending_len);
-        if (r >= 0)
-                r = send_all(a, b_pending, b_pending_len);
-        if (r < 0)
-                return;
-        _cleanup_free_ char *buf = malloc(INGRESS_BUFFER);
-        if (!buf)
-                return;
-        bool a_open = true, b_open = true;
-        while (a_open || b_open) {
-                struct pollfd p[2] = { { .fd = a_open ? a : -1, .events = POLLIN },
-                                       { .fd = b_open ? b : -1, .events = POLLIN } };
-                int k = poll(p, 2, INGRESS_IDLE_TIMEOUT_MSEC);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return;
-                for (int i = 0; i < 2; i++) {
-                        int from = i == 0 ? a : b, to = i == 0 ? b : a;
-                        bool *open = i == 0 ? &a_open : &b_open;
-                        ssize_t n;
-                        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                                continue;
-                        n = recv(from, buf, INGRESS_BUFFER, 0);
-                        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                                continue;
-                        if (n <= 0) {
-                                if (n < 0)
-                                        return;
-                                *open = false;
-                                (void) shutdown(to, SHUT_WR);
-                                continue;
-                        }
-                        /* the writer stalls the reader: each direction holds one buffer at most */
-                        if (send_all(to, buf, (size_t) n) < 0)
-                                return;
-                }
         }
 }
 
@@ -325,7 +214,7 @@ static int response_body(HttpConn *c, const HttpHead *resp, int fd, const char *
                 } else {
                         if (sized && left == 0)
                                 return 0;
-                        ssize_t k = recv_some(fd, in, INGRESS_BUFFER, INGRESS_IDLE_TIMEOUT_MSEC);
+                        ssize_t k = sock_recv_some(fd, in, INGRESS_BUFFER, INGRESS_IDLE_TIMEOUT_MSEC);
                         if (k < 0)
                                 return (int) k;
                         if (k == 0)
@@ -366,7 +255,7 @@ static int response_body(HttpConn *c, const HttpHead *resp, int fd, const char *
 void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forwarded_for) {
         _cleanup_free_ char *head = NULL, *buf = NULL, *hdrs = NULL;
         _cleanup_(http_head_done) HttpHead resp = {};
-        const char *upgrade = upgrade_of(req);
+        const char *upgrade = http_head_upgrade(req);
         size_t head_len, got, resp_head_len = 0;
         int r;
 
@@ -433,7 +322,10 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
                 cfd = http_conn_hijack(c, line, strlen(line), &pending, &pending_len);
                 if (cfd < 0)
                         return;
-                relay(cfd, pending, pending_len, fd, buf + resp_head_len, got - resp_head_len);
+                r = sock_relay(cfd, pending, pending_len, fd, buf + resp_head_len, got - resp_head_len, INGRESS_BUFFER,
+                               INGRESS_IDLE_TIMEOUT_MSEC);
+                if (r < 0)
+                        log_debug_errno(r, "Ingress: the relay ended: %m");
                 return;
         }
         r = response_headers(&resp, false, &hdrs);

@@ -3,8 +3,8 @@
  * sandbox and a port; the request must carry the sandbox's traffic token
  * (header) or the cookie of a one-time link; the sandbox is looked up (any
  * tenant: the token is the sandbox's own), resumed if it is paused with
- * auto_resume, and the connection goes to its own address on its link,
- * marked so that the firewall lets the answer through (src/net/firewall.h).
+ * auto_resume, and the connection goes to its own address on its link
+ * (api_sandbox_dial: dialled here, or by its worker in a cluster; net-dial.h).
  * Port 49983 is envd's: the E2B handlers serve it as if E2b-Sandbox-Id named
  * the sandbox. */
 
@@ -21,11 +21,9 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "addr-pool.h"
 #include "alloc-util.h"
 #include "api-internal.h"
 #include "fd-util.h"
-#include "firewall.h"
 #include "ingress.h"
 #include "log.h"
 #include "str-util.h"
@@ -40,8 +38,6 @@ struct Ingress {
         Api *api;
         const Config *config;
         HttpServer *server;
-        AddrPool pool;
-        bool have_pool;
 
         pthread_mutex_t lock;
         UsedLink *used; /* one-time links already spent (until they expire) */
@@ -231,41 +227,6 @@ static void reply_private(HttpConn *c) {
               " or open its link (space port ID PORT)", NULL);
 }
 
-static int connect_sandbox(struct in_addr addr, uint16_t port, int *ret_fd) {
-        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = addr };
-        unsigned mark = FIREWALL_INGRESS_MARK;
-        int err = 0, one = 1;
-        socklen_t len = sizeof err;
-        struct pollfd p;
-
-        if (fd < 0)
-                return negative_errno();
-        /* the mark is what the firewall lets through (needs CAP_NET_ADMIN): without it, no answer comes back */
-        if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark) < 0)
-                return negative_errno();
-        (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0 && errno != EINPROGRESS)
-                return negative_errno();
-        p = (struct pollfd){ .fd = fd, .events = POLLOUT };
-        for (;;) {
-                int k = poll(&p, 1, INGRESS_CONNECT_TIMEOUT_MSEC);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return negative_errno();
-                if (k == 0)
-                        return -ETIMEDOUT;
-                break;
-        }
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                return negative_errno();
-        if (err != 0)
-                return -err;
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
 static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
         Ingress *g = userdata;
         ApiRequest r = { .conn = c, .head = head, .api = g->api };
@@ -273,7 +234,6 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
         _cleanup_close_ int fd = -EBADF;
         char id[API_ID_LEN + 1], peer[64], msg[160];
         ApiError e = {};
-        AddrPair pair;
         uint16_t port;
         int k, access;
 
@@ -309,10 +269,6 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
                 reply_private(c);
                 return;
         }
-        if (g->api->cluster_token || !g->have_pool) {
-                reply(c, 502, "bad_gateway", "this ingress reaches the sandboxes of its own host only", NULL);
-                return;
-        }
         (void) strscpy(r.key.tenant_id, sizeof r.key.tenant_id, sb.tenant_id);
         snprintf(r.actor, sizeof r.actor, "ingress");
         if (sb.state == SANDBOX_PAUSED && (sb.auto_resume || g->config->auto_resume_paused)) {
@@ -326,16 +282,9 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
                 reply(c, 502, "sandbox_not_running", "the sandbox is not running", NULL);
                 return;
         }
-        if (addr_pool_slot(&g->pool, sb.slot, &pair) < 0) {
-                reply(c, 502, "bad_gateway", "the sandbox has no address", NULL);
-                return;
-        }
-        k = connect_sandbox(pair.peer, port, &fd);
+        k = api_sandbox_dial(&r, &sb, port, &fd, &e);
         if (k < 0) {
-                log_debug_errno(k, "Ingress: connecting to port %u of sandbox %s: %m", (unsigned) port, id);
-                snprintf(msg, sizeof msg, "nothing answers on port %u of the sandbox (%s)", (unsigned) port,
-                         k == -ECONNREFUSED ? "connection refused" : k == -ETIMEDOUT ? "timed out" : "unreachable");
-                reply(c, 502, "bad_gateway", msg, NULL);
+                reply(c, api_error_code_to_status(e.code), api_error_code_to_string(e.code), e.message, NULL);
                 return;
         }
         if (port_first_use(g, id, port)) {
@@ -365,8 +314,6 @@ int ingress_new(Api *api, Ingress **ret) {
         g->used = new0(UsedLink, INGRESS_USED_LINKS_MAX);
         if (!g->used)
                 return -ENOMEM;
-        if (!isempty(c->net_pool) && addr_pool_parse(c->net_pool, strlen(c->net_pool), &g->pool) >= 0)
-                g->have_pool = true;
         if (isempty(c->ingress_domain) || startswith(c->ingress_listen, "unix:"))
                 return -EINVAL;
         r = http_server_new(c->ingress_listen, handle, g, &g->server);

@@ -21,7 +21,6 @@
 
 #include "ingress-auth.h"
 
-#define INGRESS_CONNECT_TIMEOUT_MSEC 5000
 #define INGRESS_RESPONSE_TIMEOUT_MSEC 60000    /* for the sandbox's response head */
 #define INGRESS_IDLE_TIMEOUT_MSEC 300000       /* a body or relay without a byte this long ends */
 #define INGRESS_BUFFER (64U * 1024U)           /* each direction's buffer */

@@ -72,6 +72,7 @@ typedef struct Config {
         uint64_t checkpoints_max_mb;   /* most MiB a sandbox's checkpoints hold exclusively; 0 = its disk_mb */
         char warm_pool[CONFIG_STR_MAX];/* "template:count,..." kept created and paused */
         char default_network[CONFIG_STR_MAX]; /* egress policy JSON of a create that names none; "" = no egress */
+        uint64_t e2b_internet;         /* 1: E2B creates and network updates that leave allowInternetAccess unset get it */
         char gateway_ca_file[CONFIG_STR_MAX]; /* CA bundle intercepted upstreams are verified against; "" = the host's */
         char gateway_dns_upstream[64]; /* "a.b.c.d[:port]" the gateway resolves through; "" = /etc/resolv.conf */
         char net_pool[32];             /* private IPv4 CIDR the sandbox links' /31s come from; "" = chosen */

@@ -30,6 +30,7 @@
 #include "fd-util.h"
 #include "http-server.h"
 #include "ingress.h"
+#include "net-dial.h"
 #include "instance.h"
 #include "egress-policy.h"
 #include "gateway.h"
@@ -62,6 +63,11 @@ static volatile sig_atomic_t stopping;
 static pid_t worker_pid;
 
 static Ingress *ingress;
+static AddrPool forward_pool; /* the sandboxes' addresses, for the API's port forwards (role all) */
+
+static int dial_sandbox(void *userdata, uint32_t slot, uint16_t port, int *ret_fd) {
+        return net_dial_sandbox(userdata, slot, port, ret_fd);
+}
 static pthread_t ingress_thread;
 
 static void on_signal(int sig) {
@@ -358,14 +364,17 @@ static void *controller_thread(void *userdata) {
                                                               &wc);
                         if (r < 0) {
                                 store = store_close(store);
+                                liveness_hold(ctl->config->worker_lost_timeout_s, now_usec());
                                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
                                 continue;
                         }
                 }
                 bool now_leader = false;
                 r = store_leader_try(store, &now_leader);
-                if (r < 0)
+                if (r < 0) {
                         log_warning_errno(r, "Cannot check controller leadership (the store failed): %m");
+                        liveness_hold(ctl->config->worker_lost_timeout_s, now_usec());
+                }
                 if (now_leader != leader)
                         log_info(now_leader ? "This controller is now the active one"
                                             : "This controller is no longer the active one");
@@ -461,6 +470,25 @@ static void install_signals(void) {
         sigaction(SIGINT, &sa, NULL);
 }
 
+/* The store at start (roles api and worker): a database that is not up yet
+ * (a failover, a cluster starting in any order) is waited for with backoff,
+ * 1 s doubling to 30 s, until it answers or a signal ends us; a store URL
+ * that cannot work is an error at once. */
+#define STORE_RETRY_MAX_MSEC 30000
+static int store_open_retry(const char *url, Store **ret) {
+        int wait_msec = 1000, r;
+
+        for (;;) {
+                r = store_open(url, ret);
+                if (r >= 0 || r == -EINVAL || r == -EPROTONOSUPPORT || r == -ENAMETOOLONG || r == -EACCES ||
+                    r == -EKEYREJECTED || stopping)
+                        return r;
+                log_warning_errno(r, "Cannot open the store yet: %m (trying again in %d s)", wait_msec / 1000);
+                (void) poll(NULL, 0, wait_msec);
+                wait_msec = MIN(wait_msec * 2, STORE_RETRY_MAX_MSEC);
+        }
+}
+
 static void remove_pidfile(const Config *config) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/spaced.pid", config->state_dir);
@@ -494,12 +522,12 @@ static int run_worker(Config *config) {
                 return 1;
         if (cluster_token_load(config->cluster_token_file, &token) < 0)
                 return 1;
-        r = worker_node_instance(instance, sizeof instance);
+        r = worker_node_instance(config->state_dir, instance, sizeof instance);
         if (r < 0)
                 return log_error_errno(r, "Cannot make an instance id: %m"), 1;
         /* registered before the worker process reconciles this name's sandboxes:
          * a second worker under a live name must not touch them */
-        r = store_open(config->store_url, &store);
+        r = store_open_retry(config->store_url, &store);
         if (r < 0)
                 return log_error_errno(r, "Cannot open the store: %m"), 1;
         /* a worker with another token would register and never be reachable */
@@ -644,7 +672,7 @@ static int run_api(const Config *config) {
                 return 1;
         if (cluster_token_load(config->cluster_token_file, &token) < 0)
                 return 1;
-        r = store_open(config->store_url, &store);
+        r = store_open_retry(config->store_url, &store);
         if (r < 0)
                 return log_error_errno(r, "Cannot open the store: %m"), 1;
         r = cluster_token_check(store, token, config->cluster_token_file);
@@ -876,6 +904,10 @@ int main(int argc, char *argv[]) {
                 api_set_cred_key(api, cred_key);
                 cred_key = NULL;
                 api_set_worker_status(api, supervise_status(sup));
+                /* port forwards reach this host's sandboxes by their slot's address */
+                if (!isempty(config.net_pool) &&
+                    addr_pool_parse(config.net_pool, strlen(config.net_pool), &forward_pool) >= 0)
+                        api_set_port_dialer(api, dial_sandbox, &forward_pool);
         }
         if (r >= 0)
                 r = http_server_new(config.listen, api_handle, api, &server);

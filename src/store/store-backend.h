@@ -59,6 +59,9 @@ struct StoreOps {
                                  const char *reason, int64_t now);
         int (*sandbox_set_runtime)(Store *s, const char *id, int64_t pid, uint64_t pid_starttime,
                                    const char *worker, int64_t now);
+        int (*sandbox_take_over)(Store *s, const char *id, SandboxState from, const char *from_worker,
+                                 SandboxState to, int64_t pid, uint64_t pid_starttime, const char *to_worker,
+                                 const char *reason, int64_t now);
         int (*sandbox_set_expiry)(Store *s, const char *id, int64_t expires_usec, int64_t now);
         int (*sandbox_purge)(Store *s, const char *id);
 

@@ -85,6 +85,10 @@ const char *const pg_stmt_sql[_PG_STMT_MAX] = {
         [PG_SANDBOX_SET_RUNTIME] =
                 "UPDATE sandboxes SET pid = $2, pid_starttime = $3, worker = COALESCE($4, worker), "
                 "updated_usec = $5 WHERE id = $1",
+        [PG_SANDBOX_TAKE_OVER] =
+                "WITH c AS (UPDATE sandboxes SET state = $2, reason = $3, updated_usec = $4, pid = $5, "
+                "pid_starttime = $6, worker = $7 WHERE id = $1 AND state = $8 AND worker = $9 RETURNING 1) "
+                SQL_CHANGED_AND_EXISTS("c"),
         [PG_SANDBOX_SET_EXPIRY] = "UPDATE sandboxes SET expires_usec = $2, updated_usec = $3 WHERE id = $1",
         [PG_SANDBOX_PURGE] =
                 "WITH c AS (DELETE FROM sandboxes WHERE id = $1 AND state = 'deleted' RETURNING 1) "
@@ -554,6 +558,23 @@ static int op_sandbox_set_state(Store *s, const char *id, int from, SandboxState
         return exec_cas(pg_store(s), from < 0 ? PG_SANDBOX_SET_STATE_LIVE : PG_SANDBOX_SET_STATE_FROM, &p);
 }
 
+static int op_sandbox_take_over(Store *s, const char *id, SandboxState from, const char *from_worker,
+                                SandboxState to, int64_t pid, uint64_t pid_starttime, const char *to_worker,
+                                const char *reason, int64_t now) {
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        pg_param_text(&p, sandbox_state_to_string(to));
+        pg_param_text(&p, reason);
+        pg_param_i64(&p, now);
+        pg_param_i64(&p, pid);
+        pg_param_i64(&p, (int64_t) pid_starttime);
+        pg_param_text(&p, to_worker);
+        pg_param_text(&p, sandbox_state_to_string(from));
+        pg_param_text(&p, from_worker);
+        return exec_cas(pg_store(s), PG_SANDBOX_TAKE_OVER, &p);
+}
+
 static int op_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pid_starttime,
                                   const char *worker, int64_t now) {
         PgParams p = {};
@@ -716,6 +737,7 @@ const StoreOps store_postgres_ops = {
         .sandbox_count = op_sandbox_count,
         .sandbox_set_state = op_sandbox_set_state,
         .sandbox_set_runtime = op_sandbox_set_runtime,
+        .sandbox_take_over = op_sandbox_take_over,
         .sandbox_set_expiry = op_sandbox_set_expiry,
         .sandbox_purge = op_sandbox_purge,
         .sandbox_touch = pg_op_sandbox_touch,

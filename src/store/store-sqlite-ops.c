@@ -76,6 +76,9 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         [SQL_SANDBOX_SET_RUNTIME] =
                 "UPDATE sandboxes SET pid = ?2, pid_starttime = ?3, worker = COALESCE(?4, worker), "
                 "updated_usec = ?5 WHERE id = ?1",
+        [SQL_SANDBOX_TAKE_OVER] =
+                "UPDATE sandboxes SET state = ?2, reason = ?3, updated_usec = ?4, pid = ?5, pid_starttime = ?6, "
+                "worker = ?7 WHERE id = ?1 AND state = ?8 AND worker = ?9",
         [SQL_SANDBOX_SET_EXPIRY] = "UPDATE sandboxes SET expires_usec = ?2, updated_usec = ?3 WHERE id = ?1",
         [SQL_SANDBOX_PURGE] = "DELETE FROM sandboxes WHERE id = ?1 AND state = 'deleted'",
 
@@ -545,6 +548,37 @@ static int op_sandbox_set_state(Store *s, const char *id, int from, SandboxState
         return sqlite_store_commit(&tx);
 }
 
+static int op_sandbox_take_over(Store *s, const char *id, SandboxState from, const char *from_worker,
+                                SandboxState to, int64_t pid, uint64_t pid_starttime, const char *to_worker,
+                                const char *reason, int64_t now) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        CHECK(sqlite_store_begin(q, &tx));
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_TAKE_OVER, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_text(q, st, 2, sandbox_state_to_string(to)));
+        CHECK(sqlite_bind_text(q, st, 3, reason));
+        CHECK(sqlite_bind_int64(q, st, 4, now));
+        CHECK(sqlite_bind_int64(q, st, 5, pid));
+        CHECK(sqlite_bind_int64(q, st, 6, (int64_t) pid_starttime));
+        CHECK(sqlite_bind_text(q, st, 7, to_worker));
+        CHECK(sqlite_bind_text(q, st, 8, sandbox_state_to_string(from)));
+        CHECK(sqlite_bind_text(q, st, 9, from_worker));
+        r = sqlite_store_step_changes(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0) {
+                r = sandbox_exists(q, id);
+                if (r < 0)
+                        return r;
+                return r > 0 ? -ESTALE : -ENOENT;
+        }
+        return sqlite_store_commit(&tx);
+}
+
 static int op_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pid_starttime,
                                   const char *worker, int64_t now) {
         SqliteStore *q = sqlite_store(s);
@@ -744,6 +778,7 @@ const StoreOps store_sqlite_ops = {
         .sandbox_count = op_sandbox_count,
         .sandbox_set_state = op_sandbox_set_state,
         .sandbox_set_runtime = op_sandbox_set_runtime,
+        .sandbox_take_over = op_sandbox_take_over,
         .sandbox_set_expiry = op_sandbox_set_expiry,
         .sandbox_purge = op_sandbox_purge,
         .sandbox_touch = sqlite_op_sandbox_touch,

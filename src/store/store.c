@@ -538,6 +538,21 @@ int store_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pi
         return s->ops->sandbox_set_runtime(s, id, pid, pid_starttime, worker, now_usec());
 }
 
+int store_sandbox_take_over(Store *s, const char *id, SandboxState from, const char *from_worker, SandboxState to,
+                            int64_t pid, uint64_t pid_starttime, const char *to_worker, const char *reason) {
+        if (!s || !from_worker || !to_worker)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        if (!sandbox_state_to_string(from) || !sandbox_state_to_string(to) || pid < 0)
+                return -EINVAL;
+        CHECK(check_u64(pid_starttime));
+        CHECK(check_arg(from_worker, sizeof(((Sandbox *) NULL)->worker), false));
+        CHECK(check_arg(to_worker, sizeof(((Sandbox *) NULL)->worker), false));
+        CHECK(check_arg(reason, STORE_REASON_MAX, false));
+        return s->ops->sandbox_take_over(s, id, from, from_worker, to, pid, pid_starttime, to_worker, strempty(reason),
+                                         now_usec());
+}
+
 int store_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec) {
         if (!s)
                 return -EINVAL;

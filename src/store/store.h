@@ -300,6 +300,13 @@ int store_sandbox_set_state(Store *s, const char *id, int from, SandboxState to,
 /* Writes the runtime facts (pid, pid_starttime, worker) of a sandbox; worker
  * NULL = leave it as it is. */
 int store_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pid_starttime, const char *worker);
+/* In one compare-and-set on (state, worker): the sandbox in state from on
+ * from_worker goes to state to, with pid, pid_starttime and to_worker. The
+ * owner of a lost sandbox is decided by it: its worker coming back adopts it
+ * (to_worker = from_worker), a recovery elsewhere moves it; whoever comes
+ * second gets -ESTALE and must undo its copy. -ENOENT: no such sandbox. */
+int store_sandbox_take_over(Store *s, const char *id, SandboxState from, const char *from_worker, SandboxState to,
+                            int64_t pid, uint64_t pid_starttime, const char *to_worker, const char *reason);
 int store_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec);
 /* Removes the row of a sandbox in state deleted (history is kept in events). */
 int store_sandbox_purge(Store *s, const char *id); /* -ESTALE if not deleted */

@@ -16,10 +16,11 @@
 
 #define AGENT_HELLO_TIMEOUT_MSEC 10000
 
-/* Cluster: a fresh connection to the sandbox's worker that becomes the
- * agent stream (worker-net.h); the reply line is read byte by byte so that
- * nothing of the agent's first frame is consumed. */
-static int agent_connect_remote(WorkerClient *w, const char *id, int *ret_fd, ApiError *e) {
+/* Cluster: a fresh connection to the sandbox's worker that becomes a stream
+ * (op: agent or port; worker-net.h); the reply line is read byte by byte so
+ * that nothing of the stream's first bytes is consumed. */
+static int stream_connect_remote(WorkerClient *w, const char *id, WorkerOpKind op, int64_t slot, int port,
+                                 int *ret_fd, ApiError *e) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_json_ JsonValue *v = NULL;
         char line[WORKER_HANDSHAKE_LINE_MAX];
@@ -35,22 +36,34 @@ static int agent_connect_remote(WorkerClient *w, const char *id, int *ret_fd, Ap
         if (r < 0)
                 return api_error(e, r, API_UNAVAILABLE, "worker '%s' (%s) unavailable: %s", w->target,
                                  w->target_address, strerror(-r));
-        worker_client_request_begin(&call, WORKER_OP_AGENT);
+        worker_client_request_begin(&call, op);
         json_w_kv_string(&call.jw, "id", id);
+        if (op == WORKER_OP_PORT) {
+                json_w_kv_int(&call.jw, "slot", slot);
+                json_w_kv_int(&call.jw, "port", port);
+        }
         json_w_object_end(&call.jw);
         r = worker_client_send_request(fd, &call);
         if (r >= 0)
-                r = net_read_line(fd, line, sizeof line, worker_op(WORKER_OP_AGENT)->deadline_msec, &len);
+                r = net_read_line(fd, line, sizeof line, worker_op(op)->deadline_msec, &len);
         if (r < 0)
-                return api_error(e, r, API_BAD_GATEWAY, "worker '%s' did not open the agent stream: %s", w->target,
-                                 strerror(-r));
+                return api_error(e, r, API_BAD_GATEWAY, "worker '%s' did not open the %s stream: %s", w->target,
+                                 op == WORKER_OP_PORT ? "port" : "agent", strerror(-r));
         if (json_parse(line, len, &v, NULL, 0) < 0 || json_bool(json_get(v, "ok"), &ok) < 0)
                 return api_error(e, -EBADMSG, API_BAD_GATEWAY, "malformed worker reply");
-        if (!ok)
-                return api_error(e, -EIO, API_BAD_GATEWAY, "worker '%s': %s", w->target,
+        if (!ok) {
+                ApiErrorCode code = api_error_code_from_string(strempty(json_string(json_get(v, "code"))));
+                return api_error(e, -EIO, code == API_NOT_FOUND ? API_NOT_FOUND : API_BAD_GATEWAY, "%s",
                                  strna(json_string(json_get(v, "message"))));
+        }
         *ret_fd = TAKE_FD(fd);
         return 0;
+}
+
+int worker_port_connect(WorkerClient *w, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e) {
+        if (!w->store)
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "the local worker serves no port streams");
+        return stream_connect_remote(w, sb->id, WORKER_OP_PORT, (int64_t) sb->slot, port, ret_fd, e);
 }
 
 int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError *e) {
@@ -61,7 +74,7 @@ int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError 
         int r;
 
         if (w->store) {
-                r = agent_connect_remote(w, id, &fd, e);
+                r = stream_connect_remote(w, id, WORKER_OP_AGENT, 0, 0, &fd, e);
                 if (r < 0)
                         return r;
         } else {

@@ -88,8 +88,21 @@ static int call_spec_started(WorkerClient *w, WorkerOpKind op, const Sandbox *sb
 static int call_spec_placed(WorkerClient *w, WorkerOpKind op, const Sandbox *sb, const char *worker,
                             const char *checkpoint, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
         Sandbox placed;
-        int r = store_sandbox_set_runtime(w->store, sb->id, 0, 0, worker);
+        int r;
 
+        /* a lost one moves only if its row still names where it was (sb->worker): its worker may have
+         * come back and taken it (worker-adopt.c), and then this recovery must not run a second copy */
+        if (sb->state == SANDBOX_LOST)
+                r = store_sandbox_take_over(w->store, sb->id, SANDBOX_LOST, sb->worker, SANDBOX_LOST, 0, 0, worker,
+                                            sb->reason);
+        else
+                r = store_sandbox_set_runtime(w->store, sb->id, 0, 0, worker);
+        if (r == -ESTALE) {
+                w->connect_failed = false;
+                return api_error(e, r, API_CONFLICT,
+                                 "sandbox '%s' is no longer lost on worker '%s' (its worker came back and took it, "
+                                 "or it was deleted)", sb->id, sb->worker);
+        }
         if (r < 0) {
                 w->connect_failed = false; /* not the worker's failure: no other one is tried */
                 return api_error(e, r, r == -ENOENT ? API_CONFLICT : API_UNAVAILABLE,
@@ -378,6 +391,7 @@ int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *check
         if (r < 0)
                 return api_error(e, r, API_UNAVAILABLE, "the store failed (listing the checkpoint's copies): %s",
                                  strerror(-r));
+        Sandbox cur = *sb; /* borrowed fields; worker: what its row names now (each try places it) */
         /* workers other than the lost one first */
         for (int pass = 0; pass < 2; pass++)
                 for (size_t i = 0; i < n; i++) {
@@ -388,11 +402,21 @@ int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *check
                                 continue;
                         tried++;
                         w->connect_failed = false;
-                        r = call_spec_placed(w, WORKER_OP_RESTORE, sb, copies[i].worker, checkpoint_id, ret_pid,
+                        r = call_spec_placed(w, WORKER_OP_RESTORE, &cur, copies[i].worker, checkpoint_id, ret_pid,
                                              ret_starttime, e);
+                        if (r != -ESTALE)
+                                (void) strscpy(cur.worker, sizeof cur.worker, copies[i].worker);
                         if (r >= 0) {
                                 (void) strscpy(ret_worker, STORE_NAME_MAX, copies[i].worker);
                                 return 0;
+                        }
+                        if (r != -ESTALE && e->code == API_NOT_FOUND) {
+                                /* the store listed a copy its worker does not hold: the row goes, the
+                                 * next holder is tried */
+                                log_warning("Worker %s holds no copy of checkpoint %s after all: %s; trying another",
+                                            copies[i].worker, checkpoint_id, e->message);
+                                (void) store_checkpoint_copy_delete(w->store, checkpoint_id, copies[i].worker);
+                                continue;
                         }
                         if (!w->connect_failed)
                                 return r;

@@ -94,6 +94,10 @@ int worker_sandbox_branch(WorkerClient *w, const char *source_id, const char *ch
 /* Opens a connection to the sandbox's agent: the returned fd speaks the agent
  * protocol (src/proto/proto.h) and the agent's HELLO has already been read. */
 int worker_agent_connect(WorkerClient *w, const char *id, int *ret_fd, ApiError *e);
+/* Cluster: a connection through the sandbox's worker that is a TCP stream to
+ * port inside the sandbox (its worker dials it, net-dial.h). -EOPNOTSUPP for
+ * the local worker (the API server dials itself). 502 if nothing answers. */
+int worker_port_connect(WorkerClient *w, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e);
 /* Imports a template from a tar file readable by the worker. A cluster: the
  * tar is streamed to one live worker, which imports it and ships it to every
  * other live worker (one that is down gets it from the controller later). */

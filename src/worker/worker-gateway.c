@@ -13,10 +13,13 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
+#include "addr-pool.h"
 #include "alloc-util.h"
 #include "fd-util.h"
 #include "json.h"
 #include "log.h"
+#include "net-dial.h"
+#include "sock-io.h"
 #include "str-util.h"
 #include "worker-client.h"
 #include "worker-gateway.h"
@@ -76,6 +79,41 @@ static void serve_agent(Conn *c, const char *id) {
         }
         net_reply(c->fd, true, NULL, NULL, NULL);
         (void) net_splice_both(c->fd, afd);
+}
+
+/* The connection turns into a TCP stream to a port of a sandbox of this
+ * host: to its slot's own address (net-dial.h), and only for a sandbox that
+ * lives here (its agent directory). The peer holds the cluster token. */
+static void serve_port(Conn *c, const JsonValue *req) {
+        _cleanup_close_ int fd = -EBADF;
+        const char *id = json_string(json_get(req, "id"));
+        char path[PATH_MAX], msg[160];
+        uint64_t slot = 0, port = 0;
+        AddrPool pool;
+        int r;
+
+        if (!id || !sandbox_id_ok(id))
+                return net_reply(c->fd, false, "bad_request", "invalid sandbox id", NULL);
+        if (json_uint64(json_get(req, "slot"), &slot) < 0 || slot > UINT32_MAX ||
+            json_uint64(json_get(req, "port"), &port) < 0 || port == 0 || port > 65535)
+                return net_reply(c->fd, false, "bad_request", "slot and port must be integers in range", NULL);
+        if ((size_t) snprintf(path, sizeof path, "%s/%s", c->g->agent_dir, id) >= sizeof path)
+                return net_reply(c->fd, false, "internal", "agent path too long", NULL);
+        if (access(path, F_OK) < 0)
+                return net_reply(c->fd, false, "not_found", "no such sandbox on this worker", NULL);
+        if (isempty(c->g->config->net_pool) ||
+            addr_pool_parse(c->g->config->net_pool, strlen(c->g->config->net_pool), &pool) < 0)
+                return net_reply(c->fd, false, "bad_gateway", "this worker's sandboxes have no network", NULL);
+        r = net_dial_sandbox(&pool, (uint32_t) slot, (uint16_t) port, &fd);
+        if (r < 0) {
+                snprintf(msg, sizeof msg, "nothing answers on port %u of sandbox %s (%s)", (unsigned) port, id,
+                         r == -ECONNREFUSED ? "connection refused" : r == -ETIMEDOUT ? "timed out" : "unreachable");
+                return net_reply(c->fd, false, "bad_gateway", msg, NULL);
+        }
+        net_reply(c->fd, true, NULL, NULL, NULL);
+        r = sock_relay(c->fd, NULL, 0, fd, NULL, 0, 64U * 1024U, GATEWAY_IDLE_MSEC * 6);
+        if (r < 0)
+                log_debug_errno(r, "Port %u of sandbox %s: the stream ended: %m", (unsigned) port, id);
 }
 
 /* A connection to the worker process kept from an earlier request that it
@@ -258,6 +296,9 @@ static void *conn_thread(void *userdata) {
                         goto done;
                 case WORKER_OP_AGENT:
                         serve_agent(c, json_string(json_get(req.json, "id")));
+                        goto done; /* the connection was the stream */
+                case WORKER_OP_PORT:
+                        serve_port(c, req.json);
                         goto done; /* the connection was the stream */
                 default:
                         break;

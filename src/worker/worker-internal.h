@@ -34,6 +34,7 @@ typedef struct LiveSandbox {
         int64_t quota_usec;
         RuntimeLimits limits; /* as last applied by this worker (limits_known): a change to the same is no write */
         bool limits_known;
+        bool lost_pending;  /* its row says lost, recovered elsewhere or not yet decided (worker-adopt.c) */
 } LiveSandbox;
 
 /* A sandbox as the worker protocol describes it. */
@@ -423,6 +424,15 @@ void worker_statfs_detach(Worker *w, LiveSandbox *l);
 void worker_statfs_readable(Worker *w, int fd);
 /* Once a second: the budgets refill, throttled listeners are polled again. */
 void worker_statfs_tick(Worker *w);
+
+/* worker-adopt.c: lost sandboxes of a cluster that still run here */
+/* sb (lost, its row naming this worker) runs here as l: taken back, running
+ * or paused as l is (event sandbox.found). -ESTALE if it was recovered
+ * elsewhere or deleted first (its copy here is removed, sb->state set to
+ * deleted); -EAGAIN while a recovery elsewhere is tried (nothing done). */
+int worker_adopt_lost(Worker *w, Sandbox *sb, LiveSandbox *l);
+/* Role worker, every few seconds: the adoption of the ones marked lost while this worker kept running. */
+void worker_adopt_tick(Worker *w);
 
 /* worker-metrics.c (worker-metrics.h): each live sandbox's usage, sampled every few seconds */
 void worker_metrics_tick(Worker *w);

@@ -6,12 +6,14 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "alloc-util.h"
+#include "fd-util.h"
 #include "log.h"
 #include "pool.h"
 #include "str-util.h"
 #include "worker-node.h"
 
-int worker_node_instance(char *buf, size_t size) {
+static int random_hex(char *buf, size_t size) {
         uint8_t b[8];
 
         if (size < 2 * sizeof b + 1)
@@ -21,6 +23,28 @@ int worker_node_instance(char *buf, size_t size) {
         for (size_t i = 0; i < sizeof b; i++)
                 snprintf(buf + 2 * i, 3, "%02x", b[i]);
         return 0;
+}
+
+int worker_node_instance(const char *state_dir, char *buf, size_t size) {
+        _cleanup_free_ char *path = strjoin(state_dir, "/" WORKER_NODE_INSTANCE_FILE), *old = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!path)
+                return -ENOMEM;
+        r = read_full_file(path, 64, &old, &n);
+        if (r >= 0) {
+                n = strcspn(old, "\n");
+                old[n] = 0;
+                if (n == 16 && strspn(old, "0123456789abcdef") == 16)
+                        return strscpy(buf, size, old);
+                log_warning("%s is not an instance id: making a new one", path);
+        } else if (r != -ENOENT)
+                return r;
+        r = random_hex(buf, size);
+        if (r < 0)
+                return r;
+        return write_file_atomic(path, buf, strlen(buf), 0644);
 }
 
 uint64_t worker_node_disk_mb(const Config *c) {

@@ -9,9 +9,13 @@
 #include "config.h"
 #include "store.h"
 
-/* A random id for this start of the worker (tells a restart from a second
- * worker under the same name). */
-int worker_node_instance(char *buf, size_t size);
+/* The worker's instance id: random, made at its first start and kept in
+ * <state_dir>/worker.instance. One process at a time holds a state dir (its
+ * instance lock), so a registration under the same id is this worker started
+ * again (it takes its name over at once, live heartbeat or not) and another
+ * id under the same name is a second worker (refused while the first lives). */
+#define WORKER_NODE_INSTANCE_FILE "worker.instance"
+int worker_node_instance(const char *state_dir, char *buf, size_t size);
 /* The disk quota (MiB) this host's pool admits in all: pool_size_mb x
  * disk_overcommit less the reserve (never 0, which would mean "not limited"). */
 uint64_t worker_node_disk_mb(const Config *config);

@@ -82,6 +82,9 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
         [WORKER_OP_HELLO] = { "hello", .listener = true, .deadline_msec = 5 * SEC_MSEC, .strings = { "token" } },
         /* the connection becomes the sandbox agent's stream */
         [WORKER_OP_AGENT] = { "agent", .listener = true, .deadline_msec = 10 * SEC_MSEC, .strings = { "id" } },
+        /* the connection becomes a TCP stream to a port of the sandbox (a forward or the ingress of an
+         * API server elsewhere): {"id","slot","port"} */
+        [WORKER_OP_PORT] = { "port", .listener = true, .deadline_msec = 10 * SEC_MSEC, .strings = { "id" } },
         /* this host sends one of its subvolumes to another (worker-ship.c) */
         [WORKER_OP_SHIP] = { "ship", .listener = true, .deadline_msec = 10 * MIN_MSEC },
         /* another host sends one: the connection is the stream */

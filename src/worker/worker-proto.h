@@ -57,6 +57,7 @@ typedef enum WorkerOpKind {
         /* served by the cluster listener itself (worker-gateway.c, worker-ship.c) */
         WORKER_OP_HELLO,
         WORKER_OP_AGENT,
+        WORKER_OP_PORT,
         WORKER_OP_SHIP,
         WORKER_OP_RECEIVE,
         WORKER_OP_TEMPLATE_PUT,

@@ -46,15 +46,29 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                 return 0;
         case SANDBOX_RUNNING:
         case SANDBOX_PAUSED:
+        case SANDBOX_LOST: /* a cluster judged its worker lost: taken back if it runs here (worker-adopt.c) */
                 rt = streq(sb->runtime, "vm") ? w->vm : w->runtime;
                 r = rt ? rt->adopt(sb->id, (pid_t) sb->pid, sb->pid_starttime, &pidfd) : -EOPNOTSUPP;
                 if (r >= 0 && worker_agent_socket(w, sb->id, sock, sizeof sock) >= 0 && access(sock, F_OK) == 0) {
                         r = worker_live_add(w, rt, sb->id, sb->slot, (pid_t) sb->pid, sb->pid_starttime, pidfd);
                         if (r >= 0) {
+                                LiveSandbox *l = worker_live_find(w, sb->id);
+                                bool frozen;
+                                if (sb->state == SANDBOX_LOST) {
+                                        r = worker_adopt_lost(w, sb, l);
+                                        if (r == -ESTALE)
+                                                return 0; /* recovered elsewhere or deleted: its copy here went */
+                                        if (r < 0) {
+                                                /* a recovery elsewhere is tried, or the store failed: it runs
+                                                 * on, untouched, and worker_adopt_tick() decides later */
+                                                l->lost_pending = true;
+                                                l->net = true;
+                                                return 0;
+                                        }
+                                }
                                 /* a crash may have left the freezer otherwise (e.g. mid-checkpoint):
                                  * set it to what the store says, whatever it is now */
-                                LiveSandbox *l = worker_live_find(w, sb->id);
-                                bool frozen = sb->state == SANDBOX_PAUSED;
+                                frozen = sb->state == SANDBOX_PAUSED;
                                 if (rt->freeze(sb->id, frozen) < 0)
                                         log_warning("Cannot %s sandbox %s", frozen ? "freeze" : "thaw", sb->id);
                                 l->frozen = frozen;
@@ -64,7 +78,21 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                         }
                 }
                 safe_close(pidfd);
+                if (sb->state == SANDBOX_LOST && !streq(sb->worker, w->config->worker_name))
+                        return 0; /* a recovery elsewhere is tried: what it has here stays until it is decided */
                 (void) worker_cleanup_sandbox(w, sb->id, false);
+                if (sb->state == SANDBOX_LOST) {
+                        /* its processes are gone, its disk is here: kept, for a restore or a resume */
+                        if (store_sandbox_take_over(w->store, sb->id, SANDBOX_LOST, w->config->worker_name,
+                                                    SANDBOX_ERROR, 0, 0, w->config->worker_name,
+                                                    "its worker came back and it was not running (its files are "
+                                                    "kept: resume or restore it)") >= 0) {
+                                sb->state = SANDBOX_ERROR;
+                                worker_event(w, sb, "sandbox.error", "its worker came back and it was not running",
+                                             NULL);
+                        }
+                        return 0;
+                }
                 set_state(w, sb, SANDBOX_ERROR, "sandbox.error", "sandbox was not running when spaced restarted");
                 return 0;
         default:
@@ -139,10 +167,12 @@ int worker_reconcile(Worker *w) {
                 return log_error_errno(r, "Failed to list sandboxes: %m");
         if (streq(w->config->role, "worker")) {
                 /* a cluster: only this worker's sandboxes (the others are other
-                 * hosts'; what this host has of theirs is an orphan) */
+                 * hosts'; what this host has of theirs is an orphan), and the
+                 * lost ones whose recovery elsewhere is being tried (their row
+                 * names the worker tried: what is here stays until it is decided) */
                 size_t k = 0;
                 for (size_t i = 0; i < n; i++) {
-                        if (streq(list[i].worker, w->config->worker_name) && list[i].state != SANDBOX_LOST)
+                        if (streq(list[i].worker, w->config->worker_name) || list[i].state == SANDBOX_LOST)
                                 list[k++] = list[i];
                         else
                                 sandbox_done(&list[i]);

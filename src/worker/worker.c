@@ -218,6 +218,7 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                         worker_boot_tick(w);
                         worker_statfs_tick(w);
                         worker_metrics_tick(w);
+                        worker_adopt_tick(w);
                         last_tick = now_usec();
                 }
                 for (int i = 0; i < n; i++) {

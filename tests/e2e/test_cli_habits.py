@@ -276,11 +276,20 @@ def test_events_newest_last_and_follow_from_now(spaced):
 
 def test_top_update_checkpoint_rm_files(spaced, sandbox):
     eid = spaced.cli("exec", "-d", sandbox, "--", "sleep", "300").out.strip()
-    c = spaced.cli("top", "--once")
-    assert c.rc == 0 and sandbox in c.out and "no per-sandbox usage" in c.out, c
-    header = next(l for l in c.out.splitlines() if l.startswith("SANDBOX")).split()
-    row = next(l for l in c.out.splitlines() if l.startswith(sandbox)).split()
-    assert row[header.index("STATE")] == "running" and int(row[header.index("EXECS")]) >= 1, c.out
+    def top_row():
+        c = spaced.cli("top", "--once")
+        assert c.rc == 0 and sandbox in c.out and "in use/limit" in c.out, c
+        header = next(l for l in c.out.splitlines() if l.startswith("SANDBOX")).split()
+        row = next(l for l in c.out.splitlines() if l.startswith(sandbox)).split()
+        return dict(zip(header, row)), c.out
+    # usage comes from the worker's samples (every 5 s): memory in use against the limit
+    assert host.wait_until(lambda: not top_row()[0]["MEMORY"].startswith("-"), 30), top_row()[1]
+    row, out = top_row()
+    assert row["STATE"] == "running" and int(row["EXECS"]) >= 1, out
+    used, limit = row["MEMORY"].split("/")
+    assert used[0].isdigit() and limit[0].isdigit(), out
+    assert row["OOM"] == "0", out
+    assert row["CPU%"] == "-" or float(row["CPU%"]) >= 0, out
     assert spaced.cli("kill", sandbox, eid, "-s", "KILL").rc == 0
     c = spaced.cli("update", sandbox, "--timeout", "3600", "--idle", "600", "--idle-action", "pause")
     assert c.rc == 0, c

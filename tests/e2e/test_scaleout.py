@@ -8,8 +8,11 @@ Covered (issue 7 item 7 and its bad input): 30 creates through both API
 servers spread across the workers, exec in each through the API server that
 did not create it, the runtimes and accelerators each worker reports, a
 worker killed with SIGKILL (its sandboxes become lost with events, the
-others keep running, a create does not wait on it, it comes back and removes
-its orphans), failover of the active controller, a worker with a wrong token
+others keep running, a create does not wait on it; it comes back and takes
+its sandboxes back running, files intact; killed and restarted at once it
+registers under its name at once), a worker stalled (SIGSTOP) past its lease
+takes its sandboxes back without a restart, a database outage longer than
+the lease marks nothing lost, failover of the active controller, a worker with a wrong token
 (refused at registration: never listed, never tried), an API server and a
 controller with a wrong token (refused at start), a duplicate worker name
 (refused), a wildcard worker address (refused), raw connections with a wrong
@@ -25,11 +28,7 @@ the value on the request to an HTTPS test upstream beside the workers); a
 worker or an API server with another master key, or one others may read, is
 refused at start.
 No residue on any "host": each worker's netns, pool and cgroups are checked
-at the end.
-
-FOLLOW-UP (branch `deploy`): test_worker_killed_its_sandboxes_become_lost
-may also restore a lost sandbox from its shipped checkpoint (as
-test_checkpoint_shipped_then_lost_sandbox_restored_elsewhere does)."""
+at the end."""
 
 import json
 import os
@@ -638,6 +637,9 @@ def _worker_loss(c):
     lost_ids = per.get(victim, [])
     assert lost_ids, per
     others = [i for w, ids in per.items() if w != victim for i in ids]
+    for sid in lost_ids:
+        code, _ = c.exec_out(api, sid, f"echo kept-{sid} > /tmp/kept")
+        assert code == 0
     c.workers[victim].kill9()
 
     # a create never waits on the dead worker (it may still look live for a moment)
@@ -662,13 +664,30 @@ def _worker_loss(c):
         code, out = c.exec_out(c.apis[1], sid, "echo alive")
         assert code == 0 and out == "alive\n"
 
-    # it comes back under the same name: its orphans go, it takes work again
+    # it comes back under the same name: it takes its lost sandboxes back, running, their files kept
     i, addr, ns = c.addresses[victim]
-    mark = len(c.workers[victim].log())
     c.workers[victim] = c.start_worker(victim, i, addr, ns)
     assert c.workers[victim].wait_log("Reconciled:", 10, c.workers[victim].mark)
-    assert f"Removing orphan sandbox root {lost_ids[0]}" in c.workers[victim].log()[c.workers[victim].mark:]
-    # the lost ones can be deleted
+    log = c.workers[victim].log()[c.workers[victim].mark:]
+    assert "Removing orphan sandbox root" not in log, log[-3000:]
+    _wait(lambda: all(c.sandbox(api, i)["state"] == "running" for i in lost_ids), 30, "the lost sandboxes back")
+    for sid in lost_ids:
+        code, out = c.exec_out(c.apis[1], sid, "cat /tmp/kept")
+        assert code == 0 and out == f"kept-{sid}\n", (sid, code, out)
+        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.found"}).json()["events"]
+        assert len(ev) == 1 and victim in ev[0]["reason"], ev
+
+    # killed and started again at once: it registers under its name at once (the same instance) and
+    # finds its sandboxes, which never stopped
+    c.workers[victim].kill9()
+    c.workers[victim] = c.start_worker(victim, i, addr, ns)
+    assert c.workers[victim].wait_log("Reconciled:", 30, c.workers[victim].mark)
+    log = c.workers[victim].log()[c.workers[victim].mark:]
+    assert "taken by another live worker" not in log, log[-3000:]
+    for sid in lost_ids:
+        assert c.sandbox(api, sid)["state"] == "running"
+        code, out = c.exec_out(api, sid, "cat /tmp/kept")
+        assert code == 0 and out == f"kept-{sid}\n", (sid, code, out)
     for sid in lost_ids:
         assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
 
@@ -754,12 +773,25 @@ def _ship_and_recover(c):
                                                                           "type": "sandbox.checkpoint_shipped"})
                    .json()["events"] if e["data"]["checkpoint"] == ck2], 60, "the second checkpoint shipped")
 
+    # the store also lists a copy on the third worker, which holds none (bookkeeping gone wrong): a
+    # recovery that tries it first falls back to the real holder, and the phantom row goes
+    phantom = next(w for w in c.workers if w not in (victim, holder))
+    subprocess.run(["psql", "-v", "ON_ERROR_STOP=1", "-q", c.pg_url, "-c",
+                    "INSERT INTO checkpoint_copies (checkpoint_id, sandbox_id, worker, available, updated_usec) "
+                    f"VALUES ('{ck}', '{sid}', '{phantom}', true, 1)"], check=True, timeout=60)
+
     # the sandbox's worker dies: the sandbox is lost
     c.workers[victim].kill9()
     _wait(lambda: c.sandbox(api, sid)["state"] == "lost", 30, "the sandbox lost")
     # restored on a worker that holds the shipped copy, through the other API server
     r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "before-loss"})
     assert r.status == 200, r
+    rows = subprocess.run(["psql", "-At", c.pg_url, "-c",
+                           f"SELECT worker FROM checkpoint_copies WHERE checkpoint_id = '{ck}' ORDER BY worker"],
+                          check=True, timeout=60, capture_output=True, text=True).stdout.split()
+    assert holder in rows, rows
+    if phantom < holder:  # tried first
+        assert phantom not in rows, rows
     sb = r.json()
     assert sb["state"] == "running" and sb["worker"] != victim, sb
     code, out = c.exec_out(c.apis[0], sid, "cat /data/note; wc -l < /data/big; test -e /data/second || echo no-second")
@@ -1022,6 +1054,107 @@ def test_controller_failover(cluster):
 
 
 @pytest.mark.timeout(300)
+def test_worker_stalled_past_its_lease_takes_its_sandboxes_back(cluster):
+    """A worker stopped (SIGSTOP) longer than the lost timeout: its sandboxes are marked lost, not
+    destroyed; once it runs again it registers anew and takes them back, running, without a restart."""
+    c = cluster
+    api = c.apis[0]
+    made = c.create(6)
+    victim = "w1"
+    mine = [sid for sid, _, w in made if w == victim]
+    assert mine, made
+    for sid in mine:
+        assert c.exec_out(api, sid, f"echo kept-{sid} > /tmp/kept")[0] == 0
+    mark = len(c.workers[victim].log())
+    os.kill(c.workers[victim].pid, signal.SIGSTOP)  # its heartbeats stop; its sandboxes run on
+    try:
+        _wait(lambda: all(c.sandbox(api, i)["state"] == "lost" for i in mine), 30, "its sandboxes lost")
+    finally:
+        os.kill(c.workers[victim].pid, signal.SIGCONT)
+    _wait(lambda: all(c.sandbox(api, i)["state"] == "running" for i in mine), 60, "its sandboxes back")
+    for sid in mine:
+        code, out = c.exec_out(c.apis[1], sid, "cat /tmp/kept")
+        assert code == 0 and out == f"kept-{sid}\n", (sid, code, out)
+        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.found"}).json()["events"]
+        assert ev and victim in ev[-1]["reason"], ev
+    assert "Removing orphan" not in c.workers[victim].log()[mark:]
+    c.delete_all()
+
+
+@pytest.mark.timeout(300)
+def test_database_outage_longer_than_the_lease_loses_nothing(cluster):
+    """PostgreSQL down for longer than the lost timeout: the controller does not judge the heartbeats
+    missed meanwhile; no worker and no sandbox is marked lost, and they all answer afterwards."""
+    c = cluster
+    api = c.apis[0]
+    made = c.create(4)
+    lost_before = len(c.req(api, "GET", "/v1/events", params={"type": "worker.lost"}).json()["events"])
+    subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
+    try:
+        time.sleep(LOST_TIMEOUT_S * 3)
+    finally:
+        subprocess.run(["sh", PG_SCRIPT, "up", c.pg_url], check=True, timeout=60)
+    _wait(lambda: c.req(api, "GET", "/v1/sandboxes").status == 200, 60, "the API after the outage")
+    time.sleep(LOST_TIMEOUT_S * 2)  # a controller that judged them would have by now
+    for sid, _, w in made:
+        sb = c.sandbox(api, sid)
+        assert sb["state"] == "running", sb
+        code, out = c.exec_out(c.apis[1], sid, "echo still")
+        assert code == 0 and out == "still\n"
+    lost = c.req(api, "GET", "/v1/events", params={"type": "worker.lost"}).json()["events"]
+    assert len(lost) == lost_before, lost[lost_before:]
+    assert all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"] if w["name"] in c.workers)
+    c.delete_all()
+
+
+@pytest.mark.timeout(300)
+def test_port_forward_through_either_api_server(cluster):
+    """GET .../ports/{port}/connect (Upgrade: tcp) through an API server of the cluster: its sandbox's worker
+    dials the port (op port on its listener) and the stream runs through; nothing listening is a clean 502;
+    the op with a sandbox that is not on that worker is refused."""
+    c = cluster
+    r = c.req(c.apis[0], "POST", "/v1/sandboxes", json={})
+    assert r.status == 201, r
+    sid, worker = r.json()["id"], r.json()["worker"]
+    r = c.req(c.apis[0], "POST", f"/v1/sandboxes/{sid}/exec",
+              json={"shell": "exec nc -ll -p 9100 -e cat", "background": True})
+    assert r.status in (200, 201), r
+    _wait(lambda: ":9100 " in c.exec_out(c.apis[0], sid, "netstat -ltn")[1], 30, "the echo server listening")
+    for api in c.apis:
+        host_, port_ = api.url.rsplit("/", 1)[1].rsplit(":", 1)
+        for remote, want in ((9100, 101), (9200, 502)):
+            s = socket.create_connection((host_, int(port_)), timeout=30)
+            s.sendall((f"GET /v1/sandboxes/{sid}/ports/{remote}/connect HTTP/1.1\r\nHost: x\r\n"
+                       f"Authorization: Bearer {c.key}\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n").encode())
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                chunk = s.recv(4096)
+                assert chunk, buf
+                buf += chunk
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            assert int(head.split()[1]) == want, head
+            if want == 101:
+                s.sendall(b"across the cluster\n")
+                while len(rest) < 19:
+                    rest += s.recv(4096)
+                assert rest == b"across the cluster\n", rest
+            s.close()
+    # the op itself, with the token, for a sandbox that is not on this worker: refused
+    other = next(w for w in c.workers if w != worker)
+    with _Raw(c, other) as raw:
+        assert raw.line()["ok"] is True
+        raw.send(json.dumps({"op": "port", "id": sid, "slot": 0, "port": 9100}).encode() + b"\n")
+        reply = raw.line()
+        assert reply["ok"] is False and reply["code"] == "not_found", reply
+    with _Raw(c, worker) as raw:
+        assert raw.line()["ok"] is True
+        raw.send(json.dumps({"op": "port", "id": sid, "slot": 0, "port": 70000}).encode() + b"\n")
+        reply = raw.line()
+        assert reply["ok"] is False and reply["code"] == "bad_request", reply
+    c.delete_all()
+
+
+@pytest.mark.timeout(300)
 def test_partition_between_api_and_a_worker(cluster):
     c = cluster
     try:
@@ -1079,6 +1212,35 @@ def test_database_outage_503_then_recovery(cluster):
     _wait(lambda: all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"]
                       if w["name"] in c.workers), 30, "all workers live")
     c.delete_all()
+
+
+@pytest.mark.timeout(300)
+def test_api_server_starts_before_its_database(cluster):
+    """An API server started while PostgreSQL is down waits for it (with backoff, saying so) instead of
+    exiting, and serves once it is up."""
+    c = cluster
+    port = _free_port()
+    subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
+    p = None
+    try:
+        p = Proc(c, "api-early", [c.s.spaced_bin, "--role", "api", "--state-dir", c.state_dir("api-early"),
+                                  "--listen", f"127.0.0.1:{port}"] + c.common() + c.key_args()).start()
+        c.extra.append(p)
+        assert p.wait_log("Cannot open the store yet", 30, p.mark), p.log()[-2000:]
+        assert p.running, p.log()[-2000:]
+    finally:
+        subprocess.run(["sh", PG_SCRIPT, "up", c.pg_url], check=True, timeout=60)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy():
+        try:
+            return e2e_http.request(url, "GET", "/healthz", timeout=5).status == 200
+        except OSError:
+            return False
+    _wait(healthy, 90, "the API server after the database came up")
+    r = e2e_http.request(url, "GET", "/v1/sandboxes", key=c.key, timeout=30)
+    assert r.status == 200, r
+    assert p.stop() == 0
 
 
 def _cap_eff(pid):

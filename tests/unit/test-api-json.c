@@ -284,7 +284,7 @@ TEST(create_errors) {
         ASSERT_CREATE_FAILS("{\"network\":{\"allow\":[{\"host\":\"a.example\",\"ports\":[0]}]}}",
                             API_INVALID_ARGUMENT, "network: allow[0].ports[0]: a port is an integer 1-65535");
         ASSERT_CREATE_FAILS("{\"network\":{\"allow\":[],\"except\":[]}}", API_INVALID_ARGUMENT,
-                            "network: unknown field \"except\" (allowed: allow, deny)");
+                            "network: unknown field \"except\" (allowed: allow, deny, precedence, default)");
         ASSERT_CREATE_FAILS("{\"template\":1}", API_INVALID_ARGUMENT, "template must be a string");
         ASSERT_CREATE_FAILS("{\"template\":\"../etc\"}", API_INVALID_ARGUMENT,
                             "template: '../etc' is not a valid template name ([a-z0-9][a-z0-9._-]{0,63})");

@@ -495,6 +495,57 @@ TEST(match_addr) {
         ASSERT_EQ(ip(odd, "10.128.0.0", 80), EGRESS_POLICY_DENY_NO_RULE);
 }
 
+/* E2B's model: an allow entry wins over a deny entry, what no entry names is
+ * allowed, and names no host entry decides go by their address. */
+TEST(precedence_and_default) {
+        _cleanup_egress_policy_ EgressPolicy *e2b = parse_ok(
+                "{\"allow\":[\"api.example.com\",{\"cidr\":\"1.1.1.1/32\",\"ports\":[\"1-65535\"]}],"
+                "\"deny\":[\"0.0.0.0/0\"],\"precedence\":\"allow\"}");
+        _cleanup_egress_policy_ EgressPolicy *open = parse_ok(
+                "{\"deny\":[\"8.8.8.0/24\",\"evil.example\"],\"precedence\":\"allow\",\"default\":\"allow\"}");
+        _cleanup_egress_policy_ EgressPolicy *ours = parse_ok(
+                "{\"allow\":[\"1.1.1.1\"],\"deny\":[\"1.1.1.0/24\"],\"default\":\"allow\"}");
+        _cleanup_free_ char *json = NULL;
+        EgressPolicyMatch m;
+
+        /* allow beats deny; deny 0.0.0.0/0 takes the rest */
+        ASSERT_EQ(ip(e2b, "1.1.1.1", 5432), EGRESS_POLICY_ALLOW);
+        ASSERT_EQ(ip(e2b, "1.1.1.2", 443), EGRESS_POLICY_DENY_RULE);
+        ASSERT_EQ(host(e2b, "api.example.com", 443), EGRESS_POLICY_ALLOW);
+        ASSERT_EQ(host(e2b, "api.example.com", 22), EGRESS_POLICY_BY_ADDR); /* E2B filters names on HTTP(S) only */
+        ASSERT_EQ(host(e2b, "other.example.com", 443), EGRESS_POLICY_BY_ADDR);
+        ASSERT_EQ(egress_policy_match_name(e2b, "other.example.com", 17, &m), EGRESS_POLICY_BY_ADDR);
+        /* the default allows; a deny entry still bites, a host deny entry too */
+        ASSERT_EQ(egress_policy_match_addr(open, AF_INET, (uint8_t[]){ 9, 9, 9, 9 }, 12345, &m), EGRESS_POLICY_ALLOW);
+        ASSERT_STREQ(m.rule, EGRESS_POLICY_DEFAULT_ALLOW_TEXT);
+        ASSERT_EQ(ip(open, "8.8.8.8", 53), EGRESS_POLICY_DENY_RULE);
+        ASSERT_EQ(host(open, "evil.example", 443), EGRESS_POLICY_DENY_RULE);
+        ASSERT_EQ(egress_policy_match_name(open, "evil.example", 12, NULL), EGRESS_POLICY_DENY_RULE);
+        ASSERT_EQ(host(open, "good.example", 443), EGRESS_POLICY_BY_ADDR);
+        /* "default" alone keeps deny-wins */
+        ASSERT_EQ(ip(ours, "1.1.1.1", 443), EGRESS_POLICY_DENY_RULE);
+        ASSERT_EQ(ip(ours, "1.1.2.1", 443), EGRESS_POLICY_ALLOW);
+        /* a name is only resolved by address when some address could be allowed */
+        _cleanup_egress_policy_ EgressPolicy *names = parse_ok(
+                "{\"allow\":[\"a.example\"],\"deny\":[\"0.0.0.0/0\"],\"precedence\":\"allow\"}");
+        ASSERT_EQ(egress_policy_match_name(names, "b.example", 9, NULL), EGRESS_POLICY_DENY_NO_RULE);
+        ASSERT_EQ(egress_policy_match_name(names, "a.example", 9, NULL), EGRESS_POLICY_ALLOW);
+        /* the plain model is unchanged: names never go by address */
+        _cleanup_egress_policy_ EgressPolicy *plain = parse_ok("{\"allow\":[\"0.0.0.0/0\"]}");
+        ASSERT_EQ(host(plain, "x.example", 443), EGRESS_POLICY_DENY_NO_RULE);
+
+        /* canonical form: the fields only where they are not the default */
+        ASSERT_OK(egress_policy_to_json(open, &json));
+        ASSERT_NOT_NULL(strstr(json, "\"precedence\":\"allow\",\"default\":\"allow\""));
+        json = mfree(json);
+        ASSERT_OK(egress_policy_to_json(plain, &json));
+        ASSERT_NULL(strstr(json, "precedence"));
+        ASSERT_NULL(strstr(json, "default"));
+        parse_bad("{\"precedence\":\"deny-first\"}", -EINVAL, "precedence: \"allow\" or \"deny\"");
+        parse_bad("{\"default\":true}", -EINVAL, "default: \"allow\" or \"deny\"");
+        parse_bad("{\"fallback\":\"allow\"}", -EINVAL, "allowed: allow, deny, precedence, default");
+}
+
 static EgressPolicyVerdict udp_host(const EgressPolicy *p, const char *name, uint16_t port, EgressPolicyMatch *m) {
         return egress_policy_match_host_proto(p, EGRESS_POLICY_PROTO_UDP, name, strlen(name), port, m);
 }

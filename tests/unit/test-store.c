@@ -1240,6 +1240,44 @@ STORE_TEST(sandbox_set_state_cas) {
         ASSERT_EQ(strlen(got.reason), STORE_REASON_MAX - 1);
 }
 
+/* The owner of a lost sandbox: its worker coming back and a recovery elsewhere race in one CAS. */
+STORE_TEST(sandbox_take_over) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+
+        insert_sandbox(s, "x", "tn_a");
+        ASSERT_OK(store_sandbox_set_runtime(s, "x", 10, 11, "w1"));
+        ASSERT_OK(store_sandbox_set_state(s, "x", -1, SANDBOX_LOST, "worker w1 sent no heartbeat"));
+        /* a recovery places it on w2 (still lost) */
+        ASSERT_OK(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_LOST, 0, 0, "w2", "recovering"));
+        /* w1 came back meanwhile: it cannot take it */
+        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_RUNNING, 10, 11, "w1", "found"),
+                     ESTALE);
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_EQ(got.state, SANDBOX_LOST);
+        ASSERT_STREQ(got.worker, "w2");
+        ASSERT_EQ(got.pid, 0);
+        sandbox_done(&got);
+        /* the recovery fails: home again; then w1 takes it back, running, with its pid */
+        ASSERT_OK(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w2", SANDBOX_LOST, 0, 0, "w1", "back"));
+        ASSERT_OK(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_RUNNING, 10, 11, "w1", "found"));
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_EQ(got.state, SANDBOX_RUNNING);
+        ASSERT_STREQ(got.worker, "w1");
+        ASSERT_EQ(got.pid, 10);
+        ASSERT_EQ(got.pid_starttime, 11);
+        ASSERT_STREQ(got.reason, "found");
+        sandbox_done(&got);
+        /* a recovery that comes second finds it running: refused */
+        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_LOST, 0, 0, "w2", "late"), ESTALE);
+        ASSERT_ERRNO(store_sandbox_take_over(s, "nope", SANDBOX_LOST, "w1", SANDBOX_RUNNING, 1, 1, "w1", NULL),
+                     ENOENT);
+        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_LOST, NULL, SANDBOX_RUNNING, 1, 1, "w1", NULL), EINVAL);
+        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_RUNNING, -1, 1, "w1", NULL), EINVAL);
+        ASSERT_ERRNO(store_sandbox_take_over(s, "x", (SandboxState) 99, "w1", SANDBOX_RUNNING, 1, 1, "w1", NULL),
+                     EINVAL);
+}
+
 STORE_TEST(sandbox_runtime_expiry_purge) {
         _cleanup_(store_closep) Store *s = open_url(url);
         _cleanup_(sandbox_done) Sandbox got = {};

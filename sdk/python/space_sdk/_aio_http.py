@@ -4,7 +4,6 @@ only), idle keep-alive connections reused, a connection of their own for
 streams."""
 
 import asyncio
-import json
 import ssl
 
 from . import _common as c
@@ -91,15 +90,12 @@ class AsyncStream:
             self.close()
 
     async def lines(self):
-        buf = b""
+        split = c.NdjsonSplitter()
         async for chunk in self:
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                if line.strip():
-                    yield json.loads(line)
-        if buf.strip():
-            yield json.loads(buf)
+            for value in split.feed(chunk):
+                yield value
+        for value in split.end():
+            yield value
 
     def close(self):
         if self._conn:

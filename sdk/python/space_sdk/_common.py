@@ -113,3 +113,20 @@ def decode_json(status, body):
         return json.loads(body)
     except ValueError as e:
         raise SpaceError(f"the server answered {status} with malformed JSON: {e}", status=status) from None
+
+
+class NdjsonSplitter:
+    """Bytes in as they come, JSON values out, one per non-empty line (the
+    stream's last line may lack its newline: end() gives it)."""
+
+    def __init__(self):
+        self._buf = b""
+
+    def feed(self, chunk):
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def end(self):
+        rest, self._buf = self._buf, b""
+        return [json.loads(rest)] if rest.strip() else []

@@ -3,7 +3,6 @@
 thread for ordinary calls, a connection of their own for streams."""
 
 import http.client
-import json
 import socket
 import threading
 import time
@@ -36,15 +35,10 @@ class Stream:
             self.close()
 
     def lines(self):
-        buf = b""
+        split = c.NdjsonSplitter()
         for chunk in self:
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                if line.strip():
-                    yield json.loads(line)
-        if buf.strip():
-            yield json.loads(buf)
+            yield from split.feed(chunk)
+        yield from split.end()
 
     def close(self):
         if self._conn:

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 
 import {
+  ALL_TRAFFIC,
   AuthenticationError,
   CommandExitError,
   FileType,
@@ -13,6 +14,8 @@ import {
   NotFoundError,
   Sandbox,
   SandboxError,
+  SandboxNotFoundError,
+  Secret,
   TimeoutError,
   Volume,
 } from 'e2b'
@@ -220,6 +223,20 @@ describe('commands', () => {
     })
   })
 
+  test('a command whose sandbox is killed under it: TimeoutError, the sandbox was killed', T, async () => {
+    const sbx = await create()
+    const seen = []
+    const run = sbx.commands.run('echo up; sleep 600', { onStdout: (d) => seen.push(d), timeoutMs: 0 })
+    const failed = run.then(() => null, (e) => e) // it may fail before the kill call returns
+    await until('the command to start', async () => seen.join('').includes('up'))
+    assert.equal(await Sandbox.kill(sbx.sandboxId), true)
+    made.delete(sbx.sandboxId)
+    // what E2B's SDK says when its edge drops the stream of a dead sandbox and /health then answers 502
+    const e = await failed
+    assert.ok(e instanceof TimeoutError, String(e))
+    assert.match(e.message, /terminated: The sandbox was killed or reached its end of life while the request was in flight/)
+  })
+
   test('background process with stdin, list, connect and kill', T, async () => {
     let out = ''
     const h = await sbx.commands.run('cat', { background: true, stdin: true, onStdout: (d) => (out += d) })
@@ -405,6 +422,73 @@ describe('files', () => {
     assert.ok(!events.some((e) => e.name.includes('.#')), 'no temporary files')
     await h.stop()
     await assert.rejects(sbx.files.watchDir('/tmp/not-here', () => {}), NotFoundError)
+  })
+})
+
+describe('network', () => {
+  const policy = async (id) =>
+    (await fetch(`${API}/v1/sandboxes/${id}`, { headers: { Authorization: `Bearer ${KEY}` } }).then((r) => r.json())).network
+
+  test('allowOut, denyOut, allowInternetAccess and updateNetwork map onto the egress policy', T, async () => {
+    const sbx = await create({ network: { allowOut: ['api.example.com', '1.1.1.1'], denyOut: [ALL_TRAFFIC] } })
+    const udp = { cidr: '1.1.1.1/32', proto: 'udp', ports: ['1-65535'] }
+    assert.deepEqual(await policy(sbx.sandboxId), {
+      allow: [{ host: 'api.example.com', ports: [80, 443] }, { cidr: '1.1.1.1/32', ports: ['1-65535'] }, udp],
+      deny: [{ cidr: '0.0.0.0/0' }],
+      precedence: 'allow',
+    })
+    let info = await sbx.getInfo()
+    assert.equal(info.allowInternetAccess, false)
+    assert.deepEqual(info.network.allowOut, ['api.example.com', '1.1.1.1/32'])
+    assert.deepEqual(info.network.denyOut, ['0.0.0.0/0'])
+    await sbx.updateNetwork({ allowInternetAccess: true, denyOut: ['8.8.8.0/24'] })
+    info = await sbx.getInfo()
+    assert.equal(info.allowInternetAccess, true)
+    assert.deepEqual(info.network.denyOut, ['8.8.8.0/24'])
+    assert.deepEqual(await policy(sbx.sandboxId), { allow: [], deny: [{ cidr: '8.8.8.0/24' }], precedence: 'allow', default: 'allow' })
+    await Sandbox.updateNetwork(sbx.sandboxId, { denyOut: ({ allTraffic }) => [allTraffic] })
+    assert.deepEqual(await policy(sbx.sandboxId), { allow: [], deny: [{ cidr: '0.0.0.0/0' }], precedence: 'allow' })
+    const off = await create({ allowInternetAccess: false })
+    assert.deepEqual(await policy(off.sandboxId), { allow: [], deny: [], precedence: 'allow' })
+    await assert.rejects(Sandbox.updateNetwork('zzzzzzzzzzzzzzzz', {}), SandboxNotFoundError)
+  })
+
+  test("rules: a transform naming Secret.fill(name) grants space's credential name", T, async () => {
+    const name = `e2bsdk${Date.now()}`
+    const v1 = (path, init = {}) =>
+      fetch(`${API}/v1${path}`, { ...init, headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' } })
+    let r = await v1('/credentials', { method: 'POST', body: JSON.stringify({ name, value: 'sk-secret', hosts: ['api.example.com'] }) })
+    assert.equal(r.status, 201)
+    try {
+      const sbx = await create({
+        network: {
+          allowOut: ({ rules }) => [...rules.keys()],
+          denyOut: ({ allTraffic }) => [allTraffic],
+          rules: { 'api.example.com': [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }] },
+        },
+      })
+      const grants = await v1(`/sandboxes/${sbx.sandboxId}/credentials`).then((x) => x.json())
+      assert.deepEqual(grants.credentials.map((c) => c.name), [name])
+      assert.deepEqual((await policy(sbx.sandboxId)).allow, [{ host: 'api.example.com', ports: [80, 443] }])
+      const env = await sbx.commands.run('env')
+      assert.ok(!env.stdout.includes('sk-secret'))
+      await sbx.kill()
+      made.delete(sbx.sandboxId)
+    } finally {
+      await v1(`/credentials/${name}`, { method: 'DELETE' })
+    }
+  })
+
+  test('what space cannot map is refused, never dropped', T, async () => {
+    await assert.rejects(create({ network: { denyOut: ['example.com'] } }),
+      (e) => e instanceof SandboxError && /400: .*domain names are not supported for deny rules/.test(e.message))
+    await assert.rejects(create({ network: { rules: { 'api.example.com': [{ transform: { headers: { 'X-Key': 'v' } } }] } } }),
+      (e) => e instanceof SandboxError && /400: network\.rules/.test(e.message))
+    await assert.rejects(create({ network: { maskRequestHost: 'localhost:${PORT}' } }),
+      (e) => /400: network\.maskRequestHost is not supported/.test(e.message))
+    const sbx = await create()
+    await assert.rejects(sbx.updateNetwork({ egressProxy: { address: 'proxy.example.com:1080' } }),
+      (e) => /400: network\.egressProxy is not supported/.test(e.message))
   })
 })
 
@@ -664,8 +748,9 @@ describe('wire errors', () => {
       body: '{"timeout":"soon"}',
     })
     assert.equal(r.status, 400)
-    r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/network`, { method: 'PUT', headers: { 'X-API-KEY': KEY }, body: '{}' })
-    assert.equal(r.status, 501)
+    r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/network`, { method: 'PUT', headers: { 'X-API-KEY': KEY }, body: '{"denyOut":["a.example"]}' })
+    assert.equal(r.status, 400)
+    assert.equal((await r.json()).code, 400)
     r = await fetch(`${API}/sandboxes/${sbx.sandboxId}/metrics`, { headers: { 'X-API-KEY': KEY } })
     const raw = await r.json()
     assert.ok(Array.isArray(raw) && raw.length > 0, JSON.stringify(raw))

@@ -501,3 +501,41 @@ def test_other_sandbox_unreachable_and_spoofing_it(world, box):
         set_policy(world, box, POLICY)
         d.delete(victim)
 
+
+
+# ---- E2B's model: allow wins, internet by default, names by their address ----
+
+E2B_OPEN = {"allow": [{"cidr": "0.0.0.0/0", "ports": ["1-65535"]},
+                      {"cidr": "0.0.0.0/0", "proto": "udp", "ports": ["1-65535"]}],
+            "deny": ["other.test"], "precedence": "allow", "default": "allow"}
+
+
+def test_e2b_model_never_opens_the_guarded_addresses(world, box):
+    """What E2B's allowOut 0.0.0.0/0 with internet access maps to: every name
+    is decided by the address it resolves to, which is where the guard
+    stands: the metadata address, the host's own and loopback, by raw
+    address, through the proxy by name, and by SNI/Host, get nothing."""
+    me, gw = host_end(world, box)
+    set_policy(world, box, E2B_OPEN)
+    try:
+        assert http(world, box, A, 80, "allowed.test").startswith("HTTP/1.1 200")   # the baseline
+        assert http(world, box, A, 8080, A).startswith("HTTP/1.1 200")              # any address, any port
+        m = mark(world)
+        for name in ("meta.test", "rebind.test", "hostaddr.test"):
+            assert dns(world, box, name) == (3, []), name          # answers with guarded addresses: dropped
+            assert http(world, box, gw, 10080, name, target=f"http://{name}/") == "HTTP/1.1 502 Bad Gateway", name
+            assert http(world, box, gw, 10080, f"{name}:443", target=f"{name}:443", method="CONNECT") \
+                == "HTTP/1.1 502 Bad Gateway", name
+        for addr in (META, FAR_GW, gw):
+            # a name no host entry decides goes by this address: the guard's
+            assert http(world, box, addr, 80, "allowed.test") == "HTTP/1.1 403 Forbidden", addr
+            assert tls(world, box, addr, 443, "allowed.test") is not True, addr
+            assert xchg(world, box, "udp", addr, 5000, b"x") == "none", addr
+        for addr in (META, FAR_GW, gw, "127.0.0.1"):
+            assert http(world, box, gw, 10080, addr, target=f"http://{addr}/") == "HTTP/1.1 403 Forbidden", addr
+        # a host deny entry still holds by name under allow-wins (no allow host entry names it)
+        assert http(world, box, gw, 10080, "other.test", target="http://other.test/") == "HTTP/1.1 403 Forbidden"
+        assert reached(world, m) == []
+        assert host_log(world) == ""
+    finally:
+        set_policy(world, box, POLICY)

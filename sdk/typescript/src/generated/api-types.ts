@@ -619,6 +619,14 @@ export type Limits = {
 /** Fields beyond those listed come from the worker (acceleration, pool details, ...). */
 export type Info = {
   version: string;
+  /** The key of this request (what a client such as the dashboard may offer it). */
+  caller: {
+    /** Its id (key_...; "bootstrap" for the bootstrap key). */
+    key: string;
+    /** Its tenant's name. */
+    tenant: string;
+    admin: boolean;
+  };
   runtimes: ("ns" | "vm")[];
   storage?: unknown;
   /** The vm runtime on this host (present or not, and why). */

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/* Stream-socket plumbing with deadlines (sock-io.h). */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "alloc-util.h"
+#include "fd-util.h"
+#include "macros.h"
+#include "sock-io.h"
+
+static int64_t now_msec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int sock_wait(int fd, short events, int timeout_msec) {
+        struct pollfd p = { .fd = fd, .events = events };
+        int64_t deadline = timeout_msec >= 0 ? now_msec() + timeout_msec : -1;
+
+        for (;;) {
+                int left = -1, k;
+                if (deadline >= 0) {
+                        int64_t l = deadline - now_msec();
+                        if (l <= 0)
+                                return -ETIMEDOUT;
+                        left = (int) MIN(l, (int64_t) INT32_MAX);
+                }
+                k = poll(&p, 1, left);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return negative_errno();
+                if (k > 0)
+                        return 0;
+        }
+}
+
+int sock_send_all(int fd, const void *p, size_t n, int timeout_msec) {
+        const char *s = p;
+
+        while (n > 0) {
+                ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
+                if (k < 0) {
+                        int r;
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN && errno != EWOULDBLOCK)
+                                return negative_errno();
+                        r = sock_wait(fd, POLLOUT, timeout_msec);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                s += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+ssize_t sock_recv_some(int fd, void *buf, size_t n, int timeout_msec) {
+        for (;;) {
+                ssize_t k = recv(fd, buf, n, 0);
+                int r;
+                if (k >= 0)
+                        return k;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                        return negative_errno();
+                r = sock_wait(fd, POLLIN, timeout_msec);
+                if (r < 0)
+                        return r;
+        }
+}
+
+int sock_relay(int a, const void *a_pending, size_t a_pending_len, int b, const void *b_pending, size_t b_pending_len,
+               size_t buffer_size, int idle_msec) {
+        _cleanup_free_ char *buf = NULL;
+        bool a_open = true, b_open = true;
+        int r;
+
+        r = sock_send_all(b, a_pending, a_pending_len, idle_msec);
+        if (r >= 0)
+                r = sock_send_all(a, b_pending, b_pending_len, idle_msec);
+        if (r < 0)
+                return r;
+        buf = malloc(buffer_size);
+        if (!buf)
+                return -ENOMEM;
+        while (a_open || b_open) {
+                struct pollfd p[2] = { { .fd = a_open ? a : -1, .events = POLLIN },
+                                       { .fd = b_open ? b : -1, .events = POLLIN } };
+                int k = poll(p, 2, idle_msec);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return negative_errno();
+                if (k == 0)
+                        return -ETIMEDOUT;
+                for (int i = 0; i < 2; i++) {
+                        int from = i == 0 ? a : b, to = i == 0 ? b : a;
+                        bool *open = i == 0 ? &a_open : &b_open;
+                        ssize_t n;
+                        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                                continue;
+                        n = recv(from, buf, buffer_size, MSG_DONTWAIT);
+                        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+                                continue;
+                        if (n < 0)
+                                return negative_errno();
+                        if (n == 0) {
+                                *open = false;
+                                (void) shutdown(to, SHUT_WR);
+                                continue;
+                        }
+                        /* the writer stalls the reader: each direction holds one buffer at most */
+                        r = sock_send_all(to, buf, (size_t) n, idle_msec);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Stream-socket plumbing with deadlines, for blocking and non-blocking
+ * sockets alike: wait, send all, receive some, and a byte relay both ways
+ * (the ingress's Upgrade relay, the API's port forward, the CLI's side of
+ * it). Every wait is bounded; every return is 0/count or a -errno. */
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Waits until fd is ready for events (POLLIN/POLLOUT) or timeout_msec (< 0: forever) passed. */
+int sock_wait(int fd, short events, int timeout_msec);
+/* Sends all n bytes (MSG_NOSIGNAL); each stall is bounded by timeout_msec. */
+int sock_send_all(int fd, const void *p, size_t n, int timeout_msec);
+/* Receives up to n bytes: the count (0 at the peer's end), or -ETIMEDOUT after timeout_msec. */
+ssize_t sock_recv_some(int fd, void *buf, size_t n, int timeout_msec);
+
+/* Relays bytes both ways between a and b, first sending what was read past
+ * a protocol head on each side (a_pending goes to b, b_pending to a). Each
+ * side's end is passed on as a half-close (shutdown(SHUT_WR)); the relay
+ * ends when both sides ended, on an error, or when nothing moved for
+ * idle_msec. One buffer of buffer_size per direction: a slow reader stalls
+ * its writer. Returns 0 at a clean end of both sides, else a -errno. */
+int sock_relay(int a, const void *a_pending, size_t a_pending_len, int b, const void *b_pending, size_t b_pending_len,
+               size_t buffer_size, int idle_msec);

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/* A cluster's lost sandboxes that still run here. The controller marks a
+ * worker's sandboxes lost when its heartbeats stop (a crash, a stall, a
+ * partition, a store outage); they are not gone: a worker that comes back,
+ * restarted or resumed, finds them running and takes them back, unless a
+ * recovery has moved them to another worker meanwhile. The store decides
+ * which, in one compare-and-set on (state lost, worker = this one): the
+ * adoption and the recovery cannot both win, and whoever loses undoes its
+ * copy. Nothing is removed here while the row still names this worker. */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "str-util.h"
+#include "worker-internal.h"
+
+#define WORKER_ADOPT_EVERY_USEC (5 * 1000000)
+
+int worker_adopt_lost(Worker *w, Sandbox *sb, LiveSandbox *l) {
+        SandboxState to = l->frozen ? SANDBOX_PAUSED : SANDBOX_RUNNING;
+        const char *me = w->config->worker_name;
+        char reason[STORE_REASON_MAX];
+        int r;
+
+        snprintf(reason, sizeof reason, "found %s on worker %s when it came back", l->frozen ? "paused" : "running",
+                 me);
+        r = store_sandbox_take_over(w->store, sb->id, SANDBOX_LOST, me, to, (int64_t) l->pid, l->starttime, me,
+                                    reason);
+        if (r == -ESTALE || r == -ENOENT) {
+                _cleanup_(sandbox_done) Sandbox now = {};
+                int k = r == -ENOENT ? -ENOENT : store_sandbox_get(w->store, NULL, sb->id, &now);
+                if (k < 0 && k != -ENOENT)
+                        return k; /* the store is away: nothing is judged */
+                if (k >= 0 && (now.state == SANDBOX_LOST || streq(now.worker, me)))
+                        return -EAGAIN; /* a recovery elsewhere is being tried (or it changed here): not yet */
+                /* recovered on another worker, or deleted: this copy is stale */
+                log_info("Sandbox %s was %s while this worker was lost: removing its copy here", sb->id,
+                         k == -ENOENT || now.state == SANDBOX_DELETED ? "deleted" : "recovered elsewhere");
+                (void) worker_cleanup_sandbox(w, sb->id, true);
+                sb->state = SANDBOX_DELETED; /* for this host's bookkeeping: nothing of it stays here */
+                return -ESTALE;
+        }
+        if (r < 0)
+                return log_warning_errno(r, "Sandbox %s: cannot take it back from lost: %m (tried again later)",
+                                         sb->id);
+        sb->state = to;
+        l->lost_pending = false;
+        worker_event(w, sb, "sandbox.found", reason, NULL);
+        log_info("Sandbox %s: %s", sb->id, reason);
+        return 0;
+}
+
+/* A live one whose row said lost but named another worker: decided now if its row has moved on. */
+static void adopt_pending(Worker *w, LiveSandbox *l) {
+        _cleanup_(sandbox_done) Sandbox sb = {};
+        int r = store_sandbox_get(w->store, NULL, l->id, &sb);
+
+        if (r < 0 && r != -ENOENT)
+                return;
+        if (r >= 0 && sb.state == SANDBOX_LOST) {
+                if (streq(sb.worker, w->config->worker_name))
+                        (void) worker_adopt_lost(w, &sb, l); /* the recovery failed: it came home */
+                return;
+        }
+        if (r >= 0 && sb.state != SANDBOX_DELETED && streq(sb.worker, w->config->worker_name)) {
+                l->lost_pending = false; /* it is this worker's (taken back already) */
+                return;
+        }
+        log_info("Sandbox %s was %s while this worker was lost: removing its copy here", l->id,
+                 r == -ENOENT || sb.state == SANDBOX_DELETED ? "deleted" : "recovered elsewhere");
+        (void) worker_cleanup_sandbox(w, l->id, true);
+}
+
+/* This worker's registration is live and beating: its gateway serves, the API reaches what it adopts. */
+static bool registered_live(Worker *w, int64_t now) {
+        WorkerNode node = {};
+
+        if (store_worker_get(w->store, w->config->worker_name, &node) < 0)
+                return false;
+        return node.state == WORKER_LIVE &&
+               node.heartbeat_usec >= now - (int64_t) w->config->worker_lost_timeout_s * 1000000;
+}
+
+void worker_adopt_tick(Worker *w) {
+        static int64_t last_usec;
+        SandboxFilter f = { .state = SANDBOX_LOST, .limit = 100000 };
+        Sandbox *list = NULL;
+        size_t n = 0;
+        int64_t now = now_usec();
+
+        if (!streq(w->config->role, "worker") || w->n_live == 0 || now - last_usec < WORKER_ADOPT_EVERY_USEC)
+                return;
+        last_usec = now;
+        if (!registered_live(w, now))
+                return; /* still judged lost (its heartbeat has not registered it again yet) */
+        if (store_sandbox_list(w->store, &f, &list, &n) < 0)
+                return; /* the store is away: nothing is judged, tried at the next tick */
+        for (size_t i = 0; i < n; i++) {
+                LiveSandbox *l;
+                if (!streq(list[i].worker, w->config->worker_name))
+                        continue;
+                l = worker_live_find(w, list[i].id);
+                if (l && !l->reaping)
+                        (void) worker_adopt_lost(w, &list[i], l);
+        }
+        sandbox_array_free(list, n);
+        for (size_t i = 0; i < w->n_live;) {
+                LiveSandbox *l = &w->live[i];
+                size_t before = w->n_live;
+                if (l->lost_pending && !l->reaping)
+                        adopt_pending(w, l);
+                if (w->n_live == before)
+                        i++; /* else removed: another one is at i now */
+        }
+}
