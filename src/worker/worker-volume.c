@@ -73,6 +73,14 @@ void worker_op_volume_create(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         }
         const char *source = json_string(json_get(req, "source"));
+        /* its quota is a promise of the pool's like a sandbox's (a clone may write all of it too): 507 if it cannot keep it */
+        if (size_mb > (UINT64_MAX >> 20)) {
+                api_error(&e, -ERANGE, API_INVALID_ARGUMENT, "bad volume size");
+                return worker_reply_error(jw, &e);
+        }
+        r = worker_admit_disk(w, source ? "volume clone" : "volume create", NULL, size_mb << 20, size_mb << 20, &e);
+        if (r < 0)
+                return worker_reply_error(jw, &e);
         r = source ? pool_volume_clone(w->pool, source, id, size_mb) : pool_volume_create(w->pool, id, size_mb);
         if (r == -EOPNOTSUPP)
                 api_error(&e, r, API_UNSUPPORTED, "volumes need a btrfs pool with quotas (this one is %s)",
