@@ -780,4 +780,10 @@ const StoreOps store_postgres_ops = {
         .tenant_quotas_get = pg_op_tenant_quotas_get,
         .tenant_quotas_set = pg_op_tenant_quotas_set,
         .tenant_usage = pg_op_tenant_usage,
+        .volume_insert = pg_op_volume_insert,
+        .volume_get = pg_op_volume_get,
+        .volume_list = pg_op_volume_list,
+        .volume_delete = pg_op_volume_delete,
+        .volume_mount = pg_op_volume_mount,
+        .volume_mounts = pg_op_volume_mounts,
 };

@@ -821,4 +821,10 @@ const StoreOps store_sqlite_ops = {
         .tenant_quotas_get = sqlite_op_tenant_quotas_get,
         .tenant_quotas_set = sqlite_op_tenant_quotas_set,
         .tenant_usage = sqlite_op_tenant_usage,
+        .volume_insert = sqlite_op_volume_insert,
+        .volume_get = sqlite_op_volume_get,
+        .volume_list = sqlite_op_volume_list,
+        .volume_delete = sqlite_op_volume_delete,
+        .volume_mount = sqlite_op_volume_mount,
+        .volume_mounts = sqlite_op_volume_mounts,
 };
