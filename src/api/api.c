@@ -58,6 +58,7 @@ static const Route routes[] = {
         { "GET", "/v1/templates", api_templates_list, true, false, false },
         { "POST", "/v1/templates", api_template_import, true, true, false },
         { "DELETE", "/v1/templates/{name}", api_template_remove, true, true, false },
+        { "POST", "/v1/templates/{name}/pull", api_template_pull, true, true, false },
         { "GET", "/v1/events", api_events_list, true, false, false, true },
         { "POST", "/v1/keys", api_keys_create, true, false, false },
         { "GET", "/v1/keys", api_keys_list, true, false, false },
