@@ -416,7 +416,8 @@ static int fetch_manifest(Pull *p, const char *reference, const char *want, char
         size_t n = 0;
         int r;
 
-        snprintf(what, sizeof what, "manifest %s:%s", p->ref->repo, reference);
+        snprintf(what, sizeof what, "manifest %s%s%s", p->ref->repo, oci_digest_valid(reference) ? "@" : ":",
+                 reference);
         r = fetch(p, "manifests", reference, ACCEPT_MANIFESTS, what, &c, e);
         if (r < 0)
                 return r;
