@@ -58,6 +58,10 @@ typedef struct RegistryOptions {
         const char *resolve;     /* "name=address,...": where a name is reached without asking DNS */
         uint64_t max_bytes;      /* all blobs together */
         int timeout_msec;        /* per read or write */
+        /* Which layers (by oci_layer_key()) the importing worker's cache
+         * holds already: those are not fetched (optional). */
+        int (*layers_cached)(void *userdata, char (*keys)[65], size_t n, bool *ret_cached);
+        void *userdata;
 } RegistryOptions;
 
 /* Fetches ref's manifest (an index resolved to linux/<host arch>), config

@@ -178,6 +178,16 @@ static void cred_secret_freep_(CredSecret **s) {
         cred_secret_free(*s);
 }
 
+static int pull_layers_cached(void *userdata, char (*keys)[65], size_t n, bool *ret_cached) {
+        ApiRequest *r = userdata;
+        ApiError e = {};
+        int k = worker_layers_cached(r->worker, keys, n, ret_cached, &e);
+
+        if (k < 0)
+                log_debug("Asking the worker for its cached layers failed (all are fetched): %s", e.message);
+        return k;
+}
+
 /* The template row is made first (a name taken twice fails at once, before
  * any download) and dropped again on any failure. */
 int api_template_pull(ApiRequest *r, ApiError *e) {
@@ -198,6 +208,8 @@ int api_template_pull(ApiRequest *r, ApiError *e) {
                 .resolve = c->registry_resolve,
                 .max_bytes = c->upload_max_mb * 1024 * 1024,
                 .timeout_msec = (int) MIN(c->registry_timeout_s * 1000, (uint64_t) INT32_MAX),
+                .layers_cached = pull_layers_cached,
+                .userdata = r,
         };
         char data[STORE_NAME_MAX + REGISTRY_REF_MAX + 160], digest[72], err[160];
         Template t = {};
@@ -243,10 +255,10 @@ int api_template_pull(ApiRequest *r, ApiError *e) {
                 return api_store_error(e, k, "recording the template");
 
         tmpdir = strjoin(c->state_dir, "/tmp");
-        k = tmpdir ? registry_pull(&ref, credname ? &rc : NULL, &o, tmpdir, &path, digest, e) : -ENOMEM;
-        secret = cred_secret_free(secret);
+        k = tmpdir ? api_get_worker(r, e) : -ENOMEM;
         if (k >= 0)
-                k = api_get_worker(r, e);
+                k = registry_pull(&ref, credname ? &rc : NULL, &o, tmpdir, &path, digest, e);
+        secret = cred_secret_free(secret);
         if (k >= 0)
                 k = worker_template_import(r->worker, name, path, NULL, &size, e);
         if (k < 0) {

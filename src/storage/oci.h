@@ -150,5 +150,9 @@ typedef enum OciFormat {
         OCI_FORMAT_DOCKER,
 } OciFormat;
 
+/* A layer's key in the layer cache: the digest's hex for the first layer
+ * (parent_key NULL), else the sha256 hex of "<parent_key> <digest>". */
+void oci_layer_key(const char *parent_key, const char *digest, char ret[static 65]);
+
 /* What the archive at fd is. */
 int oci_detect_format(int fd, OciFormat *ret);

@@ -104,6 +104,10 @@ int worker_port_connect(WorkerClient *w, const Sandbox *sb, uint16_t port, int *
 int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, const char *tag,
                            uint64_t *ret_size_bytes, ApiError *e);
 int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
+/* Which of keys[0..n) (layer cache keys) the local worker's layer cache
+ * holds, into ret_cached. A cluster: none (the import goes to whichever
+ * worker is live). */
+int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_cached, ApiError *e);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);

@@ -60,6 +60,9 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
         [WORKER_OP_TEMPLATE_IMPORT] = { "template_import", .deadline_msec = 10 * MIN_MSEC, .strings = { "name", "tar" } },
         [WORKER_OP_TEMPLATE_REMOVE] = { "template_remove", .relayed = true, .idempotent = true,
                                         .deadline_msec = 1 * MIN_MSEC, .strings = { "name" } },
+        /* which of an image's layers (by cache key) the layer cache holds: a pull skips them */
+        [WORKER_OP_LAYERS_CACHED] = { "layers_cached", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC,
+                                      .array = "keys" },
         [WORKER_OP_TEMPLATES] = { "templates", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         [WORKER_OP_INFO] = { "info", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         /* the local worker's parts, for /healthz and /readyz (which ask with a deadline of their own) */

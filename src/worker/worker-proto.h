@@ -45,6 +45,7 @@ typedef enum WorkerOpKind {
         /* the host's templates and what it offers, served by the worker process */
         WORKER_OP_TEMPLATE_IMPORT,
         WORKER_OP_TEMPLATE_REMOVE,
+        WORKER_OP_LAYERS_CACHED,
         WORKER_OP_TEMPLATES,
         WORKER_OP_INFO,
         WORKER_OP_HEALTH,

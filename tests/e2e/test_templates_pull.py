@@ -299,6 +299,37 @@ def test_pull_by_tag_and_digest(reg, base_layer):
     remove(s, by_digest)
 
 
+def test_cached_layers_are_not_fetched(reg, base_layer):
+    """A layer the worker's layer cache holds (an earlier pull or import of
+    the same chain) is not downloaded again: with its blob gone from the
+    registry, a second pull still makes the template."""
+    s = reg.spaced
+    marker = uuid.uuid4().hex
+    digest = push_image(reg, reg.anon, [base_layer, app_layer(marker + "\n")], CFG, repo="e2e/cached", tag="v1")
+    first = tname()
+    r = pull(s, first, f"{reg.anon.host('registry.test')}/e2e/cached:v1")
+    assert r.status == 201, r
+    if not os.path.isdir(s.pool_path("layers")) or not os.listdir(s.pool_path("layers")):
+        remove(s, first)
+        pytest.skip("the pool has no layer cache (overlay)")
+    top = registry_manifest(reg, reg.anon, "e2e/cached", digest)["layers"][1]["digest"]
+    blob = reg.anon.blob_path(top)
+    os.rename(blob, blob + ".away")
+    try:
+        second = tname()
+        r = pull(s, second, f"{reg.anon.host('registry.test')}/e2e/cached@{digest}")
+        assert r.status == 201, r
+    finally:
+        os.rename(blob + ".away", blob)
+    sb = s.create(template=second)
+    try:
+        assert s.sh(sb["id"], "cat /srv/hello") == marker + "\n"
+    finally:
+        s.delete(sb["id"])
+    remove(s, first)
+    remove(s, second)
+
+
 def test_multi_arch_index_pulls_amd64(reg, base_layer):
     s = reg.spaced
     amd, amd_blobs = image([base_layer, app_layer("amd64\n")], CFG, arch="amd64")
