@@ -300,6 +300,10 @@ static int bearer_token(Pull *p, const char *challenge, ApiError *e) {
                 if (!authority)
                         return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the registry %s names a bad token realm",
                                          p->ref->name);
+                if (strncasecmp(realm, "https://", 8) != 0)
+                        return api_error(e, -EPERM, API_FORBIDDEN,
+                                         "the registry %s sends credentials to a token service over plain http; "
+                                         "refused", p->ref->name);
                 if (!cred_allowed(p->cred, authority))
                         return api_error(e, -EACCES, API_FORBIDDEN,
                                          "the registry %s sends credentials to the token service %s, which no "

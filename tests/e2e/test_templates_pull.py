@@ -60,10 +60,11 @@ def make_ca(d, name):
     return key, crt
 
 
-def make_cert(d, name, ca, dns):
+def make_cert(d, name, ca, dns, *more):
     key, csr, crt, ext = (os.path.join(d, f"{name}.{x}") for x in ("key", "csr", "crt", "ext"))
+    alt = ",".join(f"DNS:{n}" for n in (dns,) + more)
     with open(ext, "w") as f:
-        f.write(f"subjectAltName=DNS:{dns},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        f.write(f"subjectAltName={alt},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
     run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", f"/CN={dns}")
     run("openssl", "x509", "-req", "-in", csr, "-CA", ca[1], "-CAkey", ca[0], "-CAcreateserial", "-out", crt,
         "-days", "2", "-extfile", ext)
@@ -149,7 +150,8 @@ def reg(e2e_session, request):
 
     daemon = e2e_session.new_daemon(extra_args=[
         f"--registry-ca-file={ca[1]}",
-        "--registry-resolve=registry.test=127.0.0.1,auth.test=127.0.0.1,rogue.test=127.0.0.1",
+        "--registry-resolve=registry.test=127.0.0.1,auth.test=127.0.0.1,rogue.test=127.0.0.1,"
+        "tok.test=127.0.0.1,blobs.test=127.0.0.1",
         "--registry-timeout-s=30"])
     daemon.start()
 
@@ -157,6 +159,7 @@ def reg(e2e_session, request):
         pass
     r = R()
     r.dir, r.certs, r.anon, r.authed, r.rogue, r.spaced = d, certs, anon, authed, rogue, daemon
+    r.ca = ca
     yield r
     problems = residue.teardown_daemon(daemon)
     if not problems:
@@ -581,5 +584,128 @@ def test_hostile_registry(reg, fake):
     r = pull(s, name, f"registry.test:{plain_port}/e2e/app:v1")
     assert r.status == 502, r
     assert "TLS handshake" in r.json()["error"]["message"], r.json()
+    assert name not in templates(s)
+    no_pull_leftovers(s)
+
+
+class TokenRegistry(http.server.BaseHTTPRequestHandler):
+    """A registry with a token service (Bearer, the distribution spec's token
+    auth) that sends its blobs to another host by a redirect, as registries
+    backed by object storage do."""
+    protocol_version = "HTTP/1.1"
+    token = "tok-" + uuid.uuid4().hex
+    blobs = {}
+    manifest = b""
+    seen = []           # (host, path, Authorization) of every request
+    realm = ""
+    blob_base = ""
+
+    def log_message(self, *a):
+        pass
+
+    def handle(self):
+        try:
+            super().handle()
+        except (OSError, ssl.SSLError):
+            pass
+
+    def send(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        auth = self.headers.get("Authorization")
+        self.seen.append((self.headers.get("Host"), self.path, auth))
+        bearer = auth == f"Bearer {self.token}"
+        if self.path.startswith("/blob/"):          # the blob store: no auth of its own
+            b = self.blobs.get(self.path[6:])
+            return self.send(200, b) if b is not None else self.send(404)
+        if self.path.startswith("/token?"):
+            if auth != "Basic " + __import__("base64").b64encode(f"{USER}:{PASSWORD}".encode()).decode():
+                return self.send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}')
+            return self.send(200, json.dumps({"token": self.token, "expires_in": 300}).encode(),
+                             [("Content-Type", "application/json")])
+        challenge = [("WWW-Authenticate", f'Bearer realm="{self.realm}",service="fake-registry"')]
+        if not bearer:
+            return self.send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', challenge)
+        if self.path == "/v2/":
+            return self.send(200, b"{}")
+        if self.path == "/v2/e2e/tok/manifests/v1":
+            return self.send(200, self.manifest, [("Content-Type", OCI_MANIFEST),
+                                                  ("Docker-Content-Digest", "sha256:" + sha(self.manifest))])
+        if self.path.startswith("/v2/e2e/tok/blobs/sha256:"):
+            h = self.path.rsplit(":", 1)[1]
+            return self.send(307, headers=[("Location", f"{self.blob_base}/blob/{h}")])
+        return self.send(404)
+
+
+@pytest.fixture(scope="module")
+def token_registry(reg):
+    cert = make_cert(reg.dir, "tok", reg.ca, "tok.test", "blobs.test")
+    handler = type("Handler", (TokenRegistry,), {"seen": [], "blobs": {}})
+    servers = [QuietServer(("127.0.0.1", 0), handler) for _ in range(2)]
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert[1], cert[0])
+    for srv in servers:
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    tok_port, blob_port = (srv.server_address[1] for srv in servers)
+    handler.realm = f"https://tok.test:{tok_port}/token"
+    handler.blob_base = f"https://blobs.test:{blob_port}"
+    threads = [threading.Thread(target=srv.serve_forever, daemon=True) for srv in servers]
+    for t in threads:
+        t.start()
+    yield handler, tok_port, blob_port
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+    for t in threads:
+        t.join(10)
+
+
+def test_bearer_token_and_blob_redirect(reg, token_registry):
+    s = reg.spaced
+    h, tok_port, blob_port = token_registry
+    marker = uuid.uuid4().hex
+    h.manifest, blobs = image([app_layer(marker + "\n")])
+    h.blobs.update(blobs)
+    ref = f"tok.test:{tok_port}/e2e/tok:v1"
+
+    name = tname()
+    r = pull(s, name, ref)   # the token service wants the credential
+    assert r.status == 403, r
+    msg = r.json()["error"]["message"]
+    assert "requires authentication" in msg and f"tok.test:{tok_port}" in msg, msg
+
+    cred = f"reg-tok-{uuid.uuid4().hex[:6]}"
+    cred_add(s, cred, "tok.test", PASSWORD)
+    del h.seen[:]
+    r = pull(s, name, ref, credential=cred)
+    assert r.status == 201, r
+    assert r.json()["digest"] == "sha256:" + sha(h.manifest), r.json()
+    root = s.host_view(s.pool_path("templates", name))
+    with open(os.path.join(root, "srv/hello")) as f:
+        assert f.read() == marker + "\n"
+    token_asks = [p for host, p, a in h.seen if p.startswith("/token?")]
+    assert token_asks and "scope=repository:e2e/tok:pull" in token_asks[0] and "service=fake-registry" in token_asks[0], h.seen
+    blob_gets = [(host, a) for host, p, a in h.seen if p.startswith("/blob/")]
+    assert len(blob_gets) == 2, h.seen     # the config and the layer, both from the other host
+    assert all(host == f"blobs.test:{blob_port}" and a is None for host, a in blob_gets), \
+        f"the registry's token went along a redirect to another host: {blob_gets}"
+    remove(s, name)
+
+    # a token service on a host no pattern of the credential names gets nothing
+    h.realm = f"https://blobs.test:{blob_port}/token"
+    try:
+        del h.seen[:]
+        r = pull(s, name, ref, credential=cred)
+        assert r.status == 403, r
+        assert "no host pattern" in r.json()["error"]["message"], r.json()
+        assert not any(p.startswith("/token") for _, p, _ in h.seen), h.seen
+    finally:
+        h.realm = f"https://tok.test:{tok_port}/token"
     assert name not in templates(s)
     no_pull_leftovers(s)
