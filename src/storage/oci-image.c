@@ -43,11 +43,16 @@ const char *oci_host_arch(void) {
 
         if (uname(&u) < 0)
                 return "unknown";
+        /* uname's machine names → GOARCH, what image platforms say */
         if (streq(u.machine, "x86_64"))
                 return "amd64";
-        if (streq(u.machine, "aarch64"))
+        if (streq(u.machine, "aarch64") || streq(u.machine, "arm64"))
                 return "arm64";
-        return u.machine;
+        if (u.machine[0] == 'i' && strlen(u.machine) == 4 && streq(u.machine + 2, "86"))
+                return "386"; /* i386..i686 */
+        if (startswith(u.machine, "armv"))
+                return "arm";
+        return u.machine; /* ppc64le, s390x, riscv64: the same names */
 }
 
 bool oci_digest_valid(const char *d) {
