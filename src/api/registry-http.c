@@ -302,6 +302,10 @@ static ssize_t conn_recv(RegConn *c, void *buf, size_t n) {
                 switch (SSL_get_error(c->ssl, k)) {
                 case SSL_ERROR_ZERO_RETURN:
                         return 0;
+                case SSL_ERROR_WANT_READ:
+                case SSL_ERROR_WANT_WRITE: /* SO_RCVTIMEO ran out */
+                        ERR_clear_error();
+                        return -ETIMEDOUT;
                 case SSL_ERROR_SYSCALL:
                         ERR_clear_error();
                         return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : k == 0 ? 0 : -ECONNRESET;

@@ -391,6 +391,8 @@ static int status_error(Pull *p, int status, const char *what, ApiError *e) {
                          status, what);
 }
 
+static int authenticate(Pull *p, ApiError *e);
+
 static int fetch(Pull *p, const char *kind, const char *reference, const char *accept, const char *what,
                  RegConn **ret, ApiError *e) {
         _cleanup_free_ char *url = strjoin(p->base, "/v2/", p->ref->repo, "/", kind, "/", reference);
@@ -401,6 +403,17 @@ static int fetch(Pull *p, const char *kind, const char *reference, const char *a
         r = registry_get(p->h, url, p->auth, accept, ret, e);
         if (r < 0)
                 return r;
+        if (reg_conn_head(*ret)->status == 401 && p->auth && startswith(p->auth, "Authorization: Bearer ")) {
+                /* a token that ran out during a long pull: a new one, once */
+                *ret = reg_conn_free(*ret);
+                OPENSSL_cleanse(p->auth, strlen(p->auth));
+                p->auth = mfree(p->auth);
+                r = authenticate(p, e);
+                if (r >= 0)
+                        r = registry_get(p->h, url, p->auth, accept, ret, e);
+                if (r < 0)
+                        return r;
+        }
         if (reg_conn_head(*ret)->status != 200) {
                 r = status_error(p, reg_conn_head(*ret)->status, what, e);
                 *ret = reg_conn_free(*ret);

@@ -593,7 +593,8 @@ class TokenRegistry(http.server.BaseHTTPRequestHandler):
     auth) that sends its blobs to another host by a redirect, as registries
     backed by object storage do."""
     protocol_version = "HTTP/1.1"
-    token = "tok-" + uuid.uuid4().hex
+    valid = []          # tokens handed out and not expired
+    expire_once = False # the next blob request finds its token expired
     blobs = {}
     manifest = b""
     seen = []           # (host, path, Authorization) of every request
@@ -620,14 +621,16 @@ class TokenRegistry(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         auth = self.headers.get("Authorization")
         self.seen.append((self.headers.get("Host"), self.path, auth))
-        bearer = auth == f"Bearer {self.token}"
+        bearer = auth is not None and auth.startswith("Bearer ") and auth[7:] in self.valid
         if self.path.startswith("/blob/"):          # the blob store: no auth of its own
             b = self.blobs.get(self.path[6:])
             return self.send(200, b) if b is not None else self.send(404)
         if self.path.startswith("/token?"):
             if auth != "Basic " + __import__("base64").b64encode(f"{USER}:{PASSWORD}".encode()).decode():
                 return self.send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}')
-            return self.send(200, json.dumps({"token": self.token, "expires_in": 300}).encode(),
+            token = "tok-" + uuid.uuid4().hex
+            self.valid.append(token)
+            return self.send(200, json.dumps({"token": token, "expires_in": 300}).encode(),
                              [("Content-Type", "application/json")])
         challenge = [("WWW-Authenticate", f'Bearer realm="{self.realm}",service="fake-registry"')]
         if not bearer:
@@ -638,6 +641,10 @@ class TokenRegistry(http.server.BaseHTTPRequestHandler):
             return self.send(200, self.manifest, [("Content-Type", OCI_MANIFEST),
                                                   ("Docker-Content-Digest", "sha256:" + sha(self.manifest))])
         if self.path.startswith("/v2/e2e/tok/blobs/sha256:"):
+            if type(self).expire_once:
+                type(self).expire_once = False
+                del self.valid[:]
+                return self.send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', challenge)
             h = self.path.rsplit(":", 1)[1]
             return self.send(307, headers=[("Location", f"{self.blob_base}/blob/{h}")])
         return self.send(404)
@@ -646,7 +653,7 @@ class TokenRegistry(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def token_registry(reg):
     cert = make_cert(reg.dir, "tok", reg.ca, "tok.test", "blobs.test")
-    handler = type("Handler", (TokenRegistry,), {"seen": [], "blobs": {}})
+    handler = type("Handler", (TokenRegistry,), {"seen": [], "blobs": {}, "valid": []})
     servers = [QuietServer(("127.0.0.1", 0), handler) for _ in range(2)]
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert[1], cert[0])
@@ -695,6 +702,15 @@ def test_bearer_token_and_blob_redirect(reg, token_registry):
     assert len(blob_gets) == 2, h.seen     # the config and the layer, both from the other host
     assert all(host == f"blobs.test:{blob_port}" and a is None for host, a in blob_gets), \
         f"the registry's token went along a redirect to another host: {blob_gets}"
+    remove(s, name)
+
+    # a token that runs out during the pull: a new one is fetched, once
+    h.expire_once = True
+    del h.seen[:]
+    r = pull(s, name, ref, credential=cred)
+    assert r.status == 201, r
+    assert not h.expire_once
+    assert len([p for _, p, _ in h.seen if p.startswith("/token?")]) == 2, h.seen
     remove(s, name)
 
     # a token service on a host no pattern of the credential names gets nothing
