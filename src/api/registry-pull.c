@@ -28,7 +28,7 @@
 #include "fd-util.h"
 #include "json.h"
 #include "log.h"
-#include "oci.h"
+#include "oci-image.h"
 #include "registry-http.h"
 #include "str-util.h"
 

@@ -173,15 +173,6 @@ static int blob_finish_digest(Blob *b, char ret[static 72]) {
         return 0;
 }
 
-static void sha256_hex(const char *s, char ret[static 65]) {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned mdlen = 0;
-
-        EVP_Digest(s, strlen(s), md, &mdlen, EVP_sha256(), NULL);
-        for (unsigned i = 0; i < 32; i++)
-                snprintf(ret + 2 * i, 3, "%02x", md[i]);
-}
-
 /* --- the archive's members --- */
 
 typedef struct Member {
@@ -506,18 +497,6 @@ static int import_layers(Pool *p, const char *name, const Archive *a, Layer *lay
         return 0;
 }
 
-void oci_layer_key(const char *parent_key, const char *digest, char ret[static 65]) {
-        if (!parent_key) {
-                memcpy(ret, digest + 7, 65);
-                return;
-        }
-        _cleanup_free_ char *s = strjoin(parent_key, " ", digest);
-        if (!s) {
-                ret[0] = '\0';
-                return;
-        }
-        sha256_hex(s, ret);
-}
 
 static int import_oci(Pool *p, const char *name, const Archive *a, const char *tag, uint64_t *ret_size,
                       OciConfig *ret_cfg, ApiError *e) {
