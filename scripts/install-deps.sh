@@ -26,8 +26,12 @@ if [ -n "$want" ]; then
         apt-get install -y -qq --no-install-recommends $want >/dev/null
 fi
 # the template pull tests start docker-registry themselves, on loopback with
-# their own certificate: the package's own service (port 5000) is not wanted
-if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled docker-registry >/dev/null 2>&1; then
-        systemctl disable --now docker-registry >/dev/null 2>&1 || true
-fi
+# their own certificate: the service the package just installed (port 5000)
+# is not wanted (one that was there before is left alone)
+case " $want " in
+*" docker-registry "*)
+        if command -v systemctl >/dev/null 2>&1; then
+                systemctl disable --now docker-registry >/dev/null 2>&1 || true
+        fi ;;
+esac
 echo "dependencies: ok"
