@@ -106,10 +106,6 @@ const HttpHead *reg_conn_head(const RegConn *c) {
         return &c->head;
 }
 
-const char *reg_conn_host(const RegConn *c) {
-        return c->authority;
-}
-
 static int url_parse(const char *url, RegUrl *ret) {
         const char *p, *slash, *a;
         size_t n;

@@ -26,7 +26,6 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(RegistryHttp *, registry_http_free);
 int registry_get(RegistryHttp *h, const char *url, const char *auth, const char *accept, RegConn **ret,
                  ApiError *e);
 const HttpHead *reg_conn_head(const RegConn *c);
-const char *reg_conn_host(const RegConn *c); /* host[:port] the response came from */
 /* The body: bytes read, 0 at its end, -errno (-ECONNRESET if cut short). */
 ssize_t reg_conn_read(RegConn *c, void *buf, size_t n);
 /* All of the body (NUL-terminated) if at most max bytes, else -E2BIG. */

@@ -367,7 +367,7 @@ static int authenticate(Pull *p, ApiError *e) {
         if (strncasecmp(ch, "Basic", 5) == 0 && (ch[5] == ' ' || ch[5] == '\0')) {
                 if (!p->cred)
                         return refused(p, status, e);
-                if (!cred_allowed(p->cred, reg_conn_host(c)))
+                if (!cred_allowed(p->cred, p->ref->host))
                         return api_error(e, -EACCES, API_FORBIDDEN,
                                          "credential '%s' is not for %s: no host pattern of it names that host",
                                          p->cred->name, p->ref->name);
