@@ -203,7 +203,7 @@ def write_layout(d, top, blobs, tag):
                   f)
 
 
-def push(reg, registry, d, tag, repo, multi=False, creds=None):
+def push(reg, registry, d, tag, repo, multi=False, creds=None, fmt=None):
     """Pushes the layout's tag; the digest of the manifest the registry holds
     now (skopeo compresses the layers on the way, so it is not the layout's)."""
     digestfile = os.path.join(reg.dir, "digest-" + uuid.uuid4().hex[:8])
@@ -212,6 +212,8 @@ def push(reg, registry, d, tag, repo, multi=False, creds=None):
         args += ["--all"]
     if creds:
         args += ["--dest-creds", creds]
+    if fmt:
+        args += ["--format", fmt]
     run(*args, f"oci:{d}:{tag}", f"docker://{registry.addr}/{repo}:{tag}")
     with open(digestfile) as f:
         return f.read().strip()
@@ -225,11 +227,11 @@ def registry_manifest(reg, registry, repo, reference, creds=None):
     return json.loads(run(*args, f"docker://{registry.addr}/{repo}{sep}{reference}"))
 
 
-def push_image(reg, registry, layers, cfg=None, repo="e2e/app", tag="v1", creds=None):
+def push_image(reg, registry, layers, cfg=None, repo="e2e/app", tag="v1", creds=None, fmt=None):
     m, blobs = image(layers, cfg)
     d = os.path.join(reg.dir, "layout-" + uuid.uuid4().hex[:8])
     write_layout(d, (OCI_MANIFEST, m), blobs, tag)
-    return push(reg, registry, d, tag, repo, creds=creds)
+    return push(reg, registry, d, tag, repo, creds=creds, fmt=fmt)
 
 
 def pull(spaced, name, ref, credential=None):
@@ -300,6 +302,27 @@ def test_pull_by_tag_and_digest(reg, base_layer):
     assert any(e["data"].get("name") == name and e["data"].get("digest") == digest for e in ev), ev
     remove(s, name)
     remove(s, by_digest)
+
+
+def test_docker_v2_manifest(reg, base_layer):
+    """A Docker v2 schema 2 image (what docker push writes): its media types
+    for the manifest, the config and gzip layers."""
+    s = reg.spaced
+    marker = uuid.uuid4().hex
+    digest = push_image(reg, reg.anon, [base_layer, app_layer(marker + "\n")], CFG, repo="e2e/docker", tag="v2",
+                        fmt="v2s2")
+    m = registry_manifest(reg, reg.anon, "e2e/docker", digest)
+    assert m["mediaType"] == "application/vnd.docker.distribution.manifest.v2+json", m
+    name = tname()
+    r = pull(s, name, f"{reg.anon.host('registry.test')}/e2e/docker:v2")
+    assert r.status == 201, r
+    assert r.json()["digest"] == digest
+    sb = s.create(template=name)
+    try:
+        assert s.sh(sb["id"], 'cat /srv/hello; echo "$PULL_E2E"') == f"{marker}\nfrom-the-registry\n"
+    finally:
+        s.delete(sb["id"])
+    remove(s, name)
 
 
 def test_cached_layers_are_not_fetched(reg, base_layer):
