@@ -190,6 +190,9 @@ void json_out_error(JsonWriter *w, const ApiError *e);
 void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name);
 void json_out_checkpoint(JsonWriter *w, const Checkpoint *c);
 void json_out_template(JsonWriter *w, const Template *t, uint64_t in_use);
+/* The same with the image reference and manifest digest a pull made it from. */
+void json_out_template_pulled(JsonWriter *w, const Template *t, uint64_t in_use, const char *ref,
+                              const char *digest);
 void json_out_event(JsonWriter *w, const Event *ev, const char *tenant_name);
 void json_out_key(JsonWriter *w, const ApiKey *k, const char *tenant_name);
 /* Re-serialises one file entry of the agent (hostile) as the API's entry: -EBADMSG if malformed. */
@@ -381,6 +384,7 @@ int api_files_move(ApiRequest *r, ApiError *e);
 int api_templates_list(ApiRequest *r, ApiError *e);
 int api_template_import(ApiRequest *r, ApiError *e);
 int api_template_remove(ApiRequest *r, ApiError *e);
+int api_template_pull(ApiRequest *r, ApiError *e);
 
 int api_events_list(ApiRequest *r, ApiError *e);
 
@@ -409,6 +413,11 @@ int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds,
                             const ApiVolumeMounts *vols, ApiError *e);
 /* Adds ENV=space-cred-<name> for each credential with an env name to the
  * JSON object *env_json (NULL = none), unless it names that variable already. */
+/* A tenant's active basic credential by name, its value opened (to hand to a
+ * registry; the caller frees both and never shows the value). */
+struct CredSecret;
+int api_credential_open_basic(ApiRequest *r, const char *name, Credential *ret, struct CredSecret **ret_value,
+                              ApiError *e);
 int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, ApiError *e);
 /* Records the grants of a new sandbox (and their events). */
 int api_credentials_grant_all(ApiRequest *r, const char *sandbox_id, const Credential *creds, size_t n,

@@ -170,9 +170,14 @@ static const CliCommand commands[] = {
           "                    through the sandbox's tar: modes, symlinks and empty directories are\n"
           "                    kept; files belong to whoever extracts them (root in the sandbox).\n"
           "On a terminal a progress bar on stderr shows large transfers.\n" },
-        { "template", cli_template, "ls | import NAME SRC | rm NAME", "manage templates",
+        { "template", cli_template, "ls | import NAME SRC | pull NAME REF [--credential C] | rm NAME",
+          "manage templates",
           "  ls                 list templates\n"
           "  import NAME SRC    import a directory or a .tar file ('-' = tar on stdin) as template NAME\n"
+          "  pull NAME REF      pull image REF (registry/repo[:tag] or registry/repo@sha256:...) from its\n"
+          "                     registry as template NAME (the server fetches it, for linux/<its arch>)\n"
+          "    --credential C   log in to the registry with the stored basic credential C (space cred add\n"
+          "                     C --basic-user USER --host REGISTRY); never a password on the command line\n"
           "  rm NAME            remove a template\n" },
         { "volume", cli_volume, "create NAME [--size MB] | ls | show NAME | rm NAME...",
           "manage persistent volumes",

@@ -186,6 +186,9 @@ int pool_template_import_tar(Pool *p, const char *name, const char *tar_path, ui
  * (oci-import.c). *ret_defaults: the image config's exec defaults as JSON
  * (malloc'd, NULL for a root fs). */
 struct ApiError;
+/* Whether the layer cache holds layers/<key> (oci_layer_key()): 1, 0 (also
+ * on an overlay pool, which has no cache), -errno. */
+int pool_layer_cached(Pool *p, const char *key);
 int pool_template_import(Pool *p, const char *name, const char *path, const char *tag, uint64_t *ret_size_bytes,
                          char **ret_defaults, struct ApiError *reterr);
 /* -ENOENT if missing. The caller checks that no sandbox uses it. */

@@ -126,6 +126,10 @@ int worker_volume_mkdir(WorkerClient *w, const char *worker, const char *id, con
                         ApiError *e);
 int worker_volume_file_remove(WorkerClient *w, const char *worker, const char *id, const char *path, ApiError *e);
 int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uint64_t *ret_used_bytes, ApiError *e);
+/* Which of keys[0..n) (layer cache keys) the local worker's layer cache
+ * holds, into ret_cached. A cluster: none (the import goes to whichever
+ * worker is live). */
+int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_cached, ApiError *e);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);

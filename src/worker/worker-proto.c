@@ -74,6 +74,9 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
                                           .deadline_msec = 30 * SEC_MSEC, .strings = { "id", "path" } },
         [WORKER_OP_VOLUME_FILE_REMOVE] = { "volume_file_remove", .relayed = true, .deadline_msec = 30 * SEC_MSEC,
                                            .strings = { "id", "path" } },
+        /* which of an image's layers (by cache key) the layer cache holds: a pull skips them */
+        [WORKER_OP_LAYERS_CACHED] = { "layers_cached", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC,
+                                      .array = "keys" },
         [WORKER_OP_TEMPLATES] = { "templates", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         [WORKER_OP_INFO] = { "info", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         /* the local worker's parts, for /healthz and /readyz (which ask with a deadline of their own) */
