@@ -5,7 +5,7 @@
 export type Error = {
   error: {
     /** The code table of src/shared/api-error.c (which fixes the HTTP status). */
-    code: "ok" | "bad_request" | "invalid_json" | "unknown_field" | "invalid_argument" | "invalid_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "sandbox_not_running" | "sandbox_paused" | "template_in_use" | "already_exists" | "payload_too_large" | "unsupported_media_type" | "too_many_requests" | "internal" | "not_implemented" | "bad_gateway" | "unavailable" | "timeout" | "insufficient_storage" | "uri_too_long" | "headers_too_large" | "worker_unavailable";
+    code: "ok" | "bad_request" | "invalid_json" | "unknown_field" | "invalid_argument" | "invalid_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "sandbox_not_running" | "sandbox_paused" | "template_in_use" | "already_exists" | "payload_too_large" | "unsupported_media_type" | "too_many_requests" | "internal" | "not_implemented" | "bad_gateway" | "unavailable" | "timeout" | "insufficient_storage" | "uri_too_long" | "headers_too_large" | "worker_unavailable" | "volume_in_use" | "unsupported";
     message: string;
   };
 };
@@ -74,6 +74,50 @@ export type CredentialPatch = {
   basic_user?: string;
   env?: string | null;
   expires_at?: string | null;
+};
+
+export type VolumeNameValue = string;
+
+export type VolumeCreate = {
+  name: VolumeNameValue;
+  /** Its quota (btrfs qgroup limit of exclusive bytes); default 1024, at most the server's max_disk_mb. */
+  size_mb?: number;
+};
+
+export type Volume = {
+  name: VolumeNameValue;
+  id: string;
+  size_mb: number;
+  /** Bytes it holds (show only). */
+  used_bytes?: number;
+  created_at: Time;
+  /** The worker whose pool holds it ("local" on one host). */
+  worker: string;
+  /** Sandboxes (not deleted) mounting it read-only. */
+  readers: number;
+  /** Sandboxes (not deleted) mounting it read-write. */
+  writers: number;
+};
+
+export type VolumeDir = {
+  entries: {
+    name: string;
+    type: "file" | "dir" | "symlink" | "other";
+    size: number;
+  }[];
+};
+
+export type VolumeList = {
+  volumes: Volume[];
+};
+
+export type VolumeMount = {
+  name: VolumeNameValue;
+  /** Absolute and normalised (no empty, "." or ".." component); not
+   * "/" and not at or below /proc, /sys, /dev, /run or /etc (400
+   * invalid_path). Made if missing; a symlink on the way is refused. */
+  path: string;
+  read_only?: boolean;
 };
 
 export type Credential = {
@@ -191,11 +235,20 @@ export type Sandbox = {
 /** The sandbox's egress policy in canonical form: every entry an object
  * with `host` or `cidr`; `ports` absent on a deny entry means every
  * port; `proto` shown where it is not the default (allow: tcp; deny:
- * both). Empty `allow` = no egress. */
+ * both). Empty `allow` = no egress. `precedence` and `default` are
+ * shown only where they are "allow". */
 export type NetworkPolicy = {
   allow: NetworkRule[];
   deny: NetworkRule[];
+  precedence?: NetworkPrecedence;
+  default?: NetworkDefault;
 };
+
+/** Which list wins where an allow and a deny entry both match: "deny" (the default) or "allow" (E2B's rule: allowOut beats denyOut). With "allow", a name no host entry decides is decided by the address it resolves to, as a raw address is. */
+export type NetworkPrecedence = "deny" | "allow";
+
+/** What a destination no entry names gets: "deny" (the default, no egress) or "allow" (E2B's internet access; names no host entry decides then go by their address). The always-refused addresses (the host's, other sandboxes', loopback, link-local, metadata) stay refused. */
+export type NetworkDefault = "deny" | "allow";
 
 export type NetworkRule = {
   /** A host name (exact) or "*.domain" (any name strictly below domain). An allow entry's domain may not be a public suffix of the ICANN section of the Public Suffix List ("*.co.uk"); private-section suffixes ("*.github.io") are allowed, deny entries may name any. */
@@ -213,12 +266,16 @@ export type NetworkRule = {
  * "proto": "tcp"|"udp"}`. Allow entries without ports allow 80 and 443
  * (TCP); a udp allow entry needs ports and may not name only 443 (QUIC
  * is never relayed); deny entries without ports deny every port, without
- * proto both protocols; deny wins. Loopback, link-local (cloud
+ * proto both protocols; deny wins unless precedence is "allow". Loopback, link-local (cloud
  * metadata), multicast, broadcast, unspecified, the host's own and
- * other sandboxes' addresses are refused whatever the policy says. */
+ * other sandboxes' addresses are refused whatever the policy says.
+ * `precedence: "allow"` lets an allow entry win, `default: "allow"`
+ * allows what no entry names (see NetworkPolicy). */
 export type NetworkPolicyRequest = {
   allow?: NetworkRuleRequest[];
   deny?: NetworkRuleRequest[];
+  precedence?: NetworkPrecedence;
+  default?: NetworkDefault;
 };
 
 export type NetworkRuleRequest = string | NetworkRule;
@@ -256,6 +313,11 @@ export type SandboxCreate = {
   network?: NetworkPolicyRequest | null;
   /** Names of the tenant's credentials to grant (each active); 404 for an unknown name. */
   credentials?: CredentialNameValue[];
+  /** The tenant's volumes to mount (ns runtime; vm → 400 unsupported).
+   * One writer or many readers: a writer while another sandbox mounts
+   * the volume, or a reader while another writes, → 409 volume_in_use.
+   * Another tenant's or an unknown volume → 404. */
+  volumes?: VolumeMount[];
   /** Most checkpoints it may hold (automatic ones included); a
    * checkpoint past it → 409 conflict. Default and upper bound: the
    * server's checkpoints_max (default 64). */
@@ -359,6 +421,13 @@ export type BranchRequest = {
   from?: CheckpointRef;
   /** The children continue the source's processes (vm only; true is 400 on the ns runtime, or from a checkpoint without memory). */
   with_memory?: boolean;
+  /** What the children do with the source's volumes (the ones it mounts
+   * now, also when branching from a checkpoint): share_ro mounts each
+   * read-only at the same path (409 volume_in_use while a sandbox
+   * writes it, the source included); snapshot gives each child a
+   * writable snapshot of each, a new volume named
+   * <volume>-<child id> that stays until deleted; none mounts nothing. */
+  volumes?: "share_ro" | "snapshot" | "none";
 };
 
 export type BranchResult = {
@@ -490,6 +559,21 @@ export type Template = {
   created_at: Time;
   /** Sandboxes (not deleted) that use it. */
   in_use: number;
+  /** A pull: the image reference it was pulled from. */
+  ref?: string;
+  /** A pull: the digest of the image's manifest (for linux/<the host's arch>). */
+  digest?: string;
+};
+
+export type TemplatePull = {
+  /** registry-host[:port]/repo/path[:tag] or ...@sha256:<hex>; the
+   * registry is always named (docker.io/library/python:3.12); no tag
+   * means latest, a digest wins over a tag. */
+  ref: string;
+  /** A stored basic credential (space cred add NAME --basic-user USER
+   * --host REGISTRY) to log in with: sent only to hosts its host
+   * patterns match, never over plain http. */
+  credential?: string;
 };
 
 export type TemplateList = {
