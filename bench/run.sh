@@ -38,3 +38,6 @@ done
 # the ingress and the port forward against a direct connection
 /usr/bin/python3 bench/ports.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
         --ingress "127.0.0.1:$((port + 1))"
+# the clients' own cost: the Python SDK and the MCP server against raw HTTP
+/usr/bin/python3 bench/clients.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
+        --space build-release/src/cli/space

@@ -13,6 +13,7 @@
 
 typedef struct CredKey CredKey;
 typedef struct ApiLimits ApiLimits;
+typedef struct ApiVolumeMounts ApiVolumeMounts;
 
 struct Api {
         Config config;
@@ -189,6 +190,9 @@ void json_out_error(JsonWriter *w, const ApiError *e);
 void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name);
 void json_out_checkpoint(JsonWriter *w, const Checkpoint *c);
 void json_out_template(JsonWriter *w, const Template *t, uint64_t in_use);
+/* The same with the image reference and manifest digest a pull made it from. */
+void json_out_template_pulled(JsonWriter *w, const Template *t, uint64_t in_use, const char *ref,
+                              const char *digest);
 void json_out_event(JsonWriter *w, const Event *ev, const char *tenant_name);
 void json_out_key(JsonWriter *w, const ApiKey *k, const char *tenant_name);
 /* Re-serialises one file entry of the agent (hostile) as the API's entry: -EBADMSG if malformed. */
@@ -252,7 +256,8 @@ int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiErro
 /* The cold create shared by /v1 and the E2B surface: records sb (a new id and
  * slot), starts it on the worker, marks it running, records sandbox.created
  * (data names `via` if given); on failure unwinds, with an event. */
-int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError *e);
+/* vols (NULL = none): the volumes it mounts, recorded before the worker starts it (which mounts them). */
+int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const ApiVolumeMounts *vols, ApiError *e);
 /* Marks a sandbox whose create failed deleted, with an event. */
 void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e);
 /* The delete shared by /v1 and the E2B surface, from any live state (a
@@ -307,9 +312,20 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e);
 /* with_memory: the children continue the source's machine (vm sandboxes only; 400 for ns).
  * ov (NULL: none): what the children get instead of the source's: metadata
  * (a JSON object, replacing it) and env (a JSON object laid over it). */
+/* What a branch's children do with the volumes the source mounts (wire: "share_ro", "snapshot", "none"). */
+typedef enum ApiBranchVolumes {
+        API_BRANCH_VOLUMES_SHARE_RO, /* each mounts them read-only at the same paths (409 while one has a writer) */
+        API_BRANCH_VOLUMES_SNAPSHOT, /* each gets a writable snapshot of each, a volume of its own */
+        API_BRANCH_VOLUMES_NONE,
+        _API_BRANCH_VOLUMES_MAX,
+        _API_BRANCH_VOLUMES_INVALID = -EINVAL,
+} ApiBranchVolumes;
+ApiBranchVolumes api_branch_volumes_from_string(const char *s);
+
 typedef struct BranchOverrides {
         const char *metadata_json;
         const char *env_json;
+        ApiBranchVolumes volumes;
 } BranchOverrides;
 int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const char *from, bool with_memory,
                           const BranchOverrides *ov, Sandbox **ret_kids, size_t *ret_n, ApiError *e);
@@ -368,6 +384,7 @@ int api_files_move(ApiRequest *r, ApiError *e);
 int api_templates_list(ApiRequest *r, ApiError *e);
 int api_template_import(ApiRequest *r, ApiError *e);
 int api_template_remove(ApiRequest *r, ApiError *e);
+int api_template_pull(ApiRequest *r, ApiError *e);
 
 int api_events_list(ApiRequest *r, ApiError *e);
 
@@ -401,11 +418,17 @@ int api_sandbox_credential_revoke(ApiRequest *r, ApiError *e);
 int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **ret, size_t *ret_n, ApiError *e);
 /* The rest of a valid create (sb from api_validate_sandbox_create): a warm
  * sandbox if there is one and nothing is granted, else a new one with creds
- * granted before it answers; via: "e2b" or NULL, for the events. */
+ * granted before it answers; via: "e2b" or NULL, for the events; vols (NULL =
+ * none): the volumes it mounts (no warm sandbox then either). */
 int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds, size_t n_creds, const char *via,
-                            ApiError *e);
+                            const ApiVolumeMounts *vols, ApiError *e);
 /* Adds ENV=space-cred-<name> for each credential with an env name to the
  * JSON object *env_json (NULL = none), unless it names that variable already. */
+/* A tenant's active basic credential by name, its value opened (to hand to a
+ * registry; the caller frees both and never shows the value). */
+struct CredSecret;
+int api_credential_open_basic(ApiRequest *r, const char *name, Credential *ret, struct CredSecret **ret_value,
+                              ApiError *e);
 int api_credentials_add_env(const Credential *creds, size_t n, char **env_json, ApiError *e);
 /* Records the grants of a new sandbox (and their events). */
 int api_credentials_grant_all(ApiRequest *r, const char *sandbox_id, const Credential *creds, size_t n,
@@ -422,6 +445,51 @@ void api_credentials_inherit_undo(ApiRequest *r, const char *child_id, const Cre
 /* The placeholders of the sandbox's granted credentials as a JSON env object
  * (*ret NULL if none). */
 int api_credentials_env_of(ApiRequest *r, const char *sandbox_id, char **ret_env_json, ApiError *e);
+
+/* ---- volumes (volumes.c) ---- */
+#define API_VOLUME_NAME_MAX 64U          /* [A-Za-z0-9][A-Za-z0-9._-]{0,63} */
+#define API_VOLUME_PATH_MAX 256U         /* a mount path inside, with its NUL (RUNTIME_VOLUME_PATH_MAX) */
+#define API_VOLUME_SIZE_MB_MIN 16U
+#define API_VOLUME_SIZE_MB_DEFAULT 1024U
+#define API_VOLUME_FILE_MAX (512U * 1024U)  /* a file through the files APIs (the worker's line holds it) */
+
+struct ApiVolumeMounts {
+        VolumeMount m[STORE_VOLUME_MOUNTS_MAX];
+        size_t n;
+        char worker[STORE_NAME_MAX];     /* the worker that holds them all ("" = the local one) */
+};
+
+bool api_volume_name_valid(const char *s);
+/* A mount path: absolute, normalised (no empty, "." or ".." component), not
+ * the root and not at or below /proc, /sys, /dev, /run or /etc → else 400 invalid_path. */
+int api_volume_path_validate(const char *p, size_t n, ApiError *e);
+/* The request tenant's volume of that name (404 otherwise, also for another tenant's). */
+int api_volume_lookup(ApiRequest *r, const char *name, Volume *ret, ApiError *e);
+/* The work of create and delete, for the E2B surface too. */
+int api_volume_make(ApiRequest *r, const char *name, uint64_t size_mb, Volume *ret, ApiError *e);
+int api_volume_remove(ApiRequest *r, const char *name, ApiError *e);
+/* A new volume name of the tenant: a writable snapshot of source, its size (the E2B surface and /clone). */
+int api_volume_clone_make(ApiRequest *r, const Volume *source, const char *name, Volume *ret, ApiError *e);
+/* Records the volumes of a branch's new children (rows made, not started) from the source's mounts;
+ * snapshot: the new volumes are made first (named <volume>-<child id>). */
+int api_volume_branch(ApiRequest *r, const char *source_id, const Sandbox *kids, size_t n, ApiBranchVolumes mode,
+                      ApiError *e);
+int api_volume_clone(ApiRequest *r, ApiError *e);
+/* A create's volumes ([{name, path, <read_only_key>}], NULL or null = none): each the tenant's,
+ * its path valid, none twice, all on one worker. */
+int api_volume_mounts_parse(ApiRequest *r, const JsonValue *list, const char *read_only_key, ApiVolumeMounts *ret,
+                            ApiError *e);
+/* Records that the new sandbox mounts them (409 volume_in_use if the sharing rule says no). */
+int api_volume_mounts_record(ApiRequest *r, const char *sandbox_id, const ApiVolumeMounts *vols, ApiError *e);
+int api_volume_create(ApiRequest *r, ApiError *e);
+int api_volume_list(ApiRequest *r, ApiError *e);
+int api_volume_show(ApiRequest *r, ApiError *e);
+int api_volume_delete(ApiRequest *r, ApiError *e);
+int api_sandbox_volumes(ApiRequest *r, ApiError *e);
+/* volume-files.c */
+int api_volume_files_get(ApiRequest *r, ApiError *e);
+int api_volume_files_put(ApiRequest *r, ApiError *e);
+int api_volume_files_delete(ApiRequest *r, ApiError *e);
 
 int api_tenants_list(ApiRequest *r, ApiError *e);
 int api_tenant_show(ApiRequest *r, ApiError *e);

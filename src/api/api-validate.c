@@ -175,7 +175,8 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         static const char *const allowed[] = { "template", "runtime", "cpu", "memory_mb", "disk_mb", "pids_max",
                                                "io_weight", "timeout_s", "env", "metadata", "idle_s",
                                                "idle_action", "checkpoint_every_s", "network", "credentials",
-                                               "checkpoints_max", "checkpoints_mb", "auto_resume", "public_traffic", NULL };
+                                               "checkpoints_max", "checkpoints_mb", "auto_resume", "public_traffic",
+                                               "volumes", NULL };
         const char *unknown = NULL, *tmpl = c->default_template;
         bool auto_resume = false, public_traffic = false;
         uint64_t cpu_millis = c->default_cpu_millis, memory_mb = c->default_memory_mb, disk_mb = c->default_disk_mb,

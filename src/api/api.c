@@ -58,6 +58,16 @@ static const Route routes[] = {
         { "GET", "/v1/templates", api_templates_list, true, false, false },
         { "POST", "/v1/templates", api_template_import, true, true, false },
         { "DELETE", "/v1/templates/{name}", api_template_remove, true, true, false },
+        { "GET", "/v1/volumes", api_volume_list, true, false, false },
+        { "POST", "/v1/volumes", api_volume_create, true, false, false },
+        { "GET", "/v1/volumes/{name}", api_volume_show, true, false, false },
+        { "DELETE", "/v1/volumes/{name}", api_volume_delete, true, false, false },
+        { "POST", "/v1/volumes/{name}/clone", api_volume_clone, true, false, false },
+        { "GET", "/v1/volumes/{name}/files", api_volume_files_get, true, false, false },
+        { "PUT", "/v1/volumes/{name}/files", api_volume_files_put, true, false, false },
+        { "DELETE", "/v1/volumes/{name}/files", api_volume_files_delete, true, false, false },
+        { "GET", "/v1/sandboxes/{id}/volumes", api_sandbox_volumes, true, false, true },
+        { "POST", "/v1/templates/{name}/pull", api_template_pull, true, true, false },
         { "GET", "/v1/events", api_events_list, true, false, false, true },
         { "POST", "/v1/keys", api_keys_create, true, false, false },
         { "GET", "/v1/keys", api_keys_list, true, false, false },
@@ -354,6 +364,24 @@ int api_reply_json(ApiRequest *r, int status, JsonWriter *w) {
                 return 0; /* responded */
         }
         return reply_raw(r, status, "application/json", text, n, NULL);
+}
+
+int api_reply_bytes(ApiRequest *r, int status, const char *content_type, const void *p, size_t n) {
+        return reply_raw(r, status, content_type, p, n, NULL);
+}
+
+int api_read_body(ApiRequest *r, size_t max, char **ret, size_t *ret_len, ApiError *e) {
+        int k;
+
+        if (r->head->content_length > (int64_t) max)
+                return api_error(e, -EFBIG, API_PAYLOAD_TOO_LARGE, "this body is limited to %zu bytes", max);
+        k = http_conn_read_body_all(r->conn, max, ret, ret_len);
+        if (k == -EFBIG)
+                return api_error(e, k, API_PAYLOAD_TOO_LARGE, "this body is limited to %zu bytes", max);
+        if (k < 0)
+                return api_error(e, k, API_BAD_REQUEST, "could not read the request body: %s", strerror(-k));
+        r->body_read = true;
+        return 0;
 }
 
 int api_reply_empty(ApiRequest *r, int status) {

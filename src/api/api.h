@@ -107,6 +107,9 @@ int api_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);     /* body → 
 int api_read_json_optional(ApiRequest *r, JsonValue **ret, ApiError *e); /* the same; an empty body is {} */
 int api_reply_json(ApiRequest *r, int status, JsonWriter *w);       /* finishes w and sends it */
 int api_reply_empty(ApiRequest *r, int status);                     /* e.g. 204 */
+int api_reply_bytes(ApiRequest *r, int status, const char *content_type, const void *p, size_t n);
+/* The whole body (at most max bytes, else 413) into *ret (malloc'd; may be NULL when empty). */
+int api_read_body(ApiRequest *r, size_t max, char **ret, size_t *ret_len, ApiError *e);
 int api_reply_error(HttpConn *c, const ApiError *e);
 /* Records an event for the request's tenant; failures are logged, not returned. */
 void api_event(ApiRequest *r, const char *sandbox_id, const char *type, const char *reason, const char *data_json);

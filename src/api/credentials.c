@@ -643,6 +643,35 @@ int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **
         return 0;
 }
 
+int api_credential_open_basic(ApiRequest *r, const char *name, Credential *ret, CredSecret **ret_value,
+                              ApiError *e) {
+        _cleanup_credential_ Credential c = {};
+        int64_t now = now_usec();
+        int k;
+
+        k = lookup(r, name, &c, e);
+        if (k < 0)
+                return k;
+        if (!streq(cred_state(&c, now), "active"))
+                return api_error(e, -EPERM, API_CONFLICT, "credential '%s' is %s", name, cred_state(&c, now));
+        if (c.apply != CRED_APPLY_BASIC || !c.basic_user[0])
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "credential '%s' is not a basic credential (a registry takes a user and password: "
+                                 "space cred add NAME --basic-user USER --host REGISTRY)", name);
+        if (!r->api->cred_key)
+                return no_key(e);
+        k = cred_open(r->api->cred_key, c.id, c.tenant_id, c.name, c.ciphertext, c.nonce, c.key_id, ret_value);
+        if (k == -EKEYREJECTED)
+                return api_error(e, k, API_UNAVAILABLE,
+                                 "credential '%s' was sealed under another master key than this server's", name);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "credential '%s' does not open (its sealed value is damaged)",
+                                 name);
+        *ret = c;
+        c = (Credential){};
+        return 0;
+}
+
 #define TRUST_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 static const char *const ca_env[][2] = {
         { "SSL_CERT_FILE", TRUST_BUNDLE },      { "REQUESTS_CA_BUNDLE", TRUST_BUNDLE },

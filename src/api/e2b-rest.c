@@ -290,11 +290,14 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         const Config *c = api_config(r->api);
         _cleanup_json_ JsonValue *in = NULL, *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_free_ ApiVolumeMounts *vols = new0(ApiVolumeMounts, 1);
         const JsonValue *tmpl;
         uint64_t live = 0;
         Template t;
         int k;
 
+        if (!vols)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         k = e2b_read_json(r, &in, e);
         if (k < 0)
                 return k;
@@ -311,6 +314,11 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         k = api_validate_sandbox_create(body, c, &sb, e);
         if (k < 0)
                 return k;
+        k = api_volume_mounts_parse(r, json_get(in, "volumeMounts"), "readOnly", vols, e);
+        if (k < 0)
+                return k;
+        if (vols->n > 0 && streq(sb.runtime, "vm"))
+                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "the vm runtime does not mount volumes");
         if (json_array_size(json_get(body, "credentials")) > 0) {
                 /* network.rules: their credentials granted before the create answers (no warm sandbox) */
                 Credential *creds = NULL;
@@ -319,7 +327,7 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                 if (k >= 0)
                         k = api_credentials_add_env(creds, n, &sb.env_json, e);
                 if (k >= 0)
-                        k = api_sandbox_create_with(r, &sb, creds, n, "e2b", e);
+                        k = api_sandbox_create_with(r, &sb, creds, n, "e2b", vols, e);
                 credential_array_free(creds, n);
                 if (k < 0)
                         return k;
@@ -337,7 +345,7 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
         /* a warm sandbox if the template has a pool and one is free: the request's limits, timeout, envs,
          * metadata and lifecycle are applied to it as to a new one */
-        k = api_sandbox_create_warm(r, &sb, "e2b", e);
+        k = vols->n > 0 ? 0 : api_sandbox_create_warm(r, &sb, "e2b", e);
         if (k < 0)
                 return k;
         if (k > 0)
@@ -349,7 +357,7 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         if (live >= c->max_sandboxes)
                 return api_error(e, -EAGAIN, API_TOO_MANY_REQUESTS,
                                  "this host already runs its maximum of %" PRIu64 " sandboxes", c->max_sandboxes);
-        k = api_sandbox_start_new(r, &sb, "e2b", e);
+        k = api_sandbox_start_new(r, &sb, "e2b", vols, e);
         if (k < 0)
                 return k;
         return reply_sandbox(r, 201, sb.id, e);
@@ -911,6 +919,10 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
         char **s = v2 ? segs + 1 : segs; /* from "sandboxes" on */
         size_t k = v2 ? n - 1 : n;
 
+        if (!v2 && streq(s[0], "volumes"))
+                return e2b_volumes_route(r, s, n, e);
+        if (!v2 && streq(s[0], "volumecontent"))
+                return e2b_volume_content_route(r, s, n, e);
         if (!v2 && n == 1 && streq(s[0], "snapshots"))
                 return is(m, "GET") ? e2b_snapshot_list(r, e) : method_not_allowed(r, e);
         if (!v2 && n == 2 && streq(s[0], "templates") && !streq(s[1], "tags") && is(m, "DELETE"))

@@ -55,6 +55,9 @@ bool e2b_request_is_e2b(const HttpHead *head) {
                 return true;
         if (path_is_envd(path))
                 return true;
+        /* the volume content API carries the volume's token as Bearer (no /v1 path starts so) */
+        if (first_segment_is(path, "volumecontent"))
+                return true;
         /* the E2B control plane carries X-API-KEY; a space client (Bearer) on these paths gets the v1 answer */
         if (!http_head_header(head, "X-API-KEY") && http_head_header(head, "Authorization"))
                 return false;
@@ -457,8 +460,10 @@ static int rest_handle(ApiRequest *r) {
         ApiError e = {};
         int n, k;
 
+        bool content = first_segment_is(r->head->path, "volumecontent"); /* its own auth (e2b-volumes.c) */
+
         k = api_get_store(r, &e);
-        if (k >= 0)
+        if (k >= 0 && !content)
                 k = e2b_auth(r, &e);
         if (k < 0)
                 return e2b_reply_error(r, &e);

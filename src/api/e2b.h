@@ -78,6 +78,12 @@ int e2b_read_json(ApiRequest *r, JsonValue **ret, ApiError *e);
 /* ---- e2b-rest.c: control plane (authenticated) ---- */
 
 int e2b_rest_handle(ApiRequest *r, char **segs, size_t n_segs);
+/* e2b-volumes.c: /volumes[/{volumeID}] (segs from "volumes" on) */
+int e2b_volumes_route(ApiRequest *r, char **segs, size_t n_segs, ApiError *e);
+/* /volumecontent/{volumeID}/{file|path|dir}: authenticated by the volume's token, not a key */
+int e2b_volume_content_route(ApiRequest *r, char **segs, size_t n_segs, ApiError *e);
+#define E2B_VOLUME_TOKEN_MAX (STORE_ID_MAX + E2B_TOKEN_LEN + 2)
+int e2b_volume_token(ApiRequest *r, const Volume *v, char ret[static E2B_VOLUME_TOKEN_MAX]);
 /* The Sandbox object of create, connect and fork. */
 int e2b_write_sandbox(ApiRequest *r, JsonWriter *w, const Sandbox *sb);
 /* lifecycle.onTimeout 'pause' (autoPause): space's idle policy with pause

@@ -130,6 +130,11 @@ void json_out_checkpoint(JsonWriter *w, const Checkpoint *c) {
 }
 
 void json_out_template(JsonWriter *w, const Template *t, uint64_t in_use) {
+        json_out_template_pulled(w, t, in_use, NULL, NULL);
+}
+
+void json_out_template_pulled(JsonWriter *w, const Template *t, uint64_t in_use, const char *ref,
+                              const char *digest) {
         json_w_object_begin(w);
         json_w_kv_string(w, "name", t->name);
         json_w_kv_string(w, "state", template_state_to_string(t->state) ?: "importing");
@@ -138,6 +143,10 @@ void json_out_template(JsonWriter *w, const Template *t, uint64_t in_use) {
         kv_time(w, "created_at", t->created_usec);
         json_w_key(w, "in_use");
         json_w_uint(w, in_use);
+        if (ref)
+                json_w_kv_string(w, "ref", ref);
+        if (digest)
+                json_w_kv_string(w, "digest", digest);
         json_w_object_end(w);
 }
 

@@ -187,7 +187,7 @@ int api_validate_restore(const JsonValue *body, const char **ret_checkpoint, Api
 
 int api_validate_branch(const JsonValue *body, const Config *c, uint64_t *ret_count, const char **ret_from,
                         ApiError *e) {
-        static const char *const allowed[] = { "count", "from", "with_memory", NULL };
+        static const char *const allowed[] = { "count", "from", "with_memory", "volumes", NULL };
         const char *unknown = NULL, *from = NULL;
         uint64_t count = 1;
         JsonValue *v;

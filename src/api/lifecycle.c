@@ -687,9 +687,15 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
                 return k;
         }
 
+        /* their volumes, as the source's mounts say (the worker mounts what the store holds) */
         k = api_get_worker(r, e);
         if (k >= 0)
-                k = worker_sandbox_branch(r->worker, id, from ? ck.id : NULL, with_memory, kids, count, pids, sts, e);
+                k = api_volume_branch(r, sb.id, kids, count, ov ? ov->volumes : API_BRANCH_VOLUMES_SHARE_RO, e);
+        if (k < 0) {
+                children_failed(r, kids, count, grants.a, grants.n, e);
+                return k;
+        }
+        k = worker_sandbox_branch(r->worker, id, from ? ck.id : NULL, with_memory, kids, count, pids, sts, e);
         if (k < 0) {
                 (void) worker_failed(e, k);
                 children_failed(r, kids, count, grants.a, grants.n, e);
@@ -771,7 +777,18 @@ int api_sandbox_branch(ApiRequest *r, ApiError *e) {
                 k = api_validate_with_memory(body, &with_memory, e);
         if (k < 0)
                 return k;
-        k = api_sandbox_branch_do(r, r->params[0], count, from, with_memory > 0, NULL, &kids, &n, e);
+        {
+                const JsonValue *v = json_get(body, "volumes");
+                BranchOverrides ov = {};
+                if (v && !json_is_null(v)) {
+                        int m = api_branch_volumes_from_string(json_string(v));
+                        if (m < 0)
+                                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                                 "volumes must be \"share_ro\", \"snapshot\" or \"none\"");
+                        ov.volumes = (ApiBranchVolumes) m;
+                }
+                k = api_sandbox_branch_do(r, r->params[0], count, from, with_memory > 0, &ov, &kids, &n, e);
+        }
         if (k < 0)
                 return k;
         return reply_children(r, kids, n, e);

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "alloc-util.h"
 #include "api-internal.h"
 #include "log.h"
 #include "str-util.h"
@@ -121,18 +122,25 @@ int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiErro
         return 0;
 }
 
-int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError *e) {
+int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const ApiVolumeMounts *vols, ApiError *e) {
         uint64_t starttime = 0;
         int64_t pid = 0;
         char data[STORE_NAME_MAX + 64];
         int k;
 
-        (void) strscpy(sb->worker, sizeof sb->worker, API_WORKER_NAME);
+        /* a cluster places a sandbox with volumes on their worker */
+        (void) strscpy(sb->worker, sizeof sb->worker, vols && vols->n > 0 && vols->worker[0] ? vols->worker
+                                                                                           : API_WORKER_NAME);
         sb->state = SANDBOX_CREATING;
         k = api_sandbox_insert_new(r, sb, 1, e);
         if (k < 0)
                 return k;
         api_log_sandbox(r, sb->id);
+        k = api_volume_mounts_record(r, sb->id, vols, e);
+        if (k < 0) {
+                api_sandbox_create_failed(r, sb, e);
+                return k;
+        }
         if (sb->expires_usec > 0) {
                 k = store_sandbox_set_expiry(r->store, sb->id, sb->expires_usec);
                 if (k < 0) {
@@ -180,7 +188,7 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, ApiError 
 /* The rest of a create once the request is valid: creds are the credentials
  * to grant (their placeholders are in sb's env already). */
 int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds, size_t n_creds, const char *via,
-                            ApiError *e) {
+                            const ApiVolumeMounts *vols, ApiError *e) {
         const Config *c = api_config(r->api);
         uint64_t live;
         Template t;
@@ -200,7 +208,7 @@ int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds,
 
         /* a warm sandbox, if the template has a pool and one is free (it adds no sandbox to the host);
          * not for one with credentials: their gateway CA is installed when a sandbox is created */
-        if (n_creds == 0) {
+        if (n_creds == 0 && (!vols || vols->n == 0)) { /* nor with volumes: they are mounted as it starts */
                 k = api_sandbox_create_warm(r, sb, via, e);
                 if (k != 0)
                         return k < 0 ? k : 0;
@@ -213,7 +221,7 @@ int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds,
                 return api_error(e, -EAGAIN, API_UNAVAILABLE, "this host already runs its maximum of %" PRIu64
                                  " sandboxes", c->max_sandboxes);
 
-        k = api_sandbox_start_new(r, sb, via, e);
+        k = api_sandbox_start_new(r, sb, via, vols, e);
         if (k < 0)
                 return k;
         k = api_credentials_grant_all(r, sb->id, creds, n_creds, e);
@@ -237,22 +245,31 @@ int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds,
 int api_sandbox_create(ApiRequest *r, ApiError *e) {
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
+        _cleanup_free_ ApiVolumeMounts *vols = new0(ApiVolumeMounts, 1);
         Credential *creds = NULL;
         size_t n_creds = 0;
         int k;
 
+        if (!vols)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         k = api_read_json_optional(r, &body, e); /* every field is optional: no body is fine */
         if (k < 0)
                 return k;
         k = api_validate_sandbox_create(body, api_config(r->api), &sb, e);
         if (k < 0)
                 return k;
+        k = api_volume_mounts_parse(r, json_get(body, "volumes"), "read_only", vols, e);
+        if (k < 0)
+                return k;
+        if (vols->n > 0 && streq(sb.runtime, "vm"))
+                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
+                                 "the vm runtime does not mount volumes (yet); use the ns runtime");
         k = api_credentials_resolve(r, json_get(body, "credentials"), &creds, &n_creds, e);
         if (k < 0)
                 return k;
         k = api_credentials_add_env(creds, n_creds, &sb.env_json, e);
         if (k >= 0)
-                k = api_sandbox_create_with(r, &sb, creds, n_creds, NULL, e);
+                k = api_sandbox_create_with(r, &sb, creds, n_creds, NULL, vols, e);
         credential_array_free(creds, n_creds);
         if (k < 0)
                 return k;

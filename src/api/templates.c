@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* /v1/templates: list (with in_use counts), import from a streamed archive
  * (admin; a root fs tar, an OCI layout in a tar or a docker save archive, told
- * apart by the worker; ?tag= picks an image), remove (admin; refused while a
- * sandbox uses it). */
+ * apart by the worker; ?tag= picks an image), pull from a registry (admin;
+ * fetched here into an OCI layout tar, then imported like one), remove
+ * (admin; refused while a sandbox uses it). */
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,6 +12,8 @@
 
 #include "alloc-util.h"
 #include "api-internal.h"
+#include "cred-crypt.h"
+#include "registry.h"
 #include "fd-util.h"
 #include "log.h"
 
@@ -168,6 +171,118 @@ int api_template_import(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return api_store_error(e, k, "reading the template back");
         json_out_template(&w, &t, 0);
+        return api_reply_json(r, 201, &w);
+}
+
+static void cred_secret_freep_(CredSecret **s) {
+        cred_secret_free(*s);
+}
+
+static int pull_layers_cached(void *userdata, char (*keys)[65], size_t n, bool *ret_cached) {
+        ApiRequest *r = userdata;
+        ApiError e = {};
+        int k = worker_layers_cached(r->worker, keys, n, ret_cached, &e);
+
+        if (k < 0)
+                log_debug("Asking the worker for its cached layers failed (all are fetched): %s", e.message);
+        return k;
+}
+
+/* The template row is made first (a name taken twice fails at once, before
+ * any download) and dropped again on any failure. */
+int api_template_pull(ApiRequest *r, ApiError *e) {
+        static const char *const allowed[] = { "ref", "credential", NULL };
+        const Config *c = api_config(r->api);
+        const char *name = r->params[0], *refs, *credname, *unknown = NULL;
+        _cleanup_(cred_secret_freep_) CredSecret *secret = NULL;
+        _cleanup_(unlink_freep) char *path = NULL;
+        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_free_ char *tmpdir = NULL;
+        _cleanup_(credential_done) Credential cred = {};
+        RegistryCredential rc = {};
+        RegistryRef ref;
+        RegistryOptions o = {
+                .ca_file = c->registry_ca_file,
+                .insecure = c->registry_insecure,
+                .resolve = c->registry_resolve,
+                .max_bytes = c->upload_max_mb * 1024 * 1024,
+                .timeout_msec = (int) MIN(c->registry_timeout_s * 1000, (uint64_t) INT32_MAX),
+                .layers_cached = pull_layers_cached,
+                .userdata = r,
+        };
+        char data[STORE_NAME_MAX + REGISTRY_REF_MAX + 160], digest[72], err[160];
+        Template t = {};
+        uint64_t size = 0;
+        int k;
+
+        json_w_init(&w);
+        if (!api_template_name_valid(name))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "a template name is [a-z0-9][a-z0-9._-]{0,63}, not '%.64s'", name);
+        k = api_read_json(r, &body, e);
+        if (k < 0)
+                return k;
+        if (json_type(body) != JSON_OBJECT)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "the body must be a JSON object");
+        if (json_check_keys(body, allowed, &unknown) < 0)
+                return api_error(e, -EINVAL, API_UNKNOWN_FIELD, "unknown field '%.64s'", strna(unknown));
+        refs = json_string(json_get(body, "ref"));
+        if (!refs)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "ref is required: the image, e.g. docker.io/library/python:3.12");
+        if (registry_ref_parse(refs, &ref, err, sizeof err) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "ref '%.128s': %s", refs, err);
+        credname = json_string(json_get(body, "credential"));
+        if (json_get(body, "credential") && !json_is_null(json_get(body, "credential")) && !credname)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "credential must be a credential's name");
+        if (credname) {
+                k = api_credential_open_basic(r, credname, &cred, &secret, e);
+                if (k < 0)
+                        return k;
+                rc = (RegistryCredential){ .user = cred.basic_user, .password = (const char *) secret->data,
+                                           .password_len = secret->len, .name = cred.name,
+                                           .hosts_json = cred.hosts_json };
+        }
+
+        (void) strscpy(t.name, sizeof t.name, name);
+        t.state = TEMPLATE_IMPORTING;
+        t.created_usec = now_usec();
+        k = store_template_insert(r->store, &t);
+        if (k == -EEXIST)
+                return api_error(e, k, API_ALREADY_EXISTS, "template '%s' already exists", name);
+        if (k < 0)
+                return api_store_error(e, k, "recording the template");
+
+        tmpdir = strjoin(c->state_dir, "/tmp");
+        k = tmpdir ? api_get_worker(r, e) : -ENOMEM;
+        if (k >= 0)
+                k = registry_pull(&ref, credname ? &rc : NULL, &o, tmpdir, &path, digest, e);
+        secret = cred_secret_free(secret);
+        if (k >= 0)
+                k = worker_template_import(r->worker, name, path, NULL, &size, e);
+        if (k < 0) {
+                int q = store_template_delete(r->store, name);
+                if (q < 0)
+                        log_error_errno(q, "Failed to drop template row %s after a failed pull: %m", name);
+                if (e->code == API_OK)
+                        (void) api_error(e, k, API_UNAVAILABLE, "the pull failed: %s", strerror(-k));
+                log_warning("Pulling template %s from %s failed: %s", name, refs, e->message);
+                return k;
+        }
+        k = store_template_set_ready(r->store, name, size);
+        if (k < 0)
+                return api_store_error(e, k, "marking the template ready");
+        /* validated name, ref and digest: nothing to escape */
+        snprintf(data, sizeof data, "{\"name\":\"%s\",\"size_bytes\":%" PRIu64 ",\"ref\":\"%s\",\"digest\":\"%s\"}",
+                 name, size, refs, digest);
+        api_event(r, NULL, "template.imported", "", data);
+        log_info("Pulled template %s from %s (%s, %" PRIu64 " bytes)", name, refs, digest, size);
+
+        k = store_template_get(r->store, name, &t);
+        if (k < 0)
+                return api_store_error(e, k, "reading the template back");
+        json_out_template_pulled(&w, &t, 0, refs, digest);
         return api_reply_json(r, 201, &w);
 }
 

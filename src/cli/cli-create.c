@@ -20,6 +20,7 @@ enum {
         OPT_CREDENTIAL,
         OPT_IDLE_ACTION,
         OPT_AUTO_RESUME,
+        OPT_VOLUME,
         OPT_NUMBER, /* OPT_NUMBER + i: number_fields[i] */
 };
 
@@ -51,6 +52,7 @@ static const CliOption options[] = {
         { "cred", 0, true, OPT_CREDENTIAL },
         { "idle-action", 0, true, OPT_IDLE_ACTION },
         { "auto-resume", 0, false, OPT_AUTO_RESUME },
+        { "volume", 0, true, OPT_VOLUME },
         { "pids", 0, true, OPT_NUMBER + 0 },
         { "io-weight", 0, true, OPT_NUMBER + 1 },
         { "idle", 0, true, OPT_NUMBER + 2 },
@@ -87,7 +89,7 @@ static void write_string_array(JsonWriter *w, char **l) {
 
 int cli_create(int argc, char **argv) {
         _cleanup_strv_free_ char **env = NULL, **meta = NULL, **allow = NULL, **creds = NULL, **allow_cidr = NULL,
-                                 **deny = NULL;
+                                 **deny = NULL, **volumes = NULL;
         const char *template = NULL, *runtime = NULL, *arg = NULL, *idle_action = NULL;
         uint64_t numbers[ELEMENTSOF(number_fields)] = {};
         bool have_number[ELEMENTSOF(number_fields)] = {}, auto_resume = false;
@@ -147,9 +149,11 @@ int cli_create(int argc, char **argv) {
                 case OPT_ALLOW:
                 case OPT_ALLOW_CIDR:
                 case OPT_DENY:
+                case OPT_VOLUME:
                 case OPT_CREDENTIAL: {
                         char ***l = r == OPT_ENV ? &env : r == OPT_META ? &meta : r == OPT_ALLOW ? &allow
-                                  : r == OPT_ALLOW_CIDR ? &allow_cidr : r == OPT_DENY ? &deny : &creds;
+                                  : r == OPT_ALLOW_CIDR ? &allow_cidr : r == OPT_DENY ? &deny
+                                  : r == OPT_VOLUME ? &volumes : &creds;
                         if (isempty(arg))
                                 return cli_usage_error("option needs a non-empty value");
                         if (strv_extend(l, arg) < 0)
@@ -231,6 +235,16 @@ int cli_create(int argc, char **argv) {
         if (creds) {
                 json_w_key(&w, "credentials");
                 write_string_array(&w, creds);
+        }
+        if (volumes) {
+                json_w_key(&w, "volumes");
+                json_w_array_begin(&w);
+                for (char **s = volumes; *s; s++) {
+                        r = cli_volume_write_mount(&w, *s);
+                        if (r < 0)
+                                return r;
+                }
+                json_w_array_end(&w);
         }
         json_w_object_end(&w);
         r = json_w_finish(&w, &body, &body_len);

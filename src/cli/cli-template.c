@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* space template ls | import NAME SRC | rm NAME: /v1/templates.
+/* space template ls | import NAME SRC | pull NAME REF | rm NAME: /v1/templates.
  * import streams a tar archive: a directory is packed by a tar child process,
  * a file is sent as is, '-' reads the archive from stdin. Nothing is held in memory.
  * SRC may name an image: oci-layout:DIR[:TAG] (an OCI image layout directory,
  * packed like a directory), oci-archive:FILE[:TAG] (such a layout in a tar),
  * docker-archive:FILE[:TAG] (what docker/podman save write); the server tells
- * the formats apart, TAG picks an image (?tag=). */
+ * the formats apart, TAG picks an image (?tag=). pull has the server fetch
+ * an image from its registry (POST /v1/templates/NAME/pull), logging in with
+ * a stored credential named by --credential. */
 
 #include <fcntl.h>
 #include <signal.h>
@@ -186,6 +188,59 @@ static int template_import(int argc, char **argv) {
         return 0;
 }
 
+enum {
+        OPT_CREDENTIAL = 1,
+};
+
+static const CliOption pull_options[] = {
+        { "credential", 0, true, OPT_CREDENTIAL },
+        {},
+};
+
+static int template_pull(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_free_ char *name = NULL, *target = NULL, *body = NULL;
+        const char *credential = NULL, *arg;
+        size_t len;
+        int r;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        while ((r = cli_parser_next(&p, pull_options, &arg)) > 0)
+                if (r == OPT_CREDENTIAL)
+                        credential = arg;
+        r = cli_parser_end(&p, r, 2, 2);
+        if (r <= 0)
+                return r;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "ref", p.pos[1]);
+        if (credential)
+                json_w_kv_string(&w, "credential", credential);
+        json_w_object_end(&w);
+        r = json_w_finish(&w, &body, &len);
+        if (r < 0)
+                return cli_error_errno(r, "out of memory");
+        name = cli_escape(p.pos[0]);
+        target = name ? strjoin("/v1/templates/", name, "/pull") : NULL;
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        if (!arg_json && isatty(STDERR_FILENO))
+                fprintf(stderr, "pulling %s ...\n", p.pos[1]);
+        r = cli_call("POST", target, body, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        printf("pulled template %s from %s (%s)\n", strna(json_string(json_get(resp.json, "name")) ?: p.pos[0]),
+               p.pos[1], strna(json_string(json_get(resp.json, "digest"))));
+        return 0;
+}
+
 static int template_rm(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         int r;
@@ -200,6 +255,7 @@ int cli_template(int argc, char **argv) {
         static const CliSubcommand sub[] = {
                 { "ls", template_ls },
                 { "import", template_import },
+                { "pull", template_pull },
                 { "rm", template_rm },
         };
 

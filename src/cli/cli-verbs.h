@@ -41,6 +41,10 @@ int cli_files(int argc, char **argv);    /* cli-files.c */
 int cli_update(int argc, char **argv);   /* cli-update.c */
 int cli_top(int argc, char **argv);      /* cli-top.c */
 int cli_completion(int argc, char **argv); /* cli-completion.c */
+int cli_volume(int argc, char **argv);   /* cli-volume.c */
+/* One element of a create's "volumes" from --volume NAME:/path[:ro|:rw] (errors printed). */
+struct JsonWriter;
+int cli_volume_write_mount(struct JsonWriter *w, const char *spec); /* cli-volume.c */
 /* The newest limit events of a sandbox (or of all with NULL), newest last. */
 int cli_events_show(const char *sandbox, uint64_t limit); /* cli-events.c */
 /* The checkpoint table of a sandbox for 'show' (nothing if it has none). */

@@ -26,7 +26,7 @@ static const CliCommand commands[] = {
           "[--template T] [--runtime ns|vm] [--cpu N] [--memory MB] [--disk MB] [--timeout S] [--env K=V]... "
           "[--meta K=V]... [--allow HOST[:PORTS]]... [--allow-cidr CIDR[:PORTS]]... [--deny HOST|CIDR]... "
           "[--cred NAME]... [--pids N] [--io-weight N] [--idle S] [--idle-action A] [--checkpoint-every S] "
-          "[--checkpoints-max N] [--checkpoints-mb MB] [--auto-resume]",
+          "[--checkpoints-max N] [--checkpoints-mb MB] [--auto-resume] [--volume NAME:/path[:ro]]...",
           "create a sandbox and print its id",
           "  --template T       template name (default: the server's default_template)\n"
           "  --runtime ns|vm    isolation runtime\n"
@@ -35,6 +35,8 @@ static const CliCommand commands[] = {
           "  --disk MB          disk quota\n"
           "  --timeout S        delete the sandbox after S seconds (0 = never)\n"
           "  --env K=V          environment of every process (repeatable)\n"
+          "  --volume NAME:/path[:ro]  mount the tenant's volume NAME at /path (repeatable; :ro read-only;\n"
+          "                     one writer or many readers: 409 if another sandbox holds it)\n"
           "  --meta K=V         metadata (repeatable)\n"
           "  --allow HOST[:PORTS]  allow egress to HOST or *.DOMAIN (ports default 80,443; repeatable)\n"
           "  --allow-cidr CIDR[:PORTS]  allow egress to raw addresses in CIDR (repeatable)\n"
@@ -168,10 +170,22 @@ static const CliCommand commands[] = {
           "                    through the sandbox's tar: modes, symlinks and empty directories are\n"
           "                    kept; files belong to whoever extracts them (root in the sandbox).\n"
           "On a terminal a progress bar on stderr shows large transfers.\n" },
-        { "template", cli_template, "ls | import NAME SRC | rm NAME", "manage templates",
+        { "template", cli_template, "ls | import NAME SRC | pull NAME REF [--credential C] | rm NAME",
+          "manage templates",
           "  ls                 list templates\n"
           "  import NAME SRC    import a directory or a .tar file ('-' = tar on stdin) as template NAME\n"
+          "  pull NAME REF      pull image REF (registry/repo[:tag] or registry/repo@sha256:...) from its\n"
+          "                     registry as template NAME (the server fetches it, for linux/<its arch>)\n"
+          "    --credential C   log in to the registry with the stored basic credential C (space cred add\n"
+          "                     C --basic-user USER --host REGISTRY); never a password on the command line\n"
           "  rm NAME            remove a template\n" },
+        { "volume", cli_volume, "create NAME [--size MB] | ls | show NAME | rm NAME...",
+          "manage persistent volumes",
+          "  create NAME   a volume of --size MiB (default 1024), its quota; kept until removed\n"
+          "  ls            list the tenant's volumes and who mounts them\n"
+          "  show NAME     one volume and the bytes it holds\n"
+          "  rm NAME...    delete volumes (refused while a sandbox mounts one)\n"
+          "Mount one at create: space create --volume NAME:/path[:ro]\n" },
         { "key", cli_key, "create [--tenant T] [--name N] [--admin] | ls | rm ID", "manage API keys",
           "  create   create a key and print its secret (shown only once)\n"
           "  ls       list keys\n"

@@ -548,6 +548,30 @@ static int tool_ls(McpCall *c, char **ret) {
         return result_text(text, a.body, false, ret);
 }
 
+/* The ingress URL of a port of the sandbox, its traffic token and a one-time link for a browser. */
+static int tool_port(McpCall *c, char **ret) {
+        _cleanup_(api_answer_done) ApiAnswer a = {};
+        _cleanup_free_ char *suffix = NULL, *t = NULL, *text = NULL;
+        uint64_t port = 0;
+
+        if (json_uint64(json_get(c->args, "port"), &port) < 0)
+                return result_text("port must be an integer in [1, 65535]", NULL, true, ret);
+        suffix = strdup_printf("/ports/%" PRIu64, port);
+        t = suffix ? sandbox_target(arg_str(c, "sandbox_id"), suffix) : NULL;
+        if (!t)
+                return -ENOMEM;
+        if (api_call(c->server, "GET", t, NULL, NULL, 0, &a) < 0)
+                return result_api_error(&a, ret);
+        text = strdup_printf("Port %" PRIu64 " of sandbox %s is reachable at %s with the header %s: %s; "
+                             "a browser opens %s once (it sets a cookie; expires %s).",
+                             port, arg_str(c, "sandbox_id"), strempty(json_string(json_get(a.json, "url"))),
+                             strempty(json_string(json_get(a.json, "token_header"))),
+                             strempty(json_string(json_get(a.json, "token"))),
+                             strempty(json_string(json_get(a.json, "link"))),
+                             strempty(json_string(json_get(a.json, "link_expires_at"))));
+        return text ? result_text(text, a.body, false, ret) : -ENOMEM;
+}
+
 typedef struct ArgMap {
         const char *from, *to; /* the tool's argument, the API's field */
 } ArgMap;
@@ -691,6 +715,12 @@ const McpTool mcp_tools[] = {
           "{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"sandbox_id\",\"checkpoint\"],"
           "\"properties\":{" ID_SCHEMA ",\"checkpoint\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}}}",
           tool_restore },
+        { "expose_port", "Expose a port",
+          "Gives the URL of a TCP port inside a sandbox (a server started there, e.g. on 8000) through the "
+          "ingress, with the traffic token to send and a one-time link for a browser.",
+          "{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"sandbox_id\",\"port\"],"
+          "\"properties\":{" ID_SCHEMA ",\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535}}}",
+          tool_port },
         { "delete_sandbox", "Delete a sandbox", "Deletes a sandbox and everything in it.",
           "{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"sandbox_id\"],\"properties\":{" ID_SCHEMA "}}",
           tool_delete },

@@ -27,6 +27,16 @@ static inline bool runtime_limits_equal(const RuntimeLimits *a, const RuntimeLim
                a->fsize_bytes == b->fsize_bytes && a->io_weight == b->io_weight;
 }
 
+/* A volume mounted into an ns sandbox (idmapped into its user namespace,
+ * like its root): files stored as uid N appear as N inside. */
+#define RUNTIME_VOLUMES_MAX 16
+#define RUNTIME_VOLUME_PATH_MAX 256 /* the path inside, with its NUL */
+typedef struct RuntimeVolume {
+        const char *host_path;     /* the volume's directory on the host (pool) */
+        const char *path;          /* inside the sandbox: absolute, no "." or ".." (the API validated it) */
+        bool read_only;
+} RuntimeVolume;
+
 typedef struct RuntimeSpec {
         const char *id;
         const char *root_path;     /* the sandbox's root directory on the host (pool) */
@@ -46,6 +56,8 @@ typedef struct RuntimeSpec {
         bool neutral;              /* vm: boot with no environment and the hostname "space" (a base snapshot is
                                     * saved from it before identify gives it its own) */
         const char *resolv_conf;   /* written to /etc/resolv.conf inside; NULL = left alone */
+        const RuntimeVolume *volumes; /* ns: mounted with the root (given with it when root_later) */
+        size_t n_volumes;          /* at most RUNTIME_VOLUMES_MAX */
         /* ns: PID 1 becomes a child of the caller's parent (CLONE_PARENT): a
          * small spawner process clones for the worker, which reaps. A spawn
          * that fails after the clone leaves the killed PID 1's pid in
@@ -117,7 +129,8 @@ typedef struct RuntimeOps {
         /* ns: after a spawn with root_later, the root for PID 1 (made at the
          * spec's root_path meanwhile); a failure leaves PID 1 waiting: the
          * caller kills it (it never gets a root) before finish or instead. */
-        int (*give_root)(RuntimePending *p, const char *root_path, char *errbuf, size_t errbuf_size);
+        int (*give_root)(RuntimePending *p, const char *root_path, const RuntimeVolume *volumes, size_t n_volumes,
+                         char *errbuf, size_t errbuf_size);
         /* Kills every process of the sandbox and removes its host resources
          * (cgroups, agent socket). The root filesystem is the pool's. Idempotent. */
         int (*destroy)(const char *id, const char *agent_socket);

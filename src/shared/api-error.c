@@ -35,6 +35,8 @@ static const struct {
         [API_URI_TOO_LONG] = { "uri_too_long", 414 },
         [API_HEADERS_TOO_LARGE] = { "headers_too_large", 431 },
         [API_WORKER_UNAVAILABLE] = { "worker_unavailable", 503 },
+        [API_VOLUME_IN_USE] = { "volume_in_use", 409 },
+        [API_UNSUPPORTED] = { "unsupported", 400 },
 };
 
 const char *api_error_code_to_string(ApiErrorCode c) {

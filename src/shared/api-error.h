@@ -34,6 +34,8 @@ typedef enum ApiErrorCode {
         API_URI_TOO_LONG,       /* 414 */
         API_HEADERS_TOO_LARGE,  /* 431 */
         API_WORKER_UNAVAILABLE, /* 503 the local worker is down or restarting (Retry-After) */
+        API_VOLUME_IN_USE,      /* 409 a volume a sandbox mounts (delete), or its writer (mount) */
+        API_UNSUPPORTED,        /* 400 what this runtime or pool cannot do */
         _API_ERROR_CODE_MAX,
         _API_ERROR_CODE_INVALID = -EINVAL,
 } ApiErrorCode;

@@ -76,6 +76,10 @@ typedef struct Config {
         char default_network[CONFIG_STR_MAX]; /* egress policy JSON of a create that names none; "" = no egress */
         uint64_t e2b_internet;         /* 1: E2B creates and network updates that leave allowInternetAccess unset get it */
         char gateway_ca_file[CONFIG_STR_MAX]; /* CA bundle intercepted upstreams are verified against; "" = the host's */
+        char registry_ca_file[CONFIG_STR_MAX]; /* CA bundle registries are verified against; "" = the host's */
+        char registry_insecure[CONFIG_STR_MAX]; /* registries (host[:port],...) pulled from over plain http */
+        char registry_resolve[CONFIG_STR_MAX]; /* "name=address,...": registry hosts reached without DNS */
+        uint64_t registry_timeout_s;
         char gateway_dns_upstream[64]; /* "a.b.c.d[:port]" the gateway resolves through; "" = /etc/resolv.conf */
         char net_pool[32];             /* private IPv4 CIDR the sandbox links' /31s come from; "" = chosen */
         char net_table[40];            /* this daemon's nftables table (inet); "" = the instance name */

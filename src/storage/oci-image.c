@@ -5,13 +5,14 @@
  * platform, the exec defaults). Every document is hostile and bounded. */
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
 
 #include "alloc-util.h"
 #include "json.h"
-#include "oci.h"
+#include "oci-image.h"
 #include "str-util.h"
 
 #define MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
@@ -43,11 +44,16 @@ const char *oci_host_arch(void) {
 
         if (uname(&u) < 0)
                 return "unknown";
+        /* uname's machine names → GOARCH, what image platforms say */
         if (streq(u.machine, "x86_64"))
                 return "amd64";
-        if (streq(u.machine, "aarch64"))
+        if (streq(u.machine, "aarch64") || streq(u.machine, "arm64"))
                 return "arm64";
-        return u.machine;
+        if (u.machine[0] == 'i' && strlen(u.machine) == 4 && streq(u.machine + 2, "86"))
+                return "386"; /* i386..i686 */
+        if (startswith(u.machine, "armv"))
+                return "arm";
+        return u.machine; /* ppc64le, s390x, riscv64: the same names */
 }
 
 bool oci_digest_valid(const char *d) {
@@ -324,4 +330,26 @@ int oci_config_parse(const char *json, size_t n, const char *arch, OciConfig *re
         if (r < 0)
                 return r;
         return 0;
+}
+
+static void sha256_hex(const char *s, char ret[static 65]) {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned mdlen = 0;
+
+        EVP_Digest(s, strlen(s), md, &mdlen, EVP_sha256(), NULL);
+        for (unsigned i = 0; i < 32; i++)
+                snprintf(ret + 2 * i, 3, "%02x", md[i]);
+}
+
+void oci_layer_key(const char *parent_key, const char *digest, char ret[static 65]) {
+        if (!parent_key) {
+                memcpy(ret, digest + 7, 65);
+                return;
+        }
+        _cleanup_free_ char *s = strjoin(parent_key, " ", digest);
+        if (!s) {
+                ret[0] = '\0';
+                return;
+        }
+        sha256_hex(s, ret);
 }

@@ -173,15 +173,6 @@ static int blob_finish_digest(Blob *b, char ret[static 72]) {
         return 0;
 }
 
-static void sha256_hex(const char *s, char ret[static 65]) {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned mdlen = 0;
-
-        EVP_Digest(s, strlen(s), md, &mdlen, EVP_sha256(), NULL);
-        for (unsigned i = 0; i < 32; i++)
-                snprintf(ret + 2 * i, 3, "%02x", md[i]);
-}
-
 /* --- the archive's members --- */
 
 typedef struct Member {
@@ -506,18 +497,6 @@ static int import_layers(Pool *p, const char *name, const Archive *a, Layer *lay
         return 0;
 }
 
-static void layer_key(const char *parent_key, const char *digest, char ret[static 65]) {
-        if (!parent_key) {
-                memcpy(ret, digest + 7, 65);
-                return;
-        }
-        _cleanup_free_ char *s = strjoin(parent_key, " ", digest);
-        if (!s) {
-                ret[0] = '\0';
-                return;
-        }
-        sha256_hex(s, ret);
-}
 
 static int import_oci(Pool *p, const char *name, const Archive *a, const char *tag, uint64_t *ret_size,
                       OciConfig *ret_cfg, ApiError *e) {
@@ -583,7 +562,7 @@ static int import_oci(Pool *p, const char *name, const Archive *a, const char *t
                         return r;
                 layers[i].compression = man->layers[i].compression;
                 (void) strscpy(layers[i].digest, sizeof layers[i].digest, man->layers[i].digest);
-                layer_key(i ? layers[i - 1].key : NULL, layers[i].digest, layers[i].key);
+                oci_layer_key(i ? layers[i - 1].key : NULL, layers[i].digest, layers[i].key);
         }
         return import_layers(p, name, a, layers, man->n_layers, ret_cfg->defaults_json, ret_size, e);
 }
@@ -649,7 +628,7 @@ static int import_docker(Pool *p, const char *name, const Archive *a, const char
                     magic[0] == 0x1f && magic[1] == 0x8b)
                         layers[i].compression = OCI_COMPRESSION_GZIP;
                 (void) strscpy(layers[i].diff_id, sizeof layers[i].diff_id, ret_cfg->diff_ids[i]);
-                layer_key(i ? layers[i - 1].key : NULL, layers[i].diff_id, layers[i].key);
+                oci_layer_key(i ? layers[i - 1].key : NULL, layers[i].diff_id, layers[i].key);
         }
         return import_layers(p, name, a, layers, n, ret_cfg->defaults_json, ret_size, e);
 }
@@ -707,4 +686,18 @@ int pool_template_import(Pool *p, const char *name, const char *path, const char
         if (ret_defaults)
                 *ret_defaults = TAKE_PTR(cfg.defaults_json);
         return 0;
+}
+
+int pool_layer_cached(Pool *p, const char *key) {
+        _cleanup_close_ int lay_fd = -EBADF;
+        struct stat st;
+
+        if (p->kind != POOL_BTRFS)
+                return 0;
+        if (strlen(key) != 64 || strspn(key, "0123456789abcdef") != 64)
+                return -EINVAL;
+        lay_fd = pool_open_subdir(p, POOL_LAYERS_DIR);
+        if (lay_fd < 0)
+                return lay_fd;
+        return fstatat(lay_fd, key, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
 }

@@ -14,6 +14,8 @@
 #define POOL_CHECKPOINTS_DIR "checkpoints"
 /* the layer cache of OCI imports: layers/<sha256 of the layer chain>, read-only */
 #define POOL_LAYERS_DIR "layers"
+/* volumes/<id>: a tenant's persistent volume, a subvolume with a quota of its own */
+#define POOL_VOLUMES_DIR "volumes"
 #define POOL_SANDBOX_ROOT "root"
 /* Restore builds the new root (btrfs) or upper dir (overlay) next to the live
  * one under this name, then swaps the two (RENAME_EXCHANGE): afterwards the

@@ -2,7 +2,8 @@
 /* What the pool holds and what it promised (pool.h: PoolSpace): statfs of
  * the pool, and the quota of every sandbox in it, read in one pass (one
  * qgroup tree search for all roots, a stat per sandbox), so that admission
- * costs little even with a thousand sandboxes. */
+ * costs little even with a thousand sandboxes. The volumes' quotas count
+ * as promises like the sandboxes'. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -47,6 +48,41 @@ static int sandbox_quota(Pool *p, int dfd, const BtrfsQgroup *q, size_t n, uint6
                 *ret_left = size - MIN(used, size);
         }
         return 0;
+}
+
+/* The volumes' quotas (volumes/<id>, pool-volume.c) are promises too: what they may still write. */
+static int volumes_add(Pool *p, const BtrfsQgroup *q, size_t n, PoolSpace *s) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        int fd;
+
+        if (p->kind != POOL_BTRFS || !p->quota)
+                return 0; /* there are none (pool-volume.c) */
+        fd = pool_open_subdir(p, POOL_VOLUMES_DIR);
+        if (fd == -ENOENT)
+                return 0;
+        if (fd < 0)
+                return fd;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        while ((errno = 0, de = readdir(d))) {
+                _cleanup_close_ int vfd = -EBADF;
+                const BtrfsQgroup *g;
+                uint64_t id;
+
+                if (!pool_sandbox_id_valid(de->d_name))
+                        continue;
+                vfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (vfd < 0 || btrfs_subvol_get_id(vfd, &id) < 0 || !(g = btrfs_qgroup_find(q, n, id)))
+                        continue;
+                s->promised_bytes = add_sat(s->promised_bytes, g->max_exclusive);
+                s->outstanding_bytes = add_sat(s->outstanding_bytes,
+                                               g->max_exclusive - MIN(g->exclusive, g->max_exclusive));
+        }
+        return errno != 0 ? negative_errno() : 0;
 }
 
 int pool_space_read(Pool *p, const char *self_id, PoolSpace *ret) {
@@ -106,6 +142,9 @@ int pool_space_read(Pool *p, const char *self_id, PoolSpace *ret) {
         }
         if (errno != 0)
                 return negative_errno();
+        r = volumes_add(p, q, n, &s);
+        if (r < 0)
+                return r;
         *ret = s;
         return 0;
 }

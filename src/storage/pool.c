@@ -236,6 +236,7 @@ static int pool_setup_layout(Pool *p, bool own_root) {
                 { POOL_CHECKPOINTS_DIR, 0700 },
                 { POOL_TMP_DIR, 0700 },
                 { POOL_LAYERS_DIR, 0700 },
+                { POOL_VOLUMES_DIR, 0700 },
         };
         int r;
 

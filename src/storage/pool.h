@@ -186,6 +186,9 @@ int pool_template_import_tar(Pool *p, const char *name, const char *tar_path, ui
  * (oci-import.c). *ret_defaults: the image config's exec defaults as JSON
  * (malloc'd, NULL for a root fs). */
 struct ApiError;
+/* Whether the layer cache holds layers/<key> (oci_layer_key()): 1, 0 (also
+ * on an overlay pool, which has no cache), -errno. */
+int pool_layer_cached(Pool *p, const char *key);
 int pool_template_import(Pool *p, const char *name, const char *path, const char *tag, uint64_t *ret_size_bytes,
                          char **ret_defaults, struct ApiError *reterr);
 /* -ENOENT if missing. The caller checks that no sandbox uses it. */
@@ -425,3 +428,16 @@ int pool_template_image_stamp(Pool *p, const char *template_name, char *buf, siz
 int pool_base_list_json(Pool *p, char **ret);
 /* Removes a template's base snapshots (pool_template_image_remove calls it). */
 int pool_base_remove(Pool *p, const char *template_name);
+
+/* Volumes (pool-volume.c): volumes/<id> (id as pool_sandbox_id_valid), a
+ * subvolume limited to size_mb MiB of exclusive bytes, owned by 0:0 as the
+ * sandbox sees it, mode 0777. btrfs with quotas only (-EOPNOTSUPP). remove: a missing
+ * one is fine. */
+int pool_volume_create(Pool *p, const char *id, uint64_t size_mb);
+/* volumes/<id>: a writable snapshot of volumes/<src_id> (O(1); only changed blocks cost), limited to size_mb. */
+int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size_mb);
+int pool_volume_remove(Pool *p, const char *id);
+int pool_volume_open(Pool *p, const char *id, int *ret_fd);
+int pool_volume_path(Pool *p, const char *id, char **ret);
+/* Exclusive bytes it holds (as the qgroup counts them). */
+int pool_volume_usage(Pool *p, const char *id, uint64_t *ret_used_bytes);

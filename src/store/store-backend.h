@@ -119,6 +119,13 @@ struct StoreOps {
         int (*tenant_quotas_get)(Store *s, const char *tenant_id, TenantQuotas *ret);
         int (*tenant_quotas_set)(Store *s, const TenantQuotas *q);
         int (*tenant_usage)(Store *s, const char *tenant_id, TenantUsage *ret);
+        /* volumes (store-*-volumes.c); v->created_usec is set */
+        int (*volume_insert)(Store *s, const Volume *v);
+        int (*volume_get)(Store *s, const char *tenant_id, const char *name, Volume *ret);
+        int (*volume_list)(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
+        int (*volume_delete)(Store *s, const char *tenant_id, const char *name);
+        int (*volume_mount)(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n);
+        int (*volume_mounts)(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
         /* webhooks (store-*-webhooks.c) */
         int (*webhook_insert)(Store *s, Webhook *w);
         int (*webhook_get)(Store *s, const char *tenant_id, const char *id, Webhook *ret);

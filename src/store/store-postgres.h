@@ -132,6 +132,19 @@ typedef enum PgTenantStmt {
         _PG_TQ_STMT_MAX,
 } PgTenantStmt;
 
+/* The volume statements (store-postgres-volumes.c), prepared likewise. */
+typedef enum PgVolumeStmt {
+        PG_VOL_INSERT,
+        PG_VOL_GET,
+        PG_VOL_LIST,
+        PG_VOL_LOCK_BY_NAME,
+        PG_VOL_LOCK_BY_ID,
+        PG_VOL_LIVE_MOUNTS,
+        PG_VOL_DELETE,
+        PG_VOL_MOUNT_INSERT,
+        PG_VOL_MOUNT_LIST,
+        _PG_VOL_STMT_MAX,
+} PgVolumeStmt;
 /* The webhook statements (store-postgres-webhooks.c), prepared likewise. */
 typedef enum PgWebhookStmt {
         PG_WH_INSERT,
@@ -167,6 +180,7 @@ typedef struct PgStore {
         PgSlot credentials[_PG_CRED_STMT_MAX];
         PgSlot cluster[_PG_CL_STMT_MAX];
         PgSlot tenants[_PG_TQ_STMT_MAX];
+        PgSlot volumes[_PG_VOL_STMT_MAX];
         PgSlot webhooks[_PG_WH_STMT_MAX];
         unsigned leader_gen;            /* the generation whose session holds the controller lock, 0 = none */
         PgSlot sandbox_list[PG_SANDBOX_LIST_VARIANTS];
@@ -305,6 +319,13 @@ int pg_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
  * to decide. */
 int pg_tenant_admit(PgStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb);
 
+/* Volumes (store-postgres-volumes.c), for the ops table. */
+int pg_op_volume_insert(Store *s, const Volume *v);
+int pg_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
+int pg_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
+int pg_op_volume_delete(Store *s, const char *tenant_id, const char *name);
+int pg_op_volume_mount(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n);
+int pg_op_volume_mounts(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
 /* Webhooks (store-postgres-webhooks.c), for the ops table. */
 int pg_op_webhook_insert(Store *s, Webhook *w);
 int pg_op_webhook_get(Store *s, const char *tenant_id, const char *id, Webhook *ret);

@@ -328,6 +328,7 @@ void sqlite_store_close(Store *s) {
         finalize_all(q->credentials, ELEMENTSOF(q->credentials));
         finalize_all(q->cluster, ELEMENTSOF(q->cluster));
         finalize_all(q->tenants, ELEMENTSOF(q->tenants));
+        finalize_all(q->volumes, ELEMENTSOF(q->volumes));
         finalize_all(q->webhooks, ELEMENTSOF(q->webhooks));
         finalize_all(q->sandbox_list, ELEMENTSOF(q->sandbox_list));
         finalize_all(q->sandbox_count, ELEMENTSOF(q->sandbox_count));

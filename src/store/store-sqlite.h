@@ -118,6 +118,20 @@ typedef enum SqlTenantStmt {
         _SQL_TQ_STMT_MAX,
 } SqlTenantStmt;
 
+/* The volume statements (store-sqlite-volumes.c), cached likewise. */
+typedef enum SqlVolumeStmt {
+        SQL_VOL_INSERT,
+        SQL_VOL_GET,
+        SQL_VOL_LIST,
+        SQL_VOL_ID,
+        SQL_VOL_LIVE_MOUNTS,
+        SQL_VOL_DELETE_MOUNTS,
+        SQL_VOL_DELETE,
+        SQL_VOL_EXISTS,
+        SQL_VOL_MOUNT_INSERT,
+        SQL_VOL_MOUNT_LIST,
+        _SQL_VOL_STMT_MAX,
+} SqlVolumeStmt;
 /* The webhook statements (store-sqlite-webhooks.c), cached likewise. */
 typedef enum SqlWebhookStmt {
         SQL_WH_INSERT,
@@ -143,6 +157,7 @@ typedef struct SqliteStore {
         sqlite3_stmt *credentials[_SQL_CRED_STMT_MAX];
         sqlite3_stmt *cluster[_SQL_CL_STMT_MAX];
         sqlite3_stmt *tenants[_SQL_TQ_STMT_MAX];
+        sqlite3_stmt *volumes[_SQL_VOL_STMT_MAX];
         sqlite3_stmt *webhooks[_SQL_WH_STMT_MAX];
         sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
         sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
@@ -269,6 +284,13 @@ int sqlite_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
  * for sb (NULL = a checkpoint); adm NULL = nothing to decide. */
 int sqlite_tenant_admit(SqliteStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb);
 
+/* Volumes (store-sqlite-volumes.c), for the ops table. */
+int sqlite_op_volume_insert(Store *s, const Volume *v);
+int sqlite_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
+int sqlite_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
+int sqlite_op_volume_delete(Store *s, const char *tenant_id, const char *name);
+int sqlite_op_volume_mount(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n);
+int sqlite_op_volume_mounts(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
 /* Webhooks (store-sqlite-webhooks.c), for the ops table. */
 int sqlite_op_webhook_insert(Store *s, Webhook *w);
 int sqlite_op_webhook_get(Store *s, const char *tenant_id, const char *id, Webhook *ret);

@@ -548,6 +548,48 @@ int store_checkpoint_copy_list(Store *s, const char *checkpoint_id, CheckpointCo
 /* -ENOENT if there is no such row. */
 int store_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char *worker);
 
+/* Volumes (store-volumes.c): a tenant's named persistent subvolumes, and
+ * which sandboxes mount them. A volume's mounts count while their sandbox is
+ * not deleted: a writer excludes every other mount, readers share. Names are
+ * unique per tenant. */
+#define STORE_VOLUME_PATH_MAX 256
+#define STORE_VOLUME_MOUNTS_MAX 16 /* volumes one sandbox mounts */
+
+typedef struct Volume {
+        char id[STORE_ID_MAX];          /* "vol_" + random: its subvolume's name in the pool */
+        char tenant_id[STORE_ID_MAX];
+        char name[STORE_NAME_MAX];
+        uint64_t size_mb;               /* its quota, > 0 */
+        char worker[STORE_NAME_MAX];    /* the worker whose pool holds it; "" = the local one */
+        int64_t created_usec;
+        uint32_t readers, writers;      /* read only: mounts by sandboxes not deleted */
+} Volume;
+
+typedef struct VolumeMount {
+        char volume_id[STORE_ID_MAX];
+        char volume_name[STORE_NAME_MAX]; /* read only (list): the volume's name */
+        char sandbox_id[STORE_ID_MAX];
+        char path[STORE_VOLUME_PATH_MAX]; /* where inside the sandbox */
+        bool read_only;
+} VolumeMount;
+
+/* created_usec 0 = now. -EEXIST if the id, or the name within the tenant, is taken. */
+int store_volume_insert(Store *s, const Volume *v);
+/* By tenant and name; -ENOENT if the tenant has none of that name. */
+int store_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
+/* A tenant's volumes, by name. */
+int store_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
+/* Deletes the volume (and the mount rows of deleted sandboxes) unless a
+ * sandbox not deleted mounts it: then -EBUSY. */
+int store_volume_delete(Store *s, const char *tenant_id, const char *name);
+/* Records that sandbox_id mounts m[0..n-1] (their sandbox_id is ignored),
+ * all or none, in one transaction that also decides the sharing rule: -EBUSY
+ * if a writer would share a volume with another sandbox's mount, or a reader
+ * with another's writer. */
+int store_volume_mount(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n);
+/* The volumes sandbox_id mounts, by path. */
+int store_volume_mounts(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
+
 /* Controller leadership: true while this handle holds it. PostgreSQL: a
  * session advisory lock on this handle's connection (released when the
  * process or its connection dies, so another takes over at its next try);

@@ -163,6 +163,18 @@ static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, u
         if (!order)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         worker_place(nodes, n, sb, now_usec() - w->lost_timeout_usec, order, &n_order);
+        /* pinned (its volumes live there): that worker or none */
+        if (!isempty(sb->worker) && !streq(sb->worker, "local")) {
+                size_t kept = 0;
+                for (size_t i = 0; i < n_order; i++)
+                        if (streq(nodes[order[i]].name, sb->worker))
+                                order[kept++] = order[i];
+                if (kept == 0)
+                        return api_error(e, -ENOSPC, API_UNAVAILABLE,
+                                         "worker '%s', which holds the sandbox's volumes, cannot take it now",
+                                         sb->worker);
+                n_order = kept;
+        }
         if (n_order == 0) {
                 /* would one take it but for its disk quota? then that is the reason */
                 Sandbox nodisk = *sb;

@@ -121,6 +121,34 @@ int worker_template_import(WorkerClient *w, const char *name, const char *tar_pa
         return 0;
 }
 
+int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_cached, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        const JsonValue *cached;
+        WorkerCall call;
+        int r;
+
+        for (size_t i = 0; i < n; i++)
+                ret_cached[i] = false;
+        if (w->store || n == 0)
+                return 0;
+        worker_client_request_begin(&call, WORKER_OP_LAYERS_CACHED);
+        json_w_key(&call.jw, "keys");
+        json_w_array_begin(&call.jw);
+        for (size_t i = 0; i < n; i++)
+                json_w_string(&call.jw, keys[i]);
+        json_w_array_end(&call.jw);
+        json_w_object_end(&call.jw);
+        r = worker_client_call(w, &call, &reply, e);
+        if (r < 0)
+                return r;
+        cached = json_get(reply, "cached");
+        for (size_t i = 0; i < n && i < json_array_size(cached); i++) {
+                bool b = false;
+                ret_cached[i] = json_bool(json_array_at(cached, i), &b) >= 0 && b;
+        }
+        return 0;
+}
+
 static int template_remove_one(WorkerClient *w, const char *name, ApiError *e) {
         WorkerCall call;
 

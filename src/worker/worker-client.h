@@ -104,6 +104,32 @@ int worker_port_connect(WorkerClient *w, const Sandbox *sb, uint16_t port, int *
 int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, const char *tag,
                            uint64_t *ret_size_bytes, ApiError *e);
 int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
+/* Volumes (worker-client-volume.c), on worker ("" = the local one). place:
+ * the worker a new volume of size_mb goes to ("" when not a cluster). */
+int worker_volume_place(WorkerClient *w, uint64_t size_mb, char ret_worker[static STORE_NAME_MAX], ApiError *e);
+int worker_volume_create(WorkerClient *w, const char *worker, const char *id, uint64_t size_mb, ApiError *e);
+/* A new volume id: a writable snapshot of source_id (on the same worker). */
+int worker_volume_clone(WorkerClient *w, const char *worker, const char *source_id, const char *id, uint64_t size_mb,
+                        ApiError *e);
+int worker_volume_remove(WorkerClient *w, const char *worker, const char *id, ApiError *e);
+/* A volume's files (path relative to its root, "" = the root): *ret is the reply
+ * ({"type":"file","data_b64"} or {"type":"dir","entries"}); write replaces the file. */
+int worker_volume_file_read(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
+                            ApiError *e);
+int worker_volume_file_write(WorkerClient *w, const char *worker, const char *id, const char *path,
+                             const char *data_b64, JsonValue **ret, ApiError *e);
+/* The stat of path (not followed if a symlink); a directory made (parents too). *ret: the stat
+ * {"type","size","mode","uid","gid","atime_usec","mtime_usec","ctime_usec"}. */
+int worker_volume_file_stat(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
+                            ApiError *e);
+int worker_volume_mkdir(WorkerClient *w, const char *worker, const char *id, const char *path, JsonValue **ret,
+                        ApiError *e);
+int worker_volume_file_remove(WorkerClient *w, const char *worker, const char *id, const char *path, ApiError *e);
+int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uint64_t *ret_used_bytes, ApiError *e);
+/* Which of keys[0..n) (layer cache keys) the local worker's layer cache
+ * holds, into ret_cached. A cluster: none (the import goes to whichever
+ * worker is live). */
+int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_cached, ApiError *e);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);

@@ -10,6 +10,7 @@
 #include "alloc-util.h"
 #include "cgroup.h"
 #include "log.h"
+#include "oci.h"
 #include "str-util.h"
 #include "worker-internal.h"
 #include "worker-proto.h"
@@ -92,6 +93,32 @@ static void op_template_import(Worker *w, const JsonValue *req, JsonWriter *jw) 
         json_w_kv_bool(jw, "ok", true);
         json_w_key(jw, "size_bytes");
         json_w_uint(jw, size);
+        json_w_object_end(jw);
+}
+
+/* {"op":"layers_cached","keys":[KEY...]} → {"ok":true,"cached":[bool...]} */
+static void op_layers_cached(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        const JsonValue *keys = json_get(req, "keys");
+        ApiError e = {};
+
+        if (json_array_size(keys) > OCI_LAYERS_MAX) {
+                api_error(&e, -E2BIG, API_INVALID_ARGUMENT, "at most %u keys", OCI_LAYERS_MAX);
+                return worker_reply_error(jw, &e);
+        }
+        for (size_t i = 0; i < json_array_size(keys); i++) {
+                const char *k = json_string(json_array_at(keys, i));
+                if (!k || strlen(k) != 64 || strspn(k, "0123456789abcdef") != 64) {
+                        api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "a layer key is 64 hex digits");
+                        return worker_reply_error(jw, &e);
+                }
+        }
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_key(jw, "cached");
+        json_w_array_begin(jw);
+        for (size_t i = 0; i < json_array_size(keys); i++)
+                json_w_bool(jw, pool_layer_cached(w->pool, json_string(json_array_at(keys, i))) > 0);
+        json_w_array_end(jw);
         json_w_object_end(jw);
 }
 
@@ -249,6 +276,13 @@ static const WorkerOpHandler handlers[_WORKER_OP_MAX] = {
         [WORKER_OP_METRICS_LIVE] = worker_op_metrics_live,
         [WORKER_OP_TEMPLATE_IMPORT] = op_template_import,
         [WORKER_OP_TEMPLATE_REMOVE] = op_template_remove,
+        [WORKER_OP_VOLUME_CREATE] = worker_op_volume_create,
+        [WORKER_OP_VOLUME_REMOVE] = worker_op_volume_remove,
+        [WORKER_OP_VOLUME_USAGE] = worker_op_volume_usage,
+        [WORKER_OP_VOLUME_FILE_READ] = worker_op_volume_file_read,
+        [WORKER_OP_VOLUME_FILE_WRITE] = worker_op_volume_file_write,
+        [WORKER_OP_VOLUME_FILE_REMOVE] = worker_op_volume_file_remove,
+        [WORKER_OP_LAYERS_CACHED] = op_layers_cached,
         [WORKER_OP_TEMPLATES] = op_templates,
         [WORKER_OP_INFO] = op_info,
         [WORKER_OP_HEALTH] = worker_op_health,

@@ -170,7 +170,16 @@ typedef struct WorkerSpawnPrep {
         int tap_fd;              /* vm */
         bool prepared, root_later, sent;
         char sock[PATH_MAX], dir[PATH_MAX], hostname[64], resolv[256];
+        /* ns: the volumes the store says the sandbox mounts (worker-volume.c) */
+        RuntimeVolume volumes[RUNTIME_VOLUMES_MAX];
+        char *volume_host[RUNTIME_VOLUMES_MAX];
+        char volume_path[RUNTIME_VOLUMES_MAX][RUNTIME_VOLUME_PATH_MAX];
+        size_t n_volumes;
 } WorkerSpawnPrep;
+/* worker-volume.c: the volumes sandbox id mounts (its rows in the store), on this worker's pool, into
+ * prep->volumes; a vm sandbox with any is refused (400 unsupported). */
+int worker_volumes_prepare(Worker *w, const char *id, bool vm, WorkerSpawnPrep *prep, ApiError *e);
+void worker_volumes_prep_done(WorkerSpawnPrep *prep);
 int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, WorkerSpawnPrep *prep,
                          WorkerPending *ret, ApiError *e);
 void worker_spawn_send(Worker *w, const WorkerPending *p, WorkerSpawnPrep *prep);
@@ -215,6 +224,12 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_checkpoint_sizes(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_oom_kills(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_volume_create(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_volume_remove(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_volume_usage(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_volume_file_read(Worker *w, const JsonValue *req, JsonWriter *jw);   /* worker-volume-files.c */
+void worker_op_volume_file_write(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_op_volume_file_remove(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
 void worker_op_set_limits(Worker *w, const JsonValue *req, JsonWriter *jw);

@@ -60,6 +60,23 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
         [WORKER_OP_TEMPLATE_IMPORT] = { "template_import", .deadline_msec = 10 * MIN_MSEC, .strings = { "name", "tar" } },
         [WORKER_OP_TEMPLATE_REMOVE] = { "template_remove", .relayed = true, .idempotent = true,
                                         .deadline_msec = 1 * MIN_MSEC, .strings = { "name" } },
+        /* a volume's subvolume on this host's pool (worker-volume.c); a create of an id made before fails */
+        [WORKER_OP_VOLUME_CREATE] = { "volume_create", .relayed = true, .deadline_msec = 1 * MIN_MSEC,
+                                      .strings = { "id" } },
+        [WORKER_OP_VOLUME_REMOVE] = { "volume_remove", .relayed = true, .idempotent = true,
+                                      .deadline_msec = 1 * MIN_MSEC, .strings = { "id" } },
+        [WORKER_OP_VOLUME_USAGE] = { "volume_usage", .relayed = true, .idempotent = true,
+                                     .deadline_msec = 20 * SEC_MSEC, .strings = { "id" } },
+        /* a volume's files without a sandbox (worker-volume-files.c); a write replaces the whole file */
+        [WORKER_OP_VOLUME_FILE_READ] = { "volume_file_read", .relayed = true, .idempotent = true,
+                                         .deadline_msec = 30 * SEC_MSEC, .strings = { "id", "path" } },
+        [WORKER_OP_VOLUME_FILE_WRITE] = { "volume_file_write", .relayed = true, .idempotent = true,
+                                          .deadline_msec = 30 * SEC_MSEC, .strings = { "id", "path" } },
+        [WORKER_OP_VOLUME_FILE_REMOVE] = { "volume_file_remove", .relayed = true, .deadline_msec = 30 * SEC_MSEC,
+                                           .strings = { "id", "path" } },
+        /* which of an image's layers (by cache key) the layer cache holds: a pull skips them */
+        [WORKER_OP_LAYERS_CACHED] = { "layers_cached", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC,
+                                      .array = "keys" },
         [WORKER_OP_TEMPLATES] = { "templates", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         [WORKER_OP_INFO] = { "info", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         /* the local worker's parts, for /healthz and /readyz (which ask with a deadline of their own) */

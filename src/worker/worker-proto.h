@@ -45,6 +45,13 @@ typedef enum WorkerOpKind {
         /* the host's templates and what it offers, served by the worker process */
         WORKER_OP_TEMPLATE_IMPORT,
         WORKER_OP_TEMPLATE_REMOVE,
+        WORKER_OP_VOLUME_CREATE,
+        WORKER_OP_VOLUME_REMOVE,
+        WORKER_OP_VOLUME_USAGE,
+        WORKER_OP_VOLUME_FILE_READ,
+        WORKER_OP_VOLUME_FILE_WRITE,
+        WORKER_OP_VOLUME_FILE_REMOVE,
+        WORKER_OP_LAYERS_CACHED,
         WORKER_OP_TEMPLATES,
         WORKER_OP_INFO,
         WORKER_OP_HEALTH,

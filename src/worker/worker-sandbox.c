@@ -245,6 +245,7 @@ void worker_spawn_prep_done(WorkerSpawnPrep *prep) {
         prep->env = strv_free(prep->env);
         prep->root = mfree(prep->root);
         prep->tap_fd = safe_close(prep->tap_fd);
+        worker_volumes_prep_done(prep);
 }
 
 int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, WorkerSpawnPrep *prep,
@@ -280,6 +281,9 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot describe the network of slot %" PRIu64 ": %s", s->slot,
                                  strerror(-r));
+        r = worker_volumes_prepare(w, s->id, vm, prep, e);
+        if (r < 0)
+                return r;
         /* vm: the tap exists before the VMM (which holds it from then on) */
         if (vm) {
                 r = worker_net_tap(w, s->slot, &prep->tap_fd, e);
@@ -322,6 +326,8 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
                 .net_addr = pair.peer,
                 .net_gateway = pair.host,
                 .root_later = prep->root_later,
+                .volumes = prep->volumes,
+                .n_volumes = prep->n_volumes,
         };
         tap_guest_mac(s->slot, prep->rs.net_mac);
         prep->prepared = true;
@@ -354,14 +360,17 @@ int worker_spawn_complete(Worker *w, const WorkerSpec *s, WorkerSpawnPrep *prep,
                         r = -EXDEV, snprintf(err, sizeof err, "the root is not where it was planned: %s",
                                              strna(root_made));
                 else
-                        r = rt->give_root(&ret->p, root_made, err, sizeof err);
+                        r = rt->give_root(&ret->p, root_made, prep->rs.volumes, prep->rs.n_volumes, err,
+                                          sizeof err);
                 if (r < 0)
                         worker_spawn_abandon(rt, &ret->p);
         }
         if (r < 0) {
                 (void) rm_rf(prep->dir);
                 log_warning("Failed to start sandbox %s: %s", s->id, err);
-                return worker_storage_error(w, r, e, API_INTERNAL, "cannot start the sandbox: %s", err);
+                /* its own files in a shape that cannot start (a symlink or a file where a mount goes): its doing */
+                return worker_storage_error(w, r, e, r == -ELOOP || r == -ENOTDIR ? API_CONFLICT : API_INTERNAL,
+                                            "cannot start the sandbox: %s", err);
         }
         ret->spawned_usec = now_usec();
         /* its network goes up while PID 1 sets itself up (it runs nothing
@@ -432,7 +441,9 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, p->id);
                 (void) rm_rf(dir);
                 log_warning("Failed to start sandbox %s: %s", p->id, err);
-                return worker_storage_error(w, r, e, API_INTERNAL, "cannot start the sandbox: %s", err);
+                /* its own files in a shape that cannot start (a symlink or a file where a mount goes): its doing */
+                return worker_storage_error(w, r, e, r == -ELOOP || r == -ENOTDIR ? API_CONFLICT : API_INTERNAL,
+                                            "cannot start the sandbox: %s", err);
         }
         r = worker_live_add(w, p->rt, p->id, p->slot, inst.pid, inst.starttime, inst.pidfd);
         if (r < 0) {

@@ -36,8 +36,11 @@ typedef struct SpawnRequest {
         bool has_resolv_conf;
         bool seccomp_notify;
         bool root_later;
+        uint32_t n_volumes;
+        uint32_t volumes_read_only; /* bit i: volume i is mounted read-only */
         RuntimeLimits limits;
-        /* then: id, root_path, hostname, agent_socket, resolv_conf (if any), env[n_env], each NUL-terminated */
+        /* then: id, root_path, hostname, agent_socket, resolv_conf (if any), env[n_env], then each
+         * volume's host path and path inside, each NUL-terminated */
 } SpawnRequest;
 
 typedef struct SpawnReply {
@@ -103,8 +106,9 @@ static void spawner_serve(Worker *w, const char *buf, size_t n) {
         SpawnReply rep = {};
         size_t at = sizeof *rq;
         const char *id, *root, *hostname, *sock, *resolv = NULL;
+        RuntimeVolume vols[RUNTIME_VOLUMES_MAX] = {};
 
-        if (n < sizeof *rq || rq->n_env > SPAWN_ENV_MAX) {
+        if (n < sizeof *rq || rq->n_env > SPAWN_ENV_MAX || rq->n_volumes > RUNTIME_VOLUMES_MAX) {
                 rep.r = -EBADMSG;
                 goto reply;
         }
@@ -124,6 +128,15 @@ static void spawner_serve(Worker *w, const char *buf, size_t n) {
                         rep.r = -EBADMSG;
                         goto reply;
                 }
+        for (uint32_t i = 0; i < rq->n_volumes; i++) {
+                vols[i].host_path = get_str(buf, n, &at);
+                vols[i].path = get_str(buf, n, &at);
+                vols[i].read_only = (rq->volumes_read_only >> i) & 1;
+                if (!vols[i].host_path || !vols[i].path) {
+                        rep.r = -EBADMSG;
+                        goto reply;
+                }
+        }
         RuntimeSpec rs = {
                 .id = id,
                 .root_path = root,
@@ -138,6 +151,8 @@ static void spawner_serve(Worker *w, const char *buf, size_t n) {
                 .resolv_conf = resolv,
                 .clone_parent = true,
                 .root_later = rq->root_later,
+                .volumes = vols,
+                .n_volumes = rq->n_volumes,
         };
         rep.r = w->runtime->spawn(&rs, &p, rep.err, sizeof rep.err);
         if (rep.r >= 0) {
@@ -270,6 +285,7 @@ static int request_build(const RuntimeSpec *rs, char **ret, size_t *ret_n) {
                 .has_resolv_conf = rs->resolv_conf != NULL,
                 .seccomp_notify = rs->seccomp_notify,
                 .root_later = rs->root_later,
+                .n_volumes = (uint32_t) rs->n_volumes,
                 .limits = rs->limits,
         };
         size_t at = sizeof rq;
@@ -277,6 +293,8 @@ static int request_build(const RuntimeSpec *rs, char **ret, size_t *ret_n) {
 
         if (!buf)
                 return -ENOMEM;
+        if (rs->n_volumes > RUNTIME_VOLUMES_MAX)
+                return -E2BIG;
         for (char **e = rs->env; e && *e; e++)
                 rq.n_env++;
         if (rq.n_env > SPAWN_ENV_MAX)
@@ -290,6 +308,13 @@ static int request_build(const RuntimeSpec *rs, char **ret, size_t *ret_n) {
         for (char **e = rs->env; e && *e; e++)
                 if ((r = put_str(buf, SPAWN_MSG_MAX, &at, *e)) < 0)
                         return r;
+        for (size_t i = 0; i < rs->n_volumes; i++) {
+                if ((r = put_str(buf, SPAWN_MSG_MAX, &at, rs->volumes[i].host_path)) < 0 ||
+                    (r = put_str(buf, SPAWN_MSG_MAX, &at, rs->volumes[i].path)) < 0)
+                        return r;
+                if (rs->volumes[i].read_only)
+                        rq.volumes_read_only |= UINT32_C(1) << i;
+        }
         memcpy(buf, &rq, sizeof rq);
         *ret = TAKE_PTR(buf);
         *ret_n = at;

@@ -335,3 +335,20 @@ def test_checkpoint_that_would_regrant_a_quota_the_pool_lacks_is_507(d):
                                              json={"name": "regrant"}).status == 201 or None, 60), d.log_tail(20)
     finally:
         cleanup(d, [sid])
+
+
+def test_volume_past_the_pool_is_507_and_its_quota_is_a_promise(d):
+    before = d.subvolumes()
+    r = d.api("POST", "/v1/volumes", json={"name": "too-big", "size_mb": 262144})
+    expect_507(r, d.pool_path(), "262144 MiB")
+    assert d.subvolumes() == before, "a refused volume left a subvolume behind"
+    assert_error_shape(d.api("GET", "/v1/volumes/too-big"), 404, "not_found")  # nor a row
+    def promised():
+        return d.api("GET", "/v1/info").json()["storage"]["admission"]["promised_bytes"]
+    p0 = promised()
+    r = d.api("POST", "/v1/volumes", json={"name": "fits", "size_mb": 64})
+    assert r.status == 201, r
+    try:
+        assert promised() == p0 + 64 * MiB  # sandboxes after it are admitted against it too
+    finally:
+        assert d.api("DELETE", "/v1/volumes/fits").status == 204

@@ -81,11 +81,14 @@ def test_every_endpoint_has_a_row(walked):
     assert not stale, f"rows of docs/e2b-compat.md naming no endpoint of SDK {walked['version']}: {stale}"
 
 
-def call(spaced, key, endpoint):
+def call(spaced, key, endpoint, volume):
     method, path = endpoint.split(" ", 1)
+    headers = {"X-API-KEY": key}
+    if path.startswith("/volumecontent/"):  # a volume's token opens its content, not a key
+        path = path.replace("{volumeID}", volume["volumeID"]) + "?path=/compat-probe"
+        headers = {"Authorization": f"Bearer {volume['token']}"}
     path = re.sub(r"\{sandboxID\}", MISSING_SANDBOX, path)
     path = re.sub(r"\{[A-Za-z]+\}", "compat-x", path)
-    headers = {"X-API-KEY": key}
     if path.startswith(("/files", "/health")):  # envd's: routed by the sandbox's id
         headers["E2b-Sandbox-Id"] = MISSING_SANDBOX
     body = b"{}" if method in ("POST", "PUT", "PATCH") else None
@@ -103,9 +106,13 @@ def message_of(r):
 
 def test_refused_endpoints_are_refused_and_served_ones_are_not(spaced, walked):
     rows = doc_rows()["endpoints"]
+    r = e2e_http.request(spaced.url, "POST", "/volumes", json={"name": "compat" + uuid.uuid4().hex[:6]},
+                         headers={"X-API-KEY": walked["key"]}, key=None, timeout=60)
+    assert r.status in (200, 201), r
+    volume = r.json()
     wrong = []
     for endpoint, status in sorted(rows.items()):
-        r = call(spaced, walked["key"], endpoint)
+        r = call(spaced, walked["key"], endpoint, volume)
         msg = message_of(r)
         if status == "refused":
             ok = r.status == 501 and "not supported" in msg and json.loads(r.body).get("code") == 501
@@ -113,6 +120,8 @@ def test_refused_endpoints_are_refused_and_served_ones_are_not(spaced, walked):
             ok = r.status != 501 and "not supported" not in msg
         if not ok:
             wrong.append(f"{endpoint} ({status}): {r.status} {msg[:160]}")
+    e2e_http.request(spaced.url, "DELETE", f"/volumes/{volume['volumeID']}", headers={"X-API-KEY": walked["key"]},
+                     key=None, timeout=60)
     assert not wrong, "\n".join(wrong)
 
 

@@ -84,7 +84,8 @@ def node_results(spaced):
     assert r.status == 201, r
     key = r.json()["key"]
     spaced.keys[key] = r.json()["id"]
-    env = clean_env({"E2B_API_URL": spaced.url, "E2B_SANDBOX_URL": spaced.url, "E2B_API_KEY": key,
+    env = clean_env({"E2B_API_URL": spaced.url, "E2B_SANDBOX_URL": spaced.url, "E2B_VOLUME_API_URL": spaced.url,
+                     "E2B_API_KEY": key,
                      "NODE_NO_WARNINGS": "1"})
     env.pop("E2B_DEBUG", None)
     env.pop("E2B_DOMAIN", None)

@@ -20,8 +20,8 @@ from e2e_daemon import clean_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MCP_DIR = os.path.join(HERE, "mcp")
-TOOLS = ["branch", "checkpoint", "create_sandbox", "delete_sandbox", "list_files", "list_sandboxes", "read_file",
-         "restore", "run_command", "write_file"]
+TOOLS = ["branch", "checkpoint", "create_sandbox", "delete_sandbox", "expose_port", "list_files", "list_sandboxes",
+         "read_file", "restore", "run_command", "write_file"]
 
 
 @pytest.fixture(scope="module")

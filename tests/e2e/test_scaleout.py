@@ -1489,3 +1489,36 @@ def test_warm_pool_claim_through_the_cluster_listener(cluster):
         # without a warm pool the active controller removes the warm sandboxes
         _wait(lambda: not _sql(c, "SELECT id FROM sandboxes WHERE warm_pool <> '' AND state <> 'deleted'"),
               120, "the warm sandboxes removed")
+
+
+@pytest.mark.timeout(300)
+def test_volume_lives_on_one_worker_and_placement_follows(cluster):
+    """A volume is made on one worker; every sandbox that mounts it goes
+    there, whichever API server creates it; its files API reaches it
+    through the other API server; deleting it removes it there."""
+    c = cluster
+    name = f"cvol-{secrets.token_hex(4)}"
+    r = c.req(c.apis[0], "POST", "/v1/volumes", json={"name": name, "size_mb": 32})
+    assert r.status == 201, r
+    home = r.json()["worker"]
+    assert home in c.workers, r
+    try:
+        r = c.req(c.apis[1], "PUT", f"/v1/volumes/{name}/files", params={"path": "/seed"}, data=b"from-api2")
+        assert r.status == 204, r
+        made = []
+        for k in range(4):
+            r = c.req(c.apis[k % 2], "POST", "/v1/sandboxes",
+                      json={"disk_mb": 256, "volumes": [{"name": name, "path": "/v", "read_only": True}]})
+            assert r.status == 201, r
+            assert r.json()["worker"] == home, r.json()
+            made.append((r.json()["id"], k % 2))
+        for sid, via in made:
+            code, out = c.exec_out(c.apis[1 - via], sid, "cat /v/seed")
+            assert code == 0 and out == "from-api2", (sid, code, out)
+        r = c.req(c.apis[1], "DELETE", f"/v1/volumes/{name}")
+        assert r.status == 409 and r.json()["error"]["code"] == "volume_in_use", r
+    finally:
+        c.delete_all()
+    r = c.req(c.apis[1], "DELETE", f"/v1/volumes/{name}")
+    assert r.status == 204, r
+    assert c.req(c.apis[0], "GET", f"/v1/volumes/{name}").status == 404

@@ -341,3 +341,34 @@ def test_tenants_ports_metrics_ready(client, sb, sdk, spaced):
             break
         time.sleep(0.2)
     assert samples and "memory_bytes" in samples[-1]
+
+
+def test_volumes(client, sdk):
+    """Volumes through the SDK: made, their files without a sandbox, mounted at create, kept after the
+    sandbox, in use refused, cloned, deleted."""
+    name = "sdkvol" + uuid.uuid4().hex[:6]
+    v = client.create_volume(name, size_mb=64)
+    assert v["name"] == name and v["size_mb"] == 64
+    client.write_volume_file(name, "/hello.txt", "from the sdk\n")
+    assert client.read_volume_file(name, "/hello.txt") == b"from the sdk\n"
+    assert [e["name"] for e in client.list_volume_files(name)] == ["hello.txt"]
+    s = client.create(volumes=[{"name": name, "path": "/data"}])
+    try:
+        assert s.exec("cat /data/hello.txt; echo more > /data/more.txt").stdout == b"from the sdk\n"
+        assert [m["name"] for m in client.sandbox_volumes(s.id)] == [name]
+        with pytest.raises(sdk.VolumeInUse):
+            client.delete_volume(name)
+    finally:
+        s.delete()
+    assert client.read_volume_file(name, "/more.txt") == b"more\n"
+    clone = client.clone_volume(name, name + "c")
+    assert clone["name"] == name + "c"
+    assert client.read_volume_file(name + "c", "/hello.txt") == b"from the sdk\n"
+    client.remove_volume_file(name, "/hello.txt")
+    with pytest.raises(sdk.NotFound):
+        client.read_volume_file(name, "/hello.txt")
+    assert name in [x["name"] for x in client.volumes()]
+    client.delete_volume(name + "c")
+    client.delete_volume(name)
+    with pytest.raises(sdk.NotFound):
+        client.volume(name)

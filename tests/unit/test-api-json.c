@@ -115,6 +115,51 @@ TEST(paths) {
         ASSERT_STREQ(e.message, "path is longer than 4095 bytes");
 }
 
+TEST(volume_names_and_paths) {
+        static const char *const good_paths[] = { "/data", "/a/b/c", "/mnt/x.y", "/procfs", "/devices", "/etcetera",
+                                                   "/home/user/.cache", "/a/..b", "/a/...", "/srv/run" };
+        static const char *const bad_paths[] = { "/", "data", "", "//", "/a//b", "/a/", "/a/./b", "/.", "/a/..",
+                                                  "/../proc", "/proc", "/proc/self", "/sys", "/sys/fs/cgroup", "/dev",
+                                                  "/dev/shm", "/run", "/run/space-agent", "/etc", "/etc/passwd",
+                                                  "/a\nb", "/a\x7f" };
+        char big[API_VOLUME_PATH_MAX + 2];
+        ApiError e = {};
+
+        ASSERT_TRUE(api_volume_name_valid("data"));
+        ASSERT_TRUE(api_volume_name_valid("My.Vol_1-x"));
+        ASSERT_TRUE(api_volume_name_valid("0"));
+        ASSERT_FALSE(api_volume_name_valid(NULL));
+        ASSERT_FALSE(api_volume_name_valid(""));
+        ASSERT_FALSE(api_volume_name_valid("-x"));
+        ASSERT_FALSE(api_volume_name_valid(".x"));
+        ASSERT_FALSE(api_volume_name_valid("a/b"));
+        ASSERT_FALSE(api_volume_name_valid("a b"));
+        memset(big, 'a', sizeof big);
+        big[API_VOLUME_NAME_MAX] = 0;
+        ASSERT_TRUE(api_volume_name_valid(big));
+        big[API_VOLUME_NAME_MAX] = 'a';
+        big[API_VOLUME_NAME_MAX + 1] = 0;
+        ASSERT_FALSE(api_volume_name_valid(big));
+
+        for (size_t i = 0; i < ELEMENTSOF(good_paths); i++)
+                ASSERT_OK(api_volume_path_validate(good_paths[i], strlen(good_paths[i]), &e));
+        for (size_t i = 0; i < ELEMENTSOF(bad_paths); i++) {
+                e = (ApiError) {};
+                ASSERT_ERRNO(api_volume_path_validate(bad_paths[i], strlen(bad_paths[i]), &e), EINVAL);
+                ASSERT_EQ(e.code, API_INVALID_PATH);
+        }
+        ASSERT_ERRNO(api_volume_path_validate("/a\0b", 4, &e), EINVAL);
+        memset(big, 'a', sizeof big);
+        big[0] = '/';
+        ASSERT_OK(api_volume_path_validate(big, API_VOLUME_PATH_MAX - 1, &e));
+        ASSERT_ERRNO(api_volume_path_validate(big, API_VOLUME_PATH_MAX, &e), EINVAL);
+        ASSERT_EQ(api_branch_volumes_from_string("share_ro"), API_BRANCH_VOLUMES_SHARE_RO);
+        ASSERT_EQ(api_branch_volumes_from_string("snapshot"), API_BRANCH_VOLUMES_SNAPSHOT);
+        ASSERT_EQ(api_branch_volumes_from_string("none"), API_BRANCH_VOLUMES_NONE);
+        ASSERT_ERRNO(api_branch_volumes_from_string("copy"), EINVAL);
+        ASSERT_ERRNO(api_branch_volumes_from_string(NULL), EINVAL);
+}
+
 /* ---- create requests ---- */
 
 static int create(const char *json, Sandbox *sb, ApiError *e) {

@@ -27,17 +27,17 @@ static const Rule rules[] = {
         { "shared", "basic shared" },
         { "proto", "basic proto" },
         { "store", "basic shared store" },
-        { "storage", "basic shared storage" },
+        { "storage", "basic shared storage oci-image" },
         { "runtime", "basic shared proto runtime" },
         { "net", "basic shared net" },
         { "gateway", "basic shared proto net gateway egress-policy" },
-        { "worker", "basic shared proto store storage runtime net gateway egress-policy worker" },
-        { "api", "basic shared proto store worker-client egress-policy api" },
+        { "worker", "basic shared proto store storage oci-image runtime net gateway egress-policy worker" },
+        { "api", "basic shared proto store worker-client egress-policy oci-image api" },
         { "ingress", "basic shared proto store worker-client egress-policy net api ingress" },
         { "controller", "basic shared proto store worker-client controller" },
         { "agent", "basic proto agent" },
         { "cli", "basic shared cli" },
-        { "spaced", "basic shared proto store storage runtime net gateway egress-policy worker worker-client api ingress controller spaced" },
+        { "spaced", "basic shared proto store storage oci-image runtime net gateway egress-policy worker worker-client api ingress controller spaced" },
 };
 
 /* header name → folder (first path component under src/) */
@@ -72,6 +72,8 @@ static const char *folder_of(const char *header) {
                 return "worker-client";
         if (streq(header, "egress-policy.h")) /* pure parsing and matching: the API validates policies */
                 return "egress-policy";
+        if (streq(header, "oci-image.h")) /* pure parsing of image JSON: a registry pull resolves an index */
+                return "oci-image";
         for (size_t i = 0; i < n_headers; i++)
                 if (streq(headers[i][0], header))
                         return headers[i][1];

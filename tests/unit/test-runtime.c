@@ -306,7 +306,7 @@ TEST(ns_spawn_for_parent_root_later) {
 
         /* now the root exists: the first gets it and runs */
         make_root(root);
-        ASSERT_OK(ns_runtime_ops.give_root(&p[0], root, err, sizeof err));
+        ASSERT_OK(ns_runtime_ops.give_root(&p[0], root, NULL, 0, err, sizeof err));
         RuntimeInstance inst = { .pidfd = -EBADF };
         siginfo_t si = {};
         int r = ns_runtime_ops.finish(&p[0], &inst, err, sizeof err);

@@ -252,7 +252,7 @@ TEST(btrfs_open_reuse_reattach) {
         ASSERT_STREQ(fstype, "btrfs");
         ASSERT_OK(stat(mnt, &st));
         ASSERT_EQ(st.st_mode & 07777, 0700);
-        check_listing(mnt, "checkpoints,layers,sandboxes,templates,tmp");
+        check_listing(mnt, "checkpoints,layers,sandboxes,templates,tmp,volumes");
 
         ASSERT_OK(pool_info_json(p, &info));
         fprintf(stderr, "  info: %s\n", info);
@@ -482,7 +482,7 @@ static void exercise_pool(Pool *p, const char *dir) {
         }
         check_listing(tmp, "");
         check_listing(tpls, "base");
-        check_listing(pool_dir, "checkpoints,layers,sandboxes,templates,tmp");
+        check_listing(pool_dir, "checkpoints,layers,sandboxes,templates,tmp,volumes");
 
         /* Three roots from the template; writes in one show nowhere else. */
         for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
@@ -921,4 +921,63 @@ TEST(remove_entry_never_follows_a_symlink) {
         tree_fd = safe_close(tree_fd);
         tmp_fd = safe_close(tmp_fd); /* nothing may hold the pool open for its release */
         ASSERT_OK(pool_release(p));
+}
+
+static void volume_write(const char *path, const char *s) {
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(loop_write(fd, s, strlen(s)));
+}
+
+TEST(btrfs_volumes) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *image = test_path_join(dir, "pool.img"), *path = NULL, *f = NULL, *cf = NULL,
+                            *cpath = NULL;
+        uint64_t used = 0, limit = 0;
+        struct stat st;
+
+        test_pool_need_btrfs();
+        ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
+        ASSERT_ERRNO(pool_volume_create(p, "bad/id", 16), EINVAL);
+        ASSERT_ERRNO(pool_volume_create(p, "v1", 0), ERANGE);
+        ASSERT_OK(pool_volume_create(p, "v1", 16));
+        ASSERT_ERRNO(pool_volume_create(p, "v1", 16), EEXIST);
+        ASSERT_OK(pool_volume_path(p, "v1", &path));
+        ASSERT_OK(stat(path, &st));
+        ASSERT_TRUE(S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & 07777) == 0777);
+        {
+                _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                uint64_t id;
+                ASSERT_TRUE(fd >= 0);
+                ASSERT_OK(btrfs_subvol_get_id(fd, &id));
+                ASSERT_OK(btrfs_qgroup_limit_exclusive_get(fd, BTRFS_QGROUPID(id), &limit));
+                ASSERT_EQ(limit, UINT64_C(16) << 20);
+        }
+        f = test_path_join(path, "f");
+        volume_write(f, "data\n");
+        ASSERT_OK(pool_volume_usage(p, "v1", &used));
+
+        /* a clone: its own copy, its own limit */
+        ASSERT_ERRNO(pool_volume_clone(p, "nosuch", "v2", 16), ENOENT);
+        ASSERT_OK(pool_volume_clone(p, "v1", "v2", 32));
+        ASSERT_OK(pool_volume_path(p, "v2", &cpath));
+        cf = test_path_join(cpath, "f");
+        volume_write(cf, "changed\n");
+        {
+                _cleanup_free_ char *got = NULL;
+                size_t n;
+                ASSERT_OK(read_full_file(f, 64, &got, &n));
+                ASSERT_STREQ(got, "data\n");
+        }
+        ASSERT_OK(pool_volume_remove(p, "v1"));
+        ASSERT_OK(pool_volume_remove(p, "v1")); /* a missing one is fine */
+        ASSERT_ERRNO(pool_volume_usage(p, "v1", &used), ENOENT);
+        ASSERT_OK(pool_volume_remove(p, "v2"));
+        {
+                _cleanup_free_ char *vols = test_path_join(pool_mount_path(p), "volumes");
+                check_listing(vols, "");
+        }
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
 }

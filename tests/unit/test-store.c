@@ -3389,3 +3389,104 @@ STORE_TEST(webhooks_roundtrip) {
         ASSERT_ERRNO(store_webhook_set_state(s, &w, false), ENOENT);
         ASSERT_ERRNO(store_webhook_update(s, &w), ENOENT);
 }
+
+static void volume_init(Volume *v, const char *id, const char *tenant, const char *name) {
+        *v = (Volume){ .size_mb = 64 };
+        ASSERT_OK(strscpy(v->id, sizeof v->id, id));
+        ASSERT_OK(strscpy(v->tenant_id, sizeof v->tenant_id, tenant));
+        ASSERT_OK(strscpy(v->name, sizeof v->name, name));
+}
+
+static VolumeMount volume_mount_of(const char *volume_id, const char *path, bool read_only) {
+        VolumeMount m = { .read_only = read_only };
+        ASSERT_OK(strscpy(m.volume_id, sizeof m.volume_id, volume_id));
+        ASSERT_OK(strscpy(m.path, sizeof m.path, path));
+        return m;
+}
+
+STORE_TEST(volumes) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Tenant a, b;
+        Volume v, got, *list = NULL;
+        VolumeMount m[2], *mounts = NULL;
+        size_t n;
+
+        ASSERT_OK(store_tenant_create(s, "vol-a", &a));
+        ASSERT_OK(store_tenant_create(s, "vol-b", &b));
+        volume_init(&v, "vol_1", a.id, "data");
+        ASSERT_OK(store_volume_insert(s, &v));
+        volume_init(&v, "vol_2", a.id, "data");
+        ASSERT_ERRNO(store_volume_insert(s, &v), EEXIST);      /* the name within the tenant */
+        volume_init(&v, "vol_2", b.id, "data");
+        ASSERT_OK(store_volume_insert(s, &v));                  /* another tenant's name */
+        volume_init(&v, "vol_3", a.id, "cache");
+        v.size_mb = 0;
+        ASSERT_ERRNO(store_volume_insert(s, &v), EINVAL);
+        v.size_mb = 10;
+        ASSERT_OK(store_volume_insert(s, &v));
+
+        ASSERT_OK(store_volume_get(s, a.id, "data", &got));
+        ASSERT_STREQ(got.id, "vol_1");
+        ASSERT_EQ(got.size_mb, 64);
+        ASSERT_TRUE(got.created_usec > 0);
+        ASSERT_ERRNO(store_volume_get(s, b.id, "cache", &got), ENOENT); /* not b's */
+        ASSERT_OK(store_volume_list(s, a.id, &list, &n));
+        ASSERT_EQ(n, 2);
+        ASSERT_STREQ(list[0].name, "cache");
+        ASSERT_STREQ(list[1].name, "data");
+        list = mfree(list);
+
+        /* one writer, or many readers */
+        insert_sandbox(s, "sb_w1", a.id);
+        insert_sandbox(s, "sb_w2", a.id);
+        insert_sandbox(s, "sb_r1", a.id);
+        insert_sandbox(s, "sb_r2", a.id);
+        m[0] = volume_mount_of("vol_1", "/data", false);
+        m[1] = volume_mount_of("vol_3", "/cache", false);
+        ASSERT_OK(store_volume_mount(s, "sb_w1", m, 2));
+        ASSERT_ERRNO(store_volume_mount(s, "sb_w2", m, 1), EBUSY);
+        m[0].read_only = true;
+        ASSERT_ERRNO(store_volume_mount(s, "sb_r1", m, 1), EBUSY);
+        ASSERT_OK(store_volume_get(s, a.id, "data", &got));
+        ASSERT_EQ(got.writers, 1);
+        ASSERT_EQ(got.readers, 0);
+        ASSERT_ERRNO(store_volume_delete(s, a.id, "data"), EBUSY);
+        ASSERT_OK(store_volume_mounts(s, "sb_w1", &mounts, &n));
+        ASSERT_EQ(n, 2);
+        ASSERT_STREQ(mounts[0].path, "/cache");
+        ASSERT_STREQ(mounts[0].volume_name, "cache");
+        ASSERT_STREQ(mounts[1].volume_id, "vol_1");
+        ASSERT_FALSE(mounts[1].read_only);
+        mounts = mfree(mounts);
+
+        /* the writer's sandbox deleted: readers share */
+        ASSERT_OK(store_sandbox_set_state(s, "sb_w1", -1, SANDBOX_DELETED, NULL));
+        ASSERT_OK(store_volume_mount(s, "sb_r1", m, 1));
+        ASSERT_OK(store_volume_mount(s, "sb_r2", m, 1));
+        m[0].read_only = false;
+        ASSERT_ERRNO(store_volume_mount(s, "sb_w2", m, 1), EBUSY);
+        /* all or none: the second refused, so the first is not recorded either */
+        m[1] = volume_mount_of("vol_3", "/cache", false);
+        m[0] = volume_mount_of("vol_1", "/data", true);
+        ASSERT_OK(store_volume_mount(s, "sb_w2", &m[1], 1));
+        m[1].read_only = false;
+        ASSERT_OK(store_volume_mounts(s, "sb_w2", &mounts, &n));
+        ASSERT_EQ(n, 1);
+        mounts = mfree(mounts);
+        ASSERT_OK(store_volume_get(s, a.id, "data", &got));
+        ASSERT_EQ(got.readers, 2);
+        ASSERT_EQ(got.writers, 0);
+        /* a duplicate within one request */
+        m[1] = m[0];
+        ASSERT_ERRNO(store_volume_mount(s, "sb_w2", m, 2), EEXIST);
+        m[0] = volume_mount_of("vol_nosuch", "/x", true);
+        ASSERT_ERRNO(store_volume_mount(s, "sb_w2", m, 1), ENOENT);
+
+        ASSERT_OK(store_sandbox_set_state(s, "sb_r1", -1, SANDBOX_DELETED, NULL));
+        ASSERT_OK(store_sandbox_set_state(s, "sb_r2", -1, SANDBOX_DELETED, NULL));
+        ASSERT_ERRNO(store_volume_delete(s, b.id, "cache"), ENOENT);
+        ASSERT_OK(store_volume_delete(s, a.id, "data"));
+        ASSERT_ERRNO(store_volume_get(s, a.id, "data", &got), ENOENT);
+        ASSERT_ERRNO(store_volume_delete(s, a.id, "data"), ENOENT);
+        ASSERT_OK(store_volume_get(s, b.id, "data", &got));     /* b's of that name stays */
+}

@@ -188,6 +188,48 @@ class Ops:
     def delete_template(self, name):
         return self._t.json("DELETE", f"/v1/templates/{seg(name)}")
 
+    def pull_template(self, name, ref, *, credential=None):
+        """A template from an image in a registry (registry/repo:tag or ...@sha256:; admin key), logged in with a
+        stored basic credential if named."""
+        return self._t.json("POST", f"/v1/templates/{seg(name)}/pull",
+                            json_body=_drop_none({"ref": ref, "credential": credential}), parse=Template.from_dict,
+                            timeout=max(self._t.timeout, 1800))
+
+    # ---- volumes (kept beyond any sandbox; mounted with create(volumes=[{"name", "path", "read_only"}])) ----
+    def volumes(self):
+        return self._t.json("GET", "/v1/volumes", parse=lambda v: v["volumes"])
+
+    def create_volume(self, name, *, size_mb=None):
+        return self._t.json("POST", "/v1/volumes", json_body=_drop_none({"name": name, "size_mb": size_mb}))
+
+    def volume(self, name):
+        return self._t.json("GET", f"/v1/volumes/{seg(name)}")
+
+    def delete_volume(self, name):
+        """VolumeInUse while a sandbox mounts it."""
+        return self._t.json("DELETE", f"/v1/volumes/{seg(name)}")
+
+    def clone_volume(self, name, to):
+        """A new volume named to, a writable snapshot of name."""
+        return self._t.json("POST", f"/v1/volumes/{seg(name)}/clone", json_body={"name": to})
+
+    def list_volume_files(self, name, path="/"):
+        return self._t.json("GET", f"/v1/volumes/{seg(name)}/files", params={"path": path, "list": True},
+                            parse=lambda v: v["entries"])
+
+    def write_volume_file(self, name, path, data):
+        """Replaces a file of a volume without a sandbox (bytes or str, at most 512 KiB)."""
+        body = data.encode() if isinstance(data, str) else data
+        return self._t.json("PUT", f"/v1/volumes/{seg(name)}/files", params={"path": path}, body=body,
+                            content_type="application/octet-stream")
+
+    def remove_volume_file(self, name, path):
+        return self._t.json("DELETE", f"/v1/volumes/{seg(name)}/files", params={"path": path})
+
+    def sandbox_volumes(self, sandbox_id):
+        """The volumes a sandbox mounts."""
+        return self._t.json("GET", f"/v1/sandboxes/{seg(sandbox_id)}/volumes", parse=lambda v: v["volumes"])
+
     # ---- credentials ----
     def create_credential(self, name, value, hosts, *, header=None, basic_user=None, env=None, expires_at=None):
         body = _drop_none({"name": name, "value": value, "hosts": hosts, "header": header,

@@ -115,6 +115,11 @@ class AsyncClient(Ops):
                                        stream=True, timeout=chunk_timeout)
         return stream.__aiter__()
 
+    async def read_volume_file(self, name, path):
+        """A file of a volume, without a sandbox (at most 512 KiB)."""
+        stream = await self._t.request("GET", f"/v1/volumes/{c.seg(name)}/files", params={"path": path}, stream=True)
+        return b"".join([chunk async for chunk in stream])
+
     async def read_file(self, sandbox_id, path):
         return b"".join([chunk async for chunk in await self.read_file_stream(sandbox_id, path)])
 

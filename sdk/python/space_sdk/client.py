@@ -126,6 +126,11 @@ class Client(Ops):
         """The file's bytes."""
         return b"".join(self.read_file_stream(sandbox_id, path))
 
+    def read_volume_file(self, name, path):
+        """A file of a volume, without a sandbox (at most 512 KiB)."""
+        return b"".join(iter(self._t.request("GET", f"/v1/volumes/{c.seg(name)}/files", params={"path": path},
+                                             stream=True)))
+
     def read_file_stream(self, sandbox_id, path, *, chunk_timeout=None):
         """The file's bytes in chunks, as they come (any size)."""
         return iter(self._t.request("GET", f"/v1/sandboxes/{c.seg(sandbox_id)}/files", params={"path": path},

@@ -88,6 +88,16 @@ class AlreadyExists(Conflict):
     code = "already_exists"
 
 
+class VolumeInUse(Conflict):
+    """A volume is mounted (one writer or many readers), or deleted while in use."""
+    code = "volume_in_use"
+
+
+class Unsupported(BadRequest):
+    """This host cannot do what was asked (a volume without btrfs quotas, or on the vm runtime)."""
+    code = "unsupported"
+
+
 class PayloadTooLarge(SpaceError):
     code = "payload_too_large"
 
@@ -132,7 +142,8 @@ class ExecFailed(SpaceError):
 
 _BY_CODE = {c.code: c for c in (
     BadRequest, InvalidArgument, InvalidJson, UnknownField, InvalidPath, Unauthorized, Forbidden, NotFound,
-    MethodNotAllowed, Conflict, SandboxNotRunning, SandboxPaused, TemplateInUse, AlreadyExists, PayloadTooLarge,
+    MethodNotAllowed, Conflict, SandboxNotRunning, SandboxPaused, TemplateInUse, AlreadyExists, VolumeInUse,
+    Unsupported, PayloadTooLarge,
     UnsupportedMediaType, TooManyRequests, Internal, NotImplementedByServer, BadGateway, Unavailable,
     WorkerUnavailable, Timeout, InsufficientStorage, ExecFailed)}
 _BY_STATUS = {400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed,

@@ -505,6 +505,65 @@ export class Client {
     await this.j("DELETE", `/v1/templates/${seg(name)}`, o);
   }
 
+  /** A template from an image in a registry (`registry/repo:tag` or `...@sha256:`; admin key), logged in
+   * with a stored basic credential if named. */
+  pullTemplate(name: string, ref: string, o: CallOptions & { credential?: string } = {}): Promise<Template> {
+    const [rest, c] = split(o);
+    const json: api.TemplatePull = { ref, ...(rest.credential ? { credential: rest.credential } : {}) };
+    return this.j("POST", `/v1/templates/${seg(name)}/pull`, { json, ...atLeast(c, IMPORT_MS, this.t) });
+  }
+
+  // ---- volumes (kept beyond any sandbox; mounted with create({volumes: [{name, path, read_only}]})) ----
+  async volumes(o?: CallOptions): Promise<api.Volume[]> {
+    return (await this.j<api.VolumeList>("GET", "/v1/volumes", o)).volumes;
+  }
+
+  createVolume(name: string, o: CallOptions & { sizeMb?: number } = {}): Promise<api.Volume> {
+    const [rest, c] = split(o);
+    const json: api.VolumeCreate = { name, ...(rest.sizeMb !== undefined ? { size_mb: rest.sizeMb } : {}) };
+    return this.j("POST", "/v1/volumes", { json, ...c });
+  }
+
+  volume(name: string, o?: CallOptions): Promise<api.Volume> {
+    return this.j("GET", `/v1/volumes/${seg(name)}`, o);
+  }
+
+  /** 409 volume_in_use while a sandbox mounts it. */
+  async deleteVolume(name: string, o?: CallOptions): Promise<void> {
+    await this.j("DELETE", `/v1/volumes/${seg(name)}`, o);
+  }
+
+  /** A new volume named to, a writable snapshot of name (on its worker; it may be in use). */
+  cloneVolume(name: string, to: string, o?: CallOptions): Promise<api.Volume> {
+    return this.j("POST", `/v1/volumes/${seg(name)}/clone`, { json: { name: to }, ...o });
+  }
+
+  /** A file of a volume without a sandbox (at most 512 KiB). */
+  async readVolumeFile(name: string, path: string, o?: CallOptions): Promise<Uint8Array> {
+    const r = await this.transport.request("GET", `/v1/volumes/${seg(name)}/files`, { query: { path }, ...o });
+    return new Uint8Array(await new Response(r.body).arrayBuffer());
+  }
+
+  async listVolumeFiles(name: string, path = "/", o?: CallOptions): Promise<api.VolumeDir["entries"]> {
+    return (await this.j<api.VolumeDir>("GET", `/v1/volumes/${seg(name)}/files`, { query: { path, list: true }, ...o }))
+      .entries;
+  }
+
+  async writeVolumeFile(name: string, path: string, data: BodyInput, o?: CallOptions): Promise<void> {
+    await this.j("PUT", `/v1/volumes/${seg(name)}/files`, {
+      query: { path }, body: data, contentType: "application/octet-stream", ...o,
+    });
+  }
+
+  async removeVolumeFile(name: string, path: string, o?: CallOptions): Promise<void> {
+    await this.j("DELETE", `/v1/volumes/${seg(name)}/files`, { query: { path }, ...o });
+  }
+
+  /** The volumes a sandbox mounts. */
+  async sandboxVolumes(id: string, o?: CallOptions): Promise<api.VolumeMount[]> {
+    return (await this.j<{ volumes: api.VolumeMount[] }>("GET", `/v1/sandboxes/${seg(id)}/volumes`, o)).volumes;
+  }
+
   // ---- credentials ----
   createCredential(c: api.CredentialCreate, o?: CallOptions): Promise<Credential> {
     return this.j("POST", "/v1/credentials", { json: c, ...o });

@@ -57,6 +57,10 @@ export class SandboxNotRunning extends Conflict { static override code = "sandbo
 export class SandboxPaused extends Conflict { static override code = "sandbox_paused"; }
 export class TemplateInUse extends Conflict { static override code = "template_in_use"; }
 export class AlreadyExists extends Conflict { static override code = "already_exists"; }
+/** A volume is mounted (one writer or many readers), or deleted while in use. */
+export class VolumeInUse extends Conflict { static override code = "volume_in_use"; }
+/** This host cannot do what was asked (e.g. a volume without btrfs quotas, or on the vm runtime). */
+export class Unsupported extends BadRequest { static override code = "unsupported"; }
 export class PayloadTooLarge extends SpaceError { static override code = "payload_too_large"; }
 export class UriTooLong extends SpaceError { static override code = "uri_too_long"; }
 export class UnsupportedMediaType extends SpaceError { static override code = "unsupported_media_type"; }
@@ -94,6 +98,8 @@ export const ERROR_CLASSES: Record<Exclude<ApiErrorCode, "ok">, ErrorClass> & Re
   sandbox_paused: SandboxPaused,
   template_in_use: TemplateInUse,
   already_exists: AlreadyExists,
+  volume_in_use: VolumeInUse,
+  unsupported: Unsupported,
   payload_too_large: PayloadTooLarge,
   unsupported_media_type: UnsupportedMediaType,
   too_many_requests: TooManyRequests,

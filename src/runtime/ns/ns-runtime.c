@@ -141,17 +141,34 @@ static void unwind(const char *id, const char *agent_socket, pid_t pid, int pidf
         stage_dir_remove(agent_socket);
 }
 
-/* The idmapped root to PID 1 over the sync socket, and its go. */
-static int root_send(int sync_fd, const char *root_path, pid_t pid, char *errbuf, size_t errbuf_size) {
+/* The idmapped root to PID 1 over the sync socket, then each volume
+ * (idmapped the same way, with where it goes), and its go. */
+static int root_send(int sync_fd, const char *root_path, const RuntimeVolume *volumes, size_t n_volumes, pid_t pid,
+                     char *errbuf, size_t errbuf_size) {
         _cleanup_close_ int mntfd = -EBADF;
         int r;
 
+        if (n_volumes > RUNTIME_VOLUMES_MAX) {
+                snprintf(errbuf, errbuf_size, "more than %d volumes", RUNTIME_VOLUMES_MAX);
+                return -E2BIG;
+        }
         r = ns_idmapped_root(root_path, pid, &mntfd);
         if (r < 0) {
                 snprintf(errbuf, errbuf_size, "cannot create idmapped root mount: %s", strerror(-r));
                 return r;
         }
         r = send_fd(sync_fd, mntfd);
+        for (size_t i = 0; r >= 0 && i < n_volumes; i++) {
+                _cleanup_close_ int volfd = -EBADF;
+
+                r = ns_idmapped_volume(volumes[i].host_path, volumes[i].read_only, pid, &volfd);
+                if (r < 0) {
+                        snprintf(errbuf, errbuf_size, "cannot create the idmapped mount of the volume for %s: %s",
+                                 volumes[i].path, strerror(-r));
+                        return r;
+                }
+                r = ns_send_volume(sync_fd, volfd, volumes[i].path);
+        }
         if (r >= 0 && write(sync_fd, "g", 1) != 1)
                 r = negative_errno();
         if (r < 0)
@@ -159,8 +176,9 @@ static int root_send(int sync_fd, const char *root_path, pid_t pid, char *errbuf
         return r;
 }
 
-static int ns_give_root(RuntimePending *p, const char *root_path, char *errbuf, size_t errbuf_size) {
-        return root_send(p->sync_fd, root_path, p->pid, errbuf, errbuf_size);
+static int ns_give_root(RuntimePending *p, const char *root_path, const RuntimeVolume *volumes, size_t n_volumes,
+                        char *errbuf, size_t errbuf_size) {
+        return root_send(p->sync_fd, root_path, volumes, n_volumes, p->pid, errbuf, errbuf_size);
 }
 
 static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, size_t errbuf_size) {
@@ -236,7 +254,7 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                 goto fail;
         }
         if (!spec->root_later) {
-                r = root_send(sync[0], spec->root_path, pid, errbuf, errbuf_size);
+                r = root_send(sync[0], spec->root_path, spec->volumes, spec->n_volumes, pid, errbuf, errbuf_size);
                 if (r < 0)
                         goto fail;
         }

@@ -28,6 +28,7 @@ static const char *const step_names[_NS_STEP_MAX] = {
         [NS_STEP_MOUNT_PRIVATE] = "mount-private",
         [NS_STEP_STAGE] = "stage",
         [NS_STEP_ROOT] = "root",
+        [NS_STEP_VOLUMES] = "volumes",
         [NS_STEP_PROC] = "proc",
         [NS_STEP_DEV] = "dev",
         [NS_STEP_SYS] = "sys",
@@ -132,6 +133,50 @@ int ns_idmapped_root(const char *root_path, pid_t pid, int *ret_fd) {
         if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
                 return negative_errno();
         *ret_fd = TAKE_FD(tree);
+        return 0;
+}
+
+int ns_idmapped_volume(const char *host_path, bool read_only, pid_t pid, int *ret_fd) {
+        _cleanup_close_ int userns = -EBADF, tree = -EBADF;
+        struct mount_attr attr = {};
+        char path[64];
+
+        snprintf(path, sizeof path, "/proc/%d/ns/user", (int) pid);
+        userns = open(path, O_RDONLY | O_CLOEXEC);
+        if (userns < 0)
+                return negative_errno();
+        tree = (int) syscall(SYS_open_tree, AT_FDCWD, host_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (tree < 0)
+                return negative_errno();
+        attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | (read_only ? MOUNT_ATTR_RDONLY : 0);
+        attr.userns_fd = (uint64_t) userns;
+        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(tree);
+        return 0;
+}
+
+int ns_send_volume(int sock, int fd, const char *path) {
+        char msg[1 + RUNTIME_VOLUME_PATH_MAX];
+        size_t n = strnlen(path, RUNTIME_VOLUME_PATH_MAX);
+        struct iovec iov = { .iov_base = msg, .iov_len = n + 2 };
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } u = {};
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+        if (n >= RUNTIME_VOLUME_PATH_MAX || path[0] != '/')
+                return -EINVAL;
+        msg[0] = 'V';
+        memcpy(msg + 1, path, n + 1);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
+                return negative_errno();
         return 0;
 }
 
@@ -260,9 +305,88 @@ _ns_child_ static void step_loopback(const NsChildArgs *a) {
         ns_close(s);
 }
 
+/* The volumes that came after the root, until the go ("g"): their fds and paths. */
+typedef struct ChildVolumes {
+        int fd[RUNTIME_VOLUMES_MAX];
+        char path[RUNTIME_VOLUMES_MAX][RUNTIME_VOLUME_PATH_MAX];
+        size_t n;
+} ChildVolumes;
+
+static int child_recv_volumes(int sock, ChildVolumes *v) {
+        for (;;) {
+                char msg[1 + RUNTIME_VOLUME_PATH_MAX];
+                struct iovec iov = { .iov_base = msg, .iov_len = sizeof msg };
+                union {
+                        struct cmsghdr h;
+                        char buf[CMSG_SPACE(sizeof(int))];
+                } u = {};
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                                     .msg_controllen = sizeof u.buf };
+                long k;
+                int fd = -1;
+
+                do
+                        k = ns_sys3(SYS_recvmsg, sock, &mh, MSG_CMSG_CLOEXEC);
+                while (k == -EINTR);
+                if (k < 0)
+                        return (int) k;
+                if (k == 0)
+                        return -EPIPE;
+                if (mh.msg_controllen > 0 && fd_of_msghdr(&mh, &fd) < 0)
+                        return -EBADMSG;
+                if (msg[0] == 'g' && k == 1 && fd < 0)
+                        return 0;
+                /* 'V', a path of at least "/x" and its NUL */
+                if (msg[0] != 'V' || fd < 0 || k < 4 || msg[k - 1] != 0 || msg[1] != '/' ||
+                    v->n >= RUNTIME_VOLUMES_MAX) {
+                        if (fd >= 0)
+                                ns_close(fd);
+                        return -EBADMSG;
+                }
+                for (long i = 1; i < k; i++)
+                        v->path[v->n][i - 1] = msg[i];
+                v->fd[v->n++] = fd;
+        }
+}
+
+/* Opens (making what is missing, 0755) each component of path below rootfd,
+ * one at a time, refusing symlinks and "..": a hostile image cannot aim a
+ * volume at a host path or at /proc. */
+static int volume_target(int rootfd, const char *path) {
+        char name[RUNTIME_VOLUME_PATH_MAX];
+        int dfd = -1;
+        size_t i = 0;
+
+        while (path[i] == '/')
+                i++;
+        while (path[i]) {
+                size_t n = 0;
+                int fd;
+
+                while (path[i] && path[i] != '/' && n + 1 < sizeof name)
+                        name[n++] = path[i++];
+                name[n] = 0;
+                if (path[i] && path[i] != '/')
+                        fd = -ENAMETOOLONG;
+                else if (n == 0 || (name[0] == '.' && (n == 1 || (n == 2 && name[1] == '.'))))
+                        fd = -EINVAL;
+                else
+                        fd = open_beneath(dfd >= 0 ? dfd : rootfd, name, true, 0755);
+                if (dfd >= 0)
+                        ns_close(dfd);
+                if (fd < 0)
+                        return fd;
+                dfd = fd;
+                while (path[i] == '/')
+                        i++;
+        }
+        return dfd >= 0 ? dfd : -EINVAL; /* "/" is no place for a volume */
+}
+
 _ns_child_ void ns_child_main(const NsChildArgs *args) {
         NsChildArgs copy = *args, *a = &copy;
         const RuntimeSpec *spec = a->spec;
+        ChildVolumes vols = {};
         char go;
         /* proc last: the moves before it name their mounts through /proc/self/fd */
         static const char *const staged[] = { "dev", "sys", "run", "proc" };
@@ -360,14 +484,10 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         CHECK(a, NS_STEP_PIVOT, ns_sys2(SYS_umount2, ".", MNT_DETACH));
         CHECK(a, NS_STEP_PIVOT, ns_sys1(SYS_chdir, "/"));
 
-        /* 8. the idmapped root (its fd, then "g") */
+        /* 8. the idmapped root (its fd), the volumes (each fd with its path), then "g" */
         k = child_recv_fd(a->sync_fd, &rootfd_mnt);
         CHECK(a, NS_STEP_SYNC, k);
-        do
-                k = ns_sys3(SYS_read, a->sync_fd, &go, 1);
-        while (k == -EINTR);
-        if (k != 1)
-                child_fail(a, NS_STEP_SYNC, k < 0 ? (int) k : -EPIPE);
+        CHECK(a, NS_STEP_SYNC, child_recv_volumes(a->sync_fd, &vols));
 
         /* 9. the idmapped root attached in the staging tmpfs, then work below it */
         {
@@ -391,6 +511,16 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
                 CHECK(a, NS_STEP_STAGE, ns_sys5(SYS_mount, ns_fd_path(from, src), ns_fd_path(to, dst), NULL, MS_MOVE, NULL));
                 ns_close(src);
                 ns_close(dst);
+        }
+
+        /* 10b. the volumes onto their directories (made if missing; symlinks and ".." refused) */
+        for (size_t i = 0; i < vols.n; i++) {
+                int target = volume_target(rootfd, vols.path[i]);
+                CHECK(a, NS_STEP_VOLUMES, target);
+                CHECK(a, NS_STEP_VOLUMES, ns_sys5(SYS_move_mount, vols.fd[i], "", target, "",
+                                                  MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH));
+                ns_close(target);
+                ns_close(vols.fd[i]);
         }
 
         /* 11. the root moved onto "/", over the staging tmpfs, and made ours: no unmount, so no

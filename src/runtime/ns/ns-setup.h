@@ -16,6 +16,7 @@ typedef enum NsStep {
         NS_STEP_MOUNT_PRIVATE,
         NS_STEP_STAGE,
         NS_STEP_ROOT,
+        NS_STEP_VOLUMES,
         NS_STEP_PROC,
         NS_STEP_DEV,
         NS_STEP_SYS,
@@ -65,5 +66,11 @@ _noreturn_ void ns_child_main(const NsChildArgs *a);
 /* Parent side helpers. */
 int ns_write_id_maps(pid_t pid, uid_t base);
 int ns_idmapped_root(const char *root_path, pid_t pid, int *ret_fd);
+/* A volume's directory as a detached mount, idmapped into the child's user
+ * namespace, nosuid, nodev (read-only if asked). */
+int ns_idmapped_volume(const char *host_path, bool read_only, pid_t pid, int *ret_fd);
+/* A volume to the child after its root: the mount's fd and the path inside
+ * ('V' and the NUL-terminated path, in one message). */
+int ns_send_volume(int sock, int fd, const char *path);
 int send_fd(int sock, int fd);
 int recv_fd(int sock, int *ret_fd);

@@ -17,6 +17,7 @@ import {
   SandboxNotFoundError,
   Secret,
   TimeoutError,
+  Volume,
 } from 'e2b'
 
 const API = process.env.E2B_API_URL
@@ -902,5 +903,80 @@ describe('wire errors', () => {
     assert.deepEqual(await r.json(), { sandboxId: sbx.sandboxId, message: 'The sandbox was not found', code: 502 })
     r = await fetch(url('/process.Process/List'), { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{}' })
     assert.equal(r.status, 502)
+  })
+})
+
+describe('volumes', () => {
+  test('Volume create, list, getInfo, volumeMounts on create, destroy', T, async () => {
+    const name = `sdkvol-${Date.now()}`
+    const vol = await Volume.create(name)
+    assert.equal(vol.name, name)
+    assert.match(vol.volumeId, /^[a-z][a-z0-9]{15}$/)
+    const listed = await Volume.list()
+    assert.ok(listed.some((v) => v.volumeId === vol.volumeId && v.name === name), JSON.stringify(listed))
+    const info = await Volume.getInfo(vol.volumeId)
+    assert.equal(info.name, name)
+
+    const sbx = await create({ volumeMounts: { '/data': vol } })
+    await sbx.commands.run('echo kept > /data/f')
+    // one writer at a time: a second sandbox that mounts it fails
+    await assert.rejects(create({ volumeMounts: { '/data': name } }))
+    // in use: not destroyed
+    await assert.rejects(Volume.destroy(vol.volumeId))
+    await sbx.kill()
+    made.delete(sbx.sandboxId)
+
+    const again = await create({ volumeMounts: { '/mnt/v': name } })
+    assert.equal((await again.commands.run('cat /mnt/v/f')).stdout, 'kept\n')
+    await again.kill()
+    made.delete(again.sandboxId)
+
+    assert.equal(await Volume.destroy(vol.volumeId), true)
+    assert.equal(await Volume.destroy(vol.volumeId), false)
+    await assert.rejects(Volume.getInfo(vol.volumeId))
+  })
+
+  test('volume content: write, read, list, getInfo, makeDir, remove; a token opens its own volume only', T, async () => {
+    const vol = await Volume.create(`sdkvc-${Date.now()}`)
+    const other = await Volume.create(`sdkvc2-${Date.now()}`)
+    try {
+      const w = await vol.writeFile('/notes/a.txt', 'hello volume')
+      assert.equal(w.name, 'a.txt')
+      assert.equal(w.type, 'file')
+      assert.equal(w.size, 12)
+      assert.equal(await vol.readFile('/notes/a.txt'), 'hello volume')
+      const bytes = await vol.readFile('/notes/a.txt', { format: 'bytes' })
+      assert.equal(bytes.length, 12)
+      const d = await vol.makeDir('/empty')
+      assert.equal(d.type, 'directory')
+      const top = (await vol.list('/')).map((e) => `${e.name}:${e.type}`).sort()
+      assert.deepEqual(top, ['empty:directory', 'notes:directory'])
+      const info = await vol.getInfo('/notes/a.txt')
+      assert.equal(info.size, 12)
+      assert.equal(info.path, '/notes/a.txt')
+      assert.ok(info.mtime instanceof Date && !isNaN(info.mtime))
+      assert.equal(await vol.exists('/nope'), false)
+      await assert.rejects(vol.readFile('/nope'))
+      await assert.rejects(vol.readFile('/../etc/passwd'))
+
+      // a sandbox mounting it sees the file
+      const sbx = await create({ volumeMounts: { '/data': vol } })
+      assert.equal((await sbx.commands.run('cat /data/notes/a.txt')).stdout, 'hello volume')
+      await sbx.kill()
+      made.delete(sbx.sandboxId)
+
+      // the other volume's token does not open this one
+      const wrong = new Volume(vol.volumeId, vol.name, other.token, undefined, false, undefined)
+      await assert.rejects(wrong.readFile('/notes/a.txt'))
+      const forged = new Volume(vol.volumeId, vol.name, `${vol.token.split('.')[0]}.${'0'.repeat(64)}`, undefined,
+        false, undefined)
+      await assert.rejects(forged.readFile('/notes/a.txt'))
+
+      await vol.remove('/notes/a.txt')
+      assert.equal(await vol.exists('/notes/a.txt'), false)
+    } finally {
+      await Volume.destroy(vol.volumeId)
+      await Volume.destroy(other.volumeId)
+    }
   })
 })

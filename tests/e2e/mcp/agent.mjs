@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 // An agent-like script: the official MCP client (@modelcontextprotocol/sdk)
 // drives `space mcp` over stdio or streamable HTTP, creates a sandbox, runs
-// commands (with progress), moves files, checkpoints, branches, restores and
+// commands (with progress), exposes a port, moves files, checkpoints, branches, restores and
 // cleans up. Prints one JSON line of what it saw; exits non-zero on a failure.
 // Run by tests/e2e/test_mcp.py:
 //   node agent.mjs stdio SPACE_CLI     (SPACE_URL, SPACE_API_KEY in the env)
 //   node agent.mjs http URL KEY
 import assert from 'node:assert/strict'
+import http from 'node:http'
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -45,6 +46,23 @@ try {
   assert.match(run.content[0].text, /\[exit code 3\]/)
   assert.equal((await call('run_command', { sandbox_id: id, argv: ['sh', '-c', 'echo $AGENT'] }))
     .structuredContent.stdout, 'mcp\n')
+
+  // a server inside, reached through the URL and token the tool gives (the ingress)
+  await call('run_command', { sandbox_id: id, command: 'mkdir -p /srv && echo served-by-mcp > /srv/index.html && httpd -p 8000 -h /srv' })
+  const port = await call('expose_port', { sandbox_id: id, port: 8000 })
+  const url = new URL(port.structuredContent.url)
+  assert.match(port.content[0].text, new RegExp(port.structuredContent.token))
+  const body = await new Promise((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port: url.port, path: '/', headers: {
+      Host: url.host, [port.structuredContent.token_header]: port.structuredContent.token } }, (res) => {
+      let b = ''
+      res.on('data', (d) => { b += d })
+      res.on('end', () => resolve(`${res.statusCode} ${b}`))
+    })
+    req.on('error', reject)
+  })
+  assert.equal(body, '200 served-by-mcp\n')
+  await assert.rejects(client.callTool({ name: 'expose_port', arguments: { sandbox_id: id, port: 0 } }), /port/)
 
   await call('write_file', { sandbox_id: id, path: '/work/notes.txt', content: 'plan: try three things\n' })
   await call('write_file', { sandbox_id: id, path: '/work/bin.dat', content: Buffer.from([0, 255, 1]).toString('base64'), encoding: 'base64' })

@@ -5,7 +5,7 @@
 export type Error = {
   error: {
     /** The code table of src/shared/api-error.c (which fixes the HTTP status). */
-    code: "ok" | "bad_request" | "invalid_json" | "unknown_field" | "invalid_argument" | "invalid_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "sandbox_not_running" | "sandbox_paused" | "template_in_use" | "already_exists" | "payload_too_large" | "unsupported_media_type" | "too_many_requests" | "internal" | "not_implemented" | "bad_gateway" | "unavailable" | "timeout" | "insufficient_storage" | "uri_too_long" | "headers_too_large" | "worker_unavailable";
+    code: "ok" | "bad_request" | "invalid_json" | "unknown_field" | "invalid_argument" | "invalid_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "sandbox_not_running" | "sandbox_paused" | "template_in_use" | "already_exists" | "payload_too_large" | "unsupported_media_type" | "too_many_requests" | "internal" | "not_implemented" | "bad_gateway" | "unavailable" | "timeout" | "insufficient_storage" | "uri_too_long" | "headers_too_large" | "worker_unavailable" | "volume_in_use" | "unsupported";
     message: string;
   };
 };
@@ -74,6 +74,50 @@ export type CredentialPatch = {
   basic_user?: string;
   env?: string | null;
   expires_at?: string | null;
+};
+
+export type VolumeNameValue = string;
+
+export type VolumeCreate = {
+  name: VolumeNameValue;
+  /** Its quota (btrfs qgroup limit of exclusive bytes); default 1024, at most the server's max_disk_mb. */
+  size_mb?: number;
+};
+
+export type Volume = {
+  name: VolumeNameValue;
+  id: string;
+  size_mb: number;
+  /** Bytes it holds (show only). */
+  used_bytes?: number;
+  created_at: Time;
+  /** The worker whose pool holds it ("local" on one host). */
+  worker: string;
+  /** Sandboxes (not deleted) mounting it read-only. */
+  readers: number;
+  /** Sandboxes (not deleted) mounting it read-write. */
+  writers: number;
+};
+
+export type VolumeDir = {
+  entries: {
+    name: string;
+    type: "file" | "dir" | "symlink" | "other";
+    size: number;
+  }[];
+};
+
+export type VolumeList = {
+  volumes: Volume[];
+};
+
+export type VolumeMount = {
+  name: VolumeNameValue;
+  /** Absolute and normalised (no empty, "." or ".." component); not
+   * "/" and not at or below /proc, /sys, /dev, /run or /etc (400
+   * invalid_path). Made if missing; a symlink on the way is refused. */
+  path: string;
+  read_only?: boolean;
 };
 
 /** "*", "sandbox.*", sandbox event types (sandbox.created, ...) or E2B names (sandbox.lifecycle.created, sandbox.lifecycle.*). */
@@ -318,6 +362,11 @@ export type SandboxCreate = {
   network?: NetworkPolicyRequest | null;
   /** Names of the tenant's credentials to grant (each active); 404 for an unknown name. */
   credentials?: CredentialNameValue[];
+  /** The tenant's volumes to mount (ns runtime; vm → 400 unsupported).
+   * One writer or many readers: a writer while another sandbox mounts
+   * the volume, or a reader while another writes, → 409 volume_in_use.
+   * Another tenant's or an unknown volume → 404. */
+  volumes?: VolumeMount[];
   /** Most checkpoints it may hold (automatic ones included); a
    * checkpoint past it → 409 conflict. Default and upper bound: the
    * server's checkpoints_max (default 64). */
@@ -421,6 +470,13 @@ export type BranchRequest = {
   from?: CheckpointRef;
   /** The children continue the source's processes (vm only; true is 400 on the ns runtime, or from a checkpoint without memory). */
   with_memory?: boolean;
+  /** What the children do with the source's volumes (the ones it mounts
+   * now, also when branching from a checkpoint): share_ro mounts each
+   * read-only at the same path (409 volume_in_use while a sandbox
+   * writes it, the source included); snapshot gives each child a
+   * writable snapshot of each, a new volume named
+   * <volume>-<child id> that stays until deleted; none mounts nothing. */
+  volumes?: "share_ro" | "snapshot" | "none";
 };
 
 export type BranchResult = {
@@ -552,6 +608,21 @@ export type Template = {
   created_at: Time;
   /** Sandboxes (not deleted) that use it. */
   in_use: number;
+  /** A pull: the image reference it was pulled from. */
+  ref?: string;
+  /** A pull: the digest of the image's manifest (for linux/<the host's arch>). */
+  digest?: string;
+};
+
+export type TemplatePull = {
+  /** registry-host[:port]/repo/path[:tag] or ...@sha256:<hex>; the
+   * registry is always named (docker.io/library/python:3.12); no tag
+   * means latest, a digest wins over a tag. */
+  ref: string;
+  /** A stored basic credential (space cred add NAME --basic-user USER
+   * --host REGISTRY) to log in with: sent only to hosts its host
+   * patterns match, never over plain http. */
+  credential?: string;
 };
 
 export type TemplateList = {

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/* space volume create NAME [--size MB] | ls | show NAME | rm NAME...:
+ * /v1/volumes. And the --volume NAME:/path[:ro] of space create
+ * (cli_volume_write_mount). */
+
+#include "cli-common.h"
+#include "cli-verbs.h"
+
+enum {
+        OPT_SIZE = 1,
+};
+
+static const CliOption create_options[] = {
+        { "size", 0, true, OPT_SIZE },
+        { "size-mb", 0, true, OPT_SIZE },
+        {},
+};
+
+static int volume_create(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *body = NULL;
+        const char *arg = NULL;
+        uint64_t size = 0;
+        bool have_size = false;
+        size_t body_len;
+        int r;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        while ((r = cli_parser_next(&p, create_options, &arg)) > 0)
+                if (r == OPT_SIZE) {
+                        if (cli_parse_u64("size", arg, &size) < 0)
+                                return -EINVAL;
+                        have_size = true;
+                }
+        r = cli_parser_end(&p, r, 1, 1);
+        if (r <= 0)
+                return r;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "name", p.pos[0]);
+        if (have_size) {
+                json_w_key(&w, "size_mb");
+                json_w_uint(&w, size);
+        }
+        json_w_object_end(&w);
+        r = json_w_finish(&w, &body, &body_len);
+        if (r < 0)
+                return cli_error_errno(r, "out of memory");
+        r = cli_call("POST", "/v1/volumes", body, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        printf("%s\n", strna(json_string(json_get(resp.json, "name"))));
+        return 0;
+}
+
+static int volume_ls(int argc, char **argv) {
+        static const char *const header[] = { "NAME", "SIZE_MB", "READERS", "WRITERS", "WORKER", "CREATED" };
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_(cli_table_done) CliTable t = {};
+        const JsonValue *list;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 0, 0);
+        if (r <= 0)
+                return r;
+        r = cli_call("GET", "/v1/volumes", NULL, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        list = json_get(resp.json, "volumes");
+        if (json_type(list) != JSON_ARRAY)
+                return cli_error("the server's answer has no volume list");
+        r = cli_table_new(&t, header, ELEMENTSOF(header));
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < json_array_size(list); i++) {
+                const JsonValue *v = json_array_at(list, i);
+                char *row[] = {
+                        cli_field_text(v, "name"),    cli_field_text(v, "size_mb"), cli_field_text(v, "readers"),
+                        cli_field_text(v, "writers"), cli_field_text(v, "worker"),
+                        cli_time_text(json_get(v, "created_at")),
+                };
+                r = cli_table_add(&t, row);
+                if (r < 0)
+                        return r;
+        }
+        cli_table_print(&t, stdout);
+        return 0;
+}
+
+static int volume_show(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *target = NULL, *name = NULL;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 1, 1);
+        if (r <= 0)
+                return r;
+        name = cli_escape(p.pos[0]);
+        if (!name || asprintf(&target, "/v1/volumes/%s", name) < 0)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = cli_call("GET", target, NULL, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        cli_print_object(resp.json, NULL);
+        return 0;
+}
+
+static int volume_rm(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 1, SIZE_MAX);
+        if (r <= 0)
+                return r;
+        return cli_call_each(&p, 0, "DELETE", "/v1/volumes/", false);
+}
+
+int cli_volume(int argc, char **argv) {
+        static const CliSubcommand sub[] = {
+                { "create", volume_create },
+                { "ls", volume_ls },
+                { "show", volume_show },
+                { "rm", volume_rm },
+        };
+
+        return cli_run_subcommand("volume", sub, ELEMENTSOF(sub), argc, argv);
+}
+
+int cli_volume_write_mount(JsonWriter *w, const char *spec) {
+        const char *colon = strchr(spec, ':'), *path, *end;
+        _cleanup_free_ char *name = NULL, *p = NULL;
+        bool ro = false;
+
+        if (!colon || colon == spec || colon[1] != '/')
+                return cli_usage_error("--volume: expected NAME:/path[:ro], got '%s'", spec);
+        path = colon + 1;
+        end = strrchr(path, ':');
+        if (end) {
+                if (streq(end, ":ro"))
+                        ro = true;
+                else if (!streq(end, ":rw"))
+                        return cli_usage_error("--volume: the mode after the path is ro or rw, got '%s'", end + 1);
+        } else
+                end = path + strlen(path);
+        name = strndup(spec, (size_t) (colon - spec));
+        p = strndup(path, (size_t) (end - path));
+        if (!name || !p)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        json_w_object_begin(w);
+        json_w_kv_string(w, "name", name);
+        json_w_kv_string(w, "path", p);
+        json_w_kv_bool(w, "read_only", ro);
+        json_w_object_end(w);
+        return 0;
+}
