@@ -234,6 +234,9 @@ def test_tenant_isolation(d, receiver):
             r = d.api(m, f"/v1/webhooks/{whb['id']}{p}", key=a, json={"enabled": False} if m == "PATCH" else None)
             assert_error_shape(r, 404, "not_found")
         assert d.api("GET", "/v1/webhooks", key=a).json()["webhooks"][0]["id"] != whb["id"]
+        # an admin key manages its own tenant's webhooks, not every tenant's
+        assert_error_shape(d.api("GET", f"/v1/webhooks/{whb['id']}"), 404, "not_found")
+        assert whb["id"] not in [w["id"] for w in d.api("GET", "/v1/webhooks").json()["webhooks"]]
         sa = run_lifecycle(d, a)
         sb = d.create(key=b)["id"]
         d.delete(sb, key=b)
