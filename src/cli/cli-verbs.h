@@ -42,6 +42,7 @@ int cli_update(int argc, char **argv);   /* cli-update.c */
 int cli_top(int argc, char **argv);      /* cli-top.c */
 int cli_completion(int argc, char **argv); /* cli-completion.c */
 int cli_volume(int argc, char **argv);   /* cli-volume.c */
+int cli_webhook(int argc, char **argv);  /* cli-webhook.c */
 /* One element of a create's "volumes" from --volume NAME:/path[:ro|:rw] (errors printed). */
 struct JsonWriter;
 int cli_volume_write_mount(struct JsonWriter *w, const char *spec); /* cli-volume.c */

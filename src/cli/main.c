@@ -186,6 +186,17 @@ static const CliCommand commands[] = {
           "  show NAME     one volume and the bytes it holds\n"
           "  rm NAME...    delete volumes (refused while a sandbox mounts one)\n"
           "Mount one at create: space create --volume NAME:/path[:ro]\n" },
+        { "webhook", cli_webhook,
+          "create URL [--event PATTERN]... [--name N] [--secret S] | ls | show ID | rm ID... | test ID | "
+          "enable ID | disable ID",
+          "manage webhooks (signed deliveries of your tenant's events)",
+          "  create URL    deliver events to URL (POST, in order, retried); --event sandbox.* or an exact\n"
+          "                type (default every event); prints the id and the signing secret (shown once)\n"
+          "  ls            list them with their delivery state\n"
+          "  show ID       one webhook\n"
+          "  rm ID...      delete webhooks\n"
+          "  test ID       send a webhook.test delivery now\n"
+          "  enable ID, disable ID   resume (failures cleared) or pause its deliveries\n" },
         { "key", cli_key, "create [--tenant T] [--name N] [--admin] | ls | rm ID", "manage API keys",
           "  create   create a key and print its secret (shown only once)\n"
           "  ls       list keys\n"

@@ -372,3 +372,13 @@ def test_volumes(client, sdk):
     client.delete_volume(name)
     with pytest.raises(sdk.NotFound):
         client.volume(name)
+
+
+def test_webhooks(client, sdk):
+    """Webhooks through the SDK on a server with the default guard: one at a loopback address is refused
+    (the SSRF guard), the tenant has none, and an unknown one is NotFound."""
+    with pytest.raises(sdk.BadRequest):
+        client.create_webhook("http://127.0.0.1:9/hook", events=["sandbox.*"])
+    assert client.webhooks() == []
+    with pytest.raises(sdk.NotFound):
+        client.webhook("wh_0000000000000000")

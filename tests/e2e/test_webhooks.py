@@ -412,3 +412,29 @@ def test_https_certificate_is_verified(d, tmp_path):
         assert rec.got == []
     finally:
         rec.stop()
+
+
+def test_cli(d, receiver):
+    """space webhook: create (the secret printed once), test, ls, disable/enable, show, rm; bad input."""
+    key = new_key(d)
+    r = d.cli("webhook", "create", receiver.url, "--event", "sandbox.*", "--name", "cli", key=key)
+    assert r.rc == 0, r
+    wid, secret_line = r.out.splitlines()[:2]
+    assert wid.startswith("wh_") and secret_line.startswith("secret: "), r.out
+    secret = secret_line.split()[1]
+    assert d.cli("webhook", "test", wid, key=key).rc == 0
+    hdrs, body = receiver.deliveries()[-1]
+    verify(secret, hdrs, body)
+    r = d.cli("webhook", "ls", key=key)
+    assert r.rc == 0 and wid in r.out and receiver.url in r.out and secret not in r.out, r
+    assert d.cli("webhook", "disable", wid, key=key).rc == 0
+    assert d.api("GET", f"/v1/webhooks/{wid}", key=key).json()["enabled"] is False
+    assert d.cli("webhook", "enable", wid, key=key).rc == 0
+    r = d.cli("--json", "webhook", "show", wid, key=key)
+    assert r.rc == 0 and json.loads(r.out)["enabled"] is True and "secret" not in json.loads(r.out), r
+    assert d.cli("webhook", "show", wid, key=new_key(d)).rc == 3  # another tenant's: not found
+    r = d.cli("webhook", "create", "ftp://x/", key=key)
+    assert r.rc == 1 and "http://" in r.err, r  # the server's 400: a failure, not a usage error
+    assert d.cli("webhook", "create", key=key).rc == 2
+    assert d.cli("webhook", "rm", wid, key=key).rc == 0
+    assert d.cli("webhook", "show", wid, key=key).rc == 3

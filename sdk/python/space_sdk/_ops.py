@@ -195,6 +195,29 @@ class Ops:
                             json_body=_drop_none({"ref": ref, "credential": credential}), parse=Template.from_dict,
                             timeout=max(self._t.timeout, 1800))
 
+    # ---- webhooks (signed, in-order deliveries of the tenant's events) ----
+    def create_webhook(self, url, *, events=None, name=None, secret=None):
+        """The webhook, with its signing secret (shown only here)."""
+        return self._t.json("POST", "/v1/webhooks",
+                            json_body=_drop_none({"url": url, "events": events, "name": name, "secret": secret}))
+
+    def webhooks(self):
+        return self._t.json("GET", "/v1/webhooks", parse=lambda v: v["webhooks"])
+
+    def webhook(self, webhook_id):
+        return self._t.json("GET", f"/v1/webhooks/{seg(webhook_id)}")
+
+    def update_webhook(self, webhook_id, **fields):
+        """url, events, name, enabled (re-enabling clears its failures)."""
+        return self._t.json("PATCH", f"/v1/webhooks/{seg(webhook_id)}", json_body=fields)
+
+    def delete_webhook(self, webhook_id):
+        return self._t.json("DELETE", f"/v1/webhooks/{seg(webhook_id)}")
+
+    def test_webhook(self, webhook_id):
+        """Sends a webhook.test delivery now: {"delivered": true} or the receiver's failure."""
+        return self._t.json("POST", f"/v1/webhooks/{seg(webhook_id)}/test")
+
     # ---- volumes (kept beyond any sandbox; mounted with create(volumes=[{"name", "path", "read_only"}])) ----
     def volumes(self):
         return self._t.json("GET", "/v1/volumes", parse=lambda v: v["volumes"])

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/* space webhook create URL [--event PATTERN]... [--name N] [--secret S] | ls |
+ * show ID | rm ID... | test ID | enable ID | disable ID: /v1/webhooks. The
+ * secret (made by the server unless given) is printed once, at create. */
+
+#include "cli-common.h"
+#include "cli-verbs.h"
+
+enum {
+        OPT_EVENT = 1,
+        OPT_NAME,
+        OPT_SECRET,
+};
+
+static const CliOption create_options[] = {
+        { "event", 'e', true, OPT_EVENT },
+        { "name", 0, true, OPT_NAME },
+        { "secret", 0, true, OPT_SECRET },
+        {},
+};
+
+static char *target_of(const char *id, const char *suffix) {
+        _cleanup_free_ char *e = cli_escape(id);
+        return e ? strjoin("/v1/webhooks/", e, strempty(suffix)) : NULL;
+}
+
+static int webhook_create(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *body = NULL;
+        const char *arg = NULL, *name = NULL, *secret = NULL, *events[64];
+        size_t n_events = 0, body_len;
+        int r;
+
+        r = cli_parser_init(&p, argc, argv, 0);
+        if (r < 0)
+                return r;
+        while ((r = cli_parser_next(&p, create_options, &arg)) > 0)
+                switch (r) {
+                case OPT_EVENT:
+                        if (n_events >= ELEMENTSOF(events))
+                                return cli_usage_error("--event: at most %zu patterns", ELEMENTSOF(events));
+                        events[n_events++] = arg;
+                        break;
+                case OPT_NAME:
+                        name = arg;
+                        break;
+                case OPT_SECRET:
+                        secret = arg;
+                        break;
+                }
+        r = cli_parser_end(&p, r, 1, 1);
+        if (r <= 0)
+                return r;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "url", p.pos[0]);
+        if (name)
+                json_w_kv_string(&w, "name", name);
+        if (secret)
+                json_w_kv_string(&w, "secret", secret);
+        if (n_events > 0) {
+                json_w_key(&w, "events");
+                json_w_array_begin(&w);
+                for (size_t i = 0; i < n_events; i++)
+                        json_w_string(&w, events[i]);
+                json_w_array_end(&w);
+        }
+        json_w_object_end(&w);
+        r = json_w_finish(&w, &body, &body_len);
+        if (r < 0)
+                return cli_error_errno(r, "out of memory");
+        r = cli_call("POST", "/v1/webhooks", body, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        printf("%s\n", strna(json_string(json_get(resp.json, "id"))));
+        printf("secret: %s   (shown once: deliveries carry X-Space-Signature: sha256=HMAC(secret, ts.body))\n",
+               strna(json_string(json_get(resp.json, "secret"))));
+        return 0;
+}
+
+static int webhook_ls(int argc, char **argv) {
+        static const char *const header[] = { "ID", "NAME", "URL", "EVENTS", "ENABLED", "FAILURES", "LAST_ERROR" };
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_(cli_table_done) CliTable t = {};
+        const JsonValue *list;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 0, 0);
+        if (r <= 0)
+                return r;
+        r = cli_call("GET", "/v1/webhooks", NULL, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        list = json_get(resp.json, "webhooks");
+        if (json_type(list) != JSON_ARRAY)
+                return cli_error("the server's answer has no webhook list");
+        r = cli_table_new(&t, header, ELEMENTSOF(header));
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < json_array_size(list); i++) {
+                const JsonValue *v = json_array_at(list, i), *d = json_get(v, "delivery");
+                char *row[] = {
+                        cli_field_text(v, "id"),      cli_field_text(v, "name"),    cli_field_text(v, "url"),
+                        cli_field_text(v, "events"),  cli_field_text(v, "enabled"), cli_field_text(d, "failures"),
+                        cli_field_text(d, "last_error"),
+                };
+                r = cli_table_add(&t, row);
+                if (r < 0)
+                        return r;
+        }
+        cli_table_print(&t, stdout);
+        return 0;
+}
+
+/* One call on one webhook: GET (show), POST .../test, or PATCH {"enabled"}. */
+static int webhook_one(int argc, char **argv, const char *method, const char *suffix, const char *body) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *target = NULL;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 1, 1);
+        if (r <= 0)
+                return r;
+        target = target_of(p.pos[0], suffix);
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = cli_call(method, target, body, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        if (resp.json)
+                cli_print_object(resp.json, NULL);
+        return 0;
+}
+
+static int webhook_show(int argc, char **argv) {
+        return webhook_one(argc, argv, "GET", NULL, NULL);
+}
+
+static int webhook_test(int argc, char **argv) {
+        return webhook_one(argc, argv, "POST", "/test", NULL);
+}
+
+static int webhook_enable(int argc, char **argv) {
+        return webhook_one(argc, argv, "PATCH", NULL, "{\"enabled\":true}");
+}
+
+static int webhook_disable(int argc, char **argv) {
+        return webhook_one(argc, argv, "PATCH", NULL, "{\"enabled\":false}");
+}
+
+static int webhook_rm(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 1, SIZE_MAX);
+        if (r <= 0)
+                return r;
+        return cli_call_each(&p, 0, "DELETE", "/v1/webhooks/", false);
+}
+
+int cli_webhook(int argc, char **argv) {
+        static const CliSubcommand sub[] = {
+                { "create", webhook_create }, { "ls", webhook_ls },         { "show", webhook_show },
+                { "rm", webhook_rm },         { "test", webhook_test },     { "enable", webhook_enable },
+                { "disable", webhook_disable },
+        };
+
+        return cli_run_subcommand("webhook", sub, ELEMENTSOF(sub), argc, argv);
+}
