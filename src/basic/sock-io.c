@@ -114,6 +114,10 @@ int sock_relay(int a, const void *a_pending, size_t a_pending_len, int b, const 
                         if (n < 0)
                                 return negative_errno();
                         if (n == 0) {
+                                /* hung up both ways (closed, reset, or our own server shutting down),
+                                 * not a half-close: nothing can reach it any more, so the relay ends */
+                                if (p[i].revents & (POLLHUP | POLLERR))
+                                        return 0;
                                 *open = false;
                                 (void) shutdown(to, SHUT_WR);
                                 continue;

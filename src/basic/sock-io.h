@@ -18,8 +18,9 @@ ssize_t sock_recv_some(int fd, void *buf, size_t n, int timeout_msec);
 
 /* Relays bytes both ways between a and b, first sending what was read past
  * a protocol head on each side (a_pending goes to b, b_pending to a). Each
- * side's end is passed on as a half-close (shutdown(SHUT_WR)); the relay
- * ends when both sides ended, on an error, or when nothing moved for
+ * side's half-close is passed on (shutdown(SHUT_WR)); the relay ends when
+ * both sides ended, when one hung up both ways (POLLHUP: closed, or shut
+ * down by a server that stops), on an error, or when nothing moved for
  * idle_msec. One buffer of buffer_size per direction: a slow reader stalls
  * its writer. Returns 0 at a clean end of both sides, else a -errno. */
 int sock_relay(int a, const void *a_pending, size_t a_pending_len, int b, const void *b_pending, size_t b_pending_len,

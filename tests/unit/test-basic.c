@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* src/basic and src/shared: strings, numbers, files, config table, error table. */
 #include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -9,6 +12,7 @@
 #include "api-error.h"
 #include "config.h"
 #include "fd-util.h"
+#include "sock-io.h"
 #include "str-util.h"
 #include "test.h"
 
@@ -238,4 +242,61 @@ TEST(api_error_table) {
         ASSERT_STREQ(e.message, "no sandbox 'x'");
         ASSERT_EQ(api_error_code_from_errno(-EDQUOT), API_INSUFFICIENT_STORAGE);
         ASSERT_EQ(api_error_code_from_errno(ELOOP), API_INVALID_PATH);
+}
+
+/* sock_relay between two socketpairs: a's and b's ends in the relay, the test holds the others. */
+typedef struct RelayRun {
+        int a, b;
+        int r;
+} RelayRun;
+
+static void *relay_thread(void *p) {
+        RelayRun *run = p;
+        run->r = sock_relay(run->a, "ha", 2, run->b, "hb", 2, 4096, 10000);
+        return NULL;
+}
+
+TEST(sock_relay_half_close_and_hang_up) {
+        int x[2], y[2];
+        char buf[16];
+        pthread_t t;
+
+        /* pending bytes first, then data both ways, then a half-close passed on */
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x));
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, y));
+        RelayRun run = { .a = x[1], .b = y[1] };
+        ASSERT_EQ(pthread_create(&t, NULL, relay_thread, &run), 0);
+        ASSERT_EQ(sock_recv_some(y[0], buf, 2, 5000), 2);
+        ASSERT_TRUE(memcmp(buf, "ha", 2) == 0);
+        ASSERT_EQ(sock_recv_some(x[0], buf, 2, 5000), 2);
+        ASSERT_TRUE(memcmp(buf, "hb", 2) == 0);
+        ASSERT_OK(sock_send_all(x[0], "ping", 4, 5000));
+        ASSERT_EQ(sock_recv_some(y[0], buf, 4, 5000), 4);
+        ASSERT_OK(shutdown(x[0], SHUT_WR));
+        ASSERT_EQ(sock_recv_some(y[0], buf, sizeof buf, 5000), 0); /* b sees the end */
+        ASSERT_OK(sock_send_all(y[0], "pong", 4, 5000));            /* and can still answer */
+        ASSERT_EQ(sock_recv_some(x[0], buf, 4, 5000), 4);
+        ASSERT_TRUE(memcmp(buf, "pong", 4) == 0);
+        ASSERT_OK(shutdown(y[0], SHUT_WR));
+        ASSERT_EQ(pthread_join(t, NULL), 0);
+        ASSERT_EQ(run.r, 0);
+        for (int i = 0; i < 2; i++) {
+                safe_close(x[i]);
+                safe_close(y[i]);
+        }
+
+        /* a side shut down both ways (a server that stops) ends the relay, though the other stays open */
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x));
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, y));
+        run = (RelayRun){ .a = x[1], .b = y[1] };
+        ASSERT_EQ(pthread_create(&t, NULL, relay_thread, &run), 0);
+        ASSERT_EQ(sock_recv_some(y[0], buf, 2, 5000), 2);
+        ASSERT_EQ(sock_recv_some(x[0], buf, 2, 5000), 2); /* both pendings sent: it polls now */
+        ASSERT_OK(shutdown(x[1], SHUT_RDWR));
+        ASSERT_EQ(pthread_join(t, NULL), 0);
+        ASSERT_EQ(run.r, 0);
+        for (int i = 0; i < 2; i++) {
+                safe_close(x[i]);
+                safe_close(y[i]);
+        }
 }
