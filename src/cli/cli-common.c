@@ -925,6 +925,43 @@ int cli_table_add(CliTable *t, char **row) {
         return 0;
 }
 
+int cli_list_verb(int argc, char **argv, const char *target, const char *key, const char *what,
+                  const char *const *header, size_t n_columns, CliRowFn row, const char *footer) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_(cli_table_done) CliTable t = {};
+        const JsonValue *list;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 0, 0);
+        if (r <= 0)
+                return r;
+        r = cli_call("GET", target, NULL, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        list = json_get(resp.json, key);
+        if (json_type(list) != JSON_ARRAY)
+                return cli_error("the server's answer has no %s list", what);
+        if (n_columns > CLI_LIST_COLUMNS_MAX)
+                return cli_error("a table of %zu columns", n_columns);
+        r = cli_table_new(&t, header, n_columns);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < json_array_size(list); i++) {
+                char *cells[CLI_LIST_COLUMNS_MAX] = {};
+                row(json_array_at(list, i), cells);
+                r = cli_table_add(&t, cells);
+                if (r < 0)
+                        return r;
+        }
+        cli_table_print(&t, stdout);
+        if (footer)
+                printf("%s\n", footer);
+        return 0;
+}
+
 void cli_table_print(const CliTable *t, FILE *f) {
         size_t width[32] = {};
         size_t nc = MIN(t->n_columns, ELEMENTSOF(width));

@@ -230,6 +230,14 @@ typedef struct CliTable {
 } CliTable;
 int cli_table_new(CliTable *t, const char *const *header, size_t n_columns);
 int cli_table_add(CliTable *t, char **row); /* takes ownership of every cell */
+/* A list verb without arguments of its own: GET target, the array at key of
+ * its answer as a table (header: n_columns names; row() fills one row's
+ * malloc'd cells per element, NULL prints as "?"), then footer if any;
+ * --json prints the answer as it came. what names the list in errors. */
+#define CLI_LIST_COLUMNS_MAX 16
+typedef void (*CliRowFn)(const JsonValue *item, char **cells);
+int cli_list_verb(int argc, char **argv, const char *target, const char *key, const char *what,
+                  const char *const *header, size_t n_columns, CliRowFn row, const char *footer);
 void cli_table_print(const CliTable *t, FILE *f);
 void cli_table_done(CliTable *t);
 

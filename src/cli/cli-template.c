@@ -20,48 +20,23 @@
 #include "cli-verbs.h"
 #include "fd-util.h"
 
+static void template_row(const JsonValue *tp, char **c) {
+        uint64_t size;
+        char sbuf[32] = "-";
+
+        if (json_uint64(json_get(tp, "size_bytes"), &size) >= 0)
+                cli_format_size(size, sbuf, sizeof sbuf);
+        c[0] = cli_field_text(tp, "name");
+        c[1] = cli_field_text(tp, "state");
+        c[2] = strdup(sbuf);
+        c[3] = cli_field_text(tp, "in_use");
+        c[4] = cli_time_text(json_get(tp, "created_at"));
+}
+
 static int template_ls(int argc, char **argv) {
         static const char *const header[] = { "NAME", "STATE", "SIZE", "IN_USE", "CREATED" };
-        _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_(cli_table_done) CliTable t = {};
-        const JsonValue *list;
-        int r;
-
-        r = cli_parser_positionals(&p, argc, argv, 0, 0);
-        if (r <= 0)
-                return r;
-
-        r = cli_call("GET", "/v1/templates", NULL, &resp);
-        if (r < 0)
-                return r;
-        if (arg_json)
-                return cli_print_raw(resp.body, resp.body_len);
-        list = json_get(resp.json, "templates");
-        if (json_type(list) != JSON_ARRAY)
-                return cli_error("the server's answer has no template list");
-
-        r = cli_table_new(&t, header, ELEMENTSOF(header));
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < json_array_size(list); i++) {
-                const JsonValue *tp = json_array_at(list, i);
-                uint64_t size;
-                char sbuf[32] = "-";
-
-                if (json_uint64(json_get(tp, "size_bytes"), &size) >= 0)
-                        cli_format_size(size, sbuf, sizeof sbuf);
-                char *row[] = {
-                        cli_field_text(tp, "name"),   cli_field_text(tp, "state"),
-                        strdup(sbuf),                 cli_field_text(tp, "in_use"),
-                        cli_time_text(json_get(tp, "created_at")),
-                };
-                r = cli_table_add(&t, row);
-                if (r < 0)
-                        return r;
-        }
-        cli_table_print(&t, stdout);
-        return 0;
+        return cli_list_verb(argc, argv, "/v1/templates", "templates", "template", header, ELEMENTSOF(header),
+                             template_row, NULL);
 }
 
 static int tar_spawn(const char *dir, CliChild *child, int *ret_fd) {

@@ -44,48 +44,22 @@ static char *use_text(const JsonValue *t, const char *field, bool cpu) {
         return strdup(buf);
 }
 
+static void tenant_row(const JsonValue *x, char **c) {
+        c[0] = cli_field_text(x, "name");
+        c[1] = use_text(x, "sandboxes", false);
+        c[2] = use_text(x, "cpu_millis", true);
+        c[3] = use_text(x, "memory_mb", false);
+        c[4] = use_text(x, "disk_mb", false);
+        c[5] = use_text(x, "checkpoints", false);
+        c[6] = use_text(x, "rps", false);
+        c[7] = use_text(x, "streams", false);
+}
+
 static int tenant_ls(int argc, char **argv) {
         static const char *const header[] = { "NAME", "SANDBOXES", "CPU", "MEMORY_MB", "DISK_MB", "CHECKPOINTS",
                                               "RPS", "STREAMS" };
-        _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_(cli_table_done) CliTable t = {};
-        const JsonValue *list;
-        int r;
-
-        r = cli_parser_positionals(&p, argc, argv, 0, 0);
-        if (r <= 0)
-                return r;
-        r = cli_call("GET", "/v1/tenants", NULL, &resp);
-        if (r < 0)
-                return r;
-        if (arg_json)
-                return cli_print_raw(resp.body, resp.body_len);
-        list = json_get(resp.json, "tenants");
-        if (json_type(list) != JSON_ARRAY)
-                return cli_error("the server's answer has no tenant list");
-        r = cli_table_new(&t, header, ELEMENTSOF(header));
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < json_array_size(list); i++) {
-                const JsonValue *x = json_array_at(list, i);
-                char *row[] = {
-                        cli_field_text(x, "name"),
-                        use_text(x, "sandboxes", false),
-                        use_text(x, "cpu_millis", true),
-                        use_text(x, "memory_mb", false),
-                        use_text(x, "disk_mb", false),
-                        use_text(x, "checkpoints", false),
-                        use_text(x, "rps", false),
-                        use_text(x, "streams", false),
-                };
-                r = cli_table_add(&t, row);
-                if (r < 0)
-                        return r;
-        }
-        cli_table_print(&t, stdout);
-        printf("(used/limit; '-' = unlimited)\n");
-        return 0;
+        return cli_list_verb(argc, argv, "/v1/tenants", "tenants", "tenant", header, ELEMENTSOF(header), tenant_row,
+                             "(used/limit; '-' = unlimited)");
 }
 
 static int tenant_show(int argc, char **argv) {

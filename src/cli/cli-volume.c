@@ -59,41 +59,19 @@ static int volume_create(int argc, char **argv) {
         return 0;
 }
 
+static void volume_row(const JsonValue *v, char **c) {
+        c[0] = cli_field_text(v, "name");
+        c[1] = cli_field_text(v, "size_mb");
+        c[2] = cli_field_text(v, "readers");
+        c[3] = cli_field_text(v, "writers");
+        c[4] = cli_field_text(v, "worker");
+        c[5] = cli_time_text(json_get(v, "created_at"));
+}
+
 static int volume_ls(int argc, char **argv) {
         static const char *const header[] = { "NAME", "SIZE_MB", "READERS", "WRITERS", "WORKER", "CREATED" };
-        _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_(cli_table_done) CliTable t = {};
-        const JsonValue *list;
-        int r;
-
-        r = cli_parser_positionals(&p, argc, argv, 0, 0);
-        if (r <= 0)
-                return r;
-        r = cli_call("GET", "/v1/volumes", NULL, &resp);
-        if (r < 0)
-                return r;
-        if (arg_json)
-                return cli_print_raw(resp.body, resp.body_len);
-        list = json_get(resp.json, "volumes");
-        if (json_type(list) != JSON_ARRAY)
-                return cli_error("the server's answer has no volume list");
-        r = cli_table_new(&t, header, ELEMENTSOF(header));
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < json_array_size(list); i++) {
-                const JsonValue *v = json_array_at(list, i);
-                char *row[] = {
-                        cli_field_text(v, "name"),    cli_field_text(v, "size_mb"), cli_field_text(v, "readers"),
-                        cli_field_text(v, "writers"), cli_field_text(v, "worker"),
-                        cli_time_text(json_get(v, "created_at")),
-                };
-                r = cli_table_add(&t, row);
-                if (r < 0)
-                        return r;
-        }
-        cli_table_print(&t, stdout);
-        return 0;
+        return cli_list_verb(argc, argv, "/v1/volumes", "volumes", "volume", header, ELEMENTSOF(header), volume_row,
+                             NULL);
 }
 
 static int volume_show(int argc, char **argv) {

@@ -82,41 +82,21 @@ static int webhook_create(int argc, char **argv) {
         return 0;
 }
 
+static void webhook_row(const JsonValue *v, char **c) {
+        const JsonValue *d = json_get(v, "delivery");
+        c[0] = cli_field_text(v, "id");
+        c[1] = cli_field_text(v, "name");
+        c[2] = cli_field_text(v, "url");
+        c[3] = cli_field_text(v, "events");
+        c[4] = cli_field_text(v, "enabled");
+        c[5] = cli_field_text(d, "failures");
+        c[6] = cli_field_text(d, "last_error");
+}
+
 static int webhook_ls(int argc, char **argv) {
         static const char *const header[] = { "ID", "NAME", "URL", "EVENTS", "ENABLED", "FAILURES", "LAST_ERROR" };
-        _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_(cli_table_done) CliTable t = {};
-        const JsonValue *list;
-        int r;
-
-        r = cli_parser_positionals(&p, argc, argv, 0, 0);
-        if (r <= 0)
-                return r;
-        r = cli_call("GET", "/v1/webhooks", NULL, &resp);
-        if (r < 0)
-                return r;
-        if (arg_json)
-                return cli_print_raw(resp.body, resp.body_len);
-        list = json_get(resp.json, "webhooks");
-        if (json_type(list) != JSON_ARRAY)
-                return cli_error("the server's answer has no webhook list");
-        r = cli_table_new(&t, header, ELEMENTSOF(header));
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < json_array_size(list); i++) {
-                const JsonValue *v = json_array_at(list, i), *d = json_get(v, "delivery");
-                char *row[] = {
-                        cli_field_text(v, "id"),      cli_field_text(v, "name"),    cli_field_text(v, "url"),
-                        cli_field_text(v, "events"),  cli_field_text(v, "enabled"), cli_field_text(d, "failures"),
-                        cli_field_text(d, "last_error"),
-                };
-                r = cli_table_add(&t, row);
-                if (r < 0)
-                        return r;
-        }
-        cli_table_print(&t, stdout);
-        return 0;
+        return cli_list_verb(argc, argv, "/v1/webhooks", "webhooks", "webhook", header, ELEMENTSOF(header),
+                             webhook_row, NULL);
 }
 
 /* One call on one webhook: GET (show), POST .../test, or PATCH {"enabled"}. */
