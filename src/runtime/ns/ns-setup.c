@@ -52,9 +52,9 @@ const char *ns_step_to_string(NsStep s) {
 
 /* ---- parent side ---- */
 
-int send_fd(int sock, int fd) {
-        char dummy = 'F';
-        struct iovec iov = { .iov_base = &dummy, .iov_len = 1 };
+/* One message of n bytes carrying fd (SCM_RIGHTS). */
+static int send_fd_message(int sock, int fd, const void *data, size_t n) {
+        struct iovec iov = { .iov_base = (void *) data, .iov_len = n };
         union {
                 struct cmsghdr h;
                 char buf[CMSG_SPACE(sizeof(int))];
@@ -69,6 +69,10 @@ int send_fd(int sock, int fd) {
         if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
                 return negative_errno();
         return 0;
+}
+
+int send_fd(int sock, int fd) {
+        return send_fd_message(sock, fd, "F", 1);
 }
 
 /* The one descriptor a received message carries (no libc call: the child uses it too). */
@@ -114,29 +118,10 @@ int ns_write_id_maps(pid_t pid, uid_t base) {
         return write_string_file(path, map);
 }
 
-/* A detached clone of the root directory's mount, idmapped into the child's
- * user namespace: files stored as uid N appear to the sandbox as N. */
-int ns_idmapped_root(const char *root_path, pid_t pid, int *ret_fd) {
-        _cleanup_close_ int userns = -EBADF, tree = -EBADF;
-        struct mount_attr attr = {};
-        char path[64];
-
-        snprintf(path, sizeof path, "/proc/%d/ns/user", (int) pid);
-        userns = open(path, O_RDONLY | O_CLOEXEC);
-        if (userns < 0)
-                return negative_errno();
-        tree = (int) syscall(SYS_open_tree, AT_FDCWD, root_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-        if (tree < 0)
-                return negative_errno();
-        attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV;
-        attr.userns_fd = (uint64_t) userns;
-        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
-                return negative_errno();
-        *ret_fd = TAKE_FD(tree);
-        return 0;
-}
-
-int ns_idmapped_volume(const char *host_path, bool read_only, pid_t pid, int *ret_fd) {
+/* A detached clone of the mount at host_path, idmapped into pid's user
+ * namespace with attr_set (MOUNT_ATTR_IDMAP and more): files stored as uid N
+ * appear to the sandbox as N. */
+static int idmapped_tree(const char *host_path, pid_t pid, uint64_t attr_set, int *ret_fd) {
         _cleanup_close_ int userns = -EBADF, tree = -EBADF;
         struct mount_attr attr = {};
         char path[64];
@@ -148,7 +133,7 @@ int ns_idmapped_volume(const char *host_path, bool read_only, pid_t pid, int *re
         tree = (int) syscall(SYS_open_tree, AT_FDCWD, host_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (tree < 0)
                 return negative_errno();
-        attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | (read_only ? MOUNT_ATTR_RDONLY : 0);
+        attr.attr_set = attr_set;
         attr.userns_fd = (uint64_t) userns;
         if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
                 return negative_errno();
@@ -156,28 +141,25 @@ int ns_idmapped_volume(const char *host_path, bool read_only, pid_t pid, int *re
         return 0;
 }
 
+int ns_idmapped_root(const char *root_path, pid_t pid, int *ret_fd) {
+        return idmapped_tree(root_path, pid, MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV, ret_fd);
+}
+
+int ns_idmapped_volume(const char *host_path, bool read_only, pid_t pid, int *ret_fd) {
+        return idmapped_tree(host_path, pid,
+                             MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | (read_only ? MOUNT_ATTR_RDONLY : 0),
+                             ret_fd);
+}
+
 int ns_send_volume(int sock, int fd, const char *path) {
         char msg[1 + RUNTIME_VOLUME_PATH_MAX];
         size_t n = strnlen(path, RUNTIME_VOLUME_PATH_MAX);
-        struct iovec iov = { .iov_base = msg, .iov_len = n + 2 };
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } u = {};
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 
         if (n >= RUNTIME_VOLUME_PATH_MAX || path[0] != '/')
                 return -EINVAL;
         msg[0] = 'V';
         memcpy(msg + 1, path, n + 1);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
-                return negative_errno();
-        return 0;
+        return send_fd_message(sock, fd, msg, n + 2);
 }
 
 /* ---- child side: no allocation, no logging, no errno (ns-sys.h) ---- */
