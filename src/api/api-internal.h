@@ -465,6 +465,8 @@ bool api_volume_name_valid(const char *s);
 int api_volume_path_validate(const char *p, size_t n, ApiError *e);
 /* The request tenant's volume of that name (404 otherwise, also for another tenant's). */
 int api_volume_lookup(ApiRequest *r, const char *name, Volume *ret, ApiError *e);
+/* A path relative to a volume's root has no empty and no "." component (".." is api_validate_path's): 400. */
+int api_volume_path_components(const char *rel, ApiError *e);
 /* The work of create and delete, for the E2B surface too. */
 int api_volume_make(ApiRequest *r, const char *name, uint64_t size_mb, Volume *ret, ApiError *e);
 int api_volume_remove(ApiRequest *r, const char *name, ApiError *e);

@@ -222,12 +222,9 @@ static int content_path(ApiRequest *r, char **ret_q, const char **ret_rel, ApiEr
         if (k < 0)
                 return k;
         rel = q[0] == '/' ? q + 1 : q;
-        for (const char *c = rel; *c; ) {
-                const char *end = strchrnul(c, '/');
-                if (end == c || (end - c == 1 && c[0] == '.'))
-                        return api_error(e, -EINVAL, API_INVALID_PATH, "path has an empty or '.' component");
-                c = *end ? end + 1 : end;
-        }
+        k = api_volume_path_components(rel, e);
+        if (k < 0)
+                return k;
         *ret_rel = rel;
         *ret_q = TAKE_PTR(q);
         return 0;

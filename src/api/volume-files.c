@@ -13,6 +13,16 @@
 #include "str-util.h"
 
 
+int api_volume_path_components(const char *rel, ApiError *e) {
+        for (const char *c = rel; *c; ) {
+                const char *end = strchrnul(c, '/');
+                if (end == c || (end - c == 1 && c[0] == '.'))
+                        return api_error(e, -EINVAL, API_INVALID_PATH, "path has an empty or '.' component");
+                c = *end ? end + 1 : end;
+        }
+        return 0;
+}
+
 /* ?path= as a path relative to the volume's root ("" = the root) */
 static int file_path(ApiRequest *r, char **ret_q, const char **ret_rel, ApiError *e) {
         _cleanup_free_ char *q = NULL;
@@ -33,12 +43,9 @@ static int file_path(ApiRequest *r, char **ret_q, const char **ret_rel, ApiError
         /* "." components, "//" and a trailing "/" are refused too: one spelling per file */
         if (*rel && rel[strlen(rel) - 1] == '/')
                 return api_error(e, -EINVAL, API_INVALID_PATH, "path ends in '/'");
-        for (const char *c = rel; *c; ) {
-                const char *end = strchrnul(c, '/');
-                if (end == c || (end - c == 1 && c[0] == '.'))
-                        return api_error(e, -EINVAL, API_INVALID_PATH, "path has an empty or '.' component");
-                c = *end ? end + 1 : end;
-        }
+        k = api_volume_path_components(rel, e);
+        if (k < 0)
+                return k;
         *ret_rel = rel;
         *ret_q = TAKE_PTR(q);
         return 0;
