@@ -67,10 +67,14 @@ int api_sandbox_port_connect(ApiRequest *r, ApiError *e) {
                                  "this endpoint upgrades to a raw TCP stream: send Connection: Upgrade and Upgrade: tcp");
         if (r->head->chunked || r->head->content_length > 0)
                 return api_error(e, -EINVAL, API_BAD_REQUEST, "an upgrade to TCP takes no request body");
-        sandbox_done(&sb);
-        k = api_sandbox_lookup(r, r->params[0], true, &sb, e); /* running: resumed if paused with auto_resume */
-        if (k < 0)
-                return k;
+        if (sb.state != SANDBOX_RUNNING) {
+                /* looked up again as for an exec: resumed if paused with auto_resume, else its 409 */
+                sandbox_done(&sb);
+                k = api_sandbox_lookup(r, r->params[0], true, &sb, e);
+                if (k < 0)
+                        return k;
+        } else
+                (void) store_sandbox_touch(r->store, sb.id); /* activity, for the idle policy (as the lookup does) */
         k = api_sandbox_dial(r, &sb, port, &fd, e);
         if (k < 0)
                 return k;
