@@ -925,6 +925,30 @@ int cli_table_add(CliTable *t, char **row) {
         return 0;
 }
 
+int cli_object_verb(int argc, char **argv, const char *method, const char *prefix, const char *suffix,
+                    const char *body) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *id = NULL, *target = NULL;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 1, 1);
+        if (r <= 0)
+                return r;
+        id = cli_escape(p.pos[0]);
+        target = id ? strjoin(prefix, id, strempty(suffix)) : NULL;
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = cli_call(method, target, body, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        if (resp.json)
+                cli_print_object(resp.json, NULL);
+        return 0;
+}
+
 int cli_list_verb(int argc, char **argv, const char *target, const char *key, const char *what,
                   const char *const *header, size_t n_columns, CliRowFn row, const char *footer) {
         _cleanup_(cli_parser_done) CliParser p = {};

@@ -234,6 +234,11 @@ int cli_table_add(CliTable *t, char **row); /* takes ownership of every cell */
  * its answer as a table (header: n_columns names; row() fills one row's
  * malloc'd cells per element, NULL prints as "?"), then footer if any;
  * --json prints the answer as it came. what names the list in errors. */
+/* A verb on one object: METHOD prefix + the escaped ID (its one argument) +
+ * suffix, with body (NULL: none); the answer printed as key: value lines, or
+ * as it came with --json. */
+int cli_object_verb(int argc, char **argv, const char *method, const char *prefix, const char *suffix,
+                    const char *body);
 #define CLI_LIST_COLUMNS_MAX 16
 typedef void (*CliRowFn)(const JsonValue *item, char **cells);
 int cli_list_verb(int argc, char **argv, const char *target, const char *key, const char *what,

@@ -75,24 +75,7 @@ static int volume_ls(int argc, char **argv) {
 }
 
 static int volume_show(int argc, char **argv) {
-        _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_free_ char *target = NULL, *name = NULL;
-        int r;
-
-        r = cli_parser_positionals(&p, argc, argv, 1, 1);
-        if (r <= 0)
-                return r;
-        name = cli_escape(p.pos[0]);
-        if (!name || asprintf(&target, "/v1/volumes/%s", name) < 0)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        r = cli_call("GET", target, NULL, &resp);
-        if (r < 0)
-                return r;
-        if (arg_json)
-                return cli_print_raw(resp.body, resp.body_len);
-        cli_print_object(resp.json, NULL);
-        return 0;
+        return cli_object_verb(argc, argv, "GET", "/v1/volumes/", NULL, NULL);
 }
 
 static int volume_rm(int argc, char **argv) {

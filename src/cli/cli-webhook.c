@@ -19,11 +19,6 @@ static const CliOption create_options[] = {
         {},
 };
 
-static char *target_of(const char *id, const char *suffix) {
-        _cleanup_free_ char *e = cli_escape(id);
-        return e ? strjoin("/v1/webhooks/", e, strempty(suffix)) : NULL;
-}
-
 static int webhook_create(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(json_w_done) JsonWriter w = {};
@@ -99,43 +94,20 @@ static int webhook_ls(int argc, char **argv) {
                              webhook_row, NULL);
 }
 
-/* One call on one webhook: GET (show), POST .../test, or PATCH {"enabled"}. */
-static int webhook_one(int argc, char **argv, const char *method, const char *suffix, const char *body) {
-        _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_free_ char *target = NULL;
-        int r;
-
-        r = cli_parser_positionals(&p, argc, argv, 1, 1);
-        if (r <= 0)
-                return r;
-        target = target_of(p.pos[0], suffix);
-        if (!target)
-                return cli_error_errno(-ENOMEM, "out of memory");
-        r = cli_call(method, target, body, &resp);
-        if (r < 0)
-                return r;
-        if (arg_json)
-                return cli_print_raw(resp.body, resp.body_len);
-        if (resp.json)
-                cli_print_object(resp.json, NULL);
-        return 0;
-}
-
 static int webhook_show(int argc, char **argv) {
-        return webhook_one(argc, argv, "GET", NULL, NULL);
+        return cli_object_verb(argc, argv, "GET", "/v1/webhooks/", NULL, NULL);
 }
 
 static int webhook_test(int argc, char **argv) {
-        return webhook_one(argc, argv, "POST", "/test", NULL);
+        return cli_object_verb(argc, argv, "POST", "/v1/webhooks/", "/test", NULL);
 }
 
 static int webhook_enable(int argc, char **argv) {
-        return webhook_one(argc, argv, "PATCH", NULL, "{\"enabled\":true}");
+        return cli_object_verb(argc, argv, "PATCH", "/v1/webhooks/", NULL, "{\"enabled\":true}");
 }
 
 static int webhook_disable(int argc, char **argv) {
-        return webhook_one(argc, argv, "PATCH", NULL, "{\"enabled\":false}");
+        return cli_object_verb(argc, argv, "PATCH", "/v1/webhooks/", NULL, "{\"enabled\":false}");
 }
 
 static int webhook_rm(int argc, char **argv) {
