@@ -133,6 +133,11 @@ struct StoreOps {
         int (*webhook_update)(Store *s, const Webhook *w);
         int (*webhook_delete)(Store *s, const char *tenant_id, const char *id);
         int (*webhook_set_state)(Store *s, const Webhook *w, bool disable);
+        /* object settings (store-*-settings.c) */
+        int (*setting_set)(Store *s, const ObjectSetting *v);
+        int (*setting_remove)(Store *s, const char *kind, const char *name, const char *key);
+        int (*settings_get)(Store *s, const char *a_kind, const char *a_name, const char *b_kind,
+                            const char *b_name, ObjectSetting **ret, size_t *ret_n);
 };
 
 /* A row a reseal's row() changed: still a valid credential (-EINVAL). */

@@ -156,6 +156,14 @@ typedef enum PgWebhookStmt {
         PG_WH_SET_STATE,
         _PG_WH_STMT_MAX,
 } PgWebhookStmt;
+/* The object settings statements (store-postgres-settings.c), prepared likewise. */
+typedef enum PgSettingStmt {
+        PG_SET_UPSERT,
+        PG_SET_REMOVE,
+        PG_SET_REMOVE_ALL,
+        PG_SET_GET,
+        _PG_SET_STMT_MAX,
+} PgSettingStmt;
 
 /* Statements built from a filter: one prepared statement per combination. */
 #define PG_SANDBOX_LIST_VARIANTS 16
@@ -182,6 +190,7 @@ typedef struct PgStore {
         PgSlot tenants[_PG_TQ_STMT_MAX];
         PgSlot volumes[_PG_VOL_STMT_MAX];
         PgSlot webhooks[_PG_WH_STMT_MAX];
+        PgSlot settings[_PG_SET_STMT_MAX];
         unsigned leader_gen;            /* the generation whose session holds the controller lock, 0 = none */
         PgSlot sandbox_list[PG_SANDBOX_LIST_VARIANTS];
         PgSlot sandbox_count[PG_SANDBOX_COUNT_VARIANTS];
@@ -333,6 +342,11 @@ int pg_op_webhook_list(Store *s, const char *tenant_id, Webhook **ret, size_t *r
 int pg_op_webhook_update(Store *s, const Webhook *w);
 int pg_op_webhook_delete(Store *s, const char *tenant_id, const char *id);
 int pg_op_webhook_set_state(Store *s, const Webhook *w, bool disable);
+/* Object settings (store-postgres-settings.c), for the ops table. */
+int pg_op_setting_set(Store *s, const ObjectSetting *v);
+int pg_op_setting_remove(Store *s, const char *kind, const char *name, const char *key);
+int pg_op_settings_get(Store *s, const char *a_kind, const char *a_name, const char *b_kind, const char *b_name,
+                       ObjectSetting **ret, size_t *ret_n);
 
 /* The handle (store-postgres.c). */
 int pg_store_open(const char *url, Store **ret);

@@ -330,6 +330,7 @@ void sqlite_store_close(Store *s) {
         finalize_all(q->tenants, ELEMENTSOF(q->tenants));
         finalize_all(q->volumes, ELEMENTSOF(q->volumes));
         finalize_all(q->webhooks, ELEMENTSOF(q->webhooks));
+        finalize_all(q->settings, ELEMENTSOF(q->settings));
         finalize_all(q->sandbox_list, ELEMENTSOF(q->sandbox_list));
         finalize_all(q->sandbox_count, ELEMENTSOF(q->sandbox_count));
         finalize_all(q->event_list, ELEMENTSOF(q->event_list));

@@ -143,6 +143,14 @@ typedef enum SqlWebhookStmt {
         SQL_WH_SET_STATE,
         _SQL_WH_STMT_MAX,
 } SqlWebhookStmt;
+/* The object settings statements (store-sqlite-settings.c), cached likewise. */
+typedef enum SqlSettingStmt {
+        SQL_SET_UPSERT,
+        SQL_SET_REMOVE,
+        SQL_SET_REMOVE_ALL,
+        SQL_SET_GET,
+        _SQL_SET_STMT_MAX,
+} SqlSettingStmt;
 
 /* Statements built from a filter: one cache slot per combination of clauses. */
 #define SQL_SANDBOX_LIST_VARIANTS 16
@@ -159,6 +167,7 @@ typedef struct SqliteStore {
         sqlite3_stmt *tenants[_SQL_TQ_STMT_MAX];
         sqlite3_stmt *volumes[_SQL_VOL_STMT_MAX];
         sqlite3_stmt *webhooks[_SQL_WH_STMT_MAX];
+        sqlite3_stmt *settings[_SQL_SET_STMT_MAX];
         sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
         sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
         sqlite3_stmt *event_list[SQL_EVENT_LIST_VARIANTS];
@@ -298,6 +307,11 @@ int sqlite_op_webhook_list(Store *s, const char *tenant_id, Webhook **ret, size_
 int sqlite_op_webhook_update(Store *s, const Webhook *w);
 int sqlite_op_webhook_delete(Store *s, const char *tenant_id, const char *id);
 int sqlite_op_webhook_set_state(Store *s, const Webhook *w, bool disable);
+/* Object settings (store-sqlite-settings.c), for the ops table. */
+int sqlite_op_setting_set(Store *s, const ObjectSetting *v);
+int sqlite_op_setting_remove(Store *s, const char *kind, const char *name, const char *key);
+int sqlite_op_settings_get(Store *s, const char *a_kind, const char *a_name, const char *b_kind, const char *b_name,
+                           ObjectSetting **ret, size_t *ret_n);
 
 /* The handle (store-sqlite.c). */
 int sqlite_store_open(const char *location, Store **ret);

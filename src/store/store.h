@@ -637,6 +637,33 @@ int store_webhook_delete(Store *s, const char *tenant_id, const char *id);
  * (a PATCH meanwhile that disabled it stays). -ENOENT if deleted meanwhile. */
 int store_webhook_set_state(Store *s, const Webhook *w, bool disable);
 
+/* Settings of a named object, by key (text values; a missing key is the
+ * default): a template's "runtime" and "start", a tenant's
+ * "default_runtime". The kinds and keys are the table in store-settings.c. */
+#define STORE_SETTING_KIND_MAX 16
+#define STORE_SETTING_KEY_MAX 32
+#define STORE_SETTING_VALUE_MAX 8192
+
+typedef struct ObjectSetting {
+        char kind[STORE_SETTING_KIND_MAX];
+        char name[STORE_NAME_MAX];
+        char key[STORE_SETTING_KEY_MAX];
+        char value[STORE_SETTING_VALUE_MAX];
+        int64_t updated_usec;
+} ObjectSetting;
+
+/* Sets (value non-NULL, non-empty) or removes (NULL) one setting. -EINVAL for
+ * a kind or key not in the table. */
+int store_object_setting_set(Store *s, const char *kind, const char *name, const char *key, const char *value);
+/* Every setting of two objects in one read (b_kind NULL: of a only), by
+ * kind, name, key. */
+int store_object_settings_get(Store *s, const char *a_kind, const char *a_name, const char *b_kind,
+                              const char *b_name, ObjectSetting **ret, size_t *ret_n);
+/* Removes every setting of the object (none: 0). */
+int store_object_settings_remove(Store *s, const char *kind, const char *name);
+/* The value of kind/key in a list from store_object_settings_get, or NULL. */
+const char *object_setting_find(const ObjectSetting *list, size_t n, const char *kind, const char *key);
+
 /* string tables (the only source of wire and database strings) */
 const char *sandbox_state_to_string(SandboxState s);
 SandboxState sandbox_state_from_string(const char *s);

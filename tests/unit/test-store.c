@@ -3490,3 +3490,53 @@ STORE_TEST(volumes) {
         ASSERT_ERRNO(store_volume_delete(s, a.id, "data"), ENOENT);
         ASSERT_OK(store_volume_get(s, b.id, "data", &got));     /* b's of that name stays */
 }
+
+STORE_TEST(object_settings) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_free_ ObjectSetting *list = NULL;
+        size_t n = 0;
+        char big[STORE_SETTING_VALUE_MAX + 1];
+
+        /* nothing set: an empty list, not an error */
+        ASSERT_OK(store_object_settings_get(s, "template", "py", "tenant", "tn_a", &list, &n));
+        ASSERT_EQ(n, 0);
+        list = mfree(list);
+        ASSERT_OK(store_object_setting_set(s, "template", "py", "runtime", "vm"));
+        ASSERT_OK(store_object_setting_set(s, "template", "py", "start", "{\"command\":\"x\"}"));
+        ASSERT_OK(store_object_setting_set(s, "template", "other", "runtime", "ns"));
+        ASSERT_OK(store_object_setting_set(s, "tenant", "tn_a", "default_runtime", "auto"));
+        /* replaced, not added */
+        ASSERT_OK(store_object_setting_set(s, "template", "py", "runtime", "ns"));
+        ASSERT_OK(store_object_settings_get(s, "template", "py", "tenant", "tn_a", &list, &n));
+        ASSERT_EQ(n, 3);
+        ASSERT_STREQ(object_setting_find(list, n, "template", "runtime"), "ns");
+        ASSERT_STREQ(object_setting_find(list, n, "template", "start"), "{\"command\":\"x\"}");
+        ASSERT_STREQ(object_setting_find(list, n, "tenant", "default_runtime"), "auto");
+        ASSERT_NULL(object_setting_find(list, n, "tenant", "runtime"));
+        list = mfree(list);
+        /* one object alone; a name that cannot be one has none */
+        ASSERT_OK(store_object_settings_get(s, "template", "other", NULL, NULL, &list, &n));
+        ASSERT_EQ(n, 1);
+        list = mfree(list);
+        ASSERT_OK(store_object_settings_get(s, "template", "", NULL, NULL, &list, &n));
+        ASSERT_EQ(n, 0);
+        list = mfree(list);
+        /* a removed key, then every key of an object */
+        ASSERT_OK(store_object_setting_set(s, "template", "py", "runtime", NULL));
+        ASSERT_OK(store_object_settings_get(s, "template", "py", NULL, NULL, &list, &n));
+        ASSERT_EQ(n, 1);
+        list = mfree(list);
+        ASSERT_OK(store_object_settings_remove(s, "template", "py"));
+        ASSERT_OK(store_object_settings_get(s, "template", "py", "tenant", "tn_a", &list, &n));
+        ASSERT_EQ(n, 1);
+        ASSERT_STREQ(list[0].kind, "tenant");
+        list = mfree(list);
+        /* unknown kinds and keys, empty and oversized values */
+        ASSERT_ERRNO(store_object_setting_set(s, "template", "py", "colour", "red"), EINVAL);
+        ASSERT_ERRNO(store_object_setting_set(s, "volume", "py", "runtime", "vm"), EINVAL);
+        ASSERT_ERRNO(store_object_settings_get(s, "volume", "py", NULL, NULL, &list, &n), EINVAL);
+        ASSERT_ERRNO(store_object_setting_set(s, "template", "py", "runtime", ""), EINVAL);
+        memset(big, 'a', sizeof big - 1);
+        big[sizeof big - 1] = 0;
+        ASSERT_ERRNO(store_object_setting_set(s, "template", "py", "start", big), ENAMETOOLONG);
+}
