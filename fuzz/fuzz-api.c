@@ -68,7 +68,7 @@ static void fuzz_bodies(const JsonValue *body, const Config *c) {
                 check_error(r, &e);
         else {
                 CHECK(api_template_name_valid(sb.template_name));
-                CHECK(streq(sb.runtime, "ns") || streq(sb.runtime, "vm"));
+                CHECK(isempty(sb.runtime) || streq(sb.runtime, "ns") || streq(sb.runtime, "vm"));
                 CHECK(sb.cpu_millis >= API_SANDBOX_CPU_MILLIS_MIN && sb.cpu_millis <= c->max_cpu_millis);
                 CHECK(sb.memory_mb >= API_SANDBOX_MEMORY_MB_MIN && sb.memory_mb <= c->max_memory_mb);
                 CHECK(sb.disk_mb >= API_SANDBOX_DISK_MB_MIN && sb.disk_mb <= c->max_disk_mb);

@@ -144,6 +144,13 @@ int api_validate_exec(const JsonValue *body, const Config *c, ExecRequest *ret, 
  * whose agent started without its env (a warm one) still gives it to every
  * process. */
 int api_exec_merge_env(ExecRequest *x, const char *sandbox_env_json, ApiError *e);
+/* Starts the exec of body (a request object as POST .../exec takes) in sb,
+ * with the sandbox's env and its credentials' placeholders: *ret_fd carries
+ * its frames from here on (close it: a background or on_disconnect "keep"
+ * exec lives on). An agent that refuses it is an error (e). */
+#define API_EXEC_ID_MAX 64U
+int api_exec_launch(ApiRequest *r, const Sandbox *sb, const JsonValue *body, int *ret_fd,
+                    char ret_exec_id[static API_EXEC_ID_MAX + 1], int64_t *ret_pid, ApiError *e);
 /* Writes an environment as a JSON object: base's string entries not in over, then over's. */
 void api_json_write_merged_env(JsonWriter *w, const JsonValue *base, const JsonValue *over);
 
@@ -191,6 +198,9 @@ void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name)
 void json_out_checkpoint(JsonWriter *w, const Checkpoint *c);
 void json_out_template(JsonWriter *w, const Template *t, uint64_t in_use);
 /* The same with the image reference and manifest digest a pull made it from. */
+/* ... with the template's runtime and start settings (NULL: none set) */
+void json_out_template_with(JsonWriter *w, const Template *t, uint64_t in_use, const char *ref, const char *digest,
+                            const char *runtime, const char *start_json);
 void json_out_template_pulled(JsonWriter *w, const Template *t, uint64_t in_use, const char *ref,
                               const char *digest);
 void json_out_event(JsonWriter *w, const Event *ev, const char *tenant_name);
@@ -266,6 +276,34 @@ void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError 
  * leaves it in error, with an event. -ESTALE (e not filled: the caller says
  * it in its API's words) if no live sandbox has the id. */
 int api_sandbox_destroy(ApiRequest *r, const char *id, const char *reason, ApiError *e);
+
+/* ---- what a create takes from its template and tenant (sandbox-defaults.c) ---- */
+/* ns | vm (and auto where allow_auto) */
+bool api_runtime_name_valid(const char *s, bool allow_auto);
+/* A runtime setting as a sandbox gets it: "auto" becomes vm or ns. */
+const char *api_runtime_resolve(ApiRequest *r, const char *setting);
+/* Fills sb->runtime if the request named none (template, tenant, host
+ * default) and returns the template's start setting (JSON, or NULL). */
+int api_sandbox_defaults(ApiRequest *r, Sandbox *sb, char **ret_start_json, ApiError *e);
+/* Runs the start command (start_json NULL: nothing) in the new sandbox sb
+ * and waits until it is ready; if it fails, sb is deleted. */
+int api_sandbox_start_command(ApiRequest *r, const Sandbox *sb, const char *start_json, ApiError *e);
+/* The template's start command again, in a sandbox started afresh on its
+ * files (resumed from suspend, restored, branched without memory): a
+ * failure is an event (sandbox.start_failed), the sandbox stays. */
+void api_sandbox_restart_command(ApiRequest *r, const Sandbox *sb);
+
+/* ---- a template's start command (template-start.c) ---- */
+/* Validates a "start" object into its stored JSON (*ret_json). */
+int api_template_start_parse(const JsonValue *v, char **ret_json, ApiError *e);
+/* Starts the command of start_json in the running sandbox and waits for its
+ * ready check: 502 if it exits first, 504 if it is not ready in time. */
+int api_sandbox_run_start(ApiRequest *r, const char *sandbox_id, const char *start_json, ApiError *e);
+
+/* ---- a template's settings (template-settings.c) ---- */
+/* The template's runtime and start settings (each NULL: not set). */
+int api_template_settings_get(ApiRequest *r, const char *name, char **ret_runtime, char **ret_start, ApiError *e);
+int api_template_patch(ApiRequest *r, ApiError *e);
 /* Counts live sandboxes by template (in_use) or overall. */
 int api_sandbox_count(ApiRequest *r, const char *template_name, uint64_t *ret, ApiError *e);
 

@@ -278,7 +278,8 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
         if (strscpy(sb->template_name, sizeof sb->template_name, tmpl) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "template name too long");
         v = json_get(body, "runtime");
-        (void) strscpy(sb->runtime, sizeof sb->runtime, v && json_string(v) ? json_string(v) : "ns");
+        /* none named: the template's, tenant's or host's default (api_sandbox_defaults) */
+        (void) strscpy(sb->runtime, sizeof sb->runtime, v && json_string(v) ? json_string(v) : "");
         sb->cpu_millis = (uint32_t) cpu_millis;
         sb->memory_mb = memory_mb;
         sb->disk_mb = disk_mb;

@@ -58,6 +58,7 @@ static const Route routes[] = {
         { "GET", "/v1/templates", api_templates_list, true, false, false },
         { "POST", "/v1/templates", api_template_import, true, true, false },
         { "DELETE", "/v1/templates/{name}", api_template_remove, true, true, false },
+        { "PATCH", "/v1/templates/{name}", api_template_patch, true, true, false },
         { "GET", "/v1/volumes", api_volume_list, true, false, false },
         { "POST", "/v1/volumes", api_volume_create, true, false, false },
         { "GET", "/v1/volumes/{name}", api_volume_show, true, false, false },

@@ -291,6 +291,7 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         _cleanup_json_ JsonValue *in = NULL, *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ ApiVolumeMounts *vols = new0(ApiVolumeMounts, 1);
+        _cleanup_free_ char *start = NULL;
         const JsonValue *tmpl;
         uint64_t live = 0;
         Template t;
@@ -317,6 +318,9 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         k = api_volume_mounts_parse(r, json_get(in, "volumeMounts"), "readOnly", vols, e);
         if (k < 0)
                 return k;
+        k = api_sandbox_defaults(r, &sb, &start, e);
+        if (k < 0)
+                return k;
         if (vols->n > 0 && streq(sb.runtime, "vm"))
                 return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "the vm runtime does not mount volumes");
         if (json_array_size(json_get(body, "credentials")) > 0) {
@@ -329,6 +333,8 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                 if (k >= 0)
                         k = api_sandbox_create_with(r, &sb, creds, n, "e2b", vols, e);
                 credential_array_free(creds, n);
+                if (k >= 0)
+                        k = api_sandbox_start_command(r, &sb, start, e);
                 if (k < 0)
                         return k;
                 return reply_sandbox(r, 201, sb.id, e);
@@ -346,6 +352,8 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         /* a warm sandbox if the template has a pool and one is free: the request's limits, timeout, envs,
          * metadata and lifecycle are applied to it as to a new one */
         k = vols->n > 0 ? 0 : api_sandbox_create_warm(r, &sb, "e2b", e);
+        if (k > 0)
+                k = api_sandbox_start_command(r, &sb, start, e) ?: 1;
         if (k < 0)
                 return k;
         if (k > 0)
@@ -358,6 +366,8 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                 return api_error(e, -EAGAIN, API_TOO_MANY_REQUESTS,
                                  "this host already runs its maximum of %" PRIu64 " sandboxes", c->max_sandboxes);
         k = api_sandbox_start_new(r, &sb, "e2b", vols, e);
+        if (k >= 0)
+                k = api_sandbox_start_command(r, &sb, start, e);
         if (k < 0)
                 return k;
         return reply_sandbox(r, 201, sb.id, e);

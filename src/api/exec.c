@@ -13,7 +13,7 @@
 #include "fd-util.h"
 #include "log.h"
 
-#define EXEC_ID_MAX 64U
+#define EXEC_ID_MAX API_EXEC_ID_MAX
 
 static void sandbox_donep(Sandbox *sb) {
         sandbox_done(sb);
@@ -146,13 +146,86 @@ static int start_line(ApiRequest *r, ExecOutput o, const char *exec_id, int64_t 
         return exec_stream_event(r, o, &w);
 }
 
+/* Sends x to sb's agent with the sandbox's env and the placeholders of its
+ * credentials under the request's own: *ret_fd is the connection, *ret the
+ * agent's first answer (STARTED, or ERROR when it refused). */
+static int exec_send(ApiRequest *r, const Sandbox *sb, ExecRequest *x, int *ret_fd, ProtoFrame *ret, ApiError *e) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *plain = NULL, *cred_env = NULL;
+        int k;
+
+        k = api_exec_merge_env(x, sb->env_json, e);
+        if (k < 0)
+                return k;
+        /* placeholders of credentials granted since the sandbox was created */
+        k = api_credentials_env_of(r, sb->id, &cred_env, e);
+        if (k >= 0 && cred_env)
+                k = api_exec_merge_env(x, cred_env, e);
+        if (k < 0)
+                return k;
+        k = agent_call_connect(r, sb, &fd, e);
+        if (k < 0)
+                return k;
+        plain = strdup(x->agent_json);
+        if (!plain)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        k = add_stream_settings(r, sb->id, &x->agent_json);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "cannot build the exec request: %s", strerror(-k));
+        k = proto_send_json(fd, PROTO_EXEC, AGENT_STREAM, x->agent_json);
+        if (k < 0)
+                return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
+        k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, ret, e);
+        if (k < 0)
+                return k;
+        if (agent_predates_buffers(ret)) {
+                /* an agent from before exec buffers (a vm saved with it): its own defaults, no OOM reason */
+                proto_frame_done(ret);
+                k = proto_send_json(fd, PROTO_EXEC, AGENT_STREAM, plain);
+                if (k < 0)
+                        return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
+                k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, ret, e);
+                if (k < 0)
+                        return k;
+        }
+        if (ret->type != PROTO_ERROR && ret->type != PROTO_STARTED) {
+                int t = ret->type;
+                proto_frame_done(ret);
+                return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent answered EXEC with %s",
+                                 proto_type_to_string(t) ?: "an unknown frame");
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int api_exec_launch(ApiRequest *r, const Sandbox *sb, const JsonValue *body, int *ret_fd,
+                    char ret_exec_id[static API_EXEC_ID_MAX + 1], int64_t *ret_pid, ApiError *e) {
+        _cleanup_(exec_request_done) ExecRequest x = {};
+        _cleanup_(proto_frame_done) ProtoFrame f = {};
+        _cleanup_close_ int fd = -EBADF;
+        int k;
+
+        k = api_validate_exec(body, api_config(r->api), &x, e);
+        if (k < 0)
+                return k;
+        k = exec_send(r, sb, &x, &fd, &f, e);
+        if (k < 0)
+                return k;
+        if (f.type == PROTO_ERROR)
+                return agent_call_error(&f, NULL, e);
+        k = parse_started(&f, ret_exec_id, ret_pid, e);
+        if (k < 0)
+                return k;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
 int api_exec(ApiRequest *r, ApiError *e) {
         _cleanup_(exec_request_done) ExecRequest x = {};
         _cleanup_(proto_frame_done) ProtoFrame f = {};
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *plain = NULL;
         char exec_id[EXEC_ID_MAX + 1];
         int64_t pid = 0;
         int k;
@@ -168,49 +241,11 @@ int api_exec(ApiRequest *r, ApiError *e) {
         k = api_sandbox_lookup(r, r->params[0], true, &sb, e);
         if (k < 0)
                 return k;
-        k = api_exec_merge_env(&x, sb.env_json, e);
+        k = exec_send(r, &sb, &x, &fd, &f, e);
         if (k < 0)
                 return k;
-        {
-                /* placeholders of credentials granted since the sandbox was created */
-                _cleanup_free_ char *cred_env = NULL;
-
-                k = api_credentials_env_of(r, sb.id, &cred_env, e);
-                if (k >= 0 && cred_env)
-                        k = api_exec_merge_env(&x, cred_env, e);
-                if (k < 0)
-                        return k;
-        }
-        k = agent_call_connect(r, &sb, &fd, e);
-        if (k < 0)
-                return k;
-        plain = strdup(x.agent_json);
-        if (!plain)
-                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-        k = add_stream_settings(r, sb.id, &x.agent_json);
-        if (k < 0)
-                return api_error(e, k, API_INTERNAL, "cannot build the exec request: %s", strerror(-k));
-        k = proto_send_json(fd, PROTO_EXEC, AGENT_STREAM, x.agent_json);
-        if (k < 0)
-                return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
-        k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, &f, e);
-        if (k < 0)
-                return k;
-        if (agent_predates_buffers(&f)) {
-                /* an agent from before exec buffers (a vm saved with it): its own defaults, no OOM reason */
-                proto_frame_done(&f);
-                k = proto_send_json(fd, PROTO_EXEC, AGENT_STREAM, plain);
-                if (k < 0)
-                        return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
-                k = agent_call_recv(fd, AGENT_REPLY_TIMEOUT_MSEC, &f, e);
-                if (k < 0)
-                        return k;
-        }
         if (f.type == PROTO_ERROR)
                 return exec_refused(r, x.output, &f, e);
-        if (f.type != PROTO_STARTED)
-                return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent answered EXEC with %s",
-                                 proto_type_to_string(f.type) ?: "an unknown frame");
         k = parse_started(&f, exec_id, &pid, e);
         if (k < 0)
                 return k;

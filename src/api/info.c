@@ -28,8 +28,36 @@ static void limits_object(JsonWriter *w, const char *key, uint64_t cpu_millis, u
         json_w_object_end(w);
 }
 
+/* The runtime a create that names none gets: the host's setting, the
+ * caller's tenant's, and what applies (a template may still name its own). */
+static int default_runtime_object(ApiRequest *r, JsonWriter *w, ApiError *e) {
+        _cleanup_free_ ObjectSetting *list = NULL;
+        const char *tenant, *applies;
+        size_t n = 0;
+        int k;
+
+        k = store_object_settings_get(r->store, "tenant", r->key.tenant_id, NULL, NULL, &list, &n);
+        if (k < 0)
+                return api_store_error(e, k, "reading the tenant's settings");
+        tenant = object_setting_find(list, n, "tenant", "default_runtime");
+        applies = tenant ?: api_config(r->api)->default_runtime;
+        json_w_key(w, "default_runtime");
+        json_w_object_begin(w);
+        json_w_kv_string(w, "host", api_config(r->api)->default_runtime);
+        json_w_key(w, "tenant");
+        if (tenant)
+                json_w_string(w, tenant);
+        else
+                json_w_null(w);
+        json_w_kv_string(w, "setting", applies);
+        json_w_kv_string(w, "applies", api_runtime_resolve(r, applies));
+        json_w_object_end(w);
+        return 0;
+}
+
 int api_info(ApiRequest *r, ApiError *e) {
-        static const char *const ours[] = { "version", "limits", "default_template", "upload_max_mb", "caller", NULL };
+        static const char *const ours[] = { "version",         "limits", "default_template", "upload_max_mb",
+                                            "default_runtime", "caller", NULL };
         const Config *c = api_config(r->api);
         _cleanup_json_ JsonValue *winfo = NULL;
         _cleanup_(json_w_done) JsonWriter w;
@@ -79,6 +107,9 @@ int api_info(ApiRequest *r, ApiError *e) {
         json_w_key(&w, "upload_max_mb");
         json_w_uint(&w, c->upload_max_mb);
         json_w_kv_string(&w, "default_template", c->default_template);
+        k = default_runtime_object(r, &w, e);
+        if (k < 0)
+                return k;
         /* who asks: what a client (the dashboard) may show this key */
         json_w_key(&w, "caller");
         json_w_object_begin(&w);

@@ -130,11 +130,18 @@ void json_out_checkpoint(JsonWriter *w, const Checkpoint *c) {
 }
 
 void json_out_template(JsonWriter *w, const Template *t, uint64_t in_use) {
-        json_out_template_pulled(w, t, in_use, NULL, NULL);
+        json_out_template_with(w, t, in_use, NULL, NULL, NULL, NULL);
 }
 
 void json_out_template_pulled(JsonWriter *w, const Template *t, uint64_t in_use, const char *ref,
                               const char *digest) {
+        json_out_template_with(w, t, in_use, ref, digest, NULL, NULL);
+}
+
+void json_out_template_with(JsonWriter *w, const Template *t, uint64_t in_use, const char *ref, const char *digest,
+                            const char *runtime, const char *start_json) {
+        _cleanup_json_ JsonValue *start = NULL;
+
         json_w_object_begin(w);
         json_w_kv_string(w, "name", t->name);
         json_w_kv_string(w, "state", template_state_to_string(t->state) ?: "importing");
@@ -147,6 +154,13 @@ void json_out_template_pulled(JsonWriter *w, const Template *t, uint64_t in_use,
                 json_w_kv_string(w, "ref", ref);
         if (digest)
                 json_w_kv_string(w, "digest", digest);
+        /* its settings (PATCH /v1/templates/{name}); null: the default */
+        kv_string_or_null(w, "runtime", runtime);
+        json_w_key(w, "start");
+        if (start_json && json_parse(start_json, strlen(start_json), &start, NULL, 0) >= 0)
+                json_w_raw(w, start_json);
+        else
+                json_w_null(w);
         json_w_object_end(w);
 }
 

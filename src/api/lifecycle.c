@@ -201,6 +201,8 @@ static int start_again_locked(ApiRequest *r, Sandbox *sb, const char *reason, Ap
         event(r, sb, "sandbox.resumed", reason,
               preserved ? "{\"processes_preserved\":true}" : "{\"processes_preserved\":false}");
         log_info("Started sandbox %s again (pid %" PRIi64 ")", sb->id, pid);
+        if (!preserved)
+                api_sandbox_restart_command(r, sb);
         return reread(r, sb, e);
 }
 
@@ -500,6 +502,8 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
                  pid, preserved ? "true" : "false"); /* ids: [a-z0-9] */
         event(r, &sb, "sandbox.restored", reason, data);
         log_info("Restored sandbox %s to checkpoint %s", id, ck.id);
+        if (!preserved)
+                api_sandbox_restart_command(r, &sb);
         return reply_sandbox(r, 200, id, e);
 }
 
@@ -753,6 +757,8 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         snprintf(reason, sizeof reason, "branched into %zu by %s", ok, r->actor);
         event(r, &sb, "sandbox.branched", reason, data);
         log_info("Branched sandbox %s into %zu", id, ok);
+        for (size_t i = 0; !with_memory && i < ok; i++)
+                api_sandbox_restart_command(r, &kids[i]);
         for (size_t i = 0; i < ok; i++)
                 kids[i].env_json = kids[i].metadata_json = kids[i].network_json = NULL; /* borrowed from sb, freed with it */
         *ret_kids = TAKE_PTR(kids);

@@ -246,6 +246,7 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_sandbox_ Sandbox sb = {};
         _cleanup_free_ ApiVolumeMounts *vols = new0(ApiVolumeMounts, 1);
+        _cleanup_free_ char *start = NULL;
         Credential *creds = NULL;
         size_t n_creds = 0;
         int k;
@@ -261,6 +262,9 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
         k = api_volume_mounts_parse(r, json_get(body, "volumes"), "read_only", vols, e);
         if (k < 0)
                 return k;
+        k = api_sandbox_defaults(r, &sb, &start, e);
+        if (k < 0)
+                return k;
         if (vols->n > 0 && streq(sb.runtime, "vm"))
                 return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
                                  "the vm runtime does not mount volumes (yet); use the ns runtime");
@@ -271,6 +275,8 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
         if (k >= 0)
                 k = api_sandbox_create_with(r, &sb, creds, n_creds, NULL, vols, e);
         credential_array_free(creds, n_creds);
+        if (k >= 0)
+                k = api_sandbox_start_command(r, &sb, start, e);
         if (k < 0)
                 return k;
         return reply_sandbox(r, 201, sb.id, e); /* a new one, or a warm one handed over (its id in sb) */

@@ -49,8 +49,13 @@ int api_templates_list(ApiRequest *r, ApiError *e) {
         json_w_object_begin(&w);
         json_w_key(&w, "templates");
         json_w_array_begin(&w);
-        for (size_t i = 0; i < n; i++)
-                json_out_template(&w, &list[i], counts[i]);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *runtime = NULL, *start = NULL;
+                k = api_template_settings_get(r, list[i].name, &runtime, &start, e);
+                if (k < 0)
+                        return k;
+                json_out_template_with(&w, &list[i], counts[i], NULL, NULL, runtime, start);
+        }
         json_w_array_end(&w);
         json_w_object_end(&w);
         return api_reply_json(r, 200, &w);
@@ -327,6 +332,10 @@ int api_template_remove(ApiRequest *r, ApiError *e) {
                 return k;
         }
         snprintf(data, sizeof data, "{\"name\":\"%s\"}", name); /* validated name */
+        /* a template imported again under this name starts without these */
+        k = store_object_settings_remove(r->store, "template", name);
+        if (k < 0)
+                log_warning_errno(k, "Removing the settings of template %s failed: %m", name);
         api_event(r, NULL, "template.removed", "", data);
         log_info("Removed template %s", name);
         return api_reply_empty(r, 204);

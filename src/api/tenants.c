@@ -84,12 +84,23 @@ int api_quota_error(ApiRequest *r, const StoreAdmission *a, const char *what, Ap
                          r->tenant_name, name, a->limit[q], a->usage.used[q], what, a->need);
 }
 
-static void write_tenant(ApiRequest *r, JsonWriter *w, const Tenant *t, const TenantQuotas *q, const TenantUsage *u) {
+/* The tenant's settings besides quotas. */
+typedef struct TenantSettings {
+        char default_runtime[8]; /* "" = the host's */
+} TenantSettings;
+
+static void write_tenant(ApiRequest *r, JsonWriter *w, const Tenant *t, const TenantQuotas *q, const TenantUsage *u,
+                         const TenantSettings *ts) {
         const Config *c = api_config(r->api);
 
         json_w_object_begin(w);
         json_w_kv_string(w, "id", t->id);
         json_w_kv_string(w, "name", t->name);
+        json_w_key(w, "default_runtime");
+        if (ts->default_runtime[0])
+                json_w_string(w, ts->default_runtime);
+        else
+                json_w_null(w);
         json_w_key(w, "quotas");
         json_w_object_begin(w);
         for (size_t i = 0; i < _TENANT_QUOTA_MAX; i++) {
@@ -115,9 +126,29 @@ static void write_tenant(ApiRequest *r, JsonWriter *w, const Tenant *t, const Te
         json_w_object_end(w);
 }
 
-static int tenant_read(ApiRequest *r, const Tenant *t, TenantQuotas *ret_q, TenantUsage *ret_u, ApiError *e) {
+static int tenant_settings_read(ApiRequest *r, const Tenant *t, TenantSettings *ret, ApiError *e) {
+        _cleanup_free_ ObjectSetting *list = NULL;
+        const char *v;
+        size_t n = 0;
         int k;
 
+        *ret = (TenantSettings) {};
+        k = store_object_settings_get(r->store, "tenant", t->id, NULL, NULL, &list, &n);
+        if (k < 0)
+                return api_store_error(e, k, "reading the tenant's settings");
+        v = object_setting_find(list, n, "tenant", "default_runtime");
+        if (v)
+                (void) strscpy(ret->default_runtime, sizeof ret->default_runtime, v);
+        return 0;
+}
+
+static int tenant_read(ApiRequest *r, const Tenant *t, TenantQuotas *ret_q, TenantUsage *ret_u,
+                       TenantSettings *ret_s, ApiError *e) {
+        int k;
+
+        k = tenant_settings_read(r, t, ret_s, e);
+        if (k < 0)
+                return k;
         k = store_tenant_quotas_get(r->store, t->id, ret_q);
         if (k < 0)
                 return api_store_error(e, k, "reading the tenant's quotas");
@@ -143,11 +174,12 @@ int api_tenants_list(ApiRequest *r, ApiError *e) {
         for (size_t i = 0; i < n; i++) {
                 TenantQuotas q;
                 TenantUsage u;
+                TenantSettings ts;
 
-                k = tenant_read(r, &list[i], &q, &u, e);
+                k = tenant_read(r, &list[i], &q, &u, &ts, e);
                 if (k < 0)
                         return k;
-                write_tenant(r, &w, &list[i], &q, &u);
+                write_tenant(r, &w, &list[i], &q, &u, &ts);
         }
         json_w_array_end(&w);
         json_w_object_end(&w);
@@ -172,6 +204,7 @@ int api_tenant_show(ApiRequest *r, ApiError *e) {
         _cleanup_(json_w_done) JsonWriter w;
         TenantQuotas q;
         TenantUsage u;
+        TenantSettings ts;
         Tenant t;
         int k;
 
@@ -179,10 +212,10 @@ int api_tenant_show(ApiRequest *r, ApiError *e) {
         k = tenant_lookup(r, r->params[0], &t, e);
         if (k < 0)
                 return k;
-        k = tenant_read(r, &t, &q, &u, e);
+        k = tenant_read(r, &t, &q, &u, &ts, e);
         if (k < 0)
                 return k;
-        write_tenant(r, &w, &t, &q, &u);
+        write_tenant(r, &w, &t, &q, &u, &ts);
         return api_reply_json(r, 200, &w);
 }
 
@@ -192,14 +225,16 @@ static int parse_quotas(const JsonValue *body, TenantQuotas *q, ApiError *e) {
 
         if (n == 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
-                                 "give at least one quota: sandboxes, cpu_millis, memory_mb, disk_mb, checkpoints, "
-                                 "rps, streams");
+                                 "give at least one quota (sandboxes, cpu_millis, memory_mb, disk_mb, checkpoints, "
+                                 "rps, streams) or default_runtime");
         for (size_t i = 0; i < n; i++) {
                 const char *key = json_object_key(body, i);
                 JsonValue *v = json_object_value(body, i);
                 TenantQuota which = tenant_quota_from_string(key);
                 uint64_t u;
 
+                if (streq(strempty(key), "default_runtime"))
+                        continue; /* not a quota: parse_default_runtime */
                 if (which < 0)
                         return api_error(e, -EINVAL, API_UNKNOWN_FIELD,
                                          "unknown field '%.64s' (quotas: sandboxes, cpu_millis, memory_mb, disk_mb, "
@@ -218,20 +253,45 @@ static int parse_quotas(const JsonValue *body, TenantQuotas *q, ApiError *e) {
         return 0;
 }
 
+/* default_runtime of the body: 1 with *ret (NULL: back to the host's) if given, 0 if not. */
+static int parse_default_runtime(const JsonValue *body, const char **ret, ApiError *e) {
+        const JsonValue *v = json_get(body, "default_runtime");
+
+        *ret = NULL;
+        if (!v)
+                return 0;
+        if (json_is_null(v))
+                return 1;
+        if (!api_runtime_name_valid(json_string(v), true))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "default_runtime must be 'ns', 'vm', 'auto' or null (the host's default_runtime)");
+        *ret = json_string(v);
+        return 1;
+}
+
 int api_tenant_put(ApiRequest *r, ApiError *e) {
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_(json_w_done) JsonWriter w;
         const char *name = r->params[0];
+        const char *runtime = NULL;
         char data[256];
         TenantQuotas q;
         TenantUsage u;
+        TenantSettings ts;
         Tenant t;
-        int k;
+        int k, set_runtime;
+        bool set_quotas;
 
         json_w_init(&w);
         k = api_read_json(r, &body, e);
         if (k < 0)
                 return k;
+        if (json_type(body) != JSON_OBJECT)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "the body must be an object");
+        set_runtime = parse_default_runtime(body, &runtime, e);
+        if (set_runtime < 0)
+                return set_runtime;
+        set_quotas = json_object_size(body) > (size_t) set_runtime;
         if (!api_tenant_name_valid(name))
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
                                  "a tenant name is [a-z0-9][a-z0-9-]{0,62}, not '%.64s'", name);
@@ -249,24 +309,42 @@ int api_tenant_put(ApiRequest *r, ApiError *e) {
         k = store_tenant_quotas_get(r->store, t.id, &q);
         if (k < 0)
                 return api_store_error(e, k, "reading the tenant's quotas");
-        k = parse_quotas(body, &q, e);
-        if (k < 0)
-                return k;
-        k = store_tenant_quotas_set(r->store, &q);
-        if (k < 0)
-                return api_store_error(e, k, "recording the tenant's quotas");
-        api_limits_set_tenant(r->api->limits, &q);
+        if (set_quotas || json_object_size(body) == 0) {
+                k = parse_quotas(body, &q, e);
+                if (k < 0)
+                        return k;
+        }
+        if (set_runtime) {
+                k = store_object_setting_set(r->store, "tenant", t.id, "default_runtime", runtime);
+                if (k < 0)
+                        return api_store_error(e, k, "recording the tenant's default runtime");
+                snprintf(data, sizeof data, "{\"tenant\":\"%s\",\"default_runtime\":%s%s%s}", t.name,
+                         runtime ? "\"" : "", runtime ?: "null", runtime ? "\"" : ""); /* validated */
+                api_event_tenant(r, t.id, NULL, "tenant.settings", "default runtime set by an admin", data);
+                log_info("Set the default runtime of tenant %s to %s", t.name, runtime ?: "the host's");
+        }
+        if (set_quotas) {
+                k = store_tenant_quotas_set(r->store, &q);
+                if (k < 0)
+                        return api_store_error(e, k, "recording the tenant's quotas");
+                api_limits_set_tenant(r->api->limits, &q);
 
-        snprintf(data, sizeof data,
-                 "{\"tenant\":\"%s\",\"sandboxes\":%" PRId64 ",\"cpu_millis\":%" PRId64 ",\"memory_mb\":%" PRId64
-                 ",\"disk_mb\":%" PRId64 ",\"checkpoints\":%" PRId64 ",\"rps\":%" PRId64 ",\"streams\":%" PRId64 "}",
-                 t.name, q.value[0], q.value[1], q.value[2], q.value[3], q.value[4], q.value[5], q.value[6]);
-        api_event_tenant(r, t.id, NULL, "tenant.quotas", "quotas set by an admin (-1 = the host's default)", data);
-        log_info("Set the quotas of tenant %s", t.name);
+                snprintf(data, sizeof data,
+                         "{\"tenant\":\"%s\",\"sandboxes\":%" PRId64 ",\"cpu_millis\":%" PRId64
+                         ",\"memory_mb\":%" PRId64 ",\"disk_mb\":%" PRId64 ",\"checkpoints\":%" PRId64
+                         ",\"rps\":%" PRId64 ",\"streams\":%" PRId64 "}",
+                         t.name, q.value[0], q.value[1], q.value[2], q.value[3], q.value[4], q.value[5], q.value[6]);
+                api_event_tenant(r, t.id, NULL, "tenant.quotas", "quotas set by an admin (-1 = the host's default)",
+                                 data);
+                log_info("Set the quotas of tenant %s", t.name);
+        }
 
         k = store_tenant_usage(r->store, t.id, &u);
         if (k < 0)
                 return api_store_error(e, k, "counting the tenant's usage");
-        write_tenant(r, &w, &t, &q, &u);
+        k = tenant_settings_read(r, &t, &ts, e);
+        if (k < 0)
+                return k;
+        write_tenant(r, &w, &t, &q, &u, &ts);
         return api_reply_json(r, 200, &w);
 }

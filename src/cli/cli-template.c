@@ -232,6 +232,7 @@ int cli_template(int argc, char **argv) {
                 { "import", template_import },
                 { "pull", template_pull },
                 { "rm", template_rm },
+                { "set", cli_template_set },
         };
 
         return cli_run_subcommand("template", sub, ELEMENTSOF(sub), argc, argv);

@@ -19,7 +19,8 @@ static const struct {
 
 static const CliOption set_options[] = {
         { "sandboxes", 0, true, 1 }, { "cpu", 0, true, 2 },  { "memory", 0, true, 3 },  { "disk", 0, true, 4 },
-        { "checkpoints", 0, true, 5 }, { "rps", 0, true, 6 }, { "streams", 0, true, 7 }, {},
+        { "checkpoints", 0, true, 5 }, { "rps", 0, true, 6 }, { "streams", 0, true, 7 },
+        { "default-runtime", 0, true, 8 }, {},
 };
 
 /* "used/limit", the limit "-" when unlimited; cpu in CPUs. */
@@ -82,8 +83,22 @@ static int tenant_set(int argc, char **argv) {
         if (r < 0)
                 return r;
         while ((r = cli_parser_next(&p, set_options, &arg)) > 0) {
-                const char *option = quota_options[r - 1].option, *field = quota_options[r - 1].field;
+                const char *option, *field;
                 uint64_t v;
+
+                if (r == 8) { /* not a quota */
+                        if (!streq(arg, "ns") && !streq(arg, "vm") && !streq(arg, "auto") && !streq(arg, "default"))
+                                return cli_error("--default-runtime must be ns, vm, auto or default (the host's)");
+                        json_w_key(&w, "default_runtime");
+                        if (streq(arg, "default"))
+                                json_w_null(&w);
+                        else
+                                json_w_string(&w, arg);
+                        given++;
+                        continue;
+                }
+                option = quota_options[r - 1].option;
+                field = quota_options[r - 1].field;
 
                 json_w_key(&w, field);
                 given++;
@@ -113,7 +128,7 @@ static int tenant_set(int argc, char **argv) {
                 return r;
         if (given == 0)
                 return cli_error("give at least one of --sandboxes, --cpu, --memory, --disk, --checkpoints, --rps, "
-                                 "--streams (N, 0 = unlimited, or 'default')");
+                                 "--streams (N, 0 = unlimited, or 'default') or --default-runtime ns|vm|auto|default");
         json_w_object_end(&w);
         if (json_w_finish(&w, &body, &n) < 0)
                 return cli_error_errno(-ENOMEM, "out of memory");

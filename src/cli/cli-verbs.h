@@ -17,6 +17,7 @@ int cli_show(int argc, char **argv);     /* cli-ls.c */
 int cli_rm(int argc, char **argv);       /* cli-rm.c */
 int cli_cp(int argc, char **argv);       /* cli-cp.c */
 int cli_template(int argc, char **argv); /* cli-template.c */
+int cli_template_set(int argc, char **argv); /* cli-template-set.c: space template set */
 int cli_key(int argc, char **argv);      /* cli-key.c */
 int cli_tenant(int argc, char **argv);   /* cli-tenant.c */
 int cli_cred(int argc, char **argv);     /* cli-cred.c */

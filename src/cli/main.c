@@ -170,7 +170,8 @@ static const CliCommand commands[] = {
           "                    through the sandbox's tar: modes, symlinks and empty directories are\n"
           "                    kept; files belong to whoever extracts them (root in the sandbox).\n"
           "On a terminal a progress bar on stderr shows large transfers.\n" },
-        { "template", cli_template, "ls | import NAME SRC | pull NAME REF [--credential C] | rm NAME",
+        { "template", cli_template,
+          "ls | import NAME SRC | pull NAME REF [--credential C] | set NAME [--runtime R] [--start CMD ...] | rm NAME",
           "manage templates",
           "  ls                 list templates\n"
           "  import NAME SRC    import a directory or a .tar file ('-' = tar on stdin) as template NAME\n"
@@ -178,6 +179,12 @@ static const CliCommand commands[] = {
           "                     registry as template NAME (the server fetches it, for linux/<its arch>)\n"
           "    --credential C   log in to the registry with the stored basic credential C (space cred add\n"
           "                     C --basic-user USER --host REGISTRY); never a password on the command line\n"
+          "  set NAME           the template's settings, for every sandbox made from it:\n"
+          "    --runtime R      ns, vm or auto where a create names none (default: the tenant's or host's)\n"
+          "    --start CMD      a command every sandbox runs from its start (sh -c); the create answers\n"
+          "                     once it is ready: --ready-cmd CMD (exits 0), --ready-port N (accepts a\n"
+          "                     connection) with --ready-path /P (answers HTTP 200-399); --ready-timeout S\n"
+          "                     (default 60), --start-cwd DIR, --start-user U; --no-start removes it\n"
           "  rm NAME            remove a template\n" },
         { "volume", cli_volume, "create NAME [--size MB] | ls | show NAME | rm NAME...",
           "manage persistent volumes",
@@ -203,14 +210,16 @@ static const CliCommand commands[] = {
           "  rm ID    delete a key\n" },
         { "tenant", cli_tenant,
           "ls | show T | set T [--sandboxes N] [--cpu N] [--memory MB] [--disk MB] [--checkpoints N] [--rps N] "
-          "[--streams N]",
-          "tenants' quotas and usage",
+          "[--streams N] [--default-runtime R]",
+          "tenants' quotas, default runtime and usage",
           "  ls       every tenant: used/limit of each quota (admin keys)\n"
           "  show T   one tenant's quotas, the ones set for it (overrides) and its usage\n"
           "  set T    set some of T's quotas (admin keys; makes T if it has no key yet): live sandboxes,\n"
           "           CPUs, memory and disk (MiB) of its live sandboxes together, checkpoints, requests\n"
           "           per second and open streams of its keys together; 0 = unlimited, 'default' = the\n"
-          "           host's default (tenant_max_* and tenant_rps, tenant_streams_max of spaced)\n" },
+          "           host's default (tenant_max_* and tenant_rps, tenant_streams_max of spaced);\n"
+          "           --default-runtime ns|vm|auto|default: what its creates get that name no runtime\n"
+          "           (below a template's own; default: the host's default_runtime)\n" },
         { "cred", cli_cred,
           "add NAME --host H... [--header 'Authorization: Bearer {value}' | --basic-user U] [--env VAR] "
           "[--expires T] [--value-file F] | ls [ID] | show NAME | rm NAME... | rotate NAME [--value-file F] | "

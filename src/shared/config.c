@@ -63,6 +63,7 @@ const ConfigItem config_table[] = {
         { "checkpoint_keep_last", U(checkpoint_keep_last), "5", 1, 1000, NULL, "automatic checkpoints kept per sandbox before hourly (24 h) and daily (7 d) thinning" },
         { "vm_kernel_dir", S(vm_kernel_dir), "", 0, 0, NULL, "guest kernel of the vm runtime (vm/kernel/build.sh DIR); default <state_dir>/vm/kernel" },
         { "vm_qemu", S(vm_qemu), "/usr/bin/qemu-system-x86_64", 0, 0, NULL, "QEMU binary of the vm runtime (an absolute path)" },
+        { "default_runtime", S(default_runtime), "ns", 0, 0, "ns|vm|auto", "the runtime of a sandbox whose create, template and tenant name none (auto: vm where the vm runtime reports KVM, else ns)" },
         { "vm_accel", S(vm_accel), "auto", 0, 0, "auto|kvm|tcg", "vm runtime acceleration (auto: KVM if a boot works, else TCG emulation)" },
         { "vm_kvm_device", S(vm_kvm_device), "/dev/kvm", 0, 0, NULL, "the KVM device vm_accel auto looks for (where it is there, the first boot probes KVM)" },
         { "vm_base_snapshots", U(vm_base_snapshots), "1", 0, 1, NULL, "1: a vm create restores a booted template VM saved once per template and shape (base snapshot) instead of booting" },

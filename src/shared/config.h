@@ -67,6 +67,7 @@ typedef struct Config {
         uint64_t checkpoint_keep_last; /* automatic checkpoints kept before the hourly/daily thinning */
         char vm_kernel_dir[CONFIG_STR_MAX];
         char vm_qemu[CONFIG_STR_MAX];
+        char default_runtime[8];       /* ns | vm | auto: for a create that names none */
         char vm_accel[16];             /* auto | kvm | tcg */
         char vm_kvm_device[CONFIG_STR_MAX]; /* looked for by vm_accel auto */
         uint64_t vm_base_snapshots;    /* 1: creates restore a base snapshot of the template */

@@ -73,6 +73,45 @@ int worker_info(WorkerClient *w, char **ret_json, ApiError *e) {
         return 0;
 }
 
+static bool list_has(const char *list, const char *item) {
+        size_t n = strlen(item);
+
+        for (const char *p = list; p && *p;) {
+                size_t l = strcspn(p, ",");
+                if (l == n && strneq(p, item, n))
+                        return true;
+                p += l;
+                if (*p == ',')
+                        p++;
+        }
+        return false;
+}
+
+int worker_kvm_available(WorkerClient *w, bool *ret, ApiError *e) {
+        char runtimes[STORE_WORKER_LIST_MAX], accels[STORE_WORKER_LIST_MAX];
+        int r;
+
+        *ret = false;
+        if (w->store) {
+                _cleanup_free_ WorkerNode *nodes = NULL;
+                size_t n = 0;
+
+                r = worker_client_list_workers(w, &nodes, &n, e);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < n && !*ret; i++)
+                        *ret = nodes[i].state == WORKER_LIVE &&
+                               nodes[i].heartbeat_usec >= now_usec() - w->lost_timeout_usec &&
+                               list_has(nodes[i].runtimes, "vm") && list_has(nodes[i].accelerators, "kvm");
+                return 0;
+        }
+        r = worker_runtimes(w, runtimes, sizeof runtimes, accels, sizeof accels, e);
+        if (r < 0)
+                return r;
+        *ret = list_has(runtimes, "vm") && list_has(accels, "kvm");
+        return 0;
+}
+
 /* Appends the strings of a JSON array to a comma-separated list (what does
  * not fit or is not a plain name is left out: locality is a preference). */
 static void list_append(char *buf, size_t size, const JsonValue *arr) {

@@ -133,6 +133,10 @@ int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);
+/* Whether a vm sandbox would run under KVM: the local worker's vm runtime
+ * is available and reports KVM (until a boot proved it does not work), or,
+ * in a cluster, a live worker offers the vm runtime with KVM. */
+int worker_kvm_available(WorkerClient *w, bool *ret, ApiError *e);
 /* The local worker's own view of its parts (a cheap call, for /healthz and
  * /readyz: give the client a short reply timeout): JSON object
  * {"gateway":{...},"spawner":{...},"pool":{...},"sandboxes_running":N}. */

@@ -175,7 +175,7 @@ TEST(create_defaults) {
 
         ASSERT_OK(api_validate_sandbox_create(NULL, &c, &sb, &e));
         ASSERT_STREQ(sb.template_name, "base");
-        ASSERT_STREQ(sb.runtime, "ns");
+        ASSERT_STREQ(sb.runtime, ""); /* none named: the template's, tenant's or host's (api_sandbox_defaults) */
         ASSERT_EQ(sb.cpu_millis, c.default_cpu_millis);
         ASSERT_EQ(sb.memory_mb, c.default_memory_mb);
         ASSERT_EQ(sb.disk_mb, c.default_disk_mb);
@@ -615,7 +615,7 @@ TEST(other_json) {
         json_out_template(&w, &t, 3);
         text = finish(&w);
         ASSERT_STREQ(text, "{\"name\":\"base\",\"state\":\"ready\",\"size_bytes\":123456789,"
-                           "\"created_at\":\"1970-01-01T00:00:00.001Z\",\"in_use\":3}");
+                           "\"created_at\":\"1970-01-01T00:00:00.001Z\",\"in_use\":3,\"runtime\":null,\"start\":null}");
         free(text);
 
         json_w_init(&w);
