@@ -10,7 +10,7 @@ guest kernel, so "vm" resolves to a clear refusal, which is how these tests
 see that a default applied without booting a VM (test_vm.py boots one)."""
 
 import os
-import time
+import sys
 
 import pytest
 
@@ -261,3 +261,22 @@ def test_a_removed_template_takes_its_settings_with_it(spaced):
     sid = spaced.create(template=name)["id"]
     spaced.delete(sid)
     assert spaced.api("DELETE", f"/v1/templates/{name}").status == 204
+
+
+def test_python_sdk_sets_and_reads_the_settings(spaced, tpl):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python"))
+    try:
+        import space_sdk
+        with space_sdk.Client(spaced.url, spaced.admin_key, timeout=120) as c:
+            t = c.update_template(tpl, runtime="ns", start={"command": "exec sleep 100000"})
+            assert t.runtime == "ns" and t.start["command"] == "exec sleep 100000" and t.start["timeout_s"] == 60
+            t = c.update_template(tpl, start=None)
+            assert t.runtime == "ns" and t.start is None
+            t = c.update_template(tpl, runtime=None)
+            assert t.runtime is None
+            with pytest.raises(space_sdk.SpaceError):
+                c.update_template(tpl, runtime="kvm")
+    finally:
+        sys.path.pop(0)
+        for m in [m for m in sys.modules if m == "space_sdk" or m.startswith("space_sdk.")]:
+            del sys.modules[m]

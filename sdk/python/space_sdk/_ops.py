@@ -51,7 +51,8 @@ class Ops:
 
     def set_tenant(self, name, **quotas):
         """Sets the quotas given (sandboxes, cpu_millis, memory_mb, disk_mb, checkpoints, rps,
-        streams; None resets one to the server's default)."""
+        streams; None resets one to the server's default) and default_runtime ("ns", "vm", "auto",
+        None: the server's)."""
         # null values are meant (a reset), so the body is encoded here, not by encode_json
         return self._t.json("PUT", f"/v1/tenants/{seg(name)}", body=json.dumps(quotas).encode(),
                             content_type="application/json")
@@ -187,6 +188,14 @@ class Ops:
 
     def delete_template(self, name):
         return self._t.json("DELETE", f"/v1/templates/{seg(name)}")
+
+    def update_template(self, name, **settings):
+        """Sets the template's runtime ("ns", "vm", "auto") and start ({"command": ..., "ready": {"port": N,
+        "path": "/"} or {"command": ...}, "timeout_s": N}) for every sandbox made from it; None removes one, a
+        setting not given is kept (admin key)."""
+        # null values are meant (a removal), so the body is encoded here
+        return self._t.json("PATCH", f"/v1/templates/{seg(name)}", body=json.dumps(settings).encode(),
+                            content_type="application/json", parse=Template.from_dict)
 
     def pull_template(self, name, ref, *, credential=None):
         """A template from an image in a registry (registry/repo:tag or ...@sha256:; admin key), logged in with a

@@ -184,12 +184,15 @@ class Template:
     size_bytes: int = 0
     created_at: Optional[str] = None
     in_use: int = 0
+    runtime: Optional[str] = None      # what its sandboxes get when a create names none
+    start: Optional[dict] = None       # its start command and ready check
     raw: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_dict(cls, d, client=None):
         return cls(name=d["name"], state=d.get("state", ""), size_bytes=_get(d, "size_bytes", 0),
-                   created_at=d.get("created_at"), in_use=_get(d, "in_use", 0), raw=d)
+                   created_at=d.get("created_at"), in_use=_get(d, "in_use", 0), runtime=d.get("runtime"),
+                   start=d.get("start"), raw=d)
 
 
 @dataclass

@@ -233,8 +233,8 @@ export class Client {
     return this.j("GET", `/v1/tenants/${seg(name)}`, o);
   }
 
-  /** Sets the quotas given (null resets one to the server's default). */
-  setTenant(name: string, quotas: Record<string, number | null>, o?: CallOptions): Promise<api.Tenant> {
+  /** Sets the quotas given (null resets one to the server's default) and `default_runtime`. */
+  setTenant(name: string, quotas: api.TenantQuotasSet, o?: CallOptions): Promise<api.Tenant> {
     return this.j("PUT", `/v1/tenants/${seg(name)}`, { json: quotas, ...o });
   }
 
@@ -503,6 +503,12 @@ export class Client {
 
   async deleteTemplate(name: string, o?: CallOptions): Promise<void> {
     await this.j("DELETE", `/v1/templates/${seg(name)}`, o);
+  }
+
+  /** Sets the template's `runtime` and `start` (command and ready check) for every sandbox made from it;
+   * null removes one, a setting left out is kept (admin key). */
+  updateTemplate(name: string, settings: api.TemplateSettingsSet, o?: CallOptions): Promise<Template> {
+    return this.j("PATCH", `/v1/templates/${seg(name)}`, { json: settings, ...o });
   }
 
   /** A template from an image in a registry (`registry/repo:tag` or `...@sha256:`; admin key), logged in

@@ -612,6 +612,34 @@ export type Template = {
   ref?: string;
   /** A pull: the digest of the image's manifest (for linux/<the host's arch>). */
   digest?: string;
+  /** The runtime of its sandboxes whose create names none; null: the tenant's or host's default. */
+  runtime?: "ns" | "vm" | "auto" | null;
+  /** Its start command and ready check (updateTemplate); null = none. */
+  start?: null | TemplateStart;
+};
+
+export type TemplateStart = {
+  /** Run with sh -c. */
+  command: string;
+  cwd?: string;
+  user?: string;
+  env?: {
+    [key: string]: string;
+  };
+  /** {"command": C}: ready when C exits 0; {"port": N}: when a TCP
+   * connection to N inside the sandbox opens; with "path", when an
+   * HTTP GET of it answers 200-399. None: ready once the command runs. */
+  ready?: {
+    command?: string;
+    port?: number;
+    path?: string;
+  };
+  timeout_s?: number;
+};
+
+export type TemplateSettingsSet = {
+  runtime?: "ns" | "vm" | "auto" | null;
+  start?: null | TemplateStart;
 };
 
 export type TemplatePull = {
@@ -719,6 +747,8 @@ export type TenantUsage = {
 export type Tenant = {
   id: string;
   name: string;
+  /** What its creates get that name no runtime (below a template's own); null: the host's. */
+  default_runtime: "ns" | "vm" | "auto" | null;
   /** Every quota in force (the tenant's own, else the host's default). */
   quotas: TenantQuotaValues;
   /** The quotas set for this tenant (the others are the host's defaults). */
@@ -730,8 +760,10 @@ export type TenantList = {
   tenants: Tenant[];
 };
 
-/** At least one quota; each an integer 0 (unlimited) to 2^40, or null (back to the host's default). */
+/** At least one quota or default_runtime; each quota an integer 0
+ * (unlimited) to 2^40, or null (back to the host's default). */
 export type TenantQuotasSet = {
+  default_runtime?: "ns" | "vm" | "auto" | null;
   sandboxes?: number | null;
   cpu_millis?: number | null;
   memory_mb?: number | null;
@@ -752,6 +784,16 @@ export type Limits = {
 /** Fields beyond those listed come from the worker (acceleration, pool details, ...). */
 export type Info = {
   version: string;
+  /** The runtime of a create that names none: the host's
+   * default_runtime, the caller's tenant's, the setting that applies
+   * and what it resolves to now (auto: vm where KVM is there). A
+   * template's own runtime still comes first. */
+  default_runtime: {
+    host: "ns" | "vm" | "auto";
+    tenant: "ns" | "vm" | "auto" | null;
+    setting: "ns" | "vm" | "auto";
+    applies: "ns" | "vm";
+  };
   /** The key of this request (what a client such as the dashboard may offer it). */
   caller: {
     /** Its id (key_...; "bootstrap" for the bootstrap key). */
