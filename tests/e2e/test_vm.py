@@ -108,6 +108,30 @@ def test_info_reports_vm_runtime(vmd):
     assert '"accelerator"' in r.out, r
 
 
+def test_a_template_whose_runtime_is_vm_makes_vms_without_asking(vmd):
+    """Clients that never name a runtime (E2B SDKs) get the template's (then the tenant's, the
+    host's): here the template says vm. auto is vm exactly where the worker reports KVM."""
+    def applies():
+        info = vmd.api("GET", "/v1/info").json()
+        return info["default_runtime"], "kvm" in info["vm"]["accelerators"]
+    r = vmd.api("PATCH", "/v1/templates/base", json={"runtime": "vm"})
+    assert r.status == 200 and r.json()["runtime"] == "vm", r
+    try:
+        sb = vmd.create(memory_mb=256)
+        assert sb["runtime"] == "vm", sb
+        assert vmd.exec(sb["id"], shell="echo in-a-vm").stdout == b"in-a-vm\n"
+        vmd.delete(sb["id"])
+        # the tenant's default, below the template's own
+        tenant = vmd.api("GET", "/v1/info").json()["caller"]["tenant"]
+        assert vmd.api("PUT", f"/v1/tenants/{tenant}", json={"default_runtime": "auto"}).status == 200
+        assert host.wait_until(lambda: applies()[0]["applies"] == ("vm" if applies()[1] else "ns"), 15)
+        assert applies()[0]["setting"] == "auto"
+    finally:
+        vmd.api("PATCH", "/v1/templates/base", json={"runtime": None})
+        tenant = vmd.api("GET", "/v1/info").json()["caller"]["tenant"]
+        vmd.api("PUT", f"/v1/tenants/{tenant}", json={"default_runtime": None})
+
+
 def test_exec_streams_output_and_exit_code(vmd, vsb):
     r = vmd.exec(vsb, shell="echo out; echo err >&2; exit 7")
     assert r.response is None, r
