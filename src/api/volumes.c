@@ -122,6 +122,7 @@ static int volume_make(ApiRequest *r, const char *name, uint64_t size_mb, const 
                        ApiError *e) {
         const Config *c = api_config(r->api);
         Volume v = { .size_mb = size_mb };
+        StoreAdmission adm;
         int k;
 
         if (!api_volume_name_valid(name))
@@ -144,8 +145,14 @@ static int volume_make(ApiRequest *r, const char *name, uint64_t size_mb, const 
         if (k < 0)
                 return k;
         v.created_usec = now_usec();
+        /* the tenant's disk quota counts its volumes: decided in the insert's transaction */
+        k = api_tenant_admission(r, v.tenant_id, &adm, e);
+        if (k < 0)
+                return k;
         /* the row first: the name is taken (two creates of one name: one wins), then the subvolume */
-        k = store_volume_insert(r->store, &v);
+        k = store_volume_insert(r->store, &v, &adm);
+        if (k == -EDQUOT)
+                return api_quota_error(r, &adm, source ? "this clone" : "this volume", e);
         if (k == -EEXIST)
                 return api_error(e, k, API_ALREADY_EXISTS, "a volume named '%s' already exists", name);
         if (k < 0)
@@ -195,7 +202,7 @@ int api_volume_remove(ApiRequest *r, const char *name, ApiError *e) {
                 k = worker_volume_remove(r->worker, v.worker, v.id, e);
         if (k < 0) {
                 /* keep it visible, so that the delete can be retried */
-                int q = store_volume_insert(r->store, &v);
+                int q = store_volume_insert(r->store, &v, NULL);
                 if (q < 0)
                         log_error_errno(q, "Failed to restore the row of volume %s after a failed delete: %m", v.id);
                 if (e->code == API_OK)

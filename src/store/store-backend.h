@@ -120,7 +120,7 @@ struct StoreOps {
         int (*tenant_quotas_set)(Store *s, const TenantQuotas *q);
         int (*tenant_usage)(Store *s, const char *tenant_id, TenantUsage *ret);
         /* volumes (store-*-volumes.c); v->created_usec is set */
-        int (*volume_insert)(Store *s, const Volume *v);
+        int (*volume_insert)(Store *s, const Volume *v, StoreAdmission *adm);
         int (*volume_get)(Store *s, const char *tenant_id, const char *name, Volume *ret);
         int (*volume_list)(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
         int (*volume_delete)(Store *s, const char *tenant_id, const char *name);

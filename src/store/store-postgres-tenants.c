@@ -23,7 +23,7 @@ static const char *const tenant_sql[_PG_TQ_STMT_MAX] = {
                 "updated_usec = excluded.updated_usec",
         [PG_TQ_USAGE] =
                 "SELECT COUNT(*), COALESCE(SUM(cpu_millis), 0), COALESCE(SUM(memory_mb), 0), "
-                "COALESCE(SUM(disk_mb), 0), "
+                "COALESCE(SUM(disk_mb), 0) + (SELECT COALESCE(SUM(size_mb), 0) FROM volumes WHERE tenant_id = $1), "
                 "(SELECT COUNT(*) FROM checkpoints c JOIN sandboxes s ON s.id = c.sandbox_id "
                 "WHERE c.tenant_id = $1 AND s.state <> 'deleted') "
                 "FROM sandboxes WHERE tenant_id = $1 AND state <> 'deleted'",
@@ -96,16 +96,30 @@ int pg_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret) {
         return usage_get(pg_store(s), tenant_id, ret);
 }
 
-int pg_tenant_admit(PgStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb) {
+static int admit_usage(PgStore *q, const char *tenant_id, TenantUsage *ret) {
         _cleanup_pgresult_ PGresult *res = NULL;
         PgParams p = {};
+
+        pg_param_text(&p, tenant_id);
+        /* a statement of its own: the count after it sees what the previous holder committed */
+        CHECK(tq_exec(q, PG_TQ_LOCK, &p, &res));
+        return usage_get(q, tenant_id, ret);
+}
+
+int pg_tenant_admit(PgStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb) {
         TenantUsage u;
 
         if (!adm)
                 return 0;
-        pg_param_text(&p, tenant_id);
-        /* a statement of its own: the count after it sees what the previous holder committed */
-        CHECK(tq_exec(q, PG_TQ_LOCK, &p, &res));
-        CHECK(usage_get(q, tenant_id, &u));
+        CHECK(admit_usage(q, tenant_id, &u));
         return store_admission_check(adm, &u, sb);
+}
+
+int pg_tenant_admit_add(PgStore *q, const char *tenant_id, StoreAdmission *adm, const uint64_t add[static TENANT_RESOURCES]) {
+        TenantUsage u;
+
+        if (!adm)
+                return 0;
+        CHECK(admit_usage(q, tenant_id, &u));
+        return store_admission_check_add(adm, &u, add);
 }

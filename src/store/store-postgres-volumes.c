@@ -71,17 +71,32 @@ static int mount_read(const PGresult *res, int row, void *ret) {
         return 0;
 }
 
-int pg_op_volume_insert(Store *s, const Volume *v) {
+typedef struct VolumeInsert {
+        const Volume *v;
+        StoreAdmission *adm;
+} VolumeInsert;
+
+static int volume_insert_tx(PgStore *q, void *userdata) {
+        const VolumeInsert *in = userdata;
+        const Volume *v = in->v;
+        uint64_t add[TENANT_RESOURCES] = { [TENANT_QUOTA_DISK_MB] = v->size_mb };
         _cleanup_pgresult_ PGresult *res = NULL;
         PgParams p = {};
 
+        CHECK(pg_tenant_admit_add(q, v->tenant_id, in->adm, add));
         pg_param_text(&p, v->id);
         pg_param_text(&p, v->tenant_id);
         pg_param_text(&p, v->name);
         pg_param_i64(&p, (int64_t) v->size_mb);
         pg_param_text(&p, v->worker);
         pg_param_i64(&p, v->created_usec);
-        return vol_exec(pg_store(s), PG_VOL_INSERT, &p, &res);
+        return vol_exec(q, PG_VOL_INSERT, &p, &res);
+}
+
+int pg_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm) {
+        VolumeInsert in = { .v = v, .adm = adm };
+
+        return pg_store_transact(pg_store(s), volume_insert_tx, &in);
 }
 
 int pg_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret) {

@@ -327,9 +327,11 @@ int pg_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
  * its usage and decides adm for sb (NULL = a checkpoint); adm NULL = nothing
  * to decide. */
 int pg_tenant_admit(PgStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb);
+/* ... of what add[] adds (a volume). */
+int pg_tenant_admit_add(PgStore *q, const char *tenant_id, StoreAdmission *adm, const uint64_t add[static TENANT_RESOURCES]);
 
 /* Volumes (store-postgres-volumes.c), for the ops table. */
-int pg_op_volume_insert(Store *s, const Volume *v);
+int pg_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 int pg_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
 int pg_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
 int pg_op_volume_delete(Store *s, const char *tenant_id, const char *name);

@@ -19,7 +19,7 @@ static const char *const tenant_sql[_SQL_TQ_STMT_MAX] = {
                 "updated_usec = excluded.updated_usec",
         [SQL_TQ_USAGE] =
                 "SELECT COUNT(*), COALESCE(SUM(cpu_millis), 0), COALESCE(SUM(memory_mb), 0), "
-                "COALESCE(SUM(disk_mb), 0), "
+                "COALESCE(SUM(disk_mb), 0) + (SELECT COALESCE(SUM(size_mb), 0) FROM volumes WHERE tenant_id = ?1), "
                 "(SELECT COUNT(*) FROM checkpoints c JOIN sandboxes s ON s.id = c.sandbox_id "
                 "WHERE c.tenant_id = ?1 AND s.state <> 'deleted') "
                 "FROM sandboxes WHERE tenant_id = ?1 AND state <> 'deleted'",

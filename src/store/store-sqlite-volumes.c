@@ -67,10 +67,18 @@ static int mount_read(sqlite3_stmt *st, void *ret) {
         return 0;
 }
 
-int sqlite_op_volume_insert(Store *s, const Volume *v) {
+int sqlite_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm) {
         SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        uint64_t add[TENANT_RESOURCES] = { [TENANT_QUOTA_DISK_MB] = v->size_mb };
+        TenantUsage u;
 
+        CHECK(sqlite_store_begin(q, &tx));
+        if (adm) {
+                CHECK(sqlite_op_tenant_usage(s, v->tenant_id, &u));
+                CHECK(store_admission_check_add(adm, &u, add));
+        }
         CHECK(vol_stmt(q, SQL_VOL_INSERT, &st));
         CHECK(sqlite_bind_text(q, st, 1, v->id));
         CHECK(sqlite_bind_text(q, st, 2, v->tenant_id));
@@ -78,7 +86,8 @@ int sqlite_op_volume_insert(Store *s, const Volume *v) {
         CHECK(sqlite_bind_int64(q, st, 4, (int64_t) v->size_mb));
         CHECK(sqlite_bind_text(q, st, 5, v->worker));
         CHECK(sqlite_bind_int64(q, st, 6, v->created_usec));
-        return sqlite_store_step_done(q, st);
+        CHECK(sqlite_store_step_done(q, st));
+        return sqlite_store_commit(&tx);
 }
 
 int sqlite_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret) {

@@ -294,7 +294,7 @@ int sqlite_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
 int sqlite_tenant_admit(SqliteStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb);
 
 /* Volumes (store-sqlite-volumes.c), for the ops table. */
-int sqlite_op_volume_insert(Store *s, const Volume *v);
+int sqlite_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 int sqlite_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
 int sqlite_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
 int sqlite_op_volume_delete(Store *s, const char *tenant_id, const char *name);

@@ -94,11 +94,7 @@ static uint64_t add_mul(uint64_t a, uint64_t b, uint64_t n) {
 
 int store_admission_check(StoreAdmission *a, const TenantUsage *u, const Sandbox *sb) {
         uint64_t add[TENANT_RESOURCES] = {};
-        uint64_t n;
 
-        if (!a || !u)
-                return -EINVAL;
-        n = a->count ?: 1;
         if (sb) {
                 add[TENANT_QUOTA_SANDBOXES] = 1;
                 add[TENANT_QUOTA_CPU_MILLIS] = sb->cpu_millis;
@@ -106,6 +102,15 @@ int store_admission_check(StoreAdmission *a, const TenantUsage *u, const Sandbox
                 add[TENANT_QUOTA_DISK_MB] = sb->disk_mb;
         } else
                 add[TENANT_QUOTA_CHECKPOINTS] = 1;
+        return store_admission_check_add(a, u, add);
+}
+
+int store_admission_check_add(StoreAdmission *a, const TenantUsage *u, const uint64_t add[static TENANT_RESOURCES]) {
+        uint64_t n;
+
+        if (!a || !u)
+                return -EINVAL;
+        n = a->count ?: 1;
         for (size_t i = 0; i < TENANT_RESOURCES; i++) {
                 if (a->limit[i] == 0 || add[i] == 0)
                         continue;

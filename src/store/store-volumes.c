@@ -17,7 +17,7 @@ static int volume_check(const Volume *v) {
         return check_u64(v->size_mb);
 }
 
-int store_volume_insert(Store *s, const Volume *v) {
+int store_volume_insert(Store *s, const Volume *v, StoreAdmission *adm) {
         Volume copy;
 
         if (!s || !v)
@@ -26,7 +26,7 @@ int store_volume_insert(Store *s, const Volume *v) {
         copy = *v;
         if (copy.created_usec == 0)
                 copy.created_usec = now_usec();
-        return s->ops->volume_insert(s, &copy);
+        return s->ops->volume_insert(s, &copy, adm);
 }
 
 int store_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret) {

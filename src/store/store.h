@@ -262,6 +262,8 @@ int store_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
  * a->need and a->usage set. sb: the sandbox to add (NULL = one checkpoint).
  * For the back ends, inside their write's transaction. */
 int store_admission_check(StoreAdmission *a, const TenantUsage *u, const Sandbox *sb);
+/* ... of what add[] adds to each resource (a volume: disk_mb). */
+int store_admission_check_add(StoreAdmission *a, const TenantUsage *u, const uint64_t add[static TENANT_RESOURCES]);
 
 /* API keys */
 /* -ENOENT if k->tenant_id is not a tenant; -EEXIST if the id or hash is taken.
@@ -574,7 +576,10 @@ typedef struct VolumeMount {
 } VolumeMount;
 
 /* created_usec 0 = now. -EEXIST if the id, or the name within the tenant, is taken. */
-int store_volume_insert(Store *s, const Volume *v);
+/* adm (NULL = none): the tenant's disk_mb quota, which counts its volumes'
+ * size_mb beside its live sandboxes' disks, admits it in the insert's
+ * transaction (-EDQUOT). */
+int store_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 /* By tenant and name; -ENOENT if the tenant has none of that name. */
 int store_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
 /* A tenant's volumes, by name. */

@@ -214,6 +214,33 @@ def test_quota_holds(spaced):
         delete_volume(spaced, v["name"])
 
 
+def test_a_tenants_volumes_count_in_its_disk_quota(spaced):
+    """A tenant cannot fill the pool with volumes: their size_mb counts in its disk_mb quota, with its
+    live sandboxes' disks, decided in the insert's transaction."""
+    tenant = "vq" + uuid.uuid4().hex[:10]
+    r = spaced.api("POST", "/v1/keys", json={"name": "vq", "tenant": tenant})
+    assert r.status == 201, r
+    key = r.json()["key"]
+    assert spaced.api("PUT", f"/v1/tenants/{tenant}", json={"disk_mb": 1200}).status == 200
+    a = make_volume(spaced, size_mb=700, key=key)
+    try:
+        r = spaced.api("POST", "/v1/volumes", json={"name": vname(), "size_mb": 600}, key=key)
+        assert_error_shape(r, 429, "too_many_requests")
+        assert "disk_mb" in r.json()["error"]["message"], r.json()
+        r = spaced.api("POST", f"/v1/volumes/{a['name']}/clone", json={"name": vname()}, key=key)
+        assert_error_shape(r, 429, "too_many_requests")
+        assert len(spaced.api("GET", "/v1/volumes", key=key).json()["volumes"]) == 1
+        t = spaced.api("GET", f"/v1/tenants/{tenant}").json()
+        assert t["usage"]["disk_mb"] == 700, t
+        # a sandbox's disk meets the same quota
+        r = spaced.api("POST", "/v1/sandboxes", json={"disk_mb": 600}, key=key)
+        assert_error_shape(r, 429, "too_many_requests")
+    finally:
+        delete_volume(spaced, a["name"], key=key)
+    b = make_volume(spaced, size_mb=1200, key=key)  # room again once it is gone
+    delete_volume(spaced, b["name"], key=key)
+
+
 def test_symlink_planted_on_the_path_is_refused(spaced, volume):
     """Root inside moves the volume's parent away and plants a symlink to
     /proc in its place; the next start (resume after suspend) resolves the

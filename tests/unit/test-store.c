@@ -3414,16 +3414,16 @@ STORE_TEST(volumes) {
         ASSERT_OK(store_tenant_create(s, "vol-a", &a));
         ASSERT_OK(store_tenant_create(s, "vol-b", &b));
         volume_init(&v, "vol_1", a.id, "data");
-        ASSERT_OK(store_volume_insert(s, &v));
+        ASSERT_OK(store_volume_insert(s, &v, NULL));
         volume_init(&v, "vol_2", a.id, "data");
-        ASSERT_ERRNO(store_volume_insert(s, &v), EEXIST);      /* the name within the tenant */
+        ASSERT_ERRNO(store_volume_insert(s, &v, NULL), EEXIST);      /* the name within the tenant */
         volume_init(&v, "vol_2", b.id, "data");
-        ASSERT_OK(store_volume_insert(s, &v));                  /* another tenant's name */
+        ASSERT_OK(store_volume_insert(s, &v, NULL));                  /* another tenant's name */
         volume_init(&v, "vol_3", a.id, "cache");
         v.size_mb = 0;
-        ASSERT_ERRNO(store_volume_insert(s, &v), EINVAL);
+        ASSERT_ERRNO(store_volume_insert(s, &v, NULL), EINVAL);
         v.size_mb = 10;
-        ASSERT_OK(store_volume_insert(s, &v));
+        ASSERT_OK(store_volume_insert(s, &v, NULL));
 
         ASSERT_OK(store_volume_get(s, a.id, "data", &got));
         ASSERT_STREQ(got.id, "vol_1");
@@ -3539,4 +3539,38 @@ STORE_TEST(object_settings) {
         memset(big, 'a', sizeof big - 1);
         big[sizeof big - 1] = 0;
         ASSERT_ERRNO(store_object_setting_set(s, "template", "py", "start", big), ENAMETOOLONG);
+}
+
+STORE_TEST(volumes_count_in_the_tenants_disk_quota) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        StoreAdmission adm = {};
+        TenantUsage u;
+        Tenant a;
+        Volume v;
+        Sandbox sb;
+
+        ASSERT_OK(store_tenant_create(s, "volq", &a));
+        adm.limit[TENANT_QUOTA_DISK_MB] = 100;
+        volume_init(&v, "vol_q1", a.id, "one");
+        v.size_mb = 60;
+        ASSERT_OK(store_volume_insert(s, &v, &adm));
+        ASSERT_OK(store_tenant_usage(s, a.id, &u));
+        ASSERT_EQ(u.used[TENANT_QUOTA_DISK_MB], 60);
+        /* 60 + 50 > 100: refused, and the row is not there */
+        volume_init(&v, "vol_q2", a.id, "two");
+        v.size_mb = 50;
+        ASSERT_ERRNO(store_volume_insert(s, &v, &adm), EDQUOT);
+        ASSERT_EQ(adm.exceeded, TENANT_QUOTA_DISK_MB);
+        ASSERT_EQ(adm.need, 50);
+        ASSERT_ERRNO(store_volume_get(s, a.id, "two", &v), ENOENT);
+        /* a sandbox's disk meets the volume's in the same quota */
+        sandbox_init(&sb, "sb_volq", a.id, "base");
+        sb.disk_mb = 50;
+        ASSERT_ERRNO(store_sandbox_insert_admit(s, &sb, 1024, &adm), EDQUOT);
+        sb.disk_mb = 40;
+        ASSERT_OK(store_sandbox_insert_admit(s, &sb, 1024, &adm));
+        ASSERT_OK(store_tenant_usage(s, a.id, &u));
+        ASSERT_EQ(u.used[TENANT_QUOTA_DISK_MB], 100);
+        /* no admission (a row put back after a failed delete): not counted against anything */
+        ASSERT_OK(store_volume_insert(s, &v, NULL));
 }
