@@ -101,18 +101,14 @@ int api_sandbox_start_command(ApiRequest *r, const Sandbox *sb, const char *star
 }
 
 void api_sandbox_restart_command(ApiRequest *r, const Sandbox *sb) {
-        _cleanup_free_ ObjectSetting *list = NULL;
+        _cleanup_free_ char *runtime = NULL, *start = NULL;
         ApiError e = {};
-        const char *start;
-        size_t n = 0;
-        int k;
 
-        k = store_object_settings_get(r->store, "template", sb->template_name, NULL, NULL, &list, &n);
-        if (k < 0) {
-                log_warning_errno(k, "Reading the start command of %s's template failed, not starting it: %m", sb->id);
+        if (api_template_settings_get(r, sb->template_name, &runtime, &start, &e) < 0) {
+                log_warning("Reading the start command of %s's template failed, not starting it: %s", sb->id,
+                            e.message);
                 return;
         }
-        start = object_setting_find(list, n, "template", "start");
         if (!start || api_sandbox_run_start(r, sb->id, start, &e) >= 0)
                 return;
         /* its files and the rest of it are someone's work: it stays, and says so */

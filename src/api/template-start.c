@@ -263,30 +263,53 @@ static bool http_ready(int fd, uint16_t port, const char *path) {
         return code >= 200 && code < 400;
 }
 
-/* Runs the ready command to its end: 1 if it exited 0, 0 if not, -errno
- * (e) if it could not run. */
-static int command_ready(ApiRequest *r, const Sandbox *sb, const JsonValue *start, int64_t deadline, ApiError *e) {
+/* An exec request of the start setting's cwd and user running shell: the
+ * start command itself (with its env, living on after its connection) or
+ * its ready command (killed with it, at most timeout_s). */
+static int exec_body(const JsonValue *start, const char *shell, bool start_command, int64_t timeout_s,
+                     JsonValue **ret) {
         _cleanup_(json_w_done) JsonWriter w;
-        _cleanup_json_ JsonValue *body = NULL;
         _cleanup_free_ char *text = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        char exec_id[API_EXEC_ID_MAX + 1], sig[32];
-        int64_t pid, code = -1, left = deadline - mono_msec();
+        const JsonValue *env = json_get(start, "env");
         const char *s;
-        Tail t = {};
-        int k;
 
         json_w_init(&w);
         json_w_object_begin(&w);
-        json_w_kv_string(&w, "shell", json_string(json_get(json_get(start, "ready"), "command")));
-        json_w_kv_int(&w, "timeout_s", MAX(left / 1000, (int64_t) 1));
+        json_w_kv_string(&w, "shell", shell);
+        if (!start_command)
+                json_w_kv_int(&w, "timeout_s", timeout_s);
         if ((s = json_string(json_get(start, "cwd"))))
                 json_w_kv_string(&w, "cwd", s);
         if ((s = json_string(json_get(start, "user"))))
                 json_w_kv_string(&w, "user", s);
-        json_w_kv_string(&w, "on_disconnect", "kill");
+        if (start_command && json_type(env) == JSON_OBJECT) {
+                _cleanup_free_ char *e = NULL;
+                if (json_serialize(env, &e, NULL) < 0)
+                        return -ENOMEM;
+                json_w_key(&w, "env");
+                json_w_raw(&w, e);
+        }
+        /* the start command's frames come here until it is ready (an exit before is seen); it runs
+         * on after this connection closes, its output buffered for readers like any exec's */
+        json_w_kv_string(&w, "on_disconnect", start_command ? "keep" : "kill");
         json_w_object_end(&w);
-        if (json_w_finish(&w, &text, NULL) < 0 || json_parse(text, strlen(text), &body, NULL, 0) < 0)
+        if (json_w_finish(&w, &text, NULL) < 0)
+                return -ENOMEM;
+        return json_parse(text, strlen(text), ret, NULL, 0);
+}
+
+/* Runs the ready command to its end: 1 if it exited 0, 0 if not, -errno
+ * (e) if it could not run. */
+static int command_ready(ApiRequest *r, const Sandbox *sb, const JsonValue *start, int64_t deadline, ApiError *e) {
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char exec_id[API_EXEC_ID_MAX + 1], sig[32];
+        int64_t pid, code = -1, left = deadline - mono_msec();
+        Tail t = {};
+        int k;
+
+        if (exec_body(start, json_string(json_get(json_get(start, "ready"), "command")), false,
+                      MAX(left / 1000, (int64_t) 1), &body) < 0)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         k = api_exec_launch(r, sb, body, &fd, exec_id, &pid, e);
         if (k < 0)
@@ -327,35 +350,6 @@ static int check_ready(ApiRequest *r, const Sandbox *sb, const JsonValue *start,
         return http_ready(fd, (uint16_t) port, json_string(json_get(ready, "path")));
 }
 
-static int start_body(const JsonValue *start, JsonValue **ret) {
-        _cleanup_(json_w_done) JsonWriter w;
-        _cleanup_free_ char *text = NULL;
-        const JsonValue *env = json_get(start, "env");
-        const char *s;
-
-        json_w_init(&w);
-        json_w_object_begin(&w);
-        json_w_kv_string(&w, "shell", json_string(json_get(start, "command")));
-        if ((s = json_string(json_get(start, "cwd"))))
-                json_w_kv_string(&w, "cwd", s);
-        if ((s = json_string(json_get(start, "user"))))
-                json_w_kv_string(&w, "user", s);
-        if (json_type(env) == JSON_OBJECT) {
-                _cleanup_free_ char *e = NULL;
-                if (json_serialize(env, &e, NULL) < 0)
-                        return -ENOMEM;
-                json_w_key(&w, "env");
-                json_w_raw(&w, e);
-        }
-        /* its frames come here until it is ready (an exit before is seen); it runs on after this
-         * connection closes, its output buffered for readers like any exec's */
-        json_w_kv_string(&w, "on_disconnect", "keep");
-        json_w_object_end(&w);
-        if (json_w_finish(&w, &text, NULL) < 0)
-                return -ENOMEM;
-        return json_parse(text, strlen(text), ret, NULL, 0);
-}
-
 int api_sandbox_run_start(ApiRequest *r, const char *sandbox_id, const char *start_json, ApiError *e) {
         _cleanup_json_ JsonValue *start = NULL, *body = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -370,7 +364,8 @@ int api_sandbox_run_start(ApiRequest *r, const char *sandbox_id, const char *sta
         if (isempty(start_json))
                 return 0;
         if (json_parse(start_json, strlen(start_json), &start, NULL, 0) < 0 || json_type(start) != JSON_OBJECT ||
-            !json_string(json_get(start, "command")) || start_body(start, &body) < 0)
+            !json_string(json_get(start, "command")) ||
+            exec_body(start, json_string(json_get(start, "command")), true, 0, &body) < 0)
                 return api_error(e, -EBADMSG, API_INTERNAL, "the template's start setting is malformed");
         (void) json_uint64(json_get(start, "timeout_s"), &timeout_s);
         deadline = t0 + (int64_t) MIN(timeout_s, (uint64_t) START_TIMEOUT_MAX_S) * 1000;
