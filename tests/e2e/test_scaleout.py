@@ -515,8 +515,12 @@ def _spread_and_exec(c):
     assert {w["name"]: w["state"] for w in info["workers"]} == {w: "live" for w in c.workers}
     assert all("base" in w["templates"] for w in info["workers"])
     # what each worker process can run, as it reported it: the one with a
-    # guest kernel offers the vm runtime, with KVM only where /dev/kvm works
-    kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
+    # guest kernel offers the vm runtime, with KVM only where /dev/kvm opens
+    # for the sandboxes' unprivileged VMMs (0666, or 0660 with a group not root's)
+    kvm = False
+    if os.path.exists("/dev/kvm"):
+        mode, gid = os.stat("/dev/kvm").st_mode, os.stat("/dev/kvm").st_gid
+        kvm = mode & 0o006 == 0o006 or (mode & 0o060 == 0o060 and gid != 0)
     for w in info["workers"]:
         runtimes = w["runtimes"].split(",")
         assert "ns" in runtimes, w

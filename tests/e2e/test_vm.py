@@ -1237,20 +1237,72 @@ def test_boot_does_not_block_other_calls(vmd):
             vmd.delete(vm_sid)
 
 
+def _process_running(argv):
+    """The pid of a process whose command line is argv (0: none)."""
+    want = ("\0".join(argv) + "\0").encode()
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if f.read() == want:
+                        return int(p)
+            except OSError:
+                pass
+    return 0
+
+
+def _uid_and_groups(pid):
+    uid, groups = None, None
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Uid:"):
+                uid = int(line.split()[1])
+            elif line.startswith("Groups:"):
+                groups = [int(g) for g in line.split()[1:]]
+    return uid, groups
+
+
+def test_a_kvm_device_only_root_opens_means_tcg_from_the_start(e2e_session, request):
+    """/dev/kvm 0600 (root's only): the sandboxes' unprivileged VMMs cannot
+    open it, so the runtime says TCG at once, with a warning that tells the
+    operator what mode to give it, instead of a KVM probe that must fail."""
+    tmp = tempfile.mkdtemp(prefix="space-e2e-kvm-")
+    d = None
+    try:
+        kvm = os.path.join(tmp, "kvm")
+        open(kvm, "w").close()
+        os.chmod(kvm, 0o600)
+        d = e2e_session.new_daemon(extra_args=[f"--vm-kernel-dir={kernel_dir()}", f"--vm-kvm-device={kvm}"])
+        d.start()
+        assert d.api("GET", "/v1/info").json()["vm"]["accelerator"] == "tcg"
+        assert "opens for its owner only" in d.log_text()
+    finally:
+        problems = residue.teardown_daemon(d) if d is not None else []
+        shutil.rmtree(tmp, ignore_errors=True)
+        if d is not None and not problems:
+            residue.remove_daemon_dir(d)
+        elif problems:
+            residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+
+
 def test_kvm_probe_does_not_block_other_calls(e2e_session, request):
     """vm_accel auto where the KVM device is there but does not work (this
     machine's nested KVM boots no ordinary guest: here a stand-in device and
     a QEMU that never boots under KVM): the first vm create probes KVM with
     its boot while the worker serves others, a vm create that arrives
     meanwhile waits for the verdict, and both then boot under TCG. The order
-    in the log shows it: every other call was answered before the verdict."""
+    in the log shows it: every other call was answered before the verdict.
+    The device is 0660 with a group of its own, as on many KVM hosts: the
+    VMM, which runs as the sandbox's uid, keeps that group and no other."""
     tmp = tempfile.mkdtemp(prefix="space-e2e-kvm-")
     d = None
+    kvm_gid = 4242 + os.getpid() % 1000
     try:
         os.chmod(tmp, 0o755)  # the VMM runs as the sandbox's uid
         kvm = os.path.join(tmp, "kvm")
         open(kvm, "w").close()
-        os.chmod(kvm, 0o666)
+        os.chown(kvm, 0, kvm_gid)
+        os.chmod(kvm, 0o660)
         qemu = os.path.join(tmp, "qemu")
         with open(qemu, "w") as f:
             f.write(f'#!/bin/sh\ncase " $* " in *" -accel kvm "*) exec sleep 600;; esac\nexec {QEMU} "$@"\n')
@@ -1264,6 +1316,11 @@ def test_kvm_probe_does_not_block_other_calls(e2e_session, request):
         t2 = None
         try:
             assert host.wait_until(lambda: "probing KVM with the boot of sandbox" in d.log_text(), 120)
+            # the probing VMM (the stand-in's sleep): the sandbox's uid, the device's group only
+            probing = host.wait_until(lambda: _process_running(["sleep", "600"]), 60)
+            assert probing, "the probing VMM is not running"
+            uid, groups = _uid_and_groups(probing)
+            assert uid != 0 and groups == [kvm_gid], (uid, groups)
             t2, r2 = _create_in_background(d, {"runtime": "vm", "memory_mb": 192})
             assert host.wait_until(lambda: "waits for the KVM probe's verdict" in d.log_text(), 120)
             assert d.sh(ns_sid, "echo hi") == "hi\n"

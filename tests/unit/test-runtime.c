@@ -23,6 +23,7 @@
 #include "runtime.h"
 #include "str-util.h"
 #include "test.h"
+#include "vm-kvm.h"
 
 static int memfd_of(const char *path) {
         _cleanup_close_ int in = open(path, O_RDONLY | O_CLOEXEC);
@@ -492,4 +493,25 @@ TEST(cgroup_view_mounts_read_only) {
         /* and the v2 branch too, on the unified hierarchy's own mount type */
         ASSERT_OK(cgroup_view_build(CGROUP_MODE_V2, "0::/\n", 5, view_used, &v));
         assert_view_mounts(&v, "cgroup.procs", "cgroup.subtree_control");
+}
+
+TEST(vm_kvm_access_follows_the_devices_mode) {
+        struct stat st = { .st_mode = S_IFCHR | 0666, .st_gid = 0 };
+        gid_t gid = 7;
+
+        /* 0666: any uid opens it, no group kept */
+        ASSERT_OK(vm_kvm_access(&st, &gid));
+        ASSERT_EQ((long) gid, (long) (gid_t) -1);
+        /* 0660 root:kvm: the VMM keeps the kvm group */
+        st = (struct stat){ .st_mode = S_IFCHR | 0660, .st_gid = 108 };
+        ASSERT_OK(vm_kvm_access(&st, &gid));
+        ASSERT_EQ((long) gid, 108L);
+        /* 0660 root:root: keeping group root would give more than the device */
+        st.st_gid = 0;
+        ASSERT_EQ(vm_kvm_access(&st, &gid), -EACCES);
+        /* 0600, read-only for others, write-only for the group: none opens it read-write */
+        st = (struct stat){ .st_mode = S_IFCHR | 0600, .st_gid = 108 };
+        ASSERT_EQ(vm_kvm_access(&st, &gid), -EACCES);
+        st.st_mode = S_IFCHR | 0624;
+        ASSERT_EQ(vm_kvm_access(&st, &gid), -EACCES);
 }

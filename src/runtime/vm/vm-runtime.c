@@ -40,6 +40,7 @@
 #include "qmp.h"
 #include "str-util.h"
 #include "vm-initrd.h"
+#include "vm-kvm.h"
 #include "vm-identity.h"
 #include "vm-restored.h"
 #include "vmm.h"
@@ -70,6 +71,7 @@ static struct {
         VmmAccel accel;          /* chosen: TCG until a KVM boot worked */
         bool accel_auto, kvm_tried, kvm_probing;
         char kvm_device[256];
+        gid_t kvm_gid;           /* the group the VMM keeps to open kvm_device ((gid_t) -1: none needed) */
         uint8_t *modules;        /* modules.cpio */
         size_t modules_len;
         VmInitrd base;           /* modules + /dev + /init: each sandbox's initramfs starts with it */
@@ -182,9 +184,17 @@ static int vm_probe(const RuntimeHost *host, char *why, size_t why_size) {
         vm.accel_auto = isempty(host->vm_accel) || streq(host->vm_accel, "auto");
         (void) strscpy(vm.kvm_device, sizeof vm.kvm_device,
                        isempty(host->vm_kvm_device) ? "/dev/kvm" : host->vm_kvm_device);
-        if (vm.accel_auto)
-                vm.accel = access(vm.kvm_device, R_OK | W_OK) == 0 ? VMM_ACCEL_KVM : VMM_ACCEL_TCG;
-        else
+        vm.kvm_gid = (gid_t) -1;
+        if (vm.accel_auto) {
+                /* the VMM opens it as the sandbox's uid: the device's mode decides, not root's access */
+                struct stat st;
+                int k = stat(vm.kvm_device, &st) < 0 ? negative_errno() : vm_kvm_access(&st, &vm.kvm_gid);
+                vm.accel = k >= 0 ? VMM_ACCEL_KVM : VMM_ACCEL_TCG;
+                if (k == -EACCES)
+                        log_warning("vm runtime: %s (mode %04o) opens for its owner only, not for the sandboxes' "
+                                    "VMMs: make it 0666, or 0660 with a group of its own (kvm), to use KVM",
+                                    vm.kvm_device, (unsigned) (st.st_mode & 07777));
+        } else
                 vm.accel = vmm_accel_from_string(host->vm_accel);
         if ((int) vm.accel < 0) {
                 snprintf(vm.why, sizeof vm.why, "unknown accelerator '%s'", host->vm_accel);
@@ -597,6 +607,7 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
                 .vcpus = spec->vcpus ?: 1,
                 .memory_mb = memory_mb,
                 .uid = spec->uid_base,
+                .kvm_gid = vm.kvm_gid,
                 .cgroup_fd = cgfd,
                 .kernel_fd = kfd,
                 .initrd_fd = ifd,

@@ -218,7 +218,10 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
                         child_fail(errfd, "close_range");
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                if (setgroups(0, NULL) < 0 || setresgid(c->uid, c->uid, c->uid) < 0 ||
+                /* under KVM it keeps only the group that opens /dev/kvm, if the device needs one */
+                gid_t groups[1] = { c->kvm_gid };
+                size_t n_groups = c->accel == VMM_ACCEL_KVM && c->kvm_gid != (gid_t) -1 ? 1 : 0;
+                if (setgroups(n_groups, groups) < 0 || setresgid(c->uid, c->uid, c->uid) < 0 ||
                     setresuid(c->uid, c->uid, c->uid) < 0)
                         child_fail(errfd, "drop privileges");
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

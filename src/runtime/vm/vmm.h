@@ -27,6 +27,7 @@ typedef struct VmmConfig {
         uint32_t vcpus;
         uint64_t memory_mb;
         uid_t uid;              /* the VMM drops to this uid/gid */
+        gid_t kvm_gid;          /* and keeps this supplementary group under KVM ((gid_t) -1: none) */
         int cgroup_fd;          /* started inside this cgroup (v2), or -1 */
         int kernel_fd;          /* ELF vmlinux (PVH) */
         int initrd_fd;
