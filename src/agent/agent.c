@@ -18,14 +18,13 @@
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define AGENT_EPOLL_EVENTS 64
 #define AGENT_LISTEN_BACKLOG 64
 
 uint64_t agent_now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000U + (uint64_t) ts.tv_nsec / 1000000U;
+        return (uint64_t) mono_msec();
 }
 
 int agent_source_set(Agent *a, Source *s, uint32_t events) {

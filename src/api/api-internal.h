@@ -48,6 +48,8 @@ uint64_t api_limits_refused(const ApiLimits *l);
 /* The tenant's effective resource limits (its row, else the config's
  * defaults; 0 = unlimited) for an admission. */
 int api_tenant_admission(ApiRequest *r, const char *tenant_id, StoreAdmission *ret, ApiError *e);
+/* The tenant's own default_runtime into buf ("" = none: the host's applies). */
+int api_tenant_default_runtime(ApiRequest *r, const char *tenant_id, char *buf, size_t size, ApiError *e);
 /* A -EDQUOT of a *_admit store call as the 429 naming the quota. what: "creating 1 sandbox" */
 int api_quota_error(ApiRequest *r, const StoreAdmission *a, const char *what, ApiError *e);
 

@@ -20,6 +20,7 @@
 #include "api-internal.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define API_LIMITS_BUCKETS 1024U
 #define API_LIMITS_ENTRIES_GC 4096U              /* entries past which idle ones are dropped */
@@ -46,12 +47,6 @@ struct ApiLimits {
         uint64_t others_in_flight;      /* requests of non-admin keys */
         atomic_uint_fast64_t refused;   /* for /metrics */
 };
-
-static int64_t mono_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static unsigned hash_id(const char *s) {
         uint32_t h = 2166136261U;

@@ -19,6 +19,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define E2B_LIST_DEPTH_MAX 64U
 #define E2B_NAME_OUT_MAX 256U
@@ -397,12 +398,6 @@ static const char *event_type(const char *op) {
         return NULL;
 }
 
-static uint64_t now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000U + (uint64_t) ts.tv_nsec / 1000000U;
-}
-
 static int send_simple(ApiRequest *r, const char *json) {
         JsonWriter w;
 
@@ -510,7 +505,7 @@ static int fs_watch(E2bEnvd *x) {
                 return 0;
         }
         keepalive = (uint64_t) e2b_rpc_keepalive_sec(r) * 1000U;
-        last = now_msec();
+        last = mono_msec();
         deadline = timeout > 0 ? last + timeout : 0;
         for (;;) {
                 _cleanup_(proto_frame_done) ProtoFrame f = {};
@@ -519,7 +514,7 @@ static int fs_watch(E2bEnvd *x) {
                         { .fd = c.fd, .events = POLLIN },
                         { .fd = http_conn_fd(r->conn), .events = POLLRDHUP },
                 };
-                uint64_t now = now_msec(), wake = last + keepalive;
+                uint64_t now = mono_msec(), wake = last + keepalive;
                 const JsonValue *events;
                 ApiError fe = {};
 
@@ -539,12 +534,12 @@ static int fs_watch(E2bEnvd *x) {
                         break;
                 }
                 if (k == 0) {
-                        if (now_msec() >= last + keepalive) {
+                        if ((uint64_t) mono_msec() >= last + keepalive) {
                                 if (send_simple(r, "{\"keepalive\":{}}") < 0) {
                                         http_conn_set_close(r->conn);
                                         break;
                                 }
-                                last = now_msec();
+                                last = mono_msec();
                         }
                         continue;
                 }
@@ -577,7 +572,7 @@ static int fs_watch(E2bEnvd *x) {
                         http_conn_set_close(r->conn); /* the client stopped reading */
                         break;
                 }
-                last = now_msec();
+                last = mono_msec();
         }
         fs_call_done(&wt.stat);
         return 0;
@@ -629,7 +624,7 @@ static Watcher *watcher_take(E2bEnvd *x, const JsonValue *req, ApiError *e) {
         if (json_type(v) != JSON_STRING)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "watcherId is required"), NULL;
         pthread_mutex_lock(&watchers_lock);
-        watchers_expire_locked(now_msec());
+        watchers_expire_locked(mono_msec());
         for (size_t i = 0; i < E2B_WATCHERS_MAX && !w; i++)
                 if (watchers[i].id[0] && streq(watchers[i].id, json_string(v)) &&
                     streq(watchers[i].sandbox, x->sb.id) && !watchers[i].busy)
@@ -648,7 +643,7 @@ static void watcher_release(Watcher *w, bool remove) {
                 watcher_clear(w);
         else {
                 w->busy = false;
-                w->last_used_msec = now_msec();
+                w->last_used_msec = mono_msec();
         }
         pthread_mutex_unlock(&watchers_lock);
 }
@@ -683,13 +678,13 @@ static int fs_watcher_create(E2bEnvd *x, ApiError *e) {
                 return k;
 
         pthread_mutex_lock(&watchers_lock);
-        watchers_expire_locked(now_msec());
+        watchers_expire_locked(mono_msec());
         for (size_t i = 0; i < E2B_WATCHERS_MAX && !slot; i++)
                 if (!watchers[i].id[0])
                         slot = &watchers[i];
         if (slot) {
                 *slot = (Watcher){ .fd = TAKE_FD(c.fd), .include_entry = include_entry, .root = TAKE_PTR(path),
-                                   .last_used_msec = now_msec() };
+                                   .last_used_msec = mono_msec() };
                 memcpy(slot->id, id, sizeof id);
                 (void) strscpy(slot->sandbox, sizeof slot->sandbox, x->sb.id);
         }

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "proto-msg.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define E2B_TAG_MAX 256U
 #define E2B_ARGS_MAX 4096U
@@ -248,12 +249,6 @@ static bool exit_timed_out(const ProtoFrame *f) {
         return json_type(reason) == JSON_STRING && streq(json_string(reason), "timeout");
 }
 
-static uint64_t now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000U + (uint64_t) ts.tv_nsec / 1000000U;
-}
-
 typedef struct Relay {
         E2bEnvd *x;
         int fd;                /* taken over by a drainer if owner and the client leaves */
@@ -276,7 +271,7 @@ static int client_gone(Relay *rl) {
 /* Relays the process's output until its exit, the deadline or the client leaving. Always returns 0. */
 static int relay(Relay *rl) {
         ApiRequest *r = rl->x->r;
-        uint64_t keepalive = (uint64_t) e2b_rpc_keepalive_sec(r) * 1000U, last = now_msec();
+        uint64_t keepalive = (uint64_t) e2b_rpc_keepalive_sec(r) * 1000U, last = mono_msec();
         ApiError e = {};
 
         for (;;) {
@@ -285,7 +280,7 @@ static int relay(Relay *rl) {
                         { .fd = rl->fd, .events = POLLIN },
                         { .fd = http_conn_fd(r->conn), .events = POLLRDHUP },
                 };
-                uint64_t now = now_msec(), wake = last + keepalive;
+                uint64_t now = mono_msec(), wake = last + keepalive;
                 int k, timeout;
 
                 if (rl->deadline_msec > 0 && now >= rl->deadline_msec) {
@@ -305,10 +300,10 @@ static int relay(Relay *rl) {
                 if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
                         return client_gone(rl);
                 if (k == 0) {
-                        if (now_msec() >= last + keepalive) {
+                        if ((uint64_t) mono_msec() >= last + keepalive) {
                                 if (send_keepalive(r) < 0)
                                         return client_gone(rl);
-                                last = now_msec();
+                                last = mono_msec();
                         }
                         continue;
                 }
@@ -330,7 +325,7 @@ static int relay(Relay *rl) {
                             send_data(r, rl->pty ? "pty" : f.type == PROTO_STDOUT ? "stdout" : "stderr", f.payload,
                                       f.len) < 0)
                                 return client_gone(rl);
-                        last = now_msec();
+                        last = mono_msec();
                         break;
                 case PROTO_DROPPED: /* envd has no such event: what the agent's buffer lost is just not there */
                         break;
@@ -648,7 +643,7 @@ static int process_connect(E2bEnvd *x) {
                 return 0;
         }
         Relay rl = { .x = x, .fd = fd, .pty = p.pty, .exec_id = p.exec_id,
-                     .deadline_msec = timeout > 0 ? now_msec() + timeout : 0 };
+                     .deadline_msec = timeout > 0 ? mono_msec() + timeout : 0 };
         return relay(&rl);
 }
 

@@ -20,6 +20,7 @@
 #include "http-listen.h"
 #include "http-server.h"
 #include "log.h"
+#include "time-util.h"
 
 #define HTTP_DRAIN_MAX (1024U * 1024U)        /* unread request body we discard to keep a connection */
 #define HTTP_LINGER_MSEC 1000                 /* reading leftovers before close, so our answer is not RST */
@@ -95,17 +96,11 @@ struct HttpServer {
         bool stopping;
 };
 
-static int64_t now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits for events on fd until the absolute deadline (msec, CLOCK_MONOTONIC). */
 static int wait_fd(int fd, short events, int64_t deadline) {
         for (;;) {
                 struct pollfd p = { .fd = fd, .events = events };
-                int64_t left = deadline - now_msec();
+                int64_t left = deadline - mono_msec();
                 int k;
 
                 if (left <= 0)
@@ -163,7 +158,7 @@ static int conn_sendv(HttpConn *c, struct iovec *iov, size_t n_iov) {
                                 c->broken = true;
                                 return negative_errno();
                         }
-                        r = wait_fd(c->fd, POLLOUT, now_msec() + timeout);
+                        r = wait_fd(c->fd, POLLOUT, mono_msec() + timeout);
                         if (r < 0) {
                                 c->broken = true;
                                 return r;
@@ -402,7 +397,7 @@ ssize_t http_conn_read_body(HttpConn *c, void *buf, size_t n) {
                         memcpy(buf, c->buf + c->rpos, (size_t) k);
                         c->rpos += (size_t) k;
                 } else {
-                        k = conn_recv(c, buf, want, now_msec() + c->server->body_idle_timeout_msec);
+                        k = conn_recv(c, buf, want, mono_msec() + c->server->body_idle_timeout_msec);
                         if (k == 0)
                                 k = -ECONNRESET; /* EOF inside the body */
                         if (k < 0)
@@ -422,7 +417,7 @@ ssize_t http_conn_read_body(HttpConn *c, void *buf, size_t n) {
                 if (c->rpos == c->rlen) {
                         ssize_t k;
                         conn_wipe(c);
-                        k = conn_recv(c, c->buf, sizeof c->buf, now_msec() + c->server->body_idle_timeout_msec);
+                        k = conn_recv(c, c->buf, sizeof c->buf, mono_msec() + c->server->body_idle_timeout_msec);
                         if (k == 0)
                                 k = -ECONNRESET;
                         if (k < 0)
@@ -560,7 +555,7 @@ static ssize_t conn_read_head(HttpConn *c, bool first) {
                 c->rpos = 0;
         }
         started = first || c->rlen > 0;
-        deadline = now_msec() + (started ? s->head_timeout_msec : s->idle_timeout_msec);
+        deadline = mono_msec() + (started ? s->head_timeout_msec : s->idle_timeout_msec);
 
         for (;;) {
                 ssize_t l, k;
@@ -589,7 +584,7 @@ static ssize_t conn_read_head(HttpConn *c, bool first) {
                 c->rlen += (size_t) k;
                 if (!started) {
                         started = true;
-                        deadline = now_msec() + s->head_timeout_msec;
+                        deadline = mono_msec() + s->head_timeout_msec;
                 }
         }
 }
@@ -622,7 +617,7 @@ static int conn_drain_body(HttpConn *c) {
 /* Half-close and read what the client still sends for a moment, so that
  * unread input does not turn our last answer into a RST. */
 static void conn_lingering_close(HttpConn *c) {
-        int64_t deadline = now_msec() + MIN(HTTP_LINGER_MSEC, c->server->body_idle_timeout_msec);
+        int64_t deadline = mono_msec() + MIN(HTTP_LINGER_MSEC, c->server->body_idle_timeout_msec);
         size_t total = 0;
 
         if (shutdown(c->fd, SHUT_WR) < 0)
@@ -677,7 +672,7 @@ static void conn_serve(HttpConn *c) {
                 if (server_stopping(s))
                         break;
 
-                __atomic_store_n(&c->waiting_since, now_msec(), __ATOMIC_RELAXED);
+                __atomic_store_n(&c->waiting_since, mono_msec(), __ATOMIC_RELAXED);
                 l = conn_read_head(c, first);
                 __atomic_store_n(&c->waiting_since, 0, __ATOMIC_RELAXED);
                 if (l == -E2BIG) {

@@ -31,15 +31,14 @@ static void limits_object(JsonWriter *w, const char *key, uint64_t cpu_millis, u
 /* The runtime a create that names none gets: the host's setting, the
  * caller's tenant's, and what applies (a template may still name its own). */
 static int default_runtime_object(ApiRequest *r, JsonWriter *w, ApiError *e) {
-        _cleanup_free_ ObjectSetting *list = NULL;
+        char buf[8];
         const char *tenant, *applies;
-        size_t n = 0;
         int k;
 
-        k = store_object_settings_get(r->store, "tenant", r->key.tenant_id, NULL, NULL, &list, &n);
+        k = api_tenant_default_runtime(r, r->key.tenant_id, buf, sizeof buf, e);
         if (k < 0)
-                return api_store_error(e, k, "reading the tenant's settings");
-        tenant = object_setting_find(list, n, "tenant", "default_runtime");
+                return k;
+        tenant = buf[0] ? buf : NULL;
         applies = tenant ?: api_config(r->api)->default_runtime;
         json_w_key(w, "default_runtime");
         json_w_object_begin(w);

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "sock-io.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define START_TIMEOUT_DEFAULT_S 60U
 #define START_TIMEOUT_MAX_S 600U
@@ -34,12 +35,6 @@
 #define START_PROBE_MSEC 1000        /* one HTTP probe's answer, at most */
 #define START_POLL_MIN_MSEC 20
 #define START_POLL_MAX_MSEC 250
-
-static int64_t mono_msec(void) {
-        struct timespec ts;
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int string_field(const JsonValue *o, const char *key, size_t max, bool required, const char **ret,
                         ApiError *e) {

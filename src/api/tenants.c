@@ -126,20 +126,23 @@ static void write_tenant(ApiRequest *r, JsonWriter *w, const Tenant *t, const Te
         json_w_object_end(w);
 }
 
-static int tenant_settings_read(ApiRequest *r, const Tenant *t, TenantSettings *ret, ApiError *e) {
+int api_tenant_default_runtime(ApiRequest *r, const char *tenant_id, char *buf, size_t size, ApiError *e) {
         _cleanup_free_ ObjectSetting *list = NULL;
         const char *v;
         size_t n = 0;
         int k;
 
-        *ret = (TenantSettings) {};
-        k = store_object_settings_get(r->store, "tenant", t->id, NULL, NULL, &list, &n);
+        k = store_object_settings_get(r->store, "tenant", tenant_id, NULL, NULL, &list, &n);
         if (k < 0)
                 return api_store_error(e, k, "reading the tenant's settings");
         v = object_setting_find(list, n, "tenant", "default_runtime");
-        if (v)
-                (void) strscpy(ret->default_runtime, sizeof ret->default_runtime, v);
+        (void) strscpy(buf, size, strempty(v));
         return 0;
+}
+
+static int tenant_settings_read(ApiRequest *r, const Tenant *t, TenantSettings *ret, ApiError *e) {
+        *ret = (TenantSettings) {};
+        return api_tenant_default_runtime(r, t->id, ret->default_runtime, sizeof ret->default_runtime, e);
 }
 
 static int tenant_read(ApiRequest *r, const Tenant *t, TenantQuotas *ret_q, TenantUsage *ret_u,

@@ -15,6 +15,7 @@
 #include "alloc-util.h"
 #include "fd-util.h"
 #include "http-client.h"
+#include "time-util.h"
 
 #define HTTP_CLIENT_REPLAY_MAX (64U * 1024U) /* requests up to this size are resent once on a stale connection */
 #define HTTP_CLIENT_URL_MAX 4096U
@@ -58,21 +59,15 @@ struct HttpClient {
         bool keep_alive;
 };
 
-static int64_t now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int client_wait(HttpClient *c, short events) {
-        int64_t deadline = c->timeout_msec >= 0 ? now_msec() + c->timeout_msec : -1;
+        int64_t deadline = c->timeout_msec >= 0 ? mono_msec() + c->timeout_msec : -1;
 
         for (;;) {
                 struct pollfd p = { .fd = c->fd, .events = events };
                 int timeout = -1, k;
 
                 if (deadline >= 0) {
-                        int64_t left = deadline - now_msec();
+                        int64_t left = deadline - mono_msec();
                         if (left <= 0)
                                 return -ETIMEDOUT;
                         timeout = (int) MIN(left, (int64_t) INT32_MAX);

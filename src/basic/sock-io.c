@@ -11,21 +11,16 @@
 #include "fd-util.h"
 #include "macros.h"
 #include "sock-io.h"
-
-static int64_t now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "time-util.h"
 
 int sock_wait(int fd, short events, int timeout_msec) {
         struct pollfd p = { .fd = fd, .events = events };
-        int64_t deadline = timeout_msec >= 0 ? now_msec() + timeout_msec : -1;
+        int64_t deadline = timeout_msec >= 0 ? mono_msec() + timeout_msec : -1;
 
         for (;;) {
                 int left = -1, k;
                 if (deadline >= 0) {
-                        int64_t l = deadline - now_msec();
+                        int64_t l = deadline - mono_msec();
                         if (l <= 0)
                                 return -ETIMEDOUT;
                         left = (int) MIN(l, (int64_t) INT32_MAX);

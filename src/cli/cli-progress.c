@@ -5,15 +5,10 @@
 
 #include "cli-common.h"
 #include "cli-progress.h"
+#include "time-util.h"
 
 #define CLI_PROGRESS_REDRAW_MSEC 100
 #define CLI_PROGRESS_WIDTH 30
-
-static int64_t progress_now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void progress_draw(CliProgress *p) {
         char done[32], total[32];
@@ -33,7 +28,7 @@ static void progress_draw(CliProgress *p) {
                 fprintf(stderr, "\r%s [%s] %3u%%  %s / %s\033[K", p->label, bar, (unsigned) pct, done, total);
         }
         fflush(stderr);
-        p->last_draw_msec = progress_now_msec();
+        p->last_draw_msec = mono_msec();
 }
 
 void cli_progress_begin(CliProgress *p, const char *label, uint64_t total) {
@@ -51,7 +46,7 @@ void cli_progress_add(CliProgress *p, uint64_t n) {
         if (!p || !p->on)
                 return;
         p->done += n;
-        if (progress_now_msec() - p->last_draw_msec >= CLI_PROGRESS_REDRAW_MSEC)
+        if (mono_msec() - p->last_draw_msec >= CLI_PROGRESS_REDRAW_MSEC)
                 progress_draw(p);
 }
 

@@ -17,6 +17,7 @@
 #include "cli-common.h"
 #include "cli-verbs.h"
 #include "fd-util.h"
+#include "time-util.h"
 
 #define CLI_UP_TIMEOUT_S 30
 #define CLI_UP_TIMEOUT_MAX_S 3600
@@ -27,12 +28,6 @@
 #define CLI_LOG_TAIL_BYTES 4096
 #define CLI_LOG_TAIL_LINES 20
 #define CLI_ADDR_MAX 512
-
-static uint64_t now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
-}
 
 static void sleep_msec(unsigned ms) {
         struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L };
@@ -201,9 +196,9 @@ static void print_log_tail(const char *log_path, off_t offset) {
 }
 
 static int wait_gone(pid_t pid, unsigned timeout_msec) {
-        uint64_t deadline = now_msec() + timeout_msec;
+        int64_t deadline = mono_msec() + (int64_t) timeout_msec;
 
-        while (now_msec() < deadline) {
+        while (mono_msec() < deadline) {
                 /* Our own child (space up giving up) is reaped here; any other pid is gone when not running. */
                 (void) waitpid(pid, NULL, WNOHANG);
                 if (!pid_is_spaced(pid))
@@ -215,10 +210,10 @@ static int wait_gone(pid_t pid, unsigned timeout_msec) {
 
 /* Stops our own child after a failed start. */
 static void stop_child(pid_t pid) {
-        uint64_t deadline = now_msec() + CLI_KILL_TIMEOUT_MSEC;
+        int64_t deadline = mono_msec() + CLI_KILL_TIMEOUT_MSEC;
 
         (void) kill(pid, SIGTERM);
-        while (now_msec() < deadline) {
+        while (mono_msec() < deadline) {
                 if (waitpid(pid, NULL, WNOHANG) == pid)
                         return;
                 sleep_msec(CLI_POLL_MSEC);
@@ -369,7 +364,7 @@ int cli_up(int argc, char **argv) {
                 return cli_error_errno(-child_errno, "cannot run %s: %m", spaced);
         }
 
-        uint64_t deadline = now_msec() + timeout_s * 1000;
+        int64_t deadline = mono_msec() + (int64_t) timeout_s * 1000;
         for (;;) {
                 pid_t w = waitpid(pid, &status, WNOHANG);
                 if (w == pid) {
@@ -382,7 +377,7 @@ int cli_up(int argc, char **argv) {
                 }
                 if (healthy(url))
                         break;
-                if (now_msec() >= deadline) {
+                if (mono_msec() >= deadline) {
                         stop_child(pid);
                         print_log_tail(log_path, log_offset);
                         return cli_error("spaced did not become healthy within %" PRIu64

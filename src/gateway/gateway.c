@@ -23,6 +23,7 @@
 #include "gateway-internal.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define GW_TICK_MSEC 500
 #define GW_EVENT_BURST_FACTOR 10.0
@@ -30,9 +31,7 @@
 #define GW_FDS_WANTED (2U * GW_CONNS_MAX + 4U * GW_SANDBOXES_MAX + 1024U)
 
 uint64_t gw_now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000U + (uint64_t) ts.tv_nsec / 1000U;
+        return (uint64_t) mono_usec();
 }
 
 bool gw_bucket_take(GwBucket *b, double per_sec, double burst) {

@@ -22,12 +22,7 @@
 #include "log.h"
 #include "sock-io.h"
 #include "str-util.h"
-
-static int64_t now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "time-util.h"
 
 static int send_all(int fd, const void *p, size_t n) {
         return sock_send_all(fd, p, n, INGRESS_IDLE_TIMEOUT_MSEC);
@@ -163,7 +158,7 @@ static int response_headers(const HttpHead *resp, bool upgrade, char **ret) {
 /* Reads the response head into buf; *ret_head_len its length, *ret_len all bytes read. */
 static int response_read_head(int fd, char *buf, size_t size, size_t have, size_t *ret_head_len, size_t *ret_len) {
         size_t len = have;
-        int64_t deadline = now_msec() + INGRESS_RESPONSE_TIMEOUT_MSEC;
+        int64_t deadline = mono_msec() + INGRESS_RESPONSE_TIMEOUT_MSEC;
 
         for (;;) {
                 ssize_t l = http_head_length(buf, len), k;
@@ -176,7 +171,7 @@ static int response_read_head(int fd, char *buf, size_t size, size_t have, size_
                 }
                 if (len == size)
                         return -E2BIG;
-                int64_t left = deadline - now_msec();
+                int64_t left = deadline - mono_msec();
                 if (left <= 0)
                         return -ETIMEDOUT;
                 k = sock_recv_some(fd, buf + len, size - len, (int) left);

@@ -21,14 +21,8 @@
 #include "alloc-util.h"
 #include "fd-util.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "webhook-post.h"
-
-static int64_t mono_msec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Waits for events on fd until the deadline: 0, or -ETIMEDOUT. */
 static int wait_fd(int fd, short events, int64_t deadline) {

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "str-util.h"
 #include "supervise.h"
+#include "time-util.h"
 
 #define WORKER_READY_TIMEOUT_USEC (INT64_C(5) * 60 * 1000 * 1000) /* a first start formats the pool, imports templates */
 #define WORKER_BACKOFF_MIN_USEC (INT64_C(100) * 1000)
@@ -51,12 +52,6 @@ struct Supervisor {
         bool first_done;
         int first_result;
 };
-
-static int64_t mono_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void set_phase(Supervisor *s, ApiWorkerPhase p) {
         atomic_store(&s->status.phase, (int) p);

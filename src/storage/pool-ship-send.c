@@ -29,6 +29,7 @@
 #include "pool-internal.h"
 #include "spawn.h"
 #include "str-util.h"
+#include "time-util.h"
 
 /* How long cancelled sends may take to exit (they were sent SIGKILL). */
 #define SHIP_SEND_CANCEL_WAIT_MSEC 5000
@@ -70,12 +71,6 @@ int pool_ship_send_start(Pool *p, const char *path, const char *parent_path, int
         if (null_fd < 0)
                 return negative_errno();
         return spawn_start(argv, null_fd, out_fd, err_fd, ret_pid);
-}
-
-static int64_t monotonic_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* true if arg (a path a send reads) is path or within it */
@@ -172,10 +167,10 @@ int pool_ship_sends_cancel(const char *path) {
                 pidfds[n++] = pidfd;
         }
         /* readable once the process exited: its ioctl is over */
-        end = monotonic_msec() + SHIP_SEND_CANCEL_WAIT_MSEC;
+        end = mono_msec() + SHIP_SEND_CANCEL_WAIT_MSEC;
         for (size_t i = 0; i < n; i++) {
                 struct pollfd pfd = { .fd = pidfds[i], .events = POLLIN };
-                if (poll(&pfd, 1, (int) MAX(end - monotonic_msec(), (int64_t) 0)) <= 0)
+                if (poll(&pfd, 1, (int) MAX(end - mono_msec(), (int64_t) 0)) <= 0)
                         log_warning("A cancelled btrfs send reading %s has not exited yet", path);
                 safe_close(pidfds[i]);
         }

@@ -8,6 +8,7 @@
 #include "store-backend.h"
 #include "store-postgres.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define TENANT_ID_PREFIX "tn_"
 #define TENANT_ID_RANDOM_LEN 12
@@ -103,14 +104,6 @@ int64_t now_usec(void) {
 
 static _Thread_local uint64_t timing_usec, timing_calls;
 static _Thread_local unsigned timing_depth;
-
-static uint64_t mono_usec(void) {
-        struct timespec ts;
-
-        if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
-                return 0;
-        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
 
 uint64_t store_timing_enter(void) {
         return timing_depth++ == 0 ? mono_usec() : 0;

@@ -25,6 +25,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "worker-internal.h"
 
 struct WorkerBoot {
@@ -60,12 +61,6 @@ struct WorkerProbeWait {
         void *client; /* NULL once that connection is gone */
         JsonValue *spec;
 };
-
-static uint64_t mono_usec(void) {
-        struct timespec ts;
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000U + (uint64_t) ts.tv_nsec / 1000U;
-}
 
 JsonValue *worker_json_copy(const JsonValue *v) {
         _cleanup_free_ char *text = NULL;

@@ -18,6 +18,7 @@
 #include "json.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "worker-client-internal.h"
 #include "cluster-net.h"
 #include "worker-proto.h"
@@ -147,14 +148,8 @@ int worker_client_reply_check(const JsonValue *reply, ApiError *e) {
         return api_error(e, -EIO, c < 0 ? API_INTERNAL : c, "%s", msg ?: "worker error");
 }
 
-static int64_t now_msec(void) {
-        struct timespec ts;
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int left_msec(int64_t deadline_msec) {
-        int64_t left = deadline_msec - now_msec();
+        int64_t left = deadline_msec - mono_msec();
         return left <= 0 ? 0 : (int) MIN(left, (int64_t) INT_MAX);
 }
 
@@ -266,7 +261,7 @@ int worker_client_call(WorkerClient *w, WorkerCall *c, JsonValue **ret, ApiError
         _cleanup_json_ JsonValue *reply = NULL;
         const WorkerOp *op = worker_op(c->kind);
         int timeout_msec = w->reply_timeout_msec > 0 ? w->reply_timeout_msec : op->deadline_msec;
-        int64_t deadline_msec = now_msec() + timeout_msec;
+        int64_t deadline_msec = mono_msec() + timeout_msec;
         char who[STORE_NAME_MAX + STORE_WORKER_ADDRESS_MAX + 16];
         bool sent = false;
         size_t len;

@@ -13,6 +13,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "worker-internal.h"
 #include "worker-metrics.h"
 
@@ -34,12 +35,6 @@ static uint64_t sampling_cpu_usec, samples_taken;
 static int64_t thread_cpu_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t mono_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "space-build.h"
 #include "statfs-notify.h"
+#include "time-util.h"
 #include "worker-internal.h"
 
 int worker_statfs_setup(Worker *w) {
@@ -37,13 +38,6 @@ static LiveSandbox *find_by_fd(Worker *w, int fd) {
                 if (w->live[i].statfs_fd == fd)
                         return &w->live[i];
         return NULL;
-}
-
-static int64_t mono_usec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static int quota_of(void *userdata, uint64_t *ret_limit, uint64_t *ret_used) {

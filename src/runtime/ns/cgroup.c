@@ -16,17 +16,12 @@
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define CGROUP_FS "/sys/fs/cgroup"
 /* Wall-clock bounds (monotonic): 10k processes exiting on a loaded host take a while. */
 #define CGROUP_KILL_TIMEOUT_MSEC 30000
 #define CGROUP_RMDIR_TIMEOUT_MSEC 30000
-
-static int64_t mono_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static const char *const v1_controllers[] = { "memory", "cpu", "pids", "freezer", "blkio" };
 
@@ -476,11 +471,10 @@ static int v1_freezer_state(const char *id, char *buf, size_t n) {
  * microseconds; a fixed 1 ms sleep made every pause and checkpoint wait it),
  * doubling to 1 ms. 0 on time, -ETIMEDOUT after CGROUP_FREEZE_TIMEOUT_MSEC. */
 static int freeze_wait(const char *id, bool frozen, bool v2) {
-        struct timespec start, now;
+        int64_t start = mono_msec();
         long step = CGROUP_FREEZE_POLL_MIN_USEC;
         char state[32];
 
-        (void) clock_gettime(CLOCK_MONOTONIC, &start);
         for (;;) {
                 bool done;
                 if (v2)
@@ -490,9 +484,7 @@ static int freeze_wait(const char *id, bool frozen, bool v2) {
                                streq(state, frozen ? "FROZEN" : "THAWED");
                 if (done)
                         return 0;
-                (void) clock_gettime(CLOCK_MONOTONIC, &now);
-                if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >=
-                    CGROUP_FREEZE_TIMEOUT_MSEC)
+                if (mono_msec() - start >= CGROUP_FREEZE_TIMEOUT_MSEC)
                         return -ETIMEDOUT;
                 (void) nanosleep(&(struct timespec){ .tv_nsec = step * 1000 }, NULL);
                 step = MIN(step * 2, (long) CGROUP_FREEZE_POLL_MAX_USEC);

@@ -10,16 +10,11 @@
 #include "macros.h"
 #include "qmp.h"
 #include "str-util.h"
-
-static int64_t now_msec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "time-util.h"
 
 /* The next line from QEMU as JSON (bounded; a longer line is -EMSGSIZE). */
 static int qmp_read_msg(Qmp *q, int timeout_msec, JsonValue **ret) {
-        int64_t deadline = now_msec() + timeout_msec;
+        int64_t deadline = mono_msec() + timeout_msec;
 
         for (;;) {
                 char *nl = memchr(q->buf, '\n', q->n);
@@ -33,7 +28,7 @@ static int qmp_read_msg(Qmp *q, int timeout_msec, JsonValue **ret) {
                 if (q->n == sizeof q->buf)
                         return -EMSGSIZE;
                 struct pollfd p = { .fd = q->fd, .events = POLLIN };
-                int64_t left = deadline - now_msec();
+                int64_t left = deadline - mono_msec();
                 if (left <= 0)
                         return -ETIMEDOUT;
                 int r = poll(&p, 1, (int) left);
@@ -128,11 +123,11 @@ int qmp_send_fd(Qmp *q, const char *name, int fd) {
 }
 
 int qmp_wait_event(Qmp *q, const char *name, int timeout_msec) {
-        int64_t deadline = now_msec() + timeout_msec;
+        int64_t deadline = mono_msec() + timeout_msec;
 
         for (;;) {
                 JsonValue *m = NULL;
-                int64_t left = deadline - now_msec();
+                int64_t left = deadline - mono_msec();
                 int r = left > 0 ? qmp_read_msg(q, (int) left, &m) : -ETIMEDOUT;
                 if (r < 0)
                         return r;

@@ -39,6 +39,7 @@
 #include "log.h"
 #include "qmp.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "vm-initrd.h"
 #include "vm-kvm.h"
 #include "vm-identity.h"
@@ -490,12 +491,6 @@ static int vm_stopped_reason(const char *id, char *buf, size_t size) {
         return 0;
 }
 
-static int64_t vm_now_usec(void) {
-        struct timespec ts;
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Waits until the guest's agent said HELLO, the VMM exited, or timeout. */
 static int vm_wait_ready(int ready_fd, int pidfd, int timeout_msec) {
         struct pollfd p[2] = { { .fd = ready_fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
@@ -649,7 +644,7 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
         safe_close(ready[1]);
 
         *ret = (RuntimePending){ .pid = pid, .pidfd = TAKE_FD(pidfd), .sync_fd = ready[0],
-                                 .deadline_usec = (uint64_t) (vm_now_usec() + (int64_t) timeout_msec * 1000) };
+                                 .deadline_usec = (uint64_t) (mono_usec() + (int64_t) timeout_msec * 1000) };
         (void) strscpy(ret->id, sizeof ret->id, spec->id);
         (void) strscpy(ret->agent_socket, sizeof ret->agent_socket, spec->agent_socket);
         return 0;
@@ -748,7 +743,7 @@ spawned:
 
 static int vm_finish(RuntimePending *p, RuntimeInstance *ret, char *errbuf, size_t errbuf_size) {
         _cleanup_close_ int sync_fd = TAKE_FD(p->sync_fd), pidfd = TAKE_FD(p->pidfd);
-        int64_t left = (int64_t) p->deadline_usec - vm_now_usec();
+        int64_t left = (int64_t) p->deadline_usec - mono_usec();
         uint64_t starttime = 0;
         int r;
 
