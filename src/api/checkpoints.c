@@ -15,11 +15,6 @@
 
 #define CHECKPOINT_ID_ATTEMPTS 5U
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 int api_checkpoint_find(ApiRequest *r, const Sandbox *sb, const char *ref, Checkpoint *ret, ApiError *e) {
         _cleanup_free_ Checkpoint *list = NULL;
         Checkpoint c;

@@ -8,11 +8,6 @@
 #include "e2b.h"
 #include "str-util.h"
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 #define E2B_METRICS_IDS_MAX 100U /* sandbox_ids in one request */
 
 static uint64_t u64_of(const JsonValue *s, const char *key) {

@@ -20,11 +20,6 @@
 #define E2B_LIST_SORT_MAX 100000U                    /* sandboxes one list sorts (a tenant's, in a cluster) */
 #define E2B_METADATA_QUERY_MAX 8192U
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 /* ---- output ---- */
 
 static const char *e2b_state(SandboxState s) {

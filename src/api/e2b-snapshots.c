@@ -17,11 +17,6 @@
 
 #define E2B_SNAPSHOT_SCAN_PAGE 500U
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 static void snapshot_json(JsonWriter *w, const Checkpoint *c) {
         json_w_object_begin(w);
         json_w_kv_string(w, "snapshotID", c->id);

@@ -15,11 +15,6 @@
 
 #define EXEC_ID_MAX API_EXEC_ID_MAX
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 bool api_exec_id_valid(const char *s, size_t max) {
         size_t n = s ? strlen(s) : 0;
         if (n == 0 || n > max)

@@ -14,11 +14,6 @@
 
 #define FILE_WHAT_MAX 80U /* how much of a path goes into an error message */
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 typedef struct FileCall {
         char *path;
         char what[FILE_WHAT_MAX + 8]; /* "'/a/b'" for messages */

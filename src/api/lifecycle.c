@@ -25,11 +25,6 @@
 
 #define API_BRANCH_MAX 64U      /* the bound of config max_branch */
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 static void event(ApiRequest *r, const Sandbox *sb, const char *type, const char *reason, const char *data) {
         api_event_tenant(r, sb->tenant_id, sb->id, type, reason, data);
 }

@@ -7,11 +7,6 @@
 #include "api-internal.h"
 #include "str-util.h"
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 int api_metrics_series(ApiRequest *r, const Sandbox *sb, int64_t since_usec, JsonValue **ret, ApiError *e) {
         int k;
 

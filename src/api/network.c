@@ -12,11 +12,6 @@
 #include "log.h"
 #include "str-util.h"
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 static int canonical(const JsonValue *v, const char *what, char **ret, ApiError *e) {
         _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;
         _cleanup_free_ char *text = NULL;

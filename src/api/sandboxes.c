@@ -14,11 +14,6 @@
 #define API_ID_ATTEMPTS 5U      /* fresh ids tried when one is taken */
 #define API_WORKER_NAME "local" /* the worker of an all-in-one deployment */
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 int api_sandbox_lookup(ApiRequest *r, const char *id, bool running, Sandbox *ret, ApiError *e) {
         int k;
 

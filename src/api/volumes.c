@@ -13,11 +13,6 @@
 #include "log.h"
 #include "str-util.h"
 
-static void sandbox_donep(Sandbox *sb) {
-        sandbox_done(sb);
-}
-#define _cleanup_sandbox_ _cleanup_(sandbox_donep)
-
 /* Where a volume may not go: the root, and what the sandbox's setup and its
  * agent mount or read there (/proc, /sys, /dev, /run: its own mounts; /etc:
  * the users, machine id and resolver the agent reads and writes). */

@@ -4,7 +4,11 @@
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "alloc-util.h"
@@ -12,6 +16,59 @@
 #include "macros.h"
 #include "sock-io.h"
 #include "time-util.h"
+
+int sock_send_fds(int sock, const void *data, size_t n, const int *fds, size_t n_fds) {
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(SOCK_FDS_MAX * sizeof(int))];
+        } u = {};
+        struct iovec iov = { .iov_base = (void *) data, .iov_len = n };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (n_fds > SOCK_FDS_MAX)
+                return -E2BIG;
+        if (n_fds > 0) {
+                mh.msg_control = u.buf;
+                mh.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+                memcpy(CMSG_DATA(c), fds, n_fds * sizeof(int));
+        }
+        for (;;) {
+                ssize_t k = sendmsg(sock, &mh, MSG_NOSIGNAL);
+                if (k == (ssize_t) n)
+                        return 0;
+                if (k >= 0)
+                        return -EMSGSIZE;
+                if (errno != EINTR)
+                        return negative_errno();
+        }
+}
+
+int sock_listen_unix(const char *path, int flags, int backlog, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+        size_t n = strlen(path);
+
+        if (n >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, n + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+        if (fd < 0)
+                return negative_errno();
+        (void) unlink(path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+                return negative_errno();
+        if (chmod(path, 0600) < 0 || listen(fd, backlog) < 0) {
+                int r = negative_errno();
+                (void) unlink(path);
+                return r;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
 
 int sock_wait(int fd, short events, int timeout_msec) {
         struct pollfd p = { .fd = fd, .events = events };

@@ -9,6 +9,16 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* A listening unix stream socket at path (CLOEXEC; flags may add SOCK_NONBLOCK),
+ * mode 0600, in place of whatever socket was there (a stale one of an earlier
+ * run); nothing is left at path on failure. */
+int sock_listen_unix(const char *path, int flags, int backlog, int *ret_fd);
+
+#define SOCK_FDS_MAX 4
+/* One message of the n bytes data (whole, or -EMSGSIZE) carrying the n_fds
+ * (at most SOCK_FDS_MAX) fds as SCM_RIGHTS; MSG_NOSIGNAL, EINTR retried. */
+int sock_send_fds(int sock, const void *data, size_t n, const int *fds, size_t n_fds);
+
 /* Waits until fd is ready for events (POLLIN/POLLOUT) or timeout_msec (< 0: forever) passed. */
 int sock_wait(int fd, short events, int timeout_msec);
 /* Sends all n bytes (MSG_NOSIGNAL); each stall is bounded by timeout_msec. */

@@ -121,6 +121,7 @@ typedef struct Sandbox {
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */
+#define _cleanup_sandbox_ _cleanup_(sandbox_done)
 void sandbox_array_free(Sandbox *a, size_t n);
 
 /* A read-only snapshot of a sandbox's root, kept by the worker's pool under

@@ -24,6 +24,7 @@
 #include "cgroup.h"
 #include "fd-util.h"
 #include "log.h"
+#include "sock-io.h"
 #include "str-util.h"
 #include "worker-internal.h"
 
@@ -67,34 +68,6 @@ static const char *get_str(const char *buf, size_t size, size_t *at) {
                 return NULL;
         *at += (size_t) (end - s) + 1;
         return s;
-}
-
-static int send_with_fds(int sock, const void *data, size_t n, const int *fds, size_t n_fds) {
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(2 * sizeof(int))];
-        } u = {};
-        struct iovec iov = { .iov_base = (void *) data, .iov_len = n };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-        if (n_fds > 0) {
-                mh.msg_control = u.buf;
-                mh.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
-                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
-                memcpy(CMSG_DATA(c), fds, n_fds * sizeof(int));
-        }
-        for (;;) {
-                ssize_t k = sendmsg(sock, &mh, MSG_NOSIGNAL);
-                if (k == (ssize_t) n)
-                        return 0;
-                if (k >= 0)
-                        return -EMSGSIZE;
-                if (errno != EINTR)
-                        return negative_errno();
-        }
 }
 
 /* ---- the spawner process ---- */
@@ -158,7 +131,7 @@ static void spawner_serve(Worker *w, const char *buf, size_t n) {
         if (rep.r >= 0) {
                 int fds[2] = { p.pidfd, p.sync_fd };
                 rep.pid = p.pid;
-                if (send_with_fds(w->spawner_fd, &rep, sizeof rep, fds, 2) < 0) {
+                if (sock_send_fds(w->spawner_fd, &rep, sizeof rep, fds, 2) < 0) {
                         /* the worker is gone: so is this sandbox */
                         (void) kill(p.pid, SIGKILL);
                 }
@@ -168,7 +141,7 @@ static void spawner_serve(Worker *w, const char *buf, size_t n) {
         }
         rep.pid = p.pid; /* set after a clone (clone_parent): dead, for the worker to reap */
 reply:
-        (void) send_with_fds(w->spawner_fd, &rep, sizeof rep, NULL, 0);
+        (void) sock_send_fds(w->spawner_fd, &rep, sizeof rep, NULL, 0);
 }
 
 /* Shared libraries a spawn uses (and the sanitizers' runtime); the spawner
@@ -442,7 +415,7 @@ int worker_spawner_send(Worker *w, const RuntimeSpec *rs) {
         r = request_build(rs, &req, &n);
         if (r < 0)
                 return r;
-        r = send_with_fds(w->spawner_fd, req, n, NULL, 0);
+        r = sock_send_fds(w->spawner_fd, req, n, NULL, 0);
         if (r < 0) {
                 spawner_lost(w, r);
                 return r;

@@ -19,6 +19,7 @@
 #include "seccomp-filter.h"
 #include "fd-util.h"
 #include "log.h"
+#include "sock-io.h"
 #include "str-util.h"
 #include "worker-internal.h"
 #include "worker-proto.h"
@@ -62,23 +63,6 @@ static int agent_memfd(const char *path, int *ret_fd) {
         }
         if (fchmod(fd, 0555) < 0 ||
             fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
-                return negative_errno();
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
-static int listen_socket(const char *path, int *ret_fd) {
-        _cleanup_close_ int fd = -EBADF;
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, strlen(path) + 1);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return negative_errno();
-        (void) unlink(path);
-        if (bind(fd, (struct sockaddr *) &sa, sizeof sa) < 0 || chmod(path, 0600) < 0 || listen(fd, 256) < 0)
                 return negative_errno();
         *ret_fd = TAKE_FD(fd);
         return 0;
@@ -389,7 +373,7 @@ int worker_main(const Config *config, int ready_fd, bool restarted) {
 
         r = worker_socket_path(config, sockpath, sizeof sockpath);
         if (r >= 0)
-                r = listen_socket(sockpath, &lfd);
+                r = sock_listen_unix(sockpath, SOCK_NONBLOCK, 256, &lfd);
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", sockpath);
                 goto finish;

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "ns-clone.h"
 #include "ns-setup.h"
+#include "sock-io.h"
 #include "str-util.h"
 
 #define NS_CREATE_TIMEOUT_MSEC 10000
@@ -30,28 +31,6 @@ static int ns_probe(const RuntimeHost *host, char *why, size_t why_size) {
                 snprintf(why, why_size, "no user namespaces: %s", strerror(errno));
                 return log_error_errno(errno, "No user namespaces: %m");
         }
-        return 0;
-}
-
-static int listen_unix(const char *path, int *ret_fd) {
-        _cleanup_close_ int fd = -EBADF;
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, strlen(path) + 1);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return negative_errno();
-        (void) unlink(path);
-        if (bind(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
-                return negative_errno();
-        if (chmod(path, 0600) < 0 || listen(fd, 128) < 0) {
-                int r = negative_errno();
-                (void) unlink(path);
-                return r;
-        }
-        *ret_fd = TAKE_FD(fd);
         return 0;
 }
 
@@ -204,7 +183,7 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
         }
         cgroup_made = true;
 
-        r = listen_unix(spec->agent_socket, &lfd);
+        r = sock_listen_unix(spec->agent_socket, 0, 128, &lfd);
         if (r < 0) {
                 snprintf(errbuf, errbuf_size, "cannot create agent socket: %s", strerror(-r));
                 goto fail;

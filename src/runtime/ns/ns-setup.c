@@ -18,6 +18,7 @@
 #include "ns-harden.h"
 #include "ns-setup.h"
 #include "ns-sys.h"
+#include "sock-io.h"
 #include "space-build.h"
 #include "seccomp-filter.h"
 #include "statfs-notify.h"
@@ -52,27 +53,8 @@ const char *ns_step_to_string(NsStep s) {
 
 /* ---- parent side ---- */
 
-/* One message of n bytes carrying fd (SCM_RIGHTS). */
-static int send_fd_message(int sock, int fd, const void *data, size_t n) {
-        struct iovec iov = { .iov_base = (void *) data, .iov_len = n };
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } u = {};
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
-                return negative_errno();
-        return 0;
-}
-
 int send_fd(int sock, int fd) {
-        return send_fd_message(sock, fd, "F", 1);
+        return sock_send_fds(sock, "F", 1, &fd, 1);
 }
 
 /* The one descriptor a received message carries (no libc call: the child uses it too). */
@@ -159,7 +141,7 @@ int ns_send_volume(int sock, int fd, const char *path) {
                 return -EINVAL;
         msg[0] = 'V';
         memcpy(msg + 1, path, n + 1);
-        return send_fd_message(sock, fd, msg, n + 2);
+        return sock_send_fds(sock, msg, n + 2, &fd, 1);
 }
 
 /* ---- child side: no allocation, no logging, no errno (ns-sys.h) ---- */

@@ -9,6 +9,7 @@
 #include "fd-util.h"
 #include "macros.h"
 #include "qmp.h"
+#include "sock-io.h"
 #include "str-util.h"
 #include "time-util.h"
 
@@ -89,28 +90,17 @@ int qmp_execute(Qmp *q, const char *cmd, const char *args_json, JsonValue **ret_
 
 int qmp_send_fd(Qmp *q, const char *name, int fd) {
         _cleanup_free_ char *line = strdup_printf("{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"%s\"}}\n", name);
-        char cbuf[CMSG_SPACE(sizeof(int))] = {};
-        struct iovec iov;
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        ssize_t k;
+        int r;
 
         if (!line)
                 return -ENOMEM;
-        iov = (struct iovec){ .iov_base = line, .iov_len = strlen(line) };
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        k = sendmsg(q->fd, &mh, MSG_NOSIGNAL);
-        if (k < 0)
-                return negative_errno();
-        if ((size_t) k != iov.iov_len)
-                return -EIO;
+        r = sock_send_fds(q->fd, line, strlen(line), &fd, 1);
+        if (r < 0)
+                return r == -EMSGSIZE ? -EIO : r;
         /* the reply to getfd */
         for (;;) {
                 JsonValue *m = NULL;
-                int r = qmp_read_msg(q, q->timeout_msec, &m);
+                r = qmp_read_msg(q, q->timeout_msec, &m);
                 if (r < 0)
                         return r;
                 bool ok = json_get(m, "return") != NULL, err = json_get(m, "error") != NULL;

@@ -38,6 +38,7 @@
 #include "json.h"
 #include "log.h"
 #include "qmp.h"
+#include "sock-io.h"
 #include "str-util.h"
 #include "time-util.h"
 #include "vm-initrd.h"
@@ -248,27 +249,6 @@ static char *vm_info_json(void) {
 static int vm_path(const char *id, const char *name, char *buf, size_t n) {
         int k = snprintf(buf, n, "%s/%s/%s", vm.run_dir, id, name);
         return k < 0 || (size_t) k >= n ? -ENAMETOOLONG : 0;
-}
-
-static int vm_listen(const char *path, int *ret_fd) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        _cleanup_close_ int fd = -EBADF;
-
-        if (strscpy(sa.sun_path, sizeof sa.sun_path, path) < 0)
-                return -ENAMETOOLONG;
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return negative_errno();
-        (void) unlink(path);
-        if (bind(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
-                return negative_errno();
-        if (chmod(path, 0600) < 0 || listen(fd, 128) < 0) {
-                int r = negative_errno();
-                (void) unlink(path);
-                return r;
-        }
-        *ret_fd = TAKE_FD(fd);
-        return 0;
 }
 
 static int vm_initrd_for(const RuntimeSpec *spec, int *ret_fd) {
@@ -558,9 +538,9 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
                 r = -ENAMETOOLONG;
                 goto fail;
         }
-        r = vm_listen(spec->agent_socket, &lfd);
+        r = sock_listen_unix(spec->agent_socket, 0, 128, &lfd);
         if (r >= 0)
-                r = vm_listen(qmp, &qfd);
+                r = sock_listen_unix(qmp, 0, 128, &qfd);
         if (r < 0) {
                 snprintf(errbuf, errbuf_size, "cannot create the sandbox's sockets: %s", strerror(-r));
                 goto fail;
