@@ -645,6 +645,27 @@ static int conn_parse_error(HttpConn *c, int r) {
         }
 }
 
+/* RFC 9113 3.4: a client that starts with the HTTP/2 preface (prior
+ * knowledge, no Upgrade) gets an HTTP/2 answer it can read: the server's
+ * SETTINGS, then GOAWAY with HTTP_1_1_REQUIRED, which tells it to use
+ * HTTP/1.1 (where the ingress passes an Upgrade: h2c through). */
+#define H2_PREFACE_HEAD "PRI * HTTP/2.0\r\n\r\n"
+#define H2_GOAWAY_DEBUG "HTTP/2 is not served here: use HTTP/1.1"
+
+static void conn_refuse_h2(HttpConn *c) {
+        uint8_t frames[9 + 9 + 8 + sizeof H2_GOAWAY_DEBUG - 1] = {
+                /* SETTINGS, empty: length 0, type 4, flags 0, stream 0 */
+                0, 0, 0, 4, 0, 0, 0, 0, 0,
+                /* GOAWAY: length 8 + debug, type 7, flags 0, stream 0 */
+                0, 0, 8 + sizeof H2_GOAWAY_DEBUG - 1, 7, 0, 0, 0, 0, 0,
+                /* last stream 0, error 0xd (HTTP_1_1_REQUIRED) */
+                0, 0, 0, 0, 0, 0, 0, 0xd,
+        };
+        memcpy(frames + 26, H2_GOAWAY_DEBUG, sizeof H2_GOAWAY_DEBUG - 1);
+        (void) conn_send(c, frames, sizeof frames);
+        c->close = true;
+}
+
 static void conn_reset_request(HttpConn *c) {
         http_head_done(&c->head);
         c->head_request = false;
@@ -683,6 +704,12 @@ static void conn_serve(HttpConn *c) {
                 if (l < 0) /* timeout, reset or clean close: nothing to answer */
                         break;
 
+                if (first && (size_t) l == strlen(H2_PREFACE_HEAD) && memcmp(c->buf, H2_PREFACE_HEAD, (size_t) l) == 0) {
+                        log_debug("HTTP/2 with prior knowledge from %s: GOAWAY HTTP_1_1_REQUIRED", c->peer);
+                        conn_refuse_h2(c);
+                        linger = true;
+                        break;
+                }
                 r = http_parse_request_head(c->buf, (size_t) l, &c->head);
                 c->rpos = (size_t) l;
                 if (r < 0) {

@@ -31,7 +31,7 @@ static int send_all(int fd, const void *p, size_t n) {
 /* Headers that belong to one hop (RFC 9110 7.6.1) or to us: never forwarded. */
 static bool header_is_hop(const char *name) {
         static const char *const hop[] = { "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
-                                           "Proxy-Authorization", "TE", "Trailer", "Transfer-Encoding", "Upgrade",
+                                           "Proxy-Authorization", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "HTTP2-Settings",
                                            "Content-Length", "Host", INGRESS_TOKEN_HEADER,
                                            INGRESS_E2B_TOKEN_HEADER, "X-Forwarded-For", "X-Forwarded-Host",
                                            "X-Forwarded-Proto", "Forwarded" };
@@ -64,7 +64,7 @@ static int request_head(const HttpHead *req, const char *upgrade, const char *fo
                         size_t *ret_len) {
         _cleanup_free_ char *b = NULL;
         size_t len = 0, allocated = 0;
-        const char *host = http_head_header(req, "Host");
+        const char *host = http_head_header(req, "Host"), *h2_settings = http_head_header(req, "HTTP2-Settings");
         int r;
 
         r = append(&b, &len, &allocated, "%s %s HTTP/1.1\r\nHost: %s\r\n", req->method, req->target, strempty(host));
@@ -84,7 +84,11 @@ static int request_head(const HttpHead *req, const char *upgrade, const char *fo
         if (r >= 0)
                 r = append(&b, &len, &allocated, "X-Forwarded-For: %s\r\nX-Forwarded-Host: %s\r\nX-Forwarded-Proto: http\r\n",
                            forwarded_for, strempty(host));
-        if (r >= 0 && upgrade)
+        if (r >= 0 && upgrade && strcasecmp(upgrade, "h2c") == 0 && h2_settings)
+                /* RFC 7540 3.2: the upgrade to HTTP/2 carries its settings, named in Connection */
+                r = append(&b, &len, &allocated, "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: %s\r\n",
+                           h2_settings);
+        else if (r >= 0 && upgrade)
                 r = append(&b, &len, &allocated, "Connection: Upgrade\r\nUpgrade: %s\r\n", upgrade);
         else if (r >= 0)
                 r = append(&b, &len, &allocated, "Connection: close\r\n");

@@ -334,6 +334,81 @@ def test_upgrade_relays_both_ways(ing):
               f"p90={rtt[45] * 1e3:.2f}ms (n=50)")
 
 
+H2C_DUMP = r"""#!/bin/sh
+: > /tmp/h2c.req
+while read -r l; do
+  l=$(printf %s "$l" | tr -d '\r')
+  [ -z "$l" ] && break
+  printf '%s\n' "$l" >> /tmp/h2c.req
+done
+printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n'
+cat /tmp/h2c.req
+"""
+
+
+def test_h2c_upgrade_reaches_the_sandbox_with_its_settings(ing):
+    """Upgrade: h2c (curl --http2 on http://) goes through to the sandbox's
+    server with HTTP2-Settings, named in Connection as RFC 7540 3.2 wants
+    (an h2c server refuses the upgrade without it); a 101 turns the
+    connection into a relay, so the HTTP/2 that follows is the sandbox's."""
+    d, a = ing["d"], ing["a"]
+    d.sh(a, f"cat > /srv/h2c.sh <<'EOF'\n{H2C_DUMP}EOF\nchmod +x /srv/h2c.sh")
+    d.exec(a, shell="exec nc -ll -p 9001 -e /srv/h2c.sh", background=True)
+    settings = "AAMAAABkAARAAAAAAAIAAAAA"
+    req = (f"GET /grpc HTTP/1.1\r\nHost: 9001-{a}.localhost\r\n{TOKEN_HEADER}: {ing['tok']}\r\n"
+           f"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: {settings}\r\n\r\n").encode()
+    got = b""
+    for _ in range(50):
+        got = raw(d, req, timeout=5)
+        if got.startswith(b"HTTP/1.1 101"):
+            break
+        time.sleep(0.2)  # nc not listening yet
+    head, rest = got.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 101") and b"upgrade: h2c" in head.lower(), got
+    seen = rest.decode().splitlines()
+    assert "Connection: Upgrade, HTTP2-Settings" in seen, seen
+    assert "Upgrade: h2c" in seen and f"HTTP2-Settings: {settings}" in seen, seen
+    assert seen.count(f"HTTP2-Settings: {settings}") == 1, seen  # hop-by-hop: not also copied as it came
+    assert not any(TOKEN_HEADER.lower() in line.lower() for line in seen), seen
+
+
+def test_h2c_upgrade_to_an_http1_server_is_plain_http1(ing):
+    """curl --http2 against a server that speaks only HTTP/1.1 (busybox
+    httpd ignores the Upgrade): the answer is the page, over HTTP/1.1."""
+    d, a = ing["d"], ing["a"]
+    r = host.run(["curl", "-sS", "--http2", "-o", "-", "-w", "\n%{http_version} %{http_code}",
+                  "-H", f"Host: 8000-{a}.localhost", "-H", f"{TOKEN_HEADER}: {ing['tok']}",
+                  f"http://127.0.0.1:{d.ingress_port}/"], timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "hello-from-sandbox\n\n1.1 200", r.stdout
+
+
+@pytest.mark.parametrize("which", ["ingress", "api"])
+def test_http2_prior_knowledge_is_told_to_use_http1(ing, which):
+    """A client that starts with the HTTP/2 preface gets HTTP/2 frames it
+    can read, SETTINGS then GOAWAY HTTP_1_1_REQUIRED (RFC 9113), not an
+    HTTP/1.1 400 it would take for a broken frame."""
+    d = ing["d"]
+    port = d.ingress_port if which == "ingress" else d.port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        out = b""
+        while True:
+            k = s.recv(4096)
+            if not k:
+                break
+            out += k
+    frames = []
+    while len(out) >= 9:
+        n = int.from_bytes(out[:3], "big")
+        frames.append((out[3], out[9:9 + n]))
+        out = out[9 + n:]
+    assert [t for t, _ in frames] == [4, 7], frames          # SETTINGS, GOAWAY
+    goaway = frames[1][1]
+    assert int.from_bytes(goaway[4:8], "big") == 0xd, goaway  # HTTP_1_1_REQUIRED
+    assert b"HTTP/1.1" in goaway[8:], goaway
+
+
 # ---- the sandbox side ----
 
 def test_sandbox_cannot_reach_the_ingress(ing):
