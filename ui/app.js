@@ -10,6 +10,7 @@ import * as sandboxes from './sandboxes.js'
 import * as sandbox from './sandbox.js'
 import * as events from './events.js'
 import * as templates from './templates.js'
+import * as volumes from './volumes.js'
 import * as admin from './admin.js'
 
 const $ = (id) => document.getElementById(id)
@@ -18,6 +19,7 @@ const routes = [
   [/^#\/sandbox\/([a-z0-9]+)$/, sandbox.mount],
   [/^#\/events$/, events.mount],
   [/^#\/templates$/, templates.mount],
+  [/^#\/volumes$/, volumes.mount],
   [/^#\/tenants$/, admin.mountTenants, true],
   [/^#\/keys$/, admin.mountKeys, true],
 ]

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // One sandbox: its limits and live usage, a terminal, its processes, files,
-// checkpoints (with the sandboxes branched from them) and network decisions
+// a port to open in the browser (the ingress's one-time link), checkpoints (with the sandboxes branched from them) and network decisions
 // (its network.* events, live).
 
 import { api, stream, enc } from './api.js'
@@ -32,9 +32,10 @@ export function mount (view, id, ctx) {
   const term = section('Terminal')
   const procs = section('Processes')
   const files = section('Files')
+  const ports = section('Ports')
   const cps = section('Checkpoints')
   const net = section('Network decisions')
-  view.append(head, term.node, el('div', { class: 'grid' }, procs.node, files.node, cps.node, net.node))
+  view.append(head, term.node, el('div', { class: 'grid' }, procs.node, files.node, ports.node, cps.node, net.node))
 
   let closeTerminal = null
   const startButton = el('button', {
@@ -53,6 +54,7 @@ export function mount (view, id, ctx) {
   summary(head, id, signal).catch(fail(head))
   every(() => processes(procs.body, id, signal).catch(fail(procs.body)))
   fileBrowser(files.body, id, signal)
+  portOpener(ports.body, id, signal)
   checkpoints(cps.body, id, signal).catch(fail(cps.body))
   network(net.body, id, signal).catch(fail(net.body))
 
@@ -121,6 +123,28 @@ async function processes (body, id, signal) {
     el('td', { class: 'mono' }, p.argv.join(' ')),
     el('td', {}, p.pty ? 'yes' : ''),
     el('td', { class: 'mono' }, p.exec_id))), { empty: 'No processes started through exec run.' }))
+}
+
+// A server inside listens on a port: its ingress URL, and a one-time link
+// that lets this browser in (it sets the port's cookie; the token stays here).
+function portOpener (body, id, signal) {
+  const port = el('input', { name: 'port', type: 'number', min: 1, max: 65535, value: 8000, size: 6, 'aria-label': 'port' })
+  const out = el('div', { class: 'port' })
+  const form = el('form', {
+    id: 'port-open',
+    class: 'inline',
+    onsubmit: async (ev) => {
+      ev.preventDefault()
+      try {
+        const p = await api('GET', `/sandboxes/${enc(id)}/ports/${enc(port.value)}`, undefined, { signal })
+        replace(out,
+          el('p', {}, 'URL ', el('span', { class: 'mono', 'data-url': p.url }, p.url)),
+          el('p', {}, el('a', { href: p.link, target: '_blank', rel: 'noopener noreferrer', class: 'port-link' },
+            `Open port ${p.port}`), ` (a one-time link, until ${time(p.link_expires_at)})`))
+      } catch (err) { replace(out, el('p', { class: 'error' }, errorText(err))) }
+    },
+  }, el('label', {}, 'Port ', port), el('button', { type: 'submit' }, 'Open'))
+  replace(body, form, out)
 }
 
 function fileBrowser (body, id, signal) {

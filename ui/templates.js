@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Templates, and their builds: template.imported / template.removed events
+// Templates (with the runtime and start command their settings name), and their builds: template.imported / template.removed events
 // (an import's outcome and its log lines as the server recorded them).
 
 import { api } from './api.js'
@@ -18,10 +18,12 @@ export function mount (view, ctx) {
   }
 
   api('GET', '/templates', undefined, { signal: abort.signal }).then(({ templates }) => {
-    replace(list.body, table(['Name', 'State', 'Size', 'Created', 'In use by'], templates.map((t) => el('tr', {},
+    replace(list.body, table(['Name', 'State', 'Size', 'Runtime', 'Start command', 'Created', 'In use by'], templates.map((t) => el('tr', { 'data-template': t.name },
       el('td', { class: 'mono' }, t.name),
       el('td', {}, el('span', { class: `state ${t.state}` }, t.state)),
       el('td', { class: 'num' }, bytes(t.size_bytes)),
+      el('td', {}, t.runtime || 'default'),
+      el('td', { class: 'mono' }, t.start ? t.start.command : ''),
       el('td', {}, time(t.created_at)),
       el('td', { class: 'num' }, t.in_use))), { empty: 'No templates.' }))
   }).catch(fail(list.body))

@@ -148,6 +148,7 @@ def test_browser(spaced, node, tenant_key):
         spaced.api("DELETE", f"/v1/sandboxes/{created}", timeout=180)
     assert r.returncode == 0, f"the browser run failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     assert seen["terminal"] and seen["file"] and seen["process"] and seen["network"] and seen["checkpoint"] and seen["deleted"] and seen["events"]
+    assert seen["port"] and seen["volume"], seen
     # deleted for the API too
     g = spaced.api("GET", f"/v1/sandboxes/{created}", key=tenant_key)
     assert g.status == 404 or g.json()["state"] == "deleted", g
@@ -157,7 +158,7 @@ def test_browser(spaced, node, tenant_key):
     assert "default" in seen["tenants"] or seen["tenants"], seen
     assert len(seen["keys"]) >= 2, seen
     assert not seen["console"], seen["console"]
-    assert len(seen["screenshots"]) >= 7
+    assert len(seen["screenshots"]) >= 8
     for f in seen["screenshots"]:
         assert os.path.getsize(f) > 1000, f
     load = seen["load"]

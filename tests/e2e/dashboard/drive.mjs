@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Drives the web dashboard in Debian's headless chromium (playwright-core):
 // a wrong key, the first load, a tenant's walk through (create a sandbox,
-// open it, a command in its terminal, a file, delete it) and what an admin
+// open it, a command in its terminal, a file, a port opened in the browser,
+// delete it, a volume) and what an admin
 // and a non-admin see. Prints one JSON line of what it saw; exits non-zero on
 // a failure (with a screenshot of the page as it was).
 // Run by tests/e2e/test_dashboard.py:
@@ -120,6 +121,28 @@ try {
   await page.waitForFunction(() => [...document.querySelectorAll('.decision.deny')].some((d) =>
     d.closest('tr').textContent.includes('denied.example')))
   seen.network = true
+  // a server inside, opened in the browser through the port's one-time link
+  await page.click('.terminal')
+  await page.keyboard.type('mkdir -p /srv && echo port-$((3*4)) > /srv/index.html && httpd -p 8000 -h /srv; echo srv-$((2+3))\n')
+  await page.waitForFunction(() => document.querySelector('.xterm-rows').textContent.includes('srv-5'))
+  await page.fill('#port-open input[name=port]', '8000')
+  await page.click('#port-open button')
+  await page.waitForSelector('a.port-link')
+  const url = await page.getAttribute('[data-url]', 'data-url')
+  assert.match(url, new RegExp(`^http://8000-${id}\\.localhost:\\d+/$`))
+  const link = await page.getAttribute('a.port-link', 'href')
+  const tab = await ctx.newPage()
+  await tab.goto(link)
+  assert.match(await tab.textContent('body'), /port-12/)
+  // the link is spent: a second tab of another browser gets no way in with it
+  const other = await browser.newContext()
+  const stranger = await other.newPage()
+  const refused = await stranger.goto(link)
+  assert.equal(refused.status(), 403) // spent
+  assert.doesNotMatch(await stranger.textContent('body'), /port-12/)
+  await other.close()
+  await tab.close()
+  seen.port = true
   // a checkpoint from the page shows in its tree
   await page.waitForSelector('ul.tree')
   await page.click('.sandbox-head button:text("Checkpoint")')
@@ -139,7 +162,20 @@ try {
   await shot('events')
   await page.click('#nav a[href="#/templates"]')
   await page.waitForFunction(() => [...document.querySelectorAll('td.mono')].some((td) => td.textContent === 'base'))
+  assert.match(await page.textContent('tr[data-template="base"]'), /default/) // its runtime: the default
   await shot('templates')
+  // a volume: made, listed, deleted
+  await page.click('#nav a[href="#/volumes"]')
+  await page.waitForSelector('section [data-loaded]', { state: 'attached' })
+  await page.fill('#volume-create input[name=name]', 'dash-vol')
+  await page.fill('#volume-create input[name=size_mb]', '16')
+  await page.click('#volume-create button[type=submit]')
+  await page.waitForSelector('tr[data-volume="dash-vol"]')
+  assert.match(await page.textContent('tr[data-volume="dash-vol"]'), /16 MiB/)
+  await shot('volumes')
+  await page.click('tr[data-volume="dash-vol"] button.danger')
+  await page.waitForFunction(() => !document.querySelector('tr[data-volume="dash-vol"]'))
+  seen.volume = true
   // the admin pages are not routed for it either
   await page.goto(`${ui}#/tenants`)
   await page.waitForFunction(() => document.getElementById('view').textContent.includes('No such page'))
