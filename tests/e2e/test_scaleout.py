@@ -50,6 +50,7 @@ from e2e_daemon import E2E_DISK_OVERCOMMIT
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PG_SCRIPT = os.path.join(REPO, "tests", "pg-test-server.sh")
 LOST_TIMEOUT_S = 3
+LEASE_S = 2           # the controllers' lease (controller_lease_s)
 WORKERS = 3
 SANDBOXES = 30
 QEMU = "/usr/bin/qemu-system-x86_64"
@@ -297,7 +298,8 @@ class Cluster:
 
     def start_controller(self, n, wrap=()):
         return Proc(self, f"ctl{n}", list(wrap) + [self.s.spaced_bin, "--role", "controller",
-                                                   "--state-dir", self.state_dir(f"ctl{n}")] + self.common()).start()
+                                                   "--state-dir", self.state_dir(f"ctl{n}"),
+                                                   f"--controller-lease-s={LEASE_S}"] + self.common()).start()
 
     # ---- API ----
     def req(self, api, method, path, **kw):
@@ -1048,6 +1050,55 @@ def test_webhooks_in_a_cluster(cluster):
         assert c.req(c.apis[1], "DELETE", f"/v1/webhooks/{wid}").status == 204
     finally:
         rec.stop()
+
+
+def _lease_token(text):
+    m = re.findall(r"now the active one \(lease token (\d+)\)", text)
+    return int(m[-1]) if m else None
+
+
+@pytest.mark.timeout(120)
+def test_hung_leader_is_taken_over_and_fenced(cluster):
+    """The active controller stopped (SIGSTOP) longer than its lease: the standby takes the lease
+    over with the next fencing token (the takeover time is logged), and does the work (a sandbox's
+    timeout); continued (SIGCONT), the old one finds its lease taken over, steps down with a log
+    line and writes nothing: the sandbox expired once, by the new leader."""
+    c = cluster
+    _wait(lambda: [p for p in c.controllers if p.running and "now the active one" in p.log()[p.mark:]], 30,
+          "an active controller")
+    leading = [p for p in c.controllers if p.running and "now the active one" in p.log()[p.mark:]]
+    # the one that leads now: the last to say so (a failover earlier may have moved it)
+    active = max(leading, key=lambda p: _lease_token(p.log()) or 0)
+    standby = [p for p in c.controllers if p is not active][0]
+    assert standby.running, standby.log()[-2000:]
+    token = _lease_token(active.log())
+    mark_a, mark_s = len(active.log()), len(standby.log())
+    api = c.apis[0]
+    t0 = time.monotonic()
+    os.kill(active.pid, signal.SIGSTOP)
+    try:
+        r = c.req(api, "POST", "/v1/sandboxes", json={"timeout_s": 2})
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        assert standby.wait_log("now the active one", LEASE_S * 10, start=mark_s), standby.log()[mark_s:][-2000:]
+        takeover = time.monotonic() - t0
+        _log(f"controller takeover after SIGSTOP of the leader: {takeover:.2f} s (lease {LEASE_S} s)")
+        assert _lease_token(standby.log()) == token + 1, standby.log()[mark_s:][-2000:]
+        # the new leader reaps the expired sandbox
+        _wait(lambda: c.sandbox(api, sid)["state"] == "deleted", 30, "the sandbox expired by the new leader")
+    finally:
+        os.kill(active.pid, signal.SIGCONT)
+    assert active.wait_log("Fenced: the controller lease of token", 15, start=mark_a), active.log()[mark_a:][-3000:]
+    time.sleep(1.5)  # a round or two of the old one, if it still thought it led
+    after = active.log()[mark_a:]
+    assert "now the active one" not in after, after[-3000:]
+    assert "Deleted expired sandbox" not in after and "is lost (" not in after, after[-3000:]
+    assert "expired or was taken over; stepping down" in after, after[-3000:]
+    expired = [e for e in c.req(api, "GET", "/v1/events", params={"type": "sandbox.expired"}).json()["events"]
+               if e.get("sandbox") == sid]
+    assert len(expired) == 1, expired
+    # the new leader keeps it
+    assert "no longer the active one" not in standby.log()[mark_s:]
 
 
 def test_controller_failover(cluster):
