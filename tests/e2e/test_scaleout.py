@@ -818,6 +818,53 @@ def _ship_and_recover(c):
           60, "the shipped copies removed")
 
 
+def _shipped(c, api, sid, ck):
+    return [e["data"] for e in c.req(api, "GET", "/v1/events", params={"sandbox": sid,
+                                                                       "type": "sandbox.checkpoint_shipped"})
+            .json()["events"] if e["data"]["checkpoint"] == ck]
+
+
+@pytest.mark.timeout(300)
+def test_copies_below_the_count_shipped_again_none_left_reported(cluster):
+    """ship_checkpoints = 1: the worker holding a checkpoint's shipped copy stops (SIGSTOP past the
+    lost timeout): the controller ships it again, from the sandbox's worker to the third one; a
+    checkpoint whose every copy went from the store's list is reported once
+    (sandbox.checkpoint_unavailable)."""
+    c = cluster
+    api = c.apis[0]
+    [(sid, _, origin)] = c.create(1)
+    r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "c1"})
+    assert r.status == 201, r
+    ck = r.json()["id"]
+    holder = _wait(lambda: _shipped(c, api, sid, ck), 60, "the checkpoint shipped")[0]["worker"]
+    third = next(w for w in c.workers if w not in (origin, holder))
+    os.kill(c.workers[holder].pid, signal.SIGSTOP)
+    try:
+        again = _wait(lambda: [d for d in _shipped(c, api, sid, ck) if d["worker"] == third], 60,
+                      "the copy shipped again")
+        assert again[0]["from_worker"] == origin, again
+    finally:
+        os.kill(c.workers[holder].pid, signal.SIGCONT)
+    _wait(lambda: any(w["name"] == holder and w["state"] == "live"
+                      for w in c.req(api, "GET", "/v1/info").json()["workers"]), 30, f"{holder} live again")
+    # every copy of a second checkpoint unlisted (as if its holders had lost them): reported, once
+    r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "c2"})
+    assert r.status == 201, r
+    ck2 = r.json()["id"]
+    _wait(lambda: _shipped(c, api, sid, ck2), 60, "the second checkpoint shipped")
+    subprocess.run(["psql", "-v", "ON_ERROR_STOP=1", "-q", c.pg_url, "-c",
+                    f"DELETE FROM checkpoint_copies WHERE checkpoint_id = '{ck2}'"], check=True, timeout=60)
+
+    def unavailable():
+        return [e for e in c.req(api, "GET", "/v1/events", params={"sandbox": sid,
+                                                                   "type": "sandbox.checkpoint_unavailable"})
+                .json()["events"] if e["data"]["checkpoint"] == ck2]
+    _wait(unavailable, 30, "the checkpoint reported without a copy")
+    time.sleep(2.5)  # two more rounds
+    assert len(unavailable()) == 1, unavailable()
+    c.delete_all()
+
+
 class _StalledReceiver:
     """A receiver of ship streams that takes the request and then reads
     nothing: the sender's `btrfs send` stays in the kernel, blocked on a full
