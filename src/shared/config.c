@@ -94,6 +94,8 @@ const ConfigItem config_table[] = {
         { "cluster_token_file", S(cluster_token_file), "", 0, 0, NULL, "roles api, worker, controller: file (mode 0600) with the shared cluster token" },
         { "master_key_file", S(master_key_file), "", 0, 0, NULL, "the credentials' master key (32 bytes, mode 0600, owned by spaced's user); default <state_dir>/master.key, made at the first start of role all. A cluster's API servers and workers each need the same file to offer credentials" },
         { "master_key_previous_file", S(master_key_previous_file), "", 0, 0, NULL, "a master key rotation's window: the key before master_key_file (same rules), which still opens credentials sealed under it but seals nothing; see spaced rotate-master-key" },
+        { "controller_listen", S(controller_listen), "", 0, 0, NULL, "role controller: host:port of its probes: GET /healthz (200 while its loop turns, 503 once it has not for controller_stall_s) and /metrics" },
+        { "controller_stall_s", U(controller_stall_s), "30", 2, 3600, NULL, "role controller: /healthz fails when the controller loop has not turned for this long" },
         { "controller_lease_s", U(controller_lease_s), "10", 1, 300, NULL, "role controller: the leadership lease, judged by the store's clock; a leader that cannot renew it steps down before it ends, a standby takes over after it (a hung leader's, at most this plus a quarter)" },
         { "worker_lost_timeout_s", U(worker_lost_timeout_s), "15", 1, 3600, NULL, "a worker without heartbeat for this long is lost (its sandboxes too)" },
         { "worker_cpu_millis", U(worker_cpu_millis), "0", 0, 1024000000, NULL, "role worker: CPU it offers (0 = all online CPUs)" },

@@ -93,12 +93,14 @@ typedef struct Config {
         /* scale-out (roles other than "all") */
         char worker_name[128];
         char worker_listen[CONFIG_STR_MAX];
+        char controller_listen[CONFIG_STR_MAX];
         char worker_address[CONFIG_STR_MAX];
         char cluster_token_file[CONFIG_STR_MAX];
         char master_key_file[CONFIG_STR_MAX]; /* credentials' master key; "" = <state_dir>/master.key */
         char master_key_previous_file[CONFIG_STR_MAX]; /* the key before a rotation (opens, never seals); "" = none */
         uint64_t worker_lost_timeout_s;
         uint64_t controller_lease_s;
+        uint64_t controller_stall_s;
         uint64_t worker_cpu_millis;
         uint64_t worker_memory_mb;
         uint64_t ship_checkpoints;

@@ -38,6 +38,7 @@
 #include "log.h"
 #include "log-file.h"
 #include "checkpointer.h"
+#include "controller-probe.h"
 #include "liveness.h"
 #include "shipper.h"
 #include "policy.h"
@@ -328,6 +329,7 @@ typedef struct Controller {
         atomic_llong lease_token;
         atomic_llong lead_until;
         char holder[STORE_NAME_MAX];
+        ControllerProbeState probe;     /* what controller_listen's /healthz and /metrics read */
 } Controller;
 
 static int64_t mono_usec(void) {
@@ -515,6 +517,7 @@ static void *controller_loop(Controller *ctl) {
                         return NULL;
         }
         while (!ctl->stop && !stopping) {
+                atomic_store(&ctl->probe.loop_turn_usec, mono_usec());
                 /* role all: the worker is supervise.c's (a dead one is started again) */
                 if (!ctl->token) {
                         controller_round(ctl, store, wc, 0);
@@ -554,6 +557,7 @@ static void *controller_loop(Controller *ctl) {
                 }
                 leader = now_leader;
                 token = now_token;
+                atomic_store(&ctl->probe.lease_token, leader ? token : 0);
                 atomic_store(&ctl->deliver, leader);
                 if (leader)
                         controller_round(ctl, store, wc, token);
@@ -828,8 +832,15 @@ static int run_controller(const Config *config) {
                         log_warning_errno(r, "The store is not available yet (%m); retrying every second");
                 (void) poll(NULL, 0, 1000);
         }
+        ControllerProbe *probe = NULL;
+        if (!isempty(config->controller_listen) &&
+            controller_probe_start(config->controller_listen, config->controller_stall_s, &ctl.probe, &probe) < 0) {
+                remove_pidfile(config);
+                return 1;
+        }
         log_info("spaced %s controller (state %s), waiting for the lease", SPACE_VERSION, config->state_dir);
         (void) controller_thread(&ctl);
+        controller_probe_stop(probe);
         remove_pidfile(config);
         log_info("spaced controller stopped");
         return 0;
