@@ -702,6 +702,15 @@ static int run_worker(Config *config) {
                 return 1;
         if (cluster_token_load(config->cluster_token_file, &token) < 0)
                 return 1;
+        /* before the worker process forks: it inherits it (sandbox processes set their own) */
+        if (streq(config->worker_oom_protect, "on")) {
+                r = write_string_file("/proc/self/oom_score_adj", WORKER_OOM_SCORE_ADJ_STR);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot set oom_score_adj " WORKER_OOM_SCORE_ADJ_STR
+                                          " (worker_oom_protect; needs CAP_SYS_RESOURCE): %m");
+                else
+                        log_info("oom_score_adj is " WORKER_OOM_SCORE_ADJ_STR " (worker_oom_protect)");
+        }
         r = worker_node_instance(config->state_dir, instance, sizeof instance);
         if (r < 0)
                 return log_error_errno(r, "Cannot make an instance id: %m"), 1;

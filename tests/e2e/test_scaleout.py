@@ -297,9 +297,13 @@ class Cluster:
         raise RuntimeError(f"api{n} not healthy:\n{p.log()[-3000:]}")
 
     def start_controller(self, n, wrap=()):
-        return Proc(self, f"ctl{n}", list(wrap) + [self.s.spaced_bin, "--role", "controller",
-                                                   "--state-dir", self.state_dir(f"ctl{n}"),
-                                                   f"--controller-lease-s={LEASE_S}"] + self.common()).start()
+        port = _free_port()
+        p = Proc(self, f"ctl{n}", list(wrap) + [self.s.spaced_bin, "--role", "controller",
+                                                "--state-dir", self.state_dir(f"ctl{n}"),
+                                                f"--controller-lease-s={LEASE_S}",
+                                                f"--controller-listen=127.0.0.1:{port}"] + self.common())
+        p.probe_port = port
+        return p.start()
 
     # ---- API ----
     def req(self, api, method, path, **kw):
@@ -1151,6 +1155,45 @@ def test_hung_leader_is_taken_over_and_fenced(cluster):
     assert len(expired) == 1, expired
     # the new leader keeps it
     assert "no longer the active one" not in standby.log()[mark_s:]
+
+
+def _probe(p, path, method="GET"):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", p.probe_port, timeout=10)
+    try:
+        conn.request(method, path)
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        conn.close()
+
+
+def test_controller_probes_and_worker_oom_protection(cluster):
+    """controller_listen: /healthz 200 while the loop turns, /metrics says which one leads; bad
+    requests refused. Each worker (spaced and its worker process) runs at oom_score_adj -900."""
+    c = cluster
+    active, standby = _active_controller(c)
+    for p in (active, standby):
+        status, body = _probe(p, "/healthz")
+        assert status == 200 and json.loads(body)["ok"] is True, (p.name, status, body)
+        assert json.loads(body)["leader"] is (p is active), body
+    _wait(lambda: "space_controller_leader 1\n" in _probe(active, "/metrics")[1], 10, "the leader's metrics")
+    status, body = _probe(standby, "/metrics")
+    assert status == 200 and "space_controller_leader 0\n" in body and "space_checkpoints_unavailable 0\n" in body
+    assert _probe(active, "/nope")[0] == 404
+    assert _probe(active, "/healthz", "POST")[0] == 405
+    # lowering it needs CAP_SYS_RESOURCE, which a host in a container may lack: then a warning says so
+    can_lower = subprocess.run(["sh", "-c", "echo -1 > /proc/self/oom_score_adj"], capture_output=True).returncode == 0
+    for name, w in c.workers.items():
+        if not w.running:
+            continue
+        if not can_lower:
+            assert "Cannot set oom_score_adj -900 (worker_oom_protect" in w.log()[w.mark:], name
+            continue
+        assert "oom_score_adj is -900 (worker_oom_protect)" in w.log()[w.mark:], name
+        for pid in [w.pid] + host.children(w.pid):
+            with open(f"/proc/{pid}/oom_score_adj") as f, open(f"/proc/{pid}/cmdline", "rb") as g:
+                assert f.read().strip() == "-900", (name, pid, g.read().split(b"\0")[:4])
 
 
 def test_controller_failover(cluster):
