@@ -647,6 +647,7 @@ def _worker_loss(c):
     for sid in lost_ids:
         code, _ = c.exec_out(api, sid, f"echo kept-{sid} > /tmp/kept")
         assert code == 0
+    t_dead = time.monotonic()
     c.workers[victim].kill9()
 
     # a create never waits on the dead worker (it may still look live for a moment)
@@ -655,6 +656,8 @@ def _worker_loss(c):
     newer = r.json()["id"]
 
     _wait(lambda: all(c.sandbox(api, i)["state"] == "lost" for i in lost_ids), 30, "sandboxes of w2 lost")
+    _log(f"worker kill -9 -> its {len(lost_ids)} sandboxes lost: {time.monotonic() - t_dead:.2f} s "
+         f"(worker_lost_timeout_s {LOST_TIMEOUT_S})")
     for sid in lost_ids:
         sb = c.sandbox(api, sid)
         assert victim in sb["reason"], sb
@@ -1194,6 +1197,74 @@ def test_controller_probes_and_worker_oom_protection(cluster):
         for pid in [w.pid] + host.children(w.pid):
             with open(f"/proc/{pid}/oom_score_adj") as f, open(f"/proc/{pid}/cmdline", "rb") as g:
                 assert f.read().strip() == "-900", (name, pid, g.read().split(b"\0")[:4])
+
+
+@pytest.mark.timeout(300)
+def test_chaos_nothing_destroyed(cluster):
+    """In a row, with sandboxes alive on every worker: kill -9 of a worker and its immediate restart;
+    another worker stopped (SIGSTOP) past the lost timeout, then continued; PostgreSQL stopped past
+    the lease and the lost timeout, then started; the leader controller stopped past its lease, then
+    continued. After each, every sandbox answers exec with its file, running; at the end none was
+    destroyed (no delete, no orphan removal)."""
+    c = cluster
+    api = c.apis[0]
+    made = c.create(6)
+    ids = [sid for sid, _, _ in made]
+    for sid in ids:
+        assert c.exec_out(api, sid, f"echo chaos-{sid} > /tmp/chaos")[0] == 0
+    marks = {n: len(w.log()) for n, w in c.workers.items()}
+
+    def check(step):
+        # every worker beats again (a stalled one is "silent" until it does), every sandbox runs
+        _wait(lambda: all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"]
+                          if w["name"] in c.workers), 60, f"every worker live after {step}")
+        _wait(lambda: all(c.sandbox(api, i)["state"] == "running" for i in ids), 60, f"all running after {step}")
+        for sid in ids:
+            code, out = c.exec_out(c.apis[1], sid, "cat /tmp/chaos")
+            assert code == 0 and out == f"chaos-{sid}\n", (step, sid, code, out)
+
+    # a worker killed and started again at once
+    first = made[0][2]
+    i, addr, ns = c.addresses[first]
+    c.workers[first].kill9()
+    c.workers[first] = c.start_worker(first, i, addr, ns)
+    assert c.workers[first].wait_log("Reconciled:", 30, c.workers[first].mark)
+    check("kill -9 and restart")
+    # another stalled past the lost timeout
+    second = next(w for _, _, w in made if w != first)
+    os.kill(c.workers[second].pid, signal.SIGSTOP)
+    try:
+        time.sleep(LOST_TIMEOUT_S + 1.5)
+    finally:
+        os.kill(c.workers[second].pid, signal.SIGCONT)
+    check("SIGSTOP and SIGCONT of a worker")
+    # the store away for longer than the lease and the lost timeout
+    subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
+    try:
+        time.sleep(max(LEASE_S, LOST_TIMEOUT_S) + 1)
+    finally:
+        subprocess.run(["sh", PG_SCRIPT, "up", c.pg_url], check=True, timeout=60)
+    _wait(lambda: c.req(api, "GET", "/v1/sandboxes").status == 200, 60, "the API after the outage")
+    check("PostgreSQL down and up")
+    # the leader hung past its lease
+    active, standby = _active_controller(c)
+    mark_a, mark_s = len(active.log()), len(standby.log())
+    os.kill(active.pid, signal.SIGSTOP)
+    try:
+        assert standby.wait_log("now the active one", LEASE_S * 10, start=mark_s), standby.log()[mark_s:][-2000:]
+    finally:
+        os.kill(active.pid, signal.SIGCONT)
+    assert active.wait_log("stepping down", 15, start=mark_a), active.log()[mark_a:][-2000:]
+    check("SIGSTOP and SIGCONT of the leader")
+
+    for sid in ids:
+        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.deleted"}).json()["events"]
+        assert not ev, (sid, ev)
+    for n, w in c.workers.items():
+        log = w.log()[marks[n]:]
+        assert "Removing orphan sandbox root" not in log, (n, log[-3000:])
+        assert all(k == "0" for k in re.findall(r"(\d+) orphans removed", log)), (n, log[-3000:])
+    c.delete_all()
 
 
 def test_controller_failover(cluster):
