@@ -235,6 +235,12 @@ static void remove_copies(ApiRequest *r, const Sandbox *sb, const char *checkpoi
                 return;
         for (size_t i = 0; i < n; i++) {
                 ApiError ignored = {};
+                /* unlisted (no restore picks it) before its files go */
+                if (copies[i].available) {
+                        CheckpointCopy row = copies[i];
+                        row.available = false;
+                        (void) store_checkpoint_copy_set(r->store, &row);
+                }
                 if (!streq(copies[i].worker, sb->worker) &&
                     worker_checkpoint_remove_on(r->worker, copies[i].worker, sb->id, checkpoint_id, &ignored) < 0) {
                         log_info("Copy of checkpoint %s on worker %s stays for now: %s", checkpoint_id,

@@ -2,6 +2,7 @@
 /* Worker liveness: see liveness.h. The store marks worker and sandboxes in
  * one transaction; the events follow. */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "alloc-util.h"
@@ -10,33 +11,40 @@
 #include "log.h"
 #include "str-util.h"
 
-/* No worker is judged before this (the controller thread's own: one per process). */
-static int64_t judge_from_usec;
+/* No worker is judged before this (one per process: the controller thread
+ * judges, it and the lease thread hold). */
+static _Atomic int64_t judge_from_usec;
 
 void liveness_hold(uint64_t lost_timeout_s, int64_t now) {
         int64_t until = now + (int64_t) lost_timeout_s * 1000000;
+        int64_t was = atomic_load(&judge_from_usec);
 
-        if (until > judge_from_usec) {
-                if (judge_from_usec <= now)
-                        log_info("The store failed: no worker is judged lost until %" PRIu64
-                                 " s after it answers again", lost_timeout_s);
-                judge_from_usec = until;
-        }
+        while (until > was)
+                if (atomic_compare_exchange_weak(&judge_from_usec, &was, until)) {
+                        if (was <= now)
+                                log_info("The store failed: no worker is judged lost until %" PRIu64
+                                         " s after it answers again", lost_timeout_s);
+                        break;
+                }
 }
 
 int liveness_run_once(Store *store, uint64_t lost_timeout_s, int64_t now) {
         _cleanup_free_ WorkerNode *nodes = NULL;
-        int64_t stale_before = now - (int64_t) lost_timeout_s * 1000000;
+        int64_t stale_before, local = now;
         size_t n = 0;
         int r, lost = 0;
 
+        /* heartbeats are stamped by the store's clock, and judged by it */
         r = store_worker_list(store, &nodes, &n);
+        if (r >= 0)
+                r = store_clock(store, &now);
         if (r < 0) {
-                liveness_hold(lost_timeout_s, now);
+                liveness_hold(lost_timeout_s, local);
                 return r;
         }
-        if (now < judge_from_usec)
+        if (local < atomic_load(&judge_from_usec))
                 return 0; /* the workers had no store to beat on until lately */
+        stale_before = now - (int64_t) lost_timeout_s * 1000000;
         for (size_t i = 0; i < n; i++) {
                 const WorkerNode *w = &nodes[i];
                 _cleanup_free_ SandboxRef *refs = NULL;

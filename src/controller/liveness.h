@@ -7,7 +7,9 @@
 
 #include "store.h"
 
-/* One pass at time now; returns how many workers it marked lost. */
+/* One pass; now is this host's time (for liveness_hold); the heartbeats are
+ * judged by the store's clock (store_clock). Returns how many workers it
+ * marked lost. */
 int liveness_run_once(Store *store, uint64_t lost_timeout_s, int64_t now);
 /* The store failed this controller at now (any call): heartbeats missed
  * during a store outage say nothing of the workers, so none is judged until

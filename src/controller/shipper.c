@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Shipping checkpoints and templates between workers: see shipper.h. */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "alloc-util.h"
@@ -35,14 +36,6 @@ static bool has_copy(const CheckpointCopy *copies, size_t n, const char *ck, con
         return false;
 }
 
-static size_t available_copies(const CheckpointCopy *copies, size_t n, const char *ck, const char *except) {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-                if (streq(copies[i].checkpoint_id, ck) && copies[i].available && !streq(copies[i].worker, except))
-                        k++;
-        return k;
-}
-
 static void shipped_event(Pass *p, const Sandbox *sb, const char *ck, const char *to, const WorkerShipResult *res) {
         _cleanup_free_ char *data = NULL;
         char reason[STORE_REASON_MAX];
@@ -68,9 +61,67 @@ static void shipped_event(Pass *p, const Sandbox *sb, const char *ck, const char
                 controller_event(p->store, sb, "sandbox.checkpoint_shipped", reason, data);
 }
 
-/* Ships checkpoint c of sb to one more live worker. */
+/* Available copies of ck on live workers. */
+static size_t live_copies(const Pass *p, const CheckpointCopy *copies, size_t n, const char *ck) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+                if (streq(copies[i].checkpoint_id, ck) && copies[i].available && node_live(p, copies[i].worker))
+                        k++;
+        return k;
+}
+
+/* Checkpoints reported without a copy (sandbox.checkpoint_unavailable), so
+ * that each is reported once until it has one again; a bounded set (the
+ * oldest reported goes first when full: reported again, at worst). */
+#define UNAVAILABLE_MAX 256
+static char unavailable[UNAVAILABLE_MAX][STORE_ID_MAX];
+static size_t unavailable_next;
+static _Atomic uint64_t unavailable_gauge;
+
+uint64_t shipper_checkpoints_unavailable(void) {
+        return atomic_load(&unavailable_gauge);
+}
+
+static bool unavailable_reported(const char *ck) {
+        for (size_t i = 0; i < UNAVAILABLE_MAX; i++)
+                if (streq(unavailable[i], ck))
+                        return true;
+        return false;
+}
+
+static void unavailable_forget(const char *ck) {
+        for (size_t i = 0; i < UNAVAILABLE_MAX; i++)
+                if (streq(unavailable[i], ck))
+                        unavailable[i][0] = 0;
+}
+
+static void unavailable_report(Pass *p, const Checkpoint *c, const Sandbox *sb) {
+        char reason[STORE_REASON_MAX], data[STORE_ID_MAX + 32];
+
+        if (unavailable_reported(c->id))
+                return;
+        (void) strscpy(unavailable[unavailable_next], STORE_ID_MAX, c->id);
+        unavailable_next = (unavailable_next + 1) % UNAVAILABLE_MAX;
+        snprintf(reason, sizeof reason, "no live worker holds a copy of checkpoint %s", c->id);
+        snprintf(data, sizeof data, "{\"checkpoint\":\"%s\"}", c->id);
+        log_warning("Checkpoint %s of sandbox %s has no copy on a live worker: it cannot be restored now", c->id,
+                    sb->id);
+        controller_event(p->store, sb, "sandbox.checkpoint_unavailable", reason, data);
+}
+
+/* Ships checkpoint c of sb to one more live worker, from a live worker
+ * that holds it (the sandbox's own first). */
 static void ship_checkpoint(Pass *p, const Checkpoint *c, const Sandbox *sb, const CheckpointCopy *copies,
                             size_t n_copies) {
+        const char *from = NULL;
+
+        if (!isempty(sb->worker) && node_live(p, sb->worker) && has_copy(copies, n_copies, c->id, sb->worker, true))
+                from = sb->worker;
+        for (size_t i = 0; i < n_copies && !from; i++)
+                if (streq(copies[i].checkpoint_id, c->id) && copies[i].available && node_live(p, copies[i].worker))
+                        from = copies[i].worker;
+        if (!from)
+                return;
         for (size_t i = 0; i < p->n_nodes && p->budget > 0; i++) {
                 const char *to = p->nodes[i].name;
                 CheckpointCopy row = {};
@@ -78,7 +129,8 @@ static void ship_checkpoint(Pass *p, const Checkpoint *c, const Sandbox *sb, con
                 ApiError e = {};
                 int r;
 
-                if (streq(to, sb->worker) || !node_live(p, to) || has_copy(copies, n_copies, c->id, to, true))
+                if (streq(to, sb->worker) || streq(to, from) || !node_live(p, to) ||
+                    has_copy(copies, n_copies, c->id, to, true))
                         continue;
                 p->budget--;
                 (void) strscpy(row.checkpoint_id, sizeof row.checkpoint_id, c->id);
@@ -89,10 +141,10 @@ static void ship_checkpoint(Pass *p, const Checkpoint *c, const Sandbox *sb, con
                         log_warning_errno(r, "Cannot record the copy of checkpoint %s on %s: %m", c->id, to);
                         return;
                 }
-                r = worker_ship(p->wc, sb->worker, to, sb->id, c->id, sb->template_name, &res, &e);
+                r = worker_ship(p->wc, from, to, sb->id, c->id, sb->template_name, &res, &e);
                 if (r < 0) {
                         log_warning("Shipping checkpoint %s of sandbox %s from %s to %s failed (tried again): %s",
-                                    c->id, sb->id, sb->worker, to, e.message);
+                                    c->id, sb->id, from, to, e.message);
                         continue; /* another worker, if any */
                 }
                 row.available = true;
@@ -104,7 +156,9 @@ static void ship_checkpoint(Pass *p, const Checkpoint *c, const Sandbox *sb, con
                         return;
                 }
                 p->shipped++;
-                shipped_event(p, sb, c->id, to, &res);
+                Sandbox shown = *sb;
+                (void) strscpy(shown.worker, sizeof shown.worker, from);
+                shipped_event(p, &shown, c->id, to, &res);
                 return;
         }
 }
@@ -117,7 +171,8 @@ static void pass_checkpoints(Pass *p, uint64_t want) {
         if (store_checkpoint_list(p->store, NULL, &cks, &n_cks) < 0 ||
             store_checkpoint_copy_list(p->store, NULL, &copies, &n_copies) < 0)
                 return;
-        /* copies of checkpoints that are gone */
+        /* copies of checkpoints that are gone: unlisted (no longer available: no
+         * restore picks it) before its files go, the row itself once they are */
         for (size_t i = 0; i < n_copies; i++) {
                 bool known = false;
                 ApiError e = {};
@@ -125,6 +180,12 @@ static void pass_checkpoints(Pass *p, uint64_t want) {
                         known = streq(cks[j].id, copies[i].checkpoint_id);
                 if (known || !node_live(p, copies[i].worker))
                         continue;
+                if (copies[i].available) {
+                        CheckpointCopy row = copies[i];
+                        row.available = false;
+                        if (store_checkpoint_copy_set(p->store, &row) < 0)
+                                continue;
+                }
                 if (worker_checkpoint_remove_on(p->wc, copies[i].worker, copies[i].sandbox_id, copies[i].checkpoint_id,
                                                 &e) < 0) {
                         log_warning("Cannot remove the copy of checkpoint %s from %s: %s", copies[i].checkpoint_id,
@@ -133,25 +194,41 @@ static void pass_checkpoints(Pass *p, uint64_t want) {
                 }
                 (void) store_checkpoint_copy_delete(p->store, copies[i].checkpoint_id, copies[i].worker);
         }
-        if (want == 0)
-                return;
         /* oldest first (the list is newest first) */
-        for (size_t j = n_cks; j > 0 && p->budget > 0; j--) {
+        uint64_t none = 0;
+        for (size_t j = n_cks; j > 0; j--) {
                 const Checkpoint *c = &cks[j - 1];
+                size_t live;
                 Sandbox sb = {};
 
-                /* the sandbox's own copy and want others: nothing to look up */
-                if (!c->restorable || available_copies(copies, n_copies, c->id, "") > want)
+                if (!c->restorable)
                         continue;
+                live = live_copies(p, copies, n_copies, c->id);
+                /* the sandbox's own copy and want others on live workers: nothing to look up */
+                if (live > want) {
+                        unavailable_forget(c->id);
+                        continue;
+                }
                 if (store_sandbox_get(p->store, NULL, c->sandbox_id, &sb) < 0)
                         continue;
-                if ((sb.state == SANDBOX_RUNNING || sb.state == SANDBOX_PAUSED || sb.state == SANDBOX_SUSPENDED) &&
-                    !isempty(sb.worker) && node_live(p, sb.worker) &&
-                    has_copy(copies, n_copies, c->id, sb.worker, true) &&
-                    available_copies(copies, n_copies, c->id, sb.worker) < want)
-                        ship_checkpoint(p, c, &sb, copies, n_copies);
+                if (sb.state == SANDBOX_RUNNING || sb.state == SANDBOX_PAUSED || sb.state == SANDBOX_SUSPENDED ||
+                    sb.state == SANDBOX_LOST) {
+                        if (live == 0) {
+                                none++;
+                                unavailable_report(p, c, &sb);
+                        } else {
+                                unavailable_forget(c->id);
+                                /* fewer than the sandbox's own and want others (a holder was lost,
+                                 * or a copy went): shipped again from a live holder */
+                                bool own = !isempty(sb.worker) && node_live(p, sb.worker) &&
+                                           has_copy(copies, n_copies, c->id, sb.worker, true);
+                                if (want > 0 && p->budget > 0 && live - (own ? 1 : 0) < want)
+                                        ship_checkpoint(p, c, &sb, copies, n_copies);
+                        }
+                }
                 sandbox_done(&sb);
         }
+        atomic_store(&unavailable_gauge, none);
 }
 
 /* Whether name is in the comma-separated list. */

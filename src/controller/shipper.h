@@ -9,7 +9,13 @@
  *     and size, once the receiver verified it (event sandbox.checkpoint_shipped);
  *   - every ready template reaches every live worker that lacks it (from a
  *     live worker that has it: its heartbeat lists what it holds);
- *   - copies of checkpoints that are gone are removed from their workers.
+ *   - a copy of a checkpoint that is gone is unlisted (no longer available)
+ *     before it is removed from its worker, and its row goes after that;
+ *   - copies fall below the sandbox's own and ship_checkpoints others on live
+ *     workers (a holder lost, a copy gone; the sandbox lost too): shipped again
+ *     from a live holder;
+ *   - a checkpoint no live worker holds is reported once (event
+ *     sandbox.checkpoint_unavailable) and counted (shipper_checkpoints_unavailable).
  * At most SHIPPER_SHIPS_PER_PASS ships per pass, so a round stays short. */
 
 #include "config.h"
@@ -20,3 +26,5 @@
 
 /* Returns how many ships succeeded. */
 int shipper_run_once(Store *store, WorkerClient *wc, const Config *config, int64_t now);
+/* Checkpoints of live (or lost) sandboxes without a copy on a live worker, at the last pass. */
+uint64_t shipper_checkpoints_unavailable(void);

@@ -155,7 +155,7 @@ static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhoo
         EventFilter f = { .tenant_id = w->tenant_id, .after_seq = w->last_seq, .limit = 100 };
         Event *list = NULL;
         size_t n = 0;
-        bool changed = false, disable = false;
+        bool changed = false, disable = false, claimed = false;
         int r, delivered = 0;
 
         r = store_event_list(s, &f, &list, &n);
@@ -187,6 +187,18 @@ static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhoo
                         r = webhook_event_body(ev, &body, &len);
                 if (r < 0)
                         break;
+                /* the claim: a write of the webhook's state (as it is) before its first POST of
+                 * the round, so that a controller fenced meanwhile (its lease taken over:
+                 * the write fails) posts nothing the new leader posts too */
+                if (!claimed) {
+                        r = store_webhook_set_state(s, w, false);
+                        if (r < 0) {
+                                if (r == -ESTALE)
+                                        log_info("Webhook %s: not delivering, this controller is fenced", w->id);
+                                break;
+                        }
+                        claimed = true;
+                }
                 (void) snprintf(delivery, sizeof delivery, "%s-%lld-%llu", w->id, (long long) ev->seq,
                                 (unsigned long long) w->failures);
                 r = webhook_send(g, w->url, w->secret, w->id, delivery, now_usec(), body, len, why, sizeof why);

@@ -17,6 +17,9 @@
 #define CONFIG_DISK_OVERCOMMIT_MIN_PERMILLE 100U    /* disk_overcommit 0.1 */
 #define CONFIG_DISK_OVERCOMMIT_MAX_PERMILLE 100000U /* disk_overcommit 100 */
 
+/* role worker with worker_oom_protect=on: its /proc/self/oom_score_adj. */
+#define WORKER_OOM_SCORE_ADJ_STR "-900"
+
 typedef struct Config {
         char role[16];                 /* all | api | worker | controller */
         char listen[CONFIG_STR_MAX];
@@ -86,6 +89,7 @@ typedef struct Config {
         char net_table[40];            /* this daemon's nftables table (inet); "" = the instance name */
         char net_link_prefix[16];      /* name prefix of this daemon's host-side links; "" = derived */
         char gateway[8];               /* on | off: the egress gateway process */
+        char worker_oom_protect[8];    /* on | off: role worker's oom_score_adj WORKER_OOM_SCORE_ADJ */
         uint64_t gateway_dns_port;     /* the gateway's listeners on every host end */
         uint64_t gateway_proxy_port;
         uint64_t gateway_transparent_port;
@@ -93,11 +97,14 @@ typedef struct Config {
         /* scale-out (roles other than "all") */
         char worker_name[128];
         char worker_listen[CONFIG_STR_MAX];
+        char controller_listen[CONFIG_STR_MAX];
         char worker_address[CONFIG_STR_MAX];
         char cluster_token_file[CONFIG_STR_MAX];
         char master_key_file[CONFIG_STR_MAX]; /* credentials' master key; "" = <state_dir>/master.key */
         char master_key_previous_file[CONFIG_STR_MAX]; /* the key before a rotation (opens, never seals); "" = none */
         uint64_t worker_lost_timeout_s;
+        uint64_t controller_lease_s;
+        uint64_t controller_stall_s;
         uint64_t worker_cpu_millis;
         uint64_t worker_memory_mb;
         uint64_t ship_checkpoints;

@@ -38,6 +38,7 @@
 #include "log.h"
 #include "log-file.h"
 #include "checkpointer.h"
+#include "controller-probe.h"
 #include "liveness.h"
 #include "shipper.h"
 #include "policy.h"
@@ -320,31 +321,136 @@ typedef struct Controller {
         pthread_t webhook_thread;
         atomic_bool deliver;
         atomic_bool webhooks_stop;
+        /* a cluster: the leadership is a lease in the store (store_lease_*), taken and
+         * renewed by lease_thread on a handle of its own (a long round does not hold up
+         * its renewal); the loops lead while lease_token is set and lead_until (this
+         * host's monotonic clock) has not passed, with their handles fenced by it */
+        pthread_t lease_thread;
+        atomic_llong lease_token;
+        atomic_llong lead_until;
+        char holder[STORE_NAME_MAX];
+        ControllerProbeState probe;     /* what controller_listen's /healthz and /metrics read */
 } Controller;
 
+static int64_t mono_usec(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts); /* runs on while the process is stopped */
+        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The token this controller leads by, or 0. A lease it could not renew in
+ * time ends here before it ends in the store (lead_until has a margin). */
+static int64_t controller_leading(Controller *ctl) {
+        int64_t t = atomic_load(&ctl->lease_token);
+
+        if (t > 0 && mono_usec() >= atomic_load(&ctl->lead_until))
+                return 0;
+        return t;
+}
+
+/* Takes the lease when it is free and renews it every quarter of its length;
+ * steps down (lease_token 0) when a renewal is refused (another controller
+ * took over: this one is fenced) or when none succeeded in time. */
+static void *lease_thread(void *userdata) {
+        Controller *ctl = userdata;
+        _cleanup_(store_closep) Store *store = NULL;
+        uint64_t lease_usec = ctl->config->controller_lease_s * 1000000;
+        int64_t margin = (int64_t) MAX(lease_usec / 5, 100000ULL), token = 0;
+        bool failing = false;
+
+        log_set_context(NULL, "lease");
+        while (!ctl->stop && !stopping) {
+                int64_t sent = mono_usec();
+                int r;
+
+                if (!store && store_open(ctl->config->store_url, &store) < 0)
+                        store = NULL;
+                if (!store)
+                        r = -EIO;
+                else if (token > 0)
+                        r = store_lease_renew(store, ctl->holder, token, lease_usec);
+                else {
+                        r = store_lease_take(store, ctl->holder, lease_usec, &token);
+                        if (r >= 0)
+                                log_info("Took the controller lease (token %" PRIi64 ", %" PRIu64 " s)", token,
+                                         ctl->config->controller_lease_s);
+                }
+                if (r >= 0) {
+                        /* the store's expiry was set after we sent: it is at least this far */
+                        atomic_store(&ctl->lead_until, sent + (int64_t) lease_usec - margin);
+                        atomic_store(&ctl->lease_token, token);
+                        failing = false;
+                } else if (r == -EBUSY) {
+                        failing = false; /* another controller leads */
+                } else if (r == -ESTALE) {
+                        log_warning("Fenced: the controller lease of token %" PRIi64
+                                    " expired or was taken over; stepping down (this controller writes nothing more)",
+                                    token);
+                        atomic_store(&ctl->lease_token, 0);
+                        token = 0;
+                } else {
+                        /* a store outage: the heartbeats missed meanwhile are judged by nobody */
+                        liveness_hold(ctl->config->worker_lost_timeout_s, now_usec());
+                        if (!failing)
+                                log_warning_errno(r, "Cannot %s the controller lease: %m",
+                                                  token > 0 ? "renew" : "take");
+                        failing = true;
+                        if (token > 0 && mono_usec() >= atomic_load(&ctl->lead_until)) {
+                                log_warning("Cannot renew the controller lease of token %" PRIi64
+                                            " before it ends: stepping down", token);
+                                atomic_store(&ctl->lease_token, 0);
+                                token = 0;
+                        }
+                }
+                (void) poll(NULL, 0, (int) MIN(lease_usec / 4000, (uint64_t) CONTROLLER_INTERVAL_MSEC));
+        }
+        if (token > 0 && controller_leading(ctl) == token && store &&
+            store_lease_release(store, ctl->holder, token) >= 0)
+                log_info("Released the controller lease (token %" PRIi64 ")", token);
+        atomic_store(&ctl->lease_token, 0);
+        return NULL;
+}
+
+/* Still the active one (role all: always). Checked between the steps of a
+ * round: a controller that lost its lease meanwhile stops short (and its
+ * fenced handle would write nothing anyway). */
+static bool still_leading(Controller *ctl, int64_t token) {
+        return !ctl->token || controller_leading(ctl) == token;
+}
+
 /* One round of every controller. */
-static void controller_round(Controller *ctl, Store *store, WorkerClient *wc) {
+static void controller_round(Controller *ctl, Store *store, WorkerClient *wc, int64_t token) {
         if (ctl->token)
                 (void) liveness_run_once(store, ctl->config->worker_lost_timeout_s, now_usec());
         /* policies before the reaper: a timeout warning comes before the kill */
-        (void) policy_run_once(store, wc, now_usec());
-        (void) reaper_run_once(store, wc, now_usec());
-        (void) checkpointer_run_once(store, wc, ctl->config, now_usec());
-        (void) warm_pool_run_once(store, wc, ctl->config, now_usec());
-        if (ctl->token)
-                (void) shipper_run_once(store, wc, ctl->config, now_usec());
+        if (still_leading(ctl, token))
+                (void) policy_run_once(store, wc, now_usec());
+        if (still_leading(ctl, token))
+                (void) reaper_run_once(store, wc, now_usec());
+        if (still_leading(ctl, token))
+                (void) checkpointer_run_once(store, wc, ctl->config, now_usec());
+        if (still_leading(ctl, token))
+                (void) warm_pool_run_once(store, wc, ctl->config, now_usec());
+        /* the workers' heartbeats are in the store's time */
+        if (ctl->token && still_leading(ctl, token))
+                (void) shipper_run_once(store, wc, ctl->config, store_now_usec(store));
 }
 
 static void *webhook_thread(void *userdata) {
         Controller *ctl = userdata;
         _cleanup_(store_closep) Store *store = NULL;
+        int64_t fenced = 0;
 
         log_set_context(NULL, "webhooks");
         while (!ctl->stop && !stopping && !atomic_load(&ctl->webhooks_stop)) {
-                if (atomic_load(&ctl->deliver)) {
+                /* a cluster: while leading, on a handle fenced by the lease's token */
+                int64_t token = ctl->token ? controller_leading(ctl) : 0;
+                if (ctl->token ? token > 0 : atomic_load(&ctl->deliver)) {
                         if (!store && store_open(ctl->config->store_url, &store) < 0)
                                 store = NULL;
-                        if (store)
+                        if (store && token > 0 && token != fenced && store_fence(store, token) >= 0)
+                                fenced = token;
+                        if (store && (!ctl->token || fenced == token))
                                 (void) webhooks_run_once(store, ctl->config, now_usec());
                 }
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
@@ -358,8 +464,22 @@ static void *controller_thread(void *userdata) {
         Controller *ctl = userdata;
         bool started;
 
+        bool leasing = false;
+
         atomic_store(&ctl->deliver, ctl->token == NULL); /* role all: the only controller */
         atomic_store(&ctl->webhooks_stop, false);
+        atomic_store(&ctl->lease_token, 0);
+        if (ctl->token) {
+                char host[64] = "", rnd[9] = "";
+                (void) gethostname(host, sizeof host - 1);
+                (void) random_alnum(rnd, 8);
+                snprintf(ctl->holder, sizeof ctl->holder, "%s:%d:%s", host, (int) getpid(), rnd);
+                leasing = pthread_create(&ctl->lease_thread, NULL, lease_thread, ctl) == 0;
+                if (!leasing) {
+                        log_error("Cannot start the lease thread: this controller never leads");
+                        return NULL;
+                }
+        }
         started = pthread_create(&ctl->webhook_thread, NULL, webhook_thread, ctl) == 0;
         if (!started)
                 log_error("Cannot start the webhook thread: webhooks are not delivered");
@@ -368,6 +488,10 @@ static void *controller_thread(void *userdata) {
         atomic_store(&ctl->webhooks_stop, true);
         if (started)
                 pthread_join(ctl->webhook_thread, NULL);
+        if (leasing) {
+                ctl->stop = true;
+                pthread_join(ctl->lease_thread, NULL);
+        }
         return NULL;
 }
 
@@ -376,6 +500,7 @@ static void *controller_loop(Controller *ctl) {
         _cleanup_(worker_client_freep) WorkerClient *wc = NULL;
         char sock[PATH_MAX], addr[PATH_MAX + 8], agents[PATH_MAX];
         bool leader = false;
+        int64_t fenced = 0, token = 0;
         int r;
 
         log_set_context(NULL, "controller");
@@ -392,9 +517,10 @@ static void *controller_loop(Controller *ctl) {
                         return NULL;
         }
         while (!ctl->stop && !stopping) {
+                atomic_store(&ctl->probe.loop_turn_usec, mono_usec());
                 /* role all: the worker is supervise.c's (a dead one is started again) */
                 if (!ctl->token) {
-                        controller_round(ctl, store, wc);
+                        controller_round(ctl, store, wc, 0);
                         (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
                         continue;
                 }
@@ -411,19 +537,30 @@ static void *controller_loop(Controller *ctl) {
                                 continue;
                         }
                 }
-                bool now_leader = false;
-                r = store_leader_try(store, &now_leader);
-                if (r < 0) {
-                        log_warning_errno(r, "Cannot check controller leadership (the store failed): %m");
-                        liveness_hold(ctl->config->worker_lost_timeout_s, now_usec());
+                /* the lease thread's token; this handle's writes are fenced by it */
+                int64_t now_token = controller_leading(ctl);
+                if (now_token > 0 && now_token != fenced) {
+                        r = store_fence(store, now_token);
+                        if (r < 0) {
+                                log_warning_errno(r, "Cannot fence the controller's store handle: %m");
+                                liveness_hold(ctl->config->worker_lost_timeout_s, now_usec());
+                        } else
+                                fenced = now_token;
                 }
-                if (now_leader != leader)
-                        log_info(now_leader ? "This controller is now the active one"
-                                            : "This controller is no longer the active one");
+                bool now_leader = now_token > 0 && fenced == now_token;
+                if (now_leader != leader || (now_leader && now_token != token)) {
+                        if (now_leader)
+                                log_info("This controller is now the active one (lease token %" PRIi64 ")", now_token);
+                        else
+                                log_info("This controller is no longer the active one (lease token %" PRIi64 ")",
+                                         token);
+                }
                 leader = now_leader;
+                token = now_token;
+                atomic_store(&ctl->probe.lease_token, leader ? token : 0);
                 atomic_store(&ctl->deliver, leader);
                 if (leader)
-                        controller_round(ctl, store, wc);
+                        controller_round(ctl, store, wc, token);
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
         }
         return NULL;
@@ -565,6 +702,15 @@ static int run_worker(Config *config) {
                 return 1;
         if (cluster_token_load(config->cluster_token_file, &token) < 0)
                 return 1;
+        /* before the worker process forks: it inherits it (sandbox processes set their own) */
+        if (streq(config->worker_oom_protect, "on")) {
+                r = write_string_file("/proc/self/oom_score_adj", WORKER_OOM_SCORE_ADJ_STR);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot set oom_score_adj " WORKER_OOM_SCORE_ADJ_STR
+                                          " (worker_oom_protect; needs CAP_SYS_RESOURCE): %m");
+                else
+                        log_info("oom_score_adj is " WORKER_OOM_SCORE_ADJ_STR " (worker_oom_protect)");
+        }
         r = worker_node_instance(config->state_dir, instance, sizeof instance);
         if (r < 0)
                 return log_error_errno(r, "Cannot make an instance id: %m"), 1;
@@ -695,8 +841,15 @@ static int run_controller(const Config *config) {
                         log_warning_errno(r, "The store is not available yet (%m); retrying every second");
                 (void) poll(NULL, 0, 1000);
         }
+        ControllerProbe *probe = NULL;
+        if (!isempty(config->controller_listen) &&
+            controller_probe_start(config->controller_listen, config->controller_stall_s, &ctl.probe, &probe) < 0) {
+                remove_pidfile(config);
+                return 1;
+        }
         log_info("spaced %s controller (state %s), waiting for the lease", SPACE_VERSION, config->state_dir);
         (void) controller_thread(&ctl);
+        controller_probe_stop(probe);
         remove_pidfile(config);
         log_info("spaced controller stopped");
         return 0;

@@ -108,6 +108,12 @@ struct StoreOps {
         int (*worker_mark_lost)(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
                                 int64_t now, SandboxRef **ret, size_t *ret_n);
         int (*leader_try)(Store *s, bool *ret_leader);
+        int (*clock)(Store *s, int64_t *ret_usec);
+        int (*lease_take)(Store *s, const char *holder, uint64_t lease_usec, int64_t *ret_token);
+        int (*lease_renew)(Store *s, const char *holder, int64_t token, uint64_t lease_usec);
+        int (*lease_release)(Store *s, const char *holder, int64_t token);
+        int (*lease_get)(Store *s, ControllerLease *ret);
+        int (*fence)(Store *s, int64_t token);
         int (*cluster_setting_claim)(Store *s, const char *name, const char *value,
                                      char ret[static STORE_CLUSTER_SETTING_MAX]);
         int (*cluster_setting_get)(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]);

@@ -112,6 +112,60 @@ int store_leader_try(Store *s, bool *ret_leader) {
         return s->ops->leader_try(s, ret_leader);
 }
 
+int store_clock(Store *s, int64_t *ret_usec) {
+        if (!s || !ret_usec)
+                return -EINVAL;
+        return s->ops->clock(s, ret_usec);
+}
+
+int64_t store_now_usec(Store *s) {
+        int64_t t;
+
+        if (s && store_clock(s, &t) >= 0)
+                return t;
+        return now_usec();
+}
+
+/* A lease of a year at most; a token is >= 1. */
+#define LEASE_USEC_MAX (366ULL * 24 * 3600 * 1000000)
+
+int store_lease_take(Store *s, const char *holder, uint64_t lease_usec, int64_t *ret_token) {
+        if (!s || !ret_token || lease_usec == 0)
+                return -EINVAL;
+        if (lease_usec > LEASE_USEC_MAX)
+                return -ERANGE;
+        CHECK(check_str(holder, STORE_NAME_MAX, true));
+        return s->ops->lease_take(s, holder, lease_usec, ret_token);
+}
+
+int store_lease_renew(Store *s, const char *holder, int64_t token, uint64_t lease_usec) {
+        if (!s || token <= 0 || lease_usec == 0)
+                return -EINVAL;
+        if (lease_usec > LEASE_USEC_MAX)
+                return -ERANGE;
+        CHECK(check_str(holder, STORE_NAME_MAX, true));
+        return s->ops->lease_renew(s, holder, token, lease_usec);
+}
+
+int store_lease_release(Store *s, const char *holder, int64_t token) {
+        if (!s || token <= 0)
+                return -EINVAL;
+        CHECK(check_str(holder, STORE_NAME_MAX, true));
+        return s->ops->lease_release(s, holder, token);
+}
+
+int store_lease_get(Store *s, ControllerLease *ret) {
+        if (!s || !ret)
+                return -EINVAL;
+        return s->ops->lease_get(s, ret);
+}
+
+int store_fence(Store *s, int64_t token) {
+        if (!s || token < 0)
+                return -EINVAL;
+        return s->ops->fence(s, token);
+}
+
 int store_cluster_setting_claim(Store *s, const char *name, const char *value,
                                 char ret[static STORE_CLUSTER_SETTING_MAX]) {
         if (!s || !ret)

@@ -10,6 +10,9 @@
  * longer leader until it takes the lock again. While held, each try checks
  * pg_locks, which also notices a connection that broke. */
 
+#include <inttypes.h>
+#include <stdio.h>
+
 #include "alloc-util.h"
 #include "store-postgres.h"
 
@@ -28,7 +31,7 @@ static const char *const cluster_sql[_PG_CL_STMT_MAX] = {
         [PG_CL_WORKER_REGISTER] =
                 "INSERT INTO workers (name, address, instance, state, cpu_millis, memory_mb, disk_mb, "
                 "runtimes, accelerators, templates, registered_usec, heartbeat_usec) "
-                "VALUES ($1, $2, $3, 'live', $4, $5, $6, $7, $8, $9, $10, $10) "
+                "VALUES ($1, $2, $3, 'live', $4, $5, $6, $7, $8, $9, $10, space_now_usec()) "
                 "ON CONFLICT (name) DO UPDATE SET address = EXCLUDED.address, instance = EXCLUDED.instance, "
                 "state = 'live', cpu_millis = EXCLUDED.cpu_millis, memory_mb = EXCLUDED.memory_mb, "
                 "disk_mb = EXCLUDED.disk_mb, runtimes = EXCLUDED.runtimes, "
@@ -38,7 +41,7 @@ static const char *const cluster_sql[_PG_CL_STMT_MAX] = {
                 "OR workers.heartbeat_usec < $11 "
                 "RETURNING name",
         [PG_CL_WORKER_HEARTBEAT] =
-                "WITH c AS (UPDATE workers SET heartbeat_usec = $3, templates = $4 "
+                "WITH c AS (UPDATE workers SET heartbeat_usec = space_now_usec(), templates = $3 "
                 "WHERE name = $1 AND instance = $2 AND state = 'live' RETURNING 1) "
                 "SELECT (SELECT COUNT(*) FROM c), EXISTS (SELECT 1 FROM workers WHERE name = $1)",
         [PG_CL_WORKER_STOP] =
@@ -71,6 +74,18 @@ static const char *const cluster_sql[_PG_CL_STMT_MAX] = {
                 "SELECT " COPY_COLUMNS " FROM checkpoint_copies WHERE checkpoint_id = $1 ORDER BY worker",
         [PG_CL_COPY_LIST_ALL] = "SELECT " COPY_COLUMNS " FROM checkpoint_copies ORDER BY checkpoint_id, worker",
         [PG_CL_COPY_DELETE] = "DELETE FROM checkpoint_copies WHERE checkpoint_id = $1 AND worker = $2",
+        [PG_CL_CLOCK] = "SELECT space_now_usec()",
+        [PG_CL_LEASE_TAKE] =
+                "UPDATE controller_lease SET holder = $1, token = token + 1, "
+                "expires_usec = space_now_usec() + $2, acquired_usec = space_now_usec() "
+                "WHERE id = 1 AND expires_usec <= space_now_usec() RETURNING token",
+        [PG_CL_LEASE_RENEW] =
+                "UPDATE controller_lease SET expires_usec = space_now_usec() + $3 "
+                "WHERE id = 1 AND holder = $1 AND token = $2 AND expires_usec > space_now_usec()",
+        [PG_CL_LEASE_RELEASE] =
+                "UPDATE controller_lease SET expires_usec = 0 WHERE id = 1 AND holder = $1 AND token = $2",
+        [PG_CL_LEASE_GET] = "SELECT holder, token, expires_usec, space_now_usec() FROM controller_lease WHERE id = 1",
+        [PG_CL_FENCE] = "SELECT set_config('space.fence_token', $1, false)",
 };
 
 static int cl_exec(PgStore *q, PgClusterStmt id, const PgParams *p, PGresult **ret) {
@@ -112,9 +127,9 @@ int pg_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_us
 int pg_op_worker_heartbeat(Store *s, const char *name, const char *instance, const char *templates, int64_t now) {
         PgParams p = {};
 
+        (void) now; /* the store's clock, in the statement */
         pg_param_text(&p, name);
         pg_param_text(&p, instance);
-        pg_param_i64(&p, now);
         pg_param_text(&p, templates);
         return cl_exec_cas(pg_store(s), PG_CL_WORKER_HEARTBEAT, &p);
 }
@@ -314,4 +329,92 @@ int pg_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const char
         pg_param_text(&p, worker);
         CHECK(cl_exec(pg_store(s), PG_CL_COPY_DELETE, &p, &res));
         return pg_result_changes(res) == 0 ? -ENOENT : 0;
+}
+
+/* The lease: one row, every time by space_now_usec() (0020). */
+
+int pg_op_clock(Store *s, int64_t *ret_usec) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+
+        CHECK(cl_exec(pg_store(s), PG_CL_CLOCK, NULL, &res));
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        return pg_col_i64(res, 0, 0, ret_usec);
+}
+
+int pg_op_lease_take(Store *s, const char *holder, uint64_t lease_usec, int64_t *ret_token) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, holder);
+        pg_param_i64(&p, (int64_t) lease_usec);
+        CHECK(cl_exec(pg_store(s), PG_CL_LEASE_TAKE, &p, &res));
+        if (PQntuples(res) == 0)
+                return -EBUSY;
+        return pg_col_i64(res, 0, 0, ret_token);
+}
+
+int pg_op_lease_renew(Store *s, const char *holder, int64_t token, uint64_t lease_usec) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, holder);
+        pg_param_i64(&p, token);
+        pg_param_i64(&p, (int64_t) lease_usec);
+        CHECK(cl_exec(pg_store(s), PG_CL_LEASE_RENEW, &p, &res));
+        return pg_result_changes(res) == 0 ? -ESTALE : 0;
+}
+
+int pg_op_lease_release(Store *s, const char *holder, int64_t token) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, holder);
+        pg_param_i64(&p, token);
+        CHECK(cl_exec(pg_store(s), PG_CL_LEASE_RELEASE, &p, &res));
+        return pg_result_changes(res) == 0 ? -ESTALE : 0;
+}
+
+static int lease_read(const PGresult *res, int row, void *ret) {
+        ControllerLease l = {};
+
+        CHECK(PG_COL_STR(res, row, 0, l.holder));
+        CHECK(pg_col_i64(res, row, 1, &l.token));
+        CHECK(pg_col_i64(res, row, 2, &l.expires_usec));
+        CHECK(pg_col_i64(res, row, 3, &l.now_usec));
+        *(ControllerLease *) ret = l;
+        return 0;
+}
+
+int pg_op_lease_get(Store *s, ControllerLease *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+
+        CHECK(cl_exec(pg_store(s), PG_CL_LEASE_GET, NULL, &res));
+        return pg_result_get_row(res, lease_read, ret);
+}
+
+/* The session setting the fence trigger reads (0020); set again on each new
+ * connection (pg_store_fence_apply). */
+int pg_store_fence_apply(PgStore *q) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        char v[24] = "";
+        PgParams p = {};
+
+        if (q->fence_token > 0)
+                snprintf(v, sizeof v, "%" PRIi64, q->fence_token);
+        pg_param_text(&p, v);
+        CHECK(cl_exec(q, PG_CL_FENCE, &p, &res));
+        q->fence_gen = q->gen;
+        return 0;
+}
+
+int pg_op_fence(Store *s, int64_t token) {
+        PgStore *q = pg_store(s);
+        int r;
+
+        q->fence_token = token;
+        r = pg_store_fence_apply(q);
+        if (r < 0)
+                q->fence_gen = 0; /* the next call sets it before anything else */
+        return r;
 }

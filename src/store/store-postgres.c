@@ -231,6 +231,7 @@ int pg_sqlstate_errno(const char *st) {
                 const char *code; /* a whole SQLSTATE, or a class of two characters */
                 int err;
         } table[] = {
+                { "SPF01", ESTALE },       /* the fence trigger (0020): this handle's lease is gone */
                 { "23505", EEXIST },       /* unique_violation */
                 { "23503", ENOENT },       /* foreign_key_violation */
                 { "23", EINVAL },          /* other integrity constraints (not null, check) */
@@ -324,11 +325,29 @@ static void pg_store_read_idle(PgStore *q) {
  * connection is found broken and reset here, before a statement is sent,
  * rather than failing the caller's next statement. (A statement is never sent
  * twice: whether one that failed in flight ran is unknown.) */
+static int pg_store_simple(PgStore *q, const char *sql);
+
+/* A fenced handle's session carries its token before any statement: a new
+ * connection sets it first, else nothing runs (fails closed). */
+static int pg_store_fence_ensure(PgStore *q) {
+        char sql[96];
+        int r;
+
+        if (q->fence_token <= 0 || q->fence_gen == q->gen || q->in_tx)
+                return 0;
+        snprintf(sql, sizeof sql, "SELECT set_config('space.fence_token', '%" PRIi64 "', false)", q->fence_token);
+        r = pg_store_simple(q, sql);
+        if (r < 0)
+                return r;
+        q->fence_gen = q->gen;
+        return 0;
+}
+
 static int pg_store_ensure(PgStore *q) {
         if (!q->in_tx)
                 pg_store_read_idle(q);
         if (PQstatus(q->conn) == CONNECTION_OK)
-                return 0;
+                return pg_store_fence_ensure(q);
         if (q->in_tx)
                 return -EIO;
         PQreset(q->conn);
@@ -341,7 +360,7 @@ static int pg_store_ensure(PgStore *q) {
         if (q->gen == 0)
                 q->gen = 1;
         log_debug("store: postgres (%s): reconnected", strna(q->where));
-        return 0;
+        return pg_store_fence_ensure(q);
 }
 
 static void sleep_retry(unsigned attempt) {

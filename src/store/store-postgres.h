@@ -120,6 +120,12 @@ typedef enum PgClusterStmt {
         PG_CL_COPY_LIST,
         PG_CL_COPY_LIST_ALL,
         PG_CL_COPY_DELETE,
+        PG_CL_CLOCK,
+        PG_CL_LEASE_TAKE,
+        PG_CL_LEASE_RENEW,
+        PG_CL_LEASE_RELEASE,
+        PG_CL_LEASE_GET,
+        PG_CL_FENCE,
         _PG_CL_STMT_MAX,
 } PgClusterStmt;
 
@@ -192,6 +198,8 @@ typedef struct PgStore {
         PgSlot webhooks[_PG_WH_STMT_MAX];
         PgSlot settings[_PG_SET_STMT_MAX];
         unsigned leader_gen;            /* the generation whose session holds the controller lock, 0 = none */
+        int64_t fence_token;            /* store_fence: 0 = none */
+        unsigned fence_gen;             /* the generation whose session has it set, 0 = none yet */
         PgSlot sandbox_list[PG_SANDBOX_LIST_VARIANTS];
         PgSlot sandbox_count[PG_SANDBOX_COUNT_VARIANTS];
         PgSlot event_list[PG_EVENT_LIST_VARIANTS];
@@ -311,6 +319,13 @@ int pg_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
 int pg_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason, int64_t now,
                            SandboxRef **ret, size_t *ret_n);
 int pg_op_leader_try(Store *s, bool *ret_leader);
+int pg_op_clock(Store *s, int64_t *ret_usec);
+int pg_op_lease_take(Store *s, const char *holder, uint64_t lease_usec, int64_t *ret_token);
+int pg_op_lease_renew(Store *s, const char *holder, int64_t token, uint64_t lease_usec);
+int pg_op_lease_release(Store *s, const char *holder, int64_t token);
+int pg_op_lease_get(Store *s, ControllerLease *ret);
+int pg_op_fence(Store *s, int64_t token);
+int pg_store_fence_apply(PgStore *q);
 int pg_op_cluster_setting_get(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]);
 int pg_op_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total);
 int pg_op_cluster_setting_claim(Store *s, const char *name, const char *value,

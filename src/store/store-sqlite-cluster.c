@@ -3,6 +3,9 @@
  * (one host: the single process always leads). store-cluster.c has checked
  * every argument. */
 
+#include <inttypes.h>
+#include <stdio.h>
+
 #include "alloc-util.h"
 #include "store-sqlite.h"
 
@@ -15,13 +18,16 @@
         " FROM workers w LEFT JOIN sandboxes s ON s.worker = w.name "                         \
         "AND s.state NOT IN ('deleted', 'error', 'lost')"
 
+/* SQLite's own clock, in microseconds (julianday: milliseconds' precision). */
+#define SQLITE_NOW_USEC "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
+
 #define COPY_COLUMNS "checkpoint_id, sandbox_id, worker, available, sha256, size_bytes, updated_usec"
 
 static const char *const cluster_sql[_SQL_CL_STMT_MAX] = {
         [SQL_CL_WORKER_REGISTER] =
                 "INSERT INTO workers (name, address, instance, state, cpu_millis, memory_mb, disk_mb, "
                 "runtimes, accelerators, templates, registered_usec, heartbeat_usec) "
-                "VALUES (?1, ?2, ?3, 'live', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10) "
+                "VALUES (?1, ?2, ?3, 'live', ?4, ?5, ?6, ?7, ?8, ?9, ?10, " SQLITE_NOW_USEC ") "
                 "ON CONFLICT (name) DO UPDATE SET address = excluded.address, instance = excluded.instance, "
                 "state = 'live', cpu_millis = excluded.cpu_millis, memory_mb = excluded.memory_mb, "
                 "disk_mb = excluded.disk_mb, runtimes = excluded.runtimes, "
@@ -31,7 +37,7 @@ static const char *const cluster_sql[_SQL_CL_STMT_MAX] = {
                 "OR workers.heartbeat_usec < ?11 "
                 "RETURNING name",
         [SQL_CL_WORKER_HEARTBEAT] =
-                "UPDATE workers SET heartbeat_usec = ?3, templates = ?4 "
+                "UPDATE workers SET heartbeat_usec = " SQLITE_NOW_USEC ", templates = ?3 "
                 "WHERE name = ?1 AND instance = ?2 AND state = 'live'",
         [SQL_CL_WORKER_EXISTS] = "SELECT 1 FROM workers WHERE name = ?1",
         [SQL_CL_WORKER_STOP] =
@@ -55,6 +61,18 @@ static const char *const cluster_sql[_SQL_CL_STMT_MAX] = {
                 "SELECT " COPY_COLUMNS " FROM checkpoint_copies WHERE checkpoint_id = ?1 ORDER BY worker",
         [SQL_CL_COPY_LIST_ALL] = "SELECT " COPY_COLUMNS " FROM checkpoint_copies ORDER BY checkpoint_id, worker",
         [SQL_CL_COPY_DELETE] = "DELETE FROM checkpoint_copies WHERE checkpoint_id = ?1 AND worker = ?2",
+        [SQL_CL_CLOCK] = "SELECT " SQLITE_NOW_USEC,
+        [SQL_CL_LEASE_TAKE] =
+                "UPDATE controller_lease SET holder = ?1, token = token + 1, "
+                "expires_usec = " SQLITE_NOW_USEC " + ?2, acquired_usec = " SQLITE_NOW_USEC " "
+                "WHERE id = 1 AND expires_usec <= " SQLITE_NOW_USEC " RETURNING token",
+        [SQL_CL_LEASE_RENEW] =
+                "UPDATE controller_lease SET expires_usec = " SQLITE_NOW_USEC " + ?3 "
+                "WHERE id = 1 AND holder = ?1 AND token = ?2 AND expires_usec > " SQLITE_NOW_USEC,
+        [SQL_CL_LEASE_RELEASE] =
+                "UPDATE controller_lease SET expires_usec = 0 WHERE id = 1 AND holder = ?1 AND token = ?2",
+        [SQL_CL_LEASE_GET] =
+                "SELECT holder, token, expires_usec, " SQLITE_NOW_USEC " FROM controller_lease WHERE id = 1",
 };
 
 static int cl_stmt(SqliteStore *q, SqlClusterStmt id, sqlite3_stmt **ret) {
@@ -116,8 +134,8 @@ int sqlite_op_worker_heartbeat(Store *s, const char *name, const char *instance,
         CHECK(cl_stmt(q, SQL_CL_WORKER_HEARTBEAT, &st));
         CHECK(sqlite_bind_text(q, st, 1, name));
         CHECK(sqlite_bind_text(q, st, 2, instance));
-        CHECK(sqlite_bind_int64(q, st, 3, now));
-        CHECK(sqlite_bind_text(q, st, 4, templates));
+        (void) now; /* the store's clock, in the statement */
+        CHECK(sqlite_bind_text(q, st, 3, templates));
         return worker_update(q, st, name);
 }
 
@@ -292,4 +310,131 @@ int sqlite_op_checkpoint_copy_delete(Store *s, const char *checkpoint_id, const 
         CHECK(sqlite_bind_text(q, st, 1, checkpoint_id));
         CHECK(sqlite_bind_text(q, st, 2, worker));
         return sqlite_store_step_changed(q, st);
+}
+
+/* The lease (0020), every time by SQLite's clock. */
+
+int sqlite_op_clock(Store *s, int64_t *ret_usec) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int64_t v;
+        int r;
+
+        CHECK(cl_stmt(q, SQL_CL_CLOCK, &st));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -EBADMSG;
+        CHECK(sqlite_col_i64(st, 0, &v));
+        CHECK(sqlite_store_step_done(q, st));
+        *ret_usec = v;
+        return 0;
+}
+
+int sqlite_op_lease_take(Store *s, const char *holder, uint64_t lease_usec, int64_t *ret_token) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int64_t token;
+        int r;
+
+        CHECK(cl_stmt(q, SQL_CL_LEASE_TAKE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, holder));
+        CHECK(sqlite_bind_int64(q, st, 2, (int64_t) lease_usec));
+        r = sqlite_store_step(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -EBUSY;
+        CHECK(sqlite_col_i64(st, 0, &token));
+        CHECK(sqlite_store_step_done(q, st));
+        *ret_token = token;
+        return 0;
+}
+
+int sqlite_op_lease_renew(Store *s, const char *holder, int64_t token, uint64_t lease_usec) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        CHECK(cl_stmt(q, SQL_CL_LEASE_RENEW, &st));
+        CHECK(sqlite_bind_text(q, st, 1, holder));
+        CHECK(sqlite_bind_int64(q, st, 2, token));
+        CHECK(sqlite_bind_int64(q, st, 3, (int64_t) lease_usec));
+        r = sqlite_store_step_changes(q, st);
+        if (r < 0)
+                return r;
+        return r == 0 ? -ESTALE : 0;
+}
+
+int sqlite_op_lease_release(Store *s, const char *holder, int64_t token) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        CHECK(cl_stmt(q, SQL_CL_LEASE_RELEASE, &st));
+        CHECK(sqlite_bind_text(q, st, 1, holder));
+        CHECK(sqlite_bind_int64(q, st, 2, token));
+        r = sqlite_store_step_changes(q, st);
+        if (r < 0)
+                return r;
+        return r == 0 ? -ESTALE : 0;
+}
+
+static int lease_read(sqlite3_stmt *st, void *ret) {
+        ControllerLease l = {};
+
+        CHECK(SQLITE_COL_STR(st, 0, l.holder));
+        CHECK(sqlite_col_i64(st, 1, &l.token));
+        CHECK(sqlite_col_i64(st, 2, &l.expires_usec));
+        CHECK(sqlite_col_i64(st, 3, &l.now_usec));
+        *(ControllerLease *) ret = l;
+        return 0;
+}
+
+int sqlite_op_lease_get(Store *s, ControllerLease *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        CHECK(cl_stmt(q, SQL_CL_LEASE_GET, &st));
+        return sqlite_store_get_row(q, st, lease_read, ret);
+}
+
+/* Fencing on SQLite: temporary triggers of this connection on every table
+ * (before each insert, update and delete) that abort the statement unless
+ * the token's lease is unexpired; the one database lock orders them with a
+ * takeover. A fence of 0 drops them. */
+static const char *const fenced_tables[] = {
+        "tenants", "api_keys", "templates", "sandboxes", "events", "checkpoints",
+        "credentials", "credential_grants", "workers", "cluster_settings",
+        "checkpoint_copies", "tenant_quotas", "volumes", "volume_mounts",
+        "webhooks", "object_settings",
+};
+
+int sqlite_op_fence(Store *s, int64_t token) {
+        static const char *const ops[] = { "INSERT", "UPDATE", "DELETE" };
+        SqliteStore *q = sqlite_store(s);
+        char sql[640];
+        int rc;
+
+        for (size_t i = 0; i < ELEMENTSOF(fenced_tables); i++)
+                for (size_t j = 0; j < ELEMENTSOF(ops); j++) {
+                        snprintf(sql, sizeof sql, "DROP TRIGGER IF EXISTS temp.space_fence_%s_%s", fenced_tables[i],
+                                 ops[j]);
+                        rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
+                        if (rc != SQLITE_OK)
+                                return sqlite_store_errno(q, rc);
+                        if (token == 0)
+                                continue;
+                        snprintf(sql, sizeof sql,
+                                 "CREATE TEMP TRIGGER space_fence_%s_%s BEFORE %s ON main.%s "
+                                 "WHEN NOT EXISTS (SELECT 1 FROM main.controller_lease WHERE id = 1 AND token = %" PRIi64
+                                 " AND expires_usec > " SQLITE_NOW_USEC ") "
+                                 "BEGIN SELECT RAISE(ABORT, '" SQLITE_FENCED_MESSAGE "'); END",
+                                 fenced_tables[i], ops[j], ops[j], fenced_tables[i], token);
+                        rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
+                        if (rc != SQLITE_OK)
+                                return sqlite_store_errno(q, rc);
+                }
+        return 0;
 }

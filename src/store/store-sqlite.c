@@ -32,6 +32,9 @@ int sqlite_store_errno(SqliteStore *q, int rc) {
                         r = -EEXIST;
                 else if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
                         r = -ENOENT;
+                else if (rc == SQLITE_CONSTRAINT_TRIGGER && q && q->db &&
+                         strstr(sqlite3_errmsg(q->db), SQLITE_FENCED_MESSAGE))
+                        r = -ESTALE; /* a fence trigger (sqlite_op_fence) */
                 else
                         r = -EINVAL;
                 break;

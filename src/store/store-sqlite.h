@@ -107,6 +107,11 @@ typedef enum SqlClusterStmt {
         SQL_CL_COPY_LIST,
         SQL_CL_COPY_LIST_ALL,
         SQL_CL_COPY_DELETE,
+        SQL_CL_CLOCK,
+        SQL_CL_LEASE_TAKE,
+        SQL_CL_LEASE_RENEW,
+        SQL_CL_LEASE_RELEASE,
+        SQL_CL_LEASE_GET,
         _SQL_CL_STMT_MAX,
 } SqlClusterStmt;
 
@@ -277,6 +282,14 @@ int sqlite_op_worker_list(Store *s, WorkerNode **ret, size_t *ret_n);
 int sqlite_op_worker_mark_lost(Store *s, const char *name, int64_t stale_before_usec, const char *reason,
                                int64_t now, SandboxRef **ret, size_t *ret_n);
 int sqlite_op_leader_try(Store *s, bool *ret_leader);
+int sqlite_op_clock(Store *s, int64_t *ret_usec);
+int sqlite_op_lease_take(Store *s, const char *holder, uint64_t lease_usec, int64_t *ret_token);
+int sqlite_op_lease_renew(Store *s, const char *holder, int64_t token, uint64_t lease_usec);
+int sqlite_op_lease_release(Store *s, const char *holder, int64_t token);
+int sqlite_op_lease_get(Store *s, ControllerLease *ret);
+int sqlite_op_fence(Store *s, int64_t token);
+/* The message of a fence trigger's abort (sqlite_op_fence): -ESTALE. */
+#define SQLITE_FENCED_MESSAGE "space: fenced (the controller lease is no longer held)"
 int sqlite_op_cluster_setting_get(Store *s, const char *name, char ret[static STORE_CLUSTER_SETTING_MAX]);
 int sqlite_op_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total);
 int sqlite_op_cluster_setting_claim(Store *s, const char *name, const char *value,

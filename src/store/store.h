@@ -596,12 +596,49 @@ int store_volume_mount(Store *s, const char *sandbox_id, const VolumeMount *m, s
 /* The volumes sandbox_id mounts, by path. */
 int store_volume_mounts(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
 
-/* Controller leadership: true while this handle holds it. PostgreSQL: a
- * session advisory lock on this handle's connection (released when the
- * process or its connection dies, so another takes over at its next try);
- * SQLite: always true (one host, one controller). Call it every round: it
- * takes the lock when free and checks that it is still held. */
+/* Controller leadership (the advisory-lock form, kept for callers that only
+ * ask): true while this handle holds it. PostgreSQL: a session advisory lock
+ * on this handle's connection; SQLite: always true. spaced's controllers use
+ * the lease below instead. */
 int store_leader_try(Store *s, bool *ret_leader);
+
+/* The store's clock in microseconds since the epoch (PostgreSQL: the
+ * server's clock_timestamp(); SQLite: its own julianday('now')). Every lease
+ * is judged by it: worker heartbeats are written with it (store_worker_*),
+ * and freshness is judged against it, never against another host's wall
+ * clock. */
+int store_clock(Store *s, int64_t *ret_usec);
+/* store_clock's time, or this host's if the store does not answer (then the
+ * reads it would be compared with fail too). */
+int64_t store_now_usec(Store *s);
+
+/* The controller lease: one row, judged by the store's clock. token is the
+ * fencing token: one more at each takeover, the same across renewals. */
+typedef struct ControllerLease {
+        char holder[STORE_NAME_MAX];
+        int64_t token;
+        int64_t expires_usec;           /* store time; <= now_usec: free */
+        int64_t now_usec;               /* the store's clock when read */
+} ControllerLease;
+
+/* Takes the lease for holder for lease_usec if it is free (expired or
+ * released): its token becomes one more and is returned. -EBUSY while
+ * another holder's (or this holder's earlier token's) lease runs. */
+int store_lease_take(Store *s, const char *holder, uint64_t lease_usec, int64_t *ret_token);
+/* Extends holder's unexpired lease of token to lease_usec from now.
+ * -ESTALE: it expired or another took it over (this holder is fenced). */
+int store_lease_renew(Store *s, const char *holder, int64_t token, uint64_t lease_usec);
+/* Ends holder's lease of token at once (a graceful stop: the standby takes
+ * over at its next try). -ESTALE if it no longer holds it. */
+int store_lease_release(Store *s, const char *holder, int64_t token);
+int store_lease_get(Store *s, ControllerLease *ret);
+/* Fences this handle with token (0: no longer): from now on each of its
+ * writes checks, in its own statement, that token's lease is unexpired, and
+ * fails with -ESTALE (writing nothing) if not. A takeover waits for the
+ * transaction of a write that passed the check. The controller's handles
+ * carry their leader token so that a stalled leader that wakes up after a
+ * takeover writes nothing. */
+int store_fence(Store *s, int64_t token);
 
 /* Webhooks: a tenant's URL the active controller POSTs the tenant's events
  * to, in order, signed with the secret (kept as given: it must sign; the

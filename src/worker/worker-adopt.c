@@ -73,11 +73,13 @@ static void adopt_pending(Worker *w, LiveSandbox *l) {
 }
 
 /* This worker's registration is live and beating: its gateway serves, the API reaches what it adopts. */
-static bool registered_live(Worker *w, int64_t now) {
+static bool registered_live(Worker *w) {
         WorkerNode node = {};
+        int64_t now;
 
         if (store_worker_get(w->store, w->config->worker_name, &node) < 0)
                 return false;
+        now = store_now_usec(w->store); /* the heartbeat is in the store's time */
         return node.state == WORKER_LIVE &&
                node.heartbeat_usec >= now - (int64_t) w->config->worker_lost_timeout_s * 1000000;
 }
@@ -92,7 +94,7 @@ void worker_adopt_tick(Worker *w) {
         if (!streq(w->config->role, "worker") || w->n_live == 0 || now - last_usec < WORKER_ADOPT_EVERY_USEC)
                 return;
         last_usec = now;
-        if (!registered_live(w, now))
+        if (!registered_live(w))
                 return; /* still judged lost (its heartbeat has not registered it again yet) */
         if (store_sandbox_list(w->store, &f, &list, &n) < 0)
                 return; /* the store is away: nothing is judged, tried at the next tick */

@@ -17,6 +17,7 @@ static int cluster_info(WorkerClient *w, char **ret_json, ApiError *e) {
         r = worker_client_list_workers(w, &nodes, &n, e);
         if (r < 0)
                 return r;
+        int64_t now = store_now_usec(w->store); /* heartbeats are in the store's time */
         json_w_init(&jw);
         json_w_object_begin(&jw);
         json_w_kv_string(&jw, "worker", "cluster");
@@ -24,7 +25,7 @@ static int cluster_info(WorkerClient *w, char **ret_json, ApiError *e) {
         json_w_array_begin(&jw);
         for (size_t i = 0; i < n; i++) {
                 const WorkerNode *x = &nodes[i];
-                bool fresh = x->heartbeat_usec >= now_usec() - w->lost_timeout_usec;
+                bool fresh = x->heartbeat_usec >= now - w->lost_timeout_usec;
                 json_w_object_begin(&jw);
                 json_w_kv_string(&jw, "name", x->name);
                 json_w_kv_string(&jw, "state",
@@ -37,7 +38,7 @@ static int cluster_info(WorkerClient *w, char **ret_json, ApiError *e) {
                 json_w_kv_string(&jw, "accelerators", x->accelerators);
                 json_w_kv_string(&jw, "templates", x->templates);
                 json_w_kv_int(&jw, "sandboxes", x->sandboxes);
-                json_w_kv_int(&jw, "heartbeat_age_ms", (now_usec() - x->heartbeat_usec) / 1000);
+                json_w_kv_int(&jw, "heartbeat_age_ms", (now - x->heartbeat_usec) / 1000);
                 json_w_object_end(&jw);
         }
         json_w_array_end(&jw);
@@ -99,9 +100,10 @@ int worker_kvm_available(WorkerClient *w, bool *ret, ApiError *e) {
                 r = worker_client_list_workers(w, &nodes, &n, e);
                 if (r < 0)
                         return r;
+                int64_t now = store_now_usec(w->store);
                 for (size_t i = 0; i < n && !*ret; i++)
                         *ret = nodes[i].state == WORKER_LIVE &&
-                               nodes[i].heartbeat_usec >= now_usec() - w->lost_timeout_usec &&
+                               nodes[i].heartbeat_usec >= now - w->lost_timeout_usec &&
                                list_has(nodes[i].runtimes, "vm") && list_has(nodes[i].accelerators, "kvm");
                 return 0;
         }

@@ -162,7 +162,7 @@ static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, u
         order = new0(size_t, n + 1);
         if (!order)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-        worker_place(nodes, n, sb, now_usec() - w->lost_timeout_usec, order, &n_order);
+        worker_place(nodes, n, sb, store_now_usec(w->store) - w->lost_timeout_usec, order, &n_order);
         /* pinned (its volumes live there): that worker or none */
         if (!isempty(sb->worker) && !streq(sb->worker, "local")) {
                 size_t kept = 0;
@@ -179,7 +179,7 @@ static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, u
                 /* would one take it but for its disk quota? then that is the reason */
                 Sandbox nodisk = *sb;
                 nodisk.disk_mb = 0;
-                worker_place(nodes, n, &nodisk, now_usec() - w->lost_timeout_usec, order, &n_order);
+                worker_place(nodes, n, &nodisk, store_now_usec(w->store) - w->lost_timeout_usec, order, &n_order);
                 if (n_order > 0)
                         return api_error(e, -ENOSPC, API_INSUFFICIENT_STORAGE,
                                          "no live worker's storage pool has room for disk_mb %" PRIu64

@@ -325,9 +325,10 @@ int worker_client_select_worker(WorkerClient *w, const char *name, ApiError *e) 
         if (node.state != WORKER_LIVE)
                 return api_error(e, -EHOSTDOWN, API_UNAVAILABLE, "worker '%s' is %s", name,
                                  worker_state_to_string(node.state));
-        if (node.heartbeat_usec < now_usec() - w->lost_timeout_usec)
+        int64_t now = store_now_usec(w->store); /* heartbeats are in the store's time */
+        if (node.heartbeat_usec < now - w->lost_timeout_usec)
                 return api_error(e, -EHOSTDOWN, API_UNAVAILABLE, "worker '%s' has sent no heartbeat for %llds", name,
-                                 (long long) ((now_usec() - node.heartbeat_usec) / 1000000));
+                                 (long long) ((now - node.heartbeat_usec) / 1000000));
         (void) strscpy(w->target, sizeof w->target, node.name);
         (void) strscpy(w->target_address, sizeof w->target_address, node.address);
         return 0;

@@ -91,7 +91,7 @@ int worker_node_register(Store *s, const Config *c, const char *instance, const 
                 return -ENAMETOOLONG;
         (void) strscpy(w.instance, sizeof w.instance, instance);
         (void) strscpy(w.templates, sizeof w.templates, templates ?: "");
-        r = store_worker_register(s, &w, now_usec() - (int64_t) c->worker_lost_timeout_s * 1000000);
+        r = store_worker_register(s, &w, store_now_usec(s) - (int64_t) c->worker_lost_timeout_s * 1000000);
         if (r == -EEXIST)
                 return log_error_errno(r, "Worker name '%s' is taken by another live worker: refusing to register",
                                        c->worker_name);

@@ -9,6 +9,7 @@ and the units pass `systemd-analyze verify`. The worker unit must not carry
 an option that would put it in a mount namespace of its own or pass a
 seccomp filter, capability bound or device policy on to the sandboxes."""
 
+import json
 import os
 import re
 import shutil
@@ -162,7 +163,10 @@ def test_kubernetes_manifests_parse_and_reference_each_other(keys):
     assert _labels_match(svc["spec"]["selector"], api["spec"]["template"]["metadata"]["labels"])
     for p in svc["spec"]["ports"]:
         assert p["targetPort"] in ports or p["targetPort"] in ports.values(), p
-    assert api_c["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    # ready = store and workers reachable; live = the process answers (a database outage must not
+    # become a restart loop of every API pod)
+    assert api_c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert api_c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert api_c["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert api_c["securityContext"].get("privileged") is not True
 
@@ -170,6 +174,12 @@ def test_kubernetes_manifests_parse_and_reference_each_other(keys):
     ctl, _, ctl_c = roles["controller"]
     assert ctl["kind"] == "Deployment" and ctl["spec"]["replicas"] >= 2
     assert ctl_c["securityContext"].get("privileged") is not True
+    # its liveness is tied to its loop: controller_listen's /healthz, on a declared port
+    ctl_listen = ctl_c["args"][ctl_c["args"].index("--controller-listen") + 1]
+    ctl_ports = {p["name"]: p["containerPort"] for p in ctl_c["ports"]}
+    probe = ctl_c["livenessProbe"]["httpGet"]
+    assert probe["path"] == "/healthz"
+    assert ctl_ports.get(probe["port"], probe["port"]) == int(ctl_listen.rsplit(":", 1)[1])
 
     # workers: one per node, privileged, with the node's devices, cgroups and state
     wk, wk_spec, wk_c = roles["worker"]
@@ -188,6 +198,11 @@ def test_kubernetes_manifests_parse_and_reference_each_other(keys):
     assert args[args.index("--worker-listen") + 1].endswith(":7071")
     assert wk_c["ports"][0]["containerPort"] == 7071
     assert wk["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == 1   # one node at a time
+    # evicted and preempted last: a PriorityClass of the manifests, above the default
+    pcs = _by_kind(docs, "PriorityClass")
+    assert wk_spec["priorityClassName"] in pcs, wk_spec.get("priorityClassName")
+    pc = pcs[wk_spec["priorityClassName"]]
+    assert pc["value"] > 0 and pc.get("globalDefault") is not True
 
     # disruption budgets select real pods
     for pdb in _by_kind(docs, "PodDisruptionBudget").values():
@@ -204,9 +219,9 @@ def test_kubernetes_kustomize_build():
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(["Namespace", "ConfigMap", "Deployment", "Deployment", "DaemonSet", "Service",
-                            "PodDisruptionBudget", "PodDisruptionBudget"]), kinds
+                            "PodDisruptionBudget", "PodDisruptionBudget", "PriorityClass"]), kinds
     for d in docs:
-        if d["kind"] != "Namespace":
+        if d["kind"] not in ("Namespace", "PriorityClass"):   # cluster-scoped
             assert d["metadata"]["namespace"] == "space", d["metadata"]
         assert d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "space"
         if d["kind"] in ("Deployment", "DaemonSet"):
@@ -303,7 +318,9 @@ def test_systemd_units_roles_flags_and_hardening(e2e_session, keys, tmp_path):
             if a.startswith("--") and a != "--config":
                 assert a[2:].replace("-", "_") in keys, f"{name}: {a}"
         state = argv[argv.index("--state-dir") + 1]
-        assert svc["Restart"] in ("on-failure", "always")
+        # restarted whatever it died of, however often (a database down for long is not a failed unit)
+        assert svc["Restart"] == "always", name
+        assert dict(u["Unit"]).get("StartLimitIntervalSec") == "0", name
         assert dict(u["Install"])["WantedBy"] == "multi-user.target"
         opts = {k for k, _ in u["Service"]}
         if role in ("worker", "all"):
@@ -335,3 +352,65 @@ def test_systemd_units_roles_flags_and_hardening(e2e_session, keys, tmp_path):
     r = subprocess.run([e2e_session.spaced_bin, "--config", str(bad), "--help"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode != 0 and "no_such_key" in r.stderr, r.stderr
+
+
+# ---- the container image ----
+
+CONTAINERFILE = os.path.join(REPO, "deploy", "container", "Containerfile")
+# sanitizer runtimes (a -Dsanitize=true build only) and libc6 (in every Debian image)
+IMAGE_IMPLIED = {"libasan8", "libubsan1", "libc6"}
+
+
+def _image_packages(text):
+    """The packages the Containerfile's last stage installs with apt-get."""
+    last = text[text.rindex("\nFROM "):]
+    pkgs = set()
+    for cmd in re.findall(r"apt-get install ([^&]*)", last.replace("\\\n", " ")):
+        pkgs |= {w for w in cmd.split() if not w.startswith("-")}
+    return pkgs
+
+
+def _needed_packages(binary):
+    """{library: Debian package} for each NEEDED entry of binary, found where the loader finds it."""
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
+                        subprocess.run(["readelf", "-d", binary], capture_output=True, text=True, check=True,
+                                       timeout=60).stdout)
+    where = dict(re.findall(r"^\s*(\S+) => (\S+)", subprocess.run(["ldd", binary], capture_output=True, text=True,
+                                                                   timeout=60).stdout, re.M))
+    out = {}
+    for lib in needed:
+        path = where.get(lib)
+        assert path, f"{binary}: the loader does not find {lib}"
+        pkg = None
+        for p in dict.fromkeys([path, os.path.realpath(path), "/usr" + path if path.startswith("/lib") else path]):
+            r = subprocess.run(["dpkg", "-S", p], capture_output=True, text=True, timeout=60)
+            if r.returncode == 0:
+                pkg = r.stdout.split(":", 1)[0].strip()
+                break
+        assert pkg, f"{binary}: {lib} ({path}) belongs to no Debian package"
+        out[lib] = pkg
+    return out
+
+
+def _missing_from_image(packages, needed):
+    return {lib: pkg for lib, pkg in needed.items() if pkg not in packages and pkg not in IMAGE_IMPLIED}
+
+
+def test_container_image_installs_every_linked_library(e2e_session):
+    if not shutil.which("dpkg") or not shutil.which("readelf"):
+        pytest.skip("needs dpkg and readelf (a Debian host)")
+    with open(CONTAINERFILE) as f:
+        packages = _image_packages(f.read())
+    assert {"libpq5", "nftables"} <= packages, packages
+    installed = subprocess.run(["meson", "introspect", "--installed", e2e_session.build_dir],
+                                                capture_output=True, text=True, check=True, timeout=60).stdout
+    binaries = [b for b in json.loads(installed) if os.path.isfile(b) and open(b, "rb").read(4) == b"\x7fELF"]
+    assert any(b.endswith("/spaced") for b in binaries), installed
+    for b in binaries:
+        needed = _needed_packages(b)
+        assert not _missing_from_image(packages, needed), \
+            f"{os.path.basename(b)} links {_missing_from_image(packages, needed)}, which the image does not install"
+    # the check can fail: an image without libnghttp2-14 is caught (spaced links it)
+    spaced = _needed_packages(e2e_session.spaced_bin)
+    assert spaced.get("libnghttp2.so.14") == "libnghttp2-14", spaced
+    assert "libnghttp2.so.14" in _missing_from_image(packages - {"libnghttp2-14"}, spaced)

@@ -50,6 +50,7 @@ from e2e_daemon import E2E_DISK_OVERCOMMIT
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PG_SCRIPT = os.path.join(REPO, "tests", "pg-test-server.sh")
 LOST_TIMEOUT_S = 3
+LEASE_S = 2           # the controllers' lease (controller_lease_s)
 WORKERS = 3
 SANDBOXES = 30
 QEMU = "/usr/bin/qemu-system-x86_64"
@@ -296,8 +297,13 @@ class Cluster:
         raise RuntimeError(f"api{n} not healthy:\n{p.log()[-3000:]}")
 
     def start_controller(self, n, wrap=()):
-        return Proc(self, f"ctl{n}", list(wrap) + [self.s.spaced_bin, "--role", "controller",
-                                                   "--state-dir", self.state_dir(f"ctl{n}")] + self.common()).start()
+        port = _free_port()
+        p = Proc(self, f"ctl{n}", list(wrap) + [self.s.spaced_bin, "--role", "controller",
+                                                "--state-dir", self.state_dir(f"ctl{n}"),
+                                                f"--controller-lease-s={LEASE_S}",
+                                                f"--controller-listen=127.0.0.1:{port}"] + self.common())
+        p.probe_port = port
+        return p.start()
 
     # ---- API ----
     def req(self, api, method, path, **kw):
@@ -645,6 +651,7 @@ def _worker_loss(c):
     for sid in lost_ids:
         code, _ = c.exec_out(api, sid, f"echo kept-{sid} > /tmp/kept")
         assert code == 0
+    t_dead = time.monotonic()
     c.workers[victim].kill9()
 
     # a create never waits on the dead worker (it may still look live for a moment)
@@ -653,6 +660,8 @@ def _worker_loss(c):
     newer = r.json()["id"]
 
     _wait(lambda: all(c.sandbox(api, i)["state"] == "lost" for i in lost_ids), 30, "sandboxes of w2 lost")
+    _log(f"worker kill -9 -> its {len(lost_ids)} sandboxes lost: {time.monotonic() - t_dead:.2f} s "
+         f"(worker_lost_timeout_s {LOST_TIMEOUT_S})")
     for sid in lost_ids:
         sb = c.sandbox(api, sid)
         assert victim in sb["reason"], sb
@@ -818,6 +827,53 @@ def _ship_and_recover(c):
     assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
     _wait(lambda: not any(os.path.exists(os.path.join(_pool(c, w), "checkpoints", sid)) for w in c.workers),
           60, "the shipped copies removed")
+
+
+def _shipped(c, api, sid, ck):
+    return [e["data"] for e in c.req(api, "GET", "/v1/events", params={"sandbox": sid,
+                                                                       "type": "sandbox.checkpoint_shipped"})
+            .json()["events"] if e["data"]["checkpoint"] == ck]
+
+
+@pytest.mark.timeout(300)
+def test_copies_below_the_count_shipped_again_none_left_reported(cluster):
+    """ship_checkpoints = 1: the worker holding a checkpoint's shipped copy stops (SIGSTOP past the
+    lost timeout): the controller ships it again, from the sandbox's worker to the third one; a
+    checkpoint whose every copy went from the store's list is reported once
+    (sandbox.checkpoint_unavailable)."""
+    c = cluster
+    api = c.apis[0]
+    [(sid, _, origin)] = c.create(1)
+    r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "c1"})
+    assert r.status == 201, r
+    ck = r.json()["id"]
+    holder = _wait(lambda: _shipped(c, api, sid, ck), 60, "the checkpoint shipped")[0]["worker"]
+    third = next(w for w in c.workers if w not in (origin, holder))
+    os.kill(c.workers[holder].pid, signal.SIGSTOP)
+    try:
+        again = _wait(lambda: [d for d in _shipped(c, api, sid, ck) if d["worker"] == third], 60,
+                      "the copy shipped again")
+        assert again[0]["from_worker"] == origin, again
+    finally:
+        os.kill(c.workers[holder].pid, signal.SIGCONT)
+    _wait(lambda: any(w["name"] == holder and w["state"] == "live"
+                      for w in c.req(api, "GET", "/v1/info").json()["workers"]), 30, f"{holder} live again")
+    # every copy of a second checkpoint unlisted (as if its holders had lost them): reported, once
+    r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "c2"})
+    assert r.status == 201, r
+    ck2 = r.json()["id"]
+    _wait(lambda: _shipped(c, api, sid, ck2), 60, "the second checkpoint shipped")
+    subprocess.run(["psql", "-v", "ON_ERROR_STOP=1", "-q", c.pg_url, "-c",
+                    f"DELETE FROM checkpoint_copies WHERE checkpoint_id = '{ck2}'"], check=True, timeout=60)
+
+    def unavailable():
+        return [e for e in c.req(api, "GET", "/v1/events", params={"sandbox": sid,
+                                                                   "type": "sandbox.checkpoint_unavailable"})
+                .json()["events"] if e["data"]["checkpoint"] == ck2]
+    _wait(unavailable, 30, "the checkpoint reported without a copy")
+    time.sleep(2.5)  # two more rounds
+    assert len(unavailable()) == 1, unavailable()
+    c.delete_all()
 
 
 class _StalledReceiver:
@@ -1054,15 +1110,174 @@ def test_webhooks_in_a_cluster(cluster):
         rec.stop()
 
 
+def _lease_token(text):
+    m = re.findall(r"now the active one \(lease token (\d+)\)", text)
+    return int(m[-1]) if m else None
+
+
+def _active_controller(c):
+    """(the controller that leads now, the other): the one that last took the lease (the highest token)."""
+    _wait(lambda: [p for p in c.controllers if p.running and _lease_token(p.log()[p.mark:])], 30,
+          "an active controller")
+    leading = [p for p in c.controllers if p.running and _lease_token(p.log()[p.mark:])]
+    active = max(leading, key=lambda p: _lease_token(p.log()[p.mark:]))
+    return active, [p for p in c.controllers if p is not active][0]
+
+
+@pytest.mark.timeout(120)
+def test_hung_leader_is_taken_over_and_fenced(cluster):
+    """The active controller stopped (SIGSTOP) longer than its lease: the standby takes the lease
+    over with the next fencing token (the takeover time is logged), and does the work (a sandbox's
+    timeout); continued (SIGCONT), the old one finds its lease taken over, steps down with a log
+    line and writes nothing: the sandbox expired once, by the new leader."""
+    c = cluster
+    active, standby = _active_controller(c)
+    assert standby.running, standby.log()[-2000:]
+    token = _lease_token(active.log())
+    mark_a, mark_s = len(active.log()), len(standby.log())
+    api = c.apis[0]
+    t0 = time.monotonic()
+    os.kill(active.pid, signal.SIGSTOP)
+    try:
+        r = c.req(api, "POST", "/v1/sandboxes", json={"timeout_s": 2})
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        assert standby.wait_log("now the active one", LEASE_S * 10, start=mark_s), standby.log()[mark_s:][-2000:]
+        takeover = time.monotonic() - t0
+        _log(f"controller takeover after SIGSTOP of the leader: {takeover:.2f} s (lease {LEASE_S} s)")
+        assert _lease_token(standby.log()) == token + 1, standby.log()[mark_s:][-2000:]
+        # the new leader reaps the expired sandbox
+        _wait(lambda: c.req(api, "GET", f"/v1/sandboxes/{sid}").status == 404, 30,
+              "the sandbox expired by the new leader")
+    finally:
+        os.kill(active.pid, signal.SIGCONT)
+    assert active.wait_log("Fenced: the controller lease of token", 15, start=mark_a), active.log()[mark_a:][-3000:]
+    time.sleep(1.5)  # a round or two of the old one, if it still thought it led
+    after = active.log()[mark_a:]
+    assert "now the active one" not in after, after[-3000:]
+    assert "Deleted expired sandbox" not in after and "is lost (" not in after, after[-3000:]
+    assert "expired or was taken over; stepping down" in after, after[-3000:]
+    expired = [e for e in c.req(api, "GET", "/v1/events", params={"type": "sandbox.expired"}).json()["events"]
+               if e.get("sandbox") == sid]
+    assert len(expired) == 1, expired
+    # the new leader keeps it
+    assert "no longer the active one" not in standby.log()[mark_s:]
+
+
+def _probe(p, path, method="GET"):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", p.probe_port, timeout=10)
+    try:
+        conn.request(method, path)
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        conn.close()
+
+
+def test_controller_probes_and_worker_oom_protection(cluster):
+    """controller_listen: /healthz 200 while the loop turns, /metrics says which one leads; bad
+    requests refused. Each worker (spaced and its worker process) runs at oom_score_adj -900."""
+    c = cluster
+    active, standby = _active_controller(c)
+    for p in (active, standby):
+        status, body = _probe(p, "/healthz")
+        assert status == 200 and json.loads(body)["ok"] is True, (p.name, status, body)
+        assert json.loads(body)["leader"] is (p is active), body
+    _wait(lambda: "space_controller_leader 1\n" in _probe(active, "/metrics")[1], 10, "the leader's metrics")
+    status, body = _probe(standby, "/metrics")
+    assert status == 200 and "space_controller_leader 0\n" in body and "space_checkpoints_unavailable 0\n" in body
+    assert _probe(active, "/nope")[0] == 404
+    assert _probe(active, "/healthz", "POST")[0] == 405
+    # lowering it needs CAP_SYS_RESOURCE, which a host in a container may lack: then a warning says so
+    can_lower = subprocess.run(["sh", "-c", "echo -1 > /proc/self/oom_score_adj"], capture_output=True).returncode == 0
+    for name, w in c.workers.items():
+        if not w.running:
+            continue
+        if not can_lower:
+            assert "Cannot set oom_score_adj -900 (worker_oom_protect" in w.log()[w.mark:], name
+            continue
+        assert "oom_score_adj is -900 (worker_oom_protect)" in w.log()[w.mark:], name
+        for pid in [w.pid] + host.children(w.pid):
+            with open(f"/proc/{pid}/oom_score_adj") as f, open(f"/proc/{pid}/cmdline", "rb") as g:
+                assert f.read().strip() == "-900", (name, pid, g.read().split(b"\0")[:4])
+
+
+@pytest.mark.timeout(300)
+def test_chaos_nothing_destroyed(cluster):
+    """In a row, with sandboxes alive on every worker: kill -9 of a worker and its immediate restart;
+    another worker stopped (SIGSTOP) past the lost timeout, then continued; PostgreSQL stopped past
+    the lease and the lost timeout, then started; the leader controller stopped past its lease, then
+    continued. After each, every sandbox answers exec with its file, running; at the end none was
+    destroyed (no delete, no orphan removal)."""
+    c = cluster
+    api = c.apis[0]
+    made = c.create(6)
+    ids = [sid for sid, _, _ in made]
+    for sid in ids:
+        assert c.exec_out(api, sid, f"echo chaos-{sid} > /tmp/chaos")[0] == 0
+    marks = {n: len(w.log()) for n, w in c.workers.items()}
+
+    def check(step):
+        # every worker beats again (a stalled one is "silent" until it does), every sandbox runs
+        _wait(lambda: all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"]
+                          if w["name"] in c.workers), 60, f"every worker live after {step}")
+        _wait(lambda: all(c.sandbox(api, i)["state"] == "running" for i in ids), 60, f"all running after {step}")
+        for sid in ids:
+            code, out = c.exec_out(c.apis[1], sid, "cat /tmp/chaos")
+            assert code == 0 and out == f"chaos-{sid}\n", (step, sid, code, out)
+
+    # a worker killed and started again at once
+    first = made[0][2]
+    i, addr, ns = c.addresses[first]
+    c.workers[first].kill9()
+    c.workers[first] = c.start_worker(first, i, addr, ns)
+    assert c.workers[first].wait_log("Reconciled:", 30, c.workers[first].mark)
+    check("kill -9 and restart")
+    # another stalled past the lost timeout
+    second = next(w for _, _, w in made if w != first)
+    os.kill(c.workers[second].pid, signal.SIGSTOP)
+    try:
+        time.sleep(LOST_TIMEOUT_S + 1.5)
+    finally:
+        os.kill(c.workers[second].pid, signal.SIGCONT)
+    check("SIGSTOP and SIGCONT of a worker")
+    # the store away for longer than the lease and the lost timeout
+    subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
+    try:
+        time.sleep(max(LEASE_S, LOST_TIMEOUT_S) + 1)
+    finally:
+        subprocess.run(["sh", PG_SCRIPT, "up", c.pg_url], check=True, timeout=60)
+    _wait(lambda: c.req(api, "GET", "/v1/sandboxes").status == 200, 60, "the API after the outage")
+    check("PostgreSQL down and up")
+    # the leader hung past its lease
+    active, standby = _active_controller(c)
+    mark_a, mark_s = len(active.log()), len(standby.log())
+    os.kill(active.pid, signal.SIGSTOP)
+    try:
+        assert standby.wait_log("now the active one", LEASE_S * 10, start=mark_s), standby.log()[mark_s:][-2000:]
+    finally:
+        os.kill(active.pid, signal.SIGCONT)
+    assert active.wait_log("stepping down", 15, start=mark_a), active.log()[mark_a:][-2000:]
+    check("SIGSTOP and SIGCONT of the leader")
+
+    for sid in ids:
+        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.deleted"}).json()["events"]
+        assert not ev, (sid, ev)
+    for n, w in c.workers.items():
+        log = w.log()[marks[n]:]
+        assert "Removing orphan sandbox root" not in log, (n, log[-3000:])
+        assert all(k == "0" for k in re.findall(r"(\d+) orphans removed", log)), (n, log[-3000:])
+    c.delete_all()
+
+
 def test_controller_failover(cluster):
     c = cluster
-    _wait(lambda: [p for p in c.controllers if "now the active one" in p.log()], 30, "an active controller")
-    active = [p for p in c.controllers if "now the active one" in p.log()]
-    assert len(active) == 1, [p.name for p in active]
-    standby = [p for p in c.controllers if p is not active[0]][0]
-    active[0].proc.send_signal(signal.SIGKILL)
-    active[0].proc.wait(30)
-    assert standby.wait_log("now the active one", 30), standby.log()[-2000:]
+    active, standby = _active_controller(c)
+    mark = len(standby.log())
+    active.proc.send_signal(signal.SIGKILL)
+    active.proc.wait(30)
+    assert standby.wait_log("now the active one", 30, start=mark), standby.log()[-2000:]
     # the new one does the work: a worker that stops heartbeating is marked lost
     victim = "w3"
     api = c.apis[1]

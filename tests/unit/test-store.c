@@ -2889,8 +2889,9 @@ STORE_TEST(workers_register_heartbeat_duplicate_lost) {
         SandboxRef *refs = NULL;
         size_t n = 0;
         Sandbox sb;
-        int64_t t0 = now_usec();
+        int64_t t0;
 
+        ASSERT_OK(store_clock(s, &t0)); /* heartbeats are stamped by the store's clock */
         ASSERT_OK(store_tenant_create(s, "t", &(Tenant){}));
         worker_init(&w, "w1", "inst-a");
         ASSERT_OK(store_worker_register(s, &w, t0 - 10000000));
@@ -3065,6 +3066,127 @@ STORE_TEST(leader_one_at_a_time) {
         }
         store_close(a);
         store_close(b);
+}
+
+static void sleep_msec(unsigned ms) {
+        (void) nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000 }, NULL);
+}
+
+STORE_TEST(store_clock_is_the_heartbeats_clock) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        WorkerNode w, got;
+        int64_t before, after;
+
+        ASSERT_OK(store_clock(s, &before));
+        ASSERT_TRUE(before > now_usec() - 5000000 && before < now_usec() + 5000000); /* one host here */
+        worker_init(&w, "w1", "i1");
+        ASSERT_OK(store_worker_register(s, &w, before - 1000000));
+        ASSERT_OK(store_worker_heartbeat(s, "w1", "i1", "base"));
+        ASSERT_OK(store_clock(s, &after));
+        ASSERT_OK(store_worker_get(s, "w1", &got));
+        ASSERT_TRUE(got.heartbeat_usec >= before && got.heartbeat_usec <= after);
+        /* a stamp from a host whose clock is hours off would have been judged by that clock: the
+         * store's is the one; the worker's registered_usec is its own (informational) */
+        raw_sql(url, "UPDATE workers SET heartbeat_usec = heartbeat_usec - 3600000000");
+        ASSERT_OK(store_worker_heartbeat(s, "w1", "i1", "base"));
+        ASSERT_OK(store_worker_get(s, "w1", &got));
+        ASSERT_TRUE(got.heartbeat_usec >= after);
+        ASSERT_ERRNO(store_clock(s, NULL), EINVAL);
+        ASSERT_TRUE(store_now_usec(NULL) > 0);
+}
+
+STORE_TEST(controller_lease_takeover_and_fencing) {
+        _cleanup_(store_closep) Store *a = open_url(url);
+        _cleanup_(store_closep) Store *b = open_url(url);
+        ControllerLease l;
+        int64_t ta = 0, tb = 0, t = 0;
+        Tenant tn;
+
+        ASSERT_OK(store_lease_get(a, &l));
+        ASSERT_EQ(l.token, 0);
+        ASSERT_TRUE(l.expires_usec <= l.now_usec); /* free */
+        ASSERT_OK(store_lease_take(a, "ctl-a", 300000, &ta));
+        ASSERT_EQ(ta, 1);
+        /* held: nobody takes it, not even its holder again (a renewal keeps the token) */
+        ASSERT_ERRNO(store_lease_take(b, "ctl-b", 300000, &t), EBUSY);
+        ASSERT_ERRNO(store_lease_take(a, "ctl-a", 300000, &t), EBUSY);
+        ASSERT_OK(store_lease_renew(a, "ctl-a", ta, 300000));
+        ASSERT_ERRNO(store_lease_renew(b, "ctl-b", ta, 300000), ESTALE); /* not its holder */
+        ASSERT_ERRNO(store_lease_renew(a, "ctl-a", ta + 1, 300000), ESTALE); /* not its token */
+        ASSERT_OK(store_lease_get(b, &l));
+        ASSERT_STREQ(l.holder, "ctl-a");
+        ASSERT_EQ(l.token, ta);
+        ASSERT_TRUE(l.expires_usec > l.now_usec && l.expires_usec <= l.now_usec + 300000);
+
+        /* the leader's handle, fenced by its token, writes while the lease runs */
+        ASSERT_OK(store_fence(a, ta));
+        ASSERT_OK(store_tenant_create(a, "t1", &tn));
+
+        /* it stalls past its lease: the other takes over, with the next token */
+        sleep_msec(350);
+        ASSERT_OK(store_lease_take(b, "ctl-b", 10000000, &tb));
+        ASSERT_EQ(tb, ta + 1);
+        /* the old leader wakes: its renewal is refused, and its handle writes nothing */
+        ASSERT_ERRNO(store_lease_renew(a, "ctl-a", ta, 300000), ESTALE);
+        ASSERT_ERRNO(store_tenant_create(a, "t2", &tn), ESTALE);
+        ASSERT_ERRNO(store_tenant_get_by_name(b, "t2", &tn), ENOENT);
+        ASSERT_OK(store_tenant_get_by_name(a, "t1", &tn)); /* reads still work */
+        /* an expired lease fences even when nobody took over */
+        ASSERT_OK(store_fence(b, tb));
+        ASSERT_OK(store_tenant_create(b, "t3", &tn));
+        /* an unfenced handle (an API server's) is not concerned */
+        ASSERT_OK(store_fence(a, 0));
+        ASSERT_OK(store_tenant_create(a, "t4", &tn));
+
+        if (backend == BACKEND_POSTGRES) {
+                /* a fenced handle that reconnects is fenced again before any statement */
+                const char *db = pg.databases[pg.n_databases - 1];
+                char sql[256];
+                int r;
+
+                ASSERT_OK(store_fence(a, ta));
+                snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = '%s' AND application_name = 'space' AND pid <> %ld", db,
+                         (long) 0);
+                pg_admin(sql);
+                pg_wait_backends_gone(db);
+                r = store_tenant_create(a, "t5", &tn);
+                if (r == -EIO)
+                        r = store_tenant_create(a, "t5", &tn);
+                ASSERT_ERRNO(r, ESTALE);
+                ASSERT_ERRNO(store_tenant_get_by_name(a, "t5", &tn), ENOENT);
+                /* b reconnects too, and is still the leader */
+                r = store_tenant_create(b, "t6", &tn);
+                if (r == -EIO)
+                        r = store_tenant_create(b, "t6", &tn);
+                ASSERT_OK(r);
+        }
+
+        /* a graceful stop releases it: the standby takes over at once, b is fenced */
+        ASSERT_OK(store_lease_release(b, "ctl-b", tb));
+        ASSERT_OK(store_lease_take(a, "ctl-a", 10000000, &ta));
+        ASSERT_EQ(ta, tb + 1);
+        ASSERT_ERRNO(store_lease_release(b, "ctl-b", tb), ESTALE);
+        ASSERT_ERRNO(store_tenant_create(b, "t7", &tn), ESTALE);
+        ASSERT_OK(store_lease_get(b, &l));
+        ASSERT_STREQ(l.holder, "ctl-a");
+        ASSERT_EQ(l.token, ta);
+
+        /* bad input */
+        ASSERT_ERRNO(store_lease_take(a, "", 1, &t), EINVAL);
+        ASSERT_ERRNO(store_lease_take(a, NULL, 1, &t), EINVAL);
+        ASSERT_ERRNO(store_lease_take(a, "x", 0, &t), EINVAL);
+        ASSERT_ERRNO(store_lease_take(a, "x", UINT64_MAX, &t), ERANGE);
+        ASSERT_ERRNO(store_lease_take(a, "x", 1, NULL), EINVAL);
+        ASSERT_ERRNO(store_lease_renew(a, "ctl-a", 0, 1), EINVAL);
+        ASSERT_ERRNO(store_lease_renew(a, "ctl-a", ta, 0), EINVAL);
+        ASSERT_ERRNO(store_lease_release(a, "ctl-a", -1), EINVAL);
+        ASSERT_ERRNO(store_lease_get(a, NULL), EINVAL);
+        ASSERT_ERRNO(store_fence(a, -1), EINVAL);
+        char big[STORE_NAME_MAX + 1];
+        memset(big, 'h', sizeof big - 1);
+        big[sizeof big - 1] = 0;
+        ASSERT_ERRNO(store_lease_take(a, big, 1, &t), ENAMETOOLONG);
 }
 
 STORE_TEST(cluster_setting_first_claim_wins) {
