@@ -327,7 +327,7 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                 /* network.rules: their credentials granted before the create answers (no warm sandbox) */
                 Credential *creds = NULL;
                 size_t n = 0;
-                k = api_credentials_resolve(r, json_get(body, "credentials"), &creds, &n, e);
+                k = api_credentials_resolve_scoped(r, json_get(body, "credentials"), true, &creds, &n, e);
                 if (k >= 0)
                         k = api_credentials_add_env(creds, n, &sb.env_json, e);
                 if (k >= 0)
@@ -941,6 +941,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 return is(m, "GET") ? rest_template_alias(r, s[2], e) : method_not_allowed(r, e);
         if (!v2 && n >= 2 && n <= 3 && streq(s[0], "events") && streq(s[1], "webhooks"))
                 return rest_webhooks(r, s, n, e);
+        if (!v2 && streq(s[0], "secrets"))
+                return e2b_secrets_route(r, s, n, e);
         if (!streq(s[0], "sandboxes"))
                 /* a part of E2B's API that space does not serve (builds, tags, secrets, ...): 501, which no SDK
                  * reads as "there is none" (docs/e2b-compat.md) */

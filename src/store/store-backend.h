@@ -94,7 +94,7 @@ struct StoreOps {
         int (*credential_update)(Store *s, const Credential *c, int64_t now, uint64_t *ret_version);
         int (*credential_delete)(Store *s, const char *tenant_id, const char *name);
         int (*grant_insert)(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
-                            int64_t now);
+                            const char *hosts_json, const char *header_name, const char *header_format, int64_t now);
         int (*grant_delete)(Store *s, const char *sandbox_id, const char *credential_id);
         int (*grant_list)(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
         int (*credentials_reseal)(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total);

@@ -299,7 +299,7 @@ int pg_op_credential_list(Store *s, const char *tenant_id, Credential **ret, siz
 int pg_op_credential_update(Store *s, const Credential *c, int64_t now, uint64_t *ret_version);
 int pg_op_credential_delete(Store *s, const char *tenant_id, const char *name);
 int pg_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
-                       int64_t now);
+                   const char *hosts_json, const char *header_name, const char *header_format, int64_t now);
 int pg_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_id);
 int pg_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
 /* The cluster operations (store-postgres-cluster.c), for the ops table. */

@@ -397,6 +397,7 @@ typedef struct Credential {
         int64_t expires_usec;           /* 0 = never */
         int64_t revoked_usec;           /* 0 = not revoked */
         uint64_t version;               /* 1 at insert, + 1 per update */
+        bool grant_scoped;              /* store_grant_list: the grant's own hosts and header, not the credential's */
 } Credential;
 
 void credential_done(Credential *c); /* frees the members (the ciphertext wiped) */
@@ -423,6 +424,12 @@ int store_credential_delete(Store *s, const char *tenant_id, const char *name);
 /* Grants. -EEXIST if the sandbox already has it; the caller checks that the
  * sandbox and the credential belong to the tenant. */
 int store_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id);
+/* A grant that puts the credential only on requests to hosts_json (a JSON
+ * array of host patterns) as "header_name: header_format" ({value} = the
+ * value), whatever hosts and header the credential itself names; hosts_json
+ * NULL = store_grant_insert(). */
+int store_grant_insert_scoped(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
+                              const char *hosts_json, const char *header_name, const char *header_format);
 int store_grant_delete(Store *s, const char *sandbox_id, const char *credential_id); /* -ENOENT */
 /* The credentials granted to a sandbox, by name (what its gateway applies). */
 int store_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
