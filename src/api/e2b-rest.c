@@ -968,6 +968,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 const char *op = s[2], *id = s[1];
                 if (streq(op, "connect") || (!v2 && streq(op, "resume")))
                         return is(m, "POST") ? rest_connect(r, id, e) : method_not_allowed(r, e);
+                if (streq(op, "logs"))
+                        return is(m, "GET") ? e2b_sandbox_logs(r, id, !v2, e) : method_not_allowed(r, e);
                 if (v2)
                         return api_error(e, -ENOENT, API_NOT_FOUND, "no such endpoint");
                 if (streq(op, "pause"))
@@ -984,9 +986,6 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                         return is(m, "POST") ? e2b_fork(r, id, e) : method_not_allowed(r, e);
                 if (streq(op, "network"))
                         return is(m, "PUT") ? e2b_network_update(r, id, e) : method_not_allowed(r, e);
-                if (streq(op, "logs"))
-                        return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
-                                         "sandbox %s is not supported by space's E2B API (use the space API)", op);
         }
         return api_error(e, -ENOENT, API_NOT_FOUND, "no such endpoint");
 }

@@ -119,6 +119,8 @@ int e2b_snapshot_create(ApiRequest *r, const char *sandbox_id, ApiError *e);
 int e2b_snapshot_list(ApiRequest *r, ApiError *e);
 int e2b_snapshot_delete(ApiRequest *r, const char *snapshot_id, ApiError *e);
 int e2b_fork(ApiRequest *r, const char *sandbox_id, ApiError *e);
+/* GET /v2/sandboxes/{id}/logs (v1: the older /sandboxes/{id}/logs shape), from its events (e2b-logs.c). */
+int e2b_sandbox_logs(ApiRequest *r, const char *id, bool v1, ApiError *e);
 /* /secrets[/{id}]: space's credentials (e2b-secrets.c). */
 int e2b_secrets_route(ApiRequest *r, char **segs, size_t n_segs, ApiError *e);
 /* e2b-metrics.c: GET /sandboxes/{id}/metrics (sb looked up) and GET /sandboxes/metrics?sandbox_ids= */
