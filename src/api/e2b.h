@@ -134,6 +134,7 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
 int e2b_envd_health(E2bEnvd *x);
 int e2b_envd_files_get(E2bEnvd *x);
 int e2b_envd_files_post(E2bEnvd *x);
+int e2b_envd_files_compose(E2bEnvd *x);
 
 /* ---- e2b-connect.c ---- */
 
