@@ -470,6 +470,9 @@ bool api_credential_hostless(const Credential *c);
 /* The granted sandboxes' gateways learn the credential's new state; its
  * delete (grants too, and their gateways told). */
 void api_credential_push(ApiRequest *r, const char *credential_id);
+/* The master key to seal with now (the one the store names), as for credentials; webhook secrets too. */
+struct CredKey;
+int api_seal_key(ApiRequest *r, const struct CredKey **ret, ApiError *e);
 int api_credential_remove(ApiRequest *r, const Credential *c, ApiError *e);
 /* The rest of a valid create (sb from api_validate_sandbox_create): a warm
  * sandbox if there is one and nothing is granted, else a new one with creds

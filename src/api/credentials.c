@@ -256,6 +256,10 @@ static int seal_key(ApiRequest *r, const CredKey **ret, ApiError *e) {
         return 0;
 }
 
+int api_seal_key(ApiRequest *r, const CredKey **ret, ApiError *e) {
+        return seal_key(r, ret, e);
+}
+
 /* Seals the request's value into c (c->id, tenant and name set) and wipes it. */
 static int seal_value(ApiRequest *r, const JsonValue *v, Credential *c, ApiError *e) {
         const CredKey *key = NULL;

@@ -320,6 +320,7 @@ typedef struct Controller {
         pthread_t webhook_thread;
         atomic_bool deliver;
         atomic_bool webhooks_stop;
+        const CredKey *cred_key; /* opens the webhooks' sealed secrets; NULL: none held */
 } Controller;
 
 /* One round of every controller. */
@@ -345,7 +346,7 @@ static void *webhook_thread(void *userdata) {
                         if (!store && store_open(ctl->config->store_url, &store) < 0)
                                 store = NULL;
                         if (store)
-                                (void) webhooks_run_once(store, ctl->config, now_usec());
+                                (void) webhooks_run_once_keyed(store, ctl->config, ctl->cred_key, now_usec());
                 }
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
         }
@@ -667,8 +668,20 @@ deregister:
         return r < 0 ? 1 : 0;
 }
 
+/* Webhook secrets stored in clear (rows from before they were sealed) sealed now. */
+static void seal_webhook_secrets(Store *store, const CredKey *key) {
+        uint64_t n = 0;
+        int r = webhooks_seal_stored(store, key, &n);
+
+        if (r < 0)
+                log_warning_errno(r, "Cannot seal the webhook secrets stored in clear: %m");
+        else if (n > 0)
+                log_info("Sealed %" PRIu64 " webhook secrets stored in clear under the master key", n);
+}
+
 /* role controller: the controllers, active while this process holds the lease. */
 static int run_controller(const Config *config) {
+        _cleanup_(cred_key_freep) CredKey *cred_key = NULL;
         _cleanup_(cluster_token_freep) char *token = NULL;
         _cleanup_close_ int pidfd = -EBADF;
         Controller ctl = { .config = config };
@@ -689,12 +702,18 @@ static int run_controller(const Config *config) {
                         remove_pidfile(config);
                         return 1;
                 }
+                /* the webhooks' secrets are sealed: master_key_file opens them (none: they do not deliver) */
+                if (r >= 0 && master_key_load(config, store, &cred_key) < 0) {
+                        remove_pidfile(config);
+                        return 1;
+                }
                 if (r >= 0)
                         break;
                 if (attempt == 0)
                         log_warning_errno(r, "The store is not available yet (%m); retrying every second");
                 (void) poll(NULL, 0, 1000);
         }
+        ctl.cred_key = cred_key;
         log_info("spaced %s controller (state %s), waiting for the lease", SPACE_VERSION, config->state_dir);
         (void) controller_thread(&ctl);
         remove_pidfile(config);
@@ -724,6 +743,7 @@ static int run_api(const Config *config) {
         r = master_key_load(config, store, &cred_key);
         if (r < 0)
                 return 1;
+        seal_webhook_secrets(store, cred_key);
         r = api_bootstrap(config, store);
         store = store_close(store);
         if (r < 0)
@@ -933,6 +953,7 @@ int main(int argc, char *argv[]) {
         r = master_key_load(&config, store, &cred_key);
         if (r < 0)
                 return 1;
+        seal_webhook_secrets(store, cred_key);
 
         /* the worker process, started again whenever it dies (a fresh exec: spaced has threads) */
         r = supervise_start(argv, &config, log_child_fd, (const int[]) { pidfd, instance_lock_fd(instance) }, 2,
@@ -945,6 +966,7 @@ int main(int argc, char *argv[]) {
         r = api_new(&config, &api);
         if (r >= 0) {
                 api_set_cred_key(api, cred_key);
+                ctl.cred_key = cred_key; /* the api owns it; it outlives the controller thread */
                 cred_key = NULL;
                 api_set_worker_status(api, supervise_status(sup));
                 /* port forwards reach this host's sandboxes by their slot's address */

@@ -133,6 +133,7 @@ struct StoreOps {
         int (*webhook_update)(Store *s, const Webhook *w);
         int (*webhook_delete)(Store *s, const char *tenant_id, const char *id);
         int (*webhook_set_state)(Store *s, const Webhook *w, bool disable);
+        int (*webhook_set_secret)(Store *s, const char *id, const char *old, const char *secret);
         /* object settings (store-*-settings.c) */
         int (*setting_set)(Store *s, const ObjectSetting *v);
         int (*setting_remove)(Store *s, const char *kind, const char *name, const char *key);

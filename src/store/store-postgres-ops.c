@@ -792,6 +792,7 @@ const StoreOps store_postgres_ops = {
         .webhook_update = pg_op_webhook_update,
         .webhook_delete = pg_op_webhook_delete,
         .webhook_set_state = pg_op_webhook_set_state,
+        .webhook_set_secret = pg_op_webhook_set_secret,
         .setting_set = pg_op_setting_set,
         .setting_remove = pg_op_setting_remove,
         .settings_get = pg_op_settings_get,

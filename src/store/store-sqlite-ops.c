@@ -833,6 +833,7 @@ const StoreOps store_sqlite_ops = {
         .webhook_update = sqlite_op_webhook_update,
         .webhook_delete = sqlite_op_webhook_delete,
         .webhook_set_state = sqlite_op_webhook_set_state,
+        .webhook_set_secret = sqlite_op_webhook_set_secret,
         .setting_set = sqlite_op_setting_set,
         .setting_remove = sqlite_op_setting_remove,
         .settings_get = sqlite_op_settings_get,

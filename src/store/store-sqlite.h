@@ -141,6 +141,7 @@ typedef enum SqlWebhookStmt {
         SQL_WH_UPDATE,
         SQL_WH_DELETE,
         SQL_WH_SET_STATE,
+        SQL_WH_SET_SECRET,
         _SQL_WH_STMT_MAX,
 } SqlWebhookStmt;
 /* The object settings statements (store-sqlite-settings.c), cached likewise. */
@@ -307,6 +308,7 @@ int sqlite_op_webhook_list(Store *s, const char *tenant_id, Webhook **ret, size_
 int sqlite_op_webhook_update(Store *s, const Webhook *w);
 int sqlite_op_webhook_delete(Store *s, const char *tenant_id, const char *id);
 int sqlite_op_webhook_set_state(Store *s, const Webhook *w, bool disable);
+int sqlite_op_webhook_set_secret(Store *s, const char *id, const char *old, const char *secret);
 /* Object settings (store-sqlite-settings.c), for the ops table. */
 int sqlite_op_setting_set(Store *s, const ObjectSetting *v);
 int sqlite_op_setting_remove(Store *s, const char *kind, const char *name, const char *key);

@@ -614,7 +614,7 @@ int store_leader_try(Store *s, bool *ret_leader);
  * API never returns it after the create). */
 #define STORE_WEBHOOK_URL_MAX 2048
 #define STORE_WEBHOOK_EVENTS_MAX 1024   /* events_json: a JSON array of type patterns */
-#define STORE_WEBHOOK_SECRET_MAX 256
+#define STORE_WEBHOOK_SECRET_MAX 512   /* the secret as stored: sealed (webhook.h) */
 
 typedef struct Webhook {
         char id[STORE_ID_MAX];
@@ -648,6 +648,9 @@ int store_webhook_delete(Store *s, const char *tenant_id, const char *id);
 /* The delivery state of w (by id); disable: also set enabled = false
  * (a PATCH meanwhile that disabled it stays). -ENOENT if deleted meanwhile. */
 int store_webhook_set_state(Store *s, const Webhook *w, bool disable);
+/* The stored (sealed) secret of webhook id replaced, if it is still old:
+ * -ESTALE otherwise (or if the webhook is gone). */
+int store_webhook_set_secret(Store *s, const char *id, const char *old, const char *secret);
 
 /* Settings of a named object, by key (text values; a missing key is the
  * default): a template's "runtime" and "start", a tenant's
