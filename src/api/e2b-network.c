@@ -58,10 +58,12 @@ static int refuse_unmapped(const JsonValue *net, bool create, ApiError *e) {
                 return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
                                  "network.egressProxy is not supported by space (egress leaves through space's own "
                                  "gateway; there is no SOCKS5 upstream)");
-        if (create && (v = json_get(net, "maskRequestHost")) && !json_is_null(v))
-                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
-                                 "network.maskRequestHost is not supported by space's ingress (requests reach the "
-                                 "sandbox with the Host they were sent with)");
+        if (create && (v = json_get(net, "maskRequestHost")) && !json_is_null(v)) {
+                char mask[STORE_INGRESS_HOST_MAX];
+                int k = e2b_mask_host(v, mask, e);
+                if (k < 0)
+                        return k;
+        }
         if (create && (v = json_get(net, "httpsPorts")) && !json_is_null(v) &&
             !(json_type(v) == JSON_ARRAY && json_array_size(v) == 0))
                 return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
@@ -239,6 +241,42 @@ void e2b_network_write_info(JsonWriter *w, const Sandbox *sb) {
                 json_w_array_end(w);
         }
         json_w_object_end(w);
+}
+
+/* network.maskRequestHost: the Host the sandbox's servers see for ingress
+ * requests, "${PORT}" standing for the port: a host[:port] of [A-Za-z0-9.-],
+ * a bracketed IPv6 literal or "${PORT}" (nothing that could end the header
+ * or start another). "" if absent. */
+int e2b_mask_host(const JsonValue *v, char ret[static STORE_INGRESS_HOST_MAX], ApiError *e) {
+        const char *s = json_string(v);
+        size_t n;
+
+        ret[0] = 0;
+        if (!v || json_is_null(v))
+                return 0;
+        if (!s || strlen(s) != json_string_len(v))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "network.maskRequestHost must be a string");
+        n = strlen(s);
+        if (n == 0 || n >= STORE_INGRESS_HOST_MAX)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "network.maskRequestHost must be 1 to %u characters", STORE_INGRESS_HOST_MAX - 1);
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if (startswith(s + i, "${PORT}")) {
+                        i += 6;
+                        continue;
+                }
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                      c == '-' || c == ':' || c == '[' || c == ']' || c == '_'))
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                         "network.maskRequestHost '%.64s': a host[:port] (letters, digits, '.', "
+                                         "'-', ':', '[', ']', or ${PORT} for the port)", s);
+        }
+        if (strstr(s, "${PORT}") && strstr(strstr(s, "${PORT}") + 7, "${PORT}"))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "network.maskRequestHost names ${PORT} more than once");
+        memcpy(ret, s, n + 1);
+        return 0;
 }
 
 /* ---- network.rules: header transforms as space credentials ----

@@ -323,6 +323,13 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                 return k;
         if (vols->n > 0 && streq(sb.runtime, "vm"))
                 return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "the vm runtime does not mount volumes");
+        {
+                const JsonValue *net = json_get(in, "network");
+                k = e2b_mask_host(json_type(net) == JSON_OBJECT ? json_get(net, "maskRequestHost") : NULL,
+                                  sb.ingress_host, e);
+                if (k < 0)
+                        return k;
+        }
         if (json_array_size(json_get(body, "credentials")) > 0) {
                 /* network.rules: their credentials granted before the create answers (no warm sandbox) */
                 Credential *creds = NULL;
@@ -351,7 +358,7 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
         /* a warm sandbox if the template has a pool and one is free: the request's limits, timeout, envs,
          * metadata and lifecycle are applied to it as to a new one */
-        k = vols->n > 0 ? 0 : api_sandbox_create_warm(r, &sb, "e2b", e);
+        k = vols->n > 0 || sb.ingress_host[0] ? 0 : api_sandbox_create_warm(r, &sb, "e2b", e); /* a warm one has no mask */
         if (k > 0)
                 k = api_sandbox_start_command(r, &sb, start, e) ?: 1;
         if (k < 0)

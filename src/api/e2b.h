@@ -108,6 +108,8 @@ void e2b_network_write_info(JsonWriter *w, const Sandbox *sb);
  * JSON array of the space credentials that do them, to grant; *ret NULL
  * without rules. A transform no credential does is a 400. */
 int e2b_network_credentials(ApiRequest *r, const JsonValue *net, char **ret, ApiError *e);
+/* network.maskRequestHost, checked, into ret ("" if absent). */
+int e2b_mask_host(const JsonValue *v, char ret[static STORE_INGRESS_HOST_MAX], ApiError *e);
 /* PUT /sandboxes/{id}/network → 204 */
 int e2b_network_update(ApiRequest *r, const char *id, ApiError *e);
 /* Extends (only_extend) or sets the expiry, or an autoPause sandbox's idle window. */

@@ -80,6 +80,8 @@ typedef enum IdleAction {
         _IDLE_ACTION_INVALID = -EINVAL,
 } IdleAction;
 
+#define STORE_INGRESS_HOST_MAX 264
+
 typedef struct Sandbox {
         char id[STORE_ID_MAX];
         char tenant_id[STORE_ID_MAX];
@@ -118,6 +120,9 @@ typedef struct Sandbox {
         uint32_t checkpoints;           /* read only: restorable checkpoints it has */
         bool auto_resume;               /* exec and file calls (envd requests) on it while paused resume it */
         bool public_traffic;            /* the ingress lets anyone reach its ports (else: its traffic token) */
+        char ingress_host[STORE_INGRESS_HOST_MAX]; /* the Host its servers see for ingress requests ("${PORT}"
+                                                    * = the port); "" = the one the client sent (E2B's
+                                                    * maskRequestHost) */
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */

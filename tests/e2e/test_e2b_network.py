@@ -178,7 +178,7 @@ BAD = [
     ({"network": {"rules": {"*": [{}]}}}, "network.rules: \"*\" is not a host name"),
     ({"network": {"rules": {"a.example": {}}}}, "must be an array of rules"),
     ({"network": {"rules": []}}, "network.rules must be an object"),
-    ({"network": {"maskRequestHost": "${PORT}-x.example.com"}}, "maskRequestHost is not supported"),
+    ({"network": {"maskRequestHost": "${PORT}-x.example.com\r\nX-Evil: 1"}}, "maskRequestHost '${PORT}-x.example.com"),
     ({"network": {"httpsPorts": [3000]}}, "httpsPorts is not supported"),
     ({"network": {"allowOutt": []}}, "network: unknown field \"allowOutt\""),
     ({"network": []}, "network must be an object"),

@@ -511,8 +511,8 @@ describe('network', () => {
       (e) => e instanceof SandboxError && /400: .*domain names are not supported for deny rules/.test(e.message))
     await assert.rejects(create({ network: { rules: { 'api.example.com': [{ transform: { headers: { 'X-Key': 'v' } } }] } } }),
       (e) => e instanceof SandboxError && /400: network\.rules/.test(e.message))
-    await assert.rejects(create({ network: { maskRequestHost: 'localhost:${PORT}' } }),
-      (e) => /400: network\.maskRequestHost is not supported/.test(e.message))
+    await assert.rejects(create({ network: { maskRequestHost: 'localhost:${PORT}\r\nX-Evil: 1' } }),
+      (e) => /400: network\.maskRequestHost/.test(e.message))
     const sbx = await create()
     await assert.rejects(sbx.updateNetwork({ egressProxy: { address: 'proxy.example.com:1080' } }),
       (e) => /400: network\.egressProxy is not supported/.test(e.message))

@@ -6,3 +6,8 @@
 ALTER TABLE credential_grants ADD COLUMN hosts_json TEXT;
 ALTER TABLE credential_grants ADD COLUMN header_name TEXT;
 ALTER TABLE credential_grants ADD COLUMN header_format TEXT;
+
+-- The Host the sandbox's servers see for requests through the ingress
+-- (E2B's maskRequestHost; "${PORT}" stands for the port), '' = the one the
+-- client sent.
+ALTER TABLE sandboxes ADD COLUMN ingress_host TEXT NOT NULL DEFAULT '';
