@@ -487,6 +487,32 @@ int e2b_network_credentials(ApiRequest *r, const JsonValue *net, char **ret, Api
         return 0;
 }
 
+/* Whether a grant is what an item of e2b_network_credentials() asks: the
+ * credential as it is, or scoped to the same hosts in the same header. */
+static bool grant_same(const Credential *g, const JsonValue *want) {
+        _cleanup_json_ JsonValue *hosts = NULL;
+        const JsonValue *wh;
+
+        if (json_type(want) != JSON_OBJECT)
+                return !g->grant_scoped;
+        if (!g->grant_scoped || strcasecmp(g->header_name, strempty(json_string(json_get(want, "header")))) != 0 ||
+            !streq(g->header_format, strempty(json_string(json_get(want, "format")))))
+                return false;
+        wh = json_get(want, "hosts");
+        if (!g->hosts_json || json_parse(g->hosts_json, strlen(g->hosts_json), &hosts, NULL, 0) < 0 ||
+            json_array_size(hosts) != json_array_size(wh))
+                return false;
+        for (size_t i = 0; i < json_array_size(wh); i++) {
+                bool found = false;
+                for (size_t j = 0; j < json_array_size(hosts) && !found; j++)
+                        found = strcasecmp(strempty(json_string(json_array_at(wh, i))),
+                                           strempty(json_string(json_array_at(hosts, j)))) == 0;
+                if (!found)
+                        return false;
+        }
+        return true;
+}
+
 /* An update's rules may only say what the sandbox's grants already do:
  * changing them is granting or removing space credentials, which the space
  * API does (without rules, the grants stay as they are). */
@@ -518,7 +544,7 @@ static int rules_unchanged(ApiRequest *r, const char *id, const JsonValue *body,
                 const JsonValue *x = json_array_at(want, i);
                 const char *name = json_type(x) == JSON_OBJECT ? json_string(json_get(x, "name")) : json_string(x);
                 for (size_t j = 0; j < n && !found; j++)
-                        found = streq(list[j].name, strempty(name));
+                        found = streq(list[j].name, strempty(name)) && grant_same(&list[j], x);
                 same = found;
         }
         credential_array_free(list, n);

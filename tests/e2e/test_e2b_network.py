@@ -501,6 +501,11 @@ def test_a_secret_goes_only_where_the_rules_put_it(net):
         r = d.exec(sid, shell="cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; env; "
                               "grep -rs . /etc /root /tmp /home 2>/dev/null | head -c 2000000")
         assert value not in r.out
+        # updateNetwork may repeat the rules; naming the secret for another host changes the grant: refused
+        r = rest(d, "PUT", f"/sandboxes/{sid}/network", {"allowOut": [A, B], "denyOut": ["0.0.0.0/0"], "rules": rules})
+        assert r.status == 204, r
+        r = rest(d, "PUT", f"/sandboxes/{sid}/network", {"rules": {B: rules[A]}})
+        assert r.status == 400 and "would change the sandbox's credentials" in r.json()["message"], r
         assert rest(d, "POST", f"/secrets/{name}", {"value": value + "-v2"}).status == 200
         tok = secrets.token_hex(6)
         r = d.exec(sid, shell=f"curl -sf -m 10 https://{A}/{tok}")
