@@ -456,6 +456,26 @@ int api_sandbox_credential_revoke(ApiRequest *r, ApiError *e);
 /* The credentials named by a create request's "credentials" (NULL or null =
  * none): each must exist in the tenant and be active. */
 int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **ret, size_t *ret_n, ApiError *e);
+/* scopes: an item may also be {"name", "hosts", "header", "format"} (made by
+ * e2b_network_credentials()): the credential granted to those hosts only, in
+ * that header (Credential.grant_scoped). */
+int api_credentials_resolve_scoped(ApiRequest *r, const JsonValue *names, bool scopes, Credential **ret,
+                                   size_t *ret_n, ApiError *e);
+/* For E2B's /secrets (e2b-secrets.c): seals the string v into c (id, tenant,
+ * name set; v wiped), a new credential id, the credential.* event, and
+ * whether c names no hosts of its own (a secret made by POST /secrets: it
+ * applies only where a grant's scope says). */
+int api_credential_seal(ApiRequest *r, const JsonValue *v, Credential *c, ApiError *e);
+int api_credential_new_id(char ret[static STORE_ID_MAX], ApiError *e);
+void api_credential_event(ApiRequest *r, const char *type, const Credential *c);
+bool api_credential_hostless(const Credential *c);
+/* The granted sandboxes' gateways learn the credential's new state; its
+ * delete (grants too, and their gateways told). */
+void api_credential_push(ApiRequest *r, const char *credential_id);
+/* The master key to seal with now (the one the store names), as for credentials; webhook secrets too. */
+struct CredKey;
+int api_seal_key(ApiRequest *r, const struct CredKey **ret, ApiError *e);
+int api_credential_remove(ApiRequest *r, const Credential *c, ApiError *e);
 /* The rest of a valid create (sb from api_validate_sandbox_create): a warm
  * sandbox if there is one and nothing is granted, else a new one with creds
  * granted before it answers; via: "e2b" or NULL, for the events; vols (NULL =

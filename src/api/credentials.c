@@ -256,6 +256,10 @@ static int seal_key(ApiRequest *r, const CredKey **ret, ApiError *e) {
         return 0;
 }
 
+int api_seal_key(ApiRequest *r, const CredKey **ret, ApiError *e) {
+        return seal_key(r, ret, e);
+}
+
 /* Seals the request's value into c (c->id, tenant and name set) and wipes it. */
 static int seal_value(ApiRequest *r, const JsonValue *v, Credential *c, ApiError *e) {
         const CredKey *key = NULL;
@@ -285,6 +289,25 @@ static int seal_value(ApiRequest *r, const JsonValue *v, Credential *c, ApiError
         return 0;
 }
 
+int api_credential_seal(ApiRequest *r, const JsonValue *v, Credential *c, ApiError *e) {
+        return seal_value(r, v, c, e);
+}
+
+int api_credential_new_id(char ret[static STORE_ID_MAX], ApiError *e) {
+        int k;
+
+        memcpy(ret, CRED_ID_PREFIX, STRLEN(CRED_ID_PREFIX));
+        k = random_alnum(ret + STRLEN(CRED_ID_PREFIX), CRED_ID_RANDOM_LEN);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
+        ret[STRLEN(CRED_ID_PREFIX) + CRED_ID_RANDOM_LEN] = 0;
+        return 0;
+}
+
+bool api_credential_hostless(const Credential *c) {
+        return c && c->hosts_json && streq(c->hosts_json, "[]");
+}
+
 static int lookup(ApiRequest *r, const char *name, Credential *ret, ApiError *e) {
         int k;
 
@@ -304,6 +327,10 @@ static void cred_event(ApiRequest *r, const char *sandbox_id, const char *type, 
         /* names are [A-Za-z0-9_.-]: nothing to escape */
         snprintf(data, sizeof data, "{\"credential\":\"%s\",\"version\":%" PRIu64 "}", c->name, c->version);
         api_event(r, sandbox_id, type, "", data);
+}
+
+void api_credential_event(ApiRequest *r, const char *type, const Credential *c) {
+        cred_event(r, NULL, type, c);
 }
 
 /* ---- the gateways of running sandboxes ---- */
@@ -489,6 +516,26 @@ int api_credential_delete(ApiRequest *r, ApiError *e) {
         k = lookup(r, r->params[0], &c, e);
         if (k < 0)
                 return k;
+        k = api_credential_remove(r, &c, e);
+        if (k < 0)
+                return k;
+        return api_reply_empty(r, 204);
+}
+
+void api_credential_push(ApiRequest *r, const char *credential_id) {
+        Sandbox *affected = NULL;
+        size_t n_affected = 0;
+        ApiError e = {};
+
+        if (holders(r, credential_id, &affected, &n_affected, &e) >= 0) {
+                push_all(r, affected, n_affected);
+                sandbox_array_free(affected, n_affected);
+        }
+}
+
+int api_credential_remove(ApiRequest *r, const Credential *cred, ApiError *e) {
+        const Credential c = *cred;
+        int k;
         Sandbox *affected = NULL;
         size_t n_affected = 0;
         k = holders(r, c.id, &affected, &n_affected, e);
@@ -505,7 +552,7 @@ int api_credential_delete(ApiRequest *r, ApiError *e) {
         sandbox_array_free(affected, n_affected);
         cred_event(r, NULL, "credential.deleted", &c);
         log_info("Deleted credential %s (%s)", c.name, c.id);
-        return api_reply_empty(r, 204);
+        return 0;
 }
 
 /* Writes c back (compare-and-set on its version) and answers with it. */
@@ -595,7 +642,42 @@ int api_credential_revoke(ApiRequest *r, ApiError *e) {
 
 /* ---- grants ---- */
 
+/* {"name", "hosts": [...], "header": "H", "format": "F"} of e2b_network_credentials(): the credential granted
+ * only to those hosts, in that header. */
+static int resolve_scoped(ApiRequest *r, const JsonValue *o, size_t i, Credential *c, ApiError *e) {
+        const JsonValue *hosts = json_get(o, "hosts");
+        const char *name = json_string(json_get(o, "name")), *h = json_string(json_get(o, "header")),
+                   *f = json_string(json_get(o, "format"));
+        char err[256];
+        int k;
+
+        if (!name || !h || !f || json_type(hosts) != JSON_ARRAY)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "credentials[%zu] must be a name", i);
+        k = lookup(r, name, c, e);
+        if (k < 0)
+                return k;
+        if (cred_header_name_check(h, strlen(h), err, sizeof err) < 0 ||
+            cred_header_format_check(f, strlen(f), err, sizeof err) < 0)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "credential '%s': header: %s", name, err);
+        free(c->hosts_json);
+        c->hosts_json = NULL;
+        k = parse_hosts(hosts, &c->hosts_json, e);
+        if (k < 0)
+                return k;
+        c->apply = CRED_APPLY_HEADER;
+        (void) strscpy(c->header_name, sizeof c->header_name, h);
+        (void) strscpy(c->header_format, sizeof c->header_format, f);
+        c->basic_user[0] = 0;
+        c->grant_scoped = true;
+        return 0;
+}
+
 int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **ret, size_t *ret_n, ApiError *e) {
+        return api_credentials_resolve_scoped(r, names, false, ret, ret_n, e);
+}
+
+int api_credentials_resolve_scoped(ApiRequest *r, const JsonValue *names, bool scopes, Credential **ret,
+                                   size_t *ret_n, ApiError *e) {
         Credential *a = NULL;
         size_t n, i;
         int64_t now = now_usec();
@@ -616,7 +698,9 @@ int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **
         if (!a)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         for (i = 0; i < n && k >= 0; i++) {
-                const char *name = json_string(json_array_at(names, i));
+                const JsonValue *item = json_array_at(names, i);
+                const char *name = json_type(item) == JSON_OBJECT && scopes ? json_string(json_get(item, "name"))
+                                                                             : json_string(item);
 
                 if (!name) {
                         k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "credentials[%zu] must be a name", i);
@@ -628,10 +712,15 @@ int api_credentials_resolve(ApiRequest *r, const JsonValue *names, Credential **
                                               "credentials[%zu]: '%s' is listed twice", i, name);
                 if (k < 0)
                         break;
-                k = lookup(r, name, &a[i], e);
+                k = json_type(item) == JSON_OBJECT ? resolve_scoped(r, item, i, &a[i], e) : lookup(r, name, &a[i], e);
                 if (k < 0)
                         break;
-                if (!streq(cred_state(&a[i], now), "active"))
+                if (!a[i].grant_scoped && api_credential_hostless(&a[i]))
+                        k = api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                      "credential '%s' names no hosts (an E2B secret): grant it through an E2B "
+                                      "sandbox's network.rules, or give it hosts (PATCH /v1/credentials/%s)", name,
+                                      name);
+                else if (!streq(cred_state(&a[i], now), "active"))
                         k = api_error(e, -EPERM, API_CONFLICT, "credential '%s' is %s", name, cred_state(&a[i], now));
         }
         if (k < 0) {
@@ -724,7 +813,10 @@ int api_credentials_grant_all(ApiRequest *r, const char *sandbox_id, const Crede
         int k;
 
         for (size_t i = 0; i < n; i++) {
-                k = store_grant_insert(r->store, r->key.tenant_id, sandbox_id, creds[i].id);
+                const Credential *c = &creds[i];
+                k = store_grant_insert_scoped(r->store, r->key.tenant_id, sandbox_id, c->id,
+                                              c->grant_scoped ? c->hosts_json : NULL, c->header_name,
+                                              c->header_format);
                 if (k < 0 && k != -EEXIST)
                         return api_store_error(e, k, "recording the credential grants");
                 cred_event(r, sandbox_id, "credential.granted", &creds[i]);
@@ -739,7 +831,10 @@ int api_credentials_inherit(ApiRequest *r, const Sandbox *parent, const char *ch
         /* rows of its own: revoking one on the child (or deleting the
          * parent) leaves the other sandbox's grant as it was */
         for (size_t i = 0; i < n; i++) {
-                k = store_grant_insert(r->store, parent->tenant_id, child_id, grants[i].id);
+                const Credential *c = &grants[i];
+                k = store_grant_insert_scoped(r->store, parent->tenant_id, child_id, c->id,
+                                              c->grant_scoped ? c->hosts_json : NULL, c->header_name,
+                                              c->header_format);
                 if (k < 0 && k != -EEXIST)
                         return api_store_error(e, k, "copying the credential grants");
         }
@@ -807,7 +902,11 @@ int api_sandbox_credential_grant(ApiRequest *r, ApiError *e) {
         k = lookup(r, r->params[1], &c, e);
         if (k < 0)
                 goto finish;
-        if (!streq(cred_state(&c, now), "active"))
+        if (api_credential_hostless(&c))
+                k = api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                              "credential '%s' names no hosts (an E2B secret): grant it through an E2B sandbox's "
+                              "network.rules, or give it hosts (PATCH /v1/credentials/%s)", c.name, c.name);
+        else if (!streq(cred_state(&c, now), "active"))
                 k = api_error(e, -EPERM, API_CONFLICT, "credential '%s' is %s", c.name, cred_state(&c, now));
         if (k < 0)
                 goto finish;

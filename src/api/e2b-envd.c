@@ -542,3 +542,193 @@ int e2b_envd_files_post(E2bEnvd *x) {
         }
         return reply_written(x, u.written, u.metadata);
 }
+
+/* ---- compose ---- */
+
+#define E2B_COMPOSE_SOURCES_MAX 1000U
+
+/* One source of a compose: FILE_READ on rfd, its bytes relayed as DATA to wfd. */
+static int compose_relay(int rfd, int wfd, const char *path, ApiError *e) {
+        _cleanup_(proto_frame_done) ProtoFrame info = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_free_ char *json = NULL;
+        int k;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "path", path);
+        json_w_kv_int(&w, "offset", 0);
+        json_w_kv_int(&w, "length", -1);
+        json_w_object_end(&w);
+        if (json_w_finish(&w, &json, NULL) < 0)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        k = proto_send_json(rfd, PROTO_FILE_READ, AGENT_STREAM, json);
+        if (k < 0)
+                return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
+        k = agent_call_recv(rfd, AGENT_REPLY_TIMEOUT_MSEC, &info, e);
+        if (k < 0)
+                return k;
+        if (info.type != PROTO_FILE_INFO) {
+                k = agent_call_error(&info, NULL, e);
+                if (e->code == API_NOT_FOUND)
+                        return api_error(e, k, API_NOT_FOUND, "path '%.512s' does not exist", path);
+                if (k == -EISDIR)
+                        return api_error(e, k, API_INVALID_ARGUMENT, "path '%.512s' is a directory", path);
+                return k;
+        }
+        for (;;) {
+                _cleanup_(proto_frame_done) ProtoFrame f = {};
+
+                k = agent_call_recv(rfd, AGENT_REPLY_TIMEOUT_MSEC, &f, e);
+                if (k < 0)
+                        return k;
+                if (f.type == PROTO_DATA_END)
+                        return 0;
+                if (f.type != PROTO_DATA)
+                        return api_error(e, -EBADMSG, API_BAD_GATEWAY, "the agent sent an unexpected frame");
+                if (f.len > 0 && (k = proto_send(wfd, PROTO_DATA, AGENT_STREAM, f.payload, f.len)) < 0)
+                        return api_error(e, k, API_BAD_GATEWAY, "sending to the agent failed: %s", strerror(-k));
+        }
+}
+
+/* POST /files/compose {destination, source_paths, username?} (envd): the
+ * sources concatenated in order into destination (written whole or not at
+ * all: a temporary file renamed into place), then the sources removed;
+ * the destination's EntryInfo. */
+int e2b_envd_files_compose(E2bEnvd *x) {
+        static const char *const allowed[] = { "destination", "source_paths", "username", NULL };
+        _cleanup_(files_call_done) FilesCall c = { .fd = -EBADF };
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_free_ char *dest = NULL, *json = NULL;
+        _cleanup_strv_free_ char **src = NULL;
+        _cleanup_close_ int rfd = -EBADF;
+        const JsonValue *d, *list, *user;
+        const char *unknown = NULL, *slash;
+        ApiError e = {};
+        int k;
+
+        k = e2b_read_json(x->r, &body, &e);
+        if (k < 0)
+                return e2b_reply_error(x->r, &e);
+        d = json_get(body, "destination");
+        list = json_get(body, "source_paths");
+        user = json_get(body, "username");
+        if (json_check_keys(body, allowed, &unknown) < 0)
+                k = api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "unknown field '%.64s'", strna(unknown));
+        else if (!json_string(d) || json_string_len(d) == 0)
+                k = api_error(&e, -EINVAL, API_INVALID_PATH, "destination (a path) is required");
+        else if (json_type(list) != JSON_ARRAY || json_array_size(list) == 0)
+                k = api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "source_paths must be a non-empty array of paths");
+        else if (json_array_size(list) > E2B_COMPOSE_SOURCES_MAX)
+                k = api_error(&e, -E2BIG, API_INVALID_ARGUMENT, "a compose takes at most %u sources",
+                              E2B_COMPOSE_SOURCES_MAX);
+        else if (user && !json_is_null(user) && json_type(user) != JSON_STRING)
+                k = api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "username must be a string");
+        if (k >= 0 && json_string(user) && !isempty(json_string(user))) {
+                const char *u = json_string(user);
+                if (strlen(u) > E2B_USER_NAME_MAX || strspn(u, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                               "0123456789_-.") != strlen(u))
+                        k = api_error(&e, -EINVAL, API_UNAUTHORIZED, "malformed user name");
+                else
+                        (void) strscpy(x->user, sizeof x->user, u);
+        }
+        c.fd = -EBADF;
+        if (k >= 0)
+                k = e2b_envd_agent(x, &c.fd, &e);
+        if (k >= 0)
+                k = e2b_accounts_load(c.fd, false, &c.acc, &e);
+        if (k >= 0)
+                k = e2b_user_resolve(x, &c.acc, &c.user, &e);
+        if (k >= 0)
+                k = e2b_path_resolve(json_string(d), json_string_len(d), c.user.home, &dest, &e);
+        for (size_t i = 0; k >= 0 && i < json_array_size(list); i++) {
+                const JsonValue *s = json_array_at(list, i);
+                char *p = NULL;
+                if (!json_string(s) || json_string_len(s) == 0) {
+                        k = api_error(&e, -EINVAL, API_INVALID_PATH, "source_paths[%zu] must be a path", i);
+                        break;
+                }
+                k = e2b_path_resolve(json_string(s), json_string_len(s), c.user.home, &p, &e);
+                if (k >= 0 && streq(p, dest))
+                        k = api_error(&e, -EINVAL, API_INVALID_ARGUMENT,
+                                      "source_paths[%zu] is the destination '%.512s'", i, dest);
+                if (k >= 0 && strv_contains(src, p))
+                        k = api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "source_paths[%zu]: '%.512s' is listed twice",
+                                      i, p);
+                if (k >= 0 && strv_push(&src, p) < 0)
+                        k = api_error(&e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+                if (k < 0)
+                        free(p);
+        }
+        if (k >= 0)
+                k = e2b_envd_agent(x, &rfd, &e); /* reads on their own connection while the write is open */
+        if (k < 0)
+                return reply_failure(x, &e);
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "path", dest);
+        json_w_kv_bool(&w, "parents", true);
+        json_w_kv_int(&w, "uid", c.user.uid);
+        json_w_kv_int(&w, "gid", c.user.gid);
+        json_w_object_end(&w);
+        if (json_w_finish(&w, &json, NULL) < 0) {
+                (void) api_error(&e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+                return reply_failure(x, &e);
+        }
+        /* an early return closes c.fd without DATA_END: the agent drops the temporary file */
+        k = proto_send_json(c.fd, PROTO_FILE_WRITE, AGENT_STREAM, json);
+        if (k < 0)
+                return e2b_reply_gone(x->r, x->sb.id);
+        for (char **p = src; *p; p++) {
+                k = compose_relay(rfd, c.fd, *p, &e);
+                if (k < 0)
+                        return reply_failure(x, &e);
+        }
+        k = proto_send(c.fd, PROTO_DATA_END, AGENT_STREAM, NULL, 0);
+        if (k < 0)
+                return e2b_reply_gone(x->r, x->sb.id);
+        {
+                _cleanup_(proto_frame_done) ProtoFrame f = {};
+                k = agent_call_recv(c.fd, AGENT_REPLY_TIMEOUT_MSEC * 4, &f, &e);
+                if (k >= 0 && f.type != PROTO_RESULT) {
+                        k = agent_call_error(&f, NULL, &e);
+                        if (k == -EISDIR)
+                                (void) api_error(&e, k, API_INVALID_ARGUMENT, "path '%.512s' is a directory", dest);
+                        else if (e.code == API_INVALID_PATH)
+                                (void) api_error(&e, k, API_INVALID_ARGUMENT, "cannot write '%.512s': %s", dest,
+                                                 strerror(-k));
+                        if (k >= 0)
+                                k = -EIO;
+                }
+                if (k < 0)
+                        return reply_failure(x, &e);
+        }
+        for (char **p = src; *p; p++) {
+                _cleanup_(proto_frame_done) ProtoFrame f = {};
+                _cleanup_(json_w_done) JsonWriter rm = {};
+                _cleanup_free_ char *rj = NULL;
+                ApiError re = {};
+
+                json_w_init(&rm);
+                json_w_object_begin(&rm);
+                json_w_kv_string(&rm, "path", *p);
+                json_w_kv_bool(&rm, "recursive", false);
+                json_w_object_end(&rm);
+                if (json_w_finish(&rm, &rj, NULL) < 0 || proto_send_json(rfd, PROTO_FILE_REMOVE, AGENT_STREAM, rj) < 0 ||
+                    agent_call_recv(rfd, AGENT_REPLY_TIMEOUT_MSEC, &f, &re) < 0 ||
+                    (f.type != PROTO_RESULT && agent_call_error(&f, NULL, &re) < 0))
+                        log_warning("Compose into %s: cannot remove the source %s: %s", dest, *p,
+                                    re.message[0] ? re.message : "the agent did not answer");
+        }
+        json_w_done(&w);
+        json_w_init(&w);
+        slash = strrchr(dest, '/');
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "path", dest);
+        json_w_kv_string(&w, "name", slash ? slash + 1 : dest);
+        json_w_kv_string(&w, "type", "file");
+        json_w_object_end(&w);
+        return e2b_reply_json(x->r, 200, &w, NULL);
+}

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "alloc-util.h"
 #include "api-internal.h"
 #include "cred-rules.h"
 #include "e2b.h"
@@ -57,10 +58,12 @@ static int refuse_unmapped(const JsonValue *net, bool create, ApiError *e) {
                 return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
                                  "network.egressProxy is not supported by space (egress leaves through space's own "
                                  "gateway; there is no SOCKS5 upstream)");
-        if (create && (v = json_get(net, "maskRequestHost")) && !json_is_null(v))
-                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
-                                 "network.maskRequestHost is not supported by space's ingress (requests reach the "
-                                 "sandbox with the Host they were sent with)");
+        if (create && (v = json_get(net, "maskRequestHost")) && !json_is_null(v)) {
+                char mask[STORE_INGRESS_HOST_MAX];
+                int k = e2b_mask_host(v, mask, e);
+                if (k < 0)
+                        return k;
+        }
         if (create && (v = json_get(net, "httpsPorts")) && !json_is_null(v) &&
             !(json_type(v) == JSON_ARRAY && json_array_size(v) == 0))
                 return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
@@ -240,6 +243,42 @@ void e2b_network_write_info(JsonWriter *w, const Sandbox *sb) {
         json_w_object_end(w);
 }
 
+/* network.maskRequestHost: the Host the sandbox's servers see for ingress
+ * requests, "${PORT}" standing for the port: a host[:port] of [A-Za-z0-9.-],
+ * a bracketed IPv6 literal or "${PORT}" (nothing that could end the header
+ * or start another). "" if absent. */
+int e2b_mask_host(const JsonValue *v, char ret[static STORE_INGRESS_HOST_MAX], ApiError *e) {
+        const char *s = json_string(v);
+        size_t n;
+
+        ret[0] = 0;
+        if (!v || json_is_null(v))
+                return 0;
+        if (!s || strlen(s) != json_string_len(v))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "network.maskRequestHost must be a string");
+        n = strlen(s);
+        if (n == 0 || n >= STORE_INGRESS_HOST_MAX)
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "network.maskRequestHost must be 1 to %u characters", STORE_INGRESS_HOST_MAX - 1);
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if (startswith(s + i, "${PORT}")) {
+                        i += 6;
+                        continue;
+                }
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                      c == '-' || c == ':' || c == '[' || c == ']' || c == '_'))
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                         "network.maskRequestHost '%.64s': a host[:port] (letters, digits, '.', "
+                                         "'-', ':', '[', ']', or ${PORT} for the port)", s);
+        }
+        if (strstr(s, "${PORT}") && strstr(strstr(s, "${PORT}") + 7, "${PORT}"))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "network.maskRequestHost names ${PORT} more than once");
+        memcpy(ret, s, n + 1);
+        return 0;
+}
+
 /* ---- network.rules: header transforms as space credentials ----
  * E2B's transform {"headers": {"H": "Bearer ${e2b.secrets.NAME}"}} for a host
  * has its egress proxy put the secret NAME on the sandbox's requests to that
@@ -265,9 +304,21 @@ static bool host_listed(const char *hosts_json, const char *host) {
         return false;
 }
 
-/* One header of a transform for host → the name of the credential that does it. */
+/* What a sandbox's rules grant of one credential: the credential as it is,
+ * or (a secret of POST /secrets, which names no hosts) scoped to the hosts
+ * and the header of the rules. */
+typedef struct RuleGrant {
+        char name[STORE_NAME_MAX];
+        bool scoped;
+        char header[STORE_CRED_HEADER_MAX];
+        char format[STORE_CRED_FORMAT_MAX];
+        const char *hosts[CRED_HOSTS_MAX];
+        size_t n_hosts;
+} RuleGrant;
+
+/* One header of a transform for host → the grant that does it. */
 static int transform_header(ApiRequest *r, const char *host, const char *name, const JsonValue *value,
-                            char ret[static STORE_NAME_MAX], ApiError *e) {
+                            RuleGrant *ret, ApiError *e) {
         _cleanup_(credential_done) Credential c = {};
         _cleanup_free_ char *want = NULL;
         const char *v = json_string(value), *open, *close;
@@ -291,6 +342,9 @@ static int transform_header(ApiRequest *r, const char *host, const char *name, c
                                  "network.rules[\"%.128s\"]: header %.64s names no valid secret", host, name);
         memcpy(secret, open + STRLEN(E2B_SECRET_OPEN), (size_t) (close - open) - STRLEN(E2B_SECRET_OPEN));
         secret[(close - open) - STRLEN(E2B_SECRET_OPEN)] = 0;
+        for (char *p = secret; *p; p++) /* E2B lower-cases a secret's name */
+                if (*p >= 'A' && *p <= 'Z')
+                        *p = (char) (*p - 'A' + 'a');
         k = store_credential_get(r->store, r->key.tenant_id, secret, &c);
         if (k == -ENOENT)
                 return api_error(e, k, API_INVALID_ARGUMENT,
@@ -301,6 +355,23 @@ static int transform_header(ApiRequest *r, const char *host, const char *name, c
         want = strdup_printf("%.*s{value}%s", (int) (open - v), v, close + 1);
         if (!want)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        *ret = (RuleGrant) {};
+        (void) strscpy(ret->name, sizeof ret->name, c.name);
+        if (api_credential_hostless(&c)) {
+                char err[256];
+                if (cred_header_name_check(name, strlen(name), err, sizeof err) < 0 ||
+                    cred_header_format_check(want, strlen(want), err, sizeof err) < 0)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                         "network.rules[\"%.128s\"]: header %.64s: %s", host, name, err);
+                if (cred_host_pattern_check(host, strlen(host), err, sizeof err) < 0)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "network.rules[\"%.128s\"]: %s", host,
+                                         err);
+                ret->scoped = true;
+                (void) strscpy(ret->header, sizeof ret->header, name);
+                (void) strscpy(ret->format, sizeof ret->format, want);
+                ret->hosts[ret->n_hosts++] = host;
+                return 0;
+        }
         if (c.apply != CRED_APPLY_HEADER || strcasecmp(c.header_name, name) != 0 || !streq(c.header_format, want))
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
                                  "network.rules[\"%.128s\"]: credential '%.64s' applies as '%s: %s', the transform "
@@ -311,20 +382,21 @@ static int transform_header(ApiRequest *r, const char *host, const char *name, c
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
                                  "network.rules[\"%.128s\"]: credential '%.64s' is not for that host (its hosts: %.256s)",
                                  host, secret, c.hosts_json ?: "[]");
-        (void) strscpy(ret, STORE_NAME_MAX, c.name);
         return 0;
 }
 
 int e2b_network_credentials(ApiRequest *r, const JsonValue *net, char **ret, ApiError *e) {
         _cleanup_(json_w_done) JsonWriter w = {};
         const JsonValue *rules = net && json_type(net) == JSON_OBJECT ? json_get(net, "rules") : NULL;
-        char names[CRED_GRANTS_MAX][STORE_NAME_MAX];
+        _cleanup_free_ RuleGrant *g = new0(RuleGrant, CRED_GRANTS_MAX);
         size_t n = 0;
         int k;
 
         *ret = NULL;
         if (!rules || json_is_null(rules))
                 return 0;
+        if (!g)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         if (json_type(rules) != JSON_OBJECT)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "network.rules must be an object of host → rules");
         for (size_t i = 0; i < json_object_size(rules); i++) {
@@ -351,32 +423,94 @@ int e2b_network_credentials(ApiRequest *r, const JsonValue *net, char **ret, Api
                                                  "network.rules[\"%.128s\"][%zu].transform must be "
                                                  "{\"headers\": {name: value}}", host, j);
                         for (size_t h = 0; headers && h < json_object_size(headers); h++) {
-                                char name[STORE_NAME_MAX];
-                                bool seen = false;
+                                RuleGrant one;
+                                RuleGrant *seen = NULL;
                                 k = transform_header(r, host, json_object_key(headers, h),
-                                                     json_object_value(headers, h), name, e);
+                                                     json_object_value(headers, h), &one, e);
                                 if (k < 0)
                                         return k;
                                 for (size_t x = 0; x < n && !seen; x++)
-                                        seen = streq(names[x], name);
+                                        if (streq(g[x].name, one.name))
+                                                seen = &g[x];
+                                if (seen && one.scoped) {
+                                        /* one secret for several hosts: the same header on each */
+                                        bool listed = false;
+                                        if (strcasecmp(seen->header, one.header) != 0 || !streq(seen->format, one.format))
+                                                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
+                                                                 "network.rules: secret '%.64s' is used as '%s: %s' "
+                                                                 "and as '%s: %s': space puts a secret on a "
+                                                                 "sandbox's requests in one header only",
+                                                                 one.name, seen->header, seen->format, one.header,
+                                                                 one.format);
+                                        for (size_t y = 0; y < seen->n_hosts && !listed; y++)
+                                                listed = strcasecmp(seen->hosts[y], host) == 0;
+                                        if (listed)
+                                                continue;
+                                        if (seen->n_hosts >= CRED_HOSTS_MAX)
+                                                return api_error(e, -E2BIG, API_INVALID_ARGUMENT,
+                                                                 "network.rules: secret '%.64s' may be used for at "
+                                                                 "most %d hosts", one.name, CRED_HOSTS_MAX);
+                                        seen->hosts[seen->n_hosts++] = host;
+                                        continue;
+                                }
                                 if (seen)
                                         continue;
                                 if (n >= CRED_GRANTS_MAX)
                                         return api_error(e, -E2BIG, API_INVALID_ARGUMENT,
                                                          "network.rules: a sandbox may be granted at most %d credentials",
                                                          CRED_GRANTS_MAX);
-                                memcpy(names[n++], name, STORE_NAME_MAX);
+                                g[n++] = one;
                         }
                 }
         }
         json_w_init(&w);
         json_w_array_begin(&w);
-        for (size_t i = 0; i < n; i++)
-                json_w_string(&w, names[i]);
+        for (size_t i = 0; i < n; i++) {
+                if (!g[i].scoped) {
+                        json_w_string(&w, g[i].name);
+                        continue;
+                }
+                json_w_object_begin(&w);
+                json_w_kv_string(&w, "name", g[i].name);
+                json_w_key(&w, "hosts");
+                json_w_array_begin(&w);
+                for (size_t j = 0; j < g[i].n_hosts; j++)
+                        json_w_string(&w, g[i].hosts[j]);
+                json_w_array_end(&w);
+                json_w_kv_string(&w, "header", g[i].header);
+                json_w_kv_string(&w, "format", g[i].format);
+                json_w_object_end(&w);
+        }
         json_w_array_end(&w);
         if (json_w_finish(&w, ret, NULL) < 0)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         return 0;
+}
+
+/* Whether a grant is what an item of e2b_network_credentials() asks: the
+ * credential as it is, or scoped to the same hosts in the same header. */
+static bool grant_same(const Credential *g, const JsonValue *want) {
+        _cleanup_json_ JsonValue *hosts = NULL;
+        const JsonValue *wh;
+
+        if (json_type(want) != JSON_OBJECT)
+                return !g->grant_scoped;
+        if (!g->grant_scoped || strcasecmp(g->header_name, strempty(json_string(json_get(want, "header")))) != 0 ||
+            !streq(g->header_format, strempty(json_string(json_get(want, "format")))))
+                return false;
+        wh = json_get(want, "hosts");
+        if (!g->hosts_json || json_parse(g->hosts_json, strlen(g->hosts_json), &hosts, NULL, 0) < 0 ||
+            json_array_size(hosts) != json_array_size(wh))
+                return false;
+        for (size_t i = 0; i < json_array_size(wh); i++) {
+                bool found = false;
+                for (size_t j = 0; j < json_array_size(hosts) && !found; j++)
+                        found = strcasecmp(strempty(json_string(json_array_at(wh, i))),
+                                           strempty(json_string(json_array_at(hosts, j)))) == 0;
+                if (!found)
+                        return false;
+        }
+        return true;
 }
 
 /* An update's rules may only say what the sandbox's grants already do:
@@ -407,8 +541,10 @@ static int rules_unchanged(ApiRequest *r, const char *id, const JsonValue *body,
         same = m == n;
         for (size_t i = 0; i < m && same; i++) {
                 bool found = false;
+                const JsonValue *x = json_array_at(want, i);
+                const char *name = json_type(x) == JSON_OBJECT ? json_string(json_get(x, "name")) : json_string(x);
                 for (size_t j = 0; j < n && !found; j++)
-                        found = streq(list[j].name, json_string(json_array_at(want, i)));
+                        found = streq(list[j].name, strempty(name)) && grant_same(&list[j], x);
                 same = found;
         }
         credential_array_free(list, n);

@@ -318,11 +318,18 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                 return k;
         if (vols->n > 0 && streq(sb.runtime, "vm"))
                 return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "the vm runtime does not mount volumes");
+        {
+                const JsonValue *net = json_get(in, "network");
+                k = e2b_mask_host(json_type(net) == JSON_OBJECT ? json_get(net, "maskRequestHost") : NULL,
+                                  sb.ingress_host, e);
+                if (k < 0)
+                        return k;
+        }
         if (json_array_size(json_get(body, "credentials")) > 0) {
                 /* network.rules: their credentials granted before the create answers (no warm sandbox) */
                 Credential *creds = NULL;
                 size_t n = 0;
-                k = api_credentials_resolve(r, json_get(body, "credentials"), &creds, &n, e);
+                k = api_credentials_resolve_scoped(r, json_get(body, "credentials"), true, &creds, &n, e);
                 if (k >= 0)
                         k = api_credentials_add_env(creds, n, &sb.env_json, e);
                 if (k >= 0)
@@ -346,7 +353,7 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         sb.expires_usec = sb.timeout_s > 0 ? sb.created_usec + (int64_t) sb.timeout_s * 1000000 : 0;
         /* a warm sandbox if the template has a pool and one is free: the request's limits, timeout, envs,
          * metadata and lifecycle are applied to it as to a new one */
-        k = vols->n > 0 ? 0 : api_sandbox_create_warm(r, &sb, "e2b", e);
+        k = vols->n > 0 || sb.ingress_host[0] ? 0 : api_sandbox_create_warm(r, &sb, "e2b", e); /* a warm one has no mask */
         if (k > 0)
                 k = api_sandbox_start_command(r, &sb, start, e) ?: 1;
         if (k < 0)
@@ -936,6 +943,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 return is(m, "GET") ? rest_template_alias(r, s[2], e) : method_not_allowed(r, e);
         if (!v2 && n >= 2 && n <= 3 && streq(s[0], "events") && streq(s[1], "webhooks"))
                 return rest_webhooks(r, s, n, e);
+        if (!v2 && streq(s[0], "secrets"))
+                return e2b_secrets_route(r, s, n, e);
         if (!streq(s[0], "sandboxes"))
                 /* a part of E2B's API that space does not serve (builds, tags, secrets, ...): 501, which no SDK
                  * reads as "there is none" (docs/e2b-compat.md) */
@@ -961,6 +970,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 const char *op = s[2], *id = s[1];
                 if (streq(op, "connect") || (!v2 && streq(op, "resume")))
                         return is(m, "POST") ? rest_connect(r, id, e) : method_not_allowed(r, e);
+                if (streq(op, "logs"))
+                        return is(m, "GET") ? e2b_sandbox_logs(r, id, !v2, e) : method_not_allowed(r, e);
                 if (v2)
                         return api_error(e, -ENOENT, API_NOT_FOUND, "no such endpoint");
                 if (streq(op, "pause"))
@@ -977,9 +988,6 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                         return is(m, "POST") ? e2b_fork(r, id, e) : method_not_allowed(r, e);
                 if (streq(op, "network"))
                         return is(m, "PUT") ? e2b_network_update(r, id, e) : method_not_allowed(r, e);
-                if (streq(op, "logs"))
-                        return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
-                                         "sandbox %s is not supported by space's E2B API (use the space API)", op);
         }
         return api_error(e, -ENOENT, API_NOT_FOUND, "no such endpoint");
 }

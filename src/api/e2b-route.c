@@ -446,7 +446,9 @@ static int envd_handle(ApiRequest *r) {
                 return e2b_envd_files_get(&x);
         if (streq(path, "/files") && streq(m, "POST"))
                 return e2b_envd_files_post(&x);
-        if (streq(path, "/health") || streq(path, "/files")) {
+        if (streq(path, "/files/compose") && streq(m, "POST"))
+                return e2b_envd_files_compose(&x);
+        if (streq(path, "/health") || streq(path, "/files") || streq(path, "/files/compose")) {
                 (void) api_error(&e, -EINVAL, API_METHOD_NOT_ALLOWED, "%.16s is not allowed on %s", m, path);
                 return e2b_reply_error(r, &e);
         }

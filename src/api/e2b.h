@@ -108,6 +108,8 @@ void e2b_network_write_info(JsonWriter *w, const Sandbox *sb);
  * JSON array of the space credentials that do them, to grant; *ret NULL
  * without rules. A transform no credential does is a 400. */
 int e2b_network_credentials(ApiRequest *r, const JsonValue *net, char **ret, ApiError *e);
+/* network.maskRequestHost, checked, into ret ("" if absent). */
+int e2b_mask_host(const JsonValue *v, char ret[static STORE_INGRESS_HOST_MAX], ApiError *e);
 /* PUT /sandboxes/{id}/network → 204 */
 int e2b_network_update(ApiRequest *r, const char *id, ApiError *e);
 /* Extends (only_extend) or sets the expiry, or an autoPause sandbox's idle window. */
@@ -119,6 +121,10 @@ int e2b_snapshot_create(ApiRequest *r, const char *sandbox_id, ApiError *e);
 int e2b_snapshot_list(ApiRequest *r, ApiError *e);
 int e2b_snapshot_delete(ApiRequest *r, const char *snapshot_id, ApiError *e);
 int e2b_fork(ApiRequest *r, const char *sandbox_id, ApiError *e);
+/* GET /v2/sandboxes/{id}/logs (v1: the older /sandboxes/{id}/logs shape), from its events (e2b-logs.c). */
+int e2b_sandbox_logs(ApiRequest *r, const char *id, bool v1, ApiError *e);
+/* /secrets[/{id}]: space's credentials (e2b-secrets.c). */
+int e2b_secrets_route(ApiRequest *r, char **segs, size_t n_segs, ApiError *e);
 /* e2b-metrics.c: GET /sandboxes/{id}/metrics (sb looked up) and GET /sandboxes/metrics?sandbox_ids= */
 int e2b_metrics(ApiRequest *r, const Sandbox *sb, ApiError *e);
 int e2b_metrics_many(ApiRequest *r, ApiError *e);
@@ -130,6 +136,7 @@ int e2b_create_from_snapshot(ApiRequest *r, const char *ref, const JsonValue *in
 int e2b_envd_health(E2bEnvd *x);
 int e2b_envd_files_get(E2bEnvd *x);
 int e2b_envd_files_post(E2bEnvd *x);
+int e2b_envd_files_compose(E2bEnvd *x);
 
 /* ---- e2b-connect.c ---- */
 

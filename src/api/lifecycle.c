@@ -533,6 +533,7 @@ static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, boo
         (void) strscpy(c->runtime, sizeof c->runtime, src->runtime);
         (void) strscpy(c->worker, sizeof c->worker, src->worker); /* a branch lives beside its source */
         (void) strscpy(c->parent_id, sizeof c->parent_id, src->id);
+        (void) strscpy(c->ingress_host, sizeof c->ingress_host, src->ingress_host); /* its masked Host too */
         if (ck)
                 (void) strscpy(c->parent_checkpoint, sizeof c->parent_checkpoint, ck->id);
 }

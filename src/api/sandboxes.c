@@ -203,7 +203,7 @@ int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds,
 
         /* a warm sandbox, if the template has a pool and one is free (it adds no sandbox to the host);
          * not for one with credentials: their gateway CA is installed when a sandbox is created */
-        if (n_creds == 0 && (!vols || vols->n == 0)) { /* nor with volumes: they are mounted as it starts */
+        if (n_creds == 0 && (!vols || vols->n == 0) && !sb->ingress_host[0]) { /* nor with volumes: they are mounted as it starts */
                 k = api_sandbox_create_warm(r, sb, via, e);
                 if (k != 0)
                         return k < 0 ? k : 0;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "api-internal.h"
+#include "cred-crypt.h"
 #include "log.h"
 #include "str-util.h"
 #include "webhook-post.h"
@@ -221,7 +222,6 @@ static int webhook_create(ApiRequest *r, ApiError *e, WebhookForm form) {
                 if (k < 0)
                         return api_error(e, k, API_INTERNAL, "cannot generate a secret: %s", strerror(-k));
         }
-        (void) strscpy(h.secret, sizeof h.secret, secret);
         (void) strscpy(h.tenant_id, sizeof h.tenant_id, r->key.tenant_id);
 
         k = store_webhook_list(r->store, r->key.tenant_id, &list, &n);
@@ -235,6 +235,20 @@ static int webhook_create(ApiRequest *r, ApiError *e, WebhookForm form) {
         k = random_alnum(h.id + STRLEN(WEBHOOK_ID_PREFIX), WEBHOOK_ID_RANDOM_LEN);
         if (k < 0)
                 return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
+        /* stored sealed under the master key, like a credential's value */
+        {
+                const CredKey *key = NULL;
+                k = api_seal_key(r, &key, e);
+                if (k < 0) {
+                        explicit_bzero(secret, sizeof secret);
+                        return k;
+                }
+                k = webhook_secret_seal(key, h.id, h.tenant_id, secret, h.secret);
+                if (k < 0) {
+                        explicit_bzero(secret, sizeof secret);
+                        return api_error(e, k, API_INTERNAL, "cannot seal the secret: %s", strerror(-k));
+                }
+        }
         k = store_webhook_insert(r->store, &h);
         if (k < 0)
                 return api_store_error(e, k, "recording the webhook");
@@ -418,8 +432,17 @@ int api_webhook_test(ApiRequest *r, ApiError *e) {
         if (webhook_guard_init(&g, c->webhook_allow_private, c->net_pool) < 0)
                 (void) webhook_guard_init(&g, false, NULL);
         (void) snprintf(delivery, sizeof delivery, "%s-test-%lld", h.id, (long long) now);
-        k = webhook_send(&g, h.url, h.secret, h.id, delivery, now, text, len, why, sizeof why);
-        explicit_bzero(h.secret, sizeof h.secret);
+        {
+                char plain[WEBHOOK_SECRET_MAX + 1];
+                k = webhook_secret_open(r->api->cred_key, h.id, h.tenant_id, h.secret, plain);
+                explicit_bzero(h.secret, sizeof h.secret);
+                if (k < 0)
+                        return api_error(e, k, k == -ENOKEY ? API_UNAVAILABLE : API_INTERNAL,
+                                         "the webhook's secret does not open here (%s): is this server's "
+                                         "master key the one it was sealed under?", strerror(-k));
+                k = webhook_send(&g, h.url, plain, h.id, delivery, now, text, len, why, sizeof why);
+                explicit_bzero(plain, sizeof plain);
+        }
         if (k < 0)
                 return api_error(e, k, API_BAD_GATEWAY, "the test delivery failed: %s", why);
         json_w_object_begin(&w);

@@ -10,7 +10,9 @@
 #include "json.h"
 #include "log.h"
 #include "str-util.h"
+#include "cred-crypt.h"
 #include "webhook-post.h"
+#include "webhook.h"
 #include "webhooks.h"
 
 int64_t webhook_backoff_usec(uint64_t failures) {
@@ -150,8 +152,8 @@ static void disabled_event(Store *s, const Webhook *w) {
 }
 
 /* The webhook's pending events, in order, until one fails or the budget is spent. */
-static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhook *w, int64_t now, int64_t settle,
-                        Budget *b) {
+static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, const CredKey *key, Webhook *w,
+                        int64_t now, int64_t settle, Budget *b) {
         EventFilter f = { .tenant_id = w->tenant_id, .after_seq = w->last_seq, .limit = 100 };
         Event *list = NULL;
         size_t n = 0;
@@ -201,7 +203,18 @@ static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhoo
                 }
                 (void) snprintf(delivery, sizeof delivery, "%s-%lld-%llu", w->id, (long long) ev->seq,
                                 (unsigned long long) w->failures);
-                r = webhook_send(g, w->url, w->secret, w->id, delivery, now_usec(), body, len, why, sizeof why);
+                {
+                        char plain[WEBHOOK_SECRET_MAX + 1];
+                        r = webhook_secret_open(key, w->id, w->tenant_id, w->secret, plain);
+                        if (r < 0)
+                                (void) snprintf(why, sizeof why, "the webhook's secret does not open in this "
+                                                "controller (%s): it needs the master key it was sealed under",
+                                                strerror(-r));
+                        else
+                                r = webhook_send(g, w->url, plain, w->id, delivery, now_usec(), body, len, why,
+                                                 sizeof why);
+                        explicit_bzero(plain, sizeof plain);
+                }
                 changed = true;
                 if (r >= 0) {
                         w->last_seq = ev->seq;
@@ -237,6 +250,45 @@ static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, Webhoo
 }
 
 int webhooks_run_once(Store *store, const Config *config, int64_t now) {
+        return webhooks_run_once_keyed(store, config, NULL, now);
+}
+
+int webhooks_seal_stored(Store *store, const CredKey *key, uint64_t *ret_sealed) {
+        Webhook *list = NULL;
+        size_t n = 0;
+        uint64_t sealed = 0;
+        int r;
+
+        if (ret_sealed)
+                *ret_sealed = 0;
+        if (!key)
+                return 0;
+        r = store_webhook_list(store, NULL, &list, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                char s[WEBHOOK_SEALED_MAX];
+                if (webhook_secret_sealed(list[i].secret))
+                        continue;
+                r = webhook_secret_seal(key, list[i].id, list[i].tenant_id, list[i].secret, s);
+                if (r >= 0) {
+                        r = store_webhook_set_secret(store, list[i].id, list[i].secret, s);
+                        if (r == -ESTALE) /* changed or deleted meanwhile: another process sealed it */
+                                r = 0;
+                        else if (r >= 0)
+                                sealed++;
+                }
+                explicit_bzero(s, sizeof s);
+        }
+        for (size_t i = 0; i < n; i++)
+                explicit_bzero(list[i].secret, sizeof list[i].secret);
+        free(list);
+        if (ret_sealed)
+                *ret_sealed = sealed;
+        return r;
+}
+
+int webhooks_run_once_keyed(Store *store, const Config *config, const CredKey *key, int64_t now) {
         static size_t rotate = 0; /* where the last round began: every webhook gets its turn */
         Budget b = { .left = WEBHOOK_ROUND_DELIVERIES };
         WebhookGuard g;
@@ -257,7 +309,7 @@ int webhooks_run_once(Store *store, const Config *config, int64_t now) {
 
                 if (!w->enabled || w->next_usec > now)
                         continue;
-                r = deliver_some(store, &g, config, w, now, settle, &b);
+                r = deliver_some(store, &g, config, key, w, now, settle, &b);
                 if (r > 0)
                         total += r;
         }

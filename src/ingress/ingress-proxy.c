@@ -60,14 +60,24 @@ static int append(char **buf, size_t *len, size_t *allocated, const char *fmt, .
         }
 }
 
-static int request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, char **ret,
-                        size_t *ret_len) {
+static int request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, const char *mask,
+                        uint16_t port, char **ret, size_t *ret_len) {
         _cleanup_free_ char *b = NULL;
         size_t len = 0, allocated = 0;
         const char *host = http_head_header(req, "Host"), *h2_settings = http_head_header(req, "HTTP2-Settings");
         int r;
 
-        r = append(&b, &len, &allocated, "%s %s HTTP/1.1\r\nHost: %s\r\n", req->method, req->target, strempty(host));
+        if (!isempty(mask)) { /* maskRequestHost: checked at create (no CR, LF, space) */
+                const char *at = strstr(mask, "${PORT}");
+                if (at)
+                        r = append(&b, &len, &allocated, "%s %s HTTP/1.1\r\nHost: %.*s%u%s\r\n", req->method,
+                                   req->target, (int) (at - mask), mask, (unsigned) port, at + 7);
+                else
+                        r = append(&b, &len, &allocated, "%s %s HTTP/1.1\r\nHost: %s\r\n", req->method,
+                                   req->target, mask);
+        } else
+                r = append(&b, &len, &allocated, "%s %s HTTP/1.1\r\nHost: %s\r\n", req->method, req->target,
+                           strempty(host));
         for (size_t i = 0; r >= 0 && i < req->n_headers; i++) {
                 const HttpHeader *h = &req->headers[i];
                 if (header_is_hop(h->name))
@@ -251,7 +261,8 @@ static int response_body(HttpConn *c, const HttpHead *resp, int fd, const char *
         }
 }
 
-void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forwarded_for) {
+void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forwarded_for, const char *mask,
+                   uint16_t port) {
         _cleanup_free_ char *head = NULL, *buf = NULL, *hdrs = NULL;
         _cleanup_(http_head_done) HttpHead resp = {};
         const char *upgrade = http_head_upgrade(req);
@@ -260,7 +271,7 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
 
         if (upgrade && (req->chunked || req->content_length > 0))
                 upgrade = NULL; /* an upgrade with a body is not one we relay */
-        r = request_head(req, upgrade, forwarded_for, &head, &head_len);
+        r = request_head(req, upgrade, forwarded_for, mask, port, &head, &head_len);
         if (r < 0) {
                 (void) reply_502(c, "out of memory");
                 return;

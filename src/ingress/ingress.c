@@ -298,7 +298,7 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
         char *colon = strrchr(peer, ':');
         if (colon)
                 *colon = 0;
-        ingress_proxy(c, head, fd, peer);
+        ingress_proxy(c, head, fd, peer, sb.ingress_host, port);
 }
 
 int ingress_new(Api *api, Ingress **ret) {

@@ -31,8 +31,11 @@
 
 /* Forwards the request on c to the connected socket fd (the sandbox's
  * port) and its answer back; an Upgrade becomes a relay both ways. Always
- * responds (502 if the sandbox fails us before a response began). */
-void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forwarded_for);
+ * responds (502 if the sandbox fails us before a response began). mask
+ * (E2B's maskRequestHost, "" = none): the Host the sandbox sees, "${PORT}"
+ * replaced by port; X-Forwarded-Host keeps the one the client sent. */
+void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forwarded_for, const char *mask,
+                   uint16_t port);
 
 /* ---- ingress.c ---- */
 

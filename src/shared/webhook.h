@@ -19,6 +19,8 @@
 #define WEBHOOK_PATTERN_MAX 64U
 #define WEBHOOK_SECRET_MIN 16U
 #define WEBHOOK_SECRET_MAX 255U
+#define WEBHOOK_SEALED_MAX 512U     /* a secret as stored, NUL */
+#define WEBHOOK_SEALED_PREFIX "sealed1:"
 #define WEBHOOK_SIG_HEX 65U          /* hex of a SHA-256, NUL */
 #define WEBHOOK_SIG_B64 44U          /* unpadded base64 of a SHA-256 (43), NUL */
 
@@ -68,3 +70,18 @@ bool webhook_pattern_valid(const char *p);
 bool webhook_pattern_match(const char *pattern, const char *type);
 /* The E2B name of one of our event types, NULL if E2B has none. */
 const char *webhook_e2b_type(const char *type);
+
+/* Webhook secrets at rest: sealed like credentials (cred-crypt.h) under the
+ * master key, bound to the webhook's id and tenant, stored as
+ * "sealed1:<key_id>:<nonce>:<base64 ciphertext>". _seal writes that into
+ * ret (WEBHOOK_SEALED_MAX); _open the plaintext into ret (WEBHOOK_SECRET_MAX
+ * + 1; the caller wipes it): -EKEYREJECTED if no key of k's ring sealed it,
+ * -EBADMSG if it does not authenticate (tampered, or another row's),
+ * -ENOKEY if k is NULL. A stored value without the prefix (a row from before
+ * sealing) opens as itself; webhook_secret_sealed() tells which it is. */
+struct CredKey;
+int webhook_secret_seal(const struct CredKey *k, const char *id, const char *tenant, const char *plain,
+                        char ret[static WEBHOOK_SEALED_MAX]);
+int webhook_secret_open(const struct CredKey *k, const char *id, const char *tenant, const char *stored,
+                        char ret[static WEBHOOK_SECRET_MAX + 1]);
+bool webhook_secret_sealed(const char *stored);

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "shipper.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define PROBE_READ_MSEC 2000
 #define PROBE_REQUEST_MAX 2048
@@ -30,12 +31,6 @@ struct ControllerProbe {
         pthread_t thread;
         atomic_bool stop;
 };
-
-static int64_t mono_usec(void) {
-        struct timespec ts;
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void reply(int fd, const char *status, const char *type, const char *body) {
         char head[256];

@@ -45,6 +45,7 @@
 #include "public-suffix.h"
 #include "reaper.h"
 #include "rotate-master-key.h"
+#include "time-util.h"
 #include "warm-pool.h"
 #include "webhooks.h"
 #include "space-build.h"
@@ -330,13 +331,8 @@ typedef struct Controller {
         atomic_llong lead_until;
         char holder[STORE_NAME_MAX];
         ControllerProbeState probe;     /* what controller_listen's /healthz and /metrics read */
+        const CredKey *cred_key; /* opens the webhooks' sealed secrets; NULL: none held */
 } Controller;
-
-static int64_t mono_usec(void) {
-        struct timespec ts;
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts); /* runs on while the process is stopped */
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* The token this controller leads by, or 0. A lease it could not renew in
  * time ends here before it ends in the store (lead_until has a margin). */
@@ -452,6 +448,8 @@ static void *webhook_thread(void *userdata) {
                                 fenced = token;
                         if (store && (!ctl->token || fenced == token))
                                 (void) webhooks_run_once(store, ctl->config, now_usec());
+                        if (store)
+                                (void) webhooks_run_once_keyed(store, ctl->config, ctl->cred_key, now_usec());
                 }
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
         }
@@ -813,8 +811,20 @@ deregister:
         return r < 0 ? 1 : 0;
 }
 
+/* Webhook secrets stored in clear (rows from before they were sealed) sealed now. */
+static void seal_webhook_secrets(Store *store, const CredKey *key) {
+        uint64_t n = 0;
+        int r = webhooks_seal_stored(store, key, &n);
+
+        if (r < 0)
+                log_warning_errno(r, "Cannot seal the webhook secrets stored in clear: %m");
+        else if (n > 0)
+                log_info("Sealed %" PRIu64 " webhook secrets stored in clear under the master key", n);
+}
+
 /* role controller: the controllers, active while this process holds the lease. */
 static int run_controller(const Config *config) {
+        _cleanup_(cred_key_freep) CredKey *cred_key = NULL;
         _cleanup_(cluster_token_freep) char *token = NULL;
         _cleanup_close_ int pidfd = -EBADF;
         Controller ctl = { .config = config };
@@ -835,6 +845,11 @@ static int run_controller(const Config *config) {
                         remove_pidfile(config);
                         return 1;
                 }
+                /* the webhooks' secrets are sealed: master_key_file opens them (none: they do not deliver) */
+                if (r >= 0 && master_key_load(config, store, &cred_key) < 0) {
+                        remove_pidfile(config);
+                        return 1;
+                }
                 if (r >= 0)
                         break;
                 if (attempt == 0)
@@ -847,6 +862,7 @@ static int run_controller(const Config *config) {
                 remove_pidfile(config);
                 return 1;
         }
+        ctl.cred_key = cred_key;
         log_info("spaced %s controller (state %s), waiting for the lease", SPACE_VERSION, config->state_dir);
         (void) controller_thread(&ctl);
         controller_probe_stop(probe);
@@ -877,6 +893,7 @@ static int run_api(const Config *config) {
         r = master_key_load(config, store, &cred_key);
         if (r < 0)
                 return 1;
+        seal_webhook_secrets(store, cred_key);
         r = api_bootstrap(config, store);
         store = store_close(store);
         if (r < 0)
@@ -1086,6 +1103,7 @@ int main(int argc, char *argv[]) {
         r = master_key_load(&config, store, &cred_key);
         if (r < 0)
                 return 1;
+        seal_webhook_secrets(store, cred_key);
 
         /* the worker process, started again whenever it dies (a fresh exec: spaced has threads) */
         r = supervise_start(argv, &config, log_child_fd, (const int[]) { pidfd, instance_lock_fd(instance) }, 2,
@@ -1098,6 +1116,7 @@ int main(int argc, char *argv[]) {
         r = api_new(&config, &api);
         if (r >= 0) {
                 api_set_cred_key(api, cred_key);
+                ctl.cred_key = cred_key; /* the api owns it; it outlives the controller thread */
                 cred_key = NULL;
                 api_set_worker_status(api, supervise_status(sup));
                 /* port forwards reach this host's sandboxes by their slot's address */

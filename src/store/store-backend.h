@@ -94,7 +94,7 @@ struct StoreOps {
         int (*credential_update)(Store *s, const Credential *c, int64_t now, uint64_t *ret_version);
         int (*credential_delete)(Store *s, const char *tenant_id, const char *name);
         int (*grant_insert)(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
-                            int64_t now);
+                            const char *hosts_json, const char *header_name, const char *header_format, int64_t now);
         int (*grant_delete)(Store *s, const char *sandbox_id, const char *credential_id);
         int (*grant_list)(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
         int (*credentials_reseal)(Store *s, const StoreReseal *rs, uint64_t *ret_changed, uint64_t *ret_total);
@@ -139,6 +139,7 @@ struct StoreOps {
         int (*webhook_update)(Store *s, const Webhook *w);
         int (*webhook_delete)(Store *s, const char *tenant_id, const char *id);
         int (*webhook_set_state)(Store *s, const Webhook *w, bool disable);
+        int (*webhook_set_secret)(Store *s, const char *id, const char *old, const char *secret);
         /* object settings (store-*-settings.c) */
         int (*setting_set)(Store *s, const ObjectSetting *v);
         int (*setting_remove)(Store *s, const char *kind, const char *name, const char *key);

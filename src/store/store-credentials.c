@@ -126,12 +126,25 @@ int store_credential_delete(Store *s, const char *tenant_id, const char *name) {
 }
 
 int store_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id) {
+        return store_grant_insert_scoped(s, tenant_id, sandbox_id, credential_id, NULL, NULL, NULL);
+}
+
+int store_grant_insert_scoped(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
+                              const char *hosts_json, const char *header_name, const char *header_format) {
         if (!s)
                 return -EINVAL;
         CHECK(check_arg(tenant_id, STORE_ID_MAX, true));
         CHECK(check_arg(sandbox_id, STORE_ID_MAX, true));
         CHECK(check_arg(credential_id, STORE_ID_MAX, true));
-        return s->ops->grant_insert(s, tenant_id, sandbox_id, credential_id, now_usec());
+        if (hosts_json) {
+                CHECK(check_arg(header_name, STORE_CRED_HEADER_MAX, true));
+                CHECK(check_arg(header_format, STORE_CRED_FORMAT_MAX, true));
+                if (isempty(hosts_json) || hosts_json[0] != '[')
+                        return -EINVAL;
+        } else
+                header_name = header_format = NULL;
+        return s->ops->grant_insert(s, tenant_id, sandbox_id, credential_id, hosts_json, header_name, header_format,
+                                    now_usec());
 }
 
 int store_grant_delete(Store *s, const char *sandbox_id, const char *credential_id) {

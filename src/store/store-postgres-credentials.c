@@ -15,6 +15,14 @@
         "c.basic_user, c.env_name, c.ciphertext, c.nonce, c.key_id, c.created_usec, "         \
         "c.updated_usec, c.expires_usec, c.revoked_usec, c.version"
 
+#define GRANT_COLUMNS                                                                                  \
+        "c.id, c.tenant_id, c.name, COALESCE(g.hosts_json, c.hosts_json), "                            \
+        "CASE WHEN g.hosts_json IS NULL THEN c.apply ELSE 'header' END, "                              \
+        "COALESCE(g.header_name, c.header_name), COALESCE(g.header_format, c.header_format), "         \
+        "CASE WHEN g.hosts_json IS NULL THEN c.basic_user ELSE '' END, c.env_name, c.ciphertext, "     \
+        "c.nonce, c.key_id, c.created_usec, c.updated_usec, c.expires_usec, c.revoked_usec, c.version, " \
+        "CASE WHEN g.hosts_json IS NULL THEN 0 ELSE 1 END"
+
 static const char *const cred_sql[_PG_CRED_STMT_MAX] = {
         /* only under the master key the store names (once a rotation named one):
          * an insert that waited for a rotation's lock sees its commit */
@@ -41,11 +49,11 @@ static const char *const cred_sql[_PG_CRED_STMT_MAX] = {
                 "g AS (DELETE FROM credential_grants WHERE credential_id IN (SELECT id FROM d)) "
                 "SELECT COUNT(*) FROM d",
         [PG_GRANT_INSERT] =
-                "INSERT INTO credential_grants (sandbox_id, credential_id, tenant_id, created_usec) "
-                "VALUES ($1, $2, $3, $4)",
+                "INSERT INTO credential_grants (sandbox_id, credential_id, tenant_id, created_usec, hosts_json, "
+                "header_name, header_format) VALUES ($1, $2, $3, $4, $5, $6, $7)",
         [PG_GRANT_DELETE] = "DELETE FROM credential_grants WHERE sandbox_id = $1 AND credential_id = $2",
         [PG_GRANT_LIST] =
-                "SELECT " CRED_COLUMNS " FROM credential_grants g JOIN credentials c ON c.id = g.credential_id "
+                "SELECT " GRANT_COLUMNS " FROM credential_grants g JOIN credentials c ON c.id = g.credential_id "
                 "WHERE g.sandbox_id = $1 AND c.tenant_id = g.tenant_id ORDER BY c.name",
         /* a rotation: credential writes wait (reads go on) until it commits */
         [PG_CRED_LOCK] = "LOCK TABLE credentials, cluster_settings IN EXCLUSIVE MODE",
@@ -102,6 +110,15 @@ static int cred_read(const PGresult *res, int row, void *ret) {
 
 static void cred_rows_free(void *rows, size_t n) {
         credential_array_free(rows, n);
+}
+
+static int grant_read(const PGresult *res, int row, void *ret) {
+        int64_t scoped = 0;
+
+        CHECK(pg_col_i64(res, row, 17, &scoped));
+        CHECK(cred_read(res, row, ret));
+        ((Credential *) ret)->grant_scoped = scoped != 0;
+        return 0;
 }
 
 static int cred_read_all(const PGresult *res, Credential **ret, size_t *ret_n) {
@@ -195,7 +212,7 @@ int pg_op_credential_delete(Store *s, const char *tenant_id, const char *name) {
 }
 
 int pg_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
-                       int64_t now) {
+                       const char *hosts_json, const char *header_name, const char *header_format, int64_t now) {
         _cleanup_pgresult_ PGresult *res = NULL;
         PgParams p = {};
 
@@ -203,6 +220,9 @@ int pg_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, 
         pg_param_text(&p, credential_id);
         pg_param_text(&p, tenant_id);
         pg_param_i64(&p, now);
+        pg_param_text(&p, hosts_json);
+        pg_param_text(&p, header_name);
+        pg_param_text(&p, header_format);
         return cred_exec(pg_store(s), PG_GRANT_INSERT, &p, &res);
 }
 
@@ -222,7 +242,7 @@ int pg_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t 
 
         pg_param_text(&p, sandbox_id);
         CHECK(cred_exec(pg_store(s), PG_GRANT_LIST, &p, &res));
-        return cred_read_all(res, ret, ret_n);
+        return pg_result_list_rows(res, sizeof(Credential), grant_read, cred_rows_free, (void **) ret, ret_n);
 }
 
 static int setting_get(PgStore *q, const char *name, char **ret) {

@@ -29,7 +29,7 @@
         "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
         "pid_starttime, env_json, metadata_json, parent_id, parent_checkpoint, processes_preserved, "   \
         "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned, network_json, " \
-        "checkpoints_max, checkpoints_mb, auto_resume, public_traffic"
+        "checkpoints_max, checkpoints_mb, auto_resume, public_traffic, ingress_host"
 /* What a read adds: the number of restorable checkpoints. */
 #define SANDBOX_SELECT \
         SANDBOX_COLUMNS ", (SELECT COUNT(*) FROM checkpoints c WHERE c.sandbox_id = sandboxes.id AND c.restorable)"
@@ -74,7 +74,7 @@ const char *const pg_stmt_sql[_PG_STMT_MAX] = {
         [PG_SANDBOX_INSERT] =
                 "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
                 "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, "
-                "$22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)",
+                "$22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)",
         [PG_SANDBOX_GET] = "SELECT " SANDBOX_SELECT " FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)",
         [PG_SANDBOX_SET_STATE_FROM] =
                 "WITH c AS (UPDATE sandboxes SET state = $2, reason = $3, updated_usec = $4 "
@@ -363,7 +363,8 @@ static int sandbox_read(const PGresult *res, int row, void *ret) {
         CHECK(pg_col_u64(res, row, 32, &sb.checkpoints_mb));
         CHECK(pg_col_bool(res, row, 33, &sb.auto_resume));
         CHECK(pg_col_bool(res, row, 34, &sb.public_traffic));
-        CHECK(pg_col_u32(res, row, 35, &sb.checkpoints));
+        CHECK(PG_COL_STR(res, row, 35, sb.ingress_host));
+        CHECK(pg_col_u32(res, row, 36, &sb.checkpoints));
         if (sb.created_usec < 0 || sb.updated_usec < 0 || sb.expires_usec < 0 || sb.pid < 0 ||
             sb.last_activity_usec < 0)
                 return -EBADMSG;
@@ -428,6 +429,7 @@ static int sandbox_insert_tx(PgStore *q, void *userdata) {
         pg_param_i64(&p, (int64_t) sb->checkpoints_mb);
         pg_param_bool(&p, sb->auto_resume);
         pg_param_bool(&p, sb->public_traffic);
+        pg_param_text(&p, sb->ingress_host);
         CHECK(pg_store_exec(q, PG_SANDBOX_INSERT, &p, &res));
         in->sb->slot = (uint32_t) slot;
         return 0;
@@ -798,6 +800,7 @@ const StoreOps store_postgres_ops = {
         .webhook_update = pg_op_webhook_update,
         .webhook_delete = pg_op_webhook_delete,
         .webhook_set_state = pg_op_webhook_set_state,
+        .webhook_set_secret = pg_op_webhook_set_secret,
         .setting_set = pg_op_setting_set,
         .setting_remove = pg_op_setting_remove,
         .settings_get = pg_op_settings_get,

@@ -29,6 +29,7 @@ static const char *const webhook_sql[_PG_WH_STMT_MAX] = {
         [PG_WH_SET_STATE] =
                 "UPDATE webhooks SET last_seq = $2, failures = $3, next_usec = $4, failing_since_usec = $5, "
                 "last_error = $6, enabled = CASE WHEN $7::boolean THEN FALSE ELSE enabled END WHERE id = $1",
+        [PG_WH_SET_SECRET] = "UPDATE webhooks SET secret = $3 WHERE id = $1 AND secret = $2",
 };
 
 static int wh_exec(PgStore *q, PgWebhookStmt id, const PgParams *p, PGresult **ret) {
@@ -147,4 +148,15 @@ int pg_op_webhook_set_state(Store *s, const Webhook *w, bool disable) {
         pg_param_bool(&p, disable);
         CHECK(wh_exec(pg_store(s), PG_WH_SET_STATE, &p, &res));
         return pg_result_changes(res) == 0 ? -ENOENT : 0;
+}
+
+int pg_op_webhook_set_secret(Store *s, const char *id, const char *old, const char *secret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        pg_param_text(&p, old);
+        pg_param_text(&p, secret);
+        CHECK(wh_exec(pg_store(s), PG_WH_SET_SECRET, &p, &res));
+        return pg_result_changes(res) == 0 ? -ESTALE : 0;
 }

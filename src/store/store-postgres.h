@@ -160,6 +160,7 @@ typedef enum PgWebhookStmt {
         PG_WH_UPDATE,
         PG_WH_DELETE,
         PG_WH_SET_STATE,
+        PG_WH_SET_SECRET,
         _PG_WH_STMT_MAX,
 } PgWebhookStmt;
 /* The object settings statements (store-postgres-settings.c), prepared likewise. */
@@ -307,7 +308,7 @@ int pg_op_credential_list(Store *s, const char *tenant_id, Credential **ret, siz
 int pg_op_credential_update(Store *s, const Credential *c, int64_t now, uint64_t *ret_version);
 int pg_op_credential_delete(Store *s, const char *tenant_id, const char *name);
 int pg_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
-                       int64_t now);
+                   const char *hosts_json, const char *header_name, const char *header_format, int64_t now);
 int pg_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_id);
 int pg_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
 /* The cluster operations (store-postgres-cluster.c), for the ops table. */
@@ -359,6 +360,7 @@ int pg_op_webhook_list(Store *s, const char *tenant_id, Webhook **ret, size_t *r
 int pg_op_webhook_update(Store *s, const Webhook *w);
 int pg_op_webhook_delete(Store *s, const char *tenant_id, const char *id);
 int pg_op_webhook_set_state(Store *s, const Webhook *w, bool disable);
+int pg_op_webhook_set_secret(Store *s, const char *id, const char *old, const char *secret);
 /* Object settings (store-postgres-settings.c), for the ops table. */
 int pg_op_setting_set(Store *s, const ObjectSetting *v);
 int pg_op_setting_remove(Store *s, const char *kind, const char *name, const char *key);

@@ -15,6 +15,14 @@
         "c.basic_user, c.env_name, c.ciphertext, c.nonce, c.key_id, c.created_usec, "         \
         "c.updated_usec, c.expires_usec, c.revoked_usec, c.version"
 
+#define GRANT_COLUMNS                                                                                  \
+        "c.id, c.tenant_id, c.name, COALESCE(g.hosts_json, c.hosts_json), "                            \
+        "CASE WHEN g.hosts_json IS NULL THEN c.apply ELSE 'header' END, "                              \
+        "COALESCE(g.header_name, c.header_name), COALESCE(g.header_format, c.header_format), "         \
+        "CASE WHEN g.hosts_json IS NULL THEN c.basic_user ELSE '' END, c.env_name, c.ciphertext, "     \
+        "c.nonce, c.key_id, c.created_usec, c.updated_usec, c.expires_usec, c.revoked_usec, c.version, " \
+        "CASE WHEN g.hosts_json IS NULL THEN 0 ELSE 1 END"
+
 static const char *const cred_sql[_SQL_CRED_STMT_MAX] = {
         /* only under the master key the store names (once a rotation named one):
          * a value sealed just before a rotation committed is refused, not kept */
@@ -36,11 +44,11 @@ static const char *const cred_sql[_SQL_CRED_STMT_MAX] = {
         [SQL_CRED_DELETE_GRANTS] = "DELETE FROM credential_grants WHERE credential_id = ?1",
         [SQL_CRED_EXISTS] = "SELECT 1 FROM credentials WHERE tenant_id = ?1 AND name = ?2",
         [SQL_GRANT_INSERT] =
-                "INSERT INTO credential_grants (sandbox_id, credential_id, tenant_id, created_usec) "
-                "VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO credential_grants (sandbox_id, credential_id, tenant_id, created_usec, hosts_json, "
+                "header_name, header_format) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         [SQL_GRANT_DELETE] = "DELETE FROM credential_grants WHERE sandbox_id = ?1 AND credential_id = ?2",
         [SQL_GRANT_LIST] =
-                "SELECT " CRED_COLUMNS " FROM credential_grants g JOIN credentials c ON c.id = g.credential_id "
+                "SELECT " GRANT_COLUMNS " FROM credential_grants g JOIN credentials c ON c.id = g.credential_id "
                 "WHERE g.sandbox_id = ?1 AND c.tenant_id = g.tenant_id ORDER BY c.name",
         [SQL_CRED_ALL] = "SELECT " CRED_COLUMNS " FROM credentials c ORDER BY c.tenant_id, c.name",
         [SQL_CRED_RESEAL] = "UPDATE credentials SET ciphertext = ?2, nonce = ?3, key_id = ?4, version = version + 1 "
@@ -91,6 +99,15 @@ static int cred_read(sqlite3_stmt *st, void *ret) {
 
 static void cred_rows_free(void *rows, size_t n) {
         credential_array_free(rows, n);
+}
+
+static int grant_read(sqlite3_stmt *st, void *ret) {
+        int64_t scoped = 0;
+
+        CHECK(sqlite_col_i64(st, 17, &scoped));
+        CHECK(cred_read(st, ret));
+        ((Credential *) ret)->grant_scoped = scoped != 0;
+        return 0;
 }
 
 static int cred_read_all(SqliteStore *q, sqlite3_stmt *st, Credential **ret, size_t *ret_n) {
@@ -219,7 +236,7 @@ int sqlite_op_credential_delete(Store *s, const char *tenant_id, const char *nam
 }
 
 int sqlite_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
-                           int64_t now) {
+                           const char *hosts_json, const char *header_name, const char *header_format, int64_t now) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
@@ -228,6 +245,9 @@ int sqlite_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_
         CHECK(sqlite_bind_text(q, st, 2, credential_id));
         CHECK(sqlite_bind_text(q, st, 3, tenant_id));
         CHECK(sqlite_bind_int64(q, st, 4, now));
+        CHECK(sqlite_bind_text(q, st, 5, hosts_json));
+        CHECK(sqlite_bind_text(q, st, 6, header_name));
+        CHECK(sqlite_bind_text(q, st, 7, header_format));
         return sqlite_store_step_done(q, st);
 }
 
@@ -248,7 +268,7 @@ int sqlite_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, siz
 
         CHECK(cred_stmt(q, SQL_GRANT_LIST, &st));
         CHECK(sqlite_bind_text(q, st, 1, sandbox_id));
-        return cred_read_all(q, st, ret, ret_n);
+        return sqlite_store_list_rows(q, st, sizeof(Credential), grant_read, cred_rows_free, (void **) ret, ret_n);
 }
 
 static int setting_get(SqliteStore *q, const char *name, char **ret) {

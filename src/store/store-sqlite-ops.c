@@ -21,7 +21,7 @@
         "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
         "pid_starttime, env_json, metadata_json, parent_id, parent_checkpoint, processes_preserved, "   \
         "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned, network_json, " \
-        "checkpoints_max, checkpoints_mb, auto_resume, public_traffic"
+        "checkpoints_max, checkpoints_mb, auto_resume, public_traffic, ingress_host"
 /* What a read adds: the number of restorable checkpoints. */
 #define SANDBOX_SELECT \
         SANDBOX_COLUMNS ", (SELECT COUNT(*) FROM checkpoints c WHERE c.sandbox_id = sandboxes.id AND c.restorable = 1)"
@@ -66,7 +66,7 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         [SQL_SANDBOX_INSERT] =
                 "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-                "?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35)",
+                "?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36)",
         [SQL_SANDBOX_GET] = "SELECT " SANDBOX_SELECT " FROM sandboxes WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
         [SQL_SANDBOX_EXISTS] = "SELECT 1 FROM sandboxes WHERE id = ?1",
         [SQL_SANDBOX_SET_STATE_FROM] =
@@ -357,7 +357,8 @@ static int sandbox_read(sqlite3_stmt *st, void *ret) {
         CHECK(sqlite_col_u64(st, 32, &sb.checkpoints_mb));
         sb.auto_resume = sqlite3_column_int64(st, 33) != 0;
         sb.public_traffic = sqlite3_column_int64(st, 34) != 0;
-        CHECK(sqlite_col_u32(st, 35, &sb.checkpoints));
+        CHECK(SQLITE_COL_STR(st, 35, sb.ingress_host));
+        CHECK(sqlite_col_u32(st, 36, &sb.checkpoints));
         *(Sandbox *) ret = sb;
         sb.env_json = sb.metadata_json = sb.network_json = NULL; /* handed over */
         return 0;
@@ -414,6 +415,7 @@ static int sandbox_insert_row(SqliteStore *q, const Sandbox *sb) {
         CHECK(sqlite_bind_int64(q, st, 33, (int64_t) sb->checkpoints_mb));
         CHECK(sqlite_bind_int64(q, st, 34, sb->auto_resume ? 1 : 0));
         CHECK(sqlite_bind_int64(q, st, 35, sb->public_traffic ? 1 : 0));
+        CHECK(sqlite_bind_text(q, st, 36, sb->ingress_host));
         return sqlite_store_step_done(q, st);
 }
 
@@ -839,6 +841,7 @@ const StoreOps store_sqlite_ops = {
         .webhook_update = sqlite_op_webhook_update,
         .webhook_delete = sqlite_op_webhook_delete,
         .webhook_set_state = sqlite_op_webhook_set_state,
+        .webhook_set_secret = sqlite_op_webhook_set_secret,
         .setting_set = sqlite_op_setting_set,
         .setting_remove = sqlite_op_setting_remove,
         .settings_get = sqlite_op_settings_get,

@@ -27,6 +27,7 @@ static const char *const webhook_sql[_SQL_WH_STMT_MAX] = {
         [SQL_WH_SET_STATE] =
                 "UPDATE webhooks SET last_seq = ?2, failures = ?3, next_usec = ?4, failing_since_usec = ?5, "
                 "last_error = ?6, enabled = CASE WHEN ?7 = 1 THEN 0 ELSE enabled END WHERE id = ?1",
+        [SQL_WH_SET_SECRET] = "UPDATE webhooks SET secret = ?3 WHERE id = ?1 AND secret = ?2",
 };
 
 static int wh_stmt(SqliteStore *q, SqlWebhookStmt id, sqlite3_stmt **ret) {
@@ -147,4 +148,16 @@ int sqlite_op_webhook_set_state(Store *s, const Webhook *w, bool disable) {
         CHECK(sqlite_bind_int64(q, st, 7, disable ? 1 : 0));
         CHECK(sqlite_store_step_done(q, st));
         return sqlite3_changes64(q->db) == 0 ? -ENOENT : 0;
+}
+
+int sqlite_op_webhook_set_secret(Store *s, const char *id, const char *old, const char *secret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        CHECK(wh_stmt(q, SQL_WH_SET_SECRET, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_text(q, st, 2, old));
+        CHECK(sqlite_bind_text(q, st, 3, secret));
+        CHECK(sqlite_store_step_done(q, st));
+        return sqlite3_changes64(q->db) == 0 ? -ESTALE : 0;
 }

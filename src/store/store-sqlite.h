@@ -146,6 +146,7 @@ typedef enum SqlWebhookStmt {
         SQL_WH_UPDATE,
         SQL_WH_DELETE,
         SQL_WH_SET_STATE,
+        SQL_WH_SET_SECRET,
         _SQL_WH_STMT_MAX,
 } SqlWebhookStmt;
 /* The object settings statements (store-sqlite-settings.c), cached likewise. */
@@ -269,7 +270,7 @@ int sqlite_op_credential_list(Store *s, const char *tenant_id, Credential **ret,
 int sqlite_op_credential_update(Store *s, const Credential *c, int64_t now, uint64_t *ret_version);
 int sqlite_op_credential_delete(Store *s, const char *tenant_id, const char *name);
 int sqlite_op_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
-                           int64_t now);
+                   const char *hosts_json, const char *header_name, const char *header_format, int64_t now);
 int sqlite_op_grant_delete(Store *s, const char *sandbox_id, const char *credential_id);
 int sqlite_op_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
 /* The cluster operations (store-sqlite-cluster.c), for the ops table. */
@@ -320,6 +321,7 @@ int sqlite_op_webhook_list(Store *s, const char *tenant_id, Webhook **ret, size_
 int sqlite_op_webhook_update(Store *s, const Webhook *w);
 int sqlite_op_webhook_delete(Store *s, const char *tenant_id, const char *id);
 int sqlite_op_webhook_set_state(Store *s, const Webhook *w, bool disable);
+int sqlite_op_webhook_set_secret(Store *s, const char *id, const char *old, const char *secret);
 /* Object settings (store-sqlite-settings.c), for the ops table. */
 int sqlite_op_setting_set(Store *s, const ObjectSetting *v);
 int sqlite_op_setting_remove(Store *s, const char *kind, const char *name, const char *key);

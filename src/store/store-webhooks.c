@@ -68,3 +68,12 @@ int store_webhook_set_state(Store *s, const Webhook *w, bool disable) {
         CHECK(webhook_check(w));
         return s->ops->webhook_set_state(s, w, disable);
 }
+
+int store_webhook_set_secret(Store *s, const char *id, const char *old, const char *secret) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_arg(id, STORE_ID_MAX, true));
+        CHECK(check_arg(old, STORE_WEBHOOK_SECRET_MAX, true));
+        CHECK(check_arg(secret, STORE_WEBHOOK_SECRET_MAX, true));
+        return s->ops->webhook_set_secret(s, id, old, secret);
+}

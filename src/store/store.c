@@ -409,6 +409,7 @@ static int sandbox_check(const Sandbox *sb) {
         CHECK(CHECK_FIELD(sb->parent_id, false));
         CHECK(CHECK_FIELD(sb->parent_checkpoint, false));
         CHECK(CHECK_FIELD(sb->warm_pool, false));
+        CHECK(CHECK_FIELD(sb->ingress_host, false));
         if (!sandbox_state_to_string(sb->state))
                 return -EINVAL;
         if (!idle_action_to_string(sb->idle_action))

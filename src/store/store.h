@@ -80,6 +80,8 @@ typedef enum IdleAction {
         _IDLE_ACTION_INVALID = -EINVAL,
 } IdleAction;
 
+#define STORE_INGRESS_HOST_MAX 264
+
 typedef struct Sandbox {
         char id[STORE_ID_MAX];
         char tenant_id[STORE_ID_MAX];
@@ -118,6 +120,9 @@ typedef struct Sandbox {
         uint32_t checkpoints;           /* read only: restorable checkpoints it has */
         bool auto_resume;               /* exec and file calls (envd requests) on it while paused resume it */
         bool public_traffic;            /* the ingress lets anyone reach its ports (else: its traffic token) */
+        char ingress_host[STORE_INGRESS_HOST_MAX]; /* the Host its servers see for ingress requests ("${PORT}"
+                                                    * = the port); "" = the one the client sent (E2B's
+                                                    * maskRequestHost) */
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */
@@ -398,6 +403,7 @@ typedef struct Credential {
         int64_t expires_usec;           /* 0 = never */
         int64_t revoked_usec;           /* 0 = not revoked */
         uint64_t version;               /* 1 at insert, + 1 per update */
+        bool grant_scoped;              /* store_grant_list: the grant's own hosts and header, not the credential's */
 } Credential;
 
 void credential_done(Credential *c); /* frees the members (the ciphertext wiped) */
@@ -424,6 +430,12 @@ int store_credential_delete(Store *s, const char *tenant_id, const char *name);
 /* Grants. -EEXIST if the sandbox already has it; the caller checks that the
  * sandbox and the credential belong to the tenant. */
 int store_grant_insert(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id);
+/* A grant that puts the credential only on requests to hosts_json (a JSON
+ * array of host patterns) as "header_name: header_format" ({value} = the
+ * value), whatever hosts and header the credential itself names; hosts_json
+ * NULL = store_grant_insert(). */
+int store_grant_insert_scoped(Store *s, const char *tenant_id, const char *sandbox_id, const char *credential_id,
+                              const char *hosts_json, const char *header_name, const char *header_format);
 int store_grant_delete(Store *s, const char *sandbox_id, const char *credential_id); /* -ENOENT */
 /* The credentials granted to a sandbox, by name (what its gateway applies). */
 int store_grant_list(Store *s, const char *sandbox_id, Credential **ret, size_t *ret_n);
@@ -645,7 +657,7 @@ int store_fence(Store *s, int64_t token);
  * API never returns it after the create). */
 #define STORE_WEBHOOK_URL_MAX 2048
 #define STORE_WEBHOOK_EVENTS_MAX 1024   /* events_json: a JSON array of type patterns */
-#define STORE_WEBHOOK_SECRET_MAX 256
+#define STORE_WEBHOOK_SECRET_MAX 512   /* the secret as stored: sealed (webhook.h) */
 
 typedef struct Webhook {
         char id[STORE_ID_MAX];
@@ -679,6 +691,9 @@ int store_webhook_delete(Store *s, const char *tenant_id, const char *id);
 /* The delivery state of w (by id); disable: also set enabled = false
  * (a PATCH meanwhile that disabled it stays). -ENOENT if deleted meanwhile. */
 int store_webhook_set_state(Store *s, const Webhook *w, bool disable);
+/* The stored (sealed) secret of webhook id replaced, if it is still old:
+ * -ESTALE otherwise (or if the webhook is gone). */
+int store_webhook_set_secret(Store *s, const char *id, const char *old, const char *secret);
 
 /* Settings of a named object, by key (text values; a missing key is the
  * default): a template's "runtime" and "start", a tenant's

@@ -90,7 +90,7 @@ class Http(BaseHTTPRequestHandler):
         local = self.connection.getsockname()
         log(kind="http", host=self.headers.get("Host"), path=self.path, local=f"{local[0]}:{local[1]}",
             tls=isinstance(self.connection, ssl.SSLSocket), body=len(body_in),
-            auth=self.headers.get("Authorization"))
+            auth=self.headers.get("Authorization"), x_api_key=self.headers.get("X-Api-Key"))
         if self.path.startswith("/big/"):
             size = int(self.path.split("/")[2])
             self.send_response(200)

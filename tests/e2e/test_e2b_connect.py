@@ -277,3 +277,89 @@ def test_access_token_secret(fresh_spaced):
             os.chmod(path, 0o600)
         d.delete(sb["id"])
         d.delete(other["id"])
+
+
+def unary(spaced, sb_id, token, method, body):
+    r = e2e_http.request(spaced.url, "POST", f"/process.Process/{method}", raw_json=json.dumps(body).encode(),
+                         headers=envd_headers(sb_id, token, "application/json"))
+    return r.status, (json.loads(r.body) if r.body else {})
+
+
+def test_tag_selectors_of_connect_send_input_update_and_signal(spaced):
+    """A process started with a tag is found by it in Connect, SendInput,
+    Update (its pty) and SendSignal; an unknown tag is not_found in each."""
+    sb = spaced.create()
+    resp = conn = None
+    try:
+        token = token_of(spaced, sb["id"])
+        resp, out, pid = start_cat(spaced, sb["id"], token, "tg-cat")
+        # Connect by tag: the running process's stream, starting with its pid
+        conn = e2e_http.request(spaced.url, "POST", "/process.Process/Connect", stream=True, timeout=120,
+                                data=envelope({"process": {"tag": "tg-cat"}}),
+                                headers=envd_headers(sb["id"], token, "application/connect+json"))
+        assert conn.status == 200, conn.status
+        attached = EnvelopeStream(conn)
+        flags, m = attached.next()
+        assert flags == 0 and m["event"]["start"]["pid"] == pid, m
+        status, body = unary(spaced, sb["id"], token, "SendInput",
+                             {"process": {"tag": "tg-cat"}, "input": {"stdin": base64.b64encode(b"by-tag\n").decode()}})
+        assert status == 200, body
+        assert out.stdout_until(b"by-tag\n") == b"by-tag\n"
+        assert b"by-tag\n" in attached.stdout_until(b"by-tag\n")
+        # Update: cat has no pty (refused, found by its tag); a pty process started with a tag is resized
+        status, body = unary(spaced, sb["id"], token, "Update",
+                             {"process": {"tag": "tg-cat"}, "pty": {"size": {"cols": 90, "rows": 20}}})
+        assert status == 400 and "has no pty" in body["message"], body
+        pty_body = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "sleep 0.5; stty size; sleep 30"]},
+                             "pty": {"size": {"cols": 80, "rows": 24}}, "tag": "tg-pty"})
+        pty = e2e_http.request(spaced.url, "POST", "/process.Process/Start", data=pty_body, stream=True, timeout=120,
+                               headers=envd_headers(sb["id"], token, "application/connect+json"))
+        try:
+            assert pty.status == 200
+            ps = EnvelopeStream(pty)
+            assert "start" in ps.next()[1]["event"]
+            status, body = unary(spaced, sb["id"], token, "Update",
+                                 {"process": {"tag": "tg-pty"}, "pty": {"size": {"cols": 123, "rows": 45}}})
+            assert status == 200, body
+            got = b""
+            for _ in range(200):
+                flags, m = ps.next()
+                d = m.get("event", {}).get("data", {})
+                if "pty" in d:
+                    got += base64.b64decode(d["pty"])
+                    if b"45 123" in got:
+                        break
+            assert b"45 123" in got, got
+            status, body = unary(spaced, sb["id"], token, "SendSignal",
+                                 {"process": {"tag": "tg-pty"}, "signal": "SIGNAL_SIGKILL"})
+            assert status == 200, body
+        finally:
+            pty.close()
+        for method, extra in [("Connect", None), ("SendInput", {"input": {"stdin": "eA=="}}),
+                              ("Update", {"pty": {"size": {"cols": 10, "rows": 10}}}),
+                              ("SendSignal", {"signal": "SIGNAL_SIGTERM"}), ("CloseStdin", {})]:
+            if extra is None:  # server streaming: the error is the end-stream envelope
+                r = e2e_http.request(spaced.url, "POST", "/process.Process/Connect",
+                                     data=envelope({"process": {"tag": "tg-none"}}), timeout=60,
+                                     headers=envd_headers(sb["id"], token, "application/connect+json"))
+                envs = parse_envelopes(r.body)
+                assert envs[-1][0] == END_STREAM and envs[-1][1]["error"]["code"] == "not_found", envs
+                continue
+            status, body = unary(spaced, sb["id"], token, method, {"process": {"tag": "tg-none"}, **extra})
+            assert status == 404 and body["code"] == "not_found" and "tag 'tg-none'" in body["message"], (method, body)
+        # SendSignal by tag ends cat: its Start stream sees the end
+        status, body = unary(spaced, sb["id"], token, "SendSignal", {"process": {"tag": "tg-cat"},
+                                                                      "signal": "SIGNAL_SIGKILL"})
+        assert status == 200, body
+        for _ in range(100):
+            flags, m = out.next()
+            end = m.get("event", {}).get("end") if flags == 0 else None
+            if end is not None:
+                break
+        else:
+            raise AssertionError("cat did not end after SendSignal by tag")
+    finally:
+        for x in (conn, resp):
+            if x:
+                x.close()
+        spaced.delete(sb["id"])

@@ -178,7 +178,7 @@ BAD = [
     ({"network": {"rules": {"*": [{}]}}}, "network.rules: \"*\" is not a host name"),
     ({"network": {"rules": {"a.example": {}}}}, "must be an array of rules"),
     ({"network": {"rules": []}}, "network.rules must be an object"),
-    ({"network": {"maskRequestHost": "${PORT}-x.example.com"}}, "maskRequestHost is not supported"),
+    ({"network": {"maskRequestHost": "${PORT}-x.example.com\r\nX-Evil: 1"}}, "maskRequestHost '${PORT}-x.example.com"),
     ({"network": {"httpsPorts": [3000]}}, "httpsPorts is not supported"),
     ({"network": {"allowOutt": []}}, "network: unknown field \"allowOutt\""),
     ({"network": []}, "network must be an object"),
@@ -401,3 +401,118 @@ def test_rules_header_transforms_are_space_credentials(net):
         if sid:
             kill(net, sid)
         d.api("DELETE", f"/v1/credentials/{name}")
+
+
+def test_secrets_are_credentials_never_shown(net):
+    """/secrets over raw HTTP: create, list, get (by id and name), update,
+    delete in E2B's shapes; no response carries the value; bad input is an
+    E2B-shaped 400; another tenant sees nothing and cannot name it."""
+    d = net["d"]
+    name, value = "E2bSec" + secrets.token_hex(3), "sv-" + secrets.token_hex(12)
+    low = name.lower()
+    bodies = []
+
+    def call(method, path, body=None, key=None):
+        r = rest(d, method, path, body, key=key)
+        bodies.append(r.body)
+        return r
+
+    r = call("POST", "/secrets", {"name": name, "value": value})
+    assert r.status == 201, r
+    s = r.json()
+    assert s["name"] == low and s["currentVersion"] == 1 and s["metadata"] == {}, s
+    assert s["secretID"].startswith("cr_") and s["createdAt"] and s["updatedAt"], s
+    sid_ = s["secretID"]
+    try:
+        assert call("POST", "/secrets", {"name": low, "value": "x"}).status == 409
+        for bad, msg in [({"value": "x"}, "name is required"),
+                         ({"name": "a{b}", "value": "x"}, "a secret name is"),
+                         ({"name": "sec_x", "value": "x"}, "reserved"),
+                         ({"name": "okname", "value": ""}, "value must not be empty"),
+                         ({"name": "okname"}, "value is required"),
+                         ({"name": "okname", "value": 5}, "value must be a string"),
+                         ({"name": "okname", "value": "x", "metadata": {"k": "v"}}, "metadata is not supported"),
+                         ({"name": "okname", "value": "x", "other": 1}, "unknown field 'other'")]:
+            r = call("POST", "/secrets", bad)
+            assert r.status == 400 and r.json()["code"] == 400 and msg in r.json()["message"], (bad, r)
+        r = call("GET", "/secrets?limit=0")
+        assert r.status == 400 and r.json()["code"] == 400, r
+        r = call("GET", "/secrets")
+        assert r.status == 200 and [x for x in r.json() if x["secretID"] == sid_][0]["name"] == low, r
+        for ref in (sid_, low, name):
+            r = call("GET", f"/secrets/{ref}")
+            assert r.status == 200 and r.json()["secretID"] == sid_, (ref, r)
+        r = call("POST", f"/secrets/{low}", {"value": value + "2"})
+        assert r.status == 200 and r.json()["currentVersion"] == 2, r
+        r = call("POST", f"/secrets/{low}", {"value": ""})
+        assert r.status == 400 and r.json()["code"] == 400, r
+        assert call("POST", "/secrets/nosuchsecret", {"value": "x"}).status == 404
+        # the space API shows it as a credential without hosts, and will not grant it bare
+        r = d.api("GET", f"/v1/credentials/{low}")
+        assert r.status == 200 and r.json()["hosts"] == [], r
+        bodies.append(r.body)
+        # another tenant: nothing to see, nothing to name
+        r = d.api("POST", "/v1/keys", json={"name": "e2bsec-other", "tenant": "sec" + secrets.token_hex(4)})
+        assert r.status == 201, r
+        other = r.json()["key"]
+        assert call("GET", f"/secrets/{sid_}", key=other).status == 404
+        assert call("GET", f"/secrets/{low}", key=other).status == 404
+        assert call("DELETE", f"/secrets/{low}", key=other).status == 404
+        assert call("POST", f"/secrets/{low}", {"value": "stolen"}, key=other).status == 404
+        assert all(x["secretID"] != sid_ for x in call("GET", "/secrets", key=other).json())
+        r = call("POST", "/v2/sandboxes", {"templateID": "base", "network": {"rules": {A: [{"transform": {
+            "headers": {"Authorization": "Bearer ${e2b.secrets.%s}" % low}}}]}}}, key=other)
+        assert r.status == 400 and "has no space credential of that name" in r.json()["message"], r
+    finally:
+        r = call("DELETE", f"/secrets/{sid_}")
+    assert r.status == 204, r
+    assert call("GET", f"/secrets/{low}").status == 404
+    assert call("DELETE", f"/secrets/{low}").status == 404
+    for b in bodies:
+        assert value.encode() not in b
+
+
+def test_a_secret_goes_only_where_the_rules_put_it(net):
+    """A /secrets secret named in network.rules for host A: the gateway puts
+    it on requests to A in the rule's header, not on requests to B (allowed
+    too), never inside the sandbox; an update reaches the running sandbox."""
+    d, up = net["d"], net["up"]
+    name, value = "e2bscope" + secrets.token_hex(3), "scoped-" + secrets.token_hex(10)
+    r = rest(d, "POST", "/secrets", {"name": name, "value": value})
+    assert r.status == 201, r
+    sid = None
+    try:
+        # a bare grant through the space API is refused: it has no hosts
+        rules = {A: [{"transform": {"headers": {"X-Api-Key": "key=${e2b.secrets.%s}" % name.upper()}}}]}
+        r = rest(d, "POST", "/v2/sandboxes", {"templateID": "base", "network": {"rules": {
+            A: [{"transform": {"headers": {"X-Api-Key": "${e2b.secrets.%s}" % name}}}],
+            B: [{"transform": {"headers": {"Authorization": "${e2b.secrets.%s}" % name}}}]}}})
+        assert r.status == 400 and "in one header only" in r.json()["message"], r
+        sid = create(net, network={"allowOut": [A, B], "denyOut": ["0.0.0.0/0"], "rules": rules})
+        r = d.api("POST", f"/v1/sandboxes/{sid}/credentials/{name}")
+        assert r.status == 400 and "names no hosts" in r.json()["error"]["message"], r
+        for host, want in ((A, f"key={value}"), (B, None)):
+            tok = secrets.token_hex(6)
+            # B is not intercepted (nothing to put on it): its own certificate, which the sandbox does not trust
+            r = d.exec(sid, shell=f"curl -sf -m 10 {'' if want else '-k'} https://{host}/{tok}")
+            assert r.code == 0 and "hello" in r.out, r
+            got = up.requests(tok)
+            assert got and got[0]["x_api_key"] == want, got
+        r = d.exec(sid, shell="cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; env; "
+                              "grep -rs . /etc /root /tmp /home 2>/dev/null | head -c 2000000")
+        assert value not in r.out
+        # updateNetwork may repeat the rules; naming the secret for another host changes the grant: refused
+        r = rest(d, "PUT", f"/sandboxes/{sid}/network", {"allowOut": [A, B], "denyOut": ["0.0.0.0/0"], "rules": rules})
+        assert r.status == 204, r
+        r = rest(d, "PUT", f"/sandboxes/{sid}/network", {"rules": {B: rules[A]}})
+        assert r.status == 400 and "would change the sandbox's credentials" in r.json()["message"], r
+        assert rest(d, "POST", f"/secrets/{name}", {"value": value + "-v2"}).status == 200
+        tok = secrets.token_hex(6)
+        r = d.exec(sid, shell=f"curl -sf -m 10 https://{A}/{tok}")
+        assert r.code == 0, r
+        got = up.requests(tok)
+        assert got and got[0]["x_api_key"] == f"key={value}-v2", got
+    finally:
+        if sid:
+            kill(net, sid)
+        rest(d, "DELETE", f"/secrets/{name}")

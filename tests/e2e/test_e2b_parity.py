@@ -355,3 +355,104 @@ def test_start_past_its_deadline_is_deadline_exceeded(spaced):
         assert ends and ends[0]["exitCode"] == 3, msgs
     finally:
         kill(spaced, sb["sandboxID"])
+
+
+def test_sandbox_logs_are_its_events(spaced):
+    """GET /v2/sandboxes/{id}/logs over raw HTTP: the sandbox's events as
+    E2B log entries, with cursor, limit, direction, level and search; the
+    older /sandboxes/{id}/logs shape; bad input an E2B-shaped 400; another
+    tenant's sandbox a 404."""
+    sid = e2b_create(spaced)["sandboxID"]
+    try:
+        assert rest(spaced, "POST", f"/sandboxes/{sid}/pause").status == 204
+        assert rest(spaced, "POST", f"/sandboxes/{sid}/connect", {"timeout": 60}).status in (200, 201)
+        r = rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs")
+        assert r.status == 200, r
+        logs = r.json()["logs"]
+        types = [x["fields"]["type"] for x in logs]
+        assert types[0] == "sandbox.created" and "sandbox.paused" in types and "sandbox.resumed" in types, types
+        for x in logs:
+            assert set(x) == {"timestamp", "level", "message", "fields"} and x["level"] in ("info", "error"), x
+            assert x["message"].startswith(x["fields"]["type"]), x
+        stamps = [x["timestamp"] for x in logs]
+        assert stamps == sorted(stamps)
+        back = rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs?direction=backward&limit=2").json()["logs"]
+        assert [x["fields"]["seq"] for x in back] == [x["fields"]["seq"] for x in logs[::-1][:2]], back
+        r = rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs?search=sandbox.paused").json()["logs"]
+        assert [x["fields"]["type"] for x in r] == ["sandbox.paused"], r
+        assert rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs?search=Sandbox.Paused").json()["logs"] == []
+        assert rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs?level=error").json()["logs"] == []
+        future = int(time.time() * 1000) + 3_600_000
+        assert rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs?cursor={future}").json()["logs"] == []
+        assert len(rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs?cursor={future}&direction=backward")
+                   .json()["logs"]) == len(logs)
+        old = rest(spaced, "GET", f"/sandboxes/{sid}/logs?limit=1").json()
+        assert len(old["logs"]) == 1 and set(old["logs"][0]) == {"timestamp", "line"}, old
+        assert old["logEntries"][0]["fields"]["type"] == "sandbox.created", old
+        for q in ("level=fatal", "direction=up", "cursor=abc", "limit=5000"):
+            r = rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs?{q}")
+            assert r.status == 400 and r.json()["code"] == 400, (q, r)
+        assert rest(spaced, "GET", "/v2/sandboxes/sbxnotthere00000/logs").status == 404
+        r = spaced.api("POST", "/v1/keys", json={"name": "e2blogs", "tenant": "logs" + uuid.uuid4().hex[:8]})
+        assert r.status == 201, r
+        r = rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs", key=r.json()["key"])
+        assert r.status == 404 and r.json()["code"] == 404, r
+    finally:
+        kill(spaced, sid)
+    # a killed sandbox's log is still there, ending with its delete
+    r = rest(spaced, "GET", f"/v2/sandboxes/{sid}/logs?direction=backward&limit=1")
+    assert r.status == 200 and r.json()["logs"][0]["fields"]["type"] == "sandbox.deleted", r
+
+
+# ---- envd /files/compose ----
+
+def compose(d, sb, body):
+    h = {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": sb["envdAccessToken"]}
+    return e2e_http.request(d.url, "POST", "/files/compose", json=body, key=None, headers=h, timeout=60)
+
+
+def test_files_compose(small_uploads, gz_sandbox):
+    """POST /files/compose: the sources concatenated in order into the
+    destination (parents made), the sources removed, EntryInfo back; bad
+    input and a missing source an E2B-shaped error, the destination then
+    untouched and the sources kept."""
+    d, sb = small_uploads, gz_sandbox
+    parts = [os.urandom(70_000), b"middle\n", os.urandom(200_000)]
+    for i, p in enumerate(parts):
+        assert envd_files(d, sb, "POST", f"/tmp/cmp/part{i}", p, {"Content-Type": "application/octet-stream"}).status == 200
+    r = compose(d, sb, {"destination": "/tmp/cmp/out/all.bin", "username": "root",
+                        "source_paths": [f"/tmp/cmp/part{i}" for i in range(3)]})
+    assert r.status == 200, r
+    assert r.json() == {"path": "/tmp/cmp/out/all.bin", "name": "all.bin", "type": "file"}, r
+    assert envd_files(d, sb, "GET", "/tmp/cmp/out/all.bin").body == b"".join(parts)
+    assert envd_files(d, sb, "GET", "/tmp/cmp/part0").status == 404
+    # relative paths are the user's home
+    assert envd_files(d, sb, "POST", "/root/rel-a", b"A", {"Content-Type": "application/octet-stream"}).status == 200
+    r = compose(d, sb, {"destination": "rel-out", "username": "root", "source_paths": ["rel-a"]})
+    assert r.status == 200 and r.json()["path"] == "/root/rel-out", r
+    # a missing source: 404, nothing written, the others kept
+    assert envd_files(d, sb, "POST", "/tmp/cmp/keep", b"keep", {"Content-Type": "application/octet-stream"}).status == 200
+    r = compose(d, sb, {"destination": "/tmp/cmp/never", "username": "root",
+                        "source_paths": ["/tmp/cmp/keep", "/tmp/cmp/missing"]})
+    assert r.status == 404 and r.json()["code"] == 404 and "/tmp/cmp/missing" in r.json()["message"], r
+    assert envd_files(d, sb, "GET", "/tmp/cmp/never").status == 404
+    assert envd_files(d, sb, "GET", "/tmp/cmp/keep").body == b"keep"
+    for body, code, msg in [
+            ({"source_paths": ["/tmp/cmp/keep"]}, 400, "destination"),
+            ({"destination": "/tmp/x", "source_paths": []}, 400, "non-empty array"),
+            ({"destination": "/tmp/x", "source_paths": "/tmp/cmp/keep"}, 400, "non-empty array"),
+            ({"destination": "/tmp/x", "source_paths": [7]}, 400, "must be a path"),
+            ({"destination": "/tmp/cmp/keep", "source_paths": ["/tmp/cmp/keep"]}, 400, "is the destination"),
+            ({"destination": "/tmp/x", "source_paths": ["/tmp/cmp/keep", "/tmp/cmp/keep"]}, 400, "listed twice"),
+            ({"destination": "/tmp/x", "source_paths": ["/tmp/cmp"]}, 400, "is a directory"),
+            ({"destination": "/tmp/x", "source_paths": ["/tmp/cmp/keep"], "mode": 1}, 400, "unknown field"),
+            ({"destination": "/tmp/x", "source_paths": ["/tmp/cmp/keep"], "username": "no such"}, 401, "user name")]:
+        r = compose(d, sb, body)
+        assert r.status == code and r.json()["code"] == code and msg in r.json()["message"], (body, r)
+    assert envd_files(d, sb, "GET", "/tmp/cmp/keep").body == b"keep"
+    h = {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": "wrong"}
+    r = e2e_http.request(d.url, "POST", "/files/compose", json={"destination": "/tmp/x", "source_paths": ["/tmp/cmp/keep"]},
+                         key=None, headers=h, timeout=60)
+    assert r.status == 401, r
+    r = e2e_http.request(d.url, "GET", "/files/compose", key=None, headers={**h, "X-Access-Token": sb["envdAccessToken"]})
+    assert r.status == 405 and r.json()["code"] == 405, r

@@ -646,3 +646,34 @@ def test_e2b_signed_download_and_upload_urls(ing):
     q = urllib.parse.urlencode({"path": path, "signature": e2b_signature(path, "read", "", envd)})
     r = e2e_http.request(d.url, "GET", "/files?" + q, key=None, headers={"E2b-Sandbox-Id": a})
     assert r.status == 200 and r.body == b"hello-from-sandbox\n"
+
+
+def test_e2b_mask_request_host(spaced):
+    """E2B's network.maskRequestHost: the sandbox's server sees that Host
+    (${PORT} = the port) for ingress requests, X-Forwarded-Host keeps the
+    client's; anything that could end or add a header is a 400."""
+    d = spaced
+
+    def e2b(method, path, body=None):
+        return e2e_http.request(d.url, method, path, json=body, key=None, headers={"X-API-KEY": d.admin_key},
+                                timeout=120)
+
+    for bad in ["a.example\r\nX-Evil: 1", "a b", "", 5, "x" * 300, "${PORT}.${PORT}", "a/b"]:
+        r = e2b("POST", "/v2/sandboxes", {"templateID": "base", "network": {"maskRequestHost": bad}})
+        assert r.status == 400 and r.json()["code"] == 400 and "maskRequestHost" in r.json()["message"], (bad, r)
+    r = e2b("POST", "/v2/sandboxes", {"templateID": "base", "timeout": 300,
+                                       "network": {"maskRequestHost": "localhost:${PORT}"}})
+    assert r.status == 201, r
+    sid, tok = r.json()["sandboxID"], r.json()["trafficAccessToken"]
+    d.known_alive.add(sid)
+    try:
+        d.sh(sid, "mkdir -p /srv/cgi-bin && "
+                  f"cat > /srv/cgi-bin/env <<'EOF'\n{CGI_ENV}EOF\n"
+                  "chmod +x /srv/cgi-bin/env && httpd -p 8000 -h /srv")
+        assert host.wait_until(lambda: request(d, f"8000-{sid}.localhost", "/cgi-bin/env",
+                                                {"e2b-traffic-access-token": tok})[0] == 200, 20)
+        st, body, _ = request(d, f"8000-{sid}.localhost", "/cgi-bin/env", {"e2b-traffic-access-token": tok})
+        assert st == 200 and b"host=localhost:8000\n" in body, body
+    finally:
+        e2b("DELETE", f"/sandboxes/{sid}")
+        d.known_alive.discard(sid)

@@ -15,9 +15,11 @@
 #include "checkpointer.h"
 #include "config.h"
 #include "controller-util.h"
+#include "cred-crypt.h"
 #include "policy.h"
 #include "str-util.h"
 #include "test.h"
+#include "webhook.h"
 #include "webhooks.h"
 
 #define SEC INT64_C(1000000)
@@ -339,6 +341,74 @@ TEST(webhook_loop_backs_off_and_gives_up) {
         ASSERT_OK(store_webhook_get(s, "tn_w", "wh_b", &got));
         ASSERT_EQ(got.failures, 1U);
         ASSERT_TRUE(strstr(got.last_error, "loopback") && strstr(got.last_error, "refused"));
+
+        s = store_close(s);
+        static const char *const files[] = { "space.db", "space.db-wal", "space.db-shm", "space.db-journal" };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                snprintf(url, sizeof url, "%s/%s", dir, files[i]);
+                (void) unlink(url);
+        }
+        ASSERT_EQ(rmdir(dir), 0);
+}
+
+/* Webhook secrets at rest: sealed under the master key, bound to their row,
+ * rows from before sealing sealed by webhooks_seal_stored() (and they still
+ * open as themselves until then). */
+TEST(webhook_secrets_are_sealed) {
+        static const uint8_t key_a[CRED_KEY_BYTES] = { 1, 2, 3 }, key_b[CRED_KEY_BYTES] = { 9 };
+        char dir[] = "/tmp/test-webhook-seal-XXXXXX", url[PATH_MAX + 16], sealed[WEBHOOK_SEALED_MAX],
+             plain[WEBHOOK_SECRET_MAX + 1];
+        _cleanup_(cred_key_freep) CredKey *k = NULL, *other = NULL;
+        _cleanup_(store_closep) Store *s = NULL;
+        Webhook w = { .enabled = true }, got;
+        uint64_t n = 0;
+
+        ASSERT_OK(cred_key_from_bytes(key_a, sizeof key_a, &k));
+        ASSERT_OK(cred_key_from_bytes(key_b, sizeof key_b, &other));
+        ASSERT_OK(webhook_secret_seal(k, "wh_1", "tn_1", "whsec_0123456789abcdef", sealed));
+        ASSERT_TRUE(webhook_secret_sealed(sealed));
+        ASSERT_NULL(strstr(sealed, "whsec_0123456789abcdef"));
+        ASSERT_OK(webhook_secret_open(k, "wh_1", "tn_1", sealed, plain));
+        ASSERT_STREQ(plain, "whsec_0123456789abcdef");
+        /* another row, another tenant, another key, no key, a damaged value */
+        ASSERT_ERRNO(webhook_secret_open(k, "wh_2", "tn_1", sealed, plain), EBADMSG);
+        ASSERT_ERRNO(webhook_secret_open(k, "wh_1", "tn_2", sealed, plain), EBADMSG);
+        ASSERT_ERRNO(webhook_secret_open(other, "wh_1", "tn_1", sealed, plain), EKEYREJECTED);
+        ASSERT_ERRNO(webhook_secret_open(NULL, "wh_1", "tn_1", sealed, plain), ENOKEY);
+        ASSERT_ERRNO(webhook_secret_seal(NULL, "wh_1", "tn_1", "x", sealed), ENOKEY);
+        sealed[strlen(sealed) - 3] ^= 1;
+        ASSERT_TRUE(webhook_secret_open(k, "wh_1", "tn_1", sealed, plain) < 0);
+        ASSERT_ERRNO(webhook_secret_open(k, "wh_1", "tn_1", WEBHOOK_SEALED_PREFIX "nocolons", plain), EBADMSG);
+        /* the longest secret fits */
+        memset(plain, 'x', WEBHOOK_SECRET_MAX);
+        plain[WEBHOOK_SECRET_MAX] = 0;
+        ASSERT_OK(webhook_secret_seal(k, "wh_1", "tn_1", plain, sealed));
+
+        /* a row stored in clear: delivers as itself, then sealed in place once */
+        ASSERT_NOT_NULL(mkdtemp(dir));
+        snprintf(url, sizeof url, "sqlite:%s/space.db", dir);
+        ASSERT_OK(store_open(url, &s));
+        (void) strscpy(w.id, sizeof w.id, "wh_old");
+        (void) strscpy(w.tenant_id, sizeof w.tenant_id, "tn_w");
+        (void) strscpy(w.url, sizeof w.url, "http://127.0.0.1:9/hook");
+        (void) strscpy(w.events_json, sizeof w.events_json, "[\"sandbox.*\"]");
+        (void) strscpy(w.secret, sizeof w.secret, "whsec_in_clear_0123");
+        ASSERT_OK(store_webhook_insert(s, &w));
+        ASSERT_OK(store_webhook_get(s, "tn_w", "wh_old", &got));
+        ASSERT_OK(webhook_secret_open(NULL, got.id, got.tenant_id, got.secret, plain));
+        ASSERT_STREQ(plain, "whsec_in_clear_0123");
+        ASSERT_OK(webhooks_seal_stored(s, NULL, &n));
+        ASSERT_EQ(n, 0U);
+        ASSERT_OK(webhooks_seal_stored(s, k, &n));
+        ASSERT_EQ(n, 1U);
+        ASSERT_OK(store_webhook_get(s, "tn_w", "wh_old", &got));
+        ASSERT_TRUE(webhook_secret_sealed(got.secret));
+        ASSERT_NULL(strstr(got.secret, "whsec_in_clear"));
+        ASSERT_OK(webhook_secret_open(k, got.id, got.tenant_id, got.secret, plain));
+        ASSERT_STREQ(plain, "whsec_in_clear_0123");
+        ASSERT_OK(webhooks_seal_stored(s, k, &n)); /* again: nothing left in clear */
+        ASSERT_EQ(n, 0U);
+        ASSERT_ERRNO(store_webhook_set_secret(s, "wh_old", "not what it holds", "x"), ESTALE);
 
         s = store_close(s);
         static const char *const files[] = { "space.db", "space.db-wal", "space.db-shm", "space.db-journal" };

@@ -2607,10 +2607,37 @@ STORE_TEST(credential_grants) {
         ASSERT_STREQ(list[0].name, "a");
         ASSERT_STREQ(list[1].name, "b");
         ASSERT_STREQ(list[1].ciphertext, "c2VhbGVk");
+        ASSERT_FALSE(list[0].grant_scoped);
         credential_array_free(list, n);
         ASSERT_OK(store_grant_list(s, "sb_3", &list, &n));
         ASSERT_EQ(n, 0u);
         credential_array_free(list, n);
+
+        /* a scoped grant: its hosts and header instead of the credential's, as a header */
+        ASSERT_ERRNO(store_grant_insert_scoped(s, "tn_a", "sb_4", "cr_b", "[\"x.example\"]", NULL, "{value}"), EINVAL);
+        ASSERT_ERRNO(store_grant_insert_scoped(s, "tn_a", "sb_4", "cr_b", "x", "X-Key", "{value}"), EINVAL);
+        ASSERT_OK(store_grant_insert_scoped(s, "tn_a", "sb_4", "cr_b", "[\"x.example\"]", "X-Key", "k={value}"));
+        ASSERT_OK(store_grant_insert_scoped(s, "tn_a", "sb_4", "cr_a", NULL, "ignored", "ignored"));
+        ASSERT_OK(store_grant_list(s, "sb_4", &list, &n));
+        ASSERT_EQ(n, 2u);
+        ASSERT_STREQ(list[0].name, "a");
+        ASSERT_FALSE(list[0].grant_scoped);
+        ASSERT_STREQ(list[0].hosts_json, a.hosts_json);
+        ASSERT_STREQ(list[0].header_name, a.header_name);
+        ASSERT_STREQ(list[1].name, "b");
+        ASSERT_TRUE(list[1].grant_scoped);
+        ASSERT_STREQ(list[1].hosts_json, "[\"x.example\"]");
+        ASSERT_EQ(list[1].apply, CRED_APPLY_HEADER);
+        ASSERT_STREQ(list[1].header_name, "X-Key");
+        ASSERT_STREQ(list[1].header_format, "k={value}");
+        ASSERT_STREQ(list[1].basic_user, "");
+        credential_array_free(list, n);
+        /* the credential itself is as it was */
+        Credential got = {};
+        ASSERT_OK(store_credential_get(s, "tn_a", "b", &got));
+        ASSERT_STREQ(got.hosts_json, b.hosts_json);
+        ASSERT_FALSE(got.grant_scoped);
+        credential_done(&got);
 
         ASSERT_OK(store_grant_delete(s, "sb_1", "cr_b"));
         ASSERT_ERRNO(store_grant_delete(s, "sb_1", "cr_b"), ENOENT);

@@ -479,13 +479,40 @@ describe('network', () => {
     }
   })
 
+  test('Secret: create, getInfo, list, update, exists, destroy; the value is never returned', T, async () => {
+    const name = `E2bSdkSec${Date.now()}`
+    const value = `sk-sdk-${Date.now()}`
+    const s = await Secret.create(name, value)
+    try {
+      assert.equal(s.name, name.toLowerCase())
+      assert.equal(s.version, 1)
+      assert.deepEqual(s.metadata, {})
+      assert.ok(s.createdAt instanceof Date && !Number.isNaN(s.createdAt.getTime()))
+      assert.equal((await Secret.getInfo(s.secretId)).name, s.name)
+      assert.equal((await Secret.getInfo(name)).secretId, s.secretId)
+      const pages = Secret.list({ limit: 1 })
+      const seen = []
+      while (pages.hasNext) seen.push(...(await pages.nextItems()))
+      assert.ok(seen.some((x) => x.secretId === s.secretId))
+      assert.ok(!JSON.stringify(seen).includes(value))
+      assert.equal((await Secret.update(s.name, `${value}-2`)).version, 2)
+      assert.equal(await Secret.exists(s.name), true)
+      await assert.rejects(Secret.create(name, 'again'), (e) => /409/.test(e.message) || e.name === 'SecretError')
+      await assert.rejects(Secret.create('', 'x'), (e) => /400/.test(e.message))
+    } finally {
+      assert.equal(await Secret.destroy(s.secretId), true)
+    }
+    assert.equal(await Secret.exists(s.name), false)
+    assert.equal(await Secret.destroy(s.name), false)
+  })
+
   test('what space cannot map is refused, never dropped', T, async () => {
     await assert.rejects(create({ network: { denyOut: ['example.com'] } }),
       (e) => e instanceof SandboxError && /400: .*domain names are not supported for deny rules/.test(e.message))
     await assert.rejects(create({ network: { rules: { 'api.example.com': [{ transform: { headers: { 'X-Key': 'v' } } }] } } }),
       (e) => e instanceof SandboxError && /400: network\.rules/.test(e.message))
-    await assert.rejects(create({ network: { maskRequestHost: 'localhost:${PORT}' } }),
-      (e) => /400: network\.maskRequestHost is not supported/.test(e.message))
+    await assert.rejects(create({ network: { maskRequestHost: 'localhost:${PORT}\r\nX-Evil: 1' } }),
+      (e) => /400: network\.maskRequestHost/.test(e.message))
     const sbx = await create()
     await assert.rejects(sbx.updateNetwork({ egressProxy: { address: 'proxy.example.com:1080' } }),
       (e) => /400: network\.egressProxy is not supported/.test(e.message))
