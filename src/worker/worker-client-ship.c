@@ -121,6 +121,47 @@ int worker_template_import(WorkerClient *w, const char *name, const char *tar_pa
         return 0;
 }
 
+int worker_build_layer(WorkerClient *w, const char *key, const char *from, const char *name, const char *tar_path,
+                       const char *mkdir_path, const char *defaults, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        WorkerCall call;
+
+        if (w->store)
+                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "template builds are not supported in a cluster");
+        worker_client_request_begin(&call, WORKER_OP_BUILD_LAYER);
+        json_w_kv_string(&call.jw, "key", key);
+        json_w_kv_string(&call.jw, "from", from);
+        if (name)
+                json_w_kv_string(&call.jw, "name", name);
+        if (tar_path)
+                json_w_kv_string(&call.jw, "tar", tar_path);
+        if (mkdir_path)
+                json_w_kv_string(&call.jw, "mkdir", mkdir_path);
+        if (defaults)
+                json_w_kv_string(&call.jw, "defaults", defaults);
+        json_w_object_end(&call.jw);
+        return worker_client_call(w, &call, &reply, e);
+}
+
+int worker_build_publish(WorkerClient *w, const char *key, const char *name, uint64_t *ret_size_bytes, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        WorkerCall call;
+        int r;
+
+        if (w->store)
+                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "template builds are not supported in a cluster");
+        worker_client_request_begin(&call, WORKER_OP_BUILD_PUBLISH);
+        json_w_kv_string(&call.jw, "key", key);
+        json_w_kv_string(&call.jw, "name", name);
+        json_w_object_end(&call.jw);
+        r = worker_client_call(w, &call, &reply, e);
+        if (r < 0)
+                return r;
+        if (json_uint64(json_get(reply, "size_bytes"), ret_size_bytes) < 0)
+                *ret_size_bytes = 0;
+        return 0;
+}
+
 int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_cached, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         const JsonValue *cached;
