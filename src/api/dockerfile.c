@@ -294,7 +294,7 @@ static int parse_instruction(Dockerfile *d, unsigned line, const char *text, cha
         s.text = strdup(text);
         if (!s.text)
                 return -ENOMEM;
-        bool have_from = d->n > d->from || (d->n > 0 && d->steps[d->from].kind == DOCKERFILE_FROM);
+        bool have_from = d->n > 0 && d->steps[d->from].kind == DOCKERFILE_FROM;
         if (!have_from && s.kind != DOCKERFILE_FROM && s.kind != DOCKERFILE_ARG)
                 return fail(err, errlen, -EINVAL, line, "%s before FROM (only ARG may come first)", word);
 
