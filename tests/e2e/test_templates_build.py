@@ -210,3 +210,30 @@ def test_disconnect_cancels(spaced):
     host.wait_until(lambda: not [t for t in spaced.cli("template", "ls").out.split() if t.startswith("build-")], 10)
     assert not [t for t in spaced.cli("template", "ls").out.split() if t.startswith("build-")]
     assert name not in spaced.cli("template", "ls").out
+
+
+def test_python_sdk_build_template(spaced, tmp_path):
+    import sys
+    import pytest
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python"))
+    try:
+        import space_sdk
+        name = tname()
+        (tmp_path / "Dockerfile").write_bytes(b"FROM base\nENV V=sdk\nRUN echo $V > /v\n")
+        seen = []
+        with space_sdk.Client(spaced.url, spaced.admin_key, timeout=120) as c:
+            res = c.build_template(name, str(tmp_path), on_event=seen.append)
+            assert res["template"]["name"] == name and res["run"] == 1, res
+            assert [d["type"] for d in seen].count("step") == 3
+            with pytest.raises(space_sdk.SpaceError) as ei:
+                c.build_template(name, str(tmp_path), dockerfile="nope")
+            assert "no 'nope'" in str(ei.value)
+            (tmp_path / "Dockerfile").write_bytes(b"FROM base\nRUN exit 4\n")
+            with pytest.raises(space_sdk.SpaceError) as ei:
+                c.build_template(name, str(tmp_path))
+            assert "code 4" in str(ei.value)
+            c.delete_template(name)
+    finally:
+        sys.path.pop(0)
+        for m in [m for m in sys.modules if m == "space_sdk" or m.startswith("space_sdk.")]:
+            del sys.modules[m]
