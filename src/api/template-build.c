@@ -75,6 +75,13 @@ typedef struct Build {
         bool gone; /* the client went away */
 } Build;
 
+static void unlink_freep(char **p) {
+        if (*p) {
+                (void) unlink(*p);
+                free(*p);
+        }
+}
+
 static void build_done(Build *b) {
         for (size_t i = 0; i < b->n_entries; i++) {
                 free(b->entries[i].path);
@@ -444,7 +451,8 @@ static bool is_glob(const char *s) {
 static int copy_tar(Build *b, const DockerfileStep *s, char **srcs, size_t n_srcs, const char *dest, char **ret,
                     ApiError *e) {
         const Config *c = api_config(b->r->api);
-        _cleanup_free_ char *path = strjoin(c->state_dir, "/tmp/build-copy-XXXXXX"), *dst = NULL;
+        _cleanup_(unlink_freep) char *path = strjoin(c->state_dir, "/tmp/build-copy-XXXXXX");
+        _cleanup_free_ char *dst = NULL;
         _cleanup_close_ int fd = -EBADF;
         bool dest_dir = endswith(dest, "/") || n_srcs > 1;
         uint64_t uid = 0, gid = 0;
@@ -850,7 +858,8 @@ static int defaults_json(Build *b, char **ret) {
 
 /* One instruction after FROM: 0, -errno (e). key is the chain so far, updated. */
 static int step_one(Build *b, const DockerfileStep *s, char key[static 65], ApiError *e) {
-        _cleanup_free_ char *canon = NULL, *extra = NULL, *tar = NULL, *dir = NULL;
+        _cleanup_free_ char *canon = NULL, *dir = NULL;
+        _cleanup_(unlink_freep) char *tar = NULL;
         bool layer = false, cached[1] = { false };
         char next[65], keys[1][65];
         int k = 0;

@@ -159,6 +159,8 @@ def test_refusals_name_the_line(spaced):
                    headers={"Content-Type": "application/x-tar"})
     assert r.status == 400, r
     assert name not in spaced.cli("template", "ls").out
+    tmp = os.path.join(spaced.state_dir, "tmp")
+    assert not [f for f in os.listdir(tmp) if f.startswith(("build-copy-", "template-"))], os.listdir(tmp)
 
 
 def test_failing_run_keeps_previous_version(spaced):
