@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* POST /v1/templates/{name}/build (admin): a Dockerfile build. The body is a
  * tar of the build context holding the Dockerfile (?dockerfile= names it;
- * ?build_args= a JSON object of ARG values, ?network= the egress policy of
+ * ?build_args= a JSON object of ARG values; FROM a template, scratch, or an
+ * image reference pulled like POST .../pull and keyed by its digest; ?network= the egress policy of
  * the RUN steps as a create's network, default none). The answer is an
  * NDJSON stream: a "step" line per instruction (with "cached" for the steps
  * that make a layer), "output" lines of each RUN, then one "result" or
@@ -1057,7 +1058,79 @@ static int parse_query(ApiRequest *r, Build *b, char **ret_dockerfile, ApiError 
         return 0;
 }
 
-/* The base: layers/<key> of the FROM, made from its template (or nothing). */
+static int pull_layers_cached(void *userdata, char (*keys)[65], size_t n, bool *ret_cached) {
+        ApiRequest *r = userdata;
+        ApiError e = {};
+
+        return worker_layers_cached(r->worker, keys, n, ret_cached, &e);
+}
+
+/* FROM an image reference: pulled (its known layers skipped) and imported as a
+ * stage template, the base layer made from it, the stage removed; keyed by
+ * the manifest's digest. */
+static int build_from_image(Build *b, const DockerfileStep *s, const RegistryRef *ref, char key[static 65],
+                            ApiError *e) {
+        const Config *c = api_config(b->r->api);
+        RegistryOptions o = {
+                .ca_file = c->registry_ca_file,
+                .insecure = c->registry_insecure,
+                .resolve = c->registry_resolve,
+                .max_bytes = c->upload_max_mb * 1024 * 1024,
+                .timeout_msec = (int) MIN(c->registry_timeout_s * 1000, (uint64_t) INT32_MAX),
+                .layers_cached = pull_layers_cached,
+                .userdata = b->r,
+        };
+        _cleanup_(unlink_freep) char *path = NULL;
+        _cleanup_free_ char *tmpdir = strjoin(c->state_dir, "/tmp");
+        char digest[72], stage[STORE_NAME_MAX], suffix[13];
+        Template t = { .state = TEMPLATE_IMPORTING, .created_usec = now_usec() };
+        ApiError ignored = {};
+        uint64_t size = 0;
+        int k;
+
+        if (!tmpdir)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        k = registry_pull(ref, NULL, &o, tmpdir, &path, digest, e);
+        if (k < 0) {
+                char why[API_ERROR_MESSAGE_MAX];
+                (void) strscpy(why, sizeof why, e->message);
+                return api_error(e, k, e->code == API_OK ? API_BAD_GATEWAY : e->code, "line %u: FROM: %s", s->line,
+                                 why);
+        }
+        if (chain_key("", "FROM image", digest, key) < 0)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        {
+                char keys[1][65];
+                bool cached[1] = { false };
+                memcpy(keys[0], key, 65);
+                if (worker_layers_cached(b->r->worker, keys, 1, cached, e) >= 0 && cached[0]) {
+                        memcpy(b->layer, key, 65);
+                        return 0;
+                }
+        }
+        k = random_alnum(suffix, 12);
+        if (k < 0)
+                return api_error(e, k, API_INTERNAL, "no randomness");
+        suffix[12] = 0;
+        for (char *p = suffix; *p; p++)
+                *p = (char) tolower((unsigned char) *p);
+        snprintf(stage, sizeof stage, "build-%s", suffix);
+        (void) strscpy(t.name, sizeof t.name, stage);
+        k = store_template_insert(b->r->store, &t);
+        if (k < 0)
+                return api_store_error(e, k, "recording the build's image");
+        k = worker_template_import(b->r->worker, stage, path, NULL, &size, e);
+        if (k >= 0)
+                k = worker_build_layer(b->r->worker, key, "template", stage, NULL, NULL, NULL, e);
+        (void) worker_template_remove(b->r->worker, stage, &ignored);
+        (void) store_template_delete(b->r->store, stage);
+        if (k < 0)
+                return k;
+        memcpy(b->layer, key, 65);
+        return 0;
+}
+
+/* The base: layers/<key> of the FROM, made from its template, an image or nothing. */
 static int build_from(Build *b, const DockerfileStep *s, char key[static 65], ApiError *e) {
         _cleanup_free_ char *image = NULL, *what = NULL;
         Template t;
@@ -1086,10 +1159,15 @@ static int build_from(Build *b, const DockerfileStep *s, char key[static 65], Ap
                 if (!what || chain_key("", what, stamp, key) < 0)
                         return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
                 k = worker_build_layer(b->r->worker, key, "template", image, NULL, NULL, NULL, e);
-        } else
-                return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
-                                 "line %u: FROM '%.128s' is not a template here (pull an image first with "
-                                 "`space template pull`, then build FROM its name)", s->line, image);
+        } else {
+                RegistryRef ref;
+                char rerr[160] = "";
+                if (registry_ref_parse(image, &ref, rerr, sizeof rerr) < 0)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                         "line %u: FROM '%.128s' is neither a template, scratch nor an image "
+                                         "reference: %s", s->line, image, rerr);
+                return build_from_image(b, s, &ref, key, e);
+        }
         if (k < 0)
                 return k;
         memcpy(b->layer, key, 65);
