@@ -1130,6 +1130,51 @@ static int build_from_image(Build *b, const DockerfileStep *s, const RegistryRef
         return 0;
 }
 
+static int json_strv(const JsonValue *a, char ***ret) {
+        _cleanup_strv_free_ char **l = new0(char *, 1);
+
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < json_array_size(a); i++)
+                if (json_string(json_array_at(a, i)) && strv_extend(&l, json_string(json_array_at(a, i))) < 0)
+                        return -ENOMEM;
+        strv_free(*ret);
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+/* The base's exec defaults (an imported image's config, a built template's) are where the build starts:
+ * its env, cwd, user, entrypoint and cmd. */
+static int base_defaults(Build *b, ApiError *e) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_json_ JsonValue *v = NULL;
+        const JsonValue *env;
+        const char *s;
+        int k;
+
+        k = worker_build_layer_defaults(b->r->worker, b->layer, "layer", b->layer, &text, e);
+        if (k < 0)
+                return k;
+        if (!text || json_parse(text, strlen(text), &v, NULL, 0) < 0 || json_type(v) != JSON_OBJECT)
+                return 0; /* none, or not ours to understand: the build starts from nothing */
+        env = json_get(v, "env");
+        for (size_t i = 0; i < json_array_size(env); i++) {
+                const char *kv = json_string(json_array_at(env, i));
+                if (!kv || !strchr(kv, '=') || kv[0] == '=')
+                        continue;
+                if (strv_extend(&b->env, kv) < 0 || strv_extend(&b->vars, kv) < 0)
+                        return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        }
+        if ((s = json_string(json_get(v, "cwd"))) && s[0] == '/' && !(b->workdir = strdup(s)))
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        if ((s = json_string(json_get(v, "user"))) && s[0] && !(b->user = strdup(s)))
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        if ((json_type(json_get(v, "entrypoint")) == JSON_ARRAY && json_strv(json_get(v, "entrypoint"), &b->entrypoint) < 0) ||
+            (json_type(json_get(v, "cmd")) == JSON_ARRAY && json_strv(json_get(v, "cmd"), &b->cmd) < 0))
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        return 0;
+}
+
 /* The base: layers/<key> of the FROM, made from its template, an image or nothing. */
 static int build_from(Build *b, const DockerfileStep *s, char key[static 65], ApiError *e) {
         _cleanup_free_ char *image = NULL, *what = NULL;
@@ -1287,6 +1332,8 @@ int api_template_build(ApiRequest *r, ApiError *e) {
                         /* ARGs before FROM are not in effect after it (Docker's rule) */
                         b.vars = strv_free(b.vars);
                         b.args = strv_free(b.args);
+                        if (k >= 0)
+                                k = base_defaults(&b, e);
                 } else
                         k = step_one(&b, cur, key, e);
                 if (k < 0)

@@ -198,6 +198,35 @@ int pool_build_layer(Pool *p, const PoolBuildSource *src, const char *key, const
         return r;
 }
 
+int pool_build_layer_defaults(Pool *p, const char *key, char **ret) {
+        _cleanup_close_ int lay_fd = -EBADF, root = -EBADF, fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        ssize_t n;
+
+        if (pool_usable(p) < 0 || !key_valid(key))
+                return -EINVAL;
+        lay_fd = pool_open_subdir(p, POOL_LAYERS_DIR);
+        if (lay_fd < 0)
+                return lay_fd;
+        root = openat(lay_fd, key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root < 0)
+                return negative_errno();
+        fd = openat(root, OCI_DEFAULTS_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        buf = malloc(64 * 1024 + 1);
+        if (!buf)
+                return -ENOMEM;
+        n = read(fd, buf, 64 * 1024 + 1);
+        if (n < 0)
+                return negative_errno();
+        if (n > 64 * 1024)
+                return -EFBIG;
+        buf[n] = 0;
+        *ret = TAKE_PTR(buf);
+        return 1;
+}
+
 int pool_build_publish(Pool *p, const char *key, const char *name, uint64_t *ret_size, ApiError *e) {
         _cleanup_close_ int lay_fd = -EBADF, tpl_fd = -EBADF, src_fd = -EBADF;
         _cleanup_free_ char *tpath = NULL;

@@ -122,6 +122,8 @@ typedef struct PoolBuildSource {
  * exists already is kept as it is. */
 int pool_build_layer(struct Pool *p, const PoolBuildSource *src, const char *key, const char *tar_path,
                      const char *mkdir_path, const char *defaults, ApiError *e);
+/* The exec defaults file of layers/<key> (at most 64 KiB): 1 with it in *ret, 0 if it has none. */
+int pool_build_layer_defaults(struct Pool *p, const char *key, char **ret);
 /* templates/<name> as a read-only snapshot of layers/<key>, replacing the
  * template of that name if there is one (only once the new one is whole). */
 int pool_build_publish(struct Pool *p, const char *key, const char *name, uint64_t *ret_size, ApiError *e);

@@ -123,7 +123,8 @@ static void op_layers_cached(Worker *w, const JsonValue *req, JsonWriter *jw) {
 }
 
 /* {"op":"build_layer","key":KEY,"from":"scratch|layer|template|sandbox","name":NAME?,"tar":PATH?,
- *  "mkdir":PATH?,"defaults":JSON?} → {"ok":true}: a Dockerfile build's step as layers/<key> */
+ *  "mkdir":PATH?,"defaults":JSON?} → {"ok":true,"image_defaults":JSON?}: a Dockerfile build's step as
+ * layers/<key>, with the exec defaults file it holds */
 static void op_build_layer(Worker *w, const JsonValue *req, JsonWriter *jw) {
         static const char *const froms[_POOL_BUILD_FROM_MAX] = {
                 [POOL_BUILD_FROM_SCRATCH] = "scratch", [POOL_BUILD_FROM_LAYER] = "layer",
@@ -141,9 +142,18 @@ static void op_build_layer(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "from is scratch, or layer, template or sandbox with a name");
                 return worker_reply_error(jw, &e);
         }
+        _cleanup_free_ char *defaults = NULL;
+
         r = pool_build_layer(w->pool, &src, json_string(json_get(req, "key")), json_string(json_get(req, "tar")),
                              json_string(json_get(req, "mkdir")), json_string(json_get(req, "defaults")), &e);
-        reply_result(jw, r, &e);
+        if (r < 0)
+                return worker_reply_error(jw, &e);
+        (void) pool_build_layer_defaults(w->pool, json_string(json_get(req, "key")), &defaults);
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        if (defaults)
+                json_w_kv_string(jw, "image_defaults", defaults);
+        json_w_object_end(jw);
 }
 
 /* {"op":"build_publish","key":KEY,"name":NAME} → {"ok":true,"size_bytes":N} */

@@ -757,12 +757,15 @@ def test_build_from_an_image_reference(reg, base_layer):
     marker = uuid.uuid4().hex
     push_image(reg, reg.anon, [base_layer, app_layer(marker + "\n")], CFG, repo="e2e/buildbase", tag="v1")
     name = tname()
-    df = f"FROM {reg.anon.host('registry.test')}/e2e/buildbase:v1\nRUN cat /srv/hello > /copied\n".encode()
+    # the image's config is where the build starts: RUN sees its env and cwd, the template keeps them
+    df = (f"FROM {reg.anon.host('registry.test')}/e2e/buildbase:v1\n"
+          'RUN cat hello > /copied; echo "$PULL_E2E" >> /copied\n').encode()
     st, lines = tb.build(s, name, {"Dockerfile": df})
     assert st == 200 and tb.result(lines)["run"] == 1, lines[-1]
     sb = s.create(template=name)
     try:
-        assert s.sh(sb["id"], "cat /copied") == marker + "\n"
+        assert s.sh(sb["id"], 'cat /copied; pwd; echo "$PULL_E2E"') == \
+            f"{marker}\nfrom-the-registry\n/srv\nfrom-the-registry\n"
     finally:
         s.delete(sb["id"])
     st, lines = tb.build(s, name, {"Dockerfile": df})
