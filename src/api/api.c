@@ -69,6 +69,7 @@ static const Route routes[] = {
         { "DELETE", "/v1/volumes/{name}/files", api_volume_files_delete, true, false, false },
         { "GET", "/v1/sandboxes/{id}/volumes", api_sandbox_volumes, true, false, true },
         { "POST", "/v1/templates/{name}/pull", api_template_pull, true, true, false },
+        { "POST", "/v1/templates/{name}/build", api_template_build, true, true, false, true },
         { "GET", "/v1/events", api_events_list, true, false, false, true },
         { "POST", "/v1/keys", api_keys_create, true, false, false },
         { "GET", "/v1/keys", api_keys_list, true, false, false },

@@ -62,7 +62,7 @@ int api_templates_list(ApiRequest *r, ApiError *e) {
 }
 
 /* Streams the request body into a new temporary file under <state_dir>/tmp. */
-static int receive_tar(ApiRequest *r, char **ret_path, ApiError *e) {
+int api_template_receive_tar(ApiRequest *r, char **ret_path, ApiError *e) {
         const Config *c = api_config(r->api);
         const uint64_t max = c->upload_max_mb * 1024 * 1024;
         _cleanup_(unlink_freep) char *path = NULL;
@@ -150,7 +150,7 @@ int api_template_import(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return api_store_error(e, k, "recording the template");
 
-        k = receive_tar(r, &path, e);
+        k = api_template_receive_tar(r, &path, e);
         if (k >= 0)
                 k = api_get_worker(r, e);
         if (k >= 0)

@@ -233,6 +233,7 @@ int cli_template(int argc, char **argv) {
                 { "pull", template_pull },
                 { "rm", template_rm },
                 { "set", cli_template_set },
+                { "build", cli_template_build },
         };
 
         return cli_run_subcommand("template", sub, ELEMENTSOF(sub), argc, argv);

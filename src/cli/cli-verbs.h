@@ -18,6 +18,7 @@ int cli_rm(int argc, char **argv);       /* cli-rm.c */
 int cli_cp(int argc, char **argv);       /* cli-cp.c */
 int cli_template(int argc, char **argv); /* cli-template.c */
 int cli_template_set(int argc, char **argv); /* cli-template-set.c: space template set */
+int cli_template_build(int argc, char **argv); /* cli-template-build.c: space template build */
 int cli_key(int argc, char **argv);      /* cli-key.c */
 int cli_tenant(int argc, char **argv);   /* cli-tenant.c */
 int cli_cred(int argc, char **argv);     /* cli-cred.c */

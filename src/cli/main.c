@@ -171,7 +171,8 @@ static const CliCommand commands[] = {
           "                    kept; files belong to whoever extracts them (root in the sandbox).\n"
           "On a terminal a progress bar on stderr shows large transfers.\n" },
         { "template", cli_template,
-          "ls | import NAME SRC | pull NAME REF [--credential C] | set NAME [--runtime R] [--start CMD ...] | rm NAME",
+          "ls | import NAME SRC | pull NAME REF [--credential C] | build NAME [-f F] [CONTEXT] | set NAME [...] | "
+          "rm NAME",
           "manage templates",
           "  ls                 list templates\n"
           "  import NAME SRC    import a directory or a .tar file ('-' = tar on stdin) as template NAME\n"
@@ -179,6 +180,11 @@ static const CliCommand commands[] = {
           "                     registry as template NAME (the server fetches it, for linux/<its arch>)\n"
           "    --credential C   log in to the registry with the stored basic credential C (space cred add\n"
           "                     C --basic-user USER --host REGISTRY); never a password on the command line\n"
+          "  build NAME [CTX]   build template NAME from a Dockerfile in the context directory CTX (default\n"
+          "                     .), step by step with a cache of each step; progress as it comes\n"
+          "    -f, --file F     the Dockerfile (inside CTX; default CTX/Dockerfile)\n"
+          "    --build-arg K=V  an ARG value (repeatable)\n"
+          "    --allow HOST     a host the RUN steps may reach (repeatable; default none)\n"
           "  set NAME           the template's settings, for every sandbox made from it:\n"
           "    --runtime R      ns, vm or auto where a create names none (default: the tenant's or host's)\n"
           "    --start CMD      a command every sandbox runs from its start (sh -c); the create answers\n"

@@ -101,3 +101,29 @@ typedef enum OciFormat {
 
 /* What the archive at fd is. */
 int oci_detect_format(int fd, OciFormat *ret);
+
+/* --- the layers of Dockerfile builds (build-layer.c; btrfs only) --- */
+typedef enum PoolBuildFrom {
+        POOL_BUILD_FROM_SCRATCH,
+        POOL_BUILD_FROM_LAYER,    /* layers/<name> */
+        POOL_BUILD_FROM_TEMPLATE, /* templates/<name> */
+        POOL_BUILD_FROM_SANDBOX,  /* sandboxes/<name>/root: what a RUN left */
+        _POOL_BUILD_FROM_MAX,
+        _POOL_BUILD_FROM_INVALID = -EINVAL,
+} PoolBuildFrom;
+typedef struct PoolBuildSource {
+        PoolBuildFrom kind;
+        const char *name;
+} PoolBuildSource;
+/* layers/<key> (read-only): a snapshot of src, with the tar at tar_path (may
+ * be NULL) applied like an image layer, the directories of the clean
+ * relative mkdir_path (may be NULL) made where missing (0755, root's) and, if defaults is not NULL, the exec
+ * defaults file (OCI_DEFAULTS_FILE) written ("{}": removed). A layer that
+ * exists already is kept as it is. */
+int pool_build_layer(struct Pool *p, const PoolBuildSource *src, const char *key, const char *tar_path,
+                     const char *mkdir_path, const char *defaults, ApiError *e);
+/* The exec defaults file of layers/<key> (at most 64 KiB): 1 with it in *ret, 0 if it has none. */
+int pool_build_layer_defaults(struct Pool *p, const char *key, char **ret);
+/* templates/<name> as a read-only snapshot of layers/<key>, replacing the
+ * template of that name if there is one (only once the new one is whole). */
+int pool_build_publish(struct Pool *p, const char *key, const char *name, uint64_t *ret_size, ApiError *e);

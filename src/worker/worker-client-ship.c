@@ -121,6 +121,66 @@ int worker_template_import(WorkerClient *w, const char *name, const char *tar_pa
         return 0;
 }
 
+static int build_layer_call(WorkerClient *w, const char *key, const char *from, const char *name,
+                            const char *tar_path, const char *mkdir_path, const char *defaults,
+                            char **ret_image_defaults, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        WorkerCall call;
+        int r;
+
+        if (w->store)
+                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "template builds are not supported in a cluster");
+        worker_client_request_begin(&call, WORKER_OP_BUILD_LAYER);
+        json_w_kv_string(&call.jw, "key", key);
+        json_w_kv_string(&call.jw, "from", from);
+        if (name)
+                json_w_kv_string(&call.jw, "name", name);
+        if (tar_path)
+                json_w_kv_string(&call.jw, "tar", tar_path);
+        if (mkdir_path)
+                json_w_kv_string(&call.jw, "mkdir", mkdir_path);
+        if (defaults)
+                json_w_kv_string(&call.jw, "defaults", defaults);
+        json_w_object_end(&call.jw);
+        r = worker_client_call(w, &call, &reply, e);
+        if (r >= 0 && ret_image_defaults && json_string(json_get(reply, "image_defaults"))) {
+                *ret_image_defaults = strdup(json_string(json_get(reply, "image_defaults")));
+                if (!*ret_image_defaults)
+                        return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        }
+        return r;
+}
+
+int worker_build_layer(WorkerClient *w, const char *key, const char *from, const char *name, const char *tar_path,
+                       const char *mkdir_path, const char *defaults, ApiError *e) {
+        return build_layer_call(w, key, from, name, tar_path, mkdir_path, defaults, NULL, e);
+}
+
+int worker_build_layer_defaults(WorkerClient *w, const char *key, const char *from, const char *name,
+                                char **ret_image_defaults, ApiError *e) {
+        *ret_image_defaults = NULL;
+        return build_layer_call(w, key, from, name, NULL, NULL, NULL, ret_image_defaults, e);
+}
+
+int worker_build_publish(WorkerClient *w, const char *key, const char *name, uint64_t *ret_size_bytes, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        WorkerCall call;
+        int r;
+
+        if (w->store)
+                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "template builds are not supported in a cluster");
+        worker_client_request_begin(&call, WORKER_OP_BUILD_PUBLISH);
+        json_w_kv_string(&call.jw, "key", key);
+        json_w_kv_string(&call.jw, "name", name);
+        json_w_object_end(&call.jw);
+        r = worker_client_call(w, &call, &reply, e);
+        if (r < 0)
+                return r;
+        if (json_uint64(json_get(reply, "size_bytes"), ret_size_bytes) < 0)
+                *ret_size_bytes = 0;
+        return 0;
+}
+
 int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_cached, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
         const JsonValue *cached;

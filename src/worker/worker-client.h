@@ -129,6 +129,17 @@ int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uin
 /* Which of keys[0..n) (layer cache keys) the local worker's layer cache
  * holds, into ret_cached. A cluster: none (the import goes to whichever
  * worker is live). */
+/* A Dockerfile build's step: layers/<key> from "scratch", or a "layer", "template" or "sandbox" name,
+ * with the tar at tar_path applied, the directory mkdir_path made and the exec defaults written (each may
+ * be NULL); -EOPNOTSUPP in a
+ * cluster. */
+int worker_build_layer(WorkerClient *w, const char *key, const char *from, const char *name, const char *tar_path,
+                       const char *mkdir_path, const char *defaults, ApiError *e);
+/* The same, with the layer's exec defaults file in *ret_image_defaults (NULL if it has none). */
+int worker_build_layer_defaults(WorkerClient *w, const char *key, const char *from, const char *name,
+                                char **ret_image_defaults, ApiError *e);
+/* templates/<name> from layers/<key>, replacing the one there. */
+int worker_build_publish(WorkerClient *w, const char *key, const char *name, uint64_t *ret_size_bytes, ApiError *e);
 int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_cached, ApiError *e);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */

@@ -122,6 +122,57 @@ static void op_layers_cached(Worker *w, const JsonValue *req, JsonWriter *jw) {
         json_w_object_end(jw);
 }
 
+/* {"op":"build_layer","key":KEY,"from":"scratch|layer|template|sandbox","name":NAME?,"tar":PATH?,
+ *  "mkdir":PATH?,"defaults":JSON?} → {"ok":true,"image_defaults":JSON?}: a Dockerfile build's step as
+ * layers/<key>, with the exec defaults file it holds */
+static void op_build_layer(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        static const char *const froms[_POOL_BUILD_FROM_MAX] = {
+                [POOL_BUILD_FROM_SCRATCH] = "scratch", [POOL_BUILD_FROM_LAYER] = "layer",
+                [POOL_BUILD_FROM_TEMPLATE] = "template", [POOL_BUILD_FROM_SANDBOX] = "sandbox",
+        };
+        const char *from = json_string(json_get(req, "from"));
+        PoolBuildSource src = { .kind = _POOL_BUILD_FROM_INVALID, .name = json_string(json_get(req, "name")) };
+        ApiError e = {};
+        int r;
+
+        for (int k = 0; k < _POOL_BUILD_FROM_MAX; k++)
+                if (streq(from, froms[k]))
+                        src.kind = (PoolBuildFrom) k;
+        if (src.kind < 0 || (src.kind != POOL_BUILD_FROM_SCRATCH && !src.name)) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "from is scratch, or layer, template or sandbox with a name");
+                return worker_reply_error(jw, &e);
+        }
+        _cleanup_free_ char *defaults = NULL;
+
+        r = pool_build_layer(w->pool, &src, json_string(json_get(req, "key")), json_string(json_get(req, "tar")),
+                             json_string(json_get(req, "mkdir")), json_string(json_get(req, "defaults")), &e);
+        if (r < 0)
+                return worker_reply_error(jw, &e);
+        (void) pool_build_layer_defaults(w->pool, json_string(json_get(req, "key")), &defaults);
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        if (defaults)
+                json_w_kv_string(jw, "image_defaults", defaults);
+        json_w_object_end(jw);
+}
+
+/* {"op":"build_publish","key":KEY,"name":NAME} → {"ok":true,"size_bytes":N} */
+static void op_build_publish(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        ApiError e = {};
+        uint64_t size = 0;
+        int r;
+
+        r = pool_build_publish(w->pool, json_string(json_get(req, "key")), json_string(json_get(req, "name")), &size,
+                               &e);
+        if (r < 0)
+                return worker_reply_error(jw, &e);
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        json_w_key(jw, "size_bytes");
+        json_w_uint(jw, size);
+        json_w_object_end(jw);
+}
+
 /* {"op":"template_remove","name":NAME}: a template that is not here is fine */
 static void op_template_remove(Worker *w, const JsonValue *req, JsonWriter *jw) {
         const char *name = json_string(json_get(req, "name"));
@@ -283,6 +334,8 @@ static const WorkerOpHandler handlers[_WORKER_OP_MAX] = {
         [WORKER_OP_VOLUME_FILE_WRITE] = worker_op_volume_file_write,
         [WORKER_OP_VOLUME_FILE_REMOVE] = worker_op_volume_file_remove,
         [WORKER_OP_LAYERS_CACHED] = op_layers_cached,
+        [WORKER_OP_BUILD_LAYER] = op_build_layer,
+        [WORKER_OP_BUILD_PUBLISH] = op_build_publish,
         [WORKER_OP_TEMPLATES] = op_templates,
         [WORKER_OP_INFO] = op_info,
         [WORKER_OP_HEALTH] = worker_op_health,

@@ -77,6 +77,10 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
         /* which of an image's layers (by cache key) the layer cache holds: a pull skips them */
         [WORKER_OP_LAYERS_CACHED] = { "layers_cached", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC,
                                       .array = "keys" },
+        /* a Dockerfile build's step and its template (build-layer.c); not relayed: the tar
+         * path is a path on this host */
+        [WORKER_OP_BUILD_LAYER] = { "build_layer", .deadline_msec = 10 * MIN_MSEC, .strings = { "key", "from" } },
+        [WORKER_OP_BUILD_PUBLISH] = { "build_publish", .deadline_msec = 2 * MIN_MSEC, .strings = { "key", "name" } },
         [WORKER_OP_TEMPLATES] = { "templates", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         [WORKER_OP_INFO] = { "info", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         /* the local worker's parts, for /healthz and /readyz (which ask with a deadline of their own) */

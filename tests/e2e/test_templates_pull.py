@@ -748,3 +748,29 @@ def test_bearer_token_and_blob_redirect(reg, token_registry):
         h.realm = f"https://tok.test:{tok_port}/token"
     assert name not in templates(s)
     no_pull_leftovers(s)
+
+
+def test_build_from_an_image_reference(reg, base_layer):
+    """A Dockerfile FROM a registry reference: pulled through the same code, cached by its digest."""
+    import test_templates_build as tb
+    s = reg.spaced
+    marker = uuid.uuid4().hex
+    push_image(reg, reg.anon, [base_layer, app_layer(marker + "\n")], CFG, repo="e2e/buildbase", tag="v1")
+    name = tname()
+    # the image's config is where the build starts: RUN sees its env and cwd, the template keeps them
+    df = (f"FROM {reg.anon.host('registry.test')}/e2e/buildbase:v1\n"
+          'RUN cat hello > /copied; echo "$PULL_E2E" >> /copied\n').encode()
+    st, lines = tb.build(s, name, {"Dockerfile": df})
+    assert st == 200 and tb.result(lines)["run"] == 1, lines[-1]
+    sb = s.create(template=name)
+    try:
+        assert s.sh(sb["id"], 'cat /copied; pwd; echo "$PULL_E2E"') == \
+            f"{marker}\nfrom-the-registry\n/srv\nfrom-the-registry\n"
+    finally:
+        s.delete(sb["id"])
+    st, lines = tb.build(s, name, {"Dockerfile": df})
+    assert tb.result(lines)["run"] == 0, lines[-1]
+    st, lines = tb.build(s, tname(), {"Dockerfile": f"FROM {reg.anon.host('registry.test')}/e2e/nosuch:v1\n".encode()})
+    assert lines[-1]["type"] == "error" and "line 1: FROM" in lines[-1]["message"], lines[-1]
+    assert not [t for t in templates(s) if t.startswith("build-")]
+    remove(s, name)

@@ -48,7 +48,7 @@ TEST(dockerfile_instructions) {
                  "ENTRYPOINT [\"/bin/sh\", \"-c\"]\n"
                  "CMD echo hi\r\n",
                  &d);
-        ASSERT_EQ(d.n, 14);
+        ASSERT_EQ(d.n, 13);
         ASSERT_EQ(d.from, 1);
         ASSERT_EQ(d.steps[0].kind, DOCKERFILE_ARG);
         ASSERT_STREQ(d.steps[0].kv[0], "BASE=base");
@@ -100,7 +100,16 @@ TEST(dockerfile_refusals) {
         parse_bad("FROM a b\n", "FROM takes one image");
         parse_bad("FROM base\nUSER a b\n", "USER takes one");
         parse_bad("FROM base\nWORKDIR\n", "WORKDIR needs a value");
-        parse_bad("FROM base\nRUN a \\\nFOO\n", "unknown instruction"); /* no: joined, then line 3 is gone */
+}
+
+TEST(dockerfile_nul_and_size) {
+        _cleanup_(dockerfile_done) Dockerfile d = {};
+        char err[DOCKERFILE_ERR_MAX] = "";
+        static const char nul[] = "FROM base\nRUN a\0b\n";
+
+        ASSERT_ERRNO(dockerfile_parse(nul, sizeof nul - 1, &d, err, sizeof err), EINVAL);
+        ASSERT_TRUE(strstr(err, "NUL") != NULL);
+        ASSERT_ERRNO(dockerfile_parse(nul, DOCKERFILE_MAX + 1, &d, err, sizeof err), E2BIG);
 }
 
 TEST(dockerfile_expand) {
@@ -109,10 +118,10 @@ TEST(dockerfile_expand) {
         struct {
                 const char *in, *out;
         } t[] = {
-                { "$A", "3" },           { "${B}x", "twox" },       { "${NONE}", "" },
+                { "$A", "3" },               { "${B}x", "twox" },       { "${NONE}", "" },
                 { "${NONE:-dflt}", "dflt" }, { "${E:-dflt}", "dflt" }, { "${B:+set}", "set" },
-                { "${NONE:+set}", "" },  { "\\$A", "$A" },          { "cost $5", "cost $5" },
-                { "a$", "a$" },          { "/p/$B/q", "/p/two/q" },
+                { "${NONE:+set}", "" },      { "\\$A", "$A" },          { "cost $5", "cost $5" },
+                { "a$", "a$" },              { "/p/$B/q", "/p/two/q" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(t); i++) {
@@ -130,8 +139,8 @@ TEST(dockerfile_expand) {
 TEST(dockerfile_context_paths) {
         struct {
                 const char *in, *out;
-        } ok[] = { { "a", "a" }, { "./a//b/", "a/b" }, { "", "." }, { ".", "." }, { "/", "." }, { "/etc/x", "etc/x" },
-                   { "a/../b", "b" }, { "a/b/../../c", "c" } };
+        } ok[] = { { "a", "a" },   { "./a//b/", "a/b" }, { "", "." },         { ".", "." },
+                   { "/", "." },   { "/etc/x", "etc/x" }, { "a/../b", "b" }, { "a/b/../../c", "c" } };
         const char *bad[] = { "..", "../x", "a/../../x", "/../x", "./.." };
 
         for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
@@ -150,7 +159,7 @@ TEST(dockerignore) {
         _cleanup_strv_free_ char **p = NULL;
 
         ASSERT_OK(dockerignore_parse(text, strlen(text), &p));
-        ASSERT_EQ(strv_length(p), 6);
+        ASSERT_EQ(strv_length(p), 5);
         ASSERT_TRUE(dockerignore_match(p, "secret.key"));
         ASSERT_FALSE(dockerignore_match(p, "dir/secret.key"));
         ASSERT_TRUE(dockerignore_match(p, "x.log"));

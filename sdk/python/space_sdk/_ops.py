@@ -3,9 +3,13 @@
 Client each returns its result, on an AsyncClient an awaitable of it (the
 transport's json() is a coroutine there)."""
 
+import io
 import json
+import os
+import tarfile
 
 from ._common import seg
+from .errors import SpaceError
 from .models import Checkpoint, Credential, Event, FileEntry, Key, Sandbox, Template
 
 
@@ -203,6 +207,31 @@ class Ops:
         return self._t.json("POST", f"/v1/templates/{seg(name)}/pull",
                             json_body=_drop_none({"ref": ref, "credential": credential}), parse=Template.from_dict,
                             timeout=max(self._t.timeout, 1800))
+
+    def _build_request(self, name, context, dockerfile, build_args, allow):
+        """POST /v1/templates/{name}/build: context is a tar (bytes, a file object, chunks) or a directory."""
+        body = context
+        if isinstance(context, (str, os.PathLike)) and os.path.isdir(context):
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tf:
+                tf.add(context, arcname=".")
+            body = buf.getvalue()
+        elif hasattr(context, "read"):
+            body = iter(lambda: context.read(1 << 20), b"")
+        params = _drop_none({"dockerfile": dockerfile,
+                             "build_args": json.dumps(build_args) if build_args else None,
+                             "network": json.dumps({"allow": list(allow)}) if allow else None})
+        return dict(method="POST", path=f"/v1/templates/{seg(name)}/build", params=params, body=body,
+                    content_type="application/x-tar", stream=True, timeout=max(self._t.timeout, 1800))
+
+    @staticmethod
+    def _build_event(d, on_event):
+        """The result of a build's line (None until the last), or its error raised."""
+        if on_event:
+            on_event(d)
+        if d.get("type") == "error":
+            raise SpaceError(d.get("message", "the build failed"), code=d.get("code"), body=d)
+        return d if d.get("type") == "result" else None
 
     # ---- webhooks (signed, in-order deliveries of the tenant's events) ----
     def create_webhook(self, url, *, events=None, name=None, secret=None):

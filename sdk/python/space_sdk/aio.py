@@ -9,7 +9,7 @@ import posixpath
 from . import _common as c
 from ._aio_http import AsyncTransport
 from ._ops import Ops
-from .errors import ExecFailed
+from .errors import ExecFailed, SpaceError
 from .models import Event, ExecEvent, ExecResult
 
 
@@ -155,6 +155,17 @@ class AsyncClient(Ops):
                 await self.download_dir(sandbox_id, e.path, os.path.join(local_dir, e.name))
             elif e.type == "file":
                 await self.download(sandbox_id, e.path, os.path.join(local_dir, e.name))
+
+    async def build_template(self, name, context, *, dockerfile=None, build_args=None, allow=None, on_event=None):
+        """As Client.build_template."""
+        req = self._build_request(name, context, dockerfile, build_args, allow)
+        stream = await self._t.request(req.pop("method"), req.pop("path"), **req)
+        result = None
+        async for d in stream.lines():
+            result = self._build_event(d, on_event) or result
+        if result is None:
+            raise SpaceError("the build's stream ended without a result")
+        return result
 
     async def follow_events(self, *, sandbox=None, type=None, after=None, since=None):
         stream = await self._t.request("GET", "/v1/events", params={"sandbox": sandbox, "type": type, "after": after,

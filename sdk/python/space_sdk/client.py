@@ -7,7 +7,7 @@ import posixpath
 from . import _common as c
 from ._http import Transport
 from ._ops import Ops
-from .errors import ExecFailed
+from .errors import ExecFailed, SpaceError
 from .models import Event, ExecEvent, ExecResult
 
 
@@ -163,6 +163,22 @@ class Client(Ops):
                 src = os.path.join(root, f)
                 if os.path.isfile(src) and not os.path.islink(src):
                     self.upload(sandbox_id, src, posixpath.join(dest, f), mode=os.stat(src).st_mode & 0o777)
+
+    def build_template(self, name, context, *, dockerfile=None, build_args=None, allow=None, on_event=None):
+        """Builds template name from a Dockerfile (admin key). context: a directory, or a tar of it (bytes, a
+        file object, chunks); dockerfile: its path in the context (default Dockerfile); build_args: ARG values;
+        allow: hosts the RUN steps may reach (default none). on_event(d) sees every progress line (step,
+        output, result, error) as it comes. Returns the result line ({"template": ..., "cached_steps": N,
+        "run": N, ...}); a failed step raises SpaceError, the previous version of the template kept."""
+        req = self._build_request(name, context, dockerfile, build_args, allow)
+        stream = self._t.request(req.pop("method"), req.pop("path"), **req)
+        result = None
+        with stream:
+            for d in stream.lines():
+                result = self._build_event(d, on_event) or result
+        if result is None:
+            raise SpaceError("the build's stream ended without a result")
+        return result
 
     def download_dir(self, sandbox_id, path, local_dir):
         """A directory tree of the sandbox into local_dir (files and directories;

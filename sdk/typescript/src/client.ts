@@ -519,6 +519,38 @@ export class Client {
     return this.j("POST", `/v1/templates/${seg(name)}/pull`, { json, ...atLeast(c, IMPORT_MS, this.t) });
   }
 
+  /** Builds template `name` from a Dockerfile (admin key). `context` is a tar of the build context (bytes, Blob
+   * or chunks) holding the Dockerfile (`dockerfile`: its path in it); `buildArgs` are ARG values, `allow` the
+   * hosts the RUN steps may reach (default none). `onEvent` sees every progress line (step, output, result,
+   * error) as it comes. Resolves to the result line; a failed step rejects with a SpaceError and leaves the
+   * previous version of the template in place. */
+  async buildTemplate(name: string, context: BodyInput, o: CallOptions & {
+    dockerfile?: string; buildArgs?: Record<string, string>; allow?: string[];
+    onEvent?: (e: api.BuildEvent) => void;
+  } = {}): Promise<api.BuildEvent> {
+    const { dockerfile, buildArgs, allow, onEvent, ...c } = o;
+    const query: Record<string, string> = {};
+    if (dockerfile) query.dockerfile = dockerfile;
+    if (buildArgs && Object.keys(buildArgs).length) query.build_args = JSON.stringify(buildArgs);
+    if (allow && allow.length) query.network = JSON.stringify({ allow });
+    const r = await this.transport.request("POST", `/v1/templates/${seg(name)}/build`, {
+      query, body: context, contentType: "application/x-tar", stream: true, ...atLeast(c, IMPORT_MS, this.t),
+      idleTimeoutMs: EXEC_QUIET_MAX_MS,
+    });
+    let result: api.BuildEvent | undefined;
+    try {
+      for await (const d of ndjson<api.BuildEvent>(r.body)) {
+        onEvent?.(d);
+        if (d.type === "error") throw new SpaceError(d.message ?? "the build failed", { code: d.code });
+        if (d.type === "result") result = d;
+      }
+    } finally {
+      r.close();
+    }
+    if (!result) throw new SpaceError("the build's stream ended without a result");
+    return result;
+  }
+
   // ---- volumes (kept beyond any sandbox; mounted with create({volumes: [{name, path, read_only}]})) ----
   async volumes(o?: CallOptions): Promise<api.Volume[]> {
     return (await this.j<api.VolumeList>("GET", "/v1/volumes", o)).volumes;

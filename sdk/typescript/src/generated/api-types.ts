@@ -642,6 +642,28 @@ export type TemplateSettingsSet = {
   start?: null | TemplateStart;
 };
 
+/** One line of a build's progress. step: an instruction began (cached
+ * tells a layer step found in the cache); output: what a RUN wrote;
+ * result: the build finished (the template); error: it failed (step
+ * and line where it did). */
+export type BuildEvent = {
+  type: "step" | "output" | "result" | "error";
+  step?: number;
+  steps?: number;
+  line?: number;
+  instruction?: string;
+  cached?: boolean;
+  stream?: "stdout" | "stderr";
+  data?: string;
+  cached_steps?: number;
+  run?: number;
+  duration_ms?: number;
+  layer?: string;
+  template?: Template;
+  code?: string;
+  message?: string;
+};
+
 export type TemplatePull = {
   /** registry-host[:port]/repo/path[:tag] or ...@sha256:<hex>; the
    * registry is always named (docker.io/library/python:3.12); no tag
