@@ -698,8 +698,9 @@ export type Event = {
    * sandbox.lost (data.worker), worker.lost (data.worker,
    * data.sandboxes), sandbox.checkpoint_shipped (data.checkpoint,
    * data.worker, data.from_worker, data.bytes, data.sha256,
-   * data.parent) and sandbox.recovered (data.checkpoint, data.pid,
-   * data.worker, data.from_worker). */
+   * data.parent), sandbox.checkpoint_unavailable (data.checkpoint:
+   * no live worker holds a copy of it) and sandbox.recovered
+   * (data.checkpoint, data.pid, data.worker, data.from_worker). */
   type: string;
   actor: string;
   reason: string;
