@@ -353,3 +353,39 @@ void oci_layer_key(const char *parent_key, const char *digest, char ret[static 6
         }
         sha256_hex(s, ret);
 }
+
+int oci_path_clean(const char *in, char **ret) {
+        _cleanup_free_ char *out = NULL;
+        size_t n, o = 0;
+        const char *p = in;
+
+        if (!in)
+                return -EINVAL;
+        n = strlen(in);
+        if (n > OCI_TAR_NAME_MAX || in[0] == '/')
+                return -EINVAL;
+        out = malloc(n + 2);
+        if (!out)
+                return -ENOMEM;
+        while (*p) {
+                const char *slash = strchr(p, '/');
+                size_t len = slash ? (size_t) (slash - p) : strlen(p);
+
+                if (len == 2 && p[0] == '.' && p[1] == '.')
+                        return -EINVAL;
+                if (len > 0 && !(len == 1 && p[0] == '.')) {
+                        if (o > 0)
+                                out[o++] = '/';
+                        memcpy(out + o, p, len);
+                        o += len;
+                }
+                p += len;
+                if (*p == '/')
+                        p++;
+        }
+        if (o == 0)
+                out[o++] = '.';
+        out[o] = '\0';
+        *ret = TAKE_PTR(out);
+        return 0;
+}

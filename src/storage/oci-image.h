@@ -22,6 +22,10 @@
 #define OCI_ID_MAX 65535U                   /* owners must map into the sandbox's user namespace */
 #define OCI_OUTER_ENTRIES_MAX 100000U       /* members of an image archive */
 
+/* A member path made relative and clean ("./a//b/" → "a/b", "." for the
+ * root): -EINVAL for an absolute path or one with "..". */
+int oci_path_clean(const char *in, char **ret);
+
 /* --- image JSON --- */
 
 typedef enum OciCompression {

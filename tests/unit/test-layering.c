@@ -72,7 +72,9 @@ static const char *folder_of(const char *header) {
                 return "worker-client";
         if (streq(header, "egress-policy.h")) /* pure parsing and matching: the API validates policies */
                 return "egress-policy";
-        if (streq(header, "oci-image.h")) /* pure parsing of image JSON: a registry pull resolves an index */
+        if (streq(header, "oci-image.h") || streq(header, "oci-tar.h"))
+                /* pure parsing of image JSON and tar streams: a registry pull resolves an
+                 * index, a template build reads its context */
                 return "oci-image";
         for (size_t i = 0; i < n_headers; i++)
                 if (streq(headers[i][0], header))
