@@ -20,8 +20,6 @@
 #include "store-postgres.h"
 
 #define SQL_LIVE "state <> 'deleted'"
-/* A slot is taken by a live sandbox or by a deleted one whose teardown still runs (slot_held). */
-#define SQL_TAKEN(t) "(" t ".state <> 'deleted' OR " t ".slot_held <> false)"
 
 #define TENANT_COLUMNS "id, name, created_usec"
 #define KEY_COLUMNS "id, tenant_id, hash, name, admin, created_usec"
@@ -70,9 +68,10 @@ const char *const pg_stmt_sql[_PG_STMT_MAX] = {
          * statement of its own, so its snapshot sees the previous holder's
          * commit. */
         [PG_SANDBOX_FREE_SLOT] =
-                "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM sandboxes z WHERE z.slot = 0 AND " SQL_TAKEN("z") ") THEN 0 "
-                "ELSE (SELECT MIN(a.slot) + 1 FROM sandboxes a WHERE " SQL_TAKEN("a") " AND NOT EXISTS "
-                "(SELECT 1 FROM sandboxes b WHERE b.slot = a.slot + 1 AND " SQL_TAKEN("b") ")) END",
+                "WITH t(slot) AS (SELECT slot FROM sandboxes WHERE " SQL_LIVE " UNION "
+                "SELECT slot FROM sandboxes WHERE slot_held <> false) "
+                "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM t WHERE slot = 0) THEN 0 "
+                "ELSE (SELECT MIN(a.slot) + 1 FROM t a WHERE NOT EXISTS (SELECT 1 FROM t b WHERE b.slot = a.slot + 1)) END",
         /* The same without the held slots: whether waiting for teardowns would free one. */
         [PG_SANDBOX_FREE_SLOT_LIVE] =
                 "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM sandboxes WHERE slot = 0 AND " SQL_LIVE ") THEN 0 "

@@ -12,8 +12,6 @@
 #include "store-sqlite.h"
 
 #define SQL_LIVE "state <> 'deleted'"
-/* A slot is taken by a live sandbox or by a deleted one whose teardown still runs (slot_held). */
-#define SQL_TAKEN(t) "(" t ".state <> 'deleted' OR " t ".slot_held <> 0)"
 
 #define TENANT_COLUMNS "id, name, created_usec"
 #define KEY_COLUMNS "id, tenant_id, hash, name, admin, created_usec"
@@ -62,9 +60,10 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         /* The lowest slot no live sandbox holds: 0 if free, else one past the
          * first live slot whose successor is free. */
         [SQL_SANDBOX_FREE_SLOT] =
-                "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM sandboxes z WHERE z.slot = 0 AND " SQL_TAKEN("z") ") THEN 0 "
-                "ELSE (SELECT MIN(a.slot) + 1 FROM sandboxes a WHERE " SQL_TAKEN("a") " AND NOT EXISTS "
-                "(SELECT 1 FROM sandboxes b WHERE b.slot = a.slot + 1 AND " SQL_TAKEN("b") ")) END",
+                "WITH t(slot) AS (SELECT slot FROM sandboxes WHERE " SQL_LIVE " UNION "
+                "SELECT slot FROM sandboxes WHERE slot_held <> 0) "
+                "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM t WHERE slot = 0) THEN 0 "
+                "ELSE (SELECT MIN(a.slot) + 1 FROM t a WHERE NOT EXISTS (SELECT 1 FROM t b WHERE b.slot = a.slot + 1)) END",
         /* The same without the held slots: whether waiting for teardowns would free one. */
         [SQL_SANDBOX_FREE_SLOT_LIVE] =
                 "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM sandboxes WHERE slot = 0 AND " SQL_LIVE ") THEN 0 "

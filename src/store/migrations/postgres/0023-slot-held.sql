@@ -4,3 +4,4 @@
 -- keeps its slot (uid range, link, address) until that ends. The rows made
 -- before this hold none.
 ALTER TABLE sandboxes ADD COLUMN slot_held BOOLEAN NOT NULL DEFAULT false;
+CREATE INDEX sandboxes_held_slot ON sandboxes(slot) WHERE slot_held;

@@ -4,3 +4,4 @@
 -- keeps its slot (uid range, link, address) until that ends. The rows made
 -- before this hold none.
 ALTER TABLE sandboxes ADD COLUMN slot_held INTEGER NOT NULL DEFAULT 0 CHECK (slot_held IN (0, 1));
+CREATE INDEX sandboxes_held_slot ON sandboxes(slot) WHERE slot_held <> 0;
