@@ -35,6 +35,9 @@ for i in $(seq 1 300); do
 done
 /usr/bin/python3 bench/bench.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
         --state-dir "$state" --rootfs "$rootfs" "$@"
+# a burst of 100 creates at once beside bwrap started 100 at once
+/usr/bin/python3 bench/burst.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
+        --rootfs "$rootfs" -n 100
 # the ingress and the port forward against a direct connection
 /usr/bin/python3 bench/ports.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
         --ingress "127.0.0.1:$((port + 1))"

@@ -45,7 +45,7 @@ static void put_label(FILE *f, const char *s) {
         }
 }
 
-/* space_pool_{size,free}_bytes{worker}, space_worker_slots{worker,state="used"|"max"}. */
+/* space_pool_{size,free}_bytes{worker}, space_worker_{sandboxes,slots,teardowns_pending}{worker}. */
 static void print_pools(FILE *f, JsonValue **replies, size_t n) {
         static const struct {
                 const char *name, *help, *from, *key;
@@ -55,6 +55,9 @@ static void print_pools(FILE *f, JsonValue **replies, size_t n) {
                 { "space_worker_sandboxes", "Sandboxes live on the worker (their processes run or are paused).", NULL,
                   "slots_used" },
                 { "space_worker_slots", "Sandboxes the worker may hold (slots_max).", NULL, "slots_max" },
+                { "space_worker_teardowns_pending",
+                  "Deleted sandboxes whose teardown (cgroups, link, firewall element, root) still runs in the "
+                  "background; their slots are held until it ends.", NULL, "teardowns_pending" },
         };
 
         for (size_t g = 0; g < ELEMENTSOF(gauges); g++) {

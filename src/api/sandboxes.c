@@ -4,6 +4,7 @@
  * the outcome; every transition is an event. */
 
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 
 #include "alloc-util.h"
@@ -92,7 +93,14 @@ void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError 
         api_event(r, sb->id, "sandbox.create_failed", reason, NULL);
 }
 
+/* Every free slot is held by a deleted sandbox whose teardown runs on (the
+ * store says -EAGAIN): its worker finishes one within milliseconds, so the
+ * insert is tried again for this long before the host counts as full. */
+#define API_SLOT_HELD_WAIT_MSEC 10000
+#define API_SLOT_HELD_POLL_MSEC 5
+
 int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiError *e) {
+        int64_t deadline = now_usec() + (int64_t) API_SLOT_HELD_WAIT_MSEC * 1000;
         StoreAdmission adm;
         int k = -EEXIST;
 
@@ -107,11 +115,17 @@ int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiErro
                 if (k < 0)
                         return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
                 k = store_sandbox_insert_admit(r->store, sb, (uint32_t) api_config(r->api)->slots_max, &adm);
+                if (k == -EAGAIN && now_usec() < deadline) {
+                        (void) poll(NULL, 0, API_SLOT_HELD_POLL_MSEC);
+                        k = -EEXIST; /* once more */
+                        i--;
+                }
         }
         if (k == -EDQUOT)
                 return api_quota_error(r, &adm, pending > 1 ? "this branch" : "a new sandbox", e);
-        if (k == -ENOSPC)
-                return api_error(e, k, API_UNAVAILABLE, "no free sandbox slot on this host");
+        if (k == -ENOSPC || k == -EAGAIN)
+                return api_error(e, k, API_UNAVAILABLE, "no free sandbox slot on this host%s",
+                                 k == -EAGAIN ? " (the teardowns of deleted sandboxes still hold them)" : "");
         if (k < 0)
                 return api_store_error(e, k, "recording the new sandbox");
         return 0;

@@ -64,6 +64,8 @@ struct StoreOps {
                                  const char *reason, int64_t now);
         int (*sandbox_set_expiry)(Store *s, const char *id, int64_t expires_usec, int64_t now);
         int (*sandbox_purge)(Store *s, const char *id);
+        int (*sandbox_hold_slot)(Store *s, const char *id, bool held);
+        int (*sandbox_release_slots)(Store *s, const char *worker);
 
         int (*sandbox_touch)(Store *s, const char *id, int64_t now);
         int (*sandbox_set_policy)(Store *s, const char *id, const SandboxPolicy *p, int64_t now);

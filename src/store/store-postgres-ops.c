@@ -68,6 +68,12 @@ const char *const pg_stmt_sql[_PG_STMT_MAX] = {
          * statement of its own, so its snapshot sees the previous holder's
          * commit. */
         [PG_SANDBOX_FREE_SLOT] =
+                "WITH t(slot) AS (SELECT slot FROM sandboxes WHERE " SQL_LIVE " UNION "
+                "SELECT slot FROM sandboxes WHERE slot_held <> false) "
+                "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM t WHERE slot = 0) THEN 0 "
+                "ELSE (SELECT MIN(a.slot) + 1 FROM t a WHERE NOT EXISTS (SELECT 1 FROM t b WHERE b.slot = a.slot + 1)) END",
+        /* The same without the held slots: whether waiting for teardowns would free one. */
+        [PG_SANDBOX_FREE_SLOT_LIVE] =
                 "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM sandboxes WHERE slot = 0 AND " SQL_LIVE ") THEN 0 "
                 "ELSE (SELECT MIN(a.slot) + 1 FROM sandboxes a WHERE a." SQL_LIVE " AND NOT EXISTS "
                 "(SELECT 1 FROM sandboxes b WHERE b.slot = a.slot + 1 AND b." SQL_LIVE ")) END",
@@ -89,9 +95,12 @@ const char *const pg_stmt_sql[_PG_STMT_MAX] = {
                 "WITH c AS (UPDATE sandboxes SET state = $2, reason = $3, updated_usec = $4, pid = $5, "
                 "pid_starttime = $6, worker = $7 WHERE id = $1 AND state = $8 AND worker = $9 RETURNING 1) "
                 SQL_CHANGED_AND_EXISTS("c"),
+        [PG_SANDBOX_HOLD_SLOT] = "UPDATE sandboxes SET slot_held = $2 WHERE id = $1",
+        [PG_SANDBOX_RELEASE_SLOTS] =
+                "UPDATE sandboxes SET slot_held = false WHERE slot_held <> false AND ($1::text IS NULL OR worker = $1)",
         [PG_SANDBOX_SET_EXPIRY] = "UPDATE sandboxes SET expires_usec = $2, updated_usec = $3 WHERE id = $1",
         [PG_SANDBOX_PURGE] =
-                "WITH c AS (DELETE FROM sandboxes WHERE id = $1 AND state = 'deleted' RETURNING 1) "
+                "WITH c AS (DELETE FROM sandboxes WHERE id = $1 AND state = 'deleted' AND slot_held = false RETURNING 1) "
                 SQL_CHANGED_AND_EXISTS("c"),
 
         [PG_EVENT_APPEND] =
@@ -391,8 +400,11 @@ static int sandbox_insert_tx(PgStore *q, void *userdata) {
         CHECK(lock_slots(q));
         CHECK(pg_tenant_admit(q, sb->tenant_id, in->adm, sb));
         CHECK(query_u64(q, PG_SANDBOX_FREE_SLOT, NULL, &slot));
-        if (slot >= in->slots_max)
-                return -ENOSPC;
+        if (slot >= in->slots_max) {
+                /* -EAGAIN: a slot is free once a teardown still holding it ends */
+                CHECK(query_u64(q, PG_SANDBOX_FREE_SLOT_LIVE, NULL, &slot));
+                return slot < in->slots_max ? -EAGAIN : -ENOSPC;
+        }
 
         pg_param_text(&p, sb->id);
         pg_param_text(&p, sb->tenant_id);
@@ -598,6 +610,23 @@ static int op_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec,
         return exec_changes_or_enoent(pg_store(s), PG_SANDBOX_SET_EXPIRY, &p);
 }
 
+static int op_sandbox_hold_slot(Store *s, const char *id, bool held) {
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        pg_param_bool(&p, held);
+        return exec_changes_or_enoent(pg_store(s), PG_SANDBOX_HOLD_SLOT, &p);
+}
+
+static int op_sandbox_release_slots(Store *s, const char *worker) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, worker);
+        CHECK(pg_store_exec(pg_store(s), PG_SANDBOX_RELEASE_SLOTS, &p, &res));
+        return (int) MIN(pg_result_changes(res), (uint64_t) 1000000000);
+}
+
 static int op_sandbox_purge(Store *s, const char *id) {
         PgParams p = {};
 
@@ -742,6 +771,8 @@ const StoreOps store_postgres_ops = {
         .sandbox_take_over = op_sandbox_take_over,
         .sandbox_set_expiry = op_sandbox_set_expiry,
         .sandbox_purge = op_sandbox_purge,
+        .sandbox_hold_slot = op_sandbox_hold_slot,
+        .sandbox_release_slots = op_sandbox_release_slots,
         .sandbox_touch = pg_op_sandbox_touch,
         .sandbox_set_policy = pg_op_sandbox_set_policy,
         .sandbox_set_timeout_warned = pg_op_sandbox_set_timeout_warned,

@@ -60,6 +60,12 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         /* The lowest slot no live sandbox holds: 0 if free, else one past the
          * first live slot whose successor is free. */
         [SQL_SANDBOX_FREE_SLOT] =
+                "WITH t(slot) AS (SELECT slot FROM sandboxes WHERE " SQL_LIVE " UNION "
+                "SELECT slot FROM sandboxes WHERE slot_held <> 0) "
+                "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM t WHERE slot = 0) THEN 0 "
+                "ELSE (SELECT MIN(a.slot) + 1 FROM t a WHERE NOT EXISTS (SELECT 1 FROM t b WHERE b.slot = a.slot + 1)) END",
+        /* The same without the held slots: whether waiting for teardowns would free one. */
+        [SQL_SANDBOX_FREE_SLOT_LIVE] =
                 "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM sandboxes WHERE slot = 0 AND " SQL_LIVE ") THEN 0 "
                 "ELSE (SELECT MIN(a.slot) + 1 FROM sandboxes a WHERE a." SQL_LIVE " AND NOT EXISTS "
                 "(SELECT 1 FROM sandboxes b WHERE b.slot = a.slot + 1 AND b." SQL_LIVE ")) END",
@@ -79,8 +85,11 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         [SQL_SANDBOX_TAKE_OVER] =
                 "UPDATE sandboxes SET state = ?2, reason = ?3, updated_usec = ?4, pid = ?5, pid_starttime = ?6, "
                 "worker = ?7 WHERE id = ?1 AND state = ?8 AND worker = ?9",
+        [SQL_SANDBOX_HOLD_SLOT] = "UPDATE sandboxes SET slot_held = ?2 WHERE id = ?1",
+        [SQL_SANDBOX_RELEASE_SLOTS] =
+                "UPDATE sandboxes SET slot_held = 0 WHERE slot_held <> 0 AND (?1 IS NULL OR worker = ?1)",
         [SQL_SANDBOX_SET_EXPIRY] = "UPDATE sandboxes SET expires_usec = ?2, updated_usec = ?3 WHERE id = ?1",
-        [SQL_SANDBOX_PURGE] = "DELETE FROM sandboxes WHERE id = ?1 AND state = 'deleted'",
+        [SQL_SANDBOX_PURGE] = "DELETE FROM sandboxes WHERE id = ?1 AND state = 'deleted' AND slot_held = 0",
 
         [SQL_EVENT_APPEND] =
                 "INSERT INTO events (time_usec, tenant_id, sandbox_id, type, actor, reason, data_json) "
@@ -370,8 +379,13 @@ static int sandbox_free_slot(SqliteStore *q, uint32_t slots_max, uint32_t *ret) 
 
         CHECK(sqlite_store_stmt(q, SQL_SANDBOX_FREE_SLOT, &st));
         CHECK(query_u64(q, st, &slot));
-        if (slot >= slots_max)
-                return -ENOSPC;
+        if (slot >= slots_max) {
+                /* -EAGAIN: a slot is free once a teardown still holding it ends */
+                _cleanup_stmt_ sqlite3_stmt *live = NULL;
+                CHECK(sqlite_store_stmt(q, SQL_SANDBOX_FREE_SLOT_LIVE, &live));
+                CHECK(query_u64(q, live, &slot));
+                return slot < slots_max ? -EAGAIN : -ENOSPC;
+        }
         *ret = (uint32_t) slot;
         return 0;
 }
@@ -606,6 +620,25 @@ static int op_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec,
         return sqlite_store_step_changed(q, st);
 }
 
+static int op_sandbox_hold_slot(Store *s, const char *id, bool held) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_HOLD_SLOT, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_int64(q, st, 2, held));
+        return sqlite_store_step_changed(q, st);
+}
+
+static int op_sandbox_release_slots(Store *s, const char *worker) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_RELEASE_SLOTS, &st));
+        CHECK(sqlite_bind_text(q, st, 1, worker));
+        return sqlite_store_step_changes(q, st);
+}
+
 static int sandbox_purge_row(SqliteStore *q, const char *id) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
@@ -783,6 +816,8 @@ const StoreOps store_sqlite_ops = {
         .sandbox_take_over = op_sandbox_take_over,
         .sandbox_set_expiry = op_sandbox_set_expiry,
         .sandbox_purge = op_sandbox_purge,
+        .sandbox_hold_slot = op_sandbox_hold_slot,
+        .sandbox_release_slots = op_sandbox_release_slots,
         .sandbox_touch = sqlite_op_sandbox_touch,
         .sandbox_set_policy = sqlite_op_sandbox_set_policy,
         .sandbox_set_timeout_warned = sqlite_op_sandbox_set_timeout_warned,

@@ -556,6 +556,21 @@ int store_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec) {
         return s->ops->sandbox_set_expiry(s, id, expires_usec, now_usec());
 }
 
+int store_sandbox_hold_slot(Store *s, const char *id, bool held) {
+        if (!s)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        return s->ops->sandbox_hold_slot(s, id, held);
+}
+
+int store_sandbox_release_slots(Store *s, const char *worker) {
+        if (!s)
+                return -EINVAL;
+        if (worker)
+                CHECK(check_arg(worker, sizeof(((Sandbox *) NULL)->worker), false));
+        return s->ops->sandbox_release_slots(s, worker);
+}
+
 int store_sandbox_purge(Store *s, const char *id) {
         if (!s)
                 return -EINVAL;

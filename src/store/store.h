@@ -316,8 +316,17 @@ int store_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pi
 int store_sandbox_take_over(Store *s, const char *id, SandboxState from, const char *from_worker, SandboxState to,
                             int64_t pid, uint64_t pid_starttime, const char *to_worker, const char *reason);
 int store_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec);
-/* Removes the row of a sandbox in state deleted (history is kept in events). */
+/* Removes the row of a sandbox in state deleted (history is kept in events);
+ * one whose slot is held stays. */
 int store_sandbox_purge(Store *s, const char *id); /* -ESTALE if not deleted */
+/* A sandbox whose teardown runs on after its delete holds its slot (uid
+ * range, link, address) meanwhile: no insert gets it, and an insert that
+ * finds only held slots free fails with -EAGAIN (one is free once a
+ * teardown ends), not -ENOSPC. -ENOENT if there is no such row. */
+int store_sandbox_hold_slot(Store *s, const char *id, bool held);
+/* Every held slot of worker's rows (NULL: of every row) is free again (its
+ * teardowns were finished by the orphan scan at the worker's start): how many. */
+int store_sandbox_release_slots(Store *s, const char *worker);
 
 /* Lifecycle of sandboxes */
 /* Records activity (exec, file calls) now: last_activity_usec only grows. */

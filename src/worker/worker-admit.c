@@ -52,6 +52,15 @@ static int admit(Worker *w, const char *what, const char *self_id, uint64_t prom
                 r = pool_admit(&s, &pol, promise_bytes, outstanding_bytes, &res);
                 if (r >= 0 || r != -ENOSPC)
                         break;
+                /* deleted sandboxes not torn down yet still hold their quota and their disk:
+                 * the pool is not full before they are gone */
+                if (worker_teardown_pending(w) > 0) {
+                        worker_teardown_drain(w);
+                        if (worker_teardown_pending(w) == 0) {
+                                attempt--; /* this was no attempt */
+                                continue;
+                        }
+                }
                 /* The promises are what they are; free space may only look short: deleted
                  * subvolumes wait for the cleaner, qgroups for the next commit. Once, and at
                  * most once a WORKER_ADMIT_SYNC_USEC: requests on a full pool do not each cost

@@ -369,7 +369,9 @@ void worker_dispatch(Worker *w, const char *line, size_t n, JsonWriter *jw) {
                 api_error(&e, r, API_BAD_REQUEST, "bad worker request: %s", err);
                 return worker_reply_error(jw, &e);
         }
+        worker_teardown_serving(w, true); /* the teardowns wait (bounded) meanwhile */
         handlers[req.kind](w, req.json, jw);
+        worker_teardown_serving(w, false);
         if (w->reply_deferred && !worker_op(req.kind)->deferred)
                 log_error("Worker op '%s' deferred its reply, which its row in the op table does not allow",
                           worker_op(req.kind)->name);

@@ -22,6 +22,8 @@ typedef struct LiveSandbox {
         uint64_t oom_kills; /* last count seen */
         bool reaping;       /* deleted: killed, the kernel still tearing its processes down */
         int64_t reap_usec;  /* when the delete killed it */
+        bool slot_held;     /* reaping: its slot is held in the store until its teardown ends */
+        bool teardown;      /* reaping, PID 1 reaped: the rest is torn down in the background (worker-teardown.c) */
         uint64_t slot;      /* uid range and network link */
         bool net;           /* has a network link (ns: veth, vm: tap), firewall element and gateway registration */
         /* statfs inside (worker-statfs.c); -EBADF: not answered here */
@@ -102,7 +104,29 @@ typedef struct Worker {
         WorkerRestarts gateway_restarts;
         WorkerRestarts spawner_restarts;
         bool restarted;            /* started again by spaced's supervisor (the API process lives on) */
+        struct WorkerTeardowns *teardowns; /* worker-teardown.c; NULL: deletes tear down in line */
 } Worker;
+
+/* worker-teardown.c: deleted ns sandboxes torn down by a thread of lower
+ * priority (its queue bounded), their slots held in the store meanwhile.
+ * start: at the worker's start (a failure is logged; deletes tear down in
+ * line then). queue: a reaping sandbox whose PID 1 was reaped; -EAGAIN when
+ * the queue is full (tear it down in line). collect: the eventfd
+ * (WORKER_TAG_TEARDOWN) is readable: finished ones lose their entry and free
+ * their slot. pending: deleted sandboxes not torn down yet (the gauge
+ * space_worker_teardowns_pending). drain: waits until the queue is empty
+ * (disk admission, before it calls the pool full). stop: drains, then ends
+ * the thread. serving: the main thread handles a request (the thread waits,
+ * bounded, before each step). */
+typedef struct WorkerTeardowns WorkerTeardowns;
+int worker_teardown_start(Worker *w);
+bool worker_teardown_available(Worker *w);
+int worker_teardown_queue(Worker *w, LiveSandbox *l);
+void worker_teardown_collect(Worker *w);
+unsigned worker_teardown_pending(Worker *w);
+void worker_teardown_drain(Worker *w);
+void worker_teardown_stop(Worker *w);
+void worker_teardown_serving(Worker *w, bool serving);
 
 /* worker-health.c: restarts of the helpers, and the health op */
 void worker_restarts_started(WorkerRestarts *r, int64_t now);
@@ -112,6 +136,7 @@ bool worker_restarts_due(const WorkerRestarts *r, int64_t now);
 void worker_op_health(Worker *w, const JsonValue *req, JsonWriter *jw);
 
 #define WORKER_TAG_GATEWAY 3 /* epoll tag of the gateway's control socket */
+#define WORKER_TAG_TEARDOWN 4 /* the teardown thread's eventfd */
 #define WORKER_TAG_BOOT (UINT64_C(1) << 62) /* | a WorkerBoot pointer: its guest is ready or its VMM ended */
 #define WORKER_TAG_STATFS (UINT64_C(1) << 61) /* | a statfs listener fd: a sandbox process waits in statfs */
 
@@ -289,6 +314,11 @@ int worker_net_reregister(Worker *w, const char *id, uint64_t slot, const char *
 int worker_net_set_policy(Worker *w, const char *id, const char *policy_json, ApiError *e);
 /* Idempotent: whatever of the three exists goes. */
 void worker_net_detach(Worker *w, const char *id, uint64_t slot);
+/* Its two parts: the gateway forgets the sandbox (the event loop's), and
+ * link and firewall element go (fw: a libnftables context of the caller's
+ * thread; w only read). */
+void worker_net_unregister(Worker *w, const char *id);
+void worker_net_detach_link(const Worker *w, Firewall *fw, const char *id, uint64_t slot);
 int worker_net_reconcile(Worker *w);
 
 /* worker-boot.c: a create whose guest boots for seconds (vm) ends in the event loop */

@@ -137,6 +137,8 @@ static void gateway_register_live(Worker *w) {
                 AddrPair pair;
                 int r;
 
+                if (l->reaping) /* deleted */
+                        continue;
                 if (worker_net_pair(w, l->slot, &pair) < 0)
                         continue;
                 r = gateway_register(w, l->id, &pair, NULL, err, sizeof err);
@@ -534,7 +536,11 @@ void worker_net_attach_abort(Worker *w, WorkerNet *n) {
         worker_net_detach(w, n->id, n->slot);
 }
 
-void worker_net_detach(Worker *w, const char *id, uint64_t slot) {
+void worker_net_unregister(Worker *w, const char *id) {
+        gateway_unregister(w, id);
+}
+
+void worker_net_detach_link(const Worker *w, Firewall *fw, const char *id, uint64_t slot) {
         char link[IFNAMSIZ];
         AddrPair pair;
         int r;
@@ -542,14 +548,20 @@ void worker_net_detach(Worker *w, const char *id, uint64_t slot) {
         if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
                 return;
         FirewallLink fl = { .link = link, .addr = pair.peer, .gateway = pair.host };
-        gateway_unregister(w, id);
         r = veth_delete(link);
         if (r < 0 && r != -ENODEV)
                 log_warning_errno(r, "Cannot delete network link %s of sandbox %s: %m", link, id);
-        r = firewall_remove_link(w->firewall, w->config->net_table, &fl);
+        if (!fw)
+                return; /* the table is rebuilt at the next start */
+        r = firewall_remove_link(fw, w->config->net_table, &fl);
         if (r < 0)
                 log_warning_errno(r, "Cannot remove the firewall element of %s (sandbox %s): %s", link, id,
-                                  r == -EPROTO ? firewall_last_error(w->firewall) : strerror(-r));
+                                  r == -EPROTO ? firewall_last_error(fw) : strerror(-r));
+}
+
+void worker_net_detach(Worker *w, const char *id, uint64_t slot) {
+        gateway_unregister(w, id);
+        worker_net_detach_link(w, w->firewall, id, slot);
 }
 
 /* At start, after the live sandboxes are adopted: the table is rebuilt with

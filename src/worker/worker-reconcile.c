@@ -237,6 +237,12 @@ int worker_reconcile(Worker *w) {
         r = worker_net_reconcile(w);
         if (r < 0)
                 return r;
+        /* the teardowns a stop or crash cut short are finished: their slots are free */
+        r = store_sandbox_release_slots(w->store, streq(w->config->role, "worker") ? w->config->worker_name : NULL);
+        if (r > 0)
+                log_info("Freed %d slot(s) held by the teardowns of deleted sandboxes", r);
+        else if (r < 0)
+                log_warning_errno(r, "Cannot free the slots held by deleted sandboxes: %m");
 
         if (orphans || found) {
                 char data[128];

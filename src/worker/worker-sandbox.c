@@ -553,26 +553,37 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         return r;
 }
 
-/* Deleting a sandbox kills its cgroup and waits this long for PID 1 (and
- * with it the pid namespace) to be gone, which is the usual case; a sandbox
- * with thousands of processes takes the kernel far longer (minutes on a small
- * machine), and is finished in the background so that the worker keeps
- * serving every other sandbox meanwhile. */
+/* Deleting an ns sandbox kills its cgroup and answers: the gateway forgets
+ * it at once, its slot stays held in the store, and once PID 1 (and with it
+ * the pid namespace) is gone the rest is torn down in the background
+ * (worker-teardown.c). Where the slot cannot be held (the store failed, no
+ * teardown thread) the delete waits this long for PID 1, which is the usual
+ * case, and tears down in line; a sandbox with thousands of processes takes
+ * the kernel far longer (minutes on a small machine), and is finished in the
+ * background so that the worker keeps serving every other sandbox
+ * meanwhile. */
 #define WORKER_DELETE_WAIT_MSEC 500
 
-static void reap_begin(Worker *w, LiveSandbox *l) {
+static void reap_begin(Worker *w, LiveSandbox *l, bool slot_held) {
         char sock[PATH_MAX], dir[PATH_MAX];
 
         l->reaping = true;
         l->reap_usec = now_usec();
-        /* its network goes now: the slot may be handed to a new sandbox meanwhile */
-        if (l->net) {
+        l->slot_held = slot_held;
+        if (slot_held && l->net)
+                /* the gateway forgets it now; link and firewall element go with the teardown */
+                worker_net_unregister(w, l->id);
+        else if (l->net) {
+                /* its network goes now: the slot may be handed to a new sandbox meanwhile */
                 worker_net_detach(w, l->id, l->slot);
                 l->net = false;
         }
         /* nothing may reach its agent any more */
         if (worker_agent_socket(w, l->id, sock, sizeof sock) >= 0)
                 (void) unlink(sock);
+        snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, l->id);
+        if (slot_held)
+                return; /* the agent directory goes with the teardown */
         snprintf(dir, sizeof dir, "%s/%s", w->agent_dir, l->id);
         (void) rm_rf(dir);
         log_info("Sandbox %s killed; the kernel is still tearing its processes down, finishing in the background",
@@ -582,15 +593,29 @@ static void reap_begin(Worker *w, LiveSandbox *l) {
 void worker_reap_finish(Worker *w, LiveSandbox *l) {
         char id[STORE_ID_MAX];
         int64_t dt = now_usec() - l->reap_usec;
+        bool held = l->slot_held;
         int r;
 
+        if (l->teardown)
+                return; /* queued already */
+        if (held) {
+                siginfo_t si = {};
+                /* PID 1 exited: reaped here, the rest goes to the teardown thread */
+                (void) waitid(P_PIDFD, (id_t) l->pidfd, &si, WEXITED | WNOHANG);
+                if (worker_teardown_queue(w, l) >= 0)
+                        return;
+        }
         memcpy(id, l->id, sizeof id);
         r = worker_cleanup_sandbox(w, id, true);
         if (r < 0)
                 log_warning_errno(r, "Teardown of deleted sandbox %s incomplete (the orphan scan retries): %m", id);
-        else
-                log_info("Sandbox %s torn down %" PRIi64 ".%01" PRIi64 " s after its delete", id, dt / 1000000,
-                         dt / 100000 % 10);
+        else {
+                if (dt >= 1000000)
+                        log_info("Sandbox %s torn down %" PRIi64 ".%01" PRIi64 " s after its delete", id,
+                                 dt / 1000000, dt / 100000 % 10);
+                if (held && (r = store_sandbox_hold_slot(w->store, id, false)) < 0 && r != -ENOENT)
+                        log_warning_errno(r, "Sandbox %s: cannot free its slot (until the next start): %m", id);
+        }
 }
 
 void worker_reap_all(Worker *w, int timeout_msec) {
@@ -601,7 +626,7 @@ void worker_reap_all(Worker *w, int timeout_msec) {
                 struct pollfd p = { .fd = l->pidfd, .events = POLLIN };
                 int64_t left = (end - now_usec()) / 1000;
 
-                if (!l->reaping) {
+                if (!l->reaping || l->teardown) { /* a queued teardown: worker_teardown_stop() */
                         i++;
                         continue;
                 }
@@ -630,8 +655,13 @@ int worker_destroy_sandbox(Worker *w, const char *id, ApiError *e) {
                 r = l->rt->kill(id);
                 if (r < 0)
                         log_warning_errno(r, "Failed to kill sandbox %s at once: %m", id);
-                else if (poll(&p, 1, WORKER_DELETE_WAIT_MSEC) == 0) {
-                        reap_begin(w, l);
+                else if (worker_teardown_available(w) && !l->lost_pending &&
+                         store_sandbox_hold_slot(w->store, id, true) >= 0) {
+                        /* killed: the rest once PID 1 is gone (the event loop sees its pidfd) */
+                        reap_begin(w, l, true);
+                        return 0;
+                } else if (poll(&p, 1, WORKER_DELETE_WAIT_MSEC) == 0) {
+                        reap_begin(w, l, false);
                         return 0;
                 }
         }

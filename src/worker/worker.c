@@ -216,6 +216,8 @@ static int worker_loop(Worker *w, int lfd, int sfd) {
                                 }
                         } else if (tag == WORKER_TAG_GATEWAY) {
                                 worker_net_gateway_readable(w);
+                        } else if (tag == WORKER_TAG_TEARDOWN) {
+                                worker_teardown_collect(w);
                         } else if ((tag >> 62) == 1) {
                                 worker_boot_ready(w, tag);
                         } else if ((tag >> 61) == 1) {
@@ -369,6 +371,7 @@ int worker_main(const Config *config, int ready_fd, bool restarted) {
         r = worker_reconcile(&w);
         if (r < 0)
                 goto finish;
+        (void) worker_teardown_start(&w);
         (void) worker_import_bundled_templates(&w);
 
         r = worker_socket_path(config, sockpath, sizeof sockpath);
@@ -399,6 +402,7 @@ finish:
         worker_spawner_stop(&w);
         worker_roots_stop(&w); /* before the pool is released */
         worker_reap_all(&w, WORKER_STOP_REAP_MSEC);
+        worker_teardown_stop(&w); /* what is queued is torn down first */
         worker_net_done(&w);
         if (w.pool && w.n_live == 0) {
                 /* nothing runs: leave no mount or loop device behind */

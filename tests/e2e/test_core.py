@@ -82,6 +82,8 @@ def test_lifecycle(spaced):
     assert_error_shape(r, 404, "not_found")
     r = spaced.api("GET", "/v1/sandboxes")
     assert sid not in [s["id"] for s in r.json()["sandboxes"]]
+    # the teardown runs on in the background (space_worker_teardowns_pending)
+    host.wait_until(lambda: not residue.items_of_sandbox(spaced.s, sid), 5)
     left = residue.items_of_sandbox(spaced.s, sid)
     assert not left, f"left behind by delete: {left}"
 

@@ -49,7 +49,7 @@ def test_kill9_and_restart_finds_sandboxes(d):
             for s in (a, b):
                 d.delete(s)
     for s in (a, b):
-        assert not residue.items_of_sandbox(d.s, s), residue.items_of_sandbox(d.s, s)
+        assert host.wait_until(lambda: not residue.items_of_sandbox(d.s, s), 5), residue.items_of_sandbox(d.s, s)
 
 
 def test_sandbox_gone_while_down_is_marked_error(d):
@@ -76,7 +76,7 @@ def test_sandbox_gone_while_down_is_marked_error(d):
     finally:
         d.delete(c)
         d.delete(keep)
-    assert not residue.items_of_sandbox(d.s, c), residue.items_of_sandbox(d.s, c)
+    assert host.wait_until(lambda: not residue.items_of_sandbox(d.s, c), 5), residue.items_of_sandbox(d.s, c)
 
 
 def _ensure_pool_mounted(d):
@@ -213,7 +213,7 @@ def test_spawner_killed_after_clone_leaves_no_pid1(d):
             assert len(pid1s) == 1, pid1s
         finally:
             d.delete(sid)
-        assert not residue.items_of_sandbox(d.s, sid), residue.items_of_sandbox(d.s, sid)
+        assert host.wait_until(lambda: not residue.items_of_sandbox(d.s, sid), 5), residue.items_of_sandbox(d.s, sid)
     finally:
         if st.poll() is None:
             st.kill()
@@ -242,4 +242,4 @@ def test_spawner_killed_sandboxes_still_created(d):
         for s in made:
             d.delete(s)
     for s in made:
-        assert not residue.items_of_sandbox(d.s, s), residue.items_of_sandbox(d.s, s)
+        assert host.wait_until(lambda: not residue.items_of_sandbox(d.s, s), 5), residue.items_of_sandbox(d.s, s)

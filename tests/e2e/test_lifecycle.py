@@ -413,7 +413,7 @@ def test_branch_x10_isolated(d, sb):
         for k in ids:
             d.delete(k)
     for k in ids:
-        assert not residue.items_of_sandbox(d.s, k)
+        assert host.wait_until(lambda: not residue.items_of_sandbox(d.s, k), 5), residue.items_of_sandbox(d.s, k)
 
 
 def _descendants_named(pid, comm):
@@ -480,7 +480,7 @@ def test_branch_roots_helper_killed(d, sb):
         for k in ids:
             d.delete(k)
     for k in ids:
-        assert not residue.items_of_sandbox(d.s, k)
+        assert host.wait_until(lambda: not residue.items_of_sandbox(d.s, k), 5), residue.items_of_sandbox(d.s, k)
 
 
 # ---- invalid transitions ----

@@ -129,7 +129,7 @@ def test_worker_kill9_is_restarted_sandboxes_live_on(d):
         assert d.sh(sid, "echo still") == "still\n"
     finally:
         d.delete(sid)
-    assert not residue.items_of_sandbox(d.s, sid), residue.items_of_sandbox(d.s, sid)
+    assert host.wait_until(lambda: not residue.items_of_sandbox(d.s, sid), 5), residue.items_of_sandbox(d.s, sid)
 
 
 def test_worker_down_is_503_with_retry_after(d):

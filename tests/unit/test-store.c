@@ -1126,6 +1126,35 @@ STORE_TEST(slots_lowest_free_and_reused) {
         sandbox_array_free(list, n);
 }
 
+/* A deleted sandbox whose teardown runs on holds its slot until it is released. */
+STORE_TEST(slots_held_by_teardowns) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        Sandbox sb;
+
+        ASSERT_EQ(insert_sandbox(s, "a", "tn_a"), 0);
+        ASSERT_EQ(insert_sandbox(s, "b", "tn_a"), 1);
+        ASSERT_OK(store_sandbox_hold_slot(s, "a", true));
+        ASSERT_OK(store_sandbox_set_state(s, "a", -1, SANDBOX_DELETED, "gone"));
+        /* not reused while held, and the row is not purged */
+        ASSERT_EQ(insert_sandbox(s, "c", "tn_a"), 2);
+        ASSERT_ERRNO(store_sandbox_purge(s, "a"), ESTALE);
+        /* only held slots free: -EAGAIN (worth waiting for), not -ENOSPC */
+        sandbox_init(&sb, "d", "tn_a", "base");
+        ASSERT_ERRNO(store_sandbox_insert_max(s, &sb, 3), EAGAIN);
+        ASSERT_OK(store_sandbox_hold_slot(s, "a", false));
+        ASSERT_OK(store_sandbox_insert_max(s, &sb, 3));
+        ASSERT_EQ(sb.slot, 0);
+        /* the start's release frees every held slot (of one worker, or all) */
+        ASSERT_OK(store_sandbox_hold_slot(s, "b", true));
+        ASSERT_OK(store_sandbox_set_state(s, "b", -1, SANDBOX_DELETED, "gone"));
+        ASSERT_EQ(store_sandbox_release_slots(s, "elsewhere"), 0);
+        ASSERT_EQ(insert_sandbox(s, "e", "tn_a"), 3);
+        ASSERT_EQ(store_sandbox_release_slots(s, NULL), 1);
+        ASSERT_EQ(insert_sandbox(s, "f", "tn_a"), 1);
+        ASSERT_ERRNO(store_sandbox_hold_slot(s, "nosuch", true), ENOENT);
+        ASSERT_OK(store_sandbox_purge(s, "b"));
+}
+
 static int child_insert(const char *path, int idx) {
         Store *s = NULL;
         int r = store_open(path, &s);
