@@ -301,7 +301,8 @@ class Cluster:
         p = Proc(self, f"ctl{n}", list(wrap) + [self.s.spaced_bin, "--role", "controller",
                                                 "--state-dir", self.state_dir(f"ctl{n}"),
                                                 f"--controller-lease-s={LEASE_S}",
-                                                f"--controller-listen=127.0.0.1:{port}"] + self.common())
+                                                f"--controller-listen=127.0.0.1:{port}"] + self.key_args()
+                 + self.common())
         p.probe_port = port
         return p.start()
 
