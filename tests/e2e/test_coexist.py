@@ -128,6 +128,8 @@ def assert_untouched(d, why):
         assert d.cgroup_dirs(sid), f"{why}: the cgroups of sandbox {sid} of {d.instance} are gone"
         assert d.show(sid).json()["state"] == "running", f"{why}: sandbox {sid}: {d.show(sid).json()}"
         assert d.sh(sid, "echo alive") == "alive\n", why
+    # a deleted sandbox's link goes with its teardown, just after the delete answered
+    host.wait_until(lambda: len(d.net_links()) == len(d.sleepers), 10)
     links = d.net_links()
     assert len(links) == len(d.sleepers), f"{why}: links of {d.instance}: {sorted(links)}, {len(d.sleepers)} sandboxes"
     assert d.net_table_exists(), f"{why}: the nft table {d.net_table} is gone"
