@@ -15,27 +15,13 @@ CPU time per operation of each spaced (utime+stime of its processes and of what
 they reaped: sandboxes, helpers; the operation includes the delete).
 --log-level debug keeps each daemon's log (the worker's per-step timings)
 in its state directory, printed at the end with --keep."""
-import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, http.client, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lifecycle import cgroup_cpu_usec, daemon_cpu_ticks, netns_live, settle  # noqa: E402
+from common import pct, free_port  # noqa: E402
 
 MiB = 1024 * 1024
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * p / 100.0
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Daemon:

@@ -3,15 +3,7 @@
 create→first output through the HTTP API, p50/p90, beside bwrap and runc on
 the same root filesystem in the same invocation. Not a test: it reports."""
 import argparse, http.client, json, os, shutil, statistics, subprocess, sys, tempfile, time, urllib.parse
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * p / 100.0
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+from common import pct  # noqa: E402
 
 
 class Api:

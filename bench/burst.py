@@ -5,15 +5,7 @@ timed from its request to the first output of `echo` in the new sandbox
 N at once in the same run (the shape of the public burst-of-100 benchmark).
 Not a test: it reports."""
 import argparse, http.client, json, os, shutil, subprocess, threading, time, urllib.parse
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * p / 100.0
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+from common import pct  # noqa: E402
 
 
 def one(url, key, start, out, ids, i):

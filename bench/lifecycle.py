@@ -9,20 +9,12 @@ build) on a temporary state directory and port, with a warm pool of the base
 template, runs, and cleans up (it deletes every sandbox it made, stops spaced
 and removes the state directory). --url/--key/--state-dir use a running one
 instead (its warm pool, if any, is measured as found)."""
-import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, http.client, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 import urllib.parse
+from common import pct, free_port  # noqa: E402
 
 MiB = 1024 * 1024
 CGROUP_ROOT = "space-bench-lifecycle"
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * p / 100.0
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
 class Api:
@@ -70,12 +62,6 @@ class Api:
         if code != 0:
             raise RuntimeError(f"{script!r} exited {code}")
         return out.decode()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Daemon:
