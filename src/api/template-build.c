@@ -132,29 +132,8 @@ static int chain_key(const char *parent, const char *what, const char *extra, ch
 
 /* ---- the context ---- */
 
-static int ctx_read_exact(void *u, void *buf, size_t n) {
-        int fd = *(int *) u;
-        size_t got = 0;
-
-        while (got < n) {
-                ssize_t k = read(fd, (char *) buf + got, n - got);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return negative_errno();
-                if (k == 0)
-                        return -EBADMSG;
-                got += (size_t) k;
-        }
-        return 0;
-}
-
-static int ctx_skip(void *u, uint64_t n) {
-        return lseek(*(int *) u, (off_t) n, SEEK_CUR) < 0 ? negative_errno() : 0;
-}
-
 static int ctx_index(Build *b, ApiError *e) {
-        TarStream s = { .read = ctx_read_exact, .skip = ctx_skip, .userdata = &b->ctx_fd };
+        TarStream s = tar_stream_of_fd(&b->ctx_fd);
         char err[160] = "";
         int k;
 

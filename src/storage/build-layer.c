@@ -17,28 +17,6 @@
 #include "pool-internal.h"
 #include "str-util.h"
 
-static int file_read_exact(void *u, void *buf, size_t n) {
-        int fd = *(int *) u;
-        size_t got = 0;
-
-        while (got < n) {
-                ssize_t k = read(fd, (char *) buf + got, n - got);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return negative_errno();
-                if (k == 0)
-                        return -EBADMSG;
-                got += (size_t) k;
-        }
-        return 0;
-}
-
-static int file_skip(void *u, uint64_t n) {
-        int fd = *(int *) u;
-        return lseek(fd, (off_t) n, SEEK_CUR) < 0 ? negative_errno() : 0;
-}
-
 static bool key_valid(const char *k) {
         return k && strlen(k) == 64 && strspn(k, "0123456789abcdef") == 64;
 }
@@ -52,7 +30,7 @@ static int apply_tar(Pool *p, int root_fd, const char *path, ApiError *e) {
 
                 if (fd < 0)
                         return api_error(e, negative_errno(), API_INTERNAL, "cannot open the step's files: %m");
-                s = (TarStream){ .read = file_read_exact, .skip = file_skip, .userdata = &fd };
+                s = tar_stream_of_fd(&fd);
                 r = oci_layer_apply(p, root_fd, &s, pass == 0, "the copied files", e);
                 if (r < 0)
                         return r;

@@ -9,8 +9,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc-util.h"
+#include "fd-util.h"
 #include "oci.h"
 #include "str-util.h"
 
@@ -416,4 +418,19 @@ int oci_whiteout_classify(const char *clean, OciWhiteout *ret_kind, char **ret_t
         *ret_kind = OCI_WHITEOUT_FILE;
         *ret_target = t;
         return 0;
+}
+
+static int fd_read_exact(void *u, void *buf, size_t n) {
+        ssize_t k = loop_read(*(int *) u, buf, n);
+        if (k < 0)
+                return (int) k;
+        return (size_t) k == n ? 0 : -EBADMSG;
+}
+
+static int fd_skip(void *u, uint64_t n) {
+        return lseek(*(int *) u, (off_t) n, SEEK_CUR) < 0 ? negative_errno() : 0;
+}
+
+TarStream tar_stream_of_fd(int *fd) {
+        return (TarStream){ .read = fd_read_exact, .skip = fd_skip, .userdata = fd };
 }

@@ -54,6 +54,9 @@ typedef struct TarStream {
         bool ended;
 } TarStream;
 
+/* A stream reading a seekable fd from its current offset; *fd must outlive it. */
+TarStream tar_stream_of_fd(int *fd);
+
 void tar_entry_done(TarEntry *e);
 /* The next member: 1, 0 at the end of the archive, <0 with err filled. */
 int tar_next(TarStream *s, TarEntry *ret, char *err, size_t errlen);
