@@ -425,6 +425,10 @@ int api_templates_list(ApiRequest *r, ApiError *e);
 int api_template_import(ApiRequest *r, ApiError *e);
 int api_template_remove(ApiRequest *r, ApiError *e);
 int api_template_pull(ApiRequest *r, ApiError *e);
+/* The registry client's options from the host's configuration (its layer
+ * cache asked of r's worker). */
+struct RegistryOptions;
+void api_registry_options(ApiRequest *r, struct RegistryOptions *ret);
 /* Streams the request body (a tar, within upload_max_mb) into a new file under <state_dir>/tmp. */
 int api_template_receive_tar(ApiRequest *r, char **ret_path, ApiError *e);
 /* template-build.c: POST /v1/templates/{name}/build, a Dockerfile build answered as NDJSON progress */

@@ -1038,28 +1038,13 @@ static int parse_query(ApiRequest *r, Build *b, char **ret_dockerfile, ApiError 
         return 0;
 }
 
-static int pull_layers_cached(void *userdata, char (*keys)[65], size_t n, bool *ret_cached) {
-        ApiRequest *r = userdata;
-        ApiError e = {};
-
-        return worker_layers_cached(r->worker, keys, n, ret_cached, &e);
-}
-
 /* FROM an image reference: pulled (its known layers skipped) and imported as a
  * stage template, the base layer made from it, the stage removed; keyed by
  * the manifest's digest. */
 static int build_from_image(Build *b, const DockerfileStep *s, const RegistryRef *ref, char key[static 65],
                             ApiError *e) {
         const Config *c = api_config(b->r->api);
-        RegistryOptions o = {
-                .ca_file = c->registry_ca_file,
-                .insecure = c->registry_insecure,
-                .resolve = c->registry_resolve,
-                .max_bytes = c->upload_max_mb * 1024 * 1024,
-                .timeout_msec = (int) MIN(c->registry_timeout_s * 1000, (uint64_t) INT32_MAX),
-                .layers_cached = pull_layers_cached,
-                .userdata = b->r,
-        };
+        RegistryOptions o;
         _cleanup_(unlink_freep) char *path = NULL;
         _cleanup_free_ char *tmpdir = strjoin(c->state_dir, "/tmp");
         char digest[72], stage[STORE_NAME_MAX], suffix[13];
@@ -1068,6 +1053,7 @@ static int build_from_image(Build *b, const DockerfileStep *s, const RegistryRef
         uint64_t size = 0;
         int k;
 
+        api_registry_options(b->r, &o);
         if (!tmpdir)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         k = registry_pull(ref, NULL, &o, tmpdir, &path, digest, e);

@@ -193,6 +193,22 @@ static int pull_layers_cached(void *userdata, char (*keys)[65], size_t n, bool *
         return k;
 }
 
+/* The registry client's options from the host's configuration; its layer
+ * cache asked of r's worker. */
+void api_registry_options(ApiRequest *r, RegistryOptions *ret) {
+        const Config *c = api_config(r->api);
+
+        *ret = (RegistryOptions){
+                .ca_file = c->registry_ca_file,
+                .insecure = c->registry_insecure,
+                .resolve = c->registry_resolve,
+                .max_bytes = c->upload_max_mb * 1024 * 1024,
+                .timeout_msec = (int) MIN(c->registry_timeout_s * 1000, (uint64_t) INT32_MAX),
+                .layers_cached = pull_layers_cached,
+                .userdata = r,
+        };
+}
+
 /* The template row is made first (a name taken twice fails at once, before
  * any download) and dropped again on any failure. */
 int api_template_pull(ApiRequest *r, ApiError *e) {
@@ -207,20 +223,13 @@ int api_template_pull(ApiRequest *r, ApiError *e) {
         _cleanup_(credential_done) Credential cred = {};
         RegistryCredential rc = {};
         RegistryRef ref;
-        RegistryOptions o = {
-                .ca_file = c->registry_ca_file,
-                .insecure = c->registry_insecure,
-                .resolve = c->registry_resolve,
-                .max_bytes = c->upload_max_mb * 1024 * 1024,
-                .timeout_msec = (int) MIN(c->registry_timeout_s * 1000, (uint64_t) INT32_MAX),
-                .layers_cached = pull_layers_cached,
-                .userdata = r,
-        };
+        RegistryOptions o;
         char data[STORE_NAME_MAX + REGISTRY_REF_MAX + 160], digest[72], err[160];
         Template t = {};
         uint64_t size = 0;
         int k;
 
+        api_registry_options(r, &o);
         json_w_init(&w);
         if (!api_template_name_valid(name))
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
