@@ -119,10 +119,12 @@ static int secret_find(ApiRequest *r, const char *ref, Credential *ret, ApiError
         return 0;
 }
 
-static int secret_create(ApiRequest *r, ApiError *e) {
-        static const char *const allowed[] = { "name", "value", "metadata", NULL };
+/* Reads a create's or an update's body (its keys in allowed): *ret_value
+ * its value, a non-empty string or absent (an error). On failure the value
+ * is wiped. */
+static int secret_body(ApiRequest *r, const char *const *allowed, JsonValue **ret_body, JsonValue **ret_value,
+                       ApiError *e) {
         _cleanup_json_ JsonValue *body = NULL;
-        _cleanup_(credential_done) Credential c = {};
         const char *unknown = NULL;
         JsonValue *value;
         int k;
@@ -133,14 +135,32 @@ static int secret_create(ApiRequest *r, ApiError *e) {
         value = json_get(body, "value");
         if (json_check_keys(body, allowed, &unknown) < 0)
                 k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "unknown field '%.64s'", strna(unknown));
-        if (k >= 0)
-                k = secret_name(json_get(body, "name"), c.name, e);
         if (k >= 0 && !value)
                 k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "value is required (it is never shown again)");
         if (k >= 0 && json_string_len(value) == 0 && json_type(value) == JSON_STRING)
                 k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "value must not be empty");
         if (k >= 0)
                 k = no_metadata(body, e);
+        if (k < 0) {
+                wipe_value(value);
+                return k;
+        }
+        *ret_value = value;
+        *ret_body = TAKE_PTR(body);
+        return 0;
+}
+
+static int secret_create(ApiRequest *r, ApiError *e) {
+        static const char *const allowed[] = { "name", "value", "metadata", NULL };
+        _cleanup_json_ JsonValue *body = NULL;
+        _cleanup_(credential_done) Credential c = {};
+        JsonValue *value = NULL;
+        int k;
+
+        k = secret_body(r, allowed, &body, &value, e);
+        if (k < 0)
+                return k;
+        k = secret_name(json_get(body, "name"), c.name, e);
         if (k >= 0)
                 k = api_credential_new_id(c.id, e);
         if (k < 0) {
@@ -215,25 +235,14 @@ static int secret_update(ApiRequest *r, const char *ref, ApiError *e) {
         static const char *const allowed[] = { "value", "metadata", NULL };
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_(credential_done) Credential c = {};
-        const char *unknown = NULL;
-        JsonValue *value;
+        JsonValue *value = NULL;
         uint64_t v = 0;
         int k;
 
-        k = e2b_read_json(r, &body, e);
+        k = secret_body(r, allowed, &body, &value, e);
         if (k < 0)
                 return k;
-        value = json_get(body, "value");
-        if (json_check_keys(body, allowed, &unknown) < 0)
-                k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "unknown field '%.64s'", strna(unknown));
-        if (k >= 0 && !value)
-                k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "value is required");
-        if (k >= 0 && json_string_len(value) == 0 && json_type(value) == JSON_STRING)
-                k = api_error(e, -EINVAL, API_INVALID_ARGUMENT, "value must not be empty");
-        if (k >= 0)
-                k = no_metadata(body, e);
-        if (k >= 0)
-                k = secret_find(r, ref, &c, e);
+        k = secret_find(r, ref, &c, e);
         if (k < 0) {
                 wipe_value(value);
                 return k;
