@@ -249,10 +249,6 @@ static int deliver_some(Store *s, const WebhookGuard *g, const Config *c, const 
         return delivered;
 }
 
-int webhooks_run_once(Store *store, const Config *config, int64_t now) {
-        return webhooks_run_once_keyed(store, config, NULL, now);
-}
-
 int webhooks_seal_stored(Store *store, const CredKey *key, uint64_t *ret_sealed) {
         Webhook *list = NULL;
         size_t n = 0;
@@ -288,7 +284,7 @@ int webhooks_seal_stored(Store *store, const CredKey *key, uint64_t *ret_sealed)
         return r;
 }
 
-int webhooks_run_once_keyed(Store *store, const Config *config, const CredKey *key, int64_t now) {
+int webhooks_run_once(Store *store, const Config *config, const CredKey *key, int64_t now) {
         static size_t rotate = 0; /* where the last round began: every webhook gets its turn */
         Budget b = { .left = WEBHOOK_ROUND_DELIVERIES };
         WebhookGuard g;

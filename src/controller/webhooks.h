@@ -39,11 +39,10 @@ int webhook_event_body_e2b(const Event *ev, const Sandbox *sb, char **ret, size_
 /* Whether the webhook's events_json names type. */
 bool webhook_wants(const Webhook *w, const char *type);
 
-/* One pass at time now; returns how many events it delivered. */
-int webhooks_run_once(Store *store, const Config *config, int64_t now);
-/* The same, opening sealed secrets with key (NULL: only rows from before sealing deliver). */
+/* One pass at time now, opening sealed secrets with key (NULL: only rows
+ * from before sealing deliver); returns how many events it delivered. */
 struct CredKey;
-int webhooks_run_once_keyed(Store *store, const Config *config, const struct CredKey *key, int64_t now);
+int webhooks_run_once(Store *store, const Config *config, const struct CredKey *key, int64_t now);
 /* Seals every webhook secret still stored in clear (rows from before
  * sealing) under key; NULL key: nothing. ret_sealed (may be NULL): how many. */
 int webhooks_seal_stored(Store *store, const struct CredKey *key, uint64_t *ret_sealed);

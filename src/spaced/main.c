@@ -447,7 +447,7 @@ static void *webhook_thread(void *userdata) {
                         if (store && token > 0 && token != fenced && store_fence(store, token) >= 0)
                                 fenced = token;
                         if (store && (!ctl->token || fenced == token))
-                                (void) webhooks_run_once_keyed(store, ctl->config, ctl->cred_key, now_usec());
+                                (void) webhooks_run_once(store, ctl->config, ctl->cred_key, now_usec());
                 }
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
         }

@@ -281,10 +281,13 @@ TEST(webhook_loop_backs_off_and_gives_up) {
         int64_t skipped, now = now_usec();
         EventFilter f = { .tenant_id = "tn_w", .type = "webhook." };
         Config c;
+        static const uint8_t key_bytes[32] = { 7 };
+        _cleanup_(cred_key_freep) CredKey *key = NULL;
 
         ASSERT_NOT_NULL(mkdtemp(dir));
         snprintf(url, sizeof url, "sqlite:%s/space.db", dir);
         ASSERT_OK(store_open(url, &s));
+        ASSERT_OK(cred_key_from_bytes(key_bytes, sizeof key_bytes, &key));
         config_defaults(&c);
         c.webhook_allow_private = 1;
 
@@ -294,11 +297,12 @@ TEST(webhook_loop_backs_off_and_gives_up) {
         (void) strscpy(w.events_json, sizeof w.events_json, "[\"sandbox.created\"]");
         (void) strscpy(w.secret, sizeof w.secret, "whsec_0123456789abcdef");
         ASSERT_OK(store_webhook_insert(s, &w));
+        ASSERT_OK(webhooks_seal_stored(s, key, NULL)); /* as spaced does at start */
         append(s, "tn_w", "key.created", &skipped);
         append(s, "tn_w", "sandbox.created", NULL);
         append(s, "tn_other", "sandbox.created", NULL);
 
-        ASSERT_EQ(webhooks_run_once(s, &c, now), 0);
+        ASSERT_EQ(webhooks_run_once(s, &c, key, now), 0);
         ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
         ASSERT_EQ(got.last_seq, skipped); /* past the filtered one, not past the failed one */
         ASSERT_EQ(got.failures, 1U);
@@ -306,18 +310,18 @@ TEST(webhook_loop_backs_off_and_gives_up) {
         ASSERT_EQ(got.failing_since_usec, now);
         ASSERT_TRUE(strstr(got.last_error, "connect") != NULL);
         /* not before next_usec */
-        ASSERT_EQ(webhooks_run_once(s, &c, now + 1), 0);
+        ASSERT_EQ(webhooks_run_once(s, &c, key, now + 1), 0);
         ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
         ASSERT_EQ(got.failures, 1U);
         ASSERT_TRUE(got.enabled);
         /* then again, doubling */
-        ASSERT_EQ(webhooks_run_once(s, &c, now + WEBHOOK_BACKOFF_MIN_USEC), 0);
+        ASSERT_EQ(webhooks_run_once(s, &c, key, now + WEBHOOK_BACKOFF_MIN_USEC), 0);
         ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
         ASSERT_EQ(got.failures, 2U);
         ASSERT_EQ(got.next_usec, now + 3 * WEBHOOK_BACKOFF_MIN_USEC);
         ASSERT_TRUE(got.enabled);
         /* failing for longer than webhook_give_up_s: disabled, with an event */
-        ASSERT_EQ(webhooks_run_once(s, &c, now + (int64_t) c.webhook_give_up_s * SEC), 0);
+        ASSERT_EQ(webhooks_run_once(s, &c, key, now + (int64_t) c.webhook_give_up_s * SEC), 0);
         ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
         ASSERT_FALSE(got.enabled);
         ASSERT_EQ(got.failures, 3U);
@@ -326,7 +330,7 @@ TEST(webhook_loop_backs_off_and_gives_up) {
         ASSERT_STREQ(evs[0].type, "webhook.disabled");
         event_array_free(evs, n);
         /* disabled: no more attempts */
-        ASSERT_EQ(webhooks_run_once(s, &c, now + 2 * (int64_t) c.webhook_give_up_s * SEC), 0);
+        ASSERT_EQ(webhooks_run_once(s, &c, key, now + 2 * (int64_t) c.webhook_give_up_s * SEC), 0);
         ASSERT_OK(store_webhook_get(s, "tn_w", "wh_a", &got));
         ASSERT_EQ(got.failures, 3U);
 
@@ -336,8 +340,9 @@ TEST(webhook_loop_backs_off_and_gives_up) {
         (void) strscpy(v.id, sizeof v.id, "wh_b");
         v.enabled = true;
         ASSERT_OK(store_webhook_insert(s, &v));
+        ASSERT_OK(webhooks_seal_stored(s, key, NULL));
         append(s, "tn_w", "sandbox.created", NULL);
-        ASSERT_EQ(webhooks_run_once(s, &c, now), 0);
+        ASSERT_EQ(webhooks_run_once(s, &c, key, now), 0);
         ASSERT_OK(store_webhook_get(s, "tn_w", "wh_b", &got));
         ASSERT_EQ(got.failures, 1U);
         ASSERT_TRUE(strstr(got.last_error, "loopback") && strstr(got.last_error, "refused"));
