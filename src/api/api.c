@@ -5,7 +5,6 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "alloc-util.h"
 #include "api-internal.h"
@@ -14,6 +13,7 @@
 #include "log.h"
 #include "metrics-hist.h"
 #include "str-util.h"
+#include "time-util.h"
 
 #define API_PARAM_MAX 255U      /* one {param} path segment */
 #define API_SEGMENTS_MAX 16U
@@ -324,14 +324,12 @@ static void body_pending_close(ApiRequest *r) {
 }
 
 /* the request this connection thread is serving started then (api_head_hook) */
-static _Thread_local struct timespec request_start;
+static _Thread_local int64_t request_start_usec; /* mono_usec() */
 /* ... is an exec whose start is not observed yet (its first response bytes are the command running) */
 static _Thread_local bool exec_start_pending;
 
-static int64_t elapsed_usec(const struct timespec *start) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (int64_t) (now.tv_sec - start->tv_sec) * 1000000 + (now.tv_nsec - start->tv_nsec) / 1000;
+static int64_t elapsed_usec(int64_t start_usec) {
+        return mono_usec() - start_usec;
 }
 
 static void exec_started(int status) {
@@ -339,7 +337,7 @@ static void exec_started(int status) {
                 return;
         exec_start_pending = false;
         if (status >= 200 && status < 300)
-                api_hist_observe_phase(API_PHASE_EXEC_START, elapsed_usec(&request_start));
+                api_hist_observe_phase(API_PHASE_EXEC_START, elapsed_usec(request_start_usec));
 }
 
 static int reply_raw(ApiRequest *r, int status, const char *content_type, const char *body, size_t n,
@@ -624,10 +622,8 @@ static bool route_match(const Route *rt, char *const *segs, size_t n_segs, const
         return i == n_segs;
 }
 
-static double elapsed_msec(const struct timespec *start) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (double) (now.tv_sec - start->tv_sec) * 1e3 + (double) (now.tv_nsec - start->tv_nsec) / 1e6;
+static double elapsed_msec(int64_t start_usec) {
+        return (double) elapsed_usec(start_usec) / 1e3;
 }
 
 static int dispatch(ApiRequest *r, ApiError *e, const Route **ret_route) {
@@ -701,7 +697,7 @@ void api_head_hook(char *buf, size_t size, void *userdata) {
         if (!a || !a->config.debug_timing || size == 0)
                 return;
         (void) snprintf(buf, size, "Server-Timing: store;dur=%.3f;desc=\"%" PRIu64 " calls\", total;dur=%.3f\r\n",
-                        (double) store_timing_usec() / 1000.0, store_timing_calls(), elapsed_msec(&request_start));
+                        (double) store_timing_usec() / 1000.0, store_timing_calls(), elapsed_msec(request_start_usec));
 }
 
 /* A static label for the method (the request's own string does not outlive it). */
@@ -740,7 +736,7 @@ static void observe(ApiRequest *r, const Route *route, int64_t usec) {
 
 /* One access line: the request's facts as fields of their own. Probes and scrapes are not
  * logged unless log_health_requests (or they failed). */
-static void log_request(ApiRequest *r, const Route *route, const struct timespec *start, const ApiError *e) {
+static void log_request(ApiRequest *r, const Route *route, int64_t start_usec, const ApiError *e) {
         char status[16], duration[32], store_ms[32];
         LogField f[10];
         size_t n = 0;
@@ -748,7 +744,7 @@ static void log_request(ApiRequest *r, const Route *route, const struct timespec
         if (r->status < 500 && !r->api->config.log_health_requests && is_probe_path(r->head->path))
                 return;
         snprintf(status, sizeof status, "%d", r->status);
-        snprintf(duration, sizeof duration, "%.1f", elapsed_msec(start));
+        snprintf(duration, sizeof duration, "%.1f", elapsed_msec(start_usec));
         snprintf(store_ms, sizeof store_ms, "%.1f", (double) store_timing_usec() / 1000.0);
         f[n++] = (LogField) { "method", r->head->method };
         f[n++] = (LogField) { "path", strna(r->head->path) };
@@ -772,13 +768,12 @@ static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_s
                 .envd_sandbox = envd_sandbox,
         };
         const Route *route = NULL;
-        struct timespec start;
+        int64_t start_usec = mono_usec();
         ApiError e = {};
         char id[9];
         int k;
 
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        request_start = start;
+        request_start_usec = start_usec;
         store_timing_reset();
         atomic_fetch_add(&a->requests_in_flight, 1);
         if (random_alnum(id, 8) < 0)
@@ -810,8 +805,8 @@ static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_s
                 atomic_fetch_add(&a->requests_by_class[r.status / 100], 1);
         atomic_fetch_sub(&a->requests_in_flight, 1);
 
-        observe(&r, route, elapsed_usec(&start));
-        log_request(&r, route, &start, &e);
+        observe(&r, route, elapsed_usec(start_usec));
+        log_request(&r, route, start_usec, &e);
         log_set_context(NULL, NULL);
         free(r.tenants);
 }

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "cred-crypt.h"
 #include "webhook-post.h"
 #include "webhook.h"
@@ -124,17 +125,11 @@ bool webhook_wants(const Webhook *w, const char *type) {
 
 typedef struct Budget {
         unsigned left;
-        struct timespec start;
+        int64_t start_msec; /* mono_msec() */
 } Budget;
 
 static bool budget_spent(const Budget *b) {
-        struct timespec now;
-
-        if (b->left == 0)
-                return true;
-        (void) clock_gettime(CLOCK_MONOTONIC, &now);
-        return (now.tv_sec - b->start.tv_sec) * 1000 + (now.tv_nsec - b->start.tv_nsec) / 1000000 >=
-               WEBHOOK_ROUND_BUDGET_MSEC;
+        return b->left == 0 || mono_msec() - b->start_msec >= WEBHOOK_ROUND_BUDGET_MSEC;
 }
 
 static void disabled_event(Store *s, const Webhook *w) {
@@ -299,7 +294,7 @@ int webhooks_run_once(Store *store, const Config *config, const CredKey *key, in
         r = store_webhook_list(store, NULL, &list, &n);
         if (r < 0)
                 return r;
-        (void) clock_gettime(CLOCK_MONOTONIC, &b.start);
+        b.start_msec = mono_msec();
         for (size_t k = 0; k < n && !budget_spent(&b); k++) {
                 Webhook *w = &list[(rotate + k) % n];
 
