@@ -20,12 +20,14 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "veth.h"
 #include "worker-internal.h"
 
@@ -35,6 +37,10 @@
  * cgroups take the same kernel locks) at most this long; not at all once the
  * queue is half full. */
 #define WORKER_TEARDOWN_YIELD_MSEC 50
+/* Roots removed since the last commit are committed at most this often: the
+ * cleaner then frees their space as they go, not in bursts at the periodic
+ * commit (~30 s), when a churning pool may have filled with them. */
+#define WORKER_TEARDOWN_COMMIT_MSEC 1000
 #define IOPRIO_CLASS_BE 2
 #define IOPRIO_WHO_PROCESS 1
 #define IOPRIO_PRIO_VALUE(class, data) (((class) << 13) | (data))
@@ -61,6 +67,8 @@ struct WorkerTeardowns {
         bool stop;
         int event_fd;
         atomic_bool serving; /* the main thread handles a request */
+        int64_t committed_msec; /* mono_msec() of the last commit the thread asked for */
+        unsigned uncommitted;   /* roots removed since */
         Firewall *firewall;  /* the thread's own libnftables context */
 };
 
@@ -102,8 +110,27 @@ static int teardown_run(WorkerTeardowns *t, const TeardownItem *it) {
                 log_warning_errno(k, "Failed to remove root of sandbox %s: %m", it->id);
                 if (r >= 0)
                         r = k;
-        }
+        } else
+                t->uncommitted++;
         return r;
+}
+
+/* Commits the roots removed since the last commit, at most once a
+ * WORKER_TEARDOWN_COMMIT_MSEC (a burst of deletes costs one commit a
+ * second, not one each). */
+static void commit_removed(WorkerTeardowns *t) {
+        int64_t now = mono_msec();
+        int k;
+
+        if (t->uncommitted == 0 || now - t->committed_msec < WORKER_TEARDOWN_COMMIT_MSEC)
+                return;
+        (void) yield_to_requests(t);
+        k = pool_space_sync(t->w->pool);
+        if (k < 0)
+                log_debug_errno(k, "Teardowns: committing %u removed roots failed (the periodic commit will): %m",
+                                t->uncommitted);
+        t->committed_msec = now;
+        t->uncommitted = 0;
 }
 
 static void *teardown_thread(void *userdata) {
@@ -119,6 +146,25 @@ static void *teardown_thread(void *userdata) {
         pthread_mutex_lock(&t->lock);
         for (;;) {
                 TeardownItem it;
+                while (t->n == 0 && !t->stop && t->uncommitted > 0) {
+                        /* idle with removals not committed: commit once the interval has passed */
+                        int64_t due = t->committed_msec + WORKER_TEARDOWN_COMMIT_MSEC - mono_msec();
+                        struct timespec ts;
+                        if (due <= 0) {
+                                pthread_mutex_unlock(&t->lock);
+                                commit_removed(t);
+                                pthread_mutex_lock(&t->lock);
+                                continue;
+                        }
+                        clock_gettime(CLOCK_MONOTONIC, &ts); /* the condition's clock */
+                        ts.tv_sec += due / 1000;
+                        ts.tv_nsec += (due % 1000) * 1000000;
+                        if (ts.tv_nsec >= 1000000000) {
+                                ts.tv_sec++;
+                                ts.tv_nsec -= 1000000000;
+                        }
+                        (void) pthread_cond_timedwait(&t->work, &t->lock, &ts);
+                }
                 while (t->n == 0 && !t->stop)
                         pthread_cond_wait(&t->work, &t->lock);
                 if (t->n == 0)
@@ -126,6 +172,7 @@ static void *teardown_thread(void *userdata) {
                 it = t->queue[t->head];
                 pthread_mutex_unlock(&t->lock);
                 it.result = teardown_run(t, &it);
+                commit_removed(t);
                 pthread_mutex_lock(&t->lock);
                 t->head = (t->head + 1) % WORKER_TEARDOWN_QUEUE_MAX;
                 t->n--;
@@ -155,7 +202,11 @@ int worker_teardown_start(Worker *w) {
                 return log_warning_errno(r, "Teardowns: cannot watch the eventfd (deletes tear down in line): %m");
         }
         pthread_mutex_init(&t->lock, NULL);
-        pthread_cond_init(&t->work, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&t->work, &ca);
+        pthread_condattr_destroy(&ca);
         pthread_cond_init(&t->finished, NULL);
         r = -pthread_create(&t->thread, NULL, teardown_thread, t);
         if (r < 0) {

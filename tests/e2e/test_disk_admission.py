@@ -352,3 +352,19 @@ def test_volume_past_the_pool_is_507_and_its_quota_is_a_promise(d):
         assert promised() == p0 + 64 * MiB  # sandboxes after it are admitted against it too
     finally:
         assert d.api("DELETE", "/v1/volumes/fits").status == 204
+
+
+def test_churn_past_the_pools_size_is_never_refused(d):
+    """Sandboxes that each write most of their quota and are deleted, one after another,
+    write twice the pool in all: deleted roots give their space back as the churn goes
+    (the teardowns commit them, admission awaits the cleaner), so no create is refused."""
+    settle(d)
+    disk_mb, write_mb = POOL_MB // 2, 64   # a new one needs half the pool free
+    cycles = 2 * POOL_MB // write_mb
+    for i in range(cycles):
+        r = create_raw(d, disk_mb=disk_mb)
+        assert r.status == 201, f"cycle {i} of {cycles}: {r!r}"
+        sid = r.json()["id"]
+        out = d.sh(sid, f"dd if=/dev/urandom of=/root/fill bs=1M count={write_mb} conv=fsync 2>&1 >/dev/null; echo rc=$?")
+        assert "rc=0" in out, out
+        cleanup(d, [sid])
