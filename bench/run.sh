@@ -33,14 +33,20 @@ for i in $(seq 1 300); do
         curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
         sleep 0.1
 done
-/usr/bin/python3 bench/bench.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
+key=$(cat "$state/admin.key")
+if [ -n "${CHURN:-}" ]; then
+        # CHURN=N ./bench/run.sh: only the churn benchmark, N cycles (minutes: 10,000 take ~10)
+        /usr/bin/python3 bench/churn.py --url "http://127.0.0.1:$port" --key "$key" -n "$CHURN" "$@"
+        exit 0
+fi
+/usr/bin/python3 bench/bench.py --url "http://127.0.0.1:$port" --key "$key" \
         --state-dir "$state" --rootfs "$rootfs" "$@"
 # a burst of 100 creates at once beside bwrap started 100 at once
-/usr/bin/python3 bench/burst.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
+/usr/bin/python3 bench/burst.py --url "http://127.0.0.1:$port" --key "$key" \
         --rootfs "$rootfs" -n 100
 # the ingress and the port forward against a direct connection
-/usr/bin/python3 bench/ports.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
+/usr/bin/python3 bench/ports.py --url "http://127.0.0.1:$port" --key "$key" \
         --ingress "127.0.0.1:$((port + 1))"
 # the clients' own cost: the Python SDK and the MCP server against raw HTTP
-/usr/bin/python3 bench/clients.py --url "http://127.0.0.1:$port" --key "$(cat "$state/admin.key")" \
+/usr/bin/python3 bench/clients.py --url "http://127.0.0.1:$port" --key "$key" \
         --space build-release/src/cli/space
