@@ -9,7 +9,11 @@ backoff is at its minimum (100 ms) every time; the worker's own log line
 A real spaced on a temporary state dir (the e2e suite's Session: its
 cgroup root, net pool and cleanup), as root. Not a test: it reports.
 
-    SPACE_BUILD_DIR=build bench/worker-restart.py [--rounds 8]
+    SPACE_BUILD_DIR=build bench/worker-restart.py [--rounds 8] [--sandboxes 100]
+
+With --sandboxes N, N sandboxes run through the restarts (the worker adopts
+them all at its start) and each round also reports the time from the kill
+until every one of them answered an exec again.
 """
 import argparse
 import os
@@ -17,6 +21,7 @@ import re
 import signal
 import statistics
 import sys
+import threading
 import time
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -33,16 +38,45 @@ def worker(d):
     return [p for p in host.children(d.pid) if host.proc_status(p, "Name") == "space-worker"]
 
 
+def all_answer(d, sids, t0):
+    """Msec from t0 until every sandbox answered `echo` (8 threads, each retrying its own)."""
+    left = list(sids)
+    lock = threading.Lock()
+
+    def run():
+        while True:
+            with lock:
+                if not left:
+                    return
+                sid = left.pop()
+            while True:
+                try:
+                    if d.sh(sid, "echo ok") == "ok\n":
+                        break
+                except (AssertionError, OSError):
+                    pass
+                time.sleep(0.01)
+
+    ts = [threading.Thread(target=run) for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return (time.monotonic() - t0) * 1000
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--sandboxes", type=int, default=1)
     a = ap.parse_args()
     s = Session(TOP)
     d = s.new_daemon()
     d.start()
     try:
-        sid = d.create()["id"]
-        took, logged = [], []
+        sids = [d.create()["id"] for _ in range(a.sandboxes)]
+        sid = sids[0]
+        took, logged, every = [], [], []
         for _ in range(a.rounds):
             time.sleep(STABLE_S)
             old = worker(d)
@@ -59,11 +93,15 @@ def main():
             took.append((time.monotonic() - t0) * 1000)
             m = re.search(r"serves again, (\d+) ms after", d.log_text(start))
             logged.append(int(m.group(1)) if m else None)
+            every.append(all_answer(d, sids, t0))
             assert d.sh(sid, "echo ok") == "ok\n", "the sandbox did not survive"
         print("kill -9 -> /readyz 200 (ms):", [round(x) for x in took])
         print("the supervisor's log (ms):  ", logged)
         print("p50 %.0f ms, max %.0f ms over %d rounds" % (statistics.median(took), max(took), len(took)))
-        d.delete(sid)
+        print("kill -9 -> all %d sandboxes answer exec (ms): %s; p50 %.0f ms" %
+              (len(sids), [round(x) for x in every], statistics.median(every)))
+        for x in sids:
+            d.delete(x)
     finally:
         d.stop()
         residue.cleanup(s, lambda m: print(m, file=sys.stderr))
