@@ -39,6 +39,12 @@ if [ -n "${CHURN:-}" ]; then
         /usr/bin/python3 bench/churn.py --url "http://127.0.0.1:$port" --key "$key" -n "$CHURN" "$@"
         exit 0
 fi
+if [ -n "${DENSITY:-}" ]; then
+        # DENSITY=N ./bench/run.sh: only the density benchmark, N idle sandboxes
+        /usr/bin/python3 bench/density.py --url "http://127.0.0.1:$port" --key "$key" --state-dir "$state" \
+                --rootfs "$rootfs" -n "$DENSITY" "$@"
+        exit 0
+fi
 /usr/bin/python3 bench/bench.py --url "http://127.0.0.1:$port" --key "$key" \
         --state-dir "$state" --rootfs "$rootfs" "$@"
 # a burst of 100 creates at once beside bwrap started 100 at once
