@@ -13,6 +13,7 @@ mkdir -p build-release/templates
 state=$(mktemp -d /tmp/space-bench-XXXXXX)
 rootfs=$(mktemp -d /tmp/space-bench-rootfs-XXXXXX)
 port=$((20000 + $$ % 20000))
+# the benchmarks measure the server, not its rate limits: the admin key gets no practical limit
 # host-global names of its own (nft table, link prefix, address pool), so a
 # bench beside a running spaced or a test run does not touch theirs
 net="--net-table spacebench$$ --net-link-prefix b$(($$ % 100000))- --net-pool 10.$((160 + $$ % 32)).0.0/16"
@@ -28,7 +29,8 @@ trap cleanup EXIT INT TERM
 tar -C "$rootfs" -xf build-release/templates/base.tar
 build-release/src/spaced/spaced --state-dir "$state" --listen "127.0.0.1:$port" \
         --template-dir "$top/build-release/templates" --cgroup-root space-bench --pool-size-mb 4096 --disk-overcommit 100 \
-        --log-level warning --ingress-listen "127.0.0.1:$((port + 1))" $net >"$state/spaced.log" 2>&1 &
+        --log-level warning --ingress-listen "127.0.0.1:$((port + 1))" $net \
+        --admin-key-rps 1000000 --admin-key-burst 1000000 >"$state/spaced.log" 2>&1 &
 for i in $(seq 1 300); do
         curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
         sleep 0.1
@@ -37,6 +39,11 @@ key=$(cat "$state/admin.key")
 if [ -n "${CHURN:-}" ]; then
         # CHURN=N ./bench/run.sh: only the churn benchmark, N cycles (minutes: 10,000 take ~10)
         /usr/bin/python3 bench/churn.py --url "http://127.0.0.1:$port" --key "$key" -n "$CHURN" "$@"
+        exit 0
+fi
+if [ -n "${EXEC_RATE:-}" ]; then
+        # EXEC_RATE=1 ./bench/run.sh: only the exec throughput
+        /usr/bin/python3 bench/exec-rate.py --url "http://127.0.0.1:$port" --key "$key" "$@"
         exit 0
 fi
 if [ -n "${DENSITY:-}" ]; then
@@ -53,6 +60,8 @@ fi
 # the ingress and the port forward against a direct connection
 /usr/bin/python3 bench/ports.py --url "http://127.0.0.1:$port" --key "$key" \
         --ingress "127.0.0.1:$((port + 1))"
+# exec throughput with 1 and 8 connections over 50 sandboxes
+/usr/bin/python3 bench/exec-rate.py --url "http://127.0.0.1:$port" --key "$key"
 # the clients' own cost: the Python SDK and the MCP server against raw HTTP
 /usr/bin/python3 bench/clients.py --url "http://127.0.0.1:$port" --key "$key" \
         --space build-release/src/cli/space
