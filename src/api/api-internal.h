@@ -545,6 +545,9 @@ int api_volume_clone_make(ApiRequest *r, const Volume *source, const char *name,
 int api_volume_branch(ApiRequest *r, const char *source_id, const Sandbox *kids, size_t n, ApiBranchVolumes mode,
                       ApiError *e);
 int api_volume_clone(ApiRequest *r, ApiError *e);
+int api_volume_snapshot(ApiRequest *r, ApiError *e);
+/* 0, or 409 (-EROFS) for a read-only snapshot, whose files do not change. */
+int api_volume_writable(const Volume *v, ApiError *e);
 /* A create's volumes ([{name, path, <read_only_key>}], NULL or null = none): each the tenant's,
  * its path valid, none twice, all on one worker. */
 int api_volume_mounts_parse(ApiRequest *r, const JsonValue *list, const char *read_only_key, ApiVolumeMounts *ret,

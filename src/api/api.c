@@ -64,6 +64,7 @@ static const Route routes[] = {
         { "GET", "/v1/volumes/{name}", api_volume_show, true, false, false },
         { "DELETE", "/v1/volumes/{name}", api_volume_delete, true, false, false },
         { "POST", "/v1/volumes/{name}/clone", api_volume_clone, true, false, false },
+        { "POST", "/v1/volumes/{name}/snapshot", api_volume_snapshot, true, false, false },
         { "GET", "/v1/volumes/{name}/files", api_volume_files_get, true, false, false },
         { "PUT", "/v1/volumes/{name}/files", api_volume_files_put, true, false, false },
         { "DELETE", "/v1/volumes/{name}/files", api_volume_files_delete, true, false, false },

@@ -263,6 +263,8 @@ int e2b_volume_content_route(ApiRequest *r, char **s, size_t n, ApiError *e) {
                 k = content_path(r, &q, &rel, e);
         if (k >= 0)
                 k = api_get_worker(r, e);
+        if (k >= 0 && !streq(m, "GET"))
+                k = api_volume_writable(&v, e);
         if (k < 0)
                 return k;
 

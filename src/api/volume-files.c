@@ -119,6 +119,8 @@ int api_volume_files_put(ApiRequest *r, ApiError *e) {
         int k;
 
         k = begin(r, &v, &q, &rel, e);
+        if (k >= 0)
+                k = api_volume_writable(&v, e);
         if (k < 0)
                 return k;
         if (isempty(rel))
@@ -142,6 +144,8 @@ int api_volume_files_delete(ApiRequest *r, ApiError *e) {
         int k;
 
         k = begin(r, &v, &q, &rel, e);
+        if (k >= 0)
+                k = api_volume_writable(&v, e);
         if (k < 0)
                 return k;
         if (isempty(rel))

@@ -84,6 +84,12 @@ static void json_out_volume(JsonWriter *w, const Volume *v, int64_t used_bytes) 
         json_out_time(v->created_usec, t);
         json_w_kv_string(w, "created_at", t);
         json_w_kv_string(w, "worker", isempty(v->worker) ? "local" : v->worker);
+        json_w_kv_bool(w, "read_only", v->read_only);
+        json_w_key(w, "source");
+        if (isempty(v->source))
+                json_w_null(w);
+        else
+                json_w_string(w, v->source);
         json_w_key(w, "readers");
         json_w_uint(w, v->readers);
         json_w_key(w, "writers");
@@ -113,10 +119,19 @@ int api_volume_lookup(ApiRequest *r, const char *name, Volume *ret, ApiError *e)
         return 0;
 }
 
-static int volume_make(ApiRequest *r, const char *name, uint64_t size_mb, const Volume *source, Volume *ret,
-                       ApiError *e) {
+int api_volume_writable(const Volume *v, ApiError *e) {
+        if (!v->read_only)
+                return 0;
+        return api_error(e, -EROFS, API_CONFLICT,
+                         "volume '%s' is a read-only snapshot%s%s: clone it to change its files", v->name,
+                         isempty(v->source) ? "" : " of ", v->source);
+}
+
+/* source (NULL: an empty one): a snapshot of it, read_only or writable */
+static int volume_make(ApiRequest *r, const char *name, uint64_t size_mb, const Volume *source, bool read_only,
+                       Volume *ret, ApiError *e) {
         const Config *c = api_config(r->api);
-        Volume v = { .size_mb = size_mb };
+        Volume v = { .size_mb = size_mb, .read_only = read_only };
         StoreAdmission adm;
         int k;
 
@@ -132,6 +147,8 @@ static int volume_make(ApiRequest *r, const char *name, uint64_t size_mb, const 
         k = api_sandbox_id_generate(v.id);
         if (k < 0)
                 return api_error(e, k, API_INTERNAL, "cannot generate an id: %s", strerror(-k));
+        if (source)
+                (void) strscpy(v.source, sizeof v.source, source->name);
         k = api_get_worker(r, e);
         if (k >= 0 && source) /* a snapshot is made where its source is */
                 (void) strscpy(v.worker, sizeof v.worker, source->worker);
@@ -147,12 +164,12 @@ static int volume_make(ApiRequest *r, const char *name, uint64_t size_mb, const 
         /* the row first: the name is taken (two creates of one name: one wins), then the subvolume */
         k = store_volume_insert(r->store, &v, &adm);
         if (k == -EDQUOT)
-                return api_quota_error(r, &adm, source ? "this clone" : "this volume", e);
+                return api_quota_error(r, &adm, read_only ? "this snapshot" : source ? "this clone" : "this volume", e);
         if (k == -EEXIST)
                 return api_error(e, k, API_ALREADY_EXISTS, "a volume named '%s' already exists", name);
         if (k < 0)
                 return api_store_error(e, k, "recording the volume");
-        k = source ? worker_volume_clone(r->worker, v.worker, source->id, v.id, size_mb, e)
+        k = source ? worker_volume_clone(r->worker, v.worker, source->id, v.id, size_mb, read_only, e)
                    : worker_volume_create(r->worker, v.worker, v.id, size_mb, e);
         if (k < 0) {
                 int q = store_volume_delete(r->store, v.tenant_id, v.name);
@@ -162,18 +179,20 @@ static int volume_make(ApiRequest *r, const char *name, uint64_t size_mb, const 
                         (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
                 return k;
         }
-        volume_event(r, source ? "volume.cloned" : "volume.created", &v);
-        log_info("Created volume %s (%s, %" PRIu64 " MiB) for tenant %s", v.name, v.id, size_mb, r->tenant_name);
+        volume_event(r, read_only ? "volume.snapshotted" : source ? "volume.cloned" : "volume.created", &v);
+        log_info("Created volume %s (%s, %" PRIu64 " MiB%s%s) for tenant %s", v.name, v.id, size_mb,
+                 read_only ? ", a read-only snapshot of " : source ? ", a clone of " : "", source ? source->name : "",
+                 r->tenant_name);
         *ret = v;
         return 0;
 }
 
 int api_volume_make(ApiRequest *r, const char *name, uint64_t size_mb, Volume *ret, ApiError *e) {
-        return volume_make(r, name, size_mb, NULL, ret, e);
+        return volume_make(r, name, size_mb, NULL, false, ret, e);
 }
 
 int api_volume_clone_make(ApiRequest *r, const Volume *source, const char *name, Volume *ret, ApiError *e) {
-        return volume_make(r, name, source->size_mb, source, ret, e);
+        return volume_make(r, name, source->size_mb, source, false, ret, e);
 }
 
 int api_volume_remove(ApiRequest *r, const char *name, ApiError *e) {
@@ -237,8 +256,9 @@ int api_volume_create(ApiRequest *r, ApiError *e) {
         return api_reply_json(r, 201, &w);
 }
 
-/* POST /v1/volumes/{name}/clone {"name": NEW}: a writable snapshot (O(1)); the source may be in use */
-int api_volume_clone(ApiRequest *r, ApiError *e) {
+/* POST /v1/volumes/{name}/clone or /snapshot {"name": NEW}: a writable or a
+ * read-only snapshot (O(1)); the source may be in use */
+static int volume_copy(ApiRequest *r, bool read_only, ApiError *e) {
         static const char *const allowed[] = { "name", NULL };
         _cleanup_json_ JsonValue *body = NULL;
         _cleanup_(json_w_done) JsonWriter w;
@@ -257,11 +277,19 @@ int api_volume_clone(ApiRequest *r, ApiError *e) {
                 return api_error(e, -EINVAL, API_UNKNOWN_FIELD, "unknown field '%.64s'", strna(unknown));
         if (json_type(json_get(body, "name")) != JSON_STRING)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "name is required (a string)");
-        k = api_volume_clone_make(r, &src, json_string(json_get(body, "name")), &vol, e);
+        k = volume_make(r, json_string(json_get(body, "name")), src.size_mb, &src, read_only, &vol, e);
         if (k < 0)
                 return k;
         json_out_volume(&w, &vol, 0);
         return api_reply_json(r, 201, &w);
+}
+
+int api_volume_clone(ApiRequest *r, ApiError *e) {
+        return volume_copy(r, false, e);
+}
+
+int api_volume_snapshot(ApiRequest *r, ApiError *e) {
+        return volume_copy(r, true, e);
 }
 
 int api_volume_list(ApiRequest *r, ApiError *e) {
@@ -353,6 +381,10 @@ int api_volume_mounts_parse(ApiRequest *r, const JsonValue *list, const char *re
                 k = api_volume_lookup(r, json_string(name), &v, e);
                 if (k < 0)
                         return k;
+                if (v.read_only && !read_only)
+                        return api_error(e, -EROFS, API_CONFLICT,
+                                         "volume '%s' is a read-only snapshot: mount it read-only (volumes[%zu].%s)",
+                                         v.name, i, read_only_key ? read_only_key : "read_only");
                 for (size_t j = 0; j < i; j++) {
                         if (streq(ret->m[j].volume_id, v.id))
                                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "volume '%s' is named twice",

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* space volume create NAME [--size MB] | ls | show NAME | rm NAME...:
- * /v1/volumes. And the --volume NAME:/path[:ro] of space create
+/* space volume create NAME [--size MB] | clone NAME NEW | snapshot NAME SNAP | ls | show NAME |
+ * rm NAME...: /v1/volumes. And the --volume NAME:/path[:ro] of space create
  * (cli_volume_write_mount). */
 
 #include "cli-common.h"
@@ -59,17 +59,64 @@ static int volume_create(int argc, char **argv) {
         return 0;
 }
 
+/* space volume clone NAME NEW / snapshot NAME SNAP: a writable or a read-only copy, made at once */
+static int volume_copy(int argc, char **argv, const char *verb) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *body = NULL, *path = NULL, *name = NULL;
+        size_t body_len;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 2, 2);
+        if (r <= 0)
+                return r;
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "name", p.pos[1]);
+        json_w_object_end(&w);
+        r = json_w_finish(&w, &body, &body_len);
+        if (r < 0)
+                return cli_error_errno(r, "out of memory");
+        name = cli_escape(p.pos[0]);
+        path = name ? strjoin("/v1/volumes/", name, verb) : NULL;
+        if (!path)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = cli_call("POST", path, body, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        printf("%s\n", strna(json_string(json_get(resp.json, "name"))));
+        return 0;
+}
+
+static int volume_clone(int argc, char **argv) {
+        return volume_copy(argc, argv, "/clone");
+}
+
+static int volume_snapshot(int argc, char **argv) {
+        return volume_copy(argc, argv, "/snapshot");
+}
+
 static void volume_row(const JsonValue *v, char **c) {
+        const JsonValue *src = json_get(v, "source");
+        bool ro = false;
+
+        (void) json_bool(json_get(v, "read_only"), &ro);
         c[0] = cli_field_text(v, "name");
         c[1] = cli_field_text(v, "size_mb");
-        c[2] = cli_field_text(v, "readers");
-        c[3] = cli_field_text(v, "writers");
-        c[4] = cli_field_text(v, "worker");
-        c[5] = cli_time_text(json_get(v, "created_at"));
+        c[2] = strdup(ro ? "snapshot" : json_type(src) == JSON_STRING ? "clone" : "volume");
+        c[3] = json_type(src) == JSON_STRING ? strdup(json_string(src)) : strdup("-");
+        c[4] = cli_field_text(v, "readers");
+        c[5] = cli_field_text(v, "writers");
+        c[6] = cli_field_text(v, "worker");
+        c[7] = cli_time_text(json_get(v, "created_at"));
 }
 
 static int volume_ls(int argc, char **argv) {
-        static const char *const header[] = { "NAME", "SIZE_MB", "READERS", "WRITERS", "WORKER", "CREATED" };
+        static const char *const header[] = { "NAME", "SIZE_MB", "KIND", "SOURCE", "READERS", "WRITERS", "WORKER",
+                                              "CREATED" };
         return cli_list_verb(argc, argv, "/v1/volumes", "volumes", "volume", header, ELEMENTSOF(header), volume_row,
                              NULL);
 }
@@ -91,6 +138,8 @@ static int volume_rm(int argc, char **argv) {
 int cli_volume(int argc, char **argv) {
         static const CliSubcommand sub[] = {
                 { "create", volume_create },
+                { "clone", volume_clone },
+                { "snapshot", volume_snapshot },
                 { "ls", volume_ls },
                 { "show", volume_show },
                 { "rm", volume_rm },

@@ -192,9 +192,11 @@ static const CliCommand commands[] = {
           "                     connection) with --ready-path /P (answers HTTP 200-399); --ready-timeout S\n"
           "                     (default 60), --start-cwd DIR, --start-user U; --no-start removes it\n"
           "  rm NAME            remove a template\n" },
-        { "volume", cli_volume, "create NAME [--size MB] | ls | show NAME | rm NAME...",
+        { "volume", cli_volume, "create NAME [--size MB] | clone NAME NEW | snapshot NAME SNAP | ls | show NAME | rm NAME...",
           "manage persistent volumes",
           "  create NAME   a volume of --size MiB (default 1024), its quota; kept until removed\n"
+          "  clone NAME NEW       a writable copy of NAME as it is now (only changed blocks cost)\n"
+          "  snapshot NAME SNAP   a read-only copy of NAME as it is now: mounted :ro only; clone it to restore\n"
           "  ls            list the tenant's volumes and who mounts them\n"
           "  show NAME     one volume and the bytes it holds\n"
           "  rm NAME...    delete volumes (refused while a sandbox mounts one)\n"

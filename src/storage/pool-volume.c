@@ -60,7 +60,7 @@ int pool_volume_create(Pool *p, const char *id, uint64_t size_mb) {
         return 0;
 }
 
-int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size_mb) {
+int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size_mb, bool read_only) {
         _cleanup_close_ int dfd = -EBADF, src = -EBADF, fd = -EBADF;
         uint64_t subvolid;
         int r;
@@ -75,7 +75,7 @@ int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size
         src = openat(dfd, src_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (src < 0)
                 return negative_errno();
-        r = btrfs_subvol_snapshot(src, dfd, id, false);
+        r = btrfs_subvol_snapshot(src, dfd, id, read_only);
         if (r < 0)
                 return r;
         fd = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -434,8 +434,9 @@ int pool_base_remove(Pool *p, const char *template_name);
  * sandbox sees it, mode 0777. btrfs with quotas only (-EOPNOTSUPP). remove: a missing
  * one is fine. */
 int pool_volume_create(Pool *p, const char *id, uint64_t size_mb);
-/* volumes/<id>: a writable snapshot of volumes/<src_id> (O(1); only changed blocks cost), limited to size_mb. */
-int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size_mb);
+/* volumes/<id>: a snapshot of volumes/<src_id> (O(1); only changed blocks cost), limited to size_mb;
+ * read_only: a read-only subvolume (nothing writes it, whoever mounts it). */
+int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size_mb, bool read_only);
 int pool_volume_remove(Pool *p, const char *id);
 int pool_volume_open(Pool *p, const char *id, int *ret_fd);
 int pool_volume_path(Pool *p, const char *id, char **ret);

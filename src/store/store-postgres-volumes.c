@@ -10,15 +10,15 @@
 #include "store-postgres.h"
 
 #define VOLUME_COLUMNS                                                                                \
-        "v.id, v.tenant_id, v.name, v.size_mb, v.worker, v.created_usec, "                            \
+        "v.id, v.tenant_id, v.name, v.size_mb, v.worker, v.created_usec, v.read_only, v.source, "     \
         "(SELECT COUNT(*) FROM volume_mounts m JOIN sandboxes s ON s.id = m.sandbox_id "               \
         "WHERE m.volume_id = v.id AND s.state <> 'deleted' AND m.read_only), "                         \
         "(SELECT COUNT(*) FROM volume_mounts m JOIN sandboxes s ON s.id = m.sandbox_id "               \
         "WHERE m.volume_id = v.id AND s.state <> 'deleted' AND NOT m.read_only)"
 
 static const char *const volume_sql[_PG_VOL_STMT_MAX] = {
-        [PG_VOL_INSERT] = "INSERT INTO volumes (id, tenant_id, name, size_mb, worker, created_usec) "
-                          "VALUES ($1, $2, $3, $4, $5, $6)",
+        [PG_VOL_INSERT] = "INSERT INTO volumes (id, tenant_id, name, size_mb, worker, created_usec, read_only, source) "
+                          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         [PG_VOL_GET] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.tenant_id = $1 AND v.name = $2",
         [PG_VOL_LIST] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.tenant_id = $1 ORDER BY v.name",
         [PG_VOL_LOCK_BY_NAME] = "SELECT id FROM volumes WHERE tenant_id = $1 AND name = $2 FOR UPDATE",
@@ -53,8 +53,10 @@ static int volume_read(const PGresult *res, int row, void *ret) {
         CHECK(pg_col_u64(res, row, 3, &v.size_mb));
         CHECK(PG_COL_STR(res, row, 4, v.worker));
         CHECK(pg_col_i64(res, row, 5, &v.created_usec));
-        CHECK(pg_col_u32(res, row, 6, &v.readers));
-        CHECK(pg_col_u32(res, row, 7, &v.writers));
+        CHECK(pg_col_bool(res, row, 6, &v.read_only));
+        CHECK(PG_COL_STR(res, row, 7, v.source));
+        CHECK(pg_col_u32(res, row, 8, &v.readers));
+        CHECK(pg_col_u32(res, row, 9, &v.writers));
         *(Volume *) ret = v;
         return 0;
 }
@@ -90,6 +92,8 @@ static int volume_insert_tx(PgStore *q, void *userdata) {
         pg_param_i64(&p, (int64_t) v->size_mb);
         pg_param_text(&p, v->worker);
         pg_param_i64(&p, v->created_usec);
+        pg_param_bool(&p, v->read_only);
+        pg_param_text(&p, v->source);
         return vol_exec(q, PG_VOL_INSERT, &p, &res);
 }
 

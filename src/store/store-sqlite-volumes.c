@@ -6,7 +6,7 @@
 #include "store-sqlite.h"
 
 #define VOLUME_COLUMNS                                                                                \
-        "v.id, v.tenant_id, v.name, v.size_mb, v.worker, v.created_usec, "                            \
+        "v.id, v.tenant_id, v.name, v.size_mb, v.worker, v.created_usec, v.read_only, v.source, "     \
         "(SELECT COUNT(*) FROM volume_mounts m JOIN sandboxes s ON s.id = m.sandbox_id "               \
         "WHERE m.volume_id = v.id AND s.state <> 'deleted' AND m.read_only = 1), "                     \
         "(SELECT COUNT(*) FROM volume_mounts m JOIN sandboxes s ON s.id = m.sandbox_id "               \
@@ -19,8 +19,8 @@
         "AND m.sandbox_id <> ?2"
 
 static const char *const volume_sql[_SQL_VOL_STMT_MAX] = {
-        [SQL_VOL_INSERT] = "INSERT INTO volumes (id, tenant_id, name, size_mb, worker, created_usec) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [SQL_VOL_INSERT] = "INSERT INTO volumes (id, tenant_id, name, size_mb, worker, created_usec, read_only, source) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         [SQL_VOL_GET] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.tenant_id = ?1 AND v.name = ?2",
         [SQL_VOL_LIST] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.tenant_id = ?1 ORDER BY v.name",
         [SQL_VOL_ID] = "SELECT id FROM volumes WHERE tenant_id = ?1 AND name = ?2",
@@ -49,8 +49,10 @@ static int volume_read(sqlite3_stmt *st, void *ret) {
         CHECK(sqlite_col_u64(st, 3, &v.size_mb));
         CHECK(SQLITE_COL_STR(st, 4, v.worker));
         CHECK(sqlite_col_i64(st, 5, &v.created_usec));
-        CHECK(sqlite_col_u32(st, 6, &v.readers));
-        CHECK(sqlite_col_u32(st, 7, &v.writers));
+        v.read_only = sqlite3_column_int64(st, 6) != 0;
+        CHECK(SQLITE_COL_STR(st, 7, v.source));
+        CHECK(sqlite_col_u32(st, 8, &v.readers));
+        CHECK(sqlite_col_u32(st, 9, &v.writers));
         *(Volume *) ret = v;
         return 0;
 }
@@ -86,6 +88,8 @@ int sqlite_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm) {
         CHECK(sqlite_bind_int64(q, st, 4, (int64_t) v->size_mb));
         CHECK(sqlite_bind_text(q, st, 5, v->worker));
         CHECK(sqlite_bind_int64(q, st, 6, v->created_usec));
+        CHECK(sqlite_bind_int64(q, st, 7, v->read_only));
+        CHECK(sqlite_bind_text(q, st, 8, v->source));
         CHECK(sqlite_store_step_done(q, st));
         return sqlite_store_commit(&tx);
 }

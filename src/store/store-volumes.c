@@ -12,6 +12,7 @@ static int volume_check(const Volume *v) {
         CHECK(CHECK_FIELD(v->tenant_id, true));
         CHECK(CHECK_FIELD(v->name, true));
         CHECK(CHECK_FIELD(v->worker, false));
+        CHECK(CHECK_FIELD(v->source, false));
         if (v->size_mb == 0 || v->created_usec < 0)
                 return -EINVAL;
         return check_u64(v->size_mb);

@@ -586,6 +586,8 @@ typedef struct Volume {
         uint64_t size_mb;               /* its quota, > 0 */
         char worker[STORE_NAME_MAX];    /* the worker whose pool holds it; "" = the local one */
         int64_t created_usec;
+        bool read_only;                 /* a snapshot: mounted read-only only, its files unchangeable */
+        char source[STORE_NAME_MAX];    /* the volume it was snapshotted or cloned from (its name then); "" = none */
         uint32_t readers, writers;      /* read only: mounts by sandboxes not deleted */
 } Volume;
 

@@ -12,7 +12,7 @@
 #include "worker-proto.h"
 
 static int call_volume(WorkerClient *w, WorkerOpKind op, const char *worker, const char *id, uint64_t size_mb,
-                       const char *source, JsonValue **ret, ApiError *e) {
+                       const char *source, bool read_only, JsonValue **ret, ApiError *e) {
         WorkerCall call;
         int r = worker_client_select_worker(w, worker, e);
 
@@ -26,6 +26,8 @@ static int call_volume(WorkerClient *w, WorkerOpKind op, const char *worker, con
         }
         if (source)
                 json_w_kv_string(&call.jw, "source", source);
+        if (read_only)
+                json_w_kv_bool(&call.jw, "read_only", true);
         json_w_object_end(&call.jw);
         return worker_client_call(w, &call, ret, e);
 }
@@ -55,21 +57,21 @@ int worker_volume_place(WorkerClient *w, uint64_t size_mb, char ret_worker[stati
 }
 
 int worker_volume_create(WorkerClient *w, const char *worker, const char *id, uint64_t size_mb, ApiError *e) {
-        return call_volume(w, WORKER_OP_VOLUME_CREATE, worker, id, size_mb, NULL, NULL, e);
+        return call_volume(w, WORKER_OP_VOLUME_CREATE, worker, id, size_mb, NULL, false, NULL, e);
 }
 
 int worker_volume_clone(WorkerClient *w, const char *worker, const char *source_id, const char *id, uint64_t size_mb,
-                        ApiError *e) {
-        return call_volume(w, WORKER_OP_VOLUME_CREATE, worker, id, size_mb, source_id, NULL, e);
+                        bool read_only, ApiError *e) {
+        return call_volume(w, WORKER_OP_VOLUME_CREATE, worker, id, size_mb, source_id, read_only, NULL, e);
 }
 
 int worker_volume_remove(WorkerClient *w, const char *worker, const char *id, ApiError *e) {
-        return call_volume(w, WORKER_OP_VOLUME_REMOVE, worker, id, 0, NULL, NULL, e);
+        return call_volume(w, WORKER_OP_VOLUME_REMOVE, worker, id, 0, NULL, false, NULL, e);
 }
 
 int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uint64_t *ret_used_bytes, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
-        int r = call_volume(w, WORKER_OP_VOLUME_USAGE, worker, id, 0, NULL, &reply, e);
+        int r = call_volume(w, WORKER_OP_VOLUME_USAGE, worker, id, 0, NULL, false, &reply, e);
 
         if (r < 0)
                 return r;

@@ -108,9 +108,9 @@ int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
  * the worker a new volume of size_mb goes to ("" when not a cluster). */
 int worker_volume_place(WorkerClient *w, uint64_t size_mb, char ret_worker[static STORE_NAME_MAX], ApiError *e);
 int worker_volume_create(WorkerClient *w, const char *worker, const char *id, uint64_t size_mb, ApiError *e);
-/* A new volume id: a writable snapshot of source_id (on the same worker). */
+/* A new volume id: a snapshot of source_id (on the same worker), writable or read-only. */
 int worker_volume_clone(WorkerClient *w, const char *worker, const char *source_id, const char *id, uint64_t size_mb,
-                        ApiError *e);
+                        bool read_only, ApiError *e);
 int worker_volume_remove(WorkerClient *w, const char *worker, const char *id, ApiError *e);
 /* A volume's files (path relative to its root, "" = the root): *ret is the reply
  * ({"type":"file","data_b64"} or {"type":"dir","entries"}); write replaces the file. */

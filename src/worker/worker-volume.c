@@ -61,7 +61,8 @@ int worker_volumes_prepare(Worker *w, const char *id, bool vm, WorkerSpawnPrep *
         return 0;
 }
 
-/* {"op":"volume_create","id":ID,"size_mb":N[,"source":ID]}: empty, or a writable snapshot of source */
+/* {"op":"volume_create","id":ID,"size_mb":N[,"source":ID[,"read_only":true]]}: empty, or a
+ * snapshot of source (writable, or read-only) */
 void worker_op_volume_create(Worker *w, const JsonValue *req, JsonWriter *jw) {
         const char *id = json_string(json_get(req, "id"));
         ApiError e = {};
@@ -73,6 +74,16 @@ void worker_op_volume_create(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_reply_error(jw, &e);
         }
         const char *source = json_string(json_get(req, "source"));
+        bool read_only = false;
+
+        if (json_get(req, "read_only") && json_bool(json_get(req, "read_only"), &read_only) < 0) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "bad read_only");
+                return worker_reply_error(jw, &e);
+        }
+        if (read_only && !source) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "a read-only volume is a snapshot of another");
+                return worker_reply_error(jw, &e);
+        }
         /* its quota is a promise of the pool's like a sandbox's (a clone may write all of it too): 507 if it cannot keep it */
         if (size_mb > (UINT64_MAX >> 20)) {
                 api_error(&e, -ERANGE, API_INVALID_ARGUMENT, "bad volume size");
@@ -81,7 +92,7 @@ void worker_op_volume_create(Worker *w, const JsonValue *req, JsonWriter *jw) {
         r = worker_admit_disk(w, source ? "volume clone" : "volume create", NULL, size_mb << 20, size_mb << 20, &e);
         if (r < 0)
                 return worker_reply_error(jw, &e);
-        r = source ? pool_volume_clone(w->pool, source, id, size_mb) : pool_volume_create(w->pool, id, size_mb);
+        r = source ? pool_volume_clone(w->pool, source, id, size_mb, read_only) : pool_volume_create(w->pool, id, size_mb);
         if (r == -EOPNOTSUPP)
                 api_error(&e, r, API_UNSUPPORTED, "volumes need a btrfs pool with quotas (this one is %s)",
                           pool_kind_to_string(pool_kind(w->pool)));

@@ -364,6 +364,11 @@ def test_volumes(client, sdk):
     clone = client.clone_volume(name, name + "c")
     assert clone["name"] == name + "c"
     assert client.read_volume_file(name + "c", "/hello.txt") == b"from the sdk\n"
+    snap = client.snapshot_volume(name, name + "s")
+    assert snap["read_only"] is True and snap["source"] == name
+    with pytest.raises(sdk.Conflict):
+        client.write_volume_file(name + "s", "/hello.txt", "changed")
+    client.delete_volume(name + "s")
     client.remove_volume_file(name, "/hello.txt")
     with pytest.raises(sdk.NotFound):
         client.read_volume_file(name, "/hello.txt")

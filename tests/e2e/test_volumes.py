@@ -408,6 +408,86 @@ def test_clone(spaced, volume):
         delete_volume(spaced, clone)
 
 
+def test_snapshot_is_read_only_and_point_in_time(spaced, volume):
+    name = volume["name"]
+    sb = spaced.create(volumes=[{"name": name, "path": "/data"}])
+    snap, restored = vname("snap"), vname("restored")
+    try:
+        spaced.sh(sb["id"], "echo before > /data/f")
+        r = spaced.api("POST", f"/v1/volumes/{name}/snapshot", json={"name": snap})
+        assert r.status == 201, r
+        s = r.json()
+        assert s["read_only"] is True and s["source"] == name and s["size_mb"] == volume["size_mb"], s
+        # taken while the writer runs; what it writes after is not in the snapshot
+        spaced.sh(sb["id"], "echo after > /data/f")
+    finally:
+        spaced.delete(sb["id"])
+    try:
+        v = spaced.api("GET", f"/v1/volumes/{name}").json()
+        assert v["read_only"] is False and v["source"] is None, v
+        # mounted read-write: refused, naming the rule; read-only: the old content
+        r = spaced.api("POST", "/v1/sandboxes", json={"volumes": [{"name": snap, "path": "/s"}]}, timeout=60)
+        assert_error_shape(r, 409, "conflict")
+        assert "read-only snapshot" in r.json()["error"]["message"], r.json()
+        ro = spaced.create(volumes=[{"name": snap, "path": "/s", "read_only": True}])
+        try:
+            out = spaced.sh(ro["id"], "cat /s/f; echo x > /s/f 2>/dev/null && echo wrote || echo refused")
+            assert out == "before\nrefused\n", out
+        finally:
+            spaced.delete(ro["id"])
+        # its files do not change through the API either, and it may be read
+        assert vfile(spaced, "GET", snap, "/f").body == b"before\n"
+        for m, kw in (("PUT", {"data": b"x"}), ("DELETE", {})):
+            r = vfile(spaced, m, snap, "/f", **kw)
+            assert_error_shape(r, 409, "conflict")
+            assert "read-only snapshot" in r.json()["error"]["message"], r.json()
+        # the source goes; the snapshot stays, and a clone of it restores it, writable
+        delete_volume(spaced, name)
+        r = spaced.api("POST", f"/v1/volumes/{snap}/clone", json={"name": restored})
+        assert r.status == 201 and r.json()["read_only"] is False and r.json()["source"] == snap, r
+        c = spaced.create(volumes=[{"name": restored, "path": "/r"}])
+        try:
+            assert spaced.sh(c["id"], "cat /r/f && echo new > /r/f && cat /r/f") == "before\nnew\n"
+        finally:
+            spaced.delete(c["id"])
+        listed = {v["name"]: v for v in spaced.api("GET", "/v1/volumes").json()["volumes"]}
+        assert listed[snap]["read_only"] and not listed[restored]["read_only"], listed
+        # another tenant's snapshot of it: 404; a taken name: 409
+        key = other_tenant_key(spaced)
+        assert_error_shape(spaced.api("POST", f"/v1/volumes/{snap}/snapshot", json={"name": "x"}, key=key), 404,
+                           "not_found")
+        assert_error_shape(spaced.api("POST", f"/v1/volumes/{restored}/snapshot", json={"name": snap}), 409,
+                           "already_exists")
+        assert_error_shape(spaced.api("POST", f"/v1/volumes/{restored}/snapshot", json={}), 400)
+        assert_error_shape(spaced.api("POST", f"/v1/volumes/{restored}/snapshot", json={"name": "a", "x": 1}), 400)
+    finally:
+        for n in (snap, restored):
+            r = spaced.api("DELETE", f"/v1/volumes/{n}")
+            assert r.status in (204, 404), r
+
+
+def test_cli_clone_and_snapshot(spaced, volume):
+    name, clone, snap = volume["name"], vname("cc"), vname("cs")
+    try:
+        c = spaced.cli("volume", "snapshot", name, snap)
+        assert c.rc == 0 and c.out == snap + "\n", c
+        c = spaced.cli("volume", "clone", snap, clone)
+        assert c.rc == 0 and c.out == clone + "\n", c
+        c = spaced.cli("volume", "ls")
+        assert c.rc == 0 and "KIND" in c.out and "SOURCE" in c.out, c
+        rows = {l.split()[0]: l.split() for l in c.out.splitlines()[1:]}
+        assert rows[snap][2] == "snapshot" and rows[snap][3] == name, rows
+        assert rows[clone][2] == "clone" and rows[clone][3] == snap, rows
+        assert rows[name][2] == "volume" and rows[name][3] == "-", rows
+        c = spaced.cli("volume", "snapshot", name)
+        assert c.rc == 2 and c.err.count("\n") == 1, c
+        c = spaced.cli("volume", "clone", "nosuch-" + uuid.uuid4().hex[:6], "x")
+        assert c.rc != 0 and c.err.count("\n") == 1, c
+    finally:
+        for n in (clone, snap):
+            spaced.cli("volume", "rm", n)
+
+
 def vfile(spaced, method, name, path, key=None, **kw):
     k = {} if key is None else {"key": key}
     return spaced.api(method, f"/v1/volumes/{name}/files", params={"path": path}, **k, **kw)

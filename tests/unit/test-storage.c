@@ -959,8 +959,8 @@ TEST(btrfs_volumes) {
         ASSERT_OK(pool_volume_usage(p, "v1", &used));
 
         /* a clone: its own copy, its own limit */
-        ASSERT_ERRNO(pool_volume_clone(p, "nosuch", "v2", 16), ENOENT);
-        ASSERT_OK(pool_volume_clone(p, "v1", "v2", 32));
+        ASSERT_ERRNO(pool_volume_clone(p, "nosuch", "v2", 16, false), ENOENT);
+        ASSERT_OK(pool_volume_clone(p, "v1", "v2", 32, false));
         ASSERT_OK(pool_volume_path(p, "v2", &cpath));
         cf = test_path_join(cpath, "f");
         volume_write(cf, "changed\n");
@@ -969,6 +969,18 @@ TEST(btrfs_volumes) {
                 size_t n;
                 ASSERT_OK(read_full_file(f, 64, &got, &n));
                 ASSERT_STREQ(got, "data\n");
+        }
+        /* a read-only snapshot: nothing writes it, not even root on the host; it goes all the same */
+        {
+                _cleanup_free_ char *spath = NULL, *sf = NULL, *got = NULL;
+                size_t n;
+                ASSERT_OK(pool_volume_clone(p, "v1", "s1", 16, true));
+                ASSERT_OK(pool_volume_path(p, "s1", &spath));
+                sf = test_path_join(spath, "f");
+                ASSERT_OK(read_full_file(sf, 64, &got, &n));
+                ASSERT_STREQ(got, "data\n");
+                ASSERT_TRUE(open(sf, O_WRONLY | O_TRUNC | O_CLOEXEC) < 0 && errno == EROFS);
+                ASSERT_OK(pool_volume_remove(p, "s1"));
         }
         ASSERT_OK(pool_volume_remove(p, "v1"));
         ASSERT_OK(pool_volume_remove(p, "v1")); /* a missing one is fine */

@@ -3607,6 +3607,17 @@ STORE_TEST(volumes) {
         ASSERT_STREQ(got.id, "vol_1");
         ASSERT_EQ(got.size_mb, 64);
         ASSERT_TRUE(got.created_usec > 0);
+        ASSERT_FALSE(got.read_only);
+        ASSERT_STREQ(got.source, "");
+        /* a read-only snapshot, and what it was made from */
+        volume_init(&v, "vol_4", a.id, "data-snap");
+        v.read_only = true;
+        (void) strscpy(v.source, sizeof v.source, "data");
+        ASSERT_OK(store_volume_insert(s, &v, NULL));
+        ASSERT_OK(store_volume_get(s, a.id, "data-snap", &got));
+        ASSERT_TRUE(got.read_only);
+        ASSERT_STREQ(got.source, "data");
+        ASSERT_OK(store_volume_delete(s, a.id, "data-snap"));
         ASSERT_ERRNO(store_volume_get(s, b.id, "cache", &got), ENOENT); /* not b's */
         ASSERT_OK(store_volume_list(s, a.id, &list, &n));
         ASSERT_EQ(n, 2);

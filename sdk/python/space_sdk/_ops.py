@@ -274,6 +274,11 @@ class Ops:
         """A new volume named to, a writable snapshot of name."""
         return self._t.json("POST", f"/v1/volumes/{seg(name)}/clone", json_body={"name": to})
 
+    def snapshot_volume(self, name, to):
+        """A new volume named to, a read-only snapshot of name as it is now (mounted read-only only;
+        clone_volume of it restores it)."""
+        return self._t.json("POST", f"/v1/volumes/{seg(name)}/snapshot", json_body={"name": to})
+
     def list_volume_files(self, name, path="/"):
         return self._t.json("GET", f"/v1/volumes/{seg(name)}/files", params={"path": path, "list": True},
                             parse=lambda v: v["entries"])

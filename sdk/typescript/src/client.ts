@@ -576,6 +576,11 @@ export class Client {
     return this.j("POST", `/v1/volumes/${seg(name)}/clone`, { json: { name: to }, ...o });
   }
 
+  /** A new volume named to, a read-only snapshot of name as it is now (mounted read-only only; a clone of it restores it). */
+  snapshotVolume(name: string, to: string, o?: CallOptions): Promise<api.Volume> {
+    return this.j("POST", `/v1/volumes/${seg(name)}/snapshot`, { json: { name: to }, ...o });
+  }
+
   /** A file of a volume without a sandbox (at most 512 KiB). */
   async readVolumeFile(name: string, path: string, o?: CallOptions): Promise<Uint8Array> {
     const r = await this.transport.request("GET", `/v1/volumes/${seg(name)}/files`, { query: { path }, ...o });

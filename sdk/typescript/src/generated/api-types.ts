@@ -93,6 +93,10 @@ export type Volume = {
   created_at: Time;
   /** The worker whose pool holds it ("local" on one host). */
   worker: string;
+  /** A snapshot: mounted read-only only, its files unchangeable (409). */
+  read_only: boolean;
+  /** The volume it was snapshotted or cloned from (its name then); null for one made empty. */
+  source: string | null;
   /** Sandboxes (not deleted) mounting it read-only. */
   readers: number;
   /** Sandboxes (not deleted) mounting it read-write. */
