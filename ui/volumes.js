@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The tenant's volumes: size, use, who mounts them (readers, the writer),
-// a form to make one, delete (refused by the API while one is mounted).
+// what each was made from (a snapshot, a clone), a form to make one, a
+// read-only snapshot of one, delete (refused by the API while one is mounted).
 
 import { api, enc } from './api.js'
 import { el, replace, bytes, time, table, errorText, section } from './util.js'
@@ -38,6 +39,18 @@ export function mount (view, ctx) {
     } catch (err) { status.textContent = `Delete failed: ${errorText(err)}` }
   }
 
+  async function snapshot (v) {
+    const to = prompt(`Name of the read-only snapshot of ${v}:`, `${v}-snap`)
+    if (!to) return
+    try {
+      await api('POST', `/volumes/${enc(v)}/snapshot`, { name: to.trim() })
+      status.textContent = ''
+      reload()
+    } catch (err) { status.textContent = `Snapshot failed: ${errorText(err)}` }
+  }
+
+  const kind = (v) => v.read_only ? `snapshot of ${v.source}` : v.source ? `clone of ${v.source}` : 'volume'
+
   async function reload () {
     let volumes
     try {
@@ -48,15 +61,19 @@ export function mount (view, ctx) {
       replace(list.body, el('p', { class: 'error' }, errorText(err)))
       return
     }
-    replace(list.body, table(['Name', 'Size', 'Readers', 'Writer', 'Worker', 'Created', ''], volumes.map((v) =>
+    replace(list.body, table(['Name', 'Kind', 'Size', 'Readers', 'Writer', 'Worker', 'Created', ''], volumes.map((v) =>
       el('tr', { 'data-volume': v.name },
         el('td', { class: 'mono' }, v.name),
+        el('td', { class: 'kind' }, kind(v)),
         el('td', { class: 'num' }, bytes(v.size_mb * 1024 * 1024)),
         el('td', { class: 'num' }, v.readers),
         el('td', {}, v.writers ? 'yes' : ''),
         el('td', {}, v.worker),
         el('td', {}, time(v.created_at)),
-        el('td', {}, el('button', { type: 'button', class: 'danger', onclick: () => remove(v.name) }, 'Delete')))),
+        el('td', {},
+          el('button', { type: 'button', class: 'snapshot', onclick: () => snapshot(v.name) }, 'Snapshot'),
+          ' ',
+          el('button', { type: 'button', class: 'danger', onclick: () => remove(v.name) }, 'Delete')))),
     { empty: 'No volumes. A sandbox mounts one at create: space create --volume NAME:/path' }))
     list.body.dataset.loaded = 'true'
   }

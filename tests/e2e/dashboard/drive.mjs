@@ -37,7 +37,7 @@ async function fresh (key) {
   page.setDefaultTimeout(STEP_MSEC)
   page.on('console', (m) => { if (m.type() === 'error') seen.console.push(m.text()) })
   page.on('pageerror', (e) => seen.console.push(`pageerror: ${e.message}`))
-  page.on('dialog', (d) => d.accept())
+  page.on('dialog', (d) => d.type() === 'prompt' ? d.accept(d.defaultValue()) : d.accept())
   return ctx
 }
 
@@ -172,7 +172,14 @@ try {
   await page.click('#volume-create button[type=submit]')
   await page.waitForSelector('tr[data-volume="dash-vol"]')
   assert.match(await page.textContent('tr[data-volume="dash-vol"]'), /16 MiB/)
+  assert.equal((await page.textContent('tr[data-volume="dash-vol"] td.kind')).trim(), 'volume')
+  // a read-only snapshot of it, named in the prompt (the default: NAME-snap)
+  await page.click('tr[data-volume="dash-vol"] button.snapshot')
+  await page.waitForSelector('tr[data-volume="dash-vol-snap"]')
+  assert.equal((await page.textContent('tr[data-volume="dash-vol-snap"] td.kind')).trim(), 'snapshot of dash-vol')
   await shot('volumes')
+  await page.click('tr[data-volume="dash-vol-snap"] button.danger')
+  await page.waitForFunction(() => !document.querySelector('tr[data-volume="dash-vol-snap"]'))
   await page.click('tr[data-volume="dash-vol"] button.danger')
   await page.waitForFunction(() => !document.querySelector('tr[data-volume="dash-vol"]'))
   seen.volume = true
