@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/random.h>
@@ -496,6 +497,118 @@ int e2b_template_upload(ApiRequest *r) {
         return e2b_reply(r, 200, NULL, NULL, 0, NULL);
 }
 
+typedef struct HashEntry {
+        char *path;
+        TarType type;
+        uint32_t mode;
+        uint64_t size, offset;
+        char *link;
+} HashEntry;
+
+static int hash_entry_cmp(const void *a, const void *b) {
+        return strcmp(((const HashEntry *) a)->path, ((const HashEntry *) b)->path);
+}
+
+/* The SDK's filesHash of a COPY (calculateFilesHash): sha256 of "COPY <src> <dest>", then of each file in
+ * path order its relative path, st_mode and st_size in decimal, and its contents (a symlink's target).
+ * 1 if the upload at path has it, -EBADMSG if not, 0 if it cannot be told: a directory's st_size is in the
+ * hash and in no tar. */
+static int files_hash_check(const char *path, const char *src, const char *dest, const char *hash) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        TarStream s = tar_stream_of_fd(&fd);
+        HashEntry *list = NULL;
+        size_t n = 0;
+        EVP_MD_CTX *ctx = NULL;
+        unsigned char md[32];
+        unsigned mdlen = 0;
+        char hex[65], err[160];
+        int k = 0;
+
+        if (fd < 0)
+                return negative_errno();
+        for (;;) {
+                _cleanup_(tar_entry_done) TarEntry t = {};
+                _cleanup_free_ char *clean = NULL;
+                HashEntry *grown;
+                k = tar_next(&s, &t, err, sizeof err);
+                if (k <= 0)
+                        break;
+                if (t.type == TAR_DIR) {
+                        k = 0;
+                        goto out;
+                }
+                if (oci_path_clean(t.path, &clean) < 0) {
+                        k = -EBADMSG;
+                        goto out;
+                }
+                grown = reallocarray(list, n + 1, sizeof *grown);
+                if (!grown) {
+                        k = -ENOMEM;
+                        goto out;
+                }
+                list = grown;
+                list[n++] = (HashEntry){ .path = TAKE_PTR(clean), .type = t.type, .mode = t.mode & 07777,
+                                         .size = t.size, .offset = s.offset, .link = t.link ? strdup(t.link) : NULL };
+                k = tar_skip_data(&s);
+                if (k < 0)
+                        goto out;
+        }
+        if (k < 0)
+                goto out;
+        qsort(list, n, sizeof *list, hash_entry_cmp);
+        ctx = EVP_MD_CTX_new();
+        if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+                k = -ENOMEM;
+                goto out;
+        }
+        EVP_DigestUpdate(ctx, "COPY ", 5);
+        EVP_DigestUpdate(ctx, src, strlen(src));
+        EVP_DigestUpdate(ctx, " ", 1);
+        EVP_DigestUpdate(ctx, dest, strlen(dest));
+        for (size_t i = 0; i < n; i++) {
+                char num[32];
+                bool lnk = list[i].type == TAR_SYMLINK;
+                uint64_t size = lnk ? strlen(strempty(list[i].link)) : list[i].size;
+                if (list[i].type != TAR_FILE && !lnk) {
+                        k = 0; /* hard links and the like: not told apart */
+                        goto out;
+                }
+                EVP_DigestUpdate(ctx, list[i].path, strlen(list[i].path));
+                snprintf(num, sizeof num, "%u", (lnk ? 0120000U : 0100000U) | list[i].mode);
+                EVP_DigestUpdate(ctx, num, strlen(num));
+                snprintf(num, sizeof num, "%" PRIu64, size);
+                EVP_DigestUpdate(ctx, num, strlen(num));
+                if (lnk)
+                        EVP_DigestUpdate(ctx, strempty(list[i].link), size);
+                else {
+                        uint8_t buf[64 * 1024];
+                        uint64_t left = list[i].size, off = list[i].offset;
+                        while (left > 0) {
+                                ssize_t got = pread(fd, buf, (size_t) MIN(left, (uint64_t) sizeof buf), (off_t) off);
+                                if (got <= 0) {
+                                        k = got < 0 ? negative_errno() : -EIO;
+                                        goto out;
+                                }
+                                EVP_DigestUpdate(ctx, buf, (size_t) got);
+                                left -= (uint64_t) got;
+                                off += (uint64_t) got;
+                        }
+                }
+        }
+        EVP_DigestFinal_ex(ctx, md, &mdlen);
+        hexencode(md, 32, hex);
+        hex[64] = 0;
+        k = streq(hex, hash) ? 1 : -EBADMSG;
+out:
+        EVP_MD_CTX_free(ctx);
+        for (size_t i = 0; i < n; i++) {
+                free(list[i].path);
+                free(list[i].link);
+        }
+        free(list);
+        return k;
+}
+
 /* ---- POST /v2/templates/{id}/builds/{buildID} ---- */
 
 static int step_add(Dockerfile *df, DockerfileKind kind, unsigned line, char *text) {
@@ -613,6 +726,17 @@ static int translate(ApiRequest *r, const JsonValue *body, Dockerfile *df, char 
                         if (stat(path, &stt) < 0 || !S_ISREG(stt.st_mode))
                                 return api_error(e, -ENOENT, API_INVALID_ARGUMENT,
                                                  "step %u: the files %s of COPY were not uploaded", line, hash);
+                        k = files_hash_check(path, json_string(json_array_at(args, 0)),
+                                             json_string(json_array_at(args, 1)), hash);
+                        if (k == -EBADMSG)
+                                (void) unlink(path); /* not what it says: the next build uploads it again */
+                        if (k == -EBADMSG)
+                                return api_error(e, k, API_INVALID_ARGUMENT,
+                                                 "step %u: the files uploaded as %s do not have that filesHash", line,
+                                                 hash);
+                        if (k < 0)
+                                return api_error(e, k, API_INTERNAL, "step %u: cannot read the files %s: %s", line,
+                                                 hash, strerror(-k));
                         user = n > 2 ? json_string(json_array_at(args, 2)) : NULL;
                         mode = n > 3 ? json_string(json_array_at(args, 3)) : NULL;
                         if (!isempty(mode)) {

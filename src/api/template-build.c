@@ -225,7 +225,7 @@ static int emit(Build *b, JsonWriter *w) {
 }
 
 static int emit_step(Build *b, const DockerfileStep *s, int cached) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
 
         if (b->log) {
                 _cleanup_free_ char *m = NULL;
@@ -249,7 +249,7 @@ static int emit_step(Build *b, const DockerfileStep *s, int cached) {
 }
 
 static int emit_error(Build *b, const DockerfileStep *s, const ApiError *e) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
 
         if (b->log) {
                 b->log(b->log_data, "error", e->message);
