@@ -447,6 +447,7 @@ typedef struct ApiBuildSpec {
         Dockerfile *df;
         char **contexts;
         size_t n_contexts;
+        unsigned force_from; /* > 0: from this step (1-based) on, no layer comes from the cache */
         ApiBuildLog log;
         void *userdata;
         unsigned failed_step;

@@ -626,6 +626,11 @@ static int step_add(Dockerfile *df, DockerfileKind kind, unsigned line, char *te
         return 0;
 }
 
+static bool is_true(const JsonValue *v) {
+        bool b = false;
+        return v && json_bool(v, &b) >= 0 && b;
+}
+
 /* [a] or [a, b] */
 static char **strv_of(const char *a, const char *b) {
         _cleanup_strv_free_ char **l = NULL;
@@ -641,7 +646,8 @@ static char *arg_at(const JsonValue *args, size_t i) {
 }
 
 /* The E2B steps as the builder's instructions: 0, or -errno (e). */
-static int translate(ApiRequest *r, const JsonValue *body, Dockerfile *df, char ***contexts, ApiError *e) {
+static int translate(ApiRequest *r, const JsonValue *body, Dockerfile *df, char ***contexts, unsigned *force_from,
+                     ApiError *e) {
         const JsonValue *steps = json_get(body, "steps"), *reg = json_get(body, "fromImageRegistry");
         const char *from_t = json_string(json_get(body, "fromTemplate")),
                    *from_i = json_string(json_get(body, "fromImage"));
@@ -687,6 +693,8 @@ static int translate(ApiRequest *r, const JsonValue *body, Dockerfile *df, char 
 
                 if (!type)
                         return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "step %u has no type", line);
+                if (is_true(json_get(st, "force")) && *force_from == 0)
+                        *force_from = line + 1; /* skipCache(): this layer and the ones after it */
                 if (args && json_type(args) != JSON_ARRAY)
                         return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "step %u: args must be an array", line);
                 for (size_t j = 0; j < n; j++)
@@ -765,6 +773,14 @@ static int translate(ApiRequest *r, const JsonValue *body, Dockerfile *df, char 
                                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
                         s = &df->steps[df->n - 1];
                         for (size_t j = 0; j < n; j += 2) {
+                                char *t = strjoin(s->text, " ", strempty(json_string(json_array_at(args, j))), "=",
+                                                  json_string(json_array_at(args, j + 1)));
+                                if (!t)
+                                        return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+                                free(s->text);
+                                s->text = t;
+                        }
+                        for (size_t j = 0; j < n; j += 2) {
                                 const char *name = json_string(json_array_at(args, j));
                                 if (isempty(name) || strchr(name, '='))
                                         return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
@@ -831,6 +847,7 @@ static int trigger_build(ApiRequest *r, const char *template_id, const char *bui
         _cleanup_free_ char *start = NULL;
         ApiBuildSpec spec = {};
         const char *unknown = NULL;
+        unsigned force_from = 0;
         E2bBuild *b;
         bool exists;
         int k;
@@ -853,7 +870,9 @@ static int trigger_build(ApiRequest *r, const char *template_id, const char *bui
         /* all of it checked before the answer */
         k = template_ours(r, template_id, &exists, e);
         if (k >= 0)
-                k = translate(r, body, &df, &contexts, e);
+                k = translate(r, body, &df, &contexts, &force_from, e);
+        if (k >= 0 && is_true(json_get(body, "force")))
+                force_from = 1; /* skipCache() before the from: every layer */
         if (k >= 0)
                 k = start_setting(body, NULL, NULL, &start, e);
         if (k >= 0)
@@ -879,7 +898,7 @@ static int trigger_build(ApiRequest *r, const char *template_id, const char *bui
         log_info("E2B template build %s of %s: %zu steps", build_id, template_id, df.n);
         spec = (ApiBuildSpec){
                 .name = template_id, .tenant_id = r->key.tenant_id, .df = &df, .contexts = contexts,
-                .n_contexts = strv_length(contexts), .log = build_log, .userdata = b,
+                .n_contexts = strv_length(contexts), .force_from = force_from, .log = build_log, .userdata = b,
         };
         k = api_template_build_run(r, &spec, e);
         if (k >= 0) {

@@ -60,6 +60,7 @@ typedef struct Build {
         int *ctx_fds;   /* more context tars (api_template_build_run), owned */
         size_t n_ctx_fds;
         const char *tenant_id; /* the published template's owner ("" = global) */
+        unsigned force_from; /* the steps from this one on (1-based) are made again, not taken from the cache */
         ApiBuildLog log; /* set: progress goes to it, not to the response */
         void *log_data;
         CtxEntry *entries;
@@ -1006,6 +1007,8 @@ static int step_one(Build *b, const DockerfileStep *s, char key[static 65], ApiE
         }
         memcpy(keys[0], key, 65);
         k = worker_layers_cached(b->r->worker, keys, 1, cached, e);
+        if (b->force_from > 0 && b->step >= b->force_from)
+                cached[0] = false;
         if (k < 0) {
                 if (tar)
                         (void) unlink(tar);
@@ -1419,7 +1422,8 @@ fail:
 
 int api_template_build_run(ApiRequest *r, ApiBuildSpec *spec, ApiError *e) {
         _cleanup_(build_done) Build b = {
-                .r = r, .ctx_fd = -EBADF, .tenant_id = spec->tenant_id, .log = spec->log, .log_data = spec->userdata,
+                .r = r, .ctx_fd = -EBADF, .tenant_id = spec->tenant_id, .force_from = spec->force_from,
+                .log = spec->log, .log_data = spec->userdata,
         };
         const DockerfileStep *cur = NULL;
         uint64_t size = 0;

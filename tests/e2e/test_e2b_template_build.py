@@ -40,7 +40,8 @@ def e2b(spaced, key, method, path, body=None, **kw):
 
 def remove_templates(spaced, *names):
     for n in names:
-        spaced.api("DELETE", f"/v1/templates/{n}", timeout=120)
+        r = spaced.api("DELETE", f"/v1/templates/{n}", timeout=120)
+        assert r.status in (200, 204, 404), r
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +81,8 @@ def test_sdk_template_build(spaced, keys):
         assert out["after_fail"] == "built hi there\n"
         bg = out["background"]
         assert bg["status"] == "ready" and bg["entries"] > 0 and bg["tail"] == 0, bg
+        assert len(out["cache"]["again"]) == 1 and out["cache"]["again"][0].endswith("(cached)"), out["cache"]
+        assert len(out["cache"]["skipped"]) == 1 and "(cached)" not in out["cache"]["skipped"][0], out["cache"]
         # the templates are the tenant's: another tenant neither sees nor starts them
         r = e2b(spaced, keys[1], "GET", f"/templates/aliases/{name}")
         assert r.status == 404, r
@@ -90,7 +93,7 @@ def test_sdk_template_build(spaced, keys):
         r = e2b(spaced, keys[1], "GET", f"/templates/{name}/builds/{bg['buildId']}/status")
         assert r.status == 404, r
     finally:
-        remove_templates(spaced, name + "-bg", name)
+        remove_templates(spaced, name + "-bg", name + "-c", name)
 
 
 def tar_gz(files):

@@ -57,6 +57,18 @@ try {
   }
   const tail = await Template.getBuildStatus(data, { logsOffset: st.logEntries.length })
   out.background = { status: st.status, entries: st.logEntries.length, tail: tail.logEntries.length, buildId: st.buildID }
+
+  // the layer cache, and skipCache() past it
+  const cacheLogs = async (t) => {
+    const l = []
+    await Template.build(t, name + '-c', { onBuildLogs: (e) => l.push(e.message) })
+    return l.filter((m) => m.includes('RUN echo cache-probe'))
+  }
+  await cacheLogs(Template().fromTemplate('base').runCmd('echo cache-probe'))
+  out.cache = {
+    again: await cacheLogs(Template().fromTemplate('base').runCmd('echo cache-probe')),
+    skipped: await cacheLogs(Template().skipCache().fromTemplate('base').runCmd('echo cache-probe')),
+  }
 } finally {
   fs.rmSync(ctx, { recursive: true, force: true })
 }
