@@ -88,6 +88,8 @@ def test_sdk_template_build(spaced, keys):
         assert r.status == 404, r
         r = e2b(spaced, keys[1], "POST", "/sandboxes", {"templateID": name})
         assert r.status == 404 and "not found" in r.json()["message"], r
+        r = spaced.api("POST", "/v1/sandboxes", json={"template": name}, key=keys[1])
+        assert r.status == 404, r
         r = e2b(spaced, keys[1], "POST", "/v3/templates", {"name": name})
         assert r.status == 409 and "taken" in r.json()["message"], r
         r = e2b(spaced, keys[1], "GET", f"/templates/{name}/builds/{bg['buildId']}/status")
