@@ -41,8 +41,9 @@
 #include "oci-tar.h"
 #include "str-util.h"
 
-#define E2B_BUILDS_MAX 256U
+#define E2B_BUILDS_MAX 64U
 #define E2B_BUILD_LOG_LINES_MAX 20000U
+#define E2B_BUILD_LOG_BYTES_MAX (1024U * 1024U) /* of one build's log kept */
 #define E2B_BUILD_LOG_LINE_MAX 4096U
 #define E2B_BUILD_ID_MAX 40U
 #define E2B_UPLOAD_URL_TTL_S 3600
@@ -70,7 +71,8 @@ typedef struct E2bBuild {
         char tenant_id[STORE_ID_MAX];
         E2bBuildStatus status;
         E2bLogLine *lines;
-        size_t n_lines;
+        size_t n_lines, log_bytes;
+        bool truncated;
         char *reason;
         char reason_step[16];
         int64_t created_usec;
@@ -133,20 +135,26 @@ static void build_log(void *userdata, const char *level, const char *message) {
 
         /* a RUN's output comes in pieces: one log entry per line */
         pthread_mutex_lock(&builds_lock);
-        for (const char *p = message; *p && b->n_lines < E2B_BUILD_LOG_LINES_MAX;) {
+        for (const char *p = message; *p && !b->truncated;) {
                 size_t n = strcspn(p, "\n");
+                bool full = b->n_lines + 1 >= E2B_BUILD_LOG_LINES_MAX || b->log_bytes + n > E2B_BUILD_LOG_BYTES_MAX;
                 E2bLogLine *grown;
                 char *m;
 
-                if (n > 0) {
-                        m = strndup(p, MIN(n, (size_t) E2B_BUILD_LOG_LINE_MAX));
+                if (full)
+                        b->truncated = true;
+                if (n > 0 || full) {
+                        m = full ? strdup("(the rest of the build's log is not kept)")
+                                 : strndup(p, MIN(n, (size_t) E2B_BUILD_LOG_LINE_MAX));
                         grown = m ? reallocarray(b->lines, b->n_lines + 1, sizeof *grown) : NULL;
                         if (!grown) {
                                 free(m);
                                 break;
                         }
                         b->lines = grown;
-                        b->lines[b->n_lines++] = (E2bLogLine){ .usec = now_usec(), .level = level, .message = m };
+                        b->lines[b->n_lines++] = (E2bLogLine){ .usec = now_usec(), .level = full ? "warn" : level,
+                                                               .message = m };
+                        b->log_bytes += strlen(m);
                 }
                 p += n;
                 if (*p == '\n')
