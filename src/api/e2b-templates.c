@@ -21,6 +21,7 @@
  * reason) are kept in memory: a restart forgets them (the templates stay). */
 
 #include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <openssl/crypto.h>
@@ -49,6 +50,7 @@
 #define E2B_UPLOAD_URL_TTL_S 3600
 #define E2B_FILES_DIR "e2b-template-files"
 #define E2B_UPLOAD_ENTRIES_MAX 100000U
+#define E2B_FILES_PER_TENANT_MAX 1024U  /* uploads a tenant keeps; past it (or 4 × upload_max_mb) the least used go */
 
 typedef enum E2bBuildStatus {
         E2B_BUILD_WAITING,
@@ -445,6 +447,52 @@ static int upload_unpack(ApiRequest *r, const char *in, const char *out, ApiErro
         return 0;
 }
 
+/* Keeps a tenant's uploads within E2B_FILES_PER_TENANT_MAX files and 4 × upload_max_mb (room for adding
+ * one of incoming bytes): the least recently used (mtime: an upload or a build that named it) go first. */
+static void files_trim(ApiRequest *r, const char *dir, uint64_t incoming) {
+        const uint64_t max = api_config(r->api)->upload_max_mb * 4 * 1024 * 1024;
+        struct F {
+                char name[80];
+                int64_t mtime;
+                uint64_t size;
+        } *list = NULL;
+        size_t n = 0;
+        uint64_t total = incoming;
+        DIR *d = opendir(dir);
+        struct dirent *de;
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                struct stat st;
+                struct F *grown;
+                if (!endswith(de->d_name, ".tar") || strlen(de->d_name) >= sizeof list->name ||
+                    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                grown = reallocarray(list, n + 1, sizeof *grown);
+                if (!grown)
+                        break;
+                list = grown;
+                (void) strscpy(list[n].name, sizeof list[n].name, de->d_name);
+                list[n].mtime = (int64_t) st.st_mtime;
+                list[n].size = (uint64_t) st.st_size;
+                total += list[n].size;
+                n++;
+        }
+        while (n > 0 && (n + 1 > E2B_FILES_PER_TENANT_MAX || total > max)) {
+                size_t oldest = 0;
+                for (size_t i = 1; i < n; i++)
+                        if (list[i].mtime < list[oldest].mtime)
+                                oldest = i;
+                if (unlinkat(dirfd(d), list[oldest].name, 0) >= 0)
+                        log_info("Dropped the least used E2B template files %s of %s", list[oldest].name, dir);
+                total -= list[oldest].size;
+                list[oldest] = list[--n];
+        }
+        closedir(d);
+        free(list);
+}
+
 /* PUT /templates/{id}/files/{hash}?tenant=&expires=&signature= (no key: the signature) */
 int e2b_template_upload(ApiRequest *r) {
         _cleanup_free_ char *copy = NULL, *tenant = NULL, *exp = NULL, *sig = NULL, *dir = NULL, *path = NULL,
@@ -495,6 +543,10 @@ int e2b_template_upload(ApiRequest *r) {
                 k = upload_unpack(r, body, tmp, &e);
         if (body)
                 (void) unlink(body);
+        if (k >= 0) {
+                struct stat st;
+                files_trim(r, dir, stat(tmp, &st) >= 0 ? (uint64_t) st.st_size : 0);
+        }
         if (k >= 0 && rename(tmp, path) < 0)
                 k = api_error(&e, negative_errno(), API_INTERNAL, "cannot store the upload: %m");
         if (k < 0) {
@@ -742,6 +794,7 @@ static int translate(ApiRequest *r, const JsonValue *body, Dockerfile *df, char 
                         if (stat(path, &stt) < 0 || !S_ISREG(stt.st_mode))
                                 return api_error(e, -ENOENT, API_INVALID_ARGUMENT,
                                                  "step %u: the files %s of COPY were not uploaded", line, hash);
+                        (void) utimensat(AT_FDCWD, path, NULL, 0); /* used: the last to go (files_trim) */
                         k = files_hash_check(path, json_string(json_array_at(args, 0)),
                                              json_string(json_array_at(args, 1)), hash);
                         if (k == -EBADMSG)
