@@ -474,7 +474,7 @@ static void files_trim(ApiRequest *r, const char *dir, uint64_t incoming) {
                         break;
                 list = grown;
                 (void) strscpy(list[n].name, sizeof list[n].name, de->d_name);
-                list[n].mtime = (int64_t) st.st_mtime;
+                list[n].mtime = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
                 list[n].size = (uint64_t) st.st_size;
                 total += list[n].size;
                 n++;

@@ -189,3 +189,39 @@ def test_bad_builds_and_other_tenants(spaced, keys):
     # tags stay another part of the API
     r = e2b(spaced, a, "POST", "/templates/tags", {"target": tid, "tags": ["x"]})
     assert r.status == 501, r
+
+
+def test_uploads_bounded(e2e_session, request):
+    """A spaced whose uploads are limited to 1 MiB: a tar that unpacks past it is refused (a gzip bomb),
+    and a tenant keeps at most 4 × that of uploads, the least recently used dropped first."""
+    import e2e_residue as residue
+
+    d = e2e_session.new_daemon(extra_args=["--upload-max-mb", "1"])
+    d.start()
+    try:
+        key = tenant_key(d, "tplq")
+        r = e2b(d, key, "POST", "/v3/templates", {"name": "quota-" + uuid.uuid4().hex[:8]})
+        assert r.status == 202, r
+        tid = r.json()["templateID"]
+
+        def link(i):
+            r = e2b(d, key, "GET", f"/templates/{tid}/files/{i:064x}")
+            assert r.status == 200, r
+            return r.json()
+
+        bomb = tar_gz({"zeros": b"\0" * (2 << 20)})
+        assert len(bomb) < (1 << 20)
+        r = put(link(99)["url"], bomb)
+        assert r.status == 413 and "MiB" in r.json()["message"], r
+        assert link(99)["present"] is False
+        for i in range(6):
+            r = put(link(i)["url"], tar_gz({"f": os.urandom(900 << 10)}))
+            assert r.status == 200, r
+        present = [link(i)["present"] for i in range(6)]
+        assert present[:2] == [False, False] and all(present[2:]), present
+    finally:
+        problems = residue.teardown_daemon(d)
+        if not problems:
+            residue.remove_daemon_dir(d)
+        else:
+            residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
