@@ -43,6 +43,8 @@
 #include "str-util.h"
 
 #define E2B_BUILDS_MAX 64U
+#define E2B_BUILDS_TENANT_MAX 8U /* waiting or building at once, of one tenant */
+#define E2B_BUILD_WAIT_MAX_USEC (30 * 60 * (int64_t) 1000000) /* a build not started after this may go */
 #define E2B_BUILD_LOG_LINES_MAX 20000U
 #define E2B_BUILD_LOG_BYTES_MAX (1024U * 1024U) /* of one build's log kept */
 #define E2B_BUILD_LOG_LINE_MAX 4096U
@@ -104,19 +106,28 @@ static E2bBuild *build_find(const char *tenant, const char *template_id, const c
 
 /* Records a new waiting build: a free slot, else the oldest finished build's. */
 static int build_add(E2bBuild *b) {
-        size_t slot = SIZE_MAX;
+        size_t slot = SIZE_MAX, open = 0;
         int64_t oldest = INT64_MAX;
 
         pthread_mutex_lock(&builds_lock);
+        for (size_t i = 0; i < E2B_BUILDS_MAX; i++)
+                if (builds[i] && streq(builds[i]->tenant_id, b->tenant_id) &&
+                    (builds[i]->status == E2B_BUILD_WAITING || builds[i]->status == E2B_BUILD_BUILDING) &&
+                    builds[i]->created_usec >= now_usec() - E2B_BUILD_WAIT_MAX_USEC)
+                        open++;
+        if (open >= E2B_BUILDS_TENANT_MAX) {
+                pthread_mutex_unlock(&builds_lock);
+                return -EDQUOT;
+        }
         for (size_t i = 0; i < E2B_BUILDS_MAX; i++) {
                 if (!builds[i]) {
                         slot = i;
                         break;
                 }
-                /* finished, or never started for an hour */
+                /* finished, or not started in time */
                 if ((builds[i]->status == E2B_BUILD_READY || builds[i]->status == E2B_BUILD_ERROR ||
                      (builds[i]->status == E2B_BUILD_WAITING &&
-                      builds[i]->created_usec < now_usec() - 3600 * (int64_t) 1000000)) &&
+                      builds[i]->created_usec < now_usec() - E2B_BUILD_WAIT_MAX_USEC)) &&
                     builds[i]->created_usec < oldest) {
                         oldest = builds[i]->created_usec;
                         slot = i;
@@ -294,9 +305,14 @@ static int request_build(ApiRequest *r, ApiError *e) {
         json_w_string(&w, "default");
         json_w_array_end(&w);
         json_w_object_end(&w);
-        if (build_add(b) < 0) {
+        k = build_add(b);
+        if (k < 0) {
                 build_free(b);
-                return api_error(e, -EBUSY, API_TOO_MANY_REQUESTS, "too many template builds are running");
+                if (k == -EDQUOT)
+                        return api_error(e, k, API_TOO_MANY_REQUESTS,
+                                         "a tenant has at most %u template builds waiting or running",
+                                         E2B_BUILDS_TENANT_MAX);
+                return api_error(e, k, API_TOO_MANY_REQUESTS, "too many template builds are running");
         }
         log_info("E2B template build %s of %s requested", b->build_id, name);
         return e2b_reply_json(r, 202, &w, NULL);

@@ -186,6 +186,11 @@ def test_bad_builds_and_other_tenants(spaced, keys):
     assert r.status == 200 and r.json()["status"] == "waiting" and r.json()["logEntries"] == [], r
     r = e2b(spaced, a, "GET", f"/templates/{tid}/builds/{bid}/status", params={"logsOffset": "x"})
     assert r.status == 400, r
+    # a tenant opens at most 8 builds at a time (this one holds one already)
+    opened = [e2b(spaced, a, "POST", "/v3/templates", {"name": f"{name}-{i}"}) for i in range(8)]
+    assert [r.status for r in opened] == [202] * 7 + [429], opened
+    assert "at most 8" in opened[-1].json()["message"]
+    assert e2b(spaced, b, "POST", "/v3/templates", {"name": name + "-b"}).status == 202
     # tags stay another part of the API
     r = e2b(spaced, a, "POST", "/templates/tags", {"target": tid, "tags": ["x"]})
     assert r.status == 501, r
