@@ -781,7 +781,8 @@ static int translate(ApiRequest *r, const JsonValue *body, Dockerfile *df, char 
                         if (n < 1 || n > 2 || isempty(json_string(json_array_at(args, 0))))
                                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
                                                  "step %u: RUN takes [command, user?]", line);
-                        if (step_add(df, DOCKERFILE_RUN, line, strjoin("RUN ", json_string(json_array_at(args, 0)))) < 0)
+                        if (step_add(df, DOCKERFILE_RUN, line,
+                                     strjoin("RUN ", json_string(json_array_at(args, 0)))) < 0)
                                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
                         s = &df->steps[df->n - 1];
                         s->shell = arg_at(args, 0);
