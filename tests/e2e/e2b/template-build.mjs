@@ -28,13 +28,17 @@ try {
   out.exists = await Template.exists(name)
 
   const sbx = await Sandbox.create(name)
-  const r = await sbx.commands.run('cat /app/built.txt /app/hello.txt /tmp/started; pwd; echo "env=$GREETING"', { cwd: '/app' })
+  // the image's workdir and env are the commands' defaults
+  const r = await sbx.commands.run('cat /app/built.txt /app/hello.txt /tmp/started; pwd; echo "env=$GREETING"')
   out.run = { stdout: r.stdout, exitCode: r.exitCode }
   await sbx.kill()
 
   // a RUN that fails: an error with the step's output; the template built before stays
   const failLogs = []
-  const bad = Template({ fileContextPath: ctx }).fromTemplate('base').runCmd('echo ok-step').runCmd('echo oops-output; exit 3')
+  const bad = Template({ fileContextPath: ctx })
+    .fromTemplate('base')
+    .runCmd('echo ok-step')
+    .runCmd('echo oops-output; exit 3')
   try {
     await Template.build(bad, name, { onBuildLogs: (l) => failLogs.push(l.message) })
     out.fail = { threw: false }
@@ -56,7 +60,9 @@ try {
     await new Promise((res) => setTimeout(res, 100))
   }
   const tail = await Template.getBuildStatus(data, { logsOffset: st.logEntries.length })
-  out.background = { status: st.status, entries: st.logEntries.length, tail: tail.logEntries.length, buildId: st.buildID }
+  out.background = {
+    status: st.status, entries: st.logEntries.length, tail: tail.logEntries.length, buildId: st.buildID,
+  }
 
   // the layer cache, and skipCache() past it
   const cacheLogs = async (t) => {
