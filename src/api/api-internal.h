@@ -433,6 +433,27 @@ void api_registry_options(ApiRequest *r, struct RegistryOptions *ret);
 int api_template_receive_tar(ApiRequest *r, char **ret_path, ApiError *e);
 /* template-build.c: POST /v1/templates/{name}/build, a Dockerfile build answered as NDJSON progress */
 int api_template_build(ApiRequest *r, ApiError *e);
+/* The same build of steps given parsed (E2B's template builds): df's steps (FROM first; borrowed) over
+ * a context made of the entries of every tar in contexts (the last of a name wins), published as name
+ * owned by tenant_id ("" = global; a template of that name owned by another is not replaced). Its
+ * progress goes to log (level "info", "warn" for a RUN's stderr, "error"); a RUN's client is not
+ * watched (only spaced stopping cancels it). 0 with the image's final workdir and user (NULL: none,
+ * the caller frees them), or -errno (e) with failed_step the 1-based step that failed (0: none). */
+typedef void (*ApiBuildLog)(void *userdata, const char *level, const char *message);
+typedef struct Dockerfile Dockerfile;
+typedef struct ApiBuildSpec {
+        const char *name;
+        const char *tenant_id;
+        Dockerfile *df;
+        char **contexts;
+        size_t n_contexts;
+        unsigned force_from; /* > 0: from this step (1-based) on, no layer comes from the cache */
+        ApiBuildLog log;
+        void *userdata;
+        unsigned failed_step;
+        char *workdir, *user;
+} ApiBuildSpec;
+int api_template_build_run(ApiRequest *r, ApiBuildSpec *spec, ApiError *e);
 
 int api_events_list(ApiRequest *r, ApiError *e);
 

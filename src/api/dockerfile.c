@@ -52,6 +52,7 @@ static void step_done(DockerfileStep *s) {
         strv_free(s->args);
         strv_free(s->kv);
         free(s->chown);
+        free(s->user);
 }
 
 void dockerfile_done(Dockerfile *d) {

@@ -41,6 +41,8 @@ typedef struct DockerfileStep {
                          * WORKDIR, USER: [value] */
         char **kv;      /* ENV, LABEL: "K=V"...; ARG: "K" or "K=V" */
         char *chown;    /* COPY/ADD --chown=USER[:GROUP] */
+        char *user;     /* RUN: the user of this command only (steps not from a Dockerfile); NULL = USER's */
+        unsigned mode;  /* COPY: the mode of the copied files (steps not from a Dockerfile); 0 = theirs */
 } DockerfileStep;
 
 typedef struct Dockerfile {

@@ -342,6 +342,8 @@ static int rest_create(ApiRequest *r, ApiError *e) {
                 return reply_sandbox(r, 201, sb.id, e);
         }
         k = store_template_get(r->store, sb.template_name, &t);
+        if (k >= 0 && t.tenant_id[0] && !streq(t.tenant_id, r->key.tenant_id))
+                k = -ENOENT; /* another tenant's template is none (as for GET /templates/aliases/{alias}) */
         if (k == -ENOENT)
                 return api_error(e, k, API_NOT_FOUND, "template '%s' not found", sb.template_name);
         if (k < 0)
@@ -945,6 +947,11 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 return rest_webhooks(r, s, n, e);
         if (!v2 && streq(s[0], "secrets"))
                 return e2b_secrets_route(r, s, n, e);
+        if (!v2 && (streq(s[0], "v2") || streq(s[0], "v3") || streq(s[0], "templates"))) {
+                int q = e2b_templates_route(r, s, n, e);
+                if (q <= 0)
+                        return q;
+        }
         if (!streq(s[0], "sandboxes"))
                 /* a part of E2B's API that space does not serve (builds, tags, secrets, ...): 501, which no SDK
                  * reads as "there is none" (docs/e2b-compat.md) */

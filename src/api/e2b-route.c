@@ -465,6 +465,8 @@ static int rest_handle(ApiRequest *r) {
         bool content = first_segment_is(r->head->path, "volumecontent"); /* its own auth (e2b-volumes.c) */
 
         k = api_get_store(r, &e);
+        if (k >= 0 && !content && e2b_template_upload_request(r->head))
+                return e2b_template_upload(r); /* its URL's signature is its right (e2b-templates.c) */
         if (k >= 0 && !content)
                 k = e2b_auth(r, &e);
         if (k < 0)

@@ -124,6 +124,13 @@ int e2b_fork(ApiRequest *r, const char *sandbox_id, ApiError *e);
 /* GET /v2/sandboxes/{id}/logs (v1: the older /sandboxes/{id}/logs shape), from its events (e2b-logs.c). */
 int e2b_sandbox_logs(ApiRequest *r, const char *id, bool v1, ApiError *e);
 /* /secrets[/{id}]: space's credentials (e2b-secrets.c). */
+/* e2b-templates.c: template builds (/v3/templates, /v2/templates/{id}/builds/{b}, /templates/{id}/files/{h},
+ * /templates/{id}/builds/{b}/status); 1 for a path that is none of them. */
+int e2b_templates_route(ApiRequest *r, char **segs, size_t n_segs, ApiError *e);
+/* The signed upload of a COPY's files (PUT /templates/{id}/files/{hash}?signature=...): no API key. */
+bool e2b_template_upload_request(const HttpHead *head);
+int e2b_template_upload(ApiRequest *r);
+
 int e2b_secrets_route(ApiRequest *r, char **segs, size_t n_segs, ApiError *e);
 /* e2b-metrics.c: GET /sandboxes/{id}/metrics (sb looked up) and GET /sandboxes/metrics?sandbox_ids= */
 int e2b_metrics(ApiRequest *r, const Sandbox *sb, ApiError *e);

@@ -204,6 +204,8 @@ int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds,
         int k;
 
         k = store_template_get(r->store, sb->template_name, &t);
+        if (k >= 0 && t.tenant_id[0] && !r->key.admin && !streq(t.tenant_id, r->key.tenant_id))
+                k = -ENOENT; /* another tenant's template (an E2B build) is none */
         if (k == -ENOENT)
                 return api_error(e, k, API_NOT_FOUND, "no template '%s'", sb->template_name);
         if (k < 0)

@@ -50,12 +50,19 @@ typedef struct CtxEntry {
         uint64_t size, offset; /* of its data in the context tar */
         int64_t mtime;
         char *link;
+        int fd; /* the context tar it is in */
 } CtxEntry;
 
 typedef struct Build {
         ApiRequest *r;
         char *ctx_path; /* the context tar (removed at the end) */
         int ctx_fd;
+        int *ctx_fds;   /* more context tars (api_template_build_run), owned */
+        size_t n_ctx_fds;
+        const char *tenant_id; /* the published template's owner ("" = global) */
+        unsigned force_from; /* the steps from this one on (1-based) are made again, not taken from the cache */
+        ApiBuildLog log; /* set: progress goes to it, not to the response */
+        void *log_data;
         CtxEntry *entries;
         size_t n_entries;
         char **ignore;
@@ -91,6 +98,9 @@ static void build_done(Build *b) {
         }
         free(b->entries);
         safe_close(b->ctx_fd);
+        for (size_t i = 0; i < b->n_ctx_fds; i++)
+                safe_close(b->ctx_fds[i]);
+        free(b->ctx_fds);
         if (b->ctx_path) {
                 (void) unlink(b->ctx_path);
                 free(b->ctx_path);
@@ -132,8 +142,8 @@ static int chain_key(const char *parent, const char *what, const char *extra, ch
 
 /* ---- the context ---- */
 
-static int ctx_index(Build *b, ApiError *e) {
-        TarStream s = tar_stream_of_fd(&b->ctx_fd);
+static int ctx_index(Build *b, int *fd, ApiError *e) {
+        TarStream s = tar_stream_of_fd(fd);
         char err[160] = "";
         int k;
 
@@ -166,6 +176,7 @@ static int ctx_index(Build *b, ApiError *e) {
                 b->entries[b->n_entries++] = (CtxEntry){
                         .path = TAKE_PTR(clean), .type = t.type, .mode = t.mode & 07777, .size = t.size,
                         .offset = s.offset, .mtime = t.mtime, .link = t.link ? strdup(t.link) : NULL,
+                        .fd = *fd,
                 };
                 k = tar_skip_data(&s);
                 if (k < 0)
@@ -191,7 +202,8 @@ static int ctx_read_file(const Build *b, const CtxEntry *c, size_t max, char **r
         buf = malloc(c->size + 1);
         if (!buf)
                 return -ENOMEM;
-        if (c->size > 0 && pread(b->ctx_fd, buf, c->size, (off_t) c->offset) != (ssize_t) c->size)
+        (void) b;
+        if (c->size > 0 && pread(c->fd, buf, c->size, (off_t) c->offset) != (ssize_t) c->size)
                 return -EIO;
         buf[c->size] = 0;
         *ret = TAKE_PTR(buf);
@@ -202,6 +214,8 @@ static int ctx_read_file(const Build *b, const CtxEntry *c, size_t max, char **r
 /* ---- progress ---- */
 
 static int emit(Build *b, JsonWriter *w) {
+        if (b->log)
+                return 0;
         if (b->gone)
                 return -EPIPE;
         if (api_stream_line(b->r, w) < 0) {
@@ -212,7 +226,15 @@ static int emit(Build *b, JsonWriter *w) {
 }
 
 static int emit_step(Build *b, const DockerfileStep *s, int cached) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
+
+        if (b->log) {
+                _cleanup_free_ char *m = NULL;
+                if (asprintf(&m, "[%u/%u] %s%s", b->step, b->steps, s->text, cached > 0 ? " (cached)" : "") < 0)
+                        return -ENOMEM;
+                b->log(b->log_data, "info", m);
+                return 0;
+        }
 
         json_w_init(&w);
         json_w_object_begin(&w);
@@ -228,7 +250,12 @@ static int emit_step(Build *b, const DockerfileStep *s, int cached) {
 }
 
 static int emit_error(Build *b, const DockerfileStep *s, const ApiError *e) {
-        _cleanup_(json_w_done) JsonWriter w;
+        _cleanup_(json_w_done) JsonWriter w = {};
+
+        if (b->log) {
+                b->log(b->log_data, "error", e->message);
+                return 0;
+        }
 
         json_w_init(&w);
         json_w_object_begin(&w);
@@ -377,12 +404,12 @@ static int tar_member(int fd, const char *name, char type, uint32_t mode, uint64
         return tar_header(fd, name, type, mode, uid, gid, size, mtime, link);
 }
 
-static int copy_data(const Build *b, int out, uint64_t offset, uint64_t size) {
+static int copy_data(int in, int out, uint64_t offset, uint64_t size) {
         char buf[64 * 1024];
 
         while (size > 0) {
                 size_t want = (size_t) MIN(size, (uint64_t) sizeof buf);
-                ssize_t got = pread(b->ctx_fd, buf, want, (off_t) offset);
+                ssize_t got = pread(in, buf, want, (off_t) offset);
                 int k;
                 if (got <= 0)
                         return got < 0 ? negative_errno() : -EIO;
@@ -396,7 +423,8 @@ static int copy_data(const Build *b, int out, uint64_t offset, uint64_t size) {
 }
 
 /* One context entry into the tar at target (relative to the image's root). */
-static int copy_entry(const Build *b, int out, const CtxEntry *c, const char *target, uint64_t uid, uint64_t gid) {
+static int copy_entry(const Build *b, int out, const CtxEntry *c, const char *target, uint64_t uid, uint64_t gid,
+                      unsigned mode) {
         const CtxEntry *data = c;
         int k;
 
@@ -408,13 +436,13 @@ static int copy_entry(const Build *b, int out, const CtxEntry *c, const char *ta
         }
         switch (data->type) {
         case TAR_DIR:
-                return tar_member(out, target, '5', c->mode, uid, gid, 0, c->mtime, NULL);
+                return tar_member(out, target, '5', mode ?: c->mode, uid, gid, 0, c->mtime, NULL);
         case TAR_SYMLINK:
                 return tar_member(out, target, '2', 0777, uid, gid, 0, c->mtime, c->link ?: "");
         case TAR_FILE:
-                k = tar_member(out, target, '0', data->mode, uid, gid, data->size, data->mtime, NULL);
+                k = tar_member(out, target, '0', mode ?: data->mode, uid, gid, data->size, data->mtime, NULL);
                 if (k >= 0)
-                        k = copy_data(b, out, data->offset, data->size);
+                        k = copy_data(data->fd, out, data->offset, data->size);
                 if (k >= 0)
                         k = tar_pad(out, data->size);
                 return k;
@@ -505,7 +533,7 @@ static int copy_tar(Build *b, const DockerfileStep *s, char **srcs, size_t n_src
                                      : strdup(dst[1] ? dst + 1 : ".");
                         if (!target)
                                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-                        k = copy_entry(b, fd, x, target, uid, gid);
+                        k = copy_entry(b, fd, x, target, uid, gid, s->mode);
                         if (k == -EBADMSG)
                                 return api_error(e, k, API_INVALID_ARGUMENT,
                                                  "line %u: '%.128s' is a hard link to a file not in the context",
@@ -680,8 +708,8 @@ static int exec_body(Build *b, const DockerfileStep *s, JsonValue **ret) {
         json_w_object_end(&w);
         if (b->workdir)
                 json_w_kv_string(&w, "cwd", b->workdir);
-        if (b->user)
-                json_w_kv_string(&w, "user", b->user);
+        if (s->user || b->user)
+                json_w_kv_string(&w, "user", s->user ?: b->user);
         json_w_kv_string(&w, "on_disconnect", "kill");
         json_w_object_end(&w);
         if (json_w_finish(&w, &text, NULL) < 0)
@@ -694,7 +722,10 @@ static int run_relay(Build *b, const DockerfileStep *s, int fd, ApiError *e) {
         int cfd = http_conn_fd(b->r->conn);
 
         for (;;) {
-                struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = cfd, .events = POLLRDHUP } };
+                /* a build answered already (b->log) runs on after its client went: only spaced shutting the
+                 * connection down (POLLHUP) cancels it */
+                struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+                                       { .fd = cfd, .events = b->log ? 0 : POLLRDHUP } };
                 _cleanup_(proto_frame_done) ProtoFrame f = {};
                 int k = poll(p, 2, -1);
 
@@ -713,7 +744,12 @@ static int run_relay(Build *b, const DockerfileStep *s, int fd, ApiError *e) {
                         return api_error(e, k, API_BAD_GATEWAY, "line %u: the agent lost the RUN command", s->line);
                 if (f.stream != AGENT_STREAM)
                         continue;
-                if (f.type == PROTO_STDOUT || f.type == PROTO_STDERR) {
+                if ((f.type == PROTO_STDOUT || f.type == PROTO_STDERR) && b->log) {
+                        _cleanup_free_ char *m = utf8_valid(f.payload, f.len) ? strndup(f.payload, f.len)
+                                                                               : strdup("(binary output)");
+                        if (m)
+                                b->log(b->log_data, f.type == PROTO_STDOUT ? "info" : "warn", m);
+                } else if (f.type == PROTO_STDOUT || f.type == PROTO_STDERR) {
                         _cleanup_(json_w_done) JsonWriter w;
                         json_w_init(&w);
                         json_w_object_begin(&w);
@@ -971,6 +1007,8 @@ static int step_one(Build *b, const DockerfileStep *s, char key[static 65], ApiE
         }
         memcpy(keys[0], key, 65);
         k = worker_layers_cached(b->r->worker, keys, 1, cached, e);
+        if (b->force_from > 0 && b->step >= b->force_from)
+                cached[0] = false;
         if (k < 0) {
                 if (tar)
                         (void) unlink(tar);
@@ -1190,8 +1228,11 @@ static int publish(Build *b, const char *name, uint64_t *ret_size, bool *ret_new
         int k;
 
         k = store_template_get(b->r->store, name, &t);
+        if (k >= 0 && !streq(t.tenant_id, strempty(b->tenant_id)))
+                return api_error(e, -EEXIST, API_CONFLICT, "the name '%s' is taken by another template", name);
         if (k == -ENOENT) {
                 (void) strscpy(t.name, sizeof t.name, name);
+                (void) strscpy(t.tenant_id, sizeof t.tenant_id, strempty(b->tenant_id));
                 t.state = TEMPLATE_IMPORTING;
                 t.created_usec = now_usec();
                 k = store_template_insert(b->r->store, &t);
@@ -1214,17 +1255,77 @@ static int publish(Build *b, const char *name, uint64_t *ret_size, bool *ret_new
         return k < 0 ? api_store_error(e, k, "marking the template ready") : 0;
 }
 
+/* The steps of b->df from FROM to the published template: 0, or -errno (e) with *cur the step that
+ * failed (NULL: none of them). */
+static int build_steps(Build *b, const char *name, const DockerfileStep **cur, uint64_t *ret_size, ApiError *e) {
+        _cleanup_free_ char *defaults = NULL;
+        char key[65] = "", data[STORE_NAME_MAX + 160];
+        bool created = false;
+        int k;
+
+        *cur = NULL;
+        log_info("Building template %s: %u steps", name, b->steps);
+        for (size_t i = 0; i < b->df.n; i++) {
+                *cur = &b->df.steps[i];
+                b->step = (unsigned) i + 1;
+                if (i < b->df.from) { /* an ARG for the FROM */
+                        k = step_one(b, *cur, key, e);
+                } else if (i == b->df.from) {
+                        k = emit_step(b, *cur, -1) < 0 ? api_error(e, -ECANCELED, API_CONFLICT, "the client went away")
+                                                       : build_from(b, *cur, key, e);
+                        /* ARGs before FROM are not in effect after it (Docker's rule) */
+                        b->vars = strv_free(b->vars);
+                        b->args = strv_free(b->args);
+                        if (k >= 0)
+                                k = base_defaults(b, e);
+                } else
+                        k = step_one(b, *cur, key, e);
+                if (k < 0)
+                        goto fail;
+        }
+        *cur = NULL;
+        /* the image's exec defaults over the last layer */
+        if (defaults_json(b, &defaults) < 0 || chain_key(key, "defaults", defaults, key) < 0) {
+                k = api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+                goto fail;
+        }
+        {
+                char keys[1][65];
+                bool cached[1] = { false };
+                memcpy(keys[0], key, 65);
+                k = worker_layers_cached(b->r->worker, keys, 1, cached, e);
+                if (k >= 0 && !cached[0])
+                        k = worker_build_layer(b->r->worker, key, "layer", b->layer, NULL, NULL, defaults, e);
+                if (k < 0)
+                        goto fail;
+                memcpy(b->layer, key, 65);
+        }
+        stage_drop(b);
+        k = publish(b, name, ret_size, &created, e);
+        if (k < 0)
+                goto fail;
+        snprintf(data, sizeof data, "{\"name\":\"%s\",\"size_bytes\":%" PRIu64 ",\"steps\":%u,\"cached\":%u}", name,
+                 *ret_size, b->steps, b->cached);
+        api_event(b->r, NULL, "template.built", "", data);
+        log_info("Built template %s: %u steps, %u from the cache, %u run", name, b->steps, b->cached, b->ran);
+        return 0;
+
+fail:
+        stage_drop(b);
+        log_warning("Building template %s failed: %s", name, e->message);
+        return k;
+}
+
 int api_template_build(ApiRequest *r, ApiError *e) {
         const char *name = r->params[0], *ct = http_head_header(r->head, "Content-Type");
         _cleanup_(build_done) Build b = { .r = r, .ctx_fd = -EBADF };
-        _cleanup_free_ char *dockerfile = NULL, *text = NULL, *clean = NULL, *defaults = NULL;
-        char err[DOCKERFILE_ERR_MAX], key[65] = "", data[STORE_NAME_MAX + 160];
+        _cleanup_free_ char *dockerfile = NULL, *text = NULL, *clean = NULL;
+        char err[DOCKERFILE_ERR_MAX];
         const DockerfileStep *cur = NULL;
         const CtxEntry *c;
         size_t len = 0;
         uint64_t size = 0;
         int64_t t0 = now_usec();
-        bool created = false;
         int k;
 
         if (!api_template_name_valid(name) || startswith(name, "build-"))
@@ -1245,7 +1346,7 @@ int api_template_build(ApiRequest *r, ApiError *e) {
         b.ctx_fd = open(b.ctx_path, O_RDONLY | O_CLOEXEC);
         if (b.ctx_fd < 0)
                 return api_error(e, negative_errno(), API_INTERNAL, "cannot open the context: %m");
-        k = ctx_index(&b, e);
+        k = ctx_index(&b, &b.ctx_fd, e);
         if (k < 0)
                 return k;
         c = ctx_find(&b, clean);
@@ -1286,50 +1387,9 @@ int api_template_build(ApiRequest *r, ApiError *e) {
         k = api_stream_begin(r, 200, "application/x-ndjson");
         if (k < 0)
                 return 0;
-        log_info("Building template %s: %u steps", name, b.steps);
-        for (size_t i = 0; i < b.df.n; i++) {
-                cur = &b.df.steps[i];
-                b.step = (unsigned) i + 1;
-                if (i < b.df.from) { /* an ARG for the FROM */
-                        k = step_one(&b, cur, key, e);
-                } else if (i == b.df.from) {
-                        k = emit_step(&b, cur, -1) < 0 ? api_error(e, -ECANCELED, API_CONFLICT, "the client went away")
-                                                       : build_from(&b, cur, key, e);
-                        /* ARGs before FROM are not in effect after it (Docker's rule) */
-                        b.vars = strv_free(b.vars);
-                        b.args = strv_free(b.args);
-                        if (k >= 0)
-                                k = base_defaults(&b, e);
-                } else
-                        k = step_one(&b, cur, key, e);
-                if (k < 0)
-                        goto fail;
-        }
-        cur = NULL;
-        /* the image's exec defaults over the last layer */
-        if (defaults_json(&b, &defaults) < 0 || chain_key(key, "defaults", defaults, key) < 0) {
-                k = api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-                goto fail;
-        }
-        {
-                char keys[1][65];
-                bool cached[1] = { false };
-                memcpy(keys[0], key, 65);
-                k = worker_layers_cached(r->worker, keys, 1, cached, e);
-                if (k >= 0 && !cached[0])
-                        k = worker_build_layer(r->worker, key, "layer", b.layer, NULL, NULL, defaults, e);
-                if (k < 0)
-                        goto fail;
-                memcpy(b.layer, key, 65);
-        }
-        stage_drop(&b);
-        k = publish(&b, name, &size, &created, e);
+        k = build_steps(&b, name, &cur, &size, e);
         if (k < 0)
                 goto fail;
-        snprintf(data, sizeof data, "{\"name\":\"%s\",\"size_bytes\":%" PRIu64 ",\"steps\":%u,\"cached\":%u}", name,
-                 size, b.steps, b.cached);
-        api_event(r, NULL, "template.built", "", data);
-        log_info("Built template %s: %u steps, %u from the cache, %u run", name, b.steps, b.cached, b.ran);
         {
                 _cleanup_(json_w_done) JsonWriter w;
                 Template t = {};
@@ -1353,11 +1413,50 @@ int api_template_build(ApiRequest *r, ApiError *e) {
         return 0;
 
 fail:
-        stage_drop(&b);
-        log_warning("Building template %s failed: %s", name, e->message);
         if (!b.gone)
                 (void) emit_error(&b, cur, e);
         if (b.gone || http_conn_stream_end(r->conn) < 0)
                 http_conn_set_close(r->conn);
         return 0;
+}
+
+int api_template_build_run(ApiRequest *r, ApiBuildSpec *spec, ApiError *e) {
+        _cleanup_(build_done) Build b = {
+                .r = r, .ctx_fd = -EBADF, .tenant_id = spec->tenant_id, .force_from = spec->force_from,
+                .log = spec->log, .log_data = spec->userdata,
+        };
+        const DockerfileStep *cur = NULL;
+        uint64_t size = 0;
+        int k;
+
+        spec->failed_step = 0;
+        b.ctx_fds = new0(int, spec->n_contexts + 1);
+        if (!b.ctx_fds)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        for (size_t i = 0; i < spec->n_contexts; i++) {
+                int fd = open(spec->contexts[i], O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        return api_error(e, negative_errno(), API_INTERNAL, "cannot open the uploaded files: %m");
+                b.ctx_fds[b.n_ctx_fds++] = fd;
+                k = ctx_index(&b, &b.ctx_fds[b.n_ctx_fds - 1], e);
+                if (k < 0)
+                        return k;
+        }
+        k = api_get_worker(r, e);
+        if (k < 0)
+                return k;
+        /* the steps are borrowed for the build */
+        b.df = *spec->df;
+        b.steps = (unsigned) b.df.n;
+        k = build_steps(&b, spec->name, &cur, &size, e);
+        if (k < 0 && cur)
+                spec->failed_step = (unsigned) (cur - b.df.steps) + 1;
+        if (k < 0)
+                (void) emit_error(&b, cur, e);
+        else {
+                spec->workdir = b.workdir ? strdup(b.workdir) : NULL;
+                spec->user = b.user ? strdup(b.user) : NULL;
+        }
+        b.df = (Dockerfile){};
+        return k;
 }

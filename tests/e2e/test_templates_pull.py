@@ -774,3 +774,39 @@ def test_build_from_an_image_reference(reg, base_layer):
     assert lines[-1]["type"] == "error" and "line 1: FROM" in lines[-1]["message"], lines[-1]
     assert not [t for t in templates(s) if t.startswith("build-")]
     remove(s, name)
+
+
+def test_e2b_template_build_from_image(reg, base_layer):
+    """E2B's fromImage (POST /v2/templates/{id}/builds/{b} as the SDK sends it) pulls like FROM."""
+    import e2e_http
+
+    s = reg.spaced
+    marker = uuid.uuid4().hex
+    push_image(reg, reg.anon, [base_layer, app_layer(marker + "\n")], CFG, repo="e2e/e2b", tag="v1")
+    r = s.api("POST", "/v1/keys", json={"name": "e2b-img", "tenant": "img" + uuid.uuid4().hex[:8]})
+    assert r.status == 201, r
+    key = r.json()["key"]
+    h = {"X-API-KEY": key}
+    name = tname("e2bimg")
+    r = e2e_http.request(s.url, "POST", "/v3/templates", json={"name": name}, headers=h, key=None)
+    assert r.status == 202, r
+    bid = r.json()["buildID"]
+    body = {"fromImage": f"{reg.anon.host('registry.test')}/e2e/e2b:v1",
+            "steps": [{"type": "RUN", "args": ["cat hello > copied"]}]}
+    r = e2e_http.request(s.url, "POST", f"/v2/templates/{name}/builds/{bid}", json=body, headers=h, key=None)
+    assert r.status == 202, r
+    for _ in range(600):
+        r = e2e_http.request(s.url, "GET", f"/templates/{name}/builds/{bid}/status", headers=h, key=None)
+        assert r.status == 200, r
+        if r.json()["status"] in ("ready", "error"):
+            break
+        time.sleep(0.2)
+    assert r.json()["status"] == "ready", r.json()
+    r = e2e_http.request(s.url, "POST", "/sandboxes", json={"templateID": name}, headers=h, key=None, timeout=180)
+    assert r.status == 201, r
+    sid = r.json()["sandboxID"]
+    try:
+        assert s.sh(sid, 'pwd; cat copied; echo "$PULL_E2E"', key=key) == f"/srv\n{marker}\nfrom-the-registry\n"
+    finally:
+        s.delete(sid, key=key)
+    remove(s, name)
