@@ -204,7 +204,9 @@ def test_disconnect_cancels(spaced):
                    headers={"Content-Type": "application/x-tar"}, stream=True, timeout=60)
     assert s.status == 200
     for line in s.lines():
-        if b"started" in line:
+        ev = json.loads(line)
+        # the RUN's own output (the step's announcement names the command too): it runs now
+        if ev.get("type") == "output" and "started" in ev.get("data", ""):
             break
     s.close()  # the client goes away mid-RUN
     host.wait_until(lambda: set(spaced.alive_ids()) == before, 20)
