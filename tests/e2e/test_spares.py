@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+"""Spare roots (src/storage/spare.c): snapshots of the templates creates used
+lately, made ahead on the worker's low-priority thread, renamed into place by
+a create instead of a snapshot. Through a real spaced: a create takes one
+(the gauge space_worker_root_spares counts them, topped up again after);
+what a deleted sandbox wrote is in no later sandbox's root; a crash leaves
+none behind (the pool's open removes them); root_spares = 0 makes none; a
+bad value is refused."""
+
+import os
+import subprocess
+
+import pytest
+
+import e2e_host as host
+import e2e_residue as residue
+from test_metrics import scrape
+
+
+@pytest.fixture(scope="module")
+def spares(e2e_session, request):
+    d = e2e_session.new_daemon(extra_args=["--root-spares=2"])
+    d.start()
+    yield d
+    problems = residue.teardown_daemon(d)
+    if not problems:
+        residue.remove_daemon_dir(d)
+    else:
+        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+
+
+def gauge(d):
+    fam = scrape(d).get("space_worker_root_spares")
+    assert fam is not None, "no space_worker_root_spares in /metrics"
+    assert fam["type"] == "gauge", fam
+    (value,) = [v for _, _, v in fam["samples"]]
+    return value
+
+
+def on_disk(d):
+    try:
+        return sorted(n for n in os.listdir(d.host_view(d.pool_path("tmp"))) if n.startswith("spare."))
+    except OSError:
+        return []
+
+
+def test_a_create_takes_a_spare_of_its_template(spares):
+    d = spares
+    first = d.create()["id"]  # the template is wanted from now on
+    host.wait_until(lambda: gauge(d) == 2, 20)
+    made = on_disk(d)
+    assert len(made) == 2, made
+    # what one sandbox leaves in its root
+    d.sh(first, "echo mine > /etc/left-behind && sync")
+    d.delete(first)
+    second = d.create()["id"]
+    try:
+        taken = set(made) - set(on_disk(d))
+        assert taken, f"the create made its own snapshot: spares {made} all still there"
+        assert d.sh(second, "cat /etc/left-behind 2>/dev/null; echo up") == "up\n"
+        # topped up again, never more than asked for
+        host.wait_until(lambda: gauge(d) == 2, 20)
+        assert len(on_disk(d)) == 2, on_disk(d)
+    finally:
+        d.delete(second)
+
+
+def test_a_crash_leaves_no_spare_and_zero_makes_none(spares):
+    d = spares
+    sid = d.create()["id"]
+    d.delete(sid)
+    host.wait_until(lambda: gauge(d) == 2, 20)
+    d.kill9()
+    d.extra_args = [a for a in d.extra_args if not a.startswith("--root-spares")] + ["--root-spares=0"]
+    d.start()
+    assert on_disk(d) == [], "spares of the crashed worker are still in the pool"
+    sid = d.create()["id"]
+    try:
+        assert d.sh(sid, "echo up") == "up\n"
+        assert gauge(d) == 0
+        assert on_disk(d) == []
+    finally:
+        d.delete(sid)
+
+
+def test_a_bad_root_spares_is_refused(e2e_session, tmp_path):
+    r = subprocess.run([e2e_session.spaced_bin, "--root-spares", "9", "--state-dir", str(tmp_path / "s")],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "root_spares: 9 is out of range [0, 8]" in r.stderr, r.stderr
