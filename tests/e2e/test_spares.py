@@ -88,3 +88,25 @@ def test_a_bad_root_spares_is_refused(e2e_session, tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "root_spares: 9 is out of range [0, 8]" in r.stderr, r.stderr
+
+
+def test_pid1_and_what_it_runs_are_in_every_cgroup_of_the_sandbox(spaced):
+    # PID 1's cgroup v1 moves run after the spawner answered (worker-spawner.c):
+    # PID 1 runs nothing before they are done, so neither it nor the first
+    # thing it runs is left outside a hierarchy (and its limits)
+    d = spaced
+    sid = d.create()["id"]
+    try:
+        out = d.sh(sid, "cat /proc/self/status | grep ^NSpid; sleep 30 & echo $!")
+        pid1 = d.agent_pid(sid)
+        assert pid1, "no PID 1 found in the sandbox's cgroups"
+        kids = [p for p in d.sandbox_pids(sid) if "sleep" in " ".join(host.proc_cmdline(p))]
+        assert kids, f"the sleep it started is in none of its cgroups: {out!r}"
+        for p in [pid1] + kids:
+            groups = host.proc_cgroups(p)
+            assert groups, p
+            outside = [g for g in groups if g not in ("/", "") and sid not in g]
+            assert not outside, f"pid {p} of {sid} is outside its cgroups: {groups}"
+            assert all(sid in g for g in groups if g not in ("/",)), groups
+    finally:
+        d.delete(sid)
