@@ -152,6 +152,24 @@ static void unwant(PoolSpares *s, const char *template_name) {
         pthread_mutex_unlock(&s->lock);
 }
 
+/* The spares of a template that is gone: removed (they hold its extents). */
+static void drop_template(Pool *p, PoolSpares *s, const char *template_name) {
+        _cleanup_close_ int tmp_fd = pool_open_subdir(p, POOL_TMP_DIR);
+        Spare items[POOL_SPARES_MAX];
+        size_t n = 0;
+
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->n;)
+                if (streq(s->items[i].template_name, template_name)) {
+                        items[n++] = s->items[i];
+                        s->items[i] = s->items[--s->n];
+                } else
+                        i++;
+        pthread_mutex_unlock(&s->lock);
+        for (size_t i = 0; i < n && tmp_fd >= 0; i++)
+                spare_remove(p, tmp_fd, items[i].name);
+}
+
 int pool_spare_make(Pool *p, unsigned per_template) {
         PoolSpares *s = spares_get(p);
         char tpl[POOL_TEMPLATE_NAME_MAX + 1];
@@ -169,6 +187,7 @@ int pool_spare_make(Pool *p, unsigned per_template) {
         r = template_subvolid(p, tpl, &tpl_fd, &sp.template_subvolid);
         if (r < 0) {
                 unwant(s, tpl); /* removed since: no spares for it */
+                drop_template(p, s, tpl);
                 return r;
         }
         tmp_fd = pool_open_subdir(p, POOL_TMP_DIR);

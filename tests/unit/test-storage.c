@@ -714,6 +714,16 @@ TEST(btrfs_spare_roots) {
         ASSERT_EQ(pool_spare_count(p, "base"), 0U); /* stale: removed, not given */
         ASSERT_OK(pool_sandbox_remove(p, "c"));
 
+        /* a template removed: its spares go with it at the next top-up */
+        ASSERT_EQ(pool_spare_make(p, 2), 1);
+        ASSERT_EQ(pool_spare_count(p, "base"), 1U);
+        ASSERT_OK(pool_template_remove(p, "base"));
+        ASSERT_TRUE(pool_spare_make(p, 2) < 0);
+        ASSERT_EQ(pool_spare_count(p, NULL), 0U);
+        check_listing(tmp, "");
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
+        pool_spare_want(p, "base");
+
         /* drained: none left in tmp/ */
         ASSERT_EQ(pool_spare_make(p, 2), 1);
         ASSERT_EQ(pool_spare_count(p, NULL), 1U);
