@@ -110,3 +110,63 @@ def test_pid1_and_what_it_runs_are_in_every_cgroup_of_the_sandbox(spaced):
             assert all(sid in g for g in groups if g not in ("/",)), groups
     finally:
         d.delete(sid)
+
+
+def spawner_writes_before_answer(d, spawner, tmp_path):
+    """How many write()s a spawn makes before its answer (the sendmsg): a
+    create traced, the count read from strace's log."""
+    log = str(tmp_path / "spawner.strace")
+    st = subprocess.Popen(["strace", "-qq", "-o", log, "-p", str(spawner), "-e", "trace=write,sendmsg"],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert host.wait_until(lambda: host.proc_status(spawner, "TracerPid") == str(st.pid), timeout=30)
+        sid = d.create()["id"]
+        d.delete(sid)
+    finally:
+        st.terminate()
+        st.wait()
+    n = 0
+    with open(log) as f:
+        for line in f:
+            if line.startswith("sendmsg("):
+                return n
+            if line.startswith("write("):
+                n += 1
+    raise AssertionError("no answer in the spawner's trace")
+
+
+def test_spawner_killed_while_it_moves_pid1_fails_only_that_create(fresh_spaced, tmp_path):
+    """The spawner answers before PID 1's cgroup v1 moves; it dies during them
+    (strace kills it at its first write after the answer, a cgroup.procs
+    write or the go to PID 1): PID 1 runs nothing (outside its cgroups or
+    in), that create fails with its reason, nothing of it is left, and the
+    next create works (the worker clones itself)."""
+    d = fresh_spaced
+    procs = host.descendants(d.pid)
+    spawner = next(p for p in procs if host.proc_status(p, "Name") == "space-spawner")
+    worker = host.proc_ppid(spawner)
+    k = spawner_writes_before_answer(d, spawner, tmp_path)
+    st = subprocess.Popen(["strace", "-qq", "-o", "/dev/null", "-p", str(spawner), "-e", "trace=write",
+                           "-e", f"inject=write:signal=SIGKILL:when={k + 1}"], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    made = []
+    try:
+        assert host.wait_until(lambda: host.proc_status(spawner, "TracerPid") == str(st.pid), timeout=30)
+        before = set(host.children(worker))
+        r = d.api("POST", "/v1/sandboxes", json={}, timeout=60)
+        assert r.status == 500, r.body
+        assert "sandbox setup failed" in r.json()["error"]["message"], r.body
+        assert st.wait(timeout=30) is not None
+        # no PID 1 of the failed create left, running or a zombie
+        new = set(host.children(worker)) - before
+        assert host.wait_until(lambda: not [p for p in new if host.proc_exists(p)
+                                            and host.proc_status(p, "State")[0] != "Z"], 5), new
+        made.append(d.create()["id"])
+        assert d.sh(made[-1], "echo up") == "up\n"
+    finally:
+        if st.poll() is None:
+            st.kill()
+            st.wait()
+        for sid in made:
+            d.delete(sid)
+        d.restart()  # a spawner again
