@@ -65,10 +65,10 @@ typedef struct RuntimeSpec {
         bool clone_parent;
         /* ns: spawn returns before PID 1 is in its cgroup v1 hierarchies
          * (each move waits for an RCU grace period, milliseconds): settle()
-         * moves it, after the caller has handed PID 1 on. PID 1 sets itself
-         * up meanwhile and runs nothing (it forks nothing, it does not exec
-         * space-agent) before settle is done; if settle fails or never comes,
-         * its setup fails. */
+         * moves it, after the caller has handed PID 1 on, which gives it its
+         * root and makes its network meanwhile. PID 1 waits for it before its
+         * cgroup namespace and the rest of its setup (it has forked nothing,
+         * run nothing); if settle fails or never comes, its setup fails. */
         bool settle_later;
         /* ns: spawn returns before the root exists (PID 1 waits for it):
          * give_root() hands it over once it is made at root_path */

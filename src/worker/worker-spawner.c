@@ -139,7 +139,7 @@ static void spawner_serve(Worker *w, const char *buf, size_t n) {
                                 p.settle_fd = safe_close(p.settle_fd); /* its setup fails */
                 } else if (p.settle_pending) {
                         /* its cgroup v1 moves (an RCU grace period each) while the worker gives it its
-                         * root and makes its network; PID 1 runs nothing before they are done */
+                         * root and makes its network; PID 1 waits for them before its cgroup namespace */
                         char err[sizeof rep.err] = "";
                         if (w->runtime->settle(&p, err, sizeof err) < 0)
                                 log_warning("Sandbox %s: %s (its setup fails)", id, err);

@@ -97,6 +97,10 @@ def test_pid1_and_what_it_runs_are_in_every_cgroup_of_the_sandbox(spaced):
     d = spaced
     sid = d.create()["id"]
     try:
+        # its cgroup namespace is rooted at its own cgroups, on every hierarchy (it was made
+        # after the moves): nothing above them shows
+        inside = d.sh(sid, "cat /proc/self/cgroup")
+        assert sid not in inside and d.cgroup_root not in inside, inside
         out = d.sh(sid, "cat /proc/self/status | grep ^NSpid; sleep 30 & echo $!")
         pid1 = d.agent_pid(sid)
         assert pid1, "no PID 1 found in the sandbox's cgroups"

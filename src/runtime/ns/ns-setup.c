@@ -375,7 +375,7 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
                 a->settle_fd = (int) k;
         }
 
-        /* 1. wait for the parent: cgroups joined (v1: with settle_later, before 14), id maps written */
+        /* 1. wait for the parent: cgroups joined (v1: with settle_later, at 4), id maps written */
         do
                 k = ns_sys3(SYS_read, a->sync_fd, &go, 1);
         while (k == -EINTR);
@@ -390,7 +390,19 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         stagefd = (int) ns_sys4(SYS_openat, AT_FDCWD, a->stage_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
         CHECK(a, NS_STEP_STAGE, stagefd);
 
-        /* 4. a cgroup namespace rooted at the sandbox's cgroups (the parent moved us there) */
+        /* 4. settle_later: in its cgroup v1 hierarchies (the parent moved us there meanwhile)
+         * before the cgroup namespace is rooted at them and before anything runs here; EOF is
+         * the parent's failure */
+        if (a->settle_fd >= 0) {
+                char c = 0;
+                do
+                        k = ns_sys3(SYS_read, a->settle_fd, &c, 1);
+                while (k == -EINTR);
+                if (k != 1 || c != 'c')
+                        child_fail(a, NS_STEP_SYNC, k < 0 ? (int) k : -EPIPE);
+                (void) ns_close(a->settle_fd);
+        }
+        /* a cgroup namespace rooted at the sandbox's cgroups (the parent moved us there) */
         CHECK(a, NS_STEP_IDENTITY, ns_sys1(SYS_unshare, CLONE_NEWCGROUP));
 
         /* 5. become root of the new user namespace (one thread: no libc set*id broadcast needed) */
@@ -534,18 +546,6 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         /* 14. capabilities down to the allow-list, securebits locked, no_new_privs */
         if (!SPACE_BENCH_NO_HARDENING)
                 CHECK(a, NS_STEP_PRIVILEGES, ns_drop_privileges());
-        /* 14. settle_later: in its cgroup v1 hierarchies before anything runs here (nothing forked
-         * before: a child would stay outside them); EOF is the parent's failure */
-        if (a->settle_fd >= 0) {
-                char c = 0;
-                do
-                        k = ns_sys3(SYS_read, a->settle_fd, &c, 1);
-                while (k == -EINTR);
-                if (k != 1 || c != 'c')
-                        child_fail(a, NS_STEP_SYNC, k < 0 ? (int) k : -EPIPE);
-                (void) ns_close(a->settle_fd);
-        }
-
         /* the reviewed policy of seccomp-policy.c, built by the worker at start */
         if (spec->seccomp && !SPACE_BENCH_NO_HARDENING) {
                 int listener = -1, r = seccomp_install(spec->seccomp, spec->seccomp_notify ? &listener : NULL);
