@@ -45,7 +45,7 @@ static void put_label(FILE *f, const char *s) {
         }
 }
 
-/* space_pool_{size,free}_bytes{worker}, space_worker_{sandboxes,slots,teardowns_pending}{worker}. */
+/* space_pool_{size,free}_bytes{worker}, space_worker_{sandboxes,slots,teardowns_pending,root_spares}{worker}. */
 static void print_pools(FILE *f, JsonValue **replies, size_t n) {
         static const struct {
                 const char *name, *help, *from, *key;
@@ -58,6 +58,9 @@ static void print_pools(FILE *f, JsonValue **replies, size_t n) {
                 { "space_worker_teardowns_pending",
                   "Deleted sandboxes whose teardown (cgroups, link, firewall element, root) still runs in the "
                   "background; their slots are held until it ends.", NULL, "teardowns_pending" },
+                { "space_worker_root_spares",
+                  "Sandbox roots made ahead of creates (snapshots of the templates used lately, config root_spares).",
+                  NULL, "root_spares" },
         };
 
         for (size_t g = 0; g < ELEMENTSOF(gauges); g++) {

@@ -63,6 +63,13 @@ typedef struct RuntimeSpec {
          * that fails after the clone leaves the killed PID 1's pid in
          * RuntimePending.pid for that parent to reap. */
         bool clone_parent;
+        /* ns: spawn returns before PID 1 is in its cgroup v1 hierarchies
+         * (each move waits for an RCU grace period, milliseconds): settle()
+         * moves it, after the caller has handed PID 1 on, which gives it its
+         * root and makes its network meanwhile. PID 1 waits for it before its
+         * cgroup namespace and the rest of its setup (it has forked nothing,
+         * run nothing); if settle fails or never comes, its setup fails. */
+        bool settle_later;
         /* ns: spawn returns before the root exists (PID 1 waits for it):
          * give_root() hands it over once it is made at root_path */
         bool root_later;
@@ -101,6 +108,8 @@ typedef struct RuntimePending {
         int pidfd;
         int sync_fd;               /* readable once the guest is ready (or failed): finish will not block then */
         uint64_t deadline_usec;    /* CLOCK_MONOTONIC: finish gives up then (0: the runtime's own bound) */
+        bool settle_pending;       /* ns, spawned with settle_later: settle() follows (settle_fd is valid) */
+        int settle_fd;
         bool accel_probe;          /* vm: this boot tells whether KVM works here; if it does not, finish
                                     * returns -EAGAIN and the runtime uses TCG from then on (boot again) */
 } RuntimePending;
@@ -126,6 +135,10 @@ typedef struct RuntimeOps {
          * not outlive spawn. */
         int (*spawn)(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, size_t errbuf_size);
         int (*finish)(RuntimePending *p, RuntimeInstance *ret, char *errbuf, size_t errbuf_size);
+        /* ns: after a spawn with settle_later (and once its answer is on its
+         * way), PID 1 into its cgroup v1 hierarchies; it goes on once there.
+         * A failure: PID 1's setup fails (finish reports it). */
+        int (*settle)(RuntimePending *p, char *errbuf, size_t errbuf_size);
         /* ns: after a spawn with root_later, the root for PID 1 (made at the
          * spec's root_path meanwhile); a failure leaves PID 1 waiting: the
          * caller kills it (it never gets a root) before finish or instead. */

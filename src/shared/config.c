@@ -52,6 +52,7 @@ const ConfigItem config_table[] = {
         { "max_pids", U(max_pids), "32768", 8, 4194304, NULL, "upper bound for pids_max" },
         { "max_timeout_s", U(max_timeout_s), "2592000", 1, UINT64_C(1) << 40, NULL, "upper bound for timeout_s" },
         { "max_sandboxes", U(max_sandboxes), "1000", 1, 65536, NULL, "live sandboxes per host" },
+        { "root_spares", U(root_spares), "2", 0, 8, NULL, "roots made ahead for each of the (8) templates creates used last (btrfs pools: a create takes one instead of snapshotting its template), on a low-priority thread; 0 = off" },
         { "seccomp_io_uring", U(seccomp_io_uring), "0", 0, 1, NULL, "1 lets sandboxes use io_uring (off: a large kernel attack surface)" },
         { "exec_buffer_kb", U(exec_buffer_kb), "1024", 256, 262144, NULL, "output of each exec kept in its sandbox for readers that fall behind or reattach (charged to the sandbox's memory); beyond it the oldest is dropped" },
         { "exec_stall_ms", U(exec_stall_ms), "5000", 0, 3600000, NULL, "an exec reader that takes no output for this long no longer holds the command up (its output then goes to the buffer only); 0 = readers never hold a command up" },

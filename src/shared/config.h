@@ -56,6 +56,7 @@ typedef struct Config {
         uint64_t max_pids;
         uint64_t max_timeout_s;
         uint64_t max_sandboxes;
+        uint64_t root_spares;
         uint64_t upload_max_mb;
         uint64_t exec_buffer_kb;       /* output buffer per exec (in the agent) */
         uint64_t exec_stall_ms;        /* a reader idle this long no longer holds an exec up */

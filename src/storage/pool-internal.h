@@ -29,6 +29,8 @@
 #define POOL_SANDBOX_WORK "work"
 #define POOL_SANDBOX_TEMPLATE "template"
 
+typedef struct PoolSpares PoolSpares;
+
 struct Pool {
         PoolKind kind;
         char *path;     /* the pool's root directory (mount point for btrfs) */
@@ -39,6 +41,7 @@ struct Pool {
         bool released;  /* pool_release() ran: every other call fails with -ESTALE */
         uint64_t disk_overcommit_permille; /* PoolConfig's, for pool_info_json */
         uint64_t reserve_mb;
+        PoolSpares *spares; /* spare.c */
 };
 
 /* -ESTALE after pool_release(), -EINVAL for NULL. */
@@ -61,6 +64,14 @@ int pool_template_scan(const char *path, uint64_t *ret);
 /* Moves tmp/<tmpname> to templates/<name> (read-only on btrfs). */
 int pool_template_commit(Pool *p, int tmp_fd, const char *tmpname, int tpl_fd, const char *name);
 
+/* spare.c: made with the pool, freed with it */
+int pool_spares_init(Pool *p);
+void pool_spares_free(Pool *p);
+/* The root of a create of template_name (tpl_fd: its subvolume) as dfd/name
+ * from a spare made of that very subvolume: 0, or -ENOENT if none. Marks
+ * the template wanted either way. */
+int pool_spare_take(Pool *p, const char *template_name, int tpl_fd, int dfd, const char *name);
+
 /* sandbox.c */
 /* The root subvolume of sandbox id opened (O_DIRECTORY) and its subvolume id:
  * -EOPNOTSUPP unless the pool is btrfs with quotas on. */
@@ -72,6 +83,8 @@ int pool_sandbox_remove_dir(Pool *p, int sb_fd, const char *id);
  * qgroup limited to disk_mb MiB of exclusive bytes (0: no limit, whatever
  * limit the source had). */
 int pool_root_snapshot(Pool *p, int src_fd, int dfd, const char *name, uint64_t disk_mb);
+/* ... the qgroup limit of the subvolume dfd/name alone (a spare taken). */
+int pool_root_limit(Pool *p, int dfd, const char *name, uint64_t disk_mb);
 /* Overlay: creates work/ and root/ in sandboxes/<id> (dfd) if missing, records
  * the template's name there, and mounts the root (upper/ must exist). */
 int pool_sandbox_finish_overlay(Pool *p, const char *id, int dfd, const char *template_name);

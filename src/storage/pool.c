@@ -165,6 +165,7 @@ Pool *pool_free(Pool *p) {
         free(p->path);
         free(p->image);
         free(p->loop);
+        pool_spares_free(p);
         return mfree(p);
 }
 
@@ -433,7 +434,7 @@ int pool_open(const PoolConfig *cfg, Pool **ret) {
                 return log_error_errno(lock_fd, "Failed to lock '%s/" POOL_LOCK_NAME "': %m", state);
 
         p = new0(Pool, 1);
-        if (!p)
+        if (!p || pool_spares_init(p) < 0)
                 return -ENOMEM;
         p->disk_overcommit_permille = cfg->disk_overcommit_permille ?: 1000;
         p->reserve_mb = cfg->reserve_mb;
@@ -518,6 +519,7 @@ int pool_release(Pool *p) {
                 return 0;
         if (p->released)
                 return 0;
+        pool_spare_drop_all(p);
         if (p->kind != POOL_BTRFS || !p->owned) {
                 p->released = true;
                 return 0;

@@ -204,6 +204,19 @@ int pool_template_path(Pool *p, const char *name, char **ret);
  * the sandbox exists. The qgroup limit is on exclusive bytes: only what the
  * sandbox writes beyond its template counts; writes past it fail with EDQUOT. */
 bool pool_sandbox_id_valid(const char *id);
+/* Spare roots (btrfs; spare.c): snapshots of the templates creates used
+ * lately (the POOL_SPARE_TEMPLATES_MAX last), made ahead by the caller's
+ * low-priority thread, taken by pool_sandbox_create() in place of a snapshot.
+ * Each is made of its template and nothing else, and given only while that
+ * template is the same subvolume. Thread-safe. make: one more for the wanted
+ * template with the fewest below per_template: 1 made, 0 none short,
+ * -EOPNOTSUPP on overlay pools. drop_all: every spare removed (shutdown). */
+#define POOL_SPARES_MAX 64U
+#define POOL_SPARE_TEMPLATES_MAX 8U
+int pool_spare_make(Pool *p, unsigned per_template);
+void pool_spare_want(Pool *p, const char *template_name);
+unsigned pool_spare_count(Pool *p, const char *template_name); /* NULL: all */
+void pool_spare_drop_all(Pool *p);
 int pool_sandbox_create(Pool *p, const char *template_name, const char *id, uint64_t disk_mb, char **ret_root);
 /* Removes the root (unmounting the overlay if any), everything under
  * sandboxes/<id> and every checkpoint of the sandbox (pool_checkpoint_remove_all:

@@ -137,13 +137,19 @@ static int sandbox_create_overlay(Pool *p, int tpl_fd, const char *template_name
 }
 
 int pool_root_snapshot(Pool *p, int src_fd, int dfd, const char *name, uint64_t disk_mb) {
-        _cleanup_close_ int root_fd = -EBADF;
-        uint64_t subvolid;
         int r;
 
         r = btrfs_subvol_snapshot(src_fd, dfd, name, false);
         if (r < 0)
                 return r;
+        return pool_root_limit(p, dfd, name, disk_mb);
+}
+
+int pool_root_limit(Pool *p, int dfd, const char *name, uint64_t disk_mb) {
+        _cleanup_close_ int root_fd = -EBADF;
+        uint64_t subvolid;
+        int r;
+
         if (!p->quota)
                 return 0;
         /* Set even for disk_mb = 0 (which clears it): a snapshot inherits the
@@ -191,7 +197,10 @@ int pool_sandbox_create(Pool *p, const char *template_name, const char *id, uint
                 dfd = openat(sb_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (dfd < 0)
                         r = negative_errno();
-                else if (p->kind == POOL_BTRFS)
+                else if (p->kind == POOL_BTRFS && pool_spare_take(p, template_name, tpl_fd, dfd, POOL_SANDBOX_ROOT) >= 0) {
+                        log_debug("Sandbox %s: its root is a spare of template %s", id, template_name);
+                        r = pool_root_limit(p, dfd, POOL_SANDBOX_ROOT, disk_mb);
+                } else if (p->kind == POOL_BTRFS)
                         r = pool_root_snapshot(p, tpl_fd, dfd, POOL_SANDBOX_ROOT, disk_mb);
                 else
                         r = sandbox_create_overlay(p, tpl_fd, template_name, id, dfd);

@@ -179,7 +179,7 @@ typedef struct WorkerPending {
         char *state_path;      /* ... from the machine saved here (owned; NULL: a boot on its disk) */
         bool keep_state;       /* ... a checkpoint's (a restore in place): it stays */
         bool root_made;        /* worker_spawn_runtime() made the root (it was given none) */
-        int64_t start_usec, root_usec, spawned_usec; /* for the debug log of a create's phases */
+        int64_t start_usec, root_begin_usec, root_usec, spawned_usec; /* for the debug log of a create's phases */
 } WorkerPending;
 int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, WorkerPending *ret, ApiError *e);
 /* worker_spawn_runtime in its parts, so that several spawns are in flight

@@ -355,5 +355,6 @@ void worker_op_metrics_live(Worker *w, const JsonValue *req, JsonWriter *jw) {
         json_w_kv_int(jw, "slots_used", (int64_t) w->n_live);
         json_w_kv_int(jw, "slots_max", (int64_t) w->config->slots_max);
         json_w_kv_int(jw, "teardowns_pending", (int64_t) worker_teardown_pending(w));
+        json_w_kv_int(jw, "root_spares", (int64_t) pool_spare_count(w->pool, NULL));
         json_w_object_end(jw);
 }

@@ -414,6 +414,7 @@ int worker_spawn_runtime(Worker *w, const WorkerSpec *s, const char *root, Worke
         worker_spawn_send(w, ret, &prep);
         if (prep.root_later) {
                 /* the spawner clones while the root is made; in process, one after the other */
+                ret->root_begin_usec = now_usec();
                 r = pool_sandbox_create(w->pool, s->template_name, s->id, s->disk_mb, &root_made);
                 ret->root_made = r >= 0;
                 ret->root_usec = now_usec();
@@ -491,10 +492,10 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
                 (void) worker_cleanup_sandbox(w, p->id, false);
                 return r;
         }
-        log_debug("Sandbox %s: started in %" PRIi64 " us (root made after %" PRIi64 ", spawned %" PRIi64
+        log_debug("Sandbox %s: started in %" PRIi64 " us (root made in %" PRIi64 ", after %" PRIi64 ", spawned %" PRIi64
                   ", network begun %" PRIi64 ", exec awaited %" PRIi64 ", network ended %" PRIi64
                   ", credentials %" PRIi64 ")", p->id, now_usec() - p->start_usec,
-                  p->root_usec ? p->root_usec - p->start_usec : 0, p->spawned_usec - p->start_usec,
+                  p->root_usec - p->root_begin_usec, p->root_usec ? p->root_usec - p->start_usec : 0, p->spawned_usec - p->start_usec,
                   t_wait - p->spawned_usec, t_exec - t_wait, t_net - t_exec, now_usec() - t_net);
         *ret_pid = inst.pid;
         *ret_starttime = inst.starttime;

@@ -123,6 +123,7 @@ static void spawner_serve(Worker *w, const char *buf, size_t n) {
                 .seccomp_notify = rq->seccomp_notify,
                 .resolv_conf = resolv,
                 .clone_parent = true,
+                .settle_later = w->runtime->settle != NULL,
                 .root_later = rq->root_later,
                 .volumes = vols,
                 .n_volumes = rq->n_volumes,
@@ -134,6 +135,14 @@ static void spawner_serve(Worker *w, const char *buf, size_t n) {
                 if (sock_send_fds(w->spawner_fd, &rep, sizeof rep, fds, 2) < 0) {
                         /* the worker is gone: so is this sandbox */
                         (void) kill(p.pid, SIGKILL);
+                        if (p.settle_pending)
+                                p.settle_fd = safe_close(p.settle_fd); /* its setup fails */
+                } else if (p.settle_pending) {
+                        /* its cgroup v1 moves (an RCU grace period each) while the worker gives it its
+                         * root and makes its network; PID 1 waits for them before its cgroup namespace */
+                        char err[sizeof rep.err] = "";
+                        if (w->runtime->settle(&p, err, sizeof err) < 0)
+                                log_warning("Sandbox %s: %s (its setup fails)", id, err);
                 }
                 safe_close(p.pidfd);
                 safe_close(p.sync_fd);

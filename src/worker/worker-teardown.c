@@ -65,6 +65,7 @@ struct WorkerTeardowns {
         TeardownItem done[WORKER_TEARDOWN_QUEUE_MAX]; /* for the main thread; n + n_done <= the max */
         size_t n_done;
         bool stop;
+        bool spares_due; /* a request was served: the spare roots may be short */
         int event_fd;
         atomic_bool serving; /* the main thread handles a request */
         int64_t committed_msec; /* mono_msec() of the last commit the thread asked for */
@@ -133,6 +134,31 @@ static void commit_removed(WorkerTeardowns *t) {
         t->uncommitted = 0;
 }
 
+/* The spare roots of the templates used lately topped up, one at a time,
+ * each after the request being served (a snapshot commits a btrfs
+ * transaction, which a create's writes would wait for), before the queued
+ * teardowns (a create waits for a root, not for a teardown) unless they are
+ * many; the stop comes first. */
+static void make_spares(WorkerTeardowns *t) {
+        unsigned per = (unsigned) t->w->config->root_spares;
+
+        for (;;) {
+                bool go;
+                pthread_mutex_lock(&t->lock);
+                go = t->n <= WORKER_TEARDOWN_QUEUE_MAX / 2 && !t->stop;
+                pthread_mutex_unlock(&t->lock);
+                if (!go)
+                        return;
+                (void) yield_to_requests(t);
+                int r = pool_spare_make(t->w->pool, per);
+                if (r <= 0) {
+                        if (r < 0 && r != -EOPNOTSUPP)
+                                log_debug_errno(r, "Teardowns: cannot make a spare root: %m");
+                        return;
+                }
+        }
+}
+
 static void *teardown_thread(void *userdata) {
         WorkerTeardowns *t = userdata;
         uint64_t one = 1;
@@ -146,7 +172,14 @@ static void *teardown_thread(void *userdata) {
         pthread_mutex_lock(&t->lock);
         for (;;) {
                 TeardownItem it;
-                while (t->n == 0 && !t->stop && t->uncommitted > 0) {
+                if (t->n <= WORKER_TEARDOWN_QUEUE_MAX / 2 && !t->stop && t->spares_due) {
+                        t->spares_due = false;
+                        pthread_mutex_unlock(&t->lock);
+                        make_spares(t);
+                        pthread_mutex_lock(&t->lock);
+                        continue;
+                }
+                while (t->n == 0 && !t->stop && !t->spares_due && t->uncommitted > 0) {
                         /* idle with removals not committed: commit once the interval has passed */
                         int64_t due = t->committed_msec + WORKER_TEARDOWN_COMMIT_MSEC - mono_msec();
                         struct timespec ts;
@@ -165,10 +198,12 @@ static void *teardown_thread(void *userdata) {
                         }
                         (void) pthread_cond_timedwait(&t->work, &t->lock, &ts);
                 }
-                while (t->n == 0 && !t->stop)
+                while (t->n == 0 && !t->stop && !t->spares_due)
                         pthread_cond_wait(&t->work, &t->lock);
-                if (t->n == 0)
+                if (t->n == 0 && t->stop)
                         break;
+                if (t->n == 0)
+                        continue;
                 it = t->queue[t->head];
                 pthread_mutex_unlock(&t->lock);
                 it.result = teardown_run(t, &it);
@@ -181,6 +216,7 @@ static void *teardown_thread(void *userdata) {
                 pthread_cond_broadcast(&t->finished);
         }
         pthread_mutex_unlock(&t->lock);
+        pool_spare_drop_all(t->w->pool); /* drained: none outlives the worker */
         t->firewall = firewall_free(t->firewall);
         return NULL;
 }
@@ -223,8 +259,17 @@ bool worker_teardown_available(Worker *w) {
 }
 
 void worker_teardown_serving(Worker *w, bool serving) {
-        if (w->teardowns)
-                atomic_store(&w->teardowns->serving, serving);
+        WorkerTeardowns *t = w->teardowns;
+
+        if (!t)
+                return;
+        atomic_store(&t->serving, serving);
+        if (!serving && w->config->root_spares > 0) {
+                pthread_mutex_lock(&t->lock);
+                t->spares_due = true;
+                pthread_cond_signal(&t->work);
+                pthread_mutex_unlock(&t->lock);
+        }
 }
 
 /* The sandbox's entry goes and its slot is free. */

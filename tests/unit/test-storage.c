@@ -643,6 +643,98 @@ TEST(btrfs_template_readonly_and_cleanup) {
         check_no_residue(dir, image);
 }
 
+/* Spare roots: made of the template only, taken by a create, never given
+ * once the template under that name is another subvolume, never a deleted
+ * sandbox's root, all gone with drop_all. */
+static char *spare_path(Pool *p, unsigned i) {
+        _cleanup_free_ char *tmp = test_path_join(pool_mount_path(p), "tmp"), *list = dir_listing(tmp);
+        char *save = NULL, *tok = strtok_r(list, ",", &save);
+        for (unsigned k = 0; tok && k < i; k++)
+                tok = strtok_r(NULL, ",", &save);
+        return tok ? test_path_join(tmp, tok) : NULL;
+}
+
+TEST(btrfs_spare_roots) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *image = test_path_join(dir, "pool.img"), *tar = NULL, *ra = NULL, *rb = NULL,
+                            *rc = NULL, *mine = NULL, *sp = NULL, *marker = NULL, *tmp = NULL;
+
+        test_pool_need_btrfs();
+        tar = make_good_tar(dir);
+        ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
+        tmp = test_path_join(pool_mount_path(p), "tmp");
+
+        /* none wanted yet; then as many as asked for, no more */
+        ASSERT_EQ(pool_spare_make(p, 2), 0);
+        ASSERT_EQ(pool_spare_make(p, 0), -EOPNOTSUPP);
+        pool_spare_want(p, "base");
+        pool_spare_want(p, "no-such");
+        ASSERT_EQ(pool_spare_make(p, 2), 1);
+        ASSERT_TRUE(pool_spare_make(p, 2) < 0); /* "no-such" is the shorter: not there, no longer wanted */
+        ASSERT_EQ(pool_spare_make(p, 2), 1);
+        ASSERT_EQ(pool_spare_make(p, 2), 0);
+        ASSERT_EQ(pool_spare_count(p, "base"), 2U);
+        ASSERT_EQ(pool_spare_count(p, NULL), 2U);
+
+        /* a create takes one: the template's tree, writable, at its place */
+        ASSERT_OK(pool_sandbox_create(p, "base", "a", TEST_QUOTA_MB, &ra));
+        ASSERT_EQ(pool_spare_count(p, "base"), 1U);
+        check_template_tree(ra);
+        {
+                /* its quota is its own (the spare had none) */
+                _cleanup_close_ int fd = open(ra, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                uint64_t limit = 0;
+                ASSERT_TRUE(fd >= 0);
+                ASSERT_OK(btrfs_qgroup_limit_exclusive_get(fd, BTRFS_QGROUPID(subvol_id_of(ra)), &limit));
+                ASSERT_EQ(limit, (uint64_t) TEST_QUOTA_MB << 20);
+        }
+        mine = test_path_join(ra, "mine");
+        write_file(mine, "a's\n");
+        ASSERT_OK(pool_sandbox_remove(p, "a"));
+
+        /* a deleted sandbox's root is not a spare: the next ones are the template's */
+        ASSERT_EQ(pool_spare_make(p, 2), 1);
+        ASSERT_OK(pool_sandbox_create(p, "base", "b", TEST_QUOTA_MB, &rb));
+        check_file(rb, "mine", NULL);
+        ASSERT_OK(pool_sandbox_remove(p, "b"));
+
+        /* a spare of the template "base" was before: a create of the new one never gets it */
+        sp = spare_path(p, 0);
+        ASSERT_NOT_NULL(sp);
+        marker = test_path_join(sp, "old-template");
+        write_file(marker, "stale\n");
+        ASSERT_OK(pool_template_remove(p, "base"));
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
+        ASSERT_EQ(pool_spare_count(p, "base"), 1U);
+        ASSERT_OK(pool_sandbox_create(p, "base", "c", TEST_QUOTA_MB, &rc));
+        check_template_tree(rc);
+        check_file(rc, "old-template", NULL);
+        ASSERT_EQ(pool_spare_count(p, "base"), 0U); /* stale: removed, not given */
+        ASSERT_OK(pool_sandbox_remove(p, "c"));
+
+        /* a template removed: its spares go with it at the next top-up */
+        ASSERT_EQ(pool_spare_make(p, 2), 1);
+        ASSERT_EQ(pool_spare_count(p, "base"), 1U);
+        ASSERT_OK(pool_template_remove(p, "base"));
+        ASSERT_TRUE(pool_spare_make(p, 2) < 0);
+        ASSERT_EQ(pool_spare_count(p, NULL), 0U);
+        check_listing(tmp, "");
+        ASSERT_OK(pool_template_import_tar(p, "base", tar, NULL));
+        pool_spare_want(p, "base");
+
+        /* drained: none left in tmp/ */
+        ASSERT_EQ(pool_spare_make(p, 2), 1);
+        ASSERT_EQ(pool_spare_count(p, NULL), 1U);
+        pool_spare_drop_all(p);
+        ASSERT_EQ(pool_spare_count(p, NULL), 0U);
+        check_listing(tmp, "");
+        ASSERT_OK(pool_template_remove(p, "base"));
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+}
+
 TEST(btrfs_quota) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();

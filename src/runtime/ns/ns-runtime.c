@@ -155,6 +155,38 @@ static int root_send(int sync_fd, const char *root_path, const RuntimeVolume *vo
         return r;
 }
 
+/* PID 1 into its cgroup v1 hierarchies (the v2 one it was cloned into). */
+static int attach_v1(const char *id, pid_t pid, char *errbuf, size_t errbuf_size) {
+        int r = cgroup_attach_v1(id, pid);
+        if (r < 0) {
+                snprintf(errbuf, errbuf_size, "cannot attach to cgroups: %s", strerror(-r));
+                return r;
+        }
+        /* the agent is the last thing the OOM killer should pick (its children run at +500);
+         * lowering needs CAP_SYS_RESOURCE, which a host in a container may lack */
+        char p[64];
+        snprintf(p, sizeof p, "/proc/%d/oom_score_adj", (int) pid);
+        if (write_string_file(p, "-998") < 0)
+                log_debug("Cannot lower the OOM score of sandbox %s's PID 1", id);
+        return 0;
+}
+
+static int ns_settle(RuntimePending *p, char *errbuf, size_t errbuf_size) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (!p->settle_pending)
+                return 0;
+        p->settle_pending = false;
+        fd = TAKE_FD(p->settle_fd);
+        r = attach_v1(p->id, p->pid, errbuf, errbuf_size);
+        if (r >= 0 && write(fd, "c", 1) != 1) {
+                r = negative_errno();
+                snprintf(errbuf, errbuf_size, "sandbox setup died early");
+        }
+        return r; /* a failure: the pipe closes unwritten and PID 1's setup fails */
+}
+
 static int ns_give_root(RuntimePending *p, const char *root_path, const RuntimeVolume *volumes, size_t n_volumes,
                         char *errbuf, size_t errbuf_size) {
         return root_send(p->sync_fd, root_path, volumes, n_volumes, p->pid, errbuf, errbuf_size);
@@ -164,7 +196,7 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
         _cleanup_close_ int cgfd = -EBADF, lfd = -EBADF, pidfd = -EBADF;
         char stage[PATH_MAX];
         _cleanup_strv_free_ char **envp = NULL;
-        int sync[2] = { -EBADF, -EBADF };
+        int sync[2] = { -EBADF, -EBADF }, settle[2] = { -EBADF, -EBADF };
         bool cgroup_made = false;
         pid_t pid = -1;
         int r;
@@ -197,9 +229,15 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                 r = negative_errno();
                 goto fail;
         }
+        if (spec->settle_later && pipe2(settle, O_CLOEXEC) < 0) {
+                r = negative_errno();
+                goto fail;
+        }
 
         {
                 NsChildArgs a = { .spec = spec, .sync_fd = sync[1], .parent_fd = sync[0], .listen_fd = lfd,
+                                  .settle_fd = settle[0] >= 0 ? settle[0] : -1,
+                                  .settle_wfd = settle[1] >= 0 ? settle[1] : -1,
                                   .stage_path = stage, .envp = envp };
                 pid = ns_clone_child(&a, cgfd, spec->clone_parent, &pidfd);
         }
@@ -210,20 +248,13 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
                 goto fail;
         }
         sync[1] = safe_close(sync[1]);
+        settle[0] = safe_close(settle[0]);
         lfd = safe_close(lfd); /* the agent holds it now */
 
-        r = cgroup_attach_v1(spec->id, pid);
-        if (r < 0) {
-                snprintf(errbuf, errbuf_size, "cannot attach to cgroups: %s", strerror(-r));
-                goto fail;
-        }
-        /* the agent is the last thing the OOM killer should pick (its children run at +500);
-         * lowering needs CAP_SYS_RESOURCE, which a host in a container may lack */
-        {
-                char p[64];
-                snprintf(p, sizeof p, "/proc/%d/oom_score_adj", (int) pid);
-                if (write_string_file(p, "-998") < 0)
-                        log_debug("Cannot lower the OOM score of sandbox %s's PID 1", spec->id);
+        if (!spec->settle_later) {
+                r = attach_v1(spec->id, pid, errbuf, errbuf_size);
+                if (r < 0)
+                        goto fail;
         }
         r = ns_write_id_maps(pid, spec->uid_base);
         if (r >= 0 && write(sync[0], "m", 1) != 1) /* PID 1 sets up what needs no root meanwhile */
@@ -240,11 +271,15 @@ static int ns_spawn(const RuntimeSpec *spec, RuntimePending *ret, char *errbuf, 
         ret->pid = pid;
         ret->pidfd = TAKE_FD(pidfd);
         ret->sync_fd = sync[0];
+        ret->settle_pending = spec->settle_later;
+        ret->settle_fd = settle[1];
         return 0;
 
 fail:
         safe_close(sync[0]);
         safe_close(sync[1]);
+        safe_close(settle[0]);
+        safe_close(settle[1]);
         unwind(spec->id, spec->agent_socket, pid, pidfd, cgroup_made);
         if (spec->clone_parent && pid > 0)
                 ret->pid = pid; /* dead: its parent reaps it */
@@ -320,6 +355,7 @@ const RuntimeOps ns_runtime_ops = {
         .spawn = ns_spawn,
         .finish = ns_finish,
         .give_root = ns_give_root,
+        .settle = ns_settle,
         .destroy = ns_destroy,
         .kill = ns_kill,
         .adopt = ns_adopt,

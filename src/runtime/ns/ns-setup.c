@@ -358,6 +358,8 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         long k;
 
         (void) ns_close(args->parent_fd);
+        if (a->settle_wfd >= 0)
+                (void) ns_close(a->settle_wfd);
         /* Keep the fds we need away from 0-3, which we are about to replace. */
         k = ns_sys3(SYS_fcntl, args->sync_fd, F_DUPFD_CLOEXEC, 10);
         if (k < 0)
@@ -367,8 +369,13 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         CHECK(a, NS_STEP_SYNC, listen_fd);
         exe_fd = (int) ns_sys3(SYS_fcntl, spec->agent_exe_fd, F_DUPFD_CLOEXEC, 10);
         CHECK(a, NS_STEP_SYNC, exe_fd);
+        if (a->settle_fd >= 0) {
+                k = ns_sys3(SYS_fcntl, a->settle_fd, F_DUPFD_CLOEXEC, 10);
+                CHECK(a, NS_STEP_SYNC, k);
+                a->settle_fd = (int) k;
+        }
 
-        /* 1. wait for the parent: cgroups joined, id maps written */
+        /* 1. wait for the parent: cgroups joined (v1: with settle_later, at 4), id maps written */
         do
                 k = ns_sys3(SYS_read, a->sync_fd, &go, 1);
         while (k == -EINTR);
@@ -383,7 +390,19 @@ _ns_child_ void ns_child_main(const NsChildArgs *args) {
         stagefd = (int) ns_sys4(SYS_openat, AT_FDCWD, a->stage_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
         CHECK(a, NS_STEP_STAGE, stagefd);
 
-        /* 4. a cgroup namespace rooted at the sandbox's cgroups (the parent moved us there) */
+        /* 4. settle_later: in its cgroup v1 hierarchies (the parent moved us there meanwhile)
+         * before the cgroup namespace is rooted at them and before anything runs here; EOF is
+         * the parent's failure */
+        if (a->settle_fd >= 0) {
+                char c = 0;
+                do
+                        k = ns_sys3(SYS_read, a->settle_fd, &c, 1);
+                while (k == -EINTR);
+                if (k != 1 || c != 'c')
+                        child_fail(a, NS_STEP_SYNC, k < 0 ? (int) k : -EPIPE);
+                (void) ns_close(a->settle_fd);
+        }
+        /* a cgroup namespace rooted at the sandbox's cgroups (the parent moved us there) */
         CHECK(a, NS_STEP_IDENTITY, ns_sys1(SYS_unshare, CLONE_NEWCGROUP));
 
         /* 5. become root of the new user namespace (one thread: no libc set*id broadcast needed) */

@@ -56,6 +56,8 @@ typedef struct NsChildArgs {
         int sync_fd;     /* child's end of the sync socketpair */
         int parent_fd;   /* the parent's end: the child closes its copy first (EOF when the parent is gone) */
         int listen_fd;   /* agent listening socket, becomes fd 3 */
+        int settle_fd;   /* settle_later: read end of a pipe, 'c' once PID 1 is in its cgroups (else -1) */
+        int settle_wfd;  /* ... its write end, the parent's: the child closes its copy first */
         const char *stage_path; /* host path of the staging directory (<socket>.stage) */
         char *const *envp;
 } NsChildArgs;
