@@ -85,6 +85,7 @@ struct HttpServer {
         HttpHandler handler;
         HttpHeadHook head_hook;
         HttpThreadHook thread_done_hook;
+        HttpH2Hook h2_hook;
         void *userdata;
         int head_timeout_msec, idle_timeout_msec, body_idle_timeout_msec;
         unsigned peer_waiting_max;      /* 0 = no per-address cap */
@@ -704,6 +705,12 @@ static void conn_serve(HttpConn *c) {
                 if (l < 0) /* timeout, reset or clean close: nothing to answer */
                         break;
 
+                if (first && (size_t) l == strlen(H2_PREFACE_HEAD) && memcmp(c->buf, H2_PREFACE_HEAD, (size_t) l) == 0 &&
+                    s->h2_hook) {
+                        s->h2_hook(c, c->fd, c->buf, c->rlen, s->userdata);
+                        c->broken = true; /* nothing more of HTTP/1.1 on it */
+                        break;
+                }
                 if (first && (size_t) l == strlen(H2_PREFACE_HEAD) && memcmp(c->buf, H2_PREFACE_HEAD, (size_t) l) == 0) {
                         log_debug("HTTP/2 with prior knowledge from %s: GOAWAY HTTP_1_1_REQUIRED", c->peer);
                         conn_refuse_h2(c);
@@ -1015,6 +1022,10 @@ void http_server_set_peer_waiting_max(HttpServer *s, unsigned n) {
 
 void http_server_set_thread_done_hook(HttpServer *s, HttpThreadHook hook) {
         s->thread_done_hook = hook;
+}
+
+void http_server_set_h2_hook(HttpServer *s, HttpH2Hook hook) {
+        s->h2_hook = hook;
 }
 
 void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook) {

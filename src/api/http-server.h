@@ -39,6 +39,13 @@ void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook);
  * that a thread-local destructor would free too late. */
 typedef void (*HttpThreadHook)(void *userdata);
 void http_server_set_thread_done_hook(HttpServer *s, HttpThreadHook hook);
+/* A connection that starts with the HTTP/2 preface (prior knowledge) is
+ * handed to hook on its thread instead of being refused (GOAWAY
+ * HTTP_1_1_REQUIRED): fd is the connection's socket (non-blocking, still
+ * the server's to close), pending the bytes read so far, from the preface
+ * on. It returns when it is done with the connection. */
+typedef void (*HttpH2Hook)(HttpConn *c, int fd, const void *pending, size_t n, void *userdata);
+void http_server_set_h2_hook(HttpServer *s, HttpH2Hook hook);
 /* The bound port (useful with port 0). */
 int http_server_port(const HttpServer *s);
 /* Serves until http_server_stop(); returns 0. Call from one thread. */

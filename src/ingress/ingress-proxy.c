@@ -29,7 +29,7 @@ static int send_all(int fd, const void *p, size_t n) {
 }
 
 /* Headers that belong to one hop (RFC 9110 7.6.1) or to us: never forwarded. */
-static bool header_is_hop(const char *name) {
+bool ingress_header_is_hop(const char *name) {
         static const char *const hop[] = { "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
                                            "Proxy-Authorization", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "HTTP2-Settings",
                                            "Content-Length", "Host", INGRESS_TOKEN_HEADER,
@@ -60,7 +60,7 @@ static int append(char **buf, size_t *len, size_t *allocated, const char *fmt, .
         }
 }
 
-static int request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, const char *mask,
+int ingress_request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, const char *mask,
                         uint16_t port, char **ret, size_t *ret_len) {
         _cleanup_free_ char *b = NULL;
         size_t len = 0, allocated = 0;
@@ -80,7 +80,7 @@ static int request_head(const HttpHead *req, const char *upgrade, const char *fo
                            strempty(host));
         for (size_t i = 0; r >= 0 && i < req->n_headers; i++) {
                 const HttpHeader *h = &req->headers[i];
-                if (header_is_hop(h->name))
+                if (ingress_header_is_hop(h->name))
                         continue;
                 if (strcasecmp(h->name, "Cookie") == 0) {
                         _cleanup_free_ char *rest = NULL;
@@ -145,14 +145,14 @@ static int request_body(HttpConn *c, const HttpHead *req, int fd) {
 }
 
 /* The response headers we pass on (the framing is ours). */
-static int response_headers(const HttpHead *resp, bool upgrade, char **ret) {
+int ingress_response_headers(const HttpHead *resp, bool upgrade, char **ret) {
         _cleanup_free_ char *b = NULL;
         size_t len = 0, allocated = 0;
         int r = append(&b, &len, &allocated, "%s", "");
 
         for (size_t i = 0; r >= 0 && i < resp->n_headers; i++) {
                 const HttpHeader *h = &resp->headers[i];
-                if (header_is_hop(h->name) || strcasecmp(h->name, "Date") == 0)
+                if (ingress_header_is_hop(h->name) || strcasecmp(h->name, "Date") == 0)
                         continue;
                 /* the sandbox does not get to set (or shadow, with a Domain) the ingress's cookie */
                 if (strcasecmp(h->name, "Set-Cookie") == 0 &&
@@ -271,7 +271,7 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
 
         if (upgrade && (req->chunked || req->content_length > 0))
                 upgrade = NULL; /* an upgrade with a body is not one we relay */
-        r = request_head(req, upgrade, forwarded_for, mask, port, &head, &head_len);
+        r = ingress_request_head(req, upgrade, forwarded_for, mask, port, &head, &head_len);
         if (r < 0) {
                 (void) reply_502(c, "out of memory");
                 return;
@@ -319,7 +319,7 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
                         (void) reply_502(c, "the sandbox switched protocols unasked");
                         return;
                 }
-                r = response_headers(&resp, true, &hdrs);
+                r = ingress_response_headers(&resp, true, &hdrs);
                 if (r >= 0) {
                         line = strdup_printf("HTTP/1.1 101 Switching Protocols\r\n%s\r\n", hdrs);
                         if (!line)
@@ -338,7 +338,7 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
                         log_debug_errno(r, "Ingress: the relay ended: %m");
                 return;
         }
-        r = response_headers(&resp, false, &hdrs);
+        r = ingress_response_headers(&resp, false, &hdrs);
         if (r < 0) {
                 (void) reply_502(c, "out of memory");
                 return;
