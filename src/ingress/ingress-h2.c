@@ -316,7 +316,7 @@ static void stream_start(H2Stream *st) {
                 (void) strscpy(h->pinned, sizeof h->pinned, t.id);
         else if (!streq(h->pinned, t.id)) {
                 log_info("Ingress: refused an HTTP/2 stream to sandbox %s on a connection of sandbox %s from %s", t.id,
-                         h->pinned, http_conn_peer(h->c));
+                         h->pinned, h->peer);
                 snprintf(msg, sizeof msg,
                          "this HTTP/2 connection serves sandbox %s only: open a new connection for another sandbox",
                          h->pinned);
@@ -696,7 +696,7 @@ static int session_new(H2Conn *h) {
 static void conn_feed(H2Conn *h, const void *p, size_t n) {
         ssize_t k = nghttp2_session_mem_recv(h->s, p, n);
         if (k < 0) {
-                log_debug("Ingress: HTTP/2 from %s ended: %s", http_conn_peer(h->c), nghttp2_strerror((int) k));
+                log_debug("Ingress: HTTP/2 from %s ended: %s", h->peer, nghttp2_strerror((int) k));
                 (void) nghttp2_session_terminate_session(h->s, NGHTTP2_PROTOCOL_ERROR);
                 h->failed = true;
         }
@@ -727,7 +727,7 @@ static int conn_flush(H2Conn *h, const uint8_t **wdata, size_t *wlen) {
         }
 }
 
-void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size_t n) {
+void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size_t n, const char *peer) {
         H2Conn h = { .g = g, .c = c, .fd = fd, .client_deadline = mono_msec() + H2_CONN_IDLE_MSEC };
         _cleanup_free_ struct pollfd *pfd = new0(struct pollfd, INGRESS_H2_STREAMS_MAX + 8);
         _cleanup_free_ int32_t *ids = new0(int32_t, INGRESS_H2_STREAMS_MAX + 8);
@@ -737,7 +737,7 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
 
         if (!pfd || !ids || session_new(&h) < 0)
                 goto out;
-        (void) strscpy(h.peer, sizeof h.peer, http_conn_peer(c));
+        (void) strscpy(h.peer, sizeof h.peer, peer);
         char *colon = strrchr(h.peer, ':');
         if (colon)
                 *colon = 0;

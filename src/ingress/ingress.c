@@ -336,7 +336,7 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
 }
 
 static void h2_hook(HttpConn *c, int fd, const void *pending, size_t n, void *userdata) {
-        ingress_h2_serve(userdata, c, fd, pending, n);
+        ingress_h2_serve(userdata, c, fd, pending, n, http_conn_peer(c));
 }
 
 const char *ingress_domain(const Ingress *g) {

@@ -57,8 +57,9 @@ bool ingress_header_is_hop(const char *name);
 
 /* Serves an HTTP/2 connection (prior knowledge: pending starts with the
  * preface) on fd until it ends: each stream is routed like an HTTP/1.1
- * request (ingress_route) and proxied to the sandbox as HTTP/1.1. */
-void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size_t n);
+ * request (ingress_route) and proxied to the sandbox as HTTP/1.1. peer:
+ * the client's "address:port" (X-Forwarded-For, logs). */
+void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size_t n, const char *peer);
 /* The Ingress's domain (the h2 side parses :authority with it). */
 const char *ingress_domain(const Ingress *g);
 
