@@ -355,6 +355,8 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void
 
         if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
                 return 0;
+        if (h->n_streams >= INGRESS_H2_STREAMS_MAX)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* (nghttp2 refuses past SETTINGS already) */
         st = new0(H2Stream, 1);
         if (!st)
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
@@ -589,17 +591,19 @@ static void stream_decode(H2Stream *st) {
 
 static void stream_read(H2Stream *st) {
         size_t size = HTTP_HEAD_MAX;
-        ssize_t k = recv(st->up, st->in + st->in_len, size - st->in_len, 0);
 
-        if (k < 0) {
-                if (errno == EAGAIN || errno == EINTR)
-                        return;
-                k = 0; /* a reset ends it as a close would; the framing says whether that was complete */
+        if (st->in_len < size) { /* a full buffer is not an end: what the sandbox sent waits in the socket */
+                ssize_t k = recv(st->up, st->in + st->in_len, size - st->in_len, 0);
+                if (k < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return;
+                        k = 0; /* a reset ends it as a close would; the framing says whether that was complete */
+                }
+                st->deadline = mono_msec() + INGRESS_IDLE_TIMEOUT_MSEC;
+                if (k == 0)
+                        st->up_eof = true;
+                st->in_len += (size_t) k;
         }
-        st->deadline = mono_msec() + INGRESS_IDLE_TIMEOUT_MSEC;
-        if (k == 0)
-                st->up_eof = true;
-        st->in_len += (size_t) k;
         while (!st->head_done) {
                 ssize_t l = http_head_length(st->in, st->in_len);
                 int r;
