@@ -46,6 +46,17 @@ void http_server_set_thread_done_hook(HttpServer *s, HttpThreadHook hook);
  * on. It returns when it is done with the connection. */
 typedef void (*HttpH2Hook)(HttpConn *c, int fd, const void *pending, size_t n, void *userdata);
 void http_server_set_h2_hook(HttpServer *s, HttpH2Hook hook);
+/* TLS on every connection: ssl_ctx (an SSL_CTX *, the caller's, kept alive
+ * until http_server_free()) holds the certificate and selects ALPN; a
+ * connection that agrees on "h2" goes to the HTTP/2 hook (pending empty;
+ * its I/O through http_conn_ssl()), others speak HTTP/1.1 over TLS
+ * (no http_conn_hijack(): -EOPNOTSUPP). NULL (the default) = plaintext. */
+void http_server_set_tls(HttpServer *s, void *ssl_ctx);
+/* The connection's SSL * (NULL in plaintext). */
+void *http_conn_ssl(const HttpConn *c);
+/* One non-blocking TLS read or write on ssl (an SSL *): bytes, 0 at a clean
+ * close, -EAGAIN with *ret_events (POLLIN/POLLOUT) to wait for, <0 else. */
+ssize_t http_tls_io(void *ssl, bool write, void *buf, size_t n, short *ret_events);
 /* The bound port (useful with port 0). */
 int http_server_port(const HttpServer *s);
 /* Serves until http_server_stop(); returns 0. Call from one thread. */

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,6 +92,8 @@ struct H2Conn {
         HttpConn *c;
         int fd;
         nghttp2_session *s;
+        SSL *ssl;                /* TLS (ALPN h2), NULL for h2c */
+        short tls_wants;         /* what the last TLS read or write waits for */
         H2Stream *streams;
         unsigned n_streams;
         char pinned[17]; /* the sandbox this connection serves, "" until a stream named one */
@@ -330,7 +333,7 @@ static void stream_start(H2Stream *st) {
         st->up = t.fd;
         r = fd_nonblock(st->up, true);
         if (r >= 0)
-                r = ingress_request_head(&st->req, NULL, h->peer, t.mask, t.port, &head, &head_len);
+                r = ingress_request_head(&st->req, NULL, h->peer, h->ssl != NULL, t.mask, t.port, &head, &head_len);
         if (r >= 0)
                 r = buf_add(&st->out, &st->out_len, &st->out_allocated, head, head_len);
         if (head)
@@ -718,11 +721,21 @@ static int conn_flush(H2Conn *h, const uint8_t **wdata, size_t *wlen) {
                 }
                 if (*wlen == 0)
                         return 0;
-                ssize_t w = send(h->fd, *wdata, *wlen, MSG_NOSIGNAL);
-                if (w < 0) {
-                        if (errno == EAGAIN || errno == EINTR)
+                ssize_t w;
+                if (h->ssl) {
+                        w = http_tls_io(h->ssl, true, (void *) *wdata, *wlen, &h->tls_wants);
+                        if (w == -EAGAIN)
                                 return 0;
-                        return negative_errno();
+                        if (w <= 0)
+                                return w < 0 ? (int) w : -EPIPE;
+                        h->tls_wants = 0;
+                } else {
+                        w = send(h->fd, *wdata, *wlen, MSG_NOSIGNAL);
+                        if (w < 0) {
+                                if (errno == EAGAIN || errno == EINTR)
+                                        return 0;
+                                return negative_errno();
+                        }
                 }
                 *wdata += w;
                 *wlen -= (size_t) w;
@@ -741,11 +754,12 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
 
         if (!pfd || !ids || session_new(&h) < 0)
                 goto out;
+        h.ssl = http_conn_ssl(c);
         (void) strscpy(h.peer, sizeof h.peer, peer);
         char *colon = strrchr(h.peer, ':');
         if (colon)
                 *colon = 0;
-        log_debug("Ingress: HTTP/2 (prior knowledge) from %s", h.peer);
+        log_debug("Ingress: HTTP/2 (%s) from %s", h.ssl ? "TLS, ALPN h2" : "prior knowledge", h.peer);
         conn_feed(&h, pending, n);
 
         for (;;) {
@@ -777,7 +791,7 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                         break;
 
                 pfd[np] = (struct pollfd){ .fd = fd, .events = (short) ((wlen == 0 && !h.failed ? POLLIN : 0) |
-                                                                        (wlen > 0 ? POLLOUT : 0)) };
+                                                                        (wlen > 0 ? POLLOUT : 0) | h.tls_wants) };
                 ids[np++] = 0;
                 now = mono_msec();
                 deadline = h.n_streams > 0 || wlen > 0 ? now + H2_CONN_IDLE_MSEC : h.client_deadline;
@@ -797,7 +811,12 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                         pfd[np] = (struct pollfd){ .fd = st->up, .events = ev };
                         ids[np++] = st->id;
                 }
-                k = poll(pfd, np, (int) MAX(deadline - now, 0));
+                /* TLS may hold decrypted bytes the socket no longer shows */
+                k = poll(pfd, np, h.ssl && SSL_pending(h.ssl) > 0 && wlen == 0 ? 0 : (int) MAX(deadline - now, 0));
+                if (k == 0 && h.ssl && SSL_pending(h.ssl) > 0) {
+                        pfd[0].revents = POLLIN;
+                        k = 1;
+                }
                 if (k < 0 && errno != EINTR)
                         goto out;
 
@@ -811,7 +830,17 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                                 stream_read(st);
                 }
                 if (k > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && wlen == 0 && !h.failed) {
-                        ssize_t m = recv(fd, buf, sizeof buf, 0);
+                        ssize_t m;
+                        if (h.ssl) {
+                                m = http_tls_io(h.ssl, false, buf, sizeof buf, &h.tls_wants);
+                                if (m == -EAGAIN)
+                                        m = -1, errno = EAGAIN;
+                                else if (m < 0)
+                                        goto out;
+                                else
+                                        h.tls_wants = 0;
+                        } else
+                                m = recv(fd, buf, sizeof buf, 0);
                         if (m == 0 || (m < 0 && errno != EAGAIN && errno != EINTR))
                                 goto out; /* the client went away (or the server stops) */
                         if (m > 0) {

@@ -60,8 +60,8 @@ static int append(char **buf, size_t *len, size_t *allocated, const char *fmt, .
         }
 }
 
-int ingress_request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, const char *mask,
-                        uint16_t port, char **ret, size_t *ret_len) {
+int ingress_request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, bool tls,
+                         const char *mask, uint16_t port, char **ret, size_t *ret_len) {
         _cleanup_free_ char *b = NULL;
         size_t len = 0, allocated = 0;
         const char *host = http_head_header(req, "Host"), *h2_settings = http_head_header(req, "HTTP2-Settings");
@@ -92,8 +92,8 @@ int ingress_request_head(const HttpHead *req, const char *upgrade, const char *f
                 r = append(&b, &len, &allocated, "%s: %s\r\n", h->name, h->value);
         }
         if (r >= 0)
-                r = append(&b, &len, &allocated, "X-Forwarded-For: %s\r\nX-Forwarded-Host: %s\r\nX-Forwarded-Proto: http\r\n",
-                           forwarded_for, strempty(host));
+                r = append(&b, &len, &allocated, "X-Forwarded-For: %s\r\nX-Forwarded-Host: %s\r\nX-Forwarded-Proto: %s\r\n",
+                           forwarded_for, strempty(host), tls ? "https" : "http");
         if (r >= 0 && upgrade && strcasecmp(upgrade, "h2c") == 0 && h2_settings)
                 /* RFC 7540 3.2: the upgrade to HTTP/2 carries its settings, named in Connection */
                 r = append(&b, &len, &allocated, "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: %s\r\n",
@@ -271,7 +271,9 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
 
         if (upgrade && (req->chunked || req->content_length > 0))
                 upgrade = NULL; /* an upgrade with a body is not one we relay */
-        r = ingress_request_head(req, upgrade, forwarded_for, mask, port, &head, &head_len);
+        if (upgrade && http_conn_ssl(c))
+                upgrade = NULL; /* no relay over TLS (yet): the sandbox sees a plain request */
+        r = ingress_request_head(req, upgrade, forwarded_for, http_conn_ssl(c) != NULL, mask, port, &head, &head_len);
         if (r < 0) {
                 (void) reply_502(c, "out of memory");
                 return;

@@ -14,6 +14,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -38,6 +40,7 @@ struct Ingress {
         Api *api;
         const Config *config;
         HttpServer *server;
+        SSL_CTX *tls; /* ingress_tls_cert/key, NULL = plaintext */
 
         pthread_mutex_t lock;
         UsedLink *used; /* one-time links already spent (until they expire) */
@@ -343,6 +346,49 @@ const char *ingress_domain(const Ingress *g) {
         return g->config->ingress_domain;
 }
 
+/* ALPN: h2 if the client offers it, else http/1.1; no agreement = HTTP/1.1 anyway. */
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                       unsigned inlen, void *arg) {
+        static const unsigned char ours[] = "\x02h2\x08http/1.1";
+        unsigned char *o = NULL;
+
+        if (SSL_select_next_proto(&o, outlen, ours, sizeof ours - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+                return SSL_TLSEXT_ERR_NOACK;
+        *out = o;
+        return SSL_TLSEXT_ERR_OK;
+}
+
+static int tls_new(const Config *c, SSL_CTX **ret) {
+        SSL_CTX *ctx;
+
+        if (isempty(c->ingress_tls_cert) != isempty(c->ingress_tls_key)) {
+                log_error("Ingress: ingress_tls_cert and ingress_tls_key go together");
+                return -EINVAL;
+        }
+        if (isempty(c->ingress_tls_cert)) {
+                *ret = NULL;
+                return 0;
+        }
+        ctx = SSL_CTX_new(TLS_server_method());
+        if (!ctx)
+                return -ENOMEM;
+        (void) SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+        SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+        if (SSL_CTX_use_certificate_chain_file(ctx, c->ingress_tls_cert) != 1 ||
+            SSL_CTX_use_PrivateKey_file(ctx, c->ingress_tls_key, SSL_FILETYPE_PEM) != 1 ||
+            SSL_CTX_check_private_key(ctx) != 1) {
+                char err[256];
+                ERR_error_string_n(ERR_get_error(), err, sizeof err);
+                log_error("Ingress: cannot load the TLS certificate %s and key %s: %s", c->ingress_tls_cert,
+                          c->ingress_tls_key, err);
+                SSL_CTX_free(ctx);
+                return -EINVAL;
+        }
+        SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+        *ret = ctx;
+        return 0;
+}
+
 int ingress_new(Api *api, Ingress **ret) {
         _cleanup_(ingress_freep) Ingress *g = new0(Ingress, 1);
         const Config *c = api_config(api);
@@ -358,9 +404,14 @@ int ingress_new(Api *api, Ingress **ret) {
                 return -ENOMEM;
         if (isempty(c->ingress_domain) || startswith(c->ingress_listen, "unix:"))
                 return -EINVAL;
+        r = tls_new(c, &g->tls);
+        if (r < 0)
+                return r;
         r = http_server_new(c->ingress_listen, handle, g, &g->server);
         if (r < 0)
                 return r;
+        if (g->tls)
+                http_server_set_tls(g->server, g->tls);
         http_server_set_timeouts(g->server, 0, 0, (int) (c->http_stall_s * 1000));
         http_server_set_h2_hook(g->server, h2_hook);
         *ret = TAKE_PTR(g);
@@ -384,6 +435,8 @@ Ingress *ingress_free(Ingress *g) {
         if (!g)
                 return NULL;
         http_server_free(g->server);
+        if (g->tls)
+                SSL_CTX_free(g->tls);
         pthread_mutex_destroy(&g->lock);
         free(g->used);
         free(g->seen);

@@ -44,8 +44,8 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
  * (upgrade NULL: "Connection: close"), the response headers passed on
  * ("Name: value\r\n"..., ours and hop-by-hop ones dropped), and which
  * headers are hop-by-hop or ours. */
-int ingress_request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, const char *mask,
-                         uint16_t port, char **ret, size_t *ret_len);
+int ingress_request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, bool tls,
+                         const char *mask, uint16_t port, char **ret, size_t *ret_len);
 int ingress_response_headers(const HttpHead *resp, bool upgrade, char **ret);
 bool ingress_header_is_hop(const char *name);
 

@@ -17,6 +17,7 @@ import subprocess
 import pytest
 
 import e2e_host as host
+import e2e_residue as residue
 from test_ingress import BIG_MB, TOKEN_HEADER, request, start_servers
 
 COUNT_CGI = r"""#!/bin/sh
@@ -218,3 +219,57 @@ def test_h2_garbage_frames_goaway(h2, garbage):
 
 
 
+
+
+@pytest.mark.timeout(300)
+def test_tls_alpn_h2_and_http1(e2e_session, tmp_path):
+    """ingress_tls_cert/key: TLS on the ingress listener; ALPN h2 gets the
+    HTTP/2 session, http/1.1 (or no ALPN) HTTP/1.1, both authorized the
+    same; the sandbox sees X-Forwarded-Proto https; plaintext to a TLS
+    listener is no way in."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-days", "1", "-subj", "/CN=h2.test", "-addext", "subjectAltName=DNS:*.h2.test",
+                        "-keyout", str(key), "-out", str(cert)], capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    d = e2e_session.new_daemon(extra_args=[f"--ingress-tls-cert={cert}", f"--ingress-tls-key={key}",
+                                           "--ingress-domain=h2.test"])
+    d.start()
+    try:
+        sid = d.create()["id"]
+        try:
+            d.sh(sid, "mkdir -p /srv/cgi-bin && echo hello-tls > /srv/index.html && "
+                      "printf '#!/bin/sh\\nprintf \"Content-Type: text/plain\\\\r\\\\n\\\\r\\\\n\"\\n"
+                      "echo \"xfp=$HTTP_X_FORWARDED_PROTO\"\\n' > /srv/cgi-bin/env && chmod +x /srv/cgi-bin/env && "
+                      "httpd -p 8000 -h /srv")
+            tok = d.api("GET", f"/v1/sandboxes/{sid}/ports/8000").json()["token"]
+            name = f"8000-{sid}.h2.test"
+            base = ["curl", "-sS", "--cacert", str(cert), "--resolve", f"{name}:{d.ingress_port}:127.0.0.1",
+                    "-w", "\n%{http_version} %{http_code}"]
+            u = f"https://{name}:{d.ingress_port}"
+
+            def get(*args):
+                r = subprocess.run(base + list(args), capture_output=True, text=True, timeout=30)
+                assert r.returncode == 0, r.stderr
+                return r.stdout
+
+            host.wait_until(lambda: get("-H", f"{TOKEN_HEADER}: {tok}", u + "/").endswith(" 200"), 20)
+            assert get("-H", f"{TOKEN_HEADER}: {tok}", u + "/") == "hello-tls\n\n2 200"
+            assert get("--http1.1", "-H", f"{TOKEN_HEADER}: {tok}", u + "/") == "hello-tls\n\n1.1 200"
+            assert get("-H", f"{TOKEN_HEADER}: {tok}", u + "/cgi-bin/env").startswith("xfp=https\n")
+            out = get("-H", f"{TOKEN_HEADER}: {'x' * 43}", u + "/")
+            assert out.endswith("\n2 403") and "wrong traffic token" in out, out
+            out = get("--http1.1", u + "/")
+            assert out.endswith("\n1.1 401"), out
+            # plaintext HTTP/1.1 and h2c to the TLS listener get nowhere, and it still serves
+            r = subprocess.run(["curl", "-sS", "-H", f"Host: {name}", "-H", f"{TOKEN_HEADER}: {tok}",
+                                f"http://127.0.0.1:{d.ingress_port}/"], capture_output=True, text=True, timeout=30)
+            assert r.returncode != 0 and "hello-tls" not in r.stdout, r
+            assert get("-H", f"{TOKEN_HEADER}: {tok}", u + "/") == "hello-tls\n\n2 200"
+        finally:
+            d.api("DELETE", f"/v1/sandboxes/{sid}", timeout=180)
+    finally:
+        problems = residue.teardown_daemon(d)
+        if not problems:
+            residue.remove_daemon_dir(d)
+        assert not problems, problems
