@@ -567,8 +567,6 @@ int http_conn_hijack(HttpConn *c, const void *head, size_t n, const void **ret_p
                 return -EBUSY;
         if (c->broken)
                 return -ECONNRESET;
-        if (c->ssl)
-                return -EOPNOTSUPP; /* the socket alone carries no plaintext */
         c->resp_mode = RESP_FIXED;
         c->resp_complete = true;
         c->close = true;

@@ -49,8 +49,9 @@ void http_server_set_h2_hook(HttpServer *s, HttpH2Hook hook);
 /* TLS on every connection: ssl_ctx (an SSL_CTX *, the caller's, kept alive
  * until http_server_free()) holds the certificate and selects ALPN; a
  * connection that agrees on "h2" goes to the HTTP/2 hook (pending empty;
- * its I/O through http_conn_ssl()), others speak HTTP/1.1 over TLS
- * (no http_conn_hijack(): -EOPNOTSUPP). NULL (the default) = plaintext. */
+ * its I/O through http_conn_ssl()), others speak HTTP/1.1 over TLS (after
+ * http_conn_hijack() the socket carries TLS records: relay through
+ * http_conn_ssl()). NULL (the default) = plaintext. */
 void http_server_set_tls(HttpServer *s, void *ssl_ctx);
 /* The connection's SSL * (NULL in plaintext). */
 void *http_conn_ssl(const HttpConn *c);

@@ -12,13 +12,14 @@ header becomes the stream's :authority), h2load, and raw frames."""
 
 import os
 import socket
+import ssl
 import subprocess
 
 import pytest
 
 import e2e_host as host
 import e2e_residue as residue
-from test_ingress import BIG_MB, TOKEN_HEADER, request, start_servers
+from test_ingress import BIG_MB, TOKEN_HEADER, UPGRADE_ECHO, request, start_servers
 
 COUNT_CGI = r"""#!/bin/sh
 printf 'Content-Type: text/plain\r\n\r\n'
@@ -241,7 +242,8 @@ def test_tls_alpn_h2_and_http1(e2e_session, tmp_path):
             d.sh(sid, "mkdir -p /srv/cgi-bin && echo hello-tls > /srv/index.html && "
                       "printf '#!/bin/sh\\nprintf \"Content-Type: text/plain\\\\r\\\\n\\\\r\\\\n\"\\n"
                       "echo \"xfp=$HTTP_X_FORWARDED_PROTO\"\\n' > /srv/cgi-bin/env && chmod +x /srv/cgi-bin/env && "
-                      "httpd -p 8000 -h /srv")
+                      f"httpd -p 8000 -h /srv && cat > /srv/up.sh <<'EOF'\n{UPGRADE_ECHO}EOF\nchmod +x /srv/up.sh")
+            d.exec(sid, shell="exec nc -ll -p 9000 -e /srv/up.sh", background=True)
             tok = d.api("GET", f"/v1/sandboxes/{sid}/ports/8000").json()["token"]
             name = f"8000-{sid}.h2.test"
             base = ["curl", "-sS", "--cacert", str(cert), "--resolve", f"{name}:{d.ingress_port}:127.0.0.1",
@@ -261,6 +263,21 @@ def test_tls_alpn_h2_and_http1(e2e_session, tmp_path):
             assert out.endswith("\n2 403") and "wrong traffic token" in out, out
             out = get("--http1.1", u + "/")
             assert out.endswith("\n1.1 401"), out
+            # an Upgrade (what wss rides on) is relayed over TLS both ways
+            ctx = ssl.create_default_context(cafile=str(cert))
+            ctx.set_alpn_protocols(["http/1.1"])
+            with socket.create_connection(("127.0.0.1", d.ingress_port), timeout=20) as raw_s:
+                with ctx.wrap_socket(raw_s, server_hostname=f"9000-{sid}.h2.test") as t:
+                    t.sendall(f"GET / HTTP/1.1\r\nHost: 9000-{sid}.h2.test\r\n{TOKEN_HEADER}: {tok}\r\n"
+                              "Connection: Upgrade\r\nUpgrade: echo\r\n\r\n".encode())
+                    got = b""
+                    while b"\r\n\r\n" not in got:
+                        got += t.recv(4096)
+                    assert got.startswith(b"HTTP/1.1 101"), got
+                    rest = got.split(b"\r\n\r\n", 1)[1]
+                    t.sendall(b"ping-over-tls\n")
+                    while b"ping-over-tls\n" not in rest:
+                        rest += t.recv(4096)
             # plaintext HTTP/1.1 and h2c to the TLS listener get nowhere, and it still serves
             r = subprocess.run(["curl", "-sS", "-H", f"Host: {name}", "-H", f"{TOKEN_HEADER}: {tok}",
                                 f"http://127.0.0.1:{d.ingress_port}/"], capture_output=True, text=True, timeout=30)
