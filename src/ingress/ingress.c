@@ -164,7 +164,7 @@ static char *target_without_link(const HttpHead *head) {
 
 /* Access to sandbox id: 1 if granted, 0 if answered already, 2 if the
  * request offers no credentials (granted only if the sandbox is public). */
-static int check_access(Ingress *g, IngressRefusal *f, const char *peer, const HttpHead *head, const char *id) {
+static int check_access(Ingress *g, IngressRefusal *f, const char *peer, bool tls, const HttpHead *head, const char *id) {
         const char *tok = http_head_header(head, INGRESS_TOKEN_HEADER) ?: http_head_header(head, INGRESS_E2B_TOKEN_HEADER);
         _cleanup_free_ char *link = NULL;
         char want[INGRESS_TOKEN_LEN + 1];
@@ -195,8 +195,8 @@ static int check_access(Ingress *g, IngressRefusal *f, const char *peer, const H
                         refuse(f, 500, "internal", "cannot sign the cookie", NULL);
                         return 0;
                 }
-                snprintf(hdr, sizeof hdr, "Set-Cookie: " INGRESS_COOKIE "=%s; Path=/; Max-Age=%u; HttpOnly; SameSite=Lax\r\n",
-                         value, INGRESS_COOKIE_TTL_SEC);
+                snprintf(hdr, sizeof hdr, "Set-Cookie: " INGRESS_COOKIE "=%s; Path=/; Max-Age=%u; HttpOnly; SameSite=Lax%s\r\n",
+                         value, INGRESS_COOKIE_TTL_SEC, tls ? "; Secure" : "");
                 headers = strdup_printf("%sLocation: %s\r\nCache-Control: no-store\r\n", hdr, location);
                 explicit_bzero(value, sizeof value);
                 if (!headers) {
@@ -254,7 +254,7 @@ int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *
         int k, access;
 
         *f = (IngressRefusal){};
-        access = check_access(g, f, peer, head, t->id);
+        access = check_access(g, f, peer, http_conn_ssl(c) != NULL, head, t->id);
         if (access <= 0)
                 return 1;
         const char *id = t->id;

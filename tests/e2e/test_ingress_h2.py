@@ -244,8 +244,10 @@ def test_tls_alpn_h2_and_http1(e2e_session, tmp_path):
                       "echo \"xfp=$HTTP_X_FORWARDED_PROTO\"\\n' > /srv/cgi-bin/env && chmod +x /srv/cgi-bin/env && "
                       f"httpd -p 8000 -h /srv && cat > /srv/up.sh <<'EOF'\n{UPGRADE_ECHO}EOF\nchmod +x /srv/up.sh")
             d.exec(sid, shell="exec nc -ll -p 9000 -e /srv/up.sh", background=True)
-            tok = d.api("GET", f"/v1/sandboxes/{sid}/ports/8000").json()["token"]
+            port = d.api("GET", f"/v1/sandboxes/{sid}/ports/8000").json()
+            tok = port["token"]
             name = f"8000-{sid}.h2.test"
+            assert port["url"] == f"https://{name}:{d.ingress_port}/", port
             base = ["curl", "-sS", "--cacert", str(cert), "--resolve", f"{name}:{d.ingress_port}:127.0.0.1",
                     "-w", "\n%{http_version} %{http_code}"]
             u = f"https://{name}:{d.ingress_port}"
@@ -263,6 +265,13 @@ def test_tls_alpn_h2_and_http1(e2e_session, tmp_path):
             assert out.endswith("\n2 403") and "wrong traffic token" in out, out
             out = get("--http1.1", u + "/")
             assert out.endswith("\n1.1 401"), out
+            # the link's cookie is Secure over TLS, and works over HTTP/2
+            out = subprocess.run(base + ["-D", "-", "-o", "/dev/null", port["link"]], capture_output=True, text=True,
+                                 timeout=30).stdout
+            cookie = [l for l in out.splitlines() if l.lower().startswith("set-cookie:")]
+            assert len(cookie) == 1 and "; Secure" in cookie[0] and out.startswith("HTTP/2 302"), out
+            value = cookie[0].split(":", 1)[1].strip().split(";")[0]
+            assert get("-H", f"Cookie: {value}", u + "/") == "hello-tls\n\n2 200"
             # an Upgrade (what wss rides on) is relayed over TLS both ways
             ctx = ssl.create_default_context(cafile=str(cert))
             ctx.set_alpn_protocols(["http/1.1"])
