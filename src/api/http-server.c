@@ -584,6 +584,11 @@ int http_conn_fd(const HttpConn *c) {
         return c ? c->fd : -EBADF;
 }
 
+void http_conn_set_idle(HttpConn *c, bool idle) {
+        if (c)
+                __atomic_store_n(&c->waiting_since, idle ? mono_msec() : 0, __ATOMIC_RELAXED);
+}
+
 void *http_conn_ssl(const HttpConn *c) {
         return c ? c->ssl : NULL;
 }
@@ -786,9 +791,16 @@ static void conn_serve(HttpConn *c) {
         HttpServer *s = c->server;
         bool linger = false;
 
-        if (s->tls && conn_tls_accept(c) <= 0) {
-                c->broken = true;
-                return;
+        if (s->tls) {
+                int r;
+                /* a handshake in progress counts as waiting for a head (eviction, per-peer cap) */
+                __atomic_store_n(&c->waiting_since, mono_msec(), __ATOMIC_RELAXED);
+                r = conn_tls_accept(c);
+                __atomic_store_n(&c->waiting_since, 0, __ATOMIC_RELAXED);
+                if (r <= 0) {
+                        c->broken = true;
+                        return;
+                }
         }
 
         for (bool first = true;; first = false) {

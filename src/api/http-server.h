@@ -53,6 +53,10 @@ void http_server_set_h2_hook(HttpServer *s, HttpH2Hook hook);
  * http_conn_hijack() the socket carries TLS records: relay through
  * http_conn_ssl()). NULL (the default) = plaintext. */
 void http_server_set_tls(HttpServer *s, void *ssl_ctx);
+/* For a hook that serves the connection itself (HTTP/2): idle (no request
+ * in flight) makes it count as waiting for a head again, so the server may
+ * close it for a newcomer when full, as an idle keep-alive one. */
+void http_conn_set_idle(HttpConn *c, bool idle);
 /* The connection's SSL * (NULL in plaintext). */
 void *http_conn_ssl(const HttpConn *c);
 /* One non-blocking TLS read or write on ssl (an SSL *): bytes, 0 at a clean

@@ -37,7 +37,7 @@
 #include "str-util.h"
 #include "time-util.h"
 
-#define H2_CONN_IDLE_MSEC 300000       /* no stream and no frame this long: GOAWAY */
+#define H2_CONN_IDLE_MSEC HTTP_IDLE_TIMEOUT_MSEC /* no stream and no frame this long: GOAWAY */
 #define H2_READ_MAX (16U * 1024U)      /* client bytes per read */
 
 typedef enum BodyMode {
@@ -101,6 +101,7 @@ struct H2Conn {
         size_t sent;             /* bytes sent to the client */
         int64_t client_deadline; /* the connection idles out then (no stream, nothing to send) */
         bool failed;
+        bool idle;               /* no stream, nothing to send */
 };
 
 static H2Stream *stream_get(H2Conn *h, int32_t id) {
@@ -790,6 +791,11 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                 if (h.failed && wlen == 0 && !nghttp2_session_want_write(h.s))
                         break;
 
+                bool idle = h.n_streams == 0 && wlen == 0;
+                if (idle != h.idle) {
+                        h.idle = idle;
+                        http_conn_set_idle(c, idle); /* evictable like an idle keep-alive connection */
+                }
                 pfd[np] = (struct pollfd){ .fd = fd, .events = (short) ((wlen == 0 && !h.failed ? POLLIN : 0) |
                                                                         (wlen > 0 ? POLLOUT : 0) | h.tls_wants) };
                 ids[np++] = 0;
@@ -862,6 +868,8 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                         goto out; /* the client does not read: give up on it */
         }
 out:
+        if (h.idle)
+                http_conn_set_idle(c, false);
         explicit_bzero(buf, sizeof buf);
         if (h.s)
                 nghttp2_session_del(h.s);
