@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* HTTP/2 at the ingress (h2c with prior knowledge): an nghttp2 server
- * session on the connection's thread, one poll loop for the client and every
+/* HTTP/2 at the ingress (h2c with prior knowledge, or TLS with ALPN h2:
+ * the client's bytes then go through the connection's SSL): an nghttp2
+ * server session on the connection's thread, one poll loop for the client and every
  * stream's socket to the sandbox. Each stream becomes an HTTP/1.1 request:
  * its head is written out as HTTP/1.1 text and parsed by the same parser,
  * with the same limits, as a request that came as HTTP/1.1, then routed by
@@ -18,7 +19,13 @@
  * what we hold for it drops under half of it), a response body is read
  * from the sandbox only while its buffer (INGRESS_BUFFER) has room, the
  * client's input is read only once our output to it went out. A stream
- * costs at most about HTTP_HEAD_MAX + INGRESS_BUFFER + 1.5 windows. */
+ * costs at most about HTTP_HEAD_MAX + INGRESS_BUFFER + 1.5 windows. A
+ * connection without streams counts as idle for the server (evictable when
+ * it is full) and ends with GOAWAY after HTTP_IDLE_TIMEOUT_MSEC.
+ *
+ * Limit: a stream's routing and dial run on this thread, so a slow one
+ * (a resume, a sandbox's full listen backlog) holds the other streams of
+ * the connection meanwhile. */
 
 #include <errno.h>
 #include <nghttp2/nghttp2.h>

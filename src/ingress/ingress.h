@@ -9,6 +9,8 @@
  *   ingress.c        the listener, Host routing, access, the sandbox's address
  *   ingress-auth.c   traffic tokens, one-time links and signed cookies (pure)
  *   ingress-proxy.c  one request to the sandbox: head, bodies, Upgrade relay
+ *   ingress-h2.c     HTTP/2 (prior knowledge, or ALPN h2 over TLS): each
+ *                    stream routed as a request and proxied as HTTP/1.1
  *
  * Access: private unless the sandbox allows public traffic; a request
  * carries the sandbox's traffic token (X-Space-Traffic-Token or E2B's
