@@ -23,18 +23,22 @@
  * connection without streams counts as idle for the server (evictable when
  * it is full) and ends with GOAWAY after HTTP_IDLE_TIMEOUT_MSEC.
  *
- * Limit: a stream's routing and dial run on this thread, so a slow one
- * (a resume, a sandbox's full listen backlog) holds the other streams of
- * the connection meanwhile. */
+ * Routing (store, resume, dial) blocks: it runs on up to H2_ROUTERS
+ * threads of the connection, so a slow one (a resume, a sandbox's full
+ * listen backlog) does not hold the streams already flowing; a stream's
+ * body that comes meanwhile waits in its window. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "alloc-util.h"
 #include "fd-util.h"
@@ -46,6 +50,8 @@
 
 #define H2_CONN_IDLE_MSEC HTTP_IDLE_TIMEOUT_MSEC /* no stream and no frame this long: GOAWAY */
 #define H2_READ_MAX (16U * 1024U)      /* client bytes per read */
+#define H2_ROUTERS 4U                  /* threads of a connection routing its streams (store, resume, dial) */
+#define H2_ROUTER_STACK (1024U * 1024U)
 
 typedef enum BodyMode {
         BODY_SIZED,
@@ -67,7 +73,8 @@ struct H2Stream {
         char *fields; /* "name: value\r\n"... */
         size_t fields_len, fields_allocated;
         int bad;      /* an HTTP status to answer with (431, 400), 0 if the head is fine */
-        bool has_length, in_ended;
+        bool has_length, in_ended, end_queued;
+        bool routing; /* its head is with a router (req too) */
         HttpHead req;
 
         /* to the sandbox */
@@ -94,6 +101,16 @@ struct H2Stream {
         int64_t deadline;
 };
 
+/* A stream's head on its way through ingress_route() on a router thread. */
+typedef struct H2Job {
+        struct H2Job *next;
+        int32_t id;
+        HttpHead req;
+        IngressTarget t;
+        IngressRefusal f;
+        int result;
+} H2Job;
+
 struct H2Conn {
         Ingress *g;
         HttpConn *c;
@@ -109,6 +126,16 @@ struct H2Conn {
         int64_t client_deadline; /* the connection idles out then (no stream, nothing to send) */
         bool failed;
         bool idle;               /* no stream, nothing to send */
+
+        /* routers: jobs queued under lock, finished ones back through done[] */
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        H2Job *queue, **queue_tail;
+        pthread_t routers[H2_ROUTERS];
+        unsigned n_routers, n_busy;
+        unsigned n_jobs;          /* not yet read back from done[] */
+        bool stopping;
+        int done[2];
 };
 
 static H2Stream *stream_get(H2Conn *h, int32_t id) {
@@ -218,6 +245,7 @@ static void stream_answer(H2Stream *st, int status, char *headers, const char *j
         _cleanup_free_ char *hdrs = NULL;
 
         st->up = safe_close(st->up);
+        st->routing = false;
         st->out_len = 0;
         free(st->body);
         st->body = json ? strdup(json) : NULL;
@@ -242,6 +270,7 @@ static void stream_error(H2Stream *st, int status, const char *code, const char 
 /* Breaks a stream off after its response began. */
 static void stream_reset(H2Stream *st, uint32_t error) {
         st->up = safe_close(st->up);
+        st->routing = false; /* a router's answer for it is dropped */
         (void) nghttp2_submit_rst_stream(st->h->s, NGHTTP2_FLAG_NONE, st->id, error);
 }
 
@@ -292,13 +321,134 @@ static int stream_parse_head(H2Stream *st) {
         return r;
 }
 
+static void stream_routed(H2Stream *st, H2Job *job);
+
+static void job_free(H2Job *job) {
+        if (!job)
+                return;
+        safe_close(job->t.fd);
+        ingress_refusal_done(&job->f);
+        http_head_done(&job->req);
+        free(job);
+}
+
+static void *router_main(void *arg) {
+        H2Conn *h = arg;
+
+        pthread_mutex_lock(&h->lock);
+        for (;;) {
+                H2Job *job;
+                while (!h->queue && !h->stopping)
+                        pthread_cond_wait(&h->cond, &h->lock);
+                job = h->queue;
+                if (!job)
+                        break; /* stopping, nothing left */
+                h->queue = job->next;
+                if (!h->queue)
+                        h->queue_tail = &h->queue;
+                h->n_busy++;
+                pthread_mutex_unlock(&h->lock);
+                job->result = h->stopping ? (ingress_refusal_done(&job->f), 1)
+                                          : ingress_route(h->g, h->c, &job->req, &job->t, &job->f);
+                /* at most INGRESS_H2_STREAMS_MAX pointers in flight: the pipe never fills */
+                if (write(h->done[1], &job, sizeof job) != sizeof job)
+                        job_free(job); /* cannot happen; then the stream times out */
+                pthread_mutex_lock(&h->lock);
+                h->n_busy--;
+        }
+        pthread_mutex_unlock(&h->lock);
+        return NULL;
+}
+
+/* Hands the stream's head to a router (starting one if all are busy). */
+static int router_submit(H2Conn *h, H2Stream *st, const IngressTarget *t) {
+        H2Job *job = new0(H2Job, 1);
+        int r = 0;
+
+        if (!job)
+                return -ENOMEM;
+        job->id = st->id;
+        job->req = st->req;
+        st->req = (HttpHead){};
+        job->t = *t;
+        job->t.fd = -EBADF;
+        st->routing = true;
+        pthread_mutex_lock(&h->lock);
+        *h->queue_tail = job;
+        h->queue_tail = &job->next;
+        h->n_jobs++;
+        if (h->n_busy + 1 > h->n_routers && h->n_routers < H2_ROUTERS) {
+                pthread_attr_t attr;
+                r = -pthread_attr_init(&attr);
+                if (r == 0) {
+                        (void) pthread_attr_setstacksize(&attr, H2_ROUTER_STACK);
+                        r = -pthread_create(&h->routers[h->n_routers], &attr, router_main, h);
+                        pthread_attr_destroy(&attr);
+                }
+                if (r == 0)
+                        h->n_routers++;
+                else if (h->n_routers > 0)
+                        r = 0; /* the ones there will get to it */
+        }
+        if (r < 0) {
+                /* no router at all: take it back */
+                h->queue = NULL;
+                h->queue_tail = &h->queue;
+                h->n_jobs--;
+                st->req = job->req;
+                st->routing = false;
+                free(job);
+        } else
+                pthread_cond_signal(&h->cond);
+        pthread_mutex_unlock(&h->lock);
+        return r;
+}
+
+/* Finished jobs back to their streams (or away, for streams gone). */
+static void routers_collect(H2Conn *h) {
+        for (;;) {
+                H2Job *job;
+                H2Stream *st;
+                ssize_t k = read(h->done[0], &job, sizeof job);
+                if (k != sizeof job)
+                        return;
+                pthread_mutex_lock(&h->lock);
+                h->n_jobs--;
+                pthread_mutex_unlock(&h->lock);
+                st = stream_get(h, job->id);
+                if (st && st->routing)
+                        stream_routed(st, job);
+                job_free(job);
+        }
+}
+
+static void routers_stop(H2Conn *h) {
+        pthread_mutex_lock(&h->lock);
+        h->stopping = true;
+        pthread_cond_broadcast(&h->cond);
+        pthread_mutex_unlock(&h->lock);
+        for (unsigned i = 0; i < h->n_routers; i++)
+                (void) pthread_join(h->routers[i], NULL);
+        h->n_routers = 0;
+        for (H2Job *job = h->queue, *next; job; job = next) {
+                next = job->next;
+                job_free(job);
+        }
+        h->queue = NULL;
+        h->queue_tail = &h->queue;
+        if (h->done[0] >= 0)
+                for (;;) {
+                        H2Job *job;
+                        if (read(h->done[0], &job, sizeof job) != sizeof job)
+                                break;
+                        job_free(job);
+                }
+}
+
 /* A stream's head is complete: route it. */
 static void stream_start(H2Stream *st) {
-        _cleanup_(ingress_refusal_done) IngressRefusal f = {};
         H2Conn *h = st->h;
         IngressTarget t = { .fd = -EBADF };
-        _cleanup_free_ char *head = NULL;
-        size_t head_len;
         char msg[192];
         int r;
 
@@ -334,24 +484,46 @@ static void stream_start(H2Stream *st) {
                 stream_error(st, 421, "misdirected_request", msg);
                 return;
         }
-        if (ingress_route(h->g, h->c, &st->req, &t, &f) != 0) {
-                stream_answer(st, f.status, f.headers, f.body);
+        if (router_submit(h, st, &t) < 0)
+                stream_error(st, 503, "unavailable", "cannot route the request now");
+}
+
+/* The router's answer for a stream still there: our refusal, or its connection to the sandbox. */
+static void stream_routed(H2Stream *st, H2Job *job) {
+        H2Conn *h = st->h;
+        _cleanup_free_ char *head = NULL, *out = NULL;
+        size_t head_len = 0, out_len = 0, out_allocated = 0;
+        int r;
+
+        st->routing = false;
+        st->req = job->req;
+        job->req = (HttpHead){};
+        if (job->result != 0) {
+                stream_answer(st, job->f.status, job->f.headers, job->f.body);
                 return;
         }
-        st->up = t.fd;
+        st->up = TAKE_FD(job->t.fd);
         r = fd_nonblock(st->up, true);
         if (r >= 0)
-                r = ingress_request_head(&st->req, NULL, h->peer, h->ssl != NULL, t.mask, t.port, &head, &head_len);
+                r = ingress_request_head(&st->req, NULL, h->peer, h->ssl != NULL, job->t.mask, job->t.port, &head,
+                                         &head_len);
+        /* the head, then what of the body came meanwhile */
         if (r >= 0)
-                r = buf_add(&st->out, &st->out_len, &st->out_allocated, head, head_len);
+                r = buf_add(&out, &out_len, &out_allocated, head, head_len);
+        if (r >= 0 && st->out_len > 0)
+                r = buf_add(&out, &out_len, &out_allocated, st->out, st->out_len);
         if (head)
                 explicit_bzero(head, head_len);
-        if (r >= 0 && st->chunked && st->in_ended)
-                r = buf_add(&st->out, &st->out_len, &st->out_allocated, "0\r\n\r\n", 5);
         if (r < 0) {
                 stream_error(st, 502, "bad_gateway", "out of memory");
                 return;
         }
+        if (st->out)
+                explicit_bzero(st->out, st->out_allocated);
+        free(st->out);
+        st->out = TAKE_PTR(out);
+        st->out_len = out_len;
+        st->out_allocated = out_allocated;
         st->in = malloc(HTTP_HEAD_MAX);
         if (!st->in) {
                 stream_error(st, 502, "bad_gateway", "out of memory");
@@ -458,7 +630,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
         if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
             (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && !st->in_ended) {
                 st->in_ended = true; /* the end of the body (or its trailers) */
-                if (st->up >= 0 && st->chunked &&
+                if ((st->up >= 0 || st->routing) && st->chunked &&
                     buf_add(&st->out, &st->out_len, &st->out_allocated, "0\r\n\r\n", 5) < 0)
                         stream_reset(st, NGHTTP2_INTERNAL_ERROR);
         }
@@ -472,7 +644,7 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
         char line[24];
         int r = 0;
 
-        if (!st || st->up < 0) {
+        if (!st || (st->up < 0 && !st->routing)) {
                 /* nobody to take it: give the window back at once */
                 (void) nghttp2_session_consume(s, id, len);
                 return 0;
@@ -753,14 +925,17 @@ static int conn_flush(H2Conn *h, const uint8_t **wdata, size_t *wlen) {
 }
 
 void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size_t n, const char *peer) {
-        H2Conn h = { .g = g, .c = c, .fd = fd, .client_deadline = mono_msec() + H2_CONN_IDLE_MSEC };
+        H2Conn h = { .g = g, .c = c, .fd = fd, .client_deadline = mono_msec() + H2_CONN_IDLE_MSEC, .done = { -EBADF, -EBADF } };
         _cleanup_free_ struct pollfd *pfd = new0(struct pollfd, INGRESS_H2_STREAMS_MAX + 8);
         _cleanup_free_ int32_t *ids = new0(int32_t, INGRESS_H2_STREAMS_MAX + 8);
         const uint8_t *wdata = NULL;
         size_t wlen = 0;
         char buf[H2_READ_MAX];
 
-        if (!pfd || !ids || session_new(&h) < 0)
+        pthread_mutex_init(&h.lock, NULL);
+        pthread_cond_init(&h.cond, NULL);
+        h.queue_tail = &h.queue;
+        if (!pfd || !ids || pipe2(h.done, O_CLOEXEC | O_NONBLOCK) < 0 || session_new(&h) < 0)
                 goto out;
         h.ssl = http_conn_ssl(c);
         (void) strscpy(h.peer, sizeof h.peer, peer);
@@ -798,13 +973,15 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                 if (h.failed && wlen == 0 && !nghttp2_session_want_write(h.s))
                         break;
 
-                bool idle = h.n_streams == 0 && wlen == 0;
+                bool idle = h.n_streams == 0 && wlen == 0 && h.n_jobs == 0;
                 if (idle != h.idle) {
                         h.idle = idle;
                         http_conn_set_idle(c, idle); /* evictable like an idle keep-alive connection */
                 }
                 pfd[np] = (struct pollfd){ .fd = fd, .events = (short) ((wlen == 0 && !h.failed ? POLLIN : 0) |
                                                                         (wlen > 0 ? POLLOUT : 0) | h.tls_wants) };
+                ids[np++] = 0;
+                pfd[np] = (struct pollfd){ .fd = h.done[0], .events = POLLIN };
                 ids[np++] = 0;
                 now = mono_msec();
                 deadline = h.n_streams > 0 || wlen > 0 ? now + H2_CONN_IDLE_MSEC : h.client_deadline;
@@ -833,7 +1010,9 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                 if (k < 0 && errno != EINTR)
                         goto out;
 
-                for (size_t i = 1; k > 0 && i < np; i++) {
+                if (k > 0 && pfd[1].revents)
+                        routers_collect(&h);
+                for (size_t i = 2; k > 0 && i < np; i++) {
                         H2Stream *st = stream_get(&h, ids[i]);
                         if (!st || st->up != pfd[i].fd || pfd[i].revents == 0)
                                 continue;
@@ -878,8 +1057,13 @@ out:
         if (h.idle)
                 http_conn_set_idle(c, false);
         explicit_bzero(buf, sizeof buf);
+        routers_stop(&h);
         if (h.s)
                 nghttp2_session_del(h.s);
         while (h.streams)
                 stream_free(h.streams);
+        safe_close(h.done[0]);
+        safe_close(h.done[1]);
+        pthread_cond_destroy(&h.cond);
+        pthread_mutex_destroy(&h.lock);
 }
