@@ -299,3 +299,26 @@ def test_tls_alpn_h2_and_http1(e2e_session, tmp_path):
         if not problems:
             residue.remove_daemon_dir(d)
         assert not problems, problems
+
+
+@pytest.mark.timeout(120)
+def test_tls_bad_config_leaves_the_ingress_off(e2e_session, tmp_path):
+    """A certificate without its key, or one that does not load: the
+    ingress stays off (said in the log), never plaintext instead; the API
+    runs on."""
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    for args, said in (([f"--ingress-tls-cert={bad}"], "go together"),
+                       ([f"--ingress-tls-cert={bad}", f"--ingress-tls-key={bad}"], "cannot load the TLS certificate")):
+        d = e2e_session.new_daemon(extra_args=args)
+        d.start()
+        try:
+            assert d.api("GET", "/v1/sandboxes").status == 200
+            assert said in d.log_text() and "Cannot start the ingress" in d.log_text()
+            with pytest.raises(OSError):
+                socket.create_connection(("127.0.0.1", d.ingress_port), timeout=5).close()
+        finally:
+            problems = residue.teardown_daemon(d)
+            if not problems:
+                residue.remove_daemon_dir(d)
+            assert not problems, problems
