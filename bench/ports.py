@@ -8,11 +8,15 @@ connection to the sandbox's own address, in the same run. p50/p90 of
   - a 64-byte round trip on one upgraded stream: the ingress's Upgrade relay
     (what a WebSocket rides on), the API's port forward (Upgrade: tcp), and
     a direct connection to the same echo server;
-  - a 64 MiB download from the same HTTP server through each (MiB/s).
+  - a 64 MiB download from the same HTTP server through each (MiB/s);
+  - with h2load installed (nghttp2-client): the same small GET through the
+    ingress by one h2load client on one connection, one request at a time,
+    over HTTP/2 (h2c prior knowledge) and over HTTP/1.1 keep-alive (mean per
+    request, requests/s).
 
 Run by bench/run.sh after bench.py (or by hand against any spaced as root:
 --url, --key, --ingress HOST:PORT). Not a test: it reports."""
-import argparse, http.client, json, os, socket, sys, time, urllib.parse
+import argparse, http.client, json, os, shutil, socket, sys, time, urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import Api, pct  # noqa: E402
@@ -100,6 +104,20 @@ def download(s, rest=b""):
     return (BIG >> 20) / (time.perf_counter() - t)
 
 
+def h2load(ihost, iport, host, token, n, h1=False, m=1):
+    """(mean ms per request, requests/s) of h2load: n GETs of / on one connection, m in flight."""
+    import re, subprocess
+    args = ["h2load", "-n", str(n), "-c", "1", "-m", str(m), "-H", f"X-Space-Traffic-Token: {token}"]
+    args += ["-H", f":authority: {host}"] + (["--h1"] if h1 else [])
+    r = subprocess.run(args + [f"http://{ihost}:{iport}/"], capture_output=True, text=True, timeout=300)
+    if f"{n} succeeded" not in r.stdout:
+        raise RuntimeError(f"h2load failed: {r.stdout}{r.stderr}")
+    mean = re.search(r"time for request:\s+\S+\s+\S+\s+(\d+\.?\d*)(us|ms|s)\b", r.stdout)
+    rps = re.search(r"finished in .*?, (\d+\.?\d*) req/s", r.stdout)
+    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[mean.group(2)]
+    return float(mean.group(1)) * scale, float(rps.group(1))
+
+
 def row(name, xs):
     return f"  {name:44s} p50 {pct(xs, 50) * 1000:7.3f} ms  p90 {pct(xs, 90) * 1000:7.3f} ms  (n={len(xs)})"
 
@@ -174,6 +192,11 @@ def main():
         c.close()
         if n < BIG:
             raise RuntimeError(f"short download through the ingress: {n} bytes")
+        h2rows = []
+        if shutil.which("h2load"):
+            for name, h1 in (("HTTP/2 (h2c)", False), ("HTTP/1.1 keep-alive", True)):
+                mean, rps = h2load(ihost, iport, hosts[HTTP_PORT], token, a.runs, h1=h1)
+                h2rows.append(f"  {'h2load GET /: ' + name:44s} mean {mean:7.3f} ms  {rps:8.0f} req/s")
         s, rest = upgraded(u.hostname, u.port, fwd_head.format(port=HTTP_PORT))
         mb_forward = download(s, rest)
         s.close()
@@ -192,6 +215,8 @@ def main():
     print(row("64 B round trip: direct", rt_direct))
     print(f"  {BIG >> 20} MiB download: ingress {mb_ingress:.0f} MiB/s, forward {mb_forward:.0f} MiB/s, "
           f"direct {mb_direct:.0f} MiB/s")
+    for line in h2rows:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -47,6 +49,7 @@ struct HttpConn {
         HttpServer *server;
         HttpConn *prev, *next;
         int fd;
+        SSL *ssl; /* TLS (http_server_set_tls()), NULL in plaintext */
         char peer[INET6_ADDRSTRLEN + 8];
         char addr[INET6_ADDRSTRLEN];    /* the peer's address alone, "" for a unix socket */
 
@@ -85,6 +88,8 @@ struct HttpServer {
         HttpHandler handler;
         HttpHeadHook head_hook;
         HttpThreadHook thread_done_hook;
+        HttpH2Hook h2_hook;
+        SSL_CTX *tls;
         void *userdata;
         int head_timeout_msec, idle_timeout_msec, body_idle_timeout_msec;
         unsigned peer_waiting_max;      /* 0 = no per-address cap */
@@ -117,7 +122,45 @@ static int wait_fd(int fd, short events, int64_t deadline) {
 }
 
 /* Bytes read, 0 at EOF, -ETIMEDOUT, or -errno. */
+/* One TLS read or write: bytes, 0 at a clean close, -EAGAIN with *ret_events what to wait for. */
+static ssize_t tls_io(SSL *ssl, bool write, void *buf, size_t n, short *ret_events) {
+        int k, e;
+
+        ERR_clear_error();
+        k = write ? SSL_write(ssl, buf, (int) MIN(n, (size_t) INT32_MAX)) : SSL_read(ssl, buf, (int) MIN(n, (size_t) INT32_MAX));
+        if (k > 0)
+                return k;
+        e = SSL_get_error(ssl, k);
+        switch (e) {
+        case SSL_ERROR_WANT_READ:
+                *ret_events = POLLIN;
+                return -EAGAIN;
+        case SSL_ERROR_WANT_WRITE:
+                *ret_events = POLLOUT;
+                return -EAGAIN;
+        case SSL_ERROR_ZERO_RETURN:
+                return 0;
+        default:
+                return write ? -EPIPE : -ECONNRESET;
+        }
+}
+
+ssize_t http_tls_io(void *ssl, bool write, void *buf, size_t n, short *ret_events) {
+        return tls_io(ssl, write, buf, n, ret_events);
+}
+
 static ssize_t conn_recv(HttpConn *c, void *buf, size_t n, int64_t deadline) {
+        while (c->ssl) {
+                short ev = 0;
+                ssize_t k = tls_io(c->ssl, false, buf, n, &ev);
+                int r;
+
+                if (k != -EAGAIN)
+                        return k;
+                r = wait_fd(c->fd, ev, deadline);
+                if (r < 0)
+                        return r;
+        }
         for (;;) {
                 ssize_t k = recv(c->fd, buf, n, 0);
                 int r;
@@ -147,6 +190,24 @@ static int conn_sendv(HttpConn *c, struct iovec *iov, size_t n_iov) {
                 if (iov->iov_len == 0) {
                         iov++;
                         n_iov--;
+                        continue;
+                }
+                if (c->ssl) {
+                        short ev = 0;
+                        k = tls_io(c->ssl, true, iov->iov_base, iov->iov_len, &ev);
+                        if (k == -EAGAIN) {
+                                int r = wait_fd(c->fd, ev, mono_msec() + timeout);
+                                if (r < 0) {
+                                        c->broken = true;
+                                        return r;
+                                }
+                                continue;
+                        }
+                        if (k <= 0) {
+                                c->broken = true;
+                                return k < 0 ? (int) k : -EPIPE;
+                        }
+                        iovec_advance(&iov, &n_iov, (size_t) k);
                         continue;
                 }
                 k = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
@@ -523,6 +584,15 @@ int http_conn_fd(const HttpConn *c) {
         return c ? c->fd : -EBADF;
 }
 
+void http_conn_set_idle(HttpConn *c, bool idle) {
+        if (c)
+                __atomic_store_n(&c->waiting_since, idle ? mono_msec() : 0, __ATOMIC_RELAXED);
+}
+
+void *http_conn_ssl(const HttpConn *c) {
+        return c ? c->ssl : NULL;
+}
+
 bool http_conn_responded(const HttpConn *c) {
         return c && c->resp_mode != RESP_NONE;
 }
@@ -620,6 +690,8 @@ static void conn_lingering_close(HttpConn *c) {
         int64_t deadline = mono_msec() + MIN(HTTP_LINGER_MSEC, c->server->body_idle_timeout_msec);
         size_t total = 0;
 
+        if (c->ssl)
+                (void) SSL_shutdown(c->ssl); /* close_notify, then the same half-close */
         if (shutdown(c->fd, SHUT_WR) < 0)
                 return;
         while (total < HTTP_DRAIN_MAX) {
@@ -680,9 +752,56 @@ static void conn_reset_request(HttpConn *c) {
         c->sized_remaining = 0;
 }
 
+/* The TLS handshake, within the head timeout; ALPN "h2" goes to the HTTP/2 hook. 1 to go on with HTTP/1.1. */
+static int conn_tls_accept(HttpConn *c) {
+        HttpServer *s = c->server;
+        int64_t deadline = mono_msec() + s->head_timeout_msec;
+        const unsigned char *alpn = NULL;
+        unsigned alpn_len = 0;
+
+        c->ssl = SSL_new(s->tls);
+        if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1)
+                return -ENOMEM;
+        SSL_set_mode(c->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+        for (;;) {
+                int k, e, r;
+                ERR_clear_error();
+                k = SSL_accept(c->ssl);
+                if (k == 1)
+                        break;
+                e = SSL_get_error(c->ssl, k);
+                if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+                        log_debug("TLS handshake with %s failed", c->peer);
+                        return -EPROTO;
+                }
+                r = wait_fd(c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+                if (r < 0)
+                        return r;
+        }
+        SSL_get0_alpn_selected(c->ssl, &alpn, &alpn_len);
+        if (alpn_len == 2 && memcmp(alpn, "h2", 2) == 0) {
+                if (s->h2_hook)
+                        s->h2_hook(c, c->fd, NULL, 0, s->userdata);
+                return 0;
+        }
+        return 1;
+}
+
 static void conn_serve(HttpConn *c) {
         HttpServer *s = c->server;
         bool linger = false;
+
+        if (s->tls) {
+                int r;
+                /* a handshake in progress counts as waiting for a head (eviction, per-peer cap) */
+                __atomic_store_n(&c->waiting_since, mono_msec(), __ATOMIC_RELAXED);
+                r = conn_tls_accept(c);
+                __atomic_store_n(&c->waiting_since, 0, __ATOMIC_RELAXED);
+                if (r <= 0) {
+                        c->broken = true;
+                        return;
+                }
+        }
 
         for (bool first = true;; first = false) {
                 const char *expect;
@@ -704,6 +823,12 @@ static void conn_serve(HttpConn *c) {
                 if (l < 0) /* timeout, reset or clean close: nothing to answer */
                         break;
 
+                if (first && (size_t) l == strlen(H2_PREFACE_HEAD) && memcmp(c->buf, H2_PREFACE_HEAD, (size_t) l) == 0 &&
+                    s->h2_hook) {
+                        s->h2_hook(c, c->fd, c->buf, c->rlen, s->userdata);
+                        c->broken = true; /* nothing more of HTTP/1.1 on it */
+                        break;
+                }
                 if (first && (size_t) l == strlen(H2_PREFACE_HEAD) && memcmp(c->buf, H2_PREFACE_HEAD, (size_t) l) == 0) {
                         log_debug("HTTP/2 with prior knowledge from %s: GOAWAY HTTP_1_1_REQUIRED", c->peer);
                         conn_refuse_h2(c);
@@ -775,6 +900,8 @@ static void *conn_thread(void *arg) {
         pthread_mutex_lock(&s->lock);
         server_unlink_conn(s, c);
         pthread_mutex_unlock(&s->lock);
+        if (c->ssl)
+                SSL_free(c->ssl);
         safe_close(c->fd);
         conn_wipe(c);
         free(c);
@@ -1015,6 +1142,14 @@ void http_server_set_peer_waiting_max(HttpServer *s, unsigned n) {
 
 void http_server_set_thread_done_hook(HttpServer *s, HttpThreadHook hook) {
         s->thread_done_hook = hook;
+}
+
+void http_server_set_tls(HttpServer *s, void *ssl_ctx) {
+        s->tls = ssl_ctx;
+}
+
+void http_server_set_h2_hook(HttpServer *s, HttpH2Hook hook) {
+        s->h2_hook = hook;
 }
 
 void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook) {

@@ -39,6 +39,29 @@ void http_server_set_head_hook(HttpServer *s, HttpHeadHook hook);
  * that a thread-local destructor would free too late. */
 typedef void (*HttpThreadHook)(void *userdata);
 void http_server_set_thread_done_hook(HttpServer *s, HttpThreadHook hook);
+/* A connection that starts with the HTTP/2 preface (prior knowledge) is
+ * handed to hook on its thread instead of being refused (GOAWAY
+ * HTTP_1_1_REQUIRED): fd is the connection's socket (non-blocking, still
+ * the server's to close), pending the bytes read so far, from the preface
+ * on. It returns when it is done with the connection. */
+typedef void (*HttpH2Hook)(HttpConn *c, int fd, const void *pending, size_t n, void *userdata);
+void http_server_set_h2_hook(HttpServer *s, HttpH2Hook hook);
+/* TLS on every connection: ssl_ctx (an SSL_CTX *, the caller's, kept alive
+ * until http_server_free()) holds the certificate and selects ALPN; a
+ * connection that agrees on "h2" goes to the HTTP/2 hook (pending empty;
+ * its I/O through http_conn_ssl()), others speak HTTP/1.1 over TLS (after
+ * http_conn_hijack() the socket carries TLS records: relay through
+ * http_conn_ssl()). NULL (the default) = plaintext. */
+void http_server_set_tls(HttpServer *s, void *ssl_ctx);
+/* For a hook that serves the connection itself (HTTP/2): idle (no request
+ * in flight) makes it count as waiting for a head again, so the server may
+ * close it for a newcomer when full, as an idle keep-alive one. */
+void http_conn_set_idle(HttpConn *c, bool idle);
+/* The connection's SSL * (NULL in plaintext). */
+void *http_conn_ssl(const HttpConn *c);
+/* One non-blocking TLS read or write on ssl (an SSL *): bytes, 0 at a clean
+ * close, -EAGAIN with *ret_events (POLLIN/POLLOUT) to wait for, <0 else. */
+ssize_t http_tls_io(void *ssl, bool write, void *buf, size_t n, short *ret_events);
 /* The bound port (useful with port 0). */
 int http_server_port(const HttpServer *s);
 /* Serves until http_server_stop(); returns 0. Call from one thread. */

@@ -217,7 +217,7 @@ int ingress_public_domain(const Config *c, char *ret, size_t size) {
         if (isempty(c->ingress_listen) || isempty(c->ingress_domain))
                 return -ENODATA;
         colon = strrchr(c->ingress_listen, ':');
-        if (!colon || streq(colon + 1, "80"))
+        if (!colon || streq(colon + 1, isempty(c->ingress_tls_cert) ? "80" : "443"))
                 k = snprintf(ret, size, "%s", c->ingress_domain);
         else
                 k = snprintf(ret, size, "%s:%s", c->ingress_domain, colon + 1);
@@ -229,6 +229,6 @@ int ingress_url(const Config *c, const char *id, unsigned port, char *ret, size_
         int k = ingress_public_domain(c, domain, sizeof domain);
         if (k < 0)
                 return k;
-        k = snprintf(ret, size, "http://%u-%s.%s/", port, id, domain);
+        k = snprintf(ret, size, "%s://%u-%s.%s/", isempty(c->ingress_tls_cert) ? "http" : "https", port, id, domain);
         return k < 0 || (size_t) k >= size ? -ENAMETOOLONG : 0;
 }

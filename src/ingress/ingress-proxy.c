@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <openssl/ssl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <strings.h>
@@ -29,7 +31,7 @@ static int send_all(int fd, const void *p, size_t n) {
 }
 
 /* Headers that belong to one hop (RFC 9110 7.6.1) or to us: never forwarded. */
-static bool header_is_hop(const char *name) {
+bool ingress_header_is_hop(const char *name) {
         static const char *const hop[] = { "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
                                            "Proxy-Authorization", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "HTTP2-Settings",
                                            "Content-Length", "Host", INGRESS_TOKEN_HEADER,
@@ -60,8 +62,8 @@ static int append(char **buf, size_t *len, size_t *allocated, const char *fmt, .
         }
 }
 
-static int request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, const char *mask,
-                        uint16_t port, char **ret, size_t *ret_len) {
+int ingress_request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, bool tls,
+                         const char *mask, uint16_t port, char **ret, size_t *ret_len) {
         _cleanup_free_ char *b = NULL;
         size_t len = 0, allocated = 0;
         const char *host = http_head_header(req, "Host"), *h2_settings = http_head_header(req, "HTTP2-Settings");
@@ -80,7 +82,7 @@ static int request_head(const HttpHead *req, const char *upgrade, const char *fo
                            strempty(host));
         for (size_t i = 0; r >= 0 && i < req->n_headers; i++) {
                 const HttpHeader *h = &req->headers[i];
-                if (header_is_hop(h->name))
+                if (ingress_header_is_hop(h->name))
                         continue;
                 if (strcasecmp(h->name, "Cookie") == 0) {
                         _cleanup_free_ char *rest = NULL;
@@ -92,8 +94,8 @@ static int request_head(const HttpHead *req, const char *upgrade, const char *fo
                 r = append(&b, &len, &allocated, "%s: %s\r\n", h->name, h->value);
         }
         if (r >= 0)
-                r = append(&b, &len, &allocated, "X-Forwarded-For: %s\r\nX-Forwarded-Host: %s\r\nX-Forwarded-Proto: http\r\n",
-                           forwarded_for, strempty(host));
+                r = append(&b, &len, &allocated, "X-Forwarded-For: %s\r\nX-Forwarded-Host: %s\r\nX-Forwarded-Proto: %s\r\n",
+                           forwarded_for, strempty(host), tls ? "https" : "http");
         if (r >= 0 && upgrade && strcasecmp(upgrade, "h2c") == 0 && h2_settings)
                 /* RFC 7540 3.2: the upgrade to HTTP/2 carries its settings, named in Connection */
                 r = append(&b, &len, &allocated, "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: %s\r\n",
@@ -145,14 +147,14 @@ static int request_body(HttpConn *c, const HttpHead *req, int fd) {
 }
 
 /* The response headers we pass on (the framing is ours). */
-static int response_headers(const HttpHead *resp, bool upgrade, char **ret) {
+int ingress_response_headers(const HttpHead *resp, bool upgrade, char **ret) {
         _cleanup_free_ char *b = NULL;
         size_t len = 0, allocated = 0;
         int r = append(&b, &len, &allocated, "%s", "");
 
         for (size_t i = 0; r >= 0 && i < resp->n_headers; i++) {
                 const HttpHeader *h = &resp->headers[i];
-                if (header_is_hop(h->name) || strcasecmp(h->name, "Date") == 0)
+                if (ingress_header_is_hop(h->name) || strcasecmp(h->name, "Date") == 0)
                         continue;
                 /* the sandbox does not get to set (or shadow, with a Domain) the ingress's cookie */
                 if (strcasecmp(h->name, "Set-Cookie") == 0 &&
@@ -261,6 +263,94 @@ static int response_body(HttpConn *c, const HttpHead *resp, int fd, const char *
         }
 }
 
+static int wait_one(int fd, short events, int msec) {
+        struct pollfd p = { .fd = fd, .events = events };
+        int k;
+        do
+                k = poll(&p, 1, msec);
+        while (k < 0 && errno == EINTR);
+        return k < 0 ? negative_errno() : k == 0 ? -ETIMEDOUT : 0;
+}
+
+static int tls_send_all(void *ssl, int fd, const char *p, size_t n) {
+        while (n > 0) {
+                short ev = 0;
+                ssize_t k = http_tls_io(ssl, true, (void *) p, n, &ev);
+                if (k == -EAGAIN) {
+                        int r = wait_one(fd, ev, INGRESS_IDLE_TIMEOUT_MSEC);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (k <= 0)
+                        return k < 0 ? (int) k : -EPIPE;
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+/* sock_relay() with TLS on the client's side (cfd, ssl): each direction
+ * holds one buffer at most, an idle relay ends after the idle timeout. */
+static int tls_relay(void *ssl, int cfd, const void *c_pending, size_t c_pending_len, int up, const char *up_pending,
+                     size_t up_pending_len) {
+        _cleanup_free_ char *buf = malloc(INGRESS_BUFFER);
+        bool c_open = true, up_open = true;
+        short wants = 0;
+        int r;
+
+        if (!buf)
+                return -ENOMEM;
+        r = send_all(up, c_pending, c_pending_len);
+        if (r >= 0)
+                r = tls_send_all(ssl, cfd, up_pending, up_pending_len);
+        if (r < 0)
+                return r;
+        while (c_open || up_open) {
+                struct pollfd p[2] = { { .fd = c_open ? cfd : -1, .events = (short) (POLLIN | wants) },
+                                       { .fd = up_open ? up : -1, .events = POLLIN } };
+                bool pending = c_open && SSL_pending(ssl) > 0;
+                int k = poll(p, 2, pending ? 0 : INGRESS_IDLE_TIMEOUT_MSEC);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return negative_errno();
+                if (k == 0 && !pending)
+                        return -ETIMEDOUT;
+                if (c_open && (pending || (p[0].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR)))) {
+                        ssize_t n = http_tls_io(ssl, false, buf, INGRESS_BUFFER, &wants);
+                        if (n > 0) {
+                                wants = 0;
+                                r = send_all(up, buf, (size_t) n);
+                                if (r < 0)
+                                        return r;
+                        } else if (n == 0) {
+                                c_open = false;
+                                (void) shutdown(up, SHUT_WR);
+                        } else if (n != -EAGAIN)
+                                return (int) n;
+                }
+                if (up_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+                        ssize_t n = recv(up, buf, INGRESS_BUFFER, MSG_DONTWAIT);
+                        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                                continue;
+                        if (n < 0)
+                                return negative_errno();
+                        if (n == 0) {
+                                up_open = false;
+                                (void) SSL_shutdown(ssl); /* close_notify: the client's end of it */
+                                if (p[1].revents & (POLLHUP | POLLERR))
+                                        return 0;
+                                continue;
+                        }
+                        r = tls_send_all(ssl, cfd, buf, (size_t) n);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
 void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forwarded_for, const char *mask,
                    uint16_t port) {
         _cleanup_free_ char *head = NULL, *buf = NULL, *hdrs = NULL;
@@ -271,7 +361,7 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
 
         if (upgrade && (req->chunked || req->content_length > 0))
                 upgrade = NULL; /* an upgrade with a body is not one we relay */
-        r = request_head(req, upgrade, forwarded_for, mask, port, &head, &head_len);
+        r = ingress_request_head(req, upgrade, forwarded_for, http_conn_ssl(c) != NULL, mask, port, &head, &head_len);
         if (r < 0) {
                 (void) reply_502(c, "out of memory");
                 return;
@@ -319,7 +409,7 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
                         (void) reply_502(c, "the sandbox switched protocols unasked");
                         return;
                 }
-                r = response_headers(&resp, true, &hdrs);
+                r = ingress_response_headers(&resp, true, &hdrs);
                 if (r >= 0) {
                         line = strdup_printf("HTTP/1.1 101 Switching Protocols\r\n%s\r\n", hdrs);
                         if (!line)
@@ -332,13 +422,17 @@ void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forward
                 cfd = http_conn_hijack(c, line, strlen(line), &pending, &pending_len);
                 if (cfd < 0)
                         return;
-                r = sock_relay(cfd, pending, pending_len, fd, buf + resp_head_len, got - resp_head_len, INGRESS_BUFFER,
-                               INGRESS_IDLE_TIMEOUT_MSEC);
+                if (http_conn_ssl(c))
+                        r = tls_relay(http_conn_ssl(c), cfd, pending, pending_len, fd, buf + resp_head_len,
+                                      got - resp_head_len);
+                else
+                        r = sock_relay(cfd, pending, pending_len, fd, buf + resp_head_len, got - resp_head_len,
+                                       INGRESS_BUFFER, INGRESS_IDLE_TIMEOUT_MSEC);
                 if (r < 0)
                         log_debug_errno(r, "Ingress: the relay ended: %m");
                 return;
         }
-        r = response_headers(&resp, false, &hdrs);
+        r = ingress_response_headers(&resp, false, &hdrs);
         if (r < 0) {
                 (void) reply_502(c, "out of memory");
                 return;

@@ -14,6 +14,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -38,6 +40,7 @@ struct Ingress {
         Api *api;
         const Config *config;
         HttpServer *server;
+        SSL_CTX *tls; /* ingress_tls_cert/key, NULL = plaintext */
 
         pthread_mutex_t lock;
         UsedLink *used; /* one-time links already spent (until they expire) */
@@ -50,14 +53,29 @@ static uint64_t now_sec(void) {
         return (uint64_t) time(NULL);
 }
 
-static void reply(HttpConn *c, int status, const char *code, const char *message, const char *headers) {
-        _cleanup_free_ char *body = strdup_printf("{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code, message);
-        if (!body) {
+/* An answer of ours instead of the sandbox's (JSON error, or the link's redirect). */
+static void refuse(IngressRefusal *f, int status, const char *code, const char *message, char *headers) {
+        f->status = status;
+        f->body = strdup_printf("{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code, message);
+        f->headers = headers;
+}
+
+void ingress_refusal_done(IngressRefusal *f) {
+        if (f->headers)
+                explicit_bzero(f->headers, strlen(f->headers));
+        f->body = mfree(f->body);
+        f->headers = mfree(f->headers);
+}
+
+static void reply_refusal(HttpConn *c, IngressRefusal *f) {
+        if (f->status == 302 && f->headers)
+                (void) http_conn_respond(c, 302, NULL, NULL, 0, f->headers);
+        else if (f->body)
+                (void) http_conn_respond(c, f->status, "application/json", f->body, strlen(f->body), f->headers);
+        else {
                 http_conn_set_close(c);
                 (void) http_conn_respond(c, 500, NULL, NULL, 0, NULL);
-                return;
         }
-        (void) http_conn_respond(c, status, "application/json", body, strlen(body), headers);
 }
 
 /* Spends a one-time link: 0 the first time, -EALREADY after; -ENOSPC when
@@ -146,7 +164,7 @@ static char *target_without_link(const HttpHead *head) {
 
 /* Access to sandbox id: 1 if granted, 0 if answered already, 2 if the
  * request offers no credentials (granted only if the sandbox is public). */
-static int check_access(Ingress *g, HttpConn *c, const HttpHead *head, const char *id) {
+static int check_access(Ingress *g, IngressRefusal *f, const char *peer, bool tls, const HttpHead *head, const char *id) {
         const char *tok = http_head_header(head, INGRESS_TOKEN_HEADER) ?: http_head_header(head, INGRESS_E2B_TOKEN_HEADER);
         _cleanup_free_ char *link = NULL;
         char want[INGRESS_TOKEN_LEN + 1];
@@ -166,41 +184,41 @@ static int check_access(Ingress *g, HttpConn *c, const HttpHead *head, const cha
                 }
                 if (r < 0) {
                         log_info("Ingress: refused a %s link to sandbox %s from %s", r == -ETIME ? "expired"
-                                 : r == -EALREADY ? "spent" : "forged", id, http_conn_peer(c));
-                        reply(c, 403, "forbidden", r == -ETIME ? "this link has expired"
+                                 : r == -EALREADY ? "spent" : "forged", id, peer);
+                        refuse(f, 403, "forbidden", r == -ETIME ? "this link has expired"
                               : r == -EALREADY ? "this link was used already" : "this link is not valid", NULL);
                         return 0;
                 }
                 r = ingress_signed_make(g->config, "cookie", id, now_sec() + INGRESS_COOKIE_TTL_SEC, value);
                 location = target_without_link(head);
                 if (r < 0 || !location) {
-                        reply(c, 500, "internal", "cannot sign the cookie", NULL);
+                        refuse(f, 500, "internal", "cannot sign the cookie", NULL);
                         return 0;
                 }
-                snprintf(hdr, sizeof hdr, "Set-Cookie: " INGRESS_COOKIE "=%s; Path=/; Max-Age=%u; HttpOnly; SameSite=Lax\r\n",
-                         value, INGRESS_COOKIE_TTL_SEC);
+                snprintf(hdr, sizeof hdr, "Set-Cookie: " INGRESS_COOKIE "=%s; Path=/; Max-Age=%u; HttpOnly; SameSite=Lax%s\r\n",
+                         value, INGRESS_COOKIE_TTL_SEC, tls ? "; Secure" : "");
                 headers = strdup_printf("%sLocation: %s\r\nCache-Control: no-store\r\n", hdr, location);
                 explicit_bzero(value, sizeof value);
                 if (!headers) {
-                        reply(c, 500, "internal", "out of memory", NULL);
+                        refuse(f, 500, "internal", "out of memory", NULL);
                         return 0;
                 }
-                (void) http_conn_respond(c, 302, NULL, NULL, 0, headers);
                 explicit_bzero(hdr, sizeof hdr);
-                explicit_bzero(headers, strlen(headers));
+                f->status = 302;
+                f->headers = TAKE_PTR(headers);
                 return 0;
         }
         if (tok) {
                 r = ingress_traffic_token(g->config, id, want);
                 if (r < 0) {
-                        reply(c, 500, "internal", "traffic tokens are unavailable", NULL);
+                        refuse(f, 500, "internal", "traffic tokens are unavailable", NULL);
                         return 0;
                 }
                 r = strlen(tok) == INGRESS_TOKEN_LEN && CRYPTO_memcmp(tok, want, INGRESS_TOKEN_LEN) == 0;
                 explicit_bzero(want, sizeof want);
                 if (!r) {
-                        log_info("Ingress: refused a wrong traffic token for sandbox %s from %s", id, http_conn_peer(c));
-                        reply(c, 403, "forbidden", "wrong traffic token for this sandbox", NULL);
+                        log_info("Ingress: refused a wrong traffic token for sandbox %s from %s", id, peer);
+                        refuse(f, 403, "forbidden", "wrong traffic token for this sandbox", NULL);
                         return 0;
                 }
                 return 1;
@@ -210,8 +228,8 @@ static int check_access(Ingress *g, HttpConn *c, const HttpHead *head, const cha
                 r = ingress_signed_check(g->config, "cookie", id, cookie, cookie_len, now_sec());
                 if (r < 0) {
                         log_info("Ingress: refused a %s cookie for sandbox %s from %s", r == -ETIME ? "expired" : "forged",
-                                 id, http_conn_peer(c));
-                        reply(c, r == -ETIME ? 401 : 403, r == -ETIME ? "unauthorized" : "forbidden",
+                                 id, peer);
+                        refuse(f, r == -ETIME ? 401 : 403, r == -ETIME ? "unauthorized" : "forbidden",
                               r == -ETIME ? "the traffic cookie has expired: open a new link"
                                           : "the traffic cookie is not valid for this sandbox", NULL);
                         return 0;
@@ -221,34 +239,26 @@ static int check_access(Ingress *g, HttpConn *c, const HttpHead *head, const cha
         return 2; /* nothing offered: only a public sandbox lets it in */
 }
 
-static void reply_private(HttpConn *c) {
-        reply(c, 401, "unauthorized",
+static void refuse_private(IngressRefusal *f) {
+        refuse(f, 401, "unauthorized",
               "this sandbox's ports are private: send its traffic token as " INGRESS_TOKEN_HEADER
               " or open its link (space port ID PORT)", NULL);
 }
 
-static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
-        Ingress *g = userdata;
+int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f) {
         ApiRequest r = { .conn = c, .head = head, .api = g->api };
+        const char *peer = http_conn_peer(c);
         _cleanup_(sandbox_done) Sandbox sb = {};
         _cleanup_close_ int fd = -EBADF;
-        char id[API_ID_LEN + 1], peer[64], msg[160];
         ApiError e = {};
-        uint16_t port;
         int k, access;
 
-        if (ingress_host_parse(http_head_header(head, "Host"), g->config->ingress_domain, &port, id) < 0) {
-                snprintf(msg, sizeof msg, "the Host must be {port}-{sandbox}.%.64s", g->config->ingress_domain);
-                reply(c, 400, "bad_request", msg, NULL);
-                return;
-        }
-        if (port == INGRESS_ENVD_PORT) {
-                api_handle_envd(c, head, g->api, id);
-                return;
-        }
-        access = check_access(g, c, head, id);
+        *f = (IngressRefusal){};
+        access = check_access(g, f, peer, http_conn_ssl(c) != NULL, head, t->id);
         if (access <= 0)
-                return;
+                return 1;
+        const char *id = t->id;
+        uint16_t port = t->port;
 
         k = api_get_store(&r, &e);
         if (k >= 0)
@@ -256,36 +266,36 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
         if (k == -ENOENT) {
                 /* without a token, unknown and private look the same: ids are not probed here */
                 if (access == 2)
-                        reply_private(c);
+                        refuse_private(f);
                 else
-                        reply(c, 404, "not_found", "no such sandbox", NULL);
-                return;
+                        refuse(f, 404, "not_found", "no such sandbox", NULL);
+                return 1;
         }
         if (k < 0) {
-                reply(c, 503, "unavailable", "the store is unavailable", NULL);
-                return;
+                refuse(f, 503, "unavailable", "the store is unavailable", NULL);
+                return 1;
         }
         if (access == 2 && !sb.public_traffic) {
-                reply_private(c);
-                return;
+                refuse_private(f);
+                return 1;
         }
         (void) strscpy(r.key.tenant_id, sizeof r.key.tenant_id, sb.tenant_id);
         snprintf(r.actor, sizeof r.actor, "ingress");
         if (sb.state == SANDBOX_PAUSED && (sb.auto_resume || g->config->auto_resume_paused)) {
                 k = api_sandbox_resume_paused(&r, &sb, "resumed by ingress traffic (auto_resume)", &e);
                 if (k < 0 && e.code != API_SANDBOX_NOT_RUNNING) {
-                        reply(c, 503, "unavailable", "the sandbox could not be resumed", NULL);
-                        return;
+                        refuse(f, 503, "unavailable", "the sandbox could not be resumed", NULL);
+                        return 1;
                 }
         }
         if (sb.state != SANDBOX_RUNNING) {
-                reply(c, 502, "sandbox_not_running", "the sandbox is not running", NULL);
-                return;
+                refuse(f, 502, "sandbox_not_running", "the sandbox is not running", NULL);
+                return 1;
         }
         k = api_sandbox_dial(&r, &sb, port, &fd, &e);
         if (k < 0) {
-                reply(c, api_error_code_to_status(e.code), api_error_code_to_string(e.code), e.message, NULL);
-                return;
+                refuse(f, api_error_code_to_status(e.code), api_error_code_to_string(e.code), e.message, NULL);
+                return 1;
         }
         if (port_first_use(g, id, port)) {
                 char data[32];
@@ -294,11 +304,89 @@ static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
         }
         if (sb.idle_s > 0)
                 (void) store_sandbox_touch(r.store, id);
+        (void) strscpy(t->mask, sizeof t->mask, sb.ingress_host);
+        t->fd = TAKE_FD(fd);
+        return 0;
+}
+
+static void handle(HttpConn *c, const HttpHead *head, void *userdata) {
+        _cleanup_(ingress_refusal_done) IngressRefusal f = {};
+        Ingress *g = userdata;
+        IngressTarget t = { .fd = -EBADF };
+        char peer[64];
+
+        if (ingress_host_parse(http_head_header(head, "Host"), g->config->ingress_domain, &t.port, t.id) < 0) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "the Host must be {port}-{sandbox}.%.64s", g->config->ingress_domain);
+                refuse(&f, 400, "bad_request", msg, NULL);
+                reply_refusal(c, &f);
+                return;
+        }
+        if (t.port == INGRESS_ENVD_PORT) {
+                api_handle_envd(c, head, g->api, t.id);
+                return;
+        }
+        if (ingress_route(g, c, head, &t, &f) != 0) {
+                reply_refusal(c, &f);
+                return;
+        }
         (void) strscpy(peer, sizeof peer, http_conn_peer(c));
         char *colon = strrchr(peer, ':');
         if (colon)
                 *colon = 0;
-        ingress_proxy(c, head, fd, peer, sb.ingress_host, port);
+        ingress_proxy(c, head, t.fd, peer, t.mask, t.port);
+        safe_close(t.fd);
+}
+
+static void h2_hook(HttpConn *c, int fd, const void *pending, size_t n, void *userdata) {
+        ingress_h2_serve(userdata, c, fd, pending, n, http_conn_peer(c));
+}
+
+const char *ingress_domain(const Ingress *g) {
+        return g->config->ingress_domain;
+}
+
+/* ALPN: h2 if the client offers it, else http/1.1; no agreement = HTTP/1.1 anyway. */
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                       unsigned inlen, void *arg) {
+        static const unsigned char ours[] = "\x02h2\x08http/1.1";
+        unsigned char *o = NULL;
+
+        if (SSL_select_next_proto(&o, outlen, ours, sizeof ours - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+                return SSL_TLSEXT_ERR_NOACK;
+        *out = o;
+        return SSL_TLSEXT_ERR_OK;
+}
+
+static int tls_new(const Config *c, SSL_CTX **ret) {
+        SSL_CTX *ctx;
+
+        if (isempty(c->ingress_tls_cert) != isempty(c->ingress_tls_key)) {
+                log_error("Ingress: ingress_tls_cert and ingress_tls_key go together");
+                return -EINVAL;
+        }
+        if (isempty(c->ingress_tls_cert)) {
+                *ret = NULL;
+                return 0;
+        }
+        ctx = SSL_CTX_new(TLS_server_method());
+        if (!ctx)
+                return -ENOMEM;
+        (void) SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+        SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+        if (SSL_CTX_use_certificate_chain_file(ctx, c->ingress_tls_cert) != 1 ||
+            SSL_CTX_use_PrivateKey_file(ctx, c->ingress_tls_key, SSL_FILETYPE_PEM) != 1 ||
+            SSL_CTX_check_private_key(ctx) != 1) {
+                char err[256];
+                ERR_error_string_n(ERR_get_error(), err, sizeof err);
+                log_error("Ingress: cannot load the TLS certificate %s and key %s: %s", c->ingress_tls_cert,
+                          c->ingress_tls_key, err);
+                SSL_CTX_free(ctx);
+                return -EINVAL;
+        }
+        SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+        *ret = ctx;
+        return 0;
 }
 
 int ingress_new(Api *api, Ingress **ret) {
@@ -316,10 +404,16 @@ int ingress_new(Api *api, Ingress **ret) {
                 return -ENOMEM;
         if (isempty(c->ingress_domain) || startswith(c->ingress_listen, "unix:"))
                 return -EINVAL;
+        r = tls_new(c, &g->tls);
+        if (r < 0)
+                return r;
         r = http_server_new(c->ingress_listen, handle, g, &g->server);
         if (r < 0)
                 return r;
+        if (g->tls)
+                http_server_set_tls(g->server, g->tls);
         http_server_set_timeouts(g->server, 0, 0, (int) (c->http_stall_s * 1000));
+        http_server_set_h2_hook(g->server, h2_hook);
         *ret = TAKE_PTR(g);
         return 0;
 }
@@ -341,6 +435,8 @@ Ingress *ingress_free(Ingress *g) {
         if (!g)
                 return NULL;
         http_server_free(g->server);
+        if (g->tls)
+                SSL_CTX_free(g->tls);
         pthread_mutex_destroy(&g->lock);
         free(g->used);
         free(g->seen);

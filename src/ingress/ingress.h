@@ -9,6 +9,8 @@
  *   ingress.c        the listener, Host routing, access, the sandbox's address
  *   ingress-auth.c   traffic tokens, one-time links and signed cookies (pure)
  *   ingress-proxy.c  one request to the sandbox: head, bodies, Upgrade relay
+ *   ingress-h2.c     HTTP/2 (prior knowledge, or ALPN h2 over TLS): each
+ *                    stream routed as a request and proxied as HTTP/1.1
  *
  * Access: private unless the sandbox allows public traffic; a request
  * carries the sandbox's traffic token (X-Space-Traffic-Token or E2B's
@@ -20,6 +22,9 @@
 #include "http-server.h"
 
 #include "ingress-auth.h"
+#include "store.h"
+
+typedef struct Ingress Ingress;
 
 #define INGRESS_RESPONSE_TIMEOUT_MSEC 60000    /* for the sandbox's response head */
 #define INGRESS_IDLE_TIMEOUT_MSEC 300000       /* a body or relay without a byte this long ends */
@@ -37,9 +42,51 @@
 void ingress_proxy(HttpConn *c, const HttpHead *req, int fd, const char *forwarded_for, const char *mask,
                    uint16_t port);
 
+/* The pieces of it the HTTP/2 side shares: the head for the sandbox
+ * (upgrade NULL: "Connection: close"), the response headers passed on
+ * ("Name: value\r\n"..., ours and hop-by-hop ones dropped), and which
+ * headers are hop-by-hop or ours. */
+int ingress_request_head(const HttpHead *req, const char *upgrade, const char *forwarded_for, bool tls,
+                         const char *mask, uint16_t port, char **ret, size_t *ret_len);
+int ingress_response_headers(const HttpHead *resp, bool upgrade, char **ret);
+bool ingress_header_is_hop(const char *name);
+
+/* ---- ingress-h2.c ---- */
+
+#define INGRESS_H2_STREAMS_MAX 64U            /* concurrent streams per connection */
+#define INGRESS_H2_WINDOW (64U * 1024U)        /* each stream's receive window (request bodies) */
+#define INGRESS_H2_HEADERS_MAX (16U * 1024U)   /* a request's header list, as for HTTP/1.1 */
+
+/* Serves an HTTP/2 connection (prior knowledge: pending starts with the
+ * preface) on fd until it ends: each stream is routed like an HTTP/1.1
+ * request (ingress_route) and proxied to the sandbox as HTTP/1.1. peer:
+ * the client's "address:port" (X-Forwarded-For, logs). */
+void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size_t n, const char *peer);
+/* The Ingress's domain (the h2 side parses :authority with it). */
+const char *ingress_domain(const Ingress *g);
+
 /* ---- ingress.c ---- */
 
-typedef struct Ingress Ingress;
+/* Where a request goes: id and port from its Host; fd and mask set by ingress_route(). */
+typedef struct IngressTarget {
+        char id[17];                           /* as ingress_host_parse() writes it */
+        uint16_t port;
+        int fd;                                /* connected to the sandbox's port; the caller closes it */
+        char mask[STORE_INGRESS_HOST_MAX];     /* maskRequestHost, "" = none */
+} IngressTarget;
+
+/* Our own answer instead of the sandbox's: a JSON error, or a link's 302. */
+typedef struct IngressRefusal {
+        int status;
+        char *body;    /* JSON, or NULL (the 302) */
+        char *headers; /* "Name: value\r\n"..., or NULL */
+} IngressRefusal;
+void ingress_refusal_done(IngressRefusal *f);
+
+/* Access and the sandbox for one request whose Host gave t->id and t->port
+ * (not envd's): 0 with t->fd connected, 1 with *f to answer. c is the
+ * connection it came on (HTTP/1.1, or the one an HTTP/2 session runs on). */
+int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f);
 
 /* Listens on config->ingress_listen (a host:port). */
 int ingress_new(Api *api, Ingress **ret);

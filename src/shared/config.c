@@ -21,6 +21,8 @@ const ConfigItem config_table[] = {
         { "listen", S(listen), "127.0.0.1:7070", 0, 0, NULL, "HTTP API address (host:port or unix:/path)" },
         { "ingress_listen", S(ingress_listen), "127.0.0.1:7072", 0, 0, NULL, "address of the ingress, the reverse proxy to ports inside sandboxes at {port}-{sandbox}.{ingress_domain} (host:port; empty = off)" },
         { "ingress_domain", S(ingress_domain), "localhost", 0, 0, NULL, "base domain of the ingress's host names: {port}-{sandbox}.<this> (localhost works on one machine without DNS)" },
+        { "ingress_tls_cert", S(ingress_tls_cert), "", 0, 0, NULL, "PEM certificate chain for TLS on the ingress (with ingress_tls_key; ALPN h2 and http/1.1; read at start); empty = plaintext" },
+        { "ingress_tls_key", S(ingress_tls_key), "", 0, 0, NULL, "PEM private key of ingress_tls_cert" },
         { "state_dir", S(state_dir), "/var/lib/space", 0, 0, NULL, "state directory (store, pool, keys)" },
         { "store_url", S(store_url), "", 0, 0, NULL, "store; default sqlite:<state_dir>/space.db" },
         { "storage", S(storage), "auto", 0, 0, "auto|btrfs|overlay", "storage back end (auto: btrfs, else overlayfs)" },

@@ -25,6 +25,8 @@ typedef struct Config {
         char listen[CONFIG_STR_MAX];
         char ingress_listen[CONFIG_STR_MAX]; /* the ingress reverse proxy, "" = off */
         char ingress_domain[CONFIG_STR_MAX]; /* {port}-{sandbox}.<this> */
+        char ingress_tls_cert[CONFIG_STR_MAX]; /* PEM chain; "" (with the key) = plaintext */
+        char ingress_tls_key[CONFIG_STR_MAX];
         char state_dir[CONFIG_STR_MAX];
         char store_url[CONFIG_STR_MAX];
         char storage[16];              /* auto | btrfs | overlay */

@@ -383,11 +383,12 @@ def test_h2c_upgrade_to_an_http1_server_is_plain_http1(ing):
     assert r.stdout == "hello-from-sandbox\n\n1.1 200", r.stdout
 
 
-@pytest.mark.parametrize("which", ["ingress", "api"])
+@pytest.mark.parametrize("which", ["api"])
 def test_http2_prior_knowledge_is_told_to_use_http1(ing, which):
-    """A client that starts with the HTTP/2 preface gets HTTP/2 frames it
-    can read, SETTINGS then GOAWAY HTTP_1_1_REQUIRED (RFC 9113), not an
-    HTTP/1.1 400 it would take for a broken frame."""
+    """A client that starts with the HTTP/2 preface at the API gets HTTP/2
+    frames it can read, SETTINGS then GOAWAY HTTP_1_1_REQUIRED (RFC 9113),
+    not an HTTP/1.1 400 it would take for a broken frame. (The ingress
+    serves HTTP/2: test_ingress_h2.py.)"""
     d = ing["d"]
     port = d.ingress_port if which == "ingress" else d.port
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
