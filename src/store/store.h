@@ -124,6 +124,8 @@ typedef struct Sandbox {
                                                     * = the port); "" = the one the client sent (E2B's
                                                     * maskRequestHost) */
         uint64_t template_version;      /* the version of template_name it was made from, 0 = unversioned */
+        char template_pool[STORE_NAME_MAX]; /* not stored: the pool template a create makes it from
+                                             * ("name@vN" for an old version), "" = template_name */
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */
