@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from e2e_daemon import assert_error_shape
+from e2e_daemon import assert_error_shape, clean_env
 
 
 def tname():
@@ -46,6 +46,19 @@ def versions(spaced, name):
     r = spaced.api("GET", f"/v1/templates/{name}/versions")
     assert r.status == 200, r
     return {v["version"]: v for v in r.json()["versions"]}
+
+
+def e2b_rest(spaced, method, path, body=None, key=None):
+    """E2B's REST API (X-API-KEY), checked against nothing but its status."""
+    import json
+
+    import e2e_http
+    headers = {"X-API-KEY": key or spaced.admin_key}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    return e2e_http.request(spaced.url, method, path, data=data, key=None, headers=headers, timeout=120)
 
 
 def version_of(spaced, sid):
@@ -150,6 +163,50 @@ def test_bad_refs_and_tags(spaced, tars):
         c = spaced.cli("template", "untag", name, "prod")
         assert c.rc == 0, c
         assert spaced.api("GET", f"/v1/templates/{name}/tags").json() == {"tags": []}
+    finally:
+        r = spaced.api("DELETE", f"/v1/templates/{name}")
+        assert r.status == 204, r
+
+
+def test_e2b_sdk_tags(spaced, tars):
+    """The official JS SDK's Template.assignTags / getTags / removeTags, and Sandbox.create(NAME:TAG)."""
+    from test_e2b_sdk import E2B_DIR, node_too_old, npm_ci
+    if not shutil.which("node") or not shutil.which("npm"):
+        pytest.skip("node and npm are needed (scripts/install-deps.sh installs them)")
+    old = node_too_old()
+    if old:
+        pytest.skip(old)
+    npm_ci()
+    name = tname()
+    publish(spaced, name, tars[0])
+    r = spaced.api("POST", f"/v1/templates/{name}/tags", json={"tag": "hold"})  # v1 stays
+    assert r.status == 200, r
+    publish(spaced, name, tars[1])
+    try:
+        env = clean_env({"E2B_API_URL": spaced.url, "E2B_SANDBOX_URL": spaced.url, "E2B_API_KEY": spaced.admin_key,
+                         "TEMPLATE": name, "NODE_NO_WARNINGS": "1"})
+        env.pop("E2B_DEBUG", None)
+        env.pop("E2B_DOMAIN", None)
+        p = subprocess.run(["node", os.path.join(E2B_DIR, "tags.mjs")], cwd=E2B_DIR, env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0 and p.stdout.strip() == "ok", (p.stdout[-3000:], p.stderr[-3000:])
+        # a tenant key may read tags but not change them
+        r = spaced.api("POST", "/v1/keys", json={"name": "tags", "tenant": "tags" + uuid.uuid4().hex[:8]})
+        assert r.status == 201, r
+        key = r.json()["key"]
+        spaced.keys[key] = r.json()["id"]
+        r = e2b_rest(spaced, "POST", "/templates/tags", {"target": name, "tags": ["x"]}, key=key)
+        assert r.status == 403, r
+        r = spaced.api("POST", f"/v1/templates/{name}/tags", json={"tag": "x"}, key=key)
+        assert r.status == 403, r
+        r = e2b_rest(spaced, "GET", f"/templates/{name}/tags", key=key)
+        assert r.status == 200 and [t["tag"] for t in r.json()] == ["latest"], r
+        for body in ({"target": name}, {"target": name, "tags": []}, {"target": name, "tags": ["latest"]},
+                     {"target": name, "tags": ["a/b"]}, {"tags": ["x"]}):
+            r = e2b_rest(spaced, "POST", "/templates/tags", body)
+            assert r.status == 400, (body, r)
+        r = e2b_rest(spaced, "DELETE", "/templates/tags", {"name": f"{name}:x", "tags": ["x"]})
+        assert r.status == 400, r
     finally:
         r = spaced.api("DELETE", f"/v1/templates/{name}")
         assert r.status == 204, r
