@@ -218,7 +218,8 @@ static int template_pull(int argc, char **argv) {
 }
 
 static void version_row(const JsonValue *v, char **c) {
-        const JsonValue *tags = json_get(v, "tags"), *sbs = json_get(v, "sandboxes"), *shared = json_get(v, "shared_with");
+        const JsonValue *tags = json_get(v, "tags"), *sbs = json_get(v, "sandboxes"),
+                        *shared = json_get(v, "shared_with");
         uint64_t size, n;
         char sbuf[32] = "-";
         bool latest = false;
