@@ -210,3 +210,34 @@ def test_e2b_sdk_tags(spaced, tars):
     finally:
         r = spaced.api("DELETE", f"/v1/templates/{name}")
         assert r.status == 204, r
+
+
+def test_python_sdk_versions_and_tags(spaced, tars):
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python"))
+    name = tname()
+    try:
+        import space_sdk
+        with space_sdk.Client(spaced.url, spaced.admin_key, timeout=120) as c:
+            with open(tars[0], "rb") as f:
+                c.import_template(name, f)
+            assert c.tag_template(name, "stable") == {"name": name, "tag": "stable", "version": 1}
+            with open(tars[1], "rb") as f:
+                c.import_template(name, f)
+            vs = c.template_versions(name)
+            assert [v.version for v in vs] == [2, 1] and vs[0].latest and vs[1].tags == ["stable"], vs
+            assert c.template_tags(name) == {"stable": 1}
+            sb = c.create(template=f"{name}:stable")
+            try:
+                assert sb.template == name and sb.template_version == 1, sb
+            finally:
+                c.delete(sb.id)
+            c.untag_template(name, "stable")
+            assert [v.version for v in c.template_versions(name)] == [2]
+            with pytest.raises(space_sdk.SpaceError):
+                c.tag_template(name, "latest")
+    finally:
+        sys.path.pop(0)
+        for m in [m for m in sys.modules if m == "space_sdk" or m.startswith("space_sdk.")]:
+            del sys.modules[m]
+        assert spaced.api("DELETE", f"/v1/templates/{name}").status == 204
