@@ -123,12 +123,17 @@ void api_template_pool_name(const ApiTemplateRef *t, char *buf, size_t size) {
 
 int api_template_version_begin(ApiRequest *r, const char *name, uint64_t *ret_version, char *pool_name, size_t size,
                                ApiError *e) {
+        ApiError ignored = {};
         int k = store_template_version_next(r->store, name, ret_version);
 
         if (k < 0)
                 return api_store_error(e, k, "numbering the template's version");
         (void) snprintf(pool_name, size, "%s@v%" PRIu64, name, *ret_version);
-        return 0;
+        /* a version made but never recorded (spaced stopped in between) would block the number */
+        k = api_get_worker(r, e);
+        if (k >= 0 && worker_template_remove(r->worker, pool_name, &ignored) < 0)
+                log_debug("Removing a stale %s failed: %s", pool_name, ignored.message);
+        return k;
 }
 
 int api_template_version_commit(ApiRequest *r, const char *name, uint64_t version, const char *digest,
