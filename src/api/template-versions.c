@@ -291,11 +291,19 @@ int api_template_versions(ApiRequest *r, ApiError *e) {
                 json_w_kv_string(&w, "created_at", when);
                 out_tags(&w, list[i].tags);
                 /* what the storage shares: every version is a read-only snapshot of its own
-                 * import or build, and the template's name a snapshot of the newest */
+                 * import or build (builds of the same last layer: snapshots of one subvolume),
+                 * and the template's name a snapshot of the newest */
                 json_w_key(&w, "shared_with");
                 json_w_array_begin(&w);
                 if (i == 0)
                         json_w_string(&w, name);
+                for (size_t j = 0; j < n; j++)
+                        if (j != i && list[i].digest[0] && !strchr(list[i].digest, ':') &&
+                            streq(list[i].digest, list[j].digest)) {
+                                char other[STORE_NAME_MAX + 24];
+                                (void) snprintf(other, sizeof other, "%s@v%" PRIu64, name, list[j].version);
+                                json_w_string(&w, other);
+                        }
                 json_w_array_end(&w);
                 json_w_key(&w, "in_use");
                 json_w_uint(&w, list[i].users);

@@ -241,3 +241,30 @@ def test_python_sdk_versions_and_tags(spaced, tars):
         for m in [m for m in sys.modules if m == "space_sdk" or m.startswith("space_sdk.")]:
             del sys.modules[m]
         assert spaced.api("DELETE", f"/v1/templates/{name}").status == 204
+
+
+def test_builds_are_versions_and_share_layers(spaced):
+    """A build is a version; a failed one leaves the name where it was; two builds of the same steps share
+    their files (one layer)."""
+    from test_templates_build import build
+    name = tname()
+    files = {"Dockerfile": b"FROM base\nRUN echo built > /etc/space-version\n"}
+    status, lines = build(spaced, name, files)
+    assert status == 200 and lines[-1]["type"] == "result", lines
+    try:
+        assert spaced.api("POST", f"/v1/templates/{name}/tags", json={"tag": "first"}).status == 200
+        status, lines = build(spaced, name, files)  # the cache: the same last layer
+        assert status == 200 and lines[-1]["type"] == "result", lines
+        status, lines = build(spaced, name, {"Dockerfile": b"FROM base\nRUN exit 3\n"})
+        assert status == 200 and lines[-1]["type"] == "error", lines
+        vs = versions(spaced, name)
+        assert sorted(vs) == [1, 2] and vs[2]["latest"], vs  # the failed build made none
+        assert vs[1]["digest"] == vs[2]["digest"] != "", vs
+        assert vs[2]["shared_with"] == [name, f"{name}@v1"] and vs[1]["shared_with"] == [f"{name}@v2"], vs
+        sb = spaced.create(template=f"{name}:first")
+        try:
+            assert version_of(spaced, sb["id"]) == "built" and sb["template_version"] == 1, sb
+        finally:
+            spaced.delete(sb["id"])
+    finally:
+        assert spaced.api("DELETE", f"/v1/templates/{name}").status == 204

@@ -243,7 +243,7 @@ export type TemplateVersion = {
   size_bytes: number;
   created_at: Time;
   tags: string[];
-  /** The pool entries that share this version's files (snapshots of it). */
+  /** The pool entries that share this version's files (the name, for the newest; versions built from the same last layer). */
   shared_with: string[];
   /** Sandboxes (not deleted, or with a restorable checkpoint) made from it. */
   in_use: number;
