@@ -229,6 +229,8 @@ static int template_lookup(ApiRequest *r, const char *name, ApiError *e) {
         if (!api_template_name_valid(name))
                 return api_error(e, -ENOENT, API_NOT_FOUND, "no template '%.64s'", name);
         k = store_template_get(r->store, name, &t);
+        if (k >= 0 && t.tenant_id[0] && !r->key.admin && !streq(t.tenant_id, r->key.tenant_id))
+                k = -ENOENT; /* another tenant's is not told apart from none */
         if (k == -ENOENT)
                 return api_error(e, k, API_NOT_FOUND, "no template '%s'", name);
         if (k < 0)
