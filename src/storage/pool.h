@@ -196,7 +196,8 @@ int pool_template_import(Pool *p, const char *name, const char *path, const char
 int pool_template_remove(Pool *p, const char *name);
 /* Versions: a template name may be name@vN, a version kept beside templates/<name>.
  * promote makes templates/<name> a read-only copy of name@vN (which stays):
- * -ENOENT if name@vN is not here. */
+ * -ENOENT if name@vN is not here; on an overlay pool -EBUSY while a sandbox's
+ * root lies on name (its lower directory). */
 int pool_template_promote(Pool *p, const char *name, uint64_t version);
 /* Sorted names. */
 int pool_template_list(Pool *p, char ***ret_names);

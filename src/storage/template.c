@@ -120,6 +120,18 @@ int pool_template_promote(Pool *p, const char *name, uint64_t version) {
         tpl_fd = pool_open_subdir(p, POOL_TEMPLATES_DIR);
         if (tpl_fd < 0)
                 return tpl_fd;
+        if (p->kind != POOL_BTRFS) {
+                /* an overlay sandbox's lower directory is the template itself: not replaced under it */
+                _cleanup_strv_free_ char **ids = NULL;
+                r = pool_sandbox_list(p, &ids);
+                if (r < 0)
+                        return r;
+                for (char **id = ids; id && *id; id++) {
+                        _cleanup_free_ char *tpl = NULL;
+                        if (pool_sandbox_template_name(p, *id, &tpl) >= 0 && streq(tpl, name))
+                                return -EBUSY;
+                }
+        }
         if (pool_template_exists(p, name)) {
                 r = pool_template_remove(p, name);
                 if (r < 0)

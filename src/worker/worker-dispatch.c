@@ -205,7 +205,11 @@ static void op_template_promote(Worker *w, const JsonValue *req, JsonWriter *jw)
                 if (r == -ENOENT)
                         r = 0;
         }
-        if (r < 0)
+        if (r == -EBUSY)
+                api_error(&e, r, API_TEMPLATE_IN_USE,
+                          "a sandbox's root lies on template '%s' (an overlay pool keeps the newest version under "
+                          "the name itself): delete its sandboxes first, or use a btrfs pool", name);
+        else if (r < 0)
                 api_error(&e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL, "cannot promote template: %s",
                           strerror(-r));
         reply_result(jw, r, &e);

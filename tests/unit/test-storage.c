@@ -830,6 +830,30 @@ TEST(btrfs_space_and_promises) {
         check_no_residue(dir, image);
 }
 
+/* On an overlay pool a sandbox's lower directory is the template: promote
+ * does not replace it while a sandbox lies on it. */
+TEST(overlay_template_promote_in_use) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *tar = NULL, *root = NULL;
+
+        test_pool_need_overlay();
+        tar = make_good_tar(dir);
+        ASSERT_OK(open_pool(dir, NULL, "overlay", &p));
+        ASSERT_OK(pool_template_import_tar(p, "base@v1", tar, NULL));
+        ASSERT_OK(pool_template_promote(p, "base", 1));
+        ASSERT_OK(pool_sandbox_create(p, "base", "ov1", 0, &root));
+        ASSERT_OK(pool_template_import_tar(p, "base@v2", tar, NULL));
+        ASSERT_ERRNO(pool_template_promote(p, "base", 2), EBUSY);
+        ASSERT_TRUE(pool_template_exists(p, "base"));
+        ASSERT_OK(pool_sandbox_remove(p, "ov1"));
+        ASSERT_OK(pool_template_promote(p, "base", 2));
+        ASSERT_OK(pool_template_remove(p, "base"));
+        ASSERT_OK(pool_template_remove(p, "base@v1"));
+        ASSERT_OK(pool_template_remove(p, "base@v2"));
+        ASSERT_OK(pool_release(p));
+}
+
 TEST(overlay_templates_and_sandboxes) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
