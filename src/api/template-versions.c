@@ -145,20 +145,20 @@ int api_template_version_commit(ApiRequest *r, const char *name, uint64_t versio
         (void) strscpy(v.name, sizeof v.name, name);
         (void) strscpy(v.digest, sizeof v.digest, strempty(digest));
         (void) snprintf(pool_name, sizeof pool_name, "%s@v%" PRIu64, name, version);
-        k = store_template_version_add(r->store, &v);
-        if (k == -EEXIST)
-                k = api_error(e, k, API_CONFLICT, "template '%s' got version %" PRIu64 " from another request",
-                              name, version);
-        else if (k < 0)
-                k = api_store_error(e, k, "recording the template's version");
-        if (k >= 0)
-                k = worker_template_promote(r->worker, name, version, e);
+        /* the name moves first: a failure there leaves no row (the newest version's row could
+         * not be taken back, collection never removes the newest) */
+        k = worker_template_promote(r->worker, name, version, e);
         if (k < 0) {
                 ApiError ignored = {};
-                (void) store_template_version_delete(r->store, name, version);
                 (void) worker_template_remove(r->worker, pool_name, &ignored);
                 return k;
         }
+        k = store_template_version_add(r->store, &v);
+        if (k == -EEXIST)
+                return api_error(e, k, API_CONFLICT, "template '%s' got version %" PRIu64 " from another request",
+                                 name, version);
+        if (k < 0)
+                return api_store_error(e, k, "recording the template's version");
         api_template_gc(r, name);
         return 0;
 }

@@ -85,6 +85,12 @@ def test_versions_tags_and_collection(spaced, tars):
     assert vs[1]["tags"] == ["stable"] and vs[1]["in_use"] == 1 and vs[1]["sandboxes"] == [old["id"]], vs
     assert vs[2]["in_use"] == 0 and vs[2]["sandboxes"] == [], vs
 
+    # a failed publish leaves the name where it was
+    r = spaced.api("POST", "/v1/templates", params={"name": name}, data=b"not a tar archive" * 100,
+                   headers={"Content-Type": "application/x-tar"})
+    assert_error_shape(r, 400)
+    assert sorted(versions(spaced, name)) == [1, 2]
+
     new = spaced.create(template=name)
     pinned = spaced.create(template=f"{name}:stable")
     by_num = spaced.create(template=f"{name}@v1")
