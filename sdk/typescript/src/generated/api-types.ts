@@ -735,7 +735,8 @@ export type Event = {
   sandbox: string | null;
   /** sandbox.created, sandbox.deleted, sandbox.state (data.from/data.to),
    * sandbox.create_failed, sandbox.error, sandbox.expired,
-   * sandbox.oom (processes killed for the memory limit), template.imported, template.removed, key.created, key.deleted,
+   * sandbox.oom (processes killed for the memory limit), template.imported, template.removed,
+   * template.tagged, template.version_collected, key.created, key.deleted,
    * worker.reconciled, credential.created, credential.updated,
    * credential.rotated, credential.revoked, credential.deleted,
    * credential.granted, credential.ungranted, credential.used
