@@ -424,6 +424,37 @@ int api_files_move(ApiRequest *r, ApiError *e);
 int api_templates_list(ApiRequest *r, ApiError *e);
 int api_template_import(ApiRequest *r, ApiError *e);
 int api_template_remove(ApiRequest *r, ApiError *e);
+
+/* Template versions and tags (template-versions.c). */
+#define API_TEMPLATE_TAG_MAX 128U
+typedef struct ApiTemplateRef {
+        char name[STORE_NAME_MAX];
+        char tag[STORE_TAG_MAX];        /* "" unless NAME:TAG */
+        uint64_t version;               /* resolved; 0 = the template has no versions */
+        bool newest;                    /* resolved: the newest version */
+} ApiTemplateRef;
+bool api_template_tag_valid(const char *s);
+int api_sandbox_resolve_template(ApiRequest *r, Sandbox *sb, ApiError *e);
+/* NAME, NAME:latest, NAME:TAG, NAME@vN: the syntax only (-EINVAL). */
+int api_template_ref_parse(const char *ref, ApiTemplateRef *ret);
+/* The syntax and the store: a tag or version that does not exist is API_NOT_FOUND. */
+int api_template_resolve(ApiRequest *r, const char *ref, ApiTemplateRef *ret, ApiError *e);
+void api_template_pool_name(const ApiTemplateRef *t, char *buf, size_t size);
+/* A publish: the next version's number and its pool name (NAME@vN) to import into, then commit
+ * (recorded, NAME made a copy of it on every worker, old ones collected). */
+int api_template_version_begin(ApiRequest *r, const char *name, uint64_t *ret_version, char *pool_name, size_t size,
+                               ApiError *e);
+int api_template_version_commit(ApiRequest *r, const char *name, uint64_t version, const char *digest,
+                                uint64_t size_bytes, ApiError *e);
+void api_template_gc(ApiRequest *r, const char *name);
+void api_template_gc_sandbox(ApiRequest *r, const char *sandbox_id);
+void api_template_versions_remove(ApiRequest *r, const char *name);
+int api_template_tag_assign(ApiRequest *r, const char *name, const char *tag, uint64_t version, ApiError *e);
+int api_template_tag_remove(ApiRequest *r, const char *name, const char *tag, ApiError *e);
+int api_template_versions(ApiRequest *r, ApiError *e);
+int api_template_tags(ApiRequest *r, ApiError *e);
+int api_template_tag_post(ApiRequest *r, ApiError *e);
+int api_template_tag_delete(ApiRequest *r, ApiError *e);
 int api_template_pull(ApiRequest *r, ApiError *e);
 /* The registry client's options from the host's configuration (its layer
  * cache asked of r's worker). */

@@ -195,10 +195,11 @@ int api_validate_sandbox_create(const JsonValue *body, const Config *c, Sandbox 
                 if (json_type(v) != JSON_STRING)
                         return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "template must be a string");
                 tmpl = json_string(v);
-                if (!api_template_name_valid(tmpl))
+                ApiTemplateRef ref;
+                if (api_template_ref_parse(tmpl, &ref) < 0)
                         return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
-                                         "template: '%.64s' is not a valid template name ([a-z0-9][a-z0-9._-]{0,63})",
-                                         tmpl);
+                                         "template: '%.64s' is not a template reference (NAME, NAME:TAG or NAME@vN; "
+                                         "a name is [a-z0-9][a-z0-9._-]{0,63})", tmpl);
         }
 
         v = json_get(body, "runtime");

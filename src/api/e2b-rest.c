@@ -308,6 +308,8 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
         k = api_validate_sandbox_create(body, c, &sb, e);
+        if (k >= 0)
+                k = api_sandbox_resolve_template(r, &sb, e); /* NAME:TAG, NAME@vN */
         if (k < 0)
                 return k;
         k = api_volume_mounts_parse(r, json_get(in, "volumeMounts"), "readOnly", vols, e);
@@ -947,6 +949,8 @@ static int route(ApiRequest *r, char **segs, size_t n, ApiError *e) {
                 return rest_webhooks(r, s, n, e);
         if (!v2 && streq(s[0], "secrets"))
                 return e2b_secrets_route(r, s, n, e);
+        if (!v2 && streq(s[0], "templates") && ((n == 2 && streq(s[1], "tags")) || (n == 3 && streq(s[2], "tags"))))
+                return e2b_template_tags_route(r, s, n, e);
         if (!v2 && (streq(s[0], "v2") || streq(s[0], "v3") || streq(s[0], "templates"))) {
                 int q = e2b_templates_route(r, s, n, e);
                 if (q <= 0)

@@ -132,6 +132,8 @@ bool e2b_template_upload_request(const HttpHead *head);
 int e2b_template_upload(ApiRequest *r);
 
 int e2b_secrets_route(ApiRequest *r, char **segs, size_t n_segs, ApiError *e);
+/* /templates/tags and /templates/{id}/tags (e2b-tags.c) */
+int e2b_template_tags_route(ApiRequest *r, char **segs, size_t n_segs, ApiError *e);
 /* e2b-metrics.c: GET /sandboxes/{id}/metrics (sb looked up) and GET /sandboxes/metrics?sandbox_ids= */
 int e2b_metrics(ApiRequest *r, const Sandbox *sb, ApiError *e);
 int e2b_metrics_many(ApiRequest *r, ApiError *e);

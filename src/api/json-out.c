@@ -87,6 +87,8 @@ void json_out_sandbox(JsonWriter *w, const Sandbox *sb, const char *tenant_name)
         json_w_kv_string(w, "state", sandbox_state_to_string(sb->state) ?: "error");
         json_w_kv_string(w, "reason", sb->reason);
         json_w_kv_string(w, "template", sb->template_name);
+        json_w_key(w, "template_version");
+        json_w_uint(w, sb->template_version);
         json_w_kv_string(w, "runtime", sb->runtime);
         json_w_kv_string(w, "worker", sb->worker);
         json_w_key(w, "cpu");

@@ -526,6 +526,7 @@ static void child_init(Sandbox *c, const Sandbox *src, const Checkpoint *ck, boo
                 .checkpoints_mb = src->checkpoints_mb,
                 .auto_resume = src->auto_resume,
                 .public_traffic = src->public_traffic,
+                .template_version = src->template_version, /* its files come from that version too */
                 .processes_preserved = with_memory,  /* it continues the source's processes, or starts afresh */
         };
         (void) strscpy(c->tenant_id, sizeof c->tenant_id, src->tenant_id);
@@ -831,7 +832,9 @@ int api_sandbox_create_warm(ApiRequest *r, Sandbox *req, const char *via, ApiErr
         ApiError we = {};
         int k;
 
-        if (!streq(req->runtime, "ns") || !warm_pool_configured(api_config(r->api), req->template_name))
+        /* a warm pool holds the newest version only */
+        if (!streq(req->runtime, "ns") || req->template_pool[0] ||
+            !warm_pool_configured(api_config(r->api), req->template_name))
                 return 0;
         k = api_tenant_admission(r, req->tenant_id, &adm, e);
         if (k < 0)

@@ -196,6 +196,25 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const Api
 
 /* The rest of a create once the request is valid: creds are the credentials
  * to grant (their placeholders are in sb's env already). */
+/* sb->template_name a reference (NAME, NAME:TAG, NAME@vN): it becomes the
+ * name, with the version and, for an old version, its pool name. Once
+ * resolved, a second call changes nothing. */
+int api_sandbox_resolve_template(ApiRequest *r, Sandbox *sb, ApiError *e) {
+        ApiTemplateRef t;
+        int k;
+
+        if (sb->template_version > 0)
+                return 0;
+        k = api_template_resolve(r, sb->template_name, &t, e);
+        if (k < 0)
+                return k;
+        (void) strscpy(sb->template_name, sizeof sb->template_name, t.name);
+        sb->template_version = t.version;
+        if (!t.newest && t.version > 0)
+                api_template_pool_name(&t, sb->template_pool, sizeof sb->template_pool);
+        return 0;
+}
+
 int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds, size_t n_creds, const char *via,
                             const ApiVolumeMounts *vols, ApiError *e) {
         const Config *c = api_config(r->api);
@@ -203,6 +222,9 @@ int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds,
         Template t;
         int k;
 
+        k = api_sandbox_resolve_template(r, sb, e);
+        if (k < 0)
+                return k;
         k = store_template_get(r->store, sb->template_name, &t);
         if (k >= 0 && t.tenant_id[0] && !r->key.admin && !streq(t.tenant_id, r->key.tenant_id))
                 k = -ENOENT; /* another tenant's template (an E2B build) is none */
@@ -219,7 +241,7 @@ int api_sandbox_create_with(ApiRequest *r, Sandbox *sb, const Credential *creds,
 
         /* a warm sandbox, if the template has a pool and one is free (it adds no sandbox to the host);
          * not for one with credentials: their gateway CA is installed when a sandbox is created */
-        if (n_creds == 0 && (!vols || vols->n == 0) && !sb->ingress_host[0]) { /* nor with volumes: they are mounted as it starts */
+        if (n_creds == 0 && (!vols || vols->n == 0) && !sb->ingress_host[0] && !sb->template_pool[0]) { /* nor with volumes: they are mounted as it starts */
                 k = api_sandbox_create_warm(r, sb, via, e);
                 if (k != 0)
                         return k < 0 ? k : 0;
@@ -268,6 +290,8 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
         k = api_validate_sandbox_create(body, api_config(r->api), &sb, e);
+        if (k >= 0)
+                k = api_sandbox_resolve_template(r, &sb, e); /* NAME:TAG, NAME@vN: before its defaults */
         if (k < 0)
                 return k;
         k = api_volume_mounts_parse(r, json_get(body, "volumes"), "read_only", vols, e);
@@ -399,6 +423,7 @@ int api_sandbox_destroy(ApiRequest *r, const char *id, const char *reason, ApiEr
                 return api_store_error(e, k, "marking the sandbox deleted");
         api_event(r, id, "sandbox.deleted", reason, NULL);
         log_info("Deleted sandbox %s (%s)", id, reason);
+        api_template_gc_sandbox(r, id); /* an old version it held may go now */
         return 0;
 }
 

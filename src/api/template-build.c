@@ -1224,7 +1224,9 @@ static int build_from(Build *b, const DockerfileStep *s, char key[static 65], Ap
 }
 
 static int publish(Build *b, const char *name, uint64_t *ret_size, bool *ret_new, ApiError *e) {
+        char pool_name[STORE_NAME_MAX];
         Template t = {};
+        uint64_t version = 0;
         int k;
 
         k = store_template_get(b->r->store, name, &t);
@@ -1245,7 +1247,11 @@ static int publish(Build *b, const char *name, uint64_t *ret_size, bool *ret_new
                 return api_store_error(e, k, "looking up the template");
         else if (t.state != TEMPLATE_READY)
                 return api_error(e, -EBUSY, API_CONFLICT, "template '%s' is being imported", name);
-        k = worker_build_publish(b->r->worker, b->layer, name, ret_size, e);
+        k = api_template_version_begin(b->r, name, &version, pool_name, sizeof pool_name, e);
+        if (k >= 0)
+                k = worker_build_publish(b->r->worker, b->layer, pool_name, ret_size, e);
+        if (k >= 0)
+                k = api_template_version_commit(b->r, name, version, b->layer, *ret_size, e);
         if (k < 0) {
                 if (*ret_new)
                         (void) store_template_delete(b->r->store, name);

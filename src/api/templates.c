@@ -110,14 +110,55 @@ int api_template_receive_tar(ApiRequest *r, char **ret_path, ApiError *e) {
         return 0;
 }
 
+/* A publish of name: its row is made (importing) if it is new, else it
+ * must be ready (one publish at a time); the new version's pool name. */
+static int template_publish_begin(ApiRequest *r, const char *name, bool *ret_created, uint64_t *ret_version,
+                                  char *pool_name, size_t size, ApiError *e) {
+        Template t = {};
+        int k;
+
+        *ret_created = false;
+        k = store_template_get(r->store, name, &t);
+        if (k == -ENOENT) {
+                (void) strscpy(t.name, sizeof t.name, name);
+                t.state = TEMPLATE_IMPORTING;
+                t.created_usec = now_usec();
+                k = store_template_insert(r->store, &t);
+                if (k == -EEXIST)
+                        return api_error(e, k, API_CONFLICT, "template '%s' is being made by another request", name);
+                if (k < 0)
+                        return api_store_error(e, k, "recording the template");
+                *ret_created = true;
+        } else if (k < 0)
+                return api_store_error(e, k, "looking up the template");
+        else if (t.state != TEMPLATE_READY)
+                return api_error(e, -EBUSY, API_CONFLICT, "template '%s' is being imported", name);
+        k = api_template_version_begin(r, name, ret_version, pool_name, size, e);
+        if (k < 0 && *ret_created)
+                (void) store_template_delete(r->store, name);
+        return k;
+}
+
+/* A failed publish: a new template's row goes; an existing one stays as it was. */
+static void template_publish_failed(ApiRequest *r, const char *name, bool created) {
+        int q;
+
+        if (!created)
+                return;
+        q = store_template_delete(r->store, name);
+        if (q < 0)
+                log_error_errno(q, "Failed to drop template row %s after a failed import: %m", name);
+}
+
 int api_template_import(ApiRequest *r, ApiError *e) {
         const char *ct = http_head_header(r->head, "Content-Type");
         _cleanup_(unlink_freep) char *path = NULL;
         _cleanup_(json_w_done) JsonWriter w;
         _cleanup_free_ char *name = NULL, *tag = NULL;
-        char data[STORE_NAME_MAX + 64];
+        char data[STORE_NAME_MAX + 64], pool_name[STORE_NAME_MAX];
         Template t = {};
-        uint64_t size = 0;
+        uint64_t size = 0, version = 0;
+        bool created = false;
         int k;
 
         json_w_init(&w);
@@ -141,24 +182,19 @@ int api_template_import(ApiRequest *r, ApiError *e) {
                 return api_error(e, -EFBIG, API_PAYLOAD_TOO_LARGE, "template archives are limited to %" PRIu64 " MiB",
                                  api_config(r->api)->upload_max_mb);
 
-        (void) strscpy(t.name, sizeof t.name, name);
-        t.state = TEMPLATE_IMPORTING;
-        t.created_usec = now_usec();
-        k = store_template_insert(r->store, &t);
-        if (k == -EEXIST)
-                return api_error(e, k, API_ALREADY_EXISTS, "template '%s' already exists", name);
+        k = template_publish_begin(r, name, &created, &version, pool_name, sizeof pool_name, e);
         if (k < 0)
-                return api_store_error(e, k, "recording the template");
+                return k;
 
         k = api_template_receive_tar(r, &path, e);
         if (k >= 0)
                 k = api_get_worker(r, e);
         if (k >= 0)
-                k = worker_template_import(r->worker, name, path, tag, &size, e);
+                k = worker_template_import(r->worker, pool_name, path, tag, &size, e);
+        if (k >= 0)
+                k = api_template_version_commit(r, name, version, NULL, size, e);
         if (k < 0) {
-                int q = store_template_delete(r->store, name);
-                if (q < 0)
-                        log_error_errno(q, "Failed to drop template row %s after a failed import: %m", name);
+                template_publish_failed(r, name, created);
                 if (e->code == API_OK)
                         (void) api_error(e, k, API_UNAVAILABLE, "the worker failed: %s", strerror(-k));
                 log_warning("Importing template %s failed: %s", name, e->message);
@@ -224,9 +260,10 @@ int api_template_pull(ApiRequest *r, ApiError *e) {
         RegistryCredential rc = {};
         RegistryRef ref;
         RegistryOptions o;
-        char data[STORE_NAME_MAX + REGISTRY_REF_MAX + 160], digest[72], err[160];
+        char data[STORE_NAME_MAX + REGISTRY_REF_MAX + 160], digest[72], err[160], pool_name[STORE_NAME_MAX];
         Template t = {};
-        uint64_t size = 0;
+        uint64_t size = 0, version = 0;
+        bool created = false;
         int k;
 
         api_registry_options(r, &o);
@@ -259,14 +296,9 @@ int api_template_pull(ApiRequest *r, ApiError *e) {
                                            .hosts_json = cred.hosts_json };
         }
 
-        (void) strscpy(t.name, sizeof t.name, name);
-        t.state = TEMPLATE_IMPORTING;
-        t.created_usec = now_usec();
-        k = store_template_insert(r->store, &t);
-        if (k == -EEXIST)
-                return api_error(e, k, API_ALREADY_EXISTS, "template '%s' already exists", name);
+        k = template_publish_begin(r, name, &created, &version, pool_name, sizeof pool_name, e);
         if (k < 0)
-                return api_store_error(e, k, "recording the template");
+                return k;
 
         tmpdir = strjoin(c->state_dir, "/tmp");
         k = tmpdir ? api_get_worker(r, e) : -ENOMEM;
@@ -274,11 +306,11 @@ int api_template_pull(ApiRequest *r, ApiError *e) {
                 k = registry_pull(&ref, credname ? &rc : NULL, &o, tmpdir, &path, digest, e);
         secret = cred_secret_free(secret);
         if (k >= 0)
-                k = worker_template_import(r->worker, name, path, NULL, &size, e);
+                k = worker_template_import(r->worker, pool_name, path, NULL, &size, e);
+        if (k >= 0)
+                k = api_template_version_commit(r, name, version, digest, size, e);
         if (k < 0) {
-                int q = store_template_delete(r->store, name);
-                if (q < 0)
-                        log_error_errno(q, "Failed to drop template row %s after a failed pull: %m", name);
+                template_publish_failed(r, name, created);
                 if (e->code == API_OK)
                         (void) api_error(e, k, API_UNAVAILABLE, "the pull failed: %s", strerror(-k));
                 log_warning("Pulling template %s from %s failed: %s", name, refs, e->message);
@@ -340,6 +372,7 @@ int api_template_remove(ApiRequest *r, ApiError *e) {
                 log_warning("Removing template %s failed: %s", name, e->message);
                 return k;
         }
+        api_template_versions_remove(r, name); /* nothing uses them: the delete checked */
         snprintf(data, sizeof data, "{\"name\":\"%s\"}", name); /* validated name */
         /* a template imported again under this name starts without these */
         k = store_object_settings_remove(r->store, "template", name);

@@ -10,6 +10,7 @@
  * a stored credential named by --credential. */
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -216,6 +217,128 @@ static int template_pull(int argc, char **argv) {
         return 0;
 }
 
+static void version_row(const JsonValue *v, char **c) {
+        const JsonValue *tags = json_get(v, "tags"), *sbs = json_get(v, "sandboxes"),
+                        *shared = json_get(v, "shared_with");
+        uint64_t size, n;
+        char sbuf[32] = "-";
+        bool latest = false;
+        _cleanup_free_ char *t = NULL, *u = NULL, *sh = NULL;
+
+        if (json_uint64(json_get(v, "size_bytes"), &size) >= 0)
+                cli_format_size(size, sbuf, sizeof sbuf);
+        (void) json_bool(json_get(v, "latest"), &latest);
+        t = strdup(latest ? "latest" : "");
+        for (size_t i = 0; t && i < json_array_size(tags); i++) {
+                char *x = strjoin(t, t[0] ? "," : "", strempty(json_string(json_array_at(tags, i))));
+                free(t);
+                t = x;
+        }
+        for (size_t i = 0; i < json_array_size(sbs); i++) {
+                char *x = strjoin(strempty(u), u ? "," : "", strempty(json_string(json_array_at(sbs, i))));
+                free(u);
+                u = x;
+        }
+        for (size_t i = 0; i < json_array_size(shared); i++) {
+                char *x = strjoin(strempty(sh), sh ? "," : "", strempty(json_string(json_array_at(shared, i))));
+                free(sh);
+                sh = x;
+        }
+        c[0] = json_uint64(json_get(v, "version"), &n) >= 0 ? strdup_printf("v%" PRIu64, n) : strdup("-");
+        c[1] = strdup(t && t[0] ? t : "-");
+        c[2] = strdup(sbuf);
+        c[3] = strdup(sh ?: "-");
+        c[4] = cli_field_text(v, "in_use");
+        c[5] = strdup(u ?: "-");
+        c[6] = cli_time_text(json_get(v, "created_at"));
+}
+
+/* space template versions NAME: GET /v1/templates/NAME/versions */
+static int template_versions(int argc, char **argv) {
+        static const char *const header[] = { "VERSION", "TAGS", "SIZE", "SHARED_WITH", "IN_USE", "SANDBOXES",
+                                              "CREATED" };
+        _cleanup_free_ char *name = NULL, *target = NULL;
+
+        if (argc < 2 || argv[1][0] == '-')
+                return cli_error("usage: space template versions NAME");
+        name = cli_escape(argv[1]);
+        target = name ? strjoin("/v1/templates/", name, "/versions") : NULL;
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        argv[1] = argv[0];
+        return cli_list_verb(argc - 1, argv + 1, target, "versions", "version", header, ELEMENTSOF(header),
+                             version_row, NULL);
+}
+
+/* space template tag NAME[@vN] TAG: POST /v1/templates/NAME/tags */
+static int template_tag(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_free_ char *base = NULL, *name = NULL, *target = NULL, *body = NULL;
+        const char *at;
+        uint64_t version = 0, got = 0;
+        size_t len;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 2, 2);
+        if (r <= 0)
+                return r;
+        at = strchr(p.pos[0], '@');
+        if (at) {
+                char *end = NULL;
+                if (at[1] != 'v' || !at[2] || (errno = 0, version = strtoull(at + 2, &end, 10), errno) || *end ||
+                    version == 0)
+                        return cli_error("'%s': a version is NAME@vN (N = 1, 2, ...)", p.pos[0]);
+                base = strndup(p.pos[0], (size_t) (at - p.pos[0]));
+        } else
+                base = strdup(p.pos[0]);
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "tag", p.pos[1]);
+        if (version > 0) {
+                json_w_key(&w, "version");
+                json_w_uint(&w, version);
+        }
+        json_w_object_end(&w);
+        r = json_w_finish(&w, &body, &len);
+        name = base ? cli_escape(base) : NULL;
+        target = name ? strjoin("/v1/templates/", name, "/tags") : NULL;
+        if (r < 0 || !target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = cli_call("POST", target, body, &resp);
+        if (r < 0)
+                return r;
+        if (arg_json)
+                return cli_print_raw(resp.body, resp.body_len);
+        (void) json_uint64(json_get(resp.json, "version"), &got);
+        printf("tagged %s@v%" PRIu64 " as %s:%s\n", base, got, base, p.pos[1]);
+        return 0;
+}
+
+/* space template untag NAME TAG: DELETE /v1/templates/NAME/tags/TAG */
+static int template_untag(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        _cleanup_free_ char *name = NULL, *tag = NULL, *target = NULL;
+        int r;
+
+        r = cli_parser_positionals(&p, argc, argv, 2, 2);
+        if (r <= 0)
+                return r;
+        name = cli_escape(p.pos[0]);
+        tag = cli_escape(p.pos[1]);
+        target = name && tag ? strjoin("/v1/templates/", name, "/tags/", tag) : NULL;
+        if (!target)
+                return cli_error_errno(-ENOMEM, "out of memory");
+        r = cli_call("DELETE", target, NULL, &resp);
+        if (r < 0)
+                return r;
+        if (!arg_json)
+                printf("removed tag %s:%s\n", p.pos[0], p.pos[1]);
+        return 0;
+}
+
 static int template_rm(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         int r;
@@ -232,6 +355,9 @@ int cli_template(int argc, char **argv) {
                 { "import", template_import },
                 { "pull", template_pull },
                 { "rm", template_rm },
+                { "versions", template_versions },
+                { "tag", template_tag },
+                { "untag", template_untag },
                 { "set", cli_template_set },
                 { "build", cli_template_build },
         };

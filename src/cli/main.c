@@ -28,7 +28,7 @@ static const CliCommand commands[] = {
           "[--cred NAME]... [--pids N] [--io-weight N] [--idle S] [--idle-action A] [--checkpoint-every S] "
           "[--checkpoints-max N] [--checkpoints-mb MB] [--auto-resume] [--volume NAME:/path[:ro]]...",
           "create a sandbox and print its id",
-          "  --template T       template name (default: the server's default_template)\n"
+          "  --template T       template: NAME, NAME:TAG or NAME@vN (default: the server's default_template)\n"
           "  --runtime ns|vm    isolation runtime\n"
           "  --cpu N            CPUs (may be fractional, e.g. 0.5)\n"
           "  --memory MB        memory limit\n"
@@ -172,7 +172,7 @@ static const CliCommand commands[] = {
           "On a terminal a progress bar on stderr shows large transfers.\n" },
         { "template", cli_template,
           "ls | import NAME SRC | pull NAME REF [--credential C] | build NAME [-f F] [CONTEXT] | set NAME [...] | "
-          "rm NAME",
+          "rm NAME | versions NAME | tag NAME[@vN] TAG | untag NAME TAG",
           "manage templates",
           "  ls                 list templates\n"
           "  import NAME SRC    import a directory or a .tar file ('-' = tar on stdin) as template NAME\n"
@@ -191,7 +191,13 @@ static const CliCommand commands[] = {
           "                     once it is ready: --ready-cmd CMD (exits 0), --ready-port N (accepts a\n"
           "                     connection) with --ready-path /P (answers HTTP 200-399); --ready-timeout S\n"
           "                     (default 60), --start-cwd DIR, --start-user U; --no-start removes it\n"
-          "  rm NAME            remove a template\n" },
+          "  rm NAME            remove a template (refused while a sandbox uses any of its versions)\n"
+          "  versions NAME      its versions, newest first: tags, size, what shares its files, the sandboxes\n"
+          "                     using each; every import, pull or build is a new version and NAME means\n"
+          "                     the newest; an old one without tag or sandbox is removed\n"
+          "  tag NAME[@vN] TAG  point TAG at version N (default: the newest); create --template NAME:TAG\n"
+          "                     or NAME@vN makes a sandbox from that version\n"
+          "  untag NAME TAG     remove a tag\n" },
         { "volume", cli_volume, "create NAME [--size MB] | clone NAME NEW | snapshot NAME SNAP | ls | show NAME | rm NAME...",
           "manage persistent volumes",
           "  create NAME   a volume of --size MiB (default 1024), its quota; kept until removed\n"

@@ -40,7 +40,8 @@
 /* Bounds of PoolConfig.size_mb (mkfs.btrfs needs some room; 1 PiB is plenty). */
 #define POOL_SIZE_MB_MIN 256U
 #define POOL_SIZE_MB_MAX (UINT64_C(1) << 30)
-#define POOL_TEMPLATE_NAME_MAX 64U
+#define POOL_TEMPLATE_BASE_NAME_MAX 64U
+#define POOL_TEMPLATE_NAME_MAX (POOL_TEMPLATE_BASE_NAME_MAX + 22U) /* name@vN */
 #define POOL_SANDBOX_ID_MAX 63U
 
 typedef enum PoolKind {
@@ -193,6 +194,11 @@ int pool_template_import(Pool *p, const char *name, const char *path, const char
                          char **ret_defaults, struct ApiError *reterr);
 /* -ENOENT if missing. The caller checks that no sandbox uses it. */
 int pool_template_remove(Pool *p, const char *name);
+/* Versions: a template name may be name@vN, a version kept beside templates/<name>.
+ * promote makes templates/<name> a read-only copy of name@vN (which stays):
+ * -ENOENT if name@vN is not here; on an overlay pool -EBUSY while a sandbox's
+ * root lies on name (its lower directory). */
+int pool_template_promote(Pool *p, const char *name, uint64_t version);
 /* Sorted names. */
 int pool_template_list(Pool *p, char ***ret_names);
 /* Path of the template's root directory (malloc'd). */

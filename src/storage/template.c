@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -18,13 +19,27 @@
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
 
+/* name, or name@vN: a version of it kept beside it (N a decimal > 0). */
 bool pool_template_name_valid(const char *name) {
+        const char *at;
         size_t n;
 
         if (!name)
                 return false;
         n = strnlen(name, POOL_TEMPLATE_NAME_MAX + 1);
         if (n == 0 || n > POOL_TEMPLATE_NAME_MAX)
+                return false;
+        at = memchr(name, '@', n);
+        if (at) {
+                const char *d = at + 2;
+                if (at[1] != 'v' || !*d || *d == '0' || strlen(d) > 20)
+                        return false;
+                for (; *d; d++)
+                        if (*d < '0' || *d > '9')
+                                return false;
+                n = (size_t) (at - name);
+        }
+        if (n == 0 || n > POOL_TEMPLATE_BASE_NAME_MAX)
                 return false;
         for (size_t i = 0; i < n; i++) {
                 char c = name[i];
@@ -85,6 +100,62 @@ int pool_template_remove(Pool *p, const char *name) {
         if (r >= 0)
                 r = pool_template_image_remove(p, name);
         return r;
+}
+
+/* templates/<name> becomes a read-only copy of templates/<name>@v<version>
+ * (on btrfs a snapshot: O(1), sharing every extent); the version stays. */
+int pool_template_promote(Pool *p, const char *name, uint64_t version) {
+        _cleanup_close_ int tpl_fd = -EBADF, src_fd = -EBADF;
+        char vname[POOL_TEMPLATE_NAME_MAX + 1];
+        int r;
+
+        r = pool_usable(p);
+        if (r < 0)
+                return r;
+        if (!pool_template_name_valid(name) || strchr(name, '@') || version == 0)
+                return -EINVAL;
+        (void) snprintf(vname, sizeof vname, "%s@v%" PRIu64, name, version);
+        if (!pool_template_exists(p, vname))
+                return -ENOENT;
+        tpl_fd = pool_open_subdir(p, POOL_TEMPLATES_DIR);
+        if (tpl_fd < 0)
+                return tpl_fd;
+        if (p->kind != POOL_BTRFS) {
+                /* an overlay sandbox's lower directory is the template itself: not replaced under it */
+                _cleanup_strv_free_ char **ids = NULL;
+                r = pool_sandbox_list(p, &ids);
+                if (r < 0)
+                        return r;
+                for (char **id = ids; id && *id; id++) {
+                        _cleanup_free_ char *tpl = NULL;
+                        if (pool_sandbox_template_name(p, *id, &tpl) >= 0 && streq(tpl, name))
+                                return -EBUSY;
+                }
+        }
+        if (pool_template_exists(p, name)) {
+                r = pool_template_remove(p, name);
+                if (r < 0)
+                        return r;
+        }
+        if (p->kind == POOL_BTRFS) {
+                src_fd = openat(tpl_fd, vname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (src_fd < 0)
+                        return negative_errno();
+                return btrfs_subvol_snapshot(src_fd, tpl_fd, name, true);
+        } else {
+                _cleanup_free_ char *cp = NULL, *src = NULL, *dst = NULL;
+                char out[SPAWN_OUTPUT_MAX];
+
+                r = spawn_find_binary("cp", &cp);
+                if (r < 0)
+                        return r;
+                src = pool_subpath(p, POOL_TEMPLATES_DIR, vname, NULL);
+                dst = pool_subpath(p, POOL_TEMPLATES_DIR, name, NULL);
+                if (!src || !dst)
+                        return -ENOMEM;
+                char *argv[] = { cp, (char *) "-a", (char *) "--reflink=auto", src, dst, NULL };
+                return spawn_and_wait(argv, -EBADF, out, sizeof out);
+        }
 }
 
 /* --- the imported tree: device nodes out, disk usage (du: allocated blocks,

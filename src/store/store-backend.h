@@ -134,6 +134,17 @@ struct StoreOps {
         int (*volume_delete)(Store *s, const char *tenant_id, const char *name);
         int (*volume_mount)(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n);
         int (*volume_mounts)(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
+        /* template versions and tags (store-*-template-versions.c); v->created_usec is set */
+        int (*template_version_add)(Store *s, const TemplateVersion *v);
+        int (*template_version_next)(Store *s, const char *name, uint64_t *ret);
+        int (*template_version_get)(Store *s, const char *name, uint64_t version, TemplateVersion *ret);
+        int (*template_version_list)(Store *s, const char *name, TemplateVersion **ret, size_t *ret_n);
+        int (*template_version_delete)(Store *s, const char *name, uint64_t version);
+        int (*template_versions_drop)(Store *s, const char *name);
+        int (*template_tag_set)(Store *s, const char *name, const char *tag, uint64_t version);
+        int (*template_tag_delete)(Store *s, const char *name, const char *tag);
+        int (*template_tag_get)(Store *s, const char *name, const char *tag, uint64_t *ret_version);
+        int (*template_tag_list)(Store *s, const char *name, TemplateTag **ret, size_t *ret_n);
         /* webhooks (store-*-webhooks.c) */
         int (*webhook_insert)(Store *s, Webhook *w);
         int (*webhook_get)(Store *s, const char *tenant_id, const char *id, Webhook *ret);

@@ -29,7 +29,7 @@
         "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
         "pid_starttime, env_json, metadata_json, parent_id, parent_checkpoint, processes_preserved, "   \
         "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned, network_json, " \
-        "checkpoints_max, checkpoints_mb, auto_resume, public_traffic, ingress_host"
+        "checkpoints_max, checkpoints_mb, auto_resume, public_traffic, ingress_host, template_version"
 /* What a read adds: the number of restorable checkpoints. */
 #define SANDBOX_SELECT \
         SANDBOX_COLUMNS ", (SELECT COUNT(*) FROM checkpoints c WHERE c.sandbox_id = sandboxes.id AND c.restorable)"
@@ -80,7 +80,7 @@ const char *const pg_stmt_sql[_PG_STMT_MAX] = {
         [PG_SANDBOX_INSERT] =
                 "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
                 "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, "
-                "$22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)",
+                "$22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37)",
         [PG_SANDBOX_GET] = "SELECT " SANDBOX_SELECT " FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)",
         [PG_SANDBOX_SET_STATE_FROM] =
                 "WITH c AS (UPDATE sandboxes SET state = $2, reason = $3, updated_usec = $4 "
@@ -373,7 +373,8 @@ static int sandbox_read(const PGresult *res, int row, void *ret) {
         CHECK(pg_col_bool(res, row, 33, &sb.auto_resume));
         CHECK(pg_col_bool(res, row, 34, &sb.public_traffic));
         CHECK(PG_COL_STR(res, row, 35, sb.ingress_host));
-        CHECK(pg_col_u32(res, row, 36, &sb.checkpoints));
+        CHECK(pg_col_u64(res, row, 36, &sb.template_version));
+        CHECK(pg_col_u32(res, row, 37, &sb.checkpoints));
         if (sb.created_usec < 0 || sb.updated_usec < 0 || sb.expires_usec < 0 || sb.pid < 0 ||
             sb.last_activity_usec < 0)
                 return -EBADMSG;
@@ -442,6 +443,7 @@ static int sandbox_insert_tx(PgStore *q, void *userdata) {
         pg_param_bool(&p, sb->auto_resume);
         pg_param_bool(&p, sb->public_traffic);
         pg_param_text(&p, sb->ingress_host);
+        pg_param_i64(&p, (int64_t) sb->template_version);
         CHECK(pg_store_exec(q, PG_SANDBOX_INSERT, &p, &res));
         in->sb->slot = (uint32_t) slot;
         return 0;
@@ -819,6 +821,16 @@ const StoreOps store_postgres_ops = {
         .tenant_quotas_get = pg_op_tenant_quotas_get,
         .tenant_quotas_set = pg_op_tenant_quotas_set,
         .tenant_usage = pg_op_tenant_usage,
+        .template_version_add = pg_op_template_version_add,
+        .template_version_next = pg_op_template_version_next,
+        .template_version_get = pg_op_template_version_get,
+        .template_version_list = pg_op_template_version_list,
+        .template_version_delete = pg_op_template_version_delete,
+        .template_versions_drop = pg_op_template_versions_drop,
+        .template_tag_set = pg_op_template_tag_set,
+        .template_tag_delete = pg_op_template_tag_delete,
+        .template_tag_get = pg_op_template_tag_get,
+        .template_tag_list = pg_op_template_tag_list,
         .volume_insert = pg_op_volume_insert,
         .volume_get = pg_op_volume_get,
         .volume_list = pg_op_volume_list,

@@ -141,6 +141,22 @@ typedef enum PgTenantStmt {
         _PG_TQ_STMT_MAX,
 } PgTenantStmt;
 
+/* The template version statements (store-postgres-template-versions.c), prepared likewise. */
+typedef enum PgTemplateVersionStmt {
+        PG_TV_ADD,
+        PG_TV_NEXT,
+        PG_TV_GET,
+        PG_TV_LIST,
+        PG_TV_LOCK,
+        PG_TV_DELETE,
+        PG_TV_DROP,
+        PG_TV_TAG_SET,
+        PG_TV_TAG_DELETE,
+        PG_TV_TAG_GET,
+        PG_TV_TAG_LIST,
+        _PG_TV_STMT_MAX,
+} PgTemplateVersionStmt;
+
 /* The volume statements (store-postgres-volumes.c), prepared likewise. */
 typedef enum PgVolumeStmt {
         PG_VOL_INSERT,
@@ -199,6 +215,7 @@ typedef struct PgStore {
         PgSlot cluster[_PG_CL_STMT_MAX];
         PgSlot tenants[_PG_TQ_STMT_MAX];
         PgSlot volumes[_PG_VOL_STMT_MAX];
+        PgSlot template_versions[_PG_TV_STMT_MAX];
         PgSlot webhooks[_PG_WH_STMT_MAX];
         PgSlot settings[_PG_SET_STMT_MAX];
         unsigned leader_gen;            /* the generation whose session holds the controller lock, 0 = none */
@@ -350,6 +367,16 @@ int pg_tenant_admit(PgStore *q, const char *tenant_id, StoreAdmission *adm, cons
 int pg_tenant_admit_add(PgStore *q, const char *tenant_id, StoreAdmission *adm, const uint64_t add[static TENANT_RESOURCES]);
 
 /* Volumes (store-postgres-volumes.c), for the ops table. */
+int pg_op_template_version_add(Store *s, const TemplateVersion *v);
+int pg_op_template_version_next(Store *s, const char *name, uint64_t *ret);
+int pg_op_template_version_get(Store *s, const char *name, uint64_t version, TemplateVersion *ret);
+int pg_op_template_version_list(Store *s, const char *name, TemplateVersion **ret, size_t *ret_n);
+int pg_op_template_version_delete(Store *s, const char *name, uint64_t version);
+int pg_op_template_versions_drop(Store *s, const char *name);
+int pg_op_template_tag_set(Store *s, const char *name, const char *tag, uint64_t version);
+int pg_op_template_tag_delete(Store *s, const char *name, const char *tag);
+int pg_op_template_tag_get(Store *s, const char *name, const char *tag, uint64_t *ret_version);
+int pg_op_template_tag_list(Store *s, const char *name, TemplateTag **ret, size_t *ret_n);
 int pg_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 int pg_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
 int pg_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);

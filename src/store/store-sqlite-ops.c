@@ -21,7 +21,7 @@
         "disk_mb, pids_max, timeout_s, created_usec, updated_usec, expires_usec, slot, pid, "   \
         "pid_starttime, env_json, metadata_json, parent_id, parent_checkpoint, processes_preserved, "   \
         "idle_s, idle_action, last_activity_usec, warm_pool, io_weight, checkpoint_every_s, timeout_warned, network_json, " \
-        "checkpoints_max, checkpoints_mb, auto_resume, public_traffic, ingress_host"
+        "checkpoints_max, checkpoints_mb, auto_resume, public_traffic, ingress_host, template_version"
 /* What a read adds: the number of restorable checkpoints. */
 #define SANDBOX_SELECT \
         SANDBOX_COLUMNS ", (SELECT COUNT(*) FROM checkpoints c WHERE c.sandbox_id = sandboxes.id AND c.restorable = 1)"
@@ -72,7 +72,7 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         [SQL_SANDBOX_INSERT] =
                 "INSERT INTO sandboxes (" SANDBOX_COLUMNS ") VALUES "
                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-                "?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36)",
+                "?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37)",
         [SQL_SANDBOX_GET] = "SELECT " SANDBOX_SELECT " FROM sandboxes WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
         [SQL_SANDBOX_EXISTS] = "SELECT 1 FROM sandboxes WHERE id = ?1",
         [SQL_SANDBOX_SET_STATE_FROM] =
@@ -367,7 +367,8 @@ static int sandbox_read(sqlite3_stmt *st, void *ret) {
         sb.auto_resume = sqlite3_column_int64(st, 33) != 0;
         sb.public_traffic = sqlite3_column_int64(st, 34) != 0;
         CHECK(SQLITE_COL_STR(st, 35, sb.ingress_host));
-        CHECK(sqlite_col_u32(st, 36, &sb.checkpoints));
+        CHECK(sqlite_col_u64(st, 36, &sb.template_version));
+        CHECK(sqlite_col_u32(st, 37, &sb.checkpoints));
         *(Sandbox *) ret = sb;
         sb.env_json = sb.metadata_json = sb.network_json = NULL; /* handed over */
         return 0;
@@ -430,6 +431,7 @@ static int sandbox_insert_row(SqliteStore *q, const Sandbox *sb) {
         CHECK(sqlite_bind_int64(q, st, 34, sb->auto_resume ? 1 : 0));
         CHECK(sqlite_bind_int64(q, st, 35, sb->public_traffic ? 1 : 0));
         CHECK(sqlite_bind_text(q, st, 36, sb->ingress_host));
+        CHECK(sqlite_bind_int64(q, st, 37, (int64_t) sb->template_version));
         return sqlite_store_step_done(q, st);
 }
 
@@ -864,6 +866,16 @@ const StoreOps store_sqlite_ops = {
         .tenant_quotas_get = sqlite_op_tenant_quotas_get,
         .tenant_quotas_set = sqlite_op_tenant_quotas_set,
         .tenant_usage = sqlite_op_tenant_usage,
+        .template_version_add = sqlite_op_template_version_add,
+        .template_version_next = sqlite_op_template_version_next,
+        .template_version_get = sqlite_op_template_version_get,
+        .template_version_list = sqlite_op_template_version_list,
+        .template_version_delete = sqlite_op_template_version_delete,
+        .template_versions_drop = sqlite_op_template_versions_drop,
+        .template_tag_set = sqlite_op_template_tag_set,
+        .template_tag_delete = sqlite_op_template_tag_delete,
+        .template_tag_get = sqlite_op_template_tag_get,
+        .template_tag_list = sqlite_op_template_tag_list,
         .volume_insert = sqlite_op_volume_insert,
         .volume_get = sqlite_op_volume_get,
         .volume_list = sqlite_op_volume_list,

@@ -332,6 +332,7 @@ void sqlite_store_close(Store *s) {
         finalize_all(q->cluster, ELEMENTSOF(q->cluster));
         finalize_all(q->tenants, ELEMENTSOF(q->tenants));
         finalize_all(q->volumes, ELEMENTSOF(q->volumes));
+        finalize_all(q->template_versions, ELEMENTSOF(q->template_versions));
         finalize_all(q->webhooks, ELEMENTSOF(q->webhooks));
         finalize_all(q->settings, ELEMENTSOF(q->settings));
         finalize_all(q->sandbox_list, ELEMENTSOF(q->sandbox_list));

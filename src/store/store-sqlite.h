@@ -161,6 +161,22 @@ typedef enum SqlSettingStmt {
         _SQL_SET_STMT_MAX,
 } SqlSettingStmt;
 
+/* The template version statements (store-sqlite-template-versions.c), cached likewise. */
+typedef enum SqlTemplateVersionStmt {
+        SQL_TV_ADD,
+        SQL_TV_NEXT,
+        SQL_TV_GET,
+        SQL_TV_LIST,
+        SQL_TV_DELETE,
+        SQL_TV_DROP_TAGS,
+        SQL_TV_DROP,
+        SQL_TV_TAG_SET,
+        SQL_TV_TAG_DELETE,
+        SQL_TV_TAG_GET,
+        SQL_TV_TAG_LIST,
+        _SQL_TV_STMT_MAX,
+} SqlTemplateVersionStmt;
+
 /* Statements built from a filter: one cache slot per combination of clauses. */
 #define SQL_SANDBOX_LIST_VARIANTS 16
 #define SQL_SANDBOX_COUNT_VARIANTS 8
@@ -177,6 +193,7 @@ typedef struct SqliteStore {
         sqlite3_stmt *volumes[_SQL_VOL_STMT_MAX];
         sqlite3_stmt *webhooks[_SQL_WH_STMT_MAX];
         sqlite3_stmt *settings[_SQL_SET_STMT_MAX];
+        sqlite3_stmt *template_versions[_SQL_TV_STMT_MAX];
         sqlite3_stmt *sandbox_list[SQL_SANDBOX_LIST_VARIANTS];
         sqlite3_stmt *sandbox_count[SQL_SANDBOX_COUNT_VARIANTS];
         sqlite3_stmt *event_list[SQL_EVENT_LIST_VARIANTS];
@@ -311,6 +328,16 @@ int sqlite_op_tenant_usage(Store *s, const char *tenant_id, TenantUsage *ret);
 int sqlite_tenant_admit(SqliteStore *q, const char *tenant_id, StoreAdmission *adm, const Sandbox *sb);
 
 /* Volumes (store-sqlite-volumes.c), for the ops table. */
+int sqlite_op_template_version_add(Store *s, const TemplateVersion *v);
+int sqlite_op_template_version_next(Store *s, const char *name, uint64_t *ret);
+int sqlite_op_template_version_get(Store *s, const char *name, uint64_t version, TemplateVersion *ret);
+int sqlite_op_template_version_list(Store *s, const char *name, TemplateVersion **ret, size_t *ret_n);
+int sqlite_op_template_version_delete(Store *s, const char *name, uint64_t version);
+int sqlite_op_template_versions_drop(Store *s, const char *name);
+int sqlite_op_template_tag_set(Store *s, const char *name, const char *tag, uint64_t version);
+int sqlite_op_template_tag_delete(Store *s, const char *name, const char *tag);
+int sqlite_op_template_tag_get(Store *s, const char *name, const char *tag, uint64_t *ret_version);
+int sqlite_op_template_tag_list(Store *s, const char *name, TemplateTag **ret, size_t *ret_n);
 int sqlite_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 int sqlite_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
 int sqlite_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);

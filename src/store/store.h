@@ -123,6 +123,9 @@ typedef struct Sandbox {
         char ingress_host[STORE_INGRESS_HOST_MAX]; /* the Host its servers see for ingress requests ("${PORT}"
                                                     * = the port); "" = the one the client sent (E2B's
                                                     * maskRequestHost) */
+        uint64_t template_version;      /* the version of template_name it was made from, 0 = unversioned */
+        char template_pool[STORE_NAME_MAX]; /* not stored: the pool template a create makes it from
+                                             * ("name@vN" for an old version), "" = template_name */
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */
@@ -289,6 +292,50 @@ int store_template_set_ready(Store *s, const char *name, uint64_t size_bytes);
 int store_template_delete(Store *s, const char *name);
 /* Number of sandboxes not in state deleted that use the template (0 if none). */
 int store_template_in_use(Store *s, const char *name, uint64_t *ret);
+
+/* Template versions and tags (store-template-versions.c). Every publish of
+ * a template is a version, numbered per name from 1; the newest is what the
+ * name means. A tag names one version of a template (moved by setting it
+ * again). A version is in use while a sandbox made from it is not deleted or
+ * still has a restorable checkpoint. */
+#define STORE_TAG_MAX 128
+#define STORE_DIGEST_MAX 80
+#define STORE_TAGS_MAX 1024
+
+typedef struct TemplateVersion {
+        char name[STORE_NAME_MAX];
+        uint64_t version;
+        char digest[STORE_DIGEST_MAX];  /* the image's digest or the build's layer, "" if none */
+        uint64_t size_bytes;
+        int64_t created_usec;           /* 0 = now on add */
+        uint64_t users;                 /* read only: sandboxes using it (see above) */
+        char tags[STORE_TAGS_MAX];      /* read only: its tags, comma separated */
+} TemplateVersion;
+
+typedef struct TemplateTag {
+        char name[STORE_NAME_MAX];
+        char tag[STORE_TAG_MAX];
+        uint64_t version;
+} TemplateTag;
+
+/* -EEXIST if the name has this version already. */
+int store_template_version_add(Store *s, const TemplateVersion *v);
+/* The number the next version of name gets (1 for a name without any). */
+int store_template_version_next(Store *s, const char *name, uint64_t *ret);
+int store_template_version_get(Store *s, const char *name, uint64_t version, TemplateVersion *ret);
+/* Newest first. */
+int store_template_version_list(Store *s, const char *name, TemplateVersion **ret, size_t *ret_n);
+/* Deletes a version that is not the newest, has no tag and is not in use
+ * (checked in the delete's transaction): else -EBUSY; -ENOENT if none. */
+int store_template_version_delete(Store *s, const char *name, uint64_t version);
+/* Every version and tag of name (the template is removed). */
+int store_template_versions_drop(Store *s, const char *name);
+/* Points tag at version (moved if set); -ENOENT if there is no such version. */
+int store_template_tag_set(Store *s, const char *name, const char *tag, uint64_t version);
+int store_template_tag_delete(Store *s, const char *name, const char *tag); /* -ENOENT if none */
+int store_template_tag_get(Store *s, const char *name, const char *tag, uint64_t *ret_version);
+/* Sorted by tag. */
+int store_template_tag_list(Store *s, const char *name, TemplateTag **ret, size_t *ret_n);
 
 /* Sandboxes. insert assigns s->slot: the lowest slot not used by a sandbox
  * whose state is not deleted (atomically, in the same transaction). */

@@ -18,7 +18,7 @@ static void write_spec(JsonWriter *jw, const Sandbox *sb) {
         json_w_kv_string(jw, "id", sb->id);
         json_w_kv_string(jw, "tenant", sb->tenant_id); /* with "policy": the gateway registration */
         json_w_kv_int(jw, "slot", sb->slot);
-        json_w_kv_string(jw, "template", sb->template_name);
+        json_w_kv_string(jw, "template", sb->template_pool[0] ? sb->template_pool : sb->template_name);
         if (!isempty(sb->runtime))
                 json_w_kv_string(jw, "runtime", sb->runtime);
         json_w_kv_int(jw, "cpu_millis", sb->cpu_millis);

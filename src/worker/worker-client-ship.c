@@ -241,6 +241,46 @@ int worker_template_remove(WorkerClient *w, const char *name, ApiError *e) {
         return 0;
 }
 
+static int template_promote_one(WorkerClient *w, const char *name, uint64_t version, ApiError *e) {
+        WorkerCall call;
+
+        worker_client_request_begin(&call, WORKER_OP_TEMPLATE_PROMOTE);
+        json_w_kv_string(&call.jw, "name", name);
+        json_w_key(&call.jw, "version");
+        json_w_uint(&call.jw, version);
+        json_w_object_end(&call.jw);
+        return worker_client_call(w, &call, NULL, e);
+}
+
+/* On the selected worker (the one that published the version) first, then on
+ * every other live one (they drop a stale copy of the name). */
+int worker_template_promote(WorkerClient *w, const char *name, uint64_t version, ApiError *e) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        char first[STORE_NAME_MAX] = "";
+        size_t n = 0;
+        int r;
+
+        r = template_promote_one(w, name, version, e);
+        if (r < 0 || !w->store)
+                return r;
+        (void) strscpy(first, sizeof first, w->target);
+        r = worker_client_list_workers(w, &nodes, &n, e);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                if (streq(nodes[i].name, first) || worker_client_select_worker(w, nodes[i].name, e) < 0) {
+                        *e = (ApiError){};
+                        continue;
+                }
+                r = template_promote_one(w, name, version, e);
+                if (r < 0)
+                        return r;
+        }
+        if (first[0])
+                (void) worker_client_select_worker(w, first, e);
+        return 0;
+}
+
 int worker_ship(WorkerClient *w, const char *from, const char *to, const char *sandbox_id, const char *name,
                 const char *template_name, WorkerShipResult *ret, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;

@@ -104,6 +104,8 @@ int worker_port_connect(WorkerClient *w, const Sandbox *sb, uint16_t port, int *
 int worker_template_import(WorkerClient *w, const char *name, const char *tar_path, const char *tag,
                            uint64_t *ret_size_bytes, ApiError *e);
 int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
+/* templates/<name> becomes version name@vN on every worker (see worker-client-ship.c). */
+int worker_template_promote(WorkerClient *w, const char *name, uint64_t version, ApiError *e);
 /* Volumes (worker-client-volume.c), on worker ("" = the local one). place:
  * the worker a new volume of size_mb goes to ("" when not a cluster). */
 int worker_volume_place(WorkerClient *w, uint64_t size_mb, char ret_worker[static STORE_NAME_MAX], ApiError *e);

@@ -187,6 +187,34 @@ static void op_template_remove(Worker *w, const JsonValue *req, JsonWriter *jw) 
         reply_result(jw, r, &e);
 }
 
+/* {"op":"template_promote","name":NAME,"version":N}: templates/NAME becomes a copy of NAME@vN;
+ * a host that lacks NAME@vN drops its copy of NAME (stale: it is shipped again when needed) */
+static void op_template_promote(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        const char *name = json_string(json_get(req, "name"));
+        ApiError e = { .code = API_INTERNAL };
+        uint64_t version = 0;
+        int r;
+
+        if (!pool_template_name_valid(name) || strchr(name, '@') ||
+            json_uint64(json_get(req, "version"), &version) < 0 || version == 0)
+                r = -EINVAL;
+        else
+                r = pool_template_promote(w->pool, name, version);
+        if (r == -ENOENT) {
+                r = pool_template_remove(w->pool, name);
+                if (r == -ENOENT)
+                        r = 0;
+        }
+        if (r == -EBUSY)
+                api_error(&e, r, API_TEMPLATE_IN_USE,
+                          "a sandbox's root lies on template '%s' (an overlay pool keeps the newest version under "
+                          "the name itself): delete its sandboxes first, or use a btrfs pool", name);
+        else if (r < 0)
+                api_error(&e, r, r == -EINVAL ? API_INVALID_ARGUMENT : API_INTERNAL, "cannot promote template: %s",
+                          strerror(-r));
+        reply_result(jw, r, &e);
+}
+
 /* {"op":"templates"} → {"ok":true,"templates":[NAME...]} */
 static void op_templates(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_strv_free_ char **names = NULL;
@@ -327,6 +355,7 @@ static const WorkerOpHandler handlers[_WORKER_OP_MAX] = {
         [WORKER_OP_METRICS_LIVE] = worker_op_metrics_live,
         [WORKER_OP_TEMPLATE_IMPORT] = op_template_import,
         [WORKER_OP_TEMPLATE_REMOVE] = op_template_remove,
+        [WORKER_OP_TEMPLATE_PROMOTE] = op_template_promote,
         [WORKER_OP_VOLUME_CREATE] = worker_op_volume_create,
         [WORKER_OP_VOLUME_REMOVE] = worker_op_volume_remove,
         [WORKER_OP_VOLUME_USAGE] = worker_op_volume_usage,

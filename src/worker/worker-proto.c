@@ -60,6 +60,9 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
         [WORKER_OP_TEMPLATE_IMPORT] = { "template_import", .deadline_msec = 10 * MIN_MSEC, .strings = { "name", "tar" } },
         [WORKER_OP_TEMPLATE_REMOVE] = { "template_remove", .relayed = true, .idempotent = true,
                                         .deadline_msec = 1 * MIN_MSEC, .strings = { "name" } },
+        /* templates/<name> becomes its version name@vN; a host without the version drops its stale copy */
+        [WORKER_OP_TEMPLATE_PROMOTE] = { "template_promote", .relayed = true, .idempotent = true,
+                                         .deadline_msec = 1 * MIN_MSEC, .strings = { "name" } },
         /* a volume's subvolume on this host's pool (worker-volume.c); a create of an id made before fails */
         [WORKER_OP_VOLUME_CREATE] = { "volume_create", .relayed = true, .deadline_msec = 1 * MIN_MSEC,
                                       .strings = { "id" } },

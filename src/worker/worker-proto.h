@@ -45,6 +45,7 @@ typedef enum WorkerOpKind {
         /* the host's templates and what it offers, served by the worker process */
         WORKER_OP_TEMPLATE_IMPORT,
         WORKER_OP_TEMPLATE_REMOVE,
+        WORKER_OP_TEMPLATE_PROMOTE,
         WORKER_OP_VOLUME_CREATE,
         WORKER_OP_VOLUME_REMOVE,
         WORKER_OP_VOLUME_USAGE,

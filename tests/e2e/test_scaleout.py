@@ -996,6 +996,7 @@ def test_template_import_reaches_every_worker(cluster):
     assert r.json()["name"] == "shipped" and r.json()["state"] == "ready", r.json()
     for w in c.workers:
         assert os.path.isdir(os.path.join(_pool(c, w), "templates", "shipped")), w
+        assert os.path.isdir(os.path.join(_pool(c, w), "templates", "shipped@v1")), w  # its version 1
     # every worker says so in its heartbeat, and a sandbox of it runs on any of them
     _wait(lambda: all("shipped" in w["templates"].split(",")
                       for w in c.req(api, "GET", "/v1/info").json()["workers"] if w["name"] in c.workers),
@@ -1010,18 +1011,37 @@ def test_template_import_reaches_every_worker(cluster):
         code, out = c.exec_out(api, sid, "echo ok")
         assert code == 0 and out == "ok\n"
         assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
-    # a second import under the name: 409 (before the body is read); a corrupt archive: 400, on no worker
+    # a second import under the name is a version 2: a corrupt one is 400 and leaves the name as it was
     r = c.req(api, "POST", "/v1/templates", params={"name": "shipped"}, data=b"x" * 512,
               headers={"Content-Type": "application/x-tar"})
-    assert r.status == 409, r
+    assert r.status == 400, r
+    assert [v["version"] for v in c.req(api, "GET", "/v1/templates/shipped/versions").json()["versions"]] == [1]
+    for w in c.workers:
+        assert os.path.isdir(os.path.join(_pool(c, w), "templates", "shipped")), w
+        assert not os.path.exists(os.path.join(_pool(c, w), "templates", "shipped@v2")), w
     r = c.req(api, "POST", "/v1/templates", params={"name": "broken"}, data=b"not a tar archive" * 100,
               headers={"Content-Type": "application/x-tar"})
     assert r.status == 400, r
     assert not any(os.path.exists(os.path.join(_pool(c, w), "templates", "broken")) for w in c.workers)
+    # a good one: version 2 on every worker, the name moved on each; version 1 kept by its tag
+    assert c.req(api, "POST", "/v1/templates/shipped/tags", json={"tag": "keep"}).status == 200
+    r = c.req(api, "POST", "/v1/templates", params={"name": "shipped"}, data=tar,
+              headers={"Content-Type": "application/x-tar"})
+    assert r.status == 201, r
+    for w in c.workers:
+        for v in ("shipped@v1", "shipped@v2"):
+            assert os.path.isdir(os.path.join(_pool(c, w), "templates", v)), (w, v)
+    r = c.req(c.apis[0], "POST", "/v1/sandboxes", json={"template": "shipped:keep"})
+    assert r.status == 201 and r.json()["template_version"] == 1, r
+    sid = r.json()["id"]
+    code, out = c.exec_out(api, sid, "echo ok")
+    assert code == 0 and out == "ok\n"
+    assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
     # removed from every worker
     assert c.req(api, "DELETE", "/v1/templates/shipped").status == 204
     for w in c.workers:
         assert not os.path.exists(os.path.join(_pool(c, w), "templates", "shipped")), w
+        assert not os.path.exists(os.path.join(_pool(c, w), "templates", "shipped@v1")), w
 
 
 @pytest.mark.timeout(300)

@@ -294,10 +294,11 @@ def test_pull_by_tag_and_digest(reg, base_layer):
     finally:
         s.delete(sb["id"])
 
-    # the name is taken now: refused before anything is fetched
+    # the name again: a new version of it
     r = pull(s, name, f"{reg.anon.host('registry.test')}/e2e/app:v1")
-    assert r.status == 409, r
-    assert_error_shape(r, 409, "already_exists")
+    assert r.status == 201, r
+    vs = s.api("GET", f"/v1/templates/{name}/versions").json()["versions"]
+    assert vs[0]["latest"] and vs[0]["digest"] == digest, vs
     ev = s.api("GET", "/v1/events", params={"type": "template.imported"}).json()["events"]
     assert any(e["data"].get("name") == name and e["data"].get("digest") == digest for e in ev), ev
     remove(s, name)

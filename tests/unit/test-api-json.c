@@ -287,7 +287,8 @@ TEST(create_errors) {
                             "network: unknown field \"except\" (allowed: allow, deny, precedence, default)");
         ASSERT_CREATE_FAILS("{\"template\":1}", API_INVALID_ARGUMENT, "template must be a string");
         ASSERT_CREATE_FAILS("{\"template\":\"../etc\"}", API_INVALID_ARGUMENT,
-                            "template: '../etc' is not a valid template name ([a-z0-9][a-z0-9._-]{0,63})");
+                            "template: '../etc' is not a template reference (NAME, NAME:TAG or NAME@vN; a name is "
+                            "[a-z0-9][a-z0-9._-]{0,63})");
         ASSERT_CREATE_FAILS("{\"runtime\":\"vm\",\"memory_mb\":64}", API_INVALID_ARGUMENT,
                             "memory_mb must be at least 128 for runtime 'vm' (the guest kernel's minimum)");
         ASSERT_CREATE_FAILS("{\"runtime\":\"xen\"}", API_INVALID_ARGUMENT, "runtime must be 'ns' or 'vm', not 'xen'");
@@ -557,7 +558,8 @@ TEST(sandbox_json) {
         json_out_sandbox(&w, &sb, "default");
         text = finish(&w);
         ASSERT_STREQ(text, "{\"id\":\"s3k9x0a1b2c3d4e5\",\"tenant\":\"default\",\"state\":\"running\",\"reason\":\"\","
-                           "\"template\":\"base\",\"runtime\":\"ns\",\"worker\":\"local\",\"cpu\":1.5,"
+                           "\"template\":\"base\",\"template_version\":0,"
+                           "\"runtime\":\"ns\",\"worker\":\"local\",\"cpu\":1.5,"
                            "\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,\"io_weight\":0,\"timeout_s\":0,"
                            "\"created_at\":\"2026-11-29T01:02:03.456Z\",\"expires_at\":null,\"env\":{},"
                            "\"metadata\":{},\"parent\":null,\"parent_checkpoint\":null,\"processes_preserved\":false,"
@@ -590,7 +592,8 @@ TEST(sandbox_json) {
         json_out_sandbox(&w, &sb, "acme");
         text = finish(&w);
         ASSERT_STREQ(text, "{\"id\":\"s3k9x0a1b2c3d4e5\",\"tenant\":\"acme\",\"state\":\"deleted\","
-                           "\"reason\":\"deleted by key:key_x\",\"template\":\"base\",\"runtime\":\"ns\","
+                           "\"reason\":\"deleted by key:key_x\",\"template\":\"base\",\"template_version\":0,"
+                           "\"runtime\":\"ns\","
                            "\"worker\":\"local\",\"cpu\":1,\"memory_mb\":512,\"disk_mb\":2048,\"pids_max\":1024,"
                            "\"io_weight\":0,\"timeout_s\":60,\"created_at\":\"2026-11-29T01:02:03.456Z\","
                            "\"expires_at\":\"2026-11-29T01:03:03.456Z\",\"env\":{\"A\":\"1\"},\"metadata\":{},"

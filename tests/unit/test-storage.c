@@ -147,10 +147,13 @@ static void check_no_residue(const char *state_dir, const char *image) {
 /* --- tests --- */
 
 TEST(names) {
-        static const char *const good_names[] = { "base", "debian", "a", "0", "py3.12", "a-b_c.d", NULL };
+        static const char *const good_names[] = { "base", "debian", "a", "0", "py3.12", "a-b_c.d", "py@v1",
+                                                  "py@v18446744073709551615", NULL };
         static const char *const bad_names[] = { "", ".", "..", ".hidden", "-x", "_x", "A", "a/b", "a b",
-                                                 "a\n", "ä", "../x", "x/", NULL };
-        char long_name[POOL_TEMPLATE_NAME_MAX + 2];
+                                                 "a\n", "ä", "../x", "x/", "@v1", "py@", "py@v", "py@v0",
+                                                 "py@v01", "py@1", "py@vx", "py@v1@v2", "py@v1/x",
+                                                 "py@v123456789012345678901", NULL };
+        char long_name[POOL_TEMPLATE_BASE_NAME_MAX + 2];
 
         for (const char *const *n = good_names; *n; n++)
                 ASSERT_TRUE(pool_template_name_valid(*n));
@@ -158,10 +161,10 @@ TEST(names) {
                 ASSERT_FALSE(pool_template_name_valid(*n));
         ASSERT_FALSE(pool_template_name_valid(NULL));
         memset(long_name, 'a', sizeof long_name);
-        long_name[POOL_TEMPLATE_NAME_MAX] = 0;
+        long_name[POOL_TEMPLATE_BASE_NAME_MAX] = 0;
         ASSERT_TRUE(pool_template_name_valid(long_name));
-        long_name[POOL_TEMPLATE_NAME_MAX] = 'a';
-        long_name[POOL_TEMPLATE_NAME_MAX + 1] = 0;
+        long_name[POOL_TEMPLATE_BASE_NAME_MAX] = 'a';
+        long_name[POOL_TEMPLATE_BASE_NAME_MAX + 1] = 0;
         ASSERT_FALSE(pool_template_name_valid(long_name));
 
         ASSERT_TRUE(pool_sandbox_id_valid("abc123"));
@@ -735,6 +738,45 @@ TEST(btrfs_spare_roots) {
         check_no_residue(dir, image);
 }
 
+/* Versions: name@vN beside name; promote makes name a read-only copy of a
+ * version, which stays; a sandbox made from an old version keeps its files. */
+TEST(btrfs_template_versions) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *image = test_path_join(dir, "pool.img"), *tar = NULL, *tpl = NULL, *root = NULL;
+        _cleanup_strv_free_ char **names = NULL;
+
+        test_pool_need_btrfs();
+        tar = make_good_tar(dir);
+        ASSERT_OK(open_pool(dir, NULL, "btrfs", &p));
+        ASSERT_ERRNO(pool_template_promote(p, "base", 1), ENOENT);
+        ASSERT_ERRNO(pool_template_promote(p, "base", 0), EINVAL);
+        ASSERT_ERRNO(pool_template_promote(p, "base@v1", 1), EINVAL);
+        ASSERT_ERRNO(pool_template_promote(p, "../x", 1), EINVAL);
+        ASSERT_OK(pool_template_import_tar(p, "base@v1", tar, NULL));
+        ASSERT_OK(pool_template_promote(p, "base", 1));
+        ASSERT_TRUE(pool_template_exists(p, "base"));
+        ASSERT_OK(pool_template_import_tar(p, "base@v2", tar, NULL));
+        ASSERT_OK(pool_template_promote(p, "base", 2)); /* replaces base */
+        ASSERT_TRUE(pool_template_exists(p, "base@v1"));
+        ASSERT_OK(pool_template_path(p, "base", &tpl));
+        {
+                _cleanup_close_ int fd = open(tpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                ASSERT_TRUE(fd >= 0);
+                ASSERT_EQ(btrfs_subvol_is_readonly(fd), 1);
+        }
+        ASSERT_OK(pool_template_list(p, &names));
+        ASSERT_EQ(strv_length(names), 3);
+        ASSERT_OK(pool_sandbox_create(p, "base@v1", "old1", 0, &root));
+        ASSERT_OK(pool_template_remove(p, "base@v1"));
+        ASSERT_TRUE(access(root, F_OK) == 0);
+        ASSERT_OK(pool_sandbox_remove(p, "old1"));
+        ASSERT_OK(pool_template_remove(p, "base@v2"));
+        ASSERT_OK(pool_template_remove(p, "base"));
+        ASSERT_OK(pool_release(p));
+        check_no_residue(dir, image);
+}
+
 TEST(btrfs_quota) {
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
@@ -878,6 +920,30 @@ TEST(btrfs_space_and_promises) {
         pool_fd = safe_close(pool_fd);
         ASSERT_OK(pool_release(p));
         check_no_residue(dir, image);
+}
+
+/* On an overlay pool a sandbox's lower directory is the template: promote
+ * does not replace it while a sandbox lies on it. */
+TEST(overlay_template_promote_in_use) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *tar = NULL, *root = NULL;
+
+        test_pool_need_overlay();
+        tar = make_good_tar(dir);
+        ASSERT_OK(open_pool(dir, NULL, "overlay", &p));
+        ASSERT_OK(pool_template_import_tar(p, "base@v1", tar, NULL));
+        ASSERT_OK(pool_template_promote(p, "base", 1));
+        ASSERT_OK(pool_sandbox_create(p, "base", "ov1", 0, &root));
+        ASSERT_OK(pool_template_import_tar(p, "base@v2", tar, NULL));
+        ASSERT_ERRNO(pool_template_promote(p, "base", 2), EBUSY);
+        ASSERT_TRUE(pool_template_exists(p, "base"));
+        ASSERT_OK(pool_sandbox_remove(p, "ov1"));
+        ASSERT_OK(pool_template_promote(p, "base", 2));
+        ASSERT_OK(pool_template_remove(p, "base"));
+        ASSERT_OK(pool_template_remove(p, "base@v1"));
+        ASSERT_OK(pool_template_remove(p, "base@v2"));
+        ASSERT_OK(pool_release(p));
 }
 
 TEST(overlay_templates_and_sandboxes) {

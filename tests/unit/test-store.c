@@ -932,6 +932,124 @@ STORE_TEST(templates) {
         ASSERT_ERRNO(store_template_delete(s, NULL), EINVAL);
 }
 
+static TemplateVersion make_version(const char *name, uint64_t version, const char *digest, uint64_t size) {
+        TemplateVersion v = { .version = version, .size_bytes = size };
+        (void) strscpy(v.name, sizeof v.name, name);
+        (void) strscpy(v.digest, sizeof v.digest, digest);
+        return v;
+}
+
+STORE_TEST(template_versions) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got_sb = {};
+        _cleanup_free_ TemplateVersion *list = NULL;
+        _cleanup_free_ TemplateTag *tags = NULL;
+        TemplateVersion v, got;
+        Sandbox sb;
+        uint64_t next, ver;
+        size_t n;
+
+        ASSERT_OK(store_template_version_next(s, "py", &next));
+        ASSERT_EQ(next, 1);
+        v = make_version("py", 1, "sha256:aa", 100);
+        ASSERT_OK(store_template_version_add(s, &v));
+        ASSERT_ERRNO(store_template_version_add(s, &v), EEXIST);
+        v = make_version("py", 2, "", 200);
+        v.created_usec = 9;
+        ASSERT_OK(store_template_version_add(s, &v));
+        v = make_version("other", 1, "", 5);
+        ASSERT_OK(store_template_version_add(s, &v));
+        ASSERT_OK(store_template_version_next(s, "py", &next));
+        ASSERT_EQ(next, 3);
+        ASSERT_OK(store_template_version_next(s, "none", &next));
+        ASSERT_EQ(next, 1);
+
+        /* bad input */
+        v = make_version("py", 0, "", 1);
+        ASSERT_ERRNO(store_template_version_add(s, &v), EINVAL);
+        v = make_version("", 1, "", 1);
+        ASSERT_ERRNO(store_template_version_add(s, &v), EINVAL);
+        v = make_version("py", 9, "", UINT64_MAX);
+        ASSERT_ERRNO(store_template_version_add(s, &v), ERANGE);
+        ASSERT_ERRNO(store_template_version_add(s, NULL), EINVAL);
+
+        ASSERT_OK(store_template_version_get(s, "py", 1, &got));
+        ASSERT_STREQ(got.digest, "sha256:aa");
+        ASSERT_EQ(got.size_bytes, 100);
+        ASSERT_TRUE(got.created_usec > 0);
+        ASSERT_EQ(got.users, 0);
+        ASSERT_STREQ(got.tags, "");
+        ASSERT_ERRNO(store_template_version_get(s, "py", 7, &got), ENOENT);
+        ASSERT_ERRNO(store_template_version_get(s, "py", 0, &got), ENOENT);
+        ASSERT_ERRNO(store_template_version_get(s, "nope", 1, &got), ENOENT);
+
+        ASSERT_OK(store_template_version_list(s, "py", &list, &n));
+        ASSERT_EQ(n, 2);
+        ASSERT_EQ(list[0].version, 2); /* newest first */
+        ASSERT_EQ(list[0].created_usec, 9);
+        ASSERT_EQ(list[1].version, 1);
+        list = mfree(list);
+
+        /* tags: set, move, get, list; a version that does not exist is refused */
+        ASSERT_OK(store_template_tag_set(s, "py", "stable", 1));
+        ASSERT_OK(store_template_tag_set(s, "py", "beta", 2));
+        ASSERT_OK(store_template_tag_get(s, "py", "stable", &ver));
+        ASSERT_EQ(ver, 1);
+        ASSERT_OK(store_template_tag_set(s, "py", "beta", 1)); /* moves */
+        ASSERT_OK(store_template_tag_get(s, "py", "beta", &ver));
+        ASSERT_EQ(ver, 1);
+        ASSERT_ERRNO(store_template_tag_set(s, "py", "x", 5), ENOENT);
+        ASSERT_ERRNO(store_template_tag_set(s, "nope", "x", 1), ENOENT);
+        ASSERT_ERRNO(store_template_tag_set(s, "py", "", 1), EINVAL);
+        ASSERT_ERRNO(store_template_tag_set(s, "py", "x", 0), EINVAL);
+        ASSERT_ERRNO(store_template_tag_get(s, "py", "x", &ver), ENOENT);
+        ASSERT_OK(store_template_tag_list(s, "py", &tags, &n));
+        ASSERT_EQ(n, 2);
+        ASSERT_STREQ(tags[0].tag, "beta");
+        ASSERT_STREQ(tags[1].tag, "stable");
+        ASSERT_EQ(tags[1].version, 1);
+        tags = mfree(tags);
+        ASSERT_OK(store_template_version_get(s, "py", 1, &got));
+        ASSERT_TRUE(streq(got.tags, "beta,stable") || streq(got.tags, "stable,beta"));
+
+        /* delete: the newest and a tagged one stay */
+        ASSERT_ERRNO(store_template_version_delete(s, "py", 2), EBUSY);
+        ASSERT_ERRNO(store_template_version_delete(s, "py", 1), EBUSY);
+        ASSERT_OK(store_template_tag_delete(s, "py", "beta"));
+        ASSERT_ERRNO(store_template_tag_delete(s, "py", "beta"), ENOENT);
+        ASSERT_OK(store_template_tag_delete(s, "py", "stable"));
+
+        /* a sandbox records its version, and keeps it in use */
+        sandbox_init(&sb, "sbv1", "tn_a", "py");
+        sb.template_version = 1;
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        ASSERT_OK(store_sandbox_get(s, NULL, "sbv1", &got_sb));
+        ASSERT_EQ(got_sb.template_version, 1);
+        ASSERT_OK(store_template_version_get(s, "py", 1, &got));
+        ASSERT_EQ(got.users, 1);
+        ASSERT_ERRNO(store_template_version_delete(s, "py", 1), EBUSY);
+        ASSERT_OK(store_sandbox_set_state(s, "sbv1", -1, SANDBOX_DELETED, NULL));
+        ASSERT_OK(store_template_version_get(s, "py", 1, &got));
+        ASSERT_EQ(got.users, 0);
+        ASSERT_OK(store_template_version_delete(s, "py", 1));
+        ASSERT_ERRNO(store_template_version_delete(s, "py", 1), ENOENT);
+        ASSERT_ERRNO(store_template_version_delete(s, "py", 0), ENOENT);
+        ASSERT_ERRNO(store_template_version_get(s, "py", 1, &got), ENOENT);
+        /* numbers stay monotonic while the newest lives */
+        ASSERT_OK(store_template_version_next(s, "py", &next));
+        ASSERT_EQ(next, 3);
+
+        /* drop: every version and tag of the name, others untouched */
+        ASSERT_OK(store_template_tag_set(s, "py", "stable", 2));
+        ASSERT_OK(store_template_versions_drop(s, "py"));
+        ASSERT_OK(store_template_version_list(s, "py", &list, &n));
+        ASSERT_EQ(n, 0);
+        list = mfree(list);
+        ASSERT_OK(store_template_tag_list(s, "py", &tags, &n));
+        ASSERT_EQ(n, 0);
+        ASSERT_OK(store_template_version_get(s, "other", 1, &got));
+}
+
 STORE_TEST(sandbox_roundtrip) {
         _cleanup_(store_closep) Store *s = open_url(url);
         _cleanup_(sandbox_done) Sandbox got = {};

@@ -13,8 +13,8 @@ from .aio import AsyncClient, AsyncProcess
 from .client import Client, Process
 from .errors import *  # noqa: F401,F403 (the exception classes)
 from .errors import SpaceError
-from .models import Checkpoint, Credential, Event, ExecEvent, ExecResult, FileEntry, Key, Sandbox, Template
+from .models import Checkpoint, Credential, Event, ExecEvent, ExecResult, FileEntry, Key, Sandbox, Template, TemplateVersion
 
 __version__ = "0.1.0"
 __all__ = ["AsyncClient", "AsyncProcess", "Checkpoint", "Client", "Credential", "Event", "ExecEvent", "ExecResult",
-           "FileEntry", "Key", "Process", "Sandbox", "SpaceError", "Template"]
+           "FileEntry", "Key", "Process", "Sandbox", "SpaceError", "Template", "TemplateVersion"]

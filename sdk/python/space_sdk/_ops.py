@@ -10,7 +10,7 @@ import tarfile
 
 from ._common import seg
 from .errors import SpaceError
-from .models import Checkpoint, Credential, Event, FileEntry, Key, Sandbox, Template
+from .models import Checkpoint, Credential, Event, FileEntry, Key, Sandbox, Template, TemplateVersion
 
 
 EXEC_QUIET_MAX = 24 * 3600.0
@@ -189,6 +189,24 @@ class Ops:
         return self._t.json("POST", "/v1/templates", params={"name": name}, body=body,
                             content_type="application/x-tar", parse=Template.from_dict,
                             timeout=max(self._t.timeout, 1800))
+
+    def template_versions(self, name):
+        """A template's versions, newest first: every import, pull or build is one; the name means the newest."""
+        return self._t.json("GET", f"/v1/templates/{seg(name)}/versions",
+                            parse=lambda v: [TemplateVersion.from_dict(x) for x in v["versions"]])
+
+    def template_tags(self, name):
+        """{tag: version} of a template."""
+        return self._t.json("GET", f"/v1/templates/{seg(name)}/tags",
+                            parse=lambda v: {t["tag"]: t["version"] for t in v["tags"]})
+
+    def tag_template(self, name, tag, version=None):
+        """Points tag at a version (default: the newest); create(template="NAME:TAG") then uses it (admin key)."""
+        return self._t.json("POST", f"/v1/templates/{seg(name)}/tags",
+                            json_body=_drop_none({"tag": tag, "version": version}))
+
+    def untag_template(self, name, tag):
+        return self._t.json("DELETE", f"/v1/templates/{seg(name)}/tags/{seg(tag)}")
 
     def delete_template(self, name):
         return self._t.json("DELETE", f"/v1/templates/{seg(name)}")

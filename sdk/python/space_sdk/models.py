@@ -17,6 +17,7 @@ class Sandbox:
     id: str
     state: str
     template: str = ""
+    template_version: int = 0         # the version of the template it was made from (0: unversioned)
     tenant: str = ""
     runtime: str = "ns"
     reason: str = ""
@@ -35,7 +36,8 @@ class Sandbox:
 
     @classmethod
     def from_dict(cls, d, client=None):
-        return cls(id=d["id"], state=d.get("state", ""), template=_get(d, "template", ""), tenant=_get(d, "tenant", ""),
+        return cls(id=d["id"], state=d.get("state", ""), template=_get(d, "template", ""),
+                   template_version=_get(d, "template_version", 0), tenant=_get(d, "tenant", ""),
                    runtime=_get(d, "runtime", "ns"), reason=_get(d, "reason", ""), cpu=float(_get(d, "cpu", 0)),
                    memory_mb=_get(d, "memory_mb", 0), disk_mb=_get(d, "disk_mb", 0), timeout_s=_get(d, "timeout_s", 0),
                    created_at=d.get("created_at"), expires_at=d.get("expires_at"), env=_get(d, "env", {}),
@@ -193,6 +195,27 @@ class Template:
         return cls(name=d["name"], state=d.get("state", ""), size_bytes=_get(d, "size_bytes", 0),
                    created_at=d.get("created_at"), in_use=_get(d, "in_use", 0), runtime=d.get("runtime"),
                    start=d.get("start"), raw=d)
+
+
+@dataclass
+class TemplateVersion:
+    version: int
+    latest: bool = False
+    digest: str = ""
+    size_bytes: int = 0
+    created_at: Optional[str] = None
+    tags: List[str] = field(default_factory=list)
+    shared_with: List[str] = field(default_factory=list)
+    in_use: int = 0
+    sandboxes: List[str] = field(default_factory=list)
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d, client=None):
+        return cls(version=d["version"], latest=bool(d.get("latest")), digest=_get(d, "digest", ""),
+                   size_bytes=_get(d, "size_bytes", 0), created_at=d.get("created_at"), tags=_get(d, "tags", []),
+                   shared_with=_get(d, "shared_with", []), in_use=_get(d, "in_use", 0),
+                   sandboxes=_get(d, "sandboxes", []), raw=d)
 
 
 @dataclass

@@ -68,6 +68,8 @@ export type SandboxPatch = api.SandboxPatch;
 export type FileEntry = api.FileEntry;
 export type Checkpoint = api.Checkpoint;
 export type Template = api.Template;
+export type TemplateVersion = api.TemplateVersion;
+export type TemplateTag = api.TemplateTag;
 export type Credential = api.Credential;
 export type Webhook = api.Webhook;
 export type SpaceEvent = api.Event;
@@ -499,6 +501,26 @@ export class Client {
     return this.j("POST", "/v1/templates", {
       query: { name }, body: tar, contentType: "application/x-tar", ...atLeast(o, IMPORT_MS, this.t),
     });
+  }
+
+  /** A template's versions, newest first: every import, pull or build is one; the name means the newest.
+   * `create({ template: "NAME:TAG" })` or `"NAME@vN"` makes a sandbox from an older one. */
+  async templateVersions(name: string, o?: CallOptions): Promise<TemplateVersion[]> {
+    return (await this.j<api.TemplateVersionList>("GET", `/v1/templates/${seg(name)}/versions`, o)).versions;
+  }
+
+  async templateTags(name: string, o?: CallOptions): Promise<TemplateTag[]> {
+    return (await this.j<api.TemplateTagList>("GET", `/v1/templates/${seg(name)}/tags`, o)).tags;
+  }
+
+  /** Points `tag` at a version (default: the newest); a tag set again moves (admin key). */
+  tagTemplate(name: string, tag: string, version?: number, o?: CallOptions): Promise<TemplateTag> {
+    const json: api.TemplateTagSet = { tag, ...(version ? { version } : {}) };
+    return this.j("POST", `/v1/templates/${seg(name)}/tags`, { json, ...o });
+  }
+
+  async untagTemplate(name: string, tag: string, o?: CallOptions): Promise<void> {
+    await this.j("DELETE", `/v1/templates/${seg(name)}/tags/${seg(tag)}`, o);
   }
 
   async deleteTemplate(name: string, o?: CallOptions): Promise<void> {

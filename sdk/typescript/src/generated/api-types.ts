@@ -230,6 +230,52 @@ export type SandboxState = "creating" | "running" | "paused" | "suspended" | "de
 
 export type TemplateName = string;
 
+/** A template and which of its versions: NAME (its newest version, also
+ * NAME:latest), NAME:TAG (the version the tag points at) or NAME@vN
+ * (version N). A tag or version that does not exist → 404 not_found. */
+export type TemplateRef = string;
+
+/** A tag of a template; `latest` is reserved (the newest version). */
+export type TemplateTagName = string;
+
+export type TemplateVersion = {
+  version: number;
+  /** The newest version: what the template name means. */
+  latest: boolean;
+  /** The image digest (pull) or the last layer (build); "" for an import. */
+  digest: string;
+  size_bytes: number;
+  created_at: Time;
+  tags: string[];
+  /** The pool entries that share this version's files (the name, for the newest; versions built from the same last layer). */
+  shared_with: string[];
+  /** Sandboxes (not deleted, or with a restorable checkpoint) made from it. */
+  in_use: number;
+  /** The ids of those sandboxes not deleted (of the caller's tenant; every tenant's for an admin key). */
+  sandboxes: string[];
+};
+
+export type TemplateVersionList = {
+  name: TemplateName;
+  versions: TemplateVersion[];
+};
+
+export type TemplateTag = {
+  name: TemplateName;
+  tag: string;
+  version: number;
+};
+
+export type TemplateTagList = {
+  tags: TemplateTag[];
+};
+
+export type TemplateTagSet = {
+  tag: TemplateTagName;
+  /** The version to tag; left out or null = the newest. A tag set again moves. */
+  version?: number | null;
+};
+
 export type StringMap = {
   [key: string]: string;
 };
@@ -241,6 +287,8 @@ export type Sandbox = {
   /** Why it is in this state ("" if nothing to say). */
   reason: string;
   template: TemplateName;
+  /** The version of the template it was made from; 0 = a template without versions. */
+  template_version?: number;
   runtime: "ns" | "vm";
   worker: string;
   cpu: number;
@@ -337,7 +385,7 @@ export type NetworkRuleRequest = string | NetworkRule;
  * server's configuration (GET /v1/info shows both). Out of range → 400
  * invalid_argument; unknown template → 404 not_found. */
 export type SandboxCreate = {
-  template?: TemplateName;
+  template?: TemplateRef;
   /** `vm`: a microVM with its own guest kernel (GET /v1/info says whether the host has it, and its accelerator). Refused with 400 invalid_argument where the host has no QEMU or guest kernel, for memory_mb below 128 or above the host's memory, or for a template whose files cannot be made into its ext4 disk image (mkfs.ext4's reason in the message; 507 if the pool is full). */
   runtime?: "ns" | "vm";
   /** Number of CPUs, e.g. 0.5. */
@@ -691,7 +739,8 @@ export type Event = {
   sandbox: string | null;
   /** sandbox.created, sandbox.deleted, sandbox.state (data.from/data.to),
    * sandbox.create_failed, sandbox.error, sandbox.expired,
-   * sandbox.oom (processes killed for the memory limit), template.imported, template.removed, key.created, key.deleted,
+   * sandbox.oom (processes killed for the memory limit), template.imported, template.removed,
+   * template.tagged, template.version_collected, key.created, key.deleted,
    * worker.reconciled, credential.created, credential.updated,
    * credential.rotated, credential.revoked, credential.deleted,
    * credential.granted, credential.ungranted, credential.used
