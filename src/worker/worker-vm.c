@@ -511,7 +511,8 @@ int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonV
         char variant[POOL_BASE_VARIANT_MAX + 1], key[POOL_BASE_KEY_MAX];
         uid_t owner = owner_of(w, s->slot);
         bool use_base = w->config->vm_base_snapshots && rt->base_key && rt->snapshot && rt->identify_deferred &&
-                        base_variant(s, variant, sizeof variant) >= 0;
+                        base_variant(s, variant, sizeof variant) >= 0 &&
+                        !worker_sandbox_has_volumes(w, s->id); /* its machine cannot be saved (virtiofs) */
         RuntimeAccelProbe accel = rt->accel_probe_state ? rt->accel_probe_state() : RUNTIME_ACCEL_DECIDED;
         int r;
 
