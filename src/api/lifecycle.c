@@ -259,6 +259,23 @@ int api_sandbox_resume(ApiRequest *r, ApiError *e) {
 
 /* ---- suspend ---- */
 
+/* a vm's machine with volumes (virtiofs) cannot be saved: refused before anything changes */
+bool api_vm_has_volumes(ApiRequest *r, const Sandbox *sb) {
+        _cleanup_free_ VolumeMount *m = NULL;
+        size_t n = 0;
+
+        return streq(sb->runtime, "vm") && store_volume_mounts(r->store, sb->id, &m, &n) >= 0 && n > 0;
+}
+
+int api_vm_volumes_refuse_save(ApiRequest *r, const Sandbox *sb, const char *what, ApiError *e) {
+        if (!api_vm_has_volumes(r, sb))
+                return 0;
+        return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
+                         "sandbox '%s' is a vm with volumes, whose memory cannot be saved (QEMU saves no "
+                         "virtiofs device): %s is not supported",
+                         sb->id, what);
+}
+
 int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e) {
         char data[64];
         bool preserved = false;
@@ -271,6 +288,9 @@ int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, A
                 return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING,
                                  "sandbox '%s' is %s: only a running or paused sandbox can be suspended", sb->id,
                                  state_name(sb));
+        k = api_vm_volumes_refuse_save(r, sb, "suspend", e);
+        if (k < 0)
+                return k;
         k = set_state(r, sb, from, SANDBOX_SUSPENDED, reason, e);
         if (k < 0)
                 return k;

@@ -77,6 +77,8 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
         if (!id)
                 return worker_reply_error(jw, &e);
         l = worker_live_find(w, id);
+        if (l && l->rt->suspend && worker_vm_volumes_refuse_save(w, id, "suspend", &e) < 0)
+                return worker_reply_error(jw, &e);
         if (l && l->rt->suspend) {
                 /* vm: the whole machine is saved beside its disk; resume continues it */
                 _cleanup_free_ char *state = NULL;

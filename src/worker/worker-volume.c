@@ -71,6 +71,16 @@ bool worker_sandbox_has_volumes(Worker *w, const char *id) {
         return w->store && id && store_volume_mounts(w->store, id, &m, &n) >= 0 && n > 0;
 }
 
+int worker_vm_volumes_refuse_save(Worker *w, const char *id, const char *what, ApiError *e) {
+        if (!worker_sandbox_has_volumes(w, id))
+                return 0;
+        return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
+                         "sandbox %s is a vm with volumes, whose memory cannot be saved (its virtiofs devices keep "
+                         "no state QEMU can save): %s is not supported; %s",
+                         id, what, streq(what, "suspend") ? "pause it, or delete it (its volumes stay)"
+                                                          : "use with_memory false");
+}
+
 /* {"op":"volume_create","id":ID,"size_mb":N[,"source":ID[,"read_only":true]]}: empty, or a
  * snapshot of source (writable, or read-only) */
 void worker_op_volume_create(Worker *w, const JsonValue *req, JsonWriter *jw) {
