@@ -102,6 +102,8 @@ def test_vm_volumes_over_virtiofs(vmd):
             assert_error_shape(vmd.api("POST", f"/v1/sandboxes/{sid}/suspend"), 400, "unsupported")
             assert_error_shape(vmd.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"with_memory": True}),
                                400, "unsupported")
+            r = vmd.api("POST", f"/v1/sandboxes/{sid}/branch", json={"count": 1, "with_memory": True, "volumes": "none"})
+            assert_error_shape(r, 400, "unsupported")
             assert vmd.show(sid).json()["state"] == "running"
             assert vmd.sh(sid, "cat /data/a") == "from-vm\n"
         finally:
@@ -126,6 +128,11 @@ def test_vm_volumes_over_virtiofs(vmd):
         assert (st.st_uid, st.st_gid) == (0, 0), st
         st = os.lstat(os.path.join(top, "d", "b"))
         assert (st.st_uid, st.st_gid) == (1000, 1000), st
+        # the setuid-root file keeps its mode on disk (as one made in an ns sandbox does), where no
+        # one but host root reaches it and every mount of a volume is nosuid
+        st = os.lstat(os.path.join(top, "su"))
+        assert st.st_mode & stat.S_ISUID and st.st_uid == 0, st
+        assert os.stat(vmd.host_view(vmd.pool_path("volumes"))).st_mode & 0o077 == 0
         with open(os.path.join(top, "a")) as f:
             assert f.read() == "from-vm\n"
         assert not os.path.exists(os.path.join(vmd.host_view(vmd.pool_path("volumes", vmd.api("GET", f"/v1/volumes/{ro}").json()["id"])), "x"))

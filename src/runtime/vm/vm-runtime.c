@@ -345,6 +345,7 @@ static int vm_start_virtiofsds(const RuntimeSpec *spec, int cgfd, int logfd, int
         for (size_t i = 0; i < spec->n_volumes; i++) {
                 char sock[PATH_MAX], name[32], why[200] = "";
                 int pidfd = -EBADF, r;
+                pid_t pid = -1;
 
                 snprintf(name, sizeof name, "virtiofs%zu.sock", i);
                 r = vm_path(spec->id, name, sock, sizeof sock);
@@ -356,7 +357,7 @@ static int vm_start_virtiofsds(const RuntimeSpec *spec, int cgfd, int logfd, int
                                                                .cgroup_fd = cgfd,
                                                                .log_fd = logfd,
                                                                .socket_path = sock },
-                                               &pidfd, &fs_fd[i], why, sizeof why);
+                                               &pid, &pidfd, &fs_fd[i], why, sizeof why);
                 if (r >= 0 && vm_relay_keep(spec->id, pidfd) < 0) {
                         (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
                         (void) waitid(P_PIDFD, (id_t) pidfd, &(siginfo_t){}, WEXITED);
@@ -364,6 +365,8 @@ static int vm_start_virtiofsds(const RuntimeSpec *spec, int cgfd, int logfd, int
                         fs_fd[i] = safe_close(fs_fd[i]);
                         r = -ENOMEM;
                 }
+                if (r >= 0) /* counted with the VMM (its v1 hierarchies too; v2: started there) */
+                        r = cgroup_attach_v1(spec->id, pid);
                 if (r < 0) {
                         snprintf(errbuf, errbuf_size, "cannot serve the volume for %s: %s", spec->volumes[i].path,
                                  why[0] ? why : strerror(-r));

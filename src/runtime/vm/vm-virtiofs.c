@@ -63,7 +63,7 @@ static pid_t userns_holder(int *ret_pidfd, int *ret_release) {
         return pid;
 }
 
-int vm_virtiofsd_start(const VmVirtiofsd *a, int *ret_pidfd, int *ret_vmm_fd, char *err, size_t err_size) {
+int vm_virtiofsd_start(const VmVirtiofsd *a, pid_t *ret_pid, int *ret_pidfd, int *ret_vmm_fd, char *err, size_t err_size) {
         _cleanup_close_ int hpidfd = -EBADF, release = -EBADF, userns = -EBADF, tree = -EBADF, lfd = -EBADF,
                             cfd = -EBADF, pidfd = -EBADF;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -168,6 +168,7 @@ int vm_virtiofsd_start(const VmVirtiofsd *a, int *ret_pidfd, int *ret_vmm_fd, ch
                 (void) waitid(P_PIDFD, (id_t) pidfd, NULL, WEXITED);
                 return -ENOEXEC;
         }
+        *ret_pid = pid;
         *ret_pidfd = TAKE_FD(pidfd);
         *ret_vmm_fd = TAKE_FD(cfd);
         return 0;
