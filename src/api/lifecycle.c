@@ -660,6 +660,8 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         } else if (with_memory && sb.state == SANDBOX_SUSPENDED && !sb.processes_preserved)
                 return api_error(e, -ENODATA, API_SANDBOX_NOT_RUNNING,
                                  "sandbox '%s' is suspended without its memory: it cannot be branched with memory", id);
+        if (with_memory && !from && (k = api_vm_volumes_refuse_save(r, &sb, "a branch with its memory", e)) < 0)
+                return k;
         k = api_sandbox_count(r, NULL, &live, e);
         if (k < 0)
                 return k;
