@@ -39,6 +39,15 @@ def virtiofsds(d, sid):
     return [p for p in d.sandbox_pids(sid) if "virtiofsd" in open(f"/proc/{p}/cmdline", "rb").read().decode()]
 
 
+def _alive(pid):
+    """Running (a zombie waits for its parent, the worker or init, to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_vm_volumes_over_virtiofs(vmd):
     rw, ro = f"vmrw-{uuid.uuid4().hex[:8]}", f"vmro-{uuid.uuid4().hex[:8]}"
     for n in (rw, ro):
@@ -108,13 +117,7 @@ def test_vm_volumes_over_virtiofs(vmd):
             assert vmd.sh(sid, "cat /data/a") == "from-vm\n"
         finally:
             vmd.delete(sid)
-        def alive(p):
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-            except FileNotFoundError:
-                return False
-        left = [p for p in fsd if alive(p)]
+        left = [p for p in fsd if _alive(p)]
         assert not left, [(p, open(f"/proc/{p}/status").read()[:400]) for p in left]
         rundir = os.path.join(vmd.state_dir, "run", "sandboxes", sid)
         left = os.listdir(rundir) if os.path.isdir(rundir) else []
@@ -146,3 +149,25 @@ def test_vm_volumes_over_virtiofs(vmd):
         os.unlink(marker)
         for n in (rw, ro):
             vmd.api("DELETE", f"/v1/volumes/{n}")
+
+
+def test_vm_volume_after_a_worker_crash(vmd):
+    """kill -9 of spaced and its worker: the VM and its virtiofsd run on (adopted), the volume
+    still serves, and the delete afterwards ends the virtiofsd (in the sandbox's cgroup)."""
+    name = f"vmcr-{uuid.uuid4().hex[:8]}"
+    assert vmd.api("POST", "/v1/volumes", json={"name": name, "size_mb": 32}).status == 201
+    try:
+        sid = vmd.create(runtime="vm", memory_mb=192, volumes=[{"name": name, "path": "/v"}])["id"]
+        try:
+            vmd.sh(sid, "echo before > /v/f")
+            fsd = virtiofsds(vmd, sid)
+            assert fsd
+            vmd.kill9()
+            vmd.start()
+            assert vmd.show(sid).json()["state"] == "running"
+            assert vmd.sh(sid, "cat /v/f; echo after >> /v/f; cat /v/f") == "before\nbefore\nafter\n"
+        finally:
+            vmd.delete(sid)
+        assert not [p for p in fsd if _alive(p)], fsd
+    finally:
+        vmd.api("DELETE", f"/v1/volumes/{name}")
