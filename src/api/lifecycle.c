@@ -288,9 +288,6 @@ int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, A
                 return api_error(e, -EBUSY, API_SANDBOX_NOT_RUNNING,
                                  "sandbox '%s' is %s: only a running or paused sandbox can be suspended", sb->id,
                                  state_name(sb));
-        k = api_vm_volumes_refuse_save(r, sb, "suspend", e);
-        if (k < 0)
-                return k;
         k = set_state(r, sb, from, SANDBOX_SUSPENDED, reason, e);
         if (k < 0)
                 return k;

@@ -77,8 +77,7 @@ int worker_vm_volumes_refuse_save(Worker *w, const char *id, const char *what, A
         return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
                          "sandbox %s is a vm with volumes, whose memory cannot be saved (its virtiofs devices keep "
                          "no state QEMU can save): %s is not supported; %s",
-                         id, what, streq(what, "suspend") ? "pause it, or delete it (its volumes stay)"
-                                                          : "use with_memory false");
+                         id, what, "use with_memory false");
 }
 
 /* {"op":"volume_create","id":ID,"size_mb":N[,"source":ID[,"read_only":true]]}: empty, or a

@@ -108,13 +108,20 @@ def test_vm_volumes_over_virtiofs(vmd):
             r = vmd.exec(sid, shell="rm -f /mnt/ro/f")
             assert r.code != 0, r
             # a vm with volumes cannot be saved (QEMU keeps no virtiofs state): a clear refusal
-            assert_error_shape(vmd.api("POST", f"/v1/sandboxes/{sid}/suspend"), 400, "unsupported")
             assert_error_shape(vmd.api("POST", f"/v1/sandboxes/{sid}/checkpoints", json={"with_memory": True}),
                                400, "unsupported")
             r = vmd.api("POST", f"/v1/sandboxes/{sid}/branch", json={"count": 1, "with_memory": True, "volumes": "none"})
             assert_error_shape(r, 400, "unsupported")
             assert vmd.show(sid).json()["state"] == "running"
-            assert vmd.sh(sid, "cat /data/a") == "from-vm\n"
+            # suspend: its processes end as on the ns runtime; resume boots its disk, volumes mounted again
+            vmd.sh(sid, "echo on-disk > /root/mark")
+            r = vmd.api("POST", f"/v1/sandboxes/{sid}/suspend")
+            assert r.status == 200 and r.json()["processes_preserved"] is False, r
+            assert not virtiofsds(vmd, sid)
+            r = vmd.api("POST", f"/v1/sandboxes/{sid}/resume")
+            assert r.status == 200, r
+            assert vmd.sh(sid, "cat /data/a /root/mark; grep -c virtiofs /proc/mounts") == "from-vm\non-disk\n2\n"
+            fsd = virtiofsds(vmd, sid)
         finally:
             vmd.delete(sid)
         left = [p for p in fsd if _alive(p)]
