@@ -89,6 +89,14 @@ def test_vm_volumes_over_virtiofs(vmd):
             # root in the VM writes; owners as in an ns sandbox
             vmd.sh(sid, "echo from-vm > /data/a && mkdir /data/d && echo x > /data/d/b && chown 1000:1000 /data/d/b")
             assert vmd.sh(sid, "cat /mnt/ro/f; stat -c %u:%g /mnt/ro/f") == "from-ns\n1000:1000\n"
+            # the daemons that serve the guest see nothing but their volume as / (pivot_root into it)
+            roots = []
+            for p in fsd:
+                try:
+                    roots.append(sorted(os.listdir(f"/proc/{p}/root")))
+                except OSError:
+                    pass
+            assert ["a", "d", "m", "root", "up"] in roots and ["f"] in roots, roots
             # the symlinks resolve in the guest (its own root), never on the host
             r = vmd.exec(sid, shell="cat /data/m")
             assert r.code != 0 and b"host secret" not in r.stdout, r
