@@ -63,7 +63,8 @@ static pid_t userns_holder(int *ret_pidfd, int *ret_release) {
         return pid;
 }
 
-int vm_virtiofsd_start(const VmVirtiofsd *a, pid_t *ret_pid, int *ret_pidfd, int *ret_vmm_fd, char *err, size_t err_size) {
+int vm_virtiofsd_start(const VmVirtiofsd *a, pid_t *ret_pid, int *ret_pidfd, int *ret_vmm_fd, char *err,
+                       size_t err_size) {
         _cleanup_close_ int hpidfd = -EBADF, release = -EBADF, userns = -EBADF, tree = -EBADF, lfd = -EBADF,
                             cfd = -EBADF, pidfd = -EBADF;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -140,7 +141,8 @@ int vm_virtiofsd_start(const VmVirtiofsd *a, pid_t *ret_pid, int *ret_pidfd, int
                         child_fail(errfd, "ids");
                 if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                         child_fail(errfd, "mount namespace");
-                if (mount("tmpfs", VIRTIOFSD_TOP, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") < 0 ||
+                if (mount("tmpfs", VIRTIOFSD_TOP, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          "mode=0755,size=64k") < 0 ||
                     mkdir(VIRTIOFSD_SOURCE, 0755) < 0)
                         child_fail(errfd, "tmpfs");
                 if (syscall(SYS_move_mount, tree, "", AT_FDCWD, VIRTIOFSD_SOURCE, MOVE_MOUNT_F_EMPTY_PATH) < 0)

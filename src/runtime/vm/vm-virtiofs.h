@@ -26,4 +26,5 @@ typedef struct VmVirtiofsd {
 
 /* Starts it; *ret_pidfd (the caller reaps), *ret_vmm_fd: a stream socket
  * connected to it, for the VMM's vhost-user-fs device. */
-int vm_virtiofsd_start(const VmVirtiofsd *a, pid_t *ret_pid, int *ret_pidfd, int *ret_vmm_fd, char *err, size_t err_size);
+int vm_virtiofsd_start(const VmVirtiofsd *a, pid_t *ret_pid, int *ret_pidfd, int *ret_vmm_fd, char *err,
+                       size_t err_size);
