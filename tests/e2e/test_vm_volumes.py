@@ -130,6 +130,19 @@ def test_vm_volumes_over_virtiofs(vmd):
             assert r.status == 200, r
             assert vmd.sh(sid, "cat /data/a /root/mark; grep -c virtiofs /proc/mounts") == "from-vm\non-disk\n2\n"
             fsd = virtiofsds(vmd, sid)
+            # a branch (disk) whose child gets a writable snapshot of each volume: it boots with them
+            r = vmd.api("POST", f"/v1/sandboxes/{sid}/branch", json={"volumes": "snapshot"}, timeout=180)
+            assert r.status == 201, r
+            kid = r.json()["sandboxes"][0]["id"]
+            try:
+                assert vmd.sh(kid, "cat /data/a; echo kid > /data/k; grep -c virtiofs /proc/mounts") == "from-vm\n2\n"
+                kid_vols = [v["name"] for v in vmd.api("GET", f"/v1/sandboxes/{kid}/volumes").json()["volumes"]]
+            finally:
+                vmd.delete(kid)
+            for v in kid_vols:
+                vmd.api("DELETE", f"/v1/volumes/{v}")
+            r = vmd.exec(sid, shell="cat /data/k")
+            assert r.code != 0, r
         finally:
             vmd.delete(sid)
         left = [p for p in fsd if _alive(p)]
