@@ -342,6 +342,11 @@ static int vm_relay_keep(const char *id, int pidfd) {
 /* One virtiofsd per volume, in the sandbox's cgroup; fs_fd: the VMM's ends. */
 static int vm_start_virtiofsds(const RuntimeSpec *spec, int cgfd, int logfd, int *fs_fd, char *errbuf,
                                size_t errbuf_size) {
+        if (spec->n_volumes > 0 && access(vm.virtiofsd, X_OK) < 0) {
+                snprintf(errbuf, errbuf_size, "volumes on the vm runtime need virtiofsd, not installed here (%s)",
+                         vm.virtiofsd);
+                return -EOPNOTSUPP;
+        }
         for (size_t i = 0; i < spec->n_volumes; i++) {
                 char sock[PATH_MAX], name[32], why[200] = "";
                 int pidfd = -EBADF, r;
