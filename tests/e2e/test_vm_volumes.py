@@ -105,6 +105,11 @@ def test_vm_volumes_over_virtiofs(vmd):
             assert vmd.sh(sid, "readlink /data/root") == "/\n"
             r = vmd.exec(sid, shell=f"ls /data/../data/.. >/dev/null; cat /data/../../..{marker}")
             assert b"host secret" not in r.stdout, r
+            # ids outside the slot's 65536 do not exist for its virtiofsd: no file gets one
+            r = vmd.exec(sid, shell="touch /data/big && chown 70000:70000 /data/big")
+            assert r.code != 0, r
+            r = vmd.exec(sid, shell="setpriv --reuid 70000 --regid 70000 --clear-groups touch /data/big70000")
+            assert r.code != 0 or vmd.sh(sid, "stat -c %u /data/big70000") != "70000\n", r
             # a setuid-root file: the mode is kept on the volume, but nothing mounts it with suid
             vmd.sh(sid, "cp /bin/true /data/su && chmod 4755 /data/su")
             # read-only: refused in the guest, and still after its root remounts it read-write
@@ -157,6 +162,7 @@ def test_vm_volumes_over_virtiofs(vmd):
         top = vmd.host_view(vmd.pool_path("volumes", vid))
         st = os.lstat(os.path.join(top, "a"))
         assert (st.st_uid, st.st_gid) == (0, 0), st
+        assert all(os.lstat(os.path.join(dp, f)).st_uid < 65536 for dp, _, fs in os.walk(top) for f in fs)
         st = os.lstat(os.path.join(top, "d", "b"))
         assert (st.st_uid, st.st_gid) == (1000, 1000), st
         # the setuid-root file keeps its mode on disk (as one made in an ns sandbox does), where no
