@@ -46,12 +46,16 @@
 #define AGENT_VM_NET_DEVICE "eth0"
 #define AGENT_VM_MAC_STRING_LEN 17U /* "52:54:00:0a:0b:0c" */
 #define AGENT_VM_RESOLV_MAX 4096U
+#define AGENT_VM_VOLUMES_MAX 16U
 
 static int agent_vm_port_fd = -EBADF;
 /* from /config: the guest's address and gateway (no N record: no network), resolv.conf */
 static struct in_addr agent_vm_net_addr, agent_vm_net_gateway;
 static bool agent_vm_net;
 static char *agent_vm_resolv;
+/* from /config: volumes ("<index> <rw|ro> <path>"), mounted once the root is */
+static char *agent_vm_volumes[AGENT_VM_VOLUMES_MAX];
+static size_t agent_vm_n_volumes;
 
 bool agent_vm_is_init(const char *argv0) {
         return getpid() == 1 && argv0 && streq(argv0, "/init") && access(AGENT_VM_MODULES "/order", F_OK) == 0;
@@ -167,12 +171,52 @@ static int agent_vm_apply_config(void) {
                 } else if (l > 1 && rec[0] == 'N') {
                         if (agent_vm_parse_net(rec + 1, l - 1) < 0)
                                 log_warning("Ignoring a malformed network record in %s", AGENT_VM_CONFIG);
+                } else if (l > 1 && rec[0] == 'V' && agent_vm_n_volumes < AGENT_VM_VOLUMES_MAX) {
+                        agent_vm_volumes[agent_vm_n_volumes] = strndup(rec + 1, l - 1);
+                        if (agent_vm_volumes[agent_vm_n_volumes])
+                                agent_vm_n_volumes++;
                 } else if (l > 1 && rec[0] == 'R' && l - 1 <= AGENT_VM_RESOLV_MAX) {
                         free(agent_vm_resolv);
                         agent_vm_resolv = strndup(rec + 1, l - 1);
                 }
                 i += l + 1;
         }
+        return 0;
+}
+
+/* Each volume: virtiofs tag space<index> on its path (made if missing), nosuid, nodev, and
+ * read-only when the host says so (its virtiofsd serves a read-only mount then too). */
+static int agent_vm_mount_volumes(void) {
+        for (size_t i = 0; i < agent_vm_n_volumes; i++) {
+                char *rec = agent_vm_volumes[i], tag[32], *path, *sep;
+                unsigned idx;
+                bool ro;
+                int r = 0;
+
+                if (sscanf(rec, "%u", &idx) != 1 || !(sep = strchr(rec, ' ')) || strlen(sep) < 5 ||
+                    (!strneq(sep + 1, "ro ", 3) && !strneq(sep + 1, "rw ", 3)) || sep[4] != '/')
+                        return log_error_errno(EINVAL, "Malformed volume record in %s", AGENT_VM_CONFIG);
+                ro = strneq(sep + 1, "ro", 2);
+                path = sep + 4;
+                snprintf(tag, sizeof tag, "space%u", idx);
+                /* the directories on the way, one at a time */
+                for (char *p = path + 1;; p++)
+                        if (*p == '/' || *p == 0) {
+                                char c = *p;
+                                *p = 0;
+                                if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                                        r = -errno;
+                                *p = c;
+                                if (r < 0 || c == 0)
+                                        break;
+                        }
+                if (r < 0)
+                        return log_error_errno(-r, "Cannot create %s for a volume: %m", path);
+                if (mount(tag, path, "virtiofs", MS_NOSUID | MS_NODEV | (ro ? MS_RDONLY : 0), NULL) < 0)
+                        return log_error_errno(errno, "Cannot mount the volume %s on %s: %m", tag, path);
+                agent_vm_volumes[i] = mfree(agent_vm_volumes[i]);
+        }
+        agent_vm_n_volumes = 0;
         return 0;
 }
 
@@ -386,6 +430,9 @@ int agent_vm_boot(const char **ret_listen_path) {
         (void) agent_vm_mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
         (void) agent_vm_mount("run", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
         (void) mkdir("/tmp", 01777);
+        r = agent_vm_mount_volumes();
+        if (r < 0)
+                return r;
         if (mkdir(AGENT_VM_SOCKET_DIR, 0700) < 0 && errno != EEXIST)
                 return log_error_errno(errno, "Cannot create %s: %m", AGENT_VM_SOCKET_DIR);
         agent_vm_loopback_up();

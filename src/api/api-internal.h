@@ -332,6 +332,10 @@ int api_sandbox_port_connect(ApiRequest *r, ApiError *e);
  * if it woke it, 0 if it was running; each records its event with reason. */
 int api_sandbox_pause_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e);
 int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e);
+/* vm sandboxes with volumes (virtiofs): their machine cannot be saved; refuse_save: 400 unsupported
+ * naming what (a checkpoint with memory, ...) for one, else 0 */
+bool api_vm_has_volumes(ApiRequest *r, const Sandbox *sb);
+int api_vm_volumes_refuse_save(ApiRequest *r, const Sandbox *sb, const char *what, ApiError *e);
 int api_sandbox_wake_locked(ApiRequest *r, Sandbox *sb, bool reboot, const char *why, ApiError *e);
 
 int api_sandbox_pause(ApiRequest *r, ApiError *e);

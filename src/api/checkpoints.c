@@ -73,7 +73,10 @@ int api_checkpoint_take(ApiRequest *r, const char *id, const char *name, int wit
                                  id, sandbox_state_to_string(sb.state) ?: "in an unknown state");
         /* the machine's memory too: a vm sandbox's by default (while it has a machine to save) */
         if (with_memory < 0)
-                with_memory = streq(sb.runtime, "vm") && (sb.state != SANDBOX_SUSPENDED || sb.processes_preserved);
+                with_memory = streq(sb.runtime, "vm") && (sb.state != SANDBOX_SUSPENDED || sb.processes_preserved) &&
+                              !api_vm_has_volumes(r, &sb);
+        else if (with_memory && (k = api_vm_volumes_refuse_save(r, &sb, "a checkpoint with its memory", e)) < 0)
+                return k;
         if (with_memory && !streq(sb.runtime, "vm"))
                 return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
                                  "sandbox '%s' runs on the %s runtime, which cannot save memory: with_memory needs the "

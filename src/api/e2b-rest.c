@@ -318,8 +318,6 @@ static int rest_create(ApiRequest *r, ApiError *e) {
         k = api_sandbox_defaults(r, &sb, &start, e);
         if (k < 0)
                 return k;
-        if (vols->n > 0 && streq(sb.runtime, "vm"))
-                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "the vm runtime does not mount volumes");
         {
                 const JsonValue *net = json_get(in, "network");
                 k = e2b_mask_host(json_type(net) == JSON_OBJECT ? json_get(net, "maskRequestHost") : NULL,

@@ -259,6 +259,23 @@ int api_sandbox_resume(ApiRequest *r, ApiError *e) {
 
 /* ---- suspend ---- */
 
+/* a vm's machine with volumes (virtiofs) cannot be saved: refused before anything changes */
+bool api_vm_has_volumes(ApiRequest *r, const Sandbox *sb) {
+        _cleanup_free_ VolumeMount *m = NULL;
+        size_t n = 0;
+
+        return streq(sb->runtime, "vm") && store_volume_mounts(r->store, sb->id, &m, &n) >= 0 && n > 0;
+}
+
+int api_vm_volumes_refuse_save(ApiRequest *r, const Sandbox *sb, const char *what, ApiError *e) {
+        if (!api_vm_has_volumes(r, sb))
+                return 0;
+        return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
+                         "sandbox '%s' is a vm with volumes, whose memory cannot be saved (QEMU saves no "
+                         "virtiofs device): %s is not supported",
+                         sb->id, what);
+}
+
 int api_sandbox_suspend_locked(ApiRequest *r, Sandbox *sb, const char *reason, ApiError *e) {
         char data[64];
         bool preserved = false;
@@ -641,6 +658,8 @@ int api_sandbox_branch_do(ApiRequest *r, const char *id, uint64_t count, const c
         } else if (with_memory && sb.state == SANDBOX_SUSPENDED && !sb.processes_preserved)
                 return api_error(e, -ENODATA, API_SANDBOX_NOT_RUNNING,
                                  "sandbox '%s' is suspended without its memory: it cannot be branched with memory", id);
+        if (with_memory && !from && (k = api_vm_volumes_refuse_save(r, &sb, "a branch with its memory", e)) < 0)
+                return k;
         k = api_sandbox_count(r, NULL, &live, e);
         if (k < 0)
                 return k;

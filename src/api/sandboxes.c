@@ -300,9 +300,6 @@ int api_sandbox_create(ApiRequest *r, ApiError *e) {
         k = api_sandbox_defaults(r, &sb, &start, e);
         if (k < 0)
                 return k;
-        if (vols->n > 0 && streq(sb.runtime, "vm"))
-                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
-                                 "the vm runtime does not mount volumes (yet); use the ns runtime");
         k = api_credentials_resolve(r, json_get(body, "credentials"), &creds, &n_creds, e);
         if (k < 0)
                 return k;

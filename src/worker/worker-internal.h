@@ -203,7 +203,12 @@ typedef struct WorkerSpawnPrep {
 } WorkerSpawnPrep;
 /* worker-volume.c: the volumes sandbox id mounts (its rows in the store), on this worker's pool, into
  * prep->volumes; a vm sandbox with any is refused (400 unsupported). */
-int worker_volumes_prepare(Worker *w, const char *id, bool vm, WorkerSpawnPrep *prep, ApiError *e);
+int worker_volumes_prepare(Worker *w, const char *id, bool vm, bool restore, WorkerSpawnPrep *prep, ApiError *e);
+/* Whether the sandbox mounts volumes (the store says; false when it cannot be read) */
+bool worker_sandbox_has_volumes(Worker *w, const char *id);
+/* vm: QEMU cannot save a machine with virtiofs devices: what would save one (what: "a checkpoint ...") is
+ * refused for a sandbox with volumes (400 unsupported; -EOPNOTSUPP), else 0 */
+int worker_vm_volumes_refuse_save(Worker *w, const char *id, const char *what, ApiError *e);
 void worker_volumes_prep_done(WorkerSpawnPrep *prep);
 int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, WorkerSpawnPrep *prep,
                          WorkerPending *ret, ApiError *e);

@@ -77,8 +77,17 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
         if (!id)
                 return worker_reply_error(jw, &e);
         l = worker_live_find(w, id);
-        if (l && l->rt->suspend) {
-                /* vm: the whole machine is saved beside its disk; resume continues it */
+        /* vm: the whole machine is saved beside its disk; resume continues it. Not one with volumes
+         * (QEMU cannot save it): its processes end as on the ns runtime (the guest's dirty data
+         * synced to its disk first), resume boots its disk */
+        if (l && l->rt->suspend && worker_sandbox_has_volumes(w, id)) {
+                char sock[PATH_MAX];
+                if (l->frozen && l->rt->freeze(id, false) >= 0)
+                        l->frozen = false;
+                if (!l->frozen && l->rt->sync && worker_agent_socket(w, id, sock, sizeof sock) >= 0 &&
+                    (r = l->rt->sync(sock)) < 0)
+                        log_warning_errno(r, "Sandbox %s: its guest did not sync before the suspend: %m", id);
+        } else if (l && l->rt->suspend) {
                 _cleanup_free_ char *state = NULL;
                 char ca_saved[PATH_MAX];
                 r = pool_sandbox_memory_path(w->pool, id, &state);

@@ -281,7 +281,7 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot describe the network of slot %" PRIu64 ": %s", s->slot,
                                  strerror(-r));
-        r = worker_volumes_prepare(w, s->id, vm, prep, e);
+        r = worker_volumes_prepare(w, s->id, vm, s->restore_path != NULL, prep, e);
         if (r < 0)
                 return r;
         /* vm: the tap exists before the VMM (which holds it from then on) */

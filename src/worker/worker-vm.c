@@ -74,6 +74,8 @@ void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool wit
                 return worker_reply_error(jw, &e);
         }
         has_saved = access(saved, F_OK) == 0;
+        if (with_memory && worker_vm_volumes_refuse_save(w, id, "a checkpoint with its memory", &e) < 0)
+                return worker_reply_error(jw, &e);
         if (with_memory && !l && !has_saved) {
                 api_error(&e, -ESRCH, API_SANDBOX_NOT_RUNNING,
                           "sandbox %s is not running and has no saved memory: checkpoint it with with_memory false",
@@ -254,6 +256,8 @@ void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "branch needs 1 to %d sandboxes", VM_BRANCH_MAX);
                 return worker_reply_error(jw, &e);
         }
+        if (with_memory && !ck && worker_vm_volumes_refuse_save(w, src, "a branch with its memory", &e) < 0)
+                return worker_reply_error(jw, &e);
         c.src = src;
         c.ck = ck;
         c.n = n;
@@ -511,7 +515,8 @@ int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonV
         char variant[POOL_BASE_VARIANT_MAX + 1], key[POOL_BASE_KEY_MAX];
         uid_t owner = owner_of(w, s->slot);
         bool use_base = w->config->vm_base_snapshots && rt->base_key && rt->snapshot && rt->identify_deferred &&
-                        base_variant(s, variant, sizeof variant) >= 0;
+                        base_variant(s, variant, sizeof variant) >= 0 &&
+                        !worker_sandbox_has_volumes(w, s->id); /* its machine cannot be saved (virtiofs) */
         RuntimeAccelProbe accel = rt->accel_probe_state ? rt->accel_probe_state() : RUNTIME_ACCEL_DECIDED;
         int r;
 

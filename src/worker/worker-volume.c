@@ -22,7 +22,7 @@ void worker_volumes_prep_done(WorkerSpawnPrep *prep) {
         prep->n_volumes = 0;
 }
 
-int worker_volumes_prepare(Worker *w, const char *id, bool vm, WorkerSpawnPrep *prep, ApiError *e) {
+int worker_volumes_prepare(Worker *w, const char *id, bool vm, bool restore, WorkerSpawnPrep *prep, ApiError *e) {
         _cleanup_free_ VolumeMount *m = NULL;
         size_t n = 0;
         int r;
@@ -34,8 +34,11 @@ int worker_volumes_prepare(Worker *w, const char *id, bool vm, WorkerSpawnPrep *
                 return api_error(e, r, API_UNAVAILABLE, "cannot read the sandbox's volumes: %s", strerror(-r));
         if (n == 0)
                 return 0;
-        if (vm)
-                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "the vm runtime does not mount volumes");
+        /* vm: served by a virtiofsd each; QEMU cannot save such a machine (its memory is shared with
+         * them), so it boots, from its disk, whenever it starts */
+        if (vm && restore)
+                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
+                                 "a vm sandbox with volumes cannot start from a saved machine");
         if (n > RUNTIME_VOLUMES_MAX)
                 return api_error(e, -E2BIG, API_INVALID_ARGUMENT, "more than %d volumes", RUNTIME_VOLUMES_MAX);
         for (size_t i = 0; i < n; i++) {
@@ -59,6 +62,22 @@ int worker_volumes_prepare(Worker *w, const char *id, bool vm, WorkerSpawnPrep *
                 prep->n_volumes = i + 1;
         }
         return 0;
+}
+
+bool worker_sandbox_has_volumes(Worker *w, const char *id) {
+        _cleanup_free_ VolumeMount *m = NULL;
+        size_t n = 0;
+
+        return w->store && id && store_volume_mounts(w->store, id, &m, &n) >= 0 && n > 0;
+}
+
+int worker_vm_volumes_refuse_save(Worker *w, const char *id, const char *what, ApiError *e) {
+        if (!worker_sandbox_has_volumes(w, id))
+                return 0;
+        return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
+                         "sandbox %s is a vm with volumes, whose memory cannot be saved (its virtiofs devices keep "
+                         "no state QEMU can save): %s is not supported; %s",
+                         id, what, "use with_memory false");
 }
 
 /* {"op":"volume_create","id":ID,"size_mb":N[,"source":ID[,"read_only":true]]}: empty, or a

@@ -193,11 +193,6 @@ def test_same_volume_twice_and_unknown(spaced, volume):
     assert_error_shape(r, 404, "not_found")
 
 
-def test_vm_runtime_refuses_volumes(spaced, volume):
-    r = spaced.api("POST", "/v1/sandboxes", json={"runtime": "vm", "volumes": [{"name": volume["name"], "path": "/d"}]})
-    assert_error_shape(r, 400, "unsupported")
-
-
 def test_quota_holds(spaced):
     v = make_volume(spaced, size_mb=16)
     try:

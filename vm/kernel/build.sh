@@ -31,7 +31,7 @@ die() {
 
 [ $# -eq 1 ] || die "usage: $0 OUTDIR"
 out=$1
-modules=(virtio_ring virtio virtio_mmio virtio_blk virtio_console virtio_rng failover net_failover virtio_net)
+modules=(virtio_ring virtio virtio_mmio virtio_blk virtio_console virtio_rng failover net_failover virtio_net fuse virtiofs)
 
 for t in apt-get dpkg-deb lz4 cpio; do
 	command -v "$t" >/dev/null || die "needs $t (scripts/install-deps.sh installs it)"

@@ -45,6 +45,7 @@
 #include "vm-kvm.h"
 #include "vm-identity.h"
 #include "vm-restored.h"
+#include "vm-virtiofs.h"
 #include "vmm.h"
 #include "vmux.h"
 
@@ -68,6 +69,7 @@ static struct {
         char run_dir[512];
         char kernel_dir[512];
         char qemu[512];
+        char virtiofsd[512];     /* serves volumes (vm-virtiofs.h) */
         char kernel_version[128];
         char vmm_version[64];
         VmmAccel accel;          /* chosen: TCG until a KVM boot worked */
@@ -137,6 +139,7 @@ static int vm_probe(const RuntimeHost *host, char *why, size_t why_size) {
         (void) strscpy(vm.run_dir, sizeof vm.run_dir, host->run_dir);
         (void) strscpy(vm.kernel_dir, sizeof vm.kernel_dir, strempty(host->vm_kernel_dir));
         (void) strscpy(vm.qemu, sizeof vm.qemu, isempty(host->vm_qemu) ? VM_QEMU_DEFAULT : host->vm_qemu);
+        (void) strscpy(vm.virtiofsd, sizeof vm.virtiofsd, VM_VIRTIOFSD_DEFAULT);
         r = vmm->available(vm.qemu, vm.vmm_version, sizeof vm.vmm_version);
         if (r < 0) {
                 snprintf(vm.why, sizeof vm.why, "QEMU is not installed (%s: %s)", vm.qemu,
@@ -289,6 +292,12 @@ static int vm_initrd_for(const RuntimeSpec *spec, int *ret_fd) {
         }
         if (spec->resolv_conf && !spec->neutral)
                 CFG_ADD('R', spec->resolv_conf);
+        /* "V<index> <rw|ro> <path>": the virtiofs tag space<index> mounted at path */
+        for (size_t i = 0; i < spec->n_volumes; i++) {
+                char v[RUNTIME_VOLUME_PATH_MAX + 16];
+                snprintf(v, sizeof v, "%zu %s %s", i, spec->volumes[i].read_only ? "ro" : "rw", spec->volumes[i].path);
+                CFG_ADD('V', v);
+        }
 #undef CFG_ADD
         r = vm_initrd_append(&c, vm.base.data, vm.base.len);
         if (r >= 0)
@@ -310,14 +319,66 @@ static VmRelay *relays;
 static size_t n_relays, allocated_relays;
 
 static void vm_relay_reap(const char *id) {
-        for (size_t i = 0; i < n_relays; i++)
+        for (size_t i = 0; i < n_relays;)
                 if (streq(relays[i].id, id)) {
                         (void) syscall(SYS_pidfd_send_signal, relays[i].pidfd, SIGKILL, NULL, 0);
                         (void) waitid(P_PIDFD, (id_t) relays[i].pidfd, &(siginfo_t){}, WEXITED);
                         safe_close(relays[i].pidfd);
                         relays[i] = relays[--n_relays];
-                        return;
+                } else
+                        i++;
+}
+
+/* a sandbox's virtiofsds are reaped with its relay */
+static int vm_relay_keep(const char *id, int pidfd) {
+        if (GREEDY_REALLOC(relays, allocated_relays, n_relays + 1) < 0 || strlen(id) >= sizeof relays->id)
+                return -ENOMEM;
+        relays[n_relays] = (VmRelay){ .pidfd = pidfd };
+        (void) strscpy(relays[n_relays].id, sizeof relays[n_relays].id, id);
+        n_relays++;
+        return 0;
+}
+
+/* One virtiofsd per volume, in the sandbox's cgroup; fs_fd: the VMM's ends. */
+static int vm_start_virtiofsds(const RuntimeSpec *spec, int cgfd, int logfd, int *fs_fd, char *errbuf,
+                               size_t errbuf_size) {
+        if (spec->n_volumes > 0 && access(vm.virtiofsd, X_OK) < 0) {
+                snprintf(errbuf, errbuf_size, "volumes on the vm runtime need virtiofsd, not installed here (%s)",
+                         vm.virtiofsd);
+                return -EOPNOTSUPP;
+        }
+        for (size_t i = 0; i < spec->n_volumes; i++) {
+                char sock[PATH_MAX], name[32], why[200] = "";
+                int pidfd = -EBADF, r;
+                pid_t pid = -1;
+
+                snprintf(name, sizeof name, "virtiofs%zu.sock", i);
+                r = vm_path(spec->id, name, sock, sizeof sock);
+                if (r >= 0)
+                        r = vm_virtiofsd_start(&(VmVirtiofsd){ .binary = vm.virtiofsd,
+                                                               .host_path = spec->volumes[i].host_path,
+                                                               .read_only = spec->volumes[i].read_only,
+                                                               .uid_base = spec->uid_base,
+                                                               .cgroup_fd = cgfd,
+                                                               .log_fd = logfd,
+                                                               .socket_path = sock },
+                                               &pid, &pidfd, &fs_fd[i], why, sizeof why);
+                if (r >= 0 && vm_relay_keep(spec->id, pidfd) < 0) {
+                        (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                        (void) waitid(P_PIDFD, (id_t) pidfd, &(siginfo_t){}, WEXITED);
+                        safe_close(pidfd);
+                        fs_fd[i] = safe_close(fs_fd[i]);
+                        r = -ENOMEM;
                 }
+                if (r >= 0) /* counted with the VMM (its v1 hierarchies too; v2: started there) */
+                        r = cgroup_attach_v1(spec->id, pid);
+                if (r < 0) {
+                        snprintf(errbuf, errbuf_size, "cannot serve the volume for %s: %s", spec->volumes[i].path,
+                                 why[0] ? why : strerror(-r));
+                        return r;
+                }
+        }
+        return 0;
 }
 
 /* The relay: a child in the sandbox's cgroup, as the sandbox's uid once its
@@ -515,6 +576,7 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
                             logfd = -EBADF, pidfd = -EBADF, infd = -EBADF, cfd = -EBADF;
         int link[2] = { -EBADF, -EBADF }, ready[2] = { -EBADF, -EBADF };
         char qmp[PATH_MAX], log[PATH_MAX], kernel[PATH_MAX], cmdline[512];
+        int fs_fd[VMM_FS_MAX];
         RuntimeLimits lim = spec->limits;
         uint64_t memory_mb = spec->limits.memory_bytes >> 20;
         pid_t pid = -1;
@@ -524,6 +586,17 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
                 snprintf(errbuf, errbuf_size, "sandbox id or socket path too long");
                 return -ENAMETOOLONG;
         }
+        if (spec->n_volumes > VMM_FS_MAX) {
+                snprintf(errbuf, errbuf_size, "more than %d volumes", VMM_FS_MAX);
+                return -E2BIG;
+        }
+        /* a saved machine has the devices it was saved with; QEMU saves none with virtiofs */
+        if (spec->n_volumes > 0 && spec->restore_path) {
+                snprintf(errbuf, errbuf_size, "a VM with volumes cannot start from a saved machine");
+                return -EOPNOTSUPP;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(fs_fd); i++)
+                fs_fd[i] = -EBADF;
         /* the cgroup holds the VMM: the guest's memory plus the VMM's own */
         lim.memory_bytes = (memory_mb + VM_MEMORY_OVERHEAD_MB) << 20;
         lim.pids_max = VM_PIDS_MAX;
@@ -571,6 +644,9 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
                 r = negative_errno();
                 goto fail;
         }
+        r = vm_start_virtiofsds(spec, cgfd, logfd, fs_fd, errbuf, errbuf_size);
+        if (r < 0)
+                goto fail;
         /* IPv6 off in the guest: not even a link-local address (the firewall drops it anyway) */
         snprintf(cmdline, sizeof cmdline,
                  "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init ipv6.disable=1 tsc_early_khz=%u", vm.tsc_khz);
@@ -594,9 +670,13 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
                 .incoming_fd = infd,
                 .net_fd = spec->net ? spec->net_fd : -1,
                 .cmdline_devices = vm.cmdline_devices,
+                .n_fs = spec->n_volumes,
         };
         memcpy(vc.net_mac, spec->net_mac, sizeof vc.net_mac);
+        memcpy(vc.fs_fd, fs_fd, sizeof vc.fs_fd);
         r = vmm->start(&vc, &pid, &pidfd, errbuf, errbuf_size);
+        for (size_t i = 0; i < ELEMENTSOF(fs_fd); i++)
+                fs_fd[i] = safe_close(fs_fd[i]);
         if (r < 0)
                 goto fail;
         link[1] = safe_close(link[1]);
@@ -630,6 +710,8 @@ static int vm_spawn_accel(const RuntimeSpec *spec, VmmAccel accel, int timeout_m
         return 0;
 
 fail:
+        for (size_t i = 0; i < ELEMENTSOF(fs_fd); i++)
+                safe_close(fs_fd[i]);
         safe_close(link[0]);
         safe_close(link[1]);
         safe_close(ready[0]);

@@ -22,7 +22,7 @@
 #include "vmm.h"
 
 #define QEMU_TB_SIZE_MB 64 /* TCG translation cache (the default, 1 GiB, would be most of a small VM's budget) */
-#define QEMU_ARGV_MAX 64
+#define QEMU_ARGV_MAX (64 + 4 * VMM_FS_MAX + 4)
 #define QEMU_MIGRATE_POLL_USEC 10000
 #define QEMU_MIGRATE_POLLS 30000 /* 300 s */
 #define QEMU_INCOMING_TIMEOUT_MSEC 300000
@@ -95,12 +95,23 @@ static void child_fail(int errfd, const char *what) {
 
 static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *err, size_t err_size) {
         char mem[32], smp[32], kernel[32], initrd[32], drive[96], agent[64], control[80], accel[48], incoming[32],
-                netdev[48], nic[96];
+                netdev[48], nic[96], machine[96], memobj[96], fs_chr[VMM_FS_MAX][48], fs_dev[VMM_FS_MAX][80];
         const char *argv[QEMU_ARGV_MAX];
         int n = 0, pidfd = -EBADF, ep[2];
         pid_t pid;
 
+        if (c->n_fs > VMM_FS_MAX)
+                return -E2BIG;
         snprintf(mem, sizeof mem, "%" PRIu64 "M", c->memory_mb);
+        /* vhost-user: the daemon maps the guest's memory, which must be a shareable memfd */
+        snprintf(memobj, sizeof memobj, "memory-backend-memfd,id=mem,size=%" PRIu64 "M,share=on", c->memory_mb);
+        snprintf(machine, sizeof machine, "%s%s",
+                 c->cmdline_devices ? "microvm,x-option-roms=off,rtc=on,acpi=off" : "microvm,x-option-roms=off,rtc=on",
+                 c->n_fs > 0 ? ",memory-backend=mem" : "");
+        for (size_t i = 0; i < c->n_fs; i++) {
+                snprintf(fs_chr[i], sizeof fs_chr[i], "socket,id=fs%zu,fd=%d", i, _FD_NEXT + (int) i);
+                snprintf(fs_dev[i], sizeof fs_dev[i], "vhost-user-fs-device,chardev=fs%zu,tag=space%zu", i, i);
+        }
         snprintf(smp, sizeof smp, "%u", c->vcpus ?: 1);
         snprintf(kernel, sizeof kernel, "/proc/self/fd/%d", FD_KERNEL);
         snprintf(initrd, sizeof initrd, "/proc/self/fd/%d", FD_INITRD);
@@ -121,7 +132,14 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
         argv[n++] = c->id;
         argv[n++] = "-M";
         /* acpi=off: QEMU lists the virtio-mmio devices on the kernel's command line instead */
-        argv[n++] = c->cmdline_devices ? "microvm,x-option-roms=off,rtc=on,acpi=off" : "microvm,x-option-roms=off,rtc=on";
+        argv[n++] = machine;
+        if (c->n_fs > 0) {
+                argv[n++] = "-object";
+                argv[n++] = memobj;
+                /* libvhost-user (virtiofsd) serves virtio 1.0 only: modern virtio-mmio devices */
+                argv[n++] = "-global";
+                argv[n++] = "virtio-mmio.force-legacy=false";
+        }
         argv[n++] = "-accel";
         argv[n++] = accel;
         argv[n++] = "-cpu";
@@ -161,6 +179,12 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
                 argv[n++] = "-device";
                 argv[n++] = nic;
         }
+        for (size_t i = 0; i < c->n_fs; i++) {
+                argv[n++] = "-chardev";
+                argv[n++] = fs_chr[i];
+                argv[n++] = "-device";
+                argv[n++] = fs_dev[i];
+        }
         argv[n++] = "-chardev";
         argv[n++] = control;
         argv[n++] = "-mon";
@@ -197,7 +221,7 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
                 const int want[] = { c->kernel_fd, c->initrd_fd, c->disk_fd, c->agent_link_fd, c->control_fd,
                                      c->incoming_fd >= 0 ? c->incoming_fd : c->log_fd,
                                      c->net_fd >= 0 ? c->net_fd : c->log_fd };
-                int errfd = ep[1], tmp[ELEMENTSOF(want)];
+                int errfd = ep[1], tmp[ELEMENTSOF(want)], fstmp[VMM_FS_MAX];
                 sigset_t none;
                 char *envp[] = { (char *) "PATH=/usr/bin:/bin", NULL };
 
@@ -205,6 +229,9 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
                 errfd = fcntl(errfd, F_DUPFD_CLOEXEC, 64);
                 for (size_t i = 0; i < ELEMENTSOF(want); i++)
                         if ((tmp[i] = fcntl(want[i], F_DUPFD, 64)) < 0)
+                                child_fail(errfd, "dup");
+                for (size_t i = 0; i < c->n_fs; i++)
+                        if ((fstmp[i] = fcntl(c->fs_fd[i], F_DUPFD, 64)) < 0)
                                 child_fail(errfd, "dup");
                 if (dup2(c->log_fd, STDOUT_FILENO) < 0 || dup2(c->log_fd, STDERR_FILENO) < 0)
                         child_fail(errfd, "dup2 log");
@@ -214,7 +241,10 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
                 for (size_t i = 0; i < ELEMENTSOF(want); i++)
                         if (dup2(tmp[i], FD_KERNEL + (int) i) < 0)
                                 child_fail(errfd, "dup2");
-                if (syscall(SYS_close_range, _FD_NEXT, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                for (size_t i = 0; i < c->n_fs; i++)
+                        if (dup2(fstmp[i], _FD_NEXT + (int) i) < 0)
+                                child_fail(errfd, "dup2");
+                if (syscall(SYS_close_range, _FD_NEXT + (unsigned) c->n_fs, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                         child_fail(errfd, "close_range");
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);

@@ -20,6 +20,8 @@ typedef enum VmmAccel {
 const char *vmm_accel_to_string(VmmAccel a);
 VmmAccel vmm_accel_from_string(const char *s);
 
+#define VMM_FS_MAX 16
+
 typedef struct VmmConfig {
         const char *binary;     /* the VMM's executable */
         const char *id;
@@ -40,6 +42,10 @@ typedef struct VmmConfig {
         int net_fd;             /* a tap device: the guest's virtio-net NIC (-1: no network) */
         uint8_t net_mac[6];     /* the NIC's MAC address */
         bool cmdline_devices;   /* no ACPI tables: the guest finds its devices on its command line */
+        /* vhost-user-fs devices (virtiofs), tag "space<i>": each fd a stream socket connected to its
+         * virtiofsd. The guest's memory is then a shared memfd (what vhost-user needs). */
+        size_t n_fs;
+        int fs_fd[VMM_FS_MAX];
 } VmmConfig;
 
 typedef struct VmmDriver {
