@@ -270,8 +270,11 @@ int net_connect(const char *address, int timeout_msec, int *ret_fd) {
 
 int net_connect_worker(const char *address, const char *worker, int timeout_msec, int *ret_fd, char *why,
                        size_t why_size) {
+        char buf[320] = "";
         int fd = -EBADF, r;
 
+        if (!why || why_size == 0)
+                why = buf, why_size = sizeof buf;
         r = net_connect(address, timeout_msec, &fd);
         if (r < 0 || !cluster_tls_enabled()) {
                 if (r >= 0)
@@ -280,7 +283,7 @@ int net_connect_worker(const char *address, const char *worker, int timeout_msec
         }
         r = cluster_tls_client(fd, worker, ret_fd, why, why_size);
         if (r < 0)
-                log_warning("Worker %s (%s): %s", strna(worker), address, why && why[0] ? why : strerror(-r));
+                log_warning("Worker %s (%s): %s", strna(worker), address, why[0] ? why : strerror(-r));
         return r;
 }
 
