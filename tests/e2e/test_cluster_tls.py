@@ -6,6 +6,7 @@ to the other worker all run over TLS; a plaintext client, a client whose
 certificate is of another CA, and a worker whose certificate names another
 worker are refused; the bytes on the wire (a relay in the test records them)
 hold neither the cluster token nor a request."""
+import ctypes
 import json
 import os
 import socket
@@ -216,3 +217,41 @@ def test_worker_certificate_of_another_name_refused(tls_cluster):
         p.stop()
         c.extra.remove(p)
         c.remove_host(ns, link)
+
+
+def test_controller_probe_503_when_its_loop_stalls(tls_cluster):
+    """controller_stall_s: /healthz answers 503 once the controller loop has
+    not turned for that long. Only the loop's thread (the main one) is
+    stopped (ptrace's interrupt of one thread): the probe thread answers."""
+    c = tls_cluster
+    port = so._free_port()
+    p = Proc(c, "ctlstall", [c.s.spaced_bin, "--role", "controller", "--state-dir", c.state_dir("ctlstall"),
+                             f"--controller-lease-s={so.LEASE_S}", "--controller-stall-s=2",
+                             f"--controller-listen=127.0.0.1:{port}"] + c.key_args() + c.common()).start()
+    p.probe_port = port
+    c.extra.append(p)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
+    try:
+        _wait(lambda: _probe_ok(p) == 200, 30, "the controller's probe healthy")
+        assert libc.ptrace(PTRACE_SEIZE, p.pid, None, None) == 0, os.strerror(ctypes.get_errno())
+        try:
+            assert libc.ptrace(PTRACE_INTERRUPT, p.pid, None, None) == 0, os.strerror(ctypes.get_errno())
+            os.waitpid(p.pid, getattr(os, "__WALL", 0x40000000))
+            status, body = _wait(lambda: (lambda r: r if r[0] == 503 else None)(so._probe(p, "/healthz")), 15,
+                                 "the probe's 503")
+            assert json.loads(body)["ok"] is False and json.loads(body)["loop_age_s"] >= 2, body
+        finally:
+            libc.ptrace(PTRACE_DETACH, p.pid, None, None)
+        _wait(lambda: _probe_ok(p) == 200, 15, "the probe healthy again once the loop turns")
+    finally:
+        p.stop()
+        c.extra.remove(p)
+
+
+def _probe_ok(p):
+    try:
+        return so._probe(p, "/healthz")[0]
+    except OSError:
+        return None
