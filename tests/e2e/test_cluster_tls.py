@@ -179,7 +179,9 @@ def test_plaintext_and_other_ca_refused_wire_encrypted(tls_cluster):
             assert json.loads(f.readline()) == {"ok": True, "worker": "w1"}
             t.sendall(b'{"op":"info"}\n')
             assert json.loads(f.readline())["ok"] is not False
+            f.close()  # else its reference keeps the connection open
     rec.t.join(10)
+    assert not rec.t.is_alive(), "the worker did not close the connection"
     assert len(rec.seen) > 1000 and rec.seen[0] == 0x16, bytes(rec.seen[:16])  # a TLS handshake record
     for plain in (_token(c).encode(), b'"op":"hello"', b'"op":"info"', b'"worker":"w1"'):
         assert plain not in rec.seen, plain
