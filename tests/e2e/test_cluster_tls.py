@@ -2,13 +2,15 @@
 """Mutual TLS between cluster nodes (docs/operations.md, Cluster TLS): a
 cluster of two workers, an API server and a controller whose certificates
 scripts/cluster-certs.sh made. Create, exec, files and a checkpoint shipped
-to the other worker all run over TLS; a plaintext client, a client whose
+to the other worker all run over TLS, and a certificate replaced in place is
+used by the next connection; a plaintext client, a client whose
 certificate is of another CA, and a worker whose certificate names another
 worker are refused; the bytes on the wire (a relay in the test records them)
 hold neither the cluster token nor a request."""
 import ctypes
 import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -141,6 +143,20 @@ def test_cluster_over_tls_create_exec_files_ship(tls_cluster):
     ev = _wait(lambda: c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.checkpoint_shipped"})
                .json()["events"], 60, "the checkpoint shipped")
     assert ev[0]["data"]["from_worker"] == worker and ev[0]["data"]["worker"] != worker, ev
+    # rotation: the files are read again for each new connection. The worker's
+    # certificate replaced in place by one of another CA: refused at once; the
+    # cluster's back (re-issued by scripts/cluster-certs.sh): served again
+    saved = {}
+    for ext in ("crt", "key"):
+        with open(f"{c.tls}/{worker}.{ext}", "rb") as f:
+            saved[ext] = f.read()
+        shutil.copy(f"{c.other_ca}/api.{ext}", f"{c.tls}/{worker}.{ext}")
+    r = c.req(api, "POST", f"/v1/sandboxes/{sid}/exec", json={"shell": "true"})
+    assert r.status >= 500, r
+    subprocess.run(["sh", CERTS, c.tls, "node", worker], check=True, capture_output=True)
+    assert open(f"{c.tls}/{worker}.crt", "rb").read() != saved["crt"]
+    code, out = c.exec_out(api, sid, "echo rotated")
+    assert code == 0 and out == "rotated\n", (code, out)
     assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
 
 
