@@ -355,15 +355,16 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
                 }
                 int n_tls = !isempty(c->cluster_tls_cert) + !isempty(c->cluster_tls_key) + !isempty(c->cluster_tls_ca);
                 if (n_tls != 0 && n_tls != 3) {
-                        snprintf(errbuf, errbuf_size, "cluster TLS needs all of cluster_tls_cert, cluster_tls_key and cluster_tls_ca");
+                        snprintf(errbuf, errbuf_size,
+                                 "cluster TLS needs all of cluster_tls_cert, cluster_tls_key and cluster_tls_ca");
                         return -EINVAL;
                 }
                 if (n_tls == 3 && streq(c->cluster_tls, "off")) {
                         snprintf(errbuf, errbuf_size, "cluster_tls=off with cluster_tls_cert set: choose one");
                         return -EINVAL;
                 }
-                if (streq(c->role, "worker") && n_tls == 0 && !streq(c->cluster_tls, "off") && !isempty(c->worker_listen) &&
-                    !config_address_is_loopback(c->worker_listen)) {
+                if (streq(c->role, "worker") && n_tls == 0 && !streq(c->cluster_tls, "off") &&
+                    !isempty(c->worker_listen) && !config_address_is_loopback(c->worker_listen)) {
                         snprintf(errbuf, errbuf_size,
                                  "worker_listen '%s' is not a loopback address and cluster TLS is not configured: "
                                  "set cluster_tls_cert, cluster_tls_key and cluster_tls_ca (docs/operations.md, "

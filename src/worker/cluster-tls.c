@@ -66,7 +66,8 @@ int cluster_tls_setup(const char *cert, const char *key, const char *ca) {
         if (isempty(cert) && isempty(key) && isempty(ca))
                 return 0;
         if (isempty(cert) || isempty(key) || isempty(ca))
-                return log_error_errno(EINVAL, "Cluster TLS needs cluster_tls_cert, cluster_tls_key and cluster_tls_ca");
+                return log_error_errno(EINVAL,
+                                       "Cluster TLS needs cluster_tls_cert, cluster_tls_key and cluster_tls_ca");
         tls_cert = strdup(cert);
         tls_key = strdup(key);
         tls_ca = strdup(ca);
