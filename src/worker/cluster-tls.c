@@ -21,7 +21,6 @@
 #include "cluster-net.h"
 
 #define TLS_RELAY_BUF 16384U
-#define TLS_IDLE_MSEC (60 * 60 * 1000) /* a relay with no byte either way for this long ends */
 
 static char *tls_cert, *tls_key, *tls_ca;
 
@@ -191,7 +190,9 @@ static void *relay_thread(void *userdata) {
                         continue;
                 p[0] = (struct pollfd){ .fd = net_ev ? t->net : -1, .events = net_ev };
                 p[1] = (struct pollfd){ .fd = plain_ev ? t->plain : -1, .events = plain_ev };
-                k = poll(p, 2, TLS_IDLE_MSEC);
+                /* no deadline of its own (as net_splice_both): the code above
+                 * the socketpair has its deadlines and closes its end */
+                k = poll(p, 2, -1);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k <= 0)
