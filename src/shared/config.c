@@ -95,6 +95,10 @@ const ConfigItem config_table[] = {
         { "worker_listen", S(worker_listen), "", 0, 0, NULL, "role worker: internal listener (host:port) for API servers and controllers" },
         { "worker_address", S(worker_address), "", 0, 0, NULL, "role worker: host:port others reach it at; default: worker_listen" },
         { "cluster_token_file", S(cluster_token_file), "", 0, 0, NULL, "roles api, worker, controller: file (mode 0600) with the shared cluster token" },
+        { "cluster_tls", S(cluster_tls), "on", 0, 0, "on|off", "roles api, worker, controller: on: the worker protocol (worker_listen) runs over mutual TLS 1.3 when cluster_tls_cert, _key and _ca are set, and a worker without them listens on a loopback address only; off: plaintext (a test network, or TLS terminated outside)" },
+        { "cluster_tls_cert", S(cluster_tls_cert), "", 0, 0, NULL, "roles api, worker, controller: this node's certificate (PEM, with its chain), signed by cluster_tls_ca; a worker's names its worker_name (subjectAltName DNS); re-read for each new connection" },
+        { "cluster_tls_key", S(cluster_tls_key), "", 0, 0, NULL, "roles api, worker, controller: the private key of cluster_tls_cert (PEM, mode 0600)" },
+        { "cluster_tls_ca", S(cluster_tls_ca), "", 0, 0, NULL, "roles api, worker, controller: the cluster CA (PEM): peers' certificates must be signed by it" },
         { "master_key_file", S(master_key_file), "", 0, 0, NULL, "the credentials' master key (32 bytes, mode 0600, owned by spaced's user); default <state_dir>/master.key, made at the first start of role all. A cluster's API servers and workers each need the same file to offer credentials" },
         { "master_key_previous_file", S(master_key_previous_file), "", 0, 0, NULL, "a master key rotation's window: the key before master_key_file (same rules), which still opens credentials sealed under it but seals nothing; see spaced rotate-master-key" },
         { "controller_listen", S(controller_listen), "", 0, 0, NULL, "role controller: host:port of its probes: GET /healthz (200 while its loop turns, 503 once it has not for controller_stall_s) and /metrics" },
@@ -291,6 +295,18 @@ static bool config_address_is_wildcard(const char *address) {
         return false;
 }
 
+/* 127.0.0.0/8, ::1 or localhost: reachable from this host only. */
+static bool config_address_is_loopback(const char *address) {
+        const char *colon = strrchr(address, ':');
+        size_t n = colon ? (size_t) (colon - address) : strlen(address);
+
+        if (n == 9 && strncmp(address, "localhost", 9) == 0)
+                return true;
+        if (n == 5 && strncmp(address, "[::1]", 5) == 0)
+                return true;
+        return n > 4 && strncmp(address, "127.", 4) == 0;
+}
+
 /* A worker's name goes into events, logs and the store as it is: a short
  * name of safe characters (what a host name may hold, and '_'). */
 static bool config_worker_name_is_valid(const char *name) {
@@ -338,6 +354,25 @@ int config_finish(Config *c, char *errbuf, size_t errbuf_size) {
         if (!streq(c->role, "all")) {
                 if (isempty(c->cluster_token_file)) {
                         snprintf(errbuf, errbuf_size, "role %s needs cluster_token_file", c->role);
+                        return -EINVAL;
+                }
+                int n_tls = !isempty(c->cluster_tls_cert) + !isempty(c->cluster_tls_key) + !isempty(c->cluster_tls_ca);
+                if (n_tls != 0 && n_tls != 3) {
+                        snprintf(errbuf, errbuf_size,
+                                 "cluster TLS needs all of cluster_tls_cert, cluster_tls_key and cluster_tls_ca");
+                        return -EINVAL;
+                }
+                if (n_tls == 3 && streq(c->cluster_tls, "off")) {
+                        snprintf(errbuf, errbuf_size, "cluster_tls=off with cluster_tls_cert set: choose one");
+                        return -EINVAL;
+                }
+                if (streq(c->role, "worker") && n_tls == 0 && !streq(c->cluster_tls, "off") &&
+                    !isempty(c->worker_listen) && !config_address_is_loopback(c->worker_listen)) {
+                        snprintf(errbuf, errbuf_size,
+                                 "worker_listen '%s' is not a loopback address and cluster TLS is not configured: "
+                                 "set cluster_tls_cert, cluster_tls_key and cluster_tls_ca (docs/operations.md, "
+                                 "Cluster TLS), or cluster_tls=off to run the worker protocol in plaintext",
+                                 c->worker_listen);
                         return -EINVAL;
                 }
                 if (strncmp(c->store_url, "postgres", 8) != 0) {

@@ -103,6 +103,10 @@ typedef struct Config {
         char controller_listen[CONFIG_STR_MAX];
         char worker_address[CONFIG_STR_MAX];
         char cluster_token_file[CONFIG_STR_MAX];
+        char cluster_tls[8];                   /* on|off */
+        char cluster_tls_cert[CONFIG_STR_MAX]; /* "" = no TLS (loopback or cluster_tls=off only) */
+        char cluster_tls_key[CONFIG_STR_MAX];
+        char cluster_tls_ca[CONFIG_STR_MAX];
         char master_key_file[CONFIG_STR_MAX]; /* credentials' master key; "" = <state_dir>/master.key */
         char master_key_previous_file[CONFIG_STR_MAX]; /* the key before a rotation (opens, never seals); "" = none */
         uint64_t worker_lost_timeout_s;

@@ -55,6 +55,7 @@
 #include "worker-client.h"
 #include "worker-gateway.h"
 #include "cluster-net.h"
+#include "cluster-tls.h"
 #include "worker-node.h"
 #include "worker.h"
 
@@ -696,7 +697,8 @@ static int run_worker(Config *config) {
 
         if (common_setup(config, &pidfd) < 0 || take_instance(config, &host_instance) < 0)
                 return 1;
-        if (cluster_token_load(config->cluster_token_file, &token) < 0)
+        if (cluster_token_load(config->cluster_token_file, &token) < 0 ||
+            cluster_tls_setup(config->cluster_tls_cert, config->cluster_tls_key, config->cluster_tls_ca) < 0)
                 return 1;
         /* before the worker process forks: it inherits it (sandbox processes set their own) */
         if (streq(config->worker_oom_protect, "on")) {
@@ -829,7 +831,8 @@ static int run_controller(const Config *config) {
 
         if (common_setup(config, &pidfd) < 0)
                 return 1;
-        if (cluster_token_load(config->cluster_token_file, &token) < 0)
+        if (cluster_token_load(config->cluster_token_file, &token) < 0 ||
+            cluster_tls_setup(config->cluster_tls_cert, config->cluster_tls_key, config->cluster_tls_ca) < 0)
                 return 1;
         ctl.token = token;
         install_signals();
@@ -880,7 +883,8 @@ static int run_api(const Config *config) {
 
         if (common_setup(config, &pidfd) < 0)
                 return 1;
-        if (cluster_token_load(config->cluster_token_file, &token) < 0)
+        if (cluster_token_load(config->cluster_token_file, &token) < 0 ||
+            cluster_tls_setup(config->cluster_tls_cert, config->cluster_tls_key, config->cluster_tls_ca) < 0)
                 return 1;
         r = store_open_retry(config->store_url, &store);
         if (r < 0)

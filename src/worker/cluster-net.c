@@ -19,6 +19,7 @@
 #include "log.h"
 #include "str-util.h"
 #include "cluster-net.h"
+#include "cluster-tls.h"
 #include "json.h"
 
 #define SPLICE_BUF 65536U
@@ -265,6 +266,25 @@ int net_connect(const char *address, int timeout_msec, int *ret_fd) {
         }
         freeaddrinfo(ai);
         return last;
+}
+
+int net_connect_worker(const char *address, const char *worker, int timeout_msec, int *ret_fd, char *why,
+                       size_t why_size) {
+        char buf[320] = "";
+        int fd = -EBADF, r;
+
+        if (!why || why_size == 0)
+                why = buf, why_size = sizeof buf;
+        r = net_connect(address, timeout_msec, &fd);
+        if (r < 0 || !cluster_tls_enabled()) {
+                if (r >= 0)
+                        *ret_fd = fd;
+                return r;
+        }
+        r = cluster_tls_client(fd, worker, ret_fd, why, why_size);
+        if (r < 0)
+                log_warning("Worker %s (%s): %s", strna(worker), address, why[0] ? why : strerror(-r));
+        return r;
 }
 
 int net_listen(const char *address, int backlog, int *ret_fd) {

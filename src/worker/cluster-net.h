@@ -12,7 +12,8 @@
  * requests of the ops worker-proto.c marks relayed, one per line; or the
  * listener's own: {"op":"agent","id":"<sandbox>"},
  * answered {"ok":true} after which the connection carries the agent
- * protocol (src/proto) both ways, byte for byte. */
+ * protocol (src/proto) both ways, byte for byte. With cluster TLS
+ * (cluster-tls.h) all of it runs inside a mutual TLS 1.3 connection. */
 
 #include "macros.h"
 #include "store.h"
@@ -59,6 +60,11 @@ int net_hello(int fd, const char *token, const char *worker, char *ret_message, 
 int net_split_host_port(const char *address, char *host, size_t host_size, char *port, size_t port_size);
 /* Connects to address within timeout_msec; the fd is blocking, CLOEXEC, TCP_NODELAY. */
 int net_connect(const char *address, int timeout_msec, int *ret_fd);
+/* net_connect, then (cluster-tls.h, when set up) the TLS handshake with
+ * worker (its certificate must name it): the fd returned is the plaintext
+ * end. why (may be NULL): a refused handshake's reason. */
+int net_connect_worker(const char *address, const char *worker, int timeout_msec, int *ret_fd, char *why,
+                       size_t why_size);
 /* Listens on address (host:port; host "" or "*" = any). */
 int net_listen(const char *address, int backlog, int *ret_fd);
 /* Reads up to and excluding '\n', one byte at a time (so nothing after the

@@ -105,7 +105,7 @@ int worker_client_open_connection(WorkerClient *w, int *ret_fd) {
 
         if (!w->store)
                 return socket_connect_unix(w->path, ret_fd);
-        r = net_connect(w->target_address, WORKER_CONNECT_TIMEOUT_MSEC, &fd);
+        r = net_connect_worker(w->target_address, w->target, WORKER_CONNECT_TIMEOUT_MSEC, &fd, NULL, 0);
         if (r >= 0)
                 r = hello(w, fd);
         if (r < 0)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The worker host's internal listener: token check, then worker requests
+/* The worker host's internal listener: mutual TLS (cluster-tls.h, when
+ * configured), token check, then worker requests
  * relayed line by line to the local worker process, or one sandbox agent
  * stream relayed byte for byte (never buffered whole). One thread per
  * connection, bounded. */
@@ -24,6 +25,7 @@
 #include "worker-client.h"
 #include "worker-gateway.h"
 #include "cluster-net.h"
+#include "cluster-tls.h"
 #include "worker-proto.h"
 #include "worker-ship.h"
 
@@ -257,6 +259,18 @@ static void *conn_thread(void *userdata) {
         log_set_context(NULL, "gateway");
         if (!line || !out)
                 goto done;
+        if (cluster_tls_enabled()) {
+                char why[320] = "";
+                int fd = c->fd, r;
+
+                c->fd = -EBADF;
+                r = cluster_tls_server(fd, &c->fd, why, sizeof why);
+                if (r < 0) {
+                        log_warning("Refused an internal connection from %s: %s", c->peer,
+                                    why[0] ? why : strerror(-r));
+                        goto done;
+                }
+        }
         if (!hello_ok(c)) {
                 linger_close(c->fd);
                 goto done;

@@ -306,7 +306,7 @@ void worker_ship_send(const Config *config, const char *token, int fd, const Jso
                                     it.sandbox_id ? "checkpoint" : "template", it.name, strerror(-r));
         n_cand = list_candidates(pool, &it, tpl, cand, ELEMENTSOF(cand));
 
-        r = net_connect(address, WORKER_CONNECT_TIMEOUT_MSEC, &peer);
+        r = net_connect_worker(address, to, WORKER_CONNECT_TIMEOUT_MSEC, &peer, why, sizeof why);
         if (r >= 0)
                 r = net_hello(peer, token, to, why, sizeof why);
         if (r < 0) {

@@ -141,6 +141,18 @@ def test_kubernetes_manifests_parse_and_reference_each_other(keys):
             assert sv.get("defaultMode", 0o644) & 0o077 == 0, f"{name}: the token would be readable by others"
             cm = configmaps[c["envFrom"][0]["configMapRef"]["name"]]
             assert cm["SPACE_CLUSTER_TOKEN_FILE"] == tok[0]["mountPath"]
+            # every role: its own certificate, key and the CA of the cluster's mutual TLS, from a Secret
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            tls = [m for m in mounts.values() if m["mountPath"] == "/etc/space/tls"]
+            assert len(tls) == 1, f"{name}: the cluster TLS Secret is not mounted"
+            sv = volumes[tls[0]["name"]]["secret"]
+            assert sv.get("defaultMode", 0o644) & 0o077 == 0, f"{name}: the TLS key would be readable by others"
+            assert {"ca.crt"} <= secrets[sv["secretName"]], name
+            assert cm["SPACE_CLUSTER_TLS_CA"] == "/etc/space/tls/ca.crt"
+            for k in ("SPACE_CLUSTER_TLS_CERT", "SPACE_CLUSTER_TLS_KEY"):
+                assert env.get(k, "").startswith("/etc/space/tls/"), f"{name}: {k}"
+            if role == "worker":   # a worker's certificate names it: one per node
+                assert "$(NODE_NAME)" in env["SPACE_CLUSTER_TLS_CERT"], env
             # API servers and workers: the credentials' master key, a plain file only root reads
             if role in ("api", "worker"):
                 mk = [m for m in mounts.values() if m["mountPath"] == cm["SPACE_MASTER_KEY_FILE"]]

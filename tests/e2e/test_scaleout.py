@@ -160,6 +160,7 @@ class Cluster:
         self.vm_kernel_dir = None
         self.upstream = None        # the HTTPS/DNS test upstream (gateway_servers.py) and its files
         self.master_key_file = None
+        self.tls = None             # the certificates' directory, when the cluster runs mutual TLS
 
     # ---- hosts ----
     def pick_subnet(self):
@@ -199,9 +200,17 @@ class Cluster:
         return ns, f"{self.subnet}.{4 * i + 2}:{WORKER_PORT}"
 
     # ---- processes ----
-    def common(self, token_file=None):
+    def tls_args(self, node):
+        """Mutual TLS (test_cluster_tls.py: self.tls is the directory of
+        scripts/cluster-certs.sh) or, in this file, plaintext on the test links."""
+        if not self.tls:
+            return ["--cluster-tls=off"]
+        return [f"--cluster-tls-cert={self.tls}/{node}.crt", f"--cluster-tls-key={self.tls}/{node}.key",
+                f"--cluster-tls-ca={self.tls}/ca.crt"]
+
+    def common(self, token_file=None, node="api"):
         s = self.s
-        return ["--store-url", self.pg_url, "--cluster-token-file", token_file or self.token_file,
+        return self.tls_args(node) + ["--store-url", self.pg_url, "--cluster-token-file", token_file or self.token_file,
                 "--template-dir", self.template_dir, "--agent-path", s.agent_bin, "--log-level", "debug",
                 f"--worker-lost-timeout-s={LOST_TIMEOUT_S}",
                 "--webhook-allow-private=1"]  # test_webhooks_in_a_cluster's receiver is on loopback
@@ -271,7 +280,7 @@ class Cluster:
         return [self.s.spaced_bin, "--role", "worker", "--state-dir", self.state_dir(state or name),
                 "--worker-name", name, "--worker-listen", address, "--pool-size-mb", "4096",
                 "--disk-overcommit", E2E_DISK_OVERCOMMIT,
-                "--cgroup-root", f"{self.ctag}-so-{name}", "--slots-max=1024"] + extra + self.common(token_file)
+                "--cgroup-root", f"{self.ctag}-so-{name}", "--slots-max=1024"] + extra + self.common(token_file, name)
 
     def start_worker(self, name, i, address, netns, token_file=None):
         p = Proc(self, name, self.worker_args(name, i, address, token_file), netns).start()

@@ -163,6 +163,7 @@ TEST(config_worker_address) {
                 ASSERT_OK(config_set(&c, "store_url", "postgres://h/db", err, sizeof err));
                 ASSERT_OK(config_set(&c, "cluster_token_file", "/etc/space/cluster.token", err, sizeof err));
                 ASSERT_OK(config_set(&c, "worker_name", "w1", err, sizeof err));
+                ASSERT_OK(config_set(&c, "cluster_tls", "off", err, sizeof err));
                 ASSERT_OK(config_set(&c, "worker_listen", bad[i], err, sizeof err));
                 ASSERT_ERRNO(config_finish(&c, err, sizeof err), EINVAL);
                 ASSERT_NOT_NULL(strstr(err, "wildcard"));
@@ -170,6 +171,47 @@ TEST(config_worker_address) {
                 ASSERT_OK(config_set(&c, "worker_address", good[i % ELEMENTSOF(good)], err, sizeof err));
                 ASSERT_OK(config_finish(&c, err, sizeof err));
         }
+}
+
+/* fail closed: a worker listens beyond loopback only over TLS or with cluster_tls=off */
+TEST(config_cluster_tls) {
+        static const struct {
+                const char *listen, *tls, *cert, *key, *ca, *err;
+        } cases[] = {
+                { "10.0.0.5:7071", "on", "", "", "", "not a loopback address" },
+                { "0.0.0.0:7071", "on", "", "", "", "not a loopback address" },
+                { "127.0.0.1:7071", "on", "", "", "", NULL },
+                { "localhost:7071", "on", "", "", "", NULL },
+                { "[::1]:7071", "on", "", "", "", NULL },
+                { "10.0.0.5:7071", "off", "", "", "", NULL },
+                { "10.0.0.5:7071", "on", "/c.crt", "/c.key", "/ca.crt", NULL },
+                { "10.0.0.5:7071", "on", "/c.crt", "", "/ca.crt", "needs all of" },
+                { "10.0.0.5:7071", "off", "/c.crt", "/c.key", "/ca.crt", "choose one" },
+        };
+        Config c;
+        char err[256];
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                config_defaults(&c);
+                ASSERT_OK(config_set(&c, "role", "worker", err, sizeof err));
+                ASSERT_OK(config_set(&c, "store_url", "postgres://h/db", err, sizeof err));
+                ASSERT_OK(config_set(&c, "cluster_token_file", "/etc/space/cluster.token", err, sizeof err));
+                ASSERT_OK(config_set(&c, "worker_name", "w1", err, sizeof err));
+                ASSERT_OK(config_set(&c, "worker_address", "10.0.0.5:7071", err, sizeof err));
+                ASSERT_OK(config_set(&c, "worker_listen", cases[i].listen, err, sizeof err));
+                ASSERT_OK(config_set(&c, "cluster_tls", cases[i].tls, err, sizeof err));
+                ASSERT_OK(config_set(&c, "cluster_tls_cert", cases[i].cert, err, sizeof err));
+                ASSERT_OK(config_set(&c, "cluster_tls_key", cases[i].key, err, sizeof err));
+                ASSERT_OK(config_set(&c, "cluster_tls_ca", cases[i].ca, err, sizeof err));
+                if (!cases[i].err)
+                        ASSERT_OK(config_finish(&c, err, sizeof err));
+                else {
+                        ASSERT_ERRNO(config_finish(&c, err, sizeof err), EINVAL);
+                        ASSERT_NOT_NULL(strstr(err, cases[i].err));
+                }
+        }
+        config_defaults(&c);
+        ASSERT_ERRNO(config_set(&c, "cluster_tls", "maybe", err, sizeof err), EINVAL);
 }
 
 /* a worker's name goes into events and logs as it is: only safe characters */
@@ -185,6 +227,7 @@ TEST(config_worker_name) {
                 ASSERT_OK(config_set(&c, "role", "worker", err, sizeof err));
                 ASSERT_OK(config_set(&c, "store_url", "postgres://h/db", err, sizeof err));
                 ASSERT_OK(config_set(&c, "cluster_token_file", "/etc/space/cluster.token", err, sizeof err));
+                ASSERT_OK(config_set(&c, "cluster_tls", "off", err, sizeof err));
                 ASSERT_OK(config_set(&c, "worker_listen", "10.0.0.5:7071", err, sizeof err));
                 ASSERT_OK(config_set(&c, "worker_name", ok ? good[i - ELEMENTSOF(bad)] : bad[i], err, sizeof err));
                 if (ok)

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* cluster-tls: mutual TLS 1.3 under the worker protocol (cluster-net.h).
+ * In the transport, not in its callers: a connection is handshaken, then a
+ * relay thread of its own moves the bytes between the TLS connection and one
+ * end of a socketpair, and the caller gets the other end. Everything above
+ * the fd (hello, line requests, agent and ship streams, shutdown(SHUT_WR) as
+ * the end of a stream) is unchanged.
+ *
+ * Both ends present a certificate signed by the cluster CA. A client checks
+ * the worker's certificate names the worker it wants (subjectAltName DNS =
+ * worker_name); the listener takes any certificate of the CA (API servers,
+ * controllers, other workers). The cluster token stays as a second factor
+ * inside the TLS connection. The files are read again for every new
+ * connection (a rotation needs no restart and no signal). */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Once per process, before any connection: the files (NULL/"" = no TLS);
+ * they are loaded once here to fail early (-errno, logged). */
+int cluster_tls_setup(const char *cert, const char *key, const char *ca);
+bool cluster_tls_enabled(void);
+/* As a client of worker (its name; NULL/"" = the CA alone is checked):
+ * the handshake on fd (consumed, also on failure), *ret_fd the plaintext
+ * end. -EPROTO on a refused handshake (why: in why). */
+int cluster_tls_client(int fd, const char *worker, int *ret_fd, char *why, size_t why_size);
+/* As the listener: the same, a client certificate of the CA required. */
+int cluster_tls_server(int fd, int *ret_fd, char *why, size_t why_size);
