@@ -391,4 +391,4 @@ def test_bad_image(spaced, base_layer, case):
     assert words in e["message"], e
     assert name not in templates(spaced), "a failed import left a template"
     tmp = spaced.host_view(spaced.pool_path("tmp"))
-    assert not [n for n in os.listdir(tmp) if "." in n and not n.startswith("recv.")], os.listdir(tmp)
+    assert not [n for n in os.listdir(tmp) if "." in n and not n.startswith(("recv.", "spare."))], os.listdir(tmp)
