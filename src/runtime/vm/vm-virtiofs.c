@@ -19,20 +19,13 @@
 #include "ns-setup.h"
 #include "sock-io.h"
 #include "str-util.h"
+#include "vm-exec.h"
 #include "vm-virtiofs.h"
 
 #define VIRTIOFSD_FD 3
 /* where the volume is in virtiofsd's own mount namespace: a tmpfs over /tmp hides the host's */
 #define VIRTIOFSD_TOP "/tmp"
 #define VIRTIOFSD_SOURCE VIRTIOFSD_TOP "/volume"
-
-static void child_fail(int errfd, const char *what) {
-        char buf[160];
-        int n = snprintf(buf, sizeof buf, "%s: %s", what, strerror(errno));
-        if (n > 0)
-                (void) !write(errfd, buf, (size_t) n);
-        _exit(127);
-}
 
 /* a process in a new user namespace that waits until fd's other end closes: the namespace to map
  * and idmap the volume into before virtiofsd joins it */
@@ -136,40 +129,34 @@ int vm_virtiofsd_start(const VmVirtiofsd *a, pid_t *ret_pid, int *ret_pidfd, int
 
                 /* root of the namespace (host uid_base), with its capabilities over what it owns only */
                 if (setns(userns, CLONE_NEWUSER) < 0)
-                        child_fail(errfd, "setns user");
+                        vm_child_fail(errfd, "setns user");
                 if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
-                        child_fail(errfd, "ids");
+                        vm_child_fail(errfd, "ids");
                 if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-                        child_fail(errfd, "mount namespace");
+                        vm_child_fail(errfd, "mount namespace");
                 if (mount("tmpfs", VIRTIOFSD_TOP, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                           "mode=0755,size=64k") < 0 ||
                     mkdir(VIRTIOFSD_SOURCE, 0755) < 0)
-                        child_fail(errfd, "tmpfs");
+                        vm_child_fail(errfd, "tmpfs");
                 if (syscall(SYS_move_mount, tree, "", AT_FDCWD, VIRTIOFSD_SOURCE, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                        child_fail(errfd, "move_mount");
+                        vm_child_fail(errfd, "move_mount");
                 if (dup2(lfd, VIRTIOFSD_FD) < 0 || dup2(a->log_fd, STDOUT_FILENO) < 0 ||
                     dup2(a->log_fd, STDERR_FILENO) < 0)
-                        child_fail(errfd, "dup2");
+                        vm_child_fail(errfd, "dup2");
                 int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (nul < 0 || dup2(nul, STDIN_FILENO) < 0)
-                        child_fail(errfd, "open /dev/null");
+                        vm_child_fail(errfd, "open /dev/null");
                 if (syscall(SYS_close_range, VIRTIOFSD_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-                        child_fail(errfd, "close_range");
+                        vm_child_fail(errfd, "close_range");
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
                 execve(a->binary, (char *const *) argv, envp);
-                child_fail(errfd, "execve");
+                vm_child_fail(errfd, "execve");
         }
         safe_close(ep[1]);
-        char buf[160];
-        ssize_t k = read(ep[0], buf, sizeof buf - 1);
-        safe_close(ep[0]);
-        if (k > 0) {
-                buf[k] = 0;
-                snprintf(err, err_size, "cannot start virtiofsd: %s", buf);
-                (void) waitid(P_PIDFD, (id_t) pidfd, NULL, WEXITED);
-                return -ENOEXEC;
-        }
+        r = vm_child_exec_result(ep[0], pidfd, "virtiofsd", err, err_size);
+        if (r < 0)
+                return r;
         *ret_pid = pid;
         *ret_pidfd = TAKE_FD(pidfd);
         *ret_vmm_fd = TAKE_FD(cfd);

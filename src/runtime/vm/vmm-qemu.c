@@ -19,6 +19,7 @@
 #include "log.h"
 #include "qmp.h"
 #include "str-util.h"
+#include "vm-exec.h"
 #include "vmm.h"
 
 #define QEMU_TB_SIZE_MB 64 /* TCG translation cache (the default, 1 GiB, would be most of a small VM's budget) */
@@ -85,19 +86,11 @@ static int qemu_available(const char *binary, char *version, size_t version_size
         return 0;
 }
 
-static void child_fail(int errfd, const char *what) {
-        char buf[160];
-        int n = snprintf(buf, sizeof buf, "%s: %s", what, strerror(errno));
-        if (n > 0)
-                (void) !write(errfd, buf, (size_t) n);
-        _exit(127);
-}
-
 static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *err, size_t err_size) {
         char mem[32], smp[32], kernel[32], initrd[32], drive[96], agent[64], control[80], accel[48], incoming[32],
                 netdev[48], nic[96], machine[96], memobj[96], fs_chr[VMM_FS_MAX][48], fs_dev[VMM_FS_MAX][80];
         const char *argv[QEMU_ARGV_MAX];
-        int n = 0, pidfd = -EBADF, ep[2];
+        int n = 0, pidfd = -EBADF, ep[2], r;
         pid_t pid;
 
         if (c->n_fs > VMM_FS_MAX)
@@ -210,7 +203,7 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
         }
         pid = (pid_t) syscall(SYS_clone3, &args, sizeof args);
         if (pid < 0) {
-                int r = negative_errno();
+                r = negative_errno();
                 safe_close(ep[0]);
                 safe_close(ep[1]);
                 snprintf(err, err_size, "clone3: %s", strerror(-r));
@@ -229,23 +222,23 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
                 errfd = fcntl(errfd, F_DUPFD_CLOEXEC, 64);
                 for (size_t i = 0; i < ELEMENTSOF(want); i++)
                         if ((tmp[i] = fcntl(want[i], F_DUPFD, 64)) < 0)
-                                child_fail(errfd, "dup");
+                                vm_child_fail(errfd, "dup");
                 for (size_t i = 0; i < c->n_fs; i++)
                         if ((fstmp[i] = fcntl(c->fs_fd[i], F_DUPFD, 64)) < 0)
-                                child_fail(errfd, "dup");
+                                vm_child_fail(errfd, "dup");
                 if (dup2(c->log_fd, STDOUT_FILENO) < 0 || dup2(c->log_fd, STDERR_FILENO) < 0)
-                        child_fail(errfd, "dup2 log");
+                        vm_child_fail(errfd, "dup2 log");
                 int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (nul < 0 || dup2(nul, STDIN_FILENO) < 0)
-                        child_fail(errfd, "open /dev/null");
+                        vm_child_fail(errfd, "open /dev/null");
                 for (size_t i = 0; i < ELEMENTSOF(want); i++)
                         if (dup2(tmp[i], FD_KERNEL + (int) i) < 0)
-                                child_fail(errfd, "dup2");
+                                vm_child_fail(errfd, "dup2");
                 for (size_t i = 0; i < c->n_fs; i++)
                         if (dup2(fstmp[i], _FD_NEXT + (int) i) < 0)
-                                child_fail(errfd, "dup2");
+                                vm_child_fail(errfd, "dup2");
                 if (syscall(SYS_close_range, _FD_NEXT + (unsigned) c->n_fs, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-                        child_fail(errfd, "close_range");
+                        vm_child_fail(errfd, "close_range");
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
                 /* under KVM it keeps only the group that opens /dev/kvm, if the device needs one */
@@ -253,22 +246,17 @@ static int qemu_start(const VmmConfig *c, pid_t *ret_pid, int *ret_pidfd, char *
                 size_t n_groups = c->accel == VMM_ACCEL_KVM && c->kvm_gid != (gid_t) -1 ? 1 : 0;
                 if (setgroups(n_groups, groups) < 0 || setresgid(c->uid, c->uid, c->uid) < 0 ||
                     setresuid(c->uid, c->uid, c->uid) < 0)
-                        child_fail(errfd, "drop privileges");
+                        vm_child_fail(errfd, "drop privileges");
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                        child_fail(errfd, "no_new_privs");
+                        vm_child_fail(errfd, "no_new_privs");
                 execve(c->binary, (char *const *) argv, envp);
-                child_fail(errfd, "execve");
+                vm_child_fail(errfd, "execve");
         }
         safe_close(ep[1]);
-        char buf[160];
-        ssize_t k = read(ep[0], buf, sizeof buf - 1);
-        safe_close(ep[0]);
-        if (k > 0) {
-                buf[k] = 0;
-                snprintf(err, err_size, "cannot start QEMU: %s", buf);
-                (void) waitid(P_PIDFD, (id_t) pidfd, NULL, WEXITED);
+        r = vm_child_exec_result(ep[0], pidfd, "QEMU", err, err_size);
+        if (r < 0) {
                 safe_close(pidfd);
-                return -ENOEXEC;
+                return r;
         }
         *ret_pid = pid;
         *ret_pidfd = pidfd;
