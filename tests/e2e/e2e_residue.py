@@ -352,6 +352,17 @@ def remove_daemon_dir(d):
     shutil.rmtree(d.base_dir, ignore_errors=True)
 
 
+def finish_daemon(d, request):
+    """The end of a fixture's own daemon: torn down and checked
+    (teardown_daemon); its directory removed if it left nothing, else the
+    problems reported against the fixture's test."""
+    problems = teardown_daemon(d)
+    if not problems:
+        remove_daemon_dir(d)
+    else:
+        teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+
+
 def teardown_failed(request, msg):
     """A failure found while tearing down a fixture. pytest reports only the
     first exception of a teardown, and a raise from pytest_sessionfinish (-x,

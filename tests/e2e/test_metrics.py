@@ -31,11 +31,7 @@ def d(e2e_session, request):
     dd = e2e_session.new_daemon(extra_args=["--log-format=json"])
     dd.start()
     yield dd
-    problems = residue.teardown_daemon(dd)
-    if not problems:
-        residue.remove_daemon_dir(dd)
-    else:
-        residue.teardown_failed(request, f"spaced #{dd.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(dd, request)
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +109,15 @@ def scrape(d, key=ADMIN):
     assert r.status == 200, r
     assert r.content_type.startswith("text/plain"), r.content_type
     return parse_prometheus(r.body.decode())
+
+
+def host_gauge(d, family):
+    """The value of a gauge of one sample (no labels) from /metrics."""
+    fam = scrape(d).get(family)
+    assert fam is not None, f"no {family} in /metrics"
+    assert fam["type"] == "gauge", fam
+    (value,) = [v for _, _, v in fam["samples"]]
+    return value
 
 
 def of_sandbox(fams, family, sid, **labels):

@@ -14,7 +14,7 @@ import pytest
 
 import e2e_host as host
 import e2e_residue as residue
-from test_metrics import scrape
+from test_metrics import host_gauge
 
 
 @pytest.fixture(scope="module")
@@ -22,19 +22,11 @@ def spares(e2e_session, request):
     d = e2e_session.new_daemon(extra_args=["--root-spares=2"])
     d.start()
     yield d
-    problems = residue.teardown_daemon(d)
-    if not problems:
-        residue.remove_daemon_dir(d)
-    else:
-        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(d, request)
 
 
 def gauge(d):
-    fam = scrape(d).get("space_worker_root_spares")
-    assert fam is not None, "no space_worker_root_spares in /metrics"
-    assert fam["type"] == "gauge", fam
-    (value,) = [v for _, _, v in fam["samples"]]
-    return value
+    return host_gauge(d, "space_worker_root_spares")
 
 
 def on_disk(d):

@@ -12,7 +12,7 @@ import pytest
 import e2e_host as host
 import e2e_residue as residue
 from e2e_daemon import assert_error_shape
-from test_metrics import scrape
+from test_metrics import host_gauge
 
 
 @pytest.fixture(scope="module")
@@ -20,19 +20,11 @@ def one_slot(e2e_session, request):
     d = e2e_session.new_daemon(extra_args=["--slots-max=1"])
     d.start()
     yield d
-    problems = residue.teardown_daemon(d)
-    if not problems:
-        residue.remove_daemon_dir(d)
-    else:
-        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(d, request)
 
 
 def pending(d):
-    fam = scrape(d).get("space_worker_teardowns_pending")
-    assert fam is not None, "no space_worker_teardowns_pending in /metrics"
-    assert fam["type"] == "gauge", fam
-    (value,) = [v for _, _, v in fam["samples"]]
-    return value
+    return host_gauge(d, "space_worker_teardowns_pending")
 
 
 def test_a_create_after_a_delete_waits_for_the_held_slot(one_slot):
