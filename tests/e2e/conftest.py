@@ -109,11 +109,7 @@ def fresh_spaced(e2e_session, request):
     d = e2e_session.new_daemon()
     d.start()
     yield d
-    problems = residue.teardown_daemon(d)
-    if not problems:
-        residue.remove_daemon_dir(d)
-    else:
-        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(d, request)
 
 
 @pytest.fixture(scope="module")

@@ -406,8 +406,4 @@ def test_another_master_key_is_refused_at_start(e2e_session, request):
         d.start()
         assert d.api("GET", "/v1/credentials").status == 200
     finally:
-        problems = residue.teardown_daemon(d)
-        if not problems:
-            residue.remove_daemon_dir(d)
-        else:
-            residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+        residue.finish_daemon(d, request)

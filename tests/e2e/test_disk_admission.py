@@ -36,11 +36,7 @@ def d(e2e_session, request):
     dd.start()
     MODULE["d"] = dd
     yield dd
-    problems = residue.teardown_daemon(dd)
-    if not problems:
-        residue.remove_daemon_dir(dd)
-    else:
-        residue.teardown_failed(request, f"spaced #{dd.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(dd, request)
 
 
 def pool_dir(d):

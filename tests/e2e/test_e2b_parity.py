@@ -177,11 +177,7 @@ def small_uploads(e2e_session, request):
     d = e2e_session.new_daemon(extra_args=["--upload-max-mb", "2", "--max-branch", "2", "--max-sandboxes", "6"])
     d.start()
     yield d
-    problems = residue.teardown_daemon(d)
-    if not problems:
-        residue.remove_daemon_dir(d)
-    else:
-        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(d, request)
 
 
 @pytest.fixture(scope="module")

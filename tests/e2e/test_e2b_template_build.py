@@ -225,8 +225,4 @@ def test_uploads_bounded(e2e_session, request):
         present = [link(i)["present"] for i in range(6)]
         assert present[:2] == [False, False] and all(present[2:]), present
     finally:
-        problems = residue.teardown_daemon(d)
-        if not problems:
-            residue.remove_daemon_dir(d)
-        else:
-            residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+        residue.finish_daemon(d, request)

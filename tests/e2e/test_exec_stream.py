@@ -30,11 +30,7 @@ def d(e2e_session, request):
                                             f"--exec-buffer-kb={BUFFER // 1024}"])
     dd.start()
     yield dd
-    problems = residue.teardown_daemon(dd)
-    if not problems:
-        residue.remove_daemon_dir(dd)
-    else:
-        residue.teardown_failed(request, f"spaced #{dd.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(dd, request)
 
 
 @pytest.fixture(scope="module")

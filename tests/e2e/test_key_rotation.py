@@ -159,11 +159,7 @@ def rot(request, e2e_session, tmp_path_factory):
                 d.delete(x.box)
                 assert not host.wait_gone([pid] if pid else [], 30)
             if d is not None:
-                problems = residue.teardown_daemon(d)
-                if not problems:
-                    residue.remove_daemon_dir(d)
-                else:
-                    residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+                residue.finish_daemon(d, request)
         finally:
             if pg_url:   # also when the teardown above failed
                 subprocess.run(["sh", PG_SCRIPT, "stop", pg_url], capture_output=True, timeout=120)

@@ -36,11 +36,7 @@ def d(e2e_session, request):
     dm.extra_args += ["--log-file", dm.log_path, "--log-max-mb", "1"]
     dm.start()
     yield dm
-    problems = residue.teardown_daemon(dm)
-    if not problems:
-        residue.remove_daemon_dir(dm)
-    else:
-        residue.teardown_failed(request, f"spaced #{dm.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(dm, request)
 
 
 def named_children(pid, name):

@@ -161,11 +161,7 @@ def reg(e2e_session, request):
     r.dir, r.certs, r.anon, r.authed, r.rogue, r.spaced = d, certs, anon, authed, rogue, daemon
     r.ca = ca
     yield r
-    problems = residue.teardown_daemon(daemon)
-    if not problems:
-        residue.remove_daemon_dir(daemon)
-    else:
-        residue.teardown_failed(request, f"spaced #{daemon.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(daemon, request)
 
 
 @pytest.fixture(scope="module")

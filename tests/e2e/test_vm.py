@@ -76,11 +76,7 @@ def vmd(e2e_session, request):
     d = e2e_session.new_daemon(extra_args=[f"--vm-kernel-dir={kdir}"])
     d.start()
     yield d
-    problems = residue.teardown_daemon(d)
-    if not problems:
-        residue.remove_daemon_dir(d)
-    else:
-        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(d, request)
 
 
 @pytest.fixture(scope="module")
@@ -1517,11 +1513,7 @@ def test_qemu_missing_is_a_clear_error(e2e_session, request):
         _no_trace(d, before)
         assert not [sb for sb in d.list_all().values() if sb.get("state") != "deleted"]
     finally:
-        problems = residue.teardown_daemon(d)
-        if not problems:
-            residue.remove_daemon_dir(d)
-        else:
-            residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+        residue.finish_daemon(d, request)
 
 
 def test_restart_reports_vm_that_died_meanwhile(e2e_session, vmd):

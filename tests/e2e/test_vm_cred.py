@@ -57,11 +57,7 @@ def vmcred(e2e_session, tmp_path_factory, request):
         if up is not None:
             up.close()
         if d is not None:
-            problems = residue.teardown_daemon(d)
-            if not problems:
-                residue.remove_daemon_dir(d)
-            else:
-                residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+            residue.finish_daemon(d, request)
 
 
 def upstream(ctx, token):

@@ -104,11 +104,7 @@ def d(e2e_session, request):
     dd = e2e_session.new_daemon(extra_args=["--webhook-allow-private=1"])
     dd.start()
     yield dd
-    problems = residue.teardown_daemon(dd)
-    if not problems:
-        residue.remove_daemon_dir(dd)
-    else:
-        residue.teardown_failed(request, f"spaced #{dd.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(dd, request)
 
 
 def new_key(d):

@@ -117,11 +117,7 @@ def netd(e2e_session, request):
     d = e2e_session.new_daemon(extra_args=["--gateway=off"])
     d.start()
     yield d
-    problems = residue.teardown_daemon(d)
-    if not problems:
-        residue.remove_daemon_dir(d)
-    else:
-        residue.teardown_failed(request, f"spaced #{d.n} teardown:\n  " + "\n  ".join(problems))
+    residue.finish_daemon(d, request)
 
 
 @pytest.fixture
