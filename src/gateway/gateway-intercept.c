@@ -682,8 +682,10 @@ static void ix_pump(Gateway *gw, GwConn *c) {
                 bool silent_end = false;
                 while (!ix->up_closed && tls_pipe_pending(ix->down) < IX_PENDING_MAX) {
                         ssize_t k = tls_pipe_read(ix->up, ix->scratch, IX_READ_MAX);
-                        if (k == -EAGAIN)
+                        if (k == -EAGAIN && !c->u_eof)
                                 break;
+                        if (k == -EAGAIN)
+                                k = 0; /* its socket ended after its last record, without close_notify */
                         if (k <= 0 && ix->forwarded && !ix->spoke) {
                                 /* a close, or a reset / TLS ended without close_notify: answered below */
                                 silent_end = true;

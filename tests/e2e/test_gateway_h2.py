@@ -201,6 +201,46 @@ def test_upstream_gone_before_the_first_request_is_answered(h2net):
         assert received(h2net, tok) == []
 
 
+# An HTTP/1.1 upstream that completes its handshake, and some time later closes its socket with no
+# close_notify (what Python's close() does): its FIN comes after its last TLS record, on its own.
+MUTE_SERVER = r"""
+import socket, ssl, sys, time
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+ctx.set_alpn_protocols(["http/1.1"])
+ls = socket.create_server((sys.argv[3], 443))
+while True:
+    c, _ = ls.accept()
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+        time.sleep(0.2)
+        t.close()
+    except (OSError, ssl.SSLError):
+        c.close()
+"""
+
+
+def test_upstream_socket_ends_without_close_notify_before_the_request(h2net):
+    """The upstream's FIN alone, no close_notify, before the sandbox's request: that request gets the 502
+    with the reason, not a connection the gateway closed under it."""
+    assert set_creds(h2net, [cred(h2net, "mute", "sk-gw-" + secrets.token_hex(12), [GRPCHOST])])["ok"]
+    ns, tmp = h2net["ns"]["srv"], h2net["tmp"]
+    p = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", MUTE_SERVER, f"{tmp}/srv.pem",
+                          f"{tmp}/srv.key", SRV_GRPC], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(ns, SRV_GRPC, 443)
+        for delay in ("0.6", "1"):
+            r = subprocess.run(["ip", "netns", "exec", h2net["ns"]["sb"], "/usr/bin/python3", "-c", LATE_H1,
+                                f"{tmp}/sbca.pem", GRPCHOST, secrets.token_hex(4), delay],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.startswith("HTTP/1.1 502 "), (delay, r.stdout)
+            assert "without answering" in r.stdout, (delay, r.stdout)
+    finally:
+        p.kill()
+        p.wait()
+
+
 # What the hand-made h2 clients below share (each runs as `python3 -c H2_WIRE + ITS_OWN`): the imports, a frame,
 # a header field as a literal without indexing, new name, no Huffman, and the frames read so far.
 H2_WIRE = r'''
