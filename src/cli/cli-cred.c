@@ -129,76 +129,111 @@ static void print_credential(const JsonValue *c) {
                strna(json_string(json_get(c, "placeholder"))));
 }
 
-static int cred_add(int argc, char **argv) {
-        _cleanup_(cli_parser_done) CliParser p = {};
-        _cleanup_(json_w_done) JsonWriter w = {};
-        _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_strv_free_ char **hosts = NULL;
-        _cleanup_(secret_done) Secret value = {};
-        const char *header = NULL, *basic_user = NULL, *env = NULL, *expires = NULL, *value_file = NULL, *arg;
+/* What add and update say of a credential, but its value. */
+typedef struct CredFields {
+        char **hosts;
+        const char *header, *basic_user, *env, *expires, *value_file;
+} CredFields;
+
+static void cred_fields_done(CredFields *f) {
+        strv_free(f->hosts);
+        *f = (CredFields) {};
+}
+
+/* The options of add and update, then NAME. > 0: parsed. */
+static int cred_fields_parse(CliParser *p, int argc, char **argv, CredFields *f) {
+        const char *arg = NULL;
         int r;
 
-        r = cli_parser_init(&p, argc, argv, 0);
+        r = cli_parser_init(p, argc, argv, 0);
         if (r < 0)
                 return r;
-        while ((r = cli_parser_next(&p, add_options, &arg)) > 0) {
+        while ((r = cli_parser_next(p, add_options, &arg)) > 0) {
                 switch (r) {
                 case OPT_HOST:
-                        if (strv_extend(&hosts, arg) < 0)
+                        if (strv_extend(&f->hosts, arg) < 0)
                                 return cli_error_errno(-ENOMEM, "out of memory");
                         break;
                 case OPT_HEADER:
-                        header = arg;
+                        f->header = arg;
                         break;
                 case OPT_BASIC_USER:
-                        basic_user = arg;
+                        f->basic_user = arg;
                         break;
                 case OPT_ENV:
-                        env = arg;
+                        f->env = arg;
                         break;
                 case OPT_EXPIRES:
-                        expires = arg;
+                        f->expires = arg;
                         break;
                 case OPT_VALUE_FILE:
-                        value_file = arg;
+                        f->value_file = arg;
                         break;
                 }
         }
-        r = cli_parser_end(&p, r, 1, 1);
-        if (r <= 0)
-                return r;
-        if (!hosts)
-                return cli_usage_error("give at least one --host");
-        r = read_value(value_file, &value);
-        if (r < 0)
-                return r;
+        return cli_parser_end(p, r, 1, 1);
+}
 
-        json_w_init(&w);
-        json_w_object_begin(&w);
-        json_w_kv_string(&w, "name", p.pos[0]);
-        json_w_key(&w, "hosts");
-        json_w_array_begin(&w);
-        for (char **h = hosts; *h; h++)
-                json_w_string(&w, *h);
-        json_w_array_end(&w);
-        if (header)
-                json_w_kv_string(&w, "header", header);
-        if (basic_user)
-                json_w_kv_string(&w, "basic_user", basic_user);
-        if (env)
-                json_w_kv_string(&w, "env", env);
-        if (expires)
-                json_w_kv_string(&w, "expires_at", expires);
-        json_w_key(&w, "value");
-        json_w_string_n(&w, value.p, value.n);
-        json_w_object_end(&w);
-        r = call_with_secret("POST", "/v1/credentials", &w, &resp);
+/* The fields given, into the open object w ("never" expires: null). */
+static void cred_fields_write(JsonWriter *w, const CredFields *f) {
+        if (f->hosts) {
+                json_w_key(w, "hosts");
+                json_w_array_begin(w);
+                for (char **h = f->hosts; *h; h++)
+                        json_w_string(w, *h);
+                json_w_array_end(w);
+        }
+        if (f->header)
+                json_w_kv_string(w, "header", f->header);
+        if (f->basic_user)
+                json_w_kv_string(w, "basic_user", f->basic_user);
+        if (f->env)
+                json_w_kv_string(w, "env", f->env);
+        if (f->expires && streq(f->expires, "never")) {
+                json_w_key(w, "expires_at");
+                json_w_null(w);
+        } else if (f->expires)
+                json_w_kv_string(w, "expires_at", f->expires);
+}
+
+/* Calls with the body, prints the credential it answers. */
+static int cred_call_print(const char *method, const char *target, JsonWriter *w) {
+        _cleanup_(cli_response_done) CliResponse resp = {};
+        int r;
+
+        r = call_with_secret(method, target, w, &resp);
         if (r < 0)
                 return r;
         if (arg_json)
                 return cli_print_raw(resp.body, resp.body_len);
         print_credential(resp.json);
         return 0;
+}
+
+static int cred_add(int argc, char **argv) {
+        _cleanup_(cli_parser_done) CliParser p = {};
+        _cleanup_(json_w_done) JsonWriter w = {};
+        _cleanup_(cred_fields_done) CredFields f = {};
+        _cleanup_(secret_done) Secret value = {};
+        int r;
+
+        r = cred_fields_parse(&p, argc, argv, &f);
+        if (r <= 0)
+                return r;
+        if (!f.hosts)
+                return cli_usage_error("give at least one --host");
+        r = read_value(f.value_file, &value);
+        if (r < 0)
+                return r;
+
+        json_w_init(&w);
+        json_w_object_begin(&w);
+        json_w_kv_string(&w, "name", p.pos[0]);
+        cred_fields_write(&w, &f);
+        json_w_key(&w, "value");
+        json_w_string_n(&w, value.p, value.n);
+        json_w_object_end(&w);
+        return cred_call_print("POST", "/v1/credentials", &w);
 }
 
 static int cred_ls(int argc, char **argv) {
@@ -292,7 +327,6 @@ static int cred_rotate(int argc, char **argv) {
         static const CliOption options[] = { { "value-file", 0, true, OPT_VALUE_FILE }, {} };
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(json_w_done) JsonWriter w = {};
-        _cleanup_(cli_response_done) CliResponse resp = {};
         _cleanup_(secret_done) Secret value = {};
         _cleanup_free_ char *target = NULL;
         const char *value_file = NULL, *arg = NULL;
@@ -317,13 +351,7 @@ static int cred_rotate(int argc, char **argv) {
         json_w_key(&w, "value");
         json_w_string_n(&w, value.p, value.n);
         json_w_object_end(&w);
-        r = call_with_secret("PATCH", target, &w, &resp);
-        if (r < 0)
-                return r;
-        if (arg_json)
-                return cli_print_raw(resp.body, resp.body_len);
-        print_credential(resp.json);
-        return 0;
+        return cred_call_print("PATCH", target, &w);
 }
 
 /* update NAME [--host H]... [--header F | --basic-user U] [--env VAR] [--expires T|never]:
@@ -331,73 +359,25 @@ static int cred_rotate(int argc, char **argv) {
 static int cred_update(int argc, char **argv) {
         _cleanup_(cli_parser_done) CliParser p = {};
         _cleanup_(json_w_done) JsonWriter w = {};
-        _cleanup_(cli_response_done) CliResponse resp = {};
-        _cleanup_strv_free_ char **hosts = NULL;
+        _cleanup_(cred_fields_done) CredFields f = {};
         _cleanup_free_ char *target = NULL;
-        const char *header = NULL, *basic_user = NULL, *env = NULL, *expires = NULL, *arg = NULL;
         int r;
 
-        r = cli_parser_init(&p, argc, argv, 0);
-        if (r < 0)
-                return r;
-        while ((r = cli_parser_next(&p, add_options, &arg)) > 0) {
-                switch (r) {
-                case OPT_HOST:
-                        if (strv_extend(&hosts, arg) < 0)
-                                return cli_error_errno(-ENOMEM, "out of memory");
-                        break;
-                case OPT_HEADER:
-                        header = arg;
-                        break;
-                case OPT_BASIC_USER:
-                        basic_user = arg;
-                        break;
-                case OPT_ENV:
-                        env = arg;
-                        break;
-                case OPT_EXPIRES:
-                        expires = arg;
-                        break;
-                case OPT_VALUE_FILE:
-                        return cli_usage_error("a new value goes with 'space cred rotate', not update");
-                }
-        }
-        r = cli_parser_end(&p, r, 1, 1);
+        r = cred_fields_parse(&p, argc, argv, &f);
         if (r <= 0)
                 return r;
-        if (!hosts && !header && !basic_user && !env && !expires)
+        if (f.value_file)
+                return cli_usage_error("a new value goes with 'space cred rotate', not update");
+        if (!f.hosts && !f.header && !f.basic_user && !f.env && !f.expires)
                 return cli_usage_error("nothing to change: give --host, --header, --basic-user, --env or --expires");
         target = cred_target(p.pos[0], NULL);
         if (!target)
                 return cli_error_errno(-ENOMEM, "out of memory");
         json_w_init(&w);
         json_w_object_begin(&w);
-        if (hosts) {
-                json_w_key(&w, "hosts");
-                json_w_array_begin(&w);
-                for (char **h = hosts; *h; h++)
-                        json_w_string(&w, *h);
-                json_w_array_end(&w);
-        }
-        if (header)
-                json_w_kv_string(&w, "header", header);
-        if (basic_user)
-                json_w_kv_string(&w, "basic_user", basic_user);
-        if (env)
-                json_w_kv_string(&w, "env", env);
-        if (expires && streq(expires, "never")) {
-                json_w_key(&w, "expires_at");
-                json_w_null(&w);
-        } else if (expires)
-                json_w_kv_string(&w, "expires_at", expires);
+        cred_fields_write(&w, &f);
         json_w_object_end(&w);
-        r = call_with_secret("PATCH", target, &w, &resp);
-        if (r < 0)
-                return r;
-        if (arg_json)
-                return cli_print_raw(resp.body, resp.body_len);
-        print_credential(resp.json);
-        return 0;
+        return cred_call_print("PATCH", target, &w);
 }
 
 /* grant ID NAME... / ungrant ID NAME... */

@@ -489,7 +489,16 @@ def test_cred_update(spaced):
         c = spaced.cli("cred", "update", name, "--expires", "never")
         assert c.rc == 0 and spaced.api("GET", f"/v1/credentials/{name}").json()["expires_at"] is None, c
         assert spaced.cli("cred", "update", name).rc == 2
+        c = spaced.cli("cred", "update", name, "--value-file", "/dev/null")
+        assert c.rc == 2 and "cred rotate" in c.err, c
         assert spaced.cli("cred", "update", "nosuchcred-habits", "--env", "X").rc == 3
+    finally:
+        spaced.cli("cred", "rm", name)
+    # add takes --expires as update does: "never" is no expiry
+    c = spaced.cli("cred", "add", name, "--host", "api.example.com", "--expires", "never", input="s3cret-habits\n")
+    assert c.rc == 0, c
+    try:
+        assert spaced.api("GET", f"/v1/credentials/{name}").json()["expires_at"] is None
     finally:
         spaced.cli("cred", "rm", name)
 
