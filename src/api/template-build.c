@@ -10,8 +10,10 @@
  *
  * Every step that changes files (RUN, COPY, ADD, WORKDIR) is a read-only
  * layer (layers/<key>, build_layer) keyed by the sha256 of its parent's key,
- * the instruction as expanded and, for COPY and ADD, the files copied: an
- * unchanged step is a cache hit, a changed one rebuilds it and what follows.
+ * the instruction as expanded and, for COPY and ADD, the files copied with
+ * their owners (--chown names resolved in the parent layer's etc/passwd and
+ * etc/group by the worker: layer_ids): an unchanged step is a cache hit, a
+ * changed one rebuilds it and what follows.
  * A RUN executes in a sandbox (ns runtime, the configured default limits)
  * of a stage template (build-<random>, published from the parent layer and
  * removed at the end); its root becomes the step's layer. Only a build that
