@@ -291,7 +291,8 @@ int pool_build_layer_ids(Pool *p, const char *key, const char *user, const char 
                 if (r == 0)
                         return api_error(e, -ENOENT, API_INVALID_ARGUMENT,
                                          "the image has no /etc/%s to look up %s '%s' in", file, what, name);
-                r = i == 0 ? passwd_lookup(buf, n, name, &ids.uid, &ids.user_gid) : group_lookup(buf, n, name, &ids.gid);
+                r = i == 0 ? passwd_lookup(buf, n, name, &ids.uid, &ids.user_gid)
+                           : group_lookup(buf, n, name, &ids.gid);
                 if (r == -EBADMSG)
                         return api_error(e, r, API_INVALID_ARGUMENT,
                                          "the image's /etc/%s has no well-formed line for %s '%s'", file, what, name);

@@ -23,7 +23,8 @@ static void put_file(int dirfd, const char *name, const char *data) {
 /* A build's --chown names (pool_build_layer_ids): the layer's own etc/passwd and etc/group, hostile ones
  * (a FIFO, a symlink that leaves the layer, a huge file) refused without blocking or reading the host's. */
 TEST(btrfs_build_layer_ids) {
-        static const char key[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        static const char key[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                          other[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
         _cleanup_pool_ Pool *p = NULL;
         const char *dir = test_tmpdir();
         _cleanup_free_ char *layers = NULL, *big = NULL;
@@ -45,8 +46,7 @@ TEST(btrfs_build_layer_ids) {
         ASSERT_ERRNO(pool_build_layer_ids(p, key, "app", NULL, &ids, &e), ENOENT);
         ASSERT_TRUE(strstr(e.message, "the image has no /etc/passwd to look up user 'app' in") != NULL);
         ASSERT_OK(pool_build_layer_ids(p, key, NULL, NULL, &ids, &e)); /* nothing to look up */
-        ASSERT_ERRNO(pool_build_layer_ids(p, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "app", NULL, &ids,
-                                          &e), ENOENT);
+        ASSERT_ERRNO(pool_build_layer_ids(p, other, "app", NULL, &ids, &e), ENOENT);
         ASSERT_EQ(e.code, API_NOT_FOUND);
         ASSERT_ERRNO(pool_build_layer_ids(p, "../aaaa", "app", NULL, &ids, &e), EINVAL);
         ASSERT_ERRNO(pool_build_layer_ids(p, key, "a/b", NULL, &ids, &e), EINVAL);
