@@ -10,8 +10,10 @@
  *
  * Every step that changes files (RUN, COPY, ADD, WORKDIR) is a read-only
  * layer (layers/<key>, build_layer) keyed by the sha256 of its parent's key,
- * the instruction as expanded and, for COPY and ADD, the files copied: an
- * unchanged step is a cache hit, a changed one rebuilds it and what follows.
+ * the instruction as expanded and, for COPY and ADD, the files copied with
+ * their owners (--chown names resolved in the parent layer's etc/passwd and
+ * etc/group by the worker: layer_ids): an unchanged step is a cache hit, a
+ * changed one rebuilds it and what follows.
  * A RUN executes in a sandbox (ns runtime, the configured default limits)
  * of a stage template (build-<random>, published from the parent layer and
  * removed at the end); its root becomes the step's layer. Only a build that
@@ -35,6 +37,7 @@
 #include "log.h"
 #include "oci-image.h"
 #include "oci-tar.h"
+#include "passwd-util.h"
 #include "proto.h"
 #include "registry.h"
 #include "sock-io.h"
@@ -287,28 +290,84 @@ static int expand(Build *b, const DockerfileStep *s, const char *in, char **ret,
         return 0;
 }
 
-/* "ID[:ID]" or root: the image's numeric ids */
-static int parse_chown(const DockerfileStep *s, const char *v, uint64_t *uid, uint64_t *gid, ApiError *e) {
+/* One side of --chown: root, a numeric id or a name to look up in the image (*ret_name, borrowed). */
+static int chown_part(const DockerfileStep *s, const char *what, const char *v, uint64_t *ret_id,
+                      const char **ret_name, ApiError *e) {
+        *ret_name = NULL;
+        if (streq(v, "root")) {
+                *ret_id = 0;
+                return 0;
+        }
+        if (v[0] && strspn(v, "0123456789") == strlen(v)) {
+                if (safe_atou64(v, ret_id) < 0 || *ret_id > OCI_ID_MAX)
+                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                         "line %u: --chown: the %s id %.32s is above %u (the ids a sandbox maps)",
+                                         s->line, what, v, OCI_ID_MAX);
+                return 0;
+        }
+        if (!passwd_name_valid(v))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "line %u: --chown: '%.64s' is not a %s name or id (a name is 1 to %u of "
+                                 "[A-Za-z0-9_.-], not starting with '-')", s->line, v, what, PASSWD_NAME_MAX);
+        *ret_name = v;
+        return 0;
+}
+
+/* A resolved id of the image, in the range a sandbox maps. */
+static int chown_id_check(const DockerfileStep *s, const char *what, const char *name, uint32_t id, ApiError *e) {
+        if (id > OCI_ID_MAX)
+                return api_error(e, -ERANGE, API_INVALID_ARGUMENT,
+                                 "line %u: --chown: %s '%s' has id %" PRIu32 " in the image, above %u (the ids a "
+                                 "sandbox maps)", s->line, what, name, id, OCI_ID_MAX);
+        return 0;
+}
+
+/* "USER[:GROUP]", each root, a numeric id or a name resolved in the image as it is before the step (the
+ * build's last layer, by the worker that holds it). A user without a group: a named user's primary group,
+ * a numeric one's id again. */
+static int parse_chown(Build *b, const DockerfileStep *s, const char *v, uint64_t *uid, uint64_t *gid,
+                       ApiError *e) {
         _cleanup_free_ char *u = strdup(v);
+        const char *user = NULL, *group = NULL;
         char *colon;
+        int k;
 
         if (!u)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         colon = strchr(u, ':');
         if (colon)
                 *colon++ = 0;
-        if (streq(u, "root"))
-                *uid = 0;
-        else if (safe_atou64(u, uid) < 0 || *uid > OCI_ID_MAX)
-                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
-                                 "line %u: --chown takes numeric ids (or root), not '%.64s'", s->line, v);
+        k = chown_part(s, "user", u, uid, &user, e);
+        if (k < 0)
+                return k;
         *gid = *uid;
         if (colon) {
-                if (streq(colon, "root"))
-                        *gid = 0;
-                else if (safe_atou64(colon, gid) < 0 || *gid > OCI_ID_MAX)
-                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
-                                         "line %u: --chown takes numeric ids (or root), not '%.64s'", s->line, v);
+                k = chown_part(s, "group", colon, gid, &group, e);
+                if (k < 0)
+                        return k;
+        }
+        if (user || group) {
+                ApiError we = {};
+                uint32_t u_id = 0, u_gid = 0, g_id = 0;
+                k = worker_layer_ids(b->r->worker, b->layer, user, group, &u_id, &u_gid, &g_id, &we);
+                if (k < 0)
+                        return api_error(e, k, we.code, "line %u: --chown: %s", s->line, we.message);
+                if (user) {
+                        k = chown_id_check(s, "user", user, u_id, e);
+                        if (k >= 0 && !colon)
+                                k = chown_id_check(s, "the primary group of user", user, u_gid, e);
+                        if (k < 0)
+                                return k;
+                        *uid = u_id;
+                        if (!colon)
+                                *gid = u_gid;
+                }
+                if (group) {
+                        k = chown_id_check(s, "group", group, g_id, e);
+                        if (k < 0)
+                                return k;
+                        *gid = g_id;
+                }
         }
         return 0;
 }
@@ -474,7 +533,7 @@ static int copy_tar(Build *b, const DockerfileStep *s, char **srcs, size_t n_src
                 _cleanup_free_ char *v = NULL;
                 k = expand(b, s, s->chown, &v, e);
                 if (k >= 0)
-                        k = parse_chown(s, v, &uid, &gid, e);
+                        k = parse_chown(b, s, v, &uid, &gid, e);
                 if (k < 0)
                         return k;
         }

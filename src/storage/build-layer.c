@@ -5,8 +5,10 @@
  * template made from the last of them. btrfs only: every step a snapshot. */
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "alloc-util.h"
@@ -14,6 +16,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "oci.h"
+#include "passwd-util.h"
 #include "pool-internal.h"
 #include "str-util.h"
 
@@ -203,6 +206,105 @@ int pool_build_layer_defaults(Pool *p, const char *key, char **ret) {
         buf[n] = 0;
         *ret = TAKE_PTR(buf);
         return 1;
+}
+
+/* etc/<name> of the layer at root, resolved inside it (its symlinks are the image's: ".." and absolute
+ * targets stay in the root), a regular file of at most POOL_LAYER_ETC_MAX bytes: 1 with its contents, 0 if
+ * there is none. */
+static int read_etc(int root, const char *name, char **ret, size_t *ret_n, ApiError *e) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+        };
+        _cleanup_free_ char *rel = strjoin("etc/", name), *buf = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        ssize_t n;
+
+        if (!rel)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        for (unsigned i = 0; i < 8; i++) { /* EAGAIN: a rename raced with the resolution */
+                fd = (int) syscall(SYS_openat2, root, rel, &how, sizeof how);
+                if (fd >= 0 || errno != EAGAIN)
+                        break;
+        }
+        if (fd < 0 && errno == ENOENT)
+                return 0;
+        if (fd < 0)
+                return api_error(e, negative_errno(), API_INVALID_ARGUMENT, "cannot open the image's /etc/%s: %m",
+                                 name);
+        if (fstat(fd, &st) < 0)
+                return api_error(e, negative_errno(), API_INTERNAL, "cannot stat the image's /etc/%s: %m", name);
+        if (!S_ISREG(st.st_mode))
+                return api_error(e, -EBADMSG, API_INVALID_ARGUMENT, "the image's /etc/%s is not a regular file", name);
+        if (st.st_size > (off_t) POOL_LAYER_ETC_MAX)
+                return api_error(e, -EFBIG, API_INVALID_ARGUMENT, "the image's /etc/%s is larger than %u bytes", name,
+                                 POOL_LAYER_ETC_MAX);
+        buf = malloc(POOL_LAYER_ETC_MAX + 1);
+        if (!buf)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        n = loop_read(fd, buf, POOL_LAYER_ETC_MAX + 1); /* it may have grown since the fstat */
+        if (n < 0)
+                return api_error(e, (int) n, API_INTERNAL, "cannot read the image's /etc/%s: %s", name,
+                                 strerror((int) -n));
+        if (n > (ssize_t) POOL_LAYER_ETC_MAX)
+                return api_error(e, -EFBIG, API_INVALID_ARGUMENT, "the image's /etc/%s is larger than %u bytes", name,
+                                 POOL_LAYER_ETC_MAX);
+        *ret = TAKE_PTR(buf);
+        *ret_n = (size_t) n;
+        return 1;
+}
+
+int pool_build_layer_ids(Pool *p, const char *key, const char *user, const char *group, PoolLayerIds *ret,
+                         ApiError *e) {
+        _cleanup_close_ int lay_fd = -EBADF, root = -EBADF;
+        PoolLayerIds ids = {};
+        int r;
+
+        r = pool_usable(p);
+        if (r < 0)
+                return api_error(e, r, API_INTERNAL, "the pool is not usable: %s", strerror(-r));
+        if (!key_valid(key))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "a layer key is 64 hex digits");
+        if ((user && !passwd_name_valid(user)) || (group && !passwd_name_valid(group)))
+                return api_error(e, -EINVAL, API_INVALID_ARGUMENT,
+                                 "a user or group name is 1 to %u of [A-Za-z0-9_.-], not starting with '-'",
+                                 PASSWD_NAME_MAX);
+        lay_fd = pool_open_subdir(p, POOL_LAYERS_DIR);
+        if (lay_fd < 0)
+                return api_error(e, lay_fd, API_INTERNAL, "cannot open the pool: %s", strerror(-lay_fd));
+        root = openat(lay_fd, key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root < 0)
+                return api_error(e, negative_errno(), errno == ENOENT ? API_NOT_FOUND : API_INTERNAL,
+                                 "no layer %s: %m", key);
+        for (int i = 0; i < 2; i++) {
+                const char *name = i == 0 ? user : group, *file = i == 0 ? "passwd" : "group";
+                const char *what = i == 0 ? "user" : "group";
+                _cleanup_free_ char *buf = NULL;
+                size_t n = 0;
+
+                if (!name)
+                        continue;
+                r = read_etc(root, file, &buf, &n, e);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return api_error(e, -ENOENT, API_INVALID_ARGUMENT,
+                                         "the image has no /etc/%s to look up %s '%s' in", file, what, name);
+                r = i == 0 ? passwd_lookup(buf, n, name, &ids.uid, &ids.user_gid)
+                           : group_lookup(buf, n, name, &ids.gid);
+                if (r == -EBADMSG)
+                        return api_error(e, r, API_INVALID_ARGUMENT,
+                                         "the image's /etc/%s has no well-formed line for %s '%s'", file, what, name);
+                if (r < 0)
+                        return api_error(e, r, API_INVALID_ARGUMENT, "looking up %s '%s' failed: %s", what, name,
+                                         strerror(-r));
+                if (r == 0)
+                        return api_error(e, -ENOENT, API_INVALID_ARGUMENT, "no %s '%s' in the image's /etc/%s", what,
+                                         name, file);
+        }
+        *ret = ids;
+        return 0;
 }
 
 int pool_build_publish(Pool *p, const char *key, const char *name, uint64_t *ret_size, ApiError *e) {

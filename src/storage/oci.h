@@ -70,6 +70,16 @@ int pool_build_layer(struct Pool *p, const PoolBuildSource *src, const char *key
                      const char *mkdir_path, const char *defaults, ApiError *e);
 /* The exec defaults file of layers/<key> (at most 64 KiB): 1 with it in *ret, 0 if it has none. */
 int pool_build_layer_defaults(struct Pool *p, const char *key, char **ret);
+/* The ids of user and group names (each may be NULL) in layers/<key>'s etc/passwd and etc/group (resolved
+ * inside the layer, regular files of at most POOL_LAYER_ETC_MAX bytes): -ENOENT (e says which) for a name
+ * the image lacks, or a file it lacks. */
+#define POOL_LAYER_ETC_MAX (1024U * 1024U)
+typedef struct PoolLayerIds {
+        uint32_t uid, user_gid; /* of the user: its uid and primary group */
+        uint32_t gid;           /* of the group */
+} PoolLayerIds;
+int pool_build_layer_ids(struct Pool *p, const char *key, const char *user, const char *group, PoolLayerIds *ret,
+                         ApiError *e);
 /* templates/<name> as a read-only snapshot of layers/<key>, replacing the
  * template of that name if there is one (only once the new one is whole). */
 int pool_build_publish(struct Pool *p, const char *key, const char *name, uint64_t *ret_size, ApiError *e);

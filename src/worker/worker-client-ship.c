@@ -209,6 +209,36 @@ int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_
         return 0;
 }
 
+int worker_layer_ids(WorkerClient *w, const char *key, const char *user, const char *group, uint32_t *ret_uid,
+                     uint32_t *ret_user_gid, uint32_t *ret_gid, ApiError *e) {
+        _cleanup_json_ JsonValue *reply = NULL;
+        uint64_t uid = 0, user_gid = 0, gid = 0;
+        WorkerCall call;
+        int r;
+
+        if (w->store)
+                return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED, "template builds are not supported in a cluster");
+        worker_client_request_begin(&call, WORKER_OP_LAYER_IDS);
+        json_w_kv_string(&call.jw, "key", key);
+        if (user)
+                json_w_kv_string(&call.jw, "user", user);
+        if (group)
+                json_w_kv_string(&call.jw, "group", group);
+        json_w_object_end(&call.jw);
+        r = worker_client_call(w, &call, &reply, e);
+        if (r < 0)
+                return r;
+        if ((user && (json_uint64(json_get(reply, "uid"), &uid) < 0 ||
+                      json_uint64(json_get(reply, "user_gid"), &user_gid) < 0 || uid > UINT32_MAX ||
+                      user_gid > UINT32_MAX)) ||
+            (group && (json_uint64(json_get(reply, "gid"), &gid) < 0 || gid > UINT32_MAX)))
+                return api_error(e, -EBADMSG, API_INTERNAL, "the worker's layer_ids reply lacks the ids");
+        *ret_uid = (uint32_t) uid;
+        *ret_user_gid = (uint32_t) user_gid;
+        *ret_gid = (uint32_t) gid;
+        return 0;
+}
+
 static int template_remove_one(WorkerClient *w, const char *name, ApiError *e) {
         WorkerCall call;
 

@@ -140,6 +140,11 @@ int worker_build_layer(WorkerClient *w, const char *key, const char *from, const
 /* The same, with the layer's exec defaults file in *ret_image_defaults (NULL if it has none). */
 int worker_build_layer_defaults(WorkerClient *w, const char *key, const char *from, const char *name,
                                 char **ret_image_defaults, ApiError *e);
+/* A build's COPY --chown: the uid and primary gid of user, the gid of group (names, each may be NULL: its
+ * ids are then 0) in layers/<key>'s etc/passwd and etc/group; an image that lacks one fails (e says why,
+ * API_INVALID_ARGUMENT); -EOPNOTSUPP in a cluster. */
+int worker_layer_ids(WorkerClient *w, const char *key, const char *user, const char *group, uint32_t *ret_uid,
+                     uint32_t *ret_user_gid, uint32_t *ret_gid, ApiError *e);
 /* templates/<name> from layers/<key>, replacing the one there. */
 int worker_build_publish(WorkerClient *w, const char *key, const char *name, uint64_t *ret_size_bytes, ApiError *e);
 int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_cached, ApiError *e);

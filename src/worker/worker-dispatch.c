@@ -122,6 +122,39 @@ static void op_layers_cached(Worker *w, const JsonValue *req, JsonWriter *jw) {
         json_w_object_end(jw);
 }
 
+/* {"op":"layer_ids","key":KEY,"user":NAME?,"group":NAME?} → {"ok":true,"uid":N?,"user_gid":N?,"gid":N?}:
+ * the uid and primary gid of the user, the gid of the group, in layers/<key>'s etc/passwd and etc/group */
+static void op_layer_ids(Worker *w, const JsonValue *req, JsonWriter *jw) {
+        const JsonValue *user = json_get(req, "user"), *group = json_get(req, "group");
+        PoolLayerIds ids = {};
+        ApiError e = {};
+        int r;
+
+        if ((user && json_type(user) != JSON_STRING) || (group && json_type(group) != JSON_STRING) ||
+            (user && strlen(json_string(user)) != json_string_len(user)) ||
+            (group && strlen(json_string(group)) != json_string_len(group))) {
+                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "user and group are names (strings)");
+                return worker_reply_error(jw, &e);
+        }
+        r = pool_build_layer_ids(w->pool, json_string(json_get(req, "key")), json_string(user), json_string(group),
+                                 &ids, &e);
+        if (r < 0)
+                return worker_reply_error(jw, &e);
+        json_w_object_begin(jw);
+        json_w_kv_bool(jw, "ok", true);
+        if (user) {
+                json_w_key(jw, "uid");
+                json_w_uint(jw, ids.uid);
+                json_w_key(jw, "user_gid");
+                json_w_uint(jw, ids.user_gid);
+        }
+        if (group) {
+                json_w_key(jw, "gid");
+                json_w_uint(jw, ids.gid);
+        }
+        json_w_object_end(jw);
+}
+
 /* {"op":"build_layer","key":KEY,"from":"scratch|layer|template|sandbox","name":NAME?,"tar":PATH?,
  *  "mkdir":PATH?,"defaults":JSON?} → {"ok":true,"image_defaults":JSON?}: a Dockerfile build's step as
  * layers/<key>, with the exec defaults file it holds */
@@ -363,6 +396,7 @@ static const WorkerOpHandler handlers[_WORKER_OP_MAX] = {
         [WORKER_OP_VOLUME_FILE_WRITE] = worker_op_volume_file_write,
         [WORKER_OP_VOLUME_FILE_REMOVE] = worker_op_volume_file_remove,
         [WORKER_OP_LAYERS_CACHED] = op_layers_cached,
+        [WORKER_OP_LAYER_IDS] = op_layer_ids,
         [WORKER_OP_BUILD_LAYER] = op_build_layer,
         [WORKER_OP_BUILD_PUBLISH] = op_build_publish,
         [WORKER_OP_TEMPLATES] = op_templates,

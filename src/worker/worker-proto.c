@@ -80,6 +80,9 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
         /* which of an image's layers (by cache key) the layer cache holds: a pull skips them */
         [WORKER_OP_LAYERS_CACHED] = { "layers_cached", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC,
                                       .array = "keys" },
+        /* a build's COPY --chown: the ids of user and group names in a layer's etc/passwd and etc/group */
+        [WORKER_OP_LAYER_IDS] = { "layer_ids", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC,
+                                  .strings = { "key" } },
         /* a Dockerfile build's step and its template (build-layer.c); not relayed: the tar
          * path is a path on this host */
         [WORKER_OP_BUILD_LAYER] = { "build_layer", .deadline_msec = 10 * MIN_MSEC, .strings = { "key", "from" } },

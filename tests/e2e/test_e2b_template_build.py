@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """E2B template builds: the JS SDK's Template.build() (tests/e2e/e2b/template-build.mjs)
-builds a template on a real spaced from fromTemplate('base') with copy (an upload), setEnvs,
+builds a template on a real spaced from fromTemplate('base') with copy (an upload, owned by a user
+named in the image), setEnvs,
 setWorkdir, runCmd and setStartCmd/readyCmd, a sandbox starts from it and sees the result;
 a failing RUN is a build error with its output and leaves the template as it was;
 buildInBackground + getBuildStatus. Then what the SDK cannot send, as raw requests: an
@@ -71,7 +72,7 @@ def test_sdk_template_build(spaced, keys):
         assert any("hello from the context" in m for m in out["build"]["logs"]), out["build"]["logs"]
         assert out["run"]["exitCode"] == 0
         assert out["run"]["stdout"].splitlines() == ["built hi there", "hello from the context", "started", "/app",
-                                                      "env=hi there"], out["run"]
+                                                      "env=hi there", "1000:1000"], out["run"]
         fail = out["fail"]
         assert fail["threw"] and fail["name"] == "BuildError", fail
         assert "exited with code 3" in fail["message"], fail

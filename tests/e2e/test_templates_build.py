@@ -3,7 +3,8 @@
 RUN/COPY/ENV/WORKDIR seen by a sandbox of the result, the step cache (an
 unchanged rebuild is all hits, a changed last step reruns only it), refusals
 naming the line, a failed RUN that leaves the previous version working, a RUN
-bounded by its sandbox's limits, and a disconnect that cancels the build."""
+bounded by its sandbox's limits, a disconnect that cancels the build, and
+COPY --chown names resolved in the image's /etc/passwd and /etc/group."""
 
 import io
 import json
@@ -21,15 +22,23 @@ def tname():
     return f"bld-{uuid.uuid4().hex[:10]}"
 
 
+class Symlink(str):
+    """A context entry that is a symlink to this target."""
+
+
 def context(files):
-    """A tar of {path: bytes} (the build context)."""
+    """A tar of {path: bytes or Symlink} (the build context)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
         for p, data in files.items():
             ti = tarfile.TarInfo(p)
-            ti.size = len(data)
             ti.mode = 0o644
             ti.mtime = 1700000000
+            if isinstance(data, Symlink):
+                ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, str(data), 0o777
+                tf.addfile(ti)
+                continue
+            ti.size = len(data)
             tf.addfile(ti, io.BytesIO(data))
     return buf.getvalue()
 
@@ -241,3 +250,99 @@ def test_python_sdk_build_template(spaced, tmp_path):
         sys.path.pop(0)
         for m in [m for m in sys.modules if m == "space_sdk" or m.startswith("space_sdk.")]:
             del sys.modules[m]
+
+
+# the base has no adduser: a RUN writes the entries
+CHOWN_DOCKERFILE = b"""FROM base
+RUN echo 'app:x:2001:2345::/:/bin/sh' >> /etc/passwd && printf 'staff:x:2345:\\nother:x:3456:\\n' >> /etc/group
+COPY --chown=app a.txt /o/user
+COPY --chown=app:other a.txt /o/user-group
+COPY --chown=1000:staff a.txt /o/id-group
+ADD --chown=app:1000 a.txt /o/user-id
+COPY --chown=user a.txt /o/base-user
+COPY --chown=3000 a.txt /o/id
+"""
+
+
+def test_copy_chown_names_resolved_in_the_image(spaced):
+    name = tname()
+    files = {"Dockerfile": CHOWN_DOCKERFILE, "a.txt": b"a\n"}
+    st, lines = build(spaced, name, files)
+    assert st == 200 and lines[-1]["type"] == "result", lines[-3:]
+    sb = spaced.create(template=name)
+    try:
+        out = spaced.sh(sb["id"], "cd /o && for f in user user-group id-group user-id base-user id; do "
+                                  "echo $f=$(stat -c %u:%g $f); done")
+        assert out.split() == ["user=2001:2345", "user-group=2001:3456", "id-group=1000:2345",
+                               "user-id=2001:1000", "base-user=1000:1000", "id=3000:3000"], out
+    finally:
+        spaced.delete(sb["id"])
+    # unchanged: cached; the ids are in the copied files' tar, so the key follows them
+    st, lines = build(spaced, name, files)
+    assert result(lines)["run"] == 0, lines[-1]
+    remove(spaced, name)
+
+
+def test_copy_chown_follows_the_image_passwd(spaced):
+    """An /etc/passwd COPYed in (no RUN): another passwd, other ids; its symlinks resolve inside the
+    image, never on the host."""
+    name = tname()
+    root = b"root:x:0:0:root:/root:/bin/sh\n"
+
+    def owner(passwd, extra=None):
+        files = {"Dockerfile": b"FROM base\nCOPY . /\nCOPY --chown=app a.txt /a\n", "a.txt": b"a\n",
+                 "etc/passwd": passwd, **(extra or {})}
+        st, lines = build(spaced, name, files)
+        assert st == 200 and lines[-1]["type"] == "result", lines[-3:]
+        sb = spaced.create(template=name)
+        try:
+            return spaced.sh(sb["id"], "stat -c %u:%g /a").strip()
+        finally:
+            spaced.delete(sb["id"])
+
+    assert owner(root + b"app:x:500:501::/:/bin/sh\n") == "500:501"
+    assert owner(root + b"app:x:700:701::/:/bin/sh\n") == "700:701"
+    # "../" past the image's root stays at its root: /srv/pw of the image, not of the host
+    assert owner(Symlink("../../../../../../../../../srv/pw"),
+                 {"srv/pw": root + b"app:x:800:801::/:/bin/sh\n"}) == "800:801"
+    remove(spaced, name)
+
+
+def test_copy_chown_refusals(spaced):
+    name = tname()
+    a = {"a.txt": b"a\n"}
+    # from scratch, numeric ids need no /etc/passwd
+    st, lines = build(spaced, name, {"Dockerfile": b"FROM scratch\nCOPY --chown=7:8 a.txt /a\n", **a})
+    assert lines[-1]["type"] == "result", lines[-3:]
+    remove(spaced, name)
+    base, scratch = b"FROM base\nCOPY --chown=", b"FROM scratch\nCOPY etc/ /etc/\nCOPY --chown="
+    for df, files, want in [
+            (base + b"nosuch a.txt /x\n", {}, "line 2: --chown: no user 'nosuch' in the image's /etc/passwd"),
+            (base + b"user:nosuch a.txt /x\n", {}, "line 2: --chown: no group 'nosuch' in the image's /etc/group"),
+            (b"FROM scratch\nCOPY --chown=app a.txt /x\n", {},
+             "line 2: --chown: the image has no /etc/passwd to look up user 'app' in"),
+            (b"FROM scratch\nCOPY --chown=0:staff a.txt /x\n", {},
+             "line 2: --chown: the image has no /etc/group to look up group 'staff' in"),
+            (base + b"bad/name a.txt /x\n", {}, "line 2: --chown: 'bad/name' is not a user name or id"),
+            (base + b"a$X a.txt /x\n".replace(b"$X", b"b" * 32), {}, "is not a user name or id"),
+            (base + b":user a.txt /x\n", {}, "line 2: --chown: '' is not a user name or id"),
+            (base + b"user:-g a.txt /x\n", {}, "line 2: --chown: '-g' is not a group name or id"),
+            (base + b"70000 a.txt /x\n", {}, "line 2: --chown: the user id 70000 is above 65535"),
+            (base + b"1:99999999999999999999 a.txt /x\n", {}, "line 2: --chown: the group id 9999"),
+            (scratch + b"big a.txt /x\n", {"etc/passwd": b"big:x:70000:1::/:\n"},
+             "line 3: --chown: user 'big' has id 70000 in the image, above 65535"),
+            (scratch + b"big a.txt /x\n", {"etc/passwd": b"big:x:1:70001::/:\n"},
+             "line 3: --chown: the primary group of user 'big' has id 70001 in the image"),
+            (scratch + b"app a.txt /x\n", {"etc/passwd": b"app:x:zz:1::/:\napp:x:1\n"},
+             "line 3: --chown: the image's /etc/passwd has no well-formed line for user 'app'"),
+            (scratch + b"app a.txt /x\n", {"etc/passwd/x": b""},
+             "line 3: --chown: the image's /etc/passwd is not a regular file"),
+            (scratch + b"app a.txt /x\n", {"etc/passwd": b"#" * (1024 * 1024 + 1)},
+             "line 3: --chown: the image's /etc/passwd is larger than 1048576 bytes"),
+            # an escape to the host's /etc/passwd resolves to the image's own: a loop
+            (scratch + b"root:daemon a.txt /x\n", {"etc/group": Symlink("../../../../../../../../etc/group")},
+             "line 3: --chown: cannot open the image's /etc/group: Too many levels of symbolic links"),
+    ]:
+        st, lines = build(spaced, name, {"Dockerfile": df, **a, **files})
+        assert st == 200 and lines[-1]["type"] == "error" and want in lines[-1]["message"], (df, lines[-1])
+    assert name not in spaced.cli("template", "ls").out

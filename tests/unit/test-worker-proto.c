@@ -49,6 +49,8 @@ TEST(op_table_names_round_trip_and_rows_are_consistent) {
         ASSERT_FALSE(worker_op(WORKER_OP_INFO)->deferred);
         /* warm-pool claims work in a cluster */
         ASSERT_TRUE(worker_op(WORKER_OP_TAKE_WARM)->relayed);
+        /* a build's name lookup only reads a layer: a peer may ask it, and ask it again */
+        ASSERT_TRUE(worker_op(WORKER_OP_LAYER_IDS)->relayed && worker_op(WORKER_OP_LAYER_IDS)->idempotent);
         /* what creates must never run twice; what only reads or sets may */
         ASSERT_FALSE(worker_op(WORKER_OP_CREATE)->idempotent);
         ASSERT_FALSE(worker_op(WORKER_OP_BRANCH)->idempotent);
@@ -80,6 +82,10 @@ TEST(request_decoder_checks_op_and_shape) {
         ASSERT_OK(decode("{\"op\":\"take_warm\",\"sandbox\":{\"id\":\"x\"}}", &k, err, sizeof err));
         ASSERT_EQ(k, WORKER_OP_TAKE_WARM);
         ASSERT_OK(decode("{\"op\":\"branch\",\"source\":\"s\",\"sandboxes\":[]}", &k, err, sizeof err));
+        ASSERT_OK(decode("{\"op\":\"layer_ids\",\"key\":\"k\",\"user\":\"app\"}", &k, err, sizeof err));
+        ASSERT_EQ(k, WORKER_OP_LAYER_IDS);
+        ASSERT_ERRNO(decode("{\"op\":\"layer_ids\",\"user\":\"app\"}", &k, err, sizeof err), EBADMSG);
+        ASSERT_TRUE(strstr(err, "'layer_ids' needs 'key'"));
 
         ASSERT_ERRNO(decode("{\"op\":\"frobnicate\"}", &k, err, sizeof err), EOPNOTSUPP);
         ASSERT_TRUE(strstr(err, "unknown worker op 'frobnicate'"));

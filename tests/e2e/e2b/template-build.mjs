@@ -18,7 +18,7 @@ try {
   const logs = []
   const tpl = Template({ fileContextPath: ctx })
     .fromTemplate('base')
-    .copy('hello.txt', '/app/hello.txt')
+    .copy('hello.txt', '/app/hello.txt', { user: 'user' }) // a name in the image's /etc/passwd
     .setEnvs({ GREETING: 'hi there' })
     .setWorkdir('/app')
     .runCmd('echo "built $GREETING" > /app/built.txt && cat hello.txt')
@@ -29,7 +29,7 @@ try {
 
   const sbx = await Sandbox.create(name)
   // the image's workdir and env are the commands' defaults
-  const r = await sbx.commands.run('cat /app/built.txt /app/hello.txt /tmp/started; pwd; echo "env=$GREETING"')
+  const r = await sbx.commands.run('cat /app/built.txt /app/hello.txt /tmp/started; pwd; echo "env=$GREETING"; stat -c %u:%g /app/hello.txt')
   out.run = { stdout: r.stdout, exitCode: r.exitCode }
   await sbx.kill()
 
