@@ -123,6 +123,10 @@ int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiErro
         }
         if (k == -EDQUOT)
                 return api_quota_error(r, &adm, pending > 1 ? "this branch" : "a new sandbox", e);
+        if (k == -EIDRM) /* resolved, then collected before the row was in: no sandbox used it */
+                return api_error(e, k, API_CONFLICT,
+                                 "version %" PRIu64 " of template '%s' was removed while this sandbox was being "
+                                 "created; try again", sb->template_version, sb->template_name);
         if (k == -ENOSPC || k == -EAGAIN)
                 return api_error(e, k, API_UNAVAILABLE, "no free sandbox slot on this host%s",
                                  k == -EAGAIN ? " (the teardowns of deleted sandboxes still hold them)" : "");
