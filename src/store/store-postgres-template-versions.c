@@ -31,6 +31,9 @@ static const char *const version_sql[_PG_TV_STMT_MAX] = {
                        "ORDER BY tv.version DESC",
         [PG_TV_LOCK] = "SELECT version FROM template_versions WHERE name = $1 AND version = $2 FOR UPDATE",
         [PG_TV_HOLD] = "SELECT version FROM template_versions WHERE name = $1 AND version = $2 FOR KEY SHARE",
+        /* a row deleted while this waited for it is skipped: then none (the name's versions were dropped) */
+        [PG_TV_HOLD_NEWEST] = "SELECT version FROM template_versions WHERE name = $1 "
+                              "ORDER BY version DESC LIMIT 1 FOR KEY SHARE",
         [PG_TV_DELETE] = "DELETE FROM template_versions WHERE name = $1 AND version = $2 "
                          "AND version < (SELECT MAX(version) FROM template_versions WHERE name = $1) "
                          "AND NOT EXISTS (SELECT 1 FROM template_tags t WHERE t.name = $1 AND t.version = $2) "
@@ -152,14 +155,17 @@ int pg_op_template_version_delete(Store *s, const char *name, uint64_t version) 
         return pg_store_transact(pg_store(s), version_delete_tx, &k);
 }
 
-int pg_template_version_hold(PgStore *q, const char *name, uint64_t version) {
+int pg_template_version_hold(PgStore *q, const char *name, bool newest, uint64_t *version) {
         _cleanup_pgresult_ PGresult *res = NULL;
         PgParams p = {};
 
         pg_param_text(&p, name);
-        pg_param_i64(&p, (int64_t) version);
-        CHECK(tv_exec(q, PG_TV_HOLD, &p, &res));
-        return PQntuples(res) > 0 ? 0 : -EIDRM;
+        if (!newest)
+                pg_param_i64(&p, (int64_t) *version);
+        CHECK(tv_exec(q, newest ? PG_TV_HOLD_NEWEST : PG_TV_HOLD, &p, &res));
+        if (PQntuples(res) == 0)
+                return -EIDRM;
+        return pg_result_get_row(res, u64_read, version);
 }
 
 int pg_op_template_versions_drop(Store *s, const char *name) {

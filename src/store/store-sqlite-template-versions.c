@@ -28,6 +28,7 @@ static const char *const version_sql[_SQL_TV_STMT_MAX] = {
         [SQL_TV_LIST] = "SELECT " VERSION_COLUMNS " FROM template_versions tv WHERE tv.name = ?1 "
                         "ORDER BY tv.version DESC",
         [SQL_TV_EXISTS] = "SELECT version FROM template_versions WHERE name = ?1 AND version = ?2",
+        [SQL_TV_NEWEST] = "SELECT version FROM template_versions WHERE name = ?1 ORDER BY version DESC LIMIT 1",
         [SQL_TV_DELETE] = "DELETE FROM template_versions WHERE name = ?1 AND version = ?2 "
                           "AND version < (SELECT MAX(version) FROM template_versions WHERE name = ?1) "
                           "AND NOT EXISTS (SELECT 1 FROM template_tags t WHERE t.name = ?1 AND t.version = ?2) "
@@ -139,15 +140,15 @@ int sqlite_op_template_version_delete(Store *s, const char *name, uint64_t versi
         return sqlite_store_commit(&tx);
 }
 
-int sqlite_template_version_hold(SqliteStore *q, const char *name, uint64_t version) {
+int sqlite_template_version_hold(SqliteStore *q, const char *name, bool newest, uint64_t *version) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        uint64_t found;
         int r;
 
-        CHECK(tv_stmt(q, SQL_TV_EXISTS, &st));
+        CHECK(tv_stmt(q, newest ? SQL_TV_NEWEST : SQL_TV_EXISTS, &st));
         CHECK(sqlite_bind_text(q, st, 1, name));
-        CHECK(sqlite_bind_int64(q, st, 2, (int64_t) version));
-        r = sqlite_store_get_row(q, st, version_read_u64, &found);
+        if (!newest)
+                CHECK(sqlite_bind_int64(q, st, 2, (int64_t) *version));
+        r = sqlite_store_get_row(q, st, version_read_u64, version);
         return r == -ENOENT ? -EIDRM : r;
 }
 

@@ -1099,6 +1099,30 @@ STORE_TEST(template_version_insert_needs_the_version) {
         /* nor for one made before versions */
         version_sandbox(&sb, "sbold", 0);
         ASSERT_OK(store_sandbox_insert(s, &sb));
+
+        /* one made from whichever version is newest takes the newest in the
+         * insert, whatever it was resolved to */
+        version_sandbox(&sb, "sbnew", 1);
+        sb.template_newest = true;
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        ASSERT_EQ(sb.template_version, 3);
+        ASSERT_OK(store_sandbox_get(s, NULL, "sbnew", &got));
+        ASSERT_EQ(got.template_version, 3);
+        ASSERT_OK(store_template_version_get(s, "py", 3, &v));
+        ASSERT_EQ(v.users, 2);
+        v = make_version("py", 4, "", 10);
+        ASSERT_OK(store_template_version_add(s, &v));
+        version_sandbox(&sb, "sbnew4", 3);
+        sb.template_newest = true;
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        ASSERT_EQ(sb.template_version, 4);
+        /* ... and is refused once the name has none (the template was removed) */
+        ASSERT_OK(store_template_versions_drop(s, "py"));
+        version_sandbox(&sb, "sbnone", 4);
+        sb.template_newest = true;
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), EIDRM);
+        ASSERT_EQ(sb.template_version, 4);
+        ASSERT_ERRNO(store_sandbox_get(s, NULL, "sbnone", &got), ENOENT);
 }
 
 typedef struct VersionRacer {
