@@ -328,6 +328,12 @@ class Psql:
         self.p.stdin.close()
         assert self.p.wait(30) == 0
 
+    def kill(self):
+        """After a failure: its transaction rolls back, what waited for it goes on."""
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(30)
+
 
 def pg_query(url, sql):
     r = subprocess.run(["psql", "-X", "-tA", url, "-c", sql], capture_output=True, text=True, timeout=60,
@@ -359,11 +365,12 @@ def test_create_and_collection_of_its_version_take_turns(pg_spaced, tars):
     publish(d, name, tars[0])
     assert d.api("POST", f"/v1/templates/{name}/tags", json={"tag": "old"}).status == 200  # v1 stays
     publish(d, name, tars[1])
-    sid = None
+    sid, sessions = None, []
     try:
         # the create first: it holds v1 and waits for the slots lock (held here); the collection
         # that the tag's removal starts waits for the create, then sees its sandbox: v1 stays
         s = Psql(url)
+        sessions.append(s)
         s.run(f"BEGIN; SELECT {PG_LOCK_SLOTS};")
         create, made = in_thread(lambda: d.api("POST", "/v1/sandboxes", json={"template": f"{name}@v1"},
                                                timeout=180))
@@ -393,6 +400,7 @@ def test_create_and_collection_of_its_version_take_turns(pg_spaced, tars):
         row = pg_query(url, f"SELECT digest, size_bytes, created_usec FROM template_versions "
                             f"WHERE name = '{name}' AND version = 2").split("|")
         s = Psql(url)
+        sessions.append(s)
         s.run(f"BEGIN; DELETE FROM template_tags WHERE name = '{name}'; "
               f"DELETE FROM template_versions WHERE name = '{name}' AND version = 2;")
         create, made = in_thread(lambda: d.api("POST", "/v1/sandboxes", json={"template": f"{name}@v2"},
@@ -409,6 +417,8 @@ def test_create_and_collection_of_its_version_take_turns(pg_spaced, tars):
         assert d.api("POST", f"/v1/templates/{name}/tags", json={"tag": "now"}).status == 200
         assert sorted(versions(d, name)) == [3]
     finally:
+        for s in sessions:
+            s.kill()
         if sid:
             d.delete(sid)
         assert d.api("DELETE", f"/v1/templates/{name}").status == 204
