@@ -123,6 +123,10 @@ int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiErro
         }
         if (k == -EDQUOT)
                 return api_quota_error(r, &adm, pending > 1 ? "this branch" : "a new sandbox", e);
+        if (k == -EIDRM) /* resolved, then collected before the row was in: no sandbox used it */
+                return api_error(e, k, API_CONFLICT,
+                                 "version %" PRIu64 " of template '%s' was removed while this sandbox was being "
+                                 "created; try again", sb->template_version, sb->template_name);
         if (k == -ENOSPC || k == -EAGAIN)
                 return api_error(e, k, API_UNAVAILABLE, "no free sandbox slot on this host%s",
                                  k == -EAGAIN ? " (the teardowns of deleted sandboxes still hold them)" : "");
@@ -198,9 +202,11 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const Api
  * to grant (their placeholders are in sb's env already). */
 /* sb->template_name a reference (NAME, NAME:TAG, NAME@vN): it becomes the
  * name, with the version and, for an old version, its pool name. Once
- * resolved, a second call changes nothing. */
+ * resolved, a second call changes nothing. The version is checked again by
+ * the insert (a collection may take it in between): NAME (whichever version
+ * is newest, as the pool's NAME is) takes the newest there. */
 int api_sandbox_resolve_template(ApiRequest *r, Sandbox *sb, ApiError *e) {
-        ApiTemplateRef t;
+        ApiTemplateRef t, asked;
         int k;
 
         if (sb->template_version > 0)
@@ -208,6 +214,8 @@ int api_sandbox_resolve_template(ApiRequest *r, Sandbox *sb, ApiError *e) {
         k = api_template_resolve(r, sb->template_name, &t, e);
         if (k < 0)
                 return k;
+        sb->template_newest = t.version > 0 && api_template_ref_parse(sb->template_name, &asked) >= 0 &&
+                              asked.version == 0 && !asked.tag[0];
         (void) strscpy(sb->template_name, sizeof sb->template_name, t.name);
         sb->template_version = t.version;
         if (!t.newest && t.version > 0)

@@ -396,6 +396,14 @@ static int sandbox_insert_tx(PgStore *q, void *userdata) {
         PgParams p = {};
         uint64_t slot;
 
+        /* One made from a template version (not a branch: that copies its
+         * parent) holds the version's row until the commit: a collection of
+         * it waits, then sees this sandbox. First, before the slots lock: a
+         * version that is gone fails fast, and a collection never takes the
+         * slots lock, so the two locks cannot deadlock. */
+        if (sb->template_version > 0 && !sb->parent_id[0])
+                CHECK(pg_template_version_hold(q, sb->template_name, sb->template_newest,
+                                               &in->sb->template_version));
         /* Deleted sandboxes hold no slot, so a row inserted as deleted gets
          * one too (unused). */
         CHECK(lock_slots(q));
@@ -455,6 +463,7 @@ static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max, StoreAdm
 
         CHECK(pg_store_transact(pg_store(s), sandbox_insert_tx, &in));
         sb->slot = row.slot;
+        sb->template_version = row.template_version;
         return 0;
 }
 

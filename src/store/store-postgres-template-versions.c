@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The PostgreSQL back end's template versions and tags, with the semantics
  * of the SQLite ones (store-sqlite-template-versions.c). A version's delete
- * locks its row first (FOR UPDATE), so two servers collecting it take turns. */
+ * locks its row first (FOR UPDATE), so two servers collecting it take turns;
+ * a sandbox insert holds the row FOR KEY SHARE (pg_template_version_hold),
+ * so a delete and an insert of a sandbox using the version take turns too:
+ * under READ COMMITTED the delete's next statement, once the lock is its,
+ * sees the committed sandbox (-EBUSY), and an insert that waited for a
+ * delete finds no row (-EIDRM). */
 
 #include <stdio.h>
 
@@ -25,6 +30,10 @@ static const char *const version_sql[_PG_TV_STMT_MAX] = {
         [PG_TV_LIST] = "SELECT " VERSION_COLUMNS " FROM template_versions tv WHERE tv.name = $1 "
                        "ORDER BY tv.version DESC",
         [PG_TV_LOCK] = "SELECT version FROM template_versions WHERE name = $1 AND version = $2 FOR UPDATE",
+        [PG_TV_HOLD] = "SELECT version FROM template_versions WHERE name = $1 AND version = $2 FOR KEY SHARE",
+        /* a row deleted while this waited for it is skipped: then none (the name's versions were dropped) */
+        [PG_TV_HOLD_NEWEST] = "SELECT version FROM template_versions WHERE name = $1 "
+                              "ORDER BY version DESC LIMIT 1 FOR KEY SHARE",
         [PG_TV_DELETE] = "DELETE FROM template_versions WHERE name = $1 AND version = $2 "
                          "AND version < (SELECT MAX(version) FROM template_versions WHERE name = $1) "
                          "AND NOT EXISTS (SELECT 1 FROM template_tags t WHERE t.name = $1 AND t.version = $2) "
@@ -144,6 +153,19 @@ int pg_op_template_version_delete(Store *s, const char *name, uint64_t version) 
         VersionKey k = { name, version };
 
         return pg_store_transact(pg_store(s), version_delete_tx, &k);
+}
+
+int pg_template_version_hold(PgStore *q, const char *name, bool newest, uint64_t *version) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, name);
+        if (!newest)
+                pg_param_i64(&p, (int64_t) *version);
+        CHECK(tv_exec(q, newest ? PG_TV_HOLD_NEWEST : PG_TV_HOLD, &p, &res));
+        if (PQntuples(res) == 0)
+                return -EIDRM;
+        return pg_result_get_row(res, u64_read, version);
 }
 
 int pg_op_template_versions_drop(Store *s, const char *name) {

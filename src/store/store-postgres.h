@@ -148,6 +148,8 @@ typedef enum PgTemplateVersionStmt {
         PG_TV_GET,
         PG_TV_LIST,
         PG_TV_LOCK,
+        PG_TV_HOLD,
+        PG_TV_HOLD_NEWEST,
         PG_TV_DELETE,
         PG_TV_DROP,
         PG_TV_TAG_SET,
@@ -372,6 +374,11 @@ int pg_op_template_version_next(Store *s, const char *name, uint64_t *ret);
 int pg_op_template_version_get(Store *s, const char *name, uint64_t version, TemplateVersion *ret);
 int pg_op_template_version_list(Store *s, const char *name, TemplateVersion **ret, size_t *ret_n);
 int pg_op_template_version_delete(Store *s, const char *name, uint64_t version);
+/* Inside a sandbox insert's transaction: locks *version's row FOR KEY SHARE
+ * until the commit, so a delete of it (FOR UPDATE) waits for the insert and
+ * then sees its sandbox; -EIDRM if the row is gone (collected meanwhile).
+ * newest: the newest version's row, into *version. */
+int pg_template_version_hold(PgStore *q, const char *name, bool newest, uint64_t *version);
 int pg_op_template_versions_drop(Store *s, const char *name);
 int pg_op_template_tag_set(Store *s, const char *name, const char *tag, uint64_t version);
 int pg_op_template_tag_delete(Store *s, const char *name, const char *tag);

@@ -443,11 +443,17 @@ static int op_sandbox_insert(Store *s, Sandbox *sb, uint32_t slots_max, StoreAdm
         /* Deleted sandboxes hold no slot, so a row inserted as deleted gets
          * one too (unused); the partial unique index is the last word. */
         CHECK(sqlite_store_begin(q, &tx));
+        /* one made from a template version (not a branch: that copies its
+         * parent) needs the version still there (or takes the newest) */
+        if (sb->template_version > 0 && !sb->parent_id[0])
+                CHECK(sqlite_template_version_hold(q, sb->template_name, sb->template_newest,
+                                                   &row.template_version));
         CHECK(sqlite_tenant_admit(q, sb->tenant_id, adm, sb));
         CHECK(sandbox_free_slot(q, slots_max, &row.slot));
         CHECK(sandbox_insert_row(q, &row));
         CHECK(sqlite_store_commit(&tx));
         sb->slot = row.slot;
+        sb->template_version = row.template_version;
         return 0;
 }
 

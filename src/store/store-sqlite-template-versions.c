@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The SQLite back end's template versions and tags. store-template-versions.c
  * has checked every argument. A version's delete decides (newest, tagged, in
- * use) in its own transaction (BEGIN IMMEDIATE: no sandbox insert meanwhile). */
+ * use) in its own transaction, and a sandbox insert checks that its version
+ * is there in its own (sqlite_template_version_hold): both BEGIN IMMEDIATE,
+ * which takes the database's write lock at the BEGIN, so one runs whole
+ * before the other: a delete after the insert sees its sandbox (-EBUSY), an
+ * insert after the delete finds no row (-EIDRM). */
 
 #include "store-sqlite.h"
 
@@ -23,6 +27,8 @@ static const char *const version_sql[_SQL_TV_STMT_MAX] = {
         [SQL_TV_GET] = "SELECT " VERSION_COLUMNS " FROM template_versions tv WHERE tv.name = ?1 AND tv.version = ?2",
         [SQL_TV_LIST] = "SELECT " VERSION_COLUMNS " FROM template_versions tv WHERE tv.name = ?1 "
                         "ORDER BY tv.version DESC",
+        [SQL_TV_EXISTS] = "SELECT version FROM template_versions WHERE name = ?1 AND version = ?2",
+        [SQL_TV_NEWEST] = "SELECT version FROM template_versions WHERE name = ?1 ORDER BY version DESC LIMIT 1",
         [SQL_TV_DELETE] = "DELETE FROM template_versions WHERE name = ?1 AND version = ?2 "
                           "AND version < (SELECT MAX(version) FROM template_versions WHERE name = ?1) "
                           "AND NOT EXISTS (SELECT 1 FROM template_tags t WHERE t.name = ?1 AND t.version = ?2) "
@@ -132,6 +138,18 @@ int sqlite_op_template_version_delete(Store *s, const char *name, uint64_t versi
                 CHECK(r);
         }
         return sqlite_store_commit(&tx);
+}
+
+int sqlite_template_version_hold(SqliteStore *q, const char *name, bool newest, uint64_t *version) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        CHECK(tv_stmt(q, newest ? SQL_TV_NEWEST : SQL_TV_EXISTS, &st));
+        CHECK(sqlite_bind_text(q, st, 1, name));
+        if (!newest)
+                CHECK(sqlite_bind_int64(q, st, 2, (int64_t) *version));
+        r = sqlite_store_get_row(q, st, version_read_u64, version);
+        return r == -ENOENT ? -EIDRM : r;
 }
 
 int sqlite_op_template_versions_drop(Store *s, const char *name) {

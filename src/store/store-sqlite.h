@@ -167,6 +167,8 @@ typedef enum SqlTemplateVersionStmt {
         SQL_TV_NEXT,
         SQL_TV_GET,
         SQL_TV_LIST,
+        SQL_TV_EXISTS,
+        SQL_TV_NEWEST,
         SQL_TV_DELETE,
         SQL_TV_DROP_TAGS,
         SQL_TV_DROP,
@@ -333,6 +335,10 @@ int sqlite_op_template_version_next(Store *s, const char *name, uint64_t *ret);
 int sqlite_op_template_version_get(Store *s, const char *name, uint64_t version, TemplateVersion *ret);
 int sqlite_op_template_version_list(Store *s, const char *name, TemplateVersion **ret, size_t *ret_n);
 int sqlite_op_template_version_delete(Store *s, const char *name, uint64_t version);
+/* Inside a sandbox insert's transaction: -EIDRM if *version is not recorded
+ * (collected meanwhile); newest: the newest version, into *version.
+ * BEGIN IMMEDIATE serializes it with a delete. */
+int sqlite_template_version_hold(SqliteStore *q, const char *name, bool newest, uint64_t *version);
 int sqlite_op_template_versions_drop(Store *s, const char *name);
 int sqlite_op_template_tag_set(Store *s, const char *name, const char *tag, uint64_t version);
 int sqlite_op_template_tag_delete(Store *s, const char *name, const char *tag);

@@ -450,6 +450,7 @@ int store_sandbox_insert_admit(Store *s, Sandbox *sb, uint32_t slots_max, StoreA
         if (r < 0)
                 return r;
         sb->slot = copy.slot;
+        sb->template_version = copy.template_version;
         sb->created_usec = copy.created_usec;
         sb->updated_usec = copy.updated_usec;
         sb->last_activity_usec = copy.last_activity_usec;

@@ -126,6 +126,9 @@ typedef struct Sandbox {
         uint64_t template_version;      /* the version of template_name it was made from, 0 = unversioned */
         char template_pool[STORE_NAME_MAX]; /* not stored: the pool template a create makes it from
                                              * ("name@vN" for an old version), "" = template_name */
+        bool template_newest;           /* not stored: made from whichever version is the newest (NAME,
+                                         * NAME:latest): the insert puts the one newest in its
+                                         * transaction into template_version */
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */
@@ -341,7 +344,11 @@ int store_template_tag_list(Store *s, const char *name, TemplateTag **ret, size_
  * whose state is not deleted (atomically, in the same transaction). */
 int store_sandbox_insert(Store *s, Sandbox *sb);
 /* The same, but only slots < slots_max are used: -ENOSPC when all are taken.
- * created_usec 0 = now; updated_usec 0 = created_usec. -EEXIST if the id is taken. */
+ * created_usec 0 = now; updated_usec 0 = created_usec. -EEXIST if the id is taken.
+ * One made from a template version (template_version > 0, no parent_id) needs
+ * the version's row: -EIDRM if it is gone; a version delete and the insert
+ * are serialized, so a delete that comes after sees the sandbox (-EBUSY).
+ * With template_newest the newest version is taken (-EIDRM if there is none). */
 int store_sandbox_insert_max(Store *s, Sandbox *sb, uint32_t slots_max);
 /* The same, admitted against sb->tenant_id's quotas (adm NULL = not): -EDQUOT. */
 int store_sandbox_insert_admit(Store *s, Sandbox *sb, uint32_t slots_max, StoreAdmission *adm);

@@ -274,3 +274,151 @@ def test_builds_are_versions_and_share_layers(spaced):
             spaced.delete(sb["id"])
     finally:
         assert spaced.api("DELETE", f"/v1/templates/{name}").status == 204
+
+
+PG_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "pg-test-server.sh")
+PG_LOCK_SLOTS = "pg_advisory_xact_lock(1936744803, 2)"  # src/store/store-postgres.h: the slots lock
+
+
+@pytest.fixture(scope="module")
+def pg_spaced(e2e_session, request):
+    """A spaced on a private PostgreSQL (READ COMMITTED: where a create and a collection race)."""
+    if not shutil.which("psql"):
+        pytest.skip("psql is needed")
+    r = subprocess.run(["sh", PG_SCRIPT, "start"], capture_output=True, text=True, timeout=120)
+    if r.returncode == 77:
+        pytest.skip("no PostgreSQL here")
+    assert r.returncode == 0, r.stderr
+    url = r.stdout.strip()
+    d = None
+    try:
+        d = e2e_session.new_daemon(extra_args=["--store-url", url])
+        d.pg_url = url
+        d.start()
+        yield d
+    finally:
+        try:
+            if d is not None:
+                import e2e_residue as residue
+                residue.finish_daemon(d, request)
+        finally:
+            subprocess.run(["sh", PG_SCRIPT, "stop", url], capture_output=True, timeout=120)
+
+
+class Psql:
+    """One session of psql, held open: its transaction holds what it locked until commit."""
+
+    def __init__(self, url):
+        self.p = subprocess.Popen(["psql", "-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", url], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env())
+
+    def run(self, sql):
+        """Runs sql; returns its output lines once it is done."""
+        mark = "--done-" + uuid.uuid4().hex
+        self.p.stdin.write(f"{sql}\n\\echo {mark}\n")
+        self.p.stdin.flush()
+        out = []
+        for line in self.p.stdout:
+            if line.strip() == mark:
+                return out
+            out.append(line.rstrip("\n"))
+        raise AssertionError(f"psql ended: {out}")
+
+    def close(self):
+        self.p.stdin.close()
+        assert self.p.wait(30) == 0
+
+    def kill(self):
+        """After a failure: its transaction rolls back, what waited for it goes on."""
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(30)
+
+
+def pg_query(url, sql):
+    r = subprocess.run(["psql", "-X", "-tA", url, "-c", sql], capture_output=True, text=True, timeout=60,
+                       env=clean_env())
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def wait_lock_waiter(url, like):
+    """Until a backend waits for a lock in a statement like `like` (bounded: not a timing assertion)."""
+    import e2e_host as host
+    sql = ("SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%"
+           + like.replace("'", "''") + "%'")
+    assert host.wait_until(lambda: pg_query(url, sql) != "0", 60), f"nothing waited in {like}"
+
+
+def in_thread(fn):
+    import threading
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=fn()))
+    t.start()
+    return t, out
+
+
+def test_create_and_collection_of_its_version_take_turns(pg_spaced, tars):
+    """Issue 22: a create that resolved an old version and a collection of that version, interleaved
+    step by step on PostgreSQL through the locks each waits for."""
+    d, url, name = pg_spaced, pg_spaced.pg_url, tname()
+    publish(d, name, tars[0])
+    assert d.api("POST", f"/v1/templates/{name}/tags", json={"tag": "old"}).status == 200  # v1 stays
+    publish(d, name, tars[1])
+    sid, sessions = None, []
+    try:
+        # the create first: it holds v1 and waits for the slots lock (held here); the collection
+        # that the tag's removal starts waits for the create, then sees its sandbox: v1 stays
+        s = Psql(url)
+        sessions.append(s)
+        s.run(f"BEGIN; SELECT {PG_LOCK_SLOTS};")
+        create, made = in_thread(lambda: d.api("POST", "/v1/sandboxes", json={"template": f"{name}@v1"},
+                                               timeout=180))
+        wait_lock_waiter(url, "pg_advisory_xact_lock")
+        untag, untagged = in_thread(lambda: d.api("DELETE", f"/v1/templates/{name}/tags/old"))
+        wait_lock_waiter(url, "FOR UPDATE")
+        s.run("COMMIT;")
+        s.close()
+        create.join(180)
+        untag.join(180)
+        r = made["r"]
+        assert r.status == 201 and r.json()["template_version"] == 1, r
+        sid = r.json()["id"]
+        d.known_alive.add(sid)
+        assert untagged["r"].status == 204, untagged["r"]
+        vs = versions(d, name)
+        assert sorted(vs) == [1, 2] and vs[1]["in_use"] == 1 and vs[1]["sandboxes"] == [sid], vs
+        assert version_of(d, sid) == "one"
+        d.delete(sid)
+        sid = None
+        assert sorted(versions(d, name)) == [2]  # collected at the delete
+
+        # the collection first (its row delete done, not committed): a create of that version
+        # waits for it, then is refused cleanly
+        assert d.api("POST", f"/v1/templates/{name}/tags", json={"tag": "old"}).status == 200
+        publish(d, name, tars[0])  # v3; v2 is kept by the tag
+        row = pg_query(url, f"SELECT digest, size_bytes, created_usec FROM template_versions "
+                            f"WHERE name = '{name}' AND version = 2").split("|")
+        s = Psql(url)
+        sessions.append(s)
+        s.run(f"BEGIN; DELETE FROM template_tags WHERE name = '{name}'; "
+              f"DELETE FROM template_versions WHERE name = '{name}' AND version = 2;")
+        create, made = in_thread(lambda: d.api("POST", "/v1/sandboxes", json={"template": f"{name}@v2"},
+                                               timeout=180))
+        wait_lock_waiter(url, "FOR KEY SHARE")
+        s.run("COMMIT;")
+        create.join(180)
+        e = assert_error_shape(made["r"], 409, "conflict")
+        assert f"version 2 of template '{name}' was removed" in e["message"] and "try again" in e["message"], e
+        # (what the collection would have removed: the row back, and a tag change collects it whole)
+        s.run(f"INSERT INTO template_versions (name, version, digest, size_bytes, created_usec) "
+              f"VALUES ('{name}', 2, '{row[0]}', {row[1]}, {row[2]});")
+        s.close()
+        assert d.api("POST", f"/v1/templates/{name}/tags", json={"tag": "now"}).status == 200
+        assert sorted(versions(d, name)) == [3]
+    finally:
+        for s in sessions:
+            s.kill()
+        if sid:
+            d.delete(sid)
+        assert d.api("DELETE", f"/v1/templates/{name}").status == 204

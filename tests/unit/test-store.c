@@ -1050,6 +1050,224 @@ STORE_TEST(template_versions) {
         ASSERT_OK(store_template_version_get(s, "other", 1, &got));
 }
 
+static void version_sandbox(Sandbox *sb, const char *id, uint64_t version) {
+        sandbox_init(sb, id, "tn_a", "py");
+        sb->template_version = version;
+}
+
+/* A sandbox made from a template version needs the version's row in the
+ * insert's transaction: one collected after the create resolved it is
+ * refused (-EIDRM), not recorded as using what is gone. */
+STORE_TEST(template_version_insert_needs_the_version) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        TemplateVersion v;
+        Sandbox sb;
+
+        for (uint64_t i = 1; i <= 3; i++) {
+                v = make_version("py", i, "", 10);
+                ASSERT_OK(store_template_version_add(s, &v));
+        }
+        v = make_version("other", 1, "", 10);
+        ASSERT_OK(store_template_version_add(s, &v));
+
+        /* collected first: the insert is refused and leaves no row */
+        ASSERT_OK(store_template_version_delete(s, "py", 1));
+        version_sandbox(&sb, "sbgone", 1);
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), EIDRM);
+        ASSERT_ERRNO(store_sandbox_get(s, NULL, "sbgone", &got), ENOENT);
+        /* never recorded; another template's version 1 is not this one's */
+        version_sandbox(&sb, "sbnever", 9);
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), EIDRM);
+        ASSERT_OK(store_template_version_delete(s, "py", 2));
+        version_sandbox(&sb, "sbother", 2);
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), EIDRM);
+        /* in a batch (a branch's rows) the refusal undoes only its own insert */
+        ASSERT_OK(store_batch_begin(s));
+        version_sandbox(&sb, "sbin", 3);
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        version_sandbox(&sb, "sbout", 1);
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), EIDRM);
+        ASSERT_OK(store_batch_end(s));
+        ASSERT_OK(store_sandbox_get(s, NULL, "sbin", &got));
+        ASSERT_ERRNO(store_sandbox_get(s, NULL, "sbout", &got), ENOENT);
+
+        /* a branch copies its parent's files, not the version's: no check */
+        version_sandbox(&sb, "sbbranch", 1);
+        ASSERT_OK(strscpy(sb.parent_id, sizeof sb.parent_id, "sbin"));
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        /* nor for one made before versions */
+        version_sandbox(&sb, "sbold", 0);
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+
+        /* one made from whichever version is newest takes the newest in the
+         * insert, whatever it was resolved to */
+        version_sandbox(&sb, "sbnew", 1);
+        sb.template_newest = true;
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        ASSERT_EQ(sb.template_version, 3);
+        ASSERT_OK(store_sandbox_get(s, NULL, "sbnew", &got));
+        ASSERT_EQ(got.template_version, 3);
+        ASSERT_OK(store_template_version_get(s, "py", 3, &v));
+        ASSERT_EQ(v.users, 2);
+        v = make_version("py", 4, "", 10);
+        ASSERT_OK(store_template_version_add(s, &v));
+        version_sandbox(&sb, "sbnew4", 3);
+        sb.template_newest = true;
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+        ASSERT_EQ(sb.template_version, 4);
+        /* ... and is refused once the name has none (the template was removed) */
+        ASSERT_OK(store_template_versions_drop(s, "py"));
+        version_sandbox(&sb, "sbnone", 4);
+        sb.template_newest = true;
+        ASSERT_ERRNO(store_sandbox_insert(s, &sb), EIDRM);
+        ASSERT_EQ(sb.template_version, 4);
+        ASSERT_ERRNO(store_sandbox_get(s, NULL, "sbnone", &got), ENOENT);
+}
+
+typedef struct VersionRacer {
+        Store *s;
+        Sandbox sb;      /* insert this, or ... */
+        uint64_t delete; /* ... collect this version of "py" */
+        int r;
+} VersionRacer;
+
+static void *version_racer(void *arg) {
+        VersionRacer *a = arg;
+
+        a->r = a->delete > 0 ? store_template_version_delete(a->s, "py", a->delete) : store_sandbox_insert(a->s, &a->sb);
+        return NULL;
+}
+
+static void version_racer_start(VersionRacer *a, pthread_t *th) {
+        ASSERT_EQ(pthread_create(th, NULL, version_racer, a), 0);
+}
+
+static int version_racer_join(VersionRacer *a, pthread_t th) {
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+        return a->r;
+}
+
+/* Waits (bounded) until n backends of database db wait for a lock. */
+static void pg_wait_lock_waiters(const char *db, long n) {
+        char sql[256];
+
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '%s' AND "
+                 "wait_event_type = 'Lock'", db);
+        for (int waited = 0; waited < PG_WAIT_MSEC; waited += 10) {
+                if (pg_admin_number(sql) >= n)
+                        return;
+                (void) nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        }
+        test_fail(__FILE__, __LINE__, "%ld backends of %s did not wait for a lock within 10 s", n, db);
+}
+
+static PGresult *pg_exec_ok(PGconn *c, const char *sql) {
+        PGresult *res = PQexec(c, sql);
+        ExecStatusType st = PQresultStatus(res);
+
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+                fprintf(stderr, "  %s: %s", sql, PQresultErrorMessage(res));
+                PQclear(res);
+                test_fail(__FILE__, __LINE__, "SQL failed");
+        }
+        return res;
+}
+
+/* PostgreSQL, READ COMMITTED: a create's insert and a collection of its
+ * version on two connections, in both orders, each step waiting for the
+ * other's lock (not for time). */
+TEST(template_version_insert_and_collection_take_turns_postgres) {
+        use_backend(BACKEND_POSTGRES);
+        const char *url = fresh_url();
+        char db[64];
+        _cleanup_(store_closep) Store *a = open_url(url);
+        _cleanup_(store_closep) Store *b = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        VersionRacer ins = { .s = a }, del = { .s = b, .delete = 1 };
+        pthread_t ti, td;
+        TemplateVersion v;
+        PGconn *c;
+
+        ASSERT_OK(strscpy(db, sizeof db, pg.databases[pg.n_databases - 1]));
+        for (uint64_t i = 1; i <= 2; i++) {
+                v = make_version("py", i, "", 10);
+                ASSERT_OK(store_template_version_add(a, &v));
+        }
+        c = PQconnectdb(url);
+        ASSERT_EQ(PQstatus(c), CONNECTION_OK);
+
+        /* the insert first: it holds version 1 and waits for the slots lock
+         * (held here); the collection waits for the insert, then sees its
+         * sandbox: -EBUSY, and the version stays */
+        PQclear(pg_exec_ok(c, "BEGIN"));
+        PQclear(pg_exec_ok(c, "SELECT pg_advisory_xact_lock(" PG_LOCK_CLASS ", " PG_LOCK_SLOTS ")"));
+        version_sandbox(&ins.sb, "sbfirst", 1);
+        version_racer_start(&ins, &ti);
+        pg_wait_lock_waiters(db, 1);
+        version_racer_start(&del, &td);
+        pg_wait_lock_waiters(db, 2);
+        PQclear(pg_exec_ok(c, "COMMIT"));
+        ASSERT_EQ(version_racer_join(&ins, ti), 0);
+        ASSERT_EQ(version_racer_join(&del, td), -EBUSY);
+        ASSERT_OK(store_template_version_get(b, "py", 1, &v));
+        ASSERT_EQ(v.users, 1);
+
+        /* the collection first (its DELETE done, not committed): the insert
+         * waits for it, then finds no row: -EIDRM, and no sandbox row */
+        ASSERT_OK(store_sandbox_set_state(a, "sbfirst", -1, SANDBOX_DELETED, NULL));
+        PQclear(pg_exec_ok(c, "BEGIN"));
+        PGresult *res = pg_exec_ok(c, "DELETE FROM template_versions WHERE name = 'py' AND version = 1");
+        ASSERT_STREQ(PQcmdTuples(res), "1");
+        PQclear(res);
+        version_sandbox(&ins.sb, "sbsecond", 1);
+        version_racer_start(&ins, &ti);
+        pg_wait_lock_waiters(db, 1);
+        PQclear(pg_exec_ok(c, "COMMIT"));
+        ASSERT_EQ(version_racer_join(&ins, ti), -EIDRM);
+        ASSERT_ERRNO(store_sandbox_get(a, NULL, "sbsecond", &got), ENOENT);
+        PQfinish(c);
+}
+
+/* SQLite: the insert and the delete each run in one BEGIN IMMEDIATE
+ * transaction (here: a batch holds it open on one handle), so one runs whole
+ * before the other, whichever the other thread reached first. */
+TEST(template_version_insert_and_collection_take_turns_sqlite) {
+        use_backend(BACKEND_SQLITE);
+        const char *url = fresh_url();
+        _cleanup_(store_closep) Store *a = open_url(url);
+        _cleanup_(store_closep) Store *b = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        VersionRacer ins = { .s = a }, del = { .s = b, .delete = 1 };
+        pthread_t ti, td;
+        TemplateVersion v;
+
+        for (uint64_t i = 1; i <= 2; i++) {
+                v = make_version("py", i, "", 10);
+                ASSERT_OK(store_template_version_add(a, &v));
+        }
+
+        /* the insert's transaction first: the delete then sees its sandbox */
+        ASSERT_OK(store_batch_begin(a));
+        version_sandbox(&ins.sb, "sbfirst", 1);
+        ASSERT_OK(store_sandbox_insert(a, &ins.sb));
+        version_racer_start(&del, &td);
+        ASSERT_OK(store_batch_end(a));
+        ASSERT_EQ(version_racer_join(&del, td), -EBUSY);
+        ASSERT_OK(store_template_version_get(b, "py", 1, &v));
+        ASSERT_EQ(v.users, 1);
+
+        /* the delete's first: the insert then finds no row */
+        ASSERT_OK(store_sandbox_set_state(a, "sbfirst", -1, SANDBOX_DELETED, NULL));
+        ASSERT_OK(store_batch_begin(b));
+        ASSERT_OK(store_template_version_delete(b, "py", 1));
+        version_sandbox(&ins.sb, "sbsecond", 1);
+        version_racer_start(&ins, &ti);
+        ASSERT_OK(store_batch_end(b));
+        ASSERT_EQ(version_racer_join(&ins, ti), -EIDRM);
+        ASSERT_ERRNO(store_sandbox_get(a, NULL, "sbsecond", &got), ENOENT);
+}
+
 STORE_TEST(sandbox_roundtrip) {
         _cleanup_(store_closep) Store *s = open_url(url);
         _cleanup_(sandbox_done) Sandbox got = {};
