@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "api-internal.h"
+#include "cluster-tls.h"
 #include "metrics-hist.h"
 #include "fd-util.h"
 #include "log.h"
@@ -356,6 +357,16 @@ int api_metrics(ApiRequest *r, ApiError *e) {
                            "# TYPE space_worker_restarts_total counter\n"
                            "space_worker_restarts_total %" PRIu64 "\n",
                         atomic_load(&st->phase) == API_WORKER_UP, (uint64_t) atomic_load(&st->restarts));
+        }
+        if (cluster_tls_enabled()) {
+                uint64_t full, resumed;
+                cluster_tls_handshakes(&full, &resumed);
+                fprintf(f, "# HELP space_cluster_tls_handshakes_total TLS handshakes of this process with "
+                           "workers, by whether a session was resumed.\n"
+                           "# TYPE space_cluster_tls_handshakes_total counter\n"
+                           "space_cluster_tls_handshakes_total{resumed=\"false\"} %" PRIu64 "\n"
+                           "space_cluster_tls_handshakes_total{resumed=\"true\"} %" PRIu64 "\n",
+                        full, resumed);
         }
         fprintf(f, "# HELP space_http_requests_total HTTP requests answered, by status class.\n"
                    "# TYPE space_http_requests_total counter\n");
