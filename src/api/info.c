@@ -358,7 +358,13 @@ int api_metrics(ApiRequest *r, ApiError *e) {
                            "space_worker_restarts_total %" PRIu64 "\n",
                         atomic_load(&st->phase) == API_WORKER_UP, (uint64_t) atomic_load(&st->restarts));
         }
-        if (cluster_tls_enabled()) {
+        fprintf(f, "# HELP space_http_requests_total HTTP requests answered, by status class.\n"
+                   "# TYPE space_http_requests_total counter\n");
+        for (unsigned c = 1; c <= 5; c++)
+                fprintf(f, "space_http_requests_total{code=\"%uxx\"} %" PRIu64 "\n", c,
+                        (uint64_t) atomic_load(&r->api->requests_by_class[c]));
+        api_metrics_print_sandboxes(r, f);
+        if (cluster_tls_enabled()) { /* after the sandboxes' round: its handshakes counted */
                 uint64_t full, resumed;
                 cluster_tls_handshakes(&full, &resumed);
                 fprintf(f, "# HELP space_cluster_tls_handshakes_total TLS handshakes of this process with "
@@ -368,12 +374,6 @@ int api_metrics(ApiRequest *r, ApiError *e) {
                            "space_cluster_tls_handshakes_total{resumed=\"true\"} %" PRIu64 "\n",
                         full, resumed);
         }
-        fprintf(f, "# HELP space_http_requests_total HTTP requests answered, by status class.\n"
-                   "# TYPE space_http_requests_total counter\n");
-        for (unsigned c = 1; c <= 5; c++)
-                fprintf(f, "space_http_requests_total{code=\"%uxx\"} %" PRIu64 "\n", c,
-                        (uint64_t) atomic_load(&r->api->requests_by_class[c]));
-        api_metrics_print_sandboxes(r, f);
         api_hist_print(f);
         fprintf(f, "# HELP space_http_requests_in_flight HTTP requests being answered.\n"
                    "# TYPE space_http_requests_in_flight gauge\n"

@@ -467,8 +467,12 @@ static int wrap(bool server, int fd, const char *worker, const char *address, in
                 relay_free(t);
                 return -EPROTO;
         }
-        if (!server)
-                atomic_fetch_add(&handshakes[SSL_session_reused(t->ssl) ? 1 : 0], 1);
+        if (!server) {
+                bool resumed = SSL_session_reused(t->ssl);
+                atomic_fetch_add(&handshakes[resumed ? 1 : 0], 1);
+                log_debug("Worker %s (%s): TLS session %s", strna(worker), strna(address),
+                          resumed ? "resumed" : "made (a full handshake)");
+        }
         handshake_deadline(fd, 0);
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
                 r = negative_errno();
