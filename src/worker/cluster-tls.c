@@ -2,6 +2,8 @@
 /* Mutual TLS 1.3 under the worker protocol: handshake, then a relay thread
  * per connection between the TLS connection and a socketpair. */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -406,7 +408,7 @@ static bool resumed_peer_ok(SSL *ssl, const char *worker) {
 static int wrap(bool server, int fd, const char *worker, const char *address, int *ret_fd, char *why,
                 size_t why_size) {
         Relay *t = new0(Relay, 1);
-        int sp[2] = { -EBADF, -EBADF }, r;
+        int sp[2] = { -EBADF, -EBADF }, one = 1, r;
         pthread_attr_t attr;
         pthread_t th;
 
@@ -415,6 +417,8 @@ static int wrap(bool server, int fd, const char *worker, const char *address, in
                 return -ENOMEM;
         }
         *t = (Relay){ .net = fd, .plain = -EBADF };
+        /* a listener's accepted fd too: else the reply after a ticket waits for its ACK */
+        (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         t->ctx = context_get(server, &t->gen, why, why_size);
         if (!t->ctx) {
                 relay_free(t);
