@@ -239,6 +239,7 @@ def _hello_session(c, ctx, addr, session=None):
     host_, port = addr.rsplit(":", 1)
     hello = json.dumps({"op": "hello", "token": _token(c), "worker": "w1"}).encode() + b"\n"
     with socket.create_connection((host_, int(port)), timeout=10) as raw:
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as spaced's clients
         with ctx.wrap_socket(raw, server_hostname="w1", session=session) as t:
             t.sendall(hello)
             f = t.makefile("rb")
