@@ -21,13 +21,14 @@
 #include "fd-util.h"
 #include "log.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "cluster-tls.h"
 #include "cluster-net.h"
 
 #define TLS_RELAY_BUF 16384U
 #define TLS_PEERS_MAX 64U          /* the client's cache: its last session with each of that many peers */
 #define TLS_PEER_KEY_MAX 320U      /* "worker\naddress" */
-#define CLUSTER_TLS_SESSION_S 3600 /* a ticket's lifetime */
+#define CLUSTER_TLS_SESSION_S 3600 /* a ticket's lifetime, and a chain of resumptions' since its full handshake */
 
 static char *tls_cert, *tls_key, *tls_ca;
 static atomic_uint_fast64_t handshakes[2]; /* as a client: [0] full, [1] resumed */
@@ -39,6 +40,7 @@ typedef struct Relay {
         int plain; /* our end of the socketpair */
         uint64_t gen;                /* a client's: its context's generation */
         char peer[TLS_PEER_KEY_MAX]; /* a client's: the cache's key, "" = not cached */
+        int64_t verified;            /* a client's: when its session's full handshake was (mono_msec) */
 } Relay;
 
 /* The client's sessions: the last ticket of each peer (worker name and
@@ -53,6 +55,7 @@ static struct {
                 char key[TLS_PEER_KEY_MAX];
                 SSL_SESSION *session;
                 uint64_t used;
+                int64_t verified; /* its chain's full handshake (mono_msec) */
         } slots[TLS_PEERS_MAX];
 } peers = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -68,16 +71,25 @@ static void peers_reset(uint64_t gen) {
         pthread_mutex_unlock(&peers.lock);
 }
 
-/* The session to offer key (a reference of the caller's), NULL: none. */
-static SSL_SESSION *peers_get(const char *key, uint64_t gen) {
+/* The session to offer key (a reference of the caller's), NULL: none. A
+ * session whose chain of resumptions started CLUSTER_TLS_SESSION_S ago is
+ * not: a full handshake verifies both certificates again (an expiry). */
+static SSL_SESSION *peers_get(const char *key, uint64_t gen, int64_t *ret_verified) {
+        int64_t now = mono_msec();
         SSL_SESSION *s = NULL;
 
         pthread_mutex_lock(&peers.lock);
         if (peers.gen == gen)
                 for (size_t i = 0; i < TLS_PEERS_MAX; i++)
                         if (peers.slots[i].session && streq(peers.slots[i].key, key)) {
-                                if (SSL_SESSION_up_ref(peers.slots[i].session) == 1)
+                                if (now - peers.slots[i].verified >= CLUSTER_TLS_SESSION_S * INT64_C(1000)) {
+                                        SSL_SESSION_free(peers.slots[i].session);
+                                        peers.slots[i].session = NULL;
+                                        peers.slots[i].key[0] = 0;
+                                } else if (SSL_SESSION_up_ref(peers.slots[i].session) == 1) {
                                         s = peers.slots[i].session;
+                                        *ret_verified = peers.slots[i].verified;
+                                }
                                 peers.slots[i].used = ++peers.clock;
                                 break;
                         }
@@ -86,7 +98,7 @@ static SSL_SESSION *peers_get(const char *key, uint64_t gen) {
 }
 
 /* Takes session (NULL: forgets key's); false if it was not taken. */
-static bool peers_put(const char *key, uint64_t gen, SSL_SESSION *session) {
+static bool peers_put(const char *key, uint64_t gen, SSL_SESSION *session, int64_t verified) {
         size_t pick = TLS_PEERS_MAX;
         bool taken = false;
 
@@ -106,6 +118,7 @@ static bool peers_put(const char *key, uint64_t gen, SSL_SESSION *session) {
                         SSL_SESSION_free(peers.slots[pick].session);
                         peers.slots[pick].session = session;
                         peers.slots[pick].used = ++peers.clock;
+                        peers.slots[pick].verified = verified;
                         (void) strscpy(peers.slots[pick].key, sizeof peers.slots[pick].key, key);
                         taken = session != NULL;
                 }
@@ -120,7 +133,7 @@ static int new_session(SSL *ssl, SSL_SESSION *session) {
 
         if (!t || !t->peer[0] || !SSL_SESSION_is_resumable(session))
                 return 0;
-        return peers_put(t->peer, t->gen, session) ? 1 : 0;
+        return peers_put(t->peer, t->gen, session, t->verified) ? 1 : 0;
 }
 
 static void why_ssl(char *why, size_t why_size, const char *what) {
@@ -409,6 +422,7 @@ static int wrap(bool server, int fd, const char *worker, const char *address, in
                 size_t why_size) {
         Relay *t = new0(Relay, 1);
         int sp[2] = { -EBADF, -EBADF }, one = 1, r;
+        int64_t offered = 0;
         pthread_attr_t attr;
         pthread_t th;
 
@@ -441,7 +455,7 @@ static int wrap(bool server, int fd, const char *worker, const char *address, in
         }
         if (!server && address && snprintf(t->peer, sizeof t->peer, "%s\n%s", strempty(worker), address) <
                                                   (int) sizeof t->peer) {
-                SSL_SESSION *session = peers_get(t->peer, t->gen);
+                SSL_SESSION *session = peers_get(t->peer, t->gen, &offered);
 
                 SSL_set_app_data(t->ssl, t);
                 if (session) {
@@ -467,12 +481,13 @@ static int wrap(bool server, int fd, const char *worker, const char *address, in
         }
         if (r != 1) {
                 if (t->peer[0])
-                        (void) peers_put(t->peer, t->gen, NULL);
+                        (void) peers_put(t->peer, t->gen, NULL, 0);
                 relay_free(t);
                 return -EPROTO;
         }
         if (!server) {
                 bool resumed = SSL_session_reused(t->ssl);
+                t->verified = resumed ? offered : mono_msec(); /* the tickets to come inherit it */
                 atomic_fetch_add(&handshakes[resumed ? 1 : 0], 1);
                 log_debug("Worker %s (%s): TLS session %s", strna(worker), strna(address),
                           resumed ? "resumed" : "made (a full handshake)");

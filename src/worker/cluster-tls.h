@@ -22,7 +22,8 @@
  * and address, TLS_PEERS_MAX of them) and offers it on the next connection
  * to the same peer: a resumed handshake, no certificates sent again. Both
  * are dropped with their context: after a certificate or CA change every
- * handshake is a full one, verified against the files as they are now. No
+ * handshake is a full one, verified against the files as they are now; so
+ * is the first after an hour of resumptions from one full handshake. No
  * early data (0-RTT). */
 
 #include <stdbool.h>
