@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -289,6 +290,70 @@ static int tls_call(const char *addr, const char *worker, char *why, size_t why_
         return 0;
 }
 
+/* tls_call without asserting (in a thread): 0 or -errno. */
+static int tls_call_quiet(const char *addr, const char *worker) {
+        int fd = -EBADF, plain = -EBADF, r;
+        char buf[8] = {}, why[320];
+
+        r = net_connect(addr, 2000, &fd);
+        if (r >= 0)
+                r = cluster_tls_client(fd, worker, addr, &plain, why, sizeof why);
+        if (r >= 0)
+                r = net_read_line(plain, buf, sizeof buf, 5000, NULL);
+        if (r >= 0 && !streq(buf, "hi"))
+                r = -EBADMSG;
+        if (r >= 0 && shutdown(plain, SHUT_WR) < 0)
+                r = -errno;
+        if (r >= 0 && read(plain, buf, sizeof buf) != 0)
+                r = -EBADMSG;
+        if (plain >= 0)
+                close(plain);
+        return r;
+}
+
+typedef struct Caller {
+        const char *addr;
+        int failed;
+} Caller;
+
+static void *caller_thread(void *userdata) {
+        Caller *c = userdata;
+        for (int i = 0; i < 20; i++)
+                if (tls_call_quiet(c->addr, "w1") < 0)
+                        c->failed++;
+        return NULL;
+}
+
+/* The CA file written again, in place by rename (as cluster-certs.sh does). */
+static void rewrite(const char *dir, const char *ca) {
+        char copy[512], pem[8192];
+        int in = open(ca, O_RDONLY | O_CLOEXEC), out;
+        ssize_t n = read(in, pem, sizeof pem);
+
+        ASSERT_TRUE(in >= 0 && n > 0);
+        close(in);
+        snprintf(copy, sizeof copy, "%s/ca.new", dir);
+        out = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ASSERT_TRUE(out >= 0);
+        ASSERT_OK(loop_write(out, pem, (size_t) n));
+        close(out);
+        ASSERT_EQ(rename(copy, ca), 0);
+}
+
+/* The worker's side of one connection: "hi", then until the client's EOF. */
+static void *serve_thread(void *userdata) {
+        int c = (int) (intptr_t) userdata, plain = -EBADF;
+        char tmp[64];
+
+        if (cluster_tls_server(c, &plain, tmp, sizeof tmp) < 0)
+                return NULL;
+        (void) loop_write(plain, "hi\n", 3);
+        while (read(plain, tmp, sizeof tmp) > 0)
+                ;
+        close(plain);
+        return NULL;
+}
+
 /* A session is resumed only with the peer (name and address) it was made
  * with, and not past a rewritten CA file; a refused name costs the good
  * one nothing. The listener is a child of ours with the same files. */
@@ -312,18 +377,16 @@ TEST(tls_sessions_resumed_per_peer_and_ended_by_rotation) {
         snprintf(addr, sizeof addr, "127.0.0.1:%u", ntohs(((struct sockaddr_in *) &ss)->sin_port));
         pid = fork();
         ASSERT_TRUE(pid >= 0);
-        if (pid == 0) { /* the worker's side: "hi", then until the client's EOF; ends with us */
+        if (pid == 0) { /* the worker's side, a thread per connection; ends with us */
                 if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1)
                         _exit(1);
                 for (;;) {
-                        int c = accept4(l, NULL, NULL, SOCK_CLOEXEC), plain = -EBADF;
-                        char tmp[64];
-                        if (c < 0 || cluster_tls_server(c, &plain, tmp, sizeof tmp) < 0)
-                                continue;
-                        (void) loop_write(plain, "hi\n", 3);
-                        while (read(plain, tmp, sizeof tmp) > 0)
-                                ;
-                        close(plain);
+                        int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+                        pthread_t th;
+                        if (c >= 0 && pthread_create(&th, NULL, serve_thread, (void *) (intptr_t) c) == 0)
+                                (void) pthread_detach(th);
+                        else if (c >= 0)
+                                close(c);
                 }
         }
         close(l);
@@ -342,19 +405,7 @@ TEST(tls_sessions_resumed_per_peer_and_ended_by_rotation) {
         cluster_tls_handshakes(&full, &res);
         ASSERT_EQ(res - res0, 2);
         /* the CA file written again (the same CA): both sides make new contexts, a full handshake */
-        {
-                char copy[512], pem[8192];
-                int in = open(ca, O_RDONLY | O_CLOEXEC), out;
-                ssize_t n = read(in, pem, sizeof pem);
-                ASSERT_TRUE(in >= 0 && n > 0);
-                close(in);
-                snprintf(copy, sizeof copy, "%s/ca.new", d);
-                out = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-                ASSERT_TRUE(out >= 0);
-                ASSERT_OK(loop_write(out, pem, (size_t) n));
-                close(out);
-                ASSERT_EQ(rename(copy, ca), 0);
-        }
+        rewrite(d, ca);
         ASSERT_OK(tls_call(addr, "w1", why, sizeof why));
         cluster_tls_handshakes(&full, &res);
         ASSERT_EQ(full - full0, 2);
@@ -362,6 +413,25 @@ TEST(tls_sessions_resumed_per_peer_and_ended_by_rotation) {
         ASSERT_OK(tls_call(addr, "w1", why, sizeof why));
         cluster_tls_handshakes(&full, &res);
         ASSERT_EQ(res - res0, 3);
+        /* threads calling while the files change: every call served, both contexts shared */
+        {
+                Caller callers[6];
+                pthread_t th[6];
+                for (size_t i = 0; i < 6; i++) {
+                        callers[i] = (Caller){ .addr = addr };
+                        ASSERT_EQ(pthread_create(&th[i], NULL, caller_thread, &callers[i]), 0);
+                }
+                for (int i = 0; i < 5; i++) {
+                        usleep(20 * 1000);
+                        rewrite(d, ca);
+                }
+                for (size_t i = 0; i < 6; i++) {
+                        ASSERT_EQ(pthread_join(th[i], NULL), 0);
+                        ASSERT_EQ(callers[i].failed, 0);
+                }
+        }
+        cluster_tls_handshakes(&full, &res);
+        ASSERT_TRUE(res - res0 > 3 && full - full0 > 2);
         kill(pid, SIGKILL);
         ASSERT_EQ(waitpid(pid, &st, 0), pid);
 }
