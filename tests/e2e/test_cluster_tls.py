@@ -209,6 +209,7 @@ def _handshakes(c, api):
     """space_cluster_tls_handshakes_total of api: {"false": full, "true": resumed}."""
     r = c.req(api, "GET", "/metrics", key=None)
     assert r.status == 200, r
+    assert "\n# TYPE space_cluster_tls_handshakes_total counter\n" in r.body.decode()
     got = {}
     for line in r.body.decode().splitlines():
         if line.startswith("space_cluster_tls_handshakes_total{resumed="):
