@@ -97,10 +97,10 @@ static SSL_SESSION *peers_get(const char *key, uint64_t gen, int64_t *ret_verifi
         return s;
 }
 
-/* Takes session (NULL: forgets key's); false if it was not taken. */
-static bool peers_put(const char *key, uint64_t gen, SSL_SESSION *session, int64_t verified) {
+/* Takes session (NULL: forgets key's): 1 if taken, 0 if not (another context's). */
+static int peers_put(const char *key, uint64_t gen, SSL_SESSION *session, int64_t verified) {
         size_t pick = TLS_PEERS_MAX;
-        bool taken = false;
+        int taken = 0;
 
         pthread_mutex_lock(&peers.lock);
         if (peers.gen == gen) {
@@ -120,7 +120,7 @@ static bool peers_put(const char *key, uint64_t gen, SSL_SESSION *session, int64
                         peers.slots[pick].used = ++peers.clock;
                         peers.slots[pick].verified = verified;
                         (void) strscpy(peers.slots[pick].key, sizeof peers.slots[pick].key, key);
-                        taken = session != NULL;
+                        taken = session ? 1 : 0;
                 }
         }
         pthread_mutex_unlock(&peers.lock);
@@ -133,7 +133,7 @@ static int new_session(SSL *ssl, SSL_SESSION *session) {
 
         if (!t || !t->peer[0] || !SSL_SESSION_is_resumable(session))
                 return 0;
-        return peers_put(t->peer, t->gen, session, t->verified) ? 1 : 0;
+        return peers_put(t->peer, t->gen, session, t->verified);
 }
 
 static void why_ssl(char *why, size_t why_size, const char *what) {
@@ -225,7 +225,8 @@ typedef struct Holder {
         uint64_t gen;      /* bumped with every new context */
 } Holder;
 
-static Holder server_holder = { .lock = PTHREAD_MUTEX_INITIALIZER }, client_holder = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static Holder server_holder = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static Holder client_holder = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* The current context (a reference of the caller's, SSL_CTX_free), and its
  * generation. A context that cannot be made is an error, never the old one
@@ -235,10 +236,10 @@ static SSL_CTX *context_get(bool server, uint64_t *ret_gen, char *why, size_t wh
         FileId now[3];
         SSL_CTX *ctx = NULL;
 
+        pthread_mutex_lock(&h->lock); /* the files looked at under it: no older look wins */
         file_id(tls_cert, &now[0]);
         file_id(tls_key, &now[1]);
         file_id(tls_ca, &now[2]);
-        pthread_mutex_lock(&h->lock);
         if (!h->ctx || !file_id_equal(&now[0], &h->files[0]) || !file_id_equal(&now[1], &h->files[1]) ||
             !file_id_equal(&now[2], &h->files[2])) {
                 SSL_CTX_free(h->ctx);
