@@ -281,7 +281,7 @@ int net_connect_worker(const char *address, const char *worker, int timeout_msec
                         *ret_fd = fd;
                 return r;
         }
-        r = cluster_tls_client(fd, worker, ret_fd, why, why_size);
+        r = cluster_tls_client(fd, worker, address, ret_fd, why, why_size);
         if (r < 0)
                 log_warning("Worker %s (%s): %s", strna(worker), address, why[0] ? why : strerror(-r));
         return r;

@@ -6,7 +6,9 @@ to the other worker all run over TLS, and a certificate replaced in place is
 used by the next connection; a plaintext client, a client whose
 certificate is of another CA, and a worker whose certificate names another
 worker are refused; the bytes on the wire (a relay in the test records them)
-hold neither the cluster token nor a request."""
+hold neither the cluster token nor a request. Handshakes resume TLS 1.3
+sessions, and a certificate or CA replaced ends them: the next handshake
+is a full one, verified against the new files."""
 import ctypes
 import json
 import os
@@ -201,6 +203,132 @@ def test_plaintext_and_other_ca_refused_wire_encrypted(tls_cluster):
     assert len(rec.seen) > 1000 and rec.seen[0] == 0x16, bytes(rec.seen[:16])  # a TLS handshake record
     for plain in (_token(c).encode(), b'"op":"hello"', b'"op":"info"', b'"worker":"w1"'):
         assert plain not in rec.seen, plain
+
+
+def _handshakes(c, api):
+    """space_cluster_tls_handshakes_total of api: {"false": full, "true": resumed}."""
+    r = c.req(api, "GET", "/metrics", key=None)
+    assert r.status == 200, r
+    assert "\n# TYPE space_cluster_tls_handshakes_total counter\n" in r.body.decode()
+    got = {}
+    for line in r.body.decode().splitlines():
+        if line.startswith("space_cluster_tls_handshakes_total{resumed="):
+            got[line.split('"')[1]] = int(line.split()[-1])
+    assert set(got) == {"false", "true"}, got
+    return got
+
+
+def _sessions(api, mark, worker):
+    """api's handshakes with worker since mark, from its log: "resumed",
+    "full" or "refused" each."""
+    out = []
+    for line in api.log()[mark:].splitlines():
+        if f'msg="Worker {worker} (' not in line:
+            continue
+        if "TLS session resumed" in line:
+            out.append("resumed")
+        elif "TLS session made" in line:
+            out.append("full")
+        elif "TLS handshake refused" in line:
+            out.append("refused")
+    return out
+
+
+def _hello_session(c, ctx, addr, session=None):
+    """One hello to the worker at addr with ctx (the cluster's certificate):
+    (the session to resume later, whether this one was resumed)."""
+    host_, port = addr.rsplit(":", 1)
+    hello = json.dumps({"op": "hello", "token": _token(c), "worker": "w1"}).encode() + b"\n"
+    with socket.create_connection((host_, int(port)), timeout=10) as raw:
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as spaced's clients
+        with ctx.wrap_socket(raw, server_hostname="w1", session=session) as t:
+            t.sendall(hello)
+            f = t.makefile("rb")
+            assert json.loads(f.readline()) == {"ok": True, "worker": "w1"}  # the ticket came before it
+            f.close()
+            return t.session, t.session_reused
+
+
+def test_sessions_resumed_and_ended_by_rotation(tls_cluster):
+    """A second API server with files of its own. Its second call to a
+    worker resumes the session; its CA replaced by another (the attack a
+    cached session would let through: the worker's certificate is no
+    longer one it trusts) ends its sessions: refused, not resumed; its
+    CA back: a full handshake, verified. The worker's certificate replaced
+    by one of another CA (after resumed sessions): its tickets die with its
+    old context, the handshake is a full one and refused. The worker's side
+    seen by a client of its own: a ticket resumes until the CA file is
+    written again."""
+    c = tls_cluster
+    d = os.path.join(c.base, "tls-api2")
+    os.makedirs(d, mode=0o700)
+    for f in ("api.crt", "api.key", "ca.crt"):
+        shutil.copy(os.path.join(c.tls, f), os.path.join(d, f))
+    api = c.start_api(2, extra=[f"--cluster-tls-cert={d}/api.crt", f"--cluster-tls-key={d}/api.key",
+                                f"--cluster-tls-ca={d}/ca.crt"])
+    c.extra.append(api)
+    sid = None
+    try:
+        r = c.req(api, "POST", "/v1/sandboxes", json={"disk_mb": 64})
+        assert r.status == 201, r
+        sid, worker = r.json()["id"], r.json()["worker"]
+        c.exec_out(api, sid, "true")
+        mark = len(api.log())
+        assert c.exec_out(api, sid, "echo again") == (0, "again\n")
+        got = _sessions(api, mark, worker)
+        assert got and set(got) == {"resumed"}, got
+        # the client's CA replaced: its cached sessions go with its context
+        shutil.copy(os.path.join(c.other_ca, "ca.crt"), os.path.join(d, "ca.crt"))
+        mark = len(api.log())
+        r = c.req(api, "POST", f"/v1/sandboxes/{sid}/exec", json={"shell": "true"})
+        assert r.status >= 500, r
+        got = _sessions(api, mark, worker)
+        assert got and set(got) == {"refused"}, got
+        assert "TLS handshake refused: the peer's certificate" in api.log()[mark:]
+        shutil.copy(os.path.join(c.tls, "ca.crt"), os.path.join(d, "ca.crt"))
+        mark = len(api.log())
+        assert c.exec_out(api, sid, "echo trusted") == (0, "trusted\n")
+        got = _sessions(api, mark, worker)
+        assert got and got[0] == "full" and "refused" not in got, got
+        # the worker's certificate of another CA, after resumed sessions: a full handshake, refused
+        mark = len(api.log())
+        assert c.exec_out(api, sid, "true")[0] == 0
+        assert "resumed" in _sessions(api, mark, worker)
+        for ext in ("crt", "key"):
+            shutil.copy(f"{c.other_ca}/api.{ext}", f"{c.tls}/{worker}.{ext}")
+        try:
+            mark = len(api.log())
+            r = c.req(api, "POST", f"/v1/sandboxes/{sid}/exec", json={"shell": "true"})
+            assert r.status >= 500, r
+            got = _sessions(api, mark, worker)
+            assert got and set(got) == {"refused"}, got
+        finally:
+            subprocess.run(["sh", CERTS, c.tls, "node", worker, c.addresses[worker][1].rsplit(":", 1)[0]],
+                           check=True, capture_output=True)
+        mark = len(api.log())
+        assert c.exec_out(api, sid, "echo back") == (0, "back\n")
+        got = _sessions(api, mark, worker)
+        assert got and got[0] == "full" and "refused" not in got, got
+        h = _handshakes(c, api)
+        assert h["true"] >= 2 and h["false"] >= 2, h
+    finally:
+        if sid:
+            c.req(c.apis[0], "DELETE", f"/v1/sandboxes/{sid}")
+        api.stop()
+        c.extra.remove(api)
+    # the worker's tickets: resumed by a client of our own, until its CA file is written again
+    ctx = _tls_client(c, c.tls, "w1")
+    addr = c.addresses["w1"][1]
+    sess, reused = _hello_session(c, ctx, addr)
+    assert not reused
+    sess, reused = _hello_session(c, ctx, addr, sess)
+    assert reused
+    with open(os.path.join(c.tls, "ca.crt"), "rb") as f:
+        ca = f.read()
+    with open(os.path.join(c.tls, "ca.crt"), "wb") as f:
+        f.write(ca)
+    _, reused = _hello_session(c, ctx, addr, sess)
+    assert not reused
 
 
 def test_worker_certificate_of_another_name_refused(tls_cluster):

@@ -2,13 +2,15 @@
 /* The pure parts of scale-out: placement of a create on a worker, the
  * cluster token file and its comparison, host:port parsing, and the byte
  * relay of proxied agent streams, the framed and checksummed streams of
- * shipping. (The store side is in test-store.c, the
+ * shipping, cluster TLS sessions. (The store side is in test-store.c, the
  * whole in tests/e2e/test_scaleout.py.) */
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,6 +19,7 @@
 #include "store.h"
 #include "test.h"
 #include "cluster-net.h"
+#include "cluster-tls.h"
 #include "ship-stream.h"
 #include "worker-placement.h"
 
@@ -249,6 +252,188 @@ TEST(splice_relays_both_ways_with_eof) {
         ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
         close(a[1]);
         close(b[1]);
+}
+
+/* scripts/cluster-certs.sh DIR WHAT [NAME] */
+static void certs(const char *dir, const char *what, const char *name) {
+        pid_t pid = fork();
+        int st;
+
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                if (null < 0 || dup2(null, STDOUT_FILENO) < 0)
+                        _exit(127);
+                execl("/bin/sh", "sh", SPACE_SOURCE_ROOT "/scripts/cluster-certs.sh", dir, what, name, (char *) NULL);
+                _exit(127);
+        }
+        ASSERT_EQ(waitpid(pid, &st, 0), pid);
+        ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* One call over cluster TLS to the listener at addr as a client of worker:
+ * its "hi", then our EOF and its; the handshake's result. */
+static int tls_call(const char *addr, const char *worker, char *why, size_t why_size) {
+        int fd = -EBADF, plain = -EBADF, r;
+        char buf[8] = {};
+
+        why[0] = 0;
+        ASSERT_OK(net_connect(addr, 2000, &fd));
+        r = cluster_tls_client(fd, worker, addr, &plain, why, why_size);
+        if (r < 0)
+                return r;
+        ASSERT_EQ(net_read_line(plain, buf, sizeof buf, 5000, NULL), 0); /* the ticket came before it */
+        ASSERT_STREQ(buf, "hi");
+        ASSERT_EQ(shutdown(plain, SHUT_WR), 0);
+        ASSERT_EQ(read(plain, buf, sizeof buf), 0);
+        close(plain);
+        return 0;
+}
+
+/* tls_call without asserting (in a thread): 0 or -errno. */
+static int tls_call_quiet(const char *addr, const char *worker) {
+        int fd = -EBADF, plain = -EBADF, r;
+        char buf[8] = {}, why[320];
+
+        r = net_connect(addr, 2000, &fd);
+        if (r >= 0)
+                r = cluster_tls_client(fd, worker, addr, &plain, why, sizeof why);
+        if (r >= 0)
+                r = net_read_line(plain, buf, sizeof buf, 5000, NULL);
+        if (r >= 0 && !streq(buf, "hi"))
+                r = -EBADMSG;
+        if (r >= 0 && shutdown(plain, SHUT_WR) < 0)
+                r = -errno;
+        if (r >= 0 && read(plain, buf, sizeof buf) != 0)
+                r = -EBADMSG;
+        if (plain >= 0)
+                close(plain);
+        return r;
+}
+
+typedef struct Caller {
+        const char *addr;
+        int failed;
+} Caller;
+
+static void *caller_thread(void *userdata) {
+        Caller *c = userdata;
+        for (int i = 0; i < 20; i++)
+                if (tls_call_quiet(c->addr, "w1") < 0)
+                        c->failed++;
+        return NULL;
+}
+
+/* The CA file written again, in place by rename (as cluster-certs.sh does). */
+static void rewrite(const char *dir, const char *ca) {
+        char copy[512], pem[8192];
+        int in = open(ca, O_RDONLY | O_CLOEXEC), out;
+        ssize_t n = read(in, pem, sizeof pem);
+
+        ASSERT_TRUE(in >= 0 && n > 0);
+        close(in);
+        snprintf(copy, sizeof copy, "%s/ca.new", dir);
+        out = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ASSERT_TRUE(out >= 0);
+        ASSERT_OK(loop_write(out, pem, (size_t) n));
+        close(out);
+        ASSERT_EQ(rename(copy, ca), 0);
+}
+
+/* The worker's side of one connection: "hi", then until the client's EOF. */
+static void *serve_thread(void *userdata) {
+        int c = (int) (intptr_t) userdata, plain = -EBADF;
+        char tmp[64];
+
+        if (cluster_tls_server(c, &plain, tmp, sizeof tmp) < 0)
+                return NULL;
+        (void) loop_write(plain, "hi\n", 3);
+        while (read(plain, tmp, sizeof tmp) > 0)
+                ;
+        close(plain);
+        return NULL;
+}
+
+/* A session is resumed only with the peer (name and address) it was made
+ * with, and not past a rewritten CA file; a refused name costs the good
+ * one nothing. The listener is a child of ours with the same files. */
+TEST(tls_sessions_resumed_per_peer_and_ended_by_rotation) {
+        const char *d = test_tmpdir();
+        char cert[512], key[512], ca[512], addr[64], why[320];
+        uint64_t full0, res0, full, res;
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        int l = -EBADF, st;
+        pid_t pid;
+
+        certs(d, "ca", NULL);
+        certs(d, "node", "w1");
+        snprintf(cert, sizeof cert, "%s/w1.crt", d);
+        snprintf(key, sizeof key, "%s/w1.key", d);
+        snprintf(ca, sizeof ca, "%s/ca.crt", d);
+        ASSERT_OK(cluster_tls_setup(cert, key, ca));
+        ASSERT_OK(net_listen("127.0.0.1:0", 16, &l));
+        ASSERT_EQ(getsockname(l, (struct sockaddr *) &ss, &len), 0);
+        snprintf(addr, sizeof addr, "127.0.0.1:%u", ntohs(((struct sockaddr_in *) &ss)->sin_port));
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) { /* the worker's side, a thread per connection; ends with us */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1)
+                        _exit(1);
+                for (;;) {
+                        int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+                        pthread_t th;
+                        if (c >= 0 && pthread_create(&th, NULL, serve_thread, (void *) (intptr_t) c) == 0)
+                                (void) pthread_detach(th);
+                        else if (c >= 0)
+                                close(c);
+                }
+        }
+        close(l);
+        cluster_tls_handshakes(&full0, &res0);
+        ASSERT_OK(tls_call(addr, "w1", why, sizeof why));
+        ASSERT_OK(tls_call(addr, "w1", why, sizeof why));
+        cluster_tls_handshakes(&full, &res);
+        ASSERT_EQ(full - full0, 1);
+        ASSERT_EQ(res - res0, 1);
+        /* the same address under another name: w1's session is not offered, the name is checked */
+        ASSERT_ERRNO(tls_call(addr, "w2", why, sizeof why), EPROTO);
+        ASSERT_TRUE(strstr(why, "hostname mismatch"));
+        cluster_tls_handshakes(&full, &res);
+        ASSERT_EQ(res - res0, 1);
+        ASSERT_OK(tls_call(addr, "w1", why, sizeof why));
+        cluster_tls_handshakes(&full, &res);
+        ASSERT_EQ(res - res0, 2);
+        /* the CA file written again (the same CA): both sides make new contexts, a full handshake */
+        rewrite(d, ca);
+        ASSERT_OK(tls_call(addr, "w1", why, sizeof why));
+        cluster_tls_handshakes(&full, &res);
+        ASSERT_EQ(full - full0, 2);
+        ASSERT_EQ(res - res0, 2);
+        ASSERT_OK(tls_call(addr, "w1", why, sizeof why));
+        cluster_tls_handshakes(&full, &res);
+        ASSERT_EQ(res - res0, 3);
+        /* threads calling while the files change: every call served, both contexts shared */
+        {
+                Caller callers[6];
+                pthread_t th[6];
+                for (size_t i = 0; i < 6; i++) {
+                        callers[i] = (Caller){ .addr = addr };
+                        ASSERT_EQ(pthread_create(&th[i], NULL, caller_thread, &callers[i]), 0);
+                }
+                for (int i = 0; i < 5; i++) {
+                        usleep(20 * 1000);
+                        rewrite(d, ca);
+                }
+                for (size_t i = 0; i < 6; i++) {
+                        ASSERT_EQ(pthread_join(th[i], NULL), 0);
+                        ASSERT_EQ(callers[i].failed, 0);
+                }
+        }
+        cluster_tls_handshakes(&full, &res);
+        ASSERT_TRUE(res - res0 > 3 && full - full0 > 2);
+        kill(pid, SIGKILL);
+        ASSERT_EQ(waitpid(pid, &st, 0), pid);
 }
 
 /* A memfd holding n bytes of a pattern. */
