@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -371,6 +372,8 @@ static void *accept_thread(void *userdata) {
                 fd = accept4(g->listen_fd, (struct sockaddr *) &ss, &len, SOCK_CLOEXEC);
                 if (fd < 0)
                         continue;
+                /* a reply's second write must not wait for the ACK of its first (~40 ms) */
+                (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));
                 if (atomic_fetch_add(&g->connections, 1) >= GATEWAY_CONNECTIONS_MAX) {
                         atomic_fetch_sub(&g->connections, 1);
                         safe_close(fd);
