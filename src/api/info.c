@@ -5,7 +5,6 @@
 #include <stdio.h>
 
 #include "api-internal.h"
-#include "cluster-tls.h"
 #include "metrics-hist.h"
 #include "fd-util.h"
 #include "log.h"
@@ -311,7 +310,7 @@ static void print_warm_pools(ApiRequest *r, FILE *f) {
 }
 
 int api_metrics(ApiRequest *r, ApiError *e) {
-        uint64_t counts[_SANDBOX_STATE_MAX] = {};
+        uint64_t counts[_SANDBOX_STATE_MAX] = {}, full, resumed;
         _cleanup_free_ char *text = NULL;
         size_t size = 0;
         bool store_up;
@@ -364,16 +363,13 @@ int api_metrics(ApiRequest *r, ApiError *e) {
                 fprintf(f, "space_http_requests_total{code=\"%uxx\"} %" PRIu64 "\n", c,
                         (uint64_t) atomic_load(&r->api->requests_by_class[c]));
         api_metrics_print_sandboxes(r, f);
-        if (cluster_tls_enabled()) { /* after the sandboxes' round: its handshakes counted */
-                uint64_t full, resumed;
-                cluster_tls_handshakes(&full, &resumed);
+        if (worker_client_tls_handshakes(&full, &resumed)) /* after the sandboxes' round: its handshakes counted */
                 fprintf(f, "# HELP space_cluster_tls_handshakes_total TLS handshakes of this process with "
                            "workers, by whether a session was resumed.\n"
                            "# TYPE space_cluster_tls_handshakes_total counter\n"
                            "space_cluster_tls_handshakes_total{resumed=\"false\"} %" PRIu64 "\n"
                            "space_cluster_tls_handshakes_total{resumed=\"true\"} %" PRIu64 "\n",
                         full, resumed);
-        }
         api_hist_print(f);
         fprintf(f, "# HELP space_http_requests_in_flight HTTP requests being answered.\n"
                    "# TYPE space_http_requests_in_flight gauge\n"

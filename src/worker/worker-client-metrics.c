@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The worker client's questions about sandboxes' usage (worker-metrics.c). */
 #include "alloc-util.h"
+#include "cluster-tls.h"
 #include "json.h"
 #include "str-util.h"
 #include "worker-client-internal.h"
@@ -78,4 +79,11 @@ int worker_metrics_live(WorkerClient *w, JsonValue ***ret, size_t *ret_n, ApiErr
         *ret = replies;
         *ret_n = n_replies;
         return 0;
+}
+
+bool worker_client_tls_handshakes(uint64_t *ret_full, uint64_t *ret_resumed) {
+        if (!cluster_tls_enabled())
+                return false;
+        cluster_tls_handshakes(ret_full, ret_resumed);
+        return true;
 }

@@ -81,6 +81,9 @@ int worker_sandbox_oom_kills(WorkerClient *w, const char *id, uint64_t *ret, Api
  * sandbox (cluster: of every live worker; {"sandboxes":[{id,cpu_millis,sample}]}). */
 int worker_sandbox_metrics(WorkerClient *w, const char *id, int64_t since_usec, JsonValue **ret, ApiError *e);
 int worker_metrics_live(WorkerClient *w, JsonValue ***ret, size_t *ret_n, ApiError *e);
+/* This process's TLS handshakes with workers as their client (cluster-tls.c):
+ * false when cluster TLS is off. */
+bool worker_client_tls_handshakes(uint64_t *ret_full, uint64_t *ret_resumed);
 /* Processes end, the root is replaced by the checkpoint, the agent starts
  * afresh; or (a vm checkpoint with memory) the machine of the checkpoint
  * continues: *ret_preserved (may be NULL) says which. */
