@@ -980,8 +980,13 @@ def test_delete_while_a_checkpoint_ships(cluster):
                     else:
                         r = c.req(api, "DELETE", f"/v1/sandboxes/{sid}")
                     assert r.status in (200, 204), r
-                    assert not os.path.exists(os.path.join(_pool(c, victim), "checkpoints", sid, ck))
-                    assert not _sends_of(node.pid)
+                    gone = os.path.join(_pool(c, victim), "checkpoints", sid, ck)
+                    if k == 0:   # a checkpoint's DELETE removes it before it answers
+                        assert not os.path.exists(gone)
+                        assert not _sends_of(node.pid)
+                    else:        # a sandbox's files go on the worker's teardown thread, after the answer
+                        assert _wait(lambda: not os.path.exists(gone), 30, "the deleted sandbox's checkpoint gone")
+                        assert _wait(lambda: not _sends_of(node.pid), 30, "the btrfs send cancelled")
                     recv.close()  # the sender's write fails: it answers the ship with the failure
                     ans = raw.line()
                     assert not ans["ok"] and "shipping" in ans["message"], ans
