@@ -55,7 +55,7 @@
 #define H2_CONN_IDLE_MSEC HTTP_IDLE_TIMEOUT_MSEC /* no stream and no frame this long: GOAWAY */
 #define H2_READ_MAX (16U * 1024U)      /* client bytes per read */
 #define H2_ROUTERS 4U                  /* threads of a connection routing its streams (store, resume) */
-#define H2_JOBS_MAX (2U * INGRESS_H2_STREAMS_MAX) /* a route per stream, and first-use events */
+#define H2_JOBS_MAX (2U * INGRESS_H2_STREAMS_MAX) /* a route per stream, and up to as many first-use events */
 #define H2_ROUTER_STACK (1024U * 1024U)
 
 typedef enum BodyMode {
@@ -375,12 +375,12 @@ static void *router_main(void *arg) {
         return NULL;
 }
 
-/* Queues a job for a router (starting one if all are busy); -EBUSY when H2_JOBS_MAX are out. */
-static int router_queue(H2Conn *h, H2Job *job) {
+/* Queues a job for a router (starting one if all are busy); -EBUSY when max are out already. */
+static int router_queue(H2Conn *h, H2Job *job, unsigned max) {
         int r = 0;
 
         pthread_mutex_lock(&h->lock);
-        if (h->n_jobs >= H2_JOBS_MAX) {
+        if (h->n_jobs >= max) {
                 pthread_mutex_unlock(&h->lock);
                 return -EBUSY;
         }
@@ -418,7 +418,7 @@ static int router_submit(H2Conn *h, H2Stream *st, const IngressTarget *t) {
         job->req = st->req;
         job->t = *t;
         job->t.fd = -EBADF;
-        r = router_queue(h, job);
+        r = router_queue(h, job, H2_JOBS_MAX);
         if (r < 0) {
                 free(job);
                 return r;
@@ -428,7 +428,9 @@ static int router_submit(H2Conn *h, H2Stream *st, const IngressTarget *t) {
         return 0;
 }
 
-/* The port's first use, recorded by a router (the store may block). */
+/* The port's first use, recorded by a router (the store may block); the
+ * other half of H2_JOBS_MAX is the streams' own, so a stream is never
+ * refused for these. */
 static void router_submit_opened(H2Conn *h, const IngressTarget *t) {
         H2Job *job = new0(H2Job, 1);
 
@@ -437,7 +439,7 @@ static void router_submit_opened(H2Conn *h, const IngressTarget *t) {
                 job->t = *t;
                 job->t.fd = -EBADF;
         }
-        if (!job || router_queue(h, job) < 0) {
+        if (!job || router_queue(h, job, INGRESS_H2_STREAMS_MAX) < 0) {
                 log_warning("Ingress: cannot record the first use of port %u of sandbox %s", (unsigned) t->port, t->id);
                 free(job);
         }

@@ -302,7 +302,7 @@ static int route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t
         (void) strscpy(t->tenant_id, sizeof t->tenant_id, sb.tenant_id);
         if (k == 0 && port_first_use(g, id, port))
                 ingress_port_opened(g, c, t);
-        /* not waiting: activity already (the connect's outcome is known only later, elsewhere) */
+        /* activity (not waiting: before the connect's outcome, which comes later, elsewhere) */
         if (sb.idle_s > 0)
                 (void) store_sandbox_touch(r.store, id);
         (void) strscpy(t->mask, sizeof t->mask, sb.ingress_host);
