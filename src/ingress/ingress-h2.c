@@ -30,7 +30,9 @@
  * connect (ingress_route_start) and this poll loop waits for it beside
  * everything else, so a port whose listen backlog is full (its connects
  * wait for SYN retransmits) holds up no other stream. The port's first
- * use (an event in the store) goes back to a router. */
+ * use (an event in the store) goes back to a router. (In a cluster the
+ * worker dials, and the stream to it is opened on the router: that one
+ * still waits there.) */
 
 #include <errno.h>
 #include <fcntl.h>
