@@ -12,7 +12,8 @@ connection to the sandbox's own address, in the same run. p50/p90 of
   - with h2load installed (nghttp2-client): the same small GET through the
     ingress by one h2load client on one connection, one request at a time,
     over HTTP/2 (h2c prior knowledge) and over HTTP/1.1 keep-alive (mean per
-    request, requests/s).
+    request, requests/s); then 32 at a time: 32 streams on one HTTP/2
+    connection (-c 1 -m 32) against 32 HTTP/1.1 connections (--h1 -c 32).
 
 Run by bench/run.sh after bench.py (or by hand against any spaced as root:
 --url, --key, --ingress HOST:PORT). Not a test: it reports."""
@@ -104,18 +105,18 @@ def download(s, rest=b""):
     return (BIG >> 20) / (time.perf_counter() - t)
 
 
-def h2load(ihost, iport, host, token, n, h1=False, m=1):
-    """(mean ms per request, requests/s) of h2load: n GETs of / on one connection, m in flight."""
+def h2load(ihost, iport, host, token, n, h1=False, m=1, c=1):
+    """(mean ms per request, max ms, requests/s) of h2load: n GETs of / on c connections, m in flight on each."""
     import re, subprocess
-    args = ["h2load", "-n", str(n), "-c", "1", "-m", str(m), "-H", f"X-Space-Traffic-Token: {token}"]
+    args = ["h2load", "-n", str(n), "-c", str(c), "-m", str(m), "-H", f"X-Space-Traffic-Token: {token}"]
     args += ["-H", f":authority: {host}"] + (["--h1"] if h1 else [])
     r = subprocess.run(args + [f"http://{ihost}:{iport}/"], capture_output=True, text=True, timeout=300)
     if f"{n} succeeded" not in r.stdout:
         raise RuntimeError(f"h2load failed: {r.stdout}{r.stderr}")
-    mean = re.search(r"time for request:\s+\S+\s+\S+\s+(\d+\.?\d*)(us|ms|s)\b", r.stdout)
+    t = re.search(r"time for request:\s+\S+\s+(\d+\.?\d*)(us|ms|s)\s+(\d+\.?\d*)(us|ms|s)\b", r.stdout)
     rps = re.search(r"finished in .*?, (\d+\.?\d*) req/s", r.stdout)
-    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[mean.group(2)]
-    return float(mean.group(1)) * scale, float(rps.group(1))
+    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+    return float(t.group(3)) * scale[t.group(4)], float(t.group(1)) * scale[t.group(2)], float(rps.group(1))
 
 
 def row(name, xs):
@@ -194,9 +195,10 @@ def main():
             raise RuntimeError(f"short download through the ingress: {n} bytes")
         h2rows = []
         if shutil.which("h2load"):
-            for name, h1 in (("HTTP/2 (h2c)", False), ("HTTP/1.1 keep-alive", True)):
-                mean, rps = h2load(ihost, iport, hosts[HTTP_PORT], token, a.runs, h1=h1)
-                h2rows.append(f"  {'h2load GET /: ' + name:44s} mean {mean:7.3f} ms  {rps:8.0f} req/s")
+            for name, h1, c, m, n in (("HTTP/2 (h2c)", False, 1, 1, a.runs), ("HTTP/1.1 keep-alive", True, 1, 1, a.runs),
+                                      ("HTTP/2, -c 1 -m 32", False, 1, 32, 1000), ("HTTP/1.1, --h1 -c 32", True, 32, 1, 1000)):
+                mean, worst, rps = h2load(ihost, iport, hosts[HTTP_PORT], token, n, h1=h1, m=m, c=c)
+                h2rows.append(f"  {'h2load GET /: ' + name:44s} mean {mean:7.3f} ms  max {worst:8.1f} ms  {rps:8.0f} req/s")
         s, rest = upgraded(u.hostname, u.port, fwd_head.format(port=HTTP_PORT))
         mb_forward = download(s, rest)
         s.close()

@@ -4,7 +4,8 @@
  * read; every stream whose head completes is turned into HTTP/1.1 text,
  * parsed, and routed by the stub below (no Api, no sandbox): "/up" paths
  * get a sink (/dev/null) as the sandbox, so the request head and body go
- * the proxy's way, others a refusal (JSON, or a 302 with headers). The
+ * the proxy's way ("/upc": after a connect under way, "/upx": one that
+ * fails), others a refusal (JSON, or a 302 with headers). The
  * client's end is closed: the session's answer fails to go out, which
  * ends the connection once the input was parsed. Checks: no crash, no
  * leak, no read past the input (ASan). */
@@ -30,12 +31,14 @@ void ingress_refusal_done(IngressRefusal *f) {
         f->headers = mfree(f->headers);
 }
 
-int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f) {
+int ingress_route_start(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f) {
         CHECK(head->target && head->target[0] == '/');
         CHECK(t->port >= 1 && t->port != INGRESS_ENVD_PORT);
         *f = (IngressRefusal){};
         if (startswith(head->target, "/up")) {
                 t->fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                t->connecting = startswith(head->target, "/upc") || startswith(head->target, "/upx");
+                t->port = startswith(head->target, "/upx") ? 1 : t->port;
                 if (t->fd >= 0)
                         return 0;
         }
@@ -43,6 +46,22 @@ int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *
         f->headers = strdup("Set-Cookie: space_traffic=1.x; Path=/\r\nLocation: /\r\n");
         f->body = f->status == 302 ? NULL : strdup("{\"error\":{\"code\":\"forbidden\",\"message\":\"no\"}}\n");
         return 1;
+}
+
+int ingress_route_connected(Ingress *g, IngressTarget *t, bool timed_out, IngressRefusal *f) {
+        CHECK(t->fd >= 0 && t->connecting);
+        *f = (IngressRefusal){};
+        if (t->port == 1 || timed_out) {
+                f->status = 502;
+                f->body = strdup("{\"error\":{\"code\":\"bad_gateway\",\"message\":\"refused\"}}\n");
+                return 1;
+        }
+        t->connecting = false;
+        return t->port == 2 ? 2 : 0;
+}
+
+void ingress_port_opened(Ingress *g, HttpConn *c, const IngressTarget *t) {
+        CHECK(t->fd < 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

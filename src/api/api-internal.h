@@ -321,6 +321,14 @@ int api_parse_port(const char *s, uint16_t *ret, ApiError *e);
  * here on role all, through its worker in a cluster; 502 if nothing answers,
  * 501 where neither is possible. */
 int api_sandbox_dial(ApiRequest *r, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e);
+/* The same without waiting for a connect of this host's: 1 with it under
+ * way on the non-blocking socket in *ret_fd (the caller polls POLLOUT for
+ * at most API_PORT_DIAL_TIMEOUT_MSEC, then api_sandbox_dial_finish()), 0
+ * connected (a worker's stream in a cluster: that one waits). */
+int api_sandbox_dial_start(ApiRequest *r, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e);
+/* A started dial's outcome (timed_out: no POLLOUT in time): 0, or the same
+ * 502 as api_sandbox_dial(). */
+int api_sandbox_dial_finish(const char *id, uint16_t port, int fd, bool timed_out, ApiError *e);
 /* GET .../ports/{port}/connect with Upgrade: tcp */
 int api_sandbox_port_connect(ApiRequest *r, ApiError *e);
 

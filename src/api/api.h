@@ -85,8 +85,11 @@ void api_set_worker_status(Api *a, ApiWorkerStatus *s);
 /* How the API reaches a TCP port of a sandbox of this host (the port
  * forward): a connected non-blocking socket in *ret_fd. Set by spaced on
  * role all (the network layer is below the API's reach); without one, a
- * forward is refused. */
-typedef int (*ApiPortDialer)(void *userdata, uint32_t slot, uint16_t port, int *ret_fd);
+ * forward is refused. wait false: 1 with the connect still under way on
+ * the socket in *ret_fd (the caller waits for POLLOUT, at most
+ * API_PORT_DIAL_TIMEOUT_MSEC, then reads SO_ERROR). */
+#define API_PORT_DIAL_TIMEOUT_MSEC 5000 /* as NET_DIAL_TIMEOUT_MSEC */
+typedef int (*ApiPortDialer)(void *userdata, uint32_t slot, uint16_t port, bool wait, int *ret_fd);
 void api_set_port_dialer(Api *a, ApiPortDialer dial, void *userdata);
 /* The HttpHandler to give to the http server (userdata = Api*). */
 void api_handle(HttpConn *c, const HttpHead *head, void *userdata);

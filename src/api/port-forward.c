@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "api-internal.h"
 #include "fd-util.h"
@@ -21,20 +22,23 @@
 
 #define FORWARD_UPGRADED "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n"
 
-int api_sandbox_dial(ApiRequest *r, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e) {
+/* The connect to port failed with k: the 502 (the same for every caller). */
+static int dial_failed(const char *id, uint16_t port, int k, ApiError *e) {
+        log_debug_errno(k, "Connecting to port %u of sandbox %s: %m", (unsigned) port, id);
+        return api_error(e, k, API_BAD_GATEWAY, "nothing answers on port %u of sandbox %s (%s)", (unsigned) port, id,
+                         k == -ECONNREFUSED ? "connection refused"
+                         : k == -ETIMEDOUT  ? "timed out"
+                                            : "unreachable");
+}
+
+static int dial(ApiRequest *r, const Sandbox *sb, uint16_t port, bool wait, int *ret_fd, ApiError *e) {
         int k;
 
         if (r->api->port_dialer) {
-                k = r->api->port_dialer(r->api->port_dialer_userdata, (uint32_t) sb->slot, port, ret_fd);
-                if (k < 0) {
-                        log_debug_errno(k, "Connecting to port %u of sandbox %s: %m", (unsigned) port, sb->id);
-                        return api_error(e, k, API_BAD_GATEWAY, "nothing answers on port %u of sandbox %s (%s)",
-                                         (unsigned) port, sb->id,
-                                         k == -ECONNREFUSED ? "connection refused"
-                                         : k == -ETIMEDOUT  ? "timed out"
-                                                            : "unreachable");
-                }
-                return 0;
+                k = r->api->port_dialer(r->api->port_dialer_userdata, (uint32_t) sb->slot, port, wait, ret_fd);
+                if (k < 0)
+                        return dial_failed(sb->id, port, k, e);
+                return k;
         }
         if (!r->api->cluster_token)
                 return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED,
@@ -43,6 +47,27 @@ int api_sandbox_dial(ApiRequest *r, const Sandbox *sb, uint16_t port, int *ret_f
         if (k < 0)
                 return k;
         return worker_port_connect(r->worker, sb, port, ret_fd, e);
+}
+
+int api_sandbox_dial(ApiRequest *r, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e) {
+        return dial(r, sb, port, true, ret_fd, e);
+}
+
+int api_sandbox_dial_start(ApiRequest *r, const Sandbox *sb, uint16_t port, int *ret_fd, ApiError *e) {
+        return dial(r, sb, port, false, ret_fd, e);
+}
+
+int api_sandbox_dial_finish(const char *id, uint16_t port, int fd, bool timed_out, ApiError *e) {
+        int err = 0;
+        socklen_t len = sizeof err;
+
+        if (timed_out)
+                return dial_failed(id, port, -ETIMEDOUT, e);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                return dial_failed(id, port, negative_errno(), e);
+        if (err != 0)
+                return dial_failed(id, port, -err, e);
+        return 0;
 }
 
 int api_sandbox_port_connect(ApiRequest *r, ApiError *e) {

@@ -23,10 +23,16 @@
  * connection without streams counts as idle for the server (evictable when
  * it is full) and ends with GOAWAY after HTTP_IDLE_TIMEOUT_MSEC.
  *
- * Routing (store, resume, dial) blocks: it runs on up to H2_ROUTERS
- * threads of the connection, so a slow one (a resume, a sandbox's full
- * listen backlog) does not hold the streams already flowing; a stream's
- * body that comes meanwhile waits in its window. */
+ * Routing (store, resume) blocks: it runs on up to H2_ROUTERS threads of
+ * the connection, so a slow one (a resume) does not hold the streams
+ * already flowing; a stream's body that comes meanwhile waits in its
+ * window. The dial does not wait there: a router starts the non-blocking
+ * connect (ingress_route_start) and this poll loop waits for it beside
+ * everything else, so a port whose listen backlog is full (its connects
+ * wait for SYN retransmits) holds up no other stream. The port's first
+ * use (an event in the store) goes back to a router. (In a cluster the
+ * worker dials, and the stream to it is opened on the router: that one
+ * still waits there.) */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,7 +56,8 @@
 
 #define H2_CONN_IDLE_MSEC HTTP_IDLE_TIMEOUT_MSEC /* no stream and no frame this long: GOAWAY */
 #define H2_READ_MAX (16U * 1024U)      /* client bytes per read */
-#define H2_ROUTERS 4U                  /* threads of a connection routing its streams (store, resume, dial) */
+#define H2_ROUTERS 4U                  /* threads of a connection routing its streams (store, resume) */
+#define H2_JOBS_MAX (2U * INGRESS_H2_STREAMS_MAX) /* a route per stream, and up to as many first-use events */
 #define H2_ROUTER_STACK (1024U * 1024U)
 
 typedef enum BodyMode {
@@ -79,6 +86,8 @@ struct H2Stream {
 
         /* to the sandbox */
         int up;
+        bool connecting; /* up's connect is under way (until deadline) */
+        IngressTarget t; /* where up goes (t.fd unused: up is the socket) */
         bool chunked; /* the request body is re-chunked (no content-length) */
         char *out;
         size_t out_len, out_allocated;
@@ -101,10 +110,12 @@ struct H2Stream {
         int64_t deadline;
 };
 
-/* A stream's head on its way through ingress_route() on a router thread. */
+/* A stream's head on its way through ingress_route_start() on a router
+ * thread, or (opened) the first-use event of a port a stream reached. */
 typedef struct H2Job {
         struct H2Job *next;
         int32_t id;
+        bool opened;
         HttpHead req;
         IngressTarget t;
         IngressRefusal f;
@@ -245,6 +256,7 @@ static void stream_answer(H2Stream *st, int status, char *headers, const char *j
         _cleanup_free_ char *hdrs = NULL;
 
         st->up = safe_close(st->up);
+        st->connecting = false;
         st->routing = false;
         st->out_len = 0;
         free(st->body);
@@ -270,6 +282,7 @@ static void stream_error(H2Stream *st, int status, const char *code, const char 
 /* Breaks a stream off after its response began. */
 static void stream_reset(H2Stream *st, uint32_t error) {
         st->up = safe_close(st->up);
+        st->connecting = false;
         st->routing = false; /* a router's answer for it is dropped */
         (void) nghttp2_submit_rst_stream(st->h->s, NGHTTP2_FLAG_NONE, st->id, error);
 }
@@ -348,9 +361,13 @@ static void *router_main(void *arg) {
                         h->queue_tail = &h->queue;
                 h->n_busy++;
                 pthread_mutex_unlock(&h->lock);
-                job->result = h->stopping ? (ingress_refusal_done(&job->f), 1)
-                                          : ingress_route(h->g, h->c, &job->req, &job->t, &job->f);
-                /* at most INGRESS_H2_STREAMS_MAX pointers in flight: the pipe never fills */
+                if (job->opened) {
+                        if (!h->stopping)
+                                ingress_port_opened(h->g, h->c, &job->t);
+                } else
+                        job->result = h->stopping ? (ingress_refusal_done(&job->f), 1)
+                                                  : ingress_route_start(h->g, h->c, &job->req, &job->t, &job->f);
+                /* at most H2_JOBS_MAX pointers in flight: the pipe never fills */
                 if (write(h->done[1], &job, sizeof job) != sizeof job)
                         job_free(job); /* cannot happen; then the stream times out */
                 pthread_mutex_lock(&h->lock);
@@ -360,23 +377,15 @@ static void *router_main(void *arg) {
         return NULL;
 }
 
-/* Hands the stream's head to a router (starting one if all are busy). */
-static int router_submit(H2Conn *h, H2Stream *st, const IngressTarget *t) {
-        H2Job *job = new0(H2Job, 1);
+/* Queues a job for a router (starting one if all are busy); -EBUSY when max are out already. */
+static int router_queue(H2Conn *h, H2Job *job, unsigned max) {
         int r = 0;
 
-        if (!job)
-                return -ENOMEM;
-        job->id = st->id;
-        job->req = st->req;
-        st->req = (HttpHead){};
-        job->t = *t;
-        job->t.fd = -EBADF;
-        st->routing = true;
         pthread_mutex_lock(&h->lock);
-        *h->queue_tail = job;
-        h->queue_tail = &job->next;
-        h->n_jobs++;
+        if (h->n_jobs >= max) {
+                pthread_mutex_unlock(&h->lock);
+                return -EBUSY;
+        }
         if (h->n_busy + 1 > h->n_routers && h->n_routers < H2_ROUTERS) {
                 pthread_attr_t attr;
                 r = -pthread_attr_init(&attr);
@@ -390,18 +399,52 @@ static int router_submit(H2Conn *h, H2Stream *st, const IngressTarget *t) {
                 else if (h->n_routers > 0)
                         r = 0; /* the ones there will get to it */
         }
-        if (r < 0) {
-                /* no router at all: take it back */
-                h->queue = NULL;
-                h->queue_tail = &h->queue;
-                h->n_jobs--;
-                st->req = job->req;
-                st->routing = false;
-                free(job);
-        } else
+        if (r == 0) {
+                *h->queue_tail = job;
+                h->queue_tail = &job->next;
+                h->n_jobs++;
                 pthread_cond_signal(&h->cond);
+        }
         pthread_mutex_unlock(&h->lock);
         return r;
+}
+
+/* Hands the stream's head to a router. */
+static int router_submit(H2Conn *h, H2Stream *st, const IngressTarget *t) {
+        H2Job *job = new0(H2Job, 1);
+        int r;
+
+        if (!job)
+                return -ENOMEM;
+        job->id = st->id;
+        job->req = st->req;
+        job->t = *t;
+        job->t.fd = -EBADF;
+        r = router_queue(h, job, H2_JOBS_MAX);
+        if (r < 0) {
+                free(job);
+                return r;
+        }
+        st->req = (HttpHead){};
+        st->routing = true;
+        return 0;
+}
+
+/* The port's first use, recorded by a router (the store may block); the
+ * other half of H2_JOBS_MAX is the streams' own, so a stream is never
+ * refused for these. */
+static void router_submit_opened(H2Conn *h, const IngressTarget *t) {
+        H2Job *job = new0(H2Job, 1);
+
+        if (job) {
+                job->opened = true;
+                job->t = *t;
+                job->t.fd = -EBADF;
+        }
+        if (!job || router_queue(h, job, INGRESS_H2_STREAMS_MAX) < 0) {
+                log_warning("Ingress: cannot record the first use of port %u of sandbox %s", (unsigned) t->port, t->id);
+                free(job);
+        }
 }
 
 /* Finished jobs back to their streams (or away, for streams gone). */
@@ -415,7 +458,7 @@ static void routers_collect(H2Conn *h) {
                 pthread_mutex_lock(&h->lock);
                 h->n_jobs--;
                 pthread_mutex_unlock(&h->lock);
-                st = stream_get(h, job->id);
+                st = job->opened ? NULL : stream_get(h, job->id);
                 if (st && st->routing)
                         stream_routed(st, job);
                 job_free(job);
@@ -503,6 +546,9 @@ static void stream_routed(H2Stream *st, H2Job *job) {
                 return;
         }
         st->up = TAKE_FD(job->t.fd);
+        st->connecting = job->t.connecting;
+        st->t = job->t;
+        st->t.fd = -EBADF;
         r = fd_nonblock(st->up, true);
         if (r >= 0)
                 r = ingress_request_head(&st->req, NULL, h->peer, h->ssl != NULL, job->t.mask, job->t.port, &head,
@@ -529,7 +575,25 @@ static void stream_routed(H2Stream *st, H2Job *job) {
                 stream_error(st, 502, "bad_gateway", "out of memory");
                 return;
         }
+        st->deadline = mono_msec() + (st->connecting ? API_PORT_DIAL_TIMEOUT_MSEC : INGRESS_RESPONSE_TIMEOUT_MSEC);
+}
+
+/* The connect to the sandbox's port ended (or timed out): its 502, or the request goes out. */
+static void stream_connected(H2Stream *st, bool timed_out) {
+        _cleanup_(ingress_refusal_done) IngressRefusal f = {};
+        IngressTarget t = st->t;
+        int r;
+
+        t.fd = st->up;
+        r = ingress_route_connected(st->h->g, &t, timed_out, &f);
+        if (r == 1) {
+                stream_answer(st, f.status, f.headers, f.body);
+                return;
+        }
+        st->connecting = false;
         st->deadline = mono_msec() + INGRESS_RESPONSE_TIMEOUT_MSEC;
+        if (r == 2)
+                router_submit_opened(st->h, &t);
 }
 
 static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void *user_data) {
@@ -837,7 +901,9 @@ static void stream_write(H2Stream *st) {
 }
 
 static void stream_timeout(H2Stream *st) {
-        if (!st->head_done)
+        if (st->connecting)
+                stream_connected(st, true);
+        else if (!st->head_done)
                 stream_error(st, 502, "bad_gateway", "the sandbox did not answer in time");
         else
                 stream_reset(st, NGHTTP2_CANCEL);
@@ -989,9 +1055,9 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                         short ev = 0;
                         if (st->up < 0)
                                 continue;
-                        if (st->out_len > 0)
+                        if (st->out_len > 0 || st->connecting)
                                 ev |= POLLOUT;
-                        if (!st->up_eof && ((!st->head_done && st->in_len < HTTP_HEAD_MAX) ||
+                        if (!st->connecting && !st->up_eof && ((!st->head_done && st->in_len < HTTP_HEAD_MAX) ||
                                             (st->head_done && !st->body_end && st->in_len < HTTP_HEAD_MAX)))
                                 ev |= POLLIN;
                         if (st->deadline > 0)
@@ -1016,7 +1082,12 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                         H2Stream *st = stream_get(&h, ids[i]);
                         if (!st || st->up != pfd[i].fd || pfd[i].revents == 0)
                                 continue;
-                        if (pfd[i].revents & POLLOUT)
+                        if (st->connecting) {
+                                stream_connected(st, false);
+                                if (st->up < 0)
+                                        continue;
+                        }
+                        if ((pfd[i].revents & POLLOUT) && st->out_len > 0)
                                 stream_write(st);
                         if (st->up >= 0 && (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
                                 stream_read(st);

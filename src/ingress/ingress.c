@@ -245,7 +245,8 @@ static void refuse_private(IngressRefusal *f) {
               " or open its link (space port ID PORT)", NULL);
 }
 
-int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f) {
+/* ingress_route() up to the dial: wait false leaves the connect under way (t->connecting). */
+static int route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f, bool wait) {
         ApiRequest r = { .conn = c, .head = head, .api = g->api };
         const char *peer = http_conn_peer(c);
         _cleanup_(sandbox_done) Sandbox sb = {};
@@ -254,6 +255,7 @@ int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *
         int k, access;
 
         *f = (IngressRefusal){};
+        t->connecting = false;
         access = check_access(g, f, peer, http_conn_ssl(c) != NULL, head, t->id);
         if (access <= 0)
                 return 1;
@@ -292,21 +294,54 @@ int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *
                 refuse(f, 502, "sandbox_not_running", "the sandbox is not running", NULL);
                 return 1;
         }
-        k = api_sandbox_dial(&r, &sb, port, &fd, &e);
+        k = wait ? api_sandbox_dial(&r, &sb, port, &fd, &e) : api_sandbox_dial_start(&r, &sb, port, &fd, &e);
         if (k < 0) {
                 refuse(f, api_error_code_to_status(e.code), api_error_code_to_string(e.code), e.message, NULL);
                 return 1;
         }
-        if (port_first_use(g, id, port)) {
-                char data[32];
-                snprintf(data, sizeof data, "{\"port\":%u}", (unsigned) port);
-                api_event_tenant(&r, sb.tenant_id, id, "sandbox.port_opened", "first ingress request to the port", data);
-        }
+        (void) strscpy(t->tenant_id, sizeof t->tenant_id, sb.tenant_id);
+        if (k == 0 && port_first_use(g, id, port))
+                ingress_port_opened(g, c, t);
+        /* activity (not waiting: before the connect's outcome, which comes later, elsewhere) */
         if (sb.idle_s > 0)
                 (void) store_sandbox_touch(r.store, id);
         (void) strscpy(t->mask, sizeof t->mask, sb.ingress_host);
+        t->connecting = k > 0;
         t->fd = TAKE_FD(fd);
         return 0;
+}
+
+int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f) {
+        return route(g, c, head, t, f, true);
+}
+
+int ingress_route_start(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f) {
+        return route(g, c, head, t, f, false);
+}
+
+int ingress_route_connected(Ingress *g, IngressTarget *t, bool timed_out, IngressRefusal *f) {
+        ApiError e = {};
+
+        *f = (IngressRefusal){};
+        if (api_sandbox_dial_finish(t->id, t->port, t->fd, timed_out, &e) < 0) {
+                refuse(f, api_error_code_to_status(e.code), api_error_code_to_string(e.code), e.message, NULL);
+                return 1;
+        }
+        t->connecting = false;
+        return port_first_use(g, t->id, t->port) ? 2 : 0;
+}
+
+void ingress_port_opened(Ingress *g, HttpConn *c, const IngressTarget *t) {
+        ApiRequest r = { .conn = c, .api = g->api };
+        ApiError e = {};
+        char data[32];
+
+        if (api_get_store(&r, &e) < 0)
+                return;
+        (void) strscpy(r.key.tenant_id, sizeof r.key.tenant_id, t->tenant_id);
+        snprintf(r.actor, sizeof r.actor, "ingress");
+        snprintf(data, sizeof data, "{\"port\":%u}", (unsigned) t->port);
+        api_event_tenant(&r, t->tenant_id, t->id, "sandbox.port_opened", "first ingress request to the port", data);
 }
 
 static void handle(HttpConn *c, const HttpHead *head, void *userdata) {

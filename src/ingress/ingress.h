@@ -67,11 +67,13 @@ const char *ingress_domain(const Ingress *g);
 
 /* ---- ingress.c ---- */
 
-/* Where a request goes: id and port from its Host; fd and mask set by ingress_route(). */
+/* Where a request goes: id and port from its Host; the rest set by ingress_route(). */
 typedef struct IngressTarget {
         char id[17];                           /* as ingress_host_parse() writes it */
         uint16_t port;
         int fd;                                /* connected to the sandbox's port; the caller closes it */
+        bool connecting;                       /* ingress_route_start(): fd's connect is under way */
+        char tenant_id[STORE_ID_MAX];          /* the sandbox's */
         char mask[STORE_INGRESS_HOST_MAX];     /* maskRequestHost, "" = none */
 } IngressTarget;
 
@@ -87,6 +89,17 @@ void ingress_refusal_done(IngressRefusal *f);
  * (not envd's): 0 with t->fd connected, 1 with *f to answer. c is the
  * connection it came on (HTTP/1.1, or the one an HTTP/2 session runs on). */
 int ingress_route(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f);
+/* The same without waiting for the sandbox's port (what blocks is the
+ * store and a resume): 0 with t->fd connected or t->connecting, its
+ * non-blocking connect under way; the caller polls it for POLLOUT at most
+ * API_PORT_DIAL_TIMEOUT_MSEC, then calls ingress_route_connected(). */
+int ingress_route_start(Ingress *g, HttpConn *c, const HttpHead *head, IngressTarget *t, IngressRefusal *f);
+/* That connect's outcome (timed_out: no POLLOUT in time; does not block):
+ * 1 with *f to answer (the 502 ingress_route() gives), 0 connected, 2
+ * connected and the port's first use: ingress_port_opened() is due (it
+ * writes to the store, so where blocking is fine). */
+int ingress_route_connected(Ingress *g, IngressTarget *t, bool timed_out, IngressRefusal *f);
+void ingress_port_opened(Ingress *g, HttpConn *c, const IngressTarget *t);
 
 /* Listens on config->ingress_listen (a host:port). */
 int ingress_new(Api *api, Ingress **ret);

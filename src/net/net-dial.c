@@ -11,12 +11,11 @@
 #include "net-dial.h"
 #include "sock-io.h"
 
-int net_dial_sandbox(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd) {
+int net_dial_sandbox_start(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd) {
         _cleanup_close_ int fd = -EBADF;
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
         unsigned mark = FIREWALL_INGRESS_MARK;
-        int err = 0, one = 1, r;
-        socklen_t len = sizeof err;
+        int one = 1, r, k = 0;
         AddrPair pair;
 
         if (port == 0)
@@ -32,15 +31,39 @@ int net_dial_sandbox(const AddrPool *pool, uint32_t slot, uint16_t port, int *re
         if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark) < 0)
                 return negative_errno();
         (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0 && errno != EINPROGRESS)
-                return negative_errno();
-        r = sock_wait(fd, POLLOUT, NET_DIAL_TIMEOUT_MSEC);
-        if (r < 0)
-                return r;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0) {
+                if (errno != EINPROGRESS)
+                        return negative_errno();
+                k = 1;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return k;
+}
+
+int net_dial_finish(int fd) {
+        int err = 0;
+        socklen_t len = sizeof err;
+
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
                 return negative_errno();
-        if (err != 0)
-                return -err;
+        return err != 0 ? -err : 0;
+}
+
+int net_dial_sandbox(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        r = net_dial_sandbox_start(pool, slot, port, &fd);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                r = sock_wait(fd, POLLOUT, NET_DIAL_TIMEOUT_MSEC);
+                if (r < 0)
+                        return r;
+                r = net_dial_finish(fd);
+                if (r < 0)
+                        return r;
+        }
         *ret_fd = TAKE_FD(fd);
         return 0;
 }

@@ -70,8 +70,11 @@ static pid_t worker_pid;
 static Ingress *ingress;
 static AddrPool forward_pool; /* the sandboxes' addresses, for the API's port forwards (role all) */
 
-static int dial_sandbox(void *userdata, uint32_t slot, uint16_t port, int *ret_fd) {
-        return net_dial_sandbox(userdata, slot, port, ret_fd);
+_Static_assert(API_PORT_DIAL_TIMEOUT_MSEC == NET_DIAL_TIMEOUT_MSEC, "one timeout for a sandbox port's connect");
+
+static int dial_sandbox(void *userdata, uint32_t slot, uint16_t port, bool wait, int *ret_fd) {
+        return wait ? net_dial_sandbox(userdata, slot, port, ret_fd)
+                    : net_dial_sandbox_start(userdata, slot, port, ret_fd);
 }
 static pthread_t ingress_thread;
 

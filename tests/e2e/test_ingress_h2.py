@@ -116,9 +116,10 @@ def frame(t, flags, sid, payload):
     return len(payload).to_bytes(3, "big") + bytes([t, flags]) + sid.to_bytes(4, "big") + payload
 
 
-def h2_streams(d, requests, timeout=20):
+def h2_streams(d, requests, timeout=20, order=None):
     """One connection, one GET stream per (authority, headers), all sent at
-    once; returns each stream's response body (DATA payload) or 'reset'."""
+    once; returns each stream's response body (DATA payload) or 'reset'.
+    order: a list that gets the index of each stream as its response ends."""
     with socket.create_connection(("127.0.0.1", d.ingress_port), timeout=timeout) as s:
         out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"")
         for i, (authority, hdrs) in enumerate(requests):
@@ -141,8 +142,10 @@ def h2_streams(d, requests, timeout=20):
                     bodies[sid] = bodies.get(sid, b"") + payload
                 elif t == 3:
                     bodies[sid] = b"reset"
-                if t in (0, 1) and flags & 1 or t == 3:
+                if (t in (0, 1) and flags & 1 or t == 3) and sid not in done:
                     done.add(sid)
+                    if order is not None:
+                        order.append((sid - 1) // 2)
         return [bodies.get(2 * i + 1, b"").decode() for i in range(len(requests))]
 
 
@@ -172,6 +175,42 @@ def test_h2_stream_to_another_sandbox_on_the_connection_refused(h2):
     assert "misdirected_request" in got[1] and f"serves sandbox {a} only" in got[1], got
     got = h2_streams(d, [(f"8000-{c}.localhost", {TOKEN_HEADER.lower(): h2["tok"]})])
     assert "wrong traffic token" in got[0], got
+
+
+def accept_queue(d, sid, port):
+    """The accept queue of sid's listener on port (/proc/net/tcp6, tcp: rx_queue of the LISTEN row)."""
+    out = d.sh(sid, f"cat /proc/net/tcp6 /proc/net/tcp | awk '$2 ~ /:{port:04X}$/ && $4 == \"0A\" {{print $5}}'")
+    return int(out.split()[0].split(":")[1], 16) if out.strip() else -1
+
+
+def test_h2_a_hanging_dial_holds_up_no_other_stream(h2):
+    """A port whose listen backlog is full (its httpd stopped: a connect to
+    it waits in SYN retransmits) holds up its own streams only: with more of
+    them on one connection than the connection has routers, a stream to a
+    port that answers, sent after them, is answered first; each of them gets
+    the 502 of a connect that timed out, and a port nothing listens on the
+    502 of a refused one, as over HTTP/1.1."""
+    d, a = h2["d"], h2["a"]
+    d.exec(a, shell="exec httpd -f -p 8001 -h /srv", background=True)
+    pid = "for p in $(pidof httpd); do tr '\\0' ' ' </proc/$p/cmdline | grep -q -- '-p 8001' && echo $p; done; true"
+    host.wait_until(lambda: d.sh(a, pid).strip() != "", 10)
+    try:
+        # stopped, it accepts nothing: connects from inside fill its backlog (9)
+        d.sh(a, f"kill -STOP $({pid})")
+        for _ in range(12):
+            d.exec(a, shell="exec nc -w 60 127.0.0.1 8001 </dev/null >/dev/null 2>&1", background=True)
+        assert host.wait_until(lambda: accept_queue(d, a, 8001) >= 10, 20), accept_queue(d, a, 8001)
+        hdrs = {TOKEN_HEADER.lower(): h2["tok"]}
+        order = []
+        got = h2_streams(d, [(f"8001-{a}.localhost", hdrs)] * 6 + [(f"8000-{a}.localhost", hdrs),
+                                                                   (f"8002-{a}.localhost", hdrs)], order=order)
+        assert got[6] == "hello-from-sandbox\n", got
+        assert order[0] in (6, 7) and order.index(6) < 2, (order, got)
+        assert f"nothing answers on port 8002 of sandbox {a} (connection refused)" in got[7], got
+        for body in got[:6]:
+            assert "bad_gateway" in body and f"nothing answers on port 8001 of sandbox {a} (timed out)" in body, got
+    finally:
+        d.sh(a, f"kill -KILL $({pid}) 2>/dev/null; true")
 
 
 def test_h2_bad_authority_and_envd(h2):
