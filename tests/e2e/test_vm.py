@@ -690,7 +690,9 @@ def test_delete_of_a_branch_child_while_it_starts(e2e_session, vmd, vsb):
         try:
             r = vmd.api("DELETE", f"/v1/sandboxes/{victim}", timeout=120)
             assert r.status == 200, r
-            assert t.is_alive()  # its sibling still loads
+            # Not asserted: that the sibling still loads once the delete is answered. A QEMU stopped
+            # after its restore loaded holds the worker in the identity delivery (vm_finish, up to
+            # VM_RESTORED_TIMEOUT_MSEC), so the delete is answered only after the branch settled.
         finally:
             for q in qemus.values():
                 if host.proc_exists(q):
