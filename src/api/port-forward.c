@@ -10,7 +10,6 @@
 
 #include <stdio.h>
 #include <strings.h>
-#include <sys/socket.h>
 
 #include "api-internal.h"
 #include "fd-util.h"
@@ -58,16 +57,9 @@ int api_sandbox_dial_start(ApiRequest *r, const Sandbox *sb, uint16_t port, int 
 }
 
 int api_sandbox_dial_finish(const char *id, uint16_t port, int fd, bool timed_out, ApiError *e) {
-        int err = 0;
-        socklen_t len = sizeof err;
+        int k = timed_out ? -ETIMEDOUT : sock_connect_result(fd);
 
-        if (timed_out)
-                return dial_failed(id, port, -ETIMEDOUT, e);
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                return dial_failed(id, port, negative_errno(), e);
-        if (err != 0)
-                return dial_failed(id, port, -err, e);
-        return 0;
+        return k < 0 ? dial_failed(id, port, k, e) : 0;
 }
 
 int api_sandbox_port_connect(ApiRequest *r, ApiError *e) {

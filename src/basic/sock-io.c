@@ -70,6 +70,15 @@ int sock_listen_unix(const char *path, int flags, int backlog, int *ret_fd) {
         return 0;
 }
 
+int sock_connect_result(int fd) {
+        int err = 0;
+        socklen_t len = sizeof err;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                return negative_errno();
+        return err != 0 ? -err : 0;
+}
+
 int sock_wait(int fd, short events, int timeout_msec) {
         struct pollfd p = { .fd = fd, .events = events };
         int64_t deadline = timeout_msec >= 0 ? mono_msec() + timeout_msec : -1;

@@ -21,6 +21,8 @@ int sock_send_fds(int sock, const void *data, size_t n, const int *fds, size_t n
 
 /* Waits until fd is ready for events (POLLIN/POLLOUT) or timeout_msec (< 0: forever) passed. */
 int sock_wait(int fd, short events, int timeout_msec);
+/* A non-blocking connect's outcome once fd polled POLLOUT (or POLLERR): 0, or -ECONNREFUSED, ... (SO_ERROR). */
+int sock_connect_result(int fd);
 /* Sends all n bytes (MSG_NOSIGNAL); each stall is bounded by timeout_msec. */
 int sock_send_all(int fd, const void *p, size_t n, int timeout_msec);
 /* Receives up to n bytes: the count (0 at the peer's end), or -ETIMEDOUT after timeout_msec. */

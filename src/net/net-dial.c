@@ -40,15 +40,6 @@ int net_dial_sandbox_start(const AddrPool *pool, uint32_t slot, uint16_t port, i
         return k;
 }
 
-int net_dial_finish(int fd) {
-        int err = 0;
-        socklen_t len = sizeof err;
-
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                return negative_errno();
-        return err != 0 ? -err : 0;
-}
-
 int net_dial_sandbox(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd) {
         _cleanup_close_ int fd = -EBADF;
         int r;
@@ -60,7 +51,7 @@ int net_dial_sandbox(const AddrPool *pool, uint32_t slot, uint16_t port, int *re
                 r = sock_wait(fd, POLLOUT, NET_DIAL_TIMEOUT_MSEC);
                 if (r < 0)
                         return r;
-                r = net_dial_finish(fd);
+                r = sock_connect_result(fd);
                 if (r < 0)
                         return r;
         }

@@ -17,7 +17,5 @@
 int net_dial_sandbox(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd);
 /* The same without waiting: 0 connected, 1 with the connect under way on
  * the non-blocking socket in *ret_fd (wait for POLLOUT, at most
- * NET_DIAL_TIMEOUT_MSEC, then net_dial_finish()). */
+ * NET_DIAL_TIMEOUT_MSEC, then sock_connect_result()). */
 int net_dial_sandbox_start(const AddrPool *pool, uint32_t slot, uint16_t port, int *ret_fd);
-/* Its connect's outcome once fd polled POLLOUT (or POLLERR): 0, or -ECONNREFUSED, ... (SO_ERROR). */
-int net_dial_finish(int fd);
