@@ -30,14 +30,14 @@ static const Rule rules[] = {
         { "storage", "basic shared storage oci-image" },
         { "runtime", "basic shared proto runtime" },
         { "net", "basic shared net" },
-        { "gateway", "basic shared proto net gateway egress-policy" },
-        { "worker", "basic shared proto store storage oci-image runtime net gateway egress-policy worker" },
-        { "api", "basic shared proto store worker-client egress-policy oci-image api" },
-        { "ingress", "basic shared proto store worker-client egress-policy net api ingress" },
+        { "gateway", "basic shared proto net gateway" },
+        { "worker", "basic shared proto store storage oci-image runtime net gateway worker" },
+        { "api", "basic shared proto store worker-client oci-image api" },
+        { "ingress", "basic shared proto store worker-client net api ingress" },
         { "controller", "basic shared proto store worker-client controller" },
         { "agent", "basic proto agent" },
         { "cli", "basic shared cli" },
-        { "spaced", "basic shared proto store storage oci-image runtime net gateway egress-policy worker worker-client api ingress controller spaced" },
+        { "spaced", "basic shared proto store storage oci-image runtime net gateway worker worker-client api ingress controller spaced" },
 };
 
 /* header name → folder (first path component under src/) */
@@ -70,8 +70,6 @@ static void index_headers(const char *dir, const char *top) {
 static const char *folder_of(const char *header) {
         if (streq(header, "worker-client.h") || streq(header, "worker-proto.h"))
                 return "worker-client";
-        if (streq(header, "egress-policy.h")) /* pure parsing and matching: the API validates policies */
-                return "egress-policy";
         if (streq(header, "oci-image.h") || streq(header, "oci-tar.h"))
                 /* pure parsing of image JSON and tar streams: a registry pull resolves an
                  * index, a template build reads its context */
