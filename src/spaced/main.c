@@ -53,7 +53,7 @@
 #include "supervise.h"
 #include "str-util.h"
 #include "worker-client.h"
-#include "worker-gateway.h"
+#include "cluster-listener.h"
 #include "cluster-net.h"
 #include "cluster-tls.h"
 #include "worker-node.h"
@@ -691,7 +691,7 @@ static int run_worker(Config *config) {
         _cleanup_(worker_client_freep) WorkerClient *local = NULL;
         _cleanup_close_ int pidfd = -EBADF;
         _cleanup_(instance_freep) Instance *host_instance = NULL;
-        WorkerGateway *gw = NULL;
+        ClusterListener *gw = NULL;
         char instance[STORE_ID_MAX], sock[PATH_MAX], addr[PATH_MAX + 8], agents[PATH_MAX];
         char templates[STORE_WORKER_TEMPLATES_MAX] = "";
         char runtimes[STORE_WORKER_LIST_MAX] = "", accelerators[STORE_WORKER_LIST_MAX] = "";
@@ -741,7 +741,7 @@ static int run_worker(Config *config) {
         r = start_worker(config); /* before any thread */
         if (r < 0)
                 goto deregister;
-        r = worker_gateway_start(config, token, &gw);
+        r = cluster_listener_start(config, token, &gw);
         if (r < 0)
                 goto stop;
         install_signals();
@@ -802,7 +802,7 @@ static int run_worker(Config *config) {
                 (void) poll(NULL, 0, (int) beat_msec);
         }
 stop:
-        worker_gateway_free(gw);
+        cluster_listener_free(gw);
         stop_worker_process();
 deregister:
         if (!store)

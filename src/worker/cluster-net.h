@@ -2,7 +2,7 @@
 #pragma once
 
 /* cluster-net: the network side of the API ↔ worker boundary, shared by the client
- * (worker-client*.c) and the worker's listener (worker-gateway.c,
+ * (worker-client*.c) and the worker's listener (cluster-listener.c,
  * worker-ship.c): the cluster token, TCP connections with a deadline,
  * bounded line reads and the one-line answers.
  *

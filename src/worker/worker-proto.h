@@ -3,7 +3,7 @@
 
 /* The worker protocol (API → worker): one JSON object per line both ways,
  * over the local worker's unix socket or, in a cluster, over the worker
- * host's internal listener (worker-gateway.c, after the hello of
+ * host's internal listener (cluster-listener.c, after the hello of
  * cluster-net.h). A request is {"op":"<name>", ...}; its reply is
  * {"ok":true, ...} or {"ok":false,"code":"<api error code>","message":"..."}.
  *
@@ -59,7 +59,7 @@ typedef enum WorkerOpKind {
         WORKER_OP_TEMPLATES,
         WORKER_OP_INFO,
         WORKER_OP_HEALTH,
-        /* served by the cluster listener itself (worker-gateway.c, worker-ship.c) */
+        /* served by the cluster listener itself (cluster-listener.c, worker-ship.c) */
         WORKER_OP_HELLO,
         WORKER_OP_AGENT,
         WORKER_OP_PORT,

@@ -2,7 +2,7 @@
 #pragma once
 
 /* Shipping templates and checkpoints between worker hosts (btrfs send and
- * receive, pool.h), served on the internal listener (worker-gateway.c) and
+ * receive, pool.h), served on the internal listener (cluster-listener.c) and
  * spoken between two of them after the hello of cluster-net.h:
  *
  * A controller or API server asks the holder:

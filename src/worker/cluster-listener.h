@@ -3,15 +3,15 @@
 
 /* The internal listener of a worker host (role worker): API servers and
  * controllers on other hosts reach the worker process and the sandboxes'
- * agents through it (protocol: worker-net.h). Every connection must first
+ * agents through it (protocol: cluster-net.h). Every connection must first
  * show the cluster token; a wrong one is refused and logged. Runs as
  * threads of the spaced process, never in the worker process (which clones
  * sandboxes and stays single-threaded). */
 
 #include "config.h"
 
-typedef struct WorkerGateway WorkerGateway;
+typedef struct ClusterListener ClusterListener;
 
 /* Listens on config->worker_listen and serves until freed. */
-int worker_gateway_start(const Config *config, const char *token, WorkerGateway **ret);
-WorkerGateway *worker_gateway_free(WorkerGateway *g);
+int cluster_listener_start(const Config *config, const char *token, ClusterListener **ret);
+ClusterListener *cluster_listener_free(ClusterListener *g);

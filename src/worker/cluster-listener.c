@@ -24,7 +24,7 @@
 #include "sock-io.h"
 #include "str-util.h"
 #include "worker-client.h"
-#include "worker-gateway.h"
+#include "cluster-listener.h"
 #include "cluster-net.h"
 #include "cluster-tls.h"
 #include "worker-proto.h"
@@ -35,7 +35,7 @@
 #define GATEWAY_DRAIN_MSEC 1000                     /* a refused peer's pending bytes: waited for this long */
 #define GATEWAY_DRAIN_MAX (64U * 1024U)             /* ... and read up to this much */
 
-struct WorkerGateway {
+struct ClusterListener {
         const Config *config;
         char *token;
         int listen_fd;
@@ -48,7 +48,7 @@ struct WorkerGateway {
 };
 
 typedef struct Conn {
-        WorkerGateway *g;
+        ClusterListener *g;
         int fd;
         int worker_fd;
         char peer[INET6_ADDRSTRLEN + 8];
@@ -350,7 +350,7 @@ static void peer_name(const struct sockaddr_storage *ss, char *buf, size_t size)
 }
 
 static void *accept_thread(void *userdata) {
-        WorkerGateway *g = userdata;
+        ClusterListener *g = userdata;
 
         log_set_context(NULL, "gateway");
         for (;;) {
@@ -399,11 +399,11 @@ static void *accept_thread(void *userdata) {
         return NULL;
 }
 
-int worker_gateway_start(const Config *config, const char *token, WorkerGateway **ret) {
-        _cleanup_free_ WorkerGateway *g = NULL;
+int cluster_listener_start(const Config *config, const char *token, ClusterListener **ret) {
+        _cleanup_free_ ClusterListener *g = NULL;
         int r;
 
-        g = new0(WorkerGateway, 1);
+        g = new0(ClusterListener, 1);
         if (!g)
                 return -ENOMEM;
         g->config = config;
@@ -437,9 +437,9 @@ int worker_gateway_start(const Config *config, const char *token, WorkerGateway 
 
 /* A gateway freed while connection threads still ran (see below); volatile:
  * the store is kept although nothing reads it. */
-static WorkerGateway *volatile gateway_in_use;
+static ClusterListener *volatile gateway_in_use;
 
-WorkerGateway *worker_gateway_free(WorkerGateway *g) {
+ClusterListener *cluster_listener_free(ClusterListener *g) {
         if (!g)
                 return NULL;
         if (g->thread_started) {
