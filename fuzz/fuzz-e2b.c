@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The E2B surface's parsers of hostile bytes (src/api/e2b-connect.c,
+/* The E2B surface's parsers of hostile bytes (src/api/e2b/e2b-connect.c,
  * e2b-multipart.c, e2b-users.c). The first input byte picks the parser, the
  * rest is its input:
  *  0  Connect envelopes: a stream of envelopes decoded one after another with

@@ -786,7 +786,7 @@ static void handle(HttpConn *c, const HttpHead *head, Api *a, const char *envd_s
         snprintf(r.req_id, sizeof r.req_id, "r-%s", id);
         log_set_context(NULL, r.req_id);
 
-        /* the E2B-compatible surface (src/api/e2b.h) answers its own requests */
+        /* the E2B-compatible surface (src/api/e2b/e2b.h) answers its own requests */
         k = envd_sandbox                     ? e2b_handle(&r)
             : api_ui_path(head->path)        ? api_ui_serve(&r)
             : e2b_request_is_e2b(head)       ? e2b_handle(&r)

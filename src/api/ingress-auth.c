@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The ingress's host names and its access: traffic tokens, one-time links
- * and cookies, all HMACs under the server secret (src/api/e2b-route.c) with a
+ * and cookies, all HMACs under the server secret (src/api/e2b/e2b-route.c) with a
  * label of their own, so no token stands for another (nor for the envd
  * access token). */
 

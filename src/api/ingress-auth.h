@@ -3,7 +3,7 @@
 
 /* The ingress's host names and access (src/ingress/ingress.h): traffic
  * tokens, one-time links and signed cookies, HMACs under the server secret
- * of src/api/e2b-route.c. Here in the API so that it hands out links too
+ * of src/api/e2b/e2b-route.c. Here in the API so that it hands out links too
  * (GET /v1/sandboxes/{id}/ports/{port}). */
 
 #include "config.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The guard's host addresses: the set (src/gateway/host-addr-set.c) against a
+/* The guard's host addresses: the set (src/shared/host-addr-set.c) against a
  * plain model, past thousands of entries, its allocation failure (refused as
  * unknown), and a real gateway in a network namespace of its own kept
  * current from netlink: addresses added after it started are refused at once
