@@ -30,10 +30,10 @@
 #include "worker-proto.h"
 #include "worker-ship.h"
 
-#define GATEWAY_CONNECTIONS_MAX 512
-#define GATEWAY_IDLE_MSEC (10 * 60 * 1000)          /* an idle connection is closed after this */
-#define GATEWAY_DRAIN_MSEC 1000                     /* a refused peer's pending bytes: waited for this long */
-#define GATEWAY_DRAIN_MAX (64U * 1024U)             /* ... and read up to this much */
+#define LISTENER_CONNECTIONS_MAX 512
+#define LISTENER_IDLE_MSEC (10 * 60 * 1000)          /* an idle connection is closed after this */
+#define LISTENER_DRAIN_MSEC 1000                     /* a refused peer's pending bytes: waited for this long */
+#define LISTENER_DRAIN_MAX (64U * 1024U)             /* ... and read up to this much */
 
 struct ClusterListener {
         const Config *config;
@@ -114,7 +114,7 @@ static void serve_port(Conn *c, const JsonValue *req) {
                 return net_reply(c->fd, false, "bad_gateway", msg, NULL);
         }
         net_reply(c->fd, true, NULL, NULL, NULL);
-        r = sock_relay(c->fd, NULL, 0, fd, NULL, 0, 64U * 1024U, GATEWAY_IDLE_MSEC * 6);
+        r = sock_relay(c->fd, NULL, 0, fd, NULL, 0, 64U * 1024U, LISTENER_IDLE_MSEC * 6);
         if (r < 0)
                 log_debug_errno(r, "Port %u of sandbox %s: the stream ended: %m", (unsigned) port, id);
 }
@@ -205,10 +205,10 @@ static void linger_close(int fd) {
         size_t drained = 0;
 
         (void) shutdown(fd, SHUT_WR);
-        while (drained < GATEWAY_DRAIN_MAX) {
+        while (drained < LISTENER_DRAIN_MAX) {
                 struct pollfd p = { .fd = fd, .events = POLLIN };
                 ssize_t k;
-                if (poll(&p, 1, GATEWAY_DRAIN_MSEC) <= 0)
+                if (poll(&p, 1, LISTENER_DRAIN_MSEC) <= 0)
                         break;
                 k = read(fd, buf, sizeof buf);
                 if (k <= 0)
@@ -253,13 +253,12 @@ static bool hello_ok(Conn *c) {
         return true;
 }
 
-static void *conn_thread(void *userdata) {
-        Conn *c = userdata;
+/* One connection, from its TLS handshake (when configured) to its end. */
+static void serve_conn(Conn *c) {
         _cleanup_free_ char *line = malloc(WORKER_LINE_MAX + 1), *out = malloc(WORKER_LINE_MAX + 1);
 
-        log_set_context(NULL, "gateway");
         if (!line || !out)
-                goto done;
+                return;
         if (cluster_tls_enabled()) {
                 char why[320] = "";
                 int fd = c->fd, r;
@@ -269,12 +268,12 @@ static void *conn_thread(void *userdata) {
                 if (r < 0) {
                         log_warning("Refused an internal connection from %s: %s", c->peer,
                                     why[0] ? why : strerror(-r));
-                        goto done;
+                        return;
                 }
         }
         if (!hello_ok(c)) {
                 linger_close(c->fd);
-                goto done;
+                return;
         }
         for (;;) {
                 _cleanup_(worker_request_done) WorkerRequest req = { .kind = _WORKER_OP_INVALID };
@@ -282,7 +281,7 @@ static void *conn_thread(void *userdata) {
                 size_t n = 0;
                 int r;
 
-                if (net_read_line(c->fd, line, WORKER_LINE_MAX + 1, GATEWAY_IDLE_MSEC, &n) < 0)
+                if (net_read_line(c->fd, line, WORKER_LINE_MAX + 1, LISTENER_IDLE_MSEC, &n) < 0)
                         break;
                 /* which ops a peer may ask for, and which this process serves itself
                  * (ship, receive, template_put, agent): the table of worker-proto.h */
@@ -304,17 +303,17 @@ static void *conn_thread(void *userdata) {
                 case WORKER_OP_RECEIVE: /* another host sends us one: the connection was the stream */
                         worker_ship_receive(c->g->config, c->fd, req.json);
                         linger_close(c->fd); /* a refusal may come before the sender's last byte */
-                        goto done;
+                        return;
                 case WORKER_OP_TEMPLATE_PUT:
                         serve_template_put(c, req.json, out, WORKER_LINE_MAX + 1);
                         linger_close(c->fd);
-                        goto done;
+                        return;
                 case WORKER_OP_AGENT:
                         serve_agent(c, json_string(json_get(req.json, "id")));
-                        goto done; /* the connection was the stream */
+                        return; /* the connection was the stream */
                 case WORKER_OP_PORT:
                         serve_port(c, req.json);
-                        goto done; /* the connection was the stream */
+                        return; /* the connection was the stream */
                 default:
                         break;
                 }
@@ -325,12 +324,37 @@ static void *conn_thread(void *userdata) {
                 if (serve_request(c, req.kind, line, n, out, WORKER_LINE_MAX + 1) < 0)
                         break;
         }
-done:
+}
+
+static void conn_free(Conn *c) {
         safe_close(c->fd);
         safe_close(c->worker_fd);
         atomic_fetch_sub(&c->g->connections, 1);
         free(c);
+}
+
+static void *conn_thread(void *userdata) {
+        Conn *c = userdata;
+
+        log_set_context(NULL, "cluster");
+        serve_conn(c);
+        conn_free(c);
         return NULL;
+}
+
+int cluster_listener_serve(ClusterListener *g, int fd, const char *peer) {
+        Conn *c = new0(Conn, 1);
+
+        if (!c) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        atomic_fetch_add(&g->connections, 1);
+        *c = (Conn){ .g = g, .fd = fd, .worker_fd = -EBADF };
+        (void) strscpy(c->peer, sizeof c->peer, peer);
+        serve_conn(c);
+        conn_free(c);
+        return 0;
 }
 
 static void peer_name(const struct sockaddr_storage *ss, char *buf, size_t size) {
@@ -352,7 +376,7 @@ static void peer_name(const struct sockaddr_storage *ss, char *buf, size_t size)
 static void *accept_thread(void *userdata) {
         ClusterListener *g = userdata;
 
-        log_set_context(NULL, "gateway");
+        log_set_context(NULL, "cluster");
         for (;;) {
                 struct pollfd p[2] = { { .fd = g->listen_fd, .events = POLLIN }, { .fd = g->stop_pipe[0], .events = POLLIN } };
                 struct sockaddr_storage ss;
@@ -374,7 +398,7 @@ static void *accept_thread(void *userdata) {
                         continue;
                 /* a reply's second write must not wait for the ACK of its first (~40 ms) */
                 (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));
-                if (atomic_fetch_add(&g->connections, 1) >= GATEWAY_CONNECTIONS_MAX) {
+                if (atomic_fetch_add(&g->connections, 1) >= LISTENER_CONNECTIONS_MAX) {
                         atomic_fetch_sub(&g->connections, 1);
                         safe_close(fd);
                         continue;
@@ -435,9 +459,9 @@ int cluster_listener_start(const Config *config, const char *token, ClusterListe
         return 0;
 }
 
-/* A gateway freed while connection threads still ran (see below); volatile:
+/* A listener freed while connection threads still ran (see below); volatile:
  * the store is kept although nothing reads it. */
-static ClusterListener *volatile gateway_in_use;
+static ClusterListener *volatile listener_in_use;
 
 ClusterListener *cluster_listener_free(ClusterListener *g) {
         if (!g)
@@ -453,7 +477,7 @@ ClusterListener *cluster_listener_free(ClusterListener *g) {
          * runs it still uses g (the process exits right after this), so g
          * stays where those threads find it, not lost */
         if (atomic_load(&g->connections) > 0) {
-                gateway_in_use = g;
+                listener_in_use = g;
                 return NULL;
         }
         cluster_token_free(g->token);
