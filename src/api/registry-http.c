@@ -25,7 +25,9 @@
 #include "fd-util.h"
 #include "log.h"
 #include "registry-http.h"
+#include "sock-io.h"
 #include "str-util.h"
+#include "time-util.h"
 
 struct RegistryHttp {
         SSL_CTX *ctx;
@@ -166,30 +168,15 @@ static int set_timeouts(int fd, int msec) {
 
 static int connect_addr(const struct addrinfo *ai, int timeout_msec) {
         _cleanup_close_ int fd = -EBADF;
-        int one = 1, err = 0, k;
-        socklen_t errlen = sizeof err;
-        struct pollfd p;
+        int one = 1, k;
 
         fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return negative_errno();
         (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-                if (errno != EINPROGRESS)
-                        return negative_errno();
-                p = (struct pollfd){ .fd = fd, .events = POLLOUT };
-                do
-                        k = poll(&p, 1, timeout_msec > 0 ? timeout_msec : -1);
-                while (k < 0 && errno == EINTR);
-                if (k < 0)
-                        return negative_errno();
-                if (k == 0)
-                        return -ETIMEDOUT;
-                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
-                        return negative_errno();
-                if (err != 0)
-                        return -err;
-        }
+        k = sock_connect_until(fd, ai->ai_addr, ai->ai_addrlen, timeout_msec > 0 ? mono_msec() + timeout_msec : -1);
+        if (k < 0)
+                return k;
         /* blocking from here: SO_RCVTIMEO/SO_SNDTIMEO bound every read and write */
         k = fcntl(fd, F_GETFL);
         if (k < 0 || fcntl(fd, F_SETFL, k & ~O_NONBLOCK) < 0)

@@ -15,6 +15,7 @@
 #include "alloc-util.h"
 #include "fd-util.h"
 #include "http-client.h"
+#include "sock-io.h"
 #include "time-util.h"
 
 #define HTTP_CLIENT_REPLAY_MAX (64U * 1024U) /* requests up to this size are resent once on a stale connection */
@@ -60,27 +61,7 @@ struct HttpClient {
 };
 
 static int client_wait(HttpClient *c, short events) {
-        int64_t deadline = c->timeout_msec >= 0 ? mono_msec() + c->timeout_msec : -1;
-
-        for (;;) {
-                struct pollfd p = { .fd = c->fd, .events = events };
-                int timeout = -1, k;
-
-                if (deadline >= 0) {
-                        int64_t left = deadline - mono_msec();
-                        if (left <= 0)
-                                return -ETIMEDOUT;
-                        timeout = (int) MIN(left, (int64_t) INT32_MAX);
-                }
-                k = poll(&p, 1, timeout);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (k > 0)
-                        return 0;
-        }
+        return sock_wait(c->fd, events, c->timeout_msec);
 }
 
 static void client_disconnect(HttpClient *c) {
@@ -140,27 +121,16 @@ static int client_send(HttpClient *c, const void *p, size_t n) {
 
 static int connect_one(HttpClient *c, int family, const struct sockaddr *sa, socklen_t salen) {
         _cleanup_close_ int fd = -EBADF;
-        int one = 1, err = 0, r;
-        socklen_t errlen = sizeof err;
+        int one = 1, r;
 
         fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return negative_errno();
         if (family != AF_UNIX)
                 (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (connect(fd, sa, salen) < 0) {
-                if (errno != EINPROGRESS && errno != EAGAIN)
-                        return negative_errno();
-                c->fd = fd;
-                r = client_wait(c, POLLOUT);
-                c->fd = -EBADF;
-                if (r < 0)
-                        return r;
-                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
-                        return negative_errno();
-                if (err != 0)
-                        return -err;
-        }
+        r = sock_connect_until(fd, sa, salen, c->timeout_msec >= 0 ? mono_msec() + c->timeout_msec : -1);
+        if (r < 0)
+                return r;
         c->fd = TAKE_FD(fd);
         c->rpos = c->rlen = 0;
         c->n_on_conn = 0;

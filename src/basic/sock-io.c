@@ -79,14 +79,13 @@ int sock_connect_result(int fd) {
         return err != 0 ? -err : 0;
 }
 
-int sock_wait(int fd, short events, int timeout_msec) {
+int sock_wait_until(int fd, short events, int64_t deadline_msec) {
         struct pollfd p = { .fd = fd, .events = events };
-        int64_t deadline = timeout_msec >= 0 ? mono_msec() + timeout_msec : -1;
 
         for (;;) {
                 int left = -1, k;
-                if (deadline >= 0) {
-                        int64_t l = deadline - mono_msec();
+                if (deadline_msec >= 0) {
+                        int64_t l = deadline_msec - mono_msec();
                         if (l <= 0)
                                 return -ETIMEDOUT;
                         left = (int) MIN(l, (int64_t) INT32_MAX);
@@ -99,6 +98,21 @@ int sock_wait(int fd, short events, int timeout_msec) {
                 if (k > 0)
                         return 0;
         }
+}
+
+int sock_wait(int fd, short events, int timeout_msec) {
+        return sock_wait_until(fd, events, timeout_msec >= 0 ? mono_msec() + timeout_msec : -1);
+}
+
+int sock_connect_until(int fd, const struct sockaddr *sa, socklen_t len, int64_t deadline_msec) {
+        int r;
+
+        if (connect(fd, sa, len) == 0)
+                return 0;
+        if (errno != EINPROGRESS && errno != EAGAIN && errno != EINTR)
+                return negative_errno();
+        r = sock_wait_until(fd, POLLOUT, deadline_msec);
+        return r < 0 ? r : sock_connect_result(fd);
 }
 
 int sock_send_all(int fd, const void *p, size_t n, int timeout_msec) {

@@ -7,6 +7,8 @@
  * it). Every wait is bounded; every return is 0/count or a -errno. */
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 /* A listening unix stream socket at path (CLOEXEC; flags may add SOCK_NONBLOCK),
@@ -21,8 +23,13 @@ int sock_send_fds(int sock, const void *data, size_t n, const int *fds, size_t n
 
 /* Waits until fd is ready for events (POLLIN/POLLOUT) or timeout_msec (< 0: forever) passed. */
 int sock_wait(int fd, short events, int timeout_msec);
+/* The same until deadline_msec on mono_msec()'s clock (< 0: forever): -ETIMEDOUT once it passed. */
+int sock_wait_until(int fd, short events, int64_t deadline_msec);
 /* A non-blocking connect's outcome once fd polled POLLOUT (or POLLERR): 0, or -ECONNREFUSED, ... (SO_ERROR). */
 int sock_connect_result(int fd);
+/* connect() on the non-blocking fd, waited for until deadline_msec (as
+ * sock_wait_until): 0, -ETIMEDOUT, or the connect's -errno. */
+int sock_connect_until(int fd, const struct sockaddr *sa, socklen_t len, int64_t deadline_msec);
 /* Sends all n bytes (MSG_NOSIGNAL); each stall is bounded by timeout_msec. */
 int sock_send_all(int fd, const void *p, size_t n, int timeout_msec);
 /* Receives up to n bytes: the count (0 at the peer's end), or -ETIMEDOUT after timeout_msec. */

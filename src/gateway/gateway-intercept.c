@@ -45,6 +45,7 @@
 #include "gateway-h2.h"
 #include "gateway-internal.h"
 #include "log.h"
+#include "sock-io.h"
 #include "str-util.h"
 
 #define IX_PENDING_MAX (256U * 1024U) /* ciphertext waiting in a pipe: reading stops beyond */
@@ -795,9 +796,7 @@ static void ix_uio_event(Gateway *gw, GwIo *io, uint32_t events) {
         GwIntercept *ix = c->ix;
 
         if (!ix->up_connected) {
-                int err = 0;
-                socklen_t l = sizeof err;
-                if (getsockopt(c->uio.fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err != 0) {
+                if (sock_connect_result(c->uio.fd) < 0) {
                         ix_refuse(gw, c, 502, "upstream connection failed");
                         ix_pump(gw, c);
                         return;

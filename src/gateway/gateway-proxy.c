@@ -24,6 +24,7 @@
 #include "gateway-internal.h"
 #include "log.h"
 #include "sni-parse.h"
+#include "sock-io.h"
 #include "str-util.h"
 
 #define GW_HEAD_READ_MAX (HTTP_HEAD_MAX + 4096U) /* head plus the start of a body */
@@ -262,9 +263,7 @@ static void relay_sockopts(GwConn *c) {
 }
 
 static void connected(Gateway *gw, GwConn *c) {
-        int err = 0;
-        socklen_t l = sizeof err;
-        if (getsockopt(c->uio.fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err != 0) {
+        if (sock_connect_result(c->uio.fd) < 0) {
                 conn_refuse(gw, c, 502, "upstream connection failed");
                 return;
         }

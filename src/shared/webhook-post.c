@@ -20,30 +20,12 @@
 
 #include "alloc-util.h"
 #include "fd-util.h"
+#include "sock-io.h"
 #include "str-util.h"
 #include "time-util.h"
 #include "webhook-post.h"
 
 /* Waits for events on fd until the deadline: 0, or -ETIMEDOUT. */
-static int wait_fd(int fd, short events, int64_t deadline) {
-        for (;;) {
-                struct pollfd p = { .fd = fd, .events = events };
-                int64_t left = deadline - mono_msec();
-                int r;
-
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                r = poll(&p, 1, (int) left);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0)
-                        return -errno;
-                if (r == 0)
-                        return -ETIMEDOUT;
-                return 0;
-        }
-}
-
 typedef struct Conn {
         int fd;
         SSL *ssl;
@@ -77,9 +59,9 @@ static int tls_step(Conn *c, int r) {
         int e = SSL_get_error(c->ssl, r);
 
         if (e == SSL_ERROR_WANT_READ)
-                return wait_fd(c->fd, POLLIN, c->deadline) < 0 ? -ETIMEDOUT : 1;
+                return sock_wait_until(c->fd, POLLIN, c->deadline) < 0 ? -ETIMEDOUT : 1;
         if (e == SSL_ERROR_WANT_WRITE)
-                return wait_fd(c->fd, POLLOUT, c->deadline) < 0 ? -ETIMEDOUT : 1;
+                return sock_wait_until(c->fd, POLLOUT, c->deadline) < 0 ? -ETIMEDOUT : 1;
         if (e == SSL_ERROR_ZERO_RETURN)
                 return 0;
         return -EPROTO;
@@ -103,7 +85,7 @@ static int conn_write(Conn *c, const char *p, size_t n, char *why, size_t why_si
                 } else {
                         k = send(c->fd, p, n, MSG_NOSIGNAL);
                         if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
-                                if (wait_fd(c->fd, POLLOUT, c->deadline) < 0) {
+                                if (sock_wait_until(c->fd, POLLOUT, c->deadline) < 0) {
                                         (void) snprintf(why, why_size, "timed out");
                                         return -ETIMEDOUT;
                                 }
@@ -137,36 +119,27 @@ static ssize_t conn_read(Conn *c, char *buf, size_t n) {
                         return k;
                 if (errno != EAGAIN && errno != EINTR)
                         return -errno;
-                if (wait_fd(c->fd, POLLIN, c->deadline) < 0)
+                if (sock_wait_until(c->fd, POLLIN, c->deadline) < 0)
                         return -ETIMEDOUT;
         }
 }
 
 static int conn_open(Conn *c, const WebhookUrl *u, const struct sockaddr *sa, socklen_t sa_len, char *why,
                      size_t why_size) {
-        int err = 0, r;
-        socklen_t len = sizeof err;
+        int r;
 
         c->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (c->fd < 0) {
                 (void) snprintf(why, why_size, "socket: %s", strerror(errno));
                 return -errno;
         }
-        if (connect(c->fd, sa, sa_len) < 0) {
-                if (errno != EINPROGRESS) {
-                        (void) snprintf(why, why_size, "connect: %s", strerror(errno));
-                        return -errno;
-                }
-                if (wait_fd(c->fd, POLLOUT, c->deadline) < 0) {
+        r = sock_connect_until(c->fd, sa, sa_len, c->deadline);
+        if (r < 0) {
+                if (r == -ETIMEDOUT)
                         (void) snprintf(why, why_size, "connect timed out");
-                        return -ETIMEDOUT;
-                }
-                if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                        err = errno;
-                if (err != 0) {
-                        (void) snprintf(why, why_size, "connect: %s", strerror(err));
-                        return -err;
-                }
+                else
+                        (void) snprintf(why, why_size, "connect: %s", strerror(-r));
+                return r;
         }
         if (!u->https)
                 return 0;

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include "sock-io.h"
 #include "str-util.h"
 #include "test.h"
+#include "time-util.h"
 
 TEST(safe_atou64_strict) {
         uint64_t v;
@@ -342,4 +345,60 @@ TEST(sock_relay_half_close_and_hang_up) {
                 safe_close(x[i]);
                 safe_close(y[i]);
         }
+}
+
+/* A loopback listener on an ephemeral port, not accepting. */
+static int listen_loopback(int backlog, struct sockaddr_in *ret) {
+        socklen_t len = sizeof *ret;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        *ret = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        if (fd < 0 || bind(fd, (struct sockaddr *) ret, sizeof *ret) < 0 || listen(fd, backlog) < 0 ||
+            getsockname(fd, (struct sockaddr *) ret, &len) < 0)
+                return -1;
+        return fd;
+}
+
+TEST(sock_connect_until_outcomes) {
+        _cleanup_close_ int l = -EBADF, c = -EBADF, refused = -EBADF;
+        struct sockaddr_in sa, closed;
+
+        l = listen_loopback(8, &sa);
+        ASSERT_TRUE(l >= 0);
+        c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        ASSERT_EQ(sock_connect_until(c, (struct sockaddr *) &sa, sizeof sa, mono_msec() + 5000), 0);
+
+        /* a port nobody listens on: the listener's, once closed */
+        ASSERT_TRUE((refused = listen_loopback(1, &closed)) >= 0);
+        refused = safe_close(refused);
+        refused = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        ASSERT_EQ(sock_connect_until(refused, (struct sockaddr *) &closed, sizeof closed, mono_msec() + 5000),
+                  -ECONNREFUSED);
+}
+
+TEST(sock_connect_until_deadline) {
+        _cleanup_close_ int l = -EBADF;
+        int fds[16];
+        struct sockaddr_in sa;
+        size_t n = 0;
+        int r = 0;
+
+        /* a listener that never accepts fills its queue; past it, SYNs are dropped
+         * and a connect waits: the deadline ends the wait */
+        l = listen_loopback(0, &sa);
+        ASSERT_TRUE(l >= 0);
+        for (; n < ELEMENTSOF(fds); n++) {
+                fds[n] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                ASSERT_TRUE(fds[n] >= 0);
+                r = sock_connect_until(fds[n], (struct sockaddr *) &sa, sizeof sa, mono_msec() + 200);
+                if (r < 0) {
+                        n++;
+                        break;
+                }
+        }
+        ASSERT_EQ(r, -ETIMEDOUT);
+        /* a deadline already gone: no wait at all */
+        ASSERT_EQ(sock_wait_until(l, POLLIN, mono_msec() - 1), -ETIMEDOUT);
+        for (size_t i = 0; i < n; i++)
+                safe_close(fds[i]);
 }
