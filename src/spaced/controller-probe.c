@@ -20,6 +20,7 @@
 #include "shipper.h"
 #include "str-util.h"
 #include "time-util.h"
+#include "worker-client.h"
 
 #define PROBE_READ_MSEC 2000
 #define PROBE_REQUEST_MAX 2048
@@ -64,8 +65,24 @@ static ssize_t read_head(int fd, char *buf, size_t size) {
         return -E2BIG;
 }
 
+/* With cluster TLS: this process's handshakes with workers, appended to body. */
+static void tls_metrics(char *body, size_t size) {
+        uint64_t full = 0, resumed = 0;
+        size_t n = strlen(body);
+
+        if (!worker_client_tls_handshakes(&full, &resumed))
+                return;
+        (void) snprintf(body + n, size - n,
+                        "# HELP space_cluster_tls_handshakes_total TLS handshakes of this process with workers, "
+                        "by whether a session was resumed.\n"
+                        "# TYPE space_cluster_tls_handshakes_total counter\n"
+                        "space_cluster_tls_handshakes_total{resumed=\"false\"} %" PRIu64 "\n"
+                        "space_cluster_tls_handshakes_total{resumed=\"true\"} %" PRIu64 "\n",
+                        full, resumed);
+}
+
 static void serve(ControllerProbe *p, int fd) {
-        char buf[PROBE_REQUEST_MAX], body[1024];
+        char buf[PROBE_REQUEST_MAX], body[2048];
         ssize_t n = read_head(fd, buf, sizeof buf);
         int64_t turned = atomic_load(&p->state->loop_turn_usec), token = atomic_load(&p->state->lease_token);
         double age = turned > 0 ? (double) (mono_usec() - turned) / 1e6 : -1;
@@ -106,6 +123,7 @@ static void serve(ControllerProbe *p, int fd) {
                          "# TYPE space_checkpoints_unavailable gauge\n"
                          "space_checkpoints_unavailable %" PRIu64 "\n",
                          token > 0, token, age, token > 0 ? shipper_checkpoints_unavailable() : 0);
+                tls_metrics(body, sizeof body);
                 reply(fd, "200 OK", "text/plain; version=0.0.4", body);
         } else
                 reply(fd, "404 Not Found", "text/plain", "not found\n");

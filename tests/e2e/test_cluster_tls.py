@@ -12,6 +12,7 @@ is a full one, verified against the new files."""
 import ctypes
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -145,6 +146,11 @@ def test_cluster_over_tls_create_exec_files_ship(tls_cluster):
     ev = _wait(lambda: c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.checkpoint_shipped"})
                .json()["events"], 60, "the checkpoint shipped")
     assert ev[0]["data"]["from_worker"] == worker and ev[0]["data"]["worker"] != worker, ev
+    # the controller, which asked for the ship over TLS, counts its handshakes on its probe's /metrics
+    status, metrics = so._probe(c.controllers[0], "/metrics")
+    assert status == 200 and "# TYPE space_cluster_tls_handshakes_total counter\n" in metrics, metrics
+    full = re.search(r'^space_cluster_tls_handshakes_total\{resumed="false"\} (\d+)$', metrics, re.M)
+    assert full and int(full.group(1)) >= 1, metrics
     # rotation: the files are read again for each new connection. The worker's
     # certificate replaced in place by one of another CA: refused at once; the
     # cluster's back (re-issued by scripts/cluster-certs.sh): served again
