@@ -25,7 +25,6 @@
 #include "time-util.h"
 #include "webhook-post.h"
 
-/* Waits for events on fd until the deadline: 0, or -ETIMEDOUT. */
 typedef struct Conn {
         int fd;
         SSL *ssl;
