@@ -310,7 +310,8 @@ static void print_warm_pools(ApiRequest *r, FILE *f) {
 }
 
 int api_metrics(ApiRequest *r, ApiError *e) {
-        uint64_t counts[_SANDBOX_STATE_MAX] = {}, full, resumed;
+        uint64_t counts[_SANDBOX_STATE_MAX] = {};
+        char tls[512];
         _cleanup_free_ char *text = NULL;
         size_t size = 0;
         bool store_up;
@@ -363,13 +364,8 @@ int api_metrics(ApiRequest *r, ApiError *e) {
                 fprintf(f, "space_http_requests_total{code=\"%uxx\"} %" PRIu64 "\n", c,
                         (uint64_t) atomic_load(&r->api->requests_by_class[c]));
         api_metrics_print_sandboxes(r, f);
-        if (worker_client_tls_handshakes(&full, &resumed)) /* after the sandboxes' round: its handshakes counted */
-                fprintf(f, "# HELP space_cluster_tls_handshakes_total TLS handshakes of this process with "
-                           "workers, by whether a session was resumed.\n"
-                           "# TYPE space_cluster_tls_handshakes_total counter\n"
-                           "space_cluster_tls_handshakes_total{resumed=\"false\"} %" PRIu64 "\n"
-                           "space_cluster_tls_handshakes_total{resumed=\"true\"} %" PRIu64 "\n",
-                        full, resumed);
+        if (worker_client_tls_metrics(tls, sizeof tls) >= 0) /* after the sandboxes' round: its handshakes counted */
+                fputs(tls, f);
         api_hist_print(f);
         fprintf(f, "# HELP space_http_requests_in_flight HTTP requests being answered.\n"
                    "# TYPE space_http_requests_in_flight gauge\n"

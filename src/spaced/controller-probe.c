@@ -67,18 +67,9 @@ static ssize_t read_head(int fd, char *buf, size_t size) {
 
 /* With cluster TLS: this process's handshakes with workers, appended to body. */
 static void tls_metrics(char *body, size_t size) {
-        uint64_t full = 0, resumed = 0;
         size_t n = strlen(body);
 
-        if (!worker_client_tls_handshakes(&full, &resumed))
-                return;
-        (void) snprintf(body + n, size - n,
-                        "# HELP space_cluster_tls_handshakes_total TLS handshakes of this process with workers, "
-                        "by whether a session was resumed.\n"
-                        "# TYPE space_cluster_tls_handshakes_total counter\n"
-                        "space_cluster_tls_handshakes_total{resumed=\"false\"} %" PRIu64 "\n"
-                        "space_cluster_tls_handshakes_total{resumed=\"true\"} %" PRIu64 "\n",
-                        full, resumed);
+        (void) worker_client_tls_metrics(body + n, size - n);
 }
 
 static void serve(ControllerProbe *p, int fd) {

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The worker client's questions about sandboxes' usage (worker-metrics.c). */
+#include <inttypes.h>
+#include <stdio.h>
+
 #include "alloc-util.h"
 #include "cluster-tls.h"
 #include "json.h"
@@ -86,4 +89,27 @@ bool worker_client_tls_handshakes(uint64_t *ret_full, uint64_t *ret_resumed) {
                 return false;
         cluster_tls_handshakes(ret_full, ret_resumed);
         return true;
+}
+
+int worker_client_tls_metrics(char *buf, size_t size) {
+        uint64_t full = 0, resumed = 0;
+        int k;
+
+        if (size == 0)
+                return -ENOBUFS;
+        buf[0] = 0;
+        if (!worker_client_tls_handshakes(&full, &resumed))
+                return 0;
+        k = snprintf(buf, size,
+                     "# HELP space_cluster_tls_handshakes_total TLS handshakes of this process with workers, "
+                     "by whether a session was resumed.\n"
+                     "# TYPE space_cluster_tls_handshakes_total counter\n"
+                     "space_cluster_tls_handshakes_total{resumed=\"false\"} %" PRIu64 "\n"
+                     "space_cluster_tls_handshakes_total{resumed=\"true\"} %" PRIu64 "\n",
+                     full, resumed);
+        if (k < 0 || (size_t) k >= size) {
+                buf[0] = 0;
+                return -ENOBUFS;
+        }
+        return 0;
 }

@@ -84,6 +84,10 @@ int worker_metrics_live(WorkerClient *w, JsonValue ***ret, size_t *ret_n, ApiErr
 /* This process's TLS handshakes with workers as their client (cluster-tls.c):
  * false when cluster TLS is off. */
 bool worker_client_tls_handshakes(uint64_t *ret_full, uint64_t *ret_resumed);
+/* The same as Prometheus text (space_cluster_tls_handshakes_total, HELP and
+ * TYPE lines included) into buf: "" when cluster TLS is off, -ENOBUFS if it
+ * does not fit. For every /metrics that shows it (API server, controller). */
+int worker_client_tls_metrics(char *buf, size_t size);
 /* Processes end, the root is replaced by the checkpoint, the agent starts
  * afresh; or (a vm checkpoint with memory) the machine of the checkpoint
  * continues: *ret_preserved (may be NULL) says which. */
