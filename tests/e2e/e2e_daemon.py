@@ -5,6 +5,7 @@ every daemon, directory, cgroup root and process the tests create."""
 import base64
 import fcntl
 import http.client
+import ipaddress
 import json as jsonlib
 import os
 import re
@@ -54,10 +55,56 @@ def _b36(n):
             return out
 
 
-def take_net_pool():
-    """(index, open lock file) of a free pool; the lock lasts while the file is open."""
+INSTANCE_REGISTRY_DIR = "/run/space/instances"
+
+
+def _cidr_range(cidr):
+    """[first, last] address of an IPv4 CIDR as integers; None when it is not one."""
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        return None
+    if net.version != 4:
+        return None
+    return int(net.network_address), int(net.broadcast_address)
+
+
+def registered_net_pools(registry_dir=INSTANCE_REGISTRY_DIR):
+    """The net pools the host's spaced instance registry holds, as [first, last]
+    ranges. An entry outlives its daemon while that daemon's sandboxes still
+    run (a session that died), and spaced refuses a pool that overlaps one, so
+    a pool in here is taken whoever holds its lock file. Unreadable or foreign
+    files are skipped: they hold no pool spaced would honour either."""
+    out = []
+    try:
+        names = os.listdir(registry_dir)
+    except OSError:
+        return out
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(registry_dir, name), encoding="utf-8") as f:
+                entry = jsonlib.load(f)
+        except (OSError, ValueError):
+            continue
+        pool = entry.get("net_pool") if isinstance(entry, dict) else None
+        r = _cidr_range(pool) if isinstance(pool, str) else None
+        if r is not None:
+            out.append(r)
+    return out
+
+
+def take_net_pool(registry_dir=INSTANCE_REGISTRY_DIR):
+    """(index, open lock file) of a free pool; the lock lasts while the file is
+    open. A pool another instance registered (see registered_net_pools) is
+    skipped even when its lock file is free."""
     os.makedirs(CACHE_DIR, exist_ok=True)
+    taken = registered_net_pools(registry_dir)
     for i in range(NET_POOLS):
+        first, last = _cidr_range(net_pool_cidr(i))
+        if any(first <= t_last and t_first <= last for t_first, t_last in taken):
+            continue
         f = open(os.path.join(CACHE_DIR, f"net-pool-{i}.lock"), "w")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -21,7 +21,7 @@ import pytest
 
 import e2e_host as host
 import e2e_residue as residue
-from e2e_daemon import Daemon, clean_env
+from e2e_daemon import Daemon, clean_env, net_pool_cidr, take_net_pool
 
 REGISTRY = "/run/space/instances"
 GATEWAY_PROXY_PORT = 10080      # the default: both daemons keep it (bound on each host end)
@@ -330,3 +330,27 @@ def test_overlapping_settings_are_refused(pair):
     a.delete(sid)
     a.sleepers.clear()
     assert b.info()["instance"]["uid_base"] != uid
+
+
+def test_harness_skips_a_net_pool_another_instance_registered(tmp_path):
+    """The session's daemons take a /19 by its lock file; an instance whose
+    registry entry holds an overlapping pool (a session that died with its
+    sandboxes running) makes spaced refuse that pool, so the harness skips it
+    — and ignores registry files that are not entries."""
+    reg = tmp_path / "instances"
+    reg.mkdir()
+    idx, lock = take_net_pool(str(reg))
+    lock.close()
+    first = net_pool_cidr(idx)
+    a, b, c, _ = (int(x) for x in first.split("/")[0].split("."))
+    # a /21 inside the pool the harness would take first, a garbage file and a non-entry
+    (reg / "space-dead01.json").write_text(json.dumps(
+        {"instance": "space-dead01", "net_pool": f"{a}.{b}.{c + 8}.0/21"}))
+    (reg / "space-bad.json").write_text("{not json")
+    (reg / "space-list.json").write_text("[1, 2]")
+    (reg / ".lock").write_text("")
+    idx2, lock2 = take_net_pool(str(reg))
+    try:
+        assert idx2 != idx, f"pool {first} overlaps a registered instance's and was taken"
+    finally:
+        lock2.close()
