@@ -8,6 +8,18 @@ static const RuntimeOps *const runtimes[] = {
         &ns_runtime_ops,
         &vm_runtime_ops,
 };
+_Static_assert(ELEMENTSOF(runtimes) == RUNTIMES_MAX, "RUNTIMES_MAX counts the runtimes");
+
+const RuntimeOps *runtime_nth(size_t i) {
+        return i < ELEMENTSOF(runtimes) ? runtimes[i] : NULL;
+}
+
+size_t runtime_index(const RuntimeOps *rt) {
+        for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
+                if (runtimes[i] == rt)
+                        return i;
+        return SIZE_MAX;
+}
 
 const RuntimeOps *runtime_find(const char *name) {
         for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)

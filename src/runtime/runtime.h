@@ -121,8 +121,35 @@ typedef enum RuntimeAccelProbe {
         RUNTIME_ACCEL_PROBING,     /* a probe boot runs: other boots run under TCG (creates wait for its verdict) */
 } RuntimeAccelProbe;
 
+/* How a runtime's guests differ where the worker acts on them, as facts of
+ * the runtime: the worker reads these, it never asks which runtime it holds. */
+typedef enum RuntimeRoot {
+        RUNTIME_ROOT_TREE,   /* a directory tree in the pool (spec.root_path, idmapped): the host writes into it
+                              * (the trust store), its quota can change while it runs */
+        RUNTIME_ROOT_IMAGE,  /* a raw disk image of a fixed size (spec.disk_path), made before the guest starts:
+                              * the host reaches its files only through the guest's agent */
+} RuntimeRoot;
+
+typedef enum RuntimeNet {
+        RUNTIME_NET_VETH,    /* a veth pair whose peer the worker moves into PID 1's network namespace once
+                              * PID 1 exists; its host end can be made again while the sandbox runs */
+        RUNTIME_NET_TAP,     /* a tap the worker makes before spawn and the VMM holds (spec.net, spec.net_fd):
+                              * it lives as long as the VMM and cannot be made again */
+} RuntimeNet;
+
+typedef enum RuntimeStart {
+        RUNTIME_START_SPAWN, /* PID 1 is a host process cloned in milliseconds by the worker's spawner
+                              * (spec.clone_parent), within the create call; its processes are the host's, so
+                              * seccomp user notification reaches the worker (spec.seccomp_notify) */
+        RUNTIME_START_BOOT,  /* a machine boots, or loads a saved one, for seconds: the worker drives spawn and
+                              * finish from its event loop (worker-boot.c) and answers the create then */
+} RuntimeStart;
+
 typedef struct RuntimeOps {
         const char *name;
+        RuntimeRoot root;
+        RuntimeNet net;
+        RuntimeStart start;
         /* Probe: can this runtime run here? 0, or -errno and why (for errors and /v1/info). */
         int (*probe)(const RuntimeHost *host, char *why, size_t why_size);
         /* Facts for /v1/info as a JSON object (malloc'd), or NULL. */
@@ -193,7 +220,11 @@ typedef struct RuntimeOps {
         RuntimeAccelProbe (*accel_probe_state)(void);
 } RuntimeOps;
 
+/* The runtimes there are, the default ("ns") first: RUNTIMES_MAX of them, by index or name. */
+#define RUNTIMES_MAX 2
+const RuntimeOps *runtime_nth(size_t i);
 const RuntimeOps *runtime_find(const char *name);
+size_t runtime_index(const RuntimeOps *rt);
 extern const RuntimeOps ns_runtime_ops;
 extern const RuntimeOps vm_runtime_ops;
 

@@ -274,9 +274,11 @@ int worker_cred_load_saved(Worker *w, const char *id, const char *path, bool con
 }
 
 /* The sandbox's CA: loaded from its file, or made (and its certificate
- * installed into the root) when there is none. ret_file: cert PEM then key
+ * installed into its trust store: into a tree root from here, into an image
+ * root through its agent) when there is none. ret_file: cert PEM then key
  * PEM, wiped by the caller. */
-static int ca_get(Worker *w, const char *id, bool vm, char **ret_file, size_t *ret_n, size_t *ret_cert_n) {
+static int ca_get(Worker *w, const char *id, RuntimeRoot root_kind, char **ret_file, size_t *ret_n,
+                  size_t *ret_cert_n) {
         _cleanup_(tls_ca_freep) TlsCa *ca = NULL;
         _cleanup_free_ char *cert = NULL, *key = NULL, *root = NULL, *all = NULL;
         size_t cn = 0, kn = 0, n = 0;
@@ -314,7 +316,7 @@ static int ca_get(Worker *w, const char *id, bool vm, char **ret_file, size_t *r
                 goto finish;
         }
         n = cn + kn;
-        if (vm)
+        if (root_kind == RUNTIME_ROOT_IMAGE) /* its files are the guest's to write */
                 r = trust_install_agent(w, id, cert, tls_ca_cert(ca));
         else {
                 r = pool_sandbox_root_path(w->pool, id, &root);
@@ -356,7 +358,7 @@ int worker_cred_sync(Worker *w, const char *id, bool registered_now, ApiError *e
         if (n == 0 && registered_now)
                 return 0; /* its registration holds none */
         if (n > 0) {
-                r = ca_get(w, id, l->rt != w->runtime, &file, &file_n, &cert_n);
+                r = ca_get(w, id, l->rt->root, &file, &file_n, &cert_n);
                 if (r < 0) {
                         credential_array_free(list, n);
                         return worker_storage_error(w, r, e, API_INTERNAL,

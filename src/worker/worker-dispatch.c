@@ -274,14 +274,15 @@ static void op_templates(Worker *w, const JsonValue *req, JsonWriter *jw) {
  * unavailable; where it is available, with the base snapshots it restores
  * creates from as a member "base_snapshots" of the same object. */
 static void write_vm_info(Worker *w, JsonWriter *jw) {
-        _cleanup_free_ char *vm = vm_runtime_ops.info_json ? vm_runtime_ops.info_json() : NULL;
+        const RuntimeOps *rt = runtime_find("vm");
+        _cleanup_free_ char *vm = rt->info_json ? rt->info_json() : NULL;
         _cleanup_free_ char *bases = NULL;
         _cleanup_json_ JsonValue *v = NULL;
 
         if (!vm)
                 return;
         json_w_key(jw, "vm");
-        if (!w->vm || json_parse(vm, strlen(vm), &v, NULL, 0) < 0 || json_type(v) != JSON_OBJECT ||
+        if (!worker_runtime(w, "vm", &(ApiError){}) || json_parse(vm, strlen(vm), &v, NULL, 0) < 0 || json_type(v) != JSON_OBJECT ||
             pool_base_list_json(w->pool, &bases) < 0)
                 return json_w_raw(jw, vm);
         json_w_object_begin(jw);
@@ -339,9 +340,9 @@ static void op_info(Worker *w, const JsonValue *req, JsonWriter *jw) {
         json_w_object_begin(jw);
         json_w_key(jw, "runtimes");
         json_w_array_begin(jw);
-        json_w_string(jw, w->runtime->name);
-        if (w->vm)
-                json_w_string(jw, w->vm->name);
+        for (size_t i = 0; i < RUNTIMES_MAX; i++)
+                if (w->runtimes[i])
+                        json_w_string(jw, w->runtimes[i]->name);
         json_w_array_end(jw);
         write_vm_info(w, jw);
         json_w_kv_string(jw, "cgroup", cgroup_mode_to_string(cgroup_mode()));

@@ -74,9 +74,11 @@ typedef struct Worker {
         const Config *config;
         Store *store;
         Pool *pool;
-        const RuntimeOps *runtime;    /* ns: the default */
-        const RuntimeOps *vm;         /* NULL where the vm runtime is unavailable (vm_why says why) */
-        char vm_why[256];
+        /* the runtimes this host runs, by runtime_nth() index: NULL where its
+         * probe failed (runtime_why says why); [0] is the default, "runtime" */
+        const RuntimeOps *runtimes[RUNTIMES_MAX];
+        char runtime_why[RUNTIMES_MAX][256];
+        const RuntimeOps *runtime;
         int agent_exe_fd;   /* sealed memfd of space-agent */
         struct sock_fprog seccomp; /* the sandboxes' filter, built once */
         int epoll_fd;
@@ -203,7 +205,7 @@ typedef struct WorkerSpawnPrep {
 } WorkerSpawnPrep;
 /* worker-volume.c: the volumes sandbox id mounts (its rows in the store), on this worker's pool, into
  * prep->volumes; a vm sandbox with any is refused (400 unsupported). */
-int worker_volumes_prepare(Worker *w, const char *id, bool vm, bool restore, WorkerSpawnPrep *prep, ApiError *e);
+int worker_volumes_prepare(Worker *w, const char *id, bool restore, WorkerSpawnPrep *prep, ApiError *e);
 /* Whether the sandbox mounts volumes (the store says; false when it cannot be read) */
 bool worker_sandbox_has_volumes(Worker *w, const char *id);
 /* vm: QEMU cannot save a machine with virtiofs devices: what would save one (what: "a checkpoint ...") is

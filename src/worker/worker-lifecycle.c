@@ -119,10 +119,11 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
 
 int worker_start_runtime_deferred(Worker *w, WorkerSpec *s, const char *root, const char *state, bool keep_state,
                                   const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime, ApiError *e) {
+        const RuntimeOps *rt = worker_runtime(w, s->runtime, &(ApiError){});
         WorkerPending p;
         int r;
 
-        if (!streq(s->runtime, "vm") || !w->current_client)
+        if (!rt || rt->start != RUNTIME_START_BOOT || !w->current_client)
                 return worker_start_runtime(w, s, root, ret_pid, ret_starttime, e);
         r = worker_spawn_runtime(w, s, root, &p, e);
         if (r < 0)
@@ -145,6 +146,7 @@ int worker_start_runtime_deferred(Worker *w, WorkerSpec *s, const char *root, co
 void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
         _cleanup_free_ char *root = NULL, *state = NULL;
+        const RuntimeOps *rt;
         ApiError e = {};
         int64_t pid = 0;
         uint64_t st = 0;
@@ -152,7 +154,10 @@ void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
 
         if (worker_spec_parse(w, json_get(req, "sandbox"), &s, &e) < 0)
                 return worker_reply_error(jw, &e);
-        if (streq(s.runtime, "vm")) {
+        rt = worker_runtime(w, s.runtime, &e);
+        if (!rt)
+                return worker_reply_error(jw, &e);
+        if (rt->root == RUNTIME_ROOT_IMAGE) {
                 /* its disk, and the machine saved at suspend if there is one */
                 r = pool_sandbox_disk_path(w->pool, s.id, &root);
                 if (r >= 0)
@@ -181,7 +186,7 @@ void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 e = (ApiError){};
                 r = worker_start_runtime(w, &s, root, &pid, &st, &e);
         }
-        if (state || streq(s.runtime, "vm")) {
+        if (state || rt->root == RUNTIME_ROOT_IMAGE) {
                 _cleanup_free_ char *saved = NULL;
                 if (pool_sandbox_memory_path(w->pool, s.id, &saved) >= 0) {
                         char ca_saved[PATH_MAX];
@@ -526,9 +531,10 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 }
                 sent = n;
         }
-        /* ns children are cloned by the spawner while the helper makes their
-         * roots and the worker hands over each root and makes its link */
-        if (helper && r >= 0 && worker_runtime(w, specs[0].runtime, &(ApiError){}) == w->runtime) {
+        /* children the spawner clones are cloned while the helper makes their
+         * roots, and the worker hands over each root and makes its link */
+        const RuntimeOps *child_rt = worker_runtime(w, specs[0].runtime, &(ApiError){});
+        if (helper && r >= 0 && child_rt && child_rt->start == RUNTIME_START_SPAWN && child_rt->give_root) {
                 preps = new0(WorkerSpawnPrep, n);
                 if (!preps) {
                         r = -ENOMEM;
@@ -646,7 +652,7 @@ static int resize_disk(Worker *w, LiveSandbox *l, const WorkerSpec *s, ApiError 
                 return api_error(e, r, API_INTERNAL, "cannot read the storage pool's space: %s", strerror(-r));
         if (sp.self_promised_bytes == 0 || sp.self_promised_bytes == quota || s->disk_mb == 0)
                 return 0; /* no quota to change (overlay, none set), or the same */
-        if (l->rt != w->runtime)
+        if (l->rt->root != RUNTIME_ROOT_TREE)
                 return api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
                                  "the disk of a %s sandbox is an image of a fixed size: disk_mb cannot change",
                                  l->rt->name);

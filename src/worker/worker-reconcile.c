@@ -47,7 +47,7 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
         case SANDBOX_RUNNING:
         case SANDBOX_PAUSED:
         case SANDBOX_LOST: /* a cluster judged its worker lost: taken back if it runs here (worker-adopt.c) */
-                rt = streq(sb->runtime, "vm") ? w->vm : w->runtime;
+                rt = worker_runtime(w, sb->runtime, &(ApiError){});
                 r = rt ? rt->adopt(sb->id, (pid_t) sb->pid, sb->pid_starttime, &pidfd) : -EOPNOTSUPP;
                 if (r >= 0 && worker_agent_socket(w, sb->id, sock, sizeof sock) >= 0 && access(sock, F_OK) == 0) {
                         r = worker_live_add(w, rt, sb->id, sb->slot, (pid_t) sb->pid, sb->pid_starttime, pidfd);

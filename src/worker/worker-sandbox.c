@@ -26,17 +26,17 @@ LiveSandbox *worker_live_find(Worker *w, const char *id) {
 }
 
 const RuntimeOps *worker_runtime(Worker *w, const char *name, ApiError *e) {
-        if (isempty(name) || streq(name, w->runtime->name))
-                return w->runtime;
-        if (streq(name, "vm")) {
-                if (w->vm)
-                        return w->vm;
-                api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT, "runtime 'vm' is not available on this host: %s",
-                          w->vm_why);
+        const RuntimeOps *rt = isempty(name) ? w->runtime : runtime_find(name);
+        size_t i = runtime_index(rt);
+
+        if (i == SIZE_MAX) {
+                api_error(e, -EINVAL, API_INVALID_ARGUMENT, "unknown runtime '%.32s'", name);
                 return NULL;
         }
-        api_error(e, -EINVAL, API_INVALID_ARGUMENT, "unknown runtime '%.32s'", name);
-        return NULL;
+        if (!w->runtimes[i])
+                api_error(e, -EOPNOTSUPP, API_INVALID_ARGUMENT, "runtime '%s' is not available on this host: %s",
+                          rt->name, w->runtime_why[i]);
+        return w->runtimes[i];
 }
 
 const RuntimeOps *worker_runtime_of(Worker *w, const char *id) {
@@ -62,7 +62,7 @@ int worker_live_add(Worker *w, const RuntimeOps *rt, const char *id, uint64_t sl
         if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
                 return negative_errno();
         w->n_live++;
-        if (rt == w->runtime && w->statfs_emulate)
+        if (rt->start == RUNTIME_START_SPAWN && w->statfs_emulate)
                 worker_statfs_attach(w, l);
         return 0;
 }
@@ -119,12 +119,13 @@ int worker_cleanup_sandbox(Worker *w, const char *id, bool remove_root) {
         l = worker_live_find(w, id);
         if (l && l->net)
                 worker_net_detach(w, id, l->slot);
-        /* every runtime's destroy is idempotent: a sandbox that is not live may be of either */
+        /* every runtime's destroy is idempotent: a sandbox that is not live may be of any */
         k = worker_runtime_of(w, id)->destroy(id, sock);
         if (k < 0)
                 r = k;
-        if (w->vm && !worker_live_find(w, id))
-                (void) w->vm->destroy(id, sock);
+        for (size_t i = 1; i < RUNTIMES_MAX && !l; i++)
+                if (w->runtimes[i])
+                        (void) w->runtimes[i]->destroy(id, sock);
         l = worker_live_find(w, id);
         if (l) {
                 siginfo_t si = {};
@@ -251,7 +252,7 @@ void worker_spawn_prep_done(WorkerSpawnPrep *prep) {
 int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, WorkerSpawnPrep *prep,
                          WorkerPending *ret, ApiError *e) {
         const RuntimeOps *rt = worker_runtime(w, s->runtime, e);
-        bool vm = rt && rt == w->vm;
+        bool image, tap;
         AddrPair pair = {};
         int r;
 
@@ -260,7 +261,9 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
                                 .start_usec = now_usec() };
         if (!rt)
                 return -EOPNOTSUPP;
-        if (!root && (vm || !rt->give_root))
+        image = rt->root == RUNTIME_ROOT_IMAGE;
+        tap = rt->net == RUNTIME_NET_TAP;
+        if (!root && (image || !rt->give_root))
                 return api_error(e, -EINVAL, API_INTERNAL, "a %s sandbox's root is made before it starts", rt->name);
         r = root ? ((prep->root = strdup(root)) ? 0 : -ENOMEM) : pool_sandbox_root_path_planned(w->pool, s->id, &prep->root);
         if (r < 0)
@@ -281,11 +284,11 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
         if (r < 0)
                 return api_error(e, r, API_INTERNAL, "cannot describe the network of slot %" PRIu64 ": %s", s->slot,
                                  strerror(-r));
-        r = worker_volumes_prepare(w, s->id, vm, s->restore_path != NULL, prep, e);
+        r = worker_volumes_prepare(w, s->id, s->restore_path != NULL, prep, e);
         if (r < 0)
                 return r;
-        /* vm: the tap exists before the VMM (which holds it from then on) */
-        if (vm) {
+        /* the tap exists before the VMM (which holds it from then on) */
+        if (tap) {
                 r = worker_net_tap(w, s->slot, &prep->tap_fd, e);
                 if (r < 0)
                         return r;
@@ -295,8 +298,8 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
                 r = negative_errno();
                 return api_error(e, r, API_INTERNAL, "cannot create %s: %s", prep->dir, strerror(-r));
         }
-        if (vm && s->restore_path && !s->new_identity) { /* the CA its resumed processes trust, saved with its
-                                                          * memory (another sandbox's machine gets its own) */
+        /* the CA its resumed processes trust, saved with its memory (another sandbox's machine gets its own) */
+        if (s->restore_path && !s->new_identity) {
                 char ca_saved[PATH_MAX];
                 snprintf(ca_saved, sizeof ca_saved, "%s" WORKER_CA_SAVED_SUFFIX, s->restore_path);
                 ret->keep_ca = worker_cred_load_saved(w, s->id, ca_saved, !s->restore_checkpoint) >= 0;
@@ -306,8 +309,8 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
 
         prep->rs = (RuntimeSpec){
                 .id = s->id,
-                .root_path = vm ? NULL : prep->root,
-                .disk_path = vm ? prep->root : NULL,
+                .root_path = image ? NULL : prep->root,
+                .disk_path = image ? prep->root : NULL,
                 .vcpus = (uint32_t) ((s->cpu_millis + 999) / 1000),
                 .restore_path = s->restore_path,
                 .new_identity = s->new_identity,
@@ -319,9 +322,9 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
                 .agent_socket = prep->sock,
                 .agent_exe_fd = w->agent_exe_fd,
                 .seccomp = &w->seccomp,
-                .seccomp_notify = w->statfs_emulate,
+                .seccomp_notify = w->statfs_emulate && rt->start == RUNTIME_START_SPAWN,
                 .resolv_conf = prep->resolv,
-                .net = vm,
+                .net = tap,
                 .net_fd = prep->tap_fd,
                 .net_addr = pair.peer,
                 .net_gateway = pair.host,
@@ -335,7 +338,7 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
 }
 
 void worker_spawn_send(Worker *w, const WorkerPending *p, WorkerSpawnPrep *prep) {
-        if (prep->prepared && p->rt == w->runtime)
+        if (prep->prepared && p->rt->start == RUNTIME_START_SPAWN)
                 prep->sent = worker_spawner_send(w, &prep->rs) >= 0; /* else spawned in process */
 }
 
@@ -346,7 +349,7 @@ int worker_spawn_complete(Worker *w, const WorkerSpec *s, WorkerSpawnPrep *prep,
         int r;
 
         ret->limits = prep->rs.limits;
-        if (rt == w->runtime)
+        if (rt->start == RUNTIME_START_SPAWN)
                 r = worker_spawner_recv(w, prep->sent, &prep->rs, &ret->p, err, sizeof err);
         else if (rt->spawn)
                 r = rt->spawn(&prep->rs, &ret->p, err, sizeof err);
@@ -376,7 +379,7 @@ int worker_spawn_complete(Worker *w, const WorkerSpec *s, WorkerSpawnPrep *prep,
         /* its network goes up while PID 1 sets itself up (it runs nothing
          * of the user's before the create returns); a failure is reported by
          * finish, which reaps PID 1 and unwinds the rest */
-        if (rt == w->runtime) {
+        if (rt->net == RUNTIME_NET_VETH) {
                 r = worker_net_attach_begin(w, s->id, s->slot, ret->created ? ret->inst.pid : ret->p.pid, s->tenant,
                                             s->policy, &ret->net, &ret->net_api_error);
                 if (r < 0)
@@ -476,7 +479,7 @@ int worker_finish_runtime(Worker *w, WorkerPending *p, int64_t *ret_pid, uint64_
         if (p->net.active)
                 r = worker_net_attach_end(w, &p->net, e); /* ns: begun at spawn */
         else
-                r = worker_net_attach(w, p->id, p->slot, p->rt == w->runtime ? inst.pid : 0, NULL, e);
+                r = worker_net_attach(w, p->id, p->slot, p->rt->net == RUNTIME_NET_VETH ? inst.pid : 0, NULL, e);
         if (r < 0) {
                 (void) worker_cleanup_sandbox(w, p->id, false);
                 return r;
@@ -535,7 +538,7 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         if (r < 0)
                 return r;
 
-        if (rt == w->vm) {
+        if (rt->start == RUNTIME_START_BOOT) {
                 uint64_t host_mb = host_memory_mb();
                 if (s.memory_mb == 0 || (host_mb > 0 && s.memory_mb > host_mb))
                         return api_error(e, -ERANGE, API_INVALID_ARGUMENT,

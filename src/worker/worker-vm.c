@@ -604,9 +604,10 @@ int worker_vm_create_cold(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         r = worker_spec_parse(w, spec, &s, e);
         if (r < 0)
                 return r;
-        if (!w->vm)
-                return api_error(e, -EOPNOTSUPP, API_INTERNAL, "the vm runtime is not available here");
+        const RuntimeOps *vm = worker_runtime(w, "vm", e);
+        if (!vm)
+                return -EOPNOTSUPP;
         (void) pool_base_remove(w->pool, s.template_name);
         s.cold_boot = true;
-        return worker_vm_create(w, w->vm, &s, NULL, ret_pid, ret_starttime, e);
+        return worker_vm_create(w, vm, &s, NULL, ret_pid, ret_starttime, e);
 }

@@ -22,7 +22,7 @@ void worker_volumes_prep_done(WorkerSpawnPrep *prep) {
         prep->n_volumes = 0;
 }
 
-int worker_volumes_prepare(Worker *w, const char *id, bool vm, bool restore, WorkerSpawnPrep *prep, ApiError *e) {
+int worker_volumes_prepare(Worker *w, const char *id, bool restore, WorkerSpawnPrep *prep, ApiError *e) {
         _cleanup_free_ VolumeMount *m = NULL;
         size_t n = 0;
         int r;
@@ -34,9 +34,9 @@ int worker_volumes_prepare(Worker *w, const char *id, bool vm, bool restore, Wor
                 return api_error(e, r, API_UNAVAILABLE, "cannot read the sandbox's volumes: %s", strerror(-r));
         if (n == 0)
                 return 0;
-        /* vm: served by a virtiofsd each; QEMU cannot save such a machine (its memory is shared with
-         * them), so it boots, from its disk, whenever it starts */
-        if (vm && restore)
+        /* a saved machine's (vm) volumes are served by a virtiofsd each; QEMU cannot save such a
+         * machine (its memory is shared with them), so it boots, from its disk, whenever it starts */
+        if (restore)
                 return api_error(e, -EOPNOTSUPP, API_UNSUPPORTED,
                                  "a vm sandbox with volumes cannot start from a saved machine");
         if (n > RUNTIME_VOLUMES_MAX)

@@ -309,12 +309,8 @@ int worker_main(const Config *config, int ready_fd, bool restarted) {
         r = setup_dirs(config, w.agent_dir, sizeof w.agent_dir);
         if (r < 0)
                 return r;
-        w.runtime = runtime_find("ns");
         {
-                char why[256] = "", kdir[PATH_MAX];
-                r = w.runtime->probe(NULL, why, sizeof why);
-                if (r < 0)
-                        return r;
+                char kdir[PATH_MAX];
                 if (isempty(config->vm_kernel_dir))
                         snprintf(kdir, sizeof kdir, "%s/vm/kernel", config->state_dir);
                 else
@@ -326,8 +322,16 @@ int worker_main(const Config *config, int ready_fd, bool restarted) {
                                      .vm_accel = config->vm_accel, .vm_qemu = config->vm_qemu,
                                      .vm_kvm_device = config->vm_kvm_device,
                                      .agent_exe_fd = w.agent_exe_fd };
-                if (vm_runtime_ops.probe(&host, w.vm_why, sizeof w.vm_why) >= 0)
-                        w.vm = &vm_runtime_ops;
+                /* the default must run here; another is offered where its probe passes */
+                for (size_t i = 0; i < RUNTIMES_MAX; i++) {
+                        const RuntimeOps *rt = runtime_nth(i);
+                        r = rt->probe(&host, w.runtime_why[i], sizeof w.runtime_why[i]);
+                        if (r < 0 && i == 0)
+                                return r;
+                        if (r >= 0)
+                                w.runtimes[i] = rt;
+                }
+                w.runtime = w.runtimes[0];
         }
         r = cgroup_setup(config->cgroup_root);
         if (r < 0)

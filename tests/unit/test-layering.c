@@ -40,11 +40,14 @@ static const Rule rules[] = {
         { "spaced", "basic shared proto store storage oci-image runtime net gateway worker worker-client api ingress controller spaced" },
 };
 
-/* header name → folder (first path component under src/) */
+/* header name → folder (first path component under src/), and whether it
+ * lies in a subfolder of it (src/runtime/ns/: a part's insides, private to
+ * that folder; what it publishes is at its top) */
 static char *headers[1024][2];
+static bool header_private[1024];
 static size_t n_headers;
 
-static void index_headers(const char *dir, const char *top) {
+static void index_headers(const char *dir, const char *top, unsigned depth) {
         DIR *d = opendir(dir);
         struct dirent *de;
         while (d && (de = readdir(d))) {
@@ -56,15 +59,23 @@ static void index_headers(const char *dir, const char *top) {
                 if (stat(p, &st) < 0)
                         continue;
                 if (S_ISDIR(st.st_mode))
-                        index_headers(p, top);
+                        index_headers(p, top, depth + 1);
                 else if (endswith(de->d_name, ".h") && n_headers < ELEMENTSOF(headers)) {
                         headers[n_headers][0] = strdup(de->d_name);
                         headers[n_headers][1] = strdup(top);
+                        header_private[n_headers] = depth > 0;
                         n_headers++;
                 }
         }
         if (d)
                 closedir(d);
+}
+
+static bool is_private(const char *header) {
+        for (size_t i = 0; i < n_headers; i++)
+                if (streq(headers[i][0], header))
+                        return header_private[i];
+        return false;
 }
 
 static const char *folder_of(const char *header) {
@@ -124,6 +135,10 @@ static void check_file(const char *path, const char *folder) {
                 if (!allowed(folder, used)) {
                         fprintf(stderr, "  %s: includes %s (%s) — not allowed for %s/\n", path, name, used, folder);
                         violations++;
+                } else if (!streq(used, folder) && is_private(name)) {
+                        fprintf(stderr, "  %s: includes %s, which is private to %s/ (in a subfolder)\n", path,
+                                name, used);
+                        violations++;
                 }
         }
 }
@@ -161,7 +176,7 @@ TEST(include_layering) {
                 if (de->d_name[0] == '.')
                         continue;
                 snprintf(p, sizeof p, "%s/%s", src, de->d_name);
-                index_headers(p, de->d_name);
+                index_headers(p, de->d_name, 0);
         }
         rewinddir(d);
         while ((de = readdir(d))) {
@@ -192,6 +207,29 @@ TEST(unknown_header_is_a_violation) {
         (void) unlink(path);
         ASSERT_EQ(violations, before + 1);
         violations = before;
+}
+
+TEST(private_header_is_a_violation_outside_its_folder) {
+        char src[PATH_MAX], path[] = "/tmp/space-test-layering-XXXXXX.c";
+        _cleanup_close_ int fd = mkstemps(path, 2);
+        static const char text[] = "#include \"runtime.h\"\n#include \"ns-setup.h\"\n#include \"vmm.h\"\n";
+        unsigned before = violations;
+
+        snprintf(src, sizeof src, "%s/src/runtime", SPACE_SOURCE_ROOT);
+        index_headers(src, "runtime", 0);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_EQ(write(fd, text, sizeof text - 1), (ssize_t) (sizeof text - 1));
+        check_file(path, "worker");     /* runtime.h is public, ns-setup.h and vmm.h are not */
+        ASSERT_EQ(violations, before + 2);
+        check_file(path, "runtime");    /* inside runtime/ all three are its own */
+        ASSERT_EQ(violations, before + 2);
+        (void) unlink(path);
+        violations = before;
+        for (size_t i = 0; i < n_headers; i++) {
+                free(headers[i][0]);
+                free(headers[i][1]);
+        }
+        n_headers = 0;
 }
 
 TEST(rules_reject_upward_use) {

@@ -350,6 +350,9 @@ static int ns_adopt(const char *id, pid_t pid, uint64_t starttime, int *ret_pidf
 
 const RuntimeOps ns_runtime_ops = {
         .name = "ns",
+        .root = RUNTIME_ROOT_TREE,
+        .net = RUNTIME_NET_VETH,
+        .start = RUNTIME_START_SPAWN,
         .probe = ns_probe,
         .create = ns_create,
         .spawn = ns_spawn,

@@ -970,6 +970,9 @@ static int vm_set_limits(const char *id, const RuntimeLimits *limits) {
 
 const RuntimeOps vm_runtime_ops = {
         .name = "vm",
+        .root = RUNTIME_ROOT_IMAGE,
+        .net = RUNTIME_NET_TAP,
+        .start = RUNTIME_START_BOOT,
         .probe = vm_probe,
         .info_json = vm_info_json,
         .create = vm_create,
