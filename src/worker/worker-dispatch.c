@@ -282,8 +282,8 @@ static void write_vm_info(Worker *w, JsonWriter *jw) {
         if (!vm)
                 return;
         json_w_key(jw, "vm");
-        if (!worker_runtime(w, "vm", &(ApiError){}) || json_parse(vm, strlen(vm), &v, NULL, 0) < 0 || json_type(v) != JSON_OBJECT ||
-            pool_base_list_json(w->pool, &bases) < 0)
+        if (!worker_runtime(w, "vm", &(ApiError){}) || json_parse(vm, strlen(vm), &v, NULL, 0) < 0 ||
+            json_type(v) != JSON_OBJECT || pool_base_list_json(w->pool, &bases) < 0)
                 return json_w_raw(jw, vm);
         json_w_object_begin(jw);
         for (size_t i = 0; i < json_object_size(v); i++) {

@@ -588,7 +588,8 @@ int worker_net_reconcile(Worker *w) {
                         log_warning("Sandbox %s: slot %" PRIu64 " has no network link here", l->id, l->slot);
                         continue;
                 }
-                if (l->rt->net == RUNTIME_NET_TAP && (if_nametoindex(names[n]) == 0 || veth_configure_host(names[n], &pair) < 0)) {
+                if (l->rt->net == RUNTIME_NET_TAP &&
+                    (if_nametoindex(names[n]) == 0 || veth_configure_host(names[n], &pair) < 0)) {
                         /* a vm's tap lives as long as its VMM holds it: it cannot be made again from here */
                         log_warning("Sandbox %s: its tap device %s is gone; it has no network until it is restarted",
                                     l->id, names[n]);
