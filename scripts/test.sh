@@ -41,7 +41,7 @@ else
 fi
 
 e2e_rc=0
-/usr/bin/python3 -m pytest -p no:cacheprovider -q tests/e2e 2>&1 | tee build/e2e.log || e2e_rc=$?
+/usr/bin/python3 -m pytest -p no:cacheprovider -q --durations=30 tests/e2e 2>&1 | tee build/e2e.log || e2e_rc=$?
 
 /usr/bin/python3 - "$unit_rc" "$e2e_rc" <<'PY'
 import re, sys
