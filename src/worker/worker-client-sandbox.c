@@ -147,14 +147,31 @@ static uint64_t disk_room_max(const WorkerNode *nodes, size_t n, const size_t *o
         return best;
 }
 
-/* Cluster: tries the workers in placement order; one that cannot be reached
- * (connect or hello failed: the request never left) is skipped. */
-static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, uint64_t *ret_starttime,
+/* In a cluster a create from a versioned template names its exact version
+ * (NAME@vN): a worker that was away while a version was published still
+ * holds NAME with an older version's files until the controller ships it
+ * the new one (shipper.c), and must not make the sandbox from those. */
+static void exact_template(const Sandbox *sb, Sandbox *ret) {
+        *ret = *sb;
+        if (sb->template_version > 0 && !sb->template_pool[0])
+                (void) snprintf(ret->template_pool, sizeof ret->template_pool, "%s@v%" PRIu64, sb->template_name,
+                                sb->template_version);
+}
+
+/* Cluster: tries the workers in placement order (those that hold the
+ * template first); one that cannot be reached (connect or hello failed: the
+ * request never left) is skipped, and so is one that lacks the template (its
+ * list in the store may be older than its pool). */
+static int create_placed(WorkerClient *w, const Sandbox *req, int64_t *ret_pid, uint64_t *ret_starttime,
                          ApiError *e) {
         _cleanup_free_ WorkerNode *nodes = NULL;
         _cleanup_free_ size_t *order = NULL;
         size_t n = 0, n_order = 0;
+        Sandbox exact;
+        const Sandbox *sb = &exact;
         int r;
+
+        exact_template(req, &exact);
 
         r = worker_client_list_workers(w, &nodes, &n, e);
         if (r < 0)
@@ -192,10 +209,24 @@ static int create_placed(WorkerClient *w, const Sandbox *sb, int64_t *ret_pid, u
                 const WorkerNode *node = &nodes[order[i]];
 
                 r = call_spec_placed(w, WORKER_OP_CREATE, sb, node->name, NULL, ret_pid, ret_starttime, e);
-                if (r >= 0 || !w->connect_failed)
+                if (r >= 0)
                         return r;
-                log_warning("Worker %s (%s) is unreachable; placing sandbox %s elsewhere", node->name,
-                            node->address, sb->id);
+                if (w->connect_failed)
+                        log_warning("Worker %s (%s) is unreachable; placing sandbox %s elsewhere", node->name,
+                                    node->address, sb->id);
+                else if (e->code != API_NOT_FOUND)
+                        return r;
+                else if (i + 1 < n_order)
+                        log_info("Worker %s does not hold template %s yet; placing sandbox %s elsewhere",
+                                 node->name, sb->template_pool[0] ? sb->template_pool : sb->template_name, sb->id);
+                else {
+                        /* the template is in the store: a worker gets it from the controller (shipper.c) */
+                        char why[sizeof e->message];
+                        (void) strscpy(why, sizeof why, e->message);
+                        return api_error(e, -EAGAIN, API_UNAVAILABLE,
+                                         "no live worker that can take this sandbox holds its template yet (worker "
+                                         "%s: %s); try again once the controller has shipped it", node->name, why);
+                }
         }
         return r;
 }

@@ -76,7 +76,8 @@ void worker_place(const WorkerNode *workers, size_t n, const Sandbox *sb, int64_
                         mem_load = disk_load;
                 c[k++] = (Candidate){
                         .index = i,
-                        .local_template = worker_list_has(w->templates, sb->template_name),
+                        .local_template = worker_list_has(w->templates, sb->template_pool[0] ? sb->template_pool
+                                                                                : sb->template_name),
                         .load = cpu_load > mem_load ? cpu_load : mem_load,
                         .sandboxes = w->sandboxes,
                         .name = w->name,

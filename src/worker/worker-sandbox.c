@@ -515,6 +515,16 @@ int worker_start_runtime(Worker *w, const WorkerSpec *s, const char *root, int64
         return worker_finish_runtime(w, &p, ret_pid, ret_starttime, e);
 }
 
+/* name: NAME or one version of it, NAME@vN (what a cluster's create names) */
+static int template_missing(const char *name, ApiError *e) {
+        const char *at = strstr(name, "@v");
+
+        if (at)
+                return api_error(e, -ENOENT, API_NOT_FOUND, "version %s of template '%.*s' is not on this host yet",
+                                 at + 2, (int) (at - name), name);
+        return api_error(e, -ENOENT, API_NOT_FOUND, "template '%s' is not on this host", name);
+}
+
 int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, uint64_t *ret_starttime,
                           ApiError *e) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
@@ -529,7 +539,7 @@ int worker_create_sandbox(Worker *w, const JsonValue *spec, int64_t *ret_pid, ui
         if (worker_live_find(w, s.id))
                 return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", s.id);
         if (!pool_template_exists(w->pool, s.template_name))
-                return api_error(e, -ENOENT, API_NOT_FOUND, "template '%s' is not on this host", s.template_name);
+                return template_missing(s.template_name, e);
         rt = worker_runtime(w, s.runtime, e);
         if (!rt)
                 return -EOPNOTSUPP;

@@ -80,6 +80,25 @@ TEST(placement_spreads_prefers_locality_and_skips_the_dead_and_full) {
         ASSERT_EQ(n, 0U);
 }
 
+TEST(placement_prefers_the_exact_version) {
+        WorkerNode w[2];
+        size_t order[2], n;
+        Sandbox sb = request(512);
+
+        /* "a" holds the name with an older version's files (it was away); "b" the version asked for */
+        w[0] = node("a", 8192, 0, 0, "base,base@v1");
+        w[1] = node("b", 8192, 3, 3072, "base,base@v1,base@v2");
+        snprintf(sb.template_pool, sizeof sb.template_pool, "base@v2");
+        worker_place(w, 2, &sb, NOW - 10 * 1000000, order, &n);
+        ASSERT_EQ(n, 2U);
+        ASSERT_STREQ(w[order[0]].name, "b");  /* busier, but it holds the version */
+        ASSERT_STREQ(w[order[1]].name, "a");
+        /* without a pool name: the name alone, and then the load decides */
+        sb.template_pool[0] = 0;
+        worker_place(w, 2, &sb, NOW - 10 * 1000000, order, &n);
+        ASSERT_STREQ(w[order[0]].name, "a");
+}
+
 TEST(placement_reserves_disk) {
         WorkerNode w[2];
         size_t order[2], n;
