@@ -245,6 +245,60 @@ static bool list_has(const char *list, const char *name) {
         return false;
 }
 
+/* A live worker whose heartbeat lists item, or NULL. */
+static const char *template_holder(const Pass *p, const char *item) {
+        for (size_t i = 0; i < p->n_nodes; i++)
+                if (node_live(p, p->nodes[i].name) && list_has(p->nodes[i].templates, item))
+                        return p->nodes[i].name;
+        return NULL;
+}
+
+/* Whether version is still the newest of name (a publish may have come since the pass read it). */
+static bool template_newest_is(const Pass *p, const char *name, uint64_t version) {
+        _cleanup_free_ TemplateVersion *list = NULL;
+        size_t n = 0;
+
+        return store_template_version_list(p->store, name, &list, &n) >= 0 && n > 0 && list[0].version == version;
+}
+
+/* item (a template name or one version of it, NAME@vN) to every live worker
+ * that lacks it; promote (the newest version's number, or 0): that worker's
+ * NAME then becomes this version, as the API did on the workers that were
+ * there when it was published. */
+static void ship_template(Pass *p, const char *item, const char *name, uint64_t promote) {
+        const char *from = template_holder(p, item);
+
+        if (!from)
+                return;
+        for (size_t i = 0; i < p->n_nodes && p->budget > 0; i++) {
+                const char *to = p->nodes[i].name;
+                WorkerShipResult res;
+                ApiError e = {};
+                if (!node_live(p, to) || list_has(p->nodes[i].templates, item))
+                        continue;
+                p->budget--;
+                if (worker_ship(p->wc, from, to, NULL, item, NULL, &res, &e) < 0) {
+                        log_warning("Shipping template %s from %s to %s failed (tried again): %s", item, from, to,
+                                    e.message);
+                        continue;
+                }
+                if (!res.complete) {
+                        log_info("Template %s shipped from %s to %s (%" PRIu64 " bytes)", item, from, to,
+                                 res.bytes);
+                        p->shipped++;
+                }
+                if (promote == 0 || !template_newest_is(p, name, promote))
+                        continue;
+                e = (ApiError){};
+                if (worker_template_promote_on(p->wc, to, name, promote, &e) < 0)
+                        log_warning("Making version %" PRIu64 " template %s on %s failed: %s", promote, name, to,
+                                    e.message);
+        }
+}
+
+/* Every ready template to every live worker: an unversioned one (bundled) by
+ * its name, a versioned one as each version still kept (what a cluster's
+ * creates name, worker-client-sandbox.c), the newest promoted. */
 static void pass_templates(Pass *p) {
         _cleanup_free_ Template *tpls = NULL;
         size_t n = 0;
@@ -252,31 +306,19 @@ static void pass_templates(Pass *p) {
         if (store_template_list(p->store, &tpls, &n) < 0)
                 return;
         for (size_t t = 0; t < n && p->budget > 0; t++) {
-                const char *from = NULL;
+                _cleanup_free_ TemplateVersion *versions = NULL;
+                size_t n_versions = 0;
 
                 if (tpls[t].state != TEMPLATE_READY)
                         continue;
-                for (size_t i = 0; i < p->n_nodes && !from; i++)
-                        if (node_live(p, p->nodes[i].name) && list_has(p->nodes[i].templates, tpls[t].name))
-                                from = p->nodes[i].name;
-                if (!from)
+                if (store_template_version_list(p->store, tpls[t].name, &versions, &n_versions) < 0)
                         continue;
-                for (size_t i = 0; i < p->n_nodes && p->budget > 0; i++) {
-                        WorkerShipResult res;
-                        ApiError e = {};
-                        if (!node_live(p, p->nodes[i].name) || list_has(p->nodes[i].templates, tpls[t].name))
-                                continue;
-                        p->budget--;
-                        if (worker_ship(p->wc, from, p->nodes[i].name, NULL, tpls[t].name, NULL, &res, &e) < 0) {
-                                log_warning("Shipping template %s from %s to %s failed (tried again): %s",
-                                            tpls[t].name, from, p->nodes[i].name, e.message);
-                                continue;
-                        }
-                        if (!res.complete) {
-                                log_info("Template %s shipped from %s to %s (%" PRIu64 " bytes)", tpls[t].name, from,
-                                         p->nodes[i].name, res.bytes);
-                                p->shipped++;
-                        }
+                if (n_versions == 0)
+                        ship_template(p, tpls[t].name, tpls[t].name, 0);
+                for (size_t v = 0; v < n_versions && p->budget > 0; v++) {
+                        char item[STORE_NAME_MAX + 24];
+                        snprintf(item, sizeof item, "%s@v%" PRIu64, tpls[t].name, versions[v].version);
+                        ship_template(p, item, tpls[t].name, v == 0 ? versions[v].version : 0);
                 }
         }
 }

@@ -8,7 +8,9 @@
  *     "receiving" during the ship and "available", with the stream's sha256
  *     and size, once the receiver verified it (event sandbox.checkpoint_shipped);
  *   - every ready template reaches every live worker that lacks it (from a
- *     live worker that has it: its heartbeat lists what it holds);
+ *     live worker that has it: its heartbeat lists what it holds): each
+ *     version still kept, the newest made the name's there too, so a worker
+ *     that was away while a version was published catches up;
  *   - a copy of a checkpoint that is gone is unlisted (no longer available)
  *     before it is removed from its worker, and its row goes after that;
  *   - copies fall below the sandbox's own and ship_checkpoints others on live

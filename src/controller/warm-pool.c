@@ -36,6 +36,14 @@ static void remove_warm(Store *s, WorkerClient *w, const Sandbox *sb, const char
                 controller_event(s, sb, "sandbox.deleted", why, NULL);
 }
 
+/* Whether the template has versions (an import, a pull, a build: not a bundled one). */
+static bool template_versioned(Store *s, const char *template_name) {
+        _cleanup_free_ TemplateVersion *list = NULL;
+        size_t n = 0;
+
+        return store_template_version_list(s, template_name, &list, &n) >= 0 && n > 0;
+}
+
 static int create_warm(Store *s, WorkerClient *w, const Config *c, const char *template_name) {
         Sandbox sb = {
                 .state = SANDBOX_CREATING,
@@ -56,6 +64,7 @@ static int create_warm(Store *s, WorkerClient *w, const Config *c, const char *t
         (void) strscpy(sb.runtime, sizeof sb.runtime, "ns");
         (void) strscpy(sb.worker, sizeof sb.worker, WARM_WORKER_NAME);
         (void) strscpy(sb.warm_pool, sizeof sb.warm_pool, template_name);
+        sb.template_newest = template_versioned(s, template_name); /* the insert records which */
         for (unsigned i = 0; i < WARM_ID_ATTEMPTS && r == -EEXIST; i++) {
                 char id[CONTROLLER_ID_LEN + 1];
                 r = controller_id_generate(id);

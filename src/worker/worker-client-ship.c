@@ -282,6 +282,13 @@ static int template_promote_one(WorkerClient *w, const char *name, uint64_t vers
         return worker_client_call(w, &call, NULL, e);
 }
 
+int worker_template_promote_on(WorkerClient *w, const char *worker, const char *name, uint64_t version,
+                               ApiError *e) {
+        int r = worker_client_select_worker(w, worker, e);
+
+        return r < 0 ? r : template_promote_one(w, name, version, e);
+}
+
 /* On the selected worker (the one that published the version) first, then on
  * every other live one (they drop a stale copy of the name). */
 int worker_template_promote(WorkerClient *w, const char *name, uint64_t version, ApiError *e) {

@@ -113,6 +113,9 @@ int worker_template_import(WorkerClient *w, const char *name, const char *tar_pa
 int worker_template_remove(WorkerClient *w, const char *name, ApiError *e);
 /* templates/<name> becomes version name@vN on every worker (see worker-client-ship.c). */
 int worker_template_promote(WorkerClient *w, const char *name, uint64_t version, ApiError *e);
+/* The same on one worker only (a cluster: the controller, once it shipped that worker the version). */
+int worker_template_promote_on(WorkerClient *w, const char *worker, const char *name, uint64_t version,
+                               ApiError *e);
 /* Volumes (worker-client-volume.c), on worker ("" = the local one). place:
  * the worker a new volume of size_mb goes to ("" when not a cluster). */
 int worker_volume_place(WorkerClient *w, uint64_t size_mb, char ret_worker[static STORE_NAME_MAX], ApiError *e);

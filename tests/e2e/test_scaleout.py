@@ -1058,6 +1058,113 @@ def test_template_import_reaches_every_worker(cluster):
         assert not os.path.exists(os.path.join(_pool(c, w), "templates", "shipped@v1")), w
 
 
+def _marked_tar(c, marks):
+    """The base template with /etc/space-version holding each mark: one tar per mark."""
+    paths = []
+    for m in marks:
+        d = os.path.join(c.base, f"mark-{m}")
+        os.makedirs(os.path.join(d, "etc"), exist_ok=True)
+        with open(os.path.join(d, "etc", "space-version"), "w") as f:
+            f.write(m + "\n")
+        t = os.path.join(c.base, f"mark-{m}.tar")
+        shutil.copyfile(c.s.base_template(), t)
+        subprocess.run(["tar", "-rf", t, "-C", d, "--numeric-owner", "--owner=0", "--group=0", "etc/space-version"],
+                       check=True)
+        paths.append(t)
+    return paths
+
+
+def _publish(c, api, name, tar):
+    """Imports tar as the newest version of name: its versions then."""
+    with open(tar, "rb") as f:
+        r = c.req(api, "POST", "/v1/templates", params={"name": name}, data=f.read(),
+                  headers={"Content-Type": "application/x-tar"})
+    assert r.status == 201, r
+    return sorted(v["version"] for v in c.req(api, "GET", f"/v1/templates/{name}/versions").json()["versions"])
+
+
+def _worker_state(c, api, name):
+    return next(w for w in c.req(api, "GET", "/v1/info").json()["workers"] if w["name"] == name)
+
+
+def _restart(c, name):
+    i, addr, ns = c.addresses[name]
+    c.workers[name] = c.start_worker(name, i, addr, ns)
+    _wait(lambda: _worker_state(c, c.apis[0], name)["state"] == "live", 30, f"{name} live")
+
+
+def _stop(c, name):
+    assert c.workers[name].stop() == 0, c.workers[name].log()[-2000:]
+    _wait(lambda: _worker_state(c, c.apis[0], name)["state"] != "live", 30, f"{name} no longer live")
+
+
+@pytest.mark.timeout(600)
+def test_a_worker_away_while_a_version_was_published_catches_up(cluster):
+    """A worker that was down while version 2 was published still holds the
+    name with version 1's files: no create is made from those (the create
+    names the exact version); the controller ships it version 2 and makes it
+    the name there too."""
+    c = cluster
+    api = c.apis[0]
+    name, away, holders = "caught-up", "w3", ["w1", "w2"]
+    one, two = _marked_tar(c, ("one", "two"))
+    assert _publish(c, api, name, one) == [1]
+    assert c.req(api, "POST", f"/v1/templates/{name}/tags", json={"tag": "first"}).status == 200  # kept
+    _stop(c, away)
+    try:
+        assert _publish(c, api, name, two) == [1, 2]
+        for w in holders:
+            assert os.path.isdir(os.path.join(_pool(c, w), "templates", f"{name}@v2")), w
+
+        # only the worker that missed it is left (its pool is mounted while it runs): it has
+        # version 1's files under the name; a create from the name is refused, clearly
+        for w in holders:
+            _stop(c, w)
+        _restart(c, away)
+        stale = os.path.join(_pool(c, away), "templates", name)
+        assert not os.path.exists(os.path.join(_pool(c, away), "templates", f"{name}@v2"))
+        with open(os.path.join(stale, "etc", "space-version")) as f:
+            assert f.read() == "one\n"
+        r = c.req(api, "POST", "/v1/sandboxes", json={"template": name})
+        assert r.status == 503, r
+        assert "version 2 of template 'caught-up' is not on this host yet" in r.json()["error"]["message"], r.json()
+        # a version it holds is still made there
+        r = c.req(api, "POST", "/v1/sandboxes", json={"template": f"{name}@v1"})
+        assert r.status == 201 and r.json()["worker"] == away and r.json()["template_version"] == 1, r
+        sid = r.json()["id"]
+        code, out = c.exec_out(api, sid, "cat /etc/space-version")
+        assert code == 0 and out == "one\n", (code, out)
+        assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
+
+        # a holder comes back: the controller ships version 2 and makes it the name there
+        _restart(c, holders[0])
+        _wait(lambda: os.path.isdir(os.path.join(_pool(c, away), "templates", f"{name}@v2")), 60,
+              f"version 2 shipped to {away}")
+
+        def promoted():
+            try:
+                with open(os.path.join(stale, "etc", "space-version")) as f:
+                    return f.read() == "two\n"
+            except OSError:
+                return False
+        _wait(promoted, 60, f"{away}'s {name} is version 2")
+        _stop(c, holders[0])
+        _wait(lambda: f"{name}@v2" in _worker_state(c, api, away)["templates"].split(","), 30,
+              f"{away}'s heartbeat lists version 2")
+        r = c.req(api, "POST", "/v1/sandboxes", json={"template": name})
+        assert r.status == 201 and r.json()["worker"] == away and r.json()["template_version"] == 2, r
+        sid = r.json()["id"]
+        code, out = c.exec_out(api, sid, "cat /etc/space-version")
+        assert code == 0 and out == "two\n", (code, out)
+        assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
+    finally:
+        for w in [away] + holders:
+            if not c.workers[w].running:
+                _restart(c, w)
+        c.delete_all()
+    assert c.req(api, "DELETE", f"/v1/templates/{name}").status == 204
+
+
 @pytest.mark.timeout(300)
 def test_corrupted_stream_is_refused_and_leaves_nothing(cluster):
     c = cluster
