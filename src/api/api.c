@@ -563,19 +563,25 @@ int api_query_u64(ApiRequest *r, const char *key, uint64_t min, uint64_t max, ui
 
 /* ---- events ---- */
 
+void api_event_init(ApiRequest *r, const char *tenant_id, const char *sandbox_id, const char *type,
+                    const char *reason, const char *data_json, Event *ret) {
+        *ret = (Event){};
+        (void) strscpy(ret->tenant_id, sizeof ret->tenant_id, strempty(tenant_id));
+        (void) strscpy(ret->sandbox_id, sizeof ret->sandbox_id, strempty(sandbox_id));
+        (void) strscpy(ret->type, sizeof ret->type, type);
+        (void) strscpy(ret->actor, sizeof ret->actor, r->actor[0] ? r->actor : "system");
+        (void) strscpy(ret->reason, sizeof ret->reason, strempty(reason));
+        ret->data_json = (char *) data_json; /* borrowed: not freed by the event */
+}
+
 void api_event_tenant(ApiRequest *r, const char *tenant_id, const char *sandbox_id, const char *type,
                       const char *reason, const char *data_json) {
-        Event ev = {};
+        Event ev;
         int k;
 
         if (!r->store)
                 return;
-        (void) strscpy(ev.tenant_id, sizeof ev.tenant_id, strempty(tenant_id));
-        (void) strscpy(ev.sandbox_id, sizeof ev.sandbox_id, strempty(sandbox_id));
-        (void) strscpy(ev.type, sizeof ev.type, type);
-        (void) strscpy(ev.actor, sizeof ev.actor, r->actor[0] ? r->actor : "system");
-        (void) strscpy(ev.reason, sizeof ev.reason, strempty(reason));
-        ev.data_json = (char *) data_json; /* borrowed: not freed here */
+        api_event_init(r, tenant_id, sandbox_id, type, reason, data_json, &ev);
         k = store_event_append(r->store, &ev);
         if (k < 0)
                 log_warning_errno(k, "Failed to record event %s: %m", type);

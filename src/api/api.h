@@ -119,6 +119,9 @@ void api_event(ApiRequest *r, const char *sandbox_id, const char *type, const ch
 /* Same, for another tenant ("" = system-wide). */
 void api_event_tenant(ApiRequest *r, const char *tenant_id, const char *sandbox_id, const char *type,
                       const char *reason, const char *data_json);
+/* The event api_event_tenant would record, for a store call that records it with other writes. */
+void api_event_init(ApiRequest *r, const char *tenant_id, const char *sandbox_id, const char *type,
+                    const char *reason, const char *data_json, Event *ret);
 /* Adds sandbox=ID to this request's log lines. */
 void api_log_sandbox(ApiRequest *r, const char *id);
 /* Opens this thread's worker client if needed (503 if it cannot). */

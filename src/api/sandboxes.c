@@ -139,6 +139,7 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const Api
         uint64_t starttime = 0;
         int64_t pid = 0;
         char data[STORE_NAME_MAX + 64];
+        Event ev;
         int k;
 
         /* a cluster places a sandbox with volumes on their worker */
@@ -154,15 +155,7 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const Api
                 api_sandbox_create_failed(r, sb, e);
                 return k;
         }
-        if (sb->expires_usec > 0) {
-                k = store_sandbox_set_expiry(r->store, sb->id, sb->expires_usec);
-                if (k < 0) {
-                        (void) api_store_error(e, k, "setting the expiry");
-                        api_sandbox_create_failed(r, sb, e);
-                        return k;
-                }
-        }
-
+        /* its expiry came with the insert */
         k = api_get_worker(r, e);
         if (k >= 0)
                 k = worker_sandbox_create(r->worker, sb, &pid, &starttime, e);
@@ -173,9 +166,14 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const Api
                 return k;
         }
 
-        k = store_sandbox_set_runtime(r->store, sb->id, pid, starttime, NULL); /* worker: as placed */
-        if (k >= 0)
-                k = store_sandbox_set_state(r->store, sb->id, SANDBOX_CREATING, SANDBOX_RUNNING, "");
+        /* validated template name and a fixed `via`: no escaping needed */
+        if (via)
+                snprintf(data, sizeof data, "{\"template\":\"%s\",\"via\":\"%s\"}", sb->template_name, via);
+        else
+                snprintf(data, sizeof data, "{\"template\":\"%s\"}", sb->template_name);
+        /* running, its pid (its worker: as placed) and its event in one transaction */
+        api_event_init(r, r->key.tenant_id, sb->id, "sandbox.created", "", data, &ev);
+        k = store_sandbox_set_running(r->store, sb->id, pid, starttime, &ev);
         if (k < 0) {
                 ApiError ignored = {};
                 /* deleted while we created it, or the store failed: do not leave it running */
@@ -187,13 +185,6 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const Api
                 api_sandbox_create_failed(r, sb, e);
                 return k;
         }
-
-        /* validated template name and a fixed `via`: no escaping needed */
-        if (via)
-                snprintf(data, sizeof data, "{\"template\":\"%s\",\"via\":\"%s\"}", sb->template_name, via);
-        else
-                snprintf(data, sizeof data, "{\"template\":\"%s\"}", sb->template_name);
-        api_event(r, sb->id, "sandbox.created", "", data);
         log_info("Created sandbox %s from template %s%s", sb->id, sb->template_name, via ? " (E2B API)" : "");
         return 0;
 }

@@ -63,6 +63,9 @@ struct StoreOps {
                                  SandboxState to, int64_t pid, uint64_t pid_starttime, const char *to_worker,
                                  const char *reason, int64_t now);
         int (*sandbox_set_expiry)(Store *s, const char *id, int64_t expires_usec, int64_t now);
+        /* ev is checked (store_event_check) and its sandbox_id is id */
+        int (*sandbox_set_running)(Store *s, const char *id, int64_t pid, uint64_t pid_starttime, Event *ev,
+                                   int64_t now);
         int (*sandbox_purge)(Store *s, const char *id);
         int (*sandbox_hold_slot)(Store *s, const char *id, bool held);
         int (*sandbox_release_slots)(Store *s, const char *worker);

@@ -91,6 +91,13 @@ const char *const pg_stmt_sql[_PG_STMT_MAX] = {
         [PG_SANDBOX_SET_RUNTIME] =
                 "UPDATE sandboxes SET pid = $2, pid_starttime = $3, worker = COALESCE($4, worker), "
                 "updated_usec = $5 WHERE id = $1",
+        /* one round trip: the event is appended only if the row changed */
+        [PG_SANDBOX_SET_RUNNING] =
+                "WITH c AS (UPDATE sandboxes SET pid = $2, pid_starttime = $3, state = 'running', reason = '', "
+                "updated_usec = $4 WHERE id = $1 AND state = 'creating' RETURNING tenant_id), "
+                "e AS (INSERT INTO events (time_usec, tenant_id, sandbox_id, type, actor, reason, data_json) "
+                "SELECT $5, $6, $1, $7, $8, $9, $10 FROM c RETURNING seq) "
+                "SELECT (SELECT seq FROM e), EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)",
         [PG_SANDBOX_TAKE_OVER] =
                 "WITH c AS (UPDATE sandboxes SET state = $2, reason = $3, updated_usec = $4, pid = $5, "
                 "pid_starttime = $6, worker = $7 WHERE id = $1 AND state = $8 AND worker = $9 RETURNING 1) "
@@ -621,6 +628,32 @@ static int op_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec,
         return exec_changes_or_enoent(pg_store(s), PG_SANDBOX_SET_EXPIRY, &p);
 }
 
+static int op_sandbox_set_running(Store *s, const char *id, int64_t pid, uint64_t pid_starttime, Event *ev,
+                                  int64_t now) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+        bool exists = false;
+
+        pg_param_text(&p, id);
+        pg_param_i64(&p, pid);
+        pg_param_i64(&p, (int64_t) pid_starttime);
+        pg_param_i64(&p, now);
+        pg_param_i64(&p, ev->time_usec);
+        pg_param_text(&p, ev->tenant_id);
+        pg_param_text(&p, ev->type);
+        pg_param_text(&p, ev->actor);
+        pg_param_text(&p, ev->reason);
+        pg_param_text(&p, ev->data_json);
+        CHECK(pg_store_exec(pg_store(s), PG_SANDBOX_SET_RUNNING, &p, &res));
+        if (PQntuples(res) != 1)
+                return -EBADMSG;
+        if (PQgetisnull(res, 0, 0)) {
+                CHECK(pg_col_bool(res, 0, 1, &exists));
+                return exists ? -ESTALE : -ENOENT;
+        }
+        return pg_col_i64(res, 0, 0, &ev->seq);
+}
+
 static int op_sandbox_hold_slot(Store *s, const char *id, bool held) {
         PgParams p = {};
 
@@ -779,6 +812,7 @@ const StoreOps store_postgres_ops = {
         .sandbox_count = op_sandbox_count,
         .sandbox_set_state = op_sandbox_set_state,
         .sandbox_set_runtime = op_sandbox_set_runtime,
+        .sandbox_set_running = op_sandbox_set_running,
         .sandbox_take_over = op_sandbox_take_over,
         .sandbox_set_expiry = op_sandbox_set_expiry,
         .sandbox_purge = op_sandbox_purge,

@@ -82,6 +82,9 @@ const char *const sqlite_stmt_sql[_SQL_STMT_MAX] = {
         [SQL_SANDBOX_SET_RUNTIME] =
                 "UPDATE sandboxes SET pid = ?2, pid_starttime = ?3, worker = COALESCE(?4, worker), "
                 "updated_usec = ?5 WHERE id = ?1",
+        [SQL_SANDBOX_SET_RUNNING] =
+                "UPDATE sandboxes SET pid = ?2, pid_starttime = ?3, state = 'running', reason = '', "
+                "updated_usec = ?4 WHERE id = ?1 AND state = 'creating'",
         [SQL_SANDBOX_TAKE_OVER] =
                 "UPDATE sandboxes SET state = ?2, reason = ?3, updated_usec = ?4, pid = ?5, pid_starttime = ?6, "
                 "worker = ?7 WHERE id = ?1 AND state = ?8 AND worker = ?9",
@@ -628,6 +631,34 @@ static int op_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec,
         return sqlite_store_step_changed(q, st);
 }
 
+static int op_event_append(Store *s, Event *e);
+
+static int op_sandbox_set_running(Store *s, const char *id, int64_t pid, uint64_t pid_starttime, Event *ev,
+                                  int64_t now) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        CHECK(sqlite_store_begin(q, &tx));
+        CHECK(sqlite_store_stmt(q, SQL_SANDBOX_SET_RUNNING, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
+        CHECK(sqlite_bind_int64(q, st, 2, pid));
+        CHECK(sqlite_bind_int64(q, st, 3, (int64_t) pid_starttime));
+        CHECK(sqlite_bind_int64(q, st, 4, now));
+        r = sqlite_store_step_changes(q, st);
+        if (r < 0)
+                return r;
+        if (r == 0) {
+                r = sandbox_exists(q, id);
+                if (r < 0)
+                        return r;
+                return r > 0 ? -ESTALE : -ENOENT;
+        }
+        CHECK(op_event_append(s, ev));
+        return sqlite_store_commit(&tx);
+}
+
 static int op_sandbox_hold_slot(Store *s, const char *id, bool held) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -821,6 +852,7 @@ const StoreOps store_sqlite_ops = {
         .sandbox_count = op_sandbox_count,
         .sandbox_set_state = op_sandbox_set_state,
         .sandbox_set_runtime = op_sandbox_set_runtime,
+        .sandbox_set_running = op_sandbox_set_running,
         .sandbox_take_over = op_sandbox_take_over,
         .sandbox_set_expiry = op_sandbox_set_expiry,
         .sandbox_purge = op_sandbox_purge,

@@ -533,6 +533,26 @@ int store_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pi
         return s->ops->sandbox_set_runtime(s, id, pid, pid_starttime, worker, now_usec());
 }
 
+int store_sandbox_set_running(Store *s, const char *id, int64_t pid, uint64_t pid_starttime, Event *ev) {
+        Event copy;
+        int r;
+
+        if (!s || !ev || pid < 0)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        CHECK(check_u64(pid_starttime));
+        copy = *ev;
+        if (strscpy(copy.sandbox_id, sizeof copy.sandbox_id, id) < 0)
+                return -EINVAL;
+        CHECK(store_event_check(&copy));
+        r = s->ops->sandbox_set_running(s, id, pid, pid_starttime, &copy, now_usec());
+        if (r < 0)
+                return r;
+        ev->seq = copy.seq;
+        ev->time_usec = copy.time_usec;
+        return 0;
+}
+
 int store_sandbox_take_over(Store *s, const char *id, SandboxState from, const char *from_worker, SandboxState to,
                             int64_t pid, uint64_t pid_starttime, const char *to_worker, const char *reason) {
         if (!s || !from_worker || !to_worker)

@@ -370,6 +370,12 @@ int store_sandbox_set_runtime(Store *s, const char *id, int64_t pid, uint64_t pi
 int store_sandbox_take_over(Store *s, const char *id, SandboxState from, const char *from_worker, SandboxState to,
                             int64_t pid, uint64_t pid_starttime, const char *to_worker, const char *reason);
 int store_sandbox_set_expiry(Store *s, const char *id, int64_t expires_usec);
+/* A create's end, in one transaction: the sandbox in state creating gets
+ * its pid and pid_starttime and goes to running (reason ""), and ev, its
+ * event (sandbox_id: id), is appended (ev->seq, ev->time_usec set). -ESTALE
+ * if it is no longer creating (deleted meanwhile: nothing is written),
+ * -ENOENT if there is none. */
+int store_sandbox_set_running(Store *s, const char *id, int64_t pid, uint64_t pid_starttime, Event *ev);
 /* Removes the row of a sandbox in state deleted (history is kept in events);
  * one whose slot is held stays. */
 int store_sandbox_purge(Store *s, const char *id); /* -ESTALE if not deleted */

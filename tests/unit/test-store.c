@@ -1643,6 +1643,57 @@ STORE_TEST(sandbox_take_over) {
                      EINVAL);
 }
 
+/* A create's end: running, its pid and its event in one transaction; nothing once it is not creating. */
+STORE_TEST(sandbox_set_running_with_its_event) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        EventFilter f = { .sandbox_id = "x" };
+        Event *list = NULL, e;
+        size_t n = 0;
+
+        insert_sandbox(s, "x", "tn_a");
+        ASSERT_OK(store_sandbox_set_runtime(s, "x", 0, 0, "w1")); /* placed */
+        e = make_event("tn_a", "ignored", "sandbox.created");
+        e.data_json = (char *) "{\"template\":\"base\"}";
+        ASSERT_OK(store_sandbox_set_running(s, "x", 4321, 8765, &e));
+        ASSERT_TRUE(e.seq > 0 && e.time_usec > 0);
+        ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
+        ASSERT_EQ(got.state, SANDBOX_RUNNING);
+        ASSERT_EQ(got.pid, 4321);
+        ASSERT_EQ(got.pid_starttime, 8765);
+        ASSERT_STREQ(got.worker, "w1");
+        ASSERT_STREQ(got.reason, "");
+        sandbox_done(&got);
+        ASSERT_OK(store_event_list(s, &f, &list, &n));
+        ASSERT_EQ(n, 1U);
+        ASSERT_EQ(list[0].seq, e.seq);
+        ASSERT_STREQ(list[0].sandbox_id, "x"); /* the sandbox's, whatever the event said */
+        ASSERT_STREQ(list[0].type, "sandbox.created");
+        ASSERT_STREQ(list[0].data_json, "{\"template\":\"base\"}");
+        event_array_free(list, n);
+
+        /* no longer creating (running now; deleted meanwhile): nothing written, no event */
+        e = make_event("tn_a", "x", "sandbox.created");
+        ASSERT_ERRNO(store_sandbox_set_running(s, "x", 1, 1, &e), ESTALE);
+        insert_sandbox(s, "y", "tn_a");
+        ASSERT_OK(store_sandbox_set_state(s, "y", SANDBOX_CREATING, SANDBOX_DELETED, "deleted by user"));
+        ASSERT_ERRNO(store_sandbox_set_running(s, "y", 1, 1, &e), ESTALE);
+        ASSERT_OK(store_sandbox_get(s, NULL, "y", &got));
+        ASSERT_EQ(got.state, SANDBOX_DELETED);
+        ASSERT_EQ(got.pid, 0);
+        sandbox_done(&got);
+        f.sandbox_id = "y";
+        ASSERT_OK(store_event_list(s, &f, &list, &n));
+        ASSERT_EQ(n, 0U);
+        event_array_free(list, n);
+        ASSERT_ERRNO(store_sandbox_set_running(s, "nope", 1, 1, &e), ENOENT);
+        /* bad input */
+        ASSERT_ERRNO(store_sandbox_set_running(s, "x", -1, 1, &e), EINVAL);
+        ASSERT_ERRNO(store_sandbox_set_running(s, "x", 1, 1, NULL), EINVAL);
+        e = make_event("tn_a", "x", "");
+        ASSERT_ERRNO(store_sandbox_set_running(s, "x", 1, 1, &e), EINVAL);
+}
+
 STORE_TEST(sandbox_runtime_expiry_purge) {
         _cleanup_(store_closep) Store *s = open_url(url);
         _cleanup_(sandbox_done) Sandbox got = {};
