@@ -5,9 +5,10 @@
  * FILE_WRITE of src/proto/proto.h. The worker's credentials put the
  * sandbox's CA into its trust store this way (worker-cred.c).
  *
- * Every frame from the agent is hostile: proto_recv() bounds the frames,
- * the reads are bounded by the caller's max, every wait by a timeout. */
-#include <poll.h>
+ * Every frame from the agent is hostile: proto_recv_until() bounds the
+ * frames, the reads are bounded by the caller's max, and the whole exchange
+ * by one deadline (AGENT_FILE_TIMEOUT_MSEC from the open), however slowly
+ * the guest trickles its bytes or reads ours. */
 #include <stdio.h>
 #include <sys/socket.h>
 
@@ -16,26 +17,18 @@
 #include "json.h"
 #include "proto.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "worker-internal.h"
 
 #define AGENT_FILE_STREAM 1U
-#define AGENT_FILE_TIMEOUT_MSEC 30000   /* a guest under software emulation is slow */
+#define AGENT_FILE_TIMEOUT_MSEC 30000   /* the whole exchange: a guest under software emulation is slow */
 #define AGENT_FILE_FOREIGN_MAX 64U      /* frames of other streams skipped before giving up */
 
-static int recv_frame(int fd, ProtoFrame *ret) {
+static int recv_frame(const AgentFile *a, ProtoFrame *ret) {
         for (unsigned skipped = 0; skipped <= AGENT_FILE_FOREIGN_MAX; skipped++) {
-                struct pollfd p = { .fd = fd, .events = POLLIN };
                 ProtoFrame f = {};
-                int r;
+                int r = proto_recv_until(a->fd, a->deadline_usec, &f);
 
-                r = poll(&p, 1, AGENT_FILE_TIMEOUT_MSEC);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0)
-                        return negative_errno();
-                if (r == 0)
-                        return -ETIMEDOUT;
-                r = proto_recv(fd, &f);
                 if (r < 0)
                         return r;
                 if (f.type == PROTO_HELLO || f.stream == AGENT_FILE_STREAM) {
@@ -62,33 +55,34 @@ static int frame_errno(const ProtoFrame *f) {
         return r > 0 ? -r : -EIO;
 }
 
-int worker_agent_file_open(Worker *w, const char *id, int *ret_fd) {
+void worker_agent_file_close(AgentFile *a) {
+        a->fd = safe_close(a->fd);
+}
+
+int worker_agent_file_open(Worker *w, const char *id, AgentFile *ret) {
         _cleanup_(proto_frame_done) ProtoFrame hello = {};
-        _cleanup_close_ int fd = -EBADF;
+        _cleanup_(worker_agent_file_close) AgentFile a = { .fd = -EBADF };
         char path[PATH_MAX];
-        struct timeval tv = { .tv_sec = AGENT_FILE_TIMEOUT_MSEC / 1000 };
         int r;
 
         r = worker_agent_socket(w, id, path, sizeof path);
         if (r < 0)
                 return r;
-        r = socket_connect_unix(path, &fd);
+        r = socket_connect_unix(path, &a.fd);
         if (r < 0)
                 return r;
-        /* a frame that starts must finish in time, and a guest that does not read must not block us */
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
-                return negative_errno();
-        r = recv_frame(fd, &hello);
+        a.deadline_usec = mono_usec() + (int64_t) AGENT_FILE_TIMEOUT_MSEC * 1000;
+        r = recv_frame(&a, &hello);
         if (r < 0)
                 return r;
         if (hello.type != PROTO_HELLO)
                 return -EBADMSG;
-        *ret_fd = TAKE_FD(fd);
+        *ret = a;
+        a.fd = -EBADF;
         return 0;
 }
 
-int worker_agent_file_read(int fd, const char *path, size_t max, char **ret, size_t *ret_n) {
+int worker_agent_file_read(const AgentFile *a, const char *path, size_t max, char **ret, size_t *ret_n) {
         _cleanup_(proto_frame_done) ProtoFrame info = {};
         _cleanup_(json_w_done) JsonWriter jw;
         _cleanup_free_ char *json = NULL, *buf = NULL;
@@ -103,10 +97,10 @@ int worker_agent_file_read(int fd, const char *path, size_t max, char **ret, siz
         json_w_object_end(&jw);
         if (json_w_finish(&jw, &json, NULL) < 0)
                 return -ENOMEM;
-        r = proto_send_json(fd, PROTO_FILE_READ, AGENT_FILE_STREAM, json);
+        r = proto_send_until(a->fd, a->deadline_usec, PROTO_FILE_READ, AGENT_FILE_STREAM, json, strlen(json));
         if (r < 0)
                 return r;
-        r = recv_frame(fd, &info);
+        r = recv_frame(a, &info);
         if (r < 0)
                 return r;
         if (info.type != PROTO_FILE_INFO)
@@ -117,7 +111,7 @@ int worker_agent_file_read(int fd, const char *path, size_t max, char **ret, siz
         for (;;) {
                 _cleanup_(proto_frame_done) ProtoFrame f = {};
 
-                r = recv_frame(fd, &f);
+                r = recv_frame(a, &f);
                 if (r < 0)
                         return r;
                 if (f.type == PROTO_DATA_END)
@@ -135,7 +129,7 @@ int worker_agent_file_read(int fd, const char *path, size_t max, char **ret, siz
         return 0;
 }
 
-int worker_agent_file_write(int fd, const char *path, const void *data, size_t n, mode_t mode) {
+int worker_agent_file_write(const AgentFile *a, const char *path, const void *data, size_t n, mode_t mode) {
         _cleanup_(proto_frame_done) ProtoFrame res = {};
         _cleanup_(json_w_done) JsonWriter jw;
         _cleanup_free_ char *json = NULL;
@@ -151,15 +145,15 @@ int worker_agent_file_write(int fd, const char *path, const void *data, size_t n
         json_w_object_end(&jw);
         if (json_w_finish(&jw, &json, NULL) < 0)
                 return -ENOMEM;
-        r = proto_send_json(fd, PROTO_FILE_WRITE, AGENT_FILE_STREAM, json);
+        r = proto_send_until(a->fd, a->deadline_usec, PROTO_FILE_WRITE, AGENT_FILE_STREAM, json, strlen(json));
         for (size_t off = 0; r >= 0 && off < n; off += MIN((size_t) PROTO_DATA_CHUNK, n - off))
-                r = proto_send(fd, PROTO_DATA, AGENT_FILE_STREAM, (const char *) data + off,
-                               MIN((size_t) PROTO_DATA_CHUNK, n - off));
+                r = proto_send_until(a->fd, a->deadline_usec, PROTO_DATA, AGENT_FILE_STREAM, (const char *) data + off,
+                                     MIN((size_t) PROTO_DATA_CHUNK, n - off));
         if (r >= 0)
-                r = proto_send(fd, PROTO_DATA_END, AGENT_FILE_STREAM, NULL, 0);
+                r = proto_send_until(a->fd, a->deadline_usec, PROTO_DATA_END, AGENT_FILE_STREAM, NULL, 0);
         if (r < 0)
                 return r;
-        r = recv_frame(fd, &res);
+        r = recv_frame(a, &res);
         if (r < 0)
                 return r;
         return res.type == PROTO_RESULT ? 0 : frame_errno(&res);

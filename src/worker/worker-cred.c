@@ -191,7 +191,7 @@ static int trust_install(const char *root, const char *cert_pem, X509 *cert) {
  * subject-hash name is a copy (the agent writes files, not links). */
 static int trust_install_agent(Worker *w, const char *id, const char *cert_pem, X509 *cert) {
         _cleanup_free_ char *old = NULL, *bundle = NULL;
-        _cleanup_close_ int fd = -EBADF;
+        _cleanup_(worker_agent_file_close) AgentFile fd = { .fd = -EBADF };
         char hash[64];
         size_t n = 0;
         int r;
@@ -199,19 +199,19 @@ static int trust_install_agent(Worker *w, const char *id, const char *cert_pem, 
         r = worker_agent_file_open(w, id, &fd);
         if (r < 0)
                 return r;
-        r = worker_agent_file_read(fd, "/etc/ssl/certs/ca-certificates.crt", TRUST_BUNDLE_MAX, &old, &n);
+        r = worker_agent_file_read(&fd, "/etc/ssl/certs/ca-certificates.crt", TRUST_BUNDLE_MAX, &old, &n);
         if (r < 0 && r != -ENOENT && r != -EFBIG)
                 return r;
         r = bundle_compose(r < 0 ? NULL : old, n, cert_pem, &bundle, &n);
         if (r >= 0)
-                r = worker_agent_file_write(fd, "/etc/ssl/certs/ca-certificates.crt", bundle, n, 0644);
+                r = worker_agent_file_write(&fd, "/etc/ssl/certs/ca-certificates.crt", bundle, n, 0644);
         if (r >= 0)
-                r = worker_agent_file_write(fd, "/etc/ssl/certs/" TRUST_CA_NAME, cert_pem, strlen(cert_pem), 0644);
+                r = worker_agent_file_write(&fd, "/etc/ssl/certs/" TRUST_CA_NAME, cert_pem, strlen(cert_pem), 0644);
         if (r < 0)
                 return r;
         snprintf(hash, sizeof hash, "/etc/ssl/certs/%08lx.0", X509_subject_name_hash(cert));
-        (void) worker_agent_file_write(fd, hash, cert_pem, strlen(cert_pem), 0644);
-        (void) worker_agent_file_write(fd, "/usr/local/share/ca-certificates/space-sandbox-ca.crt", cert_pem,
+        (void) worker_agent_file_write(&fd, hash, cert_pem, strlen(cert_pem), 0644);
+        (void) worker_agent_file_write(&fd, "/usr/local/share/ca-certificates/space-sandbox-ca.crt", cert_pem,
                                        strlen(cert_pem), 0644);
         return 0;
 }

@@ -403,9 +403,14 @@ void worker_op_set_credentials(Worker *w, const JsonValue *req, JsonWriter *jw);
  * (the vm runtime's trust store). open: a connection, greeted; read: at
  * most max bytes (-EFBIG beyond, -ENOENT and the like as the agent says);
  * write: the whole file (parents made), owned by root. */
-int worker_agent_file_open(Worker *w, const char *id, int *ret_fd);
-int worker_agent_file_read(int fd, const char *path, size_t max, char **ret, size_t *ret_n);
-int worker_agent_file_write(int fd, const char *path, const void *data, size_t n, mode_t mode);
+typedef struct AgentFile {
+        int fd;
+        int64_t deadline_usec; /* CLOCK_MONOTONIC: of the whole exchange, from the open */
+} AgentFile;
+int worker_agent_file_open(Worker *w, const char *id, AgentFile *ret);
+void worker_agent_file_close(AgentFile *a);
+int worker_agent_file_read(const AgentFile *a, const char *path, size_t max, char **ret, size_t *ret_n);
+int worker_agent_file_write(const AgentFile *a, const char *path, const void *data, size_t n, mode_t mode);
 
 /* worker-roots.c: the roots helper, started once the pool is open (a
  * failure is logged; the roots are made in process then). A root is sent

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The RESTORED message to a freshly restored guest's agent (vm-restored.h).
  * The agent is as untrusted as the guest: its frames are bounded by
- * proto_recv(), the wait is bounded in time, and nothing it says but
+ * proto_recv_until(), the whole exchange by one deadline
+ * (VM_RESTORED_TIMEOUT_MSEC, however it trickles), and nothing it says but
  * RESULT/ERROR on our stream matters. */
-#include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 
@@ -16,6 +15,7 @@
 #include "json.h"
 #include "proto.h"
 #include "str-util.h"
+#include "time-util.h"
 #include "vm-restored.h"
 
 #define VM_RESTORED_STREAM 1U
@@ -85,7 +85,6 @@ static int agent_request(const char *agent_socket, ProtoType type, const char *j
 
 static int restored_connect(const char *path, int *ret_fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        struct timeval tv = { .tv_sec = VM_RESTORED_TIMEOUT_MSEC / 1000 };
         _cleanup_close_ int fd = -EBADF;
 
         if (strscpy(sa.sun_path, sizeof sa.sun_path, path) < 0)
@@ -93,9 +92,7 @@ static int restored_connect(const char *path, int *ret_fd) {
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return negative_errno();
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0 ||
-            connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0)
                 return negative_errno();
         *ret_fd = TAKE_FD(fd);
         return 0;
@@ -111,28 +108,24 @@ int vm_agent_sync(const char *agent_socket, char *err, size_t err_size) {
 
 /* One request on a fresh connection, its RESULT or ERROR awaited. */
 static int agent_request(const char *agent_socket, ProtoType type, const char *json, char *err, size_t err_size) {
+        int64_t deadline = mono_usec() + (int64_t) VM_RESTORED_TIMEOUT_MSEC * 1000;
         _cleanup_close_ int fd = -EBADF;
         int r;
 
         r = restored_connect(agent_socket, &fd);
         if (r >= 0)
-                r = proto_send_json(fd, type, VM_RESTORED_STREAM, json);
+                r = proto_send_until(fd, deadline, type, VM_RESTORED_STREAM, json, strlen(json));
         if (r < 0) {
                 snprintf(err, err_size, "cannot reach the guest's agent: %s", strerror(-r));
                 return r;
         }
         for (unsigned skipped = 0;; skipped++) {
-                struct pollfd p = { .fd = fd, .events = POLLIN };
                 ProtoFrame f = {};
-                r = poll(&p, 1, VM_RESTORED_TIMEOUT_MSEC);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r <= 0) {
-                        r = r < 0 ? negative_errno() : -ETIMEDOUT;
+                r = proto_recv_until(fd, deadline, &f);
+                if (r == -ETIMEDOUT) {
                         snprintf(err, err_size, "the guest's agent did not answer: %s", strerror(-r));
                         return r;
                 }
-                r = proto_recv(fd, &f);
                 if (r < 0) {
                         snprintf(err, err_size, "the guest's agent failed: %s", strerror(-r));
                         return r;
