@@ -36,12 +36,12 @@ static void remove_warm(Store *s, WorkerClient *w, const Sandbox *sb, const char
                 controller_event(s, sb, "sandbox.deleted", why, NULL);
 }
 
-/* Whether the template has versions (an import, a pull, a build: not a bundled one). */
-static bool template_versioned(Store *s, const char *template_name) {
+/* The newest version of the template (0: it has none, a bundled one; or the store failed). */
+static uint64_t template_newest(Store *s, const char *template_name) {
         _cleanup_free_ TemplateVersion *list = NULL;
         size_t n = 0;
 
-        return store_template_version_list(s, template_name, &list, &n) >= 0 && n > 0;
+        return store_template_version_list(s, template_name, &list, &n) >= 0 && n > 0 ? list[0].version : 0;
 }
 
 static int create_warm(Store *s, WorkerClient *w, const Config *c, const char *template_name) {
@@ -64,7 +64,7 @@ static int create_warm(Store *s, WorkerClient *w, const Config *c, const char *t
         (void) strscpy(sb.runtime, sizeof sb.runtime, "ns");
         (void) strscpy(sb.worker, sizeof sb.worker, WARM_WORKER_NAME);
         (void) strscpy(sb.warm_pool, sizeof sb.warm_pool, template_name);
-        sb.template_newest = template_versioned(s, template_name); /* the insert records which */
+        sb.template_newest = template_newest(s, template_name) > 0; /* the insert records which */
         for (unsigned i = 0; i < WARM_ID_ATTEMPTS && r == -EEXIST; i++) {
                 char id[CONTROLLER_ID_LEN + 1];
                 r = controller_id_generate(id);
@@ -108,7 +108,7 @@ static const ConfigWarmPool *pool_of(const ConfigWarmPool *pools, size_t n, cons
 
 int warm_pool_run_once(Store *store, WorkerClient *worker, const Config *config, int64_t now) {
         ConfigWarmPool pools[CONFIG_WARM_POOLS_MAX];
-        uint64_t have[CONFIG_WARM_POOLS_MAX] = {};
+        uint64_t have[CONFIG_WARM_POOLS_MAX] = {}, newest[CONFIG_WARM_POOLS_MAX] = {};
         Sandbox *list = NULL;
         size_t n = 0, n_pools = 0, live = 0;
         unsigned created = 0;
@@ -118,11 +118,14 @@ int warm_pool_run_once(Store *store, WorkerClient *worker, const Config *config,
         (void) now;
         if (config_warm_pools(config->warm_pool, pools, &n_pools, err, sizeof err) < 0)
                 n_pools = 0; /* config_finish refused a bad one: cannot happen */
+        for (size_t i = 0; i < n_pools; i++)
+                newest[i] = template_newest(store, pools[i].template_name);
         r = controller_list_live(store, &list, &n);
         if (r < 0)
                 return r;
 
-        /* what the pools hold; the surplus and the broken go */
+        /* what the pools hold; the surplus, the broken and those of an older version go (a
+         * create from the name is made from its newest version, and claims only such) */
         for (size_t i = 0; i < n; i++) {
                 const Sandbox *sb = &list[i];
                 const ConfigWarmPool *p;
@@ -138,6 +141,9 @@ int warm_pool_run_once(Store *store, WorkerClient *worker, const Config *config,
                         done++;
                 } else if (!p || (sb->state == SANDBOX_PAUSED && have[idx] >= p->count)) {
                         remove_warm(store, worker, sb, "no longer wanted in the warm pool");
+                        done++;
+                } else if (sb->state == SANDBOX_PAUSED && newest[idx] > 0 && sb->template_version != newest[idx]) {
+                        remove_warm(store, worker, sb, "made from an older version of the template");
                         done++;
                 } else
                         have[idx]++;

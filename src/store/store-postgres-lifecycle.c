@@ -44,7 +44,8 @@ static const char *const lifecycle_sql[_PG_LC_STMT_MAX] = {
                 "checkpoints_max = $18, checkpoints_mb = $19, auto_resume = $20, public_traffic = $21, "
                 "created_usec = $16, updated_usec = $16, last_activity_usec = $16, timeout_warned = false "
                 "WHERE id = (SELECT id FROM sandboxes WHERE warm_pool = $1 AND state = 'paused' "
-                "AND runtime = $2 AND disk_mb = $3 ORDER BY created_usec, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+                "AND runtime = $2 AND disk_mb = $3 AND template_version = $22 ORDER BY created_usec, id LIMIT 1 "
+                "FOR UPDATE SKIP LOCKED) "
                 "AND warm_pool = $1 AND state = 'paused' RETURNING id",
         [PG_LC_SANDBOX_WARM_COUNT] =
                 "SELECT COALESCE(SUM(CASE WHEN state = 'paused' THEN 1 ELSE 0 END), 0), COUNT(*) "
@@ -179,6 +180,7 @@ static int claim_tx(PgStore *q, void *userdata) {
         pg_param_i64(&p, (int64_t) req->checkpoints_mb);
         pg_param_bool(&p, req->auto_resume);
         pg_param_bool(&p, req->public_traffic);
+        pg_param_i64(&p, (int64_t) req->template_version);
         CHECK(lc_exec(q, PG_LC_SANDBOX_CLAIM_WARM, &p, &res));
         if (PQntuples(res) == 0)
                 return -ENOENT;

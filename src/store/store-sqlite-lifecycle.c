@@ -33,7 +33,8 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
                 "checkpoints_max = ?18, checkpoints_mb = ?19, auto_resume = ?20, public_traffic = ?21, "
                 "created_usec = ?16, updated_usec = ?16, last_activity_usec = ?16, timeout_warned = 0 "
                 "WHERE id = (SELECT id FROM sandboxes WHERE warm_pool = ?1 AND state = 'paused' "
-                "AND runtime = ?2 AND disk_mb = ?3 ORDER BY created_usec, id LIMIT 1) RETURNING id",
+                "AND runtime = ?2 AND disk_mb = ?3 AND template_version = ?22 ORDER BY created_usec, id LIMIT 1) "
+                "RETURNING id",
         [SQL_LC_SANDBOX_WARM_COUNT] =
                 "SELECT COALESCE(SUM(CASE WHEN state = 'paused' THEN 1 ELSE 0 END), 0), COUNT(*) "
                 "FROM sandboxes WHERE warm_pool = ?1 AND state <> 'deleted'",
@@ -169,6 +170,7 @@ static int claim_row(SqliteStore *q, const char *template_name, const Sandbox *r
         CHECK(sqlite_bind_int64(q, st, 19, (int64_t) req->checkpoints_mb));
         CHECK(sqlite_bind_int64(q, st, 20, req->auto_resume ? 1 : 0));
         CHECK(sqlite_bind_int64(q, st, 21, req->public_traffic ? 1 : 0));
+        CHECK(sqlite_bind_int64(q, st, 22, (int64_t) req->template_version));
         r = sqlite_store_step(q, st);
         if (r < 0)
                 return r;

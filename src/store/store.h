@@ -402,8 +402,9 @@ int store_sandbox_set_processes_preserved(Store *s, const char *id, bool preserv
 int store_sandbox_set_network(Store *s, const char *id, const char *network_json);
 /* Hands one sandbox of the warm pool of template_name to a tenant, atomically
  * (two claims never get the same sandbox, on PostgreSQL across servers too):
- * one whose warm_pool is template_name, state paused, and whose runtime and
- * disk_mb equal req's. It takes req's tenant_id, cpu_millis, memory_mb,
+ * one whose warm_pool is template_name, state paused, and whose runtime,
+ * disk_mb and template_version equal req's (a warm sandbox of an older
+ * version is none). It takes req's tenant_id, cpu_millis, memory_mb,
  * pids_max, io_weight, timeout_s, expires_usec, env_json, metadata_json,
  * idle_s, idle_action and checkpoint_every_s; warm_pool becomes "", the
  * created, updated and activity times now, timeout_warned false. The state

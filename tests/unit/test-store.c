@@ -2328,6 +2328,35 @@ static int child_claim(const char *path, int idx) {
         return claimed;
 }
 
+/* A claim takes only a warm sandbox of the version asked for (the newest, for a create from the name). */
+STORE_TEST(warm_pool_claim_takes_the_version_asked_for) {
+        _cleanup_(store_closep) Store *s = open_url(url);
+        _cleanup_(sandbox_done) Sandbox got = {};
+        TemplateVersion v;
+        Sandbox sb;
+
+        for (uint64_t i = 1; i <= 2; i++) {
+                v = make_version("vt", i, "", 10);
+                ASSERT_OK(store_template_version_add(s, &v));
+        }
+        sandbox_init(&sb, "old", STORE_SYSTEM_TENANT_ID, "vt");
+        ASSERT_OK(strscpy(sb.warm_pool, sizeof sb.warm_pool, "vt"));
+        sb.state = SANDBOX_PAUSED;
+        sb.disk_mb = 2048;
+        sb.template_version = 1;
+        ASSERT_OK(store_sandbox_insert(s, &sb));
+
+        Sandbox req = claim_request("tn_a");
+        ASSERT_OK(strscpy(req.template_name, sizeof req.template_name, "vt"));
+        req.disk_mb = 2048;
+        req.template_version = 2;
+        ASSERT_ERRNO(store_sandbox_claim_warm(s, "vt", &req, &got), ENOENT); /* version 1's: not for 2 */
+        req.template_version = 1;
+        ASSERT_OK(store_sandbox_claim_warm(s, "vt", &req, &got));
+        ASSERT_STREQ(got.id, "old");
+        ASSERT_EQ(got.template_version, 1U);
+}
+
 STORE_TEST(warm_pool_claims_are_exclusive_across_processes) {
         Store *s = open_url(url);
         for (int i = 0; i < WARM_SANDBOXES; i++) {
