@@ -64,7 +64,9 @@ static int create_warm(Store *s, WorkerClient *w, const Config *c, const char *t
         (void) strscpy(sb.runtime, sizeof sb.runtime, "ns");
         (void) strscpy(sb.worker, sizeof sb.worker, WARM_WORKER_NAME);
         (void) strscpy(sb.warm_pool, sizeof sb.warm_pool, template_name);
-        sb.template_newest = template_newest(s, template_name) > 0; /* the insert records which */
+        /* the newest version: the insert takes whichever is newest in its transaction */
+        sb.template_version = template_newest(s, template_name);
+        sb.template_newest = sb.template_version > 0;
         for (unsigned i = 0; i < WARM_ID_ATTEMPTS && r == -EEXIST; i++) {
                 char id[CONTROLLER_ID_LEN + 1];
                 r = controller_id_generate(id);

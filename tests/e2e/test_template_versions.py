@@ -422,3 +422,55 @@ def test_create_and_collection_of_its_version_take_turns(pg_spaced, tars):
         if sid:
             d.delete(sid)
         assert d.api("DELETE", f"/v1/templates/{name}").status == 204
+
+
+def _warm_of(dd, name):
+    """{id: template_version} of the paused warm sandboxes of name in dd's store."""
+    import sqlite3
+    db = sqlite3.connect(os.path.join(dd.state_dir, "space.db"), timeout=10)
+    try:
+        rows = db.execute("SELECT id, template_version FROM sandboxes WHERE warm_pool = ? AND state = 'paused'",
+                          (name,)).fetchall()
+    finally:
+        db.close()
+    return dict(rows)
+
+
+@pytest.mark.timeout(600)
+def test_a_warm_pool_follows_the_newest_version(e2e_session, tars):
+    """A create from the name is made from its newest version, warm or not: a
+    warm sandbox of an older version is not handed out, and the controller
+    replaces it with one of the newest."""
+    import e2e_host as host
+    import e2e_residue as residue
+    name = tname()
+    dd = e2e_session.new_daemon(extra_args=[f"--warm-pool={name}:1"])
+    dd.start()
+    try:
+        publish(dd, name, tars[0])
+        assert host.wait_until(lambda: list(_warm_of(dd, name).values()) == [1], 60), dd.log_tail(40)
+        old = next(iter(_warm_of(dd, name)))
+        publish(dd, name, tars[1])
+        r = dd.api("POST", "/v1/sandboxes", json={"template": name}, timeout=180)
+        assert r.status == 201 and r.json()["template_version"] == 2, r
+        assert r.json()["id"] != old and version_of(dd, r.json()["id"]) == "two"
+        dd.delete(r.json()["id"])
+        # the old one goes, a warm sandbox of version 2 takes its place, and the next create gets it
+        assert host.wait_until(lambda: list(_warm_of(dd, name).values()) == [2], 60), dd.log_tail(40)
+        new = next(iter(_warm_of(dd, name)))
+        ev = dd.api("GET", "/v1/events", params={"sandbox": old, "type": "sandbox.deleted"}).json()["events"]
+        assert ev and "older version" in ev[-1]["reason"], ev
+        r = dd.api("POST", "/v1/sandboxes", json={"template": name}, timeout=180)
+        assert r.status == 201 and r.json()["id"] == new and r.json()["template_version"] == 2, r
+        assert version_of(dd, new) == "two"
+        dd.delete(new)
+        dd.stop()
+        dd.extra_args = []
+        dd.start()
+        assert host.wait_until(lambda: not _warm_of(dd, name), 60)
+        assert dd.api("DELETE", f"/v1/templates/{name}").status == 204
+    finally:
+        problems = residue.teardown_daemon(dd)
+        if not problems:
+            residue.remove_daemon_dir(dd)
+    assert not problems, problems
