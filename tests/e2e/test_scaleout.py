@@ -925,8 +925,9 @@ class _StalledReceiver:
                 s.close()
 
 
-def _sends_of(pid):
-    """The `btrfs send` processes that spaced PID started."""
+def _sends_of(pid, item=None):
+    """The `btrfs send` processes that spaced PID started (of a subvolume
+    whose path holds item: the controller may ship other copies meanwhile)."""
     out = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -938,7 +939,8 @@ def _sends_of(pid):
                 argv = f.read().split(b"\0")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == pid and argv[0].endswith(b"/btrfs") and argv[1:2] == [b"send"]:
+        if ppid == pid and argv[0].endswith(b"/btrfs") and argv[1:2] == [b"send"] and \
+                (item is None or any(item.encode() in a for a in argv[2:])):
             out.append(int(d))
     return out
 
@@ -974,7 +976,7 @@ def test_delete_while_a_checkpoint_ships(cluster):
                              + b"\n")
                     req = recv.take()
                     assert req["sandbox"] == sid and req["name"] == ck, req
-                    assert _wait(lambda: _sends_of(node.pid), 30, "the btrfs send in the kernel")
+                    assert _wait(lambda: _sends_of(node.pid, ck), 30, "the btrfs send in the kernel")
                     if k == 0:
                         r = c.req(api, "DELETE", f"/v1/sandboxes/{sid}/checkpoints/{ck}")
                     else:
@@ -983,10 +985,10 @@ def test_delete_while_a_checkpoint_ships(cluster):
                     gone = os.path.join(_pool(c, victim), "checkpoints", sid, ck)
                     if k == 0:   # a checkpoint's DELETE removes it before it answers
                         assert not os.path.exists(gone)
-                        assert not _sends_of(node.pid)
+                        assert not _sends_of(node.pid, ck)
                     else:        # a sandbox's files go on the worker's teardown thread, after the answer
                         assert _wait(lambda: not os.path.exists(gone), 30, "the deleted sandbox's checkpoint gone")
-                        assert _wait(lambda: not _sends_of(node.pid), 30, "the btrfs send cancelled")
+                        assert _wait(lambda: not _sends_of(node.pid, ck), 30, "the btrfs send cancelled")
                     recv.close()  # the sender's write fails: it answers the ship with the failure
                     ans = raw.line()
                     assert not ans["ok"] and "shipping" in ans["message"], ans
