@@ -7,11 +7,12 @@
  * limited; a worker's disk capacity is what its pool admits: pool size x
  * disk_overcommit less the reserve; CPU is shared, not reserved, so it only
  * weighs in the load). The worker admits the disk again against its real
- * pool (507 if that is fuller than the figures said). Best first: those that hold the template (locality: no copy
- * needed; sb->template_pool, the exact version, when set), then the least loaded (the largest of CPU, memory and disk used
- * over capacity, counting this sandbox), then the fewest sandboxes, then by
- * name — so creates spread across hosts. ret_order (room for n) gets
- * indexes into workers. */
+ * pool (507 if that is fuller than the figures said). Best first: those
+ * that hold the template (locality: no copy needed; sb->template_pool, the
+ * exact version, when set), then the least loaded (the largest of CPU,
+ * memory and disk used over capacity, counting this sandbox), then the
+ * fewest sandboxes, then by name — so creates spread across hosts.
+ * ret_order (room for n) gets indexes into workers. */
 
 #include "store.h"
 
