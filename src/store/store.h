@@ -547,7 +547,7 @@ int store_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_chan
  * no rows here: its worker is "local".) */
 #define STORE_WORKER_ADDRESS_MAX 256
 #define STORE_WORKER_LIST_MAX 64        /* runtimes, accelerators: "ns,vm" */
-#define STORE_WORKER_TEMPLATES_MAX 2048 /* comma-separated names it holds */
+#define STORE_WORKER_TEMPLATES_MAX 8192 /* comma-separated names it holds (templates and their versions) */
 
 typedef enum WorkerState {
         WORKER_LIVE,

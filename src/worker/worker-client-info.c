@@ -4,6 +4,7 @@
  * the local worker holds and the runtimes and accelerators it can use. */
 #include "alloc-util.h"
 #include "json.h"
+#include "log.h"
 #include "str-util.h"
 #include "worker-client-internal.h"
 
@@ -115,25 +116,32 @@ int worker_kvm_available(WorkerClient *w, bool *ret, ApiError *e) {
 }
 
 /* Appends the strings of a JSON array to a comma-separated list (what does
- * not fit or is not a plain name is left out: locality is a preference). */
-static void list_append(char *buf, size_t size, const JsonValue *arr) {
-        size_t n = strlen(buf);
+ * not fit or is not a plain name is left out); returns how many did not fit. */
+static size_t list_append(char *buf, size_t size, const JsonValue *arr) {
+        size_t n = strlen(buf), left_out = 0;
 
         for (size_t i = 0; i < json_array_size(arr); i++) {
                 const char *t = json_string(json_array_at(arr, i));
                 size_t l = t ? strlen(t) : 0;
-                if (l == 0 || strpbrk(t, ", ") || n + l + 2 > size)
+                if (l == 0 || strpbrk(t, ", "))
                         continue;
+                if (n + l + 2 > size) {
+                        left_out++;
+                        continue;
+                }
                 if (n > 0)
                         buf[n++] = ',';
                 memcpy(buf + n, t, l + 1);
                 n += l;
         }
+        return left_out;
 }
 
 int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e) {
         _cleanup_json_ JsonValue *reply = NULL;
+        static bool warned;
         const JsonValue *arr;
+        size_t left_out;
         int r;
 
         r = call_op(w, WORKER_OP_TEMPLATES, &reply, e);
@@ -143,7 +151,15 @@ int worker_templates(WorkerClient *w, char *buf, size_t size, ApiError *e) {
         if (json_type(arr) != JSON_ARRAY || size == 0)
                 return api_error(e, -EBADMSG, API_INTERNAL, "malformed worker reply");
         buf[0] = 0;
-        list_append(buf, size, arr); /* template names are plain ([a-z0-9-]): none is left out for that */
+        /* template names are plain ([a-z0-9-], @vN): none is left out for that; but one that does
+         * not fit is missing from the heartbeat, and the controller ships it to this worker again */
+        left_out = list_append(buf, size, arr);
+        if (left_out > 0 && !warned) {
+                log_warning("%zu of this worker's %zu templates and versions do not fit its heartbeat's list "
+                            "(%zu bytes): placement does not see them here, and the controller offers them again",
+                            left_out, json_array_size(arr), size);
+                warned = true;
+        }
         return 0;
 }
 
