@@ -1402,7 +1402,8 @@ def test_chaos_nothing_destroyed(cluster):
         assert standby.wait_log("now the active one", LEASE_S * 10, start=mark_s), standby.log()[mark_s:][-2000:]
     finally:
         os.kill(active.pid, signal.SIGCONT)
-    assert active.wait_log("stepping down", 15, start=mark_a), active.log()[mark_a:][-2000:]
+    assert active.wait_log("stepping down", 15, start=mark_a), \
+        (f"running {active.running}, exit status {active.proc.returncode}", active.log()[mark_a:][-2000:])
     check("SIGSTOP and SIGCONT of the leader")
 
     for sid in ids:
