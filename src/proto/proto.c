@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <limits.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -7,7 +6,7 @@
 #include "alloc-util.h"
 #include "fd-util.h"
 #include "proto.h"
-#include "time-util.h"
+#include "sock-io.h"
 
 static const char *const proto_type_table[_PROTO_TYPE_MAX] = {
         [PROTO_HELLO] = "HELLO",
@@ -128,32 +127,10 @@ int proto_header_decode(const uint8_t in[PROTO_HEADER_SIZE], ProtoType *ret_type
 }
 
 /* Writes all iovecs; MSG_NOSIGNAL on sockets, plain writev on anything else
- * (pipes, virtio-serial character devices). */
-/* Waits until fd is ready for events or deadline_usec (CLOCK_MONOTONIC; 0:
- * no deadline, returns at once) has passed: -ETIMEDOUT. */
-static int wait_ready(int fd, short events, int64_t deadline_usec) {
-        for (;;) {
-                struct pollfd p = { .fd = fd, .events = events };
-                int64_t left = deadline_usec - mono_usec();
-                int r;
-
-                if (deadline_usec == 0)
-                        return 0;
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                r = poll(&p, 1, (int) MIN((left + 999) / 1000, (int64_t) INT_MAX));
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0)
-                        return negative_errno();
-                if (r > 0)
-                        return 0;
-        }
-}
-
-/* With a deadline every write waits for room first and never blocks (a peer
- * that reads a byte at a time cannot hold us past it). */
-static int write_iov_all(int fd, struct iovec *iov, size_t n_iov, int64_t deadline_usec) {
+ * (pipes, virtio-serial character devices). With a deadline (>= 0) every
+ * write waits for room first and never blocks (a peer that reads a byte at
+ * a time cannot hold us past it). */
+static int write_iov_all(int fd, struct iovec *iov, size_t n_iov, int64_t deadline_msec) {
         bool use_writev = false;
 
         while (n_iov > 0) {
@@ -165,21 +142,21 @@ static int write_iov_all(int fd, struct iovec *iov, size_t n_iov, int64_t deadli
                         n_iov--;
                         continue;
                 }
-                r = wait_ready(fd, POLLOUT, deadline_usec);
+                r = deadline_msec >= 0 ? sock_wait_until(fd, POLLOUT, deadline_msec) : 0;
                 if (r < 0)
                         return r;
                 if (use_writev)
                         k = writev(fd, iov, (int) n_iov);
                 else {
                         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = n_iov };
-                        k = sendmsg(fd, &mh, MSG_NOSIGNAL | (deadline_usec ? MSG_DONTWAIT : 0));
+                        k = sendmsg(fd, &mh, MSG_NOSIGNAL | (deadline_msec >= 0 ? MSG_DONTWAIT : 0));
                         if (k < 0 && errno == ENOTSOCK) {
                                 use_writev = true;
                                 continue;
                         }
                 }
                 if (k < 0) {
-                        if (errno == EINTR || (deadline_usec && errno == EAGAIN))
+                        if (errno == EINTR || (deadline_msec >= 0 && errno == EAGAIN))
                                 continue;
                         return negative_errno();
                 }
@@ -191,10 +168,10 @@ static int write_iov_all(int fd, struct iovec *iov, size_t n_iov, int64_t deadli
 }
 
 int proto_send(int fd, ProtoType type, uint32_t stream, const void *payload, size_t len) {
-        return proto_send_until(fd, 0, type, stream, payload, len);
+        return proto_send_until(fd, -1, type, stream, payload, len);
 }
 
-int proto_send_until(int fd, int64_t deadline_usec, ProtoType type, uint32_t stream, const void *payload,
+int proto_send_until(int fd, int64_t deadline_msec, ProtoType type, uint32_t stream, const void *payload,
                      size_t len) {
         uint8_t hdr[PROTO_HEADER_SIZE];
         struct iovec iov[2];
@@ -208,7 +185,7 @@ int proto_send_until(int fd, int64_t deadline_usec, ProtoType type, uint32_t str
         proto_header_encode(hdr, type, stream, (uint32_t) len);
         iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = sizeof hdr };
         iov[1] = (struct iovec){ .iov_base = (void *) payload, .iov_len = len };
-        return write_iov_all(fd, iov, 2, deadline_usec);
+        return write_iov_all(fd, iov, 2, deadline_msec);
 }
 
 int proto_send_json(int fd, ProtoType type, uint32_t stream, const char *json) {
@@ -219,16 +196,16 @@ int proto_send_json(int fd, ProtoType type, uint32_t stream, const char *json) {
 
 /* Reads exactly n bytes. Returns n, 0 on EOF before the first byte, -EBADMSG on
  * EOF in the middle (a truncated frame), -errno on errors. */
-static ssize_t read_exact(int fd, void *buf, size_t n, int64_t deadline_usec) {
+static ssize_t read_exact(int fd, void *buf, size_t n, int64_t deadline_msec) {
         size_t done = 0;
 
         while (done < n) {
-                int r = wait_ready(fd, POLLIN, deadline_usec);
+                int r = deadline_msec >= 0 ? sock_wait_until(fd, POLLIN, deadline_msec) : 0;
                 if (r < 0)
                         return r;
                 ssize_t k = read(fd, (uint8_t *) buf + done, n - done);
                 if (k < 0) {
-                        if (errno == EINTR || (deadline_usec && errno == EAGAIN))
+                        if (errno == EINTR || (deadline_msec >= 0 && errno == EAGAIN))
                                 continue;
                         return negative_errno();
                 }
@@ -240,10 +217,10 @@ static ssize_t read_exact(int fd, void *buf, size_t n, int64_t deadline_usec) {
 }
 
 int proto_recv(int fd, ProtoFrame *ret) {
-        return proto_recv_until(fd, 0, ret);
+        return proto_recv_until(fd, -1, ret);
 }
 
-int proto_recv_until(int fd, int64_t deadline_usec, ProtoFrame *ret) {
+int proto_recv_until(int fd, int64_t deadline_msec, ProtoFrame *ret) {
         uint8_t hdr[PROTO_HEADER_SIZE];
         _cleanup_free_ char *payload = NULL;
         ProtoType type;
@@ -253,7 +230,7 @@ int proto_recv_until(int fd, int64_t deadline_usec, ProtoFrame *ret) {
 
         if (!ret)
                 return -EINVAL;
-        k = read_exact(fd, hdr, sizeof hdr, deadline_usec);
+        k = read_exact(fd, hdr, sizeof hdr, deadline_msec);
         if (k < 0)
                 return (int) k;
         if (k == 0)
@@ -265,7 +242,7 @@ int proto_recv_until(int fd, int64_t deadline_usec, ProtoFrame *ret) {
         if (!payload)
                 return -ENOMEM;
         if (len > 0) {
-                k = read_exact(fd, payload, len, deadline_usec);
+                k = read_exact(fd, payload, len, deadline_msec);
                 if (k < 0)
                         return (int) k;
                 if (k == 0)

@@ -169,13 +169,13 @@ int proto_send_json(int fd, ProtoType type, uint32_t stream, const char *json); 
  * boundary, -EBADMSG/-EMSGSIZE on a bad frame (EOF inside a frame is -EBADMSG),
  * other -errno on I/O errors. */
 int proto_recv(int fd, ProtoFrame *ret);
-/* The same, done by deadline_usec (CLOCK_MONOTONIC, mono_usec(); 0 = none)
+/* The same, done by deadline_msec (mono_msec()'s clock, as sock_wait_until; < 0 = none)
  * or -ETIMEDOUT, however the peer trickles its bytes or its reads (for a
  * peer as untrusted as a guest's agent). After a timeout the stream is out
  * of step: close it. */
-int proto_send_until(int fd, int64_t deadline_usec, ProtoType type, uint32_t stream, const void *payload,
+int proto_send_until(int fd, int64_t deadline_msec, ProtoType type, uint32_t stream, const void *payload,
                      size_t len);
-int proto_recv_until(int fd, int64_t deadline_usec, ProtoFrame *ret);
+int proto_recv_until(int fd, int64_t deadline_msec, ProtoFrame *ret);
 
 /* Incremental decoder for non-blocking readers (the agent's event loop, the worker). */
 typedef struct ProtoReader {

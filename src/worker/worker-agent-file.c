@@ -27,7 +27,7 @@
 static int recv_frame(const AgentFile *a, ProtoFrame *ret) {
         for (unsigned skipped = 0; skipped <= AGENT_FILE_FOREIGN_MAX; skipped++) {
                 ProtoFrame f = {};
-                int r = proto_recv_until(a->fd, a->deadline_usec, &f);
+                int r = proto_recv_until(a->fd, a->deadline_msec, &f);
 
                 if (r < 0)
                         return r;
@@ -71,7 +71,7 @@ int worker_agent_file_open(Worker *w, const char *id, AgentFile *ret) {
         r = socket_connect_unix(path, &a.fd);
         if (r < 0)
                 return r;
-        a.deadline_usec = mono_usec() + (int64_t) AGENT_FILE_TIMEOUT_MSEC * 1000;
+        a.deadline_msec = mono_msec() + AGENT_FILE_TIMEOUT_MSEC;
         r = recv_frame(&a, &hello);
         if (r < 0)
                 return r;
@@ -97,7 +97,7 @@ int worker_agent_file_read(const AgentFile *a, const char *path, size_t max, cha
         json_w_object_end(&jw);
         if (json_w_finish(&jw, &json, NULL) < 0)
                 return -ENOMEM;
-        r = proto_send_until(a->fd, a->deadline_usec, PROTO_FILE_READ, AGENT_FILE_STREAM, json, strlen(json));
+        r = proto_send_until(a->fd, a->deadline_msec, PROTO_FILE_READ, AGENT_FILE_STREAM, json, strlen(json));
         if (r < 0)
                 return r;
         r = recv_frame(a, &info);
@@ -145,12 +145,12 @@ int worker_agent_file_write(const AgentFile *a, const char *path, const void *da
         json_w_object_end(&jw);
         if (json_w_finish(&jw, &json, NULL) < 0)
                 return -ENOMEM;
-        r = proto_send_until(a->fd, a->deadline_usec, PROTO_FILE_WRITE, AGENT_FILE_STREAM, json, strlen(json));
+        r = proto_send_until(a->fd, a->deadline_msec, PROTO_FILE_WRITE, AGENT_FILE_STREAM, json, strlen(json));
         for (size_t off = 0; r >= 0 && off < n; off += MIN((size_t) PROTO_DATA_CHUNK, n - off))
-                r = proto_send_until(a->fd, a->deadline_usec, PROTO_DATA, AGENT_FILE_STREAM, (const char *) data + off,
+                r = proto_send_until(a->fd, a->deadline_msec, PROTO_DATA, AGENT_FILE_STREAM, (const char *) data + off,
                                      MIN((size_t) PROTO_DATA_CHUNK, n - off));
         if (r >= 0)
-                r = proto_send_until(a->fd, a->deadline_usec, PROTO_DATA_END, AGENT_FILE_STREAM, NULL, 0);
+                r = proto_send_until(a->fd, a->deadline_msec, PROTO_DATA_END, AGENT_FILE_STREAM, NULL, 0);
         if (r < 0)
                 return r;
         r = recv_frame(a, &res);

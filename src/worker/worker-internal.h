@@ -405,7 +405,7 @@ void worker_op_set_credentials(Worker *w, const JsonValue *req, JsonWriter *jw);
  * write: the whole file (parents made), owned by root. */
 typedef struct AgentFile {
         int fd;
-        int64_t deadline_usec; /* CLOCK_MONOTONIC: of the whole exchange, from the open */
+        int64_t deadline_msec; /* mono_msec(): of the whole exchange, from the open */
 } AgentFile;
 int worker_agent_file_open(Worker *w, const char *id, AgentFile *ret);
 void worker_agent_file_close(AgentFile *a);

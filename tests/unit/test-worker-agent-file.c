@@ -26,7 +26,7 @@ static void pair(int fds[2]) {
 static const AgentFile *af(int fd, int64_t msec) {
         static AgentFile a;
 
-        a = (AgentFile){ .fd = fd, .deadline_usec = mono_usec() + msec * 1000 };
+        a = (AgentFile){ .fd = fd, .deadline_msec = mono_msec() + msec };
         return &a;
 }
 

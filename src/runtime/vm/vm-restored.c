@@ -108,7 +108,7 @@ int vm_agent_sync(const char *agent_socket, char *err, size_t err_size) {
 
 /* One request on a fresh connection, its RESULT or ERROR awaited. */
 static int agent_request(const char *agent_socket, ProtoType type, const char *json, char *err, size_t err_size) {
-        int64_t deadline = mono_usec() + (int64_t) VM_RESTORED_TIMEOUT_MSEC * 1000;
+        int64_t deadline = mono_msec() + VM_RESTORED_TIMEOUT_MSEC;
         _cleanup_close_ int fd = -EBADF;
         int r;
 
