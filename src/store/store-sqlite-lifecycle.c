@@ -38,7 +38,6 @@ static const char *const lifecycle_sql[_SQL_LC_STMT_MAX] = {
         [SQL_LC_SANDBOX_WARM_COUNT] =
                 "SELECT COALESCE(SUM(CASE WHEN state = 'paused' THEN 1 ELSE 0 END), 0), COUNT(*) "
                 "FROM sandboxes WHERE warm_pool = ?1 AND state <> 'deleted'",
-        [SQL_LC_SANDBOX_STATE] = "SELECT state FROM sandboxes WHERE id = ?1",
 
         [SQL_LC_CHECKPOINT_INSERT] =
                 "INSERT INTO checkpoints (" CHECKPOINT_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -62,27 +61,6 @@ static int lc_stmt(SqliteStore *q, SqlLifecycleStmt id, sqlite3_stmt **ret) {
         return sqlite_store_prepare(q, &q->lifecycle[id], lifecycle_sql[id], ret);
 }
 
-/* After an UPDATE that changed nothing: -ESTALE if the sandbox exists, else -ENOENT. */
-static int sandbox_stale_or_missing(SqliteStore *q, const char *id) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r;
-
-        CHECK(lc_stmt(q, SQL_LC_SANDBOX_STATE, &st));
-        CHECK(sqlite_bind_text(q, st, 1, id));
-        r = sqlite_store_step(q, st);
-        if (r < 0)
-                return r;
-        return r > 0 ? -ESTALE : -ENOENT;
-}
-
-/* An UPDATE of one sandbox whose bindings are done: 0 rows = -ESTALE or -ENOENT. */
-static int sandbox_update(SqliteStore *q, sqlite3_stmt *st, const char *id) {
-        int r = sqlite_store_step_changes(q, st);
-        if (r < 0)
-                return r;
-        return r > 0 ? 0 : sandbox_stale_or_missing(q, id);
-}
-
 int sqlite_op_sandbox_touch(Store *s, const char *id, int64_t now) {
         SqliteStore *q = sqlite_store(s);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -90,7 +68,7 @@ int sqlite_op_sandbox_touch(Store *s, const char *id, int64_t now) {
         CHECK(lc_stmt(q, SQL_LC_SANDBOX_TOUCH, &st));
         CHECK(sqlite_bind_text(q, st, 1, id));
         CHECK(sqlite_bind_int64(q, st, 2, now));
-        return sandbox_update(q, st, id);
+        return sqlite_sandbox_update(q, st, id);
 }
 
 int sqlite_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *p, int64_t now) {
@@ -107,7 +85,7 @@ int sqlite_op_sandbox_set_policy(Store *s, const char *id, const SandboxPolicy *
         CHECK(sqlite_bind_int64(q, st, 7, now));
         CHECK(sqlite_bind_int64(q, st, 8, p->auto_resume ? 1 : 0));
         CHECK(sqlite_bind_int64(q, st, 9, (int64_t) p->disk_mb));
-        return sandbox_update(q, st, id);
+        return sqlite_sandbox_update(q, st, id);
 }
 
 int sqlite_op_sandbox_set_timeout_warned(Store *s, const char *id, int64_t now) {
@@ -117,7 +95,7 @@ int sqlite_op_sandbox_set_timeout_warned(Store *s, const char *id, int64_t now) 
         CHECK(lc_stmt(q, SQL_LC_SANDBOX_SET_TIMEOUT_WARNED, &st));
         CHECK(sqlite_bind_text(q, st, 1, id));
         CHECK(sqlite_bind_int64(q, st, 2, now));
-        return sandbox_update(q, st, id);
+        return sqlite_sandbox_update(q, st, id);
 }
 
 int sqlite_op_sandbox_set_processes_preserved(Store *s, const char *id, bool preserved, int64_t now) {
@@ -128,7 +106,7 @@ int sqlite_op_sandbox_set_processes_preserved(Store *s, const char *id, bool pre
         CHECK(sqlite_bind_text(q, st, 1, id));
         CHECK(sqlite_bind_int64(q, st, 2, preserved ? 1 : 0));
         CHECK(sqlite_bind_int64(q, st, 3, now));
-        return sandbox_update(q, st, id);
+        return sqlite_sandbox_update(q, st, id);
 }
 
 int sqlite_op_sandbox_set_network(Store *s, const char *id, const char *network_json, int64_t now) {
@@ -139,7 +117,7 @@ int sqlite_op_sandbox_set_network(Store *s, const char *id, const char *network_
         CHECK(sqlite_bind_text(q, st, 1, id));
         CHECK(sqlite_bind_text(q, st, 2, network_json));
         CHECK(sqlite_bind_int64(q, st, 3, now));
-        return sandbox_update(q, st, id);
+        return sqlite_sandbox_update(q, st, id);
 }
 
 /* The UPDATE of a claim; *ret_id is the claimed sandbox. -ENOENT if none. */

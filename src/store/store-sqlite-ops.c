@@ -119,6 +119,18 @@ static int sandbox_exists(SqliteStore *q, const char *id) {
         return sqlite_store_step(q, st);
 }
 
+int sqlite_sandbox_update(SqliteStore *q, sqlite3_stmt *st, const char *id) {
+        int r = sqlite_store_step_changes(q, st);
+
+        if (r != 0)
+                return r < 0 ? r : 0;
+        /* lost the compare-and-set, or there is no such sandbox */
+        r = sandbox_exists(q, id);
+        if (r < 0)
+                return r;
+        return r > 0 ? -ESTALE : -ENOENT;
+}
+
 /* Tenants */
 
 static int tenant_read(sqlite3_stmt *st, void *ret) {
@@ -552,7 +564,7 @@ static int sandbox_update_state(SqliteStore *q, const char *id, int from, Sandbo
         CHECK(sqlite_bind_int64(q, st, 4, now));
         if (from >= 0)
                 CHECK(sqlite_bind_text(q, st, 5, sandbox_state_to_string(from)));
-        return sqlite_store_step_changes(q, st);
+        return sqlite_sandbox_update(q, st, id);
 }
 
 static int op_sandbox_set_state(Store *s, const char *id, int from, SandboxState to, const char *reason,
@@ -565,13 +577,6 @@ static int op_sandbox_set_state(Store *s, const char *id, int from, SandboxState
         r = sandbox_update_state(q, id, from, to, reason, now);
         if (r < 0)
                 return r;
-        if (r == 0) {
-                /* Lost the compare-and-set, or there is no such sandbox. */
-                r = sandbox_exists(q, id);
-                if (r < 0)
-                        return r;
-                return r > 0 ? -ESTALE : -ENOENT;
-        }
         return sqlite_store_commit(&tx);
 }
 
@@ -594,15 +599,9 @@ static int op_sandbox_take_over(Store *s, const char *id, SandboxState from, con
         CHECK(sqlite_bind_text(q, st, 7, to_worker));
         CHECK(sqlite_bind_text(q, st, 8, sandbox_state_to_string(from)));
         CHECK(sqlite_bind_text(q, st, 9, from_worker));
-        r = sqlite_store_step_changes(q, st);
+        r = sqlite_sandbox_update(q, st, id);
         if (r < 0)
                 return r;
-        if (r == 0) {
-                r = sandbox_exists(q, id);
-                if (r < 0)
-                        return r;
-                return r > 0 ? -ESTALE : -ENOENT;
-        }
         return sqlite_store_commit(&tx);
 }
 
@@ -646,15 +645,9 @@ static int op_sandbox_set_running(Store *s, const char *id, int64_t pid, uint64_
         CHECK(sqlite_bind_int64(q, st, 2, pid));
         CHECK(sqlite_bind_int64(q, st, 3, (int64_t) pid_starttime));
         CHECK(sqlite_bind_int64(q, st, 4, now));
-        r = sqlite_store_step_changes(q, st);
+        r = sqlite_sandbox_update(q, st, id);
         if (r < 0)
                 return r;
-        if (r == 0) {
-                r = sandbox_exists(q, id);
-                if (r < 0)
-                        return r;
-                return r > 0 ? -ESTALE : -ENOENT;
-        }
         CHECK(op_event_append(s, ev));
         return sqlite_store_commit(&tx);
 }
@@ -683,7 +676,7 @@ static int sandbox_purge_row(SqliteStore *q, const char *id) {
 
         CHECK(sqlite_store_stmt(q, SQL_SANDBOX_PURGE, &st));
         CHECK(sqlite_bind_text(q, st, 1, id));
-        return sqlite_store_step_changes(q, st);
+        return sqlite_sandbox_update(q, st, id); /* -ESTALE: it exists but is not deleted */
 }
 
 static int op_sandbox_purge(Store *s, const char *id) {
@@ -695,12 +688,6 @@ static int op_sandbox_purge(Store *s, const char *id) {
         r = sandbox_purge_row(q, id);
         if (r < 0)
                 return r;
-        if (r == 0) {
-                r = sandbox_exists(q, id);
-                if (r < 0)
-                        return r;
-                return r > 0 ? -ESTALE : -ENOENT; /* exists but not deleted */
-        }
         return sqlite_store_commit(&tx);
 }
 

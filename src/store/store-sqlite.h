@@ -66,7 +66,6 @@ typedef enum SqlLifecycleStmt {
         SQL_LC_SANDBOX_SET_NETWORK,
         SQL_LC_SANDBOX_CLAIM_WARM,
         SQL_LC_SANDBOX_WARM_COUNT,
-        SQL_LC_SANDBOX_STATE,
         SQL_LC_CHECKPOINT_INSERT,
         SQL_LC_CHECKPOINT_GET,
         SQL_LC_CHECKPOINT_LIST,
@@ -233,6 +232,10 @@ int sqlite_store_exec(SqliteStore *q, SqlStmt id);
 int sqlite_store_step_changes(SqliteStore *q, sqlite3_stmt *st);
 /* The same for one row: 0 if it changed one, -ENOENT if none. */
 int sqlite_store_step_changed(SqliteStore *q, sqlite3_stmt *st);
+/* A compare-and-set UPDATE (or DELETE) of sandbox id whose bindings are
+ * done: 0 if it changed a row, else -ESTALE if the sandbox exists, -ENOENT
+ * if not. */
+int sqlite_sandbox_update(SqliteStore *q, sqlite3_stmt *st, const char *id);
 
 /* Reads the current row of st into *ret (a Tenant, a Sandbox, ...: the
  * reader's type); -EBADMSG if a value does not fit. */
