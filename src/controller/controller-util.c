@@ -25,6 +25,13 @@ int controller_list_live(Store *s, Sandbox **ret, size_t *ret_n) {
         return store_sandbox_list(s, &f, ret, ret_n);
 }
 
+uint64_t controller_template_newest(Store *s, const char *template_name) {
+        _cleanup_free_ TemplateVersion *list = NULL;
+        size_t n = 0;
+
+        return store_template_version_list(s, template_name, &list, &n) >= 0 && n > 0 ? list[0].version : 0;
+}
+
 int controller_id_generate(char ret[static CONTROLLER_ID_LEN + 1]) {
         uint8_t first;
         int r;

@@ -14,6 +14,8 @@
 void controller_event(Store *s, const Sandbox *sb, const char *type, const char *reason, const char *data);
 /* Every sandbox not in state deleted. */
 int controller_list_live(Store *s, Sandbox **ret, size_t *ret_n);
+/* The newest version of a template: 0 if it has none (a bundled one) or the store failed. */
+uint64_t controller_template_newest(Store *s, const char *template_name);
 /* A fresh id like the API's: [a-z][a-z0-9]{15}. */
 int controller_id_generate(char ret[static CONTROLLER_ID_LEN + 1]);
 /* Takes a checkpoint of sb: a row (not restorable), the worker's snapshot,

@@ -253,14 +253,6 @@ static const char *template_holder(const Pass *p, const char *item) {
         return NULL;
 }
 
-/* Whether version is still the newest of name (a publish may have come since the pass read it). */
-static bool template_newest_is(const Pass *p, const char *name, uint64_t version) {
-        _cleanup_free_ TemplateVersion *list = NULL;
-        size_t n = 0;
-
-        return store_template_version_list(p->store, name, &list, &n) >= 0 && n > 0 && list[0].version == version;
-}
-
 /* item (a template name or one version of it, NAME@vN) to every live worker
  * that lacks it; promote (the newest version's number, or 0): that worker's
  * NAME then becomes this version, as the API did on the workers that were
@@ -287,7 +279,8 @@ static void ship_template(Pass *p, const char *item, const char *name, uint64_t 
                                  res.bytes);
                         p->shipped++;
                 }
-                if (promote == 0 || !template_newest_is(p, name, promote))
+                /* still the newest (a publish may have come since the pass read it)? */
+                if (promote == 0 || controller_template_newest(p->store, name) != promote)
                         continue;
                 e = (ApiError){};
                 if (worker_template_promote_on(p->wc, to, name, promote, &e) < 0)

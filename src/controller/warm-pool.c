@@ -36,15 +36,8 @@ static void remove_warm(Store *s, WorkerClient *w, const Sandbox *sb, const char
                 controller_event(s, sb, "sandbox.deleted", why, NULL);
 }
 
-/* The newest version of the template (0: it has none, a bundled one; or the store failed). */
-static uint64_t template_newest(Store *s, const char *template_name) {
-        _cleanup_free_ TemplateVersion *list = NULL;
-        size_t n = 0;
-
-        return store_template_version_list(s, template_name, &list, &n) >= 0 && n > 0 ? list[0].version : 0;
-}
-
-static int create_warm(Store *s, WorkerClient *w, const Config *c, const char *template_name) {
+/* newest: the template's newest version (0: it has none) */
+static int create_warm(Store *s, WorkerClient *w, const Config *c, const char *template_name, uint64_t newest) {
         Sandbox sb = {
                 .state = SANDBOX_CREATING,
                 .cpu_millis = (uint32_t) c->default_cpu_millis,
@@ -65,8 +58,8 @@ static int create_warm(Store *s, WorkerClient *w, const Config *c, const char *t
         (void) strscpy(sb.worker, sizeof sb.worker, WARM_WORKER_NAME);
         (void) strscpy(sb.warm_pool, sizeof sb.warm_pool, template_name);
         /* the newest version: the insert takes whichever is newest in its transaction */
-        sb.template_version = template_newest(s, template_name);
-        sb.template_newest = sb.template_version > 0;
+        sb.template_version = newest;
+        sb.template_newest = newest > 0;
         for (unsigned i = 0; i < WARM_ID_ATTEMPTS && r == -EEXIST; i++) {
                 char id[CONTROLLER_ID_LEN + 1];
                 r = controller_id_generate(id);
@@ -121,7 +114,7 @@ int warm_pool_run_once(Store *store, WorkerClient *worker, const Config *config,
         if (config_warm_pools(config->warm_pool, pools, &n_pools, err, sizeof err) < 0)
                 n_pools = 0; /* config_finish refused a bad one: cannot happen */
         for (size_t i = 0; i < n_pools; i++)
-                newest[i] = template_newest(store, pools[i].template_name);
+                newest[i] = controller_template_newest(store, pools[i].template_name);
         r = controller_list_live(store, &list, &n);
         if (r < 0)
                 return r;
@@ -161,7 +154,7 @@ int warm_pool_run_once(Store *store, WorkerClient *worker, const Config *config,
                         continue; /* not (yet) there */
                 while (have[i] < pools[i].count && created < WARM_POOL_CREATES_PER_PASS &&
                        live < config->max_sandboxes) {
-                        r = create_warm(store, worker, config, pools[i].template_name);
+                        r = create_warm(store, worker, config, pools[i].template_name, newest[i]);
                         created++;
                         if (r < 0)
                                 break;
