@@ -995,7 +995,10 @@ def test_delete_while_a_checkpoint_ships(cluster):
             finally:
                 recv.close()
         assert node.wait_log("Cancelling the btrfs send", 10, mark)
-        assert not os.path.exists(os.path.join(_pool(c, victim), "sandboxes", sid))
+        # the controller may remove the deleted checkpoint's copy (cancelling
+        # the send) before the teardown thread reaches the root
+        root = os.path.join(_pool(c, victim), "sandboxes", sid)
+        assert _wait(lambda: not os.path.exists(root), 30, "the deleted sandbox's root gone")
     finally:
         c.delete_all()
 
