@@ -390,6 +390,31 @@ static void lost_back_home(ApiRequest *r, const Sandbox *sb) {
                                        now.reason);
 }
 
+/* A volume lives in one worker's pool, and its sandbox is placed there: a
+ * lost sandbox that mounts one cannot come back on another worker (the
+ * volume's files are on the lost one; a copy of them elsewhere would be
+ * older, and two writers would diverge). It waits for its worker, which
+ * keeps everything of it; the refusal says so. */
+static int recover_refused_for_volumes(ApiRequest *r, const Sandbox *sb, ApiError *e) {
+        _cleanup_free_ VolumeMount *m = NULL;
+        size_t n = 0;
+        Volume v = {};
+        int k;
+
+        k = store_volume_mounts(r->store, sb->id, &m, &n);
+        if (k < 0)
+                return api_store_error(e, k, "reading the sandbox's volumes");
+        if (n == 0)
+                return 0;
+        if (store_volume_get(r->store, sb->tenant_id, m[0].volume_name, &v) < 0 || isempty(v.worker))
+                (void) strscpy(v.worker, sizeof v.worker, sb->worker);
+        return api_error(e, -EXDEV, API_CONFLICT,
+                         "sandbox '%s' mounts volume '%s', which lives on worker '%s' (lost): it cannot come back "
+                         "on another worker; it runs again when that worker returns (nothing of it is deleted "
+                         "meanwhile), or delete it",
+                         sb->id, m[0].volume_name, v.worker);
+}
+
 /* A lost sandbox (its worker stopped heartbeating) comes back on another
  * worker that holds a shipped copy of the checkpoint: a new root from it
  * there, its processes start afresh. */
@@ -407,6 +432,9 @@ static int recover_lost(ApiRequest *r, Sandbox *sb, const Checkpoint *ck, ApiErr
                 return k;
         if (!worker_client_is_cluster(r->worker))
                 return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is lost: it can only be deleted", sb->id);
+        k = recover_refused_for_volumes(r, sb, e);
+        if (k < 0)
+                return k;
         k = worker_sandbox_recover(r->worker, sb, ck->id, worker, &pid, &starttime, e);
         if (k < 0) {
                 (void) worker_failed(e, k);

@@ -1889,3 +1889,45 @@ def test_volume_lives_on_one_worker_and_placement_follows(cluster):
     r = c.req(c.apis[1], "DELETE", f"/v1/volumes/{name}")
     assert r.status == 204, r
     assert c.req(c.apis[0], "GET", f"/v1/volumes/{name}").status == 404
+
+
+@pytest.mark.timeout(300)
+def test_lost_sandbox_with_a_volume_waits_for_its_worker(cluster):
+    """A lost sandbox that mounts a volume is not recovered on another worker
+    from a shipped checkpoint (the volume's files are on the lost one): the
+    restore is refused, saying why, nothing is removed, and the sandbox runs
+    on with the volume's files once its worker is back."""
+    c = cluster
+    api = c.apis[0]
+    name = f"lvol-{secrets.token_hex(4)}"
+    r = c.req(api, "POST", "/v1/volumes", json={"name": name, "size_mb": 32})
+    assert r.status == 201, r
+    home = r.json()["worker"]
+    try:
+        r = c.req(api, "POST", "/v1/sandboxes", json={"disk_mb": 256, "volumes": [{"name": name, "path": "/v"}]})
+        assert r.status == 201 and r.json()["worker"] == home, r
+        sid = r.json()["id"]
+        assert c.exec_out(api, sid, "echo written-before > /v/data && echo root > /root-note")[0] == 0
+        r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "with-volume"})
+        assert r.status == 201, r
+        ck = r.json()["id"]
+        _wait(lambda: _shipped(c, api, sid, ck), 60, "the checkpoint shipped")
+        os.kill(c.workers[home].pid, signal.SIGSTOP)
+        try:
+            _wait(lambda: c.sandbox(api, sid)["state"] == "lost", 30, "the sandbox lost")
+            r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "with-volume"})
+            assert r.status == 409, r
+            msg = r.json()["error"]["message"]
+            assert f"mounts volume '{name}'" in msg and f"worker '{home}'" in msg, msg
+            sb = c.sandbox(api, sid)
+            assert sb["state"] == "lost" and sb["worker"] == home, sb
+            assert not c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.recovered"}) \
+                .json()["events"]
+        finally:
+            os.kill(c.workers[home].pid, signal.SIGCONT)
+        _wait(lambda: c.sandbox(api, sid)["state"] == "running", 60, "the sandbox back with its worker")
+        code, out = c.exec_out(c.apis[1], sid, "cat /v/data /root-note")
+        assert code == 0 and out == "written-before\nroot\n", (code, out)
+    finally:
+        c.delete_all()
+    assert c.req(api, "DELETE", f"/v1/volumes/{name}").status == 204
