@@ -245,8 +245,22 @@ def netns_list():
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
+# A namespace that `ip netns exec` makes copies every mount of the host's, the
+# pools of the e2e daemons among them. On a host whose mounts are private (no
+# systemd) a copy is not unmounted with the pool, and holds its loop device
+# until the command ends, long after its spaced released it. The command drops
+# those copies (in its namespace only) before it runs.
+_DROP_POOL_COPIES = ("for m in $(awk '$5 ~ \"^/tmp/space-e2e-\" {print $5}' /proc/self/mountinfo | sort -r); "
+                     "do umount -l \"$m\" 2>/dev/null; done; exec \"$@\"")
+
+
+def netns_exec(netns):
+    """The argv prefix that runs a command in netns (like `ip netns exec`)."""
+    return ["ip", "netns", "exec", netns, "/bin/sh", "-c", _DROP_POOL_COPIES, "sh"]
+
+
 def _in_netns(netns, cmd):
-    return ["ip", "netns", "exec", netns] + cmd if netns else cmd
+    return netns_exec(netns) + cmd if netns else cmd
 
 
 def nft_table_exists(table, netns=None):

@@ -30,6 +30,8 @@ import time
 
 import pytest
 
+from e2e_host import netns_exec
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("SPACE_BUILD_DIR", os.path.join(REPO, "build"))
 GATEWAY_RUN = os.path.join(BUILD, "tests", "gateway-run")
@@ -72,13 +74,13 @@ def sandbox_link(ns_gw, ns_sb, table, link, host_end, sb_ip, ports=(10053, 10080
     table `table` for the link prefix (up to the last '-' of `link`) with the
     gateway's ports `ports` (DNS, proxy, transparent, first UDP port). Both
     stay in `ns_gw`: deleting the namespaces (or `drop_table`) removes them."""
-    r = subprocess.run(["ip", "netns", "exec", ns_gw, SANDBOX_LINK, table, link, f"/run/netns/{ns_sb}", host_end,
+    r = subprocess.run([*netns_exec(ns_gw), SANDBOX_LINK, table, link, f"/run/netns/{ns_sb}", host_end,
                         sb_ip, *map(str, ports)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
 
 
 def drop_table(ns_gw, table):
-    subprocess.run(["ip", "netns", "exec", ns_gw, "nft", "delete", "table", "inet", table], capture_output=True)
+    subprocess.run([*netns_exec(ns_gw), "nft", "delete", "table", "inet", table], capture_output=True)
 
 
 @contextlib.contextmanager
@@ -109,7 +111,7 @@ class Gateway:
     def __init__(self, ns, upstream, extra=(), env=None):
         self.sock, child = socket.socketpair()
         cfd = child.fileno()
-        self.proc = subprocess.Popen(["ip", "netns", "exec", ns, GATEWAY_RUN, "--upstream", upstream,
+        self.proc = subprocess.Popen([*netns_exec(ns), GATEWAY_RUN, "--upstream", upstream,
                                       "--pool", "10.231.0.0/16", "--control-fd", str(cfd), *extra],
                                      pass_fds=(cfd,), stderr=subprocess.PIPE, env=env)
         child.close()
@@ -207,13 +209,13 @@ def net(tmp_path_factory):
            "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
         log = f"{tmp}/upstream.log"
         open(log, "w").close()
-        srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], PY, SERVERS, log, f"{tmp}/srv.pem",
+        srv = subprocess.Popen([*netns_exec(ns["srv"]), PY, SERVERS, log, f"{tmp}/srv.pem",
                                 f"{tmp}/srv.key", json.dumps(ZONE)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(srv)
         assert srv.stdout.readline().strip() == "ready"
         # a service on the host's loopback that no sandbox may reach
-        lo = subprocess.Popen(["ip", "netns", "exec", ns["gw"], PY, "-c",
+        lo = subprocess.Popen([*netns_exec(ns["gw"]), PY, "-c",
                                "import socket,sys\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
                                "s.bind(('127.0.0.1',5555));s.listen();print('ready',flush=True)\n"
                                "s.settimeout(None)\nwhile True:\n c,_=s.accept();print('accepted',flush=True);c.close()"],
@@ -239,7 +241,7 @@ def net(tmp_path_factory):
 
 
 def in_sb(net, *args, timeout=20):
-    return subprocess.run(["ip", "netns", "exec", net["ns"]["sb"], *args], capture_output=True, text=True,
+    return subprocess.run([*netns_exec(net["ns"]["sb"]), *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -386,7 +388,7 @@ def test_dns_from_another_source_ignored(net):
     # from the gw namespace itself (source 10.231.0.0, not the sandbox's): no answer
     code = DNS_QUERY.replace("sys.argv[1]", "'allowed.test'").replace("int(sys.argv[2])", "1") \
         .replace('sys.argv[3] == "tcp"', "False").replace('("10.231.0.0", 53)', '("10.231.0.0", 10053)')
-    r = subprocess.run(["ip", "netns", "exec", net["ns"]["gw"], PY, "-c", code], capture_output=True, text=True,
+    r = subprocess.run([*netns_exec(net["ns"]["gw"]), PY, "-c", code], capture_output=True, text=True,
                        timeout=20)
     assert r.returncode != 0 and "timed out" in r.stderr
 
@@ -610,7 +612,7 @@ def test_udp_refused_addresses_and_deny_rules(net):
 
 def input_drops(net):
     """Packets the production table's input chain dropped so far (its `counter drop` rule)."""
-    out = sh("ip", "netns", "exec", net["ns"]["gw"], "nft", "-j", "list", "chain", "inet", net["table"], "input").stdout
+    out = sh(*netns_exec(net["ns"]["gw"]), "nft", "-j", "list", "chain", "inet", net["table"], "input").stdout
     rules = [o["rule"]["expr"] for o in json.loads(out)["nftables"] if "rule" in o]
     drops = [e for r in rules if {"drop": None} in r for e in r if "counter" in e]
     assert len(drops) == 1, rules
@@ -638,7 +640,7 @@ def test_udp_forged_source_not_relayed(net):
             assert out == "none"
             assert input_drops(net) > drops     # the firewall dropped it
             # the gateway's own check: the forged source let through by the table's set
-            sh("ip", "netns", "exec", net["ns"]["gw"], "nft", "add", "element", "inet", net["table"], "links",
+            sh(*netns_exec(net["ns"]["gw"]), "nft", "add", "element", "inet", net["table"], "links",
                f"{{ {forged} }}")
             try:
                 drops = input_drops(net)
@@ -646,7 +648,7 @@ def test_udp_forged_source_not_relayed(net):
                 assert out == "none"
                 assert input_drops(net) == drops    # past the firewall this time
             finally:
-                sh("ip", "netns", "exec", net["ns"]["gw"], "nft", "delete", "element", "inet", net["table"], "links",
+                sh(*netns_exec(net["ns"]["gw"]), "nft", "delete", "element", "inet", net["table"], "links",
                    f"{{ {forged} }}")
         finally:
             in_sb(net, "ip", "addr", "del", "10.231.0.9/32", "dev", "eth0")
@@ -1092,7 +1094,7 @@ sys.stdin.read()       # reads nothing more until the test is done
 
 def gw_socket_info(net, port):
     """ss -ti of the gateway's (single) socket on local port `port` in the host namespace."""
-    out = sh("ip", "netns", "exec", net["ns"]["gw"], "ss", "-tinH", "state", "established",
+    out = sh(*netns_exec(net["ns"]["gw"]), "ss", "-tinH", "state", "established",
              f"( sport = :{port} )").stdout
     return out
 
@@ -1109,7 +1111,7 @@ def test_relay_keeps_unsent_bytes_in_the_gateway(net, via):
     softirq, on its CPU: the tunnel's throughput halves on an idle host
     (bench/gateway.py)."""
     port = 10081 if via == "transparent" else 10080
-    p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", STALLED_READER, via],
+    p = subprocess.Popen([*netns_exec(net["ns"]["sb"]), PY, "-c", STALLED_READER, via],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "stalled", p.stderr.read() if p.poll() is not None else ""
@@ -1139,17 +1141,17 @@ def test_relay_sandbox_leg_unpaced(net, via):
     the host's default (BBR here) paces, and TCP's internal pacing on a link
     without an fq qdisc cost the gateway ~40% more CPU per download
     (bench/gateway.py). The upstream socket keeps the host's default."""
-    default = sh("ip", "netns", "exec", net["ns"]["gw"], "sysctl", "-n", "net.ipv4.tcp_congestion_control").stdout.strip()
+    default = sh(*netns_exec(net["ns"]["gw"]), "sysctl", "-n", "net.ipv4.tcp_congestion_control").stdout.strip()
     if default == "reno":
         pytest.skip("the host's default congestion control is Reno: nothing to tell apart")
     port = 10081 if via == "transparent" else 10080
-    p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", STALLED_READER, via],
+    p = subprocess.Popen([*netns_exec(net["ns"]["sb"]), PY, "-c", STALLED_READER, via],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "stalled", p.stderr.read() if p.poll() is not None else ""
         towards_sb = gw_socket_info(net, port)
         assert towards_sb.count("\n") <= 2 and "reno" in towards_sb.split(), towards_sb
-        upstream = sh("ip", "netns", "exec", net["ns"]["gw"], "ss", "-tinH", "state", "established",
+        upstream = sh(*netns_exec(net["ns"]["gw"]), "ss", "-tinH", "state", "established",
                       "( dport = :80 )").stdout
         assert upstream.count("\n") <= 2 and default in upstream.split(), upstream
     finally:
@@ -1167,7 +1169,7 @@ def test_stalled_reader_bounds_what_the_gateway_takes_in(net, via):
     window shuts. An in-kernel relay (SK_SKB verdict redirect through a
     SOCKHASH, tried: docs/network.md) fails this: the kernel takes the whole
     256 MiB within 0.2 s and holds it, unaccounted, on the peer's psock."""
-    p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", STALLED_READER, via],
+    p = subprocess.Popen([*netns_exec(net["ns"]["sb"]), PY, "-c", STALLED_READER, via],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "stalled", p.stderr.read() if p.poll() is not None else ""
@@ -1179,7 +1181,7 @@ def test_stalled_reader_bounds_what_the_gateway_takes_in(net, via):
         while len(taken) < 15 or taken[-1] != taken[-6]:
             assert time.monotonic() < deadline, f"what the gateway takes in never stopped growing: {taken[-20:]}"
             time.sleep(0.2)
-            out = sh("ip", "netns", "exec", net["ns"]["gw"], "ss", "-tinH", "( dport = :80 )").stdout
+            out = sh(*netns_exec(net["ns"]["gw"]), "ss", "-tinH", "( dport = :80 )").stdout
             m = [int(f.split(":")[1]) for f in out.split() if f.startswith("bytes_received:")]
             assert len(m) == 1, out             # the stalled reader's upstream connection, still open
             taken.append(m[0])
@@ -1242,7 +1244,7 @@ class CutClient:
 
     def __init__(self, net, via, host, size, ca=None, proxy=HOST_END):
         self.size = size
-        self.p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", CUT_CLIENT, via, host, str(size),
+        self.p = subprocess.Popen([*netns_exec(net["ns"]["sb"]), PY, "-c", CUT_CLIENT, via, host, str(size),
                                    ca or f"{net['tmp']}/ca.pem", proxy],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.p.stdout.readline().strip()
@@ -1352,7 +1354,7 @@ def test_policy_change_cuts_a_tcp_relay_when_its_rule_goes(net):
     procs = []
     try:
         def relay():
-            p = subprocess.Popen(["ip", "netns", "exec", net["ns"]["sb"], PY, "-c", TCP_RELAY, SRV_B, "2222"],
+            p = subprocess.Popen([*netns_exec(net["ns"]["sb"]), PY, "-c", TCP_RELAY, SRV_B, "2222"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             procs.append(p)
             assert p.stdout.readline().strip() == "relaying", p.stderr.read() if p.poll() is not None else ""
@@ -1364,7 +1366,7 @@ def test_policy_change_cuts_a_tcp_relay_when_its_rule_goes(net):
         assert out.strip() == "echo", out
         assert cut_events(gw, since=since) == []
         for _ in range(100):        # the kept relay's end goes through the gateway to the upstream
-            open_ = sh("ip", "netns", "exec", net["ns"]["gw"], "ss", "-tnH", "( dport = :2222 )").stdout.strip()
+            open_ = sh(*netns_exec(net["ns"]["gw"]), "ss", "-tnH", "( dport = :2222 )").stdout.strip()
             if not open_:
                 break
             time.sleep(0.1)
@@ -1392,7 +1394,7 @@ def test_policy_change_refuses_a_proxy_request_still_resolving(net):
     once with the 403 a new request gets and the event saying why (not left
     to the lookup, which would connect it)."""
     ns = net["ns"]
-    silent = subprocess.Popen(["ip", "netns", "exec", ns["srv"], PY, "-c",
+    silent = subprocess.Popen([*netns_exec(ns["srv"]), PY, "-c",
                                "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
                                f"s.bind(('{SRV_A}',5399));print('ready',flush=True)\n"
                                "while True:\n q=s.recv(512);print('query',flush=True)"],
@@ -1406,7 +1408,7 @@ def test_policy_change_refuses_a_proxy_request_still_resolving(net):
                 gw = Gateway(ns["gw"], f"{SRV_A}:5399", ["--events-per-sec", "1000", *sbx["gateway_ports"]])
                 assert gw.request("register", id="sbr", tenant="t1", sandbox_ip=OTHER_SB_IP,
                                   host_ip=OTHER_HOST_END, policy=POLICY)["ok"]
-                client = subprocess.Popen(["ip", "netns", "exec", sbx["ns"]["sb"], "curl", "-sS", "--max-time", "30",
+                client = subprocess.Popen([*netns_exec(sbx["ns"]["sb"]), "curl", "-sS", "--max-time", "30",
                                            "-x", f"http://{OTHER_HOST_END}:12080", "http://allowed.test/"],
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 assert silent.stdout.readline().strip() == "query"      # the gateway is resolving

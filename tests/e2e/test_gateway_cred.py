@@ -21,6 +21,8 @@ import time
 
 import pytest
 
+from e2e_host import netns_exec
+
 from test_gateway import (BUILD, GATEWAY_RUN, PY, SANDBOX_LINK, SERVERS, CutClient, Gateway, cut_events, sandbox_link,
                           sh)
 
@@ -82,7 +84,7 @@ def cnet(tmp_path_factory):
         seal(str(tmp), "cr_warmup", "warmup", "x")   # makes the master key before the gateway reads it
         log = f"{tmp}/upstream.log"
         open(log, "w").close()
-        srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], PY, SERVERS, log, f"{tmp}/srv.pem",
+        srv = subprocess.Popen([*netns_exec(ns["srv"]), PY, SERVERS, log, f"{tmp}/srv.pem",
                                 f"{tmp}/srv.key", json.dumps(ZONE)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(srv)
@@ -100,7 +102,7 @@ def cnet(tmp_path_factory):
                 f.write(os.urandom(3 * 1024 * 1024 + 17))
             h2log = f"{tmp}/nghttpd.log"
             h2out = open(h2log, "w")
-            h2 = subprocess.Popen(["ip", "netns", "exec", ns["srv"], NGHTTPD, "-v", "-a", SRV_H2, "-d", f"{tmp}/www",
+            h2 = subprocess.Popen([*netns_exec(ns["srv"]), NGHTTPD, "-v", "-a", SRV_H2, "-d", f"{tmp}/www",
                                    "-p", "/index.html=/pushed.html", "--trailer", "x-space-trailer: done",
                                    "443", f"{tmp}/srv.key", f"{tmp}/srv.pem"],
                                   stdin=subprocess.PIPE, stdout=h2out, stderr=subprocess.STDOUT)
@@ -144,7 +146,7 @@ def cnet_gateway(net, extra=(), env=None):
 
 def wait_listening(ns, addr, port):
     for _ in range(100):
-        if subprocess.run(["ip", "netns", "exec", ns, "ss", "-Htln", f"src {addr}:{port}"], capture_output=True,
+        if subprocess.run([*netns_exec(ns), "ss", "-Htln", f"src {addr}:{port}"], capture_output=True,
                           text=True).stdout.strip():
             return
         time.sleep(0.05)
@@ -173,7 +175,7 @@ def set_creds(net, creds):
 
 
 def curl(net, *args):
-    r = subprocess.run(["ip", "netns", "exec", net["ns"]["sb"], "curl", "-sS", "--max-time", "10",
+    r = subprocess.run([*netns_exec(net["ns"]["sb"]), "curl", "-sS", "--max-time", "10",
                         "--cacert", f"{net['tmp']}/sbca.pem", *args], capture_output=True, text=True, timeout=30)
     return r.returncode, r.stdout, r.stderr
 
@@ -212,7 +214,7 @@ def test_placeholder_replaced_keepalive_and_rotation(cnet):
             f"print(r.status, flush=True); sys.stdin.readline()\n"
             f"c.request('GET', '/{tok}/2', headers={{'Authorization': 'Token space-cred-ph'}}); r = c.getresponse(); r.read()\n"
             f"print(r.status, flush=True)\n")
-    p = subprocess.Popen(["ip", "netns", "exec", cnet["ns"]["sb"], PY, "-c", code, f"{cnet['tmp']}/sbca.pem"],
+    p = subprocess.Popen([*netns_exec(cnet["ns"]["sb"]), PY, "-c", code, f"{cnet['tmp']}/sbca.pem"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "200", p.stderr.read()

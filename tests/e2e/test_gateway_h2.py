@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+from e2e_host import netns_exec
+
 from test_gateway_cred import (CRED_HOST, FLIPHOST, GRPCHOST, H2HOST, HOST_END, NGHTTPD, OTHER, SB_IP,  # noqa: F401
                                SRV_GRPC, SRV_H2, cnet, cnet_gateway, cred, curl, set_creds, upstream, wait_listening)
 
@@ -87,7 +89,7 @@ def test_h2_placeholder_replaced_trailers_passed_push_refused(h2net):
     (_, _, h), = received(h2net, tok)
     assert h["x-api-key"] == v and h["x-other"] == f"prefix {v}", h
     # the upstream's trailer (HEADERS after DATA, as gRPC's status) reaches the client: nghttp shows it (curl does not)
-    r = subprocess.run(["ip", "netns", "exec", h2net["ns"]["sb"], NGHTTP, "-v", f"https://{H2HOST}/index.html?{tok}t"],
+    r = subprocess.run([*netns_exec(h2net["ns"]["sb"]), NGHTTP, "-v", f"https://{H2HOST}/index.html?{tok}t"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"recv \(stream_id=\d+\) x-space-trailer: done", r.stdout), r.stdout
@@ -193,7 +195,7 @@ def test_upstream_gone_before_the_first_request_is_answered(h2net):
     assert set_creds(h2net, [cred(h2net, "late", v, [H2HOST])])["ok"]
     for delay in ("0", "0.5"):
         tok = secrets.token_hex(4)
-        r = subprocess.run(["ip", "netns", "exec", h2net["ns"]["sb"], "/usr/bin/python3", "-c", LATE_H1,
+        r = subprocess.run([*netns_exec(h2net["ns"]["sb"]), "/usr/bin/python3", "-c", LATE_H1,
                             f"{h2net['tmp']}/sbca.pem", H2HOST, tok, delay], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("HTTP/1.1 502 "), (delay, r.stdout)
@@ -225,12 +227,12 @@ def test_upstream_socket_ends_without_close_notify_before_the_request(h2net):
     with the reason, not a connection the gateway closed under it."""
     assert set_creds(h2net, [cred(h2net, "mute", "sk-gw-" + secrets.token_hex(12), [GRPCHOST])])["ok"]
     ns, tmp = h2net["ns"]["srv"], h2net["tmp"]
-    p = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", MUTE_SERVER, f"{tmp}/srv.pem",
+    p = subprocess.Popen([*netns_exec(ns), "/usr/bin/python3", "-c", MUTE_SERVER, f"{tmp}/srv.pem",
                           f"{tmp}/srv.key", SRV_GRPC], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(ns, SRV_GRPC, 443)
         for delay in ("0.6", "1"):
-            r = subprocess.run(["ip", "netns", "exec", h2net["ns"]["sb"], "/usr/bin/python3", "-c", LATE_H1,
+            r = subprocess.run([*netns_exec(h2net["ns"]["sb"]), "/usr/bin/python3", "-c", LATE_H1,
                                 f"{tmp}/sbca.pem", GRPCHOST, secrets.token_hex(4), delay],
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, r.stderr
@@ -337,7 +339,7 @@ print(json.dumps(out))
 
 
 def hostile(net, mode, tok="", host=H2HOST):
-    r = subprocess.run(["ip", "netns", "exec", net["ns"]["sb"], "/usr/bin/python3", "-c", HOSTILE,
+    r = subprocess.run([*netns_exec(net["ns"]["sb"]), "/usr/bin/python3", "-c", HOSTILE,
                         f"{net['tmp']}/sbca.pem", host, OTHER, mode, tok], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -397,7 +399,7 @@ def test_h2_choice_remembered_and_relearned_when_the_upstream_changes(h2net):
     ns, tmp = h2net["ns"]["srv"], h2net["tmp"]
     url = f"https://{FLIPHOST}:8443/index.html"
     proxy = ("-x", f"http://{HOST_END}:10080")
-    p = subprocess.Popen(["ip", "netns", "exec", ns, NGHTTPD, "-a", SRV_H2, "-d", f"{tmp}/www", "8443",
+    p = subprocess.Popen([*netns_exec(ns), NGHTTPD, "-a", SRV_H2, "-d", f"{tmp}/www", "8443",
                           f"{tmp}/srv.key", f"{tmp}/srv.pem"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(ns, SRV_H2, 8443)
@@ -407,7 +409,7 @@ def test_h2_choice_remembered_and_relearned_when_the_upstream_changes(h2net):
     finally:
         p.kill()
         p.wait()
-    p = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", H1_SERVER, f"{tmp}/srv.pem",
+    p = subprocess.Popen([*netns_exec(ns), "/usr/bin/python3", "-c", H1_SERVER, f"{tmp}/srv.pem",
                           f"{tmp}/srv.key", SRV_H2], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(ns, SRV_H2, 8443)
@@ -497,11 +499,11 @@ def test_grpc_client_gets_the_credential_on_every_call(h2net):
     assert set_creds(h2net, [cred(h2net, "grpc", v, [GRPCHOST])])["ok"]
     ns, tmp, tok = h2net["ns"], h2net["tmp"], secrets.token_hex(4)
     log = f"{tmp}/grpc-{tok}.log"
-    srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], "/usr/bin/python3", "-c", GRPC_SERVER, f"{tmp}/srv.pem",
+    srv = subprocess.Popen([*netns_exec(ns["srv"]), "/usr/bin/python3", "-c", GRPC_SERVER, f"{tmp}/srv.pem",
                             f"{tmp}/srv.key", SRV_GRPC, log], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert srv.stdout.readline().strip() == "ready"
-        r = subprocess.run(["ip", "netns", "exec", ns["sb"], "/usr/bin/python3", "-c", GRPC_CLIENT, f"{tmp}/sbca.pem",
+        r = subprocess.run([*netns_exec(ns["sb"]), "/usr/bin/python3", "-c", GRPC_CLIENT, f"{tmp}/sbca.pem",
                             GRPCHOST, tok], capture_output=True, text=True, timeout=60,
                            env={"GRPC_DNS_RESOLVER": "native", "PATH": "/usr/bin:/bin"})
         assert r.returncode == 0, r.stderr
@@ -565,7 +567,7 @@ while True:
 def test_h2_upstream_goaway_relayed_and_unanswered_stream_refused(h2net):
     assert set_creds(h2net, [cred(h2net, "h2g", "sk-gw-" + secrets.token_hex(12), [GRPCHOST])])["ok"]
     ns, tmp = h2net["ns"], h2net["tmp"]
-    srv = subprocess.Popen(["ip", "netns", "exec", ns["srv"], "/usr/bin/python3", "-c", GOAWAY_SERVER,
+    srv = subprocess.Popen([*netns_exec(ns["srv"]), "/usr/bin/python3", "-c", GOAWAY_SERVER,
                             f"{tmp}/srv.pem", f"{tmp}/srv.key", SRV_GRPC], stdout=subprocess.PIPE, text=True)
     try:
         assert srv.stdout.readline().strip() == "ready"
@@ -589,7 +591,7 @@ def test_h2_connection_cut_when_its_host_is_denied(h2net):
     assert set_creds(h2net, [cred(h2net, "h2cut", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
     size = os.path.getsize(f"{h2net['tmp']}/www/big")
     dst = f"{h2net['tmp']}/cut-{secrets.token_hex(4)}"
-    p = subprocess.Popen(["ip", "netns", "exec", h2net["ns"]["sb"], "curl", "-sSv", "--http2", "--limit-rate", "64k",
+    p = subprocess.Popen([*netns_exec(h2net["ns"]["sb"]), "curl", "-sSv", "--http2", "--limit-rate", "64k",
                           "--max-time", "120", "--cacert", f"{h2net['tmp']}/sbca.pem", "-w", "%{http_version}",
                           "-o", dst, f"https://{H2HOST}/big"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -689,7 +691,7 @@ def test_h2_cut_by_the_policy_is_a_goaway(h2net, mode):
     from test_gateway import cut_events
     gw = h2net["gw"]
     assert set_creds(h2net, [cred(h2net, "h2ga", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
-    p = subprocess.Popen(["ip", "netns", "exec", h2net["ns"]["sb"], "/usr/bin/python3", "-c", CUT_CLIENT,
+    p = subprocess.Popen([*netns_exec(h2net["ns"]["sb"]), "/usr/bin/python3", "-c", CUT_CLIENT,
                           f"{h2net['tmp']}/sbca.pem", H2HOST, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
@@ -743,7 +745,7 @@ def gateway_socket(net, port):
     """The gateway's established socket for the sandbox's connection from port (ss in the gateway's
     namespace; one the gateway has closed is no longer established, even while its kernel still sends
     what was queued)."""
-    r = subprocess.run(["ip", "netns", "exec", net["ns"]["gw"], "ss", "-Htn", "state", "established",
+    r = subprocess.run([*netns_exec(net["ns"]["gw"]), "ss", "-Htn", "state", "established",
                         f"dst {SB_IP}:{port}"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
@@ -874,7 +876,7 @@ FLOOD_TAKEN_MAX = 16 << 20           # what it may get sent at all: the two sock
 
 def slots_given_back(net):
     """STUCK_CONNS connections at once from the sandbox (the gateway's limit): every one served."""
-    r = subprocess.run(["ip", "netns", "exec", net["ns"]["sb"], "/usr/bin/python3", "-c", MANY_CLIENT,
+    r = subprocess.run([*netns_exec(net["ns"]["sb"]), "/usr/bin/python3", "-c", MANY_CLIENT,
                         f"{net['tmp']}/sbca.pem", H2HOST, str(STUCK_CONNS)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
@@ -903,7 +905,7 @@ def test_h2_cut_of_a_sandbox_that_stops_reading_ends_at_the_deadline(h2net, mode
     with gateway_options(h2net, "--conns", str(STUCK_CONNS), "--handshake-timeout", str(STUCK_DEADLINE),
                          env={**os.environ, "ASAN_OPTIONS": asan}) as gw:
         assert set_creds(h2net, [cred(h2net, "h2stuck", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
-        p = subprocess.Popen(["ip", "netns", "exec", h2net["ns"]["sb"], "/usr/bin/python3", "-c", STUCK_CLIENT,
+        p = subprocess.Popen([*netns_exec(h2net["ns"]["sb"]), "/usr/bin/python3", "-c", STUCK_CLIENT,
                               f"{h2net['tmp']}/sbca.pem", H2HOST, mode], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:

@@ -98,13 +98,13 @@ def world(e2e_session, request, tmp_path_factory, probes):
            "-CAcreateserial", "-days", "2", "-extfile", f"{tmp}/ext", "-out", f"{tmp}/srv.pem")
         log = f"{tmp}/upstream.log"
         open(log, "w").close()
-        srv = subprocess.Popen(["ip", "netns", "exec", F, PY, SERVERS, log, f"{tmp}/srv.pem", f"{tmp}/srv.key",
+        srv = subprocess.Popen([*host.netns_exec(F), PY, SERVERS, log, f"{tmp}/srv.pem", f"{tmp}/srv.key",
                                 json.dumps(ZONE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(srv)
         assert srv.stdout.readline().strip() == "ready"
         # services of the "host" (D) that no sandbox may reach: loopback and every address, TCP and UDP
         hostlog = f"{tmp}/host.log"
-        svc = subprocess.Popen(["ip", "netns", "exec", D, PY, "-c", HOST_SERVICES, hostlog],
+        svc = subprocess.Popen([*host.netns_exec(D), PY, "-c", HOST_SERVICES, hostlog],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(svc)
         assert svc.stdout.readline().strip() == "ready"

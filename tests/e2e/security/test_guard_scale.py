@@ -71,7 +71,7 @@ def world(e2e_session, request, tmp_path_factory):
             sh("ip", "-n", D, "link", "set", dev, "up")
         hostlog = f"{tmp}/host.log"
         open(hostlog, "w").close()
-        svc = subprocess.Popen(["ip", "netns", "exec", D, PY, "-c", HOST_SERVICE, hostlog, str(PORT)],
+        svc = subprocess.Popen([*host.netns_exec(D), PY, "-c", HOST_SERVICE, hostlog, str(PORT)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(svc)
         assert svc.stdout.readline().strip() == "ready"

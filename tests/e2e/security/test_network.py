@@ -381,7 +381,7 @@ def far_host_listen(ns, addr, port, seconds):
         "    for s in r:\n"
         "        if s is u: print('udp',u.recvfrom(100)[0].decode(),flush=True)\n"
         "        else: c,_=t.accept(); print('tcp',flush=True); c.close()\n")
-    p = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", script, addr, str(port), str(seconds)],
+    p = subprocess.Popen([*host.netns_exec(ns), "/usr/bin/python3", "-c", script, addr, str(port), str(seconds)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
     return p
