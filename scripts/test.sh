@@ -40,8 +40,17 @@ else
         tail -n 25 build/unit.log
 fi
 
+# the e2e modules run in SPACE_TEST_JOBS sessions at once (default 2; 1: one
+# after another). Each session has its own spaced, state, addresses and names;
+# the modules that make host networking run together in one of them.
+jobs=${SPACE_TEST_JOBS:-2}
+parallel=()
+if [ "$jobs" -gt 1 ] && /usr/bin/python3 -c 'import xdist' 2>/dev/null; then
+        parallel=(-n "$jobs" --dist loadgroup)
+fi
 e2e_rc=0
-/usr/bin/python3 -m pytest -p no:cacheprovider -q --durations=30 tests/e2e 2>&1 | tee build/e2e.log || e2e_rc=$?
+/usr/bin/python3 -m pytest -p no:cacheprovider -q --durations=30 "${parallel[@]}" tests/e2e 2>&1 |
+        tee build/e2e.log || e2e_rc=$?
 
 /usr/bin/python3 - "$unit_rc" "$e2e_rc" <<'PY'
 import re, sys

@@ -4,7 +4,9 @@ directory, the API and CLI helpers, and the residue checks around every
 test and at the end of the session."""
 
 import atexit
+import functools
 import os
+import re
 import shutil
 import signal
 import sys
@@ -50,8 +52,12 @@ def e2e_session(request):
     if os.path.isdir(old_logs):
         for f in os.listdir(old_logs):
             if f.startswith("spaced-") and f.endswith(".log"):
-                os.unlink(os.path.join(old_logs, f))
+                try:
+                    os.unlink(os.path.join(old_logs, f))
+                except FileNotFoundError:
+                    pass
     yield s
+    s.host_net_ours = not _is_xdist_worker(request.config) or _ran_host_net
     problems = []
     for d in s.daemons:
         if d.running:
@@ -151,6 +157,10 @@ def _watchdog(request):
 
 @pytest.fixture(autouse=True)
 def _residue(e2e_session, request):
+    global _ran_host_net
+    if _is_xdist_worker(request.config):
+        e2e_session.host_net_ours = _makes_host_net(str(request.node.fspath))
+        _ran_host_net = _ran_host_net or e2e_session.host_net_ours
     request.node._e2e_log_offsets = {d.n: d.log_size() for d in e2e_session.daemons}
     before = residue.snapshot(e2e_session)
     yield
@@ -182,10 +192,69 @@ def pytest_runtest_makereport(item, call):
         rep.sections.append((f"spaced #{d.n} log ({d.log_path})", body))
 
 
+# ---- several sessions at once (pytest-xdist, -n N): a worker process runs
+# whole modules with a session of its own and hands its measurements and late
+# problems to the controlling process, which prints them ----
+
+_worker_notes = []
+_ran_host_net = False
+# what makes network namespaces or host links of its own (or uses a helper
+# that does): every such module runs in one session, one after another, and
+# only that session judges them as residue (their names are not the session's)
+_HOST_NET = re.compile(r'netns", "add"|netns add|"link", "add"|link add|e2e_upstream|gateway_servers')
+_LOCAL_IMPORT = re.compile(r"^\s*(?:from|import)\s+(\w+)", re.M)
+
+
+def _is_xdist_worker(config):
+    return hasattr(config, "workeroutput")
+
+
+@functools.lru_cache(maxsize=None)
+def _makes_host_net(path, _seen=()):
+    """Also when a module it imports does (its fixtures come with it)."""
+    if path in _seen:
+        return False
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return True
+    if _HOST_NET.search(text):
+        return True
+    dirs = {os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(path))}
+    for name in set(_LOCAL_IMPORT.findall(text)):
+        for d in dirs:
+            dep = os.path.join(d, name + ".py")
+            if os.path.isfile(dep) and _makes_host_net(dep, _seen + (path,)):
+                return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """With --dist loadgroup: a module is one group (its module fixtures are
+    made once), and the modules that make host networking are one group
+    together. Before xdist's own hook, which turns the mark into the group."""
+    if not _is_xdist_worker(config):
+        return
+    for item in items:
+        path = str(item.fspath)
+        group = "host-net" if _makes_host_net(path) else os.path.relpath(path, os.path.dirname(__file__))
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    out = getattr(node, "workeroutput", {}) or {}
+    _worker_notes.extend(out.get("e2e_notes", []))
+    residue.late_problems.extend(out.get("e2e_late_problems", []))
+
+
 def pytest_terminal_summary(terminalreporter):
-    if _session is not None and _session.notes:
+    notes = (list(_session.notes) if _session is not None else []) + _worker_notes
+    if notes:
         terminalreporter.write_sep("-", "e2e measurements")
-        for n in _session.notes:
+        for n in notes:
             terminalreporter.write_line(n)
     for msg in residue.late_problems:
         terminalreporter.write_sep("=", "e2e session teardown problems", red=True)
@@ -194,6 +263,9 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_sessionfinish(session, exitstatus):
+    if _is_xdist_worker(session.config):   # sent to the controller after every hook ran
+        session.config.workeroutput["e2e_notes"] = list(_session.notes) if _session is not None else []
+        session.config.workeroutput["e2e_late_problems"] = list(residue.late_problems)
     yield
     if residue.late_problems and session.exitstatus == 0:
         session.exitstatus = 1

@@ -210,6 +210,10 @@ class Session:
         self._template = None
         self.start_netns = host.netns_list()
         self.start_links = host.links()
+        # False while another session may make network namespaces and host
+        # links at the same time (parallel sessions: conftest.py): they are
+        # then judged only in the session that runs every module making them
+        self.host_net_ours = True
 
     # ---- binaries and the base template ----
     def check_binaries(self):

@@ -83,7 +83,7 @@ def snapshot(session):
         for sub in host.cgroup_tree(root):
             rel = os.path.relpath(sub, root)
             add(Item("cgroup", (sub,), f"cgroup {sub}", rel.split("/"), d))
-    for ns in host.netns_list():
+    for ns in host.netns_list() if session.host_net_ours else ():
         add(Item("netns", (ns,), f"network namespace {ns}", [ns]))
     daemon_pids = {p: d for d in session.daemons for p in d.daemon_pids()}
     # a space-agent outside our cgroups is ours only if one of our daemons started it
@@ -188,7 +188,8 @@ def leftovers(session):
         if it.kind == "netns" and it.key[1] in session.start_netns:
             continue
         res.append(it)
-    new_links = {l for l in host.links() - session.start_links if not _other_sessions_daemon_link(session, l)}
+    new_links = {l for l in host.links() - session.start_links if not _other_sessions_daemon_link(session, l)
+                 and (session.host_net_ours or any(l.startswith(d.net_prefix) for d in session.daemons))}
     for l in sorted(new_links):
         res.append(Item("link", (l,), f"network link {l}", [l]))
     for d in session.daemons:
@@ -331,7 +332,8 @@ def released_problems(d):
 
 
 def log_dir(session):
-    return os.path.join(session.build_dir, "e2e-logs")
+    """<build>/e2e-logs, or a directory in it per parallel session (gw0, gw1, ...)."""
+    return os.path.join(session.build_dir, "e2e-logs", os.environ.get("PYTEST_XDIST_WORKER", ""))
 
 
 def keep_log(d):

@@ -45,6 +45,7 @@ import pytest
 
 import e2e_host as host
 import e2e_http
+import e2e_residue as residue
 from e2e_daemon import E2E_DISK_OVERCOMMIT
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -421,7 +422,7 @@ class Cluster:
                                                               "wildcard", "loose"):
                 problems.append(f"{p.name} exited with {rc}")
             problems += p.sanitizer_reports()
-        logs = os.path.join(self.s.build_dir, "e2e-logs")
+        logs = residue.log_dir(self.s)
         os.makedirs(logs, exist_ok=True)
         for p in list(self.workers.values()) + self.apis + self.controllers + self.extra:
             if os.path.exists(p.log_path):
@@ -1406,7 +1407,9 @@ def test_chaos_nothing_destroyed(cluster):
     finally:
         os.kill(active.pid, signal.SIGCONT)
     assert active.wait_log("stepping down", 15, start=mark_a), \
-        (f"running {active.running}, exit status {active.proc.returncode}", active.log()[mark_a:][-2000:])
+        (f"running {active.running}, exit status {active.proc.returncode}", active.log()[mark_a:][-2000:],
+         _sql(c, "SELECT pid, application_name, state, wait_event_type, wait_event, left(query, 120) "
+                 "FROM pg_stat_activity WHERE datname = current_database()"))
     check("SIGSTOP and SIGCONT of the leader")
 
     for sid in ids:
