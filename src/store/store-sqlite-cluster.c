@@ -92,13 +92,7 @@ static int worker_exists(SqliteStore *q, const char *name) {
 /* An UPDATE of one live worker whose bindings are done: 0 rows = -ESTALE
  * (another instance, or not live) or -ENOENT. */
 static int worker_update(SqliteStore *q, sqlite3_stmt *st, const char *name) {
-        int r = sqlite_store_step_changes(q, st);
-        if (r != 0)
-                return r < 0 ? r : 0;
-        r = worker_exists(q, name);
-        if (r < 0)
-                return r;
-        return r > 0 ? -ESTALE : -ENOENT;
+        return sqlite_store_step_cas(q, st, worker_exists, name);
 }
 
 int sqlite_op_worker_register(Store *s, const WorkerNode *w, int64_t stale_before_usec) {

@@ -120,15 +120,7 @@ static int sandbox_exists(SqliteStore *q, const char *id) {
 }
 
 int sqlite_sandbox_update(SqliteStore *q, sqlite3_stmt *st, const char *id) {
-        int r = sqlite_store_step_changes(q, st);
-
-        if (r != 0)
-                return r < 0 ? r : 0;
-        /* lost the compare-and-set, or there is no such sandbox */
-        r = sandbox_exists(q, id);
-        if (r < 0)
-                return r;
-        return r > 0 ? -ESTALE : -ENOENT;
+        return sqlite_store_step_cas(q, st, sandbox_exists, id);
 }
 
 /* Tenants */

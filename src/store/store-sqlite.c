@@ -153,6 +153,19 @@ int sqlite_store_step_changed(SqliteStore *q, sqlite3_stmt *st) {
         return r == 0 ? -ENOENT : 0;
 }
 
+int sqlite_store_step_cas(SqliteStore *q, sqlite3_stmt *st, int (*exists)(SqliteStore *q, const char *key),
+                          const char *key) {
+        int r = sqlite_store_step_changes(q, st);
+
+        if (r != 0)
+                return r < 0 ? r : 0;
+        /* lost the compare-and-set, or there is no such row */
+        r = exists(q, key);
+        if (r < 0)
+                return r;
+        return r > 0 ? -ESTALE : -ENOENT;
+}
+
 int sqlite_store_step_done(SqliteStore *q, sqlite3_stmt *st) {
         int r;
 

@@ -232,9 +232,12 @@ int sqlite_store_exec(SqliteStore *q, SqlStmt id);
 int sqlite_store_step_changes(SqliteStore *q, sqlite3_stmt *st);
 /* The same for one row: 0 if it changed one, -ENOENT if none. */
 int sqlite_store_step_changed(SqliteStore *q, sqlite3_stmt *st);
-/* A compare-and-set UPDATE (or DELETE) of sandbox id whose bindings are
- * done: 0 if it changed a row, else -ESTALE if the sandbox exists, -ENOENT
- * if not. */
+/* A compare-and-set UPDATE (or DELETE) of the row named key whose bindings
+ * are done: 0 if it changed a row, else -ESTALE if exists(q, key) finds the
+ * row (> 0), -ENOENT if not. */
+int sqlite_store_step_cas(SqliteStore *q, sqlite3_stmt *st, int (*exists)(SqliteStore *q, const char *key),
+                          const char *key);
+/* sqlite_store_step_cas() of sandbox id. */
 int sqlite_sandbox_update(SqliteStore *q, sqlite3_stmt *st, const char *id);
 
 /* Reads the current row of st into *ret (a Tenant, a Sandbox, ...: the
