@@ -270,8 +270,9 @@ int api_sandbox_insert_new(ApiRequest *r, Sandbox *sb, uint64_t pending, ApiErro
  * (data names `via` if given); on failure unwinds, with an event. */
 /* vols (NULL = none): the volumes it mounts, recorded before the worker starts it (which mounts them). */
 int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const ApiVolumeMounts *vols, ApiError *e);
-/* Marks a sandbox whose create failed deleted, with an event. */
-void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e);
+/* Marks a sandbox whose create failed deleted, with an event. True if it was
+ * no longer creating: a caller deleted it meanwhile. */
+bool api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e);
 /* The delete shared by /v1 and the E2B surface, from any live state (a
  * deleting one too: a delete that failed half-way is retried): deleting,
  * the worker's destroy, deleted, the sandbox.deleted event; a failed destroy

@@ -593,12 +593,20 @@ static void grant_list_done(GrantList *g) {
         credential_array_free(g->a, g->n);
 }
 
+/* The branch failed (e): its children go. One a caller deleted meanwhile is the cause the caller is
+ * told (its guest may have failed in its own way as it was torn down): e says so then. */
 static void children_failed(ApiRequest *r, Sandbox *kids, size_t n, const Credential *grants, size_t n_grants,
-                            const ApiError *e) {
+                            ApiError *e) {
+        const char *deleted = NULL;
+
         for (size_t i = 0; i < n; i++) {
                 api_credentials_inherit_undo(r, kids[i].id, grants, n_grants);
-                api_sandbox_create_failed(r, &kids[i], e);
+                if (api_sandbox_create_failed(r, &kids[i], e) && !deleted)
+                        deleted = kids[i].id;
         }
+        if (deleted && e->code != API_CONFLICT)
+                (void) api_error(e, -ECANCELED, API_CONFLICT, "sandbox %s was deleted while it was starting",
+                                 deleted);
 }
 
 static int reply_children(ApiRequest *r, const Sandbox *kids, size_t n, ApiError *e) {

@@ -81,16 +81,19 @@ static int reply_sandbox(ApiRequest *r, int status, const char *id, ApiError *e)
         return api_reply_json(r, status, &w);
 }
 
-void api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
+bool api_sandbox_create_failed(ApiRequest *r, const Sandbox *sb, const ApiError *e) {
         char reason[STORE_REASON_MAX];
         int k;
 
         snprintf(reason, sizeof reason, "create failed: %s", e->message);
         log_warning("Creating sandbox %s failed: %s", sb->id, e->message);
         k = store_sandbox_set_state(r->store, sb->id, SANDBOX_CREATING, SANDBOX_DELETED, reason);
+        if (k == -ESTALE) /* no longer creating: a caller deleted it meanwhile */
+                return true;
         if (k < 0)
                 log_error_errno(k, "Failed to mark sandbox %s deleted after a failed create: %m", sb->id);
         api_event(r, sb->id, "sandbox.create_failed", reason, NULL);
+        return false;
 }
 
 /* Every free slot is held by a deleted sandbox whose teardown runs on (the

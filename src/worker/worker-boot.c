@@ -466,6 +466,23 @@ void worker_boot_tick(Worker *w) {
         }
 }
 
+/* id is a child of a branch whose siblings still start, and it has ended already (failed, say its
+ * guest stalled): its deletion is what the caller is told, not that failure. */
+static void group_tell_deletion(Worker *w, const char *id) {
+        for (size_t i = 0; i < w->n_boots; i++) {
+                WorkerBootGroup *g = w->boots[i]->group;
+                if (!g || g->deletion_told)
+                        continue;
+                for (size_t k = 0; k < g->n; k++)
+                        if (streq(g->kids[k].id, id)) {
+                                g->failed = g->deletion_told = true;
+                                api_error(&g->e, -ECANCELED, API_CONFLICT,
+                                          "sandbox %s was deleted while it was starting", id);
+                                return;
+                        }
+        }
+}
+
 bool worker_boot_cancel(Worker *w, const char *id) {
         if (probe_waits_cancel(w, id))
                 return true;
@@ -475,6 +492,7 @@ bool worker_boot_cancel(Worker *w, const char *id) {
                         boot_done(w, w->boots[i]);
                         return true;
                 }
+        group_tell_deletion(w, id);
         return false;
 }
 
