@@ -190,6 +190,24 @@ static int write_all(int fd, const char *buf, size_t len, int64_t deadline_msec)
         return 0;
 }
 
+/* A call to a cluster worker waits for its reply in slices of this: one whose
+ * heartbeats stopped meanwhile (stopped, cut off from the store, its host
+ * gone) is not waited for to the op's deadline, which may be minutes. */
+#define WORKER_WATCH_MSEC 1000
+
+/* The called worker's heartbeat is older than the lost timeout, by the
+ * store's clock. A store that does not answer says nothing: the wait goes on
+ * to the deadline, as without a store. */
+static bool target_silent(WorkerClient *w) {
+        WorkerNode node;
+        int64_t now;
+
+        if (!w->store || w->lost_timeout_usec <= 0 || store_worker_get(w->store, w->target, &node) < 0 ||
+            store_clock(w->store, &now) < 0)
+                return false;
+        return node.heartbeat_usec < now - w->lost_timeout_usec;
+}
+
 /* Sends one request line and reads the reply line into *ret (parsed), all
  * before the deadline. *ret_sent: the whole line went out, so the worker
  * may have acted on it whatever happened next. */
@@ -233,9 +251,17 @@ static int call_once(WorkerClient *w, const char *req, size_t len, int64_t deadl
                         return -EMSGSIZE;
                 if (GREEDY_REALLOC(w->buf, w->allocated, w->n + 4096) < 0)
                         return -ENOMEM;
-                r = poll(&pfd, 1, left_msec(deadline_msec));
+                int slice = left_msec(deadline_msec);
+                if (w->store)
+                        slice = MIN(slice, WORKER_WATCH_MSEC);
+                r = poll(&pfd, 1, slice);
                 if (r < 0 && errno == EINTR)
                         continue;
+                if (r == 0 && left_msec(deadline_msec) > 0) {
+                        if (target_silent(w))
+                                return -EHOSTDOWN;
+                        continue;
+                }
                 if (r <= 0)
                         return r < 0 ? negative_errno() : -ETIMEDOUT;
                 k = read(w->fd, w->buf + w->n, w->allocated - w->n);
@@ -296,6 +322,10 @@ int worker_client_call(WorkerClient *w, WorkerCall *c, JsonValue **ret, ApiError
                                          "%s did not answer '%s' within %d s (stopped or overloaded?)%s", who,
                                          op->name, (timeout_msec + 999) / 1000,
                                          sent && !op->idempotent ? "; its outcome is unknown" : "");
+                if (r == -EHOSTDOWN)
+                        return api_error(e, r, code,
+                                         "%s stopped heartbeating while it ran '%s'%s", who, op->name,
+                                         op->idempotent ? "" : "; its outcome is unknown");
                 if (sent)
                         return api_error(e, r, code,
                                          "%s connection lost after '%s' was sent (%s); its outcome is unknown", who,
