@@ -325,7 +325,10 @@ typedef struct Controller {
          * policies and the reaper do not wait for them), while this controller is the active one */
         pthread_t webhook_thread;
         atomic_bool deliver;
-        atomic_bool webhooks_stop;
+        atomic_bool tasks_stop;
+        /* a cluster: the workers' liveness is judged in a thread of its own too (a worker that
+         * stalls in the middle of a call of the round, a ship say, holds up only that round) */
+        pthread_t liveness_thread;
         /* a cluster: the leadership is a lease in the store (store_lease_*), taken and
          * renewed by lease_thread on a handle of its own (a long round does not hold up
          * its renewal); the loops lead while lease_token is set and lead_until (this
@@ -420,8 +423,6 @@ static bool still_leading(Controller *ctl, int64_t token) {
 
 /* One round of every controller. */
 static void controller_round(Controller *ctl, Store *store, WorkerClient *wc, int64_t token) {
-        if (ctl->token)
-                (void) liveness_run_once(store, ctl->config->worker_lost_timeout_s, now_usec());
         /* policies before the reaper: a timeout warning comes before the kill */
         if (still_leading(ctl, token))
                 (void) policy_run_once(store, wc, now_usec());
@@ -436,25 +437,45 @@ static void controller_round(Controller *ctl, Store *store, WorkerClient *wc, in
                 (void) shipper_run_once(store, wc, ctl->config, store_now_usec(store));
 }
 
-static void *webhook_thread(void *userdata) {
-        Controller *ctl = userdata;
+/* A step of the active controller in a thread of its own: while leading (role all: while the
+ * controller delivers), on its own store handle, fenced by the lease's token in a cluster. */
+static void leader_task(Controller *ctl, const char *name, void (*step)(Controller *ctl, Store *store)) {
         _cleanup_(store_closep) Store *store = NULL;
         int64_t fenced = 0;
 
-        log_set_context(NULL, "webhooks");
-        while (!ctl->stop && !stopping && !atomic_load(&ctl->webhooks_stop)) {
-                /* a cluster: while leading, on a handle fenced by the lease's token */
+        log_set_context(NULL, name);
+        while (!ctl->stop && !stopping && !atomic_load(&ctl->tasks_stop)) {
                 int64_t token = ctl->token ? controller_leading(ctl) : 0;
                 if (ctl->token ? token > 0 : atomic_load(&ctl->deliver)) {
-                        if (!store && store_open(ctl->config->store_url, &store) < 0)
+                        if (!store && store_open(ctl->config->store_url, &store) < 0) {
                                 store = NULL;
+                                if (ctl->token) /* the heartbeats missed meanwhile are judged by nobody */
+                                        liveness_hold(ctl->config->worker_lost_timeout_s, now_usec());
+                        }
                         if (store && token > 0 && token != fenced && store_fence(store, token) >= 0)
                                 fenced = token;
                         if (store && (!ctl->token || fenced == token))
-                                (void) webhooks_run_once(store, ctl->config, ctl->cred_key, now_usec());
+                                step(ctl, store);
                 }
                 (void) poll(NULL, 0, CONTROLLER_INTERVAL_MSEC);
         }
+}
+
+static void webhooks_step(Controller *ctl, Store *store) {
+        (void) webhooks_run_once(store, ctl->config, ctl->cred_key, now_usec());
+}
+
+static void *webhook_thread(void *userdata) {
+        leader_task(userdata, "webhooks", webhooks_step);
+        return NULL;
+}
+
+static void liveness_step(Controller *ctl, Store *store) {
+        (void) liveness_run_once(store, ctl->config->worker_lost_timeout_s, now_usec());
+}
+
+static void *liveness_thread(void *userdata) {
+        leader_task(userdata, "liveness", liveness_step);
         return NULL;
 }
 
@@ -462,12 +483,10 @@ static void *controller_loop(Controller *ctl);
 
 static void *controller_thread(void *userdata) {
         Controller *ctl = userdata;
-        bool started;
-
-        bool leasing = false;
+        bool started, leasing = false, judging = false;
 
         atomic_store(&ctl->deliver, ctl->token == NULL); /* role all: the only controller */
-        atomic_store(&ctl->webhooks_stop, false);
+        atomic_store(&ctl->tasks_stop, false);
         atomic_store(&ctl->lease_token, 0);
         if (ctl->token) {
                 char host[64] = "", rnd[9] = "";
@@ -483,11 +502,17 @@ static void *controller_thread(void *userdata) {
         started = pthread_create(&ctl->webhook_thread, NULL, webhook_thread, ctl) == 0;
         if (!started)
                 log_error("Cannot start the webhook thread: webhooks are not delivered");
-        (void) controller_loop(ctl);
+        judging = ctl->token && pthread_create(&ctl->liveness_thread, NULL, liveness_thread, ctl) == 0;
+        if (ctl->token && !judging)
+                log_error("Cannot start the liveness thread: this controller never leads");
+        else
+                (void) controller_loop(ctl);
         atomic_store(&ctl->deliver, false);
-        atomic_store(&ctl->webhooks_stop, true);
+        atomic_store(&ctl->tasks_stop, true);
         if (started)
                 pthread_join(ctl->webhook_thread, NULL);
+        if (judging)
+                pthread_join(ctl->liveness_thread, NULL);
         if (leasing) {
                 ctl->stop = true;
                 pthread_join(ctl->lease_thread, NULL);
