@@ -11,7 +11,9 @@ worker killed with SIGKILL (its sandboxes become lost with events, the
 others keep running, a create does not wait on it; it comes back and takes
 its sandboxes back running, files intact; killed and restarted at once it
 registers under its name at once), a worker stalled (SIGSTOP) past its lease
-takes its sandboxes back without a restart, a database outage longer than
+takes its sandboxes back without a restart, a worker stalled in the middle
+of a call (the caller stops waiting once its heartbeats stop), a chaos run
+of all of these and more in a row, a database outage longer than
 the lease marks nothing lost, failover of the active controller, a worker with a wrong token
 (refused at registration: never listed, never tried), an API server and a
 controller with a wrong token (refused at start), a duplicate worker name
@@ -30,6 +32,7 @@ refused at start.
 No residue on any "host": each worker's netns, pool and cgroups are checked
 at the end."""
 
+import http.client
 import json
 import os
 import random
@@ -1353,18 +1356,28 @@ def test_controller_probes_and_worker_oom_protection(cluster):
 
 @pytest.mark.timeout(300)
 def test_chaos_nothing_destroyed(cluster):
-    """In a row, with sandboxes alive on every worker: kill -9 of a worker and its immediate restart;
-    another worker stopped (SIGSTOP) past the lost timeout, then continued; PostgreSQL stopped past
+    """In a row, with sandboxes alive on every worker, each with an acknowledged checkpoint: kill -9
+    of a worker and its immediate restart; another worker stopped (SIGSTOP) past the lost timeout,
+    then continued; a worker's link cut past the lost timeout, then healed; PostgreSQL stopped past
     the lease and the lost timeout, then started; the leader controller stopped past its lease, then
-    continued. After each, every sandbox answers exec with its file, running; at the end none was
-    destroyed (no delete, no orphan removal)."""
+    continued; an API server killed while it streams an exec, then started again. After each,
+    every sandbox answers exec with its file, running, on one worker only. At the end none was
+    destroyed (no delete, no orphan removal), every checkpoint is still listed with its files where
+    the store says they are, and the events tell of each loss and return."""
     c = cluster
     api = c.apis[0]
     made = c.create(6)
     ids = [sid for sid, _, _ in made]
+    checkpoints = {}
     for sid in ids:
         assert c.exec_out(api, sid, f"echo chaos-{sid} > /tmp/chaos")[0] == 0
+        r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "acked"})
+        assert r.status == 201, r
+        checkpoints[sid] = r.json()["id"]
     marks = {n: len(w.log()) for n, w in c.workers.items()}
+
+    def roots(sid):
+        return [n for n in c.workers if os.path.isdir(os.path.join(_pool(c, n), "sandboxes", sid))]
 
     def check(step):
         # every worker beats again (a stalled one is "silent" until it does), every sandbox runs
@@ -1374,6 +1387,25 @@ def test_chaos_nothing_destroyed(cluster):
         for sid in ids:
             code, out = c.exec_out(c.apis[1], sid, "cat /tmp/chaos")
             assert code == 0 and out == f"chaos-{sid}\n", (step, sid, code, out)
+            # no sandbox exists twice: its root is on the worker its row names, and only there
+            assert roots(sid) == [c.sandbox(api, sid)["worker"]], (step, sid, roots(sid))
+
+    def events(sid, after=0):
+        r = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "after": after, "limit": 1000})
+        assert r.status == 200, r
+        return r.json()["events"]
+
+    def last_seqs():
+        return {sid: max([e["seq"] for e in events(sid)] or [0]) for sid in ids}
+
+    def lost_and_found(worker, since, step):
+        """Each sandbox of worker was lost and found again after since, as its events say."""
+        mine = [sid for sid, _, w in made if w == worker]
+        assert mine, made
+        for sid in mine:
+            types = [e["type"] for e in events(sid, since[sid])]
+            assert "sandbox.lost" in types and "sandbox.found" in types, (step, sid, types)
+            assert types.index("sandbox.lost") < len(types) - 1 - types[::-1].index("sandbox.found"), (step, types)
 
     # a worker killed and started again at once
     first = made[0][2]
@@ -1384,12 +1416,31 @@ def test_chaos_nothing_destroyed(cluster):
     check("kill -9 and restart")
     # another stalled past the lost timeout
     second = next(w for _, _, w in made if w != first)
+    since = last_seqs()
     os.kill(c.workers[second].pid, signal.SIGSTOP)
     try:
-        time.sleep(LOST_TIMEOUT_S + 1.5)
+        _wait(lambda: all(c.sandbox(api, sid)["state"] == "lost" for sid, _, w in made if w == second), 30,
+              "the stalled worker's sandboxes lost")
     finally:
         os.kill(c.workers[second].pid, signal.SIGCONT)
     check("SIGSTOP and SIGCONT of a worker")
+    lost_and_found(second, since, "SIGSTOP and SIGCONT of a worker")
+    # a third cut off from the API servers and controllers (its link down) past the lost timeout, then
+    # healed; it reaches the store by its socket and heartbeats on: its sandboxes stay running, and
+    # calls to them answer 503 naming it meanwhile
+    third = next(w for _, _, w in made if w not in (first, second))
+    cut = [sid for sid, _, w in made if w == third]
+    link = c.host_link(c.addresses[third][0])
+    host.run(["ip", "link", "set", link, "down"], check=True)
+    try:
+        time.sleep(LOST_TIMEOUT_S + 1.5)
+        for sid in cut:
+            assert c.sandbox(api, sid)["state"] == "running", sid
+        r = c.req(api, "POST", f"/v1/sandboxes/{cut[0]}/exec", json={"shell": "true"}, timeout=60)
+        assert r.status == 503 and f"worker '{third}'" in r.json()["error"]["message"], r
+    finally:
+        host.run(["ip", "link", "set", link, "up"], check=True)
+    check("a partition of a worker, healed")
     # the store away for longer than the lease and the lost timeout
     subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
     try:
@@ -1411,10 +1462,33 @@ def test_chaos_nothing_destroyed(cluster):
          _sql(c, "SELECT pid, application_name, state, wait_event_type, wait_event, left(query, 120) "
                  "FROM pg_stat_activity WHERE datname = current_database()"))
     check("SIGSTOP and SIGCONT of the leader")
+    # an API server killed while it streams an exec: the command's sandbox is not harmed, the other
+    # server serves meanwhile, and the killed one serves again once started
+    victim = ids[0]
+    body = b'{"shell":"sleep 30; echo late"}'
+    port = int(c.apis[0].url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as stream:
+        stream.sendall(f"POST /v1/sandboxes/{victim}/exec HTTP/1.1\r\nHost: x\r\n"
+                       f"Authorization: Bearer {c.key}\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        _wait(lambda: "sleep 30" in c.exec_out(c.apis[1], victim, "ps -eo args")[1], 30, "the streamed command")
+        c.apis[0].kill9()
+    assert c.exec_out(c.apis[1], victim, "echo served")[1] == "served\n"
+    c.apis[0] = c.start_api(1)
+    api = c.apis[0]
+    check("kill -9 of an API server and its restart")
 
     for sid in ids:
         ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.deleted"}).json()["events"]
         assert not ev, (sid, ev)
+        # the acknowledged checkpoint is listed, its files on every worker the store names
+        r = c.req(api, "GET", f"/v1/sandboxes/{sid}/checkpoints")
+        assert r.status == 200 and checkpoints[sid] in [ck["id"] for ck in r.json()["checkpoints"]], r
+        holders = [w for (w,) in _sql(c, "SELECT worker FROM checkpoint_copies WHERE available "
+                                         f"AND checkpoint_id = '{checkpoints[sid]}'")]
+        home = c.sandbox(api, sid)["worker"]
+        for w in set(holders) | {home}:
+            assert os.path.isdir(os.path.join(_pool(c, w), "checkpoints", sid, checkpoints[sid])), (sid, w, holders)
     for n, w in c.workers.items():
         log = w.log()[marks[n]:]
         assert "Removing orphan sandbox root" not in log, (n, log[-3000:])
@@ -1477,6 +1551,43 @@ def test_worker_stalled_past_its_lease_takes_its_sandboxes_back(cluster):
         assert ev and victim in ev[-1]["reason"], ev
     assert "Removing orphan" not in c.workers[victim].log()[mark:]
     c.delete_all()
+
+
+def test_worker_stalled_in_a_call_is_not_waited_for(cluster):
+    """A worker stopped (SIGSTOP) with a call of an API server in flight on a connection it had
+    answered on before: the call ends once the worker's heartbeats stop (503 naming it), not at the
+    op's deadline; the worker is judged lost meanwhile, and it takes its sandbox back when it runs
+    again."""
+    c = cluster
+    api = c.apis[0]
+    r = c.req(api, "POST", "/v1/sandboxes", json={"disk_mb": 256})
+    assert r.status == 201, r
+    sid, victim = r.json()["id"], r.json()["worker"]
+    host_, port = api.url.rsplit("/", 1)[1].split(":")
+    # one HTTP connection is one thread of the API server, which keeps its connection to the worker
+    conn = http.client.HTTPConnection(host_, int(port), timeout=60)
+    try:
+        def metrics():
+            conn.request("GET", f"/v1/sandboxes/{sid}/metrics", headers={"Authorization": f"Bearer {c.key}"})
+            resp = conn.getresponse()
+            return resp.status, json.loads(resp.read())
+        status, _ = metrics()
+        assert status == 200
+        os.kill(c.workers[victim].pid, signal.SIGSTOP)
+        try:
+            # the op's deadline is 20 s, the lost timeout 3 s: the answer names the stopped heartbeats
+            status, body = metrics()
+            assert status == 503, (status, body)
+            msg = body["error"]["message"]
+            assert f"worker '{victim}'" in msg and "stopped heartbeating while it ran 'metrics'" in msg, msg
+            _wait(lambda: c.sandbox(api, sid)["state"] == "lost", 30, "the sandbox lost")
+        finally:
+            os.kill(c.workers[victim].pid, signal.SIGCONT)
+        _wait(lambda: c.sandbox(api, sid)["state"] == "running", 60, "the sandbox back")
+        assert c.exec_out(c.apis[1], sid, "echo back") == (0, "back\n")
+    finally:
+        conn.close()
+        c.delete_all()
 
 
 @pytest.mark.timeout(300)
