@@ -5,7 +5,7 @@ set -eu
 
 PKGS="gcc libc6-dev meson ninja-build pkg-config libsqlite3-dev libpq-dev postgresql libssl-dev libseccomp-dev libnftables-dev libnghttp2-dev libpsl-dev zlib1g-dev publicsuffix nftables
 busybox-static bash-static btrfs-progs tar util-linux iproute2 procps
-python3 python3-pytest python3-pytest-xdist python3-yaml curl nghttp2-server nghttp2-client python3-grpcio nodejs npm strace chromium
+python3 python3-pytest python3-pytest-xdist python3-h2 python3-yaml curl nghttp2-server nghttp2-client python3-grpcio nodejs npm strace chromium
 qemu-system-x86 e2fsprogs lz4 cpio
 docker-registry skopeo apache2-utils openssl"
 # for the benchmark's peers and the debian template recipe

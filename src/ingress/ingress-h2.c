@@ -32,17 +32,27 @@
  * wait for SYN retransmits) holds up no other stream. The port's first
  * use (an event in the store) goes back to a router. (In a cluster the
  * worker dials, and the stream to it is opened on the router: that one
- * still waits there.) */
+ * still waits there.)
+ *
+ * WebSockets (RFC 8441): the session offers SETTINGS_ENABLE_CONNECT_PROTOCOL;
+ * an extended CONNECT with :protocol websocket goes to the sandbox as the
+ * HTTP/1.1 upgrade (GET, Upgrade: websocket, a Sec-WebSocket-Key of ours);
+ * a 101 whose Sec-WebSocket-Accept matches that key is answered 200, and the
+ * stream is then a relay of raw bytes both ways (the client's END_STREAM a
+ * half-close towards the sandbox, the sandbox's close the stream's end). */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -76,6 +86,7 @@ struct H2Stream {
 
         /* the request as it came */
         char method[16];
+        char protocol[16]; /* an extended CONNECT's :protocol (RFC 8441), "" if none */
         char *authority, *path, *host, *cookie;
         char *fields; /* "name: value\r\n"... */
         size_t fields_len, fields_allocated;
@@ -89,6 +100,9 @@ struct H2Stream {
         bool connecting; /* up's connect is under way (until deadline) */
         IngressTarget t; /* where up goes (t.fd unused: up is the socket) */
         bool chunked; /* the request body is re-chunked (no content-length) */
+        bool tunnel;  /* a WebSocket (extended CONNECT): raw bytes both ways once the sandbox switched */
+        bool half_closed; /* the client's END_STREAM went on as a shutdown(SHUT_WR) */
+        char ws_key[32];  /* the Sec-WebSocket-Key we sent the sandbox */
         char *out;
         size_t out_len, out_allocated;
         size_t unconsumed; /* DATA bytes taken but not yet given back to the window */
@@ -287,6 +301,33 @@ static void stream_reset(H2Stream *st, uint32_t error) {
         (void) nghttp2_submit_rst_stream(st->h->s, NGHTTP2_FLAG_NONE, st->id, error);
 }
 
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11" /* RFC 6455 1.3 */
+
+/* A fresh Sec-WebSocket-Key: 16 random bytes, base64. */
+static int ws_key_new(char *buf, size_t size) {
+        unsigned char raw[16];
+
+        if (size < 25)
+                return -ENOBUFS;
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t) sizeof raw)
+                return -EIO;
+        (void) EVP_EncodeBlock((unsigned char *) buf, raw, sizeof raw);
+        return 0;
+}
+
+/* The sandbox's Sec-WebSocket-Accept is the one for our key (RFC 6455 4.2.2). */
+static bool ws_accept_matches(const char *key, const char *accept) {
+        unsigned char digest[SHA_DIGEST_LENGTH];
+        char text[64], want[32];
+
+        if (!accept)
+                return false;
+        snprintf(text, sizeof text, "%s" WS_GUID, key);
+        (void) SHA1((const unsigned char *) text, strlen(text), digest);
+        (void) EVP_EncodeBlock((unsigned char *) want, digest, sizeof digest);
+        return streq(accept, want); /* the parser trimmed the value */
+}
+
 /* The head as HTTP/1.1 text, parsed like one that came so. */
 static int stream_parse_head(H2Stream *st) {
         _cleanup_free_ char *text = NULL;
@@ -296,8 +337,13 @@ static int stream_parse_head(H2Stream *st) {
         int r;
 
         if (!st->path || !authority || isempty(st->method))
-                return -EINVAL; /* CONNECT and friends: origin-form requests only */
-        r = buf_add(&text, &len, &allocated, st->method, strlen(st->method));
+                return -EINVAL; /* a plain CONNECT and friends: origin-form requests only */
+        st->tunnel = streq(st->method, "CONNECT");
+        if (st->tunnel && strcasecmp(st->protocol, "websocket") != 0)
+                return -EPROTONOSUPPORT;
+        if (!st->tunnel && st->protocol[0])
+                return -EINVAL; /* :protocol only on a CONNECT (nghttp2 checks this too) */
+        r = buf_add(&text, &len, &allocated, st->tunnel ? "GET" : st->method, strlen(st->tunnel ? "GET" : st->method));
         if (r >= 0)
                 r = buf_add(&text, &len, &allocated, " ", 1);
         if (r >= 0)
@@ -310,6 +356,15 @@ static int stream_parse_head(H2Stream *st) {
                 r = buf_add(&text, &len, &allocated, "\r\n", 2);
         if (r >= 0 && st->fields)
                 r = buf_add(&text, &len, &allocated, st->fields, st->fields_len);
+        if (r >= 0 && st->tunnel) {
+                r = ws_key_new(st->ws_key, sizeof st->ws_key);
+                if (r >= 0) {
+                        snprintf(line, sizeof line, "Sec-WebSocket-Key: %s\r\n", st->ws_key);
+                        r = buf_add(&text, &len, &allocated, line, strlen(line));
+                }
+                if (r >= 0)
+                        r = buf_add(&text, &len, &allocated, "Connection: Upgrade\r\nUpgrade: websocket\r\n", 41);
+        }
         if (r >= 0 && st->cookie) {
                 r = buf_add(&text, &len, &allocated, "Cookie: ", 8);
                 if (r >= 0)
@@ -317,7 +372,7 @@ static int stream_parse_head(H2Stream *st) {
                 if (r >= 0)
                         r = buf_add(&text, &len, &allocated, "\r\n", 2);
         }
-        st->chunked = !st->has_length && !st->in_ended;
+        st->chunked = !st->tunnel && !st->has_length && !st->in_ended;
         if (r >= 0 && st->chunked) {
                 snprintf(line, sizeof line, "Transfer-Encoding: chunked\r\n");
                 r = buf_add(&text, &len, &allocated, line, strlen(line));
@@ -500,6 +555,10 @@ static void stream_start(H2Stream *st) {
                 return;
         }
         r = st->bad ? -EINVAL : stream_parse_head(st);
+        if (r == -EPROTONOSUPPORT) {
+                stream_error(st, 501, "not_implemented", "an extended CONNECT is served for :protocol websocket only");
+                return;
+        }
         if (r < 0) {
                 stream_error(st, r == -E2BIG ? 431 : r == -ENAMETOOLONG ? 414 : 400,
                              r == -E2BIG ? "headers_too_large" : r == -ENAMETOOLONG ? "uri_too_long" : "bad_request",
@@ -551,8 +610,8 @@ static void stream_routed(H2Stream *st, H2Job *job) {
         st->t.fd = -EBADF;
         r = fd_nonblock(st->up, true);
         if (r >= 0)
-                r = ingress_request_head(&st->req, NULL, h->peer, h->ssl != NULL, job->t.mask, job->t.port, &head,
-                                         &head_len);
+                r = ingress_request_head(&st->req, st->tunnel ? "websocket" : NULL, h->peer, h->ssl != NULL,
+                                         job->t.mask, job->t.port, &head, &head_len);
         /* the head, then what of the body came meanwhile */
         if (r >= 0)
                 r = buf_add(&out, &out_len, &out_allocated, head, head_len);
@@ -648,7 +707,16 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
                         memcpy(st->method, value, valuelen);
                         st->method[valuelen] = 0;
                 }
-        } else if (namelen == 5 && memcmp(name, ":path", 5) == 0)
+        } else if (namelen == 9 && memcmp(name, ":protocol", 9) == 0) {
+                if (valuelen >= sizeof st->protocol)
+                        r = -EINVAL;
+                else {
+                        memcpy(st->protocol, value, valuelen);
+                        st->protocol[valuelen] = 0;
+                }
+        } else if (namelen == 17 && memcmp(name, "sec-websocket-key", 17) == 0)
+                ; /* not sent over HTTP/2 (RFC 8441 5): the key to the sandbox is ours */
+        else if (namelen == 5 && memcmp(name, ":path", 5) == 0)
                 r = set_str(&st->path, value, valuelen);
         else if (namelen == 10 && memcmp(name, ":authority", 10) == 0)
                 r = set_str(&st->authority, value, valuelen);
@@ -741,15 +809,38 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t error_code, 
         return 0;
 }
 
+/* What of a 101's fields the client's 200 carries: the subprotocol and extensions chosen. */
+static char *ws_response_fields(const HttpHead *resp) {
+        const char *proto = http_head_header(resp, "Sec-WebSocket-Protocol"),
+                   *ext = http_head_header(resp, "Sec-WebSocket-Extensions");
+
+        return strdup_printf("%s%s%s%s%s%s", proto ? "Sec-WebSocket-Protocol: " : "", strempty(proto),
+                             proto ? "\r\n" : "", ext ? "Sec-WebSocket-Extensions: " : "", strempty(ext),
+                             ext ? "\r\n" : "");
+}
+
 /* The sandbox's response head is in: the answer begins. */
 static void stream_response_head(H2Stream *st, size_t head_len) {
         _cleanup_free_ char *hdrs = NULL;
         bool head = streq(st->req.method, "HEAD"), body;
 
-        if (st->resp.status == 101) {
+        if (st->resp.status == 101 && !st->tunnel) {
                 stream_error(st, 502, "bad_gateway", "the sandbox switched protocols (no Upgrade over HTTP/2)");
                 return;
         }
+        if (st->resp.status == 101 &&
+            (!http_head_upgrade(&st->resp) || strcasecmp(http_head_upgrade(&st->resp), "websocket") != 0 ||
+             !ws_accept_matches(st->ws_key, http_head_header(&st->resp, "Sec-WebSocket-Accept")))) {
+                stream_error(st, 502, "bad_gateway", "the sandbox's answer to the WebSocket handshake was not valid");
+                return;
+        }
+        if (st->tunnel && st->resp.status >= 200 && st->resp.status < 300) {
+                /* a 2xx to the client would open its WebSocket on an HTTP answer */
+                stream_error(st, 502, "bad_gateway", "the sandbox did not switch to WebSocket (it answered 2xx)");
+                return;
+        }
+        if (st->tunnel && st->resp.status != 101)
+                st->tunnel = false; /* refused: its answer is passed on, and the stream ends with it */
         if (ingress_response_headers(&st->resp, false, &hdrs) < 0) {
                 stream_error(st, 502, "bad_gateway", "out of memory");
                 return;
@@ -769,6 +860,20 @@ static void stream_response_head(H2Stream *st, size_t head_len) {
                 if (with) {
                         free(hdrs);
                         hdrs = with;
+                }
+        }
+        if (st->tunnel) {
+                /* switched: 200 and the relay (RFC 8441 5); the handshake's own fields stay behind */
+                _cleanup_free_ char *kept = ws_response_fields(&st->resp);
+                free(hdrs);
+                hdrs = TAKE_PTR(kept);
+                st->resp.status = 200;
+                st->resp.chunked = false;
+                st->resp.content_length = -1;
+                body = true;
+                if (!hdrs) {
+                        stream_error(st, 502, "bad_gateway", "out of memory");
+                        return;
                 }
         }
         st->mode = st->resp.chunked ? BODY_CHUNKED : st->resp.content_length >= 0 ? BODY_SIZED : BODY_UNTIL_CLOSE;
@@ -892,7 +997,7 @@ static void stream_write(H2Stream *st) {
         }
         memmove(st->out, st->out + k, st->out_len - (size_t) k);
         st->out_len -= (size_t) k;
-        if (!st->head_done)
+        if (!st->head_done || st->tunnel)
                 st->deadline = MAX(st->deadline, mono_msec() + INGRESS_IDLE_TIMEOUT_MSEC);
         if (st->unconsumed > 0 && st->out_len <= INGRESS_H2_WINDOW / 2) {
                 (void) nghttp2_session_consume(st->h->s, st->id, st->unconsumed);
@@ -915,6 +1020,7 @@ static int session_new(H2Conn *h) {
                 { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, INGRESS_H2_WINDOW },
                 { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, INGRESS_H2_HEADERS_MAX },
                 { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+                { NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1 }, /* WebSockets (RFC 8441) */
         };
         nghttp2_session_callbacks *cb = NULL;
         nghttp2_option *opt = NULL;
@@ -1055,6 +1161,10 @@ void ingress_h2_serve(Ingress *g, HttpConn *c, int fd, const void *pending, size
                         short ev = 0;
                         if (st->up < 0)
                                 continue;
+                        if (st->tunnel && st->head_done && st->in_ended && st->out_len == 0 && !st->half_closed) {
+                                (void) shutdown(st->up, SHUT_WR); /* the client is done sending */
+                                st->half_closed = true;
+                        }
                         if (st->out_len > 0 || st->connecting)
                                 ev |= POLLOUT;
                         if (!st->connecting && !st->up_eof && ((!st->head_done && st->in_len < HTTP_HEAD_MAX) ||

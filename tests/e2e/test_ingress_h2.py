@@ -7,19 +7,41 @@ Many streams on one connection, a streamed 50 MiB download and a 20 MiB
 upload, a token per stream (a wrong one refused on its own stream), a stream
 naming another tenant's sandbox on the same connection refused (421), envd
 over HTTP/2 refused clearly, garbage frames answered by GOAWAY with the
-ingress still serving. Clients: curl --http2-prior-knowledge (a custom Host
-header becomes the stream's :authority), h2load, and raw frames."""
+ingress still serving; WebSockets over HTTP/2 (RFC 8441: extended CONNECT
+relayed both ways, a handshake the sandbox gets wrong or does not make
+refused, no token refused). Clients: curl --http2-prior-knowledge (a custom
+Host header becomes the stream's :authority), h2load, python3-h2 and raw
+frames."""
 
 import os
 import socket
 import ssl
 import subprocess
 
+import h2.config as h2config
+import h2.connection as h2connection
+import h2.events as h2events
+import h2.settings as h2settings
 import pytest
 
 import e2e_host as host
 import e2e_residue as residue
 from test_ingress import BIG_MB, TOKEN_HEADER, UPGRADE_ECHO, request, start_servers
+
+# a WebSocket handshake (RFC 6455 4.2.2) then an echo of raw bytes; WS_BAD_ACCEPT answers a wrong key
+WS_ECHO = r"""#!/bin/sh
+key=
+while read -r l; do
+  l=$(printf %s "$l" | tr -d '\r')
+  [ -z "$l" ] && break
+  case "$l" in [Ss]ec-[Ww]eb[Ss]ocket-[Kk]ey:*) key=$(printf %s "${l#*:}" | tr -d ' ');; esac
+done
+[ -n "$WS_BAD_ACCEPT" ] && key=not-the-key
+acc=$(printf %s "${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11" | sha1sum | cut -c1-40 | xxd -r -p | base64)
+printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n'
+printf 'Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: chat\r\n\r\n' "$acc"
+exec cat
+"""
 
 COUNT_CGI = r"""#!/bin/sh
 printf 'Content-Type: text/plain\r\n\r\n'
@@ -33,6 +55,9 @@ def h2(spaced):
     a = d.create()["id"]
     start_servers(d, a)
     d.sh(a, f"cat > /srv/cgi-bin/count <<'EOF'\n{COUNT_CGI}EOF\nchmod +x /srv/cgi-bin/count")
+    d.sh(a, f"cat > /srv/ws.sh <<'EOF'\n{WS_ECHO}EOF\nchmod +x /srv/ws.sh")
+    d.exec(a, shell="exec nc -ll -p 9100 -e /srv/ws.sh", background=True)
+    d.exec(a, shell="WS_BAD_ACCEPT=1 exec nc -ll -p 9101 -e /srv/ws.sh", background=True)
     tok = d.api("GET", f"/v1/sandboxes/{a}/ports/8000").json()["token"]
     r = d.api("POST", "/v1/keys", json={"name": "h2", "tenant": f"h2-{os.getpid()}"})
     assert r.status == 201, r
@@ -361,3 +386,119 @@ def test_tls_bad_config_leaves_the_ingress_off(e2e_session, tmp_path):
             if not problems:
                 residue.remove_daemon_dir(d)
             assert not problems, problems
+
+
+class H2Client:
+    """python3-h2 over a plain socket to the ingress (h2c, prior knowledge)."""
+
+    def __init__(self, d):
+        self.sock = socket.create_connection(("127.0.0.1", d.ingress_port), timeout=30)
+        self.conn = h2connection.H2Connection(h2config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.flush()
+        self.settings = {}
+        self.events = []
+        while h2settings.SettingCodes.ENABLE_CONNECT_PROTOCOL not in self.settings:
+            self.pump()
+
+    def flush(self):
+        self.sock.sendall(self.conn.data_to_send())
+
+    def pump(self):
+        data = self.sock.recv(65536)
+        assert data, "the ingress closed the connection"
+        for ev in self.conn.receive_data(data):
+            if isinstance(ev, h2events.RemoteSettingsChanged):
+                self.settings.update({k: v.new_value for k, v in ev.changed_settings.items()})
+            if isinstance(ev, h2events.DataReceived):
+                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            self.events.append(ev)
+        self.flush()
+
+    def take(self, sid, kind):
+        while True:
+            for i, ev in enumerate(self.events):
+                if isinstance(ev, kind) and getattr(ev, "stream_id", None) == sid:
+                    return self.events.pop(i)
+                if isinstance(ev, h2events.StreamReset) and ev.stream_id == sid:
+                    raise AssertionError(f"stream {sid} reset: {ev}")
+            self.pump()
+
+    def connect_ws(self, sid, authority, token=None, path="/chat"):
+        headers = [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":path", path),
+                   (":authority", authority), ("sec-websocket-version", "13"),
+                   ("sec-websocket-protocol", "chat")]
+        if token:
+            headers.append((TOKEN_HEADER.lower(), token))
+        self.conn.send_headers(sid, headers)
+        self.flush()
+        return dict(self.take(sid, h2events.ResponseReceived).headers)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_h2_websocket_extended_connect(h2):
+    """RFC 8441: the ingress offers extended CONNECT; a WebSocket over it reaches the sandbox as an
+    HTTP/1.1 upgrade with a key of the ingress's own, is answered 200 with the subprotocol, and then
+    relays bytes both ways; the client's END_STREAM reaches the sandbox as its input's end, which
+    ends the stream. Another stream on the same connection meanwhile works."""
+    d, a = h2["d"], h2["a"]
+    c = H2Client(d)
+    try:
+        assert c.settings[h2settings.SettingCodes.ENABLE_CONNECT_PROTOCOL] == 1
+        resp = c.connect_ws(1, f"9100-{a}.localhost", h2["tok"])
+        assert resp[":status"] == "200" and resp.get("sec-websocket-protocol") == "chat", resp
+        assert "sec-websocket-accept" not in resp, resp
+        got = b""
+        for i in range(3):
+            msg = f"frame-{i}-".encode() * 100
+            c.conn.send_data(1, msg)
+            c.flush()
+            want = len(got) + len(msg)
+            while len(got) < want:
+                got += c.take(1, h2events.DataReceived).data
+        assert got == b"".join(f"frame-{i}-".encode() * 100 for i in range(3))
+        # a plain request beside it on the same connection
+        c.conn.send_headers(3, [(":method", "GET"), (":scheme", "http"), (":path", "/"),
+                                (":authority", f"8000-{a}.localhost"), (TOKEN_HEADER.lower(), h2["tok"])],
+                            end_stream=True)
+        c.flush()
+        assert dict(c.take(3, h2events.ResponseReceived).headers)[":status"] == "200"
+        # the client ends its side: cat sees its input end and exits, which ends the stream
+        c.conn.end_stream(1)
+        c.flush()
+        c.take(1, h2events.StreamEnded)
+    finally:
+        c.close()
+
+
+def test_h2_websocket_refusals(h2):
+    """A WebSocket without a token, to a server whose Sec-WebSocket-Accept is wrong, to one that does
+    not switch (an HTTP server answering 200), and an extended CONNECT for another protocol: each
+    refused on its own stream, the connection serving on."""
+    d, a = h2["d"], h2["a"]
+    c = H2Client(d)
+    try:
+        resp = c.connect_ws(1, f"9100-{a}.localhost")
+        assert resp[":status"] in ("401", "403"), resp
+        resp = c.connect_ws(3, f"9101-{a}.localhost", h2["tok"])
+        assert resp[":status"] == "502", resp
+        body = c.take(3, h2events.DataReceived).data
+        assert b"WebSocket handshake" in body, body
+        resp = c.connect_ws(5, f"8000-{a}.localhost", h2["tok"], path="/")
+        assert resp[":status"] == "502", resp
+        assert b"did not switch" in c.take(5, h2events.DataReceived).data
+        # an answer other than 2xx is passed on as it is, and the stream ends with it
+        resp = c.connect_ws(7, f"8000-{a}.localhost", h2["tok"], path="/no-such-page")
+        assert resp[":status"] == "404", resp
+        c.take(7, h2events.StreamEnded)
+        c.conn.send_headers(9, [(":method", "CONNECT"), (":protocol", "chat-v2"), (":scheme", "http"),
+                                (":path", "/"), (":authority", f"9100-{a}.localhost"),
+                                (TOKEN_HEADER.lower(), h2["tok"])])
+        c.flush()
+        assert dict(c.take(9, h2events.ResponseReceived).headers)[":status"] == "501"
+        resp = c.connect_ws(11, f"9100-{a}.localhost", h2["tok"])
+        assert resp[":status"] == "200", resp
+    finally:
+        c.close()
