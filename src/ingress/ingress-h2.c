@@ -42,6 +42,7 @@
  * half-close towards the sandbox, the sandbox's close the stream's end). */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <nghttp2/nghttp2.h>
 #include <openssl/evp.h>
@@ -871,6 +872,8 @@ static void stream_response_head(H2Stream *st, size_t head_len) {
                 st->resp.chunked = false;
                 st->resp.content_length = -1;
                 body = true;
+                log_debug("Ingress: a WebSocket over HTTP/2 (stream %" PRIi32 ") to sandbox %s port %u from %s", st->id,
+                          st->t.id, (unsigned) st->t.port, st->h->peer);
                 if (!hdrs) {
                         stream_error(st, 502, "bad_gateway", "out of memory");
                         return;

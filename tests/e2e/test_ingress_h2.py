@@ -13,7 +13,9 @@ refused, no token refused). Clients: curl --http2-prior-knowledge (a custom
 Host header becomes the stream's :authority), h2load, python3-h2 and raw
 frames."""
 
+import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -502,3 +504,73 @@ def test_h2_websocket_refusals(h2):
         assert resp[":status"] == "200", resp
     finally:
         c.close()
+
+
+# page and WebSocket on one port (so the browser carries the WebSocket on its HTTP/2 connection): the
+# socket takes the browser's frame ("ping-from-browser", 2 + 4 mask + 17 bytes), then answers "echo"
+WS_PAGE = ("<!doctype html><title>start</title><script>"
+           "const ws = new WebSocket('wss://' + location.host + '/ws');"
+           "ws.onopen = () => ws.send('ping-from-browser');"
+           "ws.onmessage = (e) => { document.title = 'got:' + e.data; ws.close(); };"
+           "ws.onerror = () => { document.title = 'error'; };</script>")
+WS_PAGE_SERVER = r"""#!/bin/sh
+read -r line
+key=
+while read -r l; do
+  l=$(printf %s "$l" | tr -d '\r')
+  [ -z "$l" ] && break
+  case "$l" in [Ss]ec-[Ww]eb[Ss]ocket-[Kk]ey:*) key=$(printf %s "${l#*:}" | tr -d ' ');; esac
+done
+case "$line" in
+"GET /ws "*)
+  acc=$(printf %s "${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11" | sha1sum | cut -c1-40 | xxd -r -p | base64)
+  printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n'
+  printf 'Sec-WebSocket-Accept: %s\r\n\r\n' "$acc"
+  head -c 23 >/dev/null
+  printf '\201\004echo'
+  head -c 8 >/dev/null ;;
+*)
+  page=$(cat /srv/ws.html)
+  printf 'HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s' ${#page} "$page" ;;
+esac
+"""
+
+
+@pytest.mark.timeout(300)
+def test_browser_websocket_over_tls_http2(e2e_session, tmp_path):
+    """Chromium, given the ingress's extended CONNECT over TLS (ALPN h2), opens a page's WebSocket on
+    its HTTP/2 connection: authorized by the link's cookie, relayed to the sandbox as an HTTP/1.1
+    upgrade, and the echo comes back."""
+    node = shutil.which("node")
+    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboard")
+    if not node or not os.access("/usr/bin/chromium", os.X_OK):
+        pytest.skip("node and Debian's chromium are needed (scripts/install-deps.sh installs them)")
+    if not os.path.isdir(os.path.join(driver, "node_modules", "playwright-core")):
+        r = subprocess.run(["npm", "ci", "--prefix", driver, "--no-audit", "--no-fund"], capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-days", "1", "-subj", "/CN=ws.test", "-addext", "subjectAltName=DNS:*.ws.test",
+                        "-keyout", str(key), "-out", str(cert)], capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    d = e2e_session.new_daemon(extra_args=[f"--ingress-tls-cert={cert}", f"--ingress-tls-key={key}",
+                                           "--ingress-domain=ws.test"])
+    d.start()
+    try:
+        sid = d.create()["id"]
+        try:
+            d.sh(sid, f"mkdir -p /srv && cat > /srv/ws.sh <<'EOF'\n{WS_PAGE_SERVER}EOF\n"
+                      f"chmod +x /srv/ws.sh && printf %s \"{WS_PAGE}\" > /srv/ws.html")
+            d.exec(sid, shell="exec nc -ll -p 8000 -e /srv/ws.sh", background=True)
+            link = d.api("GET", f"/v1/sandboxes/{sid}/ports/8000").json()["link"]
+            r = subprocess.run([node, os.path.join(driver, "ws-h2.mjs"), link, "ws.test"], cwd=driver,
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+            title = json.loads(r.stdout.strip().splitlines()[-1])["title"]
+            assert title == "got:echo", title
+            assert "a WebSocket over HTTP/2" in d.log_text(), "the browser did not use HTTP/2 for the WebSocket"
+        finally:
+            d.api("DELETE", f"/v1/sandboxes/{sid}", timeout=180)
+    finally:
+        d.stop()
