@@ -6,8 +6,9 @@ connection to the sandbox's own address, in the same run. p50/p90 of
     fresh marked connection per GET straight to the sandbox (what the
     ingress itself opens);
   - a 64-byte round trip on one upgraded stream: the ingress's Upgrade relay
-    (what a WebSocket rides on), the API's port forward (Upgrade: tcp), and
-    a direct connection to the same echo server;
+    (what a WebSocket rides on), a WebSocket over HTTP/2 (RFC 8441, with
+    python3-h2), the API's port forward (Upgrade: tcp), and a direct
+    connection to the same echo server;
   - a 64 MiB download from the same HTTP server through each (MiB/s);
   - with h2load installed (nghttp2-client): the same small GET through the
     ingress by one h2load client on one connection, one request at a time,
@@ -23,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import Api, pct  # noqa: E402
 
 INGRESS_MARK = 0x73706163  # FIREWALL_INGRESS_MARK (src/net/firewall.h)
-HTTP_PORT, ECHO_PORT, UPGRADE_PORT = 8000, 9100, 9000
+HTTP_PORT, ECHO_PORT, UPGRADE_PORT, WS_PORT = 8000, 9100, 9000, 9200
 BIG = 64 << 20
 
 UPGRADE_ECHO = r"""#!/bin/sh
@@ -34,6 +35,68 @@ done
 printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n'
 exec cat
 """
+
+# a WebSocket handshake (RFC 6455 4.2.2), then an echo of raw bytes
+WS_ECHO = r"""#!/bin/sh
+key=
+while read -r l; do
+  l=$(printf %s "$l" | tr -d '\r')
+  [ -z "$l" ] && break
+  case "$l" in [Ss]ec-[Ww]eb[Ss]ocket-[Kk]ey:*) key=$(printf %s "${l#*:}" | tr -d ' ');; esac
+done
+acc=$(printf %s "${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11" | sha1sum | cut -c1-40 | xxd -r -p | base64)
+printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n'
+printf 'Sec-WebSocket-Accept: %s\r\n\r\n' "$acc"
+exec cat
+"""
+
+
+def h2_ws_round_trips(ihost, iport, authority, token, n):
+    """64 B round trips on a WebSocket over HTTP/2 (RFC 8441 extended CONNECT, h2c), or None
+    without python3-h2."""
+    try:
+        import h2.config, h2.connection, h2.events
+    except ImportError:
+        return None
+    s = socket.create_connection((ihost, int(iport)), timeout=30)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    s.sendall(conn.data_to_send())
+    got, status = b"", None
+
+    def pump():
+        nonlocal got, status
+        for ev in conn.receive_data(s.recv(65536)):
+            if isinstance(ev, h2.events.ResponseReceived):
+                status = dict(ev.headers)[":status"]
+            elif isinstance(ev, h2.events.DataReceived):
+                got += ev.data
+                conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamReset):
+                raise RuntimeError("the WebSocket stream was reset")
+        s.sendall(conn.data_to_send())
+    while conn.remote_settings.enable_connect_protocol != 1:
+        pump()
+    conn.send_headers(1, [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+                          (":path", "/"), (":authority", authority), ("sec-websocket-version", "13"),
+                          ("x-space-traffic-token", token)])
+    s.sendall(conn.data_to_send())
+    while status is None:
+        pump()
+    if status != "200":
+        raise RuntimeError(f"WebSocket over HTTP/2 refused: {status}")
+    msg, out = b"x" * 63 + b"\n", []
+    for _ in range(n):
+        t = time.perf_counter()
+        conn.send_data(1, msg)
+        s.sendall(conn.data_to_send())
+        while len(got) < len(msg):
+            pump()
+        got = got[len(msg):]
+        out.append(time.perf_counter() - t)
+    s.close()
+    return out
 
 
 def sh(api, sid, script, background=False):
@@ -139,13 +202,15 @@ def main():
     try:
         sh(api, sid, f"mkdir -p /srv && echo hello > /srv/index.html && httpd -p {HTTP_PORT} -h /srv && "
                      f"dd if=/dev/zero of=/srv/big bs=1M count={BIG >> 20} 2>/dev/null && "
-                     f"cat > /srv/up.sh <<'EOF'\n{UPGRADE_ECHO}EOF\nchmod +x /srv/up.sh")
+                     f"cat > /srv/up.sh <<'EOF'\n{UPGRADE_ECHO}EOF\nchmod +x /srv/up.sh && "
+                     f"cat > /srv/ws.sh <<'EOF'\n{WS_ECHO}EOF\nchmod +x /srv/ws.sh")
+        sh(api, sid, f"exec nc -ll -p {WS_PORT} -e /srv/ws.sh", background=True)
         sh(api, sid, f"exec nc -ll -p {UPGRADE_PORT} -e /srv/up.sh", background=True)
         sh(api, sid, f"exec nc -ll -p {ECHO_PORT} -e cat", background=True)
         time.sleep(1)
         addr = sh(api, sid, "ip -4 addr | sed -n 's/.*inet \\([0-9.]*\\)\\/31.*/\\1/p'").strip()
         token = api.call("GET", f"/v1/sandboxes/{sid}/ports/{HTTP_PORT}")["token"]
-        hosts = {p: f"{p}-{sid}.localhost" for p in (HTTP_PORT, UPGRADE_PORT)}
+        hosts = {p: f"{p}-{sid}.localhost" for p in (HTTP_PORT, UPGRADE_PORT, WS_PORT)}
 
         via, direct = [], []
         c = http.client.HTTPConnection(ihost, int(iport), timeout=30)
@@ -172,6 +237,7 @@ def main():
         s, rest = upgraded(ihost, int(iport), up_head)
         rt_ingress = round_trips(s, a.runs, rest)
         s.close()
+        rt_h2_ws = h2_ws_round_trips(ihost, iport, hosts[WS_PORT], token, a.runs)
         s, rest = upgraded(u.hostname, u.port, fwd_head.format(port=ECHO_PORT))
         rt_forward = round_trips(s, a.runs, rest)
         s.close()
@@ -213,6 +279,8 @@ def main():
     print(row("GET / direct (a marked connection each)", direct))
     print(f"  {'ingress added per request':44s} p50 {(pct(via, 50) - pct(direct, 50)) * 1000:7.3f} ms")
     print(row("64 B round trip: ingress Upgrade relay", rt_ingress))
+    if rt_h2_ws:
+        print(row("64 B round trip: WebSocket over HTTP/2", rt_h2_ws))
     print(row("64 B round trip: port forward (API)", rt_forward))
     print(row("64 B round trip: direct", rt_direct))
     print(f"  {BIG >> 20} MiB download: ingress {mb_ingress:.0f} MiB/s, forward {mb_forward:.0f} MiB/s, "

@@ -42,8 +42,8 @@
  * half-close towards the sandbox, the sandbox's close the stream's end). */
 
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <nghttp2/nghttp2.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
