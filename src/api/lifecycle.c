@@ -383,10 +383,10 @@ int api_sandbox_patch(ApiRequest *r, ApiError *e) {
 static void lost_back_home(ApiRequest *r, const Sandbox *sb) {
         _cleanup_(sandbox_done) Sandbox now = {};
 
-        if (store_sandbox_get(r->store, NULL, sb->id, &now) < 0 || now.state != SANDBOX_LOST ||
+        if (store_sandbox_get(r->store, NULL, sb->id, &now) < 0 || now.state != SANDBOX_UNREACHABLE ||
             streq(now.worker, sb->worker))
                 return;
-        (void) store_sandbox_take_over(r->store, sb->id, SANDBOX_LOST, now.worker, SANDBOX_LOST, 0, 0, sb->worker,
+        (void) store_sandbox_take_over(r->store, sb->id, SANDBOX_UNREACHABLE, now.worker, SANDBOX_UNREACHABLE, 0, 0, sb->worker,
                                        now.reason);
 }
 
@@ -409,7 +409,7 @@ static int recover_refused_for_volumes(ApiRequest *r, const Sandbox *sb, ApiErro
         if (store_volume_get(r->store, sb->tenant_id, m[0].volume_name, &v) < 0 || isempty(v.worker))
                 (void) strscpy(v.worker, sizeof v.worker, sb->worker);
         return api_error(e, -EXDEV, API_CONFLICT,
-                         "sandbox '%s' mounts volume '%s', which lives on worker '%s' (lost): it cannot come back "
+                         "sandbox '%s' mounts volume '%s', which lives on worker '%s' (suspect): it cannot come back "
                          "on another worker; it runs again when that worker returns (nothing of it is deleted "
                          "meanwhile), or delete it",
                          sb->id, m[0].volume_name, v.worker);
@@ -431,22 +431,22 @@ static int recover_lost(ApiRequest *r, Sandbox *sb, const Checkpoint *ck, ApiErr
         if (k < 0)
                 return k;
         if (!worker_client_is_cluster(r->worker))
-                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is lost: it can only be deleted", sb->id);
+                return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is unreachable: it can only be deleted", sb->id);
         k = recover_refused_for_volumes(r, sb, e);
         if (k < 0)
                 return k;
         k = worker_sandbox_recover(r->worker, sb, ck->id, worker, &pid, &starttime, e);
         if (k < 0) {
                 (void) worker_failed(e, k);
-                log_error("Recovering lost sandbox %s from checkpoint %s failed: %s", sb->id, ck->id, e->message);
+                log_error("Recovering unreachable sandbox %s from checkpoint %s failed: %s", sb->id, ck->id, e->message);
                 /* it stays lost, on its old worker (where its files may be), and can be tried again */
                 lost_back_home(r, sb);
                 return k;
         }
-        snprintf(reason, sizeof reason, "recovered on worker %s from checkpoint %s (worker %s was lost) by %s", worker,
+        snprintf(reason, sizeof reason, "recovered on worker %s from checkpoint %s (worker %s was suspect) by %s", worker,
                  ck->id, sb->worker, r->actor);
         /* its row names the new worker since the try began: its old one cannot take it back meanwhile */
-        k = store_sandbox_take_over(r->store, sb->id, SANDBOX_LOST, worker, SANDBOX_RUNNING, pid, starttime, worker,
+        k = store_sandbox_take_over(r->store, sb->id, SANDBOX_UNREACHABLE, worker, SANDBOX_RUNNING, pid, starttime, worker,
                                     reason);
         if (k == -ESTALE)
                 return api_error(e, k, API_CONFLICT, "sandbox '%s' changed state meanwhile; look and try again",
@@ -463,7 +463,7 @@ static int recover_lost(ApiRequest *r, Sandbox *sb, const Checkpoint *ck, ApiErr
         json_w_object_end(&jw);
         if (json_w_finish(&jw, &data, &len) >= 0)
                 event(r, sb, "sandbox.recovered", reason, data);
-        log_info("Recovered lost sandbox %s on worker %s from checkpoint %s", sb->id, worker, ck->id);
+        log_info("Recovered unreachable sandbox %s on worker %s from checkpoint %s", sb->id, worker, ck->id);
         return reply_sandbox(r, 200, sb->id, e);
 }
 
@@ -504,13 +504,13 @@ int api_sandbox_restore(ApiRequest *r, ApiError *e) {
         if (k < 0)
                 return k;
         if (sb.state != SANDBOX_RUNNING && sb.state != SANDBOX_PAUSED && sb.state != SANDBOX_SUSPENDED &&
-            sb.state != SANDBOX_ERROR && sb.state != SANDBOX_LOST)
+            sb.state != SANDBOX_ERROR && sb.state != SANDBOX_UNREACHABLE)
                 return api_error(e, -EBUSY, API_CONFLICT, "sandbox '%s' is %s: it cannot be restored now", id,
                                  state_name(&sb));
         k = api_checkpoint_find(r, &sb, ref, &ck, e);
         if (k < 0)
                 return k;
-        if (sb.state == SANDBOX_LOST)
+        if (sb.state == SANDBOX_UNREACHABLE)
                 return recover_lost(r, &sb, &ck, e);
 
         k = api_get_worker(r, e);

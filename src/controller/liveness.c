@@ -60,12 +60,12 @@ int liveness_run_once(Store *store, uint64_t lost_timeout_s, int64_t now) {
                 if (r == -ESTALE)
                         continue; /* it came back meanwhile, or another controller was first */
                 if (r < 0) {
-                        log_warning_errno(r, "Cannot mark worker %s lost: %m", w->name);
+                        log_warning_errno(r, "Cannot mark worker %s suspect: %m", w->name);
                         continue;
                 }
                 lost++;
-                log_warning("Worker %s is lost (%s): %zu sandboxes lost with it", w->name, reason, n_refs);
-                (void) strscpy(ev.type, sizeof ev.type, "worker.lost");
+                log_warning("Worker %s is suspect (%s): its %zu sandboxes are unreachable", w->name, reason, n_refs);
+                (void) strscpy(ev.type, sizeof ev.type, "worker.suspect");
                 (void) strscpy(ev.actor, sizeof ev.actor, CONTROLLER_ACTOR);
                 (void) strscpy(ev.reason, sizeof ev.reason, reason);
                 snprintf(data, sizeof data, "{\"worker\":\"%s\",\"sandboxes\":%zu}", w->name, n_refs);
@@ -77,7 +77,7 @@ int liveness_run_once(Store *store, uint64_t lost_timeout_s, int64_t now) {
                         (void) strscpy(sb.id, sizeof sb.id, refs[j].id);
                         (void) strscpy(sb.tenant_id, sizeof sb.tenant_id, refs[j].tenant_id);
                         snprintf(data, sizeof data, "{\"worker\":\"%s\"}", w->name);
-                        controller_event(store, &sb, "sandbox.lost", reason, data);
+                        controller_event(store, &sb, "sandbox.unreachable", reason, data);
                 }
         }
         return lost;

@@ -3,7 +3,7 @@
 
 /* Worker liveness (a cluster): a live worker whose last heartbeat is older
  * than lost_timeout_s is marked lost, and so is every sandbox it held, with
- * an event each ("worker.lost", "sandbox.lost"). */
+ * an event each ("worker.suspect", "sandbox.unreachable"). */
 
 #include "store.h"
 

@@ -212,7 +212,7 @@ static void pass_checkpoints(Pass *p, uint64_t want) {
                 if (store_sandbox_get(p->store, NULL, c->sandbox_id, &sb) < 0)
                         continue;
                 if (sb.state == SANDBOX_RUNNING || sb.state == SANDBOX_PAUSED || sb.state == SANDBOX_SUSPENDED ||
-                    sb.state == SANDBOX_LOST) {
+                    sb.state == SANDBOX_UNREACHABLE) {
                         if (live == 0) {
                                 none++;
                                 unavailable_report(p, c, &sb);

@@ -104,7 +104,7 @@ const ConfigItem config_table[] = {
         { "controller_listen", S(controller_listen), "", 0, 0, NULL, "role controller: host:port of its probes: GET /healthz (200 while its loop turns, 503 once it has not for controller_stall_s) and /metrics" },
         { "controller_stall_s", U(controller_stall_s), "30", 2, 3600, NULL, "role controller: /healthz fails when the controller loop has not turned for this long" },
         { "controller_lease_s", U(controller_lease_s), "10", 1, 300, NULL, "role controller: the leadership lease, judged by the store's clock; a leader that cannot renew it steps down before it ends, a standby takes over after it (a hung leader's, at most this plus a quarter)" },
-        { "worker_lost_timeout_s", U(worker_lost_timeout_s), "15", 1, 3600, NULL, "a worker without heartbeat for this long is lost (its sandboxes too)" },
+        { "worker_lost_timeout_s", U(worker_lost_timeout_s), "15", 1, 3600, NULL, "a worker without heartbeat for this long is suspect (its sandboxes unreachable)" },
         { "worker_oom_protect", S(worker_oom_protect), "on", 0, 0, "on|off", "role worker: spaced and its worker process get oom_score_adj " WORKER_OOM_SCORE_ADJ_STR " (the OOM killer takes sandbox processes, at +500, long before it; an OOM kill of the worker is a crash of every sandbox's control)" },
         { "worker_cpu_millis", U(worker_cpu_millis), "0", 0, 1024000000, NULL, "role worker: CPU it offers (0 = all online CPUs)" },
         { "ship_checkpoints", U(ship_checkpoints), "1", 0, 16, NULL, "a cluster: workers besides the sandbox's own that get a copy of each checkpoint (btrfs send/receive), so that a lost sandbox can be restored elsewhere; 0 = none" },

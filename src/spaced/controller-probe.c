@@ -109,7 +109,7 @@ static void serve(ControllerProbe *p, int fd) {
                          "# HELP space_controller_loop_age_seconds Seconds since the controller loop last turned.\n"
                          "# TYPE space_controller_loop_age_seconds gauge\n"
                          "space_controller_loop_age_seconds %.3f\n"
-                         "# HELP space_checkpoints_unavailable Checkpoints of live or lost sandboxes that no live "
+                         "# HELP space_checkpoints_unavailable Checkpoints of live or unreachable sandboxes that no live "
                          "worker holds a copy of (at the last pass of the leader).\n"
                          "# TYPE space_checkpoints_unavailable gauge\n"
                          "space_checkpoints_unavailable %" PRIu64 "\n",

@@ -7,7 +7,7 @@
 
 static const char *const worker_state_table[_WORKER_STATE_MAX] = {
         [WORKER_LIVE] = "live",
-        [WORKER_LOST] = "lost",
+        [WORKER_SUSPECT] = "suspect",
         [WORKER_STOPPED] = "stopped",
 };
 

@@ -23,7 +23,7 @@
         "COALESCE(SUM(s.disk_mb), 0), COUNT(s.id)"
 #define WORKER_FROM                                                                           \
         " FROM workers w LEFT JOIN sandboxes s ON s.worker = w.name "                         \
-        "AND s.state NOT IN ('deleted', 'error', 'lost')"
+        "AND s.state NOT IN ('deleted', 'error', 'unreachable')"
 
 #define COPY_COLUMNS "checkpoint_id, sandbox_id, worker, available, sha256, size_bytes, updated_usec"
 
@@ -51,10 +51,10 @@ static const char *const cluster_sql[_PG_CL_STMT_MAX] = {
         [PG_CL_WORKER_GET] = "SELECT " WORKER_COLUMNS WORKER_FROM " WHERE w.name = $1 GROUP BY w.name",
         [PG_CL_WORKER_LIST] = "SELECT " WORKER_COLUMNS WORKER_FROM " GROUP BY w.name ORDER BY w.name",
         [PG_CL_WORKER_SET_LOST] =
-                "UPDATE workers SET state = 'lost' WHERE name = $1 AND state = 'live' AND heartbeat_usec < $2",
+                "UPDATE workers SET state = 'suspect' WHERE name = $1 AND state = 'live' AND heartbeat_usec < $2",
         [PG_CL_SANDBOXES_SET_LOST] =
-                "UPDATE sandboxes SET state = 'lost', reason = $2, updated_usec = $3 "
-                "WHERE worker = $1 AND state NOT IN ('deleted', 'lost') RETURNING id, tenant_id",
+                "UPDATE sandboxes SET state = 'unreachable', reason = $2, updated_usec = $3 "
+                "WHERE worker = $1 AND state NOT IN ('deleted', 'unreachable') RETURNING id, tenant_id",
         [PG_CL_LEADER_TRY] = "SELECT pg_try_advisory_lock(" PG_LOCK_CLASS ", " PG_LOCK_CONTROLLER ")",
         [PG_CL_LEADER_HELD] =
                 "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = "

@@ -16,7 +16,7 @@
         "COALESCE(SUM(s.disk_mb), 0), COUNT(s.id)"
 #define WORKER_FROM                                                                           \
         " FROM workers w LEFT JOIN sandboxes s ON s.worker = w.name "                         \
-        "AND s.state NOT IN ('deleted', 'error', 'lost')"
+        "AND s.state NOT IN ('deleted', 'error', 'unreachable')"
 
 /* SQLite's own clock, in microseconds (julianday: milliseconds' precision). */
 #define SQLITE_NOW_USEC "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
@@ -45,10 +45,10 @@ static const char *const cluster_sql[_SQL_CL_STMT_MAX] = {
         [SQL_CL_WORKER_GET] = "SELECT " WORKER_COLUMNS WORKER_FROM " WHERE w.name = ?1 GROUP BY w.name",
         [SQL_CL_WORKER_LIST] = "SELECT " WORKER_COLUMNS WORKER_FROM " GROUP BY w.name ORDER BY w.name",
         [SQL_CL_WORKER_SET_LOST] =
-                "UPDATE workers SET state = 'lost' WHERE name = ?1 AND state = 'live' AND heartbeat_usec < ?2",
+                "UPDATE workers SET state = 'suspect' WHERE name = ?1 AND state = 'live' AND heartbeat_usec < ?2",
         [SQL_CL_SANDBOXES_SET_LOST] =
-                "UPDATE sandboxes SET state = 'lost', reason = ?2, updated_usec = ?3 "
-                "WHERE worker = ?1 AND state NOT IN ('deleted', 'lost') RETURNING id, tenant_id",
+                "UPDATE sandboxes SET state = 'unreachable', reason = ?2, updated_usec = ?3 "
+                "WHERE worker = ?1 AND state NOT IN ('deleted', 'unreachable') RETURNING id, tenant_id",
         [SQL_CL_SETTING_INSERT] =
                 "INSERT INTO cluster_settings (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
         [SQL_CL_SETTING_GET] = "SELECT value FROM cluster_settings WHERE name = ?1",

@@ -35,7 +35,7 @@ static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {
         [SANDBOX_DELETING] = "deleting",
         [SANDBOX_DELETED] = "deleted",
         [SANDBOX_ERROR] = "error",
-        [SANDBOX_LOST] = "lost",
+        [SANDBOX_UNREACHABLE] = "unreachable",
 };
 
 static const char *const template_state_table[_TEMPLATE_STATE_MAX] = {

@@ -25,24 +25,24 @@ int worker_adopt_lost(Worker *w, Sandbox *sb, LiveSandbox *l) {
 
         snprintf(reason, sizeof reason, "found %s on worker %s when it came back", l->frozen ? "paused" : "running",
                  me);
-        r = store_sandbox_take_over(w->store, sb->id, SANDBOX_LOST, me, to, (int64_t) l->pid, l->starttime, me,
+        r = store_sandbox_take_over(w->store, sb->id, SANDBOX_UNREACHABLE, me, to, (int64_t) l->pid, l->starttime, me,
                                     reason);
         if (r == -ESTALE || r == -ENOENT) {
                 _cleanup_(sandbox_done) Sandbox now = {};
                 int k = r == -ENOENT ? -ENOENT : store_sandbox_get(w->store, NULL, sb->id, &now);
                 if (k < 0 && k != -ENOENT)
                         return k; /* the store is away: nothing is judged */
-                if (k >= 0 && (now.state == SANDBOX_LOST || streq(now.worker, me)))
+                if (k >= 0 && (now.state == SANDBOX_UNREACHABLE || streq(now.worker, me)))
                         return -EAGAIN; /* a recovery elsewhere is being tried (or it changed here): not yet */
                 /* recovered on another worker, or deleted: this copy is stale */
-                log_info("Sandbox %s was %s while this worker was lost: removing its copy here", sb->id,
+                log_info("Sandbox %s was %s while this worker was suspect: removing its copy here", sb->id,
                          k == -ENOENT || now.state == SANDBOX_DELETED ? "deleted" : "recovered elsewhere");
                 (void) worker_cleanup_sandbox(w, sb->id, true);
                 sb->state = SANDBOX_DELETED; /* for this host's bookkeeping: nothing of it stays here */
                 return -ESTALE;
         }
         if (r < 0)
-                return log_warning_errno(r, "Sandbox %s: cannot take it back from lost: %m (tried again later)",
+                return log_warning_errno(r, "Sandbox %s: cannot take it back from unreachable: %m (tried again later)",
                                          sb->id);
         sb->state = to;
         l->lost_pending = false;
@@ -58,7 +58,7 @@ static void adopt_pending(Worker *w, LiveSandbox *l) {
 
         if (r < 0 && r != -ENOENT)
                 return;
-        if (r >= 0 && sb.state == SANDBOX_LOST) {
+        if (r >= 0 && sb.state == SANDBOX_UNREACHABLE) {
                 if (streq(sb.worker, w->config->worker_name))
                         (void) worker_adopt_lost(w, &sb, l); /* the recovery failed: it came home */
                 return;
@@ -67,7 +67,7 @@ static void adopt_pending(Worker *w, LiveSandbox *l) {
                 l->lost_pending = false; /* it is this worker's (taken back already) */
                 return;
         }
-        log_info("Sandbox %s was %s while this worker was lost: removing its copy here", l->id,
+        log_info("Sandbox %s was %s while this worker was suspect: removing its copy here", l->id,
                  r == -ENOENT || sb.state == SANDBOX_DELETED ? "deleted" : "recovered elsewhere");
         (void) worker_cleanup_sandbox(w, l->id, true);
 }
@@ -86,7 +86,7 @@ static bool registered_live(Worker *w) {
 
 void worker_adopt_tick(Worker *w) {
         static int64_t last_usec;
-        SandboxFilter f = { .state = SANDBOX_LOST, .limit = 100000 };
+        SandboxFilter f = { .state = SANDBOX_UNREACHABLE, .limit = 100000 };
         Sandbox *list = NULL;
         size_t n = 0;
         int64_t now = now_usec();

@@ -92,15 +92,15 @@ static int call_spec_placed(WorkerClient *w, WorkerOpKind op, const Sandbox *sb,
 
         /* a lost one moves only if its row still names where it was (sb->worker): its worker may have
          * come back and taken it (worker-adopt.c), and then this recovery must not run a second copy */
-        if (sb->state == SANDBOX_LOST)
-                r = store_sandbox_take_over(w->store, sb->id, SANDBOX_LOST, sb->worker, SANDBOX_LOST, 0, 0, worker,
+        if (sb->state == SANDBOX_UNREACHABLE)
+                r = store_sandbox_take_over(w->store, sb->id, SANDBOX_UNREACHABLE, sb->worker, SANDBOX_UNREACHABLE, 0, 0, worker,
                                             sb->reason);
         else
                 r = store_sandbox_set_runtime(w->store, sb->id, 0, 0, worker);
         if (r == -ESTALE) {
                 w->connect_failed = false;
                 return api_error(e, r, API_CONFLICT,
-                                 "sandbox '%s' is no longer lost on worker '%s' (its worker came back and took it, "
+                                 "sandbox '%s' is no longer unreachable on worker '%s' (its worker came back and took it, "
                                  "or it was deleted)", sb->id, sb->worker);
         }
         if (r < 0) {
@@ -417,7 +417,7 @@ int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *check
         int r;
 
         if (!w->store)
-                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "recovering a lost sandbox needs a cluster");
+                return api_error(e, -EOPNOTSUPP, API_NOT_IMPLEMENTED, "recovering an unreachable sandbox needs a cluster");
         r = store_checkpoint_copy_list(w->store, checkpoint_id, &copies, &n);
         if (r < 0)
                 return api_error(e, r, API_UNAVAILABLE, "the store failed (listing the checkpoint's copies): %s",
@@ -457,7 +457,7 @@ int worker_sandbox_recover(WorkerClient *w, const Sandbox *sb, const char *check
         if (tried > 0)
                 return r;
         return api_error(e, -ENOENT, API_CONFLICT,
-                         "sandbox '%s' is lost with worker '%s' and no live worker holds a copy of checkpoint '%s' "
+                         "sandbox '%s' is unreachable with worker '%s' and no live worker holds a copy of checkpoint '%s' "
                          "(checkpoints are shipped to other workers when ship_checkpoints > 0)",
                          sb->id, sb->worker, checkpoint_id);
 }

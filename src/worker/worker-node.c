@@ -109,7 +109,7 @@ int worker_node_heartbeat(Store *s, const Config *c, const char *instance, const
         int r = store_worker_heartbeat(s, c->worker_name, instance, templates);
 
         if (r == -ESTALE || r == -ENOENT) {
-                log_warning("Worker %s was marked lost or removed; registering again", c->worker_name);
+                log_warning("Worker %s was marked suspect or removed; registering again", c->worker_name);
                 return worker_node_register(s, c, instance, templates, runtimes, accelerators);
         }
         return r;

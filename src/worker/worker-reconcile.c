@@ -46,7 +46,7 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                 return 0;
         case SANDBOX_RUNNING:
         case SANDBOX_PAUSED:
-        case SANDBOX_LOST: /* a cluster judged its worker lost: taken back if it runs here (worker-adopt.c) */
+        case SANDBOX_UNREACHABLE: /* a cluster judged its worker lost: taken back if it runs here (worker-adopt.c) */
                 rt = worker_runtime(w, sb->runtime, &(ApiError){});
                 r = rt ? rt->adopt(sb->id, (pid_t) sb->pid, sb->pid_starttime, &pidfd) : -EOPNOTSUPP;
                 if (r >= 0 && worker_agent_socket(w, sb->id, sock, sizeof sock) >= 0 && access(sock, F_OK) == 0) {
@@ -54,7 +54,7 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                         if (r >= 0) {
                                 LiveSandbox *l = worker_live_find(w, sb->id);
                                 bool frozen;
-                                if (sb->state == SANDBOX_LOST) {
+                                if (sb->state == SANDBOX_UNREACHABLE) {
                                         r = worker_adopt_lost(w, sb, l);
                                         if (r == -ESTALE)
                                                 return 0; /* recovered elsewhere or deleted: its copy here went */
@@ -78,12 +78,12 @@ static int reconcile_known(Worker *w, Sandbox *sb) {
                         }
                 }
                 safe_close(pidfd);
-                if (sb->state == SANDBOX_LOST && !streq(sb->worker, w->config->worker_name))
+                if (sb->state == SANDBOX_UNREACHABLE && !streq(sb->worker, w->config->worker_name))
                         return 0; /* a recovery elsewhere is tried: what it has here stays until it is decided */
                 (void) worker_cleanup_sandbox(w, sb->id, false);
-                if (sb->state == SANDBOX_LOST) {
+                if (sb->state == SANDBOX_UNREACHABLE) {
                         /* its processes are gone, its disk is here: kept, for a restore or a resume */
-                        if (store_sandbox_take_over(w->store, sb->id, SANDBOX_LOST, w->config->worker_name,
+                        if (store_sandbox_take_over(w->store, sb->id, SANDBOX_UNREACHABLE, w->config->worker_name,
                                                     SANDBOX_ERROR, 0, 0, w->config->worker_name,
                                                     "its worker came back and it was not running (its files are "
                                                     "kept: resume or restore it)") >= 0) {
@@ -172,7 +172,7 @@ int worker_reconcile(Worker *w) {
                  * names the worker tried: what is here stays until it is decided) */
                 size_t k = 0;
                 for (size_t i = 0; i < n; i++) {
-                        if (streq(list[i].worker, w->config->worker_name) || list[i].state == SANDBOX_LOST)
+                        if (streq(list[i].worker, w->config->worker_name) || list[i].state == SANDBOX_UNREACHABLE)
                                 list[k++] = list[i];
                         else
                                 sandbox_done(&list[i]);

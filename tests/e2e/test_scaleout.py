@@ -673,18 +673,18 @@ def _worker_loss(c):
     assert r.status == 201 and r.json()["worker"] != victim, r
     newer = r.json()["id"]
 
-    _wait(lambda: all(c.sandbox(api, i)["state"] == "lost" for i in lost_ids), 30, "sandboxes of w2 lost")
+    _wait(lambda: all(c.sandbox(api, i)["state"] == "unreachable" for i in lost_ids), 30, "sandboxes of w2 lost")
     _log(f"worker kill -9 -> its {len(lost_ids)} sandboxes lost: {time.monotonic() - t_dead:.2f} s "
          f"(worker_lost_timeout_s {LOST_TIMEOUT_S})")
     for sid in lost_ids:
         sb = c.sandbox(api, sid)
         assert victim in sb["reason"], sb
-        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.lost"}).json()["events"]
+        ev = c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.unreachable"}).json()["events"]
         assert len(ev) == 1 and ev[0]["data"]["worker"] == victim, ev
         # operations on it fail clearly
         r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/exec", json={"shell": "true"})
         assert r.status == 409, r
-    ev = c.req(api, "GET", "/v1/events", params={"type": "worker.lost"}).json()["events"]
+    ev = c.req(api, "GET", "/v1/events", params={"type": "worker.suspect"}).json()["events"]
     assert any(e["data"]["worker"] == victim for e in ev), ev
     # the others keep running
     for sid in others + [newer]:
@@ -810,7 +810,7 @@ def _ship_and_recover(c):
 
     # the sandbox's worker dies: the sandbox is lost
     c.workers[victim].kill9()
-    _wait(lambda: c.sandbox(api, sid)["state"] == "lost", 30, "the sandbox lost")
+    _wait(lambda: c.sandbox(api, sid)["state"] == "unreachable", 30, "the sandbox lost")
     # restored on a worker that holds the shipped copy, through the other API server
     r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "before-loss"})
     assert r.status == 200, r
@@ -1306,7 +1306,7 @@ def test_hung_leader_is_taken_over_and_fenced(cluster):
     time.sleep(1.5)  # a round or two of the old one, if it still thought it led
     after = active.log()[mark_a:]
     assert "now the active one" not in after, after[-3000:]
-    assert "Deleted expired sandbox" not in after and "is lost (" not in after, after[-3000:]
+    assert "Deleted expired sandbox" not in after and "is suspect (" not in after, after[-3000:]
     assert "expired or was taken over; stepping down" in after, after[-3000:]
     expired = [e for e in c.req(api, "GET", "/v1/events", params={"type": "sandbox.expired"}).json()["events"]
                if e.get("sandbox") == sid]
@@ -1404,8 +1404,8 @@ def test_chaos_nothing_destroyed(cluster):
         assert mine, made
         for sid in mine:
             types = [e["type"] for e in events(sid, since[sid])]
-            assert "sandbox.lost" in types and "sandbox.found" in types, (step, sid, types)
-            assert types.index("sandbox.lost") < len(types) - 1 - types[::-1].index("sandbox.found"), (step, types)
+            assert "sandbox.unreachable" in types and "sandbox.found" in types, (step, sid, types)
+            assert types.index("sandbox.unreachable") < len(types) - 1 - types[::-1].index("sandbox.found"), (step, types)
 
     # a worker killed and started again at once
     first = made[0][2]
@@ -1419,7 +1419,7 @@ def test_chaos_nothing_destroyed(cluster):
     since = last_seqs()
     os.kill(c.workers[second].pid, signal.SIGSTOP)
     try:
-        _wait(lambda: all(c.sandbox(api, sid)["state"] == "lost" for sid, _, w in made if w == second), 30,
+        _wait(lambda: all(c.sandbox(api, sid)["state"] == "unreachable" for sid, _, w in made if w == second), 30,
               "the stalled worker's sandboxes lost")
     finally:
         os.kill(c.workers[second].pid, signal.SIGCONT)
@@ -1510,11 +1510,11 @@ def test_controller_failover(cluster):
     assert r.status == 201, r
     os.kill(c.workers[victim].pid, signal.SIGSTOP)  # its heartbeats stop
     try:
-        _wait(lambda: any(w["name"] == victim and w["state"] == "lost"
-                          for w in c.req(api, "GET", "/v1/info").json()["workers"]), 30, "w3 lost")
+        _wait(lambda: any(w["name"] == victim and w["state"] == "suspect"
+                          for w in c.req(api, "GET", "/v1/info").json()["workers"]), 30, "w3 suspect")
     finally:
         os.kill(c.workers[victim].pid, signal.SIGCONT)
-    assert "Worker w3 is lost" in standby.log()
+    assert "Worker w3 is suspect" in standby.log()
     # it heartbeats again and registers anew
     _wait(lambda: any(w["name"] == victim and w["state"] == "live"
                       for w in c.req(api, "GET", "/v1/info").json()["workers"]), 30, "w3 live again")
@@ -1540,7 +1540,7 @@ def test_worker_stalled_past_its_lease_takes_its_sandboxes_back(cluster):
     mark = len(c.workers[victim].log())
     os.kill(c.workers[victim].pid, signal.SIGSTOP)  # its heartbeats stop; its sandboxes run on
     try:
-        _wait(lambda: all(c.sandbox(api, i)["state"] == "lost" for i in mine), 30, "its sandboxes lost")
+        _wait(lambda: all(c.sandbox(api, i)["state"] == "unreachable" for i in mine), 30, "its sandboxes lost")
     finally:
         os.kill(c.workers[victim].pid, signal.SIGCONT)
     _wait(lambda: all(c.sandbox(api, i)["state"] == "running" for i in mine), 60, "its sandboxes back")
@@ -1580,7 +1580,7 @@ def test_worker_stalled_in_a_call_is_not_waited_for(cluster):
             assert status == 503, (status, body)
             msg = body["error"]["message"]
             assert f"worker '{victim}'" in msg and "stopped heartbeating while it ran 'metrics'" in msg, msg
-            _wait(lambda: c.sandbox(api, sid)["state"] == "lost", 30, "the sandbox lost")
+            _wait(lambda: c.sandbox(api, sid)["state"] == "unreachable", 30, "the sandbox lost")
         finally:
             os.kill(c.workers[victim].pid, signal.SIGCONT)
         _wait(lambda: c.sandbox(api, sid)["state"] == "running", 60, "the sandbox back")
@@ -1597,7 +1597,7 @@ def test_database_outage_longer_than_the_lease_loses_nothing(cluster):
     c = cluster
     api = c.apis[0]
     made = c.create(4)
-    lost_before = len(c.req(api, "GET", "/v1/events", params={"type": "worker.lost"}).json()["events"])
+    lost_before = len(c.req(api, "GET", "/v1/events", params={"type": "worker.suspect"}).json()["events"])
     subprocess.run(["sh", PG_SCRIPT, "down", c.pg_url], check=True, timeout=60)
     try:
         time.sleep(LOST_TIMEOUT_S * 3)
@@ -1610,7 +1610,7 @@ def test_database_outage_longer_than_the_lease_loses_nothing(cluster):
         assert sb["state"] == "running", sb
         code, out = c.exec_out(c.apis[1], sid, "echo still")
         assert code == 0 and out == "still\n"
-    lost = c.req(api, "GET", "/v1/events", params={"type": "worker.lost"}).json()["events"]
+    lost = c.req(api, "GET", "/v1/events", params={"type": "worker.suspect"}).json()["events"]
     assert len(lost) == lost_before, lost[lost_before:]
     assert all(w["state"] == "live" for w in c.req(api, "GET", "/v1/info").json()["workers"] if w["name"] in c.workers)
     c.delete_all()
@@ -2028,13 +2028,13 @@ def test_lost_sandbox_with_a_volume_waits_for_its_worker(cluster):
         _wait(lambda: _shipped(c, api, sid, ck), 60, "the checkpoint shipped")
         os.kill(c.workers[home].pid, signal.SIGSTOP)
         try:
-            _wait(lambda: c.sandbox(api, sid)["state"] == "lost", 30, "the sandbox lost")
+            _wait(lambda: c.sandbox(api, sid)["state"] == "unreachable", 30, "the sandbox lost")
             r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "with-volume"})
             assert r.status == 409, r
             msg = r.json()["error"]["message"]
             assert f"mounts volume '{name}'" in msg and f"worker '{home}'" in msg, msg
             sb = c.sandbox(api, sid)
-            assert sb["state"] == "lost" and sb["worker"] == home, sb
+            assert sb["state"] == "unreachable" and sb["worker"] == home, sb
             assert not c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.recovered"}) \
                 .json()["events"]
         finally:

@@ -60,7 +60,7 @@ TEST(placement_spreads_prefers_locality_and_skips_the_dead_and_full) {
         ASSERT_STREQ(w[order[1]].name, "a");
         ASSERT_STREQ(w[order[2]].name, "c");
 
-        w[1].state = WORKER_LOST;
+        w[1].state = WORKER_SUSPECT;
         worker_place(w, 5, &sb, NOW - 10 * 1000000, order, &n);
         ASSERT_EQ(n, 2U);
         ASSERT_STREQ(w[order[0]].name, "a");

@@ -1612,20 +1612,20 @@ STORE_TEST(sandbox_take_over) {
 
         insert_sandbox(s, "x", "tn_a");
         ASSERT_OK(store_sandbox_set_runtime(s, "x", 10, 11, "w1"));
-        ASSERT_OK(store_sandbox_set_state(s, "x", -1, SANDBOX_LOST, "worker w1 sent no heartbeat"));
+        ASSERT_OK(store_sandbox_set_state(s, "x", -1, SANDBOX_UNREACHABLE, "worker w1 sent no heartbeat"));
         /* a recovery places it on w2 (still lost) */
-        ASSERT_OK(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_LOST, 0, 0, "w2", "recovering"));
+        ASSERT_OK(store_sandbox_take_over(s, "x", SANDBOX_UNREACHABLE, "w1", SANDBOX_UNREACHABLE, 0, 0, "w2", "recovering"));
         /* w1 came back meanwhile: it cannot take it */
-        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_RUNNING, 10, 11, "w1", "found"),
+        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_UNREACHABLE, "w1", SANDBOX_RUNNING, 10, 11, "w1", "found"),
                      ESTALE);
         ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
-        ASSERT_EQ(got.state, SANDBOX_LOST);
+        ASSERT_EQ(got.state, SANDBOX_UNREACHABLE);
         ASSERT_STREQ(got.worker, "w2");
         ASSERT_EQ(got.pid, 0);
         sandbox_done(&got);
         /* the recovery fails: home again; then w1 takes it back, running, with its pid */
-        ASSERT_OK(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w2", SANDBOX_LOST, 0, 0, "w1", "back"));
-        ASSERT_OK(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_RUNNING, 10, 11, "w1", "found"));
+        ASSERT_OK(store_sandbox_take_over(s, "x", SANDBOX_UNREACHABLE, "w2", SANDBOX_UNREACHABLE, 0, 0, "w1", "back"));
+        ASSERT_OK(store_sandbox_take_over(s, "x", SANDBOX_UNREACHABLE, "w1", SANDBOX_RUNNING, 10, 11, "w1", "found"));
         ASSERT_OK(store_sandbox_get(s, NULL, "x", &got));
         ASSERT_EQ(got.state, SANDBOX_RUNNING);
         ASSERT_STREQ(got.worker, "w1");
@@ -1634,11 +1634,11 @@ STORE_TEST(sandbox_take_over) {
         ASSERT_STREQ(got.reason, "found");
         sandbox_done(&got);
         /* a recovery that comes second finds it running: refused */
-        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_LOST, 0, 0, "w2", "late"), ESTALE);
-        ASSERT_ERRNO(store_sandbox_take_over(s, "nope", SANDBOX_LOST, "w1", SANDBOX_RUNNING, 1, 1, "w1", NULL),
+        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_UNREACHABLE, "w1", SANDBOX_UNREACHABLE, 0, 0, "w2", "late"), ESTALE);
+        ASSERT_ERRNO(store_sandbox_take_over(s, "nope", SANDBOX_UNREACHABLE, "w1", SANDBOX_RUNNING, 1, 1, "w1", NULL),
                      ENOENT);
-        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_LOST, NULL, SANDBOX_RUNNING, 1, 1, "w1", NULL), EINVAL);
-        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_LOST, "w1", SANDBOX_RUNNING, -1, 1, "w1", NULL), EINVAL);
+        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_UNREACHABLE, NULL, SANDBOX_RUNNING, 1, 1, "w1", NULL), EINVAL);
+        ASSERT_ERRNO(store_sandbox_take_over(s, "x", SANDBOX_UNREACHABLE, "w1", SANDBOX_RUNNING, -1, 1, "w1", NULL), EINVAL);
         ASSERT_ERRNO(store_sandbox_take_over(s, "x", (SandboxState) 99, "w1", SANDBOX_RUNNING, 1, 1, "w1", NULL),
                      EINVAL);
 }
@@ -3424,7 +3424,7 @@ STORE_TEST(workers_register_heartbeat_duplicate_lost) {
         ASSERT_STREQ(refs[0].tenant_id, t.id);
         free(refs);
         ASSERT_OK(store_sandbox_get(s, NULL, "sb_1", &sb));
-        ASSERT_EQ(sb.state, SANDBOX_LOST);
+        ASSERT_EQ(sb.state, SANDBOX_UNREACHABLE);
         ASSERT_STREQ(sb.reason, "no heartbeat");
         sandbox_done(&sb);
         ASSERT_OK(store_sandbox_get(s, NULL, "sb_2", &sb));
@@ -3432,7 +3432,7 @@ STORE_TEST(workers_register_heartbeat_duplicate_lost) {
         sandbox_done(&sb);
         ASSERT_ERRNO(store_worker_mark_lost(s, "w1", now_usec() + 1000000, "again", &refs, &n), ESTALE);
         ASSERT_OK(store_worker_get(s, "w1", &got));
-        ASSERT_EQ(got.state, WORKER_LOST);
+        ASSERT_EQ(got.state, WORKER_SUSPECT);
         ASSERT_ERRNO(store_worker_heartbeat(s, "w1", "inst-b", ""), ESTALE);
         /* a lost worker may come back (any instance) */
         worker_init(&w, "w1", "inst-d");

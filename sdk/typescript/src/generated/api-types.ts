@@ -226,7 +226,7 @@ export type QueryBool = "1" | "0" | "true" | "false" | "yes" | "no" | "";
 
 export type SandboxIdValue = string;
 
-export type SandboxState = "creating" | "running" | "paused" | "suspended" | "deleting" | "deleted" | "error" | "lost";
+export type SandboxState = "creating" | "running" | "paused" | "suspended" | "deleting" | "deleted" | "error" | "unreachable";
 
 export type TemplateName = string;
 
@@ -748,7 +748,8 @@ export type Event = {
    * credential.master_key_rotated (system-wide, admin keys only:
    * data.resealed, data.credentials, data.fingerprint,
    * data.previous_fingerprint, data.host); in a cluster also
-   * sandbox.lost (data.worker), worker.lost (data.worker,
+   * sandbox.unreachable (data.worker), sandbox.found (its worker
+   * came back and took it, running), worker.suspect (data.worker,
    * data.sandboxes), sandbox.checkpoint_shipped (data.checkpoint,
    * data.worker, data.from_worker, data.bytes, data.sha256,
    * data.parent), sandbox.checkpoint_unavailable (data.checkpoint:
