@@ -243,11 +243,40 @@ static int btrfs_destroy(int dirfd, const char *name, uint64_t subvolid) {
         return ioctl(dirfd, BTRFS_IOC_SNAP_DESTROY_V2, &args) < 0 ? negative_errno() : 0;
 }
 
+static int push_qgroup_usage(const struct btrfs_ioctl_search_header *h, const uint8_t *item, void *userdata) {
+        struct btrfs_qgroup_info_item qi;
+        bool *used = userdata;
+
+        if (h->len < sizeof qi)
+                return -EBADMSG;
+        memcpy(&qi, item, sizeof qi);
+        *used = *used || qi.rfer != 0 || qi.excl != 0 || qi.rfer_cmpr != 0 || qi.excl_cmpr != 0;
+        return 0;
+}
+
+/* Removes the level-0 qgroup of a subvolume that is gone, only once its numbers
+ * (as of the last commit) are zero: the kernel marks every qgroup of the pool
+ * inconsistent when one with numbers is removed, and quotas stop holding
+ * until a full rescan. -EBUSY: not now (its subvolume is still being
+ * dropped, or its numbers are not zero yet); a later sweep tries again. */
+static int btrfs_qgroup_remove_if_empty(int fd, uint64_t qgroupid) {
+        bool used = false;
+        int r;
+
+        r = btrfs_tree_search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, 0, BTRFS_QGROUP_INFO_KEY, qgroupid, qgroupid,
+                              push_qgroup_usage, &used);
+        if (r < 0)
+                return r;
+        if (used)
+                return -EBUSY;
+        return btrfs_qgroup_remove(fd, qgroupid);
+}
+
 /* Best effort: newer kernels refuse (-EBUSY) until the cleaner has dropped the
  * subvolume and then remove the qgroup themselves; the stale sweep at pool open
  * catches what older kernels keep. */
 static void btrfs_qgroup_forget(int fd, uint64_t subvolid) {
-        (void) btrfs_qgroup_remove(fd, BTRFS_QGROUPID(subvolid));
+        (void) btrfs_qgroup_remove_if_empty(fd, BTRFS_QGROUPID(subvolid));
 }
 
 static int btrfs_remove_nested(int fd, uint64_t subvolid, unsigned depth) {
@@ -504,7 +533,7 @@ int btrfs_qgroup_remove_stale(int fd) {
                 r = btrfs_subvol_exists(fd, ids[i]);
                 if (r != 0)
                         continue;
-                if (btrfs_qgroup_remove(fd, ids[i]) >= 0)
+                if (btrfs_qgroup_remove_if_empty(fd, ids[i]) >= 0)
                         removed++;
         }
         return removed;

@@ -69,5 +69,7 @@ const BtrfsQgroup *btrfs_qgroup_find(const BtrfsQgroup *q, size_t n, uint64_t id
 int btrfs_qgroup_remove(int fd, uint64_t qgroupid);
 /* Ids of every level-0 qgroup (malloc'd array). */
 int btrfs_qgroup_list(int fd, uint64_t **ret_ids, size_t *ret_n);
-/* Removes level-0 qgroups whose subvolume is gone; returns how many. */
+/* Removes level-0 qgroups whose subvolume is gone and whose numbers are zero
+ * (removing one with numbers makes the pool's qgroups inconsistent); returns
+ * how many. */
 int btrfs_qgroup_remove_stale(int fd);
