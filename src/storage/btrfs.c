@@ -524,6 +524,11 @@ int btrfs_qgroup_remove_stale(int fd) {
         size_t n = 0;
         int r, removed = 0;
 
+        /* a commit first: the numbers the removal checks are then the
+         * in-memory ones, not those of a transaction still open */
+        r = btrfs_sync(fd);
+        if (r < 0)
+                return r;
         r = btrfs_qgroup_list(fd, &ids, &n);
         if (r < 0)
                 return r;
