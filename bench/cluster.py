@@ -33,6 +33,7 @@ from common import pct, free_port  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PG_SCRIPT = os.path.join(REPO, "tests", "pg-test-server.sh")
+CERTS = os.path.join(REPO, "scripts", "cluster-certs.sh")
 WORKER_PORT = 7071
 TAG = f"spbench{os.getpid() % 100000}"
 
@@ -85,6 +86,8 @@ class Proc:
         if netns:
             argv = ["nsenter", f"--net=/run/netns/{netns}", "--"] + argv
         self.log_path = os.path.join(log_dir, f"{name}.log")
+        # a restart appends to the same log: this start's lines come after mark
+        self.mark = len(self.log()) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:
             self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True, close_fds=True)
@@ -96,7 +99,7 @@ class Proc:
     def wait_log(self, needle, timeout):
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if needle in self.log():
+            if needle in self.log()[self.mark:]:
                 return
             if self.p.poll() is not None:
                 break
@@ -141,14 +144,25 @@ class Bench:
         os.makedirs(self.templates)
         shutil.copyfile(args.template, os.path.join(self.templates, "base.tar"))
         self.procs = []
+        self.hosts = {}
         self.netns = []
         self.links = []
         self.pg_url = None
 
     # ---- set-up ----
-    def common(self):
+    def common(self, node="api"):
+        """Every cluster node's flags: the store, the cluster token, mutual TLS
+        with node's certificate (an API server's and a controller's: "api"),
+        the one master key of the cluster."""
+        tls = os.path.join(self.base, "tls")
         return ["--store-url", self.pg_url, "--cluster-token-file", self.token, "--template-dir", self.templates,
-                "--agent-path", self.agent, "--log-level", "warning", "--worker-lost-timeout-s=15"]
+                "--agent-path", self.agent, "--log-level", "warning",
+                f"--worker-lost-timeout-s={self.a.lost_timeout_s}", f"--master-key-file={self.master_key}",
+                f"--cluster-tls-cert={tls}/{node}.crt", f"--cluster-tls-key={tls}/{node}.key",
+                f"--cluster-tls-ca={tls}/ca.crt"]
+
+    def cert(self, node, *ips):
+        run(["sh", CERTS, os.path.join(self.base, "tls"), "node", node, *ips])
 
     def start_pg(self):
         r = subprocess.run(["sh", PG_SCRIPT, "start"], capture_output=True, text=True, timeout=120)
@@ -158,6 +172,11 @@ class Bench:
         self.token = os.path.join(self.base, "cluster.token")
         with open(os.open(self.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(os.urandom(24).hex() + "\n")
+        self.master_key = os.path.join(self.base, "master.key")
+        with open(os.open(self.master_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            f.write(os.urandom(32))
+        run(["sh", CERTS, os.path.join(self.base, "tls"), "ca"])
+        self.cert("api")
 
     def pick_subnet(self):
         used = run(["ip", "-4", "-o", "addr"]).stdout
@@ -179,19 +198,29 @@ class Bench:
         run(["ip", "-n", ns, "addr", "add", f"{self.subnet}.{4 * i + 2}/30", "dev", peer])
         run(["ip", "-n", ns, "link", "set", peer, "up"])
         run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        # workers reach each other through the host (checkpoint shipping):
+        # only these links forward, and only within the run's /24
+        run(["sysctl", "-q", "-w", f"net.ipv4.conf.{link}.forwarding=1"])
+        run(["ip", "-n", ns, "route", "add", f"{self.subnet}.0/24", "via", f"{self.subnet}.{4 * i + 1}"])
         return ns, f"{self.subnet}.{4 * i + 2}:{WORKER_PORT}"
 
-    def start_worker(self, i):
+    def start_worker(self, i, host=None):
+        """Worker w{i+1} in a network namespace of its own (host: the one
+        an earlier start of it made)."""
         name = f"w{i + 1}"
-        ns, addr = self.add_host(i)
+        ns, addr = host or self.add_host(i)
+        if host is None:
+            self.cert(name, addr.rsplit(":", 1)[0])
+        self.hosts[name] = (ns, addr)
         state = os.path.join(self.base, name)
         p = Proc(name, [self.spaced, "--role", "worker", "--state-dir", state, "--worker-name", name,
                         "--worker-listen", addr, "--pool-size-mb", "8192", "--disk-overcommit", "100", "--cgroup-root", f"{TAG}-{name}",
-                        f"--uid-base={2600000000 + i * 70000000}", "--slots-max=1024"] + self.common()
+                        f"--uid-base={2600000000 + i * 70000000}", "--slots-max=1024"] + self.common(name)
                  + ["--log-level", "info"],
                  self.base, ns)
         self.procs.append(p)
         p.wait_log(f"worker {name} serving on", 300)
+        return p
 
     def start_api(self, n):
         url = f"http://127.0.0.1:{free_port()}"
@@ -200,6 +229,14 @@ class Bench:
         self.procs.append(p)
         wait_healthy(url, p)
         return url
+
+    def start_controller(self, n, lease_s):
+        p = Proc(f"ctl{n}", [self.spaced, "--role", "controller", "--state-dir",
+                             os.path.join(self.base, f"ctl{n}"), f"--controller-lease-s={lease_s}",
+                             f"--controller-listen=127.0.0.1:{free_port()}"] + self.common()
+                 + ["--log-level", "info"], self.base)
+        self.procs.append(p)
+        return p
 
     def start_single(self):
         url = f"http://127.0.0.1:{free_port()}"
@@ -322,6 +359,21 @@ class Bench:
     def cleanup(self):
         for p in reversed(self.procs):
             p.stop()
+        # a run that failed half-way may leave sandboxes of a stopped worker
+        # running: every process in this run's cgroups is one of them
+        for root in self.cgroup_hierarchies():
+            for d in os.listdir(root):
+                if not d.startswith(TAG):
+                    continue
+                for dirpath, _, files in os.walk(os.path.join(root, d)):
+                    if "cgroup.procs" not in files:
+                        continue
+                    with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except ProcessLookupError:
+                                pass
         for link in self.links:
             run(["ip", "link", "del", link], check=False)
         for ns in self.netns:
@@ -339,10 +391,7 @@ class Bench:
                 for line in run(["losetup", "-j", img], check=False).stdout.splitlines():
                     run(["losetup", "-d", line.split(":")[0]], check=False)
         # this run's cgroup roots on every hierarchy (v2, or v1 and hybrid)
-        hierarchies = {"/sys/fs/cgroup"} | {os.path.realpath(os.path.join("/sys/fs/cgroup", h))
-                                            for h in os.listdir("/sys/fs/cgroup")
-                                            if os.path.isdir(os.path.join("/sys/fs/cgroup", h))}
-        for root in sorted(hierarchies):
+        for root in self.cgroup_hierarchies():
             for d in os.listdir(root):
                 if not d.startswith(TAG):
                     continue
@@ -353,6 +402,13 @@ class Bench:
                         pass
         shutil.rmtree(self.base, ignore_errors=True)
 
+    @staticmethod
+    def cgroup_hierarchies():
+        """/sys/fs/cgroup (v2) and every v1 or hybrid hierarchy under it."""
+        return sorted({"/sys/fs/cgroup"} | {os.path.realpath(os.path.join("/sys/fs/cgroup", h))
+                                             for h in os.listdir("/sys/fs/cgroup")
+                                             if os.path.isdir(os.path.join("/sys/fs/cgroup", h))})
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -361,6 +417,7 @@ def main():
     ap.add_argument("--creates", type=int, default=30, help="creates measured per setup")
     ap.add_argument("--concurrency", type=int, default=4, help="clients creating at once")
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--lost-timeout-s", type=int, default=15, help="worker_lost_timeout_s")
     a = ap.parse_args()
     a.template = a.template or os.path.join(a.build_dir, "templates", "base.tar")
     if os.geteuid() != 0:
