@@ -203,7 +203,7 @@ int api_sandbox_resolve_template(ApiRequest *r, Sandbox *sb, ApiError *e) {
         ApiTemplateRef t, asked;
         int k;
 
-        if (sb->template_version > 0)
+        if (sb->template_resolved || sb->template_version > 0)
                 return 0;
         k = api_template_resolve(r, sb->template_name, &t, e);
         if (k < 0)
@@ -214,6 +214,7 @@ int api_sandbox_resolve_template(ApiRequest *r, Sandbox *sb, ApiError *e) {
         sb->template_version = t.version;
         if (!t.newest && t.version > 0)
                 api_template_pool_name(&t, sb->template_pool, sizeof sb->template_pool);
+        sb->template_resolved = true;
         return 0;
 }
 

@@ -129,6 +129,7 @@ typedef struct Sandbox {
         bool template_newest;           /* not stored: made from whichever version is the newest (NAME,
                                          * NAME:latest): the insert puts the one newest in its
                                          * transaction into template_version */
+        bool template_resolved;         /* not stored: template_name is resolved (the API's create) */
 } Sandbox;
 
 void sandbox_done(Sandbox *s); /* frees the JSON members */
