@@ -275,7 +275,7 @@ class Bench:
                         return
                     i = todo.pop()
                 t0 = time.perf_counter()
-                status, timing, body = api[i % len(api)].call("POST", "/v1/sandboxes", {"disk_mb": 256})
+                status, timing, body = api[i % len(api)].call("POST", "/v1/sandboxes", {"disk_mb": 256, "memory_mb": 64})
                 dt = time.perf_counter() - t0
                 if status != 201:
                     errors.append(f"create: {status} {body}")
@@ -307,7 +307,7 @@ class Bench:
 
     def scenario(self, name, urls, key):
         # one warm-up create (connections, template caches) that is not counted
-        Api(urls[0], key).call("POST", "/v1/sandboxes", {"disk_mb": 256})
+        Api(urls[0], key).call("POST", "/v1/sandboxes", {"disk_mb": 256, "memory_mb": 64})
         self.delete_all(urls[0], key)
         res, wall = self.creates(urls, key)
         self.delete_all(urls[0], key)

@@ -60,8 +60,8 @@ int api_tenant_admission(ApiRequest *r, const char *tenant_id, StoreAdmission *r
         int k;
 
         *ret = (StoreAdmission){};
-        k = store_tenant_quotas_get(r->store, tenant_id, &q);
-        if (k == -ENOENT) /* not a tenant row (cannot be a key's): the host's defaults */
+        k = store_tenant_quotas_or_defaults(r->store, tenant_id, &q);
+        if (k == -ENOENT) /* not a tenant id at all (cannot be a key's): the host's defaults */
                 for (size_t i = 0; i < _TENANT_QUOTA_MAX; i++)
                         q.value[i] = TENANT_QUOTA_DEFAULT;
         else if (k < 0)

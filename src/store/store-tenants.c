@@ -31,7 +31,7 @@ TenantQuota tenant_quota_from_string(const char *s) {
         return _TENANT_QUOTA_INVALID;
 }
 
-int store_tenant_quotas_get(Store *s, const char *tenant_id, TenantQuotas *ret) {
+static int tenant_quotas_read(Store *s, const char *tenant_id, bool tenant_checked, TenantQuotas *ret) {
         TenantQuotas q = {};
         Tenant t;
         int r;
@@ -42,9 +42,11 @@ int store_tenant_quotas_get(Store *s, const char *tenant_id, TenantQuotas *ret) 
         r = s->ops->tenant_quotas_get(s, tenant_id, &q);
         if (r == -ENOENT) {
                 /* no row: the defaults, if the tenant is there */
-                r = s->ops->tenant_get(s, tenant_id, &t);
-                if (r < 0)
-                        return r;
+                if (tenant_checked) {
+                        r = s->ops->tenant_get(s, tenant_id, &t);
+                        if (r < 0)
+                                return r;
+                }
                 q = (TenantQuotas){};
                 (void) strscpy(q.tenant_id, sizeof q.tenant_id, tenant_id);
                 for (size_t i = 0; i < _TENANT_QUOTA_MAX; i++)
@@ -53,6 +55,14 @@ int store_tenant_quotas_get(Store *s, const char *tenant_id, TenantQuotas *ret) 
                 return r;
         *ret = q;
         return 0;
+}
+
+int store_tenant_quotas_get(Store *s, const char *tenant_id, TenantQuotas *ret) {
+        return tenant_quotas_read(s, tenant_id, true, ret);
+}
+
+int store_tenant_quotas_or_defaults(Store *s, const char *tenant_id, TenantQuotas *ret) {
+        return tenant_quotas_read(s, tenant_id, false, ret);
 }
 
 int store_tenant_quotas_set(Store *s, const TenantQuotas *q) {

@@ -266,6 +266,9 @@ TenantQuota tenant_quota_from_string(const char *s);
 /* The tenant's row; a tenant without one gets every value TENANT_QUOTA_DEFAULT
  * (and updated_usec 0). -ENOENT only if there is no such tenant. */
 int store_tenant_quotas_get(Store *s, const char *tenant_id, TenantQuotas *ret);
+/* The same without the check that the tenant exists (one round trip less
+ * where its absence means the defaults too: a create's admission). */
+int store_tenant_quotas_or_defaults(Store *s, const char *tenant_id, TenantQuotas *ret);
 /* Inserts or replaces the row of q->tenant_id (every value TENANT_QUOTA_DEFAULT
  * or >= 0, else -EINVAL); updated_usec becomes now. -ENOENT if no such tenant. */
 int store_tenant_quotas_set(Store *s, const TenantQuotas *q);

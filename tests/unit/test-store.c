@@ -3770,6 +3770,17 @@ STORE_TEST(tenant_quotas_roundtrip) {
         ASSERT_OK(strscpy(q.tenant_id, sizeof q.tenant_id, "tn_nobody"));
         ASSERT_ERRNO(store_tenant_quotas_set(s, &q), ENOENT);
         ASSERT_ERRNO(store_tenant_quotas_get(s, "tn_nobody", &got), ENOENT);
+        /* a create's admission: no tenant check, the defaults; a row is read like above */
+        ASSERT_OK(store_tenant_quotas_or_defaults(s, "tn_nobody", &got));
+        ASSERT_STREQ(got.tenant_id, "tn_nobody");
+        for (size_t i = 0; i < _TENANT_QUOTA_MAX; i++)
+                ASSERT_EQ(got.value[i], TENANT_QUOTA_DEFAULT);
+        q.value[TENANT_QUOTA_SANDBOXES] = 7;
+        ASSERT_OK(strscpy(q.tenant_id, sizeof q.tenant_id, t.id));
+        ASSERT_OK(store_tenant_quotas_set(s, &q));
+        ASSERT_OK(store_tenant_quotas_or_defaults(s, t.id, &got));
+        ASSERT_EQ(got.value[TENANT_QUOTA_SANDBOXES], 7);
+        ASSERT_ERRNO(store_tenant_quotas_or_defaults(s, "", &got), ENOENT);
 }
 
 STORE_TEST(tenant_usage_and_admitted_inserts) {
