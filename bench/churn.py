@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """space churn benchmark: N cycles of create → write 10 MiB → delete through
-the API, one after another, reported per block of cycles: create, exec
-(the write) and delete p50/p90, the CPU the kernel's btrfs-cleaner threads
-spent in that block, and the worker's teardown backlog at its end. A pool
-that drifts shows as blocks getting slower. Not a test: it reports.
+the API, by --clients clients at once (each one cycle after another),
+reported per block of cycles: create, exec (the write) and delete p50/p90,
+the CPU the kernel's btrfs-cleaner threads spent in that block, and the
+worker's teardown backlog at its end; at the end, the pool's free space
+against its start once the backlog drained. A pool that drifts shows as
+blocks getting slower. Not a test: it reports.
 
-    bench/churn.py --url URL --key KEY [-n 10000] [--block 500] [--template base]
+    bench/churn.py --url URL --key KEY [-n 10000] [--block 500] [--template base] [--clients 1]
 
 (bench/run.sh runs it with CHURN=N set: ./bench/run.sh with CHURN=10000.)"""
 import argparse
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -48,6 +51,38 @@ def backlog(api):
     return None
 
 
+def free_bytes(api):
+    """The pool's free space as /v1/info reports it."""
+    return api.call("GET", "/v1/info")["storage"]["free_bytes"]
+
+
+def settle(api, timeout=120):
+    """Waits until the teardown backlog is 0 (the pool's space is back)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and backlog(api) not in (0, None):
+        time.sleep(0.2)
+
+
+def cycles(url, key, template, n, out, lock, errors):
+    """n cycles on a connection of its own, each appended to out as (create, write, delete) ms."""
+    api = Api(url, key)
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            sb = api.call("POST", "/v1/sandboxes", {"template": template})
+            t1 = time.perf_counter()
+            got, _ = api.exec_first_output(sb["id"], ["sh", "-c", WRITE])
+            t2 = time.perf_counter()
+            if got is None:
+                raise RuntimeError("the write printed nothing")
+            api.call("DELETE", f"/v1/sandboxes/{sb['id']}")
+            t3 = time.perf_counter()
+            with lock:
+                out.append(((t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000))
+    except Exception as e:  # noqa: BLE001 (reported by the main thread)
+        errors.append(e)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
@@ -55,32 +90,34 @@ def main():
     ap.add_argument("-n", type=int, default=10000, help="cycles")
     ap.add_argument("--block", type=int, default=500, help="cycles per reported row")
     ap.add_argument("--template", default="base")
+    ap.add_argument("--clients", type=int, default=1, help="clients cycling at once")
     a = ap.parse_args()
     api = Api(a.url, a.key)
     hz = os.sysconf("SC_CLK_TCK")
-    print(f"churn: {a.n} cycles of create → write 10 MiB → delete, template {a.template}, "
-          f"{os.cpu_count()} cpus, {time.strftime('%Y-%m-%d %H:%M:%S')}, load {os.getloadavg()[0]:.1f}")
+    settle(api)
+    free0 = free_bytes(api)
+    print(f"churn: {a.n} cycles of create → write 10 MiB → delete, template {a.template}, {a.clients} "
+          f"client{'s' if a.clients > 1 else ''} at once, {os.cpu_count()} cpus, "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S')}, load {os.getloadavg()[0]:.1f}")
     print(f"{'cycles':>13}  {'create p50/p90':>16}  {'write p50':>9}  {'delete p50/p90':>15}  "
           f"{'cleaner CPU':>11}  {'backlog':>7}  {'load':>4}")
     first = last = None
     done = 0
     while done < a.n:
-        cr, wr, de = [], [], []
         c0, w0 = cleaner_ticks(), time.monotonic()
-        for _ in range(min(a.block, a.n - done)):
-            t0 = time.perf_counter()
-            sb = api.call("POST", "/v1/sandboxes", {"template": a.template})
-            t1 = time.perf_counter()
-            out, _ = api.exec_first_output(sb["id"], ["sh", "-c", WRITE])
-            t2 = time.perf_counter()
-            if out is None:
-                raise SystemExit(f"the write printed nothing at cycle {done}")
-            api.call("DELETE", f"/v1/sandboxes/{sb['id']}")
-            t3 = time.perf_counter()
-            cr.append((t1 - t0) * 1000)
-            wr.append((t2 - t1) * 1000)
-            de.append((t3 - t2) * 1000)
-            done += 1
+        todo = min(a.block, a.n - done)
+        res, lock, errors = [], threading.Lock(), []
+        share = [todo // a.clients + (1 if k < todo % a.clients else 0) for k in range(a.clients)]
+        threads = [threading.Thread(target=cycles, args=(a.url, a.key, a.template, share[k], res, lock, errors))
+                   for k in range(a.clients) if share[k]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise SystemExit(f"cycle {done + len(res)}: {errors[0]}")
+        cr, wr, de = [x[0] for x in res], [x[1] for x in res], [x[2] for x in res]
+        done += len(res)
         cpu = (cleaner_ticks() - c0) / hz / (time.monotonic() - w0) * 100
         row = (pct(cr, 50), pct(cr, 90), pct(wr, 50), pct(de, 50), pct(de, 90), cpu)
         first = first or row
@@ -89,7 +126,13 @@ def main():
               f"{row[3]:6.1f}/{row[4]:5.1f} ms  {cpu:9.0f} %  {backlog(api)!s:>7}  {os.getloadavg()[0]:4.1f}",
               flush=True)
     print(f"create p50: first block {first[0]:.1f} ms, last block {last[0]:.1f} ms "
-          f"({(last[0] / first[0] - 1) * 100:+.0f} %)")
+          f"({(last[0] / first[0] - 1) * 100:+.0f} %); delete p50: {first[3]:.1f} → {last[3]:.1f} ms "
+          f"({(last[3] / first[3] - 1) * 100:+.0f} %)")
+    settle(api)
+    time.sleep(2)
+    free1 = free_bytes(api)
+    print(f"pool free space: {free0 / 2**20:.0f} MiB at the start, {free1 / 2**20:.0f} MiB at the end "
+          f"({(free1 - free0) / 2**20:+.0f} MiB)")
 
 
 if __name__ == "__main__":
