@@ -60,7 +60,7 @@ typedef enum SandboxState {
         SANDBOX_DELETING,
         SANDBOX_DELETED,
         SANDBOX_ERROR,
-        SANDBOX_UNREACHABLE,                   /* its worker stopped heartbeating: state unknown */
+        SANDBOX_UNREACHABLE, /* its worker stopped heartbeating: state unknown */
         _SANDBOX_STATE_MAX,
         _SANDBOX_STATE_INVALID = -EINVAL,
 } SandboxState;
@@ -555,7 +555,7 @@ int store_credentials_reseal(Store *s, const StoreReseal *rs, uint64_t *ret_chan
 
 typedef enum WorkerState {
         WORKER_LIVE,
-        WORKER_SUSPECT,                    /* no heartbeat within the timeout */
+        WORKER_SUSPECT,                 /* no heartbeat within the timeout */
         WORKER_STOPPED,                 /* deregistered on a clean stop */
         _WORKER_STATE_MAX,
         _WORKER_STATE_INVALID = -EINVAL,
