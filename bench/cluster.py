@@ -418,11 +418,15 @@ def main():
     ap.add_argument("--concurrency", type=int, default=4, help="clients creating at once")
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--lost-timeout-s", type=int, default=15, help="worker_lost_timeout_s")
-    a = ap.parse_args()
+    run_bench(Bench, ap.parse_args(), "bench/cluster.py")
+
+
+def run_bench(cls, a, name):
+    """cls(a).main(), its processes, links and mounts removed whatever happens."""
     a.template = a.template or os.path.join(a.build_dir, "templates", "base.tar")
     if os.geteuid() != 0:
-        sys.exit("bench/cluster.py needs root (spaced does)")
-    b = Bench(a)
+        sys.exit(f"{name} needs root (spaced does)")
+    b = cls(a)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
         b.main()

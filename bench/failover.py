@@ -29,10 +29,9 @@ import json
 import os
 import signal
 import statistics
-import sys
 import time
 
-from cluster import Api, Bench  # noqa: E402
+from cluster import Api, Bench, run_bench  # noqa: E402
 
 
 def exec_ok(api, sid, shell):
@@ -262,16 +261,7 @@ def main():
     ap.add_argument("--lost-timeout-s", type=int, default=15, help="worker_lost_timeout_s")
     ap.add_argument("--lease-s", type=int, default=10, help="controller_lease_s")
     ap.add_argument("--json", help="also write the rounds here")
-    a = ap.parse_args()
-    a.template = a.template or os.path.join(a.build_dir, "templates", "base.tar")
-    if os.geteuid() != 0:
-        sys.exit("bench/failover.py needs root (spaced does)")
-    b = Failover(a)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    try:
-        b.main()
-    finally:
-        b.cleanup()
+    run_bench(Failover, ap.parse_args(), "bench/failover.py")
 
 
 if __name__ == "__main__":
