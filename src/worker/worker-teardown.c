@@ -57,6 +57,7 @@ typedef struct TeardownItem {
 struct WorkerTeardowns {
         Worker *w; /* its immutable parts only (config, pool, net_pool, agent_dir) */
         pthread_t thread;
+        atomic_int tid;           /* the thread's, once it runs (0 before) */
         pthread_mutex_t lock;
         pthread_cond_t work;      /* queued, or stop */
         pthread_cond_t finished;  /* an item is done */
@@ -163,9 +164,14 @@ static void *teardown_thread(void *userdata) {
         WorkerTeardowns *t = userdata;
         uint64_t one = 1;
 
-        /* below the requests' priority, on the CPU and the disk */
-        (void) setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), WORKER_TEARDOWN_NICE);
-        (void) syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 7));
+        /* below the requests' priority, on the CPU and the disk (until a drain: teardown_hurry) */
+        pthread_mutex_lock(&t->lock);
+        atomic_store(&t->tid, (int) syscall(SYS_gettid));
+        if (!t->stop) {
+                (void) setpriority(PRIO_PROCESS, (id_t) atomic_load(&t->tid), WORKER_TEARDOWN_NICE);
+                (void) syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 7));
+        }
+        pthread_mutex_unlock(&t->lock);
         if (firewall_new(&t->firewall) < 0)
                 log_warning("Teardowns: no firewall context; the elements of deleted sandboxes stay until the "
                             "next start");
@@ -341,6 +347,28 @@ unsigned worker_teardown_pending(Worker *w) {
         return n;
 }
 
+/* While the worker waits for the backlog (a drain, its stop), the backlog is
+ * all there is to do: the thread runs at the worker's own priority. Under
+ * t->lock, so that a thread that is only starting sees the stop instead. */
+static void teardown_hurry(WorkerTeardowns *t) {
+        int tid = atomic_load(&t->tid);
+
+        if (tid <= 0)
+                return;
+        (void) setpriority(PRIO_PROCESS, (id_t) tid, 0);
+        (void) syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 4));
+}
+
+/* Back below the requests once a drain the worker waited for is over. */
+static void teardown_relax(WorkerTeardowns *t) {
+        int tid = atomic_load(&t->tid);
+
+        if (tid <= 0 || t->stop)
+                return;
+        (void) setpriority(PRIO_PROCESS, (id_t) tid, WORKER_TEARDOWN_NICE);
+        (void) syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 7));
+}
+
 /* How long a drain waits for the PID 1s of deleted sandboxes to be gone. */
 #define WORKER_TEARDOWN_DRAIN_MSEC 2000
 
@@ -366,8 +394,10 @@ void worker_teardown_drain(Worker *w) {
         if (!t)
                 return;
         pthread_mutex_lock(&t->lock);
+        teardown_hurry(t);
         while (t->n > 0)
                 pthread_cond_wait(&t->finished, &t->lock);
+        teardown_relax(t);
         pthread_mutex_unlock(&t->lock);
         worker_teardown_collect(w);
 }
@@ -379,6 +409,7 @@ void worker_teardown_stop(Worker *w) {
                 return;
         pthread_mutex_lock(&t->lock);
         t->stop = true;
+        teardown_hurry(t);
         pthread_cond_signal(&t->work);
         pthread_mutex_unlock(&t->lock);
         (void) pthread_join(t->thread, NULL); /* the queue is empty then */
