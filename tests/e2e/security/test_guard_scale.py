@@ -13,6 +13,7 @@ SPACE_E2E_GUARD_SANDBOXES sets the number of sandboxes (default 300)."""
 
 import concurrent.futures
 import os
+import re
 import secrets
 import subprocess
 import time
@@ -88,6 +89,12 @@ def world(e2e_session, request, tmp_path_factory):
                     for r in ex.map(lambda s: d.api("DELETE", f"/v1/sandboxes/{s}", timeout=180, validate=False), ids):
                         if r.status not in (200, 404):
                             problems.append(f"teardown: delete: {r!r}")
+                # their teardowns run on in the background: the stop below is not timed for them
+                # (the other session may load the machine meanwhile)
+                if not host.wait_until(lambda: re.search(r"^space_worker_teardowns_pending\{[^}]*\} 0$",
+                                                         d.api("GET", "/metrics", validate=False).text(), re.M),
+                                       300, interval=0.5):
+                    problems.append("teardown: the teardown backlog did not drain within 300 s")
             except Exception as e:  # noqa: BLE001 - teardown goes on
                 problems.append(f"teardown: deleting sandboxes failed: {e!r}")
         problems += residue.teardown_daemon(d) if d else []
