@@ -468,8 +468,24 @@ class Daemon:
         if self.proc is not None:
             self.proc.wait(30)
         host.wait_gone(pids, 30)
+        # a worker forked just before the kill (not in pids) gets its parent-death signal and stops
+        # on its own, holding the state directory's lock until it is gone
+        host.wait_until(self._state_unlocked, 30)
         self.pid = None
         self.proc = None
+
+    def _state_unlocked(self):
+        try:
+            fd = os.open(os.path.join(self.state_dir, "spaced.pid"), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
 
     def restart(self, timeout=START_TIMEOUT):
         problems = self.stop()
