@@ -197,7 +197,9 @@ try {
   seen.tenants = await page.$$eval('section table tbody tr td:first-child', (tds) => tds.map((t) => t.textContent))
   await shot('tenants')
   await page.click('#nav a[href="#/keys"]')
-  await page.waitForSelector('section table tbody tr')
+  // the keys' table, not the tenants' still on the page for a moment
+  await page.waitForFunction(() => [...document.querySelectorAll('section table th')].some((t) => t.textContent === 'Admin') &&
+    document.querySelectorAll('section table tbody tr').length > 0)
   seen.keys = await page.$$eval('section table tbody tr td:first-child', (tds) => tds.map((t) => t.textContent))
   await shot('keys')
   await page.click('#logout')
