@@ -243,31 +243,19 @@ static int btrfs_destroy(int dirfd, const char *name, uint64_t subvolid) {
         return ioctl(dirfd, BTRFS_IOC_SNAP_DESTROY_V2, &args) < 0 ? negative_errno() : 0;
 }
 
-static int push_qgroup_usage(const struct btrfs_ioctl_search_header *h, const uint8_t *item, void *userdata) {
-        struct btrfs_qgroup_info_item qi;
-        bool *used = userdata;
-
-        if (h->len < sizeof qi)
-                return -EBADMSG;
-        memcpy(&qi, item, sizeof qi);
-        *used = *used || qi.rfer != 0 || qi.excl != 0 || qi.rfer_cmpr != 0 || qi.excl_cmpr != 0;
-        return 0;
-}
-
 /* Removes the level-0 qgroup of a subvolume that is gone, only once its numbers
  * (as of the last commit) are zero: the kernel marks every qgroup of the pool
  * inconsistent when one with numbers is removed, and quotas stop holding
  * until a full rescan. -EBUSY: not now (its subvolume is still being
  * dropped, or its numbers are not zero yet); a later sweep tries again. */
 static int btrfs_qgroup_remove_if_empty(int fd, uint64_t qgroupid) {
-        bool used = false;
+        uint64_t referenced = 0, exclusive = 0;
         int r;
 
-        r = btrfs_tree_search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, 0, BTRFS_QGROUP_INFO_KEY, qgroupid, qgroupid,
-                              push_qgroup_usage, &used);
-        if (r < 0)
+        r = btrfs_qgroup_get(fd, qgroupid, &referenced, &exclusive);
+        if (r < 0 && r != -ENOENT)
                 return r;
-        if (used)
+        if (referenced != 0 || exclusive != 0)
                 return -EBUSY;
         return btrfs_qgroup_remove(fd, qgroupid);
 }
