@@ -63,21 +63,25 @@ class Api:
         self.h = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
         self.conn = None
 
-    def call(self, method, path, body=None):
+    def request(self, method, path, body=None):
+        """(status, response, body bytes), on a connection opened again once if it broke."""
         for attempt in range(2):
             if self.conn is None:
                 self.conn = http.client.HTTPConnection(self.host, self.port, timeout=300)
             try:
                 self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self.h)
                 r = self.conn.getresponse()
-                data = r.read()
-                return r.status, r.getheader("Server-Timing"), (json.loads(data) if data else None)
+                return r.status, r, r.read()
             except (http.client.HTTPException, ConnectionError):
                 self.conn.close()
                 self.conn = None
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+    def call(self, method, path, body=None):
+        status, r, data = self.request(method, path, body)
+        return status, r.getheader("Server-Timing"), (json.loads(data) if data else None)
 
 
 class Proc:

@@ -36,22 +36,13 @@ from cluster import Api, Bench, run_bench  # noqa: E402
 
 def exec_ok(api, sid, shell):
     """The exec's stdout when it exited 0, else None (NDJSON events)."""
-    for attempt in range(2):
-        if api.conn is None:
-            api.conn = http.client.HTTPConnection(api.host, api.port, timeout=120)
-        try:
-            api.conn.request("POST", f"/v1/sandboxes/{sid}/exec", body=json.dumps({"shell": shell}),
-                             headers=api.h)
-            r = api.conn.getresponse()
-            data = r.read().decode()
-            break
-        except (OSError, http.client.HTTPException):
-            api.conn.close()
-            api.conn = None
-            if attempt:
-                return None
-    if r.status != 200:
+    try:
+        status, _, body = api.request("POST", f"/v1/sandboxes/{sid}/exec", {"shell": shell})
+    except (OSError, http.client.HTTPException):
         return None
+    if status != 200:
+        return None
+    data = body.decode()
     out, code = "", None
     for line in data.splitlines():
         ev = json.loads(line)
