@@ -311,7 +311,7 @@ static int with_policy(JsonWriter *w, const char *policy_json) {
 static int send_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
                          struct in_addr host_ip, const char *policy_json, bool replace, int64_t *ret_seq) {
         char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN];
-        int64_t seq = replace ? 0 : g->seq + 1;
+        int64_t seq = ret_seq ? g->seq + 1 : 0; /* 0: never awaited */
         JsonWriter w;
         int r;
 
@@ -348,6 +348,12 @@ int gateway_client_send_register(GatewayClient *g, const char *id, const char *t
 int gateway_client_send_replace(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
                                 struct in_addr host_ip, const char *policy_json) {
         return send_register(g, id, tenant, sandbox_ip, host_ip, policy_json, true, NULL);
+}
+
+int gateway_client_send_register_again(GatewayClient *g, const char *id, const char *tenant,
+                                       struct in_addr sandbox_ip, struct in_addr host_ip, const char *policy_json,
+                                       int64_t *ret_seq) {
+        return send_register(g, id, tenant, sandbox_ip, host_ip, policy_json, true, ret_seq);
 }
 
 int gateway_client_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,

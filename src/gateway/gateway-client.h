@@ -55,6 +55,13 @@ int gateway_client_register(GatewayClient *g, const char *id, const char *tenant
 int gateway_client_send_register(GatewayClient *g, const char *id, const char *tenant, struct in_addr sandbox_ip,
                                  struct in_addr host_ip, const char *policy_json, int64_t *ret_seq);
 int gateway_client_wait(GatewayClient *g, int64_t seq, char *errbuf, size_t errbuf_size);
+/* The same registration sent again, awaited like the first: a gateway that
+ * has it already (the same addresses) takes it as it is, so a sandbox that
+ * two paths register with a new gateway (its creation, and the new
+ * gateway's sweep of every live sandbox) is registered once. */
+int gateway_client_send_register_again(GatewayClient *g, const char *id, const char *tenant,
+                                       struct in_addr sandbox_ip, struct in_addr host_ip, const char *policy_json,
+                                       int64_t *ret_seq);
 /* A registered sandbox under another tenant and policy (a warm sandbox's new
  * owner), or registered afresh if it is not: sent, never awaited. The gateway
  * carries out every control line written before the cause of an event before

@@ -89,7 +89,16 @@ static void gateway_stop(Worker *w) {
  * the tenant (the API wrote the spec from the store row it just read); else
  * they come from the store (the API stores a policy before it tells the
  * worker), spec_policy used only if the store has none. NULL: no egress. */
-static int gateway_register_send(Worker *w, const char *id, const AddrPair *pair, const char *spec_tenant,
+static int send_register(Worker *w, bool again, const char *id, const char *tenant, const AddrPair *pair,
+                         const char *policy, int64_t *ret_seq) {
+        return again ? gateway_client_send_register_again(w->gateway, id, tenant, pair->peer, pair->host, policy,
+                                                          ret_seq)
+                     : gateway_client_send_register(w->gateway, id, tenant, pair->peer, pair->host, policy, ret_seq);
+}
+
+/* again: the sandbox may be registered with this gateway already (a retry
+ * after the gateway restarted, whose sweep registered every live sandbox). */
+static int gateway_register_send(Worker *w, bool again, const char *id, const AddrPair *pair, const char *spec_tenant,
                                  const char *spec_policy, int64_t *ret_seq, char *err, size_t err_size) {
         Sandbox sb = {};
         int r;
@@ -98,16 +107,14 @@ static int gateway_register_send(Worker *w, const char *id, const AddrPair *pair
         if (!w->gateway)
                 return 0; /* gateway = off: nothing leaves (the firewall's default) */
         if (!isempty(spec_tenant))
-                r = gateway_client_send_register(w->gateway, id, spec_tenant, pair->peer, pair->host, spec_policy,
-                                                 ret_seq);
+                r = send_register(w, again, id, spec_tenant, pair, spec_policy, ret_seq);
         else {
                 r = store_sandbox_get(w->store, NULL, id, &sb);
                 if (r < 0) {
                         snprintf(err, err_size, "sandbox %s is not in the store: %s", id, strerror(-r));
                         return r;
                 }
-                r = gateway_client_send_register(w->gateway, id, sb.tenant_id, pair->peer, pair->host,
-                                                 sb.network_json ?: spec_policy, ret_seq);
+                r = send_register(w, again, id, sb.tenant_id, pair, sb.network_json ?: spec_policy, ret_seq);
                 sandbox_done(&sb);
         }
         if (r < 0)
@@ -118,7 +125,7 @@ static int gateway_register_send(Worker *w, const char *id, const AddrPair *pair
 static int gateway_register(Worker *w, const char *id, const AddrPair *pair, const char *spec_policy,
                             char *err, size_t err_size) {
         int64_t seq;
-        int r = gateway_register_send(w, id, pair, NULL, spec_policy, &seq, err, err_size);
+        int r = gateway_register_send(w, true, id, pair, NULL, spec_policy, &seq, err, err_size);
         if (r < 0 || seq == 0)
                 return r;
         return gateway_client_wait(w->gateway, seq, err, err_size);
@@ -402,14 +409,15 @@ int worker_net_attach_begin(Worker *w, const char *id, uint64_t slot, pid_t pid,
         r = gateway_ready(w, e);
         if (r < 0)
                 return r;
-        r = gateway_register_send(w, id, &pair, tenant, policy_json, &ret->gateway_seq, err, sizeof err);
+        r = gateway_register_send(w, false, id, &pair, tenant, policy_json, &ret->gateway_seq, err, sizeof err);
         if (gateway_gone(r)) {
                 /* it died since the loop last looked: a new one, and the registration again */
                 r = gateway_restart_for_request(w, strerror(-r));
                 if (r < 0 || !w->gateway)
                         return api_error(e, r < 0 ? r : -EAGAIN, API_WORKER_UNAVAILABLE,
                                          "the sandbox gateway is restarting; try again");
-                r = gateway_register_send(w, id, &pair, tenant, policy_json, &ret->gateway_seq, err, sizeof err);
+                r = gateway_register_send(w, true, id, &pair, tenant, policy_json, &ret->gateway_seq, err,
+                                          sizeof err);
         }
         ret->gateway_gen = w->gateway_restarts.started_usec;
         if (r < 0)
