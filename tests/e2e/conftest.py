@@ -140,19 +140,53 @@ def workdir(tmp_path):
 
 # ---- around every test ----
 
-@pytest.fixture(autouse=True)
-def _watchdog(request):
-    m = request.node.get_closest_marker("timeout")
-    t = int(m.args[0]) if m else DEFAULT_TEST_TIMEOUT
+def _watchdog_seconds(item):
+    m = item.get_closest_marker("timeout")
+    return int(m.args[0]) if m else DEFAULT_TEST_TIMEOUT
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A watchdog over each phase of a test (its fixtures' setup, the call,
+    the teardown), module and session fixtures included: a hang anywhere is
+    an error with the stack where it hung, after the test's budget, not a
+    run that stalls until CI gives up."""
+    t = _watchdog_seconds(item)
+    phase = ["setup"]
 
     def on_alarm(sig, frame):
-        raise TimeoutError(f"test still running after {t}s (watchdog)")
+        signal.alarm(t)  # the teardown that follows gets a budget of its own
+        raise TimeoutError(f"{item.nodeid}: {phase[0]} still running after {t}s (watchdog)")
 
+    def arm(what):
+        phase[0] = what
+        signal.alarm(t)
+
+    item._e2e_watchdog_arm = arm
     old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(t)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item._e2e_watchdog_arm("setup")
     yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    item._e2e_watchdog_arm("call")
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    item._e2e_watchdog_arm("teardown")
+    yield
 
 
 @pytest.fixture(autouse=True)
