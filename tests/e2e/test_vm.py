@@ -1082,7 +1082,8 @@ def test_network_policy_through_gateway(vmd, test_host, metadata_guard):
     try:
         me, gw = net_of(vmd, sid)
         assert f"hello-from-{th.allowed}" in http_get(vmd, sid, th.allowed, th.port)
-        assert th.connections_to(th.allowed)
+        # the server's line about it is read by a thread of ours: a moment later, maybe
+        assert host.wait_until(lambda: th.connections_to(th.allowed), 10), th.conns
         assert f"hello-from-{th.allowed}" in proxy_get(vmd, sid, th.allowed, th.port)
         # denied: the other address of the same test host
         assert "hello" not in http_get(vmd, sid, th.denied, th.port)
