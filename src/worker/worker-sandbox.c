@@ -109,11 +109,14 @@ void worker_event(Worker *w, const Sandbox *sb, const char *type, const char *re
                 log_warning_errno(r, "Failed to record event %s: %m", type);
 }
 
-int worker_cleanup_sandbox(Worker *w, const char *id, bool remove_root) {
-        char sock[PATH_MAX], dir[PATH_MAX];
+int worker_cleanup_sandbox(Worker *w, const char *id_arg, bool remove_root) {
+        char sock[PATH_MAX], dir[PATH_MAX], id[STORE_ID_MAX];
         LiveSandbox *l;
         int r = 0, k;
 
+        /* a copy: id_arg may be a live entry's own id, which worker_live_remove() overwrites */
+        if (strscpy(id, sizeof id, id_arg) < 0)
+                return -ENAMETOOLONG;
         if (worker_agent_socket(w, id, sock, sizeof sock) < 0)
                 return -ENAMETOOLONG;
         l = worker_live_find(w, id);
