@@ -135,6 +135,7 @@ struct StoreOps {
         int (*volume_get)(Store *s, const char *tenant_id, const char *name, Volume *ret);
         int (*volume_list)(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
         int (*volume_delete)(Store *s, const char *tenant_id, const char *name);
+        int (*volume_move)(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to);
         int (*volume_mount)(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n);
         int (*volume_mounts)(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
         /* template versions and tags (store-*-template-versions.c); v->created_usec is set */

@@ -878,6 +878,7 @@ const StoreOps store_postgres_ops = {
         .volume_get = pg_op_volume_get,
         .volume_list = pg_op_volume_list,
         .volume_delete = pg_op_volume_delete,
+        .volume_move = pg_op_volume_move,
         .volume_mount = pg_op_volume_mount,
         .volume_mounts = pg_op_volume_mounts,
         .webhook_insert = pg_op_webhook_insert,

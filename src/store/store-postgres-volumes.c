@@ -33,6 +33,7 @@ static const char *const volume_sql[_PG_VOL_STMT_MAX] = {
                                 "VALUES ($1, $2, $3, $4)",
         [PG_VOL_MOUNT_LIST] = "SELECT m.volume_id, v.name, m.sandbox_id, m.path, m.read_only FROM volume_mounts m "
                               "JOIN volumes v ON v.id = m.volume_id WHERE m.sandbox_id = $1 ORDER BY m.path",
+        [PG_VOL_MOVE] = "UPDATE volumes SET worker = $3 WHERE id = $1 AND worker = $2 RETURNING id",
 };
 
 static int vol_exec(PgStore *q, PgVolumeStmt id, const PgParams *p, PGresult **ret) {
@@ -173,6 +174,34 @@ int pg_op_volume_delete(Store *s, const char *tenant_id, const char *name) {
         VolumeDelete d = { tenant_id, name };
 
         return pg_store_transact(pg_store(s), delete_tx, &d);
+}
+
+typedef struct VolumeMove {
+        const char *volume_id, *sandbox_id, *from, *to;
+} VolumeMove;
+
+static int move_tx(PgStore *q, void *userdata) {
+        const VolumeMove *m = userdata;
+        _cleanup_pgresult_ PGresult *res = NULL;
+        char id[STORE_ID_MAX];
+        uint64_t all, writers;
+        PgParams p = {};
+
+        CHECK(lock_volume(q, PG_VOL_LOCK_BY_ID, m->volume_id, NULL, id));
+        CHECK(live_mounts(q, id, m->sandbox_id, &all, &writers));
+        if (all > 0)
+                return -EBUSY;
+        pg_param_text(&p, id);
+        pg_param_text(&p, m->from);
+        pg_param_text(&p, m->to);
+        CHECK(vol_exec(q, PG_VOL_MOVE, &p, &res));
+        return PQntuples(res) == 1 ? 0 : -ESTALE;
+}
+
+int pg_op_volume_move(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to) {
+        VolumeMove m = { volume_id, sandbox_id, from, to };
+
+        return pg_store_transact(pg_store(s), move_tx, &m);
 }
 
 typedef struct VolumeMountTx {

@@ -171,6 +171,7 @@ typedef enum PgVolumeStmt {
         PG_VOL_DELETE,
         PG_VOL_MOUNT_INSERT,
         PG_VOL_MOUNT_LIST,
+        PG_VOL_MOVE,
         _PG_VOL_STMT_MAX,
 } PgVolumeStmt;
 /* The webhook statements (store-postgres-webhooks.c), prepared likewise. */
@@ -389,6 +390,7 @@ int pg_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 int pg_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
 int pg_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
 int pg_op_volume_delete(Store *s, const char *tenant_id, const char *name);
+int pg_op_volume_move(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to);
 int pg_op_volume_mount(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n);
 int pg_op_volume_mounts(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
 /* Webhooks (store-postgres-webhooks.c), for the ops table. */

@@ -897,6 +897,7 @@ const StoreOps store_sqlite_ops = {
         .volume_get = sqlite_op_volume_get,
         .volume_list = sqlite_op_volume_list,
         .volume_delete = sqlite_op_volume_delete,
+        .volume_move = sqlite_op_volume_move,
         .volume_mount = sqlite_op_volume_mount,
         .volume_mounts = sqlite_op_volume_mounts,
         .webhook_insert = sqlite_op_webhook_insert,

@@ -32,6 +32,7 @@ static const char *const volume_sql[_SQL_VOL_STMT_MAX] = {
                                  "VALUES (?1, ?2, ?3, ?4)",
         [SQL_VOL_MOUNT_LIST] = "SELECT m.volume_id, v.name, m.sandbox_id, m.path, m.read_only FROM volume_mounts m "
                                "JOIN volumes v ON v.id = m.volume_id WHERE m.sandbox_id = ?1 ORDER BY m.path",
+        [SQL_VOL_MOVE] = "UPDATE volumes SET worker = ?3 WHERE id = ?1 AND worker = ?2",
 };
 
 static int vol_stmt(SqliteStore *q, SqlVolumeStmt id, sqlite3_stmt **ret) {
@@ -166,6 +167,41 @@ int sqlite_op_volume_delete(Store *s, const char *tenant_id, const char *name) {
                 return -EBUSY;
         CHECK(by_id(q, SQL_VOL_DELETE_MOUNTS, id));
         CHECK(by_id(q, SQL_VOL_DELETE, id));
+        return sqlite_store_commit(&tx);
+}
+
+int sqlite_op_volume_move(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_tx_ SqliteStore *tx = NULL;
+        uint64_t all, writers;
+        int r;
+
+        CHECK(sqlite_store_begin(q, &tx));
+        {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+                CHECK(vol_stmt(q, SQL_VOL_EXISTS, &st));
+                CHECK(sqlite_bind_text(q, st, 1, volume_id));
+                r = sqlite_store_step(q, st);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return -ENOENT;
+        }
+        CHECK(live_mounts(q, volume_id, sandbox_id, &all, &writers));
+        if (all > 0)
+                return -EBUSY;
+        {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+                CHECK(vol_stmt(q, SQL_VOL_MOVE, &st));
+                CHECK(sqlite_bind_text(q, st, 1, volume_id));
+                CHECK(sqlite_bind_text(q, st, 2, from));
+                CHECK(sqlite_bind_text(q, st, 3, to));
+                CHECK(sqlite_store_step_done(q, st));
+        }
+        if (sqlite3_changes64(q->db) != 1)
+                return -ESTALE;
         return sqlite_store_commit(&tx);
 }
 

@@ -138,6 +138,7 @@ typedef enum SqlVolumeStmt {
         SQL_VOL_EXISTS,
         SQL_VOL_MOUNT_INSERT,
         SQL_VOL_MOUNT_LIST,
+        SQL_VOL_MOVE,
         _SQL_VOL_STMT_MAX,
 } SqlVolumeStmt;
 /* The webhook statements (store-sqlite-webhooks.c), cached likewise. */
@@ -355,6 +356,7 @@ int sqlite_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 int sqlite_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
 int sqlite_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
 int sqlite_op_volume_delete(Store *s, const char *tenant_id, const char *name);
+int sqlite_op_volume_move(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to);
 int sqlite_op_volume_mount(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n);
 int sqlite_op_volume_mounts(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
 /* Webhooks (store-sqlite-webhooks.c), for the ops table. */

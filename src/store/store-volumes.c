@@ -57,6 +57,16 @@ int store_volume_delete(Store *s, const char *tenant_id, const char *name) {
         return s->ops->volume_delete(s, tenant_id, name);
 }
 
+int store_volume_move(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to) {
+        if (!s || !from || !to)
+                return -EINVAL;
+        CHECK(check_lookup(volume_id, STORE_ID_MAX));
+        CHECK(check_lookup(sandbox_id, STORE_ID_MAX));
+        if (strlen(from) >= STORE_NAME_MAX || isempty(to) || strlen(to) >= STORE_NAME_MAX)
+                return -EINVAL;
+        return s->ops->volume_move(s, volume_id, sandbox_id, from, to);
+}
+
 int store_volume_mount(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n) {
         if (!s || (!m && n > 0) || n > STORE_VOLUME_MOUNTS_MAX)
                 return -EINVAL;

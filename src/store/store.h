@@ -683,6 +683,11 @@ int store_volume_delete(Store *s, const char *tenant_id, const char *name);
 int store_volume_mount(Store *s, const char *sandbox_id, const VolumeMount *m, size_t n);
 /* The volumes sandbox_id mounts, by path. */
 int store_volume_mounts(Store *s, const char *sandbox_id, VolumeMount **ret, size_t *ret_n);
+/* The volume moves to worker to with sandbox_id (its restore there from a
+ * checkpoint): a compare-and-set against the worker it names (-ESTALE if it
+ * names another now), refused (-EBUSY) while any other sandbox not deleted
+ * mounts it (two copies would diverge); -ENOENT if there is no such volume. */
+int store_volume_move(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to);
 
 /* Controller leadership (the advisory-lock form, kept for callers that only
  * ask): true while this handle holds it. PostgreSQL: a session advisory lock

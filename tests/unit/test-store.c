@@ -4092,6 +4092,16 @@ STORE_TEST(volumes) {
         ASSERT_OK(store_volume_get(s, a.id, "data", &got));
         ASSERT_EQ(got.readers, 2);
         ASSERT_EQ(got.writers, 0);
+        /* a restore elsewhere moves a volume only with its one sandbox, from the worker it names */
+        ASSERT_ERRNO(store_volume_move(s, "vol_1", "sb_r1", "", "w2"), EBUSY); /* sb_r2 mounts it too */
+        ASSERT_ERRNO(store_volume_move(s, "vol_3", "sb_w2", "w9", "w2"), ESTALE);
+        ASSERT_OK(store_volume_move(s, "vol_3", "sb_w2", "", "w2"));
+        ASSERT_OK(store_volume_get(s, a.id, "cache", &got));
+        ASSERT_STREQ(got.worker, "w2");
+        ASSERT_ERRNO(store_volume_move(s, "vol_3", "sb_w2", "", "w3"), ESTALE); /* moved already */
+        ASSERT_ERRNO(store_volume_move(s, "vol_3", "sb_r1", "w2", "w3"), EBUSY); /* sb_w2 mounts it */
+        ASSERT_ERRNO(store_volume_move(s, "vol_nosuch", "sb_w2", "", "w2"), ENOENT);
+        ASSERT_ERRNO(store_volume_move(s, "vol_3", "sb_w2", "w2", ""), EINVAL);
         /* a duplicate within one request */
         m[1] = m[0];
         ASSERT_ERRNO(store_volume_mount(s, "sb_w2", m, 2), EEXIST);
