@@ -163,6 +163,9 @@ int pool_checkpoint_remove(Pool *p, const char *sandbox_id, const char *checkpoi
                 return owner_fd;
         if (fstatat(owner_fd, checkpoint_id, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return negative_errno();
+        r = pool_volume_copies_remove(p, sandbox_id, checkpoint_id); /* the volumes' copies with it go first */
+        if (r < 0)
+                return r;
         r = pool_remove_entry(p, owner_fd, checkpoint_id);
         if (r < 0)
                 return r;

@@ -53,7 +53,10 @@ static int item_valid(const Pool *p, const PoolShipItem *it) {
         if (!it || !it->name)
                 return -EINVAL;
         if (it->sandbox_id)
-                return pool_sandbox_id_valid(it->sandbox_id) && pool_sandbox_id_valid(it->name) ? 0 : -EINVAL;
+                return pool_sandbox_id_valid(it->sandbox_id) &&
+                                       (pool_sandbox_id_valid(it->name) || pool_volume_copy_name_valid(it->name))
+                               ? 0
+                               : -EINVAL;
         return pool_template_name_valid(it->name) ? 0 : -EINVAL;
 }
 

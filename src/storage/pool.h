@@ -461,3 +461,21 @@ int pool_volume_open(Pool *p, const char *id, int *ret_fd);
 int pool_volume_path(Pool *p, const char *id, char **ret);
 /* Exclusive bytes it holds (as the qgroup counts them). */
 int pool_volume_usage(Pool *p, const char *id, uint64_t *ret_used_bytes);
+
+/* A volume's copy with a checkpoint (volume-copy.c): checkpoints/<sandbox>/
+ * <ck>.<volume>, a read-only snapshot of volumes/<volume> taken with
+ * checkpoint ck, shipped with it (a PoolShipItem of the sandbox named so).
+ * pool_checkpoint_remove() and _remove_all() remove it with its checkpoint.
+ * from_copy: volumes/<volume> becomes a writable snapshot of the copy,
+ * limited to size_mb (a restore on this worker of a sandbox that mounts
+ * it); a volumes/<volume> already here (stale: the volume moved away once)
+ * is moved aside and kept, never removed. */
+int pool_volume_copy_name(const char *checkpoint_id, const char *volume_id, char *buf, size_t size);
+bool pool_volume_copy_name_valid(const char *name);
+int pool_volume_copy_create(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id);
+bool pool_volume_copy_exists(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id);
+int pool_volume_copies_remove(Pool *p, const char *sandbox_id, const char *checkpoint_id);
+/* The names (<ck>.<volume>) of the volume's copies with the sandbox's checkpoints; NULL if none. */
+int pool_volume_copy_list(Pool *p, const char *sandbox_id, const char *volume_id, char ***ret);
+int pool_volume_from_copy(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id,
+                          uint64_t size_mb);

@@ -924,3 +924,107 @@ TEST(btrfs_vm_disk_checkpoints) {
         ASSERT_OK(pool_release(p));
         test_pool_check_no_residue(dir);
 }
+
+/* A volume's copy with a checkpoint: taken beside it, read-only, never listed
+ * as a checkpoint, gone with it; a volume made from it holds what the volume
+ * held at the checkpoint, under its limit; a volume already here is moved
+ * aside (kept: it may hold newer data), not replaced in place. */
+TEST(btrfs_volume_copies) {
+        _cleanup_pool_ Pool *p = NULL;
+        const char *dir = test_tmpdir();
+        _cleanup_free_ char *root = NULL, *vol = NULL, *copy = NULL, *vols = NULL;
+        _cleanup_strv_free_ char **cks = NULL, **copies = NULL;
+        char name[64];
+        uint64_t limit = 0;
+
+        test_pool_need_btrfs();
+        ASSERT_OK(open_pool(dir, "btrfs", &p));
+        import_template(p, dir);
+        ASSERT_OK(pool_sandbox_create(p, "base", "s1", TEST_QUOTA_MB, &root));
+        ASSERT_OK(pool_volume_create(p, "v1", 16));
+        ASSERT_OK(pool_volume_path(p, "v1", &vol));
+        write_file(vol, "f", "at c1");
+
+        ASSERT_ERRNO(pool_volume_copy_name("c1", "../v1", name, sizeof name), EINVAL);
+        ASSERT_ERRNO(pool_volume_copy_name("c1", "v1", name, 4), ENAMETOOLONG);
+        ASSERT_OK(pool_volume_copy_name("c1", "v1", name, sizeof name));
+        ASSERT_STREQ(name, "c1.v1");
+        ASSERT_TRUE(pool_volume_copy_name_valid("c1.v1"));
+        ASSERT_FALSE(pool_volume_copy_name_valid("c1"));
+        ASSERT_FALSE(pool_volume_copy_name_valid(".v1"));
+        ASSERT_FALSE(pool_volume_copy_name_valid("c1."));
+        ASSERT_FALSE(pool_volume_copy_name_valid("c1./v1"));
+        ASSERT_FALSE(pool_volume_copy_name_valid(NULL));
+
+        ASSERT_ERRNO(pool_volume_copy_create(p, "s1", "c1", "v1"), ENOENT); /* no checkpoint yet */
+        ASSERT_OK(pool_checkpoint_create(p, "s1", "c1"));
+        ASSERT_ERRNO(pool_volume_copy_create(p, "s1", "c1", "nosuch"), ENOENT);
+        ASSERT_ERRNO(pool_volume_copy_create(p, "s1", "c1", "v/1"), EINVAL);
+        ASSERT_OK(pool_volume_copy_create(p, "s1", "c1", "v1"));
+        ASSERT_ERRNO(pool_volume_copy_create(p, "s1", "c1", "v1"), EEXIST);
+        ASSERT_TRUE(pool_volume_copy_exists(p, "s1", "c1", "v1"));
+        ASSERT_FALSE(pool_volume_copy_exists(p, "s1", "c2", "v1"));
+        copy = checkpoint_path(p, "s1", "c1.v1");
+        check_file(copy, "f", "at c1");
+        {
+                _cleanup_free_ char *f = test_path_join(copy, "f");
+                ASSERT_TRUE(open(f, O_WRONLY | O_TRUNC | O_CLOEXEC) < 0 && errno == EROFS);
+        }
+        ASSERT_OK(pool_checkpoint_list(p, "s1", &cks));
+        ASSERT_EQ(strv_length(cks), (size_t) 1);
+        ASSERT_STREQ(cks[0], "c1");
+        ASSERT_OK(pool_volume_copy_list(p, "s1", "v1", &copies));
+        ASSERT_EQ(strv_length(copies), (size_t) 1);
+        ASSERT_STREQ(copies[0], "c1.v1");
+        copies = strv_free(copies);
+        ASSERT_OK(pool_volume_copy_list(p, "nosuch", "v1", &copies));
+        ASSERT_NULL(copies);
+
+        /* the volume moves back here later: the copy wins, the newer data is kept aside */
+        write_file(vol, "f", "after c1");
+        ASSERT_ERRNO(pool_volume_from_copy(p, "s1", "c1", "v1", 0), ERANGE);
+        ASSERT_ERRNO(pool_volume_from_copy(p, "s1", "c9", "v1", 16), ENOENT);
+        ASSERT_OK(pool_volume_from_copy(p, "s1", "c1", "v1", 24));
+        check_file(vol, "f", "at c1");
+        write_file(vol, "g", "writable");
+        {
+                _cleanup_close_ int fd = open(vol, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                uint64_t id;
+                ASSERT_TRUE(fd >= 0);
+                ASSERT_OK(btrfs_subvol_get_id(fd, &id));
+                ASSERT_OK(btrfs_qgroup_limit_exclusive_get(fd, BTRFS_QGROUPID(id), &limit));
+                ASSERT_EQ(limit, UINT64_C(24) << 20);
+        }
+        vols = strjoin(pool_mount_path(p), "/volumes");
+        ASSERT_NOT_NULL(vols);
+        {
+                _cleanup_(closedirp_) DIR *d = opendir(vols);
+                _cleanup_close_ int vfd = -EBADF;
+                struct dirent *de;
+                char aside[256] = "";
+                ASSERT_NOT_NULL(d);
+                while ((de = readdir(d)))
+                        if (startswith(de->d_name, "v1.stale-"))
+                                snprintf(aside, sizeof aside, "%s", de->d_name);
+                ASSERT_TRUE(aside[0] != 0);
+                {
+                        _cleanup_free_ char *stale = test_path_join(vols, aside);
+                        check_file(stale, "f", "after c1");
+                }
+                vfd = open(vols, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                ASSERT_TRUE(vfd >= 0);
+                ASSERT_OK(btrfs_subvol_remove(vfd, aside));
+        }
+
+        /* the copy goes with its checkpoint, the volume stays */
+        ASSERT_OK(pool_checkpoint_remove(p, "s1", "c1"));
+        ASSERT_FALSE(pool_volume_copy_exists(p, "s1", "c1", "v1"));
+        check_file(vol, "f", "at c1");
+        ASSERT_OK(pool_checkpoint_create(p, "s1", "c2"));
+        ASSERT_OK(pool_volume_copy_create(p, "s1", "c2", "v1"));
+        ASSERT_OK(pool_sandbox_remove(p, "s1")); /* and with all of its sandbox's */
+        ASSERT_FALSE(pool_volume_copy_exists(p, "s1", "c2", "v1"));
+        ASSERT_OK(pool_volume_remove(p, "v1"));
+        ASSERT_OK(pool_release(p));
+        test_pool_check_no_residue(dir);
+}

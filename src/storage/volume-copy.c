@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/* A volume's copy with a checkpoint (a cluster's checkpoints): a read-only
+ * snapshot of volumes/<volume> taken with checkpoint <ck> of a sandbox that
+ * mounts it, kept beside the checkpoint as checkpoints/<sandbox>/<ck>.<volume>
+ * and shipped with it. A restore on another worker makes the volume there
+ * from it: the sandbox's files and its volume's as they were at the same
+ * moment. The name is no checkpoint id ('.'), so listings of checkpoints
+ * skip it, and it goes with its checkpoint or its sandbox's checkpoints. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc-util.h"
+#include "btrfs.h"
+#include "fd-util.h"
+#include "log.h"
+#include "pool-internal.h"
+#include "str-util.h"
+
+int pool_volume_copy_name(const char *checkpoint_id, const char *volume_id, char *buf, size_t size) {
+        if (!pool_sandbox_id_valid(checkpoint_id) || !pool_sandbox_id_valid(volume_id))
+                return -EINVAL;
+        if ((size_t) snprintf(buf, size, "%s.%s", checkpoint_id, volume_id) >= size)
+                return -ENAMETOOLONG;
+        return 0;
+}
+
+bool pool_volume_copy_name_valid(const char *name) {
+        const char *dot = name ? strchr(name, '.') : NULL;
+        char ck[POOL_SANDBOX_ID_MAX + 1];
+        size_t n;
+
+        if (!dot)
+                return false;
+        n = (size_t) (dot - name);
+        if (n == 0 || n >= sizeof ck)
+                return false;
+        memcpy(ck, name, n);
+        ck[n] = 0;
+        return pool_sandbox_id_valid(ck) && pool_sandbox_id_valid(dot + 1);
+}
+
+static int owner_open(Pool *p, const char *sandbox_id) {
+        _cleanup_close_ int fd = pool_open_subdir(p, POOL_CHECKPOINTS_DIR);
+        int owner;
+
+        if (fd < 0)
+                return fd;
+        owner = openat(fd, sandbox_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return owner < 0 ? negative_errno() : owner;
+}
+
+static int copy_valid(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id) {
+        int r = pool_usable(p);
+
+        if (r < 0)
+                return r;
+        if (!pool_sandbox_id_valid(sandbox_id) || !pool_sandbox_id_valid(checkpoint_id) ||
+            !pool_sandbox_id_valid(volume_id))
+                return -EINVAL;
+        if (p->kind != POOL_BTRFS || !p->quota)
+                return -EOPNOTSUPP;
+        return 0;
+}
+
+int pool_volume_copy_create(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id) {
+        _cleanup_close_ int owner = -EBADF, vol = -EBADF;
+        char name[2 * POOL_SANDBOX_ID_MAX + 2];
+        int r;
+
+        r = copy_valid(p, sandbox_id, checkpoint_id, volume_id);
+        if (r < 0)
+                return r;
+        r = pool_volume_copy_name(checkpoint_id, volume_id, name, sizeof name);
+        if (r < 0)
+                return r;
+        owner = owner_open(p, sandbox_id); /* the checkpoint made it */
+        if (owner < 0)
+                return owner;
+        r = pool_volume_open(p, volume_id, &vol);
+        if (r < 0)
+                return r;
+        return btrfs_subvol_snapshot(vol, owner, name, true);
+}
+
+bool pool_volume_copy_exists(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id) {
+        _cleanup_close_ int owner = -EBADF;
+        char name[2 * POOL_SANDBOX_ID_MAX + 2];
+        struct stat st;
+
+        if (copy_valid(p, sandbox_id, checkpoint_id, volume_id) < 0 ||
+            pool_volume_copy_name(checkpoint_id, volume_id, name, sizeof name) < 0)
+                return false;
+        owner = owner_open(p, sandbox_id);
+        return owner >= 0 && fstatat(owner, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISDIR(st.st_mode);
+}
+
+int pool_volume_copies_remove(Pool *p, const char *sandbox_id, const char *checkpoint_id) {
+        _cleanup_(closedirp_) DIR *d = NULL;
+        struct dirent *de;
+        size_t n;
+        int owner, r = 0;
+
+        if (!pool_sandbox_id_valid(sandbox_id) || !pool_sandbox_id_valid(checkpoint_id))
+                return -EINVAL;
+        owner = owner_open(p, sandbox_id);
+        if (owner == -ENOENT)
+                return 0;
+        if (owner < 0)
+                return owner;
+        d = fdopendir(owner);
+        if (!d) {
+                safe_close(owner);
+                return negative_errno();
+        }
+        n = strlen(checkpoint_id);
+        while ((errno = 0, de = readdir(d))) {
+                int k;
+                if (strncmp(de->d_name, checkpoint_id, n) != 0 || de->d_name[n] != '.' ||
+                    !pool_volume_copy_name_valid(de->d_name))
+                        continue;
+                k = pool_remove_entry(p, dirfd(d), de->d_name);
+                if (k < 0 && r >= 0)
+                        r = k;
+        }
+        return r;
+}
+
+int pool_volume_copy_list(Pool *p, const char *sandbox_id, const char *volume_id, char ***ret) {
+        _cleanup_(closedirp_) DIR *d = NULL;
+        _cleanup_strv_free_ char **names = NULL;
+        struct dirent *de;
+        size_t n;
+        int owner;
+
+        if (!pool_sandbox_id_valid(sandbox_id) || !pool_sandbox_id_valid(volume_id) || !ret)
+                return -EINVAL;
+        owner = owner_open(p, sandbox_id);
+        if (owner == -ENOENT) {
+                *ret = NULL;
+                return 0;
+        }
+        if (owner < 0)
+                return owner;
+        d = fdopendir(owner);
+        if (!d) {
+                safe_close(owner);
+                return negative_errno();
+        }
+        n = strlen(volume_id);
+        while ((errno = 0, de = readdir(d))) {
+                size_t l = strlen(de->d_name);
+                if (l <= n + 1 || de->d_name[l - n - 1] != '.' || !streq(de->d_name + l - n, volume_id) ||
+                    !pool_volume_copy_name_valid(de->d_name))
+                        continue;
+                if (strv_extend(&names, de->d_name) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(names);
+        return 0;
+}
+
+/* A volumes/<id> this pool holds while the volume lives elsewhere (it moved
+ * away with a restore on another worker, and came back): moved aside, not
+ * removed — it may hold what was written after the copy the volume moved
+ * with. Its name is no volume id, so nothing mounts or counts it. */
+static int stale_aside(Pool *p, int vdfd, const char *id) {
+        char aside[POOL_SANDBOX_ID_MAX + 32];
+        struct timespec ts;
+        struct stat st;
+
+        if (fstatat(vdfd, id, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(aside, sizeof aside, "%s.stale-%lld", id, (long long) ts.tv_sec);
+        if (renameat2(vdfd, id, vdfd, aside, RENAME_NOREPLACE) < 0)
+                return negative_errno();
+        log_warning("Volume %s: the copy this pool held is stale (the volume moved to another worker); kept as "
+                    "%s/%s/%s, remove it when it is not needed", id, p->path, POOL_VOLUMES_DIR, aside);
+        return 1;
+}
+
+int pool_volume_from_copy(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id,
+                          uint64_t size_mb) {
+        _cleanup_close_ int owner = -EBADF, src = -EBADF, vdfd = -EBADF, fd = -EBADF;
+        char name[2 * POOL_SANDBOX_ID_MAX + 2];
+        uint64_t subvolid;
+        int r;
+
+        r = copy_valid(p, sandbox_id, checkpoint_id, volume_id);
+        if (r < 0)
+                return r;
+        if (size_mb == 0 || size_mb > (UINT64_MAX >> 20))
+                return -ERANGE;
+        r = pool_volume_copy_name(checkpoint_id, volume_id, name, sizeof name);
+        if (r < 0)
+                return r;
+        owner = owner_open(p, sandbox_id);
+        if (owner < 0)
+                return owner;
+        src = openat(owner, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0)
+                return negative_errno();
+        vdfd = pool_open_subdir(p, POOL_VOLUMES_DIR);
+        if (vdfd < 0)
+                return vdfd;
+        r = stale_aside(p, vdfd, volume_id);
+        if (r < 0)
+                return r;
+        r = btrfs_subvol_snapshot(src, vdfd, volume_id, false);
+        if (r < 0)
+                return r;
+        fd = openat(vdfd, volume_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                r = negative_errno();
+        if (r >= 0)
+                r = btrfs_subvol_get_id(fd, &subvolid);
+        if (r >= 0)
+                r = btrfs_qgroup_limit_exclusive(fd, BTRFS_QGROUPID(subvolid), size_mb << 20);
+        if (r < 0) {
+                int k = pool_remove_entry(p, vdfd, volume_id);
+                if (k < 0)
+                        log_debug_errno(k, "Failed to undo volume '%s': %m", volume_id);
+        }
+        return r;
+}
