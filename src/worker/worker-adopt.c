@@ -51,25 +51,48 @@ int worker_adopt_lost(Worker *w, Sandbox *sb, LiveSandbox *l) {
         return 0;
 }
 
-/* A live one whose row said lost but named another worker: decided now if its row has moved on. */
-static void adopt_pending(Worker *w, LiveSandbox *l) {
+/* A live one whose row said lost but named another worker: decided now if
+ * its row has moved on. True if its copy here was stale and is gone. */
+static bool adopt_pending(Worker *w, LiveSandbox *l) {
         _cleanup_(sandbox_done) Sandbox sb = {};
         int r = store_sandbox_get(w->store, NULL, l->id, &sb);
 
         if (r < 0 && r != -ENOENT)
-                return;
+                return false;
         if (r >= 0 && sb.state == SANDBOX_UNREACHABLE) {
                 if (streq(sb.worker, w->config->worker_name))
                         (void) worker_adopt_lost(w, &sb, l); /* the recovery failed: it came home */
-                return;
+                return false;
         }
         if (r >= 0 && sb.state != SANDBOX_DELETED && streq(sb.worker, w->config->worker_name)) {
                 l->lost_pending = false; /* it is this worker's (taken back already) */
-                return;
+                return false;
         }
         log_info("Sandbox %s was %s while this worker was suspect: removing its copy here", l->id,
                  r == -ENOENT || sb.state == SANDBOX_DELETED ? "deleted" : "recovered elsewhere");
         (void) worker_cleanup_sandbox(w, l->id, true);
+        return true;
+}
+
+int worker_slot_claim(Worker *w, const WorkerSpec *s, ApiError *e) {
+        for (size_t i = 0; i < w->n_live; i++) {
+                LiveSandbox *l = &w->live[i];
+                char other[sizeof l->id];
+
+                if (l->slot != s->slot || streq(l->id, s->id))
+                        continue;
+                (void) strscpy(other, sizeof other, l->id);
+                /* a copy left from a suspect spell whose row moved on: stale, removed now rather than at the tick */
+                if (streq(w->config->role, "worker") && w->store && !l->reaping && adopt_pending(w, l))
+                        return worker_slot_claim(w, s, e); /* the table changed under i */
+                log_warning("Sandbox %s: its slot %" PRIu64 " is still held here by sandbox %s; refused", s->id,
+                            s->slot, other);
+                return api_error(e, -EBUSY, API_UNAVAILABLE,
+                                 "slot %" PRIu64 " (uid range, address) is still held on this worker by sandbox %s; "
+                                 "try again",
+                                 s->slot, other);
+        }
+        return 0;
 }
 
 /* This worker's registration is live and beating: its gateway serves, the API reaches what it adopts. */
@@ -93,9 +116,21 @@ void worker_adopt_tick(Worker *w) {
 
         if (!streq(w->config->role, "worker") || w->n_live == 0 || now - last_usec < WORKER_ADOPT_EVERY_USEC)
                 return;
+        /* stalled (stopped, starved) for longer than the lost timeout: judged suspect, perhaps */
+        if (last_usec > 0 && now - last_usec > (int64_t) w->config->worker_lost_timeout_s * 1000000)
+                w->adopt_recheck = true;
         last_usec = now;
-        if (!registered_live(w))
+        if (!registered_live(w)) {
+                w->adopt_recheck = true;
                 return; /* still judged lost (its heartbeat has not registered it again yet) */
+        }
+        if (w->adopt_recheck) {
+                /* back: whatever a recovery moved elsewhere meanwhile is a stale copy here (adopt_pending) */
+                w->adopt_recheck = false;
+                for (size_t i = 0; i < w->n_live; i++)
+                        if (!w->live[i].reaping)
+                                w->live[i].lost_pending = true;
+        }
         if (store_sandbox_list(w->store, &f, &list, &n) < 0)
                 return; /* the store is away: nothing is judged, tried at the next tick */
         for (size_t i = 0; i < n; i++) {
@@ -111,7 +146,7 @@ void worker_adopt_tick(Worker *w) {
                 LiveSandbox *l = &w->live[i];
                 size_t before = w->n_live;
                 if (l->lost_pending && !l->reaping)
-                        adopt_pending(w, l);
+                        (void) adopt_pending(w, l);
                 if (w->n_live == before)
                         i++; /* else removed: another one is at i now */
         }

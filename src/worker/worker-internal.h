@@ -104,6 +104,10 @@ typedef struct Worker {
         pid_t roots_pid;           /* 0: none (they are made in process) */
         bool roots_failed;         /* it could not be started: not tried again */
         WorkerRestarts gateway_restarts;
+        /* a cluster's worker that may have been judged suspect meanwhile (its adoption tick did not
+         * run for a lost timeout, or found it not live): once live again, every sandbox it runs is
+         * looked up once (worker-adopt.c), since a recovery may have moved it elsewhere */
+        bool adopt_recheck;
         WorkerRestarts spawner_restarts;
         bool restarted;            /* started again by spaced's supervisor (the API process lives on) */
         struct WorkerTeardowns *teardowns; /* worker-teardown.c; NULL: deletes tear down in line */
@@ -475,6 +479,11 @@ void worker_statfs_tick(Worker *w);
 int worker_adopt_lost(Worker *w, Sandbox *sb, LiveSandbox *l);
 /* Role worker, every few seconds: the adoption of the ones marked lost while this worker kept running. */
 void worker_adopt_tick(Worker *w);
+/* Before a sandbox takes s->slot here: no other live one holds it (two never
+ * share a uid range or an address). A copy left from a suspect spell whose
+ * row moved on (recovered elsewhere, deleted) is removed now; any other
+ * holder refuses the start (API_UNAVAILABLE, logged). */
+int worker_slot_claim(Worker *w, const WorkerSpec *s, ApiError *e);
 
 /* worker-metrics.c (worker-metrics.h): each live sandbox's usage, sampled every few seconds */
 void worker_metrics_tick(Worker *w);

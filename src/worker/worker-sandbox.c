@@ -277,6 +277,9 @@ int worker_spawn_prepare(Worker *w, const WorkerSpec *s, const char *root, Worke
         ret->slot = s->slot;
         if (worker_live_find(w, s->id))
                 return api_error(e, -EEXIST, API_ALREADY_EXISTS, "sandbox %s already runs here", s->id);
+        r = worker_slot_claim(w, s, e);
+        if (r < 0)
+                return r;
         for (char **x = s->env; x && *x; x++)
                 if (strv_extend(&prep->env, *x) < 0)
                         return api_error(e, -ENOMEM, API_INTERNAL, "out of memory");
