@@ -390,17 +390,20 @@ static void lost_back_home(ApiRequest *r, const Sandbox *sb) {
                                        now.reason);
 }
 
-/* A volume lives in one worker's pool, and its sandbox is placed there: a
- * lost sandbox that mounts one cannot come back on another worker (the
- * volume's files are on the lost one; a copy of them elsewhere would be
- * older, and two writers would diverge). It waits for its worker, which
- * keeps everything of it; the refusal says so. */
+/* A volume lives in one worker's pool, and its sandbox is placed there. A
+ * lost sandbox that mounts one comes back on another worker with the copy
+ * of it its worker took with the checkpoint (and shipped with it): the
+ * volume moves there, as it was at that moment (worker-volume.c; refused
+ * there while another sandbox mounts it). A vm's checkpoints take no such
+ * copies: it waits for its worker, which keeps everything of it. */
 static int recover_refused_for_volumes(ApiRequest *r, const Sandbox *sb, ApiError *e) {
         _cleanup_free_ VolumeMount *m = NULL;
         size_t n = 0;
         Volume v = {};
         int k;
 
+        if (!streq(sb->runtime, "vm"))
+                return 0;
         k = store_volume_mounts(r->store, sb->id, &m, &n);
         if (k < 0)
                 return api_store_error(e, k, "reading the sandbox's volumes");
@@ -409,9 +412,9 @@ static int recover_refused_for_volumes(ApiRequest *r, const Sandbox *sb, ApiErro
         if (store_volume_get(r->store, sb->tenant_id, m[0].volume_name, &v) < 0 || isempty(v.worker))
                 (void) strscpy(v.worker, sizeof v.worker, sb->worker);
         return api_error(e, -EXDEV, API_CONFLICT,
-                         "sandbox '%s' mounts volume '%s', which lives on worker '%s' (suspect): it cannot come back "
-                         "on another worker; it runs again when that worker returns (nothing of it is deleted "
-                         "meanwhile), or delete it",
+                         "sandbox '%s' is a vm that mounts volume '%s', which lives on worker '%s' (suspect): it "
+                         "cannot come back on another worker; it runs again when that worker returns (nothing of "
+                         "it is deleted meanwhile), or delete it",
                          sb->id, m[0].volume_name, v.worker);
 }
 

@@ -312,9 +312,19 @@ int api_volume_list(ApiRequest *r, ApiError *e) {
         return api_reply_json(r, 200, &w);
 }
 
+/* The usage is the worker's to tell; a worker that cannot answer now (lost,
+ * restarting, partitioned) leaves it out rather than hiding the volume, whose
+ * record is the store's. */
+static bool usage_unknowable(const ApiError *e) {
+        return e->code == API_UNAVAILABLE || e->code == API_WORKER_UNAVAILABLE || e->code == API_TIMEOUT ||
+               e->code == API_BAD_GATEWAY;
+}
+
 int api_volume_show(ApiRequest *r, ApiError *e) {
         _cleanup_(json_w_done) JsonWriter w;
+        ApiError usage_error = {};
         uint64_t used = 0;
+        int64_t shown;
         Volume v;
         int k;
 
@@ -322,12 +332,19 @@ int api_volume_show(ApiRequest *r, ApiError *e) {
         k = api_volume_lookup(r, r->params[0], &v, e);
         if (k < 0)
                 return k;
-        k = api_get_worker(r, e);
+        k = api_get_worker(r, &usage_error);
         if (k >= 0)
-                k = worker_volume_usage(r->worker, v.worker, v.id, &used, e);
-        if (k < 0)
-                return k;
-        json_out_volume(&w, &v, (int64_t) used);
+                k = worker_volume_usage(r->worker, v.worker, v.id, &used, &usage_error);
+        shown = (int64_t) used;
+        if (k < 0) {
+                if (!usage_unknowable(&usage_error)) {
+                        *e = usage_error;
+                        return k;
+                }
+                log_debug("Volume %s: usage unknown, its worker did not answer: %s", v.id, usage_error.message);
+                shown = -1;
+        }
+        json_out_volume(&w, &v, shown);
         return api_reply_json(r, 200, &w);
 }
 

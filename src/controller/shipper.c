@@ -109,6 +109,43 @@ static void unavailable_report(Pass *p, const Checkpoint *c, const Sandbox *sb) 
         controller_event(p->store, sb, "sandbox.checkpoint_unavailable", reason, data);
 }
 
+/* The copies of the sandbox's volumes taken with checkpoint ck (a cluster
+ * worker takes one of each volume a sandbox mounts with each checkpoint,
+ * worker-volume.c), from one worker to another before the checkpoint
+ * itself: a worker listed as holding the checkpoint holds them too. A copy
+ * the sender lacks (a checkpoint from before the volume was mounted, a vm's)
+ * is not an error here: a restore there then says what is missing. */
+static int ship_volume_copies(Pass *p, const Sandbox *sb, const char *ck, const char *from, const char *to,
+                              ApiError *e) {
+        _cleanup_free_ VolumeMount *m = NULL;
+        size_t n = 0;
+        int r;
+
+        r = store_volume_mounts(p->store, sb->id, &m, &n);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (the sandbox's volumes): %s", strerror(-r));
+        for (size_t i = 0; i < n; i++) {
+                char name[2 * STORE_ID_MAX + 2];
+                WorkerShipResult res;
+
+                /* the copy's name in the worker's pool (pool_volume_copy_name()) */
+                if ((size_t) snprintf(name, sizeof name, "%s.%s", ck, m[i].volume_id) >= sizeof name)
+                        continue;
+                r = worker_ship(p->wc, from, to, sb->id, name, NULL, &res, e);
+                if (r < 0 && e->code == API_NOT_FOUND) {
+                        log_debug("Checkpoint %s of %s has no copy of volume %s on %s: not shipped", ck, sb->id,
+                                  m[i].volume_name, from);
+                        *e = (ApiError){};
+                        continue;
+                }
+                if (r < 0)
+                        return r;
+                log_debug("Volume %s of %s shipped with checkpoint %s to %s (%" PRIu64 " bytes)", m[i].volume_name,
+                          sb->id, ck, to, res.bytes);
+        }
+        return 0;
+}
+
 /* Ships checkpoint c of sb to one more live worker, from a live worker
  * that holds it (the sandbox's own first). */
 static void ship_checkpoint(Pass *p, const Checkpoint *c, const Sandbox *sb, const CheckpointCopy *copies,
@@ -141,7 +178,9 @@ static void ship_checkpoint(Pass *p, const Checkpoint *c, const Sandbox *sb, con
                         log_warning_errno(r, "Cannot record the copy of checkpoint %s on %s: %m", c->id, to);
                         return;
                 }
-                r = worker_ship(p->wc, from, to, sb->id, c->id, sb->template_name, &res, &e);
+                r = ship_volume_copies(p, sb, c->id, from, to, &e);
+                if (r >= 0)
+                        r = worker_ship(p->wc, from, to, sb->id, c->id, sb->template_name, &res, &e);
                 if (r < 0) {
                         log_warning("Shipping checkpoint %s of sandbox %s from %s to %s failed (tried again): %s",
                                     c->id, sb->id, from, to, e.message);

@@ -212,6 +212,24 @@ typedef struct WorkerSpawnPrep {
 int worker_volumes_prepare(Worker *w, const char *id, bool restore, WorkerSpawnPrep *prep, ApiError *e);
 /* Whether the sandbox mounts volumes (the store says; false when it cannot be read) */
 bool worker_sandbox_has_volumes(Worker *w, const char *id);
+/* A cluster's worker: a checkpoint ck of sandbox id takes a copy of each
+ * volume it mounts (pool_volume_copy_create), shipped with the checkpoint.
+ * All or none: on failure the ones made are removed again. */
+int worker_volume_copies_take(Worker *w, const char *id, const char *ck, ApiError *e);
+/* A restore here from checkpoint ck of a sandbox whose volumes live on
+ * another worker (a recovery: that worker is lost): each moves here, its row
+ * first (store_volume_move), then made from its copy with the checkpoint.
+ * 409 when this worker holds no such copy, or another sandbox mounts it. */
+typedef struct WorkerVolumeMoves {
+        size_t n;
+        char id[RUNTIME_VOLUMES_MAX][STORE_ID_MAX];
+        char from[RUNTIME_VOLUMES_MAX][STORE_NAME_MAX];
+} WorkerVolumeMoves;
+int worker_volumes_move_in(Worker *w, const WorkerSpec *s, const char *ck, WorkerVolumeMoves *ret, ApiError *e);
+/* The restore failed after all: the volumes it moved here name their old
+ * worker again, and what was made of them here goes (the sandbox never ran
+ * on it). */
+void worker_volumes_move_back(Worker *w, const WorkerSpec *s, const WorkerVolumeMoves *moves);
 /* vm: QEMU cannot save a machine with virtiofs devices: what would save one (what: "a checkpoint ...") is
  * refused for a sandbox with volumes (400 unsupported; -EOPNOTSUPP), else 0 */
 int worker_vm_volumes_refuse_save(Worker *w, const char *id, const char *what, ApiError *e);

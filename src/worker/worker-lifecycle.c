@@ -251,6 +251,14 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
         if (l && freeze(w, l, true, &e) < 0)
                 return worker_reply_error(jw, &e);
         r = pool_checkpoint_create(w->pool, id, ck);
+        /* the volumes' copies at the same moment, still frozen */
+        if (r >= 0 && worker_volume_copies_take(w, id, ck, &e) < 0) {
+                (void) pool_checkpoint_remove(w->pool, id, ck);
+                ApiError thaw = {};
+                if (l && !was_frozen && (l = worker_live_find(w, id)))
+                        (void) freeze(w, l, false, &thaw);
+                return worker_reply_error(jw, &e);
+        }
         if (l && !was_frozen && (l = worker_live_find(w, id))) {
                 k = freeze(w, l, false, &e);
                 if (k < 0 && r >= 0) {
@@ -378,6 +386,7 @@ static int restore_admit(Worker *w, const WorkerSpec *s, ApiError *e) {
 
 void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_(worker_spec_done) WorkerSpec s = {};
+        WorkerVolumeMoves moved;
         _cleanup_free_ char *root = NULL;
         const char *ck;
         ApiError e = {};
@@ -400,14 +409,20 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 return worker_vm_op_restore(w, &s, json_get(req, "sandbox"), ck, jw);
         /* running processes end; the agent starts afresh on the restored files */
         (void) worker_cleanup_sandbox(w, s.id, false);
+        /* a recovery here: its volumes come along, as they were at the checkpoint */
+        if (worker_volumes_move_in(w, &s, ck, &moved, &e) < 0)
+                return worker_reply_error(jw, &e);
         r = pool_sandbox_restore(w->pool, s.id, ck, s.disk_mb, &root);
         if (r < 0) {
+                worker_volumes_move_back(w, &s, &moved);
                 worker_storage_error(w, r, &e, api_error_code_from_errno(r), "cannot restore %s to %s: %s", s.id, ck,
                                      strerror(-r));
                 return worker_reply_error(jw, &e);
         }
-        if (worker_start_runtime(w, &s, root, &pid, &st, &e) < 0)
+        if (worker_start_runtime(w, &s, root, &pid, &st, &e) < 0) {
+                worker_volumes_move_back(w, &s, &moved);
                 return worker_reply_error(jw, &e);
+        }
         reply_pid(jw, pid, st);
 }
 

@@ -75,7 +75,8 @@ static int parse_item(const JsonValue *v, PoolShipItem *ret) {
         }
         if (streq(kind, "checkpoint")) {
                 const char *sb = json_string(json_get(v, "sandbox"));
-                if (!sb || !pool_sandbox_id_valid(sb) || !pool_sandbox_id_valid(name))
+                if (!sb || !pool_sandbox_id_valid(sb) ||
+                    !(pool_sandbox_id_valid(name) || pool_volume_copy_name_valid(name)))
                         return -EINVAL;
                 *ret = (PoolShipItem){ .sandbox_id = sb, .name = name };
                 return 0;
@@ -194,7 +195,7 @@ typedef struct Candidate {
         char *path;
         char ident[POOL_UUID_STRING_MAX];
         int64_t otime_usec;
-        char name[POOL_TEMPLATE_NAME_MAX + 1];
+        char name[MAX(POOL_TEMPLATE_NAME_MAX, 2U * POOL_SANDBOX_ID_MAX + 1U) + 1U]; /* a template, <ck>, <ck>.<volume> */
 } Candidate;
 
 typedef struct SendJob {
@@ -209,14 +210,36 @@ static int send_finished(void *userdata) {
         return r < 0 ? -EIO : 0;
 }
 
+/* A volume's copy with a checkpoint (<ck>.<volume>): its copies with the
+ * sandbox's other checkpoints. */
+static size_t list_volume_candidates(Pool *pool, const PoolShipItem *it, Candidate *c, size_t max) {
+        _cleanup_strv_free_ char **names = NULL;
+        const char *vol = strchr(it->name, '.') + 1;
+        size_t n = 0;
+
+        if (pool_volume_copy_list(pool, it->sandbox_id, vol, &names) < 0)
+                return 0;
+        for (char **i = names; i && *i && n < max; i++) {
+                if (streq(*i, it->name))
+                        continue;
+                (void) strscpy(c[n].name, sizeof c[n].name, *i);
+                c[n].it = (PoolShipItem){ .sandbox_id = it->sandbox_id, .name = c[n].name };
+                if (pool_ship_ident(pool, &c[n].it, &c[n].path, c[n].ident, &c[n].otime_usec) >= 0)
+                        n++;
+        }
+        return n;
+}
+
 /* The item's parent candidates in this pool: the sandbox's template and its
- * other checkpoints. */
+ * other checkpoints; for a volume's copy, its other copies. */
 static size_t list_candidates(Pool *pool, const PoolShipItem *it, const char *tpl, Candidate *c, size_t max) {
         _cleanup_strv_free_ char **ids = NULL;
         size_t n = 0;
 
         if (!it->sandbox_id)
                 return 0;
+        if (pool_volume_copy_name_valid(it->name))
+                return list_volume_candidates(pool, it, c, max);
         if (!isempty(tpl) && pool_template_name_valid(tpl) && n < max) {
                 (void) strscpy(c[n].name, sizeof c[n].name, tpl);
                 c[n].it = (PoolShipItem){ .name = c[n].name };

@@ -71,6 +71,123 @@ bool worker_sandbox_has_volumes(Worker *w, const char *id) {
         return w->store && id && store_volume_mounts(w->store, id, &m, &n) >= 0 && n > 0;
 }
 
+static bool in_cluster(Worker *w) {
+        return w->store && streq(w->config->role, "worker") && !isempty(w->config->worker_name);
+}
+
+int worker_volume_copies_take(Worker *w, const char *id, const char *ck, ApiError *e) {
+        _cleanup_free_ VolumeMount *m = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!in_cluster(w))
+                return 0; /* one host: a restore mounts the volume itself */
+        r = store_volume_mounts(w->store, id, &m, &n);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "cannot read the sandbox's volumes: %s", strerror(-r));
+        for (size_t i = 0; i < n; i++) {
+                r = pool_volume_copy_create(w->pool, id, ck, m[i].volume_id);
+                if (r < 0) {
+                        int k = pool_volume_copies_remove(w->pool, id, ck);
+                        if (k < 0)
+                                log_warning_errno(k, "Failed to remove the volume copies of checkpoint %s: %m", ck);
+                        return api_error(e, r, api_error_code_from_errno(r),
+                                         "cannot copy volume '%s' with checkpoint %s: %s", m[i].volume_name, ck,
+                                         strerror(-r));
+                }
+        }
+        return 0;
+}
+
+void worker_volumes_move_back(Worker *w, const WorkerSpec *s, const WorkerVolumeMoves *moves) {
+        for (size_t i = 0; i < moves->n; i++) {
+                int k = store_volume_move(w->store, moves->id[i], s->id, w->config->worker_name, moves->from[i]);
+                if (k < 0) {
+                        log_error_errno(k, "Volume %s: cannot name worker %s again after a failed restore here; "
+                                        "its copy here stays: %m", moves->id[i], moves->from[i]);
+                        continue;
+                }
+                k = pool_volume_remove(w->pool, moves->id[i]);
+                if (k < 0)
+                        log_warning_errno(k, "Failed to remove volume %s made for a failed restore: %m", moves->id[i]);
+        }
+}
+
+static int volume_move_in(Worker *w, const WorkerSpec *s, const char *ck, const char *tenant, const VolumeMount *m,
+                          WorkerVolumeMoves *moves, ApiError *e) {
+        const char *me = w->config->worker_name;
+        Volume v = {};
+        int r;
+
+        r = store_volume_get(w->store, tenant, m->volume_name, &v);
+        if (r < 0)
+                return api_error(e, r, r == -ENOENT ? API_CONFLICT : API_UNAVAILABLE,
+                                 "cannot read volume '%s': %s", m->volume_name, strerror(-r));
+        if (streq(v.worker, me))
+                return 0; /* here already: mounted as it is */
+        if (!pool_volume_copy_exists(w->pool, s->id, ck, v.id))
+                return api_error(e, -ENOENT, API_CONFLICT,
+                                 "volume '%s' lives on worker '%s' and worker '%s' holds no copy of it taken "
+                                 "with checkpoint %s (checkpoints taken before it was mounted have none)",
+                                 v.name, v.worker, me, ck);
+        r = store_volume_move(w->store, v.id, s->id, v.worker, me);
+        if (r == -EBUSY || r == -ESTALE)
+                return api_error(e, r, API_CONFLICT,
+                                 r == -EBUSY ? "volume '%s' is mounted by other sandboxes too: it moves to "
+                                               "another worker only with its one sandbox"
+                                             : "volume '%s' moved meanwhile; look and try again",
+                                 v.name);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "the store failed (moving volume '%s'): %s", v.name,
+                                 strerror(-r));
+        r = pool_volume_from_copy(w->pool, s->id, ck, v.id, v.size_mb);
+        if (r < 0) {
+                /* its row goes back to where it was: its files are still there, if anywhere */
+                int k = store_volume_move(w->store, v.id, s->id, me, v.worker);
+                if (k < 0)
+                        log_error_errno(k, "Volume %s names worker %s, which failed to make it: %m", v.id, me);
+                return api_error(e, r, api_error_code_from_errno(r),
+                                 "cannot make volume '%s' from its copy with checkpoint %s: %s", v.name, ck,
+                                 strerror(-r));
+        }
+        (void) strscpy(moves->id[moves->n], STORE_ID_MAX, v.id);
+        (void) strscpy(moves->from[moves->n], STORE_NAME_MAX, v.worker);
+        moves->n++;
+        log_info("Volume %s (%s) moved here from worker %s with sandbox %s, as it was at checkpoint %s", v.id,
+                 v.name, v.worker, s->id, ck);
+        return 0;
+}
+
+int worker_volumes_move_in(Worker *w, const WorkerSpec *s, const char *ck, WorkerVolumeMoves *ret, ApiError *e) {
+        _cleanup_free_ VolumeMount *m = NULL;
+        _cleanup_(sandbox_done) Sandbox sb = {};
+        size_t n = 0;
+        int r;
+
+        *ret = (WorkerVolumeMoves){};
+        if (!in_cluster(w))
+                return 0;
+        r = store_volume_mounts(w->store, s->id, &m, &n);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "cannot read the sandbox's volumes: %s", strerror(-r));
+        if (n == 0)
+                return 0;
+        r = store_sandbox_get(w->store, NULL, s->id, &sb);
+        if (r < 0)
+                return api_error(e, r, API_UNAVAILABLE, "cannot read sandbox %s: %s", s->id, strerror(-r));
+        if (n > RUNTIME_VOLUMES_MAX)
+                return api_error(e, -E2BIG, API_INVALID_ARGUMENT, "more than %d volumes", RUNTIME_VOLUMES_MAX);
+        for (size_t i = 0; i < n; i++) {
+                r = volume_move_in(w, s, ck, sb.tenant_id, &m[i], ret, e);
+                if (r < 0) {
+                        worker_volumes_move_back(w, s, ret);
+                        *ret = (WorkerVolumeMoves){};
+                        return r;
+                }
+        }
+        return 0;
+}
+
 int worker_vm_volumes_refuse_save(Worker *w, const char *id, const char *what, ApiError *e) {
         if (!worker_sandbox_has_volumes(w, id))
                 return 0;

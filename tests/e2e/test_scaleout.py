@@ -763,6 +763,13 @@ def _pool(c, worker):
     return os.path.join(c.base, worker, "pool")
 
 
+def _copy_on(c, worker, sid):
+    """What of sandbox sid worker still holds: its root in the pool, its cgroups."""
+    held = [p for p in [os.path.join(_pool(c, worker), "sandboxes", sid)] if os.path.exists(p)]
+    return held + [p for root in host.cgroup_roots(f"{c.ctag}-so-{worker}") for p in host.cgroup_tree(root)
+                   if os.path.basename(p) == sid]
+
+
 @pytest.mark.timeout(600)
 def test_checkpoint_shipped_then_lost_sandbox_restored_elsewhere(cluster):
     c = cluster
@@ -2006,14 +2013,15 @@ def test_volume_lives_on_one_worker_and_placement_follows(cluster):
 
 
 @pytest.mark.timeout(300)
-def test_lost_sandbox_with_a_volume_waits_for_its_worker(cluster):
-    """A lost sandbox that mounts a volume is not recovered on another worker
-    from a shipped checkpoint (the volume's files are on the lost one): the
-    restore is refused, saying why, nothing is removed, and the sandbox runs
-    on with the volume's files once its worker is back."""
+def test_lost_sandbox_with_a_volume_moves_with_its_volume(cluster):
+    """A lost sandbox that mounts a volume comes back on another worker with
+    the volume as it was at the checkpoint (its worker took a copy with the
+    checkpoint and shipped it along): the volume lives there from then on,
+    its files are served from there, and the old worker's return takes
+    neither the sandbox nor the volume back."""
     c = cluster
     api = c.apis[0]
-    name = f"lvol-{secrets.token_hex(4)}"
+    name = f"mvol-{secrets.token_hex(4)}"
     r = c.req(api, "POST", "/v1/volumes", json={"name": name, "size_mb": 32})
     assert r.status == 201, r
     home = r.json()["worker"]
@@ -2021,27 +2029,101 @@ def test_lost_sandbox_with_a_volume_waits_for_its_worker(cluster):
         r = c.req(api, "POST", "/v1/sandboxes", json={"disk_mb": 256, "volumes": [{"name": name, "path": "/v"}]})
         assert r.status == 201 and r.json()["worker"] == home, r
         sid = r.json()["id"]
-        assert c.exec_out(api, sid, "echo written-before > /v/data && echo root > /root-note")[0] == 0
+        assert c.exec_out(api, sid, "echo at-checkpoint > /v/data && echo root > /root-note")[0] == 0
         r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "with-volume"})
         assert r.status == 201, r
         ck = r.json()["id"]
         _wait(lambda: _shipped(c, api, sid, ck), 60, "the checkpoint shipped")
+        # a clone lives beside its source: a create that mounts it is placed on the old worker
+        r = c.req(api, "POST", f"/v1/volumes/{name}/clone", json={"name": f"{name}-pin"})
+        assert r.status == 201 and r.json()["worker"] == home, r
+        # written after the checkpoint: stays on the old worker's copy
+        assert c.exec_out(api, sid, "echo later > /v/data")[0] == 0
+        os.kill(c.workers[home].pid, signal.SIGSTOP)
+        try:
+            _wait(lambda: c.sandbox(api, sid)["state"] == "unreachable", 30, "the sandbox lost")
+            r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "with-volume"})
+            assert r.status == 200, r
+            there = r.json()["worker"]
+            assert there != home, r.json()
+            code, out = c.exec_out(c.apis[1], sid, "cat /v/data /root-note")
+            assert code == 0 and out == "at-checkpoint\nroot\n", (code, out)
+            v = c.req(api, "GET", f"/v1/volumes/{name}").json()
+            assert v["worker"] == there, v
+            # its files through the API come from where it lives now
+            r = c.req(c.apis[1], "PUT", f"/v1/volumes/{name}/files", params={"path": "/by-api"}, data=b"moved")
+            assert r.status in (200, 201, 204), r
+            assert c.exec_out(api, sid, "cat /v/by-api")[1] == "moved"
+        finally:
+            os.kill(c.workers[home].pid, signal.SIGCONT)
+        # the old worker back: it keeps neither (the store says both live elsewhere)
+        _wait(lambda: _worker_state(c, api, home)["state"] == "live", 60, "the worker back")
+        assert _copy_on(c, there, sid)
+        sb = c.sandbox(api, sid)
+        assert sb["state"] == "running" and sb["worker"] == there, sb
+        assert c.req(api, "GET", f"/v1/volumes/{name}").json()["worker"] == there
+        code, out = c.exec_out(c.apis[1], sid, "cat /v/data && echo again > /v/data && cat /v/data")
+        assert code == 0 and out == "at-checkpoint\nagain\n", (code, out)
+        # its slot (uid range, address) free in the store again while the old worker may still hold
+        # the stale copy: a create there gets it all the same, never beside the stale copy
+        assert c.req(api, "DELETE", f"/v1/sandboxes/{sid}").status == 200
+        r = c.req(api, "POST", "/v1/sandboxes", json={"disk_mb": 256, "volumes": [{"name": f"{name}-pin", "path": "/v"}]})
+        assert r.status == 201 and r.json()["worker"] == home, r
+        pin = r.json()["id"]
+        code, out = c.exec_out(api, pin, "cat /v/data && echo mine > /root/note")
+        assert code == 0 and out == "at-checkpoint\n", (code, out)
+        _wait(lambda: not _copy_on(c, home, sid), 30, "the old worker's stale copy removed")
+        # the removal took the stale copy only, not the sandbox beside it
+        assert _copy_on(c, home, pin)
+        code, out = c.exec_out(api, pin, "cat /root/note /v/data")
+        assert code == 0 and out == "mine\nat-checkpoint\n", (code, out)
+    finally:
+        c.delete_all()
+    assert c.req(api, "DELETE", f"/v1/volumes/{name}").status == 204
+    assert c.req(api, "DELETE", f"/v1/volumes/{name}-pin").status == 204
+
+
+def test_lost_sandbox_sharing_a_volume_waits_for_its_worker(cluster):
+    """A volume moves with one sandbox only: a lost sandbox whose volume
+    another sandbox mounts too (two readers) is not recovered elsewhere (the
+    two would see two copies); the restore is refused saying why, nothing
+    moves or is removed, and both run on once their worker is back."""
+    c = cluster
+    api = c.apis[0]
+    name = f"svol-{secrets.token_hex(4)}"
+    r = c.req(api, "POST", "/v1/volumes", json={"name": name, "size_mb": 32})
+    assert r.status == 201, r
+    home = r.json()["worker"]
+    assert c.req(api, "PUT", f"/v1/volumes/{name}/files", params={"path": "/seed"}, data=b"shared").status in (200, 201, 204)
+    try:
+        sids = []
+        for _ in range(2):
+            r = c.req(api, "POST", "/v1/sandboxes",
+                      json={"disk_mb": 256, "volumes": [{"name": name, "path": "/v", "read_only": True}]})
+            assert r.status == 201 and r.json()["worker"] == home, r
+            sids.append(r.json()["id"])
+        sid = sids[0]
+        r = c.req(api, "POST", f"/v1/sandboxes/{sid}/checkpoints", json={"name": "with-volume"})
+        assert r.status == 201, r
+        _wait(lambda: _shipped(c, api, sid, r.json()["id"]), 60, "the checkpoint shipped")
         os.kill(c.workers[home].pid, signal.SIGSTOP)
         try:
             _wait(lambda: c.sandbox(api, sid)["state"] == "unreachable", 30, "the sandbox lost")
             r = c.req(c.apis[1], "POST", f"/v1/sandboxes/{sid}/restore", json={"checkpoint": "with-volume"})
             assert r.status == 409, r
             msg = r.json()["error"]["message"]
-            assert f"mounts volume '{name}'" in msg and f"worker '{home}'" in msg, msg
+            assert f"volume '{name}' is mounted by other sandboxes too" in msg, msg
             sb = c.sandbox(api, sid)
             assert sb["state"] == "unreachable" and sb["worker"] == home, sb
+            assert c.req(api, "GET", f"/v1/volumes/{name}").json()["worker"] == home
             assert not c.req(api, "GET", "/v1/events", params={"sandbox": sid, "type": "sandbox.recovered"}) \
                 .json()["events"]
         finally:
             os.kill(c.workers[home].pid, signal.SIGCONT)
-        _wait(lambda: c.sandbox(api, sid)["state"] == "running", 60, "the sandbox back with its worker")
-        code, out = c.exec_out(c.apis[1], sid, "cat /v/data /root-note")
-        assert code == 0 and out == "written-before\nroot\n", (code, out)
+        for s in sids:
+            _wait(lambda: c.sandbox(api, s)["state"] == "running", 60, "the sandbox back with its worker")
+            code, out = c.exec_out(c.apis[1], s, "cat /v/seed")
+            assert code == 0 and out == "shared", (code, out)
     finally:
         c.delete_all()
     assert c.req(api, "DELETE", f"/v1/volumes/{name}").status == 204
