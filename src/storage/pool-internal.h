@@ -16,6 +16,9 @@
 #define POOL_LAYERS_DIR "layers"
 /* volumes/<id>: a tenant's persistent volume, a subvolume with a quota of its own */
 #define POOL_VOLUMES_DIR "volumes"
+/* The just made subvolume dfd/id gets its own limit of size_mb (open_to_all:
+ * owned by 0:0, mode 0777); on failure it is removed again. */
+int pool_volume_limit(Pool *p, int dfd, const char *id, uint64_t size_mb, bool open_to_all);
 #define POOL_SANDBOX_ROOT "root"
 /* Restore builds the new root (btrfs) or upper dir (overlay) next to the live
  * one under this name, then swaps the two (RENAME_EXCHANGE): afterwards the

@@ -27,9 +27,29 @@ static int volumes_dir(Pool *p, const char *id) {
         return pool_open_subdir(p, POOL_VOLUMES_DIR);
 }
 
-int pool_volume_create(Pool *p, const char *id, uint64_t size_mb) {
-        _cleanup_close_ int dfd = -EBADF, fd = -EBADF;
+int pool_volume_limit(Pool *p, int dfd, const char *id, uint64_t size_mb, bool open_to_all) {
+        _cleanup_close_ int fd = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         uint64_t subvolid;
+        int r = fd < 0 ? negative_errno() : 0;
+
+        if (r >= 0)
+                r = btrfs_subvol_get_id(fd, &subvolid);
+        if (r >= 0) /* its own limit: a snapshot inherits none it should keep */
+                r = btrfs_qgroup_limit_exclusive(fd, BTRFS_QGROUPID(subvolid), size_mb << 20);
+        /* root of the sandbox owns it, and every user in it may write there (an E2B
+         * sandbox's commands run as "user"); below, files are whoever made them */
+        if (r >= 0 && open_to_all && (fchown(fd, 0, 0) < 0 || fchmod(fd, 0777) < 0))
+                r = negative_errno();
+        if (r < 0) {
+                int k = pool_remove_entry(p, dfd, id);
+                if (k < 0)
+                        log_debug_errno(k, "Failed to undo volume '%s': %m", id);
+        }
+        return r;
+}
+
+int pool_volume_create(Pool *p, const char *id, uint64_t size_mb) {
+        _cleanup_close_ int dfd = -EBADF;
         int r;
 
         if (size_mb == 0 || size_mb > (UINT64_MAX >> 20))
@@ -40,29 +60,11 @@ int pool_volume_create(Pool *p, const char *id, uint64_t size_mb) {
         r = btrfs_subvol_create(dfd, id);
         if (r < 0)
                 return r;
-        fd = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                r = negative_errno();
-        if (r >= 0)
-                r = btrfs_subvol_get_id(fd, &subvolid);
-        if (r >= 0)
-                r = btrfs_qgroup_limit_exclusive(fd, BTRFS_QGROUPID(subvolid), size_mb << 20);
-        /* root of the sandbox owns it, and every user in it may write there (an E2B
-         * sandbox's commands run as "user"); below, files are whoever made them */
-        if (r >= 0 && (fchown(fd, 0, 0) < 0 || fchmod(fd, 0777) < 0))
-                r = negative_errno();
-        if (r < 0) {
-                int k = pool_remove_entry(p, dfd, id);
-                if (k < 0)
-                        log_debug_errno(k, "Failed to undo volume '%s': %m", id);
-                return r;
-        }
-        return 0;
+        return pool_volume_limit(p, dfd, id, size_mb, true);
 }
 
 int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size_mb, bool read_only) {
-        _cleanup_close_ int dfd = -EBADF, src = -EBADF, fd = -EBADF;
-        uint64_t subvolid;
+        _cleanup_close_ int dfd = -EBADF, src = -EBADF;
         int r;
 
         if (!pool_sandbox_id_valid(src_id))
@@ -78,19 +80,7 @@ int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size
         r = btrfs_subvol_snapshot(src, dfd, id, read_only);
         if (r < 0)
                 return r;
-        fd = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                r = negative_errno();
-        if (r >= 0)
-                r = btrfs_subvol_get_id(fd, &subvolid);
-        if (r >= 0) /* its own limit: a snapshot inherits none it should keep */
-                r = btrfs_qgroup_limit_exclusive(fd, BTRFS_QGROUPID(subvolid), size_mb << 20);
-        if (r < 0) {
-                int k = pool_remove_entry(p, dfd, id);
-                if (k < 0)
-                        log_debug_errno(k, "Failed to undo volume '%s': %m", id);
-        }
-        return r;
+        return pool_volume_limit(p, dfd, id, size_mb, false);
 }
 
 int pool_volume_remove(Pool *p, const char *id) {

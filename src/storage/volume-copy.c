@@ -98,24 +98,34 @@ bool pool_volume_copy_exists(Pool *p, const char *sandbox_id, const char *checkp
         return owner >= 0 && fstatat(owner, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISDIR(st.st_mode);
 }
 
-int pool_volume_copies_remove(Pool *p, const char *sandbox_id, const char *checkpoint_id) {
-        _cleanup_(closedirp_) DIR *d = NULL;
-        struct dirent *de;
-        size_t n;
-        int owner, r = 0;
+/* checkpoints/<sandbox> to read: 0 and *ret NULL if there is none. */
+static int owner_opendir(Pool *p, const char *sandbox_id, DIR **ret) {
+        int owner = owner_open(p, sandbox_id);
 
-        if (!pool_sandbox_id_valid(sandbox_id) || !pool_sandbox_id_valid(checkpoint_id))
-                return -EINVAL;
-        owner = owner_open(p, sandbox_id);
+        *ret = NULL;
         if (owner == -ENOENT)
                 return 0;
         if (owner < 0)
                 return owner;
-        d = fdopendir(owner);
-        if (!d) {
+        *ret = fdopendir(owner);
+        if (!*ret) {
                 safe_close(owner);
                 return negative_errno();
         }
+        return 0;
+}
+
+int pool_volume_copies_remove(Pool *p, const char *sandbox_id, const char *checkpoint_id) {
+        _cleanup_(closedirp_) DIR *d = NULL;
+        struct dirent *de;
+        size_t n;
+        int r;
+
+        if (!pool_sandbox_id_valid(sandbox_id) || !pool_sandbox_id_valid(checkpoint_id))
+                return -EINVAL;
+        r = owner_opendir(p, sandbox_id, &d);
+        if (r < 0 || !d)
+                return r;
         n = strlen(checkpoint_id);
         while ((errno = 0, de = readdir(d))) {
                 int k;
@@ -134,22 +144,14 @@ int pool_volume_copy_list(Pool *p, const char *sandbox_id, const char *volume_id
         _cleanup_strv_free_ char **names = NULL;
         struct dirent *de;
         size_t n;
-        int owner;
+        int r;
 
         if (!pool_sandbox_id_valid(sandbox_id) || !pool_sandbox_id_valid(volume_id) || !ret)
                 return -EINVAL;
-        owner = owner_open(p, sandbox_id);
-        if (owner == -ENOENT) {
-                *ret = NULL;
-                return 0;
-        }
-        if (owner < 0)
-                return owner;
-        d = fdopendir(owner);
-        if (!d) {
-                safe_close(owner);
-                return negative_errno();
-        }
+        *ret = NULL;
+        r = owner_opendir(p, sandbox_id, &d);
+        if (r < 0 || !d)
+                return r;
         n = strlen(volume_id);
         while ((errno = 0, de = readdir(d))) {
                 size_t l = strlen(de->d_name);
@@ -185,9 +187,8 @@ static int stale_aside(Pool *p, int vdfd, const char *id) {
 
 int pool_volume_from_copy(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id,
                           uint64_t size_mb) {
-        _cleanup_close_ int owner = -EBADF, src = -EBADF, vdfd = -EBADF, fd = -EBADF;
+        _cleanup_close_ int owner = -EBADF, src = -EBADF, vdfd = -EBADF;
         char name[2 * POOL_SANDBOX_ID_MAX + 2];
-        uint64_t subvolid;
         int r;
 
         r = copy_valid(p, sandbox_id, checkpoint_id, volume_id);
@@ -213,17 +214,5 @@ int pool_volume_from_copy(Pool *p, const char *sandbox_id, const char *checkpoin
         r = btrfs_subvol_snapshot(src, vdfd, volume_id, false);
         if (r < 0)
                 return r;
-        fd = openat(vdfd, volume_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                r = negative_errno();
-        if (r >= 0)
-                r = btrfs_subvol_get_id(fd, &subvolid);
-        if (r >= 0)
-                r = btrfs_qgroup_limit_exclusive(fd, BTRFS_QGROUPID(subvolid), size_mb << 20);
-        if (r < 0) {
-                int k = pool_remove_entry(p, vdfd, volume_id);
-                if (k < 0)
-                        log_debug_errno(k, "Failed to undo volume '%s': %m", volume_id);
-        }
-        return r;
+        return pool_volume_limit(p, vdfd, volume_id, size_mb, false);
 }

@@ -210,15 +210,8 @@ static int send_finished(void *userdata) {
         return r < 0 ? -EIO : 0;
 }
 
-/* A volume's copy with a checkpoint (<ck>.<volume>): its copies with the
- * sandbox's other checkpoints. */
-static size_t list_volume_candidates(Pool *pool, const PoolShipItem *it, Candidate *c, size_t max) {
-        _cleanup_strv_free_ char **names = NULL;
-        const char *vol = strchr(it->name, '.') + 1;
-        size_t n = 0;
-
-        if (pool_volume_copy_list(pool, it->sandbox_id, vol, &names) < 0)
-                return 0;
+/* Appends the sandbox's items of these names (but the item itself) to c[n..max): the new n. */
+static size_t add_candidates(Pool *pool, const PoolShipItem *it, char **names, Candidate *c, size_t n, size_t max) {
         for (char **i = names; i && *i && n < max; i++) {
                 if (streq(*i, it->name))
                         continue;
@@ -228,6 +221,17 @@ static size_t list_volume_candidates(Pool *pool, const PoolShipItem *it, Candida
                         n++;
         }
         return n;
+}
+
+/* A volume's copy with a checkpoint (<ck>.<volume>): its copies with the
+ * sandbox's other checkpoints. */
+static size_t list_volume_candidates(Pool *pool, const PoolShipItem *it, Candidate *c, size_t max) {
+        _cleanup_strv_free_ char **names = NULL;
+        const char *vol = strchr(it->name, '.') + 1;
+
+        if (pool_volume_copy_list(pool, it->sandbox_id, vol, &names) < 0)
+                return 0;
+        return add_candidates(pool, it, names, c, 0, max);
 }
 
 /* The item's parent candidates in this pool: the sandbox's template and its
@@ -248,15 +252,7 @@ static size_t list_candidates(Pool *pool, const PoolShipItem *it, const char *tp
         }
         if (pool_checkpoint_list(pool, it->sandbox_id, &ids) < 0)
                 return n;
-        for (char **i = ids; *i && n < max; i++) {
-                if (streq(*i, it->name))
-                        continue;
-                (void) strscpy(c[n].name, sizeof c[n].name, *i);
-                c[n].it = (PoolShipItem){ .sandbox_id = it->sandbox_id, .name = c[n].name };
-                if (pool_ship_ident(pool, &c[n].it, &c[n].path, c[n].ident, &c[n].otime_usec) >= 0)
-                        n++;
-        }
-        return n;
+        return add_candidates(pool, it, ids, c, n, max);
 }
 
 /* The parent to send against among those the receiver has: the newest
