@@ -133,6 +133,7 @@ struct StoreOps {
         /* volumes (store-*-volumes.c); v->created_usec is set */
         int (*volume_insert)(Store *s, const Volume *v, StoreAdmission *adm);
         int (*volume_get)(Store *s, const char *tenant_id, const char *name, Volume *ret);
+        int (*volume_get_by_id)(Store *s, const char *id, Volume *ret);
         int (*volume_list)(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
         int (*volume_delete)(Store *s, const char *tenant_id, const char *name);
         int (*volume_move)(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to);

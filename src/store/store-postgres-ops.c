@@ -876,6 +876,7 @@ const StoreOps store_postgres_ops = {
         .template_tag_list = pg_op_template_tag_list,
         .volume_insert = pg_op_volume_insert,
         .volume_get = pg_op_volume_get,
+        .volume_get_by_id = pg_op_volume_get_by_id,
         .volume_list = pg_op_volume_list,
         .volume_delete = pg_op_volume_delete,
         .volume_move = pg_op_volume_move,

@@ -20,6 +20,7 @@ static const char *const volume_sql[_PG_VOL_STMT_MAX] = {
         [PG_VOL_INSERT] = "INSERT INTO volumes (id, tenant_id, name, size_mb, worker, created_usec, read_only, source) "
                           "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         [PG_VOL_GET] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.tenant_id = $1 AND v.name = $2",
+        [PG_VOL_GET_BY_ID] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.id = $1",
         [PG_VOL_LIST] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.tenant_id = $1 ORDER BY v.name",
         [PG_VOL_LOCK_BY_NAME] = "SELECT id FROM volumes WHERE tenant_id = $1 AND name = $2 FOR UPDATE",
         [PG_VOL_LOCK_BY_ID] = "SELECT id FROM volumes WHERE id = $1 FOR UPDATE",
@@ -111,6 +112,15 @@ int pg_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *
         pg_param_text(&p, tenant_id);
         pg_param_text(&p, name);
         CHECK(vol_exec(pg_store(s), PG_VOL_GET, &p, &res));
+        return pg_result_get_row(res, volume_read, ret);
+}
+
+int pg_op_volume_get_by_id(Store *s, const char *id, Volume *ret) {
+        _cleanup_pgresult_ PGresult *res = NULL;
+        PgParams p = {};
+
+        pg_param_text(&p, id);
+        CHECK(vol_exec(pg_store(s), PG_VOL_GET_BY_ID, &p, &res));
         return pg_result_get_row(res, volume_read, ret);
 }
 

@@ -164,6 +164,7 @@ typedef enum PgTemplateVersionStmt {
 typedef enum PgVolumeStmt {
         PG_VOL_INSERT,
         PG_VOL_GET,
+        PG_VOL_GET_BY_ID,
         PG_VOL_LIST,
         PG_VOL_LOCK_BY_NAME,
         PG_VOL_LOCK_BY_ID,
@@ -388,6 +389,7 @@ int pg_op_template_tag_get(Store *s, const char *name, const char *tag, uint64_t
 int pg_op_template_tag_list(Store *s, const char *name, TemplateTag **ret, size_t *ret_n);
 int pg_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 int pg_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
+int pg_op_volume_get_by_id(Store *s, const char *id, Volume *ret);
 int pg_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
 int pg_op_volume_delete(Store *s, const char *tenant_id, const char *name);
 int pg_op_volume_move(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to);

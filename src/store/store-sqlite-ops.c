@@ -895,6 +895,7 @@ const StoreOps store_sqlite_ops = {
         .template_tag_list = sqlite_op_template_tag_list,
         .volume_insert = sqlite_op_volume_insert,
         .volume_get = sqlite_op_volume_get,
+        .volume_get_by_id = sqlite_op_volume_get_by_id,
         .volume_list = sqlite_op_volume_list,
         .volume_delete = sqlite_op_volume_delete,
         .volume_move = sqlite_op_volume_move,

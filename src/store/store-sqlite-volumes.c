@@ -22,6 +22,7 @@ static const char *const volume_sql[_SQL_VOL_STMT_MAX] = {
         [SQL_VOL_INSERT] = "INSERT INTO volumes (id, tenant_id, name, size_mb, worker, created_usec, read_only, source) "
                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         [SQL_VOL_GET] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.tenant_id = ?1 AND v.name = ?2",
+        [SQL_VOL_GET_BY_ID] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.id = ?1",
         [SQL_VOL_LIST] = "SELECT " VOLUME_COLUMNS " FROM volumes v WHERE v.tenant_id = ?1 ORDER BY v.name",
         [SQL_VOL_ID] = "SELECT id FROM volumes WHERE tenant_id = ?1 AND name = ?2",
         [SQL_VOL_LIVE_MOUNTS] = LIVE_MOUNTS,
@@ -102,6 +103,15 @@ int sqlite_op_volume_get(Store *s, const char *tenant_id, const char *name, Volu
         CHECK(vol_stmt(q, SQL_VOL_GET, &st));
         CHECK(sqlite_bind_text(q, st, 1, tenant_id));
         CHECK(sqlite_bind_text(q, st, 2, name));
+        return sqlite_store_get_row(q, st, volume_read, ret);
+}
+
+int sqlite_op_volume_get_by_id(Store *s, const char *id, Volume *ret) {
+        SqliteStore *q = sqlite_store(s);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+        CHECK(vol_stmt(q, SQL_VOL_GET_BY_ID, &st));
+        CHECK(sqlite_bind_text(q, st, 1, id));
         return sqlite_store_get_row(q, st, volume_read, ret);
 }
 

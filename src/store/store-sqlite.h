@@ -130,6 +130,7 @@ typedef enum SqlTenantStmt {
 typedef enum SqlVolumeStmt {
         SQL_VOL_INSERT,
         SQL_VOL_GET,
+        SQL_VOL_GET_BY_ID,
         SQL_VOL_LIST,
         SQL_VOL_ID,
         SQL_VOL_LIVE_MOUNTS,
@@ -354,6 +355,7 @@ int sqlite_op_template_tag_get(Store *s, const char *name, const char *tag, uint
 int sqlite_op_template_tag_list(Store *s, const char *name, TemplateTag **ret, size_t *ret_n);
 int sqlite_op_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 int sqlite_op_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
+int sqlite_op_volume_get_by_id(Store *s, const char *id, Volume *ret);
 int sqlite_op_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
 int sqlite_op_volume_delete(Store *s, const char *tenant_id, const char *name);
 int sqlite_op_volume_move(Store *s, const char *volume_id, const char *sandbox_id, const char *from, const char *to);

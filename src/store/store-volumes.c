@@ -38,6 +38,13 @@ int store_volume_get(Store *s, const char *tenant_id, const char *name, Volume *
         return s->ops->volume_get(s, tenant_id, name, ret);
 }
 
+int store_volume_get_by_id(Store *s, const char *id, Volume *ret) {
+        if (!s || !ret)
+                return -EINVAL;
+        CHECK(check_lookup(id, STORE_ID_MAX));
+        return s->ops->volume_get_by_id(s, id, ret);
+}
+
 int store_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n) {
         if (!s || !tenant_id || !ret || !ret_n)
                 return -EINVAL;

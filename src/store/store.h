@@ -671,6 +671,8 @@ typedef struct VolumeMount {
 int store_volume_insert(Store *s, const Volume *v, StoreAdmission *adm);
 /* By tenant and name; -ENOENT if the tenant has none of that name. */
 int store_volume_get(Store *s, const char *tenant_id, const char *name, Volume *ret);
+/* By id, whatever its tenant (a worker's look at what its pool holds); -ENOENT if none. */
+int store_volume_get_by_id(Store *s, const char *id, Volume *ret);
 /* A tenant's volumes, by name. */
 int store_volume_list(Store *s, const char *tenant_id, Volume **ret, size_t *ret_n);
 /* Deletes the volume (and the mount rows of deleted sandboxes) unless a

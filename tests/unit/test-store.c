@@ -4102,6 +4102,14 @@ STORE_TEST(volumes) {
         ASSERT_ERRNO(store_volume_move(s, "vol_3", "sb_r1", "w2", "w3"), EBUSY); /* sb_w2 mounts it */
         ASSERT_ERRNO(store_volume_move(s, "vol_nosuch", "sb_w2", "", "w2"), ENOENT);
         ASSERT_ERRNO(store_volume_move(s, "vol_3", "sb_w2", "w2", ""), EINVAL);
+        /* by id, whatever the tenant: what a worker asks of the volumes its pool holds */
+        got = (Volume){};
+        ASSERT_OK(store_volume_get_by_id(s, "vol_3", &got));
+        ASSERT_STREQ(got.name, "cache");
+        ASSERT_STREQ(got.tenant_id, a.id);
+        ASSERT_STREQ(got.worker, "w2");
+        ASSERT_ERRNO(store_volume_get_by_id(s, "vol_nosuch", &got), ENOENT);
+        ASSERT_ERRNO(store_volume_get_by_id(s, NULL, &got), EINVAL);
         /* a duplicate within one request */
         m[1] = m[0];
         ASSERT_ERRNO(store_volume_mount(s, "sb_w2", m, 2), EEXIST);
