@@ -6,7 +6,9 @@
  * does the sandbox's root. btrfs with quotas only: a volume without a quota
  * that holds would be a way around the pool's admission. */
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc-util.h"
@@ -81,6 +83,34 @@ int pool_volume_clone(Pool *p, const char *src_id, const char *id, uint64_t size
         if (r < 0)
                 return r;
         return pool_volume_limit(p, dfd, id, size_mb, false);
+}
+
+int pool_volume_set_aside_at(Pool *p, int vdfd, const char *id) {
+        char aside[POOL_SANDBOX_ID_MAX + 32];
+        struct timespec ts;
+        struct stat st;
+
+        if (fstatat(vdfd, id, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(aside, sizeof aside, "%s.stale-%lld", id, (long long) ts.tv_sec);
+        if (renameat2(vdfd, id, vdfd, aside, RENAME_NOREPLACE) < 0)
+                return negative_errno();
+        log_warning("Volume %s: the copy this pool held is stale (the volume moved to another worker); kept as "
+                    "%s/%s/%s, remove it when it is not needed", id, p->path, POOL_VOLUMES_DIR, aside);
+        return 1;
+}
+
+int pool_volume_set_aside(Pool *p, const char *id) {
+        _cleanup_close_ int dfd = volumes_dir(p, id);
+
+        if (dfd < 0)
+                return dfd;
+        return pool_volume_set_aside_at(p, dfd, id);
+}
+
+int pool_volume_list(Pool *p, char ***ret) {
+        return pool_list_names(p, POOL_VOLUMES_DIR, pool_sandbox_id_valid, ret);
 }
 
 int pool_volume_remove(Pool *p, const char *id) {

@@ -461,6 +461,15 @@ int pool_volume_open(Pool *p, const char *id, int *ret_fd);
 int pool_volume_path(Pool *p, const char *id, char **ret);
 /* Exclusive bytes it holds (as the qgroup counts them). */
 int pool_volume_usage(Pool *p, const char *id, uint64_t *ret_used_bytes);
+/* The ids of the volumes here, sorted. */
+int pool_volume_list(Pool *p, char ***ret);
+/* A volumes/<id> this pool holds while the volume lives elsewhere (it moved
+ * to another worker with a restore there): moved aside as
+ * <id>.stale-<seconds>, not removed, since it may hold what was written
+ * after the copy the volume moved with; its name is no volume id, so
+ * nothing mounts, counts or lists it. Logged with its path. 1 if it was
+ * moved, 0 if there is none. */
+int pool_volume_set_aside(Pool *p, const char *id);
 
 /* A volume's copy with a checkpoint (volume-copy.c): checkpoints/<sandbox>/
  * <ck>.<volume>, a read-only snapshot of volumes/<volume> taken with

@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "alloc-util.h"
@@ -165,26 +164,6 @@ int pool_volume_copy_list(Pool *p, const char *sandbox_id, const char *volume_id
         return 0;
 }
 
-/* A volumes/<id> this pool holds while the volume lives elsewhere (it moved
- * away with a restore on another worker, and came back): moved aside, not
- * removed — it may hold what was written after the copy the volume moved
- * with. Its name is no volume id, so nothing mounts or counts it. */
-static int stale_aside(Pool *p, int vdfd, const char *id) {
-        char aside[POOL_SANDBOX_ID_MAX + 32];
-        struct timespec ts;
-        struct stat st;
-
-        if (fstatat(vdfd, id, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? 0 : negative_errno();
-        (void) clock_gettime(CLOCK_REALTIME, &ts);
-        snprintf(aside, sizeof aside, "%s.stale-%lld", id, (long long) ts.tv_sec);
-        if (renameat2(vdfd, id, vdfd, aside, RENAME_NOREPLACE) < 0)
-                return negative_errno();
-        log_warning("Volume %s: the copy this pool held is stale (the volume moved to another worker); kept as "
-                    "%s/%s/%s, remove it when it is not needed", id, p->path, POOL_VOLUMES_DIR, aside);
-        return 1;
-}
-
 int pool_volume_from_copy(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id,
                           uint64_t size_mb) {
         _cleanup_close_ int owner = -EBADF, src = -EBADF, vdfd = -EBADF;
@@ -208,7 +187,7 @@ int pool_volume_from_copy(Pool *p, const char *sandbox_id, const char *checkpoin
         vdfd = pool_open_subdir(p, POOL_VOLUMES_DIR);
         if (vdfd < 0)
                 return vdfd;
-        r = stale_aside(p, vdfd, volume_id);
+        r = pool_volume_set_aside_at(p, vdfd, volume_id);
         if (r < 0)
                 return r;
         r = btrfs_subvol_snapshot(src, vdfd, volume_id, false);

@@ -1140,10 +1140,44 @@ TEST(btrfs_volumes) {
                 ASSERT_TRUE(open(sf, O_WRONLY | O_TRUNC | O_CLOEXEC) < 0 && errno == EROFS);
                 ASSERT_OK(pool_volume_remove(p, "s1"));
         }
+        /* listed by id; one set aside is kept under another name, no longer a volume */
+        {
+                _cleanup_strv_free_ char **ids = NULL, **after = NULL;
+                _cleanup_free_ char *vols = test_path_join(pool_mount_path(p), "volumes");
+                _cleanup_(closedirp_) DIR *d = NULL;
+                struct dirent *de;
+                char aside[256] = "";
+                ASSERT_OK(pool_volume_list(p, &ids));
+                ASSERT_EQ(strv_length(ids), (size_t) 2);
+                ASSERT_STREQ(ids[0], "v1");
+                ASSERT_STREQ(ids[1], "v2");
+                ASSERT_EQ(pool_volume_set_aside(p, "v2"), 1);
+                ASSERT_EQ(pool_volume_set_aside(p, "v2"), 0); /* none left to set aside */
+                ASSERT_ERRNO(pool_volume_set_aside(p, "../v1"), EINVAL);
+                ASSERT_OK(pool_volume_list(p, &after));
+                ASSERT_EQ(strv_length(after), (size_t) 1);
+                ASSERT_ERRNO(pool_volume_usage(p, "v2", &used), ENOENT);
+                d = opendir(vols);
+                ASSERT_NOT_NULL(d);
+                while ((de = readdir(d)))
+                        if (startswith(de->d_name, "v2.stale-"))
+                                snprintf(aside, sizeof aside, "%s", de->d_name);
+                ASSERT_TRUE(aside[0] != 0);
+                {
+                        _cleanup_free_ char *kept = test_path_join(vols, aside), *kf = test_path_join(kept, "f");
+                        _cleanup_free_ char *got = NULL;
+                        _cleanup_close_ int vfd = open(vols, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        size_t n;
+                        ASSERT_OK(read_full_file(kf, 64, &got, &n));
+                        ASSERT_STREQ(got, "changed\n");
+                        ASSERT_TRUE(vfd >= 0);
+                        ASSERT_OK(btrfs_subvol_remove(vfd, aside));
+                }
+        }
         ASSERT_OK(pool_volume_remove(p, "v1"));
         ASSERT_OK(pool_volume_remove(p, "v1")); /* a missing one is fine */
         ASSERT_ERRNO(pool_volume_usage(p, "v1", &used), ENOENT);
-        ASSERT_OK(pool_volume_remove(p, "v2"));
+        ASSERT_OK(pool_volume_remove(p, "v2")); /* set aside: none */
         {
                 _cleanup_free_ char *vols = test_path_join(pool_mount_path(p), "volumes");
                 check_listing(vols, "");
