@@ -107,23 +107,11 @@ static bool registered_live(Worker *w) {
                node.heartbeat_usec >= now - (int64_t) w->config->worker_lost_timeout_s * 1000000;
 }
 
-void worker_adopt_tick(Worker *w) {
-        static int64_t last_usec;
+static void adopt_sandboxes(Worker *w) {
         SandboxFilter f = { .state = SANDBOX_UNREACHABLE, .limit = 100000 };
         Sandbox *list = NULL;
         size_t n = 0;
-        int64_t now = now_usec();
 
-        if (!streq(w->config->role, "worker") || w->n_live == 0 || now - last_usec < WORKER_ADOPT_EVERY_USEC)
-                return;
-        /* stalled (stopped, starved) for longer than the lost timeout: judged suspect, perhaps */
-        if (last_usec > 0 && now - last_usec > (int64_t) w->config->worker_lost_timeout_s * 1000000)
-                w->adopt_recheck = true;
-        last_usec = now;
-        if (!registered_live(w)) {
-                w->adopt_recheck = true;
-                return; /* still judged lost (its heartbeat has not registered it again yet) */
-        }
         if (w->adopt_recheck) {
                 /* back: whatever a recovery moved elsewhere meanwhile is a stale copy here (adopt_pending) */
                 w->adopt_recheck = false;
@@ -150,4 +138,37 @@ void worker_adopt_tick(Worker *w) {
                 if (w->n_live == before)
                         i++; /* else removed: another one is at i now */
         }
+}
+
+static bool any_lost_pending(const Worker *w) {
+        for (size_t i = 0; i < w->n_live; i++)
+                if (w->live[i].lost_pending)
+                        return true;
+        return false;
+}
+
+void worker_adopt_tick(Worker *w) {
+        static int64_t last_usec;
+        int64_t now = now_usec();
+
+        if (!streq(w->config->role, "worker") || now - last_usec < WORKER_ADOPT_EVERY_USEC)
+                return;
+        /* stalled (stopped, starved) for longer than the lost timeout: judged suspect, perhaps */
+        if (last_usec > 0 && now - last_usec > (int64_t) w->config->worker_lost_timeout_s * 1000000) {
+                w->adopt_recheck = true;
+                w->volumes_swept = false;
+        }
+        last_usec = now;
+        if (!registered_live(w)) {
+                w->adopt_recheck = true;
+                w->volumes_swept = false;
+                return; /* still judged lost (its heartbeat has not registered it again yet) */
+        }
+        if (w->n_live > 0)
+                adopt_sandboxes(w);
+        else
+                w->adopt_recheck = false; /* nothing runs here that a recovery could have moved */
+        /* the volumes once the sandboxes are decided: a stale copy's mounts are gone with it */
+        if (!w->volumes_swept && !any_lost_pending(w))
+                w->volumes_swept = worker_volumes_sweep_stale(w) >= 0;
 }

@@ -108,6 +108,7 @@ typedef struct Worker {
          * run for a lost timeout, or found it not live): once live again, every sandbox it runs is
          * looked up once (worker-adopt.c), since a recovery may have moved it elsewhere */
         bool adopt_recheck;
+        bool volumes_swept;        /* worker_volumes_sweep_stale() ran since the start or the last recheck */
         WorkerRestarts spawner_restarts;
         bool restarted;            /* started again by spaced's supervisor (the API process lives on) */
         struct WorkerTeardowns *teardowns; /* worker-teardown.c; NULL: deletes tear down in line */
@@ -230,6 +231,12 @@ int worker_volumes_move_in(Worker *w, const WorkerSpec *s, const char *ck, Worke
  * worker again, and what was made of them here goes (the sandbox never ran
  * on it). */
 void worker_volumes_move_back(Worker *w, const WorkerSpec *s, const WorkerVolumeMoves *moves);
+/* A cluster's worker, at its start and back from a suspect spell: each
+ * volume of its pool whose row names another worker now (it moved with a
+ * restore there) and that no sandbox here mounts is set aside
+ * (pool_volume_set_aside: kept, no longer counted). <0: the store could not
+ * be read (tried again later). */
+int worker_volumes_sweep_stale(Worker *w);
 /* vm: QEMU cannot save a machine with virtiofs devices: what would save one (what: "a checkpoint ...") is
  * refused for a sandbox with volumes (400 unsupported; -EOPNOTSUPP), else 0 */
 int worker_vm_volumes_refuse_save(Worker *w, const char *id, const char *what, ApiError *e);

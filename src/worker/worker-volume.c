@@ -188,6 +188,47 @@ int worker_volumes_move_in(Worker *w, const WorkerSpec *s, const char *ck, Worke
         return 0;
 }
 
+/* Whether a sandbox live here mounts volume id (the store says; true when it cannot tell). */
+static bool mounted_here(Worker *w, const char *id) {
+        for (size_t i = 0; i < w->n_live; i++) {
+                _cleanup_free_ VolumeMount *m = NULL;
+                size_t n = 0;
+                if (store_volume_mounts(w->store, w->live[i].id, &m, &n) < 0)
+                        return true;
+                for (size_t j = 0; j < n; j++)
+                        if (streq(m[j].volume_id, id))
+                                return true;
+        }
+        return false;
+}
+
+int worker_volumes_sweep_stale(Worker *w) {
+        _cleanup_strv_free_ char **ids = NULL;
+        const char *me = w->config->worker_name;
+        int r;
+
+        if (!in_cluster(w))
+                return 0;
+        r = pool_volume_list(w->pool, &ids);
+        if (r < 0)
+                return r == -EOPNOTSUPP ? 0 : r;
+        for (char **i = ids; i && *i; i++) {
+                Volume v = {};
+                r = store_volume_get_by_id(w->store, *i, &v);
+                if (r == -ENOENT)
+                        continue; /* no row (a create's or a delete's half): not judged here */
+                if (r < 0)
+                        return r; /* the store is away: tried again later */
+                if (isempty(v.worker) || streq(v.worker, me) || mounted_here(w, *i))
+                        continue;
+                r = pool_volume_set_aside(w->pool, *i);
+                if (r < 0)
+                        log_warning_errno(r, "Volume %s lives on worker %s now; cannot set this pool's stale copy "
+                                          "aside: %m", *i, v.worker);
+        }
+        return 0;
+}
+
 int worker_vm_volumes_refuse_save(Worker *w, const char *id, const char *what, ApiError *e) {
         if (!worker_sandbox_has_volumes(w, id))
                 return 0;

@@ -2050,6 +2050,7 @@ def test_lost_sandbox_with_a_volume_moves_with_its_volume(cluster):
             assert code == 0 and out == "at-checkpoint\nroot\n", (code, out)
             v = c.req(api, "GET", f"/v1/volumes/{name}").json()
             assert v["worker"] == there, v
+            vid = v["id"]
             # its files through the API come from where it lives now
             r = c.req(c.apis[1], "PUT", f"/v1/volumes/{name}/files", params={"path": "/by-api"}, data=b"moved")
             assert r.status in (200, 201, 204), r
@@ -2075,6 +2076,14 @@ def test_lost_sandbox_with_a_volume_moves_with_its_volume(cluster):
         _wait(lambda: not _copy_on(c, home, sid), 30, "the old worker's stale copy removed")
         # the removal took the stale copy only, not the sandbox beside it
         assert _copy_on(c, home, pin)
+        # the volume's stale copy there is set aside, kept (it holds what was written after the
+        # checkpoint) but no longer a volume of that pool
+        vols = os.path.join(_pool(c, home), "volumes")
+        _wait(lambda: not os.path.exists(os.path.join(vols, vid)), 30, "the old worker's stale volume set aside")
+        aside = [n for n in os.listdir(vols) if n.startswith(vid + ".stale-")]
+        assert len(aside) == 1, os.listdir(vols)
+        with open(os.path.join(vols, aside[0], "data")) as f:
+            assert f.read() == "later\n"
         code, out = c.exec_out(api, pin, "cat /root/note /v/data")
         assert code == 0 and out == "mine\nat-checkpoint\n", (code, out)
     finally:
