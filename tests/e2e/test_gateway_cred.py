@@ -100,6 +100,10 @@ def cnet(tmp_path_factory):
                 f.write("pushed\n")
             with open(f"{tmp}/www/big", "wb") as f:
                 f.write(os.urandom(3 * 1024 * 1024 + 17))
+            # more than the socket buffers and windows on the way can hold (a download cut midway
+            # must still be midway once what was in flight arrives): sparse, free to make
+            with open(f"{tmp}/www/huge", "wb") as f:
+                f.truncate(64 * 1024 * 1024)
             h2log = f"{tmp}/nghttpd.log"
             h2out = open(h2log, "w")
             h2 = subprocess.Popen([*netns_exec(ns["srv"]), NGHTTPD, "-v", "-a", SRV_H2, "-d", f"{tmp}/www",

@@ -589,11 +589,11 @@ def test_h2_connection_cut_when_its_host_is_denied(h2net):
     from test_gateway import cut_events
     gw = h2net["gw"]
     assert set_creds(h2net, [cred(h2net, "h2cut", "sk-gw-" + secrets.token_hex(12), [H2HOST])])["ok"]
-    size = os.path.getsize(f"{h2net['tmp']}/www/big")
+    size = os.path.getsize(f"{h2net['tmp']}/www/huge")
     dst = f"{h2net['tmp']}/cut-{secrets.token_hex(4)}"
     p = subprocess.Popen([*netns_exec(h2net["ns"]["sb"]), "curl", "-sSv", "--http2", "--limit-rate", "64k",
                           "--max-time", "120", "--cacert", f"{h2net['tmp']}/sbca.pem", "-w", "%{http_version}",
-                          "-o", dst, f"https://{H2HOST}/big"],
+                          "-o", dst, f"https://{H2HOST}/huge"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(200):
