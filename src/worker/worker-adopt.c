@@ -81,6 +81,8 @@ int worker_slot_claim(Worker *w, const WorkerSpec *s, ApiError *e) {
 
                 if (l->slot != s->slot || streq(l->id, s->id))
                         continue;
+                if (l->reaping && !l->slot_held)
+                        continue; /* killed, its network gone: it gave the slot up (reap_begin) */
                 (void) strscpy(other, sizeof other, l->id);
                 /* a copy left from a suspect spell whose row moved on: stale, removed now rather than at the tick */
                 if (streq(w->config->role, "worker") && w->store && !l->reaping && adopt_pending(w, l))

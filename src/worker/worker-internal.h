@@ -507,7 +507,8 @@ void worker_adopt_tick(Worker *w);
 /* Before a sandbox takes s->slot here: no other live one holds it (two never
  * share a uid range or an address). A copy left from a suspect spell whose
  * row moved on (recovered elsewhere, deleted) is removed now; any other
- * holder refuses the start (API_UNAVAILABLE, logged). */
+ * holder refuses the start (API_UNAVAILABLE, logged), but one killed whose
+ * teardown gave the slot up (reaping without slot_held). */
 int worker_slot_claim(Worker *w, const WorkerSpec *s, ApiError *e);
 
 /* worker-metrics.c (worker-metrics.h): each live sandbox's usage, sampled every few seconds */
