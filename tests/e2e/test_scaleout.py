@@ -1273,12 +1273,21 @@ def _lease_token(text):
     return int(m[-1]) if m else None
 
 
+def _leads_now(p):
+    try:
+        return "space_controller_leader 1\n" in _probe(p, "/metrics")[1]
+    except OSError:
+        return False
+
+
 def _active_controller(c):
-    """(the controller that leads now, the other): the one that last took the lease (the highest token)."""
-    _wait(lambda: [p for p in c.controllers if p.running and _lease_token(p.log()[p.mark:])], 30,
-          "an active controller")
-    leading = [p for p in c.controllers if p.running and _lease_token(p.log()[p.mark:])]
-    active = max(leading, key=lambda p: _lease_token(p.log()[p.mark:]))
+    """(the controller that leads now, the other): the one that says it holds the lease now (its
+    /metrics), once exactly one does. Not judged from the logs: after a store outage longer than
+    the lease the last one to take it has stepped down, and nobody may lead yet."""
+    def one():
+        leading = [p for p in c.controllers if p.running and _leads_now(p)]
+        return leading if len(leading) == 1 else None
+    active = _wait(one, 30, "exactly one active controller")[0]
     return active, [p for p in c.controllers if p is not active][0]
 
 
