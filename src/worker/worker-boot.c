@@ -46,12 +46,7 @@ struct WorkerBootGroup {
         bool deletion_told;    /* e names a child deleted while starting: the cause of any other failure */
         size_t n, open;        /* children; children still booting (+1 until released) */
         ApiError e;            /* the first failure, or the deletion of a child */
-        struct {
-                char id[64];
-                int64_t pid;
-                uint64_t starttime;
-                bool live;     /* finished: it runs (undone if the group fails) */
-        } kids[];
+        WorkerBranchChild kids[]; /* live: finished, it runs (undone if the group fails) */
 };
 
 /* A create held back until the KVM probe has spoken. */
@@ -111,29 +106,17 @@ WorkerBootGroup *worker_boot_group_new(Worker *w, const char *source, const Work
         g->with_memory = with_memory;
         g->n = n;
         g->open = n + 1;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 (void) strscpy(g->kids[i].id, sizeof g->kids[i].id, specs[i].id);
+                g->kids[i].made = true; /* its disk is there (the branch made them all before) */
+        }
         return g;
 }
 
 static void group_reply(WorkerBootGroup *g, JsonWriter *jw) {
         if (g->failed)
                 return worker_reply_error(jw, &g->e);
-        json_w_object_begin(jw);
-        json_w_kv_bool(jw, "ok", true);
-        json_w_kv_bool(jw, "processes_preserved", g->with_memory);
-        json_w_key(jw, "sandboxes");
-        json_w_array_begin(jw);
-        for (size_t i = 0; i < g->n; i++) {
-                json_w_object_begin(jw);
-                json_w_kv_string(jw, "id", g->kids[i].id);
-                json_w_kv_int(jw, "pid", g->kids[i].pid);
-                json_w_key(jw, "starttime");
-                json_w_uint(jw, g->kids[i].starttime);
-                json_w_object_end(jw);
-        }
-        json_w_array_end(jw);
-        json_w_object_end(jw);
+        worker_branch_reply(jw, g->kids, g->n, g->with_memory);
 }
 
 /* One child of g ended (i; GROUP_HOLD: the caller released it), r: finished, or why not (e). The
@@ -159,11 +142,8 @@ static bool group_child_done(Worker *w, WorkerBootGroup *g, size_t i, int r, con
                         api_error(&g->e, -ECANCELED, API_CONFLICT, "sandbox %s was deleted while it was starting",
                                   g->kids[k].id);
                 }
-        for (size_t k = 0; g->failed && k < g->n; k++) {
-                if (g->kids[k].live)
-                        (void) worker_cleanup_sandbox(w, g->kids[k].id, false);
-                (void) pool_sandbox_remove(w->pool, g->kids[k].id);
-        }
+        if (g->failed)
+                worker_branch_undo(w, g->kids, g->n);
         if (g->failed)
                 log_warning("Sandbox %s: the branch failed (%s); none of its %zu children is kept", g->source,
                             g->e.message, g->n);

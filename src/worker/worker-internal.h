@@ -277,6 +277,31 @@ int worker_agent_socket(Worker *w, const char *id, char *buf, size_t n);
 int worker_cleanup_sandbox(Worker *w, const char *id, bool remove_root);
 void worker_event(Worker *w, const Sandbox *sb, const char *type, const char *reason, const char *data_json);
 
+/* worker-branch.c: what every runtime's branch shares. A branch is all or
+ * nothing: on any failure every child goes, its processes (live) and its
+ * root or disk (made). */
+#define WORKER_BRANCH_MAX 64
+typedef struct WorkerBranchChild {
+        char id[STORE_ID_MAX];
+        int64_t pid;
+        uint64_t starttime;
+        bool made; /* its root (ns) or disk (vm) exists */
+        bool live; /* it runs */
+} WorkerBranchChild;
+typedef struct WorkerBranch {
+        const char *source, *checkpoint; /* point into the request; checkpoint NULL: the live source */
+        bool with_memory;
+        size_t n;
+        WorkerSpec specs[WORKER_BRANCH_MAX];
+        WorkerBranchChild kids[WORKER_BRANCH_MAX]; /* kids[i].id = specs[i].id */
+} WorkerBranch;
+/* {"source":ID,"checkpoint":CK?,"with_memory":B?,"sandboxes":[spec...]}, 1..WORKER_BRANCH_MAX children. */
+int worker_branch_parse(Worker *w, const JsonValue *req, WorkerBranch *ret, ApiError *e);
+void worker_branch_done(WorkerBranch *b);
+void worker_branch_undo(Worker *w, const WorkerBranchChild *kids, size_t n);
+/* {"ok":true,"processes_preserved":B,"sandboxes":[{"id","pid","starttime"}...]} */
+void worker_branch_reply(JsonWriter *jw, const WorkerBranchChild *kids, size_t n, bool processes_preserved);
+
 /* worker-lifecycle.c: one handler per protocol op; each writes its reply. */
 void worker_op_pause(Worker *w, const JsonValue *req, bool pause, JsonWriter *jw);
 void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw);
@@ -459,7 +484,7 @@ int worker_roots_recv(Worker *w, uint32_t *ret_tag, int *ret_result);
 void worker_vm_op_checkpoint(Worker *w, const char *id, const char *ck, bool with_memory, uint64_t max_mb,
                              JsonWriter *jw);
 void worker_vm_op_restore(Worker *w, WorkerSpec *s, const JsonValue *spec, const char *ck, JsonWriter *jw);
-void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw);
+void worker_vm_op_branch(Worker *w, WorkerBranch *b, JsonWriter *jw);
 /* The disk from the template's base snapshot (restored, told its identity) or, without one,
  * from its image (booted neutral, saved as the base snapshot, then told its identity). */
 int worker_vm_create(Worker *w, const RuntimeOps *rt, WorkerSpec *s, const JsonValue *spec, int64_t *ret_pid,

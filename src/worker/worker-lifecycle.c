@@ -18,8 +18,6 @@
 #include "str-util.h"
 #include "worker-internal.h"
 
-#define BRANCH_MAX 64
-
 static void reply_pid(JsonWriter *jw, int64_t pid, uint64_t starttime) {
         json_w_object_begin(jw);
         json_w_kv_bool(jw, "ok", true);
@@ -456,21 +454,15 @@ static void branch_roots_await(Worker *w, size_t i, size_t sent, int *results, b
 }
 
 /* The quotas of all the children of a branch at once: all or nothing, like the branch. */
-static int branch_admit(Worker *w, const JsonValue *children, ApiError *e) {
+static int branch_admit(Worker *w, const WorkerBranch *b, ApiError *e) {
         uint64_t total = 0;
-        size_t n = json_array_size(children);
         char what[64];
 
-        if (json_type(children) != JSON_ARRAY)
-                return 0; /* the op's own checks answer that */
-        for (size_t i = 0; i < n; i++) {
-                uint64_t mb = 0;
-                const JsonValue *v = json_get(json_array_at(children, i), "disk_mb");
-                if (v && (json_uint64(v, &mb) < 0 || mb > WORKER_DISK_MB_MAX))
-                        return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad sandbox limits");
-                total = total + (mb << 20) < total ? UINT64_MAX : total + (mb << 20);
+        for (size_t i = 0; i < b->n; i++) {
+                uint64_t bytes = b->specs[i].disk_mb << 20;
+                total = total + bytes < total ? UINT64_MAX : total + bytes;
         }
-        snprintf(what, sizeof what, n == 1 ? "branch of %zu sandbox" : "branch of %zu sandboxes", n);
+        snprintf(what, sizeof what, b->n == 1 ? "branch of %zu sandbox" : "branch of %zu sandboxes", b->n);
         return worker_admit_disk(w, what, NULL, total, total, e);
 }
 
@@ -478,52 +470,34 @@ static int branch_admit(Worker *w, const JsonValue *children, ApiError *e) {
  * child gets a copy of the same moment (the source is frozen once around all
  * snapshots). All or nothing. */
 void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
-        const JsonValue *children = json_get(req, "sandboxes");
-        const char *src, *ck = NULL;
-        WorkerSpec specs[BRANCH_MAX] = {};
-        char *roots[BRANCH_MAX] = {};
-        int64_t pids[BRANCH_MAX] = {};
-        uint64_t sts[BRANCH_MAX] = {};
-        WorkerPending pending[BRANCH_MAX];
+        _cleanup_(worker_branch_done) WorkerBranch b = {};
+        WorkerSpec *specs = b.specs;
+        char *roots[WORKER_BRANCH_MAX] = {};
+        WorkerPending pending[WORKER_BRANCH_MAX];
         WorkerSpawnPrep *preps = NULL; /* ns children: spawns sent ahead (worker_spawn_prepare) */
-        bool live[BRANCH_MAX] = {};
         size_t n, made = 0, spawned = 0, sent = 0, n_answered = 0;
-        int results[BRANCH_MAX] = {};
-        bool answered[BRANCH_MAX] = {}, helper = false;
+        int results[WORKER_BRANCH_MAX] = {};
+        bool answered[WORKER_BRANCH_MAX] = {}, helper = false;
+        const char *src, *ck;
         LiveSandbox *l;
-        bool was_frozen = false, with_memory = false;
+        bool was_frozen = false;
         ApiError e = {};
         int64_t t_start = now_usec(), t_roots = 0, t_spawn = 0, t_finish;
         int r = 0;
 
-        src = req_id(req, "source", &e);
-        if (!src)
+        if (worker_branch_parse(w, req, &b, &e) < 0 || branch_admit(w, &b, &e) < 0)
                 return worker_reply_error(jw, &e);
-        if (branch_admit(w, children, &e) < 0)
-                return worker_reply_error(jw, &e);
+        src = b.source;
+        ck = b.checkpoint;
+        n = b.n;
         if (pool_sandbox_is_vm(w->pool, src))
-                return worker_vm_op_branch(w, req, jw);
-        if (json_get(req, "with_memory") && json_bool(json_get(req, "with_memory"), &with_memory) >= 0 && with_memory) {
+                return worker_vm_op_branch(w, &b, jw);
+        if (b.with_memory) {
                 api_error(&e, -EOPNOTSUPP, API_INVALID_ARGUMENT,
                           "sandbox %s runs on the ns runtime, which cannot branch memory (with_memory needs the vm "
                           "runtime)", src);
                 return worker_reply_error(jw, &e);
         }
-        if (json_get(req, "checkpoint") && !json_is_null(json_get(req, "checkpoint"))) {
-                ck = req_id(req, "checkpoint", &e);
-                if (!ck)
-                        return worker_reply_error(jw, &e);
-        }
-        n = json_array_size(children);
-        if (json_type(children) != JSON_ARRAY || n == 0 || n > BRANCH_MAX) {
-                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "branch needs 1 to %d sandboxes", BRANCH_MAX);
-                return worker_reply_error(jw, &e);
-        }
-        for (size_t i = 0; i < n; i++)
-                if (worker_spec_parse(w, json_array_at(children, i), &specs[i], &e) < 0) {
-                        r = -EINVAL;
-                        goto finish;
-                }
 
         /* The helper makes the roots; each child starts as soon as its root
          * is there (its setup runs while the next snapshot commits); all are
@@ -609,9 +583,10 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
                 (void) freeze(w, l, false, &e);
         for (size_t i = 0; i < spawned; i++) {
                 ApiError fe = {};
-                int k = worker_finish_runtime(w, &pending[i], &pids[i], &sts[i], r < 0 ? &fe : &e);
+                int k = worker_finish_runtime(w, &pending[i], &b.kids[i].pid, &b.kids[i].starttime,
+                                              r < 0 ? &fe : &e);
                 if (k >= 0)
-                        live[i] = true;
+                        b.kids[i].live = true;
                 else if (r >= 0)
                         r = k;
         }
@@ -621,32 +596,14 @@ void worker_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
 
 finish:
         if (r < 0) {
-                for (size_t i = 0; i < spawned; i++)
-                        if (live[i])
-                                (void) worker_cleanup_sandbox(w, specs[i].id, false);
                 for (size_t i = 0; i < made; i++)
-                        (void) pool_sandbox_remove(w->pool, specs[i].id);
+                        b.kids[i].made = true;
+                worker_branch_undo(w, b.kids, n);
                 worker_reply_error(jw, &e);
-        } else {
-                json_w_object_begin(jw);
-                json_w_kv_bool(jw, "ok", true);
-                json_w_key(jw, "sandboxes");
-                json_w_array_begin(jw);
-                for (size_t i = 0; i < n; i++) {
-                        json_w_object_begin(jw);
-                        json_w_kv_string(jw, "id", specs[i].id);
-                        json_w_kv_int(jw, "pid", pids[i]);
-                        json_w_key(jw, "starttime");
-                        json_w_uint(jw, sts[i]);
-                        json_w_object_end(jw);
-                }
-                json_w_array_end(jw);
-                json_w_object_end(jw);
-        }
-        for (size_t i = 0; i < BRANCH_MAX; i++) {
+        } else
+                worker_branch_reply(jw, b.kids, n, false);
+        for (size_t i = 0; i < WORKER_BRANCH_MAX; i++)
                 free(roots[i]);
-                worker_spec_done(&specs[i]);
-        }
         for (size_t i = 0; preps && i < n; i++)
                 worker_spawn_prep_done(&preps[i]);
         free(preps);

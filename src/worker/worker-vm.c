@@ -23,7 +23,6 @@
 #include "str-util.h"
 #include "worker-internal.h"
 
-#define VM_BRANCH_MAX 64
 #define VM_BRANCH_STATE "branch.state"
 
 static uid_t owner_of(Worker *w, uint64_t slot) {
@@ -227,45 +226,22 @@ static int clone_disks(void *ctx) {
         return 0;
 }
 
-/* {"op":"branch","source":ID,"checkpoint":CK?,"with_memory":B,"sandboxes":[spec...]} of a vm source. */
-void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
-        const JsonValue *children = json_get(req, "sandboxes");
-        WorkerSpec specs[VM_BRANCH_MAX] = {};
-        char *disks[VM_BRANCH_MAX] = {};
-        int64_t pids[VM_BRANCH_MAX] = {};
-        uint64_t sts[VM_BRANCH_MAX] = {};
+/* {"op":"branch","source":ID,"checkpoint":CK?,"with_memory":B,"sandboxes":[spec...]} of a vm source
+ * (b: parsed by worker_op_branch). */
+void worker_vm_op_branch(Worker *w, WorkerBranch *b, JsonWriter *jw) {
+        WorkerSpec *specs = b->specs;
+        char *disks[WORKER_BRANCH_MAX] = {};
         _cleanup_free_ char *mem = NULL, *tmp_mem = NULL;
-        const char *src = json_string(json_get(req, "source")), *ck = NULL;
-        CloneDisks c = { .w = w, .specs = specs, .disks = disks };
-        bool with_memory = false;
-        size_t n, started = 0;
+        const char *src = b->source, *ck = b->checkpoint;
+        CloneDisks c = { .w = w, .specs = specs, .disks = disks, .src = src, .ck = ck, .n = b->n };
+        bool with_memory = b->with_memory;
+        size_t n = b->n, started = 0;
         LiveSandbox *l;
         ApiError e = {};
         int r = 0;
 
-        (void) json_bool(json_get(req, "with_memory"), &with_memory);
-        if (json_get(req, "checkpoint") && !json_is_null(json_get(req, "checkpoint")))
-                ck = json_string(json_get(req, "checkpoint"));
-        n = json_array_size(children);
-        if (!src || !id_valid(src) || (json_get(req, "checkpoint") && !json_is_null(json_get(req, "checkpoint")) &&
-                                       (!ck || !id_valid(ck)))) {
-                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "bad 'source' or 'checkpoint'");
-                return worker_reply_error(jw, &e);
-        }
-        if (json_type(children) != JSON_ARRAY || n == 0 || n > VM_BRANCH_MAX) {
-                api_error(&e, -EINVAL, API_INVALID_ARGUMENT, "branch needs 1 to %d sandboxes", VM_BRANCH_MAX);
-                return worker_reply_error(jw, &e);
-        }
         if (with_memory && !ck && worker_vm_volumes_refuse_save(w, src, "a branch with its memory", &e) < 0)
                 return worker_reply_error(jw, &e);
-        c.src = src;
-        c.ck = ck;
-        c.n = n;
-        for (size_t i = 0; i < n; i++)
-                if (worker_spec_parse(w, json_array_at(children, i), &specs[i], &e) < 0) {
-                        r = -EINVAL;
-                        goto finish;
-                }
 
         l = ck ? NULL : worker_live_find(w, src);
         if (ck) {
@@ -350,7 +326,8 @@ void worker_vm_op_branch(Worker *w, const JsonValue *req, JsonWriter *jw) {
         for (; started < n; started++) {
                 specs[started].restore_path = mem;
                 specs[started].new_identity = true;
-                r = worker_start_runtime(w, &specs[started], disks[started], &pids[started], &sts[started], &e);
+                r = worker_start_runtime(w, &specs[started], disks[started], &b->kids[started].pid,
+                                         &b->kids[started].starttime, &e);
                 if (r < 0)
                         break;
         }
@@ -359,34 +336,19 @@ finish:
         if (tmp_mem)
                 (void) unlink(tmp_mem); /* every child loaded it (or failed) */
         if (r < 0) {
-                for (size_t i = 0; i < started; i++)
-                        (void) worker_cleanup_sandbox(w, specs[i].id, false);
-                for (size_t i = 0; i < c.made; i++)
-                        (void) pool_sandbox_remove(w->pool, specs[i].id);
+                for (size_t i = 0; i < n; i++) {
+                        b->kids[i].live = i < started;
+                        b->kids[i].made = i < c.made;
+                }
+                worker_branch_undo(w, b->kids, n);
                 worker_reply_error(jw, &e);
         } else {
                 log_info("Sandbox %s branched into %zu%s", src, n, mem ? " with its memory" : "");
-                json_w_object_begin(jw);
-                json_w_kv_bool(jw, "ok", true);
-                json_w_kv_bool(jw, "processes_preserved", mem != NULL);
-                json_w_key(jw, "sandboxes");
-                json_w_array_begin(jw);
-                for (size_t i = 0; i < n; i++) {
-                        json_w_object_begin(jw);
-                        json_w_kv_string(jw, "id", specs[i].id);
-                        json_w_kv_int(jw, "pid", pids[i]);
-                        json_w_key(jw, "starttime");
-                        json_w_uint(jw, sts[i]);
-                        json_w_object_end(jw);
-                }
-                json_w_array_end(jw);
-                json_w_object_end(jw);
+                worker_branch_reply(jw, b->kids, n, mem != NULL);
         }
 done:
-        for (size_t i = 0; i < VM_BRANCH_MAX; i++) {
+        for (size_t i = 0; i < WORKER_BRANCH_MAX; i++)
                 free(disks[i]);
-                worker_spec_done(&specs[i]);
-        }
 }
 
 /* ---- create, from a base snapshot when there is one ---- */
