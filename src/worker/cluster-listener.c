@@ -197,6 +197,46 @@ static void serve_template_put(Conn *c, const JsonValue *req, char *buf, size_t 
         (void) unlink(path);
 }
 
+/* A build step's files streamed by an API server ({"op":"build_layer_put",
+ * "key","from","name"?,"mkdir"?,"defaults"?} and the tar): stored under our
+ * state dir, then the step's build_layer by the worker process with that
+ * file as its "tar" (its reply is ours), removed. */
+static void serve_build_layer_put(Conn *c, const JsonValue *req, char *buf, size_t size) {
+        static const char *const copied[] = { "key", "from", "name", "mkdir", "defaults" };
+        const char *key = json_string(json_get(req, "key"));
+        _cleanup_free_ char *path = NULL, *line = NULL;
+        JsonWriter jw;
+        size_t len;
+
+        if (!key || strlen(key) != 64 || strspn(key, "0123456789abcdef") != 64) {
+                net_reply(c->fd, false, "invalid_argument", "invalid layer key", NULL);
+                return;
+        }
+        if (worker_ship_upload(c->g->config, c->fd, "build", key, &path) < 0)
+                return;
+        json_w_init(&jw);
+        json_w_object_begin(&jw);
+        json_w_kv_string(&jw, "op", "build_layer");
+        for (size_t i = 0; i < ELEMENTSOF(copied); i++) {
+                const JsonValue *v = json_get(req, copied[i]);
+                if (v && json_type(v) != JSON_STRING) {
+                        json_w_done(&jw);
+                        (void) unlink(path);
+                        net_reply(c->fd, false, "invalid_argument", "a build_layer_put field is not a string", NULL);
+                        return;
+                }
+                if (v)
+                        json_w_kv_string(&jw, copied[i], json_string(v));
+        }
+        json_w_kv_string(&jw, "tar", path);
+        json_w_object_end(&jw);
+        if (json_w_finish(&jw, &line, &len) < 0)
+                net_reply(c->fd, false, "internal", "out of memory", NULL);
+        else
+                (void) serve_request(c, WORKER_OP_BUILD_LAYER, line, len, buf, size);
+        (void) unlink(path);
+}
+
 /* After a refusal: the peer gets to read our answer before the close (a
  * close with its unread bytes pending would reset the connection and could
  * discard the answer). Bounded in time and bytes. */
@@ -308,6 +348,18 @@ static void serve_conn(Conn *c) {
                         serve_template_put(c, req.json, out, WORKER_LINE_MAX + 1);
                         linger_close(c->fd);
                         return;
+                case WORKER_OP_BUILD_LAYER_PUT:
+                        serve_build_layer_put(c, req.json, out, WORKER_LINE_MAX + 1);
+                        linger_close(c->fd);
+                        return;
+                case WORKER_OP_BUILD_LAYER:
+                        /* a path on this host: a peer's files come with build_layer_put */
+                        if (json_get(req.json, "tar")) {
+                                net_reply(c->fd, false, "forbidden",
+                                          "build_layer takes no tar path over the network (build_layer_put)", NULL);
+                                continue;
+                        }
+                        break;
                 case WORKER_OP_AGENT:
                         serve_agent(c, json_string(json_get(req.json, "id")));
                         return; /* the connection was the stream */

@@ -83,10 +83,13 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
         /* a build's COPY --chown: the ids of user and group names in a layer's etc/passwd and etc/group */
         [WORKER_OP_LAYER_IDS] = { "layer_ids", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC,
                                   .strings = { "key" } },
-        /* a Dockerfile build's step and its template (build-layer.c); not relayed: the tar
-         * path is a path on this host */
-        [WORKER_OP_BUILD_LAYER] = { "build_layer", .deadline_msec = 10 * MIN_MSEC, .strings = { "key", "from" } },
-        [WORKER_OP_BUILD_PUBLISH] = { "build_publish", .deadline_msec = 2 * MIN_MSEC, .strings = { "key", "name" } },
+        /* a Dockerfile build's step and its template (build-layer.c); relayed without "tar" only
+         * (a path on this host: the listener refuses it from a peer, whose files come with
+         * build_layer_put) */
+        [WORKER_OP_BUILD_LAYER] = { "build_layer", .relayed = true, .deadline_msec = 10 * MIN_MSEC,
+                                    .strings = { "key", "from" } },
+        [WORKER_OP_BUILD_PUBLISH] = { "build_publish", .relayed = true, .deadline_msec = 2 * MIN_MSEC,
+                                      .strings = { "key", "name" } },
         [WORKER_OP_TEMPLATES] = { "templates", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         [WORKER_OP_INFO] = { "info", .relayed = true, .idempotent = true, .deadline_msec = 20 * SEC_MSEC },
         /* the local worker's parts, for /healthz and /readyz (which ask with a deadline of their own) */
@@ -105,6 +108,9 @@ static const WorkerOp ops[_WORKER_OP_MAX] = {
         /* a template's tar streamed by an API server, then imported here */
         [WORKER_OP_TEMPLATE_PUT] = { "template_put", .listener = true, .deadline_msec = 10 * MIN_MSEC,
                                      .strings = { "name" } },
+        /* a build step's files (a tar) streamed by an API server, then its build_layer here */
+        [WORKER_OP_BUILD_LAYER_PUT] = { "build_layer_put", .listener = true, .deadline_msec = 10 * MIN_MSEC,
+                                        .strings = { "key", "from" } },
 };
 
 const char *worker_op_kind_to_string(WorkerOpKind k) {

@@ -66,6 +66,7 @@ typedef enum WorkerOpKind {
         WORKER_OP_SHIP,
         WORKER_OP_RECEIVE,
         WORKER_OP_TEMPLATE_PUT,
+        WORKER_OP_BUILD_LAYER_PUT,
         _WORKER_OP_MAX,
         _WORKER_OP_INVALID = -EINVAL,
 } WorkerOpKind;

@@ -423,22 +423,18 @@ finish:
 
 /* ---- a template's tar from an API server ---- */
 
-int worker_ship_template_put(const Config *config, int fd, const JsonValue *req, char **ret_path) {
+int worker_ship_upload(const Config *config, int fd, const char *what, const char *label, char **ret_path) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int out = -EBADF;
-        const char *name = json_string(json_get(req, "name")), *why = NULL;
+        const char *why = NULL;
         char suffix[13], sha[SHIP_SHA256_HEX];
         uint64_t bytes = 0;
         int r;
 
-        if (!name || !pool_template_name_valid(name)) {
-                net_reply(fd, false, "invalid_argument", "invalid template name", NULL);
-                return -EINVAL;
-        }
         r = random_alnum(suffix, sizeof suffix - 1);
         if (r < 0)
                 return r;
-        path = strjoin(config->state_dir, "/tmp/template-", name, ".", suffix, ".tar");
+        path = strjoin(config->state_dir, "/tmp/", what, "-", label, ".", suffix, ".tar");
         if (!path)
                 return -ENOMEM;
         out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -450,11 +446,21 @@ int worker_ship_template_put(const Config *config, int fd, const JsonValue *req,
         r = ship_stream_recv(fd, out, 0, sha, &bytes, &why);
         if (r < 0) {
                 (void) unlink(path);
-                reply_errorf(fd, r == -EBADMSG ? "bad_request" : "unavailable", "template upload refused: %s",
+                reply_errorf(fd, r == -EBADMSG ? "bad_request" : "unavailable", "%s upload refused: %s", what,
                              why ?: strerror(-r));
                 return r;
         }
-        log_info("Template %s: %" PRIu64 " bytes received (sha256 %s)", name, bytes, sha);
+        log_info("%s %s: %" PRIu64 " bytes received (sha256 %s)", what, label, bytes, sha);
         *ret_path = TAKE_PTR(path);
         return 0;
+}
+
+int worker_ship_template_put(const Config *config, int fd, const JsonValue *req, char **ret_path) {
+        const char *name = json_string(json_get(req, "name"));
+
+        if (!name || !pool_template_name_valid(name)) {
+                net_reply(fd, false, "invalid_argument", "invalid template name", NULL);
+                return -EINVAL;
+        }
+        return worker_ship_upload(config, fd, "template", name, ret_path);
 }

@@ -33,3 +33,6 @@ void worker_ship_receive(const Config *config, int fd, const JsonValue *req);
 /* Receives the tar into <state_dir>/tmp (*ret_path, malloc'd; the caller
  * imports and unlinks it). On failure the answer is written and nothing stays. */
 int worker_ship_template_put(const Config *config, int fd, const JsonValue *req, char **ret_path);
+/* The same for any file streamed by a peer (what: "template", "build"; label:
+ * a validated name for the file's name and the log). */
+int worker_ship_upload(const Config *config, int fd, const char *what, const char *label, char **ret_path);

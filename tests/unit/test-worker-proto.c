@@ -33,10 +33,10 @@ TEST(op_table_names_round_trip_and_rows_are_consistent) {
                 ASSERT_TRUE(op->deadline_msec > 0);
                 /* the listener serves its own ops: none is relayed to the worker process */
                 ASSERT_FALSE(op->listener && op->relayed);
-                /* every op the worker process serves is relayed, except those with a tar path on the peer's host */
+                /* every op the worker process serves is relayed, but the import of a tar path on the
+                 * peer's host (build_layer is relayed: the listener refuses its "tar" from a peer) */
                 if (!op->listener)
-                        ASSERT_EQ(op->relayed, k != WORKER_OP_TEMPLATE_IMPORT && k != WORKER_OP_BUILD_LAYER &&
-                                                       k != WORKER_OP_BUILD_PUBLISH);
+                        ASSERT_EQ(op->relayed, k != WORKER_OP_TEMPLATE_IMPORT);
                 for (int j = 0; j < k; j++)
                         ASSERT_FALSE(streq(worker_op(j)->name, op->name));
         }
@@ -49,6 +49,11 @@ TEST(op_table_names_round_trip_and_rows_are_consistent) {
         ASSERT_FALSE(worker_op(WORKER_OP_INFO)->deferred);
         /* warm-pool claims work in a cluster */
         ASSERT_TRUE(worker_op(WORKER_OP_TAKE_WARM)->relayed);
+        /* a build runs on one worker of a cluster: its steps and its publish go there over the network,
+         * a step's files with build_layer_put (served by the listener, which receives them) */
+        ASSERT_TRUE(worker_op(WORKER_OP_BUILD_LAYER)->relayed && worker_op(WORKER_OP_BUILD_PUBLISH)->relayed);
+        ASSERT_TRUE(worker_op(WORKER_OP_BUILD_LAYER_PUT)->listener);
+        ASSERT_FALSE(worker_op(WORKER_OP_BUILD_LAYER)->idempotent);
         /* a build's name lookup only reads a layer: a peer may ask it, and ask it again */
         ASSERT_TRUE(worker_op(WORKER_OP_LAYER_IDS)->relayed && worker_op(WORKER_OP_LAYER_IDS)->idempotent);
         /* what creates must never run twice; what only reads or sets may */
