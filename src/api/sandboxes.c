@@ -145,9 +145,12 @@ int api_sandbox_start_new(ApiRequest *r, Sandbox *sb, const char *via, const Api
         Event ev;
         int k;
 
-        /* a cluster places a sandbox with volumes on their worker */
-        (void) strscpy(sb->worker, sizeof sb->worker, vols && vols->n > 0 && vols->worker[0] ? vols->worker
-                                                                                           : API_WORKER_NAME);
+        /* a cluster places a sandbox with volumes on their worker, one a caller pinned (a build's
+         * sandbox: sb->worker set) on that one, else as placement chooses */
+        if (vols && vols->n > 0 && vols->worker[0])
+                (void) strscpy(sb->worker, sizeof sb->worker, vols->worker);
+        else if (isempty(sb->worker))
+                (void) strscpy(sb->worker, sizeof sb->worker, API_WORKER_NAME);
         sb->state = SANDBOX_CREATING;
         k = api_sandbox_insert_new(r, sb, 1, e);
         if (k < 0)

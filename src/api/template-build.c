@@ -83,6 +83,7 @@ typedef struct Build {
         char stage[STORE_NAME_MAX];
         bool stage_row; /* the stage template's store row exists */
         char sandbox_id[STORE_ID_MAX];
+        char worker[STORE_NAME_MAX]; /* a cluster: the worker the whole build runs on ("" = the local one) */
         unsigned step, steps, cached, ran;
         bool gone; /* the client went away */
 } Build;
@@ -349,7 +350,7 @@ static int parse_chown(Build *b, const DockerfileStep *s, const char *v, uint64_
         if (user || group) {
                 ApiError we = {};
                 uint32_t u_id = 0, u_gid = 0, g_id = 0;
-                k = worker_layer_ids(b->r->worker, b->layer, user, group, &u_id, &u_gid, &g_id, &we);
+                k = worker_layer_ids(b->r->worker, b->worker, b->layer, user, group, &u_id, &u_gid, &g_id, &we);
                 if (k < 0)
                         return api_error(e, k, we.code, "line %u: --chown: %s", s->line, we.message);
                 if (user) {
@@ -669,7 +670,7 @@ static int stage_publish(Build *b, ApiError *e) {
                         return api_store_error(e, k, "recording the build's stage template");
                 b->stage_row = true;
         }
-        k = worker_build_publish(b->r->worker, b->layer, b->stage, &size, e);
+        k = worker_build_publish(b->r->worker, b->worker, b->layer, b->stage, &size, e);
         if (k < 0)
                 return k;
         k = store_template_set_ready(b->r->store, b->stage, size);
@@ -720,6 +721,9 @@ static int sandbox_make(Build *b, ApiError *e) {
         if (json_w_finish(&w, &text, NULL) < 0 || json_parse(text, strlen(text), &body, NULL, 0) < 0)
                 return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
         k = api_validate_sandbox_create(body, api_config(b->r->api), &sb, e);
+        /* on the build's worker, which holds its stage template */
+        if (k >= 0 && strscpy(sb.worker, sizeof sb.worker, b->worker) < 0)
+                k = api_error(e, -ENAMETOOLONG, API_INTERNAL, "bad worker name");
         if (k >= 0)
                 k = api_sandbox_create_with(b->r, &sb, NULL, 0, NULL, NULL, e);
         if (k >= 0)
@@ -868,7 +872,7 @@ static int step_run(Build *b, const DockerfileStep *s, const char *key, ApiError
                 k = run_relay(b, s, fd, e);
         fd = safe_close(fd);
         if (k >= 0)
-                k = worker_build_layer(b->r->worker, key, "sandbox", b->sandbox_id, NULL, NULL, NULL, e);
+                k = worker_build_layer(b->r->worker, b->worker, key, "sandbox", b->sandbox_id, NULL, NULL, NULL, e);
         sandbox_drop(b);
         return k;
 }
@@ -1065,7 +1069,7 @@ static int step_one(Build *b, const DockerfileStep *s, char key[static 65], ApiE
                 return emit_step(b, s, -1) < 0 ? api_error(e, -ECANCELED, API_CONFLICT, "the client went away") : 0;
         }
         memcpy(keys[0], key, 65);
-        k = worker_layers_cached(b->r->worker, keys, 1, cached, e);
+        k = worker_layers_cached(b->r->worker, b->worker, keys, 1, cached, e);
         if (b->force_from > 0 && b->step >= b->force_from)
                 cached[0] = false;
         if (k < 0) {
@@ -1085,7 +1089,7 @@ static int step_one(Build *b, const DockerfileStep *s, char key[static 65], ApiE
                 if (s->kind == DOCKERFILE_RUN)
                         k = step_run(b, s, key, e);
                 else
-                        k = worker_build_layer(b->r->worker, key, "layer", b->layer, tar, dir, NULL, e);
+                        k = worker_build_layer(b->r->worker, b->worker, key, "layer", b->layer, tar, dir, NULL, e);
         }
         if (tar)
                 (void) unlink(tar);
@@ -1166,7 +1170,7 @@ static int build_from_image(Build *b, const DockerfileStep *s, const RegistryRef
                 char keys[1][65];
                 bool cached[1] = { false };
                 memcpy(keys[0], key, 65);
-                if (worker_layers_cached(b->r->worker, keys, 1, cached, e) >= 0 && cached[0]) {
+                if (worker_layers_cached(b->r->worker, b->worker, keys, 1, cached, e) >= 0 && cached[0]) {
                         memcpy(b->layer, key, 65);
                         return 0;
                 }
@@ -1182,9 +1186,9 @@ static int build_from_image(Build *b, const DockerfileStep *s, const RegistryRef
         k = store_template_insert(b->r->store, &t);
         if (k < 0)
                 return api_store_error(e, k, "recording the build's image");
-        k = worker_template_import(b->r->worker, stage, path, NULL, &size, e);
+        k = worker_template_import_on(b->r->worker, b->worker, stage, path, &size, e);
         if (k >= 0)
-                k = worker_build_layer(b->r->worker, key, "template", stage, NULL, NULL, NULL, e);
+                k = worker_build_layer(b->r->worker, b->worker, key, "template", stage, NULL, NULL, NULL, e);
         (void) worker_template_remove(b->r->worker, stage, &ignored);
         (void) store_template_delete(b->r->store, stage);
         if (k < 0)
@@ -1215,7 +1219,7 @@ static int base_defaults(Build *b, ApiError *e) {
         const char *s;
         int k;
 
-        k = worker_build_layer_defaults(b->r->worker, b->layer, "layer", b->layer, &text, e);
+        k = worker_build_layer_defaults(b->r->worker, b->worker, b->layer, "layer", b->layer, &text, e);
         if (k < 0)
                 return k;
         if (!text || json_parse(text, strlen(text), &v, NULL, 0) < 0 || json_type(v) != JSON_OBJECT)
@@ -1251,7 +1255,7 @@ static int build_from(Build *b, const DockerfileStep *s, char key[static 65], Ap
                 what = strdup("FROM scratch");
                 if (!what || chain_key("", what, NULL, key) < 0)
                         return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-                k = worker_build_layer(b->r->worker, key, "scratch", NULL, NULL, NULL, NULL, e);
+                k = worker_build_layer(b->r->worker, b->worker, key, "scratch", NULL, NULL, NULL, NULL, e);
         } else if (api_template_name_valid(image)) {
                 char stamp[64];
                 k = store_template_get(b->r->store, image, &t);
@@ -1266,7 +1270,7 @@ static int build_from(Build *b, const DockerfileStep *s, char key[static 65], Ap
                 what = strjoin("FROM template ", image);
                 if (!what || chain_key("", what, stamp, key) < 0)
                         return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-                k = worker_build_layer(b->r->worker, key, "template", image, NULL, NULL, NULL, e);
+                k = worker_build_layer(b->r->worker, b->worker, key, "template", image, NULL, NULL, NULL, e);
         } else {
                 RegistryRef ref;
                 char rerr[160] = "";
@@ -1308,7 +1312,9 @@ static int publish(Build *b, const char *name, uint64_t *ret_size, bool *ret_new
                 return api_error(e, -EBUSY, API_CONFLICT, "template '%s' is being imported", name);
         k = api_template_version_begin(b->r, name, &version, pool_name, sizeof pool_name, e);
         if (k >= 0)
-                k = worker_build_publish(b->r->worker, b->layer, pool_name, ret_size, e);
+                k = worker_build_publish(b->r->worker, b->worker, b->layer, pool_name, ret_size, e);
+        if (k >= 0) /* a cluster: the other workers get it before the name moves to it there */
+                worker_template_spread(b->r->worker, b->worker, pool_name);
         if (k >= 0)
                 k = api_template_version_commit(b->r, name, version, b->layer, *ret_size, e);
         if (k < 0) {
@@ -1329,7 +1335,11 @@ static int build_steps(Build *b, const char *name, const DockerfileStep **cur, u
         int k;
 
         *cur = NULL;
-        log_info("Building template %s: %u steps", name, b->steps);
+        /* a cluster: one worker holds the build's layers, stages and sandboxes */
+        k = worker_build_place(b->r->worker, name, b->worker, e);
+        if (k < 0)
+                return k;
+        log_info("Building template %s: %u steps%s%s", name, b->steps, b->worker[0] ? " on worker " : "", b->worker);
         for (size_t i = 0; i < b->df.n; i++) {
                 *cur = &b->df.steps[i];
                 b->step = (unsigned) i + 1;
@@ -1358,9 +1368,9 @@ static int build_steps(Build *b, const char *name, const DockerfileStep **cur, u
                 char keys[1][65];
                 bool cached[1] = { false };
                 memcpy(keys[0], key, 65);
-                k = worker_layers_cached(b->r->worker, keys, 1, cached, e);
+                k = worker_layers_cached(b->r->worker, b->worker, keys, 1, cached, e);
                 if (k >= 0 && !cached[0])
-                        k = worker_build_layer(b->r->worker, key, "layer", b->layer, NULL, NULL, defaults, e);
+                        k = worker_build_layer(b->r->worker, b->worker, key, "layer", b->layer, NULL, NULL, defaults, e);
                 if (k < 0)
                         goto fail;
                 memcpy(b->layer, key, 65);

@@ -222,7 +222,7 @@ static void cred_secret_freep_(CredSecret **s) {
 static int pull_layers_cached(void *userdata, char (*keys)[65], size_t n, bool *ret_cached) {
         ApiRequest *r = userdata;
         ApiError e = {};
-        int k = worker_layers_cached(r->worker, keys, n, ret_cached, &e);
+        int k = worker_layers_cached(r->worker, NULL, keys, n, ret_cached, &e);
 
         if (k < 0)
                 log_debug("Asking the worker for its cached layers failed (all are fetched): %s", e.message);

@@ -345,7 +345,9 @@ static void pass_templates(Pass *p) {
                         continue;
                 if (store_template_version_list(p->store, tpls[t].name, &versions, &n_versions) < 0)
                         continue;
-                if (n_versions == 0)
+                /* a build's stage (build-*, unversioned: api/template-build.c) lives on its build's
+                 * worker only, for as long as the step that runs on it */
+                if (n_versions == 0 && !startswith(tpls[t].name, "build-"))
                         ship_template(p, tpls[t].name, tpls[t].name, 0);
                 for (size_t v = 0; v < n_versions && p->budget > 0; v++) {
                         char item[STORE_NAME_MAX + 24];

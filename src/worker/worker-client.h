@@ -138,26 +138,41 @@ int worker_volume_mkdir(WorkerClient *w, const char *worker, const char *id, con
                         ApiError *e);
 int worker_volume_file_remove(WorkerClient *w, const char *worker, const char *id, const char *path, ApiError *e);
 int worker_volume_usage(WorkerClient *w, const char *worker, const char *id, uint64_t *ret_used_bytes, ApiError *e);
-/* Which of keys[0..n) (layer cache keys) the local worker's layer cache
- * holds, into ret_cached. A cluster: none (the import goes to whichever
- * worker is live). */
-/* A Dockerfile build's step: layers/<key> from "scratch", or a "layer", "template" or "sandbox" name,
- * with the tar at tar_path applied, the directory mkdir_path made and the exec defaults written (each may
- * be NULL); -EOPNOTSUPP in a
- * cluster. */
-int worker_build_layer(WorkerClient *w, const char *key, const char *from, const char *name, const char *tar_path,
-                       const char *mkdir_path, const char *defaults, ApiError *e);
+/* A Dockerfile build's ops go to worker: in a cluster the build's one worker
+ * (worker_build_place: layers, stage templates and the build's sandboxes are
+ * on it), else "" (the local one).
+ * The worker a build of template name runs on: among the live workers, the
+ * same one for the same name while it is there (its layer cache); "" when
+ * not a cluster. */
+int worker_build_place(WorkerClient *w, const char *name, char ret_worker[static STORE_NAME_MAX], ApiError *e);
+/* A build's step: layers/<key> from "scratch", or a "layer", "template" or "sandbox" name, with the tar
+ * at tar_path applied (a cluster: streamed to the worker), the directory mkdir_path made and the exec
+ * defaults written (each may be NULL). */
+int worker_build_layer(WorkerClient *w, const char *worker, const char *key, const char *from, const char *name,
+                       const char *tar_path, const char *mkdir_path, const char *defaults, ApiError *e);
 /* The same, with the layer's exec defaults file in *ret_image_defaults (NULL if it has none). */
-int worker_build_layer_defaults(WorkerClient *w, const char *key, const char *from, const char *name,
-                                char **ret_image_defaults, ApiError *e);
+int worker_build_layer_defaults(WorkerClient *w, const char *worker, const char *key, const char *from,
+                                const char *name, char **ret_image_defaults, ApiError *e);
 /* A build's COPY --chown: the uid and primary gid of user, the gid of group (names, each may be NULL: its
  * ids are then 0) in layers/<key>'s etc/passwd and etc/group; an image that lacks one fails (e says why,
- * API_INVALID_ARGUMENT); -EOPNOTSUPP in a cluster. */
-int worker_layer_ids(WorkerClient *w, const char *key, const char *user, const char *group, uint32_t *ret_uid,
-                     uint32_t *ret_user_gid, uint32_t *ret_gid, ApiError *e);
+ * API_INVALID_ARGUMENT). */
+int worker_layer_ids(WorkerClient *w, const char *worker, const char *key, const char *user, const char *group,
+                     uint32_t *ret_uid, uint32_t *ret_user_gid, uint32_t *ret_gid, ApiError *e);
 /* templates/<name> from layers/<key>, replacing the one there. */
-int worker_build_publish(WorkerClient *w, const char *key, const char *name, uint64_t *ret_size_bytes, ApiError *e);
-int worker_layers_cached(WorkerClient *w, char (*keys)[65], size_t n, bool *ret_cached, ApiError *e);
+int worker_build_publish(WorkerClient *w, const char *worker, const char *key, const char *name,
+                         uint64_t *ret_size_bytes, ApiError *e);
+/* Which of keys[0..n) (layer cache keys) worker's layer cache holds, into
+ * ret_cached. A cluster with worker "" (a pull, which imports wherever a
+ * worker is live): none. */
+int worker_layers_cached(WorkerClient *w, const char *worker, char (*keys)[65], size_t n, bool *ret_cached,
+                         ApiError *e);
+/* A template imported on worker alone (a build's image: a cluster streams
+ * the tar to it and ships it nowhere else); not a cluster: the local import. */
+int worker_template_import_on(WorkerClient *w, const char *worker, const char *name, const char *tar_path,
+                              uint64_t *ret_size_bytes, ApiError *e);
+/* A cluster: template name, made on worker holder, shipped to every other
+ * live worker now (the controller ships it to the rest later). */
+void worker_template_spread(WorkerClient *w, const char *holder, const char *name);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);

@@ -33,6 +33,7 @@ No residue on any "host": each worker's netns, pool and cgroups are checked
 at the end."""
 
 import http.client
+import io
 import json
 import os
 import random
@@ -42,6 +43,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tarfile
 import time
 
 import pytest
@@ -1072,6 +1074,96 @@ def test_template_import_reaches_every_worker(cluster):
     for w in c.workers:
         assert not os.path.exists(os.path.join(_pool(c, w), "templates", "shipped")), w
         assert not os.path.exists(os.path.join(_pool(c, w), "templates", "shipped@v1")), w
+
+
+def _build_context(files):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for path, data in files.items():
+            ti = tarfile.TarInfo(path)
+            ti.mode, ti.mtime, ti.size = 0o644, 1700000000, len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _build(c, api, name, ctx):
+    r = c.req(api, "POST", f"/v1/templates/{name}/build", data=ctx, headers={"Content-Type": "application/x-tar"},
+              timeout=300)
+    assert r.status == 200, r
+    lines = [json.loads(ln) for ln in r.text().splitlines() if ln.strip()]
+    assert lines and lines[-1]["type"] == "result", lines[-3:]
+    return lines
+
+
+@pytest.mark.timeout(600)
+def test_dockerfile_build_in_a_cluster(cluster):
+    """A Dockerfile build through an API server runs on one worker of the cluster (FROM a template,
+    RUN in a sandbox there, COPY of the context's files streamed to it, the published template
+    shipped to the others): a sandbox of it runs on every worker; a rebuild through the other API
+    server goes to the same worker and takes every step from its cache; nothing of the build's
+    stages is left on any worker."""
+    c = cluster
+    api = c.apis[0]
+    name = f"bld-{secrets.token_hex(4)}"
+    ctx = _build_context({
+        "Dockerfile": b"FROM base\nRUN echo built > /built && mkdir -p /app\nCOPY hello.txt /app/hello.txt\n"
+                      b"ENV GREETING=cluster\n",
+        "hello.txt": b"hi from the context\n",
+    })
+    try:
+        first = _build(c, api, name, ctx)[-1]
+        assert first["run"] == 2 and first["cached_steps"] == 0, first  # RUN and COPY made, nothing cached
+        _wait(lambda: all(name in w["templates"].split(",")
+                          for w in c.req(api, "GET", "/v1/info").json()["workers"] if w["name"] in c.workers),
+              60, "every worker lists the built template")
+        sids = []
+        for n in range(len(c.workers)):
+            r = c.req(c.apis[n % 2], "POST", "/v1/sandboxes", json={"template": name})
+            assert r.status == 201, r
+            sids.append((r.json()["id"], r.json()["worker"]))
+        assert len({w for _, w in sids}) == len(c.workers), sids
+        for sid, w in sids:
+            code, out = c.exec_out(api, sid, "cat /built /app/hello.txt; echo $GREETING")
+            assert code == 0 and out == "built\nhi from the context\ncluster\n", (w, code, out)
+        c.delete_all()
+        # the same build again, through the other API server: the same worker, every step cached
+        res = _build(c, c.apis[1], name, ctx)[-1]
+        assert res["run"] == 0 and res["cached_steps"] == first["run"], res
+        # no stage template, no build sandbox, anywhere
+        names = [t["name"] for t in c.req(api, "GET", "/v1/templates").json()["templates"]]
+        assert not [n for n in names if n.startswith("build-")], names
+        assert not c.all_sandboxes(api)
+        for w in c.workers:
+            left = [t for t in os.listdir(os.path.join(_pool(c, w), "templates")) if t.startswith("build-")]
+            assert not left, (w, left)
+    finally:
+        c.delete_all()
+        c.req(api, "DELETE", f"/v1/templates/{name}")
+
+
+def test_build_ops_over_the_network_take_no_host_path(cluster):
+    """A peer with the cluster token cannot make a worker read a file of its own host into a layer:
+    build_layer with a "tar" path is refused (its files come with build_layer_put, streamed); a
+    build_layer_put with a key that is no layer key is refused before anything is received."""
+    c = cluster
+    w = next(iter(c.workers))
+    key = "ab" * 32
+    with _Raw(c, w) as raw:
+        assert raw.line()["ok"]
+        raw.send(json.dumps({"op": "build_layer", "key": key, "from": "scratch", "tar": "/etc/shadow"}).encode()
+                 + b"\n")
+        r = raw.line()
+        assert not r["ok"] and r["code"] == "forbidden" and "build_layer_put" in r["message"], r
+        # the connection goes on: a question after the refusal is answered
+        raw.send(b'{"op":"layers_cached","keys":["' + key.encode() + b'"]}\n')
+        r = raw.line()
+        assert r["ok"] and r["cached"] == [False], r
+    with _Raw(c, w) as raw:
+        assert raw.line()["ok"]
+        raw.send(json.dumps({"op": "build_layer_put", "key": "../../etc", "from": "scratch"}).encode() + b"\n")
+        r = raw.line()
+        assert not r["ok"] and r["code"] == "invalid_argument", r
+    assert not os.path.exists(os.path.join(_pool(c, w), "layers", key))
 
 
 def _marked_tar(c, marks):
