@@ -84,6 +84,7 @@ typedef struct Build {
         bool stage_row; /* the stage template's store row exists */
         char sandbox_id[STORE_ID_MAX];
         char worker[STORE_NAME_MAX]; /* a cluster: the worker the whole build runs on ("" = the local one) */
+        char from_template[STORE_NAME_MAX]; /* FROM a template: its name (the shipped result's parent) */
         unsigned step, steps, cached, ran;
         bool gone; /* the client went away */
 } Build;
@@ -1271,6 +1272,8 @@ static int build_from(Build *b, const DockerfileStep *s, char key[static 65], Ap
                 if (!what || chain_key("", what, stamp, key) < 0)
                         return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
                 k = worker_build_layer(b->r->worker, b->worker, key, "template", image, NULL, NULL, NULL, e);
+                if (k >= 0)
+                        (void) strscpy(b->from_template, sizeof b->from_template, image);
         } else {
                 RegistryRef ref;
                 char rerr[160] = "";
@@ -1314,7 +1317,8 @@ static int publish(Build *b, const char *name, uint64_t *ret_size, bool *ret_new
         if (k >= 0)
                 k = worker_build_publish(b->r->worker, b->worker, b->layer, pool_name, ret_size, e);
         if (k >= 0) /* a cluster: the other workers get it before the name moves to it there */
-                worker_template_spread(b->r->worker, b->worker, pool_name);
+                worker_template_spread(b->r->worker, b->worker, pool_name,
+                                       b->from_template[0] ? b->from_template : NULL);
         if (k >= 0)
                 k = api_template_version_commit(b->r, name, version, b->layer, *ret_size, e);
         if (k < 0) {

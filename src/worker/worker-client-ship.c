@@ -63,14 +63,16 @@ static int template_put(WorkerClient *w, const char *name, int tar_fd, uint64_t 
 }
 
 /* Template name, on worker holder, shipped to every other of nodes[0..n)
- * that is live; one that is down gets it from the controller later. */
-static void ship_to_others(WorkerClient *w, const WorkerNode *nodes, size_t n, const char *holder, const char *name) {
+ * that is live (against template parent where the receiver holds it; NULL:
+ * whole); one that is down gets it from the controller later. */
+static void ship_to_others(WorkerClient *w, const WorkerNode *nodes, size_t n, const char *holder, const char *name,
+                           const char *parent) {
         for (size_t i = 0; i < n; i++) {
                 WorkerShipResult res;
                 ApiError ignored = {};
                 if (streq(nodes[i].name, holder) || worker_client_select_worker(w, nodes[i].name, &ignored) < 0)
                         continue;
-                if (worker_ship(w, holder, nodes[i].name, NULL, name, NULL, &res, &ignored) < 0)
+                if (worker_ship(w, holder, nodes[i].name, NULL, name, parent, &res, &ignored) < 0)
                         log_warning("Shipping template %s to worker %s failed (the controller tries again): %s",
                                     name, nodes[i].name, ignored.message);
         }
@@ -108,7 +110,7 @@ static int template_import_cluster(WorkerClient *w, const char *name, const char
         if (!holder[0])
                 return r;
         log_info("Template %s imported on worker %s; shipping it to the other workers", name, holder);
-        ship_to_others(w, nodes, n, holder, name);
+        ship_to_others(w, nodes, n, holder, name, NULL);
         *e = (ApiError){};
         return 0;
 }
@@ -338,14 +340,14 @@ int worker_template_import_on(WorkerClient *w, const char *worker, const char *n
         return template_put(w, name, fd, ret_size_bytes, e);
 }
 
-void worker_template_spread(WorkerClient *w, const char *holder, const char *name) {
+void worker_template_spread(WorkerClient *w, const char *holder, const char *name, const char *parent) {
         _cleanup_free_ WorkerNode *nodes = NULL;
         ApiError ignored = {};
         size_t n = 0;
 
         if (!w->store || isempty(holder) || worker_client_list_workers(w, &nodes, &n, &ignored) < 0)
                 return;
-        ship_to_others(w, nodes, n, holder, name);
+        ship_to_others(w, nodes, n, holder, name, parent);
 }
 
 static int template_remove_one(WorkerClient *w, const char *name, ApiError *e) {

@@ -171,8 +171,9 @@ int worker_layers_cached(WorkerClient *w, const char *worker, char (*keys)[65], 
 int worker_template_import_on(WorkerClient *w, const char *worker, const char *name, const char *tar_path,
                               uint64_t *ret_size_bytes, ApiError *e);
 /* A cluster: template name, made on worker holder, shipped to every other
- * live worker now (the controller ships it to the rest later). */
-void worker_template_spread(WorkerClient *w, const char *holder, const char *name);
+ * live worker now (the controller ships it to the rest later), as what
+ * differs from template parent where the receiver holds it (NULL: whole). */
+void worker_template_spread(WorkerClient *w, const char *holder, const char *name, const char *parent);
 /* What the worker offers: JSON object {"runtimes":[...],"storage":"btrfs",...}
  * (a cluster: {"worker":"cluster","workers":[...]} from the store). */
 int worker_info(WorkerClient *w, char **ret_json, ApiError *e);

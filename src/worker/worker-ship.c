@@ -234,22 +234,43 @@ static size_t list_volume_candidates(Pool *pool, const PoolShipItem *it, Candida
         return add_candidates(pool, it, names, c, 0, max);
 }
 
+/* A template's version (NAME@vN): the other versions of NAME here, which a
+ * receiver that got them shipped holds too (a rebuild's version is mostly
+ * its predecessor's blocks). */
+static size_t template_version_candidates(Pool *pool, const PoolShipItem *it, Candidate *c, size_t max) {
+        _cleanup_strv_free_ char **names = NULL, **versions = NULL;
+        const char *at = strstr(it->name, "@v");
+        size_t len;
+
+        if (!at || max == 0 || pool_template_list(pool, &names) < 0)
+                return 0;
+        len = (size_t) (at - it->name) + 2;
+        for (char **i = names; i && *i; i++)
+                if (strncmp(*i, it->name, len) == 0 && strv_extend(&versions, *i) < 0)
+                        return 0;
+        /* template items, not a sandbox's */
+        return add_candidates(pool, &(PoolShipItem){ .name = it->name }, versions, c, 0, max);
+}
+
 /* The item's parent candidates in this pool: the sandbox's template and its
- * other checkpoints; for a volume's copy, its other copies. */
+ * other checkpoints; for a volume's copy, its other copies; for a template,
+ * the template it was built from (a build's FROM: its layers are snapshots
+ * of it, so only what the build changed goes). */
 static size_t list_candidates(Pool *pool, const PoolShipItem *it, const char *tpl, Candidate *c, size_t max) {
         _cleanup_strv_free_ char **ids = NULL;
         size_t n = 0;
 
-        if (!it->sandbox_id)
-                return 0;
-        if (pool_volume_copy_name_valid(it->name))
+        if (it->sandbox_id && pool_volume_copy_name_valid(it->name))
                 return list_volume_candidates(pool, it, c, max);
-        if (!isempty(tpl) && pool_template_name_valid(tpl) && n < max) {
+        if (!isempty(tpl) && pool_template_name_valid(tpl) && !(!it->sandbox_id && streq(tpl, it->name)) &&
+            n < max) {
                 (void) strscpy(c[n].name, sizeof c[n].name, tpl);
                 c[n].it = (PoolShipItem){ .name = c[n].name };
                 if (pool_ship_ident(pool, &c[n].it, &c[n].path, c[n].ident, &c[n].otime_usec) >= 0)
                         n++;
         }
+        if (!it->sandbox_id)
+                return n + template_version_candidates(pool, it, c + n, max - n);
         if (pool_checkpoint_list(pool, it->sandbox_id, &ids) < 0)
                 return n;
         return add_candidates(pool, it, ids, c, n, max);

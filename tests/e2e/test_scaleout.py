@@ -1129,6 +1129,11 @@ def test_dockerfile_build_in_a_cluster(cluster):
         # the same build again, through the other API server: the same worker, every step cached
         res = _build(c, c.apis[1], name, ctx)[-1]
         assert res["run"] == 0 and res["cached_steps"] == first["run"], res
+        # its version 2 went to the others as what differs from version 1, which they hold
+        shipped = [ln for w in c.workers.values() for ln in w.log().splitlines()
+                   if f"Shipped template '{name}@v2'" in ln]
+        assert len(shipped) == len(c.workers) - 1, shipped
+        assert all(f"incremental against {name}@v1" in ln for ln in shipped), shipped
         # no stage template, no build sandbox, anywhere
         names = [t["name"] for t in c.req(api, "GET", "/v1/templates").json()["templates"]]
         assert not [n for n in names if n.startswith("build-")], names
