@@ -209,6 +209,22 @@ int veth_configure_peer(int netns_fd, const char *peer_name, const AddrPair *pai
         return r;
 }
 
+int veth_delete_index(int ifindex) {
+        _cleanup_close_ int fd = -EBADF;
+        NetlinkMessage m;
+        struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = ifindex };
+        int r;
+
+        if (ifindex <= 0)
+                return -EINVAL;
+        r = netlink_open(&fd);
+        if (r < 0)
+                return r;
+        netlink_message_init(&m, RTM_DELLINK, 0);
+        netlink_message_append(&m, &ifi, sizeof ifi);
+        return netlink_call(fd, &m);
+}
+
 int veth_delete(const char *host_name) {
         _cleanup_close_ int fd = -EBADF;
         NetlinkMessage m;

@@ -33,3 +33,6 @@ int veth_configure_peer(int netns_fd, const char *peer_name, const AddrPair *pai
 int veth_configure_peer_here(int netns_fd, int self_netns_fd, const char *peer_name, const AddrPair *pair);
 /* Deletes the pair by its host end (that removes both): -ENODEV if absent. */
 int veth_delete(const char *host_name);
+/* The same by the host end's index (a name may be taken by a newer link meanwhile; an index is not
+ * given again soon): -ENODEV if absent. */
+int veth_delete_index(int ifindex);

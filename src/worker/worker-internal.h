@@ -129,6 +129,10 @@ typedef struct WorkerTeardowns WorkerTeardowns;
 int worker_teardown_start(Worker *w);
 bool worker_teardown_available(Worker *w);
 int worker_teardown_queue(Worker *w, LiveSandbox *l);
+/* Only the link of index ifindex goes, in the background (a suspend's: the
+ * kernel's unregister of a veth waits ~40 ms for RCU grace periods): -EAGAIN
+ * when the queue is full, -EOPNOTSUPP without the thread. */
+int worker_teardown_queue_link(Worker *w, const char *id, int ifindex);
 void worker_teardown_collect(Worker *w);
 unsigned worker_teardown_pending(Worker *w);
 void worker_teardown_drain(Worker *w);
@@ -375,6 +379,10 @@ int worker_net_reregister(Worker *w, const char *id, uint64_t slot, const char *
 int worker_net_set_policy(Worker *w, const char *id, const char *policy_json, ApiError *e);
 /* Idempotent: whatever of the three exists goes. */
 void worker_net_detach(Worker *w, const char *id, uint64_t slot);
+/* The same once the sandbox's processes are gone (a suspend): the gateway
+ * and the firewall element now, the link in the background
+ * (worker_teardown_queue_link; in line if it cannot be queued). */
+void worker_net_detach_later(Worker *w, const char *id, uint64_t slot);
 /* Its two parts: the gateway forgets the sandbox (the event loop's), and
  * link and firewall element go (fw: a libnftables context of the caller's
  * thread; w only read). */

@@ -103,8 +103,16 @@ void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
                                           "resume): %m", id);
                 preserved = true;
         }
-        /* The ns runtime cannot keep process state: processes end, files stay. */
+        /* The ns runtime cannot keep process state: processes end, files stay; a veth goes after them,
+         * in the background (its deletion waits for the kernel's RCU grace periods) */
+        l = worker_live_find(w, id);
+        bool link_later = l && l->net && l->rt->net == RUNTIME_NET_VETH && worker_teardown_available(w);
+        uint64_t slot = l ? l->slot : 0;
+        if (link_later)
+                l->net = false;
         r = worker_cleanup_sandbox(w, id, false);
+        if (link_later)
+                worker_net_detach_later(w, id, slot);
         if (r < 0) {
                 api_error(&e, r, API_INTERNAL, "cannot suspend %s completely: %s", id, strerror(-r));
                 return worker_reply_error(jw, &e);

@@ -548,17 +548,10 @@ void worker_net_unregister(Worker *w, const char *id) {
         gateway_unregister(w, id);
 }
 
-void worker_net_detach_link(const Worker *w, Firewall *fw, const char *id, uint64_t slot) {
-        char link[IFNAMSIZ];
-        AddrPair pair;
+static void firewall_unlink(const Worker *w, Firewall *fw, const char *id, const char *link, const AddrPair *pair) {
+        FirewallLink fl = { .link = link, .addr = pair->peer, .gateway = pair->host };
         int r;
 
-        if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
-                return;
-        FirewallLink fl = { .link = link, .addr = pair.peer, .gateway = pair.host };
-        r = veth_delete(link);
-        if (r < 0 && r != -ENODEV)
-                log_warning_errno(r, "Cannot delete network link %s of sandbox %s: %m", link, id);
         if (!fw)
                 return; /* the table is rebuilt at the next start */
         r = firewall_remove_link(fw, w->config->net_table, &fl);
@@ -567,9 +560,39 @@ void worker_net_detach_link(const Worker *w, Firewall *fw, const char *id, uint6
                                   r == -EPROTO ? firewall_last_error(fw) : strerror(-r));
 }
 
+void worker_net_detach_link(const Worker *w, Firewall *fw, const char *id, uint64_t slot) {
+        char link[IFNAMSIZ];
+        AddrPair pair;
+        int r;
+
+        if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
+                return;
+        r = veth_delete(link);
+        if (r < 0 && r != -ENODEV)
+                log_warning_errno(r, "Cannot delete network link %s of sandbox %s: %m", link, id);
+        firewall_unlink(w, fw, id, link, &pair);
+}
+
 void worker_net_detach(Worker *w, const char *id, uint64_t slot) {
         gateway_unregister(w, id);
         worker_net_detach_link(w, w->firewall, id, slot);
+}
+
+void worker_net_detach_later(Worker *w, const char *id, uint64_t slot) {
+        char link[IFNAMSIZ];
+        AddrPair pair;
+        int ifindex;
+
+        if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
+                return;
+        gateway_unregister(w, id);
+        firewall_unlink(w, w->firewall, id, link, &pair);
+        ifindex = (int) if_nametoindex(link);
+        if (ifindex > 0 && worker_teardown_queue_link(w, id, ifindex) < 0) {
+                int r = veth_delete(link);
+                if (r < 0 && r != -ENODEV)
+                        log_warning_errno(r, "Cannot delete network link %s of sandbox %s: %m", link, id);
+        }
 }
 
 /* At start, after the live sandboxes are adopted: the table is rebuilt with

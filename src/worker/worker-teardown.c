@@ -50,6 +50,7 @@ typedef struct TeardownItem {
         const RuntimeOps *rt;
         uint64_t slot;
         bool net;
+        int link_index; /* > 0: only this link goes (a suspended sandbox's; its entry is gone already) */
         int64_t queued_usec;
         int result;
 } TeardownItem;
@@ -94,6 +95,13 @@ static int teardown_run(WorkerTeardowns *t, const TeardownItem *it) {
         int r = 0, k;
 
         (void) yield_to_requests(t);
+        if (it->link_index > 0) {
+                r = veth_delete_index(it->link_index);
+                if (r < 0 && r != -ENODEV)
+                        return log_warning_errno(r, "Cannot delete the network link (index %d) of suspended sandbox "
+                                                 "%s: %m", it->link_index, it->id);
+                return 0;
+        }
         /* processes (dead: PID 1 was reaped) and cgroups, the socket */
         if (worker_agent_socket(w, it->id, sock, sizeof sock) < 0)
                 return -ENAMETOOLONG;
@@ -283,6 +291,10 @@ static void teardown_finished(Worker *w, const TeardownItem *it) {
         int64_t dt = now_usec() - it->queued_usec;
         int r;
 
+        if (it->link_index > 0) {
+                log_debug("Sandbox %s: its network link went in the background in %" PRIi64 " us", it->id, dt);
+                return;
+        }
         worker_live_remove(w, it->id);
         if (it->result < 0)
                 log_warning_errno(it->result, "Teardown of deleted sandbox %s incomplete (the orphan scan of the "
@@ -336,6 +348,26 @@ int worker_teardown_queue(Worker *w, LiveSandbox *l) {
         worker_statfs_detach(w, l);
         l->net = false;
         l->teardown = true;
+        return 0;
+}
+
+int worker_teardown_queue_link(Worker *w, const char *id, int ifindex) {
+        WorkerTeardowns *t = w->teardowns;
+        TeardownItem it = { .link_index = ifindex, .queued_usec = now_usec() };
+
+        if (!worker_teardown_available(w) || ifindex <= 0)
+                return -EOPNOTSUPP;
+        if (strscpy(it.id, sizeof it.id, id) < 0)
+                return -ENAMETOOLONG;
+        pthread_mutex_lock(&t->lock);
+        if (t->n + t->n_done >= WORKER_TEARDOWN_QUEUE_MAX) {
+                pthread_mutex_unlock(&t->lock);
+                return -EAGAIN;
+        }
+        t->queue[(t->head + t->n) % WORKER_TEARDOWN_QUEUE_MAX] = it;
+        t->n++;
+        pthread_cond_signal(&t->work);
+        pthread_mutex_unlock(&t->lock);
         return 0;
 }
 
