@@ -209,35 +209,31 @@ int veth_configure_peer(int netns_fd, const char *peer_name, const AddrPair *pai
         return r;
 }
 
-int veth_delete_index(int ifindex) {
+/* RTM_DELLINK of the link of index ifindex, or (ifindex 0) of name. */
+static int dellink(int ifindex, const char *name) {
         _cleanup_close_ int fd = -EBADF;
         NetlinkMessage m;
         struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = ifindex };
         int r;
 
-        if (ifindex <= 0)
-                return -EINVAL;
         r = netlink_open(&fd);
         if (r < 0)
                 return r;
         netlink_message_init(&m, RTM_DELLINK, 0);
         netlink_message_append(&m, &ifi, sizeof ifi);
+        if (name)
+                netlink_attr_string(&m, IFLA_IFNAME, name);
         return netlink_call(fd, &m);
 }
 
-int veth_delete(const char *host_name) {
-        _cleanup_close_ int fd = -EBADF;
-        NetlinkMessage m;
-        struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
-        int r;
+int veth_delete_index(int ifindex) {
+        if (ifindex <= 0)
+                return -EINVAL;
+        return dellink(ifindex, NULL);
+}
 
+int veth_delete(const char *host_name) {
         if (!veth_name_is_valid(host_name))
                 return -EINVAL;
-        r = netlink_open(&fd);
-        if (r < 0)
-                return r;
-        netlink_message_init(&m, RTM_DELLINK, 0);
-        netlink_message_append(&m, &ifi, sizeof ifi);
-        netlink_attr_string(&m, IFLA_IFNAME, host_name);
-        return netlink_call(fd, &m);
+        return dellink(0, host_name);
 }

@@ -66,3 +66,8 @@ int worker_client_select_worker(WorkerClient *w, const char *name, ApiError *e);
 int worker_client_select_sandbox(WorkerClient *w, const char *id, ApiError *e);
 /* Cluster: the workers the store knows. */
 int worker_client_list_workers(WorkerClient *w, WorkerNode **ret_nodes, size_t *ret_n, ApiError *e);
+/* Cluster: the workers the store knows (*ret_nodes) and, best first, the
+ * indexes of those that can take a sandbox like like now (*ret_order,
+ * *ret_n_order; worker_place()). */
+int worker_client_place(WorkerClient *w, const Sandbox *like, WorkerNode **ret_nodes, size_t *ret_n,
+                        size_t **ret_order, size_t *ret_n_order, ApiError *e);

@@ -173,14 +173,10 @@ static int create_placed(WorkerClient *w, const Sandbox *req, int64_t *ret_pid, 
 
         exact_template(req, &exact);
 
-        r = worker_client_list_workers(w, &nodes, &n, e);
+        r = worker_client_place(w, sb, &nodes, &n, &order, &n_order, e);
         if (r < 0)
                 return r;
-        order = new0(size_t, n + 1);
-        if (!order)
-                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-        worker_place(nodes, n, sb, store_now_usec(w->store) - w->lost_timeout_usec, order, &n_order);
-        /* pinned (its volumes live there): that worker or none */
+        /* pinned (its volumes live there, or a build runs there): that worker or none */
         if (!isempty(sb->worker) && !streq(sb->worker, "local")) {
                 size_t kept = 0;
                 for (size_t i = 0; i < n_order; i++)
@@ -188,7 +184,8 @@ static int create_placed(WorkerClient *w, const Sandbox *req, int64_t *ret_pid, 
                                 order[kept++] = order[i];
                 if (kept == 0)
                         return api_error(e, -ENOSPC, API_UNAVAILABLE,
-                                         "worker '%s', which holds the sandbox's volumes, cannot take it now",
+                                         "worker '%s', which holds the sandbox's volumes (or its build), cannot "
+                                         "take it now",
                                          sb->worker);
                 n_order = kept;
         }

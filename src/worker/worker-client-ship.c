@@ -307,13 +307,9 @@ int worker_build_place(WorkerClient *w, const char *name, char ret_worker[static
         ret_worker[0] = 0;
         if (!w->store)
                 return 0;
-        r = worker_client_list_workers(w, &nodes, &n, e);
+        r = worker_client_place(w, &like, &nodes, &n, &order, &n_order, e);
         if (r < 0)
                 return r;
-        order = new0(size_t, n + 1);
-        if (!order)
-                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-        worker_place(nodes, n, &like, store_now_usec(w->store) - w->lost_timeout_usec, order, &n_order);
         for (size_t i = 0; i < n_order; i++)
                 if (best == SIZE_MAX ||
                     build_affinity(name, nodes[order[i]].name) > build_affinity(name, nodes[order[best]].name))

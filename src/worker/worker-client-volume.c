@@ -43,13 +43,9 @@ int worker_volume_place(WorkerClient *w, uint64_t size_mb, char ret_worker[stati
                 ret_worker[0] = 0;
                 return 0;
         }
-        r = worker_client_list_workers(w, &nodes, &n, e);
+        r = worker_client_place(w, &like, &nodes, &n, &order, &n_order, e);
         if (r < 0)
                 return r;
-        order = new0(size_t, n + 1);
-        if (!order)
-                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
-        worker_place(nodes, n, &like, store_now_usec(w->store) - w->lost_timeout_usec, order, &n_order);
         if (n_order == 0)
                 return api_error(e, -ENOSPC, API_INSUFFICIENT_STORAGE,
                                  "no live worker's storage pool has room for a volume of %" PRIu64 " MiB", size_mb);

@@ -21,6 +21,7 @@
 #include "time-util.h"
 #include "worker-client-internal.h"
 #include "cluster-net.h"
+#include "worker-placement.h"
 #include "worker-proto.h"
 
 int worker_socket_path(const Config *config, char *buf, size_t n) {
@@ -388,5 +389,23 @@ int worker_client_list_workers(WorkerClient *w, WorkerNode **ret_nodes, size_t *
         int r = store_worker_list(w->store, ret_nodes, ret_n);
         if (r < 0)
                 return api_error(e, r, API_UNAVAILABLE, "the store failed (listing workers): %s", strerror(-r));
+        return 0;
+}
+
+int worker_client_place(WorkerClient *w, const Sandbox *like, WorkerNode **ret_nodes, size_t *ret_n,
+                        size_t **ret_order, size_t *ret_n_order, ApiError *e) {
+        _cleanup_free_ WorkerNode *nodes = NULL;
+        size_t n = 0;
+        int r;
+
+        r = worker_client_list_workers(w, &nodes, &n, e);
+        if (r < 0)
+                return r;
+        *ret_order = new0(size_t, n + 1);
+        if (!*ret_order)
+                return api_error(e, -ENOMEM, API_UNAVAILABLE, "out of memory");
+        worker_place(nodes, n, like, store_now_usec(w->store) - w->lost_timeout_usec, *ret_order, ret_n_order);
+        *ret_nodes = TAKE_PTR(nodes);
+        *ret_n = n;
         return 0;
 }

@@ -326,22 +326,30 @@ void worker_teardown_collect(Worker *w) {
                 teardown_finished(w, &done[i]);
 }
 
-int worker_teardown_queue(Worker *w, LiveSandbox *l) {
-        WorkerTeardowns *t = w->teardowns;
-        TeardownItem it = { .rt = l->rt, .slot = l->slot, .net = l->net, .queued_usec = now_usec() };
-
-        if (!worker_teardown_available(w))
-                return -EOPNOTSUPP;
-        memcpy(it.id, l->id, sizeof it.id);
+/* -EAGAIN when the queue is full. */
+static int enqueue(WorkerTeardowns *t, const TeardownItem *it) {
         pthread_mutex_lock(&t->lock);
         if (t->n + t->n_done >= WORKER_TEARDOWN_QUEUE_MAX) {
                 pthread_mutex_unlock(&t->lock);
                 return -EAGAIN;
         }
-        t->queue[(t->head + t->n) % WORKER_TEARDOWN_QUEUE_MAX] = it;
+        t->queue[(t->head + t->n) % WORKER_TEARDOWN_QUEUE_MAX] = *it;
         t->n++;
         pthread_cond_signal(&t->work);
         pthread_mutex_unlock(&t->lock);
+        return 0;
+}
+
+int worker_teardown_queue(Worker *w, LiveSandbox *l) {
+        TeardownItem it = { .rt = l->rt, .slot = l->slot, .net = l->net, .queued_usec = now_usec() };
+        int r;
+
+        if (!worker_teardown_available(w))
+                return -EOPNOTSUPP;
+        memcpy(it.id, l->id, sizeof it.id);
+        r = enqueue(w->teardowns, &it);
+        if (r < 0)
+                return r;
         /* the thread has it: its PID 1 is reaped, nothing of it is the event loop's any more */
         (void) epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, l->pidfd, NULL);
         l->pidfd = safe_close(l->pidfd);
@@ -352,23 +360,13 @@ int worker_teardown_queue(Worker *w, LiveSandbox *l) {
 }
 
 int worker_teardown_queue_link(Worker *w, const char *id, int ifindex) {
-        WorkerTeardowns *t = w->teardowns;
         TeardownItem it = { .link_index = ifindex, .queued_usec = now_usec() };
 
         if (!worker_teardown_available(w) || ifindex <= 0)
                 return -EOPNOTSUPP;
         if (strscpy(it.id, sizeof it.id, id) < 0)
                 return -ENAMETOOLONG;
-        pthread_mutex_lock(&t->lock);
-        if (t->n + t->n_done >= WORKER_TEARDOWN_QUEUE_MAX) {
-                pthread_mutex_unlock(&t->lock);
-                return -EAGAIN;
-        }
-        t->queue[(t->head + t->n) % WORKER_TEARDOWN_QUEUE_MAX] = it;
-        t->n++;
-        pthread_cond_signal(&t->work);
-        pthread_mutex_unlock(&t->lock);
-        return 0;
+        return enqueue(w->teardowns, &it);
 }
 
 unsigned worker_teardown_pending(Worker *w) {
