@@ -99,6 +99,8 @@ TEST(veth_names) {
         ASSERT_ERRNO(veth_create("sp-x", "eth0", -1), EINVAL);
         ASSERT_ERRNO(veth_configure_peer(-1, "eth0", &a), EINVAL);
         ASSERT_ERRNO(veth_delete("x*"), EINVAL);
+        ASSERT_ERRNO(veth_delete_index(0), EINVAL);
+        ASSERT_ERRNO(veth_delete_index(-1), EINVAL);
         a.prefixlen = 24;
         ASSERT_ERRNO(veth_configure_host("sp-x", &a), EINVAL);
 }
@@ -665,9 +667,13 @@ TEST(sandbox_network) {
         ASSERT_OK(firewall_teardown(net_test.fw, net_test.table)); /* absent is fine */
         net_test.table[0] = '\0';
 
-        ASSERT_OK(veth_delete(net_test.link));
+        /* by its index (a suspend's link, deleted later, when its name may be taken again) */
+        unsigned idx = if_nametoindex(net_test.link);
+        ASSERT_TRUE(idx > 0);
+        ASSERT_OK(veth_delete_index((int) idx));
         ASSERT_EQ(if_nametoindex(net_test.link), 0);
         ASSERT_ERRNO(veth_delete(net_test.link), ENODEV);
+        ASSERT_ERRNO(veth_delete_index((int) idx), ENODEV);
         net_test.link[0] = '\0';
         net_test_cleanup();
 }
