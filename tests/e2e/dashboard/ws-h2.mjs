@@ -12,10 +12,14 @@ const browser = await chromium.launch({
 })
 try {
   const page = await browser.newPage()
+  // what the page is not told: why a request or its WebSocket failed (net::ERR_...)
+  const errors = []
+  page.on('requestfailed', (r) => errors.push(`${r.url()}: ${r.failure()?.errorText}`))
+  page.on('websocket', (ws) => ws.on('socketerror', (e) => errors.push(`${ws.url()}: ${e}`)))
   await page.goto(link)
   await page.waitForFunction(() => document.title.startsWith('got:') || document.title.startsWith('error'),
     null, { timeout: 60000 })
-  console.log(JSON.stringify({ title: await page.title() }))
+  console.log(JSON.stringify({ title: await page.title(), errors }))
 } finally {
   await browser.close()
 }
