@@ -1480,6 +1480,8 @@ int api_template_build(ApiRequest *r, ApiError *e) {
                 json_w_kv_int(&w, "run", b.ran);
                 json_w_kv_int(&w, "duration_ms", (now_usec() - t0) / 1000);
                 json_w_kv_string(&w, "layer", b.layer);
+                if (b.worker[0]) /* a cluster: where it ran (its layer cache) */
+                        json_w_kv_string(&w, "worker", b.worker);
                 if (store_template_get(r->store, name, &t) >= 0) {
                         json_w_key(&w, "template");
                         json_out_template(&w, &t, 0);

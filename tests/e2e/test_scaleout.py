@@ -1113,6 +1113,7 @@ def test_dockerfile_build_in_a_cluster(cluster):
     try:
         first = _build(c, api, name, ctx)[-1]
         assert first["run"] == 2 and first["cached_steps"] == 0, first  # RUN and COPY made, nothing cached
+        assert first["worker"] in c.workers, first
         _wait(lambda: all(name in w["templates"].split(",")
                           for w in c.req(api, "GET", "/v1/info").json()["workers"] if w["name"] in c.workers),
               60, "every worker lists the built template")
@@ -1128,7 +1129,7 @@ def test_dockerfile_build_in_a_cluster(cluster):
         c.delete_all()
         # the same build again, through the other API server: the same worker, every step cached
         res = _build(c, c.apis[1], name, ctx)[-1]
-        assert res["run"] == 0 and res["cached_steps"] == first["run"], res
+        assert res["run"] == 0 and res["cached_steps"] == first["run"] and res["worker"] == first["worker"], res
         # its version 2 went to the others as what differs from version 1, which they hold
         shipped = [ln for w in c.workers.values() for ln in w.log().splitlines()
                    if f"Shipped template '{name}@v2'" in ln]

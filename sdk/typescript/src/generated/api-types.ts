@@ -711,6 +711,8 @@ export type BuildEvent = {
   run?: number;
   duration_ms?: number;
   layer?: string;
+  /** a cluster: the worker the build ran on (its layer cache) */
+  worker?: string;
   template?: Template;
   code?: string;
   message?: string;
