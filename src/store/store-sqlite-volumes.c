@@ -143,6 +143,17 @@ static int live_mounts(SqliteStore *q, const char *volume_id, const char *sandbo
         return 0;
 }
 
+/* 0 if the volume's row exists, else -ENOENT. */
+static int volume_exists(SqliteStore *q, const char *volume_id) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        CHECK(vol_stmt(q, SQL_VOL_EXISTS, &st));
+        CHECK(sqlite_bind_text(q, st, 1, volume_id));
+        r = sqlite_store_step(q, st);
+        return r < 0 ? r : r == 0 ? -ENOENT : 0;
+}
+
 static int by_id(SqliteStore *q, SqlVolumeStmt id, const char *volume_id) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
@@ -184,20 +195,9 @@ int sqlite_op_volume_move(Store *s, const char *volume_id, const char *sandbox_i
         SqliteStore *q = sqlite_store(s);
         _cleanup_tx_ SqliteStore *tx = NULL;
         uint64_t all, writers;
-        int r;
 
         CHECK(sqlite_store_begin(q, &tx));
-        {
-                _cleanup_stmt_ sqlite3_stmt *st = NULL;
-
-                CHECK(vol_stmt(q, SQL_VOL_EXISTS, &st));
-                CHECK(sqlite_bind_text(q, st, 1, volume_id));
-                r = sqlite_store_step(q, st);
-                if (r < 0)
-                        return r;
-                if (r == 0)
-                        return -ENOENT;
-        }
+        CHECK(volume_exists(q, volume_id));
         CHECK(live_mounts(q, volume_id, sandbox_id, &all, &writers));
         if (all > 0)
                 return -EBUSY;
@@ -219,21 +219,10 @@ int sqlite_op_volume_mount(Store *s, const char *sandbox_id, const VolumeMount *
         SqliteStore *q = sqlite_store(s);
         _cleanup_tx_ SqliteStore *tx = NULL;
         uint64_t all, writers;
-        int r;
 
         CHECK(sqlite_store_begin(q, &tx));
         for (size_t i = 0; i < n; i++) {
-                {
-                        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-
-                        CHECK(vol_stmt(q, SQL_VOL_EXISTS, &st));
-                        CHECK(sqlite_bind_text(q, st, 1, m[i].volume_id));
-                        r = sqlite_store_step(q, st);
-                        if (r < 0)
-                                return r;
-                        if (r == 0)
-                                return -ENOENT;
-                }
+                CHECK(volume_exists(q, m[i].volume_id));
                 CHECK(live_mounts(q, m[i].volume_id, sandbox_id, &all, &writers));
                 if (m[i].read_only ? writers > 0 : all > 0)
                         return -EBUSY;
