@@ -50,8 +50,7 @@ int pool_copy_tree(const char *src, const char *dst) {
         return -EIO;
 }
 
-/* Opens checkpoints/<sandbox_id>: -ENOENT if the sandbox has no checkpoint. */
-static int checkpoint_open_owner(Pool *p, const char *sandbox_id) {
+int pool_checkpoint_owner_open(Pool *p, const char *sandbox_id) {
         _cleanup_close_ int fd = -EBADF;
         int owner_fd;
 
@@ -158,7 +157,7 @@ int pool_checkpoint_remove(Pool *p, const char *sandbox_id, const char *checkpoi
         r = checkpoint_validate(p, sandbox_id, checkpoint_id);
         if (r < 0)
                 return r;
-        owner_fd = checkpoint_open_owner(p, sandbox_id);
+        owner_fd = pool_checkpoint_owner_open(p, sandbox_id);
         if (owner_fd < 0)
                 return owner_fd;
         if (fstatat(owner_fd, checkpoint_id, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -182,7 +181,7 @@ int pool_checkpoint_remove_all(Pool *p, const char *sandbox_id) {
                 return r;
         if (!pool_sandbox_id_valid(sandbox_id))
                 return -EINVAL;
-        owner_fd = checkpoint_open_owner(p, sandbox_id);
+        owner_fd = pool_checkpoint_owner_open(p, sandbox_id);
         if (owner_fd == -ENOENT)
                 return 0;
         if (owner_fd < 0)
@@ -206,7 +205,7 @@ bool pool_checkpoint_exists(Pool *p, const char *sandbox_id, const char *checkpo
 
         if (checkpoint_validate(p, sandbox_id, checkpoint_id) < 0)
                 return false;
-        owner_fd = checkpoint_open_owner(p, sandbox_id);
+        owner_fd = pool_checkpoint_owner_open(p, sandbox_id);
         return owner_fd >= 0 && fstatat(owner_fd, checkpoint_id, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                S_ISDIR(st.st_mode);
 }
@@ -243,7 +242,7 @@ int pool_checkpoint_usage(Pool *p, const char *sandbox_id, const char *checkpoin
                 return r;
         if (!ret_bytes)
                 return -EINVAL;
-        owner_fd = checkpoint_open_owner(p, sandbox_id);
+        owner_fd = pool_checkpoint_owner_open(p, sandbox_id);
         if (owner_fd >= 0)
                 fd = openat(owner_fd, checkpoint_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         /* a vm sandbox's: a plain directory with its disk (and memory) */

@@ -19,6 +19,8 @@
 /* The just made subvolume dfd/id gets its own limit of size_mb (open_to_all:
  * owned by 0:0, mode 0777); on failure it is removed again. */
 int pool_volume_limit(Pool *p, int dfd, const char *id, uint64_t size_mb, bool open_to_all);
+/* Opens checkpoints/<sandbox_id>: -ENOENT if the sandbox has no checkpoint. */
+int pool_checkpoint_owner_open(Pool *p, const char *sandbox_id);
 /* pool_volume_set_aside() with volumes/ open as vdfd. */
 int pool_volume_set_aside_at(Pool *p, int vdfd, const char *id);
 #define POOL_SANDBOX_ROOT "root"

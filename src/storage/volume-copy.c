@@ -6,7 +6,6 @@
  * from it: the sandbox's files and its volume's as they were at the same
  * moment. The name is no checkpoint id ('.'), so listings of checkpoints
  * skip it, and it goes with its checkpoint or its sandbox's checkpoints. */
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -42,16 +41,6 @@ bool pool_volume_copy_name_valid(const char *name) {
         return pool_sandbox_id_valid(ck) && pool_sandbox_id_valid(dot + 1);
 }
 
-static int owner_open(Pool *p, const char *sandbox_id) {
-        _cleanup_close_ int fd = pool_open_subdir(p, POOL_CHECKPOINTS_DIR);
-        int owner;
-
-        if (fd < 0)
-                return fd;
-        owner = openat(fd, sandbox_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        return owner < 0 ? negative_errno() : owner;
-}
-
 static int copy_valid(Pool *p, const char *sandbox_id, const char *checkpoint_id, const char *volume_id) {
         int r = pool_usable(p);
 
@@ -76,7 +65,7 @@ int pool_volume_copy_create(Pool *p, const char *sandbox_id, const char *checkpo
         r = pool_volume_copy_name(checkpoint_id, volume_id, name, sizeof name);
         if (r < 0)
                 return r;
-        owner = owner_open(p, sandbox_id); /* the checkpoint made it */
+        owner = pool_checkpoint_owner_open(p, sandbox_id); /* the checkpoint made it */
         if (owner < 0)
                 return owner;
         r = pool_volume_open(p, volume_id, &vol);
@@ -93,45 +82,42 @@ bool pool_volume_copy_exists(Pool *p, const char *sandbox_id, const char *checkp
         if (copy_valid(p, sandbox_id, checkpoint_id, volume_id) < 0 ||
             pool_volume_copy_name(checkpoint_id, volume_id, name, sizeof name) < 0)
                 return false;
-        owner = owner_open(p, sandbox_id);
+        owner = pool_checkpoint_owner_open(p, sandbox_id);
         return owner >= 0 && fstatat(owner, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISDIR(st.st_mode);
 }
 
-/* checkpoints/<sandbox> to read: 0 and *ret NULL if there is none. */
-static int owner_opendir(Pool *p, const char *sandbox_id, DIR **ret) {
-        int owner = owner_open(p, sandbox_id);
+/* The copies (<ck>.<volume>) in checkpoints/<sandbox>: NULL if there is none. */
+static int copy_names(Pool *p, const char *sandbox_id, char ***ret) {
+        _cleanup_free_ char *sub = strjoin(POOL_CHECKPOINTS_DIR "/", sandbox_id);
+        int r;
 
         *ret = NULL;
-        if (owner == -ENOENT)
-                return 0;
-        if (owner < 0)
-                return owner;
-        *ret = fdopendir(owner);
-        if (!*ret) {
-                safe_close(owner);
-                return negative_errno();
-        }
-        return 0;
+        if (!sub)
+                return -ENOMEM;
+        r = pool_list_names(p, sub, pool_volume_copy_name_valid, ret);
+        return r == -ENOENT ? 0 : r;
 }
 
 int pool_volume_copies_remove(Pool *p, const char *sandbox_id, const char *checkpoint_id) {
-        _cleanup_(closedirp_) DIR *d = NULL;
-        struct dirent *de;
+        _cleanup_strv_free_ char **names = NULL;
+        _cleanup_close_ int owner = -EBADF;
         size_t n;
         int r;
 
         if (!pool_sandbox_id_valid(sandbox_id) || !pool_sandbox_id_valid(checkpoint_id))
                 return -EINVAL;
-        r = owner_opendir(p, sandbox_id, &d);
-        if (r < 0 || !d)
+        r = copy_names(p, sandbox_id, &names);
+        if (r < 0 || !names || !names[0])
                 return r;
+        owner = pool_checkpoint_owner_open(p, sandbox_id);
+        if (owner < 0)
+                return owner == -ENOENT ? 0 : owner;
         n = strlen(checkpoint_id);
-        while ((errno = 0, de = readdir(d))) {
+        for (char **i = names; *i; i++) {
                 int k;
-                if (strncmp(de->d_name, checkpoint_id, n) != 0 || de->d_name[n] != '.' ||
-                    !pool_volume_copy_name_valid(de->d_name))
+                if (strncmp(*i, checkpoint_id, n) != 0 || (*i)[n] != '.')
                         continue;
-                k = pool_remove_entry(p, dirfd(d), de->d_name);
+                k = pool_remove_entry(p, owner, *i);
                 if (k < 0 && r >= 0)
                         r = k;
         }
@@ -139,28 +125,25 @@ int pool_volume_copies_remove(Pool *p, const char *sandbox_id, const char *check
 }
 
 int pool_volume_copy_list(Pool *p, const char *sandbox_id, const char *volume_id, char ***ret) {
-        _cleanup_(closedirp_) DIR *d = NULL;
-        _cleanup_strv_free_ char **names = NULL;
-        struct dirent *de;
+        _cleanup_strv_free_ char **names = NULL, **copies = NULL;
         size_t n;
         int r;
 
         if (!pool_sandbox_id_valid(sandbox_id) || !pool_sandbox_id_valid(volume_id) || !ret)
                 return -EINVAL;
         *ret = NULL;
-        r = owner_opendir(p, sandbox_id, &d);
-        if (r < 0 || !d)
+        r = copy_names(p, sandbox_id, &names);
+        if (r < 0)
                 return r;
         n = strlen(volume_id);
-        while ((errno = 0, de = readdir(d))) {
-                size_t l = strlen(de->d_name);
-                if (l <= n + 1 || de->d_name[l - n - 1] != '.' || !streq(de->d_name + l - n, volume_id) ||
-                    !pool_volume_copy_name_valid(de->d_name))
+        for (char **i = names; i && *i; i++) {
+                size_t l = strlen(*i);
+                if (l <= n + 1 || (*i)[l - n - 1] != '.' || !streq(*i + l - n, volume_id))
                         continue;
-                if (strv_extend(&names, de->d_name) < 0)
+                if (strv_extend(&copies, *i) < 0)
                         return -ENOMEM;
         }
-        *ret = TAKE_PTR(names);
+        *ret = TAKE_PTR(copies);
         return 0;
 }
 
@@ -178,7 +161,7 @@ int pool_volume_from_copy(Pool *p, const char *sandbox_id, const char *checkpoin
         r = pool_volume_copy_name(checkpoint_id, volume_id, name, sizeof name);
         if (r < 0)
                 return r;
-        owner = owner_open(p, sandbox_id);
+        owner = pool_checkpoint_owner_open(p, sandbox_id);
         if (owner < 0)
                 return owner;
         src = openat(owner, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
