@@ -10,25 +10,15 @@
 #include "str-util.h"
 #include "worker-internal.h"
 
-static const char *id_field(const JsonValue *req, const char *key, ApiError *e) {
-        const char *id = json_string(json_get(req, key));
-
-        if (!id || !id_valid(id)) {
-                api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad or missing '%s'", key);
-                return NULL;
-        }
-        return id;
-}
-
 int worker_branch_parse(Worker *w, const JsonValue *req, WorkerBranch *ret, ApiError *e) {
         const JsonValue *children = json_get(req, "sandboxes"), *ck = json_get(req, "checkpoint"),
                         *mem = json_get(req, "with_memory");
 
         *ret = (WorkerBranch){};
-        ret->source = id_field(req, "source", e);
+        ret->source = worker_req_id(req, "source", e);
         if (!ret->source)
                 return -EINVAL;
-        if (ck && !json_is_null(ck) && !(ret->checkpoint = id_field(req, "checkpoint", e)))
+        if (ck && !json_is_null(ck) && !(ret->checkpoint = worker_req_id(req, "checkpoint", e)))
                 return -EINVAL;
         if (mem && !json_is_null(mem) && json_bool(mem, &ret->with_memory) < 0)
                 return api_error(e, -EINVAL, API_INVALID_ARGUMENT, "'with_memory' must be a boolean");

@@ -17,6 +17,16 @@
 
 typedef void (*WorkerOpHandler)(Worker *w, const JsonValue *req, JsonWriter *jw);
 
+const char *worker_req_id(const JsonValue *req, const char *key, ApiError *e) {
+        const char *id = json_string(json_get(req, key));
+
+        if (!id || !id_valid(id)) {
+                api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad or missing '%s'", key);
+                return NULL;
+        }
+        return id;
+}
+
 void worker_reply_error(JsonWriter *jw, const ApiError *e) {
         json_w_object_begin(jw);
         json_w_kv_bool(jw, "ok", false);

@@ -331,6 +331,8 @@ void worker_dispatch(Worker *w, const char *line, size_t n, JsonWriter *jw);
 /* Every op the worker process serves has its handler, and no other: -EPROTO (logged) if not. */
 int worker_dispatch_check(void);
 void worker_reply_error(JsonWriter *jw, const ApiError *e);
+/* The sandbox or checkpoint id a request names under key (e says so if it is missing or bad). */
+const char *worker_req_id(const JsonValue *req, const char *key, ApiError *e);
 void worker_reply_ok(JsonWriter *jw);
 
 /* Once a second: OOM kills inside sandboxes become events. */

@@ -27,15 +27,6 @@ static void reply_pid(JsonWriter *jw, int64_t pid, uint64_t starttime) {
         json_w_object_end(jw);
 }
 
-static const char *req_id(const JsonValue *req, const char *key, ApiError *e) {
-        const char *id = json_string(json_get(req, key));
-        if (!id || !id_valid(id)) {
-                api_error(e, -EINVAL, API_INVALID_ARGUMENT, "bad or missing '%s'", key);
-                return NULL;
-        }
-        return id;
-}
-
 static int freeze(Worker *w, LiveSandbox *l, bool frozen, ApiError *e) {
         int r;
         if (l->frozen == frozen)
@@ -50,7 +41,7 @@ static int freeze(Worker *w, LiveSandbox *l, bool frozen, ApiError *e) {
 
 void worker_op_pause(Worker *w, const JsonValue *req, bool pause, JsonWriter *jw) {
         ApiError e = {};
-        const char *id = req_id(req, "id", &e);
+        const char *id = worker_req_id(req, "id", &e);
         LiveSandbox *l;
 
         if (!id)
@@ -67,7 +58,7 @@ void worker_op_pause(Worker *w, const JsonValue *req, bool pause, JsonWriter *jw
 
 void worker_op_suspend(Worker *w, const JsonValue *req, JsonWriter *jw) {
         ApiError e = {};
-        const char *id = req_id(req, "id", &e);
+        const char *id = worker_req_id(req, "id", &e);
         bool preserved = false;
         LiveSandbox *l;
         int r;
@@ -216,7 +207,7 @@ void worker_op_start(Worker *w, const JsonValue *req, JsonWriter *jw) {
 
 void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
         ApiError e = {};
-        const char *id = req_id(req, "id", &e), *ck = id ? req_id(req, "checkpoint", &e) : NULL;
+        const char *id = worker_req_id(req, "id", &e), *ck = id ? worker_req_id(req, "checkpoint", &e) : NULL;
         LiveSandbox *l;
         bool was_frozen, with_memory = false;
         uint64_t size = 0, max_mb = 0, held = 0;
@@ -309,7 +300,7 @@ void worker_op_checkpoint(Worker *w, const JsonValue *req, JsonWriter *jw) {
  * memory.events oom_kill, v1 memory.oom_control oom_kill). */
 void worker_op_oom_kills(Worker *w, const JsonValue *req, JsonWriter *jw) {
         ApiError e = {};
-        const char *id = req_id(req, "id", &e);
+        const char *id = worker_req_id(req, "id", &e);
         LiveSandbox *l;
         uint64_t n = 0;
         int r;
@@ -336,7 +327,7 @@ void worker_op_oom_kills(Worker *w, const JsonValue *req, JsonWriter *jw) {
 void worker_op_checkpoint_sizes(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_strv_free_ char **ids = NULL;
         ApiError e = {};
-        const char *id = req_id(req, "id", &e);
+        const char *id = worker_req_id(req, "id", &e);
         int r;
 
         if (!id)
@@ -365,7 +356,7 @@ void worker_op_checkpoint_sizes(Worker *w, const JsonValue *req, JsonWriter *jw)
 
 void worker_op_checkpoint_remove(Worker *w, const JsonValue *req, JsonWriter *jw) {
         ApiError e = {};
-        const char *id = req_id(req, "id", &e), *ck = id ? req_id(req, "checkpoint", &e) : NULL;
+        const char *id = worker_req_id(req, "id", &e), *ck = id ? worker_req_id(req, "checkpoint", &e) : NULL;
         int r;
 
         if (!id || !ck)
@@ -402,7 +393,7 @@ void worker_op_restore(Worker *w, const JsonValue *req, JsonWriter *jw) {
 
         if (worker_spec_parse(w, json_get(req, "sandbox"), &s, &e) < 0)
                 return worker_reply_error(jw, &e);
-        ck = req_id(req, "checkpoint", &e);
+        ck = worker_req_id(req, "checkpoint", &e);
         if (!ck)
                 return worker_reply_error(jw, &e);
         if (!pool_checkpoint_exists(w->pool, s.id, ck)) {
@@ -702,7 +693,7 @@ void worker_op_set_policy(Worker *w, const JsonValue *req, JsonWriter *jw) {
         _cleanup_free_ char *policy = NULL;
         const JsonValue *p = json_get(req, "policy");
         ApiError e = {};
-        const char *id = req_id(req, "id", &e);
+        const char *id = worker_req_id(req, "id", &e);
 
         if (!id)
                 return worker_reply_error(jw, &e);
