@@ -113,13 +113,13 @@ void worker_volumes_move_back(Worker *w, const WorkerSpec *s, const WorkerVolume
         }
 }
 
-static int volume_move_in(Worker *w, const WorkerSpec *s, const char *ck, const char *tenant, const VolumeMount *m,
+static int volume_move_in(Worker *w, const WorkerSpec *s, const char *ck, const VolumeMount *m,
                           WorkerVolumeMoves *moves, ApiError *e) {
         const char *me = w->config->worker_name;
         Volume v = {};
         int r;
 
-        r = store_volume_get(w->store, tenant, m->volume_name, &v);
+        r = store_volume_get_by_id(w->store, m->volume_id, &v);
         if (r < 0)
                 return api_error(e, r, r == -ENOENT ? API_CONFLICT : API_UNAVAILABLE,
                                  "cannot read volume '%s': %s", m->volume_name, strerror(-r));
@@ -160,7 +160,6 @@ static int volume_move_in(Worker *w, const WorkerSpec *s, const char *ck, const 
 
 int worker_volumes_move_in(Worker *w, const WorkerSpec *s, const char *ck, WorkerVolumeMoves *ret, ApiError *e) {
         _cleanup_free_ VolumeMount *m = NULL;
-        _cleanup_(sandbox_done) Sandbox sb = {};
         size_t n = 0;
         int r;
 
@@ -170,15 +169,10 @@ int worker_volumes_move_in(Worker *w, const WorkerSpec *s, const char *ck, Worke
         r = store_volume_mounts(w->store, s->id, &m, &n);
         if (r < 0)
                 return api_error(e, r, API_UNAVAILABLE, "cannot read the sandbox's volumes: %s", strerror(-r));
-        if (n == 0)
-                return 0;
-        r = store_sandbox_get(w->store, NULL, s->id, &sb);
-        if (r < 0)
-                return api_error(e, r, API_UNAVAILABLE, "cannot read sandbox %s: %s", s->id, strerror(-r));
         if (n > RUNTIME_VOLUMES_MAX)
                 return api_error(e, -E2BIG, API_INVALID_ARGUMENT, "more than %d volumes", RUNTIME_VOLUMES_MAX);
         for (size_t i = 0; i < n; i++) {
-                r = volume_move_in(w, s, ck, sb.tenant_id, &m[i], ret, e);
+                r = volume_move_in(w, s, ck, &m[i], ret, e);
                 if (r < 0) {
                         worker_volumes_move_back(w, s, ret);
                         *ret = (WorkerVolumeMoves){};
