@@ -560,16 +560,20 @@ static void firewall_unlink(const Worker *w, Firewall *fw, const char *id, const
                                   r == -EPROTO ? firewall_last_error(fw) : strerror(-r));
 }
 
+static void link_delete(const char *link, const char *id) {
+        int r = veth_delete(link);
+
+        if (r < 0 && r != -ENODEV)
+                log_warning_errno(r, "Cannot delete network link %s of sandbox %s: %m", link, id);
+}
+
 void worker_net_detach_link(const Worker *w, Firewall *fw, const char *id, uint64_t slot) {
         char link[IFNAMSIZ];
         AddrPair pair;
-        int r;
 
         if (worker_net_link_name(w, slot, link) < 0 || worker_net_pair(w, slot, &pair) < 0)
                 return;
-        r = veth_delete(link);
-        if (r < 0 && r != -ENODEV)
-                log_warning_errno(r, "Cannot delete network link %s of sandbox %s: %m", link, id);
+        link_delete(link, id);
         firewall_unlink(w, fw, id, link, &pair);
 }
 
@@ -588,11 +592,8 @@ void worker_net_detach_later(Worker *w, const char *id, uint64_t slot) {
         gateway_unregister(w, id);
         firewall_unlink(w, w->firewall, id, link, &pair);
         ifindex = (int) if_nametoindex(link);
-        if (ifindex > 0 && worker_teardown_queue_link(w, id, ifindex) < 0) {
-                int r = veth_delete(link);
-                if (r < 0 && r != -ENODEV)
-                        log_warning_errno(r, "Cannot delete network link %s of sandbox %s: %m", link, id);
-        }
+        if (ifindex > 0 && worker_teardown_queue_link(w, id, ifindex) < 0)
+                link_delete(link, id);
 }
 
 /* At start, after the live sandboxes are adopted: the table is rebuilt with
